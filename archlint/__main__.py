@@ -1,0 +1,5 @@
+import sys
+
+from archlint.cli import main
+
+sys.exit(main())

@@ -1,0 +1,131 @@
+"""OpGraph: the one intermediate form of a captured model (see DESIGN.md).
+
+A `networkx.DiGraph` whose nodes are ops and whose edges are tensors (producer → consumer).
+Every capture strategy produces the same form, so no check knows which tracer ran.
+
+Node key: a stable, unique name (the fx node name where fx ran, e.g. "layer1_0_conv1"); it is
+also `layers[].name` in the JSON and the range name in the profiler trace.
+
+Node attributes (set by capture):
+    kind          normalized op kind, one of KINDS
+    op            what ran, readable: "nn.Conv2d", "F.relu", "aten.add.Tensor", "Tensor.view"
+    module        dotted path of the module the op belongs to ("layer1.0.conv1"), "" for the root
+    module_type   class name of that module ("Conv2d"), None at the root
+    in_shapes     list of tuples: the tensor inputs, in argument order (weights not included)
+    out_shapes    list of tuples: the tensor outputs
+    dtype         str, the output dtype ("float32")
+    itemsize      bytes per element of that dtype
+    param_shapes  {"weight": (..), "bias": (..)}: parameters and buffers this op reads
+    params        number of parameter elements this op owns (each parameter counted once
+                  model-wide, at the first op that reads it)
+    attrs         op attributes: kernel_size, stride, padding, dilation, groups, transposed,
+                  in_channels, out_channels, bias (bool), inplace, num_heads, ... as they apply
+Node attributes (set by cost):
+    flops         multiply-adds (int); 0 for ops without arithmetic
+    mac_bytes     memory access cost in bytes (ShuffleNetV2: inputs + weights read + outputs written)
+    out_bytes     bytes of the output activation(s)
+    known         False where no cost formula exists (flops/mac not counted, op listed as unknown)
+Node attributes (set by measure, only with --latency):
+    latency_ms, latency_spread_ms ([q1, q3]), roofline {intensity, bound, attainable_ms, efficiency}
+
+Edge attributes: `index` (the consumer's input position of this tensor).
+
+Graph attributes (G.graph):
+    target, strategy ("fx" | "export" | "dispatch"), mode ("eval" | "train"), build, dtype,
+    input_shapes, notes (list of str: fallbacks taken, caveats), replay (an object that can run
+    the graph op by op for timing, or None when the strategy cannot replay), modules
+    ({path: {"type": cls name, "params": direct parameter count, "file": str|None,
+    "line": int|None}} for every submodule, reached or not), reached_modules (set of paths of
+    modules whose forward ran), unused_params (names of parameters no op read)
+
+Nodes of kind "input" (model inputs) and "output" carry no cost and are not layers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import networkx as nx
+
+from archlint.result import Layer, Totals
+
+KINDS = (
+    "input",
+    "output",
+    "conv",
+    "linear",
+    "matmul",
+    "attention",
+    "norm",
+    "activation",
+    "elementwise",
+    "pool",
+    "concat",
+    "split",
+    "reshape",  # views: cost nothing
+    "copy",  # materializing copies: contiguous, clone, permute+contiguous, to(dtype)
+    "reduction",
+    "embedding",
+    "dropout",
+    "upsample",
+    "creation",  # zeros/ones/arange: writes only
+    "other",  # recognized but without a formula: known=False
+)
+COMPUTE_KINDS = frozenset({"conv", "linear", "matmul", "attention"})
+MEMORY_ONLY_KINDS = frozenset({"concat", "split", "copy", "reshape", "creation", "upsample"})
+ELEMENTWISE_KINDS = frozenset({"elementwise", "activation", "norm", "dropout"})
+
+
+def ops(graph: nx.DiGraph) -> Iterator[tuple[str, dict]]:
+    """(name, attributes) of every op that is a layer, in topological order."""
+    for name in nx.topological_sort(graph):
+        data = graph.nodes[name]
+        if data["kind"] not in ("input", "output"):
+            yield name, data
+
+
+def to_layers(graph: nx.DiGraph) -> list[Layer]:
+    return [
+        Layer(
+            name=name,
+            kind=d["kind"],
+            op=d["op"],
+            module=d.get("module") or None,
+            flops=int(d.get("flops", 0)),
+            mac_bytes=int(d.get("mac_bytes", 0)),
+            params=int(d.get("params", 0)),
+            out_bytes=int(d.get("out_bytes", 0)),
+            in_shapes=[list(s) for s in d.get("in_shapes", [])],
+            out_shapes=[list(s) for s in d.get("out_shapes", [])],
+            dtype=d.get("dtype"),
+            known=bool(d.get("known", True)),
+            attrs=_jsonable(d.get("attrs", {})),
+            latency_ms=d.get("latency_ms"),
+            latency_spread_ms=d.get("latency_spread_ms"),
+            roofline=d.get("roofline"),
+        )
+        for name, d in ops(graph)
+    ]
+
+
+def totals(graph: nx.DiGraph) -> Totals:
+    t = Totals()
+    for _, d in ops(graph):
+        if d.get("known", True):
+            t.flops += int(d.get("flops", 0))
+            t.mac_bytes += int(d.get("mac_bytes", 0))
+        else:
+            t.unknown_ops += 1
+        t.params += int(d.get("params", 0))
+        t.activation_bytes += int(d.get("out_bytes", 0))
+    return t
+
+
+def _jsonable(value):
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, (bool, int, float, str)) or value is None:
+        return value
+    return str(value)

@@ -1,0 +1,35 @@
+"""Reporters: each turns a RunResult into text and knows nothing of where findings came from."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+from archlint.config import Settings
+from archlint.result import RunResult
+
+# format → module in this package with `render(result, settings) -> str`
+FORMATS = {"text": "text", "json": "json", "sarif": "sarif", "github": "github", "junit": "junit"}
+
+
+def render(result: RunResult, settings: Settings) -> str:
+    module = importlib.import_module(f"archlint.report.{FORMATS[settings.output_format]}")
+    return module.render(result, settings)
+
+
+def write_report(result: RunResult, settings: Settings) -> None:
+    if settings.html is not None:
+        from archlint.report.html import write_html
+
+        write_html(result, settings, settings.html)
+    if settings.output_format == "text" and settings.output_file is None:
+        from archlint.report.text import print_text
+
+        print_text(result, settings)  # rich, straight to the terminal
+        return
+    text = render(result, settings)
+    if settings.output_file is None:
+        sys.stdout.write(text)
+    else:
+        settings.output_file.parent.mkdir(parents=True, exist_ok=True)
+        settings.output_file.write_text(text, encoding="utf-8")

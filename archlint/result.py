@@ -1,0 +1,102 @@
+"""Plain results that the model analyzer hands to reporters; no torch in here.
+
+Field names follow the JSON contract in DESIGN.md: reporters serialize these as they are.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from archlint.diagnostics import Diagnostic
+
+
+@dataclass
+class Layer:
+    """One op of the OpGraph with its costs. FLOPs are multiply-adds."""
+
+    name: str  # OpGraph node name, stable across runs; also the trace range name
+    kind: str  # normalized: conv, linear, matmul, attention, norm, elementwise, ...
+    op: str  # what ran: "torch.nn.Conv2d", "aten.add.Tensor", "F.relu", ...
+    module: str | None  # dotted module path ("layer1.0.conv1"); None at the top level
+    flops: int = 0
+    mac_bytes: int = 0
+    params: int = 0
+    out_bytes: int = 0  # size of the output activation
+    in_shapes: list[list[int]] = field(default_factory=list)
+    out_shapes: list[list[int]] = field(default_factory=list)
+    dtype: str | None = None
+    known: bool = True  # False: no cost formula for this op; its flops/mac are not counted
+    attrs: dict[str, Any] = field(default_factory=dict)  # kernel, stride, groups, ...
+    latency_ms: float | None = None  # measured median
+    latency_spread_ms: list[float] | None = None  # [q1, q3] of the repeats
+    roofline: dict[str, Any] | None = None  # intensity, bound, attainable_ms, efficiency
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Totals:
+    flops: int = 0
+    mac_bytes: int = 0
+    params: int = 0
+    activation_bytes: int = 0
+    latency_ms: float | None = None  # end-to-end, measured
+    latency_ms_sum_of_ops: float | None = None  # sum of per-op medians
+    unknown_ops: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class ModelResult:
+    target: str
+    strategy: str  # fx | export | dispatch
+    device: str
+    dtype: str
+    input_shapes: list[list[int]]
+    totals: Totals
+    layers: list[Layer]
+    mode: str = "eval"  # which forward was traced
+    build: str = "meta"  # how the model was constructed: meta | real | given
+    notes: list[str] = field(default_factory=list)  # fallbacks taken, estimates, caveats
+    roofline: dict[str, Any] | None = None  # device peaks used for the roofline
+    timing: str | None = None  # how latency was measured (per-op replay, module hooks, ...)
+    flops_convention: str = "multiply-adds (1 FMA = 1 FLOP), as fvcore and torchvision's _ops"
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["totals"] = self.totals.to_dict()
+        d["layers"] = [layer.to_dict() for layer in self.layers]
+        return d
+
+
+@dataclass
+class GateResult:
+    """One budget or baseline check of the CI gate."""
+
+    target: str
+    check: str  # "max-flops", "baseline:flops", "baseline:new-finding", ...
+    passed: bool
+    message: str
+    actual: float | None = None
+    limit: float | None = None
+
+
+@dataclass
+class RunResult:
+    models: list[ModelResult] = field(default_factory=list)
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    files_checked: int = 0
+    gate: list[GateResult] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "version": 1,
+            "models": [m.to_dict() for m in self.models],
+            "diagnostics": [d.to_dict() for d in sorted(self.diagnostics, key=Diagnostic.sort_key)],
+            "files_checked": self.files_checked,
+            "gate": [asdict(g) for g in self.gate],
+        }
