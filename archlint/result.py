@@ -31,6 +31,7 @@ class Layer:
     latency_ms: float | None = None  # measured median
     latency_spread_ms: list[float] | None = None  # [q1, q3] of the repeats
     roofline: dict[str, Any] | None = None  # intensity, bound, attainable_ms, efficiency
+    inputs: list[str] = field(default_factory=list)  # producer op names (OpGraph in-edges)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -103,6 +103,7 @@ def to_layers(graph: nx.DiGraph) -> list[Layer]:
             latency_ms=d.get("latency_ms"),
             latency_spread_ms=d.get("latency_spread_ms"),
             roofline=d.get("roofline"),
+            inputs=list(graph.predecessors(name)),
         )
         for name, d in ops(graph)
     ]
