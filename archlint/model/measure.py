@@ -1,0 +1,347 @@
+"""Measured latency: every op of the OpGraph timed on the real device, and the model end to end.
+
+Per op: the captured fx graph is replayed node by node (an fx.Interpreter whose `run_node` puts a
+timer region around each op), interleaved pass for pass with the original model's plain forward,
+which gives the end-to-end figure; both under torch.no_grad(), in eval mode, with the user's
+inputs. Where capture could not produce a replayable graph (the dispatch-recording fallback),
+each leaf module is timed with forward hooks instead and the report says so. Every op with a
+latency is then placed on the device's roofline (roofline.py).
+
+`measure()` is called by analyze() with --latency; its `Pricer` is the what-if interface the
+rules use (`ctx.pricer`), so they price alternatives with the same timer, device and dtype.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Callable
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+import torch
+import torch.fx as fx
+
+from archlint.errors import UsageError
+from archlint.model import roofline
+from archlint.model.opgraph import ops
+from archlint.model.timer import Stats, Timer, make_timer, sample
+
+_CALLS = ("call_module", "call_function", "call_method")
+
+
+@dataclass
+class Pricer:
+    """Prices what-ifs for the rules: `time_module(module, inputs)` runs a module (a copy, moved to
+    this device and dtype; the caller's stays untouched) under no_grad in eval mode, with the
+    same timer, warm-up and repeats as the ops, and returns its median latency in ms."""
+
+    device: torch.device
+    dtype: torch.dtype
+    end_to_end_ms: float
+    warmup: int
+    repeat: int
+
+    def time_module(self, module: torch.nn.Module, inputs: torch.Tensor | tuple | list) -> float:
+        module = copy.deepcopy(module).to(self.device, self.dtype).eval()
+        args = _to_device(inputs, self.device, self.dtype)
+        timer = make_timer(self.device)
+
+        def run() -> None:
+            with timer.region("module"):
+                module(*args)
+
+        with torch.no_grad(), _clear_oom(self.device, "timing a what-if alternative"):
+            (stats,) = sample([run], timer, self.warmup, self.repeat)
+        return stats["module"].median
+
+
+@dataclass
+class LatencyReport:
+    end_to_end_ms: float
+    end_to_end_spread_ms: list[float]
+    sum_of_ops_ms: float
+    method: str  # how it was timed, in words
+    peaks: dict | None  # the roofline peaks used (roofline.measure_peaks)
+    notes: list[str]
+    pricer: Pricer
+    # The hook fallback only: median ms of each leaf module, by dotted path.
+    module_latency_ms: dict[str, float] = field(default_factory=dict)
+    trace_file: Path | None = None
+
+
+def measure(graph: nx.DiGraph, model: torch.nn.Module, inputs, device: str, settings) -> LatencyReport:
+    """Time `model` on `device` op by op and end to end; set latency_ms, latency_spread_ms and
+    roofline on every timed node of `graph`. The model is returned to its device and mode."""
+    dev = roofline.resolve_device(device)
+    origin = _device_of(model)
+    replay = graph.graph.get("replay")
+    gm = getattr(replay, "graph_module", None)
+    was_training = model.training
+    try:
+        with _clear_oom(dev, f"timing {graph.graph.get('target', 'the model')} with inputs {_shapes(inputs)}"):
+            model.to(dev).eval()
+            if gm is not None:
+                gm.to(dev).eval()  # moves attributes the GraphModule holds itself (shared ones are moved already)
+            args = _to_device(inputs, dev, None)
+            dtype = _dtype_of(model, args)
+            with torch.no_grad():
+                if gm is not None:
+                    report = _measure_replay(graph, model, gm, args, dev, settings)
+                else:
+                    report = _measure_hooks(graph, model, args, dev, settings)
+            p, cached = roofline.peaks(dev, dtype)
+    finally:
+        model.to(origin)
+        if gm is not None:
+            gm.to(origin)
+        model.train(was_training)
+        if dev.type == "cuda":
+            torch.cuda.empty_cache()
+    report.peaks = p
+    if not cached:
+        report.notes.append(f"roofline peaks measured now and cached ({roofline.cache_dir() / roofline.CACHE_FILE})")
+    for name, d in ops(graph):
+        if d.get("latency_ms") is not None and d.get("known", True):
+            d["roofline"] = roofline.place(int(d.get("flops", 0)), int(d.get("mac_bytes", 0)), d["latency_ms"], p)
+    report.pricer = Pricer(dev, dtype, report.end_to_end_ms, settings.warmup, settings.repeat)
+    return report
+
+
+class TimedInterpreter(fx.Interpreter):
+    """Replays a GraphModule with a timer region (and, for a trace, a profiler range) named after
+    each timed node around exactly the op's call; fetching its arguments stays outside."""
+
+    def __init__(self, gm: fx.GraphModule, timer: Timer, timed: set[str], ranges: bool = False):
+        super().__init__(gm)
+        self.timer, self.timed, self.ranges = timer, timed, ranges
+
+    def run_node(self, n: fx.Node) -> Any:
+        if n.name not in self.timed:
+            return super().run_node(n)
+        with self._set_current_node(n):
+            args, kwargs = self.fetch_args_kwargs_from_env(n)
+            # Resolve what to call before the clock starts: the region holds the op's call only.
+            if n.op == "call_module":
+                fn = self.fetch_attr(n.target)
+            elif n.op == "call_method":
+                fn, args = getattr(args[0], n.target), args[1:]
+            else:
+                fn = n.target
+            if self.ranges:
+                with torch.profiler.record_function(n.name), self.timer.region(n.name):
+                    return fn(*args, **kwargs)
+            with self.timer.region(n.name):
+                return fn(*args, **kwargs)
+
+
+def _measure_replay(graph, model, gm, args, dev, settings) -> LatencyReport:
+    fx_names = {n.name for n in gm.graph.nodes if n.op in _CALLS}
+    names = [name for name, _ in ops(graph)]
+    timed = {n for n in names if n in fx_names}
+    timer = make_timer(dev)
+    interpreter = TimedInterpreter(gm, timer, timed)
+
+    def per_op() -> None:
+        interpreter.run(*args)
+
+    def end_to_end() -> None:
+        with timer.region("model"):
+            model(*args)
+
+    # Warm-up passes alternate between the two runs: the same modules, shapes and kernels warm up.
+    per_op_stats, e2e_stats = sample([per_op, end_to_end], timer, math.ceil(settings.warmup / 2), settings.repeat)
+    for name in timed:
+        _set_latency(graph.nodes[name], per_op_stats[name])
+    e2e = e2e_stats["model"]
+    clock = _clock(dev)
+    notes = []
+    missing = len(names) - len(timed)
+    if missing:
+        notes.append(f"{missing} op(s) of the graph have no node in the replayed fx graph and were not timed")
+    report = LatencyReport(
+        end_to_end_ms=e2e.median,
+        end_to_end_spread_ms=e2e.spread,
+        sum_of_ops_ms=sum(per_op_stats[n].median for n in timed),
+        method=f"per op: {graph.graph.get('strategy', 'fx')} graph replayed node by node (torch.fx.Interpreter), "
+        f"{clock} around each op; end to end: the original forward, {clock}; median of {settings.repeat} "
+        f"passes after {settings.warmup} warm-up passes, per-op and end-to-end passes interleaved",
+        peaks=None,
+        notes=notes,
+        pricer=None,  # type: ignore[arg-type]  # set by measure() once the peaks are known
+    )
+    if settings.trace_dir is not None:
+        tracer = TimedInterpreter(gm, make_timer(dev), timed, ranges=True)
+        report.trace_file = _write_trace(lambda: tracer.run(*args), dev, settings.trace_dir, graph)
+        report.notes.append(f"trace of one per-op pass written to {report.trace_file}")
+    return report
+
+
+def _measure_hooks(graph, model, args, dev, settings) -> LatencyReport:
+    """The dispatch fallback: a region around each leaf module's forward, via hooks."""
+    timer = make_timer(dev)
+    leaves = {path: m for path, m in model.named_modules() if path and not any(True for _ in m.children())}
+    state = {"on": False, "ranges": False}
+    open_regions: dict[str, list] = {}
+
+    def pre(path):
+        def hook(_module, _inputs):
+            if state["on"]:
+                cm = _both(timer.region(path), _range(path, state["ranges"]))
+                cm.__enter__()
+                open_regions.setdefault(path, []).append(cm)
+
+        return hook
+
+    def post(path):
+        def hook(_module, _inputs, _output):
+            if state["on"] and open_regions.get(path):
+                open_regions[path].pop().__exit__(None, None, None)
+
+        return hook
+
+    handles = []
+    for path, m in leaves.items():
+        handles += [m.register_forward_pre_hook(pre(path)), m.register_forward_hook(post(path))]
+    try:
+
+        def per_module() -> None:
+            state["on"] = True
+            try:
+                model(*args)
+            finally:
+                state["on"] = False
+
+        def end_to_end() -> None:
+            with timer.region("<model>"):
+                model(*args)
+
+        mod_stats, e2e_stats = sample(
+            [per_module, end_to_end], timer, math.ceil(settings.warmup / 2), settings.repeat
+        )
+        trace_file = None
+        if settings.trace_dir is not None:
+            state["ranges"] = True
+            trace_file = _write_trace(per_module, dev, settings.trace_dir, graph)
+    finally:
+        for h in handles:
+            h.remove()
+    by_module: dict[str, list[str]] = {}
+    for name, d in ops(graph):
+        by_module.setdefault(d.get("module") or "", []).append(name)
+    single = 0
+    for path, stats in mod_stats.items():
+        owned = by_module.get(path, [])
+        if len(owned) == 1:  # the module's time is that op's time; otherwise it cannot be split
+            _set_latency(graph.nodes[owned[0]], stats)
+            single += 1
+    e2e = e2e_stats["<model>"]
+    clock = _clock(dev)
+    notes = [
+        "timed per module with forward hooks: the dispatch-recorded graph cannot be replayed op by op; "
+        f"per-op latency is given for the {single} op(s) that are alone in their module, module "
+        f"latencies for {len(mod_stats)} leaf module(s)"
+    ]
+    report = LatencyReport(
+        end_to_end_ms=e2e.median,
+        end_to_end_spread_ms=e2e.spread,
+        sum_of_ops_ms=sum(s.median for s in mod_stats.values()),
+        method=f"per module: forward hooks around each leaf module, {clock}; end to end: the original forward; "
+        f"median of {settings.repeat} passes after {settings.warmup} warm-up passes, interleaved",
+        peaks=None,
+        notes=notes,
+        pricer=None,  # type: ignore[arg-type]
+        module_latency_ms={path: s.median for path, s in mod_stats.items()},
+        trace_file=trace_file,
+    )
+    if trace_file is not None:
+        report.notes.append(f"trace of one per-module pass written to {trace_file} (ranges named by module path)")
+    return report
+
+
+def _set_latency(node: dict, stats: Stats) -> None:
+    node["latency_ms"] = stats.median
+    node["latency_spread_ms"] = stats.spread
+
+
+def _clock(dev: torch.device) -> str:
+    if dev.type == "cuda":
+        return "CUDA events in stream order, one synchronize per pass"
+    return "time.perf_counter_ns"
+
+
+def _write_trace(run_once: Callable[[], object], dev: torch.device, trace_dir: Path, graph) -> Path:
+    from archlint.model.trace import write_trace
+
+    return write_trace(run_once, dev, Path(trace_dir), str(graph.graph.get("target", "model")))
+
+
+@contextmanager
+def _range(name: str, on: bool):
+    if on:
+        with torch.profiler.record_function(name):
+            yield
+    else:
+        yield
+
+
+@contextmanager
+def _both(a, b):
+    with a, b:
+        yield
+
+
+_OOM_MARKERS = ("out of memory", "can't allocate memory", "cannot allocate memory")
+
+
+@contextmanager
+def _clear_oom(dev: torch.device, doing: str):
+    """Out-of-memory while timing → a UsageError that suggests a smaller batch."""
+    try:
+        yield
+    except (torch.OutOfMemoryError, MemoryError, RuntimeError) as exc:
+        text = str(exc).lower()
+        if not isinstance(exc, (torch.OutOfMemoryError, MemoryError)) and not any(m in text for m in _OOM_MARKERS):
+            raise
+        where = "GPU" if dev.type == "cuda" else "CPU"
+        raise UsageError(
+            f"ran out of {where} memory on {dev} while {doing}; try a smaller batch "
+            "(the first number of --input-shape) or a smaller --dtype"
+        ) from None
+
+
+def _device_of(model: torch.nn.Module) -> torch.device:
+    tensors = [*model.parameters(), *model.buffers()]
+    if any(t.device.type == "meta" for t in tensors):
+        raise RuntimeError("latency needs a model built with real weights, got one on the meta device")
+    return tensors[0].device if tensors else torch.device("cpu")
+
+
+def _dtype_of(model: torch.nn.Module, args: tuple) -> torch.dtype:
+    for t in (*model.parameters(), *args):
+        if isinstance(t, torch.Tensor) and t.is_floating_point():
+            return t.dtype
+    return torch.float32
+
+
+def _to_device(inputs, dev: torch.device, dtype: torch.dtype | None) -> tuple:
+    if isinstance(inputs, torch.Tensor):
+        inputs = (inputs,)
+
+    def move(t):
+        if not isinstance(t, torch.Tensor):
+            return t
+        if dtype is not None and t.is_floating_point():
+            return t.to(dev, dtype)
+        return t.to(dev)
+
+    return tuple(move(t) for t in inputs)
+
+
+def _shapes(inputs) -> str:
+    if isinstance(inputs, torch.Tensor):
+        inputs = (inputs,)
+    return ", ".join("x".join(map(str, t.shape)) for t in inputs if isinstance(t, torch.Tensor)) or "()"

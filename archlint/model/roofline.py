@@ -1,0 +1,178 @@
+"""The device's roofline: peak matrix FLOP/s and copy bandwidth, measured once and cached.
+
+Peaks are measured, not looked up: a large matmul in the model's dtype (2·n³ FLOP per run) and a
+large device-to-device copy (bytes read + bytes written). Each is the best of a few runs, timed
+with the same timer as the ops. They are cached per device and dtype in
+$ARCHLINT_CACHE_DIR, else $XDG_CACHE_HOME/archlint, else ~/.cache/archlint (`archlint calibrate`
+measures again). Each op is then placed on the roofline: arithmetic intensity = 2·FLOPs / MAC
+bytes (FLOPs are multiply-adds), bound = compute if that intensity reaches the ridge point,
+attainable time = max(2·FLOPs / peak FLOP/s, MAC bytes / bandwidth), efficiency = attainable /
+measured.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import time
+from pathlib import Path
+
+import torch
+
+from archlint.errors import UsageError
+from archlint.model.timer import make_timer
+
+CACHE_FILE = "roofline.json"
+_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "float64": torch.float64}
+
+
+def cache_dir() -> Path:
+    if os.environ.get("ARCHLINT_CACHE_DIR"):
+        return Path(os.environ["ARCHLINT_CACHE_DIR"])
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "archlint"
+
+
+def device_key(device: torch.device, dtype: torch.dtype) -> str:
+    """Names the hardware, not just the device index: a cache entry is only reused on the same
+    GPU model, or the same CPU model with the same number of threads."""
+    if device.type == "cuda":
+        name = torch.cuda.get_device_name(device)
+    else:
+        name = f"{_cpu_name()} x{torch.get_num_threads()} threads"
+    return f"{device.type}|{name}|{str(dtype).removeprefix('torch.')}"
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _best_ms(fn, device: torch.device, runs: int) -> float:
+    timer = make_timer(device)
+    fn()  # warm-up: first call allocates and picks kernels
+    timer.collect()
+    best = float("inf")
+    for _ in range(runs):
+        with timer.region("x"):
+            fn()
+        best = min(best, timer.collect()["x"])
+    return best
+
+
+def measure_peaks(device: torch.device, dtype: torch.dtype) -> dict:
+    """Peak matrix FLOP/s (2·n³ per n×n matmul, the size grown until one run takes ≥ 20 ms) and
+    copy bandwidth (a copy of ≥ 64 MB on CPU, 512 MB on GPU, counting read + write)."""
+    n, matmul_ms = 512, 0.0
+    while True:
+        a = torch.randn(n, n, device=device).to(dtype)
+        b = torch.randn(n, n, device=device).to(dtype)
+        out = torch.empty(n, n, device=device, dtype=dtype)
+        matmul_ms = _best_ms(lambda: torch.mm(a, b, out=out), device, runs=5)
+        if matmul_ms >= 20 or n >= (16384 if device.type == "cuda" else 4096):
+            break
+        n *= 2
+    del a, b, out
+    nbytes = (512 if device.type == "cuda" else 64) * 2**20
+    src = torch.empty(nbytes // torch.tensor([], dtype=dtype).element_size(), dtype=dtype, device=device)
+    src.fill_(1)
+    dst = torch.empty_like(src)
+    copy_ms = _best_ms(lambda: dst.copy_(src), device, runs=10)
+    del src, dst
+    return {
+        "device": device_key(device, dtype),
+        "peak_flops_per_s": 2 * n**3 / (matmul_ms / 1e3),  # 2 per multiply-add: hardware FLOP/s
+        "bandwidth_bytes_per_s": 2 * nbytes / (copy_ms / 1e3),
+        "matmul_n": n,
+        "copy_bytes": 2 * nbytes,
+        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+
+
+def _read_cache() -> dict:
+    path = cache_dir() / CACHE_FILE
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # absent or corrupt: measure again and rewrite it
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _write_cache(key: str, peaks: dict) -> None:
+    path = cache_dir() / CACHE_FILE
+    data = _read_cache()
+    data[key] = peaks
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=True), encoding="utf-8")
+    tmp.replace(path)  # atomic: two archlint runs never read half a file
+
+
+def peaks(device: torch.device, dtype: torch.dtype, recalibrate: bool = False) -> tuple[dict, bool]:
+    """(peaks, cached): the cached peaks of this device and dtype, measured now when absent."""
+    key = device_key(device, dtype)
+    if not recalibrate:
+        entry = _read_cache().get(key)
+        if isinstance(entry, dict) and {"peak_flops_per_s", "bandwidth_bytes_per_s"} <= entry.keys():
+            return entry, True
+    measured = measure_peaks(device, dtype)
+    _write_cache(key, measured)
+    return measured, False
+
+
+def place(flops: int, mac_bytes: int, latency_ms: float, p: dict) -> dict | None:
+    """One op on the roofline; None when the op moves no memory (a view): nothing to place."""
+    if mac_bytes <= 0 or latency_ms <= 0:
+        return None
+    work = 2 * flops  # FLOPs here are multiply-adds; the hardware peak counts 2 per FMA
+    intensity = work / mac_bytes
+    ridge = p["peak_flops_per_s"] / p["bandwidth_bytes_per_s"]
+    attainable_ms = max(work / p["peak_flops_per_s"], mac_bytes / p["bandwidth_bytes_per_s"]) * 1e3
+    return {
+        "intensity": intensity,
+        "bound": "compute" if intensity >= ridge else "memory",
+        "attainable_ms": attainable_ms,
+        "efficiency": attainable_ms / latency_ms,
+    }
+
+
+def resolve_device(name: str) -> torch.device:
+    """The device the user named, or a UsageError saying why it cannot be used."""
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise UsageError(f"unknown device {name!r}; use cpu, cuda or cuda:N") from None
+    if device.type == "cpu":
+        return device
+    if device.type != "cuda":
+        raise UsageError(f"device {name!r} is not supported for timing; use cpu, cuda or cuda:N")
+    if not torch.cuda.is_available():
+        raise UsageError(f"--device {name}: CUDA is not available on this machine (torch {torch.__version__}); use --device cpu")
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    if index >= torch.cuda.device_count():
+        raise UsageError(f"--device {name}: this machine has {torch.cuda.device_count()} CUDA device(s); use cuda:0..")
+    return torch.device("cuda", index)
+
+
+def resolve_dtype(name: str) -> torch.dtype:
+    if name not in _DTYPES:
+        raise UsageError(f"dtype {name!r} is not supported; use one of {', '.join(_DTYPES)}")
+    return _DTYPES[name]
+
+
+def calibrate_command(device: str, dtype: str) -> int:
+    """`archlint calibrate`: measure the peaks again, cache them and print them."""
+    dev, dt = resolve_device(device), resolve_dtype(dtype)
+    p, _ = peaks(dev, dt, recalibrate=True)
+    print(f"{p['device']}")
+    print(f"  peak matrix throughput  {p['peak_flops_per_s'] / 1e9:,.1f} GFLOP/s  ({p['matmul_n']}² matmul, 2 FLOP per multiply-add)")
+    print(f"  copy bandwidth          {p['bandwidth_bytes_per_s'] / 1e9:,.1f} GB/s  (read + write of {p['copy_bytes'] / 2**20:.0f} MiB)")
+    print(f"  ridge point             {p['peak_flops_per_s'] / p['bandwidth_bytes_per_s']:.1f} FLOP/byte")
+    print(f"cached in {cache_dir() / CACHE_FILE}")
+    return 0

@@ -1,0 +1,85 @@
+"""Where the time goes (text report, with --latency): end to end vs the sum of the ops, the share
+of time in element-wise, memory-only and compute ops, and the slowest ops with their roofline
+bound and efficiency. Reads only the ModelResult; no torch."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+# opgraph.py imports networkx, never torch; a ModelResult exists only where the models extra is.
+from archlint.model.opgraph import COMPUTE_KINDS, ELEMENTWISE_KINDS, MEMORY_ONLY_KINDS
+from archlint.result import Layer, ModelResult
+
+FAMILIES = (("compute", COMPUTE_KINDS), ("element-wise", ELEMENTWISE_KINDS), ("memory-only", MEMORY_ONLY_KINDS))
+
+
+def family(kind: str) -> str:
+    return next((name for name, kinds in FAMILIES if kind in kinds), "other")
+
+
+def shares(layers: list[Layer]) -> dict[str, float]:
+    """Fraction of the summed per-op latency in each family (compute, element-wise, memory-only,
+    other); empty when nothing was timed."""
+    timed = [layer for layer in layers if layer.latency_ms is not None]
+    total = sum(layer.latency_ms for layer in timed)
+    if not total:
+        return {}
+    out = {name: 0.0 for name, _ in FAMILIES} | {"other": 0.0}
+    for layer in timed:
+        out[family(layer.kind)] += layer.latency_ms / total
+    return out
+
+
+def print_time(model: ModelResult, console: Console, top: int = 10) -> None:
+    timed = sorted((la for la in model.layers if la.latency_ms is not None), key=lambda la: -la.latency_ms)
+    if not timed:
+        return
+    t = model.totals
+    op_sum = sum(la.latency_ms for la in timed)
+    head = f"[bold]Latency[/] on {model.device}"
+    if t.latency_ms is not None:
+        head += f": {t.latency_ms:.3f} ms end to end"
+        if t.latency_ms_sum_of_ops is not None:
+            diff = t.latency_ms_sum_of_ops / t.latency_ms - 1
+            head += f", {t.latency_ms_sum_of_ops:.3f} ms summed over ops ({diff:+.1%} op-by-op)"
+    console.print(head)
+    if model.timing:
+        console.print(f"  timed: {model.timing}", style="dim")
+    p = model.roofline
+    if p:
+        ridge = p["peak_flops_per_s"] / p["bandwidth_bytes_per_s"]
+        console.print(
+            f"  roofline: {p['peak_flops_per_s'] / 1e9:,.1f} GFLOP/s matmul peak, "
+            f"{p['bandwidth_bytes_per_s'] / 1e9:,.1f} GB/s copy bandwidth, ridge {ridge:.1f} FLOP/byte "
+            "(intensity = 2·FLOPs / MAC)",
+            style="dim",
+        )
+    share = shares(model.layers)
+    console.print(
+        "  share of op time: " + ", ".join(f"{name} {value:.1%}" for name, value in share.items() if value or name != "other")
+    )
+    table = Table(title=f"slowest {min(top, len(timed))} of {len(timed)} timed ops", title_justify="left")
+    for column, justify in (
+        ("op", "left"),
+        ("kind", "left"),
+        ("ms", "right"),
+        ("IQR ms", "right"),
+        ("share", "right"),
+        ("bound", "left"),
+        ("roofline eff.", "right"),
+    ):
+        table.add_column(column, justify=justify)
+    for la in timed[:top]:
+        spread = f"{la.latency_spread_ms[0]:.3g}–{la.latency_spread_ms[1]:.3g}" if la.latency_spread_ms else ""
+        roof = la.roofline or {}
+        table.add_row(
+            la.name,
+            la.kind,
+            f"{la.latency_ms:.3g}",
+            spread,
+            f"{la.latency_ms / op_sum:.1%}",
+            roof.get("bound", "–"),
+            f"{roof['efficiency']:.1%}" if "efficiency" in roof else "–",
+        )
+    console.print(table)
