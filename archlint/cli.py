@@ -109,6 +109,8 @@ def _settings(args: argparse.Namespace):
         s.select = _split(args.select)
     s.extend_select += _split(args.extend_select)
     s.ignore += _split(args.ignore)
+    for flag in ("select", "extend_select", "ignore"):
+        config.check_selectors(_split(getattr(args, flag)), f"--{flag.replace('_', '-')}")
     for item in args.option:
         key, eq, value = item.partition("=")
         code, dot, name = key.partition(".")
@@ -124,6 +126,8 @@ def _settings(args: argparse.Namespace):
     s.cache = s.cache and not args.no_cache
     s.latency = args.latency or args.trace is not None
     s.baseline, s.save_baseline = args.baseline, args.save_baseline
+    config.check_rule_options(s.rule_options, "--option")
+    config.check_baseline(s.baseline)
     s.exit_zero, s.statistics, s.debug = args.exit_zero, args.statistics, args.debug
     if s.warmup < 0 or s.repeat < 1:
         raise UsageError("--warmup must be ≥ 0 and --repeat ≥ 1")
@@ -139,6 +143,8 @@ def is_model_target(target: str) -> bool:
 def _model_specs(args: argparse.Namespace, settings) -> list:
     from archlint.config import ModelSpec, parse_shape
 
+    if args.models and not settings.models:
+        raise UsageError("--models: no [[tool.archlint.models]] in pyproject.toml; add one with a target")
     specs = [m for m in settings.models if args.models]
     for target in args.targets:
         if is_model_target(target):
@@ -189,10 +195,9 @@ def run(args: argparse.Namespace) -> int:
         result.models.append(model_result)
         result.diagnostics += diagnostics
 
-    if specs:
-        from archlint import gate
+    from archlint import gate  # budgets for models; baselines for models and code alike
 
-        result.gate = gate.evaluate(result, specs, settings)
+    result.gate = gate.evaluate(result, specs, settings)
 
     from archlint.report import write_report
 

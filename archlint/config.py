@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -88,6 +89,16 @@ class Settings:
             for selector, globs in self.module_ignores.items()
         )
 
+    def relpath(self, file: str | Path) -> str:
+        """`file` relative to the project root, in POSIX form (as SARIF, GitHub and baselines want);
+        a file outside the root keeps its absolute path."""
+        path = Path(file)
+        absolute = path if path.is_absolute() else Path.cwd() / path
+        try:
+            return absolute.resolve().relative_to(self.root.resolve()).as_posix()
+        except ValueError:
+            return absolute.resolve().as_posix()
+
     def options(self, code: str, defaults: dict[str, Any]) -> dict[str, Any]:
         """A check's options: its defaults overridden by config and command line."""
         given = self.rule_options.get(code, {})
@@ -126,9 +137,14 @@ def load(start: Path | None = None, path: Path | None = None) -> Settings:
         return Settings(root=start)
     if not path.is_file():
         raise UsageError(f"config file {path} does not exist")
-    data = tomllib.loads(path.read_text(encoding="utf-8"))
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{path}: not valid TOML ({exc}); fix the file") from None
     table = data.get("tool", {}).get("archlint", {})
-    return from_table(table, root=path.parent, source=str(path))
+    if not isinstance(table, dict):
+        raise UsageError(f"{path}: [tool.archlint] must be a table")
+    return from_table(table, root=path.resolve().parent, source=str(path))
 
 
 _KEYS = {
@@ -150,12 +166,45 @@ _KEYS = {
 }
 _MODEL_KEYS = {"target", "input-shapes", "input-shape", "dtype", "device", "init", "budgets"}
 _BUDGETS = {"max-flops", "max-mac", "max-params", "max-latency-ms"}
+# [tool.archlint] tolerance key → the ModelResult.totals field it bounds
+TOLERANCE_KEYS = {"flops": "flops", "mac": "mac_bytes", "params": "params", "latency-ms": "latency_ms"}
+DTYPES = ("float32", "float16", "bfloat16", "float64")
+_DEVICE = re.compile(r"(cpu|cuda|mps|xpu)(:\d+)?")
+_TARGET = re.compile(r".+\.py:[A-Za-z_]\w*")
 
 
 def _codes(value: Any, key: str) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise UsageError(f"[tool.archlint] {key} must be a list of rule codes, got {value!r}")
     return [v.upper() if v.upper() != "ALL" else "ALL" for v in value]
+
+
+def check_selectors(codes: list[str], where: str) -> None:
+    """Every selector must name a rule or a prefix of one: a typo would silently select nothing."""
+    from archlint.registry import catalog
+
+    known = catalog()
+    for code in codes:
+        if code != "ALL" and not any(c.startswith(code) for c in known):
+            raise UsageError(f"{where}: unknown rule code {code!r}; `archlint rules` lists them")
+
+
+def check_rule_options(options: dict[str, dict[str, Any]], where: str) -> None:
+    """Per-rule options: an existing code, non-negative thresholds. Option names are checked by
+    the rule itself (Settings.options), which knows what it takes."""
+    from archlint.registry import catalog
+
+    for code, values in options.items():
+        if code not in catalog():
+            raise UsageError(f"{where}: unknown rule code {code!r}; `archlint rules` lists them")
+        for name, value in values.items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and value < 0:
+                raise UsageError(f"{where}: {code}.{name} must be ≥ 0, got {value!r}")
+
+
+def check_baseline(path: Path | None) -> None:
+    if path is not None and not path.is_file():
+        raise UsageError(f"baseline file {path} does not exist; create it with --save-baseline {path}")
 
 
 def from_table(table: dict[str, Any], root: Path, source: str = "pyproject.toml") -> Settings:
@@ -167,16 +216,25 @@ def from_table(table: dict[str, Any], root: Path, source: str = "pyproject.toml"
         s.select = _codes(table["select"], "select")
     s.extend_select = _codes(table.get("extend-select", []), "extend-select")
     s.ignore = _codes(table.get("ignore", []), "ignore")
+    for key in ("select", "extend-select", "ignore"):
+        check_selectors(_codes(table.get(key, []), key), f"{source}: [tool.archlint] {key}")
     for key, attr in (("per-file-ignores", "per_file_ignores"), ("module-ignores", "module_ignores")):
         value = table.get(key, {})
         if not isinstance(value, dict):
             raise UsageError(f"{source}: [tool.archlint] {key} must be a table of lists")
         setattr(s, attr, {k: _codes(v, f"{key}.{k}") for k, v in value.items()})
+        for pattern, codes in getattr(s, attr).items():
+            check_selectors(codes, f"{source}: [tool.archlint] {key} {pattern!r}")
+    check_selectors(list(s.module_ignores), f"{source}: [tool.archlint] module-ignores")
     rules = table.get("rules", {})
     if not isinstance(rules, dict) or not all(isinstance(v, dict) for v in rules.values()):
         raise UsageError(f"{source}: [tool.archlint.rules] must hold one table per rule code")
     s.rule_options = {code.upper(): {k.replace("-", "_"): v for k, v in opts.items()} for code, opts in rules.items()}
-    s.models = [_model_spec(m, i, source) for i, m in enumerate(table.get("models", []))]
+    check_rule_options(s.rule_options, f"{source}: [tool.archlint.rules]")
+    models = table.get("models", [])
+    if not isinstance(models, list):
+        raise UsageError(f"{source}: [tool.archlint] models must be an array of tables ([[tool.archlint.models]])")
+    s.models = [_model_spec(m, i, source) for i, m in enumerate(models)]
     for key, attr, kind in (
         ("cache", "cache", bool),
         ("jobs", "jobs", int),
@@ -189,14 +247,33 @@ def from_table(table: dict[str, Any], root: Path, source: str = "pyproject.toml"
             if not isinstance(table[key], kind):
                 raise UsageError(f"{source}: [tool.archlint] {key} must be {kind.__name__}, got {table[key]!r}")
             setattr(s, attr, table[key])
+    for key, allowed in (("mode", ("eval", "train")), ("output-format", ("text", "json", "sarif", "github", "junit"))):
+        if key in table and table[key] not in allowed:
+            raise UsageError(f"{source}: [tool.archlint] {key} must be one of {', '.join(allowed)}, got {table[key]!r}")
+    for key in ("jobs", "warmup", "repeat"):
+        if key in table and (isinstance(table[key], bool) or table[key] < (1 if key == "repeat" else 0)):
+            raise UsageError(f"{source}: [tool.archlint] {key} must be ≥ {1 if key == 'repeat' else 0}, got {table[key]!r}")
     if "cache-dir" in table:
+        if not isinstance(table["cache-dir"], str):
+            raise UsageError(f"{source}: [tool.archlint] cache-dir must be a path string")
         s.cache_dir = root / table["cache-dir"]
     if "tolerance" in table:
-        tol = table["tolerance"]
-        if not isinstance(tol, dict) or any(not isinstance(v, (int, float)) or v < 0 for v in tol.values()):
-            raise UsageError(f"{source}: [tool.archlint] tolerance must map metrics to non-negative numbers")
-        s.tolerance = {k.replace("-", "_"): float(v) for k, v in tol.items()}
+        s.tolerance = _tolerance(table["tolerance"], source)
     return s
+
+
+def _tolerance(value: Any, source: str) -> dict[str, float]:
+    where = f"{source}: [tool.archlint] tolerance"
+    if not isinstance(value, dict):
+        raise UsageError(f"{where} must be a table such as {{ flops = 0.02, latency-ms = 0.25 }}")
+    tolerance = {}
+    for key, amount in value.items():
+        if key not in TOLERANCE_KEYS:
+            raise UsageError(f"{where}: unknown metric {key!r}; use {', '.join(TOLERANCE_KEYS)}")
+        if isinstance(amount, bool) or not isinstance(amount, (int, float)) or amount < 0:
+            raise UsageError(f"{where}: {key} must be a non-negative fraction (0.02 = 2%), got {amount!r}")
+        tolerance[TOLERANCE_KEYS[key]] = float(amount)
+    return tolerance
 
 
 def parse_shape(text: str) -> list[int]:
@@ -209,6 +286,18 @@ def parse_shape(text: str) -> list[int]:
     return shape
 
 
+def _shape(value: Any, where: str) -> list[int]:
+    if isinstance(value, str):
+        return parse_shape(value)
+    if (
+        isinstance(value, list)
+        and value
+        and all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in value)
+    ):
+        return list(value)
+    raise UsageError(f"{where}: input shape {value!r} must be positive integers, e.g. [1, 3, 224, 224] or \"1,3,224,224\"")
+
+
 def _model_spec(entry: Any, index: int, source: str) -> ModelSpec:
     where = f"{source}: [[tool.archlint.models]] entry {index + 1}"
     if not isinstance(entry, dict) or "target" not in entry:
@@ -216,19 +305,38 @@ def _model_spec(entry: Any, index: int, source: str) -> ModelSpec:
     unknown = set(entry) - _MODEL_KEYS
     if unknown:
         raise UsageError(f"{where}: unknown key {sorted(unknown)[0]!r}")
+    target = entry["target"]
+    if not isinstance(target, str) or not _TARGET.fullmatch(target):
+        raise UsageError(f"{where}: target {target!r} must look like \"path/model.py:ClassName\"")
+    where = f"{source}: [[tool.archlint.models]] {target!r}"
+    if "input-shapes" in entry and "input-shape" in entry:
+        raise UsageError(f"{where}: give input-shapes or input-shape, not both")
     shapes = entry.get("input-shapes", [entry["input-shape"]] if "input-shape" in entry else [])
+    if not isinstance(shapes, list):
+        raise UsageError(f"{where}: input-shapes must be a list of shapes, e.g. [[1, 3, 224, 224]]")
+    dtype = entry.get("dtype", "float32")
+    if dtype not in DTYPES:
+        raise UsageError(f"{where}: dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+    device = entry.get("device", "cpu")
+    if not isinstance(device, str) or not _DEVICE.fullmatch(device):
+        raise UsageError(f"{where}: device must be cpu, cuda, cuda:N, mps or xpu, got {device!r}")
+    init = entry.get("init", {})
+    if not isinstance(init, dict):
+        raise UsageError(f"{where}: init must be a table of constructor arguments, e.g. {{ num_classes = 10 }}")
     budgets = entry.get("budgets", {})
+    if not isinstance(budgets, dict):
+        raise UsageError(f"{where}: budgets must be a table, e.g. {{ max-flops = 3e8 }}")
     bad = set(budgets) - _BUDGETS
     if bad:
         raise UsageError(f"{where}: unknown budget {sorted(bad)[0]!r}; use {', '.join(sorted(_BUDGETS))}")
     for name, value in budgets.items():
-        if not isinstance(value, (int, float)) or value <= 0:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
             raise UsageError(f"{where}: budget {name} must be a positive number, got {value!r}")
     return ModelSpec(
-        target=str(entry["target"]),
-        input_shapes=[parse_shape(s) if isinstance(s, str) else list(s) for s in shapes],
-        dtype=entry.get("dtype", "float32"),
-        device=entry.get("device", "cpu"),
-        init=dict(entry.get("init", {})),
+        target=target,
+        input_shapes=[_shape(s, where) for s in shapes],
+        dtype=dtype,
+        device=device,
+        init=dict(init),
         budgets=dict(budgets),
     )

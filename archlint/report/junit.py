@@ -1,0 +1,51 @@
+"""--output-format junit: JUnit XML, as ruff writes it: one <testsuite> per file (or model
+target), one failing <testcase> per finding; budget and baseline checks are test cases of an
+`archlint gate` suite, passing or failing. With nothing to report, one passing test case says so,
+so CI test views show the run."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from collections import defaultdict
+
+from archlint.config import Settings
+from archlint.diagnostics import Diagnostic
+from archlint.report.locations import locate
+from archlint.result import RunResult
+
+
+def render(result: RunResult, settings: Settings) -> str:
+    suites: dict[str, list[ET.Element]] = defaultdict(list)
+    failures: dict[str, int] = defaultdict(int)
+    for d in sorted(result.diagnostics, key=Diagnostic.sort_key):
+        where = locate(d, settings)
+        suite = d.target or where.file or "archlint"
+        case = ET.Element("testcase", name=f"archlint.{d.code}", classname=where.file or suite)
+        if where.line:
+            case.set("line", str(where.line))
+        if where.column:
+            case.set("column", str(where.column))
+        position = ", ".join(f"{k} {v}" for k, v in (("line", where.line), ("col", where.column)) if v)
+        subject = d.module or d.node
+        text = "; ".join(bit for bit in (position, f"[{subject}]" if subject else "", d.message) if bit)
+        ET.SubElement(case, "failure", message=d.message).text = text
+        suites[suite].append(case)
+        failures[suite] += 1
+    for g in result.gate:
+        case = ET.Element("testcase", name=f"{g.target}: {g.check}", classname="archlint gate")
+        if not g.passed:
+            ET.SubElement(case, "failure", message=g.message).text = g.message
+            failures["archlint gate"] += 1
+        suites["archlint gate"].append(case)
+    if not suites:
+        suites["archlint"].append(ET.Element("testcase", name="No errors found", classname="archlint"))
+
+    root = ET.Element("testsuites", name="archlint")
+    for name, cases in suites.items():
+        suite = ET.SubElement(root, "testsuite", name=name, tests=str(len(cases)), failures=str(failures[name]), errors="0")
+        suite.extend(cases)
+    root.set("tests", str(sum(len(c) for c in suites.values())))
+    root.set("failures", str(sum(failures.values())))
+    root.set("errors", "0")
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"

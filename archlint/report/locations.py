@@ -1,0 +1,48 @@
+"""Where a finding lives in the repository, for reporters that annotate source (SARIF, GitHub,
+JUnit). Code findings carry their file and line. Model findings carry the file and line of the
+module's class when the model rules found it; otherwise they fall back to the line of the target
+class (`model.py:Net` → `class Net`) so the annotation still lands in the right file."""
+
+from __future__ import annotations
+
+import ast
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+
+from archlint.config import Settings
+from archlint.diagnostics import Diagnostic
+
+
+@dataclass(frozen=True)
+class Where:
+    file: str | None  # relative to the project root, POSIX
+    line: int | None
+    column: int | None
+    end_line: int | None
+    end_column: int | None
+
+
+def locate(d: Diagnostic, settings: Settings) -> Where:
+    if d.file:
+        return Where(settings.relpath(d.file), d.line, d.column, d.end_line, d.end_column)
+    path, sep, name = (d.target or "").rpartition(":")
+    if sep and path:
+        file = Path(path)
+        if not file.is_absolute() and not file.exists():
+            file = settings.root / file  # a target from [[tool.archlint.models]]: relative to the root
+        return Where(settings.relpath(file), class_line(str(file.resolve()), name), None, None, None)
+    return Where(None, None, None, None, None)
+
+
+@functools.lru_cache(maxsize=256)
+def class_line(path: str, name: str) -> int | None:
+    """The line of `class name` (or `def name`, for factory targets) at the top of the file."""
+    try:
+        tree = ast.parse(Path(path).read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
+        return None
+    for node in tree.body:
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef)) and node.name == name:
+            return node.lineno
+    return None
