@@ -1,0 +1,399 @@
+"""Shared helpers for the model checks: reading op attributes, finding blocks, pricing findings.
+
+Everything here is a pure function of the OpGraph (see archlint/model/opgraph.py). Blocks come
+in two forms: fork/join regions (a tensor used by several consumers, up to the op where all its
+paths meet again: residual blocks, Inception branches) and module blocks (the children of a
+container module — ResNet's layer1.0, a Sequential's items — the units a model repeats).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+import networkx as nx
+
+from archlint.diagnostics import Diagnostic, Price
+from archlint.model.opgraph import COMPUTE_KINDS, ops
+
+# Ops that keep a tensor's values as they are (only move or select them).
+PASSTHROUGH_KINDS = frozenset({"reshape", "copy", "split", "dropout"})
+CONTAINER_TYPES = frozenset({"Sequential", "ModuleList", "ModuleDict"})
+_SINK = "__archlint_sink__"
+
+
+# ---- reading one op -------------------------------------------------------------------------
+
+
+def op_name(data: dict) -> str:
+    """The op's bare name, lower case, no namespace, overload or in-place suffix:
+    "nn.ReLU" → "relu", "aten.relu_.default" → "relu", "F.leaky_relu" → "leakyrelu"."""
+    text = str(data.get("op", ""))
+    parts = [p for p in text.split(".") if p not in ("default", "Tensor", "Scalar", "int", "dim", "self")]
+    name = parts[-1] if parts else text
+    return name.lower().rstrip("_").replace("_", "")
+
+
+def attr(data: dict, key: str, default=None):
+    return (data.get("attrs") or {}).get(key, default)
+
+
+def pair(value, default: int = 1) -> tuple[int, ...]:
+    if value is None:
+        return (default,)
+    if isinstance(value, (list, tuple)):
+        return tuple(int(v) for v in value) or (default,)
+    return (int(value),)
+
+
+@dataclass(frozen=True)
+class Conv:
+    """A conv's geometry in elements: batch n, channels c1→c2, kernel area k, groups g,
+    spatial sizes (elements per channel per sample) of its input and output."""
+
+    n: int
+    c1: int
+    c2: int
+    k: int
+    g: int
+    hw_in: int
+    hw_out: int
+    itemsize: int
+
+    @property
+    def depthwise(self) -> bool:
+        return self.g > 1 and self.g == self.c1
+
+    @property
+    def weights(self) -> int:
+        return self.k * self.c1 * self.c2 // self.g
+
+    @property
+    def flops(self) -> int:
+        return self.n * self.hw_out * self.weights
+
+    @property
+    def mac(self) -> int:
+        """ShuffleNetV2's MAC in elements: input read, output written, weights read once."""
+        return self.n * (self.hw_in * self.c1 + self.hw_out * self.c2) + self.weights
+
+
+def conv(data: dict) -> Conv | None:
+    """The geometry of a conv node, or None when its shapes are not known."""
+    if data.get("kind") != "conv" or attr(data, "transposed", False):
+        return None
+    ins, outs = data.get("in_shapes") or [], data.get("out_shapes") or []
+    if not ins or not outs or len(ins[0]) < 3 or len(outs[0]) < 3:
+        return None
+    x, y = ins[0], outs[0]
+    c1 = int(attr(data, "in_channels", x[1]))
+    c2 = int(attr(data, "out_channels", y[1]))
+    return Conv(
+        n=int(x[0]),
+        c1=c1,
+        c2=c2,
+        k=math.prod(pair(attr(data, "kernel_size"))),
+        g=int(attr(data, "groups", 1) or 1),
+        hw_in=math.prod(x[2:]),
+        hw_out=math.prod(y[2:]),
+        itemsize=int(data.get("itemsize", 4)),
+    )
+
+
+def is_depthwise(data: dict) -> bool:
+    c = conv(data)
+    return c is not None and c.depthwise
+
+
+# ---- walking the graph ----------------------------------------------------------------------
+
+
+def tensor_inputs(graph: nx.DiGraph, name: str) -> list[str]:
+    """Producers of a node's tensor inputs, in argument order."""
+    preds = list(graph.predecessors(name))
+    return sorted(preds, key=lambda p: graph.edges[p, name].get("index", 0))
+
+
+def source(graph: nx.DiGraph, name: str) -> str | None:
+    """The producer of a node's first tensor input, looking through views and copies."""
+    preds = tensor_inputs(graph, name)
+    while preds:
+        p = preds[0]
+        if graph.nodes[p]["kind"] not in ("reshape", "copy"):
+            return p
+        preds = tensor_inputs(graph, p)
+    return None
+
+
+def sole_consumer(graph: nx.DiGraph, name: str) -> str | None:
+    succ = list(graph.successors(name))
+    return succ[0] if len(succ) == 1 else None
+
+
+def reads_model_input(graph: nx.DiGraph, name: str) -> bool:
+    """True for ops fed (through views) by a model input: a stem conv's channels are the data's."""
+    src = source(graph, name)
+    return src is not None and graph.nodes[src]["kind"] == "input"
+
+
+def module_mac(graph: nx.DiGraph) -> int:
+    """The model's total MAC in bytes (ops with a known formula)."""
+    return sum(int(d.get("mac_bytes", 0)) for _, d in ops(graph) if d.get("known", True))
+
+
+def module_type(graph: nx.DiGraph, path: str) -> str | None:
+    info = graph.graph.get("modules", {}).get(path)
+    return info.get("type") if info else None
+
+
+# ---- blocks ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Block:
+    name: str  # module path of the block, or the fork → join node names
+    nodes: list[str]  # ops in the block, topological order
+    fork: str | None = None
+    join: str | None = None
+    branches: list[list[str]] = field(default_factory=list)  # ops exclusive to each branch
+
+
+def _in_module(module: str, path: str) -> bool:
+    return path == "" or module == path or module.startswith(path + ".")
+
+
+def module_blocks(graph: nx.DiGraph) -> list[Block]:
+    """The children of container modules (and of a Sequential root) that run at least one op;
+    the outermost ones only: ResNet's layer1.0, MobileNetV2's features.3, a Sequential's items."""
+    modules = graph.graph.get("modules", {})
+    order = [name for name, _ in ops(graph)]
+    by_module: dict[str, list[str]] = {}
+    for name in order:
+        by_module.setdefault(graph.nodes[name].get("module") or "", []).append(name)
+    candidates = []
+    for path in sorted(modules, key=lambda p: (p.count("."), p)):
+        if path == "":
+            continue
+        parent = path.rpartition(".")[0] if "." in path else ""
+        if modules.get(parent, {}).get("type") in CONTAINER_TYPES:
+            candidates.append(path)
+    chosen: list[str] = []
+    for path in candidates:
+        if any(_in_module(path, c) for c in chosen):
+            continue
+        chosen.append(path)
+    blocks = []
+    for path in chosen:
+        nodes = [n for m, names in by_module.items() if _in_module(m, path) for n in names]
+        if nodes:
+            rank = {n: i for i, n in enumerate(order)}
+            blocks.append(Block(name=path, nodes=sorted(nodes, key=rank.__getitem__)))
+    return blocks
+
+
+def fork_join_blocks(graph: nx.DiGraph) -> list[Block]:
+    """Regions between an op whose output several ops consume and the op where those paths
+    meet again (its immediate post-dominator); forks whose paths only meet at the model's
+    outputs are not blocks."""
+    rev = graph.reverse(copy=True)
+    sinks = [n for n in graph if graph.out_degree(n) == 0]
+    rev.add_node(_SINK)
+    rev.add_edges_from((_SINK, s) for s in sinks)
+    ipdom = nx.immediate_dominators(rev, _SINK)
+    order = {n: i for i, n in enumerate(nx.topological_sort(graph))}
+    blocks = []
+    for fork in graph:
+        succ = list(graph.successors(fork))
+        if len(succ) < 2 or graph.nodes[fork]["kind"] == "output":
+            continue
+        join = ipdom.get(fork)
+        if join is None or join == _SINK or graph.nodes[join]["kind"] == "output":
+            continue
+        inside = nx.descendants(graph, fork) & nx.ancestors(graph, join)
+        reach = {s: ({s} | nx.descendants(graph, s)) & inside for s in succ if s != join}
+        branches = []
+        for s, nodes in reach.items():
+            others = set().union(*(v for t, v in reach.items() if t != s)) if len(reach) > 1 else set()
+            branches.append(sorted(nodes - others, key=order.__getitem__))
+        if join in succ:
+            branches.append([])  # a direct edge: the identity branch of a residual block
+        blocks.append(
+            Block(
+                name=f"{fork} → {join}",
+                nodes=sorted(inside, key=order.__getitem__),
+                fork=fork,
+                join=join,
+                branches=branches,
+            )
+        )
+    return blocks
+
+
+def common_module(graph: nx.DiGraph, nodes: Iterable[str]) -> str:
+    """The deepest module path containing all the given ops ("" for the root)."""
+    paths = [(graph.nodes[n].get("module") or "").split(".") for n in nodes]
+    paths = [p for p in paths if p != [""]]
+    if not paths:
+        return ""
+    common = []
+    for parts in zip(*paths):
+        if len(set(parts)) != 1:
+            break
+        common.append(parts[0])
+    return ".".join(common)
+
+
+def is_fragment(data: dict) -> bool:
+    """An op that counts as a fragment in ShuffleNetV2's sense (G3): a conv, matmul or pool."""
+    return data["kind"] in COMPUTE_KINDS or data["kind"] == "pool"
+
+
+def longest_chain(graph: nx.DiGraph, nodes: list[str]) -> list[str]:
+    """The longest path of fragments through the given ops (in topological order)."""
+    inside = set(nodes)
+    best: dict[str, list[str]] = {}
+    for n in nodes:
+        prev = max((best[p] for p in graph.predecessors(n) if p in inside), key=len, default=[])
+        best[n] = prev + [n] if is_fragment(graph.nodes[n]) else prev
+    return max(best.values(), key=len, default=[])
+
+
+# ---- findings -------------------------------------------------------------------------------
+
+_WORD = re.compile(r"[^A-Za-z0-9]+")
+
+
+def latency(graph: nx.DiGraph, nodes: Iterable[str]) -> float | None:
+    values = [graph.nodes[n].get("latency_ms") for n in nodes]
+    values = [v for v in values if v is not None]
+    return sum(values) if values else None
+
+
+def model_latency(graph: nx.DiGraph, ctx) -> float | None:
+    """The model's end-to-end latency (measured), else the sum of the op latencies."""
+    pricer = getattr(ctx, "pricer", None)
+    end_to_end = getattr(pricer, "end_to_end_ms", None) if pricer is not None else None
+    if end_to_end:
+        return float(end_to_end)
+    return latency(graph, (n for n, _ in ops(graph)))
+
+
+def price(
+    graph: nx.DiGraph,
+    ctx,
+    *,
+    mac_bytes: int | None,
+    nodes: Iterable[str] = (),
+    flops: int | None = None,
+    whatif_ms: float | None = None,
+) -> Price:
+    """A finding's price: its MAC bytes and their share of the model, plus — with --latency —
+    the measured latency of its ops, their share of the model's, and a what-if saving."""
+    total = module_mac(graph)
+    p = Price(
+        mac_bytes=int(mac_bytes) if mac_bytes is not None else None,
+        mac_share=(mac_bytes / total) if mac_bytes is not None and total else None,
+        flops=flops,
+    )
+    pricer = getattr(ctx, "pricer", None)
+    if pricer is not None:
+        device = getattr(pricer, "device", None)
+        p.device = str(device) if device is not None else None
+        p.latency_ms = latency(graph, nodes)
+        whole = model_latency(graph, ctx)
+        if p.latency_ms is not None and whole:
+            p.latency_share = p.latency_ms / whole
+        p.whatif_ms = whatif_ms
+    return p
+
+
+def finding(graph: nx.DiGraph, code: str, message: str, *, node: str | None, module: str | None, **kw) -> Diagnostic:
+    """A Diagnostic located at a model node, its module path and the module's class source."""
+    d = Diagnostic(code=code, message=message, node=node, module=module, **kw)
+    info = graph.graph.get("modules", {}).get(module or "") if module is not None else None
+    if info:
+        d.file, d.line = info.get("file"), info.get("line")
+    return d
+
+
+def fmt_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"
+
+
+def fmt_price(p: Price) -> str:
+    """The short tail of a message: "costs 2.1 MiB MAC (4.3% of the model)[; ≈ 0.41 ms on cpu]"."""
+    text = ""
+    if p.mac_bytes is not None:
+        text = f"costs {fmt_bytes(p.mac_bytes)} MAC"
+        if p.mac_share is not None:
+            text += f" ({p.mac_share:.1%} of the model)"
+    if p.whatif_ms is not None:
+        text += f"; the alternative saves {p.whatif_ms:.3g} ms on {p.device or 'the device'} (measured)"
+    elif p.latency_ms is not None:
+        share = f" ({p.latency_share:.1%})" if p.latency_share is not None else ""
+        text += f"; ≈ {p.latency_ms:.3g} ms{share} on {p.device or 'the device'} (measured)"
+    return text
+
+
+def say(message: str, p: Price) -> str:
+    """A finding's message with its price appended (when there is one to say)."""
+    tail = fmt_price(p)
+    return f"{message}; {tail}" if tail else message
+
+
+def iter_convs(graph: nx.DiGraph) -> Iterator[tuple[str, dict, Conv]]:
+    for name, data in ops(graph):
+        c = conv(data)
+        if c is not None:
+            yield name, data, c
+
+
+def whatif(ctx, name: str, *args) -> float | None:
+    """A what-if saving from archlint.model.whatif, measured with ctx.pricer; None without
+    --latency. Only 2-D convs have alternatives built (callers check the input is 4-D)."""
+    if getattr(ctx, "pricer", None) is None:
+        return None
+    from archlint.model import whatif as alternatives
+
+    return getattr(alternatives, name)(ctx.pricer, *args)
+
+
+def conv_args(data: dict) -> tuple | None:
+    """(input shape, c_out, kernel, stride, padding, groups) to rebuild a 2-D conv, else None."""
+    ins = data.get("in_shapes") or []
+    if not ins or len(ins[0]) != 4 or attr(data, "transposed", False):
+        return None
+    padding = attr(data, "padding", 0)  # "same" / "valid" pass through to nn.Conv2d
+    return (
+        tuple(ins[0]),
+        int(attr(data, "out_channels", (data.get("out_shapes") or [[0, 0]])[0][1])),
+        _two(pair(attr(data, "kernel_size"))),
+        _two(pair(attr(data, "stride"))),
+        padding if isinstance(padding, str) else _two(pair(padding, 0)),
+        int(attr(data, "groups", 1) or 1),
+    )
+
+
+def _two(t: tuple[int, ...]) -> tuple[int, int]:
+    return (t[0], t[0]) if len(t) == 1 else (t[0], t[1])
+
+
+def is_batchnorm(data: dict) -> bool:
+    """BatchNorm or InstanceNorm: both subtract a per-channel mean, so a bias before them cancels."""
+    name = op_name(data) + (data.get("module_type") or "").lower()
+    return data["kind"] == "norm" and ("batchnorm" in name or "instancenorm" in name)
+
+
+def conv_then_norm(graph: nx.DiGraph) -> Iterator[tuple[str, str]]:
+    """(conv, norm) pairs where a BatchNorm/InstanceNorm is the conv's only consumer."""
+    for name, data in ops(graph):
+        if data["kind"] == "conv":
+            nxt = sole_consumer(graph, name)
+            if nxt is not None and is_batchnorm(graph.nodes[nxt]):
+                yield name, nxt

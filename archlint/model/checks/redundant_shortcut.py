@@ -1,0 +1,135 @@
+"""AL203 redundant-shortcut: a shortcut or dense concatenation that adds memory traffic without
+adding function.
+
+- a 1×1 projection shortcut (conv, maybe with its norm) where input and output shapes already
+  match: an identity shortcut does the same job for free;
+- an identity shortcut around a branch with no conv/linear/matmul: the add costs a full
+  read of two activations and a write, around an op that needs no residual path;
+- dense connectivity: the same tensors concatenated again and again as depth grows (DenseNet),
+  so concat traffic grows quadratically; VoVNet's one-shot aggregation concatenates once.
+"""
+
+from __future__ import annotations
+
+from archlint.model.checks import _graph as g
+from archlint.model.opgraph import COMPUTE_KINDS
+
+CODE = "AL203"
+OPTIONS = {
+    "min_reuse": 3,  # a tensor concatenated into at least this many concats marks dense connectivity
+}
+
+ADDS = frozenset({"add", "iadd", "sum"})
+
+
+def _mac(graph, nodes) -> int:
+    return sum(int(graph.nodes[n].get("mac_bytes", 0)) for n in nodes)
+
+
+def check(graph, options, ctx):
+    for block in g.fork_join_blocks(graph):
+        join = graph.nodes[block.join]
+        if join["kind"] != "elementwise" or g.op_name(join) not in ADDS:
+            continue
+        branches = [b for b in block.branches if b]
+        identity = any(not b for b in block.branches)
+        for branch in branches:
+            convs = [n for n in branch if graph.nodes[n]["kind"] == "conv"]
+            rest = [n for n in branch if graph.nodes[n]["kind"] not in ("conv", "norm")]
+            if len(convs) == 1 and not rest and _is_square_1x1(graph.nodes[convs[0]]):
+                yield _projection(graph, ctx, block, branch, convs[0])
+        if identity and branches and not any(graph.nodes[n]["kind"] in COMPUTE_KINDS for b in branches for n in b):
+            yield _cheap(graph, ctx, block, branches)
+    yield from _dense(graph, ctx, options)
+
+
+def _is_square_1x1(data) -> bool:
+    c = g.conv(data)
+    return (
+        c is not None
+        and c.k == 1
+        and c.g == 1
+        and c.c1 == c.c2
+        and list(data["in_shapes"][0]) == list(data["out_shapes"][0])
+    )
+
+
+def _projection(graph, ctx, block, branch, conv):
+    mac = _mac(graph, branch)
+    price = g.price(graph, ctx, mac_bytes=mac, nodes=branch, flops=int(graph.nodes[conv].get("flops", 0)))
+    module = graph.nodes[conv].get("module") or ""
+    shape = tuple(graph.nodes[conv]["in_shapes"][0])
+    return g.finding(
+        graph,
+        CODE,
+        g.say(f"1×1 projection shortcut {module or conv} maps {shape} to the same shape: an identity "
+              f"shortcut would do", price),
+        node=conv,
+        module=module,
+        price=price,
+        evidence={"form": "projection", "shape": list(shape), "branch_ops": branch, "mac_bytes": mac,
+                  "join": block.join},
+    )
+
+
+def _cheap(graph, ctx, block, branches):
+    mac = int(graph.nodes[block.join].get("mac_bytes", 0))
+    ops = [n for b in branches for n in b]
+    price = g.price(graph, ctx, mac_bytes=mac, nodes=[block.join])
+    module = graph.nodes[block.join].get("module") or ""
+    return g.finding(
+        graph,
+        CODE,
+        g.say(f"identity shortcut at {module or block.join} wraps only element-wise ops "
+              f"({', '.join(sorted({g.op_name(graph.nodes[n]) for n in ops}))}): the add re-reads the input "
+              f"for no function a residual path adds", price),
+        node=block.join,
+        module=module,
+        price=price,
+        evidence={"form": "cheap-branch", "branch_ops": ops, "mac_bytes": mac, "fork": block.fork},
+    )
+
+
+def _dense(graph, ctx, options):
+    concats = [n for n, d in g.ops(graph) if d["kind"] == "concat"]
+    uses: dict[str, list[str]] = {}
+    for c in concats:
+        for p in set(g.tensor_inputs(graph, c)):
+            uses.setdefault(p, []).append(c)
+    # Group concats that re-read the same tensors; a group with a tensor read ≥ min_reuse times is dense.
+    parent = {c: c for c in concats}
+
+    def root(c):
+        while parent[c] != c:
+            parent[c] = parent[parent[c]]
+            c = parent[c]
+        return c
+
+    for readers in uses.values():
+        for other in readers[1:]:
+            parent[root(other)] = root(readers[0])
+    groups: dict[str, list[str]] = {}
+    for c in concats:
+        groups.setdefault(root(c), []).append(c)
+    for members in groups.values():
+        reuse = max(len(uses[p]) for c in members for p in g.tensor_inputs(graph, c))
+        if reuse < options["min_reuse"]:
+            continue
+        total = _mac(graph, members)
+        widest = max(members, key=lambda c: int(graph.nodes[c].get("mac_bytes", 0)))
+        once = int(graph.nodes[widest].get("mac_bytes", 0))
+        price = g.price(graph, ctx, mac_bytes=total - once, nodes=members)
+        module = g.common_module(graph, members)
+        yield g.finding(
+            graph,
+            CODE,
+            g.say(f"dense connections in {module or 'the model'}: {len(members)} concats re-read the same "
+                  f"tensors up to {reuse} times ({g.fmt_bytes(total)} of concat traffic, growing "
+                  f"quadratically with depth); one-shot aggregation concatenates once "
+                  f"({g.fmt_bytes(once)})", price),
+            node=widest,
+            module=module,
+            price=price,
+            evidence={"form": "dense", "concats": len(members), "max_reuse": reuse, "concat_mac_bytes": total,
+                      "one_shot_mac_bytes": once, "excess_bytes": total - once},
+        )

@@ -1,0 +1,91 @@
+"""AL201 unused-module: a submodule or parameter created in __init__ that the traced forward
+never reached. It still costs construction time, memory, checkpoint size, optimizer state, and
+forces DistributedDataParallel's find_unused_parameters=True.
+
+Only one forward mode is traced (graph attribute "mode"), so a module can be unused in that mode
+and used in the other: an auxiliary head (GoogLeNet's aux1) runs only in training. Modules whose
+path matches `train_only` are reported as such (info), not as dead code.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+
+from archlint.diagnostics import Severity
+from archlint.model.checks import _graph as g
+
+CODE = "AL201"
+OPTIONS = {
+    "train_only": ["*aux*"],  # module-path globs of heads expected to run only in training
+    "parameterless": False,  # also report unreached modules that hold no parameters
+}
+
+
+_ITEMSIZE = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int8": 1}
+
+
+def _inside(path: str, parent: str) -> bool:
+    return parent == "" or path.startswith(parent + ".")
+
+
+def check(graph, options, ctx):
+    modules = graph.graph.get("modules", {})
+    reached = set(graph.graph.get("reached_modules", ()))
+    mode = graph.graph.get("mode", "eval")
+    other = "train" if mode == "eval" else "eval"
+    itemsize = _ITEMSIZE.get(str(graph.graph.get("dtype", "float32")).replace("torch.", ""), 4)
+    # A module counts as reached when it or anything inside it ran (containers may not record).
+    live = {p for p in modules if p == "" or any(r == p or _inside(r, p) for r in reached)}
+    unused = sorted((p for p in modules if p not in live), key=lambda p: (p.count("."), p))
+    top: list[str] = []
+    for path in unused:
+        if not any(_inside(path, t) for t in top):
+            top.append(path)
+    for path in top:
+        params = sum(info.get("params", 0) for p, info in modules.items() if p == path or _inside(p, path))
+        if params == 0 and not options["parameterless"]:
+            continue
+        train_only = any(fnmatch.fnmatchcase(path, pat) for pat in options["train_only"])
+        price = g.price(graph, ctx, mac_bytes=None)
+        size = f"{params:,} parameters ({g.fmt_bytes(params * itemsize)})"
+        if train_only:
+            message = (
+                f"{modules[path].get('type')} {path} is not reached in the {mode}-mode forward: an "
+                f"auxiliary head used only in {other} mode, as its name suggests; {size} are carried "
+                f"in {mode} mode — drop it for deployment (e.g. aux_logits=False)"
+            )
+        else:
+            message = (
+                f"{modules[path].get('type')} {path} is never reached in the {mode}-mode forward: {size} "
+                f"built, stored and checkpointed for nothing, and DDP needs find_unused_parameters=True"
+            )
+        yield g.finding(
+            graph,
+            CODE,
+            message,
+            node=None,
+            module=path,
+            price=price,
+            severity=Severity.INFO if train_only else Severity.WARNING,
+            evidence={
+                "mode": mode,
+                "module_type": modules[path].get("type"),
+                "params": params,
+                "param_bytes": params * itemsize,
+                "train_only": train_only,
+            },
+        )
+    # Parameters no op read, inside modules that did run (the rest are covered above).
+    for pname in sorted(graph.graph.get("unused_params", ())):
+        owner = pname.rpartition(".")[0]
+        if owner not in live or any(_inside(owner, t) or owner == t for t in top):
+            continue
+        yield g.finding(
+            graph,
+            CODE,
+            f"parameter {pname} is never read in the {mode}-mode forward of {owner or 'the model'}",
+            node=None,
+            module=owner,
+            price=g.price(graph, ctx, mac_bytes=None),
+            evidence={"mode": mode, "parameter": pname},
+        )

@@ -1,0 +1,100 @@
+"""What-if prices: a finding's layer next to its local alternative, each built as a small
+nn.Module and timed with the measure layer's timer (`pricer.time_module(module, inputs)`, the
+median of repeats after warm-up on the analyzed device). A saving is original − alternative,
+measured, never modelled; it can come out ≤ 0, and is then reported as it is.
+
+The checks call these only when --latency gave them a pricer; identical layers (a block the
+model repeats) are timed once per pricer.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+from torch import nn
+
+_cache: dict[tuple, float] = {}
+
+
+def _time(pricer: Any, module: nn.Module, shape: tuple[int, ...]) -> float:
+    """The pricer moves module and input to its device and dtype and times them (median ms)."""
+    return float(pricer.time_module(module, (torch.randn(*shape),)))
+
+
+def _saving(pricer: Any, key: tuple, original, alternative) -> float:
+    """Time both (each a (module, input shape) triple) once per pricer; original − alternative."""
+    full = (id(pricer), *key)
+    if full not in _cache:
+        with torch.no_grad():
+            _cache[full] = _time(pricer, *original) - _time(pricer, *alternative)
+    return _cache[full]
+
+
+def _conv(c1: int, c2: int, kernel, stride, padding, groups: int = 1, bias: bool = False) -> nn.Conv2d:
+    return nn.Conv2d(c1, c2, kernel, stride=stride, padding=padding, groups=groups, bias=bias)
+
+
+def balanced_conv(pricer: Any, shape, c2: int, kernel, stride, padding, groups: int) -> float:
+    """G1: the conv c1→c2 against one with c = √(c1·c2) channels in and out (equal FLOPs)."""
+    n, c1, *hw = shape
+    c = max(groups, round(math.sqrt(c1 * c2) / groups) * groups)
+    key = ("balanced", tuple(shape), c2, str(kernel), str(stride), str(padding), groups)
+    return _saving(
+        pricer,
+        key,
+        (_conv(c1, c2, kernel, stride, padding, groups), tuple(shape)),
+        (_conv(c, c, kernel, stride, padding, groups), (n, c, *hw)),
+    )
+
+
+def ungrouped_conv(pricer: Any, shape, c2: int, kernel, stride, padding, groups: int) -> float:
+    """G2: the grouped conv against a g=1 conv on the same input with c2/g outputs (equal FLOPs)."""
+    c1 = shape[1]
+    key = ("ungrouped", tuple(shape), c2, str(kernel), str(stride), str(padding), groups)
+    return _saving(
+        pricer,
+        key,
+        (_conv(c1, c2, kernel, stride, padding, groups), tuple(shape)),
+        (_conv(c1, max(1, c2 // groups), kernel, stride, padding, 1), tuple(shape)),
+    )
+
+
+class _ConvBN(nn.Module):
+    def __init__(self, conv: nn.Conv2d):
+        super().__init__()
+        self.conv, self.bn = conv, nn.BatchNorm2d(conv.out_channels)
+
+    def forward(self, x):
+        return self.bn(self.conv(x))
+
+
+def folded_bn(pricer: Any, shape, c2: int, kernel, stride, padding, groups: int, bias: bool) -> float:
+    """Conv + BatchNorm (eval) against the same conv with the BN folded into its weights and bias."""
+    key = ("folded", tuple(shape), c2, str(kernel), str(stride), str(padding), groups, bias)
+    c1 = shape[1]
+    return _saving(
+        pricer,
+        key,
+        (_ConvBN(_conv(c1, c2, kernel, stride, padding, groups, bias)), tuple(shape)),
+        (_conv(c1, c2, kernel, stride, padding, groups, True), tuple(shape)),
+    )
+
+
+def conv_without_bias(pricer: Any, shape, c2: int, kernel, stride, padding, groups: int) -> float:
+    """A conv with bias against the same conv without (the BatchNorm after it cancels the bias)."""
+    key = ("nobias", tuple(shape), c2, str(kernel), str(stride), str(padding), groups)
+    c1 = shape[1]
+    return _saving(
+        pricer,
+        key,
+        (_conv(c1, c2, kernel, stride, padding, groups, True), tuple(shape)),
+        (_conv(c1, c2, kernel, stride, padding, groups, False), tuple(shape)),
+    )
+
+
+def dropped_activation(pricer: Any, shape) -> float:
+    """The redundant ReLU against nothing: the saving is the ReLU's own time on its input."""
+    key = ("relu", tuple(shape))
+    return _saving(pricer, key, (nn.ReLU(), tuple(shape)), (nn.Identity(), tuple(shape)))
