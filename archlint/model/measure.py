@@ -80,7 +80,7 @@ def measure(graph: nx.DiGraph, model: torch.nn.Module, inputs, device: str, sett
     origin = _device_of(model)
     replay = graph.graph.get("replay")
     gm = getattr(replay, "graph_module", None)
-    was_training = model.training
+    was_training = model.training, gm.training if gm is not None else False
     try:
         with _clear_oom(dev, f"timing {graph.graph.get('target', 'the model')} with inputs {_shapes(inputs)}"):
             model.to(dev).eval()
@@ -95,10 +95,9 @@ def measure(graph: nx.DiGraph, model: torch.nn.Module, inputs, device: str, sett
                     report = _measure_hooks(graph, model, args, dev, settings)
             p, cached = roofline.peaks(dev, dtype)
     finally:
-        model.to(origin)
         if gm is not None:
-            gm.to(origin)
-        model.train(was_training)
+            gm.to(origin).train(was_training[1])
+        model.to(origin).train(was_training[0])  # after gm: the two share submodules
         if dev.type == "cuda":
             torch.cuda.empty_cache()
     report.peaks = p

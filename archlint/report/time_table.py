@@ -71,12 +71,12 @@ def print_time(model: ModelResult, console: Console, top: int = 10) -> None:
     ):
         table.add_column(column, justify=justify)
     for la in timed[:top]:
-        spread = f"{la.latency_spread_ms[0]:.3g}–{la.latency_spread_ms[1]:.3g}" if la.latency_spread_ms else ""
+        spread = f"{la.latency_spread_ms[0]:#.3g}–{la.latency_spread_ms[1]:#.3g}" if la.latency_spread_ms else ""
         roof = la.roofline or {}
         table.add_row(
             la.name,
             la.kind,
-            f"{la.latency_ms:.3g}",
+            f"{la.latency_ms:#.3g}",
             spread,
             f"{la.latency_ms / op_sum:.1%}",
             roof.get("bound", "–"),
