@@ -80,6 +80,8 @@ def measure(graph: nx.DiGraph, model: torch.nn.Module, inputs, device: str, sett
     origin = _device_of(model)
     replay = graph.graph.get("replay")
     gm = getattr(replay, "graph_module", None)
+    if gm is not None and any(t.device.type == "meta" for t in (*gm.parameters(), *gm.buffers())):
+        raise RuntimeError("the replay graph was captured on a meta-built model; capture the real model to time it")
     was_training = model.training, gm.training if gm is not None else False
     try:
         with _clear_oom(dev, f"timing {graph.graph.get('target', 'the model')} with inputs {_shapes(inputs)}"):
@@ -240,7 +242,8 @@ def _measure_hooks(graph, model, args, dev, settings) -> LatencyReport:
     e2e = e2e_stats["<model>"]
     clock = _clock(dev)
     notes = [
-        "timed per module with forward hooks: the dispatch-recorded graph cannot be replayed op by op; "
+        f"timed per module with forward hooks: the {graph.graph.get('strategy', 'captured')} graph cannot be "
+        "replayed op by op; "
         f"per-op latency is given for the {single} op(s) that are alone in their module, module "
         f"latencies for {len(mod_stats)} leaf module(s)"
     ]
