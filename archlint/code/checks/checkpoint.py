@@ -1,0 +1,27 @@
+"""AL405: a checkpoint written on every iteration of the batch loop."""
+
+from __future__ import annotations
+
+from archlint.code import dataflow as df
+from archlint.code.checks import Finding
+from archlint.code.facts import Facts
+
+CODES = ("AL405",)
+
+
+def check(facts: Facts):
+    saves = facts.calls_to("torch.save")
+    if not saves:
+        return
+    for bl in df.batch_loops(facts):
+        if not bl.is_training:
+            continue
+        for site in saves:
+            where = df.in_loop(site, bl.loop)
+            if where is not None and not where[1]:
+                yield Finding(
+                    "AL405",
+                    site.node,
+                    "torch.save runs on every training step: serializing the state stalls the loop; "
+                    "save every N steps (under an if) or once per epoch",
+                )

@@ -1,0 +1,77 @@
+"""AL303: a CUDA training/inference entry point with convolutions that never turns on
+cudnn.benchmark."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from archlint.code import dataflow as df
+from archlint.code.checks import Finding
+from archlint.code.checks._edits import insert
+from archlint.code.facts import Facts
+from archlint.code.names import dotted
+from archlint.diagnostics import Applicability, Fix
+
+CODES = ("AL303",)
+_CONV_CALLS = ("torch.nn.Conv1d", "torch.nn.Conv2d", "torch.nn.Conv3d", "torch.nn.functional.conv2d",
+               "torch.nn.functional.conv3d", "torch.nn.functional.conv1d")
+_CONV_LIBRARIES = ("torchvision.models", "timm", "segmentation_models_pytorch", "torchvision.models.detection")
+
+
+def _has_convolutions(facts: Facts) -> bool:
+    if any(facts.imports.uses(lib) for lib in _CONV_LIBRARIES):
+        return True
+    for site in facts.calls:
+        name = facts.qname(site.node.func) or ""
+        if name in _CONV_CALLS or name.startswith(tuple(lib + "." for lib in _CONV_LIBRARIES)):
+            return True
+    return False
+
+
+def _chosen(facts: Facts) -> bool:
+    """The file already decides how cuDNN picks algorithms (benchmark on or off, or determinism)."""
+    for target, value in facts.attr_assigns:
+        name = dotted(target) or ""
+        if name.endswith("cudnn.benchmark"):
+            return True
+        if name.endswith("cudnn.deterministic") and df.literal(value) is not False:
+            return True
+    return bool(facts.calls_to("torch.use_deterministic_algorithms"))
+
+
+def check(facts: Facts):
+    if facts.main_guard is None or not facts.uses_cuda or _chosen(facts):
+        return
+    if not df.batch_loops(facts) or not _has_convolutions(facts):
+        return
+    yield Finding(
+        "AL303",
+        facts.main_guard,
+        "entry point runs convolutions on CUDA without torch.backends.cudnn.benchmark = True: with "
+        "fixed input sizes cuDNN can pick the fastest algorithm per layer once, then reuse it",
+        lambda: _fix(facts),
+    )
+
+
+def _fix(facts: Facts) -> Fix | None:
+    torch_name = facts.imports.names.get("torch")
+    line = "torch.backends.cudnn.benchmark = True\n"
+    if torch_name is None:
+        if "torch" in facts.bound:
+            return None  # `torch` means something else here
+        line = "import torch\n" + line
+    elif torch_name != "torch":
+        return None
+    anchor = None  # the last import statement at the top level of the module
+    for stmt in facts.module.body:
+        if isinstance(stmt, cst.SimpleStatementLine) and any(
+            isinstance(s, (cst.Import, cst.ImportFrom)) for s in stmt.body
+        ):
+            anchor = stmt
+    if anchor is None:
+        return None
+    _, end = facts.position(anchor)
+    if end.line >= len(facts.lines):
+        return None  # no line after it: the entry point cannot be below
+    return Fix("Insert torch.backends.cudnn.benchmark = True after the imports", Applicability.SAFE,
+               (insert(end.line + 1, 1, line),))

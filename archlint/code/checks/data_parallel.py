@@ -1,0 +1,18 @@
+"""AL406: nn.DataParallel."""
+
+from __future__ import annotations
+
+from archlint.code.checks import Finding
+from archlint.code.facts import Facts
+
+CODES = ("AL406",)
+
+
+def check(facts: Facts):
+    for site in facts.calls_to("torch.nn.DataParallel"):
+        yield Finding(
+            "AL406",
+            site.node,
+            "nn.DataParallel re-scatters the model from one process every step (GIL-bound, GPU 0 "
+            "overloaded): use DistributedDataParallel with one process per GPU",
+        )

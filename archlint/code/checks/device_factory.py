@@ -1,0 +1,67 @@
+"""AL402: a tensor created on the CPU and then copied to the device (`torch.zeros(n).cuda()`)."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from archlint.code import dataflow as df
+from archlint.code.checks import Finding
+from archlint.code.checks._edits import add_keyword, delete_between
+from archlint.code.facts import CallSite, Facts
+from archlint.diagnostics import Applicability, Fix
+
+CODES = ("AL402",)
+FACTORIES = frozenset(
+    f"torch.{n}"
+    for n in ("zeros", "ones", "empty", "full", "rand", "randn", "randint", "randperm", "arange",
+              "linspace", "logspace", "eye", "tensor", "as_tensor")
+)
+
+
+def check(facts: Facts):
+    for site in facts.calls:
+        func = site.node.func
+        if not isinstance(func, cst.Attribute) or func.attr.value not in ("cuda", "to"):
+            continue
+        inner = func.value
+        if not isinstance(inner, cst.Call) or facts.qname(inner.func) not in FACTORIES:
+            continue
+        if any(a.keyword is not None and a.keyword.value == "device" for a in inner.args):
+            continue
+        device_text = _device(site, facts)
+        if device_text is None:
+            continue
+        factory = facts.qname(inner.func)
+        yield Finding(
+            "AL402",
+            site.node,
+            f"{factory}(...) is built on the CPU and then copied to the device: pass device= to create "
+            "it there directly (no host allocation, no copy)",
+            lambda site=site, inner=inner, device_text=device_text: _fix(facts, site, inner, device_text),
+        )
+
+
+def _device(site: CallSite, facts: Facts) -> str | None:
+    """The device the tensor is moved to, as source text; None when it is not a device move."""
+    call, attr = site.node, site.node.func.attr.value
+    if attr == "cuda":
+        if not call.args:
+            return '"cuda"'
+        value = df.literal(call.args[0].value)
+        if len(call.args) == 1 and call.args[0].keyword is None and isinstance(value, int):
+            return f'"cuda:{value}"'
+        return "" if len(call.args) else None  # .cuda(args.gpu): a move, but no exact rewrite
+    device = df.argument(site, "device", 0)
+    if device in (df.MISSING, df.UNKNOWN) or not df.device_like(device, facts):
+        return None
+    return facts.code(device) if len(call.args) == 1 and not call.args[0].star else ""
+
+
+def _fix(facts: Facts, site: CallSite, inner: cst.Call, device_text: str) -> Fix | None:
+    if not device_text or any(a.star for a in inner.args):
+        return None  # the move carries other arguments (non_blocking, dtype): rewrite by hand
+    return Fix(
+        f"Create the tensor with device={device_text}",
+        Applicability.SAFE,
+        (add_keyword(facts, inner, f"device={device_text}"), delete_between(facts, inner, site.node)),
+    )

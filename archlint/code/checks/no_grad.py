@@ -1,0 +1,73 @@
+"""AL408: an evaluation loop that runs with autograd on (no torch.no_grad / inference_mode)."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from archlint.code import dataflow as df
+from archlint.code.checks import Finding
+from archlint.code.facts import Facts, Scope
+
+CODES = ("AL408",)
+_GRAD_OFF = ("torch.no_grad", "torch.inference_mode", "torch.set_grad_enabled", "torch.enable_grad")
+
+
+def _grad_context(expr: cst.BaseExpression, facts: Facts) -> bool:
+    func = expr.func if isinstance(expr, cst.Call) else expr
+    return facts.qname(func) in _GRAD_OFF
+
+
+def _decorated(scope: Scope, facts: Facts) -> bool:
+    while scope is not None:
+        if isinstance(scope.node, cst.FunctionDef) and any(
+            _grad_context(d.decorator, facts) for d in scope.node.decorators
+        ):
+            return True
+        scope = scope.parent
+    return False
+
+
+def _called_without_grad(scope: Scope, facts: Facts) -> bool:
+    """The function is called somewhere inside a no_grad/inference_mode block (or not at all here)."""
+    if not isinstance(scope.node, cst.FunctionDef):
+        return False
+    name = scope.node.name.value
+    for site in facts.calls:
+        func = site.node.func
+        called = func.value if isinstance(func, cst.Name) else (
+            func.attr.value if isinstance(func, cst.Attribute) else None)
+        if called == name and any(_grad_context(w, facts) for w in site.withs):
+            return True
+    return False
+
+
+def _evaluates(scope: Scope | None) -> bool:
+    """`.eval()` is called in this scope or one enclosing it."""
+    while scope is not None:
+        for site in scope.calls:
+            func = site.node.func
+            if isinstance(func, cst.Attribute) and func.attr.value == "eval" and not site.node.args:
+                return True
+        scope = scope.parent
+    return False
+
+
+def check(facts: Facts):
+    if facts.calls_to("torch.set_grad_enabled"):
+        return  # grad mode is switched globally somewhere: not visible per loop
+    for bl in df.batch_loops(facts):
+        loop = bl.loop
+        if bl.is_training or not _evaluates(loop.scope):
+            continue
+        if any(_grad_context(w, facts) for w in loop.withs):
+            continue  # the whole loop is in a no_grad/inference_mode block
+        if any(_grad_context(w, facts) for site in loop.calls for w in site.withs[len(loop.withs):]):
+            continue  # the forward pass inside the loop is
+        if _decorated(loop.scope, facts) or _called_without_grad(loop.scope, facts):
+            continue
+        yield Finding(
+            "AL408",
+            loop.node,
+            "evaluation loop (after .eval()) runs with autograd on: every forward keeps activations for a "
+            "backward that never comes; wrap it in `with torch.inference_mode():` (or torch.no_grad())",
+        )

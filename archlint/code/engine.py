@@ -1,0 +1,116 @@
+"""One file's text → its Diagnostics: parse, run every code check, apply noqa comments.
+
+Pure and independent of selection (--select/--ignore are applied by the caller), so a result can
+be cached by content. Never imports or runs the code it reads.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import re
+
+from archlint.diagnostics import Diagnostic, Severity
+
+PARSE_ERROR = "AL000"  # not a rule: the file could not be read or parsed; always reported
+_NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]+(?:\s*,\s*[A-Z]+[0-9]+)*))?", re.IGNORECASE)
+_FILE_NOQA = re.compile(
+    r"#\s*archlint:\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]+(?:\s*,\s*[A-Z]+[0-9]+)*))?", re.IGNORECASE
+)
+# Only files that mention torch can hold a finding; the rest are not even parsed (TorchFix does the same).
+_PREFILTER = "torch"
+
+
+@functools.cache
+def _severities() -> dict[str, Severity]:
+    try:
+        from archlint import registry
+
+        return {code: rule.severity for code, rule in registry.catalog().items()}
+    except (FileNotFoundError, ValueError):  # pages missing: every finding is a warning
+        return {}
+
+
+def _codes(text: str | None) -> set[str] | None:
+    """None means every code."""
+    return None if not text else {c.strip().upper() for c in text.split(",")}
+
+
+def _suppressed(code: str, codes: set[str] | None) -> bool:
+    return codes is None or code in codes
+
+
+def parse_error(path: str, message: str, line: int | None = None, column: int | None = None) -> Diagnostic:
+    return Diagnostic(PARSE_ERROR, message, Severity.ERROR, file=path, line=line, column=column)
+
+
+def _syntax_error(text: str, path: str, exc) -> Diagnostic:
+    try:  # Python's own message and position are what users know
+        ast.parse(text, filename=path)
+    except SyntaxError as err:
+        return parse_error(path, f"syntax error: {err.msg}; fix it so the file can be linted", err.lineno, err.offset)
+    except (ValueError, RecursionError) as err:  # null bytes, too deeply nested
+        return parse_error(path, f"cannot parse: {err}", 1, 1)
+    return parse_error(
+        path, f"libcst cannot parse this file ({exc.message})", exc.editor_line, exc.editor_column
+    )
+
+
+def lint_text(text: str, path: str) -> list[Diagnostic]:
+    if _PREFILTER not in text:
+        return []
+    file_noqa = _FILE_NOQA.search(text)
+    file_codes = _codes(file_noqa.group("codes")) if file_noqa else set()
+    if file_noqa and file_codes is None:
+        return []
+
+    import libcst as cst
+
+    from archlint.code.checks import modules
+    from archlint.code.facts import Facts
+
+    try:
+        module = cst.parse_module(text)
+    except cst.ParserSyntaxError as exc:
+        return [_syntax_error(text, path, exc)]
+    except RecursionError:
+        return [parse_error(path, "cannot parse: nesting too deep for the parser", 1, 1)]
+    facts = Facts(module, text)
+    severities = _severities()
+    out = []
+    for check_module in modules():
+        for finding in check_module.check(facts):
+            if file_codes and finding.code in file_codes:
+                continue
+            start, end = facts.position(finding.node)
+            line_text = facts.lines[start.line - 1] if start.line <= len(facts.lines) else ""
+            noqa = _NOQA.search(line_text)
+            if noqa and _suppressed(finding.code, _codes(noqa.group("codes"))):
+                continue
+            out.append(
+                Diagnostic(
+                    finding.code,
+                    finding.message,
+                    severities.get(finding.code, Severity.WARNING),
+                    file=path,
+                    line=start.line,
+                    column=start.column + 1,
+                    end_line=end.line,
+                    end_column=end.column + 1,
+                    fix=finding.fix() if finding.fix else None,
+                )
+            )
+    out.sort(key=lambda d: (d.line, d.column, d.code))
+    return out
+
+
+def lint_bytes(data: bytes, path: str) -> list[Diagnostic]:
+    from archlint.code.source import SourceError, decode
+
+    if b"torch" not in data:  # cheap for every encoding torch can be spelled in
+        return []
+    try:
+        text, _, _ = decode(data)
+    except SourceError as exc:
+        return [parse_error(path, str(exc), 1, 1)]
+    return lint_text(text, path)

@@ -1,0 +1,309 @@
+"""One walk over a module's CST that records what the checks ask about: imports, every call with
+its enclosing scope, loops and `with` blocks, assignments per scope, and the loops themselves.
+
+The checks read these facts instead of walking the tree again: one walk is a large share of the
+cost of linting a file, and metadata (positions) is resolved only for files that have findings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from archlint.code.names import ImportTable, dotted
+from archlint.code.source import split_lines
+
+# Identifiers whose mere presence the checks care about (a set lookup per Name node).
+_WATCHED = frozenset({"cuda", "autocast", "GradScaler", "bfloat16", "float16", "half", "set_grad_enabled"})
+
+
+@dataclass(eq=False)
+class Scope:
+    node: cst.CSTNode
+    parent: Scope | None
+    kind: str  # module | function | class
+    assigns: dict[str, list[cst.BaseExpression | None]] = field(default_factory=dict)  # None: not a plain value
+    item_sets: dict[str, list[tuple[cst.BaseExpression, cst.BaseExpression]]] = field(default_factory=dict)
+    aug_updates: dict[str, list[cst.BaseExpression]] = field(default_factory=dict)
+    params: set[str] = field(default_factory=set)
+    calls: list[CallSite] = field(default_factory=list)
+
+    def lookup(self, name: str) -> tuple[Scope, list[cst.BaseExpression | None]] | None:
+        """The assignments of `name` in the innermost scope that assigns it (params count)."""
+        scope: Scope | None = self
+        while scope is not None:
+            if name in scope.params:
+                return scope, [None]
+            if name in scope.assigns:
+                return scope, scope.assigns[name]
+            scope = scope.parent
+            while scope is not None and scope.kind == "class":  # class bodies do not enclose methods
+                scope = scope.parent
+        return None
+
+
+@dataclass(eq=False)
+class Loop:
+    node: cst.For | cst.While
+    scope: Scope
+    parent: Loop | None
+    targets: list[str]  # names bound per iteration by the loop header
+    calls: list[CallSite] = field(default_factory=list)
+    assigns: list[tuple[cst.BaseAssignTargetExpression, cst.BaseExpression]] = field(default_factory=list)
+    next_of: list[tuple[cst.BaseExpression, list[str]]] = field(default_factory=list)  # x, y = next(it)
+    withs: tuple[cst.BaseExpression, ...] = ()  # `with` items around the loop in its function
+    has_backward: bool = False
+
+    @property
+    def iter(self) -> cst.BaseExpression | None:
+        return self.node.iter if isinstance(self.node, cst.For) else None
+
+
+@dataclass(eq=False)
+class CallSite:
+    node: cst.Call
+    scope: Scope
+    loops: tuple[tuple[Loop, bool], ...]  # enclosing loops of this function, innermost last; bool: under an if
+    withs: tuple[cst.BaseExpression, ...]  # enclosing `with` items of this function, outermost first
+    statement: bool  # the call is a whole expression statement
+
+
+def target_names(node: cst.CSTNode) -> list[str]:
+    if isinstance(node, cst.Name):
+        return [node.value]
+    if isinstance(node, (cst.Tuple, cst.List)):
+        return [n for el in node.elements for n in target_names(el.value)]
+    if isinstance(node, cst.StarredElement):
+        return target_names(node.value)
+    return []
+
+
+class _Collector(cst.CSTVisitor):
+    def __init__(self, facts: Facts) -> None:
+        self.f = facts
+        self.scope = facts.module_scope
+        self.loops: list[list] = []  # [Loop, conditional depth]
+        self.withs: list[cst.BaseExpression] = []
+        self.saved: list[tuple] = []
+        self.stmt_call: cst.Call | None = None
+
+    # scopes -----------------------------------------------------------------
+    def _enter(self, node: cst.CSTNode, kind: str) -> None:
+        self.saved.append((self.scope, self.loops, self.withs))
+        self.scope = Scope(node, self.scope, kind)
+        self.f.scopes.append(self.scope)
+        self.loops, self.withs = [], []
+
+    def _leave(self, node: cst.CSTNode) -> None:
+        self.scope, self.loops, self.withs = self.saved.pop()
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.f.bound.add(node.name.value)
+        self._enter(node, "function")
+        self.f.functions.append(self.scope)
+        p = node.params
+        for param in (*p.posonly_params, *p.params, *p.kwonly_params):
+            self.scope.params.add(param.name.value)
+        for star in (p.star_arg, p.star_kwarg):
+            if isinstance(star, cst.Param):
+                self.scope.params.add(star.name.value)
+        self.f.bound |= self.scope.params
+
+    leave_FunctionDef = _leave
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self.f.bound.add(node.name.value)
+        self._enter(node, "class")
+
+    leave_ClassDef = _leave
+
+    # imports and bindings -----------------------------------------------------
+    def visit_Import(self, node: cst.Import) -> bool:
+        self.f.imports.add(node)
+        return False
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
+        self.f.imports.add(node)
+        return False
+
+    def _bind(self, target: cst.BaseExpression, value: cst.BaseExpression | None) -> None:
+        if isinstance(target, cst.Name):
+            self.scope.assigns.setdefault(target.value, []).append(value)
+            self.f.bound.add(target.value)
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            for name in target_names(target):
+                self.scope.assigns.setdefault(name, []).append(None)
+                self.f.bound.add(name)
+        elif isinstance(target, cst.Subscript) and isinstance(target.value, cst.Name) and value is not None:
+            if len(target.slice) == 1 and isinstance(target.slice[0].slice, cst.Index):
+                key = target.slice[0].slice.value
+                self.scope.item_sets.setdefault(target.value.value, []).append((key, value))
+        elif isinstance(target, cst.Attribute) and value is not None:
+            self.f.attr_assigns.append((target, value))
+        for entry in self.loops:
+            entry[0].assigns.append((target, value))
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for t in node.targets:
+            self._bind(t.target, node.value)
+        value = node.value
+        if (
+            self.loops
+            and isinstance(value, cst.Call)
+            and isinstance(value.func, cst.Name)
+            and value.func.value == "next"
+            and value.args
+        ):
+            names = [n for t in node.targets for n in target_names(t.target)]
+            self.loops[-1][0].next_of.append((value.args[0].value, names))
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        self._bind(node.target, node.value)
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        if isinstance(node.target, cst.Name):
+            if isinstance(node.operator, cst.BitOrAssign):
+                self.scope.aug_updates.setdefault(node.target.value, []).append(node.value)
+            else:
+                self.scope.assigns.setdefault(node.target.value, []).append(None)
+
+    # control flow --------------------------------------------------------------
+    def _push_loop(self, node: cst.For | cst.While, targets: list[str]) -> None:
+        parent = self.loops[-1][0] if self.loops else None
+        loop = Loop(node, self.scope, parent, targets, withs=tuple(self.withs))
+        self.f.loops.append(loop)
+        self.loops.append([loop, 0])
+
+    def visit_For(self, node: cst.For) -> None:
+        names = target_names(node.target)
+        for name in names:
+            self.scope.assigns.setdefault(name, []).append(None)
+        self.f.bound.update(names)
+        self._push_loop(node, names)
+
+    def leave_For(self, node: cst.For) -> None:
+        self.loops.pop()
+
+    def visit_While(self, node: cst.While) -> None:
+        self._push_loop(node, [])
+
+    def leave_While(self, node: cst.While) -> None:
+        self.loops.pop()
+
+    def _cond(self, step: int) -> None:
+        for entry in self.loops:
+            entry[1] += step
+
+    def visit_If(self, node: cst.If) -> None:
+        self._cond(1)
+        if self.scope.kind == "module" and _is_main_guard(node.test):
+            self.f.main_guard = node
+
+    def leave_If(self, node: cst.If) -> None:
+        self._cond(-1)
+
+    def visit_IfExp(self, node: cst.IfExp) -> None:
+        self._cond(1)
+
+    def leave_IfExp(self, node: cst.IfExp) -> None:
+        self._cond(-1)
+
+    def visit_ExceptHandler(self, node: cst.ExceptHandler) -> None:
+        self._cond(1)
+
+    def leave_ExceptHandler(self, node: cst.ExceptHandler) -> None:
+        self._cond(-1)
+
+    def visit_With(self, node: cst.With) -> None:
+        for item in node.items:
+            self.withs.append(item.item)
+            if item.asname is not None:
+                self._bind(item.asname.name, None)
+
+    def leave_With(self, node: cst.With) -> None:
+        del self.withs[len(self.withs) - len(node.items) :]
+
+    # expressions ---------------------------------------------------------------
+    def visit_Expr(self, node: cst.Expr) -> None:
+        self.stmt_call = node.value if isinstance(node.value, cst.Call) else None
+
+    def visit_Call(self, node: cst.Call) -> None:
+        site = CallSite(
+            node,
+            self.scope,
+            tuple((loop, depth > 0) for loop, depth in self.loops),
+            tuple(self.withs),
+            node is self.stmt_call,
+        )
+        self.f.calls.append(site)
+        self.scope.calls.append(site)
+        for loop, _ in self.loops:
+            loop.calls.append(site)
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value == "backward":
+            for loop, _ in self.loops:
+                loop.has_backward = True
+
+    def visit_Name(self, node: cst.Name) -> None:
+        if node.value in _WATCHED:
+            self.f.idents.add(node.value)
+
+    def visit_SimpleString(self, node: cst.SimpleString) -> None:
+        if "cuda" in node.value:
+            self.f.idents.add("cuda")
+
+
+def _is_main_guard(test: cst.BaseExpression) -> bool:
+    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+        return False
+    left, right = test.left, test.comparisons[0].comparator
+    names = {dotted(left), dotted(right)}
+    strings = {n.evaluated_value for n in (left, right) if isinstance(n, cst.SimpleString)}
+    return "__name__" in names and "__main__" in strings
+
+
+class Facts:
+    """Everything the checks know about one file, plus lazy positions for reporting."""
+
+    def __init__(self, module: cst.Module, source: str) -> None:
+        self.module = module
+        self.source = source
+        self.lines = split_lines(source)
+        self.module_scope = Scope(module, None, "module")
+        self.scopes: list[Scope] = [self.module_scope]
+        self.functions: list[Scope] = []
+        self.imports = ImportTable()
+        self.bound: set[str] = set()
+        self.calls: list[CallSite] = []
+        self.loops: list[Loop] = []
+        self.attr_assigns: list[tuple[cst.Attribute, cst.BaseExpression]] = []
+        self.idents: set[str] = set()
+        self.main_guard: cst.If | None = None
+        self._positions = None
+        module.visit(_Collector(self))
+        self.imports.drop_shadowed(self.bound)
+        self._qn: dict[int, str | None] = {}
+
+    def qname(self, node: cst.BaseExpression) -> str | None:
+        key = id(node)
+        if key not in self._qn:
+            self._qn[key] = self.imports.qualify(node)
+        return self._qn[key]
+
+    def calls_to(self, *names: str) -> list[CallSite]:
+        return [c for c in self.calls if self.qname(c.node.func) in names]
+
+    @property
+    def uses_cuda(self) -> bool:
+        return "cuda" in self.idents
+
+    def code(self, node: cst.CSTNode) -> str:
+        return self.module.code_for_node(node)
+
+    def position(self, node: cst.CSTNode):
+        """(start, end) CodePositions: line 1-based, column 0-based. Resolved on first use only."""
+        if self._positions is None:
+            self._positions = MetadataWrapper(self.module, unsafe_skip_copy=True).resolve(PositionProvider)
+        r = self._positions[node]
+        return r.start, r.end

@@ -1,0 +1,107 @@
+"""--fix and --diff: apply the fixes of selected findings as text edits, re-lint, repeat.
+
+Re-linting after each round (as ruff does) means a fix that makes another finding appear (pinning a
+loader makes its copies eligible for non_blocking) is applied in the same run, so a second --fix
+changes nothing. A round whose result no longer parses is dropped and the file left as it was.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import sys
+from pathlib import Path
+
+from archlint.code.engine import lint_text, parse_error
+from archlint.code.source import SourceError, decode, encode, line_offsets
+from archlint.config import Settings
+from archlint.diagnostics import Applicability, Diagnostic, Edit
+
+MAX_ROUNDS = 10
+
+
+def _offset(offsets: list[int], line: int, column: int) -> int:
+    return offsets[line - 1] + column - 1
+
+
+def apply_edits(text: str, edits: list[Edit]) -> tuple[str, int]:
+    """Apply non-overlapping edits (the first of two overlapping ones wins); returns (text, applied)."""
+    offsets = line_offsets(text)
+    spans = sorted(
+        ((_offset(offsets, e.start_line, e.start_column), _offset(offsets, e.end_line, e.end_column), e.content)
+         for e in edits),
+        key=lambda s: (s[0], s[1]),
+    )
+    kept, last_end = [], -1
+    for start, end, content in spans:
+        if start < last_end or (kept and start == kept[-1][0] == end == kept[-1][1] and content == kept[-1][2]):
+            continue  # overlaps (or repeats) an edit already taken; the next round will see it
+        kept.append((start, end, content))
+        last_end = max(last_end, end)
+    for start, end, content in reversed(kept):
+        text = text[:start] + content + text[end:]
+    return text, len(kept)
+
+
+def fixable(d: Diagnostic, settings: Settings) -> bool:
+    return d.fix is not None and (d.fix.applicability is Applicability.SAFE or settings.unsafe_fixes)
+
+
+def fix_text(text: str, path: str, settings: Settings) -> tuple[str, list[Diagnostic]]:
+    """(fixed text, findings that remain in it)."""
+    from archlint.code.lint import selected
+
+    diagnostics = selected(lint_text(text, path), settings)
+    for _ in range(MAX_ROUNDS):
+        edits = [e for d in diagnostics if fixable(d, settings) for e in d.fix.edits]
+        if not edits:
+            break
+        candidate, applied = apply_edits(text, edits)
+        if not applied or candidate == text:
+            break
+        try:
+            ast.parse(candidate, filename=path)  # parse only: the code is never run
+        except SyntaxError as err:
+            print(f"archlint: warning: {path}: fixes not applied, the result would not parse "
+                  f"({err.msg} at line {err.lineno}); please report this", file=sys.stderr)
+            break
+        text = candidate
+        diagnostics = selected(lint_text(text, path), settings)
+    return text, diagnostics
+
+
+def fix_files(files: list[Path], settings: Settings) -> list[Diagnostic]:
+    remaining: list[Diagnostic] = []
+    for path in files:
+        name = str(path)
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            remaining.append(parse_error(name, f"cannot read file: {exc.strerror or exc}; check its permissions"))
+            continue
+        try:
+            original, encoding, bom = decode(data)
+        except SourceError as exc:
+            remaining.append(parse_error(name, str(exc), 1, 1))
+            continue
+        fixed, after = fix_text(original, name, settings)
+        if fixed == original:
+            remaining += after
+            continue
+        if settings.diff:
+            sys.stdout.writelines(
+                difflib.unified_diff(
+                    original.splitlines(keepends=True), fixed.splitlines(keepends=True), name, name
+                )
+            )
+            remaining += selected_before(original, name, settings)
+            continue
+        path.write_bytes(encode(fixed, encoding, bom))
+        remaining += after
+    return remaining
+
+
+def selected_before(text: str, path: str, settings: Settings) -> list[Diagnostic]:
+    from archlint.code.lint import selected
+
+    return selected(lint_text(text, path), settings)
