@@ -74,6 +74,9 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument("--mode", choices=("eval", "train"), help="forward mode to trace (default: eval)")
     model.add_argument("--models", action="store_true", help="analyze the models listed in the config")
     model.add_argument("--top", type=int, default=15, help="layers shown in the text table")
+    model.add_argument(
+        "--strategy", choices=("fx", "export", "dispatch"), help="force one capture strategy (default: first that works)"
+    )
     model.add_argument("--latency", action="store_true", help="measure per-op latency on the device")
     model.add_argument("--device", help="cpu (default), cuda, cuda:N")
     model.add_argument("--warmup", type=int, help="untimed runs before timing (default 10)")
@@ -122,6 +125,7 @@ def _settings(args: argparse.Namespace):
         if value is not None:
             setattr(s, attr, value)
     s.trace_dir = args.trace
+    s.top, s.strategy = args.top, args.strategy
     s.fix, s.unsafe_fixes, s.diff = args.fix, args.unsafe_fixes, args.diff
     s.cache = s.cache and not args.no_cache
     s.latency = args.latency or args.trace is not None

@@ -50,6 +50,8 @@ class Settings:
     jobs: int = 0  # 0: all cores
     # Model analyzer
     mode: str = "eval"
+    strategy: str | None = None  # force one capture strategy (fx | export | dispatch); None: first that works
+    top: int = 15  # costliest layers shown in the text table
     latency: bool = False
     warmup: int = 10
     repeat: int = 50

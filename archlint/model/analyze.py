@@ -1,0 +1,133 @@
+"""Orchestration: load → capture → cost → (measure) → checks, for one model spec."""
+
+from __future__ import annotations
+
+import contextlib
+from collections import Counter
+
+import networkx as nx
+import torch
+from torch import nn
+
+from archlint.config import ModelSpec, Settings
+from archlint.diagnostics import Diagnostic
+from archlint.errors import UsageError
+from archlint.model import opgraph
+from archlint.model.capture import STRATEGIES, CaptureFailed, capture
+from archlint.model.cost import cost_graph
+from archlint.model.load import Loaded, load
+from archlint.result import ModelResult
+
+
+@contextlib.contextmanager
+def traced_mode(model: nn.Module, mode: str):
+    """Put the model in eval/train for the capture; give every module its own flag back after."""
+    flags = [(m, m.training) for m in model.modules()]
+    model.train(mode == "train")
+    try:
+        yield
+    finally:
+        for m, training in flags:
+            m.training = training
+
+
+def capture_graph(loaded: Loaded, target: str, settings: Settings) -> nx.DiGraph:
+    """The first strategy that works (or the one forced by settings.strategy); notes say why."""
+    order = [settings.strategy] if getattr(settings, "strategy", None) else list(STRATEGIES)
+    failures: list[CaptureFailed] = []
+    notes: list[str] = []
+    for strategy in order:
+        if strategy not in STRATEGIES:
+            raise UsageError(f"unknown capture strategy {strategy!r}; use one of {', '.join(STRATEGIES)}")
+        model = loaded.model
+        if strategy == "dispatch" and loaded.on_meta:
+            model = loaded.real_model()
+            notes.append("built again with real weights: the dispatch recording runs one real forward pass")
+        try:
+            with traced_mode(model, settings.mode):
+                graph, _ = capture(model, loaded.inputs, strategy)
+        except CaptureFailed as failure:
+            failures.append(failure)
+            continue
+        for failure in failures:
+            notes.append(f"{failure.strategy} capture failed ({str(failure)[:200]}); fell back to {strategy}")
+        graph.graph["notes"] = notes
+        return graph
+    last = failures[-1]
+    raise UsageError(
+        f"the forward of {target} failed ({last.strategy} capture): {last}; check --input-shape/--dtype "
+        "or the model's forward (rerun with --debug for the traceback)"
+    ) from last
+
+
+def analyze(spec: ModelSpec, settings: Settings) -> tuple[ModelResult, list[Diagnostic]]:
+    loaded = load(spec, settings)
+    graph = capture_graph(loaded, spec.target, settings)
+    inputs = [list(d["out_shapes"][0]) for _, d in graph.nodes(data=True) if d["kind"] == "input"]
+    notes = loaded.notes + graph.graph["notes"]
+    graph.graph.update(
+        target=spec.target, mode=settings.mode, build=loaded.build, dtype=str(loaded.dtype).removeprefix("torch."),
+        input_shapes=inputs, notes=notes,
+    )
+    unknown = cost_graph(graph)
+    if unknown:
+        ops = Counter(graph.nodes[n]["op"] for n in unknown)
+        listed = ", ".join(f"{op} ×{c}" if c > 1 else op for op, c in ops.most_common(8))
+        notes.append(f"{len(unknown)} ops have no cost formula and are left out of the totals: {listed}")
+    totals = opgraph.totals(graph)
+    result = ModelResult(
+        target=spec.target,
+        strategy=graph.graph["strategy"],
+        device=spec.device,
+        dtype=graph.graph["dtype"],
+        input_shapes=inputs,
+        totals=totals,
+        layers=[],
+        mode=settings.mode,
+        build=loaded.build,
+        notes=notes,
+    )
+    report = None
+    if settings.latency:
+        from archlint.model.measure import measure
+
+        report = measure(graph, loaded.model, loaded.inputs, spec.device, settings)
+        result.totals.latency_ms = report.end_to_end_ms
+        result.totals.latency_ms_sum_of_ops = report.sum_of_ops_ms
+        result.timing = report.method
+        result.roofline = report.peaks
+        result.notes.extend(report.notes)
+    result.layers = opgraph.to_layers(graph)
+    from archlint.model.checks import CheckContext, run_checks
+
+    diagnostics = run_checks(
+        graph, CheckContext(target=spec.target, settings=settings, pricer=report.pricer if report else None)
+    )
+    return result, diagnostics
+
+
+def analyze_model(
+    model: nn.Module, inputs: tuple, settings: Settings | None = None, target: str = "<model>"
+) -> tuple[nx.DiGraph, ModelResult]:
+    """Analyze a prebuilt model (no checks, no latency): for tests, benchmarks and library use."""
+    settings = settings or Settings()
+    loaded = Loaded(model, tuple(inputs), "given", _dtype_of(model))
+    graph = capture_graph(loaded, target, settings)
+    notes = graph.graph["notes"]
+    shapes = [list(d["out_shapes"][0]) for _, d in graph.nodes(data=True) if d["kind"] == "input"]
+    graph.graph.update(target=target, mode=settings.mode, build="given", dtype=str(loaded.dtype).removeprefix("torch."),
+                       input_shapes=shapes, notes=notes)
+    cost_graph(graph)
+    result = ModelResult(
+        target=target, strategy=graph.graph["strategy"], device="cpu", dtype=graph.graph["dtype"],
+        input_shapes=shapes, totals=opgraph.totals(graph), layers=opgraph.to_layers(graph),
+        mode=settings.mode, build="given", notes=notes,
+    )
+    return graph, result
+
+
+def _dtype_of(model: nn.Module) -> torch.dtype:
+    for p in model.parameters():
+        if p.is_floating_point():
+            return p.dtype
+    return torch.float32

@@ -1,0 +1,326 @@
+"""Cost of each op: FLOPs (multiply-adds), MAC (bytes, ShuffleNetV2) and output bytes.
+
+Two small tables do the work, the way `torch.utils.flop_counter` registers one formula per op:
+
+- `KIND_OF` maps a normalized op key (a torch.nn class name such as "Conv2d", or a function /
+  method / aten base name such as "relu", "add", "conv2d") to its kind (see opgraph.KINDS).
+- `FORMULAS` maps a kind to one small function `f(op) -> flops`.
+
+MAC is the same rule for every kind (ShuffleNetV2: every element read once, every element written
+once): input bytes + parameter/buffer bytes + output bytes. Views ("reshape", "split") cost 0;
+"creation" only writes; "dropout" is the identity in eval (0).
+
+Conventions (FLOPs = multiply-adds, as fvcore and torchvision's `_ops`):
+conv/linear/matmul/attention count one per multiply-add; norms follow fvcore (BatchNorm in eval
+2 per element with affine, 1 without; in training and Layer/Group/InstanceNorm 5 with affine, 4
+without); element-wise ops and activations count 1 per output element; pooling counts one per
+element of each pooling window (adaptive pooling: one per input element, as fvcore); upsampling
+1 (nearest) or 4 (linear modes) per output element, as fvcore. An op whose kind has no formula
+gets known=False: it is listed as unknown and left out of the totals, never counted as 0.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+
+import networkx as nx
+
+_KINDS: dict[str, tuple[str, ...]] = {
+    "conv": (
+        "Conv1d Conv2d Conv3d ConvTranspose1d ConvTranspose2d ConvTranspose3d LazyConv1d LazyConv2d "
+        "LazyConv3d conv1d conv2d conv3d conv_transpose1d conv_transpose2d conv_transpose3d "
+        "convolution _convolution conv_tbc"
+    ).split(),
+    "linear": "Linear LazyLinear NonDynamicallyQuantizableLinear linear addmm".split(),
+    "matmul": "matmul mm bmm baddbmm addbmm einsum".split(),
+    "attention": (
+        "MultiheadAttention scaled_dot_product_attention _scaled_dot_product_attention_math "
+        "_scaled_dot_product_flash_attention_for_cpu _scaled_dot_product_efficient_attention "
+        "_scaled_dot_product_flash_attention"
+    ).split(),
+    "norm": (
+        "BatchNorm1d BatchNorm2d BatchNorm3d SyncBatchNorm LayerNorm GroupNorm InstanceNorm1d "
+        "InstanceNorm2d InstanceNorm3d RMSNorm LocalResponseNorm batch_norm layer_norm group_norm "
+        "instance_norm rms_norm native_batch_norm _native_batch_norm_legit_no_training "
+        "_native_batch_norm_legit native_layer_norm native_group_norm local_response_norm normalize"
+    ).split(),
+    "activation": (
+        "ReLU ReLU6 LeakyReLU PReLU RReLU ELU SELU CELU GELU SiLU Mish Sigmoid Tanh Hardswish "
+        "Hardsigmoid Hardtanh Hardshrink Softshrink Softplus Softsign Softmax Softmax2d LogSoftmax "
+        "Softmin GLU Threshold Tanhshrink LogSigmoid relu relu6 leaky_relu prelu rrelu elu selu celu "
+        "gelu silu mish sigmoid tanh hardswish hardsigmoid hardtanh hardshrink softshrink softplus "
+        "softsign softmax log_softmax _softmax _log_softmax softmin glu threshold tanhshrink "
+        "logsigmoid log_sigmoid"
+    ).split(),
+    "elementwise": (
+        "add sub subtract rsub mul multiply div divide truediv floordiv floor_divide neg negative pow "
+        "sqrt rsqrt exp exp2 expm1 log log2 log10 log1p abs clamp clamp_min clamp_max clip maximum "
+        "minimum where eq ne lt gt le ge and or xor not invert erf erfc sin cos tan sinh cosh atan "
+        "atan2 addcmul addcdiv lerp masked_fill sign floor ceil round trunc frac reciprocal square "
+        "fmod remainder mod bitwise_and bitwise_or bitwise_xor bitwise_not logical_and logical_or "
+        "logical_not logical_xor isinf isnan isfinite nan_to_num heaviside hypot sigmoid_ "
+        "matmul_elementwise"
+    ).split(),
+    "pool": (
+        "MaxPool1d MaxPool2d MaxPool3d AvgPool1d AvgPool2d AvgPool3d AdaptiveAvgPool1d "
+        "AdaptiveAvgPool2d AdaptiveAvgPool3d AdaptiveMaxPool1d AdaptiveMaxPool2d AdaptiveMaxPool3d "
+        "LPPool1d LPPool2d max_pool1d max_pool2d max_pool3d avg_pool1d avg_pool2d avg_pool3d "
+        "adaptive_avg_pool1d adaptive_avg_pool2d adaptive_avg_pool3d adaptive_max_pool1d "
+        "adaptive_max_pool2d adaptive_max_pool3d max_pool2d_with_indices max_pool1d_with_indices "
+        "max_pool3d_with_indices _adaptive_avg_pool2d _adaptive_avg_pool3d lp_pool1d lp_pool2d"
+    ).split(),
+    "concat": "cat concat concatenate stack hstack vstack dstack column_stack".split(),
+    "split": "split chunk unbind split_with_sizes tensor_split unsafe_split hsplit vsplit".split(),
+    "reshape": (
+        "Identity Flatten Unflatten view reshape flatten unflatten squeeze unsqueeze permute "
+        "transpose t T mT H expand expand_as view_as narrow select slice getitem movedim moveaxis "
+        "swapaxes swapdims alias detach as_strided diagonal real unfold broadcast_to _unsafe_view "
+        "squeeze_ unsqueeze_ lift_fresh_copy meshgrid data dropout_identity"
+    ).split(),
+    "copy": (
+        "contiguous clone to type float half double bfloat16 int long bool repeat tile copy flip "
+        "roll pad constant_pad_nd index_select gather index masked_select repeat_interleave "
+        "ZeroPad1d ZeroPad2d ZeroPad3d ConstantPad1d ConstantPad2d ConstantPad3d ReflectionPad1d "
+        "ReflectionPad2d ReflectionPad3d ReplicationPad1d ReplicationPad2d ReplicationPad3d "
+        "CircularPad1d CircularPad2d CircularPad3d reflection_pad1d reflection_pad2d "
+        "reflection_pad3d replication_pad1d replication_pad2d replication_pad3d PixelShuffle "
+        "PixelUnshuffle pixel_shuffle pixel_unshuffle ChannelShuffle channel_shuffle "
+        "native_channel_shuffle scatter scatter_add _to_copy setitem fill index_put tril triu "
+        "clone_ cpu cuda float32 contiguous_ masked_scatter"
+    ).split(),
+    "reduction": (
+        "sum mean amax amin max min argmax argmin prod std var norm logsumexp all any cumsum cumprod "
+        "topk sort argsort var_mean std_mean linalg_vector_norm median count_nonzero"
+    ).split(),
+    "embedding": "Embedding EmbeddingBag embedding embedding_bag".split(),
+    "dropout": (
+        "Dropout Dropout1d Dropout2d Dropout3d AlphaDropout FeatureAlphaDropout dropout dropout1d "
+        "dropout2d dropout3d feature_dropout alpha_dropout feature_alpha_dropout native_dropout"
+    ).split(),
+    "upsample": (
+        "Upsample UpsamplingNearest2d UpsamplingBilinear2d interpolate upsample upsample_nearest1d "
+        "upsample_nearest2d upsample_nearest3d upsample_linear1d upsample_bilinear2d "
+        "upsample_trilinear3d upsample_bicubic2d _upsample_bilinear2d_aa _upsample_bicubic2d_aa "
+        "grid_sample grid_sampler grid_sampler_2d affine_grid_generator"
+    ).split(),
+    "creation": (
+        "zeros ones empty full arange rand randn randint zeros_like ones_like empty_like full_like "
+        "rand_like randn_like randint_like tensor as_tensor linspace logspace scalar_tensor new_zeros "
+        "new_ones new_full new_empty new_tensor eye empty_strided"
+    ).split(),
+}
+KIND_OF: dict[str, str] = {key: kind for kind, keys in _KINDS.items() for key in keys}
+
+# torch.nn classes that are one op each ("leaf modules"): capture records them whole, whatever
+# the tracer, so every strategy gives the same ops. Other modules are traced through.
+LEAF_MODULES = frozenset(k for k in KIND_OF if k[:1].isupper())
+
+_DUNDER = re.compile(r"^__[ir]?(\w+?)__$")
+
+
+def normalize(name: str) -> str:
+    """'__iadd__' → 'add', 'relu_' → 'relu', 'add.Tensor' → 'add'; class names stay as they are."""
+    name = name.split(".")[0] if "." in name and not name[:1].isupper() else name
+    m = _DUNDER.match(name)
+    if m:
+        name = m.group(1)
+        name = {"truediv": "div", "floordiv": "floordiv", "matmul": "matmul"}.get(name, name)
+    elif name.endswith("_") and not name.startswith("_") and len(name) > 1:
+        name = name[:-1]
+    return name
+
+
+def kind_of(key: str) -> str:
+    return KIND_OF.get(key, "other")
+
+
+def numel(shape) -> int:
+    return math.prod(shape) if shape is not None else 0
+
+
+def _weight(op: dict) -> tuple | None:
+    ps = op.get("param_shapes") or {}
+    for name in ("weight", "in_proj_weight"):
+        if name in ps:
+            return ps[name]
+    for name, shape in ps.items():  # functional call reading a named parameter
+        if name.rsplit(".", 1)[-1] == "weight":
+            return shape
+    ins = op.get("in_shapes") or []
+    return ins[1] if len(ins) > 1 else None
+
+
+def _out(op: dict) -> tuple:
+    outs = op.get("out_shapes") or [()]
+    return outs[0]
+
+
+FORMULAS: dict[str, Callable[[dict], int]] = {}
+
+
+def formula(*kinds: str):
+    def register(fn):
+        for k in kinds:
+            FORMULAS[k] = fn
+        return fn
+
+    return register
+
+
+@formula("conv")
+def conv(op: dict) -> int:
+    """batch · prod(weight) · prod(out spatial); transposed: prod(in spatial) instead."""
+    w, x, out = _weight(op), op["in_shapes"][0], _out(op)
+    if w is None:
+        return 0
+    spatial_dims = len(w) - 2
+    if op["attrs"].get("transposed"):
+        spatial = x[-spatial_dims:]
+    else:
+        spatial = out[-spatial_dims:]
+    batch = numel(out[: len(out) - spatial_dims - 1])  # unbatched conv input has no batch dim
+    return batch * numel(w) * numel(spatial)
+
+
+@formula("linear")
+def linear(op: dict) -> int:
+    """out elements · in_features (addmm: m · n · k)."""
+    if op["key"] == "addmm":
+        a, b = op["in_shapes"][1], op["in_shapes"][2]
+        return a[0] * a[1] * b[1]
+    w = _weight(op)
+    in_features = w[-1] if w else op["in_shapes"][0][-1]
+    return numel(_out(op)) * in_features
+
+
+@formula("matmul")
+def matmul(op: dict) -> int:
+    ins = op["in_shapes"]
+    if op["key"] == "einsum":
+        return _einsum(op)
+    if op["key"] in ("baddbmm", "addbmm"):
+        ins = ins[1:]
+    a = ins[0]
+    k = a[-1] if a else 1
+    return numel(_out(op)) * k
+
+
+def _einsum(op: dict) -> int:
+    """Multiply-adds of a two-operand contraction: the product of every index's size."""
+    equation = str(op["attrs"].get("equation", "")).replace(" ", "")
+    lhs = equation.split("->")[0].split(",")
+    if len(lhs) != len(op["in_shapes"]) or "." in equation:
+        return numel(_out(op))  # ellipsis: fall back to output size (documented estimate)
+    sizes: dict[str, int] = {}
+    for letters, shape in zip(lhs, op["in_shapes"]):
+        for letter, size in zip(letters, shape):
+            sizes[letter] = max(sizes.get(letter, 1), size)
+    return math.prod(sizes.values())
+
+
+@formula("attention")
+def attention(op: dict) -> int:
+    """QKᵀ and AV: L·S·E + L·S·Ev per batch·head; nn.MultiheadAttention adds its projections."""
+    a = op["attrs"]
+    ins = op["in_shapes"]
+    if op["key"] == "MultiheadAttention":
+        q = ins[0]
+        k = ins[1] if len(ins) > 1 else q
+        v = ins[2] if len(ins) > 2 else k
+        batch_first = a.get("batch_first", False)
+        if len(q) == 2:  # unbatched (L, E)
+            n, lq, ls = 1, q[0], k[0]
+        elif batch_first:
+            n, lq, ls = q[0], q[1], k[1]
+        else:
+            n, lq, ls = q[1], q[0], k[0]
+        e = a["embed_dim"]
+        kdim, vdim = k[-1], v[-1]
+        projections = n * (lq * q[-1] * e + ls * kdim * e + ls * vdim * e + lq * e * e)
+        return projections + n * lq * ls * e * 2
+    q, k, v = ins[0], ins[1], ins[2]
+    batch = numel(q[:-2])
+    return batch * q[-2] * k[-2] * (q[-1] + v[-1])
+
+
+@formula("norm")
+def norm(op: dict) -> int:
+    x = numel(op["in_shapes"][0]) if op["in_shapes"] else 0
+    affine = bool(op["attrs"].get("affine", True))
+    batchnorm = "atch" in op["key"] or op["key"] in ("native_batch_norm",)
+    if batchnorm and op.get("mode", "eval") == "eval":
+        return x * (2 if affine else 1)
+    return x * (5 if affine else 4)
+
+
+@formula("elementwise", "activation")
+def elementwise(op: dict) -> int:
+    return sum(numel(s) for s in op["out_shapes"])
+
+
+@formula("reduction")
+def reduction(op: dict) -> int:
+    return numel(op["in_shapes"][0]) if op["in_shapes"] else 0
+
+
+@formula("pool")
+def pool(op: dict) -> int:
+    kernel = op["attrs"].get("kernel_size")
+    if kernel is None or "adaptive" in op["key"].lower():
+        return numel(op["in_shapes"][0])
+    out = _out(op)
+    if isinstance(kernel, int):
+        kernel = (kernel,) * (3 if "3d" in op["key"] else 2 if "2d" in op["key"] else 1)
+    return numel(out) * numel(kernel)
+
+
+@formula("upsample")
+def upsample(op: dict) -> int:
+    mode = str(op["attrs"].get("mode", "nearest"))
+    linear_modes = ("linear" in mode) or ("bilinear" in op["key"]) or ("grid" in op["key"].lower())
+    return numel(_out(op)) * (4 if linear_modes else 1)
+
+
+@formula("concat", "split", "reshape", "copy", "creation", "embedding")
+def no_arithmetic(op: dict) -> int:
+    return 0
+
+
+@formula("dropout")
+def dropout(op: dict) -> int:
+    return 0 if op.get("mode", "eval") == "eval" else numel(_out(op))
+
+
+def mac_bytes(op: dict) -> int:
+    kind = op["kind"]
+    if kind in ("reshape", "split") or (kind == "dropout" and op.get("mode", "eval") == "eval"):
+        return 0
+    out = op["out_bytes"]
+    if kind == "creation":
+        return out
+    return op["in_bytes"] + op.get("param_bytes", 0) + out  # a tensor passed twice is read once
+
+
+def cost_graph(graph: nx.DiGraph) -> list[str]:
+    """Set flops, mac_bytes, out_bytes and known on every op node; return the unknown ops' names."""
+    mode = graph.graph.get("mode", "eval")
+    unknown = []
+    for name, op in graph.nodes(data=True):
+        if op["kind"] in ("input", "output"):
+            continue
+        op["out_bytes"] = sum(numel(s) for s in op["out_shapes"]) * op.get("itemsize", 4)
+        fn = FORMULAS.get(op["kind"])
+        if fn is None:
+            op["known"], op["flops"], op["mac_bytes"] = False, 0, 0
+            unknown.append(name)
+            continue
+        op["mode"] = mode  # formulas read it (norm, dropout); not a node attribute
+        try:
+            op["known"] = True
+            op["flops"] = int(fn(op))
+            op["mac_bytes"] = int(mac_bytes(op))
+        finally:
+            del op["mode"]
+    return unknown

@@ -1,0 +1,70 @@
+"""Text report of one analyzed model: totals first, then the costliest layers (rich)."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from archlint.config import Settings
+from archlint.result import ModelResult
+
+
+def _count(n: float) -> str:
+    for unit in ("", "K", "M", "G"):
+        if abs(n) < 1000:
+            return f"{n:.4g}{unit}"
+        n /= 1000
+    return f"{n:.4g}T"
+
+
+def _bytes(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if abs(n) < 1000:
+            return f"{n:.4g} {unit}"
+        n /= 1000
+    return f"{n:.4g} TB"
+
+
+def _shapes(shapes: list[list[int]]) -> str:
+    return " ".join("×".join(str(d) for d in s) for s in shapes)
+
+
+def print_model(model: ModelResult, settings: Settings, console: Console) -> None:
+    t = model.totals
+    console.print(f"[bold]{model.target}[/]", markup=True)
+    console.print(
+        f"  strategy {model.strategy} · build {model.build} · mode {model.mode} · {model.dtype} on {model.device}"
+        f" · inputs {', '.join(_shapes([s]) for s in model.input_shapes)}"
+    )
+    totals = Table(show_header=True, header_style="bold", box=None, padding=(0, 2))
+    for column in ("FLOPs", "MAC", "params", "activations", "layers", "unknown ops"):
+        totals.add_column(column, justify="right")
+    totals.add_row(
+        _count(t.flops), _bytes(t.mac_bytes), _count(t.params), _bytes(t.activation_bytes),
+        str(len(model.layers)), str(t.unknown_ops),
+    )
+    console.print(totals)
+    console.print(f"  FLOPs = {model.flops_convention}; MAC = bytes read + written (ShuffleNetV2)")
+
+    top = max(0, int(getattr(settings, "top", 15)))
+    if top and model.layers:
+        ranked = sorted(model.layers, key=lambda layer: (layer.flops, layer.mac_bytes), reverse=True)[:top]
+        table = Table(title=f"costliest {len(ranked)} of {len(model.layers)} layers (by FLOPs)", title_justify="left")
+        for column, justify in (
+            ("layer", "left"), ("kind", "left"), ("op", "left"), ("FLOPs", "right"), ("%", "right"),
+            ("MAC", "right"), ("params", "right"), ("out shape", "left"),
+        ):
+            table.add_column(column, justify=justify, overflow="fold")
+        for layer in ranked:
+            share = f"{layer.flops / t.flops:.1%}" if t.flops else "-"
+            table.add_row(
+                layer.module or layer.name, layer.kind, layer.op, _count(layer.flops), share,
+                _bytes(layer.mac_bytes), _count(layer.params), _shapes(layer.out_shapes),
+            )
+        console.print(table)
+    for note in model.notes:
+        console.print(f"  note: {note}", markup=False)
+    if t.latency_ms is not None:
+        from archlint.report.time_table import print_time
+
+        print_time(model, console)
