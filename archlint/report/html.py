@@ -1,0 +1,431 @@
+"""--html FILE: one self-contained page (no network when opened) with the summary, findings and
+rule pages, and per model the roofline, where the time goes, the OpGraph and the layer table.
+
+Text sections are written here as static HTML, so they read without JavaScript. The charts are
+drawn in the browser by Chart.js (vendored in assets/vendor, inlined); the graph's coordinates
+come from archlint.report.layout and the page's own script only draws and wires them up. A
+Content-Security-Policy that allows no source at all keeps the page from loading anything.
+"""
+
+from __future__ import annotations
+
+import functools
+import html
+import json
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+from archlint import __version__
+from archlint.config import Settings
+from archlint.diagnostics import Diagnostic
+from archlint.errors import UsageError
+from archlint.report.layout import layered
+from archlint.report.text import human_bytes, human_count, location
+from archlint.result import GateResult, Layer, ModelResult, RunResult
+
+ASSETS = Path(__file__).resolve().parent / "assets"
+CSP = "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:"
+# Sections of a rule page shown inline with a finding; the whole page when none of them is found.
+RULE_SECTIONS = ("what it does", "why", "example", "use instead")
+# Families for "share by kind"; kinds as in archlint/model/opgraph.py (not imported: no networkx
+# is needed to render a code-lint report).
+FAMILIES = {
+    "compute": ("conv", "linear", "matmul", "attention"),
+    "element-wise": ("elementwise", "activation", "norm", "dropout"),
+    "memory-only": ("concat", "split", "copy", "reshape", "creation", "upsample"),
+    "other": ("pool", "reduction", "embedding", "other"),
+}
+GRAPH_DETAIL_OPS = 600  # up to this many ops the graph opens op by op, else grouped by module
+
+
+def write_html(result: RunResult, settings: Settings | None, path: Path | str) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render_html(result, settings), encoding="utf-8")
+
+
+def render_html(result: RunResult, settings: Settings | None = None) -> str:
+    diagnostics = sorted(result.diagnostics, key=Diagnostic.sort_key)
+    model_diags = defaultdict(list)
+    code_diags = []
+    for d in diagnostics:
+        model = _owner(d, result.models)
+        if model is None:
+            code_diags.append(d)
+        else:
+            model_diags[id(model)].append(d)
+    payload = {
+        "families": {kind: fam for fam, kinds in FAMILIES.items() for kind in kinds},
+        "models": [_model_payload(m, model_diags[id(m)]) for m in result.models],
+    }
+    body = [_header(result, diagnostics)]
+    body += [_model_section(i, m, model_diags[id(m)], result.gate) for i, m in enumerate(result.models)]
+    if code_diags or result.files_checked:
+        body.append(_code_section(code_diags, result.files_checked))
+    title = "archlint report" + (f": {result.models[0].target}" if len(result.models) == 1 else "")
+    data = json.dumps(payload, separators=(",", ":"), allow_nan=False).replace("<", "\\u003c")
+    return (
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        f"<meta http-equiv=\"Content-Security-Policy\" content=\"{CSP}\">"
+        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+        f"<title>{_e(title)}</title><style>{_asset('report.css')}</style></head>\n<body>\n"
+        + "\n".join(body)
+        + f"\n<script>{_asset('vendor/chart.umd.min.js')}</script>"
+        f"\n<script type=\"application/json\" id=\"archlint-data\">{data}</script>"
+        f"\n<script>{_asset('report.js')}</script>\n</body></html>\n"
+    )
+
+
+@functools.cache
+def _asset(name: str) -> str:
+    return (ASSETS / name).read_text(encoding="utf-8")
+
+
+def _e(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _owner(d: Diagnostic, models: list[ModelResult]) -> ModelResult | None:
+    """The model a finding belongs to; None for code findings (a file span and no node)."""
+    if d.node is None and d.target is None:
+        return None
+    for m in models:
+        if d.target == m.target:
+            return m
+    return models[0] if len(models) == 1 and d.node is not None else None
+
+
+# ---------------------------------------------------------------- data for the page's script
+
+
+def _model_payload(m: ModelResult, diagnostics: list[Diagnostic]) -> dict:
+    index = {layer.name: i for i, layer in enumerate(m.layers)}
+    flagged: dict[int, list[str]] = defaultdict(list)
+    for d in diagnostics:
+        for name in _pointed_at(d, index):
+            flagged[index[name]].append(d.code)
+    measured = any(layer.latency_ms is not None for layer in m.layers)
+    return {
+        "target": m.target,
+        "measured": measured,
+        "peaks": _peaks(m.roofline),
+        "layers": [_layer(layer, index, flagged.get(i, [])) for i, layer in enumerate(m.layers)],
+        "levels": graph_levels(m.layers),
+        "detail": _default_level(m.layers),
+    }
+
+
+def _layer(layer: Layer, index: dict[str, int], codes: list[str]) -> dict:
+    return {
+        "name": layer.name,
+        "kind": layer.kind,
+        "op": layer.op,
+        "module": layer.module or "",
+        "flops": layer.flops,
+        "mac": layer.mac_bytes,
+        "params": layer.params,
+        "out": [list(s) for s in layer.out_shapes],
+        "in": [list(s) for s in layer.in_shapes],
+        "dtype": layer.dtype,
+        "known": layer.known,
+        "attrs": layer.attrs,
+        "lat": layer.latency_ms,
+        "spread": layer.latency_spread_ms,
+        "roof": layer.roofline,
+        "inputs": [index[p] for p in layer.inputs if p in index],
+        "findings": sorted(set(codes)),
+    }
+
+
+def _peaks(roofline: dict | None) -> dict | None:
+    """The device's roofs as archlint.model.roofline measures them (FLOP/s counts 2 per FMA)."""
+    if not roofline:
+        return None
+    flops, bw = roofline.get("peak_flops_per_s"), roofline.get("bandwidth_bytes_per_s")
+    if not flops or not bw:
+        return None
+    return {"flops": float(flops), "bandwidth": float(bw), "device": roofline.get("device")}
+
+
+def _pointed_at(d: Diagnostic, index) -> list[str]:
+    """The layers a finding names: its node, plus node lists in its evidence (e.g. the
+    fragments of a block)."""
+    names = [d.node] if d.node in index else []
+    for value in d.evidence.values():
+        items = value if isinstance(value, list) else [value]
+        names += [v for v in items if isinstance(v, str) and v in index and v not in names]
+    return names
+
+
+def _default_level(layers: list[Layer]) -> int:
+    """Index into graph_levels: op by op when small enough, else the finest grouping that keeps
+    the drawing under GRAPH_DETAIL_OPS / 2 nodes."""
+    levels = _group_depths(layers)
+    if len(layers) <= GRAPH_DETAIL_OPS:
+        return len(levels)
+    best = 0
+    for k, depth in enumerate(levels):
+        if len({_group(layer, depth) for layer in layers}) <= GRAPH_DETAIL_OPS // 2:
+            best = k
+    return best
+
+
+def _group_depths(layers: list[Layer]) -> list[int]:
+    """Module depths worth a level of their own: each one draws fewer nodes than the next."""
+    deepest = max((len(layer.module.split(".")) for layer in layers if layer.module), default=0)
+    depths, last = [], None
+    for depth in range(1, deepest + 1):
+        count = len({_group(layer, depth) for layer in layers})
+        if count != last and count < len(layers):
+            depths.append(depth)
+        last = count
+    return depths
+
+
+def _group(layer: Layer, depth: int) -> str:
+    """The module prefix an op is drawn inside at this depth ("" = drawn on its own)."""
+    if not layer.module:
+        return ""
+    return ".".join(layer.module.split(".")[:depth])
+
+
+def graph_levels(layers: list[Layer]) -> list[dict]:
+    """The OpGraph drawn at every grouping depth, coarsest first, then op by op. A node is
+    {"op": layer index} or {"group": module path, "ops": [layer indices]}; an edge is
+    [source node, target node, [x0, y0, x1, y1, ...]]."""
+    index = {layer.name: i for i, layer in enumerate(layers)}
+    op_edges = [(index[p], i) for i, layer in enumerate(layers) for p in layer.inputs if p in index]
+    levels = []
+    for depth in [*_group_depths(layers), None]:
+        nodes: list[dict] = []
+        where: list[int] = []  # op index -> node index
+        by_group: dict[str, int] = {}
+        for i, layer in enumerate(layers):
+            key = _group(layer, depth) if depth is not None else ""
+            if key and key in by_group:
+                nodes[by_group[key]]["ops"].append(i)
+                where.append(by_group[key])
+                continue
+            if key:
+                by_group[key] = len(nodes)
+                nodes.append({"group": key, "ops": [i]})
+            else:
+                nodes.append({"op": i})
+            where.append(len(nodes) - 1)
+        for node in nodes:  # a group of one op is drawn as that op
+            if "group" in node and len(node["ops"]) == 1:
+                node["op"] = node.pop("ops")[0]
+                del node["group"]
+        drawing = layered(len(nodes), [(where[u], where[v]) for u, v in op_edges])
+        for node, (x, y) in zip(nodes, drawing.xy):
+            node["x"], node["y"] = round(x, 1), round(y, 1)
+        levels.append(
+            {
+                "depth": depth,
+                "nodes": nodes,
+                "edges": [[u, v, pts] for u, v, pts in drawing.edges],
+                "width": round(drawing.width, 1),
+                "height": round(drawing.height, 1),
+            }
+        )
+    return levels
+
+
+# ---------------------------------------------------------------- static sections
+
+
+def _header(result: RunResult, diagnostics: list[Diagnostic]) -> str:
+    counts = Counter(d.severity.value for d in diagnostics)
+    failed = [g for g in result.gate if not g.passed]
+    chips = [f"<span class=chip>{len(diagnostics)} finding{'s' if len(diagnostics) != 1 else ''}</span>"]
+    chips += [f"<span class='chip sev-{_e(s)}'>{n} {_e(s)}</span>" for s, n in sorted(counts.items())]
+    if result.gate:
+        cls = "bad" if failed else "good"
+        verdict = f"gate failed ({len(failed)} of {len(result.gate)})" if failed else "gate passed"
+        chips.append(f"<span class='chip {cls}'>{verdict}</span>")
+    nav = "".join(
+        f"<a href='#model-{i}'>{_e(m.target)}</a>" for i, m in enumerate(result.models)
+    )
+    if result.files_checked or (diagnostics and not result.models):
+        nav += "<a href='#code'>code findings</a>"
+    return (
+        "<header><h1>archlint report</h1>"
+        f"<div class=chips>{''.join(chips)}</div><nav>{nav}</nav>"
+        f"<p class=muted>archlint {_e(__version__)} · written {_e(time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime()))}"
+        " · self-contained: this file loads nothing from the network</p></header>"
+    )
+
+
+def _model_section(i: int, m: ModelResult, diagnostics: list[Diagnostic], gate: list[GateResult]) -> str:
+    t = m.totals
+    shapes = ", ".join("×".join(str(v) for v in s) for s in m.input_shapes) or "—"
+    latency = _ms(t.latency_ms) if t.latency_ms is not None else "not measured (run with --latency)"
+    op_sum = _ms(t.latency_ms_sum_of_ops) if t.latency_ms_sum_of_ops is not None else "—"
+    rows = [
+        ("model", f"<code>{_e(m.target)}</code>"),
+        ("input shapes", _e(shapes)),
+        ("device · dtype", f"{_e(m.device)} · {_e(m.dtype)}"),
+        ("capture", f"{_e(m.strategy)} (built on {_e(m.build)}, {_e(m.mode)} mode)"),
+        ("FLOPs", f"<b>{human_count(t.flops)}</b> <span class=muted>{_e(m.flops_convention)}</span>"),
+        ("MAC", f"<b>{human_bytes(t.mac_bytes)}</b> <span class=muted>memory access cost, ShuffleNetV2</span>"),
+        ("params", f"<b>{human_count(t.params)}</b>"),
+        ("activations", human_bytes(t.activation_bytes)),
+        ("latency end-to-end", f"<b>{_e(latency)}</b>"),
+        ("latency, sum of ops", _e(op_sum) + (f" <span class=muted>{_e(m.timing)}</span>" if m.timing else "")),
+        ("ops", f"{len(m.layers)}" + (f" ({t.unknown_ops} without a cost formula, not counted)" if t.unknown_ops else "")),
+    ]
+    if m.roofline:
+        peaks = _peaks(m.roofline)
+        if peaks:
+            rows.append(
+                ("device roofs", f"{peaks['flops'] / 1e9:,.1f} GFLOP/s · {peaks['bandwidth'] / 1e9:,.1f} GB/s"
+                 f" <span class=muted>measured by archlint calibrate</span>")
+            )
+    summary = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows)
+    notes = "".join(f"<li>{_e(n)}</li>" for n in m.notes)
+    verdicts = [g for g in gate if g.target == m.target]
+    names = {layer.name for layer in m.layers}
+    return f"""
+<section class=model id="model-{i}" data-model="{i}">
+<h2>{_e(m.target)}</h2>
+<div class=cols><table class=summary>{summary}</table>
+<div>{_gate_table(verdicts)}{f"<h4>Notes</h4><ul class=notes>{notes}</ul>" if notes else ""}</div></div>
+<h3>Findings <span class=muted>({len(diagnostics)}, costliest first)</span></h3>
+{''.join(_finding(d, names) for d in diagnostics) or "<p class=muted>No findings.</p>"}
+<h3>Roofline</h3><p class=muted id="roof-cap-{i}"></p>
+<div class=chartbox><canvas id="roof-{i}" class=roofline></canvas></div>
+<h3>Where the time goes</h3><p class=muted id="time-cap-{i}"></p>
+<div class=cols><div class="chartbox tall"><canvas id="time-{i}"></canvas></div>
+<div class=chartbox><canvas id="kind-{i}"></canvas></div></div>
+<h3>Graph</h3><p class=muted>Nodes shaded by cost (<span id="graph-metric-{i}"></span>), red border: a finding points at it.
+Drag to pan, wheel to zoom, click a node for its details; click a module box to open it one level down.</p>
+<div class=graphbar id="graph-bar-{i}"></div>
+<div class=graphwrap><svg class=opgraph id="graph-{i}"></svg><div class=details id="details-{i}">
+<p class=muted>Click a node, a bar, a point or a table row to see that op here.</p></div></div>
+<h3>Layers</h3>
+<div class=tablebar><input type=search id="filter-{i}" placeholder="filter by module path (e.g. layer1.0)">
+<span class=muted id="count-{i}"></span></div>
+<div class=tablewrap><table class=layers id="table-{i}"></table></div>
+</section>"""
+
+
+def _ms(value: float) -> str:
+    return f"{value:.3g} ms"
+
+
+def _gate_table(verdicts: list[GateResult]) -> str:
+    if not verdicts:
+        return ""
+    rows = "".join(
+        f"<tr class={'good' if g.passed else 'bad'}><td>{'pass' if g.passed else 'FAIL'}</td>"
+        f"<td>{_e(g.check)}</td><td>{_e(g.message)}</td></tr>"
+        for g in verdicts
+    )
+    return f"<h4>Gate</h4><table class=gate>{rows}</table>"
+
+
+def _finding(d: Diagnostic, names: set[str]) -> str:
+    layers = _pointed_at(d, names) or ([d.node] if d.node else [])
+    pointers = " ".join(f"<a class=op href='#op={_e(n)}' data-op='{_e(n)}'>{_e(n)}</a>" for n in layers)
+    return f"""<article class="finding sev-{_e(d.severity.value)}" data-node="{_e(d.node or '')}">
+<div class=fhead><span class=code>{_e(d.code)}</span> <span class=where>{_e(location(d))}</span>
+<span class=price>{_price(d)}</span></div>
+<p class=msg>{_e(d.message)}</p>
+{f"<p class=layers>layers: {pointers}</p>" if pointers else ""}
+{_evidence(d.evidence)}
+{f"<p class=fix>fix ({_e(d.fix.applicability.value)}): {_e(d.fix.message)}</p>" if d.fix else ""}
+<details class=rule><summary>rule {_e(d.code)}: what, why, use instead</summary>{_rule_html(d.code)}</details>
+</article>"""
+
+
+def _price(d: Diagnostic) -> str:
+    p = d.price
+    if p is None:
+        return ""
+    bits = []
+    if p.latency_ms is not None:
+        share = f" ({p.latency_share:.1%})" if p.latency_share is not None else ""
+        bits.append(f"costs {p.latency_ms:.3g} ms{share} on {p.device or 'the device'}")
+    if p.whatif_ms is not None:
+        bits.append(f"fix saves {p.whatif_ms:.3g} ms")
+    if p.mac_bytes:
+        share = f" ({p.mac_share:.1%} of MAC)" if p.mac_share is not None else ""
+        bits.append(f"+{human_bytes(p.mac_bytes)} MAC{share}")
+    if p.flops:
+        bits.append(f"+{human_count(p.flops)} FLOPs")
+    return _e(" · ".join(bits))
+
+
+def _evidence(evidence: dict) -> str:
+    if not evidence:
+        return ""
+    rows = "".join(
+        f"<tr><th>{_e(k)}</th><td>{_e(v if isinstance(v, str) else json.dumps(v, default=str))}</td></tr>"
+        for k, v in evidence.items()
+    )
+    return f"<table class=evidence>{rows}</table>"
+
+
+@functools.cache
+def _rule_html(code: str) -> str:
+    from markdown_it import MarkdownIt  # rich's own Markdown parser: no new dependency
+
+    from archlint import registry
+
+    try:
+        rule = registry.get(code)
+    except (UsageError, FileNotFoundError, ValueError) as exc:
+        return f"<p class=muted>No rule page for {_e(code)}: {_e(exc)}</p>"
+    sections, current = [], None
+    for line in rule.body.splitlines(keepends=True):
+        if line.startswith("## "):
+            current = [line]
+            sections.append(current)
+        elif current is not None:
+            current.append(line)
+    kept = ["".join(s) for s in sections if s[0][3:].strip().lower().startswith(RULE_SECTIONS)]
+    text = "".join(kept) if kept else rule.body
+    md = MarkdownIt("commonmark", {"html": False})
+    return f"<div class=rulepage><p><b>{_e(rule.code)} {_e(rule.name)}</b>: {_e(rule.summary)}</p>{md.render(text)}</div>"
+
+
+def _code_section(diagnostics: list[Diagnostic], files_checked: int) -> str:
+    by_rule: dict[str, list[Diagnostic]] = defaultdict(list)
+    by_file: dict[str, list[Diagnostic]] = defaultdict(list)
+    for d in diagnostics:
+        by_rule[d.code].append(d)
+        by_file[d.file or "<no file>"].append(d)
+    rules = "".join(
+        f"<details class=rulegroup id='rule-{_e(code)}'><summary><span class=code>{_e(code)}</span> "
+        f"{len(ds)} finding{'s' if len(ds) != 1 else ''} in {len({d.file for d in ds})} file(s)</summary>"
+        f"{_rule_html(code)}<ul>{''.join(f'<li>{_e(location(d))}: {_e(d.message)}</li>' for d in ds)}</ul></details>"
+        for code, ds in sorted(by_rule.items())
+    )
+    files = "".join(
+        f"<details class=filegroup open><summary><code>{_e(f)}</code> ({len(ds)})</summary>"
+        + "".join(
+            f"<div class=rulerow><a class=code href='#rule-{_e(code)}'>{_e(code)}</a><ul>"
+            + "".join(
+                f"<li><span class=where>{d.line or '-'}:{d.column or '-'}</span> {_e(d.message)}"
+                f"{' <span class=chip>fixable</span>' if d.fix else ''}</li>"
+                for d in sorted(group, key=lambda d: (d.line or 0, d.column or 0))
+            )
+            + "</ul></div>"
+            for code, group in sorted(_by_code(ds).items())
+        )
+        + "</details>"
+        for f, ds in sorted(by_file.items())
+    )
+    return f"""<section class=codelint id=code><h2>Code findings</h2>
+<p>{len(diagnostics)} finding{'s' if len(diagnostics) != 1 else ''} in {files_checked} file{'s' if files_checked != 1 else ''} checked.</p>
+<h3>By rule</h3>{rules or "<p class=muted>All checks passed.</p>"}
+<h3>By file</h3>{files}</section>"""
+
+
+def _by_code(ds: list[Diagnostic]) -> dict[str, list[Diagnostic]]:
+    out: dict[str, list[Diagnostic]] = defaultdict(list)
+    for d in ds:
+        out[d.code].append(d)
+    return out
