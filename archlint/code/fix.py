@@ -77,7 +77,7 @@ def fix_files(files: list[Path], settings: Settings) -> list[Diagnostic]:
         try:
             data = path.read_bytes()
         except OSError as exc:
-            remaining.append(parse_error(name, f"cannot read file: {exc.strerror or exc}; check its permissions"))
+            remaining.append(parse_error(name, f"cannot read file: {exc.strerror or exc}; check its permissions", 1, 1))
             continue
         try:
             original, encoding, bom = decode(data)

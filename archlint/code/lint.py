@@ -110,7 +110,7 @@ def lint_files(files: list[Path], settings: Settings) -> list[Diagnostic]:
         try:
             data = _read(path)
         except OSError as exc:
-            results[i] = [parse_error(name, f"cannot read file: {exc.strerror or exc}; check its permissions")]
+            results[i] = [parse_error(name, f"cannot read file: {exc.strerror or exc}; check its permissions", 1, 1)]
             continue
         key = hashlib.blake2b(prefix + data, digest_size=16).hexdigest()
         hit = cache.get(key)
