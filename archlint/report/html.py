@@ -167,7 +167,7 @@ def _default_level(layers: list[Layer]) -> int:
         return len(levels)
     best = 0
     for k, depth in enumerate(levels):
-        if len({_group(layer, depth) for layer in layers}) <= GRAPH_DETAIL_OPS // 2:
+        if _node_count(layers, depth) <= GRAPH_DETAIL_OPS // 2:
             best = k
     return best
 
@@ -177,11 +177,16 @@ def _group_depths(layers: list[Layer]) -> list[int]:
     deepest = max((len(layer.module.split(".")) for layer in layers if layer.module), default=0)
     depths, last = [], None
     for depth in range(1, deepest + 1):
-        count = len({_group(layer, depth) for layer in layers})
+        count = _node_count(layers, depth)
         if count != last and count < len(layers):
             depths.append(depth)
         last = count
     return depths
+
+
+def _node_count(layers: list[Layer], depth: int) -> int:
+    keys = [_group(layer, depth) for layer in layers]
+    return len(set(keys) - {""}) + keys.count("")
 
 
 def _group(layer: Layer, depth: int) -> str:
@@ -359,13 +364,12 @@ def _price(d: Diagnostic) -> str:
 
 
 def _evidence(evidence: dict) -> str:
-    if not evidence:
-        return ""
-    rows = "".join(
-        f"<tr><th>{_e(k)}</th><td>{_e(v if isinstance(v, str) else json.dumps(v, default=str))}</td></tr>"
+    items = "".join(
+        f"<span><b>{_e(k)}</b> {_e(v if isinstance(v, str) else json.dumps(v, default=str))}</span>"
         for k, v in evidence.items()
+        if v is not None
     )
-    return f"<table class=evidence>{rows}</table>"
+    return f"<p class=evidence>{items}</p>" if items else ""
 
 
 @functools.cache
