@@ -77,8 +77,11 @@ def print_text(result: RunResult, settings: Settings, console: Console | None = 
             console.print(f"{count:>5}  {code}")
     if result.files_checked or not result.models:
         n = len(diagnostics)
-        fixable = sum(1 for d in diagnostics if d.fix)
+        fixable = sum(1 for d in diagnostics if d.fix and d.fix.applicability.value == "safe")
+        unsafe = sum(1 for d in diagnostics if d.fix) - fixable
         tail = f" ({fixable} fixable with --fix)" if fixable else ""
+        if unsafe:  # like ruff: say how many more the flag would fix
+            tail += f" ({unsafe} more with --fix --unsafe-fixes)"
         console.print(
             f"Found {n} finding{'s' if n != 1 else ''}{tail}." if n else "All checks passed."
         )

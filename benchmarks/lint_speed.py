@@ -1,0 +1,101 @@
+"""Code-linter throughput: archlint versus TorchFix (the libcst-based PyTorch linter) on one corpus.
+
+Corpus: every .py file of the installed torchvision package plus tests/fixtures/code. Both tools
+are run through their command lines on the same explicit file list, from a scratch directory
+(so archlint's cache lands there), with their default rule sets. Prints files/second for each,
+single-process (-j 1) and parallel (-j N), archlint's cached re-run, and the ratios against the
+targets (archlint single-process ≥ 2× TorchFix single-process; cached ≥ 10× faster than cold).
+
+    python benchmarks/lint_speed.py [--repeat 1] [--jobs N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def corpus() -> list[str]:
+    import importlib.util
+
+    spec = importlib.util.find_spec("torchvision")  # locating the package does not import it
+    if spec is None or not spec.submodule_search_locations:
+        sys.exit("torchvision is not installed: pip install torchvision")
+    tv = Path(next(iter(spec.submodule_search_locations)))
+    files = sorted(str(p) for p in tv.rglob("*.py"))
+    files += sorted(str(p) for p in (ROOT / "tests" / "fixtures" / "code").glob("*.py"))
+    return files
+
+
+def timed(cmd: list[str], cwd: str, repeat: int) -> tuple[float, subprocess.CompletedProcess]:
+    best, proc = float("inf"), None
+    for _ in range(repeat):
+        start = time.perf_counter()
+        proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+        best = min(best, time.perf_counter() - start)
+    return best, proc
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--repeat", type=int, default=1, help="runs per measurement; the fastest is kept")
+    p.add_argument("--jobs", type=int, default=len(os.sched_getaffinity(0)), help="parallel workers")
+    args = p.parse_args()
+
+    files = corpus()
+    n = len(files)
+    torch_files = sum(1 for f in files if "torch" in Path(f).read_text(errors="replace"))
+    print(f"corpus: {n} files ({torch_files} mention torch); parallel runs use -j {args.jobs}; "
+          f"best of {args.repeat}; {os.cpu_count()} CPUs on this machine")
+    work = tempfile.mkdtemp(prefix="archlint-bench-")
+    archlint = [sys.executable, "-m", "archlint", "--exit-zero", "--output-format", "json"]
+    torchfix = [sys.executable, "-m", "torchfix"]
+    rows = {}
+    try:
+        rows["TorchFix, -j 1"], tf = timed([*torchfix, "-j", "1", *files], work, args.repeat)
+        rows[f"TorchFix, -j {args.jobs}"], _ = timed([*torchfix, "-j", str(args.jobs), *files], work,
+                                                      args.repeat)
+        rows["archlint, -j 1, no cache"], al = timed([*archlint, "--no-cache", "-j", "1", *files], work,
+                                                     args.repeat)
+        rows[f"archlint, -j {args.jobs}, no cache"], _ = timed(
+            [*archlint, "--no-cache", "-j", str(args.jobs), *files], work, args.repeat)
+        cold = float("inf")
+        for _ in range(args.repeat):  # cold run that fills the cache, then the re-run that reads it
+            shutil.rmtree(Path(work) / ".archlint_cache", ignore_errors=True)
+            t, _ = timed([*archlint, "-j", str(args.jobs), *files], work, 1)
+            cold = min(cold, t)
+        rows[f"archlint, -j {args.jobs}, cold (fills cache)"] = cold
+        rows["archlint, cached re-run"], cached = timed([*archlint, *files], work, args.repeat)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+    if al.returncode != 0 or cached.returncode != 0:
+        sys.exit(f"archlint failed: {al.stderr or cached.stderr}")
+    import json
+
+    findings = len(json.loads(al.stdout)["diagnostics"])
+    assert len(json.loads(cached.stdout)["diagnostics"]) == findings, "cached run differs from cold run"
+    tf_findings = sum(1 for line in tf.stdout.splitlines() if ": TOR" in line)
+
+    print(f"\n{'run':<40} {'seconds':>8} {'files/s':>9}")
+    for name, seconds in rows.items():
+        print(f"{name:<40} {seconds:8.2f} {n / seconds:9.1f}")
+    single = rows["TorchFix, -j 1"] / rows["archlint, -j 1, no cache"]
+    parallel = rows[f"TorchFix, -j {args.jobs}"] / rows[f"archlint, -j {args.jobs}, no cache"]
+    cache = rows[f"archlint, -j {args.jobs}, cold (fills cache)"] / rows["archlint, cached re-run"]
+    print(f"\nfindings: archlint {findings}, TorchFix {tf_findings} (different rule sets)")
+    print(f"archlint vs TorchFix, single-process: {single:.2f}x  (target >= 2x: {'met' if single >= 2 else 'NOT met'})")
+    print(f"archlint vs TorchFix, parallel:       {parallel:.2f}x")
+    print(f"cached re-run vs cold:                {cache:.1f}x  (target >= 10x: {'met' if cache >= 10 else 'NOT met'})")
+
+
+if __name__ == "__main__":
+    main()
