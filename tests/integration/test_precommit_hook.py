@@ -3,7 +3,7 @@ temporary git repository: a staged training script with a finding fails the comm
 finding; the fixed script passes; with no Python file staged the hook is skipped.
 
 pre-commit builds the hook's virtualenv from scratch with `pip install .` (libcst and rich from
-PyPI). The tests fetch those once into a wheelhouse and let pre-commit install from it with
+PyPI). The tests fetch those once into a wheelhouse (conftest.py) and let pre-commit install from it with
 --no-index: each hook install then takes seconds, and it proves the hook's environment needs
 nothing beyond libcst and rich: torch is not in the wheelhouse, so a dependency on it would fail.
 """
@@ -15,7 +15,6 @@ import shutil
 import subprocess
 import sys
 import textwrap
-import tomllib
 from pathlib import Path
 
 import pytest
@@ -66,20 +65,6 @@ def hook_repo(tmp_path_factory) -> Path:
     return repo
 
 
-@pytest.fixture(scope="module")
-def wheelhouse(tmp_path_factory) -> Path:
-    """The hook's dependencies and build backend, fetched from the package index once. The hook
-    installs then run with --no-index from here: quick, and proof that the hook's environment
-    needs nothing else (a dependency on torch would fail the install: torch is not here)."""
-    project = tomllib.loads((REPO / "pyproject.toml").read_text())
-    wanted = [*project["build-system"]["requires"], *project["project"]["dependencies"]]
-    assert not [w for w in wanted if w.startswith("torch")], "the code linter's dependencies must not pull torch"
-    wheels = tmp_path_factory.mktemp("wheelhouse")
-    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "-d", str(wheels), *wanted], check=True, timeout=600)
-    assert not list(wheels.glob("torch-*")) and list(wheels.glob("libcst-*"))
-    return wheels
-
-
 @pytest.fixture
 def project(tmp_path) -> Path:
     git(tmp_path, "init", "-q")
@@ -87,25 +72,20 @@ def project(tmp_path) -> Path:
     return tmp_path
 
 
-def hook_env(wheelhouse: Path, home: Path) -> dict[str, str]:
-    env = {**os.environ, **GIT_ENV, "PRE_COMMIT_HOME": str(home), "NO_COLOR": "1"}
-    env.update(PIP_NO_INDEX="1", PIP_FIND_LINKS=str(wheelhouse))
-    for name in ("VIRTUAL_ENV", "PIP_EXTRA_INDEX_URL", "PIP_INDEX_URL", "PIP_CONSTRAINT"):
-        env.pop(name, None)
-    return env
 
 
-def try_repo(project: Path, hook_repo: Path, wheelhouse: Path, tmp_path: Path) -> subprocess.CompletedProcess:
+def try_repo(project: Path, hook_repo: Path, offline_env: dict, tmp_path: Path) -> subprocess.CompletedProcess:
+    env = {**offline_env, **GIT_ENV, "PRE_COMMIT_HOME": str(tmp_path / "home"), "NO_COLOR": "1"}
     return subprocess.run(
         [sys.executable, "-m", "pre_commit", "try-repo", str(hook_repo), "archlint", "--verbose", "--color=never"],
-        cwd=project, capture_output=True, text=True, env=hook_env(wheelhouse, tmp_path / "home"), timeout=600,
+        cwd=project, capture_output=True, text=True, env=env, timeout=600,
     )
 
 
-def test_hook_fails_on_a_staged_finding_and_passes_after_the_fix(project, hook_repo, wheelhouse, tmp_path):
+def test_hook_fails_on_a_staged_finding_and_passes_after_the_fix(project, hook_repo, offline_env, tmp_path):
     (project / "train.py").write_text(SLOW_SCRIPT)
     git(project, "add", "train.py", "README.md")
-    first = try_repo(project, hook_repo, wheelhouse, tmp_path)
+    first = try_repo(project, hook_repo, offline_env, tmp_path)
     out = first.stdout + first.stderr
     assert first.returncode == 1, out
     assert "train.py:6:" in out and "AL301" in out, out  # the DataLoader line, the pin_memory rule
@@ -113,14 +93,14 @@ def test_hook_fails_on_a_staged_finding_and_passes_after_the_fix(project, hook_r
 
     (project / "train.py").write_text(FIXED_SCRIPT)
     git(project, "add", "train.py")
-    second = try_repo(project, hook_repo, wheelhouse, tmp_path)
+    second = try_repo(project, hook_repo, offline_env, tmp_path)
     assert second.returncode == 0, second.stdout + second.stderr
     assert "Passed" in second.stdout
 
 
-def test_hook_is_skipped_without_staged_python_files(project, hook_repo, wheelhouse, tmp_path):
+def test_hook_is_skipped_without_staged_python_files(project, hook_repo, offline_env, tmp_path):
     (project / "notes.txt").write_text("nothing to lint\n")
     git(project, "add", "notes.txt", "README.md")
-    result = try_repo(project, hook_repo, wheelhouse, tmp_path)
+    result = try_repo(project, hook_repo, offline_env, tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "(no files to check)" in result.stdout and "Skipped" in result.stdout
