@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import html
 import json
+import math
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -37,6 +38,7 @@ FAMILIES = {
     "memory-only": ("concat", "split", "copy", "reshape", "creation", "upsample"),
     "other": ("pool", "reduction", "embedding", "other"),
 }
+EVIDENCE_CHARS = 160
 GRAPH_DETAIL_OPS = 600  # up to this many ops the graph opens op by op, else grouped by module
 
 
@@ -65,7 +67,7 @@ def render_html(result: RunResult, settings: Settings | None = None) -> str:
     if code_diags or result.files_checked:
         body.append(_code_section(code_diags, result.files_checked))
     title = "archlint report" + (f": {result.models[0].target}" if len(result.models) == 1 else "")
-    data = json.dumps(payload, separators=(",", ":"), allow_nan=False).replace("<", "\\u003c")
+    data = json.dumps(_finite(payload), separators=(",", ":"), allow_nan=False).replace("<", "\\u003c")
     return (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
         f"<meta http-equiv=\"Content-Security-Policy\" content=\"{CSP}\">"
@@ -76,6 +78,17 @@ def render_html(result: RunResult, settings: Settings | None = None) -> str:
         f"\n<script type=\"application/json\" id=\"archlint-data\">{data}</script>"
         f"\n<script>{_asset('report.js')}</script>\n</body></html>\n"
     )
+
+
+def _finite(value):
+    """JSON.parse rejects NaN and Infinity: a number that is not finite is shown as missing."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
 
 
 @functools.cache
@@ -155,6 +168,7 @@ def _pointed_at(d: Diagnostic, index) -> list[str]:
     names = [d.node] if d.node in index else []
     for value in d.evidence.values():
         items = value if isinstance(value, list) else [value]
+        items = [v for item in items for v in (item if isinstance(item, list) else [item])]  # pairs
         names += [v for v in items if isinstance(v, str) and v in index and v not in names]
     return names
 
@@ -364,12 +378,17 @@ def _price(d: Diagnostic) -> str:
 
 
 def _evidence(evidence: dict) -> str:
-    items = "".join(
-        f"<span><b>{_e(k)}</b> {_e(v if isinstance(v, str) else json.dumps(v, default=str))}</span>"
-        for k, v in evidence.items()
-        if v is not None
-    )
-    return f"<p class=evidence>{items}</p>" if items else ""
+    items = []
+    for key, value in evidence.items():
+        if value is None:
+            continue
+        text = value if isinstance(value, str) else json.dumps(value, default=str)
+        if len(text) > EVIDENCE_CHARS:  # all of it on hover; the page stays readable
+            shown = f"<span title='{_e(text)}'>{_e(text[:EVIDENCE_CHARS])}… ({len(text)} chars)</span>"
+        else:
+            shown = _e(text)
+        items.append(f"<span><b>{_e(key)}</b> {shown}</span>")
+    return f"<p class=evidence>{''.join(items)}</p>" if items else ""
 
 
 @functools.cache

@@ -70,6 +70,17 @@ def test_summary_states_conventions_and_gate():
     assert "not measured (run with --latency)" in unmeasured
 
 
+def test_empty_and_non_finite_models_still_render():
+    model = residual_net(10, measured=True, peaks=True)
+    model.layers[0].roofline["efficiency"] = float("inf")
+    model.layers[1].latency_ms = float("nan")
+    data = _data(render_html(RunResult(models=[model])))
+    assert data["models"][0]["layers"][0]["roof"]["efficiency"] is None
+    assert data["models"][0]["layers"][1]["lat"] is None
+    model.layers = []
+    assert _data(render_html(RunResult(models=[model])))["models"][0]["levels"][0]["nodes"] == []
+
+
 def test_graph_levels_cover_every_op_once():
     model = residual_net(120)
     levels = graph_levels(model.layers)

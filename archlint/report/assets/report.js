@@ -158,8 +158,10 @@
     const values = top.map((k) => this.cost[k]);
     const colours = top.map((k) => colour(m.layers[k].kind));
     const restShare = rest.reduce((s, k) => s + this.cost[k], 0) / (total || 1);
+    const untimed = m.measured ? m.layers.filter((L) => L.lat === null).length : 0;
     document.getElementById("time-cap-" + this.i).textContent = (m.measured
       ? `Per-op latency (median of repeats), costliest first; the ops sum to ${ms(total)}.`
+        + (untimed ? ` ${untimed} op${untimed === 1 ? " was" : "s were"} not timed on their own and are left out.` : "")
       : `Latency was not measured (run with --latency): per-op MAC instead, costliest first; ${bytes(total)} in all.`)
       + (rest.length ? ` The ${top.length} shown hold ${(100 * (1 - restShare)).toFixed(1)}%; the other ${rest.length} ops ${(100 * restShare).toFixed(1)}%.` : "")
       + ` Right: share by op kind.`;
