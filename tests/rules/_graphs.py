@@ -11,9 +11,10 @@ from archlint.model.checks import CheckContext, run_checks
 from archlint.model.cost import cost_graph
 
 
-def opgraph(model: torch.nn.Module, *shapes, mode: str = "eval", strategy: str = "fx", device: str = "cpu"):
+def opgraph(model: torch.nn.Module, *shapes, mode: str = "eval", strategy: str = "fx", device: str = "cpu",
+            dtype: torch.dtype = torch.float32):
     model.train(mode == "train")
-    inputs = tuple(torch.randn(*s, device=device) for s in shapes)
+    inputs = tuple(torch.randn(*s, device=device, dtype=dtype) for s in shapes)
     graph, _ = capture(model, inputs, strategy)
     cost_graph(graph)
     graph.graph.setdefault("mode", mode)

@@ -12,7 +12,6 @@ adding function.
 from __future__ import annotations
 
 from archlint.model.checks import _graph as g
-from archlint.model.opgraph import COMPUTE_KINDS
 
 CODE = "AL203"
 OPTIONS = {
@@ -20,6 +19,7 @@ OPTIONS = {
 }
 
 ADDS = frozenset({"add", "iadd", "sum"})
+CHEAP_KINDS = frozenset({"activation", "elementwise", "dropout", "reshape", "copy", "split"})
 
 
 def _mac(graph, nodes) -> int:
@@ -38,9 +38,14 @@ def check(graph, options, ctx):
             rest = [n for n in branch if graph.nodes[n]["kind"] not in ("conv", "norm")]
             if len(convs) == 1 and not rest and _is_square_1x1(graph.nodes[convs[0]]):
                 yield _projection(graph, ctx, block, branch, convs[0])
-        if identity and branches and not any(graph.nodes[n]["kind"] in COMPUTE_KINDS for b in branches for n in b):
+        if identity and branches and all(_cheap_op(graph.nodes[n]) for b in branches for n in b):
             yield _cheap(graph, ctx, block, branches)
     yield from _dense(graph, ctx, options)
+
+
+def _cheap_op(data) -> bool:
+    """Element-wise work or data movement, with a cost formula: no learned or unknown computation."""
+    return data["kind"] in CHEAP_KINDS and data.get("known", True)
 
 
 def _is_square_1x1(data) -> bool:

@@ -34,8 +34,22 @@ def check(graph, options, ctx):
     mode = graph.graph.get("mode", "eval")
     other = "train" if mode == "eval" else "eval"
     itemsize = _ITEMSIZE.get(str(graph.graph.get("dtype", "float32")).replace("torch.", ""), 4)
-    # A module counts as reached when it or anything inside it ran (containers may not record).
-    live = {p for p in modules if p == "" or any(r == p or _inside(r, p) for r in reached)}
+    unused_params = set(graph.graph.get("unused_params", ()))
+    leaves = {d.get("module") or "" for _, d in g.ops(graph)}
+
+    def is_live(p: str) -> bool:
+        # Reached: it or anything inside it ran (containers may not record themselves), or it
+        # sits inside a module that ran as one op (MultiheadAttention reads out_proj's weight
+        # without calling it), or it owns parameters and some op read them (torchvision's Swin
+        # passes attn.qkv.weight to a wrapped function).
+        if p == "" or any(r == p or _inside(r, p) for r in reached):
+            return True
+        if any(_inside(p, leaf) for leaf in leaves if leaf):
+            return True
+        owned = sum(info.get("params", 0) for q, info in modules.items() if q == p or _inside(q, p))
+        return owned > 0 and not any(name.startswith(p + ".") for name in unused_params)
+
+    live = {p for p in modules if is_live(p)}
     unused = sorted((p for p in modules if p not in live), key=lambda p: (p.count("."), p))
     top: list[str] = []
     for path in unused:

@@ -1,0 +1,71 @@
+"""Every model rule page's Example fires its rule and its Use-instead does not.
+
+Convention (rules/README.md): the first ```python block under `## Example` and under
+`## Use instead` is a complete module defining `Net` (an nn.Module class built with no arguments)
+and `INPUT_SHAPE` (a tuple), optionally `DTYPE` ("float16", ...) and `MODE` ("eval" | "train").
+The harness builds Net, captures and costs it with archlint's own layers, runs every model
+rule with default options and checks the page's code is (not) among the findings.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+
+from archlint import registry
+
+from ._graphs import findings, opgraph
+
+MODEL_PAGES = sorted(code for code, r in registry.catalog().items() if r.scope == "model")
+
+
+def snippet(page: str, section: str) -> str:
+    body = page.split(f"## {section}\n", 1)
+    assert len(body) == 2, f"page has no '## {section}' section"
+    match = re.search(r"```python\n(.*?)```", body[1].split("\n## ", 1)[0], re.S)
+    assert match, f"'## {section}' has no ```python block"
+    return match.group(1)
+
+
+def run_snippet(code: str, source: str) -> list[str]:
+    namespace: dict = {"__name__": f"rule_page_{source}"}
+    exec(compile(code, source, "exec"), namespace)
+    model = namespace["Net"]()
+    dtype = getattr(torch, namespace.get("DTYPE", "float32"))
+    model = model.to(dtype)
+    graph = opgraph(model, namespace["INPUT_SHAPE"], mode=namespace.get("MODE", "eval"), dtype=dtype)
+    return [d.code for d in findings(graph)]
+
+
+def test_every_model_rule_has_a_page_and_a_check():
+    from archlint.model.checks import check_modules
+
+    checks = {m.CODE for m in check_modules()}
+    assert checks == set(MODEL_PAGES)
+
+
+@pytest.mark.parametrize("code", MODEL_PAGES)
+def test_example_fires(code):
+    page = registry.get(code).page
+    assert code in run_snippet(snippet(page, "Example"), f"{code}-example")
+
+
+@pytest.mark.parametrize("code", MODEL_PAGES)
+def test_use_instead_is_silent(code):
+    page = registry.get(code).page
+    assert code not in run_snippet(snippet(page, "Use instead"), f"{code}-use-instead")
+
+
+@pytest.mark.parametrize("code", MODEL_PAGES)
+def test_page_documents_options_and_silencing(code):
+    from archlint.model.checks import check_modules
+
+    page = registry.get(code).page
+    module = next(m for m in check_modules() if m.CODE == code)
+    for option in module.OPTIONS:
+        assert f"`{option}`" in page, f"{code} page does not document option {option}"
+    assert "module-ignores" in page
+    for section in ("What it does", "Why it is slow", "Example", "Use instead", "Options", "References"):
+        assert f"## {section}\n" in page
