@@ -55,15 +55,16 @@ class Pricer:
                 module(*args)
 
         with torch.no_grad(), _clear_oom(self.device, "timing a what-if alternative"):
-            (stats,) = sample([run], timer, self.warmup, self.repeat)
-        return stats["module"].median
+            (sampled,) = sample([run], timer, self.warmup, self.repeat)
+        return sampled.regions["module"].median
 
 
 @dataclass
 class LatencyReport:
     end_to_end_ms: float
     end_to_end_spread_ms: list[float]
-    sum_of_ops_ms: float
+    sum_of_ops_ms: float  # the sum of the per-op medians
+    per_pass_sum_of_ops_ms: float  # the median over passes of each pass's summed op times
     method: str  # how it was timed, in words
     peaks: dict | None  # the roofline peaks used (roofline.measure_peaks)
     notes: list[str]
@@ -146,27 +147,27 @@ def _measure_replay(graph, model, gm, args, dev, settings) -> LatencyReport:
     timer = make_timer(dev)
     interpreter = TimedInterpreter(gm, timer, timed)
 
-    def per_op() -> None:
+    def replay_pass() -> None:
         interpreter.run(*args)
 
-    def end_to_end() -> None:
+    def model_pass() -> None:
         with timer.region("model"):
             model(*args)
 
     # Warm-up passes alternate between the two runs: the same modules, shapes and kernels warm up.
-    per_op_stats, e2e_stats = sample([per_op, end_to_end], timer, math.ceil(settings.warmup / 2), settings.repeat)
+    per_op, e2e = sample([replay_pass, model_pass], timer, math.ceil(settings.warmup / 2), settings.repeat)
     for name in timed:
-        _set_latency(graph.nodes[name], per_op_stats[name])
-    e2e = e2e_stats["model"]
+        _set_latency(graph.nodes[name], per_op.regions[name])
     clock = _clock(dev)
     notes = []
     missing = len(names) - len(timed)
     if missing:
         notes.append(f"{missing} op(s) of the graph have no node in the replayed fx graph and were not timed")
     report = LatencyReport(
-        end_to_end_ms=e2e.median,
-        end_to_end_spread_ms=e2e.spread,
-        sum_of_ops_ms=sum(per_op_stats[n].median for n in timed),
+        end_to_end_ms=e2e.per_pass.median,
+        end_to_end_spread_ms=e2e.per_pass.spread,
+        sum_of_ops_ms=sum(per_op.regions[n].median for n in timed),
+        per_pass_sum_of_ops_ms=per_op.per_pass.median,
         method=f"per op: {graph.graph.get('strategy', 'fx')} graph replayed node by node (torch.fx.Interpreter), "
         f"{clock} around each op; end to end: the original forward, {clock}; median of {settings.repeat} "
         f"passes after {settings.warmup} warm-up passes, per-op and end-to-end passes interleaved",
@@ -190,17 +191,23 @@ def _measure_hooks(graph, model, args, dev, settings) -> LatencyReport:
 
     def pre(path):
         def hook(_module, _inputs):
-            if state["on"]:
-                cm = _both(timer.region(path), _range(path, state["ranges"]))
-                cm.__enter__()
-                open_regions.setdefault(path, []).append(cm)
+            if state["on"]:  # the profiler range opens outside the timed region, closes after it
+                rng = torch.profiler.record_function(path) if state["ranges"] else None
+                if rng is not None:
+                    rng.__enter__()
+                region = timer.region(path)
+                region.__enter__()
+                open_regions.setdefault(path, []).append((region, rng))
 
         return hook
 
     def post(path):
         def hook(_module, _inputs, _output):
             if state["on"] and open_regions.get(path):
-                open_regions[path].pop().__exit__(None, None, None)
+                region, rng = open_regions[path].pop()
+                region.__exit__(None, None, None)
+                if rng is not None:
+                    rng.__exit__(None, None, None)
 
         return hook
 
@@ -209,24 +216,23 @@ def _measure_hooks(graph, model, args, dev, settings) -> LatencyReport:
         handles += [m.register_forward_pre_hook(pre(path)), m.register_forward_hook(post(path))]
     try:
 
-        def per_module() -> None:
+        def hooked_pass() -> None:
             state["on"] = True
             try:
                 model(*args)
             finally:
                 state["on"] = False
 
-        def end_to_end() -> None:
-            with timer.region("<model>"):
+        def model_pass() -> None:
+            with timer.region("model"):
                 model(*args)
 
-        mod_stats, e2e_stats = sample(
-            [per_module, end_to_end], timer, math.ceil(settings.warmup / 2), settings.repeat
-        )
+        per_mod, e2e = sample([hooked_pass, model_pass], timer, math.ceil(settings.warmup / 2), settings.repeat)
+        mod_stats = per_mod.regions
         trace_file = None
         if settings.trace_dir is not None:
             state["ranges"] = True
-            trace_file = _write_trace(per_module, dev, settings.trace_dir, graph)
+            trace_file = _write_trace(hooked_pass, dev, settings.trace_dir, graph)
     finally:
         for h in handles:
             h.remove()
@@ -239,7 +245,6 @@ def _measure_hooks(graph, model, args, dev, settings) -> LatencyReport:
         if len(owned) == 1:  # the module's time is that op's time; otherwise it cannot be split
             _set_latency(graph.nodes[owned[0]], stats)
             single += 1
-    e2e = e2e_stats["<model>"]
     clock = _clock(dev)
     notes = [
         f"timed per module with forward hooks: the {graph.graph.get('strategy', 'captured')} graph cannot be "
@@ -248,9 +253,10 @@ def _measure_hooks(graph, model, args, dev, settings) -> LatencyReport:
         f"latencies for {len(mod_stats)} leaf module(s)"
     ]
     report = LatencyReport(
-        end_to_end_ms=e2e.median,
-        end_to_end_spread_ms=e2e.spread,
+        end_to_end_ms=e2e.per_pass.median,
+        end_to_end_spread_ms=e2e.per_pass.spread,
         sum_of_ops_ms=sum(s.median for s in mod_stats.values()),
+        per_pass_sum_of_ops_ms=per_mod.per_pass.median,
         method=f"per module: forward hooks around each leaf module, {clock}; end to end: the original forward; "
         f"median of {settings.repeat} passes after {settings.warmup} warm-up passes, interleaved",
         peaks=None,
@@ -279,21 +285,6 @@ def _write_trace(run_once: Callable[[], object], dev: torch.device, trace_dir: P
     from archlint.model.trace import write_trace
 
     return write_trace(run_once, dev, Path(trace_dir), str(graph.graph.get("target", "model")))
-
-
-@contextmanager
-def _range(name: str, on: bool):
-    if on:
-        with torch.profiler.record_function(name):
-            yield
-    else:
-        yield
-
-
-@contextmanager
-def _both(a, b):
-    with a, b:
-        yield
 
 
 _OOM_MARKERS = ("out of memory", "can't allocate memory", "cannot allocate memory")

@@ -138,20 +138,34 @@ def make_timer(device: torch.device | str) -> Timer:
     raise ValueError(f"no timer for device type {device.type!r}")
 
 
-def sample(
-    runs: list[Callable[[], object]], timer: Timer, warmup: int, repeat: int
-) -> list[dict[str, Stats]]:
+@dataclass(frozen=True)
+class Sampled:
+    """What `sample` measured for one callable: each region's Stats, and the Stats of the sum
+    of all its regions per pass (a median of sums; the sum of the medians can be smaller when
+    the noise is rare and large, as on a busy machine)."""
+
+    regions: dict[str, Stats]
+    per_pass: Stats
+
+
+def sample(runs: list[Callable[[], object]], timer: Timer, warmup: int, repeat: int) -> list[Sampled]:
     """Run each callable `warmup` times untimed, then `repeat` times, interleaved (run 0, run 1,
     run 0, ...) so that all of them see the same machine conditions. Each callable marks its own
-    regions on `timer`. Returns, per callable, the Stats of every region it marked."""
+    regions on `timer`."""
     for _ in range(warmup):
         for run in runs:
             run()
             timer.collect()
     samples: list[dict[str, list[float]]] = [{} for _ in runs]
+    totals: list[list[float]] = [[] for _ in runs]
     for _ in range(repeat):
-        for run, acc in zip(runs, samples):
+        for run, acc, total in zip(runs, samples, totals):
             run()
-            for name, ms in timer.collect().items():
+            durations = timer.collect()
+            total.append(sum(durations.values()))
+            for name, ms in durations.items():
                 acc.setdefault(name, []).append(ms)
-    return [{name: Stats.of(values) for name, values in acc.items()} for acc in samples]
+    return [
+        Sampled({name: Stats.of(values) for name, values in acc.items()}, Stats.of(total))
+        for acc, total in zip(samples, totals)
+    ]

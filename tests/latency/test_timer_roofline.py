@@ -50,8 +50,22 @@ def test_sample_interleaves_runs_and_keeps_warmup_untimed(device):
 
     a, b = sample([run("a"), run("b")], timer, warmup=2, repeat=3)
     assert order == ["a", "b"] * 5
-    assert a["a"].n == 3 and b["b"].n == 3 and "b" not in a
-    assert a["a"].median > 0
+    assert a.regions["a"].n == 3 and b.regions["b"].n == 3 and "b" not in a.regions
+    assert a.regions["a"].median > 0
+    assert a.per_pass.n == 3 and a.per_pass.median == a.regions["a"].median  # one region per pass
+
+
+def test_per_pass_total_is_a_median_of_sums():
+    timer = CpuTimer()
+    durations = iter([(1.0, 1.0), (1.0, 9.0), (9.0, 1.0)])  # rare, large noise in either op
+
+    def run():
+        x, y = next(durations)
+        timer._spans += [("x", 0, int(x * 1e6)), ("y", 0, int(y * 1e6))]
+
+    (s,) = sample([run], timer, warmup=0, repeat=3)
+    assert s.regions["x"].median + s.regions["y"].median == 2.0  # the sum of the medians
+    assert s.per_pass.median == 10.0  # the median of the per-pass sums 2, 10, 10
 
 
 PEAKS = {"peak_flops_per_s": 1e12, "bandwidth_bytes_per_s": 1e11}  # ridge: 10 FLOP/byte
