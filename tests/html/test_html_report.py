@@ -221,6 +221,7 @@ def test_report_with_findings_in_browser(browser, tmp_path):
 
 def test_measured_report_plots_achieved_against_the_roofs(browser, tmp_path):
     result = with_findings(residual_net(120, measured=True, peaks=True))
+    result.models.append(residual_net(500))  # a second model (--models), unmeasured, 500 ops
     out = tmp_path / "measured.html"
     out.write_text(render_html(result), encoding="utf-8")
     page = _open_checked(browser, out, tmp_path / "measured.png")
@@ -231,6 +232,10 @@ def test_measured_report_plots_achieved_against_the_roofs(browser, tmp_path):
     assert max(roof) == pytest.approx(2e11)
     assert "achieved FLOP/s" in page.evaluate("Chart.getChart('roof-0').options.scales.y.title.text")
     assert page.evaluate("document.querySelectorAll('section.codelint details.rulegroup').length") == 2
+    _assert_drawn(page, model=1)
+    n_ops = len(result.models[1].layers)
+    assert n_ops >= 500 and page.evaluate("document.querySelectorAll('#graph-1 .n').length") == n_ops  # op by op
+    assert "work (FLOP" in page.evaluate("Chart.getChart('roof-1').options.scales.y.title.text")
 
 
 def test_2000_op_report_render_time(browser, tmp_path, capsys):
