@@ -89,7 +89,7 @@ def fingerprint(d: Diagnostic, settings: Settings) -> str:
 
 def _identity(d: Diagnostic, settings: Settings) -> tuple[str, ...]:
     if d.target is not None or d.node is not None:
-        return (d.code, _target(d.target or "", settings), d.module or d.node or "")
+        return (d.code, _target(d.target or "", settings), _subject(d))
     if d.file is None:
         return (d.code, d.message)
     return (d.code, settings.relpath(d.file), _line_text(d.file, d.line) or d.message)
@@ -115,9 +115,15 @@ def _line_text(file: str, line: int | None) -> str | None:
     return " ".join(lines[line - 1].split()) if 0 < line <= len(lines) else None
 
 
+def _subject(d: Diagnostic) -> str:
+    """The module path ("" is the model itself); the node only when no module is known, since
+    node names shift when ops are added upstream."""
+    return d.module if d.module is not None else (d.node or "")
+
+
 def _where(d: Diagnostic, settings: Settings) -> str:
     if d.target is not None or d.node is not None:
-        return f"{_target(d.target or '', settings)} [{d.module or d.node}]"
+        return f"{_target(d.target or '', settings)} [{_subject(d) or '<model>'}]"
     return f"{settings.relpath(d.file)}:{d.line}" if d.file else "<unknown>"
 
 

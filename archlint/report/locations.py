@@ -1,7 +1,8 @@
 """Where a finding lives in the repository, for reporters that annotate source (SARIF, GitHub,
 JUnit). Code findings carry their file and line. Model findings carry the file and line of the
-module's class when the model rules found it; otherwise they fall back to the line of the target
-class (`model.py:Net` → `class Net`) so the annotation still lands in the right file."""
+module's class when the model rules found it; otherwise (or when that class lives outside the
+project, in torch itself) they fall back to the line of the target class (`model.py:Net` →
+`class Net`), so the annotation still lands in the user's repository."""
 
 from __future__ import annotations
 
@@ -25,7 +26,11 @@ class Where:
 
 def locate(d: Diagnostic, settings: Settings) -> Where:
     if d.file:
-        return Where(settings.relpath(d.file), d.line, d.column, d.end_line, d.end_column)
+        file = settings.relpath(d.file)
+        # A model finding located in a library (torch's own nn.Conv2d) cannot annotate the
+        # user's repository: point at their model class instead.
+        if not (d.target and Path(file).is_absolute()):
+            return Where(file, d.line, d.column, d.end_line, d.end_column)
     path, sep, name = (d.target or "").rpartition(":")
     if sep and path:
         file = Path(path)
