@@ -258,7 +258,7 @@ def graph_levels(layers: list[Layer]) -> list[dict]:
 def _header(result: RunResult, diagnostics: list[Diagnostic]) -> str:
     counts = Counter(d.severity.value for d in diagnostics)
     failed = [g for g in result.gate if not g.passed]
-    chips = [f"<span class=chip>{len(diagnostics)} finding{'s' if len(diagnostics) != 1 else ''}</span>"]
+    chips = [f"<span class=chip>{_plural(len(diagnostics), 'finding')}</span>"]
     chips += [f"<span class='chip sev-{_e(s)}'>{n} {_e(s)}</span>" for s, n in sorted(counts.items())]
     if result.gate:
         cls = "bad" if failed else "good"
@@ -272,7 +272,7 @@ def _header(result: RunResult, diagnostics: list[Diagnostic]) -> str:
     return (
         "<header><h1>archlint report</h1>"
         f"<div class=chips>{''.join(chips)}</div><nav>{nav}</nav>"
-        f"<p class=muted>archlint {_e(__version__)} · written {_e(time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime()))}"
+        f"<p class=muted>archlint {_e(__version__)} · written {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
         " · self-contained: this file loads nothing from the network</p></header>"
     )
 
@@ -293,7 +293,7 @@ def _model_section(i: int, m: ModelResult, diagnostics: list[Diagnostic], gate: 
         ("activations", human_bytes(t.activation_bytes)),
         ("latency end-to-end", f"<b>{_e(latency)}</b>"),
         ("latency, sum of ops", _e(op_sum) + (f" <span class=muted>{_e(m.timing)}</span>" if m.timing else "")),
-        ("ops", f"{len(m.layers)}" + (f" ({t.unknown_ops} without a cost formula, not counted)" if t.unknown_ops else "")),
+        ("ops", f"{len(m.layers)}" + (f" ({t.unknown_ops} without a cost formula, not counted)" * bool(t.unknown_ops))),
     ]
     if m.roofline:
         peaks = _peaks(m.roofline)
@@ -411,44 +411,48 @@ def _rule_html(code: str) -> str:
     kept = ["".join(s) for s in sections if s[0][3:].strip().lower().startswith(RULE_SECTIONS)]
     text = "".join(kept) if kept else rule.body
     md = MarkdownIt("commonmark", {"html": False})
-    return f"<div class=rulepage><p><b>{_e(rule.code)} {_e(rule.name)}</b>: {_e(rule.summary)}</p>{md.render(text)}</div>"
+    head = f"<p><b>{_e(rule.code)} {_e(rule.name)}</b>: {_e(rule.summary)}</p>"
+    return f"<div class=rulepage>{head}{md.render(text)}</div>"
 
 
 def _code_section(diagnostics: list[Diagnostic], files_checked: int) -> str:
-    by_rule: dict[str, list[Diagnostic]] = defaultdict(list)
-    by_file: dict[str, list[Diagnostic]] = defaultdict(list)
-    for d in diagnostics:
-        by_rule[d.code].append(d)
-        by_file[d.file or "<no file>"].append(d)
-    rules = "".join(
-        f"<details class=rulegroup id='rule-{_e(code)}'><summary><span class=code>{_e(code)}</span> "
-        f"{len(ds)} finding{'s' if len(ds) != 1 else ''} in {len({d.file for d in ds})} file(s)</summary>"
-        f"{_rule_html(code)}<ul>{''.join(f'<li>{_e(location(d))}: {_e(d.message)}</li>' for d in ds)}</ul></details>"
-        for code, ds in sorted(by_rule.items())
-    )
-    files = "".join(
-        f"<details class=filegroup open><summary><code>{_e(f)}</code> ({len(ds)})</summary>"
-        + "".join(
-            f"<div class=rulerow><a class=code href='#rule-{_e(code)}'>{_e(code)}</a><ul>"
-            + "".join(
-                f"<li><span class=where>{d.line or '-'}:{d.column or '-'}</span> {_e(d.message)}"
-                f"{' <span class=chip>fixable</span>' if d.fix else ''}</li>"
-                for d in sorted(group, key=lambda d: (d.line or 0, d.column or 0))
-            )
-            + "</ul></div>"
-            for code, group in sorted(_by_code(ds).items())
-        )
-        + "</details>"
-        for f, ds in sorted(by_file.items())
-    )
+    """Code findings twice: by rule (with its page, once) and by file (then by rule, by line)."""
+    rules = "".join(_rule_group(code, ds) for code, ds in sorted(_grouped(diagnostics, "code").items()))
+    files = "".join(_file_group(f, ds) for f, ds in sorted(_grouped(diagnostics, "file").items()))
     return f"""<section class=codelint id=code><h2>Code findings</h2>
-<p>{len(diagnostics)} finding{'s' if len(diagnostics) != 1 else ''} in {files_checked} file{'s' if files_checked != 1 else ''} checked.</p>
+<p>{_plural(len(diagnostics), "finding")} in {_plural(files_checked, "file")} checked.</p>
 <h3>By rule</h3>{rules or "<p class=muted>All checks passed.</p>"}
 <h3>By file</h3>{files}</section>"""
 
 
-def _by_code(ds: list[Diagnostic]) -> dict[str, list[Diagnostic]]:
+def _rule_group(code: str, ds: list[Diagnostic]) -> str:
+    items = "".join(f"<li>{_e(location(d))}: {_e(d.message)}</li>" for d in ds)
+    files = len({d.file for d in ds})
+    return (
+        f"<details class=rulegroup id='rule-{_e(code)}'><summary><span class=code>{_e(code)}</span> "
+        f"{_plural(len(ds), 'finding')} in {_plural(files, 'file')}</summary>{_rule_html(code)}<ul>{items}</ul></details>"
+    )
+
+
+def _file_group(path: str, ds: list[Diagnostic]) -> str:
+    rows = []
+    for code, group in sorted(_grouped(ds, "code").items()):
+        items = "".join(
+            f"<li><span class=where>{d.line or '-'}:{d.column or '-'}</span> {_e(d.message)}"
+            + (" <span class=chip>fixable</span>" if d.fix else "")
+            + "</li>"
+            for d in sorted(group, key=lambda d: (d.line or 0, d.column or 0))
+        )
+        rows.append(f"<div class=rulerow><a class=code href='#rule-{_e(code)}'>{_e(code)}</a><ul>{items}</ul></div>")
+    return f"<details class=filegroup open><summary><code>{_e(path)}</code> ({len(ds)})</summary>{''.join(rows)}</details>"
+
+
+def _grouped(ds: list[Diagnostic], attr: str) -> dict[str, list[Diagnostic]]:
     out: dict[str, list[Diagnostic]] = defaultdict(list)
     for d in ds:
-        out[d.code].append(d)
+        out[getattr(d, attr) or "<no file>"].append(d)
     return out
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
