@@ -51,7 +51,7 @@ def measure_table(rows: list[tables.Row], warmup: int, repeat: int):
         runs.append(run)
     with torch.no_grad():
         sampled = sample(runs, timer, warmup, repeat)
-    return [s["model"] for s in sampled]
+    return [s.regions["model"] for s in sampled]
 
 
 def ranks(values: list[float], reverse: bool = False) -> list[int]:

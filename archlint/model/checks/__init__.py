@@ -21,6 +21,7 @@ import networkx as nx
 
 from archlint.config import Settings
 from archlint.diagnostics import Diagnostic
+from archlint.errors import UsageError
 
 
 @dataclass
@@ -44,9 +45,33 @@ def run_checks(graph: nx.DiGraph, ctx: CheckContext) -> list[Diagnostic]:
     for module in check_modules():
         if not ctx.settings.enabled(module.CODE):
             continue
-        options = ctx.settings.options(module.CODE, module.OPTIONS)
+        options = _typed(module.CODE, ctx.settings.options(module.CODE, module.OPTIONS), module.OPTIONS)
         for d in module.check(graph, options, ctx):
             if not ctx.settings.module_ignored(d.code, d.module):
                 d.target = d.target or ctx.target
                 found.append(d)
     return sorted(found, key=Diagnostic.sort_key)
+
+
+def _fits(value: Any, default: Any) -> bool:
+    if isinstance(default, bool):
+        return isinstance(value, bool)
+    if isinstance(default, (int, float)):
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if isinstance(default, list):
+        return isinstance(value, list) and all(isinstance(v, str) for v in value)
+    return isinstance(value, type(default))
+
+
+def _typed(code: str, options: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
+    """Options checked against their defaults' types; a list option also takes "a,b" (from --option)."""
+    out = {}
+    for name, value in options.items():
+        default = defaults[name]
+        if isinstance(default, list) and isinstance(value, str):
+            value = [v.strip() for v in value.split(",") if v.strip()]
+        if not _fits(value, default):
+            kind = {bool: "true or false", int: "a number", float: "a number", list: "a list of strings"}
+            raise UsageError(f"{code}.{name} must be {kind.get(type(default), type(default).__name__)}, got {value!r}")
+        out[name] = value
+    return out

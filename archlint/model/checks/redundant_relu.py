@@ -3,7 +3,7 @@
 ReLU (and LeakyReLU, ELU, CELU, which are the identity on x ≥ 0) applied to a tensor that is
 already non-negative: the output of ReLU, ReLU6, sigmoid, softmax, abs, hardsigmoid or exp,
 possibly through max/avg pooling, dropout, views, splits or a concat of such tensors. Also a
-ReLU whose only consumer is ReLU6/Hardtanh(0, ·)/ReLU: the later one clamps at 0 already.
+ReLU whose only consumer is ReLU6: the later one clamps at 0 already.
 Each is a full read and write of the activation for nothing.
 """
 
@@ -16,7 +16,7 @@ OPTIONS: dict = {}
 
 NON_NEGATIVE = frozenset({"relu", "relu6", "sigmoid", "softmax", "abs", "hardsigmoid", "exp"})
 IDENTITY_ON_NON_NEGATIVE = frozenset({"relu", "leakyrelu", "elu", "celu"})
-CLAMPS_AT_ZERO = frozenset({"relu", "relu6"})
+CLAMPS_AT_ZERO = frozenset({"relu6"})  # ReLU → ReLU is reported once, on the second
 KEEPS_SIGN = frozenset({"maxpool1d", "maxpool2d", "maxpool3d", "avgpool1d", "avgpool2d", "avgpool3d",
                         "adaptiveavgpool1d", "adaptiveavgpool2d", "adaptiveavgpool3d",
                         "adaptivemaxpool1d", "adaptivemaxpool2d", "adaptivemaxpool3d", "identity"})
