@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import math
+import os
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -104,6 +105,7 @@ def measure(graph: nx.DiGraph, model: torch.nn.Module, inputs, device: str, sett
         if dev.type == "cuda":
             torch.cuda.empty_cache()
     report.peaks = p
+    report.notes += _noise_notes(report, dev)
     if not cached:
         report.notes.append(f"roofline peaks measured now and cached ({roofline.cache_dir() / roofline.CACHE_FILE})")
     for name, d in ops(graph):
@@ -268,6 +270,33 @@ def _measure_hooks(graph, model, args, dev, settings) -> LatencyReport:
     if trace_file is not None:
         report.notes.append(f"trace of one per-module pass written to {trace_file} (ranges named by module path)")
     return report
+
+
+def _noise_notes(report: LatencyReport, dev: torch.device) -> list[str]:
+    """Say so when the figures are likely disturbed: a busy CPU, or per-op medians whose sum
+    falls well short of the passes they came from (rare, large stalls: a median drops them per
+    op, but almost every whole pass contains one)."""
+    notes = []
+    load = _load_average()
+    cores = os.cpu_count() or 1
+    if dev.type == "cpu" and load is not None and load > cores:
+        notes.append(
+            f"the machine was busy while timing (load average {load:.1f} on {cores} cores): latencies are noisy"
+        )
+    per_pass, summed = report.per_pass_sum_of_ops_ms, report.sum_of_ops_ms
+    if per_pass > 0 and abs(summed / per_pass - 1) > 0.1:
+        notes.append(
+            f"the per-op medians sum to {summed:.3f} ms but a replayed pass's ops took {per_pass:.3f} ms "
+            "(median over passes): the timings vary from pass to pass; compare end to end with the latter"
+        )
+    return notes
+
+
+def _load_average() -> float | None:
+    try:
+        return os.getloadavg()[0]
+    except (OSError, AttributeError):  # not on this platform
+        return None
 
 
 def _set_latency(node: dict, stats: Stats) -> None:

@@ -41,8 +41,8 @@ def print_time(model: ModelResult, console: Console, top: int = 10) -> None:
     if t.latency_ms is not None:
         head += f": {t.latency_ms:.3f} ms end to end"
         if t.latency_ms_sum_of_ops is not None:
-            diff = t.latency_ms_sum_of_ops / t.latency_ms - 1
-            head += f", {t.latency_ms_sum_of_ops:.3f} ms summed over ops ({diff:+.1%} op-by-op)"
+            ratio = t.latency_ms_sum_of_ops / t.latency_ms
+            head += f", {t.latency_ms_sum_of_ops:.3f} ms summed over ops ({ratio:.1%} of end to end)"
     console.print(head)
     if model.timing:
         console.print(f"  timed: {model.timing}", style="dim")

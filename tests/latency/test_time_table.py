@@ -68,7 +68,7 @@ def _render(model, top=3) -> str:
 
 def test_print_time_shows_totals_shares_and_slowest_ops():
     out = _render(_model(MODEL))
-    assert "9.000 ms end to end, 10.000 ms summed over ops (+11.1% op-by-op)" in out
+    assert "9.000 ms end to end, 10.000 ms summed over ops (111.1% of end to end)" in out
     assert "compute 60.0%, element-wise 20.0%, memory-only 15.0%, other 5.0%" in out
     assert "slowest 3 of 7 timed ops" in out
     assert "ridge 10.0 FLOP/byte" in out

@@ -1,0 +1,98 @@
+"""`archlint MODEL --latency` end to end, through the real load → capture → cost → measure."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from archlint.cli import main
+
+NETS = str(Path(__file__).parents[2] / "examples" / "nets.py")
+FAST = ["--input-shape", "1,3,32,32", "--warmup", "1", "--repeat", "3", "--exit-zero"]
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)]
+
+
+def _run_json(capsys, *args) -> dict:
+    code = main([f"{NETS}:TinyNet", *FAST, "--latency", "--output-format", "json", *args])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    return json.loads(out.out)["models"][0]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_json_has_latency_per_layer_and_in_totals(capsys, device):
+    model = _run_json(capsys, "--device", device)
+    layers = model["layers"]
+    assert layers
+    for layer in layers:  # every op of a replayed fx graph is timed, views included
+        ms = layer["latency_ms"]
+        assert isinstance(ms, float) and math.isfinite(ms) and ms > 0, layer["name"]
+        assert layer["latency_spread_ms"][0] <= ms <= layer["latency_spread_ms"][1]
+    computing = [la for la in layers if la["mac_bytes"] > 0 and la["known"]]
+    assert computing and all(la["roofline"]["bound"] in ("memory", "compute") for la in computing)
+    totals = model["totals"]
+    assert totals["latency_ms"] > 0 and math.isfinite(totals["latency_ms"])
+    assert totals["latency_ms_sum_of_ops"] == pytest.approx(sum(la["latency_ms"] for la in layers))
+    assert "median of 3 passes" in model["timing"]
+    assert model["roofline"]["peak_flops_per_s"] > 0
+
+
+def test_without_latency_nothing_is_timed(capsys):
+    code = main([f"{NETS}:TinyNet", "--input-shape", "1,3,32,32", "--exit-zero", "--output-format", "json"])
+    model = json.loads(capsys.readouterr().out)["models"][0]
+    assert code == 0
+    assert model["totals"]["latency_ms"] is None and model["timing"] is None
+    assert all(la["latency_ms"] is None for la in model["layers"])
+
+
+def test_text_report_shows_where_the_time_goes(capsys):
+    assert main([f"{NETS}:TinyNet", *FAST, "--latency"]) == 0
+    out = capsys.readouterr().out
+    assert "ms end to end" in out and "summed over ops" in out
+    assert "share of op time: compute" in out and "timed ops" in out
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_trace_holds_one_range_per_layer(capsys, tmp_path, device):
+    model = _run_json(capsys, "--device", device, "--trace", str(tmp_path))
+    (trace_file,) = tmp_path.glob("*.pt.trace.json")
+    events = json.loads(trace_file.read_text())["traceEvents"]
+    ranges = [e["name"] for e in events if e.get("cat") == "user_annotation"]
+    assert sorted(ranges) == sorted(la["name"] for la in model["layers"])
+    assert any(str(trace_file) in note for note in model["notes"])
+
+
+def test_trace_alone_implies_latency(capsys, tmp_path):
+    code = main([f"{NETS}:TinyNet", *FAST, "--trace", str(tmp_path), "--output-format", "json"])
+    assert code == 0
+    assert json.loads(capsys.readouterr().out)["models"][0]["totals"]["latency_ms"] > 0
+    assert list(tmp_path.glob("*.pt.trace.json"))
+
+
+def test_device_cuda_without_cuda_exits_2_with_one_line(capsys, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert main([f"{NETS}:TinyNet", *FAST, "--latency", "--device", "cuda"]) == 2
+    out = capsys.readouterr()
+    assert out.out == ""
+    assert out.err.splitlines() == [
+        f"archlint: error: --device cuda: CUDA is not available on this machine (torch {torch.__version__}); "
+        "use --device cpu"
+    ]
+
+
+def test_out_of_memory_exits_2_suggesting_a_smaller_batch(capsys, monkeypatch):
+    import archlint.model.measure as measure
+
+    def oom(*args, **kwargs):
+        raise RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 68719476736 bytes.")
+
+    monkeypatch.setattr(measure, "sample", oom)
+    assert main([f"{NETS}:TinyNet", *FAST, "--latency"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1
+    assert err[0].startswith("archlint: error: ran out of CPU memory on cpu while timing")
+    assert "1x3x32x32" in err[0] and "try a smaller batch" in err[0]
