@@ -104,3 +104,34 @@ def test_hook_is_skipped_without_staged_python_files(project, hook_repo, offline
     result = try_repo(project, hook_repo, offline_env, tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "(no files to check)" in result.stdout and "Skipped" in result.stdout
+
+
+MODELS_CONFIG = """\
+[tool.archlint]
+select = ["AL201"]
+
+[[tool.archlint.models]]
+target = "nets.py:TinyNet"
+input-shapes = [[1, 3, 56, 56]]
+budgets = {{ max-flops = {budget} }}
+"""
+
+
+def test_models_hook_runs_the_configured_models_with_the_users_torch(project, hook_repo, offline_env, tmp_path):
+    """archlint-models is a `system` hook: no install, it runs the archlint (and torch) of the
+    environment pre-commit is started from; here, the one running these tests."""
+    pytest.importorskip("torch")
+    shutil.copy(REPO / "examples" / "nets.py", project / "nets.py")
+    (project / "pyproject.toml").write_text(MODELS_CONFIG.format(budget="2e7"))
+    git(project, "add", "nets.py", "pyproject.toml")
+    env = {**offline_env, **GIT_ENV, "PRE_COMMIT_HOME": str(tmp_path / "home"), "NO_COLOR": "1"}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
+    argv = [sys.executable, "-m", "pre_commit", "try-repo", str(hook_repo), "archlint-models", "--verbose", "--color=never"]
+    over = subprocess.run(argv, cwd=project, capture_output=True, text=True, env=env, timeout=600)
+    assert over.returncode == 1, over.stdout + over.stderr
+    assert "max-flops" in over.stdout and "exceeds budget 20M FLOPs" in over.stdout
+
+    (project / "pyproject.toml").write_text(MODELS_CONFIG.format(budget="1e8"))
+    git(project, "add", "pyproject.toml")
+    under = subprocess.run(argv, cwd=project, capture_output=True, text=True, env=env, timeout=600)
+    assert under.returncode == 0, under.stdout + under.stderr
