@@ -220,13 +220,19 @@ def from_table(table: dict[str, Any], root: Path, source: str = "pyproject.toml"
     s.ignore = _codes(table.get("ignore", []), "ignore")
     for key in ("select", "extend-select", "ignore"):
         check_selectors(_codes(table.get(key, []), key), f"{source}: [tool.archlint] {key}")
-    for key, attr in (("per-file-ignores", "per_file_ignores"), ("module-ignores", "module_ignores")):
-        value = table.get(key, {})
-        if not isinstance(value, dict):
+    for key in ("per-file-ignores", "module-ignores"):
+        if not isinstance(table.get(key, {}), dict):
             raise UsageError(f"{source}: [tool.archlint] {key} must be a table of lists")
-        setattr(s, attr, {k: _codes(v, f"{key}.{k}") for k, v in value.items()})
-        for pattern, codes in getattr(s, attr).items():
-            check_selectors(codes, f"{source}: [tool.archlint] {key} {pattern!r}")
+    # per-file-ignores: file glob → codes, as ruff's
+    s.per_file_ignores = {k: _codes(v, f"per-file-ignores.{k}") for k, v in table.get("per-file-ignores", {}).items()}
+    for pattern, codes in s.per_file_ignores.items():
+        check_selectors(codes, f"{source}: [tool.archlint] per-file-ignores {pattern!r}")
+    # module-ignores: code → module-path globs ("backbone.layer3.*"), for model findings
+    module_ignores = table.get("module-ignores", {})
+    for code, globs in module_ignores.items():
+        if not isinstance(globs, list) or not all(isinstance(g, str) for g in globs):
+            raise UsageError(f"{source}: [tool.archlint] module-ignores.{code} must be a list of module-path globs")
+    s.module_ignores = {code.upper(): list(globs) for code, globs in module_ignores.items()}
     check_selectors(list(s.module_ignores), f"{source}: [tool.archlint] module-ignores")
     rules = table.get("rules", {})
     if not isinstance(rules, dict) or not all(isinstance(v, dict) for v in rules.values()):

@@ -33,3 +33,9 @@ def write_report(result: RunResult, settings: Settings) -> None:
     else:
         settings.output_file.parent.mkdir(parents=True, exist_ok=True)
         settings.output_file.write_text(text, encoding="utf-8")
+        # The report went to a file: the CI log still says why the run fails.
+        n = len(result.diagnostics)
+        print(f"archlint: wrote {settings.output_format} to {settings.output_file}: {n} finding{'s' * (n != 1)}", file=sys.stderr)
+        for g in result.gate:
+            if not g.passed:
+                print(f"archlint: gate failed: {g.target}: {g.check}: {g.message}", file=sys.stderr)

@@ -32,6 +32,12 @@ def test_config_is_found_by_walking_up_from_a_subdirectory(tmp_path, monkeypatch
         ignore = ["{some_code}"]
         tolerance = {{ flops = 0.05, latency-ms = 0.5 }}
 
+        [tool.archlint.per-file-ignores]
+        "tests/*" = ["AL3"]
+
+        [tool.archlint.module-ignores]
+        al1 = ["backbone.layer3.*"]
+
         [[tool.archlint.models]]
         target = "nets.py:Net"
         input-shapes = [[1, 3, 32, 32], "1,10"]
@@ -47,6 +53,8 @@ def test_config_is_found_by_walking_up_from_a_subdirectory(tmp_path, monkeypatch
     assert s.root == tmp_path.resolve()
     assert s.ignore == [some_code] and not s.enabled(some_code)
     assert s.tolerance == {"flops": 0.05, "latency_ms": 0.5}
+    assert s.per_file_ignores == {"tests/*": ["AL3"]} and s.module_ignores == {"AL1": ["backbone.layer3.*"]}
+    assert s.module_ignored("AL101", "backbone.layer3.0.conv1") and not s.module_ignored("AL201", "backbone.layer3.0")
     (m,) = s.models
     assert (m.target, m.input_shapes, m.dtype, m.device) == ("nets.py:Net", [[1, 3, 32, 32], [1, 10]], "bfloat16", "cuda:1")
     assert m.init == {"num_classes": 10} and m.budgets == {"max-flops": 3e8, "max-params": 1e6}
@@ -69,6 +77,8 @@ def test_a_pyproject_without_the_table_is_skipped(tmp_path, monkeypatch):
         ('[tool.archlint]\nignore = ["XYZ"]\n', "[tool.archlint] ignore: unknown rule code 'XYZ'"),
         ('[tool.archlint.per-file-ignores]\n"tests/*" = ["AL998"]\n', "per-file-ignores 'tests/*': unknown rule code 'AL998'"),
         ('[tool.archlint.rules.AL997]\nthreshold = 0.2\n', "[tool.archlint.rules]: unknown rule code 'AL997'"),
+        ('[tool.archlint.module-ignores]\nAL996 = ["a.*"]\n', "module-ignores: unknown rule code 'AL996'"),
+        ('[tool.archlint.module-ignores]\nAL1 = "a.*"\n', "module-ignores.AL1 must be a list of module-path globs"),
         ('[tool.archlint.rules.{code}]\nthreshold = -0.5\n', "{code}.threshold must be ≥ 0, got -0.5"),
         ('[tool.archlint]\ntolerance = {{ flops = -1 }}\n', "tolerance: flops must be a non-negative fraction"),
         ('[tool.archlint]\ntolerance = {{ speed = 0.1 }}\n', "tolerance: unknown metric 'speed'"),
