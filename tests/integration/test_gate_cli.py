@@ -51,6 +51,10 @@ def test_over_budget_fails_naming_the_budget(capsys, monkeypatch):
     assert "max-flops" in out and "exceeds budget 20M FLOPs by" in out
     assert "max-params" not in out  # a passing budget is not a failure line
 
+    # Report-only: the same failure, exit 0.
+    code, out = archlint(capsys, *TINY, "--select", "AL201", "--max-flops", "2e7", "--exit-zero")
+    assert code == 0 and "exceeds budget 20M FLOPs" in out
+
 
 @pytest.fixture
 def project(tmp_path, monkeypatch) -> Path:
