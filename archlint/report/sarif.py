@@ -70,8 +70,9 @@ def _rule(rule: RuleInfo) -> dict[str, Any]:
 
 
 def _first_paragraph(markdown: str) -> str:
-    """The first prose paragraph of a rule page (under 'What it does'), not a heading."""
-    for block in markdown.split("\n\n"):
+    """The first prose paragraph under 'What it does' (else of the page), not a heading."""
+    _, found, after = markdown.partition("## What it does")
+    for block in (after if found else markdown).split("\n\n"):
         text = block.strip()
         if text and not text.startswith(("#", "```", "---")):
             return " ".join(text.split())

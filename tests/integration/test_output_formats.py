@@ -61,6 +61,9 @@ def test_sarif_lists_every_rule_with_its_page_as_help(project, result, monkeypat
         info = catalog()[r["id"]]
         assert r["help"]["text"] == info.body and r["shortDescription"]["text"] == info.summary
         assert r["defaultConfiguration"]["level"] == info.severity.sarif_level
+        if "## What it does" in info.body:  # the full description is the page's first real paragraph
+            section = " ".join(info.body.split("## What it does", 1)[1].split())
+            assert section.startswith(r["fullDescription"]["text"])
     for res in run["results"]:
         if res["ruleId"] in catalog():
             assert rules[res["ruleIndex"]]["id"] == res["ruleId"]
