@@ -72,6 +72,8 @@ def print_text(result: RunResult, settings: Settings, console: Console | None = 
     for g in result.gate:
         if not g.passed:
             console.print(f"[bold red]gate failed[/] {g.target}: {g.check}: {g.message}")
+        elif g.check in ("baseline:known-findings", "baseline:saved"):  # say what the baseline hid
+            console.print(f"[dim]{g.check.split(':')[0]}: {g.message}[/]")
     if settings.statistics and diagnostics:
         for code, count in sorted(Counter(d.code for d in diagnostics).items()):
             console.print(f"{count:>5}  {code}")
