@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
+import os
 import re
 import sys
 from dataclasses import dataclass, field
@@ -146,7 +147,12 @@ def load(start: Path | None = None, path: Path | None = None) -> Settings:
     table = data.get("tool", {}).get("archlint", {})
     if not isinstance(table, dict):
         raise UsageError(f"{path}: [tool.archlint] must be a table")
-    return from_table(table, root=path.resolve().parent, source=str(path))
+    settings = from_table(table, root=path.resolve().parent, source=str(path))
+    for model in settings.models:  # targets in the file are relative to its directory, not the cwd
+        file, _, name = model.target.rpartition(":")
+        if not Path(file).is_absolute():
+            model.target = f"{Path(os.path.relpath(settings.root / file, start)).as_posix()}:{name}"
+    return settings
 
 
 _KEYS = {

@@ -96,12 +96,13 @@ def _identity(d: Diagnostic, settings: Settings) -> tuple[str, ...]:
 
 
 def _target(target: str, settings: Settings) -> str:
-    """A target as the baseline keys it: as written when relative (config targets are relative
-    to the project root, CLI ones to where CI runs), else relative to the project root."""
+    """A target as the baseline keys it: its file relative to the project root, whatever the
+    directory archlint ran from (a target outside the root stays as written)."""
     path, sep, name = target.rpartition(":")
     if not (sep and path):
         return target
-    return f"{settings.relpath(path) if Path(path).is_absolute() else Path(path).as_posix()}:{name}"
+    file = settings.relpath(path)
+    return f"{file if not Path(file).is_absolute() else Path(path).as_posix()}:{name}"
 
 
 def _line_text(file: str, line: int | None) -> str | None:

@@ -56,7 +56,8 @@ def test_config_is_found_by_walking_up_from_a_subdirectory(tmp_path, monkeypatch
     assert s.per_file_ignores == {"tests/*": ["AL3"]} and s.module_ignores == {"AL1": ["backbone.layer3.*"]}
     assert s.module_ignored("AL101", "backbone.layer3.0.conv1") and not s.module_ignored("AL201", "backbone.layer3.0")
     (m,) = s.models
-    assert (m.target, m.input_shapes, m.dtype, m.device) == ("nets.py:Net", [[1, 3, 32, 32], [1, 10]], "bfloat16", "cuda:1")
+    # Targets in the file are relative to the project root; archlint runs them from the cwd.
+    assert (m.target, m.input_shapes, m.dtype, m.device) == ("../../nets.py:Net", [[1, 3, 32, 32], [1, 10]], "bfloat16", "cuda:1")
     assert m.init == {"num_classes": 10} and m.budgets == {"max-flops": 3e8, "max-params": 1e6}
 
 

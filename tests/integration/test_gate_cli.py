@@ -92,10 +92,15 @@ def test_baseline_grandfathers_old_findings_and_fails_new_ones(capsys, project):
     assert new["check"] == "baseline:new-findings" and "AL201" in new["message"]
 
 
-def test_flops_growth_beyond_tolerance_fails_and_says_by_how_much(capsys, project):
+def test_flops_growth_beyond_tolerance_fails_and_says_by_how_much(capsys, project, monkeypatch):
     assert archlint(capsys, "--models", "--save-baseline", "b.json")[0] == 0
+    # Run from a subdirectory: the config is found upward, targets and baseline keys still match.
+    (project / "sub").mkdir()
+    monkeypatch.chdir(project / "sub")
+    code, out = archlint(capsys, "--models", "--baseline", "../b.json")
+    assert code == 0, out
     # A wider network: same modules (findings grandfathered), more FLOPs.
-    code, out = archlint(capsys, "--models", "--baseline", "b.json", "--init", "width=40")
+    code, out = archlint(capsys, "--models", "--baseline", "../b.json", "--init", "width=40")
     assert code == 1
     line = next(l for l in out.splitlines() if "baseline:flops" in l)
     assert "FLOPs grew +" in line and "over the baseline" in line and "tolerance 5%" in line
