@@ -84,7 +84,8 @@ def measure(graph: nx.DiGraph, model: torch.nn.Module, inputs, device: str, sett
     gm = getattr(replay, "graph_module", None)
     if gm is not None and any(t.device.type == "meta" for t in (*gm.parameters(), *gm.buffers())):
         raise RuntimeError("the replay graph was captured on a meta-built model; capture the real model to time it")
-    was_training = model.training, gm.training if gm is not None else False
+    # Every module's own flag (a model may keep some submodules in eval), the GraphModule's too.
+    flags = [(m, m.training) for m in (*model.modules(), *(gm.modules() if gm is not None else ()))]
     try:
         with _clear_oom(dev, f"timing {graph.graph.get('target', 'the model')} with inputs {_shapes(inputs)}"):
             model.to(dev).eval()
@@ -100,8 +101,10 @@ def measure(graph: nx.DiGraph, model: torch.nn.Module, inputs, device: str, sett
             p, cached = roofline.peaks(dev, dtype)
     finally:
         if gm is not None:
-            gm.to(origin).train(was_training[1])
-        model.to(origin).train(was_training[0])  # after gm: the two share submodules
+            gm.to(origin)
+        model.to(origin)
+        for m, training in flags:
+            m.training = training
         if dev.type == "cuda":
             torch.cuda.empty_cache()
     report.peaks = p

@@ -64,9 +64,11 @@ def test_model_keeps_its_device_mode_and_parameters(small, settings):
     model, inputs = small
     graph = fx_opgraph(model, inputs)
     model.train()
+    model.bn.eval()  # a frozen BatchNorm inside a training model keeps its own flag
     before = {k: v.clone() for k, v in model.state_dict().items()}
     measure(graph, model, inputs, "cpu", settings)
-    assert model.training  # timed in eval mode, handed back in train mode
+    assert model.training and model.conv.training  # timed in eval mode, handed back in train mode
+    assert not model.bn.training
     for k, v in model.state_dict().items():  # eval mode: BatchNorm statistics untouched
         assert torch.equal(v, before[k]), k
 
