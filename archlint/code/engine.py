@@ -56,6 +56,33 @@ def _syntax_error(text: str, path: str, exc) -> Diagnostic:
     )
 
 
+def _diagnostics(check_module, facts, path: str, file_codes: set[str]) -> list[Diagnostic]:
+    severities = _severities()
+    out = []
+    for finding in check_module.check(facts):
+        if finding.code in file_codes:
+            continue
+        start, end = facts.position(finding.node)
+        line_text = facts.lines[start.line - 1] if start.line <= len(facts.lines) else ""
+        noqa = _NOQA.search(line_text)
+        if noqa and _suppressed(finding.code, _codes(noqa.group("codes"))):
+            continue
+        out.append(
+            Diagnostic(
+                finding.code,
+                finding.message,
+                severities.get(finding.code, Severity.WARNING),
+                file=path,
+                line=start.line,
+                column=start.column + 1,
+                end_line=end.line,
+                end_column=end.column + 1,
+                fix=finding.fix() if finding.fix else None,
+            )
+        )
+    return out
+
+
 def lint_text(text: str, path: str) -> list[Diagnostic]:
     if _PREFILTER not in text:
         return []
@@ -75,31 +102,18 @@ def lint_text(text: str, path: str) -> list[Diagnostic]:
         return [_syntax_error(text, path, exc)]
     except RecursionError:
         return [parse_error(path, "cannot parse: nesting too deep for the parser", 1, 1)]
-    facts = Facts(module, text)
-    severities = _severities()
+    try:
+        facts = Facts(module, text)
+    except RecursionError:
+        return [parse_error(path, "cannot analyze: nesting too deep", 1, 1)]
     out = []
     for check_module in modules():
-        for finding in check_module.check(facts):
-            if file_codes and finding.code in file_codes:
-                continue
-            start, end = facts.position(finding.node)
-            line_text = facts.lines[start.line - 1] if start.line <= len(facts.lines) else ""
-            noqa = _NOQA.search(line_text)
-            if noqa and _suppressed(finding.code, _codes(noqa.group("codes"))):
-                continue
-            out.append(
-                Diagnostic(
-                    finding.code,
-                    finding.message,
-                    severities.get(finding.code, Severity.WARNING),
-                    file=path,
-                    line=start.line,
-                    column=start.column + 1,
-                    end_line=end.line,
-                    end_column=end.column + 1,
-                    fix=finding.fix() if finding.fix else None,
-                )
-            )
+        try:
+            out += _diagnostics(check_module, facts, path, file_codes)
+        except Exception as exc:  # a bug in one check must not lose the other files' findings
+            name = check_module.__name__.rsplit(".", 1)[-1]
+            out.append(parse_error(path, f"archlint internal error in check {name!r} on this file "
+                                         f"({type(exc).__name__}: {exc}); please report it", 1, 1))
     out.sort(key=lambda d: (d.line, d.column, d.code))
     return out
 

@@ -102,3 +102,17 @@ def test_exit_codes(tmp_path):
     assert code("dirty.py", "--ignore", "AL4") == 0
     assert code("missing.py") == 2
     assert code("dirty.py", "--jobs", "x") == 2
+
+
+def test_a_failing_check_is_reported_and_others_still_run(monkeypatch):
+    from archlint.code.checks import zero_grad
+    from archlint.code.engine import lint_text
+
+    def broken(facts):
+        raise ValueError("boom")
+        yield
+
+    monkeypatch.setattr(zero_grad, "check", broken)
+    found = lint_text(FINDING, "t.py")
+    assert [(d.code, d.line) for d in found] == [("AL000", 1), ("AL402", 2)]
+    assert "internal error in check 'zero_grad'" in found[0].message and "boom" in found[0].message

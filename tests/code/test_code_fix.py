@@ -107,3 +107,13 @@ def test_fix_on_cifar_trainer(tmp_path):
     assert "DataLoader(trainset, batch_size=batch_size, shuffle=True, pin_memory=True)" in text
     assert "inputs.to(device, non_blocking=True), targets.to(device, non_blocking=True)" in text
     assert "set_to_none=False" in text  # unsafe: not without --unsafe-fixes
+
+
+def test_crlf_file_keeps_its_line_endings():
+    src = (
+        "import torch\r\nfrom torch.utils.data import DataLoader\r\n"
+        "loader = DataLoader(\r\n    dataset,\r\n    num_workers=4,\r\n)\r\nx = torch.ones(1).cuda()\r\n"
+    )
+    out = fixed(src)
+    assert "pin_memory=True" in out and 'device="cuda"' in out
+    assert out.count("\n") == out.count("\r\n") == src.count("\r\n") + 1

@@ -28,7 +28,8 @@ def add_keyword(facts: Facts, call: cst.Call, text: str) -> Edit:
     line_text = facts.lines[start.line - 1]
     own_line = start.line != call_start.line and not line_text[: start.column].strip()
     if own_line:
-        return insert(*_at(end), f",\n{line_text[: start.column]}{text}")
+        newline = facts.module.default_newline  # keep the file's own line endings
+        return insert(*_at(end), f",{newline}{line_text[: start.column]}{text}")
     return insert(*_at(end), f", {text}")
 
 

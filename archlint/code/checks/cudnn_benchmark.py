@@ -55,11 +55,12 @@ def check(facts: Facts):
 
 def _fix(facts: Facts) -> Fix | None:
     torch_name = facts.imports.names.get("torch")
-    line = "torch.backends.cudnn.benchmark = True\n"
+    nl = facts.module.default_newline
+    line = f"torch.backends.cudnn.benchmark = True{nl}"
     if torch_name is None:
         if "torch" in facts.bound:
             return None  # `torch` means something else here
-        line = "import torch\n" + line
+        line = f"import torch{nl}" + line
     elif torch_name != "torch":
         return None
     anchor = None  # the last import statement at the top level of the module
