@@ -7,7 +7,6 @@ changes nothing. A round whose result no longer parses is dropped and the file l
 
 from __future__ import annotations
 
-import ast
 import difflib
 import sys
 from pathlib import Path
@@ -59,11 +58,11 @@ def fix_text(text: str, path: str, settings: Settings) -> tuple[str, list[Diagno
         candidate, applied = apply_edits(text, edits)
         if not applied or candidate == text:
             break
-        try:
-            ast.parse(candidate, filename=path)  # parse only: the code is never run
-        except SyntaxError as err:
+        try:  # compiled to bytecode, never run: catches what the parser alone lets through
+            compile(candidate, path, "exec", dont_inherit=True)
+        except (SyntaxError, ValueError) as err:
             print(f"archlint: warning: {path}: fixes not applied, the result would not parse "
-                  f"({err.msg} at line {err.lineno}); please report this", file=sys.stderr)
+                  f"({err}); please report this", file=sys.stderr)
             break
         text = candidate
         diagnostics = selected(lint_text(text, path), settings)

@@ -94,10 +94,6 @@ def lint_many(items: list[tuple[str, bytes]], jobs: int) -> list[list[Diagnostic
         return list(pool.map(_work, items, chunksize=chunk))
 
 
-def _display(path: Path) -> str:
-    return str(path)
-
-
 def lint_files(files: list[Path], settings: Settings) -> list[Diagnostic]:
     """Every finding in these files (before selection), using and refreshing the cache."""
     cache_path = _cache_path(settings)
@@ -106,7 +102,7 @@ def lint_files(files: list[Path], settings: Settings) -> list[Diagnostic]:
     results: dict[int, list[Diagnostic]] = {}
     todo: list[tuple[int, str, bytes, str]] = []
     for i, path in enumerate(files):
-        name = _display(path)
+        name = str(path)
         try:
             data = _read(path)
         except OSError as exc:

@@ -117,3 +117,17 @@ def test_crlf_file_keeps_its_line_endings():
     out = fixed(src)
     assert "pin_memory=True" in out and 'device="cuda"' in out
     assert out.count("\n") == out.count("\r\n") == src.count("\r\n") + 1
+
+
+def test_fix_that_breaks_the_file_is_not_written(tmp_path, monkeypatch, capsys):
+    from archlint.code import fix as fix_module
+    from archlint.diagnostics import Applicability, Diagnostic, Fix
+
+    target = tmp_path / "t.py"
+    target.write_text("import torch\nx = 1\n")
+    bad = Diagnostic("AL402", "m", file=str(target), line=2, column=1,
+                     fix=Fix("break it", Applicability.SAFE, (Edit(2, 1, 2, 1, "("),)))
+    monkeypatch.setattr(fix_module, "lint_text", lambda text, path: [bad])
+    fix_module.fix_files([target], Settings(fix=True))
+    assert target.read_text() == "import torch\nx = 1\n"
+    assert "fixes not applied, the result would not parse" in capsys.readouterr().err
