@@ -197,15 +197,29 @@ def check_selectors(codes: list[str], where: str) -> None:
             raise UsageError(f"{where}: unknown rule code {code!r}; `archlint rules` lists them")
 
 
+def documented_options(page: str) -> set[str] | None:
+    """Option names from a rule page's "## Options" table (`| `name` | default | meaning |`);
+    an empty set when the page says the rule takes none, None when the page has no such section."""
+    _, found, section = page.partition("\n## Options")
+    if not found:
+        return None
+    section = section.split("\n## ", 1)[0]
+    return set(re.findall(r"^\|\s*`([A-Za-z_][\w-]*)`\s*\|", section, flags=re.MULTILINE))
+
+
 def check_rule_options(options: dict[str, dict[str, Any]], where: str) -> None:
-    """Per-rule options: an existing code, non-negative thresholds. Option names are checked by
-    the rule itself (Settings.options), which knows what it takes."""
+    """Per-rule options: an existing code, option names its page documents, non-negative
+    thresholds. (The rule checks the names again when it runs: Settings.options.)"""
     from archlint.registry import catalog
 
     for code, values in options.items():
         if code not in catalog():
             raise UsageError(f"{where}: unknown rule code {code!r}; `archlint rules` lists them")
+        known = documented_options(catalog()[code].body)
         for name, value in values.items():
+            if known is not None and name not in known:
+                takes = f"it takes: {', '.join(sorted(known))}" if known else "it takes none"
+                raise UsageError(f"{where}: unknown option {name!r} for {code}; {takes} (`archlint rule {code}`)")
             if isinstance(value, (int, float)) and not isinstance(value, bool) and value < 0:
                 raise UsageError(f"{where}: {code}.{name} must be ≥ 0, got {value!r}")
 

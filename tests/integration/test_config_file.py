@@ -141,3 +141,34 @@ def test_unknown_option_name_is_reported_by_the_rule(some_code):
     s = config.Settings(rule_options={some_code: {"treshold": 1}})
     with pytest.raises(UsageError, match=f"unknown option 'treshold' for {some_code}; it takes: threshold"):
         s.options(some_code, {"threshold": 0.5})
+
+
+def test_options_documented_on_rule_pages_match_what_model_checks_take():
+    """Config validates option names against each rule page's Options table: the pages must
+    list exactly what the checks read, or a valid option would be refused."""
+    import importlib
+    import pkgutil
+
+    pytest.importorskip("torch")
+    import archlint.model.checks as checks
+
+    compared = 0
+    for info in pkgutil.iter_modules(checks.__path__):
+        module = importlib.import_module(f"{checks.__name__}.{info.name}")
+        code = getattr(module, "CODE", None)
+        if code is None or code not in catalog():
+            continue
+        documented = config.documented_options(catalog()[code].body)
+        assert documented == set(getattr(module, "OPTIONS", {})), code
+        compared += 1
+    assert compared >= 5
+
+
+def test_unknown_option_for_a_rule_without_options(tmp_path, monkeypatch, capsys):
+    no_options = [c for c, r in catalog().items() if config.documented_options(r.body) == set()]
+    if not no_options:
+        pytest.skip("every rule takes options")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.py").write_text("x = 1\n")
+    assert main(["train.py", "--option", f"{no_options[0]}.level=3"]) == 2
+    assert f"unknown option 'level' for {no_options[0]}; it takes none" in capsys.readouterr().err
