@@ -22,6 +22,7 @@ class Where:
     column: int | None
     end_line: int | None
     end_column: int | None
+    fallback: bool = False  # True: placed at the target class, not where the rule pointed
 
 
 def locate(d: Diagnostic, settings: Settings) -> Where:
@@ -36,7 +37,7 @@ def locate(d: Diagnostic, settings: Settings) -> Where:
         file = Path(path)
         if not file.is_absolute() and not file.exists():
             file = settings.root / file  # a target from [[tool.archlint.models]]: relative to the root
-        return Where(settings.relpath(file), class_line(str(file.resolve()), name), None, None, None)
+        return Where(settings.relpath(file), class_line(str(file.resolve()), name), None, None, None, True)
     return Where(None, None, None, None, None)
 
 

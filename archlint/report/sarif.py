@@ -123,6 +123,8 @@ def _result(d: Diagnostic, index: dict[str, int], settings: Settings) -> dict[st
             }
         ]
     properties = {k: v for k, v in (("evidence", d.evidence), ("price", d.price.to_dict() if d.price else None)) if v}
+    if where.fallback:
+        properties["location"] = "the target's class: the finding had no source line inside the project"
     if properties:
         out["properties"] = json.loads(json.dumps(properties, default=str))
     return out

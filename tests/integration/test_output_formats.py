@@ -86,6 +86,7 @@ def test_sarif_locations_are_relative_and_model_findings_point_at_the_class(proj
     fallback = by_rule["AL201"]["locations"][0]["physicalLocation"]
     assert fallback["artifactLocation"]["uri"] == "nets.py" and fallback["region"]["startLine"] == 8
     assert by_rule["AL201"]["level"] == "note"
+    assert "target's class" in by_rule["AL201"]["properties"]["location"] and "location" not in by_rule["AL101"]["properties"]
     # Stable ids for code scanning: the same finding, the same fingerprint, whatever its line.
     assert all(len(r["partialFingerprints"]["archlintFingerprint/v1"]) == 20 for r in run["results"])
     assert "max-flops" in run["invocations"][0]["toolExecutionNotifications"][0]["message"]["text"]
