@@ -175,7 +175,8 @@ def _measure_replay(graph, model, gm, args, dev, settings) -> LatencyReport:
         per_pass_sum_of_ops_ms=per_op.per_pass.median,
         method=f"per op: {graph.graph.get('strategy', 'fx')} graph replayed node by node (torch.fx.Interpreter), "
         f"{clock} around each op; end to end: the original forward, {clock}; median of {settings.repeat} "
-        f"passes after {settings.warmup} warm-up passes, per-op and end-to-end passes interleaved",
+        f"passes after {settings.warmup} warm-up passes, per-op and end-to-end passes interleaved; "
+        "eval mode, torch.no_grad()",
         peaks=None,
         notes=notes,
         pricer=None,  # type: ignore[arg-type]  # set by measure() once the peaks are known
@@ -263,7 +264,8 @@ def _measure_hooks(graph, model, args, dev, settings) -> LatencyReport:
         sum_of_ops_ms=sum(s.median for s in mod_stats.values()),
         per_pass_sum_of_ops_ms=per_mod.per_pass.median,
         method=f"per module: forward hooks around each leaf module, {clock}; end to end: the original forward; "
-        f"median of {settings.repeat} passes after {settings.warmup} warm-up passes, interleaved",
+        f"median of {settings.repeat} passes after {settings.warmup} warm-up passes, interleaved; "
+        "eval mode, torch.no_grad()",
         peaks=None,
         notes=notes,
         pricer=None,  # type: ignore[arg-type]
@@ -289,7 +291,7 @@ def _noise_notes(report: LatencyReport, dev: torch.device) -> list[str]:
     per_pass, summed = report.per_pass_sum_of_ops_ms, report.sum_of_ops_ms
     if per_pass > 0 and abs(summed / per_pass - 1) > 0.1:
         notes.append(
-            f"the per-op medians sum to {summed:.3f} ms but a replayed pass's ops took {per_pass:.3f} ms "
+            f"the per-op medians sum to {summed:.3f} ms but the ops of one pass took {per_pass:.3f} ms "
             "(median over passes): the timings vary from pass to pass; compare end to end with the latter"
         )
     return notes

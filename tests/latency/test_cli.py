@@ -41,6 +41,23 @@ def test_json_has_latency_per_layer_and_in_totals(capsys, device):
     assert model["roofline"]["peak_flops_per_s"] > 0
 
 
+@pytest.mark.parametrize("strategy", ["export", "dispatch"])
+def test_graphs_that_cannot_be_replayed_are_timed_per_module(capsys, strategy):
+    model = _run_json(capsys, "--strategy", strategy)
+    assert model["strategy"] == strategy
+    assert model["timing"].startswith("per module: forward hooks")
+    assert any("cannot be replayed op by op" in n for n in model["notes"])
+    by_module: dict[str, list[dict]] = {}
+    for la in model["layers"]:
+        by_module.setdefault(la["module"], []).append(la)
+    for module in ("stem.0", "stem.1", "block1.conv1", "block2.bn2", "fc"):  # one op per leaf module
+        (layer,) = by_module[module]
+        assert layer["latency_ms"] > 0, module
+    # functional ops inside block1's forward (F.relu, +) have no module of their own to time
+    assert all(la["latency_ms"] is None for la in by_module["block1"])
+    assert model["totals"]["latency_ms"] > 0 and model["totals"]["latency_ms_sum_of_ops"] > 0
+
+
 def test_without_latency_nothing_is_timed(capsys):
     code = main([f"{NETS}:TinyNet", "--input-shape", "1,3,32,32", "--exit-zero", "--output-format", "json"])
     model = json.loads(capsys.readouterr().out)["models"][0]
