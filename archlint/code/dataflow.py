@@ -139,11 +139,11 @@ _WRAPPERS = {"enumerate", "tqdm", "tqdm.tqdm", "tqdm.auto.tqdm", "iter", "zip"}
 _LOADER_NAME = re.compile(r"loader", re.IGNORECASE)
 
 
-def _unwrap(node: cst.BaseExpression, facts: Facts) -> tuple[cst.BaseExpression, bool]:
+def _unwrap(node: cst.BaseExpression, facts: Facts, scope: Scope) -> tuple[cst.BaseExpression, bool]:
     """`enumerate(tqdm(loader))` → (loader, index_dropped)."""
     dropped = False
     while isinstance(node, cst.Call) and node.args:
-        name = facts.qname(node.func) or dotted(node.func)
+        name = facts.qname(node.func, scope) or dotted(node.func)
         if name not in _WRAPPERS:
             break
         dropped = dropped or name == "enumerate"
@@ -157,16 +157,16 @@ def loader_calls(facts: Facts) -> list[CallSite]:
 
 def loader_source(expr: cst.BaseExpression, scope: Scope, facts: Facts):
     """Where the iterable comes from: a DataLoader CallSite, "loader" (named like one), or None."""
-    expr, _ = _unwrap(expr, facts)
-    if isinstance(expr, cst.Call) and facts.qname(expr.func) == DATALOADER:
+    expr, _ = _unwrap(expr, facts, scope)
+    if isinstance(expr, cst.Call) and facts.qname(expr.func, scope) == DATALOADER:
         return next((c for c in facts.calls if c.node is expr), None)
     if isinstance(expr, cst.Name):
         found = scope.lookup(expr.value)
         if found is not None:
-            _, values = found
+            home, values = found
             if len(values) == 1 and values[0] is not None:
-                value, _ = _unwrap(values[0], facts)
-                if isinstance(value, cst.Call) and facts.qname(value.func) == DATALOADER:
+                value, _ = _unwrap(values[0], facts, home)
+                if isinstance(value, cst.Call) and facts.qname(value.func, home) == DATALOADER:
                     return next((c for c in facts.calls if c.node is value), None)
     name = dotted(expr)
     if name and _LOADER_NAME.search(name.rsplit(".", 1)[-1]):
@@ -195,7 +195,7 @@ def batch_loops(facts: Facts) -> list[BatchLoop]:
         if loop.iter is not None:
             source = loader_source(loop.iter, loop.scope, facts)
             if source is not None:
-                _, dropped = _unwrap(loop.iter, facts)
+                _, dropped = _unwrap(loop.iter, facts, loop.scope)
                 target = loop.node.target
                 if dropped and isinstance(target, cst.Tuple) and len(target.elements) == 2:
                     names = target_names(target.elements[1].value)
@@ -273,19 +273,19 @@ def is_tensor_expr(node: cst.BaseExpression, names: set[str]) -> bool:
     return root_name(node) in names
 
 
-def device_like(node: cst.BaseExpression, facts: Facts) -> bool:
+def device_like(node: cst.BaseExpression, facts: Facts, scope: Scope | None = None) -> bool:
     """Is this argument of .to()/.cuda() a device (not a dtype or another tensor)?"""
     value = literal(node)
     if isinstance(value, str):
         return value.split(":")[0] in ("cuda", "mps", "xpu", "xla", "npu", "hpu")
     if isinstance(value, int) and not isinstance(value, bool):
         return True
-    if isinstance(node, cst.Call) and facts.qname(node.func) == "torch.device":
+    if isinstance(node, cst.Call) and facts.qname(node.func, scope) == "torch.device":
         return True
     name = dotted(node)
     if name:
         last = name.rsplit(".", 1)[-1].lower()
-        return any(word in last for word in ("device", "gpu", "rank")) and not facts.qname(node)
+        return any(word in last for word in ("device", "gpu", "rank")) and not facts.qname(node, scope)
     return False
 
 

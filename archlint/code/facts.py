@@ -30,6 +30,10 @@ class Scope:
     params: set[str] = field(default_factory=set)
     calls: list[CallSite] = field(default_factory=list)
 
+    def binds(self, name: str) -> bool:
+        """Is `name` assigned (not imported) in this scope or one it can see?"""
+        return self.lookup(name) is not None
+
     def lookup(self, name: str) -> tuple[Scope, list[cst.BaseExpression | None]] | None:
         """The assignments of `name` in the innermost scope that assigns it (params count)."""
         scope: Scope | None = self
@@ -101,6 +105,7 @@ class _Collector(cst.CSTVisitor):
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self.f.bound.add(node.name.value)
+        self.scope.assigns.setdefault(node.name.value, []).append(None)
         self._enter(node, "function")
         self.f.functions.append(self.scope)
         p = node.params
@@ -115,6 +120,7 @@ class _Collector(cst.CSTVisitor):
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         self.f.bound.add(node.name.value)
+        self.scope.assigns.setdefault(node.name.value, []).append(None)
         self._enter(node, "class")
 
     leave_ClassDef = _leave
@@ -282,17 +288,26 @@ class Facts:
         self.main_guard: cst.If | None = None
         self._positions = None
         module.visit(_Collector(self))
-        self.imports.drop_shadowed(self.bound)
-        self._qn: dict[int, str | None] = {}
+        self._qn: dict[tuple[int, int], str | None] = {}
 
-    def qname(self, node: cst.BaseExpression) -> str | None:
-        key = id(node)
+    def qname(self, node: cst.BaseExpression, scope: Scope | None = None) -> str | None:
+        """The imported name an expression refers to, seen from `scope` (default: module level).
+
+        A name the scope chain also assigns (a variable, parameter, def or class of that name) is
+        not the import: None, so a shadowed import never produces a finding.
+        """
+        scope = scope or self.module_scope
+        key = (id(node), id(scope))
         if key not in self._qn:
-            self._qn[key] = self.imports.qualify(node)
+            head = node
+            while isinstance(head, cst.Attribute):
+                head = head.value
+            shadowed = isinstance(head, cst.Name) and scope.binds(head.value)
+            self._qn[key] = None if shadowed else self.imports.qualify(node)
         return self._qn[key]
 
     def calls_to(self, *names: str) -> list[CallSite]:
-        return [c for c in self.calls if self.qname(c.node.func) in names]
+        return [c for c in self.calls if self.qname(c.node.func, c.scope) in names]
 
     @property
     def uses_cuda(self) -> bool:

@@ -87,10 +87,6 @@ class ImportTable:
             self.names[local] = f"{module}.{alias.name.value}"
             self.modules.add(f"{module}.{alias.name.value}")
 
-    def drop_shadowed(self, bound: set[str]) -> None:
-        for name in bound & self.names.keys():
-            del self.names[name]
-
     def qualify(self, node: cst.BaseExpression) -> str | None:
         """The canonical qualified name of a dotted expression, or None if it is not imported."""
         text = dotted(node)

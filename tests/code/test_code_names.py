@@ -51,7 +51,18 @@ def test_dataloader_aliases(source):
 )
 def test_unknown_or_shadowed_is_not_dataloader(source):
     facts = Facts(cst.parse_module(source), source)
-    assert facts.qname(facts.calls[-1].node.func) != "torch.utils.data.DataLoader"
+    site = facts.calls[-1]
+    assert facts.qname(site.node.func, site.scope) != "torch.utils.data.DataLoader"
+
+
+def test_shadowing_is_per_scope():
+    """A loop variable `data` in train() does not hide `from torch.utils import data` in main()."""
+    src = (
+        "import torch\nfrom torch.utils import data\n"
+        "def main():\n    return data.DataLoader(ds, num_workers=2)\n"
+        "def train(loader):\n    for data, target in loader:\n        data = data.cuda()\n"
+    )
+    assert _codes(src) == ["AL301"]
 
 
 def _codes(source):

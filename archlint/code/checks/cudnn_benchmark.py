@@ -22,7 +22,7 @@ def _has_convolutions(facts: Facts) -> bool:
     if any(facts.imports.uses(lib) for lib in _CONV_LIBRARIES):
         return True
     for site in facts.calls:
-        name = facts.qname(site.node.func) or ""
+        name = facts.qname(site.node.func, site.scope) or ""
         if name in _CONV_CALLS or name.startswith(tuple(lib + "." for lib in _CONV_LIBRARIES)):
             return True
     return False

@@ -28,7 +28,7 @@ def _copies(facts: Facts, bl: df.BatchLoop) -> list[CallSite]:
         positional = [a for a in site.node.args if a.keyword is None]
         if func.attr.value == "to":
             device = df.argument(site, "device", 0)
-            if device in (df.MISSING, df.UNKNOWN) or not df.device_like(device, facts):
+            if device in (df.MISSING, df.UNKNOWN) or not df.device_like(device, facts, site.scope):
                 continue
             if len(positional) > 2 or any(a.star for a in site.node.args):
                 continue  # .to(device, dtype, non_blocking) positionally: leave it alone

@@ -36,7 +36,7 @@ def _enabled(site, name: str) -> bool:
 
 def check(facts: Facts):
     for site in facts.calls_to(*_WHY):
-        name = facts.qname(site.node.func)
+        name = facts.qname(site.node.func, site.scope)
         if _enabled(site, name):
             yield Finding(
                 "AL404",

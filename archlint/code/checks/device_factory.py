@@ -24,14 +24,14 @@ def check(facts: Facts):
         if not isinstance(func, cst.Attribute) or func.attr.value not in ("cuda", "to"):
             continue
         inner = func.value
-        if not isinstance(inner, cst.Call) or facts.qname(inner.func) not in FACTORIES:
+        if not isinstance(inner, cst.Call) or facts.qname(inner.func, site.scope) not in FACTORIES:
             continue
         if any(a.keyword is not None and a.keyword.value == "device" for a in inner.args):
             continue
         device_text = _device(site, facts)
         if device_text is None:
             continue
-        factory = facts.qname(inner.func)
+        factory = facts.qname(inner.func, site.scope)
         yield Finding(
             "AL402",
             site.node,
@@ -52,7 +52,7 @@ def _device(site: CallSite, facts: Facts) -> str | None:
             return f'"cuda:{value}"'
         return "" if len(call.args) else None  # .cuda(args.gpu): a move, but no exact rewrite
     device = df.argument(site, "device", 0)
-    if device in (df.MISSING, df.UNKNOWN) or not df.device_like(device, facts):
+    if device in (df.MISSING, df.UNKNOWN) or not df.device_like(device, facts, site.scope):
         return None
     return facts.code(device) if len(call.args) == 1 and not call.args[0].star else ""
 

@@ -9,18 +9,19 @@ from archlint.code.checks import Finding
 from archlint.code.facts import Facts, Scope
 
 CODES = ("AL408",)
-_GRAD_OFF = ("torch.no_grad", "torch.inference_mode", "torch.set_grad_enabled", "torch.enable_grad")
+# Blocks that set grad mode explicitly; `enable_grad` too: turning autograd on in eval is a choice.
+_GRAD_MODE = ("torch.no_grad", "torch.inference_mode", "torch.set_grad_enabled", "torch.enable_grad")
 
 
-def _grad_context(expr: cst.BaseExpression, facts: Facts) -> bool:
+def _grad_context(expr: cst.BaseExpression, facts: Facts, scope: Scope) -> bool:
     func = expr.func if isinstance(expr, cst.Call) else expr
-    return facts.qname(func) in _GRAD_OFF
+    return facts.qname(func, scope) in _GRAD_MODE
 
 
 def _decorated(scope: Scope, facts: Facts) -> bool:
     while scope is not None:
         if isinstance(scope.node, cst.FunctionDef) and any(
-            _grad_context(d.decorator, facts) for d in scope.node.decorators
+            _grad_context(d.decorator, facts, scope.parent) for d in scope.node.decorators
         ):
             return True
         scope = scope.parent
@@ -28,7 +29,7 @@ def _decorated(scope: Scope, facts: Facts) -> bool:
 
 
 def _called_without_grad(scope: Scope, facts: Facts) -> bool:
-    """The function is called somewhere inside a no_grad/inference_mode block (or not at all here)."""
+    """The function is called somewhere in this file inside a grad-mode block."""
     if not isinstance(scope.node, cst.FunctionDef):
         return False
     name = scope.node.name.value
@@ -36,7 +37,7 @@ def _called_without_grad(scope: Scope, facts: Facts) -> bool:
         func = site.node.func
         called = func.value if isinstance(func, cst.Name) else (
             func.attr.value if isinstance(func, cst.Attribute) else None)
-        if called == name and any(_grad_context(w, facts) for w in site.withs):
+        if called == name and any(_grad_context(w, facts, site.scope) for w in site.withs):
             return True
     return False
 
@@ -59,9 +60,9 @@ def check(facts: Facts):
         loop = bl.loop
         if bl.is_training or not _evaluates(loop.scope):
             continue
-        if any(_grad_context(w, facts) for w in loop.withs):
+        if any(_grad_context(w, facts, loop.scope) for w in loop.withs):
             continue  # the whole loop is in a no_grad/inference_mode block
-        if any(_grad_context(w, facts) for site in loop.calls for w in site.withs[len(loop.withs):]):
+        if any(_grad_context(w, facts, site.scope) for site in loop.calls for w in site.withs[len(loop.withs):]):
             continue  # the forward pass inside the loop is
         if _decorated(loop.scope, facts) or _called_without_grad(loop.scope, facts):
             continue
