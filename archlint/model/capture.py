@@ -17,6 +17,7 @@ kinds, module paths and totals whatever the strategy.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import functools
 import inspect
 import itertools
@@ -31,7 +32,7 @@ from torch import nn
 from torch.overrides import TorchFunctionMode
 from torch.utils import _pytree as pytree
 
-from archlint.model.cost import LEAF_MODULES, kind_of, normalize
+from archlint.model.cost import KIND_OF, LEAF_MODULES, kind_of, normalize
 
 STRATEGIES = ("fx", "export", "dispatch")
 
@@ -148,7 +149,7 @@ def function_label(fn: Any) -> tuple[str, str]:
         label = f"Tensor.{name}"
     elif module in ("torch.nn.functional", "torch._C._nn"):
         label = f"F.{name}"
-    elif module.startswith("torch"):
+    elif module == "torch" or module.startswith("torch."):
         label = f"torch.{name}"
     elif module in ("_operator", "operator"):
         label = f"operator.{name}"
@@ -351,11 +352,33 @@ def _to_meta(value: Any) -> Any:
     return pytree.tree_map(lambda t: t.to("meta") if isinstance(t, torch.Tensor) else t, value)
 
 
+@contextlib.contextmanager
+def _trace_through_wrapped():
+    """Libraries hide functions from fx with `torch.fx.wrap` (torchvision's
+    shifted_window_attention): trace through the ones without a cost formula, so their matmuls
+    are counted; keep the ones the cost table knows (stochastic_depth)."""
+    wrapped = fx._symbolic_trace._wrapped_fns_to_patch
+    removed = {k: v for k, v in wrapped.items() if k[1] not in KIND_OF}
+    for key in removed:
+        del wrapped[key]
+    try:
+        yield
+    finally:
+        wrapped.update(removed)  # imports during the trace may have added entries: keep them
+
+
+def _trace(model: nn.Module) -> fx.GraphModule:
+    # No second try with the wrapped functions left opaque: they would be ops without a formula.
+    # When fx cannot trace through them, export (or dispatch) can.
+    with _trace_through_wrapped():
+        tracer = _Tracer()
+        graph = tracer.trace(model)
+    return fx.GraphModule(tracer.root, graph, type(model).__name__)
+
+
 def capture_fx(model: nn.Module, inputs: tuple, builder: _Builder) -> Replay:
     try:
-        tracer = _Tracer()
-        traced = tracer.trace(model)
-        gm = fx.GraphModule(tracer.root, traced, type(model).__name__)
+        gm = _trace(model)
     except Exception as exc:
         raise CaptureFailed("fx", exc) from exc
     state = {
@@ -528,9 +551,12 @@ def capture_export(model: nn.Module, inputs: tuple, builder: _Builder) -> None:
         params, inputs_ = {}, []
         for a in _node_args(n):
             if a.name in state_of:
-                real = _fetch(model, state_of[a.name]) if state_of[a.name] else None
-                if isinstance(real, torch.Tensor):
-                    params[b.canonical.get(id(real), state_of[a.name])] = real
+                try:
+                    state = _fetch(model, state_of[a.name])
+                except AttributeError:  # a constant export lifted out of the code (not an attribute)
+                    state = a.meta.get("val")
+                if isinstance(state, torch.Tensor):
+                    params[b.canonical.get(id(state), state_of[a.name])] = state
                 continue
             for t in _tensors(a.meta.get("val")):
                 inputs_.append((_resolve(a, alias, b), t))

@@ -74,7 +74,7 @@ _KINDS: dict[str, tuple[str, ...]] = {
     "concat": "cat concat concatenate stack hstack vstack dstack column_stack".split(),
     "split": "split chunk unbind split_with_sizes tensor_split unsafe_split hsplit vsplit".split(),
     "reshape": (
-        "Identity Flatten Unflatten view reshape flatten unflatten squeeze unsqueeze permute "
+        "Identity Flatten Unflatten view reshape reshape_as flatten unflatten squeeze unsqueeze permute "
         "transpose t T mT H expand expand_as view_as narrow select slice getitem movedim moveaxis "
         "swapaxes swapdims alias detach as_strided diagonal real unfold broadcast_to _unsafe_view "
         "squeeze_ unsqueeze_ lift_fresh_copy meshgrid data dropout_identity"
@@ -97,7 +97,8 @@ _KINDS: dict[str, tuple[str, ...]] = {
     "embedding": "Embedding EmbeddingBag embedding embedding_bag".split(),
     "dropout": (
         "Dropout Dropout1d Dropout2d Dropout3d AlphaDropout FeatureAlphaDropout dropout dropout1d "
-        "dropout2d dropout3d feature_dropout alpha_dropout feature_alpha_dropout native_dropout"
+        "dropout2d dropout3d feature_dropout alpha_dropout feature_alpha_dropout native_dropout "
+        "stochastic_depth drop_path drop_block2d drop_block3d"
     ).split(),
     "upsample": (
         "Upsample UpsamplingNearest2d UpsamplingBilinear2d interpolate upsample upsample_nearest1d "

@@ -17,6 +17,7 @@ says which ran.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
 import importlib.util
@@ -156,6 +157,43 @@ def _build(factory: Callable, name: str, init: dict[str, Any], dtype: torch.dtyp
     return model.to(dtype) if dtype != torch.float32 else model
 
 
+@contextlib.contextmanager
+def _meta_parameters():
+    """Parameters and buffers go to meta as they are registered; other tensors stay real (a
+    constructor computing widths with `.tolist()`, as regnet does, still works)."""
+    register_parameter, register_buffer = nn.Module.register_parameter, nn.Module.register_buffer
+
+    def parameter(self, name, param):
+        if param is not None and param.device.type != "meta":
+            param = nn.Parameter(param.to("meta"), requires_grad=param.requires_grad)
+        register_parameter(self, name, param)
+
+    def buffer(self, name, tensor, persistent=True):
+        if tensor is not None:
+            tensor = tensor.to("meta")
+        register_buffer(self, name, tensor, persistent)
+
+    nn.Module.register_parameter, nn.Module.register_buffer = parameter, buffer
+    try:
+        yield
+    finally:
+        nn.Module.register_parameter, nn.Module.register_buffer = register_parameter, register_buffer
+
+
+def meta_build(factory: Callable, kwargs: dict[str, Any]) -> tuple[nn.Module, str | None]:
+    """Build without allocating weights: under torch.device("meta"), else with only parameters and
+    buffers on meta. Returns the model and a note when the second way was needed; raises when
+    neither works."""
+    try:
+        with torch.device("meta"):
+            return factory(**kwargs), None
+    except Exception as exc:
+        first = exc
+    with _meta_parameters():
+        model = factory(**kwargs)
+    return model, f"built with parameters on meta (under torch.device('meta') the constructor failed: {_one_line(first)[:100]})"
+
+
 def parse_dtype(text: str) -> torch.dtype:
     try:
         return DTYPES[text.lower().removeprefix("torch.")]
@@ -216,11 +254,11 @@ def load(spec: ModelSpec, settings: Settings) -> Loaded:
     if settings.latency:
         return Loaded(factory(), inputs, "real", dtype, [], factory)
     try:
-        with torch.device("meta"):
-            model = obj(**spec.init)
+        model, note = meta_build(obj, spec.init)
         if not isinstance(model, nn.Module):
             raise TypeError(f"returned {type(model).__name__}")
-        return Loaded(model.to(dtype) if dtype != torch.float32 else model, inputs, "meta", dtype, [], factory)
+        notes = [note] if note else []
+        return Loaded(model.to(dtype) if dtype != torch.float32 else model, inputs, "meta", dtype, notes, factory)
     except Exception as exc:
         note = f"meta-device build failed ({_one_line(exc)[:120]}); built with real weights"
         return Loaded(factory(), inputs, "real", dtype, [note], factory)
