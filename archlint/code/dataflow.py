@@ -243,7 +243,7 @@ def batch_views(bl: BatchLoop) -> set[str]:
 _SCALAR_METHODS = {"item", "tolist", "size", "dim", "numel", "__len__", "keys", "values", "items"}
 
 
-def _refs(node: cst.CSTNode, names: set[str]) -> bool:
+def refs(node: cst.CSTNode, names: set[str]) -> bool:
     """Does an expression use one of `names` as a tensor (not through len()/.size()/.item())?"""
     if isinstance(node, cst.Name):
         return node.value in names
@@ -256,15 +256,15 @@ def _refs(node: cst.CSTNode, names: set[str]) -> bool:
     if isinstance(node, cst.Attribute):
         if node.attr.value in ("shape", "dtype", "device", "ndim"):
             return False
-        return _refs(node.value, names)
-    return any(_refs(child, names) for child in node.children)
+        return refs(node.value, names)
+    return any(refs(child, names) for child in node.children)
 
 
 def tensor_names(bl: BatchLoop) -> set[str]:
     """Names in the loop body that hold tensors derived from the batch (images, output, loss, ...)."""
     names = set(bl.batch_names)
     for target, value in bl.loop.assigns:
-        if value is not None and _refs(value, names):
+        if value is not None and refs(value, names):
             names.update(target_names(target))
     return names
 

@@ -58,6 +58,7 @@ class Loop:
     assigns: list[tuple[cst.BaseAssignTargetExpression, cst.BaseExpression]] = field(default_factory=list)
     next_of: list[tuple[cst.BaseExpression, list[str]]] = field(default_factory=list)  # x, y = next(it)
     withs: tuple[cst.BaseExpression, ...] = ()  # `with` items around the loop in its function
+    ifs: list[tuple[cst.If, bool]] = field(default_factory=list)  # `if` statements in it; bool: nested in another
     has_backward: bool = False
 
     @property
@@ -203,6 +204,8 @@ class _Collector(cst.CSTVisitor):
             entry[1] += step
 
     def visit_If(self, node: cst.If) -> None:
+        for loop, depth in self.loops:
+            loop.ifs.append((node, depth > 0))
         self._cond(1)
         if self.scope.kind == "module" and _is_main_guard(node.test):
             self.f.main_guard = node

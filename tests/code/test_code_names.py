@@ -110,3 +110,21 @@ while True:
 """
     found = [(d.line, d.code) for d in lint_text(src, "t.py")]
     assert (7, "AL302") in found and (10, "AL401") in found
+
+
+def test_sync_in_training_loop_if_and_synchronize():
+    src = """import torch
+for step, (x, y) in enumerate(train_loader):
+    x, y = x.cuda(), y.cuda()
+    out = model(x)
+    loss = criterion(out, y)
+    if torch.isnan(loss).any():
+        continue
+    if out is None or "k" in y or isinstance(out, tuple) or out.shape[0] != 8:
+        pass
+    if step % 100 == 0:
+        print(loss)
+    loss.backward()
+    torch.cuda.synchronize()
+"""
+    assert [(d.line, d.code) for d in lint_text(src, "t.py")] == [(2, "AL403"), (6, "AL401"), (13, "AL401")]

@@ -30,6 +30,21 @@ def _syncing_arg(call: cst.Call, names: set[str]) -> bool:
     return False
 
 
+def _syncing_test(test: cst.BaseExpression, names: set[str]) -> bool:
+    """An `if` condition that needs a tensor's value on the host (`if loss < best:`, `if torch.isnan(x).any():`)."""
+    if isinstance(test, cst.Comparison) and all(
+        isinstance(c.operator, (cst.Is, cst.IsNot, cst.In, cst.NotIn)) for c in test.comparisons
+    ):
+        return False  # identity and membership tests do not read tensor values
+    if isinstance(test, cst.UnaryOperation):
+        return _syncing_test(test.expression, names)
+    if isinstance(test, cst.BooleanOperation):
+        return _syncing_test(test.left, names) or _syncing_test(test.right, names)
+    if isinstance(test, cst.Call) and isinstance(test.func, cst.Name) and test.func.value in ("isinstance", "hasattr"):
+        return False
+    return df.refs(test, names)
+
+
 def check(facts: Facts):
     if not facts.uses_cuda:
         return
@@ -51,6 +66,8 @@ def check(facts: Facts):
                 rebound = func.value in facts.bound or func.value in facts.imports.names
                 if not rebound and _syncing_arg(site.node, names):
                     what = f"{func.value}() of a tensor"
+            elif _is_cuda_synchronize(site, facts):
+                what = "torch.cuda.synchronize()"
             if what:
                 seen.add(id(site.node))
                 yield Finding(
@@ -59,3 +76,15 @@ def check(facts: Facts):
                     f"{what} on every training step waits for the GPU to finish: keep the value on the "
                     "GPU (accumulate with .detach()) and read it every N steps or once per epoch",
                 )
+        for node, nested in bl.loop.ifs:
+            if not nested and _syncing_test(node.test, names):
+                yield Finding(
+                    "AL401",
+                    node.test,
+                    "`if` on a tensor's value on every training step waits for the GPU to finish: "
+                    "decide on the GPU (torch.where, masking) or check every N steps",
+                )
+
+
+def _is_cuda_synchronize(site, facts: Facts) -> bool:
+    return facts.qname(site.node.func, site.scope) == "torch.cuda.synchronize"
