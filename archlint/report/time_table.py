@@ -31,6 +31,11 @@ def shares(layers: list[Layer]) -> dict[str, float]:
     return out
 
 
+def _ms(value: float) -> str:
+    """Three significant digits, without the trailing point of a 3-digit number."""
+    return f"{value:.0f}" if value >= 99.95 else f"{value:#.3g}"
+
+
 def print_time(model: ModelResult, console: Console, top: int = 10) -> None:
     timed = sorted((la for la in model.layers if la.latency_ms is not None), key=lambda la: -la.latency_ms)
     if not timed:
@@ -71,12 +76,12 @@ def print_time(model: ModelResult, console: Console, top: int = 10) -> None:
     ):
         table.add_column(column, justify=justify)
     for la in timed[:top]:
-        spread = f"{la.latency_spread_ms[0]:#.3g}–{la.latency_spread_ms[1]:#.3g}" if la.latency_spread_ms else ""
+        spread = f"{_ms(la.latency_spread_ms[0])}–{_ms(la.latency_spread_ms[1])}" if la.latency_spread_ms else ""
         roof = la.roofline or {}
         table.add_row(
             la.name,
             la.kind,
-            f"{la.latency_ms:#.3g}",
+            _ms(la.latency_ms),
             spread,
             f"{la.latency_ms / op_sum:.1%}",
             roof.get("bound", "–"),
