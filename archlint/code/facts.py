@@ -16,7 +16,7 @@ from archlint.code.names import ImportTable, dotted
 from archlint.code.source import split_lines
 
 # Identifiers whose mere presence the checks care about (a set lookup per Name node).
-_WATCHED = frozenset({"cuda", "autocast", "GradScaler", "bfloat16", "float16", "half", "set_grad_enabled"})
+_WATCHED = frozenset({"cuda", "autocast", "GradScaler", "bfloat16", "float16", "half", "no_sync"})
 
 
 @dataclass(eq=False)

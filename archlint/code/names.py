@@ -18,7 +18,7 @@ CANONICAL = {
     "torch.utils.data.dataloader.DataLoader": "torch.utils.data.DataLoader",
     "torch.nn.parallel.DataParallel": "torch.nn.DataParallel",
     "torch.nn.parallel.data_parallel.DataParallel": "torch.nn.DataParallel",
-    "torch.nn.parallel.DistributedDataParallel": "torch.nn.parallel.DistributedDataParallel",
+    "torch.nn.parallel.distributed.DistributedDataParallel": "torch.nn.parallel.DistributedDataParallel",
     "torch.autograd.anomaly_mode.set_detect_anomaly": "torch.autograd.set_detect_anomaly",
     "torch.autograd.anomaly_mode.detect_anomaly": "torch.autograd.detect_anomaly",
     "torch.autograd.profiler.emit_nvtx": "torch.autograd.profiler.emit_nvtx",
