@@ -65,9 +65,9 @@ def test_al103_table3(label, form):
     found = fired(label, "AL103")
     assert {d.evidence["form"] for d in found} == ({form} if form else set())
     if form:
-        assert len(found) == tables.REPEAT  # one per block
-        assert found[0].evidence["fragments"] == 4
-        assert found[0].evidence["flops_share"] == pytest.approx(1 / tables.REPEAT, rel=0.01)
+        (d,) = found  # one finding for the 10 identical blocks, listing them all
+        assert len(d.evidence["instances"]) == tables.REPEAT and d.evidence["fragments"] == 4
+        assert d.evidence["flops_share"] == pytest.approx(1.0)
 
 
 @pytest.mark.parametrize(

@@ -9,18 +9,21 @@ container module — ResNet's layer1.0, a Sequential's items — the units a mod
 from __future__ import annotations
 
 import math
-import re
+import weakref
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import networkx as nx
+from torch import nn
 
 from archlint.diagnostics import Diagnostic, Price
 from archlint.model.opgraph import COMPUTE_KINDS, ops
 
 # Ops that keep a tensor's values as they are (only move or select them).
 PASSTHROUGH_KINDS = frozenset({"reshape", "copy", "split", "dropout"})
-CONTAINER_TYPES = frozenset({"Sequential", "ModuleList", "ModuleDict"})
+_TORCH = Path(nn.__file__).resolve().parents[1]  # torch's own classes are never the user's code
+CONTAINERS = frozenset({"Sequential", "ModuleList", "ModuleDict"})
 _SINK = "__archlint_sink__"
 
 
@@ -165,70 +168,105 @@ def _in_module(module: str, path: str) -> bool:
 
 
 def module_blocks(graph: nx.DiGraph) -> list[Block]:
-    """The children of container modules (and of a Sequential root) that run at least one op;
-    the outermost ones only: ResNet's layer1.0, MobileNetV2's features.3, a Sequential's items."""
+    """The units a model repeats: the innermost modules that hold at least two fragments and
+    share their class with a sibling (ResNet's layer1.0 … layer1.2, EfficientNet's MBConvs,
+    DenseNet's dense layers, an nn.Sequential's identical items)."""
     modules = graph.graph.get("modules", {})
     order = [name for name, _ in ops(graph)]
-    by_module: dict[str, list[str]] = {}
+    fragments: dict[str, int] = {}
+    members: dict[str, list[str]] = {}
     for name in order:
-        by_module.setdefault(graph.nodes[name].get("module") or "", []).append(name)
-    candidates = []
-    for path in sorted(modules, key=lambda p: (p.count("."), p)):
-        if path == "":
-            continue
-        parent = path.rpartition(".")[0] if "." in path else ""
-        if modules.get(parent, {}).get("type") in CONTAINER_TYPES:
-            candidates.append(path)
-    chosen: list[str] = []
-    for path in candidates:
-        if any(_in_module(path, c) for c in chosen):
-            continue
-        chosen.append(path)
-    blocks = []
-    for path in chosen:
-        nodes = [n for m, names in by_module.items() if _in_module(m, path) for n in names]
-        if nodes:
-            rank = {n: i for i, n in enumerate(order)}
-            blocks.append(Block(name=path, nodes=sorted(nodes, key=rank.__getitem__)))
-    return blocks
+        module = graph.nodes[name].get("module") or ""
+        for prefix in _prefixes(module):
+            members.setdefault(prefix, []).append(name)
+            if is_fragment(graph.nodes[name]):
+                fragments[prefix] = fragments.get(prefix, 0) + 1
+    siblings: dict[tuple[str, str | None], int] = {}
+    for path, info in modules.items():
+        if path:
+            key = (path.rpartition(".")[0], info.get("type"))
+            siblings[key] = siblings.get(key, 0) + 1
+    units = {
+        path
+        for path, info in modules.items()
+        if path
+        and info.get("type") not in CONTAINERS  # a plain nn.Sequential of layers is a stage, not a unit
+        and fragments.get(path, 0) >= 2
+        and siblings[(path.rpartition(".")[0], info.get("type"))] >= 2
+    }
+    innermost = [p for p in units if not any(q != p and _in_module(q, p) for q in units)]
+    return [Block(name=p, nodes=members[p]) for p in sorted(innermost, key=lambda p: order.index(members[p][0]))]
+
+
+def _prefixes(path: str) -> list[str]:
+    """"", "a", "a.b" for "a.b": the module path and every module holding it."""
+    parts = path.split(".") if path else []
+    return [""] + [".".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+_blocks_cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def fork_join_blocks(graph: nx.DiGraph) -> list[Block]:
     """Regions between an op whose output several ops consume and the op where those paths
     meet again (its immediate post-dominator); forks whose paths only meet at the model's
-    outputs are not blocks."""
+    outputs are not blocks. Computed once per graph (AL103 and AL203 both use them)."""
+    key = (graph.number_of_nodes(), graph.number_of_edges())
+    cached = _blocks_cache.get(graph)
+    if cached is not None and cached[0] == key:
+        return cached[1]
     rev = graph.reverse(copy=True)
-    sinks = [n for n in graph if graph.out_degree(n) == 0]
     rev.add_node(_SINK)
-    rev.add_edges_from((_SINK, s) for s in sinks)
+    rev.add_edges_from((_SINK, n) for n in graph if graph.out_degree(n) == 0)
     ipdom = nx.immediate_dominators(rev, _SINK)
     order = {n: i for i, n in enumerate(nx.topological_sort(graph))}
     blocks = []
     for fork in graph:
         succ = list(graph.successors(fork))
-        if len(succ) < 2 or graph.nodes[fork]["kind"] == "output":
-            continue
         join = ipdom.get(fork)
-        if join is None or join == _SINK or graph.nodes[join]["kind"] == "output":
+        if len(succ) < 2 or join in (None, _SINK) or "output" in (graph.nodes[fork]["kind"], graph.nodes[join]["kind"]):
             continue
-        inside = nx.descendants(graph, fork) & nx.ancestors(graph, join)
-        reach = {s: ({s} | nx.descendants(graph, s)) & inside for s in succ if s != join}
-        branches = []
-        for s, nodes in reach.items():
-            others = set().union(*(v for t, v in reach.items() if t != s)) if len(reach) > 1 else set()
-            branches.append(sorted(nodes - others, key=order.__getitem__))
-        if join in succ:
-            branches.append([])  # a direct edge: the identity branch of a residual block
+        inside = _region(graph, fork, join)
         blocks.append(
             Block(
                 name=f"{fork} → {join}",
                 nodes=sorted(inside, key=order.__getitem__),
                 fork=fork,
                 join=join,
-                branches=branches,
+                branches=_branches(graph, succ, join, sorted(inside, key=order.__getitem__)),
             )
         )
+    _blocks_cache[graph] = (key, blocks)
     return blocks
+
+
+def _region(graph: nx.DiGraph, fork: str, join: str) -> set[str]:
+    """Ops reachable from the fork without passing its join: all of them lie before the join."""
+    inside: set[str] = set()
+    stack = [s for s in graph.successors(fork) if s != join]
+    while stack:
+        n = stack.pop()
+        if n not in inside:
+            inside.add(n)
+            stack.extend(s for s in graph.successors(n) if s != join)
+    return inside
+
+
+def _branches(graph: nx.DiGraph, succ: list[str], join: str, region: list[str]) -> list[list[str]]:
+    """The ops only one of the fork's consumers leads to, per consumer (one pass in topological
+    order: each op takes its inputs' branch, or none when two branches meet in it)."""
+    heads = {s for s in succ if s != join}
+    inside = set(region)
+    label: dict[str, str | None] = {}
+    for n in region:
+        labels = {label[p] for p in graph.predecessors(n) if p in inside}
+        if n in heads:
+            labels.add(n)
+        label[n] = labels.pop() if len(labels) == 1 else None
+    branches = [[n for n in region if label[n] == s] for s in succ if s != join]
+    if join in succ:
+        branches.append([])  # a direct edge: the identity branch of a residual block
+    return branches
 
 
 def common_module(graph: nx.DiGraph, nodes: Iterable[str]) -> str:
@@ -261,9 +299,6 @@ def longest_chain(graph: nx.DiGraph, nodes: list[str]) -> list[str]:
 
 
 # ---- findings -------------------------------------------------------------------------------
-
-_WORD = re.compile(r"[^A-Za-z0-9]+")
-
 
 def latency(graph: nx.DiGraph, nodes: Iterable[str]) -> float | None:
     values = [graph.nodes[n].get("latency_ms") for n in nodes]
@@ -310,12 +345,23 @@ def price(
 
 
 def finding(graph: nx.DiGraph, code: str, message: str, *, node: str | None, module: str | None, **kw) -> Diagnostic:
-    """A Diagnostic located at a model node, its module path and the module's class source."""
+    """A Diagnostic located at a model node, its module path and the source of the class that
+    defines it: the innermost module on the path whose class is the user's (a finding on
+    `backbone.0.conv2` points at the user's block class, not at torch's Conv2d)."""
     d = Diagnostic(code=code, message=message, node=node, module=module, **kw)
-    info = graph.graph.get("modules", {}).get(module or "") if module is not None else None
+    if module is None:
+        return d
+    modules = graph.graph.get("modules", {})
+    path = [modules[p] for p in reversed(_prefixes(module)) if p in modules and modules[p].get("file")]
+    info = next((i for i in path if not _library(i["file"])), path[0] if path else None)
     if info:
         d.file, d.line = info.get("file"), info.get("line")
     return d
+
+
+def _library(file: str) -> bool:
+    parts = Path(file).parts
+    return "site-packages" in parts or "dist-packages" in parts or Path(file).is_relative_to(_TORCH)
 
 
 def fmt_bytes(n: float) -> str:
@@ -324,27 +370,6 @@ def fmt_bytes(n: float) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     return f"{n:.1f} GiB"
-
-
-def fmt_price(p: Price) -> str:
-    """The short tail of a message: "costs 2.1 MiB MAC (4.3% of the model)[; ≈ 0.41 ms on cpu]"."""
-    text = ""
-    if p.mac_bytes is not None:
-        text = f"costs {fmt_bytes(p.mac_bytes)} MAC"
-        if p.mac_share is not None:
-            text += f" ({p.mac_share:.1%} of the model)"
-    if p.whatif_ms is not None:
-        text += f"; the alternative saves {p.whatif_ms:.3g} ms on {p.device or 'the device'} (measured)"
-    elif p.latency_ms is not None:
-        share = f" ({p.latency_share:.1%})" if p.latency_share is not None else ""
-        text += f"; ≈ {p.latency_ms:.3g} ms{share} on {p.device or 'the device'} (measured)"
-    return text
-
-
-def say(message: str, p: Price) -> str:
-    """A finding's message with its price appended (when there is one to say)."""
-    tail = fmt_price(p)
-    return f"{message}; {tail}" if tail else message
 
 
 def iter_convs(graph: nx.DiGraph) -> Iterator[tuple[str, dict, Conv]]:

@@ -27,11 +27,9 @@ def check(graph, options, ctx):
         yield g.finding(
             graph,
             CODE,
-            g.say(
+            (
                 f"conv {module or conv} has a bias that {g.op_name(graph.nodes[norm])} "
-                f"{graph.nodes[norm].get('module') or norm} cancels: set bias=False ({c2} wasted parameters)",
-                price,
-            ),
+                f"{graph.nodes[norm].get('module') or norm} cancels: set bias=False ({c2} wasted parameters)"),
             node=conv,
             module=module,
             price=price,

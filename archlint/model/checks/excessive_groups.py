@@ -35,11 +35,9 @@ def check(graph, options, ctx):
         yield g.finding(
             graph,
             CODE,
-            g.say(
+            (
                 f"conv {module or name} uses {c.g} groups ({c.c1}→{c.c2} channels): its MAC is "
-                f"{excess:.0%} above an ungrouped conv of equal FLOPs ({c.c1}→{c.c2 // c.g})",
-                price,
-            ),
+                f"{excess:.0%} above an ungrouped conv of equal FLOPs ({c.c1}→{c.c2 // c.g})"),
             node=name,
             module=module,
             price=price,

@@ -3,9 +3,10 @@ branches between a fork and its join, or a long series of small ops inside one r
 
 Fragments are convs, matmuls and pools (the paper counts 13 per NASNet-A block, 2–3 per ResNet
 block). Parallel: the branches of a fork/join region that hold fragments of their own. Series:
-the longest chain of fragments through a module block (the unit a model repeats). The degree
+the longest chain of fragments through a module block (a unit the model repeats). The degree
 of parallelism lost is the fragment count itself: the block's FLOPs arrive as that many
-launches instead of one, each too small to fill the device.
+launches instead of one, each too small to fill the device. Instances of one block class with
+the same structure are reported once, listing them all.
 """
 
 from __future__ import annotations
@@ -21,49 +22,57 @@ OPTIONS = {
 
 def check(graph, options, ctx):
     model_flops = sum(int(d.get("flops", 0)) for _, d in g.ops(graph))
-    seen: set[frozenset] = set()
+    groups: dict[tuple, list] = {}
+    parallel: set[str] = set()
     for block in g.fork_join_blocks(graph):
         branches = [b for b in block.branches if any(g.is_fragment(graph.nodes[n]) for n in b)]
         if len(branches) > options["max_parallel"]:
-            yield _finding(graph, ctx, block, "parallel", len(branches), model_flops)
-            seen.add(frozenset(block.nodes))
+            module = g.common_module(graph, [*block.nodes, block.join])
+            parallel.add(module)
+            _add(graph, groups, block, module, "parallel", len(branches))
     for block in g.module_blocks(graph):
         chain = g.longest_chain(graph, block.nodes)
-        if len(chain) > options["max_series"] and frozenset(block.nodes) not in seen:
-            yield _finding(graph, ctx, block, "series", len(chain), model_flops, chain)
+        if len(chain) > options["max_series"] and block.name not in parallel:
+            _add(graph, groups, block, block.name, "series", len(chain))
+    for (_, form, degree, _), found in groups.items():
+        yield _finding(graph, ctx, form, degree, found, model_flops)
 
 
-def _finding(graph, ctx, block, form, degree, model_flops, chain=None):
+def _add(graph, groups, block, module, form, degree):
     fragments = [n for n in block.nodes if g.is_fragment(graph.nodes[n])]
-    flops = sum(int(graph.nodes[n].get("flops", 0)) for n in fragments)
-    mac = sum(int(graph.nodes[n].get("mac_bytes", 0)) for n in block.nodes)
-    module = block.name if form == "series" else g.common_module(graph, block.nodes + [block.join])
+    key = (g.module_type(graph, module), form, degree, len(fragments))
+    groups.setdefault(key, []).append((module, block, fragments))
+
+
+def _finding(graph, ctx, form, degree, found, model_flops):
+    module, block, fragments = found[0]
+    nodes = [n for _, b, _ in found for n in b.nodes]
+    flops = sum(int(graph.nodes[n].get("flops", 0)) for _, _, frags in found for n in frags)
+    mac = sum(int(graph.nodes[n].get("mac_bytes", 0)) for n in nodes)
     # The cost is parallelism, not memory traffic: no MAC excess; measured latency with --latency.
-    price = g.price(graph, ctx, mac_bytes=None, nodes=block.nodes, flops=flops)
-    where = module or block.name
-    what = f"{degree} parallel branches" if form == "parallel" else f"a chain of {degree} fragments in series"
+    price = g.price(graph, ctx, mac_bytes=None, nodes=nodes, flops=flops)
+    kind = g.module_type(graph, module) or "block"
+    where = f"{kind} {module or block.name}" + (f" and {len(found) - 1} more like it" if len(found) > 1 else "")
+    what = f"{degree} parallel branches" if form == "parallel" else f"a chain of {degree} in series"
     return g.finding(
         graph,
         CODE,
-        g.say(
-            f"block {where} is split into {len(fragments)} fragments ({what}): "
-            f"{flops / max(1, model_flops):.1%} of the model's FLOPs in {len(fragments)} launches "
-            f"where fewer, wider ops would fill the device",
-            price,
-        ),
-        node=block.join or (chain or block.nodes)[-1],
+        (
+            f"{where}: {len(fragments)} fragments per block ({what}); "
+            f"{flops / max(1, model_flops):.1%} of the model's FLOPs arrive in {len(fragments) * len(found)} "
+            f"small launches where fewer, wider ops would fill the device"),
+        node=block.join or block.nodes[-1],
         module=module,
         price=price,
         evidence={
             "form": form,
             "fragments": len(fragments),
             "parallel_branches" if form == "parallel" else "series_length": degree,
+            "instances": [m for m, _, _ in found],
             "fragment_ops": fragments,
             "fragment_flops": flops,
             "flops_share": round(flops / model_flops, 6) if model_flops else None,
-            "mean_fragment_flops": flops // max(1, len(fragments)),
-            "block_mac_bytes": mac,
-            "fork": block.fork,
-            "join": block.join,
+            "mean_fragment_flops": flops // max(1, len(fragments) * len(found)),
+            "blocks_mac_bytes": mac,
         },
     )

@@ -69,7 +69,7 @@ def check(graph, options, ctx):
         yield g.finding(
             graph,
             CODE,
-            g.say(f"{g.op_name(rd)} at {module or redundant} changes nothing: {why}", price),
+            f"{g.op_name(rd)} at {module or redundant} changes nothing: {why}",
             node=redundant,
             module=module,
             price=price,

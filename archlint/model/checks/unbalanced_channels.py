@@ -41,11 +41,9 @@ def check(graph, options, ctx):
         yield g.finding(
             graph,
             CODE,
-            g.say(
+            (
                 f"conv {module or name} maps {c.c1}→{c.c2} channels (1:{c.c2 / c.c1:.3g}): its MAC is "
-                f"{excess:.0%} above the bound at equal FLOPs, reached near {balanced:.0f}→{balanced:.0f}",
-                price,
-            ),
+                f"{excess:.0%} above the bound at equal FLOPs, reached near {balanced:.0f}→{balanced:.0f}"),
             node=name,
             module=module,
             price=price,

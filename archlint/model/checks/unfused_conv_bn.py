@@ -35,12 +35,10 @@ def check(graph, options, ctx):
     yield g.finding(
         graph,
         CODE,
-        g.say(
+        (
             f"{len(pairs)} Conv+BatchNorm pair{'s' if len(pairs) > 1 else ''} left unfused in this eval-mode "
             f"model (costliest: {module or conv}); fold BN into the conv before deployment "
-            f"(torch.ao.quantization.fuse_modules, torch.fx fusion or torch.compile)",
-            price,
-        ),
+            f"(torch.ao.quantization.fuse_modules, torch.fx fusion or torch.compile)"),
         node=conv,
         module=module,
         price=price,

@@ -24,6 +24,12 @@ OPTIONS = {
 _ITEMSIZE = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int8": 1}
 
 
+def _prefixes(path: str) -> list[str]:
+    """"", "a", "a.b", "a.b.c" for "a.b.c": the path and every module holding it."""
+    parts = path.split(".") if path else []
+    return [""] + [".".join(parts[: i + 1]) for i in range(len(parts))]
+
+
 def _inside(path: str, parent: str) -> bool:
     return parent == "" or path.startswith(parent + ".")
 
@@ -34,20 +40,22 @@ def check(graph, options, ctx):
     mode = graph.graph.get("mode", "eval")
     other = "train" if mode == "eval" else "eval"
     itemsize = _ITEMSIZE.get(str(graph.graph.get("dtype", "float32")).replace("torch.", ""), 4)
-    unused_params = set(graph.graph.get("unused_params", ()))
-    leaves = {d.get("module") or "" for _, d in g.ops(graph)}
+    # A module counts as reached when it or anything inside it ran (containers may not record
+    # themselves), when it sits inside a module that ran as one op (MultiheadAttention reads
+    # out_proj's weight without calling it), or when it owns parameters and every one of them was
+    # read by some op (torchvision's Swin passes attn.qkv.weight to a wrapped function).
+    leaves = {d.get("module") or "" for _, d in g.ops(graph)} - {""}
+    holds_reached = {q for r in reached for q in _prefixes(r)}
+    holds_unused_param = {q for name in graph.graph.get("unused_params", ()) for q in _prefixes(name)}
+    owned: dict[str, int] = {}
+    for q, info in modules.items():
+        for prefix in _prefixes(q):
+            owned[prefix] = owned.get(prefix, 0) + int(info.get("params", 0))
 
     def is_live(p: str) -> bool:
-        # Reached: it or anything inside it ran (containers may not record themselves), or it
-        # sits inside a module that ran as one op (MultiheadAttention reads out_proj's weight
-        # without calling it), or it owns parameters and some op read them (torchvision's Swin
-        # passes attn.qkv.weight to a wrapped function).
-        if p == "" or any(r == p or _inside(r, p) for r in reached):
+        if p in holds_reached or any(q in leaves for q in _prefixes(p)):
             return True
-        if any(_inside(p, leaf) for leaf in leaves if leaf):
-            return True
-        owned = sum(info.get("params", 0) for q, info in modules.items() if q == p or _inside(q, p))
-        return owned > 0 and not any(name.startswith(p + ".") for name in unused_params)
+        return owned.get(p, 0) > 0 and p not in holds_unused_param
 
     live = {p for p in modules if is_live(p)}
     unused = sorted((p for p in modules if p not in live), key=lambda p: (p.count("."), p))
@@ -56,10 +64,10 @@ def check(graph, options, ctx):
         if not any(_inside(path, t) for t in top):
             top.append(path)
     for path in top:
-        params = sum(info.get("params", 0) for p, info in modules.items() if p == path or _inside(p, path))
+        params = owned.get(path, 0)
         if params == 0 and not options["parameterless"]:
             continue
-        train_only = any(fnmatch.fnmatchcase(path, pat) for pat in options["train_only"])
+        train_only = any(fnmatch.fnmatchcase(path.lower(), pat.lower()) for pat in options["train_only"])
         price = g.price(graph, ctx, mac_bytes=None)
         size = f"{params:,} parameters ({g.fmt_bytes(params * itemsize)})"
         if train_only:
