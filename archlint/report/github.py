@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from archlint.config import Settings
 from archlint.diagnostics import Diagnostic, Severity
-from archlint.report.locations import locate
+from archlint.report.locations import locate, subject
 from archlint.result import RunResult
 
 _COMMAND = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "notice"}
@@ -40,8 +40,8 @@ def render(result: RunResult, settings: Settings) -> str:
                 if value:
                     props.append(f"{key}={value}")
         props.append(f"title={_property(f'archlint {d.code}')}")
-        subject = f" [{d.module or d.node}]" if (d.module or d.node) else ""
-        lines.append(f"::{_COMMAND[Severity(d.severity)]} {','.join(props)}::{_data(f'{d.code}{subject} {d.message}')}")
+        about = f" [{subject(d)}]" if subject(d) else ""
+        lines.append(f"::{_COMMAND[Severity(d.severity)]} {','.join(props)}::{_data(f'{d.code}{about} {d.message}')}")
     for g in result.gate:
         if not g.passed:
             title = _property(f"archlint gate: {g.check}")

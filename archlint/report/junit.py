@@ -10,7 +10,7 @@ from collections import defaultdict
 
 from archlint.config import Settings
 from archlint.diagnostics import Diagnostic
-from archlint.report.locations import locate
+from archlint.report.locations import locate, subject
 from archlint.result import RunResult
 
 
@@ -26,8 +26,8 @@ def render(result: RunResult, settings: Settings) -> str:
         if where.column:
             case.set("column", str(where.column))
         position = ", ".join(f"{k} {v}" for k, v in (("line", where.line), ("col", where.column)) if v)
-        subject = d.module or d.node
-        text = "; ".join(bit for bit in (position, f"[{subject}]" if subject else "", d.message) if bit)
+        about = subject(d)
+        text = "; ".join(bit for bit in (position, f"[{about}]" if about else "", d.message) if bit)
         ET.SubElement(case, "failure", message=d.message).text = text
         suites[suite].append(case)
         failures[suite] += 1

@@ -52,3 +52,11 @@ def class_line(path: str, name: str) -> int | None:
         if isinstance(node, (ast.ClassDef, ast.FunctionDef)) and node.name == name:
             return node.lineno
     return None
+
+
+def subject(d: Diagnostic) -> str | None:
+    """The module a model finding names (its OpGraph node when no module is known); None for
+    code findings and for findings about the whole model (module "")."""
+    if d.module is not None:
+        return d.module or None
+    return d.node

@@ -16,7 +16,7 @@ from archlint.config import Settings
 from archlint.diagnostics import Diagnostic, Severity
 from archlint.gate import fingerprint
 from archlint.registry import RuleInfo, catalog
-from archlint.report.locations import Where, locate
+from archlint.report.locations import Where, locate, subject
 from archlint.result import RunResult
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -92,8 +92,8 @@ def _result(d: Diagnostic, index: dict[str, int], settings: Settings) -> dict[st
     location: dict[str, Any] = {}
     if where.file:
         location["physicalLocation"] = {"artifactLocation": {"uri": where.file}, **_region(where)}
-    if d.module or d.node:
-        name = d.module or d.node
+    name = subject(d)
+    if name:
         location["logicalLocations"] = [
             {"name": name, "fullyQualifiedName": f"{d.target}::{name}" if d.target else name, "kind": "member"}
         ]
