@@ -1,0 +1,70 @@
+"""With --latency, findings carry measured prices: the op's latency and share, and a what-if
+saving timed with the measure layer's own timer (archlint.model.measure.Pricer)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from archlint.config import Settings
+from archlint.model.analyze import analyze_model
+from archlint.model.measure import Pricer, measure
+
+from ._graphs import findings
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "models"))
+import table1_unbalanced as fixture  # noqa: E402
+
+
+class Redundant(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 16, 3, padding=1, bias=True)
+        self.bn = nn.BatchNorm2d(16)
+        self.relu = nn.ReLU()
+        self.pool = nn.MaxPool2d(2)
+        self.relu2 = nn.ReLU()
+
+    def forward(self, x):
+        return self.relu2(self.pool(self.relu(self.bn(self.conv(x)))))
+
+
+def measured(model, shape):
+    settings = Settings(latency=True, warmup=2, repeat=5)
+    x = torch.randn(*shape)
+    graph, _ = analyze_model(model.eval(), (x,), settings)
+    report = measure(graph, model, (x,), "cpu", settings)
+    assert isinstance(report.pricer, Pricer)
+    return graph, report.pricer
+
+
+def test_findings_carry_measured_latency_and_whatif():
+    graph, pricer = measured(Redundant(), (1, 3, 32, 32))
+    found = {d.code: d for d in findings(graph, pricer=pricer)}
+    for code in ("AL202", "AL204", "AL205"):
+        p = found[code].price
+        assert p.device == "cpu" and p.latency_ms is not None and p.latency_ms > 0
+        assert 0 < p.latency_share < 1
+    # What-ifs exist for the redundant ReLU (dropped) and the bias (removed): measured, any sign.
+    assert isinstance(found["AL202"].price.whatif_ms, float)
+    assert isinstance(found["AL204"].price.whatif_ms, float)
+    assert isinstance(found["AL205"].evidence["whatif_costliest_pair_ms"], float)
+
+
+def test_balanced_conv_whatif_for_al101():
+    graph, pricer = measured(fixture.Net(), fixture.INPUT_SHAPE)
+    found = [d for d in findings(graph, pricer=pricer) if d.code == "AL101"]
+    assert found and all(isinstance(d.price.whatif_ms, float) for d in found)
+    assert all(d.evidence["whatif"] == "conv rebuilt with balanced channels at equal FLOPs" for d in found)
+    # Sorted by price: measured saving first.
+    keys = [d.price.sort_key() for d in found]
+    assert keys == sorted(keys, reverse=True)
+
+
+def test_no_latency_no_measured_price():
+    graph, _ = analyze_model(Redundant().eval(), (torch.randn(1, 3, 32, 32),), Settings())
+    for d in findings(graph):
+        assert d.price.latency_ms is None and d.price.whatif_ms is None and d.price.device is None
