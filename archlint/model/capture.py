@@ -580,7 +580,8 @@ class _Recorder(TorchFunctionMode):
         super().__init__()
         self.b = builder
         self.producer: dict[int, tuple[str, torch.Tensor]] = {}
-        self.stack: list[str] = [""]
+        self.stack: list[str] = [""]  # the module running now, and the shapes it was given
+        self.shapes: list[list[list[int]]] = [[]]
         self.leaf_depth = 0
         self.pending: list[list[tuple[str | None, torch.Tensor]]] = []
         self.busy = False
@@ -634,6 +635,7 @@ class _Recorder(TorchFunctionMode):
 
     def _enter(self, path: str, module: nn.Module, args, kwargs):
         self.stack.append(path)
+        self.shapes.append([list(_shape(t)) for t in _tensors((args, kwargs))])
         self.b.reached.update(_ancestors(path))
         if is_leaf(module):
             if self.leaf_depth == 0:
@@ -642,6 +644,7 @@ class _Recorder(TorchFunctionMode):
 
     def _leave(self, path: str, module: nn.Module, out):
         self.stack.pop()
+        self.shapes.pop()
         if not is_leaf(module):
             return
         self.leaf_depth -= 1
@@ -670,6 +673,8 @@ def capture_dispatch(model: nn.Module, inputs: tuple, builder: _Builder) -> None
             b.input(name, t)
             rec.produced(name, [t])
     handles = []
+    # A real forward may write buffers (BatchNorm running stats in train mode): keep and restore them.
+    saved = [(t, t.clone()) for t in model.buffers()]
     try:
         for path, module in model.named_modules():
             if path == "":
@@ -680,15 +685,19 @@ def capture_dispatch(model: nn.Module, inputs: tuple, builder: _Builder) -> None
             with torch.no_grad(), rec:
                 out = model(*inputs)
         except Exception as exc:
-            where = rec.stack[-1] or "the model's own forward"
-            mod = b.modules.get(rec.stack[-1])
-            shapes = [list(_shape(t)) for t in _tensors(inputs)]
+            path = rec.stack[-1]
+            mod = b.modules.get(path)
+            shapes = rec.shapes[-1] if path else [list(_shape(t)) for t in _tensors(inputs)]
+            where = f"layer {path!r}" if path else "the model's own forward"
             raise CaptureFailed(
-                "dispatch", exc, f"module {where!r} ({type(mod).__name__}), model input shapes {shapes}"
+                "dispatch", exc, f"{where} ({type(mod).__name__}) given input shapes {shapes}"
             ) from exc
     finally:
         for h in handles:
             h.remove()
+        with torch.no_grad():
+            for t, copy in saved:
+                t.copy_(copy)
     b.output(b.unique("output"), [rec.producer.get(id(t), (None,))[0] for t in _tensors(out)])
     b.reached.add("")
 
