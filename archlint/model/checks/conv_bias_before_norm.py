@@ -29,7 +29,8 @@ def check(graph, options, ctx):
             CODE,
             (
                 f"conv {module or conv} has a bias that {g.op_name(graph.nodes[norm])} "
-                f"{graph.nodes[norm].get('module') or norm} cancels: set bias=False ({c2} wasted parameters)"),
+                f"{graph.nodes[norm].get('module') or norm} cancels: set bias=False ({c2} wasted parameters)"
+            ),
             node=conv,
             module=module,
             price=price,

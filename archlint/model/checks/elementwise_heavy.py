@@ -77,7 +77,8 @@ def _finding(graph, ctx, where, module, light, mac, share, lat_share, of_blocks=
         CODE,
         (
             f"element-wise ops and depthwise convs hold {share:.0%} of the MAC of {where}{measured} "
-            f"({top}): each is a full pass over an activation with little arithmetic"),
+            f"({top}): each is a full pass over an activation with little arithmetic"
+        ),
         node=costliest,
         module=module,
         price=price,

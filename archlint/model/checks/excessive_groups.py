@@ -37,7 +37,8 @@ def check(graph, options, ctx):
             CODE,
             (
                 f"conv {module or name} uses {c.g} groups ({c.c1}→{c.c2} channels): its MAC is "
-                f"{excess:.0%} above an ungrouped conv of equal FLOPs ({c.c1}→{c.c2 // c.g})"),
+                f"{excess:.0%} above an ungrouped conv of equal FLOPs ({c.c1}→{c.c2 // c.g})"
+            ),
             node=name,
             module=module,
             price=price,

@@ -60,7 +60,8 @@ def _finding(graph, ctx, form, degree, found, model_flops):
         (
             f"{where}: {len(fragments)} fragments per block ({what}); "
             f"{flops / max(1, model_flops):.1%} of the model's FLOPs arrive in {len(fragments) * len(found)} "
-            f"small launches where fewer, wider ops would fill the device"),
+            f"small launches where fewer, wider ops would fill the device"
+        ),
         node=block.join or block.nodes[-1],
         module=module,
         price=price,

@@ -50,8 +50,10 @@ def check(graph, options, ctx):
         yield g.finding(
             graph,
             CODE,
-            (f"{data['kind']} {module or name} in {data.get('dtype')} has {listed}: not multiples of {m}, "
-                  f"so tensor cores cannot tile it fully"),
+            (
+                f"{data['kind']} {module or name} in {data.get('dtype')} has {listed}: not multiples of {m}, "
+                f"so tensor cores cannot tile it fully"
+            ),
             node=name,
             module=module,
             price=price,

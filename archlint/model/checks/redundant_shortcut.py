@@ -67,8 +67,10 @@ def _projection(graph, ctx, block, branch, conv):
     return g.finding(
         graph,
         CODE,
-        (f"1×1 projection shortcut {module or conv} maps {shape} to the same shape: an identity "
-              f"shortcut would do"),
+        (
+            f"1×1 projection shortcut {module or conv} maps {shape} to the same shape: an identity "
+            f"shortcut would do"
+        ),
         node=conv,
         module=module,
         price=price,
@@ -85,9 +87,11 @@ def _cheap(graph, ctx, block, branches):
     return g.finding(
         graph,
         CODE,
-        (f"identity shortcut at {module or block.join} wraps only element-wise ops "
-              f"({', '.join(sorted({g.op_name(graph.nodes[n]) for n in ops}))}): the add re-reads the input "
-              f"for no function a residual path adds"),
+        (
+            f"identity shortcut at {module or block.join} wraps only element-wise ops "
+            f"({', '.join(sorted({g.op_name(graph.nodes[n]) for n in ops}))}): the add re-reads the input "
+            f"for no function a residual path adds"
+        ),
         node=block.join,
         module=module,
         price=price,
@@ -128,10 +132,12 @@ def _dense(graph, ctx, options):
         yield g.finding(
             graph,
             CODE,
-            (f"dense connections in {module or 'the model'}: {len(members)} concats re-read the same "
-                  f"tensors up to {reuse} times ({g.fmt_bytes(total)} of concat traffic, growing "
-                  f"quadratically with depth); one-shot aggregation concatenates once "
-                  f"({g.fmt_bytes(once)})"),
+            (
+                f"dense connections in {module or 'the model'}: {len(members)} concats re-read the same "
+                f"tensors up to {reuse} times ({g.fmt_bytes(total)} of concat traffic, growing "
+                f"quadratically with depth); one-shot aggregation concatenates once "
+                f"({g.fmt_bytes(once)})"
+            ),
             node=widest,
             module=module,
             price=price,

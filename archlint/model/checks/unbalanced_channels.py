@@ -43,7 +43,8 @@ def check(graph, options, ctx):
             CODE,
             (
                 f"conv {module or name} maps {c.c1}→{c.c2} channels (1:{c.c2 / c.c1:.3g}): its MAC is "
-                f"{excess:.0%} above the bound at equal FLOPs, reached near {balanced:.0f}→{balanced:.0f}"),
+                f"{excess:.0%} above the bound at equal FLOPs, reached near {balanced:.0f}→{balanced:.0f}"
+            ),
             node=name,
             module=module,
             price=price,

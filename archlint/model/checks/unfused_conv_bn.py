@@ -38,7 +38,8 @@ def check(graph, options, ctx):
         (
             f"{len(pairs)} Conv+BatchNorm pair{'s' if len(pairs) > 1 else ''} left unfused in this eval-mode "
             f"model (costliest: {module or conv}); fold BN into the conv before deployment "
-            f"(torch.ao.quantization.fuse_modules, torch.fx fusion or torch.compile)"),
+            f"(torch.ao.quantization.fuse_modules, torch.fx fusion or torch.compile)"
+        ),
         node=conv,
         module=module,
         price=price,
