@@ -52,6 +52,8 @@ def test_findings_carry_measured_latency_and_whatif():
     assert isinstance(found["AL202"].price.whatif_ms, float)
     assert isinstance(found["AL204"].price.whatif_ms, float)
     assert isinstance(found["AL205"].evidence["whatif_costliest_pair_ms"], float)
+    # G4 with --latency: the share of measured latency sits next to the share of MAC.
+    assert 0 < found["AL104"].evidence["latency_share"] < 1 and found["AL104"].price.latency_ms > 0
 
 
 def test_balanced_conv_whatif_for_al101():

@@ -69,3 +69,11 @@ def test_page_documents_options_and_silencing(code):
     assert "module-ignores" in page
     for section in ("What it does", "Why it is slow", "Example", "Use instead", "Options", "References"):
         assert f"## {section}\n" in page
+
+
+def test_archlint_rule_prints_the_page(capsys):
+    from archlint import cli
+
+    assert cli.main(["rule", "AL101"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("# unbalanced-channels (AL101)") and "module-ignores" in out
