@@ -32,11 +32,11 @@ def _saving(pricer: Any, key: tuple, original, alternative) -> float:
     return _cache[full]
 
 
-def _conv(c1: int, c2: int, kernel, stride, padding, groups: int = 1, bias: bool = False) -> nn.Conv2d:
-    return nn.Conv2d(c1, c2, kernel, stride=stride, padding=padding, groups=groups, bias=bias)
+def _conv(c1: int, c2: int, kernel, stride, padding, groups: int = 1, bias: bool = False, dilation=1) -> nn.Conv2d:
+    return nn.Conv2d(c1, c2, kernel, stride=stride, padding=padding, groups=groups, bias=bias, dilation=dilation)
 
 
-def balanced_conv(pricer: Any, shape, c2: int, kernel, stride, padding, groups: int) -> float:
+def balanced_conv(pricer: Any, shape, c2: int, kernel, stride, padding, groups: int, dilation=1) -> float:
     """G1: the conv c1→c2 against one with c = √(c1·c2) channels in and out (equal FLOPs)."""
     n, c1, *hw = shape
     c = max(groups, round(math.sqrt(c1 * c2) / groups) * groups)
@@ -44,20 +44,20 @@ def balanced_conv(pricer: Any, shape, c2: int, kernel, stride, padding, groups: 
     return _saving(
         pricer,
         key,
-        (_conv(c1, c2, kernel, stride, padding, groups), tuple(shape)),
-        (_conv(c, c, kernel, stride, padding, groups), (n, c, *hw)),
+        (_conv(c1, c2, kernel, stride, padding, groups, False, dilation), tuple(shape)),
+        (_conv(c, c, kernel, stride, padding, groups, False, dilation), (n, c, *hw)),
     )
 
 
-def ungrouped_conv(pricer: Any, shape, c2: int, kernel, stride, padding, groups: int) -> float:
+def ungrouped_conv(pricer: Any, shape, c2: int, kernel, stride, padding, groups: int, dilation=1) -> float:
     """G2: the grouped conv against a g=1 conv on the same input with c2/g outputs (equal FLOPs)."""
     c1 = shape[1]
     key = ("ungrouped", tuple(shape), c2, str(kernel), str(stride), str(padding), groups)
     return _saving(
         pricer,
         key,
-        (_conv(c1, c2, kernel, stride, padding, groups), tuple(shape)),
-        (_conv(c1, max(1, c2 // groups), kernel, stride, padding, 1), tuple(shape)),
+        (_conv(c1, c2, kernel, stride, padding, groups, False, dilation), tuple(shape)),
+        (_conv(c1, max(1, c2 // groups), kernel, stride, padding, 1, False, dilation), tuple(shape)),
     )
 
 
@@ -70,27 +70,27 @@ class _ConvBN(nn.Module):
         return self.bn(self.conv(x))
 
 
-def folded_bn(pricer: Any, shape, c2: int, kernel, stride, padding, groups: int, bias: bool) -> float:
+def folded_bn(pricer: Any, shape, c2: int, kernel, stride, padding, groups: int, dilation=1, bias: bool = False) -> float:
     """Conv + BatchNorm (eval) against the same conv with the BN folded into its weights and bias."""
-    key = ("folded", tuple(shape), c2, str(kernel), str(stride), str(padding), groups, bias)
+    key = ("folded", tuple(shape), c2, str(kernel), str(stride), str(padding), groups, str(dilation), bias)
     c1 = shape[1]
     return _saving(
         pricer,
         key,
-        (_ConvBN(_conv(c1, c2, kernel, stride, padding, groups, bias)), tuple(shape)),
-        (_conv(c1, c2, kernel, stride, padding, groups, True), tuple(shape)),
+        (_ConvBN(_conv(c1, c2, kernel, stride, padding, groups, bias, dilation)), tuple(shape)),
+        (_conv(c1, c2, kernel, stride, padding, groups, True, dilation), tuple(shape)),
     )
 
 
-def conv_without_bias(pricer: Any, shape, c2: int, kernel, stride, padding, groups: int) -> float:
+def conv_without_bias(pricer: Any, shape, c2: int, kernel, stride, padding, groups: int, dilation=1) -> float:
     """A conv with bias against the same conv without (the BatchNorm after it cancels the bias)."""
     key = ("nobias", tuple(shape), c2, str(kernel), str(stride), str(padding), groups)
     c1 = shape[1]
     return _saving(
         pricer,
         key,
-        (_conv(c1, c2, kernel, stride, padding, groups, True), tuple(shape)),
-        (_conv(c1, c2, kernel, stride, padding, groups, False), tuple(shape)),
+        (_conv(c1, c2, kernel, stride, padding, groups, True, dilation), tuple(shape)),
+        (_conv(c1, c2, kernel, stride, padding, groups, False, dilation), tuple(shape)),
     )
 
 

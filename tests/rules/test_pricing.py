@@ -70,3 +70,13 @@ def test_no_latency_no_measured_price():
     graph, _ = analyze_model(Redundant().eval(), (torch.randn(1, 3, 32, 32),), Settings())
     for d in findings(graph):
         assert d.price.latency_ms is None and d.price.whatif_ms is None and d.price.device is None
+
+
+def test_whatif_rebuilds_dilated_and_grouped_convs():
+    model = nn.Sequential(
+        nn.Conv2d(3, 16, 3), nn.Conv2d(16, 160, 3, dilation=2, padding=2), nn.Conv2d(160, 160, 1, groups=8)
+    )
+    graph, pricer = measured(model, (1, 3, 24, 24))
+    found = {(d.code, d.module): d for d in findings(graph, pricer=pricer)}
+    assert isinstance(found[("AL101", "1")].price.whatif_ms, float)  # 16→160, dilation 2
+    assert isinstance(found[("AL102", "2")].price.whatif_ms, float)  # g=8

@@ -390,7 +390,7 @@ def whatif(ctx, name: str, *args) -> float | None:
 
 
 def conv_args(data: dict) -> tuple | None:
-    """(input shape, c_out, kernel, stride, padding, groups) to rebuild a 2-D conv, else None."""
+    """(input shape, c_out, kernel, stride, padding, groups, dilation) to rebuild a 2-D conv, else None."""
     ins = data.get("in_shapes") or []
     if not ins or len(ins[0]) != 4 or attr(data, "transposed", False):
         return None
@@ -402,6 +402,7 @@ def conv_args(data: dict) -> tuple | None:
         _two(pair(attr(data, "stride"))),
         padding if isinstance(padding, str) else _two(pair(padding, 0)),
         int(attr(data, "groups", 1) or 1),
+        _two(pair(attr(data, "dilation"))),
     )
 
 
