@@ -8,6 +8,7 @@ from collections import Counter
 from collections.abc import Iterable
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from archlint.config import Settings
@@ -68,7 +69,11 @@ def print_text(result: RunResult, settings: Settings, console: Console | None = 
     diagnostics = sorted(result.diagnostics, key=Diagnostic.sort_key)
     for d in diagnostics:
         fixable = " [*]" if d.fix else ""
-        console.print(f"{location(d)}: [bold red]{d.code}[/]{fixable} {d.message}{_price(d)}", markup=True)
+        # Escaped: module paths, prices and messages hold "[...]" that rich would read as markup.
+        console.print(
+            f"{escape(location(d))}: [bold red]{d.code}[/]{escape(fixable)} {escape(d.message)}{escape(_price(d))}",
+            markup=True,
+        )
     for g in result.gate:
         if not g.passed:
             console.print(f"[bold red]gate failed[/] {g.target}: {g.check}: {g.message}")
