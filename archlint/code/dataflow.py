@@ -136,7 +136,7 @@ def argument(site: CallSite, name: str, position: int | None = None):
 # batch loops -----------------------------------------------------------------
 
 _WRAPPERS = {"enumerate", "tqdm", "tqdm.tqdm", "tqdm.auto.tqdm", "iter", "zip"}
-_LOADER_NAME = re.compile(r"loader", re.IGNORECASE)
+_LOADER_NAME = re.compile(r"loader(?!s)", re.IGNORECASE)  # "train_loader", not "loaders" (a list of them)
 
 
 def _unwrap(node: cst.BaseExpression, facts: Facts, scope: Scope) -> tuple[cst.BaseExpression, bool]:
