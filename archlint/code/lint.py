@@ -7,11 +7,9 @@ without loading the parser.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import os
-import pickle
 import sys
 from pathlib import Path
 
@@ -19,9 +17,11 @@ from archlint import __version__
 from archlint.code.discover import discover
 from archlint.code.engine import PARSE_ERROR, lint_bytes, parse_error
 from archlint.config import Settings
-from archlint.diagnostics import Diagnostic
+from archlint.diagnostics import Applicability, Diagnostic, Edit, Fix, Severity
 
-CACHE_FILE = "code-v1.pickle"
+# JSON, not pickle: the cache lives in the project, and loading a pickle from a cloned repository
+# could run code.
+CACHE_FILE = "code-v1.json"
 CACHE_LIMIT = 50_000  # entries; beyond it only this run's are kept
 PARALLEL_MIN_FILES = 8  # below this, starting workers costs more than it saves
 
@@ -37,12 +37,13 @@ def _cache_path(settings: Settings) -> Path:
 
 def _load_cache(path: Path) -> dict:
     try:
-        with path.open("rb") as fh:
-            data = pickle.load(fh)
-        return data if isinstance(data, dict) else {}
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(data, dict):
+            raise ValueError("not a JSON object")
+        return data
     except FileNotFoundError:
         return {}
-    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError) as exc:
+    except (OSError, ValueError) as exc:
         print(f"archlint: warning: ignoring unreadable cache {path} ({exc}); linting every file", file=sys.stderr)
         return {}
 
@@ -54,12 +55,29 @@ def _save_cache(path: Path, cache: dict) -> None:
         if not gitignore.exists():
             gitignore.write_text("# Created by archlint\n*\n")
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        with tmp.open("wb") as fh:
-            pickle.dump(cache, fh, protocol=pickle.HIGHEST_PROTOCOL)
+        tmp.write_text(json.dumps(cache, separators=(",", ":")), encoding="utf-8")
         os.replace(tmp, path)
     except OSError as exc:
         print(f"archlint: warning: cannot write the cache at {path} ({exc}); next run lints every file again",
               file=sys.stderr)
+
+
+def _to_record(d: Diagnostic) -> list:
+    return [d.code, d.message, d.severity.value, d.line, d.column, d.end_line, d.end_column,
+            d.fix.to_dict() if d.fix else None]
+
+
+def _from_record(record: list, file: str) -> Diagnostic:
+    code, message, severity, line, column, end_line, end_column, fix = record
+    if fix is not None:
+        edits = tuple(
+            Edit(e["location"]["row"], e["location"]["column"], e["end_location"]["row"],
+                 e["end_location"]["column"], e["content"])
+            for e in fix["edits"]
+        )
+        fix = Fix(fix["message"], Applicability(fix["applicability"]), edits)
+    return Diagnostic(code, message, Severity(severity), file=file, line=line, column=column,
+                      end_line=end_line, end_column=end_column, fix=fix)
 
 
 def _read(path: Path) -> bytes:
@@ -111,14 +129,18 @@ def lint_files(files: list[Path], settings: Settings) -> list[Diagnostic]:
         key = hashlib.blake2b(prefix + data, digest_size=16).hexdigest()
         hit = cache.get(key)
         if hit is not None:
-            results[i] = [dataclasses.replace(d, file=name) for d in hit]
-        else:
-            todo.append((i, name, data, key))
+            try:
+                results[i] = [_from_record(r, name) for r in hit]
+                continue
+            except (ValueError, KeyError, TypeError) as exc:
+                print(f"archlint: warning: malformed cache entry for {name} ({exc!r}); linting it again",
+                      file=sys.stderr)
+        todo.append((i, name, data, key))
     if todo:
         fresh = lint_many([(name, data) for _, name, data, _ in todo], _jobs(settings))
         for (i, _, _, key), diagnostics in zip(todo, fresh):
             results[i] = diagnostics
-            cache[key] = [dataclasses.replace(d, file=None) for d in diagnostics]
+            cache[key] = [_to_record(d) for d in diagnostics]
         if settings.cache:
             if len(cache) > CACHE_LIMIT:
                 cache = {key: cache[key] for _, _, _, key in todo}

@@ -95,3 +95,18 @@ def test_select_ignore_and_per_file_ignores(tmp_path):
     assert run(select=["AL40"], ignore=["AL407"]) == ["AL402"]
     assert run(select=["AL3"], extend_select=["AL402"]) == ["AL402"]
     assert run(per_file_ignores={"a.py": ["AL4"]}) == []
+
+
+def test_cache_is_json_and_survives_corruption(tmp_path, capsys):
+    (tmp_path / "a.py").write_text(FINDING)
+    settings = Settings(root=tmp_path)
+    first, _ = lint.lint_paths([tmp_path], settings)
+    path = tmp_path / ".archlint_cache" / lint.CACHE_FILE
+    import json
+
+    data = json.loads(path.read_text())  # JSON: loading it can never run code
+    assert len(data) == 1
+    path.write_text("{not json")
+    again, _ = lint.lint_paths([tmp_path], settings)
+    assert [d.to_dict() for d in again] == [d.to_dict() for d in first]
+    assert "ignoring unreadable cache" in capsys.readouterr().err
