@@ -90,6 +90,8 @@ def known_dict(name: str, scope: Scope, depth: int = 0) -> dict | None:
         items[k] = value
     for site in home.calls:
         func = site.node.func
+        if any(a.star != "**" and isinstance(a.value, cst.Name) and a.value.value == name for a in site.node.args):
+            return None  # handed to a function that may add keys: unknown
         if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == name:
             if func.attr.value in ("update", "setdefault"):
                 if func.attr.value == "setdefault" and len(site.node.args) == 2:

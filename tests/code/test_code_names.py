@@ -79,6 +79,8 @@ def test_dict_kwargs_resolved_with_updates():
     assert _codes(missing) == ["AL301"]
     other = base + '    kw = {"num_workers": 4}\n    kw.update(cfg)\n    DataLoader(ds, **kw)\n'
     assert _codes(other) == []  # updated from something unknown: not a finding
+    handed = base + '    kw = {"num_workers": 4}\n    add_cuda_options(kw)\n    DataLoader(ds, **kw)\n'
+    assert _codes(handed) == []  # a function may have added pin_memory
     param = base.replace("main()", "main(kw)") + "    DataLoader(ds, **kw)\n"
     assert _codes(param) == []
 
