@@ -60,6 +60,15 @@ def capture_graph(loaded: Loaded, target: str, settings: Settings) -> nx.DiGraph
     ) from last
 
 
+def cost(graph: nx.DiGraph, notes: list[str]) -> None:
+    """Costs on every op; a note lists the ops without a formula (left out of the totals)."""
+    unknown = cost_graph(graph)
+    if unknown:
+        ops = Counter(graph.nodes[n]["op"] for n in unknown)
+        listed = ", ".join(f"{op} ×{c}" if c > 1 else op for op, c in ops.most_common(8))
+        notes.append(f"{len(unknown)} ops have no cost formula and are left out of the totals: {listed}")
+
+
 def analyze(spec: ModelSpec, settings: Settings) -> tuple[ModelResult, list[Diagnostic]]:
     loaded = load(spec, settings)
     graph = capture_graph(loaded, spec.target, settings)
@@ -69,11 +78,7 @@ def analyze(spec: ModelSpec, settings: Settings) -> tuple[ModelResult, list[Diag
         target=spec.target, mode=settings.mode, build=loaded.build, dtype=str(loaded.dtype).removeprefix("torch."),
         input_shapes=inputs, notes=notes,
     )
-    unknown = cost_graph(graph)
-    if unknown:
-        ops = Counter(graph.nodes[n]["op"] for n in unknown)
-        listed = ", ".join(f"{op} ×{c}" if c > 1 else op for op, c in ops.most_common(8))
-        notes.append(f"{len(unknown)} ops have no cost formula and are left out of the totals: {listed}")
+    cost(graph, notes)
     totals = opgraph.totals(graph)
     result = ModelResult(
         target=spec.target,
@@ -117,7 +122,7 @@ def analyze_model(
     shapes = [list(d["out_shapes"][0]) for _, d in graph.nodes(data=True) if d["kind"] == "input"]
     graph.graph.update(target=target, mode=settings.mode, build="given", dtype=str(loaded.dtype).removeprefix("torch."),
                        input_shapes=shapes, notes=notes)
-    cost_graph(graph)
+    cost(graph, notes)
     result = ModelResult(
         target=target, strategy=graph.graph["strategy"], device="cpu", dtype=graph.graph["dtype"],
         input_shapes=shapes, totals=opgraph.totals(graph), layers=opgraph.to_layers(graph),

@@ -329,9 +329,99 @@ class _Propagate(nn.Module):
         return interp.env
 
 
+# Shape rules for the commonest ops: many meta kernels are Python decompositions costing ms per
+# call (batch_norm, layer_norm, relu, linear); these ops' output shapes need no kernel at all.
+_SAME_SHAPE = frozenset(k for k, kind in KIND_OF.items() if kind in ("activation", "dropout")) - {"GLU", "glu"}
+_BINARY = frozenset({"add", "sub", "mul", "div", "rsub"})
+_KEYS: dict[Any, tuple[str, bool]] = {}
+
+
+def _call_key(target: Any) -> tuple[str, bool]:
+    """(normalized key, in-place) of an fx call target, cached."""
+    try:
+        return _KEYS[target]
+    except (KeyError, TypeError):
+        pass
+    name = target if isinstance(target, str) else getattr(target, "__name__", "")
+    inplace = name.startswith("__i") or (name.endswith("_") and not name.endswith("__"))
+    found = (function_label(target)[1], inplace)
+    try:
+        _KEYS[target] = found
+    except TypeError:
+        pass
+    return found
+
+
+def _fast_output(key: str, inplace: bool, args: tuple, kwargs: dict) -> torch.Tensor | None:
+    x = args[0] if args else None
+    if not isinstance(x, torch.Tensor) or x.device.type != "meta":
+        return None
+    if key in _SAME_SHAPE and "dtype" not in kwargs:
+        if inplace or kwargs.get("inplace") is True:
+            return x
+        return torch.empty_like(x)
+    if key in _BINARY and len(args) == 2 and not kwargs:
+        y = args[1]
+        if isinstance(y, torch.Tensor):
+            if y.device.type != "meta":
+                return None
+            shape = torch.broadcast_shapes(x.shape, y.shape)
+        elif isinstance(y, (int, float)) and not isinstance(y, bool):
+            shape = x.shape
+        else:
+            return None
+        dtype = torch.result_type(x, y)
+        if inplace:
+            return x if shape == x.shape and dtype == x.dtype else None
+        return torch.empty(shape, dtype=dtype, device="meta")
+    return None
+
+
+def _fast_module(module: nn.Module, args: tuple, kwargs: dict) -> torch.Tensor | None:
+    if not is_leaf(module) or kwargs:
+        return None
+    name = type(module).__name__
+    if name == "Identity" and len(args) == 1 and isinstance(args[0], torch.Tensor):
+        return args[0]
+    if name in ("Linear", "LazyLinear") and len(args) == 1 and isinstance(args[0], torch.Tensor):
+        x = args[0]
+        if x.device.type != "meta" or x.dim() == 0 or x.shape[-1] != module.in_features:
+            return None  # let the kernel raise its own error
+        return x.new_empty((*x.shape[:-1], module.out_features))
+    if name in _SAME_SHAPE and len(args) == 1:
+        return _fast_output(name, getattr(module, "inplace", False) is True, args, {})
+    if len(args) == 1 and isinstance(args[0], torch.Tensor) and args[0].device.type == "meta" and _norm_fits(module, args[0]):
+        return torch.empty_like(args[0])
+    return None
+
+
+def _norm_fits(module: nn.Module, x: torch.Tensor) -> bool:
+    """A norm module whose input has the shape it expects (else the kernel raises its own error)."""
+    if isinstance(module, nn.modules.batchnorm._BatchNorm):
+        return x.dim() >= 2 and x.shape[1] == module.num_features
+    if isinstance(module, nn.LayerNorm):
+        n = len(module.normalized_shape)
+        return tuple(x.shape[-n:]) == tuple(module.normalized_shape)
+    if isinstance(module, nn.GroupNorm):
+        return x.dim() >= 2 and x.shape[1] == module.num_channels
+    return False
+
+
 class _Interpreter(fx.Interpreter):
     def __init__(self, gm):
         super().__init__(gm, garbage_collect_values=False)
+
+    def call_module(self, target, args, kwargs):
+        out = _fast_module(self.module.get_submodule(target), args, kwargs)
+        return super().call_module(target, args, kwargs) if out is None else out
+
+    def call_function(self, target, args, kwargs):
+        out = _fast_output(*_call_key(target), args, kwargs)
+        return super().call_function(target, args, kwargs) if out is None else out
+
+    def call_method(self, target, args, kwargs):
+        out = _fast_output(*_call_key(target), args, kwargs)
+        return super().call_method(target, args, kwargs) if out is None else out
 
     def fetch_attr(self, target: str):
         value = super().fetch_attr(target)  # plain tensor attributes are not swapped: move them

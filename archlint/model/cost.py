@@ -87,7 +87,7 @@ _KINDS: dict[str, tuple[str, ...]] = {
         "CircularPad1d CircularPad2d CircularPad3d reflection_pad1d reflection_pad2d "
         "reflection_pad3d replication_pad1d replication_pad2d replication_pad3d PixelShuffle "
         "PixelUnshuffle pixel_shuffle pixel_unshuffle ChannelShuffle channel_shuffle "
-        "native_channel_shuffle scatter scatter_add _to_copy setitem fill index_put tril triu "
+        "native_channel_shuffle scatter scatter_add _to_copy setitem index_put tril triu "
         "clone_ cpu cuda float32 contiguous_ masked_scatter"
     ).split(),
     "reduction": (
@@ -109,7 +109,7 @@ _KINDS: dict[str, tuple[str, ...]] = {
     "creation": (
         "zeros ones empty full arange rand randn randint zeros_like ones_like empty_like full_like "
         "rand_like randn_like randint_like tensor as_tensor linspace logspace scalar_tensor new_zeros "
-        "new_ones new_full new_empty new_tensor eye empty_strided"
+        "new_ones new_full new_empty new_tensor eye empty_strided zero fill"
     ).split(),
 }
 KIND_OF: dict[str, str] = {key: kind for kind, keys in _KINDS.items() for key in keys}

@@ -9,6 +9,7 @@ also `layers[].name` in the JSON and the range name in the profiler trace.
 Node attributes (set by capture):
     kind          normalized op kind, one of KINDS
     op            what ran, readable: "nn.Conv2d", "F.relu", "aten.add.Tensor", "Tensor.view"
+    key           normalized op name the cost table is keyed by ("Conv2d", "relu", "add")
     module        dotted path of the module the op belongs to ("layer1.0.conv1"), "" for the root
     module_type   class name of that module ("Conv2d"), None at the root
     in_shapes     list of tuples: the tensor inputs, in argument order (weights not included)
@@ -16,6 +17,8 @@ Node attributes (set by capture):
     dtype         str, the output dtype ("float32")
     itemsize      bytes per element of that dtype
     param_shapes  {"weight": (..), "bias": (..)}: parameters and buffers this op reads
+    param_bytes   bytes of those parameters and buffers
+    in_bytes      bytes of the distinct input tensors (a tensor passed twice is read once)
     params        number of parameter elements this op owns (each parameter counted once
                   model-wide, at the first op that reads it)
     attrs         op attributes: kernel_size, stride, padding, dilation, groups, transposed,
@@ -33,7 +36,9 @@ Edge attributes: `index` (the consumer's input position of this tensor).
 Graph attributes (G.graph):
     target, strategy ("fx" | "export" | "dispatch"), mode ("eval" | "train"), build, dtype,
     input_shapes, notes (list of str: fallbacks taken, caveats), replay (an object that can run
-    the graph op by op for timing, or None when the strategy cannot replay), modules
+    the graph op by op for timing, or None when the strategy cannot replay: archlint.model.capture.
+    Replay with `graph_module`, an fx GraphModule on the real model's modules for strategy "fx";
+    None for "export" and "dispatch"), modules
     ({path: {"type": cls name, "params": direct parameter count, "file": str|None,
     "line": int|None}} for every submodule, reached or not), reached_modules (set of paths of
     modules whose forward ran), unused_params (names of parameters no op read)

@@ -1,0 +1,102 @@
+"""archlint's model analysis (no latency) against fvcore FlopCountAnalysis and torch FlopCounterMode.
+
+    python benchmarks/analyze_speed.py [--repeat 3] [--quick]
+
+Same prebuilt model (real weights, eval mode) and the same input for every tool; each time is the
+best of --repeat runs. archlint: fx trace + shape propagation on meta copies + costs (no
+arithmetic on real data); fvcore: jit trace of a real forward; FlopCounterMode: a real forward
+under a dispatch mode. Target: archlint ≤ 1.0× fvcore on every model, and time linear in the
+number of layers (the synthetic models of 1k/2k/5k layers).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import time
+import warnings
+
+import torch
+import torchvision
+from torch import nn
+
+from archlint.model.analyze import analyze_model
+
+
+def synthetic(layers: int, width: int = 16) -> nn.Module:
+    """A plain chain of `layers` leaf modules: Conv2d / BatchNorm2d / ReLU repeated."""
+    blocks = []
+    for i in range(layers):
+        blocks.append((nn.Conv2d(width, width, 3, padding=1, bias=False), nn.BatchNorm2d(width), nn.ReLU())[i % 3])
+    return nn.Sequential(nn.Conv2d(3, width, 1), *blocks)
+
+
+def best(fn, repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def run_archlint(model, x):
+    _, result = analyze_model(model, (x,))
+    return result.totals.flops
+
+
+def run_fvcore(model, x):
+    from fvcore.nn import FlopCountAnalysis
+
+    analysis = FlopCountAnalysis(model, x)
+    analysis.unsupported_ops_warnings(False)
+    analysis.uncalled_modules_warnings(False)
+    return analysis.total()
+
+
+def run_flop_counter(model, x):
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        model(x)
+    return counter.get_total_flops() // 2
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--quick", action="store_true", help="smaller synthetic models (smoke test)")
+    args = parser.parse_args()
+    warnings.simplefilter("ignore")
+    logging.disable(logging.WARNING)
+    torch.set_num_threads(max(1, torch.get_num_threads()))
+
+    models = [(name, getattr(torchvision.models, name)(), (1, 3, 224, 224))
+              for name in ("resnet50", "vit_b_16", "densenet121", "efficientnet_b0")]
+    sizes = (100, 200, 500) if args.quick else (1000, 2000, 5000)
+    models += [(f"synthetic-{n}", synthetic(n), (1, 3, 32, 32)) for n in sizes]
+
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, best of {args.repeat}")
+    print(f"{'model':18s} {'layers':>7s} {'archlint s':>11s} {'fvcore s':>9s} {'FlopCtr s':>10s} "
+          f"{'vs fvcore':>10s} {'vs FlopCtr':>11s}  GFLOPs (archlint / fvcore / FlopCounterMode÷2)")
+    per_layer = []
+    for name, model, shape in models:
+        model.eval()
+        x = torch.randn(shape)
+        layers = sum(1 for m in model.modules() if not list(m.children()))
+        run_archlint(model, x)  # warm-up: imports, caches
+        ours = best(lambda: run_archlint(model, x), args.repeat)
+        fv = best(lambda: run_fvcore(model, x), args.repeat)
+        fc = best(lambda: run_flop_counter(model, x), args.repeat)
+        g = (run_archlint(model, x) / 1e9, run_fvcore(model, x) / 1e9, run_flop_counter(model, x) / 1e9)
+        print(f"{name:18s} {layers:7d} {ours:11.3f} {fv:9.3f} {fc:10.3f} {ours / fv:9.2f}× {ours / fc:10.2f}×"
+              f"  {g[0]:.3f} / {g[1]:.3f} / {g[2]:.3f}")
+        if name.startswith("synthetic"):
+            per_layer.append((layers, ours))
+    print("\nscaling (synthetic): " + ", ".join(f"{n} layers {t * 1e3 / n:.3f} ms/layer" for n, t in per_layer))
+    (n0, t0), (n1, t1) = per_layer[0], per_layer[-1]
+    print(f"time ratio {t1 / t0:.2f}× for {n1 / n0:.1f}× the layers (linear: equal)")
+
+
+if __name__ == "__main__":
+    main()
