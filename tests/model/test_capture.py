@@ -52,6 +52,14 @@ def test_strategies_agree(name):
         assert result.strategy == strategy
         summaries[strategy] = _summary(graph, result)
         assert result.totals.unknown_ops == 0
+        replay = graph.graph["replay"]
+        if strategy == "dispatch":
+            assert replay is None
+        else:  # the latency engineer times each OpGraph node by its fx node in the replay graph
+            names = {n.name for n in replay.graph_module.graph.nodes}
+            assert {layer.name for layer in result.layers} <= names
+            with torch.no_grad():
+                assert torch.allclose(replay.graph_module(*inputs), model(*inputs), atol=1e-5)
     assert summaries["fx"] == summaries["export"] == summaries["dispatch"]
 
 
