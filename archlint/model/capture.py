@@ -435,9 +435,11 @@ class _Interpreter(fx.Interpreter):
         try:
             return super().run_node(n)
         except Exception as exc:
-            shapes = [list(_shape(t)) for t in _tensors(fx.node.map_arg((n.args, n.kwargs), lambda a: self.env.get(a)))]
-            where = f"{n.name}" + (f" (module {n.meta['nn_module_stack'] and list(n.meta['nn_module_stack'].values())[-1][0]})" if n.meta.get("nn_module_stack") else "")
-            raise CaptureFailed("fx", exc, f"{where}, input shapes {shapes}") from exc
+            values = fx.node.map_arg((n.args, n.kwargs), lambda a: self.env.get(a))
+            shapes = [list(_shape(t)) for t in _tensors(values)]
+            stack = n.meta.get("nn_module_stack") or {}
+            module = f" in module {list(stack.values())[-1][0]!r}" if stack else ""
+            raise CaptureFailed("fx", exc, f"op {n.name}{module} given input shapes {shapes}") from exc
 
 
 def _to_meta(value: Any) -> Any:

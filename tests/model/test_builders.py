@@ -6,7 +6,7 @@ Inputs are small where the model allows it, to keep CI time down.
 
 Plain fx cannot trace the detection and optical-flow models (data-dependent control flow): the
 test asserts that fx fails on each and that a fallback captures it. The full chain (fx → export →
-dispatch) runs on representatives; the others are captured by dispatch directly, because the
+dispatch) runs on a representative; the others are captured by dispatch directly, because the
 export attempt alone costs 15-50 s per model on a CI core.
 """
 
@@ -75,10 +75,21 @@ def test_segmentation(name):
 VIDEO_INPUT = {"mvit_v1_b": (1, 3, 16, 224, 224), "mvit_v2_s": (1, 3, 16, 224, 224), "s3d": (1, 3, 16, 224, 224)}
 
 
+# fx cannot trace the Swin3D models (shape-dependent padding); export can, at 15-40 s each on a CI
+# core: the full chain runs on swin3d_t, the larger two are recorded by dispatch directly.
+VIDEO_DISPATCH = {"swin3d_s", "swin3d_b"}
+
+
 @pytest.mark.parametrize("name", list_models(module=torchvision.models.video))
 def test_video(name):
     shape = VIDEO_INPUT.get(name, (1, 3, 4, 64, 64))
-    _, result = _analyze(_meta(name), (torch.randn(*shape),))
+    if name in VIDEO_DISPATCH:
+        model = get_model(name, weights=None).eval()
+        with pytest.raises(UsageError, match="fx capture"):
+            _analyze(model, (torch.randn(*shape),), "fx")
+        _, result = _analyze(model, (torch.randn(*shape),), "dispatch")
+    else:
+        _, result = _analyze(_meta(name), (torch.randn(*shape),))
     _check(result)
 
 
@@ -91,7 +102,7 @@ def test_quantization(name):
 
 DETECTION = list_models(module=torchvision.models.detection)
 SMALL = {"min_size": 128, "max_size": 160}
-FULL_CHAIN = {"fasterrcnn_mobilenet_v3_large_320_fpn", "ssdlite320_mobilenet_v3_large"}
+FULL_CHAIN = {"fasterrcnn_mobilenet_v3_large_320_fpn"}
 
 
 def _detector(name):
@@ -120,9 +131,8 @@ def test_optical_flow(name):
     inputs = (torch.rand(1, 3, 128, 128), torch.rand(1, 3, 128, 128))
     with pytest.raises(UsageError, match="fx capture"):
         _analyze(model, inputs, "fx")
-    _, result = _analyze(model, inputs, None if name == "raft_small" else "dispatch")
+    _, result = _analyze(model, inputs, "dispatch")  # export takes 40-50 s here, then succeeds
     _check(result)
-    assert result.strategy in ("export", "dispatch")
 
 
 # A fixed sample of timm models across families (CNNs, ViTs, hybrids, MLPs), default input sizes.
