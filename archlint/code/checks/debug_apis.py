@@ -34,9 +34,15 @@ def _enabled(site, name: str) -> bool:
     return True
 
 
+_GLOBAL = ("torch.autograd.set_detect_anomaly", "torch.autograd.detect_anomaly")
+
+
 def check(facts: Facts):
+    scripts = bool(df.batch_loops(facts))
     for site in facts.calls_to(*_WHY):
         name = facts.qname(site.node.func, site.scope)
+        if name not in _GLOBAL and not scripts:
+            continue  # a profiler in library code (a tool's --trace option) is its job, not a leftover
         if _enabled(site, name):
             yield Finding(
                 "AL404",
