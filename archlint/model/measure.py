@@ -88,9 +88,11 @@ def measure(graph: nx.DiGraph, model: torch.nn.Module, inputs, device: str, sett
     flags = [(m, m.training) for m in (*model.modules(), *(gm.modules() if gm is not None else ()))]
     try:
         with _clear_oom(dev, f"timing {graph.graph.get('target', 'the model')} with inputs {_shapes(inputs)}"):
-            model.to(dev).eval()
+            model.to(dev)
             if gm is not None:
-                gm.to(dev).eval()  # moves attributes the GraphModule holds itself (shared ones are moved already)
+                gm.to(dev)  # moves attributes the GraphModule holds itself (shared ones are moved already)
+            for m, _ in flags:  # eval mode; set directly: an exported GraphModule refuses .eval()
+                m.training = False
             args = _to_device(inputs, dev, None)
             dtype = _dtype_of(model, args)
             with torch.no_grad():

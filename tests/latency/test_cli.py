@@ -41,10 +41,16 @@ def test_json_has_latency_per_layer_and_in_totals(capsys, device):
     assert model["roofline"]["peak_flops_per_s"] > 0
 
 
-@pytest.mark.parametrize("strategy", ["export", "dispatch"])
-def test_graphs_that_cannot_be_replayed_are_timed_per_module(capsys, strategy):
-    model = _run_json(capsys, "--strategy", strategy)
-    assert model["strategy"] == strategy
+def test_export_graphs_are_replayed_op_by_op(capsys):
+    model = _run_json(capsys, "--strategy", "export")
+    assert model["strategy"] == "export"
+    assert model["timing"].startswith("per op: export graph replayed node by node")
+    assert all(la["latency_ms"] > 0 for la in model["layers"])
+
+
+def test_dispatch_graphs_are_timed_per_module(capsys):
+    model = _run_json(capsys, "--strategy", "dispatch")
+    assert model["strategy"] == "dispatch"
     assert model["timing"].startswith("per module: forward hooks")
     assert any("cannot be replayed op by op" in n for n in model["notes"])
     by_module: dict[str, list[dict]] = {}
