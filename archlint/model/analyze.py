@@ -83,29 +83,25 @@ def cost(graph: nx.DiGraph, notes: list[str]) -> None:
         notes.append(f"{len(unknown)} ops have no cost formula and are left out of the totals: {listed}")
 
 
-def analyze(spec: ModelSpec, settings: Settings) -> tuple[ModelResult, list[Diagnostic]]:
-    loaded = load(spec, settings)
-    graph = capture_graph(loaded, spec.target, settings)
+def _capture_and_cost(loaded: Loaded, target: str, device: str, settings: Settings) -> tuple[nx.DiGraph, ModelResult]:
+    graph = capture_graph(loaded, target, settings)
     inputs = [list(d["out_shapes"][0]) for _, d in graph.nodes(data=True) if d["kind"] == "input"]
     notes = loaded.notes + graph.graph["notes"]
+    dtype = str(loaded.dtype).removeprefix("torch.")
     graph.graph.update(
-        target=spec.target, mode=settings.mode, build=loaded.build, dtype=str(loaded.dtype).removeprefix("torch."),
-        input_shapes=inputs, notes=notes,
+        target=target, mode=settings.mode, build=loaded.build, dtype=dtype, input_shapes=inputs, notes=notes
     )
     cost(graph, notes)
-    totals = opgraph.totals(graph)
     result = ModelResult(
-        target=spec.target,
-        strategy=graph.graph["strategy"],
-        device=spec.device,
-        dtype=graph.graph["dtype"],
-        input_shapes=inputs,
-        totals=totals,
-        layers=[],
-        mode=settings.mode,
-        build=loaded.build,
-        notes=notes,
+        target=target, strategy=graph.graph["strategy"], device=device, dtype=dtype, input_shapes=inputs,
+        totals=opgraph.totals(graph), layers=[], mode=settings.mode, build=loaded.build, notes=notes,
     )
+    return graph, result  # layers are filled by the caller, once the graph is complete
+
+
+def analyze(spec: ModelSpec, settings: Settings) -> tuple[ModelResult, list[Diagnostic]]:
+    loaded = load(spec, settings)
+    graph, result = _capture_and_cost(loaded, spec.target, spec.device, settings)
     report = None
     if settings.latency:
         from archlint.model.measure import measure
@@ -129,19 +125,9 @@ def analyze_model(
     model: nn.Module, inputs: tuple, settings: Settings | None = None, target: str = "<model>"
 ) -> tuple[nx.DiGraph, ModelResult]:
     """Analyze a prebuilt model (no checks, no latency): for tests, benchmarks and library use."""
-    settings = settings or Settings()
     loaded = Loaded(model, tuple(inputs), "given", _dtype_of(model))
-    graph = capture_graph(loaded, target, settings)
-    notes = graph.graph["notes"]
-    shapes = [list(d["out_shapes"][0]) for _, d in graph.nodes(data=True) if d["kind"] == "input"]
-    graph.graph.update(target=target, mode=settings.mode, build="given", dtype=str(loaded.dtype).removeprefix("torch."),
-                       input_shapes=shapes, notes=notes)
-    cost(graph, notes)
-    result = ModelResult(
-        target=target, strategy=graph.graph["strategy"], device="cpu", dtype=graph.graph["dtype"],
-        input_shapes=shapes, totals=opgraph.totals(graph), layers=opgraph.to_layers(graph),
-        mode=settings.mode, build="given", notes=notes,
-    )
+    graph, result = _capture_and_cost(loaded, target, "cpu", settings or Settings())
+    result.layers = opgraph.to_layers(graph)
     return graph, result
 
 

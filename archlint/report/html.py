@@ -23,7 +23,7 @@ from archlint.config import Settings
 from archlint.diagnostics import Diagnostic
 from archlint.errors import UsageError
 from archlint.report.layout import layered
-from archlint.report.text import human_bytes, human_count, location
+from archlint.report.text import human_bytes, human_count, location, price_bits
 from archlint.result import GateResult, Layer, ModelResult, RunResult
 
 ASSETS = Path(__file__).resolve().parent / "assets"
@@ -360,21 +360,7 @@ def _finding(d: Diagnostic, names: set[str]) -> str:
 
 
 def _price(d: Diagnostic) -> str:
-    p = d.price
-    if p is None:
-        return ""
-    bits = []
-    if p.latency_ms is not None:
-        share = f" ({p.latency_share:.1%})" if p.latency_share is not None else ""
-        bits.append(f"costs {p.latency_ms:.3g} ms{share} on {p.device or 'the device'}")
-    if p.whatif_ms is not None:
-        bits.append(f"fix saves {p.whatif_ms:.3g} ms")
-    if p.mac_bytes:
-        share = f" ({p.mac_share:.1%} of MAC)" if p.mac_share is not None else ""
-        bits.append(f"+{human_bytes(p.mac_bytes)} MAC{share}")
-    if p.flops:
-        bits.append(f"+{human_count(p.flops)} FLOPs")
-    return _e(" · ".join(bits))
+    return _e(" · ".join(price_bits(d)))
 
 
 def _evidence(evidence: dict) -> str:

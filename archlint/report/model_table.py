@@ -6,23 +6,9 @@ from rich.console import Console
 from rich.table import Table
 
 from archlint.config import Settings
+from archlint.report.text import human_bytes as _bytes
+from archlint.report.text import human_count as _count
 from archlint.result import ModelResult
-
-
-def _count(n: float) -> str:
-    for unit in ("", "K", "M", "G"):
-        if abs(n) < 1000:
-            return f"{n:.4g}{unit}"
-        n /= 1000
-    return f"{n:.4g}T"
-
-
-def _bytes(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if abs(n) < 1000:
-            return f"{n:.4g} {unit}"
-        n /= 1000
-    return f"{n:.4g} TB"
 
 
 def _shapes(shapes: list[list[int]]) -> str:

@@ -17,30 +17,42 @@ from archlint.registry import RuleInfo
 from archlint.result import RunResult
 
 
-def location(d: Diagnostic) -> str:
+def location(d: Diagnostic, settings: Settings | None = None) -> str:
+    """`file:line:col`, relative to the project root when settings are given, then for model
+    findings the module path in brackets ("[model]" for a finding about the whole model)."""
     if d.file:
-        parts = [d.file] + [str(v) for v in (d.line, d.column) if v is not None]
-        where = ":".join(parts)
+        file = settings.relpath(d.file) if settings else d.file
+        where = ":".join([file] + [str(v) for v in (d.line, d.column) if v is not None])
     else:
         where = d.target or "<model>"
     if d.node:
-        where += f" [{d.module or d.node}]"
+        where += f" [{d.module or ('model' if d.module == '' else d.node)}]"
     return where
 
 
-def _price(d: Diagnostic) -> str:
+def price_bits(d: Diagnostic) -> list[str]:
+    """A finding's price in short phrases, measured figures first; shared by the reporters."""
     p = d.price
     if p is None:
-        return ""
+        return []
     bits = []
     if p.latency_ms is not None:
         share = f" ({p.latency_share:.1%})" if p.latency_share is not None else ""
-        bits.append(f"costs ≈ {p.latency_ms:.3g} ms{share} on {p.device or 'device'}")
+        bits.append(f"costs ≈ {p.latency_ms:.3g} ms{share} on {p.device or 'the device'}")
     if p.whatif_ms is not None:
-        bits.append(f"fix saves ≈ {p.whatif_ms:.3g} ms")
+        # A measured what-if can come out at or below zero (noise, or an alternative no faster).
+        saving = f"fix saves ≈ {p.whatif_ms:.3g} ms" if p.whatif_ms > 0 else "the alternative measured no faster"
+        bits.append(saving)
     if p.mac_bytes:
         share = f" ({p.mac_share:.1%} of MAC)" if p.mac_share is not None else ""
         bits.append(f"+{human_bytes(p.mac_bytes)} MAC{share}")
+    if p.flops:
+        bits.append(f"+{human_count(p.flops)} FLOPs")
+    return bits
+
+
+def _price(d: Diagnostic) -> str:
+    bits = price_bits(d)
     return "  [" + "; ".join(bits) + "]" if bits else ""
 
 
@@ -61,7 +73,10 @@ def human_count(n: float) -> str:
 
 
 def print_text(result: RunResult, settings: Settings, console: Console | None = None) -> None:
-    console = console or Console(highlight=False, soft_wrap=True)
+    if console is None:
+        console = Console(highlight=False, soft_wrap=True)
+        if not console.is_terminal:  # CI logs and pipes: don't fold tables at 80 columns
+            console.width = 160
     for model in result.models:
         from archlint.report.model_table import print_model
 
@@ -71,7 +86,7 @@ def print_text(result: RunResult, settings: Settings, console: Console | None = 
         fixable = " [*]" if d.fix else ""
         # Escaped: module paths, prices and messages hold "[...]" that rich would read as markup.
         console.print(
-            f"{escape(location(d))}: [bold red]{d.code}[/]{escape(fixable)} {escape(d.message)}{escape(_price(d))}",
+            f"{escape(location(d, settings))}: [bold red]{d.code}[/]{escape(fixable)} {escape(d.message)}{escape(_price(d))}",
             markup=True,
         )
     for g in result.gate:
