@@ -1,0 +1,56 @@
+"""Pieces every strategy uses: the CaptureFailed error, Replay, what counts as a leaf module, and
+small tensor and module-path helpers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.fx as fx
+from torch import nn
+from torch.utils import _pytree as pytree
+
+from archlint.model.cost import LEAF_MODULES
+
+
+class CaptureFailed(Exception):
+    """A strategy could not capture the model. `where` names the op/module and shapes, if known."""
+
+    def __init__(self, strategy: str, error: BaseException, where: str | None = None):
+        self.strategy, self.error, self.where = strategy, error, where
+        text = " ".join(str(error).split())[:300]
+        super().__init__(f"{type(error).__name__}: {text}" + (f" (at {where})" if where else ""))
+
+
+@dataclass
+class Replay:
+    """Runs the captured graph op by op on the real model: fx node names = OpGraph node names."""
+
+    graph_module: fx.GraphModule
+
+
+def is_leaf(module: nn.Module) -> bool:
+    cls = type(module)
+    return cls.__name__ in LEAF_MODULES and cls.__module__.startswith(("torch.nn", "torch.ao.nn"))
+
+
+def _tensors(value: Any) -> list[torch.Tensor]:
+    return [t for t in pytree.tree_leaves(value) if isinstance(t, torch.Tensor)]
+
+
+def _shape(t: torch.Tensor) -> tuple[int, ...]:
+    return tuple(int(s) for s in t.shape)
+
+
+def _dtype(t: torch.Tensor) -> str:
+    return str(t.dtype).removeprefix("torch.")
+
+
+def _ancestors(path: str) -> list[str]:
+    parts = path.split(".") if path else []
+    return [""] + [".".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+def _to_meta(value: Any) -> Any:
+    return pytree.tree_map(lambda t: t.to("meta") if isinstance(t, torch.Tensor) else t, value)

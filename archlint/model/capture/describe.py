@@ -1,0 +1,108 @@
+"""Describing a call: the attributes of a leaf module or a functional call, and the readable label
+and normalized key of a called function, method or aten op."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from archlint.model.cost import normalize
+
+
+_MODULE_ATTRS = (
+    "in_channels out_channels kernel_size stride padding dilation groups output_padding "
+    "in_features out_features num_heads embed_dim kdim vdim batch_first num_features "
+    "normalized_shape num_groups affine elementwise_affine output_size inplace p mode "
+    "scale_factor upscale_factor num_embeddings embedding_dim dim"
+).split()
+
+# Positional names of the non-tensor arguments of functional calls whose attributes checks read.
+_POSITIONAL = {
+    "conv1d": ("input", "weight", "bias", "stride", "padding", "dilation", "groups"),
+    "conv2d": ("input", "weight", "bias", "stride", "padding", "dilation", "groups"),
+    "conv3d": ("input", "weight", "bias", "stride", "padding", "dilation", "groups"),
+    "conv_transpose1d": ("input", "weight", "bias", "stride", "padding", "output_padding", "groups", "dilation"),
+    "conv_transpose2d": ("input", "weight", "bias", "stride", "padding", "output_padding", "groups", "dilation"),
+    "conv_transpose3d": ("input", "weight", "bias", "stride", "padding", "output_padding", "groups", "dilation"),
+    "convolution": ("input", "weight", "bias", "stride", "padding", "dilation", "transposed", "output_padding", "groups"),
+    "_convolution": ("input", "weight", "bias", "stride", "padding", "dilation", "transposed", "output_padding", "groups"),
+    "einsum": ("equation",),
+    "max_pool1d": ("input", "kernel_size", "stride", "padding", "dilation"),
+    "max_pool2d": ("input", "kernel_size", "stride", "padding", "dilation"),
+    "max_pool3d": ("input", "kernel_size", "stride", "padding", "dilation"),
+    "max_pool2d_with_indices": ("input", "kernel_size", "stride", "padding", "dilation"),
+    "avg_pool1d": ("input", "kernel_size", "stride", "padding"),
+    "avg_pool2d": ("input", "kernel_size", "stride", "padding"),
+    "avg_pool3d": ("input", "kernel_size", "stride", "padding"),
+    "interpolate": ("input", "size", "scale_factor", "mode"),
+    "batch_norm": ("input", "running_mean", "running_var", "weight", "bias"),
+    "layer_norm": ("input", "normalized_shape", "weight", "bias"),
+    "group_norm": ("input", "num_groups", "weight", "bias"),
+}
+_SIMPLE = (int, float, bool, str, type(None))
+
+
+def _simple(value: Any) -> bool:
+    if isinstance(value, (list, tuple)):
+        return all(isinstance(v, _SIMPLE) for v in value)
+    return isinstance(value, _SIMPLE) or isinstance(value, (torch.dtype, torch.memory_format))
+
+
+def module_attrs(module: nn.Module) -> dict[str, Any]:
+    attrs = {a: getattr(module, a) for a in _MODULE_ATTRS if hasattr(module, a)}
+    attrs = {k: (list(v) if isinstance(v, tuple) else v) for k, v in attrs.items() if _simple(v)}
+    if isinstance(module, nn.modules.conv._ConvNd):
+        attrs["transposed"] = module.transposed
+    if hasattr(module, "bias") and not isinstance(module, nn.MultiheadAttention):
+        attrs["bias"] = isinstance(getattr(module, "bias"), torch.Tensor)
+    if "elementwise_affine" in attrs:
+        attrs["affine"] = attrs.pop("elementwise_affine")
+    return attrs
+
+
+def call_attrs(key: str, args: tuple, kwargs: dict) -> dict[str, Any]:
+    """Attributes of a functional call: its non-tensor arguments, named where the signature is known."""
+    names = _POSITIONAL.get(key, ())
+    attrs: dict[str, Any] = {}
+    for i, value in enumerate(args):
+        if i < len(names):
+            name = names[i]
+            if name in ("weight",) and key in ("batch_norm", "layer_norm", "group_norm"):
+                attrs["affine"] = value is not None
+            elif name == "bias" and key.startswith(("conv", "_conv")):
+                attrs["bias"] = value is not None
+            elif _simple(value):
+                attrs[name] = list(value) if isinstance(value, tuple) else value
+    for name, value in kwargs.items():
+        if _simple(value):
+            attrs[name] = list(value) if isinstance(value, tuple) else value
+    if key.startswith("conv_transpose"):
+        attrs["transposed"] = True
+    attrs.pop("input", None)
+    return {k: (str(v) if isinstance(v, (torch.dtype, torch.memory_format)) else v) for k, v in attrs.items()}
+
+
+def function_label(fn: Any) -> tuple[str, str]:
+    """(readable label, normalized key) of a called function, method or aten op."""
+    if isinstance(fn, str):  # fx call_method
+        return f"Tensor.{fn}", normalize(fn)
+    if isinstance(fn, torch._ops.OpOverload):
+        return str(fn), normalize(fn._opname)
+    name = getattr(fn, "__name__", None) or str(fn)
+    if name == "__get__":  # a Tensor property (x.T, x.shape) seen by the torch-function mode
+        name = getattr(getattr(fn, "__self__", None), "__name__", name)
+    owner = getattr(fn, "__objclass__", None)
+    module = getattr(fn, "__module__", None) or ""
+    if owner is torch.Tensor or (owner is None and module == "" and hasattr(torch.Tensor, name)):
+        label = f"Tensor.{name}"
+    elif module in ("torch.nn.functional", "torch._C._nn"):
+        label = f"F.{name}"
+    elif module == "torch" or module.startswith("torch."):
+        label = f"torch.{name}"
+    elif module in ("_operator", "operator"):
+        label = f"operator.{name}"
+    else:
+        label = f"{module}.{name}" if module else name
+    return label, normalize(name)

@@ -1,0 +1,157 @@
+"""Strategy "dispatch": one real forward pass under a TorchFunctionMode, with module hooks tracking
+the current module (handles data-dependent models such as detection)."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from typing import Any
+
+import torch
+from torch import nn
+from torch.overrides import TorchFunctionMode
+
+from archlint.model.capture.common import CaptureFailed, _ancestors, _shape, _tensors, is_leaf
+from archlint.model.capture.describe import call_attrs, function_label, module_attrs
+from archlint.model.capture.graph import _Builder
+
+
+class _Recorder(TorchFunctionMode):
+    """Records every torch function / Tensor method called outside leaf modules; hooks add the
+    leaf-module calls and track which module is running."""
+
+    def __init__(self, builder: _Builder):
+        super().__init__()
+        self.b = builder
+        self.producer: dict[int, tuple[str, torch.Tensor]] = {}
+        self.stack: list[str] = [""]  # the module running now, and the shapes it was given
+        self.shapes: list[list[list[int]]] = [[]]
+        self.leaf_depth = 0
+        self.pending: list[list[tuple[str | None, torch.Tensor]]] = []
+        self.busy = False
+
+    def resolve(self, value: Any) -> tuple[list[tuple[str | None, torch.Tensor]], dict[str, torch.Tensor]]:
+        inputs, params = [], {}
+        for t in _tensors(value):
+            if id(t) in self.b.canonical:
+                params[self.b.canonical[id(t)]] = t
+            elif id(t) in self.producer:
+                inputs.append((self.producer[id(t)][0], t))
+            else:
+                inputs.append((None, t))
+        return inputs, params
+
+    def produced(self, name: str, outputs: list[torch.Tensor]) -> None:
+        for t in outputs:
+            self.producer[id(t)] = (name, t)  # holding t keeps its id from being reused
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        if self.leaf_depth or self.busy:  # inside a leaf module, or our own hooks' bookkeeping
+            return out
+        outputs = _tensors(out)
+        if not outputs:
+            return out
+        label, key = function_label(func)
+        inputs, params = self.resolve((args, kwargs))
+        name = self.b.unique(key)
+        self.b.op(
+            name, label=label, key=key, module=self.stack[-1], inputs=inputs, outputs=outputs,
+            params=params, attrs=call_attrs(key, args, kwargs),
+        )
+        self.produced(name, outputs)
+        return out
+
+    def pre_hook(self, path: str, module: nn.Module, args, kwargs):
+        self.busy = True
+        try:
+            self._enter(path, module, args, kwargs)
+        finally:
+            self.busy = False
+
+    def post_hook(self, path: str, module: nn.Module, args, kwargs, out):
+        self.busy = True
+        try:
+            self._leave(path, module, out)
+        finally:
+            self.busy = False
+
+    def _enter(self, path: str, module: nn.Module, args, kwargs):
+        self.stack.append(path)
+        self.shapes.append([list(_shape(t)) for t in _tensors((args, kwargs))])
+        self.b.reached.update(_ancestors(path))
+        if is_leaf(module):
+            if self.leaf_depth == 0:
+                self.pending.append(self.resolve((args, kwargs))[0])
+            self.leaf_depth += 1
+
+    def _leave(self, path: str, module: nn.Module, out):
+        self.stack.pop()
+        self.shapes.pop()
+        if not is_leaf(module):
+            return
+        self.leaf_depth -= 1
+        if self.leaf_depth:
+            return
+        inputs = self.pending.pop()
+        outputs = _tensors(out)
+        if not outputs:
+            return
+        name = self.b.unique(path.replace(".", "_"))
+        self.b.op(
+            name, label=f"nn.{type(module).__name__}", key=type(module).__name__, module=path,
+            inputs=inputs, outputs=outputs, params=self.b.leaf_params(path), attrs=module_attrs(module),
+        )
+        self.produced(name, outputs)
+
+
+def capture_dispatch(model: nn.Module, inputs: tuple, builder: _Builder) -> None:
+    b = builder
+    rec = _Recorder(b)
+    names = _arg_names(model, len(inputs))
+    for arg_name, arg in zip(names, inputs):
+        leaves = _tensors(arg)
+        for i, t in enumerate(leaves):
+            name = b.unique(arg_name if len(leaves) == 1 else f"{arg_name}_{i}")
+            b.input(name, t)
+            rec.produced(name, [t])
+    handles = []
+    # A real forward may write buffers (BatchNorm running stats in train mode): keep and restore them.
+    saved = [(t, t.clone()) for t in model.buffers()]
+    try:
+        for path, module in model.named_modules():
+            if path == "":
+                continue
+            handles.append(module.register_forward_pre_hook(functools.partial(rec.pre_hook, path), with_kwargs=True))
+            handles.append(module.register_forward_hook(functools.partial(rec.post_hook, path), with_kwargs=True))
+        try:
+            with torch.no_grad(), rec:
+                out = model(*inputs)
+        except Exception as exc:
+            path = rec.stack[-1]
+            mod = b.modules.get(path)
+            shapes = rec.shapes[-1] if path else [list(_shape(t)) for t in _tensors(inputs)]
+            where = f"layer {path!r}" if path else "the model's own forward"
+            raise CaptureFailed(
+                "dispatch", exc, f"{where} ({type(mod).__name__}) given input shapes {shapes}"
+            ) from exc
+    finally:
+        for h in handles:
+            h.remove()
+        with torch.no_grad():
+            for t, copy in saved:
+                t.copy_(copy)
+    b.output(b.unique("output"), [rec.producer.get(id(t), (None,))[0] for t in _tensors(out)])
+    b.reached.add("")
+
+
+def _arg_names(model: nn.Module, count: int) -> list[str]:
+    try:
+        params = [
+            p.name for p in inspect.signature(model.forward).parameters.values()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        ]
+    except (TypeError, ValueError):
+        params = []
+    return [params[i] if i < len(params) else f"input_{i}" for i in range(count)]

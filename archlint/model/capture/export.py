@@ -1,0 +1,142 @@
+"""Strategy "export": `torch.export.export(strict=False)` (FakeTensor shapes; handles much Python
+control flow fx cannot). Each leaf-module call's aten ops become one op."""
+
+from __future__ import annotations
+
+import itertools
+import operator
+
+import torch
+import torch.fx as fx
+from torch import nn
+
+from archlint.model.capture.common import CaptureFailed, Replay, _ancestors, _tensors, _to_meta, is_leaf
+from archlint.model.capture.describe import call_attrs, function_label, module_attrs
+from archlint.model.capture.fxnodes import _fetch, _node_args, _resolve
+from archlint.model.capture.graph import _Builder
+
+
+def capture_export(model: nn.Module, inputs: tuple, builder: _Builder) -> Replay | None:
+    meta = any(t.device.type == "meta" for t in itertools.chain(model.parameters(), model.buffers()))
+    args = _to_meta(inputs) if meta else inputs
+    try:
+        ep = torch.export.export(model, args, strict=False)
+    except Exception as exc:
+        raise CaptureFailed("export", exc) from exc
+    b = builder
+    sig = ep.graph_signature
+    state_of = {**sig.inputs_to_parameters, **sig.inputs_to_buffers, **sig.inputs_to_lifted_tensor_constants}
+    user_inputs, user_outputs = set(sig.user_inputs), set(sig.user_outputs)
+    nodes = list(ep.graph.nodes)
+
+    # Group the aten ops of each leaf-module call (one nn_module_stack key per call).
+    group_of: dict[str, tuple[str, str]] = {}
+    for n in nodes:
+        for key, (path, _) in (n.meta.get("nn_module_stack") or {}).items():
+            b.reached.update(_ancestors(path))
+            mod = b.modules.get(path)
+            if mod is not None and is_leaf(mod):
+                group_of[n.name] = (key, path)
+                break
+    members: dict[str, list[fx.Node]] = {}
+    for n in nodes:
+        if n.name in group_of:
+            members.setdefault(group_of[n.name][0], []).append(n)
+
+    alias: dict[str, str] = {}
+    fused: list[tuple[str, list[str]]] = []  # (OpGraph name, export node names) per leaf-module call
+    for n in nodes:
+        value = n.meta.get("val")
+        if n.op == "placeholder":
+            if n.name in user_inputs and isinstance(value, torch.Tensor):
+                b.input(b.reserve(n.name), value)
+            continue
+        if n.op == "output":
+            outs = [a for a in _node_args(n) if a.name in user_outputs]
+            b.output(b.reserve("output"), [_resolve(a, alias, b) for a in outs])
+            continue
+        if n.name in group_of:
+            key, path = group_of[n.name]
+            group = members[key]
+            if group[0] is not n:
+                continue
+            names = {m.name for m in group}
+            inputs_, seen = [], set()
+            for m in group:
+                for a in _node_args(m):
+                    if a.name in names or a.name in state_of or a.name in seen:
+                        continue
+                    seen.add(a.name)
+                    for t in _tensors(a.meta.get("val")):
+                        inputs_.append((_resolve(a, alias, b), t))
+            outs = [m for m in group if any(u.name not in names for u in m.users)]
+            outputs = [t for m in outs for t in _tensors(m.meta.get("val"))]
+            if not outputs:
+                continue
+            mod = b.modules[path]
+            name = b.unique(path.replace(".", "_"))
+            b.op(
+                name, label=f"nn.{type(mod).__name__}", key=type(mod).__name__, module=path,
+                inputs=inputs_, outputs=outputs, params=b.leaf_params(path), attrs=module_attrs(mod),
+            )
+            for m in outs:
+                alias[m.name] = name
+            fused.append((name, [m.name for m in group]))
+            continue
+        if n.op != "call_function":
+            continue
+        if n.target is operator.getitem and not isinstance(n.args[0].meta.get("val"), torch.Tensor):
+            source = _resolve(n.args[0], alias, b)
+            if source is not None and _tensors(value):
+                alias[n.name] = source
+            continue
+        outputs = _tensors(value)
+        if not outputs:
+            continue
+        stack = n.meta.get("nn_module_stack") or {}
+        module = list(stack.values())[-1][0] if stack else ""
+        label, key = function_label(n.target)
+        params, inputs_ = {}, []
+        for a in _node_args(n):
+            if a.name in state_of:
+                try:
+                    state = _fetch(model, state_of[a.name])
+                except AttributeError:  # a constant export lifted out of the code (not an attribute)
+                    state = a.meta.get("val")
+                if isinstance(state, torch.Tensor):
+                    params[b.canonical.get(id(state), state_of[a.name])] = state
+                continue
+            for t in _tensors(a.meta.get("val")):
+                inputs_.append((_resolve(a, alias, b), t))
+        concrete = fx.node.map_arg((n.args, n.kwargs), lambda a: a.meta.get("val"))
+        b.op(
+            b.reserve(n.name) if n.name not in b.graph else b.unique(n.name), label=label, key=key,
+            module=module, inputs=inputs_, outputs=outputs, params=params,
+            attrs=call_attrs(key, concrete[0], concrete[1]),
+        )
+    b.reached.add("")
+    try:
+        return _export_replay(ep, fused, b)
+    except Exception as exc:
+        b.notes.append(f"no per-op replay for the export capture ({type(exc).__name__}: {str(exc)[:120]})")
+        return None
+
+
+def _export_replay(ep, fused: list[tuple[str, list[str]]], b: _Builder) -> Replay:
+    """The exported program as a GraphModule (on the model's own parameter tensors), each leaf-module
+    call fused into one submodule call named like its OpGraph node."""
+    from torch.fx.passes.utils.fuser_utils import fuse_by_partitions
+
+    gm = ep.module()
+    by_name = {n.name: n for n in gm.graph.nodes}
+    partitions = [{by_name[m]: None for m in members if m in by_name} for _, members in fused]
+    gm = fuse_by_partitions(gm, partitions)
+    for n in gm.graph.nodes:
+        if n.op == "call_module" and str(n.target).startswith("fused_"):
+            n._rename(fused[int(str(n.target).rsplit("_", 1)[1])][0])
+    gm.recompile()
+    names = {n.name for n in gm.graph.nodes}
+    missing = [op for op, d in b.graph.nodes(data=True) if d["kind"] not in ("input", "output") and op not in names]
+    if missing:
+        raise ValueError(f"{len(missing)} ops have no node of that name in the replay graph, e.g. {missing[0]}")
+    return Replay(gm)

@@ -1,0 +1,244 @@
+"""Strategy "fx": `torch.fx` symbolic trace, then shape propagation on meta tensors. The user's model
+is never run and never changed: its parameters are swapped for meta copies by
+`torch.func.functional_call` for the one propagation pass (no real arithmetic)."""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import itertools
+import operator
+from typing import Any
+
+import torch
+import torch.fx as fx
+from torch import nn
+
+from archlint.model.capture.common import CaptureFailed, Replay, _ancestors, _shape, _tensors, _to_meta, is_leaf
+from archlint.model.capture.describe import call_attrs, function_label, module_attrs
+from archlint.model.capture.fxnodes import _fetch, _node_args, _resolve
+from archlint.model.capture.graph import _Builder
+from archlint.model.cost import KIND_OF, normalize
+
+
+class _Tracer(fx.Tracer):
+    def is_leaf_module(self, m: nn.Module, qualname: str) -> bool:
+        return is_leaf(m)
+
+
+class _Propagate(nn.Module):
+    """Wraps the traced GraphModule so functional_call can swap in meta parameters for one run."""
+
+    def __init__(self, gm: fx.GraphModule):
+        super().__init__()
+        self.gm = gm
+
+    def forward(self, *args):
+        interp = _Interpreter(self.gm)
+        interp.run(*args)
+        return interp.env
+
+
+# Shape rules for the commonest ops: many meta kernels are Python decompositions costing ms per
+# call (batch_norm, layer_norm, relu, linear); these ops' output shapes need no kernel at all.
+_SAME_SHAPE = frozenset(k for k, kind in KIND_OF.items() if kind in ("activation", "dropout")) - {"GLU", "glu"}
+_BINARY = frozenset({"add", "sub", "mul", "div", "rsub"})
+_KEYS: dict[Any, tuple[str, bool]] = {}
+
+
+def _call_key(target: Any) -> tuple[str, bool]:
+    """(normalized key, in-place) of an fx call target, cached."""
+    try:
+        return _KEYS[target]
+    except (KeyError, TypeError):
+        pass
+    name = target if isinstance(target, str) else getattr(target, "__name__", "")
+    inplace = name.startswith("__i") or (name.endswith("_") and not name.endswith("__"))
+    found = (function_label(target)[1], inplace)
+    try:
+        _KEYS[target] = found
+    except TypeError:
+        pass
+    return found
+
+
+def _fast_output(key: str, inplace: bool, args: tuple, kwargs: dict) -> torch.Tensor | None:
+    x = args[0] if args else None
+    if not isinstance(x, torch.Tensor) or x.device.type != "meta":
+        return None
+    if key in _SAME_SHAPE and "dtype" not in kwargs:
+        if inplace or kwargs.get("inplace") is True:
+            return x
+        return torch.empty_like(x)
+    if key in _BINARY and len(args) == 2 and not kwargs:
+        y = args[1]
+        if isinstance(y, torch.Tensor):
+            if y.device.type != "meta":
+                return None
+            shape = torch.broadcast_shapes(x.shape, y.shape)
+        elif isinstance(y, (int, float)) and not isinstance(y, bool):
+            shape = x.shape
+        else:
+            return None
+        dtype = torch.result_type(x, y)
+        if inplace:
+            return x if shape == x.shape and dtype == x.dtype else None
+        return torch.empty(shape, dtype=dtype, device="meta")
+    return None
+
+
+def _fast_module(module: nn.Module, args: tuple, kwargs: dict) -> torch.Tensor | None:
+    if not is_leaf(module) or kwargs:
+        return None
+    name = type(module).__name__
+    if name == "Identity" and len(args) == 1 and isinstance(args[0], torch.Tensor):
+        return args[0]
+    if name in ("Linear", "LazyLinear") and len(args) == 1 and isinstance(args[0], torch.Tensor):
+        x = args[0]
+        if x.device.type != "meta" or x.dim() == 0 or x.shape[-1] != module.in_features:
+            return None  # let the kernel raise its own error
+        return x.new_empty((*x.shape[:-1], module.out_features))
+    if name in _SAME_SHAPE and len(args) == 1:
+        return _fast_output(name, getattr(module, "inplace", False) is True, args, {})
+    if len(args) == 1 and isinstance(args[0], torch.Tensor) and args[0].device.type == "meta" and _norm_fits(module, args[0]):
+        return torch.empty_like(args[0])
+    return None
+
+
+def _norm_fits(module: nn.Module, x: torch.Tensor) -> bool:
+    """A norm module whose input has the shape it expects (else the kernel raises its own error)."""
+    if isinstance(module, nn.modules.batchnorm._BatchNorm):
+        return x.dim() >= 2 and x.shape[1] == module.num_features
+    if isinstance(module, nn.LayerNorm):
+        n = len(module.normalized_shape)
+        return tuple(x.shape[-n:]) == tuple(module.normalized_shape)
+    if isinstance(module, nn.GroupNorm):
+        return x.dim() >= 2 and x.shape[1] == module.num_channels
+    return False
+
+
+class _Interpreter(fx.Interpreter):
+    def __init__(self, gm):
+        super().__init__(gm, garbage_collect_values=False)
+
+    def call_module(self, target, args, kwargs):
+        out = _fast_module(self.module.get_submodule(target), args, kwargs)
+        return super().call_module(target, args, kwargs) if out is None else out
+
+    def call_function(self, target, args, kwargs):
+        out = _fast_output(*_call_key(target), args, kwargs)
+        return super().call_function(target, args, kwargs) if out is None else out
+
+    def call_method(self, target, args, kwargs):
+        out = _fast_output(*_call_key(target), args, kwargs)
+        return super().call_method(target, args, kwargs) if out is None else out
+
+    def fetch_attr(self, target: str):
+        value = super().fetch_attr(target)  # plain tensor attributes are not swapped: move them
+        if isinstance(value, torch.Tensor) and value.device.type != "meta":
+            value = value.to("meta")
+        return value
+
+    def run_node(self, n: fx.Node):
+        try:
+            return super().run_node(n)
+        except Exception as exc:
+            values = fx.node.map_arg((n.args, n.kwargs), lambda a: self.env.get(a))
+            shapes = [list(_shape(t)) for t in _tensors(values)]
+            stack = n.meta.get("nn_module_stack") or {}
+            module = f" in module {list(stack.values())[-1][0]!r}" if stack else ""
+            raise CaptureFailed("fx", exc, f"op {n.name}{module} given input shapes {shapes}") from exc
+
+
+@contextlib.contextmanager
+def _trace_through_wrapped():
+    """Libraries hide functions from fx with `torch.fx.wrap` (torchvision's
+    shifted_window_attention): trace through the ones without a cost formula, so their matmuls
+    are counted; keep the ones the cost table knows (stochastic_depth)."""
+    wrapped = fx._symbolic_trace._wrapped_fns_to_patch
+    removed = {k: v for k, v in wrapped.items() if k[1] not in KIND_OF}
+    for key in removed:
+        del wrapped[key]
+    try:
+        yield
+    finally:
+        wrapped.update(removed)  # imports during the trace may have added entries: keep them
+
+
+def _trace(model: nn.Module) -> fx.GraphModule:
+    # No second try with the wrapped functions left opaque: they would be ops without a formula.
+    # When fx cannot trace through them, export (or dispatch) can.
+    with _trace_through_wrapped():
+        tracer = _Tracer()
+        graph = tracer.trace(model)
+    return fx.GraphModule(tracer.root, graph, type(model).__name__)
+
+
+def capture_fx(model: nn.Module, inputs: tuple, builder: _Builder) -> Replay:
+    try:
+        gm = _trace(model)
+    except Exception as exc:
+        raise CaptureFailed("fx", exc) from exc
+    state = {
+        f"gm.{n}": t.to("meta")
+        for n, t in itertools.chain(gm.named_parameters(remove_duplicate=False), gm.named_buffers(remove_duplicate=False))
+        if t.device.type != "meta"
+    }
+    wrapper = _Propagate(gm)
+    with torch.no_grad():
+        env = torch.func.functional_call(wrapper, state, _to_meta(inputs), strict=False, tie_weights=True)
+
+    b = builder
+    alias: dict[str, str] = {}  # getitem of a tuple → the op that made the tuple
+    attr_of: dict[str, str] = {}  # get_attr node → attribute path
+    for n in gm.graph.nodes:
+        value = env.get(n)
+        stack = n.meta.get("nn_module_stack") or {}
+        for path, _ in stack.values():
+            b.reached.update(_ancestors(path))
+        if n.op == "placeholder":
+            if isinstance(value, torch.Tensor):
+                b.input(b.reserve(n.name), value)
+            continue
+        if n.op == "get_attr":
+            attr_of[n.name] = n.target
+            continue
+        if n.op == "output":
+            b.output(b.reserve(n.name), [_resolve(a, alias, b) for a in _node_args(n)])
+            continue
+        if n.op == "call_function" and n.target is operator.getitem and not isinstance(env.get(n.args[0]), torch.Tensor):
+            source = _resolve(n.args[0], alias, b)
+            if source is not None and _tensors(value):
+                alias[n.name] = source
+            continue
+        outputs = _tensors(value)
+        if not outputs:
+            continue
+        params: dict[str, torch.Tensor] = {}
+        inputs_: list[tuple[str | None, torch.Tensor]] = []
+        if n.op == "call_module":
+            module = n.target
+            mod = b.modules[module]
+            label, key, attrs = f"nn.{type(mod).__name__}", type(mod).__name__, module_attrs(mod)
+            params = b.leaf_params(module)
+            b.reached.update(_ancestors(module))
+        else:
+            module = list(stack.values())[-1][0] if stack else ""
+            target = n.target
+            if target is builtins.getattr:
+                label, key = f"Tensor.{n.args[1]}", normalize(str(n.args[1]))
+            else:
+                label, key = function_label(target)
+            concrete = fx.node.map_arg((n.args, n.kwargs), lambda a: env.get(a))
+            attrs = call_attrs(key, concrete[0], concrete[1])
+        for a in _node_args(n):
+            if a.name in attr_of:
+                real = _fetch(model, attr_of[a.name])
+                if isinstance(real, torch.Tensor):
+                    params[b.canonical.get(id(real), attr_of[a.name])] = real
+                continue
+            for t in _tensors(env.get(a)):
+                inputs_.append((_resolve(a, alias, b), t))
+        b.op(b.reserve(n.name), label=label, key=key, module=module, inputs=inputs_, outputs=outputs, params=params, attrs=attrs)
+    b.reached.add("")
+    return Replay(gm)

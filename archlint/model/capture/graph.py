@@ -1,0 +1,148 @@
+"""Building the OpGraph: input/op/output nodes with shapes, params and edges (shared by the three
+strategies), and the table of the model's modules."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import itertools
+from typing import Any
+
+import networkx as nx
+import torch
+from torch import nn
+
+from archlint.model.capture.common import _dtype, _shape
+from archlint.model.cost import kind_of
+
+
+@functools.cache
+def class_source(cls: type) -> tuple[str | None, int | None]:
+    """File and line of a class definition (once per class: inspect is slow)."""
+    try:
+        return inspect.getsourcefile(cls), inspect.getsourcelines(cls)[1]
+    except (OSError, TypeError):
+        return None, None
+
+
+class _Builder:
+    """Adds input/op/output nodes with shapes, params and edges; shared by the three strategies."""
+
+    def __init__(self, model: nn.Module):
+        self.graph = nx.DiGraph()
+        self.model = model
+        self.modules = dict(model.named_modules())
+        self.canonical = {id(t): n for n, t in model.named_parameters()}
+        self.param_ids = set(self.canonical)
+        self.canonical.update({id(t): n for n, t in model.named_buffers()})
+        self.counted: set[int] = set()
+        self.read: set[int] = set()
+        self.reached: set[str] = set()
+        self._used_names: dict[str, int] = {}
+        self.notes: list[str] = []
+
+    def unique(self, base: str) -> str:
+        """fx-style names: 'add', 'add_1', ... (dots and odd characters become '_')."""
+        base = "".join(c if c.isalnum() or c == "_" else "_" for c in base).strip("_") or "op"
+        if base[0].isdigit():
+            base = "_" + base
+        n = self._used_names.get(base)
+        self._used_names[base] = 0 if n is None else n + 1
+        name = base if n is None else f"{base}_{n + 1}"
+        if name in self.graph:  # a clash with a name that already had a suffix
+            return self.unique(name)
+        return name
+
+    def reserve(self, name: str) -> str:
+        self._used_names.setdefault(name, 0)
+        return name
+
+    def input(self, name: str, value: torch.Tensor) -> None:
+        self.graph.add_node(
+            name, kind="input", op="input", key="input", module="", module_type=None,
+            in_shapes=[], out_shapes=[_shape(value)], dtype=_dtype(value),
+            itemsize=value.element_size(), in_bytes=0, param_shapes={}, params=0, attrs={},
+        )
+
+    def op(
+        self,
+        name: str,
+        *,
+        label: str,
+        key: str,
+        module: str,
+        inputs: list[tuple[str | None, torch.Tensor]],
+        outputs: list[torch.Tensor],
+        params: dict[str, torch.Tensor],
+        attrs: dict[str, Any],
+        kind: str | None = None,
+    ) -> None:
+        owner = self.modules.get(module)
+        count = 0
+        param_bytes = 0
+        for t in params.values():
+            param_bytes += t.numel() * t.element_size()
+            self.read.add(id(t))
+            if id(t) in self.param_ids and id(t) not in self.counted:
+                self.counted.add(id(t))
+                count += t.numel()
+        first = outputs[0]
+        self.graph.add_node(
+            name,
+            kind=kind or kind_of(key),
+            op=label,
+            key=key,
+            module=module,
+            module_type=type(owner).__name__ if module and owner is not None else None,
+            in_shapes=[_shape(t) for _, t in inputs],
+            in_bytes=sum(t.numel() * t.element_size() for t in {id(t): t for _, t in inputs}.values()),
+            out_shapes=[_shape(t) for t in outputs],
+            dtype=_dtype(first),
+            itemsize=first.element_size(),
+            param_shapes={n: _shape(t) for n, t in params.items()},
+            param_bytes=param_bytes,
+            params=count,
+            attrs=attrs,
+        )
+        for index, (producer, _) in enumerate(inputs):
+            if producer is not None and not self.graph.has_edge(producer, name):
+                self.graph.add_edge(producer, name, index=index)
+
+    def output(self, name: str, producers: list[str | None]) -> None:
+        self.graph.add_node(
+            name, kind="output", op="output", key="output", module="", module_type=None,
+            in_shapes=[], out_shapes=[], dtype=None, itemsize=0, in_bytes=0, param_shapes={},
+            params=0, attrs={},
+        )
+        for index, producer in enumerate(producers):
+            if producer is not None and not self.graph.has_edge(producer, name):
+                self.graph.add_edge(producer, name, index=index)
+
+    def leaf_params(self, path: str) -> dict[str, torch.Tensor]:
+        """A leaf module's parameters and buffers; its submodules count as reached (it uses them
+        internally, as MultiheadAttention does its out_proj, without calling their forward)."""
+        module = self.modules[path]
+        self.reached.update(f"{path}.{sub}" for sub, _ in module.named_modules() if sub)
+        return dict(itertools.chain(module.named_parameters(), module.named_buffers()))
+
+    def finish(self, strategy: str) -> nx.DiGraph:
+        g = self.graph
+        g.graph["strategy"] = strategy
+        g.graph["notes"] = list(self.notes)
+        g.graph["reached_modules"] = self.reached
+        g.graph["unused_params"] = [n for n, t in self.model.named_parameters() if id(t) not in self.read]
+        g.graph["modules"] = modules_table(self.model)
+        return g
+
+
+def modules_table(model: nn.Module) -> dict[str, dict[str, Any]]:
+    table = {}
+    for path, m in model.named_modules():
+        file, line = class_source(type(m))
+        table[path] = {
+            "type": type(m).__name__,
+            "params": sum(p.numel() for p in m.parameters(recurse=False)),
+            "file": file,
+            "line": line,
+        }
+    return table
