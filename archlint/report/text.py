@@ -72,11 +72,15 @@ def human_count(n: float) -> str:
     return f"{n:.4g}T"
 
 
+def terminal() -> Console:
+    console = Console(highlight=False, soft_wrap=True)
+    if not console.is_terminal:  # CI logs and pipes: don't fold tables at 80 columns
+        console.width = 160
+    return console
+
+
 def print_text(result: RunResult, settings: Settings, console: Console | None = None) -> None:
-    if console is None:
-        console = Console(highlight=False, soft_wrap=True)
-        if not console.is_terminal:  # CI logs and pipes: don't fold tables at 80 columns
-            console.width = 160
+    console = console or terminal()
     for model in result.models:
         from archlint.report.model_table import print_model
 
@@ -121,4 +125,4 @@ def print_rules(rules: Iterable[RuleInfo]) -> None:
         table.add_column(column)
     for r in rules:
         table.add_row(r.code, r.name, r.scope, r.severity.value, r.fix, r.summary)
-    Console().print(table)
+    terminal().print(table)
