@@ -4,7 +4,6 @@ control flow fx cannot). Each leaf-module call's aten ops become one op."""
 from __future__ import annotations
 
 import itertools
-import operator
 
 import torch
 import torch.fx as fx
@@ -12,7 +11,7 @@ from torch import nn
 
 from archlint.model.capture.common import CaptureFailed, Replay, _ancestors, _tensors, _to_meta, is_leaf
 from archlint.model.capture.describe import call_attrs, function_label, module_attrs
-from archlint.model.capture.fxnodes import _fetch, _node_args, _resolve
+from archlint.model.capture.fxnodes import _fetch, _node_args, _resolve, alias_tuple_item
 from archlint.model.capture.graph import _Builder
 
 
@@ -85,10 +84,7 @@ def capture_export(model: nn.Module, inputs: tuple, builder: _Builder) -> Replay
             continue
         if n.op != "call_function":
             continue
-        if n.target is operator.getitem and not isinstance(n.args[0].meta.get("val"), torch.Tensor):
-            source = _resolve(n.args[0], alias, b)
-            if source is not None and _tensors(value):
-                alias[n.name] = source
+        if alias_tuple_item(n, lambda m: m.meta.get("val"), value, alias, b):
             continue
         outputs = _tensors(value)
         if not outputs:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import builtins
 import contextlib
 import itertools
-import operator
 from typing import Any
 
 import torch
@@ -16,7 +15,7 @@ from torch import nn
 
 from archlint.model.capture.common import CaptureFailed, Replay, _ancestors, _shape, _tensors, _to_meta, is_leaf
 from archlint.model.capture.describe import call_attrs, function_label, module_attrs
-from archlint.model.capture.fxnodes import _fetch, _node_args, _resolve
+from archlint.model.capture.fxnodes import _fetch, _node_args, _resolve, alias_tuple_item
 from archlint.model.capture.graph import _Builder
 from archlint.model.cost import KIND_OF, normalize
 
@@ -206,10 +205,7 @@ def capture_fx(model: nn.Module, inputs: tuple, builder: _Builder) -> Replay:
         if n.op == "output":
             b.output(b.reserve(n.name), [_resolve(a, alias, b) for a in _node_args(n)])
             continue
-        if n.op == "call_function" and n.target is operator.getitem and not isinstance(env.get(n.args[0]), torch.Tensor):
-            source = _resolve(n.args[0], alias, b)
-            if source is not None and _tensors(value):
-                alias[n.name] = source
+        if alias_tuple_item(n, env.get, value, alias, b):
             continue
         outputs = _tensors(value)
         if not outputs:
