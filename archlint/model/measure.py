@@ -32,6 +32,7 @@ from archlint.model.opgraph import ops
 from archlint.model.timer import Stats, Timer, make_timer, sample
 
 _CALLS = ("call_module", "call_function", "call_method")
+NOISY_SPREAD = 0.2  # interquartile range / median of the end-to-end passes above which we warn
 
 
 @dataclass
@@ -110,12 +111,13 @@ def measure(graph: nx.DiGraph, model: torch.nn.Module, inputs, device: str, sett
         if dev.type == "cuda":
             torch.cuda.empty_cache()
     report.peaks = p
-    report.notes += _noise_notes(report, dev)
+    report.notes += _noise_notes(report, dev, _load_average(), os.cpu_count() or 1)
     if not cached:
         report.notes.append(f"roofline peaks measured now and cached ({roofline.cache_dir() / roofline.CACHE_FILE})")
     for name, d in ops(graph):
         if d.get("latency_ms") is not None and d.get("known", True):
             d["roofline"] = roofline.place(int(d.get("flops", 0)), int(d.get("mac_bytes", 0)), d["latency_ms"], p)
+    report.notes += _stale_peak_note(graph, p, cached)
     report.pricer = Pricer(dev, dtype, report.end_to_end_ms, settings.warmup, settings.repeat)
     return report
 
@@ -279,16 +281,23 @@ def _measure_hooks(graph, model, args, dev, settings) -> LatencyReport:
     return report
 
 
-def _noise_notes(report: LatencyReport, dev: torch.device) -> list[str]:
-    """Say so when the figures are likely disturbed: a busy CPU, or per-op medians whose sum
-    falls well short of the passes they came from (rare, large stalls: a median drops them per
-    op, but almost every whole pass contains one)."""
+def _noise_notes(report: LatencyReport, dev: torch.device, load: float | None, cores: int) -> list[str]:
+    """Say so when the figures are likely disturbed: a busy CPU, end-to-end passes that spread
+    widely (the machine's speed changed while timing: a shared or throttled host does that even
+    when idle), or per-op medians whose sum falls well short of the passes they came from (rare,
+    large stalls: a median drops them per op, but almost every whole pass contains one)."""
     notes = []
-    load = _load_average()
-    cores = os.cpu_count() or 1
     if dev.type == "cpu" and load is not None and load > cores:
         notes.append(
             f"the machine was busy while timing (load average {load:.1f} on {cores} cores): latencies are noisy"
+        )
+    q1, q3 = report.end_to_end_spread_ms
+    width = (q3 - q1) / report.end_to_end_ms if report.end_to_end_ms > 0 else 0.0
+    if width > NOISY_SPREAD:
+        notes.append(
+            f"the end-to-end passes spread over {q1:.3f}–{q3:.3f} ms (interquartile range, {width:.0%} of the "
+            "median): the device's speed varied while timing, so another run may give another figure; "
+            "more --repeat spans more of that variation"
         )
     per_pass, summed = report.per_pass_sum_of_ops_ms, report.sum_of_ops_ms
     if per_pass > 0 and abs(summed / per_pass - 1) > 0.1:
@@ -297,6 +306,25 @@ def _noise_notes(report: LatencyReport, dev: torch.device) -> list[str]:
             "(median over passes): the timings vary from pass to pass; compare end to end with the latter"
         )
     return notes
+
+
+def _stale_peak_note(graph, peaks: dict, cached: bool) -> list[str]:
+    """A compute-bound op cannot beat the peak matmul throughput by much; if ops do, the peaks
+    were measured low (on a busy machine, say) and every efficiency is inflated. (Memory-bound ops
+    may legitimately beat the copy bandwidth: their data can stay in cache.)"""
+    beaten = [
+        d["roofline"]["efficiency"]
+        for _, d in ops(graph)
+        if d.get("roofline") and d["roofline"]["bound"] == "compute" and d["roofline"]["efficiency"] > 1.1
+    ]
+    if not beaten:
+        return []
+    when = f"cached at {peaks.get('measured_at', '?')}" if cached else "measured just now"
+    return [
+        f"{len(beaten)} compute-bound op(s) ran faster than the roofline's peak allows (up to {max(beaten):.0%}): "
+        f"the peaks ({when}) were measured low, so efficiencies are overstated; "
+        "run `archlint calibrate` on a quiet machine"
+    ]
 
 
 def _load_average() -> float | None:

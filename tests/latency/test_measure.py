@@ -6,13 +6,14 @@ from __future__ import annotations
 import json
 import math
 
+import networkx as nx
 import pytest
 import torch
 from torch import nn
 
 from archlint.errors import UsageError
 from archlint.model import roofline
-from archlint.model.measure import measure
+from archlint.model.measure import LatencyReport, _noise_notes, _stale_peak_note, measure
 from archlint.model.opgraph import ops
 
 from .graphs import DEVICES, fx_opgraph
@@ -191,3 +192,54 @@ def test_pricer_times_a_copy_on_its_device_and_dtype(small, settings, device):
     ms = pricer.time_module(conv, (torch.randn(1, 8, 12, 12, dtype=torch.float64),))
     assert math.isfinite(ms) and ms > 0
     assert conv.weight.dtype == torch.float64 and conv.weight.device.type == "cpu"  # untouched
+
+
+def _report(e2e, spread, summed, per_pass):
+    return LatencyReport(
+        end_to_end_ms=e2e, end_to_end_spread_ms=spread, sum_of_ops_ms=summed, per_pass_sum_of_ops_ms=per_pass,
+        method="", peaks=None, notes=[], pricer=None,
+    )
+
+
+def test_quiet_timings_get_no_noise_note():
+    assert _noise_notes(_report(10.0, [9.8, 10.3], 9.9, 10.0), torch.device("cpu"), load=0.5, cores=2) == []
+
+
+def test_a_busy_cpu_is_noted():
+    (note,) = _noise_notes(_report(10.0, [9.8, 10.3], 9.9, 10.0), torch.device("cpu"), load=3.5, cores=2)
+    assert "busy" in note and "3.5 on 2 cores" in note
+
+
+def test_widely_spread_end_to_end_passes_are_noted():
+    (note,) = _noise_notes(_report(10.0, [9.0, 12.0], 10.0, 10.0), torch.device("cpu"), load=None, cores=2)
+    assert "9.000–12.000 ms" in note and "30% of the median" in note and "--repeat" in note
+    assert _noise_notes(_report(10.0, [9.0, 10.8], 10.0, 10.0), torch.device("cpu"), load=None, cores=2) == []
+
+
+def test_per_op_medians_short_of_the_passes_are_noted():
+    (note,) = _noise_notes(_report(10.0, [9.8, 10.3], 8.0, 10.0), torch.device("cpu"), load=None, cores=2)
+    assert "sum to 8.000 ms" in note and "took 10.000 ms" in note
+
+
+def _placed(bound, efficiency):
+    graph = nx.DiGraph()
+    graph.add_node("x", kind="input")
+    graph.add_node("op", kind="conv", roofline={"bound": bound, "efficiency": efficiency})
+    graph.add_edge("x", "op")
+    return graph
+
+
+def test_compute_bound_ops_beating_the_peak_point_at_stale_peaks():
+    peaks = {"measured_at": "2026-01-01T00:00:00Z"}
+    (note,) = _stale_peak_note(_placed("compute", 1.3), peaks, cached=True)
+    assert "130%" in note and "cached at 2026-01-01T00:00:00Z" in note and "archlint calibrate" in note
+    assert _stale_peak_note(_placed("compute", 1.05), peaks, cached=True) == []  # within timing noise
+    assert _stale_peak_note(_placed("memory", 3.0), peaks, cached=True) == []  # in cache, not in DRAM
+
+
+def test_measure_says_when_the_cached_peaks_are_too_low(small, settings, monkeypatch):
+    low = {"peak_flops_per_s": 1.0, "bandwidth_bytes_per_s": 1.0, "measured_at": "then"}
+    monkeypatch.setattr(roofline, "peaks", lambda dev, dtype: (low, True))
+    model, inputs = small
+    report = measure(fx_opgraph(model, inputs), model, inputs, "cpu", settings)
+    assert any("ran faster than the roofline's peak allows" in n for n in report.notes)
