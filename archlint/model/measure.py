@@ -1,7 +1,7 @@
 """Measured latency: every op of the OpGraph timed on the real device, and the model end to end.
 
-Per op: the captured fx graph is replayed node by node (an fx.Interpreter whose `run_node` puts a
-timer region around each op), interleaved pass for pass with the original model's plain forward,
+Per op: the captured fx graph is replayed node by node (its generated code, with a timer region
+inserted around each op), interleaved pass for pass with the original model's plain forward,
 which gives the end-to-end figure; both under torch.no_grad(), in eval mode, with the user's
 inputs. Where capture could not produce a replayable graph (the dispatch-recording fallback),
 each leaf module is timed with forward hooks instead and the report says so. Every op with a
@@ -20,7 +20,6 @@ from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import networkx as nx
 import torch
@@ -122,31 +121,34 @@ def measure(graph: nx.DiGraph, model: torch.nn.Module, inputs, device: str, sett
     return report
 
 
-class TimedInterpreter(fx.Interpreter):
-    """Replays a GraphModule with a timer region (and, for a trace, a profiler range) named after
-    each timed node around exactly the op's call; fetching its arguments stays outside."""
+def timed_replay(gm: fx.GraphModule, timer: Timer, timed: set[str], ranges: bool = False) -> fx.GraphModule:
+    """A GraphModule that runs `gm`'s graph (on the same parameters) with a timer region, and for a
+    trace a profiler range, named after each timed node opened right before that node's call and
+    closed right after it. It is generated code, like the model's own forward: replaying costs no
+    interpreter work per op, and the region holds the op's call only."""
 
-    def __init__(self, gm: fx.GraphModule, timer: Timer, timed: set[str], ranges: bool = False):
-        super().__init__(gm)
-        self.timer, self.timed, self.ranges = timer, timed, ranges
+    def open_region(name: str):
+        rng = torch.profiler.record_function(name) if ranges else None
+        if rng is not None:  # the profiler range opens outside the timed region and closes after it
+            rng.__enter__()
+        region = timer.region(name)
+        region.__enter__()
+        return region, rng
 
-    def run_node(self, n: fx.Node) -> Any:
-        if n.name not in self.timed:
-            return super().run_node(n)
-        with self._set_current_node(n):
-            args, kwargs = self.fetch_args_kwargs_from_env(n)
-            # Resolve what to call before the clock starts: the region holds the op's call only.
-            if n.op == "call_module":
-                fn = self.fetch_attr(n.target)
-            elif n.op == "call_method":
-                fn, args = getattr(args[0], n.target), args[1:]
-            else:
-                fn = n.target
-            if self.ranges:
-                with torch.profiler.record_function(n.name), self.timer.region(n.name):
-                    return fn(*args, **kwargs)
-            with self.timer.region(n.name):
-                return fn(*args, **kwargs)
+    def close_region(opened, _result) -> None:  # takes the op's result: it runs after the op
+        region, rng = opened
+        region.__exit__(None, None, None)
+        if rng is not None:
+            rng.__exit__(None, None, None)
+
+    graph = copy.deepcopy(gm.graph)  # keeps the graph's codegen (export's pytree calling convention)
+    for node in list(graph.nodes):
+        if node.name in timed:
+            with graph.inserting_before(node):
+                opened = graph.call_function(open_region, (node.name,))
+            with graph.inserting_after(node):
+                graph.call_function(close_region, (opened, node))
+    return fx.GraphModule(gm, graph)
 
 
 def _measure_replay(graph, model, gm, args, dev, settings) -> LatencyReport:
@@ -154,10 +156,10 @@ def _measure_replay(graph, model, gm, args, dev, settings) -> LatencyReport:
     names = [name for name, _ in ops(graph)]
     timed = {n for n in names if n in fx_names}
     timer = make_timer(dev)
-    interpreter = TimedInterpreter(gm, timer, timed)
+    replay = timed_replay(gm, timer, timed)
 
     def replay_pass() -> None:
-        interpreter.run(*args)
+        replay(*args)
 
     def model_pass() -> None:
         with timer.region("model"):
@@ -177,7 +179,8 @@ def _measure_replay(graph, model, gm, args, dev, settings) -> LatencyReport:
         end_to_end_spread_ms=e2e.per_pass.spread,
         sum_of_ops_ms=sum(per_op.regions[n].median for n in timed),
         per_pass_sum_of_ops_ms=per_op.per_pass.median,
-        method=f"per op: {graph.graph.get('strategy', 'fx')} graph replayed node by node (torch.fx.Interpreter), "
+        method=f"per op: {graph.graph.get('strategy', 'fx')} graph replayed node by node (fx code with a timer "
+        "region around each op), "
         f"{clock} around each op; end to end: the original forward, {clock}; median of {settings.repeat} "
         f"passes after {settings.warmup} warm-up passes, per-op and end-to-end passes interleaved; "
         "eval mode, torch.no_grad()",
@@ -186,8 +189,8 @@ def _measure_replay(graph, model, gm, args, dev, settings) -> LatencyReport:
         pricer=None,  # type: ignore[arg-type]  # set by measure() once the peaks are known
     )
     if settings.trace_dir is not None:
-        tracer = TimedInterpreter(gm, make_timer(dev), timed, ranges=True)
-        report.trace_file = _write_trace(lambda: tracer.run(*args), dev, settings.trace_dir, graph)
+        traced = timed_replay(gm, make_timer(dev), timed, ranges=True)
+        report.trace_file = _write_trace(lambda: traced(*args), dev, settings.trace_dir, graph)
         report.notes.append(f"trace of one per-op pass written to {report.trace_file}")
     return report
 
