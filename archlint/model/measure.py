@@ -36,9 +36,12 @@ NOISY_SPREAD = 0.2  # interquartile range / median of the end-to-end passes abov
 
 @dataclass
 class Pricer:
-    """Prices what-ifs for the rules: `time_module(module, inputs)` runs a module (a copy, moved to
-    this device and dtype; the caller's stays untouched) under no_grad in eval mode, with the
-    same timer, warm-up and repeats as the ops, and returns its median latency in ms."""
+    """Prices what-ifs for the rules: `time_modules(*cases)` times small modules, each case a
+    (module, inputs) pair (the module copied and moved to this device and dtype; the caller's
+    stays untouched), under no_grad in eval mode with the ops' timer, and returns each one's
+    median latency in ms. The cases run interleaved pass for pass, so an original and its
+    alternative see the same machine; a what-if is a difference of two such medians, priced with
+    half the ops' warm-up and repeats each."""
 
     device: torch.device
     dtype: torch.dtype
@@ -46,18 +49,22 @@ class Pricer:
     warmup: int
     repeat: int
 
-    def time_module(self, module: torch.nn.Module, inputs: torch.Tensor | tuple | list) -> float:
+    def time_modules(self, *cases: tuple[torch.nn.Module, tuple]) -> list[float]:
+        timer = make_timer(self.device)
+        runs = [self._run(timer, str(i), module, inputs) for i, (module, inputs) in enumerate(cases)]
+        with torch.no_grad(), _clear_oom(self.device, "timing a what-if alternative"):
+            sampled = sample(runs, timer, math.ceil(self.warmup / 2), math.ceil(self.repeat / 2))
+        return [s.regions[str(i)].median for i, s in enumerate(sampled)]
+
+    def _run(self, timer: Timer, name: str, module: torch.nn.Module, inputs) -> Callable[[], None]:
         module = copy.deepcopy(module).to(self.device, self.dtype).eval()
         args = _to_device(inputs, self.device, self.dtype)
-        timer = make_timer(self.device)
 
         def run() -> None:
-            with timer.region("module"):
+            with timer.region(name):
                 module(*args)
 
-        with torch.no_grad(), _clear_oom(self.device, "timing a what-if alternative"):
-            (sampled,) = sample([run], timer, self.warmup, self.repeat)
-        return sampled.regions["module"].median
+        return run
 
 
 @dataclass

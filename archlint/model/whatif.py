@@ -1,6 +1,6 @@
 """What-if prices: a finding's layer next to its local alternative, each built as a small
-nn.Module and timed with the measure layer's timer (`pricer.time_module(module, inputs)`, the
-median of repeats after warm-up on the analyzed device). A saving is original − alternative,
+nn.Module and timed with the measure layer's timer (`pricer.time_modules`: the two interleaved,
+the median of repeats after warm-up on the analyzed device). A saving is original − alternative,
 measured, never modelled; it can come out ≤ 0, and is then reported as it is.
 
 The checks call these only when --latency gave them a pricer; identical layers (a block the
@@ -18,17 +18,14 @@ from torch import nn
 _cache: dict[tuple, float] = {}
 
 
-def _time(pricer: Any, module: nn.Module, shape: tuple[int, ...]) -> float:
-    """The pricer moves module and input to its device and dtype and times them (median ms)."""
-    return float(pricer.time_module(module, (torch.randn(*shape),)))
-
-
 def _saving(pricer: Any, key: tuple, original, alternative) -> float:
-    """Time both (each a (module, input shape) triple) once per pricer; original − alternative."""
+    """Time both (each a (module, input shape) pair) once per pricer; original − alternative.
+    The pricer moves modules and inputs to its device and dtype."""
     full = (id(pricer), *key)
     if full not in _cache:
         with torch.no_grad():
-            _cache[full] = _time(pricer, *original) - _time(pricer, *alternative)
+            ms = pricer.time_modules(*((module, (torch.randn(*shape),)) for module, shape in (original, alternative)))
+        _cache[full] = float(ms[0] - ms[1])
     return _cache[full]
 
 

@@ -189,8 +189,10 @@ def test_pricer_times_a_copy_on_its_device_and_dtype(small, settings, device):
     pricer = report.pricer
     assert pricer.device.type == device and pricer.dtype == torch.float32
     conv = nn.Conv2d(8, 8, 3).double()
-    ms = pricer.time_module(conv, (torch.randn(1, 8, 12, 12, dtype=torch.float64),))
-    assert math.isfinite(ms) and ms > 0
+    x = torch.randn(1, 8, 12, 12, dtype=torch.float64)
+    small_ms, large_ms = pricer.time_modules((conv, (x,)), (nn.Conv2d(8, 64, 3).double(), (x,)))
+    assert math.isfinite(small_ms) and 0 < small_ms
+    assert math.isfinite(large_ms) and 0 < large_ms
     assert conv.weight.dtype == torch.float64 and conv.weight.device.type == "cpu"  # untouched
 
 
