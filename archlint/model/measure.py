@@ -186,8 +186,7 @@ def _measure_replay(graph, model, gm, args, dev, settings) -> LatencyReport:
         end_to_end_spread_ms=e2e.per_pass.spread,
         sum_of_ops_ms=sum(per_op.regions[n].median for n in timed),
         per_pass_sum_of_ops_ms=per_op.per_pass.median,
-        method=f"per op: {graph.graph.get('strategy', 'fx')} graph replayed node by node (fx code with a timer "
-        "region around each op), "
+        method=f"per op: {graph.graph.get('strategy', 'fx')} graph replayed node by node as generated code, "
         f"{clock} around each op; end to end: the original forward, {clock}; median of {settings.repeat} "
         f"passes after {settings.warmup} warm-up passes, per-op and end-to-end passes interleaved; "
         "eval mode, torch.no_grad()",
