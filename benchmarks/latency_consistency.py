@@ -92,6 +92,7 @@ def main() -> None:
     )
     print(header)
     rows = []
+    out = workdir / "latency_consistency.json"
     for name in a.models.split(","):
         for batch in (int(b) for b in a.batches.split(",")):
             target = [sys.executable, "-m", "archlint", f"{workdir / 'tv.py'}:{name}", "--input-shape", f"{batch},3,224,224"]
@@ -123,14 +124,13 @@ def main() -> None:
                 "whole_over_loop": statistics.median(whole), "load": os.getloadavg()[0], "notes": sorted(notes),
             }
             rows.append(row)
+            out.write_text(json.dumps(rows, indent=1))  # after every row: an interrupted run keeps what it measured
             print(
                 f"{name:<13}{batch:>5}{row['e2e_ms']:>9.2f}{row['sum_over_e2e']:>12.3f}{row['cv']:>8.1%}"
                 f"{row['plain_cv']:>9.1%}{row['loop_s']:>8.1f}{row['latency_over_loop']:>18.2f}×"
                 f"{row['over_plain_process']:>14.2f}×{row['whole_over_loop']:>10.2f}×{row['load']:>6.1f}",
                 flush=True,
             )
-    out = workdir / "latency_consistency.json"
-    out.write_text(json.dumps(rows, indent=1))
     print(f"targets: (a) 0.90–1.10, (b) ≤ 5%, (c) ≤ 2×. Rows as JSON (every run's figures and notes): {out}")
     for row in rows:
         for note in row["notes"]:
