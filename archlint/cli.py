@@ -10,6 +10,7 @@ Everything heavy is imported lazily: linting code never imports torch.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import traceback
 from pathlib import Path
@@ -251,6 +252,9 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_ERROR
     except KeyboardInterrupt:
         print("archlint: interrupted", file=sys.stderr)
+        return EXIT_ERROR
+    except BrokenPipeError:  # `archlint ... | head`: the reader left; nothing more to say to it
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit-time flush stays quiet
         return EXIT_ERROR
     except Exception as exc:  # an internal error: one line, the traceback only under --debug
         if debug:

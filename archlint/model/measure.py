@@ -319,7 +319,7 @@ def _noise_notes(report: LatencyReport, dev: torch.device, load: float | None, c
 
 def _stale_peak_note(graph, peaks: dict, cached: bool) -> list[str]:
     """A compute-bound op cannot beat the peak matmul throughput by much; if ops do, the peaks
-    were measured low (on a busy machine, say) and every efficiency is inflated. (Memory-bound ops
+    are low (measured on a busy machine, say) and every efficiency is inflated. (Memory-bound ops
     may legitimately beat the copy bandwidth: their data can stay in cache.)"""
     beaten = [
         d["roofline"]["efficiency"]
@@ -331,8 +331,7 @@ def _stale_peak_note(graph, peaks: dict, cached: bool) -> list[str]:
     when = f"cached at {peaks.get('measured_at', '?')}" if cached else "measured just now"
     return [
         f"{len(beaten)} compute-bound op(s) ran faster than the roofline's peak allows (up to {max(beaten):.0%}): "
-        f"the peaks ({when}) were measured low, so efficiencies are overstated; "
-        "run `archlint calibrate` on a quiet machine"
+        f"the peaks ({when}) are low, so efficiencies are overstated; run `archlint calibrate` on a quiet machine"
     ]
 
 

@@ -116,3 +116,16 @@ def test_a_failing_check_is_reported_and_others_still_run(monkeypatch):
     found = lint_text(FINDING, "t.py")
     assert [(d.code, d.line) for d in found] == [("AL000", 1), ("AL402", 2)]
     assert "internal error in check 'zero_grad'" in found[0].message and "boom" in found[0].message
+
+
+def test_a_reader_that_leaves_early_gets_no_traceback_and_no_error_line():
+    """`archlint ... | head`: output to a closed pipe ends the run quietly, exit 2."""
+    script = (
+        "import os, sys\n"
+        "r, w = os.pipe(); os.close(r); os.dup2(w, 1)\n"
+        "from archlint.cli import main\n"
+        "sys.exit(main(['rule', 'AL101']))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr == ""

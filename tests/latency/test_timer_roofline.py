@@ -117,6 +117,16 @@ def test_measured_peaks_are_positive():
     assert p["copy_bytes"] == 2 * 64 * 2**20
 
 
+def test_peak_matmul_is_the_best_size_until_one_run_is_long_enough(monkeypatch):
+    """Sizes double until one run takes ≥ 50 ms; the fastest size gives the peak, not the last one."""
+    timings = iter([1.0, 5.0, 60.0, 10.0])  # ms: 512², 1024² (the best), 2048² (≥ 50 ms: stop), copy
+    monkeypatch.setattr(roofline, "_best_ms", lambda fn, device, runs: next(timings))
+    p = roofline.measure_peaks(torch.device("cpu"), torch.float32)
+    assert p["matmul_n"] == 1024
+    assert p["peak_flops_per_s"] == pytest.approx(2 * 1024**3 / 5e-3)
+    assert p["bandwidth_bytes_per_s"] == pytest.approx(2 * 64 * 2**20 / 10e-3)
+
+
 def test_calibrate_command_measures_again_and_caches(monkeypatch, tmp_path, capsys):
     monkeypatch.setenv("ARCHLINT_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(roofline, "measure_peaks", lambda d, t: dict(PEAKS, device="cpu|x", matmul_n=512, copy_bytes=2**27))
@@ -124,6 +134,14 @@ def test_calibrate_command_measures_again_and_caches(monkeypatch, tmp_path, caps
     out = capsys.readouterr().out
     assert "1,000.0 GFLOP/s" in out and "100.0 GB/s" in out and "ridge point             10.0" in out
     assert (tmp_path / "roofline.json").is_file()
+
+
+def test_calibrate_warns_when_the_machine_is_busy(monkeypatch, tmp_path, capsys):
+    monkeypatch.setenv("ARCHLINT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(roofline, "measure_peaks", lambda d, t: dict(PEAKS, device="cpu|x", matmul_n=512, copy_bytes=2**27))
+    monkeypatch.setattr(roofline.os, "getloadavg", lambda: (64.0, 64.0, 64.0))
+    assert main(["calibrate"]) == 0
+    assert "warning: the machine was busy (load average 64.0)" in capsys.readouterr().out
 
 
 def test_calibrate_cuda_without_cuda_exits_2(monkeypatch, capsys):
