@@ -11,7 +11,7 @@ runs the same warm-up + repeats of its forward pass and reports their median), t
   (c) archlint's wall time against warm-up + repeats of the plain forward pass (target: ≤ 2×),
       three ways, each the median over the paired runs:
         --latency ÷ loop:  what --latency adds (the wall time of `archlint --latency` minus that of
-                           the same `archlint` without it) over the plain forward loop;
+                           the same `archlint` without it, run once per row) over the plain loop;
         ÷ plain process:   the whole `archlint --latency` process over the whole plain script;
         whole ÷ loop:      the whole process over the forward loop alone (start-up included:
                            importing torch and torchvision takes ~6 s on this machine).

@@ -28,10 +28,11 @@ import torch.fx as fx
 from archlint.errors import UsageError
 from archlint.model import roofline
 from archlint.model.opgraph import ops
-from archlint.model.timer import Stats, Timer, make_timer, sample
+from archlint.model.timer import Stats, Timer, load_average, make_timer, sample
 
 _CALLS = ("call_module", "call_function", "call_method")
 NOISY_SPREAD = 0.2  # interquartile range / median of the end-to-end passes above which we warn
+BEATEN_PEAK = 1.1  # roofline efficiency of a compute-bound op above which the peaks are called low
 
 
 @dataclass
@@ -117,7 +118,7 @@ def measure(graph: nx.DiGraph, model: torch.nn.Module, inputs, device: str, sett
         if dev.type == "cuda":
             torch.cuda.empty_cache()
     report.peaks = p
-    report.notes += _noise_notes(report, dev, _load_average(), os.cpu_count() or 1)
+    report.notes += _noise_notes(report, dev, load_average(), os.cpu_count() or 1)
     if not cached:
         report.notes.append(f"roofline peaks measured now and cached ({roofline.cache_dir() / roofline.CACHE_FILE})")
     for name, d in ops(graph):
@@ -324,7 +325,7 @@ def _stale_peak_note(graph, peaks: dict, cached: bool) -> list[str]:
     beaten = [
         d["roofline"]["efficiency"]
         for _, d in ops(graph)
-        if d.get("roofline") and d["roofline"]["bound"] == "compute" and d["roofline"]["efficiency"] > 1.1
+        if d.get("roofline") and d["roofline"]["bound"] == "compute" and d["roofline"]["efficiency"] > BEATEN_PEAK
     ]
     if not beaten:
         return []
@@ -333,13 +334,6 @@ def _stale_peak_note(graph, peaks: dict, cached: bool) -> list[str]:
         f"{len(beaten)} compute-bound op(s) ran faster than the roofline's peak allows (up to {max(beaten):.0%}): "
         f"the peaks ({when}) are low, so efficiencies are overstated; run `archlint calibrate` on a quiet machine"
     ]
-
-
-def _load_average() -> float | None:
-    try:
-        return os.getloadavg()[0]
-    except (OSError, AttributeError):  # not on this platform
-        return None
 
 
 def _set_latency(node: dict, stats: Stats) -> None:

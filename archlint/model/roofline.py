@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 from archlint.errors import UsageError
-from archlint.model.timer import make_timer
+from archlint.model.timer import load_average, make_timer
 
 CACHE_FILE = "roofline.json"
 _DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "float64": torch.float64}
@@ -174,8 +174,8 @@ def calibrate_command(device: str, dtype: str) -> int:
     dev, dt = resolve_device(device), resolve_dtype(dtype)
     p, _ = peaks(dev, dt, recalibrate=True)
     print(f"{p['device']}")
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
-    if dev.type == "cpu" and load > (os.cpu_count() or 1):
+    load = load_average()
+    if dev.type == "cpu" and load is not None and load > (os.cpu_count() or 1):
         print(f"  warning: the machine was busy (load average {load:.1f}): these peaks are likely low; calibrate again when it is quiet")
     print(f"  peak matrix throughput  {p['peak_flops_per_s'] / 1e9:,.1f} GFLOP/s  ({p['matmul_n']}² matmul, 2 FLOP per multiply-add)")
     print(f"  copy bandwidth          {p['bandwidth_bytes_per_s'] / 1e9:,.1f} GB/s  (read + write of {p['copy_bytes'] / 2**20:.0f} MiB)")

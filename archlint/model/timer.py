@@ -20,6 +20,7 @@ measure the same way.
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from collections.abc import Callable
@@ -127,6 +128,15 @@ def _accumulate(pairs) -> dict[str, float]:
     for name, ms in pairs:
         out[name] = out.get(name, 0.0) + ms
     return out
+
+
+def load_average() -> float | None:
+    """The 1-minute load average, None where the platform has none: a CPU timing taken while it
+    exceeds the core count is disturbed by other work."""
+    try:
+        return os.getloadavg()[0]
+    except (OSError, AttributeError):  # not on this platform
+        return None
 
 
 def make_timer(device: torch.device | str) -> Timer:
