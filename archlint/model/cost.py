@@ -188,8 +188,8 @@ def conv(op: dict) -> int:
 @formula("linear")
 def linear(op: dict) -> int:
     """out elements · in_features (addmm: m · n · k)."""
-    if op["key"] == "addmm":
-        a, b = op["in_shapes"][1], op["in_shapes"][2]
+    if op["key"] == "addmm":  # addmm(bias, mat1, mat2): any of them may be a parameter
+        _, a, b = _operands(op, 3)
         return a[0] * a[1] * b[1]
     w = _weight(op)
     in_features = w[-1] if w else op["in_shapes"][0][-1]
@@ -198,13 +198,13 @@ def linear(op: dict) -> int:
 
 @formula("matmul")
 def matmul(op: dict) -> int:
-    ins = op["in_shapes"]
     if op["key"] == "einsum":
         return _einsum(op)
     if op["key"] in ("baddbmm", "addbmm"):
-        ins = ins[1:]
-    a = ins[0]
-    k = a[-1] if a else 1
+        _, a, b = _operands(op, 3)
+        return numel(a[:-1]) * a[-1] * b[-1]  # addbmm sums over the batch: its output has no batch dim
+    a = _operands(op, 2)[0]
+    k = a[-1] if a else 1  # a 1-D first operand is a vector: its only dim is the contraction
     return numel(_out(op)) * k
 
 
@@ -221,29 +221,58 @@ def _einsum(op: dict) -> int:
     return math.prod(sizes.values())
 
 
+def _operands(op: dict, count: int) -> list[tuple]:
+    """The first `count` tensor operands in signature order: from the shapes capture recorded by
+    argument position (attrs["operands"]; parameters and repeated tensors included), else from
+    in_shapes. A missing operand raises: the op is then reported as unknown, never guessed."""
+    recorded = op["attrs"].get("operands")
+    shapes = [tuple(s) for s in recorded[:count]] if recorded else list(op["in_shapes"][:count])
+    if len(shapes) < count or any(s is None for s in shapes):
+        raise ValueError(f"{op['key']}: {count} tensor operands expected, shapes known for {len(shapes)}")
+    return shapes
+
+
 @formula("attention")
 def attention(op: dict) -> int:
-    """QKᵀ and AV: L·S·E + L·S·Ev per batch·head; nn.MultiheadAttention adds its projections."""
-    a = op["attrs"]
-    ins = op["in_shapes"]
+    """QKᵀ and AV: L·S·E + L·S·Ev per batch·head; nn.MultiheadAttention adds its projections.
+
+    Exact for every kernel choice (math, flash, memory-efficient), as torch's FlopCounterMode
+    counts them: grouped-query attention (fewer key/value heads) costs per query head, and a causal
+    mask (`is_causal` or a mask tensor) does not reduce the count: the math and efficient kernels
+    compute the whole L×S score matrix (a flash kernel skips about half of it: then an upper bound).
+    """
     if op["key"] == "MultiheadAttention":
-        q = ins[0]
-        k = ins[1] if len(ins) > 1 else q
-        v = ins[2] if len(ins) > 2 else k
-        batch_first = a.get("batch_first", False)
-        if len(q) == 2:  # unbatched (L, E)
-            n, lq, ls = 1, q[0], k[0]
-        elif batch_first:
-            n, lq, ls = q[0], q[1], k[1]
-        else:
-            n, lq, ls = q[1], q[0], k[0]
-        e = a["embed_dim"]
-        kdim, vdim = k[-1], v[-1]
-        projections = n * (lq * q[-1] * e + ls * kdim * e + ls * vdim * e + lq * e * e)
-        return projections + n * lq * ls * e * 2
-    q, k, v = ins[0], ins[1], ins[2]
+        return _multihead(op)
+    q, k, v = _operands(op, 3)
     batch = numel(q[:-2])
     return batch * q[-2] * k[-2] * (q[-1] + v[-1])
+
+
+def _multihead(op: dict) -> int:
+    """nn.MultiheadAttention: q/k/v/out projections plus L·S·E twice. Capture may list a tensor passed
+    as several of query/key/value once (self-attention), and masks may come first (export lists
+    inputs in the order its kernels read them): the query is the first input of the highest rank
+    whose last dim is embed_dim; the key the next input of that rank whose last dim is kdim, else
+    the query; the value likewise."""
+    a = op["attrs"]
+    e = a["embed_dim"]
+    ins = [tuple(s) for s in op["in_shapes"]]
+    rank = max(len(s) for s in ins if s and s[-1] == e)
+    qi = next(i for i, s in enumerate(ins) if len(s) == rank and s[-1] == e)
+    q, rest = ins[qi], [s for s in ins[qi + 1:] if len(s) == rank]
+    kdim, vdim = a.get("kdim") or e, a.get("vdim") or e
+    ki = next((i for i, s in enumerate(rest) if s[-1] == kdim), None)
+    k = q if ki is None else rest[ki]
+    after = rest[ki + 1:] if ki is not None else []
+    v = next((s for s in after if s[-1] == vdim and s[:-1] == k[:-1]), k)
+    if len(q) == 2:  # unbatched (L, E)
+        n, lq, ls = 1, q[0], k[0]
+    elif a.get("batch_first", False):
+        n, lq, ls = q[0], q[1], k[1]
+    else:
+        n, lq, ls = q[1], q[0], k[0]
+    projections = n * (lq * q[-1] * e + ls * kdim * e + ls * v[-1] * e + lq * e * e)
+    return projections + n * lq * ls * e * 2
 
 
 @formula("norm")
@@ -322,6 +351,12 @@ def cost_graph(graph: nx.DiGraph) -> list[str]:
             op["known"] = True
             op["flops"] = int(fn(op))
             op["mac_bytes"] = int(mac_bytes(op))
+        except (IndexError, KeyError, TypeError, ValueError) as exc:
+            # The formula cannot apply to this call (operands it needs are not known): the op is
+            # unknown, listed as such and left out of the totals, rather than an internal error.
+            op["known"], op["flops"], op["mac_bytes"] = False, 0, 0
+            op["unknown_reason"] = f"{type(exc).__name__}: {exc}"
+            unknown.append(name)
         finally:
             del op["mode"]
     return unknown

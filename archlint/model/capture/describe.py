@@ -43,6 +43,25 @@ _POSITIONAL = {
 }
 _SIMPLE = (int, float, bool, str, type(None))
 
+# Tensor operands whose shapes the cost formulas need, by signature position and name, whether the
+# tensor came from an activation or a parameter (`torch.addmm(self.bias, x, self.weight)`) and even
+# when one tensor is passed several times (`F.scaled_dot_product_attention(x, x, x)`): capture
+# lists each producer's tensor once and parameters apart, so `in_shapes` alone cannot say which is which.
+_SDPA = ("query", "key", "value", "attn_mask")
+_OPERANDS = {
+    "scaled_dot_product_attention": _SDPA,
+    "_scaled_dot_product_attention_math": _SDPA,
+    "_scaled_dot_product_flash_attention_for_cpu": ("query", "key", "value"),
+    "_scaled_dot_product_flash_attention": ("query", "key", "value"),
+    "_scaled_dot_product_efficient_attention": ("query", "key", "value", "attn_bias"),
+    "addmm": ("input", "mat1", "mat2"),
+    "baddbmm": ("input", "batch1", "batch2"),
+    "addbmm": ("input", "batch1", "batch2"),
+    "mm": ("input", "mat2"),
+    "bmm": ("input", "mat2"),
+    "matmul": ("input", "other"),
+}
+
 
 def _simple(value: Any) -> bool:
     if isinstance(value, (list, tuple)):
@@ -80,8 +99,16 @@ def call_attrs(key: str, args: tuple, kwargs: dict) -> dict[str, Any]:
             attrs[name] = list(value) if isinstance(value, tuple) else value
     if key.startswith("conv_transpose"):
         attrs["transposed"] = True
+    if key in _OPERANDS:
+        attrs["operands"] = _operand_shapes(_OPERANDS[key], args, kwargs)
     attrs.pop("input", None)
     return {k: (str(v) if isinstance(v, (torch.dtype, torch.memory_format)) else v) for k, v in attrs.items()}
+
+
+def _operand_shapes(names: tuple[str, ...], args: tuple, kwargs: dict) -> list[list[int] | None]:
+    """Shapes of the named tensor operands, in signature order (None where absent or not a tensor)."""
+    values = [args[i] if i < len(args) else kwargs.get(name) for i, name in enumerate(names)]
+    return [list(v.shape) if isinstance(v, torch.Tensor) else None for v in values]
 
 
 def function_label(fn: Any) -> tuple[str, str]:
