@@ -68,9 +68,25 @@ def build_parser() -> argparse.ArgumentParser:
 
     model = p.add_argument_group("model analyzer")
     model.add_argument(
-        "--input-shape", action="append", default=[], metavar="1,3,224,224", help="one per model input"
+        "--input-shape",
+        action="append",
+        default=[],
+        metavar="SHAPE[:DTYPE]",
+        help="one per positional input of forward, in order: 1,3,224,224 or 1,128:int64",
     )
-    model.add_argument("--dtype", help="float32 (default), float16, bfloat16, float64")
+    model.add_argument(
+        "--input",
+        action="append",
+        default=[],
+        metavar="NAME=SHAPE[:DTYPE]",
+        help="a keyword input of forward, e.g. input_ids=1,128:int64 attention_mask=1,128:bool (repeatable)",
+    )
+    model.add_argument(
+        "--input-dtype",
+        metavar="DTYPE",
+        help="dtype of inputs given without one: int64 for token ids, bool for masks (default: --dtype)",
+    )
+    model.add_argument("--dtype", help="float32 (default), float16, bfloat16, float64: weights and float inputs")
     model.add_argument("--init", action="append", default=[], metavar="KEY=VALUE", help="constructor argument")
     model.add_argument("--mode", choices=("eval", "train"), help="forward mode to trace (default: eval)")
     model.add_argument("--models", action="store_true", help="analyze the models listed in the config")
@@ -146,7 +162,7 @@ def is_model_target(target: str) -> bool:
 
 
 def _model_specs(args: argparse.Namespace, settings) -> list:
-    from archlint.config import ModelSpec, parse_shape
+    from archlint.config import ModelSpec, parse_input, parse_input_dtype
 
     if args.models and not settings.models:
         raise UsageError("--models: no [[tool.archlint.models]] in pyproject.toml; add one with a target")
@@ -156,8 +172,19 @@ def _model_specs(args: argparse.Namespace, settings) -> list:
             known = next((m for m in settings.models if m.target == target), None)
             specs.append(known or ModelSpec(target=target))
     for spec in specs:
-        if args.input_shape:
-            spec.input_shapes = [parse_shape(s) for s in args.input_shape]
+        if args.input_shape or args.input:
+            positional = [parse_input(s, "--input-shape") for s in args.input_shape]
+            keyword = [parse_input(s, "--input", keyword=True) for s in args.input]
+            names = [i.name for i in keyword]
+            twice = next((n for n in names if names.count(n) > 1), None)
+            if twice:
+                raise UsageError(f"--input {twice}=... is given twice; give each keyword input once")
+            spec.input_shapes = [i.shape for i in positional]
+            spec.input_dtypes = [i.dtype for i in positional]
+            spec.keyword_inputs = {i.name: i for i in keyword}
+            spec.inputs_source = "--input-shape"
+        if args.input_dtype:
+            spec.input_dtype = parse_input_dtype(args.input_dtype, "--input-dtype")
         if args.dtype:
             spec.dtype = args.dtype
         if args.device:

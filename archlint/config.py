@@ -19,11 +19,24 @@ from archlint.errors import UsageError
 
 
 @dataclass
+class InputSpec:
+    """One input given by shape: `1,128`, `1,128:int64`, or as a keyword `input_ids=1,128:int64`."""
+
+    shape: list[int]
+    dtype: str | None = None  # None: the spec's input_dtype, else the model's dtype
+    name: str | None = None  # a keyword argument of forward; None: positional
+
+
+@dataclass
 class ModelSpec:
     """One model to analyze: from `[[tool.archlint.models]]` or from a PATH.py:NAME argument."""
 
     target: str
-    input_shapes: list[list[int]] = field(default_factory=list)
+    input_shapes: list[list[int]] = field(default_factory=list)  # positional inputs, in order
+    input_dtypes: list[str | None] = field(default_factory=list)  # per positional input; None: input_dtype
+    keyword_inputs: dict[str, InputSpec] = field(default_factory=dict)  # name → keyword input
+    input_dtype: str | None = None  # inputs without their own dtype; None: the model's dtype
+    inputs_source: str = "--input-shape"  # where the positional inputs came from, for errors
     dtype: str = "float32"
     device: str = "cpu"
     init: dict[str, Any] = field(default_factory=dict)
@@ -172,11 +185,20 @@ _KEYS = {
     "tolerance",
     "output-format",
 }
-_MODEL_KEYS = {"target", "input-shapes", "input-shape", "dtype", "device", "init", "budgets"}
+_MODEL_KEYS = {
+    "target", "input-shapes", "input-shape", "inputs", "input-dtype", "dtype", "device", "init", "budgets",
+}
 _BUDGETS = {"max-flops", "max-mac", "max-params", "max-latency-ms"}
 # [tool.archlint] tolerance key → the ModelResult.totals field it bounds
 TOLERANCE_KEYS = {"flops": "flops", "mac": "mac_bytes", "params": "params", "latency-ms": "latency_ms"}
 DTYPES = ("float32", "float16", "bfloat16", "float64")
+# Inputs may also be integer (token ids) or boolean (masks); the names torch prints, and aliases.
+INPUT_DTYPES = {
+    **{d: d for d in DTYPES},
+    "float": "float32", "fp32": "float32", "half": "float16", "fp16": "float16", "bf16": "bfloat16",
+    "double": "float64", "int64": "int64", "long": "int64", "int32": "int32", "int": "int32",
+    "int16": "int16", "int8": "int8", "uint8": "uint8", "bool": "bool",
+}
 _DEVICE = re.compile(r"(cpu|cuda|mps|xpu)(:\d+)?")
 _TARGET = re.compile(r".+\.py:[A-Za-z_]\w*")
 
@@ -305,13 +327,43 @@ def _tolerance(value: Any, source: str) -> dict[str, float]:
 
 
 def parse_shape(text: str) -> list[int]:
+    """`1,3,224,224` (or `1x3x224x224`) → [1, 3, 224, 224]; every part a positive integer."""
+    parts = str(text).strip().replace("x", ",").split(",")
     try:
-        shape = [int(p) for p in str(text).replace("x", ",").split(",") if p.strip()]
+        shape = [int(p) for p in parts]
     except ValueError:
-        raise UsageError(f"input shape {text!r} is not a comma-separated list of integers (e.g. 1,3,224,224)") from None
-    if not shape or any(d <= 0 for d in shape):
+        raise UsageError(
+            f"input shape {text!r} is not a comma-separated list of positive integers (e.g. 1,3,224,224)"
+        ) from None
+    if any(d <= 0 for d in shape):
         raise UsageError(f"input shape {text!r} must be positive integers (e.g. 1,3,224,224)")
     return shape
+
+
+def parse_input_dtype(text: str, where: str) -> str:
+    name = INPUT_DTYPES.get(str(text).lower().removeprefix("torch."))
+    if name is None:
+        raise UsageError(
+            f"{where}: unknown input dtype {text!r}; use one of float32, float16, bfloat16, float64, "
+            "int64, int32, int16, int8, uint8, bool"
+        )
+    return name
+
+
+def parse_input(text: str, where: str = "--input-shape", keyword: bool = False) -> InputSpec:
+    """`SHAPE[:DTYPE]`, or with keyword=True `NAME=SHAPE[:DTYPE]` (e.g. `input_ids=1,128:int64`)."""
+    name = None
+    if keyword:
+        name, eq, text = str(text).partition("=")
+        name = name.strip()
+        if not eq or not name.isidentifier():
+            raise UsageError(f"{where} {name + eq + text!r} must look like NAME=SHAPE[:DTYPE], e.g. input_ids=1,128:int64")
+    shape_text, colon, dtype = str(text).partition(":")
+    try:
+        shape = parse_shape(shape_text)
+    except UsageError as exc:
+        raise UsageError(f"{where}: {exc}") from None
+    return InputSpec(shape, parse_input_dtype(dtype.strip(), where) if colon else None, name)
 
 
 def _shape(value: Any, where: str) -> list[int]:
@@ -324,6 +376,13 @@ def _shape(value: Any, where: str) -> list[int]:
     ):
         return list(value)
     raise UsageError(f"{where}: input shape {value!r} must be positive integers, e.g. [1, 3, 224, 224] or \"1,3,224,224\"")
+
+
+def _input(value: Any, where: str) -> InputSpec:
+    """A shape as a list of ints, or as text with an optional dtype: "1,128:int64"."""
+    if isinstance(value, str):
+        return parse_input(value, where)
+    return InputSpec(_shape(value, where))
 
 
 def _model_spec(entry: Any, index: int, source: str) -> ModelSpec:
@@ -342,6 +401,18 @@ def _model_spec(entry: Any, index: int, source: str) -> ModelSpec:
     shapes = entry.get("input-shapes", [entry["input-shape"]] if "input-shape" in entry else [])
     if not isinstance(shapes, list):
         raise UsageError(f"{where}: input-shapes must be a list of shapes, e.g. [[1, 3, 224, 224]]")
+    positional = [_input(v, where) for v in shapes]
+    keyword = entry.get("inputs", {})
+    if not isinstance(keyword, dict):
+        raise UsageError(f"{where}: inputs must be a table of keyword inputs, e.g. {{ input_ids = \"1,128:int64\" }}")
+    keyword_inputs = {}
+    for key, value in keyword.items():
+        spec = _input(value, f"{where}: inputs.{key}")
+        spec.name = key
+        keyword_inputs[key] = spec
+    input_dtype = entry.get("input-dtype")
+    if input_dtype is not None:
+        input_dtype = parse_input_dtype(input_dtype, f"{where}: input-dtype")
     dtype = entry.get("dtype", "float32")
     if dtype not in DTYPES:
         raise UsageError(f"{where}: dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
@@ -362,7 +433,11 @@ def _model_spec(entry: Any, index: int, source: str) -> ModelSpec:
             raise UsageError(f"{where}: budget {name} must be a positive number, got {value!r}")
     return ModelSpec(
         target=target,
-        input_shapes=[_shape(s, where) for s in shapes],
+        input_shapes=[i.shape for i in positional],
+        input_dtypes=[i.dtype for i in positional],
+        keyword_inputs=keyword_inputs,
+        input_dtype=input_dtype,
+        inputs_source=f"input-shapes of [[tool.archlint.models]] {target!r}",
         dtype=dtype,
         device=device,
         init=dict(init),

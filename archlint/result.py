@@ -66,6 +66,7 @@ class ModelResult:
     roofline: dict[str, Any] | None = None  # device peaks used for the roofline
     timing: str | None = None  # how latency was measured (per-op replay, module hooks, ...)
     flops_convention: str = "multiply-adds (1 FMA = 1 FLOP), as fvcore and torchvision's _ops"
+    inputs: list[dict[str, Any]] = field(default_factory=list)  # [{"name", "shape", "dtype"}] per input
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

@@ -59,7 +59,7 @@ def capture_graph(loaded: Loaded, target: str, settings: Settings) -> nx.DiGraph
             notes.append("built again with real weights: the dispatch recording runs one real forward pass")
         try:
             with traced_mode(model, settings.mode), _no_gc():
-                graph, _ = capture(model, loaded.inputs, strategy)
+                graph, _ = capture(model, loaded.inputs, strategy, loaded.kwargs)
         except CaptureFailed as failure:
             failures.append(failure)
             continue
@@ -85,7 +85,11 @@ def cost(graph: nx.DiGraph, notes: list[str]) -> None:
 
 def _capture_and_cost(loaded: Loaded, target: str, device: str, settings: Settings) -> tuple[nx.DiGraph, ModelResult]:
     graph = capture_graph(loaded, target, settings)
-    inputs = [list(d["out_shapes"][0]) for _, d in graph.nodes(data=True) if d["kind"] == "input"]
+    described = [
+        {"name": n, "shape": list(d["out_shapes"][0]), "dtype": d["dtype"]}
+        for n, d in graph.nodes(data=True) if d["kind"] == "input"
+    ]
+    inputs = [i["shape"] for i in described]
     notes = loaded.notes + graph.graph["notes"]
     dtype = str(loaded.dtype).removeprefix("torch.")
     graph.graph.update(
@@ -95,6 +99,7 @@ def _capture_and_cost(loaded: Loaded, target: str, device: str, settings: Settin
     result = ModelResult(
         target=target, strategy=graph.graph["strategy"], device=device, dtype=dtype, input_shapes=inputs,
         totals=opgraph.totals(graph), layers=[], mode=settings.mode, build=loaded.build, notes=notes,
+        inputs=described,
     )
     return graph, result  # layers are filled by the caller, once the graph is complete
 
@@ -105,6 +110,12 @@ def analyze(spec: ModelSpec, settings: Settings) -> tuple[ModelResult, list[Diag
     report = None
     if settings.latency:
         from archlint.model.measure import measure
+
+        if loaded.kwargs:
+            raise UsageError(
+                f"--latency with keyword-only inputs ({', '.join(loaded.kwargs)}) is not supported; "
+                "run without --latency, or give them by position"
+            )
 
         report = measure(graph, loaded.model, loaded.inputs, spec.device, settings)
         result.totals.latency_ms = report.end_to_end_ms
@@ -122,10 +133,14 @@ def analyze(spec: ModelSpec, settings: Settings) -> tuple[ModelResult, list[Diag
 
 
 def analyze_model(
-    model: nn.Module, inputs: tuple, settings: Settings | None = None, target: str = "<model>"
+    model: nn.Module, inputs: tuple, settings: Settings | None = None, target: str = "<model>",
+    kwargs: dict | None = None,
 ) -> tuple[nx.DiGraph, ModelResult]:
     """Analyze a prebuilt model (no checks, no latency): for tests, benchmarks and library use."""
-    loaded = Loaded(model, tuple(inputs), "given", _dtype_of(model))
+    from archlint.model.load import bind_inputs
+
+    args, rest = bind_inputs(model, tuple(inputs), dict(kwargs or {}), "inputs")
+    loaded = Loaded(model, args, "given", _dtype_of(model), kwargs=rest)
     graph, result = _capture_and_cost(loaded, target, "cpu", settings or Settings())
     result.layers = opgraph.to_layers(graph)
     return graph, result

@@ -4,10 +4,18 @@ NAME may be an `nn.Module` subclass, a function returning a module (both called 
 keyword arguments), or a module-level instance (used as it is: never changed, never copied).
 
 Inputs, in this order of preference:
-  1. `--input-shape` (repeatable, one per positional input), random tensors of `--dtype`;
+  1. `--input-shape SHAPE[:DTYPE]` (one per positional input) and `--input NAME=SHAPE[:DTYPE]`
+     (keyword inputs), or the same in `[[tool.archlint.models]]`: random tensors. Float inputs
+     are normal samples in `--dtype`; integer inputs are token ids drawn uniformly from [0, V),
+     V the smallest `nn.Embedding` of the model (so every lookup is in range; 2 without one);
+     boolean inputs, and integer inputs whose name contains "mask", are all ones (attend everywhere);
   2. an `example_inputs` attribute of the target itself (e.g. a staticmethod of the class);
   3. in the target file, a function `example_inputs()` or an attribute `EXAMPLE_INPUTS`:
-     a tensor, or a tuple/list of positional arguments (tensors or lists of tensors).
+     a tensor, a tuple/list of positional arguments, a dict of keyword arguments, or a pair
+     `(args, kwargs)`.
+Keyword inputs are bound to `forward`'s signature: those that are positional parameters become
+positional arguments (skipped parameters get their defaults), so every capture strategy can run
+them; only keyword-only ones (or ones caught by `**kwargs`) stay keywords.
 
 Classes and factories are built under `torch.device("meta")` first (no memory, no init
 arithmetic: counting needs shapes only); when that fails (a constructor that needs real data) or
@@ -31,7 +39,7 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
-from archlint.config import ModelSpec, Settings
+from archlint.config import INPUT_DTYPES, InputSpec, ModelSpec, Settings
 from archlint.errors import UsageError
 
 DTYPES = {
@@ -51,6 +59,7 @@ class Loaded:
     dtype: torch.dtype
     notes: list[str] = field(default_factory=list)
     factory: Callable[[], nn.Module] | None = None  # a real build, for strategies that run the model
+    kwargs: dict[str, Any] = field(default_factory=dict)  # keyword-only inputs (see bind_inputs)
 
     @property
     def on_meta(self) -> bool:
@@ -198,46 +207,153 @@ def parse_dtype(text: str) -> torch.dtype:
     try:
         return DTYPES[text.lower().removeprefix("torch.")]
     except KeyError:
-        raise UsageError(f"unknown --dtype {text!r}; use one of float32, float16, bfloat16, float64") from None
+        pass
+    if text.lower().removeprefix("torch.") in INPUT_DTYPES:
+        raise UsageError(
+            f"--dtype {text} is for the weights and float inputs (float32, float16, bfloat16, float64); "
+            f"give integer or boolean inputs with --input-dtype {text} or per input, e.g. --input-shape 1,128:{text}"
+        )
+    raise UsageError(f"unknown --dtype {text!r}; use one of float32, float16, bfloat16, float64")
 
 
-def _as_args(value: Any, where: str) -> tuple:
+def token_range(model: nn.Module) -> int:
+    """Integer inputs are drawn from [0, V): V the smallest embedding table, so every lookup is valid."""
+    sizes = [m.num_embeddings for m in model.modules() if isinstance(m, (nn.Embedding, nn.EmbeddingBag))]
+    return min(sizes) if sizes else 2
+
+
+def random_input(spec: InputSpec, name: str, default: str | None, dtype: torch.dtype, vocab: int, generator) -> torch.Tensor:
+    """A tensor for one input given by shape (rules in the module docstring)."""
+    kind = getattr(torch, spec.dtype or default) if (spec.dtype or default) else dtype
+    if kind == torch.bool or (not kind.is_floating_point and "mask" in name.lower()):
+        return torch.ones(spec.shape, dtype=kind)
+    if kind.is_floating_point:
+        return torch.randn(spec.shape, generator=generator, dtype=kind)
+    return torch.randint(0, vocab, spec.shape, generator=generator, dtype=kind)
+
+
+def _as_inputs(value: Any, where: str) -> tuple[tuple, dict[str, Any]]:
+    """What an example_inputs() gave: a tensor, a tuple/list, a dict, or (args, kwargs)."""
     if callable(value) and not isinstance(value, torch.Tensor):
         try:
             value = value()
         except Exception as exc:
             raise UsageError(f"{where}() raised {_one_line(exc)}") from exc
     if isinstance(value, torch.Tensor):
-        return (value,)
+        return (value,), {}
+    if isinstance(value, dict) and value and all(isinstance(k, str) for k in value):
+        return (), dict(value)
+    if isinstance(value, (tuple, list)) and len(value) == 2 and isinstance(value[0], (tuple, list)) and isinstance(value[1], dict):
+        return tuple(value[0]), dict(value[1])
     if isinstance(value, (tuple, list)) and value:
-        return tuple(value)
-    raise UsageError(f"{where} must give a tensor or a tuple of positional inputs, got {type(value).__name__}")
+        return tuple(value), {}
+    raise UsageError(
+        f"{where} must give a tensor, a tuple of positional inputs, a dict of keyword inputs or "
+        f"(args, kwargs), got {type(value).__name__}"
+    )
 
 
-def example_inputs(spec: ModelSpec, module: ModuleType, obj: Any, path: Path, dtype: torch.dtype) -> tuple:
-    if spec.input_shapes:
+def example_inputs(
+    spec: ModelSpec, module: ModuleType, obj: Any, path: Path, dtype: torch.dtype, model: nn.Module
+) -> tuple[tuple, dict[str, Any]]:
+    if spec.input_shapes or spec.keyword_inputs:
         generator = torch.Generator().manual_seed(0)
-        return tuple(torch.randn(shape, generator=generator, dtype=dtype) for shape in spec.input_shapes)
+        vocab = token_range(model)
+        names = _positional_names(model)
+        args = tuple(
+            random_input(
+                InputSpec(shape, spec.input_dtypes[i] if i < len(spec.input_dtypes) else None),
+                names[i] if i < len(names) else "", spec.input_dtype, dtype, vocab, generator,
+            )
+            for i, shape in enumerate(spec.input_shapes)
+        )
+        kwargs = {
+            name: random_input(i, name, spec.input_dtype, dtype, vocab, generator) for name, i in spec.keyword_inputs.items()
+        }
+        return args, kwargs
     if getattr(obj, "example_inputs", None) is not None and not isinstance(obj, nn.Module):
-        return _as_args(obj.example_inputs, f"{spec.target}.example_inputs")
+        return _as_inputs(obj.example_inputs, f"{spec.target}.example_inputs")
     for attr in EXAMPLE_NAMES:
         if hasattr(module, attr):
-            return _as_args(getattr(module, attr), f"{path}:{attr}")
+            return _as_inputs(getattr(module, attr), f"{path}:{attr}")
     raise UsageError(
-        f"no inputs for {spec.target}: pass --input-shape 1,3,224,224 (once per input) "
-        f"or define example_inputs() in {path}"
+        f"no inputs for {spec.target}: pass --input-shape 1,3,224,224 (once per input; 1,128:int64 for "
+        f"token ids), --input NAME=SHAPE[:DTYPE] for keyword inputs, or define example_inputs() in {path}"
     )
+
+
+def _forward_parameters(model: nn.Module) -> list[inspect.Parameter] | None:
+    try:
+        return list(inspect.signature(model.forward).parameters.values())
+    except (TypeError, ValueError):
+        return None
+
+
+def _positional_names(model: nn.Module) -> list[str]:
+    params = _forward_parameters(model) or []
+    return [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+
+
+def bind_inputs(model: nn.Module, args: tuple, kwargs: dict[str, Any], source: str) -> tuple[tuple, dict[str, Any]]:
+    """Check the inputs against forward's signature; keyword inputs that name positional parameters
+    become positional arguments, the parameters skipped before them their defaults. Returns the
+    positional arguments and the keyword-only rest."""
+    params = _forward_parameters(model)
+    if params is None:
+        return args, kwargs
+    kind = inspect.Parameter
+    positional = [p for p in params if p.kind in (kind.POSITIONAL_ONLY, kind.POSITIONAL_OR_KEYWORD)]
+    varargs = any(p.kind == kind.VAR_POSITIONAL for p in params)
+    varkw = any(p.kind == kind.VAR_KEYWORD for p in params)
+    owner = f"{type(model).__name__}.forward"
+    takes = ", ".join(p.name for p in params if p.kind not in (kind.VAR_POSITIONAL, kind.VAR_KEYWORD)) or "nothing"
+    if len(args) > len(positional) and not varargs:
+        raise UsageError(
+            f"{len(args)} positional inputs given with {source}, but {owner} takes {len(positional)} "
+            f"({', '.join(p.name for p in positional) or 'none'}); drop the extra {source}"
+            + ("" if not positional else " or give inputs by name with --input NAME=SHAPE[:DTYPE]")
+        )
+    names = {p.name for p in params}
+    for name in kwargs:
+        if name not in names and not varkw:
+            raise UsageError(f"keyword input {name!r}: {owner} has no such parameter; it takes {takes}")
+        if name in [p.name for p in positional[: len(args)]]:
+            raise UsageError(f"input {name!r} is given both by position and by name; give it once")
+    index = {p.name: i for i, p in enumerate(positional)}
+    last = max((index[n] for n in kwargs if n in index), default=-1)
+    if last < len(args):
+        return args, kwargs
+    filled = list(args)
+    for p in positional[len(args): last + 1]:
+        if p.name in kwargs:
+            filled.append(kwargs[p.name])
+        elif p.default is not p.empty:
+            filled.append(p.default)
+        else:
+            raise UsageError(f"{owner} needs its input {p.name!r}: give it with --input {p.name}=SHAPE[:DTYPE]")
+    rest = {k: v for k, v in kwargs.items() if k not in index}
+    return tuple(filled), rest
 
 
 def load(spec: ModelSpec, settings: Settings) -> Loaded:
     path, module, name, obj = resolve(spec.target)
     dtype = parse_dtype(spec.dtype)
-    inputs = example_inputs(spec, module, obj, path, dtype)
+    loaded = _load_model(spec, settings, path, name, obj, dtype)
+    # Inputs after the model: integer inputs are drawn from the range of its embeddings.
+    args, kwargs = example_inputs(spec, module, obj, path, dtype, loaded.model)
+    given = spec.input_shapes or spec.keyword_inputs
+    source = spec.inputs_source if given else f"example_inputs() of {spec.target}"
+    loaded.inputs, loaded.kwargs = bind_inputs(loaded.model, args, kwargs, source)
+    return loaded
+
+
+def _load_model(spec: ModelSpec, settings: Settings, path: Path, name: str, obj: Any, dtype: torch.dtype) -> Loaded:
+    inputs: tuple = ()  # set by load() once the model is built
     if isinstance(obj, nn.Module):
         if spec.init:
             raise UsageError(f"{name} is a module instance: --init applies only to a class or factory")
         notes = []
-        if any(p.is_floating_point() and p.dtype != dtype for p in obj.parameters()) and spec.input_shapes:
+        if any(p.is_floating_point() and p.dtype != dtype for p in obj.parameters()) and (spec.input_shapes or spec.keyword_inputs):
             obj = copy.deepcopy(obj).to(dtype)  # never change the user's instance
             notes.append(f"analyzed a copy of {name} cast to {dtype}")
         return Loaded(obj, inputs, "given", dtype, notes)

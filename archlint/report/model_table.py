@@ -15,12 +15,19 @@ def _shapes(shapes: list[list[int]]) -> str:
     return " ".join("×".join(str(d) for d in s) for s in shapes)
 
 
+def _inputs(model: ModelResult) -> str:
+    """Every input's name, shape and dtype: `input_ids 1×128 int64, attention_mask 1×128 bool`."""
+    if not model.inputs:
+        return ", ".join(_shapes([s]) for s in model.input_shapes) or "none"
+    return ", ".join(f"{i['name']} {_shapes([i['shape']])} {i['dtype']}" for i in model.inputs)
+
+
 def print_model(model: ModelResult, settings: Settings, console: Console) -> None:
     t = model.totals
     console.print(f"[bold]{model.target}[/]", markup=True)
     console.print(
         f"  strategy {model.strategy} · build {model.build} · mode {model.mode} · {model.dtype} on {model.device}"
-        f" · inputs {', '.join(_shapes([s]) for s in model.input_shapes)}"
+        f" · inputs {_inputs(model)}"
     )
     totals = Table(show_header=True, header_style="bold", box=None, padding=(0, 2))
     for column in ("FLOPs", "MAC", "params", "activations", "layers", "unknown ops"):

@@ -34,11 +34,14 @@ STRATEGIES = ("fx", "export", "dispatch")
 CAPTURE = {"fx": capture_fx, "export": capture_export, "dispatch": capture_dispatch}
 
 
-def capture(model: nn.Module, inputs: tuple, strategy: str) -> tuple[nx.DiGraph, Replay | None]:
-    """One strategy; raises CaptureFailed. The model's training flags are the caller's business."""
+def capture(
+    model: nn.Module, inputs: tuple, strategy: str, kwargs: dict | None = None
+) -> tuple[nx.DiGraph, Replay | None]:
+    """One strategy; raises CaptureFailed. The model's training flags are the caller's business.
+    `kwargs`: keyword-only inputs (fx takes none: it then fails and the next strategy runs)."""
     builder = _Builder(model)
     try:
-        replay = CAPTURE[strategy](model, inputs, builder)
+        replay = CAPTURE[strategy](model, inputs, builder, **({"kwargs": kwargs} if kwargs else {}))
     except CaptureFailed:
         raise
     except Exception as exc:

@@ -106,11 +106,12 @@ class _Recorder(TorchFunctionMode):
         self.produced(name, outputs)
 
 
-def capture_dispatch(model: nn.Module, inputs: tuple, builder: _Builder) -> None:
+def capture_dispatch(model: nn.Module, inputs: tuple, builder: _Builder, kwargs: dict | None = None) -> None:
     b = builder
     rec = _Recorder(b)
+    kwargs = kwargs or {}
     names = _arg_names(model, len(inputs))
-    for arg_name, arg in zip(names, inputs):
+    for arg_name, arg in [*zip(names, inputs), *kwargs.items()]:
         leaves = _tensors(arg)
         for i, t in enumerate(leaves):
             name = b.unique(arg_name if len(leaves) == 1 else f"{arg_name}_{i}")
@@ -127,7 +128,7 @@ def capture_dispatch(model: nn.Module, inputs: tuple, builder: _Builder) -> None
             handles.append(module.register_forward_hook(functools.partial(rec.post_hook, path), with_kwargs=True))
         try:
             with torch.no_grad(), rec:
-                out = model(*inputs)
+                out = model(*inputs, **kwargs)
         except Exception as exc:
             path = rec.stack[-1]
             mod = b.modules.get(path)

@@ -15,11 +15,11 @@ from archlint.model.capture.fxnodes import _fetch, _node_args, _resolve, alias_t
 from archlint.model.capture.graph import _Builder
 
 
-def capture_export(model: nn.Module, inputs: tuple, builder: _Builder) -> Replay | None:
+def capture_export(model: nn.Module, inputs: tuple, builder: _Builder, kwargs: dict | None = None) -> Replay | None:
     meta = any(t.device.type == "meta" for t in itertools.chain(model.parameters(), model.buffers()))
-    args = _to_meta(inputs) if meta else inputs
+    args, kwargs = _to_meta((inputs, kwargs or {})) if meta else (inputs, kwargs or {})
     try:
-        ep = torch.export.export(model, args, strict=False)
+        ep = torch.export.export(model, args, kwargs or None, strict=False)
     except Exception as exc:
         raise CaptureFailed("export", exc) from exc
     b = builder

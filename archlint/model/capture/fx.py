@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import inspect
 import itertools
 from typing import Any
 
@@ -164,18 +165,40 @@ def _trace_through_wrapped():
         wrapped.update(removed)  # imports during the trace may have added entries: keep them
 
 
-def _trace(model: nn.Module) -> fx.GraphModule:
+def _trace(model: nn.Module, concrete: dict[str, Any] | None = None) -> fx.GraphModule:
     # No second try with the wrapped functions left opaque: they would be ops without a formula.
     # When fx cannot trace through them, export (or dispatch) can.
     with _trace_through_wrapped():
         tracer = _Tracer()
-        graph = tracer.trace(model)
+        graph = tracer.trace(model, concrete_args=concrete or None)
     return fx.GraphModule(tracer.root, graph, type(model).__name__)
 
 
-def capture_fx(model: nn.Module, inputs: tuple, builder: _Builder) -> Replay:
+def _concrete_arguments(model: nn.Module, inputs: tuple) -> dict[str, Any]:
+    """forward's parameters that get no tensor, by name, with the value they get: inputs given as
+    None (parameters skipped before a keyword input) and the defaults of those not given. Traced as
+    constants, so `if mask is not None` takes the branch the real call takes."""
     try:
-        gm = _trace(model)
+        params = list(inspect.signature(model.forward).parameters.values())
+    except (TypeError, ValueError):
+        return {}
+    concrete = {}
+    for i, p in enumerate(params):
+        if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+            break
+        if i < len(inputs):
+            if inputs[i] is None:
+                concrete[p.name] = None
+        elif p.default is not p.empty:
+            concrete[p.name] = p.default
+    return concrete
+
+
+def capture_fx(model: nn.Module, inputs: tuple, builder: _Builder, kwargs: dict | None = None) -> Replay:
+    if kwargs:
+        raise CaptureFailed("fx", TypeError(f"keyword-only inputs ({', '.join(kwargs)}): fx traces positional inputs only"))
+    try:
+        gm = _trace(model, _concrete_arguments(model, inputs))
     except Exception as exc:
         raise CaptureFailed("fx", exc) from exc
     state = {
