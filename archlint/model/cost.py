@@ -34,7 +34,7 @@ _KINDS: dict[str, tuple[str, ...]] = {
         "convolution _convolution conv_tbc"
     ).split(),
     "linear": "Linear LazyLinear NonDynamicallyQuantizableLinear linear addmm".split(),
-    "matmul": "matmul mm bmm baddbmm addbmm einsum".split(),
+    "matmul": "matmul mm bmm baddbmm addbmm einsum _grouped_mm grouped_mm grouped_mm_fallback".split(),
     "attention": (
         "MultiheadAttention scaled_dot_product_attention _scaled_dot_product_attention_math "
         "_scaled_dot_product_flash_attention_for_cpu _scaled_dot_product_efficient_attention "
@@ -92,7 +92,7 @@ _KINDS: dict[str, tuple[str, ...]] = {
     ).split(),
     "reduction": (
         "sum mean amax amin max min argmax argmin prod std var norm logsumexp all any cumsum cumprod "
-        "topk sort argsort var_mean std_mean linalg_vector_norm median count_nonzero"
+        "topk sort argsort var_mean std_mean linalg_vector_norm median count_nonzero histc bincount"
     ).split(),
     "embedding": "Embedding EmbeddingBag embedding embedding_bag".split(),
     "dropout": (

@@ -60,6 +60,8 @@ _OPERANDS = {
     "mm": ("input", "mat2"),
     "bmm": ("input", "mat2"),
     "matmul": ("input", "other"),
+    "_grouped_mm": ("input", "mat2"),  # mixture-of-experts: (tokens, K) × (experts, K, N) → tokens·K·N
+    "grouped_mm_fallback": ("input", "weight"),  # transformers' custom op for the same
 }
 
 

@@ -3,7 +3,11 @@ control flow fx cannot). Each leaf-module call's aten ops become one op."""
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import functools
 import itertools
+from typing import Any
 
 import torch
 import torch.fx as fx
@@ -19,7 +23,17 @@ def capture_export(model: nn.Module, inputs: tuple, builder: _Builder, kwargs: d
     meta = any(t.device.type == "meta" for t in itertools.chain(model.parameters(), model.buffers()))
     args, kwargs = _to_meta((inputs, kwargs or {})) if meta else (inputs, kwargs or {})
     try:
-        ep = torch.export.export(model, args, kwargs or None, strict=False)
+        try:
+            ep = _export(model, args, kwargs)
+        except Exception as exc:
+            if "not a known type" not in str(exc):
+                raise
+            # The output holds an object export cannot flatten (a Hugging Face KV cache in a
+            # ModelOutput): export the forward with its output reduced to the tensors it holds.
+            with _tensor_outputs(model):
+                ep = _export(model, args, kwargs)
+            b_notes = builder.notes
+            b_notes.append(f"exported with the output reduced to its tensors ({str(exc).split(' in output')[0].removeprefix('Found ')})")
     except Exception as exc:
         raise CaptureFailed("export", exc) from exc
     b = builder
@@ -116,6 +130,61 @@ def capture_export(model: nn.Module, inputs: tuple, builder: _Builder, kwargs: d
     except Exception as exc:
         b.notes.append(f"no per-op replay for the export capture ({type(exc).__name__}: {str(exc)[:120]})")
         return None
+
+
+def _export(model: nn.Module, args: tuple, kwargs: dict):
+    # Under no_grad a `torch.no_grad()` block in forward (rotary embeddings) changes nothing, so
+    # export inlines its ops instead of hiding them in a wrap_with_set_grad_enabled submodule.
+    with torch.no_grad():
+        return torch.export.export(model, args, kwargs or None, strict=False)
+
+
+def output_tensors(value: Any, depth: int = 0) -> list[torch.Tensor]:
+    """The tensors a forward's output holds, in order, each once: inside tuples, lists, dicts
+    (ModelOutput), dataclasses and plain objects (a KV cache's layers of keys and values)."""
+    found: dict[int, torch.Tensor] = {}
+
+    def walk(v: Any, depth: int) -> None:
+        if isinstance(v, torch.Tensor):
+            found.setdefault(id(v), v)
+        elif depth > 6 or v is None or isinstance(v, (str, bytes, int, float, bool)):
+            return
+        elif isinstance(v, dict):
+            for item in v.values():
+                walk(item, depth + 1)
+        elif isinstance(v, (list, tuple)):
+            for item in v:
+                walk(item, depth + 1)
+        elif dataclasses.is_dataclass(v):
+            for f in dataclasses.fields(v):
+                walk(getattr(v, f.name, None), depth + 1)
+        elif hasattr(v, "__dict__") and not isinstance(v, (nn.Module, type)):
+            for item in vars(v).values():
+                walk(item, depth + 1)
+
+    walk(value, depth)
+    return list(found.values())
+
+
+@contextlib.contextmanager
+def _tensor_outputs(model: nn.Module):
+    """The model's forward, for the time of one export, returns a tuple of its output's tensors.
+    Set on the instance and removed after (the class and the caller's model stay as they were)."""
+    own = model.__dict__.get("forward")
+    original = model.forward
+
+    @functools.wraps(original)
+    def forward(*args, **kwargs):
+        return tuple(output_tensors(original(*args, **kwargs)))
+
+    model.forward = forward
+    try:
+        yield
+    finally:
+        if own is None:
+            del model.forward
+        else:
+            model.forward = own
 
 
 def _export_replay(ep, fused: list[tuple[str, list[str]]], b: _Builder) -> Replay:
