@@ -1,0 +1,144 @@
+"""Hugging Face models built from small configs (no hub downloads): captured with no unknown op,
+and their multiply-adds in GEMMs (linear, matmul, attention, conv) equal to a hand formula ±1%.
+
+B batch, T tokens, d hidden, f MLP width, L layers, V vocabulary; attention costs 2·T·S·d
+(QKᵀ and AV) per layer however many key/value heads there are."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+transformers = pytest.importorskip("transformers")
+
+from archlint.model.analyze import analyze_model  # noqa: E402
+from archlint.model.load import meta_build  # noqa: E402
+
+B, T, D, H, F, L, V = 2, 16, 64, 4, 256, 2, 1000
+GEMM = ("conv", "linear", "matmul", "attention")
+
+
+def ids(length=T):
+    return torch.randint(0, V, (B, length))
+
+
+def layer(tokens, d=D, f=F, kv=None, context=None):
+    """One transformer layer on `tokens` positions: q/k/v/o projections (k and v of width kv),
+    attention over `context` positions (self-attention: the same), a two-matrix MLP of width f."""
+    kv = kv or d
+    context = context or tokens
+    return tokens * (2 * d * d + 2 * d * kv + 2 * d * f) + 2 * tokens * context * d
+
+
+def cross(tokens, source, d=D):
+    """Cross-attention: q/o on the decoder positions, k/v on the encoder's, attention between them."""
+    return tokens * 2 * d * d + source * 2 * d * d + 2 * tokens * source * d
+
+
+def gpt2():
+    config = transformers.GPT2Config(n_layer=L, n_embd=D, n_head=H, vocab_size=V, n_positions=64)
+    return transformers.GPT2LMHeadModel, config, {"input_ids": ids()}, B * (L * layer(T, f=4 * D) + T * D * V)
+
+
+def bert():
+    config = transformers.BertConfig(
+        num_hidden_layers=L, hidden_size=D, num_attention_heads=H, intermediate_size=F, vocab_size=V
+    )
+    inputs = {"input_ids": ids(), "attention_mask": torch.ones(B, T, dtype=torch.long)}
+    return transformers.BertModel, config, inputs, B * (L * layer(T) + D * D)  # + pooler on [CLS]
+
+
+def llama():
+    # grouped-query attention (2 KV heads for 4), SwiGLU (three matrices), RMSNorm, RoPE
+    f, kv_heads = 176, 2
+    config = transformers.LlamaConfig(
+        num_hidden_layers=L, hidden_size=D, num_attention_heads=H, num_key_value_heads=kv_heads,
+        intermediate_size=f, vocab_size=V,
+    )
+    kv = D // H * kv_heads
+    per_layer = layer(T, kv=kv, f=f) + T * D * f  # the third (gate) matrix
+    return transformers.LlamaForCausalLM, config, {"input_ids": ids()}, B * (L * per_layer + T * D * V)
+
+
+def mixtral():
+    # mixture of experts: a router, each token through top-2 of 4 SwiGLU experts
+    f, experts, top = 128, 4, 2
+    config = transformers.MixtralConfig(
+        num_hidden_layers=L, hidden_size=D, num_attention_heads=H, num_key_value_heads=2,
+        intermediate_size=f, vocab_size=V, num_local_experts=experts, num_experts_per_tok=top,
+    )
+    kv = D // H * 2
+    attention = T * (2 * D * D + 2 * D * kv) + 2 * T * T * D
+    moe = T * D * experts + top * T * 3 * D * f
+    return transformers.MixtralForCausalLM, config, {"input_ids": ids()}, B * (L * (attention + moe) + T * D * V)
+
+
+def t5():
+    td = 8
+    config = transformers.T5Config(
+        num_layers=L, num_decoder_layers=L, d_model=D, d_kv=D // H, num_heads=H, d_ff=F, vocab_size=V
+    )
+    inputs = {"input_ids": ids(), "decoder_input_ids": ids(td)}
+    encoder = L * layer(T)
+    decoder = L * (layer(td) + cross(td, T))
+    return transformers.T5ForConditionalGeneration, config, inputs, B * (encoder + decoder + td * D * V)
+
+
+def vit():
+    image, patch = 32, 8
+    config = transformers.ViTConfig(
+        num_hidden_layers=L, hidden_size=D, num_attention_heads=H, intermediate_size=F, image_size=image,
+        patch_size=patch,
+    )
+    patches = (image // patch) ** 2
+    tokens = patches + 1  # [CLS]
+    embed = patches * D * 3 * patch * patch
+    return transformers.ViTModel, config, {"pixel_values": torch.randn(B, 3, image, image)}, B * (
+        embed + L * layer(tokens) + D * D
+    )
+
+
+def whisper():
+    mels, frames, td = 16, 64, 8
+    config = transformers.WhisperConfig(
+        encoder_layers=L, decoder_layers=L, d_model=D, encoder_attention_heads=H, decoder_attention_heads=H,
+        encoder_ffn_dim=F, decoder_ffn_dim=F, num_mel_bins=mels, max_source_positions=frames // 2,
+        vocab_size=V, pad_token_id=0, bos_token_id=1, eos_token_id=2, decoder_start_token_id=1,
+    )
+    source = frames // 2  # the second conv has stride 2
+    convs = frames * D * mels * 3 + source * D * D * 3
+    encoder = convs + L * layer(source)
+    decoder = L * (layer(td) + cross(td, source)) + td * D * V
+    inputs = {"input_features": torch.randn(B, mels, frames), "decoder_input_ids": ids(td)}
+    return transformers.WhisperForConditionalGeneration, config, inputs, B * (encoder + decoder)
+
+
+def clip():
+    image, patch, projection = 32, 8, 32
+    tower = dict(num_hidden_layers=L, hidden_size=D, num_attention_heads=H, intermediate_size=F)
+    config = transformers.CLIPConfig(
+        text_config={**tower, "vocab_size": V},
+        vision_config={**tower, "image_size": image, "patch_size": patch},
+        projection_dim=projection,
+    )
+    tokens = (image // patch) ** 2 + 1
+    text = L * layer(T) + D * projection
+    vision = (tokens - 1) * D * 3 * patch * patch + L * layer(tokens) + D * projection
+    logits = B * projection  # each text against each image, per text
+    inputs = {"input_ids": ids(), "pixel_values": torch.randn(B, 3, image, image)}
+    return transformers.CLIPModel, config, inputs, B * (text + vision + logits)
+
+
+ZOO = {f.__name__: f for f in (bert, gpt2, llama, mixtral, t5, vit, whisper, clip)}
+
+
+@pytest.mark.parametrize("name", list(ZOO))
+def test_hf_model_captured_and_costed_against_hand_formula(name):
+    torch.manual_seed(0)
+    cls, config, inputs, expected = ZOO[name]()
+    model, _ = meta_build(cls, {"config": config})
+    graph, result = analyze_model(model.eval(), (), kwargs=inputs, target=name)
+    assert result.totals.unknown_ops == 0, [layer.op for layer in result.layers if not layer.known]
+    gemm = sum(layer.flops for layer in result.layers if layer.kind in GEMM)
+    assert gemm == pytest.approx(expected, rel=0.01), (name, result.strategy, gemm, expected)
+    assert [i["name"] for i in result.inputs] == list(inputs)
