@@ -38,7 +38,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"archlint {__version__}")
     p.add_argument("targets", nargs="*", help="PATH.py:NAME for a model; files or directories to lint")
     p.add_argument("--debug", action="store_true", help="show tracebacks of errors")
-    p.add_argument("--config", type=Path, help="pyproject.toml to read (default: nearest one upward)")
+    p.add_argument(
+        "--config",
+        action="append",
+        default=[],
+        metavar="FILE|KEY=VALUE",
+        help="pyproject.toml to read (default: nearest one upward); KEY=VALUE: a config field of an "
+        "hf:NAME model, e.g. n_layer=4 (repeatable)",
+    )
 
     sel = p.add_argument_group("rule selection")
     sel.add_argument("--select", help="comma-separated codes or prefixes (AL3), or ALL")
@@ -124,7 +131,10 @@ def _parse_value(text: str):
 def _settings(args: argparse.Namespace):
     from archlint import config
 
-    s = config.load(path=args.config)
+    files = [c for c in args.config if "=" not in c]
+    if len(files) > 1:
+        raise UsageError(f"--config names two files ({files[0]}, {files[1]}); give one pyproject.toml")
+    s = config.load(path=Path(files[0]) if files else None)
     if args.select:
         s.select = _split(args.select)
     s.extend_select += _split(args.extend_select)
@@ -156,7 +166,9 @@ def _settings(args: argparse.Namespace):
 
 
 def is_model_target(target: str) -> bool:
-    """`path.py:Name` names a model; anything else is a file or directory to lint."""
+    """`path.py:Name` or `hf:NAME` names a model; anything else is a file or directory to lint."""
+    if target.startswith("hf:") and len(target) > 3:
+        return True
     path, sep, name = target.rpartition(":")
     return bool(sep and name and path.endswith(".py") and name.isidentifier())
 
@@ -189,6 +201,13 @@ def _model_specs(args: argparse.Namespace, settings) -> list:
             spec.dtype = args.dtype
         if args.device:
             spec.device = args.device
+        for item in (c for c in args.config if "=" in c):
+            key, _, value = item.partition("=")
+            if not key.isidentifier():
+                raise UsageError(f"--config {item!r} must look like KEY=VALUE (a config field), e.g. n_layer=4")
+            if not spec.target.startswith("hf:"):
+                raise UsageError(f"--config {item}: config fields apply to hf:NAME targets; use --init for {spec.target}")
+            spec.hf_config[key] = _parse_value(value)
         for item in args.init:
             key, eq, value = item.partition("=")
             if not eq or not key.isidentifier():

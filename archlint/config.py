@@ -40,6 +40,7 @@ class ModelSpec:
     dtype: str = "float32"
     device: str = "cpu"
     init: dict[str, Any] = field(default_factory=dict)
+    hf_config: dict[str, Any] = field(default_factory=dict)  # hf:NAME targets: config fields to override
     budgets: dict[str, float] = field(default_factory=dict)  # max-flops, max-mac, ...
 
 
@@ -162,6 +163,8 @@ def load(start: Path | None = None, path: Path | None = None) -> Settings:
         raise UsageError(f"{path}: [tool.archlint] must be a table")
     settings = from_table(table, root=path.resolve().parent, source=str(path))
     for model in settings.models:  # targets in the file are relative to its directory, not the cwd
+        if model.target.startswith("hf:"):
+            continue
         file, _, name = model.target.rpartition(":")
         if not Path(file).is_absolute():
             model.target = f"{Path(os.path.relpath(settings.root / file, start)).as_posix()}:{name}"
@@ -186,7 +189,7 @@ _KEYS = {
     "output-format",
 }
 _MODEL_KEYS = {
-    "target", "input-shapes", "input-shape", "inputs", "input-dtype", "dtype", "device", "init", "budgets",
+    "target", "input-shapes", "input-shape", "inputs", "input-dtype", "dtype", "device", "init", "config", "budgets",
 }
 _BUDGETS = {"max-flops", "max-mac", "max-params", "max-latency-ms"}
 # [tool.archlint] tolerance key → the ModelResult.totals field it bounds
@@ -200,7 +203,7 @@ INPUT_DTYPES = {
     "int16": "int16", "int8": "int8", "uint8": "uint8", "bool": "bool",
 }
 _DEVICE = re.compile(r"(cpu|cuda|mps|xpu)(:\d+)?")
-_TARGET = re.compile(r".+\.py:[A-Za-z_]\w*")
+_TARGET = re.compile(r".+\.py:[A-Za-z_]\w*|hf:[\w.-]+")
 
 
 def _codes(value: Any, key: str) -> list[str]:
@@ -419,6 +422,9 @@ def _model_spec(entry: Any, index: int, source: str) -> ModelSpec:
     device = entry.get("device", "cpu")
     if not isinstance(device, str) or not _DEVICE.fullmatch(device):
         raise UsageError(f"{where}: device must be cpu, cuda, cuda:N, mps or xpu, got {device!r}")
+    hf_config = entry.get("config", {})
+    if not isinstance(hf_config, dict) or (hf_config and not target.startswith("hf:")):
+        raise UsageError(f"{where}: config is a table of config fields for an hf:NAME target, e.g. {{ n_layer = 4 }}")
     init = entry.get("init", {})
     if not isinstance(init, dict):
         raise UsageError(f"{where}: init must be a table of constructor arguments, e.g. {{ num_classes = 10 }}")
@@ -441,5 +447,6 @@ def _model_spec(entry: Any, index: int, source: str) -> ModelSpec:
         dtype=dtype,
         device=device,
         init=dict(init),
+        hf_config=dict(hf_config),
         budgets=dict(budgets),
     )

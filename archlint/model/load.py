@@ -336,8 +336,12 @@ def bind_inputs(model: nn.Module, args: tuple, kwargs: dict[str, Any], source: s
 
 
 def load(spec: ModelSpec, settings: Settings) -> Loaded:
-    path, module, name, obj = resolve(spec.target)
     dtype = parse_dtype(spec.dtype)
+    if spec.target.startswith("hf:"):
+        from archlint.model.hf import load_hf
+
+        return load_hf(spec, settings, dtype)
+    path, module, name, obj = resolve(spec.target)
     loaded = _load_model(spec, settings, path, name, obj, dtype)
     # Inputs after the model: integer inputs are drawn from the range of its embeddings.
     args, kwargs = example_inputs(spec, module, obj, path, dtype, loaded.model)

@@ -142,3 +142,75 @@ def test_hf_model_captured_and_costed_against_hand_formula(name):
     gemm = sum(layer.flops for layer in result.layers if layer.kind in GEMM)
     assert gemm == pytest.approx(expected, rel=0.01), (name, result.strategy, gemm, expected)
     assert [i["name"] for i in result.inputs] == list(inputs)
+
+
+def _json(capsys, argv):
+    import json
+
+    from archlint.cli import main
+
+    assert main([*argv, "--output-format", "json", "--exit-zero"]) == 0, capsys.readouterr().err
+    return json.loads(capsys.readouterr().out)["models"][0]
+
+
+def test_hf_target_from_the_command_line(capsys):
+    argv = ["hf:gpt2", "--config", "n_layer=2", "--config", "n_embd=64", "--config", "n_head=4",
+            "--config", f"vocab_size={V}", "--input-shape", f"{B},{T}:int64"]
+    model = _json(capsys, argv)
+    assert model["target"] == "hf:gpt2" and model["totals"]["unknown_ops"] == 0
+    assert model["inputs"] == [{"name": "input_ids", "shape": [B, T], "dtype": "int64"}]
+    gemm = sum(layer["flops"] for layer in model["layers"] if layer["kind"] in GEMM)
+    assert gemm == B * (L * layer(T, f=4 * D) + T * D * V)
+    assert any("built from GPT2Config with n_layer=2" in note for note in model["notes"])
+
+
+def test_hf_target_default_inputs_and_class_names(capsys):
+    model = _json(capsys, ["hf:ViTModel", "--config", "num_hidden_layers=1", "--config", "image_size=32",
+                           "--config", "patch_size=16"])
+    assert model["inputs"] == [{"name": "pixel_values", "shape": [1, 3, 32, 32], "dtype": "float32"}]
+    model = _json(capsys, ["hf:t5", "--config", "num_layers=1", "--config", "d_model=32", "--config", "d_ff=64",
+                           "--config", "num_heads=2", "--config", "d_kv=16"])
+    assert [i["name"] for i in model["inputs"]] == ["input_ids", "decoder_input_ids"]
+
+
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        (["hf:gtp2"], "hf:gtp2: not a transformers model type or class name; did you mean gpt2"),
+        (["hf:gpt2", "--config", "n_layers=2"], "GPT2Config has no such field; did you mean n_layer"),
+        (["hf:gpt2", "--config", "a.b=2"], "must look like KEY=VALUE"),
+    ],
+)
+def test_hf_target_errors(capsys, argv, expected):
+    from archlint.cli import main
+
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert expected in err and err.count("\n") == 1
+
+
+def test_hf_factory_in_the_users_file(capsys):
+    from pathlib import Path
+
+    models = Path(__file__).resolve().parents[1] / "fixtures" / "models" / "token_models.py"
+    model = _json(capsys, [f"{models}:tiny_gpt2", "--input", "input_ids=1,16:int64"])
+    assert model["totals"]["unknown_ops"] == 0
+    gemm = sum(layer["flops"] for layer in model["layers"] if layer["kind"] in GEMM)
+    assert gemm == 2 * 16 * (12 * 32 * 32 + 2 * 16 * 32) + 16 * 32 * 500
+
+
+def test_hf_target_in_the_config_file(tmp_path, capsys, monkeypatch):
+    import json
+
+    from archlint.cli import main
+
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.archlint]\n[[tool.archlint.models]]\ntarget = "hf:gpt2"\n'
+        "config = { n_layer = 1, n_embd = 32, n_head = 2, vocab_size = 100 }\n"
+        'input-shapes = ["1,8:int64"]\n'
+    )
+    monkeypatch.chdir(tmp_path)
+    assert main(["--models", "--output-format", "json", "--exit-zero"]) == 0
+    (model,) = json.loads(capsys.readouterr().out)["models"]
+    assert model["target"] == "hf:gpt2" and model["inputs"][0]["shape"] == [1, 8]
+    assert sum(l["flops"] for l in model["layers"] if l["kind"] in GEMM) == 8 * (12 * 32 * 32 + 2 * 8 * 32) + 8 * 32 * 100

@@ -138,3 +138,11 @@ def test_extra_input_shape_in_config_names_the_key(tmp_path, capsys, monkeypatch
     line = error(capsys, "--models")
     assert "2 positional inputs given with input-shapes of [[tool.archlint.models]]" in line
     assert "KeywordOnly.forward takes 1 (input_ids)" in line
+
+
+@pytest.mark.parametrize("name", ["DataclassOut", "DictOut"])
+@pytest.mark.parametrize("strategy", ["fx", "export", "dispatch"])
+def test_dataclass_and_dict_outputs(capsys, name, strategy):
+    model = run_json(capsys, f"{MODELS}:{name}", "--input-shape", "2,5:int64", "--strategy", strategy)
+    assert model["strategy"] == strategy and model["totals"]["unknown_ops"] == 0
+    assert model["totals"]["flops"] == 2 * 5 * 16 * 7

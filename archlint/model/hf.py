@@ -1,0 +1,138 @@
+"""Targets `hf:NAME`: a Hugging Face transformers model built from its config, never downloaded.
+
+NAME is a model type (`gpt2`, `llama`, `bert`: the default config of that architecture) or a
+transformers class name (`BertModel`, `GPT2LMHeadModel`). `--config KEY=VALUE` (or `config = {..}`
+in `[[tool.archlint.models]]`) overrides config fields: `archlint hf:gpt2 --config n_layer=4`.
+A model type gets the first auto class that knows it: sequence-to-sequence LM (T5, Whisper),
+causal LM (GPT-2, Llama), then the bare model (BERT, ViT, CLIP).
+
+Inputs, when none are given: the model's main input (`input_ids` 1×128 int64, `pixel_values`
+1×C×S×S, `input_features` 1×mels×frames, sized from the config), plus `decoder_input_ids` 1×16 for
+encoder-decoder models and `pixel_values` for text-image models (CLIP).
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+from typing import Any
+
+import torch
+from torch import nn
+
+from archlint.errors import UsageError
+
+PREFIX = "hf:"
+DEFAULT_TOKENS = 128
+DEFAULT_DECODER_TOKENS = 16
+
+
+def is_hf_target(target: str) -> bool:
+    return target.startswith(PREFIX) and len(target) > len(PREFIX)
+
+
+def _transformers():
+    try:
+        import transformers
+    except ImportError:
+        raise UsageError("hf: targets need the transformers package: pip install transformers") from None
+    return transformers
+
+
+def model_factory(name: str, overrides: dict[str, Any]):
+    """(config, a function building the model from it) for `hf:NAME`; raises UsageError."""
+    tf = _transformers()
+    cls = getattr(tf, name, None)
+    if inspect.isclass(cls) and issubclass(cls, nn.Module) and getattr(cls, "config_class", None):
+        config = _config(lambda **kw: cls.config_class(**kw), name, overrides)
+        return config, lambda: cls(config)
+    try:
+        config = _config(lambda **kw: tf.AutoConfig.for_model(name, **kw), name, overrides)
+    except ValueError:
+        known = list(tf.CONFIG_MAPPING.keys())
+        close = difflib.get_close_matches(name, known, n=3)
+        hint = f"; did you mean {', '.join(close)}?" if close else " (a model type such as gpt2, llama, bert, t5, vit)"
+        raise UsageError(f"hf:{name}: not a transformers model type or class name{hint}") from None
+    for auto in (tf.AutoModelForSeq2SeqLM, tf.AutoModelForCausalLM, tf.AutoModel):
+        if type(config) in auto._model_mapping:
+            return config, lambda auto=auto: auto.from_config(config)
+    raise UsageError(f"hf:{name}: no transformers model class builds a {type(config).__name__}")
+
+
+def _config(make, name: str, overrides: dict[str, Any]):
+    config = make()
+    unknown = [k for k in overrides if not hasattr(config, k)]
+    if unknown:
+        fields = [k for k in config.to_dict() if not k.startswith("_")]
+        close = difflib.get_close_matches(unknown[0], fields, n=3)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise UsageError(f"hf:{name}: --config {unknown[0]}=...: {type(config).__name__} has no such field{hint}")
+    return make(**overrides) if overrides else config
+
+
+def default_inputs(model: nn.Module) -> dict[str, torch.Tensor]:
+    """Keyword inputs for a model given none, sized from its config (see the module docstring)."""
+    config = model.config
+    main = getattr(model, "main_input_name", "input_ids")
+    inputs: dict[str, torch.Tensor] = {}
+    params = set(inspect.signature(model.forward).parameters)
+    vocab = getattr(config, "vocab_size", None) or getattr(getattr(config, "text_config", None), "vocab_size", 2)
+    if main == "input_ids" or "input_ids" in params and main not in ("pixel_values", "input_features"):
+        positions = getattr(config, "max_position_embeddings", None) or getattr(
+            getattr(config, "text_config", None), "max_position_embeddings", DEFAULT_TOKENS
+        )
+        inputs["input_ids"] = torch.randint(0, vocab, (1, min(DEFAULT_TOKENS, positions)))
+    vision = getattr(config, "vision_config", None) or config
+    if main == "pixel_values" or ("pixel_values" in params and hasattr(config, "vision_config")):
+        size = getattr(vision, "image_size", 224)
+        size = size if isinstance(size, int) else size[0]
+        inputs["pixel_values"] = torch.randn(1, getattr(vision, "num_channels", 3), size, size)
+    if main == "input_features":
+        frames = 2 * getattr(config, "max_source_positions", 1500)
+        inputs["input_features"] = torch.randn(1, getattr(config, "num_mel_bins", 80), frames)
+    if getattr(config, "is_encoder_decoder", False) and "decoder_input_ids" in params:
+        inputs["decoder_input_ids"] = torch.randint(0, vocab, (1, DEFAULT_DECODER_TOKENS))
+    if not inputs:
+        raise UsageError(
+            f"no default inputs for {type(model).__name__} (main input {main!r}): "
+            "give them with --input NAME=SHAPE[:DTYPE]"
+        )
+    return inputs
+
+
+def load_hf(spec, settings, dtype: torch.dtype):
+    """Loaded for an `hf:NAME` spec: built on meta (counting needs shapes only) unless latency is
+    asked for; inputs from --input-shape/--input, else default_inputs()."""
+    from archlint.model.load import Loaded, bind_inputs, example_inputs, meta_build
+
+    name = spec.target[len(PREFIX):]
+    overrides = {**spec.init, **spec.hf_config}
+    config, build = model_factory(name, overrides)
+
+    def factory() -> nn.Module:
+        model = build()
+        return model.to(dtype) if dtype != torch.float32 else model
+
+    notes = [f"built from {type(config).__name__}" + (f" with {_listed(overrides)}" if overrides else "") + " (no download)"]
+    if settings.latency:
+        loaded = Loaded(factory().eval(), (), "real", dtype, notes, factory)
+    else:
+        try:
+            model, note = meta_build(lambda: build(), {})
+            model = model.to(dtype) if dtype != torch.float32 else model
+            loaded = Loaded(model.eval(), (), "meta", dtype, notes + ([note] if note else []), factory)
+        except Exception as exc:
+            notes.append(f"meta-device build failed ({type(exc).__name__}); built with real weights")
+            loaded = Loaded(factory().eval(), (), "real", dtype, notes, factory)
+    if spec.input_shapes or spec.keyword_inputs:
+        args, kwargs = example_inputs(spec, None, None, None, dtype, loaded.model)
+        loaded.inputs, loaded.kwargs = bind_inputs(loaded.model, args, kwargs, spec.inputs_source)
+    else:
+        given = default_inputs(loaded.model)
+        loaded.notes.append("default inputs: " + ", ".join(f"{k} {'×'.join(map(str, v.shape))}" for k, v in given.items()))
+        loaded.inputs, loaded.kwargs = bind_inputs(loaded.model, (), given, "inputs")
+    return loaded
+
+
+def _listed(overrides: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in overrides.items())
