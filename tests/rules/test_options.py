@@ -113,7 +113,7 @@ def test_end_to_end_config_cli_and_silencing(tmp_path):
     found = json.loads(out.stdout)["diagnostics"]
     assert {d["module"] for d in found if d["code"] == "AL101"} == {"head.conv1", "head.conv2"}
     d = next(d for d in found if d["code"] == "AL101")
-    assert d["file"] == str(FIXTURE) and d["price"]["mac_bytes"] == d["evidence"]["excess_bytes"]
+    assert d["file"] == str(FIXTURE) and d["price"]["mac_bytes_saved"] == d["evidence"]["excess_bytes"]
     out = _archlint("--option", "AL101.threshold=0.95", cwd=tmp_path)
     assert out.returncode == 0 and not json.loads(out.stdout)["diagnostics"]
     out = _archlint("--option", "AL101.threshold=lots", cwd=tmp_path)

@@ -37,7 +37,7 @@ def test_al101_table1(label, fires):
         assert len(found) == 2 * tables.REPEAT - 1
         d = found[0]
         assert d.evidence["excess"] > 0.3 and d.evidence["bound_bytes"] < d.evidence["mac_bytes"]
-        assert d.price.mac_bytes == d.evidence["excess_bytes"] > 0 and 0 < d.price.mac_share < 1
+        assert d.price.mac_bytes_saved == d.evidence["excess_bytes"] > 0 and 0 < d.price.saving_share < 1
 
 
 def test_al101_bound_is_exact_for_the_paper_formula():

@@ -17,7 +17,7 @@ from pathlib import Path
 import networkx as nx
 from torch import nn
 
-from archlint.diagnostics import Diagnostic, Price
+from archlint.diagnostics import Diagnostic, Price, Severity
 from archlint.model.opgraph import COMPUTE_KINDS, ops
 
 # Ops that keep a tensor's values as they are (only move or select them).
@@ -319,29 +319,45 @@ def price(
     graph: nx.DiGraph,
     ctx,
     *,
-    mac_bytes: int | None,
-    nodes: Iterable[str] = (),
-    flops: int | None = None,
-    whatif_ms: float | None = None,
+    alternative: str,
+    mac_bytes_saved: int | None = None,
+    flops_saved: int | None = None,
+    saving_ms: float | None = None,
+    removed: Iterable[str] = (),
+    claims: Iterable[str] | None = None,
+    estimated: bool = False,
 ) -> Price:
-    """A finding's price: its MAC bytes and their share of the model, plus — with --latency —
-    the measured latency of its ops, their share of the model's, and a what-if saving."""
-    total = module_mac(graph)
-    p = Price(
-        mac_bytes=int(mac_bytes) if mac_bytes is not None else None,
-        mac_share=(mac_bytes / total) if mac_bytes is not None and total else None,
-        flops=flops,
-    )
+    """A finding's price: what `alternative` saves. With --latency the basis is measured — the
+    rule's what-if `saving_ms` when it timed one, else the measured time of the `removed` ops
+    (those the alternative does away with entirely) — as a share of the model's measured latency.
+    Without, or when nothing could be timed, it is static: the MAC saved as a share of the
+    model's MAC. `claims` (default: the removed ops) are the ops the saving is made of;
+    `estimated` labels a saving_ms derived from measured times by a model (a proportion)."""
+    removed = list(removed)
+    claims = tuple(removed if claims is None else claims)
     pricer = getattr(ctx, "pricer", None)
     if pricer is not None:
-        device = getattr(pricer, "device", None)
-        p.device = str(device) if device is not None else None
-        p.latency_ms = latency(graph, nodes)
+        if saving_ms is None and removed:
+            saving_ms = latency(graph, removed)
         whole = model_latency(graph, ctx)
-        if p.latency_ms is not None and whole:
-            p.latency_share = p.latency_ms / whole
-        p.whatif_ms = whatif_ms
-    return p
+        if saving_ms is not None and whole:
+            device = getattr(pricer, "device", None)
+            return Price.timed(
+                alternative, saving_ms=saving_ms, model_ms=whole, basis="estimated" if estimated else "measured",
+                mac_bytes_saved=mac_bytes_saved,
+                flops_saved=flops_saved, device=str(device) if device is not None else None, claims=claims,
+            )
+    return Price.static(
+        alternative, mac_bytes_saved=mac_bytes_saved, model_mac_bytes=module_mac(graph), flops_saved=flops_saved,
+        claims=claims,
+    )
+
+
+def severity(p: Price, options: dict) -> Severity:
+    """ShuffleNetV2 rules (AL101–AL104): a warning only when the saving is positive and at least
+    `min_saving_share` of the model on the price's basis; otherwise info (hidden by default,
+    never fails a gate)."""
+    return Severity.WARNING if p.pays and p.saving_share >= options.get("min_saving_share", 0.01) else Severity.INFO
 
 
 def finding(graph: nx.DiGraph, code: str, message: str, *, node: str | None, module: str | None, **kw) -> Diagnostic:

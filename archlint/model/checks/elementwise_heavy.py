@@ -60,7 +60,7 @@ def _finding(graph, ctx, where, module, light, mac, share, lat_share, of_blocks=
     for n in light:
         by_op[_label(graph.nodes[n])] += int(graph.nodes[n].get("mac_bytes", 0))
     top = ", ".join(f"{op} {b / mac:.0%}" for op, b in by_op.most_common(4)) if mac else ""
-    price = g.price(graph, ctx, mac_bytes=mac, nodes=light)
+    price = g.price(graph, ctx, alternative="element-wise ops fused into their producers", mac_bytes_saved=mac, removed=light)
     measured = f" and {lat_share:.0%} of its measured latency" if lat_share is not None else ""
     costliest = max(light, key=lambda n: int(graph.nodes[n].get("mac_bytes", 0)))
     evidence = {

@@ -30,7 +30,7 @@ def check(graph, options, ctx):
             continue
         args = g.conv_args(data)
         saving = g.whatif(ctx, "ungrouped_conv", *args) if args else None
-        price = g.price(graph, ctx, mac_bytes=excess_bytes, nodes=[name], whatif_ms=saving)
+        price = g.price(graph, ctx, alternative=f"ungrouped conv {c.c1}→{c.c2 // c.g} (equal FLOPs)", mac_bytes_saved=excess_bytes, saving_ms=saving, claims=[name])
         module = data.get("module") or ""
         yield g.finding(
             graph,

@@ -50,7 +50,7 @@ def _finding(graph, ctx, form, degree, found, model_flops):
     flops = sum(int(graph.nodes[n].get("flops", 0)) for _, _, frags in found for n in frags)
     mac = sum(int(graph.nodes[n].get("mac_bytes", 0)) for n in nodes)
     # The cost is parallelism, not memory traffic: no MAC excess; measured latency with --latency.
-    price = g.price(graph, ctx, mac_bytes=None, nodes=nodes, flops=flops)
+    price = g.price(graph, ctx, alternative="fewer, wider ops", claims=[f"{n}#launch" for n in nodes])
     kind = g.module_type(graph, module) or "block"
     where = f"{kind} {module or block.name}" + (f" and {len(found) - 1} more like it" if len(found) > 1 else "")
     what = f"{degree} parallel branches" if form == "parallel" else f"a chain of {degree} in series"

@@ -36,7 +36,7 @@ def check(graph, options, ctx):
         balanced = math.sqrt(c.c1 * c.c2 * c.hw_out / c.hw_in)
         args = g.conv_args(data)
         saving = g.whatif(ctx, "balanced_conv", *args) if args else None
-        price = g.price(graph, ctx, mac_bytes=excess_bytes, nodes=[name], whatif_ms=saving)
+        price = g.price(graph, ctx, alternative=f"conv {round(balanced)}→{round(balanced)} (balanced, equal FLOPs)", mac_bytes_saved=excess_bytes, saving_ms=saving, claims=[name])
         module = data.get("module") or ""
         yield g.finding(
             graph,

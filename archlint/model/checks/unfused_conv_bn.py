@@ -30,7 +30,7 @@ def check(graph, options, ctx):
     costliest = None
     if args:
         costliest = g.whatif(ctx, "folded_bn", *args, bool(g.attr(graph.nodes[conv], "bias", False)))
-    price = g.price(graph, ctx, mac_bytes=mac, nodes=norms)
+    price = g.price(graph, ctx, alternative="each BatchNorm folded into the preceding conv's weights and bias", mac_bytes_saved=mac, removed=norms)
     module = graph.nodes[conv].get("module") or ""
     yield g.finding(
         graph,
