@@ -80,6 +80,9 @@ class Price:
     flops_saved: int | None = None
     device: str | None = None  # where saving_ms was measured or estimated
     claims: tuple[str, ...] = field(default=(), repr=False, compare=False)
+    # An additive price: claim → (bytes saved, ms saved or None); lets a claim owned by a more
+    # specific finding be taken out of this one (internal, not in the JSON).
+    parts: dict[str, tuple[int, float | None]] | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.basis not in BASES:
@@ -111,6 +114,19 @@ class Price:
         if self.saving_ms is not None:
             return self.saving_ms > 0
         return bool(self.mac_bytes_saved and self.mac_bytes_saved > 0)
+
+    def without(self, claims: set[str]) -> None:
+        """Take the given claims' parts out of an additive price (its share scales with it)."""
+        if not self.parts:
+            return
+        before = self.saving_ms if self.saving_ms is not None else self.mac_bytes_saved
+        self.parts = {c: v for c, v in self.parts.items() if c not in claims}
+        self.claims = tuple(c for c in self.claims if c not in claims)
+        self.mac_bytes_saved = sum(b for b, _ in self.parts.values())
+        if self.saving_ms is not None:
+            self.saving_ms = sum(ms or 0.0 for _, ms in self.parts.values())
+        after = self.saving_ms if self.saving_ms is not None else self.mac_bytes_saved
+        self.saving_share = self.saving_share * after / before if before else 0.0
 
     def sort_key(self) -> tuple[float, float]:
         return (self.saving_ms or 0.0, float(self.mac_bytes_saved or 0))

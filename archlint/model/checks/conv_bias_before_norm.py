@@ -26,7 +26,7 @@ def check(graph, options, ctx):
         c = g.conv(data)
         params += c.c2 if c else int(g.attr(data, "out_channels", 0))
         args = g.conv_args(data)
-        saving = g.whatif(ctx, "conv_without_bias", *args) if args else None
+        saving = g.whatif_ms(graph, ctx, [conv], "conv_without_bias", *args) if args else None
         if saving is not None:
             saving_ms, timed = saving_ms + saving, timed + 1
     itemsize = int(graph.nodes[found[0][0]].get("itemsize", 4))
