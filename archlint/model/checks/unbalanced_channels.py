@@ -121,7 +121,10 @@ def check(graph, options, ctx):
         saved = round((mac - alt_mac) * convs[0].itemsize)
         if excess <= options["threshold"] or (total and saved / total < options["min_share"]):
             continue
-        key = (tuple(_signature(graph, n, r) for n, r in chain), tuple(widths))
+        # Repeats of one block (siblings under one parent) are one finding; module-ignores still
+        # reach each subtree.
+        parent = g.common_module(graph, [n for n, r in chain for n in (n, *r)]).rpartition(".")[0]
+        key = (parent, tuple(_signature(graph, n, r) for n, r in chain), tuple(widths))
         found.setdefault(key, []).append((chain, widths, alt, flops, alt_flops, mac, alt_mac, excess, saved))
     for instances in found.values():
         yield _finding(graph, ctx, options, instances)
