@@ -1,0 +1,89 @@
+"""AL107 mask-in-forward: a square mask (causal or padding, T×T) built from constants inside
+`forward` on every call: `torch.tril(torch.ones(T, T))`, `arange(T)[:, None] >= arange(T)`.
+
+An op is "constant" when it reads no model input, no parameter or buffer, and only other constant
+ops (creation ops such as ones/arange start it). A square constant tensor of at least two
+dimensions consumed by a non-constant op is a mask rebuilt every call: its ops' traffic (and
+launches) is the price; built once (`register_buffer(..., persistent=False)`, sliced to T) or
+replaced by `is_causal=True` it costs nothing per call.
+"""
+
+from __future__ import annotations
+
+import math
+
+import networkx as nx
+
+from archlint.model.checks import _graph as g
+
+CODE = "AL107"
+OPTIONS = {
+    "min_size": 2,  # the mask's last two dims must be at least this (T×T with T ≥ min_size)
+}
+
+
+def constant_ops(graph: nx.DiGraph) -> set[str]:
+    """Ops computed from constants alone (see the module docstring), in topological order."""
+    constant: set[str] = set()
+    for name in nx.topological_sort(graph):
+        data = graph.nodes[name]
+        if data["kind"] in ("input", "output") or data.get("param_shapes"):
+            continue
+        preds = list(graph.predecessors(name))
+        if preds and all(p in constant for p in preds):
+            constant.add(name)
+        elif not preds and not data.get("in_shapes") and data["kind"] == "creation":
+            constant.add(name)
+    return constant
+
+
+def _is_mask(data: dict, min_size: int) -> bool:
+    shape = (data.get("out_shapes") or [()])[0]
+    return len(shape) >= 2 and shape[-1] == shape[-2] >= min_size
+
+
+def _materialized(graph: nx.DiGraph, built: set[str], mask: dict) -> bool:
+    """Some op writes a tensor of the mask's T×T size (a scalar expanded to T×T is a view)."""
+    square = math.prod(mask["out_shapes"][0][-2:])
+    return any(
+        graph.nodes[n]["kind"] not in ("reshape", "split") and math.prod((graph.nodes[n].get("out_shapes") or [()])[0]) >= square
+        for n in built
+    )
+
+
+def check(graph, options, ctx):
+    constant = constant_ops(graph)
+    seen: set[str] = set()
+    for name in nx.topological_sort(graph):
+        if name not in constant or not _is_mask(graph.nodes[name], int(options["min_size"])):
+            continue
+        if all(s in constant for s in graph.successors(name)):
+            continue  # still being built: report where it leaves the constant part
+        built = (nx.ancestors(graph, name) & constant) | {name}
+        if built <= seen or not _materialized(graph, built, graph.nodes[name]):
+            continue
+        seen |= built
+        ops = [n for n in nx.topological_sort(graph.subgraph(built))]
+        mac = sum(int(graph.nodes[n].get("mac_bytes", 0)) for n in ops)
+        price = g.price(
+            graph, ctx,
+            alternative="the mask built once in __init__ (register_buffer(..., persistent=False)) and sliced to the "
+            "sequence length, or is_causal=True in F.scaled_dot_product_attention",
+            mac_bytes_saved=mac, removed=ops,
+        )
+        module = g.common_module(graph, ops + [s for s in graph.successors(name)])
+        shape = "×".join(str(d) for d in graph.nodes[name]["out_shapes"][0])
+        names = ", ".join(dict.fromkeys(g.op_name(graph.nodes[n]) for n in ops))
+        yield g.finding(
+            graph,
+            CODE,
+            (
+                f"a {shape} mask (or position table) is built from constants inside forward on every call in "
+                f"{module or 'the model'} "
+                f"({len(ops)} ops: {names}); build it once in __init__ as a buffer, or pass is_causal=True"
+            ),
+            node=name,
+            module=module,
+            price=price,
+            evidence={"mask_shape": list(graph.nodes[name]["out_shapes"][0]), "ops": ops, "mac_bytes": mac},
+        )

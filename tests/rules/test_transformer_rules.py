@@ -1,0 +1,86 @@
+"""The transformer-era rules (AL106 handwritten attention, AL107 mask built in forward, AL108
+unfused projections, AL109 misaligned GEMM) on a hand-written nanoGPT and its fixed twin (through
+the CLI), on Hugging Face models, and their silence on torchvision classification models.
+
+One deliberate exception: torchvision's Swin and MaxViT write attention by hand (matmul → add the
+relative-position bias → softmax → matmul); AL106 reports them, since F.scaled_dot_product_attention
+takes that bias as attn_mask. No other torchvision classification model gets any of these rules."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import torch
+import torchvision
+
+from archlint.cli import main
+from archlint.config import Settings
+from archlint.model.analyze import analyze_model
+
+from ._graphs import findings
+from .test_torchvision_noise import build
+
+NANOGPT = Path(__file__).resolve().parents[1] / "fixtures" / "models" / "nanogpt.py"
+RULES = ("AL106", "AL107", "AL108", "AL109")
+HANDWRITTEN_ATTENTION = ("swin_t", "swin_s", "swin_b", "swin_v2_t", "swin_v2_s", "swin_v2_b", "maxvit_t")
+
+
+def run(capsys, target):
+    argv = [f"{NANOGPT}:{target}", "--input-shape", "1,64:int64", "--dtype", "bfloat16", "--output-format", "json",
+            "--exit-zero", "--select", ",".join(RULES)]
+    assert main(argv) == 0, capsys.readouterr().err
+    return json.loads(capsys.readouterr().out)["diagnostics"]
+
+
+def test_nanogpt_gets_each_finding_priced(capsys):
+    found = run(capsys, "NanoGPT")
+    assert Counter(d["code"] for d in found) == {"AL106": 2, "AL107": 2, "AL108": 2, "AL109": 1}
+    for d in found:
+        assert d["severity"] == "warning" and d["price"]["basis"] == "static" and d["price"]["alternative"]
+        if d["code"] != "AL109":  # padding a GEMM saves device time, not bytes: no static saving
+            assert d["price"]["mac_bytes_saved"] > 0 and 0 < d["price"]["saving_share"] < 1
+    by_code = {d["code"]: d for d in found}
+    assert by_code["AL106"]["evidence"]["score_shape"] == [1, 4, 64, 64]
+    assert by_code["AL107"]["evidence"]["mask_shape"] == [64, 64]
+    assert by_code["AL108"]["evidence"]["out_features"] == [128, 128, 128]
+    assert by_code["AL109"]["evidence"]["out_features"] == 50257 and "→ 50304" in by_code["AL109"]["message"]
+
+
+def test_nanogpt_fixed_has_none(capsys):
+    assert run(capsys, "NanoGPTFixed") == []
+
+
+def codes(model, inputs):
+    graph, _ = analyze_model(model, inputs, Settings())
+    return Counter(d.code for d in findings(graph) if d.code in RULES)
+
+
+@pytest.mark.parametrize("name", ["resnet18", "mobilenet_v3_small", "vit_b_16", "convnext_tiny", "swin_t"])
+def test_torchvision_sample(name):
+    found = codes(*build(name))
+    assert set(found) <= ({"AL106"} if name in HANDWRITTEN_ATTENTION else set()), found
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", torchvision.models.list_models(module=torchvision.models))
+def test_torchvision_zoo(name):
+    found = codes(*build(name))
+    assert set(found) <= ({"AL106"} if name in HANDWRITTEN_ATTENTION else set()), found
+
+
+def test_hugging_face_models():
+    transformers = pytest.importorskip("transformers")
+    from archlint.model.load import meta_build
+
+    def hf(cls, config):
+        model, _ = meta_build(cls, {"config": config})
+        return codes(model.eval(), (torch.randint(0, 100, (1, 16)),))
+
+    gpt2 = hf(transformers.GPT2LMHeadModel, transformers.GPT2Config(n_layer=1, n_embd=64, n_head=4, vocab_size=100))
+    assert "AL108" not in gpt2 and "AL106" not in gpt2  # fused c_attn, SDPA
+    llama = transformers.LlamaConfig(num_hidden_layers=1, hidden_size=64, num_attention_heads=4, num_key_value_heads=2,
+                                     intermediate_size=128, vocab_size=100)
+    assert hf(transformers.LlamaForCausalLM, llama)["AL108"] == 2  # q/k/v, gate/up
