@@ -94,6 +94,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DTYPE",
         help="dtype of inputs given without one: int64 for token ids, bool for masks (default: --dtype)",
     )
+    model.add_argument(
+        "--decode",
+        type=int,
+        metavar="N",
+        help="also analyze one decode step of a causal LM with a KV cache of N tokens (a second model)",
+    )
     model.add_argument("--dtype", help="float32 (default), float16, bfloat16, float64: weights and float inputs")
     model.add_argument("--init", action="append", default=[], metavar="KEY=VALUE", help="constructor argument")
     model.add_argument("--mode", choices=("eval", "train"), help="forward mode to trace (default: eval)")
@@ -203,6 +209,8 @@ def _model_specs(args: argparse.Namespace, settings) -> list:
             spec.dtype = args.dtype
         if args.device:
             spec.device = args.device
+        if args.decode is not None:
+            spec.decode = args.decode
         for item in (c for c in args.config if "=" in c):
             key, _, value = item.partition("=")
             if not key.isidentifier():
@@ -232,6 +240,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("nothing to check: give PATH.py:NAME for a model or files/directories to lint")
 
     result = RunResult()
+    decoded = []  # --decode steps, one more model each
     if paths:
         from archlint.code.lint import lint_paths
 
@@ -247,6 +256,11 @@ def run(args: argparse.Namespace) -> int:
         model_result, diagnostics = analyze(spec, settings)
         result.models.append(model_result)
         result.diagnostics += diagnostics
+        if spec.decode is not None:
+            from archlint.model.decode import analyze_decode
+
+            decoded.append(analyze_decode(spec, settings))
+    result.models += decoded  # after the prefills: budgets pair specs with the first models
 
     from archlint import gate  # budgets for models; baselines for models and code alike
 

@@ -41,6 +41,7 @@ class ModelSpec:
     device: str = "cpu"
     init: dict[str, Any] = field(default_factory=dict)
     hf_config: dict[str, Any] = field(default_factory=dict)  # hf:NAME targets: config fields to override
+    decode: int | None = None  # also analyze one decode step with a KV cache of this many tokens
     budgets: dict[str, float] = field(default_factory=dict)  # max-flops, max-mac, ...
 
 

@@ -67,6 +67,7 @@ class ModelResult:
     timing: str | None = None  # how latency was measured (per-op replay, module hooks, ...)
     flops_convention: str = "multiply-adds (1 FMA = 1 FLOP), as fvcore and torchvision's _ops"
     inputs: list[dict[str, Any]] = field(default_factory=list)  # [{"name", "shape", "dtype"}] per input
+    phase: str | None = None  # "decode" for the --decode step of a causal LM; None: the forward as given
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

@@ -1,0 +1,91 @@
+"""`--decode N`: one generation step of a causal LM with a KV cache of N tokens, as its own model.
+
+Prefill (the analyzed forward over the prompt) is compute-bound; a decode step computes one token
+per sequence and reads every weight and the whole cache for it, so memory traffic (MAC) bounds
+its time. The step is captured from a real forward (dispatch recording) of the model given
+`input_ids` of shape (batch, 1) and the `past_key_values` a forward over N random tokens
+returned, the way generation runs it: Hugging Face-style causal LMs (a forward taking
+`past_key_values` and `use_cache`). The batch is the first integer input's, else 1.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import torch
+
+from archlint.config import ModelSpec, Settings
+from archlint.errors import UsageError
+from archlint.result import ModelResult
+
+
+def _batch(loaded) -> int:
+    for t in (*loaded.inputs, *loaded.kwargs.values()):
+        if isinstance(t, torch.Tensor) and not t.is_floating_point() and t.dim() >= 1:
+            return int(t.shape[0])
+    return 1
+
+
+def _vocab(model) -> int:
+    from archlint.model.load import token_range
+
+    return int(getattr(getattr(model, "config", None), "vocab_size", 0) or token_range(model))
+
+
+def decode_inputs(model, batch: int, cache_length: int) -> dict:
+    """`input_ids` (batch, 1) and the KV cache of a forward over `cache_length` random tokens."""
+    params = inspect.signature(model.forward).parameters
+    if "past_key_values" not in params or "use_cache" not in params:
+        raise UsageError(
+            f"--decode needs a causal LM whose forward takes past_key_values and use_cache (a Hugging Face "
+            f"model); {type(model).__name__}.forward does not"
+        )
+    generator = torch.Generator().manual_seed(0)
+    vocab = _vocab(model)
+    prompt = torch.randint(0, vocab, (batch, cache_length), generator=generator)
+    try:
+        with torch.no_grad():
+            out = model(input_ids=prompt, use_cache=True)
+    except Exception as exc:
+        raise UsageError(f"--decode: the forward over {cache_length} tokens failed ({type(exc).__name__}: {exc})") from exc
+    cache = getattr(out, "past_key_values", None) or (out.get("past_key_values") if isinstance(out, dict) else None)
+    if cache is None:
+        raise UsageError(f"--decode: {type(model).__name__} returned no past_key_values with use_cache=True")
+    step = torch.randint(0, vocab, (batch, 1), generator=generator)
+    return {"input_ids": step, "past_key_values": cache, "use_cache": True}
+
+
+def analyze_decode(spec: ModelSpec, settings: Settings) -> ModelResult:
+    """The decode step as its own ModelResult (target `... (decode step, KV cache N)`); no rules run on it."""
+    from archlint.model import opgraph
+    from archlint.model.analyze import _capture_and_cost
+    from archlint.model.load import Loaded, load
+
+    n = int(spec.decode or 0)
+    if n < 1:
+        raise UsageError(f"--decode {spec.decode}: give the KV cache length, a positive number of tokens")
+    loaded = load(spec, settings)
+    batch = _batch(loaded)
+    model = loaded.real_model().eval()  # the cache comes from a real forward
+    step = Loaded(model, (), "real", loaded.dtype, [], kwargs=decode_inputs(model, batch, n))
+    forced = Settings(**{**vars(settings), "strategy": "dispatch"})
+    target = f"{spec.target} (decode step, KV cache {n})"
+    graph, result = _capture_and_cost(step, target, spec.device, forced)
+    result.layers = opgraph.to_layers(graph)
+    result.phase = "decode"
+    t = result.totals
+    intensity = 2 * t.flops / t.mac_bytes if t.mac_bytes else 0.0
+    cache_bytes = sum(
+        int(d.get("in_bytes", 0)) for _, d in opgraph.ops(graph) if d["kind"] == "attention"
+    )
+    result.notes.insert(0, (
+        f"decode step: batch {batch}, 1 new token per sequence, KV cache of {n} tokens: {2 * t.flops / 1e6:.1f} "
+        f"MFLOP (2 per multiply-add) over {t.mac_bytes / 1e6:.1f} MB of memory traffic = {intensity:.2f} FLOP/byte; "
+        f"MAC dominates: the step is bound by reading the weights ({t.params * _itemsize(loaded.dtype) / 1e6:.1f} MB) "
+        f"and the cache (attention reads {cache_bytes / 1e6:.2f} MB), not by arithmetic"
+    ))
+    return result
+
+
+def _itemsize(dtype: torch.dtype) -> int:
+    return torch.tensor([], dtype=dtype).element_size()
