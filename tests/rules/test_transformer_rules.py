@@ -1,5 +1,5 @@
 """The transformer-era rules (AL106 handwritten attention, AL107 mask built in forward, AL108
-unfused projections, AL109 misaligned GEMM) on a hand-written nanoGPT and its fixed twin (through
+unfused projections, AL109 misaligned GEMM, AL110 hand-written fused ops) on a hand-written nanoGPT and its fixed twin (through
 the CLI), on Hugging Face models, and their silence on torchvision classification models.
 
 One deliberate exception: torchvision's Swin and MaxViT write attention by hand (matmul → add the
@@ -24,7 +24,7 @@ from ._graphs import findings
 from .test_torchvision_noise import build
 
 NANOGPT = Path(__file__).resolve().parents[1] / "fixtures" / "models" / "nanogpt.py"
-RULES = ("AL106", "AL107", "AL108", "AL109")
+RULES = ("AL106", "AL107", "AL108", "AL109", "AL110")
 HANDWRITTEN_ATTENTION = ("swin_t", "swin_s", "swin_b", "swin_v2_t", "swin_v2_s", "swin_v2_b", "maxvit_t")
 
 
@@ -37,7 +37,7 @@ def run(capsys, target):
 
 def test_nanogpt_gets_each_finding_priced(capsys):
     found = run(capsys, "NanoGPT")
-    assert Counter(d["code"] for d in found) == {"AL106": 2, "AL107": 2, "AL108": 2, "AL109": 1}
+    assert Counter(d["code"] for d in found) == {"AL106": 2, "AL107": 2, "AL108": 2, "AL109": 1, "AL110": 2}
     for d in found:
         assert d["severity"] == "warning" and d["price"]["basis"] == "static" and d["price"]["alternative"]
         if d["code"] != "AL109":  # padding a GEMM saves device time, not bytes: no static saving
@@ -47,6 +47,7 @@ def test_nanogpt_gets_each_finding_priced(capsys):
     assert by_code["AL107"]["evidence"]["mask_shape"] == [64, 64]
     assert by_code["AL108"]["evidence"]["out_features"] == [128, 128, 128]
     assert by_code["AL109"]["evidence"]["out_features"] == 50257 and "→ 50304" in by_code["AL109"]["message"]
+    assert by_code["AL110"]["evidence"]["pattern"] == "GELU (tanh approximation)"
 
 
 def test_nanogpt_fixed_has_none(capsys):

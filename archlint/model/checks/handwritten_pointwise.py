@@ -1,0 +1,143 @@
+"""AL110 handwritten-fused-op: element-wise chains written by hand where torch has one fused op:
+GELU's tanh approximation (`0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))` → `F.gelu(x,
+approximate="tanh")`), RMSNorm (`x · rsqrt(mean(x²) + ε)` → `F.rms_norm`), LayerNorm (`(x − mean) /
+sqrt(var + ε)` → `F.layer_norm`) and softmax (`exp(x) / sum(exp(x))` → `F.softmax`).
+
+Each op of the chain reads and writes the whole activation; the fused op reads it once and writes
+it once. The price is the difference: the chain's MAC minus one pass (input + weights + output).
+"""
+
+from __future__ import annotations
+
+import networkx as nx
+
+from archlint.model.checks import _graph as g
+
+CODE = "AL110"
+OPTIONS = {
+    "min_saving_share": 0.0,  # report only when the saving is at least this share of the model's MAC
+}
+
+_VIEWS = ("reshape", "copy")
+_DIV = ("div", "truediv")
+
+
+def _key(graph: nx.DiGraph, n: str) -> str:
+    return str(graph.nodes[n]["key"]).lower()
+
+
+def _back(graph: nx.DiGraph, n: str, keys: tuple[str, ...], chain: list[str]) -> str | None:
+    """The predecessor of n with one of `keys` (looking through views and casts, added to chain)."""
+    for p in g.tensor_inputs(graph, n):
+        seen = []
+        while graph.nodes[p]["kind"] in _VIEWS and _key(graph, p) not in keys:
+            preds = g.tensor_inputs(graph, p)
+            if not preds:
+                break
+            seen.append(p)
+            p = preds[0]
+        if _key(graph, p) in keys:
+            chain.extend(seen)
+            chain.append(p)
+            return p
+    return None
+
+
+def _forward(graph: nx.DiGraph, n: str, keys: tuple[str, ...], chain: list[str]) -> str | None:
+    for s in graph.successors(n):
+        if _key(graph, s) in keys:
+            chain.append(s)
+            return s
+    return None
+
+
+def _gelu_tanh(graph, t):
+    chain = [t]
+    ok = (m := _back(graph, t, ("mul",), chain)) and (a := _back(graph, m, ("add",), chain)) \
+        and (c := _back(graph, a, ("mul",), chain)) and _back(graph, c, ("pow",), chain)
+    ok = ok and (a2 := _forward(graph, t, ("add",), chain)) and (m2 := _forward(graph, a2, ("mul",), chain))
+    if not ok:
+        return None
+    _forward(graph, m2, ("mul",), chain)  # 0.5 · x · (...) may be two multiplications
+    return "GELU (tanh approximation)", 'F.gelu(x, approximate="tanh")', chain
+
+
+def _norm(graph, r):
+    chain = [r]
+    if not ((a := _back(graph, r, ("add",), chain)) and (m := _back(graph, a, ("mean", "var"), chain))):
+        return None
+    if _key(graph, m) == "var" or ((p := _back(graph, m, ("pow", "mul"), chain)) and _back(graph, p, ("sub",), chain)):
+        if _key(graph, m) != "var":
+            _back(graph, chain[-1], ("mean",), chain)
+        name, fused = "LayerNorm", "F.layer_norm(x, normalized_shape, weight, bias, eps)"
+    elif _key(graph, m) == "mean" and _back(graph, m, ("pow", "mul"), chain):
+        name, fused = "RMSNorm", "F.rms_norm(x, normalized_shape, weight, eps) (torch ≥ 2.4)"
+    else:
+        return None
+    if not (x := _forward(graph, r, ("mul", *_DIV), chain)):
+        return None
+    nxt = x
+    while (s := [n for n in graph.successors(nxt) if graph.nodes[n]["kind"] in _VIEWS]) and len(chain) < 14:
+        chain.append(s[0])
+        nxt = s[0]
+    if (w := _forward(graph, nxt, ("mul",), chain)) and graph.nodes[w].get("param_shapes"):
+        _forward(graph, w, ("add",), chain)  # the bias
+    elif w:
+        chain.remove(w)
+    return name, fused, chain
+
+
+def _softmax(graph, e):
+    chain = [e]
+    total = _forward(graph, e, ("sum",), chain)
+    if not total:
+        return None
+    div = next((s for s in graph.successors(total) if _key(graph, s) in _DIV and graph.has_edge(e, s)), None)
+    if div is None:
+        return None
+    chain.append(div)
+    if (sub := _back(graph, e, ("sub",), chain)) and not _back(graph, sub, ("amax", "max"), chain):
+        chain.remove(sub)
+    return "softmax", "F.softmax(x, dim)", chain
+
+
+_ANCHORS = {"tanh": _gelu_tanh, "rsqrt": _norm, "sqrt": _norm, "exp": _softmax}
+
+
+def check(graph, options, ctx):
+    claimed: set[str] = set()
+    for name, data in g.ops(graph):
+        match = _ANCHORS.get(str(data["key"]).lower())
+        found = match(graph, name) if match else None
+        if not found:
+            continue
+        what, fused, chain = found
+        chain = list(dict.fromkeys(chain))
+        if claimed & set(chain):
+            continue
+        claimed |= set(chain)
+        nodes = [graph.nodes[n] for n in chain]
+        mac = sum(int(d.get("mac_bytes", 0)) for d in nodes)
+        order = list(nx.topological_sort(graph.subgraph(chain)))
+        first, final = graph.nodes[order[0]], graph.nodes[order[-1]]
+        one_pass = int(first.get("in_bytes", 0)) + sum(int(d.get("param_bytes", 0)) for d in nodes) + int(final.get("out_bytes", 0))
+        saved = mac - one_pass
+        if saved <= 0:
+            continue
+        price = g.price(graph, ctx, alternative=f"one {fused} on the same input", mac_bytes_saved=saved, removed=chain)
+        if price.saving_share < options["min_saving_share"]:
+            continue
+        module = g.common_module(graph, chain)
+        steps = " → ".join(_key(graph, n) for n in order)
+        yield g.finding(
+            graph,
+            CODE,
+            (
+                f"{what} written by hand in {module or 'the model'} ({len(chain)} ops: {steps}): each reads and "
+                f"writes the activation; {fused} does it in one pass"
+            ),
+            node=order[0],
+            module=module,
+            price=price,
+            evidence={"pattern": what, "ops": order, "mac_bytes_by_hand": mac, "mac_bytes_fused": one_pass},
+        )
