@@ -88,9 +88,13 @@ def check(graph, options, ctx):
         saved = mac - fused
         if saved <= 0:
             continue
+        # with --latency: the chain's measured time scaled by the share of its traffic the fused op
+        # saves (an estimate: the fused kernel's own time is not measured)
+        spent = g.latency(graph, chain)
         price = g.price(
             graph, ctx, alternative="F.scaled_dot_product_attention(q, k, v, attn_mask=..., is_causal=...) on the same q, k, v",
-            mac_bytes_saved=saved, removed=chain,
+            mac_bytes_saved=saved, saving_ms=spent * saved / mac if spent is not None else None, claims=chain,
+            estimated=True,
         )
         if price.saving_share < options["min_saving_share"]:
             continue

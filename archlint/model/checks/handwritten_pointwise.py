@@ -124,7 +124,11 @@ def check(graph, options, ctx):
         saved = mac - one_pass
         if saved <= 0:
             continue
-        price = g.price(graph, ctx, alternative=f"one {fused} on the same input", mac_bytes_saved=saved, removed=chain)
+        spent = g.latency(graph, chain)  # --latency: the chain's time scaled by the traffic saved (estimate)
+        price = g.price(
+            graph, ctx, alternative=f"one {fused} on the same input", mac_bytes_saved=saved,
+            saving_ms=spent * saved / mac if spent is not None else None, claims=chain, estimated=True,
+        )
         if price.saving_share < options["min_saving_share"]:
             continue
         module = g.common_module(graph, chain)
