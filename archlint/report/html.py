@@ -279,12 +279,14 @@ def _header(result: RunResult, diagnostics: list[Diagnostic]) -> str:
 
 def _model_section(i: int, m: ModelResult, diagnostics: list[Diagnostic], gate: list[GateResult]) -> str:
     t = m.totals
-    shapes = ", ".join("×".join(str(v) for v in s) for s in m.input_shapes) or "—"
+    shapes = ", ".join(
+        f"{i['name']} {'×'.join(str(v) for v in i['shape'])} {i['dtype']}" for i in m.inputs
+    ) if m.inputs else ", ".join("×".join(str(v) for v in s) for s in m.input_shapes) or "—"
     latency = _ms(t.latency_ms) if t.latency_ms is not None else "not measured (run with --latency)"
     op_sum = _ms(t.latency_ms_sum_of_ops) if t.latency_ms_sum_of_ops is not None else "—"
     rows = [
         ("model", f"<code>{_e(m.target)}</code>"),
-        ("input shapes", _e(shapes)),
+        ("inputs", _e(shapes)),
         ("device · dtype", f"{_e(m.device)} · {_e(m.dtype)}"),
         ("capture", f"{_e(m.strategy)} (built on {_e(m.build)}, {_e(m.mode)} mode)"),
         ("FLOPs", f"<b>{human_count(t.flops)}</b> <span class=muted>{_e(m.flops_convention)}</span>"),
