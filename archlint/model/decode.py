@@ -10,6 +10,7 @@ returned, the way generation runs it: Hugging Face-style causal LMs (a forward t
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 
 import torch
@@ -68,7 +69,7 @@ def analyze_decode(spec: ModelSpec, settings: Settings) -> ModelResult:
     batch = _batch(loaded)
     model = loaded.real_model().eval()  # the cache comes from a real forward
     step = Loaded(model, (), "real", loaded.dtype, [], kwargs=decode_inputs(model, batch, n))
-    forced = Settings(**{**vars(settings), "strategy": "dispatch"})
+    forced = dataclasses.replace(settings, strategy="dispatch")
     target = f"{spec.target} (decode step, KV cache {n})"
     graph, result = _capture_and_cost(step, target, spec.device, forced)
     result.layers = opgraph.to_layers(graph)

@@ -77,7 +77,7 @@ def default_inputs(model: nn.Module) -> dict[str, torch.Tensor]:
     inputs: dict[str, torch.Tensor] = {}
     params = set(inspect.signature(model.forward).parameters)
     vocab = getattr(config, "vocab_size", None) or getattr(getattr(config, "text_config", None), "vocab_size", 2)
-    if main == "input_ids" or "input_ids" in params and main not in ("pixel_values", "input_features"):
+    if main == "input_ids" or ("input_ids" in params and main not in ("pixel_values", "input_features")):
         positions = getattr(config, "max_position_embeddings", None) or getattr(
             getattr(config, "text_config", None), "max_position_embeddings", DEFAULT_TOKENS
         )
