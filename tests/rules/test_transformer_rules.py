@@ -86,3 +86,21 @@ def test_hugging_face_models():
     llama = transformers.LlamaConfig(num_hidden_layers=1, hidden_size=64, num_attention_heads=4, num_key_value_heads=2,
                                      intermediate_size=128, vocab_size=100)
     assert hf(transformers.LlamaForCausalLM, llama)["AL108"] == 2  # q/k/v, gate/up
+
+
+@pytest.mark.parametrize("head_dim, fires", [(20, True), (32, False), (264, True)])
+def test_misaligned_gemm_head_dims_fused_attention_cannot_take(head_dim, fires):
+    import torch.nn.functional as F
+    from torch import nn
+
+    class Attention(nn.Module):
+        def forward(self, q):
+            return F.scaled_dot_product_attention(q, q, q, is_causal=True)
+
+    q = torch.randn(1, 2, 16, head_dim, dtype=torch.bfloat16)
+    graph, _ = analyze_model(Attention(), (q,), Settings())
+    found = [d for d in findings(graph) if d.code == "AL109"]
+    assert bool(found) == fires
+    if fires:
+        assert found[0].evidence["head_dim"] == head_dim
+        assert found[0].price.mac_bytes_saved == 4 * 2 * 16 * 16 * 2  # four passes over the bf16 scores
