@@ -28,6 +28,7 @@ class ModelSpec:
     device: str = "cpu"
     init: dict[str, Any] = field(default_factory=dict)
     budgets: dict[str, float] = field(default_factory=dict)  # max-flops, max-mac, ...
+    device_spec: str | None = None  # --device-spec NAME|FILE for this model (overrides the global one)
 
 
 @dataclass
@@ -57,6 +58,7 @@ class Settings:
     warmup: int = 10
     repeat: int = 50
     trace_dir: Path | None = None
+    device_spec: str | None = None  # estimate latency on this spec (NAME or TOML file): archlint.devices
     # Gate
     baseline: Path | None = None
     save_baseline: Path | None = None
@@ -171,8 +173,9 @@ _KEYS = {
     "repeat",
     "tolerance",
     "output-format",
+    "device-spec",
 }
-_MODEL_KEYS = {"target", "input-shapes", "input-shape", "dtype", "device", "init", "budgets"}
+_MODEL_KEYS = {"target", "input-shapes", "input-shape", "dtype", "device", "init", "budgets", "device-spec"}
 _BUDGETS = {"max-flops", "max-mac", "max-params", "max-latency-ms"}
 # [tool.archlint] tolerance key → the ModelResult.totals field it bounds
 TOLERANCE_KEYS = {"flops": "flops", "mac": "mac_bytes", "params": "params", "latency-ms": "latency_ms"}
@@ -262,7 +265,7 @@ def from_table(table: dict[str, Any], root: Path, source: str = "pyproject.toml"
     models = table.get("models", [])
     if not isinstance(models, list):
         raise UsageError(f"{source}: [tool.archlint] models must be an array of tables ([[tool.archlint.models]])")
-    s.models = [_model_spec(m, i, source) for i, m in enumerate(models)]
+    s.models = [_model_spec(m, i, source, root) for i, m in enumerate(models)]
     for key, attr, kind in (
         ("cache", "cache", bool),
         ("jobs", "jobs", int),
@@ -287,7 +290,21 @@ def from_table(table: dict[str, Any], root: Path, source: str = "pyproject.toml"
         s.cache_dir = root / table["cache-dir"]
     if "tolerance" in table:
         s.tolerance = _tolerance(table["tolerance"], source)
+    if "device-spec" in table:
+        s.device_spec = _device_spec(table["device-spec"], root, f"{source}: [tool.archlint] device-spec")
     return s
+
+
+def _device_spec(value: Any, root: Path, where: str) -> str:
+    """A built-in spec name or a TOML file (relative to the config's directory), validated now."""
+    from archlint import devices
+
+    if not isinstance(value, str) or not value:
+        raise UsageError(f"{where} must be a spec name such as \"rtx4090\" or a TOML file path")
+    if value not in devices.builtin_names() and not Path(value).is_absolute():
+        value = str(root / value)
+    devices.resolve(value)
+    return value
 
 
 def _tolerance(value: Any, source: str) -> dict[str, float]:
@@ -326,7 +343,7 @@ def _shape(value: Any, where: str) -> list[int]:
     raise UsageError(f"{where}: input shape {value!r} must be positive integers, e.g. [1, 3, 224, 224] or \"1,3,224,224\"")
 
 
-def _model_spec(entry: Any, index: int, source: str) -> ModelSpec:
+def _model_spec(entry: Any, index: int, source: str, root: Path = Path(".")) -> ModelSpec:
     where = f"{source}: [[tool.archlint.models]] entry {index + 1}"
     if not isinstance(entry, dict) or "target" not in entry:
         raise UsageError(f"{where} needs a 'target' such as \"model.py:Net\"")
@@ -367,4 +384,5 @@ def _model_spec(entry: Any, index: int, source: str) -> ModelSpec:
         device=device,
         init=dict(init),
         budgets=dict(budgets),
+        device_spec=_device_spec(entry["device-spec"], root, f"{where}: device-spec") if "device-spec" in entry else None,
     )
