@@ -272,7 +272,16 @@ def estimate_graph(graph: nx.DiGraph, spec: DeviceSpec) -> dict:
             + "; end to end = sum of ops (eager execution, one kernel per op)"
         ),
         "assumptions": assumptions(spec, dtype, graph, unknown, bounds, total_ms),
+        "roofs": roofs(spec, dtype),
     }
+
+
+def roofs(spec: DeviceSpec, dtype: str) -> dict:
+    """The spec's roofs for this dtype: the best peak a GEMM can reach, and DRAM bandwidth."""
+    unit, _ = unit_for({"kind": "linear", "attrs": {}}, dtype, spec)
+    if spec.kind == "gpu" and dtype == "float32" and spec.peaks.get("tensor-tf32", 0) > 0:
+        unit = "tensor-tf32"  # fp32 convs reach TF32 (cuDNN's default)
+    return {"unit": unit, "peak_flops_per_s": spec.peaks[unit], "bandwidth_bytes_per_s": spec.bandwidth}
 
 
 def assumptions(spec: DeviceSpec, dtype: str, graph: nx.DiGraph, unknown: int, bounds: dict, total_ms: float) -> list[str]:
