@@ -10,6 +10,7 @@ row (--out), so a run cut short still leaves its figures; --resume skips rows al
 
     python benchmarks/estimate_accuracy.py [--batches 1,8] [--models a,b] [--limit N]
         [--threads 1] [--warmup 3] [--repeat 10] [--spec FILE] [--out FILE]
+    python benchmarks/estimate_accuracy.py --overhead     what --device-spec adds to resnet50's analysis
 
 CPU timings depend on what else the machine runs: the load average is printed with each row.
 """
@@ -104,6 +105,38 @@ def summary(rows: list[dict]) -> None:
                   f"median ratio {statistics.median(r['estimated_ms'] / r['measured_ms'] for r in sub):.2f}")
 
 
+def overhead(models_file: Path, spec: Path, runs: int = 5) -> None:
+    """What --device-spec adds to the analysis of resnet50 (batch 1, no latency): the median over
+    `runs` interleaved pairs of in-process analyses, and the estimate step timed on its own."""
+    from archlint.config import ModelSpec, Settings
+    from archlint.devices import resolve
+    from archlint.model.analyze import analyze
+    from archlint.model.estimate import estimate_graph
+    from archlint.model.analyze import analyze_model
+
+    times: dict[bool, list[float]] = {False: [], True: []}
+    for _ in range(runs):
+        for with_spec in (False, True):
+            settings = Settings(device_spec=str(spec) if with_spec else None)
+            settings.select = ["AL0"]
+            start = time.perf_counter()
+            analyze(ModelSpec(target=f"{models_file}:resnet50", input_shapes=[[1, 3, 224, 224]]), settings)
+            times[with_spec].append(time.perf_counter() - start)
+    import torch
+    import torchvision
+
+    graph, _ = analyze_model(torchvision.models.resnet50(), (torch.randn(1, 3, 224, 224),))
+    device = resolve(str(spec))
+    start = time.perf_counter()
+    for _ in range(20):
+        estimate_graph(graph, device)
+    step = (time.perf_counter() - start) / 20
+    without, with_ = statistics.median(times[False]), statistics.median(times[True])
+    print(f"resnet50 analysis: {without * 1e3:.0f} ms without --device-spec, {with_ * 1e3:.0f} ms with "
+          f"(+{(with_ / without - 1):.1%}, median of {runs} interleaved pairs; noisy machine); "
+          f"the estimate step alone {step * 1e3:.1f} ms = {step / without:.1%} of the analysis (goal < 10%)")
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--batches", default="1,8")
@@ -115,6 +148,7 @@ def main() -> int:
     p.add_argument("--spec", type=Path, default=HERE / "this_cpu_1thread.toml")
     p.add_argument("--out", type=Path, default=Path("estimate_accuracy.json"))
     p.add_argument("--resume", action="store_true", help="keep the rows already in --out")
+    p.add_argument("--overhead", action="store_true", help="only time what --device-spec adds to resnet50's analysis")
     args = p.parse_args()
 
     import torch
@@ -127,6 +161,9 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         models_file = Path(tmp) / "tv_models.py"
         models_file.write_text("from torchvision.models import *  # builders; weights=None by default\n")
+        if args.overhead:
+            overhead(models_file, args.spec)
+            return 0
         for batch in [int(b) for b in args.batches.split(",")]:
             for name in names:
                 if (name, batch) in done:

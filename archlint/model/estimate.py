@@ -146,6 +146,14 @@ def tile_efficiency(g: Gemm, tile: tuple[int, int, int], sms: int) -> float:
     return max(one(g.m, g.n), one(g.n, g.m))
 
 
+def attention_tile(g: Gemm, tile: tuple[int, int, int]) -> tuple[int, int, int]:
+    """Fused attention kernels are built per head dimension: a block of `tile[0]` query rows holds
+    the whole head (n = the power of two ≥ head dim, at least 32) and walks the keys in blocks of
+    `tile[1]` (the GEMM's k is the key count)."""
+    head = max(32, 1 << max(0, (g.n - 1).bit_length()))
+    return (tile[0], head, tile[1])
+
+
 def unit_for(op: dict, dtype: str, spec: DeviceSpec) -> tuple[str, bool]:
     """(the spec's peak key this op can use, whether it is a tensor-core GEMM).
 
@@ -218,7 +226,7 @@ def estimate_op(op: dict, spec: DeviceSpec, dtype: str, resident_bytes: int = 0)
     if tensor and spec.kind == "gpu":
         g = gemm_of(op)
         if g is not None:
-            efficiency = tile_efficiency(g, spec.tile, spec.sms)
+            efficiency = tile_efficiency(g, attention_tile(g, spec.tile) if kind == "attention" else spec.tile, spec.sms)
     compute_s = 2 * flops / (spec.peaks[unit] * efficiency)
     extra = layout_bytes(op, tensor, spec)
     dram = max(0, mac - resident_bytes) + extra

@@ -59,6 +59,18 @@ def test_tile_padding():
     assert tile_efficiency(g, (128, 128, 32), sms=10) == pytest.approx((64 / 128) * (48 / 64))
 
 
+def test_attention_tiles_fit_the_head_dimension():
+    from archlint.model.estimate import attention_tile
+
+    # ViT-B: 197 tokens, head dim 64, 256·12 (batch·heads): rows pad to 256, keys to 256, head exact
+    g = Gemm(m=197, n=64, k=197, batch=256 * 12)
+    tile = attention_tile(g, (128, 128, 32))
+    assert tile == (128, 64, 128)
+    tiles = 256 * 12 * 2
+    waves = math.ceil(tiles / 10)
+    assert tile_efficiency(g, tile, sms=10) == pytest.approx((197 / 256) * (197 / 256) * tiles / (waves * 10))
+
+
 def test_gemm_of_conv_is_implicit_gemm_per_group():
     op = conv_op(n=2, cin=64, cout=128, hw=8, k=3, groups=2)
     assert gemm_of(op) == Gemm(m=2 * 8 * 8, n=64, k=32 * 9, batch=2)
