@@ -58,6 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     out.add_argument("--html", type=Path, metavar="FILE", help="also write a self-contained HTML report")
     out.add_argument("--statistics", action="store_true", help="count findings per rule")
     out.add_argument("--exit-zero", action="store_true", help="exit 0 even with findings (report only)")
+    out.add_argument("--show-info", action="store_true", help="also show info findings (they never fail the run)")
 
     code = p.add_argument_group("code linter")
     code.add_argument("--fix", action="store_true", help="apply safe fixes")
@@ -142,6 +143,7 @@ def _settings(args: argparse.Namespace):
     config.check_rule_options(s.rule_options, "--option")
     config.check_baseline(s.baseline)
     s.exit_zero, s.statistics, s.debug = args.exit_zero, args.statistics, args.debug
+    s.show_info = s.show_info or args.show_info
     if s.warmup < 0 or s.repeat < 1:
         raise UsageError("--warmup must be ≥ 0 and --repeat ≥ 1")
     return s
@@ -219,7 +221,7 @@ def run(args: argparse.Namespace) -> int:
     write_report(result, settings)
     if settings.exit_zero:
         return EXIT_CLEAN
-    failed = bool(result.diagnostics) or any(not g.passed for g in result.gate)
+    failed = gate.fails(result.diagnostics) or any(not g.passed for g in result.gate)
     return EXIT_FINDINGS if failed else EXIT_CLEAN
 
 

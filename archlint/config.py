@@ -68,6 +68,7 @@ class Settings:
     output_file: Path | None = None
     html: Path | None = None
     exit_zero: bool = False
+    show_info: bool = False  # text/GitHub/JUnit output hide info findings unless this is set
     statistics: bool = False
     debug: bool = False
     root: Path = field(default_factory=Path.cwd)  # the project root: where pyproject.toml is

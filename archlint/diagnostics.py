@@ -56,29 +56,97 @@ class Fix:
         }
 
 
+BASES = ("measured", "estimated", "static")
+
+
 @dataclass
 class Price:
-    """What a finding costs. Static figures always; measured ones only with --latency.
+    """What following a finding's advice saves, against `alternative` (in words: the concrete
+    change compared, which keeps the layer's or block's input and output shapes). A saving, never
+    a total. `basis` says where the figures come from:
+      measured   saving_ms timed with --latency on `device` (a what-if, or the measured time of
+                 ops the alternative removes); saving_share = saving_ms / the model's latency;
+      estimated  saving_ms from a model of the device (roofline, device spec), labelled as such;
+      static     no time: saving_share = mac_bytes_saved / the model's MAC.
+    A measured saving can be ≤ 0 (the alternative is no faster): it is reported as it is.
+    `claims` names the ops (or "op#part") whose cost this saving is made of: one op's saving is
+    claimed by one finding only. It is internal (not in the JSON)."""
 
-    `mac_bytes`/`flops` are the excess the finding causes (exact, from the cost formulas);
-    `latency_ms` is measured on `device` (never modelled), `latency_share` its share of the
-    model's end-to-end latency; `whatif_ms` is the measured saving of the local alternative.
-    """
+    basis: str
+    saving_share: float
+    alternative: str
+    saving_ms: float | None = None
+    mac_bytes_saved: int | None = None
+    flops_saved: int | None = None
+    device: str | None = None  # where saving_ms was measured or estimated
+    claims: tuple[str, ...] = field(default=(), repr=False, compare=False)
+    # An additive price: claim → (bytes saved, ms saved or None); lets a claim owned by a more
+    # specific finding be taken out of this one (internal, not in the JSON).
+    parts: dict[str, tuple[int, float | None]] | None = field(default=None, repr=False, compare=False)
 
-    mac_bytes: int | None = None
-    mac_share: float | None = None
-    flops: int | None = None
-    latency_ms: float | None = None
-    latency_share: float | None = None
-    whatif_ms: float | None = None
-    device: str | None = None
+    def __post_init__(self) -> None:
+        if self.basis not in BASES:
+            raise ValueError(f"price basis must be one of {BASES}, got {self.basis!r}")
+        self.saving_share = min(1.0, float(self.saving_share))  # a part never exceeds the whole
+
+    @classmethod
+    def static(
+        cls, alternative: str, *, mac_bytes_saved: int | None, model_mac_bytes: int,
+        flops_saved: int | None = None, claims=(),
+    ) -> Price:
+        """A price from exact counts: the MAC the alternative saves, as a share of the model's."""
+        share = mac_bytes_saved / model_mac_bytes if mac_bytes_saved and model_mac_bytes else 0.0
+        return cls("static", share, alternative, None, _int(mac_bytes_saved), _int(flops_saved), None, tuple(claims))
+
+    @classmethod
+    def timed(
+        cls, alternative: str, *, saving_ms: float, model_ms: float, basis: str = "measured",
+        mac_bytes_saved: int | None = None, flops_saved: int | None = None, device: str | None = None, claims=(),
+    ) -> Price:
+        """A price in time (measured or estimated), as a share of the model's time."""
+        share = saving_ms / model_ms if model_ms else 0.0
+        return cls(basis, share, alternative, float(saving_ms), _int(mac_bytes_saved), _int(flops_saved), device,
+                   tuple(claims))
+
+    @property
+    def pays(self) -> bool:
+        """True when the saving is positive on its basis (time when timed, else bytes)."""
+        if self.saving_ms is not None:
+            return self.saving_ms > 0
+        return bool(self.mac_bytes_saved and self.mac_bytes_saved > 0)
+
+    def without(self, claims: set[str]) -> None:
+        """Take the given claims' parts out of an additive price (its share scales with it)."""
+        if not self.parts:
+            return
+        before = self.saving_ms if self.saving_ms is not None else self.mac_bytes_saved
+        self.parts = {c: v for c, v in self.parts.items() if c not in claims}
+        self.claims = tuple(c for c in self.claims if c not in claims)
+        self.mac_bytes_saved = sum(b for b, _ in self.parts.values())
+        if self.saving_ms is not None:
+            self.saving_ms = sum(ms or 0.0 for _, ms in self.parts.values())
+        after = self.saving_ms if self.saving_ms is not None else self.mac_bytes_saved
+        self.saving_share = self.saving_share * after / before if before else 0.0
 
     def sort_key(self) -> tuple[float, float]:
-        measured = self.whatif_ms if self.whatif_ms is not None else self.latency_ms
-        return (measured or 0.0, float(self.mac_bytes or 0))
+        return (self.saving_ms or 0.0, float(self.mac_bytes_saved or 0))
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items() if v is not None}
+        out = {
+            "basis": self.basis,
+            "saving_ms": self.saving_ms,
+            "saving_share": self.saving_share,
+            "mac_bytes_saved": self.mac_bytes_saved,
+            "flops_saved": self.flops_saved,
+            "alternative": self.alternative,
+        }
+        if self.device is not None:
+            out["device"] = self.device
+        return out
+
+
+def _int(value) -> int | None:
+    return int(value) if value is not None else None
 
 
 @dataclass

@@ -16,7 +16,7 @@ from collections import Counter
 from pathlib import Path
 
 from archlint.config import ModelSpec, Settings
-from archlint.diagnostics import Diagnostic
+from archlint.diagnostics import Diagnostic, Severity
 from archlint.errors import UsageError
 from archlint.result import GateResult, RunResult
 
@@ -26,6 +26,11 @@ _METRIC = {"max-flops": "flops", "max-mac": "mac_bytes", "max-params": "params",
 # through; latency is measured and drifts between runs of the same code, so it gets more room.
 DEFAULT_TOLERANCE = {"flops": 0.02, "mac_bytes": 0.02, "params": 0.02, "latency_ms": 0.25}
 _LABEL = {"flops": "FLOPs", "mac_bytes": "MAC", "params": "params", "latency_ms": "latency"}
+
+
+def fails(diagnostics: list[Diagnostic]) -> bool:
+    """Findings fail a run unless they are info: advice that does not pay enough to gate on."""
+    return any(d.severity is not Severity.INFO for d in diagnostics)
 
 
 def evaluate(result: RunResult, specs: list[ModelSpec], settings: Settings) -> list[GateResult]:
@@ -215,6 +220,7 @@ def grandfather(result: RunResult, baseline: dict, settings: Settings) -> list[G
             kept.append(d)
     result.diagnostics = kept
     checks = [GateResult("baseline", "baseline:known-findings", True, f"{known} finding(s) in the baseline not reported")]
+    kept = [d for d in kept if d.severity is not Severity.INFO]  # info never fails a gate
     if kept:
         names = ", ".join(f"{d.code} at {_where(d, settings)}" for d in kept[:5])
         more = f" and {len(kept) - 5} more" if len(kept) > 5 else ""

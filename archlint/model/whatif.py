@@ -1,7 +1,10 @@
 """What-if prices: a finding's layer next to its local alternative, each built as a small
 nn.Module and timed with the measure layer's timer (`pricer.time_modules`: the two interleaved,
-the median of repeats after warm-up on the analyzed device). A saving is original − alternative,
-measured, never modelled; it can come out ≤ 0, and is then reported as it is.
+the median of repeats after warm-up on the analyzed device). Each returns the relative saving,
+(original − alternative) / original, measured, never modelled; it can come out ≤ 0, and is then
+reported as it is. The rules apply it to the measured in-model time of the ops it replaces
+(`_graph.whatif_ms`), so a saving is never larger than what those ops cost in the model, and a
+layer timed alone on a busy machine cannot claim more than the model spent on it.
 
 The checks call these only when --latency gave them a pricer; identical layers (a block the
 model repeats) are timed once per pricer.
@@ -19,13 +22,13 @@ _cache: dict[tuple, float] = {}
 
 
 def _saving(pricer: Any, key: tuple, original, alternative) -> float:
-    """Time both (each a (module, input shape) pair) once per pricer; original − alternative.
-    The pricer moves modules and inputs to its device and dtype."""
+    """Time both (each a (module, input shape) pair) once per pricer; (original − alternative) /
+    original. The pricer moves modules and inputs to its device and dtype."""
     full = (id(pricer), *key)
     if full not in _cache:
         with torch.no_grad():
             ms = pricer.time_modules(*((module, (torch.randn(*shape),)) for module, shape in (original, alternative)))
-        _cache[full] = float(ms[0] - ms[1])
+        _cache[full] = float((ms[0] - ms[1]) / ms[0]) if ms[0] > 0 else 0.0
     return _cache[full]
 
 
@@ -95,3 +98,38 @@ def dropped_activation(pricer: Any, shape) -> float:
     """The redundant ReLU against nothing: the saving is the ReLU's own time on its input."""
     key = ("relu", tuple(shape))
     return _saving(pricer, key, (nn.ReLU(), tuple(shape)), (nn.Identity(), tuple(shape)))
+
+
+def _chain(layers, widths) -> nn.Sequential:
+    """Convs ("conv", kernel, stride, padding, groups, dilation) at widths w[i]→w[i+1], each
+    followed by its depthwise riders ("dw", kernel, stride, padding, groups, dilation) at w[i+1]."""
+    out, i = [], 0
+    for kind, kernel, stride, padding, groups, dilation in layers:
+        if kind == "conv":
+            out.append(_conv(widths[i], widths[i + 1], kernel, stride, padding, groups, False, dilation))
+            i += 1
+        else:
+            w = widths[i]
+            out.append(_conv(w, w, kernel, stride, padding, w, False, dilation))
+    return nn.Sequential(*out)
+
+
+def chain_widths(pricer: Any, shape, layers, widths, balanced) -> float | None:
+    """G1 on a chain: the chain at its widths against the same chain at balanced interior widths
+    (same input and output widths, equal FLOPs). None when the chain is not 2-D convs."""
+    if shape is None or layers is None:
+        return None
+    key = ("chain", tuple(shape), tuple(layers), tuple(widths), tuple(balanced))
+    return _saving(pricer, key, (_chain(layers, widths), tuple(shape)), (_chain(layers, balanced), tuple(shape)))
+
+
+def fewer_groups(pricer: Any, shape, c2: int, kernel, stride, padding, groups: int, dilation, fewer: int) -> float:
+    """G2 keeping the interface: the grouped conv against the same c1→c2 conv with `fewer` groups."""
+    c1 = shape[1]
+    key = ("groups", tuple(shape), c2, str(kernel), str(stride), str(padding), groups, str(dilation), fewer)
+    return _saving(
+        pricer,
+        key,
+        (_conv(c1, c2, kernel, stride, padding, groups, False, dilation), tuple(shape)),
+        (_conv(c1, c2, kernel, stride, padding, fewer, False, dilation), tuple(shape)),
+    )

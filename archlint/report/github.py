@@ -10,6 +10,7 @@ from __future__ import annotations
 from archlint.config import Settings
 from archlint.diagnostics import Diagnostic, Severity
 from archlint.report.locations import locate, subject
+from archlint.report.text import price_text, shown
 from archlint.result import RunResult
 
 _COMMAND = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "notice"}
@@ -26,7 +27,7 @@ def _property(text: str) -> str:
 
 def render(result: RunResult, settings: Settings) -> str:
     lines = []
-    for d in sorted(result.diagnostics, key=Diagnostic.sort_key):
+    for d in sorted(shown(result.diagnostics, settings), key=Diagnostic.sort_key):
         where = locate(d, settings)
         props = []
         if where.file:
@@ -41,7 +42,7 @@ def render(result: RunResult, settings: Settings) -> str:
                     props.append(f"{key}={value}")
         props.append(f"title={_property(f'archlint {d.code}')}")
         about = f" [{subject(d)}]" if subject(d) else ""
-        lines.append(f"::{_COMMAND[Severity(d.severity)]} {','.join(props)}::{_data(f'{d.code}{about} {d.message}')}")
+        lines.append(f"::{_COMMAND[Severity(d.severity)]} {','.join(props)}::{_data(f'{d.code}{about} {d.message}{price_text(d)}')}")
     for g in result.gate:
         if not g.passed:
             title = _property(f"archlint gate: {g.check}")

@@ -9,15 +9,16 @@ import xml.etree.ElementTree as ET
 from collections import defaultdict
 
 from archlint.config import Settings
-from archlint.diagnostics import Diagnostic
+from archlint.diagnostics import Diagnostic, Severity
 from archlint.report.locations import locate, subject
+from archlint.report.text import price_text, shown
 from archlint.result import RunResult
 
 
 def render(result: RunResult, settings: Settings) -> str:
     suites: dict[str, list[ET.Element]] = defaultdict(list)
     failures: dict[str, int] = defaultdict(int)
-    for d in sorted(result.diagnostics, key=Diagnostic.sort_key):
+    for d in sorted(shown(result.diagnostics, settings), key=Diagnostic.sort_key):
         where = locate(d, settings)
         suite = d.target or where.file or "archlint"
         case = ET.Element("testcase", name=f"archlint.{d.code}", classname=where.file or suite)
@@ -27,10 +28,13 @@ def render(result: RunResult, settings: Settings) -> str:
             case.set("column", str(where.column))
         position = ", ".join(f"{k} {v}" for k, v in (("line", where.line), ("col", where.column)) if v)
         about = subject(d)
-        text = "; ".join(bit for bit in (position, f"[{about}]" if about else "", d.message) if bit)
-        ET.SubElement(case, "failure", message=d.message).text = text
+        text = "; ".join(bit for bit in (position, f"[{about}]" if about else "", d.message) if bit) + price_text(d)
+        if d.severity is Severity.INFO:  # shown with --show-info, never a failure
+            ET.SubElement(case, "skipped", message=d.message).text = text
+        else:
+            ET.SubElement(case, "failure", message=d.message).text = text
+            failures[suite] += 1
         suites[suite].append(case)
-        failures[suite] += 1
     for g in result.gate:
         case = ET.Element("testcase", name=f"{g.target}: {g.check}", classname="archlint gate")
         if not g.passed:

@@ -17,6 +17,7 @@ from archlint.diagnostics import Diagnostic, Severity
 from archlint.gate import fingerprint
 from archlint.registry import RuleInfo, catalog
 from archlint.report.locations import Where, locate, subject
+from archlint.report.text import price_text
 from archlint.result import RunResult
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -83,7 +84,7 @@ def _result(d: Diagnostic, index: dict[str, int], settings: Settings) -> dict[st
     out: dict[str, Any] = {
         "ruleId": d.code,
         "level": Severity(d.severity).sarif_level,
-        "message": {"text": d.message},
+        "message": {"text": d.message + price_text(d)},
         "partialFingerprints": {"archlintFingerprint/v1": fingerprint(d, settings)},
     }
     if d.code in index:

@@ -12,7 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from archlint.config import Settings
-from archlint.diagnostics import Diagnostic
+from archlint.diagnostics import Diagnostic, Severity
 from archlint.registry import RuleInfo
 from archlint.result import RunResult
 
@@ -31,29 +31,40 @@ def location(d: Diagnostic, settings: Settings | None = None) -> str:
 
 
 def price_bits(d: Diagnostic) -> list[str]:
-    """A finding's price in short phrases, measured figures first; shared by the reporters."""
+    """A finding's price in short phrases, the one phrasing every reporter uses:
+    the saving and its share on its basis (said in words), the counts it saves, the alternative."""
     p = d.price
     if p is None:
         return []
-    bits = []
-    if p.latency_ms is not None:
-        share = f" ({p.latency_share:.1%})" if p.latency_share is not None else ""
-        bits.append(f"costs ≈ {p.latency_ms:.3g} ms{share} on {p.device or 'the device'}")
-    if p.whatif_ms is not None:
-        # A measured what-if can come out at or below zero (noise, or an alternative no faster).
-        saving = f"fix saves ≈ {p.whatif_ms:.3g} ms" if p.whatif_ms > 0 else "the alternative measured no faster"
-        bits.append(saving)
-    if p.mac_bytes:
-        share = f" ({p.mac_share:.1%} of MAC)" if p.mac_share is not None else ""
-        bits.append(f"+{human_bytes(p.mac_bytes)} MAC{share}")
-    if p.flops:
-        bits.append(f"+{human_count(p.flops)} FLOPs")
+    if p.saving_ms is not None:
+        where = f" on {p.device}" if p.device else ""
+        if p.saving_ms > 0:
+            bits = [f"saves ≈ {p.saving_ms:.3g} ms, {p.saving_share:.1%} of model time ({p.basis}{where})"]
+        else:  # a measured what-if can come out at or below zero: said as it is
+            bits = [f"alternative no faster ({p.saving_ms:+.3g} ms, {p.basis}{where})"]
+    elif p.mac_bytes_saved:
+        bits = [f"saves {human_bytes(p.mac_bytes_saved)} MAC, {p.saving_share:.1%} of model MAC (static)"]
+    else:
+        bits = ["no runtime saving counted (static)"]
+    if p.saving_ms is not None and p.mac_bytes_saved:
+        bits.append(f"{human_bytes(p.mac_bytes_saved)} MAC")
+    if p.flops_saved:
+        bits.append(f"{human_count(p.flops_saved)} FLOPs")
+    if p.alternative:
+        bits.append(f"vs {p.alternative}")
     return bits
 
 
-def _price(d: Diagnostic) -> str:
+def price_text(d: Diagnostic) -> str:
+    """The price as one bracketed phrase ("" without a price), appended to messages."""
     bits = price_bits(d)
     return "  [" + "; ".join(bits) + "]" if bits else ""
+
+
+def shown(diagnostics: Iterable[Diagnostic], settings: Settings) -> list[Diagnostic]:
+    """The findings a reader sees: info ones (advice that does not pay enough on the basis at
+    hand) only with --show-info."""
+    return [d for d in diagnostics if settings.show_info or d.severity is not Severity.INFO]
 
 
 def human_bytes(n: float) -> str:
@@ -85,12 +96,14 @@ def print_text(result: RunResult, settings: Settings, console: Console | None = 
         from archlint.report.model_table import print_model
 
         print_model(model, settings, console)
-    diagnostics = sorted(result.diagnostics, key=Diagnostic.sort_key)
+    diagnostics = sorted(shown(result.diagnostics, settings), key=Diagnostic.sort_key)
+    hidden = len(result.diagnostics) - len(diagnostics)
     for d in diagnostics:
         fixable = " [*]" if d.fix else ""
+        tag = " (info)" if d.severity is Severity.INFO else ""
         # Escaped: module paths, prices and messages hold "[...]" that rich would read as markup.
         console.print(
-            f"{escape(location(d, settings))}: [bold red]{d.code}[/]{escape(fixable)} {escape(d.message)}{escape(_price(d))}",
+            f"{escape(location(d, settings))}: [bold red]{d.code}[/]{tag}{escape(fixable)} {escape(d.message)}{escape(price_text(d))}",
             markup=True,
         )
     for g in result.gate:
@@ -98,6 +111,9 @@ def print_text(result: RunResult, settings: Settings, console: Console | None = 
             console.print(f"[bold red]gate failed[/] {g.target}: {g.check}: {g.message}")
         elif g.check in ("baseline:known-findings", "baseline:saved"):  # say what the baseline hid
             console.print(f"[dim]{g.check.split(':')[0]}: {g.message}[/]")
+    if hidden:
+        console.print(f"[dim]{hidden} info finding{'s' if hidden != 1 else ''} hidden (advice that does not pay "
+                      f"enough on this basis); --show-info shows them[/]")
     if settings.statistics and diagnostics:
         for code, count in sorted(Counter(d.code for d in diagnostics).items()):
             console.print(f"{count:>5}  {code}")

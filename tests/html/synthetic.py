@@ -87,17 +87,17 @@ def with_findings(model: ModelResult) -> RunResult:
             code="AL101", message="conv in/out channels 64→256 make MAC 1.6× its lower bound",
             node="layer1_0_conv1", module="layer1.0.conv1", target=target,
             evidence={"c1": 64, "c2": 256, "mac_ratio": 1.6},
-            price=Price(mac_bytes=3_200_000, mac_share=0.021, latency_ms=0.41, latency_share=0.05, device="cpu"),
+            price=Price.timed("conv 128→128 (balanced, equal FLOPs)", saving_ms=0.41, model_ms=8.2, mac_bytes_saved=3_200_000, device="cpu"),
         ),
         Diagnostic(
             code="AL104", message="element-wise ops hold 38% of the model's MAC", severity=Severity.INFO,
             node="layer1_0_add", module="layer1.0", target=target,
             evidence={"share": 0.38, "nodes": [n for n in names if n.endswith("_add")][:5]},
-            price=Price(mac_bytes=9_000_000, mac_share=0.38),
+            price=Price.static("element-wise ops fused into their producers", mac_bytes_saved=9_000_000, model_mac_bytes=23_700_000),
         ),
         Diagnostic(
             code="AL202", message="ReLU applied to the output of ReLU", node="relu", module="relu", target=target,
-            evidence={"producer": "bn1"}, price=Price(mac_bytes=800_000),
+            evidence={"producer": "bn1"}, price=Price.static("the relu removed", mac_bytes_saved=800_000, model_mac_bytes=23_700_000),
         ),
     ]
     code = [

@@ -45,7 +45,7 @@ def test_findings_sorted_by_price_with_layers_and_rule_page():
     model_part = text.split("<section class=codelint")[0]
     order = [m.group(1) for m in re.finditer(r"<span class=code>(AL\d+)</span> <span class=where>", model_part)]
     assert order == ["AL101", "AL104", "AL202"]  # measured price first, then MAC
-    assert "costs ≈ 0.41 ms (5.0%) on cpu" in text
+    assert "saves ≈ 0.41 ms, 5.0% of model time (measured on cpu)" in text
     assert "data-op='layer1_1_add'" in text  # AL104 points at several adds through its evidence
     data = _data(text)
     layers = data["models"][0]["layers"]

@@ -37,7 +37,7 @@ def result(project: Path) -> RunResult:
     located = Diagnostic(
         code="AL101", message="conv 16→256 channels: MAC 2.1× its lower bound, 100% more", severity=Severity.WARNING,
         file=str(project / "nets.py"), line=4, node="blocks_0_conv", module="blocks.0.conv", target="nets.py:Net",
-        evidence={"c1": 16, "c2": 256}, price=Price(mac_bytes=123456, mac_share=0.25),
+        evidence={"c1": 16, "c2": 256}, price=Price.static("conv 64→64", mac_bytes_saved=123456, model_mac_bytes=493824),
     )
     unlocated = Diagnostic(code="AL201", message="unused submodule head2", severity=Severity.INFO,
                            node="head2", module="head2", target="nets.py:Net")
@@ -98,22 +98,28 @@ def test_github_workflow_commands(project, result, monkeypatch):
     assert "::warning file=src/train.py,line=2,col=10,endLine=2,endColumn=40,title=archlint AL301::" \
            "AL301 DataLoader without pin_memory, 50%25 slower H2D copies" in lines
     assert "::warning file=nets.py,line=4,title=archlint AL101::AL101 [blocks.0.conv] conv 16→256 channels: " \
-           "MAC 2.1× its lower bound, 100%25 more" in lines
-    assert "::notice file=nets.py,line=8,title=archlint AL201::AL201 [head2] unused submodule head2" in lines
+           "MAC 2.1× its lower bound, 100%25 more  [saves 123 KB MAC, 25.0%25 of model MAC (static); vs conv 64→64]" in lines
     assert "::error title=archlint gate%3A max-flops::nets.py:Net: max-flops: 1.2M FLOPs exceeds budget 1M FLOPs by 20.0%25" in lines
-    assert len(lines) == 4
+    assert len(lines) == 3  # the info finding is hidden without --show-info
+    shown = github.render(result, Settings(root=project, show_info=True)).splitlines()
+    assert "::notice file=nets.py,line=8,title=archlint AL201::AL201 [head2] unused submodule head2" in shown
 
 
 def test_junit_one_testcase_per_finding_grouped_by_file(project, result, monkeypatch):
     monkeypatch.chdir(project)
     root = ET.fromstring(junit.render(result, Settings(root=project)))
-    assert root.tag == "testsuites" and root.get("tests") == "4" and root.get("failures") == "4"
+    assert root.tag == "testsuites" and root.get("tests") == "3" and root.get("failures") == "3"
     suites = {s.get("name"): s for s in root}
     assert set(suites) == {"src/train.py", "nets.py:Net", "archlint gate"}
     case = suites["src/train.py"].find("testcase")
     assert case.get("name") == "archlint.AL301" and case.get("line") == "2"
     assert case.find("failure").text.startswith("line 2, col 10; DataLoader")
-    assert suites["nets.py:Net"].get("failures") == "2"
+    assert suites["nets.py:Net"].get("failures") == "1" and suites["nets.py:Net"].get("tests") == "1"
+    # With --show-info the info finding is a skipped test case: shown, never a failure.
+    root = ET.fromstring(junit.render(result, Settings(root=project, show_info=True)))
+    suites = {s.get("name"): s for s in root}
+    assert suites["nets.py:Net"].get("failures") == "1" and suites["nets.py:Net"].get("tests") == "2"
+    assert suites["nets.py:Net"].find("testcase/skipped").get("message") == "unused submodule head2"
 
 
 def test_junit_with_nothing_to_report_has_one_passing_case(project):

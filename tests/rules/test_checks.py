@@ -59,8 +59,8 @@ def test_al202_cases(f, fires):
 
 def test_al202_price_is_the_activation_mac():
     (d,) = run(Fn(lambda x: torch.relu(torch.relu(x))), (1, 3, 16, 16), "AL202")
-    assert d.price.mac_bytes == d.evidence["mac_bytes"] == 2 * 8 * 16 * 16 * 4  # read + write, fp32
-    assert d.evidence["activation"] == "relu" and d.price.latency_ms is None
+    assert d.price.mac_bytes_saved == d.evidence["mac_bytes"] == 2 * 8 * 16 * 16 * 4  # read + write, fp32
+    assert d.evidence["activation"] == "relu" and d.price.saving_ms is None and d.price.basis == "static"
 
 
 # ---- AL201 unused-module ---------------------------------------------------------------------
@@ -143,7 +143,7 @@ class Cheap(nn.Module):
 def test_al203_dense_connections():
     (d,) = run(Dense(), (1, 8, 16, 16), "AL203")
     assert d.evidence["form"] == "dense" and d.evidence["concats"] == 5 and d.evidence["max_reuse"] == 5
-    assert d.price.mac_bytes == d.evidence["concat_mac_bytes"] - d.evidence["one_shot_mac_bytes"] > 0
+    assert d.price.mac_bytes_saved == d.evidence["concat_mac_bytes"] - d.evidence["one_shot_mac_bytes"] > 0
 
 
 def test_al203_cheap_branch_and_silence_on_real_residuals():
@@ -207,7 +207,7 @@ def test_findings_point_at_the_module_class_source_and_sort_by_price():
     # At the user's block class (PairBlock in the fixture file), not at torch's Conv2d.
     line = inspect.getsourcelines(tables.PairBlock)[1]
     assert found and {(d.file, d.line) for d in found if d.code == "AL101"} == {(tables.__file__, line)}
-    keys = [d.price.mac_bytes or 0 for d in found]
+    keys = [d.price.mac_bytes_saved or 0 for d in found]
     assert keys == sorted(keys, reverse=True)
 
 

@@ -1,6 +1,8 @@
 """The paper's Tables 1–4 rebuilt (tests/fixtures/models/shufflenet_tables.py): each guideline's
-rule fires on the rows the paper shows to be slow and stays silent on the fast ones, and
-archlint's static MAC orders each table's rows as the paper's measured speed does."""
+rule fires on the rows the paper shows to be slow and stays silent on the fast ones (a warning
+where the static saving pays, info where only a measurement could say), with --latency the slow
+rows carry savings measured on this CPU, and archlint's static MAC orders each table's rows as
+the paper's measured speed does."""
 
 from __future__ import annotations
 
@@ -10,6 +12,12 @@ from pathlib import Path
 
 import pytest
 
+import torch
+
+from archlint.config import Settings
+from archlint.diagnostics import Severity
+from archlint.model.analyze import analyze_model
+from archlint.model.measure import measure
 from archlint.model.opgraph import totals
 
 from ._graphs import findings, opgraph
@@ -33,27 +41,37 @@ def test_al101_table1(label, fires):
     found = fired(label, "AL101")
     assert bool(found) == fires
     if fires:
-        # Every conv but the first (it reads the model input, whose channels are the data's).
-        assert len(found) == 2 * tables.REPEAT - 1
-        d = found[0]
-        assert d.evidence["excess"] > 0.3 and d.evidence["bound_bytes"] < d.evidence["mac_bytes"]
-        assert d.price.mac_bytes == d.evidence["excess_bytes"] > 0 and 0 < d.price.mac_share < 1
+        # The 10 stacked pairs are one chain of 20 convs: in and out (the model's) kept, the 19
+        # interior widths balanced at equal FLOPs.
+        (d,) = found
+        r = tables.row(label)
+        assert len(d.evidence["convs"]) == 2 * tables.REPEAT
+        widths, alt = d.evidence["widths"], d.evidence["balanced_widths"]
+        assert widths[0] == alt[0] == widths[-1] == alt[-1] == r.channels
+        assert len(set(alt[1:-1])) == 1 and abs(d.evidence["balanced_flops"] / d.evidence["flops"] - 1) < 0.05
+        assert d.price.basis == "static" and d.price.mac_bytes_saved == d.evidence["excess_bytes"] > 0
+        assert 0 < d.price.saving_share < 1 and d.severity is Severity.WARNING
 
 
-def test_al101_bound_is_exact_for_the_paper_formula():
-    # 1:12 on ARM: c1=9, c2=108, hw=3136; MAC = hw(c1+c2) + c1c2, bound = 2·hw·sqrt(c1c2) + c1c2.
-    d = next(d for d in fired("1:12", "AL101") if d.evidence["in_channels"] == 9)
-    hw, c1, c2 = 56 * 56, 9, 108
-    assert d.evidence["mac_bytes"] == 4 * (hw * (c1 + c2) + c1 * c2)
-    assert d.evidence["bound_bytes"] == round(4 * (2 * hw * (c1 * c2) ** 0.5 + c1 * c2))
+def test_al101_balanced_chain_mac_is_the_paper_formula():
+    # 1:12 on ARM: c1=9, c2=108, hw=3136; per conv MAC = hw(c1 + c2) + c1c2 (elements, fp32).
+    (d,) = fired("1:12", "AL101")
+    hw, c1, c2, x = 56 * 56, 9, 108, d.evidence["balanced_widths"][1]
+    assert d.evidence["mac_bytes"] == 4 * tables.REPEAT * 2 * (hw * (c1 + c2) + c1 * c2)
+    inner = 2 * tables.REPEAT - 2
+    assert d.evidence["balanced_mac_bytes"] == 4 * (2 * (hw * (c1 + x) + c1 * x) + inner * (2 * hw * x + x * x))
 
 
-@pytest.mark.parametrize(("label", "fires"), [("g=1", False), ("g=2", False), ("g=8", True)])
+@pytest.mark.parametrize(("label", "fires"), [("g=1", False), ("g=2", False), ("g=4", True), ("g=8", True)])
 def test_al102_table2(label, fires):
     found = fired(label, "AL102")
     assert bool(found) == fires
     if fires:
-        assert len(found) == 2 * tables.REPEAT and found[0].evidence["groups"] == 8
+        # One finding for the 20 identical convs; the alternative keeps 184→184 channels and lowers
+        # the groups, so statically it saves nothing: info until a measurement says it pays.
+        (d,) = found
+        assert len(d.evidence["instances"]) == 2 * tables.REPEAT and d.evidence["groups"] == int(label[2:])
+        assert d.price.basis == "static" and not d.price.pays and d.severity is Severity.INFO
 
 
 @pytest.mark.parametrize(
@@ -68,6 +86,8 @@ def test_al103_table3(label, form):
         (d,) = found  # one finding for the 10 identical blocks, listing them all
         assert len(d.evidence["instances"]) == tables.REPEAT and d.evidence["fragments"] == 4
         assert d.evidence["flops_share"] == pytest.approx(1.0)
+        # Fragmentation costs launches, not bytes: no static saving, so info.
+        assert d.price.basis == "static" and d.severity is Severity.INFO
 
 
 @pytest.mark.parametrize(
@@ -79,10 +99,34 @@ def test_al104_table4(label, fires):
     found = fired(label, "AL104")
     assert bool(found) == fires
     if fires:
-        model_wide = next(d for d in found if d.module == "")
-        assert model_wide.evidence["mac_share"] > 0.5
-        assert set(model_wide.evidence["mac_bytes_by_op"]) == {"relu", "add"}
-        assert sum(1 for d in found if d.module) == 3  # max_blocks
+        (d,) = found  # one model-wide finding; the costliest blocks are in its evidence
+        assert d.module == "" and d.evidence["mac_share"] > 0.5 and d.severity is Severity.WARNING
+        assert set(d.evidence["mac_bytes_by_op"]) == {"relu", "add"}
+        assert len(d.evidence["blocks"]) == 3  # max_blocks
+        assert d.price.mac_bytes_saved == d.evidence["mac_bytes_saved"]
+
+
+def measured_findings(label: str, code: str):
+    r = tables.row(label)
+    model, x = r.build().eval(), torch.randn(*r.input_shape)
+    settings = Settings(latency=True, warmup=3, repeat=10)
+    graph, _ = analyze_model(model, (x,), settings)
+    report = measure(graph, model, (x,), "cpu", settings)
+    return [d for d in findings(graph, pricer=report.pricer) if d.code == code], report.end_to_end_ms
+
+
+@pytest.mark.parametrize(("label", "code"), [("1:12", "AL101"), ("g=8", "AL102"), ("ReLU yes, shortcut yes", "AL104")])
+def test_slow_rows_carry_measured_savings_on_this_cpu(label, code):
+    """With --latency the same rows are priced on this CPU: AL101 times the balanced chain (the
+    paper's direction holds strongly here), AL102 times fewer groups (on a CPU more groups are
+    often the faster kernel: then it stays info), AL104 estimates from the ops' measured times."""
+    found, model_ms = measured_findings(label, code)
+    (d,) = found
+    assert d.price.basis == ("estimated" if code == "AL104" else "measured")
+    assert isinstance(d.price.saving_ms, float) and d.price.saving_ms <= model_ms and d.price.saving_share <= 1
+    assert (d.severity is Severity.WARNING) == (d.price.saving_ms > 0 and d.price.saving_share >= 0.01)
+    if code == "AL101":
+        assert d.price.saving_ms > 0 and d.severity is Severity.WARNING  # the balanced chain: faster here
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 4])

@@ -144,5 +144,10 @@ def modules_table(model: nn.Module) -> dict[str, dict[str, Any]]:
             "params": sum(p.numel() for p in m.parameters(recurse=False)),
             "file": file,
             "line": line,
+            # a re-parameterisation method (RepVGG, MobileOne, FastViT): AL205 names it as the fix
+            "reparam": next((name for name in REPARAM_METHODS if callable(getattr(type(m), name, None))), None),
         }
     return table
+
+
+REPARAM_METHODS = ("reparameterize", "switch_to_deploy", "fuse")

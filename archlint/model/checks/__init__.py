@@ -42,15 +42,18 @@ def check_modules() -> tuple[ModuleType, ...]:
 
 def run_checks(graph: nx.DiGraph, ctx: CheckContext) -> list[Diagnostic]:
     found: list[Diagnostic] = []
+    used: dict[str, dict] = {}
     for module in check_modules():
         if not ctx.settings.enabled(module.CODE):
             continue
-        options = _typed(module.CODE, ctx.settings.options(module.CODE, module.OPTIONS), module.OPTIONS)
+        options = used[module.CODE] = _typed(module.CODE, ctx.settings.options(module.CODE, module.OPTIONS), module.OPTIONS)
         for d in module.check(graph, options, ctx):
             if not ctx.settings.module_ignored(d.code, d.module):
                 d.target = d.target or ctx.target
                 found.append(d)
-    return sorted(found, key=Diagnostic.sort_key)
+    from archlint.model.checks._graph import settle
+
+    return sorted(settle(found, used), key=Diagnostic.sort_key)  # one op's saving, one finding
 
 
 def _fits(value: Any, default: Any) -> bool:

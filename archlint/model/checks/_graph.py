@@ -17,7 +17,7 @@ from pathlib import Path
 import networkx as nx
 from torch import nn
 
-from archlint.diagnostics import Diagnostic, Price
+from archlint.diagnostics import Diagnostic, Price, Severity
 from archlint.model.opgraph import COMPUTE_KINDS, ops
 
 # Ops that keep a tensor's values as they are (only move or select them).
@@ -170,7 +170,8 @@ def _in_module(module: str, path: str) -> bool:
 def module_blocks(graph: nx.DiGraph) -> list[Block]:
     """The units a model repeats: the innermost modules that hold at least two fragments and
     share their class with a sibling (ResNet's layer1.0 … layer1.2, EfficientNet's MBConvs,
-    DenseNet's dense layers, an nn.Sequential's identical items)."""
+    DenseNet's dense layers, an nn.Sequential's identical items — plain nn.Sequential items
+    included, when a sibling Sequential holds the same layer classes)."""
     modules = graph.graph.get("modules", {})
     order = [name for name, _ in ops(graph)]
     fragments: dict[str, int] = {}
@@ -181,18 +182,28 @@ def module_blocks(graph: nx.DiGraph) -> list[Block]:
             members.setdefault(prefix, []).append(name)
             if is_fragment(graph.nodes[name]):
                 fragments[prefix] = fragments.get(prefix, 0) + 1
-    siblings: dict[tuple[str, str | None], int] = {}
+    # A container's kind is its children's classes: two nn.Sequential items of a Sequential with
+    # the same layers are repeats of one block; a Sequential of different stages is not.
+    children: dict[str, list] = {}
     for path, info in modules.items():
         if path:
-            key = (path.rpartition(".")[0], info.get("type"))
+            children.setdefault(path.rpartition(".")[0], []).append(info.get("type"))
+    kind = {
+        path: (info.get("type"), tuple(children.get(path, ())) if info.get("type") == "Sequential" else ())
+        for path, info in modules.items()
+    }
+    siblings: dict[tuple, int] = {}
+    for path in modules:
+        if path:
+            key = (path.rpartition(".")[0], kind[path])
             siblings[key] = siblings.get(key, 0) + 1
     units = {
         path
         for path, info in modules.items()
         if path
-        and info.get("type") not in CONTAINERS  # a plain nn.Sequential of layers is a stage, not a unit
+        and info.get("type") not in ("ModuleList", "ModuleDict")  # they hold blocks; they do not run as one
         and fragments.get(path, 0) >= 2
-        and siblings[(path.rpartition(".")[0], info.get("type"))] >= 2
+        and siblings[(path.rpartition(".")[0], kind[path])] >= 2
     }
     innermost = [p for p in units if not any(q != p and _in_module(q, p) for q in units)]
     return [Block(name=p, nodes=members[p]) for p in sorted(innermost, key=lambda p: order.index(members[p][0]))]
@@ -319,29 +330,45 @@ def price(
     graph: nx.DiGraph,
     ctx,
     *,
-    mac_bytes: int | None,
-    nodes: Iterable[str] = (),
-    flops: int | None = None,
-    whatif_ms: float | None = None,
+    alternative: str,
+    mac_bytes_saved: int | None = None,
+    flops_saved: int | None = None,
+    saving_ms: float | None = None,
+    removed: Iterable[str] = (),
+    claims: Iterable[str] | None = None,
+    estimated: bool = False,
 ) -> Price:
-    """A finding's price: its MAC bytes and their share of the model, plus — with --latency —
-    the measured latency of its ops, their share of the model's, and a what-if saving."""
-    total = module_mac(graph)
-    p = Price(
-        mac_bytes=int(mac_bytes) if mac_bytes is not None else None,
-        mac_share=(mac_bytes / total) if mac_bytes is not None and total else None,
-        flops=flops,
-    )
+    """A finding's price: what `alternative` saves. With --latency the basis is measured — the
+    rule's what-if `saving_ms` when it timed one, else the measured time of the `removed` ops
+    (those the alternative does away with entirely) — as a share of the model's measured latency.
+    Without, or when nothing could be timed, it is static: the MAC saved as a share of the
+    model's MAC. `claims` (default: the removed ops) are the ops the saving is made of;
+    `estimated` labels a saving_ms derived from measured times by a model (a proportion)."""
+    removed = list(removed)
+    claims = tuple(removed if claims is None else claims)
     pricer = getattr(ctx, "pricer", None)
     if pricer is not None:
-        device = getattr(pricer, "device", None)
-        p.device = str(device) if device is not None else None
-        p.latency_ms = latency(graph, nodes)
+        if saving_ms is None and removed:
+            saving_ms = latency(graph, removed)
         whole = model_latency(graph, ctx)
-        if p.latency_ms is not None and whole:
-            p.latency_share = p.latency_ms / whole
-        p.whatif_ms = whatif_ms
-    return p
+        if saving_ms is not None and whole:
+            device = getattr(pricer, "device", None)
+            return Price.timed(
+                alternative, saving_ms=saving_ms, model_ms=whole, basis="estimated" if estimated else "measured",
+                mac_bytes_saved=mac_bytes_saved,
+                flops_saved=flops_saved, device=str(device) if device is not None else None, claims=claims,
+            )
+    return Price.static(
+        alternative, mac_bytes_saved=mac_bytes_saved, model_mac_bytes=module_mac(graph), flops_saved=flops_saved,
+        claims=claims,
+    )
+
+
+def severity(p: Price, options: dict) -> Severity:
+    """ShuffleNetV2 rules (AL101–AL104): a warning only when the saving is positive and at least
+    `min_saving_share` of the model on the price's basis; otherwise info (hidden by default,
+    never fails a gate)."""
+    return Severity.WARNING if p.pays and p.saving_share >= options.get("min_saving_share", 0.01) else Severity.INFO
 
 
 def finding(graph: nx.DiGraph, code: str, message: str, *, node: str | None, module: str | None, **kw) -> Diagnostic:
@@ -380,13 +407,22 @@ def iter_convs(graph: nx.DiGraph) -> Iterator[tuple[str, dict, Conv]]:
 
 
 def whatif(ctx, name: str, *args) -> float | None:
-    """A what-if saving from archlint.model.whatif, measured with ctx.pricer; None without
-    --latency. Only 2-D convs have alternatives built (callers check the input is 4-D)."""
+    """A what-if's relative saving from archlint.model.whatif ((original − alternative) /
+    original, measured with ctx.pricer); None without --latency or when it cannot be built.
+    Only 2-D convs have alternatives built (callers check the input is 4-D)."""
     if getattr(ctx, "pricer", None) is None:
         return None
     from archlint.model import whatif as alternatives
 
     return getattr(alternatives, name)(ctx.pricer, *args)
+
+
+def whatif_ms(graph: nx.DiGraph, ctx, nodes: Iterable[str], name: str, *args) -> float | None:
+    """A what-if saving in ms: its relative saving times the measured in-model time of the ops
+    it replaces (so it never exceeds what they cost in this model)."""
+    fraction = whatif(ctx, name, *args)
+    spent = latency(graph, nodes) if fraction is not None else None
+    return fraction * spent if spent is not None else None
 
 
 def conv_args(data: dict) -> tuple | None:
@@ -414,6 +450,49 @@ def is_batchnorm(data: dict) -> bool:
     """BatchNorm or InstanceNorm: both subtract a per-channel mean, so a bias before them cancels."""
     name = op_name(data) + (data.get("module_type") or "").lower()
     return data["kind"] == "norm" and ("batchnorm" in name or "instancenorm" in name)
+
+
+def producer_then_norm(graph: nx.DiGraph) -> Iterator[tuple[str, str]]:
+    """(conv or linear, norm) pairs where a BatchNorm is the producer's only consumer: in eval
+    the norm folds into the producer's weights and bias (Conv+BatchNorm2d, Linear+BatchNorm1d)."""
+    for name, data in ops(graph):
+        if data["kind"] in ("conv", "linear"):
+            nxt = sole_consumer(graph, name)
+            if nxt is not None and is_batchnorm(graph.nodes[nxt]) and "instancenorm" not in _norm_name(graph.nodes[nxt]):
+                yield name, nxt
+
+
+def _norm_name(data: dict) -> str:
+    return op_name(data) + (data.get("module_type") or "").lower()
+
+
+# Who owns an op's saving when several findings name it: the most specific rule first.
+PRIORITY = ("AL205", "AL204", "AL202", "AL203", "AL201", "AL105", "AL101", "AL102", "AL103", "AL104")
+
+
+def settle(found: list[Diagnostic], options: dict[str, dict]) -> list[Diagnostic]:
+    """One op's saving is claimed by one finding: walking the findings from the most specific
+    rule, an additive price (AL104) drops the parts others own and its severity is re-judged;
+    any other finding that names an owned op becomes info and says which findings own it."""
+    owner: dict[str, str] = {}
+    rank = {code: i for i, code in enumerate(PRIORITY)}
+    for d in sorted(found, key=lambda d: rank.get(d.code, len(PRIORITY))):
+        p = d.price
+        if p is None or not p.claims:
+            continue
+        taken = {c for c in p.claims if c in owner}
+        if taken and p.parts is not None:
+            p.without(taken)
+            d.evidence["counted_by"] = sorted({owner[c] for c in taken})
+            if d.severity is Severity.WARNING and "min_saving_share" in options.get(d.code, {}):
+                d.severity = severity(p, options[d.code])
+        elif taken:
+            d.severity = Severity.INFO
+            d.evidence["overlaps"] = sorted({owner[c] for c in taken})
+            continue
+        for c in p.claims:
+            owner.setdefault(c, d.code)
+    return found
 
 
 def conv_then_norm(graph: nx.DiGraph) -> Iterator[tuple[str, str]]:

@@ -3,8 +3,14 @@ access cost against a g=1 conv of equal FLOPs on the same input.
 
 With input c1 channels on hw_in, B = n·hw_out·k·c1·c2/g, the paper's
 MAC = hw·c1 + B·g/c1 + B/hw: at fixed input and FLOPs, an ungrouped conv writes c2/g channels,
-so the group count adds n·hw_out·c2·(1 − 1/g) elements of output traffic. Depthwise convs
-(g = c1) are judged under G4 (AL104), not here.
+so the group count adds n·hw_out·c2·(1 − 1/g) elements of output traffic. That is how a conv is
+selected (the `threshold`). The alternative a user can write keeps the conv's interface — the same
+c1 → c2 channels — and lowers the group count (or picks the group width the device is fast at):
+it does more arithmetic and reads more weights, so statically it saves nothing and the finding is
+info. With --latency each lower group count (g/2, g/4, …, 1) is timed against the conv as it is,
+interleaved; the finding names the fastest and is a warning only when that one measured faster by
+at least `min_saving_share` of the model. Identical convs are one finding listing them all.
+Depthwise convs (g = c1) are judged under G4 (AL104), not here.
 """
 
 from __future__ import annotations
@@ -13,13 +19,15 @@ from archlint.model.checks import _graph as g
 
 CODE = "AL102"
 OPTIONS = {
-    "threshold": 0.5,  # report when MAC exceeds the g=1 conv's by more than this fraction
-    "min_share": 0.0,  # and the excess is at least this fraction of the model's MAC
+    "threshold": 0.5,  # judge a conv when its MAC exceeds the g=1 conv's of equal FLOPs by more than this
+    "min_share": 0.0,  # and that excess is at least this fraction of the model's MAC
+    "min_saving_share": 0.01,  # a warning only when the saving is at least this share of the model
 }
 
 
 def check(graph, options, ctx):
     total = g.module_mac(graph)
+    found: dict[tuple, list] = {}
     for name, data, c in g.iter_convs(graph):
         if c.g <= 1 or c.depthwise:
             continue
@@ -28,30 +36,67 @@ def check(graph, options, ctx):
         excess_bytes = round((c.mac - ungrouped) * c.itemsize)
         if excess <= options["threshold"] or (total and excess_bytes / total < options["min_share"]):
             continue
-        args = g.conv_args(data)
-        saving = g.whatif(ctx, "ungrouped_conv", *args) if args else None
-        price = g.price(graph, ctx, mac_bytes=excess_bytes, nodes=[name], whatif_ms=saving)
-        module = data.get("module") or ""
-        yield g.finding(
-            graph,
-            CODE,
-            (
-                f"conv {module or name} uses {c.g} groups ({c.c1}→{c.c2} channels): its MAC is "
-                f"{excess:.0%} above an ungrouped conv of equal FLOPs ({c.c1}→{c.c2 // c.g})"
-            ),
-            node=name,
-            module=module,
-            price=price,
-            evidence={
-                "groups": c.g,
-                "in_channels": c.c1,
-                "out_channels": c.c2,
-                "mac_bytes": c.mac * c.itemsize,
-                "ungrouped_mac_bytes": round(ungrouped * c.itemsize),
-                "excess_bytes": excess_bytes,
-                "excess": round(excess, 4),
-                "model_mac_share": round(excess_bytes / total, 6) if total else None,
-                "flops": c.flops,
-                "whatif": "g=1 conv with c_out/g outputs at equal FLOPs" if saving is not None else None,
-            },
-        )
+        key = (g.conv_args(data) or (c.n, c.c1, c.c2, c.k, c.g, c.hw_in, c.hw_out),)
+        found.setdefault(key, []).append((name, data, c, excess, excess_bytes))
+    for instances in found.values():
+        yield _finding(graph, ctx, options, instances)
+
+
+def _fewer(c) -> list[int]:
+    """Lower group counts that keep c1 → c2 valid: g/2, g/4, … down to 1."""
+    out, g_ = [], c.g
+    while g_ % 2 == 0 and g_ > 1:
+        g_ //= 2
+        out.append(g_)
+    return out or [1]
+
+
+def _finding(graph, ctx, options, instances):
+    name, data, c, excess, excess_bytes = instances[0]
+    count = len(instances)
+    args = g.conv_args(data)
+    best, saving = None, None
+    if args and getattr(ctx, "pricer", None) is not None:
+        timed = {gp: g.whatif(ctx, "fewer_groups", *args, gp) for gp in _fewer(c)}  # relative savings
+        best = max(timed, key=timed.get)
+        saving = timed[best] * (g.latency(graph, [n for n, *_ in instances]) or 0.0)
+    groups = best or _fewer(c)[0]
+    extra_weights = c.k * c.c1 * c.c2 // groups - c.weights  # more weights read: a negative static saving
+    extra_flops = c.n * c.hw_out * extra_weights
+    alternative = (
+        f"the same conv {c.c1}→{c.c2} with groups={groups} (group width {c.c1 // groups} instead of {c.c1 // c.g})"
+        + (f", in each of {count} convs" if count > 1 else "")
+    )
+    price = g.price(
+        graph, ctx, alternative=alternative, mac_bytes_saved=-extra_weights * c.itemsize * count,
+        flops_saved=-extra_flops * count, saving_ms=saving,
+        claims=[n for n, *_ in instances],
+    )
+    modules = [d.get("module") or n for n, d, *_ in instances]
+    more = f" and {count - 1} more like it" if count > 1 else ""
+    return g.finding(
+        graph,
+        CODE,
+        (
+            f"conv {modules[0]}{more} uses {c.g} groups ({c.c1}→{c.c2} channels, group width {c.c1 // c.g}): "
+            f"its MAC is {excess:.0%} above an ungrouped conv of equal FLOPs"
+            + (f"; groups={best} measured fastest on this device" if best is not None else "")
+        ),
+        node=name,
+        module=data.get("module") or "",
+        price=price,
+        severity=g.severity(price, options),
+        evidence={
+            "groups": c.g,
+            "in_channels": c.c1,
+            "out_channels": c.c2,
+            "group_width": c.c1 // c.g,
+            "mac_bytes": c.mac * c.itemsize,
+            "excess_bytes": excess_bytes,
+            "excess": round(excess, 4),
+            "flops": c.flops,
+            "instances": modules,
+            "fastest_groups": best,
+            "whatif": "same conv with fewer groups, each count timed interleaved" if best is not None else None,
+        },
+    )

@@ -1,12 +1,20 @@
-"""AL103 fragmentation (ShuffleNetV2 G3): a block split into many small fragments — parallel
-branches between a fork and its join, or a long series of small ops inside one repeated block.
+"""AL103 fragmentation (ShuffleNetV2 G3): a block whose work arrives as many small fragments —
+parallel branches between a fork and its join, or a long series of small ops inside a repeated
+block — each too small to fill the device, so launches and synchronisation dominate.
 
-Fragments are convs, matmuls and pools (the paper counts 13 per NASNet-A block, 2–3 per ResNet
-block). Parallel: the branches of a fork/join region that hold fragments of their own. Series:
-the longest chain of fragments through a module block (a unit the model repeats). The degree
-of parallelism lost is the fragment count itself: the block's FLOPs arrive as that many
-launches instead of one, each too small to fill the device. Instances of one block class with
-the same structure are reported once, listing them all.
+Fragments are convs, linears, matmuls and pools. Parallel: the branches of a fork/join region
+that hold fragments of their own; regions never nest or overlap (the outermost is kept).
+Series: the longest chain of fragments through a module block (a unit the model repeats, an
+identical item of an nn.Sequential included). Length alone is not enough: a fragment counts only
+when it is small for the device — statically, fewer than `small_flops` multiply-adds; with
+--latency, launch-bound on the measured basis (under `small_ms` and well below the roofline).
+
+The alternative is the block's small fragments merged into one op of the same work; its saving
+is the launch overhead that removes. Statically there is no byte saving (fragmentation costs
+launches, not bytes): the finding is info. With --latency the saving is estimated from the
+measurement — each small fragment's measured time above its roofline time, for all but one
+fragment per block — and is a warning when at least `min_saving_share` of the model.
+Instances of one block class with the same structure are reported once, listing them all.
 """
 
 from __future__ import annotations
@@ -15,42 +23,76 @@ from archlint.model.checks import _graph as g
 
 CODE = "AL103"
 OPTIONS = {
-    "max_parallel": 3,  # report a fork/join region with more branches holding fragments
-    "max_series": 3,  # report a block whose longest chain has more fragments
+    "max_parallel": 3,  # report a fork/join region with more branches holding small fragments
+    "max_series": 3,  # report a block whose longest chain has more small fragments
+    "small_flops": 5_000_000,  # static basis: under this many multiply-adds a fragment is launch-bound on a GPU
+    "small_ms": 0.05,  # measured basis: a fragment under this latency (and < half its roofline efficiency) is small
+    "min_saving_share": 0.01,  # a warning only when the saving is at least this share of the model
 }
 
 
+def _small(data: dict, options, measured: bool) -> bool:
+    if not g.is_fragment(data):
+        return False
+    if measured and data.get("latency_ms") is not None:
+        roof = data.get("roofline") or {}
+        return data["latency_ms"] < options["small_ms"] and roof.get("efficiency", 0.0) < 0.5
+    return int(data.get("flops", 0)) < options["small_flops"]
+
+
 def check(graph, options, ctx):
+    measured = getattr(ctx, "pricer", None) is not None
+    small = {n for n, d in g.ops(graph) if _small(d, options, measured)}
     model_flops = sum(int(d.get("flops", 0)) for _, d in g.ops(graph))
     groups: dict[tuple, list] = {}
-    parallel: set[str] = set()
-    for block in g.fork_join_blocks(graph):
-        branches = [b for b in block.branches if any(g.is_fragment(graph.nodes[n]) for n in b)]
+    taken: set[str] = set()
+    regions = sorted(g.fork_join_blocks(graph), key=lambda b: -len(b.nodes))  # outermost first
+    for block in regions:
+        if taken & set(block.nodes):
+            continue  # nested in, or overlapping, a region already reported
+        branches = [b for b in block.branches if any(n in small for n in b)]
         if len(branches) > options["max_parallel"]:
+            taken |= set(block.nodes)
             module = g.common_module(graph, [*block.nodes, block.join])
-            parallel.add(module)
-            _add(graph, groups, block, module, "parallel", len(branches))
+            _add(graph, groups, block, module, "parallel", len(branches), small)
     for block in g.module_blocks(graph):
-        chain = g.longest_chain(graph, block.nodes)
-        if len(chain) > options["max_series"] and block.name not in parallel:
-            _add(graph, groups, block, block.name, "series", len(chain))
+        if taken & set(block.nodes):
+            continue
+        chain = [n for n in g.longest_chain(graph, block.nodes) if n in small]
+        if len(chain) > options["max_series"]:
+            _add(graph, groups, block, block.name, "series", len(chain), small)
     for (_, form, degree, _), found in groups.items():
-        yield _finding(graph, ctx, form, degree, found, model_flops)
+        yield _finding(graph, ctx, options, form, degree, found, model_flops)
 
 
-def _add(graph, groups, block, module, form, degree):
-    fragments = [n for n in block.nodes if g.is_fragment(graph.nodes[n])]
+def _add(graph, groups, block, module, form, degree, small):
+    fragments = [n for n in block.nodes if n in small]
     key = (g.module_type(graph, module), form, degree, len(fragments))
     groups.setdefault(key, []).append((module, block, fragments))
 
 
-def _finding(graph, ctx, form, degree, found, model_flops):
+def _overhead(graph, fragments) -> float | None:
+    """Measured time above the roofline of all but the largest fragment: what one merged op of
+    the same work would not pay again (an estimate from measurements)."""
+    times = []
+    for n in fragments:
+        d = graph.nodes[n]
+        roof = d.get("roofline")
+        if d.get("latency_ms") is None or not roof:
+            return None
+        times.append(max(0.0, d["latency_ms"] - roof["attainable_ms"]))
+    return sum(times) - max(times, default=0.0)
+
+
+def _finding(graph, ctx, options, form, degree, found, model_flops):
     module, block, fragments = found[0]
-    nodes = [n for _, b, _ in found for n in b.nodes]
-    flops = sum(int(graph.nodes[n].get("flops", 0)) for _, _, frags in found for n in frags)
-    mac = sum(int(graph.nodes[n].get("mac_bytes", 0)) for n in nodes)
-    # The cost is parallelism, not memory traffic: no MAC excess; measured latency with --latency.
-    price = g.price(graph, ctx, mac_bytes=None, nodes=nodes, flops=flops)
+    every = [n for _, _, frags in found for n in frags]
+    flops = sum(int(graph.nodes[n].get("flops", 0)) for n in every)
+    overheads = [_overhead(graph, frags) for _, _, frags in found]
+    saving = sum(overheads) if overheads and all(o is not None for o in overheads) else None
+    alternative = f"the {len(fragments)} small fragments of each block merged into one op of the same work"
+    price = g.price(graph, ctx, alternative=alternative, saving_ms=saving, estimated=True,
+                    claims=[f"{n}#launch" for n in every])
     kind = g.module_type(graph, module) or "block"
     where = f"{kind} {module or block.name}" + (f" and {len(found) - 1} more like it" if len(found) > 1 else "")
     what = f"{degree} parallel branches" if form == "parallel" else f"a chain of {degree} in series"
@@ -58,13 +100,14 @@ def _finding(graph, ctx, form, degree, found, model_flops):
         graph,
         CODE,
         (
-            f"{where}: {len(fragments)} fragments per block ({what}); "
-            f"{flops / max(1, model_flops):.1%} of the model's FLOPs arrive in {len(fragments) * len(found)} "
+            f"{where}: {len(fragments)} small fragments per block ({what}); "
+            f"{flops / max(1, model_flops):.1%} of the model's FLOPs arrive in {len(every)} "
             f"small launches where fewer, wider ops would fill the device"
         ),
         node=block.join or block.nodes[-1],
         module=module,
         price=price,
+        severity=g.severity(price, options),
         evidence={
             "form": form,
             "fragments": len(fragments),
@@ -72,8 +115,7 @@ def _finding(graph, ctx, form, degree, found, model_flops):
             "instances": [m for m, _, _ in found],
             "fragment_ops": fragments,
             "fragment_flops": flops,
-            "flops_share": round(flops / model_flops, 6) if model_flops else None,
-            "mean_fragment_flops": flops // max(1, len(fragments) * len(found)),
-            "blocks_mac_bytes": mac,
+            "flops_share": round(min(1.0, flops / model_flops), 6) if model_flops else None,
+            "mean_fragment_flops": flops // max(1, len(every)),
         },
     )

@@ -45,7 +45,7 @@ def check(graph, options, ctx):
         if not bad:
             continue
         module = data.get("module") or ""
-        price = g.price(graph, ctx, mac_bytes=None, nodes=[name], flops=int(data.get("flops", 0)))
+        price = g.price(graph, ctx, alternative=f"channels padded to multiples of {m}", claims=[f"{name}#align"])
         listed = ", ".join(f"{k}={v} (→ {-(-v // m) * m})" for k, v in bad)
         yield g.finding(
             graph,

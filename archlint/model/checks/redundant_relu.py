@@ -63,8 +63,8 @@ def check(graph, options, ctx):
             continue
         rd = graph.nodes[redundant]
         shape = (rd.get("in_shapes") or [None])[0]
-        saving = g.whatif(ctx, "dropped_activation", tuple(shape)) if shape else None
-        price = g.price(graph, ctx, mac_bytes=int(rd.get("mac_bytes", 0)), nodes=[redundant], whatif_ms=saving)
+        saving = g.whatif_ms(graph, ctx, [redundant], "dropped_activation", tuple(shape)) if shape else None
+        price = g.price(graph, ctx, alternative=f"the {g.op_name(rd)} removed", mac_bytes_saved=int(rd.get("mac_bytes", 0)), saving_ms=saving, removed=[redundant])
         module = rd.get("module") or ""
         yield g.finding(
             graph,

@@ -1,13 +1,20 @@
-"""AL101 unbalanced-channels (ShuffleNetV2 G1): a conv whose c_in:c_out ratio puts its memory
-access cost above the lower bound at equal FLOPs.
+"""AL101 unbalanced-channels (ShuffleNetV2 G1): a chain of convs whose interior widths are
+unbalanced, so it moves more memory than the same chain at balanced widths and equal FLOPs.
 
-For a conv with c1→c2 channels, kernel area k, g groups, input and output maps of hw_in and
-hw_out elements (batch n), MAC = n·(hw_in·c1 + hw_out·c2) + k·c1·c2/g. At fixed FLOPs
-(c1·c2 fixed) the activation term is smallest when hw_in·c1 = hw_out·c2 (AM–GM), so
-    MAC ≥ 2·n·√(hw_in·hw_out·c1·c2) + k·c1·c2/g,
-the paper's bound 2·√(hw·B) + B/hw for a 1×1 conv (hw_in = hw_out, B = hw·c1·c2) and VoVNet's
-form for any kernel. Depthwise convs (c1 = c2) meet it; stem convs that read the image are
-skipped: their input channels are the data's, not a design choice.
+G1 says a conv's MAC is lowest at equal FLOPs when its input and output widths match. A conv is
+never judged alone: its input and output widths are usually someone else's interface (a
+residual add, a concat, the model's input channels, the classes), and changing one conv's width
+changes its partner's. So the unit is a chain: convs where each one's output goes, through
+per-channel ops only (norm, activation, pool, depthwise conv), to the next conv and nowhere
+else. The chain's input and output widths are its interface and stay; its interior widths are
+free. The alternative sets every interior width to one value x chosen so the chain keeps its
+FLOPs, and the finding's price is the MAC it saves (static) or, with --latency, the measured
+time saved by that chain rebuilt at width x (convs and depthwise convs, timed interleaved).
+
+A chain of two convs (an inverted residual's expand/project, a bottleneck's reduce/expand, an
+Inception 1×1 reduction and its 3×3) has one interior width, fixed by its FLOPs: it is already
+the only chain of that FLOPs and interface, and AL101 stays silent on it. ResNet's 1×1-3×3-1×1
+bottleneck is balanced in its interior. Identical chains (a repeated block) are one finding.
 """
 
 from __future__ import annotations
@@ -18,47 +25,181 @@ from archlint.model.checks import _graph as g
 
 CODE = "AL101"
 OPTIONS = {
-    "threshold": 0.3,  # report when MAC exceeds the bound by more than this fraction
-    "min_share": 0.0,  # and the excess is at least this fraction of the model's MAC
+    "threshold": 0.1,  # report when the chain's MAC exceeds the balanced chain's by more than this fraction
+    "min_share": 0.0,  # and the MAC saved is at least this fraction of the model's MAC
+    "min_saving_share": 0.01,  # a warning only when the saving is at least this share of the model
 }
+RIDER_KINDS = frozenset({"norm", "activation", "dropout", "pool", "elementwise"})
+
+
+def _next_conv(graph, name):
+    """(the next conv, the depthwise convs on the way) when `name`'s output reaches exactly one
+    conv through per-channel single-input ops and is used nowhere else; else None."""
+    riders, cur = [], name
+    while True:
+        nxt = g.sole_consumer(graph, cur)
+        if nxt is None or len(g.tensor_inputs(graph, nxt)) != 1:
+            return None
+        data = graph.nodes[nxt]
+        c = g.conv(data)
+        if c is not None and not c.depthwise:
+            return nxt, riders
+        if c is not None:
+            riders.append(nxt)
+        elif data["kind"] not in RIDER_KINDS:
+            return None
+        cur = nxt
+
+
+def chains(graph):
+    """Maximal conv chains, each a list of (conv node, depthwise riders after it)."""
+    convs = {name: c for name, _, c in g.iter_convs(graph) if not c.depthwise}
+    nxt = {}
+    for name in convs:
+        found = _next_conv(graph, name)
+        if found is not None and found[0] in convs:
+            nxt[name] = found
+    targets = {n for n, _ in nxt.values()}
+    out = []
+    for start in convs:
+        if start in targets or start not in nxt:
+            continue
+        chain, cur = [], start
+        while cur is not None:
+            riders = nxt[cur][1] if cur in nxt else []
+            chain.append((cur, riders))
+            cur = nxt[cur][0] if cur in nxt else None
+        out.append(chain)
+    return out
+
+
+def _cost(graph, chain, widths) -> tuple[float, float]:
+    """(FLOPs, MAC in elements) of the chain's convs and depthwise riders at these widths."""
+    flops = mac = 0.0
+    for i, (name, riders) in enumerate(chain):
+        c = g.conv(graph.nodes[name])
+        a, b = widths[i], widths[i + 1]
+        flops += c.n * c.hw_out * c.k * a * b / c.g
+        mac += c.n * (c.hw_in * a + c.hw_out * b) + c.k * a * b / c.g
+        for r in riders:
+            d = g.conv(graph.nodes[r])
+            flops += d.n * d.hw_out * d.k * b
+            mac += d.n * (d.hw_in + d.hw_out) * b + d.k * b
+    return flops, mac
+
+
+def balanced(graph, chain, widths) -> list[int]:
+    """The chain's widths with every interior one set to the x that keeps its FLOPs (rounded to
+    a multiple of the groups it meets, or of 8 when all interior widths were)."""
+    def with_x(x):
+        return [widths[0]] + [x] * (len(widths) - 2) + [widths[-1]]
+
+    f0, f1, f2 = (_cost(graph, chain, with_x(x))[0] for x in (0.0, 1.0, 2.0))
+    a = (f2 - 2 * f1 + f0) / 2
+    b = f1 - f0 - a
+    target = _cost(graph, chain, widths)[0] - f0
+    x = (-b + math.sqrt(b * b + 4 * a * target)) / (2 * a) if a > 0 else target / b
+    groups = [g.conv(graph.nodes[n]).g for n, _ in chain]
+    step = math.lcm(*groups)
+    if step == 1 and all(w % 8 == 0 for w in widths[1:-1]):
+        step = 8
+    return with_x(max(step, round(x / step) * step))
 
 
 def check(graph, options, ctx):
     total = g.module_mac(graph)
-    for name, data, c in g.iter_convs(graph):
-        if c.depthwise or g.reads_model_input(graph, name):
+    found: dict[tuple, list] = {}
+    for chain in chains(graph):
+        if len(chain) < 3:  # one interior width: fixed by the FLOPs, nothing to balance
             continue
-        bound = 2 * c.n * math.sqrt(c.hw_in * c.hw_out * c.c1 * c.c2) + c.weights
-        excess = (c.mac - bound) / bound
-        excess_bytes = round((c.mac - bound) * c.itemsize)
-        if excess <= options["threshold"] or (total and excess_bytes / total < options["min_share"]):
+        convs = [g.conv(graph.nodes[n]) for n, _ in chain]
+        widths = [convs[0].c1] + [c.c2 for c in convs]
+        alt = balanced(graph, chain, widths)
+        flops, mac = _cost(graph, chain, widths)
+        alt_flops, alt_mac = _cost(graph, chain, alt)
+        excess = (mac - alt_mac) / alt_mac
+        saved = round((mac - alt_mac) * convs[0].itemsize)
+        if excess <= options["threshold"] or (total and saved / total < options["min_share"]):
             continue
-        balanced = math.sqrt(c.c1 * c.c2 * c.hw_out / c.hw_in)
-        args = g.conv_args(data)
-        saving = g.whatif(ctx, "balanced_conv", *args) if args else None
-        price = g.price(graph, ctx, mac_bytes=excess_bytes, nodes=[name], whatif_ms=saving)
-        module = data.get("module") or ""
-        yield g.finding(
-            graph,
-            CODE,
-            (
-                f"conv {module or name} maps {c.c1}→{c.c2} channels (1:{c.c2 / c.c1:.3g}): its MAC is "
-                f"{excess:.0%} above the bound at equal FLOPs, reached near {balanced:.0f}→{balanced:.0f}"
-            ),
-            node=name,
-            module=module,
-            price=price,
-            evidence={
-                "in_channels": c.c1,
-                "out_channels": c.c2,
-                "ratio": round(c.c2 / c.c1, 4),
-                "mac_bytes": c.mac * c.itemsize,
-                "bound_bytes": round(bound * c.itemsize),
-                "excess_bytes": excess_bytes,
-                "excess": round(excess, 4),
-                "model_mac_share": round(excess_bytes / total, 6) if total else None,
-                "balanced_channels": round(balanced),
-                "flops": c.flops,
-                "whatif": "conv rebuilt with balanced channels at equal FLOPs" if saving is not None else None,
-            },
-        )
+        # Repeats of one block (siblings under one parent) are one finding; module-ignores still
+        # reach each subtree.
+        parent = g.common_module(graph, [n for n, r in chain for n in (n, *r)]).rpartition(".")[0]
+        key = (parent, tuple(_signature(graph, n, r) for n, r in chain), tuple(widths))
+        found.setdefault(key, []).append((chain, widths, alt, flops, alt_flops, mac, alt_mac, excess, saved))
+    for instances in found.values():
+        yield _finding(graph, ctx, options, instances)
+
+
+def _signature(graph, name, riders):
+    data = graph.nodes[name]
+    return (g.conv_args(data) or tuple(data["in_shapes"][0]), tuple(g.conv_args(graph.nodes[r]) for r in riders))
+
+
+def _finding(graph, ctx, options, instances):
+    chain, widths, alt, flops, alt_flops, mac, alt_mac, excess, saved = instances[0]
+    itemsize = g.conv(graph.nodes[chain[0][0]]).itemsize
+    nodes = [n for inst in instances for name, riders in inst[0] for n in (name, *riders)]
+    modules = [g.common_module(graph, [n for name, r in inst[0] for n in (name, *r)]) for inst in instances]
+    saving = g.whatif(ctx, "chain_widths", *_layers(graph, chain), widths, alt)  # relative, per chain
+    if saving is not None:
+        saving = saving * (g.latency(graph, nodes) or 0.0)  # × the chains' measured time in the model
+    count = len(instances)
+    drift = (alt_flops - flops) / flops if flops else 0.0
+    alternative = (
+        f"the same chain with interior widths {_widths(widths[1:-1])} → {alt[1]} "
+        f"(in {widths[0]}, out {widths[-1]} kept; FLOPs {drift:+.1%})"
+    )
+    price = g.price(
+        graph, ctx, alternative=alternative + (f", in each of {count} chains" if count > 1 else ""),
+        mac_bytes_saved=saved * count, flops_saved=round(flops - alt_flops) * count,
+        saving_ms=saving, claims=nodes,
+    )
+    where = modules[0] or "the model"
+    more = f" and {count - 1} more like it" if count > 1 else ""
+    first = chain[0][0]
+    return g.finding(
+        graph,
+        CODE,
+        (
+            f"conv chain in {where}{more} runs {len(chain)} convs at widths {_widths(widths)}: "
+            f"{excess:.0%} more MAC than the same chain balanced at {alt[1]} with equal FLOPs"
+        ),
+        node=first,
+        module=graph.nodes[first].get("module") if count == 1 and not modules[0] else modules[0],
+        price=price,
+        severity=g.severity(price, options),
+        evidence={
+            "convs": [name for name, _ in chain],
+            "widths": widths,
+            "balanced_widths": alt,
+            "mac_bytes": round(mac * itemsize),
+            "balanced_mac_bytes": round(alt_mac * itemsize),
+            "excess_bytes": saved,
+            "excess": round(excess, 4),
+            "flops": round(flops),
+            "balanced_flops": round(alt_flops),
+            "instances": modules,
+            "whatif": "chain rebuilt at the balanced widths, timed interleaved" if saving is not None else None,
+        },
+    )
+
+
+def _widths(ws) -> str:
+    text = "→".join(str(w) for w in ws[:8])
+    return text + ("→…" if len(ws) > 8 else "")
+
+
+def _layers(graph, chain):
+    """(input shape, layers) to rebuild the chain as 2-D convs for the what-if, or (None, None)."""
+    layers = []
+    for name, riders in chain:
+        args = g.conv_args(graph.nodes[name])
+        if args is None:
+            return None, None
+        layers.append(("conv", *args[2:]))
+        for r in riders:
+            ra = g.conv_args(graph.nodes[r])
+            if ra is None:
+                return None, None
+            layers.append(("dw", *ra[2:]))
+    return tuple(graph.nodes[chain[0][0]]["in_shapes"][0]), tuple(layers)

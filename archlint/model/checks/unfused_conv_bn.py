@@ -1,9 +1,13 @@
-"""AL205 unfused-conv-bn: Conv + BatchNorm pairs left unfused in an eval-mode model.
+"""AL205 unfused-conv-bn: Conv + BatchNorm (and Linear + BatchNorm1d) pairs left unfused in an
+eval-mode model.
 
 In eval, BatchNorm is a fixed per-channel affine map that folds into the conv's weights and bias
 (torch.fx's fuse, torch.ao.quantization.fuse_modules, torch.compile/inductor do it): an unfused BN
 is one more full read and write of the activation. One finding per model, with the pairs and
-the BN traffic they keep in its evidence.
+the BN traffic they keep in its evidence. Its saving is the BN ops' traffic (static) or measured
+time (--latency): folding removes them. Where the pairs sit in a module that re-parameterises
+itself (`reparameterize()`, `switch_to_deploy()`, `fuse()`: RepVGG, MobileOne, FastViT), the
+finding names that method as the fix.
 """
 
 from __future__ import annotations
@@ -20,25 +24,34 @@ OPTIONS = {
 def check(graph, options, ctx):
     if graph.graph.get("mode", "eval") != "eval":
         return
-    pairs = list(g.conv_then_norm(graph))
+    pairs = list(g.producer_then_norm(graph))
     if len(pairs) < max(1, options["min_pairs"]):
         return
     norms = [n for _, n in pairs]
     mac = sum(int(graph.nodes[n].get("mac_bytes", 0)) for n in norms)
     conv, norm = max(pairs, key=lambda p: int(graph.nodes[p[1]].get("mac_bytes", 0)))
-    args = g.conv_args(graph.nodes[conv])
+    args = g.conv_args(graph.nodes[conv]) if graph.nodes[conv]["kind"] == "conv" else None
     costliest = None
     if args:
-        costliest = g.whatif(ctx, "folded_bn", *args, bool(g.attr(graph.nodes[conv], "bias", False)))
-    price = g.price(graph, ctx, mac_bytes=mac, nodes=norms)
+        costliest = g.whatif_ms(graph, ctx, [conv, norm], "folded_bn", *args, bool(g.attr(graph.nodes[conv], "bias", False)))
+    price = g.price(
+        graph, ctx, alternative="each BatchNorm folded into the weights and bias of the conv or linear before it",
+        mac_bytes_saved=mac, removed=norms,
+    )
     module = graph.nodes[conv].get("module") or ""
+    kinds = sorted({"Conv" if graph.nodes[p]["kind"] == "conv" else "Linear" for p, _ in pairs})
+    what = "+".join(kinds) if len(kinds) == 1 else "Conv/Linear"
+    reparam = _reparameterisable(graph, [p for p, _ in pairs])
+    if reparam:
+        fix = "; " + ", ".join(f"{t}.{m}()" for t, m in sorted(reparam.items())) + " fold these before deployment"
+    else:
+        fix = "; fold BN into the conv before deployment (torch.ao.quantization.fuse_modules, torch.fx fusion or torch.compile)"
     yield g.finding(
         graph,
         CODE,
         (
-            f"{len(pairs)} Conv+BatchNorm pair{'s' if len(pairs) > 1 else ''} left unfused in this eval-mode "
-            f"model (costliest: {module or conv}); fold BN into the conv before deployment "
-            f"(torch.ao.quantization.fuse_modules, torch.fx fusion or torch.compile)"
+            f"{len(pairs)} {what}+BatchNorm pair{'s' if len(pairs) > 1 else ''} left unfused in this eval-mode "
+            f"model (costliest: {module or conv}){fix}"
         ),
         node=conv,
         module=module,
@@ -49,5 +62,22 @@ def check(graph, options, ctx):
             "bn_mac_bytes": mac,
             "pair_nodes": [list(p) for p in pairs],
             "whatif_costliest_pair_ms": costliest,
+            "reparameterize": reparam or None,
         },
     )
+
+
+def _reparameterisable(graph, producers) -> dict[str, str]:
+    """Classes on the pairs' module paths that re-parameterise themselves for deployment
+    (RepVGG, MobileOne, FastViT): class name → method name."""
+    modules = graph.graph.get("modules", {})
+    found = {}
+    for p in producers:
+        path = graph.nodes[p].get("module") or ""
+        parts = path.split(".") if path else []
+        for i in range(len(parts), -1, -1):
+            info = modules.get(".".join(parts[:i]))
+            if info and info.get("reparam"):
+                found[info["type"]] = info["reparam"]
+                break
+    return found

@@ -68,7 +68,7 @@ def check(graph, options, ctx):
         if params == 0 and not options["parameterless"]:
             continue
         train_only = any(fnmatch.fnmatchcase(path.lower(), pat.lower()) for pat in options["train_only"])
-        price = g.price(graph, ctx, mac_bytes=None)
+        price = g.price(graph, ctx, alternative=f"{path} deleted (no runtime cost; {params * itemsize} bytes of parameters)", claims=())
         size = f"{params:,} parameters ({g.fmt_bytes(params * itemsize)})"
         if train_only:
             message = (
@@ -108,6 +108,6 @@ def check(graph, options, ctx):
             f"parameter {pname} is never read in the {mode}-mode forward of {owner or 'the model'}",
             node=None,
             module=owner,
-            price=g.price(graph, ctx, mac_bytes=None),
+            price=g.price(graph, ctx, alternative=f"{pname} deleted (no runtime cost)", claims=()),
             evidence={"mode": mode, "parameter": pname},
         )

@@ -1,0 +1,151 @@
+"""Are the prices honest? For the fixes that can be applied mechanically — AL205 (fold BatchNorm
+into the conv), AL202 (drop a redundant ReLU), AL204 (drop a conv bias before BatchNorm) — apply
+the fix to resnet18, mobilenet_v2 and shufflenet_v2_x1_0 and compare the saving archlint claims
+(`price.saving_ms` with --latency) with the end-to-end saving measured on the same CPU, in one run.
+
+    PYTHONPATH=. python benchmarks/price_honesty.py [--rounds 7] [--threads 1]
+
+torchvision's models have no redundant ReLU and no conv bias before BatchNorm, so AL202 and AL204
+rows use an edited variant that has them (a ReLU after each block's own final ReLU; bias=True on
+every conv followed by BatchNorm) and the fix takes the edit out again. The AL205 fix is
+torch.fx's conv-BN fusion. The end-to-end saving is timed interleaved (before, after, before, …)
+over several rounds; its median and interquartile range across rounds are printed, and the
+ratio claimed / measured is only judged where the saving exceeds that noise. Batch 1, 224×224,
+eval, no_grad; timings on a shared machine are noisy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import statistics
+import sys
+import time
+import warnings
+
+import torch
+import torchvision
+from torch import nn
+
+from archlint.config import Settings
+from archlint.model.analyze import analyze_model
+from archlint.model.checks import CheckContext, run_checks
+from archlint.model.measure import measure
+
+MODELS = ("resnet18", "mobilenet_v2", "shufflenet_v2_x1_0")
+
+
+def with_redundant_relu(model: nn.Module) -> nn.Module:
+    """Each block whose output ends in a ReLU/ReLU6 gets one more ReLU after it (AL202 fires)."""
+    model = copy.deepcopy(model)
+    for name, child in list(model.named_modules()):
+        for attr in ("layer1", "layer2", "layer3", "layer4", "stage2", "stage3", "stage4"):
+            stage = getattr(child, attr, None)
+            if isinstance(stage, nn.Sequential) and child is model:
+                for i, block in enumerate(stage):
+                    stage[i] = nn.Sequential(block, nn.ReLU())
+    if isinstance(getattr(model, "features", None), nn.Sequential):  # mobilenet_v2: after each ConvBNReLU
+        for i, block in enumerate(model.features):
+            if type(block).__name__ == "Conv2dNormActivation":
+                model.features[i] = nn.Sequential(block, nn.ReLU())
+    return model
+
+
+def with_bias_before_bn(model: nn.Module) -> nn.Module:
+    """bias=True on every conv whose output goes into a BatchNorm (AL204 fires)."""
+    model = copy.deepcopy(model)
+    gm = torch.fx.symbolic_trace(model)
+    modules = dict(gm.named_modules())
+    for node in gm.graph.nodes:
+        if node.op == "call_module" and isinstance(modules[node.target], nn.BatchNorm2d):
+            src = node.args[0]
+            if src.op == "call_module" and isinstance(modules[src.target], nn.Conv2d) and len(src.users) == 1:
+                conv = modules[src.target]
+                if conv.bias is None:
+                    conv.bias = nn.Parameter(torch.randn(conv.out_channels) * 0.01)
+    return model
+
+
+def fold_bn(model: nn.Module) -> nn.Module:
+    from torch.fx.experimental.optimization import fuse
+
+    return fuse(copy.deepcopy(model).eval())
+
+
+def cases(name: str):
+    """(rule, model with the finding, the same model with the fix applied, what was done)."""
+    base = torchvision.models.get_model(name, weights=None).eval()
+    yield "AL205", base, fold_bn(base), "BatchNorm folded into convs (torch.fx fuse)"
+    redundant = with_redundant_relu(base).eval()
+    yield "AL202", redundant, base, "edited: one redundant ReLU after each block; fix removes it"
+    biased = with_bias_before_bn(base).eval()
+    yield "AL204", biased, base, "edited: bias=True on convs before BatchNorm; fix removes the bias"
+
+
+def claimed(rule: str, model: nn.Module, x: torch.Tensor, settings: Settings) -> tuple[float | None, int, float]:
+    graph, _ = analyze_model(model, (x,), settings)
+    report = measure(graph, model, (x,), "cpu", settings)
+    found = [d for d in run_checks(graph, CheckContext("bench", settings, report.pricer)) if d.code == rule]
+    savings = [d.price.saving_ms for d in found if d.price and d.price.saving_ms is not None]
+    return (sum(savings) if savings else None), len(found), report.end_to_end_ms
+
+
+def end_to_end(before: nn.Module, after: nn.Module, x: torch.Tensor, rounds: int, repeat: int) -> list[float]:
+    """Per round: median(before) − median(after), the two run interleaved."""
+    out = []
+    with torch.no_grad():
+        for _ in range(3):
+            before(x), after(x)
+        for _ in range(rounds):
+            tb, ta = [], []
+            for _ in range(repeat):
+                t0 = time.perf_counter(); before(x); t1 = time.perf_counter(); after(x); t2 = time.perf_counter()
+                tb.append(t1 - t0); ta.append(t2 - t1)
+            out.append((statistics.median(tb) - statistics.median(ta)) * 1e3)
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--repeat", type=int, default=15)
+    ap.add_argument("--threads", type=int, default=1)
+    args = ap.parse_args(argv)
+    warnings.simplefilter("ignore")
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    x = torch.randn(1, 3, 224, 224)
+    settings = Settings(latency=True, warmup=5, repeat=20)
+    print(f"torch {torch.__version__}, {args.threads} thread(s), batch 1, 224×224; "
+          f"end-to-end saving: {args.rounds} rounds × {args.repeat} interleaved runs")
+    print(f"{'model':20} {'rule':6} {'findings':>8} {'model ms':>9} {'claimed ms':>10} {'measured ms':>11} "
+          f"{'IQR ms':>7} {'ratio':>6}  note")
+    ratios = []
+    for name in args.models.split(","):
+        for rule, before, after, what in cases(name):
+            saving, n, model_ms = claimed(rule, before, x, settings)
+            measured = end_to_end(before, after, x, args.rounds, args.repeat)
+            med = statistics.median(measured)
+            q = statistics.quantiles(measured, n=4) if len(measured) > 1 else [med, med, med]
+            iqr = q[2] - q[0]
+            if saving is None:
+                print(f"{name:20} {rule:6} {n:8} {model_ms:9.2f} {'-':>10} {med:11.3f} {iqr:7.3f} {'-':>6}  "
+                      f"no {rule} finding ({what})")
+                continue
+            above = med > max(iqr, 0.02 * model_ms / 10)
+            ratio = saving / med if med > 0 else float("nan")
+            if above:
+                ratios.append(ratio)
+            note = what + ("" if above else "; saving within the noise: not judged")
+            print(f"{name:20} {rule:6} {n:8} {model_ms:9.2f} {saving:10.3f} {med:11.3f} {iqr:7.3f} "
+                  f"{ratio:6.2f}  {note}", flush=True)
+    if ratios:
+        within = sum(1 for r in ratios if 0.7 <= r <= 1.3)
+        print(f"\nclaimed/measured where the saving exceeds the noise: median {statistics.median(ratios):.2f}, "
+              f"{within}/{len(ratios)} within ±30%")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,128 @@
+"""How noisy are the model rules on popular architectures? Findings per rule, warnings per model.
+
+    PYTHONPATH=. python benchmarks/rule_noise.py [--latency] [--models a,b,...] [--json FILE]
+
+25 popular torchvision and timm models (CNNs, ViTs, hybrids), batch 1, 224×224 (inception_v3
+299), each built with random weights, captured, costed and checked as `archlint` does by default
+(static basis). With --latency every model is also timed on this CPU (single process, noisy on a
+shared machine) and the rules price their alternatives by measurement; the table then adds, for
+the ShuffleNetV2 rules (AL101–AL104), how many warnings remain and how many of them have a
+measured positive saving (the alternative measured faster).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+import warnings
+from collections import Counter
+
+import torch
+
+from archlint.config import Settings
+from archlint.diagnostics import Severity
+from archlint.model.analyze import analyze_model
+from archlint.model.checks import CheckContext, run_checks
+
+MODELS = [
+    "tv:resnet18", "tv:resnet50", "tv:mobilenet_v2", "tv:mobilenet_v3_large", "tv:efficientnet_b0",
+    "tv:shufflenet_v2_x1_0", "tv:regnet_y_400mf", "tv:densenet121", "tv:convnext_tiny", "tv:vit_b_16",
+    "tv:swin_t", "tv:inception_v3", "tv:squeezenet1_0", "tv:mnasnet1_0", "tv:googlenet",
+    "timm:resnet50d", "timm:efficientnet_b0", "timm:mobilevit_s", "timm:repvgg_a2", "timm:mobileone_s0",
+    "timm:fastvit_t8", "timm:convnext_atto", "timm:deit_tiny_patch16_224", "timm:levit_128",
+    "timm:edgenext_small",
+]
+SHUFFLENET_RULES = ("AL101", "AL102", "AL103", "AL104")
+
+
+def build(spec: str) -> torch.nn.Module:
+    source, name = spec.split(":")
+    if source == "tv":
+        import torchvision
+
+        return torchvision.models.get_model(name, weights=None)
+    import timm
+
+    return timm.create_model(name, pretrained=False)
+
+
+def run_one(spec: str, latency: bool) -> dict:
+    model = build(spec).eval()
+    size = 299 if spec.endswith("inception_v3") else 224
+    inputs = (torch.randn(1, 3, size, size),)
+    settings = Settings(latency=latency)
+    graph, _ = analyze_model(model, inputs, settings, target=spec)
+    pricer, model_ms = None, None
+    if latency:
+        from archlint.model.measure import measure
+
+        report = measure(graph, model, inputs, "cpu", settings)
+        pricer, model_ms = report.pricer, report.end_to_end_ms
+    found = run_checks(graph, CheckContext(spec, settings, pricer))
+    row = {"model": spec, "model_ms": model_ms, "findings": Counter(d.code for d in found),
+           "warnings": Counter(d.code for d in found if d.severity is not Severity.INFO)}
+    row["g_measured_faster"] = sum(
+        1 for d in found
+        if d.code in SHUFFLENET_RULES and d.severity is not Severity.INFO and _saving_ms(d) is not None and _saving_ms(d) > 0
+    )
+    return row
+
+
+def _saving_ms(d) -> float | None:
+    """The measured saving, under the price contract (saving_ms) or the older fields."""
+    p = d.price
+    if p is None:
+        return None
+    if getattr(p, "basis", None) is not None:
+        return p.saving_ms if p.basis == "measured" else None
+    return getattr(p, "whatif_ms", None)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--latency", action="store_true")
+    ap.add_argument("--models", help="comma-separated subset of the list (tv:NAME or timm:NAME)")
+    ap.add_argument("--json", help="write the rows here too")
+    args = ap.parse_args(argv)
+    torch.set_num_threads(1)
+    warnings.simplefilter("ignore")
+    models = args.models.split(",") if args.models else MODELS
+    rows = []
+    for spec in models:
+        t0 = time.perf_counter()
+        try:
+            row = run_one(spec, args.latency)
+        except Exception as exc:  # one model failing must not cost the table the others
+            print(f"{spec}: failed: {type(exc).__name__}: {str(exc)[:150]}", file=sys.stderr)
+            continue
+        row["seconds"] = time.perf_counter() - t0
+        rows.append(row)
+        w = row["warnings"]
+        print(f"{spec:32} findings {sum(row['findings'].values()):4}  warnings {sum(w.values()):3}  "
+              + " ".join(f"{c}:{n}" for c, n in sorted(w.items()))
+              + (f"  | {row['model_ms']:.1f} ms, G-warnings measured faster {row['g_measured_faster']}/"
+                 f"{sum(w[c] for c in SHUFFLENET_RULES)}" if args.latency else ""), flush=True)
+    codes = sorted({c for r in rows for c in r["findings"]})
+    print(f"\n{'rule':6} {'findings':>8} {'warnings':>8} {'models warned':>13}")
+    for code in codes:
+        print(f"{code:6} {sum(r['findings'][code] for r in rows):8} {sum(r['warnings'][code] for r in rows):8} "
+              f"{sum(1 for r in rows if r['warnings'][code]):13}")
+    per_model = [sum(r["warnings"].values()) for r in rows]
+    print(f"\n{len(rows)} models: {sum(sum(r['findings'].values()) for r in rows)} findings, "
+          f"{sum(per_model)} warnings; warnings per model median {statistics.median(per_model) if rows else 0}, "
+          f"max {max(per_model, default=0)}")
+    if args.latency:
+        g = sum(r["warnings"][c] for r in rows for c in SHUFFLENET_RULES)
+        print(f"AL101–AL104 warnings with --latency: {g}, of which measured faster: "
+              f"{sum(r['g_measured_faster'] for r in rows)}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1, default=dict)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
