@@ -122,7 +122,9 @@ def analyze(spec: ModelSpec, settings: Settings) -> tuple[ModelResult, list[Diag
     from archlint.model.checks import CheckContext, run_checks
 
     diagnostics = run_checks(
-        graph, CheckContext(target=spec.target, settings=settings, pricer=report.pricer if report else None)
+        graph, CheckContext(
+            target=spec.target, settings=settings, pricer=report.pricer if report else None, estimate=result.estimate
+        )
     )
     return result, diagnostics
 

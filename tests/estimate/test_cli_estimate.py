@@ -76,3 +76,13 @@ def test_config_bad_spec_is_exit_2(tmp_path, capsys):
     (tmp_path / "pyproject.toml").write_text('[tool.archlint]\ndevice-spec = "nope"\n')
     assert main([f"{NETS}:TinyNet", "--config", str(tmp_path / "pyproject.toml")]) == 2
     assert "nope" in capsys.readouterr().err
+
+
+def test_prices_use_the_estimate_when_nothing_was_measured(tmp_path, capsys):
+    base = [f"{NETS}:TinyNet", "--input-shape", "8,3,64,64", "--show-info"]
+    static = _json(base, tmp_path, capsys)["diagnostics"]
+    estimated = _json(base + ["--device-spec", "l4"], tmp_path, capsys)["diagnostics"]
+    priced = [d for d in estimated if d["code"] == "AL205"]
+    assert priced and all(d["price"]["basis"] == "estimated" and d["price"]["saving_ms"] > 0 for d in priced)
+    assert all(d["price"]["device"] == "l4" for d in priced if "device" in d["price"])
+    assert all(d["price"]["basis"] == "static" for d in static if d["price"])
