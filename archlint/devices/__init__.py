@@ -160,8 +160,11 @@ def describe(spec: DeviceSpec) -> list[str]:
         lines.append(f"  {spec.cores} cores × {f['fma-units']:g} FMA units × {f['simd-bits']:g}-bit SIMD at {f['frequency-ghz']:g} GHz "
                      f"= {spec.peaks['vector-fp32'] / 1e9:,.0f} GFLOP/s fp32")
         lines.append(f"  memory {spec.bandwidth / 1e9:g} GB/s, cache {spec.cache_bytes / 2**20:g} MiB, overhead {spec.overhead_s * 1e6:g} µs per op")
-    for key, text in spec.sources.items():
-        lines.append(f"    {key}: {text}")
+    by_text: dict[str, list[str]] = {}
+    for key, text in spec.sources.items():  # one line per source, naming the figures it gives
+        by_text.setdefault(text, []).append(key)
+    for text, keys in by_text.items():
+        lines.append(f"    source of {', '.join(keys)}: {text}")
     return lines
 
 

@@ -166,7 +166,7 @@ def unit_for(op: dict, dtype: str, spec: DeviceSpec) -> tuple[str, bool]:
     bits = _BITS.get(dtype, "fp32")
     if spec.kind == "cpu":
         return f"vector-{'fp64' if bits == 'fp64' else 'fp32'}", op["kind"] in GEMM_KINDS
-    cuda = f"cuda-{bits}" if f"cuda-{bits}" in spec.peaks else "cuda-fp32"
+    cuda = f"cuda-{bits}" if spec.peaks.get(f"cuda-{bits}", 0) > 0 else "cuda-fp32"  # no such unit: fp32
     if op["kind"] not in GEMM_KINDS:
         return cuda, False
     if op["kind"] == "conv":
@@ -236,7 +236,8 @@ def estimate_op(op: dict, spec: DeviceSpec, dtype: str, resident_bytes: int = 0)
     bound = "overhead" if spec.overhead_s >= kernel else ("compute" if compute_s >= memory_s else "memory")
     return OpEstimate(
         ms=total * 1e3, bound=bound, compute_ms=compute_s * 1e3, memory_ms=memory_s * 1e3,
-        overhead_ms=spec.overhead_s * 1e3, unit=unit, tile_efficiency=efficiency, cache_bytes_saved=min(mac, resident_bytes), layout_bytes=extra,
+        overhead_ms=spec.overhead_s * 1e3, unit=unit, tile_efficiency=efficiency,
+        cache_bytes_saved=min(mac, resident_bytes), layout_bytes=extra,
     )
 
 
