@@ -86,3 +86,13 @@ def test_prices_use_the_estimate_when_nothing_was_measured(tmp_path, capsys):
     assert priced and all(d["price"]["basis"] == "estimated" and d["price"]["saving_ms"] > 0 for d in priced)
     assert all(d["price"]["device"] == "l4" for d in priced if "device" in d["price"])
     assert all(d["price"]["basis"] == "static" for d in static if d["price"])
+
+
+def test_html_labels_the_estimate_and_plots_it(tmp_path, capsys):
+    html = tmp_path / "r.html"
+    args = [f"{NETS}:TinyNet", "--input-shape", "8,3,64,64", "--device-spec", "rtx4090", "--html", str(html)]
+    assert main(args + ["--exit-zero", "-o", str(tmp_path / "r.txt")]) == 0
+    text = html.read_text()
+    assert "latency ESTIMATED" in text and "on rtx4090" in text
+    assert '"estimated":true' in text and '"est":' in text and '"bound":"memory"' in text
+    assert "spec sheet, tensor-tf32" in text  # the roofs drawn: fp32 convs reach TF32
