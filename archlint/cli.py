@@ -3,6 +3,7 @@
     archlint model.py:Net [--input-shape 1,3,224,224] [--latency] ...   analyze a model
     archlint train.py src/ [--fix]                                      lint training code
     archlint rule AL101 | archlint rules | archlint calibrate           the catalog, the device
+    archlint device-specs                                               built-in specs for --device-spec
 
 Everything heavy is imported lazily: linting code never imports torch.
 """
@@ -19,7 +20,7 @@ from archlint import __version__
 from archlint.errors import UsageError
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
-SUBCOMMANDS = ("rule", "rules", "calibrate")
+SUBCOMMANDS = ("rule", "rules", "calibrate", "device-specs")
 FORMATS = ("text", "json", "sarif", "github", "junit")
 
 
@@ -33,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="archlint",
         description="Efficiency linter for PyTorch: `archlint model.py:Net` analyzes a model, "
         "`archlint train.py src/` lints training code. Also: `archlint rule CODE`, "
-        "`archlint rules`, `archlint calibrate`.",
+        "`archlint rules`, `archlint calibrate`, `archlint device-specs`.",
     )
     p.add_argument("--version", action="version", version=f"archlint {__version__}")
     p.add_argument("targets", nargs="*", help="PATH.py:NAME for a model; files or directories to lint")
@@ -113,6 +114,9 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument("--warmup", type=int, help="untimed runs before timing (default 10)")
     model.add_argument("--repeat", type=int, help="timed runs; the median is reported (default 50)")
     model.add_argument("--trace", type=Path, metavar="DIR", help="write a torch.profiler trace to DIR")
+    model.add_argument(
+        "--device-spec", metavar="NAME|FILE", help="estimate latency on this device from its spec (see `archlint device-specs`)"
+    )
 
     gate = p.add_argument_group("CI gate")
     for name in ("max-flops", "max-mac", "max-params", "max-latency-ms"):
@@ -159,6 +163,11 @@ def _settings(args: argparse.Namespace):
         if value is not None:
             setattr(s, attr, value)
     s.trace_dir = args.trace
+    if args.device_spec:
+        from archlint.devices import resolve
+
+        resolve(args.device_spec)  # a bad name or file is an error before any model is built
+        s.device_spec = args.device_spec
     s.top, s.strategy = args.top, args.strategy
     s.fix, s.unsafe_fixes, s.diff = args.fix, args.unsafe_fixes, args.diff
     s.cache = s.cache and not args.no_cache
@@ -223,6 +232,8 @@ def _model_specs(args: argparse.Namespace, settings) -> list:
             if not eq or not key.isidentifier():
                 raise UsageError(f"--init {item!r} must look like KEY=VALUE, e.g. num_classes=10")
             spec.init[key] = _parse_value(value)
+        if args.device_spec:
+            spec.device_spec = args.device_spec
         for name in ("max_flops", "max_mac", "max_params", "max_latency_ms"):
             value = getattr(args, name)
             if value is not None:
@@ -284,6 +295,12 @@ def run_subcommand(argv: list[str]) -> int:
             raise UsageError("usage: archlint rule CODE (e.g. archlint rule AL101)")
         sys.stdout.write(registry.get(rest[0]).body)
         return EXIT_CLEAN
+    if name == "device-specs":
+        if rest:
+            raise UsageError("usage: archlint device-specs (lists the built-in device specs)")
+        from archlint.devices import list_command
+
+        return list_command()
     if name == "rules":
         from archlint.report.text import print_rules
 

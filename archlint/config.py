@@ -43,6 +43,7 @@ class ModelSpec:
     hf_config: dict[str, Any] = field(default_factory=dict)  # hf:NAME targets: config fields to override
     decode: int | None = None  # also analyze one decode step with a KV cache of this many tokens
     budgets: dict[str, float] = field(default_factory=dict)  # max-flops, max-mac, ...
+    device_spec: str | None = None  # --device-spec NAME|FILE for this model (overrides the global one)
 
 
 @dataclass
@@ -72,6 +73,7 @@ class Settings:
     warmup: int = 10
     repeat: int = 50
     trace_dir: Path | None = None
+    device_spec: str | None = None  # estimate latency on this spec (NAME or TOML file): archlint.devices
     # Gate
     baseline: Path | None = None
     save_baseline: Path | None = None
@@ -189,9 +191,11 @@ _KEYS = {
     "repeat",
     "tolerance",
     "output-format",
+    "device-spec",
 }
 _MODEL_KEYS = {
     "target", "input-shapes", "input-shape", "inputs", "input-dtype", "dtype", "device", "init", "config", "budgets",
+    "device-spec",
 }
 _BUDGETS = {"max-flops", "max-mac", "max-params", "max-latency-ms"}
 # [tool.archlint] tolerance key → the ModelResult.totals field it bounds
@@ -289,7 +293,7 @@ def from_table(table: dict[str, Any], root: Path, source: str = "pyproject.toml"
     models = table.get("models", [])
     if not isinstance(models, list):
         raise UsageError(f"{source}: [tool.archlint] models must be an array of tables ([[tool.archlint.models]])")
-    s.models = [_model_spec(m, i, source) for i, m in enumerate(models)]
+    s.models = [_model_spec(m, i, source, root) for i, m in enumerate(models)]
     for key, attr, kind in (
         ("cache", "cache", bool),
         ("jobs", "jobs", int),
@@ -314,7 +318,21 @@ def from_table(table: dict[str, Any], root: Path, source: str = "pyproject.toml"
         s.cache_dir = root / table["cache-dir"]
     if "tolerance" in table:
         s.tolerance = _tolerance(table["tolerance"], source)
+    if "device-spec" in table:
+        s.device_spec = _device_spec(table["device-spec"], root, f"{source}: [tool.archlint] device-spec")
     return s
+
+
+def _device_spec(value: Any, root: Path, where: str) -> str:
+    """A built-in spec name or a TOML file (relative to the config's directory), validated now."""
+    from archlint import devices
+
+    if not isinstance(value, str) or not value:
+        raise UsageError(f"{where} must be a spec name such as \"rtx4090\" or a TOML file path")
+    if value not in devices.builtin_names() and not Path(value).is_absolute():
+        value = str(root / value)
+    devices.resolve(value)
+    return value
 
 
 def _tolerance(value: Any, source: str) -> dict[str, float]:
@@ -390,7 +408,7 @@ def _input(value: Any, where: str) -> InputSpec:
     return InputSpec(_shape(value, where))
 
 
-def _model_spec(entry: Any, index: int, source: str) -> ModelSpec:
+def _model_spec(entry: Any, index: int, source: str, root: Path = Path(".")) -> ModelSpec:
     where = f"{source}: [[tool.archlint.models]] entry {index + 1}"
     if not isinstance(entry, dict) or "target" not in entry:
         raise UsageError(f"{where} needs a 'target' such as \"model.py:Net\"")
@@ -451,4 +469,5 @@ def _model_spec(entry: Any, index: int, source: str) -> ModelSpec:
         init=dict(init),
         hf_config=dict(hf_config),
         budgets=dict(budgets),
+        device_spec=_device_spec(entry["device-spec"], root, f"{where}: device-spec") if "device-spec" in entry else None,
     )

@@ -32,6 +32,9 @@ class Layer:
     latency_spread_ms: list[float] | None = None  # [q1, q3] of the repeats
     roofline: dict[str, Any] | None = None  # intensity, bound, attainable_ms, efficiency
     inputs: list[str] = field(default_factory=list)  # producer op names (OpGraph in-edges)
+    estimated_ms: float | None = None  # --device-spec: static estimate on that device (not measured)
+    bound: str | None = None  # --device-spec: compute | memory | overhead, per the estimate
+    estimate_terms: dict[str, Any] | None = None  # the estimate's parts: compute/memory/overhead ms, unit, ...
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -65,6 +68,7 @@ class ModelResult:
     notes: list[str] = field(default_factory=list)  # fallbacks taken, estimates, caveats
     roofline: dict[str, Any] | None = None  # device peaks used for the roofline
     timing: str | None = None  # how latency was measured (per-op replay, module hooks, ...)
+    estimate: dict[str, Any] | None = None  # --device-spec: {device_spec, latency_ms, method, assumptions}
     flops_convention: str = "multiply-adds (1 FMA = 1 FLOP), as fvcore and torchvision's _ops"
     inputs: list[dict[str, Any]] = field(default_factory=list)  # [{"name", "shape", "dtype"}] per input
     phase: str | None = None  # "decode" for the --decode step of a causal LM; None: the forward as given

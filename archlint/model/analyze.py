@@ -123,11 +123,19 @@ def analyze(spec: ModelSpec, settings: Settings) -> tuple[ModelResult, list[Diag
         result.timing = report.method
         result.roofline = report.peaks
         result.notes.extend(report.notes)
+    spec_name = getattr(spec, "device_spec", None) or getattr(settings, "device_spec", None)
+    if spec_name:
+        from archlint.devices import resolve
+        from archlint.model.estimate import estimate_graph
+
+        result.estimate = estimate_graph(graph, resolve(spec_name, getattr(settings, "root", None)))
     result.layers = opgraph.to_layers(graph)
     from archlint.model.checks import CheckContext, run_checks
 
     diagnostics = run_checks(
-        graph, CheckContext(target=spec.target, settings=settings, pricer=report.pricer if report else None)
+        graph, CheckContext(
+            target=spec.target, settings=settings, pricer=report.pricer if report else None, estimate=result.estimate
+        )
     )
     return result, diagnostics
 

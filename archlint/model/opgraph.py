@@ -111,6 +111,9 @@ def to_layers(graph: nx.DiGraph) -> list[Layer]:
             latency_spread_ms=d.get("latency_spread_ms"),
             roofline=d.get("roofline"),
             inputs=list(graph.predecessors(name)),
+            estimated_ms=d.get("estimated_ms"),
+            bound=d.get("estimate_bound"),
+            estimate_terms=d.get("estimate_terms"),
         )
         for name, d in ops(graph)
     ]

@@ -123,7 +123,8 @@ def _model_payload(m: ModelResult, diagnostics: list[Diagnostic]) -> dict:
     return {
         "target": m.target,
         "measured": measured,
-        "peaks": _peaks(m.roofline),
+        "peaks": _peaks(m.roofline) or _spec_roofs(m.estimate),
+        "estimated": bool(m.estimate) and not measured,
         "layers": [_layer(layer, index, flagged.get(i, [])) for i, layer in enumerate(m.layers)],
         "levels": graph_levels(m.layers),
         "detail": _default_level(m.layers),
@@ -147,6 +148,8 @@ def _layer(layer: Layer, index: dict[str, int], codes: list[str]) -> dict:
         "lat": layer.latency_ms,
         "spread": layer.latency_spread_ms,
         "roof": layer.roofline,
+        "est": layer.estimated_ms,
+        "bound": layer.bound,
         "inputs": [index[p] for p in layer.inputs if p in index],
         "findings": sorted(set(codes)),
     }
@@ -160,6 +163,15 @@ def _peaks(roofline: dict | None) -> dict | None:
     if not flops or not bw:
         return None
     return {"flops": float(flops), "bandwidth": float(bw), "device": roofline.get("device")}
+
+
+def _spec_roofs(estimate: dict | None) -> dict | None:
+    """The spec's roofs for an estimate (datasheet peak of the dtype's best unit, DRAM bandwidth)."""
+    roofs = (estimate or {}).get("roofs")
+    if not roofs:
+        return None
+    return {"flops": float(roofs["peak_flops_per_s"]), "bandwidth": float(roofs["bandwidth_bytes_per_s"]),
+            "device": f"{estimate['device_spec']} (spec sheet, {roofs['unit']})"}
 
 
 def _pointed_at(d: Diagnostic, index) -> list[str]:
@@ -295,6 +307,12 @@ def _model_section(i: int, m: ModelResult, diagnostics: list[Diagnostic], gate: 
         ("activations", human_bytes(t.activation_bytes)),
         ("latency end-to-end", f"<b>{_e(latency)}</b>"),
         ("latency, sum of ops", _e(op_sum) + (f" <span class=muted>{_e(m.timing)}</span>" if m.timing else "")),
+        *(
+            [("latency ESTIMATED", f"<b>{_e(_ms(m.estimate['latency_ms']))}</b> on {_e(m.estimate['device_spec'])} "
+              f"<span class=muted>static estimate from the spec sheet, not measured: {_e(m.estimate['method'])}; "
+              f"assumes {_e('; '.join(m.estimate['assumptions']))}</span>")]
+            if m.estimate else []
+        ),
         ("ops", f"{len(m.layers)}" + (f" ({t.unknown_ops} without a cost formula, not counted)" * bool(t.unknown_ops))),
     ]
     if m.roofline:

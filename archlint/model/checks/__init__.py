@@ -29,6 +29,7 @@ class CheckContext:
     target: str
     settings: Settings
     pricer: Any = None  # archlint.model.measure.Pricer when latency was measured
+    estimate: dict | None = None  # --device-spec: models[].estimate; ops carry estimated_ms
 
 
 @functools.cache

@@ -341,8 +341,9 @@ def price(
     """A finding's price: what `alternative` saves. With --latency the basis is measured — the
     rule's what-if `saving_ms` when it timed one, else the measured time of the `removed` ops
     (those the alternative does away with entirely) — as a share of the model's measured latency.
-    Without, or when nothing could be timed, it is static: the MAC saved as a share of the
-    model's MAC. `claims` (default: the removed ops) are the ops the saving is made of;
+    Without, with --device-spec and ops to remove, it is estimated: their estimated time as a
+    share of the model's estimate. Otherwise, or when nothing could be timed, it is static: the
+    MAC saved as a share of the model's MAC. `claims` (default: the removed ops) are the ops the saving is made of;
     `estimated` labels a saving_ms derived from measured times by a model (a proportion)."""
     removed = list(removed)
     claims = tuple(removed if claims is None else claims)
@@ -358,6 +359,13 @@ def price(
                 mac_bytes_saved=mac_bytes_saved,
                 flops_saved=flops_saved, device=str(device) if device is not None else None, claims=claims,
             )
+    estimate = getattr(ctx, "estimate", None)
+    if pricer is None and estimate and removed:  # no measurement: the device-spec estimate of the removed ops
+        saving = sum(graph.nodes[n].get("estimated_ms") or 0.0 for n in removed)
+        return Price.timed(
+            alternative, saving_ms=saving, model_ms=estimate["latency_ms"], basis="estimated",
+            mac_bytes_saved=mac_bytes_saved, flops_saved=flops_saved, device=estimate["device_spec"], claims=claims,
+        )
     return Price.static(
         alternative, mac_bytes_saved=mac_bytes_saved, model_mac_bytes=module_mac(graph), flops_saved=flops_saved,
         claims=claims,

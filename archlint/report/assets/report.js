@@ -62,8 +62,8 @@
   function ModelView(m, i) {
     this.m = m;
     this.i = i;
-    this.cost = m.layers.map((L) => (m.measured ? L.lat || 0 : L.known ? L.mac : 0));
-    this.metric = m.measured ? "measured latency" : "MAC bytes (latency not measured)";
+    this.cost = m.layers.map((L) => (m.measured ? L.lat || 0 : m.estimated ? L.est || 0 : L.known ? L.mac : 0));
+    this.metric = m.measured ? "measured latency" : m.estimated ? "ESTIMATED latency (device spec)" : "MAC bytes (latency not measured)";
     this.selected = null;
     this.roofline();
     this.timeBars();
@@ -141,7 +141,7 @@
   ModelView.prototype.roofline = function () {
     const m = this.m,
       peaks = m.peaks;
-    const mode = m.measured ? "achieved" : peaks ? "attainable" : "work";
+    const mode = m.measured ? "achieved" : m.estimated ? "estimated" : peaks ? "attainable" : "work";
     const byKind = new Map();
     let skipped = 0,
       lo = Infinity,
@@ -155,6 +155,7 @@
       }
       const x = L.roof && L.roof.intensity ? L.roof.intensity : work / L.mac;
       if (mode === "achieved") y = L.lat ? work / (L.lat / 1e3) : null;
+      else if (mode === "estimated") y = L.est ? work / (L.est / 1e3) : null;
       else if (mode === "attainable") y = Math.min(peaks.flops, x * peaks.bandwidth);
       else y = work;
       if (!(y > 0)) {
@@ -197,6 +198,7 @@
     const yTitle = {
       achieved: "achieved FLOP/s (2 × multiply-adds / measured latency)",
       attainable: "attainable FLOP/s (roofline model: latency not measured)",
+      estimated: "ESTIMATED FLOP/s (2 × multiply-adds / estimated latency)",
       work: "work (FLOP = 2 × multiply-adds)",
     }[mode];
     const cap = {
@@ -205,6 +207,7 @@
         (peaks
           ? `; the line is the device's measured roofs (${si(peaks.flops, "FLOP/s")}, ${si(peaks.bandwidth, "B/s")}).`
           : "; no device roofs were measured."),
+      estimated: `ESTIMATED, not measured: each op at the FLOP/s the device-spec estimate gives it on ${esc(peaks ? peaks.device : "the spec")}; the line is the spec's roofs (${si(peaks ? peaks.flops : 0, "FLOP/s")}, ${si(peaks ? peaks.bandwidth : 0, "B/s")}).`,
       attainable: `Latency was not measured (run with --latency): ops sit on the roof at the FLOP/s the roofline model allows (${si(peaks ? peaks.flops : 0, "FLOP/s")}, ${si(peaks ? peaks.bandwidth : 0, "B/s")}).`,
       work: "Latency was not measured and no device roofs are known (run with --latency): each op's arithmetic intensity against its work. Left of the others means memory-bound on any device.",
     }[mode];
@@ -268,7 +271,7 @@
     const top = order.slice(0, TOP),
       rest = order.slice(TOP);
     const total = order.reduce((s, k) => s + this.cost[k], 0);
-    const fmt = m.measured ? ms : bytes;
+    const fmt = m.measured || m.estimated ? ms : bytes;
     const labels = top.map((k) => m.layers[k].name);
     const values = top.map((k) => this.cost[k]);
     const colours = top.map((k) => colour(m.layers[k].kind));
@@ -280,6 +283,8 @@
           (untimed
             ? ` ${untimed} op${untimed === 1 ? " was" : "s were"} not timed on their own and are left out.`
             : "")
+        : m.estimated
+        ? `ESTIMATED per-op latency from the device spec (not measured), costliest first; the ops sum to ${ms(total)}.`
         : `Latency was not measured (run with --latency): per-op MAC instead, costliest first; ${bytes(total)} in all.`) +
       (rest.length
         ? ` The ${top.length} shown hold ${(100 * (1 - restShare)).toFixed(1)}%; the other ${rest.length} ops ${(100 * restShare).toFixed(1)}%.`
@@ -370,6 +375,8 @@
       ["MAC", (L) => L.mac, "num", null, bytes],
       ["params", (L) => L.params, "num", null, count],
       ["latency", (L) => L.lat, "num", null, ms],
+      ["est. ms", (L) => L.est, "num", null, ms],
+      ["bound", (L) => L.bound || ""],
       [
         "intensity",
         (L) => (L.mac > 0 ? (2 * L.flops) / L.mac : null),

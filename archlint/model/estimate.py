@@ -1,0 +1,327 @@
+"""A static latency estimate per op and end to end for a device the user names by its spec.
+
+No device, no weights: the OpGraph's shapes and costs, and the spec's datasheet figures
+(archlint.devices). Each op's time is a roofline refined by four named terms, each a function
+below with its own test:
+
+    unit            which peak the op can reach: tensor cores only for dense GEMM-like ops in
+                    fp16/bf16 (and TF32 for fp32 convs, cuDNN's default); depthwise/grouped convs,
+                    norms, reductions and element-wise ops run on the CUDA cores (vector units).
+    tile_efficiency the share of the SMs' tile work that is useful: a GEMM is cut into tiles of
+                    the spec's size; partial tiles are padded and partial waves leave SMs idle
+                    (a GEMM whose tiles fill 1.1 waves costs 2 waves).
+    cache_resident  bytes of an op's input that the op just before it wrote and that fit in the
+                    L2 (last-level cache on a CPU): read from cache, not from DRAM.
+    layout          tensor-core convs run in NHWC: on NCHW activations (torch's default memory
+                    format) cuDNN transposes the input in and the output back, one more read and
+                    write of each (NVIDIA Deep Learning Performance guide, "Tensor layouts in
+                    memory: NCHW vs NHWC").
+    overhead        the fixed cost of launching one op. A GPU runs kernels asynchronously, so
+                    the host's launch cost hides under longer kernels: time = max(kernel, launch).
+                    A CPU runs the framework and the kernel on the same cores: time = launch + kernel.
+
+    op time = combine(overhead, max(2·FLOPs / (peak(unit) · tile_efficiency),
+                                   (MAC bytes − cache-resident bytes + layout bytes) / bandwidth))
+
+FLOPs are multiply-adds; roofline math uses 2 × FLOPs. End to end = the sum of the ops: eager
+execution, one kernel per op, no fusion, no torch.compile, no CUDA graphs. No fitted factors:
+every number comes from the spec.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import networkx as nx
+
+from archlint.devices import DeviceSpec
+from archlint.model import opgraph
+
+GEMM_KINDS = frozenset({"conv", "linear", "matmul", "attention"})
+# Kinds that launch no kernel: views and eval-mode dropout (MAC 0).
+_NO_KERNEL = frozenset({"reshape", "split"})
+_BITS = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32", "float64": "fp64", "int8": "int8"}
+# cuDNN's tensor-core grouped kernels need at least this many channels per group (multiples of 8).
+MIN_TENSOR_CORE_GROUP_WIDTH = 8
+
+
+@dataclass
+class OpEstimate:
+    ms: float
+    bound: str  # compute | memory | overhead
+    compute_ms: float
+    memory_ms: float
+    overhead_ms: float
+    unit: str  # the peak used: "tensor-fp16", "cuda-fp32", "vector-fp32", ...
+    tile_efficiency: float
+    cache_bytes_saved: int
+    layout_bytes: int = 0
+
+    def to_dict(self) -> dict:
+        return {
+            "compute_ms": self.compute_ms,
+            "memory_ms": self.memory_ms,
+            "overhead_ms": self.overhead_ms,
+            "unit": self.unit,
+            "tile_efficiency": round(self.tile_efficiency, 4),
+            "cache_bytes_saved": self.cache_bytes_saved,
+            "layout_bytes": self.layout_bytes,
+        }
+
+
+# ---- the GEMM view of an op -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Gemm:
+    """batch independent (m × k)·(k × n) products; what tiles and waves are computed from."""
+
+    m: int
+    n: int
+    k: int
+    batch: int = 1
+
+
+def _prod(xs: Iterable[int]) -> int:
+    return math.prod(int(x) for x in xs)
+
+
+def gemm_of(op: dict) -> Gemm | None:
+    """The GEMM an op runs (conv as implicit GEMM: m = N·out pixels, n = Cout/groups,
+    k = Cin/groups·kernel, one GEMM per group), or None when it has no GEMM form."""
+    kind, ins, outs = op["kind"], op.get("in_shapes") or [], op.get("out_shapes") or []
+    if not outs or not outs[0]:
+        return None
+    out = outs[0]
+    try:
+        if kind == "conv":
+            w = (op.get("param_shapes") or {}).get("weight") or (ins[1] if len(ins) > 1 else None)
+            if w is None or len(out) < 3:
+                return None
+            groups = int(op.get("attrs", {}).get("groups", 1) or 1)
+            spatial_dims = len(w) - 2
+            if op.get("attrs", {}).get("transposed"):
+                pixels = _prod(ins[0][-spatial_dims:]) * _prod(ins[0][: len(ins[0]) - spatial_dims - 1])
+                return Gemm(m=pixels, n=int(w[1]), k=int(w[0]) // groups * _prod(w[2:]), batch=groups)
+            pixels = _prod(out[: len(out) - spatial_dims - 1]) * _prod(out[-spatial_dims:])
+            return Gemm(m=pixels, n=int(w[0]) // groups, k=int(w[1]) * _prod(w[2:]), batch=groups)
+        if kind == "linear":
+            k = ins[1][-1] if op.get("key") == "addmm" and len(ins) > 2 else ins[0][-1]
+            return Gemm(m=_prod(out[:-1]), n=int(out[-1]), k=int(k))
+        if kind == "matmul":
+            if op.get("key") == "einsum" or len(out) < 2:
+                return None
+            a = ins[1] if op.get("key") in ("baddbmm", "addbmm") else ins[0]
+            return Gemm(m=int(out[-2]), n=int(out[-1]), k=int(a[-1]), batch=_prod(out[:-2]))
+        if kind == "attention" and op.get("key") != "MultiheadAttention" and len(ins) >= 3:
+            # Fused (flash) attention: one tile of query rows per (batch·head), looping over keys;
+            # the tile's output is the whole head dimension.
+            q, k = ins[0], ins[1]
+            return Gemm(m=int(q[-2]), n=int(ins[2][-1]), k=int(k[-2]), batch=_prod(q[:-2]))
+    except (IndexError, TypeError, ValueError):
+        return None
+    return None
+
+
+# ---- the refinement terms ----------------------------------------------------------------------
+
+
+def tile_efficiency(g: Gemm, tile: tuple[int, int, int], sms: int) -> float:
+    """Useful share of the work the SMs do for this GEMM: tile padding (m, n, k rounded up to
+    the tile) times wave quantization (tiles spread over the SMs in whole waves). The library
+    may swap m and n (compute the transpose); the better of the two is taken."""
+
+    def one(m: int, n: int) -> float:
+        tm, tn, tk = tile
+        tiles = g.batch * math.ceil(m / tm) * math.ceil(n / tn)
+        padded = g.batch * math.ceil(m / tm) * tm * math.ceil(n / tn) * tn * math.ceil(g.k / tk) * tk
+        waves = math.ceil(tiles / sms)
+        useful = g.batch * m * n * g.k
+        return useful / padded * tiles / (waves * sms)
+
+    if min(g.m, g.n, g.k, g.batch) <= 0:
+        return 1.0
+    return max(one(g.m, g.n), one(g.n, g.m))
+
+
+def attention_tile(g: Gemm, tile: tuple[int, int, int]) -> tuple[int, int, int]:
+    """Fused attention kernels are built per head dimension: a block of `tile[0]` query rows holds
+    the whole head (n = the power of two ≥ head dim, at least 32) and walks the keys in blocks of
+    `tile[1]` (the GEMM's k is the key count)."""
+    head = max(32, 1 << max(0, (g.n - 1).bit_length()))
+    return (tile[0], head, tile[1])
+
+
+def unit_for(op: dict, dtype: str, spec: DeviceSpec) -> tuple[str, bool]:
+    """(the spec's peak key this op can use, whether it is a tensor-core GEMM).
+
+    GPU: dense convs, linears, matmuls and attention in fp16/bf16/fp8/int8 use tensor cores; in
+    fp32, convs use TF32 (torch.backends.cudnn.allow_tf32 is True by default) while matmuls and
+    linears stay on the CUDA cores (torch.backends.cuda.matmul.allow_tf32 is False by default).
+    A depthwise conv, or a grouped one narrower than 8 channels per group, never reaches the
+    tensor cores, nor do norms, reductions, pools and element-wise ops. CPU: everything runs
+    on the vector units."""
+    bits = _BITS.get(dtype, "fp32")
+    if spec.kind == "cpu":
+        return f"vector-{'fp64' if bits == 'fp64' else 'fp32'}", op["kind"] in GEMM_KINDS
+    cuda = f"cuda-{bits}" if spec.peaks.get(f"cuda-{bits}", 0) > 0 else "cuda-fp32"  # no such unit: fp32
+    if op["kind"] not in GEMM_KINDS:
+        return cuda, False
+    if op["kind"] == "conv":
+        attrs = op.get("attrs", {})
+        groups = int(attrs.get("groups", 1) or 1)
+        if groups > 1:
+            w = (op.get("param_shapes") or {}).get("weight")
+            width = min(int(w[1]), int(w[0]) // groups) if w else 1  # channels per group, in and out
+            if width < MIN_TENSOR_CORE_GROUP_WIDTH or width % 8:
+                return cuda, False
+        tensor = "tensor-tf32" if bits == "fp32" else f"tensor-{bits}"
+    else:
+        tensor = f"tensor-{bits}" if bits != "fp32" else None
+    if tensor and spec.peaks.get(tensor, 0) > 0:
+        return tensor, True
+    return cuda, False
+
+
+def cache_resident(op_bytes_in: int, producer_out_bytes: int | None, cache_bytes: float) -> int:
+    """Bytes of this op's input still in cache: what the op run just before wrote, when it fits
+    in the cache (with this op's own reads beside it, half the cache is the bound used)."""
+    if producer_out_bytes is None or producer_out_bytes > cache_bytes / 2:
+        return 0
+    return min(op_bytes_in, producer_out_bytes)
+
+
+def layout_bytes(op: dict, tensor: bool, spec: DeviceSpec) -> int:
+    """Extra DRAM bytes of the NCHW ↔ NHWC transposes around a tensor-core conv on a GPU: the
+    input activation read and written once more, and the output likewise."""
+    if spec.kind != "gpu" or not tensor or op["kind"] != "conv":
+        return 0
+    ins, outs = op.get("in_shapes") or [], op.get("out_shapes") or []
+    if not ins or len(ins[0]) < 4:
+        return 0
+    itemsize = int(op.get("itemsize", 2))
+    return 2 * (_prod(ins[0]) + sum(_prod(o) for o in outs)) * itemsize
+
+
+def combine(kernel_s: float, overhead_s: float, asynchronous: bool) -> float:
+    """Asynchronous launch (GPU): the host's launch cost hides under a longer kernel. Synchronous
+    (CPU): the framework's per-op cost adds to the kernel."""
+    return max(kernel_s, overhead_s) if asynchronous else kernel_s + overhead_s
+
+
+# ---- one op, a whole graph ---------------------------------------------------------------------
+
+
+def estimate_op(op: dict, spec: DeviceSpec, dtype: str, resident_bytes: int = 0) -> OpEstimate:
+    kind = op["kind"]
+    flops, mac = int(op.get("flops", 0)), int(op.get("mac_bytes", 0))
+    unit, tensor = unit_for(op, dtype, spec)
+    if kind in _NO_KERNEL or (mac == 0 and flops == 0 and op.get("known", True)):
+        # A view launches nothing: free on a GPU; on a CPU the framework still dispatches it.
+        overhead = 0.0 if spec.kind == "gpu" else spec.overhead_s
+        return OpEstimate(overhead * 1e3, "overhead", 0.0, 0.0, overhead * 1e3, unit, 1.0, 0)
+    efficiency = 1.0
+    if tensor and spec.kind == "gpu":
+        g = gemm_of(op)
+        if g is not None:
+            efficiency = tile_efficiency(g, attention_tile(g, spec.tile) if kind == "attention" else spec.tile, spec.sms)
+    compute_s = 2 * flops / (spec.peaks[unit] * efficiency)
+    extra = layout_bytes(op, tensor, spec)
+    dram = max(0, mac - resident_bytes) + extra
+    memory_s = dram / spec.bandwidth
+    kernel = max(compute_s, memory_s)
+    total = combine(kernel, spec.overhead_s, spec.kind == "gpu")
+    bound = "overhead" if spec.overhead_s >= kernel else ("compute" if compute_s >= memory_s else "memory")
+    return OpEstimate(
+        ms=total * 1e3, bound=bound, compute_ms=compute_s * 1e3, memory_ms=memory_s * 1e3,
+        overhead_ms=spec.overhead_s * 1e3, unit=unit, tile_efficiency=efficiency,
+        cache_bytes_saved=min(mac, resident_bytes), layout_bytes=extra,
+    )
+
+
+def _source_kernel(graph: nx.DiGraph, name: str) -> str:
+    """The op that wrote a tensor, looking through views (which write nothing)."""
+    seen = 0
+    while graph.nodes[name]["kind"] in _NO_KERNEL and seen < 64:
+        preds = list(graph.predecessors(name))
+        if len(preds) != 1:
+            break
+        name, seen = preds[0], seen + 1
+    return name
+
+
+def estimate_graph(graph: nx.DiGraph, spec: DeviceSpec) -> dict:
+    """Set `estimated_ms`, `estimate_bound` and `estimate_terms` on every op; return the model's
+    estimate (the JSON `models[].estimate`)."""
+    dtype = graph.graph.get("dtype", "float32")
+    total_ms, last_kernel, bounds, unknown = 0.0, None, {"compute": 0.0, "memory": 0.0, "overhead": 0.0}, 0
+    for name, op in opgraph.ops(graph):
+        resident = 0
+        if last_kernel is not None and op["kind"] not in _NO_KERNEL:
+            readers = {_source_kernel(graph, p) for p in graph.predecessors(name)}
+            if last_kernel in readers:
+                resident = cache_resident(int(op.get("in_bytes", 0)), int(graph.nodes[last_kernel].get("out_bytes", 0)), spec.cache_bytes)
+        est = estimate_op(op, spec, dtype, resident)
+        if not op.get("known", True):
+            unknown += 1
+        op["estimated_ms"], op["estimate_bound"], op["estimate_terms"] = est.ms, est.bound, est.to_dict()
+        total_ms += est.ms
+        bounds[est.bound] += est.ms
+        if op["kind"] not in _NO_KERNEL and int(op.get("mac_bytes", 0)) > 0:
+            last_kernel = name
+    return {
+        "device_spec": spec.name,
+        "latency_ms": total_ms,
+        "method": (
+            f"static estimate for {spec.name} ({spec.description}) from its spec sheet: per op "
+            "max(2·FLOPs / peak of the unit it can use × tile/wave efficiency, DRAM bytes / bandwidth), "
+            + ("max with the launch overhead (asynchronous launch)" if spec.kind == "gpu" else "plus the per-op framework overhead")
+            + "; end to end = sum of ops (eager execution, one kernel per op)"
+        ),
+        "assumptions": assumptions(spec, dtype, graph, unknown, bounds, total_ms),
+        "roofs": roofs(spec, dtype),
+    }
+
+
+def roofs(spec: DeviceSpec, dtype: str) -> dict:
+    """The spec's roofs for this dtype: the best peak a GEMM can reach, and DRAM bandwidth."""
+    unit, _ = unit_for({"kind": "linear", "attrs": {}}, dtype, spec)
+    if spec.kind == "gpu" and dtype == "float32" and spec.peaks.get("tensor-tf32", 0) > 0:
+        unit = "tensor-tf32"  # fp32 convs reach TF32 (cuDNN's default)
+    return {"unit": unit, "peak_flops_per_s": spec.peaks[unit], "bandwidth_bytes_per_s": spec.bandwidth}
+
+
+def assumptions(spec: DeviceSpec, dtype: str, graph: nx.DiGraph, unknown: int, bounds: dict, total_ms: float) -> list[str]:
+    out = [
+        "an estimate, not a measurement: datasheet peaks (dense, no sparsity) and peak DRAM bandwidth; "
+        "real kernels reach less of both, so real time is usually higher",
+        "eager PyTorch: one kernel per op, no fusion, no torch.compile, no CUDA graphs; end to end = sum of ops",
+        f"dtype {dtype} for every op (as captured); FLOPs are multiply-adds, the roofline counts 2 per multiply-add",
+    ]
+    if spec.kind == "gpu":
+        out += [
+            f"GEMM-like ops on tensor cores in {tile_note(spec)}; fp32 convs use TF32 (cuDNN default), fp32 matmuls "
+            "do not (torch default); depthwise/narrow grouped convs, norms, reductions and element-wise ops use CUDA cores",
+            "activations in NCHW (torch's default memory format): a tensor-core conv pays cuDNN's NCHW↔NHWC transposes of its input and output",
+            f"an op's input written by the op just before it is read from L2 when it fits in half of {spec.cache_bytes / 2**20:.0f} MiB",
+            f"launch overhead {spec.overhead_s * 1e6:.1f} µs per kernel, hidden under longer kernels (asynchronous launch); views launch nothing",
+        ]
+    else:
+        out += [
+            f"all ops on {spec.cores} cores' vector units (peak fp32 {spec.peaks['vector-fp32'] / 1e9:,.0f} GFLOP/s)",
+            f"an op's input written by the op just before it is read from cache when it fits in half of {spec.cache_bytes / 2**20:.0f} MiB",
+            f"{spec.overhead_s * 1e6:.1f} µs of framework overhead per op (views included), added to each op",
+        ]
+    if unknown:
+        out.append(f"{unknown} ops without a cost formula are counted at the launch overhead only")
+    if total_ms > 0:
+        shares = ", ".join(f"{k} {v / total_ms:.0%}" for k, v in bounds.items() if v > 0)
+        out.append(f"time by bound: {shares}")
+    return out
+
+
+def tile_note(spec: DeviceSpec) -> str:
+    tm, tn, tk = spec.tile
+    return f"{tm}×{tn}×{tk} tiles over {spec.sms} SMs (padding and partial waves counted)"
