@@ -57,6 +57,7 @@ class Settings:
     warmup: int = 10
     repeat: int = 50
     trace_dir: Path | None = None
+    what_if: list[str] | None = None  # --what-if: transformations to time (None: off); implies latency
     # Gate
     baseline: Path | None = None
     save_baseline: Path | None = None
@@ -172,6 +173,7 @@ _KEYS = {
     "repeat",
     "tolerance",
     "output-format",
+    "what-if",
 }
 _MODEL_KEYS = {"target", "input-shapes", "input-shape", "dtype", "device", "init", "budgets"}
 _BUDGETS = {"max-flops", "max-mac", "max-params", "max-latency-ms"}
@@ -288,7 +290,19 @@ def from_table(table: dict[str, Any], root: Path, source: str = "pyproject.toml"
         s.cache_dir = root / table["cache-dir"]
     if "tolerance" in table:
         s.tolerance = _tolerance(table["tolerance"], source)
+    if table.get("what-if", False) is not False:  # true (all), "all", "a,b" or ["a", "b"]
+        s.what_if = what_if_names(table["what-if"], f"{source}: [tool.archlint] what-if")
+        s.latency = True
     return s
+
+
+def what_if_names(value: Any, where: str) -> list[str]:
+    """The --what-if transformations named by a flag or config value (true or "all": every one)."""
+    if not isinstance(value, (bool, str, list)) or value is False:
+        raise UsageError(f"{where} must be true, \"all\" or a list of transformations, got {value!r}")
+    from archlint.model.speedups.names import parse_names
+
+    return parse_names(value, where)
 
 
 def _tolerance(value: Any, source: str) -> dict[str, float]:

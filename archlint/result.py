@@ -52,6 +52,26 @@ class Totals:
 
 
 @dataclass
+class WhatIf:
+    """One standard speed-up (--what-if) timed end to end against the unchanged model, or why it
+    does not apply. Times are medians of interleaved passes in ms; `spread` is the interquartile
+    range of the per-pass speed-ups (baseline pass / the transformed pass right after it);
+    diffs compare the outputs on the same input: max |a − b|, and that over max |a|."""
+
+    name: str  # "bf16", "fold-bn", ..., or "combined: fold-bn + channels-last"
+    applicable: bool
+    reason: str  # why not; or, when applicable, what was done
+    baseline_ms: float | None = None
+    transformed_ms: float | None = None
+    spread: list[float] | None = None  # [q1, q3] of the per-pass speed-ups
+    speedup: float | None = None  # baseline_ms / transformed_ms
+    max_abs_diff: float | None = None
+    max_rel_diff: float | None = None
+    compile_s: float | None = None  # torch.compile only: the first call, compilation included
+    passes: int | None = None  # timed passes of each (after warm-up)
+
+
+@dataclass
 class ModelResult:
     target: str
     strategy: str  # fx | export | dispatch
@@ -65,12 +85,15 @@ class ModelResult:
     notes: list[str] = field(default_factory=list)  # fallbacks taken, estimates, caveats
     roofline: dict[str, Any] | None = None  # device peaks used for the roofline
     timing: str | None = None  # how latency was measured (per-op replay, module hooks, ...)
+    what_if: list[WhatIf] | None = None  # --what-if: the standard speed-ups, measured
     flops_convention: str = "multiply-adds (1 FMA = 1 FLOP), as fvcore and torchvision's _ops"
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["totals"] = self.totals.to_dict()
         d["layers"] = [layer.to_dict() for layer in self.layers]
+        if self.what_if is None:  # absent unless --what-if ran (the JSON contract adds it then)
+            del d["what_if"]
         return d
 
 

@@ -112,12 +112,21 @@ def analyze(spec: ModelSpec, settings: Settings) -> tuple[ModelResult, list[Diag
         result.timing = report.method
         result.roofline = report.peaks
         result.notes.extend(report.notes)
+    if settings.what_if is not None:
+        from archlint.model.speedups.run import what_ifs
+
+        result.what_if, notes = what_ifs(loaded.model, loaded.inputs, spec.device, settings, settings.what_if)
+        result.notes.extend(notes)
     result.layers = opgraph.to_layers(graph)
     from archlint.model.checks import CheckContext, run_checks
 
     diagnostics = run_checks(
         graph, CheckContext(target=spec.target, settings=settings, pricer=report.pricer if report else None)
     )
+    if result.what_if:
+        from archlint.model.speedups.links import link
+
+        link(diagnostics, result.what_if, spec.device)
     return result, diagnostics
 
 

@@ -54,3 +54,7 @@ def print_model(model: ModelResult, settings: Settings, console: Console) -> Non
         from archlint.report.time_table import print_time
 
         print_time(model, console)
+    if model.what_if:
+        from archlint.report.what_if_table import print_what_if
+
+        print_what_if(model.what_if, console)
