@@ -54,8 +54,9 @@ class Totals:
 @dataclass
 class WhatIf:
     """One standard speed-up (--what-if) timed end to end against the unchanged model, or why it
-    does not apply. Times are medians of interleaved passes in ms; `spread` is the interquartile
-    range of the per-pass speed-ups (baseline pass / the transformed pass right after it);
+    does not apply. Times are medians of interleaved passes in ms; `speedup` and `spread` are the
+    median and interquartile range of the per-pass speed-ups (baseline pass / the transformed
+    pass right after it);
     diffs compare the outputs on the same input: max |a − b|, and that over max |a|."""
 
     name: str  # "bf16", "fold-bn", ..., or "combined: fold-bn + channels-last"
@@ -64,7 +65,7 @@ class WhatIf:
     baseline_ms: float | None = None
     transformed_ms: float | None = None
     spread: list[float] | None = None  # [q1, q3] of the per-pass speed-ups
-    speedup: float | None = None  # baseline_ms / transformed_ms
+    speedup: float | None = None  # median of the per-pass speed-ups (≈ baseline_ms / transformed_ms)
     max_abs_diff: float | None = None
     max_rel_diff: float | None = None
     compile_s: float | None = None  # torch.compile only: the first call, compilation included

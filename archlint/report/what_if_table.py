@@ -47,7 +47,7 @@ def print_what_if(what_ifs: list[WhatIf], console: Console) -> None:
         )
     console.print(table)
     console.print(
-        "  speed-up = baseline ms / transformed ms (medians of interleaved passes); IQR = quartiles of the "
-        "per-pass speed-ups; rel diff = max |a − b| / max |a| over the outputs on the same input",
+        "  speed-up = median of the per-pass ratios baseline / transformed (interleaved passes); IQR = their "
+        "quartiles; rel diff = max |a − b| / max |a| over the outputs on the same input",
         style="dim",
     )

@@ -4,9 +4,9 @@ compilation, timed apart), then all of them timed end to end in ONE interleaved 
 baseline (base, v1, v2, ..., base, v1, v2, ...) with archlint's timer, so every one sees the
 same machine. Then the best applicable combination, timed as one against the baseline again.
 
-The timed passes are bounded by a budget: the time of --repeat baseline passes, shared by all
-runs (at least MIN_PASSES each), so that --what-if costs about as much again as --latency's
-own timing, whatever the number of transformations.
+The timed passes are bounded by a budget: the time of --repeat baseline passes (MIN_BUDGET_S at
+least), shared by all runs (MIN_PASSES each at least), so that --what-if costs about as much
+again as --latency's own timing, whatever the number of transformations.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from archlint.model.timer import Stats, make_timer, sample
 from archlint.result import WhatIf
 
 MIN_PASSES = 3
+MIN_BUDGET_S = 0.5  # small models get this much timing at least: their passes are too few otherwise
 # A transformation joins the combination when its median speed-up is at least this and its
 # per-pass speed-ups' lower quartile is above 1 (it beats the baseline beyond the noise).
 MIN_GAIN = 1.03
@@ -104,8 +105,9 @@ def _time(base: Variant, variants: dict[str, Variant], results: dict[str, WhatIf
 
     calls = [timed(i, v) for i, v in enumerate(runs)]
     costs = [_seconds(v) for v in runs]  # one warm call each: what a pass of each costs
-    passes = max(MIN_PASSES, min(settings.repeat, math.floor(budget * settings.repeat * costs[0] / sum(costs))))
-    warmup = max(0, math.ceil(settings.warmup / 2) - 2)  # each was called twice already
+    allowed = budget * max(settings.repeat * costs[0], MIN_BUDGET_S)
+    passes = max(MIN_PASSES, min(settings.repeat, math.floor(allowed / sum(costs))))
+    warmup = max(1, math.ceil(settings.warmup / 2) - 2)  # each was called twice already
     with torch.no_grad():
         sampled = sample(calls, timer, warmup, passes)
     baseline = sampled[0]
@@ -113,14 +115,16 @@ def _time(base: Variant, variants: dict[str, Variant], results: dict[str, WhatIf
         ratios = [b / t for b, t in zip(baseline.passes, s.passes) if t > 0]
         w = results[name]
         w.baseline_ms, w.transformed_ms = baseline.per_pass.median, s.per_pass.median
-        w.speedup = w.baseline_ms / w.transformed_ms if w.transformed_ms > 0 else None
-        w.spread = Stats.of(ratios).spread if ratios else None
+        # The median of the paired per-pass ratios: a stall that hits one pass moves one ratio,
+        # where it can move either median of the two separate series.
+        ratio = Stats.of(ratios) if ratios else None
+        w.speedup, w.spread = (ratio.median, ratio.spread) if ratio else (None, None)
         w.passes = passes
     return [
         f"what-ifs timed end to end against a copy of the model: {passes} interleaved passes each after "
         f"{warmup + 2} warm-up calls (the passes of all {len(runs)} runs share the time of --repeat "
-        f"{settings.repeat} baseline passes, {MIN_PASSES} at least); eval mode, torch.no_grad() unless "
-        "inference-mode"
+        f"{settings.repeat} baseline passes or {MIN_BUDGET_S} s, whichever is longer, {MIN_PASSES} passes at "
+        "least); eval mode, torch.no_grad() unless inference-mode"
     ]
 
 
