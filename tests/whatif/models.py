@@ -78,3 +78,35 @@ class FlattenByView(nn.Module):
     def forward(self, x):
         y = self.conv(x)
         return self.fc(y.view(y.size(0), -1))
+
+
+class HandAttention(nn.Module):
+    """Self-attention written by hand twice, the two common ways (timm's and the textbook's),
+    and a third one with an additive mask (not replaced: SDPA without the mask would differ)."""
+
+    def __init__(self, dim: int = 32, heads: int = 4):
+        super().__init__()
+        self.heads, self.head_dim = heads, dim // heads
+        self.scale = self.head_dim**-0.5
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.drop = nn.Dropout(0.1)
+        self.proj = nn.Linear(dim, dim)
+
+    def _qkv(self, x):
+        b, n, d = x.shape
+        return self.qkv(x).reshape(b, n, 3, self.heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
+
+    def _merge(self, x):
+        b, h, n, hd = x.shape
+        return self.proj(x.transpose(1, 2).reshape(b, n, h * hd))
+
+    def forward(self, x):
+        q, k, v = self._qkv(x)
+        attn = (q @ k.transpose(-2, -1)) * self.scale  # timm's Attention (fused_attn=False)
+        x = x + self._merge(self.drop(attn.softmax(dim=-1)) @ v)
+        q, k, v = self._qkv(x)
+        scores = torch.matmul(q, k.transpose(2, 3)) / (self.head_dim**0.5)  # the textbook's
+        x = x + self._merge(torch.matmul(torch.nn.functional.softmax(scores, dim=-1), v))
+        q, k, v = self._qkv(x)
+        scores = q @ k.transpose(-2, -1) * self.scale + torch.triu(torch.full((x.shape[1],) * 2, -1e4), 1)
+        return x + self._merge(scores.softmax(-1) @ v)

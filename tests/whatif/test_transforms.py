@@ -18,7 +18,7 @@ from archlint.result import WhatIf
 from .models import ConvBN, FlattenByView, LSTMLM, TokensBN
 
 FAST = Settings(warmup=1, repeat=3)
-NO_COMPILE = ["fold-bn", "channels-last", "int8-dynamic", "bf16", "fp16", "inference-mode"]
+NO_COMPILE = ["fold-bn", "sdpa", "channels-last", "int8-dynamic", "bf16", "fp16", "inference-mode"]
 
 
 def _by_name(results):
@@ -174,3 +174,19 @@ def test_combined_is_timed_as_one_and_named_by_its_parts(monkeypatch):
     _timed_ok(combined)
     assert combined.reason == "3 pairs folded (fx graph); torch.inference_mode() instead of torch.no_grad()"
     assert combined.max_rel_diff <= 1e-5 and math.isfinite(combined.speedup)
+
+
+def test_sdpa_replaces_hand_written_attention_and_keeps_outputs():
+    from .models import HandAttention
+
+    model, x = HandAttention().eval(), torch.randn(2, 10, 32)
+    found = _by_name(what_ifs(model, (x,), "cpu", FAST, ["sdpa"])[0])
+    w = found["sdpa"]
+    _timed_ok(w)
+    assert w.reason == "2 hand-written attentions replaced by F.scaled_dot_product_attention"  # not the masked one
+    assert w.max_rel_diff <= 1e-5
+
+
+def test_sdpa_is_not_applicable_without_the_pattern():
+    found = _by_name(what_ifs(ConvBN().eval(), (torch.randn(1, 3, 8, 8),), "cpu", FAST, ["sdpa"])[0])
+    assert found["sdpa"].reason.startswith("no hand-written attention")

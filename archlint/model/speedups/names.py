@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from archlint.errors import UsageError
 
-NAMES = ("fold-bn", "channels-last", "int8-dynamic", "bf16", "fp16", "inference-mode", "compile")
+NAMES = ("fold-bn", "sdpa", "channels-last", "int8-dynamic", "bf16", "fp16", "inference-mode", "compile")
 # At most one of these in a combination: each is a way to run the big layers in lower precision.
 PRECISION = ("int8-dynamic", "bf16", "fp16")
 

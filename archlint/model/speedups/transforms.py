@@ -105,6 +105,21 @@ def fold(v: Variant) -> Variant:
     return v.with_("fold-bn", f"{pairs} pair{'s' if pairs > 1 else ''} folded ({where})", model=model)
 
 
+def sdpa(v: Variant) -> Variant:
+    if v.compiled:
+        raise NotApplicable("the model is already compiled")
+    from archlint.model.speedups.sdpa import replace_attention
+
+    try:
+        model, found = replace_attention(copy.deepcopy(v.model), v.inputs)
+    except Exception as exc:  # fx cannot trace the model: the pattern cannot be looked for
+        raise NotApplicable(f"fx could not trace the model to look for attention: {first_line(exc)}") from None
+    if not found:
+        raise NotApplicable("no hand-written attention (softmax(q @ kᵀ · scale) @ v) in the fx graph")
+    return v.with_("sdpa", f"{found} hand-written attention{'s' if found > 1 else ''} replaced by "
+                   "F.scaled_dot_product_attention", model=model)
+
+
 def int8_dynamic(v: Variant) -> Variant:
     if v.device.type != "cpu":
         raise NotApplicable("torch.ao dynamic quantization runs on CPU only")
@@ -149,6 +164,7 @@ def compile_(v: Variant) -> Variant:
 
 ORDER: dict[str, Callable[[Variant], Variant]] = {
     "fold-bn": fold,
+    "sdpa": sdpa,
     "channels-last": channels_last,
     "int8-dynamic": int8_dynamic,
     "bf16": _autocast(torch.bfloat16),
