@@ -4,9 +4,10 @@ compilation, timed apart), then all of them timed end to end in ONE interleaved 
 baseline (base, v1, v2, ..., base, v1, v2, ...) with archlint's timer, so every one sees the
 same machine. Then the best applicable combination, timed as one against the baseline again.
 
-The timed passes are bounded by a budget: the time of --repeat baseline passes (MIN_BUDGET_S at
-least), shared by all runs (MIN_PASSES each at least), so that --what-if costs about as much
-again as --latency's own timing, whatever the number of transformations.
+The timed passes are bounded by a budget: the time of BUDGET × --repeat baseline passes
+(MIN_BUDGET_S at least), shared by all runs (MIN_PASSES each at least), and a third of that for
+the combination, so that --what-if adds about as much as --latency's own timing (which times
+the per-op replay and the model, --repeat passes each), whatever the number of transformations.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from archlint.model.timer import Stats, make_timer, sample
 from archlint.result import WhatIf
 
 MIN_PASSES = 3
+BUDGET = 1.5  # the single what-ifs' passes share the time of this many × --repeat baseline passes
 MIN_BUDGET_S = 0.5  # small models get this much timing at least: their passes are too few otherwise
 # A transformation joins the combination when its median speed-up is at least this and its
 # per-pass speed-ups' lower quartile is above 1 (it beats the baseline beyond the noise).
@@ -54,7 +56,7 @@ def what_ifs(model: nn.Module, inputs, device: str, settings, names: list[str] |
         label = "combined: " + " + ".join(combo)
         variant, outcome = _prepare(base, combo, reference, label)
         if variant is not None:  # timed the same way, on half the budget
-            _time(base, {label: variant}, {label: outcome}, settings, budget=0.5)
+            _time(base, {label: variant}, {label: outcome}, settings, budget=BUDGET / 3)
         results[label] = outcome
     elif len([w for w in results.values() if w.applicable]) >= 2:
         results["combined"] = WhatIf(
@@ -89,7 +91,7 @@ def _prepare(base: Variant, chain: tuple[str, ...], reference, label: str | None
     )
 
 
-def _time(base: Variant, variants: dict[str, Variant], results: dict[str, WhatIf], settings, budget: float = 1.0) -> list[str]:
+def _time(base: Variant, variants: dict[str, Variant], results: dict[str, WhatIf], settings, budget: float = BUDGET) -> list[str]:
     """Time the baseline and every variant interleaved in one sample; fill the results."""
     if not variants:
         return []
@@ -107,7 +109,7 @@ def _time(base: Variant, variants: dict[str, Variant], results: dict[str, WhatIf
     costs = [_seconds(v) for v in runs]  # one warm call each: what a pass of each costs
     allowed = budget * max(settings.repeat * costs[0], MIN_BUDGET_S)
     passes = max(MIN_PASSES, min(settings.repeat, math.floor(allowed / sum(costs))))
-    warmup = max(1, math.ceil(settings.warmup / 2) - 2)  # each was called twice already
+    warmup = 1 if settings.warmup else 0  # each was called twice already (its first call, its cost)
     with torch.no_grad():
         sampled = sample(calls, timer, warmup, passes)
     baseline = sampled[0]
@@ -122,9 +124,9 @@ def _time(base: Variant, variants: dict[str, Variant], results: dict[str, WhatIf
         w.passes = passes
     return [
         f"what-ifs timed end to end against a copy of the model: {passes} interleaved passes each after "
-        f"{warmup + 2} warm-up calls (the passes of all {len(runs)} runs share the time of --repeat "
-        f"{settings.repeat} baseline passes or {MIN_BUDGET_S} s, whichever is longer, {MIN_PASSES} passes at "
-        "least); eval mode, torch.no_grad() unless inference-mode"
+        f"{warmup + 2} warm-up calls (the passes of all {len(runs)} runs share the time of {budget:g} × --repeat "
+        f"{settings.repeat} baseline passes or {budget * MIN_BUDGET_S:g} s, whichever is longer, {MIN_PASSES} passes at "
+        "least; more --repeat, more passes); eval mode, torch.no_grad() unless inference-mode"
     ]
 
 
