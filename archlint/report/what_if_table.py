@@ -31,11 +31,11 @@ def print_what_if(what_ifs: list[WhatIf], console: Console) -> None:
         return
     table = Table(title="what-if: standard speed-ups measured end to end on a copy of the model", title_justify="left")
     for column, justify in (
-        ("transformation", "left"), ("speed-up", "right"), ("IQR", "right"), ("", "left"), ("baseline ms", "right"),
-        ("transformed ms", "right"), ("max abs diff", "right"), ("max rel diff", "right"), ("compile s", "right"),
-        ("applied / why not", "left"),
+        ("transformation", "left"), ("speed-up", "right"), ("IQR", "right"), ("", "left"), ("base ms", "right"),
+        ("new ms", "right"), ("abs diff", "right"), ("rel diff", "right"), ("compile s", "right"),
     ):
-        table.add_column(column, justify=justify, overflow="fold")
+        table.add_column(column, justify=justify, no_wrap=True)
+    table.add_column("applied / why not", ratio=1, overflow="fold")  # the one column that wraps
     for w in ranked(what_ifs):
         if not w.applicable or w.speedup is None:
             table.add_row(w.name, "n/a", "", "", "", "", "", "", "", w.reason)
@@ -48,6 +48,7 @@ def print_what_if(what_ifs: list[WhatIf], console: Console) -> None:
     console.print(table)
     console.print(
         "  speed-up = median of the per-pass ratios baseline / transformed (interleaved passes); IQR = their "
-        "quartiles; rel diff = max |a − b| / max |a| over the outputs on the same input",
+        "quartiles; base/new ms: medians; abs diff = max |a − b| over the outputs on the same input, rel diff = that "
+        "/ max |a|",
         style="dim",
     )

@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 import math
 import time
+from dataclasses import replace
 
 import torch
 from torch import nn
@@ -27,7 +28,7 @@ from archlint.model.speedups.transforms import ORDER, NotApplicable, Variant, fi
 from archlint.model.timer import Stats, make_timer, sample
 from archlint.result import WhatIf
 
-MIN_PASSES = 3
+MIN_PASSES = 5  # a median of fewer passes is at the mercy of one stall on a shared machine
 BUDGET = 1.5  # the single what-ifs' passes share the time of this many × --repeat baseline passes
 MIN_BUDGET_S = 0.5  # small models get this much timing at least: their passes are too few otherwise
 # A transformation joins the combination when its median speed-up is at least this and its
@@ -42,7 +43,8 @@ def what_ifs(model: nn.Module, inputs, device: str, settings, names: list[str] |
     dev = resolve_device(device)
     names = [n for n in NAMES if n in (names if names is not None else NAMES)]
     base = Variant(_eval_copy(model, dev), _to(inputs, dev), dev)
-    reference = _first_call(base)[0]
+    reference, first_s = _first_call(base)
+    base = replace(base, first_s=first_s)
     results: dict[str, WhatIf] = {}
     variants: dict[str, Variant] = {}
     for name in names:
@@ -78,6 +80,7 @@ def _prepare(base: Variant, chain: tuple[str, ...], reference, label: str | None
         for name in chain:
             variant = ORDER[name](variant)
         output, first_s = _first_call(variant)
+        variant = replace(variant, first_s=first_s)
     except NotApplicable as why:
         return None, WhatIf(label, False, str(why))
     except UsageError:
@@ -106,10 +109,12 @@ def _time(base: Variant, variants: dict[str, Variant], results: dict[str, WhatIf
         return call
 
     calls = [timed(i, v) for i, v in enumerate(runs)]
-    costs = [_seconds(v) for v in runs]  # one warm call each: what a pass of each costs
+    # What a pass of each costs: its first call (an overestimate: one-time set-up included), but a
+    # compiled one's first call is its compilation, so it is called once more for that.
+    costs = [_seconds(v) if v.compiled else v.first_s for v in runs]
     allowed = budget * max(settings.repeat * costs[0], MIN_BUDGET_S)
     passes = max(MIN_PASSES, min(settings.repeat, math.floor(allowed / sum(costs))))
-    warmup = 1 if settings.warmup else 0  # each was called twice already (its first call, its cost)
+    warmup = 1 if settings.warmup else 0  # after its first call (a compiled one: two calls)
     with torch.no_grad():
         sampled = sample(calls, timer, warmup, passes)
     baseline = sampled[0]
@@ -124,7 +129,7 @@ def _time(base: Variant, variants: dict[str, Variant], results: dict[str, WhatIf
         w.passes = passes
     return [
         f"what-ifs timed end to end against a copy of the model: {passes} interleaved passes each after "
-        f"{warmup + 2} warm-up calls (the passes of all {len(runs)} runs share the time of {budget:g} × --repeat "
+        f"{warmup + 1} warm-up call{'s' if warmup else ''} (the passes of all {len(runs)} runs share the time of {budget:g} × --repeat "
         f"{settings.repeat} baseline passes or {budget * MIN_BUDGET_S:g} s, whichever is longer, {MIN_PASSES} passes at "
         "least; more --repeat, more passes); eval mode, torch.no_grad() unless inference-mode"
     ]

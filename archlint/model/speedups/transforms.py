@@ -39,6 +39,7 @@ class Variant:
     compiled: bool = False
     applied: tuple[str, ...] = ()
     detail: str = ""  # what was done, in words ("12 pairs folded (fx graph)")
+    first_s: float = 0.0  # seconds of its first call, once made (for compile: the compilation)
 
     def __call__(self):
         grad = torch.inference_mode() if self.inference_mode else torch.no_grad()
