@@ -62,7 +62,8 @@ def what_ifs(model: nn.Module, inputs, device: str, settings, names: list[str] |
         results[label] = outcome
     elif len([w for w in results.values() if w.applicable]) >= 2:
         results["combined"] = WhatIf(
-            "combined", False, "fewer than two transformations beat the baseline beyond the noise: nothing to combine"
+            "combined", False, "fewer than two transformations that can go together beat the baseline beyond the "
+            f"noise (at most one of {', '.join(PRECISION)}): nothing to combine"
         )
     if any(v.compiled for v in variants.values()):
         import torch._dynamo
