@@ -56,7 +56,8 @@ def what_if_section(what_ifs: list[WhatIf] | None) -> str:
         )
     return (
         "<h3>What if <span class=muted>(standard speed-ups measured end to end on a copy of the model)</span></h3>"
-        f"<p class=muted>Bar: speed-up = median of the per-pass ratios baseline / transformed (scale 0–{top:.1f}×, line at 1×, whisker: "
+        "<p class=muted>Bar: speed-up = median of the per-pass ratios baseline / transformed "
+        f"(scale 0–{top:.1f}×, line at 1×, whisker: "
         "interquartile range of the per-pass speed-ups). Accuracy cost: the largest output difference on the same "
         "input, absolute and relative to the largest output.</p>"
         f"<table class=whatif>{''.join(body)}</table>"

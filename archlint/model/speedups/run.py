@@ -36,7 +36,9 @@ MIN_BUDGET_S = 0.5  # small models get this much timing at least: their passes a
 MIN_GAIN = 1.03
 
 
-def what_ifs(model: nn.Module, inputs, device: str, settings, names: list[str] | None = None) -> tuple[list[WhatIf], list[str]]:
+def what_ifs(
+    model: nn.Module, inputs, device: str, settings, names: list[str] | None = None
+) -> tuple[list[WhatIf], list[str]]:
     """The what-ifs for `model` on `device` (each requested name, in canonical order, then the
     combination), and notes on how they were timed. `model` is never changed: everything runs
     on a deep copy in eval mode."""
@@ -95,7 +97,9 @@ def _prepare(base: Variant, chain: tuple[str, ...], reference, label: str | None
     )
 
 
-def _time(base: Variant, variants: dict[str, Variant], results: dict[str, WhatIf], settings, budget: float = BUDGET) -> list[str]:
+def _time(
+    base: Variant, variants: dict[str, Variant], results: dict[str, WhatIf], settings, budget: float = BUDGET
+) -> list[str]:
     """Time the baseline and every variant interleaved in one sample; fill the results."""
     if not variants:
         return []
@@ -130,9 +134,10 @@ def _time(base: Variant, variants: dict[str, Variant], results: dict[str, WhatIf
         w.passes = passes
     return [
         f"what-ifs timed end to end against a copy of the model: {passes} interleaved passes each after "
-        f"{warmup + 1} warm-up call{'s' if warmup else ''} (the passes of all {len(runs)} runs share the time of {budget:g} × --repeat "
-        f"{settings.repeat} baseline passes or {budget * MIN_BUDGET_S:g} s, whichever is longer, {MIN_PASSES} passes at "
-        "least; more --repeat, more passes); eval mode, torch.no_grad() unless inference-mode"
+        f"{warmup + 1} warm-up call{'s' if warmup else ''} (the passes of all {len(runs)} runs share the time "
+        f"of {budget:g} × --repeat {settings.repeat} baseline passes or {budget * MIN_BUDGET_S:g} s, whichever "
+        f"is longer, {MIN_PASSES} passes at least; more --repeat, more passes); eval mode, torch.no_grad() "
+        "unless inference-mode"
     ]
 
 
