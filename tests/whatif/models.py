@@ -81,8 +81,9 @@ class FlattenByView(nn.Module):
 
 
 class HandAttention(nn.Module):
-    """Self-attention written by hand twice, the two common ways (timm's and the textbook's),
-    and a third one with an additive mask (not replaced: SDPA without the mask would differ)."""
+    """Self-attention written by hand three times, the common ways (timm's older one, the
+    textbook's, q scaled first), and a fourth one with an additive mask (not replaced: SDPA
+    without the mask would differ)."""
 
     def __init__(self, dim: int = 32, heads: int = 4):
         super().__init__()
@@ -107,6 +108,8 @@ class HandAttention(nn.Module):
         q, k, v = self._qkv(x)
         scores = torch.matmul(q, k.transpose(2, 3)) / (self.head_dim**0.5)  # the textbook's
         x = x + self._merge(torch.matmul(torch.nn.functional.softmax(scores, dim=-1), v))
+        q, k, v = self._qkv(x)
+        x = x + self._merge(((q * self.scale) @ k.transpose(-2, -1)).softmax(-1) @ v)  # q scaled first
         q, k, v = self._qkv(x)
         scores = q @ k.transpose(-2, -1) * self.scale + torch.triu(torch.full((x.shape[1],) * 2, -1e4), 1)
         return x + self._merge(scores.softmax(-1) @ v)

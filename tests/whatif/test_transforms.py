@@ -183,7 +183,7 @@ def test_sdpa_replaces_hand_written_attention_and_keeps_outputs():
     found = _by_name(what_ifs(model, (x,), "cpu", FAST, ["sdpa"])[0])
     w = found["sdpa"]
     _timed_ok(w)
-    assert w.reason == "2 hand-written attentions replaced by F.scaled_dot_product_attention"  # not the masked one
+    assert w.reason == "3 hand-written attentions replaced by F.scaled_dot_product_attention"  # not the masked one
     assert w.max_rel_diff <= 1e-5
 
 

@@ -3,7 +3,8 @@ F.scaled_dot_product_attention on the fx graph of the model.
 
 The pattern, on torch.fx.symbolic_trace's graph (shapes from one forward pass):
     kT     = k.transpose(-2, -1)                    (or the same two last dims by number)
-    scores = q @ kT  |  torch.matmul(q, kT)         (then optionally * c, / c with c a number)
+    scores = q @ kT  |  torch.matmul(q, kT)         (then optionally * c, / c with c a number;
+                                                     or q itself scaled first: (q * c) @ kT)
     p      = softmax(scores, dim=-1)                (F.softmax, torch.softmax or .softmax)
     p      = dropout(p)                             (optional: an identity in eval mode)
     out    = p @ v
@@ -111,6 +112,14 @@ def _skip_dropout(node, modules) -> fx.Node:
     return node
 
 
+def _prescaled(q, scale: float) -> tuple:
+    """(q0, scale · c) when q = q0 * c with c a number and q used only here; else (q, scale)."""
+    if (isinstance(q, fx.Node) and q.op == "call_function" and q.target is operator.mul and len(q.users) == 1
+            and not q.kwargs and isinstance(q.args[1], (int, float)) and isinstance(q.args[0], fx.Node)):
+        return q.args[0], scale * float(q.args[1])
+    return q, scale
+
+
 def _match(softmax: fx.Node, modules) -> tuple | None:
     scores = _softmax_input(softmax, modules)
     if scores is None or len(scores.users) != 1:
@@ -129,6 +138,7 @@ def _match(softmax: fx.Node, modules) -> tuple | None:
     if not _is_matmul(scores) or len(scores.args) != 2:
         return None
     q, kt = scores.args
+    q, scale = _prescaled(q, scale)
     k = _transposed_key(kt)
     if k is None or len(kt.users) != 1 or not (_rank(q) and _rank(q) >= 3 and _rank(q) == _rank(k)):
         return None
