@@ -117,6 +117,11 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument(
         "--device-spec", metavar="NAME|FILE", help="estimate latency on this device from its spec (see `archlint device-specs`)"
     )
+    model.add_argument(
+        "--what-if", nargs="?", const="all", metavar="LIST",
+        help="time standard speed-ups on a copy of the model (implies --latency): all (default) or some of "
+        "fold-bn,channels-last,int8-dynamic,bf16,fp16,inference-mode,compile",
+    )
 
     gate = p.add_argument_group("CI gate")
     for name in ("max-flops", "max-mac", "max-params", "max-latency-ms"):
@@ -171,7 +176,9 @@ def _settings(args: argparse.Namespace):
     s.top, s.strategy = args.top, args.strategy
     s.fix, s.unsafe_fixes, s.diff = args.fix, args.unsafe_fixes, args.diff
     s.cache = s.cache and not args.no_cache
-    s.latency = args.latency or args.trace is not None
+    if args.what_if is not None:
+        s.what_if = config.what_if_names(args.what_if, "--what-if")
+    s.latency = args.latency or args.trace is not None or s.what_if is not None
     s.baseline, s.save_baseline = args.baseline, args.save_baseline
     config.check_rule_options(s.rule_options, "--option")
     config.check_baseline(s.baseline)

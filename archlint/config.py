@@ -74,6 +74,7 @@ class Settings:
     repeat: int = 50
     trace_dir: Path | None = None
     device_spec: str | None = None  # estimate latency on this spec (NAME or TOML file): archlint.devices
+    what_if: list[str] | None = None  # --what-if: transformations to time (None: off); implies latency
     # Gate
     baseline: Path | None = None
     save_baseline: Path | None = None
@@ -192,6 +193,7 @@ _KEYS = {
     "tolerance",
     "output-format",
     "device-spec",
+    "what-if",
 }
 _MODEL_KEYS = {
     "target", "input-shapes", "input-shape", "inputs", "input-dtype", "dtype", "device", "init", "config", "budgets",
@@ -320,6 +322,9 @@ def from_table(table: dict[str, Any], root: Path, source: str = "pyproject.toml"
         s.tolerance = _tolerance(table["tolerance"], source)
     if "device-spec" in table:
         s.device_spec = _device_spec(table["device-spec"], root, f"{source}: [tool.archlint] device-spec")
+    if table.get("what-if", False) is not False:  # true (all), "all", "a,b" or ["a", "b"]
+        s.what_if = what_if_names(table["what-if"], f"{source}: [tool.archlint] what-if")
+        s.latency = True
     return s
 
 
@@ -333,6 +338,15 @@ def _device_spec(value: Any, root: Path, where: str) -> str:
         value = str(root / value)
     devices.resolve(value)
     return value
+
+
+def what_if_names(value: Any, where: str) -> list[str]:
+    """The --what-if transformations named by a flag or config value (true or "all": every one)."""
+    if not isinstance(value, (bool, str, list)) or value is False:
+        raise UsageError(f"{where} must be true, \"all\" or a list of transformations, got {value!r}")
+    from archlint.model.speedups.names import parse_names
+
+    return parse_names(value, where)
 
 
 def _tolerance(value: Any, source: str) -> dict[str, float]:

@@ -55,6 +55,27 @@ class Totals:
 
 
 @dataclass
+class WhatIf:
+    """One standard speed-up (--what-if) timed end to end against the unchanged model, or why it
+    does not apply. Times are medians of interleaved passes in ms; `speedup` and `spread` are the
+    median and interquartile range of the per-pass speed-ups (baseline pass / the transformed
+    pass right after it);
+    diffs compare the outputs on the same input: max |a − b|, and that over max |a|."""
+
+    name: str  # "bf16", "fold-bn", ..., or "combined: fold-bn + channels-last"
+    applicable: bool
+    reason: str  # why not; or, when applicable, what was done
+    baseline_ms: float | None = None
+    transformed_ms: float | None = None
+    spread: list[float] | None = None  # [q1, q3] of the per-pass speed-ups
+    speedup: float | None = None  # median of the per-pass speed-ups (≈ baseline_ms / transformed_ms)
+    max_abs_diff: float | None = None
+    max_rel_diff: float | None = None
+    compile_s: float | None = None  # torch.compile only: the first call, compilation included
+    passes: int | None = None  # timed passes of each (after warm-up)
+
+
+@dataclass
 class ModelResult:
     target: str
     strategy: str  # fx | export | dispatch
@@ -69,6 +90,7 @@ class ModelResult:
     roofline: dict[str, Any] | None = None  # device peaks used for the roofline
     timing: str | None = None  # how latency was measured (per-op replay, module hooks, ...)
     estimate: dict[str, Any] | None = None  # --device-spec: {device_spec, latency_ms, method, assumptions}
+    what_if: list[WhatIf] | None = None  # --what-if: the standard speed-ups, measured
     flops_convention: str = "multiply-adds (1 FMA = 1 FLOP), as fvcore and torchvision's _ops"
     inputs: list[dict[str, Any]] = field(default_factory=list)  # [{"name", "shape", "dtype"}] per input
     phase: str | None = None  # "decode" for the --decode step of a causal LM; None: the forward as given
@@ -77,6 +99,8 @@ class ModelResult:
         d = asdict(self)
         d["totals"] = self.totals.to_dict()
         d["layers"] = [layer.to_dict() for layer in self.layers]
+        if self.what_if is None:  # absent unless --what-if ran (the JSON contract adds it then)
+            del d["what_if"]
         return d
 
 

@@ -129,6 +129,11 @@ def analyze(spec: ModelSpec, settings: Settings) -> tuple[ModelResult, list[Diag
         from archlint.model.estimate import estimate_graph
 
         result.estimate = estimate_graph(graph, resolve(spec_name, getattr(settings, "root", None)))
+    if settings.what_if is not None:
+        from archlint.model.speedups.run import what_ifs
+
+        result.what_if, notes = what_ifs(loaded.model, loaded.inputs, spec.device, settings, settings.what_if)
+        result.notes.extend(notes)
     result.layers = opgraph.to_layers(graph)
     from archlint.model.checks import CheckContext, run_checks
 
@@ -137,6 +142,10 @@ def analyze(spec: ModelSpec, settings: Settings) -> tuple[ModelResult, list[Diag
             target=spec.target, settings=settings, pricer=report.pricer if report else None, estimate=result.estimate
         )
     )
+    if result.what_if:
+        from archlint.model.speedups.links import link
+
+        link(diagnostics, result.what_if, spec.device)
     return result, diagnostics
 
 

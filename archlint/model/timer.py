@@ -156,6 +156,7 @@ class Sampled:
 
     regions: dict[str, Stats]
     per_pass: Stats
+    passes: tuple[float, ...] = ()  # each timed pass's sum, in order (paired with the other runs' passes)
 
 
 def sample(runs: list[Callable[[], object]], timer: Timer, warmup: int, repeat: int) -> list[Sampled]:
@@ -176,6 +177,6 @@ def sample(runs: list[Callable[[], object]], timer: Timer, warmup: int, repeat: 
             for name, ms in durations.items():
                 acc.setdefault(name, []).append(ms)
     return [
-        Sampled({name: Stats.of(values) for name, values in acc.items()}, Stats.of(total))
+        Sampled({name: Stats.of(values) for name, values in acc.items()}, Stats.of(total), tuple(total))
         for acc, total in zip(samples, totals)
     ]

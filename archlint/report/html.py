@@ -24,6 +24,7 @@ from archlint.diagnostics import Diagnostic
 from archlint.errors import UsageError
 from archlint.report.layout import layered
 from archlint.report.text import human_bytes, human_count, location, price_bits
+from archlint.report.what_if_html import what_if_section
 from archlint.result import GateResult, Layer, ModelResult, RunResult
 
 ASSETS = Path(__file__).resolve().parent / "assets"
@@ -333,6 +334,7 @@ def _model_section(i: int, m: ModelResult, diagnostics: list[Diagnostic], gate: 
 <div>{_gate_table(verdicts)}{f"<h4>Notes</h4><ul class=notes>{notes}</ul>" if notes else ""}</div></div>
 <h3>Findings <span class=muted>({len(diagnostics)}, costliest first)</span></h3>
 {''.join(_finding(d, names) for d in diagnostics) or "<p class=muted>No findings.</p>"}
+{what_if_section(m.what_if)}
 <h3>Roofline</h3><p class=muted id="roof-cap-{i}"></p>
 <div class=chartbox><canvas id="roof-{i}" class=roofline></canvas></div>
 <h3>Where the time goes</h3><p class=muted id="time-cap-{i}"></p>

@@ -65,3 +65,7 @@ def print_model(model: ModelResult, settings: Settings, console: Console) -> Non
         from archlint.report.estimate_table import print_estimate
 
         print_estimate(model, console, top=min(top, 10) if top else 10)
+    if model.what_if:
+        from archlint.report.what_if_table import print_what_if
+
+        print_what_if(model.what_if, console)

@@ -1,0 +1,31 @@
+"""Findings whose fix is one of the what-if transformations take its measured result as their
+price (basis "measured"): the saving is the whole model's, end to end, with the fix applied by
+archlint to a copy. No torch in here."""
+
+from __future__ import annotations
+
+from archlint.diagnostics import Diagnostic, Price
+from archlint.result import WhatIf
+
+# rule code → the transformation that is its fix
+FIXED_BY = {"AL205": "fold-bn"}
+
+
+def link(diagnostics: list[Diagnostic], what_ifs: list[WhatIf], device: str) -> None:
+    """Reprice each finding of FIXED_BY whose transformation was applied and timed."""
+    timed = {w.name: w for w in what_ifs if w.applicable and w.speedup and w.baseline_ms}
+    for d in diagnostics:
+        w = timed.get(FIXED_BY.get(d.code, ""))
+        if w is None:
+            continue
+        old = d.price
+        d.price = Price.timed(
+            f"{old.alternative if old else w.name}, measured on the whole model with --what-if {w.name}",
+            saving_ms=w.baseline_ms * (1 - 1 / w.speedup),  # the saving the reported speed-up means
+            model_ms=w.baseline_ms,
+            mac_bytes_saved=old.mac_bytes_saved if old else None,
+            flops_saved=old.flops_saved if old else None,
+            device=device,
+            claims=old.claims if old else (),
+        )
+        d.evidence["what_if"] = {"name": w.name, "speedup": w.speedup, "spread": w.spread}

@@ -1,0 +1,199 @@
+"""Measure the what-ifs: each transformation applied to a copy of the model, called once (its
+output compared with the baseline's on the same input; for torch.compile that call is the
+compilation, timed apart), then all of them timed end to end in ONE interleaved sample with the
+baseline (base, v1, v2, ..., base, v1, v2, ...) with archlint's timer, so every one sees the
+same machine. Then the best applicable combination, timed as one against the baseline again.
+
+The timed passes are bounded by a budget: the time of BUDGET × --repeat baseline passes
+(MIN_BUDGET_S at least), shared by all runs (MIN_PASSES each at least), and a third of that for
+the combination, so that --what-if adds about as much as --latency's own timing (which times
+the per-op replay and the model, --repeat passes each), whatever the number of transformations.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+from dataclasses import replace
+
+import torch
+from torch import nn
+from torch.utils._pytree import tree_leaves
+
+from archlint.errors import UsageError
+from archlint.model.roofline import resolve_device
+from archlint.model.speedups.names import NAMES, PRECISION
+from archlint.model.speedups.transforms import ORDER, NotApplicable, Variant, first_line
+from archlint.model.timer import Stats, make_timer, sample
+from archlint.result import WhatIf
+
+MIN_PASSES = 5  # a median of fewer passes is at the mercy of one stall on a shared machine
+BUDGET = 1.5  # the single what-ifs' passes share the time of this many × --repeat baseline passes
+MIN_BUDGET_S = 0.5  # small models get this much timing at least: their passes are too few otherwise
+# A transformation joins the combination when its median speed-up is at least this and its
+# per-pass speed-ups' lower quartile is above 1 (it beats the baseline beyond the noise).
+MIN_GAIN = 1.03
+
+
+def what_ifs(
+    model: nn.Module, inputs, device: str, settings, names: list[str] | None = None
+) -> tuple[list[WhatIf], list[str]]:
+    """The what-ifs for `model` on `device` (each requested name, in canonical order, then the
+    combination), and notes on how they were timed. `model` is never changed: everything runs
+    on a deep copy in eval mode."""
+    dev = resolve_device(device)
+    names = [n for n in NAMES if n in (names if names is not None else NAMES)]
+    base = Variant(_eval_copy(model, dev), _to(inputs, dev), dev)
+    reference, first_s = _first_call(base)
+    base = replace(base, first_s=first_s)
+    results: dict[str, WhatIf] = {}
+    variants: dict[str, Variant] = {}
+    for name in names:
+        variant, outcome = _prepare(base, (name,), reference)
+        results[name] = outcome
+        if variant is not None:
+            variants[name] = variant
+    notes = _time(base, variants, results, settings)
+    combo = _combination(results)
+    if combo:
+        label = "combined: " + " + ".join(combo)
+        variant, outcome = _prepare(base, combo, reference, label)
+        if variant is not None:  # timed the same way, on half the budget
+            _time(base, {label: variant}, {label: outcome}, settings, budget=BUDGET / 3)
+        results[label] = outcome
+    elif len([w for w in results.values() if w.applicable]) >= 2:
+        results["combined"] = WhatIf(
+            "combined", False, "fewer than two transformations that can go together beat the baseline beyond the "
+            f"noise (at most one of {', '.join(PRECISION)}): nothing to combine"
+        )
+    if any(v.compiled for v in variants.values()):
+        import torch._dynamo
+
+        torch._dynamo.reset()  # drop the compiled copies' caches
+    return list(results.values()), notes
+
+
+def _prepare(base: Variant, chain: tuple[str, ...], reference, label: str | None = None) -> tuple[Variant | None, WhatIf]:
+    """Apply `chain` to the baseline and call the result once; NotApplicable, or any failure
+    of that first call, gives a "not applicable" result with its first line."""
+    label = label or chain[0]
+    try:
+        variant = base
+        for name in chain:
+            variant = ORDER[name](variant)
+        output, first_s = _first_call(variant)
+        variant = replace(variant, first_s=first_s)
+    except NotApplicable as why:
+        return None, WhatIf(label, False, str(why))
+    except UsageError:
+        raise
+    except Exception as exc:  # the transformation or its first run fails on this model: say so, go on
+        return None, WhatIf(label, False, f"fails on this model: {first_line(exc)}")
+    abs_diff, rel_diff = output_diff(reference, output)
+    return variant, WhatIf(
+        label, True, variant.detail, max_abs_diff=abs_diff, max_rel_diff=rel_diff,
+        compile_s=round(first_s, 3) if variant.compiled else None,
+    )
+
+
+def _time(
+    base: Variant, variants: dict[str, Variant], results: dict[str, WhatIf], settings, budget: float = BUDGET
+) -> list[str]:
+    """Time the baseline and every variant interleaved in one sample; fill the results."""
+    if not variants:
+        return []
+    timer = make_timer(base.device)
+    runs = [base, *variants.values()]
+
+    def timed(index: int, run: Variant):
+        def call() -> None:
+            with timer.region(str(index)):
+                run()
+
+        return call
+
+    calls = [timed(i, v) for i, v in enumerate(runs)]
+    # What a pass of each costs: its first call (an overestimate: one-time set-up included), but a
+    # compiled one's first call is its compilation, so it is called once more for that.
+    costs = [_seconds(v) if v.compiled else v.first_s for v in runs]
+    allowed = budget * max(settings.repeat * costs[0], MIN_BUDGET_S)
+    passes = max(MIN_PASSES, min(settings.repeat, math.floor(allowed / sum(costs))))
+    warmup = 1 if settings.warmup else 0  # after its first call (a compiled one: two calls)
+    with torch.no_grad():
+        sampled = sample(calls, timer, warmup, passes)
+    baseline = sampled[0]
+    for (name, _), s in zip(variants.items(), sampled[1:]):
+        ratios = [b / t for b, t in zip(baseline.passes, s.passes) if t > 0]
+        w = results[name]
+        w.baseline_ms, w.transformed_ms = baseline.per_pass.median, s.per_pass.median
+        # The median of the paired per-pass ratios: a stall that hits one pass moves one ratio,
+        # where it can move either median of the two separate series.
+        ratio = Stats.of(ratios) if ratios else None
+        w.speedup, w.spread = (ratio.median, ratio.spread) if ratio else (None, None)
+        w.passes = passes
+    return [
+        f"what-ifs timed end to end against a copy of the model: {passes} interleaved passes each after "
+        f"{warmup + 1} warm-up call{'s' if warmup else ''} (the passes of all {len(runs)} runs share the time "
+        f"of {budget:g} × --repeat {settings.repeat} baseline passes or {budget * MIN_BUDGET_S:g} s, whichever "
+        f"is longer, {MIN_PASSES} passes at least; more --repeat, more passes); eval mode, torch.no_grad() "
+        "unless inference-mode"
+    ]
+
+
+def _combination(results: dict[str, WhatIf]) -> tuple[str, ...]:
+    """The transformations that beat the baseline beyond noise, the fastest of the precision
+    ones only (autocast and int8 are alternatives), in canonical order; () unless ≥ 2."""
+    winners = [
+        n for n, w in results.items()
+        if w.applicable and w.speedup and w.speedup >= MIN_GAIN and w.spread and w.spread[0] > 1.0
+    ]
+    precision = [n for n in winners if n in PRECISION]
+    if len(precision) > 1:
+        best = max(precision, key=lambda n: results[n].speedup)
+        winners = [n for n in winners if n not in PRECISION or n == best]
+    return tuple(n for n in NAMES if n in winners) if len(winners) >= 2 else ()
+
+
+def output_diff(reference, output) -> tuple[float | None, float | None]:
+    """Largest |a − b| over the floating-point outputs, and that over the largest |a| (a
+    relative difference that stays meaningful where single outputs are near zero). None when the
+    outputs do not pair up tensor for tensor."""
+    a = [t for t in tree_leaves(reference) if isinstance(t, torch.Tensor) and t.is_floating_point()]
+    b = [t for t in tree_leaves(output) if isinstance(t, torch.Tensor) and t.is_floating_point()]
+    if not a or len(a) != len(b) or any(x.shape != y.shape for x, y in zip(a, b)):
+        return None, None
+    diff = max(float((x.double() - y.double()).abs().max()) for x, y in zip(a, b))
+    scale = max(float(x.double().abs().max()) for x in a)
+    return diff, (diff / scale if scale > 0 else (0.0 if diff == 0 else math.inf))
+
+
+def _first_call(variant: Variant):
+    start = time.perf_counter()
+    output = variant()
+    _sync(variant.device)
+    return output, time.perf_counter() - start
+
+
+def _seconds(variant: Variant) -> float:
+    start = time.perf_counter()
+    variant()
+    _sync(variant.device)
+    return time.perf_counter() - start
+
+
+def _sync(dev: torch.device) -> None:
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+
+
+def _eval_copy(model: nn.Module, dev: torch.device) -> nn.Module:
+    copied = copy.deepcopy(model).to(dev)
+    for m in copied.modules():  # set directly: an exported GraphModule refuses .eval()
+        m.training = False
+    return copied
+
+
+def _to(inputs, dev: torch.device) -> tuple:
+    inputs = (inputs,) if isinstance(inputs, torch.Tensor) else tuple(inputs)
+    return tuple(t.to(dev) if isinstance(t, torch.Tensor) else t for t in inputs)
