@@ -11,7 +11,9 @@ with `persistent_workers=False`, so that no worker process outlives it.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,6 +45,17 @@ def one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {' '.join(text.split())[:300]}"
 
 
+@contextlib.contextmanager
+def no_bytecode():
+    """Nothing is written: not even a __pycache__ next to the imported target."""
+    written = sys.dont_write_bytecode
+    sys.dont_write_bytecode = True
+    try:
+        yield
+    finally:
+        sys.dont_write_bytecode = written
+
+
 def _call(factory, name: str, init: dict[str, Any]):
     try:
         inspect.signature(factory).bind(**init)
@@ -64,9 +77,10 @@ def load(spec: LoaderSpec) -> tuple[DataLoader, list[str]]:
     if not sep or not name.isidentifier():
         raise UsageError(f"target {spec.target!r} must look like PATH.py:NAME, e.g. data.py:train_loader")
     path = Path(file)
-    module = import_file(path)
+    with no_bytecode():
+        module = import_file(path)
     if not hasattr(module, name):
-        found = [k for k, v in vars(module).items() if not k.startswith("_") and _is_data(v)]
+        found = [k for k, v in vars(module).items() if not k.startswith("_") and _is_data(v, module.__name__)]
         hint = f"; it defines {', '.join(found)}" if found else "; it defines no DataLoader or Dataset"
         raise UsageError(f"{path} has no {name!r}{hint}")
     obj = getattr(module, name)
@@ -93,8 +107,11 @@ def load(spec: LoaderSpec) -> tuple[DataLoader, list[str]]:
     raise UsageError(f"{what}, not a DataLoader or a Dataset; name a DataLoader, a Dataset, or a function returning one")
 
 
-def _is_data(value: Any) -> bool:
-    return isinstance(value, (DataLoader, Dataset)) or (inspect.isclass(value) and issubclass(value, Dataset))
+def _is_data(value: Any, module: str) -> bool:
+    """A DataLoader or Dataset instance, or a Dataset class the file defines (not one it imports)."""
+    if isinstance(value, (DataLoader, Dataset)):
+        return True
+    return inspect.isclass(value) and issubclass(value, Dataset) and value.__module__ == module
 
 
 def _override(loader: DataLoader, spec: LoaderSpec) -> tuple[DataLoader, list[str]]:

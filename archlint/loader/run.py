@@ -8,7 +8,7 @@ from archlint.config import ModelSpec, parse_shape
 from archlint.errors import UsageError
 from archlint.loader import measure
 from archlint.loader.command import _pairs
-from archlint.loader.load import LoaderSpec, load, with_workers
+from archlint.loader.load import LoaderSpec, load, no_bytecode, with_workers
 from archlint.loader.result import LoaderResult
 
 
@@ -42,10 +42,28 @@ def run_loader(args: argparse.Namespace, workers: list[int]) -> LoaderResult:
         stage_sum_ms=st.ms_per_sample if st else None,
         notes=notes + (st.notes if st else ["no stage breakdown: an IterableDataset has no items to pick"]),
     )
+    result.notes += _coverage_note(result)
     if args.model:
         result.verdict = _verdict(args, loader, result)
     result.notes += _busy_note()
     return result
+
+
+def _coverage_note(result: LoaderResult) -> list[str]:
+    """The stages are timed apart from the loader: say when they fall short of its per-sample time."""
+    at0 = next((r.samples_per_s for r in result.workers if r.num_workers == 0), None)
+    if at0 is None and result.num_workers == 0:
+        at0 = result.samples_per_s
+    if not result.stage_sum_ms or not at0:
+        return []
+    covered = result.stage_sum_ms / (1e3 / at0)
+    if 0.8 <= covered <= 1.25:
+        return []
+    return [
+        f"the stages sum to {covered:.0%} of the loader's per-sample time at num_workers=0: the rest is the "
+        "DataLoader's own per-batch work (sampling, fetching), or noise"
+        if covered < 1 else f"the stages sum to {covered:.0%} of the loader's per-sample time at num_workers=0 (noise?)"
+    ]
 
 
 def _busy_note() -> list[str]:
@@ -78,7 +96,11 @@ def _verdict(args: argparse.Namespace, loader, result: LoaderResult):
         target=args.model, input_shapes=shapes, dtype=args.dtype, device=args.device or "cpu",
         init=_pairs(args.model_init, "--model-init"),
     )
-    step = estimated_step_ms(spec, args.device_spec, args.step) if args.device_spec else measure_step(spec, args.step)
+    if args.device_spec:
+        step = estimated_step_ms(spec, args.device_spec, args.step)
+    else:
+        with no_bytecode():
+            step = measure_step(spec, args.step)
     if not args.input_shape:
         step.notes.append(f"model timed on the loader's batch shape {'×'.join(map(str, shapes[0]))} (--input-shape to change)")
     return verdict(result, args.model, step, args.step)
