@@ -64,6 +64,14 @@ class Missing(Dataset):
             return f.read()
 
 
+class Stream(torch.utils.data.IterableDataset):
+    """An IterableDataset: no items to pick, so no stage breakdown."""
+
+    def __iter__(self):
+        for i in range(512):
+            yield torch.full((3, 8, 8), float(i))
+
+
 def folder_loader(batch_size=16, num_workers=0):
     return DataLoader(Folder(), batch_size=batch_size, num_workers=num_workers)
 
@@ -72,6 +80,7 @@ def needs_root(root):
     return Folder(root)
 
 
+stream = DataLoader(Stream(), batch_size=32)
 tensors = DataLoader(TensorDataset(torch.randn(1024, 3, 8, 8), torch.arange(1024)), batch_size=64)
 missing_in_worker = DataLoader(Missing(), batch_size=4, num_workers=1)
 '''

@@ -83,6 +83,23 @@ def test_tensor_dataset_loader_and_contract(data_dir, capsys):
     assert "loaders" not in RunResult().to_dict()  # other runs' JSON stays as it was
 
 
+def test_iterable_dataset_is_measured_without_stages(data_dir, capsys):
+    lr = run_json(capsys, f"{data_dir}/data.py:stream", "--workers", "0", *FAST)
+    assert lr["samples_per_s"] > 0 and lr["batch_size"] == 32
+    assert lr["stages"] == [] and lr["files_per_sample"] is None
+    assert any("IterableDataset" in n for n in lr["notes"])
+
+
+@pytest.mark.cuda
+def test_pin_and_copy_stages_on_cuda(data_dir, capsys):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    lr = run_json(capsys, f"{data_dir}/data.py:Folder", "--pin-memory", "--device", "cuda", "--workers", "none", *FAST)
+    names = [s["name"] for s in lr["stages"]]
+    assert names[-3:] == ["collate", "pin", "host→device"] and lr["pin_memory"] and lr["device"] == "cuda"
+
+
 def test_batch_size_flag_overrides_a_loader_and_says_so(data_dir, capsys):
     lr = run_json(capsys, f"{data_dir}/data.py:tensors", "--batch-size", "32", "--workers", "none", *FAST)
     assert lr["batch_size"] == 32
