@@ -3,7 +3,6 @@
     archlint model.py:Net [--input-shape 1,3,224,224] [--latency] ...   analyze a model
     archlint train.py src/ [--fix]                                      lint training code
     archlint rule AL101 | archlint rules | archlint calibrate           the catalog, the device
-    archlint loader data.py:train_loader [--model model.py:Net]         measure a data pipeline
 
 Everything heavy is imported lazily: linting code never imports torch.
 """
@@ -34,7 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="archlint",
         description="Efficiency linter for PyTorch: `archlint model.py:Net` analyzes a model, "
         "`archlint train.py src/` lints training code. Also: `archlint rule CODE`, "
-        "`archlint rules`, `archlint calibrate`, `archlint loader data.py:loader`.",
+        "`archlint rules`, `archlint calibrate`.",
     )
     p.add_argument("--version", action="version", version=f"archlint {__version__}")
     p.add_argument("targets", nargs="*", help="PATH.py:NAME for a model; files or directories to lint")
