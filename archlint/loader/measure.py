@@ -340,6 +340,7 @@ class _TimedTransform:
 
 
 TRANSFORM_ATTRS = ("transform", "transforms", "target_transform")
+_ABSENT = object()
 
 
 def _transform_name(t: Any) -> str:
@@ -375,8 +376,7 @@ class _Pipelines:
         if isinstance(steps, (list, tuple)) and steps and all(callable(s) for s in steps):
             # a Compose (torchvision v1 or v2): time each step where the pipeline calls it
             timed = [_TimedTransform(s, self._stage(prefix, s), self.profile) for s in steps]
-            self._saved.append((value, "transforms", steps))
-            object.__setattr__(value, "transforms", type(steps)(timed) if isinstance(steps, tuple) else timed)
+            self._set(value, "transforms", type(steps)(timed) if isinstance(steps, tuple) else timed)
         elif type(value).__name__ == "StandardTransform":  # VisionDataset.transforms: the two inside
             for inner in ("transform", "target_transform"):
                 step = getattr(value, inner, None)
@@ -384,8 +384,16 @@ class _Pipelines:
                     seen.add(id(step))
                     self._wrap(value, inner, step, "target_transform" if inner == "target_transform" else prefix, seen)
         else:
-            self._saved.append((owner, attr, value))
-            object.__setattr__(owner, attr, _TimedTransform(value, self._stage(prefix, value), self.profile))
+            self._set(owner, attr, _TimedTransform(value, self._stage(prefix, value), self.profile))
+
+    def _set(self, owner: Any, attr: str, value: Any) -> None:
+        """Set in the instance's __dict__ (past nn.Module.__setattr__ and properties); `remove`
+        puts back what was there, or deletes the entry when the value lived elsewhere."""
+        own = getattr(owner, "__dict__", None)
+        if own is None:  # __slots__ only: left untimed, its time stays with its caller
+            return
+        self._saved.append((owner, attr, own.get(attr, _ABSENT)))
+        own[attr] = value
 
     def _stage(self, prefix: str, step: Any) -> str:
         base = f"{prefix}: {_transform_name(step)}"
@@ -398,7 +406,10 @@ class _Pipelines:
 
     def remove(self) -> None:
         for owner, attr, value in reversed(self._saved):
-            object.__setattr__(owner, attr, value)
+            if value is _ABSENT:
+                del vars(owner)[attr]
+            else:
+                vars(owner)[attr] = value
         self._saved.clear()
 
 

@@ -166,6 +166,25 @@ def test_bad_targets_exit_2_in_one_line(data_dir, capsys, target, flags, expecte
     assert multiprocessing.active_children() == []
 
 
+def test_hooks_and_pipelines_are_put_back(data_dir):
+    import builtins
+    import io
+
+    from PIL import Image, ImageFile
+
+    from archlint.loader.load import LoaderSpec, load
+    from archlint.loader.measure import stages
+
+    before = (builtins.open, io.open, Image.open, Image.Image.convert, ImageFile.ImageFile.load)
+    for name in ("Folder", "FolderV2"):
+        loader, _ = load(LoaderSpec(f"{data_dir}/data.py:{name}", batch_size=4))
+        transform = loader.dataset.transform
+        steps, attrs = list(transform.transforms), dict(vars(transform))
+        assert stages(loader, items=8).items == 8
+        assert list(transform.transforms) == steps and vars(transform) == attrs
+    assert (builtins.open, io.open, Image.open, Image.Image.convert, ImageFile.ImageFile.load) == before
+
+
 def test_worker_settings_go_up_to_the_cores():
     from archlint.loader.measure import worker_settings
 
