@@ -18,6 +18,7 @@ from pathlib import Path
 import torch
 from PIL import Image
 from torch.utils.data import DataLoader, Dataset, TensorDataset
+from torchvision import datasets
 from torchvision import transforms as T
 from torchvision.transforms import v2
 
@@ -80,6 +81,16 @@ def needs_root(root):
     return Folder(root)
 
 
+def fake_data(size=96):
+    """torchvision's own FakeData: random PIL images made per item, a v1 pipeline."""
+    return datasets.FakeData(size=size, image_size=(3, 64, 64), transform=T.Compose([T.RandomResizedCrop(48), T.ToTensor()]))
+
+
+def image_folder():
+    """torchvision's ImageFolder (its pil_loader opens each file with open(), then PIL)."""
+    return datasets.ImageFolder(str(ROOT.parent / "classes"), transform=T.Compose([T.Resize(48), T.ToTensor()]))
+
+
 stream = DataLoader(Stream(), batch_size=32)
 tensors = DataLoader(TensorDataset(torch.randn(1024, 3, 8, 8), torch.arange(1024)), batch_size=64)
 missing_in_worker = DataLoader(Missing(), batch_size=4, num_workers=1)
@@ -115,6 +126,10 @@ def data_dir(tmp_path_factory):
     for i in range(N_IMAGES):
         pixels = (rng.random((SIZE, SIZE, 3)) * 255).astype("uint8")
         Image.fromarray(pixels).save(images / f"{i:04d}.jpg", quality=90)
+    for i in range(24):  # an ImageFolder layout: one folder per class
+        folder = root / "classes" / "ab"[i % 2]
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"{i:03d}.jpg").write_bytes((images / f"{i:04d}.jpg").read_bytes())
     (root / "data.py").write_text(textwrap.dedent(DATA))
     (root / "nets.py").write_text(textwrap.dedent(NETS))
     return root

@@ -83,6 +83,21 @@ def test_tensor_dataset_loader_and_contract(data_dir, capsys):
     assert "loaders" not in RunResult().to_dict()  # other runs' JSON stays as it was
 
 
+def test_torchvision_datasets(data_dir, capsys):
+    """torchvision's ImageFolder and FakeData, as they are: files through its pil_loader, images
+    made in memory."""
+    folder = run_json(capsys, f"{data_dir}/data.py:image_folder", "--batch-size", "8", "--workers", "none", *FAST)
+    assert [s["name"] for s in folder["stages"]] == [
+        "open/read", "decode", "transform: Resize", "transform: ToTensor", "other in __getitem__", "collate",
+    ]
+    assert folder["files_per_sample"] == 1.0 and folder["bytes_per_sample"] > 1000
+    fake = run_json(capsys, f"{data_dir}/data.py:fake_data", "--init", "size=64", "--batch-size", "8", "--workers", "none", *FAST)
+    assert [s["name"] for s in fake["stages"]] == [
+        "transform: RandomResizedCrop", "transform: ToTensor", "other in __getitem__", "collate",
+    ]
+    assert fake["files_per_sample"] == 0 and fake["samples_per_s"] > 0
+
+
 def test_iterable_dataset_is_measured_without_stages(data_dir, capsys):
     lr = run_json(capsys, f"{data_dir}/data.py:stream", "--workers", "0", *FAST)
     assert lr["samples_per_s"] > 0 and lr["batch_size"] == 32
