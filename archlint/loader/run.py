@@ -42,7 +42,7 @@ def run_loader(args: argparse.Namespace, workers: list[int]) -> LoaderResult:
         stage_sum_ms=st.ms_per_sample if st else None,
         notes=notes + (st.notes if st else ["no stage breakdown: an IterableDataset has no items to pick"]),
     )
-    result.notes += _coverage_note(result)
+    result.notes += _coverage_note(result) + _superlinear_note(result)
     if args.model:
         result.verdict = _verdict(args, loader, result)
     result.notes += _busy_note()
@@ -63,6 +63,20 @@ def _coverage_note(result: LoaderResult) -> list[str]:
         f"the stages sum to {covered:.0%} of the loader's per-sample time at num_workers=0: the rest is the "
         "DataLoader's own per-batch work (sampling, fetching), or noise"
         if covered < 1 else f"the stages sum to {covered:.0%} of the loader's per-sample time at num_workers=0 (noise?)"
+    ]
+
+
+def _superlinear_note(result: LoaderResult) -> list[str]:
+    """k workers cannot beat k× the main process on the same work unless something else differs."""
+    base = next((r.samples_per_s for r in result.workers if r.num_workers == 0), None)
+    fast = [r for r in result.workers if base and r.num_workers > 0 and r.samples_per_s > 1.2 * r.num_workers * base]
+    if not fast:
+        return []
+    r = max(fast, key=lambda r: r.samples_per_s / r.num_workers)
+    return [
+        f"num_workers={r.num_workers} is {r.samples_per_s / base:.1f}× num_workers=0: more than its workers can "
+        "explain; on a busy machine each process gets its own share of the CPU, and workers run one intra-op "
+        "thread where the main process runs several: compare on an idle machine"
     ]
 
 
