@@ -20,7 +20,7 @@ from archlint import __version__
 from archlint.errors import UsageError
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
-SUBCOMMANDS = ("rule", "rules", "calibrate", "device-specs")
+SUBCOMMANDS = ("rule", "rules", "calibrate", "device-specs", "loader")
 FORMATS = ("text", "json", "sarif", "github", "junit")
 
 
@@ -297,6 +297,10 @@ def run_subcommand(argv: list[str]) -> int:
     from archlint import registry
 
     name, rest = argv[0], argv[1:]
+    if name == "loader":  # measure a data pipeline (and whether it can feed a model)
+        from archlint.loader.command import loader_command
+
+        return loader_command(rest)
     if name == "rule":
         if len(rest) != 1:
             raise UsageError("usage: archlint rule CODE (e.g. archlint rule AL101)")

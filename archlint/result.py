@@ -122,6 +122,7 @@ class RunResult:
     diagnostics: list[Diagnostic] = field(default_factory=list)
     files_checked: int = 0
     gate: list[GateResult] = field(default_factory=list)
+    loaders: list = field(default_factory=list)  # archlint.loader.result.LoaderResult, from `archlint loader`
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -130,4 +131,4 @@ class RunResult:
             "diagnostics": [d.to_dict() for d in sorted(self.diagnostics, key=Diagnostic.sort_key)],
             "files_checked": self.files_checked,
             "gate": [asdict(g) for g in self.gate],
-        }
+        } | ({"loaders": [lr.to_dict() for lr in self.loaders]} if self.loaders else {})

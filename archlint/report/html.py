@@ -65,6 +65,10 @@ def render_html(result: RunResult, settings: Settings | None = None) -> str:
     }
     body = [_header(result, diagnostics)]
     body += [_model_section(i, m, model_diags[id(m)], result.gate) for i, m in enumerate(result.models)]
+    if result.loaders:
+        from archlint.report.loader_html import loader_section
+
+        body += [loader_section(i, lr) for i, lr in enumerate(result.loaders)]
     if code_diags or result.files_checked:
         body.append(_code_section(code_diags, result.files_checked))
     title = "archlint report" + (f": {result.models[0].target}" if len(result.models) == 1 else "")
@@ -280,6 +284,7 @@ def _header(result: RunResult, diagnostics: list[Diagnostic]) -> str:
     nav = "".join(
         f"<a href='#model-{i}'>{_e(m.target)}</a>" for i, m in enumerate(result.models)
     )
+    nav += "".join(f"<a href='#loader-{i}'>loader {_e(lr.target)}</a>" for i, lr in enumerate(result.loaders))
     if result.files_checked or (diagnostics and not result.models):
         nav += "<a href='#code'>code findings</a>"
     return (

@@ -96,6 +96,10 @@ def print_text(result: RunResult, settings: Settings, console: Console | None = 
         from archlint.report.model_table import print_model
 
         print_model(model, settings, console)
+    for loader in result.loaders:
+        from archlint.report.loader_table import print_loader
+
+        print_loader(loader, console)
     diagnostics = sorted(shown(result.diagnostics, settings), key=Diagnostic.sort_key)
     hidden = len(result.diagnostics) - len(diagnostics)
     for d in diagnostics:
@@ -117,7 +121,7 @@ def print_text(result: RunResult, settings: Settings, console: Console | None = 
     if settings.statistics and diagnostics:
         for code, count in sorted(Counter(d.code for d in diagnostics).items()):
             console.print(f"{count:>5}  {code}")
-    if result.files_checked or not result.models:
+    if result.files_checked or not (result.models or result.loaders):
         n = len(diagnostics)
         fixable = sum(1 for d in diagnostics if d.fix and d.fix.applicability.value == "safe")
         unsafe = sum(1 for d in diagnostics if d.fix) - fixable

@@ -1,0 +1,109 @@
+"""`archlint loader PATH.py:NAME [--model model.py:Net]`: the subcommand, its flags and its run."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from archlint.errors import UsageError
+
+DEFAULT_BATCHES = 30
+DEFAULT_BUDGET_S = 5.0
+DEFAULT_STAGE_ITEMS = 64
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from archlint.cli import _Parser
+
+    p = _Parser(
+        prog="archlint loader",
+        description="Measure a data pipeline: throughput, where one sample's time goes, the scaling "
+        "with num_workers; with --model, whether the model or the input bounds the run. "
+        "NAME is a DataLoader, a Dataset, or a function returning one. Nothing is written.",
+    )
+    p.add_argument("target", help="PATH.py:NAME")
+    p.add_argument("--init", action="append", default=[], metavar="KEY=VALUE", help="argument of a class or function NAME")
+    p.add_argument("--batch-size", type=int, help="for a Dataset (default 32), or to override a DataLoader's")
+    p.add_argument("--num-workers", type=int, help="for a Dataset (default 0), or to override a DataLoader's")
+    p.add_argument("--pin-memory", action=argparse.BooleanOptionalAction, default=None, help="for a Dataset (default off)")
+    p.add_argument("--batches", type=int, default=DEFAULT_BATCHES, help=f"timed batches per setting (default {DEFAULT_BATCHES})")
+    p.add_argument("--warmup", type=int, help="untimed batches first (default: 2, or what the workers prefetch + 1)")
+    p.add_argument("--seconds", type=float, default=DEFAULT_BUDGET_S, help=f"time budget per setting (default {DEFAULT_BUDGET_S:g})")
+    p.add_argument(
+        "--workers", default="auto", metavar="0,1,2|auto|none",
+        help="num_workers settings to compare (default auto: 0, 1, 2, 4, … up to the cores)",
+    )
+    p.add_argument("--stage-items", type=int, default=DEFAULT_STAGE_ITEMS, help="items behind the stage breakdown (default 64)")
+    p.add_argument("--device", help="copy batches to this device (cuda, cuda:N) as a stage; the model's device too")
+    v = p.add_argument_group("input-bound verdict")
+    v.add_argument("--model", metavar="PATH.py:NAME", help="the model the loader feeds")
+    v.add_argument("--input-shape", action="append", default=[], metavar="32,3,224,224", help="default: the loader's batch")
+    v.add_argument("--model-init", action="append", default=[], metavar="KEY=VALUE", help="model constructor argument")
+    v.add_argument("--dtype", default="float32")
+    v.add_argument("--step", choices=("train", "eval"), default="train", help="the model step to time (default train)")
+    v.add_argument("--device-spec", help="estimate the model on a GPU you do not have (needs the device-spec estimate)")
+    out = p.add_argument_group("output")
+    out.add_argument("--output-format", choices=("text", "json"), default="text")
+    out.add_argument("-o", "--output-file", type=Path)
+    out.add_argument("--html", type=Path, metavar="FILE", help="also write a self-contained HTML report")
+    p.add_argument("--debug", action="store_true", help="show tracebacks of errors")
+    return p
+
+
+def _pairs(items: list[str], flag: str) -> dict:
+    from archlint.cli import _parse_value
+
+    out = {}
+    for item in items:
+        key, eq, value = item.partition("=")
+        if not eq or not key.isidentifier():
+            raise UsageError(f"{flag} {item!r} must look like KEY=VALUE, e.g. root=data/train")
+        out[key] = _parse_value(value)
+    return out
+
+
+def _worker_list(text: str) -> list[int]:
+    from archlint.loader.measure import worker_settings
+
+    if text == "auto":
+        return worker_settings()
+    if text == "none":
+        return []
+    try:
+        values = sorted({int(v) for v in text.split(",") if v.strip()})
+    except ValueError:
+        values = [-1]
+    if not values or values[0] < 0:
+        raise UsageError(f"--workers {text!r}: give settings such as 0,1,2,4, or auto, or none")
+    return values
+
+
+def _check(args: argparse.Namespace) -> None:
+    for flag, value, low in (("--batches", args.batches, 1), ("--stage-items", args.stage_items, 1),
+                             ("--batch-size", args.batch_size, 1), ("--num-workers", args.num_workers, 0),
+                             ("--warmup", args.warmup, 0)):
+        if value is not None and value < low:
+            raise UsageError(f"{flag} must be ≥ {low}, got {value}")
+    if args.seconds <= 0:
+        raise UsageError(f"--seconds must be > 0, got {args.seconds:g}")
+    if (args.input_shape or args.model_init or args.device_spec) and not args.model:
+        raise UsageError("--input-shape, --model-init and --device-spec describe the model: give --model PATH.py:NAME")
+
+
+def loader_command(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
+    _check(args)
+    workers = _worker_list(args.workers)
+    try:
+        import torch  # noqa: F401
+    except ImportError as exc:
+        raise UsageError(f"archlint loader needs torch ({exc.name} is missing): pip install 'archlint[models]'") from None
+    from archlint.config import Settings
+    from archlint.loader.run import run_loader
+    from archlint.report import write_report
+    from archlint.result import RunResult
+
+    loader_result = run_loader(args, workers)
+    settings = Settings(output_format=args.output_format, output_file=args.output_file, html=args.html, debug=args.debug)
+    write_report(RunResult(loaders=[loader_result]), settings)
+    return 0
