@@ -175,42 +175,18 @@ def _model_specs(args: argparse.Namespace, settings) -> list:
 
 
 def run(args: argparse.Namespace) -> int:
-    from archlint.result import RunResult
+    from archlint.check import check, failed
 
     settings = _settings(args)
-    paths = [t for t in args.targets if not is_model_target(t)]
-    specs = _model_specs(args, settings)
-    if not paths and not specs:
-        raise UsageError("nothing to check: give PATH.py:NAME for a model or files/directories to lint")
-
-    result = RunResult()
-    if paths:
-        from archlint.code.lint import lint_paths
-
-        diagnostics, result.files_checked = lint_paths([Path(p) for p in paths], settings)
-        result.diagnostics += diagnostics
-    for spec in specs:
-        try:
-            from archlint.model.analyze import analyze
-        except ImportError as exc:
-            raise UsageError(
-                f"the model analyzer needs torch ({exc.name} is missing): pip install 'archlint[models]'"
-            ) from None
-        model_result, diagnostics = analyze(spec, settings)
-        result.models.append(model_result)
-        result.diagnostics += diagnostics
-
-    from archlint import gate  # budgets for models; baselines for models and code alike
-
-    result.gate = gate.evaluate(result, specs, settings)
+    paths = [Path(t) for t in args.targets if not is_model_target(t)]
+    result = check(paths, _model_specs(args, settings), settings)
 
     from archlint.report import write_report
 
     write_report(result, settings)
     if settings.exit_zero:
         return EXIT_CLEAN
-    failed = bool(result.diagnostics) or any(not g.passed for g in result.gate)
-    return EXIT_FINDINGS if failed else EXIT_CLEAN
+    return EXIT_FINDINGS if failed(result) else EXIT_CLEAN
 
 
 def run_subcommand(argv: list[str]) -> int:

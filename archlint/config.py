@@ -28,6 +28,9 @@ class ModelSpec:
     device: str = "cpu"
     init: dict[str, Any] = field(default_factory=dict)
     budgets: dict[str, float] = field(default_factory=dict)  # max-flops, max-mac, ...
+    # From the Python API: a model object and its inputs, used instead of loading `target`.
+    model: Any = field(default=None, repr=False, compare=False)
+    inputs: tuple | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass

@@ -230,6 +230,8 @@ def example_inputs(spec: ModelSpec, module: ModuleType, obj: Any, path: Path, dt
 
 
 def load(spec: ModelSpec, settings: Settings) -> Loaded:
+    if spec.model is not None:  # the Python API: the user's own object, never rebuilt or changed
+        return Loaded(spec.model, tuple(spec.inputs or ()), "given", parse_dtype(spec.dtype))
     path, module, name, obj = resolve(spec.target)
     dtype = parse_dtype(spec.dtype)
     inputs = example_inputs(spec, module, obj, path, dtype)

@@ -1,0 +1,44 @@
+"""The one path through archlint: lint code paths, analyze model specs, apply the gate.
+
+The command line and the Python API both call `check`; they differ only in where settings come
+from and what is done with the RunResult (a report and an exit code, or an Analysis object).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from archlint.config import ModelSpec, Settings
+from archlint.errors import UsageError
+from archlint.result import RunResult
+
+
+def check(paths: list[Path], specs: list[ModelSpec], settings: Settings) -> RunResult:
+    if not paths and not specs:
+        raise UsageError("nothing to check: give PATH.py:NAME for a model or files/directories to lint")
+    result = RunResult()
+    if paths:
+        from archlint.code.lint import lint_paths
+
+        diagnostics, result.files_checked = lint_paths(paths, settings)
+        result.diagnostics += diagnostics
+    for spec in specs:
+        try:
+            from archlint.model.analyze import analyze
+        except ImportError as exc:
+            raise UsageError(
+                f"the model analyzer needs torch ({exc.name} is missing): pip install 'archlint[models]'"
+            ) from None
+        model_result, diagnostics = analyze(spec, settings)
+        result.models.append(model_result)
+        result.diagnostics += diagnostics
+
+    from archlint import gate  # budgets for models; baselines for models and code alike
+
+    result.gate = gate.evaluate(result, specs, settings)
+    return result
+
+
+def failed(result: RunResult) -> bool:
+    """Findings or a failed gate: exit 1 on the command line, a failure in the pytest plugin."""
+    return bool(result.diagnostics) or any(not g.passed for g in result.gate)
