@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from archlint import progress
 from archlint.config import ModelSpec, Settings
 from archlint.errors import UsageError
 from archlint.result import RunResult
@@ -16,6 +17,11 @@ from archlint.result import RunResult
 def check(paths: list[Path], specs: list[ModelSpec], settings: Settings) -> RunResult:
     if not paths and not specs:
         raise UsageError("nothing to check: give PATH.py:NAME for a model or files/directories to lint")
+    with progress.shown(settings):
+        return _check(paths, specs, settings)
+
+
+def _check(paths: list[Path], specs: list[ModelSpec], settings: Settings) -> RunResult:
     result = RunResult()
     if paths:
         from archlint.code.lint import lint_paths
@@ -29,7 +35,8 @@ def check(paths: list[Path], specs: list[ModelSpec], settings: Settings) -> RunR
             raise UsageError(
                 f"the model analyzer needs torch ({exc.name} is missing): pip install 'archlint[models]'"
             ) from None
-        model_result, diagnostics = analyze(spec, settings)
+        with progress.task(f"analyzing {spec.target}"):
+            model_result, diagnostics = analyze(spec, settings)
         result.models.append(model_result)
         result.diagnostics += diagnostics
 

@@ -58,6 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     out.add_argument("--html", type=Path, metavar="FILE", help="also write a self-contained HTML report")
     out.add_argument("--statistics", action="store_true", help="count findings per rule")
     out.add_argument("--exit-zero", action="store_true", help="exit 0 even with findings (report only)")
+    out.add_argument("-q", "--quiet", action="store_true", help="no progress display on the terminal")
 
     code = p.add_argument_group("code linter")
     code.add_argument("--fix", action="store_true", help="apply safe fixes")
@@ -133,7 +134,7 @@ def _settings(args: argparse.Namespace):
     s.baseline, s.save_baseline = args.baseline, args.save_baseline
     config.check_rule_options(s.rule_options, "--option")
     config.check_baseline(s.baseline)
-    s.exit_zero, s.statistics, s.debug = args.exit_zero, args.statistics, args.debug
+    s.exit_zero, s.statistics, s.debug, s.quiet = args.exit_zero, args.statistics, args.debug, args.quiet
     if s.warmup < 0 or s.repeat < 1:
         raise UsageError("--warmup must be ≥ 0 and --repeat ≥ 1")
     return s

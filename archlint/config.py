@@ -70,6 +70,7 @@ class Settings:
     html: Path | None = None
     exit_zero: bool = False
     statistics: bool = False
+    quiet: bool = False  # no progress display
     debug: bool = False
     root: Path = field(default_factory=Path.cwd)  # the project root: where pyproject.toml is
 
