@@ -67,6 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     out.add_argument("--statistics", action="store_true", help="count findings per rule")
     out.add_argument("--exit-zero", action="store_true", help="exit 0 even with findings (report only)")
     out.add_argument("--show-info", action="store_true", help="also show info findings (they never fail the run)")
+    out.add_argument("-q", "--quiet", action="store_true", help="no progress display on the terminal")
 
     code = p.add_argument_group("code linter")
     code.add_argument("--fix", action="store_true", help="apply safe fixes")
@@ -182,7 +183,7 @@ def _settings(args: argparse.Namespace):
     s.baseline, s.save_baseline = args.baseline, args.save_baseline
     config.check_rule_options(s.rule_options, "--option")
     config.check_baseline(s.baseline)
-    s.exit_zero, s.statistics, s.debug = args.exit_zero, args.statistics, args.debug
+    s.exit_zero, s.statistics, s.debug, s.quiet = args.exit_zero, args.statistics, args.debug, args.quiet
     s.show_info = s.show_info or args.show_info
     if s.warmup < 0 or s.repeat < 1:
         raise UsageError("--warmup must be ≥ 0 and --repeat ≥ 1")
@@ -249,48 +250,18 @@ def _model_specs(args: argparse.Namespace, settings) -> list:
 
 
 def run(args: argparse.Namespace) -> int:
-    from archlint.result import RunResult
+    from archlint.check import check, failed
 
     settings = _settings(args)
-    paths = [t for t in args.targets if not is_model_target(t)]
-    specs = _model_specs(args, settings)
-    if not paths and not specs:
-        raise UsageError("nothing to check: give PATH.py:NAME for a model or files/directories to lint")
-
-    result = RunResult()
-    decoded = []  # --decode steps, one more model each
-    if paths:
-        from archlint.code.lint import lint_paths
-
-        diagnostics, result.files_checked = lint_paths([Path(p) for p in paths], settings)
-        result.diagnostics += diagnostics
-    for spec in specs:
-        try:
-            from archlint.model.analyze import analyze
-        except ImportError as exc:
-            raise UsageError(
-                f"the model analyzer needs torch ({exc.name} is missing): pip install 'archlint[models]'"
-            ) from None
-        model_result, diagnostics = analyze(spec, settings)
-        result.models.append(model_result)
-        result.diagnostics += diagnostics
-        if spec.decode is not None:
-            from archlint.model.decode import analyze_decode
-
-            decoded.append(analyze_decode(spec, settings))
-    result.models += decoded  # after the prefills: budgets pair specs with the first models
-
-    from archlint import gate  # budgets for models; baselines for models and code alike
-
-    result.gate = gate.evaluate(result, specs, settings)
+    paths = [Path(t) for t in args.targets if not is_model_target(t)]
+    result = check(paths, _model_specs(args, settings), settings)
 
     from archlint.report import write_report
 
     write_report(result, settings)
     if settings.exit_zero:
         return EXIT_CLEAN
-    failed = gate.fails(result.diagnostics) or any(not g.passed for g in result.gate)
-    return EXIT_FINDINGS if failed else EXIT_CLEAN
+    return EXIT_FINDINGS if failed(result) else EXIT_CLEAN
 
 
 def run_subcommand(argv: list[str]) -> int:

@@ -44,6 +44,10 @@ class ModelSpec:
     decode: int | None = None  # also analyze one decode step with a KV cache of this many tokens
     budgets: dict[str, float] = field(default_factory=dict)  # max-flops, max-mac, ...
     device_spec: str | None = None  # --device-spec NAME|FILE for this model (overrides the global one)
+    # From the Python API: a model object and its inputs, used instead of loading `target`.
+    model: Any = field(default=None, repr=False, compare=False)
+    given_args: tuple = field(default=(), repr=False, compare=False)
+    given_kwargs: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
 
 @dataclass
@@ -86,6 +90,7 @@ class Settings:
     exit_zero: bool = False
     show_info: bool = False  # text/GitHub/JUnit output hide info findings unless this is set
     statistics: bool = False
+    quiet: bool = False  # no progress display
     debug: bool = False
     root: Path = field(default_factory=Path.cwd)  # the project root: where pyproject.toml is
 

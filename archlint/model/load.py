@@ -337,6 +337,10 @@ def bind_inputs(model: nn.Module, args: tuple, kwargs: dict[str, Any], source: s
 
 def load(spec: ModelSpec, settings: Settings) -> Loaded:
     dtype = parse_dtype(spec.dtype)
+    if spec.model is not None:  # the Python API: the user's own object, never rebuilt or changed
+        loaded = Loaded(spec.model, (), "given", dtype)
+        loaded.inputs, loaded.kwargs = bind_inputs(spec.model, spec.given_args, spec.given_kwargs, "analyze()")
+        return loaded
     if spec.target.startswith("hf:"):
         from archlint.model.hf import load_hf
 

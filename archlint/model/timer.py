@@ -28,6 +28,8 @@ from dataclasses import dataclass
 
 import torch
 
+from archlint import progress
+
 
 @dataclass(frozen=True)
 class Stats:
@@ -163,19 +165,22 @@ def sample(runs: list[Callable[[], object]], timer: Timer, warmup: int, repeat: 
     """Run each callable `warmup` times untimed, then `repeat` times, interleaved (run 0, run 1,
     run 0, ...) so that all of them see the same machine conditions. Each callable marks its own
     regions on `timer`."""
-    for _ in range(warmup):
-        for run in runs:
-            run()
-            timer.collect()
-    samples: list[dict[str, list[float]]] = [{} for _ in runs]
-    totals: list[list[float]] = [[] for _ in runs]
-    for _ in range(repeat):
-        for run, acc, total in zip(runs, samples, totals):
-            run()
-            durations = timer.collect()
-            total.append(sum(durations.values()))
-            for name, ms in durations.items():
-                acc.setdefault(name, []).append(ms)
+    with progress.task("timing passes", total=(warmup + repeat) * len(runs)) as advance:
+        for _ in range(warmup):
+            for run in runs:
+                run()
+                timer.collect()
+                advance()
+        samples: list[dict[str, list[float]]] = [{} for _ in runs]
+        totals: list[list[float]] = [[] for _ in runs]
+        for _ in range(repeat):
+            for run, acc, total in zip(runs, samples, totals):
+                run()
+                durations = timer.collect()
+                total.append(sum(durations.values()))
+                for name, ms in durations.items():
+                    acc.setdefault(name, []).append(ms)
+                advance()
     return [
         Sampled({name: Stats.of(values) for name, values in acc.items()}, Stats.of(total), tuple(total))
         for acc, total in zip(samples, totals)

@@ -1,0 +1,60 @@
+"""The one path through archlint: lint code paths, analyze model specs, apply the gate.
+
+The command line and the Python API both call `check`; they differ only in where settings come
+from and what is done with the RunResult (a report and an exit code, or an Analysis object).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from archlint import progress
+from archlint.config import ModelSpec, Settings
+from archlint.errors import UsageError
+from archlint.result import RunResult
+
+
+def check(paths: list[Path], specs: list[ModelSpec], settings: Settings) -> RunResult:
+    if not paths and not specs:
+        raise UsageError("nothing to check: give PATH.py:NAME for a model or files/directories to lint")
+    with progress.shown(settings):
+        return _check(paths, specs, settings)
+
+
+def _check(paths: list[Path], specs: list[ModelSpec], settings: Settings) -> RunResult:
+    result = RunResult()
+    if paths:
+        from archlint.code.lint import lint_paths
+
+        diagnostics, result.files_checked = lint_paths(paths, settings)
+        result.diagnostics += diagnostics
+    decoded = []  # --decode steps, one more model each
+    for spec in specs:
+        try:
+            from archlint.model.analyze import analyze
+        except ImportError as exc:
+            raise UsageError(
+                f"the model analyzer needs torch ({exc.name} is missing): pip install 'archlint[models]'"
+            ) from None
+        with progress.task(f"analyzing {spec.target}"):
+            model_result, diagnostics = analyze(spec, settings)
+        result.models.append(model_result)
+        result.diagnostics += diagnostics
+        if spec.decode is not None:
+            from archlint.model.decode import analyze_decode
+
+            with progress.task(f"analyzing a decode step of {spec.target}"):
+                decoded.append(analyze_decode(spec, settings))
+    result.models += decoded  # after the prefills: budgets pair specs with the first models
+
+    from archlint import gate  # budgets for models; baselines for models and code alike
+
+    result.gate = gate.evaluate(result, specs, settings)
+    return result
+
+
+def failed(result: RunResult) -> bool:
+    """Findings that are not info, or a failed gate: exit 1 on the command line."""
+    from archlint import gate
+
+    return gate.fails(result.diagnostics) or any(not g.passed for g in result.gate)

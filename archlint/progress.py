@@ -1,0 +1,57 @@
+"""Progress on long runs: a rich progress display on stderr, only where a person watches it.
+
+Shown when stderr is a terminal, not in CI (`CI` set), not with `--quiet`, and not when a
+machine format (json, sarif, ...) goes to stdout. Code that runs long opens a `task` and
+advances it; with no display active a task costs nothing, so library callers never see output.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Callable, Iterator
+
+from archlint.config import Settings
+
+_display = None  # the rich Progress of the running `shown` block, if any
+
+
+def wanted(settings: Settings) -> bool:
+    machine_stdout = settings.output_format != "text" and settings.output_file is None
+    return sys.stderr.isatty() and not os.environ.get("CI") and not settings.quiet and not machine_stdout
+
+
+@contextlib.contextmanager
+def shown(settings: Settings) -> Iterator[None]:
+    """Show tasks opened inside this block, if `wanted`; the display vanishes when it ends."""
+    global _display
+    if _display is not None or not wanted(settings):
+        yield
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeRemainingColumn
+
+    _display = Progress(
+        SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+        console=Console(file=sys.stderr), transient=True, refresh_per_second=4,  # few redraws: timing runs meanwhile
+    )
+    try:
+        with _display:
+            yield
+    finally:
+        _display = None
+
+
+@contextlib.contextmanager
+def task(description: str, total: int | None = None) -> Iterator[Callable[[int], None]]:
+    """A unit of work; call the yielded function to advance it (by 1 by default)."""
+    display = _display
+    if display is None:
+        yield lambda n=1: None
+        return
+    task_id = display.add_task(description, total=total)
+    try:
+        yield lambda n=1: display.advance(task_id, n)
+    finally:
+        display.remove_task(task_id)

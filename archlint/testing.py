@@ -1,0 +1,49 @@
+"""Model budgets in a test suite: `assert_budget` fails a test with a readable account of what
+exceeded what. With pytest, the `archlint_budget` fixture (archlint.pytest_plugin) does the same
+and also honours `--archlint-baseline FILE` / `--archlint-save-baseline FILE`.
+
+    from archlint.testing import assert_budget
+
+    def test_net_stays_small():
+        assert_budget(Net(), (1, 3, 224, 224), max_flops=2e9, max_params=12e6, forbid=["AL205"])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from archlint.api import Analysis, analyze
+
+
+def assert_budget(
+    model: Any,
+    *inputs: Any,
+    max_flops: float | None = None,
+    max_mac: float | None = None,
+    max_params: float | None = None,
+    max_latency_ms: float | None = None,
+    forbid: Iterable[str] = (),
+    **options: Any,
+) -> Analysis:
+    """Analyze `model` (as `archlint.analyze`) and raise AssertionError listing every exceeded
+    budget (`max_latency_ms` needs `latency=True`), every finding whose code starts with one of
+    `forbid`, and, with `baseline=FILE`, every regression against the baseline. Returns the
+    Analysis when all is within budget."""
+    budgets = {"max_flops": max_flops, "max_mac": max_mac, "max_params": max_params, "max_latency_ms": max_latency_ms}
+    analysis = analyze(model, *inputs, **{k: v for k, v in budgets.items() if v is not None}, **options)
+    problems = budget_failures(analysis, forbid)
+    if problems:
+        raise AssertionError(f"archlint: {analysis.model.target} is over budget:\n  " + "\n  ".join(problems))
+    return analysis
+
+
+def budget_failures(analysis: Analysis, forbid: Iterable[str] = ()) -> list[str]:
+    """One line per failed budget or baseline check and per forbidden finding."""
+    prefixes = [code.upper() for code in forbid]
+    lines = [f"{g.check}: {g.message}" for g in analysis.result.gate if not g.passed]
+    for d in analysis.findings:
+        if any(d.code.startswith(p) for p in prefixes):
+            where = d.module if d.module else d.target
+            lines.append(f"forbidden {d.code} at {where}: {d.message}")
+    return lines
