@@ -129,3 +129,25 @@ def test_lint_and_fix(tmp_path):
 def test_public_surface():
     assert set(archlint.__all__) >= {"analyze", "lint", "Analysis", "UsageError"}
     assert archlint.analyze.__doc__ and archlint.lint.__doc__ and archlint.Analysis.__doc__
+
+
+class KeywordNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(100, 16)
+        self.proj = nn.Linear(16, 16)
+
+    def forward(self, input_ids, attention_mask=None):
+        x = self.proj(self.embed(input_ids))
+        return x if attention_mask is None else x * attention_mask.unsqueeze(-1)
+
+
+def test_keyword_inputs():
+    ids = torch.randint(0, 100, (2, 8))
+    analysis = archlint.analyze(KeywordNet(), ids, {"attention_mask": torch.ones(2, 8)})
+    linear = next(layer for layer in analysis.layers if layer.kind == "linear")
+    assert linear.flops == 2 * 8 * 16 * 16
+    names = [i["name"] for i in analysis.to_dict()["models"][0]["inputs"]]
+    assert names == ["input_ids", "attention_mask"]
+    with pytest.raises(UsageError, match="no such parameter"):
+        archlint.analyze(KeywordNet(), ids, {"mask": torch.ones(2, 8)})
