@@ -1,0 +1,261 @@
+"""One file's facts that other files can use, as plain JSON (cached by content hash beside the
+file's findings; the project join in project.py reads only these, never the source).
+
+    imports   [[local, module, name, level]]: `from .data import build as b` → ["b", "data", "build", 1];
+              `import util.misc as misc` → ["misc", "util.misc", null, 0]; a star import has local "*"
+    cuda      the file itself runs on a GPU (names CUDA, torch.accelerator or accelerate)
+    conv      it builds convolutions (nn.Conv*, F.conv*, torchvision/timm models)
+    cudnn     it sets cudnn.benchmark / deterministic at import time
+    amp       it chooses a precision (autocast, a scaler, half/bf16)
+    entry     it runs a training or evaluation loop (a candidate entry point)
+    cuda_names module-level names bound to a CUDA device (`device = torch.device("cuda")`)
+    defs      function qualname → {"params": [...], and when true: "loader": [pin, workers, line],
+              "yields": i, "batch": 1, "backward": 1, "cuda": 1, "cudnn": 1, "sync": 1}
+    classes   class qualnames
+    uses      dotted names the file calls that may be project functions (imported or its own)
+    steps     [[callee, line, tensor args, local qualname]]: calls made once per training step
+    loader_args [[callee, argument (index or keyword), pin]]: a loader of this file passed to a call
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from archlint.code import dataflow as df
+from archlint.code.checks.cudnn_benchmark import _chosen, _has_convolutions
+from archlint.code.facts import CallSite, Facts, Scope
+from archlint.code.names import dotted
+
+_PRECISION = {"autocast", "GradScaler", "bfloat16", "float16", "half"}
+_SYNC_METHODS = {"item", "cpu", "numpy", "tolist"}
+
+
+def _imports(facts: Facts) -> list[list]:
+    out = []
+    for node in facts.import_nodes:
+        if isinstance(node, cst.Import):
+            for alias in node.names:
+                full = dotted(alias.name)
+                if full is None:
+                    continue
+                if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                    out.append([alias.asname.name.value, full, None, 0])
+                else:
+                    out.append([full.split(".")[0], full.split(".")[0], None, 0])
+                    if "." in full:  # `import a.b` makes a.b reachable as an attribute of a
+                        out.append([full, full, None, 0])
+            continue
+        level = len(node.relative)
+        module = dotted(node.module) if node.module is not None else ""
+        if module is None:
+            continue
+        if isinstance(node.names, cst.ImportStar):
+            out.append(["*", module, "*", level])
+            continue
+        for alias in node.names:
+            if not isinstance(alias.name, cst.Name):
+                continue
+            local = alias.name.value
+            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                local = alias.asname.name.value
+            out.append([local, module, alias.name.value, level])
+    return out
+
+
+def _pin_state(facts: Facts, site: CallSite) -> str:
+    value = df.argument(site, "pin_memory", df.DATALOADER_POSITIONS["pin_memory"])
+    if value is df.MISSING:
+        return "missing"
+    if value is df.UNKNOWN:
+        return "unknown"
+    lit = df.literal(value)
+    return "true" if lit is True else "false" if lit is False else "unknown"
+
+
+def _workers(site: CallSite):
+    value = df.argument(site, "num_workers", df.DATALOADER_POSITIONS["num_workers"])
+    if value is df.MISSING:
+        return "missing"
+    lit = df.literal(value) if value is not df.UNKNOWN else df.UNKNOWN
+    return lit if isinstance(lit, int) else "unknown"
+
+
+# Imported libraries that are never part of the project being linted.
+_LIBRARIES = frozenset({"torch", "torchvision", "numpy", "np", "timm", "transformers", "os", "sys", "math",
+                        "time", "json", "argparse", "logging", "random", "datetime", "pathlib", "tqdm",
+                        "accelerate", "diffusers", "PIL", "cv2", "wandb", "yaml", "collections", "functools"})
+
+
+def _candidate(name: str | None, facts: Facts, scope: Scope) -> bool:
+    """A callee that may be a project function: its head is imported, or a def/class of this file, or self."""
+    if not name:
+        return False
+    head = name.split(".")[0]
+    if head == "self":
+        return name.count(".") == 1
+    full = facts.imports.names.get(head)
+    if full is not None:
+        return full.split(".")[0] not in _LIBRARIES and not scope.binds(head)
+    if head not in facts.__dict__.setdefault("_def_names", {s.node.name.value for s in facts.scopes
+                                                            if s.kind != "module"}):
+        return head in _relative_names(facts)
+    found = scope.lookup(head)
+    return found is not None and found[1][-1:] == [None] and head not in found[0].params
+
+
+def _relative_names(facts: Facts) -> set[str]:
+    """Names bound by relative or star imports (the ImportTable leaves those out)."""
+    if "_relative" not in facts.__dict__:
+        names = set()
+        for node in facts.import_nodes:
+            if isinstance(node, cst.ImportFrom) and node.relative and not isinstance(node.names, cst.ImportStar):
+                for alias in node.names:
+                    names.add(alias.asname.name.value if alias.asname is not None else alias.name.value)
+        facts.__dict__["_relative"] = names
+    return facts.__dict__["_relative"]
+
+
+def _local_def(name: str, scope: Scope, defs: dict[str, Scope]) -> str | None:
+    """The qualname of the function a plain name or `self.method` refers to, in this file."""
+    if name.startswith("self."):
+        cls = scope
+        while cls is not None and cls.kind != "class":
+            cls = cls.parent
+        return f"{cls.qualname}.{name[5:]}" if cls is not None else None
+    if "." in name:
+        return None
+    while scope is not None:  # innermost enclosing def first: closures
+        prefix = scope.qualname
+        qual = f"{prefix}.{name}" if prefix else name
+        if qual in defs:
+            return qual
+        scope = scope.parent
+    return None
+
+
+def _tensor_args(call: cst.Call, names: set[str]) -> list:
+    out = []
+    for i, arg in enumerate(a for a in call.args if not a.star):
+        if df.refs(arg.value, names) and df.root_name(arg.value) in names:
+            out.append(arg.keyword.value if arg.keyword is not None else i)
+    return out
+
+
+def _mentions_cuda(facts: Facts, node: cst.CSTNode) -> bool:
+    text = facts.code(node)
+    return "cuda" in text or "torch.accelerator" in text
+
+
+def _def_facts(facts: Facts, scope: Scope, loaders: list[CallSite]) -> dict:
+    node = scope.node
+    p = node.params
+    params = [param.name.value for param in (*p.posonly_params, *p.params)]
+    out: dict = {"params": params}
+    own = [site for site in loaders if site.scope is scope]
+    if own and scope.returns:
+        pins = {_pin_state(facts, site) for site in own}
+        pin = "true" if pins == {"true"} else "unknown" if "unknown" in pins else "false"
+        workers = {_workers(site) for site in own}
+        out["loader"] = [pin, workers.pop() if len(workers) == 1 else "unknown", facts.position(own[0].node)[0].line]
+    if scope.has_yield:
+        for loop in facts.loops:
+            if loop.scope is scope and loop.iter is not None:
+                inner, _ = df._unwrap(loop.iter, facts, scope)
+                if isinstance(inner, cst.Name) and inner.value in params:
+                    out["yields"] = params.index(inner.value)
+                    break
+    for site in scope.calls:
+        if site.scope is not scope:
+            continue
+        func = site.node.func
+        if isinstance(func, cst.Name) and func.value == "next" and site.node.args:
+            if df.loader_source(site.node.args[0].value, scope, facts) is not None:
+                out["batch"] = 1
+        if isinstance(func, cst.Attribute) and func.attr.value in _SYNC_METHODS and not site.node.args:
+            out["sync"] = 1
+        elif dotted(func) in ("print", "torch.cuda.synchronize") or (
+                isinstance(func, cst.Attribute) and func.attr.value == "format"):
+            out["sync"] = 1
+        elif any(isinstance(a.value, (cst.FormattedString, cst.BinaryOperation)) for a in site.node.args):
+            out["sync"] = 1
+        if site.node.func is not None and (facts.qname(func, scope) or "").startswith(
+                ("torch.device", "torch.accelerator.")) and scope.returns and _mentions_cuda(facts, node):
+            out["cuda"] = 1
+    if scope.has_backward:
+        out["backward"] = 1
+    for target, _ in facts.attr_assigns:
+        name = dotted(target) or ""
+        if name.endswith(("cudnn.benchmark", "cudnn.deterministic")) and _encloses(node, target, facts):
+            out["cudnn"] = 1
+    return out
+
+
+def _encloses(outer: cst.CSTNode, inner: cst.CSTNode, facts: Facts) -> bool:
+    a, b = facts.position(outer)
+    c, _ = facts.position(inner)
+    return a.line <= c.line <= b.line
+
+
+def _steps(facts: Facts, defs: dict[str, Scope]) -> list[list]:
+    out = []
+    for bl in df.training_loops(facts):
+        names = df.tensor_names(bl)
+        for site in bl.loop.calls:
+            where = df.in_loop(site, bl.loop)
+            if where is None or where[1]:
+                continue
+            callees = [dotted(site.node.func)]
+            # a closure handed to the optimizer (`optimizer.step(closure)`) runs inside the step
+            callees += [a.value.value for a in site.node.args if isinstance(a.value, cst.Name)
+                        and _local_def(a.value.value, site.scope, defs)]
+            for callee in callees:
+                if not _candidate(callee, facts, site.scope):
+                    continue
+                args = _tensor_args(site.node, names) if callee == callees[0] else []
+                line = facts.position(site.node)[0].line
+                out.append([callee, line, args, _local_def(callee, site.scope, defs)])
+    return out
+
+
+def _loader_args(facts: Facts) -> list[list]:
+    out = []
+    pins = {id(site.node): _pin_state(facts, site) for site in df.loader_calls(facts)}
+    if not pins:
+        return out
+    for site in facts.calls:
+        callee = dotted(site.node.func)
+        if not _candidate(callee, facts, site.scope):
+            continue
+        for i, arg in enumerate(a for a in site.node.args if not a.star):
+            if not isinstance(arg.value, cst.Name):
+                continue
+            source = df.loader_source(arg.value, site.scope, facts)
+            if isinstance(source, CallSite) and id(source.node) in pins:
+                out.append([callee, arg.keyword.value if arg.keyword is not None else i, pins[id(source.node)]])
+    return out
+
+
+def summarize(facts: Facts) -> dict:
+    defs = {scope.qualname: scope for scope in facts.functions}
+    loaders = df.loader_calls(facts)
+    uses = sorted({name for site in facts.calls
+                   if _candidate(name := dotted(site.node.func), facts, site.scope)})
+    cuda_names = []
+    if facts.uses_cuda:
+        for name, values in facts.module_scope.assigns.items():
+            if any(isinstance(v, (cst.Call, cst.IfExp)) and _mentions_cuda(facts, v) for v in values):
+                cuda_names.append(name)
+    return {
+        "imports": _imports(facts),
+        "cuda": facts.uses_cuda,
+        "conv": _has_convolutions(facts),
+        "cudnn": _chosen(facts),
+        "amp": bool(facts.idents & _PRECISION),
+        "entry": bool(df.batch_loops(facts) or df.step_loops(facts)),
+        "cuda_names": cuda_names,
+        "defs": {qual: _def_facts(facts, scope, loaders) for qual, scope in defs.items()},
+        "classes": [s.qualname for s in facts.scopes if s.kind == "class"],
+        "uses": uses,
+        "steps": _steps(facts, defs),
+        "loader_args": _loader_args(facts),
+    }
