@@ -99,8 +99,9 @@ def _jobs(settings: Settings) -> int:
         return os.cpu_count() or 1
 
 
-def lint_many(items: list[tuple], jobs: int, work=_work) -> list:
+def lint_many(items: list[tuple], jobs: int, work=None) -> list:
     """Lint (path, content) pairs, on `jobs` processes when there are enough of them."""
+    work = work or _work
     if jobs <= 1 or len(items) < PARALLEL_MIN_FILES:
         return [work(item) for item in items]
     import multiprocessing
