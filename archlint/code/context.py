@@ -15,6 +15,7 @@ the common case (a library module nobody trains with) and means "lint the file a
                   {"cuda": 1}       a CUDA device, or a function that returns one
     cuda        a module that calls this one chooses CUDA (devices arrive as parameters)
     conv        the models this entry point imports from the project have convolutions
+    trains      this file's __main__ block runs a training loop that another module holds
     cudnn       a project function this file calls sets cudnn.benchmark / deterministic
     per_step    function qualname → [[tensor parameter names], "file:line" of a call site]: called
                 once per training step from a training loop (here or in another module)
@@ -26,7 +27,7 @@ from __future__ import annotations
 
 
 class ProjectContext:
-    __slots__ = ("data", "names", "cuda", "conv", "cudnn", "per_step", "feeds_cuda", "pinned")
+    __slots__ = ("data", "names", "cuda", "conv", "trains", "cudnn", "per_step", "feeds_cuda", "pinned")
 
     def __init__(self, data: dict | None = None) -> None:
         data = data or {}
@@ -34,6 +35,7 @@ class ProjectContext:
         self.names: dict[str, dict] = data.get("names", {})
         self.cuda: bool = bool(data.get("cuda"))
         self.conv: bool = bool(data.get("conv"))
+        self.trains: bool = bool(data.get("trains"))
         self.cudnn: bool = bool(data.get("cudnn"))
         self.per_step: dict[str, list] = data.get("per_step", {})
         self.feeds_cuda: frozenset[str] = frozenset(data.get("feeds_cuda", ()))

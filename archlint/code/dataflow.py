@@ -90,7 +90,9 @@ def known_dict(name: str, scope: Scope, depth: int = 0) -> dict | None:
         items[k] = value
     for site in home.calls:
         func = site.node.func
-        if any(a.star != "**" and isinstance(a.value, cst.Name) and a.value.value == name for a in site.node.args):
+        merged_into_other = isinstance(func, cst.Attribute) and func.attr.value == "update"
+        if not merged_into_other and any(
+                a.star != "**" and isinstance(a.value, cst.Name) and a.value.value == name for a in site.node.args):
             return None  # handed to a function that may add keys: unknown
         if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == name:
             if func.attr.value in ("update", "setdefault"):
@@ -239,7 +241,17 @@ def _called_info(site: CallSite, facts: Facts) -> dict:
 
 def trains(loop: Loop, facts: Facts) -> bool:
     """The loop runs a backward pass: itself, through a loss scaler, or in a project function it calls."""
-    return loop.has_backward or any(_called_info(site, facts).get("backward") for site in loop.calls)
+    return loop.has_backward or any(
+        _called_info(site, facts).get("backward") or _local_backward(site, facts) for site in loop.calls)
+
+
+def _local_backward(site: CallSite, facts: Facts) -> bool:
+    """`self.train_step(batch)` or `train_step(batch)` where this file's function runs the backward."""
+    name = dotted(site.node.func)
+    if not name or name.count(".") > 1 or ("." in name and not name.startswith("self.")):
+        return False
+    short = name.rsplit(".", 1)[-1]
+    return any(scope.has_backward and scope.node.name.value == short for scope in facts.functions)
 
 
 class BatchLoop:

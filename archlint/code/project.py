@@ -79,12 +79,17 @@ class Index:
         self.prefix = prefix
         self.extra = 0
         self._modules: dict[tuple, str | None] = {}
+        self._light: set[str] = set()
         self.extracted: list[str] = []  # modules read for their facts only
 
     # files ----------------------------------------------------------------------------------------
     def summary(self, path: str) -> dict | None:
         if path in self.summaries:
-            return self.summaries[path]
+            found = self.summaries[path]
+            if found is None and path not in self._light:
+                self._light.add(path)  # no torch in it: its imports may still lead to modules that have
+                found = self.summaries[path] = self._light_summary(path)
+            return found
         if self.extra >= MAX_EXTRA_FILES:
             return None
         self.extra += 1
@@ -103,7 +108,17 @@ class Index:
                 self.store.put_summary(key, summary)
                 self.extracted.append(path)
         self.summaries[path] = summary
-        return summary
+        return self.summary(path)
+
+    def _light_summary(self, path: str) -> dict | None:
+        from archlint.code.source import SourceError, decode
+        from archlint.code.summary import light
+
+        try:
+            text, _, _ = decode(Path(path).read_bytes())
+        except (OSError, SourceError):
+            return None
+        return light(text) if "import" in text else None
 
     def _bases(self, folder: str) -> list[str]:
         bases = [folder]
@@ -144,6 +159,8 @@ class Index:
         summary = self.summary(path)
         if not summary or depth > MAX_DEPTH:
             return None
+        if name in summary.get("self_calls", {}):
+            return path, summary["self_calls"][name], "def"
         head = name.split(".")[0]
         if name in summary["defs"]:
             return path, name, "def"
@@ -265,10 +282,12 @@ def contexts(linted: list[str], index: Index, display) -> dict[str, dict]:
             ctx["names"] = names
             if any(i.get("cuda") for i in names.values()):
                 ctx["cuda"] = 1
-        if summary["entry"] and not summary["cudnn"]:
+        if (summary["entry"] or summary.get("main")) and not summary["cudnn"]:
             modules = index.project_modules(path, 3)
             if not summary["conv"] and any((index.summary(m) or {}).get("conv") for m in modules):
                 ctx["conv"] = 1
+            if not summary["entry"] and any((index.summary(m) or {}).get("trains") for m in modules):
+                ctx["trains"] = 1  # the __main__ block runs a training loop written in another module
             direct = index.project_modules(path, 1)
             if any((index.summary(m) or {}).get("cudnn") for m in direct) or any(
                     (_def(index, index.resolve(path, n)) or {}).get("cudnn") for n in summary["uses"]):
@@ -280,10 +299,10 @@ def contexts(linted: list[str], index: Index, display) -> dict[str, dict]:
         if summary["cuda"]:
             for name in summary["uses"]:
                 found = index.resolve(caller, name)
-                if found is None or found[0] not in linted_set or found[0] == caller or found[2] != "def":
+                if found is None or found[0] not in linted_set or found[0] == caller or found[2] not in ("def", "class"):
                     continue
                 ctx = out[found[0]]
-                ctx["cuda"] = 1
+                ctx["cuda"] = 1  # devices it gets are CUDA ones
                 if "loader" in (_def(index, found) or {}):
                     ctx.setdefault("feeds_cuda", [])
                     if found[1] not in ctx["feeds_cuda"]:
@@ -299,7 +318,7 @@ def contexts(linted: list[str], index: Index, display) -> dict[str, dict]:
                        if isinstance(a, str) or a + shift < len(params)]
             per_step = out[found[0]].setdefault("per_step", {})
             if found[1] not in per_step:
-                per_step[found[1]] = [tensors, f"called at {display(caller)}:{line}"]
+                per_step[found[1]] = [tensors, f"{display(caller)}:{line}"]
         for callee, arg, pin in summary["loader_args"]:
             found = index.resolve(caller, callee)
             info = _def(index, found)

@@ -19,6 +19,9 @@ file's findings; the project join in project.py reads only these, never the sour
 
 from __future__ import annotations
 
+import ast
+import builtins
+
 import libcst as cst
 
 from archlint.code import dataflow as df
@@ -98,9 +101,16 @@ def _candidate(name: str | None, facts: Facts, scope: Scope) -> bool:
         return full.split(".")[0] not in _LIBRARIES and not scope.binds(head)
     if head not in facts.__dict__.setdefault("_def_names", {s.node.name.value for s in facts.scopes
                                                             if s.kind != "module"}):
-        return head in _relative_names(facts)
+        if head in _relative_names(facts):
+            return True
+        # `from models import *`: an unbound, non-builtin name may come from the star
+        return _has_star(facts) and head not in facts.bound and not hasattr(builtins, head)
     found = scope.lookup(head)
     return found is not None and found[1][-1:] == [None] and head not in found[0].params
+
+
+def _has_star(facts: Facts) -> bool:
+    return any(isinstance(n, cst.ImportFrom) and isinstance(n.names, cst.ImportStar) for n in facts.import_nodes)
 
 
 def _relative_names(facts: Facts) -> set[str]:
@@ -252,6 +262,10 @@ def summarize(facts: Facts) -> dict:
         "cudnn": _chosen(facts),
         "amp": bool(facts.idents & _PRECISION),
         "entry": bool(df.batch_loops(facts) or df.step_loops(facts)),
+        "trains": bool(df.training_loops(facts)),
+        "main": facts.main_guard is not None,
+        "self_calls": {name: qual for site in facts.calls if (name := dotted(site.node.func) or "").startswith("self.")
+                       and (qual := _local_def(name, site.scope, defs))},
         "cuda_names": cuda_names,
         "defs": {qual: _def_facts(facts, scope, loaders) for qual, scope in defs.items()},
         "classes": [s.qualname for s in facts.scopes if s.kind == "class"],
@@ -259,3 +273,33 @@ def summarize(facts: Facts) -> dict:
         "steps": _steps(facts, defs),
         "loader_args": _loader_args(facts),
     }
+
+
+def light(text: str) -> dict:
+    """The imports and names of a file that never mentions torch (a package's `__init__.py` that
+    re-exports its models), read with the standard parser when the join needs them. Not cached: such
+    files are small and only read when an import leads to them."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError):
+        return {}
+    imports, defs, classes = [], {}, []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname:
+                    imports.append([alias.asname, alias.name, None, 0])
+                else:
+                    imports.append([alias.name.split(".")[0], alias.name.split(".")[0], None, 0])
+        elif isinstance(node, ast.ImportFrom):
+            for alias in node.names:
+                local = "*" if alias.name == "*" else alias.asname or alias.name
+                imports.append([local, node.module or "", alias.name, node.level])
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            defs[node.name] = {"params": [a.arg for a in node.args.posonlyargs + node.args.args]}
+        elif isinstance(node, ast.ClassDef):
+            classes.append(node.name)
+    return {"imports": imports, "cuda": False, "conv": False, "cudnn": False, "amp": False, "entry": False,
+            "trains": False, "main": False, "self_calls": {},
+            "cuda_names": [], "defs": defs, "classes": classes, "uses": [], "steps": [], "loader_args": []}

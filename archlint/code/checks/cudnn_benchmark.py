@@ -81,7 +81,7 @@ def entry_point(facts: Facts) -> cst.CSTNode | None:
 def check(facts: Facts):
     if not facts.uses_cuda or _chosen(facts) or facts.project.cudnn:
         return
-    if not (df.batch_loops(facts) or df.step_loops(facts)):
+    if not (df.batch_loops(facts) or df.step_loops(facts) or (facts.project.trains and facts.main_guard)):
         return
     if not (_has_convolutions(facts) or facts.project.conv):
         return

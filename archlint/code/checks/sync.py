@@ -127,8 +127,8 @@ def _helper_findings(facts: Facts, seen: set[int]):
             what = _what(site, names, facts)
             if what:
                 seen.add(id(site.node))
-                yield Finding("AL401", site.node, f"{what} in {scope.qualname}(), called on every training "
-                                                  f"step ({caller}), {_ADVICE}")
+                yield Finding("AL401", site.node, f"{what} in {scope.qualname}(), which the training step "
+                                                  f"calls every step (at {caller}), {_ADVICE}")
 
 
 def check(facts: Facts):
