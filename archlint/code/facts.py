@@ -247,18 +247,20 @@ class _Collector(cst.CSTVisitor):
         if self.scope.kind == "module" and _is_main_guard(node.test):
             self.f.main_guard = node
 
-    # The test of an `if` runs every time (`if not math.isfinite(loss.item()):`); its branches do not.
+    # The test of an `if` runs every time (`if not math.isfinite(loss.item()):`); its branches do not,
+    # unless the test only checks a type or presence (`if isinstance(v, torch.Tensor):`,
+    # `if writer is not None:`): such a branch runs on every step that reaches it.
     def visit_If_body(self, node: cst.If) -> None:
-        self._cond(1)
+        self._cond(0 if _is_guard(node.test) else 1)
 
     def leave_If_body(self, node: cst.If) -> None:
-        self._cond(-1)
+        self._cond(0 if _is_guard(node.test) else -1)
 
     def visit_If_orelse(self, node: cst.If) -> None:
-        self._cond(1)
+        self._cond(0 if _is_guard(node.test) else 1)
 
     def leave_If_orelse(self, node: cst.If) -> None:
-        self._cond(-1)
+        self._cond(0 if _is_guard(node.test) else -1)
 
     def visit_IfExp(self, node: cst.IfExp) -> None:
         self._cond(1)
@@ -317,6 +319,20 @@ class _Collector(cst.CSTVisitor):
     def visit_SimpleString(self, node: cst.SimpleString) -> None:
         if "cuda" in node.value:
             self.f.idents.add("cuda")
+
+
+def _is_guard(test: cst.BaseExpression) -> bool:
+    """A test of type or presence only: isinstance/hasattr/callable, `is (not) None`, and/or/not of those."""
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        return _is_guard(test.expression)
+    if isinstance(test, cst.BooleanOperation):
+        return _is_guard(test.left) and _is_guard(test.right)
+    if isinstance(test, cst.Call):
+        return isinstance(test.func, cst.Name) and test.func.value in ("isinstance", "hasattr", "callable")
+    if isinstance(test, cst.Comparison):
+        return all(isinstance(c.operator, (cst.Is, cst.IsNot)) and isinstance(c.comparator, cst.Name)
+                   and c.comparator.value == "None" for c in test.comparisons)
+    return False
 
 
 def _is_main_guard(test: cst.BaseExpression) -> bool:

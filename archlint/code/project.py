@@ -273,6 +273,9 @@ def contexts(linted: list[str], index: Index, display) -> dict[str, dict]:
             info = _name_info(index, path, name, display)
             if info:
                 names[name] = info
+        for name, typed in summary.get("aliases", {}).items():  # `logger.log_every` of a project class
+            if typed in names:
+                names[name] = names[typed]
         for local, module, imported, level in summary["imports"]:
             if imported not in (None, "*"):
                 found = index.resolve(path, local)
@@ -314,8 +317,14 @@ def contexts(linted: list[str], index: Index, display) -> dict[str, dict]:
                 continue
             params = info["params"]
             shift = 1 if _is_method_call(callee, found[1], params) else 0
-            tensors = [a if isinstance(a, str) else params[a + shift] for a in args
-                       if isinstance(a, str) or a + shift < len(params)]
+            tensors = []
+            for a in args:
+                if a == "**" or (isinstance(a, str) and a not in params):
+                    a = info.get("kwargs")  # a dict of tensors, or keywords gathered by **kwargs
+                elif isinstance(a, int):
+                    a = params[a + shift] if a + shift < len(params) else None
+                if a and a not in tensors:
+                    tensors.append(a)
             per_step = out[found[0]].setdefault("per_step", {})
             if found[1] not in per_step:
                 per_step[found[1]] = [tensors, f"{display(caller)}:{line}"]

@@ -144,11 +144,42 @@ def _local_def(name: str, scope: Scope, defs: dict[str, Scope]) -> str | None:
 
 
 def _tensor_args(call: cst.Call, names: set[str]) -> list:
+    """Which arguments carry tensors: positions, keywords, or "**" for a dict of them."""
     out = []
     for i, arg in enumerate(a for a in call.args if not a.star):
         if df.refs(arg.value, names) and df.root_name(arg.value) in names:
             out.append(arg.keyword.value if arg.keyword is not None else i)
+    if any(a.star == "**" and df.root_name(a.value) in names for a in call.args):
+        out.append("**")
     return out
+
+
+def _typed(name: str | None, facts: Facts, scope: Scope) -> str | None:
+    """`metric_logger.update` where `metric_logger = utils.MetricLogger(...)` → `utils.MetricLogger.update`."""
+    if not name or name.count(".") != 1:
+        return None
+    head, method = name.split(".")
+    found = scope.lookup(head)
+    if found is None or head in found[0].params:
+        return None
+    values = found[1]
+    if not values or any(not isinstance(v, cst.Call) for v in values):
+        return None
+    classes = {dotted(v.func) for v in values}
+    if len(classes) != 1:
+        return None
+    cls = classes.pop()
+    if not cls or not cls.rsplit(".", 1)[-1][:1].isupper() or not _candidate(cls, facts, found[0]):
+        return None
+    return f"{cls}.{method}"
+
+
+def _callee(site: CallSite, facts: Facts) -> str | None:
+    """The name to resolve in the project for a call, or None when it cannot be a project function."""
+    name = dotted(site.node.func)
+    if _candidate(name, facts, site.scope):
+        return name
+    return _typed(name, facts, site.scope)
 
 
 def _mentions_cuda(facts: Facts, node: cst.CSTNode) -> bool:
@@ -161,6 +192,8 @@ def _def_facts(facts: Facts, scope: Scope, loaders: list[CallSite]) -> dict:
     p = node.params
     params = [param.name.value for param in (*p.posonly_params, *p.params)]
     out: dict = {"params": params}
+    if isinstance(p.star_kwarg, cst.Param):
+        out["kwargs"] = p.star_kwarg.name.value
     own = [site for site in loaders if site.scope is scope]
     if own and scope.returns:
         pins = {_pin_state(facts, site) for site in own}
@@ -214,12 +247,12 @@ def _steps(facts: Facts, defs: dict[str, Scope]) -> list[list]:
             where = df.in_loop(site, bl.loop)
             if where is None or where[1]:
                 continue
-            callees = [dotted(site.node.func)]
+            callees = [_callee(site, facts)]
             # a closure handed to the optimizer (`optimizer.step(closure)`) runs inside the step
             callees += [a.value.value for a in site.node.args if isinstance(a.value, cst.Name)
                         and _local_def(a.value.value, site.scope, defs)]
             for callee in callees:
-                if not _candidate(callee, facts, site.scope):
+                if not callee:
                     continue
                 args = _tensor_args(site.node, names) if callee == callees[0] else []
                 line = facts.position(site.node)[0].line
@@ -248,8 +281,14 @@ def _loader_args(facts: Facts) -> list[list]:
 def summarize(facts: Facts) -> dict:
     defs = {scope.qualname: scope for scope in facts.functions}
     loaders = df.loader_calls(facts)
-    uses = sorted({name for site in facts.calls
-                   if _candidate(name := dotted(site.node.func), facts, site.scope)})
+    uses, aliases = set(), {}
+    for site in facts.calls:
+        callee = _callee(site, facts)
+        if callee:
+            uses.add(callee)
+            name = dotted(site.node.func)
+            if name != callee:
+                aliases[name] = callee
     cuda_names = []
     if facts.uses_cuda:
         for name, values in facts.module_scope.assigns.items():
@@ -269,7 +308,8 @@ def summarize(facts: Facts) -> dict:
         "cuda_names": cuda_names,
         "defs": {qual: _def_facts(facts, scope, loaders) for qual, scope in defs.items()},
         "classes": [s.qualname for s in facts.scopes if s.kind == "class"],
-        "uses": uses,
+        "uses": sorted(uses),
+        "aliases": aliases,
         "steps": _steps(facts, defs),
         "loader_args": _loader_args(facts),
     }
@@ -301,5 +341,5 @@ def light(text: str) -> dict:
         elif isinstance(node, ast.ClassDef):
             classes.append(node.name)
     return {"imports": imports, "cuda": False, "conv": False, "cudnn": False, "amp": False, "entry": False,
-            "trains": False, "main": False, "self_calls": {},
+            "trains": False, "main": False, "self_calls": {}, "aliases": {},
             "cuda_names": [], "defs": defs, "classes": classes, "uses": [], "steps": [], "loader_args": []}

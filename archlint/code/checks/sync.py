@@ -94,9 +94,12 @@ def _loop_findings(facts: Facts, seen: set[int]):
                 )
 
 
-def _function_tensors(scope: Scope, params: list[str]) -> set[str]:
+def _function_tensors(scope: Scope, params: list[str], facts: Facts) -> set[str]:
     """Tensor parameters plus what the function derives from them and what its backward starts from."""
     names = set(params)
+    for loop in facts.loops:  # `for k, v in kwargs.items():` over a dict of tensors
+        if loop.scope is scope and loop.iter is not None and df.root_name(loop.iter) in names:
+            names.update(loop.targets)
     for site in scope.calls:
         if df.is_backward_call(site.node):
             names |= df.backward_roots_of([site])
@@ -120,7 +123,7 @@ def _helper_findings(facts: Facts, seen: set[int]):
         if entry is None:
             continue
         params, caller = entry
-        names = _function_tensors(scope, params)
+        names = _function_tensors(scope, params, facts)
         for site in scope.calls:
             if site.scope is not scope or site.conditional or id(site.node) in seen:
                 continue
