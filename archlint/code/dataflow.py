@@ -328,8 +328,9 @@ def backward_roots_of(calls: list[CallSite]) -> set[str]:
             receiver = receiver.args[0].value  # scaler.scale(loss)
         if receiver is None or isinstance(receiver, cst.Name) and receiver.value in ("accelerator", "self"):
             receiver = site.node.args[0].value if site.node.args else None
-        if receiver is not None and root_name(receiver):
-            roots.add(root_name(receiver))
+        root = root_name(receiver) if receiver is not None else None
+        if root and root not in ("self", "cls"):  # `self.loss.backward()`: not every attribute of self
+            roots.add(root)
     return roots
 
 
@@ -378,11 +379,22 @@ def root_name(node: cst.BaseExpression) -> str | None:
             return None
 
 
+_COMPREHENSIONS = (cst.ListComp, cst.GeneratorExp, cst.SetComp, cst.DictComp)
+
+
 def batch_views(bl: BatchLoop) -> set[str]:
-    """The batch's names plus names unpacked or indexed from them (`x, y = batch`, `x = batch[0]`)."""
+    """The batch's names plus names unpacked or indexed from them (`x, y = batch`, `x = batch[0]`),
+    and the variables of comprehensions over them (`{k: v.to(device) for k, v in batch.items()}`)."""
     names = set(bl.batch_names)
     for target, value in bl.loop.assigns:
         if value is None:
+            continue
+        if isinstance(value, _COMPREHENSIONS):
+            comp = value.for_in
+            while comp is not None:
+                if root_name(comp.iter) in names:
+                    names.update(target_names(comp.target))
+                comp = comp.inner_for_in
             continue
         if (isinstance(target, (cst.Tuple, cst.List)) and isinstance(value, (cst.Tuple, cst.List))
                 and len(target.elements) == len(value.elements)):  # x, y = batch["image"], batch["mask"]
@@ -394,7 +406,8 @@ def batch_views(bl: BatchLoop) -> set[str]:
     return names
 
 
-_SCALAR_METHODS = {"item", "tolist", "size", "dim", "numel", "__len__", "keys", "values", "items"}
+# `.values()`/`.items()` of a dict of tensors still hold tensors (`sum(loss_dict.values())`).
+_SCALAR_METHODS = {"item", "tolist", "size", "dim", "numel", "__len__", "keys"}
 
 
 def refs(node: cst.CSTNode, names: set[str]) -> bool:

@@ -326,8 +326,10 @@ def contexts(linted: list[str], index: Index, display) -> dict[str, dict]:
                 if a and a not in tensors:
                     tensors.append(a)
             per_step = out[found[0]].setdefault("per_step", {})
-            if found[1] not in per_step:
-                per_step[found[1]] = [tensors, f"{display(caller)}:{line}"]
+            entry = per_step.setdefault(found[1], [[], f"{display(caller)}:{line}"])
+            if tensors and not entry[0]:
+                entry[1] = f"{display(caller)}:{line}"  # name a call site that passes tensors
+            entry[0] += [t for t in tensors if t not in entry[0]]
         for callee, arg, pin in summary["loader_args"]:
             found = index.resolve(caller, callee)
             info = _def(index, found)
