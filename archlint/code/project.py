@@ -296,20 +296,32 @@ def contexts(linted: list[str], index: Index, display) -> dict[str, dict]:
                     (_def(index, index.resolve(path, n)) or {}).get("cudnn") for n in summary["uses"]):
                 ctx["cudnn"] = 1
     # what the other files do with this file's functions ----------------------------------------
+    # A module runs on the GPU when it names one, or when a module that does calls into it (the
+    # device arrives as a parameter): main.py → engine.train_one_epoch → misc.MetricLogger.update.
+    cuda = {p for p, s in index.summaries.items() if s and (s["cuda"] or out.get(p, {}).get("cuda"))}
+    frontier = sorted(cuda)
+    for _ in range(4):
+        reached = []
+        for caller in frontier:
+            for name in index.summaries[caller]["uses"]:
+                found = index.resolve(caller, name)
+                if found is None or found[0] == caller or found[2] not in ("def", "class"):
+                    continue
+                if found[0] in linted_set:
+                    ctx = out[found[0]]
+                    if "loader" in (_def(index, found) or {}):
+                        feeds = ctx.setdefault("feeds_cuda", [])
+                        if found[1] not in feeds:
+                            feeds.append(found[1])
+                    if not (index.summaries[found[0]] or {}).get("cuda"):
+                        ctx["cuda"] = 1  # the devices it is given are CUDA ones
+                if found[0] not in cuda and index.summaries.get(found[0]):
+                    cuda.add(found[0])
+                    reached.append(found[0])
+        frontier = reached
     for caller, summary in list(index.summaries.items()):
         if not summary:
             continue
-        if summary["cuda"]:
-            for name in summary["uses"]:
-                found = index.resolve(caller, name)
-                if found is None or found[0] not in linted_set or found[0] == caller or found[2] not in ("def", "class"):
-                    continue
-                ctx = out[found[0]]
-                ctx["cuda"] = 1  # devices it gets are CUDA ones
-                if "loader" in (_def(index, found) or {}):
-                    ctx.setdefault("feeds_cuda", [])
-                    if found[1] not in ctx["feeds_cuda"]:
-                        ctx["feeds_cuda"].append(found[1])
         for callee, line, args, local in summary["steps"]:
             found = (caller, local, "def") if local else index.resolve(caller, callee)
             info = _def(index, found)
