@@ -25,6 +25,14 @@ the common case (a library module nobody trains with) and means "lint the file a
 
 from __future__ import annotations
 
+# Imported libraries that are never part of the project being linted.
+LIBRARIES = frozenset({"torch", "torchvision", "numpy", "np", "timm", "transformers", "os", "sys", "math",
+                        "time", "json", "argparse", "logging", "random", "datetime", "pathlib", "tqdm",
+                        "accelerate", "diffusers", "PIL", "cv2", "wandb", "yaml", "collections", "functools",
+                       "typing", "re", "copy", "itertools", "warnings", "contextlib", "dataclasses", "abc",
+                       "torchaudio", "torchtext", "scipy", "sklearn", "pandas", "matplotlib", "datasets",
+                       "huggingface_hub", "lightning", "pytorch_lightning", "deepspeed", "apex", "einops"})
+
 
 class ProjectContext:
     __slots__ = ("data", "names", "cuda", "conv", "trains", "cudnn", "per_step", "feeds_cuda", "pinned")

@@ -15,17 +15,24 @@ linted (`archlint train.py` alone) are read for their facts only: their findings
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import os
 import sys
 from pathlib import Path
 
+from archlint.code.context import LIBRARIES as _LIBRARIES
 from archlint.config import Settings
 
 CACHE_FILE = "project-v1.json"
 MAX_EXTRA_FILES = 400  # modules read only for their facts, per run
 MAX_DEPTH = 6  # re-exports followed per name
+
+
+def _installed(folder: str) -> bool:
+    name = os.path.basename(folder)
+    return name in ("site-packages", "dist-packages") or folder.startswith(sys.prefix + os.sep + "lib")
 
 
 class Store:
@@ -112,7 +119,6 @@ class Index:
 
     def _light_summary(self, path: str) -> dict | None:
         from archlint.code.source import SourceError, decode
-        from archlint.code.summary import light
 
         try:
             text, _, _ = decode(Path(path).read_bytes())
@@ -126,7 +132,8 @@ class Index:
         while os.path.isfile(os.path.join(up, "__init__.py")):  # the folder above the package
             up = os.path.dirname(up)
             bases.append(up)
-        return bases + [str(r) for r in self.roots]
+        # installed packages are libraries, not the project: never resolved into
+        return [b for b in bases if not _installed(b)] + [str(r) for r in self.roots]
 
     def module_path(self, importer: str, module: str, level: int) -> str | None:
         folder = os.path.dirname(importer)
@@ -134,6 +141,9 @@ class Index:
         if key in self._modules:
             return self._modules[key]
         parts = module.split(".") if module else []
+        if not level and parts and parts[0] in _LIBRARIES:
+            self._modules[key] = None
+            return None
         if level:
             base = folder
             for _ in range(level - 1):
@@ -220,6 +230,36 @@ class Index:
             frontier = nxt
         seen.discard(path)
         return sorted(seen)
+
+
+def light(text: str) -> dict:
+    """The imports and names of a file that never mentions torch (a package's `__init__.py` that
+    re-exports its models), read with the standard parser when the join needs them. Not cached: such
+    files are small and only read when an import leads to them."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError):
+        return {}
+    imports, defs, classes = [], {}, []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname:
+                    imports.append([alias.asname, alias.name, None, 0])
+                else:
+                    imports.append([alias.name.split(".")[0], alias.name.split(".")[0], None, 0])
+        elif isinstance(node, ast.ImportFrom):
+            for alias in node.names:
+                local = "*" if alias.name == "*" else alias.asname or alias.name
+                imports.append([local, node.module or "", alias.name, node.level])
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            defs[node.name] = {"params": [a.arg for a in node.args.posonlyargs + node.args.args]}
+        elif isinstance(node, ast.ClassDef):
+            classes.append(node.name)
+    return {"imports": imports, "cuda": False, "conv": False, "cudnn": False, "amp": False, "entry": False,
+            "trains": False, "main": False, "self_calls": {}, "aliases": {},
+            "cuda_names": [], "defs": defs, "classes": classes, "uses": [], "steps": [], "loader_args": []}
 
 
 def _def(index: Index, found) -> dict | None:

@@ -19,13 +19,13 @@ file's findings; the project join in project.py reads only these, never the sour
 
 from __future__ import annotations
 
-import ast
 import builtins
 
 import libcst as cst
 
 from archlint.code import dataflow as df
 from archlint.code.checks.cudnn_benchmark import _chosen, _has_convolutions
+from archlint.code.context import LIBRARIES
 from archlint.code.facts import CallSite, Facts, Scope
 from archlint.code.names import dotted
 
@@ -83,10 +83,6 @@ def _workers(site: CallSite):
     return lit if isinstance(lit, int) else "unknown"
 
 
-# Imported libraries that are never part of the project being linted.
-_LIBRARIES = frozenset({"torch", "torchvision", "numpy", "np", "timm", "transformers", "os", "sys", "math",
-                        "time", "json", "argparse", "logging", "random", "datetime", "pathlib", "tqdm",
-                        "accelerate", "diffusers", "PIL", "cv2", "wandb", "yaml", "collections", "functools"})
 
 
 def _candidate(name: str | None, facts: Facts, scope: Scope) -> bool:
@@ -98,7 +94,7 @@ def _candidate(name: str | None, facts: Facts, scope: Scope) -> bool:
         return name.count(".") == 1
     full = facts.imports.names.get(head)
     if full is not None:
-        return full.split(".")[0] not in _LIBRARIES and not scope.binds(head)
+        return full.split(".")[0] not in LIBRARIES and not scope.binds(head)
     if head not in facts.__dict__.setdefault("_def_names", {s.node.name.value for s in facts.scopes
                                                             if s.kind != "module"}):
         if head in _relative_names(facts):
@@ -314,32 +310,3 @@ def summarize(facts: Facts) -> dict:
         "loader_args": _loader_args(facts),
     }
 
-
-def light(text: str) -> dict:
-    """The imports and names of a file that never mentions torch (a package's `__init__.py` that
-    re-exports its models), read with the standard parser when the join needs them. Not cached: such
-    files are small and only read when an import leads to them."""
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError, RecursionError):
-        return {}
-    imports, defs, classes = [], {}, []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                if alias.asname:
-                    imports.append([alias.asname, alias.name, None, 0])
-                else:
-                    imports.append([alias.name.split(".")[0], alias.name.split(".")[0], None, 0])
-        elif isinstance(node, ast.ImportFrom):
-            for alias in node.names:
-                local = "*" if alias.name == "*" else alias.asname or alias.name
-                imports.append([local, node.module or "", alias.name, node.level])
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            defs[node.name] = {"params": [a.arg for a in node.args.posonlyargs + node.args.args]}
-        elif isinstance(node, ast.ClassDef):
-            classes.append(node.name)
-    return {"imports": imports, "cuda": False, "conv": False, "cudnn": False, "amp": False, "entry": False,
-            "trains": False, "main": False, "self_calls": {}, "aliases": {},
-            "cuda_names": [], "defs": defs, "classes": classes, "uses": [], "steps": [], "loader_args": []}

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -68,3 +70,18 @@ def test_linted_project_code_is_never_executed(tmp_path):
     (tmp_path / "helpers.py").write_text("import torch\nraise SystemExit('executed')\ndef get_batch():\n    pass\n")
     (tmp_path / "train.py").write_text("import torch\nfrom helpers import get_batch\nx = get_batch()\n")
     assert found(tmp_path) == set()
+
+
+def _modules_after(args: list[str], cwd) -> set[str]:
+    code = ("import sys\nfrom archlint.cli import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+            "print('MODULES', ' '.join(sorted(sys.modules)))\n")
+    proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=cwd)
+    return set(next(l for l in proc.stdout.splitlines() if l.startswith("MODULES")).split()[1:])
+
+
+def test_cached_project_run_never_loads_the_parser(tmp_path):
+    folder = tmp_path / "proj"
+    shutil.copytree(PROJECTS / "unet_seg", folder)
+    assert "libcst" in _modules_after([str(folder)], folder)
+    loaded = _modules_after([str(folder)], folder)
+    assert "libcst" not in loaded and "torch" not in loaded
