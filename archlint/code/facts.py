@@ -20,6 +20,7 @@ from archlint.code.source import split_lines
 _WATCHED = frozenset({"cuda", "autocast", "GradScaler", "bfloat16", "float16", "half", "no_sync",
                       "accelerator", "Accelerator"})
 _CUDA_SIGNS = frozenset({"cuda", "accelerator", "Accelerator"})
+_CONFIGS = frozenset({"args", "opt", "opts", "cfg", "config", "conf", "hparams", "params", "FLAGS", "settings"})
 # Calls that run the backward pass without spelling `.backward()` on the loss: DeiT/MAE-style
 # `loss_scaler(loss, optimizer)`, Lightning's `manual_backward`.
 _BACKWARD_ATTRS = frozenset({"backward", "manual_backward"})
@@ -390,7 +391,25 @@ class Facts:
     def uses_cuda(self) -> bool:
         """The file runs on a GPU: it names CUDA or torch.accelerator / accelerate's Accelerator, or a
         module that calls into it does (devices passed in as parameters)."""
-        return bool(self.idents & _CUDA_SIGNS) or self.project.cuda
+        return bool(self.idents & _CUDA_SIGNS) or self.project.cuda or self._configured_device()
+
+    def _configured_device(self) -> bool:
+        """`torch.device(args.device)`, `.to(args.device)`: a device from the command line or a config,
+        which training scripts point at a GPU."""
+        if "_configured" not in self.__dict__:
+            found = False
+            for site in self.calls:
+                func = site.node.func
+                name = self.qname(func, site.scope)
+                if name == "torch.device" or (isinstance(func, cst.Attribute) and func.attr.value == "to"):
+                    for arg in site.node.args[:1] if name == "torch.device" else site.node.args:
+                        text = dotted(arg.value) or ""
+                        if arg.keyword in (None,) or arg.keyword.value == "device":
+                            head, _, attr = text.rpartition(".")
+                            if attr == "device" and head.split(".")[-1] in _CONFIGS:
+                                found = True
+            self.__dict__["_configured"] = found
+        return self.__dict__["_configured"]
 
     def code(self, node: cst.CSTNode) -> str:
         return self.module.code_for_node(node)

@@ -171,7 +171,10 @@ def selected(diagnostics: list[Diagnostic], settings: Settings) -> list[Diagnost
 def lint_paths(paths: list[Path], settings: Settings) -> tuple[list[Diagnostic], int]:
     files = discover(paths)
     if settings.fix or settings.diff:
+        from archlint.code import project
         from archlint.code.fix import fix_files
 
-        return fix_files(files, settings), len(files)
+        lint_files(files, settings, paths)  # the project join: each file's context
+        contexts = {f: project.refine.contexts.get(os.path.abspath(f)) for f in files}
+        return fix_files(files, settings, contexts), len(files)
     return selected(lint_files(files, settings, paths), settings), len(files)

@@ -283,7 +283,7 @@ def _name_info(index: Index, path: str, name: str, display) -> dict:
     if not info:
         return {}
     out = {}
-    if "loader" in info:
+    if "loader" in info and found[0] != path:  # this file's own loaders are read from its text (and --fix changes them)
         pin, workers, line = info["loader"]
         out["loader"] = [pin, workers, f"{display(found[0])}:{line}"]
     if "yields" in info:
@@ -332,8 +332,9 @@ def contexts(linted: list[str], index: Index, display) -> dict[str, dict]:
             if not summary["entry"] and any((index.summary(m) or {}).get("trains") for m in modules):
                 ctx["trains"] = 1  # the __main__ block runs a training loop written in another module
             direct = index.project_modules(path, 1)
+            called = [found for n in summary["uses"] if (found := index.resolve(path, n)) and found[0] != path]
             if any((index.summary(m) or {}).get("cudnn") for m in direct) or any(
-                    (_def(index, index.resolve(path, n)) or {}).get("cudnn") for n in summary["uses"]):
+                    (_def(index, found) or {}).get("cudnn") for found in called):
                 ctx["cudnn"] = 1
     # what the other files do with this file's functions ----------------------------------------
     # A module runs on the GPU when it names one, or when a module that does calls into it (the
@@ -385,8 +386,8 @@ def contexts(linted: list[str], index: Index, display) -> dict[str, dict]:
         for callee, arg, pin in summary["loader_args"]:
             found = index.resolve(caller, callee)
             info = _def(index, found)
-            if not info or found[0] not in linted_set:
-                continue
+            if not info or found[0] not in linted_set or found[0] == caller:
+                continue  # within one file the checks see the loader themselves
             params = info["params"]
             if isinstance(arg, int):
                 arg += 1 if _is_method_call(callee, found[1], params) else 0
@@ -461,4 +462,5 @@ def refine(files: list[Path], keys: list[str | None], results: dict, summaries: 
             store.used.add(key)
             store.dirty = True
     refine.last = {"contexts": len(ctxs), "relinted": len(todo), "extracted_extra": len(index.extracted)}
+    refine.contexts = ctxs  # for --fix, which re-lints each file with its context
     return results

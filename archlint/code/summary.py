@@ -222,9 +222,11 @@ def _def_facts(facts: Facts, scope: Scope, loaders: list[CallSite]) -> dict:
             out["cuda"] = 1
     if scope.has_backward:
         out["backward"] = 1
-    for target, _ in facts.attr_assigns:
+    for target, value in facts.attr_assigns:  # as _chosen(): `deterministic = False` chooses nothing
         name = dotted(target) or ""
-        if name.endswith(("cudnn.benchmark", "cudnn.deterministic")) and _encloses(node, target, facts):
+        chooses = name.endswith("cudnn.benchmark") or (
+            name.endswith("cudnn.deterministic") and df.literal(value) is not False)
+        if chooses and _encloses(node, target, facts):
             out["cudnn"] = 1
     return out
 
