@@ -59,6 +59,12 @@ def _dict_items(node: cst.BaseExpression | None, scope: Scope, depth: int = 0):
         return items
     if isinstance(node, cst.Name):
         return known_dict(node.value, scope, depth + 1)
+    if isinstance(node, cst.IfExp):  # `{"num_workers": 1, "pin_memory": True} if use_cuda else {}`
+        body, orelse = _dict_items(node.body, scope, depth + 1), _dict_items(node.orelse, scope, depth + 1)
+        if body is not None and orelse == {}:
+            return body  # the other branch passes nothing: on the GPU (where findings matter) this one applies
+        if orelse is not None and body == {}:
+            return orelse
     return None
 
 
