@@ -132,8 +132,25 @@ class Index:
         while os.path.isfile(os.path.join(up, "__init__.py")):  # the folder above the package
             up = os.path.dirname(up)
             bases.append(up)
+        # the folders above, nearest first, with their src/ (a src-layout project inside a larger
+        # tree), up to the project's roots (or three levels for a file outside them)
+        roots = {str(r) for r in self.roots}
+        up, climb = folder, 0
+        while climb < 8:
+            parent = os.path.dirname(up)
+            if parent == up or (climb >= 3 and not any(up.startswith(r + os.sep) or up == r for r in roots)):
+                break
+            bases += [os.path.join(up, "src"), parent] if climb else [os.path.join(up, "src")]
+            if up in roots:
+                break
+            up, climb = parent, climb + 1
         # installed packages are libraries, not the project: never resolved into
-        return [b for b in bases if not _installed(b)] + [str(r) for r in self.roots]
+        seen, out = set(), []
+        for b in [*bases, *roots]:
+            if b not in seen and not _installed(b):
+                seen.add(b)
+                out.append(b)
+        return out
 
     def module_path(self, importer: str, module: str, level: int) -> str | None:
         folder = os.path.dirname(importer)
