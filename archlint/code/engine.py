@@ -111,21 +111,25 @@ def analyze_text(text: str, path: str, context: dict | None = None,
         facts = Facts(module, text)
     except RecursionError:
         return [parse_error(path, "cannot analyze: nesting too deep", 1, 1)], None
-    summary = None
+    summary, trouble = None, []
     if summarize:
         from archlint.code.summary import summarize as summarize_facts
 
         try:
             summary = summarize_facts(facts)
         except RecursionError:
-            summary = None  # too deeply nested to follow: linted alone
+            summary = None  # too deeply nested to follow: linted alone, as its own finding says
+        except Exception as exc:  # a bug here must not lose this file's own findings
+            trouble.append(parse_error(path, f"archlint internal error reading this file's project facts "
+                                             f"({type(exc).__name__}: {exc}); it is linted alone; please report it",
+                                       1, 1))
     if context:
         from archlint.code.context import ProjectContext
 
         facts.project = ProjectContext(context)
     if file_noqa and file_codes is None:
         return [], summary
-    out = []
+    out = trouble
     for check_module in modules():
         try:
             out += _diagnostics(check_module, facts, path, file_codes)

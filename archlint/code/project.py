@@ -451,7 +451,13 @@ def refine(files: list[Path], keys: list[str | None], results: dict, summaries: 
         return path if rel.startswith("..") else rel
 
     linted = [a for i, a in enumerate(absolute) if summaries.get(i) and keys[i] is not None]
-    ctxs = contexts(linted, index, display)
+    try:
+        ctxs = contexts(linted, index, display)
+    except (RecursionError, Exception) as exc:  # a bug in the join must not cost the files' own findings
+        print(f"archlint: warning: project-wide analysis failed ({type(exc).__name__}: {exc}); each file was "
+              "linted alone; please report this", file=sys.stderr)
+        refine.last, refine.contexts = {"contexts": 0, "relinted": 0, "extracted_extra": 0}, {}
+        return results
     position = {a: i for i, a in enumerate(absolute)}
     todo = []
     for path, context in ctxs.items():

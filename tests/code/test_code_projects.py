@@ -85,3 +85,14 @@ def test_cached_project_run_never_loads_the_parser(tmp_path):
     assert "libcst" in _modules_after([str(folder)], folder)
     loaded = _modules_after([str(folder)], folder)
     assert "libcst" not in loaded and "torch" not in loaded
+
+
+def test_a_failing_join_falls_back_to_files_alone_and_says_so(monkeypatch, capsys):
+    def broken(*args):
+        raise KeyError("boom")
+
+    monkeypatch.setattr(project, "contexts", broken)
+    folder = PROJECTS / "unet_seg"
+    alone = {"train.py:36 AL302", "train.py:37 AL302", "train.py:50 AL401", "train.py:51 AL401"}
+    assert found(folder) == alone  # each file's own findings; the cross-file ones (AL303, evaluate.py) need the join
+    assert "project-wide analysis failed" in capsys.readouterr().err
