@@ -6,7 +6,8 @@ context) and can be cached under both. It only holds what the file can use; an e
 the common case (a library module nobody trains with) and means "lint the file alone".
 
     names       local dotted name → what it is in another module (or this one):
-                  {"loader": [pin, workers, where]}  a function that builds and returns a DataLoader;
+                  {"loader": [pin, workers, where]}  a function that builds and returns a DataLoader
+                                                     (or an object that iterates one);
                                                      pin/workers: "true" | "false" | "missing" |
                                                      "unknown" | an int (workers)
                   {"yields": i}     a generator that iterates its i-th argument (a loader wrapper)
@@ -17,6 +18,7 @@ the common case (a library module nobody trains with) and means "lint the file a
     conv        the models this entry point imports from the project have convolutions
     trains      this file's __main__ block runs a training loop that another module holds
     cudnn       a project function this file calls sets cudnn.benchmark / deterministic
+    amp         a project module this file imports (up to three deep) chooses a precision
     per_step    function qualname → [[tensor parameter names], "file:line" of a call site]: called
                 once per training step from a training loop (here or in another module)
     feeds_cuda  function qualnames whose DataLoader is used by a module that runs on CUDA
@@ -35,7 +37,7 @@ LIBRARIES = frozenset({"torch", "torchvision", "numpy", "np", "timm", "transform
 
 
 class ProjectContext:
-    __slots__ = ("data", "names", "cuda", "conv", "trains", "cudnn", "per_step", "feeds_cuda", "pinned")
+    __slots__ = ("data", "names", "cuda", "conv", "trains", "cudnn", "amp", "per_step", "feeds_cuda", "pinned")
 
     def __init__(self, data: dict | None = None) -> None:
         data = data or {}
@@ -45,6 +47,7 @@ class ProjectContext:
         self.conv: bool = bool(data.get("conv"))
         self.trains: bool = bool(data.get("trains"))
         self.cudnn: bool = bool(data.get("cudnn"))
+        self.amp: bool = bool(data.get("amp"))
         self.per_step: dict[str, list] = data.get("per_step", {})
         self.feeds_cuda: frozenset[str] = frozenset(data.get("feeds_cuda", ()))
         self.pinned: dict[str, dict[str, str]] = data.get("pinned", {})

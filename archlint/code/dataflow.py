@@ -245,10 +245,19 @@ def _called_info(site: CallSite, facts: Facts) -> dict:
     return facts.project.name(dotted(site.node.func))
 
 
+# Methods that run a whole optimisation step on an object built elsewhere (`model.optimize_parameters()`
+# in CycleGAN/pix2pix and BasicSR, `train_step` in MMEngine-style code).
+TRAIN_METHODS = frozenset({"optimize_parameters", "train_step", "training_step", "train_on_batch", "train_iter",
+                           "update_parameters"})
+
+
 def trains(loop: Loop, facts: Facts) -> bool:
-    """The loop runs a backward pass: itself, through a loss scaler, or in a project function it calls."""
+    """The loop runs a backward pass: itself, through a loss scaler, in a project function it calls,
+    or through a method named for a training step."""
     return loop.has_backward or any(
-        _called_info(site, facts).get("backward") or _local_backward(site, facts) for site in loop.calls)
+        _called_info(site, facts).get("backward") or _local_backward(site, facts)
+        or (isinstance(site.node.func, cst.Attribute) and site.node.func.attr.value in TRAIN_METHODS)
+        for site in loop.calls)
 
 
 def _local_backward(site: CallSite, facts: Facts) -> bool:

@@ -90,8 +90,9 @@ def lint_text(text: str, path: str, context: dict | None = None) -> list[Diagnos
 
 def analyze_text(text: str, path: str, context: dict | None = None,
                  summarize: bool = False) -> tuple[list[Diagnostic], dict | None]:
-    """(findings, the file's facts for the project join when `summarize`)."""
-    if _PREFILTER not in text:
+    """(findings, the file's facts for the project join when `summarize`). A file that never
+    mentions torch is skipped unless the project says it drives torch code (a context)."""
+    if _PREFILTER not in text and not context:
         return [], None
     file_noqa = _FILE_NOQA.search(text)
     file_codes = _codes(file_noqa.group("codes")) if file_noqa else set()
@@ -149,7 +150,7 @@ def analyze_bytes(data: bytes, path: str, context: dict | None = None,
                   summarize: bool = False) -> tuple[list[Diagnostic], dict | None]:
     from archlint.code.source import SourceError, decode
 
-    if b"torch" not in data:  # cheap for every encoding torch can be spelled in
+    if b"torch" not in data and not context:  # cheap for every encoding torch can be spelled in
         return [], None
     try:
         text, _, _ = decode(data)

@@ -321,6 +321,10 @@ class _Collector(cst.CSTVisitor):
         if "cuda" in node.value:
             self.f.idents.add("cuda")
 
+    def visit_FormattedStringText(self, node: cst.FormattedStringText) -> None:
+        if "cuda" in node.value:  # f"cuda:{args.gpu}"
+            self.f.idents.add("cuda")
+
 
 def _is_guard(test: cst.BaseExpression) -> bool:
     """A test of type or presence only: isinstance/hasattr/callable, `is (not) None`, and/or/not of those."""

@@ -274,7 +274,7 @@ def light(text: str) -> dict:
             defs[node.name] = {"params": [a.arg for a in node.args.posonlyargs + node.args.args]}
         elif isinstance(node, ast.ClassDef):
             classes.append(node.name)
-    return {"imports": imports, "cuda": False, "conv": False, "cudnn": False, "amp": False, "entry": False,
+    return {"light": True, "imports": imports, "cuda": False, "conv": False, "cudnn": False, "amp": False, "entry": False,
             "trains": False, "main": False, "self_calls": {}, "aliases": {},
             "cuda_names": [], "defs": defs, "classes": classes, "uses": [], "steps": [], "loader_args": []}
 
@@ -301,7 +301,7 @@ def _name_info(index: Index, path: str, name: str, display) -> dict:
         return {}
     out = {}
     if "loader" in info and found[0] != path:  # this file's own loaders are read from its text (and --fix changes them)
-        pin, workers, line = info["loader"]
+        pin, workers, line = info["loader"][:3]
         out["loader"] = [pin, workers, f"{display(found[0])}:{line}"]
     if "yields" in info:
         shift = 1 if _is_method_call(name, found[1], info["params"]) else 0
@@ -342,13 +342,27 @@ def contexts(linted: list[str], index: Index, display) -> dict[str, dict]:
             ctx["names"] = names
             if any(i.get("cuda") for i in names.values()):
                 ctx["cuda"] = 1
+        if (summary["entry"] or summary.get("main")) and not summary["cuda"]:
+            # the device is chosen where the objects it trains are built (`create_model(opt)` → a model
+            # class that moves itself to `cuda:0`): a module it calls, or one that module calls
+            for name in summary["uses"]:
+                found = index.resolve(path, name)
+                if found is None or found[0] == path:
+                    continue
+                callee = index.summary(found[0]) or {}
+                if callee.get("cuda") or any((index.summary(m) or {}).get("cuda")
+                                             for m in index.project_modules(found[0], 1)):
+                    ctx["cuda"] = 1
+                    break
+        if summary["entry"] and any((index.summary(m) or {}).get("amp") for m in index.project_modules(path, 3)):
+            ctx["amp"] = 1  # a project module chooses a precision: training through its objects may use it
         if (summary["entry"] or summary.get("main")) and not summary["cudnn"]:
             modules = index.project_modules(path, 3)
             if not summary["conv"] and any((index.summary(m) or {}).get("conv") for m in modules):
                 ctx["conv"] = 1
             if not summary["entry"] and any((index.summary(m) or {}).get("trains") for m in modules):
                 ctx["trains"] = 1  # the __main__ block runs a training loop written in another module
-            direct = index.project_modules(path, 1)
+            direct = modules  # a choice made where the model is built counts (CycleGAN's BaseModel)
             called = [found for n in summary["uses"] if (found := index.resolve(path, n)) and found[0] != path]
             if any((index.summary(m) or {}).get("cudnn") for m in direct) or any(
                     (_def(index, found) or {}).get("cudnn") for found in called):
@@ -367,10 +381,12 @@ def contexts(linted: list[str], index: Index, display) -> dict[str, dict]:
                     continue
                 if found[0] in linted_set:
                     ctx = out[found[0]]
-                    if "loader" in (_def(index, found) or {}):
+                    loader = (_def(index, found) or {}).get("loader")
+                    if loader:
                         feeds = ctx.setdefault("feeds_cuda", [])
-                        if found[1] not in feeds:
-                            feeds.append(found[1])
+                        for holder in (found[1], loader[3]):  # the factory, and where its DataLoader is built
+                            if holder not in feeds:
+                                feeds.append(holder)
                     if not (index.summaries[found[0]] or {}).get("cuda"):
                         ctx["cuda"] = 1  # the devices it is given are CUDA ones
                 if found[0] not in cuda and index.summaries.get(found[0]):
@@ -429,6 +445,35 @@ def roots(settings: Settings, paths: list[Path]) -> list[Path]:
     return unique
 
 
+_DRIVER = {"driver": 1}  # the context that makes a torch-free file be read in full (engine.analyze_bytes)
+
+
+def _drivers(files, keys, absolute, summaries, index: Index, store: Store, prefix: bytes) -> None:
+    """Files that never mention torch but run project code that does (CycleGAN's train.py: only
+    `from models import create_model`): read in full, so their loops can be linted in context."""
+    from archlint.code.engine import analyze_bytes
+
+    for i, path in enumerate(absolute):
+        if summaries.get(i) is not None or keys[i] is None:
+            continue
+        light = index.summary(path)
+        if not light or not any(
+                (index.summary(t) or {}).get("defs") is not None and not (index.summary(t) or {}).get("light")
+                for t in index.project_modules(path, 1)):
+            continue
+        key = _key(prefix, keys[i].encode(), "driver")
+        summary = store.summary(key)
+        if summary is None and key not in store.facts:
+            try:
+                data = files[i].read_bytes()
+            except OSError:
+                continue
+            _, summary = analyze_bytes(data, str(files[i]), _DRIVER, summarize=True)
+            store.put_summary(key, summary)
+        if summary:
+            summaries[i] = index.summaries[path] = summary
+
+
 def _work(item: tuple[str, bytes, dict]):
     from archlint.code.engine import analyze_bytes
 
@@ -450,6 +495,7 @@ def refine(files: list[Path], keys: list[str | None], results: dict, summaries: 
         rel = os.path.relpath(path, root)
         return path if rel.startswith("..") else rel
 
+    _drivers(files, keys, absolute, summaries, index, store, prefix)
     linted = [a for i, a in enumerate(absolute) if summaries.get(i) and keys[i] is not None]
     try:
         ctxs = contexts(linted, index, display)

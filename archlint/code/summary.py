@@ -9,7 +9,7 @@ file's findings; the project join in project.py reads only these, never the sour
     amp       it chooses a precision (autocast, a scaler, half/bf16)
     entry     it runs a training or evaluation loop (a candidate entry point)
     cuda_names module-level names bound to a CUDA device (`device = torch.device("cuda")`)
-    defs      function qualname → {"params": [...], and when true: "loader": [pin, workers, line],
+    defs      function qualname → {"params": [...], and when true: "loader": [pin, workers, line, holder],
               "yields": i, "batch": 1, "backward": 1, "cuda": 1, "cudnn": 1, "sync": 1}
     classes   class qualnames
     uses      dotted names the file calls that may be project functions (imported or its own)
@@ -183,7 +183,38 @@ def _mentions_cuda(facts: Facts, node: cst.CSTNode) -> bool:
     return "cuda" in text or "torch.accelerator" in text
 
 
-def _def_facts(facts: Facts, scope: Scope, loaders: list[CallSite]) -> dict:
+def _loader_info(facts: Facts, sites: list[CallSite]) -> list:
+    """[pin, workers, line, qualname of the function holding the first DataLoader call]."""
+    pins = {_pin_state(facts, site) for site in sites}
+    pin = "true" if pins == {"true"} else "unknown" if "unknown" in pins else "false"
+    workers = {_workers(site) for site in sites}
+    return [pin, workers.pop() if len(workers) == 1 else "unknown", facts.position(sites[0].node)[0].line,
+            sites[0].scope.qualname]
+
+
+def _loader_classes(facts: Facts, loaders: list[CallSite]) -> dict[str, list]:
+    """Classes that wrap a DataLoader: `self.dataloader = DataLoader(...)` in a method, and an
+    `__iter__` that yields from `self.dataloader` (CycleGAN's CustomDatasetDataLoader)."""
+    by_attr = {}
+    for target, value in facts.attr_assigns:
+        site = next((s for s in loaders if s.node is value), None)
+        name = dotted(target) or ""
+        if site is not None and name.startswith("self.") and name.count(".") == 1:
+            by_attr[(site.scope.parent.qualname if site.scope.parent else "", name)] = site
+    out = {}
+    for loop in facts.loops:
+        scope = loop.scope
+        if (loop.iter is None or not scope.has_yield or scope.kind != "function"
+                or scope.node.name.value != "__iter__" or scope.parent is None):
+            continue
+        inner, _ = df._unwrap(loop.iter, facts, scope)
+        site = by_attr.get((scope.parent.qualname, dotted(inner) or ""))
+        if site is not None:
+            out[scope.parent.qualname] = _loader_info(facts, [site])
+    return out
+
+
+def _def_facts(facts: Facts, scope: Scope, loaders: list[CallSite], wrappers: dict[str, list]) -> dict:
     node = scope.node
     p = node.params
     params = [param.name.value for param in (*p.posonly_params, *p.params)]
@@ -192,10 +223,12 @@ def _def_facts(facts: Facts, scope: Scope, loaders: list[CallSite]) -> dict:
         out["kwargs"] = p.star_kwarg.name.value
     own = [site for site in loaders if site.scope is scope]
     if own and scope.returns:
-        pins = {_pin_state(facts, site) for site in own}
-        pin = "true" if pins == {"true"} else "unknown" if "unknown" in pins else "false"
-        workers = {_workers(site) for site in own}
-        out["loader"] = [pin, workers.pop() if len(workers) == 1 else "unknown", facts.position(own[0].node)[0].line]
+        out["loader"] = _loader_info(facts, own)
+    elif wrappers and scope.returns:  # builds and returns a loader-wrapping object of this file
+        for site in scope.calls:
+            if dotted(site.node.func) in wrappers:
+                out["loader"] = wrappers[dotted(site.node.func)]
+                break
     if scope.has_yield:
         for loop in facts.loops:
             if loop.scope is scope and loop.iter is not None:
@@ -279,6 +312,7 @@ def _loader_args(facts: Facts) -> list[list]:
 def summarize(facts: Facts) -> dict:
     defs = {scope.qualname: scope for scope in facts.functions}
     loaders = df.loader_calls(facts)
+    wrappers = _loader_classes(facts, loaders) if loaders else {}
     uses, aliases = set(), {}
     for site in facts.calls:
         callee = _callee(site, facts)
@@ -304,7 +338,7 @@ def summarize(facts: Facts) -> dict:
         "self_calls": {name: qual for site in facts.calls if (name := dotted(site.node.func) or "").startswith("self.")
                        and (qual := _local_def(name, site.scope, defs))},
         "cuda_names": cuda_names,
-        "defs": {qual: _def_facts(facts, scope, loaders) for qual, scope in defs.items()},
+        "defs": {qual: _def_facts(facts, scope, loaders, wrappers) for qual, scope in defs.items()},
         "classes": [s.qualname for s in facts.scopes if s.kind == "class"],
         "uses": sorted(uses),
         "aliases": aliases,

@@ -21,7 +21,8 @@ def check(facts: Facts):
         return
     batch = {id(other.loop) for other in df.batch_loops(facts)}
     for bl in df.training_loops(facts):
-        if id(bl.loop.parent) not in batch and not _step_helper_chooses(bl, facts):
+        if id(bl.loop.parent) not in batch and not _step_helper_chooses(bl, facts) and not (
+                facts.project.amp and not bl.loop.has_backward):  # the step is elsewhere, near a precision choice
             yield Finding(
                 "AL403",
                 bl.loop.node,
