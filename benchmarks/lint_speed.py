@@ -6,6 +6,11 @@ are run through their command lines on the same explicit file list, from a scrat
 single-process (-j 1) and parallel (-j N), archlint's cached re-run, and the ratios against the
 targets (archlint single-process ≥ 2× TorchFix single-process; cached ≥ 10× faster than cold).
 
+Then the project-wide cache: a 200-file project (the fixture projects of tests/fixtures/code/projects,
+copied into packages, plus torchvision modules), linted once to fill the cache; one file is touched
+and the project linted again: it reports how many files were re-extracted (target: 1), how many
+were linted again in their new project context, and the time of that re-run.
+
     python benchmarks/lint_speed.py [--repeat 1] [--jobs N]
 """
 
@@ -108,5 +113,46 @@ def main() -> None:
           "shared machine, CPU times less so")
 
 
+def touched_project(files: list[str], jobs: int, size: int = 200) -> None:
+    """Cached re-run after touching one file of a `size`-file project (in-process, so the counts of
+    re-extracted and re-linted files can be read)."""
+    sys.path.insert(0, str(ROOT))
+    from archlint.code import lint, project
+    from archlint.config import Settings
+
+    work = Path(tempfile.mkdtemp(prefix="archlint-project-"))
+    try:
+        projects = ROOT / "tests" / "fixtures" / "code" / "projects"
+        for folder in sorted(p for p in projects.iterdir() if p.is_dir()):
+            shutil.copytree(folder, work / folder.name, ignore=shutil.ignore_patterns("expected.txt"))
+        count = sum(1 for _ in work.rglob("*.py"))
+        filler = work / "vendored"
+        filler.mkdir()
+        for f in files:
+            if count >= size:
+                break
+            if f.endswith(".py") and "torchvision" in f:
+                shutil.copy(f, filler / f"m{count}_{Path(f).name}")
+                count += 1
+        settings = Settings(root=work, jobs=jobs)
+        start = time.perf_counter()
+        cold, n = lint.lint_paths([work], settings)
+        cold_s = time.perf_counter() - start
+        touched = work / "trainer_class" / "src" / "seg" / "trainer.py"
+        touched.write_text(touched.read_text().replace('loss.item())', 'loss.detach())'))
+        start = time.perf_counter()
+        again, _ = lint.lint_paths([work], settings)
+        warm_s = time.perf_counter() - start
+        extracted, relinted = lint.lint_files.extracted, project.refine.last["relinted"]
+        wall, _ = timed([sys.executable, "-m", "archlint", "--exit-zero", str(work)], str(work), 1)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"\nproject of {n} files: cold run {cold_s:.2f} s ({len(cold)} findings); after touching one file: "
+          f"{extracted} re-extracted (target 1: {'met' if extracted == 1 else 'NOT met'}), {relinted} re-linted "
+          f"in context, {warm_s:.2f} s in-process, {wall[0]:.2f} s through the command line "
+          f"(startup included); {len(again)} findings")
+
+
 if __name__ == "__main__":
     main()
+    touched_project(corpus(), len(os.sched_getaffinity(0)))

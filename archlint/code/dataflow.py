@@ -11,7 +11,7 @@ import re
 
 import libcst as cst
 
-from archlint.code.facts import CallSite, Facts, Loop, Scope, target_names
+from archlint.code.facts import CallSite, Facts, Loop, Scope, is_backward_call, target_names
 from archlint.code.names import dotted
 
 DATALOADER = "torch.utils.data.DataLoader"
@@ -59,6 +59,12 @@ def _dict_items(node: cst.BaseExpression | None, scope: Scope, depth: int = 0):
         return items
     if isinstance(node, cst.Name):
         return known_dict(node.value, scope, depth + 1)
+    if isinstance(node, cst.IfExp):  # `{"num_workers": 1, "pin_memory": True} if use_cuda else {}`
+        body, orelse = _dict_items(node.body, scope, depth + 1), _dict_items(node.orelse, scope, depth + 1)
+        if body is not None and orelse == {}:
+            return body  # the other branch passes nothing: on the GPU (where findings matter) this one applies
+        if orelse is not None and body == {}:
+            return orelse
     return None
 
 
@@ -90,7 +96,9 @@ def known_dict(name: str, scope: Scope, depth: int = 0) -> dict | None:
         items[k] = value
     for site in home.calls:
         func = site.node.func
-        if any(a.star != "**" and isinstance(a.value, cst.Name) and a.value.value == name for a in site.node.args):
+        merged_into_other = isinstance(func, cst.Attribute) and func.attr.value == "update"
+        if not merged_into_other and any(
+                a.star != "**" and isinstance(a.value, cst.Name) and a.value.value == name for a in site.node.args):
             return None  # handed to a function that may add keys: unknown
         if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == name:
             if func.attr.value in ("update", "setdefault"):
@@ -137,19 +145,47 @@ def argument(site: CallSite, name: str, position: int | None = None):
 
 # batch loops -----------------------------------------------------------------
 
-_WRAPPERS = {"enumerate", "tqdm", "tqdm.tqdm", "tqdm.auto.tqdm", "iter", "zip"}
+_WRAPPERS = {"enumerate", "tqdm", "tqdm.tqdm", "tqdm.auto.tqdm", "tqdm.notebook.tqdm", "iter", "zip"}
+# Methods that take the loader first and yield its batches: a metric logger's
+# `log_every(loader, print_freq, header)` (DeiT, MAE, DINO, DETR, torchvision's references).
+_WRAPPER_METHODS = {"log_every", "tqdm"}
 _LOADER_NAME = re.compile(r"loader(?!s)", re.IGNORECASE)  # "train_loader", not "loaders" (a list of them)
 
 
+class ProjectLoader:
+    """A loader built in another function (a project factory) or passed in by callers there."""
+
+    def __init__(self, pin: str, where: str = "") -> None:
+        self.pin = pin  # "true" | "false" | "missing" | "unknown"
+        self.where = where
+
+    @property
+    def pinned(self) -> bool:
+        return self.pin == "true"
+
+
+def _positional(call: cst.Call) -> list[cst.Arg]:
+    return [a for a in call.args if a.keyword is None and not a.star]
+
+
 def _unwrap(node: cst.BaseExpression, facts: Facts, scope: Scope) -> tuple[cst.BaseExpression, bool]:
-    """`enumerate(tqdm(loader))` → (loader, index_dropped)."""
+    """`enumerate(tqdm(loader))`, `logger.log_every(loader, 10)`, `prefetch(loader)` → (loader, index_dropped)."""
     dropped = False
-    while isinstance(node, cst.Call) and node.args:
+    for _ in range(8):
+        if not isinstance(node, cst.Call) or not node.args:
+            break
         name = facts.qname(node.func, scope) or dotted(node.func)
-        if name not in _WRAPPERS:
+        if name in _WRAPPERS or (isinstance(node.func, cst.Attribute) and node.func.attr.value in _WRAPPER_METHODS):
+            index = 0
+        else:
+            index = facts.project.name(dotted(node.func)).get("yields")
+            if index is None:
+                break
+        args = _positional(node)
+        if index >= len(args):
             break
         dropped = dropped or name == "enumerate"
-        node = node.args[0].value
+        node = args[index].value
     return node, dropped
 
 
@@ -157,36 +193,99 @@ def loader_calls(facts: Facts) -> list[CallSite]:
     return facts.calls_to(DATALOADER)
 
 
-def loader_source(expr: cst.BaseExpression, scope: Scope, facts: Facts):
-    """Where the iterable comes from: a DataLoader CallSite, "loader" (named like one), or None."""
+def _factory(call: cst.Call, facts: Facts) -> ProjectLoader | None:
+    info = facts.project.name(dotted(call.func)).get("loader")
+    return ProjectLoader(info[0], info[2]) if info else None
+
+
+def loader_source(expr: cst.BaseExpression, scope: Scope, facts: Facts, depth: int = 0):
+    """Where the iterable comes from: a DataLoader CallSite, a ProjectLoader, "loader" (named like
+    one), or None. Follows the names it is assigned to (`pbar = tqdm(enumerate(loader))`), loaders
+    unpacked from a project factory (`train_loader, val_loader = build_loaders(cfg)`) and loaders
+    that callers pass in as a parameter."""
     expr, _ = _unwrap(expr, facts, scope)
-    if isinstance(expr, cst.Call) and facts.qname(expr.func, scope) == DATALOADER:
-        return next((c for c in facts.calls if c.node is expr), None)
-    if isinstance(expr, cst.Name):
+    if isinstance(expr, cst.Call):
+        if facts.qname(expr.func, scope) == DATALOADER:
+            return next((c for c in facts.calls if c.node is expr), None)
+        return _factory(expr, facts)
+    if isinstance(expr, cst.Name) and depth < 4:
         found = scope.lookup(expr.value)
         if found is not None:
             home, values = found
-            if len(values) == 1 and values[0] is not None:
-                value, _ = _unwrap(values[0], facts, home)
-                if isinstance(value, cst.Call) and facts.qname(value.func, home) == DATALOADER:
-                    return next((c for c in facts.calls if c.node is value), None)
+            sources = []
+            for value in values:
+                if value is None:
+                    continue
+                inner, _ = _unwrap(value, facts, home)
+                if isinstance(inner, cst.Name) and inner.value == expr.value:
+                    continue  # `pbar = tqdm(pbar)`: the same loader, re-wrapped
+                sources.append(loader_source(value, home, facts, depth + 1))
+            for value, index in home.unpacked.get(expr.value, []):
+                inner, _ = _unwrap(value, facts, home)
+                sources.append(_factory(inner, facts) if isinstance(inner, cst.Call) else None)
+            if expr.value in home.params:
+                pin = facts.project.pinned.get(home.qualname, {}).get(expr.value)
+                if pin is not None:
+                    sources.append(ProjectLoader(pin))
+            known = [s for s in sources if s is not None]
+            if known and len(known) == len(sources):
+                first = known[0]
+                if all(s is first for s in known) or all(isinstance(s, str) for s in known):
+                    return first
+                if all(isinstance(s, ProjectLoader) for s in known):
+                    return ProjectLoader("true" if all(s.pinned for s in known) else "unknown")
+                return "loader"
     name = dotted(expr)
     if name and _LOADER_NAME.search(name.rsplit(".", 1)[-1]):
         return "loader"
     return None
 
 
+def _called_info(site: CallSite, facts: Facts) -> dict:
+    return facts.project.name(dotted(site.node.func))
+
+
+# Methods that run a whole optimisation step on an object built elsewhere (`model.optimize_parameters()`
+# in CycleGAN/pix2pix and BasicSR, `train_step` in MMEngine-style code).
+TRAIN_METHODS = frozenset({"optimize_parameters", "train_step", "training_step", "train_on_batch", "train_iter",
+                           "update_parameters"})
+
+
+def trains(loop: Loop, facts: Facts) -> bool:
+    """The loop runs a backward pass: itself, through a loss scaler, in a project function it calls,
+    or through a method named for a training step."""
+    return loop.has_backward or any(
+        _called_info(site, facts).get("backward") or _local_backward(site, facts)
+        or (isinstance(site.node.func, cst.Attribute) and site.node.func.attr.value in TRAIN_METHODS)
+        for site in loop.calls)
+
+
+def _local_backward(site: CallSite, facts: Facts) -> bool:
+    """`self.train_step(batch)` or `train_step(batch)` where this file's function runs the backward."""
+    name = dotted(site.node.func)
+    if not name or name.count(".") > 1 or ("." in name and not name.startswith("self.")):
+        return False
+    short = name.rsplit(".", 1)[-1]
+    return any(scope.has_backward and scope.node.name.value == short for scope in facts.functions)
+
+
 class BatchLoop:
-    """A loop that takes one batch from a loader per iteration."""
+    """A loop that takes one batch from a loader per iteration (or, for step loops, a training
+    loop whose batches come from elsewhere: `get_batch(data, i)`)."""
 
-    def __init__(self, loop: Loop, source, batch_names: list[str]) -> None:
+    def __init__(self, loop: Loop, source, batch_names: list[str], facts: Facts | None = None) -> None:
         self.loop = loop
-        self.source = source  # CallSite of the DataLoader, or "loader" when only the name says so
+        self.source = source  # CallSite of the DataLoader, ProjectLoader, "loader", or None (step loop)
         self.batch_names = batch_names
+        self.is_training = trains(loop, facts) if facts is not None else loop.has_backward
 
-    @property
-    def is_training(self) -> bool:
-        return self.loop.has_backward
+
+def _batch_draws(loop: Loop, facts: Facts) -> list[str] | None:
+    """`x, y = get_batch()` where the project says get_batch draws from a loader: the batch names."""
+    for target, value in loop.assigns:
+        if isinstance(value, cst.Call) and facts.project.name(dotted(value.func)).get("batch"):
+            return target_names(target)
+    return None
 
 
 def batch_loops(facts: Facts) -> list[BatchLoop]:
@@ -203,19 +302,81 @@ def batch_loops(facts: Facts) -> list[BatchLoop]:
                     names = target_names(target.elements[1].value)
                 else:
                     names = list(loop.targets)
-                found.append(BatchLoop(loop, source, names))
+                found.append(BatchLoop(loop, source, names, facts))
                 continue
-        for it, names in loop.next_of:  # x, y = next(it) with it = iter(loader)
+        for it, names in loop.next_of:  # x, y = next(it) with it = iter(loader), re-created on StopIteration
             source = loader_source(it, loop.scope, facts)
-            if source is None and isinstance(it, cst.Name):
-                got = loop.scope.lookup(it.value)
-                if got and len(got[1]) == 1 and got[1][0] is not None:
-                    source = loader_source(got[1][0], loop.scope, facts)
             if source is not None:
-                found.append(BatchLoop(loop, source, names))
+                found.append(BatchLoop(loop, source, names, facts))
                 break
+        else:
+            names = _batch_draws(loop, facts)
+            if names:
+                found.append(BatchLoop(loop, "loader", names, facts))
     facts.__dict__["_batch_loops"] = found
     return found
+
+
+def _inside(loop: Loop, others: set[int]) -> bool:
+    parent = loop.parent
+    while parent is not None:
+        if id(parent) in others:
+            return True
+        parent = parent.parent
+    return False
+
+
+def backward_roots(loop: Loop) -> set[str]:
+    """The tensors a loop's backward passes start from: `loss.backward()`, `scaler.scale(loss).backward()`,
+    `accelerator.backward(loss)`, `loss_scaler(loss, optimizer)`."""
+    return backward_roots_of(loop.calls)
+
+
+def backward_roots_of(calls: list[CallSite]) -> set[str]:
+    roots = set()
+    for site in calls:
+        if not is_backward_call(site.node):
+            continue
+        func = site.node.func
+        receiver = func.value if isinstance(func, cst.Attribute) and func.attr.value == "backward" else None
+        if isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Attribute) and receiver.args:
+            receiver = receiver.args[0].value  # scaler.scale(loss)
+        if receiver is None or isinstance(receiver, cst.Name) and receiver.value in ("accelerator", "self"):
+            receiver = site.node.args[0].value if site.node.args else None
+        root = root_name(receiver) if receiver is not None else None
+        if root and root not in ("self", "cls"):  # `self.loss.backward()`: not every attribute of self
+            roots.add(root)
+    return roots
+
+
+def step_loops(facts: Facts) -> list[BatchLoop]:
+    """Training loops that take no batch from a loader this file can see (`for i in range(0, n, bptt):
+    data, targets = get_batch(source, i)`; nanoGPT's `while True:`): the innermost loops that run a
+    backward pass, outside every batch loop. Their tensors are what the backward starts from and
+    what the loop draws with a `*batch*()` call or next()."""
+    if "_step_loops" in facts.__dict__:
+        return facts.__dict__["_step_loops"]
+    batch = {id(bl.loop) for bl in batch_loops(facts)}
+    training = [loop for loop in facts.loops if trains(loop, facts)]
+    has_training_child = {id(loop.parent) for loop in training if loop.parent is not None}
+    found = []
+    for loop in training:
+        if id(loop) in batch or id(loop) in has_training_child or _inside(loop, batch):
+            continue
+        seeds = backward_roots(loop)
+        for target, value in loop.assigns:
+            if isinstance(value, cst.Call) and (dotted(value.func) or "").rsplit(".", 1)[-1] in ("next",) or (
+                isinstance(value, cst.Call) and "batch" in (dotted(value.func) or "").rsplit(".", 1)[-1].lower()
+            ):
+                seeds.update(target_names(target))
+        if seeds:
+            found.append(BatchLoop(loop, None, sorted(seeds), facts))
+    facts.__dict__["_step_loops"] = found
+    return found
+
+
+def training_loops(facts: Facts) -> list[BatchLoop]:
+    return [bl for bl in batch_loops(facts) if bl.is_training] + step_loops(facts)
 
 
 def root_name(node: cst.BaseExpression) -> str | None:
@@ -233,16 +394,35 @@ def root_name(node: cst.BaseExpression) -> str | None:
             return None
 
 
+_COMPREHENSIONS = (cst.ListComp, cst.GeneratorExp, cst.SetComp, cst.DictComp)
+
+
 def batch_views(bl: BatchLoop) -> set[str]:
-    """The batch's names plus names unpacked or indexed from them (`x, y = batch`, `x = batch[0]`)."""
+    """The batch's names plus names unpacked or indexed from them (`x, y = batch`, `x = batch[0]`),
+    and the variables of comprehensions over them (`{k: v.to(device) for k, v in batch.items()}`)."""
     names = set(bl.batch_names)
     for target, value in bl.loop.assigns:
-        if value is not None and isinstance(value, (cst.Name, cst.Subscript)) and root_name(value) in names:
+        if value is None:
+            continue
+        if isinstance(value, _COMPREHENSIONS):
+            comp = value.for_in
+            while comp is not None:
+                if root_name(comp.iter) in names:
+                    names.update(target_names(comp.target))
+                comp = comp.inner_for_in
+            continue
+        if (isinstance(target, (cst.Tuple, cst.List)) and isinstance(value, (cst.Tuple, cst.List))
+                and len(target.elements) == len(value.elements)):  # x, y = batch["image"], batch["mask"]
+            for t, v in zip(target.elements, value.elements):
+                if isinstance(v.value, (cst.Name, cst.Subscript)) and root_name(v.value) in names:
+                    names.update(target_names(t.value))
+        elif isinstance(value, (cst.Name, cst.Subscript)) and root_name(value) in names:
             names.update(target_names(target))
     return names
 
 
-_SCALAR_METHODS = {"item", "tolist", "size", "dim", "numel", "__len__", "keys", "values", "items"}
+# `.values()`/`.items()` of a dict of tensors still hold tensors (`sum(loss_dict.values())`).
+_SCALAR_METHODS = {"item", "tolist", "size", "dim", "numel", "__len__", "keys"}
 
 
 def refs(node: cst.CSTNode, names: set[str]) -> bool:
@@ -264,7 +444,7 @@ def refs(node: cst.CSTNode, names: set[str]) -> bool:
 
 def tensor_names(bl: BatchLoop) -> set[str]:
     """Names in the loop body that hold tensors derived from the batch (images, output, loss, ...)."""
-    names = set(bl.batch_names)
+    names = set(bl.batch_names) | backward_roots(bl.loop)
     for target, value in bl.loop.assigns:
         if value is not None and refs(value, names):
             names.update(target_names(target))
@@ -282,7 +462,8 @@ def device_like(node: cst.BaseExpression, facts: Facts, scope: Scope | None = No
         return value.split(":")[0] in ("cuda", "mps", "xpu", "xla", "npu", "hpu")
     if isinstance(value, int) and not isinstance(value, bool):
         return True
-    if isinstance(node, cst.Call) and facts.qname(node.func, scope) == "torch.device":
+    if isinstance(node, cst.Call) and (facts.qname(node.func, scope) or "").startswith(
+            ("torch.device", "torch.accelerator.")):
         return True
     name = dotted(node)
     if name:

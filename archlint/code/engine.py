@@ -83,13 +83,19 @@ def _diagnostics(check_module, facts, path: str, file_codes: set[str]) -> list[D
     return out
 
 
-def lint_text(text: str, path: str) -> list[Diagnostic]:
-    if _PREFILTER not in text:
-        return []
+def lint_text(text: str, path: str, context: dict | None = None) -> list[Diagnostic]:
+    """The file's findings; `context` is what the project join says about it (see context.py)."""
+    return analyze_text(text, path, context)[0]
+
+
+def analyze_text(text: str, path: str, context: dict | None = None,
+                 summarize: bool = False) -> tuple[list[Diagnostic], dict | None]:
+    """(findings, the file's facts for the project join when `summarize`). A file that never
+    mentions torch is skipped unless the project says it drives torch code (a context)."""
+    if _PREFILTER not in text and not context:
+        return [], None
     file_noqa = _FILE_NOQA.search(text)
     file_codes = _codes(file_noqa.group("codes")) if file_noqa else set()
-    if file_noqa and file_codes is None:
-        return []
 
     import libcst as cst
 
@@ -99,14 +105,32 @@ def lint_text(text: str, path: str) -> list[Diagnostic]:
     try:
         module = cst.parse_module(text)
     except cst.ParserSyntaxError as exc:
-        return [_syntax_error(text, path, exc)]
+        return [_syntax_error(text, path, exc)], None
     except RecursionError:
-        return [parse_error(path, "cannot parse: nesting too deep for the parser", 1, 1)]
+        return [parse_error(path, "cannot parse: nesting too deep for the parser", 1, 1)], None
     try:
         facts = Facts(module, text)
     except RecursionError:
-        return [parse_error(path, "cannot analyze: nesting too deep", 1, 1)]
-    out = []
+        return [parse_error(path, "cannot analyze: nesting too deep", 1, 1)], None
+    summary, trouble = None, []
+    if summarize:
+        from archlint.code.summary import summarize as summarize_facts
+
+        try:
+            summary = summarize_facts(facts)
+        except RecursionError:
+            summary = None  # too deeply nested to follow: linted alone, as its own finding says
+        except Exception as exc:  # a bug here must not lose this file's own findings
+            trouble.append(parse_error(path, f"archlint internal error reading this file's project facts "
+                                             f"({type(exc).__name__}: {exc}); it is linted alone; please report it",
+                                       1, 1))
+    if context:
+        from archlint.code.context import ProjectContext
+
+        facts.project = ProjectContext(context)
+    if file_noqa and file_codes is None:
+        return [], summary
+    out = trouble
     for check_module in modules():
         try:
             out += _diagnostics(check_module, facts, path, file_codes)
@@ -115,16 +139,21 @@ def lint_text(text: str, path: str) -> list[Diagnostic]:
             out.append(parse_error(path, f"archlint internal error in check {name!r} on this file "
                                          f"({type(exc).__name__}: {exc}); please report it", 1, 1))
     out.sort(key=lambda d: (d.line, d.column, d.code))
-    return out
+    return out, summary
 
 
 def lint_bytes(data: bytes, path: str) -> list[Diagnostic]:
+    return analyze_bytes(data, path)[0]
+
+
+def analyze_bytes(data: bytes, path: str, context: dict | None = None,
+                  summarize: bool = False) -> tuple[list[Diagnostic], dict | None]:
     from archlint.code.source import SourceError, decode
 
-    if b"torch" not in data:  # cheap for every encoding torch can be spelled in
-        return []
+    if b"torch" not in data and not context:  # cheap for every encoding torch can be spelled in
+        return [], None
     try:
         text, _, _ = decode(data)
     except SourceError as exc:
-        return [parse_error(path, str(exc), 1, 1)]
-    return lint_text(text, path)
+        return [parse_error(path, str(exc), 1, 1)], None
+    return analyze_text(text, path, context, summarize)

@@ -12,11 +12,27 @@ from dataclasses import dataclass, field
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
+from archlint.code.context import EMPTY
 from archlint.code.names import ImportTable, dotted
 from archlint.code.source import split_lines
 
 # Identifiers whose mere presence the checks care about (a set lookup per Name node).
-_WATCHED = frozenset({"cuda", "autocast", "GradScaler", "bfloat16", "float16", "half", "no_sync"})
+_WATCHED = frozenset({"cuda", "autocast", "GradScaler", "bfloat16", "float16", "half", "no_sync",
+                      "accelerator", "Accelerator"})
+_CUDA_SIGNS = frozenset({"cuda", "accelerator", "Accelerator"})
+_CONFIGS = frozenset({"args", "opt", "opts", "cfg", "config", "conf", "hparams", "params", "FLAGS", "settings"})
+# Calls that run the backward pass without spelling `.backward()` on the loss: DeiT/MAE-style
+# `loss_scaler(loss, optimizer)`, Lightning's `manual_backward`.
+_BACKWARD_ATTRS = frozenset({"backward", "manual_backward"})
+
+
+def is_backward_call(node: cst.Call) -> bool:
+    func = node.func
+    if isinstance(func, cst.Attribute) and func.attr.value in _BACKWARD_ATTRS:
+        return True
+    name = func.value if isinstance(func, cst.Name) else (
+        func.attr.value if isinstance(func, cst.Attribute) else "")
+    return name.lower().endswith("loss_scaler") and bool(node.args)
 
 
 @dataclass(eq=False)
@@ -26,9 +42,23 @@ class Scope:
     kind: str  # module | function | class
     assigns: dict[str, list[cst.BaseExpression | None]] = field(default_factory=dict)  # None: not a plain value
     item_sets: dict[str, list[tuple[cst.BaseExpression, cst.BaseExpression]]] = field(default_factory=dict)
+    # `a, b = f()`: name → [(value, index in the target tuple)] (assigns holds None for these)
+    unpacked: dict[str, list[tuple[cst.BaseExpression, int]]] = field(default_factory=dict)
     aug_updates: dict[str, list[cst.BaseExpression]] = field(default_factory=dict)
     params: set[str] = field(default_factory=set)
     calls: list[CallSite] = field(default_factory=list)
+    has_backward: bool = False  # the scope's own body runs a backward pass
+    has_yield: bool = False  # a generator
+    returns: bool = False  # has a `return <value>`
+
+    @property
+    def qualname(self) -> str:
+        """`Trainer.step`, `main.<locals>` parts dropped: the dotted path of defs down to this scope."""
+        parts, scope = [], self
+        while scope is not None and scope.kind != "module":
+            parts.append(scope.node.name.value)
+            scope = scope.parent
+        return ".".join(reversed(parts))
 
     def binds(self, name: str) -> bool:
         """Is `name` assigned (not imported) in this scope or one it can see?"""
@@ -73,6 +103,7 @@ class CallSite:
     loops: tuple[tuple[Loop, bool], ...]  # enclosing loops of this function, innermost last; bool: under an if
     withs: tuple[cst.BaseExpression, ...]  # enclosing `with` items of this function, outermost first
     statement: bool  # the call is a whole expression statement
+    conditional: bool = False  # under an `if`/`except`/conditional expression of its own function
 
 
 def target_names(node: cst.CSTNode) -> list[str]:
@@ -93,16 +124,17 @@ class _Collector(cst.CSTVisitor):
         self.withs: list[cst.BaseExpression] = []
         self.saved: list[tuple] = []
         self.stmt_call: cst.Call | None = None
+        self.cond = 0  # conditional depth within the current function
 
     # scopes -----------------------------------------------------------------
     def _enter(self, node: cst.CSTNode, kind: str) -> None:
-        self.saved.append((self.scope, self.loops, self.withs))
+        self.saved.append((self.scope, self.loops, self.withs, self.cond))
         self.scope = Scope(node, self.scope, kind)
         self.f.scopes.append(self.scope)
-        self.loops, self.withs = [], []
+        self.loops, self.withs, self.cond = [], [], 0
 
     def _leave(self, node: cst.CSTNode) -> None:
-        self.scope, self.loops, self.withs = self.saved.pop()
+        self.scope, self.loops, self.withs, self.cond = self.saved.pop()
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self.f.bound.add(node.name.value)
@@ -129,10 +161,12 @@ class _Collector(cst.CSTVisitor):
     # imports and bindings -----------------------------------------------------
     def visit_Import(self, node: cst.Import) -> bool:
         self.f.imports.add(node)
+        self.f.import_nodes.append(node)
         return False
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
         self.f.imports.add(node)
+        self.f.import_nodes.append(node)
         return False
 
     def _bind(self, target: cst.BaseExpression, value: cst.BaseExpression | None) -> None:
@@ -143,6 +177,10 @@ class _Collector(cst.CSTVisitor):
             for name in target_names(target):
                 self.scope.assigns.setdefault(name, []).append(None)
                 self.f.bound.add(name)
+            if value is not None:
+                for i, el in enumerate(target.elements):
+                    if isinstance(el.value, cst.Name):
+                        self.scope.unpacked.setdefault(el.value.value, []).append((value, i))
         elif isinstance(target, cst.Subscript) and isinstance(target.value, cst.Name) and value is not None:
             if len(target.slice) == 1 and isinstance(target.slice[0].slice, cst.Index):
                 key = target.slice[0].slice.value
@@ -200,18 +238,30 @@ class _Collector(cst.CSTVisitor):
         self.loops.pop()
 
     def _cond(self, step: int) -> None:
+        self.cond += step
         for entry in self.loops:
             entry[1] += step
 
     def visit_If(self, node: cst.If) -> None:
         for loop, depth in self.loops:
             loop.ifs.append((node, depth > 0))
-        self._cond(1)
         if self.scope.kind == "module" and _is_main_guard(node.test):
             self.f.main_guard = node
 
-    def leave_If(self, node: cst.If) -> None:
-        self._cond(-1)
+    # The test of an `if` runs every time (`if not math.isfinite(loss.item()):`); its branches do not,
+    # unless the test only checks a type or presence (`if isinstance(v, torch.Tensor):`,
+    # `if writer is not None:`): such a branch runs on every step that reaches it.
+    def visit_If_body(self, node: cst.If) -> None:
+        self._cond(0 if _is_guard(node.test) else 1)
+
+    def leave_If_body(self, node: cst.If) -> None:
+        self._cond(0 if _is_guard(node.test) else -1)
+
+    def visit_If_orelse(self, node: cst.If) -> None:
+        self._cond(0 if _is_guard(node.test) else 1)
+
+    def leave_If_orelse(self, node: cst.If) -> None:
+        self._cond(0 if _is_guard(node.test) else -1)
 
     def visit_IfExp(self, node: cst.IfExp) -> None:
         self._cond(1)
@@ -234,6 +284,13 @@ class _Collector(cst.CSTVisitor):
     def leave_With(self, node: cst.With) -> None:
         del self.withs[len(self.withs) - len(node.items) :]
 
+    def visit_Yield(self, node: cst.Yield) -> None:
+        self.scope.has_yield = True
+
+    def visit_Return(self, node: cst.Return) -> None:
+        if node.value is not None:
+            self.scope.returns = True
+
     # expressions ---------------------------------------------------------------
     def visit_Expr(self, node: cst.Expr) -> None:
         self.stmt_call = node.value if isinstance(node.value, cst.Call) else None
@@ -245,14 +302,16 @@ class _Collector(cst.CSTVisitor):
             tuple((loop, depth > 0) for loop, depth in self.loops),
             tuple(self.withs),
             node is self.stmt_call,
+            self.cond > 0,
         )
         self.f.calls.append(site)
         self.scope.calls.append(site)
         for loop, _ in self.loops:
             loop.calls.append(site)
-        if isinstance(node.func, cst.Attribute) and node.func.attr.value == "backward":
+        if is_backward_call(node):
             for loop, _ in self.loops:
                 loop.has_backward = True
+            self.scope.has_backward = True
 
     def visit_Name(self, node: cst.Name) -> None:
         if node.value in _WATCHED:
@@ -261,6 +320,24 @@ class _Collector(cst.CSTVisitor):
     def visit_SimpleString(self, node: cst.SimpleString) -> None:
         if "cuda" in node.value:
             self.f.idents.add("cuda")
+
+    def visit_FormattedStringText(self, node: cst.FormattedStringText) -> None:
+        if "cuda" in node.value:  # f"cuda:{args.gpu}"
+            self.f.idents.add("cuda")
+
+
+def _is_guard(test: cst.BaseExpression) -> bool:
+    """A test of type or presence only: isinstance/hasattr/callable, `is (not) None`, and/or/not of those."""
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        return _is_guard(test.expression)
+    if isinstance(test, cst.BooleanOperation):
+        return _is_guard(test.left) and _is_guard(test.right)
+    if isinstance(test, cst.Call):
+        return isinstance(test.func, cst.Name) and test.func.value in ("isinstance", "hasattr", "callable")
+    if isinstance(test, cst.Comparison):
+        return all(isinstance(c.operator, (cst.Is, cst.IsNot)) and isinstance(c.comparator, cst.Name)
+                   and c.comparator.value == "None" for c in test.comparisons)
+    return False
 
 
 def _is_main_guard(test: cst.BaseExpression) -> bool:
@@ -283,6 +360,7 @@ class Facts:
         self.scopes: list[Scope] = [self.module_scope]
         self.functions: list[Scope] = []
         self.imports = ImportTable()
+        self.import_nodes: list[cst.Import | cst.ImportFrom] = []
         self.bound: set[str] = set()
         self.calls: list[CallSite] = []
         self.loops: list[Loop] = []
@@ -290,6 +368,7 @@ class Facts:
         self.idents: set[str] = set()
         self.main_guard: cst.If | None = None
         self._positions = None
+        self.project = EMPTY  # what the rest of the project says about this file's names (see project.py)
         module.visit(_Collector(self))
         self._qn: dict[tuple[int, int], str | None] = {}
 
@@ -314,7 +393,27 @@ class Facts:
 
     @property
     def uses_cuda(self) -> bool:
-        return "cuda" in self.idents
+        """The file runs on a GPU: it names CUDA or torch.accelerator / accelerate's Accelerator, or a
+        module that calls into it does (devices passed in as parameters)."""
+        return bool(self.idents & _CUDA_SIGNS) or self.project.cuda or self._configured_device()
+
+    def _configured_device(self) -> bool:
+        """`torch.device(args.device)`, `.to(args.device)`: a device from the command line or a config,
+        which training scripts point at a GPU."""
+        if "_configured" not in self.__dict__:
+            found = False
+            for site in self.calls:
+                func = site.node.func
+                name = self.qname(func, site.scope)
+                if name == "torch.device" or (isinstance(func, cst.Attribute) and func.attr.value == "to"):
+                    for arg in site.node.args[:1] if name == "torch.device" else site.node.args:
+                        text = dotted(arg.value) or ""
+                        if arg.keyword in (None,) or arg.keyword.value == "device":
+                            head, _, attr = text.rpartition(".")
+                            if attr == "device" and head.split(".")[-1] in _CONFIGS:
+                                found = True
+            self.__dict__["_configured"] = found
+        return self.__dict__["_configured"]
 
     def code(self, node: cst.CSTNode) -> str:
         return self.module.code_for_node(node)

@@ -46,11 +46,15 @@ def fixable(d: Diagnostic, settings: Settings) -> bool:
     return d.fix is not None and (d.fix.applicability is Applicability.SAFE or settings.unsafe_fixes)
 
 
-def fix_text(text: str, path: str, settings: Settings) -> tuple[str, list[Diagnostic]]:
-    """(fixed text, findings that remain in it)."""
+def _lint(text: str, path: str, context: dict | None):
+    return lint_text(text, path, context) if context else lint_text(text, path)
+
+
+def fix_text(text: str, path: str, settings: Settings, context: dict | None = None) -> tuple[str, list[Diagnostic]]:
+    """(fixed text, findings that remain in it); `context`: what the project says about the file."""
     from archlint.code.lint import selected
 
-    diagnostics = selected(lint_text(text, path), settings)
+    diagnostics = selected(_lint(text, path, context), settings)
     for _ in range(MAX_ROUNDS):
         edits = [e for d in diagnostics if fixable(d, settings) for e in d.fix.edits]
         if not edits:
@@ -65,13 +69,14 @@ def fix_text(text: str, path: str, settings: Settings) -> tuple[str, list[Diagno
                   f"({err}); please report this", file=sys.stderr)
             break
         text = candidate
-        diagnostics = selected(lint_text(text, path), settings)
+        diagnostics = selected(_lint(text, path, context), settings)
     return text, diagnostics
 
 
-def fix_files(files: list[Path], settings: Settings) -> list[Diagnostic]:
+def fix_files(files: list[Path], settings: Settings, contexts: dict | None = None) -> list[Diagnostic]:
     remaining: list[Diagnostic] = []
     for path in files:
+        context = (contexts or {}).get(path)
         name = str(path)
         try:
             data = path.read_bytes()
@@ -83,7 +88,7 @@ def fix_files(files: list[Path], settings: Settings) -> list[Diagnostic]:
         except SourceError as exc:
             remaining.append(parse_error(name, str(exc), 1, 1))
             continue
-        fixed, after = fix_text(original, name, settings)
+        fixed, after = fix_text(original, name, settings, context)
         if fixed == original:
             remaining += after
             continue
@@ -93,14 +98,14 @@ def fix_files(files: list[Path], settings: Settings) -> list[Diagnostic]:
                     original.splitlines(keepends=True), fixed.splitlines(keepends=True), name, name
                 )
             )
-            remaining += selected_before(original, name, settings)
+            remaining += selected_before(original, name, settings, context)
             continue
         path.write_bytes(encode(fixed, encoding, bom))
         remaining += after
     return remaining
 
 
-def selected_before(text: str, path: str, settings: Settings) -> list[Diagnostic]:
+def selected_before(text: str, path: str, settings: Settings, context: dict | None = None) -> list[Diagnostic]:
     from archlint.code.lint import selected
 
-    return selected(lint_text(text, path), settings)
+    return selected(_lint(text, path, context), settings)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from archlint import __version__
 from archlint.code.discover import discover
-from archlint.code.engine import PARSE_ERROR, lint_bytes, parse_error
+from archlint.code.engine import PARSE_ERROR, analyze_bytes, parse_error
 from archlint.config import Settings
 from archlint.diagnostics import Applicability, Diagnostic, Edit, Fix, Severity
 
@@ -84,9 +84,10 @@ def _read(path: Path) -> bytes:
     return path.read_bytes()
 
 
-def _work(item: tuple[str, bytes]) -> list[Diagnostic]:
+def _work(item: tuple[str, bytes]) -> tuple[list[Diagnostic], dict | None]:
+    """A file's own findings and its facts for the project join (project.py)."""
     path, data = item
-    return lint_bytes(data, path)
+    return analyze_bytes(data, path, summarize=True)
 
 
 def _jobs(settings: Settings) -> int:
@@ -98,10 +99,11 @@ def _jobs(settings: Settings) -> int:
         return os.cpu_count() or 1
 
 
-def lint_many(items: list[tuple[str, bytes]], jobs: int) -> list[list[Diagnostic]]:
+def lint_many(items: list[tuple], jobs: int, work=None) -> list:
     """Lint (path, content) pairs, on `jobs` processes when there are enough of them."""
+    work = work or _work
     if jobs <= 1 or len(items) < PARALLEL_MIN_FILES:
-        return [_work(item) for item in items]
+        return [work(item) for item in items]
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
@@ -109,15 +111,20 @@ def lint_many(items: list[tuple[str, bytes]], jobs: int) -> list[list[Diagnostic
     ctx = multiprocessing.get_context(method)
     chunk = max(1, len(items) // (jobs * 4))
     with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
-        return list(pool.map(_work, items, chunksize=chunk))
+        return list(pool.map(work, items, chunksize=chunk))
 
 
-def lint_files(files: list[Path], settings: Settings) -> list[Diagnostic]:
+def lint_files(files: list[Path], settings: Settings, paths: list[Path] | None = None) -> list[Diagnostic]:
     """Every finding in these files (before selection), using and refreshing the cache."""
+    from archlint.code import project
+
     cache_path = _cache_path(settings)
     cache = _load_cache(cache_path) if settings.cache else {}
     prefix = _fingerprint(settings)
+    store = project.Store(settings)
     results: dict[int, list[Diagnostic]] = {}
+    summaries: dict[int, dict | None] = {}
+    keys: list[str | None] = [None] * len(files)
     todo: list[tuple[int, str, bytes, str]] = []
     for i, path in enumerate(files):
         name = str(path)
@@ -127,10 +134,13 @@ def lint_files(files: list[Path], settings: Settings) -> list[Diagnostic]:
             results[i] = [parse_error(name, f"cannot read file: {exc.strerror or exc}; check its permissions", 1, 1)]
             continue
         key = hashlib.blake2b(prefix + data, digest_size=16).hexdigest()
+        keys[i] = key
         hit = cache.get(key)
-        if hit is not None:
+        summary = store.summary(key)
+        if hit is not None and (summary is not None or key in store.facts):
             try:
                 results[i] = [_from_record(r, name) for r in hit]
+                summaries[i] = summary
                 continue
             except (ValueError, KeyError, TypeError) as exc:
                 print(f"archlint: warning: malformed cache entry for {name} ({exc!r}); linting it again",
@@ -138,13 +148,19 @@ def lint_files(files: list[Path], settings: Settings) -> list[Diagnostic]:
         todo.append((i, name, data, key))
     if todo:
         fresh = lint_many([(name, data) for _, name, data, _ in todo], _jobs(settings))
-        for (i, _, _, key), diagnostics in zip(todo, fresh):
+        for (i, _, _, key), (diagnostics, summary) in zip(todo, fresh):
             results[i] = diagnostics
+            summaries[i] = summary
             cache[key] = [_to_record(d) for d in diagnostics]
+            store.put_summary(key, summary)
         if settings.cache:
             if len(cache) > CACHE_LIMIT:
                 cache = {key: cache[key] for _, _, _, key in todo}
             _save_cache(cache_path, cache)
+    # the project join: files whose names mean something elsewhere are linted again in context
+    results = project.refine(files, keys, results, summaries, settings, store, prefix, _jobs(settings), paths)
+    store.save()
+    lint_files.extracted = len(todo)
     return [d for i in range(len(files)) for d in results[i]]
 
 
@@ -155,7 +171,10 @@ def selected(diagnostics: list[Diagnostic], settings: Settings) -> list[Diagnost
 def lint_paths(paths: list[Path], settings: Settings) -> tuple[list[Diagnostic], int]:
     files = discover(paths)
     if settings.fix or settings.diff:
+        from archlint.code import project
         from archlint.code.fix import fix_files
 
-        return fix_files(files, settings), len(files)
-    return selected(lint_files(files, settings), settings), len(files)
+        lint_files(files, settings, paths)  # the project join: each file's context
+        contexts = {f: project.refine.contexts.get(os.path.abspath(f)) for f in files}
+        return fix_files(files, settings, contexts), len(files)
+    return selected(lint_files(files, settings, paths), settings), len(files)

@@ -39,17 +39,61 @@ def _chosen(facts: Facts) -> bool:
     return bool(facts.calls_to("torch.use_deterministic_algorithms"))
 
 
+def _runs_loops(node: cst.CSTNode, facts: Facts, runners: set[str]) -> bool:
+    """A top-level statement that is, or calls a function of this file that holds, a batch loop."""
+    loops = {id(bl.loop.node) for bl in (*df.batch_loops(facts), *df.step_loops(facts))}
+    if id(node) in loops:
+        return True
+    if isinstance(node, (cst.For, cst.While)):
+        return any(id(loop.node) in loops or any(dotted(c.node.func) in runners for c in loop.calls)
+                   for loop in facts.loops if loop.scope is facts.module_scope and _within(loop.node, node))
+    body = node.body if isinstance(node, cst.SimpleStatementLine) else ()
+    for small in body:
+        value = getattr(small, "value", None)
+        if isinstance(value, cst.Call) and dotted(value.func) in runners:
+            return True
+    return False
+
+
+def _within(inner: cst.CSTNode, outer: cst.CSTNode) -> bool:
+    return inner is outer or any(_within(inner, child) for child in outer.children
+                                 if isinstance(child, (cst.BaseSuite, cst.BaseStatement, cst.BaseSmallStatement)))
+
+
+def entry_point(facts: Facts) -> cst.CSTNode | None:
+    """Where the file runs as a program: its `if __name__ == "__main__":` block, or else (a tutorial or
+    a notebook exported to .py) the first top-level statement that runs a batch loop, directly or
+    through a function of this file."""
+    if facts.main_guard is not None:
+        return facts.main_guard
+    loops = [*df.batch_loops(facts), *df.step_loops(facts)]
+    if not loops:
+        return None
+    runners = {loop.loop.scope.qualname.split(".")[0] for loop in loops if loop.loop.scope.kind != "module"}
+    for stmt in facts.module.body:
+        if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+            continue
+        if _runs_loops(stmt, facts, runners):
+            return stmt
+    return None
+
+
 def check(facts: Facts):
-    if facts.main_guard is None or not facts.uses_cuda or _chosen(facts):
+    if not facts.uses_cuda or _chosen(facts) or facts.project.cudnn:
         return
-    if not df.batch_loops(facts) or not _has_convolutions(facts):
+    if not (df.batch_loops(facts) or df.step_loops(facts) or (facts.project.trains and facts.main_guard)):
+        return
+    if not (_has_convolutions(facts) or facts.project.conv):
+        return
+    entry = entry_point(facts)
+    if entry is None:
         return
     yield Finding(
         "AL303",
-        facts.main_guard,
+        entry,
         "entry point runs convolutions on CUDA without torch.backends.cudnn.benchmark = True: with "
         "fixed input sizes cuDNN can pick the fastest algorithm per layer once, then reuse it",
-        lambda: _fix(facts),
+        (lambda: _fix(facts)) if entry is facts.main_guard else None,
     )
 
 

@@ -16,6 +16,7 @@ CODES = ("AL301", "AL302", "AL304")
 def _copies(facts: Facts, bl: df.BatchLoop) -> list[CallSite]:
     """Host→device copies of this loop's batches without non_blocking: `x.cuda()`, `x.to(device)`."""
     views = df.batch_views(bl)
+    moved = _moves(bl, views)
     found = []
     for site in bl.loop.calls:
         func = site.node.func
@@ -23,6 +24,9 @@ def _copies(facts: Facts, bl: df.BatchLoop) -> list[CallSite]:
             continue
         if df.root_name(func.value) not in views or isinstance(func.value, cst.Call):
             continue  # not a batch tensor, or a chained call such as x.float().cuda() handled once
+        root = df.root_name(func.value)
+        if root in moved and site.node not in moved[root]:
+            continue  # `x = x.cuda()` earlier in the loop: this copy of x is already on the device
         if any(a.keyword is not None and a.keyword.value == "non_blocking" for a in site.node.args):
             continue  # set, to whatever value: a choice
         positional = [a for a in site.node.args if a.keyword is None]
@@ -36,6 +40,29 @@ def _copies(facts: Facts, bl: df.BatchLoop) -> list[CallSite]:
     return found
 
 
+def _moves(bl: df.BatchLoop, views: set[str]) -> dict[str, list[cst.Call]]:
+    """Batch names the loop rebinds to a device copy (`x = x.cuda()`): name → the copy calls."""
+    moved: dict[str, list[cst.Call]] = {}
+    for target, value in bl.loop.assigns:
+        values = value.elements if isinstance(value, cst.Tuple) else [value]
+        targets = target.elements if isinstance(target, cst.Tuple) else [target]
+        if len(values) != len(targets):
+            continue
+        for t, v in zip(targets, values):
+            t = getattr(t, "value", t)
+            v = getattr(v, "value", v)
+            if (isinstance(t, cst.Name) and t.value in views and isinstance(v, cst.Call)
+                    and isinstance(v.func, cst.Attribute) and v.func.attr.value in ("cuda", "to")):
+                moved.setdefault(t.value, []).append(v)
+    return moved
+
+
+def _feeds_cuda(facts: Facts, site: CallSite) -> bool:
+    """The loader's batches go to a GPU: this file uses one, or a module that uses one calls the
+    function that builds it."""
+    return facts.uses_cuda or site.scope.qualname in facts.project.feeds_cuda
+
+
 def _pinned(facts: Facts, loader: CallSite) -> object:
     value = df.argument(loader, "pin_memory", df.DATALOADER_POSITIONS["pin_memory"])
     return value if value in (df.MISSING, df.UNKNOWN) else df.literal(value)
@@ -43,13 +70,13 @@ def _pinned(facts: Facts, loader: CallSite) -> object:
 
 def check(facts: Facts):
     loaders = df.loader_calls(facts)
-    if not loaders:
-        return
     loops = df.batch_loops(facts)
     pinned = {id(site.node): _pinned(facts, site) for site in loaders}
     all_pinned = all(v is True for v in pinned.values())
 
     for site in loaders:
+        if not _feeds_cuda(facts, site):
+            continue  # a CPU-only script: workers help less, and the message is about the GPU
         workers = df.argument(site, "num_workers", df.DATALOADER_POSITIONS["num_workers"])
         if workers is df.MISSING or df.literal(workers) == 0:
             how = "is not set" if workers is df.MISSING else "is 0"
@@ -62,7 +89,7 @@ def check(facts: Facts):
 
     for site in loaders:
         state = pinned[id(site.node)]
-        if state is True or state is df.UNKNOWN or not facts.uses_cuda:
+        if state is True or state is df.UNKNOWN or not _feeds_cuda(facts, site):
             continue
         if state not in (df.MISSING, False):
             continue  # pin_memory=None or another literal: leave it
@@ -80,7 +107,12 @@ def check(facts: Facts):
 
     for bl in loops:
         src = bl.source
-        known = pinned.get(id(src.node)) if isinstance(src, CallSite) else (all_pinned if loaders else None)
+        if isinstance(src, CallSite):
+            known = pinned.get(id(src.node))
+        elif isinstance(src, df.ProjectLoader):
+            known = src.pinned
+        else:
+            known = all_pinned if loaders else None
         if known is not True:
             continue  # unpinned batches are reported with AL301; non_blocking from pageable memory buys nothing
         for copy in _copies(facts, bl):

@@ -1,4 +1,5 @@
-"""AL401: a GPU→CPU synchronization on every iteration of a CUDA training loop."""
+"""AL401: a GPU→CPU synchronization on every iteration of a CUDA training loop, in the loop itself
+or in a project function the loop calls once per step."""
 
 from __future__ import annotations
 
@@ -6,28 +7,37 @@ import libcst as cst
 
 from archlint.code import dataflow as df
 from archlint.code.checks import Finding
-from archlint.code.facts import Facts
+from archlint.code.facts import CallSite, Facts, Scope
 
 CODES = ("AL401",)
 _METHODS = {"item": ".item()", "cpu": ".cpu()", "numpy": ".numpy()", "tolist": ".tolist()"}
 _BUILTINS = ("print", "float", "int", "bool")
+_ADVICE = ("waits for the GPU to finish: keep the value on the GPU (accumulate with .detach()) and read it "
+           "every N steps or once per epoch")
 
 
 def _plain_tensor(node: cst.BaseExpression, names: set[str]) -> bool:
     """A tensor variable itself (not a call on it, which is reported on its own)."""
+    if isinstance(node, cst.StarredElement):
+        node = node.value
     return isinstance(node, (cst.Name, cst.Attribute, cst.Subscript)) and df.root_name(node) in names
 
 
-def _syncing_arg(call: cst.Call, names: set[str]) -> bool:
-    for arg in call.args:
-        value = arg.value
-        if _plain_tensor(value, names):
-            return True
-        if isinstance(value, cst.FormattedString):
-            for part in value.parts:
-                if isinstance(part, cst.FormattedStringExpression) and _plain_tensor(part.expression, names):
-                    return True
+def _formats_tensor(value: cst.BaseExpression, names: set[str]) -> bool:
+    """An f-string, `"%.3f" % loss` or `"{}".format(loss)` that renders a tensor as text."""
+    if isinstance(value, cst.FormattedString):
+        return any(isinstance(p, cst.FormattedStringExpression) and _plain_tensor(p.expression, names)
+                   for p in value.parts)
+    if (isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Modulo)
+            and isinstance(value.left, (cst.SimpleString, cst.ConcatenatedString, cst.BinaryOperation))):
+        right = value.right
+        items = [el.value for el in right.elements] if isinstance(right, cst.Tuple) else [right]
+        return any(_plain_tensor(item, names) for item in items)
     return False
+
+
+def _syncing_arg(call: cst.Call, names: set[str]) -> bool:
+    return any(_plain_tensor(arg.value, names) or _formats_tensor(arg.value, names) for arg in call.args)
 
 
 def _syncing_test(test: cst.BaseExpression, names: set[str]) -> bool:
@@ -45,37 +55,35 @@ def _syncing_test(test: cst.BaseExpression, names: set[str]) -> bool:
     return df.refs(test, names)
 
 
-def check(facts: Facts):
-    if not facts.uses_cuda:
-        return
-    seen = set()
-    for bl in df.batch_loops(facts):
-        if not bl.is_training:
-            continue
+def _what(site: CallSite, names: set[str], facts: Facts) -> str | None:
+    func = site.node.func
+    if isinstance(func, cst.Attribute) and func.attr.value in _METHODS and not site.node.args:
+        return _METHODS[func.attr.value] if df.root_name(func.value) in names else None
+    if isinstance(func, cst.Attribute) and func.attr.value == "format" and isinstance(func.value, cst.SimpleString):
+        return "formatting a tensor as text" if _syncing_arg(site.node, names) else None
+    if isinstance(func, cst.Name) and func.value in _BUILTINS:
+        rebound = func.value in facts.bound or func.value in facts.imports.names
+        if not rebound and _syncing_arg(site.node, names):
+            return f"{func.value}() of a tensor"
+        return None
+    if facts.qname(site.node.func, site.scope) == "torch.cuda.synchronize":
+        return "torch.cuda.synchronize()"
+    if any(_formats_tensor(arg.value, names) for arg in site.node.args):
+        return "formatting a tensor as text"
+    return None
+
+
+def _loop_findings(facts: Facts, seen: set[int]):
+    for bl in df.training_loops(facts):
         names = df.tensor_names(bl)
         for site in bl.loop.calls:
             where = df.in_loop(site, bl.loop)
             if where is None or where[1] or id(site.node) in seen:
                 continue  # under an `if` (e.g. every N steps): not every iteration
-            func = site.node.func
-            what = None
-            if isinstance(func, cst.Attribute) and func.attr.value in _METHODS and not site.node.args:
-                if df.root_name(func.value) in names:
-                    what = _METHODS[func.attr.value]
-            elif isinstance(func, cst.Name) and func.value in _BUILTINS:
-                rebound = func.value in facts.bound or func.value in facts.imports.names
-                if not rebound and _syncing_arg(site.node, names):
-                    what = f"{func.value}() of a tensor"
-            elif _is_cuda_synchronize(site, facts):
-                what = "torch.cuda.synchronize()"
+            what = _what(site, names, facts)
             if what:
                 seen.add(id(site.node))
-                yield Finding(
-                    "AL401",
-                    site.node,
-                    f"{what} on every training step waits for the GPU to finish: keep the value on the "
-                    "GPU (accumulate with .detach()) and read it every N steps or once per epoch",
-                )
+                yield Finding("AL401", site.node, f"{what} on every training step {_ADVICE}")
         for node, nested in bl.loop.ifs:
             if not nested and _syncing_test(node.test, names):
                 yield Finding(
@@ -86,5 +94,49 @@ def check(facts: Facts):
                 )
 
 
-def _is_cuda_synchronize(site, facts: Facts) -> bool:
-    return facts.qname(site.node.func, site.scope) == "torch.cuda.synchronize"
+def _function_tensors(scope: Scope, params: list[str], facts: Facts) -> set[str]:
+    """Tensor parameters plus what the function derives from them and what its backward starts from."""
+    names = set(params)
+    for loop in facts.loops:  # `for k, v in kwargs.items():` over a dict of tensors
+        if loop.scope is scope and loop.iter is not None and df.root_name(loop.iter) in names:
+            names.update(loop.targets)
+    for site in scope.calls:
+        if df.is_backward_call(site.node):
+            names |= df.backward_roots_of([site])
+    for _ in range(3):  # flow-insensitive: a few rounds reach assignment chains
+        for name, values in scope.assigns.items():
+            if name not in names and any(v is not None and df.refs(v, names) for v in values):
+                names.add(name)
+        for name, entries in scope.unpacked.items():
+            if name not in names and any(df.refs(v, names) for v, _ in entries):
+                names.add(name)
+    return names
+
+
+def _helper_findings(facts: Facts, seen: set[int]):
+    """Functions the project calls once per training step (`log_step(loss)`, a closure running the
+    forward and backward): their unconditional syncs of the tensors they are given are per step too."""
+    if not facts.project.per_step:
+        return
+    for scope in facts.functions:
+        entry = facts.project.per_step.get(scope.qualname)
+        if entry is None:
+            continue
+        params, caller = entry
+        names = _function_tensors(scope, params, facts)
+        for site in scope.calls:
+            if site.scope is not scope or site.conditional or id(site.node) in seen:
+                continue
+            what = _what(site, names, facts)
+            if what:
+                seen.add(id(site.node))
+                yield Finding("AL401", site.node, f"{what} in {scope.qualname}(), which the training step "
+                                                  f"calls every step (at {caller}), {_ADVICE}")
+
+
+def check(facts: Facts):
+    if not facts.uses_cuda:
+        return
+    seen: set[int] = set()
+    yield from _loop_findings(facts, seen)
+    yield from _helper_findings(facts, seen)

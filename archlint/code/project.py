@@ -1,0 +1,535 @@
+"""The project join: from every file's facts (summary.py), what each linted file's names mean in
+the rest of the project, as a context (context.py); then the files whose context says anything are
+linted again with it.
+
+Cheap by construction: it reads only the JSON summaries (extracted in the workers and cached by
+content hash), resolves imports by looking for files on disk (never importing anything), and a
+file's context-dependent findings are cached under its content and its context together. Touching
+one file re-extracts that file alone; the files whose context it changes are re-linted.
+
+Imports are resolved like Python would from the project's roots: relative imports from the file's
+package; absolute ones from the file's folder, the folder above its package, the configuration
+root and its `src/`, and the folders named on the command line. Modules found that way but not
+linted (`archlint train.py` alone) are read for their facts only: their findings are not reported.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import os
+import sys
+from pathlib import Path
+
+from archlint.code.context import LIBRARIES as _LIBRARIES
+from archlint.config import Settings
+
+CACHE_FILE = "project-v1.json"
+MAX_EXTRA_FILES = 400  # modules read only for their facts, per run
+MAX_DEPTH = 6  # re-exports followed per name
+
+
+def _installed(folder: str) -> bool:
+    name = os.path.basename(folder)
+    return name in ("site-packages", "dist-packages") or folder.startswith(sys.prefix + os.sep + "lib")
+
+
+class Store:
+    """Summaries (by content key) and context-dependent findings (by content + context key)."""
+
+    def __init__(self, settings: Settings) -> None:
+        from archlint.code.lint import _cache_path, _load_cache
+
+        self.enabled = settings.cache
+        self.path = _cache_path(settings).with_name(CACHE_FILE)
+        data = _load_cache(self.path) if self.enabled else {}
+        self.facts: dict = data.get("facts", {}) if isinstance(data.get("facts"), dict) else {}
+        self.lint: dict = data.get("lint", {}) if isinstance(data.get("lint"), dict) else {}
+        self.used: set[str] = set()
+        self.dirty = False
+
+    def summary(self, key: str):
+        if key in self.facts:
+            self.used.add(key)
+            return self.facts[key]
+        return None
+
+    def put_summary(self, key: str, summary: dict | None) -> None:
+        self.facts[key] = summary
+        self.used.add(key)
+        self.dirty = True
+
+    def save(self) -> None:
+        if not self.enabled or not self.dirty:
+            return
+        from archlint.code.lint import CACHE_LIMIT, _save_cache
+
+        facts, lint = self.facts, self.lint
+        if len(facts) + len(lint) > CACHE_LIMIT:
+            facts = {k: v for k, v in facts.items() if k in self.used}
+            lint = {k: v for k, v in lint.items() if k in self.used}
+        _save_cache(self.path, {"facts": facts, "lint": lint})
+
+
+def _key(prefix: bytes, data: bytes, extra: str = "") -> str:
+    return hashlib.blake2b(prefix + data + extra.encode(), digest_size=16).hexdigest()
+
+
+class Index:
+    """Summaries by absolute path, import resolution, and name resolution across modules."""
+
+    def __init__(self, summaries: dict[str, dict | None], roots: list[Path], store: Store, prefix: bytes) -> None:
+        self.summaries = summaries
+        self.roots = roots
+        self.store = store
+        self.prefix = prefix
+        self.extra = 0
+        self._modules: dict[tuple, str | None] = {}
+        self._light: set[str] = set()
+        self.extracted: list[str] = []  # modules read for their facts only
+
+    # files ----------------------------------------------------------------------------------------
+    def summary(self, path: str) -> dict | None:
+        if path in self.summaries:
+            found = self.summaries[path]
+            if found is None and path not in self._light:
+                self._light.add(path)  # no torch in it: its imports may still lead to modules that have
+                found = self.summaries[path] = self._light_summary(path)
+            return found
+        if self.extra >= MAX_EXTRA_FILES:
+            return None
+        self.extra += 1
+        summary = None
+        try:
+            data = Path(path).read_bytes()
+        except OSError:
+            data = None
+        if data is not None:
+            key = _key(self.prefix, data)
+            summary = self.store.summary(key)
+            if summary is None and key not in self.store.facts:
+                from archlint.code.engine import analyze_bytes
+
+                _, summary = analyze_bytes(data, path, summarize=True)
+                self.store.put_summary(key, summary)
+                self.extracted.append(path)
+        self.summaries[path] = summary
+        return self.summary(path)
+
+    def _light_summary(self, path: str) -> dict | None:
+        from archlint.code.source import SourceError, decode
+
+        try:
+            text, _, _ = decode(Path(path).read_bytes())
+        except (OSError, SourceError):
+            return None
+        return light(text) if "import" in text else None
+
+    def _bases(self, folder: str) -> list[str]:
+        bases = [folder]
+        up = folder
+        while os.path.isfile(os.path.join(up, "__init__.py")):  # the folder above the package
+            up = os.path.dirname(up)
+            bases.append(up)
+        # the folders above, nearest first, with their src/ (a src-layout project inside a larger
+        # tree), up to the project's roots (or three levels for a file outside them)
+        roots = {str(r) for r in self.roots}
+        up, climb = folder, 0
+        while climb < 8:
+            parent = os.path.dirname(up)
+            if parent == up or (climb >= 3 and not any(up.startswith(r + os.sep) or up == r for r in roots)):
+                break
+            bases += [os.path.join(up, "src"), parent] if climb else [os.path.join(up, "src")]
+            if up in roots:
+                break
+            up, climb = parent, climb + 1
+        # installed packages are libraries, not the project: never resolved into
+        seen, out = set(), []
+        for b in [*bases, *roots]:
+            if b not in seen and not _installed(b):
+                seen.add(b)
+                out.append(b)
+        return out
+
+    def module_path(self, importer: str, module: str, level: int) -> str | None:
+        folder = os.path.dirname(importer)
+        key = (folder, module, level)
+        if key in self._modules:
+            return self._modules[key]
+        parts = module.split(".") if module else []
+        if not level and parts and parts[0] in _LIBRARIES:
+            self._modules[key] = None
+            return None
+        if level:
+            base = folder
+            for _ in range(level - 1):
+                base = os.path.dirname(base)
+            bases = [base]
+        else:
+            bases = self._bases(folder)
+        found = None
+        for base in bases:
+            target = os.path.join(base, *parts)
+            if parts and os.path.isfile(target + ".py"):
+                found = target + ".py"
+                break
+            if os.path.isfile(os.path.join(target, "__init__.py")):
+                found = os.path.join(target, "__init__.py")
+                break
+        self._modules[key] = found
+        return found
+
+    # names ----------------------------------------------------------------------------------------
+    def resolve(self, path: str, name: str, depth: int = 0) -> tuple[str, str, str] | None:
+        """(file, qualname, kind) of what `name` means in `path`: kind "def", "class", "cuda" or "module"."""
+        summary = self.summary(path)
+        if not summary or depth > MAX_DEPTH:
+            return None
+        if name in summary.get("self_calls", {}):
+            return path, summary["self_calls"][name], "def"
+        head = name.split(".")[0]
+        if name in summary["defs"]:
+            return path, name, "def"
+        if head in summary["classes"]:
+            return path, head, "class"
+        if head in summary["cuda_names"] and name == head:
+            return path, head, "cuda"
+        best = None
+        for entry in summary["imports"]:
+            local = entry[0]
+            if entry[2] != "*" and (name == local or name.startswith(local + ".")):
+                if best is None or len(local) > len(best[0]):
+                    best = entry
+        if best is not None:
+            local, module, imported, level = best
+            rest = name[len(local) + 1:]
+            if imported is None:
+                target = self.module_path(path, module, level)
+                if target is None:
+                    return None
+                return (target, "", "module") if not rest else self.resolve(target, rest, depth + 1)
+            base = self.module_path(path, module, level)
+            if base is not None:
+                found = self.resolve(base, f"{imported}.{rest}" if rest else imported, depth + 1)
+                if found is not None:
+                    return found
+            sub = self.module_path(path, f"{module}.{imported}" if module else imported, level)
+            if sub is not None:
+                return (sub, "", "module") if not rest else self.resolve(sub, rest, depth + 1)
+            return None
+        for local, module, imported, level in summary["imports"]:
+            if imported == "*":
+                base = self.module_path(path, module, level)
+                if base is not None and base != path:
+                    found = self.resolve(base, name, depth + 1)
+                    if found is not None:
+                        return found
+        return None
+
+    def project_modules(self, path: str, depth: int) -> list[str]:
+        """Project modules `path` imports, directly and (up to `depth`) through them."""
+        seen, frontier = {path}, [path]
+        for _ in range(depth):
+            nxt = []
+            for p in frontier:
+                summary = self.summary(p)
+                if not summary:
+                    continue
+                for local, module, imported, level in summary["imports"]:
+                    targets = [self.module_path(p, module, level)]
+                    if imported not in (None, "*"):
+                        targets.append(self.module_path(p, f"{module}.{imported}" if module else imported, level))
+                    for t in targets:
+                        if t is not None and t not in seen and len(seen) < 60:
+                            seen.add(t)
+                            nxt.append(t)
+            frontier = nxt
+        seen.discard(path)
+        return sorted(seen)
+
+
+def light(text: str) -> dict:
+    """The imports and names of a file that never mentions torch (a package's `__init__.py` that
+    re-exports its models), read with the standard parser when the join needs them. Not cached: such
+    files are small and only read when an import leads to them."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError):
+        return {}
+    imports, defs, classes = [], {}, []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname:
+                    imports.append([alias.asname, alias.name, None, 0])
+                else:
+                    imports.append([alias.name.split(".")[0], alias.name.split(".")[0], None, 0])
+        elif isinstance(node, ast.ImportFrom):
+            for alias in node.names:
+                local = "*" if alias.name == "*" else alias.asname or alias.name
+                imports.append([local, node.module or "", alias.name, node.level])
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            defs[node.name] = {"params": [a.arg for a in node.args.posonlyargs + node.args.args]}
+        elif isinstance(node, ast.ClassDef):
+            classes.append(node.name)
+    return {"light": True, "imports": imports, "cuda": False, "conv": False, "cudnn": False, "amp": False, "entry": False,
+            "trains": False, "main": False, "self_calls": {}, "aliases": {},
+            "cuda_names": [], "defs": defs, "classes": classes, "uses": [], "steps": [], "loader_args": []}
+
+
+def _def(index: Index, found) -> dict | None:
+    if found is None or found[2] != "def":
+        return None
+    summary = index.summary(found[0])
+    return summary["defs"].get(found[1]) if summary else None
+
+
+def _is_method_call(callee: str, qualname: str, params: list[str]) -> bool:
+    return bool(params) and params[0] in ("self", "cls") and "." in qualname and "." in callee
+
+
+def _name_info(index: Index, path: str, name: str, display) -> dict:
+    found = index.resolve(path, name)
+    if found is None:
+        return {}
+    if found[2] == "cuda":
+        return {"cuda": 1}
+    info = _def(index, found)
+    if not info:
+        return {}
+    out = {}
+    if "loader" in info and found[0] != path:  # this file's own loaders are read from its text (and --fix changes them)
+        pin, workers, line = info["loader"][:3]
+        out["loader"] = [pin, workers, f"{display(found[0])}:{line}"]
+    if "yields" in info:
+        shift = 1 if _is_method_call(name, found[1], info["params"]) else 0
+        if info["yields"] - shift >= 0:
+            out["yields"] = info["yields"] - shift
+    for flag in ("batch", "backward", "cuda"):
+        if flag in info:
+            out[flag] = 1
+    if "backward" in info and index.summary(found[0]).get("amp"):
+        out["amp"] = 1
+    return out
+
+
+def contexts(linted: list[str], index: Index, display) -> dict[str, dict]:
+    """Context of every linted file (absolute paths), only the non-empty ones."""
+    linted_set = set(linted)
+    out: dict[str, dict] = {p: {} for p in linted}
+    # what each file calls ----------------------------------------------------------------------
+    for path in linted:
+        summary = index.summary(path)
+        if not summary:
+            continue
+        ctx = out[path]
+        names = {}
+        for name in summary["uses"]:
+            info = _name_info(index, path, name, display)
+            if info:
+                names[name] = info
+        for name, typed in summary.get("aliases", {}).items():  # `logger.log_every` of a project class
+            if typed in names:
+                names[name] = names[typed]
+        for local, module, imported, level in summary["imports"]:
+            if imported not in (None, "*"):
+                found = index.resolve(path, local)
+                if found is not None and found[2] == "cuda":
+                    ctx["cuda"] = 1
+        if names:
+            ctx["names"] = names
+            if any(i.get("cuda") for i in names.values()):
+                ctx["cuda"] = 1
+        if (summary["entry"] or summary.get("main")) and not summary["cuda"]:
+            # the device is chosen where the objects it trains are built (`create_model(opt)` → a model
+            # class that moves itself to `cuda:0`): a module it calls, or one that module calls
+            for name in summary["uses"]:
+                found = index.resolve(path, name)
+                if found is None or found[0] == path:
+                    continue
+                callee = index.summary(found[0]) or {}
+                if callee.get("cuda") or any((index.summary(m) or {}).get("cuda")
+                                             for m in index.project_modules(found[0], 1)):
+                    ctx["cuda"] = 1
+                    break
+        if summary["entry"] and any((index.summary(m) or {}).get("amp") for m in index.project_modules(path, 3)):
+            ctx["amp"] = 1  # a project module chooses a precision: training through its objects may use it
+        if (summary["entry"] or summary.get("main")) and not summary["cudnn"]:
+            modules = index.project_modules(path, 3)
+            if not summary["conv"] and any((index.summary(m) or {}).get("conv") for m in modules):
+                ctx["conv"] = 1
+            if not summary["entry"] and any((index.summary(m) or {}).get("trains") for m in modules):
+                ctx["trains"] = 1  # the __main__ block runs a training loop written in another module
+            direct = modules  # a choice made where the model is built counts (CycleGAN's BaseModel)
+            called = [found for n in summary["uses"] if (found := index.resolve(path, n)) and found[0] != path]
+            if any((index.summary(m) or {}).get("cudnn") for m in direct) or any(
+                    (_def(index, found) or {}).get("cudnn") for found in called):
+                ctx["cudnn"] = 1
+    # what the other files do with this file's functions ----------------------------------------
+    # A module runs on the GPU when it names one, or when a module that does calls into it (the
+    # device arrives as a parameter): main.py → engine.train_one_epoch → misc.MetricLogger.update.
+    cuda = {p for p, s in index.summaries.items() if s and (s["cuda"] or out.get(p, {}).get("cuda"))}
+    frontier = sorted(cuda)
+    for _ in range(4):
+        reached = []
+        for caller in frontier:
+            for name in index.summaries[caller]["uses"]:
+                found = index.resolve(caller, name)
+                if found is None or found[0] == caller or found[2] not in ("def", "class"):
+                    continue
+                if found[0] in linted_set:
+                    ctx = out[found[0]]
+                    loader = (_def(index, found) or {}).get("loader")
+                    if loader:
+                        feeds = ctx.setdefault("feeds_cuda", [])
+                        for holder in (found[1], loader[3]):  # the factory, and where its DataLoader is built
+                            if holder not in feeds:
+                                feeds.append(holder)
+                    if not (index.summaries[found[0]] or {}).get("cuda"):
+                        ctx["cuda"] = 1  # the devices it is given are CUDA ones
+                if found[0] not in cuda and index.summaries.get(found[0]):
+                    cuda.add(found[0])
+                    reached.append(found[0])
+        frontier = reached
+    for caller, summary in list(index.summaries.items()):
+        if not summary:
+            continue
+        for callee, line, args, local in summary["steps"]:
+            found = (caller, local, "def") if local else index.resolve(caller, callee)
+            info = _def(index, found)
+            if not info or found[0] not in linted_set or not (info.get("sync") or info.get("backward")):
+                continue
+            params = info["params"]
+            shift = 1 if _is_method_call(callee, found[1], params) else 0
+            tensors = []
+            for a in args:
+                if a == "**" or (isinstance(a, str) and a not in params):
+                    a = info.get("kwargs")  # a dict of tensors, or keywords gathered by **kwargs
+                elif isinstance(a, int):
+                    a = params[a + shift] if a + shift < len(params) else None
+                if a and a not in tensors:
+                    tensors.append(a)
+            per_step = out[found[0]].setdefault("per_step", {})
+            entry = per_step.setdefault(found[1], [[], f"{display(caller)}:{line}"])
+            if tensors and not entry[0]:
+                entry[1] = f"{display(caller)}:{line}"  # name a call site that passes tensors
+            entry[0] += [t for t in tensors if t not in entry[0]]
+        for callee, arg, pin in summary["loader_args"]:
+            found = index.resolve(caller, callee)
+            info = _def(index, found)
+            if not info or found[0] not in linted_set or found[0] == caller:
+                continue  # within one file the checks see the loader themselves
+            params = info["params"]
+            if isinstance(arg, int):
+                arg += 1 if _is_method_call(callee, found[1], params) else 0
+                if arg >= len(params):
+                    continue
+                arg = params[arg]
+            pinned = out[found[0]].setdefault("pinned", {}).setdefault(found[1], {})
+            pinned[arg] = pin if pinned.get(arg, pin) == pin else "unknown"
+    return {p: c for p, c in out.items() if c}
+
+
+def roots(settings: Settings, paths: list[Path]) -> list[Path]:
+    found = [settings.root, settings.root / "src"]
+    for p in paths:
+        folder = p if p.is_dir() else p.parent
+        found += [folder.resolve(), folder.resolve() / "src"]
+    unique = []
+    for r in found:
+        r = Path(os.path.abspath(r))
+        if r not in unique and r.is_dir():
+            unique.append(r)
+    return unique
+
+
+_DRIVER = {"driver": 1}  # the context that makes a torch-free file be read in full (engine.analyze_bytes)
+
+
+def _drivers(files, keys, absolute, summaries, index: Index, store: Store, prefix: bytes) -> None:
+    """Files that never mention torch but run project code that does (CycleGAN's train.py: only
+    `from models import create_model`): read in full, so their loops can be linted in context."""
+    from archlint.code.engine import analyze_bytes
+
+    for i, path in enumerate(absolute):
+        if summaries.get(i) is not None or keys[i] is None:
+            continue
+        light = index.summary(path)
+        if not light or not any(
+                (index.summary(t) or {}).get("defs") is not None and not (index.summary(t) or {}).get("light")
+                for t in index.project_modules(path, 1)):
+            continue
+        key = _key(prefix, keys[i].encode(), "driver")
+        summary = store.summary(key)
+        if summary is None and key not in store.facts:
+            try:
+                data = files[i].read_bytes()
+            except OSError:
+                continue
+            _, summary = analyze_bytes(data, str(files[i]), _DRIVER, summarize=True)
+            store.put_summary(key, summary)
+        if summary:
+            summaries[i] = index.summaries[path] = summary
+
+
+def _work(item: tuple[str, bytes, dict]):
+    from archlint.code.engine import analyze_bytes
+
+    path, data, context = item
+    return analyze_bytes(data, path, context)[0]
+
+
+def refine(files: list[Path], keys: list[str | None], results: dict, summaries: dict, settings: Settings,
+           store: Store, prefix: bytes, jobs: int, paths: list[Path] | None = None) -> dict:
+    """Replace the findings of files whose project context is not empty by findings with it."""
+    from archlint.code.lint import _from_record, _to_record, lint_many
+
+    absolute = [os.path.abspath(f) for f in files]
+    index = Index({a: summaries.get(i) for i, a in enumerate(absolute)}, roots(settings, paths or files),
+                  store, prefix)
+    root = os.path.abspath(settings.root)
+
+    def display(path: str) -> str:
+        rel = os.path.relpath(path, root)
+        return path if rel.startswith("..") else rel
+
+    _drivers(files, keys, absolute, summaries, index, store, prefix)
+    linted = [a for i, a in enumerate(absolute) if summaries.get(i) and keys[i] is not None]
+    try:
+        ctxs = contexts(linted, index, display)
+    except (RecursionError, Exception) as exc:  # a bug in the join must not cost the files' own findings
+        print(f"archlint: warning: project-wide analysis failed ({type(exc).__name__}: {exc}); each file was "
+              "linted alone; please report this", file=sys.stderr)
+        refine.last, refine.contexts = {"contexts": 0, "relinted": 0, "extracted_extra": 0}, {}
+        return results
+    position = {a: i for i, a in enumerate(absolute)}
+    todo = []
+    for path, context in ctxs.items():
+        i = position[path]
+        key = _key(prefix, keys[i].encode(), json.dumps(context, sort_keys=True))
+        hit = store.lint.get(key)
+        if hit is not None:
+            try:
+                results[i] = [_from_record(r, str(files[i])) for r in hit]
+                store.used.add(key)
+                continue
+            except (ValueError, KeyError, TypeError) as exc:
+                print(f"archlint: warning: malformed cache entry for {files[i]} ({exc!r}); linting it again",
+                      file=sys.stderr)
+        try:
+            data = files[i].read_bytes()
+        except OSError:
+            continue  # keep the file's own findings; it was readable a moment ago
+        todo.append((i, key, (str(files[i]), data, context)))
+    if todo:
+        fresh = lint_many([item for _, _, item in todo], jobs, work=_work)
+        for (i, key, _), diagnostics in zip(todo, fresh):
+            results[i] = diagnostics
+            store.lint[key] = [_to_record(d) for d in diagnostics]
+            store.used.add(key)
+            store.dirty = True
+    refine.last = {"contexts": len(ctxs), "relinted": len(todo), "extracted_extra": len(index.extracted)}
+    refine.contexts = ctxs  # for --fix, which re-lints each file with its context
+    return results

@@ -1,0 +1,348 @@
+"""One file's facts that other files can use, as plain JSON (cached by content hash beside the
+file's findings; the project join in project.py reads only these, never the source).
+
+    imports   [[local, module, name, level]]: `from .data import build as b` → ["b", "data", "build", 1];
+              `import util.misc as misc` → ["misc", "util.misc", null, 0]; a star import has local "*"
+    cuda      the file itself runs on a GPU (names CUDA, torch.accelerator or accelerate)
+    conv      it builds convolutions (nn.Conv*, F.conv*, torchvision/timm models)
+    cudnn     it sets cudnn.benchmark / deterministic at import time
+    amp       it chooses a precision (autocast, a scaler, half/bf16)
+    entry     it runs a training or evaluation loop (a candidate entry point)
+    cuda_names module-level names bound to a CUDA device (`device = torch.device("cuda")`)
+    defs      function qualname → {"params": [...], and when true: "loader": [pin, workers, line, holder],
+              "yields": i, "batch": 1, "backward": 1, "cuda": 1, "cudnn": 1, "sync": 1}
+    classes   class qualnames
+    uses      dotted names the file calls that may be project functions (imported or its own)
+    steps     [[callee, line, tensor args, local qualname]]: calls made once per training step
+    loader_args [[callee, argument (index or keyword), pin]]: a loader of this file passed to a call
+"""
+
+from __future__ import annotations
+
+import builtins
+
+import libcst as cst
+
+from archlint.code import dataflow as df
+from archlint.code.checks.cudnn_benchmark import _chosen, _has_convolutions
+from archlint.code.context import LIBRARIES
+from archlint.code.facts import CallSite, Facts, Scope
+from archlint.code.names import dotted
+
+_PRECISION = {"autocast", "GradScaler", "bfloat16", "float16", "half"}
+_SYNC_METHODS = {"item", "cpu", "numpy", "tolist"}
+
+
+def _imports(facts: Facts) -> list[list]:
+    out = []
+    for node in facts.import_nodes:
+        if isinstance(node, cst.Import):
+            for alias in node.names:
+                full = dotted(alias.name)
+                if full is None:
+                    continue
+                if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                    out.append([alias.asname.name.value, full, None, 0])
+                else:
+                    out.append([full.split(".")[0], full.split(".")[0], None, 0])
+                    if "." in full:  # `import a.b` makes a.b reachable as an attribute of a
+                        out.append([full, full, None, 0])
+            continue
+        level = len(node.relative)
+        module = dotted(node.module) if node.module is not None else ""
+        if module is None:
+            continue
+        if isinstance(node.names, cst.ImportStar):
+            out.append(["*", module, "*", level])
+            continue
+        for alias in node.names:
+            if not isinstance(alias.name, cst.Name):
+                continue
+            local = alias.name.value
+            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                local = alias.asname.name.value
+            out.append([local, module, alias.name.value, level])
+    return out
+
+
+def _pin_state(facts: Facts, site: CallSite) -> str:
+    value = df.argument(site, "pin_memory", df.DATALOADER_POSITIONS["pin_memory"])
+    if value is df.MISSING:
+        return "missing"
+    if value is df.UNKNOWN:
+        return "unknown"
+    lit = df.literal(value)
+    return "true" if lit is True else "false" if lit is False else "unknown"
+
+
+def _workers(site: CallSite):
+    value = df.argument(site, "num_workers", df.DATALOADER_POSITIONS["num_workers"])
+    if value is df.MISSING:
+        return "missing"
+    lit = df.literal(value) if value is not df.UNKNOWN else df.UNKNOWN
+    return lit if isinstance(lit, int) else "unknown"
+
+
+
+
+def _candidate(name: str | None, facts: Facts, scope: Scope) -> bool:
+    """A callee that may be a project function: its head is imported, or a def/class of this file, or self."""
+    if not name:
+        return False
+    head = name.split(".")[0]
+    if head == "self":
+        return name.count(".") == 1
+    full = facts.imports.names.get(head)
+    if full is not None:
+        return full.split(".")[0] not in LIBRARIES and not scope.binds(head)
+    if head not in facts.__dict__.setdefault("_def_names", {s.node.name.value for s in facts.scopes
+                                                            if s.kind != "module"}):
+        if head in _relative_names(facts):
+            return True
+        # `from models import *`: an unbound, non-builtin name may come from the star
+        return _has_star(facts) and head not in facts.bound and not hasattr(builtins, head)
+    found = scope.lookup(head)
+    return found is not None and found[1][-1:] == [None] and head not in found[0].params
+
+
+def _has_star(facts: Facts) -> bool:
+    return any(isinstance(n, cst.ImportFrom) and isinstance(n.names, cst.ImportStar) for n in facts.import_nodes)
+
+
+def _relative_names(facts: Facts) -> set[str]:
+    """Names bound by relative or star imports (the ImportTable leaves those out)."""
+    if "_relative" not in facts.__dict__:
+        names = set()
+        for node in facts.import_nodes:
+            if isinstance(node, cst.ImportFrom) and node.relative and not isinstance(node.names, cst.ImportStar):
+                for alias in node.names:
+                    names.add(alias.asname.name.value if alias.asname is not None else alias.name.value)
+        facts.__dict__["_relative"] = names
+    return facts.__dict__["_relative"]
+
+
+def _local_def(name: str, scope: Scope, defs: dict[str, Scope]) -> str | None:
+    """The qualname of the function a plain name or `self.method` refers to, in this file."""
+    if name.startswith("self."):
+        cls = scope
+        while cls is not None and cls.kind != "class":
+            cls = cls.parent
+        return f"{cls.qualname}.{name[5:]}" if cls is not None else None
+    if "." in name:
+        return None
+    while scope is not None:  # innermost enclosing def first: closures
+        prefix = scope.qualname
+        qual = f"{prefix}.{name}" if prefix else name
+        if qual in defs:
+            return qual
+        scope = scope.parent
+    return None
+
+
+def _tensor_args(call: cst.Call, names: set[str]) -> list:
+    """Which arguments carry tensors: positions, keywords, or "**" for a dict of them."""
+    out = []
+    for i, arg in enumerate(a for a in call.args if not a.star):
+        if df.refs(arg.value, names) and df.root_name(arg.value) in names:
+            out.append(arg.keyword.value if arg.keyword is not None else i)
+    if any(a.star == "**" and df.root_name(a.value) in names for a in call.args):
+        out.append("**")
+    return out
+
+
+def _typed(name: str | None, facts: Facts, scope: Scope) -> str | None:
+    """`metric_logger.update` where `metric_logger = utils.MetricLogger(...)` → `utils.MetricLogger.update`."""
+    if not name or name.count(".") != 1:
+        return None
+    head, method = name.split(".")
+    found = scope.lookup(head)
+    if found is None or head in found[0].params:
+        return None
+    values = found[1]
+    if not values or any(not isinstance(v, cst.Call) for v in values):
+        return None
+    classes = {dotted(v.func) for v in values}
+    if len(classes) != 1:
+        return None
+    cls = classes.pop()
+    if not cls or not cls.rsplit(".", 1)[-1][:1].isupper() or not _candidate(cls, facts, found[0]):
+        return None
+    return f"{cls}.{method}"
+
+
+def _callee(site: CallSite, facts: Facts) -> str | None:
+    """The name to resolve in the project for a call, or None when it cannot be a project function."""
+    name = dotted(site.node.func)
+    if _candidate(name, facts, site.scope):
+        return name
+    return _typed(name, facts, site.scope)
+
+
+def _mentions_cuda(facts: Facts, node: cst.CSTNode) -> bool:
+    text = facts.code(node)
+    return "cuda" in text or "torch.accelerator" in text
+
+
+def _loader_info(facts: Facts, sites: list[CallSite]) -> list:
+    """[pin, workers, line, qualname of the function holding the first DataLoader call]."""
+    pins = {_pin_state(facts, site) for site in sites}
+    pin = "true" if pins == {"true"} else "unknown" if "unknown" in pins else "false"
+    workers = {_workers(site) for site in sites}
+    return [pin, workers.pop() if len(workers) == 1 else "unknown", facts.position(sites[0].node)[0].line,
+            sites[0].scope.qualname]
+
+
+def _loader_classes(facts: Facts, loaders: list[CallSite]) -> dict[str, list]:
+    """Classes that wrap a DataLoader: `self.dataloader = DataLoader(...)` in a method, and an
+    `__iter__` that yields from `self.dataloader` (CycleGAN's CustomDatasetDataLoader)."""
+    by_attr = {}
+    for target, value in facts.attr_assigns:
+        site = next((s for s in loaders if s.node is value), None)
+        name = dotted(target) or ""
+        if site is not None and name.startswith("self.") and name.count(".") == 1:
+            by_attr[(site.scope.parent.qualname if site.scope.parent else "", name)] = site
+    out = {}
+    for loop in facts.loops:
+        scope = loop.scope
+        if (loop.iter is None or not scope.has_yield or scope.kind != "function"
+                or scope.node.name.value != "__iter__" or scope.parent is None):
+            continue
+        inner, _ = df._unwrap(loop.iter, facts, scope)
+        site = by_attr.get((scope.parent.qualname, dotted(inner) or ""))
+        if site is not None:
+            out[scope.parent.qualname] = _loader_info(facts, [site])
+    return out
+
+
+def _def_facts(facts: Facts, scope: Scope, loaders: list[CallSite], wrappers: dict[str, list]) -> dict:
+    node = scope.node
+    p = node.params
+    params = [param.name.value for param in (*p.posonly_params, *p.params)]
+    out: dict = {"params": params}
+    if isinstance(p.star_kwarg, cst.Param):
+        out["kwargs"] = p.star_kwarg.name.value
+    own = [site for site in loaders if site.scope is scope]
+    if own and scope.returns:
+        out["loader"] = _loader_info(facts, own)
+    elif wrappers and scope.returns:  # builds and returns a loader-wrapping object of this file
+        for site in scope.calls:
+            if dotted(site.node.func) in wrappers:
+                out["loader"] = wrappers[dotted(site.node.func)]
+                break
+    if scope.has_yield:
+        for loop in facts.loops:
+            if loop.scope is scope and loop.iter is not None:
+                inner, _ = df._unwrap(loop.iter, facts, scope)
+                if isinstance(inner, cst.Name) and inner.value in params:
+                    out["yields"] = params.index(inner.value)
+                    break
+    for site in scope.calls:
+        if site.scope is not scope:
+            continue
+        func = site.node.func
+        if isinstance(func, cst.Name) and func.value == "next" and site.node.args:
+            if df.loader_source(site.node.args[0].value, scope, facts) is not None:
+                out["batch"] = 1
+        if isinstance(func, cst.Attribute) and func.attr.value in _SYNC_METHODS and not site.node.args:
+            out["sync"] = 1
+        elif dotted(func) in ("print", "torch.cuda.synchronize") or (
+                isinstance(func, cst.Attribute) and func.attr.value == "format"):
+            out["sync"] = 1
+        elif any(isinstance(a.value, (cst.FormattedString, cst.BinaryOperation)) for a in site.node.args):
+            out["sync"] = 1
+        if site.node.func is not None and (facts.qname(func, scope) or "").startswith(
+                ("torch.device", "torch.accelerator.")) and scope.returns and _mentions_cuda(facts, node):
+            out["cuda"] = 1
+    if scope.has_backward:
+        out["backward"] = 1
+    for target, value in facts.attr_assigns:  # as _chosen(): `deterministic = False` chooses nothing
+        name = dotted(target) or ""
+        chooses = name.endswith("cudnn.benchmark") or (
+            name.endswith("cudnn.deterministic") and df.literal(value) is not False)
+        if chooses and _encloses(node, target, facts):
+            out["cudnn"] = 1
+    return out
+
+
+def _encloses(outer: cst.CSTNode, inner: cst.CSTNode, facts: Facts) -> bool:
+    a, b = facts.position(outer)
+    c, _ = facts.position(inner)
+    return a.line <= c.line <= b.line
+
+
+def _steps(facts: Facts, defs: dict[str, Scope]) -> list[list]:
+    out = []
+    for bl in df.training_loops(facts):
+        names = df.tensor_names(bl)
+        for site in bl.loop.calls:
+            where = df.in_loop(site, bl.loop)
+            if where is None or where[1]:
+                continue
+            callees = [_callee(site, facts)]
+            # a closure handed to the optimizer (`optimizer.step(closure)`) runs inside the step
+            callees += [a.value.value for a in site.node.args if isinstance(a.value, cst.Name)
+                        and _local_def(a.value.value, site.scope, defs)]
+            for callee in callees:
+                if not callee:
+                    continue
+                args = _tensor_args(site.node, names) if callee == callees[0] else []
+                line = facts.position(site.node)[0].line
+                out.append([callee, line, args, _local_def(callee, site.scope, defs)])
+    return out
+
+
+def _loader_args(facts: Facts) -> list[list]:
+    out = []
+    pins = {id(site.node): _pin_state(facts, site) for site in df.loader_calls(facts)}
+    if not pins:
+        return out
+    for site in facts.calls:
+        callee = dotted(site.node.func)
+        if not _candidate(callee, facts, site.scope):
+            continue
+        for i, arg in enumerate(a for a in site.node.args if not a.star):
+            if not isinstance(arg.value, cst.Name):
+                continue
+            source = df.loader_source(arg.value, site.scope, facts)
+            if isinstance(source, CallSite) and id(source.node) in pins:
+                out.append([callee, arg.keyword.value if arg.keyword is not None else i, pins[id(source.node)]])
+    return out
+
+
+def summarize(facts: Facts) -> dict:
+    defs = {scope.qualname: scope for scope in facts.functions}
+    loaders = df.loader_calls(facts)
+    wrappers = _loader_classes(facts, loaders) if loaders else {}
+    uses, aliases = set(), {}
+    for site in facts.calls:
+        callee = _callee(site, facts)
+        if callee:
+            uses.add(callee)
+            name = dotted(site.node.func)
+            if name != callee:
+                aliases[name] = callee
+    cuda_names = []
+    if facts.uses_cuda:
+        for name, values in facts.module_scope.assigns.items():
+            if any(isinstance(v, (cst.Call, cst.IfExp)) and _mentions_cuda(facts, v) for v in values):
+                cuda_names.append(name)
+    return {
+        "imports": _imports(facts),
+        "cuda": facts.uses_cuda,
+        "conv": _has_convolutions(facts),
+        "cudnn": _chosen(facts),
+        "amp": bool(facts.idents & _PRECISION),
+        "entry": bool(df.batch_loops(facts) or df.step_loops(facts)),
+        "trains": bool(df.training_loops(facts)),
+        "main": facts.main_guard is not None,
+        "self_calls": {name: qual for site in facts.calls if (name := dotted(site.node.func) or "").startswith("self.")
+                       and (qual := _local_def(name, site.scope, defs))},
+        "cuda_names": cuda_names,
+        "defs": {qual: _def_facts(facts, scope, loaders, wrappers) for qual, scope in defs.items()},
+        "classes": [s.qualname for s in facts.scopes if s.kind == "class"],
+        "uses": sorted(uses),
+        "aliases": aliases,
+        "steps": _steps(facts, defs),
+        "loader_args": _loader_args(facts),
+    }
+
