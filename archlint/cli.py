@@ -174,6 +174,39 @@ def _model_specs(args: argparse.Namespace, settings) -> list:
     return specs
 
 
+MODEL_ONLY_GROUPS = ("model analyzer", "CI gate")
+NOT_MODEL_ONLY = ("models", "baseline", "save_baseline")  # these have a meaning for code too
+
+
+def _model_only_flags(args: argparse.Namespace) -> list[str]:
+    """The model-analyzer flags the user gave (value differs from its default), as typed."""
+    given = []
+    for group in build_parser()._action_groups:
+        if group.title not in MODEL_ONLY_GROUPS:
+            continue
+        for action in group._group_actions:
+            if action.dest not in NOT_MODEL_ONLY and getattr(args, action.dest, None) != action.default:
+                given.append(action.option_strings[-1])
+    return given
+
+
+def _check_model_flags(args: argparse.Namespace, paths: list[str]) -> None:
+    """A model flag with no model to apply it to is a mistake (e.g. `model.py` without `:Net`)."""
+    flags = _model_only_flags(args)
+    if not flags:
+        return
+    from archlint.suggest import target_hint
+
+    files = [p for p in paths if p.endswith(".py")]
+    hint = next((h for h in map(target_hint, files) if h), "")
+    if not hint and not files:
+        hint = "; e.g. model.py:Net"
+    raise UsageError(
+        f"{', '.join(flags)} {'applies' if len(flags) == 1 else 'apply'} to a model, but no model was "
+        f"named: give PATH.py:NAME{hint}"
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     from archlint.result import RunResult
 
@@ -182,6 +215,8 @@ def run(args: argparse.Namespace) -> int:
     specs = _model_specs(args, settings)
     if not paths and not specs:
         raise UsageError("nothing to check: give PATH.py:NAME for a model or files/directories to lint")
+    if not specs:
+        _check_model_flags(args, paths)
 
     result = RunResult()
     if paths:
@@ -244,7 +279,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if argv and argv[0] in SUBCOMMANDS:
             return run_subcommand(argv)
-        return run(build_parser().parse_args(argv))
+        # intermixed: options and paths in any order (`archlint src/ --select AL4 tests/`), as ruff/pytest
+        return run(build_parser().parse_intermixed_args(argv))
     except UsageError as exc:
         if debug:
             traceback.print_exc()

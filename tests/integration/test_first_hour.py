@@ -1,0 +1,138 @@
+"""What trips a new user in the first hour (issue 15), through the CLI as a user types it:
+exit codes and the exact first line of each message."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from archlint.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+NETS = str(REPO / "examples" / "nets.py")
+
+TRAIN = (REPO / "tests" / "fixtures" / "code" / "cifar_train.py").read_text()
+ONE_NET = textwrap.dedent(
+    """
+    import torch
+    from torch import nn
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(3, 3, 3)
+
+        def forward(self, x):
+            return self.conv(x)
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.block = Block()
+
+        def forward(self, x):
+            return self.block(x)
+    """
+)
+
+
+def _run(capsys, argv) -> tuple[int, str, str]:
+    code = main(argv)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def _error_line(capsys, argv) -> str:
+    code, out, err = _run(capsys, argv)
+    assert code == 2, (out, err)
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and not out, (out, err)
+    return lines[0]
+
+
+# --- arguments in any order ------------------------------------------------------------------------
+
+def test_paths_and_options_intermix(capsys, tmp_path):
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "train.py").write_text(TRAIN)
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    code, out, err = _run(capsys, [a, "--select", "AL4", b, "--no-cache"])
+    assert code == 1, err
+    files = {line.split(":")[0] for line in out.splitlines() if "AL401" in line}
+    assert files == {str(tmp_path / "a" / "train.py"), str(tmp_path / "b" / "train.py")}
+
+
+def test_intermixed_option_values_still_bind_to_their_option(capsys, tmp_path):
+    (tmp_path / "train.py").write_text(TRAIN)
+    code, out, _ = _run(capsys, ["--select", "AL2", str(tmp_path / "train.py"), "--no-cache"])
+    assert (code, out.strip()) == (0, "All checks passed.")
+
+
+def test_subcommands_keep_working(capsys):
+    code, out, _ = _run(capsys, ["rule", "AL401"])
+    assert code == 0 and out.startswith("# sync-in-training-loop (AL401)")
+
+
+# --- model flags with no model -------------------------------------------------------------------
+
+def test_model_flag_on_code_target_suggests_the_one_model(capsys, tmp_path):
+    model = tmp_path / "model.py"
+    model.write_text(ONE_NET)
+    line = _error_line(capsys, [str(model), "--input-shape", "1,3,32,32"])
+    assert line == (
+        f"archlint: error: --input-shape applies to a model, but no model was named: "
+        f"give PATH.py:NAME; did you mean {model}:Net?"
+    )
+
+
+def test_several_model_flags_and_several_models_listed(capsys):
+    line = _error_line(capsys, [NETS, "--latency", "--init", "width=8"])
+    assert line.startswith(
+        "archlint: error: --init, --latency apply to a model, but no model was named: give PATH.py:NAME; "
+        f"it defines {NETS}:TinyNet, {NETS}:Block,"
+    )
+
+
+def test_model_flag_on_a_folder(capsys, tmp_path):
+    line = _error_line(capsys, [str(tmp_path), "--max-flops", "1e9"])
+    assert line == (
+        "archlint: error: --max-flops applies to a model, but no model was named: give PATH.py:NAME; e.g. model.py:Net"
+    )
+
+
+def test_code_flags_alone_still_lint(capsys, tmp_path):
+    (tmp_path / "model.py").write_text(ONE_NET)
+    code, out, err = _run(capsys, [str(tmp_path / "model.py"), "--select", "AL4", "--no-cache"])
+    assert (code, out.strip(), err) == (0, "All checks passed.", "")
+
+
+def test_model_flag_check_does_not_import_torch(tmp_path):
+    (tmp_path / "model.py").write_text(ONE_NET)
+    code = (
+        "import sys\nfrom archlint.cli import main\n"
+        "rc = main(sys.argv[1:])\nprint('TORCH', 'torch' in sys.modules, rc)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "model.py"), "--input-shape", "1,3,8,8"],
+        capture_output=True, text=True, cwd=tmp_path, env={**__import__("os").environ, "PYTHONPATH": str(REPO)},
+    )
+    assert "TORCH False 2" in proc.stdout, proc.stdout + proc.stderr
+    assert "did you mean" in proc.stderr
+
+
+@pytest.mark.parametrize("name,meant", [("net", "Net"), ("NET", "Net"), ("Nett", "Net"), ("Blok", "Block")])
+def test_mistyped_model_name(capsys, tmp_path, name, meant):
+    model = tmp_path / "model.py"
+    model.write_text(ONE_NET)
+    line = _error_line(capsys, [f"{model}:{name}", "--input-shape", "1,3,8,8"])
+    assert line == f"archlint: error: {model} has no {name!r}; did you mean {model}:{meant}?"
+
+
+def test_mistyped_factory_name(capsys):
+    line = _error_line(capsys, [f"{NETS}:tiny_nte"])
+    assert line == f"archlint: error: {NETS} has no 'tiny_nte'; did you mean {NETS}:tiny_net?"
