@@ -63,6 +63,7 @@ KINDS = (
     "linear",
     "matmul",
     "attention",
+    "recurrent",  # nn.LSTM / GRU / RNN and their cells, one op each
     "norm",
     "activation",
     "elementwise",
@@ -78,7 +79,7 @@ KINDS = (
     "creation",  # zeros/ones/arange: writes only
     "other",  # recognized but without a formula: known=False
 )
-COMPUTE_KINDS = frozenset({"conv", "linear", "matmul", "attention"})
+COMPUTE_KINDS = frozenset({"conv", "linear", "matmul", "attention", "recurrent"})
 MEMORY_ONLY_KINDS = frozenset({"concat", "split", "copy", "reshape", "creation", "upsample"})
 ELEMENTWISE_KINDS = frozenset({"elementwise", "activation", "norm", "dropout"})
 

@@ -33,7 +33,7 @@ RULE_SECTIONS = ("what it does", "why", "example", "use instead")
 # Families for "share by kind"; kinds as in archlint/model/opgraph.py (not imported: no networkx
 # is needed to render a code-lint report).
 FAMILIES = {
-    "compute": ("conv", "linear", "matmul", "attention"),
+    "compute": ("conv", "linear", "matmul", "attention", "recurrent"),
     "element-wise": ("elementwise", "activation", "norm", "dropout"),
     "memory-only": ("concat", "split", "copy", "reshape", "creation", "upsample"),
     "other": ("pool", "reduction", "embedding", "other"),
