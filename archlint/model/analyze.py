@@ -16,6 +16,7 @@ from archlint.errors import UsageError
 from archlint.model import opgraph
 from archlint.model.capture import STRATEGIES, CaptureFailed, capture
 from archlint.model.cost import cost_graph
+from archlint.model.created import recording
 from archlint.model.load import Loaded, load
 from archlint.result import ModelResult
 
@@ -100,7 +101,8 @@ def _capture_and_cost(loaded: Loaded, target: str, device: str, settings: Settin
 
 
 def analyze(spec: ModelSpec, settings: Settings) -> tuple[ModelResult, list[Diagnostic]]:
-    loaded = load(spec, settings)
+    with recording():  # where each module is created in the user's code: findings point there
+        loaded = load(spec, settings)
     graph, result = _capture_and_cost(loaded, spec.target, spec.device, settings)
     report = None
     if settings.latency:

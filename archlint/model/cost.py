@@ -70,7 +70,8 @@ _KINDS: dict[str, tuple[str, ...]] = {
         "LPPool1d LPPool2d max_pool1d max_pool2d max_pool3d avg_pool1d avg_pool2d avg_pool3d "
         "adaptive_avg_pool1d adaptive_avg_pool2d adaptive_avg_pool3d adaptive_max_pool1d "
         "adaptive_max_pool2d adaptive_max_pool3d max_pool2d_with_indices max_pool1d_with_indices "
-        "max_pool3d_with_indices _adaptive_avg_pool2d _adaptive_avg_pool3d lp_pool1d lp_pool2d"
+        "max_pool3d_with_indices _adaptive_avg_pool2d _adaptive_avg_pool3d lp_pool1d lp_pool2d "
+        "roi_align ps_roi_align roi_pool ps_roi_pool"
     ).split(),
     "concat": "cat concat concatenate stack hstack vstack dstack column_stack".split(),
     "split": "split chunk unbind split_with_sizes tensor_split unsafe_split hsplit vsplit".split(),
@@ -89,11 +90,12 @@ _KINDS: dict[str, tuple[str, ...]] = {
         "reflection_pad3d replication_pad1d replication_pad2d replication_pad3d PixelShuffle "
         "PixelUnshuffle pixel_shuffle pixel_unshuffle ChannelShuffle channel_shuffle "
         "native_channel_shuffle scatter scatter_add _to_copy setitem index_put tril triu "
-        "clone_ cpu cuda float32 contiguous_ masked_scatter im2col"
+        "clone_ cpu cuda float32 contiguous_ masked_scatter im2col type_as"
     ).split(),
     "reduction": (
         "sum mean amax amin max min argmax argmin prod std var norm logsumexp all any cumsum cumprod "
-        "topk sort argsort var_mean std_mean linalg_vector_norm median count_nonzero col2im"
+        "topk sort argsort var_mean std_mean linalg_vector_norm median count_nonzero col2im "
+        "nms unique unique_consecutive unique_dim _unique _unique2 bincount histc"
     ).split(),
     "embedding": "Embedding EmbeddingBag embedding embedding_bag".split(),
     "dropout": (
@@ -355,6 +357,44 @@ def _embedding_mac(op: dict) -> int:
     return in_bytes + rows + op["out_bytes"]
 
 
+# Formulas for one op key, where its kind's formula does not fit (checked before FORMULAS).
+KEY_FORMULAS: dict[str, Callable[[dict], int]] = {}
+
+
+def key_formula(*keys: str):
+    def register(fn):
+        for k in keys:
+            KEY_FORMULAS[k] = fn
+        return fn
+
+    return register
+
+
+@key_formula("roi_align", "ps_roi_align")
+def roi_align(op: dict) -> int:
+    """Each output bin averages sampling_ratio² bilinear samples of 4 points each. An adaptive
+    ratio (≤ 0: ceil(box size / bins), known only from the boxes' values) is counted as one
+    sample per bin: a lower bound, as torchvision's detection heads set the ratio (2)."""
+    ratio = op["attrs"].get("sampling_ratio")
+    samples = ratio * ratio if isinstance(ratio, int) and ratio > 0 else 1
+    return numel(_out(op)) * samples * 4
+
+
+@key_formula("roi_pool", "ps_roi_pool")
+def roi_pool(op: dict) -> int:
+    """A max over each bin: bin sizes depend on the boxes' values; counted as one per output
+    element (a lower bound)."""
+    return numel(_out(op))
+
+
+@key_formula("nms")
+def nms(op: dict) -> int:
+    """Sorts the N boxes and compares each kept box with the rest: at most N·(N-1)/2 IoUs (an
+    upper bound: how many boxes suppression removes early depends on the values)."""
+    n = op["in_shapes"][0][0] if op["in_shapes"] and op["in_shapes"][0] else 0
+    return n * (n - 1) // 2
+
+
 def mac_bytes(op: dict) -> int:
     kind = op["kind"]
     if kind in ("reshape", "split") or (kind == "dropout" and op.get("mode", "eval") == "eval"):
@@ -375,7 +415,7 @@ def cost_graph(graph: nx.DiGraph) -> list[str]:
         if op["kind"] in ("input", "output"):
             continue
         op["out_bytes"] = sum(numel(s) for s in op["out_shapes"]) * op.get("itemsize", 4)
-        fn = FORMULAS.get(op["kind"])
+        fn = KEY_FORMULAS.get(op["key"]) or FORMULAS.get(op["kind"])
         if fn is None:
             op["known"], op["flops"], op["mac_bytes"] = False, 0, 0
             unknown.append(name)

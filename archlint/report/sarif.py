@@ -83,7 +83,7 @@ def _result(d: Diagnostic, index: dict[str, int], settings: Settings) -> dict[st
     out: dict[str, Any] = {
         "ruleId": d.code,
         "level": Severity(d.severity).sarif_level,
-        "message": {"text": d.message},
+        "message": {"text": f"[{subject(d)}] {d.message}" if subject(d) else d.message},
         "partialFingerprints": {"archlintFingerprint/v1": fingerprint(d, settings)},
     }
     if d.code in index:

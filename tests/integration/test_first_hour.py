@@ -136,3 +136,74 @@ def test_mistyped_model_name(capsys, tmp_path, name, meant):
 def test_mistyped_factory_name(capsys):
     line = _error_line(capsys, [f"{NETS}:tiny_nte"])
     assert line == f"archlint: error: {NETS} has no 'tiny_nte'; did you mean {NETS}:tiny_net?"
+
+
+# --- findings point at the user's code ------------------------------------------------------------
+
+LOCATED = textwrap.dedent(
+    """\
+    import torch
+    import torchvision
+    from torch import nn
+    from torchvision.models import resnet18
+
+
+    class Block(nn.Module):
+        def __init__(self, c):
+            super().__init__()
+            self.conv = nn.Conv2d(c, c, 3, padding=1, bias=False)
+            self.bn = nn.BatchNorm2d(c)
+
+        def forward(self, x):
+            return torch.relu(self.bn(self.conv(x)))
+
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.stem = nn.Conv2d(3, 8, 3, padding=1)
+            self.blocks = nn.Sequential(*[Block(8) for _ in range(2)])
+
+        def forward(self, x):
+            return self.blocks(self.stem(x))
+
+
+    def resnet():
+        return torchvision.models.resnet18(num_classes=10)
+    """
+)
+
+
+def _annotations(tmp_path, target, fmt="github") -> str:
+    (tmp_path / "model.py").write_text(LOCATED)
+    env = {**__import__("os").environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "archlint", f"model.py:{target}", "--input-shape", "1,3,32,32", "--select", "AL205",
+         "--output-format", fmt], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300,
+    )
+    assert proc.returncode == 1, proc.stderr
+    return proc.stdout
+
+
+def test_library_submodule_located_where_the_user_created_it(tmp_path):
+    out = _annotations(tmp_path, "Net")
+    assert out.startswith("::notice file=model.py,line=10,title=archlint AL205::AL205 [blocks.0.conv] ")
+
+
+def test_library_model_located_at_the_users_builder_call(tmp_path):
+    out = _annotations(tmp_path, "resnet")
+    assert out.startswith("::notice file=model.py,line=28,title=archlint AL205::AL205 [conv1] ")
+
+
+def test_imported_library_model_located_at_the_import(tmp_path):
+    out = _annotations(tmp_path, "resnet18")
+    assert out.startswith("::notice file=model.py,line=4,title=archlint AL205::AL205 [conv1] ")
+
+
+def test_sarif_location_in_user_file_and_module_in_message(tmp_path):
+    import json
+
+    (result,) = json.loads(_annotations(tmp_path, "Net", "sarif"))["runs"][0]["results"]
+    where = result["locations"][0]["physicalLocation"]
+    assert where["artifactLocation"]["uri"] == "model.py" and where["region"]["startLine"] == 10
+    assert result["message"]["text"].startswith("[blocks.0.conv] ")

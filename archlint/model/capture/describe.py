@@ -41,6 +41,10 @@ _POSITIONAL = {
     "batch_norm": ("input", "running_mean", "running_var", "weight", "bias"),
     "layer_norm": ("input", "normalized_shape", "weight", "bias"),
     "group_norm": ("input", "num_groups", "weight", "bias"),
+    # torchvision's ops, as torch.ops.torchvision.* take them (dispatch and export both see these)
+    "roi_align": ("input", "rois", "spatial_scale", "pooled_height", "pooled_width", "sampling_ratio", "aligned"),
+    "ps_roi_align": ("input", "rois", "spatial_scale", "pooled_height", "pooled_width", "sampling_ratio"),
+    "nms": ("boxes", "scores", "iou_threshold"),
 }
 _SIMPLE = (int, float, bool, str, type(None))
 

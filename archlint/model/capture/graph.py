@@ -14,6 +14,7 @@ from torch import nn
 
 from archlint.model.capture.common import _dtype, _shape
 from archlint.model.cost import kind_of
+from archlint.model.created import site_of
 
 
 @functools.cache
@@ -144,5 +145,6 @@ def modules_table(model: nn.Module) -> dict[str, dict[str, Any]]:
             "params": sum(p.numel() for p in m.parameters(recurse=False)),
             "file": file,
             "line": line,
+            "created": site_of(m),  # (file, line) in the user's code, when recorded at build
         }
     return table
