@@ -74,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument("--init", action="append", default=[], metavar="KEY=VALUE", help="constructor argument")
     model.add_argument("--mode", choices=("eval", "train"), help="forward mode to trace (default: eval)")
     model.add_argument("--models", action="store_true", help="analyze the models listed in the config")
-    model.add_argument("--top", type=int, default=15, help="layers shown in the text table")
+    model.add_argument("--top", type=int, default=15, help="layers shown in the text table (0: none, -1: all)")
     model.add_argument(
         "--strategy", choices=("fx", "export", "dispatch"), help="force one capture strategy (default: first that works)"
     )
@@ -126,7 +126,10 @@ def _settings(args: argparse.Namespace):
         if value is not None:
             setattr(s, attr, value)
     s.trace_dir = args.trace
-    s.top, s.strategy = args.top, args.strategy
+    if args.top < -1:
+        raise UsageError(f"--top {args.top}: give a number of layers, 0 for none or -1 for all")
+    s.top = sys.maxsize if args.top == -1 else args.top
+    s.strategy = args.strategy
     s.fix, s.unsafe_fixes, s.diff = args.fix, args.unsafe_fixes, args.diff
     s.cache = s.cache and not args.no_cache
     s.latency = args.latency or args.trace is not None
@@ -224,6 +227,7 @@ def run(args: argparse.Namespace) -> int:
 
         diagnostics, result.files_checked = lint_paths([Path(p) for p in paths], settings)
         result.diagnostics += diagnostics
+        result.fixed = getattr(diagnostics, "fixed", None)  # set by --fix / --diff
     for spec in specs:
         try:
             from archlint.model.analyze import analyze

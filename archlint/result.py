@@ -92,6 +92,7 @@ class RunResult:
     diagnostics: list[Diagnostic] = field(default_factory=list)
     files_checked: int = 0
     gate: list[GateResult] = field(default_factory=list)
+    fixed: int | None = None  # with --fix: findings fixed; with --diff: findings the diff fixes
 
     def to_dict(self) -> dict[str, Any]:
         return {

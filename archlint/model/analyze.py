@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import warnings
 from collections import Counter
 
 import networkx as nx
@@ -100,20 +101,31 @@ def _capture_and_cost(loaded: Loaded, target: str, device: str, settings: Settin
     return graph, result  # layers are filled by the caller, once the graph is complete
 
 
-def analyze(spec: ModelSpec, settings: Settings) -> tuple[ModelResult, list[Diagnostic]]:
-    with recording():  # where each module is created in the user's code: findings point there
-        loaded = load(spec, settings)
-    graph, result = _capture_and_cost(loaded, spec.target, spec.device, settings)
-    report = None
-    if settings.latency:
-        from archlint.model.measure import measure
+def warning_notes(caught: list[warnings.WarningMessage]) -> list[str]:
+    """One note per distinct warning raised while loading, capturing and timing: its first line."""
+    counts = Counter(
+        f"{w.category.__name__}: {(str(w.message).strip().splitlines() or [''])[0][:200]}" for w in caught
+    )
+    return [f"warning during analysis: {text}" + (f" (×{n})" if n > 1 else "") for text, n in counts.items()]
 
-        report = measure(graph, loaded.model, loaded.inputs, spec.device, settings)
-        result.totals.latency_ms = report.end_to_end_ms
-        result.totals.latency_ms_sum_of_ops = report.sum_of_ops_ms
-        result.timing = report.method
-        result.roofline = report.peaks
-        result.notes.extend(report.notes)
+
+def analyze(spec: ModelSpec, settings: Settings) -> tuple[ModelResult, list[Diagnostic]]:
+    with warnings.catch_warnings(record=True) as caught:  # torch's warnings become notes, not noise
+        warnings.simplefilter("default")
+        with recording():  # where each module is created in the user's code: findings point there
+            loaded = load(spec, settings)
+        graph, result = _capture_and_cost(loaded, spec.target, spec.device, settings)
+        report = None
+        if settings.latency:
+            from archlint.model.measure import measure
+
+            report = measure(graph, loaded.model, loaded.inputs, spec.device, settings)
+            result.totals.latency_ms = report.end_to_end_ms
+            result.totals.latency_ms_sum_of_ops = report.sum_of_ops_ms
+            result.timing = report.method
+            result.roofline = report.peaks
+            result.notes.extend(report.notes)
+    result.notes.extend(warning_notes(caught))
     result.layers = opgraph.to_layers(graph)
     from archlint.model.checks import CheckContext, run_checks
 

@@ -90,7 +90,7 @@ _KINDS: dict[str, tuple[str, ...]] = {
         "reflection_pad3d replication_pad1d replication_pad2d replication_pad3d PixelShuffle "
         "PixelUnshuffle pixel_shuffle pixel_unshuffle ChannelShuffle channel_shuffle "
         "native_channel_shuffle scatter scatter_add _to_copy setitem index_put tril triu "
-        "clone_ cpu cuda float32 contiguous_ masked_scatter im2col type_as"
+        "clone_ cpu cuda float32 contiguous_ masked_scatter im2col type_as one_hot"
     ).split(),
     "reduction": (
         "sum mean amax amin max min argmax argmin prod std var norm logsumexp all any cumsum cumprod "

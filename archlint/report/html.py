@@ -300,7 +300,8 @@ def _model_section(i: int, m: ModelResult, diagnostics: list[Diagnostic], gate: 
         if peaks:
             rows.append(
                 ("device roofs", f"{peaks['flops'] / 1e9:,.1f} GFLOP/s · {peaks['bandwidth'] / 1e9:,.1f} GB/s"
-                 f" <span class=muted>measured by archlint calibrate</span>")
+                 f" <span class=muted>measured by archlint calibrate; FLOP/s count 2 per multiply-add, "
+                 f"as the roofline chart</span>")
             )
     summary = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows)
     notes = "".join(f"<li>{_e(n)}</li>" for n in m.notes)
@@ -363,12 +364,30 @@ def _price(d: Diagnostic) -> str:
     return _e(" · ".join(price_bits(d)))
 
 
+def _evidence_text(value, items: int = 6) -> str:
+    """Evidence as a reader would write it, never a JSON blob: a list reads "a, b, c … and 9 more",
+    a pair "a → b", a mapping "key value"."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {_evidence_text(v)}" for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        parts = [_evidence_text(v) for v in value[:items]]
+        if value and all(isinstance(v, (list, tuple)) for v in value):  # node pairs: a → b
+            parts = [" → ".join(_evidence_text(x) for x in v) for v in value[:items]]
+        more = f" … and {len(value) - items} more" if len(value) > items else ""
+        return ", ".join(parts) + more
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
 def _evidence(evidence: dict) -> str:
     items = []
     for key, value in evidence.items():
         if value is None:
             continue
-        text = value if isinstance(value, str) else json.dumps(value, default=str)
+        text = _evidence_text(value)
         if len(text) > EVIDENCE_CHARS:  # all of it on hover; the page stays readable
             shown = f"<span title='{_e(text)}'>{_e(text[:EVIDENCE_CHARS])}… ({len(text)} chars)</span>"
         else:

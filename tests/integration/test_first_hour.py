@@ -207,3 +207,93 @@ def test_sarif_location_in_user_file_and_module_in_message(tmp_path):
     where = result["locations"][0]["physicalLocation"]
     assert where["artifactLocation"]["uri"] == "model.py" and where["region"]["startLine"] == 10
     assert result["message"]["text"].startswith("[blocks.0.conv] ")
+
+
+# --- output details ----------------------------------------------------------------------------------
+
+def _train_file(tmp_path) -> Path:
+    path = tmp_path / "train.py"
+    path.write_text(TRAIN)
+    return path
+
+
+def test_fix_ends_with_fixed_and_remaining(capsys, tmp_path):
+    path = _train_file(tmp_path)
+    code, out, _ = _run(capsys, [str(path), "--fix", "--no-cache"])
+    # 2 pin_memory + cudnn.benchmark, then the 4 non_blocking copies the pinning made eligible
+    assert code == 1 and out.splitlines()[-1] == "Fixed 7 findings (7 remaining)."
+    assert out.splitlines()[-2] == "1 more fixable with --fix --unsafe-fixes."
+    code, out, _ = _run(capsys, [str(path), "--fix", "--no-cache"])
+    assert out.splitlines()[-1] == "Fixed 0 findings (7 remaining)."
+
+
+def test_diff_prints_only_the_diff(capsys, tmp_path):
+    path = _train_file(tmp_path)
+    code, out, err = _run(capsys, [str(path), "--diff", "--no-cache"])
+    assert code == 1 and out.startswith(f"--- {path}\n+++ {path}\n@@ ")
+    assert all(line[:1] in "-+@ " for line in out.splitlines()), out
+    assert err == "Would fix 7 findings.\n"
+    assert path.read_text() == TRAIN
+
+
+def test_statistics_prints_only_the_counts(capsys, tmp_path):
+    path = _train_file(tmp_path)
+    code, out, _ = _run(capsys, [str(path), "--statistics", "--no-cache"])
+    lines = out.splitlines()
+    assert code == 1 and lines[0] == "    2  AL301 [*]"
+    assert all(__import__("re").fullmatch(r" *\d+  AL\d{3}( \[\*\])?", line) for line in lines), out
+    assert sum(int(line.split()[0]) for line in lines) == 10
+
+
+def test_top_minus_one_means_all(capsys):
+    code, out, _ = _run(capsys, [f"{NETS}:TinyNet", "--input-shape", "1,3,32,32", "--top", "-1", "--select", "AL1"])
+    assert "costliest 20 of 20 layers (by FLOPs)" in out
+
+
+def test_top_below_minus_one_rejected(capsys):
+    line = _error_line(capsys, [f"{NETS}:TinyNet", "--input-shape", "1,3,32,32", "--top", "-2"])
+    assert line == "archlint: error: --top -2: give a number of layers, 0 for none or -1 for all"
+
+
+WARNS = textwrap.dedent(
+    """\
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(8, 8)
+
+        def forward(self, x):
+            if x.sum() > 0:  # data-dependent: fx fails, export takes it
+                x = x * 2
+            return F.softmax(self.fc(x))  # no dim: torch warns
+    """
+)
+
+
+def test_torch_warnings_become_notes_and_fx_error_is_one_line(tmp_path):
+    import json
+
+    (tmp_path / "warns.py").write_text(WARNS)
+    env = {**__import__("os").environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "archlint", "warns.py:Net", "--input-shape", "2,8", "--output-format", "json"],
+        capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300,
+    )
+    assert proc.returncode in (0, 1) and "Warning" not in proc.stderr, proc.stderr
+    notes = json.loads(proc.stdout)["models"][0]["notes"]
+    assert any(n.startswith("warning during analysis: UserWarning: Implicit dimension choice for softmax") for n in notes)
+    (fx,) = [n for n in notes if n.startswith("fx capture failed")]
+    assert "\n" not in fx and len(fx) < 400
+
+
+def test_html_evidence_reads_as_text():
+    from archlint.report.html import _evidence_text
+
+    assert _evidence_text([["conv", "relu"], ["relu_1", "add"]]) == "conv → relu, relu_1 → add"
+    assert _evidence_text(list(range(9))) == "0, 1, 2, 3, 4, 5 … and 3 more"
+    assert _evidence_text({"from": "a", "bytes": 0.5}) == "from a, bytes 0.5"
