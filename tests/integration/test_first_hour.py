@@ -220,11 +220,11 @@ def _train_file(tmp_path) -> Path:
 def test_fix_ends_with_fixed_and_remaining(capsys, tmp_path):
     path = _train_file(tmp_path)
     code, out, _ = _run(capsys, [str(path), "--fix", "--no-cache"])
-    # 2 pin_memory + cudnn.benchmark, then the 4 non_blocking copies the pinning made eligible
-    assert code == 1 and out.splitlines()[-1] == "Fixed 7 findings (7 remaining)."
-    assert out.splitlines()[-2] == "1 more fixable with --fix --unsafe-fixes."
+    # 2 pin_memory, then the 4 non_blocking copies the pinning made eligible
+    assert code == 1 and out.splitlines()[-1] == "Fixed 6 findings (8 remaining)."
+    assert out.splitlines()[-2] == "2 more fixable with --fix --unsafe-fixes."  # zero_grad, cudnn.benchmark
     code, out, _ = _run(capsys, [str(path), "--fix", "--no-cache"])
-    assert out.splitlines()[-1] == "Fixed 0 findings (7 remaining)."
+    assert out.splitlines()[-1] == "Fixed 0 findings (8 remaining)."
 
 
 def test_diff_prints_only_the_diff(capsys, tmp_path):
@@ -232,7 +232,7 @@ def test_diff_prints_only_the_diff(capsys, tmp_path):
     code, out, err = _run(capsys, [str(path), "--diff", "--no-cache"])
     assert code == 1 and out.startswith(f"--- {path}\n+++ {path}\n@@ ")
     assert all(line[:1] in "-+@ " for line in out.splitlines()), out
-    assert err == "Would fix 7 findings.\n"
+    assert err == "Would fix 6 findings.\n"
     assert path.read_text() == TRAIN
 
 
@@ -297,3 +297,53 @@ def test_html_evidence_reads_as_text():
     assert _evidence_text([["conv", "relu"], ["relu_1", "add"]]) == "conv → relu, relu_1 → add"
     assert _evidence_text(list(range(9))) == "0, 1, 2, 3, 4, 5 … and 3 more"
     assert _evidence_text({"from": "a", "bytes": 0.5}) == "from a, bytes 0.5"
+
+
+# --- safe means safe ------------------------------------------------------------------------------------
+
+FACTORIES = textwrap.dedent(
+    """\
+    import torch
+
+    device = torch.device("cuda")
+    zeros = torch.zeros(4, 4).to(device)
+    steps = torch.arange(10).cuda()
+    noise = torch.randn(4, 4).to(device)
+    ints = torch.randint(0, 9, (4,)).cuda()
+    grid = torch.linspace(0, 1, 5).to(device)
+    leaf = torch.zeros(3, requires_grad=True).to(device)
+    """
+)
+
+
+def test_safe_fix_keeps_values_unsafe_ones_wait_for_the_flag(capsys, tmp_path):
+    path = tmp_path / "make.py"
+    path.write_text(FACTORIES)
+    code, out, _ = _run(capsys, [str(path), "--fix", "--no-cache", "--select", "AL402"])
+    lines = path.read_text().splitlines()
+    assert lines[3:5] == ['zeros = torch.zeros(4, 4, device=device)', 'steps = torch.arange(10, device="cuda")']
+    assert lines[5:] == FACTORIES.splitlines()[5:]  # random, linspace, requires_grad: untouched
+    assert out.splitlines()[-2:] == ["4 more fixable with --fix --unsafe-fixes.", "Fixed 2 findings (4 remaining)."]
+    code, out, _ = _run(capsys, [str(path), "--fix", "--unsafe-fixes", "--no-cache", "--select", "AL402"])
+    assert "noise = torch.randn(4, 4, device=device)" in path.read_text()
+    assert (code, out.splitlines()[-1]) == (0, "Fixed 4 findings (0 remaining).")
+
+
+def test_random_values_differ_when_created_on_another_generator():
+    """Why random factories are unsafe, shown on the CPU: a different generator (as the device's
+    would be) gives different numbers under the same seed."""
+    import torch
+
+    torch.manual_seed(0)
+    before = torch.randn(4)
+    other = torch.Generator().manual_seed(1)  # stands for the CUDA generator, seeded its own way
+    assert not torch.equal(before, torch.randn(4, generator=other))
+
+
+def test_cudnn_benchmark_fix_is_unsafe(capsys, tmp_path):
+    path = tmp_path / "train.py"
+    path.write_text(TRAIN)
+    _run(capsys, [str(path), "--fix", "--no-cache", "--select", "AL303"])
+    assert "cudnn.benchmark" not in path.read_text()
+    _run(capsys, [str(path), "--fix", "--unsafe-fixes", "--no-cache", "--select", "AL303"])
+    assert "torch.backends.cudnn.benchmark = True" in path.read_text()
