@@ -75,6 +75,8 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument("--mode", choices=("eval", "train"), help="forward mode to trace (default: eval)")
     model.add_argument("--models", action="store_true", help="analyze the models listed in the config")
     model.add_argument("--top", type=int, default=15, help="layers shown in the text table (0: none, -1: all)")
+    model.add_argument("--tree", action="store_true", help="show the module hierarchy with summed costs")
+    model.add_argument("--depth", type=int, metavar="N", help="levels of the --tree (default 3; implies --tree)")
     model.add_argument(
         "--strategy", choices=("fx", "export", "dispatch"), help="force one capture strategy (default: first that works)"
     )
@@ -130,6 +132,10 @@ def _settings(args: argparse.Namespace):
         raise UsageError(f"--top {args.top}: give a number of layers, 0 for none or -1 for all")
     s.top = sys.maxsize if args.top == -1 else args.top
     s.strategy = args.strategy
+    if args.depth is not None and args.depth < 0:
+        raise UsageError(f"--depth {args.depth}: give the levels of the tree to show, 0 or more")
+    s.tree = args.tree or args.depth is not None  # read by the text reporter
+    s.tree_depth = args.depth
     s.fix, s.unsafe_fixes, s.diff = args.fix, args.unsafe_fixes, args.diff
     s.cache = s.cache and not args.no_cache
     s.latency = args.latency or args.trace is not None

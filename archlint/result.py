@@ -66,9 +66,11 @@ class ModelResult:
     roofline: dict[str, Any] | None = None  # device peaks used for the roofline
     timing: str | None = None  # how latency was measured (per-op replay, module hooks, ...)
     flops_convention: str = "multiply-adds (1 FMA = 1 FLOP), as fvcore and torchvision's _ops"
+    module_types: dict[str, str] = field(default_factory=dict)  # path → class name, for --tree (not in JSON)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
+        d.pop("module_types")
         d["totals"] = self.totals.to_dict()
         d["layers"] = [layer.to_dict() for layer in self.layers]
         return d

@@ -98,6 +98,7 @@ def _capture_and_cost(loaded: Loaded, target: str, device: str, settings: Settin
         target=target, strategy=graph.graph["strategy"], device=device, dtype=dtype, input_shapes=inputs,
         totals=opgraph.totals(graph), layers=[], mode=settings.mode, build=loaded.build, notes=notes,
     )
+    result.module_types = {path: info["type"] for path, info in graph.graph.get("modules", {}).items()}
     return graph, result  # layers are filled by the caller, once the graph is complete
 
 

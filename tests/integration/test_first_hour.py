@@ -347,3 +347,73 @@ def test_cudnn_benchmark_fix_is_unsafe(capsys, tmp_path):
     assert "cudnn.benchmark" not in path.read_text()
     _run(capsys, [str(path), "--fix", "--unsafe-fixes", "--no-cache", "--select", "AL303"])
     assert "torch.backends.cudnn.benchmark = True" in path.read_text()
+
+
+# --- module tree ------------------------------------------------------------------------------------------
+
+def _tree_row(out: str, label: str) -> list[str]:
+    """The cells of the tree row whose module cell ends with `label` (tree glyphs are │ too)."""
+    for line in out.splitlines():
+        cells = [c.strip() for c in __import__("re").split(r" │ |^│ | │$", line)]
+        while cells and not cells[-1]:
+            cells.pop()
+        for i in range(len(cells)):
+            if cells[i].endswith(label) and cells[i].split("─ ")[-1] == label and i + 1 < len(cells):
+                return cells[i:]
+    raise AssertionError(f"no row {label!r} in\n{out}")
+
+
+def test_tree_sums_match_torch_and_totals(capsys):
+    import torch
+
+    from archlint.report.text import human_count
+
+    code, out, _ = _run(capsys, [f"{NETS}:TinyNet", "--input-shape", "1,3,56,56", "--tree", "--select", "AL2"])
+    assert "module tree (depth 3; sums of the ops inside each module)" in out
+    sys.path.insert(0, str(REPO / "examples"))
+    try:
+        import nets
+    finally:
+        sys.path.remove(str(REPO / "examples"))
+    model = nets.TinyNet()
+    for name in ("stem", "block1", "fc"):
+        assert _tree_row(out, name)[3] == human_count(sum(p.numel() for p in getattr(model, name).parameters()))
+    assert _tree_row(out, "(model)")[:5] == [
+        "(model)", "TinyNet", "1×10", human_count(sum(p.numel() for p in model.parameters())), "30.03M"
+    ]
+    assert _tree_row(out, "block1")[1:3] == ["Block", "1×32×28×28"]
+    assert _tree_row(out, "conv1")[1] == "Conv2d"
+    assert torch.Size([1, 10]) == model(torch.randn(1, 3, 56, 56)).shape
+
+
+def test_tree_sums_every_op_once():
+    from archlint.report.tree import build
+    from archlint.result import Layer, ModelResult, Totals
+
+    layers = [
+        Layer("a", "conv", "nn.Conv2d", "body.0.conv", flops=10, mac_bytes=5, params=3, out_shapes=[[1, 2]]),
+        Layer("b", "activation", "F.relu", "body.0", flops=2, mac_bytes=4, out_shapes=[[1, 2]]),
+        Layer("c", "other", "torch.fft", "body.1", flops=0, known=False, out_shapes=[[1, 3]]),
+        Layer("d", "linear", "nn.Linear", "head", flops=7, mac_bytes=1, params=4, out_shapes=[[1, 9]]),
+    ]
+    root = build(ModelResult("m", "fx", "cpu", "float32", [], Totals(), layers), depth=1)
+    assert (root.flops, root.mac_bytes, root.params, root.ops, root.unknown) == (19, 10, 7, 4, 1)
+    body = root.children["body"]
+    assert (body.flops, body.params, body.ops, body.unknown, body.out_shapes) == (12, 3, 3, 1, [[1, 3]])
+    assert not body.children and root.out_shapes == [[1, 9]]
+
+
+def test_tree_depth_folds_children(capsys):
+    code, out, _ = _run(capsys, [f"{NETS}:TinyNet", "--input-shape", "1,3,56,56", "--depth", "1", "--select", "AL2"])
+    assert "module tree (depth 1; sums of the ops inside each module)" in out
+    assert _tree_row(out, "block1")[-1] == "7"  # two convs, two norms, the relus and the add of its forward
+    assert "conv1" not in out
+
+
+def test_tree_flag_errors(capsys, tmp_path):
+    assert _error_line(capsys, [f"{NETS}:TinyNet", "--input-shape", "1,3,8,8", "--depth", "-1"]) == (
+        "archlint: error: --depth -1: give the levels of the tree to show, 0 or more"
+    )
+    (tmp_path / "model.py").write_text(ONE_NET)
+    line = _error_line(capsys, [str(tmp_path / "model.py"), "--tree"])
+    assert line.startswith("archlint: error: --tree applies to a model, but no model was named")
