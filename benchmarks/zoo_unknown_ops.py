@@ -91,10 +91,10 @@ def timm_names(count: int) -> list[str]:
     return names[::step][:count]
 
 
-def timm_cases(count: int):
+def timm_cases(count: int, names: list[str] | None = None):
     import timm
 
-    for name in timm_names(count):
+    for name in names if names is not None else timm_names(count):
         def build(name=name):
             return timm.create_model(name, pretrained=False)
 
