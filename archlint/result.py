@@ -32,6 +32,11 @@ class Layer:
     latency_spread_ms: list[float] | None = None  # [q1, q3] of the repeats
     roofline: dict[str, Any] | None = None  # intensity, bound, attainable_ms, efficiency
     inputs: list[str] = field(default_factory=list)  # producer op names (OpGraph in-edges)
+    display: str = ""  # the name every output shows: "block1.conv1", "block1:relu" (name stays the id)
+
+    @property
+    def label(self) -> str:
+        return self.display or self.name
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

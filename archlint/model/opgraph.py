@@ -92,7 +92,29 @@ def ops(graph: nx.DiGraph) -> Iterator[tuple[str, dict]]:
             yield name, data
 
 
+def display_names(graph: nx.DiGraph) -> dict[str, str]:
+    """One readable, unique name per op, used by every output: the module path when the module
+    holds that one op ("block1.conv1"), else the module path and the op ("block1:relu",
+    "block1:relu_1", top level: "flatten"). The OpGraph node name stays the op's id."""
+    per_module: dict[str, list[tuple[str, str]]] = {}
+    for name, d in ops(graph):
+        per_module.setdefault(d.get("module") or "", []).append((name, d.get("key") or d.get("kind") or "op"))
+    names: dict[str, str] = {}
+    for module, members in per_module.items():
+        if module and len(members) == 1:
+            names[members[0][0]] = module
+            continue
+        seen: dict[str, int] = {}
+        for name, key in members:
+            n = seen.get(key, 0)
+            seen[key] = n + 1
+            op = key if n == 0 else f"{key}_{n}"
+            names[name] = f"{module}:{op}" if module else op
+    return names
+
+
 def to_layers(graph: nx.DiGraph) -> list[Layer]:
+    display = display_names(graph)
     return [
         Layer(
             name=name,
@@ -112,6 +134,7 @@ def to_layers(graph: nx.DiGraph) -> list[Layer]:
             latency_spread_ms=d.get("latency_spread_ms"),
             roofline=d.get("roofline"),
             inputs=list(graph.predecessors(name)),
+            display=display[name],
         )
         for name, d in ops(graph)
     ]

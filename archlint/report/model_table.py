@@ -49,7 +49,7 @@ def print_model(model: ModelResult, settings: Settings, console: Console) -> Non
         for layer in ranked:
             share = f"{layer.flops / t.flops:.1%}" if t.flops else "-"
             table.add_row(
-                layer.module or layer.name, layer.kind, layer.op, _count(layer.flops), share,
+                layer.label, layer.kind, layer.op, _count(layer.flops), share,
                 _bytes(layer.mac_bytes), _count(layer.params), _shapes(layer.out_shapes),
             )
         console.print(table)

@@ -417,3 +417,33 @@ def test_tree_flag_errors(capsys, tmp_path):
     (tmp_path / "model.py").write_text(ONE_NET)
     line = _error_line(capsys, [str(tmp_path / "model.py"), "--tree"])
     assert line.startswith("archlint: error: --tree applies to a model, but no model was named")
+
+
+# --- one name per op ----------------------------------------------------------------------------------
+
+def test_one_display_name_per_op_in_text_and_json(capsys):
+    import json
+
+    argv = [f"{NETS}:TinyNet", "--input-shape", "1,3,56,56", "--select", "AL205"]
+    code, out, _ = _run(capsys, argv + ["--top", "-1"])
+    code, js, _ = _run(capsys, argv + ["--output-format", "json"])
+    layers = json.loads(js)["models"][0]["layers"]
+    names = [layer["display"] for layer in layers]
+    assert len(set(names)) == len(names)  # unique: two F.relu in block1 no longer read alike
+    assert {"block1.conv1", "block1:relu", "block1:relu_1", "block1:add", "flatten"} <= set(names)
+    ids = {layer["display"]: layer["name"] for layer in layers}
+    assert ids["block1.conv1"] == "block1_conv1"  # the node id stays, as the secondary key
+    for name in names:
+        assert f"│ {name} " in out  # the text table shows the same names
+
+
+def test_html_shows_display_names(tmp_path, capsys):
+    import json
+    import re
+
+    html = tmp_path / "r.html"
+    _run(capsys, [f"{NETS}:TinyNet", "--input-shape", "1,3,56,56", "--select", "AL205", "--html", str(html)])
+    page = html.read_text()
+    data = re.search(r'<script type="application/json" id="archlint-data">(.*?)</script>', page, re.S).group(1)
+    layers = json.loads(data.replace("\\u003c", "<"))["models"][0]["layers"]
+    assert {"block1:relu", "block1.conv1"} <= {layer["display"] for layer in layers}
