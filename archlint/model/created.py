@@ -64,7 +64,10 @@ def recording():
         original(self, *args, **kwargs)
         site = _site(self)
         if site is not None:
-            _SITES[self] = site
+            try:
+                _SITES[self] = site
+            except TypeError:  # a module class that made itself unhashable: no site, as before
+                pass
 
     init._archlint_recording = True
     nn.Module.__init__ = init
