@@ -2,6 +2,7 @@
 models and a few Hugging Face language models (built from configs). Goal: zero unknown ops.
 
     python benchmarks/zoo_unknown_ops.py [--timm 300] [--only torchvision|timm|hf] [--out rows.jsonl]
+                                         [--models timm/a,hf/b]
 
 Nothing downloads (weights=None, pretrained=False, HF from config objects). Models are built on
 the meta device where the constructor allows it (capture needs shapes only); detection and optical
@@ -159,6 +160,7 @@ def main() -> None:
     parser.add_argument("--only", choices=("torchvision", "timm", "hf"))
     parser.add_argument("--limit", type=int, default=120, help="seconds per model (default 120)")
     parser.add_argument("--out", help="write one JSON row per model here as it finishes")
+    parser.add_argument("--models", help="comma-separated names to run only (e.g. timm/eva02_tiny_patch14_224)")
     args = parser.parse_args()
     warnings.simplefilter("ignore")
     logging.disable(logging.WARNING)
@@ -171,6 +173,8 @@ def main() -> None:
         if args.only and family != args.only:
             continue
         for name, build, inputs, strategy in cases():
+            if args.models and name not in args.models.split(","):
+                continue
             row = run_case(name, build, inputs, strategy, args.limit)
             rows += 1
             if out:
