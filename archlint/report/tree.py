@@ -53,14 +53,14 @@ def build(model: ModelResult, depth: int = DEFAULT_DEPTH) -> Node:
     return root
 
 
-def _rows(node: Node, types: dict[str, str], prefix: str, last: bool, top: bool):
+def _rows(node: Node, prefix: str, last: bool, top: bool):
     branch = "" if top else ("└─ " if last else "├─ ")
     name = node.path.rsplit(".", 1)[-1] if node.path else "(model)"
     yield f"{prefix}{branch}{name}", node
     children = list(node.children.values())
     inner = prefix + ("" if top else ("   " if last else "│  "))
     for i, child in enumerate(children):
-        yield from _rows(child, types, inner, i == len(children) - 1, False)
+        yield from _rows(child, inner, i == len(children) - 1, False)
 
 
 def print_tree(model: ModelResult, console: Console, depth: int = DEFAULT_DEPTH) -> None:
@@ -75,7 +75,7 @@ def print_tree(model: ModelResult, console: Console, depth: int = DEFAULT_DEPTH)
     ):
         table.add_column(column, justify=justify, overflow="fold")
     total = root.flops
-    for label, node in _rows(root, types, "", True, True):
+    for label, node in _rows(root, "", True, True):
         share = f"{node.flops / total:.1%}" if total else "-"
         ops = f"{node.ops}" + (f" ({node.unknown} unknown)" if node.unknown else "")
         table.add_row(

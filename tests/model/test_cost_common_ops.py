@@ -175,9 +175,6 @@ class Patches(nn.Module):
 def test_unfold_fold(strategy):
     x = torch.randn(1, 2, 8, 8)
     result = analyze(Patches(), x, strategy=strategy)
-    by_kind = {}
-    for layer in result.layers:
-        by_kind.setdefault(layer.kind, []).append(layer)
     (im2col,) = [x for x in result.layers if "unfold" in x.op or "im2col" in x.op if x.kind == "copy"]
     cols = 2 * 9 * 64
     assert im2col.flops == 0 and im2col.mac_bytes == (2 * 64 + cols) * 4
