@@ -30,8 +30,8 @@ from archlint.config import Settings
 from archlint.model.analyze import analyze_model
 
 
-class OutOfTime(Exception):
-    pass
+class OutOfTime(BaseException):
+    """Not an Exception: capture's fallbacks catch those, and must not take a timeout for a failure."""
 
 
 def _alarm(signum, frame):
