@@ -106,7 +106,9 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument("--init", action="append", default=[], metavar="KEY=VALUE", help="constructor argument")
     model.add_argument("--mode", choices=("eval", "train"), help="forward mode to trace (default: eval)")
     model.add_argument("--models", action="store_true", help="analyze the models listed in the config")
-    model.add_argument("--top", type=int, default=15, help="layers shown in the text table")
+    model.add_argument("--top", type=int, default=15, help="layers shown in the text table (0: none, -1: all)")
+    model.add_argument("--tree", action="store_true", help="show the module hierarchy with summed costs")
+    model.add_argument("--depth", type=int, metavar="N", help="levels of the --tree (default 3; implies --tree)")
     model.add_argument(
         "--strategy", choices=("fx", "export", "dispatch"), help="force one capture strategy (default: first that works)"
     )
@@ -174,7 +176,14 @@ def _settings(args: argparse.Namespace):
 
         resolve(args.device_spec)  # a bad name or file is an error before any model is built
         s.device_spec = args.device_spec
-    s.top, s.strategy = args.top, args.strategy
+    if args.top < -1:
+        raise UsageError(f"--top {args.top}: give a number of layers, 0 for none or -1 for all")
+    s.top = sys.maxsize if args.top == -1 else args.top
+    s.strategy = args.strategy
+    if args.depth is not None and args.depth < 0:
+        raise UsageError(f"--depth {args.depth}: give the levels of the tree to show, 0 or more")
+    s.tree = args.tree or args.depth is not None  # read by the text reporter
+    s.tree_depth = args.depth
     s.fix, s.unsafe_fixes, s.diff = args.fix, args.unsafe_fixes, args.diff
     s.cache = s.cache and not args.no_cache
     if args.what_if is not None:
@@ -249,12 +258,48 @@ def _model_specs(args: argparse.Namespace, settings) -> list:
     return specs
 
 
+MODEL_ONLY_GROUPS = ("model analyzer", "CI gate")
+NOT_MODEL_ONLY = ("models", "baseline", "save_baseline")  # these have a meaning for code too
+
+
+def _model_only_flags(args: argparse.Namespace) -> list[str]:
+    """The model-analyzer flags the user gave (value differs from its default), as typed."""
+    given = []
+    for group in build_parser()._action_groups:
+        if group.title not in MODEL_ONLY_GROUPS:
+            continue
+        for action in group._group_actions:
+            if action.dest not in NOT_MODEL_ONLY and getattr(args, action.dest, None) != action.default:
+                given.append(action.option_strings[-1])
+    return given
+
+
+def _check_model_flags(args: argparse.Namespace, paths: list[str]) -> None:
+    """A model flag with no model to apply it to is a mistake (e.g. `model.py` without `:Net`)."""
+    flags = _model_only_flags(args)
+    if not flags:
+        return
+    from archlint.suggest import target_hint
+
+    files = [p for p in paths if p.endswith(".py")]
+    hint = next((h for h in map(target_hint, files) if h), "")
+    if not hint and not files:
+        hint = "; e.g. model.py:Net"
+    raise UsageError(
+        f"{', '.join(flags)} {'applies' if len(flags) == 1 else 'apply'} to a model, but no model was "
+        f"named: give PATH.py:NAME{hint}"
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     from archlint.check import check, failed
 
     settings = _settings(args)
     paths = [Path(t) for t in args.targets if not is_model_target(t)]
-    result = check(paths, _model_specs(args, settings), settings)
+    specs = _model_specs(args, settings)
+    if paths and not specs:
+        _check_model_flags(args, [str(p) for p in paths])
+    result = check(paths, specs, settings)
 
     from archlint.report import write_report
 
@@ -305,7 +350,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if argv and argv[0] in SUBCOMMANDS:
             return run_subcommand(argv)
-        return run(build_parser().parse_args(argv))
+        # intermixed: options and paths in any order (`archlint src/ --select AL4 tests/`), as ruff/pytest
+        return run(build_parser().parse_intermixed_args(argv))
     except UsageError as exc:
         if debug:
             traceback.print_exc()

@@ -35,6 +35,11 @@ class Layer:
     estimated_ms: float | None = None  # --device-spec: static estimate on that device (not measured)
     bound: str | None = None  # --device-spec: compute | memory | overhead, per the estimate
     estimate_terms: dict[str, Any] | None = None  # the estimate's parts: compute/memory/overhead ms, unit, ...
+    display: str = ""  # the name every output shows: "block1.conv1", "block1:relu" (name stays the id)
+
+    @property
+    def label(self) -> str:
+        return self.display or self.name
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -94,9 +99,11 @@ class ModelResult:
     flops_convention: str = "multiply-adds (1 FMA = 1 FLOP), as fvcore and torchvision's _ops"
     inputs: list[dict[str, Any]] = field(default_factory=list)  # [{"name", "shape", "dtype"}] per input
     phase: str | None = None  # "decode" for the --decode step of a causal LM; None: the forward as given
+    module_types: dict[str, str] = field(default_factory=dict)  # path → class name, for --tree (not in JSON)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
+        d.pop("module_types")
         d["totals"] = self.totals.to_dict()
         d["layers"] = [layer.to_dict() for layer in self.layers]
         if self.what_if is None:  # absent unless --what-if ran (the JSON contract adds it then)
@@ -123,6 +130,7 @@ class RunResult:
     files_checked: int = 0
     gate: list[GateResult] = field(default_factory=list)
     loaders: list = field(default_factory=list)  # archlint.loader.result.LoaderResult, from `archlint loader`
+    fixed: int | None = None  # with --fix: findings fixed; with --diff: findings the diff fixes
 
     def to_dict(self) -> dict[str, Any]:
         return {

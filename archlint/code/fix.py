@@ -23,20 +23,31 @@ def _offset(offsets: list[int], line: int, column: int) -> int:
     return offsets[line - 1] + column - 1
 
 
-def apply_edits(text: str, edits: list[Edit]) -> tuple[str, int]:
-    """Apply non-overlapping edits (the first of two overlapping ones wins); returns (text, applied)."""
+def _kept(text: str, edits: list[Edit]) -> tuple[list[tuple[int, int, str]], set[int]]:
+    """The non-overlapping edits as (start, end, content) spans (the first of two overlapping ones
+    wins; a repeat of a taken edit counts as taken), and the indices of the edits taken."""
     offsets = line_offsets(text)
     spans = sorted(
-        ((_offset(offsets, e.start_line, e.start_column), _offset(offsets, e.end_line, e.end_column), e.content)
-         for e in edits),
+        ((_offset(offsets, e.start_line, e.start_column), _offset(offsets, e.end_line, e.end_column), e.content, i)
+         for i, e in enumerate(edits)),
         key=lambda s: (s[0], s[1]),
     )
-    kept, last_end = [], -1
-    for start, end, content in spans:
-        if start < last_end or (kept and start == kept[-1][0] == end == kept[-1][1] and content == kept[-1][2]):
-            continue  # overlaps (or repeats) an edit already taken; the next round will see it
+    kept, taken, last_end = [], set(), -1
+    for start, end, content, i in spans:
+        if kept and start == kept[-1][0] == end == kept[-1][1] and content == kept[-1][2]:
+            taken.add(i)  # the same insertion twice (two findings, one fix): done once
+            continue
+        if start < last_end:
+            continue  # overlaps an edit already taken; the next round will see it
         kept.append((start, end, content))
+        taken.add(i)
         last_end = max(last_end, end)
+    return kept, taken
+
+
+def apply_edits(text: str, edits: list[Edit]) -> tuple[str, int]:
+    """Apply non-overlapping edits (the first of two overlapping ones wins); returns (text, applied)."""
+    kept, _ = _kept(text, edits)
     for start, end, content in reversed(kept):
         text = text[:start] + content + text[end:]
     return text, len(kept)
@@ -46,19 +57,30 @@ def fixable(d: Diagnostic, settings: Settings) -> bool:
     return d.fix is not None and (d.fix.applicability is Applicability.SAFE or settings.unsafe_fixes)
 
 
+class Remaining(list):
+    """The findings that remain after --fix (a list of Diagnostic), and how many were fixed."""
+
+    fixed: int = 0
+
+
 def _lint(text: str, path: str, context: dict | None):
     return lint_text(text, path, context) if context else lint_text(text, path)
 
 
-def fix_text(text: str, path: str, settings: Settings, context: dict | None = None) -> tuple[str, list[Diagnostic]]:
-    """(fixed text, findings that remain in it); `context`: what the project says about the file."""
+def fix_text(text: str, path: str, settings: Settings, context: dict | None = None) -> tuple[str, Remaining]:
+    """(fixed text, findings that remain in it; `.fixed`: how many findings the fixes removed);
+    `context`: what the project says about the file."""
     from archlint.code.lint import selected
 
     diagnostics = selected(_lint(text, path, context), settings)
+    fixed = 0
     for _ in range(MAX_ROUNDS):
-        edits = [e for d in diagnostics if fixable(d, settings) for e in d.fix.edits]
+        owners = [(n, e) for n, d in enumerate(diagnostics) if fixable(d, settings) for e in d.fix.edits]
+        edits = [e for _, e in owners]
         if not edits:
             break
+        _, taken = _kept(text, edits)
+        whole = {n for n, _ in owners} - {n for i, (n, _) in enumerate(owners) if i not in taken}
         candidate, applied = apply_edits(text, edits)
         if not applied or candidate == text:
             break
@@ -69,12 +91,17 @@ def fix_text(text: str, path: str, settings: Settings, context: dict | None = No
                   f"({err}); please report this", file=sys.stderr)
             break
         text = candidate
+        fixed += len(whole)  # findings whose every edit went in this round
         diagnostics = selected(_lint(text, path, context), settings)
-    return text, diagnostics
+    remaining = Remaining(diagnostics)
+    remaining.fixed = fixed
+    return text, remaining
 
 
-def fix_files(files: list[Path], settings: Settings, contexts: dict | None = None) -> list[Diagnostic]:
-    remaining: list[Diagnostic] = []
+def fix_files(files: list[Path], settings: Settings, contexts: dict | None = None) -> Remaining:
+    """Fix (or with --diff, print the diff of) each file; the findings that remain, with `.fixed`
+    the number fixed (with --diff: that the diff would fix)."""
+    remaining = Remaining()
     for path in files:
         context = (contexts or {}).get(path)
         name = str(path)
@@ -89,6 +116,7 @@ def fix_files(files: list[Path], settings: Settings, contexts: dict | None = Non
             remaining.append(parse_error(name, str(exc), 1, 1))
             continue
         fixed, after = fix_text(original, name, settings, context)
+        remaining.fixed += after.fixed
         if fixed == original:
             remaining += after
             continue

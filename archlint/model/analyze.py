@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import warnings
 from collections import Counter
 
 import networkx as nx
@@ -16,6 +17,7 @@ from archlint.errors import UsageError
 from archlint.model import opgraph
 from archlint.model.capture import STRATEGIES, CaptureFailed, capture
 from archlint.model.cost import cost_graph
+from archlint.model.created import recording
 from archlint.model.load import Loaded, load
 from archlint.result import ModelResult
 
@@ -101,39 +103,51 @@ def _capture_and_cost(loaded: Loaded, target: str, device: str, settings: Settin
         totals=opgraph.totals(graph), layers=[], mode=settings.mode, build=loaded.build, notes=notes,
         inputs=described,
     )
+    result.module_types = {path: info["type"] for path, info in graph.graph.get("modules", {}).items()}
     return graph, result  # layers are filled by the caller, once the graph is complete
 
 
+def warning_notes(caught: list[warnings.WarningMessage]) -> list[str]:
+    """One note per distinct warning raised while loading, capturing and timing: its first line."""
+    counts = Counter(
+        f"{w.category.__name__}: {(str(w.message).strip().splitlines() or [''])[0][:200]}" for w in caught
+    )
+    return [f"warning during analysis: {text}" + (f" (×{n})" if n > 1 else "") for text, n in counts.items()]
+
+
 def analyze(spec: ModelSpec, settings: Settings) -> tuple[ModelResult, list[Diagnostic]]:
-    loaded = load(spec, settings)
-    graph, result = _capture_and_cost(loaded, spec.target, spec.device, settings)
-    report = None
-    if settings.latency:
-        from archlint.model.measure import measure
+    with warnings.catch_warnings(record=True) as caught:  # torch's warnings become notes, not noise
+        warnings.simplefilter("default")
+        with recording():  # where each module is created in the user's code: findings point there
+            loaded = load(spec, settings)
+        graph, result = _capture_and_cost(loaded, spec.target, spec.device, settings)
+        report = None
+        if settings.latency:
+            from archlint.model.measure import measure
 
-        if loaded.kwargs:
-            raise UsageError(
-                f"--latency with keyword-only inputs ({', '.join(loaded.kwargs)}) is not supported; "
-                "run without --latency, or give them by position"
-            )
+            if loaded.kwargs:
+                raise UsageError(
+                    f"--latency with keyword-only inputs ({', '.join(loaded.kwargs)}) is not supported; "
+                    "run without --latency, or give them by position"
+                )
+            report = measure(graph, loaded.model, loaded.inputs, spec.device, settings)
+            result.totals.latency_ms = report.end_to_end_ms
+            result.totals.latency_ms_sum_of_ops = report.sum_of_ops_ms
+            result.timing = report.method
+            result.roofline = report.peaks
+            result.notes.extend(report.notes)
+        spec_name = getattr(spec, "device_spec", None) or getattr(settings, "device_spec", None)
+        if spec_name:
+            from archlint.devices import resolve
+            from archlint.model.estimate import estimate_graph
 
-        report = measure(graph, loaded.model, loaded.inputs, spec.device, settings)
-        result.totals.latency_ms = report.end_to_end_ms
-        result.totals.latency_ms_sum_of_ops = report.sum_of_ops_ms
-        result.timing = report.method
-        result.roofline = report.peaks
-        result.notes.extend(report.notes)
-    spec_name = getattr(spec, "device_spec", None) or getattr(settings, "device_spec", None)
-    if spec_name:
-        from archlint.devices import resolve
-        from archlint.model.estimate import estimate_graph
+            result.estimate = estimate_graph(graph, resolve(spec_name, getattr(settings, "root", None)))
+        if settings.what_if is not None:
+            from archlint.model.speedups.run import what_ifs
 
-        result.estimate = estimate_graph(graph, resolve(spec_name, getattr(settings, "root", None)))
-    if settings.what_if is not None:
-        from archlint.model.speedups.run import what_ifs
-
-        result.what_if, notes = what_ifs(loaded.model, loaded.inputs, spec.device, settings, settings.what_if)
-        result.notes.extend(notes)
+            result.what_if, notes = what_ifs(loaded.model, loaded.inputs, spec.device, settings, settings.what_if)
+            result.notes.extend(notes)
+    result.notes.extend(warning_notes(caught))
     result.layers = opgraph.to_layers(graph)
     from archlint.model.checks import CheckContext, run_checks
 

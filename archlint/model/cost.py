@@ -40,6 +40,7 @@ _KINDS: dict[str, tuple[str, ...]] = {
         "_scaled_dot_product_flash_attention_for_cpu _scaled_dot_product_efficient_attention "
         "_scaled_dot_product_flash_attention"
     ).split(),
+    "recurrent": "LSTM GRU RNN LSTMCell GRUCell RNNCell".split(),
     "norm": (
         "BatchNorm1d BatchNorm2d BatchNorm3d SyncBatchNorm LayerNorm GroupNorm InstanceNorm1d "
         "InstanceNorm2d InstanceNorm3d RMSNorm LocalResponseNorm batch_norm layer_norm group_norm "
@@ -69,7 +70,8 @@ _KINDS: dict[str, tuple[str, ...]] = {
         "LPPool1d LPPool2d max_pool1d max_pool2d max_pool3d avg_pool1d avg_pool2d avg_pool3d "
         "adaptive_avg_pool1d adaptive_avg_pool2d adaptive_avg_pool3d adaptive_max_pool1d "
         "adaptive_max_pool2d adaptive_max_pool3d max_pool2d_with_indices max_pool1d_with_indices "
-        "max_pool3d_with_indices _adaptive_avg_pool2d _adaptive_avg_pool3d lp_pool1d lp_pool2d"
+        "max_pool3d_with_indices _adaptive_avg_pool2d _adaptive_avg_pool3d lp_pool1d lp_pool2d "
+        "roi_align ps_roi_align roi_pool ps_roi_pool"
     ).split(),
     "concat": "cat concat concatenate stack hstack vstack dstack column_stack".split(),
     "split": "split chunk unbind split_with_sizes tensor_split unsafe_split hsplit vsplit".split(),
@@ -88,11 +90,12 @@ _KINDS: dict[str, tuple[str, ...]] = {
         "reflection_pad3d replication_pad1d replication_pad2d replication_pad3d PixelShuffle "
         "PixelUnshuffle pixel_shuffle pixel_unshuffle ChannelShuffle channel_shuffle "
         "native_channel_shuffle scatter scatter_add _to_copy setitem index_put tril triu "
-        "clone_ cpu cuda float32 contiguous_ masked_scatter"
+        "clone_ cpu cuda float32 contiguous_ masked_scatter im2col type_as one_hot"
     ).split(),
     "reduction": (
         "sum mean amax amin max min argmax argmin prod std var norm logsumexp all any cumsum cumprod "
-        "topk sort argsort var_mean std_mean linalg_vector_norm median count_nonzero histc bincount"
+        "topk sort argsort var_mean std_mean linalg_vector_norm median count_nonzero col2im "
+        "nms unique unique_consecutive unique_dim _unique _unique2 bincount histc"
     ).split(),
     "embedding": "Embedding EmbeddingBag embedding embedding_bag".split(),
     "dropout": (
@@ -104,7 +107,8 @@ _KINDS: dict[str, tuple[str, ...]] = {
         "Upsample UpsamplingNearest2d UpsamplingBilinear2d interpolate upsample upsample_nearest1d "
         "upsample_nearest2d upsample_nearest3d upsample_linear1d upsample_bilinear2d "
         "upsample_trilinear3d upsample_bicubic2d _upsample_bilinear2d_aa _upsample_bicubic2d_aa "
-        "grid_sample grid_sampler grid_sampler_2d affine_grid_generator"
+        "grid_sample grid_sampler grid_sampler_2d affine_grid_generator _upsample_nearest_exact1d "
+        "_upsample_nearest_exact2d _upsample_nearest_exact3d"
     ).split(),
     "creation": (
         "zeros ones empty full arange rand randn randint zeros_like ones_like empty_like full_like "
@@ -306,14 +310,62 @@ def pool(op: dict) -> int:
     return numel(out) * numel(kernel)
 
 
+# Input points read per output element, by interpolation mode (fvcore: nearest 1, bilinear 4).
+_POINTS = {"nearest": 1, "nearest-exact": 1, "linear": 2, "bilinear": 4, "trilinear": 8, "bicubic": 16}
+_POINTS_OF_KEY = {"upsample_linear1d": 2, "upsample_bilinear2d": 4, "upsample_trilinear3d": 8,
+                  "upsample_bicubic2d": 16, "_upsample_bilinear2d_aa": 4, "_upsample_bicubic2d_aa": 16,
+                  "UpsamplingBilinear2d": 4, "grid_sample": 4, "grid_sampler": 4, "grid_sampler_2d": 4}
+
+
 @formula("upsample")
 def upsample(op: dict) -> int:
-    mode = str(op["attrs"].get("mode", "nearest"))
-    linear_modes = ("linear" in mode) or ("bilinear" in op["key"]) or ("grid" in op["key"].lower())
-    return numel(_out(op)) * (4 if linear_modes else 1)
+    """One per input point each output element interpolates (nearest 1, linear 2, bilinear 4,
+    trilinear 8, bicubic 16); "area" is adaptive average pooling: one per input element."""
+    mode = op["attrs"].get("mode")
+    if mode == "area":
+        return numel(op["in_shapes"][0])
+    points = _POINTS.get(str(mode)) if mode is not None else _POINTS_OF_KEY.get(op["key"], 1)
+    if points is None:  # an unlisted mode: the key decides (grid_sample's "bilinear" is listed)
+        points = _POINTS_OF_KEY.get(op["key"], 1)
+    return numel(_out(op)) * points
 
 
-@formula("concat", "split", "reshape", "copy", "creation", "embedding")
+_GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
+# Element-wise work per hidden unit per step, one per element op (the convention above):
+# LSTM: gate sums 4 + activations 4 + c = f·c + i·g 3 + tanh(c) 1 + o·tanh(c) 1 = 13;
+# GRU: r, z sums and sigmoids 4 + n = tanh(x_n + r·h_n) 3 + h = (1 - z)·n + z·h 4 = 11;
+# RNN: sum + tanh/relu = 2.
+_ELEMENTWISE_PER_UNIT = {"LSTM": 13, "GRU": 11, "RNN": 2}
+
+
+@formula("recurrent")
+def recurrent(op: dict) -> int:
+    """nn.LSTM/GRU/RNN and their cells: every step multiplies its input and hidden state by the
+    weight matrices (weight_ih, weight_hh, the projection weight_hr) of every layer and direction,
+    so the multiply-adds are (tokens = input elements / input_size) × Σ weight elements, whatever
+    the layout (batch_first, unbatched, packed); plus the gates' element-wise work per hidden unit.
+    """
+    ps = op.get("param_shapes") or {}
+    weights = {n: s for n, s in ps.items() if n.rsplit(".", 1)[-1].startswith(("weight_ih", "weight_hh", "weight_hr"))}
+    first = next((s for n, s in weights.items() if n.rsplit(".", 1)[-1] in ("weight_ih", "weight_ih_l0")), None)
+    if first is None or not op["in_shapes"]:
+        return 0
+    tokens = numel(op["in_shapes"][0]) // first[1]
+    cell = op["key"].removesuffix("Cell")
+    hidden = first[0] // _GATES[cell]
+    directions = sum(1 for n in weights if n.rsplit(".", 1)[-1].startswith("weight_ih"))  # layers × directions
+    return tokens * (sum(numel(s) for s in weights.values()) + directions * hidden * _ELEMENTWISE_PER_UNIT[cell])
+
+
+@formula("embedding")
+def embedding(op: dict) -> int:
+    """A lookup: no arithmetic, except EmbeddingBag's sum/mean/max over each bag's rows."""
+    if op["key"].lower() != "embeddingbag" and op["key"] != "embedding_bag":
+        return 0
+    return numel(op["in_shapes"][0]) * _out(op)[-1]
+
+
+@formula("concat", "split", "reshape", "copy", "creation")
 def no_arithmetic(op: dict) -> int:
     return 0
 
@@ -323,6 +375,55 @@ def dropout(op: dict) -> int:
     return 0 if op.get("mode", "eval") == "eval" else numel(_out(op))
 
 
+def _embedding_mac(op: dict) -> int:
+    """Indices read, the looked-up rows read (not the whole table), the output written."""
+    dim = _out(op)[-1] if _out(op) else 0
+    rows = numel(op["in_shapes"][0]) * dim * op.get("itemsize", 4) if op["in_shapes"] else 0
+    table = op.get("param_bytes", 0)
+    in_bytes = op["in_bytes"]
+    if not table and len(op["in_shapes"]) > 1:  # F.embedding(indices, weight): the table came as an input
+        in_bytes -= numel(op["in_shapes"][1]) * op.get("itemsize", 4)
+    return in_bytes + rows + op["out_bytes"]
+
+
+# Formulas for one op key, where its kind's formula does not fit (checked before FORMULAS).
+KEY_FORMULAS: dict[str, Callable[[dict], int]] = {}
+
+
+def key_formula(*keys: str):
+    def register(fn):
+        for k in keys:
+            KEY_FORMULAS[k] = fn
+        return fn
+
+    return register
+
+
+@key_formula("roi_align", "ps_roi_align")
+def roi_align(op: dict) -> int:
+    """Each output bin averages sampling_ratio² bilinear samples of 4 points each. An adaptive
+    ratio (≤ 0: ceil(box size / bins), known only from the boxes' values) is counted as one
+    sample per bin: a lower bound, as torchvision's detection heads set the ratio (2)."""
+    ratio = op["attrs"].get("sampling_ratio")
+    samples = ratio * ratio if isinstance(ratio, int) and ratio > 0 else 1
+    return numel(_out(op)) * samples * 4
+
+
+@key_formula("roi_pool", "ps_roi_pool")
+def roi_pool(op: dict) -> int:
+    """A max over each bin: bin sizes depend on the boxes' values; counted as one per output
+    element (a lower bound)."""
+    return numel(_out(op))
+
+
+@key_formula("nms")
+def nms(op: dict) -> int:
+    """Sorts the N boxes and compares each kept box with the rest: at most N·(N-1)/2 IoUs (an
+    upper bound: how many boxes suppression removes early depends on the values)."""
+    n = op["in_shapes"][0][0] if op["in_shapes"] and op["in_shapes"][0] else 0
+    return n * (n - 1) // 2
+
+
 def mac_bytes(op: dict) -> int:
     kind = op["kind"]
     if kind in ("reshape", "split") or (kind == "dropout" and op.get("mode", "eval") == "eval"):
@@ -330,6 +431,8 @@ def mac_bytes(op: dict) -> int:
     out = op["out_bytes"]
     if kind == "creation":
         return out
+    if kind == "embedding":
+        return _embedding_mac(op)
     return op["in_bytes"] + op.get("param_bytes", 0) + out  # a tensor passed twice is read once
 
 
@@ -341,7 +444,7 @@ def cost_graph(graph: nx.DiGraph) -> list[str]:
         if op["kind"] in ("input", "output"):
             continue
         op["out_bytes"] = sum(numel(s) for s in op["out_shapes"]) * op.get("itemsize", 4)
-        fn = FORMULAS.get(op["kind"])
+        fn = KEY_FORMULAS.get(op["key"]) or FORMULAS.get(op["kind"])
         if fn is None:
             op["known"], op["flops"], op["mac_bytes"] = False, 0, 0
             unknown.append(name)

@@ -41,6 +41,7 @@ from torch import nn
 
 from archlint.config import INPUT_DTYPES, InputSpec, ModelSpec, Settings
 from archlint.errors import UsageError
+from archlint.suggest import close_name
 
 DTYPES = {
     "float32": torch.float32, "float": torch.float32, "fp32": torch.float32,
@@ -129,6 +130,10 @@ def resolve(target: str) -> tuple[Path, ModuleType, str, Any]:
     if not hasattr(module, name):
         found = _candidates(module)
         hint = f"; it defines {', '.join(found)}" if found else "; it defines no nn.Module"
+        functions = [k for k, v in vars(module).items() if inspect.isfunction(v) and v.__module__ == module.__name__]
+        close = close_name(name, found + [f for f in functions if not f.startswith("_")])
+        if close:
+            hint = f"; did you mean {file}:{close}?"
         raise UsageError(f"{path} has no {name!r}{hint}")
     return path, module, name, getattr(module, name)
 

@@ -27,7 +27,7 @@ import torch.fx as fx
 
 from archlint.errors import UsageError
 from archlint.model import roofline
-from archlint.model.opgraph import ops
+from archlint.model.opgraph import display_names, ops
 from archlint.model.timer import Stats, Timer, load_average, make_timer, sample
 
 _CALLS = ("call_module", "call_function", "call_method")
@@ -129,14 +129,18 @@ def measure(graph: nx.DiGraph, model: torch.nn.Module, inputs, device: str, sett
     return report
 
 
-def timed_replay(gm: fx.GraphModule, timer: Timer, timed: set[str], ranges: bool = False) -> fx.GraphModule:
+def timed_replay(
+    gm: fx.GraphModule, timer: Timer, timed: set[str], ranges: bool = False, labels: dict[str, str] | None = None
+) -> fx.GraphModule:
     """A GraphModule that runs `gm`'s graph (on the same parameters) with a timer region, and for a
     trace a profiler range, named after each timed node opened right before that node's call and
-    closed right after it. It is generated code, like the model's own forward: replaying costs no
-    interpreter work per op, and the region holds the op's call only."""
+    closed right after it (the range takes the op's display name from `labels`, as every report
+    does). It is generated code, like the model's own forward: replaying costs no interpreter work
+    per op, and the region holds the op's call only."""
+    labels = labels or {}
 
     def open_region(name: str):
-        rng = torch.profiler.record_function(name) if ranges else None
+        rng = torch.profiler.record_function(labels.get(name, name)) if ranges else None
         if rng is not None:  # the profiler range opens outside the timed region and closes after it
             rng.__enter__()
         region = timer.region(name)
@@ -196,7 +200,7 @@ def _measure_replay(graph, model, gm, args, dev, settings) -> LatencyReport:
         pricer=None,  # type: ignore[arg-type]  # set by measure() once the peaks are known
     )
     if settings.trace_dir is not None:
-        traced = timed_replay(gm, make_timer(dev), timed, ranges=True)
+        traced = timed_replay(gm, make_timer(dev), timed, ranges=True, labels=display_names(graph))
         report.trace_file = _write_trace(lambda: traced(*args), dev, settings.trace_dir, graph)
         report.notes.append(f"trace of one per-op pass written to {report.trace_file}")
     return report

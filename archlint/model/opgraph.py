@@ -63,6 +63,7 @@ KINDS = (
     "linear",
     "matmul",
     "attention",
+    "recurrent",  # nn.LSTM / GRU / RNN and their cells, one op each
     "norm",
     "activation",
     "elementwise",
@@ -78,7 +79,7 @@ KINDS = (
     "creation",  # zeros/ones/arange: writes only
     "other",  # recognized but without a formula: known=False
 )
-COMPUTE_KINDS = frozenset({"conv", "linear", "matmul", "attention"})
+COMPUTE_KINDS = frozenset({"conv", "linear", "matmul", "attention", "recurrent"})
 MEMORY_ONLY_KINDS = frozenset({"concat", "split", "copy", "reshape", "creation", "upsample"})
 ELEMENTWISE_KINDS = frozenset({"elementwise", "activation", "norm", "dropout"})
 
@@ -91,7 +92,29 @@ def ops(graph: nx.DiGraph) -> Iterator[tuple[str, dict]]:
             yield name, data
 
 
+def display_names(graph: nx.DiGraph) -> dict[str, str]:
+    """One readable, unique name per op, used by every output: the module path when the module
+    holds that one op ("block1.conv1"), else the module path and the op ("block1:relu",
+    "block1:relu_1", top level: "flatten"). The OpGraph node name stays the op's id."""
+    per_module: dict[str, list[tuple[str, str]]] = {}
+    for name, d in ops(graph):
+        per_module.setdefault(d.get("module") or "", []).append((name, d.get("key") or d.get("kind") or "op"))
+    names: dict[str, str] = {}
+    for module, members in per_module.items():
+        if module and len(members) == 1:
+            names[members[0][0]] = module
+            continue
+        seen: dict[str, int] = {}
+        for name, key in members:
+            n = seen.get(key, 0)
+            seen[key] = n + 1
+            op = key if n == 0 else f"{key}_{n}"
+            names[name] = f"{module}:{op}" if module else op
+    return names
+
+
 def to_layers(graph: nx.DiGraph) -> list[Layer]:
+    display = display_names(graph)
     return [
         Layer(
             name=name,
@@ -114,6 +137,7 @@ def to_layers(graph: nx.DiGraph) -> list[Layer]:
             estimated_ms=d.get("estimated_ms"),
             bound=d.get("estimate_bound"),
             estimate_terms=d.get("estimate_terms"),
+            display=display[name],
         )
         for name, d in ops(graph)
     ]

@@ -34,7 +34,7 @@ RULE_SECTIONS = ("what it does", "why", "example", "use instead")
 # Families for "share by kind"; kinds as in archlint/model/opgraph.py (not imported: no networkx
 # is needed to render a code-lint report).
 FAMILIES = {
-    "compute": ("conv", "linear", "matmul", "attention"),
+    "compute": ("conv", "linear", "matmul", "attention", "recurrent"),
     "element-wise": ("elementwise", "activation", "norm", "dropout"),
     "memory-only": ("concat", "split", "copy", "reshape", "creation", "upsample"),
     "other": ("pool", "reduction", "embedding", "other"),
@@ -139,6 +139,7 @@ def _model_payload(m: ModelResult, diagnostics: list[Diagnostic]) -> dict:
 def _layer(layer: Layer, index: dict[str, int], codes: list[str]) -> dict:
     return {
         "name": layer.name,
+        "display": layer.label,
         "kind": layer.kind,
         "op": layer.op,
         "module": layer.module or "",
@@ -326,12 +327,13 @@ def _model_section(i: int, m: ModelResult, diagnostics: list[Diagnostic], gate: 
         if peaks:
             rows.append(
                 ("device roofs", f"{peaks['flops'] / 1e9:,.1f} GFLOP/s · {peaks['bandwidth'] / 1e9:,.1f} GB/s"
-                 f" <span class=muted>measured by archlint calibrate</span>")
+                 f" <span class=muted>measured by archlint calibrate; FLOP/s count 2 per multiply-add, "
+                 f"as the roofline chart</span>")
             )
     summary = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows)
     notes = "".join(f"<li>{_e(n)}</li>" for n in m.notes)
     verdicts = [g for g in gate if g.target == m.target]
-    names = {layer.name for layer in m.layers}
+    names = {layer.name: layer.label for layer in m.layers}  # id → the name every output shows
     return f"""
 <section class=model id="model-{i}" data-model="{i}">
 <h2>{_e(m.target)}</h2>
@@ -372,15 +374,15 @@ def _gate_table(verdicts: list[GateResult]) -> str:
     return f"<h4>Gate</h4><table class=gate>{rows}</table>"
 
 
-def _finding(d: Diagnostic, names: set[str]) -> str:
+def _finding(d: Diagnostic, names: dict[str, str]) -> str:
     layers = _pointed_at(d, names) or ([d.node] if d.node else [])
-    pointers = " ".join(f"<a class=op href='#op={_e(n)}' data-op='{_e(n)}'>{_e(n)}</a>" for n in layers)
+    pointers = " ".join(f"<a class=op href='#op={_e(n)}' data-op='{_e(n)}'>{_e(names.get(n, n))}</a>" for n in layers)
     return f"""<article class="finding sev-{_e(d.severity.value)}" data-node="{_e(d.node or '')}">
 <div class=fhead><span class=code>{_e(d.code)}</span> <span class=where>{_e(location(d))}</span>
 <span class=price>{_price(d)}</span></div>
 <p class=msg>{_e(d.message)}</p>
 {f"<p class=layers>layers: {pointers}</p>" if pointers else ""}
-{_evidence(d.evidence)}
+{_evidence(d.evidence, names)}
 {f"<p class=fix>fix ({_e(d.fix.applicability.value)}): {_e(d.fix.message)}</p>" if d.fix else ""}
 <details class=rule><summary>rule {_e(d.code)}: what, why, use instead</summary>{_rule_html(d.code)}</details>
 </article>"""
@@ -390,12 +392,31 @@ def _price(d: Diagnostic) -> str:
     return _e(" · ".join(price_bits(d)))
 
 
-def _evidence(evidence: dict) -> str:
+def _evidence_text(value, names: dict[str, str] | None = None, items: int = 6) -> str:
+    """Evidence as a reader would write it, never a JSON blob: a list reads "a, b, c … and 9 more",
+    a pair "a → b", a mapping "key value"; op ids read as the ops' display names."""
+    names = names or {}
+    if isinstance(value, str):
+        return names.get(value, value)
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {_evidence_text(v, names)}" for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        parts = [_evidence_text(v, names) for v in value[:items]]
+        if value and all(isinstance(v, (list, tuple)) for v in value):  # node pairs: a → b
+            parts = [" → ".join(_evidence_text(x, names) for x in v) for v in value[:items]]
+        more = f" … and {len(value) - items} more" if len(value) > items else ""
+        return ", ".join(parts) + more
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def _evidence(evidence: dict, names: dict[str, str] | None = None) -> str:
     items = []
     for key, value in evidence.items():
         if value is None:
             continue
-        text = value if isinstance(value, str) else json.dumps(value, default=str)
+        text = _evidence_text(value, names)
         if len(text) > EVIDENCE_CHARS:  # all of it on hover; the page stays readable
             shown = f"<span title='{_e(text)}'>{_e(text[:EVIDENCE_CHARS])}… ({len(text)} chars)</span>"
         else:

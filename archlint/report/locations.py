@@ -1,8 +1,10 @@
 """Where a finding lives in the repository, for reporters that annotate source (SARIF, GitHub,
 JUnit). Code findings carry their file and line. Model findings carry the file and line of the
-module's class when the model rules found it; otherwise (or when that class lives outside the
-project, in torch itself) they fall back to the line of the target class (`model.py:Net` →
-`class Net`), so the annotation still lands in the user's repository."""
+module's creation in the user's code (`self.conv = nn.Conv2d(...)`, or the builder call that made
+a library model; archlint.model.created), else of the module's class when it is the user's;
+otherwise (a class in torch or an installed package) they fall back to the line of the target in
+the user's file (`model.py:Net` → `class Net`, `def net`, or the import of a library model), so
+the annotation still lands in the user's repository; the module path goes in the message."""
 
 from __future__ import annotations
 
@@ -43,15 +45,25 @@ def locate(d: Diagnostic, settings: Settings) -> Where:
 
 @functools.lru_cache(maxsize=256)
 def class_line(path: str, name: str) -> int | None:
-    """The line of `class name` (or `def name`, for factory targets) at the top of the file."""
+    """The line that defines the target at the top of the file: `class name` or `def name`, else
+    `name = ...` (an instance), else the import that brought it in (`from torchvision.models
+    import resnet18`: a model from an installed package is located at the user's line)."""
     try:
         tree = ast.parse(Path(path).read_text(encoding="utf-8"))
     except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
         return None
+    found = None
     for node in tree.body:
         if isinstance(node, (ast.ClassDef, ast.FunctionDef)) and node.name == name:
             return node.lineno
-    return None
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+            found = node.lineno  # the last binding wins, as at import time
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and any(
+            (a.asname or a.name.split(".")[0]) == name for a in node.names
+        ):
+            found = node.lineno
+    return found
 
 
 def subject(d: Diagnostic) -> str | None:

@@ -40,7 +40,12 @@ def print_model(model: ModelResult, settings: Settings, console: Console) -> Non
     console.print(f"  FLOPs = {model.flops_convention}; MAC = bytes read + written (ShuffleNetV2)")
 
     top = max(0, int(getattr(settings, "top", 15)))
-    if top and model.layers:
+    if getattr(settings, "tree", False):  # the module view instead of the op table
+        from archlint.report.tree import DEFAULT_DEPTH, print_tree
+
+        depth = getattr(settings, "tree_depth", None)
+        print_tree(model, console, DEFAULT_DEPTH if depth is None else depth)
+    elif top and model.layers:
         ranked = sorted(model.layers, key=lambda layer: (layer.flops, layer.mac_bytes), reverse=True)[:top]
         table = Table(title=f"costliest {len(ranked)} of {len(model.layers)} layers (by FLOPs)", title_justify="left")
         for column, justify in (
@@ -51,7 +56,7 @@ def print_model(model: ModelResult, settings: Settings, console: Console) -> Non
         for layer in ranked:
             share = f"{layer.flops / t.flops:.1%}" if t.flops else "-"
             table.add_row(
-                layer.module or layer.name, layer.kind, layer.op, _count(layer.flops), share,
+                layer.label, layer.kind, layer.op, _count(layer.flops), share,
                 _bytes(layer.mac_bytes), _count(layer.params), _shapes(layer.out_shapes),
             )
         console.print(table)

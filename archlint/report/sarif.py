@@ -84,7 +84,7 @@ def _result(d: Diagnostic, index: dict[str, int], settings: Settings) -> dict[st
     out: dict[str, Any] = {
         "ruleId": d.code,
         "level": Severity(d.severity).sarif_level,
-        "message": {"text": d.message + price_text(d)},
+        "message": {"text": (f"[{subject(d)}] {d.message}" if subject(d) else d.message) + price_text(d)},
         "partialFingerprints": {"archlintFingerprint/v1": fingerprint(d, settings)},
     }
     if d.code in index:

@@ -4,6 +4,7 @@ rich summary and the costliest layers."""
 from __future__ import annotations
 
 import io
+import sys
 from collections import Counter
 from collections.abc import Iterable
 
@@ -102,6 +103,14 @@ def print_text(result: RunResult, settings: Settings, console: Console | None = 
         print_loader(loader, console)
     diagnostics = sorted(shown(result.diagnostics, settings), key=Diagnostic.sort_key)
     hidden = len(result.diagnostics) - len(diagnostics)
+    if settings.diff and result.fixed is not None:  # the diff is the output; the count goes to stderr
+        print(f"Would fix {result.fixed} finding{'s' * (result.fixed != 1)}.", file=sys.stderr)
+        return
+    if settings.statistics and diagnostics:  # the counts only, no finding list on top
+        for code, count in sorted(Counter(d.code for d in diagnostics).items()):
+            fixable = " [*]" if any(d.fix for d in diagnostics if d.code == code) else ""
+            console.print(f"{count:>5}  {code}{escape(fixable)}", markup=True)
+        return
     for d in diagnostics:
         fixable = " [*]" if d.fix else ""
         tag = " (info)" if d.severity is Severity.INFO else ""
@@ -118,9 +127,13 @@ def print_text(result: RunResult, settings: Settings, console: Console | None = 
     if hidden:
         console.print(f"[dim]{hidden} info finding{'s' if hidden != 1 else ''} hidden (advice that does not pay "
                       f"enough on this basis); --show-info shows them[/]")
-    if settings.statistics and diagnostics:
-        for code, count in sorted(Counter(d.code for d in diagnostics).items()):
-            console.print(f"{count:>5}  {code}")
+    if settings.fix and result.fixed is not None:  # as ruff: what --fix did, then what is left
+        unsafe = sum(1 for d in diagnostics if d.fix)
+        if unsafe and not settings.unsafe_fixes:
+            console.print(f"{unsafe} more fixable with --fix --unsafe-fixes.")
+        n = len(diagnostics)
+        console.print(f"Fixed {result.fixed} finding{'s' * (result.fixed != 1)} ({n} remaining).")
+        return
     if result.files_checked or not (result.models or result.loaders):
         n = len(diagnostics)
         fixable = sum(1 for d in diagnostics if d.fix and d.fix.applicability.value == "safe")

@@ -79,7 +79,7 @@ def print_time(model: ModelResult, console: Console, top: int = 10) -> None:
         spread = f"{_ms(la.latency_spread_ms[0])}–{_ms(la.latency_spread_ms[1])}" if la.latency_spread_ms else ""
         roof = la.roofline or {}
         table.add_row(
-            la.name,
+            la.label,
             la.kind,
             _ms(la.latency_ms),
             spread,

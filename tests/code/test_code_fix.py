@@ -62,7 +62,8 @@ def test_cudnn_benchmark_inserted_after_imports():
         "    for x, y in train_loader:\n        m(x)\n\n"
         'if __name__ == "__main__":\n    main()\n'
     )
-    out = fixed(src)
+    assert fixed(src) == src  # unsafe: benchmark mode may change results in the last bits
+    out = fixed(src, unsafe=True)
     assert out.splitlines()[3] == "torch.backends.cudnn.benchmark = True"
     assert out.replace("torch.backends.cudnn.benchmark = True\n", "") == src
 

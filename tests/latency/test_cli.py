@@ -85,7 +85,7 @@ def test_trace_holds_one_range_per_layer(capsys, tmp_path, device):
     (trace_file,) = tmp_path.glob("*.pt.trace.json")
     events = json.loads(trace_file.read_text())["traceEvents"]
     ranges = [e["name"] for e in events if e.get("cat") == "user_annotation"]
-    assert sorted(ranges) == sorted(la["name"] for la in model["layers"])
+    assert sorted(ranges) == sorted(la["display"] for la in model["layers"])  # as every report names ops
     assert any(str(trace_file) in note for note in model["notes"])
 
 

@@ -118,5 +118,7 @@ def _fix(facts: Facts) -> Fix | None:
     _, end = facts.position(anchor)
     if end.line >= len(facts.lines):
         return None  # no line after it: the entry point cannot be below
-    return Fix("Insert torch.backends.cudnn.benchmark = True after the imports", Applicability.SAFE,
+    # unsafe: benchmark mode may pick other convolution algorithms from run to run, whose results
+    # differ in the last bits, so a seeded run is no longer bitwise reproducible
+    return Fix("Insert torch.backends.cudnn.benchmark = True after the imports", Applicability.UNSAFE,
                (insert(end.line + 1, 1, line),))

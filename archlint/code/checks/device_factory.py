@@ -17,6 +17,12 @@ FACTORIES = frozenset(
               "linspace", "logspace", "eye", "tensor", "as_tensor")
 )
 
+# Created on the device, these no longer compute what they did on the CPU: random factories draw
+# from the device's generator (other values under the same seed); linspace/logspace use another
+# kernel (last-bit differences). requires_grad=True makes the device tensor the leaf whose .grad
+# fills, where before the CPU tensor was. Their fixes are unsafe.
+CHANGES_VALUES = frozenset(f"torch.{n}" for n in ("rand", "randn", "randint", "randperm", "linspace", "logspace"))
+
 
 def check(facts: Facts):
     for site in facts.calls:
@@ -37,7 +43,9 @@ def check(facts: Facts):
             site.node,
             f"{factory}(...) is built on the CPU and then copied to the device: pass device= to create "
             "it there directly (no host allocation, no copy)",
-            lambda site=site, inner=inner, device_text=device_text: _fix(facts, site, inner, device_text),
+            lambda site=site, inner=inner, device_text=device_text, factory=factory: _fix(
+                facts, site, inner, device_text, factory
+            ),
         )
 
 
@@ -57,11 +65,13 @@ def _device(site: CallSite, facts: Facts) -> str | None:
     return facts.code(device) if len(call.args) == 1 and not call.args[0].star else ""
 
 
-def _fix(facts: Facts, site: CallSite, inner: cst.Call, device_text: str) -> Fix | None:
+def _fix(facts: Facts, site: CallSite, inner: cst.Call, device_text: str, factory: str) -> Fix | None:
     if not device_text or any(a.star for a in inner.args):
         return None  # the move carries other arguments (non_blocking, dtype): rewrite by hand
+    grad = any(a.keyword is not None and a.keyword.value == "requires_grad" for a in inner.args)
+    same = factory not in CHANGES_VALUES and not grad
     return Fix(
         f"Create the tensor with device={device_text}",
-        Applicability.SAFE,
+        Applicability.SAFE if same else Applicability.UNSAFE,
         (add_keyword(facts, inner, f"device={device_text}"), delete_between(facts, inner, site.node)),
     )

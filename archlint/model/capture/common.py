@@ -19,7 +19,8 @@ class CaptureFailed(Exception):
 
     def __init__(self, strategy: str, error: BaseException, where: str | None = None):
         self.strategy, self.error, self.where = strategy, error, where
-        text = " ".join(str(error).split())[:300]
+        # the first line: an fx TraceError or export error can append a whole graph dump
+        text = " ".join((str(error).strip().splitlines() or [""])[0].split())[:300]
         super().__init__(f"{type(error).__name__}: {text}" + (f" (at {where})" if where else ""))
 
 

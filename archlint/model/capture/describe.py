@@ -15,7 +15,8 @@ _MODULE_ATTRS = (
     "in_channels out_channels kernel_size stride padding dilation groups output_padding "
     "in_features out_features num_heads embed_dim kdim vdim batch_first num_features "
     "normalized_shape num_groups affine elementwise_affine output_size inplace p mode "
-    "scale_factor upscale_factor num_embeddings embedding_dim dim"
+    "scale_factor upscale_factor num_embeddings embedding_dim dim "
+    "input_size hidden_size num_layers bidirectional proj_size nonlinearity"
 ).split()
 
 # Positional names of the non-tensor arguments of functional calls whose attributes checks read.
@@ -40,6 +41,10 @@ _POSITIONAL = {
     "batch_norm": ("input", "running_mean", "running_var", "weight", "bias"),
     "layer_norm": ("input", "normalized_shape", "weight", "bias"),
     "group_norm": ("input", "num_groups", "weight", "bias"),
+    # torchvision's ops, as torch.ops.torchvision.* take them (dispatch and export both see these)
+    "roi_align": ("input", "rois", "spatial_scale", "pooled_height", "pooled_width", "sampling_ratio", "aligned"),
+    "ps_roi_align": ("input", "rois", "spatial_scale", "pooled_height", "pooled_width", "sampling_ratio"),
+    "nms": ("boxes", "scores", "iou_threshold"),
 }
 _SIMPLE = (int, float, bool, str, type(None))
 
@@ -76,7 +81,9 @@ def module_attrs(module: nn.Module) -> dict[str, Any]:
     attrs = {k: (list(v) if isinstance(v, tuple) else v) for k, v in attrs.items() if _simple(v)}
     if isinstance(module, nn.modules.conv._ConvNd):
         attrs["transposed"] = module.transposed
-    if hasattr(module, "bias") and not isinstance(module, nn.MultiheadAttention):
+    if isinstance(module, (nn.RNNBase, nn.RNNCellBase)):  # `bias` is a flag there, not a tensor
+        attrs["bias"] = bool(module.bias)
+    elif hasattr(module, "bias") and not isinstance(module, nn.MultiheadAttention):
         attrs["bias"] = isinstance(getattr(module, "bias"), torch.Tensor)
     if "elementwise_affine" in attrs:
         attrs["affine"] = attrs.pop("elementwise_affine")
@@ -119,6 +126,8 @@ def function_label(fn: Any) -> tuple[str, str]:
         return f"Tensor.{fn}", normalize(fn)
     if isinstance(fn, torch._ops.OpOverload):
         return str(fn), normalize(fn._opname)
+    if fn is torch.nn.functional.unfold or fn is torch.nn.functional.fold:  # im2col/col2im, not the view
+        return f"F.{fn.__name__}", {"unfold": "im2col", "fold": "col2im"}[fn.__name__]
     name = getattr(fn, "__name__", None) or str(fn)
     if name == "__get__":  # a Tensor property (x.T, x.shape) seen by the torch-function mode
         name = getattr(getattr(fn, "__self__", None), "__name__", name)

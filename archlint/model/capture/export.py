@@ -37,6 +37,10 @@ def capture_export(model: nn.Module, inputs: tuple, builder: _Builder, kwargs: d
     except Exception as exc:
         raise CaptureFailed("export", exc) from exc
     b = builder
+    wrapped = {str(n.target) for n in ep.graph.nodes if isinstance(n.target, torch._ops.HigherOrderOperator)}
+    if wrapped:  # `with torch.no_grad():` / autocast in forward: their ops sit in a subgraph; inline them
+        ep = ep.run_decompositions({})
+        b.notes.append(f"export wrapped part of the forward in {', '.join(sorted(wrapped))}: inlined")
     sig = ep.graph_signature
     state_of = {**sig.inputs_to_parameters, **sig.inputs_to_buffers, **sig.inputs_to_lifted_tensor_constants}
     user_inputs, user_outputs = set(sig.user_inputs), set(sig.user_outputs)

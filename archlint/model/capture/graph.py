@@ -14,6 +14,7 @@ from torch import nn
 
 from archlint.model.capture.common import _dtype, _shape
 from archlint.model.cost import kind_of
+from archlint.model.created import site_of
 
 
 @functools.cache
@@ -146,6 +147,7 @@ def modules_table(model: nn.Module) -> dict[str, dict[str, Any]]:
             "line": line,
             # a re-parameterisation method (RepVGG, MobileOne, FastViT): AL205 names it as the fix
             "reparam": next((name for name in REPARAM_METHODS if callable(getattr(type(m), name, None))), None),
+            "created": site_of(m),  # (file, line) in the user's code, when recorded at build
         }
     return table
 

@@ -380,13 +380,18 @@ def severity(p: Price, options: dict) -> Severity:
 
 
 def finding(graph: nx.DiGraph, code: str, message: str, *, node: str | None, module: str | None, **kw) -> Diagnostic:
-    """A Diagnostic located at a model node, its module path and the source of the class that
-    defines it: the innermost module on the path whose class is the user's (a finding on
+    """A Diagnostic located at a model node, its module path and the user's source: the line that
+    created the module (`self.conv2 = nn.Conv2d(...)`, or the builder call that made a library
+    model), else the innermost module on the path whose class is the user's (a finding on
     `backbone.0.conv2` points at the user's block class, not at torch's Conv2d)."""
     d = Diagnostic(code=code, message=message, node=node, module=module, **kw)
     if module is None:
         return d
     modules = graph.graph.get("modules", {})
+    created = next((modules[p]["created"] for p in reversed(_prefixes(module)) if modules.get(p, {}).get("created")), None)
+    if created:  # where the user's code created the module (recorded at build): the best place
+        d.file, d.line = created
+        return d
     path = [modules[p] for p in reversed(_prefixes(module)) if p in modules and modules[p].get("file")]
     info = next((i for i in path if not _library(i["file"])), path[0] if path else None)
     if info:

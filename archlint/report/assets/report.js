@@ -109,7 +109,8 @@
   ModelView.prototype.details = function (k) {
     const L = this.m.layers[k];
     const rows = [
-      ["name", L.name],
+      ["name", L.display],
+      ["id", L.name],
       ["op", L.op],
       ["kind", L.kind],
       ["module", L.module || "(top level)"],
@@ -244,7 +245,7 @@
               label: (c) => {
                 if (c.raw.k === undefined) return "device roof";
                 const L = m.layers[c.raw.k];
-                return `${L.name} (${L.kind}): ${(+c.raw.x).toPrecision(3)} FLOP/B, ${si(c.raw.y, mode === "work" ? "FLOP" : "FLOP/s")}`;
+                return `${L.display} (${L.kind}): ${(+c.raw.x).toPrecision(3)} FLOP/B, ${si(c.raw.y, mode === "work" ? "FLOP" : "FLOP/s")}`;
               },
             },
           },
@@ -272,7 +273,7 @@
       rest = order.slice(TOP);
     const total = order.reduce((s, k) => s + this.cost[k], 0);
     const fmt = m.measured || m.estimated ? ms : bytes;
-    const labels = top.map((k) => m.layers[k].name);
+    const labels = top.map((k) => m.layers[k].display);
     const values = top.map((k) => this.cost[k]);
     const colours = top.map((k) => colour(m.layers[k].kind));
     const restShare = rest.reduce((s, k) => s + this.cost[k], 0) / (total || 1);
@@ -366,7 +367,7 @@
       self = this;
     const cols = [
       ["#", (L, k) => k, "num"],
-      ["name", (L) => L.name],
+      ["name", (L) => L.display],
       ["kind", (L) => L.kind],
       ["op", (L) => L.op],
       ["module", (L) => L.module],
@@ -567,11 +568,11 @@
         const dark = t > 0.62;
         const group = d.n.group !== undefined;
         const L = group ? null : layers[d.n.op];
-        const label = group ? `${d.n.group} ×${d.ops.length}` : `${L.name}`;
+        const label = group ? `${d.n.group} ×${d.ops.length}` : `${L.display}`;
         const short = label.length > 21 ? label.slice(0, 20) + "…" : label;
         const tip = group
           ? `${d.n.group}: ${d.ops.length} ops`
-          : `${L.name} · ${L.op} · ${L.module || "top level"}`;
+          : `${L.display} · ${L.op} · id ${L.name}`;
         const badge = d.flagged
           ? `<circle class=badge cx="${W - 2}" cy="2" r="7"/><text class=badge-t x="${W - 2}" y="5.5" text-anchor="middle">${d.flagged > 9 ? "9+" : d.flagged}</text>`
           : "";
