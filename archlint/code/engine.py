@@ -91,6 +91,15 @@ def lint_text(text: str, path: str) -> list[Diagnostic]:
     if file_noqa and file_codes is None:
         return []
 
+    from archlint.code import guard
+
+    problem = guard.precheck(text, path)
+    if problem is not None:
+        return [problem]
+    return guard.deep(_lint_parsed, text, path, file_codes)
+
+
+def _lint_parsed(text: str, path: str, file_codes: set[str]) -> list[Diagnostic]:
     import libcst as cst
 
     from archlint.code.checks import modules

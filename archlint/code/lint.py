@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from archlint import __version__
+from archlint.code import guard
 from archlint.code.discover import discover
 from archlint.code.engine import PARSE_ERROR, lint_bytes, parse_error
 from archlint.config import Settings
@@ -80,8 +81,8 @@ def _from_record(record: list, file: str) -> Diagnostic:
                       end_line=end_line, end_column=end_column, fix=fix)
 
 
-def _read(path: Path) -> bytes:
-    return path.read_bytes()
+def _read(path: Path, max_bytes: int | None = None) -> bytes:
+    return guard.read_regular(path, max_bytes)
 
 
 def _work(item: tuple[str, bytes]) -> list[Diagnostic]:
@@ -102,14 +103,91 @@ def lint_many(items: list[tuple[str, bytes]], jobs: int) -> list[list[Diagnostic
     """Lint (path, content) pairs, on `jobs` processes when there are enough of them."""
     if jobs <= 1 or len(items) < PARALLEL_MIN_FILES:
         return [_work(item) for item in items]
+    return _isolated(items, jobs)
+
+
+def _serve(conn) -> None:
+    """A worker: lint one file per message until told to stop (None) or the parent is gone."""
+    while True:
+        try:
+            item = conn.recv()
+        except (EOFError, OSError):
+            return
+        if item is None:
+            return
+        conn.send(_work(item))
+
+
+def _isolated(items: list[tuple[str, bytes]], jobs: int) -> list[list[Diagnostic]]:
+    """Each worker holds one file at a time, so a worker that dies (a crash in the C parser, the
+    OOM killer) costs that one file: it becomes an AL000 finding, a fresh worker takes its place
+    and every other file is still linted. (A ProcessPoolExecutor breaks as a whole instead.)"""
     import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing.connection import wait
 
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else None
     ctx = multiprocessing.get_context(method)
-    chunk = max(1, len(items) // (jobs * 4))
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
-        return list(pool.map(_work, items, chunksize=chunk))
+
+    def start():
+        parent, child = ctx.Pipe()
+        process = ctx.Process(target=_serve, args=(child,), daemon=True)
+        process.start()
+        child.close()
+        return parent, process
+
+    results: list[list[Diagnostic] | None] = [None] * len(items)
+    todo = list(range(len(items) - 1, -1, -1))  # a stack: files go out in order
+    idle = [start() for _ in range(min(jobs, len(items)))]
+    busy: dict = {}  # connection → (process, index of the file it holds)
+    try:
+        while todo or busy:
+            while idle and todo:
+                conn, process = idle.pop()
+                i = todo.pop()
+                try:
+                    conn.send(items[i])
+                except OSError:  # died while idle: give the file to a fresh worker
+                    todo.append(i)
+                    process.join()
+                    idle.append(start())
+                    continue
+                busy[conn] = (process, i)
+            for conn in wait(list(busy)):
+                process, i = busy.pop(conn)
+                try:
+                    results[i] = conn.recv()
+                    idle.append((conn, process))
+                except (EOFError, OSError):
+                    process.join()
+                    conn.close()
+                    results[i] = [_died(items[i][0], process.exitcode)]
+                    if todo:
+                        idle.append(start())
+    finally:
+        for conn, process in idle:
+            try:
+                conn.send(None)
+            except OSError:
+                pass  # already gone: nothing to stop
+            conn.close()
+        for process in [p for _, p in idle] + [p for p, _ in busy.values()]:
+            process.join(timeout=5)
+            if process.is_alive():
+                process.kill()
+    return results  # type: ignore[return-value]
+
+
+def _died(path: str, exitcode: int | None) -> Diagnostic:
+    import signal
+
+    how = f"exit code {exitcode}"
+    if exitcode is not None and exitcode < 0:
+        try:
+            how = f"signal {signal.Signals(-exitcode).name}"
+        except ValueError:
+            how = f"signal {-exitcode}"
+    return parse_error(path, f"archlint internal error: the worker linting this file died ({how}); "
+                             "the other files were linted; please report it", 1, 1)
 
 
 def lint_files(files: list[Path], settings: Settings) -> list[Diagnostic]:
@@ -122,7 +200,10 @@ def lint_files(files: list[Path], settings: Settings) -> list[Diagnostic]:
     for i, path in enumerate(files):
         name = str(path)
         try:
-            data = _read(path)
+            data = _read(path, settings.max_file_size)
+        except guard.Skip as exc:
+            results[i] = [guard.skipped(name, str(exc))]
+            continue
         except OSError as exc:
             results[i] = [parse_error(name, f"cannot read file: {exc.strerror or exc}; check its permissions", 1, 1)]
             continue
@@ -149,7 +230,10 @@ def lint_files(files: list[Path], settings: Settings) -> list[Diagnostic]:
 
 
 def selected(diagnostics: list[Diagnostic], settings: Settings) -> list[Diagnostic]:
-    return [d for d in diagnostics if d.code == PARSE_ERROR or settings.enabled(d.code, d.file)]
+    # A file that could not be read or parsed is always reported; one skipped on purpose (too
+    # large, too complex: an info finding) can be ignored like a rule, e.g. per file.
+    return [d for d in diagnostics
+            if (d.code == PARSE_ERROR and d.severity is Severity.ERROR) or settings.enabled(d.code, d.file)]
 
 
 def lint_paths(paths: list[Path], settings: Settings) -> tuple[list[Diagnostic], int]:
