@@ -17,6 +17,7 @@ from archlint.model import opgraph
 from archlint.model.capture import STRATEGIES, CaptureFailed, capture
 from archlint.model.cost import cost_graph
 from archlint.model.load import Loaded, load
+from archlint.model.sandbox import preserved, user_code
 from archlint.result import ModelResult
 
 
@@ -57,9 +58,12 @@ def capture_graph(loaded: Loaded, target: str, settings: Settings) -> nx.DiGraph
         if strategy == "dispatch" and loaded.on_meta:
             model = loaded.real_model()
             notes.append("built again with real weights: the dispatch recording runs one real forward pass")
+        # fx runs on meta copies (any inputs do); export runs the real model on real inputs unless
+        # it was built on meta; dispatch always runs one real forward: real inputs only then.
+        inputs = loaded.inputs if strategy == "fx" or (strategy == "export" and loaded.on_meta) else loaded.real_inputs()
         try:
-            with traced_mode(model, settings.mode), _no_gc():
-                graph, _ = capture(model, loaded.inputs, strategy)
+            with traced_mode(model, settings.mode), preserved(model), _no_gc():
+                graph, _ = capture(model, inputs, strategy)
         except CaptureFailed as failure:
             failures.append(failure)
             continue
@@ -100,13 +104,17 @@ def _capture_and_cost(loaded: Loaded, target: str, device: str, settings: Settin
 
 
 def analyze(spec: ModelSpec, settings: Settings) -> tuple[ModelResult, list[Diagnostic]]:
-    loaded = load(spec, settings)
-    graph, result = _capture_and_cost(loaded, spec.target, spec.device, settings)
+    with user_code(spec.target, getattr(settings, "timeout", None)) as guard:
+        loaded = load(spec, settings)
+        guard.doing = "running its forward (capture)"
+        graph, result = _capture_and_cost(loaded, spec.target, spec.device, settings)
     report = None
     if settings.latency:
         from archlint.model.measure import measure
 
-        report = measure(graph, loaded.model, loaded.inputs, spec.device, settings)
+        with user_code(spec.target) as guard, preserved(loaded.model):
+            guard.doing = "running its forward (latency)"
+            report = measure(graph, loaded.model, loaded.real_inputs(), spec.device, settings)
         result.totals.latency_ms = report.end_to_end_ms
         result.totals.latency_ms_sum_of_ops = report.sum_of_ops_ms
         result.timing = report.method
@@ -115,9 +123,9 @@ def analyze(spec: ModelSpec, settings: Settings) -> tuple[ModelResult, list[Diag
     result.layers = opgraph.to_layers(graph)
     from archlint.model.checks import CheckContext, run_checks
 
-    diagnostics = run_checks(
-        graph, CheckContext(target=spec.target, settings=settings, pricer=report.pricer if report else None)
-    )
+    ctx = CheckContext(target=spec.target, settings=settings, pricer=report.pricer if report else None)
+    diagnostics = run_checks(graph, ctx)
+    result.notes.extend(ctx.notes)
     return result, diagnostics
 
 

@@ -51,10 +51,18 @@ class Loaded:
     dtype: torch.dtype
     notes: list[str] = field(default_factory=list)
     factory: Callable[[], nn.Module] | None = None  # a real build, for strategies that run the model
+    # Real inputs, made only when a strategy or measurement runs the model (`inputs` holds meta
+    # placeholders until then: a 1×3×20000×20000 input costs nothing to count).
+    make_inputs: Callable[[], tuple] | None = None
 
     @property
     def on_meta(self) -> bool:
         return any(t.device.type == "meta" for t in _state(self.model))
+
+    def real_inputs(self) -> tuple:
+        if self.make_inputs is not None:
+            self.inputs, self.make_inputs = self.make_inputs(), None
+        return self.inputs
 
     def real_model(self) -> nn.Module:
         """The model with real weights (built again if it was built on meta)."""
@@ -232,7 +240,14 @@ def example_inputs(spec: ModelSpec, module: ModuleType, obj: Any, path: Path, dt
 def load(spec: ModelSpec, settings: Settings) -> Loaded:
     path, module, name, obj = resolve(spec.target)
     dtype = parse_dtype(spec.dtype)
-    inputs = example_inputs(spec, module, obj, path, dtype)
+    make_inputs = None
+    if spec.input_shapes and not settings.latency:  # shapes suffice until something runs the model
+        inputs = tuple(torch.empty(shape, dtype=dtype, device="meta") for shape in spec.input_shapes)
+
+        def make_inputs() -> tuple:
+            return example_inputs(spec, module, obj, path, dtype)
+    else:
+        inputs = example_inputs(spec, module, obj, path, dtype)
     if isinstance(obj, nn.Module):
         if spec.init:
             raise UsageError(f"{name} is a module instance: --init applies only to a class or factory")
@@ -240,7 +255,7 @@ def load(spec: ModelSpec, settings: Settings) -> Loaded:
         if any(p.is_floating_point() and p.dtype != dtype for p in obj.parameters()) and spec.input_shapes:
             obj = copy.deepcopy(obj).to(dtype)  # never change the user's instance
             notes.append(f"analyzed a copy of {name} cast to {dtype}")
-        return Loaded(obj, inputs, "given", dtype, notes)
+        return Loaded(obj, inputs, "given", dtype, notes, make_inputs=make_inputs)
     if not (inspect.isclass(obj) and issubclass(obj, nn.Module)) and not (callable(obj) and not inspect.isclass(obj)):
         raise UsageError(
             f"{name} in {path} is a {type(obj).__name__}, not an nn.Module subclass, "
@@ -252,13 +267,14 @@ def load(spec: ModelSpec, settings: Settings) -> Loaded:
         return _build(obj, name, spec.init, dtype)
 
     if settings.latency:
-        return Loaded(factory(), inputs, "real", dtype, [], factory)
+        return Loaded(factory(), inputs, "real", dtype, [], factory, make_inputs)
     try:
         model, note = meta_build(obj, spec.init)
         if not isinstance(model, nn.Module):
             raise TypeError(f"returned {type(model).__name__}")
         notes = [note] if note else []
-        return Loaded(model.to(dtype) if dtype != torch.float32 else model, inputs, "meta", dtype, notes, factory)
+        return Loaded(model.to(dtype) if dtype != torch.float32 else model, inputs, "meta", dtype, notes, factory,
+                      make_inputs)
     except Exception as exc:
         note = f"meta-device build failed ({_one_line(exc)[:120]}); built with real weights"
-        return Loaded(factory(), inputs, "real", dtype, [note], factory)
+        return Loaded(factory(), inputs, "real", dtype, [note], factory, make_inputs)
