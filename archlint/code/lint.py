@@ -7,6 +7,7 @@ without loading the parser.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -36,7 +37,7 @@ def _cache_path(settings: Settings) -> Path:
     return (settings.cache_dir or settings.root / ".archlint_cache") / CACHE_FILE
 
 
-def _load_cache(path: Path) -> dict:
+def _load_cache(path: Path, quiet: bool = False) -> dict:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         if not isinstance(data, dict):
@@ -45,22 +46,51 @@ def _load_cache(path: Path) -> dict:
     except FileNotFoundError:
         return {}
     except (OSError, ValueError) as exc:
-        print(f"archlint: warning: ignoring unreadable cache {path} ({exc}); linting every file", file=sys.stderr)
+        if not quiet:
+            print(f"archlint: warning: ignoring unreadable cache {path} ({exc}); linting every file", file=sys.stderr)
         return {}
 
 
-def _save_cache(path: Path, cache: dict) -> None:
+def _save_cache(path: Path, cache: dict, fresh: set[str] | None = None) -> None:
+    """Write atomically (a temporary file renamed over the old one), merged under a lock with what
+    another run wrote since we read it: concurrent runs on different files keep each other's
+    entries. `fresh` are this run's keys, kept first when the merged cache is over the limit."""
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         gitignore = path.parent / ".gitignore"
         if not gitignore.exists():
             gitignore.write_text("# Created by archlint\n*\n")
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(cache, separators=(",", ":")), encoding="utf-8")
-        os.replace(tmp, path)
+        with _locked(path.with_suffix(".lock")):
+            merged = {**_load_cache(path, quiet=True), **cache}
+            if len(merged) > CACHE_LIMIT:
+                merged = {k: v for k, v in cache.items() if fresh is None or k in fresh}
+            tmp.write_text(json.dumps(merged, separators=(",", ":")), encoding="utf-8")
+            os.replace(tmp, path)
     except OSError as exc:
         print(f"archlint: warning: cannot write the cache at {path} ({exc}); next run lints every file again",
               file=sys.stderr)
+    finally:
+        try:
+            tmp.unlink()  # only left when the write or the rename failed
+        except OSError:
+            pass
+
+
+@contextlib.contextmanager
+def _locked(path: Path):
+    """An exclusive lock on `path` (created if missing) for the block; none where fcntl is missing."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows: last writer wins
+        yield
+        return
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _to_record(d: Diagnostic) -> list:
@@ -68,7 +98,30 @@ def _to_record(d: Diagnostic) -> list:
             d.fix.to_dict() if d.fix else None]
 
 
+def _check_record(record) -> None:
+    """Raise ValueError unless the record has the shape _to_record writes (a cache edited by hand or
+    by another version must not reach the reporters: a string line number broke the SARIF writer)."""
+    if not isinstance(record, list) or len(record) != 8:
+        raise ValueError("not a list of 8 fields")
+    code, message, _severity, *positions, fix = record
+    if not (isinstance(code, str) and isinstance(message, str)):
+        raise ValueError("code and message must be strings")
+    if not all(p is None or (isinstance(p, int) and not isinstance(p, bool) and p >= 0) for p in positions):
+        raise ValueError("line and column must be non-negative integers")
+    if fix is not None:
+        edits = fix.get("edits") if isinstance(fix, dict) else None
+        if not isinstance(edits, list) or not isinstance(fix.get("message"), str):
+            raise ValueError("malformed fix")
+        for e in edits:
+            points = (e["location"]["row"], e["location"]["column"], e["end_location"]["row"],
+                      e["end_location"]["column"])
+            if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in points) or \
+                    not isinstance(e["content"], str):
+                raise ValueError("malformed fix edit")
+
+
 def _from_record(record: list, file: str) -> Diagnostic:
+    _check_record(record)
     code, message, severity, line, column, end_line, end_column, fix = record
     if fix is not None:
         edits = tuple(
@@ -213,7 +266,7 @@ def lint_files(files: list[Path], settings: Settings) -> list[Diagnostic]:
             try:
                 results[i] = [_from_record(r, name) for r in hit]
                 continue
-            except (ValueError, KeyError, TypeError) as exc:
+            except (ValueError, KeyError, TypeError, AttributeError) as exc:
                 print(f"archlint: warning: malformed cache entry for {name} ({exc!r}); linting it again",
                       file=sys.stderr)
         todo.append((i, name, data, key))
@@ -223,9 +276,7 @@ def lint_files(files: list[Path], settings: Settings) -> list[Diagnostic]:
             results[i] = diagnostics
             cache[key] = [_to_record(d) for d in diagnostics]
         if settings.cache:
-            if len(cache) > CACHE_LIMIT:
-                cache = {key: cache[key] for _, _, _, key in todo}
-            _save_cache(cache_path, cache)
+            _save_cache(cache_path, cache, {key for _, _, _, key in todo})
     return [d for i in range(len(files)) for d in results[i]]
 
 
