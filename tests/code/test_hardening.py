@@ -140,7 +140,7 @@ def test_long_operator_chains_finish_quickly(tmp_path):
                                                    "(nesting too deep for its parser); split the expression")]
     [(code, severity, message)] = found["long.py"]
     assert (code, severity) == ("AL000", "info")
-    assert message.startswith("not analyzed: too complex (syntax nested 2003 levels deep, the limit is 1000)")
+    assert message.startswith("not analyzed: too complex (syntax nested 2003 levels deep, the limit is 500)")
     assert_good_kept(found)
 
 
