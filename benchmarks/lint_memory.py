@@ -3,7 +3,8 @@
 Each file is ordinary training code (a block of a train step, a loader, a model, repeated with
 fresh names), linted alone through the command line (`-j 1 --no-cache`) with the size limit raised
 so the numbers are real. Peak RSS is the child's own (ru_maxrss), less a baseline run on a tiny
-file (interpreter and imports). Prints MB and seconds per MB of source for each size and the
+file (interpreter and imports); time is the child's CPU time (user + system), steadier than wall
+time on a shared machine. Prints MB and CPU seconds per MB of source for each size and the
 fitted slope; a size whose predicted peak exceeds the memory available is skipped, and says so.
 
     python benchmarks/lint_memory.py [--sizes 0.1,1,5,20]
@@ -13,10 +14,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -62,13 +63,15 @@ def source(megabytes: float) -> str:
 
 
 def lint(path: Path) -> tuple[float, float, int]:
-    """(peak MB, seconds, findings) for linting one file in a fresh process."""
+    """(peak MB, CPU seconds, findings) for linting one file in a fresh process."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     args = [sys.executable, "-c", PROBE, str(path), "-j", "1", "--no-cache", "--max-file-size", "1000",
             "--output-format", "json"]
-    start = time.perf_counter()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     run = subprocess.run(args, env=env, capture_output=True, text=True, cwd=path.parent)
-    seconds = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    # CPU seconds of the child, not wall time: steady on a shared machine
+    seconds = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if run.returncode not in (0, 1):
         sys.exit(f"archlint failed on {path.name}: {run.stderr.strip()[-500:]}")
     import json
@@ -97,7 +100,7 @@ def main() -> None:
         tiny.write_text(source(0.001))
         base_mb, base_s, _ = lint(tiny)
         print(f"baseline (interpreter, imports, {tiny.stat().st_size} B file): {base_mb:.0f} MB, {base_s:.2f} s")
-        print(f"{'size MB':>8} {'peak MB':>9} {'MB/MB':>7} {'s':>8} {'s/MB':>7} {'findings':>9}")
+        print(f"{'size MB':>8} {'peak MB':>9} {'MB/MB':>7} {'CPU s':>8} {'s/MB':>7} {'findings':>9}")
         for mb in sizes:
             path = Path(tmp) / f"gen_{mb:g}mb.py"
             path.write_text(source(mb))

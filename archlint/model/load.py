@@ -102,6 +102,9 @@ def import_file(path: Path) -> ModuleType:
     except Exception as exc:
         del sys.modules[name]
         raise UsageError(f"importing {path} raised {_one_line(exc)}; fix the file") from exc
+    except BaseException:  # sys.exit(), Ctrl-C, --timeout (sandbox.user_code words them): not cached half-done
+        del sys.modules[name]
+        raise
     finally:
         sys.path.remove(str(resolved.parent))
     return module
