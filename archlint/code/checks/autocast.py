@@ -18,8 +18,10 @@ def check(facts: Facts):
         return
     if any(facts.imports.uses(f) for f in _FRAMEWORKS):
         return
-    for bl in df.batch_loops(facts):
-        if bl.is_training and not any(other.loop is bl.loop.parent for other in df.batch_loops(facts)):
+    loops = df.batch_loops(facts)
+    batch_loop_ids = {id(other.loop) for other in loops}  # a set: linear in the loops, not quadratic
+    for bl in loops:
+        if bl.is_training and id(bl.loop.parent) not in batch_loop_ids:
             yield Finding(
                 "AL403",
                 bl.loop.node,
