@@ -125,8 +125,8 @@ def main() -> None:
         for label, k in (("memory", 1), ("time", 3)):
             my = sum(r[k] for r in rows) / n
             slope = sum((r[0] - mx) * (r[k] - my) for r in rows) / sum((r[0] - mx) ** 2 for r in rows)
-            unit = "MB of RAM" if k == 1 else "s"
-            print(f"fitted {label} slope: {slope:.0f} {unit} per MB of source (goal for memory: < 100, linear)")
+            goal = " (goal: < 100, linear)" if k == 1 else ""
+            print(f"fitted {label} slope: {slope:.0f} {'MB of RAM' if k == 1 else 'CPU s'} per MB of source{goal}")
         ratios = [r[2] for r in rows]
         print(f"linearity: MB/MB ranges {min(ratios):.0f}-{max(ratios):.0f} across sizes "
               f"({max(ratios) / min(ratios):.2f}x)")

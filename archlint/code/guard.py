@@ -1,7 +1,7 @@
 """What stands between a file and libcst, so no input crashes, hangs or swamps the linter.
 
 - Reading: only regular files (a FIFO or /dev/zero would block or never end), and none past the
-  size limit (libcst's tree costs ~1.3 GB of RAM and ~20 s per MB of source; see
+  size limit (libcst's tree costs ~1.2 GB of RAM and ~15 s of CPU per MB of source; see
   benchmarks/lint_memory.py): such a file is skipped with an info finding.
 - Before parsing: CPython's own parser (C, ~0.2 GB/MB, fast) says first whether the interpreter
   accepts the file. What it rejects (a syntax error, 201 nested brackets, a 100,000-term `a+a+…`)
@@ -30,7 +30,7 @@ from archlint.diagnostics import Diagnostic, Severity
 # below both: over 2,500 site-packages files, depth ≤ 100 and work ≤ 5.8 per character (median 0.8).
 MAX_DEPTH = 500
 WORK_PER_CHAR, WORK_BASE = 12, 250_000  # ~6-12 µs of parsing per unit of work
-DEFAULT_MAX_FILE_SIZE = 2_000_000  # bytes; ≈ 2.7 GB of RAM and ~40 s at the measured slope
+DEFAULT_MAX_FILE_SIZE = 2_000_000  # bytes; ≈ 2.4 GB of RAM and ~30 s of CPU at the measured slope
 _STACK_BYTES = 256 * 1024 * 1024  # address space only: pages are touched as the recursion goes
 _RECURSION = 50_000
 
@@ -66,8 +66,8 @@ def _kind(mode: int) -> str:
 
 
 def too_large(size: int, limit: int) -> str:
-    return (f"not analyzed: {size / 1e6:.1f} MB is past the size limit of {limit / 1e6:.1f} MB "
-            "(generated code, usually); raise max-file-size to lint it (about 1.3 GB of RAM per MB)")
+    return (f"not analyzed: {size / 1e6:.3g} MB is past the size limit of {limit / 1e6:.3g} MB "
+            "(generated code, usually); raise max-file-size to lint it (about 1.2 GB of RAM per MB)")
 
 
 def skipped(path: str, message: str) -> Diagnostic:
