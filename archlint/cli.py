@@ -75,6 +75,8 @@ def build_parser() -> argparse.ArgumentParser:
     code.add_argument("--diff", action="store_true", help="print fixes as a diff, write nothing")
     code.add_argument("--no-cache", action="store_true", help="parse every file again")
     code.add_argument("-j", "--jobs", type=int, help="worker processes (default: all cores)")
+    code.add_argument("--max-file-size", type=float, metavar="MB",
+                      help="skip larger files with an info finding (default 2; ~1.2 GB of RAM per MB linted)")
 
     model = p.add_argument_group("model analyzer")
     model.add_argument(
@@ -116,6 +118,8 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument("--device", help="cpu (default), cuda, cuda:N")
     model.add_argument("--warmup", type=int, help="untimed runs before timing (default 10)")
     model.add_argument("--repeat", type=int, help="timed runs; the median is reported (default 50)")
+    model.add_argument("--timeout", type=float, metavar="SECONDS",
+                       help="limit for importing, building and capturing each model (default: none)")
     model.add_argument("--trace", type=Path, metavar="DIR", help="write a torch.profiler trace to DIR")
     model.add_argument(
         "--device-spec", metavar="NAME|FILE", help="estimate latency on this device from its spec (see `archlint device-specs`)"
@@ -184,6 +188,14 @@ def _settings(args: argparse.Namespace):
         raise UsageError(f"--depth {args.depth}: give the levels of the tree to show, 0 or more")
     s.tree = args.tree or args.depth is not None  # read by the text reporter
     s.tree_depth = args.depth
+    for flag in ("max_file_size", "timeout"):
+        value = getattr(args, flag)
+        if value is not None and not value > 0:  # also rejects nan
+            raise UsageError(f"--{flag.replace('_', '-')} must be a number > 0, got {value:g}")
+    if args.max_file_size is not None:
+        s.max_file_size = int(args.max_file_size * 1e6)
+    if args.timeout is not None:
+        s.timeout = args.timeout
     s.fix, s.unsafe_fixes, s.diff = args.fix, args.unsafe_fixes, args.diff
     s.cache = s.cache and not args.no_cache
     if args.what_if is not None:

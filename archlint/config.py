@@ -69,6 +69,7 @@ class Settings:
     cache: bool = True
     cache_dir: Path | None = None
     jobs: int = 0  # 0: all cores
+    max_file_size: int = 2_000_000  # bytes; larger files are skipped (code/guard.py says why)
     # Model analyzer
     mode: str = "eval"
     strategy: str | None = None  # force one capture strategy (fx | export | dispatch); None: first that works
@@ -79,6 +80,7 @@ class Settings:
     trace_dir: Path | None = None
     device_spec: str | None = None  # estimate latency on this spec (NAME or TOML file): archlint.devices
     what_if: list[str] | None = None  # --what-if: transformations to time (None: off); implies latency
+    timeout: float | None = None  # seconds for loading and capturing one model; None: no limit
     # Gate
     baseline: Path | None = None
     save_baseline: Path | None = None
@@ -192,6 +194,8 @@ _KEYS = {
     "cache",
     "cache-dir",
     "jobs",
+    "max-file-size",
+    "timeout",
     "mode",
     "warmup",
     "repeat",
@@ -319,6 +323,15 @@ def from_table(table: dict[str, Any], root: Path, source: str = "pyproject.toml"
     for key in ("jobs", "warmup", "repeat"):
         if key in table and (isinstance(table[key], bool) or table[key] < (1 if key == "repeat" else 0)):
             raise UsageError(f"{source}: [tool.archlint] {key} must be ≥ {1 if key == 'repeat' else 0}, got {table[key]!r}")
+    for key in ("max-file-size", "timeout"):  # MB; seconds
+        if key in table:
+            value = table[key]
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                raise UsageError(f"{source}: [tool.archlint] {key} must be a number > 0, got {value!r}")
+    if "max-file-size" in table:
+        s.max_file_size = int(table["max-file-size"] * 1e6)
+    if "timeout" in table:
+        s.timeout = float(table["timeout"])
     if "cache-dir" in table:
         if not isinstance(table["cache-dir"], str):
             raise UsageError(f"{source}: [tool.archlint] cache-dir must be a path string")

@@ -193,6 +193,17 @@ def loader_calls(facts: Facts) -> list[CallSite]:
     return facts.calls_to(DATALOADER)
 
 
+def _call_site(facts: Facts, node: cst.Call):
+    """The CallSite of a call node, from an index built once (a scan of every call per loop made
+    linting quadratic in the file's size: 9 s of a 2 MB file's 30)."""
+    index = facts.__dict__.get("_call_sites")
+    if index is None:
+        index = facts.__dict__["_call_sites"] = {}
+        for c in facts.calls:
+            index.setdefault(id(c.node), c)
+    return index.get(id(node))
+
+
 def _factory(call: cst.Call, facts: Facts) -> ProjectLoader | None:
     info = facts.project.name(dotted(call.func)).get("loader")
     return ProjectLoader(info[0], info[2]) if info else None
@@ -206,7 +217,7 @@ def loader_source(expr: cst.BaseExpression, scope: Scope, facts: Facts, depth: i
     expr, _ = _unwrap(expr, facts, scope)
     if isinstance(expr, cst.Call):
         if facts.qname(expr.func, scope) == DATALOADER:
-            return next((c for c in facts.calls if c.node is expr), None)
+            return _call_site(facts, expr)
         return _factory(expr, facts)
     if isinstance(expr, cst.Name) and depth < 4:
         found = scope.lookup(expr.value)

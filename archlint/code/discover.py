@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import stat
+import sys
 from pathlib import Path
 
 from archlint.errors import UsageError
@@ -70,20 +72,40 @@ class GitIgnore:
 
 
 def _is_venv(folder: Path) -> bool:
-    return (folder / "pyvenv.cfg").is_file() or (folder / "conda-meta").is_dir()
+    try:
+        return (folder / "pyvenv.cfg").is_file() or (folder / "conda-meta").is_dir()
+    except OSError:  # unreadable: _walk says so when it tries to list it
+        return False
 
 
-def _walk(folder: Path, ignores: list[GitIgnore], out: list[Path]) -> None:
+def _warn(path: Path, problem: str) -> None:
+    print(f"archlint: warning: {path}: {problem}", file=sys.stderr)
+
+
+def _walk(folder: Path, ignores: list[GitIgnore], out: list[Path], seen: set[tuple[int, int]]) -> None:
+    try:
+        info = folder.stat()
+    except OSError as exc:
+        _warn(folder, f"cannot open this folder ({exc.strerror or exc}); its files were not linted")
+        return
+    if (info.st_dev, info.st_ino) in seen:  # a symlink back up the tree, or a second way in
+        _warn(folder, "folder already walked (a symlink loop or a second link to it); skipped")
+        return
+    seen.add((info.st_dev, info.st_ino))
     own = GitIgnore.load(folder)
     if own is not None:
         ignores = [*ignores, own]
     try:
         entries = sorted(os.scandir(folder), key=lambda e: e.name)
-    except OSError:
-        return  # an unreadable folder has nothing we can lint; its files are never named
+    except OSError as exc:
+        _warn(folder, f"cannot list this folder ({exc.strerror or exc}); its files were not linted")
+        return
     for entry in entries:
         path = Path(entry.path)
-        is_dir = entry.is_dir()
+        try:
+            is_dir = entry.is_dir()
+        except OSError:
+            is_dir = False  # not reachable as a folder: kept as a file below when named .py
         decided = None
         for ignore in ignores:
             verdict = ignore.ignored(path, is_dir)
@@ -94,9 +116,9 @@ def _walk(folder: Path, ignores: list[GitIgnore], out: list[Path]) -> None:
         if is_dir:
             if entry.name in SKIP_DIRS or entry.name.endswith(".egg-info") or _is_venv(path):
                 continue
-            _walk(path, ignores, out)
-        elif entry.name.endswith(".py") and (entry.is_file() or entry.is_symlink()):
-            out.append(path)
+            _walk(path, ignores, out, seen)
+        elif entry.name.endswith(".py"):
+            out.append(path)  # a FIFO or device, even a link to one, is refused when read: AL000
 
 
 def _parent_ignores(folder: Path) -> list[GitIgnore]:
@@ -106,19 +128,29 @@ def _parent_ignores(folder: Path) -> list[GitIgnore]:
         ignore = GitIgnore.load(parent)
         if ignore is not None:
             chain.append(ignore)
-        if (parent / ".git").exists():
+        try:
+            if (parent / ".git").exists():
+                break
+        except OSError:
             break
     return chain[::-1]
 
 
 def discover(paths: list[Path]) -> list[Path]:
     files: list[Path] = []
+    seen: set[tuple[int, int]] = set()
     for path in paths:
-        if not path.exists() and not path.is_symlink():
-            raise UsageError(f"{path}: no such file or directory; give existing files or folders to lint")
-        if path.is_dir():
+        try:
+            is_dir = stat.S_ISDIR(path.stat().st_mode)
+        except FileNotFoundError:
+            if not path.is_symlink():
+                raise UsageError(f"{path}: no such file or directory; give existing files or folders to lint") from None
+            is_dir = False  # a dangling link: reading it gives the AL000 that says so
+        except OSError:  # e.g. inside a folder we may not enter: reading it says so, per file
+            is_dir = False
+        if is_dir:
             found: list[Path] = []
-            _walk(path, [_rebase(i, path) for i in _parent_ignores(path)], found)
+            _walk(path, [_rebase(i, path) for i in _parent_ignores(path)], found, seen)
             files += found
         else:
             files.append(path)

@@ -97,6 +97,15 @@ def analyze_text(text: str, path: str, context: dict | None = None,
     file_noqa = _FILE_NOQA.search(text)
     file_codes = _codes(file_noqa.group("codes")) if file_noqa else set()
 
+    from archlint.code import guard
+
+    problem = guard.precheck(text, path)
+    if problem is not None:
+        return [problem]
+    return guard.deep(_lint_parsed, text, path, file_codes)
+
+
+def _lint_parsed(text: str, path: str, file_codes: set[str]) -> list[Diagnostic]:
     import libcst as cst
 
     from archlint.code.checks import modules

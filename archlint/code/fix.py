@@ -11,6 +11,7 @@ import difflib
 import sys
 from pathlib import Path
 
+from archlint.code import guard
 from archlint.code.engine import lint_text, parse_error
 from archlint.code.source import SourceError, decode, encode, line_offsets
 from archlint.config import Settings
@@ -106,7 +107,10 @@ def fix_files(files: list[Path], settings: Settings, contexts: dict | None = Non
         context = (contexts or {}).get(path)
         name = str(path)
         try:
-            data = path.read_bytes()
+            data = guard.read_regular(path, settings.max_file_size)
+        except guard.Skip as exc:
+            remaining.append(guard.skipped(name, str(exc)))
+            continue
         except OSError as exc:
             remaining.append(parse_error(name, f"cannot read file: {exc.strerror or exc}; check its permissions", 1, 1))
             continue
@@ -128,7 +132,13 @@ def fix_files(files: list[Path], settings: Settings, contexts: dict | None = Non
             )
             remaining += selected_before(original, name, settings, context)
             continue
-        path.write_bytes(encode(fixed, encoding, bom))
+        try:
+            path.write_bytes(encode(fixed, encoding, bom))
+        except OSError as exc:  # read-only file or folder: its findings stay, the other files go on
+            print(f"archlint: warning: {name}: cannot write the fixes ({exc.strerror or exc}); "
+                  "left unchanged", file=sys.stderr)
+            remaining += selected_before(original, name, settings)
+            continue
         remaining += after
     return remaining
 

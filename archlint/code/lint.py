@@ -7,6 +7,7 @@ without loading the parser.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -14,6 +15,7 @@ import sys
 from pathlib import Path
 
 from archlint import __version__
+from archlint.code import guard
 from archlint.code.discover import discover
 from archlint.code.engine import PARSE_ERROR, analyze_bytes, parse_error
 from archlint.config import Settings
@@ -35,7 +37,7 @@ def _cache_path(settings: Settings) -> Path:
     return (settings.cache_dir or settings.root / ".archlint_cache") / CACHE_FILE
 
 
-def _load_cache(path: Path) -> dict:
+def _load_cache(path: Path, quiet: bool = False) -> dict:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         if not isinstance(data, dict):
@@ -44,22 +46,51 @@ def _load_cache(path: Path) -> dict:
     except FileNotFoundError:
         return {}
     except (OSError, ValueError) as exc:
-        print(f"archlint: warning: ignoring unreadable cache {path} ({exc}); linting every file", file=sys.stderr)
+        if not quiet:
+            print(f"archlint: warning: ignoring unreadable cache {path} ({exc}); linting every file", file=sys.stderr)
         return {}
 
 
-def _save_cache(path: Path, cache: dict) -> None:
+def _save_cache(path: Path, cache: dict, fresh: set[str] | None = None) -> None:
+    """Write atomically (a temporary file renamed over the old one), merged under a lock with what
+    another run wrote since we read it: concurrent runs on different files keep each other's
+    entries. `fresh` are this run's keys, kept first when the merged cache is over the limit."""
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         gitignore = path.parent / ".gitignore"
         if not gitignore.exists():
             gitignore.write_text("# Created by archlint\n*\n")
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(cache, separators=(",", ":")), encoding="utf-8")
-        os.replace(tmp, path)
+        with _locked(path.with_suffix(".lock")):
+            merged = {**_load_cache(path, quiet=True), **cache}
+            if len(merged) > CACHE_LIMIT:
+                merged = {k: v for k, v in cache.items() if fresh is None or k in fresh}
+            tmp.write_text(json.dumps(merged, separators=(",", ":")), encoding="utf-8")
+            os.replace(tmp, path)
     except OSError as exc:
         print(f"archlint: warning: cannot write the cache at {path} ({exc}); next run lints every file again",
               file=sys.stderr)
+    finally:
+        try:
+            tmp.unlink()  # only left when the write or the rename failed
+        except OSError:
+            pass
+
+
+@contextlib.contextmanager
+def _locked(path: Path):
+    """An exclusive lock on `path` (created if missing) for the block; none where fcntl is missing."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows: last writer wins
+        yield
+        return
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _to_record(d: Diagnostic) -> list:
@@ -67,7 +98,30 @@ def _to_record(d: Diagnostic) -> list:
             d.fix.to_dict() if d.fix else None]
 
 
+def _check_record(record) -> None:
+    """Raise ValueError unless the record has the shape _to_record writes (a cache edited by hand or
+    by another version must not reach the reporters: a string line number broke the SARIF writer)."""
+    if not isinstance(record, list) or len(record) != 8:
+        raise ValueError("not a list of 8 fields")
+    code, message, _severity, *positions, fix = record
+    if not (isinstance(code, str) and isinstance(message, str)):
+        raise ValueError("code and message must be strings")
+    if not all(p is None or (isinstance(p, int) and not isinstance(p, bool) and p >= 0) for p in positions):
+        raise ValueError("line and column must be non-negative integers")
+    if fix is not None:
+        edits = fix.get("edits") if isinstance(fix, dict) else None
+        if not isinstance(edits, list) or not isinstance(fix.get("message"), str):
+            raise ValueError("malformed fix")
+        for e in edits:
+            points = (e["location"]["row"], e["location"]["column"], e["end_location"]["row"],
+                      e["end_location"]["column"])
+            if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in points) or \
+                    not isinstance(e["content"], str):
+                raise ValueError("malformed fix edit")
+
+
 def _from_record(record: list, file: str) -> Diagnostic:
+    _check_record(record)
     code, message, severity, line, column, end_line, end_column, fix = record
     if fix is not None:
         edits = tuple(
@@ -80,14 +134,18 @@ def _from_record(record: list, file: str) -> Diagnostic:
                       end_line=end_line, end_column=end_column, fix=fix)
 
 
-def _read(path: Path) -> bytes:
-    return path.read_bytes()
+def _read(path: Path, max_bytes: int | None = None) -> bytes:
+    return guard.read_regular(path, max_bytes)
 
 
 def _work(item: tuple[str, bytes]) -> tuple[list[Diagnostic], dict | None]:
     """A file's own findings and its facts for the project join (project.py)."""
     path, data = item
     return analyze_bytes(data, path, summarize=True)
+
+
+def _work_died(dead: Diagnostic) -> tuple[list[Diagnostic], dict | None]:
+    return [dead], None
 
 
 def _jobs(settings: Settings) -> int:
@@ -99,19 +157,97 @@ def _jobs(settings: Settings) -> int:
         return os.cpu_count() or 1
 
 
-def lint_many(items: list[tuple], jobs: int, work=None) -> list:
-    """Lint (path, content) pairs, on `jobs` processes when there are enough of them."""
-    work = work or _work
+def lint_many(items: list[tuple], jobs: int, work=None, died=None) -> list:
+    """Lint (path, content, ...) items with `work`, on `jobs` processes when there are enough of
+    them; a file whose worker died gets `died(AL000 finding)` as its result."""
+    work, died = (work, died) if work is not None else (_work, _work_died)
     if jobs <= 1 or len(items) < PARALLEL_MIN_FILES:
         return [work(item) for item in items]
+    return _isolated(items, jobs, work, died)
+
+
+def _serve(conn, work) -> None:
+    """A worker: lint one file per message until told to stop (None) or the parent is gone."""
+    while True:
+        try:
+            item = conn.recv()
+        except (EOFError, OSError):
+            return
+        if item is None:
+            return
+        conn.send(work(item))
+
+
+def _isolated(items: list[tuple], jobs: int, work, died) -> list:
+    """Each worker holds one file at a time, so a worker that dies (a crash in the C parser, the
+    OOM killer) costs that one file: it becomes an AL000 finding, a fresh worker takes its place
+    and every other file is still linted. (A ProcessPoolExecutor breaks as a whole instead.)"""
     import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing.connection import wait
 
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else None
     ctx = multiprocessing.get_context(method)
-    chunk = max(1, len(items) // (jobs * 4))
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
-        return list(pool.map(work, items, chunksize=chunk))
+
+    def start():
+        parent, child = ctx.Pipe()
+        process = ctx.Process(target=_serve, args=(child, work), daemon=True)
+        process.start()
+        child.close()
+        return parent, process
+
+    results: list[list[Diagnostic] | None] = [None] * len(items)
+    todo = list(range(len(items) - 1, -1, -1))  # a stack: files go out in order
+    idle = [start() for _ in range(min(jobs, len(items)))]
+    busy: dict = {}  # connection → (process, index of the file it holds)
+    try:
+        while todo or busy:
+            while idle and todo:
+                conn, process = idle.pop()
+                i = todo.pop()
+                try:
+                    conn.send(items[i])
+                except OSError:  # died while idle: give the file to a fresh worker
+                    todo.append(i)
+                    process.join()
+                    idle.append(start())
+                    continue
+                busy[conn] = (process, i)
+            for conn in wait(list(busy)):
+                process, i = busy.pop(conn)
+                try:
+                    results[i] = conn.recv()
+                    idle.append((conn, process))
+                except (EOFError, OSError):
+                    process.join()
+                    conn.close()
+                    results[i] = died(_died(items[i][0], process.exitcode))
+                    if todo:
+                        idle.append(start())
+    finally:
+        for conn, process in idle:
+            try:
+                conn.send(None)
+            except OSError:
+                pass  # already gone: nothing to stop
+            conn.close()
+        for process in [p for _, p in idle] + [p for p, _ in busy.values()]:
+            process.join(timeout=5)
+            if process.is_alive():
+                process.kill()
+    return results  # type: ignore[return-value]
+
+
+def _died(path: str, exitcode: int | None) -> Diagnostic:
+    import signal
+
+    how = f"exit code {exitcode}"
+    if exitcode is not None and exitcode < 0:
+        try:
+            how = f"signal {signal.Signals(-exitcode).name}"
+        except ValueError:
+            how = f"signal {-exitcode}"
+    return parse_error(path, f"archlint internal error: the worker linting this file died ({how}); "
+                             "the other files were linted; please report it", 1, 1)
 
 
 def lint_files(files: list[Path], settings: Settings, paths: list[Path] | None = None) -> list[Diagnostic]:
@@ -129,7 +265,10 @@ def lint_files(files: list[Path], settings: Settings, paths: list[Path] | None =
     for i, path in enumerate(files):
         name = str(path)
         try:
-            data = _read(path)
+            data = _read(path, settings.max_file_size)
+        except guard.Skip as exc:
+            results[i] = [guard.skipped(name, str(exc))]
+            continue
         except OSError as exc:
             results[i] = [parse_error(name, f"cannot read file: {exc.strerror or exc}; check its permissions", 1, 1)]
             continue
@@ -142,7 +281,7 @@ def lint_files(files: list[Path], settings: Settings, paths: list[Path] | None =
                 results[i] = [_from_record(r, name) for r in hit]
                 summaries[i] = summary
                 continue
-            except (ValueError, KeyError, TypeError) as exc:
+            except (ValueError, KeyError, TypeError, AttributeError) as exc:
                 print(f"archlint: warning: malformed cache entry for {name} ({exc!r}); linting it again",
                       file=sys.stderr)
         todo.append((i, name, data, key))
@@ -154,9 +293,7 @@ def lint_files(files: list[Path], settings: Settings, paths: list[Path] | None =
             cache[key] = [_to_record(d) for d in diagnostics]
             store.put_summary(key, summary)
         if settings.cache:
-            if len(cache) > CACHE_LIMIT:
-                cache = {key: cache[key] for _, _, _, key in todo}
-            _save_cache(cache_path, cache)
+            _save_cache(cache_path, cache, {key for _, _, _, key in todo})
     # the project join: files whose names mean something elsewhere are linted again in context
     results = project.refine(files, keys, results, summaries, settings, store, prefix, _jobs(settings), paths)
     store.save()
@@ -165,7 +302,10 @@ def lint_files(files: list[Path], settings: Settings, paths: list[Path] | None =
 
 
 def selected(diagnostics: list[Diagnostic], settings: Settings) -> list[Diagnostic]:
-    return [d for d in diagnostics if d.code == PARSE_ERROR or settings.enabled(d.code, d.file)]
+    # A file that could not be read or parsed is always reported; one skipped on purpose (too
+    # large, too complex: an info finding) can be ignored like a rule, e.g. per file.
+    return [d for d in diagnostics
+            if (d.code == PARSE_ERROR and d.severity is Severity.ERROR) or settings.enabled(d.code, d.file)]
 
 
 def lint_paths(paths: list[Path], settings: Settings) -> tuple[list[Diagnostic], int]:

@@ -524,7 +524,7 @@ def refine(files: list[Path], keys: list[str | None], results: dict, summaries: 
             continue  # keep the file's own findings; it was readable a moment ago
         todo.append((i, key, (str(files[i]), data, context)))
     if todo:
-        fresh = lint_many([item for _, _, item in todo], jobs, work=_work)
+        fresh = lint_many([item for _, _, item in todo], jobs, work=_work, died=lambda dead: [dead])
         for (i, key, _), diagnostics in zip(todo, fresh):
             results[i] = diagnostics
             store.lint[key] = [_to_record(d) for d in diagnostics]

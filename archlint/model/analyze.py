@@ -19,6 +19,7 @@ from archlint.model.capture import STRATEGIES, CaptureFailed, capture
 from archlint.model.cost import cost_graph
 from archlint.model.created import recording
 from archlint.model.load import Loaded, load
+from archlint.model.sandbox import preserved, user_code
 from archlint.result import ModelResult
 
 
@@ -59,9 +60,12 @@ def capture_graph(loaded: Loaded, target: str, settings: Settings) -> nx.DiGraph
         if strategy == "dispatch" and loaded.on_meta:
             model = loaded.real_model()
             notes.append("built again with real weights: the dispatch recording runs one real forward pass")
+        # fx runs on meta copies (any inputs do); export runs the real model on real inputs unless
+        # it was built on meta; dispatch always runs one real forward: real inputs only then.
+        inputs = loaded.inputs if strategy == "fx" or (strategy == "export" and loaded.on_meta) else loaded.real_inputs()
         try:
-            with traced_mode(model, settings.mode), _no_gc():
-                graph, _ = capture(model, loaded.inputs, strategy, loaded.kwargs)
+            with traced_mode(model, settings.mode), preserved(model), _no_gc():
+                graph, _ = capture(model, inputs, strategy, loaded.kwargs)
         except CaptureFailed as failure:
             failures.append(failure)
             continue
@@ -118,9 +122,11 @@ def warning_notes(caught: list[warnings.WarningMessage]) -> list[str]:
 def analyze(spec: ModelSpec, settings: Settings) -> tuple[ModelResult, list[Diagnostic]]:
     with warnings.catch_warnings(record=True) as caught:  # torch's warnings become notes, not noise
         warnings.simplefilter("default")
-        with recording():  # where each module is created in the user's code: findings point there
-            loaded = load(spec, settings)
-        graph, result = _capture_and_cost(loaded, spec.target, spec.device, settings)
+        with user_code(spec.target, getattr(settings, "timeout", None)) as guard:
+            with recording():  # where each module is created in the user's code: findings point there
+                loaded = load(spec, settings)
+            guard.doing = "running its forward (capture)"
+            graph, result = _capture_and_cost(loaded, spec.target, spec.device, settings)
         report = None
         if settings.latency:
             from archlint.model.measure import measure
@@ -130,7 +136,9 @@ def analyze(spec: ModelSpec, settings: Settings) -> tuple[ModelResult, list[Diag
                     f"--latency with keyword-only inputs ({', '.join(loaded.kwargs)}) is not supported; "
                     "run without --latency, or give them by position"
                 )
-            report = measure(graph, loaded.model, loaded.inputs, spec.device, settings)
+            with user_code(spec.target) as guard, preserved(loaded.model):
+                guard.doing = "running its forward (latency)"
+                report = measure(graph, loaded.model, loaded.real_inputs(), spec.device, settings)
             result.totals.latency_ms = report.end_to_end_ms
             result.totals.latency_ms_sum_of_ops = report.sum_of_ops_ms
             result.timing = report.method
@@ -145,17 +153,21 @@ def analyze(spec: ModelSpec, settings: Settings) -> tuple[ModelResult, list[Diag
         if settings.what_if is not None:
             from archlint.model.speedups.run import what_ifs
 
-            result.what_if, notes = what_ifs(loaded.model, loaded.inputs, spec.device, settings, settings.what_if)
+            with user_code(spec.target) as guard, preserved(loaded.model):
+                guard.doing = "running its forward (what-if)"
+                result.what_if, notes = what_ifs(
+                    loaded.model, loaded.real_inputs(), spec.device, settings, settings.what_if
+                )
             result.notes.extend(notes)
     result.notes.extend(warning_notes(caught))
     result.layers = opgraph.to_layers(graph)
     from archlint.model.checks import CheckContext, run_checks
 
-    diagnostics = run_checks(
-        graph, CheckContext(
-            target=spec.target, settings=settings, pricer=report.pricer if report else None, estimate=result.estimate
-        )
+    ctx = CheckContext(
+        target=spec.target, settings=settings, pricer=report.pricer if report else None, estimate=result.estimate
     )
+    diagnostics = run_checks(graph, ctx)
+    result.notes.extend(ctx.notes)
     if result.what_if:
         from archlint.model.speedups.links import link
 

@@ -61,10 +61,19 @@ class Loaded:
     notes: list[str] = field(default_factory=list)
     factory: Callable[[], nn.Module] | None = None  # a real build, for strategies that run the model
     kwargs: dict[str, Any] = field(default_factory=dict)  # keyword-only inputs (see bind_inputs)
+    # Real inputs, made only when a strategy or measurement runs the model (`inputs` and `kwargs`
+    # hold meta placeholders until then: a 1×3×20000×20000 input costs nothing to count).
+    make_inputs: Callable[[], tuple[tuple, dict[str, Any]]] | None = None
 
     @property
     def on_meta(self) -> bool:
         return any(t.device.type == "meta" for t in _state(self.model))
+
+    def real_inputs(self) -> tuple:
+        """The positional inputs as real tensors (made now if they were placeholders); `kwargs` too."""
+        if self.make_inputs is not None:
+            (self.inputs, self.kwargs), self.make_inputs = self.make_inputs(), None
+        return self.inputs
 
     def real_model(self) -> nn.Module:
         """The model with real weights (built again if it was built on meta)."""
@@ -104,6 +113,9 @@ def import_file(path: Path) -> ModuleType:
     except Exception as exc:
         del sys.modules[name]
         raise UsageError(f"importing {path} raised {_one_line(exc)}; fix the file") from exc
+    except BaseException:  # sys.exit(), Ctrl-C, --timeout (sandbox.user_code words them): not cached half-done
+        del sys.modules[name]
+        raise
     finally:
         sys.path.remove(str(resolved.parent))
     return module
@@ -227,9 +239,14 @@ def token_range(model: nn.Module) -> int:
     return min(sizes) if sizes else 2
 
 
-def random_input(spec: InputSpec, name: str, default: str | None, dtype: torch.dtype, vocab: int, generator) -> torch.Tensor:
-    """A tensor for one input given by shape (rules in the module docstring)."""
+def random_input(
+    spec: InputSpec, name: str, default: str | None, dtype: torch.dtype, vocab: int, generator, meta: bool = False
+) -> torch.Tensor:
+    """A tensor for one input given by shape (rules in the module docstring); with `meta`, a
+    placeholder of the same shape and dtype that allocates nothing."""
     kind = getattr(torch, spec.dtype or default) if (spec.dtype or default) else dtype
+    if meta:
+        return torch.empty(spec.shape, dtype=kind, device="meta")
     if kind == torch.bool or (not kind.is_floating_point and "mask" in name.lower()):
         return torch.ones(spec.shape, dtype=kind)
     if kind.is_floating_point:
@@ -259,7 +276,8 @@ def _as_inputs(value: Any, where: str) -> tuple[tuple, dict[str, Any]]:
 
 
 def example_inputs(
-    spec: ModelSpec, module: ModuleType, obj: Any, path: Path, dtype: torch.dtype, model: nn.Module
+    spec: ModelSpec, module: ModuleType, obj: Any, path: Path, dtype: torch.dtype, model: nn.Module,
+    meta: bool = False,
 ) -> tuple[tuple, dict[str, Any]]:
     if spec.input_shapes or spec.keyword_inputs:
         generator = torch.Generator().manual_seed(0)
@@ -268,12 +286,13 @@ def example_inputs(
         args = tuple(
             random_input(
                 InputSpec(shape, spec.input_dtypes[i] if i < len(spec.input_dtypes) else None),
-                names[i] if i < len(names) else "", spec.input_dtype, dtype, vocab, generator,
+                names[i] if i < len(names) else "", spec.input_dtype, dtype, vocab, generator, meta,
             )
             for i, shape in enumerate(spec.input_shapes)
         )
         kwargs = {
-            name: random_input(i, name, spec.input_dtype, dtype, vocab, generator) for name, i in spec.keyword_inputs.items()
+            name: random_input(i, name, spec.input_dtype, dtype, vocab, generator, meta)
+            for name, i in spec.keyword_inputs.items()
         }
         return args, kwargs
     if getattr(obj, "example_inputs", None) is not None and not isinstance(obj, nn.Module):
@@ -352,11 +371,19 @@ def load(spec: ModelSpec, settings: Settings) -> Loaded:
         return load_hf(spec, settings, dtype)
     path, module, name, obj = resolve(spec.target)
     loaded = _load_model(spec, settings, path, name, obj, dtype)
-    # Inputs after the model: integer inputs are drawn from the range of its embeddings.
-    args, kwargs = example_inputs(spec, module, obj, path, dtype, loaded.model)
     given = spec.input_shapes or spec.keyword_inputs
     source = spec.inputs_source if given else f"example_inputs() of {spec.target}"
-    loaded.inputs, loaded.kwargs = bind_inputs(loaded.model, args, kwargs, source)
+
+    def inputs(meta: bool = False) -> tuple[tuple, dict[str, Any]]:
+        # after the model: integer inputs are drawn from the range of its embeddings
+        args, kwargs = example_inputs(spec, module, obj, path, dtype, loaded.model, meta)
+        return bind_inputs(loaded.model, args, kwargs, source)
+
+    if given and not settings.latency:  # shapes suffice until something runs the model
+        loaded.inputs, loaded.kwargs = inputs(meta=True)
+        loaded.make_inputs = inputs
+    else:
+        loaded.inputs, loaded.kwargs = inputs()
     return loaded
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from archlint.config import Settings
 from archlint.report.text import human_bytes as _bytes
@@ -24,7 +25,7 @@ def _inputs(model: ModelResult) -> str:
 
 def print_model(model: ModelResult, settings: Settings, console: Console) -> None:
     t = model.totals
-    console.print(f"[bold]{model.target}[/]", markup=True)
+    console.print(Text(model.target, style="bold"))  # a user path: no markup, no emoji
     console.print(
         f"  strategy {model.strategy} · build {model.build} · mode {model.mode} · {model.dtype} on {model.device}"
         f" · inputs {_inputs(model)}"
@@ -56,7 +57,7 @@ def print_model(model: ModelResult, settings: Settings, console: Console) -> Non
         for layer in ranked:
             share = f"{layer.flops / t.flops:.1%}" if t.flops else "-"
             table.add_row(
-                layer.label, layer.kind, layer.op, _count(layer.flops), share,
+                Text(layer.label), Text(layer.kind), Text(layer.op), _count(layer.flops), share,
                 _bytes(layer.mac_bytes), _count(layer.params), _shapes(layer.out_shapes),
             )
         console.print(table)

@@ -85,7 +85,7 @@ def human_count(n: float) -> str:
 
 
 def terminal() -> Console:
-    console = Console(highlight=False, soft_wrap=True)
+    console = Console(highlight=False, soft_wrap=True, emoji=False)  # no :100: → 💯 in file:line:col
     if not console.is_terminal:  # CI logs and pipes: don't fold tables at 80 columns
         console.width = 160
     return console
@@ -121,9 +121,9 @@ def print_text(result: RunResult, settings: Settings, console: Console | None = 
         )
     for g in result.gate:
         if not g.passed:
-            console.print(f"[bold red]gate failed[/] {g.target}: {g.check}: {g.message}")
+            console.print(f"[bold red]gate failed[/] {escape(f'{g.target}: {g.check}: {g.message}')}")
         elif g.check in ("baseline:known-findings", "baseline:saved"):  # say what the baseline hid
-            console.print(f"[dim]{g.check.split(':')[0]}: {g.message}[/]")
+            console.print(f"[dim]{escape(g.check.split(':')[0] + ': ' + g.message)}[/]")
     if hidden:
         console.print(f"[dim]{hidden} info finding{'s' if hidden != 1 else ''} hidden (advice that does not pay "
                       f"enough on this basis); --show-info shows them[/]")
@@ -148,7 +148,7 @@ def print_text(result: RunResult, settings: Settings, console: Console | None = 
 
 def render(result: RunResult, settings: Settings) -> str:
     buf = io.StringIO()
-    print_text(result, settings, Console(file=buf, width=120, highlight=False, soft_wrap=True))
+    print_text(result, settings, Console(file=buf, width=120, highlight=False, soft_wrap=True, emoji=False))
     return buf.getvalue()
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 # opgraph.py imports networkx, never torch; a ModelResult exists only where the models extra is.
 from archlint.model.opgraph import COMPUTE_KINDS, ELEMENTWISE_KINDS, MEMORY_ONLY_KINDS
@@ -79,8 +80,8 @@ def print_time(model: ModelResult, console: Console, top: int = 10) -> None:
         spread = f"{_ms(la.latency_spread_ms[0])}–{_ms(la.latency_spread_ms[1])}" if la.latency_spread_ms else ""
         roof = la.roofline or {}
         table.add_row(
-            la.label,
-            la.kind,
+            Text(la.label),  # user-derived: no markup
+            Text(la.kind),
             _ms(la.latency_ms),
             spread,
             f"{la.latency_ms / op_sum:.1%}",

@@ -61,10 +61,10 @@ def test_unreadable_file(tmp_path, monkeypatch):
     (tmp_path / "good.py").write_text(FINDING)
     real = lint._read
 
-    def fake(path):
+    def fake(path, *rest):
         if path.name == "secret.py":
             raise PermissionError(13, "Permission denied")
-        return real(path)
+        return real(path, *rest)
 
     monkeypatch.setattr(lint, "_read", fake)
     found, _ = run(tmp_path, ".")

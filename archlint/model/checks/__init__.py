@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import functools
 import importlib
+import os
 import pkgutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
@@ -30,6 +31,7 @@ class CheckContext:
     settings: Settings
     pricer: Any = None  # archlint.model.measure.Pricer when latency was measured
     estimate: dict | None = None  # --device-spec: models[].estimate; ops carry estimated_ms
+    notes: list[str] = field(default_factory=list)  # rules that failed on this model (run_checks)
 
 
 @functools.cache
@@ -48,13 +50,26 @@ def run_checks(graph: nx.DiGraph, ctx: CheckContext) -> list[Diagnostic]:
         if not ctx.settings.enabled(module.CODE):
             continue
         options = used[module.CODE] = _typed(module.CODE, ctx.settings.options(module.CODE, module.OPTIONS), module.OPTIONS)
-        for d in module.check(graph, options, ctx):
+        try:
+            mine = list(module.check(graph, options, ctx))
+        except Exception as exc:  # one rule's bug must not cost the figures and the other rules
+            if _strict():
+                raise
+            ctx.notes.append(f"rule {module.CODE} failed on this model and was skipped "
+                             f"({type(exc).__name__}: {str(exc)[:200]}); the other results stand; please report it")
+            continue
+        for d in mine:
             if not ctx.settings.module_ignored(d.code, d.module):
                 d.target = d.target or ctx.target
                 found.append(d)
     from archlint.model.checks._graph import settle
 
     return sorted(settle(found, used), key=Diagnostic.sort_key)  # one op's saving, one finding
+
+
+def _strict() -> bool:
+    """In archlint's own test suite a failing rule is a test failure, not a note."""
+    return bool(os.environ.get("ARCHLINT_STRICT_RULES") or os.environ.get("PYTEST_CURRENT_TEST"))
 
 
 def _fits(value: Any, default: Any) -> bool:

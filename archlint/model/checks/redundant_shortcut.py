@@ -121,7 +121,8 @@ def _dense(graph, ctx, options):
     for c in concats:
         groups.setdefault(root(c), []).append(c)
     for members in groups.values():
-        reuse = max(len(uses[p]) for c in members for p in g.tensor_inputs(graph, c))
+        # default: concats of parameters only (BEiT's q/v bias) re-read no op's output
+        reuse = max((len(uses[p]) for c in members for p in g.tensor_inputs(graph, c)), default=0)
         if reuse < options["min_reuse"]:
             continue
         total = _mac(graph, members)
