@@ -101,11 +101,13 @@ def analyze_text(text: str, path: str, context: dict | None = None,
 
     problem = guard.precheck(text, path)
     if problem is not None:
-        return [problem]
-    return guard.deep(_lint_parsed, text, path, file_codes)
+        return [problem], None
+    return guard.deep(_lint_parsed, text, path, file_codes, bool(file_noqa), context, summarize)
 
 
-def _lint_parsed(text: str, path: str, file_codes: set[str]) -> list[Diagnostic]:
+def _lint_parsed(text: str, path: str, file_codes: set[str] | None, file_noqa: bool, context: dict | None,
+                 summarize: bool) -> tuple[list[Diagnostic], dict | None]:
+    """Parse with libcst (on guard.deep's big-stack thread), extract facts, run every check."""
     import libcst as cst
 
     from archlint.code.checks import modules
