@@ -116,7 +116,7 @@ def main(argv=None) -> int:
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     x = torch.randn(1, 3, 224, 224)
-    settings = Settings(latency=True, warmup=5, repeat=20)
+    settings = Settings(latency=True, warmup=10, repeat=50)  # the CLI defaults
     print(f"torch {torch.__version__}, {args.threads} thread(s), batch 1, 224×224; "
           f"end-to-end saving: {args.rounds} rounds × {args.repeat} interleaved runs")
     print(f"{'model':20} {'rule':6} {'findings':>8} {'model ms':>9} {'claimed ms':>10} {'measured ms':>11} "
