@@ -486,6 +486,7 @@ def settle(found: list[Diagnostic], options: dict[str, dict]) -> list[Diagnostic
         if taken and p.parts is not None:
             p.without(taken)
             d.evidence["counted_by"] = sorted({owner[c] for c in taken})
+            d.message += f" ({', '.join(d.evidence['counted_by'])} own part of these ops: the price counts the rest)"
             if d.severity is Severity.WARNING and "min_saving_share" in options.get(d.code, {}):
                 d.severity = severity(p, options[d.code])
         elif taken:
