@@ -12,7 +12,6 @@ model repeats) are timed once per pricer.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import torch
@@ -34,31 +33,6 @@ def _saving(pricer: Any, key: tuple, original, alternative) -> float:
 
 def _conv(c1: int, c2: int, kernel, stride, padding, groups: int = 1, bias: bool = False, dilation=1) -> nn.Conv2d:
     return nn.Conv2d(c1, c2, kernel, stride=stride, padding=padding, groups=groups, bias=bias, dilation=dilation)
-
-
-def balanced_conv(pricer: Any, shape, c2: int, kernel, stride, padding, groups: int, dilation=1) -> float:
-    """G1: the conv c1→c2 against one with c = √(c1·c2) channels in and out (equal FLOPs)."""
-    n, c1, *hw = shape
-    c = max(groups, round(math.sqrt(c1 * c2) / groups) * groups)
-    key = ("balanced", tuple(shape), c2, str(kernel), str(stride), str(padding), groups)
-    return _saving(
-        pricer,
-        key,
-        (_conv(c1, c2, kernel, stride, padding, groups, False, dilation), tuple(shape)),
-        (_conv(c, c, kernel, stride, padding, groups, False, dilation), (n, c, *hw)),
-    )
-
-
-def ungrouped_conv(pricer: Any, shape, c2: int, kernel, stride, padding, groups: int, dilation=1) -> float:
-    """G2: the grouped conv against a g=1 conv on the same input with c2/g outputs (equal FLOPs)."""
-    c1 = shape[1]
-    key = ("ungrouped", tuple(shape), c2, str(kernel), str(stride), str(padding), groups)
-    return _saving(
-        pricer,
-        key,
-        (_conv(c1, c2, kernel, stride, padding, groups, False, dilation), tuple(shape)),
-        (_conv(c1, max(1, c2 // groups), kernel, stride, padding, 1, False, dilation), tuple(shape)),
-    )
 
 
 class _ConvBN(nn.Module):
