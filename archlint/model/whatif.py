@@ -2,7 +2,7 @@
 nn.Module and timed with the measure layer's timer (`pricer.time_modules`: the two interleaved,
 the median of repeats after warm-up on the analyzed device). Each returns the relative saving,
 (original − alternative) / original, measured, never modelled; it can come out ≤ 0, and is then
-reported as it is. The rules apply it to the measured in-model time of the ops it replaces
+reported as it is; a difference within the timing noise counts as 0. The rules apply it to the measured in-model time of the ops it replaces
 (`_graph.whatif_ms`), so a saving is never larger than what those ops cost in the model, and a
 layer timed alone on a busy machine cannot claim more than the model spent on it.
 
@@ -12,6 +12,7 @@ model repeats) are timed once per pricer.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -26,9 +27,20 @@ def _saving(pricer: Any, key: tuple, original, alternative) -> float:
     full = (id(pricer), *key)
     if full not in _cache:
         with torch.no_grad():
-            ms = pricer.time_modules(*((module, (torch.randn(*shape),)) for module, shape in (original, alternative)))
-        _cache[full] = float((ms[0] - ms[1]) / ms[0]) if ms[0] > 0 else 0.0
+            a, b = pricer.time_modules_stats(
+                *((module, (torch.randn(*shape),)) for module, shape in (original, alternative))
+            )
+        _cache[full] = float((a.median - b.median) / a.median) if a.median > 0 and _beyond_noise(a, b) else 0.0
     return _cache[full]
+
+
+def _beyond_noise(a, b) -> bool:
+    """True when the two medians differ by more than twice the standard error of their difference
+    (σ from each interquartile range, IQR/1.349; a median's error ≈ 1.25·σ/√n). A difference
+    within the noise is no measured saving: it counts as 0, never as a (random) gain or loss."""
+    n = max(1, min(a.n, b.n))
+    sigma = math.hypot((a.q3 - a.q1) / 1.349, (b.q3 - b.q1) / 1.349)
+    return abs(a.median - b.median) > 2 * 1.2533 * sigma / math.sqrt(n)
 
 
 def _conv(c1: int, c2: int, kernel, stride, padding, groups: int = 1, bias: bool = False, dilation=1) -> nn.Conv2d:
