@@ -126,7 +126,7 @@ def main(argv=None) -> int:
     print(f"torch {torch.__version__}, {args.threads} thread(s), batch 1, 224×224; "
           f"end-to-end saving: median of {args.runs} paired before/after runs, ± its standard error")
     print(f"{'model':20} {'rule':6} {'found':>5} {'model ms':>9} {'claimed ms':>10} {'claimed %':>9} "
-          f"{'model ms':>9} {'measured ms':>11} {'± se':>6} {'measured %':>10} {'ratio %':>7}  note")
+          f"{'model ms':>9} {'measured ms':>11} {'± se':>6} {'measured %':>10} {'ratio':>7}  note")
     print(f"{'':34}{'(archlint --latency run)':^30} {'(paired before/after runs)':^40}")
     ratios = []
     for name in args.models.split(","):
