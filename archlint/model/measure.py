@@ -51,11 +51,16 @@ class Pricer:
     repeat: int
 
     def time_modules(self, *cases: tuple[torch.nn.Module, tuple]) -> list[float]:
+        return [s.median for s in self.time_modules_stats(*cases)]
+
+    def time_modules_stats(self, *cases: tuple[torch.nn.Module, tuple]) -> list[Stats]:
+        """Like time_modules, with each case's spread: what a what-if needs to tell a saving
+        from the noise."""
         timer = make_timer(self.device)
         runs = [self._run(timer, str(i), module, inputs) for i, (module, inputs) in enumerate(cases)]
         with torch.no_grad(), _clear_oom(self.device, "timing a what-if alternative"):
             sampled = sample(runs, timer, math.ceil(self.warmup / 2), math.ceil(self.repeat / 2))
-        return [s.regions[str(i)].median for i, s in enumerate(sampled)]
+        return [s.regions[str(i)] for i, s in enumerate(sampled)]
 
     def _run(self, timer: Timer, name: str, module: torch.nn.Module, inputs) -> Callable[[], None]:
         module = copy.deepcopy(module).to(self.device, self.dtype).eval()

@@ -2,7 +2,7 @@
 nn.Module and timed with the measure layer's timer (`pricer.time_modules`: the two interleaved,
 the median of repeats after warm-up on the analyzed device). Each returns the relative saving,
 (original − alternative) / original, measured, never modelled; it can come out ≤ 0, and is then
-reported as it is. The rules apply it to the measured in-model time of the ops it replaces
+reported as it is; a difference within the timing noise counts as 0. The rules apply it to the measured in-model time of the ops it replaces
 (`_graph.whatif_ms`), so a saving is never larger than what those ops cost in the model, and a
 layer timed alone on a busy machine cannot claim more than the model spent on it.
 
@@ -27,38 +27,24 @@ def _saving(pricer: Any, key: tuple, original, alternative) -> float:
     full = (id(pricer), *key)
     if full not in _cache:
         with torch.no_grad():
-            ms = pricer.time_modules(*((module, (torch.randn(*shape),)) for module, shape in (original, alternative)))
-        _cache[full] = float((ms[0] - ms[1]) / ms[0]) if ms[0] > 0 else 0.0
+            a, b = pricer.time_modules_stats(
+                *((module, (torch.randn(*shape),)) for module, shape in (original, alternative))
+            )
+        _cache[full] = float((a.median - b.median) / a.median) if a.median > 0 and _beyond_noise(a, b) else 0.0
     return _cache[full]
+
+
+def _beyond_noise(a, b) -> bool:
+    """True when the two medians differ by more than twice the standard error of their difference
+    (σ from each interquartile range, IQR/1.349; a median's error ≈ 1.25·σ/√n). A difference
+    within the noise is no measured saving: it counts as 0, never as a (random) gain or loss."""
+    n = max(1, min(a.n, b.n))
+    sigma = math.hypot((a.q3 - a.q1) / 1.349, (b.q3 - b.q1) / 1.349)
+    return abs(a.median - b.median) > 2 * 1.2533 * sigma / math.sqrt(n)
 
 
 def _conv(c1: int, c2: int, kernel, stride, padding, groups: int = 1, bias: bool = False, dilation=1) -> nn.Conv2d:
     return nn.Conv2d(c1, c2, kernel, stride=stride, padding=padding, groups=groups, bias=bias, dilation=dilation)
-
-
-def balanced_conv(pricer: Any, shape, c2: int, kernel, stride, padding, groups: int, dilation=1) -> float:
-    """G1: the conv c1→c2 against one with c = √(c1·c2) channels in and out (equal FLOPs)."""
-    n, c1, *hw = shape
-    c = max(groups, round(math.sqrt(c1 * c2) / groups) * groups)
-    key = ("balanced", tuple(shape), c2, str(kernel), str(stride), str(padding), groups)
-    return _saving(
-        pricer,
-        key,
-        (_conv(c1, c2, kernel, stride, padding, groups, False, dilation), tuple(shape)),
-        (_conv(c, c, kernel, stride, padding, groups, False, dilation), (n, c, *hw)),
-    )
-
-
-def ungrouped_conv(pricer: Any, shape, c2: int, kernel, stride, padding, groups: int, dilation=1) -> float:
-    """G2: the grouped conv against a g=1 conv on the same input with c2/g outputs (equal FLOPs)."""
-    c1 = shape[1]
-    key = ("ungrouped", tuple(shape), c2, str(kernel), str(stride), str(padding), groups)
-    return _saving(
-        pricer,
-        key,
-        (_conv(c1, c2, kernel, stride, padding, groups, False, dilation), tuple(shape)),
-        (_conv(c1, max(1, c2 // groups), kernel, stride, padding, 1, False, dilation), tuple(shape)),
-    )
 
 
 class _ConvBN(nn.Module):

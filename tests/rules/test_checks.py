@@ -184,7 +184,8 @@ def test_al105_only_in_half_precision():
     model = nn.Sequential(nn.Conv2d(3, 30, 3), nn.Conv2d(30, 60, 3))
     assert run(model, (1, 3, 16, 16), "AL105") == []
     found = run(model.to(torch.bfloat16), (1, 3, 16, 16), "AL105", dtype=torch.bfloat16)
-    assert {d.module: sorted(k for k in d.evidence if "channels" in k) for d in found} == {
+    (d,) = found  # one finding listing the layers
+    assert {layer["module"]: sorted(k for k in layer if "channels" in k) for layer in d.evidence["layers"]} == {
         "0": ["out_channels"],  # in_channels=3 is the image's, not judged
         "1": ["in_channels", "out_channels"],  # 30 and 60 are not multiples of 8
     }

@@ -226,7 +226,9 @@ def fork_join_blocks(graph: nx.DiGraph) -> list[Block]:
     cached = _blocks_cache.get(graph)
     if cached is not None and cached[0] == key:
         return cached[1]
-    rev = graph.reverse(copy=True)
+    rev = nx.DiGraph()  # the edges reversed, without copying node data or graph attributes
+    rev.add_nodes_from(graph)
+    rev.add_edges_from((v, u) for u, v in graph.edges)
     rev.add_node(_SINK)
     rev.add_edges_from((_SINK, n) for n in graph if graph.out_degree(n) == 0)
     ipdom = nx.immediate_dominators(rev, _SINK)
@@ -497,6 +499,7 @@ def settle(found: list[Diagnostic], options: dict[str, dict]) -> list[Diagnostic
         if taken and p.parts is not None:
             p.without(taken)
             d.evidence["counted_by"] = sorted({owner[c] for c in taken})
+            d.message += f" ({', '.join(d.evidence['counted_by'])} own part of these ops: the price counts the rest)"
             if d.severity is Severity.WARNING and "min_saving_share" in options.get(d.code, {}):
                 d.severity = severity(p, options[d.code])
         elif taken:

@@ -38,24 +38,36 @@ def _channels(graph, name, data) -> list[tuple[str, int]]:
 def check(graph, options, ctx):
     m = int(options["multiple"])
     dtypes = {str(d) for d in options["dtypes"]}
+    layers = []
     for name, data in g.ops(graph):
         if str(data.get("dtype", "")).replace("torch.", "") not in dtypes:
             continue
         bad = [(k, v) for k, v in _channels(graph, name, data) if v % m]
-        if not bad:
-            continue
-        module = data.get("module") or ""
-        price = g.price(graph, ctx, alternative=f"channels padded to multiples of {m}", claims=[f"{name}#align"])
-        listed = ", ".join(f"{k}={v} (→ {-(-v // m) * m})" for k, v in bad)
-        yield g.finding(
-            graph,
-            CODE,
-            (
-                f"{data['kind']} {module or name} in {data.get('dtype')} has {listed}: not multiples of {m}, "
-                f"so tensor cores cannot tile it fully"
-            ),
-            node=name,
-            module=module,
-            price=price,
-            evidence={k: v for k, v in bad} | {"multiple": m, "dtype": data.get("dtype")},
-        )
+        if bad:
+            layers.append((name, data, bad))
+    if not layers:
+        return
+    # One finding per model listing every misaligned layer: one habit (widths not multiples of m).
+    name, data, bad = layers[0]
+    price = g.price(graph, ctx, alternative=f"channels padded to multiples of {m}",
+                    claims=[f"{n}#align" for n, _, _ in layers])
+    listed = "; ".join(
+        f"{d['kind']} {d.get('module') or n} " + ", ".join(f"{k}={v} (→ {-(-v // m) * m})" for k, v in b)
+        for n, d, b in layers[:3]
+    ) + (f"; and {len(layers) - 3} more" if len(layers) > 3 else "")
+    yield g.finding(
+        graph,
+        CODE,
+        (
+            f"{len(layers)} layer{'s' if len(layers) > 1 else ''} in {data.get('dtype')} with channel counts "
+            f"that are not multiples of {m}, so tensor cores cannot tile them fully: {listed}"
+        ),
+        node=name,
+        module=data.get("module") or "",
+        price=price,
+        evidence={
+            "layers": [{"module": d.get("module") or n, "node": n, **dict(b)} for n, d, b in layers],
+            "multiple": m,
+            "dtype": data.get("dtype"),
+        },
+    )
