@@ -168,6 +168,13 @@ class Diagnostic:
     price: Price | None = None
     fix: Fix | None = None
 
+    @property
+    def advisory(self) -> bool:
+        """A model finding at info severity: advice that does not pay enough on its basis. Hidden
+        unless --show-info and never fails a run. A code finding at info severity is shown and
+        counts as it always did: each code rule chose that severity for what it flags."""
+        return self.severity is Severity.INFO and self.target is not None
+
     def sort_key(self) -> tuple:
         price = self.price.sort_key() if self.price else (0.0, 0.0)
         return (-price[0], -price[1], self.file or "", self.line or 0, self.column or 0, self.code)

@@ -16,7 +16,7 @@ from collections import Counter
 from pathlib import Path
 
 from archlint.config import ModelSpec, Settings
-from archlint.diagnostics import Diagnostic, Severity
+from archlint.diagnostics import Diagnostic
 from archlint.errors import UsageError
 from archlint.result import GateResult, RunResult
 
@@ -29,8 +29,8 @@ _LABEL = {"flops": "FLOPs", "mac_bytes": "MAC", "params": "params", "latency_ms"
 
 
 def fails(diagnostics: list[Diagnostic]) -> bool:
-    """Findings fail a run unless they are info: advice that does not pay enough to gate on."""
-    return any(d.severity is not Severity.INFO for d in diagnostics)
+    """Findings fail a run unless they are advisory: model advice that does not pay enough to gate on."""
+    return any(not d.advisory for d in diagnostics)
 
 
 def evaluate(result: RunResult, specs: list[ModelSpec], settings: Settings) -> list[GateResult]:
@@ -220,7 +220,7 @@ def grandfather(result: RunResult, baseline: dict, settings: Settings) -> list[G
             kept.append(d)
     result.diagnostics = kept
     checks = [GateResult("baseline", "baseline:known-findings", True, f"{known} finding(s) in the baseline not reported")]
-    kept = [d for d in kept if d.severity is not Severity.INFO]  # info never fails a gate
+    kept = [d for d in kept if not d.advisory]  # advisory findings never fail a gate
     if kept:
         names = ", ".join(f"{d.code} at {_where(d, settings)}" for d in kept[:5])
         more = f" and {len(kept) - 5} more" if len(kept) > 5 else ""

@@ -255,7 +255,7 @@ def light(text: str) -> dict:
     files are small and only read when an import leads to them."""
     try:
         tree = ast.parse(text)
-    except (SyntaxError, ValueError, RecursionError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):  # MemoryError: CPython's nesting limit
         return {}
     imports, defs, classes = [], {}, []
     for node in ast.walk(tree):
@@ -435,14 +435,22 @@ def contexts(linted: list[str], index: Index, display) -> dict[str, dict]:
 def roots(settings: Settings, paths: list[Path]) -> list[Path]:
     found = [settings.root, settings.root / "src"]
     for p in paths:
-        folder = p if p.is_dir() else p.parent
+        folder = p if _is_dir(p) else p.parent
         found += [folder.resolve(), folder.resolve() / "src"]
     unique = []
     for r in found:
         r = Path(os.path.abspath(r))
-        if r not in unique and r.is_dir():
+        if r not in unique and _is_dir(r):
             unique.append(r)
     return unique
+
+
+def _is_dir(path: Path) -> bool:
+    """Path.is_dir that treats an unreadable path as not a folder (discovery reports it)."""
+    try:
+        return path.is_dir()
+    except OSError:
+        return False
 
 
 _DRIVER = {"driver": 1}  # the context that makes a torch-free file be read in full (engine.analyze_bytes)
@@ -487,17 +495,17 @@ def refine(files: list[Path], keys: list[str | None], results: dict, summaries: 
     from archlint.code.lint import _from_record, _to_record, lint_many
 
     absolute = [os.path.abspath(f) for f in files]
-    index = Index({a: summaries.get(i) for i, a in enumerate(absolute)}, roots(settings, paths or files),
-                  store, prefix)
     root = os.path.abspath(settings.root)
 
     def display(path: str) -> str:
         rel = os.path.relpath(path, root)
         return path if rel.startswith("..") else rel
 
-    _drivers(files, keys, absolute, summaries, index, store, prefix)
-    linted = [a for i, a in enumerate(absolute) if summaries.get(i) and keys[i] is not None]
     try:
+        index = Index({a: summaries.get(i) for i, a in enumerate(absolute)}, roots(settings, paths or files),
+                      store, prefix)
+        _drivers(files, keys, absolute, summaries, index, store, prefix)
+        linted = [a for i, a in enumerate(absolute) if summaries.get(i) and keys[i] is not None]
         ctxs = contexts(linted, index, display)
     except (RecursionError, Exception) as exc:  # a bug in the join must not cost the files' own findings
         print(f"archlint: warning: project-wide analysis failed ({type(exc).__name__}: {exc}); each file was "

@@ -9,7 +9,7 @@ import xml.etree.ElementTree as ET
 from collections import defaultdict
 
 from archlint.config import Settings
-from archlint.diagnostics import Diagnostic, Severity
+from archlint.diagnostics import Diagnostic
 from archlint.report.locations import locate, subject
 from archlint.report.text import price_text, shown
 from archlint.result import RunResult
@@ -29,7 +29,7 @@ def render(result: RunResult, settings: Settings) -> str:
         position = ", ".join(f"{k} {v}" for k, v in (("line", where.line), ("col", where.column)) if v)
         about = subject(d)
         text = "; ".join(bit for bit in (position, f"[{about}]" if about else "", d.message) if bit) + price_text(d)
-        if d.severity is Severity.INFO:  # shown with --show-info, never a failure
+        if d.advisory:  # shown with --show-info, never a failure
             ET.SubElement(case, "skipped", message=d.message).text = text
         else:
             ET.SubElement(case, "failure", message=d.message).text = text

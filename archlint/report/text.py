@@ -63,9 +63,9 @@ def price_text(d: Diagnostic) -> str:
 
 
 def shown(diagnostics: Iterable[Diagnostic], settings: Settings) -> list[Diagnostic]:
-    """The findings a reader sees: info ones (advice that does not pay enough on the basis at
-    hand) only with --show-info."""
-    return [d for d in diagnostics if settings.show_info or d.severity is not Severity.INFO]
+    """The findings a reader sees: advisory ones (model advice that does not pay enough on the
+    basis at hand) only with --show-info."""
+    return [d for d in diagnostics if settings.show_info or not d.advisory]
 
 
 def human_bytes(n: float) -> str:

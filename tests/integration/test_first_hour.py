@@ -179,9 +179,9 @@ def _annotations(tmp_path, target, fmt="github") -> str:
     env = {**__import__("os").environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.run(
         [sys.executable, "-m", "archlint", f"model.py:{target}", "--input-shape", "1,3,32,32", "--select", "AL205",
-         "--output-format", fmt], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300,
+         "--show-info", "--output-format", fmt], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300,
     )
-    assert proc.returncode == 1, proc.stderr
+    assert proc.returncode == 0, proc.stderr  # AL205 is info here: shown with --show-info, never a failure
     return proc.stdout
 
 
