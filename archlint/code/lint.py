@@ -14,7 +14,7 @@ import os
 import sys
 from pathlib import Path
 
-from archlint import __version__
+from archlint import __version__, progress
 from archlint.code import guard
 from archlint.code.discover import discover
 from archlint.code.engine import PARSE_ERROR, analyze_bytes, parse_error
@@ -161,9 +161,15 @@ def lint_many(items: list[tuple], jobs: int, work=None, died=None) -> list:
     """Lint (path, content, ...) items with `work`, on `jobs` processes when there are enough of
     them; a file whose worker died gets `died(AL000 finding)` as its result."""
     work, died = (work, died) if work is not None else (_work, _work_died)
-    if jobs <= 1 or len(items) < PARALLEL_MIN_FILES:
-        return [work(item) for item in items]
-    return _isolated(items, jobs, work, died)
+    with progress.task("linting files", total=len(items)) as advance:
+        if jobs <= 1 or len(items) < PARALLEL_MIN_FILES:
+            return [_advanced(work(item), advance) for item in items]
+        return _isolated(items, jobs, work, died, advance)
+
+
+def _advanced(result, advance):
+    advance()
+    return result
 
 
 def _serve(conn, work) -> None:
@@ -178,7 +184,7 @@ def _serve(conn, work) -> None:
         conn.send(work(item))
 
 
-def _isolated(items: list[tuple], jobs: int, work, died) -> list:
+def _isolated(items: list[tuple], jobs: int, work, died, advance) -> list:
     """Each worker holds one file at a time, so a worker that dies (a crash in the C parser, the
     OOM killer) costs that one file: it becomes an AL000 finding, a fresh worker takes its place
     and every other file is still linted. (A ProcessPoolExecutor breaks as a whole instead.)"""
@@ -217,10 +223,12 @@ def _isolated(items: list[tuple], jobs: int, work, died) -> list:
                 try:
                     results[i] = conn.recv()
                     idle.append((conn, process))
+                    advance()
                 except (EOFError, OSError):
                     process.join()
                     conn.close()
                     results[i] = died(_died(items[i][0], process.exitcode))
+                    advance()
                     if todo:
                         idle.append(start())
     finally:

@@ -15,11 +15,11 @@ REPO = Path(__file__).resolve().parents[2]
 ARGS = ["examples/nets.py:TinyNet", "--input-shape", "1,3,56,56", "--latency", "--warmup", "2", "--repeat", "40"]
 
 
-def _on_terminal(*extra: str, env: dict | None = None) -> str:
+def _on_terminal(*extra: str, env: dict | None = None, args=ARGS) -> str:
     """Run archlint with stdout and stderr on a pseudo-terminal; everything it drew."""
     leader, follower = pty.openpty()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "archlint", *ARGS, *extra], stdout=follower, stderr=follower, cwd=REPO,
+        [sys.executable, "-m", "archlint", *args, *extra], stdout=follower, stderr=follower, cwd=REPO,
         env=env or {k: v for k, v in os.environ.items() if k != "CI"},
     )
     os.close(follower)
@@ -40,6 +40,13 @@ def _on_terminal(*extra: str, env: dict | None = None) -> str:
 def test_progress_on_a_terminal():
     drawn = _on_terminal()
     assert "timing passes" in drawn and "analyzing examples/nets.py:TinyNet" in drawn
+
+
+def test_lint_progress_on_a_terminal(tmp_path):
+    for i in range(12):
+        (tmp_path / f"train{i}.py").write_text("import torch\nx = torch.zeros(3).cuda()\n")
+    drawn = _on_terminal(args=[str(tmp_path), "--no-cache", "-j", "2"])
+    assert "linting files" in drawn and "Found 12 findings" in drawn
 
 
 def test_no_progress_when_quiet_in_ci_or_json():
