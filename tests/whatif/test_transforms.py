@@ -131,9 +131,13 @@ def test_a_transformation_that_fails_on_the_model_is_not_applicable_with_its_fir
 
 
 def test_compile_without_a_cpp_compiler_is_not_applicable(monkeypatch):
-    from torch._inductor import config as inductor
+    from torch._inductor import cpp_builder
+    from torch._inductor.exc import InvalidCxxCompiler
 
-    monkeypatch.setattr(inductor.cpp, "cxx", ("/nonexistent/g++",))
+    def no_compiler():  # what inductor raises when it finds no usable C++ compiler
+        raise InvalidCxxCompiler()
+
+    monkeypatch.setattr(cpp_builder, "get_cpp_compiler", no_compiler)
     found = _by_name(what_ifs(ConvBN().eval(), (torch.randn(1, 3, 8, 8),), "cpu", FAST, ["compile"])[0])
     assert not found["compile"].applicable
     assert found["compile"].reason.startswith("torch.compile on CPU needs a C++ compiler: InvalidCxxCompiler")
