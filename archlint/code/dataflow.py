@@ -177,6 +177,8 @@ def _unwrap(node: cst.BaseExpression, facts: Facts, scope: Scope) -> tuple[cst.B
         name = facts.qname(node.func, scope) or dotted(node.func)
         if name in _WRAPPERS or (isinstance(node.func, cst.Attribute) and node.func.attr.value in _WRAPPER_METHODS):
             index = 0
+        elif dotted(node.func) in prefetchers(facts):  # `data_prefetcher(train_loader)`
+            index = 0
         else:
             index = facts.project.name(dotted(node.func)).get("yields")
             if index is None:
@@ -187,6 +189,34 @@ def _unwrap(node: cst.BaseExpression, facts: Facts, scope: Scope) -> tuple[cst.B
         dropped = dropped or name == "enumerate"
         node = args[index].value
     return node, dropped
+
+
+def prefetchers(facts: Facts) -> set[str]:
+    """Classes of this file that copy batches to the GPU on a side CUDA stream (apex's
+    `data_prefetcher`, timm's `PrefetchLoader`): they create a `torch.cuda.Stream()` and hand its
+    work over with `wait_stream` or `record_stream`. Built with the loader as first argument."""
+    found = facts.__dict__.get("_prefetchers")
+    if found is None:
+        streams, handovers = set(), set()
+        for site in facts.calls:
+            cls = site.scope
+            while cls is not None and cls.kind != "class":
+                cls = cls.parent
+            if cls is None:
+                continue
+            func = site.node.func
+            if facts.qname(func, site.scope) == "torch.cuda.Stream":
+                streams.add(cls.qualname)
+            elif isinstance(func, cst.Attribute) and func.attr.value in ("wait_stream", "record_stream"):
+                handovers.add(cls.qualname)
+        found = facts.__dict__["_prefetchers"] = streams & handovers
+    return found
+
+
+def on_side_stream(site: CallSite, facts: Facts) -> bool:
+    """The call runs inside `with torch.cuda.stream(s):`: its copy overlaps the default stream's work."""
+    return any(isinstance(item, cst.Call) and facts.qname(item.func, site.scope) == "torch.cuda.stream"
+               for item in site.withs)
 
 
 def loader_calls(facts: Facts) -> list[CallSite]:
@@ -291,6 +321,13 @@ class BatchLoop:
         self.is_training = trains(loop, facts) if facts is not None else loop.has_backward
 
 
+def _next_calls(loop: Loop) -> list[tuple[cst.BaseExpression, list[str]]]:
+    """`input, target = prefetcher.next()` (apex's data_prefetcher, drawn in a `while` loop)."""
+    return [(value.func.value, target_names(target)) for target, value in loop.assigns
+            if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)
+            and value.func.attr.value == "next" and not value.args]
+
+
 def _batch_draws(loop: Loop, facts: Facts) -> list[str] | None:
     """`x, y = get_batch()` where the project says get_batch draws from a loader: the batch names."""
     for target, value in loop.assigns:
@@ -315,7 +352,7 @@ def batch_loops(facts: Facts) -> list[BatchLoop]:
                     names = list(loop.targets)
                 found.append(BatchLoop(loop, source, names, facts))
                 continue
-        for it, names in loop.next_of:  # x, y = next(it) with it = iter(loader), re-created on StopIteration
+        for it, names in loop.next_of + _next_calls(loop):  # x, y = next(it) with it = iter(loader)
             source = loader_source(it, loop.scope, facts)
             if source is not None:
                 found.append(BatchLoop(loop, source, names, facts))

@@ -29,6 +29,8 @@ def _copies(facts: Facts, bl: df.BatchLoop) -> list[CallSite]:
             continue  # `x = x.cuda()` earlier in the loop: this copy of x is already on the device
         if any(a.keyword is not None and a.keyword.value == "non_blocking" for a in site.node.args):
             continue  # set, to whatever value: a choice
+        if df.on_side_stream(site, facts):
+            continue  # a CUDA-stream prefetcher's copy: it already overlaps the default stream's compute
         positional = [a for a in site.node.args if a.keyword is None]
         if func.attr.value == "to":
             device = df.argument(site, "device", 0)
