@@ -10,7 +10,8 @@ the common case (a library module nobody trains with) and means "lint the file a
                                                      (or an object that iterates one);
                                                      pin/workers: "true" | "false" | "missing" |
                                                      "unknown" | an int (workers)
-                  {"yields": i}     a generator that iterates its i-th argument (a loader wrapper)
+                  {"yields": i}     a generator that iterates its i-th argument (a loader wrapper),
+                                    or a CUDA-stream prefetcher class built on it (i = 0)
                   {"batch": 1}      a function that draws a batch from a loader (`get_batch()`)
                   {"backward": 1}   a function that runs a backward pass (a training step)
                   {"cuda": 1}       a CUDA device, or a function that returns one

@@ -296,6 +296,8 @@ def _name_info(index: Index, path: str, name: str, display) -> dict:
         return {}
     if found[2] == "cuda":
         return {"cuda": 1}
+    if found[2] == "class" and found[1] in (index.summary(found[0]) or {}).get("prefetchers", ()):
+        return {"yields": 0}  # a CUDA-stream prefetcher built on a loader: `data_prefetcher(train_loader)`
     info = _def(index, found)
     if not info:
         return {}

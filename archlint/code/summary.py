@@ -340,6 +340,7 @@ def summarize(facts: Facts) -> dict:
         "cuda_names": cuda_names,
         "defs": {qual: _def_facts(facts, scope, loaders, wrappers) for qual, scope in defs.items()},
         "classes": [s.qualname for s in facts.scopes if s.kind == "class"],
+        "prefetchers": sorted(df.prefetchers(facts)),
         "uses": sorted(uses),
         "aliases": aliases,
         "steps": _steps(facts, defs),
