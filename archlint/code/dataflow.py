@@ -214,9 +214,16 @@ def prefetchers(facts: Facts) -> set[str]:
 
 
 def on_side_stream(site: CallSite, facts: Facts) -> bool:
-    """The call runs inside `with torch.cuda.stream(s):`: its copy overlaps the default stream's work."""
-    return any(isinstance(item, cst.Call) and facts.qname(item.func, site.scope) == "torch.cuda.stream"
-               for item in site.withs)
+    """The call runs inside `with torch.cuda.stream(s):`, or in a prefetcher class (timm enters its
+    stream through `partial(torch.cuda.stream, stream=stream)`): its copy overlaps the default
+    stream's work."""
+    if any(isinstance(item, cst.Call) and facts.qname(item.func, site.scope) == "torch.cuda.stream"
+           for item in site.withs):
+        return True
+    cls = site.scope
+    while cls is not None and cls.kind != "class":
+        cls = cls.parent
+    return cls is not None and cls.qualname in prefetchers(facts)
 
 
 def loader_calls(facts: Facts) -> list[CallSite]:

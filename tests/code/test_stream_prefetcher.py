@@ -18,6 +18,8 @@ SIDE_STREAM = '''            with torch.cuda.stream(stream):
 DEFAULT_STREAM = '''            next_x = next_x.to("cuda")
             next_y = next_y.to("cuda")'''
 
+HANDOVER = "            torch.cuda.current_stream().wait_stream(stream)\n"
+
 
 def _facts(text: str) -> Facts:
     return Facts(cst.parse_module(text), text)
@@ -40,6 +42,48 @@ def test_copies_on_the_side_stream_satisfy_al302():
     text = SCRIPT.read_text()
     assert SIDE_STREAM in text
     assert "AL302" not in {d.code for d in lint_text(text, "prefetch.py")}
-    # the same copies on the default stream, from the same pinned loader, are reported
-    moved = [d for d in lint_text(text.replace(SIDE_STREAM, DEFAULT_STREAM), "prefetch.py") if d.code == "AL302"]
+    # the same copies on the default stream of a class that is no prefetcher (no hand-over), from the
+    # same pinned loader, are reported
+    plain = text.replace(SIDE_STREAM, DEFAULT_STREAM).replace(HANDOVER, "")
+    moved = [d for d in lint_text(plain, "prefetch.py") if d.code == "AL302"]
     assert [d.line for d in moved] == [42, 43]
+
+
+PARTIAL_STREAM = '''import torch
+from functools import partial
+from torch.utils.data import DataLoader
+
+
+class PrefetchLoader:
+    def __init__(self, loader):
+        self.loader = loader
+
+    def __iter__(self):
+        stream = torch.cuda.Stream()
+        stream_context = partial(torch.cuda.stream, stream=stream)
+        first = True
+        for next_input, next_target in self.loader:
+            with stream_context():
+                next_input = next_input.to(device="cuda")
+                next_target = next_target.to(device="cuda")
+            if not first:
+                yield inp, target
+            first = False
+            torch.cuda.current_stream().wait_stream(stream)
+            inp, target = next_input, next_target
+        yield inp, target
+
+
+def train(model, dataset):
+    loader = DataLoader(dataset, batch_size=32, num_workers=4, pin_memory=True)
+    for x, y in PrefetchLoader(loader):
+        model(x).sum().backward()
+'''
+
+
+def test_stream_entered_through_partial_counts():
+    """timm's PrefetchLoader enters its stream with `partial(torch.cuda.stream, stream=stream)`."""
+    assert "AL302" not in {d.code for d in lint_text(PARTIAL_STREAM, "loader.py")}
+    plain = PARTIAL_STREAM.replace("            torch.cuda.current_stream().wait_stream(stream)\n", "")
+    assert plain != PARTIAL_STREAM
+    assert [d.line for d in lint_text(plain, "loader.py") if d.code == "AL302"] == [16, 17]  # not a prefetcher
