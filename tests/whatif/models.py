@@ -113,3 +113,20 @@ class HandAttention(nn.Module):
         q, k, v = self._qkv(x)
         scores = q @ k.transpose(-2, -1) * self.scale + torch.triu(torch.full((x.shape[1],) * 2, -1e4), 1)
         return x + self._merge(scores.softmax(-1) @ v)
+
+
+class OneAttention(nn.Module):
+    """One self-attention written by hand (matmul → scale → softmax → matmul): AL106's shape."""
+
+    def __init__(self, dim: int = 64, heads: int = 4):
+        super().__init__()
+        self.heads, self.head_dim = heads, dim // heads
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+
+    def forward(self, x):
+        b, n, d = x.shape
+        q, k, v = self.qkv(x).reshape(b, n, 3, self.heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
+        attn = (q @ k.transpose(-2, -1)) * self.head_dim**-0.5
+        out = attn.softmax(dim=-1) @ v
+        return self.proj(out.transpose(1, 2).reshape(b, n, d))

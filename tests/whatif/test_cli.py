@@ -42,6 +42,20 @@ def test_json_text_and_html(capsys, tmp_path):
     assert "<h3>What if" in page and "<table class=whatif>" in page and "not applicable: fp16 autocast" in page
 
 
+def test_hand_written_attention_priced_by_the_measured_sdpa(capsys):
+    code = main([f"{MODELS}:OneAttention", "--input-shape", "2,128,64", *FAST, "--what-if", "sdpa",
+                 "--select", "AL106", "--show-info", "--output-format", "json"])
+    out = capsys.readouterr()
+    assert code in (0, 1), out.err
+    data = json.loads(out.out)
+    sdpa = next(w for w in data["models"][0]["what_if"] if w["name"] == "sdpa")
+    assert sdpa["applicable"] and sdpa["max_rel_diff"] <= 1e-5
+    (al106,) = [d for d in data["diagnostics"] if d["code"] == "AL106"]
+    assert al106["price"]["basis"] == "measured"
+    assert "measured on the whole model with --what-if sdpa" in al106["price"]["alternative"]
+    assert al106["price"]["saving_ms"] == pytest.approx(sdpa["baseline_ms"] * (1 - 1 / sdpa["speedup"]))
+
+
 def test_text_table_sorted_by_speedup(capsys):
     code = main([f"{MODELS}:ConvBN", "--input-shape", "2,3,16,16", *FAST, "--what-if=fold-bn,channels-last,fp16",
                  "--exit-zero"])

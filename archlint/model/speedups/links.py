@@ -8,16 +8,20 @@ from archlint.diagnostics import Diagnostic, Price
 from archlint.result import WhatIf
 
 # rule code → the transformation that is its fix
-FIXED_BY = {"AL205": "fold-bn"}
+FIXED_BY = {"AL205": "fold-bn", "AL106": "sdpa"}
 
 
 def link(diagnostics: list[Diagnostic], what_ifs: list[WhatIf], device: str) -> None:
-    """Reprice each finding of FIXED_BY whose transformation was applied and timed."""
+    """Reprice the finding of each FIXED_BY rule whose transformation was applied and timed. The
+    saving is the whole model's, so it prices a rule's finding only when the rule has one (AL205
+    groups its pairs into one): several findings would each claim the same saving."""
     timed = {w.name: w for w in what_ifs if w.applicable and w.speedup and w.baseline_ms}
-    for d in diagnostics:
-        w = timed.get(FIXED_BY.get(d.code, ""))
-        if w is None:
+    for code, name in FIXED_BY.items():
+        found = [d for d in diagnostics if d.code == code]
+        w = timed.get(name)
+        if w is None or len(found) != 1:
             continue
+        d = found[0]
         old = d.price
         d.price = Price.timed(
             f"{old.alternative if old else w.name}, measured on the whole model with --what-if {w.name}",
