@@ -132,7 +132,8 @@ def analyze(
     take `input_shape=` instead, or find its own `example_inputs`. `name` labels an object's
     report and baseline entry (default: its class name). Other options mirror the CLI flags:
     latency, select, extend_select, ignore, options, mode, strategy, warmup, repeat, top,
-    max_flops, max_mac, max_params, max_latency_ms, baseline.
+    max_flops, max_mac, max_params, max_latency_ms, baseline, device_spec, what_if, timeout,
+    show_info.
 
         >>> archlint.analyze(net, torch.randn(1, 3, 32, 32), latency=True, select=["AL2"])
         >>> archlint.analyze("examples/nets.py:TinyNet", input_shape=(1, 3, 56, 56))
@@ -189,7 +190,9 @@ def lint(
 
 
 _BUDGETS = ("max_flops", "max_mac", "max_params", "max_latency_ms")
-_SETTINGS = ("mode", "strategy", "warmup", "repeat", "top", "latency", "jobs", "cache", "baseline")
+_SETTINGS = (
+    "mode", "strategy", "warmup", "repeat", "top", "latency", "jobs", "cache", "baseline", "timeout", "show_info", "quiet",
+)
 
 
 def settings_for(config_file: str | Path | None = None, **options: Any) -> Settings:
@@ -213,6 +216,14 @@ def settings_for(config_file: str | Path | None = None, **options: Any) -> Setti
         if options.get(key) is not None:
             setattr(s, key, Path(options.pop(key)) if key == "baseline" else options.pop(key))
     config.check_baseline(s.baseline)
+    if options.get("device_spec") is not None:  # as --device-spec: validated before any model is built
+        from archlint.devices import resolve
+
+        resolve(options["device_spec"])
+        s.device_spec = options.pop("device_spec")
+    if options.get("what_if") is not None:  # as --what-if: True/"all" or names; implies latency
+        s.what_if = config.what_if_names(options.pop("what_if"), "what_if=")
+        s.latency = True
     unknown = set(options) - set(_BUDGETS)
     if unknown:
         raise UsageError(f"unknown option {sorted(unknown)[0]}=; see help(archlint.analyze)")

@@ -151,3 +151,13 @@ def test_keyword_inputs():
     assert names == ["input_ids", "attention_mask"]
     with pytest.raises(UsageError, match="no such parameter"):
         archlint.analyze(KeywordNet(), ids, {"mask": torch.ones(2, 8)})
+
+
+def test_device_spec_and_what_if_options():
+    model = BiasBeforeNorm().eval()
+    estimated = archlint.analyze(model, (1, 3, 16, 16), device_spec="l4")
+    assert estimated.to_dict()["models"][0]["estimate"]["device_spec"] == "l4"
+    timed = archlint.analyze(model, (1, 3, 16, 16), what_if=["fold-bn"], warmup=1, repeat=3)
+    assert timed.totals.latency_ms > 0 and [w.name for w in timed.model.what_if][0] == "fold-bn"
+    with pytest.raises(UsageError, match="nosuchgpu"):
+        archlint.analyze(model, (1, 3, 16, 16), device_spec="nosuchgpu")
