@@ -6,9 +6,9 @@ the fix to resnet18, mobilenet_v2 and shufflenet_v2_x1_0 and compare the saving 
     PYTHONPATH=. python benchmarks/price_honesty.py [--runs 150] [--threads 1]
 
 torchvision's models have no redundant ReLU and no conv bias before BatchNorm, so AL202 and AL204
-rows use an edited variant that has them (a ReLU after each block's own final ReLU; bias=True on
-every conv followed by BatchNorm) and the fix takes the edit out again. The AL205 fix is
-torch.fx's conv-BN fusion. The end-to-end saving is timed interleaved (before, after, before, …)
+rows use an edited variant that has them (a ReLU after each ReLU that ends a block, put into the
+model's own containers; bias=True on every conv followed by BatchNorm) and the fix takes the edit
+out again. The AL205 fix is torch.fx's conv-BN fusion. The end-to-end saving is timed interleaved (before, after, before, …)
 as paired runs; the median paired difference and its standard error are printed, and the ratio
 claimed / measured is only judged where the saving exceeds twice that error. Batch 1, 224×224,
 eval, no_grad; timings on a shared machine are noisy.
@@ -36,18 +36,18 @@ MODELS = ("resnet18", "mobilenet_v2", "shufflenet_v2_x1_0")
 
 
 def with_redundant_relu(model: nn.Module) -> nn.Module:
-    """Each block whose output ends in a ReLU/ReLU6 gets one more ReLU after it (AL202 fires)."""
+    """One more ReLU after each ReLU/ReLU6 that ends an nn.Sequential (mobilenet_v2's ConvBNReLU,
+    shufflenet's branches) and after each ResNet block (they end in a ReLU). The ReLUs go into
+    containers the model already has, so the fix removes exactly the ReLU calls AL202 reports
+    and no container call of the edit's own."""
     model = copy.deepcopy(model)
-    for name, child in list(model.named_modules()):
-        for attr in ("layer1", "layer2", "layer3", "layer4", "stage2", "stage3", "stage4"):
-            stage = getattr(child, attr, None)
-            if isinstance(stage, nn.Sequential) and child is model:
-                for i, block in enumerate(stage):
-                    stage[i] = nn.Sequential(block, nn.ReLU())
-    if isinstance(getattr(model, "features", None), nn.Sequential):  # mobilenet_v2: after each ConvBNReLU
-        for i, block in enumerate(model.features):
-            if type(block).__name__ == "Conv2dNormActivation":
-                model.features[i] = nn.Sequential(block, nn.ReLU())
+    for seq in [m for m in model.modules() if isinstance(m, nn.Sequential)]:
+        if len(seq) and isinstance(seq[-1], (nn.ReLU, nn.ReLU6)):
+            seq.append(nn.ReLU())
+    for attr in ("layer1", "layer2", "layer3", "layer4"):
+        stage = getattr(model, attr, None)
+        if isinstance(stage, nn.Sequential):
+            setattr(model, attr, nn.Sequential(*[m for block in stage for m in (block, nn.ReLU())]))
     return model
 
 

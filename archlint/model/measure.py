@@ -49,6 +49,10 @@ class Pricer:
     end_to_end_ms: float
     warmup: int
     repeat: int
+    # The model's replay graph and its inputs on the device: what archlint.model.fixed edits and
+    # times end to end (None for the per-module fallback, which has no graph to edit).
+    replay: fx.GraphModule | None = None
+    args: tuple = ()
 
     def time_modules(self, *cases: tuple[torch.nn.Module, tuple]) -> list[float]:
         return [s.median for s in self.time_modules_stats(*cases)]
@@ -130,7 +134,7 @@ def measure(graph: nx.DiGraph, model: torch.nn.Module, inputs, device: str, sett
         if d.get("latency_ms") is not None and d.get("known", True):
             d["roofline"] = roofline.place(int(d.get("flops", 0)), int(d.get("mac_bytes", 0)), d["latency_ms"], p)
     report.notes += _stale_peak_note(graph, p, cached)
-    report.pricer = Pricer(dev, dtype, report.end_to_end_ms, settings.warmup, settings.repeat)
+    report.pricer = Pricer(dev, dtype, report.end_to_end_ms, settings.warmup, settings.repeat, gm, args)
     return report
 
 

@@ -80,12 +80,6 @@ def conv_without_bias(pricer: Any, shape, c2: int, kernel, stride, padding, grou
     )
 
 
-def dropped_activation(pricer: Any, shape) -> float:
-    """The redundant ReLU against nothing: the saving is the ReLU's own time on its input."""
-    key = ("relu", tuple(shape))
-    return _saving(pricer, key, (nn.ReLU(), tuple(shape)), (nn.Identity(), tuple(shape)))
-
-
 def _chain(layers, widths) -> nn.Sequential:
     """Convs ("conv", kernel, stride, padding, groups, dilation) at widths w[i]→w[i+1], each
     followed by its depthwise riders ("dw", kernel, stride, padding, groups, dilation) at w[i+1]."""

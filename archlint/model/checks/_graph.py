@@ -440,6 +440,18 @@ def whatif_ms(graph: nx.DiGraph, ctx, nodes: Iterable[str], name: str, *args) ->
     return fraction * spent if spent is not None else None
 
 
+def fixed_ms(ctx, fix: str, nodes: Iterable) -> float | None:
+    """What the whole model saves, measured end to end, with archlint.model.fixed's `fix`
+    ("fold_norms" on (layer, norm) pairs, "drop_bias" on convs) applied to its replay graph;
+    None without --latency, without a replay graph, or where the fix cannot be applied."""
+    if getattr(ctx, "pricer", None) is None:
+        return None
+    from archlint.model import fixed
+
+    nodes = tuple(nodes)
+    return fixed.saving_ms(ctx.pricer, fix, getattr(fixed, fix)(nodes), nodes)
+
+
 def conv_args(data: dict) -> tuple | None:
     """(input shape, c_out, kernel, stride, padding, groups, dilation) to rebuild a 2-D conv, else None."""
     ins = data.get("in_shapes") or []

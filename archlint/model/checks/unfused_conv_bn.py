@@ -4,8 +4,10 @@ eval-mode model.
 In eval, BatchNorm is a fixed per-channel affine map that folds into the conv's weights and bias
 (torch.fx's fuse, torch.ao.quantization.fuse_modules, torch.compile/inductor do it): an unfused BN
 is one more full read and write of the activation. One finding per model, with the pairs and
-the BN traffic they keep in its evidence. Its saving is the BN ops' traffic (static) or measured
-time (--latency): folding removes them. Where the pairs sit in a module that re-parameterises
+the BN traffic they keep in its evidence. Its saving is the BN ops' traffic (static) or, with
+--latency, the whole model timed with every pair folded against it as it is (archlint.model.fixed:
+the folded conv gains a bias, which the BN ops' own time would miss); where the graph cannot be
+edited, the BN ops' measured time. Where the pairs sit in a module that re-parameterises
 itself (`reparameterize()`, `switch_to_deploy()`, `fuse()`: RepVGG, MobileOne, FastViT), the
 finding names that method as the fix.
 """
@@ -34,9 +36,11 @@ def check(graph, options, ctx):
     costliest = None
     if args:
         costliest = g.whatif_ms(graph, ctx, [conv, norm], "folded_bn", *args, bool(g.attr(graph.nodes[conv], "bias", False)))
+    folded = g.fixed_ms(ctx, "fold_norms", pairs)
+    alternative = "each BatchNorm folded into the weights and bias of the conv or linear before it"
     price = g.price(
-        graph, ctx, alternative="each BatchNorm folded into the weights and bias of the conv or linear before it",
-        mac_bytes_saved=mac, removed=norms,
+        graph, ctx, alternative=alternative + (" (timed end to end on the model)" if folded is not None else ""),
+        mac_bytes_saved=mac, saving_ms=folded, removed=norms,
     )
     module = graph.nodes[conv].get("module") or ""
     kinds = sorted({"Conv" if graph.nodes[p]["kind"] == "conv" else "Linear" for p, _ in pairs})
