@@ -119,12 +119,16 @@ def measured_findings(label: str, code: str):
 def test_slow_rows_carry_measured_savings_on_this_cpu(label, code):
     """With --latency the same rows are priced on this CPU: AL101 times the balanced chain (the
     paper's direction holds strongly here), AL102 times fewer groups (on a CPU more groups are
-    often the faster kernel: then it stays info), AL104 estimates from the ops' measured times."""
+    often the faster kernel: then it stays info), AL104 estimates from the ops' measured times —
+    fusion itself is not timed, so with --latency it is info and says so."""
     found, model_ms = measured_findings(label, code)
     (d,) = found
     assert d.price.basis == ("estimated" if code == "AL104" else "measured")
     assert isinstance(d.price.saving_ms, float) and d.price.saving_ms <= model_ms and d.price.saving_share <= 1
-    assert (d.severity is Severity.WARNING) == (d.price.saving_ms > 0 and d.price.saving_share >= 0.01)
+    if code == "AL104":
+        assert d.severity is Severity.INFO and "fusion itself was not timed" in d.message
+    else:
+        assert (d.severity is Severity.WARNING) == (d.price.saving_ms > 0 and d.price.saving_share >= 0.01)
     if code == "AL101":
         # The balanced chain measured ~80% faster on a quiet run of this CPU; on a loaded machine
         # the what-if may not separate from the noise, which counts as 0, never as a loss.

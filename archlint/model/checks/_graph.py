@@ -374,10 +374,13 @@ def price(
     )
 
 
-def severity(p: Price, options: dict) -> Severity:
+def severity(p: Price, options: dict, ctx=None) -> Severity:
     """ShuffleNetV2 rules (AL101–AL104): a warning only when the saving is positive and at least
     `min_saving_share` of the model on the price's basis; otherwise info (hidden by default,
-    never fails a gate)."""
+    never fails a gate). With --latency (`ctx.pricer`) the basis must be measured: a saving
+    estimated from measured op times, the alternative never timed, is at most info."""
+    if getattr(ctx, "pricer", None) is not None and p.basis != "measured":
+        return Severity.INFO
     return Severity.WARNING if p.pays and p.saving_share >= options.get("min_saving_share", 0.01) else Severity.INFO
 
 

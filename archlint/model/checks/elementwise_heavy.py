@@ -117,18 +117,22 @@ def _finding(graph, ctx, options, light, saved, parts_ms, share, lat_share):
     )
     price.parts = {n: (saved[n], parts_ms[n] if parts_ms else None) for n in light}
     measured = f" and {lat_share:.0%} of its measured latency" if lat_share is not None else ""
+    untimed = (
+        "; the saving is estimated from the ops' measured times, fusion itself was not timed "
+        "(`--what-if compile` measures what it buys)" if price.basis == "estimated" and ctx.pricer is not None else ""
+    )
     costliest = max(light, key=lambda n: saved[n])
     return g.finding(
         graph,
         CODE,
         (
             f"element-wise and data-movement ops that fusion would remove hold {share:.0%} of the model's MAC"
-            f"{measured} ({top}): each is a full pass over an activation with little arithmetic"
+            f"{measured} ({top}): each is a full pass over an activation with little arithmetic{untimed}"
         ),
         node=costliest,
         module="",
         price=price,
-        severity=g.severity(price, options),
+        severity=g.severity(price, options, ctx),
         evidence={
             "mac_bytes_saved": mac,
             "mac_share": round(share, 4),

@@ -85,7 +85,7 @@ def _finding(graph, ctx, options, instances):
         node=name,
         module=data.get("module") or "",
         price=price,
-        severity=g.severity(price, options),
+        severity=g.severity(price, options, ctx),
         evidence={
             "groups": c.g,
             "in_channels": c.c1,

@@ -107,7 +107,7 @@ def _finding(graph, ctx, options, form, degree, found, model_flops):
         node=block.join or block.nodes[-1],
         module=module,
         price=price,
-        severity=g.severity(price, options),
+        severity=g.severity(price, options, ctx),
         evidence={
             "form": form,
             "fragments": len(fragments),

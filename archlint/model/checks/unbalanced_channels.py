@@ -167,7 +167,7 @@ def _finding(graph, ctx, options, instances):
         node=first,
         module=graph.nodes[first].get("module") if count == 1 and not modules[0] else modules[0],
         price=price,
-        severity=g.severity(price, options),
+        severity=g.severity(price, options, ctx),
         evidence={
             "convs": [name for name, _ in chain],
             "widths": widths,
