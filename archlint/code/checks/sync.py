@@ -55,9 +55,16 @@ def _syncing_test(test: cst.BaseExpression, names: set[str]) -> bool:
     return df.refs(test, names)
 
 
+def _syncing_method(node: cst.BaseExpression) -> bool:
+    return (isinstance(node, cst.Call) and not node.args and isinstance(node.func, cst.Attribute)
+            and node.func.attr.value in _METHODS)
+
+
 def _what(site: CallSite, names: set[str], facts: Facts) -> str | None:
     func = site.node.func
     if isinstance(func, cst.Attribute) and func.attr.value in _METHODS and not site.node.args:
+        if _syncing_method(func.value):
+            return None  # `x.cpu().numpy()`: one sync, reported on the inner call
         return _METHODS[func.attr.value] if df.root_name(func.value) in names else None
     if isinstance(func, cst.Attribute) and func.attr.value == "format" and isinstance(func.value, cst.SimpleString):
         return "formatting a tensor as text" if _syncing_arg(site.node, names) else None
