@@ -528,8 +528,33 @@ def device_like(node: cst.BaseExpression, facts: Facts, scope: Scope | None = No
 
 
 def in_loop(site: CallSite, loop: Loop) -> tuple[bool, bool] | None:
-    """(inside, conditional) of a call relative to a loop of the same function, or None."""
-    for enclosing, conditional in site.loops:
+    """(inside, conditional) of a call relative to a loop of the same function, or None.
+    Conditional means not every iteration: under an `if` inside the loop whose test changes from
+    one iteration to the next (`if step % 100 == 0:`, `if loss < best:`), an `except` or a
+    conditional expression. A test of settings the loop never changes (`if not args.distributed:`,
+    `if rank == 0:`) selects runs, not iterations: its branch runs on every step of a run that
+    takes it."""
+    for depth, (enclosing, conditional) in enumerate(site.loops):
         if enclosing is loop:
+            if conditional and site.under:
+                conditional = any(_changes_per_iteration(node, loop) for node, k in site.under if k > depth)
             return True, conditional
     return None
+
+
+def _changes_per_iteration(node: cst.CSTNode, loop: Loop) -> bool:
+    if not isinstance(node, cst.If):
+        return True  # an except handler or a conditional expression: assume it varies
+    return any(isinstance(n, cst.Name) and n.value in loop.varying for n in _names(node.test)) or _calls_random(node.test)
+
+
+def _names(node: cst.CSTNode):
+    yield node
+    for child in node.children:
+        yield from _names(child)
+
+
+def _calls_random(test: cst.BaseExpression) -> bool:
+    """`if random.random() < p:`: sampled iterations, not a setting."""
+    return any(isinstance(n, cst.Attribute) and isinstance(n.value, cst.Name) and n.value.value in ("random", "np", "numpy", "torch")
+               and n.attr.value in ("random", "rand", "randint", "uniform") for n in _names(test))

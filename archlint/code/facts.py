@@ -89,6 +89,7 @@ class Loop:
     next_of: list[tuple[cst.BaseExpression, list[str]]] = field(default_factory=list)  # x, y = next(it)
     withs: tuple[cst.BaseExpression, ...] = ()  # `with` items around the loop in its function
     ifs: list[tuple[cst.If, bool]] = field(default_factory=list)  # `if` statements in it; bool: nested in another
+    varying: set[str] = field(default_factory=set)  # names (roots of targets) the loop binds or updates
     has_backward: bool = False
 
     @property
@@ -104,6 +105,9 @@ class CallSite:
     withs: tuple[cst.BaseExpression, ...]  # enclosing `with` items of this function, outermost first
     statement: bool  # the call is a whole expression statement
     conditional: bool = False  # under an `if`/`except`/conditional expression of its own function
+    # Those conditionals, innermost last, each with the number of this function's loops around it
+    # (an `if` at depth k is inside site.loops[:k]).
+    under: tuple[tuple[cst.CSTNode, int], ...] = ()
 
 
 def target_names(node: cst.CSTNode) -> list[str]:
@@ -125,16 +129,17 @@ class _Collector(cst.CSTVisitor):
         self.saved: list[tuple] = []
         self.stmt_call: cst.Call | None = None
         self.cond = 0  # conditional depth within the current function
+        self.under: list[tuple[cst.CSTNode, int]] = []  # the conditionals around the current node
 
     # scopes -----------------------------------------------------------------
     def _enter(self, node: cst.CSTNode, kind: str) -> None:
-        self.saved.append((self.scope, self.loops, self.withs, self.cond))
+        self.saved.append((self.scope, self.loops, self.withs, self.cond, self.under))
         self.scope = Scope(node, self.scope, kind)
         self.f.scopes.append(self.scope)
-        self.loops, self.withs, self.cond = [], [], 0
+        self.loops, self.withs, self.cond, self.under = [], [], 0, []
 
     def _leave(self, node: cst.CSTNode) -> None:
-        self.scope, self.loops, self.withs, self.cond = self.saved.pop()
+        self.scope, self.loops, self.withs, self.cond, self.under = self.saved.pop()
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self.f.bound.add(node.name.value)
@@ -189,6 +194,13 @@ class _Collector(cst.CSTVisitor):
             self.f.attr_assigns.append((target, value))
         for entry in self.loops:
             entry[0].assigns.append((target, value))
+        self._vary(target)
+
+    def _vary(self, target: cst.BaseExpression) -> None:
+        """Every enclosing loop binds or updates the target's root name on each iteration."""
+        names = target_names(target) or ([root] if (root := _root(target)) else [])
+        for entry in self.loops:
+            entry[0].varying.update(names)
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for t in node.targets:
@@ -208,6 +220,7 @@ class _Collector(cst.CSTVisitor):
         self._bind(node.target, node.value)
 
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        self._vary(node.target)
         if isinstance(node.target, cst.Name):
             if isinstance(node.operator, cst.BitOrAssign):
                 self.scope.aug_updates.setdefault(node.target.value, []).append(node.value)
@@ -217,8 +230,10 @@ class _Collector(cst.CSTVisitor):
     # control flow --------------------------------------------------------------
     def _push_loop(self, node: cst.For | cst.While, targets: list[str]) -> None:
         parent = self.loops[-1][0] if self.loops else None
-        loop = Loop(node, self.scope, parent, targets, withs=tuple(self.withs))
+        loop = Loop(node, self.scope, parent, targets, withs=tuple(self.withs), varying=set(targets))
         self.f.loops.append(loop)
+        for entry in self.loops:
+            entry[0].varying.update(targets)
         self.loops.append([loop, 0])
 
     def visit_For(self, node: cst.For) -> None:
@@ -237,10 +252,14 @@ class _Collector(cst.CSTVisitor):
     def leave_While(self, node: cst.While) -> None:
         self.loops.pop()
 
-    def _cond(self, step: int) -> None:
+    def _cond(self, step: int, node: cst.CSTNode | None = None) -> None:
         self.cond += step
         for entry in self.loops:
             entry[1] += step
+        if step > 0:
+            self.under.append((node, len(self.loops)))
+        elif step < 0:
+            self.under.pop()
 
     def visit_If(self, node: cst.If) -> None:
         for loop, depth in self.loops:
@@ -252,25 +271,25 @@ class _Collector(cst.CSTVisitor):
     # unless the test only checks a type or presence (`if isinstance(v, torch.Tensor):`,
     # `if writer is not None:`): such a branch runs on every step that reaches it.
     def visit_If_body(self, node: cst.If) -> None:
-        self._cond(0 if _is_guard(node.test) else 1)
+        self._cond(0 if _is_guard(node.test) else 1, node)
 
     def leave_If_body(self, node: cst.If) -> None:
         self._cond(0 if _is_guard(node.test) else -1)
 
     def visit_If_orelse(self, node: cst.If) -> None:
-        self._cond(0 if _is_guard(node.test) else 1)
+        self._cond(0 if _is_guard(node.test) else 1, node)
 
     def leave_If_orelse(self, node: cst.If) -> None:
         self._cond(0 if _is_guard(node.test) else -1)
 
     def visit_IfExp(self, node: cst.IfExp) -> None:
-        self._cond(1)
+        self._cond(1, node)
 
     def leave_IfExp(self, node: cst.IfExp) -> None:
         self._cond(-1)
 
     def visit_ExceptHandler(self, node: cst.ExceptHandler) -> None:
-        self._cond(1)
+        self._cond(1, node)
 
     def leave_ExceptHandler(self, node: cst.ExceptHandler) -> None:
         self._cond(-1)
@@ -303,6 +322,7 @@ class _Collector(cst.CSTVisitor):
             tuple(self.withs),
             node is self.stmt_call,
             self.cond > 0,
+            tuple(self.under),
         )
         self.f.calls.append(site)
         self.scope.calls.append(site)
@@ -324,6 +344,12 @@ class _Collector(cst.CSTVisitor):
     def visit_FormattedStringText(self, node: cst.FormattedStringText) -> None:
         if "cuda" in node.value:  # f"cuda:{args.gpu}"
             self.f.idents.add("cuda")
+
+
+def _root(node: cst.BaseExpression) -> str | None:
+    while isinstance(node, (cst.Attribute, cst.Subscript)):
+        node = node.value
+    return node.value if isinstance(node, cst.Name) else None
 
 
 def _is_guard(test: cst.BaseExpression) -> bool:

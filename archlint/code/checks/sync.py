@@ -88,6 +88,8 @@ def _loop_findings(facts: Facts, seen: set[int]):
             if where is None or where[1] or id(site.node) in seen:
                 continue  # under an `if` (e.g. every N steps): not every iteration
             what = _what(site, names, facts)
+            if what == "torch.cuda.synchronize()" and site.conditional:
+                continue  # `if args.synchronize_step: torch.cuda.synchronize()`: asked for, on purpose
             if what:
                 seen.add(id(site.node))
                 yield Finding("AL401", site.node, f"{what} on every training step {_ADVICE}")
