@@ -103,7 +103,7 @@ def _check_device(device: str) -> None:
 
 
 def _verdict(args: argparse.Namespace, loader, result: LoaderResult):
-    from archlint.loader.verdict import estimated_step_ms, measure_step, verdict
+    from archlint.loader.verdict import estimated_step, measure_step, verdict
 
     shapes = [parse_shape(s) for s in args.input_shape] or [_batch_shape(loader)]
     spec = ModelSpec(
@@ -111,12 +111,14 @@ def _verdict(args: argparse.Namespace, loader, result: LoaderResult):
         init=_pairs(args.model_init, "--model-init"),
     )
     if args.device_spec:
-        step = estimated_step_ms(spec, args.device_spec, args.step)
+        with no_bytecode():
+            step = estimated_step(spec, args.device_spec, args.step)
     else:
         with no_bytecode():
             step = measure_step(spec, args.step)
     if not args.input_shape:
-        step.notes.append(f"model timed on the loader's batch shape {'×'.join(map(str, shapes[0]))} (--input-shape to change)")
+        how = "estimated" if step.basis == "estimated" else "timed"
+        step.notes.append(f"model {how} on the loader's batch shape {'×'.join(map(str, shapes[0]))} (--input-shape to change)")
     return verdict(result, args.model, step, args.step)
 
 

@@ -133,6 +133,35 @@ def test_verdict_flips_when_the_model_is_made_heavier(data_dir, capsys):
     assert "input-bound" in light["message"] and "samples/s" in light["message"]
 
 
+def test_verdict_on_a_device_spec_is_an_estimate(data_dir, capsys, tmp_path):
+    """--device-spec l4: the model's step is estimated for the L4 (nothing of it runs here), labelled
+    as an estimate; the eval step is the forward `archlint MODEL --device-spec l4` estimates, the
+    training step adds the backward (2× the forward) and the SGD update."""
+    common = [f"{data_dir}/data.py:Folder", "--batch-size", "16", "--workers", "none", *FAST,
+              "--model", f"{data_dir}/nets.py:Net", "--model-init", "depth=3", "--device-spec", "l4"]
+    train = run_json(capsys, *common)["verdict"]
+    infer = run_json(capsys, *common, "--step", "eval")["verdict"]
+    assert train["basis"] == infer["basis"] == "estimated" and train["device"] == "l4"
+    assert train["step"] == "train" and infer["step"] == "eval" and train["model_batch"] == 16
+    assert "on l4 (estimate)" in train["message"] and "trains on" in train["message"]
+    assert "infers on" in infer["message"]
+    assert any("not a measurement" in n for n in train["notes"])
+    assert any("model estimated on the loader's batch shape 16×3×48×48" in n for n in train["notes"])
+
+    assert main([f"{data_dir}/nets.py:Net", "--init", "depth=3", "--input-shape", "16,3,48,48",
+                 "--device-spec", "l4", "--output-format", "json"]) in (0, 1)
+    (model,) = json.loads(capsys.readouterr().out)["models"]
+    assert infer["model_step_ms"] == pytest.approx(model["estimate"]["latency_ms"], rel=1e-6)
+    assert 3 * infer["model_step_ms"] < train["model_step_ms"] < 3.1 * infer["model_step_ms"]
+    assert train["model_samples_per_s"] == pytest.approx(16 / (train["model_step_ms"] / 1e3))
+
+    page = tmp_path / "report.html"
+    assert main(["loader", *common, "--html", str(page)]) == 0
+    out = capsys.readouterr().out
+    assert "(estimate)" in out and "on l4 (estimated)" in out
+    assert "on l4 (estimated)" in page.read_text()
+
+
 def test_text_and_html_reports(data_dir, capsys, tmp_path):
     page = tmp_path / "report.html"
     code = main(["loader", f"{data_dir}/data.py:Folder", "--workers", "0,1", *FAST, "--html", str(page),
@@ -166,7 +195,8 @@ def test_nothing_is_written(data_dir, capsys):
         ("{d}/data.py:Folder", ["--workers", "two"], "--workers 'two'"),
         ("{d}/data.py:Folder", ["--batches", "0"], "--batches must be ≥ 1"),
         ("{d}/data.py:Folder", ["--input-shape", "1,3,8,8"], "give --model"),
-        ("{d}/data.py:Folder", ["--model", "{d}/nets.py:Net", "--device-spec", "l4"], "--device-spec l4"),
+        ("{d}/data.py:Folder", ["--model", "{d}/nets.py:Net", "--device-spec", "l5"], "unknown device spec 'l5'"),
+        ("{d}/data.py:Folder", ["--model", "{d}/nets.py:Net", "--device-spec", "no/such.toml"], "no such file"),
         ("{d}/data.py:Folder", ["--model", "{d}/nets.py:Nope"], "has no 'Nope'"),
     ],
 )
