@@ -6,7 +6,7 @@ import argparse
 
 from archlint.config import ModelSpec, parse_shape
 from archlint.errors import UsageError
-from archlint.loader import measure
+from archlint.loader import measure, prefetch
 from archlint.loader.command import _pairs
 from archlint.loader.load import LoaderSpec, load, no_bytecode, with_workers
 from archlint.loader.result import LoaderResult
@@ -14,7 +14,9 @@ from archlint.loader.result import LoaderResult
 
 def run_loader(args: argparse.Namespace, workers: list[int]) -> LoaderResult:
     spec = LoaderSpec(args.target, _pairs(args.init, "--init"), args.batch_size, args.num_workers, args.pin_memory)
-    loader, notes = load(spec)
+    loader, notes, wrapped = load(spec)
+    if wrapped is not None:
+        notes.append(prefetch.note(wrapped))
     if args.device and args.device != "cpu":
         _check_device(args.device)
     main = measure.throughput(with_workers(loader, loader.num_workers), args.batches, args.warmup, args.seconds)
@@ -35,6 +37,7 @@ def run_loader(args: argparse.Namespace, workers: list[int]) -> LoaderResult:
         files_per_sample=st.files_per_sample if st else None,
         bytes_per_sample=st.bytes_per_sample if st else None,
         workers=rows,
+        prefetch=prefetch.describe(loader, wrapped),
         batches=main.batches,
         pin_memory=bool(loader.pin_memory),
         device=args.device,

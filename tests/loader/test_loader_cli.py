@@ -162,6 +162,47 @@ def test_verdict_on_a_device_spec_is_an_estimate(data_dir, capsys, tmp_path):
     assert "on l4 (estimated)" in page.read_text()
 
 
+@pytest.mark.parametrize(
+    ("target", "signs", "batch_size", "workers"),
+    [
+        ("apex_style", "Stream, wait_stream, record_stream", 16, 0),  # stream made in __init__
+        ("timm_style", "Stream, wait_stream", 16, 0),  # timm's own PrefetchLoader
+        ("lazy", "Stream, wait_stream", 8, 1),  # holds the DataLoader
+        ("iter_held", "Stream, wait_stream, record_stream", 12, 2),  # its iterator; wait_stream from its base
+    ],
+)
+def test_cuda_stream_prefetcher_is_reported_and_unwrapped(data_dir, capsys, target, signs, batch_size, workers):
+    """A factory returning a CUDA-stream prefetcher: the DataLoader inside it is measured, with its
+    own settings, and the report says what was recognised. Without CUDA, apex's and timm's cannot
+    even be built: the DataLoader they were given is measured, and the notes say so."""
+    import torch
+
+    lr = run_json(capsys, f"{data_dir}/pipes.py:{target}", "--workers", "none", *FAST)
+    assert lr["prefetch"]["kind"] == "cuda-stream"
+    assert f"a CUDA-stream prefetcher ({signs})" in lr["prefetch"]["detail"]
+    assert "measured: the DataLoader inside it" in lr["prefetch"]["detail"]
+    assert (lr["batch_size"], lr["num_workers"]) == (batch_size, workers) and lr["samples_per_s"] > 0
+    assert ("that DataLoader: " in lr["prefetch"]["detail"]) == (workers > 0)
+    built_here = torch.cuda.is_available() or target in ("lazy", "iter_held")
+    assert any(("measured the DataLoader inside" if built_here else "cannot be built on this machine") in n
+               for n in lr["notes"]), lr["notes"]
+    assert multiprocessing.active_children() == []
+
+
+def test_prefetching_by_workers_and_none(data_dir, capsys, tmp_path):
+    lr = run_json(capsys, f"{data_dir}/pipes.py:pinned_workers", "--workers", "none", *FAST)
+    assert lr["prefetch"]["kind"] == "workers"
+    assert lr["prefetch"]["detail"].startswith("2 workers × prefetch_factor 3: up to 6 batches prepared ahead; pinned")
+    assert run_json(capsys, f"{data_dir}/data.py:Folder", "--workers", "none", *FAST)["prefetch"] is None
+
+    page = tmp_path / "report.html"
+    assert main(["loader", f"{data_dir}/pipes.py:lazy", "--workers", "none", *FAST, "--html", str(page)]) == 0
+    assert "prefetching: cuda-stream: pipes.py:LazyPrefetcher" in " ".join(capsys.readouterr().out.split())
+    assert "<th>prefetching</th><td>cuda-stream: pipes.py:LazyPrefetcher" in page.read_text()
+    assert main(["loader", f"{data_dir}/data.py:Folder", "--workers", "none", *FAST]) == 0
+    assert "prefetching: none (num_workers=0" in capsys.readouterr().out
+
+
 def test_text_and_html_reports(data_dir, capsys, tmp_path):
     page = tmp_path / "report.html"
     code = main(["loader", f"{data_dir}/data.py:Folder", "--workers", "0,1", *FAST, "--html", str(page),
@@ -198,6 +239,7 @@ def test_nothing_is_written(data_dir, capsys):
         ("{d}/data.py:Folder", ["--model", "{d}/nets.py:Net", "--device-spec", "l5"], "unknown device spec 'l5'"),
         ("{d}/data.py:Folder", ["--model", "{d}/nets.py:Net", "--device-spec", "no/such.toml"], "no such file"),
         ("{d}/data.py:Folder", ["--model", "{d}/nets.py:Nope"], "has no 'Nope'"),
+        ("{d}/pipes.py:holder", [], "holder() returned Holder, not a DataLoader"),
     ],
 )
 def test_bad_targets_exit_2_in_one_line(data_dir, capsys, target, flags, expected):
@@ -222,7 +264,7 @@ def test_hooks_and_pipelines_are_put_back(data_dir):
 
     before = (builtins.open, io.open, Image.open, Image.Image.convert, ImageFile.ImageFile.load)
     for name in ("Folder", "FolderV2"):
-        loader, _ = load(LoaderSpec(f"{data_dir}/data.py:{name}", batch_size=4))
+        loader, *_ = load(LoaderSpec(f"{data_dir}/data.py:{name}", batch_size=4))
         transform = loader.dataset.transform
         steps, attrs = list(transform.transforms), dict(vars(transform))
         assert stages(loader, items=8).items == 8
