@@ -279,3 +279,10 @@ def test_worker_settings_go_up_to_the_cores():
     assert worker_settings(2) == [0, 1, 2]
     assert worker_settings(6) == [0, 1, 2, 4, 6]
     assert worker_settings()[-1] == len(os.sched_getaffinity(0))
+
+
+def test_top_level_help_lists_the_loader_subcommand(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["--help"])
+    assert exc.value.code == 0
+    assert "archlint loader data.py:train_loader" in " ".join(capsys.readouterr().out.split())
