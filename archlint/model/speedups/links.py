@@ -50,7 +50,9 @@ def link_code(diagnostics: list[Diagnostic], models: list[ModelResult]) -> None:
     """Price each CODE_FIXED_BY finding with the what-if of the model its file trains: the only
     model analyzed, else the one model defined in the finding's file or in a module it imports.
     As for model findings, one model's saving prices one finding: with several findings on the
-    same model, none is priced. A what-if that is not faster never prices: the finding says so."""
+    same model, none is priced. With a GPU device spec, the spec's 16-bit estimate is the basis
+    (the measured figure is quoted beside it); without, a what-if that is not faster beyond the
+    noise never prices: the finding says the measurement found no speed-up."""
     models = [m for m in models if m.what_if and m.phase is None]  # a --decode step is not a training step
     for code, names in CODE_FIXED_BY.items():
         found: dict[int, list[Diagnostic]] = {}
@@ -67,9 +69,10 @@ def link_code(diagnostics: list[Diagnostic], models: list[ModelResult]) -> None:
             measured = f"{w.name} autocast measured {w.speedup:.2f}× on the forward of {m.target} on {m.device}"
             estimate = (m.estimate or {}).get("autocast")
             if estimate is None and what_if_verdict(w) != "faster":
+                state = what_if_verdict(w) or "no spread measured"
                 for d in linked:
                     d.message += f" (--what-if {w.name} measured no speed-up on the forward of {m.target} on {m.device}: " \
-                                 f"{w.speedup:.2f}×, {what_if_verdict(w)})"
+                                 f"{w.speedup:.2f}×, {state})"
                     d.evidence["what_if"] = _evidence(w, m)
                 continue
             if len(linked) != 1:
@@ -85,7 +88,7 @@ def link_code(diagnostics: list[Diagnostic], models: list[ModelResult]) -> None:
                 )
 
 
-def _estimated_price(m: ModelResult, estimate: dict, measured: str) -> Price | None:
+def _estimated_price(m: ModelResult, estimate: dict, measured: str) -> Price:
     """The device-spec estimate of the forward in 16 bits against float32."""
     fp32, half, spec = m.estimate["latency_ms"], estimate["latency_ms"], m.estimate["device_spec"]
     return Price.timed(
