@@ -47,6 +47,10 @@ def _check(paths: list[Path], specs: list[ModelSpec], settings: Settings) -> Run
             with progress.task(f"analyzing a decode step of {spec.target}"):
                 decoded.append(analyze_decode(spec, settings))
     result.models += decoded  # after the prefills: budgets pair specs with the first models
+    if paths and any(m.what_if for m in result.models):
+        from archlint.model.speedups.links import link_code  # AL403 priced by the model's autocast what-if
+
+        link_code(result.diagnostics, result.models)
 
     from archlint import gate  # budgets for models; baselines for models and code alike
 

@@ -4,6 +4,7 @@
     archlint train.py src/ [--fix]                                      lint training code
     archlint rule AL101 | archlint rules | archlint calibrate           the catalog, the device
     archlint device-specs                                               built-in specs for --device-spec
+    archlint loader data.py:train_loader [--model model.py:Net]        measure a data pipeline
 
 Everything heavy is imported lazily: linting code never imports torch.
 """
@@ -33,7 +34,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="archlint",
         description="Efficiency linter for PyTorch: `archlint model.py:Net` analyzes a model, "
-        "`archlint train.py src/` lints training code. Also: `archlint rule CODE`, "
+        "`archlint train.py src/` lints training code, `archlint loader data.py:train_loader [--model model.py:Net]` "
+        "measures a data pipeline (see `archlint loader --help`). Also: `archlint rule CODE`, "
         "`archlint rules`, `archlint calibrate`, `archlint device-specs`.",
     )
     p.add_argument("--version", action="version", version=f"archlint {__version__}")

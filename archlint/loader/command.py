@@ -41,7 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--model-init", action="append", default=[], metavar="KEY=VALUE", help="model constructor argument")
     v.add_argument("--dtype", default="float32")
     v.add_argument("--step", choices=("train", "eval"), default="train", help="the model step to time (default train)")
-    v.add_argument("--device-spec", help="estimate the model on a GPU you do not have (needs the device-spec estimate)")
+    v.add_argument("--device-spec", help="estimate the model's step on a device you do not have, from its spec (NAME or TOML file: "
+        "`archlint device-specs`) instead of timing it here")
     out = p.add_argument_group("output")
     out.add_argument("--output-format", choices=("text", "json"), default="text")
     out.add_argument("-o", "--output-file", type=Path)
@@ -88,6 +89,10 @@ def _check(args: argparse.Namespace) -> None:
         raise UsageError(f"--seconds must be > 0, got {args.seconds:g}")
     if (args.input_shape or args.model_init or args.device_spec) and not args.model:
         raise UsageError("--input-shape, --model-init and --device-spec describe the model: give --model PATH.py:NAME")
+    if args.device_spec:
+        from archlint.devices import resolve
+
+        resolve(args.device_spec)  # a bad name or file is an error before anything is measured
 
 
 def loader_command(argv: list[str]) -> int:

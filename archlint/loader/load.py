@@ -1,7 +1,8 @@
 """Resolve `PATH.py:NAME` into a DataLoader.
 
 NAME may be a DataLoader, a Dataset (instance or class), or a function returning either; classes
-and functions are called with the `--init` keyword arguments. A Dataset gets its DataLoader from
+and functions are called with the `--init` keyword arguments. A CUDA-stream prefetcher around a
+DataLoader (NAME itself, or what a function returns) is unwrapped to that DataLoader (prefetch.py). A Dataset gets its DataLoader from
 `--batch-size`, `--num-workers` and `--pin-memory`; a DataLoader keeps its own settings unless
 one of those flags overrides it.
 
@@ -21,6 +22,7 @@ from typing import Any
 from torch.utils.data import DataLoader, Dataset, IterableDataset
 
 from archlint.errors import UsageError
+from archlint.loader import prefetch
 from archlint.model.load import import_file
 
 DEFAULT_BATCH_SIZE = 32  # for a bare Dataset, when --batch-size is not given
@@ -71,8 +73,9 @@ def _call(factory, name: str, init: dict[str, Any]):
         raise UsageError(f"building {name}() raised {one_line(exc)}; check its files and --init arguments") from exc
 
 
-def load(spec: LoaderSpec) -> tuple[DataLoader, list[str]]:
-    """The DataLoader to measure, and notes on how it was made."""
+def load(spec: LoaderSpec) -> tuple[DataLoader, list[str], prefetch.Wrapped | None]:
+    """The DataLoader to measure, notes on how it was made, and the CUDA-stream prefetcher it was
+    taken out of (None: no prefetcher)."""
     file, sep, name = spec.target.rpartition(":")
     if not sep or not name.isidentifier():
         raise UsageError(f"target {spec.target!r} must look like PATH.py:NAME, e.g. data.py:train_loader")
@@ -84,14 +87,22 @@ def load(spec: LoaderSpec) -> tuple[DataLoader, list[str]]:
         hint = f"; it defines {', '.join(found)}" if found else "; it defines no DataLoader or Dataset"
         raise UsageError(f"{path} has no {name!r}{hint}")
     obj = getattr(module, name)
-    made = obj
+    made, wrapped = obj, None
     if isinstance(obj, (DataLoader, Dataset)):
         if spec.init:
             raise UsageError(f"{name} is an instance: --init applies only to a class or a function")
     elif callable(obj):
-        made = _call(obj, name, spec.init)
+        try:
+            made = _call(obj, name, spec.init)
+        except UsageError as exc:
+            wrapped = prefetch.from_failure(exc.__cause__)  # a CUDA prefetcher on a machine without CUDA
+            if wrapped is None:
+                raise
+    wrapped = wrapped or prefetch.unwrap(made)
+    if wrapped is not None:
+        made = wrapped.loader
     if isinstance(made, DataLoader):
-        return _override(made, spec)
+        return (*_override(made, spec), wrapped)
     if isinstance(made, Dataset):
         try:
             loader = DataLoader(
@@ -102,7 +113,7 @@ def load(spec: LoaderSpec) -> tuple[DataLoader, list[str]]:
             )
         except (TypeError, ValueError) as exc:
             raise UsageError(f"a DataLoader over {name} could not be made: {one_line(exc)}") from exc
-        return loader, []
+        return loader, [], None
     what = f"{name}() returned {type(made).__name__}" if made is not obj else f"{name} is a {type(obj).__name__}"
     raise UsageError(f"{what}, not a DataLoader or a Dataset; name a DataLoader, a Dataset, or a function returning one")
 

@@ -27,6 +27,14 @@ class WorkersRow:
 
 
 @dataclass
+class Prefetch:
+    """What prepares batches ahead of the training step (archlint.loader.prefetch)."""
+
+    kind: str  # "cuda-stream": a CUDA-stream prefetcher wraps the DataLoader | "workers": num_workers > 0
+    detail: str  # what was recognised, in words
+
+
+@dataclass
 class Verdict:
     """Which side bounds the run: the loader's samples/s against the model step's samples/s."""
 
@@ -60,6 +68,7 @@ class LoaderResult:
     bytes_per_sample: float | None
     workers: list[WorkersRow]
     verdict: Verdict | None = None
+    prefetch: Prefetch | None = None  # None: nothing prepares batches ahead (num_workers=0, no prefetcher)
     batches: int = 0  # timed batches behind samples_per_s
     pin_memory: bool = False
     device: str | None = None  # where batches were copied for the host→device stage

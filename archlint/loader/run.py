@@ -6,7 +6,7 @@ import argparse
 
 from archlint.config import ModelSpec, parse_shape
 from archlint.errors import UsageError
-from archlint.loader import measure
+from archlint.loader import measure, prefetch
 from archlint.loader.command import _pairs
 from archlint.loader.load import LoaderSpec, load, no_bytecode, with_workers
 from archlint.loader.result import LoaderResult
@@ -14,7 +14,9 @@ from archlint.loader.result import LoaderResult
 
 def run_loader(args: argparse.Namespace, workers: list[int]) -> LoaderResult:
     spec = LoaderSpec(args.target, _pairs(args.init, "--init"), args.batch_size, args.num_workers, args.pin_memory)
-    loader, notes = load(spec)
+    loader, notes, wrapped = load(spec)
+    if wrapped is not None:
+        notes.append(prefetch.note(wrapped))
     if args.device and args.device != "cpu":
         _check_device(args.device)
     main = measure.throughput(with_workers(loader, loader.num_workers), args.batches, args.warmup, args.seconds)
@@ -35,6 +37,7 @@ def run_loader(args: argparse.Namespace, workers: list[int]) -> LoaderResult:
         files_per_sample=st.files_per_sample if st else None,
         bytes_per_sample=st.bytes_per_sample if st else None,
         workers=rows,
+        prefetch=prefetch.describe(loader, wrapped),
         batches=main.batches,
         pin_memory=bool(loader.pin_memory),
         device=args.device,
@@ -103,7 +106,7 @@ def _check_device(device: str) -> None:
 
 
 def _verdict(args: argparse.Namespace, loader, result: LoaderResult):
-    from archlint.loader.verdict import estimated_step_ms, measure_step, verdict
+    from archlint.loader.verdict import estimated_step, measure_step, verdict
 
     shapes = [parse_shape(s) for s in args.input_shape] or [_batch_shape(loader)]
     spec = ModelSpec(
@@ -111,12 +114,14 @@ def _verdict(args: argparse.Namespace, loader, result: LoaderResult):
         init=_pairs(args.model_init, "--model-init"),
     )
     if args.device_spec:
-        step = estimated_step_ms(spec, args.device_spec, args.step)
+        with no_bytecode():
+            step = estimated_step(spec, args.device_spec, args.step)
     else:
         with no_bytecode():
             step = measure_step(spec, args.step)
     if not args.input_shape:
-        step.notes.append(f"model timed on the loader's batch shape {'×'.join(map(str, shapes[0]))} (--input-shape to change)")
+        how = "estimated" if step.basis == "estimated" else "timed"
+        step.notes.append(f"model {how} on the loader's batch shape {'×'.join(map(str, shapes[0]))} (--input-shape to change)")
     return verdict(result, args.model, step, args.step)
 
 

@@ -3,8 +3,9 @@
 The model is loaded as `archlint MODEL` loads it (archlint.model.load, real weights) and its step
 is timed with archlint's timer (archlint.model.timer.sample: warm-up, then the median of repeats):
 a training step (forward, a sum of the outputs as the loss, backward, an SGD step) or an
-inference step (forward under inference_mode). `--device-spec` would take the step time from
-the device-spec estimate instead; that estimate is not in this build (see `estimated_step_ms`).
+inference step (forward under inference_mode). With `--device-spec` (a GPU the user does not
+have) the step time is the device-spec estimate instead (`estimated_step`): the forward captured
+and estimated as `archlint MODEL --device-spec` does it, the training step derived from it.
 """
 
 from __future__ import annotations
@@ -104,13 +105,49 @@ def measure_step(spec: ModelSpec, step: str) -> ModelStep:
     return ModelStep(stats.median, batch, str(dev), "measured", notes)
 
 
-def estimated_step_ms(spec: ModelSpec, device_spec: str, step: str) -> ModelStep:
-    """The hook for the device-spec estimate (a GPU the user does not have). Not in this build:
-    say so rather than guess."""
-    raise UsageError(
-        f"--device-spec {device_spec}: this build has no device-spec estimate; "
-        "drop --device-spec to time the model on this machine (--device cuda for a GPU you have)"
-    )
+# Backward ≈ 2× the forward's work: a GEMM's backward is two GEMMs of its size (the gradients of
+# its input and of its weight), an element-wise op's reads the saved input and the incoming
+# gradient and writes one gradient. The usual 2:1 ratio (training ≈ 6·N·tokens FLOPs against
+# 2·N for the forward: Kaplan et al. 2020, "Scaling Laws for Neural Language Models", §2.1).
+BACKWARD_PER_FORWARD = 2.0
+
+
+def estimated_step(spec: ModelSpec, device_spec: str, step: str) -> ModelStep:
+    """The step's time on a device named by its spec (archlint.devices): the forward is captured in
+    the step's mode (train: BatchNorm on batch statistics, dropout on) and estimated op by op by
+    archlint.model.estimate; an eval step is that forward, a training step adds the backward
+    (BACKWARD_PER_FORWARD × the forward) and the SGD update (weights and gradients read, weights
+    written, at the spec's bandwidth), as measure_step times them."""
+    from archlint.devices import resolve
+    from archlint.model.analyze import _capture_and_cost
+    from archlint.model.estimate import estimate_graph
+    from archlint.model.sandbox import user_code
+
+    device = resolve(device_spec)
+    settings = Settings(mode="train" if step == "train" else "eval")
+    with user_code(spec.target) as guard:
+        loaded = load_model(spec, settings)  # no latency: built on meta where it can be, nothing runs
+        guard.doing = "running its forward (capture)"
+        graph, result = _capture_and_cost(loaded, spec.target, device.name, settings)
+    estimate = estimate_graph(graph, device)
+    forward_ms = estimate["latency_ms"]
+    notes = list(result.notes)
+    shape = result.input_shapes[0] if result.input_shapes else []
+    batch = int(shape[0]) if shape else 1
+    if step == "train":
+        update_bytes = 3 * result.totals.params * loaded.dtype.itemsize
+        update_ms = update_bytes / device.bandwidth * 1e3
+        ms = forward_ms * (1 + BACKWARD_PER_FORWARD) + update_ms
+        notes.append(
+            f"model step estimated for {device.name} (a spec-sheet estimate, not a measurement): forward "
+            f"{forward_ms:.3g} ms + backward {BACKWARD_PER_FORWARD:g}× the forward (gradients of inputs and weights) "
+            f"+ SGD update {update_ms:.3g} ms (weights and gradients read, weights written)"
+        )
+    else:
+        ms = forward_ms
+        notes.append(f"model step estimated for {device.name} (a spec-sheet estimate, not a measurement): the forward")
+    notes += [f"estimate: {a}" for a in estimate["assumptions"]]
+    return ModelStep(ms, batch, device.name, "estimated", notes)
 
 
 def verdict(result: LoaderResult, model_target: str, step: ModelStep, step_kind: str) -> Verdict:

@@ -149,7 +149,14 @@ def analyze(spec: ModelSpec, settings: Settings) -> tuple[ModelResult, list[Diag
             from archlint.devices import resolve
             from archlint.model.estimate import estimate_graph
 
-            result.estimate = estimate_graph(graph, resolve(spec_name, getattr(settings, "root", None)))
+            device_spec = resolve(spec_name, getattr(settings, "root", None))
+            result.estimate = estimate_graph(graph, device_spec)
+            if settings.what_if is not None:  # the 16-bit estimate beside it: AL403's price (speedups/links.py)
+                from archlint.model.speedups.precision import autocast_estimate
+
+                autocast = autocast_estimate(graph, device_spec)
+                if autocast:
+                    result.estimate["autocast"] = autocast
         if settings.what_if is not None:
             from archlint.model.speedups.run import what_ifs
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 
+from archlint.report.loader_table import prefetching
 from archlint.report.text import human_bytes
 
 
@@ -25,6 +26,7 @@ def loader_section(i: int, lr) -> str:
         ("throughput", f"<b>{lr.samples_per_s:,.1f} samples/s</b> ({lr.batches_per_s:,.2f} batches/s over {lr.batches} batches)"),
         ("between batches", f"{lr.spread[0]:.3g}–{lr.spread[1]:.3g} ms <span class=muted>q1–q3</span>"),
         ("first batch", f"{lr.first_batch_s:.3g} s <span class=muted>worker start-up included</span>"),
+        ("prefetching", _e(prefetching(lr))),
     ]
     if lr.files_per_sample is not None:
         rows.append(("files · bytes per sample", f"{lr.files_per_sample:.2f} · {_e(human_bytes(lr.bytes_per_sample))}"))

@@ -10,6 +10,14 @@ from rich.table import Table
 from archlint.report.text import human_bytes
 
 
+def prefetching(lr) -> str:
+    """What prepares batches ahead, in words (shared with the HTML report)."""
+    p = lr.prefetch
+    if p is None:
+        return "none (num_workers=0 and no prefetcher: each batch is made when the step asks for it)"
+    return f"{p.kind}: {p.detail}"
+
+
 def print_loader(lr, console: Console) -> None:
     """`lr` is an archlint.loader.result.LoaderResult."""
     console.print(f"[bold]{escape(lr.target)}[/]", markup=True)
@@ -20,6 +28,7 @@ def print_loader(lr, console: Console) -> None:
         f"{lr.spread[0]:.3g}–{lr.spread[1]:.3g} ms between batches, q1–q3); first batch after {lr.first_batch_s:.3g} s",
         markup=True,
     )
+    console.print(f"  prefetching: {escape(prefetching(lr))}", markup=True)
     if lr.stages:
         table = Table(
             title=f"one sample's time by stage (main process, {lr.stage_items} items)", title_justify="left"

@@ -117,6 +117,99 @@ class Net(nn.Module):
 '''
 
 
+PIPES = '''
+"""Pipelines wrapped in CUDA-stream prefetchers (the apex and timm patterns), and negative twins."""
+import torch
+from torch.utils.data import DataLoader
+
+from data import Folder, folder_loader
+
+
+class StreamPrefetcher:
+    """apex's pattern: the stream is made and the first batch copied in __init__ (needs CUDA)."""
+
+    def __init__(self, loader):
+        self.batches = iter(loader)
+        self.stream = torch.cuda.Stream()
+        self.preload()
+
+    def preload(self):
+        images, labels = next(self.batches)
+        with torch.cuda.stream(self.stream):
+            self.images = images.cuda(non_blocking=True)
+
+    def next(self):
+        torch.cuda.current_stream().wait_stream(self.stream)
+        images = self.images
+        images.record_stream(torch.cuda.current_stream())
+        self.preload()
+        return images
+
+
+class LazyPrefetcher:
+    """timm's pattern: holds the loader, makes its stream on first iteration."""
+
+    def __init__(self, loader):
+        self.loader = loader
+        self.stream = None
+
+    def __iter__(self):
+        self.stream = self.stream or torch.cuda.Stream()
+        for images, labels in self.loader:
+            self.stream.wait_stream(torch.cuda.current_stream())
+            yield images.cuda(non_blocking=True), labels
+
+
+class IterPrefetcher(LazyPrefetcher):
+    """apex's way of holding the loader (its iterator), timm's lazy stream: builds without CUDA."""
+
+    def __init__(self, loader):
+        self.batches = iter(loader)
+        self.stream = None
+
+    def __iter__(self):
+        self.stream = self.stream or torch.cuda.Stream()
+        for images, labels in self.batches:
+            with torch.cuda.stream(self.stream):
+                images = images.cuda(non_blocking=True)
+            images.record_stream(torch.cuda.current_stream())
+            yield images, labels
+
+
+class Holder:
+    """Holds a loader, no stream: not a prefetcher."""
+
+    def __init__(self, loader):
+        self.loader = loader
+
+
+def apex_style():
+    return StreamPrefetcher(folder_loader())
+
+
+def lazy():
+    return LazyPrefetcher(DataLoader(Folder(), batch_size=8, num_workers=1, prefetch_factor=3))
+
+
+def timm_style():
+    from timm.data.loader import PrefetchLoader
+
+    return PrefetchLoader(folder_loader())
+
+
+def iter_held():
+    return IterPrefetcher(DataLoader(Folder(), batch_size=12, num_workers=2, prefetch_factor=4))
+
+
+def holder():
+    return Holder(folder_loader())
+
+
+def pinned_workers():
+    return DataLoader(Folder(), batch_size=16, num_workers=2, pin_memory=True, prefetch_factor=3)
+'''
+
+
 @pytest.fixture(scope="session")
 def data_dir(tmp_path_factory):
     root = tmp_path_factory.mktemp("loader")
@@ -132,6 +225,7 @@ def data_dir(tmp_path_factory):
         (folder / f"{i:03d}.jpg").write_bytes((images / f"{i:04d}.jpg").read_bytes())
     (root / "data.py").write_text(textwrap.dedent(DATA))
     (root / "nets.py").write_text(textwrap.dedent(NETS))
+    (root / "pipes.py").write_text(textwrap.dedent(PIPES))
     return root
 
 

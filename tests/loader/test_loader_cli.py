@@ -133,6 +133,76 @@ def test_verdict_flips_when_the_model_is_made_heavier(data_dir, capsys):
     assert "input-bound" in light["message"] and "samples/s" in light["message"]
 
 
+def test_verdict_on_a_device_spec_is_an_estimate(data_dir, capsys, tmp_path):
+    """--device-spec l4: the model's step is estimated for the L4 (nothing of it runs here), labelled
+    as an estimate; the eval step is the forward `archlint MODEL --device-spec l4` estimates, the
+    training step adds the backward (2× the forward) and the SGD update."""
+    common = [f"{data_dir}/data.py:Folder", "--batch-size", "16", "--workers", "none", *FAST,
+              "--model", f"{data_dir}/nets.py:Net", "--model-init", "depth=3", "--device-spec", "l4"]
+    train = run_json(capsys, *common)["verdict"]
+    infer = run_json(capsys, *common, "--step", "eval")["verdict"]
+    assert train["basis"] == infer["basis"] == "estimated" and train["device"] == "l4"
+    assert train["step"] == "train" and infer["step"] == "eval" and train["model_batch"] == 16
+    assert "on l4 (estimate)" in train["message"] and "trains on" in train["message"]
+    assert "infers on" in infer["message"]
+    assert any("not a measurement" in n for n in train["notes"])
+    assert any("model estimated on the loader's batch shape 16×3×48×48" in n for n in train["notes"])
+
+    assert main([f"{data_dir}/nets.py:Net", "--init", "depth=3", "--input-shape", "16,3,48,48",
+                 "--device-spec", "l4", "--output-format", "json"]) in (0, 1)
+    (model,) = json.loads(capsys.readouterr().out)["models"]
+    assert infer["model_step_ms"] == pytest.approx(model["estimate"]["latency_ms"], rel=1e-6)
+    assert 3 * infer["model_step_ms"] < train["model_step_ms"] < 3.1 * infer["model_step_ms"]
+    assert train["model_samples_per_s"] == pytest.approx(16 / (train["model_step_ms"] / 1e3))
+
+    page = tmp_path / "report.html"
+    assert main(["loader", *common, "--html", str(page)]) == 0
+    out = capsys.readouterr().out
+    assert "(estimate)" in out and "on l4 (estimated)" in out
+    assert "on l4 (estimated)" in page.read_text()
+
+
+@pytest.mark.parametrize(
+    ("target", "signs", "batch_size", "workers"),
+    [
+        ("apex_style", "Stream, wait_stream, record_stream", 16, 0),  # stream made in __init__
+        ("timm_style", "Stream, wait_stream", 16, 0),  # timm's own PrefetchLoader
+        ("lazy", "Stream, wait_stream", 8, 1),  # holds the DataLoader
+        ("iter_held", "Stream, wait_stream, record_stream", 12, 2),  # its iterator; wait_stream from its base
+    ],
+)
+def test_cuda_stream_prefetcher_is_reported_and_unwrapped(data_dir, capsys, target, signs, batch_size, workers):
+    """A factory returning a CUDA-stream prefetcher: the DataLoader inside it is measured, with its
+    own settings, and the report says what was recognised. Without CUDA, apex's and timm's cannot
+    even be built: the DataLoader they were given is measured, and the notes say so."""
+    import torch
+
+    lr = run_json(capsys, f"{data_dir}/pipes.py:{target}", "--workers", "none", *FAST)
+    assert lr["prefetch"]["kind"] == "cuda-stream"
+    assert f"a CUDA-stream prefetcher ({signs})" in lr["prefetch"]["detail"]
+    assert "measured: the DataLoader inside it" in lr["prefetch"]["detail"]
+    assert (lr["batch_size"], lr["num_workers"]) == (batch_size, workers) and lr["samples_per_s"] > 0
+    assert ("that DataLoader: " in lr["prefetch"]["detail"]) == (workers > 0)
+    built_here = torch.cuda.is_available() or target in ("lazy", "iter_held")
+    assert any(("measured the DataLoader inside" if built_here else "cannot be built on this machine") in n
+               for n in lr["notes"]), lr["notes"]
+    assert multiprocessing.active_children() == []
+
+
+def test_prefetching_by_workers_and_none(data_dir, capsys, tmp_path):
+    lr = run_json(capsys, f"{data_dir}/pipes.py:pinned_workers", "--workers", "none", *FAST)
+    assert lr["prefetch"]["kind"] == "workers"
+    assert lr["prefetch"]["detail"].startswith("2 workers × prefetch_factor 3: up to 6 batches prepared ahead; pinned")
+    assert run_json(capsys, f"{data_dir}/data.py:Folder", "--workers", "none", *FAST)["prefetch"] is None
+
+    page = tmp_path / "report.html"
+    assert main(["loader", f"{data_dir}/pipes.py:lazy", "--workers", "none", *FAST, "--html", str(page)]) == 0
+    assert "prefetching: cuda-stream: pipes.py:LazyPrefetcher" in " ".join(capsys.readouterr().out.split())
+    assert "<th>prefetching</th><td>cuda-stream: pipes.py:LazyPrefetcher" in page.read_text()
+    assert main(["loader", f"{data_dir}/data.py:Folder", "--workers", "none", *FAST]) == 0
+    assert "prefetching: none (num_workers=0" in capsys.readouterr().out
+
+
 def test_text_and_html_reports(data_dir, capsys, tmp_path):
     page = tmp_path / "report.html"
     code = main(["loader", f"{data_dir}/data.py:Folder", "--workers", "0,1", *FAST, "--html", str(page),
@@ -166,8 +236,10 @@ def test_nothing_is_written(data_dir, capsys):
         ("{d}/data.py:Folder", ["--workers", "two"], "--workers 'two'"),
         ("{d}/data.py:Folder", ["--batches", "0"], "--batches must be ≥ 1"),
         ("{d}/data.py:Folder", ["--input-shape", "1,3,8,8"], "give --model"),
-        ("{d}/data.py:Folder", ["--model", "{d}/nets.py:Net", "--device-spec", "l4"], "--device-spec l4"),
+        ("{d}/data.py:Folder", ["--model", "{d}/nets.py:Net", "--device-spec", "l5"], "unknown device spec 'l5'"),
+        ("{d}/data.py:Folder", ["--model", "{d}/nets.py:Net", "--device-spec", "no/such.toml"], "no such file"),
         ("{d}/data.py:Folder", ["--model", "{d}/nets.py:Nope"], "has no 'Nope'"),
+        ("{d}/pipes.py:holder", [], "holder() returned Holder, not a DataLoader"),
     ],
 )
 def test_bad_targets_exit_2_in_one_line(data_dir, capsys, target, flags, expected):
@@ -192,7 +264,7 @@ def test_hooks_and_pipelines_are_put_back(data_dir):
 
     before = (builtins.open, io.open, Image.open, Image.Image.convert, ImageFile.ImageFile.load)
     for name in ("Folder", "FolderV2"):
-        loader, _ = load(LoaderSpec(f"{data_dir}/data.py:{name}", batch_size=4))
+        loader, *_ = load(LoaderSpec(f"{data_dir}/data.py:{name}", batch_size=4))
         transform = loader.dataset.transform
         steps, attrs = list(transform.transforms), dict(vars(transform))
         assert stages(loader, items=8).items == 8
@@ -207,3 +279,10 @@ def test_worker_settings_go_up_to_the_cores():
     assert worker_settings(2) == [0, 1, 2]
     assert worker_settings(6) == [0, 1, 2, 4, 6]
     assert worker_settings()[-1] == len(os.sched_getaffinity(0))
+
+
+def test_top_level_help_lists_the_loader_subcommand(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["--help"])
+    assert exc.value.code == 0
+    assert "archlint loader data.py:train_loader" in " ".join(capsys.readouterr().out.split())

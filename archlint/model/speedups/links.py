@@ -1,11 +1,16 @@
 """Findings whose fix is one of the what-if transformations take its measured result as their
 price (basis "measured"): the saving is the whole model's, end to end, with the fix applied by
-archlint to a copy. No torch in here."""
+archlint to a copy. Code findings whose fix is one (AL403: autocast) take the what-if of the
+model analyzed in the same run, labelled "estimated" (`link_code`). No torch in here."""
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 from archlint.diagnostics import Diagnostic, Price
-from archlint.result import WhatIf
+from archlint.report.what_if_table import verdict as what_if_verdict
+from archlint.result import ModelResult, WhatIf
 
 # rule code → the transformation that is its fix
 FIXED_BY = {"AL205": "fold-bn", "AL106": "sdpa"}
@@ -33,3 +38,97 @@ def link(diagnostics: list[Diagnostic], what_ifs: list[WhatIf], device: str) -> 
             claims=old.claims if old else (),
         )
         d.evidence["what_if"] = {"name": w.name, "speedup": w.speedup, "spread": w.spread}
+
+
+# Code rules whose fix is autocast: priced by the analyzed model's bf16/fp16 what-if (or its
+# device-spec estimate). The finding is about a training step on CUDA, the what-if an inference
+# forward on the device at hand: the price is labelled "estimated" and says what was measured where.
+CODE_FIXED_BY = {"AL403": ("bf16", "fp16")}
+
+
+def link_code(diagnostics: list[Diagnostic], models: list[ModelResult]) -> None:
+    """Price each CODE_FIXED_BY finding with the what-if of the model its file trains: the only
+    model analyzed, else the one model defined in the finding's file or in a module it imports.
+    As for model findings, one model's saving prices one finding: with several findings on the
+    same model, none is priced. With a GPU device spec, the spec's 16-bit estimate is the basis
+    (the measured figure is quoted beside it); without, a what-if that is not faster beyond the
+    noise never prices: the finding says the measurement found no speed-up."""
+    models = [m for m in models if m.what_if and m.phase is None]  # a --decode step is not a training step
+    for code, names in CODE_FIXED_BY.items():
+        found: dict[int, list[Diagnostic]] = {}
+        for d in diagnostics:
+            if d.code == code and d.file:
+                m = _model_of(d.file, models)
+                if m is not None:
+                    found.setdefault(id(m), []).append(d)
+        for m in models:
+            linked = found.get(id(m), [])
+            w = next((w for name in names for w in m.what_if if w.name == name and w.applicable and w.speedup), None)
+            if w is None or not linked:
+                continue
+            measured = f"{w.name} autocast measured {w.speedup:.2f}× on the forward of {m.target} on {m.device}"
+            estimate = (m.estimate or {}).get("autocast")
+            if estimate is None and what_if_verdict(w) != "faster":
+                state = what_if_verdict(w) or "no spread measured"
+                for d in linked:
+                    d.message += f" (--what-if {w.name} measured no speed-up on the forward of {m.target} on {m.device}: " \
+                                 f"{w.speedup:.2f}×, {state})"
+                    d.evidence["what_if"] = _evidence(w, m)
+                continue
+            if len(linked) != 1:
+                continue
+            d = linked[0]
+            d.evidence["what_if"] = _evidence(w, m)
+            if estimate is not None:
+                d.price = _estimated_price(m, estimate, measured)
+            else:
+                d.price = Price.timed(
+                    f"{measured}; the training step on CUDA may differ",
+                    saving_ms=w.baseline_ms * (1 - 1 / w.speedup), model_ms=w.baseline_ms, basis="estimated",
+                )
+
+
+def _estimated_price(m: ModelResult, estimate: dict, measured: str) -> Price:
+    """The device-spec estimate of the forward in 16 bits against float32."""
+    fp32, half, spec = m.estimate["latency_ms"], estimate["latency_ms"], m.estimate["device_spec"]
+    return Price.timed(
+        f"{estimate['dtype']} autocast estimated {fp32 / half:.2f}× on the forward of {m.target} on {spec} "
+        f"({fp32:.3g} ms in float32, {half:.3g} ms with {estimate['assumption']}); {measured}; the training step may differ",
+        saving_ms=fp32 - half, model_ms=fp32, basis="estimated", device=spec,
+    )
+
+
+def _evidence(w: WhatIf, m: ModelResult) -> dict:
+    return {"name": w.name, "model": m.target, "device": m.device, "pass": "forward (inference)",
+            "speedup": w.speedup, "spread": w.spread}
+
+
+def _model_of(file: str, models: list[ModelResult]) -> ModelResult | None:
+    if len(models) == 1:
+        return models[0]
+    mine = [m for m in models if _trains(file, m.target)]
+    return mine[0] if len(mine) == 1 else None
+
+
+def _trains(file: str, target: str) -> bool:
+    """The code file is the model's file or imports its module (by the module's name: `import
+    model`, `from model import Net`, `from .model import Net`, `from pkg import model`). Read with
+    ast, never run."""
+    path, sep, _ = target.rpartition(":")
+    if not sep or not path.endswith(".py"):
+        return False  # hf:NAME and the like: no file to match
+    model_file, code_file = Path(path).resolve(), Path(file).resolve()
+    if model_file == code_file:
+        return True
+    try:
+        tree = ast.parse(code_file.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
+        return False
+    stem = model_file.stem
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import) and any(a.name.split(".")[-1] == stem for a in node.names):
+            return True
+        if isinstance(node, ast.ImportFrom):
+            if (node.module or "").split(".")[-1] == stem or any(a.name == stem for a in node.names):
+                return True
+    return False
