@@ -23,6 +23,8 @@ import networkx as nx
 from archlint.config import Settings
 from archlint.diagnostics import Diagnostic
 from archlint.errors import UsageError
+from archlint.model.checks import _repeats
+from archlint.model.checks._graph import severity
 
 
 @dataclass
@@ -58,7 +60,9 @@ def run_checks(graph: nx.DiGraph, ctx: CheckContext) -> list[Diagnostic]:
             ctx.notes.append(f"rule {module.CODE} failed on this model and was skipped "
                              f"({type(exc).__name__}: {str(exc)[:200]}); the other results stand; please report it")
             continue
-        for d in mine:
+        for d in _repeats.group(mine):  # one finding for what the model repeats block for block
+            if "min_saving_share" in options and d.evidence.get("repeats"):
+                d.severity = severity(d.price, options, ctx) if d.price else d.severity  # one fix saves their sum
             if not ctx.settings.module_ignored(d.code, d.module):
                 d.target = d.target or ctx.target
                 found.append(d)

@@ -1,0 +1,62 @@
+"""Findings that a model repeats block for block are one finding.
+
+A 32-layer transformer whose block writes its RMSNorm by hand gets the same finding on
+`layers.0.norm`, `layers.1.norm`, …: one fix (the block's class) removes all of them, so the
+report shows one finding that lists the repeats and is priced as their sum. Two findings are
+repeats when they have the same rule and severity and their module paths and messages are equal
+once the indices in module paths (`layers.3` → `layers.#`) are set aside.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+from archlint.diagnostics import Diagnostic, Price
+
+_INDEX = re.compile(r"(?<=[A-Za-z_])\.\d+\b")  # `.3` in `layers.3.mlp`, never in `0.8%` or `2.4`
+_LISTED = 4
+
+
+def pattern(text: str | None) -> str:
+    return _INDEX.sub(".#", text or "")
+
+
+def group(found: list[Diagnostic]) -> list[Diagnostic]:
+    """The findings with each set of repeats merged into its first member, in their order."""
+    groups: dict[tuple, list[Diagnostic]] = {}
+    for d in found:
+        groups.setdefault((d.code, d.severity, pattern(d.module), pattern(d.message)), []).append(d)
+    return [members[0] if len(members) == 1 else merge(members) for members in groups.values()]
+
+
+def merge(members: list[Diagnostic]) -> Diagnostic:
+    first = members[0]
+    where = [d.module or d.node or "?" for d in members]
+    more = ", ".join(where[1:_LISTED + 1]) + (f" and {len(where) - 1 - _LISTED} more" if len(where) - 1 > _LISTED else "")
+    return replace(
+        first,
+        message=f"{first.message} — the same in {len(members) - 1} more repeat{'s' if len(members) > 2 else ''} ({more})",
+        evidence={**first.evidence, "repeats": where},
+        price=total([d.price for d in members]),
+    )
+
+
+def total(prices: list[Price | None]) -> Price | None:
+    """The repeats' prices added up: one fix saves them all (None when any is missing)."""
+    if any(p is None for p in prices) or len({p.basis for p in prices}) != 1:
+        return prices[0]
+
+    def add(field: str):
+        values = [getattr(p, field) for p in prices]
+        return None if any(v is None for v in values) else sum(values)
+
+    first = prices[0]
+    parts = None
+    if all(p.parts is not None for p in prices):
+        parts = {k: v for p in prices for k, v in p.parts.items()}
+    return Price(
+        first.basis, sum(p.saving_share for p in prices), first.alternative, add("saving_ms"),
+        add("mac_bytes_saved"), add("flops_saved"), first.device,
+        tuple(dict.fromkeys(c for p in prices for c in p.claims)), parts,
+    )
