@@ -4,6 +4,8 @@ A check module defines
     CODE = "AL101"                      the rule it implements (its page is rules/AL101-*.md)
     OPTIONS = {"threshold": 0.1, ...}   its options with defaults (config/CLI override them)
     def check(graph, options, ctx) -> Iterable[Diagnostic]
+    JUDGED_BY_PRICE = True              (optional) its severity is _graph.severity of the price, so
+                                        repeats merged into one finding are judged on their sum
 and never traces, times or prints: it is a pure function of the OpGraph (with costs) and options.
 `ctx.pricer` is the measure layer's what-if interface (None without --latency).
 """
@@ -61,7 +63,7 @@ def run_checks(graph: nx.DiGraph, ctx: CheckContext) -> list[Diagnostic]:
                              f"({type(exc).__name__}: {str(exc)[:200]}); the other results stand; please report it")
             continue
         for d in _repeats.group(mine):  # one finding for what the model repeats block for block
-            if "min_saving_share" in options and d.evidence.get("repeats"):
+            if getattr(module, "JUDGED_BY_PRICE", False) and d.evidence.get("repeats"):
                 d.severity = severity(d.price, options, ctx) if d.price else d.severity  # one fix saves their sum
             if not ctx.settings.module_ignored(d.code, d.module):
                 d.target = d.target or ctx.target

@@ -23,6 +23,7 @@ from archlint.model.checks import _graph as g
 from archlint.model.opgraph import ELEMENTWISE_KINDS
 
 CODE = "AL104"
+JUDGED_BY_PRICE = True  # warning only when the saving pays (_graph.severity)
 OPTIONS = {
     "threshold": 0.5,  # report when these ops' saving is above this share of the model's MAC (or latency)
     "block_threshold": 0.5,  # list a block in evidence when the share within it is above this
