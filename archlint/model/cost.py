@@ -45,7 +45,8 @@ _KINDS: dict[str, tuple[str, ...]] = {
         "BatchNorm1d BatchNorm2d BatchNorm3d SyncBatchNorm LayerNorm GroupNorm InstanceNorm1d "
         "InstanceNorm2d InstanceNorm3d RMSNorm LocalResponseNorm batch_norm layer_norm group_norm "
         "instance_norm rms_norm native_batch_norm _native_batch_norm_legit_no_training "
-        "_native_batch_norm_legit native_layer_norm native_group_norm local_response_norm normalize"
+        "_native_batch_norm_legit native_layer_norm native_group_norm local_response_norm normalize "
+        "_weight_norm _weight_norm_interface weight_norm"
     ).split(),
     "activation": (
         "ReLU ReLU6 LeakyReLU PReLU RReLU ELU SELU CELU GELU SiLU Mish Sigmoid Tanh Hardswish "
@@ -397,6 +398,14 @@ def key_formula(*keys: str):
         return fn
 
     return register
+
+
+@key_formula("_weight_norm", "_weight_norm_interface", "weight_norm")
+def weight_norm(op: dict) -> int:
+    """w = g · v / ‖v‖ recomputed from the parameters on every call (torch.nn.utils.weight_norm,
+    parametrizations.weight_norm: wav2vec2's positional conv): per element of v a square and an
+    add for the norm, a divide and a multiply."""
+    return 4 * numel(_out(op))
 
 
 @key_formula("roi_align", "ps_roi_align")

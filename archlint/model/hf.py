@@ -7,7 +7,8 @@ A model type gets the first auto class that knows it: sequence-to-sequence LM (T
 causal LM (GPT-2, Llama), then the bare model (BERT, ViT, CLIP).
 
 Inputs, when none are given: the model's main input (`input_ids` 1×128 int64, `pixel_values`
-1×C×S×S, `input_features` 1×mels×frames, sized from the config), plus `decoder_input_ids` 1×16 for
+1×C×S×S, `input_features` 1×mels×frames, sized from the config, `input_values` 1×16000: one
+second of 16 kHz audio), plus `decoder_input_ids` 1×16 for
 encoder-decoder models and `pixel_values` for text-image models (CLIP).
 """
 
@@ -25,6 +26,7 @@ from archlint.errors import UsageError
 PREFIX = "hf:"
 DEFAULT_TOKENS = 128
 DEFAULT_DECODER_TOKENS = 16
+DEFAULT_AUDIO_SAMPLES = 16_000
 
 
 def is_hf_target(target: str) -> bool:
@@ -90,6 +92,8 @@ def default_inputs(model: nn.Module) -> dict[str, torch.Tensor]:
     if main == "input_features":
         frames = 2 * getattr(config, "max_source_positions", 1500)
         inputs["input_features"] = torch.randn(1, getattr(config, "num_mel_bins", 80), frames)
+    if main == "input_values":  # raw audio (wav2vec2, HuBERT, WavLM): one second at 16 kHz
+        inputs["input_values"] = torch.randn(1, DEFAULT_AUDIO_SAMPLES)
     if getattr(config, "is_encoder_decoder", False) and "decoder_input_ids" in params:
         inputs["decoder_input_ids"] = torch.randint(0, vocab, (1, DEFAULT_DECODER_TOKENS))
     if not inputs:

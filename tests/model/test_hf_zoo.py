@@ -173,6 +173,18 @@ def test_hf_target_default_inputs_and_class_names(capsys):
     assert [i["name"] for i in model["inputs"]] == ["input_ids", "decoder_input_ids"]
 
 
+def test_hf_audio_model_gets_raw_audio_and_its_weight_norm_is_costed(capsys):
+    """wav2vec2 takes `input_values` (raw audio); its positional conv recomputes a weight-normed
+    kernel each call (aten._weight_norm): 4 FLOPs per kernel element, never an unknown op."""
+    model = _json(capsys, ["hf:wav2vec2", "--config", "num_hidden_layers=1", "--config", "hidden_size=32",
+                           "--config", "intermediate_size=64", "--config", "num_attention_heads=2",
+                           "--config", "num_conv_pos_embeddings=16", "--config", "num_conv_pos_embedding_groups=4"])
+    assert model["inputs"] == [{"name": "input_values", "shape": [1, 16000], "dtype": "float32"}]
+    assert model["totals"]["unknown_ops"] == 0
+    (norm,) = [layer for layer in model["layers"] if "weight_norm" in layer["op"]]
+    assert norm["flops"] == 4 * 32 * (32 // 4) * 16  # kernel: out × in/groups × width
+
+
 @pytest.mark.parametrize(
     "argv, expected",
     [
