@@ -80,7 +80,7 @@ _KINDS: dict[str, tuple[str, ...]] = {
         "Identity Flatten Unflatten view reshape reshape_as flatten unflatten squeeze unsqueeze permute "
         "transpose t T mT H expand expand_as view_as narrow select slice getitem movedim moveaxis "
         "swapaxes swapdims alias detach as_strided diagonal real unfold broadcast_to _unsafe_view "
-        "squeeze_ unsqueeze_ lift_fresh_copy meshgrid data dropout_identity"
+        "squeeze_ unsqueeze_ lift_fresh_copy meshgrid data dropout_identity numpy_T matrix_H adjoint"
     ).split(),
     "copy": (
         "contiguous clone to type float half double bfloat16 int long bool repeat tile copy flip "

@@ -203,3 +203,20 @@ def test_transformer_layers_same_flops_whatever_the_path(no_grad):
     e, length, ffn = 32, 10, 64
     block = 4 * length * e * e + 2 * length * length * e
     assert totals["dispatch"] >= 2 * (4 * block + 3 * 2 * length * e * ffn)
+
+
+class TransposedWeight(nn.Module):
+    """Falcon-style `x @ self.weight.T`: the dispatch recording sees aten.numpy_T (a view)."""
+
+    def __init__(self):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(12, 8))
+
+    def forward(self, x):
+        return x @ self.weight.T + x.mT.sum() + x.T.sum()
+
+
+@pytest.mark.parametrize("strategy", [None, "export", "dispatch"])
+def test_transpose_views_are_known(strategy):
+    result = analyze(TransposedWeight(), torch.randn(4, 8), strategy=strategy)
+    assert result.totals.flops >= 4 * 8 * 12
