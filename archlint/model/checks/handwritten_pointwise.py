@@ -4,7 +4,9 @@ approximate="tanh")`), RMSNorm (`x · rsqrt(mean(x²) + ε)` → `F.rms_norm`), 
 sqrt(var + ε)` → `F.layer_norm`) and softmax (`exp(x) / sum(exp(x))` → `F.softmax`).
 
 Each op of the chain reads and writes the whole activation; the fused op reads it once and writes
-it once. The price is the difference: the chain's MAC minus one pass (input + weights + output).
+it once. Norms count only over the trailing dims, as F.layer_norm and F.rms_norm take them: a
+channels-first norm over dim 1 of NCHW (timm's LayerNorm2d/RmsNorm2d fallbacks) has no one-op
+equivalent that keeps its layout. The price is the difference: the chain's MAC minus one pass (input + weights + output).
 """
 
 from __future__ import annotations
@@ -74,6 +76,8 @@ def _norm(graph, r):
         name, fused = "RMSNorm", "F.rms_norm(x, normalized_shape, weight, eps) (torch ≥ 2.4)"
     else:
         return None
+    if not _trailing(graph.nodes[m]):
+        return None  # a channels-first norm (over dim 1 of NCHW): the fused ops normalize trailing dims only
     if not (x := _forward(graph, r, ("mul", *_DIV), chain)):
         return None
     nxt = x
@@ -85,6 +89,20 @@ def _norm(graph, r):
     elif w:
         chain.remove(w)
     return name, fused, chain
+
+
+def _trailing(data: dict) -> bool:
+    """Does the reduction (mean/var) run over the input's last dims, as F.layer_norm and
+    F.rms_norm do? Read from its shapes: the output keeps the leading dims and drops (or keeps
+    as 1) the trailing ones."""
+    ins, outs = data.get("in_shapes") or [], data.get("out_shapes") or []
+    if not ins or not outs:
+        return True  # no shapes to tell: as before
+    x, y = tuple(ins[0]), tuple(outs[0])
+    if len(y) == len(x):  # keepdim
+        k = next((i for i, (a, b) in enumerate(zip(x, y)) if a != b), len(x))
+        return all(b == 1 for b in y[k:])
+    return x[: len(y)] == y
 
 
 def _softmax(graph, e):
