@@ -48,7 +48,7 @@ def test_repeated_blocks_give_one_finding_priced_as_their_sum():
     assert len(one) == 1 and len(six) == 1
     (d,) = six
     assert d.evidence["repeats"] == [f"layers.{i}.norm" for i in range(6)]
-    assert "the same in 5 more repeats" in d.message and "layers.1.norm" in d.message
+    assert "and 5 more like it" in d.message and "layers.1.norm" in d.message
     assert d.price.mac_bytes_saved == 6 * one[0].price.mac_bytes_saved
     assert len(d.price.claims) == 6 * len(one[0].price.claims)
 
@@ -59,10 +59,21 @@ def _finding(module: str, share: float, message: str | None = None) -> Diagnosti
                                          claims=(module,)))
 
 
-def test_only_index_differences_make_repeats():
-    found = [_finding("stage.0.conv", 0.004), _finding("stage.1.conv", 0.004), _finding("head.conv", 0.004),
-             _finding("stage.2.conv", 0.004, "conv at stage.2.conv is unbalanced 1.5×")]
-    grouped = _repeats.group(found)
-    assert [d.module for d in grouped] == ["stage.0.conv", "head.conv", "stage.2.conv"]
-    assert grouped[0].price.saving_share == pytest.approx(0.008)
+def test_repeats_are_one_rule_on_one_class_at_one_place_of_the_block():
+    found = [_finding("stage1.0.conv", 0.004), _finding("stage2.3.conv", 0.006), _finding("head.conv", 0.004),
+             _finding("stage1.1.conv", 0.004), _finding("stage1.2.proj", 0.004)]
+    classes = {"stage1.0.conv": "Conv2d", "stage2.3.conv": "Conv2d", "stage1.1.conv": "Conv2d",
+               "head.conv": "Conv2d", "stage1.2.proj": "Conv2d"}
+    grouped = _repeats.group(found, classes)
+    # the costliest repeat leads its group; head.conv and the proj are other places
+    assert [d.module for d in grouped] == ["stage2.3.conv", "head.conv", "stage1.2.proj"]
+    assert grouped[0].evidence["repeats"] == ["stage2.3.conv", "stage1.0.conv", "stage1.1.conv"]
+    assert grouped[0].price.saving_share == pytest.approx(0.014)
+    other = {**classes, "stage1.1.conv": "DeformConv2d"}  # another class at the same place: not a repeat
+    assert len(_repeats.group(found, other)) == 4
+
+
+def test_index_patterns():
     assert _repeats.pattern("layers.12.mlp at 0.8% of torch 2.4") == "layers.#.mlp at 0.8% of torch 2.4"
+    assert _repeats.pattern("features.5.3.attn") == "features.#.#.attn"
+    assert _repeats.path_pattern("features.denseblock3.denselayer12.conv1") == "features.denseblock#.denselayer#.conv#"

@@ -62,7 +62,8 @@ def run_checks(graph: nx.DiGraph, ctx: CheckContext) -> list[Diagnostic]:
             ctx.notes.append(f"rule {module.CODE} failed on this model and was skipped "
                              f"({type(exc).__name__}: {str(exc)[:200]}); the other results stand; please report it")
             continue
-        for d in _repeats.group(mine):  # one finding for what the model repeats block for block
+        classes = {path: info.get("type") for path, info in graph.graph.get("modules", {}).items()}
+        for d in _repeats.group(mine, classes):  # one finding for what the model repeats block for block
             if getattr(module, "JUDGED_BY_PRICE", False) and d.evidence.get("repeats"):
                 d.severity = severity(d.price, options, ctx) if d.price else d.severity  # one fix saves their sum
             if not ctx.settings.module_ignored(d.code, d.module):

@@ -3,8 +3,10 @@
 A 32-layer transformer whose block writes its RMSNorm by hand gets the same finding on
 `layers.0.norm`, `layers.1.norm`, …: one fix (the block's class) removes all of them, so the
 report shows one finding that lists the repeats and is priced as their sum. Two findings are
-repeats when they have the same rule and severity and their module paths and messages are equal
-once the indices in module paths (`layers.3` → `layers.#`) are set aside.
+repeats when they have the same rule and severity, sit on modules of the same class, and their
+module paths are equal once indices are set aside (`layers.3.attn` → `layers.#.attn`,
+`denseblock2` → `denseblock#`): Swin's window attention in every stage is one finding, whatever
+each stage's shapes. Findings on no module (model-wide) are repeats only if their messages match.
 """
 
 from __future__ import annotations
@@ -14,20 +16,39 @@ from dataclasses import replace
 
 from archlint.diagnostics import Diagnostic, Price
 
-_INDEX = re.compile(r"(?<=[A-Za-z_])\.\d+\b")  # `.3` in `layers.3.mlp`, never in `0.8%` or `2.4`
+_INDEX = re.compile(r"(?<=[A-Za-z_#])\.\d+\b")  # `.3` in `layers.3.mlp`, never in `0.8%` or `2.4`
+_NUMBERED = re.compile(r"(?<=[A-Za-z_])\d+(?=\.|$)")  # `layer2`, `denseblock3`, `stage4`
 _LISTED = 4
 
 
 def pattern(text: str | None) -> str:
-    return _INDEX.sub(".#", text or "")
+    text, before = text or "", None
+    while text != before:  # `features.5.3.attn`: each index follows the one replaced before it
+        text, before = _INDEX.sub(".#", text), text
+    return text
 
 
-def group(found: list[Diagnostic]) -> list[Diagnostic]:
-    """The findings with each set of repeats merged into its first member, in their order."""
+def path_pattern(path: str) -> str:
+    return pattern(_NUMBERED.sub("#", path))
+
+
+def group(found: list[Diagnostic], classes: dict[str, str] | None = None) -> list[Diagnostic]:
+    """The findings with each set of repeats merged into the costliest, in their order.
+    `classes`: module path → class name."""
+    classes = classes or {}
     groups: dict[tuple, list[Diagnostic]] = {}
     for d in found:
-        groups.setdefault((d.code, d.severity, pattern(d.module), pattern(d.message)), []).append(d)
-    return [members[0] if len(members) == 1 else merge(members) for members in groups.values()]
+        if d.module:
+            key = (d.code, d.severity, path_pattern(d.module), classes.get(d.module))
+        else:
+            key = (d.code, d.severity, "", pattern(d.message))
+        groups.setdefault(key, []).append(d)
+    return [members[0] if len(members) == 1 else merge(sorted(members, key=_cost, reverse=True))
+            for members in groups.values()]
+
+
+def _cost(d: Diagnostic) -> tuple[float, float]:
+    return d.price.sort_key() if d.price else (0.0, 0.0)
 
 
 def merge(members: list[Diagnostic]) -> Diagnostic:
@@ -36,7 +57,7 @@ def merge(members: list[Diagnostic]) -> Diagnostic:
     more = ", ".join(where[1:_LISTED + 1]) + (f" and {len(where) - 1 - _LISTED} more" if len(where) - 1 > _LISTED else "")
     return replace(
         first,
-        message=f"{first.message} — the same in {len(members) - 1} more repeat{'s' if len(members) > 2 else ''} ({more})",
+        message=f"{first.message} — and {len(members) - 1} more like it ({more}): one fix in their class",
         evidence={**first.evidence, "repeats": where},
         price=total([d.price for d in members]),
     )
