@@ -70,6 +70,46 @@ _OPERANDS = {
 }
 
 
+# Calls that hand a tensor's value to Python (`.item()`, `if t:`, `int(t)`): the host waits for the
+# device to finish all the work queued before it (a sync) and the value leaves the graph. By the
+# called function's name, with the cost-table key the recorded op gets (kind "sync").
+HOST_READS = {
+    "item": "item", "_local_scalar_dense": "item", "tolist": "tolist", "numpy": "numpy",
+    "__bool__": "is_nonzero", "is_nonzero": "is_nonzero", "__int__": "item", "__float__": "item",
+    "__index__": "item", "__complex__": "item",
+}
+# Ops whose output size depends on the input's values: the host reads a count before it can
+# allocate the output (a sync on a GPU; a graph break for torch.compile and CUDA graphs).
+DATA_DEPENDENT = frozenset(
+    "nonzero argwhere masked_select unique unique_consecutive unique_dim _unique _unique2 bincount".split()
+)
+SYNC_REASONS = ("value read by the host", "data-dependent output size", "boolean-mask indexing", "copy to the host")
+
+
+def host_sync(key: str, args: tuple, kwargs: dict) -> str | None:
+    """Why a call that returns tensors makes the host wait for the device (one of SYNC_REASONS), or None."""
+    if key in DATA_DEPENDENT:
+        return SYNC_REASONS[1]
+    if key == "where" and len(args) == 1 and not kwargs:  # torch.where(cond) is nonzero(cond, as_tuple=True)
+        return SYNC_REASONS[1]
+    if key == "repeat_interleave" and kwargs.get("output_size") is None:
+        # tensor repeats (`repeat_interleave(x, counts)`, or `repeat_interleave(counts)` alone):
+        # the output length is their sum
+        repeats = args[1] if len(args) > 1 else kwargs.get("repeats", args[0] if args else None)
+        if isinstance(repeats, torch.Tensor):
+            return SYNC_REASONS[1]
+    if key in ("getitem", "setitem", "index", "index_put") and len(args) > 1 and _bool_index(args[1]):
+        return SYNC_REASONS[2]  # x[mask] / x[mask] = v: a nonzero under the hood
+    if key == "cpu" or (key == "to" and "cpu" in (*[a for a in args[1:] if isinstance(a, str)], str(kwargs.get("device")))):
+        return SYNC_REASONS[3]
+    return None
+
+
+def _bool_index(index: Any) -> bool:
+    items = index if isinstance(index, (list, tuple)) else (index,)
+    return any(isinstance(i, torch.Tensor) and i.dtype in (torch.bool, torch.uint8) for i in items)
+
+
 def _simple(value: Any) -> bool:
     if isinstance(value, (list, tuple)):
         return all(isinstance(v, _SIMPLE) for v in value)
@@ -111,6 +151,8 @@ def call_attrs(key: str, args: tuple, kwargs: dict) -> dict[str, Any]:
     if key in _OPERANDS:
         attrs["operands"] = _operand_shapes(_OPERANDS[key], args, kwargs)
     attrs.pop("input", None)
+    if (reason := host_sync(key, args, kwargs)) is not None:
+        attrs["host_sync"] = reason
     return {k: (str(v) if isinstance(v, (torch.dtype, torch.memory_format)) else v) for k, v in attrs.items()}
 
 
@@ -133,7 +175,7 @@ def function_label(fn: Any) -> tuple[str, str]:
         name = getattr(getattr(fn, "__self__", None), "__name__", name)
     owner = getattr(fn, "__objclass__", None)
     module = getattr(fn, "__module__", None) or ""
-    if owner is torch.Tensor or (owner is None and module == "" and hasattr(torch.Tensor, name)):
+    if owner in (torch.Tensor, torch._C.TensorBase) or (owner is None and module == "" and hasattr(torch.Tensor, name)):
         label = f"Tensor.{name}"
     elif module in ("torch.nn.functional", "torch._C._nn"):
         label = f"F.{name}"
