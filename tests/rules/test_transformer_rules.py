@@ -1,6 +1,6 @@
 """The transformer-era rules (AL106 handwritten attention, AL107 mask built in forward, AL108
 unfused projections, AL109 misaligned GEMM, AL110 hand-written fused ops, AL111 pointwise conv after
-an upsample) on a hand-written nanoGPT and its fixed twin (through
+an upsample, AL112 host syncs in forward) on a hand-written nanoGPT and its fixed twin (through
 the CLI), on Hugging Face models, and their silence on torchvision classification models.
 
 One deliberate exception: torchvision's Swin and MaxViT write attention by hand (matmul → add the
@@ -25,7 +25,7 @@ from ._graphs import findings
 from .test_torchvision_noise import build
 
 NANOGPT = Path(__file__).resolve().parents[1] / "fixtures" / "models" / "nanogpt.py"
-RULES = ("AL106", "AL107", "AL108", "AL109", "AL110", "AL111")
+RULES = ("AL106", "AL107", "AL108", "AL109", "AL110", "AL111", "AL112")
 HANDWRITTEN_ATTENTION = ("swin_t", "swin_s", "swin_b", "swin_v2_t", "swin_v2_s", "swin_v2_b", "maxvit_t")
 
 

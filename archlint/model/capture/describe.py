@@ -100,8 +100,8 @@ def host_sync(key: str, args: tuple, kwargs: dict) -> str | None:
             return SYNC_REASONS[1]
     if key in ("getitem", "setitem", "index", "index_put") and len(args) > 1 and _bool_index(args[1]):
         return SYNC_REASONS[2]  # x[mask] / x[mask] = v: a nonzero under the hood
-    if key == "cpu" or (key == "to" and "cpu" in (*[a for a in args[1:] if isinstance(a, str)], str(kwargs.get("device")))):
-        return SYNC_REASONS[3]
+    if key == "cpu" or (key == "to" and "cpu" in [a for a in (*args[1:], kwargs.get("device")) if isinstance(a, str)]):
+        return SYNC_REASONS[3]  # only a literal "cpu": `.to(x.device)` is on the device when the model is
     return None
 
 

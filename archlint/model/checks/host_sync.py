@@ -56,8 +56,8 @@ def _library_module(graph, module: str) -> bool:
 
 def check(graph, options, ctx):
     syncs: dict[str, list[str]] = defaultdict(list)
-    for name, data in g.ops(graph):
-        if _reason(data) is not None:
+    for name, data in graph.nodes(data=True):  # in the order the capture recorded them (the call order)
+        if data["kind"] not in ("input", "output") and _reason(data) is not None:
             syncs[data.get("module") or ""].append(name)
     if not syncs:
         return
@@ -70,8 +70,11 @@ def check(graph, options, ctx):
         library = _library_module(graph, module) and not options["library_modules"]
         clear = bool(on_device) and not library
         where = module or "the model's forward"
+        sources = list(dict.fromkeys(tuple(g.attr(r, "source")) for r in reads if g.attr(r, "source")))
+        lines = sorted({line for file, line in sources if file == sources[0][0]}) if sources else []
+        at = f" (line{'s' if len(lines) > 1 else ''} {', '.join(map(str, lines))})" if lines else ""
         message = (
-            f"{where} makes the host wait for the device {len(nodes)}× per call: {calls}; each stalls the host "
+            f"{where} makes the host wait for the device {len(nodes)}× per call{at}: {calls}; each stalls the host "
             "until the queued GPU work is done, keeps the step out of a CUDA graph and breaks a torch.compile "
             "graph (fullgraph=True fails)"
         )
@@ -84,11 +87,13 @@ def check(graph, options, ctx):
             graph, CODE, message, node=nodes[0], module=module,
             price=g.price(graph, ctx, alternative="; ".join(_INSTEAD[r] for r in reasons), claims=()),
             evidence={
-                "ops": nodes, "calls": [d["op"] for d in reads], "reasons": reasons,
+                "ops": nodes, "calls": [d["op"] for d in reads], "reasons": reasons, "lines": lines,
                 "blocks": ["one host sync per call each", "CUDA graph capture", "a single torch.compile graph"],
             },
         )
         d.severity = Severity.WARNING if clear else Severity.INFO
+        if sources:  # the line in forward that makes the first of them (recorded by the dispatch capture)
+            d.file, d.line = sources[0]
         yield d
 
 
