@@ -153,7 +153,30 @@ def call_attrs(key: str, args: tuple, kwargs: dict) -> dict[str, Any]:
     attrs.pop("input", None)
     if (reason := host_sync(key, args, kwargs)) is not None:
         attrs["host_sync"] = reason
+    if key in ("permute", "transpose", "swapaxes", "swapdims") and (dims := _permutation(key, args, kwargs)):
+        attrs["dims"] = dims
     return {k: (str(v) if isinstance(v, (torch.dtype, torch.memory_format)) else v) for k, v in attrs.items()}
+
+
+def _permutation(key: str, args: tuple, kwargs: dict) -> list[int] | None:
+    """The output's dims as input dims (`permute`'s argument; `transpose(1, 2)` on a 4-D tensor is
+    [0, 2, 1, 3]), non-negative, or None when the call's arguments are not plain ints."""
+    x = args[0] if args else kwargs.get("input")
+    if not isinstance(x, torch.Tensor):
+        return None
+    rank, rest = x.dim(), args[1:]
+    if key == "permute":
+        dims = rest[0] if len(rest) == 1 and isinstance(rest[0], (list, tuple)) else rest or kwargs.get("dims")
+    else:
+        pair = list(rest[:2]) + [kwargs.get(k) for k in ("dim0", "dim1")[len(rest[:2]):]]
+        if not all(isinstance(d, int) for d in pair) or rank == 0:
+            return None
+        dims = list(range(rank))
+        a, b = (d % rank for d in pair)
+        dims[a], dims[b] = dims[b], dims[a]
+    if not isinstance(dims, (list, tuple)) or len(dims) != rank or not all(isinstance(d, int) for d in dims):
+        return None
+    return [d % rank for d in dims]
 
 
 def _operand_shapes(names: tuple[str, ...], args: tuple, kwargs: dict) -> list[list[int] | None]:
