@@ -119,3 +119,28 @@ def test_out_of_memory_exits_2_suggesting_a_smaller_batch(capsys, monkeypatch):
     assert len(err) == 1
     assert err[0].startswith("archlint: error: ran out of CPU memory on cpu while timing")
     assert "1x3x32x32" in err[0] and "try a smaller batch" in err[0]
+
+
+KEYWORDS = ["--input", "input_ids=1,16:int64", "--input", "attention_mask=1,16:bool", "--warmup", "1", "--repeat", "3",
+            "--exit-zero", "--latency", "--output-format", "json"]
+
+
+@pytest.mark.parametrize("strategy", ["export", "dispatch"])
+def test_keyword_inputs_are_timed(capsys, strategy):
+    """A Hugging Face GPT-2 (2 layers) given input_ids and attention_mask as keywords: every pass
+    (the export replay op by op, the leaf-module hooks of the dispatch recording, and the model end
+    to end) gets them."""
+    pytest.importorskip("transformers")
+    config = [f"--config={kv}" for kv in ("n_layer=2", "n_embd=64", "n_head=4", "vocab_size=100", "n_positions=32")]
+    code = main(["hf:gpt2", *config, *KEYWORDS, "--strategy", strategy])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    model = json.loads(out.out)["models"][0]
+    assert model["strategy"] == strategy
+    assert [i["name"] for i in model["inputs"]] == ["input_ids", "attention_mask"]
+    assert model["totals"]["latency_ms"] > 0
+    timed = [la for la in model["layers"] if la["latency_ms"] is not None]
+    if strategy == "export":  # replayed op by op: every op has its time
+        assert len(timed) == len(model["layers"])
+    else:  # hooks: the ops alone in their leaf module (the Linear-like Conv1D are not torch.nn leaves)
+        assert timed and all(la["latency_ms"] > 0 for la in timed)
