@@ -27,7 +27,7 @@ from ._graphs import findings
 from .test_torchvision_noise import build
 
 NANOGPT = Path(__file__).resolve().parents[1] / "fixtures" / "models" / "nanogpt.py"
-RULES = ("AL106", "AL107", "AL108", "AL109", "AL110", "AL111", "AL112", "AL113")
+RULES = ("AL106", "AL107", "AL108", "AL109", "AL110", "AL111", "AL112", "AL113", "AL114")
 HANDWRITTEN_ATTENTION = ("swin_t", "swin_s", "swin_b", "swin_v2_t", "swin_v2_s", "swin_v2_b", "maxvit_t")
 
 

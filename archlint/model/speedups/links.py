@@ -4,11 +4,14 @@ archlint to a copy. No torch in here."""
 
 from __future__ import annotations
 
-from archlint.diagnostics import Diagnostic, Price
+from archlint.diagnostics import Diagnostic, Price, Severity
 from archlint.result import WhatIf
 
 # rule code → the transformation that is its fix
-FIXED_BY = {"AL205": "fold-bn", "AL106": "sdpa"}
+FIXED_BY = {"AL205": "fold-bn", "AL106": "sdpa", "AL114": "channels-last"}
+# Rules whose only time basis may be the what-if (no static saving): their severity follows it,
+# a warning when the measured saving is positive, else info.
+JUDGED_BY_WHAT_IF = ("AL114",)
 
 
 def link(diagnostics: list[Diagnostic], what_ifs: list[WhatIf], device: str) -> None:
@@ -33,3 +36,5 @@ def link(diagnostics: list[Diagnostic], what_ifs: list[WhatIf], device: str) -> 
             claims=old.claims if old else (),
         )
         d.evidence["what_if"] = {"name": w.name, "speedup": w.speedup, "spread": w.spread}
+        if code in JUDGED_BY_WHAT_IF:
+            d.severity = Severity.WARNING if d.price.pays else Severity.INFO
