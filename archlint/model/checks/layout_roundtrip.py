@@ -135,7 +135,7 @@ def check(graph, options, ctx):
         how = " and ".join(
             part for part in (
                 f"{len(explicit)} .contiguous()" if explicit else "",
-                f"one inside the {name} (it reads the permuted view through a copy)" if inside else "",
+                f"one inside {name}, which reads the permuted view through a copy" if inside else "",
             ) if part
         )
         message = (
