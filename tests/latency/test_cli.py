@@ -121,18 +121,36 @@ def test_out_of_memory_exits_2_suggesting_a_smaller_batch(capsys, monkeypatch):
     assert "1x3x32x32" in err[0] and "try a smaller batch" in err[0]
 
 
-KEYWORDS = ["--input", "input_ids=1,16:int64", "--input", "attention_mask=1,16:bool", "--warmup", "1", "--repeat", "3",
-            "--exit-zero", "--latency", "--output-format", "json"]
+
+KEYWORD_ONLY = """
+import transformers
+from torch import nn
+
+
+class Encoder(nn.Module):
+    \"\"\"A 2-layer BERT taking its inputs by keyword only, as a serving wrapper does.\"\"\"
+
+    def __init__(self):
+        super().__init__()
+        config = transformers.BertConfig(num_hidden_layers=2, hidden_size=64, num_attention_heads=4,
+                                         intermediate_size=128, vocab_size=100)
+        self.bert = transformers.BertModel(config)
+
+    def forward(self, *, input_ids, attention_mask):
+        return self.bert(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+"""
 
 
 @pytest.mark.parametrize("strategy", ["export", "dispatch"])
-def test_keyword_inputs_are_timed(capsys, strategy):
-    """A Hugging Face GPT-2 (2 layers) given input_ids and attention_mask as keywords: every pass
-    (the export replay op by op, the leaf-module hooks of the dispatch recording, and the model end
-    to end) gets them."""
+def test_keyword_only_inputs_are_timed(capsys, tmp_path, strategy):
+    """Keyword-only inputs (input_ids, attention_mask) reach every timed pass: the export replay op
+    by op, the leaf-module hooks of the dispatch recording, and the model end to end."""
     pytest.importorskip("transformers")
-    config = [f"--config={kv}" for kv in ("n_layer=2", "n_embd=64", "n_head=4", "vocab_size=100", "n_positions=32")]
-    code = main(["hf:gpt2", *config, *KEYWORDS, "--strategy", strategy])
+    (tmp_path / "encoder.py").write_text(KEYWORD_ONLY)
+    argv = [f"{tmp_path / 'encoder.py'}:Encoder", "--input", "input_ids=1,16:int64", "--input",
+            "attention_mask=1,16:bool", "--latency", "--warmup", "1", "--repeat", "3", "--strategy", strategy,
+            "--exit-zero", "--output-format", "json"]
+    code = main(argv)
     out = capsys.readouterr()
     assert code == 0, out.err
     model = json.loads(out.out)["models"][0]
@@ -142,5 +160,5 @@ def test_keyword_inputs_are_timed(capsys, strategy):
     timed = [la for la in model["layers"] if la["latency_ms"] is not None]
     if strategy == "export":  # replayed op by op: every op has its time
         assert len(timed) == len(model["layers"])
-    else:  # hooks: the ops alone in their leaf module (the Linear-like Conv1D are not torch.nn leaves)
-        assert timed and all(la["latency_ms"] > 0 for la in timed)
+    else:  # hooks: the ops alone in their leaf module (Linear, LayerNorm, Embedding)
+        assert len(timed) >= 2 * 6 and all(la["latency_ms"] > 0 for la in timed)
