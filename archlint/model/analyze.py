@@ -151,8 +151,9 @@ def analyze(spec: ModelSpec, settings: Settings) -> tuple[ModelResult, list[Diag
 
             with user_code(spec.target) as guard, preserved(loaded.model):
                 guard.doing = "running its forward (what-if)"
+                inputs = loaded.real_inputs()  # makes the real keyword inputs too
                 result.what_if, notes = what_ifs(
-                    loaded.model, loaded.real_inputs(), spec.device, settings, settings.what_if
+                    loaded.model, inputs, spec.device, settings, settings.what_if, kwargs=loaded.kwargs
                 )
             result.notes.extend(notes)
     result.notes.extend(warning_notes(caught))

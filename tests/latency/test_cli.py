@@ -162,3 +162,19 @@ def test_keyword_only_inputs_are_timed(capsys, tmp_path, strategy):
         assert len(timed) == len(model["layers"])
     else:  # hooks: the ops alone in their leaf module (Linear, LayerNorm, Embedding)
         assert len(timed) >= 2 * 6 and all(la["latency_ms"] > 0 for la in timed)
+
+
+def test_keyword_only_inputs_in_what_ifs(capsys, tmp_path):
+    """--what-if calls every variant with the keyword-only inputs; the fx-based ones say why not."""
+    pytest.importorskip("transformers")
+    (tmp_path / "encoder.py").write_text(KEYWORD_ONLY)
+    argv = [f"{tmp_path / 'encoder.py'}:Encoder", "--input", "input_ids=1,16:int64", "--input",
+            "attention_mask=1,16:bool", "--what-if", "inference-mode,sdpa", "--repeat", "3", "--exit-zero",
+            "--output-format", "json"]
+    code = main(argv)
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    what_if = {w["name"]: w for w in json.loads(out.out)["models"][0]["what_if"]}
+    assert what_if["inference-mode"]["applicable"] and what_if["inference-mode"]["speedup"] > 0
+    assert what_if["inference-mode"]["max_abs_diff"] == 0
+    assert not what_if["sdpa"]["applicable"] and "keyword-only inputs" in what_if["sdpa"]["reason"]
