@@ -131,14 +131,10 @@ def analyze(spec: ModelSpec, settings: Settings) -> tuple[ModelResult, list[Diag
         if settings.latency:
             from archlint.model.measure import measure
 
-            if loaded.kwargs:
-                raise UsageError(
-                    f"--latency with keyword-only inputs ({', '.join(loaded.kwargs)}) is not supported; "
-                    "run without --latency, or give them by position"
-                )
             with user_code(spec.target) as guard, preserved(loaded.model):
                 guard.doing = "running its forward (latency)"
-                report = measure(graph, loaded.model, loaded.real_inputs(), spec.device, settings)
+                inputs = loaded.real_inputs()  # makes the real keyword inputs too
+                report = measure(graph, loaded.model, inputs, spec.device, settings, kwargs=loaded.kwargs)
             result.totals.latency_ms = report.end_to_end_ms
             result.totals.latency_ms_sum_of_ops = report.sum_of_ops_ms
             result.timing = report.method
@@ -162,8 +158,9 @@ def analyze(spec: ModelSpec, settings: Settings) -> tuple[ModelResult, list[Diag
 
             with user_code(spec.target) as guard, preserved(loaded.model):
                 guard.doing = "running its forward (what-if)"
+                inputs = loaded.real_inputs()  # makes the real keyword inputs too
                 result.what_if, notes = what_ifs(
-                    loaded.model, loaded.real_inputs(), spec.device, settings, settings.what_if
+                    loaded.model, inputs, spec.device, settings, settings.what_if, kwargs=loaded.kwargs
                 )
             result.notes.extend(notes)
     result.notes.extend(warning_notes(caught))

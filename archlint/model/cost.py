@@ -96,8 +96,10 @@ _KINDS: dict[str, tuple[str, ...]] = {
     "reduction": (
         "sum mean amax amin max min argmax argmin prod std var norm logsumexp all any cumsum cumprod "
         "topk sort argsort var_mean std_mean linalg_vector_norm median count_nonzero col2im "
-        "nms unique unique_consecutive unique_dim _unique _unique2 bincount histc"
+        "nms unique unique_consecutive unique_dim _unique _unique2 bincount histc nonzero argwhere"
     ).split(),
+    # Reads of a tensor's value by the host (.item(), .tolist(), .numpy(), `if t:`): a copy to host memory.
+    "sync": "item _local_scalar_dense tolist numpy is_nonzero".split(),
     "embedding": "Embedding EmbeddingBag embedding embedding_bag".split(),
     "dropout": (
         "Dropout Dropout1d Dropout2d Dropout3d AlphaDropout FeatureAlphaDropout dropout dropout1d "
@@ -366,7 +368,7 @@ def embedding(op: dict) -> int:
     return numel(op["in_shapes"][0]) * _out(op)[-1]
 
 
-@formula("concat", "split", "reshape", "copy", "creation")
+@formula("concat", "split", "reshape", "copy", "creation", "sync")
 def no_arithmetic(op: dict) -> int:
     return 0
 

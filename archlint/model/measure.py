@@ -92,9 +92,12 @@ class LatencyReport:
     trace_file: Path | None = None
 
 
-def measure(graph: nx.DiGraph, model: torch.nn.Module, inputs, device: str, settings) -> LatencyReport:
+def measure(
+    graph: nx.DiGraph, model: torch.nn.Module, inputs, device: str, settings, kwargs: dict | None = None
+) -> LatencyReport:
     """Time `model` on `device` op by op and end to end; set latency_ms, latency_spread_ms and
-    roofline on every timed node of `graph`. The model is returned to its device and mode."""
+    roofline on every timed node of `graph`. The model is returned to its device and mode.
+    `kwargs`: keyword inputs, passed to every pass (the export replay takes them as the model does)."""
     dev = roofline.resolve_device(device)
     origin = _device_of(model)
     replay = graph.graph.get("replay")
@@ -111,12 +114,13 @@ def measure(graph: nx.DiGraph, model: torch.nn.Module, inputs, device: str, sett
             for m, _ in flags:  # eval mode; set directly: an exported GraphModule refuses .eval()
                 m.training = False
             args = _to_device(inputs, dev, None)
-            dtype = _dtype_of(model, args)
+            kw = dict(zip(kwargs or {}, _to_device(tuple((kwargs or {}).values()), dev, None)))
+            dtype = _dtype_of(model, (*args, *kw.values()))
             with torch.no_grad():
                 if gm is not None:
-                    report = _measure_replay(graph, model, gm, args, dev, settings)
+                    report = _measure_replay(graph, model, gm, args, dev, settings, kw)
                 else:
-                    report = _measure_hooks(graph, model, args, dev, settings)
+                    report = _measure_hooks(graph, model, args, dev, settings, kw)
             p, cached = roofline.peaks(dev, dtype)
     finally:
         if gm is not None:
@@ -172,7 +176,7 @@ def timed_replay(
     return fx.GraphModule(gm, graph)
 
 
-def _measure_replay(graph, model, gm, args, dev, settings) -> LatencyReport:
+def _measure_replay(graph, model, gm, args, dev, settings, kwargs: dict) -> LatencyReport:
     fx_names = {n.name for n in gm.graph.nodes if n.op in _CALLS}
     names = [name for name, _ in ops(graph)]
     timed = {n for n in names if n in fx_names}
@@ -180,11 +184,11 @@ def _measure_replay(graph, model, gm, args, dev, settings) -> LatencyReport:
     replay = timed_replay(gm, timer, timed)
 
     def replay_pass() -> None:
-        replay(*args)
+        replay(*args, **kwargs)
 
     def model_pass() -> None:
         with timer.region("model"):
-            model(*args)
+            model(*args, **kwargs)
 
     # Warm-up passes alternate between the two runs: the same modules, shapes and kernels warm up.
     per_op, e2e = sample([replay_pass, model_pass], timer, math.ceil(settings.warmup / 2), settings.repeat)
@@ -210,12 +214,12 @@ def _measure_replay(graph, model, gm, args, dev, settings) -> LatencyReport:
     )
     if settings.trace_dir is not None:
         traced = timed_replay(gm, make_timer(dev), timed, ranges=True, labels=display_names(graph))
-        report.trace_file = _write_trace(lambda: traced(*args), dev, settings.trace_dir, graph)
+        report.trace_file = _write_trace(lambda: traced(*args, **kwargs), dev, settings.trace_dir, graph)
         report.notes.append(f"trace of one per-op pass written to {report.trace_file}")
     return report
 
 
-def _measure_hooks(graph, model, args, dev, settings) -> LatencyReport:
+def _measure_hooks(graph, model, args, dev, settings, kwargs: dict) -> LatencyReport:
     """The dispatch fallback: a region around each leaf module's forward, via hooks."""
     timer = make_timer(dev)
     leaves = {path: m for path, m in model.named_modules() if path and not any(True for _ in m.children())}
@@ -252,13 +256,13 @@ def _measure_hooks(graph, model, args, dev, settings) -> LatencyReport:
         def hooked_pass() -> None:
             state["on"] = True
             try:
-                model(*args)
+                model(*args, **kwargs)
             finally:
                 state["on"] = False
 
         def model_pass() -> None:
             with timer.region("model"):
-                model(*args)
+                model(*args, **kwargs)
 
         per_mod, e2e = sample([hooked_pass, model_pass], timer, math.ceil(settings.warmup / 2), settings.repeat)
         mod_stats = per_mod.regions

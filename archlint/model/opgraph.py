@@ -21,7 +21,8 @@ Node attributes (set by capture):
     in_bytes      bytes of the distinct input tensors (a tensor passed twice is read once)
     params        number of parameter elements this op owns (each parameter counted once
                   model-wide, at the first op that reads it)
-    attrs         op attributes: kernel_size, stride, padding, dilation, groups, transposed,
+    attrs         op attributes (host_sync: why the op makes the host wait for the device, set
+                  by capture on value reads and data-dependent shapes), kernel_size, stride, padding, dilation, groups, transposed,
                   in_channels, out_channels, bias (bool), inplace, num_heads, ... as they apply
 Node attributes (set by cost):
     flops         multiply-adds (int); 0 for ops without arithmetic
@@ -77,6 +78,7 @@ KINDS = (
     "dropout",
     "upsample",
     "creation",  # zeros/ones/arange: writes only
+    "sync",  # the host reads a tensor's value (.item(), .tolist(), `if t:`): out_shapes = the tensor read
     "other",  # recognized but without a formula: known=False
 )
 COMPUTE_KINDS = frozenset({"conv", "linear", "matmul", "attention", "recurrent"})

@@ -21,17 +21,23 @@ from torch import nn
 _cache: dict[tuple, float] = {}
 
 
-def _saving(pricer: Any, key: tuple, original, alternative) -> float:
+def _saving(pricer: Any, key: tuple, original, alternative, formats=(None, None)) -> float:
     """Time both (each a (module, input shape) pair) once per pricer; (original − alternative) /
-    original. The pricer moves modules and inputs to its device and dtype."""
+    original. The pricer moves modules and inputs to its device and dtype (keeping their memory
+    format); `formats` gives each input's (None: contiguous)."""
     full = (id(pricer), *key)
     if full not in _cache:
         with torch.no_grad():
             a, b = pricer.time_modules_stats(
-                *((module, (torch.randn(*shape),)) for module, shape in (original, alternative))
+                *((module, (_input(shape, f),)) for (module, shape), f in zip((original, alternative), formats))
             )
         _cache[full] = float((a.median - b.median) / a.median) if a.median > 0 and _beyond_noise(a, b) else 0.0
     return _cache[full]
+
+
+def _input(shape, memory_format) -> torch.Tensor:
+    x = torch.randn(*shape)
+    return x if memory_format is None else x.contiguous(memory_format=memory_format)
 
 
 def _beyond_noise(a, b) -> bool:
@@ -113,3 +119,12 @@ def fewer_groups(pricer: Any, shape, c2: int, kernel, stride, padding, groups: i
         (_conv(c1, c2, kernel, stride, padding, groups, False, dilation), tuple(shape)),
         (_conv(c1, c2, kernel, stride, padding, fewer, False, dilation), tuple(shape)),
     )
+
+
+def channels_last_conv(pricer: Any, shape, c2: int, kernel, stride, padding, groups: int, dilation=1) -> float:
+    """A conv on an NCHW input against the same conv with its input and weights in channels_last
+    (what `model.to(memory_format=torch.channels_last)` and a channels_last input give every conv)."""
+    key = ("channels_last", tuple(shape), c2, str(kernel), str(stride), str(padding), groups, str(dilation))
+    conv = _conv(shape[1], c2, kernel, stride, padding, groups, False, dilation)
+    last = _conv(shape[1], c2, kernel, stride, padding, groups, False, dilation).to(memory_format=torch.channels_last)
+    return _saving(pricer, key, (conv, tuple(shape)), (last, tuple(shape)), formats=(None, torch.channels_last))

@@ -36,7 +36,7 @@ RULE_SECTIONS = ("what it does", "why", "example", "use instead")
 FAMILIES = {
     "compute": ("conv", "linear", "matmul", "attention", "recurrent"),
     "element-wise": ("elementwise", "activation", "norm", "dropout"),
-    "memory-only": ("concat", "split", "copy", "reshape", "creation", "upsample"),
+    "memory-only": ("concat", "split", "copy", "reshape", "creation", "upsample", "sync"),
     "other": ("pool", "reduction", "embedding", "other"),
 }
 EVIDENCE_CHARS = 160

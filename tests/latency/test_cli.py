@@ -119,3 +119,62 @@ def test_out_of_memory_exits_2_suggesting_a_smaller_batch(capsys, monkeypatch):
     assert len(err) == 1
     assert err[0].startswith("archlint: error: ran out of CPU memory on cpu while timing")
     assert "1x3x32x32" in err[0] and "try a smaller batch" in err[0]
+
+
+
+KEYWORD_ONLY = """
+import transformers
+from torch import nn
+
+
+class Encoder(nn.Module):
+    \"\"\"A 2-layer BERT taking its inputs by keyword only, as a serving wrapper does.\"\"\"
+
+    def __init__(self):
+        super().__init__()
+        config = transformers.BertConfig(num_hidden_layers=2, hidden_size=64, num_attention_heads=4,
+                                         intermediate_size=128, vocab_size=100)
+        self.bert = transformers.BertModel(config)
+
+    def forward(self, *, input_ids, attention_mask):
+        return self.bert(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+"""
+
+
+@pytest.mark.parametrize("strategy", ["export", "dispatch"])
+def test_keyword_only_inputs_are_timed(capsys, tmp_path, strategy):
+    """Keyword-only inputs (input_ids, attention_mask) reach every timed pass: the export replay op
+    by op, the leaf-module hooks of the dispatch recording, and the model end to end."""
+    pytest.importorskip("transformers")
+    (tmp_path / "encoder.py").write_text(KEYWORD_ONLY)
+    argv = [f"{tmp_path / 'encoder.py'}:Encoder", "--input", "input_ids=1,16:int64", "--input",
+            "attention_mask=1,16:bool", "--latency", "--warmup", "1", "--repeat", "3", "--strategy", strategy,
+            "--exit-zero", "--output-format", "json"]
+    code = main(argv)
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    model = json.loads(out.out)["models"][0]
+    assert model["strategy"] == strategy
+    assert [i["name"] for i in model["inputs"]] == ["input_ids", "attention_mask"]
+    assert model["totals"]["latency_ms"] > 0
+    timed = [la for la in model["layers"] if la["latency_ms"] is not None]
+    if strategy == "export":  # replayed op by op: every op has its time
+        assert len(timed) == len(model["layers"])
+    else:  # hooks: the ops alone in their leaf module (Linear, LayerNorm, Embedding)
+        assert len(timed) >= 2 * 6 and all(la["latency_ms"] > 0 for la in timed)
+
+
+def test_keyword_only_inputs_in_what_ifs(capsys, tmp_path):
+    """--what-if calls every variant with the keyword-only inputs; the fx-based ones say why not."""
+    pytest.importorskip("transformers")
+    (tmp_path / "encoder.py").write_text(KEYWORD_ONLY)
+    argv = [f"{tmp_path / 'encoder.py'}:Encoder", "--input", "input_ids=1,16:int64", "--input",
+            "attention_mask=1,16:bool", "--what-if", "inference-mode,sdpa", "--repeat", "3", "--exit-zero",
+            "--output-format", "json"]
+    code = main(argv)
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    what_if = {w["name"]: w for w in json.loads(out.out)["models"][0]["what_if"]}
+    assert what_if["inference-mode"]["applicable"] and what_if["inference-mode"]["speedup"] > 0
+    assert what_if["inference-mode"]["max_abs_diff"] == 0
+    assert not what_if["sdpa"]["applicable"] and "keyword-only inputs" in what_if["sdpa"]["reason"]

@@ -1,11 +1,13 @@
 """The transformer-era rules (AL106 handwritten attention, AL107 mask built in forward, AL108
 unfused projections, AL109 misaligned GEMM, AL110 hand-written fused ops, AL111 pointwise conv after
-an upsample) on a hand-written nanoGPT and its fixed twin (through
+an upsample, AL112 host syncs in forward, AL113 layout round trips) on a hand-written nanoGPT and its fixed twin (through
 the CLI), on Hugging Face models, and their silence on torchvision classification models.
 
 One deliberate exception: torchvision's Swin and MaxViT write attention by hand (matmul → add the
 relative-position bias → softmax → matmul); AL106 reports them, since F.scaled_dot_product_attention
-takes that bias as attn_mask. No other torchvision classification model gets any of these rules."""
+takes that bias as attn_mask. And ConvNeXt's LayerNorm2d (permute → layer_norm → permute back) gets
+AL113 as info (< 1% of the model each: tests/rules/test_layout_roundtrip.py). No other torchvision
+classification model gets any of these rules."""
 
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ from ._graphs import findings
 from .test_torchvision_noise import build
 
 NANOGPT = Path(__file__).resolve().parents[1] / "fixtures" / "models" / "nanogpt.py"
-RULES = ("AL106", "AL107", "AL108", "AL109", "AL110", "AL111")
+RULES = ("AL106", "AL107", "AL108", "AL109", "AL110", "AL111", "AL112", "AL113", "AL114")
 HANDWRITTEN_ATTENTION = ("swin_t", "swin_s", "swin_b", "swin_v2_t", "swin_v2_s", "swin_v2_b", "maxvit_t")
 
 
@@ -62,17 +64,21 @@ def codes(model, inputs):
     return Counter(d.code for d in findings(graph) if d.code in RULES)
 
 
+def allowed(name):
+    return {"AL106"} if name in HANDWRITTEN_ATTENTION else {"AL113"} if name.startswith("convnext") else set()
+
+
 @pytest.mark.parametrize("name", ["resnet18", "mobilenet_v3_small", "vit_b_16", "convnext_tiny", "swin_t"])
 def test_torchvision_sample(name):
     found = codes(*build(name))
-    assert set(found) <= ({"AL106"} if name in HANDWRITTEN_ATTENTION else set()), found
+    assert set(found) <= allowed(name), found
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", torchvision.models.list_models(module=torchvision.models))
 def test_torchvision_zoo(name):
     found = codes(*build(name))
-    assert set(found) <= ({"AL106"} if name in HANDWRITTEN_ATTENTION else set()), found
+    assert set(found) <= allowed(name), found
 
 
 def test_hugging_face_models():

@@ -70,6 +70,46 @@ _OPERANDS = {
 }
 
 
+# Calls that hand a tensor's value to Python (`.item()`, `if t:`, `int(t)`): the host waits for the
+# device to finish all the work queued before it (a sync) and the value leaves the graph. By the
+# called function's name, with the cost-table key the recorded op gets (kind "sync").
+HOST_READS = {
+    "item": "item", "_local_scalar_dense": "item", "tolist": "tolist", "numpy": "numpy",
+    "__bool__": "is_nonzero", "is_nonzero": "is_nonzero", "__int__": "item", "__float__": "item",
+    "__index__": "item", "__complex__": "item",
+}
+# Ops whose output size depends on the input's values: the host reads a count before it can
+# allocate the output (a sync on a GPU; a graph break for torch.compile and CUDA graphs).
+DATA_DEPENDENT = frozenset(
+    "nonzero argwhere masked_select unique unique_consecutive unique_dim _unique _unique2 bincount".split()
+)
+SYNC_REASONS = ("value read by the host", "data-dependent output size", "boolean-mask indexing", "copy to the host")
+
+
+def host_sync(key: str, args: tuple, kwargs: dict) -> str | None:
+    """Why a call that returns tensors makes the host wait for the device (one of SYNC_REASONS), or None."""
+    if key in DATA_DEPENDENT:
+        return SYNC_REASONS[1]
+    if key == "where" and len(args) == 1 and not kwargs:  # torch.where(cond) is nonzero(cond, as_tuple=True)
+        return SYNC_REASONS[1]
+    if key == "repeat_interleave" and kwargs.get("output_size") is None:
+        # tensor repeats (`repeat_interleave(x, counts)`, or `repeat_interleave(counts)` alone):
+        # the output length is their sum
+        repeats = args[1] if len(args) > 1 else kwargs.get("repeats", args[0] if args else None)
+        if isinstance(repeats, torch.Tensor):
+            return SYNC_REASONS[1]
+    if key in ("getitem", "setitem", "index", "index_put") and len(args) > 1 and _bool_index(args[1]):
+        return SYNC_REASONS[2]  # x[mask] / x[mask] = v: a nonzero under the hood
+    if key == "cpu" or (key == "to" and "cpu" in [a for a in (*args[1:], kwargs.get("device")) if isinstance(a, str)]):
+        return SYNC_REASONS[3]  # only a literal "cpu": `.to(x.device)` is on the device when the model is
+    return None
+
+
+def _bool_index(index: Any) -> bool:
+    items = index if isinstance(index, (list, tuple)) else (index,)
+    return any(isinstance(i, torch.Tensor) and i.dtype in (torch.bool, torch.uint8) for i in items)
+
+
 def _simple(value: Any) -> bool:
     if isinstance(value, (list, tuple)):
         return all(isinstance(v, _SIMPLE) for v in value)
@@ -111,7 +151,32 @@ def call_attrs(key: str, args: tuple, kwargs: dict) -> dict[str, Any]:
     if key in _OPERANDS:
         attrs["operands"] = _operand_shapes(_OPERANDS[key], args, kwargs)
     attrs.pop("input", None)
+    if (reason := host_sync(key, args, kwargs)) is not None:
+        attrs["host_sync"] = reason
+    if key in ("permute", "transpose", "swapaxes", "swapdims") and (dims := _permutation(key, args, kwargs)):
+        attrs["dims"] = dims
     return {k: (str(v) if isinstance(v, (torch.dtype, torch.memory_format)) else v) for k, v in attrs.items()}
+
+
+def _permutation(key: str, args: tuple, kwargs: dict) -> list[int] | None:
+    """The output's dims as input dims (`permute`'s argument; `transpose(1, 2)` on a 4-D tensor is
+    [0, 2, 1, 3]), non-negative, or None when the call's arguments are not plain ints."""
+    x = args[0] if args else kwargs.get("input")
+    if not isinstance(x, torch.Tensor):
+        return None
+    rank, rest = x.dim(), args[1:]
+    if key == "permute":
+        dims = rest[0] if len(rest) == 1 and isinstance(rest[0], (list, tuple)) else rest or kwargs.get("dims")
+    else:
+        pair = list(rest[:2]) + [kwargs.get(k) for k in ("dim0", "dim1")[len(rest[:2]):]]
+        if not all(isinstance(d, int) for d in pair) or rank == 0:
+            return None
+        dims = list(range(rank))
+        a, b = (d % rank for d in pair)
+        dims[a], dims[b] = dims[b], dims[a]
+    if not isinstance(dims, (list, tuple)) or len(dims) != rank or not all(isinstance(d, int) for d in dims):
+        return None
+    return [d % rank for d in dims]
 
 
 def _operand_shapes(names: tuple[str, ...], args: tuple, kwargs: dict) -> list[list[int] | None]:
@@ -133,7 +198,7 @@ def function_label(fn: Any) -> tuple[str, str]:
         name = getattr(getattr(fn, "__self__", None), "__name__", name)
     owner = getattr(fn, "__objclass__", None)
     module = getattr(fn, "__module__", None) or ""
-    if owner is torch.Tensor or (owner is None and module == "" and hasattr(torch.Tensor, name)):
+    if owner in (torch.Tensor, torch._C.TensorBase) or (owner is None and module == "" and hasattr(torch.Tensor, name)):
         label = f"Tensor.{name}"
     elif module in ("torch.nn.functional", "torch._C._nn"):
         label = f"F.{name}"

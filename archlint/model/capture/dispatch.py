@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import functools
 import inspect
+import sys
+from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
 from torch.overrides import TorchFunctionMode
 
+import archlint
 from archlint.model.capture.common import CaptureFailed, _ancestors, _shape, _tensors, is_leaf
-from archlint.model.capture.describe import call_attrs, function_label, module_attrs
+from archlint.model.capture.describe import HOST_READS, SYNC_REASONS, call_attrs, function_label, host_sync, module_attrs
 from archlint.model.capture.graph import _Builder
 
 
@@ -52,16 +55,43 @@ class _Recorder(TorchFunctionMode):
             return out
         outputs = _tensors(out)
         if not outputs:
+            self._host_side(func, args, kwargs)
             return out
         label, key = function_label(func)
         inputs, params = self.resolve((args, kwargs))
         name = self.b.unique(key)
+        attrs = call_attrs(key, args, kwargs)
+        if "host_sync" in attrs:
+            attrs["source"] = _caller()
         self.b.op(
             name, label=label, key=key, module=self.stack[-1], inputs=inputs, outputs=outputs,
-            params=params, attrs=call_attrs(key, args, kwargs),
+            params=params, attrs=attrs,
         )
         self.produced(name, outputs)
         return out
+
+    def _host_side(self, func, args: tuple, kwargs: dict) -> None:
+        """Calls that return no tensor but make the host wait: a value read (`.item()`, `if t:`),
+        recorded as a "sync" op whose output is the tensor read; and a boolean-mask assignment
+        (`x[mask] = v`), recorded as the in-place write it is (later reads of x come from it)."""
+        name = getattr(func, "__name__", "")
+        tensor = args[0] if args and isinstance(args[0], torch.Tensor) else None
+        if tensor is None:
+            return
+        if name in HOST_READS:
+            key = HOST_READS[name]
+            attrs = {"host_sync": SYNC_REASONS[0]}
+        elif name == "__setitem__" and host_sync("setitem", args, kwargs):
+            key, attrs = "index_put", call_attrs("setitem", args, kwargs)
+        else:
+            return
+        attrs["source"] = _caller()
+        label = function_label(func)[0]
+        op = self.b.unique(key)
+        inputs, params = self.resolve((args, kwargs))
+        self.b.op(op, label=label, key=key, module=self.stack[-1], inputs=inputs, outputs=[tensor], params=params, attrs=attrs)
+        if key == "index_put":
+            self.produced(op, [tensor])
 
     def pre_hook(self, path: str, module: nn.Module, args, kwargs):
         self.busy = True
@@ -156,3 +186,18 @@ def _arg_names(model: nn.Module, count: int) -> list[str]:
     except (TypeError, ValueError):
         params = []
     return [params[i] if i < len(params) else f"input_{i}" for i in range(count)]
+
+
+_SKIP = tuple(str(Path(m.__file__).resolve().parent) for m in (torch, archlint))
+
+
+def _caller() -> list | None:
+    """[file, line] of the innermost frame outside torch and archlint: the line of forward that
+    made the call (a sync's finding points there)."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        file = frame.f_code.co_filename
+        if not file.startswith(_SKIP) and not file.startswith("<"):
+            return [file, frame.f_lineno]
+        frame = frame.f_back
+    return None

@@ -12,30 +12,72 @@ from typing import Any
 import torch
 import torch.fx as fx
 from torch import nn
+from torch.overrides import TorchFunctionMode
 
 from archlint.model.capture.common import CaptureFailed, Replay, _ancestors, _tensors, _to_meta, is_leaf
-from archlint.model.capture.describe import call_attrs, function_label, module_attrs
+from archlint.model.capture.describe import HOST_READS, SYNC_REASONS, call_attrs, function_label, host_sync, module_attrs
 from archlint.model.capture.fxnodes import _fetch, _node_args, _resolve, alias_tuple_item
 from archlint.model.capture.graph import _Builder
+from archlint.model.cost import normalize
+
+
+class _HostSyncs(TorchFunctionMode):
+    """Notes the calls that read a tensor's value on the host or make a shape depend on values
+    (describe.HOST_READS, describe.host_sync). Export runs the forward on fake tensors: it fails
+    on most of them and silently drops a value read whose result reaches no tensor (a logged
+    `.item()`), so a forward with any of them is left to the dispatch recording, which sees them."""
+
+    def __init__(self):
+        super().__init__()
+        self.seen: dict[str, str] = {}
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = getattr(func, "__name__", "")
+        reason = SYNC_REASONS[0] if name in HOST_READS else host_sync(normalize(name), args, kwargs)
+        if reason is not None:
+            self.seen.setdefault(name, reason)
+        return func(*args, **kwargs)
+
+    def failure(self) -> CaptureFailed | None:
+        if not self.seen:
+            return None
+        calls = ", ".join(f"{name} ({reason})" for name, reason in self.seen.items())
+        return CaptureFailed(
+            "export", RuntimeError(f"the forward makes the host wait for tensor values: {calls}; left to the dispatch recording")
+        )
 
 
 def capture_export(model: nn.Module, inputs: tuple, builder: _Builder, kwargs: dict | None = None) -> Replay | None:
     meta = any(t.device.type == "meta" for t in itertools.chain(model.parameters(), model.buffers()))
     args, kwargs = _to_meta((inputs, kwargs or {})) if meta else (inputs, kwargs or {})
+    syncs = _HostSyncs()
     try:
-        try:
-            ep = _export(model, args, kwargs)
-        except Exception as exc:
-            if "not a known type" not in str(exc):
-                raise
-            # The output holds an object export cannot flatten (a Hugging Face KV cache in a
-            # ModelOutput): export the forward with its output reduced to the tensors it holds.
-            with _tensor_outputs(model):
-                ep = _export(model, args, kwargs)
-            b_notes = builder.notes
-            b_notes.append(f"exported with the output reduced to its tensors ({str(exc).split(' in output')[0].removeprefix('Found ')})")
+        with syncs:
+            ep = _exported(model, args, kwargs, builder)
     except Exception as exc:
-        raise CaptureFailed("export", exc) from exc
+        raise (syncs.failure() or CaptureFailed("export", exc)) from exc
+    if (failure := syncs.failure()) is not None:
+        raise failure
+    return _record(model, ep, builder)
+
+
+def _exported(model: nn.Module, args: tuple, kwargs: dict, builder: _Builder):
+    try:
+        return _export(model, args, kwargs)
+    except Exception as exc:
+        if "not a known type" not in str(exc):
+            raise
+        # The output holds an object export cannot flatten (a Hugging Face KV cache in a
+        # ModelOutput): export the forward with its output reduced to the tensors it holds.
+        with _tensor_outputs(model):
+            ep = _export(model, args, kwargs)
+        builder.notes.append(f"exported with the output reduced to its tensors ({str(exc).split(' in output')[0].removeprefix('Found ')})")
+        return ep
+
+
+def _record(model: nn.Module, ep, builder: _Builder) -> Replay | None:
+    """The exported program's ops into the OpGraph; its replay (None when it cannot be built)."""
     b = builder
     wrapped = {str(n.target) for n in ep.graph.nodes if isinstance(n.target, torch._ops.HigherOrderOperator)}
     if wrapped:  # `with torch.no_grad():` / autocast in forward: their ops sit in a subgraph; inline them

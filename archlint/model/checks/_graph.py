@@ -497,7 +497,7 @@ def _norm_name(data: dict) -> str:
 
 
 # Who owns an op's saving when several findings name it: the most specific rule first.
-PRIORITY = ("AL205", "AL204", "AL202", "AL203", "AL201", "AL106", "AL107", "AL108", "AL109", "AL110", "AL111", "AL105", "AL101", "AL102", "AL103", "AL104")
+PRIORITY = ("AL205", "AL204", "AL202", "AL203", "AL201", "AL106", "AL107", "AL108", "AL109", "AL110", "AL111", "AL113", "AL105", "AL101", "AL102", "AL103", "AL104")
 
 
 def settle(found: list[Diagnostic], options: dict[str, dict]) -> list[Diagnostic]:

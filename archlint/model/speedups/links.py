@@ -8,12 +8,15 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from archlint.diagnostics import Diagnostic, Price
+from archlint.diagnostics import Diagnostic, Price, Severity
 from archlint.report.what_if_table import verdict as what_if_verdict
 from archlint.result import ModelResult, WhatIf
 
 # rule code → the transformation that is its fix
-FIXED_BY = {"AL205": "fold-bn", "AL106": "sdpa"}
+FIXED_BY = {"AL205": "fold-bn", "AL106": "sdpa", "AL114": "channels-last"}
+# Rules whose only time basis may be the what-if (no static saving): their severity follows it,
+# a warning when the measured saving is positive, else info.
+JUDGED_BY_WHAT_IF = ("AL114",)
 
 
 def link(diagnostics: list[Diagnostic], what_ifs: list[WhatIf], device: str) -> None:
@@ -38,6 +41,8 @@ def link(diagnostics: list[Diagnostic], what_ifs: list[WhatIf], device: str) -> 
             claims=old.claims if old else (),
         )
         d.evidence["what_if"] = {"name": w.name, "speedup": w.speedup, "spread": w.spread}
+        if code in JUDGED_BY_WHAT_IF:
+            d.severity = Severity.WARNING if d.price.pays else Severity.INFO
 
 
 # Code rules whose fix is autocast: priced by the analyzed model's bf16/fp16 what-if (or its

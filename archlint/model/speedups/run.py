@@ -37,14 +37,15 @@ MIN_GAIN = 1.03
 
 
 def what_ifs(
-    model: nn.Module, inputs, device: str, settings, names: list[str] | None = None
+    model: nn.Module, inputs, device: str, settings, names: list[str] | None = None, kwargs: dict | None = None
 ) -> tuple[list[WhatIf], list[str]]:
     """The what-ifs for `model` on `device` (each requested name, in canonical order, then the
     combination), and notes on how they were timed. `model` is never changed: everything runs
     on a deep copy in eval mode."""
     dev = resolve_device(device)
     names = [n for n in NAMES if n in (names if names is not None else NAMES)]
-    base = Variant(_eval_copy(model, dev), _to(inputs, dev), dev)
+    base = Variant(_eval_copy(model, dev), _to(inputs, dev), dev,
+                   kwargs=dict(zip(kwargs or {}, _to(tuple((kwargs or {}).values()), dev))))
     reference, first_s = _first_call(base)
     base = replace(base, first_s=first_s)
     results: dict[str, WhatIf] = {}

@@ -8,7 +8,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable
 from contextlib import nullcontext
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import torch
 from torch import nn
@@ -40,12 +40,13 @@ class Variant:
     applied: tuple[str, ...] = ()
     detail: str = ""  # what was done, in words ("12 pairs folded (fx graph)")
     first_s: float = 0.0  # seconds of its first call, once made (for compile: the compilation)
+    kwargs: dict = field(default_factory=dict)  # keyword-only inputs (on the device)
 
     def __call__(self):
         grad = torch.inference_mode() if self.inference_mode else torch.no_grad()
         cast = torch.autocast(self.device.type, dtype=self.autocast) if self.autocast else nullcontext()
         with grad, cast:
-            return self.model(*self.inputs)
+            return self.model(*self.inputs, **self.kwargs)
 
     def with_(self, name: str, detail: str = "", **changes) -> Variant:
         details = "; ".join(d for d in (self.detail, detail) if d)
@@ -85,14 +86,15 @@ def _autocast(dtype: torch.dtype) -> Callable[[Variant], Variant]:
 def channels_last(v: Variant) -> Variant:
     if not _has(v.model, nn.Conv2d):
         raise NotApplicable("no 2-D convolution: channels_last changes only how 4-D conv activations are laid out")
-    if not any(isinstance(t, torch.Tensor) and t.dim() == 4 for t in v.inputs):
+    if not any(isinstance(t, torch.Tensor) and t.dim() == 4 for t in (*v.inputs, *v.kwargs.values())):
         raise NotApplicable("no 4-D input to lay out as channels_last")
     model = copy.deepcopy(v.model).to(memory_format=torch.channels_last)
-    inputs = tuple(
-        t.contiguous(memory_format=torch.channels_last) if isinstance(t, torch.Tensor) and t.dim() == 4 else t
-        for t in v.inputs
-    )
-    return v.with_("channels-last", "model and 4-D inputs in torch.channels_last", model=model, inputs=inputs)
+
+    def last(t):
+        return t.contiguous(memory_format=torch.channels_last) if isinstance(t, torch.Tensor) and t.dim() == 4 else t
+
+    return v.with_("channels-last", "model and 4-D inputs in torch.channels_last", model=model,
+                   inputs=tuple(last(t) for t in v.inputs), kwargs={k: last(t) for k, t in v.kwargs.items()})
 
 
 def fold(v: Variant) -> Variant:
@@ -100,6 +102,8 @@ def fold(v: Variant) -> Variant:
         raise NotApplicable("the model is already compiled")
     if not _has(v.model, nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d):
         raise NotApplicable("no BatchNorm layer")
+    if v.kwargs:
+        raise NotApplicable(f"keyword-only inputs ({', '.join(v.kwargs)}): the fx trace it needs takes positional inputs only")
     model, pairs, where = fold_bn(copy.deepcopy(v.model), v.inputs)
     if not pairs:
         raise NotApplicable(f"no BatchNorm directly after a Conv or Linear that feeds only it (searched the {where})")
@@ -109,6 +113,8 @@ def fold(v: Variant) -> Variant:
 def sdpa(v: Variant) -> Variant:
     if v.compiled:
         raise NotApplicable("the model is already compiled")
+    if v.kwargs:
+        raise NotApplicable(f"keyword-only inputs ({', '.join(v.kwargs)}): the fx trace it needs takes positional inputs only")
     from archlint.model.speedups.sdpa import replace_attention
 
     try:
