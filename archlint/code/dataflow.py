@@ -193,7 +193,8 @@ def _unwrap(node: cst.BaseExpression, facts: Facts, scope: Scope) -> tuple[cst.B
 
 def prefetchers(facts: Facts) -> set[str]:
     """Classes of this file that copy batches to the GPU on a side CUDA stream (apex's
-    `data_prefetcher`, timm's `PrefetchLoader`): they create a `torch.cuda.Stream()` and hand its
+    `data_prefetcher`, timm's `PrefetchLoader`): they create a `torch.cuda.Stream()` (or any
+    `<module>.Stream()`, e.g. timm's `device_mod.Stream()`) and hand its
     work over with `wait_stream` or `record_stream`. Built with the loader as first argument."""
     found = facts.__dict__.get("_prefetchers")
     if found is None:
@@ -205,7 +206,9 @@ def prefetchers(facts: Facts) -> set[str]:
             if cls is None:
                 continue
             func = site.node.func
-            if facts.qname(func, site.scope) == "torch.cuda.Stream":
+            # `torch.cuda.Stream()`, or through a device module as current timm writes it
+            # (`device_mod = getattr(torch, device.type); device_mod.Stream()`)
+            if isinstance(func, cst.Attribute) and func.attr.value == "Stream":
                 streams.add(cls.qualname)
             elif isinstance(func, cst.Attribute) and func.attr.value in ("wait_stream", "record_stream"):
                 handovers.add(cls.qualname)

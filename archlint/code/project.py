@@ -317,6 +317,49 @@ def _name_info(index: Index, path: str, name: str, display) -> dict:
     return out
 
 
+def _passed_classes(index: Index) -> dict[tuple, set]:
+    """(file, function qualname, parameter) → {(file of the call, project class)}: the objects of a
+    project class the project's calls pass for that parameter (`log_writer=log_writer`)."""
+    out: dict[tuple, set] = {}
+    for caller, summary in list(index.summaries.items()):
+        for callee, arg, cls in (summary or {}).get("arg_classes", ()):
+            found = index.resolve(caller, callee)
+            info = _def(index, found)
+            if not info:
+                continue
+            params = info["params"]
+            if isinstance(arg, int):
+                arg += 1 if _is_method_call(callee, found[1], params) else 0
+                if arg >= len(params):
+                    continue
+                arg = params[arg]
+            out.setdefault((found[0], found[1], arg), set()).add((caller, cls))
+    return out
+
+
+def _per_step(index: Index, out: dict, linted_set: set, display, caller: str, callee: str, line: int, args: list,
+              found) -> None:
+    """Record that `found` (a project function) runs once per training step, called from caller:line."""
+    info = _def(index, found)
+    if not info or found[0] not in linted_set or not (info.get("sync") or info.get("backward")):
+        return
+    params = info["params"]
+    shift = 1 if _is_method_call(callee, found[1], params) else 0
+    tensors = []
+    for a in args:
+        if a == "**" or (isinstance(a, str) and a not in params):
+            a = info.get("kwargs")  # a dict of tensors, or keywords gathered by **kwargs
+        elif isinstance(a, int):
+            a = params[a + shift] if a + shift < len(params) else None
+        if a and a not in tensors:
+            tensors.append(a)
+    per_step = out[found[0]].setdefault("per_step", {})
+    entry = per_step.setdefault(found[1], [[], f"{display(caller)}:{line}"])
+    if tensors and not entry[0]:
+        entry[1] = f"{display(caller)}:{line}"  # name a call site that passes tensors
+    entry[0] += [t for t in tensors if t not in entry[0]]
+
+
 def contexts(linted: list[str], index: Index, display) -> dict[str, dict]:
     """Context of every linted file (absolute paths), only the non-empty ones."""
     linted_set = set(linted)
@@ -395,29 +438,19 @@ def contexts(linted: list[str], index: Index, display) -> dict[str, dict]:
                     cuda.add(found[0])
                     reached.append(found[0])
         frontier = reached
+    passed = _passed_classes(index)
     for caller, summary in list(index.summaries.items()):
         if not summary:
             continue
-        for callee, line, args, local in summary["steps"]:
-            found = (caller, local, "def") if local else index.resolve(caller, callee)
-            info = _def(index, found)
-            if not info or found[0] not in linted_set or not (info.get("sync") or info.get("backward")):
-                continue
-            params = info["params"]
-            shift = 1 if _is_method_call(callee, found[1], params) else 0
-            tensors = []
-            for a in args:
-                if a == "**" or (isinstance(a, str) and a not in params):
-                    a = info.get("kwargs")  # a dict of tensors, or keywords gathered by **kwargs
-                elif isinstance(a, int):
-                    a = params[a + shift] if a + shift < len(params) else None
-                if a and a not in tensors:
-                    tensors.append(a)
-            per_step = out[found[0]].setdefault("per_step", {})
-            entry = per_step.setdefault(found[1], [[], f"{display(caller)}:{line}"])
-            if tensors and not entry[0]:
-                entry[1] = f"{display(caller)}:{line}"  # name a call site that passes tensors
-            entry[0] += [t for t in tensors if t not in entry[0]]
+        for callee, line, args, local, *on_param in summary["steps"]:
+            if on_param:  # `log_writer.update(...)` on a parameter: the classes the project passes for it
+                key = (caller, *on_param[0])
+                method = callee.split(".", 1)[1]
+                targets = [index.resolve(where, f"{cls}.{method}") for where, cls in passed.get(key, ())]
+            else:
+                targets = [(caller, local, "def") if local else index.resolve(caller, callee)]
+            for found in targets:
+                _per_step(index, out, linted_set, display, caller, callee, line, args, found)
         for callee, arg, pin in summary["loader_args"]:
             found = index.resolve(caller, callee)
             info = _def(index, found)

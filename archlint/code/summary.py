@@ -13,8 +13,10 @@ file's findings; the project join in project.py reads only these, never the sour
               "yields": i, "batch": 1, "backward": 1, "cuda": 1, "cudnn": 1, "sync": 1}
     classes   class qualnames
     uses      dotted names the file calls that may be project functions (imported or its own)
-    steps     [[callee, line, tensor args, local qualname]]: calls made once per training step
+    steps     [[callee, line, tensor args, local qualname]]: calls made once per training step; a method
+              called on a parameter adds [enclosing qualname, parameter] (its class comes from arg_classes)
     loader_args [[callee, argument (index or keyword), pin]]: a loader of this file passed to a call
+    arg_classes [[callee, argument (index or keyword), class]]: a project object passed to a project call
 """
 
 from __future__ import annotations
@@ -150,24 +152,50 @@ def _tensor_args(call: cst.Call, names: set[str]) -> list:
     return out
 
 
-def _typed(name: str | None, facts: Facts, scope: Scope) -> str | None:
-    """`metric_logger.update` where `metric_logger = utils.MetricLogger(...)` → `utils.MetricLogger.update`."""
-    if not name or name.count(".") != 1:
+def _built_class(name: str, facts: Facts, scope: Scope) -> str | None:
+    """The project class a local name is built from: `x = utils.MetricLogger(...)`, also when it is
+    optional (`x = utils.TensorboardLogger(...) if args.log_dir else None`)."""
+    found = scope.lookup(name)
+    if found is None or name in found[0].params:
         return None
-    head, method = name.split(".")
-    found = scope.lookup(head)
-    if found is None or head in found[0].params:
-        return None
-    values = found[1]
-    if not values or any(not isinstance(v, cst.Call) for v in values):
-        return None
-    classes = {dotted(v.func) for v in values}
+    calls = []
+    for v in found[1]:
+        if isinstance(v, cst.IfExp):
+            branches = [b for b in (v.body, v.orelse) if not (isinstance(b, cst.Name) and b.value == "None")]
+            if len(branches) != 1:
+                return None
+            v = branches[0]
+        if not isinstance(v, cst.Call):
+            return None
+        calls.append(v)
+    classes = {dotted(v.func) for v in calls}
     if len(classes) != 1:
         return None
     cls = classes.pop()
     if not cls or not cls.rsplit(".", 1)[-1][:1].isupper() or not _candidate(cls, facts, found[0]):
         return None
-    return f"{cls}.{method}"
+    return cls
+
+
+def _typed(name: str | None, facts: Facts, scope: Scope) -> str | None:
+    """`metric_logger.update` where `metric_logger = utils.MetricLogger(...)` → `utils.MetricLogger.update`."""
+    if not name or name.count(".") != 1:
+        return None
+    head, method = name.split(".")
+    cls = _built_class(head, facts, scope)
+    return f"{cls}.{method}" if cls else None
+
+
+def _on_param(name: str | None, scope: Scope) -> list | None:
+    """`log_writer.update` where `log_writer` is a parameter of the enclosing function →
+    [that function's qualname, "log_writer"]: the project join finds its class at the call sites."""
+    if not name or name.count(".") != 1:
+        return None
+    head = name.split(".")[0]
+    found = scope.lookup(head)
+    if found is None or found[0].kind != "function" or head not in found[0].params or head in ("self", "cls"):
+        return None
+    return [found[0].qualname, head]
 
 
 def _callee(site: CallSite, facts: Facts) -> str | None:
@@ -282,12 +310,32 @@ def _steps(facts: Facts, defs: dict[str, Scope]) -> list[list]:
             # a closure handed to the optimizer (`optimizer.step(closure)`) runs inside the step
             callees += [a.value.value for a in site.node.args if isinstance(a.value, cst.Name)
                         and _local_def(a.value.value, site.scope, defs)]
+            line = facts.position(site.node)[0].line
+            if not callees[0]:  # a method of an object passed in: its class is known at the call sites
+                param = _on_param(dotted(site.node.func), site.scope)
+                if param:
+                    out.append([dotted(site.node.func), line, _tensor_args(site.node, names), None, param])
             for callee in callees:
                 if not callee:
                     continue
                 args = _tensor_args(site.node, names) if callee == callees[0] else []
-                line = facts.position(site.node)[0].line
                 out.append([callee, line, args, _local_def(callee, site.scope, defs)])
+    return out
+
+
+def _arg_classes(facts: Facts) -> list[list]:
+    """[[callee, argument (index or keyword), class]]: a project object passed to a project
+    function (`train_one_epoch(..., log_writer=log_writer)`, `log_writer = utils.TensorboardLogger(...)`)."""
+    out = []
+    for site in facts.calls:
+        callee = dotted(site.node.func)
+        if not _candidate(callee, facts, site.scope):
+            continue
+        for i, arg in enumerate(a for a in site.node.args if not a.star):
+            if isinstance(arg.value, cst.Name):
+                cls = _built_class(arg.value.value, facts, site.scope)
+                if cls:
+                    out.append([callee, arg.keyword.value if arg.keyword is not None else i, cls])
     return out
 
 
@@ -345,5 +393,6 @@ def summarize(facts: Facts) -> dict:
         "aliases": aliases,
         "steps": _steps(facts, defs),
         "loader_args": _loader_args(facts),
+        "arg_classes": _arg_classes(facts),
     }
 

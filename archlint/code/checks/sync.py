@@ -108,7 +108,12 @@ def _function_tensors(scope: Scope, params: list[str], facts: Facts) -> set[str]
     names = set(params)
     for loop in facts.loops:  # `for k, v in kwargs.items():` over a dict of tensors
         if loop.scope is scope and loop.iter is not None and df.root_name(loop.iter) in names:
-            names.update(loop.targets)
+            method = loop.iter.func.attr.value if isinstance(loop.iter, cst.Call) and isinstance(
+                loop.iter.func, cst.Attribute) else None
+            if method == "items" and len(loop.targets) == 2:
+                names.add(loop.targets[1])  # the keys are strings: `f"{head}/{k}"` formats no tensor
+            elif method != "keys":
+                names.update(loop.targets)
     for site in scope.calls:
         if df.is_backward_call(site.node):
             names |= df.backward_roots_of([site])
