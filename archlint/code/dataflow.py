@@ -229,8 +229,37 @@ def on_side_stream(site: CallSite, facts: Facts) -> bool:
     return cls is not None and cls.qualname in prefetchers(facts)
 
 
+def loader_classes(facts: Facts) -> set[str]:
+    """Classes of this file that subclass DataLoader and pass its arguments through (DeepSpeech's
+    `class AudioDataLoader(DataLoader)` that only sets a collate_fn): a call to one builds a
+    DataLoader. A subclass that handles pin_memory or num_workers itself is left out."""
+    found = facts.__dict__.get("_loader_classes")
+    if found is None:
+        found = set()
+        for scope in facts.scopes:
+            if scope.kind != "class" or not any(facts.qname(b.value, scope.parent) == DATALOADER
+                                                 for b in scope.node.bases):
+                continue
+            text = facts.code(scope.node)
+            if "pin_memory" not in text and "num_workers" not in text:
+                found.add(scope.qualname)
+        facts.__dict__["_loader_classes"] = found
+    return found
+
+
+def is_loader_call(call: cst.Call, facts: Facts, scope: Scope | None) -> bool:
+    """`DataLoader(...)` under any alias, or a DataLoader subclass of this file or of the project."""
+    if facts.qname(call.func, scope) == DATALOADER:
+        return True
+    name = dotted(call.func)
+    return bool(name) and (name in loader_classes(facts) or bool(facts.project.name(name).get("dataloader")))
+
+
 def loader_calls(facts: Facts) -> list[CallSite]:
-    return facts.calls_to(DATALOADER)
+    found = facts.__dict__.get("_loader_calls")
+    if found is None:
+        found = facts.__dict__["_loader_calls"] = [c for c in facts.calls if is_loader_call(c.node, facts, c.scope)]
+    return found
 
 
 def _call_site(facts: Facts, node: cst.Call):
@@ -256,7 +285,7 @@ def loader_source(expr: cst.BaseExpression, scope: Scope, facts: Facts, depth: i
     that callers pass in as a parameter."""
     expr, _ = _unwrap(expr, facts, scope)
     if isinstance(expr, cst.Call):
-        if facts.qname(expr.func, scope) == DATALOADER:
+        if is_loader_call(expr, facts, scope):
             return _call_site(facts, expr)
         return _factory(expr, facts)
     if isinstance(expr, cst.Name) and depth < 4:
@@ -290,6 +319,29 @@ def loader_source(expr: cst.BaseExpression, scope: Scope, facts: Facts, depth: i
     if name and _LOADER_NAME.search(name.rsplit(".", 1)[-1]):
         return "loader"
     return None
+
+
+# Methods a library trainer calls once per training step, and the parameter that holds the batch:
+# a `transformers.Trainer` (or TRL trainer) subclass overriding them writes part of the step.
+_TRAINER_HOOKS = {"compute_loss": "inputs", "training_step": "inputs"}
+
+
+def trainer_hooks(facts: Facts) -> dict[str, list[str]]:
+    """Method qualname → [batch parameter] for the per-step hooks of this file's subclasses of a
+    Hugging Face trainer (`class DistillationTrainer(Trainer): def compute_loss(self, model, inputs)`)."""
+    found = facts.__dict__.get("_trainer_hooks")
+    if found is None:
+        found = {}
+        for scope in facts.functions:
+            cls = scope.parent
+            if cls is None or cls.kind != "class" or scope.node.name.value not in _TRAINER_HOOKS:
+                continue
+            bases = [facts.qname(b.value, cls.parent) or "" for b in cls.node.bases]
+            if any(q.split(".")[0] in ("transformers", "trl") and q.endswith("Trainer") for q in bases):
+                batch = _TRAINER_HOOKS[scope.node.name.value]
+                found[scope.qualname] = [batch] if batch in scope.params else []
+        facts.__dict__["_trainer_hooks"] = found
+    return found
 
 
 def _called_info(site: CallSite, facts: Facts) -> dict:
@@ -387,10 +439,25 @@ def _inside(loop: Loop, others: set[int]) -> bool:
 def backward_roots(loop: Loop) -> set[str]:
     """The tensors a loop's backward passes start from: `loss.backward()`, `scaler.scale(loss).backward()`,
     `accelerator.backward(loss)`, `loss_scaler(loss, optimizer)`."""
-    return backward_roots_of(loop.calls)
+    bound = set(loop.targets)
+    for target, _ in loop.assigns:
+        bound.update(target_names(target))
+    return backward_roots_of(loop.calls, bound)
 
 
-def backward_roots_of(calls: list[CallSite]) -> set[str]:
+def _operands(node: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The leaves of an arithmetic expression: `(value_loss * c + action_loss)` → value_loss, c, action_loss."""
+    if isinstance(node, cst.BinaryOperation):
+        return _operands(node.left) + _operands(node.right)
+    if isinstance(node, cst.UnaryOperation):
+        return _operands(node.expression)
+    return [node]
+
+
+def backward_roots_of(calls: list[CallSite], bound: set[str] | None = None) -> set[str]:
+    """`bound`: the names the loop (or function) itself assigns. A backward of an arithmetic expression
+    (PPO's `(value_loss * c + action_loss - entropy * c).backward()`) starts from those of its
+    operands, not from a coefficient set before the loop."""
     roots = set()
     for site in calls:
         if not is_backward_call(site.node):
@@ -401,6 +468,10 @@ def backward_roots_of(calls: list[CallSite]) -> set[str]:
             receiver = receiver.args[0].value  # scaler.scale(loss)
         if receiver is None or isinstance(receiver, cst.Name) and receiver.value in ("accelerator", "self"):
             receiver = site.node.args[0].value if site.node.args else None
+        if isinstance(receiver, (cst.BinaryOperation, cst.UnaryOperation)) and bound is not None:
+            roots.update(r for leaf in _operands(receiver) if (r := root_name(leaf)) in bound
+                         and r not in ("self", "cls"))
+            continue
         root = root_name(receiver) if receiver is not None else None
         if root and root not in ("self", "cls"):  # `self.loss.backward()`: not every attribute of self
             roots.add(root)

@@ -298,6 +298,8 @@ def _name_info(index: Index, path: str, name: str, display) -> dict:
         return {"cuda": 1}
     if found[2] == "class" and found[1] in (index.summary(found[0]) or {}).get("prefetchers", ()):
         return {"yields": 0}  # a CUDA-stream prefetcher built on a loader: `data_prefetcher(train_loader)`
+    if found[2] == "class" and found[1] in (index.summary(found[0]) or {}).get("loader_classes", ()):
+        return {"dataloader": 1}  # `AudioDataLoader(dataset, ...)`: a DataLoader subclass
     info = _def(index, found)
     if not info:
         return {}

@@ -12,6 +12,7 @@ file's findings; the project join in project.py reads only these, never the sour
     defs      function qualname → {"params": [...], and when true: "loader": [pin, workers, line, holder],
               "yields": i, "batch": 1, "backward": 1, "cuda": 1, "cudnn": 1, "sync": 1}
     classes   class qualnames
+    loader_classes  classes that subclass DataLoader and pass its arguments through
     uses      dotted names the file calls that may be project functions (imported or its own)
     steps     [[callee, line, tensor args, local qualname]]: calls made once per training step; a method
               called on a parameter adds [enclosing qualname, parameter] (its class comes from arg_classes)
@@ -389,6 +390,7 @@ def summarize(facts: Facts) -> dict:
         "defs": {qual: _def_facts(facts, scope, loaders, wrappers) for qual, scope in defs.items()},
         "classes": [s.qualname for s in facts.scopes if s.kind == "class"],
         "prefetchers": sorted(df.prefetchers(facts)),
+        "loader_classes": sorted(df.loader_classes(facts)),
         "uses": sorted(uses),
         "aliases": aliases,
         "steps": _steps(facts, defs),

@@ -116,7 +116,7 @@ def _function_tensors(scope: Scope, params: list[str], facts: Facts) -> set[str]
                 names.update(loop.targets)
     for site in scope.calls:
         if df.is_backward_call(site.node):
-            names |= df.backward_roots_of([site])
+            names |= df.backward_roots_of([site], set(scope.assigns) | set(scope.unpacked))
     for _ in range(3):  # flow-insensitive: a few rounds reach assignment chains
         for name, values in scope.assigns.items():
             if name not in names and any(v is not None and df.refs(v, names) for v in values):
@@ -127,13 +127,16 @@ def _function_tensors(scope: Scope, params: list[str], facts: Facts) -> set[str]
     return names
 
 
-def _helper_findings(facts: Facts, seen: set[int]):
+def _helper_findings(facts: Facts, seen: set[int], only: dict | None = None):
     """Functions the project calls once per training step (`log_step(loss)`, a closure running the
     forward and backward): their unconditional syncs of the tensors they are given are per step too."""
-    if not facts.project.per_step:
+    per_step = {} if only is not None else dict(facts.project.per_step)
+    for qualname, batch in df.trainer_hooks(facts).items():  # the library trainer calls it every step
+        per_step.setdefault(qualname, [batch, "the Trainer's training loop"])
+    if not per_step:
         return
     for scope in facts.functions:
-        entry = facts.project.per_step.get(scope.qualname)
+        entry = per_step.get(scope.qualname)
         if entry is None:
             continue
         params, caller = entry
@@ -149,8 +152,9 @@ def _helper_findings(facts: Facts, seen: set[int]):
 
 
 def check(facts: Facts):
-    if not facts.uses_cuda:
-        return
     seen: set[int] = set()
-    yield from _loop_findings(facts, seen)
-    yield from _helper_findings(facts, seen)
+    if facts.uses_cuda:
+        yield from _loop_findings(facts, seen)
+        yield from _helper_findings(facts, seen)
+    elif df.trainer_hooks(facts):  # a Hugging Face Trainer runs on the GPU when there is one, as Accelerate does
+        yield from _helper_findings(facts, seen, only=df.trainer_hooks(facts))
