@@ -577,7 +577,57 @@ def tensor_names(bl: BatchLoop) -> set[str]:
     for target, value in bl.loop.assigns:
         if value is not None and refs(value, names):
             names.update(target_names(target))
-    return names
+    return names | comprehension_tensors(bl.loop.node.body, names)
+
+
+def _comprehensions(node: cst.CSTNode):
+    if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+        return
+    if isinstance(node, _COMPREHENSIONS):
+        yield node
+    for child in node.children:
+        yield from _comprehensions(child)
+
+
+def comprehension_tensors(node: cst.CSTNode, names: set[str]) -> set[str]:
+    """Variables of comprehensions over tensors: `{k: v.item() for k, v in loss_dict.items()}` → v
+    (the keys of `.items()` are not tensors, nor is anything of `.keys()`)."""
+    found: set[str] = set()
+    for comp in _comprehensions(node):
+        part = comp.for_in
+        while part is not None:
+            it = part.iter
+            if refs(it, names | found):
+                method = it.func.attr.value if isinstance(it, cst.Call) and isinstance(it.func, cst.Attribute) else None
+                targets = target_names(part.target)
+                if method == "items" and isinstance(part.target, cst.Tuple) and len(targets) == 2:
+                    found.add(targets[1])
+                elif method != "keys":
+                    found.update(targets)
+            part = part.inner_for_in
+    return found
+
+
+def unconditional_ifs(body: cst.CSTNode) -> list[cst.If]:
+    """The `if` statements a function runs every time it is called (not nested in a loop or an if)."""
+    out = []
+    for stmt in getattr(body, "body", ()):
+        if isinstance(stmt, cst.If):
+            out.append(stmt)
+        elif isinstance(stmt, (cst.With, cst.Try)):
+            out += unconditional_ifs(stmt.body)
+    return out
+
+
+def unconditional_asserts(body: cst.CSTNode) -> list[cst.Assert]:
+    """`assert` statements a block runs every time (not under an if, a nested loop or a def)."""
+    out = []
+    for stmt in getattr(body, "body", ()):
+        if isinstance(stmt, cst.SimpleStatementLine):
+            out += [small for small in stmt.body if isinstance(small, cst.Assert)]
+        elif isinstance(stmt, (cst.With, cst.Try)):
+            out += unconditional_asserts(stmt.body)
+    return out
 
 
 def is_tensor_expr(node: cst.BaseExpression, names: set[str]) -> bool:

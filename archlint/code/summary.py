@@ -282,6 +282,8 @@ def _def_facts(facts: Facts, scope: Scope, loaders: list[CallSite], wrappers: di
         if site.node.func is not None and (facts.qname(func, scope) or "").startswith(
                 ("torch.device", "torch.accelerator.")) and scope.returns and _mentions_cuda(facts, node):
             out["cuda"] = 1
+    if df.unconditional_ifs(node.body) or df.unconditional_asserts(node.body):
+        out["sync"] = 1  # may test a tensor's value (`if not torch.isfinite(losses).all():`); the check decides
     if scope.has_backward:
         out["backward"] = 1
     for target, value in facts.attr_assigns:  # as _chosen(): `deterministic = False` chooses nothing

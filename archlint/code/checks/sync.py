@@ -93,6 +93,10 @@ def _loop_findings(facts: Facts, seen: set[int]):
             if what:
                 seen.add(id(site.node))
                 yield Finding("AL401", site.node, f"{what} on every training step {_ADVICE}")
+        for node in df.unconditional_asserts(bl.loop.node.body):  # `assert torch.isfinite(loss).all()`
+            if _syncing_test(node.test, names):
+                yield Finding("AL401", node.test, "`assert` on a tensor's value on every training step waits for "
+                                                  "the GPU to finish: check every N steps, or under a debug flag")
         for node, nested in bl.loop.ifs:
             if not nested and _syncing_test(node.test, names):
                 yield Finding(
@@ -124,7 +128,7 @@ def _function_tensors(scope: Scope, params: list[str], facts: Facts) -> set[str]
         for name, entries in scope.unpacked.items():
             if name not in names and any(df.refs(v, names) for v, _ in entries):
                 names.add(name)
-    return names
+    return names | df.comprehension_tensors(scope.node.body, names)
 
 
 def _helper_findings(facts: Facts, seen: set[int], only: dict | None = None):
@@ -149,6 +153,14 @@ def _helper_findings(facts: Facts, seen: set[int], only: dict | None = None):
                 seen.add(id(site.node))
                 yield Finding("AL401", site.node, f"{what} in {scope.qualname}(), which the training step "
                                                   f"calls every step (at {caller}), {_ADVICE}")
+        # `if not torch.isfinite(losses).all(): raise ...` (detectron2's _detect_anomaly)
+        tests = [(n.test, "`if`") for n in df.unconditional_ifs(scope.node.body)]
+        tests += [(n.test, "`assert`") for n in df.unconditional_asserts(scope.node.body)]
+        for test, what in tests:
+            if _syncing_test(test, names):
+                yield Finding("AL401", test, f"{what} on a tensor's value in {scope.qualname}(), which the training "
+                                             f"step calls every step (at {caller}), waits for the GPU to finish: "
+                                             "check every N steps")
 
 
 def check(facts: Facts):
