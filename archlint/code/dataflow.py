@@ -498,10 +498,23 @@ def step_loops(facts: Facts) -> list[BatchLoop]:
                 isinstance(value, cst.Call) and "batch" in (dotted(value.func) or "").rsplit(".", 1)[-1].lower()
             ):
                 seeds.update(target_names(target))
-        if seeds:
+        if seeds or any(_calls_step_function(site, facts) for site in loop.calls):
             found.append(BatchLoop(loop, None, sorted(seeds), facts))
     facts.__dict__["_step_loops"] = found
     return found
+
+
+def _calls_step_function(site: CallSite, facts: Facts) -> bool:
+    """`self.run_step()` where this file's run_step runs one backward pass, not a loop of them: the
+    loop around the call is the training loop (detectron2's TrainerBase.train). A call to a function
+    that loops over batches itself (`train_one_epoch()` in an epoch loop) is not."""
+    name = dotted(site.node.func)
+    if not name or name.count(".") > 1 or ("." in name and not name.startswith("self.")):
+        return False
+    short = name.rsplit(".", 1)[-1]
+    inner = {id(loop.scope) for loop in facts.loops if loop.has_backward}
+    return any(scope.has_backward and scope.node.name.value == short and id(scope) not in inner
+               for scope in facts.functions)
 
 
 def training_loops(facts: Facts) -> list[BatchLoop]:
@@ -558,6 +571,9 @@ def refs(node: cst.CSTNode, names: set[str]) -> bool:
     """Does an expression use one of `names` as a tensor (not through len()/.size()/.item())?"""
     if isinstance(node, cst.Name):
         return node.value in names
+    if isinstance(node, _COMPREHENSIONS):  # what it builds: `{k: v.item() for k, v in d.items()}` holds floats
+        inner = names | comprehension_tensors(node, names)
+        return refs(node.value if isinstance(node, cst.DictComp) else node.elt, inner)
     if isinstance(node, cst.Call):
         func = node.func
         if isinstance(func, cst.Attribute) and func.attr.value in _SCALAR_METHODS:

@@ -362,6 +362,31 @@ def _per_step(index: Index, out: dict, linted_set: set, display, caller: str, ca
     entry[0] += [t for t in tensors if t not in entry[0]]
 
 
+def _nested_steps(index: Index, out: dict, linted_set: set, display, depth: int = 2) -> None:
+    """A function run once per step runs its own unconditional project calls once per step too
+    (detectron2's run_step → self._write_metrics(loss_dict)): followed `depth` calls further."""
+    frontier = [(path, qual) for path in linted_set for qual in out[path].get("per_step", {})]
+    for _ in range(depth):
+        reached = []
+        for path, qual in frontier:
+            info = (index.summary(path) or {}).get("defs", {}).get(qual)
+            if not info or "calls" not in info:
+                continue
+            tensors = set(out[path]["per_step"][qual][0])
+            for callee, line, specs, local in info["calls"]:
+                args = [key for key, spec in specs if spec == "*" or tensors & set(spec)]
+                found = (path, local, "def") if local else index.resolve(path, callee)
+                if found is None or found[0] not in linted_set:
+                    continue
+                before = out[found[0]].get("per_step", {}).get(found[1])
+                before = (list(before[0]), before[1]) if before else None
+                _per_step(index, out, linted_set, display, path, callee, line, args, found)
+                after = out[found[0]].get("per_step", {}).get(found[1])
+                if after and (before is None or before[0] != after[0]):
+                    reached.append((found[0], found[1]))
+        frontier = reached
+
+
 def contexts(linted: list[str], index: Index, display) -> dict[str, dict]:
     """Context of every linted file (absolute paths), only the non-empty ones."""
     linted_set = set(linted)
@@ -466,6 +491,7 @@ def contexts(linted: list[str], index: Index, display) -> dict[str, dict]:
                 arg = params[arg]
             pinned = out[found[0]].setdefault("pinned", {}).setdefault(found[1], {})
             pinned[arg] = pin if pinned.get(arg, pin) == pin else "unknown"
+    _nested_steps(index, out, linted_set, display)
     return {p: c for p, c in out.items() if c}
 
 

@@ -10,7 +10,8 @@ file's findings; the project join in project.py reads only these, never the sour
     entry     it runs a training or evaluation loop (a candidate entry point)
     cuda_names module-level names bound to a CUDA device (`device = torch.device("cuda")`)
     defs      function qualname → {"params": [...], and when true: "loader": [pin, workers, line, holder],
-              "yields": i, "batch": 1, "backward": 1, "cuda": 1, "cudnn": 1, "sync": 1}
+              "yields": i, "batch": 1, "backward": 1, "cuda": 1, "cudnn": 1, "sync": 1,
+              "calls": its unconditional project calls that pass tensors (see _inner_calls)}
     classes   class qualnames
     loader_classes  classes that subclass DataLoader and pass its arguments through
     uses      dotted names the file calls that may be project functions (imported or its own)
@@ -243,7 +244,8 @@ def _loader_classes(facts: Facts, loaders: list[CallSite]) -> dict[str, list]:
     return out
 
 
-def _def_facts(facts: Facts, scope: Scope, loaders: list[CallSite], wrappers: dict[str, list]) -> dict:
+def _def_facts(facts: Facts, scope: Scope, loaders: list[CallSite], wrappers: dict[str, list],
+               defs: dict[str, Scope]) -> dict:
     node = scope.node
     p = node.params
     params = [param.name.value for param in (*p.posonly_params, *p.params)]
@@ -282,6 +284,9 @@ def _def_facts(facts: Facts, scope: Scope, loaders: list[CallSite], wrappers: di
         if site.node.func is not None and (facts.qname(func, scope) or "").startswith(
                 ("torch.device", "torch.accelerator.")) and scope.returns and _mentions_cuda(facts, node):
             out["cuda"] = 1
+    inner = _inner_calls(facts, scope, params, defs)
+    if inner:
+        out["calls"] = inner
     if df.unconditional_ifs(node.body) or df.unconditional_asserts(node.body):
         out["sync"] = 1  # may test a tensor's value (`if not torch.isfinite(losses).all():`); the check decides
     if scope.has_backward:
@@ -322,7 +327,76 @@ def _steps(facts: Facts, defs: dict[str, Scope]) -> list[list]:
                 if not callee:
                     continue
                 args = _tensor_args(site.node, names) if callee == callees[0] else []
-                out.append([callee, line, args, _local_def(callee, site.scope, defs)])
+                local = _local_def(callee, site.scope, defs)
+                out.append([callee, line, args, local])
+                for override in _overrides(local, facts, defs):  # `self.run_step()` of a base class
+                    out.append([callee, line, args, override])
+    return out
+
+
+def _overrides(qualname: str | None, facts: Facts, defs: dict[str, Scope]) -> list[str]:
+    """`TrainerBase.run_step` → the same method of this file's subclasses (`SimpleTrainer.run_step`):
+    a base class's loop calling `self.run_step()` runs the subclass's step."""
+    if not qualname or qualname.count(".") != 1:
+        return []
+    base, method = qualname.split(".")
+    out = []
+    for scope in facts.scopes:
+        if scope.kind == "class" and any((dotted(b.value) or "").rsplit(".", 1)[-1] == base for b in scope.node.bases):
+            if f"{scope.qualname}.{method}" in defs:
+                out.append(f"{scope.qualname}.{method}")
+    return out
+
+
+def _draws(scope: Scope) -> set[str]:
+    """Names a function assigns from a batch draw: `data = next(self._data_loader_iter)`, `get_batch()`."""
+    out = set()
+    for name, values in scope.assigns.items():
+        for v in values:
+            if isinstance(v, cst.Call):
+                last = (dotted(v.func) or "").rsplit(".", 1)[-1]
+                if last == "next" or "batch" in last.lower():
+                    out.add(name)
+    return out
+
+
+def _derived(scope: Scope, seeds: set[str]) -> set[str]:
+    names = set(seeds)
+    for _ in range(3):  # flow-insensitive, as sync._function_tensors
+        for name, values in scope.assigns.items():
+            if name not in names and any(v is not None and df.refs(v, names) for v in values):
+                names.add(name)
+        for name, entries in scope.unpacked.items():
+            if name not in names and any(df.refs(v, names) for v, _ in entries):
+                names.add(name)
+    return names
+
+
+def _inner_calls(facts: Facts, scope: Scope, params: list[str], defs: dict[str, Scope]) -> list[list]:
+    """[[callee, line, [[argument, "*" | [params]]], local qualname]]: this function's unconditional
+    calls of project functions and what tensors they receive ("*": one the function draws or runs
+    the backward from; else the parameters the argument derives from). When the function runs once
+    per step, so do these (detectron2's run_step → self._write_metrics(loss_dict))."""
+    sites = [site for site in scope.calls if site.scope is scope and not site.conditional]
+    candidates = [(site, callee) for site in sites if (callee := _callee(site, facts))]
+    if not candidates:
+        return []
+    local = _derived(scope, _draws(scope) | df.backward_roots_of(scope.calls, set(scope.assigns)))
+    by_param = {p: _derived(scope, {p}) for p in params[:8] if p not in ("self", "cls")}
+    out = []
+    for site, callee in candidates:
+        specs = []
+        for i, arg in enumerate(a for a in site.node.args if not a.star):
+            key = arg.keyword.value if arg.keyword is not None else i
+            if df.refs(arg.value, local):
+                specs.append([key, "*"])
+            else:
+                via = [p for p, names in by_param.items() if df.refs(arg.value, names)]
+                if via:
+                    specs.append([key, via])
+        if specs:
+            line = facts.position(site.node)[0].line
+            out.append([callee, line, specs, _local_def(callee, site.scope, defs)])
     return out
 
 
@@ -389,7 +463,7 @@ def summarize(facts: Facts) -> dict:
         "self_calls": {name: qual for site in facts.calls if (name := dotted(site.node.func) or "").startswith("self.")
                        and (qual := _local_def(name, site.scope, defs))},
         "cuda_names": cuda_names,
-        "defs": {qual: _def_facts(facts, scope, loaders, wrappers) for qual, scope in defs.items()},
+        "defs": {qual: _def_facts(facts, scope, loaders, wrappers, defs) for qual, scope in defs.items()},
         "classes": [s.qualname for s in facts.scopes if s.kind == "class"],
         "prefetchers": sorted(df.prefetchers(facts)),
         "loader_classes": sorted(df.loader_classes(facts)),
