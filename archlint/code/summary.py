@@ -373,15 +373,20 @@ def _derived(scope: Scope, seeds: set[str]) -> set[str]:
 
 
 def _inner_calls(facts: Facts, scope: Scope, params: list[str], defs: dict[str, Scope]) -> list[list]:
-    """[[callee, line, [[argument, "*" | [params]]], local qualname]]: this function's unconditional
+    """[[callee, line, [[argument, "*" | [params]]], local qualname]]: a step function's unconditional
     calls of project functions and what tensors they receive ("*": one the function draws or runs
     the backward from; else the parameters the argument derives from). When the function runs once
     per step, so do these (detectron2's run_step → self._write_metrics(loss_dict))."""
+    # Only a function that is a step itself (runs the backward, or draws its batch) is followed: the
+    # tensors it hands on are its own. (Doing this for every function cost 2x the summary time.)
+    draws = _draws(scope)
+    if not scope.has_backward and not draws:
+        return []
     sites = [site for site in scope.calls if site.scope is scope and not site.conditional]
     candidates = [(site, callee) for site in sites if (callee := _callee(site, facts))]
     if not candidates:
         return []
-    local = _derived(scope, _draws(scope) | df.backward_roots_of(scope.calls, set(scope.assigns)))
+    local = _derived(scope, draws | df.backward_roots_of(scope.calls, set(scope.assigns)))
     by_param = {p: _derived(scope, {p}) for p in params[:8] if p not in ("self", "cls")}
     out = []
     for site, callee in candidates:
