@@ -380,6 +380,7 @@ class BatchLoop:
         self.loop = loop
         self.source = source  # CallSite of the DataLoader, ProjectLoader, "loader", or None (step loop)
         self.batch_names = batch_names
+        self.facts = facts
         self.is_training = trains(loop, facts) if facts is not None else loop.has_backward
 
 
@@ -591,9 +592,69 @@ def tensor_names(bl: BatchLoop) -> set[str]:
     """Names in the loop body that hold tensors derived from the batch (images, output, loss, ...)."""
     names = set(bl.batch_names) | backward_roots(bl.loop)
     for target, value in bl.loop.assigns:
-        if value is not None and refs(value, names):
+        if value is not None and refs(value, names) and not (bl.facts and plain_call(value, bl.facts)):
             names.update(target_names(target))
     return names | comprehension_tensors(bl.loop.node.body, names)
+
+
+def _literal_only(node: cst.BaseExpression) -> bool:
+    return isinstance(node, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString, cst.Integer,
+                             cst.Float)) or (isinstance(node, cst.Name) and node.value in ("True", "False", "None"))
+
+
+def returns_plain(scope: Scope) -> bool:
+    """Every `return` of the function gives literals, or names it only ever assigns literals
+    (DeepSpeech's `check_loss(loss, loss_value)` → `return loss_valid, error`): no tensor comes out."""
+    returns = []
+
+    def walk(block) -> None:  # statements only: expressions cannot hold a return
+        if block is None:
+            return
+        if isinstance(block, (cst.Else, cst.Finally)):
+            block = block.body
+        elif isinstance(block, cst.If):
+            walk(block.body)
+            walk(block.orelse)
+            return
+        for stmt in getattr(block, "body", ()):
+            if isinstance(stmt, cst.SimpleStatementLine):
+                returns.extend(small.value for small in stmt.body if isinstance(small, cst.Return))
+            elif isinstance(stmt, (cst.If, cst.For, cst.While, cst.With, cst.Try)):
+                walk(stmt.body)
+                walk(getattr(stmt, "orelse", None))
+                for handler in getattr(stmt, "handlers", ()):
+                    walk(handler.body)
+                walk(getattr(stmt, "finalbody", None))
+
+    walk(scope.node.body)
+    if not returns or scope.has_yield:
+        return False
+    for value in returns:
+        items = [el.value for el in value.elements] if isinstance(value, cst.Tuple) else [value]
+        for item in items:
+            if item is None or _literal_only(item):
+                continue
+            if not isinstance(item, cst.Name) or item.value in scope.params:
+                return False
+            values = scope.assigns.get(item.value)
+            if not values or not all(v is not None and _literal_only(v) for v in values):
+                return False
+    return True
+
+
+def plain_call(value: cst.BaseExpression, facts: Facts) -> bool:
+    """A call of a project function that returns no tensor (see returns_plain), in this file or another."""
+    if not isinstance(value, cst.Call):
+        return False
+    name = dotted(value.func)
+    if not name:
+        return False
+    if facts.project.name(name).get("plain"):
+        return True
+    if "." in name:
+        return False
+    return any(scope.node.name.value == name and scope.parent is not None and scope.parent.kind == "module"
+               and returns_plain(scope) for scope in facts.functions)
 
 
 def _comprehensions(node: cst.CSTNode):

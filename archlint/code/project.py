@@ -311,7 +311,7 @@ def _name_info(index: Index, path: str, name: str, display) -> dict:
         shift = 1 if _is_method_call(name, found[1], info["params"]) else 0
         if info["yields"] - shift >= 0:
             out["yields"] = info["yields"] - shift
-    for flag in ("batch", "backward", "cuda"):
+    for flag in ("batch", "backward", "cuda", "plain"):
         if flag in info:
             out[flag] = 1
     if "backward" in info and index.summary(found[0]).get("amp"):

@@ -291,6 +291,8 @@ def _def_facts(facts: Facts, scope: Scope, loaders: list[CallSite], wrappers: di
         out["sync"] = 1  # may test a tensor's value (`if not torch.isfinite(losses).all():`); the check decides
     if scope.has_backward:
         out["backward"] = 1
+    if scope.returns and df.returns_plain(scope):
+        out["plain"] = 1  # returns no tensor: `valid, error = check_loss(loss, value)` holds none
     for target, value in facts.attr_assigns:  # as _chosen(): `deterministic = False` chooses nothing
         name = dotted(target) or ""
         chooses = name.endswith("cudnn.benchmark") or (
