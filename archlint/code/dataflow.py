@@ -247,10 +247,21 @@ def loader_classes(facts: Facts) -> set[str]:
     return found
 
 
+# Libraries' DataLoader subclasses that pass pin_memory/num_workers through to torch's. Their first
+# three positional arguments are torch's (dataset, batch_size, shuffle), the rest differ: a call with
+# more positional arguments is not judged.
+LIBRARY_LOADERS = frozenset({"torch_geometric.loader.DataLoader", "torch_geometric.data.DataLoader",
+                             "torch_geometric.loader.dataloader.DataLoader", "dgl.dataloading.GraphDataLoader"})
+
+
 def is_loader_call(call: cst.Call, facts: Facts, scope: Scope | None) -> bool:
-    """`DataLoader(...)` under any alias, or a DataLoader subclass of this file or of the project."""
-    if facts.qname(call.func, scope) == DATALOADER:
+    """`DataLoader(...)` under any alias, a library's subclass (PyTorch Geometric's), or a DataLoader
+    subclass of this file or of the project."""
+    qname = facts.qname(call.func, scope)
+    if qname == DATALOADER:
         return True
+    if qname in LIBRARY_LOADERS:
+        return len([a for a in call.args if a.keyword is None and not a.star]) <= 3
     name = dotted(call.func)
     return bool(name) and (name in loader_classes(facts) or bool(facts.project.name(name).get("dataloader")))
 

@@ -51,3 +51,28 @@ def test_subclass_that_sets_its_own_workers_and_pinning_is_not_judged():
     facts = Facts(cst.parse_module(text), text)
     assert df.loader_classes(facts) == {"PaddedLoader"}
     assert _codes(text) == []
+
+
+PYG = '''import torch
+import torch.nn.functional as F
+from torch_geometric.loader import DataLoader
+
+
+def train(dataset, model, optimizer):
+    device = torch.device("cuda")
+    loader = {LOADER}
+    for data in loader:
+        data = data.to(device)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = F.cross_entropy(model(data.x, data.edge_index, data.batch), data.y)
+        loss.backward()
+        optimizer.step()
+'''
+
+
+def test_library_subclass_pytorch_geometric():
+    assert _codes(PYG.replace("{LOADER}", "DataLoader(dataset, 128, shuffle=True)")) == [(8, "AL301"), (8, "AL304")]
+    # negative twin: workers and pinning set
+    assert _codes(PYG.replace("{LOADER}", "DataLoader(dataset, 128, shuffle=True, num_workers=4, pin_memory=True)")) == []
+    # its 4th positional argument onwards are not torch's (follow_batch, exclude_keys): not judged
+    assert _codes(PYG.replace("{LOADER}", "DataLoader(dataset, 128, True, ['x'], None)")) == []
