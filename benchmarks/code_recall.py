@@ -28,6 +28,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 CODES = ("AL301", "AL302", "AL303", "AL304", "AL401", "AL403")
 _LABEL = re.compile(r"#\s*label:\s*((?:AL\d{3}\s*)+)")
+# Held-out projects added in the second round (issue 12 follow-up), in layouts the first round did not
+# cover; labelled before archlint was run on them. Scored apart so each round's figure stays honest.
+ROUND_2 = {"asr_deepspeech", "ddpm_accelerate", "detectron_like", "hf_trainer_distill", "moco_like", "ppo_rl",
+           "swin_like", "tv_segmentation"}
+# Written after the linter was fixed against round 2, labelled before it was run on them: a fresh figure.
+ROUND_3 = {"esrgan_gan", "pyg_graph", "t5_finetune"}
 
 
 def labels_from_comments(project: Path) -> set[tuple[str, int, str]]:
@@ -104,7 +110,11 @@ def main() -> None:
     development = sorted(d for d in (ROOT / "tests" / "fixtures" / "code" / "projects").iterdir()
                          if (d / "expected.txt").is_file())
     print(f"archlint from {args.archlint}")
-    score("held-out (benchmarks/code_eval)", held_out, labels_from_comments, args.archlint, args.verbose)
+    rounds = [[d for d in held_out if d.name not in ROUND_2 | ROUND_3],
+              [d for d in held_out if d.name in ROUND_2], [d for d in held_out if d.name in ROUND_3]]
+    for n, projects in enumerate(rounds, 1):
+        score(f"held-out, round {n} (benchmarks/code_eval)", projects, labels_from_comments, args.archlint,
+              args.verbose)
     score("development (tests/fixtures/code/projects)", development, labels_from_expected, args.archlint,
           args.verbose)
 

@@ -15,6 +15,8 @@ the common case (a library module nobody trains with) and means "lint the file a
                   {"batch": 1}      a function that draws a batch from a loader (`get_batch()`)
                   {"backward": 1}   a function that runs a backward pass (a training step)
                   {"cuda": 1}       a CUDA device, or a function that returns one
+                  {"dataloader": 1} a DataLoader subclass that passes its arguments through
+                  {"plain": 1}      a function that returns no tensor (literals only)
     cuda        a module that calls this one chooses CUDA (devices arrive as parameters)
     conv        the models this entry point imports from the project have convolutions
     trains      this file's __main__ block runs a training loop that another module holds

@@ -193,7 +193,8 @@ def _unwrap(node: cst.BaseExpression, facts: Facts, scope: Scope) -> tuple[cst.B
 
 def prefetchers(facts: Facts) -> set[str]:
     """Classes of this file that copy batches to the GPU on a side CUDA stream (apex's
-    `data_prefetcher`, timm's `PrefetchLoader`): they create a `torch.cuda.Stream()` and hand its
+    `data_prefetcher`, timm's `PrefetchLoader`): they create a `torch.cuda.Stream()` (or any
+    `<module>.Stream()`, e.g. timm's `device_mod.Stream()`) and hand its
     work over with `wait_stream` or `record_stream`. Built with the loader as first argument."""
     found = facts.__dict__.get("_prefetchers")
     if found is None:
@@ -205,7 +206,9 @@ def prefetchers(facts: Facts) -> set[str]:
             if cls is None:
                 continue
             func = site.node.func
-            if facts.qname(func, site.scope) == "torch.cuda.Stream":
+            # `torch.cuda.Stream()`, or through a device module as current timm writes it
+            # (`device_mod = getattr(torch, device.type); device_mod.Stream()`)
+            if isinstance(func, cst.Attribute) and func.attr.value == "Stream":
                 streams.add(cls.qualname)
             elif isinstance(func, cst.Attribute) and func.attr.value in ("wait_stream", "record_stream"):
                 handovers.add(cls.qualname)
@@ -226,8 +229,48 @@ def on_side_stream(site: CallSite, facts: Facts) -> bool:
     return cls is not None and cls.qualname in prefetchers(facts)
 
 
+def loader_classes(facts: Facts) -> set[str]:
+    """Classes of this file that subclass DataLoader and pass its arguments through (DeepSpeech's
+    `class AudioDataLoader(DataLoader)` that only sets a collate_fn): a call to one builds a
+    DataLoader. A subclass that handles pin_memory or num_workers itself is left out."""
+    found = facts.__dict__.get("_loader_classes")
+    if found is None:
+        found = set()
+        for scope in facts.scopes:
+            if scope.kind != "class" or not any(facts.qname(b.value, scope.parent) == DATALOADER
+                                                 for b in scope.node.bases):
+                continue
+            text = facts.code(scope.node)
+            if "pin_memory" not in text and "num_workers" not in text:
+                found.add(scope.qualname)
+        facts.__dict__["_loader_classes"] = found
+    return found
+
+
+# Libraries' DataLoader subclasses that pass pin_memory/num_workers through to torch's. Their first
+# three positional arguments are torch's (dataset, batch_size, shuffle), the rest differ: a call with
+# more positional arguments is not judged.
+LIBRARY_LOADERS = frozenset({"torch_geometric.loader.DataLoader", "torch_geometric.data.DataLoader",
+                             "torch_geometric.loader.dataloader.DataLoader", "dgl.dataloading.GraphDataLoader"})
+
+
+def is_loader_call(call: cst.Call, facts: Facts, scope: Scope | None) -> bool:
+    """`DataLoader(...)` under any alias, a library's subclass (PyTorch Geometric's), or a DataLoader
+    subclass of this file or of the project."""
+    qname = facts.qname(call.func, scope)
+    if qname == DATALOADER:
+        return True
+    if qname in LIBRARY_LOADERS:
+        return len([a for a in call.args if a.keyword is None and not a.star]) <= 3
+    name = dotted(call.func)
+    return bool(name) and (name in loader_classes(facts) or bool(facts.project.name(name).get("dataloader")))
+
+
 def loader_calls(facts: Facts) -> list[CallSite]:
-    return facts.calls_to(DATALOADER)
+    found = facts.__dict__.get("_loader_calls")
+    if found is None:
+        found = facts.__dict__["_loader_calls"] = [c for c in facts.calls if is_loader_call(c.node, facts, c.scope)]
+    return found
 
 
 def _call_site(facts: Facts, node: cst.Call):
@@ -253,7 +296,7 @@ def loader_source(expr: cst.BaseExpression, scope: Scope, facts: Facts, depth: i
     that callers pass in as a parameter."""
     expr, _ = _unwrap(expr, facts, scope)
     if isinstance(expr, cst.Call):
-        if facts.qname(expr.func, scope) == DATALOADER:
+        if is_loader_call(expr, facts, scope):
             return _call_site(facts, expr)
         return _factory(expr, facts)
     if isinstance(expr, cst.Name) and depth < 4:
@@ -287,6 +330,29 @@ def loader_source(expr: cst.BaseExpression, scope: Scope, facts: Facts, depth: i
     if name and _LOADER_NAME.search(name.rsplit(".", 1)[-1]):
         return "loader"
     return None
+
+
+# Methods a library trainer calls once per training step, and the parameter that holds the batch:
+# a `transformers.Trainer` (or TRL trainer) subclass overriding them writes part of the step.
+_TRAINER_HOOKS = {"compute_loss": "inputs", "training_step": "inputs"}
+
+
+def trainer_hooks(facts: Facts) -> dict[str, list[str]]:
+    """Method qualname → [batch parameter] for the per-step hooks of this file's subclasses of a
+    Hugging Face trainer (`class DistillationTrainer(Trainer): def compute_loss(self, model, inputs)`)."""
+    found = facts.__dict__.get("_trainer_hooks")
+    if found is None:
+        found = {}
+        for scope in facts.functions:
+            cls = scope.parent
+            if cls is None or cls.kind != "class" or scope.node.name.value not in _TRAINER_HOOKS:
+                continue
+            bases = [facts.qname(b.value, cls.parent) or "" for b in cls.node.bases]
+            if any(q.split(".")[0] in ("transformers", "trl") and q.endswith("Trainer") for q in bases):
+                batch = _TRAINER_HOOKS[scope.node.name.value]
+                found[scope.qualname] = [batch] if batch in scope.params else []
+        facts.__dict__["_trainer_hooks"] = found
+    return found
 
 
 def _called_info(site: CallSite, facts: Facts) -> dict:
@@ -325,6 +391,7 @@ class BatchLoop:
         self.loop = loop
         self.source = source  # CallSite of the DataLoader, ProjectLoader, "loader", or None (step loop)
         self.batch_names = batch_names
+        self.facts = facts
         self.is_training = trains(loop, facts) if facts is not None else loop.has_backward
 
 
@@ -384,10 +451,25 @@ def _inside(loop: Loop, others: set[int]) -> bool:
 def backward_roots(loop: Loop) -> set[str]:
     """The tensors a loop's backward passes start from: `loss.backward()`, `scaler.scale(loss).backward()`,
     `accelerator.backward(loss)`, `loss_scaler(loss, optimizer)`."""
-    return backward_roots_of(loop.calls)
+    bound = set(loop.targets)
+    for target, _ in loop.assigns:
+        bound.update(target_names(target))
+    return backward_roots_of(loop.calls, bound)
 
 
-def backward_roots_of(calls: list[CallSite]) -> set[str]:
+def _operands(node: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The leaves of an arithmetic expression: `(value_loss * c + action_loss)` → value_loss, c, action_loss."""
+    if isinstance(node, cst.BinaryOperation):
+        return _operands(node.left) + _operands(node.right)
+    if isinstance(node, cst.UnaryOperation):
+        return _operands(node.expression)
+    return [node]
+
+
+def backward_roots_of(calls: list[CallSite], bound: set[str] | None = None) -> set[str]:
+    """`bound`: the names the loop (or function) itself assigns. A backward of an arithmetic expression
+    (PPO's `(value_loss * c + action_loss - entropy * c).backward()`) starts from those of its
+    operands, not from a coefficient set before the loop."""
     roots = set()
     for site in calls:
         if not is_backward_call(site.node):
@@ -398,6 +480,10 @@ def backward_roots_of(calls: list[CallSite]) -> set[str]:
             receiver = receiver.args[0].value  # scaler.scale(loss)
         if receiver is None or isinstance(receiver, cst.Name) and receiver.value in ("accelerator", "self"):
             receiver = site.node.args[0].value if site.node.args else None
+        if isinstance(receiver, (cst.BinaryOperation, cst.UnaryOperation)) and bound is not None:
+            roots.update(r for leaf in _operands(receiver) if (r := root_name(leaf)) in bound
+                         and r not in ("self", "cls"))
+            continue
         root = root_name(receiver) if receiver is not None else None
         if root and root not in ("self", "cls"):  # `self.loss.backward()`: not every attribute of self
             roots.add(root)
@@ -424,10 +510,23 @@ def step_loops(facts: Facts) -> list[BatchLoop]:
                 isinstance(value, cst.Call) and "batch" in (dotted(value.func) or "").rsplit(".", 1)[-1].lower()
             ):
                 seeds.update(target_names(target))
-        if seeds:
+        if seeds or any(_calls_step_function(site, facts) for site in loop.calls):
             found.append(BatchLoop(loop, None, sorted(seeds), facts))
     facts.__dict__["_step_loops"] = found
     return found
+
+
+def _calls_step_function(site: CallSite, facts: Facts) -> bool:
+    """`self.run_step()` where this file's run_step runs one backward pass, not a loop of them: the
+    loop around the call is the training loop (detectron2's TrainerBase.train). A call to a function
+    that loops over batches itself (`train_one_epoch()` in an epoch loop) is not."""
+    name = dotted(site.node.func)
+    if not name or name.count(".") > 1 or ("." in name and not name.startswith("self.")):
+        return False
+    short = name.rsplit(".", 1)[-1]
+    inner = {id(loop.scope) for loop in facts.loops if loop.has_backward}
+    return any(scope.has_backward and scope.node.name.value == short and id(scope) not in inner
+               for scope in facts.functions)
 
 
 def training_loops(facts: Facts) -> list[BatchLoop]:
@@ -484,6 +583,9 @@ def refs(node: cst.CSTNode, names: set[str]) -> bool:
     """Does an expression use one of `names` as a tensor (not through len()/.size()/.item())?"""
     if isinstance(node, cst.Name):
         return node.value in names
+    if isinstance(node, _COMPREHENSIONS):  # what it builds: `{k: v.item() for k, v in d.items()}` holds floats
+        inner = names | comprehension_tensors(node, names)
+        return refs(node.value if isinstance(node, cst.DictComp) else node.elt, inner)
     if isinstance(node, cst.Call):
         func = node.func
         if isinstance(func, cst.Attribute) and func.attr.value in _SCALAR_METHODS:
@@ -501,9 +603,119 @@ def tensor_names(bl: BatchLoop) -> set[str]:
     """Names in the loop body that hold tensors derived from the batch (images, output, loss, ...)."""
     names = set(bl.batch_names) | backward_roots(bl.loop)
     for target, value in bl.loop.assigns:
-        if value is not None and refs(value, names):
+        if value is not None and refs(value, names) and not (bl.facts and plain_call(value, bl.facts)):
             names.update(target_names(target))
-    return names
+    return names | comprehension_tensors(bl.loop.node.body, names)
+
+
+def _literal_only(node: cst.BaseExpression) -> bool:
+    return isinstance(node, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString, cst.Integer,
+                             cst.Float)) or (isinstance(node, cst.Name) and node.value in ("True", "False", "None"))
+
+
+def returns_plain(scope: Scope) -> bool:
+    """Every `return` of the function gives literals, or names it only ever assigns literals
+    (DeepSpeech's `check_loss(loss, loss_value)` → `return loss_valid, error`): no tensor comes out."""
+    returns = []
+
+    def walk(block) -> None:  # statements only: expressions cannot hold a return
+        if block is None:
+            return
+        if isinstance(block, (cst.Else, cst.Finally)):
+            block = block.body
+        elif isinstance(block, cst.If):
+            walk(block.body)
+            walk(block.orelse)
+            return
+        for stmt in getattr(block, "body", ()):
+            if isinstance(stmt, cst.SimpleStatementLine):
+                returns.extend(small.value for small in stmt.body if isinstance(small, cst.Return))
+            elif isinstance(stmt, (cst.If, cst.For, cst.While, cst.With, cst.Try)):
+                walk(stmt.body)
+                walk(getattr(stmt, "orelse", None))
+                for handler in getattr(stmt, "handlers", ()):
+                    walk(handler.body)
+                walk(getattr(stmt, "finalbody", None))
+
+    walk(scope.node.body)
+    if not returns or scope.has_yield:
+        return False
+    for value in returns:
+        items = [el.value for el in value.elements] if isinstance(value, cst.Tuple) else [value]
+        for item in items:
+            if item is None or _literal_only(item):
+                continue
+            if not isinstance(item, cst.Name) or item.value in scope.params:
+                return False
+            values = scope.assigns.get(item.value)
+            if not values or not all(v is not None and _literal_only(v) for v in values):
+                return False
+    return True
+
+
+def plain_call(value: cst.BaseExpression, facts: Facts) -> bool:
+    """A call of a project function that returns no tensor (see returns_plain), in this file or another."""
+    if not isinstance(value, cst.Call):
+        return False
+    name = dotted(value.func)
+    if not name:
+        return False
+    if facts.project.name(name).get("plain"):
+        return True
+    if "." in name:
+        return False
+    return any(scope.node.name.value == name and scope.parent is not None and scope.parent.kind == "module"
+               and returns_plain(scope) for scope in facts.functions)
+
+
+def _comprehensions(node: cst.CSTNode):
+    if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+        return
+    if isinstance(node, _COMPREHENSIONS):
+        yield node
+    for child in node.children:
+        yield from _comprehensions(child)
+
+
+def comprehension_tensors(node: cst.CSTNode, names: set[str]) -> set[str]:
+    """Variables of comprehensions over tensors: `{k: v.item() for k, v in loss_dict.items()}` → v
+    (the keys of `.items()` are not tensors, nor is anything of `.keys()`)."""
+    found: set[str] = set()
+    for comp in _comprehensions(node):
+        part = comp.for_in
+        while part is not None:
+            it = part.iter
+            if refs(it, names | found):
+                method = it.func.attr.value if isinstance(it, cst.Call) and isinstance(it.func, cst.Attribute) else None
+                targets = target_names(part.target)
+                if method == "items" and isinstance(part.target, cst.Tuple) and len(targets) == 2:
+                    found.add(targets[1])
+                elif method != "keys":
+                    found.update(targets)
+            part = part.inner_for_in
+    return found
+
+
+def unconditional_ifs(body: cst.CSTNode) -> list[cst.If]:
+    """The `if` statements a function runs every time it is called (not nested in a loop or an if)."""
+    out = []
+    for stmt in getattr(body, "body", ()):
+        if isinstance(stmt, cst.If):
+            out.append(stmt)
+        elif isinstance(stmt, (cst.With, cst.Try)):
+            out += unconditional_ifs(stmt.body)
+    return out
+
+
+def unconditional_asserts(body: cst.CSTNode) -> list[cst.Assert]:
+    """`assert` statements a block runs every time (not under an if, a nested loop or a def)."""
+    out = []
+    for stmt in getattr(body, "body", ()):
+        if isinstance(stmt, cst.SimpleStatementLine):
+            out += [small for small in stmt.body if isinstance(small, cst.Assert)]
+        elif isinstance(stmt, (cst.With, cst.Try)):
+            out += unconditional_asserts(stmt.body)
+    return out
 
 
 def is_tensor_expr(node: cst.BaseExpression, names: set[str]) -> bool:

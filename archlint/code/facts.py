@@ -427,7 +427,8 @@ class Facts:
         """`torch.device(args.device)`, `.to(args.device)`: a device from the command line or a config,
         which training scripts point at a GPU."""
         if "_configured" not in self.__dict__:
-            found = False
+            # detectron2 reads its device from its config, whose default is "cuda" (cfg.MODEL.DEVICE)
+            found = any(full.split(".")[0] == "detectron2" for full in self.imports.names.values())
             for site in self.calls:
                 func = site.node.func
                 name = self.qname(func, site.scope)
@@ -436,7 +437,7 @@ class Facts:
                         text = dotted(arg.value) or ""
                         if arg.keyword in (None,) or arg.keyword.value == "device":
                             head, _, attr = text.rpartition(".")
-                            if attr == "device" and head.split(".")[-1] in _CONFIGS:
+                            if attr.lower() == "device" and _CONFIGS & set(head.split(".")):  # cfg.MODEL.DEVICE
                                 found = True
             self.__dict__["_configured"] = found
         return self.__dict__["_configured"]

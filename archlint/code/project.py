@@ -298,6 +298,8 @@ def _name_info(index: Index, path: str, name: str, display) -> dict:
         return {"cuda": 1}
     if found[2] == "class" and found[1] in (index.summary(found[0]) or {}).get("prefetchers", ()):
         return {"yields": 0}  # a CUDA-stream prefetcher built on a loader: `data_prefetcher(train_loader)`
+    if found[2] == "class" and found[1] in (index.summary(found[0]) or {}).get("loader_classes", ()):
+        return {"dataloader": 1}  # `AudioDataLoader(dataset, ...)`: a DataLoader subclass
     info = _def(index, found)
     if not info:
         return {}
@@ -309,12 +311,80 @@ def _name_info(index: Index, path: str, name: str, display) -> dict:
         shift = 1 if _is_method_call(name, found[1], info["params"]) else 0
         if info["yields"] - shift >= 0:
             out["yields"] = info["yields"] - shift
-    for flag in ("batch", "backward", "cuda"):
+    for flag in ("batch", "backward", "cuda", "plain"):
         if flag in info:
             out[flag] = 1
     if "backward" in info and index.summary(found[0]).get("amp"):
         out["amp"] = 1
     return out
+
+
+def _passed_classes(index: Index) -> dict[tuple, set]:
+    """(file, function qualname, parameter) → {(file of the call, project class)}: the objects of a
+    project class the project's calls pass for that parameter (`log_writer=log_writer`)."""
+    out: dict[tuple, set] = {}
+    for caller, summary in list(index.summaries.items()):
+        for callee, arg, cls in (summary or {}).get("arg_classes", ()):
+            found = index.resolve(caller, callee)
+            info = _def(index, found)
+            if not info:
+                continue
+            params = info["params"]
+            if isinstance(arg, int):
+                arg += 1 if _is_method_call(callee, found[1], params) else 0
+                if arg >= len(params):
+                    continue
+                arg = params[arg]
+            out.setdefault((found[0], found[1], arg), set()).add((caller, cls))
+    return out
+
+
+def _per_step(index: Index, out: dict, linted_set: set, display, caller: str, callee: str, line: int, args: list,
+              found) -> None:
+    """Record that `found` (a project function) runs once per training step, called from caller:line."""
+    info = _def(index, found)
+    if not info or found[0] not in linted_set or not (info.get("sync") or info.get("backward")):
+        return
+    params = info["params"]
+    shift = 1 if _is_method_call(callee, found[1], params) else 0
+    tensors = []
+    for a in args:
+        if a == "**" or (isinstance(a, str) and a not in params):
+            a = info.get("kwargs")  # a dict of tensors, or keywords gathered by **kwargs
+        elif isinstance(a, int):
+            a = params[a + shift] if a + shift < len(params) else None
+        if a and a not in tensors:
+            tensors.append(a)
+    per_step = out[found[0]].setdefault("per_step", {})
+    entry = per_step.setdefault(found[1], [[], f"{display(caller)}:{line}"])
+    if tensors and not entry[0]:
+        entry[1] = f"{display(caller)}:{line}"  # name a call site that passes tensors
+    entry[0] += [t for t in tensors if t not in entry[0]]
+
+
+def _nested_steps(index: Index, out: dict, linted_set: set, display, depth: int = 2) -> None:
+    """A function run once per step runs its own unconditional project calls once per step too
+    (detectron2's run_step → self._write_metrics(loss_dict)): followed `depth` calls further."""
+    frontier = [(path, qual) for path in linted_set for qual in out[path].get("per_step", {})]
+    for _ in range(depth):
+        reached = []
+        for path, qual in frontier:
+            info = (index.summary(path) or {}).get("defs", {}).get(qual)
+            if not info or "calls" not in info:
+                continue
+            tensors = set(out[path]["per_step"][qual][0])
+            for callee, line, specs, local in info["calls"]:
+                args = [key for key, spec in specs if spec == "*" or tensors & set(spec)]
+                found = (path, local, "def") if local else index.resolve(path, callee)
+                if found is None or found[0] not in linted_set:
+                    continue
+                before = out[found[0]].get("per_step", {}).get(found[1])
+                before = (list(before[0]), before[1]) if before else None
+                _per_step(index, out, linted_set, display, path, callee, line, args, found)
+                after = out[found[0]].get("per_step", {}).get(found[1])
+                if after and (before is None or before[0] != after[0]):
+                    reached.append((found[0], found[1]))
+        frontier = reached
 
 
 def contexts(linted: list[str], index: Index, display) -> dict[str, dict]:
@@ -395,29 +465,19 @@ def contexts(linted: list[str], index: Index, display) -> dict[str, dict]:
                     cuda.add(found[0])
                     reached.append(found[0])
         frontier = reached
+    passed = _passed_classes(index)
     for caller, summary in list(index.summaries.items()):
         if not summary:
             continue
-        for callee, line, args, local in summary["steps"]:
-            found = (caller, local, "def") if local else index.resolve(caller, callee)
-            info = _def(index, found)
-            if not info or found[0] not in linted_set or not (info.get("sync") or info.get("backward")):
-                continue
-            params = info["params"]
-            shift = 1 if _is_method_call(callee, found[1], params) else 0
-            tensors = []
-            for a in args:
-                if a == "**" or (isinstance(a, str) and a not in params):
-                    a = info.get("kwargs")  # a dict of tensors, or keywords gathered by **kwargs
-                elif isinstance(a, int):
-                    a = params[a + shift] if a + shift < len(params) else None
-                if a and a not in tensors:
-                    tensors.append(a)
-            per_step = out[found[0]].setdefault("per_step", {})
-            entry = per_step.setdefault(found[1], [[], f"{display(caller)}:{line}"])
-            if tensors and not entry[0]:
-                entry[1] = f"{display(caller)}:{line}"  # name a call site that passes tensors
-            entry[0] += [t for t in tensors if t not in entry[0]]
+        for callee, line, args, local, *on_param in summary["steps"]:
+            if on_param:  # `log_writer.update(...)` on a parameter: the classes the project passes for it
+                key = (caller, *on_param[0])
+                method = callee.split(".", 1)[1]
+                targets = [index.resolve(where, f"{cls}.{method}") for where, cls in passed.get(key, ())]
+            else:
+                targets = [(caller, local, "def") if local else index.resolve(caller, callee)]
+            for found in targets:
+                _per_step(index, out, linted_set, display, caller, callee, line, args, found)
         for callee, arg, pin in summary["loader_args"]:
             found = index.resolve(caller, callee)
             info = _def(index, found)
@@ -431,6 +491,7 @@ def contexts(linted: list[str], index: Index, display) -> dict[str, dict]:
                 arg = params[arg]
             pinned = out[found[0]].setdefault("pinned", {}).setdefault(found[1], {})
             pinned[arg] = pin if pinned.get(arg, pin) == pin else "unknown"
+    _nested_steps(index, out, linted_set, display)
     return {p: c for p, c in out.items() if c}
 
 

@@ -10,11 +10,15 @@ file's findings; the project join in project.py reads only these, never the sour
     entry     it runs a training or evaluation loop (a candidate entry point)
     cuda_names module-level names bound to a CUDA device (`device = torch.device("cuda")`)
     defs      function qualname → {"params": [...], and when true: "loader": [pin, workers, line, holder],
-              "yields": i, "batch": 1, "backward": 1, "cuda": 1, "cudnn": 1, "sync": 1}
+              "yields": i, "batch": 1, "backward": 1, "cuda": 1, "cudnn": 1, "sync": 1,
+              "calls": its unconditional project calls that pass tensors (see _inner_calls)}
     classes   class qualnames
+    loader_classes  classes that subclass DataLoader and pass its arguments through
     uses      dotted names the file calls that may be project functions (imported or its own)
-    steps     [[callee, line, tensor args, local qualname]]: calls made once per training step
+    steps     [[callee, line, tensor args, local qualname]]: calls made once per training step; a method
+              called on a parameter adds [enclosing qualname, parameter] (its class comes from arg_classes)
     loader_args [[callee, argument (index or keyword), pin]]: a loader of this file passed to a call
+    arg_classes [[callee, argument (index or keyword), class]]: a project object passed to a project call
 """
 
 from __future__ import annotations
@@ -150,24 +154,50 @@ def _tensor_args(call: cst.Call, names: set[str]) -> list:
     return out
 
 
-def _typed(name: str | None, facts: Facts, scope: Scope) -> str | None:
-    """`metric_logger.update` where `metric_logger = utils.MetricLogger(...)` → `utils.MetricLogger.update`."""
-    if not name or name.count(".") != 1:
+def _built_class(name: str, facts: Facts, scope: Scope) -> str | None:
+    """The project class a local name is built from: `x = utils.MetricLogger(...)`, also when it is
+    optional (`x = utils.TensorboardLogger(...) if args.log_dir else None`)."""
+    found = scope.lookup(name)
+    if found is None or name in found[0].params:
         return None
-    head, method = name.split(".")
-    found = scope.lookup(head)
-    if found is None or head in found[0].params:
-        return None
-    values = found[1]
-    if not values or any(not isinstance(v, cst.Call) for v in values):
-        return None
-    classes = {dotted(v.func) for v in values}
+    calls = []
+    for v in found[1]:
+        if isinstance(v, cst.IfExp):
+            branches = [b for b in (v.body, v.orelse) if not (isinstance(b, cst.Name) and b.value == "None")]
+            if len(branches) != 1:
+                return None
+            v = branches[0]
+        if not isinstance(v, cst.Call):
+            return None
+        calls.append(v)
+    classes = {dotted(v.func) for v in calls}
     if len(classes) != 1:
         return None
     cls = classes.pop()
     if not cls or not cls.rsplit(".", 1)[-1][:1].isupper() or not _candidate(cls, facts, found[0]):
         return None
-    return f"{cls}.{method}"
+    return cls
+
+
+def _typed(name: str | None, facts: Facts, scope: Scope) -> str | None:
+    """`metric_logger.update` where `metric_logger = utils.MetricLogger(...)` → `utils.MetricLogger.update`."""
+    if not name or name.count(".") != 1:
+        return None
+    head, method = name.split(".")
+    cls = _built_class(head, facts, scope)
+    return f"{cls}.{method}" if cls else None
+
+
+def _on_param(name: str | None, scope: Scope) -> list | None:
+    """`log_writer.update` where `log_writer` is a parameter of the enclosing function →
+    [that function's qualname, "log_writer"]: the project join finds its class at the call sites."""
+    if not name or name.count(".") != 1:
+        return None
+    head = name.split(".")[0]
+    found = scope.lookup(head)
+    if found is None or found[0].kind != "function" or head not in found[0].params or head in ("self", "cls"):
+        return None
+    return [found[0].qualname, head]
 
 
 def _callee(site: CallSite, facts: Facts) -> str | None:
@@ -214,7 +244,8 @@ def _loader_classes(facts: Facts, loaders: list[CallSite]) -> dict[str, list]:
     return out
 
 
-def _def_facts(facts: Facts, scope: Scope, loaders: list[CallSite], wrappers: dict[str, list]) -> dict:
+def _def_facts(facts: Facts, scope: Scope, loaders: list[CallSite], wrappers: dict[str, list],
+               defs: dict[str, Scope]) -> dict:
     node = scope.node
     p = node.params
     params = [param.name.value for param in (*p.posonly_params, *p.params)]
@@ -253,8 +284,15 @@ def _def_facts(facts: Facts, scope: Scope, loaders: list[CallSite], wrappers: di
         if site.node.func is not None and (facts.qname(func, scope) or "").startswith(
                 ("torch.device", "torch.accelerator.")) and scope.returns and _mentions_cuda(facts, node):
             out["cuda"] = 1
+    inner = _inner_calls(facts, scope, params, defs)
+    if inner:
+        out["calls"] = inner
+    if df.unconditional_ifs(node.body) or df.unconditional_asserts(node.body):
+        out["sync"] = 1  # may test a tensor's value (`if not torch.isfinite(losses).all():`); the check decides
     if scope.has_backward:
         out["backward"] = 1
+    if scope.returns and df.returns_plain(scope):
+        out["plain"] = 1  # returns no tensor: `valid, error = check_loss(loss, value)` holds none
     for target, value in facts.attr_assigns:  # as _chosen(): `deterministic = False` chooses nothing
         name = dotted(target) or ""
         chooses = name.endswith("cudnn.benchmark") or (
@@ -282,12 +320,106 @@ def _steps(facts: Facts, defs: dict[str, Scope]) -> list[list]:
             # a closure handed to the optimizer (`optimizer.step(closure)`) runs inside the step
             callees += [a.value.value for a in site.node.args if isinstance(a.value, cst.Name)
                         and _local_def(a.value.value, site.scope, defs)]
+            line = facts.position(site.node)[0].line
+            if not callees[0]:  # a method of an object passed in: its class is known at the call sites
+                param = _on_param(dotted(site.node.func), site.scope)
+                if param:
+                    out.append([dotted(site.node.func), line, _tensor_args(site.node, names), None, param])
             for callee in callees:
                 if not callee:
                     continue
                 args = _tensor_args(site.node, names) if callee == callees[0] else []
-                line = facts.position(site.node)[0].line
-                out.append([callee, line, args, _local_def(callee, site.scope, defs)])
+                local = _local_def(callee, site.scope, defs)
+                out.append([callee, line, args, local])
+                for override in _overrides(local, facts, defs):  # `self.run_step()` of a base class
+                    out.append([callee, line, args, override])
+    return out
+
+
+def _overrides(qualname: str | None, facts: Facts, defs: dict[str, Scope]) -> list[str]:
+    """`TrainerBase.run_step` → the same method of this file's subclasses (`SimpleTrainer.run_step`):
+    a base class's loop calling `self.run_step()` runs the subclass's step."""
+    if not qualname or qualname.count(".") != 1:
+        return []
+    base, method = qualname.split(".")
+    out = []
+    for scope in facts.scopes:
+        if scope.kind == "class" and any((dotted(b.value) or "").rsplit(".", 1)[-1] == base for b in scope.node.bases):
+            if f"{scope.qualname}.{method}" in defs:
+                out.append(f"{scope.qualname}.{method}")
+    return out
+
+
+def _draws(scope: Scope) -> set[str]:
+    """Names a function assigns from a batch draw: `data = next(self._data_loader_iter)`, `get_batch()`."""
+    out = set()
+    for name, values in scope.assigns.items():
+        for v in values:
+            if isinstance(v, cst.Call):
+                last = (dotted(v.func) or "").rsplit(".", 1)[-1]
+                if last == "next" or "batch" in last.lower():
+                    out.add(name)
+    return out
+
+
+def _derived(scope: Scope, seeds: set[str]) -> set[str]:
+    names = set(seeds)
+    for _ in range(3):  # flow-insensitive, as sync._function_tensors
+        for name, values in scope.assigns.items():
+            if name not in names and any(v is not None and df.refs(v, names) for v in values):
+                names.add(name)
+        for name, entries in scope.unpacked.items():
+            if name not in names and any(df.refs(v, names) for v, _ in entries):
+                names.add(name)
+    return names
+
+
+def _inner_calls(facts: Facts, scope: Scope, params: list[str], defs: dict[str, Scope]) -> list[list]:
+    """[[callee, line, [[argument, "*" | [params]]], local qualname]]: a step function's unconditional
+    calls of project functions and what tensors they receive ("*": one the function draws or runs
+    the backward from; else the parameters the argument derives from). When the function runs once
+    per step, so do these (detectron2's run_step → self._write_metrics(loss_dict))."""
+    # Only a function that is a step itself (runs the backward, or draws its batch) is followed: the
+    # tensors it hands on are its own. (Doing this for every function cost 2x the summary time.)
+    draws = _draws(scope)
+    if not scope.has_backward and not draws:
+        return []
+    sites = [site for site in scope.calls if site.scope is scope and not site.conditional]
+    candidates = [(site, callee) for site in sites if (callee := _callee(site, facts))]
+    if not candidates:
+        return []
+    local = _derived(scope, draws | df.backward_roots_of(scope.calls, set(scope.assigns)))
+    by_param = {p: _derived(scope, {p}) for p in params[:8] if p not in ("self", "cls")}
+    out = []
+    for site, callee in candidates:
+        specs = []
+        for i, arg in enumerate(a for a in site.node.args if not a.star):
+            key = arg.keyword.value if arg.keyword is not None else i
+            if df.refs(arg.value, local):
+                specs.append([key, "*"])
+            else:
+                via = [p for p, names in by_param.items() if df.refs(arg.value, names)]
+                if via:
+                    specs.append([key, via])
+        if specs:
+            line = facts.position(site.node)[0].line
+            out.append([callee, line, specs, _local_def(callee, site.scope, defs)])
+    return out
+
+
+def _arg_classes(facts: Facts) -> list[list]:
+    """[[callee, argument (index or keyword), class]]: a project object passed to a project
+    function (`train_one_epoch(..., log_writer=log_writer)`, `log_writer = utils.TensorboardLogger(...)`)."""
+    out = []
+    for site in facts.calls:
+        callee = dotted(site.node.func)
+        if not _candidate(callee, facts, site.scope):
+            continue
+        for i, arg in enumerate(a for a in site.node.args if not a.star):
+            if isinstance(arg.value, cst.Name):
+                cls = _built_class(arg.value.value, facts, site.scope)
+                if cls:
+                    out.append([callee, arg.keyword.value if arg.keyword is not None else i, cls])
     return out
 
 
@@ -338,12 +470,14 @@ def summarize(facts: Facts) -> dict:
         "self_calls": {name: qual for site in facts.calls if (name := dotted(site.node.func) or "").startswith("self.")
                        and (qual := _local_def(name, site.scope, defs))},
         "cuda_names": cuda_names,
-        "defs": {qual: _def_facts(facts, scope, loaders, wrappers) for qual, scope in defs.items()},
+        "defs": {qual: _def_facts(facts, scope, loaders, wrappers, defs) for qual, scope in defs.items()},
         "classes": [s.qualname for s in facts.scopes if s.kind == "class"],
         "prefetchers": sorted(df.prefetchers(facts)),
+        "loader_classes": sorted(df.loader_classes(facts)),
         "uses": sorted(uses),
         "aliases": aliases,
         "steps": _steps(facts, defs),
         "loader_args": _loader_args(facts),
+        "arg_classes": _arg_classes(facts),
     }
 

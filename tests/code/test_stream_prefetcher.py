@@ -87,3 +87,23 @@ def test_stream_entered_through_partial_counts():
     plain = PARTIAL_STREAM.replace("            torch.cuda.current_stream().wait_stream(stream)\n", "")
     assert plain != PARTIAL_STREAM
     assert [d.line for d in lint_text(plain, "loader.py") if d.code == "AL302"] == [16, 17]  # not a prefetcher
+
+
+DEVICE_MODULE_STREAM = PARTIAL_STREAM.replace(
+    "        stream = torch.cuda.Stream()\n        stream_context = partial(torch.cuda.stream, stream=stream)\n",
+    "        device_mod = getattr(torch, \"cuda\")\n        stream = device_mod.Stream()\n"
+    "        stream_context = partial(device_mod.stream, stream=stream)\n").replace(
+    "wait_stream(stream)", "wait_stream(stream)", 1).replace(
+    "torch.cuda.current_stream().wait_stream", "device_mod.current_stream().wait_stream")
+
+
+def test_stream_made_through_a_device_module_counts():
+    """Current timm makes its stream as `device_mod.Stream()` (`device_mod = getattr(torch, device.type)`)."""
+    assert "device_mod.Stream()" in DEVICE_MODULE_STREAM and "torch.cuda.Stream" not in DEVICE_MODULE_STREAM
+    facts = _facts(DEVICE_MODULE_STREAM)
+    assert df.prefetchers(facts) == {"PrefetchLoader"}
+    assert "AL302" not in {d.code for d in lint_text(DEVICE_MODULE_STREAM, "loader.py")}
+    # negative twin: the same class without the hand-over is no prefetcher, its copies are reported
+    plain = DEVICE_MODULE_STREAM.replace("            device_mod.current_stream().wait_stream(stream)\n", "")
+    assert plain != DEVICE_MODULE_STREAM and df.prefetchers(_facts(plain)) == set()
+    assert [d.line for d in lint_text(plain, "loader.py") if d.code == "AL302"] == [17, 18]

@@ -16,6 +16,9 @@ CODES = ("AL303",)
 _CONV_CALLS = ("torch.nn.Conv1d", "torch.nn.Conv2d", "torch.nn.Conv3d", "torch.nn.functional.conv2d",
                "torch.nn.functional.conv3d", "torch.nn.functional.conv1d")
 _CONV_LIBRARIES = ("torchvision.models", "timm", "segmentation_models_pytorch", "torchvision.models.detection")
+# diffusers' convolutional models (its transformers are not): built directly or with from_pretrained()
+_DIFFUSERS_CONV = frozenset({"UNet1DModel", "UNet2DModel", "UNet2DConditionModel", "UNet3DConditionModel",
+                             "UNetSpatioTemporalConditionModel", "AutoencoderKL", "VQModel", "ControlNetModel"})
 
 
 def _has_convolutions(facts: Facts) -> bool:
@@ -24,6 +27,9 @@ def _has_convolutions(facts: Facts) -> bool:
     for site in facts.calls:
         name = facts.qname(site.node.func, site.scope) or ""
         if name in _CONV_CALLS or name.startswith(tuple(lib + "." for lib in _CONV_LIBRARIES)):
+            return True
+        parts = name.split(".")
+        if parts[0] == "diffusers" and _DIFFUSERS_CONV.intersection(parts):
             return True
     return False
 

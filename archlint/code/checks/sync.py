@@ -93,6 +93,10 @@ def _loop_findings(facts: Facts, seen: set[int]):
             if what:
                 seen.add(id(site.node))
                 yield Finding("AL401", site.node, f"{what} on every training step {_ADVICE}")
+        for node in df.unconditional_asserts(bl.loop.node.body):  # `assert torch.isfinite(loss).all()`
+            if _syncing_test(node.test, names):
+                yield Finding("AL401", node.test, "`assert` on a tensor's value on every training step waits for "
+                                                  "the GPU to finish: check every N steps, or under a debug flag")
         for node, nested in bl.loop.ifs:
             if not nested and _syncing_test(node.test, names):
                 yield Finding(
@@ -108,10 +112,15 @@ def _function_tensors(scope: Scope, params: list[str], facts: Facts) -> set[str]
     names = set(params)
     for loop in facts.loops:  # `for k, v in kwargs.items():` over a dict of tensors
         if loop.scope is scope and loop.iter is not None and df.root_name(loop.iter) in names:
-            names.update(loop.targets)
+            method = loop.iter.func.attr.value if isinstance(loop.iter, cst.Call) and isinstance(
+                loop.iter.func, cst.Attribute) else None
+            if method == "items" and len(loop.targets) == 2:
+                names.add(loop.targets[1])  # the keys are strings: `f"{head}/{k}"` formats no tensor
+            elif method != "keys":
+                names.update(loop.targets)
     for site in scope.calls:
         if df.is_backward_call(site.node):
-            names |= df.backward_roots_of([site])
+            names |= df.backward_roots_of([site], set(scope.assigns) | set(scope.unpacked))
     for _ in range(3):  # flow-insensitive: a few rounds reach assignment chains
         for name, values in scope.assigns.items():
             if name not in names and any(v is not None and df.refs(v, names) for v in values):
@@ -119,16 +128,19 @@ def _function_tensors(scope: Scope, params: list[str], facts: Facts) -> set[str]
         for name, entries in scope.unpacked.items():
             if name not in names and any(df.refs(v, names) for v, _ in entries):
                 names.add(name)
-    return names
+    return names | df.comprehension_tensors(scope.node.body, names)
 
 
-def _helper_findings(facts: Facts, seen: set[int]):
+def _helper_findings(facts: Facts, seen: set[int], only: dict | None = None):
     """Functions the project calls once per training step (`log_step(loss)`, a closure running the
     forward and backward): their unconditional syncs of the tensors they are given are per step too."""
-    if not facts.project.per_step:
+    per_step = {} if only is not None else dict(facts.project.per_step)
+    for qualname, batch in df.trainer_hooks(facts).items():  # the library trainer calls it every step
+        per_step.setdefault(qualname, [batch, "the Trainer's training loop"])
+    if not per_step:
         return
     for scope in facts.functions:
-        entry = facts.project.per_step.get(scope.qualname)
+        entry = per_step.get(scope.qualname)
         if entry is None:
             continue
         params, caller = entry
@@ -141,11 +153,20 @@ def _helper_findings(facts: Facts, seen: set[int]):
                 seen.add(id(site.node))
                 yield Finding("AL401", site.node, f"{what} in {scope.qualname}(), which the training step "
                                                   f"calls every step (at {caller}), {_ADVICE}")
+        # `if not torch.isfinite(losses).all(): raise ...` (detectron2's _detect_anomaly)
+        tests = [(n.test, "`if`") for n in df.unconditional_ifs(scope.node.body)]
+        tests += [(n.test, "`assert`") for n in df.unconditional_asserts(scope.node.body)]
+        for test, what in tests:
+            if _syncing_test(test, names):
+                yield Finding("AL401", test, f"{what} on a tensor's value in {scope.qualname}(), which the training "
+                                             f"step calls every step (at {caller}), waits for the GPU to finish: "
+                                             "check every N steps")
 
 
 def check(facts: Facts):
-    if not facts.uses_cuda:
-        return
     seen: set[int] = set()
-    yield from _loop_findings(facts, seen)
-    yield from _helper_findings(facts, seen)
+    if facts.uses_cuda:
+        yield from _loop_findings(facts, seen)
+        yield from _helper_findings(facts, seen)
+    elif df.trainer_hooks(facts):  # a Hugging Face Trainer runs on the GPU when there is one, as Accelerate does
+        yield from _helper_findings(facts, seen, only=df.trainer_hooks(facts))

@@ -1,0 +1,1 @@
+from .meta_arch import build_model
