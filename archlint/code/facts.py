@@ -10,10 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
-
 from archlint.code.context import EMPTY
 from archlint.code.names import ImportTable, dotted
+from archlint.code.positions import Positions
 from archlint.code.source import split_lines
 
 # Identifiers whose mere presence the checks care about (a set lookup per Name node).
@@ -421,6 +420,5 @@ class Facts:
     def position(self, node: cst.CSTNode):
         """(start, end) CodePositions: line 1-based, column 0-based. Resolved on first use only."""
         if self._positions is None:
-            self._positions = MetadataWrapper(self.module, unsafe_skip_copy=True).resolve(PositionProvider)
-        r = self._positions[node]
-        return r.start, r.end
+            self._positions = Positions(self.module)
+        return self._positions[node]
