@@ -1,14 +1,16 @@
 """Node positions for findings and fixes, resolved a top-level statement at a time and kept
-compactly (one packed int per node that can carry a finding).
+compactly (in arrays of numbers, for each node that can carry a finding).
 
 libcst's PositionProvider over a whole module costs ~140 MB of RAM per MB of source (three objects
 per node, whitespace included) and is what most linted files never need in full. Here each
 top-level statement is resolved alone (wrapped in a Module with the file's defaults: a top-level
-statement starts at column 0, so only its lines shift) when a position in it, or after it, is
-first asked for; whitespace and punctuation nodes are not kept.
+statement starts at column 0, so only its lines shift) when a first position is asked for, and
+only the numbers are kept; whitespace and punctuation nodes are left out.
 """
 
 from __future__ import annotations
+
+from array import array
 
 import libcst as cst
 from libcst._position import CodePosition
@@ -19,8 +21,7 @@ try:  # the code generation PositionProvider runs, without MetadataWrapper's ext
 except ImportError:  # pragma: no cover - a libcst that moved it: the public way, twice as slow
     PositionProvidingCodegenState = None
 
-_BITS = 32  # per line or column number in a packed position
-_MASK = (1 << _BITS) - 1
+_MASK = (1 << 32) - 1  # a packed position: (line << 32) | column
 # Nodes no check reports or edits: about half of a tree, not worth keeping positions for.
 _SKIP = frozenset({
     cst.SimpleWhitespace, cst.ParenthesizedWhitespace, cst.Newline, cst.TrailingWhitespace,
@@ -35,40 +36,59 @@ class Positions:
 
     def __init__(self, module: cst.Module) -> None:
         self.module = module
-        self.found: dict[cst.CSTNode, int] = {}
-        self.done = 0  # statements resolved so far (in order)
-        self.line = len(module.header)  # lines of the file before statement `done`
+        self.ids: array | None = None  # id(node); tree nodes live as long as the module
+        self.starts = self.ends = self.table = array("Q")  # (line << 32) | column, as ids
         self.whole = None  # PositionProvider over the module: only for a node not kept here
 
     def __getitem__(self, node: cst.CSTNode) -> tuple[CodePosition, CodePosition]:
-        packed = self.found.get(node)
-        body = self.module.body
-        while packed is None and self.done < len(body):
-            self._resolve(body[self.done])
-            packed = self.found.get(node)
-        if packed is None:  # whitespace, or the module itself: no check asks, but stay exact
+        if self.ids is None:
+            self._resolve()
+        i = self._find(id(node))
+        if i < 0:  # whitespace, the module: no check asks, but stay exact
             if self.whole is None:
                 self.whole = MetadataWrapper(self.module, unsafe_skip_copy=True).resolve(PositionProvider)
             r = self.whole[node]
             return r.start, r.end
-        start, end = packed >> (2 * _BITS), packed & ((1 << (2 * _BITS)) - 1)
-        return (CodePosition(start >> _BITS, start & _MASK), CodePosition(end >> _BITS, end & _MASK))
+        start, end = self.starts[i], self.ends[i]
+        return CodePosition(start >> 32, start & _MASK), CodePosition(end >> 32, end & _MASK)
 
-    def _resolve(self, statement: cst.BaseStatement) -> None:
+    def _find(self, key: int) -> int:
+        """The index of a node id in self.ids, or -1 (open addressing in `table`: index + 1, 0 empty)."""
+        table, mask = self.table, len(self.table) - 1
+        slot = (key >> 4) & mask  # ids of live objects are 16-byte aligned
+        while table[slot]:
+            if self.ids[table[slot] - 1] == key:
+                return table[slot] - 1
+            slot = (slot + 1) & mask
+        return -1
+
+    def _resolve(self) -> None:
+        """Every kept node's range, a top-level statement at a time (~40 bytes a node, in arrays:
+        a dict of packed ints took 76, PositionProvider's CodeRanges ~190)."""
         m = self.module
-        wrapper = cst.Module(body=(statement,), header=(), footer=(), encoding=m.encoding,
-                             default_indent=m.default_indent, default_newline=m.default_newline)
-        ranges = _ranges(wrapper)
-        shift, found = self.line, self.found
-        for node, r in ranges.items():
-            if type(node) in _SKIP or node is wrapper:
-                continue
-            s, e = r.start, r.end
-            found[node] = ((((s.line + shift) << _BITS) | s.column) << (2 * _BITS)) | \
-                ((e.line + shift) << _BITS) | e.column
-        end = ranges[wrapper].end  # the line after the statement, column 0
-        self.line += end.line - 1
-        self.done += 1
+        ids, starts, ends = array("Q"), array("Q"), array("Q")
+        line = len(m.header)  # lines of the file before the statement
+        for statement in m.body:
+            wrapper = cst.Module(body=(statement,), header=(), footer=(), encoding=m.encoding,
+                                 default_indent=m.default_indent, default_newline=m.default_newline)
+            ranges = _ranges(wrapper)
+            for node, r in ranges.items():
+                if type(node) in _SKIP or node is wrapper:
+                    continue
+                ids.append(id(node))
+                starts.append(((r.start.line + line) << 32) | r.start.column)
+                ends.append(((r.end.line + line) << 32) | r.end.column)
+            line += ranges[wrapper].end.line - 1  # it ends on the line after the statement, column 0
+            del ranges
+        self.ids, self.starts, self.ends = ids, starts, ends
+        size = 1 << (2 * len(ids) + 1).bit_length()  # a hash index of arrays, not a dict: 16 bytes a node
+        table, mask = array("Q", bytes(8 * size)), size - 1
+        for i, key in enumerate(ids):
+            slot = (key >> 4) & mask
+            while table[slot]:
+                slot = (slot + 1) & mask
+            table[slot] = i + 1
+        self.table = table
 
 
 class _Sink:
