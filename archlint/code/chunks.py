@@ -39,8 +39,9 @@ class Plan(NamedTuple):
 
 def split(text: str, target: int | None = None) -> Plan | None:
     """Chunks of about `target` characters (each whole top-level statements), or None when the
-    file is under two chunks (parsed whole, as it always was), cannot be tokenized (a syntax error: parsed whole, so Python's own message is
-    reported), or has lone carriage returns (the tokenizer and libcst would count lines apart)."""
+    file is under two chunks (parsed whole, as it always was), cannot be tokenized (a syntax
+    error: parsed whole, so Python's own message is reported), or has lone carriage returns (the
+    tokenizer and libcst would count lines apart)."""
     target = target or CHUNK_CHARS
     if len(text) < 2 * target or text.count("\r") != text.count("\r\n"):
         return None

@@ -369,7 +369,7 @@ class Facts:
         self._positions = None
         self.project = EMPTY  # what the rest of the project says about this file's names (see project.py)
         module.visit(_Collector(self))
-        self._qn: dict[tuple[int, int], str | None] = {}
+        self._qn: dict[int, str | None] = {}
 
     def qname(self, node: cst.BaseExpression, scope: Scope | None = None) -> str | None:
         """The imported name an expression refers to, seen from `scope` (default: module level).
@@ -378,7 +378,7 @@ class Facts:
         not the import: None, so a shadowed import never produces a finding.
         """
         scope = scope or self.module_scope
-        key = (id(node), id(scope))
+        key = (id(node) << 64) | id(scope)  # one int, not a tuple of two: ~75,000 keys per MB of source
         if key not in self._qn:
             head = node
             while isinstance(head, cst.Attribute):

@@ -1,12 +1,14 @@
 """What stands between a file and libcst, so no input crashes, hangs or swamps the linter.
 
 - Reading: only regular files (a FIFO or /dev/zero would block or never end), and none past the
-  size limit (libcst's tree costs ~1.2 GB of RAM and ~15 s of CPU per MB of source; see
-  benchmarks/lint_memory.py): such a file is skipped with an info finding.
-- Before parsing: CPython's own parser (C, ~0.2 GB/MB, fast) says first whether the interpreter
-  accepts the file. What it rejects (a syntax error, 201 nested brackets, a 100,000-term `a+a+…`)
-  is AL000, as Python words it. What it accepts but nests deeper than MAX_DEPTH is skipped with
-  an info finding: libcst's parse time grows with the cube of such a chain's length.
+  size limit (linting costs ~100 MB of RAM and ~13 s of CPU per MB of source, linear in the size;
+  see benchmarks/lint_memory.py): such a file is skipped with an info finding. The limit is also
+  the ceiling for one top-level statement, which is parsed whole (chunks.py): ~1.2 GB per MB of it.
+- Before parsing: CPython's own parser (C, ~0.15 GB/MB, fast; a chunk at a time for a large file)
+  says first whether the interpreter accepts the file. What it rejects (a syntax error, 201
+  nested brackets, a 100,000-term `a+a+…`) is AL000, as Python words it. What it accepts but
+  nests deeper than MAX_DEPTH is skipped with an info finding: libcst's parse time grows with the
+  cube of such a chain's length.
 - Parsing: libcst's parser and its visitors recurse once or more per nesting level, and overflow
   the main thread's 8 MB C stack (a SIGSEGV) on nesting that CPython accepts: `deep()` runs the
   work on a thread with a large stack, with the recursion limit raised to match.
@@ -30,7 +32,7 @@ from archlint.diagnostics import Diagnostic, Severity
 # below both: over 2,500 site-packages files, depth ≤ 100 and work ≤ 5.8 per character (median 0.8).
 MAX_DEPTH = 500
 WORK_PER_CHAR, WORK_BASE = 12, 250_000  # ~6-12 µs of parsing per unit of work
-DEFAULT_MAX_FILE_SIZE = 2_000_000  # bytes; ≈ 2.4 GB of RAM and ~30 s of CPU at the measured slope
+DEFAULT_MAX_FILE_SIZE = 2_000_000  # bytes; ≈ 0.2 GB of RAM and ~26 s of CPU at the measured slopes
 _STACK_BYTES = 256 * 1024 * 1024  # address space only: pages are touched as the recursion goes
 _RECURSION = 50_000
 
@@ -67,7 +69,7 @@ def _kind(mode: int) -> str:
 
 def too_large(size: int, limit: int) -> str:
     return (f"not analyzed: {size / 1e6:.3g} MB is past the size limit of {limit / 1e6:.3g} MB "
-            "(generated code, usually); raise max-file-size to lint it (about 1.2 GB of RAM per MB)")
+            "(generated code, usually); raise max-file-size to lint it (about 13 s of CPU and 0.1 GB of RAM per MB)")
 
 
 def skipped(path: str, message: str) -> Diagnostic:
