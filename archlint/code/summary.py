@@ -197,8 +197,11 @@ def _loader_classes(facts: Facts, loaders: list[CallSite]) -> dict[str, list]:
     """Classes that wrap a DataLoader: `self.dataloader = DataLoader(...)` in a method, and an
     `__iter__` that yields from `self.dataloader` (CycleGAN's CustomDatasetDataLoader)."""
     by_attr = {}
+    by_node: dict[int, CallSite] = {}
+    for s in loaders:
+        by_node.setdefault(id(s.node), s)
     for target, value in facts.attr_assigns:
-        site = next((s for s in loaders if s.node is value), None)
+        site = by_node.get(id(value))
         name = dotted(target) or ""
         if site is not None and name.startswith("self.") and name.count(".") == 1:
             by_attr[(site.scope.parent.qualname if site.scope.parent else "", name)] = site
