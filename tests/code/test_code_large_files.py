@@ -20,9 +20,10 @@ ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = sorted((ROOT / "tests" / "fixtures" / "code").glob("*.py"))
 
 # Shapes a split must keep: decorators, top-level clauses, __future__, comments between and after
-# blocks, a file indented by 2 spaces first and 4 later, mixed line endings, no final newline.
+# blocks, a file indented by 2 spaces first and 4 later, mixed line endings, non-ASCII text, no
+# final newline.
 EDGES = (
-    "from __future__ import annotations\n# header\n\nimport torch\n\n\n@decorator\n@other(1)\ndef f(x):\n"
+    "from __future__ import annotations\n# header\n\nimport torch\nname = 'café → ünïcode 🚀'\n\n\n@decorator\n@other(1)\ndef f(x):\n"
     "  return x.cuda()\n\n    # indented comment after the block\n# top comment\nif torch.cuda.is_available():\n"
     "    y = 1\nelif False:\n    y = 2\nelse:\n    y = 3\ntry:\n    import numpy\nexcept ImportError:\n"
     "    numpy = None\nfinally:\n    pass\nclass A:\n\tdef g(self):\n\t\treturn torch.zeros(3).cuda()\r\n"
