@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import libcst as cst
+
 from archlint.code.context import EMPTY
 from archlint.code.names import ImportTable, dotted
 from archlint.code.positions import Positions
