@@ -78,7 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
     code.add_argument("--no-cache", action="store_true", help="parse every file again")
     code.add_argument("-j", "--jobs", type=int, help="worker processes (default: all cores)")
     code.add_argument("--max-file-size", type=float, metavar="MB",
-                      help="skip larger files with an info finding (default 2; ~1.2 GB of RAM per MB linted)")
+                      help="skip larger files with an info finding (default 2; linting takes ~13 s of CPU "
+                           "and 0.1 GB of RAM per MB)")
 
     model = p.add_argument_group("model analyzer")
     model.add_argument(

@@ -97,24 +97,26 @@ def analyze_text(text: str, path: str, context: dict | None = None,
     file_noqa = _FILE_NOQA.search(text)
     file_codes = _codes(file_noqa.group("codes")) if file_noqa else set()
 
-    from archlint.code import guard
+    from archlint.code import chunks, guard
 
-    problem = guard.precheck(text, path)
+    plan = chunks.split(text)  # a large file is parsed a chunk at a time (chunks.py says why)
+    problem = guard.precheck(text, path, plan)
     if problem is not None:
         return [problem], None
-    return guard.deep(_lint_parsed, text, path, file_codes, bool(file_noqa), context, summarize)
+    return guard.deep(_lint_parsed, text, path, file_codes, bool(file_noqa), context, summarize, plan)
 
 
 def _lint_parsed(text: str, path: str, file_codes: set[str] | None, file_noqa: bool, context: dict | None,
-                 summarize: bool) -> tuple[list[Diagnostic], dict | None]:
+                 summarize: bool, plan=None) -> tuple[list[Diagnostic], dict | None]:
     """Parse with libcst (on guard.deep's big-stack thread), extract facts, run every check."""
     import libcst as cst
 
+    from archlint.code import chunks
     from archlint.code.checks import modules
     from archlint.code.facts import Facts
 
     try:
-        module = cst.parse_module(text)
+        module = chunks.parse(text, plan) if plan else cst.parse_module(text)
     except cst.ParserSyntaxError as exc:
         return [_syntax_error(text, path, exc)], None
     except RecursionError:

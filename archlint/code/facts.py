@@ -10,10 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
 
 from archlint.code.context import EMPTY
 from archlint.code.names import ImportTable, dotted
+from archlint.code.positions import Positions
 from archlint.code.source import split_lines
 
 # Identifiers whose mere presence the checks care about (a set lookup per Name node).
@@ -35,7 +35,7 @@ def is_backward_call(node: cst.Call) -> bool:
     return name.lower().endswith("loss_scaler") and bool(node.args)
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)  # slots: a file has ~25,000 scopes, loops and calls per MB
 class Scope:
     node: cst.CSTNode
     parent: Scope | None
@@ -78,7 +78,7 @@ class Scope:
         return None
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Loop:
     node: cst.For | cst.While
     scope: Scope
@@ -97,7 +97,7 @@ class Loop:
         return self.node.iter if isinstance(self.node, cst.For) else None
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class CallSite:
     node: cst.Call
     scope: Scope
@@ -396,7 +396,7 @@ class Facts:
         self._positions = None
         self.project = EMPTY  # what the rest of the project says about this file's names (see project.py)
         module.visit(_Collector(self))
-        self._qn: dict[tuple[int, int], str | None] = {}
+        self._qn: dict[int, str | None] = {}
 
     def qname(self, node: cst.BaseExpression, scope: Scope | None = None) -> str | None:
         """The imported name an expression refers to, seen from `scope` (default: module level).
@@ -405,7 +405,7 @@ class Facts:
         not the import: None, so a shadowed import never produces a finding.
         """
         scope = scope or self.module_scope
-        key = (id(node), id(scope))
+        key = (id(node) << 64) | id(scope)  # one int, not a tuple of two: ~75,000 keys per MB of source
         if key not in self._qn:
             head = node
             while isinstance(head, cst.Attribute):
@@ -448,6 +448,5 @@ class Facts:
     def position(self, node: cst.CSTNode):
         """(start, end) CodePositions: line 1-based, column 0-based. Resolved on first use only."""
         if self._positions is None:
-            self._positions = MetadataWrapper(self.module, unsafe_skip_copy=True).resolve(PositionProvider)
-        r = self._positions[node]
-        return r.start, r.end
+            self._positions = Positions(self.module)
+        return self._positions[node]

@@ -1,12 +1,14 @@
 """What stands between a file and libcst, so no input crashes, hangs or swamps the linter.
 
 - Reading: only regular files (a FIFO or /dev/zero would block or never end), and none past the
-  size limit (libcst's tree costs ~1.2 GB of RAM and ~15 s of CPU per MB of source; see
-  benchmarks/lint_memory.py): such a file is skipped with an info finding.
-- Before parsing: CPython's own parser (C, ~0.2 GB/MB, fast) says first whether the interpreter
-  accepts the file. What it rejects (a syntax error, 201 nested brackets, a 100,000-term `a+a+…`)
-  is AL000, as Python words it. What it accepts but nests deeper than MAX_DEPTH is skipped with
-  an info finding: libcst's parse time grows with the cube of such a chain's length.
+  size limit (linting costs ~100 MB of RAM and ~13 s of CPU per MB of source, linear in the size;
+  see benchmarks/lint_memory.py): such a file is skipped with an info finding. The limit is also
+  the ceiling for one top-level statement, which is parsed whole (chunks.py): ~1.2 GB per MB of it.
+- Before parsing: CPython's own parser (C, ~0.15 GB/MB, fast; a chunk at a time for a large file)
+  says first whether the interpreter accepts the file. What it rejects (a syntax error, 201
+  nested brackets, a 100,000-term `a+a+…`) is AL000, as Python words it. What it accepts but
+  nests deeper than MAX_DEPTH is skipped with an info finding: libcst's parse time grows with the
+  cube of such a chain's length.
 - Parsing: libcst's parser and its visitors recurse once or more per nesting level, and overflow
   the main thread's 8 MB C stack (a SIGSEGV) on nesting that CPython accepts: `deep()` runs the
   work on a thread with a large stack, with the recursion limit raised to match.
@@ -30,7 +32,7 @@ from archlint.diagnostics import Diagnostic, Severity
 # below both: over 2,500 site-packages files, depth ≤ 100 and work ≤ 5.8 per character (median 0.8).
 MAX_DEPTH = 500
 WORK_PER_CHAR, WORK_BASE = 12, 250_000  # ~6-12 µs of parsing per unit of work
-DEFAULT_MAX_FILE_SIZE = 2_000_000  # bytes; ≈ 2.4 GB of RAM and ~30 s of CPU at the measured slope
+DEFAULT_MAX_FILE_SIZE = 2_000_000  # bytes; ≈ 0.2 GB of RAM and ~26 s of CPU at the measured slopes
 _STACK_BYTES = 256 * 1024 * 1024  # address space only: pages are touched as the recursion goes
 _RECURSION = 50_000
 
@@ -67,7 +69,7 @@ def _kind(mode: int) -> str:
 
 def too_large(size: int, limit: int) -> str:
     return (f"not analyzed: {size / 1e6:.3g} MB is past the size limit of {limit / 1e6:.3g} MB "
-            "(generated code, usually); raise max-file-size to lint it (about 1.2 GB of RAM per MB)")
+            "(generated code, usually); raise max-file-size to lint it (about 13 s of CPU and 0.1 GB of RAM per MB)")
 
 
 def skipped(path: str, message: str) -> Diagnostic:
@@ -88,22 +90,29 @@ def _nesting(tree: ast.AST) -> tuple[int, int]:
     return best, work
 
 
-def precheck(text: str, path: str) -> Diagnostic | None:
-    """None when libcst may parse the file; else the finding that replaces linting it."""
-    try:
-        tree = ast.parse(text, filename=path)
-    except SyntaxError as err:
-        # Python's verdict, without asking libcst: past the first error nothing bounds what libcst
-        # would be given (the fuzz test found `a()()()…` × 5,000 after a syntax error: minutes).
-        return Diagnostic("AL000", f"syntax error: {err.msg}; fix it so the file can be linted",
-                          Severity.ERROR, file=path, line=err.lineno or 1, column=err.offset or 1)
-    except (RecursionError, MemoryError):  # CPython's parser gives up on the nesting too
-        return Diagnostic("AL000", "syntax error: Python cannot compile this file either (nesting too deep "
-                          "for its parser); split the expression", Severity.ERROR, file=path, line=1, column=1)
-    except ValueError as err:  # null bytes
-        return Diagnostic("AL000", f"cannot parse: {err}", Severity.ERROR, file=path, line=1, column=1)
-    depth, work = _nesting(tree)
-    del tree
+def precheck(text: str, path: str, plan=None) -> Diagnostic | None:
+    """None when libcst may parse the file; else the finding that replaces linting it. With a
+    chunk plan (chunks.py), CPython parses a chunk at a time too: its tree costs ~0.15 GB per MB."""
+    depth = work = 0
+    spans = plan.spans if plan else [None]
+    for span in spans:
+        chunk, shift = (text, 0) if span is None else (text[span.start:span.end], span.line - 1)
+        try:
+            tree = ast.parse(chunk, filename=path)
+        except SyntaxError as err:
+            # Python's verdict, without asking libcst: past the first error nothing bounds what libcst
+            # would be given (the fuzz test found `a()()()…` × 5,000 after a syntax error: minutes).
+            return Diagnostic("AL000", f"syntax error: {err.msg}; fix it so the file can be linted",
+                              Severity.ERROR, file=path, line=(err.lineno or 1) + shift, column=err.offset or 1)
+        except (RecursionError, MemoryError):  # CPython's parser gives up on the nesting too
+            return Diagnostic("AL000", "syntax error: Python cannot compile this file either (nesting too deep "
+                              "for its parser); split the expression", Severity.ERROR, file=path, line=1, column=1)
+        except ValueError as err:  # null bytes
+            return Diagnostic("AL000", f"cannot parse: {err}", Severity.ERROR, file=path, line=1, column=1)
+        chunk_depth, chunk_work = _nesting(tree)
+        del tree, chunk
+        depth, work = max(depth, chunk_depth), work + chunk_work
+    work -= len(spans) - 1  # the whole file has one Module node, not one per chunk
     if depth > MAX_DEPTH:
         return skipped(path, f"not analyzed: too complex (syntax nested {depth} levels deep, the limit is "
                              f"{MAX_DEPTH}); valid Python, but the analysis would take minutes")

@@ -99,8 +99,9 @@ def _candidate(name: str | None, facts: Facts, scope: Scope) -> bool:
     full = facts.imports.names.get(head)
     if full is not None:
         return full.split(".")[0] not in LIBRARIES and not scope.binds(head)
-    if head not in facts.__dict__.setdefault("_def_names", {s.node.name.value for s in facts.scopes
-                                                            if s.kind != "module"}):
+    if "_def_names" not in facts.__dict__:  # once per file: this runs for every call site
+        facts.__dict__["_def_names"] = {s.node.name.value for s in facts.scopes if s.kind != "module"}
+    if head not in facts.__dict__["_def_names"]:
         if head in _relative_names(facts):
             return True
         # `from models import *`: an unbound, non-builtin name may come from the star
@@ -226,8 +227,11 @@ def _loader_classes(facts: Facts, loaders: list[CallSite]) -> dict[str, list]:
     """Classes that wrap a DataLoader: `self.dataloader = DataLoader(...)` in a method, and an
     `__iter__` that yields from `self.dataloader` (CycleGAN's CustomDatasetDataLoader)."""
     by_attr = {}
+    by_node: dict[int, CallSite] = {}
+    for s in loaders:
+        by_node.setdefault(id(s.node), s)
     for target, value in facts.attr_assigns:
-        site = next((s for s in loaders if s.node is value), None)
+        site = by_node.get(id(value))
         name = dotted(target) or ""
         if site is not None and name.startswith("self.") and name.count(".") == 1:
             by_attr[(site.scope.parent.qualname if site.scope.parent else "", name)] = site
@@ -244,15 +248,15 @@ def _loader_classes(facts: Facts, loaders: list[CallSite]) -> dict[str, list]:
     return out
 
 
-def _def_facts(facts: Facts, scope: Scope, loaders: list[CallSite], wrappers: dict[str, list],
+def _def_facts(facts: Facts, scope: Scope, own: list[CallSite], wrappers: dict[str, list],
                defs: dict[str, Scope]) -> dict:
+    """What other files may learn about one function; `own` are the DataLoader calls in its body."""
     node = scope.node
     p = node.params
     params = [param.name.value for param in (*p.posonly_params, *p.params)]
     out: dict = {"params": params}
     if isinstance(p.star_kwarg, cst.Param):
         out["kwargs"] = p.star_kwarg.name.value
-    own = [site for site in loaders if site.scope is scope]
     if own and scope.returns:
         out["loader"] = _loader_info(facts, own)
     elif wrappers and scope.returns:  # builds and returns a loader-wrapping object of this file
@@ -261,8 +265,8 @@ def _def_facts(facts: Facts, scope: Scope, loaders: list[CallSite], wrappers: di
                 out["loader"] = wrappers[dotted(site.node.func)]
                 break
     if scope.has_yield:
-        for loop in facts.loops:
-            if loop.scope is scope and loop.iter is not None:
+        for loop in _loops_by_scope(facts).get(id(scope), ()):
+            if loop.iter is not None:
                 inner, _ = df._unwrap(loop.iter, facts, scope)
                 if isinstance(inner, cst.Name) and inner.value in params:
                     out["yields"] = params.index(inner.value)
@@ -293,13 +297,33 @@ def _def_facts(facts: Facts, scope: Scope, loaders: list[CallSite], wrappers: di
         out["backward"] = 1
     if scope.returns and df.returns_plain(scope):
         out["plain"] = 1  # returns no tensor: `valid, error = check_loss(loss, value)` holds none
-    for target, value in facts.attr_assigns:  # as _chosen(): `deterministic = False` chooses nothing
-        name = dotted(target) or ""
-        chooses = name.endswith("cudnn.benchmark") or (
-            name.endswith("cudnn.deterministic") and df.literal(value) is not False)
-        if chooses and _encloses(node, target, facts):
+    for target in _cudnn_choices(facts):
+        if _encloses(node, target, facts):
             out["cudnn"] = 1
     return out
+
+
+def _loops_by_scope(facts: Facts) -> dict[int, list]:
+    if "_loops_by_scope" not in facts.__dict__:  # once per file, not once per function
+        by_scope: dict[int, list] = {}
+        for loop in facts.loops:
+            by_scope.setdefault(id(loop.scope), []).append(loop)
+        facts.__dict__["_loops_by_scope"] = by_scope
+    return facts.__dict__["_loops_by_scope"]
+
+
+def _cudnn_choices(facts: Facts) -> list[cst.BaseExpression]:
+    """Targets of the file's assignments that choose a cuDNN mode, as _chosen() counts them:
+    `deterministic = False` chooses nothing."""
+    if "_cudnn_choices" not in facts.__dict__:
+        found = []
+        for target, value in facts.attr_assigns:
+            name = dotted(target) or ""
+            if name.endswith("cudnn.benchmark") or (
+                    name.endswith("cudnn.deterministic") and df.literal(value) is not False):
+                found.append(target)
+        facts.__dict__["_cudnn_choices"] = found
+    return facts.__dict__["_cudnn_choices"]
 
 
 def _encloses(outer: cst.CSTNode, inner: cst.CSTNode, facts: Facts) -> bool:
@@ -453,6 +477,9 @@ def summarize(facts: Facts) -> dict:
             name = dotted(site.node.func)
             if name != callee:
                 aliases[name] = callee
+    own: dict[int, list[CallSite]] = {}  # DataLoader calls by the function they are in
+    for site in loaders:
+        own.setdefault(id(site.scope), []).append(site)
     cuda_names = []
     if facts.uses_cuda:
         for name, values in facts.module_scope.assigns.items():
@@ -470,7 +497,7 @@ def summarize(facts: Facts) -> dict:
         "self_calls": {name: qual for site in facts.calls if (name := dotted(site.node.func) or "").startswith("self.")
                        and (qual := _local_def(name, site.scope, defs))},
         "cuda_names": cuda_names,
-        "defs": {qual: _def_facts(facts, scope, loaders, wrappers, defs) for qual, scope in defs.items()},
+        "defs": {qual: _def_facts(facts, scope, own.get(id(scope), []), wrappers, defs) for qual, scope in defs.items()},
         "classes": [s.qualname for s in facts.scopes if s.kind == "class"],
         "prefetchers": sorted(df.prefetchers(facts)),
         "loader_classes": sorted(df.loader_classes(facts)),

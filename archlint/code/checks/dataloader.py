@@ -75,6 +75,9 @@ def check(facts: Facts):
     loops = df.batch_loops(facts)
     pinned = {id(site.node): _pinned(facts, site) for site in loaders}
     all_pinned = all(v is True for v in pinned.values())
+    fed: dict[int, list] = {}  # loader → the batch loops it feeds, found once (not once per loader)
+    for bl in loops:
+        fed.setdefault(id(bl.source), []).append(bl)
 
     for site in loaders:
         if not _feeds_cuda(facts, site):
@@ -95,7 +98,7 @@ def check(facts: Facts):
             continue
         if state not in (df.MISSING, False):
             continue  # pin_memory=None or another literal: leave it
-        copies = [c for bl in loops if bl.source is site for c in _copies(facts, bl)]
+        copies = [c for bl in fed.get(id(site), ()) for c in _copies(facts, bl)]
         message = (
             "DataLoader feeds the GPU from pageable memory: set pin_memory=True so host→device "
             "copies are faster and can overlap compute"
