@@ -90,6 +90,7 @@ def link_code(diagnostics: list[Diagnostic], models: list[ModelResult]) -> None:
                 d.price = Price.timed(
                     f"{measured}; the training step on CUDA may differ",
                     saving_ms=w.baseline_ms * (1 - 1 / w.speedup), model_ms=w.baseline_ms, basis="estimated",
+                    device=m.device,  # where the what-if was measured
                 )
 
 
