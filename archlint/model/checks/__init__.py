@@ -50,6 +50,7 @@ def check_modules() -> tuple[ModuleType, ...]:
 def run_checks(graph: nx.DiGraph, ctx: CheckContext) -> list[Diagnostic]:
     found: list[Diagnostic] = []
     used: dict[str, dict] = {}
+    classes = {path: info.get("type") for path, info in graph.graph.get("modules", {}).items()}  # for repeats
     for module in check_modules():
         if not ctx.settings.enabled(module.CODE):
             continue
@@ -62,7 +63,6 @@ def run_checks(graph: nx.DiGraph, ctx: CheckContext) -> list[Diagnostic]:
             ctx.notes.append(f"rule {module.CODE} failed on this model and was skipped "
                              f"({type(exc).__name__}: {str(exc)[:200]}); the other results stand; please report it")
             continue
-        classes = {path: info.get("type") for path, info in graph.graph.get("modules", {}).items()}
         for d in _repeats.group(mine, classes):  # one finding for what the model repeats block for block
             if getattr(module, "JUDGED_BY_PRICE", False) and d.evidence.get("repeats"):
                 d.severity = severity(d.price, options, ctx) if d.price else d.severity  # one fix saves their sum
