@@ -26,7 +26,7 @@ import torch
 import torch.fx as fx
 
 from archlint.errors import UsageError
-from archlint.model import roofline
+from archlint.model import allocator, roofline
 from archlint.model.opgraph import display_names, ops
 from archlint.model.timer import Stats, Timer, load_average, make_timer, sample
 
@@ -49,10 +49,11 @@ class Pricer:
     end_to_end_ms: float
     warmup: int
     repeat: int
-    # The model's replay graph and its inputs on the device: what archlint.model.fixed edits and
-    # times end to end (None for the per-module fallback, which has no graph to edit).
-    replay: fx.GraphModule | None = None
+    # The model and its inputs on the device: what archlint.model.fixed edits (a copy of) and
+    # times end to end.
+    model: torch.nn.Module | None = None
     args: tuple = ()
+    kwargs: dict = field(default_factory=dict)
 
     def time_modules(self, *cases: tuple[torch.nn.Module, tuple]) -> list[float]:
         return [s.median for s in self.time_modules_stats(*cases)]
@@ -131,6 +132,8 @@ def measure(
         if dev.type == "cuda":
             torch.cuda.empty_cache()
     report.peaks = p
+    if dev.type == "cpu":
+        report.method += "; " + allocator.keep_warm()
     report.notes += _noise_notes(report, dev, load_average(), os.cpu_count() or 1)
     if not cached:
         report.notes.append(f"roofline peaks measured now and cached ({roofline.cache_dir() / roofline.CACHE_FILE})")
@@ -138,7 +141,7 @@ def measure(
         if d.get("latency_ms") is not None and d.get("known", True):
             d["roofline"] = roofline.place(int(d.get("flops", 0)), int(d.get("mac_bytes", 0)), d["latency_ms"], p)
     report.notes += _stale_peak_note(graph, p, cached)
-    report.pricer = Pricer(dev, dtype, report.end_to_end_ms, settings.warmup, settings.repeat, gm, args)
+    report.pricer = Pricer(dev, dtype, report.end_to_end_ms, settings.warmup, settings.repeat, model, args, kw)
     return report
 
 

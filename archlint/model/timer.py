@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import torch
 
 from archlint import progress
+from archlint.model import allocator
 
 
 @dataclass(frozen=True)
@@ -164,7 +165,9 @@ class Sampled:
 def sample(runs: list[Callable[[], object]], timer: Timer, warmup: int, repeat: int) -> list[Sampled]:
     """Run each callable `warmup` times untimed, then `repeat` times, interleaved (run 0, run 1,
     run 0, ...) so that all of them see the same machine conditions. Each callable marks its own
-    regions on `timer`."""
+    regions on `timer`. On the CPU, the host allocator is kept warm first (see allocator)."""
+    if isinstance(timer, CpuTimer):
+        allocator.keep_warm()
     with progress.task("timing passes", total=(warmup + repeat) * len(runs)) as advance:
         for _ in range(warmup):
             for run in runs:

@@ -3,12 +3,10 @@ computes, leave the user's model alone, and a saving within the noise counts as 
 
 from __future__ import annotations
 
-import copy
 from types import SimpleNamespace
 
 import pytest
 import torch
-import torch.fx as fx
 from torch import nn
 
 from archlint.model import fixed
@@ -29,53 +27,73 @@ class Net(nn.Module):
         return self.bn1d(self.fc(y.mean((2, 3))))
 
 
-def traced():
+def net():
     torch.manual_seed(0)
     model = Net().eval()
     for bn in (model.bn, model.bn1d):  # statistics far from the identity, so a wrong fold shows
         bn.running_mean.uniform_(-1, 1), bn.running_var.uniform_(0.5, 2), bn.weight.data.uniform_(0.5, 2)
-    return model, fx.symbolic_trace(model)
+    return model
 
 
-def edited(gm, edit):
-    base = copy.deepcopy(gm)
-    graph = copy.deepcopy(base.graph)
-    out = fx.GraphModule(base, graph)
-    ok = edit(out, {n.name: n for n in graph.nodes})
-    graph.lint()
-    out.recompile()
-    return ok, out
+def edited(model, edit):
+    out = fixed.tree_copy(model)
+    return edit(out), out
 
 
 def test_folding_keeps_the_outputs_and_removes_the_norms():
-    model, gm = traced()
-    ok, out = edited(gm, fixed.fold_norms([("conv", "bn"), ("fc", "bn1d")]))
+    model = net()
+    ok, out = edited(model, fixed.fold_norms([("conv", "bn"), ("fc", "bn1d")]))
     assert ok
     x = torch.randn(2, 3, 8, 8)
     with torch.no_grad():
         torch.testing.assert_close(out(x), model(x), rtol=1e-5, atol=1e-5)
-    kinds = {type(out.get_submodule(n.target)) for n in out.graph.nodes if n.op == "call_module"}
-    assert nn.BatchNorm2d not in kinds and nn.BatchNorm1d not in kinds
-    assert isinstance(model.bn, nn.BatchNorm2d) and model.conv.bias is not None  # the user's model is as it was
+    assert not any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in out.modules())
+    # the user's model is as it was
+    assert isinstance(model.bn, nn.BatchNorm2d) and isinstance(model.bn1d, nn.BatchNorm1d)
+    assert model.conv.bias is not None and model.conv.weight.shape == (8, 3, 3, 3)
 
 
-def test_dropping_biases_module_and_functional():
-    model, gm = traced()
-    ok, out = edited(gm, fixed.drop_bias(["conv", "conv2d"]))
+def test_dropping_a_bias_shares_the_weight_and_leaves_the_user_conv():
+    model = net()
+    ok, out = edited(model, fixed.drop_bias(["conv"]))
     assert ok
-    calls = {n.name: n for n in out.graph.nodes}
-    assert out.get_submodule(calls["conv"].target).bias is None
-    assert calls["conv2d"].args[2] is None
+    assert out.conv.bias is None and out.conv.weight is model.conv.weight
     assert model.conv.bias is not None  # the user's conv keeps its bias
-    assert torch.equal(out.get_submodule(calls["conv"].target).weight, model.conv.weight)
+    assert out.w is model.w  # what the edit does not replace is shared, not copied
 
 
 def test_an_edit_that_cannot_apply_says_so():
-    _, gm = traced()
-    assert edited(gm, fixed.fold_norms([("relu", "bn")]))[0] is False
-    assert edited(gm, fixed.drop_bias(["nowhere"]))[0] is False
-    pricer = SimpleNamespace(replay=None)
-    assert fixed.saving_ms(pricer, "drop_bias", fixed.drop_bias(["conv"]), ("conv",)) is None
+    model = net()
+    assert edited(model, fixed.fold_norms([("fc", "bn")]))[0] is False  # 4 features, 8 channels
+    assert edited(model, fixed.fold_norms([("nowhere", "bn")]))[0] is False
+    assert edited(model, fixed.drop_bias(["bn"]))[0] is False
+    assert fixed.saving_ms(SimpleNamespace(model=None), "drop_bias", fixed.drop_bias(["conv"]), ("conv",)) is None
+
+
+class Shared(nn.Module):
+    """One BatchNorm called after two convs: folding it into either would change the other."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b, self.bn = nn.Conv2d(3, 8, 1), nn.Conv2d(3, 8, 1), nn.BatchNorm2d(8)
+        self.w = nn.Parameter(torch.randn(8, 3, 1, 1))
+
+    def forward(self, x):
+        return self.bn(self.a(x)) + self.bn(self.b(x)) + nn.functional.conv2d(x, self.w)
+
+
+def test_modules_that_ran_more_than_one_op_are_not_edited():
+    from archlint.config import Settings
+    from archlint.model.analyze import analyze_model
+    from archlint.model.checks import _graph as g
+
+    graph, _ = analyze_model(Shared().eval(), (torch.randn(1, 3, 4, 4),), Settings())
+    convs = {d.get("module"): name for name, d in g.ops(graph) if d["kind"] == "conv"}
+    ctx = SimpleNamespace(pricer=SimpleNamespace(model=None))
+    by_kind = {d["kind"]: name for name, d in g.ops(graph) if d.get("module") == "bn"}
+    assert g.fixed_ms(graph, ctx, "fold_norms", [(convs["a"], by_kind["norm"])]) is None  # bn ran twice
+    functional = next(name for name, d in g.ops(graph) if d["kind"] == "conv" and not d.get("module"))
+    assert g.fixed_ms(graph, ctx, "drop_bias", [functional]) is None
 
 
 def test_paired_saving_counts_noise_as_none():
@@ -84,15 +102,16 @@ def test_paired_saving_counts_noise_as_none():
 
 
 def test_the_fix_is_timed_once_per_pricer(monkeypatch):
-    """The edited graph runs end to end (a float comes back: its size is benchmarks/price_honesty's
+    """The edited model runs end to end (a float comes back: its size is benchmarks/price_honesty's
     business, not a timed test's) and is timed once per pricer and fix."""
     layers = []
     for _ in range(4):
         layers += [nn.Conv2d(8, 8, 1, bias=False), nn.BatchNorm2d(8)]
-    gm = fx.symbolic_trace(nn.Sequential(*layers).eval())
-    pairs = tuple((f"_{2 * i}", f"_{2 * i + 1}") for i in range(4))
-    pricer = SimpleNamespace(replay=gm, device=torch.device("cpu"), args=(torch.randn(1, 8, 8, 8),), warmup=2, repeat=8)
+    model = nn.Sequential(*layers).eval()
+    pairs = tuple((str(2 * i), str(2 * i + 1)) for i in range(4))
+    pricer = SimpleNamespace(model=model, device=torch.device("cpu"), args=(torch.randn(1, 8, 8, 8),), warmup=2, repeat=8)
     saving = fixed.saving_ms(pricer, "fold_norms", fixed.fold_norms(pairs), pairs)
     assert isinstance(saving, float)
+    assert all(isinstance(m, nn.BatchNorm2d) for m in model[1::2])  # timed on a copy
     monkeypatch.setattr(fixed, "_measure", lambda *a: pytest.fail("timed twice"))
     assert fixed.saving_ms(pricer, "fold_norms", fixed.fold_norms(pairs), pairs) == saving

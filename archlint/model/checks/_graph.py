@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import weakref
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -443,16 +444,25 @@ def whatif_ms(graph: nx.DiGraph, ctx, nodes: Iterable[str], name: str, *args) ->
     return fraction * spent if spent is not None else None
 
 
-def fixed_ms(ctx, fix: str, nodes: Iterable) -> float | None:
+def fixed_ms(graph, ctx, fix: str, nodes: Iterable) -> float | None:
     """What the whole model saves, measured end to end, with archlint.model.fixed's `fix`
-    ("fold_norms" on (layer, norm) pairs, "drop_bias" on convs) applied to its replay graph;
-    None without --latency, without a replay graph, or where the fix cannot be applied."""
+    ("fold_norms" on (layer, norm) pairs, "drop_bias" on convs) applied to its modules; None
+    without --latency, or where a node's module cannot be edited for that op alone (the graph
+    shows it running more than one op, or the op is functional inside a bigger module)."""
     if getattr(ctx, "pricer", None) is None:
         return None
     from archlint.model import fixed
 
-    nodes = tuple(nodes)
-    return fixed.saving_ms(ctx.pricer, fix, getattr(fixed, fix)(nodes), nodes)
+    ran = Counter(d.get("module") for _, d in ops(graph))
+
+    def path(node: str) -> str | None:
+        module = graph.nodes[node].get("module")
+        return module if module and ran[module] == 1 else None
+
+    paths = tuple(tuple(path(n) for n in item) if isinstance(item, tuple) else path(item) for item in nodes)
+    if any(p is None or (isinstance(p, tuple) and None in p) for p in paths):
+        return None
+    return fixed.saving_ms(ctx.pricer, fix, getattr(fixed, fix)(paths), paths)
 
 
 def conv_args(data: dict) -> tuple | None:

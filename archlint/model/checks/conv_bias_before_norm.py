@@ -5,9 +5,9 @@ parameters are stored, read, updated and added for nothing (PyTorch performance 
 
 One finding per model, listing every such conv (a VGG-BN has 13: one fix, bias=False where the
 conv is built, removes them all). The saving is the bias reads (static) or, with --latency, the
-whole model timed with the biases dropped against it as it is (archlint.model.fixed); where the
-graph cannot be edited, each distinct conv timed alone with against without its bias, applied to
-its measured time in the model and summed.
+whole model timed with the biases dropped against it as it is (archlint.model.fixed); where a
+conv module cannot be edited for its one op, each distinct conv timed alone with against
+without its bias, applied to its measured time in the model and summed.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def check(graph, options, ctx):
         data = graph.nodes[conv]
         c = g.conv(data)
         params += c.c2 if c else int(g.attr(data, "out_channels", 0))
-    whole = g.fixed_ms(ctx, "drop_bias", [conv for conv, _ in found])
+    whole = g.fixed_ms(graph, ctx, "drop_bias", [conv for conv, _ in found])
     saving_ms, timed = (whole, len(found)) if whole is not None else _per_conv(graph, ctx, found)
     itemsize = int(graph.nodes[found[0][0]].get("itemsize", 4))
     modules = [graph.nodes[conv].get("module") or conv for conv, _ in found]

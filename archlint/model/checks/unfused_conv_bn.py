@@ -6,8 +6,8 @@ In eval, BatchNorm is a fixed per-channel affine map that folds into the conv's 
 is one more full read and write of the activation. One finding per model, with the pairs and
 the BN traffic they keep in its evidence. Its saving is the BN ops' traffic (static) or, with
 --latency, the whole model timed with every pair folded against it as it is (archlint.model.fixed:
-the folded conv gains a bias, which the BN ops' own time would miss); where the graph cannot be
-edited, the BN ops' measured time. Where the pairs sit in a module that re-parameterises
+the folded conv gains a bias, which the BN ops' own time would miss); where a module cannot be
+edited for its one op, the BN ops' measured time. Where the pairs sit in a module that re-parameterises
 itself (`reparameterize()`, `switch_to_deploy()`, `fuse()`: RepVGG, MobileOne, FastViT), the
 finding names that method as the fix.
 """
@@ -36,7 +36,7 @@ def check(graph, options, ctx):
     costliest = None
     if args:
         costliest = g.whatif_ms(graph, ctx, [conv, norm], "folded_bn", *args, bool(g.attr(graph.nodes[conv], "bias", False)))
-    folded = g.fixed_ms(ctx, "fold_norms", pairs)
+    folded = g.fixed_ms(graph, ctx, "fold_norms", pairs)
     alternative = "each BatchNorm folded into the weights and bias of the conv or linear before it"
     price = g.price(
         graph, ctx, alternative=alternative + (" (timed end to end on the model)" if folded is not None else ""),
