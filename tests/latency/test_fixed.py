@@ -62,6 +62,13 @@ def test_dropping_a_bias_shares_the_weight_and_leaves_the_user_conv():
     assert out.w is model.w  # what the edit does not replace is shared, not copied
 
 
+def test_an_activation_becomes_identity_and_containers_are_refused():
+    model = nn.Sequential(nn.Conv2d(3, 4, 1), nn.ReLU(), nn.Sequential(nn.ReLU()))
+    ok, out = edited(model, fixed.to_identity(["1"]))
+    assert ok and isinstance(out[1], nn.Identity) and isinstance(model[1], nn.ReLU)
+    assert edited(model, fixed.to_identity(["2"]))[0] is False  # a container, not one op
+
+
 def test_an_edit_that_cannot_apply_says_so():
     model = net()
     assert edited(model, fixed.fold_norms([("fc", "bn")]))[0] is False  # 4 features, 8 channels

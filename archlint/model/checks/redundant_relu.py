@@ -45,6 +45,42 @@ def _non_negative(graph, name: str, seen: set[str] | None = None) -> str | None:
 
 
 def check(graph, options, ctx):
+    found = list(_redundant(graph))
+    if not found:
+        return
+    # With --latency, all of them removed at once (each module replaced by nn.Identity) is timed
+    # end to end on the model; each finding's part of that saving is its share of their op times.
+    whole = g.fixed_ms(graph, ctx, "to_identity", [name for name, *_ in found])
+    op_ms = {name: graph.nodes[name].get("latency_ms") or 0.0 for name, *_ in found}
+    for name, why, cause in found:
+        rd = graph.nodes[name]
+        alternative = f"the {g.op_name(rd)} removed"
+        saving = None
+        if whole is not None:
+            total = sum(op_ms.values())
+            saving = whole * (op_ms[name] / total if total > 0 else 1 / len(found))
+            alternative += (f" (all {len(found)} removed together timed end to end on the model, "
+                            "split by their op times)" if len(found) > 1 else " (timed end to end on the model)")
+        price = g.price(graph, ctx, alternative=alternative, mac_bytes_saved=int(rd.get("mac_bytes", 0)),
+                        saving_ms=saving, removed=[name])
+        module = rd.get("module") or ""
+        yield g.finding(
+            graph,
+            CODE,
+            f"{g.op_name(rd)} at {module or name} changes nothing: {why}",
+            node=name,
+            module=module,
+            price=price,
+            evidence={
+                "activation": g.op_name(rd),
+                "cause": cause,
+                "mac_bytes": int(rd.get("mac_bytes", 0)),
+            },
+        )
+
+
+def _redundant(graph):
+    """(activation that changes nothing, why in words, the op that makes it so) for each."""
     for name, data in g.ops(graph):
         if data["kind"] != "activation":
             continue
@@ -52,29 +88,8 @@ def check(graph, options, ctx):
         inputs = g.tensor_inputs(graph, name)
         cause = _non_negative(graph, inputs[0]) if inputs and op in IDENTITY_ON_NON_NEGATIVE else None
         if cause is not None:
-            why = f"its input is already non-negative ({g.op_name(graph.nodes[cause])} at {cause})"
-            redundant = name
+            yield name, f"its input is already non-negative ({g.op_name(graph.nodes[cause])} at {cause})", cause
         elif op == "relu" and (nxt := g.sole_consumer(graph, name)) is not None and (
             graph.nodes[nxt]["kind"] == "activation" and g.op_name(graph.nodes[nxt]) in CLAMPS_AT_ZERO
         ):
-            why = f"the {g.op_name(graph.nodes[nxt])} right after it ({nxt}) clamps at 0 already"
-            redundant = name
-        else:
-            continue
-        rd = graph.nodes[redundant]
-        # The alternative is no op at all: the saving is the op's whole measured time in the model.
-        price = g.price(graph, ctx, alternative=f"the {g.op_name(rd)} removed", mac_bytes_saved=int(rd.get("mac_bytes", 0)), removed=[redundant])
-        module = rd.get("module") or ""
-        yield g.finding(
-            graph,
-            CODE,
-            f"{g.op_name(rd)} at {module or redundant} changes nothing: {why}",
-            node=redundant,
-            module=module,
-            price=price,
-            evidence={
-                "activation": g.op_name(rd),
-                "cause": cause or g.sole_consumer(graph, name),
-                "mac_bytes": int(rd.get("mac_bytes", 0)),
-            },
-        )
+            yield name, f"the {g.op_name(graph.nodes[nxt])} right after it ({nxt}) clamps at 0 already", nxt
