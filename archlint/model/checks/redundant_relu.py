@@ -50,7 +50,8 @@ def check(graph, options, ctx):
         return
     # With --latency, all of them removed at once (each module replaced by nn.Identity) is timed
     # end to end on the model; each finding's part of that saving is its share of their op times.
-    whole = g.fixed_ms(graph, ctx, "to_identity", [name for name, *_ in found])
+    # Within the noise (None or 0), each op's own measured time is the best evidence left.
+    whole = g.fixed_ms(graph, ctx, "to_identity", [name for name, *_ in found]) or None
     op_ms = {name: graph.nodes[name].get("latency_ms") or 0.0 for name, *_ in found}
     for name, why, cause in found:
         rd = graph.nodes[name]
