@@ -48,9 +48,10 @@ def test_findings_carry_measured_latency_and_whatif():
         p = found[code].price
         assert p.basis == "measured" and p.device == "cpu" and isinstance(p.saving_ms, float)
         assert p.saving_share <= 1 and p.alternative
-    # AL202 removes a whole op: its saving is that op's measured time in the model.
+    # AL202 removes a whole op: the model timed without it or, inside the noise, the op's own time.
     relu = found["AL202"].node
-    assert found["AL202"].price.saving_ms == graph.nodes[relu]["latency_ms"]
+    end_to_end = "timed end to end" in found["AL202"].price.alternative
+    assert end_to_end or found["AL202"].price.saving_ms == graph.nodes[relu]["latency_ms"]
     # AL205 and AL204 are priced by the model timed end to end with the fix applied.
     assert "timed end to end" in found["AL205"].price.alternative
     assert "timed end to end" in found["AL204"].price.alternative
