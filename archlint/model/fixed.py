@@ -2,19 +2,22 @@
 against the model as it is, interleaved pass for pass.
 
 Some findings have a fix archlint can apply itself — fold each BatchNorm into the conv before
-it (AL205), drop a conv bias that a BatchNorm cancels (AL204). Their honest price is what the
+it (AL205), drop a conv bias that a BatchNorm cancels (AL204), remove an activation that changes
+nothing (AL202). Their honest price is what the
 whole model saves with the fix in place: an op's own time misses what the fix adds (the folded
 conv now has a bias) or what changes around it. The fix is made as a user would make it, in
 the model's own module tree: a conv replaced by the conv with its BatchNorm folded in and the
 BatchNorm by nn.Identity (what torch.ao's fuse_modules does), a conv by the same conv without
-its bias. The edits go into a copy of the tree whose leaves are shared with the model and never
+its bias, an activation by nn.Identity. The edits go into a copy of the tree whose leaves are shared with the model and never
 changed (its parameters and buffers are put back after timing, as after any forward archlint
 runs), so the timed forward is the user's own code. (Timed on the fx replay graph instead,
 the same fold measured 20–45% more than on the model: the replay's calls cost differently.)
 
 A module is edited only where the captured graph shows it ran exactly one op (a module called
-twice, or a functional conv inside a bigger module, cannot be edited for one call alone); the
-caller then falls back to the ops' measured time. The saving is the median of the paired
+twice, or a functional conv inside a bigger module, cannot be edited for one call alone), and
+the fix counts only if the model's forward then calls every module the edit put in (a forward
+that reaches its layers through a plain list would not see them); otherwise the caller falls
+back to the ops' measured time. The saving is the median of the paired
 per-pass differences; one within twice its standard error is no measured saving (0). Savings are
 small shares of a model, so pairs are added (the ops' repeats at a time, three times at most)
 while the difference is inside the noise.
@@ -22,6 +25,7 @@ while the difference is inside the noise.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import itertools
 import math
@@ -37,7 +41,7 @@ from torch.nn.utils.fusion import fuse_conv_bn_eval, fuse_linear_bn_eval
 from archlint.model.sandbox import preserved
 from archlint.model.timer import make_timer, sample
 
-Edit = Callable[[nn.Module], bool]  # edits a module tree in place; False: cannot
+Edit = Callable[[nn.Module], list[nn.Module] | None]  # edits a tree in place: the modules put in; None: cannot
 
 
 def saving_ms(pricer, name: str, edit: Edit, paths: tuple) -> float | None:
@@ -53,13 +57,15 @@ def _measure(pricer, edit: Edit) -> float | None:
     model = getattr(pricer, "model", None)
     if model is None:
         return None
-    tensors = itertools.chain(model.parameters(), model.buffers())
-    # The user's model is never changed nor moved: on its own device a tree copy will do.
-    base = tree_copy(model) if all(t.device == pricer.device for t in tensors) else copy.deepcopy(model).to(pricer.device)
+    # The user's model is never changed nor moved: on its own device a tree copy will do (its
+    # parameters and buffers put back after timing: a forward may count its steps in a buffer).
+    shared = all(t.device == pricer.device for t in itertools.chain(model.parameters(), model.buffers()))
+    base = tree_copy(model) if shared else copy.deepcopy(model).to(pricer.device)
     for m in base.modules():  # eval without .eval(): an exported GraphModule refuses it
         m.training = False
     fixed = tree_copy(base)
-    if not edit(fixed):
+    inserted = edit(fixed)
+    if inserted is None:
         return None
     timer = make_timer(pricer.device)
     args, kwargs = pricer.args, getattr(pricer, "kwargs", {})
@@ -71,10 +77,11 @@ def _measure(pricer, edit: Edit) -> float | None:
 
         return once
 
-    # preserved: a forward that changes its state (a step counter) shares it with the tree copies
     before: list[float] = []
     after: list[float] = []
-    with torch.no_grad(), preserved(model):
+    with torch.no_grad(), preserved(model) if shared else contextlib.nullcontext():
+        if not _all_called(fixed, inserted, args, kwargs):
+            return None
         for warmup in (math.ceil(pricer.warmup / 2), 0, 0):  # more pairs only while inside the noise
             b, a = sample([run(base), run(fixed)], timer, warmup, pricer.repeat)
             before += b.passes
@@ -82,6 +89,18 @@ def _measure(pricer, edit: Edit) -> float | None:
             if paired_saving(before, after) != 0:
                 break
     return paired_saving(before, after)
+
+
+def _all_called(model: nn.Module, inserted: list[nn.Module], args: tuple, kwargs: dict) -> bool:
+    """One forward of the edited model reaches every module the edit put in."""
+    called: set[int] = set()
+    hooks = [m.register_forward_pre_hook(lambda m, _: called.add(id(m))) for m in inserted]
+    try:
+        model(*args, **kwargs)
+    finally:
+        for h in hooks:
+            h.remove()
+    return all(id(m) in called for m in inserted)
 
 
 def tree_copy(module: nn.Module) -> nn.Module:
@@ -109,20 +128,20 @@ def fold_norms(pairs: Iterable[tuple[str, str]]) -> Edit:
     layer, the BatchNorm by nn.Identity."""
     pairs = list(pairs)
 
-    def edit(root: nn.Module) -> bool:
+    def edit(root: nn.Module) -> list[nn.Module] | None:
+        inserted: list[nn.Module] = []
         for layer_path, norm_path in pairs:
             layer, norm = _get(root, layer_path), _get(root, norm_path)
             if not isinstance(norm, _BatchNorm) or norm.running_mean is None:
-                return False
+                return None
             if isinstance(layer, nn.Linear) and norm.running_mean.shape[0] == layer.out_features:
                 folded = fuse_linear_bn_eval(layer, norm)
             elif isinstance(layer, _ConvNd):
                 folded = fuse_conv_bn_eval(layer, norm, transpose=layer.transposed)
             else:
-                return False
-            _set(root, layer_path, folded)
-            _set(root, norm_path, nn.Identity())
-        return True
+                return None
+            inserted += [_set(root, layer_path, folded), _set(root, norm_path, nn.Identity())]
+        return inserted
 
     return edit
 
@@ -131,15 +150,16 @@ def drop_bias(convs: Iterable[str]) -> Edit:
     """Each conv (by module path) replaced by a bias-less copy sharing its weight."""
     convs = list(convs)
 
-    def edit(root: nn.Module) -> bool:
+    def edit(root: nn.Module) -> list[nn.Module] | None:
+        inserted: list[nn.Module] = []
         for path in convs:
             conv = _get(root, path)
             if not isinstance(conv, _ConvNd) or conv.bias is None:
-                return False
+                return None
             bare = copy.copy(conv)
             bare._parameters = {**conv._parameters, "bias": None}
-            _set(root, path, bare)
-        return True
+            inserted.append(_set(root, path, bare))
+        return inserted
 
     return edit
 
@@ -148,13 +168,14 @@ def to_identity(paths: Iterable[str]) -> Edit:
     """Each leaf module (an activation that changes nothing) replaced by nn.Identity."""
     paths = list(paths)
 
-    def edit(root: nn.Module) -> bool:
+    def edit(root: nn.Module) -> list[nn.Module] | None:
+        inserted: list[nn.Module] = []
         for path in paths:
             module = _get(root, path)
             if module is None or next(module.children(), None) is not None:
-                return False
-            _set(root, path, nn.Identity())
-        return True
+                return None
+            inserted.append(_set(root, path, nn.Identity()))
+        return inserted
 
     return edit
 
@@ -166,6 +187,7 @@ def _get(root: nn.Module, path: str) -> nn.Module | None:
         return None
 
 
-def _set(root: nn.Module, path: str, module: nn.Module) -> None:
+def _set(root: nn.Module, path: str, module: nn.Module) -> nn.Module:
     parent, _, name = path.rpartition(".")
     setattr(root.get_submodule(parent) if parent else root, name, module)
+    return module

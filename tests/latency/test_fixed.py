@@ -37,7 +37,7 @@ def net():
 
 def edited(model, edit):
     out = fixed.tree_copy(model)
-    return edit(out), out
+    return edit(out) is not None, out
 
 
 def test_folding_keeps_the_outputs_and_removes_the_norms():
@@ -106,6 +106,26 @@ def test_modules_that_ran_more_than_one_op_are_not_edited():
 def test_paired_saving_counts_noise_as_none():
     assert fixed.paired_saving([10.0, 10.2, 9.9, 10.1, 10.0, 10.1], [10.1, 10.0, 10.0, 10.0, 10.1, 9.9]) == 0.0
     assert fixed.paired_saving([10.0, 10.2, 9.9, 10.1, 10.0, 10.1], [8.0, 8.1, 7.9, 8.0, 8.2, 8.0]) == pytest.approx(2.05, abs=0.1)
+
+
+class ThroughAList(nn.Module):
+    """Calls its layers through a plain list: an edit in the module tree never runs."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv, self.bn = nn.Conv2d(3, 4, 1), nn.BatchNorm2d(4)
+        self.order = [self.conv, self.bn]
+
+    def forward(self, x):
+        for layer in self.order:
+            x = layer(x)
+        return x
+
+
+def test_a_fix_the_forward_never_reaches_is_no_measurement():
+    model = ThroughAList().eval()
+    pricer = SimpleNamespace(model=model, device=torch.device("cpu"), args=(torch.randn(1, 3, 4, 4),), warmup=2, repeat=8)
+    assert fixed.saving_ms(pricer, "fold_norms", fixed.fold_norms([("conv", "bn")]), (("conv", "bn"),)) is None
 
 
 def test_the_fix_is_timed_once_per_pricer(monkeypatch):
