@@ -3,24 +3,26 @@ against the model as it is, interleaved pass for pass.
 
 Some findings have a fix archlint can apply itself — fold each BatchNorm into the conv before
 it (AL205), drop a conv bias that a BatchNorm cancels (AL204), remove an activation that changes
-nothing (AL202). Their honest price is what the
-whole model saves with the fix in place: an op's own time misses what the fix adds (the folded
-conv now has a bias) or what changes around it. The fix is made as a user would make it, in
-the model's own module tree: a conv replaced by the conv with its BatchNorm folded in and the
-BatchNorm by nn.Identity (what torch.ao's fuse_modules does), a conv by the same conv without
-its bias, an activation by nn.Identity. The edits go into a copy of the tree whose leaves are shared with the model and never
-changed (its parameters and buffers are put back after timing, as after any forward archlint
-runs), so the timed forward is the user's own code. (Timed on the fx replay graph instead,
-the same fold measured 20–45% more than on the model: the replay's calls cost differently.)
+nothing (AL202). Their honest price is what the whole model saves with the fix in place: an op's
+own time misses what the fix adds (the folded conv now has a bias) or what changes around it.
+The fix is made as a user would make it, in the model's own module tree: a conv replaced by the
+conv with its BatchNorm folded in and the BatchNorm by nn.Identity (what torch.ao's
+fuse_modules does), a conv by the same conv without its bias, an activation by nn.Identity. The
+edits go into a copy of the tree whose leaves are shared with the model and never changed (its
+parameters and buffers are put back after timing, as after any forward archlint runs), so the
+timed forward is the user's own code. (Timed on the fx replay graph instead, the same fold
+measured 20–45% more than on the model: the replay's calls cost differently.)
 
 A module is edited only where the captured graph shows it ran exactly one op (a module called
 twice, or a functional conv inside a bigger module, cannot be edited for one call alone), and
 the fix counts only if the model's forward then calls every module the edit put in (a forward
 that reaches its layers through a plain list would not see them); otherwise the caller falls
-back to the ops' measured time. The saving is the median of the paired
-per-pass differences; one within twice its standard error is no measured saving (0). Savings are
-small shares of a model, so pairs are added (the ops' repeats at a time, three times at most)
-while the difference is inside the noise.
+back to the ops' measured time.
+
+The saving is the median of the paired per-pass differences, the two run in alternating order
+(they share their weights: whichever ran second would find them in cache); one within twice its
+standard error is no measured saving (0). Savings are small shares of a model, so pairs are
+added (the ops' repeats at a time, three times at most) while the difference is inside the noise.
 """
 
 from __future__ import annotations
@@ -83,7 +85,7 @@ def _measure(pricer, edit: Edit) -> float | None:
         if not _all_called(fixed, inserted, args, kwargs):
             return None
         for warmup in (math.ceil(pricer.warmup / 2), 0, 0):  # more pairs only while inside the noise
-            b, a = sample([run(base), run(fixed)], timer, warmup, pricer.repeat)
+            b, a = sample([run(base), run(fixed)], timer, warmup, pricer.repeat, alternate=True)
             before += b.passes
             after += a.passes
             if paired_saving(before, after) != 0:

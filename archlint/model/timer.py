@@ -162,10 +162,14 @@ class Sampled:
     passes: tuple[float, ...] = ()  # each timed pass's sum, in order (paired with the other runs' passes)
 
 
-def sample(runs: list[Callable[[], object]], timer: Timer, warmup: int, repeat: int) -> list[Sampled]:
+def sample(
+    runs: list[Callable[[], object]], timer: Timer, warmup: int, repeat: int, alternate: bool = False
+) -> list[Sampled]:
     """Run each callable `warmup` times untimed, then `repeat` times, interleaved (run 0, run 1,
     run 0, ...) so that all of them see the same machine conditions. Each callable marks its own
-    regions on `timer`. On the CPU, the host allocator is kept warm first (see allocator)."""
+    regions on `timer`. `alternate`: every other pass runs them in reverse order, so that none
+    always runs right after another (which leaves caches warm with the weights they share).
+    On the CPU, the host allocator is kept warm first (see allocator)."""
     if isinstance(timer, CpuTimer):
         allocator.keep_warm()
     with progress.task("timing passes", total=(warmup + repeat) * len(runs)) as advance:
@@ -176,8 +180,9 @@ def sample(runs: list[Callable[[], object]], timer: Timer, warmup: int, repeat: 
                 advance()
         samples: list[dict[str, list[float]]] = [{} for _ in runs]
         totals: list[list[float]] = [[] for _ in runs]
-        for _ in range(repeat):
-            for run, acc, total in zip(runs, samples, totals):
+        for i in range(repeat):
+            order = list(zip(runs, samples, totals))
+            for run, acc, total in reversed(order) if alternate and i % 2 else order:
                 run()
                 durations = timer.collect()
                 total.append(sum(durations.values()))
