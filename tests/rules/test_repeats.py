@@ -53,6 +53,29 @@ def test_repeated_blocks_give_one_finding_priced_as_their_sum():
     assert len(d.price.claims) == 6 * len(one[0].price.claims)
 
 
+class TwoNorms(nn.Module):
+    """Llama's layout: a hand-written norm before attention, another before the MLP, one at the end."""
+
+    def __init__(self, n=3, d=64):
+        super().__init__()
+        self.layers = nn.ModuleList(nn.ModuleDict({"pre": HandNorm(d), "post": HandNorm(d)}) for _ in range(n))
+        self.norm = HandNorm(d)
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = x + layer["post"](x + layer["pre"](x))
+        return self.norm(x)
+
+
+def test_a_finding_in_the_class_own_forward_is_one_wherever_the_class_sits():
+    (d,) = [d for d in findings(opgraph(TwoNorms(), (2, 16, 64))) if d.code == "AL110"]
+    assert len(d.evidence["repeats"]) == 7 and "norm" in d.evidence["repeats"]
+    # a rule whose fix is per place (a conv's widths) keeps places apart
+    found = [_finding("a.0.conv", 0.01), _finding("b.conv", 0.01)]
+    assert len(_repeats.group(found, {"a.0.conv": "Conv2d", "b.conv": "Conv2d"})) == 2
+    assert len(_repeats.group(found, {"a.0.conv": "Conv2d", "b.conv": "Conv2d"}, by_class=True)) == 1
+
+
 def _finding(module: str, share: float, message: str | None = None) -> Diagnostic:
     return Diagnostic("AL101", message or f"conv at {module} is unbalanced", Severity.INFO, module=module,
                       price=Price.static("balanced", mac_bytes_saved=int(share * 1000), model_mac_bytes=1000,

@@ -6,6 +6,8 @@ A check module defines
     def check(graph, options, ctx) -> Iterable[Diagnostic]
     JUDGED_BY_PRICE = True              (optional) its severity is _graph.severity of the price, so
                                         repeats merged into one finding are judged on their sum
+    FIX_IN_CLASS = True                 (optional) the finding is its module's own forward: repeats
+                                        are grouped by the module's class wherever it sits
 and never traces, times or prints: it is a pure function of the OpGraph (with costs) and options.
 `ctx.pricer` is the measure layer's what-if interface (None without --latency).
 """
@@ -63,7 +65,8 @@ def run_checks(graph: nx.DiGraph, ctx: CheckContext) -> list[Diagnostic]:
             ctx.notes.append(f"rule {module.CODE} failed on this model and was skipped "
                              f"({type(exc).__name__}: {str(exc)[:200]}); the other results stand; please report it")
             continue
-        for d in _repeats.group(mine, classes):  # one finding for what the model repeats block for block
+        # one finding for what the model repeats block for block
+        for d in _repeats.group(mine, classes, getattr(module, "FIX_IN_CLASS", False)):
             if getattr(module, "JUDGED_BY_PRICE", False) and d.evidence.get("repeats"):
                 d.severity = severity(d.price, options, ctx) if d.price else d.severity  # one fix saves their sum
             if not ctx.settings.module_ignored(d.code, d.module):

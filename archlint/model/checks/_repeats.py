@@ -7,6 +7,10 @@ repeats when they have the same rule and severity, sit on modules of the same cl
 module paths are equal once indices are set aside (`layers.3.attn` → `layers.#.attn`,
 `denseblock2` → `denseblock#`): Swin's window attention in every stage is one finding, whatever
 each stage's shapes. Findings on no module (model-wide) are repeats only if their messages match.
+
+Rules whose finding is the module's own code (a norm or attention written by hand in its
+forward: FIX_IN_CLASS) group by class alone: Llama's `input_layernorm`, `post_attention_layernorm`
+and final `norm` are one LlamaRMSNorm, so one fix and one finding.
 """
 
 from __future__ import annotations
@@ -32,14 +36,17 @@ def path_pattern(path: str) -> str:
     return pattern(_NUMBERED.sub("#", path))
 
 
-def group(found: list[Diagnostic], classes: dict[str, str] | None = None) -> list[Diagnostic]:
+def group(found: list[Diagnostic], classes: dict[str, str] | None = None, by_class: bool = False) -> list[Diagnostic]:
     """The findings with each set of repeats merged into the costliest, in their order.
-    `classes`: module path → class name."""
+    `classes`: module path → class name; `by_class`: the fix is in the class, wherever it sits."""
     classes = classes or {}
     groups: dict[tuple, list[Diagnostic]] = {}
     for d in found:
-        if d.module:
-            key = (d.code, d.severity, path_pattern(d.module), classes.get(d.module))
+        cls = classes.get(d.module) if d.module else None
+        if cls and by_class:
+            key = (d.code, d.severity, "", cls)
+        elif d.module:
+            key = (d.code, d.severity, path_pattern(d.module), cls)
         else:
             key = (d.code, d.severity, "", pattern(d.message))
         groups.setdefault(key, []).append(d)

@@ -16,6 +16,7 @@ import networkx as nx
 from archlint.model.checks import _graph as g
 
 CODE = "AL110"
+FIX_IN_CLASS = True  # the finding is the module's own forward: one fix in its class
 OPTIONS = {
     "min_saving_share": 0.0,  # report only when the saving is at least this share of the model's MAC
 }

@@ -28,6 +28,7 @@ from archlint.model.checks import _graph as g
 from archlint.model.checks.mask_in_forward import constant_ops
 
 CODE = "AL112"
+FIX_IN_CLASS = True  # the finding is the module's own forward: one fix in its class
 OPTIONS = {
     "library_modules": False,  # also warn on syncs inside library modules (torchvision, transformers)
 }

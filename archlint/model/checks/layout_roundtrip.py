@@ -23,6 +23,7 @@ import networkx as nx
 from archlint.model.checks import _graph as g
 
 CODE = "AL113"
+FIX_IN_CLASS = True  # the finding is the module's own forward: one fix in its class
 JUDGED_BY_PRICE = True  # warning only when the saving pays (_graph.severity)
 OPTIONS = {
     "min_saving_share": 0.01,  # warn only when the copies are at least this share of the model

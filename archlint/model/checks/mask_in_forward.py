@@ -17,6 +17,7 @@ import networkx as nx
 from archlint.model.checks import _graph as g
 
 CODE = "AL107"
+FIX_IN_CLASS = True  # the finding is the module's own forward: one fix in its class
 OPTIONS = {
     "min_size": 2,  # the mask's last two dims must be at least this (T×T with T ≥ min_size)
 }
