@@ -19,6 +19,7 @@ the common case (a library module nobody trains with) and means "lint the file a
                   {"plain": 1}      a function that returns no tensor (literals only)
     cuda        a module that calls this one chooses CUDA (devices arrive as parameters)
     conv        the models this entry point imports from the project have convolutions
+    varying     a project module this entry point imports trains with CTC loss (sizes vary per batch)
     trains      this file's __main__ block runs a training loop that another module holds
     cudnn       a project function this file calls sets cudnn.benchmark / deterministic
     amp         a project module this file imports (up to three deep) chooses a precision
@@ -40,7 +41,7 @@ LIBRARIES = frozenset({"torch", "torchvision", "numpy", "np", "timm", "transform
 
 
 class ProjectContext:
-    __slots__ = ("data", "names", "cuda", "conv", "trains", "cudnn", "amp", "per_step", "feeds_cuda", "pinned")
+    __slots__ = ("data", "names", "cuda", "conv", "varying", "trains", "cudnn", "amp", "per_step", "feeds_cuda", "pinned")
 
     def __init__(self, data: dict | None = None) -> None:
         data = data or {}
@@ -48,6 +49,7 @@ class ProjectContext:
         self.names: dict[str, dict] = data.get("names", {})
         self.cuda: bool = bool(data.get("cuda"))
         self.conv: bool = bool(data.get("conv"))
+        self.varying: bool = bool(data.get("varying"))
         self.trains: bool = bool(data.get("trains"))
         self.cudnn: bool = bool(data.get("cudnn"))
         self.amp: bool = bool(data.get("amp"))

@@ -274,8 +274,8 @@ def light(text: str) -> dict:
             defs[node.name] = {"params": [a.arg for a in node.args.posonlyargs + node.args.args]}
         elif isinstance(node, ast.ClassDef):
             classes.append(node.name)
-    return {"light": True, "imports": imports, "cuda": False, "conv": False, "cudnn": False, "amp": False, "entry": False,
-            "trains": False, "main": False, "self_calls": {}, "aliases": {},
+    return {"light": True, "imports": imports, "cuda": False, "conv": False, "varying": False, "cudnn": False,
+            "amp": False, "entry": False, "trains": False, "main": False, "self_calls": {}, "aliases": {},
             "cuda_names": [], "defs": defs, "classes": classes, "uses": [], "steps": [], "loader_args": []}
 
 
@@ -432,6 +432,8 @@ def contexts(linted: list[str], index: Index, display) -> dict[str, dict]:
             modules = index.project_modules(path, 3)
             if not summary["conv"] and any((index.summary(m) or {}).get("conv") for m in modules):
                 ctx["conv"] = 1
+            if any((index.summary(m) or {}).get("varying") for m in modules):
+                ctx["varying"] = 1  # CTC loss: speech batches, input sizes change per batch
             if not summary["entry"] and any((index.summary(m) or {}).get("trains") for m in modules):
                 ctx["trains"] = 1  # the __main__ block runs a training loop written in another module
             direct = modules  # a choice made where the model is built counts (CycleGAN's BaseModel)

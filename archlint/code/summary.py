@@ -5,6 +5,7 @@ file's findings; the project join in project.py reads only these, never the sour
               `import util.misc as misc` → ["misc", "util.misc", null, 0]; a star import has local "*"
     cuda      the file itself runs on a GPU (names CUDA, torch.accelerator or accelerate)
     conv      it builds convolutions (nn.Conv*, F.conv*, torchvision/timm models)
+    varying   it trains with CTC loss (speech: input sizes change from batch to batch)
     cudnn     it sets cudnn.benchmark / deterministic at import time
     amp       it chooses a precision (autocast, a scaler, half/bf16)
     entry     it runs a training or evaluation loop (a candidate entry point)
@@ -28,7 +29,7 @@ import builtins
 import libcst as cst
 
 from archlint.code import dataflow as df
-from archlint.code.checks.cudnn_benchmark import _chosen, _has_convolutions
+from archlint.code.checks.cudnn_benchmark import _chosen, _has_convolutions, varying_sizes
 from archlint.code.context import LIBRARIES
 from archlint.code.facts import CallSite, Facts, Scope
 from archlint.code.names import dotted
@@ -489,6 +490,7 @@ def summarize(facts: Facts) -> dict:
         "imports": _imports(facts),
         "cuda": facts.uses_cuda,
         "conv": _has_convolutions(facts),
+        "varying": varying_sizes(facts),
         "cudnn": _chosen(facts),
         "amp": bool(facts.idents & _PRECISION),
         "entry": bool(df.batch_loops(facts) or df.step_loops(facts)),

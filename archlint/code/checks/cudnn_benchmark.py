@@ -21,6 +21,17 @@ _DIFFUSERS_CONV = frozenset({"UNet1DModel", "UNet2DModel", "UNet2DConditionModel
                              "UNetSpatioTemporalConditionModel", "AutoencoderKL", "VQModel", "ControlNetModel"})
 
 
+# CTC loss: speech recognition on spectrograms of variable length. Each batch brings new input
+# sizes to the conv front end, and benchmark mode would search cuDNN's algorithms again for each.
+# (Padded or packed sequences alone say nothing of the convs: a captioning CNN sees fixed images.)
+_VARYING_SIZES = ("torch.nn.CTCLoss", "torch.nn.functional.ctc_loss")
+
+
+def varying_sizes(facts: Facts) -> bool:
+    """The file trains with CTC loss: its conv inputs change size from batch to batch."""
+    return bool(facts.calls_to(*_VARYING_SIZES))
+
+
 def _has_convolutions(facts: Facts) -> bool:
     if any(facts.imports.uses(lib) for lib in _CONV_LIBRARIES):
         return True
@@ -86,6 +97,8 @@ def entry_point(facts: Facts) -> cst.CSTNode | None:
 
 def check(facts: Facts):
     if not facts.uses_cuda or _chosen(facts) or facts.project.cudnn:
+        return
+    if varying_sizes(facts) or facts.project.varying:  # fixed input sizes are what benchmark mode needs
         return
     if not (df.batch_loops(facts) or df.step_loops(facts) or (facts.project.trains and facts.main_guard)):
         return
