@@ -109,8 +109,18 @@ def tree_copy(module: nn.Module) -> nn.Module:
     """A copy of the module tree: its own containers, each module a shallow copy sharing its
     parameters and buffers with the original. Replacing a submodule in the copy leaves the
     original as it was; nothing is copied that the edits do not replace."""
-    clone = copy.copy(module)
+    clone = _shallow(module)
     clone._modules = {k: None if v is None else tree_copy(v) for k, v in module._modules.items()}
+    return clone
+
+
+def _shallow(module: nn.Module) -> nn.Module:
+    """A copy of one module with its own dicts (parameters, buffers, hooks) holding the same
+    tensors and hooks: what is set on the copy stays on the copy."""
+    clone = copy.copy(module)
+    for key, value in vars(module).items():
+        if isinstance(value, dict):
+            vars(clone)[key] = value.copy()
     return clone
 
 
@@ -158,8 +168,8 @@ def drop_bias(convs: Iterable[str]) -> Edit:
             conv = _get(root, path)
             if not isinstance(conv, _ConvNd) or conv.bias is None:
                 return None
-            bare = copy.copy(conv)
-            bare._parameters = {**conv._parameters, "bias": None}
+            bare = _shallow(conv)
+            bare._parameters["bias"] = None
             inserted.append(_set(root, path, bare))
         return inserted
 

@@ -60,6 +60,8 @@ def test_dropping_a_bias_shares_the_weight_and_leaves_the_user_conv():
     assert out.conv.bias is None and out.conv.weight is model.conv.weight
     assert model.conv.bias is not None  # the user's conv keeps its bias
     assert out.w is model.w  # what the edit does not replace is shared, not copied
+    out.conv.register_forward_pre_hook(lambda *_: None)
+    assert not model.conv._forward_pre_hooks  # a hook set on the copy stays on the copy
 
 
 def test_an_activation_becomes_identity_and_containers_are_refused():
