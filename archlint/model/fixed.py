@@ -36,11 +36,10 @@ from collections.abc import Callable, Iterable
 
 import torch
 from torch import nn
-from torch.nn.modules.batchnorm import _BatchNorm
 from torch.nn.modules.conv import _ConvNd
-from torch.nn.utils.fusion import fuse_conv_bn_eval, fuse_linear_bn_eval
 
 from archlint.model.sandbox import preserved
+from archlint.model.speedups.fold import foldable, fuse, set_module
 from archlint.model.timer import make_timer, sample
 
 Edit = Callable[[nn.Module], list[nn.Module] | None]  # edits a tree in place: the modules put in; None: cannot
@@ -137,22 +136,18 @@ def paired_saving(before: Iterable[float], after: Iterable[float]) -> float:
 
 def fold_norms(pairs: Iterable[tuple[str, str]]) -> Edit:
     """Each (conv or linear, BatchNorm) pair of module paths: the layer replaced by the folded
-    layer, the BatchNorm by nn.Identity."""
+    layer, the BatchNorm by nn.Identity — `--what-if fold-bn`'s own fold."""
     pairs = list(pairs)
 
     def edit(root: nn.Module) -> list[nn.Module] | None:
         inserted: list[nn.Module] = []
         for layer_path, norm_path in pairs:
             layer, norm = _get(root, layer_path), _get(root, norm_path)
-            if not isinstance(norm, _BatchNorm) or norm.running_mean is None:
+            if layer is None or norm is None or not foldable(layer, norm):
                 return None
-            if isinstance(layer, nn.Linear) and norm.running_mean.shape[0] == layer.out_features:
-                folded = fuse_linear_bn_eval(layer, norm)
-            elif isinstance(layer, _ConvNd):
-                folded = fuse_conv_bn_eval(layer, norm, transpose=layer.transposed)
-            else:
-                return None
-            inserted += [_set(root, layer_path, folded), _set(root, norm_path, nn.Identity())]
+            inserted += [fuse(layer, norm), nn.Identity()]
+            set_module(root, layer_path, inserted[-2])
+            set_module(root, norm_path, inserted[-1])
         return inserted
 
     return edit
@@ -170,7 +165,8 @@ def drop_bias(convs: Iterable[str]) -> Edit:
                 return None
             bare = _shallow(conv)
             bare._parameters["bias"] = None
-            inserted.append(_set(root, path, bare))
+            set_module(root, path, bare)
+            inserted.append(bare)
         return inserted
 
     return edit
@@ -186,7 +182,8 @@ def to_identity(paths: Iterable[str]) -> Edit:
             module = _get(root, path)
             if module is None or next(module.children(), None) is not None:
                 return None
-            inserted.append(_set(root, path, nn.Identity()))
+            inserted.append(nn.Identity())
+            set_module(root, path, inserted[-1])
         return inserted
 
     return edit
@@ -197,9 +194,3 @@ def _get(root: nn.Module, path: str) -> nn.Module | None:
         return root.get_submodule(path) if path else None
     except AttributeError:
         return None
-
-
-def _set(root: nn.Module, path: str, module: nn.Module) -> nn.Module:
-    parent, _, name = path.rpartition(".")
-    setattr(root.get_submodule(parent) if parent else root, name, module)
-    return module

@@ -49,21 +49,25 @@ def check(graph, options, ctx):
     if not found:
         return
     # With --latency, all of them removed at once (each module replaced by nn.Identity) is timed
-    # end to end on the model; each finding's part of that saving is its share of their op times.
-    # Within the noise (None or 0), each op's own measured time is the best evidence left.
-    whole = g.fixed_ms(graph, ctx, "to_identity", [name for name, *_ in found]) or None
+    # end to end on the model; with several, each finding's part of that saving is its share of
+    # their op times (a proportion: estimated). Inside the noise (0), or where the model cannot be
+    # edited (None), each op's own measured time is the evidence left, and the alternative says so.
+    whole = g.fixed_ms(graph, ctx, "to_identity", [name for name, *_ in found])
     op_ms = {name: graph.nodes[name].get("latency_ms") or 0.0 for name, *_ in found}
+    total, split = sum(op_ms.values()), len(found) > 1
     for name, why, cause in found:
         rd = graph.nodes[name]
-        alternative = f"the {g.op_name(rd)} removed"
-        saving = None
-        if whole is not None:
-            total = sum(op_ms.values())
+        alternative, saving = f"the {g.op_name(rd)} removed", None
+        if whole:
             saving = whole * (op_ms[name] / total if total > 0 else 1 / len(found))
-            alternative += (f" (all {len(found)} removed together timed end to end on the model, "
-                            "split by their op times)" if len(found) > 1 else " (timed end to end on the model)")
+            alternative += (f" (all {len(found)} removed together timed end to end on the model, this one's "
+                            "part by its op time)" if split else " (timed end to end on the model)")
+        elif whole == 0:
+            alternative += " (its own measured time: removing it end to end was inside the noise)"
+        elif getattr(ctx, "pricer", None) is not None:
+            alternative += " (its own measured time: the model could not be edited for it)"
         price = g.price(graph, ctx, alternative=alternative, mac_bytes_saved=int(rd.get("mac_bytes", 0)),
-                        saving_ms=saving, removed=[name])
+                        saving_ms=saving, removed=[name], estimated=bool(whole) and split)
         module = rd.get("module") or ""
         yield g.finding(
             graph,

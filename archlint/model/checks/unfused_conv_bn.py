@@ -38,10 +38,11 @@ def check(graph, options, ctx):
         costliest = g.whatif_ms(graph, ctx, [conv, norm], "folded_bn", *args, bool(g.attr(graph.nodes[conv], "bias", False)))
     folded = g.fixed_ms(graph, ctx, "fold_norms", pairs)
     alternative = "each BatchNorm folded into the weights and bias of the conv or linear before it"
-    price = g.price(
-        graph, ctx, alternative=alternative + (" (timed end to end on the model)" if folded is not None else ""),
-        mac_bytes_saved=mac, saving_ms=folded, removed=norms,
-    )
+    if folded is not None:
+        alternative += " (timed end to end on the model)"
+    elif getattr(ctx, "pricer", None) is not None:
+        alternative += " (the BatchNorms' own measured time: the model could not be edited for these pairs)"
+    price = g.price(graph, ctx, alternative=alternative, mac_bytes_saved=mac, saving_ms=folded, removed=norms)
     module = graph.nodes[conv].get("module") or ""
     kinds = sorted({"Conv" if graph.nodes[p]["kind"] == "conv" else "Linear" for p, _ in pairs})
     what = "+".join(kinds) if len(kinds) == 1 else "Conv/Linear"

@@ -20,7 +20,9 @@ _BN = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d)
 _CONV = (nn.Conv1d, nn.Conv2d, nn.Conv3d)
 
 
-def _foldable(layer: nn.Module, bn: nn.Module) -> bool:
+def foldable(layer: nn.Module, bn: nn.Module) -> bool:
+    """A Conv/Linear and the BatchNorm after it can be folded into one layer (also used by
+    archlint.model.fixed, which times the fold for AL205)."""
     if not isinstance(bn, _BN) or bn.running_mean is None or bn.running_var is None:
         return False  # without running statistics a BatchNorm normalizes by the batch: nothing to fold
     if isinstance(layer, _CONV):
@@ -28,7 +30,7 @@ def _foldable(layer: nn.Module, bn: nn.Module) -> bool:
     return isinstance(layer, nn.Linear) and layer.out_features == bn.num_features
 
 
-def _fuse(layer: nn.Module, bn: nn.Module) -> nn.Module:
+def fuse(layer: nn.Module, bn: nn.Module) -> nn.Module:
     return fuse_conv_bn_eval(layer, bn) if isinstance(layer, _CONV) else fuse_linear_bn_eval(layer, bn)
 
 
@@ -57,7 +59,7 @@ def _fold_graph(gm: fx.GraphModule, inputs: tuple) -> int:
         if not isinstance(prev, fx.Node) or prev.op != "call_module" or len(prev.users) != 1:
             continue
         layer, bn = modules.get(prev.target), modules[node.target]
-        if calls[prev.target] == 1 and calls[node.target] == 1 and _foldable(layer, bn):
+        if calls[prev.target] == 1 and calls[node.target] == 1 and foldable(layer, bn):
             pairs.append((prev, node))
     if any(isinstance(modules[p.target], nn.Linear) for p, _ in pairs):
         # BatchNorm1d after a Linear folds only on (N, C) outputs: on (N, C, L) it normalizes dim 1,
@@ -68,8 +70,8 @@ def _fold_graph(gm: fx.GraphModule, inputs: tuple) -> int:
             if not isinstance(modules[p.target], nn.Linear) or len(p.meta["tensor_meta"].shape) == 2
         ]
     for prev, node in pairs:
-        fused = _fuse(modules[prev.target], modules[node.target])
-        _set(gm, prev.target, fused)
+        fused = fuse(modules[prev.target], modules[node.target])
+        set_module(gm, prev.target, fused)
         node.replace_all_uses_with(prev)
         gm.graph.erase_node(node)
     if pairs:
@@ -85,12 +87,12 @@ def _fold_sequentials(model: nn.Module) -> int:
         names = list(seq._modules)
         for a, b in zip(names, names[1:]):
             layer, bn = seq._modules[a], seq._modules[b]
-            if isinstance(layer, _CONV) and _foldable(layer, bn):  # Linear+BN needs shapes: fx only
-                seq._modules[a], seq._modules[b] = _fuse(layer, bn), nn.Identity()
+            if isinstance(layer, _CONV) and foldable(layer, bn):  # Linear+BN needs shapes: fx only
+                seq._modules[a], seq._modules[b] = fuse(layer, bn), nn.Identity()
                 folded += 1
     return folded
 
 
-def _set(root: nn.Module, target: str, module: nn.Module) -> None:
+def set_module(root: nn.Module, target: str, module: nn.Module) -> None:
     parent, _, name = target.rpartition(".")
     setattr(root.get_submodule(parent) if parent else root, name, module)
