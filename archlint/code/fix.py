@@ -11,11 +11,12 @@ import difflib
 import sys
 from pathlib import Path
 
-from archlint.code import guard
+from archlint.code import guard, writeback
 from archlint.code.engine import lint_text, parse_error
 from archlint.code.source import SourceError, decode, encode, line_offsets
 from archlint.config import Settings
 from archlint.diagnostics import Applicability, Diagnostic, Edit
+from archlint.printable import printable
 
 MAX_ROUNDS = 10
 
@@ -99,10 +100,13 @@ def fix_text(text: str, path: str, settings: Settings, context: dict | None = No
     return text, remaining
 
 
-def fix_files(files: list[Path], settings: Settings, contexts: dict | None = None) -> Remaining:
+def fix_files(files: list[Path], settings: Settings, contexts: dict | None = None,
+              paths: list[Path] | None = None) -> Remaining:
     """Fix (or with --diff, print the diff of) each file; the findings that remain, with `.fixed`
-    the number fixed (with --diff: that the diff would fix)."""
+    the number of findings whose fixes were written (with --diff: that the diff would fix). Files
+    are written only inside the trees of `paths` (default: the files themselves), see writeback.py."""
     remaining = Remaining()
+    trees = writeback.trees_of(paths if paths is not None else files)
     for path in files:
         context = (contexts or {}).get(path)
         name = str(path)
@@ -120,7 +124,6 @@ def fix_files(files: list[Path], settings: Settings, contexts: dict | None = Non
             remaining.append(parse_error(name, str(exc), 1, 1))
             continue
         fixed, after = fix_text(original, name, settings, context)
-        remaining.fixed += after.fixed
         if fixed == original:
             remaining += after
             continue
@@ -130,15 +133,18 @@ def fix_files(files: list[Path], settings: Settings, contexts: dict | None = Non
                     original.splitlines(keepends=True), fixed.splitlines(keepends=True), name, name
                 )
             )
+            remaining.fixed += after.fixed
             remaining += selected_before(original, name, settings, context)
             continue
         try:
-            path.write_bytes(encode(fixed, encoding, bom))
-        except OSError as exc:  # read-only file or folder: its findings stay, the other files go on
-            print(f"archlint: warning: {name}: cannot write the fixes ({exc.strerror or exc}); "
-                  "left unchanged", file=sys.stderr)
-            remaining += selected_before(original, name, settings)
+            writeback.replace(path, data, encode(fixed, encoding, bom), trees)
+        except (writeback.Refused, OSError) as exc:  # its findings stay, the other files go on
+            why = (f"fixes not written: {exc}" if isinstance(exc, writeback.Refused)
+                   else f"cannot write the fixes ({exc.strerror or exc})")
+            print(f"archlint: warning: {printable(f'{name}: {why}')}; left unchanged", file=sys.stderr)
+            remaining += selected_before(original, name, settings, context)
             continue
+        remaining.fixed += after.fixed  # counted once on disk
         remaining += after
     return remaining
 

@@ -324,5 +324,5 @@ def lint_paths(paths: list[Path], settings: Settings) -> tuple[list[Diagnostic],
 
         lint_files(files, settings, paths)  # the project join: each file's context
         contexts = {f: project.refine.contexts.get(os.path.abspath(f)) for f in files}
-        return fix_files(files, settings, contexts), len(files)
+        return fix_files(files, settings, contexts, paths), len(files)
     return selected(lint_files(files, settings, paths), settings), len(files)

@@ -14,6 +14,7 @@ from rich.table import Table
 
 from archlint.config import Settings
 from archlint.diagnostics import Diagnostic, Severity
+from archlint.printable import printable
 from archlint.registry import RuleInfo
 from archlint.result import RunResult
 
@@ -22,7 +23,7 @@ def location(d: Diagnostic, settings: Settings | None = None) -> str:
     """`file:line:col`, relative to the project root when settings are given, then for model
     findings the module path in brackets ("[model]" for a finding about the whole model)."""
     if d.file:
-        file = settings.relpath(d.file) if settings else d.file
+        file = printable(settings.relpath(d.file) if settings else d.file)  # never raw bytes or escapes
         where = ":".join([file] + [str(v) for v in (d.line, d.column) if v is not None])
     else:
         where = d.target or "<model>"
@@ -116,7 +117,8 @@ def print_text(result: RunResult, settings: Settings, console: Console | None = 
         tag = " (info)" if d.severity is Severity.INFO else ""
         # Escaped: module paths, prices and messages hold "[...]" that rich would read as markup.
         console.print(
-            f"{escape(location(d, settings))}: [bold red]{d.code}[/]{tag}{escape(fixable)} {escape(d.message)}{escape(price_text(d))}",
+            f"{escape(location(d, settings))}: [bold red]{d.code}[/]{tag}{escape(fixable)} "
+            f"{escape(printable(d.message))}{escape(price_text(d))}",
             markup=True,
         )
     for g in result.gate:
@@ -128,8 +130,8 @@ def print_text(result: RunResult, settings: Settings, console: Console | None = 
         console.print(f"[dim]{hidden} info finding{'s' if hidden != 1 else ''} hidden (advice that does not pay "
                       f"enough on this basis); --show-info shows them[/]")
     if settings.fix and result.fixed is not None:  # as ruff: what --fix did, then what is left
-        unsafe = sum(1 for d in diagnostics if d.fix)
-        if unsafe and not settings.unsafe_fixes:
+        unsafe = sum(1 for d in diagnostics if d.fix and d.fix.applicability.value != "safe")  # safe ones left:
+        if unsafe and not settings.unsafe_fixes:  # their files could not be written, as a warning said
             console.print(f"{unsafe} more fixable with --fix --unsafe-fixes.")
         n = len(diagnostics)
         console.print(f"Fixed {result.fixed} finding{'s' * (result.fixed != 1)} ({n} remaining).")
