@@ -105,7 +105,7 @@ def print_text(result: RunResult, settings: Settings, console: Console | None = 
     diagnostics = sorted(shown(result.diagnostics, settings), key=Diagnostic.sort_key)
     hidden = len(result.diagnostics) - len(diagnostics)
     if settings.diff and result.fixed is not None:  # the diff is the output; the count goes to stderr
-        print(f"Would fix {result.fixed} finding{'s' * (result.fixed != 1)}.", file=sys.stderr)
+        print(f"Would fix {plural(result.fixed, 'finding')}{_with_edits(result)}.", file=sys.stderr)
         return
     if settings.statistics and diagnostics:  # the counts only, no finding list on top
         for code, count in sorted(Counter(d.code for d in diagnostics).items()):
@@ -134,7 +134,7 @@ def print_text(result: RunResult, settings: Settings, console: Console | None = 
         if unsafe and not settings.unsafe_fixes:  # their files could not be written, as a warning said
             console.print(f"{unsafe} more fixable with --fix --unsafe-fixes.")
         n = len(diagnostics)
-        console.print(f"Fixed {result.fixed} finding{'s' * (result.fixed != 1)} ({n} remaining).")
+        console.print(f"Fixed {plural(result.fixed, 'finding')}{_with_edits(result)} ({n} remaining).")
         return
     if result.files_checked or not (result.models or result.loaders):
         n = len(diagnostics)
@@ -146,6 +146,17 @@ def print_text(result: RunResult, settings: Settings, console: Console | None = 
         console.print(
             f"Found {n} finding{'s' if n != 1 else ''}{tail}." if n else "All checks passed."
         )
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def _with_edits(result: RunResult) -> str:
+    """" with 3 edits" when the fixes made more edits than findings fixed (AL301's fix pins the
+    loader and marks its copies non_blocking: one finding, three edits)."""
+    edits = result.fixed_edits
+    return f" with {plural(edits, 'edit')}" if edits is not None and edits != result.fixed else ""
 
 
 def render(result: RunResult, settings: Settings) -> str:
