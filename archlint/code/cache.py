@@ -31,7 +31,7 @@ from archlint.config import Settings
 
 LIMIT = 50_000  # entries; beyond it only this run's are kept
 _HEADER = re.compile(rb'\A\{"archlint_cache":1,"mac":"([0-9a-f]{64})","entries":')
-_NOFOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)  # POSIX; Windows has no links to follow here
 
 
 def folder(settings: Settings) -> Path:
@@ -78,10 +78,10 @@ def dump(entries: dict) -> bytes | None:
 
 def _read(path: Path) -> bytes:
     """A regular file's bytes, never through a link (ELOOP) and never blocking on a FIFO."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | _NOFOLLOW)
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | _NOFOLLOW)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(f"not a regular file")
+            raise OSError("not a regular file")
         with os.fdopen(os.dup(fd), "rb") as f:
             return f.read()
     finally:

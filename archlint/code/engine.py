@@ -125,7 +125,8 @@ def analyze_text(text: str, path: str, context: dict | None = None,
 
 
 def _lint_parsed(text: str, path: str, file_codes: set[str] | None, file_noqa: bool, context: dict | None,
-                 summarize: bool, plan=None, notes: dict[int, str] | None = None) -> tuple[list[Diagnostic], dict | None]:
+                 summarize: bool, plan=None,
+                 notes: dict[int, str] | None = None) -> tuple[list[Diagnostic], dict | None]:
     """Parse with libcst (on guard.deep's big-stack thread), extract facts, run every check."""
     import libcst as cst
 

@@ -81,7 +81,8 @@ def test_read_only_folder_is_not_written(tmp_path):
     finally:
         folder.chmod(0o755)
     assert (folder / "a.py").read_text() == FINDING
-    assert run.stderr.strip() == "archlint: warning: ro/a.py: cannot write the fixes (Permission denied); left unchanged"
+    assert run.stderr.strip() == ("archlint: warning: ro/a.py: cannot write the fixes (Permission denied); "
+                                  "left unchanged")
     assert run.stdout.splitlines()[-1] == "Fixed 0 findings (1 remaining)."
 
 
