@@ -42,7 +42,8 @@ def folder(settings: Settings) -> Path:
 def _key() -> bytes | None:
     """This user's signing key (created on first use), or None when it cannot be kept (said once:
     the cache is then not used)."""
-    home = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "archlint"
+    home = Path(os.environ.get("ARCHLINT_CACHE_DIR") or  # where the roofline cache lives too
+                Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "archlint")
     path = home / "cache-key"
     try:
         home.mkdir(parents=True, exist_ok=True)
