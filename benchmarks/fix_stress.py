@@ -20,6 +20,13 @@ full-disk runs the summary must not claim a fix ("Fixed 0"); a claim is counted 
 Each archlint run is a real process killed with a real SIGKILL; it is forked from this script
 after archlint and libcst are imported (a warm-up --fix runs in this process first), so that a thousand trials
 take minutes, not the hour that as many interpreter starts would take on a busy 2-core machine.
+
+Measured (2026-11-25, 2 shared cores at load average ~18, root, tmpfs available):
+`python benchmarks/fix_stress.py --trials 1000 --jobs 2` → 0 damaged files in 1,000 trials (200 of
+each kind), 0 false claims, 359 s; kill: 19 fixed, 181 untouched, 5 stray temporary files; editor:
+125 with the editor's save fixed, 75 with it as saved. The same script with `writeback.replace`
+swapped for the in-place write archlint used before (`path.write_bytes`), 100 trials, seed 1:
+21 damaged (file-limit 20 of 20 cut; editor 1 save lost).
 """
 
 from __future__ import annotations
