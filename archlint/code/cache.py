@@ -47,13 +47,17 @@ def _key() -> bytes | None:
     path = home / "cache-key"
     try:
         home.mkdir(parents=True, exist_ok=True)
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o600)
-        except FileExistsError:
-            pass
-        else:
+        if not os.path.lexists(path):  # written whole, then linked in: a run beside us never reads half a key
+            temp = home / f"cache-key.{os.getpid()}.tmp"
+            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _NOFOLLOW, 0o600)
             with os.fdopen(fd, "w") as out:
                 out.write(secrets.token_hex(32))
+            try:
+                os.link(temp, path)
+            except FileExistsError:
+                pass  # another run made it first: theirs is the key
+            finally:
+                os.unlink(temp)
         key = bytes.fromhex(_read(path).decode("ascii").strip())
         if len(key) < 16:
             raise ValueError("too short")
