@@ -13,7 +13,7 @@ from pathlib import Path
 
 from archlint.code import guard, writeback
 from archlint.code.engine import lint_text, parse_error
-from archlint.code.source import SourceError, decode, encode, line_offsets
+from archlint.code.source import SourceError, decode, encode, line_offsets, lines_with_ends
 from archlint.config import Settings
 from archlint.diagnostics import Applicability, Diagnostic, Edit
 from archlint.printable import printable
@@ -136,9 +136,7 @@ def fix_files(files: list[Path], settings: Settings, contexts: dict | None = Non
             continue
         if settings.diff:
             sys.stdout.writelines(
-                difflib.unified_diff(
-                    original.splitlines(keepends=True), fixed.splitlines(keepends=True), name, name
-                )
+                difflib.unified_diff(lines_with_ends(original), lines_with_ends(fixed), name, name)
             )
             remaining.fixed += after.fixed
             remaining.edits += after.edits

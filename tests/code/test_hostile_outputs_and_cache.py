@@ -175,6 +175,8 @@ def test_a_form_feed_at_the_start_of_a_line_keeps_columns_and_fixes_right(tmp_pa
     (tmp_path / "a.py").write_text(source)
     run = cli("a.py", cwd=tmp_path)
     assert [line.split(" ")[0] for line in run.stdout.splitlines()[:2]] == ["a.py:2:6:", "a.py:5:11:"]  # was 2:5
+    diff = cli("a.py", "--diff", cwd=tmp_path).stdout
+    assert "-\fx = torch.zeros(3).cuda()\n+\fx = torch.zeros(3, device=\"cuda\")\n" in diff  # one line each
     run = cli("a.py", "--fix", cwd=tmp_path)
     assert "would not parse" not in run.stderr
     assert (tmp_path / "a.py").read_text() == source.replace(".cuda()", "").replace(
