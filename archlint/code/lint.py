@@ -262,14 +262,14 @@ def _join_again(failure, files, keys, results, summaries, todo, settings: Settin
     evicted = store.evict()
     if evicted or stale:
         if getattr(settings, "verbose", False):
-            print(f"archlint: note: the project facts cached for {evicted} file(s) could not be joined "
-                  f"({failure}); extracted them again", file=sys.stderr)
+            print(f"archlint: note: the project facts cached for {evicted} file{'s' * (evicted != 1)} could not "
+                  f"be joined ({failure}); extracted them again", file=sys.stderr)
         items = []
         for i in stale:
             try:
                 items.append((i, str(files[i]), _read(files[i])))
-            except OSError:
-                summaries[i] = None  # gone since: linted alone
+            except (OSError, guard.Skip):
+                summaries[i] = None  # gone or replaced since: linted alone
         again = lint_many([(name, data) for _, name, data in items], _jobs(settings)) if items else []
         for (i, _, _), (diagnostics, summary) in zip(items, again):
             results[i], summaries[i] = diagnostics, summary
