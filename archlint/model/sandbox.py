@@ -204,19 +204,28 @@ TORCH_LOGGERS = ("torch._dynamo", "torch._export", "torch.export", "torch._subcl
                  "torch._functorch", "torch._utils_internal")
 
 
+def _from_capture(record: logging.LogRecord) -> bool:
+    return not record.name.startswith(TORCH_LOGGERS)
+
+
 @contextlib.contextmanager
 def quiet_torch_logs(debug: bool = False):
-    """torch's capture loggers are off for the block (a failed export is a note in archlint's report)."""
+    """torch's capture loggers are off for the block (a failed export is a note in archlint's report).
+    Their records are dropped where they are written (the handlers of torch's loggers and of the
+    root), so a logger created mid-capture that writes through them is covered too."""
     if debug:
         yield
         return
-    names = [n for n in list(logging.root.manager.loggerDict) if n.startswith(TORCH_LOGGERS)]
-    loggers = [logging.getLogger(n) for n in {*names, *TORCH_LOGGERS}]
-    were = [(lg, lg.disabled) for lg in loggers]
-    for lg in loggers:
-        lg.disabled = True
+    loggers = [logging.getLogger(), logging.getLogger("torch")] + [
+        lg for name, lg in list(logging.root.manager.loggerDict.items())
+        if name.startswith("torch") and isinstance(lg, logging.Logger)  # torch gives each its own handler
+    ]
+    handlers = {h for lg in loggers for h in lg.handlers} | {logging.lastResort}
+    handlers.discard(None)
+    for handler in handlers:
+        handler.addFilter(_from_capture)
     try:
         yield
     finally:
-        for lg, disabled in were:
-            lg.disabled = disabled
+        for handler in handlers:
+            handler.removeFilter(_from_capture)

@@ -131,8 +131,11 @@ class _Builder:
         g.graph["strategy"] = strategy
         g.graph["notes"] = list(self.notes)
         g.graph["reached_modules"] = self.reached
-        g.graph["unused_params"] = [n for n, t in self.model.named_parameters() if id(t) not in self.read]
-        g.graph["modules"] = modules_table(self.model)
+        g.graph["unused_params"] = [n for n, t in self.model.named_parameters() if id(t) in self.param_ids and id(t) not in self.read]
+        # the modules that existed before the forward ran: one it creates (`self.extra = nn.Linear(...)`
+        # in forward) is not the model's structure, and the capture's sandbox removes it afterwards
+        g.graph["modules"] = {p: info for p, info in modules_table(self.model).items()
+                              if self.modules.get(p) is not None}
         return g
 
 
