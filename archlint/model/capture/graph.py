@@ -124,7 +124,7 @@ class _Builder:
         internally, as MultiheadAttention does its out_proj, without calling their forward)."""
         module = self.modules[path]
         self.reached.update(f"{path}.{sub}" for sub, _ in module.named_modules() if sub)
-        return dict(itertools.chain(module.named_parameters(), module.named_buffers()))
+        return dict(itertools.chain(module.named_parameters(), module.named_buffers())) or packed_weights(module)
 
     def finish(self, strategy: str) -> nx.DiGraph:
         g = self.graph
@@ -137,6 +137,23 @@ class _Builder:
         g.graph["modules"] = {p: info for p, info in modules_table(self.model).items()
                               if self.modules.get(p) is not None}
         return g
+
+
+def packed_weights(module: nn.Module) -> dict[str, torch.Tensor]:
+    """A quantized module keeps its weights packed, not as parameters (torch.ao.nn.quantized's
+    Conv2d and Linear, the dynamic LSTM): unpacked here so the FLOPs formulas see their shapes
+    (and MAC their int8 bytes) instead of counting the op as 0."""
+    if not type(module).__module__.startswith(("torch.ao.nn.quantized", "torch.nn.quantized")):
+        return {}
+    try:
+        if callable(getattr(module, "get_weight", None)):  # dynamic RNNs: {"weight_ih_l0": ..., ...}
+            weights = module.get_weight()
+            if isinstance(weights, dict):
+                return {k: v for k, v in weights.items() if isinstance(v, torch.Tensor)}
+        weight = module.weight() if callable(getattr(module, "weight", None)) else None
+    except (RuntimeError, TypeError, AttributeError):  # not unpackable: the op stays unknown, and is listed so
+        return {}
+    return {"weight": weight} if isinstance(weight, torch.Tensor) else {}
 
 
 def modules_table(model: nn.Module) -> dict[str, dict[str, Any]]:
