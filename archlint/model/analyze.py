@@ -19,7 +19,7 @@ from archlint.model.capture import STRATEGIES, CaptureFailed, capture
 from archlint.model.cost import cost_graph
 from archlint.model.created import recording
 from archlint.model.load import Loaded, load
-from archlint.model.sandbox import preserved, quiet_torch_logs, user_code
+from archlint.model.sandbox import preserved, quiet_export, quiet_torch_logs, user_code
 from archlint.result import ModelResult
 
 
@@ -64,7 +64,8 @@ def capture_graph(loaded: Loaded, target: str, settings: Settings) -> nx.DiGraph
         # it was built on meta; dispatch always runs one real forward: real inputs only then.
         inputs = loaded.inputs if strategy == "fx" or (strategy == "export" and loaded.on_meta) else loaded.real_inputs()
         try:
-            with traced_mode(model, settings.mode), preserved(model), _no_gc(), quiet_torch_logs(settings.debug):
+            quiet = quiet_export(settings.debug) if strategy == "export" else contextlib.nullcontext()
+            with traced_mode(model, settings.mode), preserved(model), _no_gc(), quiet_torch_logs(settings.debug), quiet:
                 graph, _ = capture(model, fresh(inputs), strategy, fresh(loaded.kwargs))
         except CaptureFailed as failure:
             failures.append(failure)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import io
 import logging
 import os
 import signal
@@ -229,3 +230,17 @@ def quiet_torch_logs(debug: bool = False):
     finally:
         for handler in handlers:
             handler.removeFilter(_from_capture)
+
+
+@contextlib.contextmanager
+def quiet_export(debug: bool = False):
+    """torch.export prints the partial graph of an export it gives up on (a data-dependent forward)
+    to stderr; archlint falls back to another capture and says so in a note. What is written to
+    stderr meanwhile is passed on only when the export worked; `--debug` passes everything."""
+    if debug:
+        yield
+        return
+    buffer = io.StringIO()
+    with contextlib.redirect_stderr(buffer):
+        yield
+    sys.stderr.write(buffer.getvalue())
