@@ -75,6 +75,14 @@ def capture_graph(loaded: Loaded, target: str, settings: Settings) -> nx.DiGraph
         graph.graph["notes"] = notes + graph.graph.get("notes", [])
         return graph
     last = failures[-1]
+    lazy = [path or type(m).__name__ for path, m in loaded.model.named_modules()
+            if isinstance(m, nn.modules.lazy.LazyModuleMixin) and m.has_uninitialized_params()]
+    if lazy:
+        raise UsageError(
+            f"{target} has lazy modules not initialised yet ({', '.join(lazy[:3])}{' …' if len(lazy) > 3 else ''}), "
+            "and no capture could initialise them: run one forward on a real batch before analyzing it, "
+            "or name the class or a factory so archlint builds it"
+        ) from last
     raise UsageError(
         f"the forward of {target} failed ({last.strategy} capture): {last}; check --input-shape/--dtype "
         "or the model's forward (rerun with --debug for the traceback)"

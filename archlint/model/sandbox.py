@@ -145,7 +145,7 @@ def preserved(model: nn.Module):
         for slots in (module._parameters, module._buffers):
             for name, tensor in slots.items():
                 copy = None
-                if tensor is not None and tensor.device.type != "meta":
+                if tensor is not None and tensor.device.type != "meta" and not _uninitialized(tensor):
                     copy = tensor.detach().clone()
                 saved.append((slots, name, tensor, copy, tensor._version if tensor is not None else 0))
     try:
@@ -158,6 +158,11 @@ def preserved(model: nn.Module):
                     tensor.copy_(copy)  # in-place change (`self.step += 1`) undone
         for kept in attributes:
             kept.restore()
+
+
+def _uninitialized(tensor: torch.Tensor) -> bool:
+    """A lazy module's parameter before its first forward: no values to keep (the slot is put back)."""
+    return isinstance(tensor, nn.parameter.UninitializedTensorMixin)
 
 
 class _Attributes:
