@@ -419,3 +419,93 @@ def test_one_failing_model_costs_the_others_nothing(tmp_path):
     assert len(report["errors"]) == 1 and report["errors"][0].startswith("building net() raised ValueError")
     assert run.stderr.strip().splitlines()[-1] == f"archlint: error: {report['errors'][0]}"
     del good, bad
+
+
+def test_an_uninitialised_lazy_instance_is_one_line(tmp_path, capsys):
+    target = write(tmp_path, "lazy", """
+        from torch import nn
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.LazyLinear(4)
+
+            def forward(self, x):
+                return self.fc(x)
+
+        net = Net()
+        """)
+    assert main([f"{target}:net", "--input-shape", "1,8"]) == 2  # was: internal error: ValueError
+    err = capsys.readouterr().err.strip()
+    assert err == (f"archlint: error: {target}:net has lazy modules not initialised yet (fc), and no capture could "
+                   "initialise them: run one forward on a real batch before analyzing it, or name the class or a "
+                   "factory so archlint builds it")
+    assert main([f"{target}:Net", "--input-shape", "1,8", "--output-format", "json"]) == 0  # the class is built
+    assert json.loads(capsys.readouterr().out)["models"][0]["totals"]["flops"] == 32
+
+
+def test_zero_size_inputs_with_what_if(tmp_path, capsys):
+    target = write(tmp_path, "empty", """
+        import torch
+        from torch import nn
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(8, 4)
+
+            def forward(self, x):
+                return self.fc(x)
+
+        def example_inputs():
+            return torch.empty(0, 8)
+        """) + ":Net"
+    rc = main([target, "--what-if", "bf16", "--warmup", "0", "--repeat", "1", "--output-format", "json"])
+    out = capsys.readouterr()
+    assert rc in (0, 1), out.err  # was: internal error: RuntimeError: max(): Expected reduction dim ...
+    (model,) = strict_json(out.out)["models"]
+    assert model["totals"]["flops"] == 0 and [w["name"] for w in model["what_if"]] == ["bf16"]
+
+
+@pytest.mark.parametrize("config,message", [
+    ("n_embd=abc", "hf:gpt2: --config n_layer=1, n_embd=abc: StrictDataclassFieldValidationError"),
+    ("n_head=7", "hf:gpt2: building the model with --config n_layer=1, n_head=7 failed: ValueError: `embed_dim` must be divisible"),
+])
+def test_invalid_hf_configs_are_one_line(capsys, config, message):
+    pytest.importorskip("transformers")
+    assert main(["hf:gpt2", "--config", "n_layer=1", "--config", config, "--top", "0"]) == 2  # was: internal error
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"archlint: error: {message}") and "\n" not in err, err
+
+
+def test_decode_that_would_not_fit_in_memory_stops_first(capsys, monkeypatch):
+    pytest.importorskip("transformers")
+    from archlint.model import decode
+
+    sized = {}
+
+    def needed(model, batch, cache_length):
+        sized["bytes"], parts = real_needed(model, batch, cache_length)
+        return sized["bytes"], parts
+
+    real_needed = decode.needed_bytes
+    monkeypatch.setattr(decode, "needed_bytes", needed)
+    monkeypatch.setattr(decode, "available_bytes", lambda: 10**6)  # 1 MB: the 2-layer config needs far more
+    argv = ["hf:gpt2", "--config", "n_layer=2", "--config", "n_embd=64", "--config", "n_head=2", "--decode", "256", "--top", "0"]
+    assert main(argv) == 2  # was: real weights built whatever their size (a 20B config tried ~80 GB)
+    err = capsys.readouterr().err.strip()
+    # weights: wte 50257·64 + wpe 1024·64 + 2 blocks + ln_f (float32); cache: 2 · 2 layers · 1 · 256 tokens · 64 · 4 B
+    assert sized["bytes"] == (50257 * 64 + 1024 * 64 + 2 * (4 * 64 + 64 * 192 + 192 + 64 * 64 + 64 + 64 * 256 + 256 + 256 * 64 + 64)
+                              + 2 * 64) * 4 + 2 * 2 * 256 * 64 * 4 + _buffers_bytes(argv)
+    assert err.startswith("archlint: error: --decode 256 builds hf:gpt2 with real weights and runs it: that needs about ")
+    assert err.endswith("more than the 0.0 GB of memory available; analyze a smaller config (e.g. --config "
+                        "num_hidden_layers=2) or a shorter cache, or leave out --decode")
+
+
+def _buffers_bytes(argv) -> int:
+    from archlint.model.hf import model_factory
+    from archlint.model.load import meta_build
+
+    _, build = model_factory("gpt2", {"n_layer": 2, "n_embd": 64, "n_head": 2})
+    model, _ = meta_build(build, {})
+    return sum(b.numel() * b.element_size() for b in model.buffers())
