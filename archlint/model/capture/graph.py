@@ -11,6 +11,7 @@ from typing import Any
 import networkx as nx
 import torch
 from torch import nn
+from torch.nn.parameter import UninitializedTensorMixin
 
 from archlint.model.capture.common import _dtype, _shape
 from archlint.model.cost import kind_of
@@ -82,6 +83,8 @@ class _Builder:
         count = 0
         param_bytes = 0
         for t in params.values():
+            if isinstance(t, UninitializedTensorMixin):
+                continue
             param_bytes += t.numel() * t.element_size()
             self.read.add(id(t))
             if id(t) in self.param_ids and id(t) not in self.counted:
@@ -162,7 +165,8 @@ def modules_table(model: nn.Module) -> dict[str, dict[str, Any]]:
         file, line = class_source(type(m))
         table[path] = {
             "type": type(m).__name__,
-            "params": sum(p.numel() for p in m.parameters(recurse=False)),
+            # a lazy module never run holds no weights yet (its size is unknown until a first forward)
+            "params": sum(p.numel() for p in m.parameters(recurse=False) if not isinstance(p, UninitializedTensorMixin)),
             "file": file,
             "line": line,
             # a re-parameterisation method (RepVGG, MobileOne, FastViT): AL205 names it as the fix
