@@ -48,7 +48,8 @@ def local_names(folder: Path) -> set[str]:
             if entry.is_file() and entry.name.endswith((".py", ".pyc", ".so", ".pyd")):
                 names.add(name)
             elif entry.is_dir() and entry.name.isidentifier():
-                names.add(entry.name)  # a package, or a namespace package
+                if os.path.exists(os.path.join(entry.path, "__init__.py")) or entry.name not in sys.modules:
+                    names.add(entry.name)  # a package; or a namespace package no imported one outranks
         except OSError:
             continue
     # a standard-library or already-running module keeps its entry: the target sees it as before
