@@ -361,7 +361,7 @@ def test_bad_budget_numbers_are_one_line(capsys, value):
         archlint.analyze(nn.Linear(4, 4), (1, 4), max_params=float(value))
 
 
-def test_a_budget_of_zero_fails_without_dividing_by_it(capsys, pytester=None):
+def test_a_budget_of_zero_fails_without_dividing_by_it(capsys):
     from archlint.testing import assert_budget
 
     analysis = archlint.analyze(nn.Linear(4, 4), (1, 4), max_flops=0, select=[])  # was: ZeroDivisionError
@@ -369,6 +369,9 @@ def test_a_budget_of_zero_fails_without_dividing_by_it(capsys, pytester=None):
     assert not gate.passed and gate.message == "16 FLOPs exceeds budget 0 FLOPs"
     with pytest.raises(AssertionError, match="exceeds budget 0 params"):
         assert_budget(nn.Linear(4, 4), (1, 4), max_params=0)
+    net = str(PACKAGE_ROOT / "examples" / "nets.py") + ":TinyNet"
+    assert main([net, "--input-shape", "1,3,56,56", "--max-flops", "0", "--select", "AL1", "--top", "0"]) == 1
+    assert "exceeds budget 0 FLOPs" in capsys.readouterr().out
 
 
 MALFORMED_BASELINES = {
