@@ -18,7 +18,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from torch import nn
 
 import archlint
 from archlint.errors import UsageError
@@ -65,7 +64,6 @@ SOURCE = """
 import logging, os, random, sys, time, warnings
 import numpy
 import torch
-from torch import nn
 
 {at_import}
 

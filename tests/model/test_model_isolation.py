@@ -36,7 +36,7 @@ def project(root: Path, name: str, width: int) -> tuple[int, int]:
     (folder / "model.py").write_text(MODEL)
     (folder / "helpers" / "__init__.py").write_text("")
     (folder / "helpers" / "widths.py").write_text(f"WIDTH = {width}\n")
-    (folder / "layers.py").write_text(textwrap.dedent(f"""
+    (folder / "layers.py").write_text(textwrap.dedent("""
         from torch import nn
         from helpers.widths import WIDTH
 

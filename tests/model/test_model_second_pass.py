@@ -6,13 +6,11 @@ with no report, a JSON report broken by a print, a report written where a constr
 from __future__ import annotations
 
 import json
-import math
 import os
 import random
 import subprocess
 import sys
 import textwrap
-import warnings
 from pathlib import Path
 
 import pytest
