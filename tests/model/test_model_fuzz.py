@@ -64,6 +64,7 @@ SOURCE = """
 import logging, os, random, sys, time, warnings
 import numpy
 import torch
+from torch import nn
 
 {at_import}
 
