@@ -176,7 +176,8 @@ def _settings(args: argparse.Namespace):
     for attr in ("output_format", "output_file", "html", "mode", "warmup", "repeat", "jobs"):
         value = getattr(args, attr)
         if value is not None:
-            setattr(s, attr, value)
+            # outputs are where the user meant when typing them, whatever a model's code does to the cwd
+            setattr(s, attr, Path(os.path.abspath(value)) if attr in ("output_file", "html") else value)
     s.trace_dir = args.trace
     if args.device_spec:
         from archlint.devices import resolve
@@ -225,6 +226,7 @@ def is_model_target(target: str) -> bool:
 
 
 def _model_specs(args: argparse.Namespace, settings) -> list:
+    from archlint import config
     from archlint.config import ModelSpec, parse_input, parse_input_dtype
 
     if args.models and not settings.models:
@@ -271,6 +273,7 @@ def _model_specs(args: argparse.Namespace, settings) -> list:
         for name in ("max_flops", "max_mac", "max_params", "max_latency_ms"):
             value = getattr(args, name)
             if value is not None:
+                config.check_budget(f"--{name.replace('_', '-')}", value)
                 spec.budgets[name.replace("_", "-")] = value
     return specs
 
@@ -321,6 +324,10 @@ def run(args: argparse.Namespace) -> int:
     from archlint.report import write_report
 
     write_report(result, settings)
+    for error in result.errors:  # models that failed in a run with others: those were reported
+        print(f"archlint: error: {error}", file=sys.stderr)
+    if result.errors:
+        return EXIT_ERROR
     if settings.exit_zero:
         return EXIT_CLEAN
     return EXIT_FINDINGS if failed(result) else EXIT_CLEAN
