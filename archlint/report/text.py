@@ -40,7 +40,7 @@ def price_bits(d: Diagnostic) -> list[str]:
     if p.saving_ms is not None:
         where = f" on {p.device}" if p.device else ""
         if p.saving_ms > 0:
-            bits = [f"saves ≈ {p.saving_ms:.3g} ms, {p.saving_share:.1%} of model time ({p.basis}{where})"]
+            bits = [f"saves ≈ {p.saving_ms:.3g} ms, {p.saving_share:.1%} of {p.whole} ({p.basis}{where})"]
         else:  # a measured what-if can come out at or below zero: said as it is
             bits = [f"alternative no faster ({p.saving_ms:+.3g} ms, {p.basis}{where})"]
     elif p.mac_bytes_saved:
