@@ -101,6 +101,10 @@ def print_text(result: RunResult, settings: Settings, console: Console | None = 
         from archlint.report.loader_table import print_loader
 
         print_loader(loader, console)
+    for trace in result.traces:
+        from archlint.report.trace_table import print_trace
+
+        print_trace(trace, console)
     diagnostics = sorted(shown(result.diagnostics, settings), key=Diagnostic.sort_key)
     hidden = len(result.diagnostics) - len(diagnostics)
     if settings.diff and result.fixed is not None:  # the diff is the output; the count goes to stderr

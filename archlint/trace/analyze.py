@@ -270,6 +270,8 @@ def _per_step(data, steps, merged, compute, launch_at, kind, launch_gap_us) -> l
     launch_starts = [t for t, _ in launch_durs]
     out = []
     last_index = len(windows) - 1
+    walls = sorted(e - s for _, s, e in windows[:-1])
+    typical = walls[len(walls) // 2] if walls else None
     for k, (n, lo, hi) in enumerate(windows):
         wall = hi - lo
         busy = intervals.clip(merged, lo, hi)
@@ -303,7 +305,9 @@ def _per_step(data, steps, merged, compute, launch_at, kind, launch_gap_us) -> l
             step=n,
             start_us=lo,
             wall_us=wall,
-            complete=not (data.truncated and k == last_index),
+            # The last step is cut when the file is, or when the profiler stopped inside it (far
+            # shorter than the steps before it).
+            complete=not (k == last_index and (data.truncated or (typical is not None and wall < typical / 2))),
             gpu_busy_us=busy_us,
             compute_us=comp_us,
             non_compute_us=busy_us - comp_us,

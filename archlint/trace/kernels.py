@@ -58,8 +58,24 @@ def hta_kind(name: str) -> str:
     return OTHER
 
 
+def signature(name: str) -> str:
+    """The name without its argument lists (kept: template arguments, which name the GEMM
+    variant in `cutlass::Kernel<cutlass_80_tensorop_s1688gemm_...>`); argument types such as
+    `GenericPackedTensorAccessor` would otherwise match the patterns."""
+    depth, out = 0, []
+    for ch in name:
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth = max(0, depth - 1)
+        elif depth == 0:
+            out.append(ch)
+    return "".join(out)
+
+
 @functools.lru_cache(maxsize=65536)
 def group(name: str, category: str = "kernel") -> str:
+    name = signature(name).replace("fbgemm_gpu::", "")  # a library namespace, not a GEMM
     if category in ("gpu_memcpy", "gpu_memset") or _HTA_MEMORY.match(name):
         return "copy"
     if category == "cuda_sync":
@@ -82,6 +98,7 @@ def group(name: str, category: str = "kernel") -> str:
 @functools.lru_cache(maxsize=65536)
 def tensor_core(name: str) -> bool:
     """A gemm-group kernel that runs on tensor (matrix) cores; False for fp32 SIMT kernels."""
+    name = signature(name)
     if _FP32_SIMT.search(name) and not re.search(r"tf32|tensorop|xmma", name, re.I):
         return False
     return bool(_TENSOR_CORE.search(name))
@@ -99,4 +116,7 @@ def short_name(name: str, limit: int = 90) -> str:
         elif depth == 0:
             out.append(ch)
     short = "".join(out).strip() or text
+    if short.split("::")[-1] in ("Kernel", "Kernel2", "kernel") and "<" in text:  # cutlass::Kernel<gemm name>
+        inner = re.split(r"[<>,( ]", text[text.index("<") + 1:], maxsplit=1)[0]
+        short = f"{short}<{inner}>"
     return short if len(short) <= limit else short[: limit - 1] + "…"

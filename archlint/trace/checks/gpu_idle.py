@@ -1,0 +1,44 @@
+"""AL509: the GPU is idle for more than half of the step; says why (input, sync, launch, host)."""
+
+from __future__ import annotations
+
+from archlint.diagnostics import Diagnostic
+from archlint.trace.analyze import CAUSES, TraceAnalysis
+from archlint.trace.findings import finding, ms, per_step, share
+
+CODE = "AL509"
+OPTIONS = {"threshold": 0.5}  # idle share of the step that makes this a warning
+
+_WHY = {
+    "input": ("the host waits for the DataLoader", "AL501", "dataloader"),
+    "sync": ("synchronisations drain the queue", "AL503", "sync"),
+    "launch": ("the host launches kernels slower than the GPU runs them", "AL505", None),
+    "host": ("the host is busy with other work between GPU launches (Python, CPU ops, the optimizer on the CPU)",
+             None, None),
+}
+_FIX = {
+    "input": "a prefetching DataLoader (num_workers, pin_memory; `archlint loader`)",
+    "sync": "no host syncs in the step (AL401)",
+    "launch": "CUDA graphs / torch.compile",
+    "host": "moving the host work off the step's critical path (or onto the GPU)",
+}
+
+
+def check(t: TraceAnalysis, options: dict) -> list[Diagnostic]:
+    idle = per_step(t, lambda s: s.idle_us)
+    step = t.mean_step_us()
+    if not step or idle / step <= options["threshold"]:
+        return []
+    causes = {c: per_step(t, lambda s, c=c: s.idle_causes[c]) for c in CAUSES}
+    top = max(causes, key=causes.get)
+    reason, code, where = _WHY[top]
+    split = ", ".join(f"{c} {ms(v)}" for c, v in sorted(causes.items(), key=lambda kv: -kv[1]) if v > 0)
+    return [finding(
+        t, CODE,
+        f"GPU idle {share(idle, step)} of the step ({ms(idle)} of {ms(step)}): mostly because {reason}"
+        f"{f' ({code})' if code else ''}; idle by cause: {split}",
+        saving_us=idle,
+        alternative=_FIX[top],
+        evidence={"idle_us": round(idle, 3), "causes_us": {c: round(v, 3) for c, v in causes.items()}, "cause": top},
+        where=where,
+    )]
