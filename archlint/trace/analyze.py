@@ -142,9 +142,11 @@ def analyze(data: TraceData, top: int = 15, launch_gap_us: float = LAUNCH_GAP_US
     else:
         breakdown = {"idle_us": 0.0, "compute_us": 0.0, "non_compute_us": 0.0, "span_us": 0.0}
 
-    # kernels by name and group, tensor-core share of GEMM/conv time
+    # kernels by name and group, tensor-core share of GEMM/conv time: every GPU event of the trace
+    # (the breakdown's window is HTA's; per-step figures divide these by the trace's steps)
+    every = range(data.gpu_events)
     by_name: dict[int, list[float]] = defaultdict(lambda: [0, 0.0])
-    for i in kept:
+    for i in every:
         entry = by_name[data.gpu_name[i]]
         entry[0] += 1
         entry[1] += data.gpu_dur[i]
@@ -174,10 +176,9 @@ def analyze(data: TraceData, top: int = 15, launch_gap_us: float = LAUNCH_GAP_US
         for n, (count, total) in sorted(by_name.items(), key=lambda kv: -kv[1][1])[:top]
     ]
     comm = intervals.union(
-        (data.gpu_ts[i], data.gpu_ts[i] + data.gpu_dur[i]) for i in kept if group[data.gpu_name[i]] == "communication"
+        (data.gpu_ts[i], data.gpu_ts[i] + data.gpu_dur[i]) for i in every if group[data.gpu_name[i]] == "communication"
     )
     comm_us = intervals.length(comm)
-    exposed = comm_us - intervals.overlap(comm, compute)
 
     everything = intervals.union((data.gpu_ts[i], data.gpu_ts[i] + data.gpu_dur[i]) for i in range(data.gpu_events))
     every_compute = intervals.union(
@@ -185,6 +186,7 @@ def analyze(data: TraceData, top: int = 15, launch_gap_us: float = LAUNCH_GAP_US
         for i in range(data.gpu_events) if kind[data.gpu_name[i]] == kernels.COMPUTE
     )
     per_step = _per_step(data, steps, everything, every_compute, launch_at, kind, launch_gap_us)
+    exposed = comm_us - intervals.overlap(comm, every_compute)
     if not steps and merged:
         notes.append("no ProfilerStep ranges in the trace: figures are over the whole GPU span (one window)")
     device, memory_total, cc, vendor = _device(data)
@@ -204,11 +206,11 @@ def analyze(data: TraceData, top: int = 15, launch_gap_us: float = LAUNCH_GAP_US
         gemm_tensor_core_share=round(tc_us / gemm_us, 4) if gemm_us else None,
         fp32_gemm_us=gemm_us - tc_us,
         fp32_gemm_kernels=[kernels.short_name(n) for _, n in sorted(fp32, reverse=True)[:5]],
-        modules=_modules(data, kept),
+        modules=_modules(data, every),
         communication_us=comm_us,
         exposed_communication_us=exposed,
-        pageable_h2d=_pageable(data, kept, launch_at),
-        data_parallel=_data_parallel(data, kept),
+        pageable_h2d=_pageable(data, every, launch_at),
+        data_parallel=_data_parallel(data, every),
         memory=_memory(data, memory_total),
         locations=_locations(data),
         notes=notes,

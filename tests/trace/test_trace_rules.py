@@ -1,0 +1,72 @@
+"""Each trace rule fires on its positive synthetic trace and not on its negative one; the pages."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from archlint import registry
+from archlint.config import Settings
+from archlint.trace.checks import modules
+from archlint.trace.command import lint_trace
+from tests.trace.scenarios import SCENARIOS, fp32_gemm
+from tests.trace.synth import P100
+
+TRACE_RULES = sorted(code for code, r in registry.catalog().items() if r.scope == "trace")
+
+
+def codes(trace, tmp_path) -> dict:
+    path = trace.write(tmp_path / "t.json")
+    _, diagnostics = lint_trace(path, Settings())
+    return {d.code: d for d in diagnostics}
+
+
+def test_every_trace_check_has_a_page_and_a_scenario():
+    assert {m.CODE for m in modules()} == set(TRACE_RULES) == set(SCENARIOS)
+
+
+@pytest.mark.parametrize("code", TRACE_RULES)
+def test_positive_trace_fires(code, tmp_path):
+    found = codes(SCENARIOS[code](True), tmp_path)
+    assert code in found
+    d = found[code]
+    assert d.price.basis == "measured" and d.price.saving_ms > 0 and 0 < d.price.saving_share <= 1
+    assert d.price.whole == "step time"
+
+
+@pytest.mark.parametrize("code", TRACE_RULES)
+def test_negative_trace_is_silent(code, tmp_path):
+    assert code not in codes(SCENARIOS[code](False), tmp_path)
+
+
+def test_fp32_gemm_needs_tensor_cores(tmp_path):
+    assert "AL504" not in codes(fp32_gemm(True, device=P100), tmp_path)
+
+
+def test_sync_points_at_the_user_frame(tmp_path):
+    d = codes(SCENARIOS["AL503"](True), tmp_path)["AL503"]
+    assert (d.file, d.line) == ("train.py", 12)
+    assert d.price.saving_ms == pytest.approx(2.99, abs=0.01)  # the idle stretch after the sync, per step
+
+
+def test_idle_warning_says_why(tmp_path):
+    d = codes(SCENARIOS["AL501"](True), tmp_path)
+    assert "AL509" in d and "DataLoader" in d["AL509"].message and "AL501" in d["AL509"].message
+    assert d["AL509"].evidence["cause"] == "input"
+
+
+@pytest.mark.parametrize("code", TRACE_RULES)
+def test_page_sections_and_options(code):
+    rule = registry.get(code)
+    for heading in ("What it does", "Why it is slow", "Example", "Use instead", "Options", "Fix safety", "References"):
+        assert re.search(rf"^## {heading}\s*$", rule.page, re.MULTILINE), f"{code}: no '## {heading}'"
+    assert rule.path.name.startswith(f"{code}-{rule.name}")
+    module = next(m for m in modules() if m.CODE == code)
+    for option in module.OPTIONS:
+        assert f"`{option}`" in rule.page
+    for section in ("Example", "Use instead"):  # the training code behind such a trace parses
+        body = rule.page.split(f"## {section}\n", 1)[1].split("\n## ", 1)[0]
+        block = re.search(r"```python\n(.*?)```", body, re.S)
+        assert block, f"{code}: no python block under {section}"
+        compile(block.group(1), f"{code}-{section}", "exec")
