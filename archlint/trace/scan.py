@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 CHUNK_CHARS = 1 << 20
+PIECE_CHARS = 1 << 16
 MAX_VALUE_CHARS = 256 << 20  # one event or header value; bounds memory on a malformed file
 _SEPARATORS = re.compile(r"[\s,]*")
 _SPACE = re.compile(r"\s*")
@@ -46,10 +47,17 @@ class _Buffer:
         """Read one more chunk, dropping the consumed part; False at the end of the file."""
         if self.eof:
             return False
-        try:
-            chunk = self.stream.read(CHUNK_CHARS)
-        except EOFError:  # a .gz cut while being written: what came before it still counts
-            chunk = ""
+        pieces, size = [], 0
+        while size < CHUNK_CHARS:  # in pieces: a .gz cut mid-stream loses only the last piece
+            try:
+                piece = self.stream.read(PIECE_CHARS)
+            except EOFError:  # a .gz cut while being written: what came before it still counts
+                break
+            if not piece:
+                break
+            pieces.append(piece)
+            size += len(piece)
+        chunk = "".join(pieces)
         if len(self.text) - self.pos > MAX_VALUE_CHARS:
             raise TraceFormatError(f"one JSON value is over {MAX_VALUE_CHARS >> 20} MB long (not a profiler trace)")
         if not chunk:

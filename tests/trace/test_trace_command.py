@@ -1,0 +1,132 @@
+"""`archlint trace`: the streaming reader, the command's outputs, exit codes and bad input."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from archlint import cli
+from archlint.trace import scan
+from archlint.trace.read import read_trace
+from tests.trace.scenarios import SCENARIOS
+from tests.trace.synth import Trace
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def run(argv, capsys):
+    code = cli.main(["trace", *map(str, argv)])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_streams_in_small_chunks_like_json_load(monkeypatch):
+    path = FIXTURES / "sampled_training_rank0.json.gz"
+    whole = json.load(gzip.open(path))
+    monkeypatch.setattr(scan, "CHUNK_CHARS", 97)  # every event straddles chunk boundaries
+    headers = {}
+    events = list(scan.events(path, headers.__setitem__))
+    assert events == whole["traceEvents"]
+    assert headers == {k: v for k, v in whole.items() if k != "traceEvents"}
+
+
+def test_header_after_the_events_is_read(tmp_path):
+    t = SCENARIOS["AL509"](True)
+    doc = t.document()
+    text = json.dumps({"traceEvents": doc["traceEvents"], "distributedInfo": {"rank": 3}, "deviceProperties": doc["deviceProperties"]})
+    (tmp_path / "r3.json").write_text(text)
+    data = read_trace(tmp_path / "r3.json")
+    assert data.rank == 3 and data.devices[0]["computeMajor"] == 8
+
+
+def test_trace_cut_mid_write_keeps_what_came_before(tmp_path):
+    full = json.dumps(SCENARIOS["AL509"](True).document())
+    path = tmp_path / "cut.json"
+    path.write_text(full[: int(len(full) * 0.8)])
+    data = read_trace(path)
+    assert data.truncated and 0 < data.gpu_events
+    gz = tmp_path / "cut.json.gz"
+    whole = (FIXTURES / "sampled_training_rank0.json.gz").read_bytes()
+    gz.write_bytes(whole[: len(whole) // 2])  # a .gz cut mid-stream
+    cut = read_trace(gz)
+    assert cut.truncated and 0 < cut.events < 4855
+
+
+def test_json_output_contract(tmp_path, capsys):
+    SCENARIOS["AL501"](True).write(tmp_path / "rank0.json.gz")
+    t1 = SCENARIOS["AL509"](False)
+    t1.rank = 1
+    t1.write(tmp_path / "rank1.json")
+    code, out, _ = run([tmp_path, "--output-format", "json"], capsys)
+    assert code == 1
+    doc = json.loads(out)
+    assert [t["rank"] for t in doc["traces"]] == [0, 1]
+    t = doc["traces"][0]
+    assert {"file", "rank", "device", "steps", "temporal_breakdown", "per_step", "kernels", "modules"} <= set(t)
+    assert set(t["temporal_breakdown"]) == {"idle_us", "compute_us", "non_compute_us", "span_us"}
+    assert t["steps"] == 3 and len(t["per_step"]) == 3 and t["device"] == "NVIDIA A100-SXM4-40GB"
+    assert {d["code"] for d in doc["diagnostics"]} == {"AL501", "AL509"}
+    assert all(d["price"]["basis"] == "measured" and d["price"]["share_of"] == "step time" for d in doc["diagnostics"])
+
+
+def test_select_ignore_and_exit_codes(tmp_path, capsys):
+    path = SCENARIOS["AL501"](True).write(tmp_path / "t.json")
+    code, out, _ = run([path, "--ignore", "AL501,AL509"], capsys)
+    assert code == 0 and "All checks passed" in out
+    code, out, _ = run([path, "--select", "AL509"], capsys)
+    assert code == 1 and ": AL509 " in out and ": AL501 " not in out and "Found 1 finding." in out
+    assert run([path, "--exit-zero"], capsys)[0] == 0
+    code, _, _ = run([path, "--option", "AL509.threshold=0.9", "--select", "AL509"], capsys)
+    assert code == 0
+
+
+def test_sarif_has_the_trace_rules(tmp_path, capsys):
+    path = SCENARIOS["AL503"](True).write(tmp_path / "t.json")
+    code, out, _ = run([path, "--output-format", "sarif"], capsys)
+    sarif = json.loads(out)
+    result = sarif["runs"][0]["results"][0]
+    assert result["ruleId"] == "AL503" and "measured" in result["message"]["text"]
+    assert result["locations"][0]["physicalLocation"]["artifactLocation"]["uri"].endswith("train.py")
+
+
+def test_no_gpu_events_is_one_line_exit_2(tmp_path, capsys):
+    t = Trace()
+    t.step(1, 0, 100)
+    t.host("cpu_op", "aten::mm", 10, 50)
+    code, out, err = run([t.write(tmp_path / "cpu.json")], capsys)
+    assert code == 2 and "no GPU events" in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize("text", ["", "[1, 2]", "{\"a\": 1}", "{\"traceEvents\": [ {\"ph\": \"X\"}, garbage ]}"])
+def test_not_a_trace_is_one_line_exit_2(tmp_path, capsys, text):
+    path = tmp_path / "bad.json"
+    path.write_text(text)
+    code, _, err = run([path], capsys)
+    assert code == 2 and err.startswith("archlint: error:") and "Traceback" not in err
+
+
+def test_one_bad_file_keeps_the_others(tmp_path, capsys):
+    SCENARIOS["AL509"](True).write(tmp_path / "good.json")
+    (tmp_path / "bad.json").write_text("{")
+    code, out, err = run([tmp_path / "good.json", tmp_path / "bad.json"], capsys)
+    assert code == 2 and "AL509" in out and "bad.json" in err
+
+
+def test_real_trace_text_report(capsys):
+    code, out, _ = run([FIXTURES / "sampled_training_rank0.json.gz"], capsys)
+    assert code == 1
+    assert "temporal breakdown (as HTA): span 600.058 ms" in out and "AL507" in out and "AL509" in out
+
+
+def test_reader_never_imports_torch():
+    code = (
+        "import sys; from archlint.trace.command import lint_trace; from archlint.config import Settings; "
+        f"lint_trace(__import__('pathlib').Path({str(FIXTURES / 'mi250_minitoy_train.json.gz')!r}), Settings()); "
+        "assert 'torch' not in sys.modules, 'torch imported'"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parents[2])
