@@ -270,6 +270,16 @@ def _per_step(data, steps, merged, compute, launch_at, kind, launch_gap_us) -> l
     launch_durs = [(launch_ts[j], data.launch_dur[j]) for j in range(len(launch_ts)) if data.launch_is_kernel[j]]
     launch_durs.sort()
     launch_starts = [t for t, _ in launch_durs]
+    # the GPU events launched in each step (by their launch call's start)
+    by_step: list[list[int]] = [[] for _ in windows]
+    window_starts = [w[1] for w in windows]
+    for i in range(data.gpu_events):
+        j = launch_at.get(data.gpu_corr[i])
+        if j is not None:
+            k = bisect.bisect_right(window_starts, launch_ts[j]) - 1
+            if k >= 0 and launch_ts[j] < windows[k][2]:
+                by_step[k].append(i)
+    sync_starts = sorted([r.ts for r in data.syncs] + [r.ts for r, _ in data.memcpy_calls if "Async" not in r.name])
     out = []
     last_index = len(windows) - 1
     walls = sorted(e - s for _, s, e in windows[:-1])
@@ -297,10 +307,7 @@ def _per_step(data, steps, merged, compute, launch_at, kind, launch_gap_us) -> l
                 j = launch_at.get(data.gpu_corr[starts[nxt]])
                 late = j is not None and launch_ts[j] >= g0
             causes["launch" if late and g1 - g0 <= launch_gap_us else "host"] += rest
-        in_step = [
-            i for i in range(data.gpu_events)
-            if (j := launch_at.get(data.gpu_corr[i])) is not None and lo <= launch_ts[j] < hi
-        ] if steps else list(range(data.gpu_events))
+        in_step = by_step[k] if steps else range(data.gpu_events)
         durs = [data.gpu_dur[i] for i in in_step if kind[data.gpu_name[i]] == kernels.COMPUTE]
         a, b = bisect.bisect_left(launch_starts, lo), bisect.bisect_left(launch_starts, hi)
         out.append(StepFigures(
@@ -318,7 +325,7 @@ def _per_step(data, steps, merged, compute, launch_at, kind, launch_gap_us) -> l
             kernels=len(in_step),
             dataloader_us=intervals.length(intervals.clip(dataloader, lo, hi)),
             sync_us=intervals.length(intervals.clip(blocking, lo, hi)),
-            syncs=sum(1 for r in data.syncs if lo <= r.ts < hi) + sum(1 for r, _ in data.memcpy_calls if "Async" not in r.name and lo <= r.ts < hi),
+            syncs=bisect.bisect_left(sync_starts, hi) - bisect.bisect_left(sync_starts, lo),
             alloc_us=intervals.length(intervals.clip(allocs, lo, hi)),
             launch_us=sum(d for _, d in launch_durs[a:b]),
             idle_causes=causes,

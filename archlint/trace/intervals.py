@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable
 
 
@@ -24,7 +25,8 @@ def length(merged: Iterable[tuple[float, float]]) -> float:
 def clip(merged: list[tuple[float, float]], lo: float, hi: float) -> list[tuple[float, float]]:
     """The parts of a disjoint sorted union that lie inside [lo, hi]."""
     out = []
-    for s, e in merged:
+    for k in range(max(0, bisect.bisect_left(merged, (lo,)) - 1), len(merged)):  # the one before may reach in
+        s, e = merged[k]
         if e <= lo:
             continue
         if s >= hi:

@@ -108,76 +108,99 @@ def read_trace(path: Path) -> TraceData:
     return data
 
 
+# Host-side categories: never GPU events, whatever their args say (checked first: most events are these).
+_HOST = frozenset(("cpu_op", "python_function", "user_annotation", "cuda_runtime", "cuda_driver", "gpu_user_annotation",
+                   "Trace", "cpu_instant_event", "python_function_event", "overhead", "Runtime", "Driver", ""))
+# The cpu_op / annotation names the analysis reads (one regex test per host event).
+_INTEREST = re.compile(r"ProfilerStep|DataLoader|^aten::(item|_local_scalar_dense)$|^(Broadcast|ReduceAddCoalesced|Gather|Scatter)$"
+                       r"|DataParallel")
+
+
 def _take(e: dict, data: TraceData, name_index: dict[str, int], cat_index: dict[str, int]) -> None:
     ph = e.get("ph")
-    if ph == "i" or ph == "I":
-        if e.get("name") == "[memory]":
+    if ph != "X":
+        if (ph == "i" or ph == "I") and e.get("name") == "[memory]":
             _memory(e.get("args") or {}, data)
         return
-    if ph != "X":
+    cat = e.get("cat") or ""
+    if cat == "cpu_op":  # the most frequent kind: only a few names matter
+        name = e.get("name") or ""
+        if _INTEREST.search(name):
+            _host_op(e, name, cat, data)
         return
-    dur = e.get("dur")
-    ts = e.get("ts")
+    dur, ts = e.get("dur"), e.get("ts")
     if dur is None or ts is None:
         return
-    cat = e.get("cat") or ""
     name = e.get("name") or ""
     args = e.get("args") or {}
-    stream = args.get("stream")
-    if stream is not None and cat != "gpu_user_annotation" and _int(stream) is not None and _int(stream) != -1:
-        # A GPU event, as HTA counts them: any complete event with an integer stream.
-        index = name_index.get(name)
-        if index is None:
-            index = name_index[name] = len(data.names)
-            data.names.append(name)
-        c = cat_index.get(cat)
-        if c is None:
-            c = cat_index[cat] = len(data.categories)
-            data.categories.append(cat)
-        data.gpu_ts.append(float(ts))
-        data.gpu_dur.append(float(dur))
-        data.gpu_corr.append(_int(args.get("correlation")) or -1)
-        data.gpu_device.append(_int(args.get("device")) if _int(args.get("device")) is not None else -1)
-        data.gpu_name.append(index)
-        data.gpu_cat.append(c)
+    if cat not in _HOST:
+        stream = _int(args.get("stream"))
+        if stream is not None and stream != -1:  # a GPU event, as HTA counts them: an integer stream
+            index = name_index.get(name)
+            if index is None:
+                index = name_index[name] = len(data.names)
+                data.names.append(name)
+            c = cat_index.get(cat)
+            if c is None:
+                c = cat_index[cat] = len(data.categories)
+                data.categories.append(cat)
+            corr = _int(args.get("correlation"))
+            device = _int(args.get("device"))
+            data.gpu_ts.append(ts)
+            data.gpu_dur.append(dur)
+            data.gpu_corr.append(-1 if corr is None else corr)
+            data.gpu_device.append(-1 if device is None else device)
+            data.gpu_name.append(index)
+            data.gpu_cat.append(c)
         return
     tid = e.get("tid")
-    if cat in ("cuda_runtime", "cuda_driver"):
+    if cat == "cuda_runtime" or cat == "cuda_driver":
         corr = _int(args.get("correlation"))
         if corr is not None:
             data.launch_corr.append(corr)
-            data.launch_ts.append(float(ts))
-            data.launch_dur.append(float(dur))
+            data.launch_ts.append(ts)
+            data.launch_dur.append(dur)
             data.launch_tid.append(tid)
             data.launch_is_kernel.append(1 if _LAUNCH.search(name) else 0)
         if _ALLOC.search(name):
             data.alloc_calls.append(Range(name, float(ts), float(dur), tid))
-        if _SYNC.search(name):
+        elif _SYNC.search(name):
             data.syncs.append(Range(name, float(ts), float(dur), tid))
         elif _MEMCPY.match(name):
-            data.memcpy_calls.append((Range(name, float(ts), float(dur), tid), corr if corr is not None else -1))
-        return
-    step = _STEP.match(name) if cat != "gpu_user_annotation" else None  # not its projection on the GPU
-    if step:
-        data.steps.append((int(step.group(1)), Range(name, float(ts), float(dur), tid)))
+            data.memcpy_calls.append((Range(name, float(ts), float(dur), tid), -1 if corr is None else corr))
         return
     if cat == "python_function":
         if name.startswith("nn.Module: "):
-            data.annotations.append(Range(name.removeprefix("nn.Module: "), float(ts), float(dur), tid))
+            data.annotations.append(Range(name[11:], float(ts), float(dur), tid))
         elif _DATALOADER.search(name):
             data.dataloader.append(Range(name, float(ts), float(dur), tid))
         elif _USER_FRAME.match(name) and not _LIBRARY_FRAME.search(name):
             data.frames.append(Range(name, float(ts), float(dur), tid))
         return
-    if _DATALOADER.search(name):
+    if cat == "gpu_user_annotation":  # the GPU-side projection of a host range: the host's is read
+        return
+    if _INTEREST.search(name):
+        _host_op(e, name, cat, data)
+    elif cat == "user_annotation":
+        data.annotations.append(Range(name, float(ts), float(dur), e.get("tid")))
+
+
+def _host_op(e: dict, name: str, cat: str, data: TraceData) -> None:
+    """A host range whose name the analysis reads: a step, the DataLoader, .item(), DataParallel."""
+    dur, ts, tid = e.get("dur"), e.get("ts"), e.get("tid")
+    if dur is None or ts is None:
+        return
+    step = _STEP.match(name)
+    if step:
+        data.steps.append((int(step.group(1)), Range(name, float(ts), float(dur), tid)))
+    elif _DATALOADER.search(name):
         data.dataloader.append(Range(name, float(ts), float(dur), tid))
+    elif name in ("aten::item", "aten::_local_scalar_dense"):
+        data.item_calls.append(Range(name, float(ts), float(dur), tid))
+    elif _DATA_PARALLEL_OP.search(name):
+        data.data_parallel_ops += 1
     elif cat == "user_annotation":
         data.annotations.append(Range(name, float(ts), float(dur), tid))
-    elif cat == "cpu_op":
-        if name in ("aten::item", "aten::_local_scalar_dense"):
-            data.item_calls.append(Range(name, float(ts), float(dur), tid))
-        elif _DATA_PARALLEL_OP.search(name):
-            data.data_parallel_ops += 1
 
 
 def _memory(args: dict, data: TraceData) -> None:

@@ -86,6 +86,10 @@ class _Buffer:
     def value(self) -> Any:
         """Decode the next JSON value, reading more chunks while it is incomplete."""
         self.skip(_SPACE)
+        return self.value_here()
+
+    def value_here(self) -> Any:
+        """Decode the JSON value that starts exactly at pos."""
         while True:
             try:
                 value, end = _DECODER.raw_decode(self.text, self.pos)
@@ -144,7 +148,7 @@ def _array(buf: _Buffer) -> Iterator[dict]:
             buf.pos += 1
             return
         try:
-            item = buf.value()
+            item = buf.value_here()
         except TraceFormatError:
             if buf.eof:
                 raise Truncated from None
