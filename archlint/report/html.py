@@ -53,8 +53,11 @@ def render_html(result: RunResult, settings: Settings | None = None) -> str:
     diagnostics = sorted(result.diagnostics, key=Diagnostic.sort_key)
     model_diags = defaultdict(list)
     code_diags = []
+    trace_files = {t.file for t in result.traces}
     for d in diagnostics:
         model = _owner(d, result.models)
+        if d.target in trace_files:
+            continue  # shown with its trace
         if model is None:
             code_diags.append(d)
         else:
@@ -69,6 +72,10 @@ def render_html(result: RunResult, settings: Settings | None = None) -> str:
         from archlint.report.loader_html import loader_section
 
         body += [loader_section(i, lr) for i, lr in enumerate(result.loaders)]
+    if result.traces:
+        from archlint.report.trace_html import trace_section
+
+        body += [trace_section(i, t, [d for d in diagnostics if d.target == t.file]) for i, t in enumerate(result.traces)]
     if code_diags or result.files_checked:
         body.append(_code_section(code_diags, result.files_checked))
     title = "archlint report" + (f": {result.models[0].target}" if len(result.models) == 1 else "")

@@ -60,3 +60,25 @@ def print_trace(t, console: Console) -> None:
         for m in t.modules[:15]:
             table.add_row(escape(m["name"][:80]), str(m["calls"]), _ms(m["gpu_us"]), _ms(m["self_gpu_us"]))
         console.print(table)
+
+
+def print_diff(d, console: Console) -> None:
+    """`d` is an archlint.trace.diff.TraceDiff."""
+    def change(c) -> str:
+        return "new" if c is None else f"{c:+.1%}"
+
+    before, after = d.step_us
+    console.print(f"[bold]{escape(d.new)}[/] against [bold]{escape(d.base)}[/]")
+    console.print(f"  step {_ms(before)} → {_ms(after)} ms ({change((after - before) / before if before else None)})")
+    for key, (b, a) in d.breakdown.items():
+        console.print(f"  {key.removesuffix('_us').replace('_', '-')} per step {_ms(b)} → {_ms(a)} ms")
+    for title, rows in (("GPU time per step by kernel group", d.groups), ("GPU time per step by module", d.modules)):
+        if not rows:
+            continue
+        table = Table(title=title + " (slowest change first)", title_justify="left")
+        for col in ("name", "base ms", "new ms", "Δ ms", "change"):
+            table.add_column(col, justify="left" if col == "name" else "right")
+        for r in rows:
+            table.add_row(escape(r["name"][:80]), _ms(r["base_us"]), _ms(r["new_us"]), f"{r['delta_us'] / 1000:+.3f}",
+                          change(r["change"]))
+        console.print(table)

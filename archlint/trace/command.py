@@ -33,6 +33,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--option", action="append", default=[], metavar="CODE.NAME=VALUE",
                    help="set a rule option, e.g. AL509.threshold=0.6 (repeatable)")
     p.add_argument("--config", type=Path, metavar="FILE", help="pyproject.toml to read (default: nearest one upward)")
+    p.add_argument("--diff", type=Path, metavar="BASE",
+                   help="compare with a baseline trace: per step, by kernel group and by module (one PATH)")
     p.add_argument("--top", type=int, default=15, help="kernels listed per trace (default 15)")
     p.add_argument("--output-format", choices=("text", "json", "sarif", "github", "junit"), help="default: text")
     p.add_argument("-o", "--output-file", type=Path)
@@ -124,9 +126,12 @@ def trace_command(argv: list[str]) -> int:
     from archlint.report import write_report
     from archlint.result import RunResult
 
+    files = trace_files(args.paths)
+    if args.diff is not None:
+        return _diff_command(args, files, settings)
     result = RunResult()
     errors = 0
-    for path in trace_files(args.paths):
+    for path in files:
         try:
             analysis, diagnostics = lint_trace(path, settings, args.top)
         except UsageError as exc:  # one bad file never costs the others their results
@@ -143,3 +148,37 @@ def trace_command(argv: list[str]) -> int:
     if settings.exit_zero:
         return EXIT_CLEAN
     return EXIT_FINDINGS if gate.fails(result.diagnostics) else EXIT_CLEAN
+
+
+def _diff_command(args: argparse.Namespace, files: list[Path], settings) -> int:
+    """Compare one trace with a baseline trace: the report is the comparison, then the new
+    trace's findings; the exit code is the new trace's, as without --diff."""
+    from archlint import gate
+    from archlint.trace.diff import diff
+
+    base_files = trace_files([args.diff])
+    if len(files) != 1 or len(base_files) != 1:
+        raise UsageError(f"--diff compares two traces: give one PATH and one BASE file (got {len(files)} and {len(base_files)})")
+    base, _ = lint_trace(base_files[0], settings, args.top)
+    new, diagnostics = lint_trace(files[0], settings, args.top)
+    result = diff(base, new)
+    if settings.output_format == "json":
+        import json
+
+        text = json.dumps({"diff": result.to_dict(), "traces": [base.to_dict(), new.to_dict()],
+                           "diagnostics": [d.to_dict() for d in diagnostics]}, indent=2) + "\n"
+        if settings.output_file is not None:
+            settings.output_file.write_text(text, encoding="utf-8")
+        else:
+            sys.stdout.write(text)
+    else:
+        from archlint.report.text import print_text, terminal
+        from archlint.report.trace_table import print_diff
+        from archlint.result import RunResult
+
+        console = terminal()
+        print_diff(result, console)
+        print_text(RunResult(diagnostics=diagnostics), settings, console)  # the new trace's findings
+    if settings.exit_zero:
+        return EXIT_CLEAN
+    return EXIT_FINDINGS if gate.fails(diagnostics) else EXIT_CLEAN

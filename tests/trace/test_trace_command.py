@@ -130,3 +130,39 @@ def test_reader_never_imports_torch():
         "assert 'torch' not in sys.modules, 'torch imported'"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parents[2])
+
+
+def test_diff_says_what_got_slower(tmp_path, capsys):
+    base = SCENARIOS["AL509"](False).write(tmp_path / "base.json")
+    new = SCENARIOS["AL509"](True).write(tmp_path / "new.json")
+    code, out, _ = run([new, "--diff", base, "--output-format", "json"], capsys)
+    d = json.loads(out)["diff"]
+    assert code == 1 and d["breakdown"]["idle_us"]["base"] == 200 and d["breakdown"]["idle_us"]["new"] == 8100
+    assert d["groups"][0]["name"] == "gemm" and d["groups"][0]["delta_us"] == -7900
+    code, out, _ = run([new, "--diff", base], capsys)
+    assert "idle per step 0.200 → 8.100 ms" in out and "AL509" in out
+
+
+def test_html_has_a_step_timeline(tmp_path, capsys):
+    path = SCENARIOS["AL501"](True).write(tmp_path / "t.json")
+    html = tmp_path / "r.html"
+    run([path, "--html", html], capsys)
+    page = html.read_text()
+    assert "Step timeline" in page and page.count("compute · non-compute · idle") == 1
+    assert page.count("title='idle") >= 4 and "AL501" in page and "Code findings" not in page
+
+
+def test_reads_archlints_own_trace(tmp_path, capsys):
+    """`archlint model.py:Net --latency --trace DIR` writes a trace the same reader reads: its op ranges
+    are annotations (GPU time per op on a CUDA run); a CPU run has no GPU events: one line, exit 2."""
+    torch = pytest.importorskip("torch")
+    from archlint.model.trace import write_trace
+
+    def once():
+        with torch.profiler.record_function("conv1"):
+            torch.ones(8, 8) @ torch.ones(8, 8)
+
+    path = write_trace(once, torch.device("cpu"), tmp_path, "model.py:Net")
+    assert "conv1" in {r.name for r in read_trace(path).annotations}
+    code, _, err = run([tmp_path], capsys)
+    assert code == 2 and "no GPU events" in err
