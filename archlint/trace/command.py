@@ -35,6 +35,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", type=Path, metavar="FILE", help="pyproject.toml to read (default: nearest one upward)")
     p.add_argument("--diff", type=Path, metavar="BASE",
                    help="compare with a baseline trace: per step, by kernel group and by module (one PATH)")
+    p.add_argument("--code", action="append", default=[], type=Path, metavar="PATH",
+                   help="also lint this training code; a finding both see at the same place is reported once, "
+                   "at the code's line with the trace's measured price (repeatable)")
     p.add_argument("--top", type=int, default=15, help="kernels listed per trace (default 15)")
     p.add_argument("--output-format", choices=("text", "json", "sarif", "github", "junit"), help="default: text")
     p.add_argument("-o", "--output-file", type=Path)
@@ -142,6 +145,12 @@ def trace_command(argv: list[str]) -> int:
         result.diagnostics += diagnostics
     if not result.traces:
         return EXIT_ERROR
+    if args.code:
+        from archlint.code.lint import lint_paths
+        from archlint.trace.link import link
+
+        code_findings, result.files_checked = lint_paths(args.code, settings)
+        result.diagnostics = link(result.diagnostics, code_findings) + code_findings
     write_report(result, settings)
     if errors:
         return EXIT_ERROR

@@ -166,3 +166,37 @@ def test_reads_archlints_own_trace(tmp_path, capsys):
     assert "conv1" in {r.name for r in read_trace(path).annotations}
     code, _, err = run([tmp_path], capsys)
     assert code == 2 and "no GPU events" in err
+
+
+TRAIN = """import torch
+
+
+def train_step(model, opt, x, y):
+    loss = torch.nn.functional.cross_entropy(model(x), y)
+    loss.backward()
+    opt.step()
+    print(loss.item())
+
+
+def train(model, opt, loader):
+    for x, y in loader:
+        train_step(model, opt, x.cuda(), y.cuda())
+"""
+
+
+def test_trace_and_code_finding_are_one(tmp_path, capsys):
+    (tmp_path / "train.py").write_text(TRAIN)
+    t = SCENARIOS["AL503"](True)  # its stack says the sync is in "train.py(12): train_step"
+    for e in t.events:
+        if e["name"] == "train.py(12): train_step":
+            e["name"] = "/home/someone/project/train.py(4): train_step"  # as recorded on the training machine
+    path = t.write(tmp_path / "t.json")
+    code, out, _ = run([path, "--code", tmp_path / "train.py", "--output-format", "json"], capsys)
+    diagnostics = json.loads(out)["diagnostics"]
+    assert [d["code"] for d in diagnostics if d["code"] in ("AL401", "AL503")] == ["AL401"]
+    al401 = next(d for d in diagnostics if d["code"] == "AL401")
+    assert al401["line"] == 8 and al401["price"]["basis"] == "measured" and al401["evidence"]["trace"]["code"] == "AL503"
+    # elsewhere in the code: two findings
+    (tmp_path / "train.py").write_text(TRAIN.replace("\n\n\ndef train_step", "\n\n\n\ndef train_step"))  # def moved
+    code, out, _ = run([path, "--code", tmp_path / "train.py", "--output-format", "json"], capsys)
+    assert {"AL401", "AL503"} <= {d["code"] for d in json.loads(out)["diagnostics"]}
