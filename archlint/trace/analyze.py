@@ -6,7 +6,8 @@ kernels, memcpy, memset, sync waits), span = end of the last − start of the fi
 their union; compute = the union of the computation kernels; non-compute = the rest (memcpy,
 memset, communication, sync waits). Like HTA, when the trace has two or more ProfilerStep ranges,
 GPU events launched at or after the start of the last one are left out (the last step is often
-cut short by the profiler's stop).
+cut short by the profiler's stop), and fractional timestamps are rounded inward to whole µs (start
+up, end down) as HTA's parser does.
 
 Per step (each `ProfilerStep#N`): the step's wall time, and over that wall time the GPU's busy,
 compute, non-compute and idle time; the GPU kernel time of the work launched in the step; and on
@@ -19,6 +20,7 @@ issued only after the GPU went idle: the host could not keep up), or host (other
 from __future__ import annotations
 
 import bisect
+import math
 import re
 import statistics
 from collections import defaultdict
@@ -114,6 +116,11 @@ class TraceAnalysis:
         complete = [s for s in self.per_step if s.complete]
         return complete or self.per_step
 
+    @property
+    def unit(self) -> str:
+        """What the figures are per: a step, or the traced GPU span of a trace without steps."""
+        return "step" if self.steps else "traced span"
+
     def mean_step_us(self) -> float:
         w = self.windows
         return sum(s.wall_us for s in w) / len(w) if w else 0.0
@@ -125,14 +132,13 @@ def analyze(data: TraceData, top: int = 15, launch_gap_us: float = LAUNCH_GAP_US
         notes.append(f"the file ends inside the event array (cut while written): {data.events} events read before the cut")
     steps = _steps(data)
     launch_at = {c: i for i, c in enumerate(data.launch_corr)}  # correlation → launch call
-    kept = _breakdown_window(data, steps, launch_at, notes)
+    kept = _breakdown_window(data, [r for _, r in data.steps], launch_at, notes)
     kind = [kernels.hta_kind(n) for n in data.names]
     group = [kernels.group(n) for n in data.names]
     cats = data.categories
-    all_gpu = [(data.gpu_ts[i], data.gpu_ts[i] + data.gpu_dur[i]) for i in kept]
-    merged = intervals.union(all_gpu)
+    merged = intervals.union(_whole_us(data.gpu_ts[i], data.gpu_dur[i]) for i in kept)
     compute = intervals.union(
-        (data.gpu_ts[i], data.gpu_ts[i] + data.gpu_dur[i]) for i in kept if kind[data.gpu_name[i]] == kernels.COMPUTE
+        _whole_us(data.gpu_ts[i], data.gpu_dur[i]) for i in kept if kind[data.gpu_name[i]] == kernels.COMPUTE
     )
     if merged:
         span = merged[-1][1] - merged[0][0]
@@ -217,6 +223,12 @@ def analyze(data: TraceData, top: int = 15, launch_gap_us: float = LAUNCH_GAP_US
     )
 
 
+def _whole_us(ts: float, dur: float) -> tuple[float, float]:
+    """An event rounded inward to whole µs, as HTA's parser does with fractional (ns-resolution)
+    timestamps (round_down_time_stamps: start up, end down), so the breakdowns agree."""
+    return float(math.ceil(ts)), float(math.floor(ts + dur))
+
+
 def _steps(data: TraceData) -> list[Range]:
     """One range per ProfilerStep#N (the outermost when a step is recorded on several threads)."""
     by_n: dict[int, Range] = {}
@@ -235,11 +247,11 @@ def _breakdown_window(data: TraceData, steps: list[Range], launch_at: dict[int, 
     every = range(data.gpu_events)
     if len({r.name for r in steps}) < 2:
         return list(every)
-    last_start = max(r.ts for r in steps)
+    last_start = math.ceil(max(r.ts for r in steps))  # whole µs, as HTA compares them
     kept = []
     for i in every:
         j = launch_at.get(data.gpu_corr[i])
-        if j is not None and data.launch_ts[j] < last_start:
+        if j is not None and math.ceil(data.launch_ts[j]) < last_start:
             kept.append(i)
     if len(kept) < data.gpu_events:
         notes.append(

@@ -24,7 +24,7 @@ def finding(
     price = Price.timed(
         alternative, saving_ms=saving_us / 1000, model_ms=step_us / 1000, basis="measured", device=t.device or None,
     )
-    price.whole = "step time" if t.steps else "the traced GPU span"
+    price.whole = "step time" if t.steps else "the traced GPU span"  # no ProfilerStep: the one window
     location = t.locations.get(where) if where else None
     return Diagnostic(
         code=code,

@@ -1,8 +1,8 @@
 """One finding where the trace and the code linter see the same problem at the same place.
 
 A trace finding located by the trace's stacks names the user's function (`train.py(4):
-train_step`, the line of its `def`). When the code linter flags the matching pattern inside that
-function (a sync: AL401; the loader: AL301/AL304; a pageable copy: AL301/AL302; DataParallel:
+train_step`: the line of its `def`, or for a frame already running when profiling began, the
+line it was at). When the code linter flags the matching pattern inside that same function (a sync: AL401; the loader: AL301/AL304; a pageable copy: AL301/AL302; DataParallel:
 AL406; accumulation without no_sync: AL409), the code finding keeps its exact line and takes the
 trace's measured price, and the trace finding is dropped: the two are one.
 """
@@ -31,7 +31,7 @@ def link(trace_findings: list[Diagnostic], code_findings: list[Diagnostic]) -> l
         matches = [
             c for c in code_findings
             if t.file and c.file and c.line and c.code in RELATED.get(t.code, ())
-            and Path(c.file).name == Path(t.file).name and t.line in _def_lines(str(Path(c.file).resolve()), c.line)
+            and Path(c.file).name == Path(t.file).name and _same_function(str(Path(c.file).resolve()), c.line, t.line)
         ]
         for c in matches:
             c.price = t.price
@@ -42,16 +42,19 @@ def link(trace_findings: list[Diagnostic], code_findings: list[Diagnostic]) -> l
     return kept
 
 
-def _def_lines(path: str, line: int) -> set[int]:
-    """The lines a profiler may give for the functions around `line`: each enclosing function's
-    `def` line and its first decorator's line (Python's co_firstlineno)."""
-    out = set()
-    for node in _functions(path):
-        if node.lineno <= line <= (node.end_lineno or node.lineno):
-            out.add(node.lineno)
-            if node.decorator_list:
-                out.add(node.decorator_list[0].lineno)
-    return out
+def _same_function(path: str, code_line: int, trace_line: int | None) -> bool:
+    """Whether the innermost function around the code finding's line spans the trace's line (from
+    its first decorator, Python's co_firstlineno, to its end)."""
+    if trace_line is None:
+        return False
+    spans = [
+        (n.decorator_list[0].lineno if n.decorator_list else n.lineno, n.end_lineno or n.lineno)
+        for n in _functions(path) if n.lineno <= code_line <= (n.end_lineno or n.lineno)
+    ]
+    if not spans:
+        return False
+    first, last = min(spans, key=lambda s: s[1] - s[0])
+    return first <= trace_line <= last
 
 
 @functools.lru_cache(maxsize=64)

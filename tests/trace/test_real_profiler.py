@@ -97,5 +97,6 @@ def test_input_bound_points_at_the_loop(real_trace, tmp_path):
     found = {d.code: d for d in diagnostics}
     assert "AL501" in found and "AL509" in found  # idle > half the step: said with its causes, measured
     assert found["AL509"].evidence["causes_us"]["input"] > 0 and found["AL509"].price.basis == "measured"
-    assert Path(found["AL501"].file).name == "train.py" and found["AL501"].line == TRAIN_LINE  # the loop's function
+    # the loop's function: its def line, or (a frame already running when profiling began) the line it was at
+    assert Path(found["AL501"].file).name == "train.py" and TRAIN_LINE <= found["AL501"].line <= TRAIN_LINE + 7
     assert analysis.per_step[0].dataloader_us > 0

@@ -197,6 +197,6 @@ def test_trace_and_code_finding_are_one(tmp_path, capsys):
     al401 = next(d for d in diagnostics if d["code"] == "AL401")
     assert al401["line"] == 8 and al401["price"]["basis"] == "measured" and al401["evidence"]["trace"]["code"] == "AL503"
     # elsewhere in the code: two findings
-    (tmp_path / "train.py").write_text(TRAIN.replace("\n\n\ndef train_step", "\n\n\n\ndef train_step"))  # def moved
+    (tmp_path / "train.py").write_text(TRAIN.replace("import torch\n", "import torch\n\n\n\ndef f():\n    pass\n"))  # line 4: f
     code, out, _ = run([path, "--code", tmp_path / "train.py", "--output-format", "json"], capsys)
     assert {"AL401", "AL503"} <= {d["code"] for d in json.loads(out)["diagnostics"]}

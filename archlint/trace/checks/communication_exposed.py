@@ -20,8 +20,8 @@ def check(t: TraceAnalysis, options: dict) -> list[Diagnostic]:
         return []
     return [finding(
         t, CODE,
-        f"communication kernels run {ms(exposed)} per step with no computation beside them "
-        f"({share(exposed, step)} of the step; {share(t.exposed_communication_us, t.communication_us)} of all "
+        f"communication kernels run {ms(exposed)} per {t.unit} with no computation beside them "
+        f"({share(exposed, step)} of the {t.unit}; {share(t.exposed_communication_us, t.communication_us)} of all "
         "communication is exposed)",
         saving_us=exposed,
         alternative="overlap communication with backward: DDP gradient bucketing (bucket_cap_mb, "

@@ -20,8 +20,8 @@ def check(t: TraceAnalysis, options: dict) -> list[Diagnostic]:
     return [finding(
         t, CODE,
         f"one process runs kernels on {len(devices)} GPUs ({', '.join(map(str, devices))}): nn.DataParallel "
-        f"replicates the model and scatters/gathers every step under one GIL; GPU idle {ms(idle)} per step "
-        f"({share(idle, step)}), copies {ms(copies)} per step",
+        f"replicates the model and scatters/gathers every step under one GIL; GPU idle {ms(idle)} per {t.unit} "
+        f"({share(idle, step)}), copies {ms(copies)} per {t.unit}",
         saving_us=min(idle, step),
         alternative="DistributedDataParallel, one process per GPU (AL406)",
         evidence={"devices": devices, "replication_ops": t.data_parallel["replication_ops"], "idle_us": round(idle, 3)},

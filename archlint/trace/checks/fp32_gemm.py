@@ -28,7 +28,7 @@ def check(t: TraceAnalysis, options: dict) -> list[Diagnostic]:
         return []
     return [finding(
         t, CODE,
-        f"GEMM/convolution kernels without tensor cores take {ms(fp32)} per step ({share(fp32, step)} of the step) "
+        f"GEMM/convolution kernels without tensor cores take {ms(fp32)} per {t.unit} ({share(fp32, step)} of the {t.unit}) "
         f"on {t.device} (compute capability {t.compute_capability}), e.g. {', '.join(t.fp32_gemm_kernels[:2])}; "
         f"tensor-core share of GEMM time {t.gemm_tensor_core_share:.0%}",
         saving_us=fp32,

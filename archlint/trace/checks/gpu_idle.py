@@ -35,7 +35,7 @@ def check(t: TraceAnalysis, options: dict) -> list[Diagnostic]:
     split = ", ".join(f"{c} {ms(v)}" for c, v in sorted(causes.items(), key=lambda kv: -kv[1]) if v > 0)
     return [finding(
         t, CODE,
-        f"GPU idle {share(idle, step)} of the step ({ms(idle)} of {ms(step)}): mostly because {reason}"
+        f"GPU idle {share(idle, step)} of the {t.unit} ({ms(idle)} of {ms(step)}): mostly because {reason}"
         f"{f' ({code})' if code else ''}; idle by cause: {split}",
         saving_us=idle,
         alternative=_FIX[top],

@@ -18,8 +18,8 @@ def check(t: TraceAnalysis, options: dict) -> list[Diagnostic]:
     loader = per_step(t, lambda s: s.dataloader_us)
     return [finding(
         t, CODE,
-        f"GPU idle {ms(idle)} per step ({share(idle, step)} of the step) while the host waits in "
-        f"DataLoader.__next__ ({ms(loader)} per step): the input pipeline does not keep up",
+        f"GPU idle {ms(idle)} per {t.unit} ({share(idle, step)} of the {t.unit}) while the host waits in "
+        f"DataLoader.__next__ ({ms(loader)} per {t.unit}): the input pipeline does not keep up",
         saving_us=idle,
         alternative="a DataLoader that prefetches (num_workers > 0, pin_memory=True, persistent_workers=True; "
         "AL301/AL304; measure it with `archlint loader`)",

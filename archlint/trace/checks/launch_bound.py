@@ -22,8 +22,8 @@ def check(t: TraceAnalysis, options: dict) -> list[Diagnostic]:
     kernels = per_step(t, lambda s: s.kernels)
     return [finding(
         t, CODE,
-        f"launch-bound: {kernels:.0f} kernels per step with a median of {median:.3g} µs; the GPU waits for the host "
-        f"to launch the next one {ms(idle)} per step ({share(idle, step)} of the step)",
+        f"launch-bound: {kernels:.0f} kernels per {t.unit} with a median of {median:.3g} µs; the GPU waits for the host "
+        f"to launch the next one {ms(idle)} per {t.unit} ({share(idle, step)} of the {t.unit})",
         saving_us=idle,
         alternative="fewer, larger launches: CUDA graphs (torch.compile(mode='reduce-overhead'), torch.cuda.graphs) "
         "or fused kernels (torch.compile)",

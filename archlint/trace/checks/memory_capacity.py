@@ -19,7 +19,7 @@ def check(t: TraceAnalysis, options: dict) -> list[Diagnostic]:
     return [finding(
         t, CODE,
         f"memory peaks at {peak / 2**30:.3g} GiB of {m['capacity'] / 2**30:.3g} GiB on device {m['device']} "
-        f"({m['peak_share']:.0%}); the host spends {ms(alloc)} per step in cudaMalloc/cudaFree",
+        f"({m['peak_share']:.0%}); the host spends {ms(alloc)} per {t.unit} in cudaMalloc/cudaFree",
         saving_us=alloc,
         alternative="headroom: a smaller batch with gradient accumulation, activation checkpointing, bf16 "
         "activations, or PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",

@@ -21,8 +21,8 @@ def check(t: TraceAnalysis, options: dict) -> list[Diagnostic]:
         return []
     return [finding(
         t, CODE,
-        f"{p['copies']} host-to-device copies from pageable memory: the host is blocked {ms(blocked)} per step "
-        f"({share(blocked, step)} of the step) while the driver stages them",
+        f"{p['copies']} host-to-device copies from pageable memory: the host is blocked {ms(blocked)} per {t.unit} "
+        f"({share(blocked, step)} of the {t.unit}) while the driver stages them",
         saving_us=blocked,
         alternative="pinned memory and asynchronous copies (DataLoader(pin_memory=True), .to(device, non_blocking=True); "
         "AL301/AL302)",

@@ -18,9 +18,9 @@ def check(t: TraceAnalysis, options: dict) -> list[Diagnostic]:
         return []
     return [finding(
         t, CODE,
-        f"{syncs:.3g} synchronisations per step (cudaStreamSynchronize, cudaDeviceSynchronize, blocking "
-        f"cudaMemcpy, .item()) drain the GPU queue: GPU idle {ms(idle)} per step after them "
-        f"({share(idle, step)} of the step)",
+        f"{syncs:.3g} synchronisations per {t.unit} (cudaStreamSynchronize, cudaDeviceSynchronize, blocking "
+        f"cudaMemcpy, .item()) drain the GPU queue: GPU idle {ms(idle)} per {t.unit} after them "
+        f"({share(idle, step)} of the {t.unit})",
         saving_us=idle,
         alternative="keep values on the GPU (no .item()/.cpu()/print of tensors in the step; log every N steps; "
         "non_blocking copies) — AL401",
