@@ -200,3 +200,26 @@ def test_trace_and_code_finding_are_one(tmp_path, capsys):
     (tmp_path / "train.py").write_text(TRAIN.replace("import torch\n", "import torch\n\n\n\ndef f():\n    pass\n"))  # line 4: f
     code, out, _ = run([path, "--code", tmp_path / "train.py", "--output-format", "json"], capsys)
     assert {"AL401", "AL503"} <= {d["code"] for d in json.loads(out)["diagnostics"]}
+
+
+@pytest.mark.parametrize("chunk", [300, 1000, 4096])
+def test_batched_decoding_never_cuts_inside_an_event(tmp_path, monkeypatch, chunk):
+    """Element boundaries look like `}, {` — so do lists of objects and strings inside events: the
+    batch decoder must fall back whenever its cut is not between two events."""
+    import random
+
+    rng = random.Random(chunk)
+    events = []
+    for i in range(400):
+        e = {"ph": "X", "cat": "cpu_op", "name": f"op{i}", "ts": i, "dur": 1, "args": {}}
+        if rng.random() < 0.3:
+            e["args"]["list"] = [{"a": k}, {"b": "}, {"}] if (k := rng.randint(0, 9)) else []
+        if rng.random() < 0.2:
+            e["name"] = "tricky }, { name"
+        events.append(e)
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": events, "schemaVersion": 1}, indent=rng.choice([None, 1, 2])))
+    monkeypatch.setattr(scan, "CHUNK_CHARS", chunk)
+    monkeypatch.setattr(scan, "PIECE_CHARS", 128)
+    monkeypatch.setattr(scan, "BATCH_MIN_CHARS", 100)
+    assert list(scan.events(path, lambda k, v: None)) == events
