@@ -42,6 +42,7 @@ class _Buffer:
 
     def __init__(self, stream: TextIO) -> None:
         self.stream, self.text, self.pos, self.eof = stream, "", 0, False
+        self.batch_failed = False  # one failed batch per window: the rest of it goes event by event
 
     def more(self) -> bool:
         """Read one more chunk, dropping the consumed part; False at the end of the file."""
@@ -65,6 +66,7 @@ class _Buffer:
             return False
         self.text = self.text[self.pos:] + chunk
         self.pos = 0
+        self.batch_failed = False
         return True
 
     def skip(self, pattern: re.Pattern) -> None:
@@ -148,7 +150,7 @@ def _batch(buf: _Buffer) -> list | None:
     None. A boundary inside an element (a nested object in a list) or inside a string leaves the
     slice unbalanced, so it only decodes when the cut is between elements."""
     text, pos = buf.text, buf.pos
-    if len(text) - pos < BATCH_MIN_CHARS:
+    if buf.batch_failed or len(text) - pos < BATCH_MIN_CHARS:
         return None
     last = None
     for last in _BOUNDARY.finditer(text, max(pos, len(text) - BATCH_MIN_CHARS)):
@@ -159,6 +161,7 @@ def _batch(buf: _Buffer) -> list | None:
     try:
         items = json.loads("[" + text[pos:end] + "]")
     except json.JSONDecodeError:
+        buf.batch_failed = True
         return None
     buf.pos = end
     return items
