@@ -34,6 +34,7 @@ CAUSES = ("input", "sync", "launch", "host")
 # An idle stretch this short, ended by a GPU event launched only after it began, is launch
 # overhead (the host issues kernels slower than the GPU runs them); a longer one is other host work.
 LAUNCH_GAP_US = 100.0
+_DEPTHWISE = re.compile(r"depthwise|dwconv|dw_conv", re.I)
 _FRAME = re.compile(r"^(?P<file>.+?\.py)\((?P<line>\d+)\): (?P<func>.+)$")
 
 
@@ -167,7 +168,7 @@ def analyze(data: TraceData, top: int = 15, launch_gap_us: float = LAUNCH_GAP_US
             gemm_us += total
             if kernels.tensor_core(name):
                 tc_us += total
-            else:
+            elif not _DEPTHWISE.search(name):  # depthwise convolutions do not use tensor cores in any precision
                 fp32.append((total, name))
     total_gpu = sum(groups.values()) or 1.0
     top_kernels = [
@@ -210,7 +211,7 @@ def analyze(data: TraceData, top: int = 15, launch_gap_us: float = LAUNCH_GAP_US
         kernels=top_kernels,
         groups=dict(sorted(groups.items(), key=lambda kv: -kv[1])),
         gemm_tensor_core_share=round(tc_us / gemm_us, 4) if gemm_us else None,
-        fp32_gemm_us=gemm_us - tc_us,
+        fp32_gemm_us=sum(us for us, _ in fp32),
         fp32_gemm_kernels=[kernels.short_name(n) for _, n in sorted(fp32, reverse=True)[:5]],
         modules=_modules(data, every),
         communication_us=comm_us,
@@ -270,9 +271,14 @@ def _per_step(data, steps, merged, compute, launch_at, kind, launch_gap_us) -> l
     else:
         return []
     dataloader = intervals.union((r.ts, r.end) for r in data.dataloader)
-    blocking = intervals.union(
-        [(r.ts, r.end) for r in data.syncs] + [(r.ts, r.end) for r, c in data.memcpy_calls if "Async" not in r.name]
-    )
+    # Blocking calls: synchronisations, cudaMemcpy, and async copies to pageable host memory (.item(),
+    # .cpu()), which the driver completes before returning.
+    to_pageable = {
+        data.gpu_corr[i] for i in range(data.gpu_events)
+        if data.names[data.gpu_name[i]].startswith("Memcpy DtoH") and "Pageable" in data.names[data.gpu_name[i]]
+    }
+    blocking_calls = [r for r in data.syncs] + [r for r, c in data.memcpy_calls if "Async" not in r.name or c in to_pageable]
+    blocking = intervals.union((r.ts, r.end) for r in blocking_calls)
     blocking_starts = [s for s, _ in blocking]
     allocs = intervals.union((r.ts, r.end) for r in data.alloc_calls)
     # next GPU event after each idle stretch: was it launched before the GPU went idle?
@@ -291,7 +297,7 @@ def _per_step(data, steps, merged, compute, launch_at, kind, launch_gap_us) -> l
             k = bisect.bisect_right(window_starts, launch_ts[j]) - 1
             if k >= 0 and launch_ts[j] < windows[k][2]:
                 by_step[k].append(i)
-    sync_starts = sorted([r.ts for r in data.syncs] + [r.ts for r, _ in data.memcpy_calls if "Async" not in r.name])
+    sync_starts = sorted(r.ts for r in blocking_calls)
     out = []
     last_index = len(windows) - 1
     walls = sorted(e - s for _, s, e in windows[:-1])

@@ -36,15 +36,17 @@ _REDUCTION = re.compile(r"reduce|norm|softmax|sum|mean|argmax|topk|sort|scan|cum
 _COPY = re.compile(r"^Memcpy|^Memset|^dma|copy|cast|fill|CatArray|index|gather|scatter", re.I)
 _ELEMENTWISE = re.compile(r"elementwise|vectorized|unrolled|pointwise|triton_poi|activation|relu|gelu|silu|dropout", re.I)
 # Tensor/matrix-core markers in GEMM and convolution kernel names: cuBLAS/cuDNN/CUTLASS name the MMA
-# shape (h884, s1688, 16816, tensorop, xmma, hmma, gmma/wgmma for Hopper), the input type (tf32,
-# f16, bf16, fp8, e4m3, i8) or the arch family of tensor-op kernels (sm80_xmma, sm90_); rocBLAS and
-# hipBLASLt (AMD) name matrix-core instructions MI<m>x<n>x<k> (MFMA).
+# shape (h884, s1688, 16816), the instruction family (tensorop, hmma, imma, gmma/wgmma for Hopper)
+# or a reduced input type (tf32, f16, bf16, fp8/e4m3/e5m2, int8); rocBLAS and hipBLASLt (AMD) name
+# matrix-core instructions MI<m>x<n>x<k> (MFMA); flash/fused attention kernels use tensor cores.
 _TENSOR_CORE = re.compile(
-    r"tensorop|xmma|hmma|imma|gmma|wgmma|\bh\d{3,5}|_h\d{3,5}|s1688|s16816|16816|1688|884"
-    r"|tf32|bf16|fp16|f16|half|fp8|e4m3|e5m2|int8|i8i8|_MI\d+x\d+|mfma|flash|fmha",
+    r"tensorop|hmma|imma|wgmma|gmma|tf32|bf16|fp16|f16|half|fp8|e4m3|e5m2|int8|i8i8"
+    r"|s1688|s16816|h884|h1688|h16816|_MI\d+x\d+|mfma|flash|fmha",
     re.I,
 )
-_FP32_SIMT = re.compile(r"sgemm|dgemm|gemv|gemmSN|implicit_convolve_sgemm|winograd|fft", re.I)
+# fp32 (SIMT) markers: `sgemm`/`dgemm`/`gemv`, CUTLASS `simt`, cuBLAS `f32f32` XMMA kernels without
+# tf32, cuDNN's fp32 convolution algorithms.
+_FP32_SIMT = re.compile(r"simt|sgemm|dgemm|gemv|gemmSN|f32f32|implicit_convolve_sgemm|winograd|fft|direct_conv", re.I)
 
 
 @functools.lru_cache(maxsize=65536)
@@ -99,9 +101,11 @@ def group(name: str, category: str = "kernel") -> str:
 def tensor_core(name: str) -> bool:
     """A gemm-group kernel that runs on tensor (matrix) cores; False for fp32 SIMT kernels."""
     name = signature(name)
-    if _FP32_SIMT.search(name) and not re.search(r"tf32|tensorop|xmma", name, re.I):
+    if _TENSOR_CORE.search(name):
+        return True
+    if _FP32_SIMT.search(name):
         return False
-    return bool(_TENSOR_CORE.search(name))
+    return bool(re.search(r"xmma", name, re.I))  # XMMA without a type marker: the tensor-core library
 
 
 def short_name(name: str, limit: int = 90) -> str:
