@@ -141,6 +141,13 @@ def trace_command(argv: list[str]) -> int:
             print(f"archlint: error: {exc}", file=sys.stderr)
             errors += 1
             continue
+        except Exception as exc:  # an internal error on one file: said in one line, the others still read
+            if settings.debug:
+                raise
+            print(f"archlint: internal error: {path}: {type(exc).__name__}: {exc} (rerun with --debug for the "
+                  "traceback)", file=sys.stderr)
+            errors += 1
+            continue
         result.traces.append(analysis)
         result.diagnostics += diagnostics
     if not result.traces:
