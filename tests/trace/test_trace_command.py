@@ -223,3 +223,21 @@ def test_batched_decoding_never_cuts_inside_an_event(tmp_path, monkeypatch, chun
     monkeypatch.setattr(scan, "PIECE_CHARS", 128)
     monkeypatch.setattr(scan, "BATCH_MIN_CHARS", 100)
     assert list(scan.events(path, lambda k, v: None)) == events
+
+
+def test_internal_error_on_one_file_is_one_line(tmp_path, capsys, monkeypatch):
+    from archlint.trace import analyze as analyze_module
+
+    real = analyze_module.analyze
+
+    def flaky(data, **kw):
+        if data.file.endswith("boom.json"):
+            raise RuntimeError("boom")
+        return real(data, **kw)
+
+    monkeypatch.setattr(analyze_module, "analyze", flaky)
+    SCENARIOS["AL509"](True).write(tmp_path / "good.json")
+    SCENARIOS["AL509"](True).write(tmp_path / "boom.json")
+    code, out, err = run([tmp_path / "good.json", tmp_path / "boom.json"], capsys)
+    assert code == 2 and "AL509" in out
+    assert err.strip() == f"archlint: internal error: {tmp_path / 'boom.json'}: RuntimeError: boom (rerun with --debug for the traceback)"
