@@ -293,7 +293,9 @@ def _header(result: RunResult, diagnostics: list[Diagnostic]) -> str:
         f"<a href='#model-{i}'>{_e(m.target)}</a>" for i, m in enumerate(result.models)
     )
     nav += "".join(f"<a href='#loader-{i}'>loader {_e(lr.target)}</a>" for i, lr in enumerate(result.loaders))
-    if result.files_checked or (diagnostics and not result.models):
+    nav += "".join(f"<a href='#trace-{i}'>trace {_e(t.file)}</a>" for i, t in enumerate(result.traces))
+    traced = {t.file for t in result.traces}
+    if result.files_checked or (any(d.target not in traced for d in diagnostics) and not result.models):
         nav += "<a href='#code'>code findings</a>"
     return (
         "<header><h1>archlint report</h1>"

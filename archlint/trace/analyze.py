@@ -108,6 +108,7 @@ class TraceAnalysis:
             "communication_us": round(self.communication_us, 3),
             "exposed_communication_us": round(self.exposed_communication_us, 3),
             "memory": self.memory,
+            "locations": {k: {"file": f, "line": line, "function": fn} for k, (f, line, fn) in self.locations.items()},
             "notes": self.notes,
         }
 
