@@ -134,69 +134,18 @@ def analyze(data: TraceData, top: int = 15, launch_gap_us: float = LAUNCH_GAP_US
         notes.append(f"the file ends inside the event array (cut while written): {data.events} events read before the cut")
     steps = _steps(data)
     launch_at = {c: i for i, c in enumerate(data.launch_corr)}  # correlation → launch call
-    kept = _breakdown_window(data, [r for _, r in data.steps], launch_at, notes)
     kind = [kernels.hta_kind(n) for n in data.names]
     group = [kernels.group(n) for n in data.names]
-    cats = data.categories
-    merged = intervals.union(_whole_us(data.gpu_ts[i], data.gpu_dur[i]) for i in kept)
-    compute = intervals.union(
-        _whole_us(data.gpu_ts[i], data.gpu_dur[i]) for i in kept if kind[data.gpu_name[i]] == kernels.COMPUTE
-    )
-    if merged:
-        span = merged[-1][1] - merged[0][0]
-        busy = intervals.length(merged)
-        compute_us = intervals.length(compute)
-        breakdown = {"idle_us": span - busy, "compute_us": compute_us, "non_compute_us": busy - compute_us, "span_us": span}
-    else:
-        breakdown = {"idle_us": 0.0, "compute_us": 0.0, "non_compute_us": 0.0, "span_us": 0.0}
-
-    # kernels by name and group, tensor-core share of GEMM/conv time: every GPU event of the trace
-    # (the breakdown's window is HTA's; per-step figures divide these by the trace's steps)
-    every = range(data.gpu_events)
-    by_name: dict[int, list[float]] = defaultdict(lambda: [0, 0.0])
-    for i in every:
-        entry = by_name[data.gpu_name[i]]
-        entry[0] += 1
-        entry[1] += data.gpu_dur[i]
-    groups: dict[str, float] = defaultdict(float)
-    gemm_us = tc_us = 0.0
-    fp32 = []
-    for n, (count, total) in by_name.items():
-        name = data.names[n]
-        g = _group(name, cats, data, n, group)
-        groups[g] += total
-        if g == "gemm":
-            gemm_us += total
-            if kernels.tensor_core(name):
-                tc_us += total
-            elif not _DEPTHWISE.search(name):  # depthwise convolutions do not use tensor cores in any precision
-                fp32.append((total, name))
-    total_gpu = sum(groups.values()) or 1.0
-    top_kernels = [
-        {
-            "name": kernels.short_name(data.names[n]),
-            "group": _group(data.names[n], cats, data, n, group),
-            "count": count,
-            "total_us": round(total, 3),
-            "share": round(total / total_gpu, 4),
-            **({"tensor_core": kernels.tensor_core(data.names[n])} if _group(data.names[n], cats, data, n, group) == "gemm" else {}),
-        }
-        for n, (count, total) in sorted(by_name.items(), key=lambda kv: -kv[1][1])[:top]
-    ]
-    comm = intervals.union(
-        (data.gpu_ts[i], data.gpu_ts[i] + data.gpu_dur[i]) for i in every if group[data.gpu_name[i]] == "communication"
-    )
-    comm_us = intervals.length(comm)
-
-    everything = intervals.union((data.gpu_ts[i], data.gpu_ts[i] + data.gpu_dur[i]) for i in range(data.gpu_events))
-    every_compute = intervals.union(
-        (data.gpu_ts[i], data.gpu_ts[i] + data.gpu_dur[i])
-        for i in range(data.gpu_events) if kind[data.gpu_name[i]] == kernels.COMPUTE
-    )
-    per_step = _per_step(data, steps, everything, every_compute, launch_at, kind, launch_gap_us)
-    exposed = comm_us - intervals.overlap(comm, every_compute)
-    if not steps and merged:
+    breakdown = _temporal_breakdown(data, _breakdown_window(data, [r for _, r in data.steps], launch_at, notes), kind)
+    if not steps and data.gpu_events:
         notes.append("no ProfilerStep ranges in the trace: figures are over the whole GPU span (one window)")
+    table = _kernel_table(data, group, top)
+    # Per-step figures and the rules read every GPU event of the trace (the breakdown's window is HTA's).
+    every = range(data.gpu_events)
+    span = lambda i: (data.gpu_ts[i], data.gpu_ts[i] + data.gpu_dur[i])  # noqa: E731
+    busy = intervals.union(span(i) for i in every)
+    compute = intervals.union(span(i) for i in every if kind[data.gpu_name[i]] == kernels.COMPUTE)
+    comm = intervals.union(span(i) for i in every if group[data.gpu_name[i]] == "communication")
     device, memory_total, cc, vendor = _device(data)
     return TraceAnalysis(
         file=data.file,
@@ -208,21 +157,71 @@ def analyze(data: TraceData, top: int = 15, launch_gap_us: float = LAUNCH_GAP_US
         steps=len(steps),
         truncated=data.truncated,
         temporal_breakdown=breakdown,
-        per_step=per_step,
-        kernels=top_kernels,
-        groups=dict(sorted(groups.items(), key=lambda kv: -kv[1])),
-        gemm_tensor_core_share=round(tc_us / gemm_us, 4) if gemm_us else None,
-        fp32_gemm_us=sum(us for us, _ in fp32),
-        fp32_gemm_kernels=[kernels.short_name(n) for _, n in sorted(fp32, reverse=True)[:5]],
+        per_step=_per_step(data, steps, busy, compute, launch_at, kind, launch_gap_us),
+        kernels=table["top"],
+        groups=table["groups"],
+        gemm_tensor_core_share=table["tensor_core_share"],
+        fp32_gemm_us=table["fp32_us"],
+        fp32_gemm_kernels=table["fp32_kernels"],
         modules=_modules(data, every),
-        communication_us=comm_us,
-        exposed_communication_us=exposed,
+        communication_us=intervals.length(comm),
+        exposed_communication_us=intervals.length(comm) - intervals.overlap(comm, compute),
         pageable_h2d=_pageable(data, every, launch_at),
         data_parallel=_data_parallel(data, every),
         memory=_memory(data, memory_total),
         locations=_locations(data),
         notes=notes,
     )
+
+
+def _temporal_breakdown(data: TraceData, kept: list[int], kind: list[str]) -> dict[str, float]:
+    """HTA's temporal breakdown over the GPU events `kept` (see the module doc)."""
+    merged = intervals.union(_whole_us(data.gpu_ts[i], data.gpu_dur[i]) for i in kept)
+    if not merged:
+        return {"idle_us": 0.0, "compute_us": 0.0, "non_compute_us": 0.0, "span_us": 0.0}
+    compute = intervals.union(
+        _whole_us(data.gpu_ts[i], data.gpu_dur[i]) for i in kept if kind[data.gpu_name[i]] == kernels.COMPUTE
+    )
+    span = merged[-1][1] - merged[0][0]
+    busy, compute_us = intervals.length(merged), intervals.length(compute)
+    return {"idle_us": span - busy, "compute_us": compute_us, "non_compute_us": busy - compute_us, "span_us": span}
+
+
+def _kernel_table(data: TraceData, group: list[str], top: int) -> dict[str, Any]:
+    """GPU time by kernel name and group, the top kernels, and how much GEMM/conv time runs on
+    tensor cores (the rest, depthwise convolutions aside, is what AL504 prices)."""
+    by_name: dict[int, list[float]] = defaultdict(lambda: [0, 0.0])
+    for i in range(data.gpu_events):
+        entry = by_name[data.gpu_name[i]]
+        entry[0] += 1
+        entry[1] += data.gpu_dur[i]
+    groups: dict[str, float] = defaultdict(float)
+    gemm_us = tc_us = 0.0
+    fp32 = []
+    for n, (_, total) in by_name.items():
+        name = data.names[n]
+        groups[group[n]] += total
+        if group[n] == "gemm":
+            gemm_us += total
+            if kernels.tensor_core(name):
+                tc_us += total
+            elif not _DEPTHWISE.search(name):  # depthwise convolutions do not use tensor cores in any precision
+                fp32.append((total, name))
+    total_gpu = sum(groups.values()) or 1.0
+    rows = []
+    for n, (count, total) in sorted(by_name.items(), key=lambda kv: -kv[1][1])[:top]:
+        row = {"name": kernels.short_name(data.names[n]), "group": group[n], "count": count,
+               "total_us": round(total, 3), "share": round(total / total_gpu, 4)}
+        if group[n] == "gemm":
+            row["tensor_core"] = kernels.tensor_core(data.names[n])
+        rows.append(row)
+    return {
+        "top": rows,
+        "groups": dict(sorted(groups.items(), key=lambda kv: -kv[1])),
+        "tensor_core_share": round(tc_us / gemm_us, 4) if gemm_us else None,
+        "fp32_us": sum(us for us, _ in fp32),
+        "fp32_kernels": [kernels.short_name(n) for _, n in sorted(fp32, reverse=True)[:5]],
+    }
 
 
 def _whole_us(ts: float, dur: float) -> tuple[float, float]:
@@ -238,10 +237,6 @@ def _steps(data: TraceData) -> list[Range]:
         if n not in by_n or r.dur > by_n[n].dur:
             by_n[n] = r
     return sorted(by_n.values(), key=lambda r: r.ts)
-
-
-def _group(name: str, cats: list[str], data: TraceData, n: int, group: list[str]) -> str:
-    return group[n]
 
 
 def _breakdown_window(data: TraceData, steps: list[Range], launch_at: dict[int, int], notes: list[str]) -> list[int]:

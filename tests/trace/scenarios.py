@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.trace.synth import GEMM, P100, busy, steps
+from tests.trace.synth import GEMM, busy, steps
 
 
 def input_bound(pos: bool):
