@@ -71,3 +71,18 @@ def test_page_sections_and_options(code):
         block = re.search(r"```python\n(.*?)```", body, re.S)
         assert block, f"{code}: no python block under {section}"
         compile(block.group(1), f"{code}-{section}", "exec")
+
+
+def test_idle_over_half_the_gpu_span_also_warns(tmp_path):
+    """Each step 40% idle on the host's clock, but long pauses between steps: HTA's temporal
+    breakdown finds the GPU idle for most of its span, and that is said too."""
+    from tests.trace.synth import GEMM, Trace
+
+    t = Trace()
+    for n in range(3):
+        start = 1_000_000.0 + n * 40_000
+        t.step(n + 1, start, 10_000)
+        t.gpu(GEMM, start + 100, 6_000, start + 50)
+    d = codes(t, tmp_path)["AL509"]
+    assert d.evidence["idle_share_of_span"] > 0.7 and d.price.saving_share == pytest.approx(0.4, abs=0.01)
+    assert "temporal breakdown: idle 74% of the GPU span" in d.message

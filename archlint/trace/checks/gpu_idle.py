@@ -1,4 +1,5 @@
-"""AL509: the GPU is idle for more than half of the step; says why (input, sync, launch, host)."""
+"""AL509: the GPU is idle for more than half of the step (or of the GPU span, as HTA's temporal
+breakdown measures it); says why (input, sync, launch, host)."""
 
 from __future__ import annotations
 
@@ -27,7 +28,9 @@ _FIX = {
 def check(t: TraceAnalysis, options: dict) -> list[Diagnostic]:
     idle = per_step(t, lambda s: s.idle_us)
     step = t.mean_step_us()
-    if not step or idle / step <= options["threshold"]:
+    b = t.temporal_breakdown
+    span_share = b["idle_us"] / b["span_us"] if b["span_us"] else 0.0  # HTA's idle share, over the GPU span
+    if not step or max(idle / step, span_share) <= options["threshold"]:
         return []
     causes = {c: per_step(t, lambda s, c=c: s.idle_causes[c]) for c in CAUSES}
     top = max(causes, key=causes.get)
@@ -36,9 +39,9 @@ def check(t: TraceAnalysis, options: dict) -> list[Diagnostic]:
     return [finding(
         t, CODE,
         f"GPU idle {share(idle, step)} of the {t.unit} ({ms(idle)} of {ms(step)}): mostly because {reason}"
-        f"{f' ({code})' if code else ''}; idle by cause: {split}",
+        f"{f' ({code})' if code else ''}; idle by cause: {split}; temporal breakdown: idle {span_share:.0%} of the GPU span",
         saving_us=idle,
         alternative=_FIX[top],
-        evidence={"idle_us": round(idle, 3), "causes_us": {c: round(v, 3) for c, v in causes.items()}, "cause": top},
+        evidence={"idle_us": round(idle, 3), "idle_share_of_span": round(span_share, 4), "causes_us": {c: round(v, 3) for c, v in causes.items()}, "cause": top},
         where=where,
     )]
