@@ -42,6 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output-format", choices=("text", "json", "sarif", "github", "junit"), help="default: text")
     p.add_argument("-o", "--output-file", type=Path)
     p.add_argument("--html", type=Path, metavar="FILE", help="also write a self-contained HTML report")
+    p.add_argument("--baseline", type=Path, metavar="FILE", help="fail only on findings not in FILE (as for code and models)")
+    p.add_argument("--save-baseline", type=Path, metavar="FILE", help="write the findings to FILE")
     p.add_argument("--exit-zero", action="store_true", help="exit 0 even with findings")
     p.add_argument("--show-info", action="store_true", help="also show info findings")
     p.add_argument("--debug", action="store_true", help="show tracebacks of errors")
@@ -89,6 +91,8 @@ def _settings(args: argparse.Namespace):
     for attr in ("output_format", "output_file", "html"):
         if getattr(args, attr) is not None:
             setattr(s, attr, getattr(args, attr))
+    config.check_baseline(args.baseline)
+    s.baseline, s.save_baseline = args.baseline, args.save_baseline
     s.exit_zero, s.debug, s.quiet = args.exit_zero, args.debug, True
     s.show_info = s.show_info or args.show_info
     if args.top < 0:
@@ -158,12 +162,14 @@ def trace_command(argv: list[str]) -> int:
 
         code_findings, result.files_checked = lint_paths(args.code, settings)
         result.diagnostics = link(result.diagnostics, code_findings) + code_findings
+    result.gate = gate.evaluate(result, [], settings)  # --baseline / --save-baseline: the findings' fingerprints
     write_report(result, settings)
     if errors:
         return EXIT_ERROR
     if settings.exit_zero:
         return EXIT_CLEAN
-    return EXIT_FINDINGS if gate.fails(result.diagnostics) else EXIT_CLEAN
+    failed = gate.fails(result.diagnostics) or any(not g.passed for g in result.gate)
+    return EXIT_FINDINGS if failed else EXIT_CLEAN
 
 
 def _diff_command(args: argparse.Namespace, files: list[Path], settings) -> int:

@@ -241,3 +241,15 @@ def test_internal_error_on_one_file_is_one_line(tmp_path, capsys, monkeypatch):
     code, out, err = run([tmp_path / "good.json", tmp_path / "boom.json"], capsys)
     assert code == 2 and "AL509" in out
     assert err.strip() == f"archlint: internal error: {tmp_path / 'boom.json'}: RuntimeError: boom (rerun with --debug for the traceback)"
+
+
+def test_baseline_grandfathers_known_findings(tmp_path, capsys):
+    path = SCENARIOS["AL501"](True).write(tmp_path / "trace.json")
+    baseline = tmp_path / "baseline.json"
+    assert run([path, "--save-baseline", baseline], capsys)[0] == 0  # saved: what it holds is known
+    assert {f["code"] for f in json.loads(baseline.read_text())["findings"]} == {"AL501", "AL509"}
+    code, out, _ = run([path, "--baseline", baseline], capsys)
+    assert code == 0 and "2 finding(s) in the baseline not reported" in out
+    SCENARIOS["AL503"](True).write(path)  # the next run: a new problem
+    code, out, _ = run([path, "--baseline", baseline], capsys)
+    assert code == 1 and "AL503" in out
