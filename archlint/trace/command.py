@@ -66,11 +66,15 @@ def trace_files(paths: list[Path]) -> list[Path]:
     return files
 
 
+def split(text: str | None) -> list[str]:
+    """`AL501, al5` → ["AL501", "AL5"]."""
+    return [t.strip().upper() for t in (text or "").split(",") if t.strip()]
+
+
 def _settings(args: argparse.Namespace):
     from archlint import config
 
     s = config.load(path=args.config)
-    split = lambda text: [t.strip().upper() for t in (text or "").split(",") if t.strip()]  # noqa: E731
     if args.select:
         s.select = split(args.select)
     s.extend_select += split(args.extend_select)
