@@ -36,7 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="archlint",
         description="Efficiency linter for PyTorch: `archlint model.py:Net` analyzes a model, "
         "`archlint train.py src/` lints training code, `archlint loader data.py:train_loader [--model model.py:Net]` "
-        "measures a data pipeline (see `archlint loader --help`). Also: `archlint rule CODE`, "
+        "measures a data pipeline (see `archlint loader --help`), `archlint trace TRACE.json.gz` reads torch.profiler "
+        "traces of GPU runs (see `archlint trace --help`). Also: `archlint rule CODE`, "
         "`archlint rules`, `archlint calibrate`, `archlint device-specs`.",
     )
     p.add_argument("--version", action="version", version=f"archlint {__version__}")
