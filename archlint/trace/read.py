@@ -172,6 +172,8 @@ def _take(e: dict, data: TraceData, name_index: dict[str, int], cat_index: dict[
     if cat == "python_function":
         if name.startswith("nn.Module: "):
             data.annotations.append(Range(name[11:], float(ts), float(dur), tid))
+            if name.startswith("nn.Module: DataParallel"):
+                data.data_parallel_ops += 1
         elif _DATALOADER.search(name):
             data.dataloader.append(Range(name, float(ts), float(dur), tid))
         elif _USER_FRAME.match(name) and not _LIBRARY_FRAME.search(name):

@@ -54,10 +54,12 @@ def launch_bound(pos: bool):
     return steps(build)
 
 
-def data_parallel(pos: bool):
+def data_parallel(pos: bool, model_parallel: bool = False):
     def build(t, s):
+        if pos:
+            t.host("python_function", "nn.Module: DataParallel_0", s + 10, 9_000)
         busy(t, s)
-        t.gpu(GEMM, s + 100, 9_800, s + 60, device=1 if pos else 0, stream=8 if pos else 9)
+        t.gpu(GEMM, s + 100, 9_800, s + 60, device=1 if pos or model_parallel else 0, stream=8 if pos else 9)
     return steps(build)
 
 

@@ -86,3 +86,9 @@ def test_idle_over_half_the_gpu_span_also_warns(tmp_path):
     d = codes(t, tmp_path)["AL509"]
     assert d.evidence["idle_share_of_span"] > 0.7 and d.price.saving_share == pytest.approx(0.4, abs=0.01)
     assert "temporal breakdown: idle 74% of the GPU span" in d.message
+
+
+def test_model_parallel_is_not_data_parallel(tmp_path):
+    from tests.trace.scenarios import data_parallel
+
+    assert "AL506" not in codes(data_parallel(False, model_parallel=True), tmp_path)

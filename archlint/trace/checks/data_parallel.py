@@ -12,7 +12,9 @@ OPTIONS = {}
 
 def check(t: TraceAnalysis, options: dict) -> list[Diagnostic]:
     devices = t.data_parallel["devices"]
-    if len(devices) < 2:
+    # Several GPUs in one process is also model parallelism (device_map="auto"): DataParallel only
+    # when the trace shows its replication (the DataParallel module, Broadcast/Scatter/Gather ops).
+    if len(devices) < 2 or not t.data_parallel["replication_ops"]:
         return []
     step = t.mean_step_us()
     idle = per_step(t, lambda s: s.idle_us)
