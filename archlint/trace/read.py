@@ -26,7 +26,7 @@ _MEMCPY = re.compile(r"^(cuda|hip)Memcpy", re.I)
 _DATALOADER = re.compile(r"^enumerate\(DataLoader\)#.*__next__|DataLoader.*__next__|_MultiProcessingDataLoaderIter|_SingleProcessDataLoaderIter")
 _LIBRARY_FRAME = re.compile(r"site-packages|dist-packages|/lib/python\d|<built-in|<frozen|^torch/|/torch/|^threading\.py|^<string>")
 _USER_FRAME = re.compile(r"^(?P<file>.+?\.py)\((?P<line>\d+)\): (?P<func>.+)$")
-_DATA_PARALLEL_OP = re.compile(r"^(Broadcast|ReduceAddCoalesced|Gather|Scatter)$|DataParallel")
+_DATA_PARALLEL_OP = re.compile(r"^(Broadcast|ReduceAddCoalesced|Gather|Scatter)$|(?<!Distributed)DataParallel")
 
 
 @dataclass
@@ -199,10 +199,11 @@ def _host_op(e: dict, name: str, cat: str, data: TraceData) -> None:
         data.dataloader.append(Range(name, float(ts), float(dur), tid))
     elif name in ("aten::item", "aten::_local_scalar_dense"):
         data.item_calls.append(Range(name, float(ts), float(dur), tid))
-    elif _DATA_PARALLEL_OP.search(name):
-        data.data_parallel_ops += 1
-    elif cat == "user_annotation":
-        data.annotations.append(Range(name, float(ts), float(dur), tid))
+    else:
+        if _DATA_PARALLEL_OP.search(name):
+            data.data_parallel_ops += 1
+        if cat == "user_annotation":
+            data.annotations.append(Range(name, float(ts), float(dur), tid))
 
 
 def _memory(args: dict, data: TraceData) -> None:

@@ -65,3 +65,13 @@ def test_steps_and_rank():
     amd = analyze(read_trace(FIXTURES / "mi250_minitoy_train.json.gz"))
     assert amd.steps == 2 and amd.device == "AMD Radeon Graphics" and amd.vendor == "amd"
     assert [s.complete for s in amd.per_step] == [True, False]  # ProfilerStep#2: 49 µs, the profiler stopped in it
+
+
+def test_modules_on_a_real_training_rank():
+    """GPU time per annotation (record_function ranges of a DDP job); DDP is not DataParallel."""
+    a = analyze(read_trace(FIXTURES / "sampled_training_rank0.json.gz"))
+    modules = {m["name"]: m for m in a.modules}
+    assert modules["DistributedDataParallel.forward"]["calls"] == 2
+    assert modules["DistributedDataParallel.forward"]["gpu_us"] >= modules["DistributedDataParallel.forward"]["self_gpu_us"] > 0
+    assert a.data_parallel == {"devices": [0], "replication_ops": 0}
+    assert a.groups["communication"] > a.groups["gemm"] and 0.8 < a.gemm_tensor_core_share <= 1
