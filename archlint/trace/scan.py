@@ -33,8 +33,8 @@ def open_text(path: Path) -> TextIO:
     with open(path, "rb") as raw:
         gzipped = raw.read(2) == b"\x1f\x8b"
     if gzipped:
-        return gzip.open(path, "rt", encoding="utf-8", errors="replace")
-    return open(path, encoding="utf-8", errors="replace")
+        return gzip.open(path, "rt", encoding="utf-8-sig", errors="replace")
+    return open(path, encoding="utf-8-sig", errors="replace")  # a BOM is not part of the JSON
 
 
 class _Buffer:
