@@ -109,7 +109,10 @@ def tensor_core(name: str) -> bool:
 
 
 def short_name(name: str, limit: int = 90) -> str:
-    """A kernel name without template and argument lists: `void at::native::foo<...>(...)` → `at::native::foo`."""
+    """A kernel name without template and argument lists: `void at::native::foo<...>(...)` → `at::native::foo`
+    (memcpy/memset names stay whole: their parentheses say what kind of copy it is)."""
+    if _HTA_MEMORY.match(name):
+        return name
     text = name.removeprefix("void ")
     depth, out = 0, []
     for ch in text:

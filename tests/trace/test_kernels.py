@@ -85,3 +85,10 @@ def test_depthwise_convolutions_are_not_fp32_gemm_findings(tmp_path):
     path = steps(lambda t, s: busy(t, s, name="void at::native::conv_depthwise2d_forward_kernel<float>(int)")).write(tmp_path / "t.json")
     analysis, diagnostics = lint_trace(path, Settings())
     assert analysis.fp32_gemm_us == 0 and "AL504" not in {d.code for d in diagnostics}
+
+
+def test_short_names():
+    assert kernels.short_name("Memcpy HtoD (Pageable -> Device)") == "Memcpy HtoD (Pageable -> Device)"
+    assert kernels.short_name("void at::native::reduce_kernel<512, 1>(at::native::ReduceOp<float>)") == "at::native::reduce_kernel"
+    assert kernels.short_name("void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_64x64_32x6_tn_align4>(Params)") == (
+        "cutlass::Kernel<cutlass_80_tensorop_s1688gemm_64x64_32x6_tn_align4>")
