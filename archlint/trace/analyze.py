@@ -132,6 +132,8 @@ def analyze(data: TraceData, top: int = 15, launch_gap_us: float = LAUNCH_GAP_US
     notes = []
     if data.truncated:
         notes.append(f"the file ends inside the event array (cut while written): {data.events} events read before the cut")
+    if data.rank is None:
+        notes.append("no distributedInfo.rank in the trace: rank 0, as HTA assumes")
     steps = _steps(data)
     launch_at = {c: i for i, c in enumerate(data.launch_corr)}  # correlation → launch call
     kind = [kernels.hta_kind(n) for n in data.names]
@@ -149,7 +151,7 @@ def analyze(data: TraceData, top: int = 15, launch_gap_us: float = LAUNCH_GAP_US
     device, memory_total, cc, vendor = _device(data)
     return TraceAnalysis(
         file=data.file,
-        rank=data.rank,
+        rank=0 if data.rank is None else data.rank,
         device=device,
         device_memory=memory_total,
         compute_capability=cc,

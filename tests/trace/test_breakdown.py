@@ -64,6 +64,7 @@ def test_steps_and_rank():
     assert (a.rank, a.steps, [s.step for s in a.per_step]) == (0, 2, [551, 552])
     amd = analyze(read_trace(FIXTURES / "mi250_minitoy_train.json.gz"))
     assert amd.steps == 2 and amd.device == "AMD Radeon Graphics" and amd.vendor == "amd"
+    assert amd.rank == 0 and any("rank 0, as HTA assumes" in n for n in amd.notes)  # no distributedInfo
     assert [s.complete for s in amd.per_step] == [True, False]  # ProfilerStep#2: 49 µs, the profiler stopped in it
 
 
