@@ -169,7 +169,7 @@ def main() -> None:
                 os.link(path, folder / path.name) if path.parent == tmp else shutil.copy(path, folder)
                 theirs = measure(a.hta_python, HTA, str(folder), str(a.hta_limit_gb))
                 shutil.rmtree(folder)
-            line = f"{path.name[:35]:<36}{size:>7.1f}  "
+            line = f"{path.name[:35]:<36}{size:>7.2f}  "
             line += f"{ours['s']:>10.2f} {ours['rss_mb']:>8.0f}  " if "s" in ours else f"{'error':>19}  "
             if "s" in theirs:
                 span = theirs["breakdown"]["span_us"] or 1
@@ -179,8 +179,10 @@ def main() -> None:
                 line += f"{'failed':>17}  ({theirs['error']})"
             else:
                 line += f"{'—':>17}  (HTA not run above {a.hta_max_mb:g} MB)"
-            if "s" in ours:
+            if "s" in ours and size >= 1:  # below a MB the interpreter's own memory is all there is
                 line += f"  | archlint peak/file {ours['rss_mb'] / size:.2f}× ; findings {','.join(ours['findings']) or '-'}"
+            elif "s" in ours:
+                line += f"  | findings {','.join(ours['findings']) or '-'}"
             else:
                 line += f"  ({ours['error']})"
             print(line, flush=True)
