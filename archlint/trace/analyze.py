@@ -34,6 +34,8 @@ CAUSES = ("input", "sync", "launch", "host")
 # An idle stretch this short, ended by a GPU event launched only after it began, is launch
 # overhead (the host issues kernels slower than the GPU runs them); a longer one is other host work.
 LAUNCH_GAP_US = 100.0
+HOST_RANGE_MIN_US = 50.0  # shorter host ranges (and idle stretches) are not worth naming
+HOST_RANGES_PER_GAP = 60  # the latest-starting ranges looked at per idle stretch (nesting is shallower)
 _DEPTHWISE = re.compile(r"depthwise|dwconv|dw_conv", re.I)
 _FRAME = re.compile(r"^(?P<file>.+?\.py)\((?P<line>\d+)\): (?P<func>.+)$")
 
@@ -56,11 +58,13 @@ class StepFigures:
     alloc_us: float  # host time in cudaMalloc/cudaFree (the caching allocator's misses)
     launch_us: float  # host time in kernel-launch calls
     idle_causes: dict[str, float]
+    host_idle_in: dict[str, float]  # the host ranges (annotations, modules, user functions) most of the "host" idle fell in
     median_kernel_us: float | None
 
     def to_dict(self) -> dict[str, Any]:
         return {k: (round(v, 3) if isinstance(v, float) else v) for k, v in self.__dict__.items()} | {
-            "idle_causes": {k: round(v, 3) for k, v in self.idle_causes.items()}
+            "idle_causes": {k: round(v, 3) for k, v in self.idle_causes.items()},
+            "host_idle_in": {k: round(v, 3) for k, v in self.host_idle_in.items()},
         }
 
 
@@ -296,6 +300,11 @@ def _per_step(data, steps, merged, compute, launch_at, kind, launch_gap_us) -> l
             if k >= 0 and launch_ts[j] < windows[k][2]:
                 by_step[k].append(i)
     sync_starts = sorted(r.ts for r in blocking_calls)
+    # named host ranges long enough to explain an idle stretch: what the host was doing meanwhile
+    host_ranges = sorted(
+        (r for r in data.annotations + data.frames if r.dur >= HOST_RANGE_MIN_US), key=lambda r: r.ts
+    )
+    host_in: dict[str, float] = defaultdict(float)
     out = []
     last_index = len(windows) - 1
     walls = sorted(e - s for _, s, e in windows[:-1])
@@ -322,7 +331,12 @@ def _per_step(data, steps, merged, compute, launch_at, kind, launch_gap_us) -> l
             if nxt < len(starts):
                 j = launch_at.get(data.gpu_corr[starts[nxt]])
                 late = j is not None and launch_ts[j] >= g0
-            causes["launch" if late and g1 - g0 <= launch_gap_us else "host"] += rest
+            cause = "launch" if late and g1 - g0 <= launch_gap_us else "host"
+            causes[cause] += rest
+            if cause == "host":
+                _host_ranges(host_ranges, g0, g1, host_in)
+        top_host = dict(sorted(host_in.items(), key=lambda kv: -kv[1])[:3])
+        host_in.clear()
         in_step = by_step[k] if steps else range(data.gpu_events)
         durs = [data.gpu_dur[i] for i in in_step if kind[data.gpu_name[i]] == kernels.COMPUTE]
         a, b = bisect.bisect_left(launch_starts, lo), bisect.bisect_left(launch_starts, hi)
@@ -345,9 +359,25 @@ def _per_step(data, steps, merged, compute, launch_at, kind, launch_gap_us) -> l
             alloc_us=intervals.length(intervals.clip(allocs, lo, hi)),
             launch_us=sum(d for _, d in launch_durs[a:b]),
             idle_causes=causes,
+            host_idle_in=top_host,
             median_kernel_us=statistics.median(durs) if durs else None,
         ))
     return out
+
+
+def _host_ranges(ranges: list[Range], g0: float, g1: float, into: dict[str, float]) -> None:
+    """Add to `into` the part of the idle stretch [g0, g1) each named host range explains: each
+    piece of the stretch goes to the innermost (latest-starting) range covering it, so an outer
+    range that holds everything does not hide what ran inside it."""
+    if g1 - g0 < HOST_RANGE_MIN_US:
+        return
+    k = bisect.bisect_right(ranges, g1, key=lambda r: r.ts)
+    covering = [r for r in ranges[max(0, k - 200):k] if r.end > g0][-HOST_RANGES_PER_GAP:]
+    cuts = sorted({g0, g1} | {max(g0, r.ts) for r in covering} | {min(g1, r.end) for r in covering})
+    for a, b in zip(cuts, cuts[1:]):
+        inner = max((r for r in covering if r.ts <= a and r.end >= b), key=lambda r: r.ts, default=None)
+        if inner is not None:
+            into[inner.name] += b - a
 
 
 def _modules(data: TraceData, kept: list[int]) -> list[dict[str, Any]]:

@@ -92,3 +92,15 @@ def test_model_parallel_is_not_data_parallel(tmp_path):
     from tests.trace.scenarios import data_parallel
 
     assert "AL506" not in codes(data_parallel(False, model_parallel=True), tmp_path)
+
+
+def test_idle_warning_names_what_the_host_was_doing(tmp_path):
+    from tests.trace.synth import GEMM, steps
+
+    def build(t, s):
+        t.gpu(GEMM, s + 100, 2_000, s + 50)
+        t.host("user_annotation", "## backward ##", s + 2_000, 7_000)
+        t.host("user_annotation", "Optimizer.step#AdamW.step", s + 3_000, 5_000)  # nested: the innermost is named
+        t.gpu(GEMM, s + 9_000, 900, s + 8_950)
+    d = codes(steps(build), tmp_path)["AL509"]
+    assert "meanwhile the host was in Optimizer.step#AdamW.step (5 ms), ## backward ## (1.9 ms)" in d.message

@@ -36,6 +36,14 @@ def check(t: TraceAnalysis, options: dict) -> list[Diagnostic]:
     top = max(causes, key=causes.get)
     reason, code, where = _WHY[top]
     split = ", ".join(f"{c} {ms(v)}" for c, v in sorted(causes.items(), key=lambda kv: -kv[1]) if v > 0)
+    if top == "host":  # what the host was doing: the named ranges the idle time fell in
+        during: dict[str, float] = {}
+        for s in t.windows:
+            for name, us in s.host_idle_in.items():
+                during[name] = during.get(name, 0.0) + us / len(t.windows)
+        named = sorted(during.items(), key=lambda kv: -kv[1])[:3]
+        if named:
+            reason += " — meanwhile the host was in " + ", ".join(f"{n} ({ms(us)})" for n, us in named)
     return [finding(
         t, CODE,
         f"GPU idle {share(idle, step)} of the {t.unit} ({ms(idle)} of {ms(step)}): mostly because {reason}"
