@@ -5,6 +5,7 @@
     archlint rule AL101 | archlint rules | archlint calibrate           the catalog, the device
     archlint device-specs                                               built-in specs for --device-spec
     archlint loader data.py:train_loader [--model model.py:Net]        measure a data pipeline
+    archlint trace trace.json.gz traces/                                what wastes the GPU in a profiler trace
 
 Everything heavy is imported lazily: linting code never imports torch.
 """
@@ -21,7 +22,7 @@ from archlint import __version__
 from archlint.errors import UsageError
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
-SUBCOMMANDS = ("rule", "rules", "calibrate", "device-specs", "loader")
+SUBCOMMANDS = ("rule", "rules", "calibrate", "device-specs", "loader", "trace")
 FORMATS = ("text", "json", "sarif", "github", "junit")
 
 
@@ -35,7 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="archlint",
         description="Efficiency linter for PyTorch: `archlint model.py:Net` analyzes a model, "
         "`archlint train.py src/` lints training code, `archlint loader data.py:train_loader [--model model.py:Net]` "
-        "measures a data pipeline (see `archlint loader --help`). Also: `archlint rule CODE`, "
+        "measures a data pipeline (see `archlint loader --help`), `archlint trace TRACE.json.gz` reads torch.profiler "
+        "traces of GPU runs (see `archlint trace --help`). Also: `archlint rule CODE`, "
         "`archlint rules`, `archlint calibrate`, `archlint device-specs`.",
     )
     p.add_argument("--version", action="version", version=f"archlint {__version__}")
@@ -341,6 +343,10 @@ def run_subcommand(argv: list[str]) -> int:
         from archlint.loader.command import loader_command
 
         return loader_command(rest)
+    if name == "trace":  # read torch.profiler traces of real runs (never imports torch)
+        from archlint.trace.command import trace_command
+
+        return trace_command(rest)
     if name == "rule":
         if len(rest) != 1:
             raise UsageError("usage: archlint rule CODE (e.g. archlint rule AL101)")
