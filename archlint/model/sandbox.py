@@ -3,7 +3,9 @@
 - `user_code`: a `sys.exit()` (or a KeyboardInterrupt the user did not press) while a model file
   is imported, built or run becomes a usage error (exit 2) instead of ending archlint with the
   model's code and no report; `timeout` seconds bound it (an endless loop at import, a forward that
-  never returns).
+  never returns). The alarm raises into the model's code; where that code swallows it (a bare
+  `except:` in a loop) or never returns to Python (a blocking C call), a watchdog thread ends the
+  process GRACE_S later with a one-line error and exit code 2: no model code can outlive it.
 - `preserved`: every parameter and buffer is put back as it was after a capture or a measurement
   (a forward that counts its steps, BatchNorm statistics in train mode).
 """
@@ -11,13 +13,18 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
+import sys
 import threading
 
 import torch
 from torch import nn
 
 from archlint.errors import UsageError
+
+
+GRACE_S = 5.0  # after --timeout, how long the model's code has to unwind before the process ends
 
 
 class _Expired(BaseException):
@@ -53,6 +60,7 @@ def user_code(target: str, timeout: float | None = None):
 
         old_alarm = signal.signal(signal.SIGALRM, expired)
         signal.setitimer(signal.ITIMER_REAL, timeout)
+    watchdog = _watchdog(guard, timeout + GRACE_S) if timeout is not None else None
     try:
         yield guard
     except SystemExit as exc:
@@ -70,16 +78,41 @@ def user_code(target: str, timeout: float | None = None):
             "fix the code"
         ) from None
     except _Expired:
+        if timeout is None:  # an outer guard's alarm: its own message
+            raise
         raise UsageError(
             f"{target}: still {guard.doing} after --timeout {timeout:g} s (an endless loop at import, "
             "in the constructor or in forward?); fix the code or raise --timeout"
         ) from None
     finally:
+        if watchdog is not None:
+            watchdog.cancel()
         if timeout is not None:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, old_alarm)
         if on_main:
             signal.signal(signal.SIGINT, old_int)
+
+
+def _watchdog(guard: Guard, seconds: float) -> threading.Timer:
+    """A daemon timer that ends the process if the guarded block is still running after `seconds`."""
+
+    def end() -> None:
+        try:
+            sys.stdout.flush()
+        except (OSError, ValueError):  # a closed or broken stdout: the message below still goes out
+            pass
+        os.write(2, (
+            f"archlint: error: {guard.target}: still {guard.doing} {GRACE_S:g} s after --timeout {guard.timeout:g} s: "
+            "the model's code did not stop when told to (a bare `except:` that swallows it, or a call that "
+            "blocks outside Python); archlint exits without a report; fix the code or raise --timeout\n"
+        ).encode("utf-8", "replace"))
+        os._exit(2)
+
+    timer = threading.Timer(seconds, end)
+    timer.daemon = True
+    timer.start()
+    return timer
 
 
 @contextlib.contextmanager

@@ -106,8 +106,12 @@ def test_modules_that_ran_more_than_one_op_are_not_edited():
 
 
 def test_paired_saving_counts_noise_as_none():
-    assert fixed.paired_saving([10.0, 10.2, 9.9, 10.1, 10.0, 10.1], [10.1, 10.0, 10.0, 10.0, 10.1, 9.9]) == 0.0
-    assert fixed.paired_saving([10.0, 10.2, 9.9, 10.1, 10.0, 10.1], [8.0, 8.1, 7.9, 8.0, 8.2, 8.0]) == pytest.approx(2.05, abs=0.1)
+    from archlint.model.paired import judge
+
+    noise = judge([10.0, 10.2, 9.9, 10.1, 10.0, 10.1], [10.1, 10.0, 10.0, 10.0, 10.1, 9.9], 0.0, max_pairs=6)
+    assert noise.saving_ms == 0.0
+    saving = judge([10.0, 10.2, 9.9, 10.1, 10.0, 10.1], [8.0, 8.1, 7.9, 8.0, 8.2, 8.0], 0.0, max_pairs=6)
+    assert saving.saving_ms == pytest.approx(2.05, abs=0.1)
 
 
 class ThroughAList(nn.Module):
