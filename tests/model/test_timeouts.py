@@ -86,7 +86,7 @@ def test_a_bare_except_in_a_loop_cannot_swallow_the_timeout(tmp_path):
     assert proc.returncode == 2  # was: the alarm's exception was swallowed, the loop went on forever
     err = proc.stderr.strip().splitlines()
     assert len(err) == 1 and "did not stop when told to" in err[0] and "bare `except:`" in err[0]
-    assert took < 2 + 5 + 30  # --timeout, the grace, and a slow start-up
+    assert took < 90  # --timeout, the grace, and a slow start-up on a busy machine (was: for ever)
 
 
 def test_the_loader_has_a_timeout(tmp_path):
