@@ -74,7 +74,8 @@ PEAKS = {"peak_flops_per_s": 1e12, "bandwidth_bytes_per_s": 1e11}  # ridge: 10 F
 def test_place_on_the_roofline():
     # 2·FLOPs/MAC = 2·1e9/1e8 = 20 ≥ 10 → compute bound; attainable 2e9/1e12 s = 2 ms
     r = roofline.place(flops=10**9, mac_bytes=10**8, latency_ms=4.0, p=PEAKS)
-    assert r == {"intensity": 20.0, "bound": "compute", "attainable_ms": pytest.approx(2.0), "efficiency": pytest.approx(0.5)}
+    assert r == {"intensity": 20.0, "bound": "compute", "memory_roof": "dram", "attainable_ms": pytest.approx(2.0),
+                 "efficiency": pytest.approx(0.5)}
     # an element-wise op: no FLOPs, 1e8 bytes at 1e11 B/s = 1 ms
     r = roofline.place(flops=0, mac_bytes=10**8, latency_ms=2.0, p=PEAKS)
     assert r["bound"] == "memory" and r["attainable_ms"] == pytest.approx(1.0) and r["efficiency"] == pytest.approx(0.5)
