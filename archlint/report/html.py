@@ -45,7 +45,7 @@ LAYER_LINKS = 8  # layer links shown with a finding before "and N more"
 EVIDENCE_LABELS = {
     "bn_mac_bytes": "BatchNorm memory traffic",
     "whatif_costliest_pair_ms": "costliest pair folded alone, timed (what-if)",
-    "pair_nodes": "pairs",
+    "pair_nodes": "layer → BatchNorm",
     "bias_bytes": "bias memory",
     "bias_parameters": "bias parameters",
     "reparameterize": "re-parameterise with",
@@ -444,6 +444,9 @@ def evidence_label(key: str) -> str:
 
 def _evidence_value(key: str, value, names: dict[str, str] | None) -> str:
     """A figure in its unit where the key names one (`..._bytes`, `..._ms`)."""
+    noise = getattr(value, "noise", None)  # a what-if inside the timing noise (archlint.model.paired)
+    if noise is not None and key.endswith("_ms"):
+        return f"could not measure (noise ±{noise:.3g} ms)"
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         if key.endswith("_bytes"):
             return human_bytes(value)

@@ -10,6 +10,7 @@ import re
 import pytest
 
 from archlint.diagnostics import Diagnostic, Price
+from archlint.model.paired import WithinNoise
 from archlint.model.roofline import place
 from archlint.report.html import device_label, render_html
 from archlint.report.time_table import efficiency_text
@@ -49,7 +50,8 @@ def _big_finding_report() -> tuple[str, int]:
     d = Diagnostic(
         code="AL205", message="53 Conv+BatchNorm pairs left unfused", node=layers[0], module=model.layers[0].module,
         target=model.target, price=Price.timed("folded", saving_ms=0.2, model_ms=10.0, device="cpu"),
-        evidence={"pairs": len(pairs), "bn_mac_bytes": 89_337_256, "pair_nodes": pairs, "whatif_costliest_pair_ms": 0.0123},
+        evidence={"pairs": len(pairs), "bn_mac_bytes": 89_337_256, "pair_nodes": pairs, "whatif_costliest_pair_ms": 0.0123,
+                  "whatif_ms": WithinNoise(0.05)},
     )
     return render_html(RunResult(models=[model], diagnostics=[d])), len(layers)
 
@@ -61,6 +63,7 @@ def test_evidence_keys_and_device_are_labelled_for_people():
     for raw in ("bn_mac_bytes", "whatif_costliest_pair_ms", "pair_nodes", "cpu|"):
         assert raw not in text, raw  # was: shown as they are
     assert "BatchNorm memory traffic</b> 89.3 MB" in text and "0.0123 ms" in text
+    assert "could not measure (noise ±0.05 ms)" in text  # was: "0"
     assert "test CPU, 2 threads (CPU, float32)" in page  # the roofline caption's device, in the page's data
 
 
