@@ -197,6 +197,24 @@
         fill: false,
         order: 10,
       });
+      if (peaks.cache_bandwidth && peaks.cache_bandwidth > peaks.bandwidth) {
+        // the roof of ops whose bytes fit in cache: dashed, up to where it meets the compute roof
+        const cacheRidge = peaks.flops / peaks.cache_bandwidth;
+        datasets.push({
+          type: "line",
+          label: "cache roof",
+          data: [
+            { x: Math.min(x0, cacheRidge / 8), y: Math.min(x0, cacheRidge / 8) * peaks.cache_bandwidth },
+            { x: cacheRidge, y: peaks.flops },
+          ],
+          borderColor: "#1d2330",
+          borderDash: [6, 4],
+          borderWidth: 1.5,
+          pointRadius: 0,
+          fill: false,
+          order: 11,
+        });
+      }
     }
     const yTitle = {
       achieved: "achieved FLOP/s (2 × multiply-adds / measured latency)",
