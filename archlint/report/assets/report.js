@@ -206,6 +206,7 @@
           data: [
             { x: Math.min(x0, cacheRidge / 8), y: Math.min(x0, cacheRidge / 8) * peaks.cache_bandwidth },
             { x: cacheRidge, y: peaks.flops },
+            { x: ridge, y: peaks.flops }, // then along the compute roof to where the memory roof meets it
           ],
           borderColor: "#1d2330",
           borderDash: [6, 4],
