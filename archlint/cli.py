@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import threading
 import traceback
 from pathlib import Path
 
@@ -124,7 +125,10 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument("--warmup", type=int, help="untimed runs before timing (default 10)")
     model.add_argument("--repeat", type=int, help="timed runs; the median is reported (default 50)")
     model.add_argument("--timeout", type=float, metavar="SECONDS",
-                       help="limit for importing, building and capturing each model (default: none)")
+                       help="limit for each stage that runs a model's code: import, build and capture; latency; "
+                       "what-ifs; pricing findings (default: none)")
+    model.add_argument("--latency-budget", type=float, metavar="SECONDS",
+                       help="wall time --latency may spend timing each model; stages cut short say so (default 120)")
     model.add_argument("--trace", type=Path, metavar="DIR", help="write a torch.profiler trace to DIR")
     model.add_argument(
         "--device-spec", metavar="NAME|FILE", help="estimate latency on this device from its spec (see `archlint device-specs`)"
@@ -194,7 +198,7 @@ def _settings(args: argparse.Namespace):
         raise UsageError(f"--depth {args.depth}: give the levels of the tree to show, 0 or more")
     s.tree = args.tree or args.depth is not None  # read by the text reporter
     s.tree_depth = args.depth
-    for flag in ("max_file_size", "timeout"):
+    for flag in ("max_file_size", "timeout", "latency_budget"):
         value = getattr(args, flag)
         if value is not None and not value > 0:  # also rejects nan
             raise UsageError(f"--{flag.replace('_', '-')} must be a number > 0, got {value:g}")
@@ -204,6 +208,8 @@ def _settings(args: argparse.Namespace):
         s.max_file_size = int(args.max_file_size * 1e6)
     if args.timeout is not None:
         s.timeout = args.timeout
+    if args.latency_budget is not None:
+        s.latency_budget = args.latency_budget
     s.fix, s.unsafe_fixes, s.diff = args.fix, args.unsafe_fixes, args.diff
     s.cache = s.cache and not args.no_cache
     if args.what_if is not None:
@@ -375,7 +381,28 @@ def run_subcommand(argv: list[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+    if argv is None:  # the program itself (not a call from Python): it ends when its report is out
+        return _exit_past_threads(_main(sys.argv[1:]))
+    return _main(argv)
+
+
+def _exit_past_threads(code: int) -> int:
+    """Threads a model's code started and left running (not daemons) would keep the process
+    alive after its report: flush the outputs and end it, saying so."""
+    left = [t.name for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon and t.is_alive()]
+    if not left:
+        return code
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError):  # stdout closed or gone: nothing more can reach it
+        pass
+    print(f"archlint: note: {len(left)} thread(s) still running after the report ({', '.join(left[:3])}), started "
+          "by the model's code or a library it called; archlint exits without waiting for them",
+          file=sys.stderr, flush=True)
+    os._exit(code)
+
+
+def _main(argv: list[str]) -> int:
     debug = "--debug" in argv
     try:
         if argv and argv[0] in SUBCOMMANDS:

@@ -80,7 +80,8 @@ class Settings:
     trace_dir: Path | None = None
     device_spec: str | None = None  # estimate latency on this spec (NAME or TOML file): archlint.devices
     what_if: list[str] | None = None  # --what-if: transformations to time (None: off); implies latency
-    timeout: float | None = None  # seconds for loading and capturing one model; None: no limit
+    timeout: float | None = None  # seconds for each stage that runs a model's code; None: no limit
+    latency_budget: float = 120.0  # seconds --latency may spend timing one model (archlint.model.budget)
     # Gate
     baseline: Path | None = None
     save_baseline: Path | None = None
@@ -196,6 +197,7 @@ _KEYS = {
     "jobs",
     "max-file-size",
     "timeout",
+    "latency-budget",
     "mode",
     "warmup",
     "repeat",
@@ -329,7 +331,7 @@ def from_table(table: dict[str, Any], root: Path, source: str = "pyproject.toml"
     for key in ("jobs", "warmup", "repeat"):
         if key in table and (isinstance(table[key], bool) or table[key] < (1 if key == "repeat" else 0)):
             raise UsageError(f"{source}: [tool.archlint] {key} must be ≥ {1 if key == 'repeat' else 0}, got {table[key]!r}")
-    for key in ("max-file-size", "timeout"):  # MB; seconds
+    for key in ("max-file-size", "timeout", "latency-budget"):  # MB; seconds; seconds
         if key in table:
             value = table[key]
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
@@ -340,6 +342,8 @@ def from_table(table: dict[str, Any], root: Path, source: str = "pyproject.toml"
         s.max_file_size = int(table["max-file-size"] * 1e6)
     if "timeout" in table:
         s.timeout = float(table["timeout"])
+    if "latency-budget" in table:
+        s.latency_budget = float(table["latency-budget"])
     if "cache-dir" in table:
         if not isinstance(table["cache-dir"], str):
             raise UsageError(f"{source}: [tool.archlint] cache-dir must be a path string")

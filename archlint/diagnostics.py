@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -68,7 +69,9 @@ class Price:
                  ops the alternative removes); saving_share = saving_ms / the model's latency;
       estimated  saving_ms from a model of the device (roofline, device spec), labelled as such;
       static     no time: saving_share = mac_bytes_saved / the model's MAC.
-    A measured saving can be ≤ 0 (the alternative is no faster): it is reported as it is.
+    A measured saving can be ≤ 0 (the alternative is no faster): it is reported as it is. One
+    inside the timing noise is 0 with `noise_share` set: the noise's half-width as a share of the
+    model's time (the saving could not be told apart from 0 on this machine).
     `claims` names the ops (or "op#part") whose cost this saving is made of: one op's saving is
     claimed by one finding only. It is internal (not in the JSON)."""
 
@@ -84,6 +87,7 @@ class Price:
     # specific finding be taken out of this one (internal, not in the JSON).
     parts: dict[str, tuple[int, float | None]] | None = field(default=None, repr=False, compare=False)
     whole: str = "model time"  # what saving_share is a share of ("step time" for a profiler trace)
+    noise_share: float | None = None  # set when the measured saving was inside the noise
 
     def __post_init__(self) -> None:
         if self.basis not in BASES:
@@ -106,8 +110,10 @@ class Price:
     ) -> Price:
         """A price in time (measured or estimated), as a share of the model's time."""
         share = saving_ms / model_ms if model_ms else 0.0
+        noise = getattr(saving_ms, "noise", None)  # a paired.WithinNoise: measured, inside the noise
+        noise_share = noise / model_ms if noise is not None and model_ms and math.isfinite(noise) else None
         return cls(basis, share, alternative, float(saving_ms), _int(mac_bytes_saved), _int(flops_saved), device,
-                   tuple(claims))
+                   tuple(claims), noise_share=noise_share)
 
     @property
     def pays(self) -> bool:
@@ -145,6 +151,8 @@ class Price:
             out["device"] = self.device
         if self.whole != "model time":
             out["share_of"] = self.whole
+        if self.noise_share is not None:
+            out["noise_share"] = self.noise_share
         return out
 
 

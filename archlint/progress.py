@@ -31,9 +31,14 @@ def shown(settings: Settings) -> Iterator[None]:
         return
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeRemainingColumn
+    from rich.text import Text
+
+    class Count(MofNCompleteColumn):  # "3/10"; nothing for open-ended work (rich would draw "0/?")
+        def render(self, task):
+            return super().render(task) if task.total is not None else Text("")
 
     _display = Progress(
-        SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+        SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), Count(), TimeRemainingColumn(),
         console=Console(file=sys.stderr), transient=True, refresh_per_second=4,  # few redraws: timing runs meanwhile
     )
     try:

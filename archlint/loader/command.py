@@ -12,6 +12,7 @@ from archlint.errors import UsageError
 DEFAULT_BATCHES = 30
 DEFAULT_BUDGET_S = 5.0
 DEFAULT_STAGE_ITEMS = 64
+DEFAULT_TIMEOUT_S = 600.0  # the whole run; its timed parts are bounded by --seconds, so only a hang meets it
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -49,6 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
     out.add_argument("--output-format", choices=("text", "json"), default="text")
     out.add_argument("-o", "--output-file", type=Path)
     out.add_argument("--html", type=Path, metavar="FILE", help="also write a self-contained HTML report")
+    p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
+                   help=f"limit for the whole run; a dataset that blocks is stopped (default {DEFAULT_TIMEOUT_S:g})")
     p.add_argument("--debug", action="store_true", help="show tracebacks of errors")
     return p
 
@@ -89,6 +92,8 @@ def _check(args: argparse.Namespace) -> None:
             raise UsageError(f"{flag} must be ≥ {low}, got {value}")
     if args.seconds <= 0:
         raise UsageError(f"--seconds must be > 0, got {args.seconds:g}")
+    if not args.timeout > 0:  # also rejects nan
+        raise UsageError(f"--timeout must be a number > 0, got {args.timeout:g}")
     if (args.input_shape or args.model_init or args.device_spec) and not args.model:
         raise UsageError("--input-shape, --model-init and --device-spec describe the model: give --model PATH.py:NAME")
     if args.device_spec:
@@ -110,7 +115,10 @@ def loader_command(argv: list[str]) -> int:
     from archlint.report import write_report
     from archlint.result import RunResult
 
-    with contextlib.redirect_stdout(sys.stderr):  # a dataset's prints never reach the report on stdout
+    from archlint.model.sandbox import user_code
+
+    with user_code(args.target, args.timeout) as guard:  # a __getitem__ that blocks must not hang the run
+        guard.doing = "loading and timing batches"
         loader_result = run_loader(args, workers)
     settings = Settings(output_format=args.output_format, output_file=args.output_file, html=args.html, debug=args.debug)
     write_report(RunResult(loaders=[loader_result]), settings)

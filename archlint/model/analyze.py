@@ -11,6 +11,7 @@ import networkx as nx
 import torch
 from torch import nn
 
+from archlint import progress
 from archlint.config import ModelSpec, Settings
 from archlint.diagnostics import Diagnostic
 from archlint.errors import UsageError
@@ -155,7 +156,7 @@ def analyze(spec: ModelSpec, settings: Settings) -> tuple[ModelResult, list[Diag
         if settings.latency:
             from archlint.model.measure import measure
 
-            with user_code(spec.target) as guard, preserved(loaded.model):
+            with user_code(spec.target, getattr(settings, "timeout", None)) as guard, preserved(loaded.model):
                 guard.doing = "running its forward (latency)"
                 inputs = fresh(loaded.real_inputs())  # makes the real keyword inputs too
                 report = measure(graph, loaded.model, inputs, spec.device, settings, kwargs=fresh(loaded.kwargs))
@@ -177,25 +178,32 @@ def analyze(spec: ModelSpec, settings: Settings) -> tuple[ModelResult, list[Diag
                 autocast = autocast_estimate(graph, device_spec)
                 if autocast:
                     result.estimate["autocast"] = autocast
-        if settings.what_if is not None:
+        from archlint.model.checks import CheckContext, run_checks
+
+        ctx = CheckContext(
+            target=spec.target, settings=settings, pricer=report.pricer if report else None, estimate=result.estimate
+        )
+        # Pricing a finding runs the model's forward (a fix timed end to end): guarded as the rest.
+        with user_code(spec.target, getattr(settings, "timeout", None) if report else None) as guard:
+            guard.doing = "running its forward (pricing findings)"
+            with progress.task("checking rules and pricing findings" if report else "checking rules"):
+                diagnostics = run_checks(graph, ctx)
+        result.notes.extend(ctx.notes)
+        if settings.what_if is not None:  # after the pricing: torch.compile slows whatever is timed after it
             from archlint.model.speedups.run import what_ifs
 
-            with user_code(spec.target) as guard, preserved(loaded.model):
+            with user_code(spec.target, getattr(settings, "timeout", None)) as guard, preserved(loaded.model):
                 guard.doing = "running its forward (what-if)"
                 inputs = fresh(loaded.real_inputs())  # makes the real keyword inputs too
                 result.what_if, notes = what_ifs(
-                    loaded.model, inputs, spec.device, settings, settings.what_if, kwargs=fresh(loaded.kwargs)
+                    loaded.model, inputs, spec.device, settings, settings.what_if, kwargs=fresh(loaded.kwargs),
+                    deadline=report.pricer.budget.deadline() if report else None,
                 )
             result.notes.extend(notes)
+        if report:
+            result.notes.extend(report.pricer.budget.notes())
     result.notes.extend(warning_notes(caught))
     result.layers = opgraph.to_layers(graph)
-    from archlint.model.checks import CheckContext, run_checks
-
-    ctx = CheckContext(
-        target=spec.target, settings=settings, pricer=report.pricer if report else None, estimate=result.estimate
-    )
-    diagnostics = run_checks(graph, ctx)
-    result.notes.extend(ctx.notes)
     if result.what_if:
         from archlint.model.speedups.links import link
 

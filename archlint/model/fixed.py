@@ -20,9 +20,11 @@ that reaches its layers through a plain list would not see them); otherwise the 
 back to the ops' measured time.
 
 The saving is the median of the paired per-pass differences, the two run in alternating order
-(they share their weights: whichever ran second would find them in cache); one within twice its
-standard error is no measured saving (0). Savings are small shares of a model, so pairs are
-added (the ops' repeats at a time, three times at most) while the difference is inside the noise.
+(they share their weights: whichever ran second would find them in cache). Pairs come BATCH at a
+time and stop by archlint.model.paired's sequential rule: once the difference is measured, once
+it cannot reach the materiality floor (FLOOR_SHARE of the model's time) whatever it is, or at
+--repeat pairs, or when the --latency-budget runs out. One inside the noise is no measured
+saving: 0 ms that says how wide the noise was (paired.WithinNoise).
 """
 
 from __future__ import annotations
@@ -30,17 +32,21 @@ from __future__ import annotations
 import contextlib
 import copy
 import itertools
-import math
-import statistics
 from collections.abc import Callable, Iterable
 
 import torch
 from torch import nn
 from torch.nn.modules.conv import _ConvNd
 
+from archlint.model.budget import Budget
+from archlint.model.paired import judge
 from archlint.model.sandbox import preserved
 from archlint.model.speedups.fold import foldable, fuse, set_module
 from archlint.model.timer import make_timer, sample
+
+BATCH = 8  # pairs timed between two looks at the difference
+FLOOR_SHARE = 0.01  # the rules' default materiality floor (min_saving_share): a saving below it never pays
+LABELS = {"fold_norms": "BatchNorms folded", "drop_bias": "conv biases dropped", "to_identity": "no-op activations removed"}
 
 Edit = Callable[[nn.Module], list[nn.Module] | None]  # edits a tree in place: the modules put in; None: cannot
 
@@ -50,11 +56,11 @@ def saving_ms(pricer, name: str, edit: Edit, paths: tuple) -> float | None:
     model or the edit does not apply to these module paths. Timed once per pricer."""
     cache = vars(pricer).setdefault("_fixed_ms", {})  # lives and dies with the pricer
     if (name, paths) not in cache:
-        cache[name, paths] = _measure(pricer, edit)
+        cache[name, paths] = _measure(pricer, edit, LABELS.get(name, name))
     return cache[name, paths]
 
 
-def _measure(pricer, edit: Edit) -> float | None:
+def _measure(pricer, edit: Edit, label: str) -> float | None:
     model = getattr(pricer, "model", None)
     if model is None:
         return None
@@ -78,18 +84,30 @@ def _measure(pricer, edit: Edit) -> float | None:
 
         return once
 
+    budget = getattr(pricer, "budget", None) or Budget(None)
+    floor_ms = FLOOR_SHARE * pricer.end_to_end_ms
     before: list[float] = []
     after: list[float] = []
+    # The per-op timing just ran this model (its base shares the weights): warm already. One
+    # warm-up pair serves the fixed copy's new modules, where --warmup / 2 pairs used to.
+    warmup = 1 if pricer.warmup else 0
     with torch.no_grad(), preserved(model) if shared else contextlib.nullcontext():
         if not _all_called(fixed, inserted, args, kwargs):
             return None
-        for warmup in (math.ceil(pricer.warmup / 2), 0, 0):  # more pairs only while inside the noise
-            b, a = sample([run(base), run(fixed)], timer, warmup, pricer.repeat, alternate=True)
+        while True:
+            batch = min(BATCH, pricer.repeat - len(before))
+            b, a = sample([run(base), run(fixed)], timer, warmup, batch + batch % 2, alternate=True,
+                          label=f"pricing findings: the model with {label} against the model",
+                          deadline=budget.deadline(budget.pricing_share))
+            warmup = 0  # the first batch warmed both up
             before += b.passes
             after += a.passes
-            if paired_saving(before, after) != 0:
+            verdict = judge(before, after, floor_ms, pricer.repeat, last=budget.spent(budget.pricing_share))
+            if verdict.done:
                 break
-    return paired_saving(before, after)
+    if verdict.why == "cap" and budget.spent(budget.pricing_share) and len(before) < pricer.repeat:
+        budget.cut(f"a fix priced on the whole model on {len(before)} pairs")
+    return verdict.saving_ms
 
 
 def _all_called(model: nn.Module, inserted: list[nn.Module], args: tuple, kwargs: dict) -> bool:
@@ -121,17 +139,6 @@ def _shallow(module: nn.Module) -> nn.Module:
         if isinstance(value, dict):
             vars(clone)[key] = value.copy()
     return clone
-
-
-def paired_saving(before: Iterable[float], after: Iterable[float]) -> float:
-    """The median of the paired differences; 0 when within twice its standard error (σ from the
-    interquartile range, a median's error ≈ 1.25·σ/√n)."""
-    diffs = [b - a for b, a in zip(before, after)]
-    if len(diffs) < 4:
-        return 0.0
-    q1, med, q3 = statistics.quantiles(diffs, n=4, method="inclusive")
-    error = 1.2533 * (q3 - q1) / 1.349 / math.sqrt(len(diffs))
-    return med if abs(med) > 2 * error else 0.0
 
 
 def fold_norms(pairs: Iterable[tuple[str, str]]) -> Edit:

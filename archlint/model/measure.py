@@ -27,6 +27,7 @@ import torch.fx as fx
 
 from archlint.errors import UsageError
 from archlint.model import allocator, roofline
+from archlint.model.budget import TIMING_SHARE, Budget, seconds
 from archlint.model.opgraph import display_names, ops
 from archlint.model.timer import Stats, Timer, load_average, make_timer, sample
 
@@ -54,6 +55,7 @@ class Pricer:
     model: torch.nn.Module | None = None
     args: tuple = ()
     kwargs: dict = field(default_factory=dict)
+    budget: Budget = field(default_factory=lambda: Budget(None))  # --latency-budget, shared by every stage
 
     def time_modules(self, *cases: tuple[torch.nn.Module, tuple]) -> list[float]:
         return [s.median for s in self.time_modules_stats(*cases)]
@@ -63,8 +65,12 @@ class Pricer:
         from the noise."""
         timer = make_timer(self.device)
         runs = [self._run(timer, str(i), module, inputs) for i, (module, inputs) in enumerate(cases)]
+        repeat = math.ceil(self.repeat / 2)
         with torch.no_grad(), _clear_oom(self.device, "timing a what-if alternative"):
-            sampled = sample(runs, timer, math.ceil(self.warmup / 2), math.ceil(self.repeat / 2))
+            sampled = sample(runs, timer, math.ceil(self.warmup / 2), repeat,
+                             label="pricing findings: a layer against its alternative", deadline=self.budget.deadline(self.budget.pricing_share))
+        if sampled[0].per_pass.n < repeat:
+            self.budget.cut("layer what-ifs timed on fewer passes")
         return [s.regions[str(i)] for i, s in enumerate(sampled)]
 
     def _run(self, timer: Timer, name: str, module: torch.nn.Module, inputs) -> Callable[[], None]:
@@ -100,6 +106,7 @@ def measure(
     roofline on every timed node of `graph`. The model is returned to its device and mode.
     `kwargs`: keyword inputs, passed to every pass (the export replay takes them as the model does)."""
     dev = roofline.resolve_device(device)
+    budget = Budget(seconds(settings), what_ifs=getattr(settings, "what_if", None) is not None)
     origin = _device_of(model)
     replay = graph.graph.get("replay")
     gm = getattr(replay, "graph_module", None)
@@ -119,9 +126,9 @@ def measure(
             dtype = _dtype_of(model, (*args, *kw.values()))
             with torch.no_grad():
                 if gm is not None:
-                    report = _measure_replay(graph, model, gm, args, dev, settings, kw)
+                    report = _measure_replay(graph, model, gm, args, dev, settings, kw, budget)
                 else:
-                    report = _measure_hooks(graph, model, args, dev, settings, kw)
+                    report = _measure_hooks(graph, model, args, dev, settings, kw, budget)
             p, cached = roofline.peaks(dev, dtype)
     finally:
         if gm is not None:
@@ -141,7 +148,7 @@ def measure(
         if d.get("latency_ms") is not None and d.get("known", True):
             d["roofline"] = roofline.place(int(d.get("flops", 0)), int(d.get("mac_bytes", 0)), d["latency_ms"], p)
     report.notes += _stale_peak_note(graph, p, cached)
-    report.pricer = Pricer(dev, dtype, report.end_to_end_ms, settings.warmup, settings.repeat, model, args, kw)
+    report.pricer = Pricer(dev, dtype, report.end_to_end_ms, settings.warmup, settings.repeat, model, args, kw, budget)
     return report
 
 
@@ -179,7 +186,17 @@ def timed_replay(
     return fx.GraphModule(gm, graph)
 
 
-def _measure_replay(graph, model, gm, args, dev, settings, kwargs: dict) -> LatencyReport:
+def _timed(runs, timer: Timer, settings, budget: Budget, label: str):
+    """The per-op (or per-module) run and the model's forward, interleaved, within the budget's
+    timing share; the number of timed passes, cut short by the budget or not."""
+    per_op, e2e = sample(runs, timer, math.ceil(settings.warmup / 2), settings.repeat,
+                         label=label, deadline=budget.deadline(TIMING_SHARE))
+    if e2e.per_pass.n < settings.repeat:
+        budget.cut(f"per-op timing stopped after {e2e.per_pass.n} of --repeat {settings.repeat} passes")
+    return per_op, e2e
+
+
+def _measure_replay(graph, model, gm, args, dev, settings, kwargs: dict, budget: Budget) -> LatencyReport:
     fx_names = {n.name for n in gm.graph.nodes if n.op in _CALLS}
     names = [name for name, _ in ops(graph)]
     timed = {n for n in names if n in fx_names}
@@ -194,7 +211,7 @@ def _measure_replay(graph, model, gm, args, dev, settings, kwargs: dict) -> Late
             model(*args, **kwargs)
 
     # Warm-up passes alternate between the two runs: the same modules, shapes and kernels warm up.
-    per_op, e2e = sample([replay_pass, model_pass], timer, math.ceil(settings.warmup / 2), settings.repeat)
+    per_op, e2e = _timed([replay_pass, model_pass], timer, settings, budget, "timing each op and the model end to end")
     for name in timed:
         _set_latency(graph.nodes[name], per_op.regions[name])
     clock = _clock(dev)
@@ -208,7 +225,7 @@ def _measure_replay(graph, model, gm, args, dev, settings, kwargs: dict) -> Late
         sum_of_ops_ms=sum(per_op.regions[n].median for n in timed),
         per_pass_sum_of_ops_ms=per_op.per_pass.median,
         method=f"per op: {graph.graph.get('strategy', 'fx')} graph replayed node by node as generated code, "
-        f"{clock} around each op; end to end: the original forward, {clock}; median of {settings.repeat} "
+        f"{clock} around each op; end to end: the original forward, {clock}; median of {e2e.per_pass.n} "
         f"passes after {settings.warmup} warm-up passes, per-op and end-to-end passes interleaved; "
         "eval mode, torch.no_grad()",
         peaks=None,
@@ -222,7 +239,7 @@ def _measure_replay(graph, model, gm, args, dev, settings, kwargs: dict) -> Late
     return report
 
 
-def _measure_hooks(graph, model, args, dev, settings, kwargs: dict) -> LatencyReport:
+def _measure_hooks(graph, model, args, dev, settings, kwargs: dict, budget: Budget) -> LatencyReport:
     """The dispatch fallback: a region around each leaf module's forward, via hooks."""
     timer = make_timer(dev)
     leaves = {path: m for path, m in model.named_modules() if path and not any(True for _ in m.children())}
@@ -267,7 +284,8 @@ def _measure_hooks(graph, model, args, dev, settings, kwargs: dict) -> LatencyRe
             with timer.region("model"):
                 model(*args, **kwargs)
 
-        per_mod, e2e = sample([hooked_pass, model_pass], timer, math.ceil(settings.warmup / 2), settings.repeat)
+        per_mod, e2e = _timed([hooked_pass, model_pass], timer, settings, budget,
+                              "timing each module and the model end to end")
         mod_stats = per_mod.regions
         trace_file = None
         if settings.trace_dir is not None:
@@ -298,7 +316,7 @@ def _measure_hooks(graph, model, args, dev, settings, kwargs: dict) -> LatencyRe
         sum_of_ops_ms=sum(s.median for s in mod_stats.values()),
         per_pass_sum_of_ops_ms=per_mod.per_pass.median,
         method=f"per module: forward hooks around each leaf module, {clock}; end to end: the original forward; "
-        f"median of {settings.repeat} passes after {settings.warmup} warm-up passes, interleaved; "
+        f"median of {e2e.per_pass.n} passes after {settings.warmup} warm-up passes, interleaved; "
         "eval mode, torch.no_grad()",
         peaks=None,
         notes=notes,

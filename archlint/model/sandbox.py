@@ -3,10 +3,13 @@
 - `user_code`: a `sys.exit()` (or a KeyboardInterrupt the user did not press) while a model file
   is imported, built or run becomes a usage error (exit 2) instead of ending archlint with the
   model's code and no report; `timeout` seconds bound it (an endless loop at import, a forward that
-  never returns).
-  An `os._exit()` becomes one too (it would end archlint with no report and exit code 0: a CI gate
-  that passes); what the code prints goes to stderr (stdout may be a JSON report); the process
-  state it changes (random generators, grad mode, default dtype, working directory) is put back.
+  never returns). The alarm raises into the model's code; where that code swallows it (a bare
+  `except:` in a loop) or never returns to Python (a blocking C call), a watchdog thread ends the
+  process GRACE_S later with a one-line error and exit code 2: no model code can outlive it.
+  An `os._exit()` in the model's code becomes a usage error too (it would end archlint with no report
+  and exit code 0: a CI gate that passes); what the code prints goes to stderr (stdout may be a JSON
+  report); the process state it changes (random generators, grad mode, default dtype, working
+  directory) is put back.
 - `preserved`: every parameter and buffer is put back as it was after a capture or a measurement
   (a forward that counts its steps, BatchNorm statistics in train mode), and each module's
   attributes (a counter, a cache, an attribute set in forward that would keep an fx Proxy, a
@@ -31,6 +34,10 @@ from torch import nn
 
 from archlint.errors import UsageError
 from archlint.model.state import global_state
+
+
+PROCESS_EXIT = os._exit  # the real one: `_no_hard_exit` swaps os._exit while model code runs
+GRACE_S = 5.0  # after --timeout, how long the model's code has to unwind before the process ends
 
 
 class _Expired(BaseException):
@@ -99,6 +106,7 @@ def user_code(target: str, timeout: float | None = None):
 
         old_alarm = signal.signal(signal.SIGALRM, expired)
         signal.setitimer(signal.ITIMER_REAL, timeout)
+    watchdog = _watchdog(guard, timeout + GRACE_S) if timeout is not None else None
     try:
         with global_state(), _no_hard_exit(), _stdout_to_stderr():
             yield guard
@@ -122,16 +130,41 @@ def user_code(target: str, timeout: float | None = None):
             "fix the code"
         ) from None
     except _Expired:
+        if timeout is None:  # an outer guard's alarm: its own message
+            raise
         raise UsageError(
             f"{target}: still {guard.doing} after --timeout {timeout:g} s (an endless loop at import, "
             "in the constructor or in forward?); fix the code or raise --timeout"
         ) from None
     finally:
+        if watchdog is not None:
+            watchdog.cancel()
         if timeout is not None:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, old_alarm)
         if on_main:
             signal.signal(signal.SIGINT, old_int)
+
+
+def _watchdog(guard: Guard, seconds: float) -> threading.Timer:
+    """A daemon timer that ends the process if the guarded block is still running after `seconds`."""
+
+    def end() -> None:
+        try:
+            sys.stdout.flush()
+        except (OSError, ValueError):  # a closed or broken stdout: the message below still goes out
+            pass
+        os.write(2, (
+            f"archlint: error: {guard.target}: still {guard.doing} {GRACE_S:g} s after --timeout {guard.timeout:g} s: "
+            "the model's code did not stop when told to (a bare `except:` that swallows it, or a call that "
+            "blocks outside Python); archlint exits without a report; fix the code or raise --timeout\n"
+        ).encode("utf-8", "replace"))
+        PROCESS_EXIT(2)  # not os._exit: inside the guarded block that one raises into this thread
+
+    timer = threading.Timer(seconds, end)
+    timer.daemon = True
+    timer.start()
+    return timer
 
 
 @contextlib.contextmanager

@@ -162,17 +162,23 @@ class Sampled:
     passes: tuple[float, ...] = ()  # each timed pass's sum, in order (paired with the other runs' passes)
 
 
+MIN_PASSES = 8  # a deadline never cuts a sample below this many timed passes of each run
+
+
 def sample(
-    runs: list[Callable[[], object]], timer: Timer, warmup: int, repeat: int, alternate: bool = False
+    runs: list[Callable[[], object]], timer: Timer, warmup: int, repeat: int, alternate: bool = False,
+    label: str = "timing passes", deadline: float | None = None, clock: Callable[[], float] = time.monotonic,
 ) -> list[Sampled]:
     """Run each callable `warmup` times untimed, then `repeat` times, interleaved (run 0, run 1,
     run 0, ...) so that all of them see the same machine conditions. Each callable marks its own
     regions on `timer`. `alternate`: every other pass runs them in reverse order, so that none
     always runs right after another (which leaves caches warm with the weights they share).
-    On the CPU, the host allocator is kept warm first (see allocator)."""
+    `deadline` (a `clock` reading): no more passes once it is past, MIN_PASSES at least (an even
+    number with `alternate`, so both orders stay equal); `label` names the stage in the progress
+    display. On the CPU, the host allocator is kept warm first (see allocator)."""
     if isinstance(timer, CpuTimer):
         allocator.keep_warm()
-    with progress.task("timing passes", total=(warmup + repeat) * len(runs)) as advance:
+    with progress.task(label, total=(warmup + repeat) * len(runs)) as advance:
         for _ in range(warmup):
             for run in runs:
                 run()
@@ -181,6 +187,8 @@ def sample(
         samples: list[dict[str, list[float]]] = [{} for _ in runs]
         totals: list[list[float]] = [[] for _ in runs]
         for i in range(repeat):
+            if deadline is not None and i >= MIN_PASSES and not (alternate and i % 2) and clock() >= deadline:
+                break
             order = list(zip(runs, samples, totals))
             for run, acc, total in reversed(order) if alternate and i % 2 else order:
                 run()

@@ -18,6 +18,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from archlint.model.paired import WithinNoise
+
 _cache: dict[tuple, float] = {}
 
 
@@ -31,7 +33,10 @@ def _saving(pricer: Any, key: tuple, original, alternative, formats=(None, None)
             a, b = pricer.time_modules_stats(
                 *((module, (_input(shape, f),)) for (module, shape), f in zip((original, alternative), formats))
             )
-        _cache[full] = float((a.median - b.median) / a.median) if a.median > 0 and _beyond_noise(a, b) else 0.0
+        if a.median > 0 and _beyond_noise(a, b):
+            _cache[full] = float((a.median - b.median) / a.median)
+        else:  # inside the noise: 0, with the noise's width as a share of the original
+            _cache[full] = WithinNoise(_noise(a, b) / a.median if a.median > 0 else math.inf)
     return _cache[full]
 
 
@@ -40,13 +45,18 @@ def _input(shape, memory_format) -> torch.Tensor:
     return x if memory_format is None else x.contiguous(memory_format=memory_format)
 
 
-def _beyond_noise(a, b) -> bool:
-    """True when the two medians differ by more than twice the standard error of their difference
-    (σ from each interquartile range, IQR/1.349; a median's error ≈ 1.25·σ/√n). A difference
-    within the noise is no measured saving: it counts as 0, never as a (random) gain or loss."""
+def _noise(a, b) -> float:
+    """Twice the standard error of the difference of two medians (σ from each interquartile
+    range, IQR/1.349; a median's error ≈ 1.25·σ/√n), in ms."""
     n = max(1, min(a.n, b.n))
     sigma = math.hypot((a.q3 - a.q1) / 1.349, (b.q3 - b.q1) / 1.349)
-    return abs(a.median - b.median) > 2 * 1.2533 * sigma / math.sqrt(n)
+    return 2 * 1.2533 * sigma / math.sqrt(n)
+
+
+def _beyond_noise(a, b) -> bool:
+    """True when the two medians differ by more than the noise. A difference within the noise is
+    no measured saving: it counts as 0, never as a (random) gain or loss."""
+    return abs(a.median - b.median) > _noise(a, b)
 
 
 def _conv(c1: int, c2: int, kernel, stride, padding, groups: int = 1, bias: bool = False, dilation=1) -> nn.Conv2d:

@@ -41,6 +41,17 @@ FAMILIES = {
     "other": ("pool", "reduction", "embedding", "other"),
 }
 EVIDENCE_CHARS = 160
+LAYER_LINKS = 8  # layer links shown with a finding before "and N more"
+# Evidence keys as a reader would name them (others: underscores read as spaces).
+EVIDENCE_LABELS = {
+    "bn_mac_bytes": "BatchNorm memory traffic",
+    "whatif_costliest_pair_ms": "costliest pair folded alone, timed (what-if)",
+    "pair_nodes": "layer → BatchNorm",
+    "bias_bytes": "bias memory",
+    "bias_parameters": "bias parameters",
+    "reparameterize": "re-parameterise with",
+    "whatif": "timed as",
+}
 GRAPH_DETAIL_OPS = 600  # up to this many ops the graph opens op by op, else grouped by module
 
 
@@ -176,7 +187,19 @@ def _peaks(roofline: dict | None) -> dict | None:
     flops, bw = roofline.get("peak_flops_per_s"), roofline.get("bandwidth_bytes_per_s")
     if not flops or not bw:
         return None
-    return {"flops": float(flops), "bandwidth": float(bw), "device": roofline.get("device")}
+    cache = roofline.get("cache_bandwidth_bytes_per_s")
+    return {"flops": float(flops), "bandwidth": float(bw), "device": device_label(roofline.get("device")),
+            "cache_bandwidth": float(cache) if cache else None, "cache_bytes": roofline.get("cache_bytes")}
+
+
+def device_label(key: str | None) -> str | None:
+    """The roofline cache's device key ("cpu|AMD EPYC 7B13 x2 threads|float32") as a reader
+    writes it: "AMD EPYC 7B13, 2 threads (CPU, float32)"."""
+    if not key or key.count("|") != 2:
+        return key
+    kind, name, dtype = key.split("|")
+    name = name.replace(" x", ", ").rstrip() if name.endswith(" threads") else name
+    return f"{name} ({kind.upper() if kind == 'cpu' else kind}, {dtype})"
 
 
 def _spec_roofs(estimate: dict | None) -> dict | None:
@@ -386,12 +409,16 @@ def _gate_table(verdicts: list[GateResult]) -> str:
 
 def _finding(d: Diagnostic, names: dict[str, str]) -> str:
     layers = _pointed_at(d, names) or ([d.node] if d.node else [])
-    pointers = " ".join(f"<a class=op href='#op={_e(n)}' data-op='{_e(n)}'>{_e(names.get(n, n))}</a>" for n in layers)
+    links = [f"<a class=op href='#op={_e(n)}' data-op='{_e(n)}'>{_e(names.get(n, n))}</a>" for n in layers]
+    pointers = " ".join(links[:LAYER_LINKS])
+    if len(links) > LAYER_LINKS:  # a finding over a whole model names a hundred layers: the rest on demand
+        pointers += (f" <details class=more><summary>and {len(links) - LAYER_LINKS} more</summary>"
+                     f"{' '.join(links[LAYER_LINKS:])}</details>")
     return f"""<article class="finding sev-{_e(d.severity.value)}" data-node="{_e(d.node or '')}">
 <div class=fhead><span class=code>{_e(d.code)}</span> <span class=where>{_e(location(d))}</span>
 <span class=price>{_price(d)}</span></div>
 <p class=msg>{_e(d.message)}</p>
-{f"<p class=layers>layers: {pointers}</p>" if pointers else ""}
+{f"<div class=layers>layers: {pointers}</div>" if pointers else ""}
 {_evidence(d.evidence, names)}
 {f"<p class=fix>fix ({_e(d.fix.applicability.value)}): {_e(d.fix.message)}</p>" if d.fix else ""}
 <details class=rule><summary>rule {_e(d.code)}: what, why, use instead</summary>{_rule_html(d.code)}</details>
@@ -421,17 +448,34 @@ def _evidence_text(value, names: dict[str, str] | None = None, items: int = 6) -
     return str(value)
 
 
+def evidence_label(key: str) -> str:
+    return EVIDENCE_LABELS.get(key, key.replace("_", " "))
+
+
+def _evidence_value(key: str, value, names: dict[str, str] | None) -> str:
+    """A figure in its unit where the key names one (`..._bytes`, `..._ms`)."""
+    noise = getattr(value, "noise", None)  # a what-if inside the timing noise (archlint.model.paired)
+    if noise is not None and key.endswith("_ms"):
+        return f"could not measure (noise ±{noise:.3g} ms)"
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if key.endswith("_bytes"):
+            return human_bytes(value)
+        if key.endswith("_ms"):
+            return f"{value:.3g} ms"
+    return _evidence_text(value, names)
+
+
 def _evidence(evidence: dict, names: dict[str, str] | None = None) -> str:
     items = []
     for key, value in evidence.items():
         if value is None:
             continue
-        text = _evidence_text(value, names)
+        text = _evidence_value(key, value, names)
         if len(text) > EVIDENCE_CHARS:  # all of it on hover; the page stays readable
             shown = f"<span title='{_e(text)}'>{_e(text[:EVIDENCE_CHARS])}… ({len(text)} chars)</span>"
         else:
             shown = _e(text)
-        items.append(f"<span><b>{_e(key)}</b> {shown}</span>")
+        items.append(f"<span><b>{_e(evidence_label(key))}</b> {shown}</span>")
     return f"<p class=evidence>{''.join(items)}</p>" if items else ""
 
 

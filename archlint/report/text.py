@@ -40,7 +40,9 @@ def price_bits(d: Diagnostic) -> list[str]:
         return []
     if p.saving_ms is not None:
         where = f" on {p.device}" if p.device else ""
-        if p.saving_ms > 0:
+        if p.noise_share is not None:  # measured, but the difference stayed inside the timing noise
+            bits = [f"could not measure (noise {p.noise_share:.1%} of {p.whole}, {p.basis}{where})"]
+        elif p.saving_ms > 0:
             bits = [f"saves ≈ {p.saving_ms:.3g} ms, {p.saving_share:.1%} of {p.whole} ({p.basis}{where})"]
         else:  # a measured what-if can come out at or below zero: said as it is
             bits = [f"alternative no faster ({p.saving_ms:+.3g} ms, {p.basis}{where})"]

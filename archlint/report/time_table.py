@@ -15,6 +15,12 @@ from archlint.result import Layer, ModelResult
 FAMILIES = (("compute", COMPUTE_KINDS), ("element-wise", ELEMENTWISE_KINDS), ("memory-only", MEMORY_ONLY_KINDS))
 
 
+
+def efficiency_text(efficiency: float) -> str:
+    """An op's share of its roof; above 100% the roof, not the op, is wrong (peaks measured low, on
+    a busy machine): said so instead of a figure no op can reach."""
+    return f"{efficiency:.1%}" if efficiency <= 1.0 else ">100% (roof low)"
+
 def family(kind: str) -> str:
     return next((name for name, kinds in FAMILIES if kind in kinds), "other")
 
@@ -86,6 +92,6 @@ def print_time(model: ModelResult, console: Console, top: int = 10) -> None:
             spread,
             f"{la.latency_ms / op_sum:.1%}",
             roof.get("bound", "–"),
-            f"{roof['efficiency']:.1%}" if "efficiency" in roof else "–",
+            efficiency_text(roof["efficiency"]) if "efficiency" in roof else "–",
         )
     console.print(table)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import html
 
-from archlint.report.what_if_table import ranked, verdict
+from archlint.report.what_if_table import ranked, times, verdict
 from archlint.result import WhatIf
 
 
@@ -22,7 +22,7 @@ def _bar(w: WhatIf, top: float) -> str:
     lo, hi = w.spread or (w.speedup, w.speedup)
     cls = {"faster": "good", "slower": "bad"}.get(verdict(w), "flat")
     return (
-        f"<div class=wibar title='speed-up {w.speedup:.2f}× (per-pass IQR {lo:.2f}–{hi:.2f}×)'>"
+        f"<div class=wibar title='speed-up {times(w.speedup)} (per-pass IQR {times(lo)[:-1]}–{times(hi)})'>"
         f"<span class='fill {cls}' style='width:{_pct(w.speedup, top)}'></span>"
         f"<span class=iqr style='left:{_pct(lo, top)};width:calc({_pct(hi, top)} - {_pct(lo, top)})'></span>"
         f"<span class=one style='left:{_pct(1.0, top)}'></span></div>"
@@ -50,7 +50,7 @@ def what_if_section(what_ifs: list[WhatIf] | None) -> str:
             continue
         compile_s = f" · compile {w.compile_s:.1f} s" if w.compile_s is not None else ""
         body.append(
-            f"<tr><th>{_e(w.name)}</th><td class=num><b>{w.speedup:.2f}×</b></td><td class=wicell>{_bar(w, top)}</td>"
+            f"<tr><th>{_e(w.name)}</th><td class=num><b>{times(w.speedup)}</b></td><td class=wicell>{_bar(w, top)}</td>"
             f"<td class=num>{w.baseline_ms:.3g} → {w.transformed_ms:.3g} ms{compile_s}</td>"
             f"<td>{_diff(w)}<br><span class=muted>{_e(w.reason)}</span></td></tr>"
         )

@@ -13,6 +13,11 @@ def _num(value: float | None, fmt: str) -> str:
     return "–" if value is None else format(value, fmt)
 
 
+def times(x: float) -> str:
+    """A speed-up as "1.23×"; below 0.1× in two significant digits ("0.0047×"), never "0.00×"."""
+    return f"{x:.2f}×" if x >= 0.1 or x <= 0 else f"{x:.2g}×"
+
+
 def verdict(w: WhatIf) -> str:
     """Faster / slower / within noise, from the per-pass speed-ups' interquartile range."""
     if not w.spread:
@@ -40,9 +45,9 @@ def print_what_if(what_ifs: list[WhatIf], console: Console) -> None:
         if not w.applicable or w.speedup is None:
             table.add_row(w.name, "n/a", "", "", "", "", "", "", "", w.reason)
             continue
-        spread = f"{w.spread[0]:.2f}–{w.spread[1]:.2f}×" if w.spread else ""
+        spread = f"{times(w.spread[0])[:-1]}–{times(w.spread[1])}" if w.spread else ""
         table.add_row(
-            w.name, f"{w.speedup:.2f}×", spread, verdict(w), _num(w.baseline_ms, ".3g"), _num(w.transformed_ms, ".3g"),
+            w.name, times(w.speedup), spread, verdict(w), _num(w.baseline_ms, ".3g"), _num(w.transformed_ms, ".3g"),
             _num(w.max_abs_diff, ".2g"), _num(w.max_rel_diff, ".2g"), _num(w.compile_s, ".1f"), w.reason,
         )
     console.print(table)

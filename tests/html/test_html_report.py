@@ -151,7 +151,7 @@ def _open_checked(browser, path: Path, shot: Path):
 
 def _assert_drawn(page, model: int = 0):
     points = page.evaluate(
-        f"Chart.getChart('roof-{model}').data.datasets.filter(d => d.label !== 'device roofs')"
+        f"Chart.getChart('roof-{model}').data.datasets.filter(d => d.label !== 'device roofs' && d.label !== 'cache roof')"
         ".reduce((s, d) => s + d.data.length, 0)"
     )
     assert points > 0

@@ -106,8 +106,12 @@ def test_modules_that_ran_more_than_one_op_are_not_edited():
 
 
 def test_paired_saving_counts_noise_as_none():
-    assert fixed.paired_saving([10.0, 10.2, 9.9, 10.1, 10.0, 10.1], [10.1, 10.0, 10.0, 10.0, 10.1, 9.9]) == 0.0
-    assert fixed.paired_saving([10.0, 10.2, 9.9, 10.1, 10.0, 10.1], [8.0, 8.1, 7.9, 8.0, 8.2, 8.0]) == pytest.approx(2.05, abs=0.1)
+    from archlint.model.paired import judge
+
+    noise = judge([10.0, 10.2, 9.9, 10.1, 10.0, 10.1], [10.1, 10.0, 10.0, 10.0, 10.1, 9.9], 0.0, max_pairs=6)
+    assert noise.saving_ms == 0.0
+    saving = judge([10.0, 10.2, 9.9, 10.1, 10.0, 10.1], [8.0, 8.1, 7.9, 8.0, 8.2, 8.0], 0.0, max_pairs=6)
+    assert saving.saving_ms == pytest.approx(2.05, abs=0.1)
 
 
 class ThroughAList(nn.Module):
@@ -126,7 +130,8 @@ class ThroughAList(nn.Module):
 
 def test_a_fix_the_forward_never_reaches_is_no_measurement():
     model = ThroughAList().eval()
-    pricer = SimpleNamespace(model=model, device=torch.device("cpu"), args=(torch.randn(1, 3, 4, 4),), warmup=2, repeat=8)
+    pricer = SimpleNamespace(model=model, device=torch.device("cpu"), args=(torch.randn(1, 3, 4, 4),), warmup=2, repeat=8,
+                             end_to_end_ms=1.0)
     assert fixed.saving_ms(pricer, "fold_norms", fixed.fold_norms([("conv", "bn")]), (("conv", "bn"),)) is None
 
 
@@ -138,7 +143,8 @@ def test_the_fix_is_timed_once_per_pricer(monkeypatch):
         layers += [nn.Conv2d(8, 8, 1, bias=False), nn.BatchNorm2d(8)]
     model = nn.Sequential(*layers).eval()
     pairs = tuple((str(2 * i), str(2 * i + 1)) for i in range(4))
-    pricer = SimpleNamespace(model=model, device=torch.device("cpu"), args=(torch.randn(1, 8, 8, 8),), warmup=2, repeat=8)
+    pricer = SimpleNamespace(model=model, device=torch.device("cpu"), args=(torch.randn(1, 8, 8, 8),), warmup=2, repeat=8,
+                             end_to_end_ms=1.0)
     saving = fixed.saving_ms(pricer, "fold_norms", fixed.fold_norms(pairs), pairs)
     assert isinstance(saving, float)
     assert all(isinstance(m, nn.BatchNorm2d) for m in model[1::2])  # timed on a copy

@@ -74,7 +74,8 @@ PEAKS = {"peak_flops_per_s": 1e12, "bandwidth_bytes_per_s": 1e11}  # ridge: 10 F
 def test_place_on_the_roofline():
     # 2·FLOPs/MAC = 2·1e9/1e8 = 20 ≥ 10 → compute bound; attainable 2e9/1e12 s = 2 ms
     r = roofline.place(flops=10**9, mac_bytes=10**8, latency_ms=4.0, p=PEAKS)
-    assert r == {"intensity": 20.0, "bound": "compute", "attainable_ms": pytest.approx(2.0), "efficiency": pytest.approx(0.5)}
+    assert r == {"intensity": 20.0, "bound": "compute", "memory_roof": "dram", "attainable_ms": pytest.approx(2.0),
+                 "efficiency": pytest.approx(0.5)}
     # an element-wise op: no FLOPs, 1e8 bytes at 1e11 B/s = 1 ms
     r = roofline.place(flops=0, mac_bytes=10**8, latency_ms=2.0, p=PEAKS)
     assert r["bound"] == "memory" and r["attainable_ms"] == pytest.approx(1.0) and r["efficiency"] == pytest.approx(0.5)
@@ -92,10 +93,11 @@ def test_cache_dir_honours_the_environment(monkeypatch, tmp_path):
 def test_peaks_are_measured_once_then_read_from_the_cache(monkeypatch, tmp_path):
     monkeypatch.setenv("ARCHLINT_CACHE_DIR", str(tmp_path))
     calls = []
-    monkeypatch.setattr(roofline, "measure_peaks", lambda d, t: calls.append(1) or dict(PEAKS, device="x"))
+    full = dict(PEAKS, device="x", cache_bandwidth_bytes_per_s=4e11, cache_bytes=2**24)
+    monkeypatch.setattr(roofline, "measure_peaks", lambda d, t: calls.append(1) or dict(full))
     cpu = torch.device("cpu")
-    assert roofline.peaks(cpu, torch.float32) == (dict(PEAKS, device="x"), False)
-    assert roofline.peaks(cpu, torch.float32) == (dict(PEAKS, device="x"), True)
+    assert roofline.peaks(cpu, torch.float32) == (full, False)
+    assert roofline.peaks(cpu, torch.float32) == (full, True)
     assert len(calls) == 1
     roofline.peaks(cpu, torch.float16)  # another dtype: its own entry
     assert len(calls) == 2
@@ -119,9 +121,12 @@ def test_measured_peaks_are_positive():
 
 def test_peak_matmul_is_the_best_size_until_one_run_is_long_enough(monkeypatch):
     """Sizes double until one run takes ≥ 50 ms; the fastest size gives the peak, not the last one."""
-    timings = iter([1.0, 5.0, 60.0, 10.0])  # ms: 512², 1024² (the best), 2048² (≥ 50 ms: stop), copy
+    timings = iter([1.0, 5.0, 60.0, 10.0, 0.1])  # ms: 512², 1024² (the best), 2048² (≥ 50 ms: stop), copies
     monkeypatch.setattr(roofline, "_best_ms", lambda fn, device, runs: next(timings))
+    monkeypatch.setattr(roofline, "last_level_cache_bytes", lambda device: 32 * 2**20)
     p = roofline.measure_peaks(torch.device("cpu"), torch.float32)
+    assert p["cache_bytes"] == 16 * 2**20  # a quarter of the cache copied into another quarter
+    assert p["cache_bandwidth_bytes_per_s"] == pytest.approx(2 * 8 * 2**20 / 0.1e-3)
     assert p["matmul_n"] == 1024
     assert p["peak_flops_per_s"] == pytest.approx(2 * 1024**3 / 5e-3)
     assert p["bandwidth_bytes_per_s"] == pytest.approx(2 * 64 * 2**20 / 10e-3)

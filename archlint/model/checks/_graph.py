@@ -20,6 +20,7 @@ from torch import nn
 
 from archlint.diagnostics import Diagnostic, Price, Severity
 from archlint.model.opgraph import COMPUTE_KINDS, ops
+from archlint.model.paired import WithinNoise
 
 # Ops that keep a tensor's values as they are (only move or select them).
 PASSTHROUGH_KINDS = frozenset({"reshape", "copy", "split", "dropout"})
@@ -441,7 +442,11 @@ def whatif_ms(graph: nx.DiGraph, ctx, nodes: Iterable[str], name: str, *args) ->
     it replaces (so it never exceeds what they cost in this model)."""
     fraction = whatif(ctx, name, *args)
     spent = latency(graph, nodes) if fraction is not None else None
-    return fraction * spent if spent is not None else None
+    if spent is None:
+        return None
+    if isinstance(fraction, WithinNoise):  # inside the noise: 0 ms, the noise in ms of these ops
+        return WithinNoise(fraction.noise * spent)
+    return fraction * spent
 
 
 def fixed_ms(graph, ctx, fix: str, nodes: Iterable) -> float | None:

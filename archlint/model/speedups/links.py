@@ -9,7 +9,7 @@ import ast
 from pathlib import Path
 
 from archlint.diagnostics import Diagnostic, Price, Severity
-from archlint.report.what_if_table import verdict as what_if_verdict
+from archlint.report.what_if_table import times, verdict as what_if_verdict
 from archlint.result import ModelResult, WhatIf
 
 # rule code → the transformation that is its fix
@@ -71,13 +71,13 @@ def link_code(diagnostics: list[Diagnostic], models: list[ModelResult]) -> None:
             w = next((w for name in names for w in m.what_if if w.name == name and w.applicable and w.speedup), None)
             if w is None or not linked:
                 continue
-            measured = f"{w.name} autocast measured {w.speedup:.2f}× on the forward of {m.target} on {m.device}"
+            measured = f"{w.name} autocast measured {times(w.speedup)} on the forward of {m.target} on {m.device}"
             estimate = (m.estimate or {}).get("autocast")
             if estimate is None and what_if_verdict(w) != "faster":
                 state = what_if_verdict(w) or "no spread measured"
                 for d in linked:
                     d.message += f" (--what-if {w.name} measured no speed-up on the forward of {m.target} on {m.device}: " \
-                                 f"{w.speedup:.2f}×, {state})"
+                                 f"{times(w.speedup)}, {state})"
                     d.evidence["what_if"] = _evidence(w, m)
                 continue
             if len(linked) != 1:

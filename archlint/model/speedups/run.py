@@ -8,6 +8,12 @@ The timed passes are bounded by a budget: the time of BUDGET × --repeat baselin
 (MIN_BUDGET_S at least), shared by all runs (MIN_PASSES each at least), and a third of that for
 the combination, so that --what-if adds about as much as --latency's own timing (which times
 the per-op replay and the model, --repeat passes each), whatever the number of transformations.
+
+torch.compile goes last, in a sample of its own (with the baseline again): compiling starts
+worker threads and can change the process's thread settings, which made every other variant
+timed after it slower (bf16 at 7.95 ms instead of 0.037 ms). The intra-op thread count is put
+back after each compilation and at the end; no variant is timed after a compilation but the
+compiled ones.
 """
 
 from __future__ import annotations
@@ -34,34 +40,52 @@ MIN_BUDGET_S = 0.5  # small models get this much timing at least: their passes a
 # A transformation joins the combination when its median speed-up is at least this and its
 # per-pass speed-ups' lower quartile is above 1 (it beats the baseline beyond the noise).
 MIN_GAIN = 1.03
+COMPILING = ("compile",)  # what-ifs that compile: prepared and timed after all the others
 
 
 def what_ifs(
-    model: nn.Module, inputs, device: str, settings, names: list[str] | None = None, kwargs: dict | None = None
+    model: nn.Module, inputs, device: str, settings, names: list[str] | None = None, kwargs: dict | None = None,
+    deadline: float | None = None,
 ) -> tuple[list[WhatIf], list[str]]:
     """The what-ifs for `model` on `device` (each requested name, in canonical order, then the
     combination), and notes on how they were timed. `model` is never changed: everything runs
     on a deep copy in eval mode."""
     dev = resolve_device(device)
     names = [n for n in NAMES if n in (names if names is not None else NAMES)]
+    threads = torch.get_num_threads()
+    try:
+        return _what_ifs(model, inputs, dev, settings, names, kwargs, deadline, threads)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _what_ifs(model, inputs, dev, settings, names, kwargs, deadline, threads) -> tuple[list[WhatIf], list[str]]:
     base = Variant(_eval_copy(model, dev), _to(inputs, dev), dev,
                    kwargs=dict(zip(kwargs or {}, _to(tuple((kwargs or {}).values()), dev))))
     reference, first_s = _first_call(base)
     base = replace(base, first_s=first_s)
     results: dict[str, WhatIf] = {}
     variants: dict[str, Variant] = {}
-    for name in names:
-        variant, outcome = _prepare(base, (name,), reference)
-        results[name] = outcome
-        if variant is not None:
-            variants[name] = variant
-    notes = _time(base, variants, results, settings)
+    notes: list[str] = []
+    plain = [n for n in names if n not in COMPILING]
+    share = len(plain) / len(names) if names else 1.0
+    for group, budget in ((plain, BUDGET * share), ([n for n in names if n in COMPILING], BUDGET * (1 - share))):
+        timed: dict[str, Variant] = {}
+        for name in group:
+            variant, outcome = _prepare(base, (name,), reference)
+            torch.set_num_threads(threads)  # a compilation may have changed it
+            results[name] = outcome
+            if variant is not None:
+                timed[name] = variant
+        notes += _time(base, timed, results, settings, budget=budget, deadline=deadline)
+        variants.update(timed)
     combo = _combination(results)
     if combo:
         label = "combined: " + " + ".join(combo)
         variant, outcome = _prepare(base, combo, reference, label)
+        torch.set_num_threads(threads)
         if variant is not None:  # timed the same way, on half the budget
-            _time(base, {label: variant}, {label: outcome}, settings, budget=BUDGET / 3)
+            _time(base, {label: variant}, {label: outcome}, settings, budget=BUDGET / 3, deadline=deadline)
         results[label] = outcome
     elif len([w for w in results.values() if w.applicable]) >= 2:
         results["combined"] = WhatIf(
@@ -69,9 +93,9 @@ def what_ifs(
             f"noise (at most one of {', '.join(PRECISION)}): nothing to combine"
         )
     if any(v.compiled for v in variants.values()):
-        import torch._dynamo
+        from torch import _dynamo
 
-        torch._dynamo.reset()  # drop the compiled copies' caches
+        _dynamo.reset()  # drop the compiled copies' caches
     return list(results.values()), notes
 
 
@@ -99,7 +123,8 @@ def _prepare(base: Variant, chain: tuple[str, ...], reference, label: str | None
 
 
 def _time(
-    base: Variant, variants: dict[str, Variant], results: dict[str, WhatIf], settings, budget: float = BUDGET
+    base: Variant, variants: dict[str, Variant], results: dict[str, WhatIf], settings, budget: float = BUDGET,
+    deadline: float | None = None,
 ) -> list[str]:
     """Time the baseline and every variant interleaved in one sample; fill the results."""
     if not variants:
@@ -122,7 +147,8 @@ def _time(
     passes = max(MIN_PASSES, min(settings.repeat, math.floor(allowed / sum(costs))))
     warmup = 1 if settings.warmup else 0  # after its first call (a compiled one: two calls)
     with torch.no_grad():
-        sampled = sample(calls, timer, warmup, passes)
+        sampled = sample(calls, timer, warmup, passes, label=f"what-if: timing {', '.join(variants)} against the model",
+                         deadline=deadline)
     baseline = sampled[0]
     for (name, _), s in zip(variants.items(), sampled[1:]):
         ratios = [b / t for b, t in zip(baseline.passes, s.passes) if t > 0]
@@ -132,9 +158,10 @@ def _time(
         # where it can move either median of the two separate series.
         ratio = Stats.of(ratios) if ratios else None
         w.speedup, w.spread = (ratio.median, ratio.spread) if ratio else (None, None)
-        w.passes = passes
+        w.passes = len(s.passes)
+    cut = f" (--latency-budget reached after {len(baseline.passes)})" if len(baseline.passes) < passes else ""
     return [
-        f"what-ifs timed end to end against a copy of the model: {passes} interleaved passes each after "
+        f"what-ifs timed end to end against a copy of the model: {passes} interleaved passes each{cut} after "
         f"{warmup + 1} warm-up call{'s' if warmup else ''} (the passes of all {len(runs)} runs share the time "
         f"of {budget:g} × --repeat {settings.repeat} baseline passes or {budget * MIN_BUDGET_S:g} s, whichever "
         f"is longer, {MIN_PASSES} passes at least; more --repeat, more passes); eval mode, torch.no_grad() "

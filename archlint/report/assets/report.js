@@ -53,6 +53,8 @@
   const count = (n) => si(n, "").trim();
   const bytes = (n) => si(n, "B");
   const ms = (v) => (v === null || v === undefined ? "—" : +v.toPrecision(3) + " ms");
+  // No op beats its roof: above 100% the roof was measured low (a busy machine), said so.
+  const efficiency = (v) => (v > 1 ? ">100% (roof low)" : (100 * v).toFixed(0) + "%");
   const shape = (s) => (s || []).map((d) => d.join("×")).join(", ");
   const decade = (unit) => (v) => {
     const e = Math.log10(v);
@@ -130,7 +132,7 @@
     if (L.roof)
       rows.push([
         "roofline",
-        `${L.roof.bound}-bound, intensity ${(+L.roof.intensity).toPrecision(3)} FLOP/B, attainable ${ms(L.roof.attainable_ms)}, efficiency ${(100 * L.roof.efficiency).toFixed(0)}%`,
+        `${L.roof.bound}-bound${L.roof.memory_roof === "cache" ? " (its bytes fit in cache: under the cache roof)" : ""}, intensity ${(+L.roof.intensity).toPrecision(3)} FLOP/B, attainable ${ms(L.roof.attainable_ms)}, efficiency ${efficiency(L.roof.efficiency)}`,
       ]);
     if (L.attrs && Object.keys(L.attrs).length) rows.push(["attrs", JSON.stringify(L.attrs)]);
     if (L.findings.length) rows.push(["findings", L.findings.join(", ")]);
@@ -195,6 +197,25 @@
         fill: false,
         order: 10,
       });
+      if (peaks.cache_bandwidth && peaks.cache_bandwidth > peaks.bandwidth) {
+        // the roof of ops whose bytes fit in cache: dashed, up to where it meets the compute roof
+        const cacheRidge = peaks.flops / peaks.cache_bandwidth;
+        datasets.push({
+          type: "line",
+          label: "cache roof",
+          data: [
+            { x: Math.min(x0, cacheRidge / 8), y: Math.min(x0, cacheRidge / 8) * peaks.cache_bandwidth },
+            { x: cacheRidge, y: peaks.flops },
+            { x: ridge, y: peaks.flops }, // then along the compute roof to where the memory roof meets it
+          ],
+          borderColor: "#1d2330",
+          borderDash: [6, 4],
+          borderWidth: 1.5,
+          pointRadius: 0,
+          fill: false,
+          order: 11,
+        });
+      }
     }
     const yTitle = {
       achieved: "achieved FLOP/s (2 × multiply-adds / measured latency)",
@@ -206,7 +227,10 @@
       achieved:
         `Every op that computes: arithmetic intensity against the FLOP/s it achieved on ${esc(m.peaks ? m.peaks.device || "the device" : "the device")}` +
         (peaks
-          ? `; the line is the device's measured roofs (${si(peaks.flops, "FLOP/s")}, ${si(peaks.bandwidth, "B/s")}).`
+          ? `; the line is the device's measured roofs (${si(peaks.flops, "FLOP/s")}, ${si(peaks.bandwidth, "B/s")} from memory)` +
+            (peaks.cache_bandwidth
+              ? `; an op whose bytes fit in the last-level cache (up to ${bytes(peaks.cache_bytes)}) is held to the cache roof, ${si(peaks.cache_bandwidth, "B/s")}.`
+              : ".")
           : "; no device roofs were measured."),
       estimated: `ESTIMATED, not measured: each op at the FLOP/s the device-spec estimate gives it on ${esc(peaks ? peaks.device : "the spec")}; the line is the spec's roofs (${si(peaks ? peaks.flops : 0, "FLOP/s")}, ${si(peaks ? peaks.bandwidth : 0, "B/s")}).`,
       attainable: `Latency was not measured (run with --latency): ops sit on the roof at the FLOP/s the roofline model allows (${si(peaks ? peaks.flops : 0, "FLOP/s")}, ${si(peaks ? peaks.bandwidth : 0, "B/s")}).`,
@@ -376,8 +400,12 @@
       ["MAC", (L) => L.mac, "num", null, bytes],
       ["params", (L) => L.params, "num", null, count],
       ["latency", (L) => L.lat, "num", null, ms],
-      ["est. ms", (L) => L.est, "num", null, ms],
-      ["bound", (L) => L.bound || ""],
+      ...(m.layers.some((L) => L.est !== null && L.est !== undefined) // only with a device-spec estimate
+        ? [
+            ["est. ms", (L) => L.est, "num", null, ms],
+            ["bound", (L) => L.bound || ""],
+          ]
+        : []),
       [
         "intensity",
         (L) => (L.mac > 0 ? (2 * L.flops) / L.mac : null),
@@ -390,7 +418,7 @@
         (L) => (L.roof ? L.roof.efficiency : null),
         "num",
         null,
-        (v) => (v === null ? "—" : (100 * v).toFixed(0) + "%"),
+        (v) => (v === null ? "—" : efficiency(v)),
       ],
       ["findings", (L) => L.findings.join(" ")],
     ];
