@@ -172,11 +172,40 @@ def analyze(spec: ModelSpec, settings: Settings) -> tuple[ModelResult, list[Diag
     )
     diagnostics = run_checks(graph, ctx)
     result.notes.extend(ctx.notes)
+    result.notes.extend(_recheck_on_eager(loaded, spec.target, settings, graph, diagnostics))
     if result.what_if:
         from archlint.model.speedups.links import link
 
         link(diagnostics, result.what_if, spec.device)
     return result, diagnostics
+
+
+def _recheck_on_eager(loaded: Loaded, target: str, settings: Settings, graph: nx.DiGraph,
+                      diagnostics: list[Diagnostic]) -> list[str]:
+    """Warnings of rules that declare EAGER_RECHECK, found on a traced capture, checked again on
+    the eager forward (archlint.model.eager); notes say what was done."""
+    from archlint.model import eager
+    from archlint.model.checks import CheckContext, check_modules, run_checks
+
+    strategy = graph.graph["strategy"]
+    suspects = eager.suspects(diagnostics, eager.recheck_codes(check_modules()), strategy)
+    if not suspects:
+        return []
+    codes = sorted({d.code for d in suspects})
+    again = eager.eager_settings(settings, set(codes))
+    try:
+        with user_code(target) as guard, preserved(loaded.model), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            guard.doing = "running its forward (eager re-check)"
+            eager_graph = capture_graph(loaded, target, again)
+    except UsageError as exc:
+        return [f"{', '.join(codes)} found under {strategy} could not be checked on the eager forward ({str(exc)[:150]}); "
+                "they stand as captured"]
+    cost(eager_graph, [])
+    eager.recheck(suspects, run_checks(eager_graph, CheckContext(target, again)), strategy)
+    dropped = sum(1 for d in suspects if d.evidence.get("eager") == "absent")
+    return [f"{len(suspects)} {', '.join(codes)} warning(s) found under {strategy} re-checked on the eager forward "
+            f"(dispatch capture): {dropped} not there (info), {len(suspects) - dropped} confirmed"]
 
 
 def analyze_model(

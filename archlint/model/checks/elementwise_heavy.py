@@ -12,23 +12,24 @@ bytes or, with --latency, each op's measured time in proportion (an estimate fro
 
 BatchNorms that AL205 folds into a conv or linear are AL205's, not counted here; findings of
 more specific rules (AL202's redundant activations, AL203's shortcut adds) are taken out of this
-price by the claims pass. One finding per model; the costliest blocks are listed in evidence.
+price by the claims pass. The rule fires when the model's share is above `threshold`; it then
+says where: one finding per repeated block (a block class's repeats merge into one finding), and
+one per chain of such ops outside blocks (Gemma-2's final logit softcap in the model's own
+forward), each naming its ops and priced by them — never a model-wide total at the root.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 
+import networkx as nx
+
 from archlint.model.checks import _graph as g
 from archlint.model.opgraph import ELEMENTWISE_KINDS
 
 CODE = "AL104"
-JUDGED_BY_PRICE = True  # warning only when the saving pays (_graph.severity)
 OPTIONS = {
     "threshold": 0.5,  # report when these ops' saving is above this share of the model's MAC (or latency)
-    "block_threshold": 0.5,  # list a block in evidence when the share within it is above this
-    "max_blocks": 3,  # list at most this many blocks, the costliest first
-    "min_saving_share": 0.01,  # a warning only when the saving is at least this share of the model
 }
 MOVEMENT_KINDS = frozenset({"copy", "concat"})
 
@@ -73,14 +74,39 @@ def check(graph, options, ctx):
     if not light:
         return
     total = g.module_mac(graph)
-    mac = sum(saved.values())
-    share = mac / total if total else 0.0
+    share = sum(saved.values()) / total if total else 0.0
     parts_ms = _measured_parts(graph, light, saved)
     whole_ms = g.model_latency(graph, ctx) if parts_ms is not None else None
     lat_share = sum(parts_ms.values()) / whole_ms if parts_ms and whole_ms else None
     if share <= options["threshold"] and (lat_share or 0.0) <= options["threshold"]:
         return
-    yield _finding(graph, ctx, options, light, saved, parts_ms, share, lat_share)
+    # The model is element-wise heavy (G4): say where, one finding per block (repeats of a block
+    # class merge into one) or per op chain outside blocks, each priced by its own ops.
+    for where, ops in _places(graph, light):
+        yield _finding(graph, ctx, where, ops, saved, parts_ms, share, lat_share)
+
+
+def _places(graph, light: list[str]) -> list[tuple[str, list[str]]]:
+    """The light ops split where a user can act: by the innermost repeated block holding them
+    (ResNet's layer1.0), else by connected op chain (Gemma's final logit softcap)."""
+    order = {n: i for i, n in enumerate(light)}
+    owner: dict[str, str] = {}
+    for block in sorted(g.module_blocks(graph), key=lambda b: -b.name.count(".")):
+        for n in block.nodes:
+            if n in order:
+                owner.setdefault(n, block.name)
+    places: dict[str, list[str]] = {}
+    for n in light:
+        if n in owner:
+            places.setdefault(owner[n], []).append(n)
+    loose = [n for n in light if n not in owner]
+    chains = nx.Graph()
+    chains.add_nodes_from(loose)
+    chains.add_edges_from((u, v) for u in loose for v in graph.successors(u) if v in chains)
+    for chain in sorted(nx.connected_components(chains), key=lambda c: min(order[n] for n in c)):
+        ops = sorted(chain, key=order.__getitem__)
+        places.setdefault(g.common_module(graph, ops) or f"@{ops[0]}", []).extend(ops)
+    return [(where, ops) for where, ops in places.items()]
 
 
 def _measured_parts(graph, light, saved) -> dict[str, float] | None:
@@ -95,51 +121,44 @@ def _measured_parts(graph, light, saved) -> dict[str, float] | None:
     return out
 
 
-def _blocks(graph, saved, options):
-    rows = []
-    for block in g.module_blocks(graph):
-        inside = sum(saved.get(n, 0) for n in block.nodes)
-        whole = sum(int(graph.nodes[n].get("mac_bytes", 0)) for n in block.nodes)
-        if whole and inside / whole > options["block_threshold"]:
-            rows.append((inside, block.name, round(inside / whole, 4)))
-    rows.sort(reverse=True)
-    return [{"block": name, "mac_bytes_saved": b, "share": s} for b, name, s in rows[: options["max_blocks"]]]
-
-
-def _finding(graph, ctx, options, light, saved, parts_ms, share, lat_share):
+def _finding(graph, ctx, where, ops, saved, parts_ms, share, lat_share):
     by_op = Counter()
-    for n in light:
+    for n in ops:
         by_op[_label(graph.nodes[n])] += saved[n]
-    mac = sum(saved.values())
+    mac = sum(saved[n] for n in ops)
     top = ", ".join(f"{op} {b / mac:.0%}" for op, b in by_op.most_common(4))
     price = g.price(
-        graph, ctx, alternative="each element-wise or data-movement op fused into the op producing its input",
-        mac_bytes_saved=mac, saving_ms=sum(parts_ms.values()) if parts_ms else None, estimated=True, claims=light,
+        graph, ctx, alternative="these element-wise and data-movement ops fused into the ops producing their inputs "
+        "(torch.compile, or a fused kernel)",
+        mac_bytes_saved=mac, saving_ms=sum(parts_ms[n] for n in ops) if parts_ms else None, estimated=True, claims=ops,
     )
-    price.parts = {n: (saved[n], parts_ms[n] if parts_ms else None) for n in light}
+    price.parts = {n: (saved[n], parts_ms[n] if parts_ms else None) for n in ops}
     measured = f" and {lat_share:.0%} of its measured latency" if lat_share is not None else ""
     untimed = (
         "; the saving is estimated from the ops' measured times, fusion itself was not timed "
         "(`--what-if compile` measures what it buys)" if price.basis == "estimated" and ctx.pricer is not None else ""
     )
-    costliest = max(light, key=lambda n: saved[n])
+    costliest = max(ops, key=lambda n: saved[n])
+    module = "" if where.startswith("@") else where
+    shape = "×".join(str(v) for v in (graph.nodes[costliest].get("out_shapes") or [()])[0])
+    chain = " → ".join(g.op_name(graph.nodes[n]) for n in ops[:8]) + (" → …" if len(ops) > 8 else "")
+    place = module or "the model's own forward"
     return g.finding(
         graph,
         CODE,
         (
-            f"element-wise and data-movement ops that fusion would remove hold {share:.0%} of the model's MAC"
-            f"{measured} ({top}): each is a full pass over an activation with little arithmetic{untimed}"
+            f"element-wise and data-movement ops in {place} ({len(ops)} ops: {chain}; costliest on a {shape} tensor; "
+            f"{top}) are a full pass over an activation each with little arithmetic; fused they save "
+            f"{g.fmt_bytes(mac)} of traffic (the model's element-wise ops hold {share:.0%} of its MAC{measured}){untimed}"
         ),
-        node=costliest,
-        module="",
+        node=ops[0],
+        module=module,
         price=price,
-        severity=g.severity(price, options, ctx),
         evidence={
             "mac_bytes_saved": mac,
             "mac_share": round(share, 4),
             "latency_share": round(lat_share, 4) if lat_share is not None else None,
-            "ops": len(light),
+            "ops": ops,
             "mac_bytes_by_op": dict(by_op.most_common()),
-            "blocks": _blocks(graph, saved, options),
         },
     )

@@ -17,9 +17,7 @@ from archlint.model.checks import _graph as g
 
 CODE = "AL106"
 FIX_IN_CLASS = True  # the finding is the module's own forward: one fix in its class
-OPTIONS = {
-    "min_saving_share": 0.0,  # report only when the saving is at least this share of the model's MAC
-}
+OPTIONS: dict = {}
 
 _SOFTMAX = frozenset({"softmax", "_softmax", "Softmax", "_safe_softmax", "safe_softmax"})
 _SCORE_OPS = frozenset({"elementwise", "reshape", "copy", "activation"})  # scale, mask, casts, views
@@ -97,8 +95,6 @@ def check(graph, options, ctx):
             mac_bytes_saved=saved, saving_ms=spent * saved / mac if spent is not None else None, claims=chain,
             estimated=True,
         )
-        if price.saving_share < options["min_saving_share"]:
-            continue
         module = g.common_module(graph, chain)
         score = "×".join(str(d) for d in graph.nodes[name]["out_shapes"][0])
         steps = " → ".join(["matmul", *(g.op_name(graph.nodes[n]) for n in before), "softmax",

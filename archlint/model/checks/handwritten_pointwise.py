@@ -17,9 +17,7 @@ from archlint.model.checks import _graph as g
 
 CODE = "AL110"
 FIX_IN_CLASS = True  # the finding is the module's own forward: one fix in its class
-OPTIONS = {
-    "min_saving_share": 0.0,  # report only when the saving is at least this share of the model's MAC
-}
+OPTIONS: dict = {}
 
 _VIEWS = ("reshape", "copy")
 _DIV = ("div", "truediv")
@@ -148,8 +146,6 @@ def check(graph, options, ctx):
             graph, ctx, alternative=f"one {fused} on the same input", mac_bytes_saved=saved,
             saving_ms=spent * saved / mac if spent is not None else None, claims=chain, estimated=True,
         )
-        if price.saving_share < options["min_saving_share"]:
-            continue
         module = g.common_module(graph, chain)
         steps = " → ".join(_key(graph, n) for n in order)
         yield g.finding(

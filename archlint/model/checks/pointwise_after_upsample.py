@@ -11,9 +11,7 @@ import math
 from archlint.model.checks import _graph as g
 
 CODE = "AL111"
-OPTIONS = {
-    "min_saving_share": 0.0,  # report only when the saving is at least this share of the model's MAC
-}
+OPTIONS: dict = {}
 
 
 def check(graph, options, ctx):
@@ -46,8 +44,6 @@ def check(graph, options, ctx):
             graph, ctx, alternative=f"the 1×1 conv applied before the upsample ({c.c1}→{c.c2} channels at the low resolution)",
             mac_bytes_saved=max(saved, 0), flops_saved=flops_saved, claims=[f"{conv_name}#resolution", f"{name}#resolution"],
         )
-        if price.saving_share < options["min_saving_share"]:
-            continue
         module = conv.get("module") or ""
         yield g.finding(
             graph,
