@@ -8,6 +8,8 @@ A check module defines
                                         each finding's severity is the rule's proposal (warning, or
                                         info where the advice changes the model); _verdict.judge
                                         decides for all rules whether a warning pays
+    CHANGES_MODEL = True                (optional) its alternative computes something else (a new
+                                        design, to retrain): its findings are info and say so
     FIX_IN_CLASS = True                 (optional) the finding is its module's own forward: repeats
                                         are grouped by the module's class wherever it sits
 and never traces, times or prints: it is a pure function of the OpGraph (with costs) and options.
@@ -70,6 +72,8 @@ def run_checks(graph: nx.DiGraph, ctx: CheckContext) -> list[Diagnostic]:
         # one finding for what the model repeats block for block
         # one finding for what the model repeats block for block (judged below on their sum)
         for d in _repeats.group(mine, classes, getattr(module, "FIX_IN_CLASS", False)):
+            if getattr(module, "CHANGES_MODEL", False):
+                d.evidence.setdefault("changes_model", True)
             if not ctx.settings.module_ignored(d.code, d.module):
                 d.target = d.target or ctx.target
                 found.append(d)

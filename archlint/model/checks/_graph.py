@@ -395,6 +395,23 @@ def finding(graph: nx.DiGraph, code: str, message: str, *, node: str | None, mod
     return d
 
 
+_LIBRARIES = ("transformers", "diffusers", "timm", "torchvision")
+
+
+def library_module(graph: nx.DiGraph, module: str | None) -> str | None:
+    """The library a module's class comes from (transformers, diffusers, timm, torchvision): the
+    user switches it with the library's own settings rather than rewriting it; None for the user's."""
+    if module is None:
+        return None
+    modules = graph.graph.get("modules", {})
+    for p in reversed(_prefixes(module)):
+        file = (modules.get(p) or {}).get("file")
+        if file:
+            parts = Path(file).parts
+            return next((lib for lib in _LIBRARIES if lib in parts and _library(file)), None)
+    return None
+
+
 def _library(file: str) -> bool:
     parts = Path(file).parts
     return "site-packages" in parts or "dist-packages" in parts or Path(file).is_relative_to(_TORCH)

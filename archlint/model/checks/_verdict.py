@@ -11,6 +11,9 @@ owner: a warning must
 - with --latency, not rest on a figure inside the noise: when the floor lies within the share's
   range over the end-to-end passes' interquartile range, the measured share cannot decide and the
   static (MAC) share does, and the finding says so;
+- keep the model as it is: an alternative that changes what the model computes (a new channel
+  split, fewer groups, a shortcut removed: evidence "changes_model") needs retraining — info,
+  and the message says so;
 - be located where the user can act: a module below the model's root, or an op chain it names
   (evidence "ops"); a model-wide total at the root is info.
 
@@ -35,6 +38,8 @@ def with_floor(options: dict) -> dict:
 def judge(d: Diagnostic, options: dict, ctx, model_mac: int) -> None:
     """Lower a proposed warning to info when it does not pay, cannot be told from the noise, or
     has no place to act; evidence["verdict"] says which."""
+    if d.evidence.get("changes_model") and "retrain" not in d.message:
+        d.message += " (the alternative changes the model: it needs retraining)"
     if d.severity is not Severity.WARNING:
         return
     why = _why_not(d, options.get(OPTION, FLOOR), ctx, model_mac)
@@ -45,6 +50,8 @@ def judge(d: Diagnostic, options: dict, ctx, model_mac: int) -> None:
 
 def _why_not(d: Diagnostic, floor: float, ctx, model_mac: int) -> str | None:
     p = d.price
+    if d.evidence.get("changes_model"):
+        return "the alternative changes the model (retrain): advice for a new design, not a fix"
     if p is None:
         return "no price: nothing says what the advice saves"
     if not p.pays:

@@ -18,6 +18,7 @@ from __future__ import annotations
 from archlint.model.checks import _graph as g
 
 CODE = "AL102"
+CHANGES_MODEL = True  # other group counts: other weights, a model to retrain
 OPTIONS = {
     "threshold": 0.5,  # judge a conv when its MAC exceeds the g=1 conv's of equal FLOPs by more than this
     "min_share": 0.0,  # and that excess is at least this fraction of the model's MAC

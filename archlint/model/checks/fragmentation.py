@@ -22,6 +22,7 @@ from __future__ import annotations
 from archlint.model.checks import _graph as g
 
 CODE = "AL103"
+CHANGES_MODEL = True  # merged fragments: other weights, a model to retrain
 OPTIONS = {
     "max_parallel": 3,  # report a fork/join region with more branches holding small fragments
     "max_series": 3,  # report a block whose longest chain has more small fragments

@@ -147,6 +147,11 @@ def check(graph, options, ctx):
             saving_ms=spent * saved / mac if spent is not None else None, claims=chain, estimated=True,
         )
         module = g.common_module(graph, chain)
+        if what.startswith("GELU") and g.library_module(graph, module) == "transformers":
+            # NewGELUActivation ("gelu_new"): the config's activation key selects the fused op
+            price.alternative = ('config hidden_act / activation_function = "gelu_pytorch_tanh" '
+                                 '(F.gelu(x, approximate="tanh"): same function, same weights)')
+            fused = price.alternative
         steps = " → ".join(_key(graph, n) for n in order)
         yield g.finding(
             graph,

@@ -24,6 +24,7 @@ import math
 from archlint.model.checks import _graph as g
 
 CODE = "AL101"
+CHANGES_MODEL = True  # a new channel split: other weights, a model to retrain
 OPTIONS = {
     "threshold": 0.1,  # report when the chain's MAC exceeds the balanced chain's by more than this fraction
     "min_share": 0.0,  # and the MAC saved is at least this fraction of the model's MAC

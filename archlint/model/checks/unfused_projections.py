@@ -46,6 +46,8 @@ def check(graph, options, ctx):
             mac_bytes_saved=saved, claims=[f"{n}#fuse" for n in names],
         )
         module = g.common_module(graph, names)
+        if g.library_module(graph, module) == "diffusers":  # the library fuses its own attention
+            price.alternative = "diffusers' model.fuse_qkv_projections() (one q/k/v Linear, same outputs)"
         yield g.finding(
             graph,
             CODE,
@@ -57,5 +59,6 @@ def check(graph, options, ctx):
             node=names[0],
             module=module,
             price=price,
-            evidence={"layers": modules, "out_features": widths, "in_features": int(shape[-1]), "input": producer},
+            evidence={"layers": modules, "out_features": widths, "in_features": int(shape[-1]), "input": producer,
+                      "pattern": ",".join(m.rpartition(".")[2] for m in modules)},
         )
