@@ -41,7 +41,7 @@ def assert_invariants(found):
         assert p is not None and p.pays, d
         assert (p.mac_bytes_saved or 0) >= 0 and (p.saving_ms is None or p.saving_ms > 0), d
         assert p.saving_share >= FLOOR, d
-        assert located(d) and (d.module or d.evidence["ops"]), d
+        assert located(d), d
 
 
 def run_tv(name: str):

@@ -14,8 +14,8 @@ owner: a warning must
 - keep the model as it is: an alternative that changes what the model computes (a new channel
   split, fewer groups, a shortcut removed: evidence "changes_model") needs retraining — info,
   and the message says so;
-- be located where the user can act: a module below the model's root, or an op chain it names
-  (evidence "ops"); a model-wide total at the root is info.
+- be located where the user can act: a module below the model's root, or an op naming the ops
+  it prices (its claims, or the chain in evidence "ops"); a model-wide total at the root is info.
 
 Anything else is info (hidden by default, never fails a gate), with evidence["verdict"] saying why.
 """
@@ -81,8 +81,10 @@ def _why_not(d: Diagnostic, floor: float, ctx, model_mac: int) -> str | None:
 
 
 def located(d: Diagnostic) -> bool:
-    """At a module below the root, or naming the op chain it prices."""
-    return bool(d.module) or bool(d.node and d.evidence.get("ops"))
+    """At a module below the root, or at an op naming the ops it prices (its claims, or the op
+    chain in evidence): the model's own forward is a place, a model-wide total is not."""
+    claims = d.price.claims if d.price is not None else ()
+    return bool(d.module) or bool(d.node and (claims or d.evidence.get("ops")))
 
 
 def _noise_band(saving_ms: float | None, pricer) -> tuple[float, float] | None:

@@ -100,11 +100,14 @@ def _places(graph, light: list[str]) -> list[tuple[str, list[str]]]:
         if n in owner:
             places.setdefault(owner[n], []).append(n)
     loose = [n for n in light if n not in owner]
-    chains = nx.Graph()
+    chains = nx.Graph()  # joined through views (a permute between two element-wise ops is free)
     chains.add_nodes_from(loose)
-    chains.add_edges_from((u, v) for u in loose for v in graph.successors(u) if v in chains)
-    for chain in sorted(nx.connected_components(chains), key=lambda c: min(order[n] for n in c)):
-        ops = sorted(chain, key=order.__getitem__)
+    chains.add_nodes_from(n for n, d in g.ops(graph) if d["kind"] in ("reshape", "split") and n not in owner)
+    chains.add_edges_from((u, v) for u in chains for v in graph.successors(u) if v in chains)
+    for chain in sorted(nx.connected_components(chains), key=lambda c: min(order.get(n, len(order)) for n in c)):
+        ops = sorted((n for n in chain if n in order), key=order.__getitem__)
+        if not ops:
+            continue
         places.setdefault(g.common_module(graph, ops) or f"@{ops[0]}", []).extend(ops)
     return [(where, ops) for where, ops in places.items()]
 
@@ -147,7 +150,7 @@ def _finding(graph, ctx, where, ops, saved, parts_ms, share, lat_share):
         graph,
         CODE,
         (
-            f"element-wise and data-movement ops in {place} ({len(ops)} ops: {chain}; costliest on a {shape} tensor; "
+            f"element-wise and data-movement ops in {place} ({len(ops)} op{'s' if len(ops) > 1 else ''}: {chain}; costliest on a {shape} tensor; "
             f"{top}) are a full pass over an activation each with little arithmetic; fused they save "
             f"{g.fmt_bytes(mac)} of traffic (the model's element-wise ops hold {share:.0%} of its MAC{measured}){untimed}"
         ),
