@@ -263,3 +263,22 @@ def test_repeats_keep_forms_apart():
     merged = _repeats.group([found("blocks.0.attn", ["query", "key", "value"]), found("blocks.1.attn", ["key", "value"]),
                              found("blocks.2.attn", ["key", "value"])], {}, False)
     assert sorted(d.message.split(" —")[0] for d in merged) == ["2 Linear layers", "3 Linear layers"]
+
+
+class UpsampledHead(nn.Module):
+    """A 3×3 classifier run after a 4× upsample (FCN/DeepLab classify first, then upsample logits)."""
+
+    def __init__(self):
+        super().__init__()
+        self.features = nn.Conv2d(3, 64, 3, padding=1)
+        self.up = nn.Upsample(scale_factor=4, mode="bilinear")
+        self.head = nn.Conv2d(64, 21, 3, padding=1)
+
+    def forward(self, x):
+        return self.head(self.up(self.features(x)))
+
+
+def test_head_conv_after_upsample_is_an_info_note_saying_retrain():
+    (d,) = by_code(UpsampledHead(), (1, 3, 32, 32))["AL111"]
+    assert d.evidence["form"] == "head-after-upsample" and d.evidence["scale"] == 16
+    assert d.severity is Severity.INFO and "retrain" in d.message
