@@ -282,3 +282,41 @@ def test_head_conv_after_upsample_is_an_info_note_saying_retrain():
     (d,) = by_code(UpsampledHead(), (1, 3, 32, 32))["AL111"]
     assert d.evidence["form"] == "head-after-upsample" and d.evidence["scale"] == 16
     assert d.severity is Severity.INFO and "retrain" in d.message
+
+
+class Stages(nn.Module):
+    """EdgeNeXt-like: a LayerNorm2d (permute → LayerNorm → permute back) in each of four stages."""
+
+    def __init__(self):
+        super().__init__()
+        self.stages = nn.ModuleList(nn.Sequential(nn.Conv2d(c, c, 3, padding=1), LayerNorm2d(c)) for c in (16, 16, 32, 32))
+        self.links = nn.ModuleList([nn.Conv2d(16, 16, 1), nn.Conv2d(16, 32, 1), nn.Conv2d(32, 32, 1)])
+
+    def forward(self, x):
+        for i, stage in enumerate(self.stages):
+            x = stage(x)
+            if i < 3:
+                x = self.links[i](x)
+        return x
+
+
+class LayerNorm2d(nn.LayerNorm):
+    def forward(self, x):
+        return super().forward(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+
+
+def test_repeats_group_the_same_with_and_without_latency():
+    from archlint.model.measure import measure
+
+    model, x = Stages().eval(), torch.randn(1, 16, 32, 32)
+
+    def groups(settings, pricer=None, graph=None):
+        return sorted((d.code, tuple(sorted(d.evidence.get("repeats", [d.module]))))
+                      for d in findings(graph, settings, pricer) if d.code == "AL113")
+
+    static_graph, _ = analyze_model(model, (x,), Settings())
+    settings = Settings(latency=True, warmup=1, repeat=3)
+    timed_graph, _ = analyze_model(model, (x,), settings)
+    report = measure(timed_graph, model, (x,), "cpu", settings)
+    assert groups(Settings(), graph=static_graph) == groups(settings, report.pricer, timed_graph)
+    assert len(groups(Settings(), graph=static_graph)) == 1
