@@ -320,3 +320,26 @@ def test_repeats_group_the_same_with_and_without_latency():
     report = measure(timed_graph, model, (x,), "cpu", settings)
     assert groups(Settings(), graph=static_graph) == groups(settings, report.pricer, timed_graph)
     assert len(groups(Settings(), graph=static_graph)) == 1
+
+
+class SharedPositions(nn.Module):
+    """DeBERTa: every layer's query_proj and key_proj also read the one position-embedding tensor."""
+
+    def __init__(self):
+        super().__init__()
+        self.rel = nn.Parameter(torch.randn(64, 32))
+        self.layer = nn.ModuleList(nn.ModuleDict({"query_proj": nn.Linear(32, 32), "key_proj": nn.Linear(32, 32)})
+                                   for _ in range(3))
+
+    def forward(self, x):
+        pos = self.rel * 1.0
+        for block in self.layer:
+            x = x + block["query_proj"](x) + block["key_proj"](x)
+            x = x + (block["query_proj"](pos) @ block["key_proj"](pos).t()).sum()
+        return x
+
+
+def test_al108_shared_tensor_lists_each_layer_once():
+    found = by_code(SharedPositions(), (1, 16, 32))["AL108"]
+    shared = [d for d in found if "of each of 3 blocks" in d.message]
+    assert len(shared) == 1 and shared[0].message.count("query_proj") == 1
