@@ -25,6 +25,7 @@ from archlint.diagnostics import Diagnostic, Price
 
 _INDEX = re.compile(r"(?<=[A-Za-z_#])\.\d+\b")  # `.3` in `layers.3.mlp`, never in `0.8%` or `2.4`
 _NUMBERED = re.compile(r"(?<=[A-Za-z_])\d+(?=\.|$)")  # `layer2`, `denseblock3`, `stage4`
+_LEADING = re.compile(r"^\d+(?=\.|$)")  # `3.conv` in a top-level nn.Sequential
 _LISTED = 4
 
 
@@ -36,7 +37,7 @@ def pattern(text: str | None) -> str:
 
 
 def path_pattern(path: str) -> str:
-    return pattern(_NUMBERED.sub("#", path))
+    return pattern(_LEADING.sub("#", _NUMBERED.sub("#", path)))
 
 
 def group(found: list[Diagnostic], classes: dict[str, str] | None = None, by_class: bool = False) -> list[Diagnostic]:
