@@ -102,10 +102,10 @@ def test_al104_table4(label, fires):
     found = fired(label, "AL104")
     assert bool(found) == fires
     if fires:
-        # one finding at the repeated block (the 10 blocks merged), naming its ops — not a
-        # model-wide total at the root
+        # one finding, located at the repeated block (the 10 blocks as one place), naming its
+        # ops — not a model-wide total at the root
         (d,) = found
-        assert d.module and len(d.evidence["repeats"]) == tables.REPEAT
+        assert d.module == "0" and len(d.evidence["places"][0]["repeats"]) == tables.REPEAT
         assert d.evidence["mac_share"] > 0.5 and d.severity is Severity.WARNING
         assert set(d.evidence["mac_bytes_by_op"]) == {"relu", "add"} and d.evidence["ops"]
 

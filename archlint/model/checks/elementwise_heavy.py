@@ -12,10 +12,11 @@ bytes or, with --latency, each op's measured time in proportion (an estimate fro
 
 BatchNorms that AL205 folds into a conv or linear are AL205's, not counted here; findings of
 more specific rules (AL202's redundant activations, AL203's shortcut adds) are taken out of this
-price by the claims pass. The rule fires when the model's share is above `threshold`; it then
-says where: one finding per repeated block (a block class's repeats merge into one finding), and
-one per chain of such ops outside blocks (Gemma-2's final logit softcap in the model's own
-forward), each naming its ops and priced by them — never a model-wide total at the root.
+price by the claims pass. The rule fires when the model's share is above `threshold`: one
+finding (one fix, torch.compile, fuses them all), located at the place that holds most of the
+saving — a block class with its repeats, or a chain of such ops outside blocks (Gemma-2's final
+logit softcap in the model's own forward) — naming its ops and listing the next places; never a
+model-wide total at the root with no place to act.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from collections import Counter
 import networkx as nx
 
 from archlint.model.checks import _graph as g
+from archlint.model.checks._repeats import path_pattern
 from archlint.model.opgraph import ELEMENTWISE_KINDS
 
 CODE = "AL104"
@@ -80,10 +82,11 @@ def check(graph, options, ctx):
     lat_share = sum(parts_ms.values()) / whole_ms if parts_ms and whole_ms else None
     if share <= options["threshold"] and (lat_share or 0.0) <= options["threshold"]:
         return
-    # The model is element-wise heavy (G4): say where, one finding per block (repeats of a block
-    # class merge into one) or per op chain outside blocks, each priced by its own ops.
-    for where, ops in _places(graph, light):
-        yield _finding(graph, ctx, where, ops, saved, parts_ms, share, lat_share)
+    # The model is element-wise heavy (G4). One fix fuses them all (torch.compile): one finding,
+    # located at the place that holds most of the saving (a block class with its repeats, or an op
+    # chain outside blocks) and listing the next ones, each with the ops it holds.
+    places = _ranked(graph, _places(graph, light), saved)
+    yield _finding(graph, ctx, places, light, saved, parts_ms, share, lat_share)
 
 
 def _places(graph, light: list[str]) -> list[tuple[str, list[str]]]:
@@ -112,6 +115,16 @@ def _places(graph, light: list[str]) -> list[tuple[str, list[str]]]:
     return [(where, ops) for where, ops in places.items()]
 
 
+def _ranked(graph, places, saved) -> list[tuple[str, list[str], list[str]]]:
+    """(where, ops, modules) per place, a block's repeats as one place, costliest first."""
+    merged: dict[tuple, tuple[str, list[str], list[str]]] = {}
+    for where, ops in places:
+        key = (path_pattern(where), g.module_type(graph, where)) if not where.startswith("@") else (where, None)
+        first, held, modules = merged.get(key, (where, [], []))
+        merged[key] = (first, held + ops, modules + [where])
+    return sorted(merged.values(), key=lambda p: -sum(saved[n] for n in p[1]))
+
+
 def _measured_parts(graph, light, saved) -> dict[str, float] | None:
     """Each op's measured time × the share of its bytes fusion saves; None without latency."""
     out = {}
@@ -124,35 +137,36 @@ def _measured_parts(graph, light, saved) -> dict[str, float] | None:
     return out
 
 
-def _finding(graph, ctx, where, ops, saved, parts_ms, share, lat_share):
+def _finding(graph, ctx, places, light, saved, parts_ms, share, lat_share):
     by_op = Counter()
-    for n in ops:
+    for n in light:
         by_op[_label(graph.nodes[n])] += saved[n]
-    mac = sum(saved[n] for n in ops)
+    mac = sum(saved[n] for n in light)
     top = ", ".join(f"{op} {b / mac:.0%}" for op, b in by_op.most_common(4))
     price = g.price(
-        graph, ctx, alternative="these element-wise and data-movement ops fused into the ops producing their inputs "
-        "(torch.compile, or a fused kernel)",
-        mac_bytes_saved=mac, saving_ms=sum(parts_ms[n] for n in ops) if parts_ms else None, estimated=True, claims=ops,
+        graph, ctx, alternative="the model's element-wise and data-movement ops fused into the ops producing their "
+        "inputs (torch.compile, or fused kernels where listed)",
+        mac_bytes_saved=mac, saving_ms=sum(parts_ms.values()) if parts_ms else None, estimated=True, claims=light,
     )
-    price.parts = {n: (saved[n], parts_ms[n] if parts_ms else None) for n in ops}
+    price.parts = {n: (saved[n], parts_ms[n] if parts_ms else None) for n in light}
     measured = f" and {lat_share:.0%} of its measured latency" if lat_share is not None else ""
     untimed = (
         "; the saving is estimated from the ops' measured times, fusion itself was not timed "
         "(`--what-if compile` measures what it buys)" if price.basis == "estimated" and ctx.pricer is not None else ""
     )
-    costliest = max(ops, key=lambda n: saved[n])
+    where, ops, modules = places[0]
     module = "" if where.startswith("@") else where
+    costliest = max(ops, key=lambda n: saved[n])
     shape = "×".join(str(v) for v in (graph.nodes[costliest].get("out_shapes") or [()])[0])
-    chain = " → ".join(g.op_name(graph.nodes[n]) for n in ops[:8]) + (" → …" if len(ops) > 8 else "")
-    place = module or "the model's own forward"
+    listed = [_place(graph, p, saved, mac) for p in places]
+    more = f"; then {'; '.join(listed[1:4])}" + (f" and {len(listed) - 4} more places" if len(listed) > 4 else "")
     return g.finding(
         graph,
         CODE,
         (
-            f"element-wise and data-movement ops in {place} ({len(ops)} op{'s' if len(ops) > 1 else ''}: {chain}; costliest on a {shape} tensor; "
-            f"{top}) are a full pass over an activation each with little arithmetic; fused they save "
-            f"{g.fmt_bytes(mac)} of traffic (the model's element-wise ops hold {share:.0%} of its MAC{measured}){untimed}"
+            f"element-wise and data-movement ops that fusion would remove hold {share:.0%} of the model's MAC{measured} "
+            f"({top}), most in {listed[0]} (costliest on a {shape} tensor){more if len(listed) > 1 else ''}: each is a "
+            f"full pass over an activation with little arithmetic{untimed}"
         ),
         node=ops[0],
         module=module,
@@ -163,5 +177,17 @@ def _finding(graph, ctx, where, ops, saved, parts_ms, share, lat_share):
             "latency_share": round(lat_share, 4) if lat_share is not None else None,
             "ops": ops,
             "mac_bytes_by_op": dict(by_op.most_common()),
+            "places": [{"module": "" if w.startswith("@") else w, "repeats": ms, "ops": o,
+                        "mac_bytes_saved": sum(saved[n] for n in o)} for w, o, ms in places],
         },
     )
+
+
+def _place(graph, place, saved, total: int) -> str:
+    """"layers.0 and 11 more like it (add → layernorm → …, 31%)"."""
+    where, ops, modules = place
+    name = "the model's own forward" if where.startswith("@") else where
+    if len(modules) > 1:
+        name += f" and {len(modules) - 1} more like it"
+    chain = " → ".join(list(dict.fromkeys(g.op_name(graph.nodes[n]) for n in ops))[:5])
+    return f"{name} ({chain}, {sum(saved[n] for n in ops) / total:.0%})"
