@@ -343,3 +343,17 @@ def test_al108_shared_tensor_lists_each_layer_once():
     found = by_code(SharedPositions(), (1, 16, 32))["AL108"]
     shared = [d for d in found if "of each of 3 blocks" in d.message]
     assert len(shared) == 1 and shared[0].message.count("query_proj") == 1
+
+
+def test_library_switch_only_where_the_library_has_it():
+    from archlint.model.checks import handwritten_attention as al106
+
+    class Graph:
+        graph = {"modules": {"": {"type": "Gemma2ForCausalLM"}}}
+
+    pytest.importorskip("transformers")
+    import transformers  # noqa: F401  (the model's library, imported as when it was built)
+
+    assert al106._supported(Graph(), softcap=True)  # Gemma-2 takes flex_attention
+    Graph.graph = {"modules": {"": {"type": "MptForCausalLM"}}}
+    assert not al106._supported(Graph(), softcap=False)  # MPT has no SDPA path: no switch to name

@@ -18,6 +18,7 @@ belongs to a library (transformers) is switched with the library's own setting
 from __future__ import annotations
 
 import math
+import sys
 
 import networkx as nx
 
@@ -102,7 +103,8 @@ def check(graph, options, ctx):
         head_dim = int((graph.nodes[qk].get("in_shapes") or [[0]])[0][-1])
         softcap = any(_key(graph, n) == "tanh" for n in before)
         library = g.library_module(graph, g.common_module(graph, chain))
-        library = library if library in _SWITCHES else None  # only these have a switch for it
+        no_switch = library == "transformers" and not _supported(graph, softcap)
+        library = library if library in _SWITCHES and not no_switch else None  # only these have a switch for it
         # with --latency: the chain's measured time scaled by the share of its traffic the fused op
         # saves (an estimate: the fused kernel's own time is not measured)
         spent = g.latency(graph, chain)
@@ -122,6 +124,8 @@ def check(graph, options, ctx):
             (
                 f"attention written by hand in {module or 'the model'} ({steps}): the {score} score tensor "
                 f"goes through memory {len(chain) - 1} times; {_how(softcap, library)}"
+                + (f" (transformers has no {'flex' if softcap else 'SDPA'} attention for "
+                   f"{g.module_type(graph, '')}: the class's forward must be changed or patched)" if no_switch else "")
                 + (f" — but its head dim is {head_dim}, above the fused kernels' {options['max_head_dim']}: SDPA "
                    "would run its unfused math kernel and save nothing here" if too_wide else "")
             ),
@@ -157,6 +161,14 @@ _SWITCHES = {  # the library's own switch to its fused attention, by softcap
                      'attn_implementation="flex_attention" when the model is built or loaded'),
     "diffusers": ("model.set_attn_processor(AttnProcessor2_0()) (SDPA)", None),
 }
+
+
+def _supported(graph: nx.DiGraph, softcap: bool) -> bool:
+    """Does the transformers model class take attn_implementation="sdpa" (or "flex_attention" for
+    a softcap)? Read from the class of the model's root, as transformers declares it."""
+    tf = sys.modules.get("transformers")  # imported already: the model was built with it
+    cls = getattr(tf, g.module_type(graph, "") or "", None) if tf is not None else None
+    return bool(getattr(cls, "_supports_flex_attn" if softcap else "_supports_sdpa", False))
 
 
 def _alternative(softcap: bool, library: str | None) -> str:
