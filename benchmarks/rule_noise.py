@@ -1,6 +1,6 @@
 """How noisy are the model rules on popular architectures? Findings per rule, warnings per model.
 
-    PYTHONPATH=. python benchmarks/rule_noise.py [--latency] [--models a,b,...] [--json FILE]
+    PYTHONPATH=. python benchmarks/rule_noise.py [--latency] [--set popular|untuned|all] [--models a,b,...] [--json FILE]
 
 25 popular torchvision and timm models (CNNs, ViTs, hybrids), batch 1, 224×224 (inception_v3
 299), each built with random weights, captured, costed and checked as `archlint` does by default
@@ -8,6 +8,13 @@
 shared machine) and the rules price their alternatives by measurement; the table then adds, for
 the ShuffleNetV2 rules (AL101–AL104), how many warnings remain and how many of them have a
 measured positive saving (the alternative measured faster).
+
+`--set untuned` runs issue 26's 44 architectures nobody tuned the rules against (HF decoders,
+encoders, speech and vision from small configs, torchvision detection/segmentation/video, recent
+timm, a diffusers UNet) through archlint's own analyze() — capture order, hf: loading, default
+inputs and the eager re-check included — and the JSON lists every warning (code, module, share,
+message) for adjudication. On 2026-11-25 (this CPU, default static run): main 66 warnings, 19
+earned by a practitioner's reading; after issue 26, 22 warnings, all 22 earned.
 """
 
 from __future__ import annotations
