@@ -189,6 +189,7 @@ def analyze(spec: ModelSpec, settings: Settings) -> tuple[ModelResult, list[Diag
             with progress.task("checking rules and pricing findings" if report else "checking rules"):
                 diagnostics = run_checks(graph, ctx)
         result.notes.extend(ctx.notes)
+        result.notes.extend(_recheck_on_eager(loaded, spec.target, settings, graph, diagnostics))
         if settings.what_if is not None:  # after the pricing: torch.compile slows whatever is timed after it
             from archlint.model.speedups.run import what_ifs
 
@@ -209,6 +210,50 @@ def analyze(spec: ModelSpec, settings: Settings) -> tuple[ModelResult, list[Diag
 
         link(diagnostics, result.what_if, spec.device)
     return result, diagnostics
+
+
+def _recheck_on_eager(loaded: Loaded, target: str, settings: Settings, graph: nx.DiGraph,
+                      diagnostics: list[Diagnostic]) -> list[str]:
+    """Warnings of rules that declare EAGER_RECHECK, found on a traced capture, checked again on
+    the eager forward (archlint.model.eager); notes say what was done."""
+    from archlint.model import eager
+    from archlint.model.checks import CheckContext, check_modules, run_checks
+
+    strategy = graph.graph["strategy"]
+    suspects = eager.suspects(diagnostics, eager.recheck_codes(check_modules()), strategy)
+    if not suspects:
+        return []
+    codes = sorted({d.code for d in suspects})
+    again = eager.eager_settings(settings, set(codes))
+    try:
+        with user_code(target) as guard, warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            guard.doing = "running its forward (eager re-check)"
+            eager_graph, how = _eager_capture(loaded, target, again)
+    except UsageError as exc:
+        return [f"{', '.join(codes)} found under {strategy} could not be checked on the eager forward ({str(exc)[:150]}); "
+                "they stand as captured"]
+    eager_graph.graph["mode"] = settings.mode
+    cost(eager_graph, [])
+    eager.recheck(suspects, run_checks(eager_graph, CheckContext(target, again)), strategy)
+    dropped = sum(1 for d in suspects if d.evidence.get("eager") == "absent")
+    return [f"{len(suspects)} {', '.join(codes)} warning(s) found under {strategy} re-checked on the eager forward "
+            f"(dispatch capture, {how}): {dropped} not there (info), {len(suspects) - dropped} confirmed"]
+
+
+def _eager_capture(loaded: Loaded, target: str, settings: Settings) -> tuple[nx.DiGraph, str]:
+    """The dispatch recording of the eager forward: on the meta build as it is when that runs (no
+    real weights needed: a 7B model is not built again for this), else as capture_graph does."""
+    if loaded.on_meta:
+        try:
+            with traced_mode(loaded.model, settings.mode), preserved(loaded.model), _no_gc():
+                return capture(loaded.model, loaded.inputs, "dispatch", loaded.kwargs)[0], "on the meta build"
+        except CaptureFailed as failure:  # a forward that needs real values: built with real weights
+            how = f"with real weights: the meta recording failed ({str(failure)[:80]})"
+    else:
+        how = "with real weights"
+    with preserved(loaded.model):
+        return capture_graph(loaded, target, settings), how
 
 
 def analyze_model(

@@ -475,4 +475,24 @@ def cost_graph(graph: nx.DiGraph) -> list[str]:
             unknown.append(name)
         finally:
             del op["mode"]
+        if op["known"] and _noop_cast(graph, name, op):
+            op["mac_bytes"], op["noop"] = 0, True
     return unknown
+
+
+_CASTS = frozenset({"to", "type", "float", "half", "double", "bfloat16", "type_as", "float32"})
+
+
+def _noop_cast(graph: nx.DiGraph, name: str, op: dict) -> bool:
+    """`x.to(torch.float32)` on a float32 x returns x itself: no copy, no traffic. Only a cast to
+    the input's own dtype and shape, with no layout or device asked for."""
+    if op["key"] not in _CASTS or op["kind"] != "copy":
+        return False
+    attrs = op.get("attrs") or {}
+    if any(k in attrs for k in ("memory_format", "device", "copy")) or len(op.get("in_shapes") or []) < 1:
+        return False
+    preds = sorted(graph.predecessors(name), key=lambda p: graph.edges[p, name].get("index", 0))
+    if not preds or graph.edges[preds[0], name].get("index", 0) != 0:
+        return False
+    source = graph.nodes[preds[0]]
+    return source.get("dtype") == op.get("dtype") and list(op["in_shapes"][0]) == list(op["out_shapes"][0])

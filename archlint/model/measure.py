@@ -56,6 +56,7 @@ class Pricer:
     args: tuple = ()
     kwargs: dict = field(default_factory=dict)
     budget: Budget = field(default_factory=lambda: Budget(None))  # --latency-budget, shared by every stage
+    end_to_end_spread_ms: tuple = ()  # (q1, q3) of the end-to-end passes: how far a share can move
 
     def time_modules(self, *cases: tuple[torch.nn.Module, tuple]) -> list[float]:
         return [s.median for s in self.time_modules_stats(*cases)]
@@ -148,7 +149,8 @@ def measure(
         if d.get("latency_ms") is not None and d.get("known", True):
             d["roofline"] = roofline.place(int(d.get("flops", 0)), int(d.get("mac_bytes", 0)), d["latency_ms"], p)
     report.notes += _stale_peak_note(graph, p, cached)
-    report.pricer = Pricer(dev, dtype, report.end_to_end_ms, settings.warmup, settings.repeat, model, args, kw, budget)
+    report.pricer = Pricer(dev, dtype, report.end_to_end_ms, settings.warmup, settings.repeat, model, args, kw, budget,
+                           end_to_end_spread_ms=tuple(report.end_to_end_spread_ms or ()))
     return report
 
 

@@ -62,7 +62,8 @@ def test_model_object_input_forms_agree(form):
     conv = next(layer for layer in analysis.layers if layer.kind == "conv")
     assert conv.flops == 2 * 16 * 16 * 8 * 3 * 9  # batch × h × w × c_out × c_in × k²
     assert "AL204" in {d.code for d in analysis.findings}
-    assert analysis.model.target == "BiasBeforeNorm" and not analysis.passed
+    # the cancelled bias saves under 1% of this model: info under the materiality floor, the run passes
+    assert analysis.model.target == "BiasBeforeNorm" and analysis.passed
 
 
 def test_model_is_left_as_it_was():
@@ -108,7 +109,7 @@ def test_reports_render(tmp_path):
     page = analysis._repr_html_()
     assert "BiasBeforeNorm" in page and "AL204" in page
     assert "<script" not in page and "src=" not in page and "http" not in page  # self-contained
-    assert "AL204" in analysis.summary() and "FLOPs" in analysis.summary()
+    assert "info findings hidden" in analysis.summary() and "FLOPs" in analysis.summary()  # AL204: < 1%
     assert "BiasBeforeNorm" in analysis.__rich__().plain
     html = analysis.to_html(tmp_path / "r.html").read_text()
     assert html.startswith("<!DOCTYPE html>")

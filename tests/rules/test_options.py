@@ -110,10 +110,11 @@ def test_end_to_end_config_cli_and_silencing(tmp_path):
         '[tool.archlint]\nmodule-ignores = {"AL101" = ["backbone.*"]}\n\n[tool.archlint.rules.AL104]\nthreshold = 0.9\n'
     )
     out = _archlint(cwd=tmp_path)
-    assert out.returncode == 1, out.stderr
+    assert out.returncode == 0, out.stderr  # AL101's new channel split needs retraining: info (issue 26)
     found = json.loads(out.stdout)["diagnostics"]
     assert {d["module"] for d in found if d["code"] == "AL101"} == {"head"}
     d = next(d for d in found if d["code"] == "AL101")
+    assert d["severity"] == "info" and "retrain" in d["message"]
     assert d["file"] == str(FIXTURE) and d["price"]["mac_bytes_saved"] == d["evidence"]["excess_bytes"]
     out = _archlint("--option", "AL101.threshold=0.95", cwd=tmp_path)
     # Only info is left (AL103's fragments: no static saving): listed in JSON, never a failure.

@@ -113,7 +113,9 @@ class _Recorder(TorchFunctionMode):
         self.b.reached.update(_ancestors(path))
         if is_leaf(module):
             if self.leaf_depth == 0:
-                self.pending.append(self.resolve((args, kwargs))[0])
+                inputs, given = self.resolve((args, kwargs))
+                self.b.read.update(id(t) for t in given.values())  # a parameter passed in as data is read
+                self.pending.append(inputs)
             self.leaf_depth += 1
 
     def _leave(self, path: str, module: nn.Module, out):

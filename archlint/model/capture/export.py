@@ -123,6 +123,8 @@ def _record(model: nn.Module, ep, builder: _Builder) -> Replay | None:
             inputs_, seen = [], set()
             for m in group:
                 for a in _node_args(m):
+                    if a.name in state_of:  # another module's parameter given as data is read here
+                        _mark_read(model, state_of[a.name], b)
                     if a.name in names or a.name in state_of or a.name in seen:
                         continue
                     seen.add(a.name)
@@ -231,6 +233,16 @@ def _tensor_outputs(model: nn.Module):
             del model.forward
         else:
             model.forward = own
+
+
+def _mark_read(model, path: str, b) -> None:
+    """A parameter or buffer an op reads as data counts as read (not an unused parameter)."""
+    try:
+        state = _fetch(model, path)
+    except AttributeError:  # a constant export lifted out of the code: no parameter
+        return
+    if isinstance(state, torch.Tensor):
+        b.read.add(id(state))
 
 
 def _export_replay(ep, fused: list[tuple[str, list[str]]], b: _Builder) -> Replay:

@@ -90,6 +90,8 @@ class _Builder:
             if id(t) in self.param_ids and id(t) not in self.counted:
                 self.counted.add(id(t))
                 count += t.numel()
+        # a parameter passed in as data (DeBERTa's LayerNorm(self.rel_embeddings.weight)) is read too
+        self.read.update(id(t) for _, t in inputs if id(t) in self.param_ids)
         first = outputs[0]
         self.graph.add_node(
             name,

@@ -2,10 +2,14 @@
 
 A check module defines
     CODE = "AL101"                      the rule it implements (its page is rules/AL101-*.md)
-    OPTIONS = {"threshold": 0.1, ...}   its options with defaults (config/CLI override them)
+    OPTIONS = {"threshold": 0.1, ...}   its options with defaults (config/CLI override them); every
+                                        rule also takes `min_saving_share`, the materiality floor
     def check(graph, options, ctx) -> Iterable[Diagnostic]
-    JUDGED_BY_PRICE = True              (optional) its severity is _graph.severity of the price, so
-                                        repeats merged into one finding are judged on their sum
+                                        each finding's severity is the rule's proposal (warning, or
+                                        info where the advice changes the model); _verdict.judge
+                                        decides for all rules whether a warning pays
+    CHANGES_MODEL = True                (optional) its alternative computes something else (a new
+                                        design, to retrain): its findings are info and say so
     FIX_IN_CLASS = True                 (optional) the finding is its module's own forward: repeats
                                         are grouped by the module's class wherever it sits
 and never traces, times or prints: it is a pure function of the OpGraph (with costs) and options.
@@ -27,8 +31,7 @@ import networkx as nx
 from archlint.config import Settings
 from archlint.diagnostics import Diagnostic
 from archlint.errors import UsageError
-from archlint.model.checks import _repeats
-from archlint.model.checks._graph import severity
+from archlint.model.checks import _graph, _repeats, _verdict
 
 
 @dataclass
@@ -56,7 +59,8 @@ def run_checks(graph: nx.DiGraph, ctx: CheckContext) -> list[Diagnostic]:
     for module in check_modules():
         if not ctx.settings.enabled(module.CODE):
             continue
-        options = used[module.CODE] = _typed(module.CODE, ctx.settings.options(module.CODE, module.OPTIONS), module.OPTIONS)
+        defaults = _verdict.with_floor(module.OPTIONS)
+        options = used[module.CODE] = _typed(module.CODE, ctx.settings.options(module.CODE, defaults), defaults)
         try:
             mine = list(module.check(graph, options, ctx))
         except Exception as exc:  # one rule's bug must not cost the figures and the other rules
@@ -66,15 +70,18 @@ def run_checks(graph: nx.DiGraph, ctx: CheckContext) -> list[Diagnostic]:
                              f"({type(exc).__name__}: {str(exc)[:200]}); the other results stand; please report it")
             continue
         # one finding for what the model repeats block for block
+        # one finding for what the model repeats block for block (judged below on their sum)
         for d in _repeats.group(mine, classes, getattr(module, "FIX_IN_CLASS", False)):
-            if getattr(module, "JUDGED_BY_PRICE", False) and d.evidence.get("repeats"):
-                d.severity = severity(d.price, options, ctx) if d.price else d.severity  # one fix saves their sum
+            if getattr(module, "CHANGES_MODEL", False):
+                d.evidence.setdefault("changes_model", True)
             if not ctx.settings.module_ignored(d.code, d.module):
                 d.target = d.target or ctx.target
                 found.append(d)
-    from archlint.model.checks._graph import settle
-
-    return sorted(settle(found, used), key=Diagnostic.sort_key)  # one op's saving, one finding
+    settled = _graph.settle(found)  # one op's saving, one finding
+    model_mac = _graph.module_mac(graph)
+    for d in settled:
+        _verdict.judge(d, used[d.code], ctx, model_mac)
+    return sorted(settled, key=Diagnostic.sort_key)
 
 
 def _strict() -> bool:

@@ -376,16 +376,6 @@ def price(
     )
 
 
-def severity(p: Price, options: dict, ctx=None) -> Severity:
-    """ShuffleNetV2 rules (AL101–AL104): a warning only when the saving is positive and at least
-    `min_saving_share` of the model on the price's basis; otherwise info (hidden by default,
-    never fails a gate). With --latency (`ctx.pricer`) the basis must be measured: a saving
-    estimated from measured op times, the alternative never timed, is at most info."""
-    if getattr(ctx, "pricer", None) is not None and p.basis != "measured":
-        return Severity.INFO
-    return Severity.WARNING if p.pays and p.saving_share >= options.get("min_saving_share", 0.01) else Severity.INFO
-
-
 def finding(graph: nx.DiGraph, code: str, message: str, *, node: str | None, module: str | None, **kw) -> Diagnostic:
     """A Diagnostic located at a model node, its module path and the user's source: the line that
     created the module (`self.conv2 = nn.Conv2d(...)`, or the builder call that made a library
@@ -404,6 +394,23 @@ def finding(graph: nx.DiGraph, code: str, message: str, *, node: str | None, mod
     if info:
         d.file, d.line = info.get("file"), info.get("line")
     return d
+
+
+_LIBRARIES = ("transformers", "diffusers", "timm", "torchvision")
+
+
+def library_module(graph: nx.DiGraph, module: str | None) -> str | None:
+    """The library a module's class comes from (transformers, diffusers, timm, torchvision): the
+    user switches it with the library's own settings rather than rewriting it; None for the user's."""
+    if module is None:
+        return None
+    modules = graph.graph.get("modules", {})
+    for p in reversed(_prefixes(module)):
+        file = (modules.get(p) or {}).get("file")
+        if file:
+            parts = Path(file).parts
+            return next((lib for lib in _LIBRARIES if lib in parts and _library(file)), None)
+    return None
 
 
 def _library(file: str) -> bool:
@@ -515,9 +522,9 @@ def _norm_name(data: dict) -> str:
 PRIORITY = ("AL205", "AL204", "AL202", "AL203", "AL201", "AL106", "AL107", "AL108", "AL109", "AL110", "AL111", "AL113", "AL105", "AL101", "AL102", "AL103", "AL104")
 
 
-def settle(found: list[Diagnostic], options: dict[str, dict]) -> list[Diagnostic]:
+def settle(found: list[Diagnostic]) -> list[Diagnostic]:
     """One op's saving is claimed by one finding: walking the findings from the most specific
-    rule, an additive price (AL104) drops the parts others own and its severity is re-judged;
+    rule, an additive price (AL104) drops the parts others own (its severity is judged after);
     any other finding that names an owned op becomes info and says which findings own it."""
     owner: dict[str, str] = {}
     rank = {code: i for i, code in enumerate(PRIORITY)}
@@ -530,8 +537,6 @@ def settle(found: list[Diagnostic], options: dict[str, dict]) -> list[Diagnostic
             p.without(taken)
             d.evidence["counted_by"] = sorted({owner[c] for c in taken})
             d.message += f" ({', '.join(d.evidence['counted_by'])} own part of these ops: the price counts the rest)"
-            if d.severity is Severity.WARNING and "min_saving_share" in options.get(d.code, {}):
-                d.severity = severity(p, options[d.code])
         elif taken:
             d.severity = Severity.INFO
             d.evidence["overlaps"] = sorted({owner[c] for c in taken})

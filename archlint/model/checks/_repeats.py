@@ -7,6 +7,9 @@ repeats when they have the same rule and severity, sit on modules of the same cl
 module paths are equal once indices are set aside (`layers.3.attn` → `layers.#.attn`,
 `denseblock2` → `denseblock#`): Swin's window attention in every stage is one finding, whatever
 each stage's shapes. Findings on no module (model-wide) are repeats only if their messages match.
+A rule whose findings take several forms in one module says which in evidence["pattern"] (AL108:
+the layers' names — SegFormer's k/v pair on the reduced tensor is not its q/k/v triple, DeBERTa's
+projections of the hidden states are not those of the position embeddings): forms never merge.
 
 Rules whose finding is the module's own code (a norm or attention written by hand in its
 forward: FIX_IN_CLASS) group by class alone: Llama's `input_layernorm`, `post_attention_layernorm`
@@ -22,6 +25,7 @@ from archlint.diagnostics import Diagnostic, Price
 
 _INDEX = re.compile(r"(?<=[A-Za-z_#])\.\d+\b")  # `.3` in `layers.3.mlp`, never in `0.8%` or `2.4`
 _NUMBERED = re.compile(r"(?<=[A-Za-z_])\d+(?=\.|$)")  # `layer2`, `denseblock3`, `stage4`
+_LEADING = re.compile(r"^\d+(?=\.|$)")  # `3.conv` in a top-level nn.Sequential
 _LISTED = 4
 
 
@@ -33,7 +37,7 @@ def pattern(text: str | None) -> str:
 
 
 def path_pattern(path: str) -> str:
-    return pattern(_NUMBERED.sub("#", path))
+    return pattern(_LEADING.sub("#", _NUMBERED.sub("#", path)))
 
 
 def group(found: list[Diagnostic], classes: dict[str, str] | None = None, by_class: bool = False) -> list[Diagnostic]:
@@ -43,12 +47,13 @@ def group(found: list[Diagnostic], classes: dict[str, str] | None = None, by_cla
     groups: dict[tuple, list[Diagnostic]] = {}
     for d in found:
         cls = classes.get(d.module) if d.module else None
+        shape = str(d.evidence.get("pattern", ""))  # a rule's own form: one module can hold two
         if cls and by_class:
-            key = (d.code, d.severity, "", cls)
+            key = (d.code, d.severity, "", cls, shape)
         elif d.module:
-            key = (d.code, d.severity, path_pattern(d.module), cls)
+            key = (d.code, d.severity, path_pattern(d.module), cls, shape)
         else:
-            key = (d.code, d.severity, "", pattern(d.message))
+            key = (d.code, d.severity, "", pattern(d.message), shape)
         groups.setdefault(key, []).append(d)
     return [members[0] if len(members) == 1 else merge(sorted(members, key=_cost, reverse=True))
             for members in groups.values()]

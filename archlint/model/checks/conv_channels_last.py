@@ -27,7 +27,6 @@ from archlint.model.checks.layout_roundtrip import _channels_last
 
 CODE = "AL114"
 OPTIONS = {
-    "min_saving_share": 0.01,  # a warning only when the time saved is at least this share of the model
     "min_convs": 1,  # report models with at least this many NCHW 2-D convs
 }
 
@@ -92,6 +91,6 @@ def check(graph, options, ctx):
     if price.basis == "static":
         message += " (no time basis: --what-if channels-last, --latency or a GPU --device-spec prices it)"
     d = g.finding(graph, CODE, message, node=convs[0], module=g.common_module(graph, convs), price=price,
-                  evidence={"convs": len(convs), "dtype": dtype, "first": convs[0]})
-    d.severity = g.severity(price, options) if price.saving_ms is not None else Severity.INFO
+                  evidence={"convs": len(convs), "dtype": dtype, "first": convs[0], "ops": convs})
+    d.severity = Severity.WARNING if price.saving_ms is not None else Severity.INFO  # only a time prices it
     yield d

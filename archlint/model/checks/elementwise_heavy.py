@@ -12,23 +12,26 @@ bytes or, with --latency, each op's measured time in proportion (an estimate fro
 
 BatchNorms that AL205 folds into a conv or linear are AL205's, not counted here; findings of
 more specific rules (AL202's redundant activations, AL203's shortcut adds) are taken out of this
-price by the claims pass. One finding per model; the costliest blocks are listed in evidence.
+price by the claims pass. The rule fires when the model's share is above `threshold`: one
+finding (one fix, torch.compile, fuses them all), located at the place that holds most of the
+saving — a block class with its repeats, or a chain of such ops outside blocks (Gemma-2's final
+logit softcap in the model's own forward) — naming its ops and listing the next places; never a
+model-wide total at the root with no place to act.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 
+import networkx as nx
+
 from archlint.model.checks import _graph as g
+from archlint.model.checks._repeats import path_pattern
 from archlint.model.opgraph import ELEMENTWISE_KINDS
 
 CODE = "AL104"
-JUDGED_BY_PRICE = True  # warning only when the saving pays (_graph.severity)
 OPTIONS = {
     "threshold": 0.5,  # report when these ops' saving is above this share of the model's MAC (or latency)
-    "block_threshold": 0.5,  # list a block in evidence when the share within it is above this
-    "max_blocks": 3,  # list at most this many blocks, the costliest first
-    "min_saving_share": 0.01,  # a warning only when the saving is at least this share of the model
 }
 MOVEMENT_KINDS = frozenset({"copy", "concat"})
 
@@ -73,14 +76,53 @@ def check(graph, options, ctx):
     if not light:
         return
     total = g.module_mac(graph)
-    mac = sum(saved.values())
-    share = mac / total if total else 0.0
+    share = sum(saved.values()) / total if total else 0.0
     parts_ms = _measured_parts(graph, light, saved)
     whole_ms = g.model_latency(graph, ctx) if parts_ms is not None else None
     lat_share = sum(parts_ms.values()) / whole_ms if parts_ms and whole_ms else None
     if share <= options["threshold"] and (lat_share or 0.0) <= options["threshold"]:
         return
-    yield _finding(graph, ctx, options, light, saved, parts_ms, share, lat_share)
+    # The model is element-wise heavy (G4). One fix fuses them all (torch.compile): one finding,
+    # located at the place that holds most of the saving (a block class with its repeats, or an op
+    # chain outside blocks) and listing the next ones, each with the ops it holds.
+    places = _ranked(graph, _places(graph, light), saved)
+    yield _finding(graph, ctx, places, light, saved, parts_ms, share, lat_share)
+
+
+def _places(graph, light: list[str]) -> list[tuple[str, list[str]]]:
+    """The light ops split where a user can act: by the innermost repeated block holding them
+    (ResNet's layer1.0), else by connected op chain (Gemma's final logit softcap)."""
+    order = {n: i for i, n in enumerate(light)}
+    owner: dict[str, str] = {}
+    for block in sorted(g.module_blocks(graph), key=lambda b: -b.name.count(".")):
+        for n in block.nodes:
+            if n in order:
+                owner.setdefault(n, block.name)
+    places: dict[str, list[str]] = {}
+    for n in light:
+        if n in owner:
+            places.setdefault(owner[n], []).append(n)
+    loose = [n for n in light if n not in owner]
+    chains = nx.Graph()  # joined through views (a permute between two element-wise ops is free)
+    chains.add_nodes_from(loose)
+    chains.add_nodes_from(n for n, d in g.ops(graph) if d["kind"] in ("reshape", "split") and n not in owner)
+    chains.add_edges_from((u, v) for u in chains for v in graph.successors(u) if v in chains)
+    for chain in sorted(nx.connected_components(chains), key=lambda c: min(order.get(n, len(order)) for n in c)):
+        ops = sorted((n for n in chain if n in order), key=order.__getitem__)
+        if not ops:
+            continue
+        places.setdefault(g.common_module(graph, ops) or f"@{ops[0]}", []).extend(ops)
+    return [(where, ops) for where, ops in places.items()]
+
+
+def _ranked(graph, places, saved) -> list[tuple[str, list[str], list[str]]]:
+    """(where, ops, modules) per place, a block's repeats as one place, costliest first."""
+    merged: dict[tuple, tuple[str, list[str], list[str]]] = {}
+    for where, ops in places:
+        key = (path_pattern(where), g.module_type(graph, where)) if not where.startswith("@") else (where, None)
+        first, held, modules = merged.get(key, (where, [], []))
+        merged[key] = (first, held + ops, modules + [where])
+    return sorted(merged.values(), key=lambda p: -sum(saved[n] for n in p[1]))
 
 
 def _measured_parts(graph, light, saved) -> dict[str, float] | None:
@@ -95,25 +137,15 @@ def _measured_parts(graph, light, saved) -> dict[str, float] | None:
     return out
 
 
-def _blocks(graph, saved, options):
-    rows = []
-    for block in g.module_blocks(graph):
-        inside = sum(saved.get(n, 0) for n in block.nodes)
-        whole = sum(int(graph.nodes[n].get("mac_bytes", 0)) for n in block.nodes)
-        if whole and inside / whole > options["block_threshold"]:
-            rows.append((inside, block.name, round(inside / whole, 4)))
-    rows.sort(reverse=True)
-    return [{"block": name, "mac_bytes_saved": b, "share": s} for b, name, s in rows[: options["max_blocks"]]]
-
-
-def _finding(graph, ctx, options, light, saved, parts_ms, share, lat_share):
+def _finding(graph, ctx, places, light, saved, parts_ms, share, lat_share):
     by_op = Counter()
     for n in light:
         by_op[_label(graph.nodes[n])] += saved[n]
-    mac = sum(saved.values())
+    mac = sum(saved[n] for n in light)
     top = ", ".join(f"{op} {b / mac:.0%}" for op, b in by_op.most_common(4))
     price = g.price(
-        graph, ctx, alternative="each element-wise or data-movement op fused into the op producing its input",
+        graph, ctx, alternative="the model's element-wise and data-movement ops fused into the ops producing their "
+        "inputs (torch.compile, or fused kernels where listed)",
         mac_bytes_saved=mac, saving_ms=sum(parts_ms.values()) if parts_ms else None, estimated=True, claims=light,
     )
     price.parts = {n: (saved[n], parts_ms[n] if parts_ms else None) for n in light}
@@ -122,24 +154,40 @@ def _finding(graph, ctx, options, light, saved, parts_ms, share, lat_share):
         "; the saving is estimated from the ops' measured times, fusion itself was not timed "
         "(`--what-if compile` measures what it buys)" if price.basis == "estimated" and ctx.pricer is not None else ""
     )
-    costliest = max(light, key=lambda n: saved[n])
+    where, ops, modules = places[0]
+    module = "" if where.startswith("@") else where
+    costliest = max(ops, key=lambda n: saved[n])
+    shape = "×".join(str(v) for v in (graph.nodes[costliest].get("out_shapes") or [()])[0])
+    listed = [_place(graph, p, saved, mac) for p in places]
+    more = f"; then {'; '.join(listed[1:4])}" + (f" and {len(listed) - 4} more places" if len(listed) > 4 else "")
     return g.finding(
         graph,
         CODE,
         (
-            f"element-wise and data-movement ops that fusion would remove hold {share:.0%} of the model's MAC"
-            f"{measured} ({top}): each is a full pass over an activation with little arithmetic{untimed}"
+            f"element-wise and data-movement ops that fusion would remove hold {share:.0%} of the model's MAC{measured} "
+            f"({top}), most in {listed[0]} (costliest on a {shape} tensor){more if len(listed) > 1 else ''}: each is a "
+            f"full pass over an activation with little arithmetic{untimed}"
         ),
-        node=costliest,
-        module="",
+        node=ops[0],
+        module=module,
         price=price,
-        severity=g.severity(price, options, ctx),
         evidence={
             "mac_bytes_saved": mac,
             "mac_share": round(share, 4),
             "latency_share": round(lat_share, 4) if lat_share is not None else None,
-            "ops": len(light),
+            "ops": ops,
             "mac_bytes_by_op": dict(by_op.most_common()),
-            "blocks": _blocks(graph, saved, options),
+            "places": [{"module": "" if w.startswith("@") else w, "repeats": ms, "ops": o,
+                        "mac_bytes_saved": sum(saved[n] for n in o)} for w, o, ms in places],
         },
     )
+
+
+def _place(graph, place, saved, total: int) -> str:
+    """"layers.0 and 11 more like it (add → layernorm → …, 31%)"."""
+    where, ops, modules = place
+    name = "the model's own forward" if where.startswith("@") else where
+    if len(modules) > 1:
+        name += f" and {len(modules) - 1} more like it"
+    chain = " → ".join(list(dict.fromkeys(g.op_name(graph.nodes[n]) for n in ops))[:5])
+    return f"{name} ({chain}, {sum(saved[n] for n in ops) / total:.0%})"

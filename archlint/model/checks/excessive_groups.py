@@ -18,11 +18,10 @@ from __future__ import annotations
 from archlint.model.checks import _graph as g
 
 CODE = "AL102"
-JUDGED_BY_PRICE = True  # warning only when the saving pays (_graph.severity)
+CHANGES_MODEL = True  # other group counts: other weights, a model to retrain
 OPTIONS = {
     "threshold": 0.5,  # judge a conv when its MAC exceeds the g=1 conv's of equal FLOPs by more than this
     "min_share": 0.0,  # and that excess is at least this fraction of the model's MAC
-    "min_saving_share": 0.01,  # a warning only when the saving is at least this share of the model
 }
 
 
@@ -62,15 +61,16 @@ def _finding(graph, ctx, options, instances):
         best = max(timed, key=timed.get)
         saving = timed[best] * (g.latency(graph, [n for n, *_ in instances]) or 0.0)
     groups = best or _fewer(c)[0]
-    extra_weights = c.k * c.c1 * c.c2 // groups - c.weights  # more weights read: a negative static saving
+    extra_weights = c.k * c.c1 * c.c2 // groups - c.weights  # more weights read: no static saving
     extra_flops = c.n * c.hw_out * extra_weights
+    measured = saving
+    saving = max(0.0, saving) if saving is not None else None  # never a negative price: no faster is 0
     alternative = (
         f"the same conv {c.c1}→{c.c2} with groups={groups} (group width {c.c1 // groups} instead of {c.c1 // c.g})"
         + (f", in each of {count} convs" if count > 1 else "")
     )
     price = g.price(
-        graph, ctx, alternative=alternative, mac_bytes_saved=-extra_weights * c.itemsize * count,
-        flops_saved=-extra_flops * count, saving_ms=saving,
+        graph, ctx, alternative=alternative, mac_bytes_saved=0, flops_saved=0, saving_ms=saving,
         claims=[n for n, *_ in instances],
     )
     modules = [d.get("module") or n for n, d, *_ in instances]
@@ -81,12 +81,15 @@ def _finding(graph, ctx, options, instances):
         (
             f"conv {modules[0]}{more} uses {c.g} groups ({c.c1}→{c.c2} channels, group width {c.c1 // c.g}): "
             f"its MAC is {excess:.0%} above an ungrouped conv of equal FLOPs"
-            + (f"; groups={best} measured fastest on this device" if best is not None else "")
+            + (f"; groups={best} measured fastest on this device" if best is not None and measured > 0 else "")
+            + ("; no lower group count measured faster on this device" if measured is not None and measured <= 0 else "")
+            + ("" if measured is not None else
+               f"; statically fewer groups saves nothing (it reads {g.fmt_bytes(extra_weights * c.itemsize * count)} "
+               "more weights): --latency times it")
         ),
         node=name,
         module=data.get("module") or "",
         price=price,
-        severity=g.severity(price, options, ctx),
         evidence={
             "groups": c.g,
             "in_channels": c.c1,
@@ -98,6 +101,9 @@ def _finding(graph, ctx, options, instances):
             "flops": c.flops,
             "instances": modules,
             "fastest_groups": best,
+            "extra_weight_bytes": extra_weights * c.itemsize * count,
+            "extra_flops": extra_flops * count,
+            "measured_saving_ms": measured,
             "whatif": "same conv with fewer groups, each count timed interleaved" if best is not None else None,
         },
     )

@@ -22,13 +22,12 @@ from __future__ import annotations
 from archlint.model.checks import _graph as g
 
 CODE = "AL103"
-JUDGED_BY_PRICE = True  # warning only when the saving pays (_graph.severity)
+CHANGES_MODEL = True  # merged fragments: other weights, a model to retrain
 OPTIONS = {
     "max_parallel": 3,  # report a fork/join region with more branches holding small fragments
     "max_series": 3,  # report a block whose longest chain has more small fragments
     "small_flops": 5_000_000,  # static basis: under this many multiply-adds a fragment is launch-bound on a GPU
     "small_ms": 0.05,  # measured basis: a fragment under this latency (and < half its roofline efficiency) is small
-    "min_saving_share": 0.01,  # a warning only when the saving is at least this share of the model
 }
 
 
@@ -108,7 +107,6 @@ def _finding(graph, ctx, options, form, degree, found, model_flops):
         node=block.join or block.nodes[-1],
         module=module,
         price=price,
-        severity=g.severity(price, options, ctx),
         evidence={
             "form": form,
             "fragments": len(fragments),

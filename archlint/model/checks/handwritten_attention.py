@@ -4,21 +4,31 @@
 Written by hand, the L×S score tensor is written by the first matmul, read and written again by
 each scale, mask and softmax op, and read by the second matmul; SDPA's fused kernels (flash,
 memory-efficient) keep it on chip. The price is that traffic: the chain's MAC minus the fused op's
-(reading q, k and v and writing the output once). The multiply-adds are the same either way.
+(reading q, k and v, any bias or mask of the score's size, and writing the output once). The
+multiply-adds are the same either way.
+
+Where SDPA is not the alternative: a score put through tanh (Gemma-2's logit softcap) cannot be
+expressed as an SDPA mask — torch's flex_attention takes it as a score_mod and fuses the same way;
+a head dim above the fused kernels' limit (EdgeNeXt's cross-covariance attention, whose "head dim"
+is the token count) leaves SDPA on its unfused math kernel: nothing saved, info. A module that
+belongs to a library (transformers) is switched with the library's own setting
+(`attn_implementation=`), not rewritten.
 """
 
 from __future__ import annotations
 
 import math
+import sys
 
 import networkx as nx
 
+from archlint.diagnostics import Severity
 from archlint.model.checks import _graph as g
 
 CODE = "AL106"
 FIX_IN_CLASS = True  # the finding is the module's own forward: one fix in its class
 OPTIONS = {
-    "min_saving_share": 0.0,  # report only when the saving is at least this share of the model's MAC
+    "max_head_dim": 256,  # fused attention kernels (flash, memory-efficient) take head dims up to this
 }
 
 _SOFTMAX = frozenset({"softmax", "_softmax", "Softmax", "_safe_softmax", "safe_softmax"})
@@ -86,20 +96,25 @@ def check(graph, options, ctx):
         av_data = graph.nodes[av]
         probs = math.prod(av_data["in_shapes"][0]) * int(av_data.get("itemsize", 4))
         fused = int(graph.nodes[qk].get("in_bytes", 0)) + int(av_data.get("in_bytes", 0)) - probs + int(av_data.get("out_bytes", 0))
+        fused += _score_sized_operands(graph, before, name)  # a bias/mask SDPA would read as attn_mask
         saved = mac - fused
         if saved <= 0:
             continue
+        head_dim = int((graph.nodes[qk].get("in_shapes") or [[0]])[0][-1])
+        softcap = any(_key(graph, n) == "tanh" for n in before)
+        library = g.library_module(graph, g.common_module(graph, chain))
+        no_switch = library == "transformers" and not _supported(graph, softcap)
+        library = library if library in _SWITCHES and not no_switch else None  # only these have a switch for it
         # with --latency: the chain's measured time scaled by the share of its traffic the fused op
         # saves (an estimate: the fused kernel's own time is not measured)
         spent = g.latency(graph, chain)
         price = g.price(
-            graph, ctx, alternative="F.scaled_dot_product_attention(q, k, v, attn_mask=..., is_causal=...) on the same q, k, v",
+            graph, ctx, alternative=_alternative(softcap, library),
             mac_bytes_saved=saved, saving_ms=spent * saved / mac if spent is not None else None, claims=chain,
             estimated=True,
         )
-        if price.saving_share < options["min_saving_share"]:
-            continue
         module = g.common_module(graph, chain)
+        too_wide = head_dim > int(options["max_head_dim"])
         score = "×".join(str(d) for d in graph.nodes[name]["out_shapes"][0])
         steps = " → ".join(["matmul", *(g.op_name(graph.nodes[n]) for n in before), "softmax",
                             *(g.op_name(graph.nodes[n]) for n in after), "matmul"])
@@ -108,12 +123,68 @@ def check(graph, options, ctx):
             CODE,
             (
                 f"attention written by hand in {module or 'the model'} ({steps}): the {score} score tensor "
-                f"goes through memory {len(chain) - 1} times; F.scaled_dot_product_attention fuses it "
-                f"(flash / memory-efficient kernels never write it)"
+                f"goes through memory {len(chain) - 1} times; {_how(softcap, library)}"
+                + (f" (transformers has no {'flex' if softcap else 'SDPA'} attention for "
+                   f"{g.module_type(graph, '')}: the class's forward must be changed or patched)" if no_switch else "")
+                + (f" — but its head dim is {head_dim}, above the fused kernels' {options['max_head_dim']}: SDPA "
+                   "would run its unfused math kernel and save nothing here" if too_wide else "")
             ),
             node=name,
             module=module,
             price=price,
+            severity=Severity.INFO if too_wide else Severity.WARNING,
             evidence={"score_shape": list(graph.nodes[name]["out_shapes"][0]), "ops": chain,
-                      "mac_bytes_by_hand": mac, "mac_bytes_fused": fused},
+                      "mac_bytes_by_hand": mac, "mac_bytes_fused": fused, "head_dim": head_dim,
+                      "softcap": softcap, "library": library},
         )
+
+
+def _key(graph: nx.DiGraph, n: str) -> str:
+    return g.op_name(graph.nodes[n])
+
+
+def _score_sized_operands(graph: nx.DiGraph, between: list[str], softmax: str) -> int:
+    """Bytes of the extra operands as large as the score (a relative-position bias, a full
+    mask) that the scale/mask ops read: the fused op reads them too, as its attn_mask."""
+    size = math.prod(graph.nodes[softmax]["out_shapes"][0])
+    total = 0
+    for n in between:
+        data = graph.nodes[n]
+        for shape in (data.get("in_shapes") or [])[1:]:
+            if math.prod(shape) == size:
+                total += size * int(data.get("itemsize", 4))
+    return total
+
+
+_SWITCHES = {  # the library's own switch to its fused attention, by softcap
+    "transformers": ('attn_implementation="sdpa" when the model is built or loaded',
+                     'attn_implementation="flex_attention" when the model is built or loaded'),
+    "diffusers": ("model.set_attn_processor(AttnProcessor2_0()) (SDPA)", None),
+}
+
+
+def _supported(graph: nx.DiGraph, softcap: bool) -> bool:
+    """Does the transformers model class take attn_implementation="sdpa" (or "flex_attention" for
+    a softcap)? Read from the class of the model's root, as transformers declares it."""
+    tf = sys.modules.get("transformers")  # imported already: the model was built with it
+    cls = getattr(tf, g.module_type(graph, "") or "", None) if tf is not None else None
+    return bool(getattr(cls, "_supports_flex_attn" if softcap else "_supports_sdpa", False))
+
+
+def _alternative(softcap: bool, library: str | None) -> str:
+    switch = _SWITCHES[library][softcap] if library else None
+    if switch:
+        return f"{library}'s fused attention: {switch} (same weights, same outputs)"
+    if softcap:
+        return "torch.nn.attention.flex_attention.flex_attention(q, k, v, score_mod=<the tanh softcap>) on the same q, k, v"
+    return "F.scaled_dot_product_attention(q, k, v, attn_mask=..., is_causal=...) on the same q, k, v"
+
+
+def _how(softcap: bool, library: str | None) -> str:
+    switch = _SWITCHES[library][softcap] if library else None
+    if switch:
+        return f"{library} switches it to a fused kernel that never writes it: {switch}"
+    if softcap:
+        return ("the tanh softcap cannot be an SDPA mask; flex_attention with a score_mod fuses it "
+                "(its kernel never writes the score)")
+    return "F.scaled_dot_product_attention fuses it (flash / memory-efficient kernels never write it)"

@@ -17,9 +17,7 @@ from archlint.model.checks import _graph as g
 
 CODE = "AL110"
 FIX_IN_CLASS = True  # the finding is the module's own forward: one fix in its class
-OPTIONS = {
-    "min_saving_share": 0.0,  # report only when the saving is at least this share of the model's MAC
-}
+OPTIONS: dict = {}
 
 _VIEWS = ("reshape", "copy")
 _DIV = ("div", "truediv")
@@ -148,9 +146,12 @@ def check(graph, options, ctx):
             graph, ctx, alternative=f"one {fused} on the same input", mac_bytes_saved=saved,
             saving_ms=spent * saved / mac if spent is not None else None, claims=chain, estimated=True,
         )
-        if price.saving_share < options["min_saving_share"]:
-            continue
         module = g.common_module(graph, chain)
+        if what.startswith("GELU") and g.library_module(graph, module) == "transformers":
+            # NewGELUActivation ("gelu_new"): the config's activation key selects the fused op
+            price.alternative = ('config hidden_act / activation_function = "gelu_pytorch_tanh" '
+                                 '(F.gelu(x, approximate="tanh"): same function, same weights)')
+            fused = price.alternative
         steps = " → ".join(_key(graph, n) for n in order)
         yield g.finding(
             graph,

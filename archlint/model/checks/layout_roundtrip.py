@@ -24,9 +24,7 @@ from archlint.model.checks import _graph as g
 
 CODE = "AL113"
 FIX_IN_CLASS = True  # the finding is the module's own forward: one fix in its class
-JUDGED_BY_PRICE = True  # warning only when the saving pays (_graph.severity)
 OPTIONS = {
-    "min_saving_share": 0.01,  # warn only when the copies are at least this share of the model
 }
 
 _PERMUTES = ("permute", "transpose", "swapaxes", "swapdims")
@@ -152,5 +150,4 @@ def check(graph, options, ctx):
             evidence={"permutes": [p1, p2], "op": core, "copies": explicit, "copy_inside_op": bool(inside),
                       "mac_bytes_copied": saved},
         )
-        d.severity = g.severity(price, options)
         yield d

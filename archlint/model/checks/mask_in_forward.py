@@ -18,6 +18,7 @@ from archlint.model.checks import _graph as g
 
 CODE = "AL107"
 FIX_IN_CLASS = True  # the finding is the module's own forward: one fix in its class
+EAGER_RECHECK = True  # libraries build masks only while exported/traced: judged on the eager forward
 OPTIONS = {
     "min_size": 2,  # the mask's last two dims must be at least this (T×T with T ≥ min_size)
 }

@@ -76,6 +76,11 @@ def check(graph, options, ctx):
         if data["kind"] == "linear":
             found = _linear(graph, name, data, options)
             alternative = f"dimensions padded to multiples of {options['multiple']}"
+            if found and "out_features" in found[1] and g.library_module(graph, data.get("module")) == "transformers":
+                # a vocabulary projection of a transformers model: the library pads it (same logits for real tokens)
+                alternative = (f"model.resize_token_embeddings(len(tokenizer), pad_to_multiple_of={options['multiple']}) "
+                               "(transformers pads the embedding and the tied head)")
+                found = (found[0] + f"; with transformers: {alternative}", *found[1:])
         elif data["kind"] == "attention":
             found = _attention(graph, name, data, options)
             alternative = "a head dimension the fused kernels take (a multiple of 8, at most max_head_dim)"

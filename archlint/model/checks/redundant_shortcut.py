@@ -6,10 +6,14 @@ adding function.
 - an identity shortcut around a branch with no conv/linear/matmul: the add costs a full
   read of two activations and a write, around an op that needs no residual path;
 - dense connectivity: the same tensors concatenated again and again as depth grows (DenseNet),
-  so concat traffic grows quadratically; VoVNet's one-shot aggregation concatenates once.
+  so concat traffic grows quadratically; VoVNet's one-shot aggregation concatenates once. Only
+  where the concats grow: a tensor joined to a new one at the same width on every iteration of an
+  unrolled loop (RAFT's recurrent refinement) is not dense connectivity.
 """
 
 from __future__ import annotations
+
+import math
 
 from archlint.model.checks import _graph as g
 
@@ -74,7 +78,7 @@ def _projection(graph, ctx, block, branch, conv):
         node=conv,
         module=module,
         price=price,
-        evidence={"form": "projection", "shape": list(shape), "branch_ops": branch, "mac_bytes": mac,
+        evidence={"changes_model": True, "form": "projection", "shape": list(shape), "branch_ops": branch, "mac_bytes": mac,
                   "join": block.join},
     )
 
@@ -95,8 +99,17 @@ def _cheap(graph, ctx, block, branches):
         node=block.join,
         module=module,
         price=price,
-        evidence={"form": "cheap-branch", "branch_ops": ops, "mac_bytes": mac, "fork": block.fork},
+        evidence={"changes_model": True, "form": "cheap-branch", "branch_ops": ops, "mac_bytes": mac, "fork": block.fork},
     )
+
+
+def _growing(graph, members: list[str]) -> bool:
+    """Dense connectivity concatenates more and more: its concats' outputs grow along the group
+    (DenseNet). The same tensor joined to a new one at one width each time is an unrolled loop
+    (RAFT's GRU iterations re-reading the context features), which one-shot aggregation does not
+    describe."""
+    sizes = [math.prod((graph.nodes[c].get("out_shapes") or [()])[0]) for c in members]
+    return len(set(sizes)) > 1
 
 
 def _dense(graph, ctx, options):
@@ -123,7 +136,7 @@ def _dense(graph, ctx, options):
     for members in groups.values():
         # default: concats of parameters only (BEiT's q/v bias) re-read no op's output
         reuse = max((len(uses[p]) for c in members for p in g.tensor_inputs(graph, c)), default=0)
-        if reuse < options["min_reuse"]:
+        if reuse < options["min_reuse"] or not _growing(graph, members):
             continue
         total = _mac(graph, members)
         widest = max(members, key=lambda c: int(graph.nodes[c].get("mac_bytes", 0)))
@@ -148,6 +161,6 @@ def _dense(graph, ctx, options):
             node=widest,
             module=module,
             price=price,
-            evidence={"form": "dense", "concats": len(members), "max_reuse": reuse, "concat_mac_bytes": total,
+            evidence={"changes_model": True, "form": "dense", "concats": len(members), "max_reuse": reuse, "concat_mac_bytes": total,
                       "one_shot_mac_bytes": once, "excess_bytes": total - once},
         )

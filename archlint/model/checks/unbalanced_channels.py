@@ -24,11 +24,10 @@ import math
 from archlint.model.checks import _graph as g
 
 CODE = "AL101"
-JUDGED_BY_PRICE = True  # warning only when the saving pays (_graph.severity)
+CHANGES_MODEL = True  # a new channel split: other weights, a model to retrain
 OPTIONS = {
     "threshold": 0.1,  # report when the chain's MAC exceeds the balanced chain's by more than this fraction
     "min_share": 0.0,  # and the MAC saved is at least this fraction of the model's MAC
-    "min_saving_share": 0.01,  # a warning only when the saving is at least this share of the model
 }
 RIDER_KINDS = frozenset({"norm", "activation", "dropout", "pool", "elementwise"})
 
@@ -168,7 +167,6 @@ def _finding(graph, ctx, options, instances):
         node=first,
         module=graph.nodes[first].get("module") if count == 1 and not modules[0] else modules[0],
         price=price,
-        severity=g.severity(price, options, ctx),
         evidence={
             "convs": [name for name, _ in chain],
             "widths": widths,

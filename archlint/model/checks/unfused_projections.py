@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from archlint.model.checks import _graph as g
+from archlint.model.checks._repeats import path_pattern
 
 CODE = "AL108"
 OPTIONS = {
@@ -46,16 +47,30 @@ def check(graph, options, ctx):
             mac_bytes_saved=saved, claims=[f"{n}#fuse" for n in names],
         )
         module = g.common_module(graph, names)
+        if g.library_module(graph, module) == "diffusers":  # the library fuses its own attention
+            price.alternative = "diffusers' model.fuse_qkv_projections() (one q/k/v Linear, same outputs)"
         yield g.finding(
             graph,
             CODE,
             (
                 f"{len(names)} Linear layers read the same {'×'.join(map(str, shape))} tensor "
-                f"({', '.join(modules)}): one Linear of {sum(widths)} outputs, split after, reads it once "
+                f"({_listed(modules)}): one Linear of {sum(widths)} outputs, split after, reads it once "
                 f"and runs one wider GEMM"
             ),
             node=names[0],
             module=module,
             price=price,
-            evidence={"layers": modules, "out_features": widths, "in_features": int(shape[-1]), "input": producer},
+            evidence={"layers": modules, "out_features": widths, "in_features": int(shape[-1]), "input": producer,
+                      "pattern": ",".join(dict.fromkeys(m.rpartition(".")[2] for m in modules))},
         )
+
+
+def _listed(modules: list[str]) -> str:
+    """The layers, once each: a tensor shared by every block (DeBERTa's position embeddings, read
+    by each layer's query_proj and key_proj) is named as the per-block pattern, not layer by layer."""
+    owners = list(dict.fromkeys(path_pattern(m.rpartition(".")[0]) for m in modules))
+    leaves = list(dict.fromkeys(m.rpartition(".")[2] for m in modules))
+    blocks = len({m.rpartition(".")[0] for m in modules})
+    if blocks > 1 and len(owners) == 1:
+        return f"{', '.join(leaves)} of each of {blocks} blocks {owners[0]}"
+    return ", ".join(modules)

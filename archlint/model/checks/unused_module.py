@@ -21,7 +21,9 @@ from archlint.model.checks import _graph as g
 
 CODE = "AL201"
 OPTIONS = {
-    "train_only": ["*aux*"],  # module-path globs of heads expected to run only in training
+    # module or parameter path globs expected to run only in training (auxiliary heads, wav2vec2's
+    # masked_spec_embed: the SpecAugment mask vector)
+    "train_only": ["*aux*", "*masked_spec_embed"],
     "parameterless": False,  # also report unreached modules that hold no parameters
 }
 
@@ -117,14 +119,19 @@ def check(graph, options, ctx):
         owner = pname.rpartition(".")[0]
         if owner not in live or any(_inside(owner, t) or owner == t for t in top):
             continue
+        train_only = any(fnmatch.fnmatchcase(pname.lower(), pat.lower()) for pat in options["train_only"])
+        message = f"parameter {pname} is never read in the {mode}-mode forward of {owner or 'the model'}"
+        if train_only:
+            message += f": used only in {other} mode, as its name suggests (keep it to train; drop it for deployment)"
         yield g.finding(
             graph,
             CODE,
-            f"parameter {pname} is never read in the {mode}-mode forward of {owner or 'the model'}",
+            message,
             node=None,
             module=owner,
             price=g.price(graph, ctx, alternative=f"{pname} deleted (no runtime cost)", claims=()),
-            evidence={"mode": mode, "parameter": pname},
+            severity=Severity.INFO if train_only else Severity.WARNING,
+            evidence={"mode": mode, "parameter": pname, "train_only": train_only},
         )
 
 

@@ -1,0 +1,96 @@
+"""Which model findings are warnings: one materiality rule for every model rule.
+
+A rule proposes a finding's severity from what it knows about the advice (a warning, or info when
+the alternative changes the model, the module is train-only, or it only runs in a library). This
+module then decides, for all rules alike, once repeats are merged and each op's saving has one
+owner: a warning must
+
+- have a price that pays: a saving that is there (not missing), positive and at least
+  `min_saving_share` of the model (every model rule takes that option, default FLOOR) on the
+  price's basis — the model's MAC statically, its time when timed or estimated;
+- with --latency, not rest on a figure inside the noise: when the floor lies within the share's
+  range over the end-to-end passes' interquartile range, the measured share cannot decide and the
+  static (MAC) share does, and the finding says so;
+- keep the model as it is: an alternative that changes what the model computes (a new channel
+  split, fewer groups, a shortcut removed: evidence "changes_model") needs retraining — info,
+  and the message says so;
+- be located where the user can act: a module below the model's root, or an op naming the ops
+  it prices (its claims, or the chain in evidence "ops"); a model-wide total at the root is info.
+
+Anything else is info (hidden by default, never fails a gate), with evidence["verdict"] saying why.
+"""
+
+from __future__ import annotations
+
+from archlint.diagnostics import Diagnostic, Severity
+
+OPTION = "min_saving_share"
+FLOOR = 0.01  # a warning saves at least 1% of the model
+DOC = ("a warning only when the saving is at least this share of the model (its MAC statically, its time when "
+       "timed or estimated); below it, or with no positive saving, info")
+
+
+def with_floor(options: dict) -> dict:
+    """A model rule's declared options plus the materiality floor every model rule takes."""
+    return {**options, OPTION: options.get(OPTION, FLOOR)}
+
+
+def judge(d: Diagnostic, options: dict, ctx, model_mac: int) -> None:
+    """Lower a proposed warning to info when it does not pay, cannot be told from the noise, or
+    has no place to act; evidence["verdict"] says which."""
+    if d.evidence.get("changes_model") and "retrain" not in d.message:
+        d.message += " (the alternative changes the model: it needs retraining)"
+    if d.severity is not Severity.WARNING:
+        return
+    why = _why_not(d, options.get(OPTION, FLOOR), ctx, model_mac)
+    if why:
+        d.severity = Severity.INFO
+        d.evidence["verdict"] = why
+
+
+def _why_not(d: Diagnostic, floor: float, ctx, model_mac: int) -> str | None:
+    p = d.price
+    if d.evidence.get("changes_model"):
+        return "the alternative changes the model (retrain): advice for a new design, not a fix"
+    if p is None:
+        return "no price: nothing says what the advice saves"
+    if not p.pays:
+        amount = p.saving_ms if p.saving_ms is not None else p.mac_bytes_saved
+        return f"no saving on the {p.basis} basis ({amount or 0})"
+    if not located(d):
+        return "a model-wide total at the model's root: no module or op chain to act on"
+    share = p.saving_share
+    pricer = getattr(ctx, "pricer", None)
+    if pricer is not None and p.basis != "measured":
+        return f"with --latency the saving must be measured; this one is {p.basis} (the alternative was not timed)"
+    if pricer is not None:
+        band = _noise_band(p.saving_ms, pricer)
+        if band and band[0] < floor <= band[1]:
+            static = (p.mac_bytes_saved or 0) / model_mac if model_mac else 0.0
+            d.evidence["verdict_basis"] = (
+                f"static: the measured share {band[0]:.2%}–{band[1]:.2%} (over the passes' interquartile range) "
+                f"straddles the {floor:.0%} floor"
+            )
+            share = static
+            if share < floor:
+                return f"saves {share:.2%} of the model's MAC (the measured share is inside the noise), under the {floor:.0%} floor"
+            return None
+    if share < floor:
+        return f"saves {share:.2%} of the model on the {p.basis} basis, under the {floor:.0%} floor ({OPTION})"
+    return None
+
+
+def located(d: Diagnostic) -> bool:
+    """At a module below the root, or at an op naming the ops it prices (its claims, or the op
+    chain in evidence): the model's own forward is a place, a model-wide total is not."""
+    claims = d.price.claims if d.price is not None else ()
+    return bool(d.module) or bool(d.node and (claims or d.evidence.get("ops")))
+
+
+def _noise_band(saving_ms: float | None, pricer) -> tuple[float, float] | None:
+    """The saving's share of the model over the end-to-end passes' interquartile range."""
+    spread = getattr(pricer, "end_to_end_spread_ms", None)
+    if saving_ms is None or not spread or len(spread) != 2 or min(spread) <= 0:
+        return None
+    q1, q3 = sorted(spread)
+    return saving_ms / q3, saving_ms / q1
