@@ -26,8 +26,13 @@ FORMATS = ("text", "json", "sarif", "github", "junit")
 
 
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, **kwargs):
+        super().__init__(allow_abbrev=False, **kwargs)  # `--input-shap` is a typo, not `--input-shape`
+
     def error(self, message: str):  # argparse prints usage + exits 2; we want one line, exit 2
-        raise UsageError(f"{message} (see `archlint --help`)")
+        from archlint.usage import explain
+
+        raise UsageError(f"{explain(message, self)} (see `archlint --help`)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -70,6 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     out.add_argument("--exit-zero", action="store_true", help="exit 0 even with findings (report only)")
     out.add_argument("--show-info", action="store_true", help="also show info findings (they never fail the run)")
     out.add_argument("-q", "--quiet", action="store_true", help="no progress display on the terminal")
+    out.add_argument("-v", "--verbose", action="store_true", help="also say why a fallback was taken (e.g. a failed capture)")
 
     code = p.add_argument_group("code linter")
     code.add_argument("--fix", action="store_true", help="apply safe fixes")
@@ -208,6 +214,7 @@ def _settings(args: argparse.Namespace):
     config.check_rule_options(s.rule_options, "--option")
     config.check_baseline(s.baseline)
     s.exit_zero, s.statistics, s.debug, s.quiet = args.exit_zero, args.statistics, args.debug, args.quiet
+    s.verbose = args.verbose
     s.show_info = s.show_info or args.show_info
     if s.warmup < 0 or s.repeat < 1:
         raise UsageError("--warmup must be ≥ 0 and --repeat ≥ 1")

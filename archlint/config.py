@@ -90,6 +90,7 @@ class Settings:
     output_file: Path | None = None
     html: Path | None = None
     exit_zero: bool = False
+    verbose: bool = False  # text output adds why fallbacks were taken (ModelResult.details)
     show_info: bool = False  # text/GitHub/JUnit output hide info findings unless this is set
     statistics: bool = False
     quiet: bool = False  # no progress display

@@ -69,9 +69,11 @@ def capture_graph(loaded: Loaded, target: str, settings: Settings) -> nx.DiGraph
         except CaptureFailed as failure:
             failures.append(failure)
             continue
-        for failure in failures:
-            notes.append(f"{failure.strategy} capture failed ({str(failure)[:200]}); fell back to {strategy}")
+        if failures:  # the report says which capture was used; why the others failed is for --verbose
+            tried = " and ".join(f.strategy for f in failures)
+            notes.append(f"captured with {strategy}: {tried} could not capture this model (--verbose says why)")
         graph.graph["notes"] = notes + graph.graph.get("notes", [])
+        graph.graph["details"] = [f"{f.strategy} capture failed: {str(f)[:500]}" for f in failures]
         return graph
     last = failures[-1]
     raise UsageError(
@@ -105,7 +107,7 @@ def _capture_and_cost(loaded: Loaded, target: str, device: str, settings: Settin
     result = ModelResult(
         target=target, strategy=graph.graph["strategy"], device=device, dtype=dtype, input_shapes=inputs,
         totals=opgraph.totals(graph), layers=[], mode=settings.mode, build=loaded.build, notes=notes,
-        inputs=described,
+        inputs=described, details=graph.graph["details"],
     )
     result.module_types = {path: info["type"] for path, info in graph.graph.get("modules", {}).items()}
     return graph, result  # layers are filled by the caller, once the graph is complete

@@ -285,9 +285,10 @@ def test_torch_warnings_become_notes_and_fx_error_is_one_line(tmp_path):
         capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300,
     )
     assert proc.returncode in (0, 1) and "Warning" not in proc.stderr, proc.stderr
-    notes = json.loads(proc.stdout)["models"][0]["notes"]
+    model = json.loads(proc.stdout)["models"][0]
+    notes = model["notes"]
     assert any(n.startswith("warning during analysis: UserWarning: Implicit dimension choice for softmax") for n in notes)
-    (fx,) = [n for n in notes if n.startswith("fx capture failed")]
+    (fx,) = [n for n in model["details"] if n.startswith("fx capture failed")]
     assert "\n" not in fx and len(fx) < 400
 
 
