@@ -51,8 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="FILE|KEY=VALUE",
-        help="pyproject.toml to read (default: nearest one upward); KEY=VALUE: a config field of an "
-        "hf:NAME model, e.g. n_layer=4 (repeatable)",
+        help="pyproject.toml to read (default: nearest one upward); KEY=VALUE: a [tool.archlint] setting "
+        "over the file's, e.g. select=AL4 or 'rules.AL101.threshold=0.2' (a TOML value), or else a config "
+        "field of an hf:NAME model, e.g. n_layer=4 (repeatable)",
     )
 
     sel = p.add_argument_group("rule selection")
@@ -166,7 +167,7 @@ def _settings(args: argparse.Namespace):
     files = [c for c in args.config if "=" not in c]
     if len(files) > 1:
         raise UsageError(f"--config names two files ({files[0]}, {files[1]}); give one pyproject.toml")
-    s = config.load(path=Path(files[0]) if files else None)
+    s = config.load(path=Path(files[0]) if files else None, overrides=_setting_overrides(args))
     if args.select:
         s.select = _split(args.select)
     s.extend_select += _split(args.extend_select)
@@ -221,6 +222,13 @@ def _settings(args: argparse.Namespace):
     return s
 
 
+def _setting_overrides(args: argparse.Namespace) -> list[str]:
+    """The --config KEY=VALUE items that set a [tool.archlint] key (the others are hf: config fields)."""
+    from archlint.config import SETTING_KEYS
+
+    return [c for c in args.config if "=" in c and c.partition("=")[0].strip().split(".", 1)[0] in SETTING_KEYS]
+
+
 def is_model_target(target: str) -> bool:
     """`path.py:Name` or `hf:NAME` names a model; anything else is a file or directory to lint."""
     if target.startswith("hf:") and len(target) > 3:
@@ -239,6 +247,15 @@ def _model_specs(args: argparse.Namespace, settings) -> list:
         if is_model_target(target):
             known = next((m for m in settings.models if m.target == target), None)
             specs.append(known or ModelSpec(target=target))
+    fields = [c for c in args.config if "=" in c and c not in _setting_overrides(args)]
+    if fields and not any(s.target.startswith("hf:") for s in specs):
+        from archlint.config import SETTING_KEYS
+
+        key = fields[0].partition("=")[0]
+        raise UsageError(
+            f"--config {fields[0]}: {key!r} is not a [tool.archlint] setting ({', '.join(sorted(SETTING_KEYS))}) "
+            "and there is no hf:NAME model to take it as a config field"
+        )
     for spec in specs:
         if args.input_shape or args.input:
             positional = [parse_input(s, "--input-shape") for s in args.input_shape]
@@ -259,7 +276,7 @@ def _model_specs(args: argparse.Namespace, settings) -> list:
             spec.device = args.device
         if args.decode is not None:
             spec.decode = args.decode
-        for item in (c for c in args.config if "=" in c):
+        for item in (c for c in args.config if "=" in c and c not in _setting_overrides(args)):
             key, _, value = item.partition("=")
             if not key.isidentifier():
                 raise UsageError(f"--config {item!r} must look like KEY=VALUE (a config field), e.g. n_layer=4")
