@@ -73,7 +73,7 @@ def capture_graph(loaded: Loaded, target: str, settings: Settings) -> nx.DiGraph
             tried = " and ".join(f.strategy for f in failures)
             notes.append(f"captured with {strategy}: {tried} could not capture this model (--verbose says why)")
         graph.graph["notes"] = notes + graph.graph.get("notes", [])
-        graph.graph["details"] = [f"{f.strategy} capture failed: {str(f)[:500]}" for f in failures]
+        graph.graph["details"] = [f"{f.strategy} capture failed: {' '.join(str(f).split())[:500]}" for f in failures]
         return graph
     last = failures[-1]
     raise UsageError(
