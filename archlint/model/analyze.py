@@ -18,6 +18,7 @@ from archlint.model import opgraph
 from archlint.model.capture import STRATEGIES, CaptureFailed, capture
 from archlint.model.cost import cost_graph
 from archlint.model.created import recording
+from archlint.model.hf import is_hf_target
 from archlint.model.load import Loaded, load
 from archlint.model.sandbox import preserved, user_code
 from archlint.result import ModelResult
@@ -125,7 +126,9 @@ def analyze(spec: ModelSpec, settings: Settings) -> tuple[ModelResult, list[Diag
     with warnings.catch_warnings(record=True) as caught:  # torch's warnings become notes, not noise
         warnings.simplefilter("default")
         with user_code(spec.target, getattr(settings, "timeout", None)) as guard:
-            with recording():  # where each module is created in the user's code: findings point there
+            # where each module is created in the user's code: findings point there (an hf: model
+            # has none: archlint builds it from a config, so its findings point at the library class)
+            with recording() if not is_hf_target(spec.target) else contextlib.nullcontext():
                 loaded = load(spec, settings)
             guard.doing = "running its forward (capture)"
             graph, result = _capture_and_cost(loaded, spec.target, spec.device, settings)
@@ -174,6 +177,10 @@ def analyze(spec: ModelSpec, settings: Settings) -> tuple[ModelResult, list[Diag
     )
     diagnostics = run_checks(graph, ctx)
     result.notes.extend(ctx.notes)
+    if is_hf_target(spec.target):
+        from archlint.model.hf_switches import annotate
+
+        annotate(diagnostics, loaded.model, result.module_types)
     if result.what_if:
         from archlint.model.speedups.links import link
 

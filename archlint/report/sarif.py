@@ -9,6 +9,7 @@ code scanning tracks a finding across edits the same way `--baseline` does.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from archlint import __version__
@@ -92,7 +93,8 @@ def _result(d: Diagnostic, index: dict[str, int], settings: Settings) -> dict[st
     where = locate(d, settings)
     location: dict[str, Any] = {}
     if where.file:
-        location["physicalLocation"] = {"artifactLocation": {"uri": where.file}, **_region(where)}
+        uri = Path(where.file).as_uri() if where.library else where.file  # outside the repository: absolute
+        location["physicalLocation"] = {"artifactLocation": {"uri": uri}, **_region(where)}
     name = subject(d)
     if name:
         location["logicalLocations"] = [
@@ -100,7 +102,7 @@ def _result(d: Diagnostic, index: dict[str, int], settings: Settings) -> dict[st
         ]
     if location:
         out["locations"] = [location]
-    if d.fix and d.fix.edits and where.file:
+    if d.fix and d.fix.edits and where.file and not where.library:
         out["fixes"] = [
             {
                 "description": {"text": d.fix.message},
@@ -126,6 +128,8 @@ def _result(d: Diagnostic, index: dict[str, int], settings: Settings) -> dict[st
     properties = {k: v for k, v in (("evidence", d.evidence), ("price", d.price.to_dict() if d.price else None)) if v}
     if where.fallback:
         properties["location"] = "the target's class: the finding had no source line inside the project"
+    if where.library:
+        properties["location"] = "library code, not in this repository: the class that defines the module"
     if properties:
         out["properties"] = json.loads(json.dumps(properties, default=str))
     return out

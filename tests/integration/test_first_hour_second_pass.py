@@ -175,3 +175,38 @@ def test_a_failed_capture_says_which_was_used_and_why_only_with_verbose(capsys, 
     assert "fx capture failed" not in out
     code, out, _ = _run(capsys, ["flow.py:Net", "--input-shape", "2,8", "--exit-zero", "--verbose"])
     assert "detail: fx capture failed: " in out
+
+
+# --- 4. hf: findings point at the library class and name the switch --------------------------------
+
+def test_hf_findings_point_at_the_library_class_and_name_the_switch(tmp_path):
+    import inspect
+    import os
+    import subprocess
+    import sys
+
+    transformers = pytest.importorskip("transformers")
+    from transformers.activations import NewGELUActivation
+
+    # a console-script launcher, as pip writes bin/archlint: its line is not where GPT-2's modules come from
+    launcher = tmp_path / "bin" / "archlint"
+    launcher.parent.mkdir()
+    launcher.write_text("import sys\nfrom archlint.cli import main\nif __name__ == '__main__':\n    sys.exit(main())\n")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    base = [sys.executable, str(launcher), "hf:gpt2", "--config", "n_layer=1", "--input-shape", "1,32:int64", "-q",
+            "--top", "0", "--exit-zero"]
+    text = subprocess.run(base, capture_output=True, text=True, cwd=tmp_path, env=env, timeout=600)
+    (line,) = [x for x in text.stdout.splitlines() if ": AL110 " in x]
+    source = Path(inspect.getsourcefile(NewGELUActivation)).resolve().as_posix()
+    class_line = inspect.getsourcelines(NewGELUActivation)[1]
+    lines = inspect.getsourcelines(NewGELUActivation)[0]
+    class_line += next(i for i, t in enumerate(lines) if t.lstrip().startswith("class "))
+    assert line.startswith(f"{source}:{class_line} [transformer.h.0.mlp.act]: AL110"), line
+    assert 'library code' in line and 'activation_function="gelu_pytorch_tanh"' in line
+    assert "bin/archlint" not in text.stdout
+    sarif = subprocess.run([*base, "--output-format", "sarif"], capture_output=True, text=True, cwd=tmp_path,
+                           env=env, timeout=600)
+    results = json.loads(sarif.stdout)["runs"][0]["results"]
+    uris = {r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] for r in results}
+    assert uris and all(u.startswith("file:///") and "/transformers/" in u for u in uris), uris
+    assert transformers.__version__
