@@ -165,6 +165,7 @@ class Diagnostic:
     node: str | None = None
     module: str | None = None
     target: str | None = None
+    cell: int | None = None  # a notebook's cell (1-based among all its cells); line and column are in it
     evidence: dict[str, Any] = field(default_factory=dict)
     price: Price | None = None
     fix: Fix | None = None
@@ -203,4 +204,4 @@ class Diagnostic:
             "evidence": self.evidence,
             "price": self.price.to_dict() if self.price else None,
             "fix": self.fix.to_dict() if self.fix else None,
-        }
+        } | ({"cell": self.cell} if self.cell is not None else {})

@@ -11,7 +11,7 @@ import difflib
 import sys
 from pathlib import Path
 
-from archlint.code import guard
+from archlint.code import guard, notebook
 from archlint.code.engine import lint_text, parse_error
 from archlint.code.source import SourceError, decode, encode, line_offsets
 from archlint.config import Settings
@@ -114,33 +114,60 @@ def fix_files(files: list[Path], settings: Settings, contexts: dict | None = Non
         except OSError as exc:
             remaining.append(parse_error(name, f"cannot read file: {exc.strerror or exc}; check its permissions", 1, 1))
             continue
+        nb = None
         try:
-            original, encoding, bom = decode(data)
-        except SourceError as exc:
+            if notebook.is_notebook(path):  # fixed as its code cells' Python text, written back as JSON
+                nb = notebook.Notebook.parse(data)
+            original, encoding, bom = (nb.python, "utf-8", False) if nb else decode(data)
+        except (SourceError, notebook.NotebookError) as exc:
             remaining.append(parse_error(name, str(exc), 1, 1))
             continue
+        located = nb.locate if nb else (lambda d: d)
         fixed, after = fix_text(original, name, settings, context)
-        remaining.fixed += after.fixed
         if fixed == original:
-            remaining += after
+            remaining.fixed += after.fixed
+            remaining += map(located, after)
             continue
         if settings.diff:
-            sys.stdout.writelines(
-                difflib.unified_diff(
-                    original.splitlines(keepends=True), fixed.splitlines(keepends=True), name, name
-                )
-            )
-            remaining += selected_before(original, name, settings, context)
+            remaining.fixed += after.fixed
+            sys.stdout.writelines(_diff(original, fixed, name, nb))
+            remaining += map(located, selected_before(original, name, settings, context))
             continue
         try:
-            path.write_bytes(encode(fixed, encoding, bom))
+            if nb and not nb.writable:
+                raise notebook.NotebookError("its JSON layout is not one archlint can write back unchanged")
+            new = nb.rebuild(fixed) if nb else encode(fixed, encoding, bom)
+        except notebook.NotebookError as exc:
+            print(f"archlint: warning: {name}: cannot write the fixes ({exc}); left unchanged", file=sys.stderr)
+            remaining += map(located, selected_before(original, name, settings))
+            continue
+        try:
+            path.write_bytes(new)
         except OSError as exc:  # read-only file or folder: its findings stay, the other files go on
             print(f"archlint: warning: {name}: cannot write the fixes ({exc.strerror or exc}); "
                   "left unchanged", file=sys.stderr)
-            remaining += selected_before(original, name, settings)
+            remaining += map(located, selected_before(original, name, settings))
             continue
-        remaining += after
+        remaining.fixed += after.fixed
+        remaining += map(located, after)
     return remaining
+
+
+def _diff(original: str, fixed: str, name: str, nb) -> list[str]:
+    """A unified diff of the file; for a notebook, one per changed code cell (`name:cell N`)."""
+    if nb is None:
+        return list(difflib.unified_diff(original.splitlines(keepends=True), fixed.splitlines(keepends=True),
+                                         name, name))
+    before, after = (text.split(notebook.BOUNDARY + "\n") for text in (original, fixed))
+    if len(before) != len(after):
+        return list(difflib.unified_diff(original.splitlines(keepends=True), fixed.splitlines(keepends=True),
+                                         name, name))
+    out = []
+    for index, old, new in zip(nb.code_cells, before, after):
+        label = f"{name}:cell {index + 1}"
+        old, new = ([nb.restored(line.rstrip("\n")) + "\n" for line in text.splitlines()] for text in (old, new))
+        out += difflib.unified_diff(old, new, label, label)
+    return out
 
 
 def selected_before(text: str, path: str, settings: Settings, context: dict | None = None) -> list[Diagnostic]:

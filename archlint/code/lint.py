@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from archlint import __version__, progress
-from archlint.code import guard
+from archlint.code import guard, notebook
 from archlint.code.discover import discover
 from archlint.code.engine import PARSE_ERROR, analyze_bytes, parse_error
 from archlint.config import Settings
@@ -270,6 +270,7 @@ def lint_files(files: list[Path], settings: Settings, paths: list[Path] | None =
     summaries: dict[int, dict | None] = {}
     keys: list[str | None] = [None] * len(files)
     todo: list[tuple[int, str, bytes, str]] = []
+    notebooks: dict[int, notebook.Notebook] = {}
     for i, path in enumerate(files):
         name = str(path)
         try:
@@ -280,6 +281,13 @@ def lint_files(files: list[Path], settings: Settings, paths: list[Path] | None =
         except OSError as exc:
             results[i] = [parse_error(name, f"cannot read file: {exc.strerror or exc}; check its permissions", 1, 1)]
             continue
+        if notebook.is_notebook(path):  # its code cells, as one Python text
+            try:
+                notebooks[i] = notebook.Notebook.parse(data)
+            except notebook.NotebookError as exc:
+                results[i] = [parse_error(name, f"{exc}; archlint reads Jupyter notebooks (nbformat 4)", 1, 1)]
+                continue
+            data = notebooks[i].python.encode("utf-8")
         key = hashlib.blake2b(prefix + data, digest_size=16).hexdigest()
         keys[i] = key
         hit = cache.get(key)
@@ -303,9 +311,14 @@ def lint_files(files: list[Path], settings: Settings, paths: list[Path] | None =
         if settings.cache:
             _save_cache(cache_path, cache, {key for _, _, _, key in todo})
     # the project join: files whose names mean something elsewhere are linted again in context
-    results = project.refine(files, keys, results, summaries, settings, store, prefix, _jobs(settings), paths)
+    for i in notebooks:  # a notebook is linted on its own: no module imports it
+        summaries[i] = None
+    joined = [None if i in notebooks else key for i, key in enumerate(keys)]
+    results = project.refine(files, joined, results, summaries, settings, store, prefix, _jobs(settings), paths)
     store.save()
     lint_files.extracted = len(todo)
+    for i, nb in notebooks.items():
+        results[i] = [nb.locate(d) for d in results[i]]
     return [d for i in range(len(files)) for d in results[i]]
 
 

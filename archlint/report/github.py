@@ -44,6 +44,8 @@ def render(result: RunResult, settings: Settings) -> str:
         about = f" [{subject(d)}]" if subject(d) else ""
         if where.library:
             about += f" at {where.file}:{where.line} (library code)"
+        if d.cell is not None:
+            about += f" at cell {d.cell}, line {d.line}"
         lines.append(f"::{_COMMAND[Severity(d.severity)]} {','.join(props)}::{_data(f'{d.code}{about} {d.message}{price_text(d)}')}")
     for g in result.gate:
         if not g.passed:

@@ -30,6 +30,8 @@ class Where:
 
 
 def locate(d: Diagnostic, settings: Settings) -> Where:
+    if d.file and d.cell is not None:  # a notebook: line and column count in the cell, not in the file
+        return Where(settings.relpath(d.file), None, None, None, None)
     if d.file:
         file = settings.relpath(d.file)
         # A model finding located in a library (torch's own nn.Conv2d) cannot annotate the

@@ -23,7 +23,8 @@ def location(d: Diagnostic, settings: Settings | None = None) -> str:
     findings the module path in brackets ("[model]" for a finding about the whole model)."""
     if d.file:
         file = settings.relpath(d.file) if settings else d.file
-        where = ":".join([file] + [str(v) for v in (d.line, d.column) if v is not None])
+        cell = [f"cell {d.cell}"] if d.cell is not None else []  # a notebook: `bad.ipynb:cell 3:5:1`, as ruff
+        where = ":".join([file, *cell] + [str(v) for v in (d.line, d.column) if v is not None])
     else:
         where = d.target or "<model>"
     if d.node:

@@ -210,3 +210,68 @@ def test_hf_findings_point_at_the_library_class_and_name_the_switch(tmp_path):
     uris = {r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] for r in results}
     assert uris and all(u.startswith("file:///") and "/transformers/" in u for u in uris), uris
     assert transformers.__version__
+
+
+# --- 3. notebooks are linted by cell; --fix changes only code cells' source --------------------------
+
+def _notebook(path: Path) -> bytes:
+    cells = [
+        {"cell_type": "markdown", "metadata": {}, "source": ["# Training, café\n", "notes"]},
+        {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [],
+         "source": ["%matplotlib inline\n", "!pip install torch\n", "import torch\n", "from torch import nn"]},
+        {"cell_type": "code", "execution_count": 3, "metadata": {"tags": ["x"]},
+         "outputs": [{"output_type": "stream", "name": "stdout", "text": ["hi\n"]}],
+         "source": ["model = nn.Conv2d(3, 3, 3).cuda()\n", "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n",
+                    "loader = torch.utils.data.DataLoader(range(10), batch_size=4)\n"]},
+        {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [], "source": ["%%bash\n", "ls -l\n"]},
+        {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [],
+         "source": ["for x in loader:\n", "    x = torch.zeros(4).cuda()\n", "    files = !ls\n",
+                    "    loss = model(x).sum()\n", "    print(loss.item())\n", "    opt.zero_grad()\n",
+                    "    loss.backward()\n", "    opt.step()"]},
+    ]
+    nb = {"cells": cells, "metadata": {"language_info": {"name": "python"}}, "nbformat": 4, "nbformat_minor": 5}
+    data = (json.dumps(nb, indent=1, ensure_ascii=False) + "\n").encode()
+    path.write_bytes(data)
+    return data
+
+
+def test_a_notebook_is_linted_by_cell(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _notebook(tmp_path / "bad.ipynb")
+    code, out, _ = _run(capsys, ["bad.ipynb", "--no-cache"])
+    assert code == 1 and "All checks passed" not in out
+    lines = set(out.splitlines())
+    assert "bad.ipynb:cell 5:5:11: AL401 .item() on every training step waits for the GPU to finish: keep the value on " \
+           "the GPU (accumulate with .detach()) and read it every N steps or once per epoch" in lines
+    assert any(line.startswith("bad.ipynb:cell 3:3:10: AL301 [*]") for line in lines), out
+    assert any(line.startswith("bad.ipynb:cell 5:2:9: AL402 [*]") for line in lines), out
+    code, out, _ = _run(capsys, [".", "--no-cache", "--output-format", "json"])  # found in folders too
+    found = json.loads(out)["diagnostics"]
+    assert {(d["code"], d["cell"], d["line"]) for d in found} >= {("AL401", 5, 5), ("AL301", 3, 3)}
+    code, out, _ = _run(capsys, ["bad.ipynb", "--no-cache", "--output-format", "sarif"])
+    result = next(r for r in json.loads(out)["runs"][0]["results"] if r["ruleId"] == "AL401")
+    assert result["locations"][0]["physicalLocation"] == {"artifactLocation": {"uri": "bad.ipynb"}}
+    assert result["properties"]["notebook"] == {"cell": 5, "line": 5, "column": 11}
+
+
+def test_fix_writes_back_only_the_code_cells(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    before = _notebook(tmp_path / "bad.ipynb")
+    code, out, _ = _run(capsys, ["bad.ipynb", "--no-cache", "--diff"])
+    assert "--- bad.ipynb:cell 5" in out and "+    x = torch.zeros(4, device=\"cuda\")" in out
+    assert "    files = !ls" in out and "archlint: magic" not in out
+    assert (tmp_path / "bad.ipynb").read_bytes() == before
+    code, out, _ = _run(capsys, ["bad.ipynb", "--no-cache", "--fix"])
+    after = (tmp_path / "bad.ipynb").read_bytes()
+    expected = before.replace(b'batch_size=4)\\n"', b'batch_size=4, pin_memory=True)\\n"').replace(
+        b'torch.zeros(4).cuda()', b'torch.zeros(4, device=\\"cuda\\")')
+    assert after == expected  # only the two edited source lines differ: layout, outputs, magics as they were
+    code, out, _ = _run(capsys, ["bad.ipynb", "--no-cache"])
+    assert "AL301" not in out and "AL402" not in out and "AL401" in out
+
+
+def test_a_broken_notebook_is_an_error_not_a_pass(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "broken.ipynb").write_text("{ not json")
+    code, out, _ = _run(capsys, ["broken.ipynb", "--no-cache"])
+    assert code == 1 and "broken.ipynb:1:1: AL000 not a readable notebook (invalid JSON" in out
