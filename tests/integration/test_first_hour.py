@@ -219,12 +219,13 @@ def _train_file(tmp_path) -> Path:
 
 def test_fix_ends_with_fixed_and_remaining(capsys, tmp_path):
     path = _train_file(tmp_path)
-    code, out, _ = _run(capsys, [str(path), "--fix", "--no-cache"])
+    code, out, _ = _run(capsys, [str(path), "--fix", "--no-cache", "--show-info"])
     # 2 pin_memory, then the 4 non_blocking copies the pinning made eligible
     assert code == 1 and out.splitlines()[-1] == "Fixed 6 findings (8 remaining)."
     assert out.splitlines()[-2] == "2 more fixable with --fix --unsafe-fixes."  # zero_grad, cudnn.benchmark
     code, out, _ = _run(capsys, [str(path), "--fix", "--no-cache"])
-    assert out.splitlines()[-1] == "Fixed 0 findings (8 remaining)."
+    assert out.splitlines()[-1] == "Fixed 0 findings (5 remaining)."  # the 3 info findings are hidden
+    assert out.splitlines()[-2].startswith("3 info findings hidden")
 
 
 def test_diff_prints_only_the_diff(capsys, tmp_path):
