@@ -76,20 +76,35 @@ class Notebook:
         nb.python = "".join(line + "\n" for line in lines)
         return nb
 
+    def _cell_line(self, line: int) -> tuple[int, int]:
+        """(cell number, line in the cell) of a Python-text line; a boundary line counts as the
+        next cell's first line; (0, 0) past the end."""
+        if not 0 < line <= len(self.where):
+            return 0, 0
+        cell, n = self.where[line - 1]
+        if cell == 0:
+            return self.where[line] if line < len(self.where) else (0, 0)
+        return cell, n
+
     def locate(self, d: Diagnostic) -> Diagnostic:
-        """The finding at its cell and line in the cell (a fix's edits stay in Python lines: they
-        are applied to the Python text, never shown as positions)."""
-        if d.line is None or not 0 < d.line <= len(self.where):
+        """The finding at its cell and line in the cell; its fix's edits too, as ruff's JSON gives
+        them (each edit is in one cell: fixes never cross a boundary line)."""
+        if d.line is None:
             return d
-        cell, line = self.where[d.line - 1]
-        if cell == 0:  # on a boundary line: the next cell's first line
-            cell, line = self.where[d.line] if d.line < len(self.where) else (0, 0)
-        end_line = d.end_line
-        if end_line is not None and 0 < end_line <= len(self.where):
-            end_cell, end = self.where[end_line - 1]
-            end_line = end if end_cell == cell else None  # a span across cells ends with its first cell
-        return replace(d, cell=cell or None, line=line or d.line, end_line=end_line,
-                       end_column=d.end_column if end_line is not None else None)
+        cell, line = self._cell_line(d.line)
+        if cell == 0:
+            return d
+        end_cell, end_line = self._cell_line(d.end_line) if d.end_line is not None else (0, 0)
+        fix = d.fix
+        if fix is not None:
+            edits = []
+            for e in fix.edits:
+                (c1, l1), (c2, l2) = self._cell_line(e.start_line), self._cell_line(e.end_line)
+                edits.append(replace(e, start_line=l1, end_line=l2) if c1 == c2 == cell else e)
+            fix = replace(fix, edits=tuple(edits))
+        same = end_cell == cell  # a span across cells ends with its first cell
+        return replace(d, cell=cell, line=line, end_line=end_line if same else None,
+                       end_column=d.end_column if same else None, fix=fix)
 
     def rebuild(self, python: str) -> bytes:
         """The notebook's bytes with the code cells' source taken from `python` (a fixed version of
