@@ -239,11 +239,13 @@ def test_diff_prints_only_the_diff(capsys, tmp_path):
 
 def test_statistics_prints_only_the_counts(capsys, tmp_path):
     path = _train_file(tmp_path)
-    code, out, _ = _run(capsys, [str(path), "--statistics", "--no-cache"])
+    code, out, _ = _run(capsys, [str(path), "--statistics", "--no-cache", "--show-info"])
     lines = out.splitlines()
     assert code == 1 and lines[0] == "    2  AL301 [*]"
     assert all(__import__("re").fullmatch(r" *\d+  AL\d{3}( \[\*\])?", line) for line in lines), out
     assert sum(int(line.split()[0]) for line in lines) == 10
+    code, out, _ = _run(capsys, [str(path), "--statistics", "--no-cache"])  # without the 3 info findings
+    assert sum(int(line.split()[0]) for line in out.splitlines()) == 7
 
 
 def test_top_minus_one_means_all(capsys):
