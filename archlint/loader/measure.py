@@ -358,8 +358,9 @@ def _is_transform(value: Any) -> bool:
     module = type(value).__module__ or ""
     if module.startswith(TRANSFORM_PACKAGES):
         return True
-    if module.startswith(("torch", "builtins", "numpy", "PIL", "cv2")):
-        return False
+    root = module.split(".")[0]
+    if root in sys.stdlib_module_names or root in ("torch", "numpy", "PIL", "cv2", "h5py", "pandas"):
+        return False  # a cache (functools.lru_cache), a reader, an array: not a transform
     return not isinstance(value, (torch.utils.data.Dataset, DataLoader, torch.nn.Module))
 
 
