@@ -109,7 +109,7 @@ class Analysis:
         t = self.totals
         return (
             f"<archlint.Analysis {self.model.target}: {t.flops:,} FLOPs (multiply-adds), {t.mac_bytes:,} MAC bytes, "
-            f"{t.params:,} params, {len(self.result.diagnostics)} finding{'s' * (len(self.result.diagnostics) != 1)}>"
+            f"{t.params:,} params, {len(self.result.diagnostics)} finding{'' if len(self.result.diagnostics) == 1 else 's'}>"
         )
 
 

@@ -29,6 +29,7 @@ def _check(paths: list[Path], specs: list[ModelSpec], settings: Settings) -> Run
         diagnostics, result.files_checked = lint_paths(paths, settings)
         result.diagnostics += diagnostics
         result.fixed = getattr(diagnostics, "fixed", None)  # set by --fix / --diff
+        result.fixed_edits = getattr(diagnostics, "edits", None)
     decoded = []  # --decode steps, one more model each
     for spec in specs:
         try:

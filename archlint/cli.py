@@ -203,6 +203,8 @@ def _settings(args: argparse.Namespace):
         if value is not None and not value > 0:  # also rejects nan
             raise UsageError(f"--{flag.replace('_', '-')} must be a number > 0, got {value:g}")
     if args.max_file_size is not None:
+        if args.max_file_size == float("inf"):
+            raise UsageError("--max-file-size must be a finite number of MB, got inf; give a size such as 10")
         s.max_file_size = int(args.max_file_size * 1e6)
     if args.timeout is not None:
         s.timeout = args.timeout

@@ -339,6 +339,8 @@ def from_table(table: dict[str, Any], root: Path, source: str = "pyproject.toml"
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
                 raise UsageError(f"{source}: [tool.archlint] {key} must be a number > 0, got {value!r}")
     if "max-file-size" in table:
+        if table["max-file-size"] == float("inf"):
+            raise UsageError(f"{source}: [tool.archlint] max-file-size must be a finite number of MB, got inf")
         s.max_file_size = int(table["max-file-size"] * 1e6)
     if "timeout" in table:
         s.timeout = float(table["timeout"])

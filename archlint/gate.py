@@ -98,7 +98,7 @@ def _fmt(value: float, metric: str) -> str:
 
 
 def fingerprint(d: Diagnostic, settings: Settings) -> str:
-    return hashlib.sha256("\x1f".join(_identity(d, settings)).encode()).hexdigest()[:20]
+    return hashlib.sha256("\x1f".join(_identity(d, settings)).encode("utf-8", "surrogateescape")).hexdigest()[:20]
 
 
 def _identity(d: Diagnostic, settings: Settings) -> tuple[str, ...]:

@@ -131,7 +131,8 @@ class RunResult:
     files_checked: int = 0
     gate: list[GateResult] = field(default_factory=list)
     loaders: list = field(default_factory=list)  # archlint.loader.result.LoaderResult, from `archlint loader`
-    fixed: int | None = None  # with --fix: findings fixed; with --diff: findings the diff fixes
+    fixed: int | None = None  # with --fix: findings fixed (written to disk); with --diff: findings the diff fixes
+    fixed_edits: int | None = None  # the edits those fixes made (one fix can make several)
 
     def to_dict(self) -> dict[str, Any]:
         return {

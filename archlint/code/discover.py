@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from archlint.errors import UsageError
+from archlint.printable import printable
 
 SKIP_DIRS = frozenset({
     ".git", ".hg", ".svn", ".bzr", "__pycache__", ".venv", "venv", ".tox", ".nox", ".eggs",
@@ -79,7 +80,7 @@ def _is_venv(folder: Path) -> bool:
 
 
 def _warn(path: Path, problem: str) -> None:
-    print(f"archlint: warning: {path}: {problem}", file=sys.stderr)
+    print(printable(f"archlint: warning: {path}: {problem}"), file=sys.stderr)
 
 
 def _walk(folder: Path, ignores: list[GitIgnore], out: list[Path], seen: set[tuple[int, int]]) -> None:

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import ast
 import functools
+import io
 import re
+import tokenize
 
 from archlint.diagnostics import Diagnostic, Severity
 
@@ -17,6 +19,7 @@ _NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]+(?:\s*,\s*[A-Z]+[0-9]+
 _FILE_NOQA = re.compile(
     r"#\s*archlint:\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]+(?:\s*,\s*[A-Z]+[0-9]+)*))?", re.IGNORECASE
 )
+_MENTIONS_NOQA = re.compile("noqa", re.IGNORECASE)
 # Only files that mention torch can hold a finding; the rest are not even parsed (TorchFix does the same).
 _PREFILTER = "torch"
 
@@ -56,15 +59,29 @@ def _syntax_error(text: str, path: str, exc) -> Diagnostic:
     )
 
 
-def _diagnostics(check_module, facts, path: str, file_codes: set[str]) -> list[Diagnostic]:
+def comments(text: str) -> dict[int, str]:
+    """line → its comment, from Python's tokenizer (a `# noqa` inside a string is no comment);
+    read only when the file mentions noqa at all."""
+    if not _MENTIONS_NOQA.search(text):
+        return {}
+    out = {}
+    try:  # newline=None: lines end at \r\n, \r and \n, as libcst and split_lines count them
+        for token in tokenize.generate_tokens(io.StringIO(text, newline=None).readline):
+            if token.type == tokenize.COMMENT:
+                out[token.start[0]] = token.string
+    except (tokenize.TokenError, SyntaxError):
+        pass  # not Python: the parse reports it as AL000, which no comment silences
+    return out
+
+
+def _diagnostics(check_module, facts, path: str, file_codes: set[str], notes: dict[int, str]) -> list[Diagnostic]:
     severities = _severities()
     out = []
     for finding in check_module.check(facts):
         if finding.code in file_codes:
             continue
         start, end = facts.position(finding.node)
-        line_text = facts.lines[start.line - 1] if start.line <= len(facts.lines) else ""
-        noqa = _NOQA.search(line_text)
+        noqa = _NOQA.search(notes.get(start.line, ""))
         if noqa and _suppressed(finding.code, _codes(noqa.group("codes"))):
             continue
         out.append(
@@ -94,7 +111,8 @@ def analyze_text(text: str, path: str, context: dict | None = None,
     mentions torch is skipped unless the project says it drives torch code (a context)."""
     if _PREFILTER not in text and not context:
         return [], None
-    file_noqa = _FILE_NOQA.search(text)
+    notes = comments(text)
+    file_noqa = next(filter(None, map(_FILE_NOQA.search, notes.values())), None)
     file_codes = _codes(file_noqa.group("codes")) if file_noqa else set()
 
     from archlint.code import chunks, guard
@@ -103,11 +121,12 @@ def analyze_text(text: str, path: str, context: dict | None = None,
     problem = guard.precheck(text, path, plan)
     if problem is not None:
         return [problem], None
-    return guard.deep(_lint_parsed, text, path, file_codes, bool(file_noqa), context, summarize, plan)
+    return guard.deep(_lint_parsed, text, path, file_codes, bool(file_noqa), context, summarize, plan, notes)
 
 
 def _lint_parsed(text: str, path: str, file_codes: set[str] | None, file_noqa: bool, context: dict | None,
-                 summarize: bool, plan=None) -> tuple[list[Diagnostic], dict | None]:
+                 summarize: bool, plan=None,
+                 notes: dict[int, str] | None = None) -> tuple[list[Diagnostic], dict | None]:
     """Parse with libcst (on guard.deep's big-stack thread), extract facts, run every check."""
     import libcst as cst
 
@@ -146,7 +165,7 @@ def _lint_parsed(text: str, path: str, file_codes: set[str] | None, file_noqa: b
     out = trouble
     for check_module in modules():
         try:
-            out += _diagnostics(check_module, facts, path, file_codes)
+            out += _diagnostics(check_module, facts, path, file_codes, notes or {})
         except Exception as exc:  # a bug in one check must not lose the other files' findings
             name = check_module.__name__.rsplit(".", 1)[-1]
             out.append(parse_error(path, f"archlint internal error in check {name!r} on this file "

@@ -10,10 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import libcst as cst
+from libcst._position import CodePosition
 
 from archlint.code.context import EMPTY
 from archlint.code.names import ImportTable, dotted
-from archlint.code.positions import Positions
+from archlint.code.positions import Positions, dropped_indent
 from archlint.code.source import split_lines
 
 # Identifiers whose mere presence the checks care about (a set lookup per Name node).
@@ -394,6 +395,7 @@ class Facts:
         self.idents: set[str] = set()
         self.main_guard: cst.If | None = None
         self._positions = None
+        self._shifts: dict[int, int] = {}
         self.project = EMPTY  # what the rest of the project says about this file's names (see project.py)
         module.visit(_Collector(self))
         self._qn: dict[int, str | None] = {}
@@ -449,4 +451,8 @@ class Facts:
         """(start, end) CodePositions: line 1-based, column 0-based. Resolved on first use only."""
         if self._positions is None:
             self._positions = Positions(self.module)
-        return self._positions[node]
+            self._shifts = dropped_indent(self.lines, self.module) if "\f" in self.source else {}
+        start, end = self._positions[node]
+        if self._shifts:
+            start, end = (CodePosition(p.line, p.column + self._shifts.get(p.line, 0)) for p in (start, end))
+        return start, end

@@ -11,11 +11,12 @@ import difflib
 import sys
 from pathlib import Path
 
-from archlint.code import guard, notebook
+from archlint.code import guard, notebook, writeback
 from archlint.code.engine import lint_text, parse_error
-from archlint.code.source import SourceError, decode, encode, line_offsets
+from archlint.code.source import SourceError, decode, encode, line_offsets, lines_with_ends
 from archlint.config import Settings
 from archlint.diagnostics import Applicability, Diagnostic, Edit
+from archlint.printable import printable
 
 MAX_ROUNDS = 10
 
@@ -24,34 +25,40 @@ def _offset(offsets: list[int], line: int, column: int) -> int:
     return offsets[line - 1] + column - 1
 
 
-def _kept(text: str, edits: list[Edit]) -> tuple[list[tuple[int, int, str]], set[int]]:
-    """The non-overlapping edits as (start, end, content) spans (the first of two overlapping ones
-    wins; a repeat of a taken edit counts as taken), and the indices of the edits taken."""
+def _overlap(a: tuple[int, int, str], b: tuple[int, int, str]) -> bool:
+    return a[0] < b[1] and b[0] < a[1]
+
+
+def _taken(text: str, fixes: list[tuple[Edit, ...]]) -> tuple[list[tuple[int, int, str]], list[int]]:
+    """The fixes that go in whole, in the order of their first edit: one with an edit overlapping
+    an edit already taken waits for the next round (a fix half applied could change what the
+    code does). Returns their edits as sorted (start, end, content) spans, each once (two findings
+    with the same fix share it), and the indices of the fixes taken."""
     offsets = line_offsets(text)
-    spans = sorted(
-        ((_offset(offsets, e.start_line, e.start_column), _offset(offsets, e.end_line, e.end_column), e.content, i)
-         for i, e in enumerate(edits)),
-        key=lambda s: (s[0], s[1]),
-    )
-    kept, taken, last_end = [], set(), -1
-    for start, end, content, i in spans:
-        if kept and start == kept[-1][0] == end == kept[-1][1] and content == kept[-1][2]:
-            taken.add(i)  # the same insertion twice (two findings, one fix): done once
+    spans = [[(_offset(offsets, e.start_line, e.start_column), _offset(offsets, e.end_line, e.end_column), e.content)
+              for e in edits] for edits in fixes]
+    kept: list[tuple[int, int, str]] = []
+    taken = []
+    for i in sorted((i for i in range(len(fixes)) if spans[i]), key=lambda i: min(spans[i])[:2]):
+        new = [s for s in dict.fromkeys(spans[i]) if s not in kept]
+        if any(_overlap(s, k) for s in new for k in kept):
             continue
-        if start < last_end:
-            continue  # overlaps an edit already taken; the next round will see it
-        kept.append((start, end, content))
-        taken.add(i)
-        last_end = max(last_end, end)
+        kept += new
+        taken.append(i)
+    kept.sort(key=lambda s: (s[0], s[1]))
     return kept, taken
+
+
+def _apply(text: str, spans: list[tuple[int, int, str]]) -> str:
+    for start, end, content in reversed(spans):
+        text = text[:start] + content + text[end:]
+    return text
 
 
 def apply_edits(text: str, edits: list[Edit]) -> tuple[str, int]:
     """Apply non-overlapping edits (the first of two overlapping ones wins); returns (text, applied)."""
-    kept, _ = _kept(text, edits)
-    for start, end, content in reversed(kept):
-        text = text[:start] + content + text[end:]
-    return text, len(kept)
+    spans, _ = _taken(text, [(e,) for e in edits])
+    return _apply(text, spans), len(spans)
 
 
 def fixable(d: Diagnostic, settings: Settings) -> bool:
@@ -59,9 +66,11 @@ def fixable(d: Diagnostic, settings: Settings) -> bool:
 
 
 class Remaining(list):
-    """The findings that remain after --fix (a list of Diagnostic), and how many were fixed."""
+    """The findings that remain after --fix (a list of Diagnostic), how many were fixed and with
+    how many edits (with --fix: written to disk; with --diff: in the diff)."""
 
     fixed: int = 0
+    edits: int = 0
 
 
 def _lint(text: str, path: str, context: dict | None):
@@ -69,40 +78,42 @@ def _lint(text: str, path: str, context: dict | None):
 
 
 def fix_text(text: str, path: str, settings: Settings, context: dict | None = None) -> tuple[str, Remaining]:
-    """(fixed text, findings that remain in it; `.fixed`: how many findings the fixes removed);
-    `context`: what the project says about the file."""
+    """(fixed text, findings that remain in it; `.fixed`: the findings whose fixes went in,
+    `.edits`: the edits they made); `context`: what the project says about the file."""
     from archlint.code.lint import selected
 
     diagnostics = selected(_lint(text, path, context), settings)
-    fixed = 0
+    fixed = edits = 0
     for _ in range(MAX_ROUNDS):
-        owners = [(n, e) for n, d in enumerate(diagnostics) if fixable(d, settings) for e in d.fix.edits]
-        edits = [e for _, e in owners]
-        if not edits:
+        fixes = [d.fix.edits for d in diagnostics if fixable(d, settings)]
+        spans, taken = _taken(text, fixes)
+        if not spans:
             break
-        _, taken = _kept(text, edits)
-        whole = {n for n, _ in owners} - {n for i, (n, _) in enumerate(owners) if i not in taken}
-        candidate, applied = apply_edits(text, edits)
-        if not applied or candidate == text:
+        candidate = _apply(text, spans)
+        if candidate == text:
             break
         try:  # compiled to bytecode, never run: catches what the parser alone lets through
             compile(candidate, path, "exec", dont_inherit=True)
         except (SyntaxError, ValueError) as err:
-            print(f"archlint: warning: {path}: fixes not applied, the result would not parse "
+            print(f"archlint: warning: {printable(path)}: fixes not applied, the result would not parse "
                   f"({err}); please report this", file=sys.stderr)
             break
         text = candidate
-        fixed += len(whole)  # findings whose every edit went in this round
+        fixed += len(taken)
+        edits += len(spans)
         diagnostics = selected(_lint(text, path, context), settings)
     remaining = Remaining(diagnostics)
-    remaining.fixed = fixed
+    remaining.fixed, remaining.edits = fixed, edits
     return text, remaining
 
 
-def fix_files(files: list[Path], settings: Settings, contexts: dict | None = None) -> Remaining:
+def fix_files(files: list[Path], settings: Settings, contexts: dict | None = None,
+              paths: list[Path] | None = None) -> Remaining:
     """Fix (or with --diff, print the diff of) each file; the findings that remain, with `.fixed`
-    the number fixed (with --diff: that the diff would fix)."""
+    the number of findings whose fixes were written (with --diff: that the diff would fix). Files
+    are written only inside the trees of `paths` (default: the files themselves), see writeback.py."""
     remaining = Remaining()
+    trees = writeback.trees_of(paths if paths is not None else files)
     for path in files:
         context = (contexts or {}).get(path)
         name = str(path)
@@ -125,47 +136,40 @@ def fix_files(files: list[Path], settings: Settings, contexts: dict | None = Non
         located = nb.locate if nb else (lambda d: d)
         fixed, after = fix_text(original, name, settings, context)
         if fixed == original:
-            remaining.fixed += after.fixed
             remaining += map(located, after)
             continue
         if settings.diff:
-            remaining.fixed += after.fixed
             sys.stdout.writelines(_diff(original, fixed, name, nb))
+            remaining.fixed += after.fixed
+            remaining.edits += after.edits
             remaining += map(located, selected_before(original, name, settings, context))
             continue
         try:
             if nb and not nb.writable:
-                raise notebook.NotebookError("its JSON layout is not one archlint can write back unchanged")
+                raise writeback.Refused("its JSON layout is not one archlint can write back unchanged")
             new = nb.rebuild(fixed) if nb else encode(fixed, encoding, bom)
-        except notebook.NotebookError as exc:
-            print(f"archlint: warning: {name}: cannot write the fixes ({exc}); left unchanged", file=sys.stderr)
-            remaining += map(located, selected_before(original, name, settings))
+            writeback.replace(path, data, new, trees)
+        except (writeback.Refused, notebook.NotebookError, OSError) as exc:  # its findings stay, the other files go on
+            why = (f"cannot write the fixes ({exc.strerror or exc})" if isinstance(exc, OSError)
+                   else f"fixes not written: {exc}")
+            print(f"archlint: warning: {printable(f'{name}: {why}')}; left unchanged", file=sys.stderr)
+            remaining += map(located, selected_before(original, name, settings, context))
             continue
-        try:
-            path.write_bytes(new)
-        except OSError as exc:  # read-only file or folder: its findings stay, the other files go on
-            print(f"archlint: warning: {name}: cannot write the fixes ({exc.strerror or exc}); "
-                  "left unchanged", file=sys.stderr)
-            remaining += map(located, selected_before(original, name, settings))
-            continue
-        remaining.fixed += after.fixed
+        remaining.fixed += after.fixed  # counted once on disk
+        remaining.edits += after.edits
         remaining += map(located, after)
     return remaining
 
 
 def _diff(original: str, fixed: str, name: str, nb) -> list[str]:
     """A unified diff of the file; for a notebook, one per changed code cell (`name:cell N`)."""
-    if nb is None:
-        return list(difflib.unified_diff(original.splitlines(keepends=True), fixed.splitlines(keepends=True),
-                                         name, name))
     before, after = (text.split(notebook.BOUNDARY + "\n") for text in (original, fixed))
-    if len(before) != len(after):
-        return list(difflib.unified_diff(original.splitlines(keepends=True), fixed.splitlines(keepends=True),
-                                         name, name))
+    if nb is None or len(before) != len(after):
+        return list(difflib.unified_diff(lines_with_ends(original), lines_with_ends(fixed), name, name))
     out = []
     for index, old, new in zip(nb.code_cells, before, after):
         label = f"{name}:cell {index + 1}"
-        old, new = ([nb.restored(line.rstrip("\n")) + "\n" for line in text.splitlines()] for text in (old, new))
+        old, new = ([nb.restored(line) + "\n" for line in text.split("\n")[:-1]] for text in (old, new))
         out += difflib.unified_diff(old, new, label, label)
     return out
 

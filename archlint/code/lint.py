@@ -7,7 +7,6 @@ without loading the parser.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
@@ -15,82 +14,20 @@ import sys
 from pathlib import Path
 
 from archlint import __version__, progress
+from archlint.code import cache as cache_files
 from archlint.code import guard, notebook
 from archlint.code.discover import discover
 from archlint.code.engine import PARSE_ERROR, analyze_bytes, parse_error
 from archlint.config import Settings
 from archlint.diagnostics import Applicability, Diagnostic, Edit, Fix, Severity
 
-# JSON, not pickle: the cache lives in the project, and loading a pickle from a cloned repository
-# could run code.
-CACHE_FILE = "code-v1.json"
-CACHE_LIMIT = 50_000  # entries; beyond it only this run's are kept
+CACHE_FILE = "code-v1.json"  # the format: cache.py
 PARALLEL_MIN_FILES = 8  # below this, starting workers costs more than it saves
 
 
 def _fingerprint(settings: Settings) -> bytes:
     options = {k: v for k, v in settings.rule_options.items() if k.startswith(("AL3", "AL4"))}
     return f"{__version__}|{json.dumps(options, sort_keys=True, default=str)}|".encode()
-
-
-def _cache_path(settings: Settings) -> Path:
-    return (settings.cache_dir or settings.root / ".archlint_cache") / CACHE_FILE
-
-
-def _load_cache(path: Path, quiet: bool = False) -> dict:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        if not isinstance(data, dict):
-            raise ValueError("not a JSON object")
-        return data
-    except FileNotFoundError:
-        return {}
-    except (OSError, ValueError) as exc:
-        if not quiet:
-            print(f"archlint: warning: ignoring unreadable cache {path} ({exc}); linting every file", file=sys.stderr)
-        return {}
-
-
-def _save_cache(path: Path, cache: dict, fresh: set[str] | None = None) -> None:
-    """Write atomically (a temporary file renamed over the old one), merged under a lock with what
-    another run wrote since we read it: concurrent runs on different files keep each other's
-    entries. `fresh` are this run's keys, kept first when the merged cache is over the limit."""
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        gitignore = path.parent / ".gitignore"
-        if not gitignore.exists():
-            gitignore.write_text("# Created by archlint\n*\n")
-        with _locked(path.with_suffix(".lock")):
-            merged = {**_load_cache(path, quiet=True), **cache}
-            if len(merged) > CACHE_LIMIT:
-                merged = {k: v for k, v in cache.items() if fresh is None or k in fresh}
-            tmp.write_text(json.dumps(merged, separators=(",", ":")), encoding="utf-8")
-            os.replace(tmp, path)
-    except OSError as exc:
-        print(f"archlint: warning: cannot write the cache at {path} ({exc}); next run lints every file again",
-              file=sys.stderr)
-    finally:
-        try:
-            tmp.unlink()  # only left when the write or the rename failed
-        except OSError:
-            pass
-
-
-@contextlib.contextmanager
-def _locked(path: Path):
-    """An exclusive lock on `path` (created if missing) for the block; none where fcntl is missing."""
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - Windows: last writer wins
-        yield
-        return
-    with open(path, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _to_record(d: Diagnostic) -> list:
@@ -262,8 +199,8 @@ def lint_files(files: list[Path], settings: Settings, paths: list[Path] | None =
     """Every finding in these files (before selection), using and refreshing the cache."""
     from archlint.code import project
 
-    cache_path = _cache_path(settings)
-    cache = _load_cache(cache_path) if settings.cache else {}
+    cache_path = cache_files.folder(settings) / CACHE_FILE
+    cache = cache_files.load(cache_path) if settings.cache else {}
     prefix = _fingerprint(settings)
     store = project.Store(settings)
     results: dict[int, list[Diagnostic]] = {}
@@ -309,17 +246,55 @@ def lint_files(files: list[Path], settings: Settings, paths: list[Path] | None =
             cache[key] = [_to_record(d) for d in diagnostics]
             store.put_summary(key, summary)
         if settings.cache:
-            _save_cache(cache_path, cache, {key for _, _, _, key in todo})
+            cache_files.save(cache_path, cache, {key for _, _, _, key in todo})
     # the project join: files whose names mean something elsewhere are linted again in context
     for i in notebooks:  # a notebook is linted on its own: no module imports it
         summaries[i] = None
     joined = [None if i in notebooks else key for i, key in enumerate(keys)]
-    results = project.refine(files, joined, results, summaries, settings, store, prefix, _jobs(settings), paths)
+    own = dict(results)
+    try:
+        results = project.refine(files, joined, dict(own), summaries, settings, store, prefix, _jobs(settings), paths)
+    except project.JoinFailed as failure:
+        results = _join_again(failure, files, joined, own, summaries, todo, settings, store, prefix, paths)
     store.save()
     lint_files.extracted = len(todo)
     for i, nb in notebooks.items():
         results[i] = [nb.locate(d) for d in results[i]]
     return [d for i in range(len(files)) for d in results[i]]
+
+
+def _join_again(failure, files, keys, results, summaries, todo, settings: Settings, store, prefix: bytes,
+                paths) -> dict:
+    """After a failed project join: when facts read from the cache took part, they are evicted, the
+    files they came from are extracted again and the join retried (a cache written by a buggy
+    version heals itself); otherwise, or when it fails again, each file keeps its own findings."""
+    from archlint.code import project
+
+    fresh = {i for i, _, _, _ in todo}
+    stale = [i for i in range(len(files)) if keys[i] is not None and i not in fresh and i in summaries]
+    evicted = store.evict()
+    if evicted or stale:
+        if getattr(settings, "verbose", False):
+            print(f"archlint: note: the project facts cached for {evicted} file{'s' * (evicted != 1)} could not "
+                  f"be joined ({failure}); extracted them again", file=sys.stderr)
+        items = []
+        for i in stale:
+            try:
+                items.append((i, str(files[i]), _read(files[i])))
+            except (OSError, guard.Skip):
+                summaries[i] = None  # gone or replaced since: linted alone
+        again = lint_many([(name, data) for _, name, data in items], _jobs(settings)) if items else []
+        for (i, _, _), (diagnostics, summary) in zip(items, again):
+            results[i], summaries[i] = diagnostics, summary
+            store.put_summary(keys[i], summary)
+        try:
+            return project.refine(files, keys, dict(results), summaries, settings, store, prefix, _jobs(settings),
+                                  paths)
+        except project.JoinFailed as exc:
+            failure = exc
+    print(f"archlint: warning: project-wide analysis failed ({failure}); each file was linted alone; "
+          "please report this", file=sys.stderr)
+    return results
 
 
 def selected(diagnostics: list[Diagnostic], settings: Settings) -> list[Diagnostic]:
@@ -337,5 +312,5 @@ def lint_paths(paths: list[Path], settings: Settings) -> tuple[list[Diagnostic],
 
         lint_files(files, settings, paths)  # the project join: each file's context
         contexts = {f: project.refine.contexts.get(os.path.abspath(f)) for f in files}
-        return fix_files(files, settings, contexts), len(files)
+        return fix_files(files, settings, contexts, paths), len(files)
     return selected(lint_files(files, settings, paths), settings), len(files)

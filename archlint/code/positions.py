@@ -16,6 +16,8 @@ import libcst as cst
 from libcst._position import CodePosition
 from libcst.metadata import MetadataWrapper, PositionProvider
 
+from archlint.code.source import split_lines
+
 try:  # the code generation PositionProvider runs, without MetadataWrapper's extra pass over the tree
     from libcst.metadata.position_provider import PositionProvidingCodegenState
 except ImportError:  # pragma: no cover - a libcst that moved it: the public way, twice as slow
@@ -90,6 +92,23 @@ class Positions:
                 slot = (slot + 1) & mask
             table[slot] = i + 1
         self.table = table
+
+
+def dropped_indent(lines: list[str], module: cst.Module) -> dict[int, int]:
+    """line → characters of its indentation libcst left out of the tree (and of every column on
+    that line): it drops a form feed, and the whitespace around it, from the start of a statement's
+    line (`\\fx = 1`), so its columns are off by those characters in the user's file."""
+    own = split_lines(module.code)
+    if len(own) != len(lines):  # not only indentation differs: leave the columns as they are
+        return {}
+    shifts = {}
+    for number, (theirs, mine) in enumerate(zip(lines, own), start=1):
+        if theirs != mine and "\f" in theirs:
+            lead_theirs = len(theirs) - len(theirs.lstrip(" \t\f"))
+            lead_mine = len(mine) - len(mine.lstrip(" \t\f"))
+            if theirs[lead_theirs:] == mine[lead_mine:]:
+                shifts[number] = lead_theirs - lead_mine
+    return shifts
 
 
 class _Sink:

@@ -22,6 +22,7 @@ import os
 import sys
 from pathlib import Path
 
+from archlint.code import cache
 from archlint.code.context import LIBRARIES as _LIBRARIES
 from archlint.config import Settings
 
@@ -35,18 +36,22 @@ def _installed(folder: str) -> bool:
     return name in ("site-packages", "dist-packages") or folder.startswith(sys.prefix + os.sep + "lib")
 
 
+class JoinFailed(Exception):
+    """The project join failed (on facts read from the cache, or a bug); each file keeps its own
+    findings. The message names the error."""
+
+
 class Store:
     """Summaries (by content key) and context-dependent findings (by content + context key)."""
 
     def __init__(self, settings: Settings) -> None:
-        from archlint.code.lint import _cache_path, _load_cache
-
         self.enabled = settings.cache
-        self.path = _cache_path(settings).with_name(CACHE_FILE)
-        data = _load_cache(self.path) if self.enabled else {}
+        self.path = cache.folder(settings) / CACHE_FILE
+        data = cache.load(self.path) if self.enabled else {}
         self.facts: dict = data.get("facts", {}) if isinstance(data.get("facts"), dict) else {}
         self.lint: dict = data.get("lint", {}) if isinstance(data.get("lint"), dict) else {}
         self.used: set[str] = set()
+        self.loaded = set(self.facts)  # read from the cache: suspects when the join fails
         self.dirty = False
 
     def summary(self, key: str):
@@ -60,16 +65,23 @@ class Store:
         self.used.add(key)
         self.dirty = True
 
+    def evict(self) -> int:
+        """Forget the facts this run read from the cache (they are extracted again); how many."""
+        stale = self.used & self.loaded
+        for key in stale:
+            self.facts.pop(key, None)
+        self.loaded -= stale
+        self.dirty = True
+        return len(stale)
+
     def save(self) -> None:
         if not self.enabled or not self.dirty:
             return
-        from archlint.code.lint import CACHE_LIMIT, _save_cache
-
         facts, lint = self.facts, self.lint
-        if len(facts) + len(lint) > CACHE_LIMIT:
+        if len(facts) + len(lint) > cache.LIMIT:
             facts = {k: v for k, v in facts.items() if k in self.used}
             lint = {k: v for k, v in lint.items() if k in self.used}
-        _save_cache(self.path, {"facts": facts, "lint": lint})
+        cache.save(self.path, {"facts": facts, "lint": lint})
 
 
 def _key(prefix: bytes, data: bytes, extra: str = "") -> str:
@@ -573,10 +585,8 @@ def refine(files: list[Path], keys: list[str | None], results: dict, summaries: 
         linted = [a for i, a in enumerate(absolute) if summaries.get(i) and keys[i] is not None]
         ctxs = contexts(linted, index, display)
     except (RecursionError, Exception) as exc:  # a bug in the join must not cost the files' own findings
-        print(f"archlint: warning: project-wide analysis failed ({type(exc).__name__}: {exc}); each file was "
-              "linted alone; please report this", file=sys.stderr)
         refine.last, refine.contexts = {"contexts": 0, "relinted": 0, "extracted_extra": 0}, {}
-        return results
+        raise JoinFailed(f"{type(exc).__name__}: {exc}") from exc
     position = {a: i for i, a in enumerate(absolute)}
     todo = []
     for path, context in ctxs.items():

@@ -9,6 +9,7 @@ import re
 import tokenize
 
 _NEWLINE = re.compile(r"\r\n|\r|\n")
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
 
 
 class SourceError(Exception):
@@ -40,6 +41,12 @@ def encode(text: str, encoding: str, bom: bool) -> bytes:
 def split_lines(text: str) -> list[str]:
     """Lines as Python and libcst count them (only \\r\\n, \\r and \\n end a line)."""
     return _NEWLINE.split(text)
+
+
+def lines_with_ends(text: str) -> list[str]:
+    """Lines with their ends, as split_lines counts them (str.splitlines also ends a line at a form
+    feed, which would cut `\fx = 1` in two in a diff)."""
+    return _LINE.findall(text)
 
 
 def line_offsets(text: str) -> list[int]:

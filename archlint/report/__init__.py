@@ -31,8 +31,9 @@ def write_report(result: RunResult, settings: Settings) -> None:
     if settings.output_file is None:
         sys.stdout.write(text)
     else:
-        settings.output_file.parent.mkdir(parents=True, exist_ok=True)
-        settings.output_file.write_text(text, encoding="utf-8")
+        from archlint.outputs import write_text
+
+        write_text(settings.output_file, text)
         # The report went to a file: the CI log still says why the run fails.
         n = len(result.diagnostics)
         print(f"archlint: wrote {settings.output_format} to {settings.output_file}: {n} finding{'s' * (n != 1)}", file=sys.stderr)

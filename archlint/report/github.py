@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from archlint.config import Settings
 from archlint.diagnostics import Diagnostic, Severity
+from archlint.printable import printable
 from archlint.report.locations import locate, subject
 from archlint.report.text import price_text, shown
 from archlint.result import RunResult
@@ -17,8 +18,10 @@ _COMMAND = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO:
 
 
 def _data(text: str) -> str:
-    """Escape a command's message, as the Actions runner's toolkit does."""
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    """Escape a command's message, as the Actions runner's toolkit does (line breaks as %0A), after
+    writing any other control character or undecodable byte as an escape (printable.py)."""
+    text = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    return printable(text)
 
 
 def _property(text: str) -> str:

@@ -22,6 +22,7 @@ from archlint import __version__
 from archlint.config import Settings
 from archlint.diagnostics import Diagnostic
 from archlint.errors import UsageError
+from archlint.printable import printable
 from archlint.report.layout import layered
 from archlint.report.text import human_bytes, human_count, location, price_bits
 from archlint.report.what_if_html import what_if_section
@@ -44,9 +45,9 @@ GRAPH_DETAIL_OPS = 600  # up to this many ops the graph opens op by op, else gro
 
 
 def write_html(result: RunResult, settings: Settings | None, path: Path | str) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_html(result, settings), encoding="utf-8")
+    from archlint.outputs import write_text
+
+    write_text(Path(path), render_html(result, settings), "the HTML report")
 
 
 def render_html(result: RunResult, settings: Settings | None = None) -> str:
@@ -102,7 +103,7 @@ def _asset(name: str) -> str:
 
 
 def _e(value: Any) -> str:
-    return html.escape(str(value), quote=True)
+    return html.escape(printable(str(value)), quote=True)
 
 
 def _owner(d: Diagnostic, models: list[ModelResult]) -> ModelResult | None:

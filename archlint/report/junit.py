@@ -10,6 +10,7 @@ from collections import defaultdict
 
 from archlint.config import Settings
 from archlint.diagnostics import Diagnostic
+from archlint.printable import printable
 from archlint.report.locations import locate, subject
 from archlint.report.text import price_text, shown
 from archlint.result import RunResult
@@ -20,19 +21,21 @@ def render(result: RunResult, settings: Settings) -> str:
     failures: dict[str, int] = defaultdict(int)
     for d in sorted(shown(result.diagnostics, settings), key=Diagnostic.sort_key):
         where = locate(d, settings)
-        suite = d.target or where.file or "archlint"
-        case = ET.Element("testcase", name=f"archlint.{d.code}", classname=where.file or suite)
+        file = printable(where.file) if where.file else None  # XML takes no control characters or raw bytes
+        suite = printable(d.target or "") or file or "archlint"
+        case = ET.Element("testcase", name=f"archlint.{d.code}", classname=file or suite)
         if where.line:
             case.set("line", str(where.line))
         if where.column:
             case.set("column", str(where.column))
         position = ", ".join(f"{k} {v}" for k, v in (("line", where.line), ("col", where.column)) if v)
         about = subject(d)
-        text = "; ".join(bit for bit in (position, f"[{about}]" if about else "", d.message) if bit) + price_text(d)
+        message = printable(d.message)
+        text = "; ".join(bit for bit in (position, f"[{about}]" if about else "", message) if bit) + price_text(d)
         if d.advisory:  # shown with --show-info, never a failure
-            ET.SubElement(case, "skipped", message=d.message).text = text
+            ET.SubElement(case, "skipped", message=message).text = text
         else:
-            ET.SubElement(case, "failure", message=d.message).text = text
+            ET.SubElement(case, "failure", message=message).text = text
             failures[suite] += 1
         suites[suite].append(case)
     for g in result.gate:

@@ -9,13 +9,13 @@ code scanning tracks a finding across edits the same way `--baseline` does.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 from archlint import __version__
 from archlint.config import Settings
 from archlint.diagnostics import Diagnostic, Severity
 from archlint.gate import fingerprint
+from archlint.printable import file_uri, printable
 from archlint.registry import RuleInfo, catalog
 from archlint.report.locations import Where, locate, subject
 from archlint.report.text import price_text
@@ -85,7 +85,7 @@ def _result(d: Diagnostic, index: dict[str, int], settings: Settings) -> dict[st
     out: dict[str, Any] = {
         "ruleId": d.code,
         "level": Severity(d.severity).sarif_level,
-        "message": {"text": (f"[{subject(d)}] {d.message}" if subject(d) else d.message) + price_text(d)},
+        "message": {"text": printable((f"[{subject(d)}] {d.message}" if subject(d) else d.message) + price_text(d))},
         "partialFingerprints": {"archlintFingerprint/v1": fingerprint(d, settings)},
     }
     if d.code in index:
@@ -93,8 +93,7 @@ def _result(d: Diagnostic, index: dict[str, int], settings: Settings) -> dict[st
     where = locate(d, settings)
     location: dict[str, Any] = {}
     if where.file:
-        uri = Path(where.file).as_uri() if where.library else where.file  # outside the repository: absolute
-        location["physicalLocation"] = {"artifactLocation": {"uri": uri}, **_region(where)}
+        location["physicalLocation"] = {"artifactLocation": {"uri": file_uri(where.file)}, **_region(where)}
     name = subject(d)
     if name:
         location["logicalLocations"] = [
@@ -108,7 +107,7 @@ def _result(d: Diagnostic, index: dict[str, int], settings: Settings) -> dict[st
                 "description": {"text": d.fix.message},
                 "artifactChanges": [
                     {
-                        "artifactLocation": {"uri": where.file},
+                        "artifactLocation": {"uri": file_uri(where.file)},
                         "replacements": [
                             {
                                 "deletedRegion": {

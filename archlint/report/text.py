@@ -14,6 +14,7 @@ from rich.table import Table
 
 from archlint.config import Settings
 from archlint.diagnostics import Applicability, Diagnostic, Severity
+from archlint.printable import printable
 from archlint.registry import RuleInfo
 from archlint.result import RunResult
 
@@ -22,7 +23,7 @@ def location(d: Diagnostic, settings: Settings | None = None) -> str:
     """`file:line:col`, relative to the project root when settings are given, then for model
     findings the module path in brackets ("[model]" for a finding about the whole model)."""
     if d.file:
-        file = settings.relpath(d.file) if settings else d.file
+        file = printable(settings.relpath(d.file) if settings else d.file)  # never raw bytes or escapes
         cell = [f"cell {d.cell}"] if d.cell is not None else []  # a notebook: `bad.ipynb:cell 3:5:1`, as ruff
         where = ":".join([file, *cell] + [str(v) for v in (d.line, d.column) if v is not None])
     else:
@@ -109,7 +110,7 @@ def print_text(result: RunResult, settings: Settings, console: Console | None = 
     diagnostics = sorted(shown(result.diagnostics, settings), key=Diagnostic.sort_key)
     hidden = len(result.diagnostics) - len(diagnostics)
     if settings.diff and result.fixed is not None:  # the diff is the output; the count goes to stderr
-        print(f"Would fix {result.fixed} finding{'s' * (result.fixed != 1)}.", file=sys.stderr)
+        print(f"Would fix {plural(result.fixed, 'finding')}{_with_edits(result)}.", file=sys.stderr)
         return
     if settings.statistics and diagnostics:  # the counts only, no finding list on top
         for code, count in sorted(Counter(d.code for d in diagnostics).items()):
@@ -121,7 +122,8 @@ def print_text(result: RunResult, settings: Settings, console: Console | None = 
         tag = " (info)" if d.severity is Severity.INFO else ""
         # Escaped: module paths, prices and messages hold "[...]" that rich would read as markup.
         console.print(
-            f"{escape(location(d, settings))}: [bold red]{d.code}[/]{tag}{escape(fixable)} {escape(d.message)}{escape(price_text(d))}",
+            f"{escape(location(d, settings))}: [bold red]{d.code}[/]{tag}{escape(fixable)} "
+            f"{escape(printable(d.message))}{escape(price_text(d))}",
             markup=True,
         )
     for g in result.gate:
@@ -136,11 +138,11 @@ def print_text(result: RunResult, settings: Settings, console: Console | None = 
     if hidden and not summary_line:  # otherwise the summary line says it
         console.print(f"[dim]{hidden_note}[/]")
     if settings.fix and result.fixed is not None:  # as ruff: what --fix did, then what is left
-        unsafe = sum(1 for d in diagnostics if d.fix)
-        if unsafe and not settings.unsafe_fixes:
+        unsafe = sum(1 for d in diagnostics if d.fix and d.fix.applicability.value != "safe")  # safe ones left:
+        if unsafe and not settings.unsafe_fixes:  # their files could not be written, as a warning said
             console.print(f"{unsafe} more fixable with --fix --unsafe-fixes.")
         n = len(diagnostics)
-        console.print(f"Fixed {result.fixed} finding{'s' * (result.fixed != 1)} ({n} remaining).")
+        console.print(f"Fixed {plural(result.fixed, 'finding')}{_with_edits(result)} ({n} remaining).")
         return
     if result.files_checked or not (result.models or result.loaders):
         n = len(diagnostics)
@@ -151,6 +153,17 @@ def print_text(result: RunResult, settings: Settings, console: Console | None = 
             tail += f" ({unsafe} more with --fix --unsafe-fixes)"
         line = f"Found {n} finding{'s' if n != 1 else ''}{tail}" if n else "All checks passed"
         console.print(escape(f"{line}; {hidden_note}." if hidden else f"{line}."))
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def _with_edits(result: RunResult) -> str:
+    """" with 3 edits" when the fixes made more edits than findings fixed (AL301's fix pins the
+    loader and marks its copies non_blocking: one finding, three edits)."""
+    edits = result.fixed_edits
+    return f" with {plural(edits, 'edit')}" if edits is not None and edits != result.fixed else ""
 
 
 def render(result: RunResult, settings: Settings) -> str:

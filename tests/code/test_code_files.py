@@ -105,7 +105,7 @@ def test_cache_is_json_and_survives_corruption(tmp_path, capsys):
     import json
 
     data = json.loads(path.read_text())  # JSON: loading it can never run code
-    assert len(data) == 1
+    assert len(data["entries"]) == 1
     path.write_text("{not json")
     again, _ = lint.lint_paths([tmp_path], settings)
     assert [d.to_dict() for d in again] == [d.to_dict() for d in first]

@@ -17,6 +17,7 @@ import pytest
 
 import archlint
 from archlint.cli import main
+from archlint.code import cache as cache_files
 from archlint.code import lint
 
 PACKAGE_ROOT = Path(archlint.__file__).resolve().parents[1]
@@ -240,10 +241,10 @@ def test_cache_entry_of_the_wrong_type_is_relinted(tmp_path):
     (tmp_path / "a.py").write_text(FINDING)
     assert _cached(tmp_path, "a.py").returncode == 1
     path = tmp_path / ".archlint_cache" / "code-v1.json"
-    cache = json.loads(path.read_text())
+    cache = json.loads(path.read_text())["entries"]
     [key] = cache
-    cache[key][0][3] = "2"  # a string line number
-    path.write_text(json.dumps(cache))
+    cache[key][0][3] = "2"  # a string line number, in a cache signed as this user's (a version's bug)
+    path.write_bytes(cache_files.dump(cache))
     run = _cached(tmp_path, "a.py", "--output-format", "sarif")
     assert run.returncode == 1  # was: internal error in the SARIF writer
     assert "malformed cache entry for a.py" in run.stderr
@@ -253,15 +254,27 @@ def test_cache_entry_of_the_wrong_type_is_relinted(tmp_path):
 
 def test_failed_cache_write_leaves_no_temp_file(tmp_path, monkeypatch, capsys):
     (tmp_path / "a.py").write_text(FINDING)
-    real = Path.write_text
+    real = os.fdopen
 
-    def full_disk(self, *args, **kwargs):
-        if self.suffix == ".tmp":
-            real(self, "{", encoding="utf-8")
+    class Full:
+        def __init__(self, handle):
+            self.handle = handle
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.handle.close()
+
+        def write(self, data):
+            self.handle.write(data[:1])
             raise OSError(28, "No space left on device")
-        return real(self, *args, **kwargs)
 
-    monkeypatch.setattr(Path, "write_text", full_disk)
+    def full_disk(fd, mode="r", *args, **kwargs):
+        handle = real(fd, mode, *args, **kwargs)
+        return Full(handle) if mode == "wb" else handle
+
+    monkeypatch.setattr(cache_files.os, "fdopen", full_disk)
     assert main([str(tmp_path / "a.py"), "--config", str(_pyproject(tmp_path))]) == 1
     assert "cannot write the cache" in capsys.readouterr().err
     assert [p.name for p in (tmp_path / ".archlint_cache").iterdir() if p.suffix == ".tmp"] == []
@@ -282,5 +295,5 @@ def test_concurrent_runs_on_different_files_keep_each_others_entries(tmp_path):
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for name in names]
     for run in runs:
         assert run.wait(timeout=120) == 1, run.stderr.read()
-    cache = json.loads((tmp_path / ".archlint_cache" / "code-v1.json").read_text())
+    cache = json.loads((tmp_path / ".archlint_cache" / "code-v1.json").read_text())["entries"]
     assert len(cache) == len(names)  # was: the last writer's one entry

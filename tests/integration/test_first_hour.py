@@ -327,10 +327,10 @@ def test_safe_fix_keeps_values_unsafe_ones_wait_for_the_flag(capsys, tmp_path):
     lines = path.read_text().splitlines()
     assert lines[3:5] == ['zeros = torch.zeros(4, 4, device=device)', 'steps = torch.arange(10, device="cuda")']
     assert lines[5:] == FACTORIES.splitlines()[5:]  # random, linspace, requires_grad: untouched
-    assert out.splitlines()[-2:] == ["4 more fixable with --fix --unsafe-fixes.", "Fixed 2 findings (4 remaining)."]
+    assert out.splitlines()[-2:] == ["4 more fixable with --fix --unsafe-fixes.", "Fixed 2 findings with 4 edits (4 remaining)."]
     code, out, _ = _run(capsys, [str(path), "--fix", "--unsafe-fixes", "--no-cache", "--select", "AL402"])
     assert "noise = torch.randn(4, 4, device=device)" in path.read_text()
-    assert (code, out.splitlines()[-1]) == (0, "Fixed 4 findings (0 remaining).")
+    assert (code, out.splitlines()[-1]) == (0, "Fixed 4 findings with 8 edits (0 remaining).")
 
 
 def test_random_values_differ_when_created_on_another_generator():

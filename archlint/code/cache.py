@@ -1,0 +1,181 @@
+"""The code linter's cache files (`.archlint_cache/` or `cache-dir`): JSON, signed, written whole.
+
+- JSON, not pickle: loading a pickle from a cloned repository could run code.
+- Signed with a key kept in this user's own cache folder (never in the project): a cache file is
+  data lying in the project, and a committed or hand-edited one (an entry `[]` for a file hides
+  its findings) must not be believed. A file this user's archlint did not write is ignored, with
+  a warning, and every file is linted again. Entries are keyed by the file's content, archlint's
+  version and the settings that change findings (lint.py), and checked for shape when read.
+- Written to a temporary file renamed over the old one, merged under a lock with what another run
+  wrote meanwhile, so concurrent runs keep each other's entries.
+- The folder: archlint writes a `.gitignore` of `*` only into a folder it has just created (never
+  into an existing one: `cache-dir = "."` must not hide the project from git), and opens every
+  file in it without following links (a dangling link must not make it create a file elsewhere).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import hmac
+import json
+import os
+import re
+import secrets
+import stat
+import sys
+from pathlib import Path
+
+from archlint.config import Settings
+
+LIMIT = 50_000  # entries; beyond it only this run's are kept
+_HEADER = re.compile(rb'\A\{"archlint_cache":1,"mac":"([0-9a-f]{64})","entries":')
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)  # POSIX; Windows has no links to follow here
+
+
+def folder(settings: Settings) -> Path:
+    return settings.cache_dir or settings.root / ".archlint_cache"
+
+
+@functools.cache
+def _key() -> bytes | None:
+    """This user's signing key (created on first use), or None when it cannot be kept (said once:
+    the cache is then not used)."""
+    home = Path(os.environ.get("ARCHLINT_CACHE_DIR") or  # where the roofline cache lives too
+                Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "archlint")
+    path = home / "cache-key"
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+        if not os.path.lexists(path):  # written whole, then linked in: a run beside us never reads half a key
+            temp = home / f"cache-key.{os.getpid()}.tmp"
+            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _NOFOLLOW, 0o600)
+            with os.fdopen(fd, "w") as out:
+                out.write(secrets.token_hex(32))
+            try:
+                os.link(temp, path)
+            except FileExistsError:
+                pass  # another run made it first: theirs is the key
+            finally:
+                os.unlink(temp)
+        key = bytes.fromhex(_read(path).decode("ascii").strip())
+        if len(key) < 16:
+            raise ValueError("too short")
+        return key
+    except (OSError, ValueError) as exc:
+        print(f"archlint: warning: cannot keep the cache's key in {path} ({getattr(exc, 'strerror', None) or exc}); "
+              "the cache is not used this run", file=sys.stderr)
+        return None
+
+
+def _mac(key: bytes, payload: bytes) -> str:
+    return hashlib.blake2b(payload, key=key[:64], digest_size=32).hexdigest()
+
+
+def dump(entries: dict) -> bytes | None:
+    """The signed file's bytes (None without a key): still one JSON object."""
+    key = _key()
+    if key is None:
+        return None
+    payload = json.dumps(entries, separators=(",", ":")).encode()
+    return b'{"archlint_cache":1,"mac":"' + _mac(key, payload).encode() + b'","entries":' + payload + b"}"
+
+
+def _read(path: Path) -> bytes:
+    """A regular file's bytes, never through a link (ELOOP) and never blocking on a FIFO."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | _NOFOLLOW)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError("not a regular file")
+        with os.fdopen(os.dup(fd), "rb") as f:
+            return f.read()
+    finally:
+        os.close(fd)
+
+
+def load(path: Path, quiet: bool = False) -> dict:
+    """The entries of a cache file archlint wrote for this user; {} (with a warning unless quiet)
+    for a missing, unreadable, unsigned or altered one."""
+    def ignored(why: str) -> dict:
+        if not quiet:
+            print(f"archlint: warning: ignoring {why}; linting every file", file=sys.stderr)
+        return {}
+
+    try:
+        data = _read(path)
+    except FileNotFoundError:
+        return {}
+    except OSError as exc:
+        return ignored(f"unreadable cache {path} ({exc.strerror or exc})")
+    found = _HEADER.match(data)
+    if not found or not data.endswith(b"}"):
+        return ignored(f"unreadable cache {path} (not a cache file this archlint writes)")
+    key = _key()
+    if key is None:
+        return {}
+    payload = data[found.end():-1]
+    if not hmac.compare_digest(_mac(key, payload), found.group(1).decode()):
+        return ignored(f"cache {path}: not written by archlint for this user (copied, committed or edited)")
+    try:
+        entries = json.loads(payload)
+    except ValueError as exc:
+        return ignored(f"unreadable cache {path} ({exc})")
+    if not isinstance(entries, dict):
+        return ignored(f"unreadable cache {path} (not a JSON object)")
+    return entries
+
+
+def save(path: Path, entries: dict, fresh: set[str] | None = None) -> None:
+    """Merge `entries` into the file under a lock and write it atomically. `fresh` are this run's
+    keys, kept first when the merged cache is over the limit."""
+    temp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    try:
+        _prepare(path.parent)
+        with locked(path.with_suffix(".lock")):
+            merged = {**load(path, quiet=True), **entries}
+            if len(merged) > LIMIT:
+                merged = {k: v for k, v in entries.items() if fresh is None or k in fresh}
+            data = dump(merged)
+            if data is None:
+                return
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temp)  # left by a killed run that had our process id
+            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o644)
+            with os.fdopen(fd, "wb") as out:
+                out.write(data)
+            os.replace(temp, path)
+    except OSError as exc:
+        print(f"archlint: warning: cannot write the cache at {path} ({exc.strerror or exc}); next run lints "
+              "every file again", file=sys.stderr)
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)  # only left when the write or the rename failed
+
+
+def _prepare(where: Path) -> None:
+    """Create the cache folder; only a folder created now gets the `.gitignore` that hides it."""
+    where.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.mkdir(where)
+    except FileExistsError:
+        return  # the user's folder (or one made by an earlier run, which wrote the .gitignore)
+    fd = os.open(where / ".gitignore", os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o644)
+    with os.fdopen(fd, "w") as out:
+        out.write("# Created by archlint\n*\n")
+
+
+@contextlib.contextmanager
+def locked(path: Path):
+    """An exclusive lock on `path` (created if missing, never through a link) for the block; none
+    where fcntl is missing."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows: last writer wins
+        yield
+        return
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | _NOFOLLOW, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
