@@ -140,6 +140,8 @@ def analyze(
     """
     settings = settings_for(config_file, **options)
     budgets = {k.replace("_", "-"): options.pop(k) for k in list(options) if k in _BUDGETS}
+    for key, value in budgets.items():
+        config.check_budget(f"{key.replace('-', '_')}=", value)
     if isinstance(model, str):
         if inputs:
             raise UsageError("a target string takes input_shape=..., not tensors; pass the model object for tensors")

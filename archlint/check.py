@@ -31,22 +31,32 @@ def _check(paths: list[Path], specs: list[ModelSpec], settings: Settings) -> Run
         result.fixed = getattr(diagnostics, "fixed", None)  # set by --fix / --diff
         result.fixed_edits = getattr(diagnostics, "edits", None)
     decoded = []  # --decode steps, one more model each
+    analyzed = []  # the specs whose model was analyzed: budgets pair them with result.models
     for spec in specs:
         try:
             from archlint.model.analyze import analyze
+            from archlint.model.isolate import own_modules
         except ImportError as exc:
             raise UsageError(
                 f"the model analyzer needs torch ({exc.name} is missing): pip install 'archlint[models]'"
             ) from None
-        with progress.task(f"analyzing {spec.target}"):
-            model_result, diagnostics = analyze(spec, settings)
+        try:
+            with own_modules(spec):  # its folder's `layers.py` is its own, not an earlier target's
+                with progress.task(f"analyzing {spec.target}"):
+                    model_result, diagnostics = analyze(spec, settings)
+                if spec.decode is not None:
+                    from archlint.model.decode import analyze_decode
+
+                    with progress.task(f"analyzing a decode step of {spec.target}"):
+                        decoded.append(analyze_decode(spec, settings))
+        except UsageError as exc:
+            if len(specs) + len(paths) == 1:
+                raise
+            result.errors.append(str(exc))  # one bad model never costs the others their report
+            continue
+        analyzed.append(spec)
         result.models.append(model_result)
         result.diagnostics += diagnostics
-        if spec.decode is not None:
-            from archlint.model.decode import analyze_decode
-
-            with progress.task(f"analyzing a decode step of {spec.target}"):
-                decoded.append(analyze_decode(spec, settings))
     result.models += decoded  # after the prefills: budgets pair specs with the first models
     if paths and any(m.what_if for m in result.models):
         from archlint.model.speedups.links import link_code  # AL403 priced by the model's autocast what-if
@@ -55,7 +65,7 @@ def _check(paths: list[Path], specs: list[ModelSpec], settings: Settings) -> Run
 
     from archlint import gate  # budgets for models; baselines for models and code alike
 
-    result.gate = gate.evaluate(result, specs, settings)
+    result.gate = gate.evaluate(result, analyzed, settings)
     return result
 
 
@@ -63,4 +73,4 @@ def failed(result: RunResult) -> bool:
     """Findings that are not info, or a failed gate: exit 1 on the command line."""
     from archlint import gate
 
-    return gate.fails(result.diagnostics) or any(not g.passed for g in result.gate)
+    return gate.fails(result.diagnostics) or any(not g.passed for g in result.gate) or bool(result.errors)

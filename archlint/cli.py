@@ -5,6 +5,7 @@
     archlint rule AL101 | archlint rules | archlint calibrate           the catalog, the device
     archlint device-specs                                               built-in specs for --device-spec
     archlint loader data.py:train_loader [--model model.py:Net]        measure a data pipeline
+    archlint trace trace.json.gz traces/                                what wastes the GPU in a profiler trace
 
 Everything heavy is imported lazily: linting code never imports torch.
 """
@@ -21,7 +22,7 @@ from archlint import __version__
 from archlint.errors import UsageError
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
-SUBCOMMANDS = ("rule", "rules", "calibrate", "device-specs", "loader")
+SUBCOMMANDS = ("rule", "rules", "calibrate", "device-specs", "loader", "trace")
 FORMATS = ("text", "json", "sarif", "github", "junit")
 
 
@@ -40,7 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="archlint",
         description="Efficiency linter for PyTorch: `archlint model.py:Net` analyzes a model, "
         "`archlint train.py src/` lints training code, `archlint loader data.py:train_loader [--model model.py:Net]` "
-        "measures a data pipeline (see `archlint loader --help`). Also: `archlint rule CODE`, "
+        "measures a data pipeline (see `archlint loader --help`), `archlint trace TRACE.json.gz` reads torch.profiler "
+        "traces of GPU runs (see `archlint trace --help`). Also: `archlint rule CODE`, "
         "`archlint rules`, `archlint calibrate`, `archlint device-specs`.",
     )
     p.add_argument("--version", action="version", version=f"archlint {__version__}")
@@ -183,7 +185,8 @@ def _settings(args: argparse.Namespace):
     for attr in ("output_format", "output_file", "html", "mode", "warmup", "repeat", "jobs"):
         value = getattr(args, attr)
         if value is not None:
-            setattr(s, attr, value)
+            # outputs are where the user meant when typing them, whatever a model's code does to the cwd
+            setattr(s, attr, Path(os.path.abspath(value)) if attr in ("output_file", "html") else value)
     s.trace_dir = args.trace
     if args.device_spec:
         from archlint.devices import resolve
@@ -240,6 +243,7 @@ def is_model_target(target: str) -> bool:
 
 
 def _model_specs(args: argparse.Namespace, settings) -> list:
+    from archlint import config
     from archlint.config import ModelSpec, parse_input, parse_input_dtype
 
     if args.models and not settings.models:
@@ -295,6 +299,7 @@ def _model_specs(args: argparse.Namespace, settings) -> list:
         for name in ("max_flops", "max_mac", "max_params", "max_latency_ms"):
             value = getattr(args, name)
             if value is not None:
+                config.check_budget(f"--{name.replace('_', '-')}", value)
                 spec.budgets[name.replace("_", "-")] = value
     return specs
 
@@ -345,6 +350,10 @@ def run(args: argparse.Namespace) -> int:
     from archlint.report import write_report
 
     write_report(result, settings)
+    for error in result.errors:  # models that failed in a run with others: those were reported
+        print(f"archlint: error: {error}", file=sys.stderr)
+    if result.errors:
+        return EXIT_ERROR
     if settings.exit_zero:
         return EXIT_CLEAN
     return EXIT_FINDINGS if failed(result) else EXIT_CLEAN
@@ -358,6 +367,10 @@ def run_subcommand(argv: list[str]) -> int:
         from archlint.loader.command import loader_command
 
         return loader_command(rest)
+    if name == "trace":  # read torch.profiler traces of real runs (never imports torch)
+        from archlint.trace.command import trace_command
+
+        return trace_command(rest)
     if name == "rule":
         if len(rest) != 1:
             raise UsageError("usage: archlint rule CODE (e.g. archlint rule AL101)")

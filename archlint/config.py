@@ -276,6 +276,12 @@ def check_rule_options(options: dict[str, dict[str, Any]], where: str) -> None:
                 raise UsageError(f"{where}: {code}.{name} must be ≥ 0, got {value!r}")
 
 
+def check_budget(label: str, value: Any) -> None:
+    """A budget is a finite number ≥ 0 (0: nothing allowed); NaN would pass every comparison."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
+        raise UsageError(f"{label} must be a finite number ≥ 0, got {value!r}")
+
+
 def check_baseline(path: Path | None) -> None:
     if path is not None and not path.is_file():
         raise UsageError(f"baseline file {path} does not exist; create it with --save-baseline {path}")
@@ -499,8 +505,7 @@ def _model_spec(entry: Any, index: int, source: str, root: Path = Path(".")) -> 
     if bad:
         raise UsageError(f"{where}: unknown budget {sorted(bad)[0]!r}; use {', '.join(sorted(_BUDGETS))}")
     for name, value in budgets.items():
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-            raise UsageError(f"{where}: budget {name} must be a positive number, got {value!r}")
+        check_budget(f"{where}: budget {name}", value)
     return ModelSpec(
         target=target,
         input_shapes=[i.shape for i in positional],

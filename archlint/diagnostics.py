@@ -84,6 +84,7 @@ class Price:
     # An additive price: claim → (bytes saved, ms saved or None); lets a claim owned by a more
     # specific finding be taken out of this one (internal, not in the JSON).
     parts: dict[str, tuple[int, float | None]] | None = field(default=None, repr=False, compare=False)
+    whole: str = "model time"  # what saving_share is a share of ("step time" for a profiler trace)
 
     def __post_init__(self) -> None:
         if self.basis not in BASES:
@@ -143,6 +144,8 @@ class Price:
         }
         if self.device is not None:
             out["device"] = self.device
+        if self.whole != "model time":
+            out["share_of"] = self.whole
         return out
 
 

@@ -67,11 +67,11 @@ def budgets(result: RunResult, specs: list[ModelSpec]) -> list[GateResult]:
                 checks.append(GateResult(model.target, budget, False, f"{budget} needs --latency or --device-spec", None, limit))
                 continue
             passed = actual <= limit
-            over = (actual - limit) / limit
             if passed:
                 message = f"{_fmt(actual, metric)}{basis} ≤ budget {_fmt(limit, metric)}"
-            else:
-                message = f"{_fmt(actual, metric)}{basis} exceeds budget {_fmt(limit, metric)} by {over:.1%}"
+            else:  # a budget of 0 has no percentage to exceed it by
+                by = f" by {(actual - limit) / limit:.1%}" if limit else ""
+                message = f"{_fmt(actual, metric)}{basis} exceeds budget {_fmt(limit, metric)}{by}"
             checks.append(GateResult(model.target, budget, passed, message, actual, limit))
     return checks
 
@@ -173,11 +173,16 @@ def write_baseline(baseline: dict, path: Path) -> None:
 
 def read_baseline(path: Path) -> dict:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8"), parse_constant=_no_constant)
     except FileNotFoundError:
         raise UsageError(f"baseline file {path} does not exist; create it with --save-baseline {path}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise UsageError(f"baseline file {path} is not valid JSON ({exc}); recreate it with --save-baseline") from None
+    except IsADirectoryError:
+        raise UsageError(f"baseline {path} is a folder; give the file --save-baseline wrote") from None
+    except (json.JSONDecodeError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise UsageError(f"baseline file {path} is not valid JSON ({' '.join(str(exc).split())[:200]}); "
+                         "recreate it with --save-baseline") from None
+    except OSError as exc:
+        raise UsageError(f"baseline file {path} cannot be read ({exc.strerror or exc})") from None
     if (
         not isinstance(data, dict)
         or data.get("archlint_baseline") != BASELINE_VERSION
@@ -185,7 +190,30 @@ def read_baseline(path: Path) -> dict:
         or not isinstance(data.get("findings"), list)
     ):
         raise UsageError(f"baseline file {path} is not an archlint baseline (version {BASELINE_VERSION}); recreate it with --save-baseline")
+    problem = _malformed(data)
+    if problem:
+        raise UsageError(f"baseline file {path} is malformed: {problem}; recreate it with --save-baseline")
     return data
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _malformed(data: dict) -> str | None:
+    """What is wrong in a baseline that has the right outline (a hand edit, a merge conflict)."""
+    for target, entry in data["models"].items():
+        if not isinstance(entry, dict):
+            return f"model {target!r} maps to {type(entry).__name__}, not an object of metrics"
+        for metric in DEFAULT_TOLERANCE:
+            value = entry.get(metric)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                      or not 0 <= value < float("inf")):
+                return f"model {target!r} has {metric} {value!r}, not a finite number ≥ 0"
+    for i, finding in enumerate(data["findings"]):
+        if not isinstance(finding, dict) or not isinstance(finding.get("fingerprint"), str):
+            return f"finding {i + 1} has no fingerprint string"
+    return None
 
 
 def regressions(result: RunResult, baseline: dict, settings: Settings) -> list[GateResult]:

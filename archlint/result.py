@@ -131,8 +131,10 @@ class RunResult:
     files_checked: int = 0
     gate: list[GateResult] = field(default_factory=list)
     loaders: list = field(default_factory=list)  # archlint.loader.result.LoaderResult, from `archlint loader`
+    traces: list = field(default_factory=list)  # archlint.trace.analyze.TraceAnalysis, from `archlint trace`
     fixed: int | None = None  # with --fix: findings fixed (written to disk); with --diff: findings the diff fixes
     fixed_edits: int | None = None  # the edits those fixes made (one fix can make several)
+    errors: list[str] = field(default_factory=list)  # models that could not be analyzed (the others were)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -141,4 +143,8 @@ class RunResult:
             "diagnostics": [d.to_dict() for d in sorted(self.diagnostics, key=Diagnostic.sort_key)],
             "files_checked": self.files_checked,
             "gate": [asdict(g) for g in self.gate],
-        } | ({"loaders": [lr.to_dict() for lr in self.loaders]} if self.loaders else {})
+        } | ({"loaders": [lr.to_dict() for lr in self.loaders]} if self.loaders else {}) | (
+            {"traces": [t.to_dict() for t in self.traces]} if self.traces else {}
+        ) | (
+            {"errors": list(self.errors)} if self.errors else {}
+        )

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import sys
 from pathlib import Path
 
 from archlint.errors import UsageError
@@ -108,7 +110,8 @@ def loader_command(argv: list[str]) -> int:
     from archlint.report import write_report
     from archlint.result import RunResult
 
-    loader_result = run_loader(args, workers)
+    with contextlib.redirect_stdout(sys.stderr):  # a dataset's prints never reach the report on stdout
+        loader_result = run_loader(args, workers)
     settings = Settings(output_format=args.output_format, output_file=args.output_file, html=args.html, debug=args.debug)
     write_report(RunResult(loaders=[loader_result]), settings)
     return 0

@@ -20,7 +20,7 @@ from archlint.model.cost import cost_graph
 from archlint.model.created import recording
 from archlint.model.hf import is_hf_target
 from archlint.model.load import Loaded, load
-from archlint.model.sandbox import preserved, user_code
+from archlint.model.sandbox import preserved, quiet_export, quiet_torch_logs, user_code
 from archlint.result import ModelResult
 
 
@@ -65,8 +65,9 @@ def capture_graph(loaded: Loaded, target: str, settings: Settings) -> nx.DiGraph
         # it was built on meta; dispatch always runs one real forward: real inputs only then.
         inputs = loaded.inputs if strategy == "fx" or (strategy == "export" and loaded.on_meta) else loaded.real_inputs()
         try:
-            with traced_mode(model, settings.mode), preserved(model), _no_gc():
-                graph, _ = capture(model, inputs, strategy, loaded.kwargs)
+            quiet = quiet_export(settings.debug) if strategy == "export" else contextlib.nullcontext()
+            with traced_mode(model, settings.mode), preserved(model), _no_gc(), quiet_torch_logs(settings.debug), quiet:
+                graph, _ = capture(model, fresh(inputs), strategy, fresh(loaded.kwargs))
         except CaptureFailed as failure:
             failures.append(failure)
             continue
@@ -77,10 +78,33 @@ def capture_graph(loaded: Loaded, target: str, settings: Settings) -> nx.DiGraph
         graph.graph["details"] = [f"{f.strategy} capture failed: {' '.join(str(f).split())[:500]}" for f in failures]
         return graph
     last = failures[-1]
+    lazy = [path or type(m).__name__ for path, m in loaded.model.named_modules()
+            if isinstance(m, nn.modules.lazy.LazyModuleMixin) and m.has_uninitialized_params()]
+    if lazy:
+        raise UsageError(
+            f"{target} has lazy modules not initialised yet ({', '.join(lazy[:3])}{' …' if len(lazy) > 3 else ''}), "
+            "and no capture could initialise them: run one forward on a real batch before analyzing it, "
+            "or name the class or a factory so archlint builds it"
+        ) from last
     raise UsageError(
         f"the forward of {target} failed ({last.strategy} capture): {last}; check --input-shape/--dtype "
         "or the model's forward (rerun with --debug for the traceback)"
     ) from last
+
+
+def fresh(value):
+    """A copy of the inputs for one run: a forward that changes an input in place (`mask.mul_(2)`)
+    changes neither the user's tensor nor what the next capture or measurement is given."""
+    if isinstance(value, torch.Tensor):
+        if value.device.type == "meta":
+            return value
+        copy = value.detach().clone()
+        return copy.requires_grad_() if value.requires_grad else copy
+    if isinstance(value, (tuple, list)) and type(value) in (tuple, list):
+        return type(value)(fresh(v) for v in value)
+    if type(value) is dict:
+        return {k: fresh(v) for k, v in value.items()}
+    return value
 
 
 def cost(graph: nx.DiGraph, notes: list[str]) -> None:
@@ -138,8 +162,8 @@ def analyze(spec: ModelSpec, settings: Settings) -> tuple[ModelResult, list[Diag
 
             with user_code(spec.target) as guard, preserved(loaded.model):
                 guard.doing = "running its forward (latency)"
-                inputs = loaded.real_inputs()  # makes the real keyword inputs too
-                report = measure(graph, loaded.model, inputs, spec.device, settings, kwargs=loaded.kwargs)
+                inputs = fresh(loaded.real_inputs())  # makes the real keyword inputs too
+                report = measure(graph, loaded.model, inputs, spec.device, settings, kwargs=fresh(loaded.kwargs))
             result.totals.latency_ms = report.end_to_end_ms
             result.totals.latency_ms_sum_of_ops = report.sum_of_ops_ms
             result.timing = report.method
@@ -163,9 +187,9 @@ def analyze(spec: ModelSpec, settings: Settings) -> tuple[ModelResult, list[Diag
 
             with user_code(spec.target) as guard, preserved(loaded.model):
                 guard.doing = "running its forward (what-if)"
-                inputs = loaded.real_inputs()  # makes the real keyword inputs too
+                inputs = fresh(loaded.real_inputs())  # makes the real keyword inputs too
                 result.what_if, notes = what_ifs(
-                    loaded.model, inputs, spec.device, settings, settings.what_if, kwargs=loaded.kwargs
+                    loaded.model, inputs, spec.device, settings, settings.what_if, kwargs=fresh(loaded.kwargs)
                 )
             result.notes.extend(notes)
     result.notes.extend(warning_notes(caught))

@@ -150,9 +150,11 @@ def numel(shape) -> int:
 
 def _weight(op: dict) -> tuple | None:
     ps = op.get("param_shapes") or {}
-    for name in ("weight", "in_proj_weight"):
+    for name in ("weight", "in_proj_weight", "weight_orig"):  # weight_orig: under the old spectral_norm hook
         if name in ps:
             return ps[name]
+    if len(ps.get("weight_v") or ()) >= 2:  # the old weight_norm hook: weight = g · v / ‖v‖ (its own op)
+        return ps["weight_v"]
     for name, shape in ps.items():  # functional call reading a named parameter
         if name.rsplit(".", 1)[-1] == "weight":
             return shape
@@ -181,8 +183,8 @@ def formula(*kinds: str):
 def conv(op: dict) -> int:
     """batch · prod(weight) · prod(out spatial); transposed: prod(in spatial) instead."""
     w, x, out = _weight(op), op["in_shapes"][0], _out(op)
-    if w is None:
-        return 0
+    if w is None:  # never a silent 0: the op is listed as unknown
+        raise ValueError("no weight tensor to count (packed or renamed)")
     spatial_dims = len(w) - 2
     if op["attrs"].get("transposed"):
         spatial = x[-spatial_dims:]
@@ -351,8 +353,8 @@ def recurrent(op: dict) -> int:
     ps = op.get("param_shapes") or {}
     weights = {n: s for n, s in ps.items() if n.rsplit(".", 1)[-1].startswith(("weight_ih", "weight_hh", "weight_hr"))}
     first = next((s for n, s in weights.items() if n.rsplit(".", 1)[-1] in ("weight_ih", "weight_ih_l0")), None)
-    if first is None or not op["in_shapes"]:
-        return 0
+    if first is None or not op["in_shapes"]:  # never a silent 0: the op is listed as unknown
+        raise ValueError("no weight_ih tensor to count (packed or renamed)")
     tokens = numel(op["in_shapes"][0]) // first[1]
     cell = op["key"].removesuffix("Cell")
     hidden = first[0] // _GATES[cell]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import os
 
 import torch
 
@@ -80,6 +81,15 @@ def analyze_decode(spec: ModelSpec, settings: Settings) -> ModelResult:
         raise UsageError(f"--decode {spec.decode}: give the KV cache length, a positive number of tokens")
     loaded = load(spec, settings)
     batch = _batch(loaded)
+    if loaded.on_meta:  # sized before anything is allocated: a 20B config would need ~80 GB
+        need, parts = needed_bytes(loaded.model, batch, n)
+        available = available_bytes()
+        if available is not None and need > 0.8 * available:
+            raise UsageError(
+                f"--decode {n} builds {spec.target} with real weights and runs it: that needs about {need / 1e9:.1f} GB "
+                f"({parts}), more than the {available / 1e9:.1f} GB of memory available; analyze a smaller config "
+                "(e.g. --config num_hidden_layers=2) or a shorter cache, or leave out --decode"
+            )
     model = loaded.real_model().eval()  # the cache comes from a real forward
     step = Loaded(model, (), "real", loaded.dtype, [], kwargs=decode_inputs(model, batch, n))
     forced = dataclasses.replace(settings, strategy="dispatch")
@@ -103,3 +113,39 @@ def analyze_decode(spec: ModelSpec, settings: Settings) -> ModelResult:
 
 def _itemsize(dtype: torch.dtype) -> int:
     return torch.tensor([], dtype=dtype).element_size()
+
+
+def needed_bytes(model, batch: int, cache_length: int) -> tuple[int, str]:
+    """The memory a real build and the cache forward need, estimated from the meta-built model:
+    its weights and buffers, and the KV cache (keys and values of every layer: 2 · layers ·
+    batch · tokens · kv heads · head size) from its config. (bytes, an account of them)."""
+    weights = sum(t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers()))
+    itemsize = next((p.element_size() for p in model.parameters() if p.is_floating_point()), 4)
+    config = getattr(model, "config", None)
+    text = getattr(config, "get_text_config", lambda: config)() if config is not None else None
+
+    def field(*names):
+        return next((int(v) for v in (getattr(text, k, None) for k in names) if isinstance(v, int) and v > 0), 0)
+
+    layers = field("num_hidden_layers", "n_layer", "num_layers")
+    hidden = field("hidden_size", "n_embd", "d_model")
+    heads = field("num_attention_heads", "n_head")
+    kv_heads = field("num_key_value_heads") or heads
+    head_dim = field("head_dim") or (hidden // heads if heads else 0)
+    cache = 2 * layers * batch * cache_length * kv_heads * head_dim * itemsize
+    return weights + cache, f"{weights / 1e9:.1f} GB of weights and buffers, {cache / 1e9:.1f} GB of KV cache"
+
+
+def available_bytes() -> int | None:
+    """Memory the system can give now (MemAvailable), else None (then nothing is refused)."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None

@@ -73,7 +73,28 @@ def _config(make, name: str, overrides: dict[str, Any]):
         close = difflib.get_close_matches(unknown[0], fields, n=3)
         hint = f"; did you mean {', '.join(close)}?" if close else ""
         raise UsageError(f"hf:{name}: --config {unknown[0]}=...: {type(config).__name__} has no such field{hint}")
-    return make(**overrides) if overrides else config
+    if not overrides:
+        return config
+    try:
+        return make(**overrides)
+    except Exception as exc:  # a value the config rejects (a string for an int, a bad combination)
+        raise UsageError(f"hf:{name}: --config {_listed(overrides)}: {_one_line(exc)}; fix the value") from None
+
+
+def _one_line(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+
+
+def _built(build, name: str, overrides: dict[str, Any]):
+    """A function building the model whose failure (a config transformers accepts but its model
+    does not: n_embd not divisible by n_head) is one line naming the config."""
+    def made():
+        try:
+            return build()
+        except Exception as exc:
+            given = f" with --config {_listed(overrides)}" if overrides else ""
+            raise UsageError(f"hf:{name}: building the model{given} failed: {_one_line(exc)}; check the config values") from exc
+    return made
 
 
 def default_inputs(model: nn.Module) -> dict[str, torch.Tensor]:
@@ -116,6 +137,7 @@ def load_hf(spec, settings, dtype: torch.dtype):
     name = spec.target[len(PREFIX):]
     overrides = {**spec.init, **spec.hf_config}
     config, build = model_factory(name, overrides)
+    build = _built(build, name, overrides)
 
     def factory() -> nn.Module:
         model = build()

@@ -117,7 +117,8 @@ def import_file(path: Path) -> ModuleType:
         del sys.modules[name]
         raise
     finally:
-        sys.path.remove(str(resolved.parent))
+        with contextlib.suppress(ValueError):  # the file may have edited sys.path (isolate.own_modules restores it)
+            sys.path.remove(str(resolved.parent))
     return module
 
 

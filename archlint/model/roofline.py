@@ -13,6 +13,7 @@ measured.
 from __future__ import annotations
 
 import json
+import math
 import os
 import platform
 import time
@@ -117,12 +118,19 @@ def _write_cache(key: str, peaks: dict) -> None:
     tmp.replace(path)  # atomic: two archlint runs never read half a file
 
 
+def _valid(entry) -> bool:
+    return isinstance(entry, dict) and all(
+        isinstance(entry.get(k), (int, float)) and not isinstance(entry.get(k), bool) and 0 < entry[k] < math.inf
+        for k in ("peak_flops_per_s", "bandwidth_bytes_per_s")
+    )
+
+
 def peaks(device: torch.device, dtype: torch.dtype, recalibrate: bool = False) -> tuple[dict, bool]:
     """(peaks, cached): the cached peaks of this device and dtype, measured now when absent."""
     key = device_key(device, dtype)
     if not recalibrate:
         entry = _read_cache().get(key)
-        if isinstance(entry, dict) and {"peak_flops_per_s", "bandwidth_bytes_per_s"} <= entry.keys():
+        if _valid(entry):  # a hand-edited or corrupt entry (NaN, 0, a string) is measured again
             return entry, True
     measured = measure_peaks(device, dtype)
     _write_cache(key, measured)

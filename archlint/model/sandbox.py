@@ -4,25 +4,71 @@
   is imported, built or run becomes a usage error (exit 2) instead of ending archlint with the
   model's code and no report; `timeout` seconds bound it (an endless loop at import, a forward that
   never returns).
+  An `os._exit()` becomes one too (it would end archlint with no report and exit code 0: a CI gate
+  that passes); what the code prints goes to stderr (stdout may be a JSON report); the process
+  state it changes (random generators, grad mode, default dtype, working directory) is put back.
 - `preserved`: every parameter and buffer is put back as it was after a capture or a measurement
-  (a forward that counts its steps, BatchNorm statistics in train mode).
+  (a forward that counts its steps, BatchNorm statistics in train mode), and each module's
+  attributes (a counter, a cache, an attribute set in forward that would keep an fx Proxy, a
+  constant fx adds as `_tensor_constant0`, a submodule created in forward).
+- `quiet_torch_logs`: torch's export and tracing loggers say nothing during a capture (a
+  data-dependent model makes them print tracebacks for failures archlint handles); `--debug` keeps them.
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
+import io
+import logging
+import os
 import signal
+import sys
 import threading
 
 import torch
 from torch import nn
 
 from archlint.errors import UsageError
+from archlint.model.state import global_state
 
 
 class _Expired(BaseException):
     """Raised into the user's code by the alarm; a BaseException so `except Exception` in a model
     file does not swallow it."""
+
+
+class _HardExit(BaseException):
+    """What `os._exit(code)` raises while the user's code runs."""
+
+    def __init__(self, code) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+@contextlib.contextmanager
+def _no_hard_exit():
+    real, pid = os._exit, os.getpid()
+
+    def hard_exit(code):
+        if os.getpid() != pid:  # a process the model's code forked ends as it asked
+            real(code)
+        raise _HardExit(code)
+
+    os._exit = hard_exit
+    try:
+        yield
+    finally:
+        os._exit = real
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr():
+    """The model's prints go to stderr; stdout carries only archlint's report."""
+    with contextlib.suppress(Exception):
+        sys.stdout.flush()
+    with contextlib.redirect_stdout(sys.stderr):
+        yield
 
 
 class Guard:
@@ -54,7 +100,13 @@ def user_code(target: str, timeout: float | None = None):
         old_alarm = signal.signal(signal.SIGALRM, expired)
         signal.setitimer(signal.ITIMER_REAL, timeout)
     try:
-        yield guard
+        with global_state(), _no_hard_exit(), _stdout_to_stderr():
+            yield guard
+    except _HardExit as exc:
+        raise UsageError(
+            f"{target}: the model's code called os._exit({exc.code!r}) while {guard.doing}; archlint stopped it "
+            "(it would have ended the run with no report): remove the exit from the model's code"
+        ) from None
     except SystemExit as exc:
         hint = ("keep script code under `if __name__ == \"__main__\":`" if guard.doing.startswith("importing")
                 else "remove the exit from the model's code")
@@ -84,15 +136,16 @@ def user_code(target: str, timeout: float | None = None):
 
 @contextlib.contextmanager
 def preserved(model: nn.Module):
-    """Put every parameter and buffer back after the block: the same tensor objects in the same
-    slots, with their values (a copy of each real one is kept for the block's duration; meta
+    """Put every parameter, buffer and module attribute back after the block: the same tensor
+    objects in the same slots, with their values (a copy of each real one is kept for the block's duration; meta
     tensors hold no values and cost nothing)."""
     saved = []
+    attributes = [_Attributes(m) for m in model.modules()]
     for module in model.modules():
         for slots in (module._parameters, module._buffers):
             for name, tensor in slots.items():
                 copy = None
-                if tensor is not None and tensor.device.type != "meta":
+                if tensor is not None and tensor.device.type != "meta" and not _uninitialized(tensor):
                     copy = tensor.detach().clone()
                 saved.append((slots, name, tensor, copy, tensor._version if tensor is not None else 0))
     try:
@@ -103,3 +156,96 @@ def preserved(model: nn.Module):
                 slots[name] = tensor  # rebinding (`self.step = self.step + 1`) undone
                 if copy is not None and tensor._version != version:
                     tensor.copy_(copy)  # in-place change (`self.step += 1`) undone
+        for kept in attributes:
+            kept.restore()
+
+
+def _uninitialized(tensor: torch.Tensor) -> bool:
+    """A lazy module's parameter before its first forward: no values to keep (the slot is put back)."""
+    return isinstance(tensor, nn.parameter.UninitializedTensorMixin)
+
+
+class _Attributes:
+    """A module's attributes as they were: the same objects under the same names (and the same
+    class: a lazy module becomes its concrete class when first run), and the contents of its
+    dicts, lists and sets (parameter, buffer, submodule and hook tables, a user's cache)."""
+
+    CONTAINERS = (dict, list, set)
+
+    def __init__(self, module: nn.Module) -> None:
+        self.module, self.cls, self.items = module, type(module), dict(module.__dict__)
+        self.contents = {
+            name: copy.copy(value) for name, value in self.items.items() if type(value) in self.CONTAINERS
+            or isinstance(value, dict) and type(value).__module__ == "collections"
+        }
+
+    def restore(self) -> None:
+        module = self.module
+        if type(module) is not self.cls:
+            module.__class__ = self.cls
+        if module.__dict__.keys() != self.items.keys() or any(
+            module.__dict__[k] is not v for k, v in self.items.items()
+        ):
+            module.__dict__.clear()
+            module.__dict__.update(self.items)
+        for name, was in self.contents.items():
+            value = self.items[name]
+            if _changed(value, was):
+                value.clear()
+                (value.extend if isinstance(value, list) else value.update)(was)
+
+
+def _changed(now, was) -> bool:
+    """By identity: a container of tensors has no usable `==`."""
+    if len(now) != len(was):
+        return True
+    if isinstance(now, dict):
+        return now.keys() != was.keys() or any(now[k] is not v for k, v in was.items())
+    if isinstance(now, list):
+        return any(a is not b for a, b in zip(now, was))
+    return {id(x) for x in now} != {id(x) for x in was}
+
+
+TORCH_LOGGERS = ("torch._dynamo", "torch._export", "torch.export", "torch._subclasses", "torch.fx",
+                 "torch._functorch", "torch._utils_internal")
+
+
+def _from_capture(record: logging.LogRecord) -> bool:
+    return not record.name.startswith(TORCH_LOGGERS)
+
+
+@contextlib.contextmanager
+def quiet_torch_logs(debug: bool = False):
+    """torch's capture loggers are off for the block (a failed export is a note in archlint's report).
+    Their records are dropped where they are written (the handlers of torch's loggers and of the
+    root), so a logger created mid-capture that writes through them is covered too."""
+    if debug:
+        yield
+        return
+    loggers = [logging.getLogger(), logging.getLogger("torch")] + [
+        lg for name, lg in list(logging.root.manager.loggerDict.items())
+        if name.startswith("torch") and isinstance(lg, logging.Logger)  # torch gives each its own handler
+    ]
+    handlers = {h for lg in loggers for h in lg.handlers} | {logging.lastResort}
+    handlers.discard(None)
+    for handler in handlers:
+        handler.addFilter(_from_capture)
+    try:
+        yield
+    finally:
+        for handler in handlers:
+            handler.removeFilter(_from_capture)
+
+
+@contextlib.contextmanager
+def quiet_export(debug: bool = False):
+    """torch.export prints the partial graph of an export it gives up on (a data-dependent forward)
+    to stderr; archlint falls back to another capture and says so in a note. What is written to
+    stderr meanwhile is passed on only when the export worked; `--debug` passes everything."""
+    if debug:
+        yield
+        return
+    buffer = io.StringIO()
+    with contextlib.redirect_stderr(buffer):
+        yield
+    sys.stderr.write(buffer.getvalue())

@@ -54,8 +54,11 @@ def render_html(result: RunResult, settings: Settings | None = None) -> str:
     diagnostics = sorted(result.diagnostics, key=Diagnostic.sort_key)
     model_diags = defaultdict(list)
     code_diags = []
+    trace_files = {t.file for t in result.traces}
     for d in diagnostics:
         model = _owner(d, result.models)
+        if d.target in trace_files:
+            continue  # shown with its trace
         if model is None:
             code_diags.append(d)
         else:
@@ -70,6 +73,10 @@ def render_html(result: RunResult, settings: Settings | None = None) -> str:
         from archlint.report.loader_html import loader_section
 
         body += [loader_section(i, lr) for i, lr in enumerate(result.loaders)]
+    if result.traces:
+        from archlint.report.trace_html import trace_section
+
+        body += [trace_section(i, t, [d for d in diagnostics if d.target == t.file]) for i, t in enumerate(result.traces)]
     if code_diags or result.files_checked:
         body.append(_code_section(code_diags, result.files_checked))
     title = "archlint report" + (f": {result.models[0].target}" if len(result.models) == 1 else "")
@@ -287,7 +294,9 @@ def _header(result: RunResult, diagnostics: list[Diagnostic]) -> str:
         f"<a href='#model-{i}'>{_e(m.target)}</a>" for i, m in enumerate(result.models)
     )
     nav += "".join(f"<a href='#loader-{i}'>loader {_e(lr.target)}</a>" for i, lr in enumerate(result.loaders))
-    if result.files_checked or (diagnostics and not result.models):
+    nav += "".join(f"<a href='#trace-{i}'>trace {_e(t.file)}</a>" for i, t in enumerate(result.traces))
+    traced = {t.file for t in result.traces}
+    if result.files_checked or (any(d.target not in traced for d in diagnostics) and not result.models):
         nav += "<a href='#code'>code findings</a>"
     return (
         "<header><h1>archlint report</h1>"

@@ -17,6 +17,7 @@ from archlint.diagnostics import Diagnostic, Severity
 from archlint.gate import fingerprint
 from archlint.printable import file_uri, printable
 from archlint.registry import RuleInfo, catalog
+from archlint.report.json import finite  # NaN is no JSON number: null
 from archlint.report.locations import Where, locate, subject
 from archlint.report.text import price_text
 from archlint.result import RunResult
@@ -25,7 +26,7 @@ SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 
 
 def render(result: RunResult, settings: Settings) -> str:
-    return json.dumps(to_sarif(result, settings), indent=2, ensure_ascii=False) + "\n"
+    return json.dumps(finite(to_sarif(result, settings), "", {}), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
 
 def to_sarif(result: RunResult, settings: Settings) -> dict[str, Any]:

@@ -42,7 +42,7 @@ def price_bits(d: Diagnostic) -> list[str]:
     if p.saving_ms is not None:
         where = f" on {p.device}" if p.device else ""
         if p.saving_ms > 0:
-            bits = [f"saves ≈ {p.saving_ms:.3g} ms, {p.saving_share:.1%} of model time ({p.basis}{where})"]
+            bits = [f"saves ≈ {p.saving_ms:.3g} ms, {p.saving_share:.1%} of {p.whole} ({p.basis}{where})"]
         else:  # a measured what-if can come out at or below zero: said as it is
             bits = [f"alternative no faster ({p.saving_ms:+.3g} ms, {p.basis}{where})"]
     elif p.mac_bytes_saved:
@@ -107,6 +107,10 @@ def print_text(result: RunResult, settings: Settings, console: Console | None = 
         from archlint.report.loader_table import print_loader
 
         print_loader(loader, console)
+    for trace in result.traces:
+        from archlint.report.trace_table import print_trace
+
+        print_trace(trace, console)
     diagnostics = sorted(shown(result.diagnostics, settings), key=Diagnostic.sort_key)
     hidden = len(result.diagnostics) - len(diagnostics)
     if settings.diff and result.fixed is not None:  # the diff is the output; the count goes to stderr

@@ -90,7 +90,7 @@ def test_a_pyproject_without_the_table_is_skipped(tmp_path, monkeypatch):
         ('[[tool.archlint.models]]\ntarget = "n.py:Net"\ninput-shapes = [[1, 0]]\n', "'n.py:Net': input shape [1, 0] must be positive"),
         ('[[tool.archlint.models]]\ntarget = "n.py:Net"\ndtype = "int8"\n', "'n.py:Net': dtype must be one of"),
         ('[[tool.archlint.models]]\ntarget = "n.py:Net"\ndevice = "gpu"\n', "'n.py:Net': device must be cpu, cuda"),
-        ('[[tool.archlint.models]]\ntarget = "n.py:Net"\nbudgets = {{ max-flops = -3 }}\n', "budget max-flops must be a positive number"),
+        ('[[tool.archlint.models]]\ntarget = "n.py:Net"\nbudgets = {{ max-flops = -3 }}\n', "budget max-flops must be a finite number ≥ 0"),
         ('[[tool.archlint.models]]\ntarget = "n.py:Net"\nbudgets = {{ flops = 3 }}\n', "unknown budget 'flops'"),
         ("[tool.archlint\n", "not valid TOML"),
     ],

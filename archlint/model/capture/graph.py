@@ -11,6 +11,7 @@ from typing import Any
 import networkx as nx
 import torch
 from torch import nn
+from torch.nn.parameter import UninitializedTensorMixin
 
 from archlint.model.capture.common import _dtype, _shape
 from archlint.model.cost import kind_of
@@ -85,6 +86,8 @@ class _Builder:
         count = 0
         param_bytes = 0
         for t in params.values():
+            if isinstance(t, UninitializedTensorMixin):
+                continue
             param_bytes += t.numel() * t.element_size()
             self.read.add(id(t))
             if id(t) in self.param_ids and id(t) not in self.counted:
@@ -127,16 +130,36 @@ class _Builder:
         internally, as MultiheadAttention does its out_proj, without calling their forward)."""
         module = self.modules[path]
         self.reached.update(f"{path}.{sub}" for sub, _ in module.named_modules() if sub)
-        return dict(itertools.chain(module.named_parameters(), module.named_buffers()))
+        return dict(itertools.chain(module.named_parameters(), module.named_buffers())) or packed_weights(module)
 
     def finish(self, strategy: str) -> nx.DiGraph:
         g = self.graph
         g.graph["strategy"] = strategy
         g.graph["notes"] = list(self.notes)
         g.graph["reached_modules"] = self.reached
-        g.graph["unused_params"] = [n for n, t in self.model.named_parameters() if id(t) not in self.read]
-        g.graph["modules"] = modules_table(self.model)
+        g.graph["unused_params"] = [n for n, t in self.model.named_parameters() if id(t) in self.param_ids and id(t) not in self.read]
+        # the modules that existed before the forward ran: one it creates (`self.extra = nn.Linear(...)`
+        # in forward) is not the model's structure, and the capture's sandbox removes it afterwards
+        g.graph["modules"] = {p: info for p, info in modules_table(self.model).items()
+                              if self.modules.get(p) is not None}
         return g
+
+
+def packed_weights(module: nn.Module) -> dict[str, torch.Tensor]:
+    """A quantized module keeps its weights packed, not as parameters (torch.ao.nn.quantized's
+    Conv2d and Linear, the dynamic LSTM): unpacked here so the FLOPs formulas see their shapes
+    (and MAC their int8 bytes) instead of counting the op as 0."""
+    if not type(module).__module__.startswith(("torch.ao.nn.quantized", "torch.nn.quantized")):
+        return {}
+    try:
+        if callable(getattr(module, "get_weight", None)):  # dynamic RNNs: {"weight_ih_l0": ..., ...}
+            weights = module.get_weight()
+            if isinstance(weights, dict):
+                return {k: v for k, v in weights.items() if isinstance(v, torch.Tensor)}
+        weight = module.weight() if callable(getattr(module, "weight", None)) else None
+    except (RuntimeError, TypeError, AttributeError):  # not unpackable: the op stays unknown, and is listed so
+        return {}
+    return {"weight": weight} if isinstance(weight, torch.Tensor) else {}
 
 
 def modules_table(model: nn.Module) -> dict[str, dict[str, Any]]:
@@ -145,7 +168,8 @@ def modules_table(model: nn.Module) -> dict[str, dict[str, Any]]:
         file, line = class_source(type(m))
         table[path] = {
             "type": type(m).__name__,
-            "params": sum(p.numel() for p in m.parameters(recurse=False)),
+            # a lazy module never run holds no weights yet (its size is unknown until a first forward)
+            "params": sum(p.numel() for p in m.parameters(recurse=False) if not isinstance(p, UninitializedTensorMixin)),
             "file": file,
             "line": line,
             # a re-parameterisation method (RepVGG, MobileOne, FastViT): AL205 names it as the fix

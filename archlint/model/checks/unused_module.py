@@ -5,6 +5,11 @@ forces DistributedDataParallel's find_unused_parameters=True.
 Only one forward mode is traced (graph attribute "mode"), so a module can be unused in that mode
 and used in the other: an auxiliary head (GoogLeNet's aux1) runs only in training. Modules whose
 path matches `train_only` are reported as such (info), not as dead code.
+
+Only one path through forward is recorded too: when forward reads a tensor's value in Python
+(`if x.sum() > 0:`, `.item()`), what it did not reach may run in the branch not taken, so nothing
+is reported and a note says why. Modules created inside forward are not in the table (capture
+lists the modules that existed before it ran).
 """
 
 from __future__ import annotations
@@ -63,6 +68,16 @@ def check(graph, options, ctx):
     for path in unused:
         if not any(_inside(path, t) for t in top):
             top.append(path)
+    reads = _value_reads(graph)
+    if reads:
+        skipped = [p for p in top if owned.get(p, 0) or options["parameterless"]]
+        if skipped or graph.graph.get("unused_params"):
+            names = ", ".join(skipped[:3]) + (f" and {len(skipped) - 3} more" if len(skipped) > 3 else "")
+            ctx.notes.append(
+                f"{CODE} not checked: the forward reads tensor values in Python ({reads}), so what it did not "
+                f"reach{' (' + names + ')' if names else ''} may run in a branch this capture did not take"
+            )
+        return
     for path in top:
         params = owned.get(path, 0)
         if params == 0 and not options["parameterless"]:
@@ -111,3 +126,14 @@ def check(graph, options, ctx):
             price=g.price(graph, ctx, alternative=f"{pname} deleted (no runtime cost)", claims=()),
             evidence={"mode": mode, "parameter": pname},
         )
+
+
+def _value_reads(graph) -> str:
+    """The forward's value reads (`if t:`, `.item()`) that may decide a branch: "is_nonzero at line 9"."""
+    reads = []
+    for _, data in graph.nodes(data=True):
+        if data["kind"] == "sync":
+            source = g.attr(data, "source")
+            reads.append(f"{data['op']}" + (f" at line {source[1]}" if source else ""))
+    listed = list(dict.fromkeys(reads))
+    return ", ".join(listed[:3]) + (" …" if len(listed) > 3 else "")

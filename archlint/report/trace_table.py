@@ -1,0 +1,84 @@
+"""Text report of one profiler trace: the temporal breakdown, the steps, the top kernels, modules."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+
+def _ms(us: float | None) -> str:
+    return "—" if us is None else f"{us / 1000:.3f}"
+
+
+def _pct(part: float, whole: float) -> str:
+    return f"{part / whole:.1%}" if whole else "—"
+
+
+def print_trace(t, console: Console) -> None:
+    b = t.temporal_breakdown
+    span = b["span_us"]
+    rank = "" if t.rank is None else f" rank {t.rank}"
+    console.print(f"[bold]{escape(t.file)}[/]{rank} — {escape(t.device or 'unknown device')}, {t.steps} ProfilerStep ranges")
+    console.print(
+        f"  temporal breakdown (as HTA): span {_ms(span)} ms = idle {_ms(b['idle_us'])} ({_pct(b['idle_us'], span)}) + "
+        f"compute {_ms(b['compute_us'])} ({_pct(b['compute_us'], span)}) + non-compute {_ms(b['non_compute_us'])} "
+        f"({_pct(b['non_compute_us'], span)})"
+    )
+    for note in t.notes:
+        console.print(f"  [dim]{escape(note)}[/]")
+    if t.per_step:
+        table = Table(title="per step (ms)", title_justify="left")
+        for col in ("step", "wall", "GPU busy", "compute", "non-compute", "idle", "idle: input/sync/launch/host",
+                    "kernels", "DataLoader", "sync", "launch"):
+            table.add_column(col, justify="right")
+        for s in t.per_step:
+            c = s.idle_causes
+            table.add_row(
+                f"{s.step}{'' if s.complete else ' (cut)'}", _ms(s.wall_us), _ms(s.gpu_busy_us), _ms(s.compute_us),
+                _ms(s.non_compute_us), f"{_ms(s.idle_us)} ({_pct(s.idle_us, s.wall_us)})",
+                "/".join(_ms(c[k]) for k in ("input", "sync", "launch", "host")), str(s.kernels),
+                _ms(s.dataloader_us), _ms(s.sync_us), _ms(s.launch_us),
+            )
+        console.print(table)
+    if t.groups:
+        total = sum(t.groups.values())
+        groups = ", ".join(f"{g} {_pct(us, total)}" for g, us in t.groups.items())
+        tc = "" if t.gemm_tensor_core_share is None else f"; GEMM/conv time in tensor-core kernels: {t.gemm_tensor_core_share:.0%}"
+        console.print(f"  GPU time by kernel group: {escape(groups)}{tc}")
+    if t.kernels:
+        table = Table(title="top kernels", title_justify="left")
+        for col in ("kernel", "group", "calls", "total ms", "share"):
+            table.add_column(col, justify="left" if col == "kernel" else "right")
+        for k in t.kernels:
+            table.add_row(escape(k["name"]), k["group"], str(k["count"]), _ms(k["total_us"]), f"{k['share']:.1%}")
+        console.print(table)
+    if t.modules:
+        table = Table(title="GPU time per module / annotation (launched inside it)", title_justify="left")
+        for col in ("module", "calls", "GPU ms", "self GPU ms"):
+            table.add_column(col, justify="left" if col == "module" else "right")
+        for m in t.modules[:15]:
+            table.add_row(escape(m["name"][:80]), str(m["calls"]), _ms(m["gpu_us"]), _ms(m["self_gpu_us"]))
+        console.print(table)
+
+
+def print_diff(d, console: Console) -> None:
+    """`d` is an archlint.trace.diff.TraceDiff."""
+    def change(c) -> str:
+        return "new" if c is None else f"{c:+.1%}"
+
+    before, after = d.step_us
+    console.print(f"[bold]{escape(d.new)}[/] against [bold]{escape(d.base)}[/]")
+    console.print(f"  step {_ms(before)} → {_ms(after)} ms ({change((after - before) / before if before else None)})")
+    for key, (b, a) in d.breakdown.items():
+        console.print(f"  {key.removesuffix('_us').replace('_', '-')} per step {_ms(b)} → {_ms(a)} ms")
+    for title, rows in (("GPU time per step by kernel group", d.groups), ("GPU time per step by module", d.modules)):
+        if not rows:
+            continue
+        table = Table(title=title + " (slowest change first)", title_justify="left")
+        for col in ("name", "base ms", "new ms", "Δ ms", "change"):
+            table.add_column(col, justify="left" if col == "name" else "right")
+        for r in rows:
+            table.add_row(escape(r["name"][:80]), _ms(r["base_us"]), _ms(r["new_us"]), f"{r['delta_us'] / 1000:+.3f}",
+                          change(r["change"]))
+        console.print(table)

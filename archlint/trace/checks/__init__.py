@@ -1,0 +1,23 @@
+"""The trace rules: one module per code, each `CODE`, `OPTIONS` (defaults, documented on its page
+in rules/) and `check(analysis, options) -> list[Diagnostic]`."""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+from archlint.trace.checks import (
+    communication_exposed,
+    data_parallel,
+    fp32_gemm,
+    gpu_idle,
+    input_bound,
+    launch_bound,
+    memory_capacity,
+    pageable_copy,
+    step_sync,
+)
+
+
+def modules() -> tuple[ModuleType, ...]:
+    return (input_bound, pageable_copy, step_sync, fp32_gemm, launch_bound, data_parallel,
+            communication_exposed, memory_capacity, gpu_idle)

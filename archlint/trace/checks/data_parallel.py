@@ -1,0 +1,30 @@
+"""AL506: one process drives several GPUs (nn.DataParallel): replicas, scatter and gather every step."""
+
+from __future__ import annotations
+
+from archlint.diagnostics import Diagnostic
+from archlint.trace.analyze import TraceAnalysis
+from archlint.trace.findings import finding, ms, per_step, share
+
+CODE = "AL506"
+OPTIONS = {}
+
+
+def check(t: TraceAnalysis, options: dict) -> list[Diagnostic]:
+    devices = t.data_parallel["devices"]
+    # Several GPUs in one process is also model parallelism (device_map="auto"): DataParallel only
+    # when the trace shows its replication (the DataParallel module, Broadcast/Scatter/Gather ops).
+    if len(devices) < 2 or not t.data_parallel["replication_ops"]:
+        return []
+    step = t.mean_step_us()
+    idle = per_step(t, lambda s: s.idle_us)
+    copies = t.groups.get("copy", 0.0) / max(1, len(t.per_step))
+    return [finding(
+        t, CODE,
+        f"one process runs kernels on {len(devices)} GPUs ({', '.join(map(str, devices))}): nn.DataParallel "
+        f"replicates the model and scatters/gathers every step under one GIL; GPU idle {ms(idle)} per {t.unit} "
+        f"({share(idle, step)}), copies {ms(copies)} per {t.unit}",
+        saving_us=min(idle, step),
+        alternative="DistributedDataParallel, one process per GPU (AL406)",
+        evidence={"devices": devices, "replication_ops": t.data_parallel["replication_ops"], "idle_us": round(idle, 3)},
+    )]

@@ -1,0 +1,28 @@
+"""AL508: the device's memory is nearly full: the caching allocator falls back to cudaMalloc/cudaFree."""
+
+from __future__ import annotations
+
+from archlint.diagnostics import Diagnostic, Severity
+from archlint.trace.analyze import TraceAnalysis
+from archlint.trace.findings import finding, ms, per_step
+
+CODE = "AL508"
+OPTIONS = {"threshold": 0.9}  # peak reserved (or allocated) memory as a share of the device's
+
+
+def check(t: TraceAnalysis, options: dict) -> list[Diagnostic]:
+    m = t.memory
+    if not m.get("capacity") or m.get("peak_share", 0) < options["threshold"]:
+        return []
+    alloc = per_step(t, lambda s: s.alloc_us)
+    peak = max(m.get("peak_allocated") or 0, m.get("peak_reserved") or 0)
+    return [finding(
+        t, CODE,
+        f"memory peaks at {peak / 2**30:.3g} GiB of {m['capacity'] / 2**30:.3g} GiB on device {m['device']} "
+        f"({m['peak_share']:.0%}); the host spends {ms(alloc)} per {t.unit} in cudaMalloc/cudaFree",
+        saving_us=alloc,
+        alternative="headroom: a smaller batch with gradient accumulation, activation checkpointing, bf16 "
+        "activations, or PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
+        evidence={**m, "alloc_us": round(alloc, 3)},
+        severity=Severity.WARNING if alloc > 0 else Severity.INFO,
+    )]

@@ -1,0 +1,236 @@
+"""Read a torch.profiler (Kineto) Chrome trace into compact columns: the reader layer.
+
+One pass over the streamed events (archlint.trace.scan) keeps only what the analysis needs, in
+arrays of machine numbers rather than dicts: the GPU events (kernels, memcpy, memset, sync waits)
+and the host events that explain them (kernel launches, synchronisations, copies, DataLoader
+`__next__`, ProfilerStep ranges, module and user annotations, the user's own Python frames when
+the trace has stacks, memory counters). Never imports torch.
+"""
+
+from __future__ import annotations
+
+import re
+from array import array
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from archlint.trace import kernels
+from archlint.trace.scan import Truncated, events
+
+_STEP = re.compile(r"ProfilerStep\s*#\s*(\d+)")
+_LAUNCH = re.compile(r"LaunchKernel|LaunchCooperativeKernel|GraphLaunch|ModuleLaunchKernel|hipExtLaunch|cuLaunch", re.I)
+_SYNC = re.compile(r"(cuda|hip)(Stream|Device|Event|Context)Synchroni[sz]e|cuCtxSynchronize|cuStreamSynchronize", re.I)
+_ALLOC = re.compile(r"^(cuda|hip)(Malloc|Free)(Async)?$|^cuMem(Alloc|Free)", re.I)
+_MEMCPY = re.compile(r"^(cuda|hip)Memcpy", re.I)
+_DATALOADER = re.compile(r"^enumerate\(DataLoader\)#.*__next__|DataLoader.*__next__|_MultiProcessingDataLoaderIter|_SingleProcessDataLoaderIter")
+_LIBRARY_FRAME = re.compile(r"site-packages|dist-packages|/lib/python\d|<built-in|<frozen|^torch/|/torch/|^threading\.py|^<string>")
+_USER_FRAME = re.compile(r"^(?P<file>.+?\.py)\((?P<line>\d+)\): (?P<func>.+)$")
+_DATA_PARALLEL_OP = re.compile(r"^(Broadcast|ReduceAddCoalesced|Gather|Scatter)$|(?<!Distributed)DataParallel")
+
+
+@dataclass
+class Range:
+    """A host-side interval (µs) on one thread."""
+
+    name: str
+    ts: float
+    dur: float
+    tid: Any
+
+    @property
+    def end(self) -> float:
+        return self.ts + self.dur
+
+
+@dataclass
+class TraceData:
+    """Everything the analysis reads from one trace file; times in µs as the trace has them."""
+
+    file: str
+    rank: int | None = None
+    world_size: int | None = None
+    devices: list[dict] = field(default_factory=list)  # deviceProperties, as written
+    events: int = 0
+    truncated: bool = False  # the file ended inside the event array (a cut trace)
+    # GPU events (columns): start, duration, correlation id, device, name index, category index
+    gpu_ts: array = field(default_factory=lambda: array("d"))
+    gpu_dur: array = field(default_factory=lambda: array("d"))
+    gpu_corr: array = field(default_factory=lambda: array("q"))
+    gpu_device: array = field(default_factory=lambda: array("q"))
+    gpu_name: array = field(default_factory=lambda: array("l"))
+    gpu_cat: array = field(default_factory=lambda: array("b"))
+    names: list[str] = field(default_factory=list)  # interned GPU event names
+    categories: list[str] = field(default_factory=list)
+    # kernel launches and other runtime calls that carry a correlation id (columns)
+    launch_corr: array = field(default_factory=lambda: array("q"))
+    launch_ts: array = field(default_factory=lambda: array("d"))
+    launch_dur: array = field(default_factory=lambda: array("d"))
+    launch_tid: list = field(default_factory=list)
+    launch_is_kernel: array = field(default_factory=lambda: array("b"))
+    steps: list[tuple[int, Range]] = field(default_factory=list)  # (N, ProfilerStep#N range)
+    dataloader: list[Range] = field(default_factory=list)
+    syncs: list[Range] = field(default_factory=list)  # cuda*Synchronize calls
+    memcpy_calls: list[tuple[Range, int]] = field(default_factory=list)  # (cudaMemcpy* call, correlation)
+    alloc_calls: list[Range] = field(default_factory=list)  # cudaMalloc/cudaFree: the caching allocator's misses
+    item_calls: list[Range] = field(default_factory=list)  # aten::item / _local_scalar_dense
+    annotations: list[Range] = field(default_factory=list)  # nn.Module ranges and user annotations
+    frames: list[Range] = field(default_factory=list)  # the user's Python frames ("file.py(12): fn")
+    data_parallel_ops: int = 0
+    peak_allocated: dict[int, int] = field(default_factory=dict)  # device → bytes, from [memory] events
+    peak_reserved: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def gpu_events(self) -> int:
+        return len(self.gpu_ts)
+
+
+def read_trace(path: Path) -> TraceData:
+    """One pass over a trace file; a file cut mid-write gives what came before the cut."""
+    data = TraceData(file=str(path))
+    name_index: dict[str, int] = {}
+    cat_index: dict[str, int] = {}
+
+    def header(key: str, value: Any) -> None:
+        if key == "distributedInfo" and isinstance(value, dict):
+            data.rank = _int(value.get("rank"))
+            data.world_size = _int(value.get("world_size"))
+        elif key == "deviceProperties" and isinstance(value, list):
+            data.devices = [d for d in value if isinstance(d, dict)]
+
+    stream = events(path, header)
+    try:
+        for e in stream:
+            data.events += 1
+            _take(e, data, name_index, cat_index)
+    except Truncated:
+        data.truncated = True
+    return data
+
+
+# Host-side categories: never GPU events, whatever their args say (checked first: most events are these).
+_HOST = frozenset(("cpu_op", "python_function", "user_annotation", "cuda_runtime", "cuda_driver", "gpu_user_annotation",
+                   "Trace", "cpu_instant_event", "python_function_event", "overhead", "Runtime", "Driver", ""))
+# The cpu_op / annotation names the analysis reads (one regex test per host event).
+_INTEREST = re.compile(r"ProfilerStep|DataLoader|^aten::(item|_local_scalar_dense)$|^(Broadcast|ReduceAddCoalesced|Gather|Scatter)$"
+                       r"|DataParallel")
+
+
+def _take(e: dict, data: TraceData, name_index: dict[str, int], cat_index: dict[str, int]) -> None:
+    ph = e.get("ph")
+    if ph != "X":
+        if (ph == "i" or ph == "I") and e.get("name") == "[memory]":
+            _memory(e.get("args") or {}, data)
+        return
+    cat = e.get("cat") or ""
+    if cat == "cpu_op":  # the most frequent kind: only a few names matter
+        name = e.get("name") or ""
+        if _INTEREST.search(name):
+            _host_op(e, name, cat, data)
+        return
+    dur, ts = e.get("dur"), e.get("ts")
+    if dur is None or ts is None:
+        return
+    name = e.get("name") or ""
+    args = e.get("args") or {}
+    if cat not in _HOST:
+        stream = _int(args.get("stream"))
+        if stream is not None and stream != -1:  # a GPU event, as HTA counts them: an integer stream
+            index = name_index.get(name)
+            if index is None:
+                index = name_index[name] = len(data.names)
+                data.names.append(name)
+            c = cat_index.get(cat)
+            if c is None:
+                c = cat_index[cat] = len(data.categories)
+                data.categories.append(cat)
+            corr = _int(args.get("correlation"))
+            device = _int(args.get("device"))
+            data.gpu_ts.append(ts)
+            data.gpu_dur.append(dur)
+            data.gpu_corr.append(-1 if corr is None else corr)
+            data.gpu_device.append(-1 if device is None else device)
+            data.gpu_name.append(index)
+            data.gpu_cat.append(c)
+        return
+    tid = e.get("tid")
+    if cat == "cuda_runtime" or cat == "cuda_driver":
+        corr = _int(args.get("correlation"))
+        if corr is not None:
+            data.launch_corr.append(corr)
+            data.launch_ts.append(ts)
+            data.launch_dur.append(dur)
+            data.launch_tid.append(tid)
+            data.launch_is_kernel.append(1 if _LAUNCH.search(name) else 0)
+        if _ALLOC.search(name):
+            data.alloc_calls.append(Range(name, float(ts), float(dur), tid))
+        elif _SYNC.search(name):
+            data.syncs.append(Range(name, float(ts), float(dur), tid))
+        elif _MEMCPY.match(name):
+            data.memcpy_calls.append((Range(name, float(ts), float(dur), tid), -1 if corr is None else corr))
+        return
+    if cat == "python_function":
+        if name.startswith("nn.Module: "):
+            data.annotations.append(Range(name[11:], float(ts), float(dur), tid))
+            if name.startswith("nn.Module: DataParallel"):
+                data.data_parallel_ops += 1
+        elif _DATALOADER.search(name):
+            data.dataloader.append(Range(name, float(ts), float(dur), tid))
+        elif _USER_FRAME.match(name) and not _LIBRARY_FRAME.search(name):
+            data.frames.append(Range(name, float(ts), float(dur), tid))
+        return
+    if cat == "gpu_user_annotation":  # the GPU-side projection of a host range: the host's is read
+        return
+    if _INTEREST.search(name):
+        _host_op(e, name, cat, data)
+    elif cat == "user_annotation":
+        data.annotations.append(Range(name, float(ts), float(dur), e.get("tid")))
+
+
+def _host_op(e: dict, name: str, cat: str, data: TraceData) -> None:
+    """A host range whose name the analysis reads: a step, the DataLoader, .item(), DataParallel."""
+    dur, ts, tid = e.get("dur"), e.get("ts"), e.get("tid")
+    if dur is None or ts is None:
+        return
+    step = _STEP.match(name)
+    if step:
+        data.steps.append((int(step.group(1)), Range(name, float(ts), float(dur), tid)))
+    elif _DATALOADER.search(name):
+        data.dataloader.append(Range(name, float(ts), float(dur), tid))
+    elif name in ("aten::item", "aten::_local_scalar_dense"):
+        data.item_calls.append(Range(name, float(ts), float(dur), tid))
+    else:
+        if _DATA_PARALLEL_OP.search(name):
+            data.data_parallel_ops += 1
+        if cat == "user_annotation":
+            data.annotations.append(Range(name, float(ts), float(dur), tid))
+
+
+def _memory(args: dict, data: TraceData) -> None:
+    device = _int(args.get("Device Id"))
+    if device is None or device < 0 or _int(args.get("Device Type")) == 0:  # the CPU's counters
+        return
+    for key, peaks in (("Total Allocated", data.peak_allocated), ("Total Reserved", data.peak_reserved)):
+        value = _int(args.get(key))
+        if value is not None and value > peaks.get(device, -1):
+            peaks[device] = value
+
+
+def _int(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str):
+        try:
+            return int(value)
+        except ValueError:
+            return None
+    return None
+
+
+def category_kind(data: TraceData, i: int) -> str:
+    """HTA's kind of GPU event i (compute, memory, communication, other)."""
+    return kernels.hta_kind(data.names[data.gpu_name[i]])

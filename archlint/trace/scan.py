@@ -1,0 +1,194 @@
+"""Stream the events of a Chrome trace file one at a time, with memory bounded by one chunk.
+
+A torch.profiler trace is one JSON object, `{"schemaVersion": 1, "deviceProperties": [...],
+"traceEvents": [ {...}, {...}, ... ], ...}`, often gigabytes long. `json.load` would hold all of
+it (and ten times its size in Python objects). Here the file is read in chunks; the C decoder
+(`JSONDecoder.raw_decode`) decodes one array element or one top-level value at a time, so only
+the current chunk and the event in hand are in memory. Stdlib only; never imports torch.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TextIO
+
+CHUNK_CHARS = 1 << 20
+PIECE_CHARS = 1 << 16
+MAX_VALUE_CHARS = 256 << 20  # one event or header value; bounds memory on a malformed file
+_SEPARATORS = re.compile(r"[\s,]*")
+_SPACE = re.compile(r"\s*")
+_DECODER = json.JSONDecoder()
+
+
+class TraceFormatError(ValueError):
+    """The file is not a Chrome trace (or is not JSON at all)."""
+
+
+def open_text(path: Path) -> TextIO:
+    """A trace as text: `.gz` files are decompressed on the fly (checked by their magic bytes)."""
+    with open(path, "rb") as raw:
+        gzipped = raw.read(2) == b"\x1f\x8b"
+    if gzipped:
+        return gzip.open(path, "rt", encoding="utf-8-sig", errors="replace")
+    return open(path, encoding="utf-8-sig", errors="replace")  # a BOM is not part of the JSON
+
+
+class _Buffer:
+    """A window on the text: `text[pos:]` is what has not been consumed yet."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream, self.text, self.pos, self.eof = stream, "", 0, False
+        self.batch_failed = False  # one failed batch per window: the rest of it goes event by event
+
+    def more(self) -> bool:
+        """Read one more chunk, dropping the consumed part; False at the end of the file."""
+        if self.eof:
+            return False
+        pieces, size = [], 0
+        while size < CHUNK_CHARS:  # in pieces: a .gz cut mid-stream loses only the last piece
+            try:
+                piece = self.stream.read(PIECE_CHARS)
+            except EOFError:  # a .gz cut while being written: what came before it still counts
+                break
+            if not piece:
+                break
+            pieces.append(piece)
+            size += len(piece)
+        chunk = "".join(pieces)
+        if len(self.text) - self.pos > MAX_VALUE_CHARS:
+            raise TraceFormatError(f"one JSON value is over {MAX_VALUE_CHARS >> 20} MB long (not a profiler trace)")
+        if not chunk:
+            self.eof = True
+            return False
+        self.text = self.text[self.pos:] + chunk
+        self.pos = 0
+        self.batch_failed = False
+        return True
+
+    def skip(self, pattern: re.Pattern) -> None:
+        while True:
+            self.pos = pattern.match(self.text, self.pos).end()
+            if self.pos < len(self.text) or not self.more():
+                return
+
+    def peek(self) -> str:
+        self.skip(_SPACE)
+        return self.text[self.pos] if self.pos < len(self.text) else ""
+
+    def expect(self, char: str) -> None:
+        if self.peek() != char:
+            got = self.text[self.pos:self.pos + 20] or "the end of the file"
+            raise TraceFormatError(f"expected {char!r}, found {got!r}")
+        self.pos += 1
+
+    def value(self) -> Any:
+        """Decode the next JSON value, reading more chunks while it is incomplete."""
+        self.skip(_SPACE)
+        return self.value_here()
+
+    def value_here(self) -> Any:
+        """Decode the JSON value that starts exactly at pos."""
+        while True:
+            try:
+                value, end = _DECODER.raw_decode(self.text, self.pos)
+            except json.JSONDecodeError as exc:
+                # Incomplete at the end of the window: read on. Anything else is malformed.
+                if (exc.pos >= len(self.text) - 1 or _truncated(exc)) and self.more():
+                    continue
+                raise TraceFormatError(f"not valid JSON near character {exc.pos}: {exc.msg}") from None
+            # A number can end at the window's edge with more digits in the next chunk.
+            if end == len(self.text) and not self.eof and self.more():
+                continue
+            self.pos = end
+            return value
+
+
+def _truncated(exc: json.JSONDecodeError) -> bool:
+    return exc.msg.startswith(("Unterminated string", "Expecting"))
+
+
+class Truncated(Exception):
+    """Raised from `events` when the file ends inside the traceEvents array (a trace cut while
+    being written): the events before the cut were all delivered."""
+
+
+def events(path: Path, on_header: Callable[[str, Any], None]) -> Iterator[dict]:
+    """Yield each element of the top-level `traceEvents` array; every other top-level key is
+    passed to `on_header(key, value)` as it is met (before or after the array)."""
+    with open_text(path) as stream:
+        buf = _Buffer(stream)
+        if not buf.more() or buf.peek() != "{":
+            raise TraceFormatError("does not start with a JSON object '{' (a Chrome trace is one)")
+        buf.pos += 1
+        found = False
+        while buf.peek() not in ("}", ""):
+            key = buf.value()
+            if not isinstance(key, str):
+                raise TraceFormatError("a top-level key is not a string")
+            buf.expect(":")
+            if key == "traceEvents":
+                found = True
+                yield from _array(buf)
+            else:
+                on_header(key, buf.value())
+            buf.skip(_SEPARATORS)
+        if not found:
+            raise TraceFormatError("has no 'traceEvents' array (not a Chrome trace)")
+
+
+# Where one element of the array may end and the next begin: "}" "," "{" with only whitespace.
+_BOUNDARY = re.compile(r"\}\s*,\s*\{")
+BATCH_MIN_CHARS = 1 << 16
+
+
+def _batch(buf: _Buffer) -> list | None:
+    """The elements from pos to the last element boundary of the window, decoded in one call, or
+    None. A boundary inside an element (a nested object in a list) or inside a string leaves the
+    slice unbalanced, so it only decodes when the cut is between elements."""
+    text, pos = buf.text, buf.pos
+    if buf.batch_failed or len(text) - pos < BATCH_MIN_CHARS:
+        return None
+    last = None
+    for last in _BOUNDARY.finditer(text, max(pos, len(text) - BATCH_MIN_CHARS)):
+        pass
+    if last is None:
+        return None
+    end = last.start() + 1
+    try:
+        items = json.loads("[" + text[pos:end] + "]")
+    except json.JSONDecodeError:
+        buf.batch_failed = True
+        return None
+    buf.pos = end
+    return items
+
+
+def _array(buf: _Buffer) -> Iterator[dict]:
+    buf.expect("[")
+    while True:
+        buf.skip(_SEPARATORS)
+        if buf.pos >= len(buf.text):
+            raise Truncated
+        if buf.text[buf.pos] == "]":
+            buf.pos += 1
+            return
+        items = _batch(buf)  # most of the window at once: the C decoder, no per-event Python
+        if items is not None:
+            for item in items:
+                if isinstance(item, dict):
+                    yield item
+            if buf.pos >= len(buf.text) - BATCH_MIN_CHARS:
+                buf.more()
+            continue
+        try:
+            item = buf.value_here()
+        except TraceFormatError:
+            if buf.eof:
+                raise Truncated from None
+            raise
+        if isinstance(item, dict):
+            yield item
