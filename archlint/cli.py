@@ -28,8 +28,13 @@ FORMATS = ("text", "json", "sarif", "github", "junit")
 
 
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, **kwargs):
+        super().__init__(allow_abbrev=False, **kwargs)  # `--input-shap` is a typo, not `--input-shape`
+
     def error(self, message: str):  # argparse prints usage + exits 2; we want one line, exit 2
-        raise UsageError(f"{message} (see `archlint --help`)")
+        from archlint.usage import explain
+
+        raise UsageError(f"{explain(message, self)} (see `archlint --help`)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -49,8 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="FILE|KEY=VALUE",
-        help="pyproject.toml to read (default: nearest one upward); KEY=VALUE: a config field of an "
-        "hf:NAME model, e.g. n_layer=4 (repeatable)",
+        help="pyproject.toml to read (default: nearest one upward); KEY=VALUE: a [tool.archlint] setting "
+        "over the file's, e.g. select=AL4 or 'rules.AL101.threshold=0.2' (a TOML value), or else a config "
+        "field of an hf:NAME model, e.g. n_layer=4 (repeatable)",
     )
 
     sel = p.add_argument_group("rule selection")
@@ -73,6 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     out.add_argument("--exit-zero", action="store_true", help="exit 0 even with findings (report only)")
     out.add_argument("--show-info", action="store_true", help="also show info findings (they never fail the run)")
     out.add_argument("-q", "--quiet", action="store_true", help="no progress display on the terminal")
+    out.add_argument("-v", "--verbose", action="store_true", help="also say why a fallback was taken (e.g. a failed capture)")
 
     code = p.add_argument_group("code linter")
     code.add_argument("--fix", action="store_true", help="apply safe fixes")
@@ -166,7 +173,7 @@ def _settings(args: argparse.Namespace):
     files = [c for c in args.config if "=" not in c]
     if len(files) > 1:
         raise UsageError(f"--config names two files ({files[0]}, {files[1]}); give one pyproject.toml")
-    s = config.load(path=Path(files[0]) if files else None)
+    s = config.load(path=Path(files[0]) if files else None, overrides=_setting_overrides(args))
     if args.select:
         s.select = _split(args.select)
     s.extend_select += _split(args.extend_select)
@@ -219,10 +226,18 @@ def _settings(args: argparse.Namespace):
     config.check_rule_options(s.rule_options, "--option")
     config.check_baseline(s.baseline)
     s.exit_zero, s.statistics, s.debug, s.quiet = args.exit_zero, args.statistics, args.debug, args.quiet
+    s.verbose = args.verbose
     s.show_info = s.show_info or args.show_info
     if s.warmup < 0 or s.repeat < 1:
         raise UsageError("--warmup must be ≥ 0 and --repeat ≥ 1")
     return s
+
+
+def _setting_overrides(args: argparse.Namespace) -> list[str]:
+    """The --config KEY=VALUE items that set a [tool.archlint] key (the others are hf: config fields)."""
+    from archlint.config import SETTING_KEYS
+
+    return [c for c in args.config if "=" in c and c.partition("=")[0].strip().split(".", 1)[0] in SETTING_KEYS]
 
 
 def is_model_target(target: str) -> bool:
@@ -244,6 +259,15 @@ def _model_specs(args: argparse.Namespace, settings) -> list:
         if is_model_target(target):
             known = next((m for m in settings.models if m.target == target), None)
             specs.append(known or ModelSpec(target=target))
+    fields = [c for c in args.config if "=" in c and c not in _setting_overrides(args)]
+    if fields and not any(s.target.startswith("hf:") for s in specs):
+        from archlint.config import SETTING_KEYS
+
+        key = fields[0].partition("=")[0]
+        raise UsageError(
+            f"--config {fields[0]}: {key!r} is not a [tool.archlint] setting ({', '.join(sorted(SETTING_KEYS))}) "
+            "and there is no hf:NAME model to take it as a config field"
+        )
     for spec in specs:
         if args.input_shape or args.input:
             positional = [parse_input(s, "--input-shape") for s in args.input_shape]
@@ -264,7 +288,7 @@ def _model_specs(args: argparse.Namespace, settings) -> list:
             spec.device = args.device
         if args.decode is not None:
             spec.decode = args.decode
-        for item in (c for c in args.config if "=" in c):
+        for item in (c for c in args.config if "=" in c and c not in _setting_overrides(args)):
             key, _, value = item.partition("=")
             if not key.isidentifier():
                 raise UsageError(f"--config {item!r} must look like KEY=VALUE (a config field), e.g. n_layer=4")

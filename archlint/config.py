@@ -91,6 +91,7 @@ class Settings:
     output_file: Path | None = None
     html: Path | None = None
     exit_zero: bool = False
+    verbose: bool = False  # text output adds why fallbacks were taken (ModelResult.details)
     show_info: bool = False  # text/GitHub/JUnit output hide info findings unless this is set
     statistics: bool = False
     quiet: bool = False  # no progress display
@@ -159,12 +160,20 @@ def find_pyproject(start: Path) -> Path | None:
     return None
 
 
-def load(start: Path | None = None, path: Path | None = None) -> Settings:
-    """Settings from the given pyproject.toml, or the nearest one above `start`."""
+def load(start: Path | None = None, path: Path | None = None, overrides: list[str] = ()) -> Settings:
+    """Settings from the given pyproject.toml, or the nearest one above `start`, with `--config
+    KEY=VALUE` overrides (archlint.overrides) laid over its [tool.archlint] table."""
+    from archlint import overrides as over
+
     start = (start or Path.cwd()).resolve()
     path = path or find_pyproject(start)
+    laid = {}
+    for item in overrides:  # each checked on its own first, so an error names the flag, not the file
+        table = over.setting(item, SETTING_KEYS)
+        from_table(table, root=path.resolve().parent if path else start, source=f"--config {item}")
+        laid = over.merged(laid, table)
     if path is None:
-        return Settings(root=start)
+        return from_table(laid, root=start, source="--config") if laid else Settings(root=start)
     if not path.is_file():
         raise UsageError(f"config file {path} does not exist")
     try:
@@ -174,7 +183,7 @@ def load(start: Path | None = None, path: Path | None = None) -> Settings:
     table = data.get("tool", {}).get("archlint", {})
     if not isinstance(table, dict):
         raise UsageError(f"{path}: [tool.archlint] must be a table")
-    settings = from_table(table, root=path.resolve().parent, source=str(path))
+    settings = from_table(over.merged(table, laid), root=path.resolve().parent, source=str(path))
     for model in settings.models:  # targets in the file are relative to its directory, not the cwd
         if model.target.startswith("hf:"):
             continue
@@ -206,6 +215,7 @@ _KEYS = {
     "device-spec",
     "what-if",
 }
+SETTING_KEYS = frozenset(_KEYS)  # what `--config KEY=VALUE` can set
 _MODEL_KEYS = {
     "target", "input-shapes", "input-shape", "inputs", "input-dtype", "dtype", "device", "init", "config", "budgets",
     "device-spec",

@@ -58,6 +58,7 @@ class Fix:
 
 
 BASES = ("measured", "estimated", "static")
+NOT_ANALYZED = "AL000"  # the code a file gets that could not be, or was not, analyzed
 
 
 @dataclass
@@ -175,16 +176,24 @@ class Diagnostic:
     node: str | None = None
     module: str | None = None
     target: str | None = None
+    cell: int | None = None  # a notebook's cell (1-based among all its cells); line and column are in it
     evidence: dict[str, Any] = field(default_factory=dict)
     price: Price | None = None
     fix: Fix | None = None
 
     @property
     def advisory(self) -> bool:
-        """A model finding at info severity: advice that does not pay enough on its basis. Hidden
-        unless --show-info and never fails a run. A code finding at info severity is shown and
-        counts as it always did: each code rule chose that severity for what it flags."""
-        return self.severity is Severity.INFO and self.target is not None
+        """An info finding, from the code linter or the model analyzer alike: advice. It never
+        fails a run (nor a gate); the text reporters hide it unless --show-info (see `hidden`);
+        JSON and SARIF keep it, with its severity, for tools that filter on their own."""
+        return self.severity is Severity.INFO
+
+    @property
+    def hidden(self) -> bool:
+        """Hidden by default in text, GitHub and JUnit output: advice, except a note that a file was
+        not analyzed (AL000 info: too large, too deep), which is always said so that a run never
+        reads as a pass for a file it did not lint."""
+        return self.advisory and self.code != NOT_ANALYZED
 
     def sort_key(self) -> tuple:
         price = self.price.sort_key() if self.price else (0.0, 0.0)
@@ -206,4 +215,4 @@ class Diagnostic:
             "evidence": self.evidence,
             "price": self.price.to_dict() if self.price else None,
             "fix": self.fix.to_dict() if self.fix else None,
-        }
+        } | ({"cell": self.cell} if self.cell is not None else {})

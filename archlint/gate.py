@@ -29,7 +29,7 @@ _LABEL = {"flops": "FLOPs", "mac_bytes": "MAC", "params": "params", "latency_ms"
 
 
 def fails(diagnostics: list[Diagnostic]) -> bool:
-    """Findings fail a run unless they are advisory: model advice that does not pay enough to gate on."""
+    """Findings fail a run unless they are advisory (info severity, code or model): advice never gates."""
     return any(not d.advisory for d in diagnostics)
 
 
@@ -74,6 +74,10 @@ def budgets(result: RunResult, specs: list[ModelSpec]) -> list[GateResult]:
                 message = f"{_fmt(actual, metric)}{basis} exceeds budget {_fmt(limit, metric)}{by}"
             checks.append(GateResult(model.target, budget, passed, message, actual, limit))
     return checks
+
+
+def _findings(n: int, kind: str = "") -> str:
+    return f"{n} {kind}finding{'s' * (n != 1)}"
 
 
 def _fmt(value: float, metric: str) -> str:
@@ -247,12 +251,12 @@ def grandfather(result: RunResult, baseline: dict, settings: Settings) -> list[G
         else:
             kept.append(d)
     result.diagnostics = kept
-    checks = [GateResult("baseline", "baseline:known-findings", True, f"{known} finding(s) in the baseline not reported")]
+    checks = [GateResult("baseline", "baseline:known-findings", True, f"{_findings(known)} in the baseline not reported")]
     kept = [d for d in kept if not d.advisory]  # advisory findings never fail a gate
     if kept:
         names = ", ".join(f"{d.code} at {_where(d, settings)}" for d in kept[:5])
         more = f" and {len(kept) - 5} more" if len(kept) > 5 else ""
         checks.append(
-            GateResult("baseline", "baseline:new-findings", False, f"{len(kept)} new finding(s) not in the baseline: {names}{more}")
+            GateResult("baseline", "baseline:new-findings", False, f"{_findings(len(kept), 'new ')} not in the baseline: {names}{more}")
         )
     return checks

@@ -92,6 +92,7 @@ class ModelResult:
     mode: str = "eval"  # which forward was traced
     build: str = "meta"  # how the model was constructed: meta | real | given
     notes: list[str] = field(default_factory=list)  # fallbacks taken, estimates, caveats
+    details: list[str] = field(default_factory=list)  # why a fallback was taken: text shows them with --verbose
     roofline: dict[str, Any] | None = None  # device peaks used for the roofline
     timing: str | None = None  # how latency was measured (per-op replay, module hooks, ...)
     estimate: dict[str, Any] | None = None  # --device-spec: {device_spec, latency_ms, method, assumptions}

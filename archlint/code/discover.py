@@ -118,7 +118,7 @@ def _walk(folder: Path, ignores: list[GitIgnore], out: list[Path], seen: set[tup
             if entry.name in SKIP_DIRS or entry.name.endswith(".egg-info") or _is_venv(path):
                 continue
             _walk(path, ignores, out, seen)
-        elif entry.name.endswith(".py"):
+        elif entry.name.endswith((".py", ".ipynb")):  # notebooks too, as ruff (archlint/code/notebook.py)
             out.append(path)  # a FIFO or device, even a link to one, is refused when read: AL000
 
 

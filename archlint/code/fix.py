@@ -11,7 +11,7 @@ import difflib
 import sys
 from pathlib import Path
 
-from archlint.code import guard, writeback
+from archlint.code import guard, notebook, writeback
 from archlint.code.engine import lint_text, parse_error
 from archlint.code.source import SourceError, decode, encode, line_offsets, lines_with_ends
 from archlint.config import Settings
@@ -125,35 +125,53 @@ def fix_files(files: list[Path], settings: Settings, contexts: dict | None = Non
         except OSError as exc:
             remaining.append(parse_error(name, f"cannot read file: {exc.strerror or exc}; check its permissions", 1, 1))
             continue
+        nb = None
         try:
-            original, encoding, bom = decode(data)
-        except SourceError as exc:
+            if notebook.is_notebook(path):  # fixed as its code cells' Python text, written back as JSON
+                nb = notebook.Notebook.parse(data)
+            original, encoding, bom = (nb.python, "utf-8", False) if nb else decode(data)
+        except (SourceError, notebook.NotebookError) as exc:
             remaining.append(parse_error(name, str(exc), 1, 1))
             continue
+        located = nb.locate if nb else (lambda d: d)
         fixed, after = fix_text(original, name, settings, context)
         if fixed == original:
-            remaining += after
+            remaining += map(located, after)
             continue
         if settings.diff:
-            sys.stdout.writelines(
-                difflib.unified_diff(lines_with_ends(original), lines_with_ends(fixed), name, name)
-            )
+            sys.stdout.writelines(_diff(original, fixed, name, nb))
             remaining.fixed += after.fixed
             remaining.edits += after.edits
-            remaining += selected_before(original, name, settings, context)
+            remaining += map(located, selected_before(original, name, settings, context))
             continue
         try:
-            writeback.replace(path, data, encode(fixed, encoding, bom), trees)
-        except (writeback.Refused, OSError) as exc:  # its findings stay, the other files go on
-            why = (f"fixes not written: {exc}" if isinstance(exc, writeback.Refused)
-                   else f"cannot write the fixes ({exc.strerror or exc})")
+            if nb and not nb.writable:
+                raise writeback.Refused("its JSON layout is not one archlint can write back unchanged")
+            new = nb.rebuild(fixed) if nb else encode(fixed, encoding, bom)
+            writeback.replace(path, data, new, trees)
+        except (writeback.Refused, notebook.NotebookError, OSError) as exc:  # its findings stay, the other files go on
+            why = (f"cannot write the fixes ({exc.strerror or exc})" if isinstance(exc, OSError)
+                   else f"fixes not written: {exc}")
             print(f"archlint: warning: {printable(f'{name}: {why}')}; left unchanged", file=sys.stderr)
-            remaining += selected_before(original, name, settings, context)
+            remaining += map(located, selected_before(original, name, settings, context))
             continue
         remaining.fixed += after.fixed  # counted once on disk
         remaining.edits += after.edits
-        remaining += after
+        remaining += map(located, after)
     return remaining
+
+
+def _diff(original: str, fixed: str, name: str, nb) -> list[str]:
+    """A unified diff of the file; for a notebook, one per changed code cell (`name:cell N`)."""
+    before, after = (text.split(notebook.BOUNDARY + "\n") for text in (original, fixed))
+    if nb is None or len(before) != len(after):
+        return list(difflib.unified_diff(lines_with_ends(original), lines_with_ends(fixed), name, name))
+    out = []
+    for index, old, new in zip(nb.code_cells, before, after):
+        label = f"{name}:cell {index + 1}"
+        old, new = ([nb.restored(line) + "\n" for line in text.split("\n")[:-1]] for text in (old, new))
+        out += difflib.unified_diff(old, new, label, label)
+    return out
 
 
 def selected_before(text: str, path: str, settings: Settings, context: dict | None = None) -> list[Diagnostic]:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from archlint import __version__, progress
 from archlint.code import cache as cache_files
-from archlint.code import guard
+from archlint.code import guard, notebook
 from archlint.code.discover import discover
 from archlint.code.engine import PARSE_ERROR, analyze_bytes, parse_error
 from archlint.config import Settings
@@ -207,6 +207,7 @@ def lint_files(files: list[Path], settings: Settings, paths: list[Path] | None =
     summaries: dict[int, dict | None] = {}
     keys: list[str | None] = [None] * len(files)
     todo: list[tuple[int, str, bytes, str]] = []
+    notebooks: dict[int, notebook.Notebook] = {}
     for i, path in enumerate(files):
         name = str(path)
         try:
@@ -217,6 +218,13 @@ def lint_files(files: list[Path], settings: Settings, paths: list[Path] | None =
         except OSError as exc:
             results[i] = [parse_error(name, f"cannot read file: {exc.strerror or exc}; check its permissions", 1, 1)]
             continue
+        if notebook.is_notebook(path):  # its code cells, as one Python text
+            try:
+                notebooks[i] = notebook.Notebook.parse(data)
+            except notebook.NotebookError as exc:
+                results[i] = [parse_error(name, f"{exc}; archlint reads Jupyter notebooks (nbformat 4)", 1, 1)]
+                continue
+            data = notebooks[i].python.encode("utf-8")
         key = hashlib.blake2b(prefix + data, digest_size=16).hexdigest()
         keys[i] = key
         hit = cache.get(key)
@@ -240,13 +248,18 @@ def lint_files(files: list[Path], settings: Settings, paths: list[Path] | None =
         if settings.cache:
             cache_files.save(cache_path, cache, {key for _, _, _, key in todo})
     # the project join: files whose names mean something elsewhere are linted again in context
+    for i in notebooks:  # a notebook is linted on its own: no module imports it
+        summaries[i] = None
+    joined = [None if i in notebooks else key for i, key in enumerate(keys)]
     own = dict(results)
     try:
-        results = project.refine(files, keys, dict(own), summaries, settings, store, prefix, _jobs(settings), paths)
+        results = project.refine(files, joined, dict(own), summaries, settings, store, prefix, _jobs(settings), paths)
     except project.JoinFailed as failure:
-        results = _join_again(failure, files, keys, own, summaries, todo, settings, store, prefix, paths)
+        results = _join_again(failure, files, joined, own, summaries, todo, settings, store, prefix, paths)
     store.save()
     lint_files.extracted = len(todo)
+    for i, nb in notebooks.items():
+        results[i] = [nb.locate(d) for d in results[i]]
     return [d for i in range(len(files)) for d in results[i]]
 
 

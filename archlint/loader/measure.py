@@ -13,6 +13,7 @@ of fetching the items.
 from __future__ import annotations
 
 import builtins
+import functools
 import io
 import os
 import statistics
@@ -340,7 +341,40 @@ class _TimedTransform:
 
 
 TRANSFORM_ATTRS = ("transform", "transforms", "target_transform")
+# Packages whose callables are transforms, whatever attribute holds them.
+TRANSFORM_PACKAGES = ("torchvision.transforms", "albumentations", "kornia.augmentation", "monai.transforms")
 _ABSENT = object()
+
+
+def _is_transform(value: Any) -> bool:
+    """A transform by what it is: a callable object of a transform package, or of a class of the
+    user's with a __call__ (a custom transform, a Compose of their own). Not a function (a reader
+    such as ImageFolder's `loader` is one), a class, a Dataset or a DataLoader."""
+    import types
+
+    if not callable(value) or isinstance(value, (type, types.FunctionType, types.BuiltinFunctionType,
+                                                 types.MethodType, functools.partial)):
+        return False
+    module = type(value).__module__ or ""
+    if module.startswith(TRANSFORM_PACKAGES):
+        return True
+    root = module.split(".")[0]
+    if root in sys.stdlib_module_names or root in ("torch", "numpy", "PIL", "cv2", "h5py", "pandas"):
+        return False  # a cache (functools.lru_cache), a reader, an array: not a transform
+    return not isinstance(value, (torch.utils.data.Dataset, DataLoader, torch.nn.Module))
+
+
+def _used_in_getitem(owner: Any) -> set[str] | None:
+    """The `self.NAME` attributes that the class's __getitem__ reads (None: source not available)."""
+    import inspect
+    import re
+
+    getitem = getattr(type(owner), "__getitem__", None)
+    try:
+        source = inspect.getsource(getitem)
+    except (OSError, TypeError):
+        return None
+    return set(re.findall(r"\bself\.(\w+)", source))
 
 
 def _transform_name(t: Any) -> str:
@@ -363,13 +397,24 @@ class _Pipelines:
         seen: set[int] = set()
         owner, depth = self.dataset, 0
         while owner is not None and depth < 4:
-            for attr in TRANSFORM_ATTRS:
+            for attr in self._transform_attrs(owner):
                 value = getattr(owner, attr, None)
                 if value is not None and callable(value) and id(value) not in seen:
                     seen.add(id(value))
                     prefix = "target_transform" if attr == "target_transform" else "transform"
                     self._wrap(owner, attr, value, prefix, seen)
             owner, depth = getattr(owner, "dataset", None), depth + 1
+
+    @staticmethod
+    def _transform_attrs(owner: Any) -> list[str]:
+        """The conventional names, then any other attribute of the instance that holds a transform
+        (by what it is, `_is_transform`) and that __getitem__ reads (`self.tf`, `self.augment`)."""
+        names = [a for a in TRANSFORM_ATTRS if getattr(owner, a, None) is not None]
+        used = _used_in_getitem(owner)
+        for attr, value in (getattr(owner, "__dict__", None) or {}).items():
+            if attr not in names and (used is None or attr in used) and _is_transform(value):
+                names.append(attr)
+        return names
 
     def _wrap(self, owner: Any, attr: str, value: Any, prefix: str, seen: set[int]) -> None:
         steps = getattr(value, "transforms", None)

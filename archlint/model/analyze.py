@@ -19,6 +19,7 @@ from archlint.model import opgraph
 from archlint.model.capture import STRATEGIES, CaptureFailed, capture
 from archlint.model.cost import cost_graph
 from archlint.model.created import recording
+from archlint.model.hf import is_hf_target
 from archlint.model.load import Loaded, load
 from archlint.model.sandbox import preserved, quiet_export, quiet_torch_logs, user_code
 from archlint.result import ModelResult
@@ -71,9 +72,11 @@ def capture_graph(loaded: Loaded, target: str, settings: Settings) -> nx.DiGraph
         except CaptureFailed as failure:
             failures.append(failure)
             continue
-        for failure in failures:
-            notes.append(f"{failure.strategy} capture failed ({str(failure)[:200]}); fell back to {strategy}")
+        if failures:  # the report says which capture was used; why the others failed is for --verbose
+            tried = " and ".join(f.strategy for f in failures)
+            notes.append(f"captured with {strategy}: {tried} could not capture this model (--verbose says why)")
         graph.graph["notes"] = notes + graph.graph.get("notes", [])
+        graph.graph["details"] = [f"{f.strategy} capture failed: {' '.join(str(f).split())[:500]}" for f in failures]
         return graph
     last = failures[-1]
     lazy = [path or type(m).__name__ for path, m in loaded.model.named_modules()
@@ -130,7 +133,7 @@ def _capture_and_cost(loaded: Loaded, target: str, device: str, settings: Settin
     result = ModelResult(
         target=target, strategy=graph.graph["strategy"], device=device, dtype=dtype, input_shapes=inputs,
         totals=opgraph.totals(graph), layers=[], mode=settings.mode, build=loaded.build, notes=notes,
-        inputs=described,
+        inputs=described, details=graph.graph["details"],
     )
     result.module_types = {path: info["type"] for path, info in graph.graph.get("modules", {}).items()}
     return graph, result  # layers are filled by the caller, once the graph is complete
@@ -148,7 +151,9 @@ def analyze(spec: ModelSpec, settings: Settings) -> tuple[ModelResult, list[Diag
     with warnings.catch_warnings(record=True) as caught:  # torch's warnings become notes, not noise
         warnings.simplefilter("default")
         with user_code(spec.target, getattr(settings, "timeout", None)) as guard:
-            with recording():  # where each module is created in the user's code: findings point there
+            # where each module is created in the user's code: findings point there (an hf: model
+            # has none: archlint builds it from a config, so its findings point at the library class)
+            with recording() if not is_hf_target(spec.target) else contextlib.nullcontext():
                 loaded = load(spec, settings)
             guard.doing = "running its forward (capture)"
             graph, result = _capture_and_cost(loaded, spec.target, spec.device, settings)
@@ -205,6 +210,10 @@ def analyze(spec: ModelSpec, settings: Settings) -> tuple[ModelResult, list[Diag
             result.notes.extend(report.pricer.budget.notes())
     result.notes.extend(warning_notes(caught))
     result.layers = opgraph.to_layers(graph)
+    if is_hf_target(spec.target):  # library code: say so, and name the switch the user has
+        from archlint.model.hf_switches import annotate
+
+        annotate(diagnostics, loaded.model, result.module_types)
     if result.what_if:
         from archlint.model.speedups.links import link
 

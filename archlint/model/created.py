@@ -25,6 +25,7 @@ _LIBRARY_ROOTS = tuple(
     for p in {
         Path(nn.__file__).parents[1],  # torch
         Path(__file__).parents[1],  # archlint itself
+        sysconfig.get_paths()["scripts"],  # console-script launchers (bin/archlint, bin/pytest)
         sysconfig.get_paths()["stdlib"],
         sysconfig.get_paths()["purelib"],
         sysconfig.get_paths()["platlib"],

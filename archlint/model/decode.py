@@ -3,9 +3,10 @@
 Prefill (the analyzed forward over the prompt) is compute-bound; a decode step computes one token
 per sequence and reads every weight and the whole cache for it, so memory traffic (MAC) bounds
 its time. The step is captured from a real forward (dispatch recording) of the model given
-`input_ids` of shape (batch, 1) and the `past_key_values` a forward over N random tokens
-returned, the way generation runs it: Hugging Face-style causal LMs (a forward taking
-`past_key_values` and `use_cache`). The batch is the first integer input's, else 1.
+`input_ids` of shape (batch, 1) and the KV cache a forward over N random tokens returned, the
+way generation runs it: Hugging Face-style causal LMs (a forward taking `use_cache` and the cache
+as `past_key_values` or, in newer transformers, `cache`). The batch is the first integer input's,
+else 1.
 """
 
 from __future__ import annotations
@@ -34,13 +35,19 @@ def _vocab(model) -> int:
     return int(getattr(getattr(model, "config", None), "vocab_size", 0) or token_range(model))
 
 
+# What a forward calls its KV cache argument (and its output field): `past_key_values` through
+# transformers 4.x and early 5.x, `cache` since (the old name deprecated); a Cache object or tuples.
+CACHE_NAMES = ("past_key_values", "cache")
+
+
 def decode_inputs(model, batch: int, cache_length: int) -> dict:
     """`input_ids` (batch, 1) and the KV cache of a forward over `cache_length` random tokens."""
     params = inspect.signature(model.forward).parameters
-    if "past_key_values" not in params or "use_cache" not in params:
+    name = next((n for n in CACHE_NAMES if n in params), None)
+    if name is None or "use_cache" not in params:
         raise UsageError(
-            f"--decode needs a causal LM whose forward takes past_key_values and use_cache (a Hugging Face "
-            f"model); {type(model).__name__}.forward does not"
+            f"--decode needs a causal LM whose forward takes a KV cache ({' or '.join(CACHE_NAMES)}) and "
+            f"use_cache (a Hugging Face model); {type(model).__name__}.forward does not"
         )
     generator = torch.Generator().manual_seed(0)
     vocab = _vocab(model)
@@ -50,11 +57,17 @@ def decode_inputs(model, batch: int, cache_length: int) -> dict:
             out = model(input_ids=prompt, use_cache=True)
     except Exception as exc:
         raise UsageError(f"--decode: the forward over {cache_length} tokens failed ({type(exc).__name__}: {exc})") from exc
-    cache = getattr(out, "past_key_values", None) or (out.get("past_key_values") if isinstance(out, dict) else None)
+    cache = next((c for c in map(lambda n: _field(out, n), (name, *CACHE_NAMES)) if c is not None), None)
     if cache is None:
-        raise UsageError(f"--decode: {type(model).__name__} returned no past_key_values with use_cache=True")
+        raise UsageError(f"--decode: {type(model).__name__} returned no KV cache ({name}) with use_cache=True")
     step = torch.randint(0, vocab, (batch, 1), generator=generator)
-    return {"input_ids": step, "past_key_values": cache, "use_cache": True}
+    return {"input_ids": step, name: cache, "use_cache": True}
+
+
+def _field(out, name: str):
+    """A model output's field (ModelOutput is both an object and a dict; a plain dict is only one)."""
+    value = out.get(name) if isinstance(out, dict) else None
+    return value if value is not None else getattr(out, name, None)
 
 
 def analyze_decode(spec: ModelSpec, settings: Settings) -> ModelResult:

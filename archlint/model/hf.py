@@ -61,9 +61,13 @@ def model_factory(name: str, overrides: dict[str, Any]):
     raise UsageError(f"hf:{name}: no transformers model class builds a {type(config).__name__}")
 
 
+# Keyword arguments every transformers config takes that are not fields of it.
+CONFIG_KWARGS = ("attn_implementation",)
+
+
 def _config(make, name: str, overrides: dict[str, Any]):
     config = make()
-    unknown = [k for k in overrides if not hasattr(config, k)]
+    unknown = [k for k in overrides if not hasattr(config, k) and k not in CONFIG_KWARGS]
     if unknown:
         fields = [k for k in config.to_dict() if not k.startswith("_")]
         close = difflib.get_close_matches(unknown[0], fields, n=3)

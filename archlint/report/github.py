@@ -33,7 +33,7 @@ def render(result: RunResult, settings: Settings) -> str:
     for d in sorted(shown(result.diagnostics, settings), key=Diagnostic.sort_key):
         where = locate(d, settings)
         props = []
-        if where.file:
+        if where.file and not where.library:  # a library file cannot annotate the diff: the message names it
             props.append(f"file={_property(where.file)}")
             for key, value in (
                 ("line", where.line),
@@ -45,6 +45,10 @@ def render(result: RunResult, settings: Settings) -> str:
                     props.append(f"{key}={value}")
         props.append(f"title={_property(f'archlint {d.code}')}")
         about = f" [{subject(d)}]" if subject(d) else ""
+        if where.library:
+            about += f" at {where.file}:{where.line} (library code)"
+        if d.cell is not None:
+            about += f" at cell {d.cell}, line {d.line}"
         lines.append(f"::{_COMMAND[Severity(d.severity)]} {','.join(props)}::{_data(f'{d.code}{about} {d.message}{price_text(d)}')}")
     for g in result.gate:
         if not g.passed:

@@ -4,7 +4,8 @@ module's creation in the user's code (`self.conv = nn.Conv2d(...)`, or the build
 a library model; archlint.model.created), else of the module's class when it is the user's;
 otherwise (a class in torch or an installed package) they fall back to the line of the target in
 the user's file (`model.py:Net` → `class Net`, `def net`, or the import of a library model), so
-the annotation still lands in the user's repository; the module path goes in the message."""
+the annotation still lands in the user's repository; the module path goes in the message. An
+`hf:NAME` model has no user file: its findings point at the library class (`library`)."""
 
 from __future__ import annotations
 
@@ -25,9 +26,12 @@ class Where:
     end_line: int | None
     end_column: int | None
     fallback: bool = False  # True: placed at the target class, not where the rule pointed
+    library: bool = False  # True: an absolute path outside the project (an hf: model's class in transformers)
 
 
 def locate(d: Diagnostic, settings: Settings) -> Where:
+    if d.file and d.cell is not None:  # a notebook: line and column count in the cell, not in the file
+        return Where(settings.relpath(d.file), None, None, None, None)
     if d.file:
         file = settings.relpath(d.file)
         # A model finding located in a library (torch's own nn.Conv2d) cannot annotate the
@@ -35,6 +39,10 @@ def locate(d: Diagnostic, settings: Settings) -> Where:
         if not (d.target and Path(file).is_absolute()):
             return Where(file, d.line, d.column, d.end_line, d.end_column)
     path, sep, name = (d.target or "").rpartition(":")
+    if path == "hf":  # built from a config: no user file at all; the library class is the place
+        if d.file:
+            return Where(Path(d.file).resolve().as_posix(), d.line, d.column, d.end_line, d.end_column, library=True)
+        return Where(None, None, None, None, None)
     if sep and path:
         file = Path(path)
         if not file.is_absolute() and not file.exists():

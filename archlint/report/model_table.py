@@ -63,6 +63,8 @@ def print_model(model: ModelResult, settings: Settings, console: Console) -> Non
         console.print(table)
     for note in model.notes:
         console.print(f"  note: {note}", markup=False)
+    for detail in model.details if getattr(settings, "verbose", False) else ():
+        console.print(f"  detail: {detail}", markup=False)
     if t.latency_ms is not None:
         from archlint.report.time_table import print_time
 

@@ -102,7 +102,7 @@ def _result(d: Diagnostic, index: dict[str, int], settings: Settings) -> dict[st
         ]
     if location:
         out["locations"] = [location]
-    if d.fix and d.fix.edits and where.file:
+    if d.fix and d.fix.edits and where.file and not where.library and d.cell is None:
         out["fixes"] = [
             {
                 "description": {"text": d.fix.message},
@@ -128,6 +128,10 @@ def _result(d: Diagnostic, index: dict[str, int], settings: Settings) -> dict[st
     properties = {k: v for k, v in (("evidence", d.evidence), ("price", d.price.to_dict() if d.price else None)) if v}
     if where.fallback:
         properties["location"] = "the target's class: the finding had no source line inside the project"
+    if where.library:
+        properties["location"] = "library code, not in this repository: the class that defines the module"
+    if d.cell is not None:  # a notebook: SARIF regions count lines of the file, not of a cell
+        properties["notebook"] = {"cell": d.cell, "line": d.line, "column": d.column}
     if properties:
         out["properties"] = json.loads(json.dumps(properties, default=str))
     return out

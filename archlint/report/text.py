@@ -13,7 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from archlint.config import Settings
-from archlint.diagnostics import Diagnostic, Severity
+from archlint.diagnostics import Applicability, Diagnostic, Severity
 from archlint.printable import printable
 from archlint.registry import RuleInfo
 from archlint.result import RunResult
@@ -24,7 +24,8 @@ def location(d: Diagnostic, settings: Settings | None = None) -> str:
     findings the module path in brackets ("[model]" for a finding about the whole model)."""
     if d.file:
         file = printable(settings.relpath(d.file) if settings else d.file)  # never raw bytes or escapes
-        where = ":".join([file] + [str(v) for v in (d.line, d.column) if v is not None])
+        cell = [f"cell {d.cell}"] if d.cell is not None else []  # a notebook: `bad.ipynb:cell 3:5:1`, as ruff
+        where = ":".join([file, *cell] + [str(v) for v in (d.line, d.column) if v is not None])
     else:
         where = d.target or "<model>"
     if d.node:
@@ -66,9 +67,13 @@ def price_text(d: Diagnostic) -> str:
 
 
 def shown(diagnostics: Iterable[Diagnostic], settings: Settings) -> list[Diagnostic]:
-    """The findings a reader sees: advisory ones (model advice that does not pay enough on the
-    basis at hand) only with --show-info."""
-    return [d for d in diagnostics if settings.show_info or not d.advisory]
+    """The findings a reader sees: info findings (advice, code or model) only with --show-info."""
+    return [d for d in diagnostics if settings.show_info or not d.hidden]
+
+
+def safe_fix(d: Diagnostic) -> bool:
+    """The finding has a fix that --fix applies without --unsafe-fixes."""
+    return d.fix is not None and d.fix.applicability is Applicability.SAFE
 
 
 def human_bytes(n: float) -> str:
@@ -115,11 +120,11 @@ def print_text(result: RunResult, settings: Settings, console: Console | None = 
         return
     if settings.statistics and diagnostics:  # the counts only, no finding list on top
         for code, count in sorted(Counter(d.code for d in diagnostics).items()):
-            fixable = " [*]" if any(d.fix for d in diagnostics if d.code == code) else ""
+            fixable = " [*]" if any(safe_fix(d) for d in diagnostics if d.code == code) else ""
             console.print(f"{count:>5}  {code}{escape(fixable)}", markup=True)
         return
     for d in diagnostics:
-        fixable = " [*]" if d.fix else ""
+        fixable = " [*]" if safe_fix(d) else ""  # as ruff: [*] is what plain --fix would do
         tag = " (info)" if d.severity is Severity.INFO else ""
         # Escaped: module paths, prices and messages hold "[...]" that rich would read as markup.
         console.print(
@@ -132,9 +137,12 @@ def print_text(result: RunResult, settings: Settings, console: Console | None = 
             console.print(f"[bold red]gate failed[/] {escape(f'{g.target}: {g.check}: {g.message}')}")
         elif g.check in ("baseline:known-findings", "baseline:saved"):  # say what the baseline hid
             console.print(f"[dim]{escape(g.check.split(':')[0] + ': ' + g.message)}[/]")
-    if hidden:
-        console.print(f"[dim]{hidden} info finding{'s' if hidden != 1 else ''} hidden (advice that does not pay "
-                      f"enough on this basis); --show-info shows them[/]")
+    hidden_note = (f"{hidden} info finding{'s' if hidden != 1 else ''} hidden (advice, never fails the run; "
+                   f"--show-info shows {'them' if hidden != 1 else 'it'})")
+    fixed = settings.fix and result.fixed is not None
+    summary_line = bool(result.files_checked or not (result.models or result.loaders)) and not fixed
+    if hidden and not summary_line:  # otherwise the summary line says it
+        console.print(f"[dim]{hidden_note}[/]")
     if settings.fix and result.fixed is not None:  # as ruff: what --fix did, then what is left
         unsafe = sum(1 for d in diagnostics if d.fix and d.fix.applicability.value != "safe")  # safe ones left:
         if unsafe and not settings.unsafe_fixes:  # their files could not be written, as a warning said
@@ -144,14 +152,13 @@ def print_text(result: RunResult, settings: Settings, console: Console | None = 
         return
     if result.files_checked or not (result.models or result.loaders):
         n = len(diagnostics)
-        fixable = sum(1 for d in diagnostics if d.fix and d.fix.applicability.value == "safe")
+        fixable = sum(1 for d in diagnostics if safe_fix(d))
         unsafe = sum(1 for d in diagnostics if d.fix) - fixable
         tail = f" ({fixable} fixable with --fix)" if fixable else ""
         if unsafe:  # like ruff: say how many more the flag would fix
             tail += f" ({unsafe} more with --fix --unsafe-fixes)"
-        console.print(
-            f"Found {n} finding{'s' if n != 1 else ''}{tail}." if n else "All checks passed."
-        )
+        line = f"Found {n} finding{'s' if n != 1 else ''}{tail}" if n else "All checks passed"
+        console.print(escape(f"{line}; {hidden_note}." if hidden else f"{line}."))
 
 
 def plural(n: int, word: str) -> str:

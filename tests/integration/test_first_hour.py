@@ -219,12 +219,13 @@ def _train_file(tmp_path) -> Path:
 
 def test_fix_ends_with_fixed_and_remaining(capsys, tmp_path):
     path = _train_file(tmp_path)
-    code, out, _ = _run(capsys, [str(path), "--fix", "--no-cache"])
+    code, out, _ = _run(capsys, [str(path), "--fix", "--no-cache", "--show-info"])
     # 2 pin_memory, then the 4 non_blocking copies the pinning made eligible
     assert code == 1 and out.splitlines()[-1] == "Fixed 6 findings (8 remaining)."
     assert out.splitlines()[-2] == "2 more fixable with --fix --unsafe-fixes."  # zero_grad, cudnn.benchmark
     code, out, _ = _run(capsys, [str(path), "--fix", "--no-cache"])
-    assert out.splitlines()[-1] == "Fixed 0 findings (8 remaining)."
+    assert out.splitlines()[-1] == "Fixed 0 findings (5 remaining)."  # the 3 info findings are hidden
+    assert out.splitlines()[-2].startswith("3 info findings hidden")
 
 
 def test_diff_prints_only_the_diff(capsys, tmp_path):
@@ -238,11 +239,13 @@ def test_diff_prints_only_the_diff(capsys, tmp_path):
 
 def test_statistics_prints_only_the_counts(capsys, tmp_path):
     path = _train_file(tmp_path)
-    code, out, _ = _run(capsys, [str(path), "--statistics", "--no-cache"])
+    code, out, _ = _run(capsys, [str(path), "--statistics", "--no-cache", "--show-info"])
     lines = out.splitlines()
     assert code == 1 and lines[0] == "    2  AL301 [*]"
     assert all(__import__("re").fullmatch(r" *\d+  AL\d{3}( \[\*\])?", line) for line in lines), out
     assert sum(int(line.split()[0]) for line in lines) == 10
+    code, out, _ = _run(capsys, [str(path), "--statistics", "--no-cache"])  # without the 3 info findings
+    assert sum(int(line.split()[0]) for line in out.splitlines()) == 7
 
 
 def test_top_minus_one_means_all(capsys):
@@ -285,9 +288,10 @@ def test_torch_warnings_become_notes_and_fx_error_is_one_line(tmp_path):
         capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300,
     )
     assert proc.returncode in (0, 1) and "Warning" not in proc.stderr, proc.stderr
-    notes = json.loads(proc.stdout)["models"][0]["notes"]
+    model = json.loads(proc.stdout)["models"][0]
+    notes = model["notes"]
     assert any(n.startswith("warning during analysis: UserWarning: Implicit dimension choice for softmax") for n in notes)
-    (fx,) = [n for n in notes if n.startswith("fx capture failed")]
+    (fx,) = [n for n in model["details"] if n.startswith("fx capture failed")]
     assert "\n" not in fx and len(fx) < 400
 
 

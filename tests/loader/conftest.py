@@ -54,6 +54,33 @@ class FolderV2(Folder):
         ])
 
 
+class Jitter:
+    """A custom transform class (a __call__, no torchvision base)."""
+
+    def __init__(self, amount=0.1):
+        self.amount = amount
+
+    def __call__(self, x):
+        return x + self.amount * torch.randn_like(x)
+
+
+class FolderTf(Dataset):
+    """Keeps its pipeline under a name of its own (`self.tf`) and a custom step apart (`self.noise`)."""
+
+    def __init__(self, root=str(ROOT)):
+        self.files = sorted(Path(root).glob("*.jpg"))
+        self.tf = T.Compose([T.Resize(56), T.CenterCrop(48), T.ToTensor()])
+        self.noise = Jitter()
+        self.labels = list(range(len(self.files)))  # data, not a transform
+
+    def __len__(self):
+        return len(self.files)
+
+    def __getitem__(self, i):
+        img = Image.open(self.files[i]).convert("RGB")
+        return self.noise(self.tf(img)), self.labels[i] % 10
+
+
 class Missing(Dataset):
     """Lists files that are not there: fails when an item is read."""
 

@@ -286,3 +286,15 @@ def test_top_level_help_lists_the_loader_subcommand(capsys):
         main(["--help"])
     assert exc.value.code == 0
     assert "archlint loader data.py:train_loader" in " ".join(capsys.readouterr().out.split())
+
+
+def test_transforms_are_found_by_what_they_are_not_by_name(data_dir, capsys):
+    """A Compose kept as `self.tf` and a custom transform class as `self.noise` get their rows
+    (issue 25: they were all "other in __getitem__"); the shares never sum past 100%."""
+    lr = run_json(capsys, f"{data_dir}/data.py:FolderTf", "--batch-size", "8", "--workers", "none", *FAST)
+    names = [s["name"] for s in lr["stages"]]
+    assert [n for n in names if n.startswith("transform")] == [
+        "transform: Resize", "transform: CenterCrop", "transform: ToTensor", "transform: Jitter",
+    ], names
+    assert sum(s["share"] for s in lr["stages"]) == pytest.approx(1.0)
+    assert not any("sum to" in n and int(n.split("sum to ")[1].split("%")[0]) > 100 for n in lr["notes"]), lr["notes"]

@@ -120,7 +120,8 @@ def test_detection(name):
     _check(result)
     assert result.strategy in ("export", "dispatch")
     if name in FULL_CHAIN:
-        assert any(n.startswith("fx capture failed") for n in result.notes)
+        assert any(n.startswith("fx capture failed") for n in result.details)
+        assert any(n.startswith(f"captured with {result.strategy}: fx could not") for n in result.notes)
     convs = [layer for layer in result.layers if layer.kind == "conv"]
     assert convs and all(layer.module for layer in convs)
 

@@ -76,7 +76,7 @@ def test_each_sync_is_captured_with_its_module_and_reported(name):
     assert synced and {d["module"] for d in synced} == {"block"}, synced
     assert result.strategy == "dispatch"  # fx and export run on meta/fake tensors: they cannot
     if name == "logged item":  # export would have succeeded by dropping the read: it must not
-        assert any("export capture failed" in n and "left to the dispatch recording" in n for n in result.notes)
+        assert any("export capture failed" in n and "left to the dispatch recording" in n for n in result.details)
     (d,) = found
     assert d.module == "block" and reason in d.evidence["reasons"]
     assert d.price is not None and d.price.basis == "static" and not d.price.pays and d.price.alternative

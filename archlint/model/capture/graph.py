@@ -20,9 +20,12 @@ from archlint.model.created import site_of
 
 @functools.cache
 def class_source(cls: type) -> tuple[str | None, int | None]:
-    """File and line of a class definition (once per class: inspect is slow)."""
+    """File and line of a class definition, the `class` line itself, after any decorators (once
+    per class: inspect is slow)."""
     try:
-        return inspect.getsourcefile(cls), inspect.getsourcelines(cls)[1]
+        lines, start = inspect.getsourcelines(cls)
+        offset = next((i for i, text in enumerate(lines) if text.lstrip().startswith("class ")), 0)
+        return inspect.getsourcefile(cls), start + offset
     except (OSError, TypeError):
         return None, None
 

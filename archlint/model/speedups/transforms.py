@@ -158,8 +158,13 @@ def compile_(v: Variant) -> Variant:
     if v.device.type == "cpu":  # inductor compiles C++ for the CPU: find the compiler it would use
         try:
             from torch._inductor.cpp_builder import get_cpp_compiler
-
-            get_cpp_compiler()
+        except ImportError:  # a torch that moved its internals: the first compiled call says what fails
+            get_cpp_compiler = None
+        try:
+            if get_cpp_compiler is not None:
+                get_cpp_compiler()
+        except (ImportError, AttributeError):  # the probe itself no longer fits this torch: same as above
+            pass
         except Exception as exc:  # inductor raises its own error types for a missing compiler
             raise NotApplicable(f"torch.compile on CPU needs a C++ compiler: {first_line(exc)}") from None
     import torch._dynamo
