@@ -59,7 +59,10 @@ def annotate(diagnostics: list[Diagnostic], model: nn.Module, module_types: dict
         if switch:
             key, value = switch
             d.evidence["switch"] = {key: value}
-            d.message += (f" (library code: transformers' class; the switch you have is the config key "
-                          f"{key}=\"{value}\", e.g. --config {key}={value})")
+            if f'"{value}"' in d.message:  # the rule named the switch already: say only how to try it
+                d.message += f" (library code: transformers' class; --config {key}={value} tries it)"
+            else:
+                d.message += (f" (library code: transformers' class; the switch you have is the config key "
+                              f"{key}=\"{value}\", e.g. --config {key}={value})")
         else:
             d.message += " (library code: transformers' class; no config key known to change it)"
