@@ -599,15 +599,6 @@ def refs(node: cst.CSTNode, names: set[str]) -> bool:
     return any(refs(child, names) for child in node.children)
 
 
-def tensor_names(bl: BatchLoop) -> set[str]:
-    """Names in the loop body that hold tensors derived from the batch (images, output, loss, ...)."""
-    names = set(bl.batch_names) | backward_roots(bl.loop)
-    for target, value in bl.loop.assigns:
-        if value is not None and refs(value, names) and not (bl.facts and plain_call(value, bl.facts)):
-            names.update(target_names(target))
-    return names | comprehension_tensors(bl.loop.node.body, names)
-
-
 def _literal_only(node: cst.BaseExpression) -> bool:
     return isinstance(node, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString, cst.Integer,
                              cst.Float)) or (isinstance(node, cst.Name) and node.value in ("True", "False", "None"))

@@ -33,6 +33,7 @@ from archlint.code.checks.cudnn_benchmark import _chosen, _has_convolutions, var
 from archlint.code.context import LIBRARIES
 from archlint.code.facts import CallSite, Facts, Scope
 from archlint.code.names import dotted
+from archlint.code.tensors import tensor_names
 
 _PRECISION = {"autocast", "GradScaler", "bfloat16", "float16", "half"}
 _SYNC_METHODS = {"item", "cpu", "numpy", "tolist"}
@@ -336,7 +337,7 @@ def _encloses(outer: cst.CSTNode, inner: cst.CSTNode, facts: Facts) -> bool:
 def _steps(facts: Facts, defs: dict[str, Scope]) -> list[list]:
     out = []
     for bl in df.training_loops(facts):
-        names = df.tensor_names(bl)
+        names = tensor_names(bl)
         for site in bl.loop.calls:
             where = df.in_loop(site, bl.loop)
             if where is None or where[1]:
