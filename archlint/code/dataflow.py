@@ -313,7 +313,12 @@ def loader_source(expr: cst.BaseExpression, scope: Scope, facts: Facts, depth: i
                 sources.append(loader_source(value, home, facts, depth + 1))
             for value, index in home.unpacked.get(expr.value, []):
                 inner, _ = _unwrap(value, facts, home)
-                sources.append(_factory(inner, facts) if isinstance(inner, cst.Call) else None)
+                if not isinstance(inner, cst.Call):
+                    sources.append(None)
+                    continue
+                returned = _returned(inner, index, facts)  # a factory of this file: the loader it returns there
+                sources.append(loader_source(returned[0], returned[1], facts, depth + 1) if returned
+                               else _factory(inner, facts))
             if expr.value in home.params:
                 pin = facts.project.pinned.get(home.qualname, {}).get(expr.value)
                 if pin is not None:
@@ -330,6 +335,24 @@ def loader_source(expr: cst.BaseExpression, scope: Scope, facts: Facts, depth: i
     if name and _LOADER_NAME.search(name.rsplit(".", 1)[-1]):
         return "loader"
     return None
+
+
+def _returned(call: cst.Call, index: int, facts: Facts):
+    """(value node, scope) of what a function of this file called by `call` returns at position
+    `index` of its returned tuple (`return train_loader, valset, collate_fn`), when it has one return."""
+    name = dotted(call.func)
+    if not name or "." in name:
+        return None
+    scopes = [s for s in facts.functions if s.node.name.value == name and s.parent is not None
+              and s.parent.kind == "module"]
+    if len(scopes) != 1:
+        return None
+    scope = scopes[0]
+    returns = [small.value for stmt in scope.node.body.body if isinstance(stmt, cst.SimpleStatementLine)
+               for small in stmt.body if isinstance(small, cst.Return) and small.value is not None]
+    if len(returns) != 1 or not isinstance(returns[0], cst.Tuple) or index >= len(returns[0].elements):
+        return None
+    return returns[0].elements[index].value, scope
 
 
 # Methods a library trainer calls once per training step, and the parameter that holds the batch:

@@ -25,7 +25,7 @@ from pathlib import Path
 from archlint.code.context import LIBRARIES as _LIBRARIES
 from archlint.config import Settings
 
-CACHE_FILE = "project-v1.json"
+CACHE_FILE = "project-v2.json"  # v2: loader_args carry project loaders, batch_args, per-batch methods
 MAX_EXTRA_FILES = 400  # modules read only for their facts, per run
 MAX_DEPTH = 6  # re-exports followed per name
 
@@ -481,6 +481,11 @@ def contexts(linted: list[str], index: Index, display) -> dict[str, dict]:
             for found in targets:
                 _per_step(index, out, linted_set, display, caller, callee, line, args, found)
         for callee, arg, pin in summary["loader_args"]:
+            if isinstance(pin, list):  # ["from", factory]: a loader a project factory built
+                loader = (_def(index, index.resolve(caller, pin[1])) or {}).get("loader")
+                if not loader:
+                    continue
+                pin = loader[0]
             found = index.resolve(caller, callee)
             info = _def(index, found)
             if not info or found[0] not in linted_set or found[0] == caller:
@@ -493,6 +498,20 @@ def contexts(linted: list[str], index: Index, display) -> dict[str, dict]:
                 arg = params[arg]
             pinned = out[found[0]].setdefault("pinned", {}).setdefault(found[1], {})
             pinned[arg] = pin if pinned.get(arg, pin) == pin else "unknown"
+        for callee, arg, pin, local in summary.get("batch_args", ()):
+            found = (caller, local, "def") if local else index.resolve(caller, callee)
+            info = _def(index, found)
+            if not info or found[0] not in linted_set:
+                continue
+            params = info["params"]
+            if isinstance(arg, int):
+                arg += 1 if _is_method_call(callee, found[1], params) else 0
+                if arg >= len(params):
+                    continue
+                arg = params[arg]
+            batches = out[found[0]].setdefault("batches", {}).setdefault(found[1], {})
+            # one caller handing it pinned batches is enough: non_blocking costs nothing on the others'
+            batches[arg] = "true" if "true" in (pin, batches.get(arg)) else pin if batches.get(arg, pin) == pin else "unknown"
     _nested_steps(index, out, linted_set, display)
     return {p: c for p, c in out.items() if c}
 

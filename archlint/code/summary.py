@@ -18,7 +18,9 @@ file's findings; the project join in project.py reads only these, never the sour
     uses      dotted names the file calls that may be project functions (imported or its own)
     steps     [[callee, line, tensor args, local qualname]]: calls made once per training step; a method
               called on a parameter adds [enclosing qualname, parameter] (its class comes from arg_classes)
-    loader_args [[callee, argument (index or keyword), pin]]: a loader of this file passed to a call
+    loader_args [[callee, argument (index or keyword), pin]]: a loader of this file (or of a project
+              factory it calls) passed to a call
+    batch_args  [[callee, argument, pin of the loop's loader, local qualname]]: a batch handed to a call
     arg_classes [[callee, argument (index or keyword), class]]: a project object passed to a project call
 """
 
@@ -165,6 +167,7 @@ def _built_class(name: str, facts: Facts, scope: Scope) -> str | None:
         return None
     calls = []
     for v in found[1]:
+        v = _unchain(v)
         if isinstance(v, cst.IfExp):
             branches = [b for b in (v.body, v.orelse) if not (isinstance(b, cst.Name) and b.value == "None")]
             if len(branches) != 1:
@@ -182,11 +185,24 @@ def _built_class(name: str, facts: Facts, scope: Scope) -> str | None:
     return cls
 
 
+# Module methods that return the module itself: `model = Net().cuda()` is still a Net.
+_RETURNS_SELF = frozenset({"cuda", "to", "train", "eval", "float", "half", "double", "bfloat16", "cpu",
+                           "requires_grad_", "share_memory"})
+
+
+def _unchain(value):
+    while (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)
+           and value.func.attr.value in _RETURNS_SELF and isinstance(value.func.value, cst.Call)):
+        value = value.func.value
+    return value
+
+
 def _typed(name: str | None, facts: Facts, scope: Scope) -> str | None:
-    """`metric_logger.update` where `metric_logger = utils.MetricLogger(...)` → `utils.MetricLogger.update`."""
-    if not name or name.count(".") != 1:
+    """`metric_logger.update` where `metric_logger = utils.MetricLogger(...)` → `utils.MetricLogger.update`;
+    `model(x)` or `criterion(out, y)` where `model = Net().cuda()` → `Net.forward` (the module's call)."""
+    if not name or name.count(".") > 1:
         return None
-    head, method = name.split(".")
+    head, method = name.split(".") if "." in name else (name, "forward")
     cls = _built_class(head, facts, scope)
     return f"{cls}.{method}" if cls else None
 
@@ -452,8 +468,6 @@ def _arg_classes(facts: Facts) -> list[list]:
 def _loader_args(facts: Facts) -> list[list]:
     out = []
     pins = {id(site.node): _pin_state(facts, site) for site in df.loader_calls(facts)}
-    if not pins:
-        return out
     for site in facts.calls:
         callee = dotted(site.node.func)
         if not _candidate(callee, facts, site.scope):
@@ -461,9 +475,59 @@ def _loader_args(facts: Facts) -> list[list]:
         for i, arg in enumerate(a for a in site.node.args if not a.star):
             if not isinstance(arg.value, cst.Name):
                 continue
+            if not pins and "loader" not in arg.value.value.lower():
+                continue  # no DataLoader here: only loaders from a factory, named for what they are, are passed on
             source = df.loader_source(arg.value, site.scope, facts)
+            key = arg.keyword.value if arg.keyword is not None else i
             if isinstance(source, CallSite) and id(source.node) in pins:
-                out.append([callee, arg.keyword.value if arg.keyword is not None else i, pins[id(source.node)]])
+                out.append([callee, key, pins[id(source.node)]])
+            elif isinstance(source, df.ProjectLoader):
+                out.append([callee, key, source.pin])
+            elif (factory := _factory_of(arg.value.value, site.scope, facts)) is not None:
+                out.append([callee, key, ["from", factory]])  # its pin is the factory's: the join looks it up
+    return out
+
+
+def _factory_of(name: str, scope: Scope, facts: Facts) -> str | None:
+    """The project function a loader variable comes from: `train_loader, val_loader = build_loaders(cfg)`
+    or `loader = make_loader(cfg)` → "build_loaders" / "make_loader"."""
+    found = scope.lookup(name)
+    if found is None:
+        return None
+    home, values = found
+    calls = [v for v, _ in home.unpacked.get(name, [])] + [v for v in values if v is not None]
+    names = {dotted(c.func) for c in calls if isinstance(c, cst.Call)}
+    if len(names) != 1 or len(calls) != sum(isinstance(c, cst.Call) for c in calls):
+        return None
+    factory = names.pop()
+    return factory if _candidate(factory, facts, home) else None
+
+
+def _loop_pin(bl: df.BatchLoop, facts: Facts) -> str:
+    src = bl.source
+    if isinstance(src, CallSite):
+        return _pin_state(facts, src)
+    if isinstance(src, df.ProjectLoader):
+        return src.pin
+    return "unknown"
+
+
+def _batch_args(facts: Facts, defs: dict[str, Scope]) -> list[list]:
+    """[[callee, argument, pin, local qualname]]: a batch loop hands its batch to a project function
+    (`x, y = model.parse_batch(batch)`): that function's copies of it are copies of the loader's batches."""
+    out = []
+    for bl in df.batch_loops(facts):
+        views = df.batch_views(bl)
+        pin = None
+        for site in bl.loop.calls:
+            callee = _callee(site, facts)
+            if not callee:
+                continue
+            for i, arg in enumerate(a for a in site.node.args if not a.star):
+                if isinstance(arg.value, cst.Name) and arg.value.value in views:
+                    pin = pin or _loop_pin(bl, facts)
+                    out.append([callee, arg.keyword.value if arg.keyword is not None else i, pin,
+                                _local_def(callee, site.scope, defs)])
     return out
 
 
@@ -508,6 +572,7 @@ def summarize(facts: Facts) -> dict:
         "aliases": aliases,
         "steps": _steps(facts, defs),
         "loader_args": _loader_args(facts),
+        "batch_args": _batch_args(facts, defs),
         "arg_classes": _arg_classes(facts),
     }
 
