@@ -14,6 +14,7 @@ the common case (a library module nobody trains with) and means "lint the file a
                                     or a CUDA-stream prefetcher class built on it (i = 0)
                   {"batch": 1}      a function that draws a batch from a loader (`get_batch()`)
                   {"backward": 1}   a function that runs a backward pass (a training step)
+                  {"step": 1}       ... once per call, outside any loop of its own (`agent.learn(batch)`)
                   {"cuda": 1}       a CUDA device, or a function that returns one
                   {"dataloader": 1} a DataLoader subclass that passes its arguments through
                   {"plain": 1}      a function that returns no tensor (literals only)

@@ -533,7 +533,8 @@ def step_loops(facts: Facts) -> list[BatchLoop]:
                 isinstance(value, cst.Call) and "batch" in (dotted(value.func) or "").rsplit(".", 1)[-1].lower()
             ):
                 seeds.update(target_names(target))
-        if seeds or any(_calls_step_function(site, facts) for site in loop.calls):
+        if seeds or any(_calls_step_function(site, facts) or _called_info(site, facts).get("step")
+                        for site in loop.calls):
             found.append(BatchLoop(loop, None, sorted(seeds), facts))
     facts.__dict__["_step_loops"] = found
     return found
@@ -771,7 +772,32 @@ def in_loop(site: CallSite, loop: Loop) -> tuple[bool, bool] | None:
 def _changes_per_iteration(node: cst.CSTNode, loop: Loop) -> bool:
     if not isinstance(node, cst.If):
         return True  # an except handler or a conditional expression: assume it varies
+    if _phase_test(node.test, loop):
+        return False
     return any(isinstance(n, cst.Name) and n.value in loop.varying for n in _names(node.test)) or _calls_random(node.test)
+
+
+def _phase_test(test: cst.BaseExpression, loop: Loop) -> bool:
+    """`if global_step > args.learning_starts:` where global_step counts the loop's iterations: the
+    branch runs on every iteration after (or before) a point, not on a subset of them."""
+    if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1
+            and isinstance(test.comparisons[0].operator, (cst.GreaterThan, cst.GreaterThanEqual, cst.LessThan,
+                                                          cst.LessThanEqual))):
+        return False
+    counters = set()
+    outer: Loop | None = loop
+    while outer is not None:
+        it = outer.iter
+        if (isinstance(it, cst.Call) and isinstance(it.func, cst.Name) and it.func.value == "range"
+                and isinstance(outer.node.target, cst.Name)):
+            counters.add(outer.node.target.value)
+        outer = outer.parent
+    left, right = test.left, test.comparisons[0].comparator
+    for counter, bound in ((left, right), (right, left)):
+        if isinstance(counter, cst.Name) and counter.value in counters and not any(
+                isinstance(n, cst.Name) and n.value in loop.varying for n in _names(bound)):
+            return True
+    return False
 
 
 def _names(node: cst.CSTNode):

@@ -311,7 +311,7 @@ def _name_info(index: Index, path: str, name: str, display) -> dict:
         shift = 1 if _is_method_call(name, found[1], info["params"]) else 0
         if info["yields"] - shift >= 0:
             out["yields"] = info["yields"] - shift
-    for flag in ("batch", "backward", "cuda", "plain"):
+    for flag in ("batch", "backward", "step", "cuda", "plain"):
         if flag in info:
             out[flag] = 1
     if "backward" in info and index.summary(found[0]).get("amp"):
@@ -471,7 +471,15 @@ def contexts(linted: list[str], index: Index, display) -> dict[str, dict]:
     for caller, summary in list(index.summaries.items()):
         if not summary:
             continue
-        for callee, line, args, local, *on_param in summary["steps"]:
+        groups: dict[int, list] = {}
+        for n, *entry in summary.get("maybe_steps", ()):
+            groups.setdefault(n, []).append(entry)
+        steps = list(summary["steps"])
+        for entries in groups.values():  # a loop that trains through a project step (`agent.learn(batch)`)
+            if any((_def(index, (caller, e[3], "def") if e[3] else index.resolve(caller, e[0])) or {}).get("step")
+                   for e in entries if len(e) == 4):
+                steps += entries
+        for callee, line, args, local, *on_param in steps:
             if on_param:  # `log_writer.update(...)` on a parameter: the classes the project passes for it
                 key = (caller, *on_param[0])
                 method = callee.split(".", 1)[1]

@@ -11,13 +11,15 @@ file's findings; the project join in project.py reads only these, never the sour
     entry     it runs a training or evaluation loop (a candidate entry point)
     cuda_names module-level names bound to a CUDA device (`device = torch.device("cuda")`)
     defs      function qualname → {"params": [...], and when true: "loader": [pin, workers, line, holder],
-              "yields": i, "batch": 1, "backward": 1, "cuda": 1, "cudnn": 1, "sync": 1,
+              "yields": i, "batch": 1, "backward": 1, "step": 1 (one backward per call), "cuda": 1,
+              "cudnn": 1, "sync": 1,
               "calls": its unconditional project calls that pass tensors (see _inner_calls)}
     classes   class qualnames
     loader_classes  classes that subclass DataLoader and pass its arguments through
     uses      dotted names the file calls that may be project functions (imported or its own)
     steps     [[callee, line, tensor args, local qualname]]: calls made once per training step; a method
               called on a parameter adds [enclosing qualname, parameter] (its class comes from arg_classes)
+    maybe_steps [[loop number, *steps entry]]: calls of loops that train if one of them is a project step
     loader_args [[callee, argument (index or keyword), pin]]: a loader of this file (or of a project
               factory it calls) passed to a call
     batch_args  [[callee, argument, pin of the loop's loader, local qualname]]: a batch handed to a call
@@ -298,7 +300,7 @@ def _def_facts(facts: Facts, scope: Scope, own: list[CallSite], wrappers: dict[s
                 out["batch"] = 1
         if isinstance(func, cst.Attribute) and func.attr.value in _SYNC_METHODS and not site.node.args:
             out["sync"] = 1
-        elif dotted(func) in ("print", "torch.cuda.synchronize") or (
+        elif dotted(func) in ("print", "float", "int", "bool", "torch.cuda.synchronize") or (
                 isinstance(func, cst.Attribute) and func.attr.value == "format"):
             out["sync"] = 1
         elif any(isinstance(a.value, (cst.FormattedString, cst.BinaryOperation)) for a in site.node.args):
@@ -313,6 +315,8 @@ def _def_facts(facts: Facts, scope: Scope, own: list[CallSite], wrappers: dict[s
         out["sync"] = 1  # may test a tensor's value (`if not torch.isfinite(losses).all():`); the check decides
     if scope.has_backward:
         out["backward"] = 1
+        if not any(loop.has_backward for loop in _loops_by_scope(facts).get(id(scope), ())):
+            out["step"] = 1  # one backward per call, not a loop of them: `agent.learn(batch)`
     if scope.returns and df.returns_plain(scope):
         out["plain"] = 1  # returns no tensor: `valid, error = check_loss(loss, value)` holds none
     for target in _cudnn_choices(facts):
@@ -350,9 +354,9 @@ def _encloses(outer: cst.CSTNode, inner: cst.CSTNode, facts: Facts) -> bool:
     return a.line <= c.line <= b.line
 
 
-def _steps(facts: Facts, defs: dict[str, Scope]) -> list[list]:
+def _steps(facts: Facts, defs: dict[str, Scope], loops=None) -> list[list]:
     out = []
-    for bl in df.training_loops(facts):
+    for bl in df.training_loops(facts) if loops is None else loops:
         names = tensor_names(bl)
         for site in bl.loop.calls:
             where = df.in_loop(site, bl.loop)
@@ -375,6 +379,19 @@ def _steps(facts: Facts, defs: dict[str, Scope]) -> list[list]:
                 out.append([callee, line, args, local])
                 for override in _overrides(local, facts, defs):  # `self.run_step()` of a base class
                     out.append([callee, line, args, override])
+    return out
+
+
+def _maybe_steps(facts: Facts, defs: dict[str, Scope]) -> list[list]:
+    """[[loop number, *step entry]]: the calls of loops that may train through a project object
+    (`loss = agent.learn(batch)`), which only the project join can tell: it takes a loop's calls
+    as steps when one of them runs a single backward pass (a def with "step")."""
+    known = {id(bl.loop) for bl in df.training_loops(facts)} | {id(bl.loop) for bl in df.batch_loops(facts)}
+    out = []
+    for n, loop in enumerate(facts.loops):
+        if id(loop) in known or not any(_callee(site, facts) for site in loop.calls if "." in (dotted(site.node.func) or "")):
+            continue
+        out += [[n, *entry] for entry in _steps(facts, defs, [df.BatchLoop(loop, None, [], facts)])]
     return out
 
 
@@ -571,6 +588,7 @@ def summarize(facts: Facts) -> dict:
         "uses": sorted(uses),
         "aliases": aliases,
         "steps": _steps(facts, defs),
+        "maybe_steps": _maybe_steps(facts, defs),
         "loader_args": _loader_args(facts),
         "batch_args": _batch_args(facts, defs),
         "arg_classes": _arg_classes(facts),

@@ -57,11 +57,10 @@ def holds_tensor(node: cst.BaseExpression, names: set[str]) -> bool:
     arithmetic or a comparison on one (`(epe < 1).float().mean()`), or a function's result on one
     (`reduce_tensor(loss.data, n)`, `model(obs[idx])`)?"""
     base = _chain_base(node)
-    if isinstance(base, cst.Name):
-        return base.value in names
-    if isinstance(base, (cst.Comparison, cst.BinaryOperation, cst.UnaryOperation, cst.Call)):
-        return df.refs(base, names)
-    return False
+    if isinstance(base, cst.Name) and base.value in names:
+        return True
+    # `torch.max(lengths)`, `self.loss_fn(pred, y)`, `(epe < 1)`: computed from one of the tensors
+    return not isinstance(node, cst.Name) and df.refs(node, names)
 
 
 def _leaf_names(node: cst.CSTNode):
@@ -126,7 +125,7 @@ def flow(names: set[str], assigns, loops: list[Loop], calls: list[CallSite], fac
         before = len(names)
         for target, value in assigns:
             bound = [target] if isinstance(target, str) else target_names(target)
-            if value is not None and names.intersection(bound) and not isinstance(value, cst.Call):
+            if value is not None and names.intersection(bound):
                 names.update(n for n in _leaf_names(value) if n in outputs)
         for target, value in assigns:
             if value is None or not _tensor_value(value, names, facts):

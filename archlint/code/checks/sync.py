@@ -21,6 +21,8 @@ def _plain_tensor(node: cst.BaseExpression, names: set[str]) -> bool:
     """A tensor variable itself (not a call on it, which is reported on its own)."""
     if isinstance(node, cst.StarredElement):
         node = node.value
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):  # `float(v.detach())`
+        return not _synced_before(node) and df.refs(node, names) and df.root_name(node) in names
     return isinstance(node, (cst.Name, cst.Attribute, cst.Subscript)) and df.root_name(node) in names
 
 
