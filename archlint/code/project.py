@@ -343,7 +343,7 @@ def _per_step(index: Index, out: dict, linted_set: set, display, caller: str, ca
               found) -> None:
     """Record that `found` (a project function) runs once per training step, called from caller:line."""
     info = _def(index, found)
-    if not info or found[0] not in linted_set or not (info.get("sync") or info.get("backward")):
+    if not info or found[0] not in linted_set or not (info.get("sync") or info.get("backward") or info.get("calls")):
         return
     params = info["params"]
     shift = 1 if _is_method_call(callee, found[1], params) else 0
@@ -482,7 +482,7 @@ def contexts(linted: list[str], index: Index, display) -> dict[str, dict]:
         for callee, line, args, local, *on_param in steps:
             if on_param:  # `log_writer.update(...)` on a parameter: the classes the project passes for it
                 key = (caller, *on_param[0])
-                method = callee.split(".", 1)[1]
+                method = callee.split(".", 1)[1] if "." in callee else "forward"  # `model(x)`
                 targets = [index.resolve(where, f"{cls}.{method}") for where, cls in passed.get(key, ())]
             else:
                 targets = [(caller, local, "def") if local else index.resolve(caller, callee)]

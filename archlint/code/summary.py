@@ -170,6 +170,9 @@ def _built_class(name: str, facts: Facts, scope: Scope) -> str | None:
     calls = []
     for v in found[1]:
         v = _unchain(v)
+        if (isinstance(v, cst.Call) and (dotted(v.func) or "").rsplit(".", 1)[-1] in _MODULE_WRAPPERS and v.args
+                and isinstance(v.args[0].value, cst.Name) and v.args[0].value.value == name):
+            continue  # `model = DDP(model, ...)`: calling it runs the wrapped module's forward
         if isinstance(v, cst.IfExp):
             branches = [b for b in (v.body, v.orelse) if not (isinstance(b, cst.Name) and b.value == "None")]
             if len(branches) != 1:
@@ -187,6 +190,7 @@ def _built_class(name: str, facts: Facts, scope: Scope) -> str | None:
     return cls
 
 
+_MODULE_WRAPPERS = frozenset({"DistributedDataParallel", "DataParallel", "compile", "FullyShardedDataParallel"})
 # Module methods that return the module itself: `model = Net().cuda()` is still a Net.
 _RETURNS_SELF = frozenset({"cuda", "to", "train", "eval", "float", "half", "double", "bfloat16", "cpu",
                            "requires_grad_", "share_memory"})
@@ -212,9 +216,9 @@ def _typed(name: str | None, facts: Facts, scope: Scope) -> str | None:
 def _on_param(name: str | None, scope: Scope) -> list | None:
     """`log_writer.update` where `log_writer` is a parameter of the enclosing function →
     [that function's qualname, "log_writer"]: the project join finds its class at the call sites."""
-    if not name or name.count(".") != 1:
+    if not name or name.count(".") > 1:
         return None
-    head = name.split(".")[0]
+    head = name.split(".")[0]  # `log_writer.update(...)`, or `model(x)`: its forward
     found = scope.lookup(head)
     if found is None or found[0].kind != "function" or head not in found[0].params or head in ("self", "cls"):
         return None
@@ -441,8 +445,8 @@ def _inner_calls(facts: Facts, scope: Scope, params: list[str], defs: dict[str, 
     # Only a function that is a step itself (runs the backward, or draws its batch) is followed: the
     # tensors it hands on are its own. (Doing this for every function cost 2x the summary time.)
     draws = _draws(scope)
-    if not scope.has_backward and not draws:
-        return []
+    if not scope.has_backward and not draws and scope.node.name.value not in ("forward", "__call__"):
+        return []  # a module's forward runs once per step when the step calls the module
     sites = [site for site in scope.calls if site.scope is scope and not site.conditional]
     candidates = [(site, callee) for site in sites if (callee := _callee(site, facts))]
     if not candidates:

@@ -8,6 +8,7 @@ import libcst as cst
 from archlint.code import dataflow as df
 from archlint.code.checks import Finding
 from archlint.code.facts import CallSite, Facts, Scope
+from archlint.code.names import dotted
 from archlint.code.tensors import function_tensors, holds_tensor, tensor_names
 
 CODES = ("AL401",)
@@ -23,6 +24,8 @@ def _plain_tensor(node: cst.BaseExpression, names: set[str]) -> bool:
         node = node.value
     if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):  # `float(v.detach())`
         return not _synced_before(node) and df.refs(node, names) and df.root_name(node) in names
+    if isinstance(node, cst.Attribute) and dotted(node) in names:  # a module's buffer: `int(self.queue_ptr)`
+        return True
     return isinstance(node, (cst.Name, cst.Attribute, cst.Subscript)) and df.root_name(node) in names
 
 
@@ -129,6 +132,26 @@ def _function_tensors(scope: Scope, params: list[str], facts: Facts) -> set[str]
     return function_tensors(scope, names, facts)
 
 
+def _buffers(scope: Scope, facts: Facts) -> set[str]:
+    """`self.queue_ptr` where the method's class registers it as a buffer (or a Parameter): a tensor
+    on the module's device (moco's `ptr = int(self.queue_ptr)`)."""
+    cls = scope.parent
+    if cls is None or cls.kind != "class":
+        return set()
+    found = facts.__dict__.setdefault("_buffers", {})
+    if cls.qualname not in found:
+        names = set()
+        for site in facts.calls:
+            owner = site.scope.parent
+            func = site.node.func
+            if owner is cls and isinstance(func, cst.Attribute) and func.attr.value == "register_buffer" and site.node.args:
+                key = df.literal(site.node.args[0].value)
+                if isinstance(key, str):
+                    names.add(f"self.{key}")
+        found[cls.qualname] = names
+    return found[cls.qualname]
+
+
 def _helper_findings(facts: Facts, seen: set[int], only: dict | None = None):
     """Functions the project calls once per training step (`log_step(loss)`, a closure running the
     forward and backward): their unconditional syncs of the tensors they are given are per step too."""
@@ -142,7 +165,7 @@ def _helper_findings(facts: Facts, seen: set[int], only: dict | None = None):
         if entry is None:
             continue
         params, caller = entry
-        names = _function_tensors(scope, params, facts)
+        names = _function_tensors(scope, params, facts) | _buffers(scope, facts)
         for site in scope.calls:
             if site.scope is not scope or site.conditional or id(site.node) in seen:
                 continue
