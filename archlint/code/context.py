@@ -20,7 +20,8 @@ the common case (a library module nobody trains with) and means "lint the file a
                   {"plain": 1}      a function that returns no tensor (literals only)
     cuda        a module that calls this one chooses CUDA (devices arrive as parameters)
     conv        the models this entry point imports from the project have convolutions
-    varying     a project module this entry point imports trains with CTC loss (sizes vary per batch)
+    varying     a project module this entry point imports sees input sizes that vary per batch (CTC loss,
+                torchvision detection models, aspect-ratio grouping)
     trains      this file's __main__ block runs a training loop that another module holds
     cudnn       a project function this file calls sets cudnn.benchmark / deterministic
     amp         a project module this file imports (up to three deep) chooses a precision

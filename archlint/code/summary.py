@@ -5,7 +5,7 @@ file's findings; the project join in project.py reads only these, never the sour
               `import util.misc as misc` → ["misc", "util.misc", null, 0]; a star import has local "*"
     cuda      the file itself runs on a GPU (names CUDA, torch.accelerator or accelerate)
     conv      it builds convolutions (nn.Conv*, F.conv*, torchvision/timm models)
-    varying   it trains with CTC loss (speech: input sizes change from batch to batch)
+    varying   its input sizes change from batch to batch (CTC loss, torchvision detection, aspect-ratio groups)
     cudnn     it sets cudnn.benchmark / deterministic at import time
     amp       it chooses a precision (autocast, a scaler, half/bf16)
     entry     it runs a training or evaluation loop (a candidate entry point)
