@@ -387,6 +387,34 @@ def _nested_steps(index: Index, out: dict, linted_set: set, display, depth: int 
         frontier = reached
 
 
+def _batches(index: Index, out: dict, linted_set: set, passed: dict) -> None:
+    """Functions handed a loop's batch (`x, y = model.parse_batch(batch)`), with the pin of the loader
+    it comes from (after `pinned` is known: a loader parameter takes its callers' pin)."""
+    for caller, summary in list(index.summaries.items()):
+        for callee, arg, pin, local, *on_param in (summary or {}).get("batch_args", ()):
+            if isinstance(pin, list):  # ["param", function, parameter]: what the callers pass
+                pin = out.get(caller, {}).get("pinned", {}).get(pin[1], {}).get(pin[2], "unknown")
+            if on_param:
+                method = callee.split(".", 1)[1] if "." in callee else "forward"
+                targets = [index.resolve(where, f"{cls}.{method}") for where, cls in passed.get((caller, *on_param[0]), ())]
+            else:
+                targets = [(caller, local, "def") if local else index.resolve(caller, callee)]
+            for found in targets:
+                info = _def(index, found)
+                if not info or found[0] not in linted_set:
+                    continue
+                params, name = info["params"], arg
+                if isinstance(name, int):
+                    name += 1 if params and params[0] in ("self", "cls") and "." in found[1] else 0
+                    if name >= len(params):
+                        continue
+                    name = params[name]
+                batches = out[found[0]].setdefault("batches", {}).setdefault(found[1], {})
+                before = batches.get(name, pin)
+                # one caller handing it pinned batches is enough: non_blocking costs nothing on the others
+                batches[name] = "true" if "true" in (pin, before) else pin if before == pin else "unknown"
+
+
 def contexts(linted: list[str], index: Index, display) -> dict[str, dict]:
     """Context of every linted file (absolute paths), only the non-empty ones."""
     linted_set = set(linted)
@@ -506,20 +534,7 @@ def contexts(linted: list[str], index: Index, display) -> dict[str, dict]:
                 arg = params[arg]
             pinned = out[found[0]].setdefault("pinned", {}).setdefault(found[1], {})
             pinned[arg] = pin if pinned.get(arg, pin) == pin else "unknown"
-        for callee, arg, pin, local in summary.get("batch_args", ()):
-            found = (caller, local, "def") if local else index.resolve(caller, callee)
-            info = _def(index, found)
-            if not info or found[0] not in linted_set:
-                continue
-            params = info["params"]
-            if isinstance(arg, int):
-                arg += 1 if _is_method_call(callee, found[1], params) else 0
-                if arg >= len(params):
-                    continue
-                arg = params[arg]
-            batches = out[found[0]].setdefault("batches", {}).setdefault(found[1], {})
-            # one caller handing it pinned batches is enough: non_blocking costs nothing on the others'
-            batches[arg] = "true" if "true" in (pin, batches.get(arg)) else pin if batches.get(arg, pin) == pin else "unknown"
+    _batches(index, out, linted_set, passed)
     _nested_steps(index, out, linted_set, display)
     return {p: c for p, c in out.items() if c}
 

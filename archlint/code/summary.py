@@ -37,7 +37,7 @@ from archlint.code.checks.cudnn_benchmark import _chosen, _has_convolutions, var
 from archlint.code.context import LIBRARIES
 from archlint.code.facts import CallSite, Facts, Scope
 from archlint.code.names import dotted
-from archlint.code.tensors import tensor_names
+from archlint.code.tensors import holds_tensor, tensor_names
 
 _PRECISION = {"autocast", "GradScaler", "bfloat16", "float16", "half"}
 _SYNC_METHODS = {"item", "cpu", "numpy", "tolist"}
@@ -154,7 +154,7 @@ def _tensor_args(call: cst.Call, names: set[str]) -> list:
     """Which arguments carry tensors: positions, keywords, or "**" for a dict of them."""
     out = []
     for i, arg in enumerate(a for a in call.args if not a.star):
-        if df.refs(arg.value, names) and df.root_name(arg.value) in names:
+        if holds_tensor(arg.value, names):  # `loss`, `out.detach()`, `[d(out) for d in critics]`
             out.append(arg.keyword.value if arg.keyword is not None else i)
     if any(a.star == "**" and df.root_name(a.value) in names for a in call.args):
         out.append("**")
@@ -524,12 +524,19 @@ def _factory_of(name: str, scope: Scope, facts: Facts) -> str | None:
     return factory if _candidate(factory, facts, home) else None
 
 
-def _loop_pin(bl: df.BatchLoop, facts: Facts) -> str:
+def _loop_pin(bl: df.BatchLoop, facts: Facts):
+    """The pin of a loop's loader, or ["param", function, parameter] when the loader is a parameter
+    (its pin comes from the callers, known to the project join)."""
     src = bl.source
     if isinstance(src, CallSite):
         return _pin_state(facts, src)
     if isinstance(src, df.ProjectLoader):
         return src.pin
+    inner, _ = df._unwrap(bl.loop.iter, facts, bl.loop.scope) if bl.loop.iter is not None else (None, False)
+    if isinstance(inner, cst.Name):
+        found = bl.loop.scope.lookup(inner.value)
+        if found is not None and found[0].kind == "function" and inner.value in found[0].params:
+            return ["param", found[0].qualname, inner.value]
     return "unknown"
 
 
@@ -542,13 +549,15 @@ def _batch_args(facts: Facts, defs: dict[str, Scope]) -> list[list]:
         pin = None
         for site in bl.loop.calls:
             callee = _callee(site, facts)
-            if not callee:
+            param = None if callee else _on_param(dotted(site.node.func), site.scope)  # `model.parse_batch` of a parameter
+            if not callee and not param:
                 continue
             for i, arg in enumerate(a for a in site.node.args if not a.star):
                 if isinstance(arg.value, cst.Name) and arg.value.value in views:
                     pin = pin or _loop_pin(bl, facts)
-                    out.append([callee, arg.keyword.value if arg.keyword is not None else i, pin,
-                                _local_def(callee, site.scope, defs)])
+                    entry = [callee or dotted(site.node.func), arg.keyword.value if arg.keyword is not None else i,
+                             pin, _local_def(callee, site.scope, defs) if callee else None]
+                    out.append(entry + [param] if param else entry)
     return out
 
 
