@@ -153,13 +153,17 @@ def flow(names: set[str], assigns, loops: list[Loop], calls: list[CallSite], fac
 
 
 def _descendants(loop: Loop, facts: Facts) -> list[Loop]:
-    out = []
-    for other in facts.loops:
-        parent = other.parent
-        while parent is not None and parent is not loop:
-            parent = parent.parent
-        if parent is loop:
-            out.append(other)
+    children = facts.__dict__.get("_loop_children")
+    if children is None:  # built once per file: a scan of every loop per loop is quadratic
+        children = facts.__dict__["_loop_children"] = {}
+        for other in facts.loops:
+            if other.parent is not None:
+                children.setdefault(id(other.parent), []).append(other)
+    out, todo = [], list(children.get(id(loop), ()))
+    while todo:
+        other = todo.pop()
+        out.append(other)
+        todo += children.get(id(other), ())
     return out
 
 

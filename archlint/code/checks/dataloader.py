@@ -185,7 +185,10 @@ def _reaches_device(facts: Facts, site: CallSite, loops) -> bool:
     if not loops or any(bl.loop.scope.has_yield for bl in loops):
         return True
     name = _bound_name(facts, site)
-    if name is None or facts.code(site.scope.node).count(name) != 1 + len(loops):
+    texts = facts.__dict__.setdefault("_scope_code", {})  # rendered once per scope, not once per loader
+    if id(site.scope) not in texts:
+        texts[id(site.scope)] = facts.code(site.scope.node)
+    if name is None or texts[id(site.scope)].count(name) != 1 + len(loops):
         return True  # also passed, returned or stored somewhere: its batches may go anywhere
     for bl in loops:
         views = df.batch_views(bl)
