@@ -226,11 +226,19 @@ def _on_param(name: str | None, scope: Scope) -> list | None:
 
 
 def _callee(site: CallSite, facts: Facts) -> str | None:
-    """The name to resolve in the project for a call, or None when it cannot be a project function."""
-    name = dotted(site.node.func)
-    if _candidate(name, facts, site.scope):
-        return name
-    return _typed(name, facts, site.scope)
+    """The name to resolve in the project for a call, or None when it cannot be a project function.
+    Memoized per call site: several passes of the summary ask about every call."""
+    memo = facts.__dict__.setdefault("_callees", {})
+    key = id(site)
+    if key not in memo:
+        name = dotted(site.node.func)
+        if _candidate(name, facts, site.scope):
+            memo[key] = name
+        elif name and "." not in name and (name not in facts.bound or hasattr(builtins, name)):
+            memo[key] = None  # `print(x)`, or a name never assigned here: not a module built from a class
+        else:
+            memo[key] = _typed(name, facts, site.scope)
+    return memo[key]
 
 
 def _mentions_cuda(facts: Facts, node: cst.CSTNode) -> bool:
