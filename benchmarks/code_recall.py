@@ -58,7 +58,8 @@ def labels_from_expected(project: Path) -> set[tuple[str, int, str]]:
         if line.strip():
             where, code = line.split()
             file, n = where.rsplit(":", 1)
-            out.add((file, int(n), code))
+            if code in CODES:  # expected.txt lists every code; this benchmark measures six
+                out.add((file, int(n), code))
     return out
 
 

@@ -56,6 +56,8 @@ def holds_tensor(node: cst.BaseExpression, names: set[str]) -> bool:
     """Does the expression evaluate to a tensor of `names`: a view or method of one (`loss.data`),
     arithmetic or a comparison on one (`(epe < 1).float().mean()`), or a function's result on one
     (`reduce_tensor(loss.data, n)`, `model(obs[idx])`)?"""
+    if host_value(node):
+        return False  # `loss.item()`: a number on the host
     base = _chain_base(node)
     if isinstance(base, cst.Name) and base.value in names:
         return True
