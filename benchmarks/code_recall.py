@@ -34,6 +34,11 @@ ROUND_2 = {"asr_deepspeech", "ddpm_accelerate", "detectron_like", "hf_trainer_di
            "swin_like", "tv_segmentation"}
 # Written after the linter was fixed against round 2, labelled before it was run on them: a fresh figure.
 ROUND_3 = {"esrgan_gan", "pyg_graph", "t5_finetune"}
+# Issue 31's held-out round: ten projects in domains and layouts no earlier round used (optical flow,
+# point clouds, value-based RL, OCR, TTS, VAE, recommendation, distillation, vocoder GAN, forecasting),
+# written after reading public training scripts of those kinds, labelled before archlint was run on them.
+ROUND_4 = {"raft_flow", "pointnet_cls", "dqn_atari", "crnn_ocr", "tacotron_tts", "vae_mnist", "ncf_recsys",
+           "hifigan_vocoder", "kd_cifar", "informer_ts"}
 
 
 def labels_from_comments(project: Path) -> set[tuple[str, int, str]]:
@@ -53,7 +58,8 @@ def labels_from_expected(project: Path) -> set[tuple[str, int, str]]:
         if line.strip():
             where, code = line.split()
             file, n = where.rsplit(":", 1)
-            out.add((file, int(n), code))
+            if code in CODES:  # expected.txt lists every code; this benchmark measures six
+                out.add((file, int(n), code))
     return out
 
 
@@ -110,8 +116,9 @@ def main() -> None:
     development = sorted(d for d in (ROOT / "tests" / "fixtures" / "code" / "projects").iterdir()
                          if (d / "expected.txt").is_file())
     print(f"archlint from {args.archlint}")
-    rounds = [[d for d in held_out if d.name not in ROUND_2 | ROUND_3],
-              [d for d in held_out if d.name in ROUND_2], [d for d in held_out if d.name in ROUND_3]]
+    later = ROUND_2 | ROUND_3 | ROUND_4
+    rounds = [[d for d in held_out if d.name not in later], [d for d in held_out if d.name in ROUND_2],
+              [d for d in held_out if d.name in ROUND_3], [d for d in held_out if d.name in ROUND_4]]
     for n, projects in enumerate(rounds, 1):
         score(f"held-out, round {n} (benchmarks/code_eval)", projects, labels_from_comments, args.archlint,
               args.verbose)

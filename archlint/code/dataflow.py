@@ -313,7 +313,12 @@ def loader_source(expr: cst.BaseExpression, scope: Scope, facts: Facts, depth: i
                 sources.append(loader_source(value, home, facts, depth + 1))
             for value, index in home.unpacked.get(expr.value, []):
                 inner, _ = _unwrap(value, facts, home)
-                sources.append(_factory(inner, facts) if isinstance(inner, cst.Call) else None)
+                if not isinstance(inner, cst.Call):
+                    sources.append(None)
+                    continue
+                returned = _returned(inner, index, facts)  # a factory of this file: the loader it returns there
+                sources.append(loader_source(returned[0], returned[1], facts, depth + 1) if returned
+                               else _factory(inner, facts))
             if expr.value in home.params:
                 pin = facts.project.pinned.get(home.qualname, {}).get(expr.value)
                 if pin is not None:
@@ -330,6 +335,24 @@ def loader_source(expr: cst.BaseExpression, scope: Scope, facts: Facts, depth: i
     if name and _LOADER_NAME.search(name.rsplit(".", 1)[-1]):
         return "loader"
     return None
+
+
+def _returned(call: cst.Call, index: int, facts: Facts):
+    """(value node, scope) of what a function of this file called by `call` returns at position
+    `index` of its returned tuple (`return train_loader, valset, collate_fn`), when it has one return."""
+    name = dotted(call.func)
+    if not name or "." in name:
+        return None
+    scopes = [s for s in facts.functions if s.node.name.value == name and s.parent is not None
+              and s.parent.kind == "module"]
+    if len(scopes) != 1:
+        return None
+    scope = scopes[0]
+    returns = [small.value for stmt in scope.node.body.body if isinstance(stmt, cst.SimpleStatementLine)
+               for small in stmt.body if isinstance(small, cst.Return) and small.value is not None]
+    if len(returns) != 1 or not isinstance(returns[0], cst.Tuple) or index >= len(returns[0].elements):
+        return None
+    return returns[0].elements[index].value, scope
 
 
 # Methods a library trainer calls once per training step, and the parameter that holds the batch:
@@ -510,7 +533,8 @@ def step_loops(facts: Facts) -> list[BatchLoop]:
                 isinstance(value, cst.Call) and "batch" in (dotted(value.func) or "").rsplit(".", 1)[-1].lower()
             ):
                 seeds.update(target_names(target))
-        if seeds or any(_calls_step_function(site, facts) for site in loop.calls):
+        if seeds or any(_calls_step_function(site, facts) or _called_info(site, facts).get("step")
+                        for site in loop.calls):
             found.append(BatchLoop(loop, None, sorted(seeds), facts))
     facts.__dict__["_step_loops"] = found
     return found
@@ -597,15 +621,6 @@ def refs(node: cst.CSTNode, names: set[str]) -> bool:
             return False
         return refs(node.value, names)
     return any(refs(child, names) for child in node.children)
-
-
-def tensor_names(bl: BatchLoop) -> set[str]:
-    """Names in the loop body that hold tensors derived from the batch (images, output, loss, ...)."""
-    names = set(bl.batch_names) | backward_roots(bl.loop)
-    for target, value in bl.loop.assigns:
-        if value is not None and refs(value, names) and not (bl.facts and plain_call(value, bl.facts)):
-            names.update(target_names(target))
-    return names | comprehension_tensors(bl.loop.node.body, names)
 
 
 def _literal_only(node: cst.BaseExpression) -> bool:
@@ -757,7 +772,32 @@ def in_loop(site: CallSite, loop: Loop) -> tuple[bool, bool] | None:
 def _changes_per_iteration(node: cst.CSTNode, loop: Loop) -> bool:
     if not isinstance(node, cst.If):
         return True  # an except handler or a conditional expression: assume it varies
+    if _phase_test(node.test, loop):
+        return False
     return any(isinstance(n, cst.Name) and n.value in loop.varying for n in _names(node.test)) or _calls_random(node.test)
+
+
+def _phase_test(test: cst.BaseExpression, loop: Loop) -> bool:
+    """`if global_step > args.learning_starts:` where global_step counts the loop's iterations: the
+    branch runs on every iteration after (or before) a point, not on a subset of them."""
+    if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1
+            and isinstance(test.comparisons[0].operator, (cst.GreaterThan, cst.GreaterThanEqual, cst.LessThan,
+                                                          cst.LessThanEqual))):
+        return False
+    counters = set()
+    outer: Loop | None = loop
+    while outer is not None:
+        it = outer.iter
+        if (isinstance(it, cst.Call) and isinstance(it.func, cst.Name) and it.func.value == "range"
+                and isinstance(outer.node.target, cst.Name)):
+            counters.add(outer.node.target.value)
+        outer = outer.parent
+    left, right = test.left, test.comparisons[0].comparator
+    for counter, bound in ((left, right), (right, left)):
+        if isinstance(counter, cst.Name) and counter.value in counters and not any(
+                isinstance(n, cst.Name) and n.value in loop.varying for n in _names(bound)):
+            return True
+    return False
 
 
 def _names(node: cst.CSTNode):

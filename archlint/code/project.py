@@ -26,7 +26,7 @@ from archlint.code import cache
 from archlint.code.context import LIBRARIES as _LIBRARIES
 from archlint.config import Settings
 
-CACHE_FILE = "project-v1.json"
+CACHE_FILE = "project-v2.json"  # v2: loader_args carry project loaders, batch_args, per-batch methods
 MAX_EXTRA_FILES = 400  # modules read only for their facts, per run
 MAX_DEPTH = 6  # re-exports followed per name
 
@@ -323,7 +323,7 @@ def _name_info(index: Index, path: str, name: str, display) -> dict:
         shift = 1 if _is_method_call(name, found[1], info["params"]) else 0
         if info["yields"] - shift >= 0:
             out["yields"] = info["yields"] - shift
-    for flag in ("batch", "backward", "cuda", "plain"):
+    for flag in ("batch", "backward", "step", "cuda", "plain"):
         if flag in info:
             out[flag] = 1
     if "backward" in info and index.summary(found[0]).get("amp"):
@@ -355,7 +355,7 @@ def _per_step(index: Index, out: dict, linted_set: set, display, caller: str, ca
               found) -> None:
     """Record that `found` (a project function) runs once per training step, called from caller:line."""
     info = _def(index, found)
-    if not info or found[0] not in linted_set or not (info.get("sync") or info.get("backward")):
+    if not info or found[0] not in linted_set or not (info.get("sync") or info.get("backward") or info.get("calls")):
         return
     params = info["params"]
     shift = 1 if _is_method_call(callee, found[1], params) else 0
@@ -397,6 +397,34 @@ def _nested_steps(index: Index, out: dict, linted_set: set, display, depth: int 
                 if after and (before is None or before[0] != after[0]):
                     reached.append((found[0], found[1]))
         frontier = reached
+
+
+def _batches(index: Index, out: dict, linted_set: set, passed: dict) -> None:
+    """Functions handed a loop's batch (`x, y = model.parse_batch(batch)`), with the pin of the loader
+    it comes from (after `pinned` is known: a loader parameter takes its callers' pin)."""
+    for caller, summary in list(index.summaries.items()):
+        for callee, arg, pin, local, *on_param in (summary or {}).get("batch_args", ()):
+            if isinstance(pin, list):  # ["param", function, parameter]: what the callers pass
+                pin = out.get(caller, {}).get("pinned", {}).get(pin[1], {}).get(pin[2], "unknown")
+            if on_param:
+                method = callee.split(".", 1)[1] if "." in callee else "forward"
+                targets = [index.resolve(where, f"{cls}.{method}") for where, cls in passed.get((caller, *on_param[0]), ())]
+            else:
+                targets = [(caller, local, "def") if local else index.resolve(caller, callee)]
+            for found in targets:
+                info = _def(index, found)
+                if not info or found[0] not in linted_set:
+                    continue
+                params, name = info["params"], arg
+                if isinstance(name, int):
+                    name += 1 if params and params[0] in ("self", "cls") and "." in found[1] else 0
+                    if name >= len(params):
+                        continue
+                    name = params[name]
+                batches = out[found[0]].setdefault("batches", {}).setdefault(found[1], {})
+                before = batches.get(name, pin)
+                # one caller handing it pinned batches is enough: non_blocking costs nothing on the others
+                batches[name] = "true" if "true" in (pin, before) else pin if before == pin else "unknown"
 
 
 def contexts(linted: list[str], index: Index, display) -> dict[str, dict]:
@@ -483,16 +511,29 @@ def contexts(linted: list[str], index: Index, display) -> dict[str, dict]:
     for caller, summary in list(index.summaries.items()):
         if not summary:
             continue
-        for callee, line, args, local, *on_param in summary["steps"]:
+        groups: dict[int, list] = {}
+        for n, *entry in summary.get("maybe_steps", ()):
+            groups.setdefault(n, []).append(entry)
+        steps = list(summary["steps"])
+        for entries in groups.values():  # a loop that trains through a project step (`agent.learn(batch)`)
+            if any((_def(index, (caller, e[3], "def") if e[3] else index.resolve(caller, e[0])) or {}).get("step")
+                   for e in entries if len(e) == 4):
+                steps += entries
+        for callee, line, args, local, *on_param in steps:
             if on_param:  # `log_writer.update(...)` on a parameter: the classes the project passes for it
                 key = (caller, *on_param[0])
-                method = callee.split(".", 1)[1]
+                method = callee.split(".", 1)[1] if "." in callee else "forward"  # `model(x)`
                 targets = [index.resolve(where, f"{cls}.{method}") for where, cls in passed.get(key, ())]
             else:
                 targets = [(caller, local, "def") if local else index.resolve(caller, callee)]
             for found in targets:
                 _per_step(index, out, linted_set, display, caller, callee, line, args, found)
         for callee, arg, pin in summary["loader_args"]:
+            if isinstance(pin, list):  # ["from", factory]: a loader a project factory built
+                loader = (_def(index, index.resolve(caller, pin[1])) or {}).get("loader")
+                if not loader:
+                    continue
+                pin = loader[0]
             found = index.resolve(caller, callee)
             info = _def(index, found)
             if not info or found[0] not in linted_set or found[0] == caller:
@@ -505,6 +546,7 @@ def contexts(linted: list[str], index: Index, display) -> dict[str, dict]:
                 arg = params[arg]
             pinned = out[found[0]].setdefault("pinned", {}).setdefault(found[1], {})
             pinned[arg] = pin if pinned.get(arg, pin) == pin else "unknown"
+    _batches(index, out, linted_set, passed)
     _nested_steps(index, out, linted_set, display)
     return {p: c for p, c in out.items() if c}
 

@@ -5,20 +5,24 @@ file's findings; the project join in project.py reads only these, never the sour
               `import util.misc as misc` → ["misc", "util.misc", null, 0]; a star import has local "*"
     cuda      the file itself runs on a GPU (names CUDA, torch.accelerator or accelerate)
     conv      it builds convolutions (nn.Conv*, F.conv*, torchvision/timm models)
-    varying   it trains with CTC loss (speech: input sizes change from batch to batch)
+    varying   its input sizes change from batch to batch (CTC loss, torchvision detection, aspect-ratio groups)
     cudnn     it sets cudnn.benchmark / deterministic at import time
     amp       it chooses a precision (autocast, a scaler, half/bf16)
     entry     it runs a training or evaluation loop (a candidate entry point)
     cuda_names module-level names bound to a CUDA device (`device = torch.device("cuda")`)
     defs      function qualname → {"params": [...], and when true: "loader": [pin, workers, line, holder],
-              "yields": i, "batch": 1, "backward": 1, "cuda": 1, "cudnn": 1, "sync": 1,
+              "yields": i, "batch": 1, "backward": 1, "step": 1 (one backward per call), "cuda": 1,
+              "cudnn": 1, "sync": 1,
               "calls": its unconditional project calls that pass tensors (see _inner_calls)}
     classes   class qualnames
     loader_classes  classes that subclass DataLoader and pass its arguments through
     uses      dotted names the file calls that may be project functions (imported or its own)
     steps     [[callee, line, tensor args, local qualname]]: calls made once per training step; a method
               called on a parameter adds [enclosing qualname, parameter] (its class comes from arg_classes)
-    loader_args [[callee, argument (index or keyword), pin]]: a loader of this file passed to a call
+    maybe_steps [[loop number, *steps entry]]: calls of loops that train if one of them is a project step
+    loader_args [[callee, argument (index or keyword), pin]]: a loader of this file (or of a project
+              factory it calls) passed to a call
+    batch_args  [[callee, argument, pin of the loop's loader, local qualname]]: a batch handed to a call
     arg_classes [[callee, argument (index or keyword), class]]: a project object passed to a project call
 """
 
@@ -33,6 +37,7 @@ from archlint.code.checks.cudnn_benchmark import _chosen, _has_convolutions, var
 from archlint.code.context import LIBRARIES
 from archlint.code.facts import CallSite, Facts, Scope
 from archlint.code.names import dotted
+from archlint.code.tensors import holds_tensor, tensor_names
 
 _PRECISION = {"autocast", "GradScaler", "bfloat16", "float16", "half"}
 _SYNC_METHODS = {"item", "cpu", "numpy", "tolist"}
@@ -149,7 +154,7 @@ def _tensor_args(call: cst.Call, names: set[str]) -> list:
     """Which arguments carry tensors: positions, keywords, or "**" for a dict of them."""
     out = []
     for i, arg in enumerate(a for a in call.args if not a.star):
-        if df.refs(arg.value, names) and df.root_name(arg.value) in names:
+        if holds_tensor(arg.value, names):  # `loss`, `out.detach()`, `[d(out) for d in critics]`
             out.append(arg.keyword.value if arg.keyword is not None else i)
     if any(a.star == "**" and df.root_name(a.value) in names for a in call.args):
         out.append("**")
@@ -164,6 +169,10 @@ def _built_class(name: str, facts: Facts, scope: Scope) -> str | None:
         return None
     calls = []
     for v in found[1]:
+        v = _unchain(v)
+        if (isinstance(v, cst.Call) and (dotted(v.func) or "").rsplit(".", 1)[-1] in _MODULE_WRAPPERS and v.args
+                and isinstance(v.args[0].value, cst.Name) and v.args[0].value.value == name):
+            continue  # `model = DDP(model, ...)`: calling it runs the wrapped module's forward
         if isinstance(v, cst.IfExp):
             branches = [b for b in (v.body, v.orelse) if not (isinstance(b, cst.Name) and b.value == "None")]
             if len(branches) != 1:
@@ -181,11 +190,25 @@ def _built_class(name: str, facts: Facts, scope: Scope) -> str | None:
     return cls
 
 
+_MODULE_WRAPPERS = frozenset({"DistributedDataParallel", "DataParallel", "compile", "FullyShardedDataParallel"})
+# Module methods that return the module itself: `model = Net().cuda()` is still a Net.
+_RETURNS_SELF = frozenset({"cuda", "to", "train", "eval", "float", "half", "double", "bfloat16", "cpu",
+                           "requires_grad_", "share_memory"})
+
+
+def _unchain(value):
+    while (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)
+           and value.func.attr.value in _RETURNS_SELF and isinstance(value.func.value, cst.Call)):
+        value = value.func.value
+    return value
+
+
 def _typed(name: str | None, facts: Facts, scope: Scope) -> str | None:
-    """`metric_logger.update` where `metric_logger = utils.MetricLogger(...)` → `utils.MetricLogger.update`."""
-    if not name or name.count(".") != 1:
+    """`metric_logger.update` where `metric_logger = utils.MetricLogger(...)` → `utils.MetricLogger.update`;
+    `model(x)` or `criterion(out, y)` where `model = Net().cuda()` → `Net.forward` (the module's call)."""
+    if not name or name.count(".") > 1:
         return None
-    head, method = name.split(".")
+    head, method = name.split(".") if "." in name else (name, "forward")
     cls = _built_class(head, facts, scope)
     return f"{cls}.{method}" if cls else None
 
@@ -193,9 +216,9 @@ def _typed(name: str | None, facts: Facts, scope: Scope) -> str | None:
 def _on_param(name: str | None, scope: Scope) -> list | None:
     """`log_writer.update` where `log_writer` is a parameter of the enclosing function →
     [that function's qualname, "log_writer"]: the project join finds its class at the call sites."""
-    if not name or name.count(".") != 1:
+    if not name or name.count(".") > 1:
         return None
-    head = name.split(".")[0]
+    head = name.split(".")[0]  # `log_writer.update(...)`, or `model(x)`: its forward
     found = scope.lookup(head)
     if found is None or found[0].kind != "function" or head not in found[0].params or head in ("self", "cls"):
         return None
@@ -203,11 +226,19 @@ def _on_param(name: str | None, scope: Scope) -> list | None:
 
 
 def _callee(site: CallSite, facts: Facts) -> str | None:
-    """The name to resolve in the project for a call, or None when it cannot be a project function."""
-    name = dotted(site.node.func)
-    if _candidate(name, facts, site.scope):
-        return name
-    return _typed(name, facts, site.scope)
+    """The name to resolve in the project for a call, or None when it cannot be a project function.
+    Memoized per call site: several passes of the summary ask about every call."""
+    memo = facts.__dict__.setdefault("_callees", {})
+    key = id(site)
+    if key not in memo:
+        name = dotted(site.node.func)
+        if _candidate(name, facts, site.scope):
+            memo[key] = name
+        elif name and "." not in name and (name not in facts.bound or hasattr(builtins, name)):
+            memo[key] = None  # `print(x)`, or a name never assigned here: not a module built from a class
+        else:
+            memo[key] = _typed(name, facts, site.scope)
+    return memo[key]
 
 
 def _mentions_cuda(facts: Facts, node: cst.CSTNode) -> bool:
@@ -281,7 +312,7 @@ def _def_facts(facts: Facts, scope: Scope, own: list[CallSite], wrappers: dict[s
                 out["batch"] = 1
         if isinstance(func, cst.Attribute) and func.attr.value in _SYNC_METHODS and not site.node.args:
             out["sync"] = 1
-        elif dotted(func) in ("print", "torch.cuda.synchronize") or (
+        elif dotted(func) in ("print", "float", "int", "bool", "torch.cuda.synchronize") or (
                 isinstance(func, cst.Attribute) and func.attr.value == "format"):
             out["sync"] = 1
         elif any(isinstance(a.value, (cst.FormattedString, cst.BinaryOperation)) for a in site.node.args):
@@ -296,6 +327,8 @@ def _def_facts(facts: Facts, scope: Scope, own: list[CallSite], wrappers: dict[s
         out["sync"] = 1  # may test a tensor's value (`if not torch.isfinite(losses).all():`); the check decides
     if scope.has_backward:
         out["backward"] = 1
+        if not any(loop.has_backward for loop in _loops_by_scope(facts).get(id(scope), ())):
+            out["step"] = 1  # one backward per call, not a loop of them: `agent.learn(batch)`
     if scope.returns and df.returns_plain(scope):
         out["plain"] = 1  # returns no tensor: `valid, error = check_loss(loss, value)` holds none
     for target in _cudnn_choices(facts):
@@ -333,10 +366,10 @@ def _encloses(outer: cst.CSTNode, inner: cst.CSTNode, facts: Facts) -> bool:
     return a.line <= c.line <= b.line
 
 
-def _steps(facts: Facts, defs: dict[str, Scope]) -> list[list]:
+def _steps(facts: Facts, defs: dict[str, Scope], loops=None) -> list[list]:
     out = []
-    for bl in df.training_loops(facts):
-        names = df.tensor_names(bl)
+    for bl in df.training_loops(facts) if loops is None else loops:
+        names = tensor_names(bl)
         for site in bl.loop.calls:
             where = df.in_loop(site, bl.loop)
             if where is None or where[1]:
@@ -358,6 +391,19 @@ def _steps(facts: Facts, defs: dict[str, Scope]) -> list[list]:
                 out.append([callee, line, args, local])
                 for override in _overrides(local, facts, defs):  # `self.run_step()` of a base class
                     out.append([callee, line, args, override])
+    return out
+
+
+def _maybe_steps(facts: Facts, defs: dict[str, Scope]) -> list[list]:
+    """[[loop number, *step entry]]: the calls of loops that may train through a project object
+    (`loss = agent.learn(batch)`), which only the project join can tell: it takes a loop's calls
+    as steps when one of them runs a single backward pass (a def with "step")."""
+    known = {id(bl.loop) for bl in df.training_loops(facts)} | {id(bl.loop) for bl in df.batch_loops(facts)}
+    out = []
+    for n, loop in enumerate(facts.loops):
+        if id(loop) in known or not any(_callee(site, facts) for site in loop.calls if "." in (dotted(site.node.func) or "")):
+            continue
+        out += [[n, *entry] for entry in _steps(facts, defs, [df.BatchLoop(loop, None, [], facts)])]
     return out
 
 
@@ -407,8 +453,8 @@ def _inner_calls(facts: Facts, scope: Scope, params: list[str], defs: dict[str, 
     # Only a function that is a step itself (runs the backward, or draws its batch) is followed: the
     # tensors it hands on are its own. (Doing this for every function cost 2x the summary time.)
     draws = _draws(scope)
-    if not scope.has_backward and not draws:
-        return []
+    if not scope.has_backward and not draws and scope.node.name.value not in ("forward", "__call__"):
+        return []  # a module's forward runs once per step when the step calls the module
     sites = [site for site in scope.calls if site.scope is scope and not site.conditional]
     candidates = [(site, callee) for site in sites if (callee := _callee(site, facts))]
     if not candidates:
@@ -451,8 +497,6 @@ def _arg_classes(facts: Facts) -> list[list]:
 def _loader_args(facts: Facts) -> list[list]:
     out = []
     pins = {id(site.node): _pin_state(facts, site) for site in df.loader_calls(facts)}
-    if not pins:
-        return out
     for site in facts.calls:
         callee = dotted(site.node.func)
         if not _candidate(callee, facts, site.scope):
@@ -460,9 +504,68 @@ def _loader_args(facts: Facts) -> list[list]:
         for i, arg in enumerate(a for a in site.node.args if not a.star):
             if not isinstance(arg.value, cst.Name):
                 continue
+            if not pins and "loader" not in arg.value.value.lower():
+                continue  # no DataLoader here: only loaders from a factory, named for what they are, are passed on
             source = df.loader_source(arg.value, site.scope, facts)
+            key = arg.keyword.value if arg.keyword is not None else i
             if isinstance(source, CallSite) and id(source.node) in pins:
-                out.append([callee, arg.keyword.value if arg.keyword is not None else i, pins[id(source.node)]])
+                out.append([callee, key, pins[id(source.node)]])
+            elif isinstance(source, df.ProjectLoader):
+                out.append([callee, key, source.pin])
+            elif (factory := _factory_of(arg.value.value, site.scope, facts)) is not None:
+                out.append([callee, key, ["from", factory]])  # its pin is the factory's: the join looks it up
+    return out
+
+
+def _factory_of(name: str, scope: Scope, facts: Facts) -> str | None:
+    """The project function a loader variable comes from: `train_loader, val_loader = build_loaders(cfg)`
+    or `loader = make_loader(cfg)` → "build_loaders" / "make_loader"."""
+    found = scope.lookup(name)
+    if found is None:
+        return None
+    home, values = found
+    calls = [v for v, _ in home.unpacked.get(name, [])] + [v for v in values if v is not None]
+    names = {dotted(c.func) for c in calls if isinstance(c, cst.Call)}
+    if len(names) != 1 or len(calls) != sum(isinstance(c, cst.Call) for c in calls):
+        return None
+    factory = names.pop()
+    return factory if _candidate(factory, facts, home) else None
+
+
+def _loop_pin(bl: df.BatchLoop, facts: Facts):
+    """The pin of a loop's loader, or ["param", function, parameter] when the loader is a parameter
+    (its pin comes from the callers, known to the project join)."""
+    src = bl.source
+    if isinstance(src, CallSite):
+        return _pin_state(facts, src)
+    if isinstance(src, df.ProjectLoader):
+        return src.pin
+    inner, _ = df._unwrap(bl.loop.iter, facts, bl.loop.scope) if bl.loop.iter is not None else (None, False)
+    if isinstance(inner, cst.Name):
+        found = bl.loop.scope.lookup(inner.value)
+        if found is not None and found[0].kind == "function" and inner.value in found[0].params:
+            return ["param", found[0].qualname, inner.value]
+    return "unknown"
+
+
+def _batch_args(facts: Facts, defs: dict[str, Scope]) -> list[list]:
+    """[[callee, argument, pin, local qualname]]: a batch loop hands its batch to a project function
+    (`x, y = model.parse_batch(batch)`): that function's copies of it are copies of the loader's batches."""
+    out = []
+    for bl in df.batch_loops(facts):
+        views = df.batch_views(bl)
+        pin = None
+        for site in bl.loop.calls:
+            callee = _callee(site, facts)
+            param = None if callee else _on_param(dotted(site.node.func), site.scope)  # `model.parse_batch` of a parameter
+            if not callee and not param:
+                continue
+            for i, arg in enumerate(a for a in site.node.args if not a.star):
+                if isinstance(arg.value, cst.Name) and arg.value.value in views:
+                    pin = pin or _loop_pin(bl, facts)
+                    entry = [callee or dotted(site.node.func), arg.keyword.value if arg.keyword is not None else i,
+                             pin, _local_def(callee, site.scope, defs) if callee else None]
+                    out.append(entry + [param] if param else entry)
     return out
 
 
@@ -506,7 +609,9 @@ def summarize(facts: Facts) -> dict:
         "uses": sorted(uses),
         "aliases": aliases,
         "steps": _steps(facts, defs),
+        "maybe_steps": _maybe_steps(facts, defs),
         "loader_args": _loader_args(facts),
+        "batch_args": _batch_args(facts, defs),
         "arg_classes": _arg_classes(facts),
     }
 

@@ -27,9 +27,28 @@ _DIFFUSERS_CONV = frozenset({"UNet1DModel", "UNet2DModel", "UNet2DConditionModel
 _VARYING_SIZES = ("torch.nn.CTCLoss", "torch.nn.functional.ctc_loss")
 
 
+# Detection training with images of their own sizes: torchvision's detection models resize each
+# image and batch them padded to the largest (GeneralizedRCNNTransform), and aspect-ratio grouping
+# samplers make batches of different shapes on purpose. cuDNN's benchmark mode would search its
+# algorithms again for every new shape; torchvision's detection references leave it off.
+_VARYING_PREFIXES = ("torchvision.models.detection.",)
+_VARYING_NAMES = frozenset({"GroupedBatchSampler", "create_aspect_ratio_groups", "GeneralizedRCNN",
+                            "GeneralizedRCNNTransform"})
+
+
 def varying_sizes(facts: Facts) -> bool:
-    """The file trains with CTC loss: its conv inputs change size from batch to batch."""
-    return bool(facts.calls_to(*_VARYING_SIZES))
+    """The file's conv inputs change size from batch to batch: it trains with CTC loss (speech), or a
+    torchvision detection model, or groups images by aspect ratio."""
+    if facts.calls_to(*_VARYING_SIZES):
+        return True
+    if "detection" not in facts.source and not any(n in facts.source for n in _VARYING_NAMES):
+        return False  # the common case, without a walk over every call
+    for site in facts.calls:
+        name = facts.qname(site.node.func, site.scope) or dotted(site.node.func) or ""
+        if name.startswith(_VARYING_PREFIXES) or name.rsplit(".", 1)[-1] in _VARYING_NAMES:
+            return True
+    return any(scope.kind == "class" and any((dotted(b.value) or "").rsplit(".", 1)[-1] in _VARYING_NAMES
+                                             for b in scope.node.bases) for scope in facts.scopes)
 
 
 def _has_convolutions(facts: Facts) -> bool:

@@ -7,7 +7,8 @@ import libcst as cst
 from archlint.code import dataflow as df
 from archlint.code.checks import Finding
 from archlint.code.checks._edits import add_keyword, replace
-from archlint.code.facts import CallSite, Facts
+from archlint.code.facts import CallSite, Facts, Scope
+from archlint.code.names import dotted
 from archlint.diagnostics import Applicability, Fix
 
 CODES = ("AL301", "AL302", "AL304")
@@ -16,9 +17,28 @@ CODES = ("AL301", "AL302", "AL304")
 def _copies(facts: Facts, bl: df.BatchLoop) -> list[CallSite]:
     """Host→device copies of this loop's batches without non_blocking: `x.cuda()`, `x.to(device)`."""
     views = df.batch_views(bl)
-    moved = _moves(bl, views)
+    return _copy_sites(facts, bl.loop.calls, views, _moves(bl.loop.assigns, views))
+
+
+def _function_copies(facts: Facts, scope: Scope, params: set[str]) -> list[CallSite]:
+    """Copies a per-batch function makes of the batch it is handed (`parse_batch(self, batch)`:
+    `text = text.cuda()` after `text, lengths, mel = batch`)."""
+    views = set(params)
+    for _ in range(3):
+        for name, values in scope.assigns.items():
+            if any(isinstance(v, (cst.Name, cst.Subscript)) and df.root_name(v) in views for v in values if v is not None):
+                views.add(name)
+        for name, entries in scope.unpacked.items():
+            if any(isinstance(v, (cst.Name, cst.Subscript)) and df.root_name(v) in views for v, _ in entries):
+                views.add(name)
+    assigns = [(cst.Name(name), v) for name, values in scope.assigns.items() for v in values if v is not None]
+    calls = [site for site in scope.calls if site.scope is scope]
+    return _copy_sites(facts, calls, views, _moves(assigns, views))
+
+
+def _copy_sites(facts: Facts, calls: list[CallSite], views: set[str], moved: dict) -> list[CallSite]:
     found = []
-    for site in bl.loop.calls:
+    for site in calls:
         func = site.node.func
         if not isinstance(func, cst.Attribute) or func.attr.value not in ("cuda", "to"):
             continue
@@ -42,10 +62,10 @@ def _copies(facts: Facts, bl: df.BatchLoop) -> list[CallSite]:
     return found
 
 
-def _moves(bl: df.BatchLoop, views: set[str]) -> dict[str, list[cst.Call]]:
+def _moves(assigns, views: set[str]) -> dict[str, list[cst.Call]]:
     """Batch names the loop rebinds to a device copy (`x = x.cuda()`): name → the copy calls."""
     moved: dict[str, list[cst.Call]] = {}
-    for target, value in bl.loop.assigns:
+    for target, value in assigns:
         values = value.elements if isinstance(value, cst.Tuple) else [value]
         targets = target.elements if isinstance(target, cst.Tuple) else [target]
         if len(values) != len(targets):
@@ -80,8 +100,8 @@ def check(facts: Facts):
         fed.setdefault(id(bl.source), []).append(bl)
 
     for site in loaders:
-        if not _feeds_cuda(facts, site):
-            continue  # a CPU-only script: workers help less, and the message is about the GPU
+        if not _feeds_cuda(facts, site) or not _reaches_device(facts, site, fed.get(id(site), ())):
+            continue  # a CPU-only script, or host-side batches: workers help less, and the message is about the GPU
         workers = df.argument(site, "num_workers", df.DATALOADER_POSITIONS["num_workers"])
         if workers is df.MISSING or df.literal(workers) == 0:
             how = "is not set" if workers is df.MISSING else "is 0"
@@ -96,6 +116,8 @@ def check(facts: Facts):
         state = pinned[id(site.node)]
         if state is True or state is df.UNKNOWN or not _feeds_cuda(facts, site):
             continue
+        if not _reaches_device(facts, site, fed.get(id(site), ())):
+            continue  # its batches stay on the host (`for img, _ in loader: sizes.append(img.shape)`)
         if state not in (df.MISSING, False):
             continue  # pin_memory=None or another literal: leave it
         copies = [c for bl in fed.get(id(site), ()) for c in _copies(facts, bl)]
@@ -110,6 +132,7 @@ def check(facts: Facts):
         else:
             yield Finding("AL301", site.node, message, _pin_fix(facts, site, copies, Applicability.UNSAFE))
 
+    reported: set[int] = set()
     for bl in loops:
         src = bl.source
         if isinstance(src, CallSite):
@@ -121,7 +144,23 @@ def check(facts: Facts):
         if known is not True:
             continue  # unpinned batches are reported with AL301; non_blocking from pageable memory buys nothing
         for copy in _copies(facts, bl):
-            yield Finding(
+            if id(copy.node) in reported:
+                continue  # one copy, one finding: nested loops over the same batch see it twice
+            reported.add(id(copy.node))
+            yield _non_blocking(facts, copy)
+    for scope in facts.functions:  # per-batch functions handed pinned batches (`model.parse_batch(batch)`)
+        given = facts.project.batches.get(scope.qualname)
+        params = {p for p, pin in (given or {}).items() if pin == "true"}
+        if not params:
+            continue
+        for copy in _function_copies(facts, scope, params):
+            if id(copy.node) not in reported:
+                reported.add(id(copy.node))
+                yield _non_blocking(facts, copy)
+
+
+def _non_blocking(facts: Facts, copy: CallSite) -> Finding:
+    return Finding(
                 "AL302",
                 copy.node,
                 "copy of a batch from a pinned DataLoader blocks the host: add non_blocking=True "
@@ -131,7 +170,46 @@ def check(facts: Facts):
                     Applicability.SAFE,
                     (add_keyword(facts, copy.node, "non_blocking=True"),),
                 ),
-            )
+    )
+
+
+# Builtins that read a batch on the host (its size, a number from it) without sending it anywhere.
+_HOST_READS = frozenset({"len", "float", "int", "bool", "str", "repr", "print", "isinstance", "type", "range",
+                         "min", "max", "sum", "round", "abs"})
+
+
+def _reaches_device(facts: Facts, site: CallSite, loops) -> bool:
+    """The loader's batches may reach the GPU or a model. False only when every use of the loader
+    is a loop of this file (its name appears nowhere else) and no loop copies a batch to a device,
+    hands one to a call, stores or yields it (`for img, _ in loader: n += img.shape[0]`)."""
+    if not loops or any(bl.loop.scope.has_yield for bl in loops):
+        return True
+    name = _bound_name(facts, site)
+    texts = facts.__dict__.setdefault("_scope_code", {})  # rendered once per scope, not once per loader
+    if id(site.scope) not in texts:
+        texts[id(site.scope)] = facts.code(site.scope.node)
+    if name is None or texts[id(site.scope)].count(name) != 1 + len(loops):
+        return True  # also passed, returned or stored somewhere: its batches may go anywhere
+    for bl in loops:
+        views = df.batch_views(bl)
+        for call in bl.loop.calls:
+            func = call.node.func
+            if isinstance(func, cst.Attribute) and func.attr.value in ("cuda", "to") and df.root_name(func.value) in views:
+                return True
+            if dotted(func) in _HOST_READS:
+                continue
+            if any(df.refs(arg.value, views) for arg in call.node.args):
+                return True
+        for target, value in bl.loop.assigns:
+            if not isinstance(target, cst.Name) and value is not None and df.refs(value, views):
+                return True  # `self.batch = x`, `cache[i] = x`
+    return False
+
+
+def _bound_name(facts: Facts, site: CallSite) -> str | None:
+    """The one name a DataLoader call is assigned to (`stats_loader = DataLoader(...)`)."""
+    names = [name for name, values in site.scope.assigns.items() if any(v is site.node for v in values)]
+    return names[0] if len(names) == 1 else None
 
 
 def _pin_fix(facts: Facts, site: CallSite, copies: list[CallSite], applicability: Applicability):

@@ -34,6 +34,8 @@ def check(facts: Facts):
             continue
         if any(a.keyword is not None and a.keyword.value == "device" for a in inner.args):
             continue
+        if facts.qname(inner.func, site.scope) in _FROM_DATA and not _literal_data(inner):
+            continue  # `torch.tensor(reward)`: host data (a NumPy array, a list) is copied over either way
         device_text = _device(site, facts)
         if device_text is None:
             continue
@@ -47,6 +49,23 @@ def check(facts: Facts):
                 facts, site, inner, device_text, factory
             ),
         )
+
+
+_FROM_DATA = frozenset({"torch.tensor", "torch.as_tensor"})
+
+
+def _literal_data(call: cst.Call) -> bool:
+    """`torch.tensor(0.0)`, `torch.tensor([1, 2, 3])`: data written in the source, cheap to build on
+    the device. Any other argument is data that already lives on the host and must be copied."""
+    return bool(call.args) and call.args[0].keyword is None and _written(call.args[0].value)
+
+
+def _written(node: cst.BaseExpression) -> bool:
+    if isinstance(node, (cst.List, cst.Tuple)):
+        return all(not isinstance(el, cst.StarredElement) and _written(el.value) for el in node.elements)
+    if isinstance(node, cst.UnaryOperation):
+        node = node.expression
+    return isinstance(node, (cst.Integer, cst.Float)) or (isinstance(node, cst.Name) and node.value in ("True", "False"))
 
 
 def _device(site: CallSite, facts: Facts) -> str | None:

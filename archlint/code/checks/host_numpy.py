@@ -5,6 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from archlint.code import dataflow as df
+from archlint.code.tensors import tensor_names
 from archlint.code.checks import Finding, sync
 from archlint.code.facts import Facts
 
@@ -29,7 +30,7 @@ def check(facts: Facts):
     # on one line), its finding covers the line and this rule stays silent.
     synced = {facts.position(f.node)[0].line for f in sync.check(facts)}
     for bl in df.training_loops(facts):
-        tensors = df.tensor_names(bl)
+        tensors = tensor_names(bl)
         arrays = {}  # name → the line that fetched it
         for target, value in bl.loop.assigns:
             if value is not None and _fetch(value, tensors):

@@ -7,6 +7,7 @@ import libcst as cst
 from archlint.code import dataflow as df
 from archlint.code.checks import Finding
 from archlint.code.facts import Facts, Scope
+from archlint.code.names import dotted
 
 CODES = ("AL408",)
 # Blocks that set grad mode explicitly; `enable_grad` too: turning autograd on in eval is a choice.
@@ -42,14 +43,27 @@ def _called_without_grad(scope: Scope, facts: Facts) -> bool:
     return False
 
 
-def _evaluates(scope: Scope | None) -> bool:
-    """`.eval()` is called in this scope or one enclosing it."""
+def _evaluated(scope: Scope | None) -> set[str]:
+    """What `.eval()` is called on in this scope or one enclosing it (`model`, `self.net`)."""
+    out = set()
     while scope is not None:
         for site in scope.calls:
             func = site.node.func
             if isinstance(func, cst.Attribute) and func.attr.value == "eval" and not site.node.args:
-                return True
+                name = dotted(func.value)
+                if name:
+                    out.add(name)
         scope = scope.parent
+    return out
+
+
+def _runs_model(loop, models: set[str]) -> bool:
+    """The loop calls an object put in eval mode (`model(x)`, `model.generate(...)`): a forward runs
+    in it. A loop that only yields or reads batches (a data generator) runs none."""
+    for site in loop.calls:
+        name = dotted(site.node.func) or ""
+        if any(name == m or name.startswith(m + ".") for m in models):
+            return True
     return False
 
 
@@ -58,7 +72,7 @@ def check(facts: Facts):
         return  # grad mode is switched globally somewhere: not visible per loop
     for bl in df.batch_loops(facts):
         loop = bl.loop
-        if bl.is_training or not _evaluates(loop.scope):
+        if bl.is_training or not _runs_model(loop, _evaluated(loop.scope)):
             continue
         if any(_grad_context(w, facts, loop.scope) for w in loop.withs):
             continue  # the whole loop is in a no_grad/inference_mode block

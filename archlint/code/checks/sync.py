@@ -8,6 +8,8 @@ import libcst as cst
 from archlint.code import dataflow as df
 from archlint.code.checks import Finding
 from archlint.code.facts import CallSite, Facts, Scope
+from archlint.code.names import dotted
+from archlint.code.tensors import function_tensors, holds_tensor, tensor_names
 
 CODES = ("AL401",)
 _METHODS = {"item": ".item()", "cpu": ".cpu()", "numpy": ".numpy()", "tolist": ".tolist()"}
@@ -20,6 +22,10 @@ def _plain_tensor(node: cst.BaseExpression, names: set[str]) -> bool:
     """A tensor variable itself (not a call on it, which is reported on its own)."""
     if isinstance(node, cst.StarredElement):
         node = node.value
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):  # `float(v.detach())`
+        return not _synced_before(node) and df.refs(node, names) and df.root_name(node) in names
+    if isinstance(node, cst.Attribute) and dotted(node) in names:  # a module's buffer: `int(self.queue_ptr)`
+        return True
     return isinstance(node, (cst.Name, cst.Attribute, cst.Subscript)) and df.root_name(node) in names
 
 
@@ -60,12 +66,22 @@ def _syncing_method(node: cst.BaseExpression) -> bool:
             and node.func.attr.value in _METHODS)
 
 
+def _synced_before(node: cst.BaseExpression) -> bool:
+    """A sync earlier in the same chain: `loss.cpu().detach().numpy().item()` waits once, at `.cpu()`."""
+    while isinstance(node, (cst.Call, cst.Attribute, cst.Subscript)):
+        if _syncing_method(node):
+            return True
+        node = node.func.value if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) else (
+            node.func if isinstance(node, cst.Call) else node.value)
+    return False
+
+
 def _what(site: CallSite, names: set[str], facts: Facts) -> str | None:
     func = site.node.func
     if isinstance(func, cst.Attribute) and func.attr.value in _METHODS and not site.node.args:
-        if _syncing_method(func.value):
+        if _synced_before(func.value):
             return None  # `x.cpu().numpy()`: one sync, reported on the inner call
-        return _METHODS[func.attr.value] if df.root_name(func.value) in names else None
+        return _METHODS[func.attr.value] if holds_tensor(func.value, names) else None
     if isinstance(func, cst.Attribute) and func.attr.value == "format" and isinstance(func.value, cst.SimpleString):
         return "formatting a tensor as text" if _syncing_arg(site.node, names) else None
     if isinstance(func, cst.Name) and func.value in _BUILTINS:
@@ -82,7 +98,7 @@ def _what(site: CallSite, names: set[str], facts: Facts) -> str | None:
 
 def _loop_findings(facts: Facts, seen: set[int]):
     for bl in df.training_loops(facts):
-        names = df.tensor_names(bl)
+        names = tensor_names(bl)
         for site in bl.loop.calls:
             where = df.in_loop(site, bl.loop)
             if where is None or where[1] or id(site.node) in seen:
@@ -110,25 +126,30 @@ def _loop_findings(facts: Facts, seen: set[int]):
 def _function_tensors(scope: Scope, params: list[str], facts: Facts) -> set[str]:
     """Tensor parameters plus what the function derives from them and what its backward starts from."""
     names = set(params)
-    for loop in facts.loops:  # `for k, v in kwargs.items():` over a dict of tensors
-        if loop.scope is scope and loop.iter is not None and df.root_name(loop.iter) in names:
-            method = loop.iter.func.attr.value if isinstance(loop.iter, cst.Call) and isinstance(
-                loop.iter.func, cst.Attribute) else None
-            if method == "items" and len(loop.targets) == 2:
-                names.add(loop.targets[1])  # the keys are strings: `f"{head}/{k}"` formats no tensor
-            elif method != "keys":
-                names.update(loop.targets)
     for site in scope.calls:
         if df.is_backward_call(site.node):
             names |= df.backward_roots_of([site], set(scope.assigns) | set(scope.unpacked))
-    for _ in range(3):  # flow-insensitive: a few rounds reach assignment chains
-        for name, values in scope.assigns.items():
-            if name not in names and any(v is not None and df.refs(v, names) for v in values):
-                names.add(name)
-        for name, entries in scope.unpacked.items():
-            if name not in names and any(df.refs(v, names) for v, _ in entries):
-                names.add(name)
-    return names | df.comprehension_tensors(scope.node.body, names)
+    return function_tensors(scope, names, facts)
+
+
+def _buffers(scope: Scope, facts: Facts) -> set[str]:
+    """`self.queue_ptr` where the method's class registers it as a buffer (or a Parameter): a tensor
+    on the module's device (moco's `ptr = int(self.queue_ptr)`)."""
+    cls = scope.parent
+    if cls is None or cls.kind != "class":
+        return set()
+    found = facts.__dict__.setdefault("_buffers", {})
+    if cls.qualname not in found:
+        names = set()
+        for site in facts.calls:
+            owner = site.scope.parent
+            func = site.node.func
+            if owner is cls and isinstance(func, cst.Attribute) and func.attr.value == "register_buffer" and site.node.args:
+                key = df.literal(site.node.args[0].value)
+                if isinstance(key, str):
+                    names.add(f"self.{key}")
+        found[cls.qualname] = names
+    return found[cls.qualname]
 
 
 def _helper_findings(facts: Facts, seen: set[int], only: dict | None = None):
@@ -144,7 +165,7 @@ def _helper_findings(facts: Facts, seen: set[int], only: dict | None = None):
         if entry is None:
             continue
         params, caller = entry
-        names = _function_tensors(scope, params, facts)
+        names = _function_tensors(scope, params, facts) | _buffers(scope, facts)
         for site in scope.calls:
             if site.scope is not scope or site.conditional or id(site.node) in seen:
                 continue
