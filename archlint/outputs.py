@@ -26,7 +26,7 @@ def write_text(path: Path, text: str, what: str = "the report") -> None:
     except OSError as exc:
         raise _failed(path, what, exc) from None
     if info is not None and stat.S_ISDIR(info.st_mode):
-        raise UsageError(f"cannot write {what} to {path}: it is a folder; give a file name")
+        raise UsageError(f"cannot write {what} to {shown(path)}: it is a folder; give a file name")
     try:
         if info is not None and not stat.S_ISREG(info.st_mode):  # a device or FIFO: not renamed over
             with open(path, "wb") as out:
@@ -57,6 +57,16 @@ def _replace(path: Path, data: bytes, info: os.stat_result | None) -> None:
         raise
 
 
+def shown(path: Path) -> str:
+    """The path as the user most likely typed it: the CLI makes output paths absolute (a model's code
+    may change the working directory), so one under the working directory is shown relative to it."""
+    with contextlib.suppress(ValueError, OSError):
+        relative = Path(path).relative_to(Path.cwd())
+        if str(relative) != ".":
+            return str(relative)
+    return str(path)
+
+
 def _failed(path: Path, what: str, exc: OSError) -> UsageError:
-    return UsageError(f"cannot write {what} to {path} ({exc.strerror or exc}); check the path, its permissions "
+    return UsageError(f"cannot write {what} to {shown(path)} ({exc.strerror or exc}); check the path, its permissions "
                       "and the free disk space")

@@ -7,6 +7,7 @@ without loading the parser.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -25,9 +26,20 @@ CACHE_FILE = "code-v1.json"  # the format: cache.py
 PARALLEL_MIN_FILES = 8  # below this, starting workers costs more than it saves
 
 
+@functools.cache
+def linter_source_digest() -> str:
+    """A digest of the code linter's own source: a cache written by other linter code (an editable
+    install, an upgrade that kept the version number) is never read as if this code had written it."""
+    h = hashlib.blake2b(digest_size=8)
+    package = Path(__file__).parent
+    for path in sorted(package.rglob("*.py")):
+        h.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()
+
+
 def _fingerprint(settings: Settings) -> bytes:
     options = {k: v for k, v in settings.rule_options.items() if k.startswith(("AL3", "AL4"))}
-    return f"{__version__}|{json.dumps(options, sort_keys=True, default=str)}|".encode()
+    return f"{__version__}|{linter_source_digest()}|{json.dumps(options, sort_keys=True, default=str)}|".encode()
 
 
 def _to_record(d: Diagnostic) -> list:
