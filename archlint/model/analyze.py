@@ -215,9 +215,11 @@ def analyze(spec: ModelSpec, settings: Settings) -> tuple[ModelResult, list[Diag
 
         annotate(diagnostics, loaded.model, result.module_types)
     if result.what_if:
+        from archlint.model.checks import judge_repriced
         from archlint.model.speedups.links import link
 
         link(diagnostics, result.what_if, spec.device)
+        judge_repriced(graph, diagnostics, ctx)  # a measured fix decides the verdict as any price does
     return result, diagnostics
 
 

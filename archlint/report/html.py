@@ -44,6 +44,7 @@ EVIDENCE_CHARS = 160
 LAYER_LINKS = 8  # layer links shown with a finding before "and N more"
 # Evidence keys as a reader would name them (others: underscores read as spaces).
 EVIDENCE_LABELS = {
+    "proposed": "severity the rule proposed",
     "bn_mac_bytes": "BatchNorm memory traffic",
     "whatif_costliest_pair_ms": "costliest pair folded alone, timed (what-if)",
     "pair_nodes": "layer → BatchNorm",

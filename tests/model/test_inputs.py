@@ -70,7 +70,7 @@ def test_keyword_only_inputs_skip_fx(capsys):
     model = run_json(capsys, f"{MODELS}:KeywordOnly", "--input", "input_ids=1,4:int64", "--input", "scale=1")
     assert model["strategy"] == "export"
     assert [i["name"] for i in model["inputs"]] == ["input_ids", "scale"]
-    assert any("keyword-only inputs (scale)" in note for note in model["notes"])
+    assert any("keyword-only inputs (scale)" in note for note in model["details"])  # why fx did not: --verbose, JSON details
 
 
 @pytest.mark.parametrize(

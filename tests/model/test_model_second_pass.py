@@ -339,10 +339,11 @@ def test_roofline_cache_with_bad_numbers_is_measured_again(tmp_path, monkeypatch
 
     monkeypatch.setenv("ARCHLINT_CACHE_DIR", str(tmp_path))
     key = roofline.device_key(torch.device("cpu"), torch.float32)
-    measured = {"peak_flops_per_s": 1e11, "bandwidth_bytes_per_s": 1e10}
+    measured = {"peak_flops_per_s": 1e11, "bandwidth_bytes_per_s": 1e10,  # what measure_peaks returns
+                "cache_bandwidth_bytes_per_s": 5e10, "cache_bytes": 2**24}
     monkeypatch.setattr(roofline, "measure_peaks", lambda device, dtype: dict(measured))
     for bad in (float("nan"), 0, -1.0, "fast", None, True):
-        (tmp_path / roofline.CACHE_FILE).write_text(json.dumps({key: {"peak_flops_per_s": bad, "bandwidth_bytes_per_s": 1e10}}))
+        (tmp_path / roofline.CACHE_FILE).write_text(json.dumps({key: {**measured, "peak_flops_per_s": bad}}))
         assert roofline.peaks(torch.device("cpu"), torch.float32) == (measured, False), bad  # was: the bad entry, cached
     assert roofline.peaks(torch.device("cpu"), torch.float32) == (measured, True)
 

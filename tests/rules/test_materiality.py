@@ -41,6 +41,25 @@ def test_floor_decides_for_any_rule(saved, severity):
         assert ("verdict" in d.evidence) == (severity is Severity.INFO)
 
 
+def test_a_finding_repriced_by_a_what_if_is_judged_again_from_what_its_rule_proposed():
+    # first verdict: the fix's own timing was inside the noise (no saving): info
+    d = Diagnostic("AL106", "m", module="a", price=Price.timed("x", saving_ms=0.0, model_ms=10.0))
+    _verdict.judge(d, {"min_saving_share": 0.01}, None, 1000)
+    assert d.severity is Severity.INFO and d.evidence["proposed"] == "warning"
+    # the --what-if timed the fix on the whole model: 20% faster, a warning again
+    d.price = Price.timed("x", saving_ms=2.0, model_ms=10.0)
+    _verdict.judge_again(d, {"min_saving_share": 0.01}, None, 1000)
+    assert d.severity is Severity.WARNING and "verdict" not in d.evidence and "proposed" not in d.evidence
+    # a finding its what-if made a warning (AL114) still meets the floor
+    tiny = Diagnostic("AL114", "m", module="a", price=Price.timed("x", saving_ms=0.01, model_ms=10.0))
+    _verdict.judge_again(tiny, {"min_saving_share": 0.01}, None, 1000)
+    assert tiny.severity is Severity.INFO and "under the 1% floor" in tiny.evidence["verdict"]
+    # a rule that proposes info (AL205: a deployment step) stays info whatever the what-if measured
+    fold = Diagnostic("AL205", "m", module="a", severity=Severity.INFO, price=Price.timed("x", saving_ms=3.0, model_ms=10.0))
+    _verdict.judge_again(fold, {"min_saving_share": 0.01}, None, 1000)
+    assert fold.severity is Severity.INFO
+
+
 def test_missing_or_negative_price_is_info():
     for price in (None, static(-50), Price.timed("x", saving_ms=-1.0, model_ms=10.0)):
         d = Diagnostic("AL110", "m", module="a", price=price)

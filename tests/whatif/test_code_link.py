@@ -110,7 +110,7 @@ def test_gpu_device_spec_estimate_is_the_basis(project, capsys):
 
 
 def test_text_report_labels_the_price_an_estimate(project, capsys):
-    code = main([str(project / "train.py"), f"{project}/model.py:Net", "--input-shape", "4,3,32,32", *FAST,
+    code = main([str(project / "train.py"), f"{project}/model.py:Net", "--input-shape", "4,3,32,32", *FAST, "--show-info",
                  "--what-if", "bf16", "--device-spec", "l4"])
     out = " ".join(capsys.readouterr().out.split())
     assert code in (0, 1)

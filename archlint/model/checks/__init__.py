@@ -84,6 +84,19 @@ def run_checks(graph: nx.DiGraph, ctx: CheckContext) -> list[Diagnostic]:
     return sorted(settled, key=Diagnostic.sort_key)
 
 
+def judge_repriced(graph: nx.DiGraph, diagnostics: list[Diagnostic], ctx: CheckContext) -> None:
+    """The one materiality verdict again, for findings repriced after run_checks (a what-if timed
+    their fix on the whole model: speedups.links)."""
+    modules = {m.CODE: m for m in check_modules()}
+    model_mac = _graph.module_mac(graph)
+    for d in diagnostics:
+        module = modules.get(d.code)
+        if module is None or "what_if" not in d.evidence:
+            continue
+        defaults = _verdict.with_floor(module.OPTIONS)
+        _verdict.judge_again(d, _typed(d.code, ctx.settings.options(d.code, defaults), defaults), ctx, model_mac)
+
+
 def _strict() -> bool:
     """In archlint's own test suite a failing rule is a test failure, not a note."""
     return bool(os.environ.get("ARCHLINT_STRICT_RULES") or os.environ.get("PYTEST_CURRENT_TEST"))

@@ -46,6 +46,17 @@ def judge(d: Diagnostic, options: dict, ctx, model_mac: int) -> None:
     if why:
         d.severity = Severity.INFO
         d.evidence["verdict"] = why
+        d.evidence["proposed"] = Severity.WARNING.value  # what the rule proposed, for judge_again
+
+
+def judge_again(d: Diagnostic, options: dict, ctx, model_mac: int) -> None:
+    """Judge a finding whose price changed after the first verdict (a what-if timed its fix on the
+    whole model): from the severity its rule proposed, on the new price."""
+    if d.evidence.pop("proposed", None) == Severity.WARNING.value:
+        d.severity = Severity.WARNING
+        d.evidence.pop("verdict", None)
+        d.evidence.pop("verdict_basis", None)
+    judge(d, options, ctx, model_mac)
 
 
 def _why_not(d: Diagnostic, floor: float, ctx, model_mac: int) -> str | None:
