@@ -154,19 +154,6 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _split(text: str | None) -> list[str]:
-    return [t.strip().upper() for t in (text or "").split(",") if t.strip()]
-
-
-def _parse_value(text: str):
-    for cast in (int, float):
-        try:
-            return cast(text)
-        except ValueError:
-            pass
-    return {"true": True, "false": False}.get(text.lower(), text)
-
-
 def _settings(args: argparse.Namespace):
     from archlint import config
 
@@ -174,18 +161,7 @@ def _settings(args: argparse.Namespace):
     if len(files) > 1:
         raise UsageError(f"--config names two files ({files[0]}, {files[1]}); give one pyproject.toml")
     s = config.load(path=Path(files[0]) if files else None, overrides=_setting_overrides(args))
-    if args.select:
-        s.select = _split(args.select)
-    s.extend_select += _split(args.extend_select)
-    s.ignore += _split(args.ignore)
-    for flag in ("select", "extend_select", "ignore"):
-        config.check_selectors(_split(getattr(args, flag)), f"--{flag.replace('_', '-')}")
-    for item in args.option:
-        key, eq, value = item.partition("=")
-        code, dot, name = key.partition(".")
-        if not (eq and dot and code and name):
-            raise UsageError(f"--option {item!r} must look like CODE.NAME=VALUE, e.g. AL101.threshold=0.2")
-        s.rule_options.setdefault(code.upper(), {})[name.replace("-", "_")] = _parse_value(value)
+    config.apply_rule_flags(s, args.select, args.extend_select, args.ignore, args.option)
     for attr in ("output_format", "output_file", "html", "mode", "warmup", "repeat", "jobs"):
         value = getattr(args, attr)
         if value is not None:
@@ -294,12 +270,12 @@ def _model_specs(args: argparse.Namespace, settings) -> list:
                 raise UsageError(f"--config {item!r} must look like KEY=VALUE (a config field), e.g. n_layer=4")
             if not spec.target.startswith("hf:"):
                 raise UsageError(f"--config {item}: config fields apply to hf:NAME targets; use --init for {spec.target}")
-            spec.hf_config[key] = _parse_value(value)
+            spec.hf_config[key] = config.parse_value(value)
         for item in args.init:
             key, eq, value = item.partition("=")
             if not eq or not key.isidentifier():
                 raise UsageError(f"--init {item!r} must look like KEY=VALUE, e.g. num_classes=10")
-            spec.init[key] = _parse_value(value)
+            spec.init[key] = config.parse_value(value)
         if args.device_spec:
             spec.device_spec = args.device_spec
         for name in ("max_flops", "max_mac", "max_params", "max_latency_ms"):

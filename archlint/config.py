@@ -278,6 +278,44 @@ def check_rule_options(options: dict[str, dict[str, Any]], where: str) -> None:
                 raise UsageError(f"{where}: {code}.{name} must be ≥ 0, got {value!r}")
 
 
+def split_codes(text: str | None) -> list[str]:
+    """`AL101, al2` → ["AL101", "AL2"]: a --select/--extend-select/--ignore value."""
+    return [t.strip().upper() for t in (text or "").split(",") if t.strip()]
+
+
+def parse_value(text: str):
+    """An --option or --init value: int, float, true/false, else the text itself."""
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return {"true": True, "false": False}.get(text.lower(), text)
+
+
+def apply_rule_flags(s: Settings, select: str | None, extend_select: str | None, ignore: str | None,
+                     options: list[str], parse=parse_value, example: str = "AL101.threshold=0.2") -> None:
+    """--select, --extend-select, --ignore and --option over the settings from the file: one
+    reading for every command. `parse` turns an option's text into its value (ValueError: it
+    takes a number)."""
+    if select:
+        s.select = split_codes(select)
+    s.extend_select += split_codes(extend_select)
+    s.ignore += split_codes(ignore)
+    for flag, value in (("select", select), ("extend-select", extend_select), ("ignore", ignore)):
+        check_selectors(split_codes(value), f"--{flag}")
+    for item in options:
+        key, eq, text = item.partition("=")
+        code, dot, name = key.partition(".")
+        if not (eq and dot and code and name):
+            raise UsageError(f"--option {item!r} must look like CODE.NAME=VALUE, e.g. {example}")
+        try:
+            value = parse(text)
+        except ValueError:
+            raise UsageError(f"--option {item!r}: {code}.{name} takes a number") from None
+        s.rule_options.setdefault(code.upper(), {})[name.replace("-", "_")] = value
+
+
 def check_budget(label: str, value: Any) -> None:
     """A budget is a finite number ≥ 0 (0: nothing allowed); NaN would pass every comparison."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
-import sys
 from pathlib import Path
 
 from archlint.errors import UsageError
@@ -57,14 +55,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _pairs(items: list[str], flag: str) -> dict:
-    from archlint.cli import _parse_value
+    from archlint.config import parse_value
 
     out = {}
     for item in items:
         key, eq, value = item.partition("=")
         if not eq or not key.isidentifier():
             raise UsageError(f"{flag} {item!r} must look like KEY=VALUE, e.g. root=data/train")
-        out[key] = _parse_value(value)
+        out[key] = parse_value(value)
     return out
 
 

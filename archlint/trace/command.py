@@ -66,31 +66,12 @@ def trace_files(paths: list[Path]) -> list[Path]:
     return files
 
 
-def split(text: str | None) -> list[str]:
-    """`AL501, al5` → ["AL501", "AL5"]."""
-    return [t.strip().upper() for t in (text or "").split(",") if t.strip()]
-
-
 def _settings(args: argparse.Namespace):
     from archlint import config
 
     s = config.load(path=args.config)
-    if args.select:
-        s.select = split(args.select)
-    s.extend_select += split(args.extend_select)
-    s.ignore += split(args.ignore)
-    for flag in ("select", "extend_select", "ignore"):
-        config.check_selectors(split(getattr(args, flag)), f"--{flag.replace('_', '-')}")
-    for item in args.option:
-        key, eq, value = item.partition("=")
-        code, dot, name = key.partition(".")
-        if not (eq and dot and code and name):
-            raise UsageError(f"--option {item!r} must look like CODE.NAME=VALUE, e.g. AL509.threshold=0.6")
-        try:
-            number = float(value)
-        except ValueError:
-            raise UsageError(f"--option {item!r}: {code}.{name} takes a number") from None
-        s.rule_options.setdefault(code.upper(), {})[name.replace("-", "_")] = number
+    config.apply_rule_flags(s, args.select, args.extend_select, args.ignore, args.option, parse=float,
+                            example="AL509.threshold=0.6")
     config.check_rule_options(s.rule_options, "--option")
     for attr in ("output_format", "output_file", "html"):
         if getattr(args, attr) is not None:

@@ -94,6 +94,18 @@ def test_select_ignore_and_exit_codes(tmp_path, capsys):
     assert code == 0
 
 
+def test_bad_options_and_selectors_are_one_line_as_for_the_other_commands(tmp_path, capsys):
+    path = SCENARIOS["AL501"](True).write(tmp_path / "t.json")
+    for argv, message in (
+        (["--option", "AL509.threshold=abc"], "--option 'AL509.threshold=abc': AL509.threshold takes a number"),
+        (["--option", "AL509"], "--option 'AL509' must look like CODE.NAME=VALUE, e.g. AL509.threshold=0.6"),
+    ):
+        code, out, err = run([path, *argv], capsys)
+        assert (code, err.strip()) == (2, f"archlint: error: {message}") and out == ""
+    code, _, err = run([path, "--select", "AL9"], capsys)
+    assert code == 2 and err.count("\n") == 1 and "--select" in err
+
+
 def test_sarif_has_the_trace_rules(tmp_path, capsys):
     path = SCENARIOS["AL503"](True).write(tmp_path / "t.json")
     code, out, _ = run([path, "--output-format", "sarif"], capsys)
