@@ -11,7 +11,7 @@ from archlint.config import Settings
 from archlint.diagnostics import Diagnostic, Severity
 from archlint.printable import printable
 from archlint.report.locations import locate, subject
-from archlint.report.text import price_text, shown
+from archlint.report.wording import price_text, shown
 from archlint.result import RunResult
 
 _COMMAND = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "notice"}

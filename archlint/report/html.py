@@ -24,7 +24,8 @@ from archlint.diagnostics import Diagnostic
 from archlint.errors import UsageError
 from archlint.printable import printable
 from archlint.report.layout import layered
-from archlint.report.text import human_bytes, human_count, location, price_bits
+from archlint.units import human_bytes, human_count
+from archlint.report.wording import location, price_bits
 from archlint.report.what_if_html import what_if_section
 from archlint.result import GateResult, Layer, ModelResult, RunResult
 

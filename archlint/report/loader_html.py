@@ -6,7 +6,7 @@ from __future__ import annotations
 import html
 
 from archlint.report.loader_table import prefetching
-from archlint.report.text import human_bytes
+from archlint.units import human_bytes
 
 
 def _e(value) -> str:

@@ -7,7 +7,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from archlint.report.text import human_bytes
+from archlint.units import human_bytes
 
 
 def prefetching(lr) -> str:

@@ -7,8 +7,8 @@ from rich.table import Table
 from rich.text import Text
 
 from archlint.config import Settings
-from archlint.report.text import human_bytes as _bytes
-from archlint.report.text import human_count as _count
+from archlint.units import human_bytes as _bytes
+from archlint.units import human_count as _count
 from archlint.result import ModelResult
 
 

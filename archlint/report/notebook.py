@@ -7,7 +7,8 @@ from __future__ import annotations
 import html
 
 from archlint.diagnostics import Diagnostic
-from archlint.report.text import human_bytes, human_count, location, price_bits
+from archlint.units import human_bytes, human_count
+from archlint.report.wording import location, price_bits
 from archlint.result import ModelResult, RunResult
 
 STYLE = (

@@ -19,7 +19,7 @@ from archlint.printable import file_uri, printable
 from archlint.registry import RuleInfo, catalog
 from archlint.report.json import finite  # NaN is no JSON number: null
 from archlint.report.locations import Where, locate, subject
-from archlint.report.text import price_text
+from archlint.report.wording import price_text
 from archlint.result import RunResult
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"

@@ -13,83 +13,11 @@ from rich.markup import escape
 from rich.table import Table
 
 from archlint.config import Settings
-from archlint.diagnostics import Applicability, Diagnostic, Severity
+from archlint.diagnostics import Diagnostic, Severity
 from archlint.printable import printable
 from archlint.registry import RuleInfo
+from archlint.report.wording import location, plural, price_text, safe_fix, shown
 from archlint.result import RunResult
-
-
-def location(d: Diagnostic, settings: Settings | None = None) -> str:
-    """`file:line:col`, relative to the project root when settings are given, then for model
-    findings the module path in brackets ("[model]" for a finding about the whole model)."""
-    if d.file:
-        file = printable(settings.relpath(d.file) if settings else d.file)  # never raw bytes or escapes
-        cell = [f"cell {d.cell}"] if d.cell is not None else []  # a notebook: `bad.ipynb:cell 3:5:1`, as ruff
-        where = ":".join([file, *cell] + [str(v) for v in (d.line, d.column) if v is not None])
-    else:
-        where = d.target or "<model>"
-    if d.node:
-        where += f" [{d.module or ('model' if d.module == '' else d.node)}]"
-    return where
-
-
-def price_bits(d: Diagnostic) -> list[str]:
-    """A finding's price in short phrases, the one phrasing every reporter uses:
-    the saving and its share on its basis (said in words), the counts it saves, the alternative."""
-    p = d.price
-    if p is None:
-        return []
-    if p.saving_ms is not None:
-        where = f" on {p.device}" if p.device else ""
-        if p.noise_share is not None:  # measured, but the difference stayed inside the timing noise
-            bits = [f"could not measure (noise {p.noise_share:.1%} of {p.whole}, {p.basis}{where})"]
-        elif p.saving_ms > 0:
-            bits = [f"saves ≈ {p.saving_ms:.3g} ms, {p.saving_share:.1%} of {p.whole} ({p.basis}{where})"]
-        else:  # a measured what-if can come out at or below zero: said as it is
-            bits = [f"alternative no faster ({p.saving_ms:+.3g} ms, {p.basis}{where})"]
-    elif p.mac_bytes_saved:
-        bits = [f"saves {human_bytes(p.mac_bytes_saved)} MAC, {p.saving_share:.1%} of model MAC (static)"]
-    else:
-        bits = ["no runtime saving counted (static)"]
-    if p.saving_ms is not None and p.mac_bytes_saved:
-        bits.append(f"{human_bytes(p.mac_bytes_saved)} MAC")
-    if p.flops_saved:
-        bits.append(f"{human_count(p.flops_saved)} FLOPs")
-    if p.alternative:
-        bits.append(f"vs {p.alternative}")
-    return bits
-
-
-def price_text(d: Diagnostic) -> str:
-    """The price as one bracketed phrase ("" without a price), appended to messages."""
-    bits = price_bits(d)
-    return "  [" + "; ".join(bits) + "]" if bits else ""
-
-
-def shown(diagnostics: Iterable[Diagnostic], settings: Settings) -> list[Diagnostic]:
-    """The findings a reader sees: info findings (advice, code or model) only with --show-info."""
-    return [d for d in diagnostics if settings.show_info or not d.hidden]
-
-
-def safe_fix(d: Diagnostic) -> bool:
-    """The finding has a fix that --fix applies without --unsafe-fixes."""
-    return d.fix is not None and d.fix.applicability is Applicability.SAFE
-
-
-def human_bytes(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if abs(n) < 1000:
-            return f"{n:.3g} {unit}"
-        n /= 1000
-    return f"{n:.3g} TB"
-
-
-def human_count(n: float) -> str:
-    for unit in ("", "K", "M", "G"):
-        if abs(n) < 1000:
-            return f"{n:.4g}{unit}"
-        n /= 1000
-    return f"{n:.4g}T"
 
 
 def terminal() -> Console:
@@ -159,10 +87,6 @@ def print_text(result: RunResult, settings: Settings, console: Console | None = 
             tail += f" ({unsafe} more with --fix --unsafe-fixes)"
         line = f"Found {n} finding{'s' if n != 1 else ''}{tail}" if n else "All checks passed"
         console.print(escape(f"{line}; {hidden_note}." if hidden else f"{line}."))
-
-
-def plural(n: int, word: str) -> str:
-    return f"{n} {word}{'' if n == 1 else 's'}"
 
 
 def _with_edits(result: RunResult) -> str:

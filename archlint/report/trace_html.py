@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import html
 
-from archlint.report.text import price_text
+from archlint.report.wording import price_text
 
 COLORS = {"compute": "#4e79a7", "non-compute": "#f28e2b", "idle": "#bab0ac"}
 

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from archlint.report.text import human_bytes, human_count
+from archlint.units import human_bytes, human_count
 from archlint.result import ModelResult
 
 DEFAULT_DEPTH = 3

@@ -370,7 +370,7 @@ def _tree_row(out: str, label: str) -> list[str]:
 def test_tree_sums_match_torch_and_totals(capsys):
     import torch
 
-    from archlint.report.text import human_count
+    from archlint.units import human_count
 
     code, out, _ = _run(capsys, [f"{NETS}:TinyNet", "--input-shape", "1,3,56,56", "--tree", "--select", "AL2"])
     assert "module tree (depth 3; sums of the ops inside each module)" in out

@@ -19,7 +19,7 @@ from archlint.model import fixed
 from archlint.model.budget import Budget
 from archlint.model.paired import WithinNoise, judge
 from archlint.model.timer import MIN_PASSES, Sampled, Stats, make_timer, sample
-from archlint.report.text import price_bits
+from archlint.report.wording import price_bits
 
 
 def noisy(n, centre, spread, seed):
