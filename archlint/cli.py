@@ -20,6 +20,7 @@ import traceback
 from pathlib import Path
 
 from archlint import __version__
+from archlint.args import Parser, key_values
 from archlint.errors import UsageError
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -27,18 +28,8 @@ SUBCOMMANDS = ("rule", "rules", "calibrate", "device-specs", "loader", "trace")
 FORMATS = ("text", "json", "sarif", "github", "junit")
 
 
-class _Parser(argparse.ArgumentParser):
-    def __init__(self, **kwargs):
-        super().__init__(allow_abbrev=False, **kwargs)  # `--input-shap` is a typo, not `--input-shape`
-
-    def error(self, message: str):  # argparse prints usage + exits 2; we want one line, exit 2
-        from archlint.usage import explain
-
-        raise UsageError(f"{explain(message, self)} (see `archlint --help`)")
-
-
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(
+    p = Parser(
         prog="archlint",
         description="Efficiency linter for PyTorch: `archlint model.py:Net` analyzes a model, "
         "`archlint train.py src/` lints training code, `archlint loader data.py:train_loader [--model model.py:Net]` "
@@ -271,11 +262,7 @@ def _model_specs(args: argparse.Namespace, settings) -> list:
             if not spec.target.startswith("hf:"):
                 raise UsageError(f"--config {item}: config fields apply to hf:NAME targets; use --init for {spec.target}")
             spec.hf_config[key] = config.parse_value(value)
-        for item in args.init:
-            key, eq, value = item.partition("=")
-            if not eq or not key.isidentifier():
-                raise UsageError(f"--init {item!r} must look like KEY=VALUE, e.g. num_classes=10")
-            spec.init[key] = config.parse_value(value)
+        spec.init.update(key_values(args.init, "--init", "num_classes=10"))
         if args.device_spec:
             spec.device_spec = args.device_spec
         for name in ("max_flops", "max_mac", "max_params", "max_latency_ms"):
@@ -370,7 +357,7 @@ def run_subcommand(argv: list[str]) -> int:
         print_rules(registry.catalog().values())
         return EXIT_CLEAN
     # calibrate
-    p = _Parser(prog="archlint calibrate", description="measure and cache the device's roofline peaks")
+    p = Parser(prog="archlint calibrate", description="measure and cache the device's roofline peaks")
     p.add_argument("--device", default="cpu")
     p.add_argument("--dtype", default="float32")
     p.add_argument("--debug", action="store_true")

@@ -5,7 +5,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from archlint.args import Parser, key_values
+from archlint.config import parse_shape
 from archlint.errors import UsageError
+from archlint.loader.options import LoaderOptions
 
 DEFAULT_BATCHES = 30
 DEFAULT_BUDGET_S = 5.0
@@ -14,9 +17,7 @@ DEFAULT_TIMEOUT_S = 600.0  # the whole run; its timed parts are bounded by --sec
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from archlint.cli import _Parser
-
-    p = _Parser(
+    p = Parser(
         prog="archlint loader",
         description="Measure a data pipeline: throughput, where one sample's time goes, the scaling "
         "with num_workers; with --model, whether the model or the input bounds the run. "
@@ -54,18 +55,6 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _pairs(items: list[str], flag: str) -> dict:
-    from archlint.config import parse_value
-
-    out = {}
-    for item in items:
-        key, eq, value = item.partition("=")
-        if not eq or not key.isidentifier():
-            raise UsageError(f"{flag} {item!r} must look like KEY=VALUE, e.g. root=data/train")
-        out[key] = parse_value(value)
-    return out
-
-
 def _worker_list(text: str) -> list[int]:
     from archlint.loader.measure import worker_settings
 
@@ -100,24 +89,35 @@ def _check(args: argparse.Namespace) -> None:
         resolve(args.device_spec)  # a bad name or file is an error before anything is measured
 
 
-def loader_command(argv: list[str]) -> int:
-    args = build_parser().parse_args(argv)
+def options(args: argparse.Namespace) -> LoaderOptions:
+    """The parsed flags, checked, as the typed options a run takes."""
     _check(args)
-    workers = _worker_list(args.workers)
+    return LoaderOptions(
+        target=args.target, init=key_values(args.init, "--init", "root=data/train"), batch_size=args.batch_size,
+        num_workers=args.num_workers, pin_memory=args.pin_memory, batches=args.batches, warmup=args.warmup,
+        seconds=args.seconds, workers=_worker_list(args.workers), stage_items=args.stage_items, device=args.device,
+        model=args.model, input_shapes=[parse_shape(s) for s in args.input_shape],
+        model_init=key_values(args.model_init, "--model-init", "root=data/train"), dtype=args.dtype, step=args.step,
+        device_spec=args.device_spec, output_format=args.output_format, output_file=args.output_file, html=args.html,
+        timeout=args.timeout, debug=args.debug,
+    )
+
+
+def loader_command(argv: list[str]) -> int:
+    opts = options(build_parser().parse_args(argv))
     try:
         import torch  # noqa: F401
     except ImportError as exc:
         raise UsageError(f"archlint loader needs torch ({exc.name} is missing): pip install 'archlint[models]'") from None
     from archlint.config import Settings
     from archlint.loader.run import run_loader
+    from archlint.model.sandbox import user_code
     from archlint.report import write_report
     from archlint.result import RunResult
 
-    from archlint.model.sandbox import user_code
-
-    with user_code(args.target, args.timeout) as guard:  # a __getitem__ that blocks must not hang the run
+    with user_code(opts.target, opts.timeout) as guard:  # a __getitem__ that blocks must not hang the run
         guard.doing = "loading and timing batches"
-        loader_result = run_loader(args, workers)
-    settings = Settings(output_format=args.output_format, output_file=args.output_file, html=args.html, debug=args.debug)
+        loader_result = run_loader(opts)
+    settings = Settings(output_format=opts.output_format, output_file=opts.output_file, html=opts.html, debug=opts.debug)
     write_report(RunResult(loaders=[loader_result]), settings)
     return 0

@@ -2,31 +2,29 @@
 
 from __future__ import annotations
 
-import argparse
-
-from archlint.config import ModelSpec, parse_shape
+from archlint.config import ModelSpec
 from archlint.errors import UsageError
 from archlint.loader import measure, prefetch
-from archlint.loader.command import _pairs
 from archlint.loader.load import LoaderSpec, load, no_bytecode, with_workers
+from archlint.loader.options import LoaderOptions
 from archlint.loader.result import LoaderResult
 
 
-def run_loader(args: argparse.Namespace, workers: list[int]) -> LoaderResult:
-    spec = LoaderSpec(args.target, _pairs(args.init, "--init"), args.batch_size, args.num_workers, args.pin_memory)
+def run_loader(opts: LoaderOptions) -> LoaderResult:
+    spec = LoaderSpec(opts.target, opts.init, opts.batch_size, opts.num_workers, opts.pin_memory)
     loader, notes, wrapped = load(spec)
     if wrapped is not None:
         notes.append(prefetch.note(wrapped))
-    if args.device and args.device != "cpu":
-        _check_device(args.device)
-    main = measure.throughput(with_workers(loader, loader.num_workers), args.batches, args.warmup, args.seconds)
+    if opts.device and opts.device != "cpu":
+        _check_device(opts.device)
+    main = measure.throughput(with_workers(loader, loader.num_workers), opts.batches, opts.warmup, opts.seconds)
     notes += main.notes
     if getattr(loader, "persistent_workers", False):
         notes.append("persistent_workers=True: measured without (each measurement starts and stops its workers)")
-    st = measure.stages(loader, args.stage_items, args.device)
-    rows = measure.scan_workers(loader, workers, args.batches, args.seconds, {loader.num_workers: main})
+    st = measure.stages(loader, opts.stage_items, opts.device)
+    rows = measure.scan_workers(loader, opts.workers, opts.batches, opts.seconds, {loader.num_workers: main})
     result = LoaderResult(
-        target=args.target,
+        target=opts.target,
         batch_size=loader.batch_size,
         num_workers=loader.num_workers,
         samples_per_s=main.samples_per_s,
@@ -40,14 +38,14 @@ def run_loader(args: argparse.Namespace, workers: list[int]) -> LoaderResult:
         prefetch=prefetch.describe(loader, wrapped),
         batches=main.batches,
         pin_memory=bool(loader.pin_memory),
-        device=args.device,
+        device=opts.device,
         stage_items=st.items if st else 0,
         stage_sum_ms=st.ms_per_sample if st else None,
         notes=notes + (st.notes if st else ["no stage breakdown: an IterableDataset has no items to pick"]),
     )
     result.notes += _coverage_note(result) + _superlinear_note(result)
-    if args.model:
-        result.verdict = _verdict(args, loader, result)
+    if opts.model:
+        result.verdict = _verdict(opts, loader, result)
     result.notes += _busy_note()
     return result
 
@@ -107,24 +105,24 @@ def _check_device(device: str) -> None:
         raise UsageError(f"--device {device}: no CUDA device here; drop --device to measure on the CPU")
 
 
-def _verdict(args: argparse.Namespace, loader, result: LoaderResult):
+def _verdict(opts: LoaderOptions, loader, result: LoaderResult):
     from archlint.loader.verdict import estimated_step, measure_step, verdict
 
-    shapes = [parse_shape(s) for s in args.input_shape] or [_batch_shape(loader)]
+    shapes = opts.input_shapes or [_batch_shape(loader)]
     spec = ModelSpec(
-        target=args.model, input_shapes=shapes, dtype=args.dtype, device=args.device or "cpu",
-        init=_pairs(args.model_init, "--model-init"),
+        target=opts.model, input_shapes=shapes, dtype=opts.dtype, device=opts.device or "cpu",
+        init=opts.model_init,
     )
-    if args.device_spec:
+    if opts.device_spec:
         with no_bytecode():
-            step = estimated_step(spec, args.device_spec, args.step)
+            step = estimated_step(spec, opts.device_spec, opts.step)
     else:
         with no_bytecode():
-            step = measure_step(spec, args.step)
-    if not args.input_shape:
+            step = measure_step(spec, opts.step)
+    if not opts.input_shapes:
         how = "estimated" if step.basis == "estimated" else "timed"
         step.notes.append(f"model {how} on the loader's batch shape {'×'.join(map(str, shapes[0]))} (--input-shape to change)")
-    return verdict(result, args.model, step, args.step)
+    return verdict(result, opts.model, step, opts.step)
 
 
 def _batch_shape(loader) -> list[int]:
