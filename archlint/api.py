@@ -68,7 +68,7 @@ class Analysis:
         return not failed(self.result)
 
     def to_dict(self) -> dict[str, Any]:
-        """Exactly the CLI's `--output-format json` document (DESIGN.md's contract)."""
+        """Exactly the CLI's `--output-format json` document (the contract in docs/design.md)."""
         return json.loads(self.to_json())
 
     def to_json(self, indent: int | None = 2) -> str:
@@ -194,45 +194,31 @@ def lint(
 _BUDGETS = ("max_flops", "max_mac", "max_params", "max_latency_ms")
 _SETTINGS = (
     "mode", "strategy", "warmup", "repeat", "top", "latency", "jobs", "cache", "baseline", "timeout", "show_info", "quiet",
-    "latency_budget",
+    "latency_budget", "device_spec", "what_if",
 )
 
 
 def settings_for(config_file: str | Path | None = None, **options: Any) -> Settings:
-    """The nearest pyproject.toml's settings (or `config_file`'s), with keyword overrides."""
+    """The nearest pyproject.toml's settings (or `config_file`'s), with keyword overrides laid over
+    them by config.apply, as the file's own keys and the CLI's flags are."""
     s = config.load(path=Path(config_file) if config_file else None)
-    for flag in ("select", "extend_select", "ignore"):
-        if options.get(flag) is not None:
-            codes = _codes(options.pop(flag), flag)
-            config.check_selectors(codes, f"{flag}=")
-            setattr(s, flag, codes if flag == "select" else getattr(s, flag) + codes)
+    given: dict[str, Any] = {flag: _codes(options.pop(flag), flag) for flag in ("select", "extend_select", "ignore")
+                             if options.get(flag) is not None}
+    rule_options: dict[str, dict[str, Any]] = {}
     for key, value in (options.pop("options", None) or {}).items():
         code, _, option = key.partition(".")
         if isinstance(value, dict) and not option:  # {"AL101": {"threshold": 0.2}}
-            s.rule_options.setdefault(code.upper(), {}).update(value)
+            rule_options.setdefault(code.upper(), {}).update(value)
         elif option:  # {"AL101.threshold": 0.2}
-            s.rule_options.setdefault(code.upper(), {})[option.replace("-", "_")] = value
+            rule_options.setdefault(code.upper(), {})[option.replace("-", "_")] = value
         else:
             raise UsageError(f"options key {key!r} must look like 'CODE.NAME' or map a code to a dict")
-    config.check_rule_options(s.rule_options, "options=")
-    for key in _SETTINGS:
-        if options.get(key) is not None:
-            setattr(s, key, Path(options.pop(key)) if key == "baseline" else options.pop(key))
-    config.check_baseline(s.baseline)
-    if options.get("device_spec") is not None:  # as --device-spec: validated before any model is built
-        from archlint.devices import resolve
-
-        resolve(options["device_spec"])
-        s.device_spec = options.pop("device_spec")
-    if options.get("what_if") is not None:  # as --what-if: True/"all" or names; implies latency
-        s.what_if = config.what_if_names(options.pop("what_if"), "what_if=")
-        s.latency = True
+    given["rule_options"] = rule_options
+    given |= {key: options.pop(key) for key in _SETTINGS if options.get(key) is not None}
     unknown = set(options) - set(_BUDGETS)
     if unknown:
         raise UsageError(f"unknown option {sorted(unknown)[0]}=; see help(archlint.analyze)")
-    if s.warmup < 0 or s.repeat < 1:
-        raise UsageError("warmup must be ≥ 0 and repeat ≥ 1")
-    return s
+    return config.apply(s, given, label=lambda name: "options=" if name == "rule_options" else f"{name}=")
 
 
 def _codes(value: str | Iterable[str], flag: str) -> list[str]:

@@ -16,7 +16,7 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str):  # argparse prints usage + exits 2; we want one line, exit 2
         from archlint.usage import explain
 
-        raise UsageError(f"{explain(message, self)} (see `archlint --help`)")
+        raise UsageError(f"{explain(message, self)} (see `{self.prog} --help`)")
 
 
 def key_values(items: list[str], flag: str, example: str) -> dict[str, Any]:

@@ -21,11 +21,11 @@ from pathlib import Path
 
 from archlint import __version__
 from archlint.args import Parser, key_values
+from archlint.config import MODES, OUTPUT_FORMATS
 from archlint.errors import UsageError
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 SUBCOMMANDS = ("rule", "rules", "calibrate", "device-specs", "loader", "trace")
-FORMATS = ("text", "json", "sarif", "github", "junit")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -63,7 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     out = p.add_argument_group("output")
-    out.add_argument("--output-format", choices=FORMATS, help="default: text")
+    out.add_argument("--output-format", choices=OUTPUT_FORMATS, help="default: text")
     out.add_argument("-o", "--output-file", type=Path)
     out.add_argument("--html", type=Path, metavar="FILE", help="also write a self-contained HTML report")
     out.add_argument("--statistics", action="store_true", help="count findings per rule")
@@ -110,7 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     model.add_argument("--dtype", help="float32 (default), float16, bfloat16, float64: weights and float inputs")
     model.add_argument("--init", action="append", default=[], metavar="KEY=VALUE", help="constructor argument")
-    model.add_argument("--mode", choices=("eval", "train"), help="forward mode to trace (default: eval)")
+    model.add_argument("--mode", choices=MODES, help="forward mode to trace (default: eval)")
     model.add_argument("--models", action="store_true", help="analyze the models listed in the config")
     model.add_argument("--top", type=int, default=15, help="layers shown in the text table (0: none, -1: all)")
     model.add_argument("--tree", action="store_true", help="show the module hierarchy with summed costs")
@@ -153,51 +153,24 @@ def _settings(args: argparse.Namespace):
         raise UsageError(f"--config names two files ({files[0]}, {files[1]}); give one pyproject.toml")
     s = config.load(path=Path(files[0]) if files else None, overrides=_setting_overrides(args))
     config.apply_rule_flags(s, args.select, args.extend_select, args.ignore, args.option)
-    for attr in ("output_format", "output_file", "html", "mode", "warmup", "repeat", "jobs"):
-        value = getattr(args, attr)
-        if value is not None:
-            # outputs are where the user meant when typing them, whatever a model's code does to the cwd
-            setattr(s, attr, Path(os.path.abspath(value)) if attr in ("output_file", "html") else value)
-    s.trace_dir = args.trace
-    if args.device_spec:
-        from archlint.devices import resolve
-
-        resolve(args.device_spec)  # a bad name or file is an error before any model is built
-        s.device_spec = args.device_spec
     if args.top < -1:
         raise UsageError(f"--top {args.top}: give a number of layers, 0 for none or -1 for all")
-    s.top = sys.maxsize if args.top == -1 else args.top
-    s.strategy = args.strategy
     if args.depth is not None and args.depth < 0:
         raise UsageError(f"--depth {args.depth}: give the levels of the tree to show, 0 or more")
-    s.tree = args.tree or args.depth is not None  # read by the text reporter
-    s.tree_depth = args.depth
-    for flag in ("max_file_size", "timeout", "latency_budget"):
-        value = getattr(args, flag)
-        if value is not None and not value > 0:  # also rejects nan
-            raise UsageError(f"--{flag.replace('_', '-')} must be a number > 0, got {value:g}")
-    if args.max_file_size is not None:
-        if args.max_file_size == float("inf"):
-            raise UsageError("--max-file-size must be a finite number of MB, got inf; give a size such as 10")
-        s.max_file_size = int(args.max_file_size * 1e6)
-    if args.timeout is not None:
-        s.timeout = args.timeout
-    if args.latency_budget is not None:
-        s.latency_budget = args.latency_budget
-    s.fix, s.unsafe_fixes, s.diff = args.fix, args.unsafe_fixes, args.diff
-    s.cache = s.cache and not args.no_cache
-    if args.what_if is not None:
-        s.what_if = config.what_if_names(args.what_if, "--what-if")
-    s.latency = args.latency or args.trace is not None or s.what_if is not None
-    s.baseline, s.save_baseline = args.baseline, args.save_baseline
-    config.check_rule_options(s.rule_options, "--option")
-    config.check_baseline(s.baseline)
-    s.exit_zero, s.statistics, s.debug, s.quiet = args.exit_zero, args.statistics, args.debug, args.quiet
-    s.verbose = args.verbose
-    s.show_info = s.show_info or args.show_info
-    if s.warmup < 0 or s.repeat < 1:
-        raise UsageError("--warmup must be ≥ 0 and --repeat ≥ 1")
-    return s
+    # outputs are where the user meant when typing them, whatever a model's code does to the cwd
+    output_file, html = (Path(os.path.abspath(p)) if p is not None else None for p in (args.output_file, args.html))
+    given = {
+        "rule_options": s.rule_options, "output_format": args.output_format, "output_file": output_file, "html": html,
+        "mode": args.mode, "warmup": args.warmup, "repeat": args.repeat, "jobs": args.jobs, "trace_dir": args.trace,
+        "device_spec": args.device_spec, "top": sys.maxsize if args.top == -1 else args.top, "strategy": args.strategy,
+        "tree": args.tree or args.depth is not None, "tree_depth": args.depth, "max_file_size": args.max_file_size,
+        "timeout": args.timeout, "latency_budget": args.latency_budget, "fix": args.fix,
+        "unsafe_fixes": args.unsafe_fixes, "diff": args.diff, "cache": False if args.no_cache else None,
+        "what_if": args.what_if, "latency": args.latency or None, "baseline": args.baseline,
+        "save_baseline": args.save_baseline, "exit_zero": args.exit_zero, "statistics": args.statistics,
+        "debug": args.debug, "quiet": args.quiet, "verbose": args.verbose, "show_info": args.show_info or None,
+    }
+    return config.apply(s, given, label=lambda name: "--option" if name == "rule_options" else f"--{name.replace('_', '-')}")
 
 
 def _setting_overrides(args: argparse.Namespace) -> list[str]:

@@ -15,7 +15,12 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
+from collections.abc import Callable
+
 from archlint.errors import UsageError
+
+OUTPUT_FORMATS = ("text", "json", "sarif", "github", "junit")
+MODES = ("eval", "train")
 
 
 @dataclass
@@ -74,6 +79,8 @@ class Settings:
     mode: str = "eval"
     strategy: str | None = None  # force one capture strategy (fx | export | dispatch); None: first that works
     top: int = 15  # costliest layers shown in the text table
+    tree: bool = False  # the text table shows the module tree instead of the op table (--tree)
+    tree_depth: int | None = None  # levels of that tree (--depth); None: report.tree's default
     latency: bool = False
     warmup: int = 10
     repeat: int = 50
@@ -327,17 +334,118 @@ def check_baseline(path: Path | None) -> None:
         raise UsageError(f"baseline file {path} does not exist; create it with --save-baseline {path}")
 
 
+# ---- One way to set Settings fields, whoever gives them: a [tool.archlint] key, a command-line flag
+# or an API keyword. Each field has one check; `label(field)` names it as the user wrote it
+# ("--warmup", "warmup=", "pyproject.toml: [tool.archlint] warmup") in the one-line error.
+
+def _shown(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, float) else repr(value)
+
+
+def _typed(kind: type) -> Callable[[Any, str], Any]:
+    def check(value: Any, where: str) -> Any:
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            raise UsageError(f"{where} must be {kind.__name__}, got {value!r}")
+        return value
+    return check
+
+
+def _one_of(allowed: tuple[str, ...]) -> Callable[[Any, str], str]:
+    def check(value: Any, where: str) -> str:
+        if value not in allowed:
+            raise UsageError(f"{where} must be one of {', '.join(allowed)}, got {value!r}")
+        return value
+    return check
+
+
+def _at_least(low: int) -> Callable[[Any, str], int]:
+    def check(value: Any, where: str) -> int:
+        value = _typed(int)(value, where)
+        if value < low:
+            raise UsageError(f"{where} must be ≥ {low}, got {value!r}")
+        return value
+    return check
+
+
+def _positive(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:  # also rejects nan
+        raise UsageError(f"{where} must be a number > 0, got {_shown(value)}")
+    return float(value)
+
+
+def _megabytes(value: Any, where: str) -> int:
+    if _positive(value, where) == float("inf"):
+        raise UsageError(f"{where} must be a finite number of MB, got {_shown(value)}; give a size such as 10")
+    return int(value * 1e6)
+
+
+def _selectors(value: Any, where: str) -> list[str]:
+    check_selectors(value, where)
+    return list(value)
+
+
+def _device_spec_name(value: Any, where: str) -> str:
+    from archlint import devices
+
+    if not isinstance(value, str) or not value:
+        raise UsageError(f"{where} must be a spec name such as \"rtx4090\" or a TOML file path")
+    devices.resolve(value)  # a bad name or file is an error before any model is built
+    return value
+
+
+def _what_if(value: Any, where: str) -> list[str]:
+    return what_if_names(value, where)
+
+
+def _existing_baseline(value: Any, where: str) -> Path:
+    check_baseline(Path(value))
+    return Path(value)
+
+
+def _rule_options(value: Any, where: str) -> dict[str, dict[str, Any]]:
+    check_rule_options(value, where)
+    return value
+
+
+FIELD_CHECKS: dict[str, Callable[[Any, str], Any]] = {
+    "select": _selectors, "extend_select": _selectors, "ignore": _selectors, "rule_options": _rule_options,
+    "cache": _typed(bool), "jobs": _at_least(0), "warmup": _at_least(0), "repeat": _at_least(1),
+    "mode": _one_of(MODES), "output_format": _one_of(OUTPUT_FORMATS), "max_file_size": _megabytes,
+    "timeout": _positive, "latency_budget": _positive, "device_spec": _device_spec_name, "what_if": _what_if,
+    "baseline": _existing_baseline,
+}
+ADDED = ("extend_select", "ignore")  # these add to what the file selected; every other field replaces
+
+
+def apply(s: Settings, values: dict[str, Any], label: Callable[[str], str]) -> Settings:
+    """Lay the given values (Settings field names; None: not given) over `s`, each checked by its
+    field's one rule, then settle what one field implies for another: --what-if and --trace need
+    latency. The TOML table, the command line and the API all build Settings through here."""
+    for name, value in values.items():
+        if value is None:
+            continue
+        if not hasattr(s, name):
+            raise TypeError(f"Settings has no field {name!r}")  # a caller's bug, not the user's
+        check = FIELD_CHECKS.get(name)
+        value = check(value, label(name)) if check else value
+        if name in ADDED:
+            value = getattr(s, name) + value
+        elif name == "rule_options":  # per code: an option given here joins the file's others
+            value = {**s.rule_options, **{code: {**s.rule_options.get(code, {}), **opts} for code, opts in value.items()}}
+        setattr(s, name, value)
+    if s.what_if is not None or s.trace_dir is not None:
+        s.latency = True
+    return s
+
+
+SCALAR_KEYS = ("cache", "jobs", "mode", "warmup", "repeat", "output-format", "max-file-size", "timeout", "latency-budget")
+
+
 def from_table(table: dict[str, Any], root: Path, source: str = "pyproject.toml") -> Settings:
     unknown = set(table) - _KEYS
     if unknown:
         raise UsageError(f"{source}: unknown key [tool.archlint] {sorted(unknown)[0]!r}")
     s = Settings(root=root)
-    if "select" in table:
-        s.select = _codes(table["select"], "select")
-    s.extend_select = _codes(table.get("extend-select", []), "extend-select")
-    s.ignore = _codes(table.get("ignore", []), "ignore")
-    for key in ("select", "extend-select", "ignore"):
-        check_selectors(_codes(table.get(key, []), key), f"{source}: [tool.archlint] {key}")
     for key in ("per-file-ignores", "module-ignores"):
         if not isinstance(table.get(key, {}), dict):
             raise UsageError(f"{source}: [tool.archlint] {key} must be a table of lists")
@@ -355,67 +463,38 @@ def from_table(table: dict[str, Any], root: Path, source: str = "pyproject.toml"
     rules = table.get("rules", {})
     if not isinstance(rules, dict) or not all(isinstance(v, dict) for v in rules.values()):
         raise UsageError(f"{source}: [tool.archlint.rules] must hold one table per rule code")
-    s.rule_options = {code.upper(): {k.replace("-", "_"): v for k, v in opts.items()} for code, opts in rules.items()}
-    check_rule_options(s.rule_options, f"{source}: [tool.archlint.rules]")
     models = table.get("models", [])
     if not isinstance(models, list):
         raise UsageError(f"{source}: [tool.archlint] models must be an array of tables ([[tool.archlint.models]])")
     s.models = [_model_spec(m, i, source, root) for i, m in enumerate(models)]
-    for key, attr, kind in (
-        ("cache", "cache", bool),
-        ("jobs", "jobs", int),
-        ("mode", "mode", str),
-        ("warmup", "warmup", int),
-        ("repeat", "repeat", int),
-        ("output-format", "output_format", str),
-    ):
-        if key in table:
-            if not isinstance(table[key], kind):
-                raise UsageError(f"{source}: [tool.archlint] {key} must be {kind.__name__}, got {table[key]!r}")
-            setattr(s, attr, table[key])
-    for key, allowed in (("mode", ("eval", "train")), ("output-format", ("text", "json", "sarif", "github", "junit"))):
-        if key in table and table[key] not in allowed:
-            raise UsageError(f"{source}: [tool.archlint] {key} must be one of {', '.join(allowed)}, got {table[key]!r}")
-    for key in ("jobs", "warmup", "repeat"):
-        if key in table and (isinstance(table[key], bool) or table[key] < (1 if key == "repeat" else 0)):
-            raise UsageError(f"{source}: [tool.archlint] {key} must be ≥ {1 if key == 'repeat' else 0}, got {table[key]!r}")
-    for key in ("max-file-size", "timeout", "latency-budget"):  # MB; seconds; seconds
-        if key in table:
-            value = table[key]
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-                raise UsageError(f"{source}: [tool.archlint] {key} must be a number > 0, got {value!r}")
-    if "max-file-size" in table:
-        if table["max-file-size"] == float("inf"):
-            raise UsageError(f"{source}: [tool.archlint] max-file-size must be a finite number of MB, got inf")
-        s.max_file_size = int(table["max-file-size"] * 1e6)
-    if "timeout" in table:
-        s.timeout = float(table["timeout"])
-    if "latency-budget" in table:
-        s.latency_budget = float(table["latency-budget"])
     if "cache-dir" in table:
         if not isinstance(table["cache-dir"], str):
             raise UsageError(f"{source}: [tool.archlint] cache-dir must be a path string")
         s.cache_dir = root / table["cache-dir"]
     if "tolerance" in table:
         s.tolerance = _tolerance(table["tolerance"], source)
+    given = {key.replace("-", "_"): _codes(table[key], key) for key in ("select", "extend-select", "ignore") if key in table}
+    given["rule_options"] = {code.upper(): {k.replace("-", "_"): v for k, v in opts.items()} for code, opts in rules.items()}
+    given |= {key.replace("-", "_"): table[key] for key in SCALAR_KEYS if key in table}
     if "device-spec" in table:
-        s.device_spec = _device_spec(table["device-spec"], root, f"{source}: [tool.archlint] device-spec")
+        given["device_spec"] = _device_spec(table["device-spec"], root, f"{source}: [tool.archlint] device-spec")
     if table.get("what-if", False) is not False:  # true (all), "all", "a,b" or ["a", "b"]
-        s.what_if = what_if_names(table["what-if"], f"{source}: [tool.archlint] what-if")
-        s.latency = True
-    return s
+        given["what_if"] = table["what-if"]
+
+    def label(name: str) -> str:
+        return f"{source}: [tool.archlint.rules]" if name == "rule_options" else \
+            f"{source}: [tool.archlint] {name.replace('_', '-')}"
+
+    return apply(s, given, label)
 
 
 def _device_spec(value: Any, root: Path, where: str) -> str:
-    """A built-in spec name or a TOML file (relative to the config's directory), validated now."""
+    """A built-in spec name, or a TOML file relative to the config's directory; validated now."""
     from archlint import devices
 
-    if not isinstance(value, str) or not value:
-        raise UsageError(f"{where} must be a spec name such as \"rtx4090\" or a TOML file path")
-    if value not in devices.builtin_names() and not Path(value).is_absolute():
+    if isinstance(value, str) and value and value not in devices.builtin_names() and not Path(value).is_absolute():
         value = str(root / value)
-    devices.resolve(value)
-    return value
+    return _device_spec_name(value, where)
 
 
 def what_if_names(value: Any, where: str) -> list[str]:

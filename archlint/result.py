@@ -1,6 +1,6 @@
 """Plain results that the model analyzer hands to reporters; no torch in here.
 
-Field names follow the JSON contract in DESIGN.md: reporters serialize these as they are.
+Field names follow the JSON contract in docs/design.md: reporters serialize these as they are.
 """
 
 from __future__ import annotations

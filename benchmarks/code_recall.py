@@ -3,7 +3,7 @@ AL401 and AL403 (the ones issue 12 measures).
 
 Two sets, both written for archlint in the layouts of real public repositories (never their code):
 
-- held-out: benchmarks/code_eval/*/ — labelled by hand before the linter was run on them, with a
+- held-out: benchmarks/eval_data/training_projects/*/ — labelled by hand before the linter was run on them, with a
   `# label: AL401` comment on each line a careful reviewer would flag (several codes allowed);
 - development: tests/fixtures/code/projects/*/ — the fixture projects the linter was built against
   (expected.txt), so their figures are optimistic by construction.
@@ -112,7 +112,7 @@ def main() -> None:
     p.add_argument("--archlint", type=Path, default=ROOT, help="archlint source checkout to measure")
     p.add_argument("-v", "--verbose", action="store_true", help="list every miss and false finding")
     args = p.parse_args()
-    held_out = sorted(d for d in (ROOT / "benchmarks" / "code_eval").iterdir() if d.is_dir())
+    held_out = sorted(d for d in (ROOT / "benchmarks" / "eval_data" / "training_projects").iterdir() if d.is_dir())
     development = sorted(d for d in (ROOT / "tests" / "fixtures" / "code" / "projects").iterdir()
                          if (d / "expected.txt").is_file())
     print(f"archlint from {args.archlint}")
@@ -120,7 +120,7 @@ def main() -> None:
     rounds = [[d for d in held_out if d.name not in later], [d for d in held_out if d.name in ROUND_2],
               [d for d in held_out if d.name in ROUND_3], [d for d in held_out if d.name in ROUND_4]]
     for n, projects in enumerate(rounds, 1):
-        score(f"held-out, round {n} (benchmarks/code_eval)", projects, labels_from_comments, args.archlint,
+        score(f"held-out, round {n} (benchmarks/eval_data/training_projects)", projects, labels_from_comments, args.archlint,
               args.verbose)
     score("development (tests/fixtures/code/projects)", development, labels_from_expected, args.archlint,
           args.verbose)

@@ -1,6 +1,6 @@
 """Plain results of `archlint loader`; no torch in here, so the reporters can read them.
 
-Field names follow the JSON contract in DESIGN.md (`loaders[]`): reporters serialize them as they are.
+Field names follow the JSON contract in docs/design.md (`loaders[]`): reporters serialize them as they are.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""OpGraph: the one intermediate form of a captured model (see DESIGN.md).
+"""OpGraph: the one intermediate form of a captured model (see docs/design.md).
 
 A `networkx.DiGraph` whose nodes are ops and whose edges are tensors (producer → consumer).
 Every capture strategy produces the same form, so no check knows which tracer ran.

@@ -1,4 +1,4 @@
-"""--output-format json: the contract of DESIGN.md (version 1), plus extra fields.
+"""--output-format json: the contract of docs/design.md (version 1), plus extra fields.
 
 JSON has no NaN or Infinity (Python writes them; every other parser rejects the file): a number
 that is not finite is written as null, and `non_finite` says where and what it was.

@@ -41,10 +41,10 @@ def print_model(model: ModelResult, settings: Settings, console: Console) -> Non
     console.print(f"  FLOPs = {model.flops_convention}; MAC = bytes read + written (ShuffleNetV2)")
 
     top = max(0, int(getattr(settings, "top", 15)))
-    if getattr(settings, "tree", False):  # the module view instead of the op table
+    if settings.tree:  # the module view instead of the op table
         from archlint.report.tree import DEFAULT_DEPTH, print_tree
 
-        depth = getattr(settings, "tree_depth", None)
+        depth = settings.tree_depth
         print_tree(model, console, DEFAULT_DEPTH if depth is None else depth)
     elif top and model.layers:
         ranked = sorted(model.layers, key=lambda layer: (layer.flops, layer.mac_bytes), reverse=True)[:top]

@@ -6,6 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from archlint.args import Parser
+from archlint.config import OUTPUT_FORMATS
 from archlint.errors import UsageError
 from archlint.trace.scan import TraceFormatError
 
@@ -13,13 +15,8 @@ TRACE_SUFFIXES = (".json", ".json.gz")
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
 
-class _OneLineParser(argparse.ArgumentParser):
-    def error(self, message: str):  # one line and exit 2, as every archlint error
-        raise UsageError(f"{message} (see `archlint trace --help`)")
-
-
 def build_parser() -> argparse.ArgumentParser:
-    p = _OneLineParser(
+    p = Parser(
         prog="archlint trace",
         description="Read torch.profiler traces (export_chrome_trace / tensorboard_trace_handler: .json, "
         ".json.gz, or a folder of per-rank traces) and say what wastes the GPU's time: the temporal breakdown "
@@ -39,7 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also lint this training code; a finding both see at the same place is reported once, "
                    "at the code's line with the trace's measured price (repeatable)")
     p.add_argument("--top", type=int, default=15, help="kernels listed per trace (default 15)")
-    p.add_argument("--output-format", choices=("text", "json", "sarif", "github", "junit"), help="default: text")
+    p.add_argument("--output-format", choices=OUTPUT_FORMATS, help="default: text")
     p.add_argument("-o", "--output-file", type=Path)
     p.add_argument("--html", type=Path, metavar="FILE", help="also write a self-contained HTML report")
     p.add_argument("--baseline", type=Path, metavar="FILE", help="fail only on findings not in FILE (as for code and models)")
@@ -72,17 +69,14 @@ def _settings(args: argparse.Namespace):
     s = config.load(path=args.config)
     config.apply_rule_flags(s, args.select, args.extend_select, args.ignore, args.option, parse=float,
                             example="AL509.threshold=0.6")
-    config.check_rule_options(s.rule_options, "--option")
-    for attr in ("output_format", "output_file", "html"):
-        if getattr(args, attr) is not None:
-            setattr(s, attr, getattr(args, attr))
-    config.check_baseline(args.baseline)
-    s.baseline, s.save_baseline = args.baseline, args.save_baseline
-    s.exit_zero, s.debug, s.quiet = args.exit_zero, args.debug, True
-    s.show_info = s.show_info or args.show_info
     if args.top < 0:
         raise UsageError(f"--top {args.top}: give a number of kernels, 0 or more")
-    return s
+    given = {
+        "rule_options": s.rule_options, "output_format": args.output_format, "output_file": args.output_file,
+        "html": args.html, "baseline": args.baseline, "save_baseline": args.save_baseline, "exit_zero": args.exit_zero,
+        "debug": args.debug, "quiet": True, "show_info": args.show_info or None,
+    }
+    return config.apply(s, given, label=lambda name: "--option" if name == "rule_options" else f"--{name.replace('_', '-')}")
 
 
 def lint_trace(path: Path, settings, top: int = 15):
