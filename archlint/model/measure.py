@@ -388,7 +388,7 @@ def _clock(dev: torch.device) -> str:
 
 
 def _write_trace(run_once: Callable[[], object], dev: torch.device, trace_dir: Path, graph) -> Path:
-    from archlint.model.trace import write_trace
+    from archlint.model.profiler_trace import write_trace
 
     return write_trace(run_once, dev, Path(trace_dir), str(graph.graph.get("target", "model")))
 
