@@ -1,6 +1,6 @@
 """Snapshot archlint's JSON output, to show a refactoring left behaviour unchanged (issue 27).
 
-    PYTHONPATH=. python benchmarks/output_snapshot.py write DIR      # run every target, one JSON each
+    PYTHONPATH=. python benchmarks/output_snapshot.py write DIR [NAME,...]   # every target (or these), JSON each
     python benchmarks/output_snapshot.py compare BEFORE AFTER        # byte-compare two snapshots
 
 Targets, each run through the installed `archlint` command exactly as a user runs it:
@@ -37,7 +37,10 @@ from torchvision import models as tv
 from transformers import GPT2Config, GPT2LMHeadModel, BertConfig, BertModel
 
 def tv_model(name):
-    return tv.get_model(name, weights=None)
+    try:
+        return tv.get_model(name, weights=None, weights_backbone=None)  # detection, segmentation: no download
+    except TypeError:
+        return tv.get_model(name, weights=None)
 
 def timm_model(name):
     return timm.create_model(name, pretrained=False)
@@ -80,7 +83,8 @@ def _targets() -> list[tuple[str, list[str]]]:
     for i in range(0, len(sample), 6):
         chunk = sample[i:i + 6]
         runs.append((f"timm-{chunk[0]}-to-{chunk[-1]}", [f"{zoo}:timm__{n.replace('.', '_').replace('-', '_')}" for n in chunk]))
-    runs += [("hf-gpt2", [f"{zoo}:gpt2"]), ("hf-bert", [f"{zoo}:bert"])]
+    tokens = ["--input", "input_ids=1,32:int64"]
+    runs += [("hf-gpt2", [f"{zoo}:gpt2", *tokens]), ("hf-bert", [f"{zoo}:bert", *tokens])]
     for spec in ("a100-sxm", "rtx4090", "t4"):
         runs.append((f"estimate-{spec}", [f"{zoo}:tv__resnet50", "--input-shape", "8,3,224,224", "--device-spec", spec]))
     runs.append(("tree-mobilenet_v2", [f"{zoo}:tv__mobilenet_v2", "--tree", "--input-shape", "1,3,224,224"]))
@@ -101,7 +105,8 @@ def _strip(value):
 
 def _run(args: list[str], out: Path, cwd: Path | None = None) -> None:
     raw = out.with_suffix(".raw")
-    proc = subprocess.run(["archlint", *args, "--output-format", "json", "-o", str(raw), "-q", "--exit-zero"],
+    quiet = [] if args[0] == "trace" else ["-q"]  # archlint trace shows no progress anyway
+    proc = subprocess.run(["archlint", *args, "--output-format", "json", "-o", str(raw), *quiet, "--exit-zero"],
                           cwd=cwd, capture_output=True, text=True, env={**os.environ, "COLUMNS": "120"})
     if not raw.exists():
         out.write_text(f"no output (exit {proc.returncode}):\n{proc.stderr}", encoding="utf-8")
@@ -112,13 +117,13 @@ def _run(args: list[str], out: Path, cwd: Path | None = None) -> None:
     raw.unlink()
 
 
-def write(folder: Path) -> None:
+def write(folder: Path, only: set[str] | None = None) -> None:
     folder.mkdir(parents=True, exist_ok=True)
-    runs = _targets()
+    runs = [(name, args) for name, args in _targets() if not only or name in only]
     for name, args in runs:
         _run(args, folder / f"{name}.json")
         print(name, flush=True)
-    for project in sorted(p for p in EVAL_DATA.iterdir() if p.is_dir()):
+    for project in sorted(p for p in EVAL_DATA.iterdir() if p.is_dir() and (not only or f"lint-{p.name}" in only)):
         _run([".", "--show-info", "--no-cache"], folder / f"lint-{project.name}.json", cwd=project)
         print(project.name, flush=True)
 
@@ -136,8 +141,8 @@ def compare(before: Path, after: Path) -> int:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 3 and sys.argv[1] == "write":
-        write(Path(sys.argv[2]))
+    if len(sys.argv) in (3, 4) and sys.argv[1] == "write":  # optional third: only these names, comma-separated
+        write(Path(sys.argv[2]), set(sys.argv[3].split(",")) if len(sys.argv) == 4 else None)
     elif len(sys.argv) == 4 and sys.argv[1] == "compare":
         sys.exit(compare(Path(sys.argv[2]), Path(sys.argv[3])))
     else:
