@@ -28,7 +28,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 EVAL_DATA = next((p for p in (ROOT / "benchmarks" / "eval_data" / "training_projects", ROOT / "benchmarks" / "code_eval")
                   if p.is_dir()), ROOT / "benchmarks" / "eval_data" / "training_projects")
-TRACES = ROOT.parent / "shared" / "traces"
+TRACES = next((p / "shared" / "traces" for p in ROOT.parents if (p / "shared" / "traces").is_dir()),
+              ROOT.parent / "shared" / "traces")  # the workplace's real GPU traces, beside the checkout
 VOLATILE = {"timing", "elapsed_s", "wall_s"}
 
 ZOO = '''
