@@ -35,6 +35,30 @@ def with_floor(options: dict) -> dict:
     return {**options, OPTION: options.get(OPTION, FLOOR)}
 
 
+def settle(found: list[Diagnostic], priority: dict[str, int]) -> list[Diagnostic]:
+    """One op's saving is claimed by one finding: walking the findings from the most specific
+    rule (the lowest PRIORITY its module declares), an additive price (AL104) drops the parts
+    others own (its severity is judged after); any other finding that names an owned op becomes
+    info and says which findings own it."""
+    owner: dict[str, str] = {}
+    for d in sorted(found, key=lambda d: priority[d.code]):
+        p = d.price
+        if p is None or not p.claims:
+            continue
+        taken = {c for c in p.claims if c in owner}
+        if taken and p.parts is not None:
+            p.without(taken)
+            d.evidence["counted_by"] = sorted({owner[c] for c in taken})
+            d.message += f" ({', '.join(d.evidence['counted_by'])} own part of these ops: the price counts the rest)"
+        elif taken:
+            d.severity = Severity.INFO
+            d.evidence["overlaps"] = sorted({owner[c] for c in taken})
+            continue
+        for c in p.claims:
+            owner.setdefault(c, d.code)
+    return found
+
+
 def judge(d: Diagnostic, options: dict, ctx, model_mac: int) -> None:
     """Lower a proposed warning to info when it does not pay, cannot be told from the noise, or
     has no place to act; evidence["verdict"] says which."""
