@@ -90,7 +90,7 @@ def validated(modules: tuple[ModuleType, ...]) -> tuple[ModuleType, ...]:
         where = f"{m.__name__}: {getattr(m, 'CODE', None)}"
         page = pages.get(getattr(m, "CODE", None))
         if page is None or page.scope != "model":
-            raise RuleDeclarationError(f"{where} has no model rule page in rules/ (rules/{getattr(m, 'CODE', '?')}-NAME.md)")
+            raise RuleDeclarationError(f"{where} has no model rule page in rules/ (rules/CODE-NAME.md, scope: model)")
         if m.CODE in codes:
             raise RuleDeclarationError(f"{where} is also declared by {codes[m.CODE]}")
         codes[m.CODE] = m.__name__
@@ -99,7 +99,7 @@ def validated(modules: tuple[ModuleType, ...]) -> tuple[ModuleType, ...]:
                                        f"{page.path.name} says {page.severity.value}")
         priority = getattr(m, "PRIORITY", None)
         if not isinstance(priority, int) or isinstance(priority, bool):
-            raise RuleDeclarationError(f"{where} must declare PRIORITY, a number (the lowest owns an op's saving first)")
+            raise RuleDeclarationError(f"{where} must declare PRIORITY, a number (the lowest owns an op first)")
         if priority in priorities:
             raise RuleDeclarationError(f"{where} declares PRIORITY {priority}, as {priorities[priority]} does: "
                                        "one rule must own an op first")

@@ -27,11 +27,12 @@ def finding(graph: nx.DiGraph, code: str, message: str, *, node: str | None, mod
     if module is None:
         return d
     modules = graph.graph.get("modules", {})
-    created = next((modules[p]["created"] for p in reversed(enclosing_modules(module)) if modules.get(p, {}).get("created")), None)
+    holders = list(reversed(enclosing_modules(module)))  # innermost first
+    created = next((modules[p]["created"] for p in holders if modules.get(p, {}).get("created")), None)
     if created:  # where the user's code created the module (recorded at build): the best place
         d.file, d.line = created
         return d
-    path = [modules[p] for p in reversed(enclosing_modules(module)) if p in modules and modules[p].get("file")]
+    path = [modules[p] for p in holders if p in modules and modules[p].get("file")]
     info = next((i for i in path if not is_library_file(i["file"])), path[0] if path else None)
     if info:
         d.file, d.line = info.get("file"), info.get("line")

@@ -18,6 +18,8 @@ from archlint.model.checks._query import module_mac
 from archlint.model.opgraph import ops
 from archlint.model.paired import WithinNoise
 
+Alternative = Callable[..., float | None]  # one of archlint.model.alternatives: (pricer, *layer) → relative saving
+
 
 def latency(graph: nx.DiGraph, nodes: Iterable[str]) -> float | None:
     values = [graph.nodes[n].get("latency_ms") for n in nodes]
@@ -80,7 +82,7 @@ def price(
     )
 
 
-def relative_saving(ctx, alternative: Callable[..., float | None], *args) -> float | None:
+def relative_saving(ctx, alternative: Alternative, *args) -> float | None:
     """An alternative's relative saving (one of archlint.model.alternatives: (original − alternative) /
     original, measured with ctx.pricer); None without --latency or when it cannot be built.
     Only 2-D convs have alternatives built (callers check the input is 4-D)."""
@@ -89,7 +91,7 @@ def relative_saving(ctx, alternative: Callable[..., float | None], *args) -> flo
     return alternative(ctx.pricer, *args)
 
 
-def alternative_ms(graph: nx.DiGraph, ctx, nodes: Iterable[str], alternative: Callable[..., float | None], *args) -> float | None:
+def alternative_ms(graph: nx.DiGraph, ctx, nodes: Iterable[str], alternative: Alternative, *args) -> float | None:
     """An alternative's saving in ms: its relative saving times the measured in-model time of the ops
     it replaces (so it never exceeds what they cost in this model)."""
     fraction = relative_saving(ctx, alternative, *args)

@@ -2,8 +2,8 @@
 
 A rule proposes a finding's severity from what it knows about the advice (a warning, or info when
 the alternative changes the model, the module is train-only, or it only runs in a library). This
-module then decides, for all rules alike, once repeats are merged and each op's saving has one
-owner: a warning must
+module then decides, for all rules alike, once repeats are merged: first each op's saving gets one
+owner (`settle`, by the rules' PRIORITY: a finding naming another's op is info), then a warning must
 
 - have a price that pays: a saving that is there (not missing), positive and at least
   `min_saving_share` of the model (every model rule takes that option, default FLOOR) on the

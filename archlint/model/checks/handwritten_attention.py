@@ -128,7 +128,8 @@ def check(graph, options, ctx):
                 f"attention written by hand in {module or 'the model'} ({steps}): the {score} score tensor "
                 f"goes through memory {len(chain) - 1} times; {_how(softcap, library)}"
                 + (f" (transformers has no {'flex' if softcap else 'SDPA'} attention for "
-                   f"{query.module_type(graph, '')}: the class's forward must be changed or patched)" if no_switch else "")
+                   f"{query.module_type(graph, '')}: the class's forward must be changed or patched)"
+                   if no_switch else "")
                 + (f" — but its head dim is {head_dim}, above the fused kernels' {options['max_head_dim']}: SDPA "
                    "would run its unfused math kernel and save nothing here" if too_wide else "")
             ),

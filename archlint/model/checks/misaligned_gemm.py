@@ -79,7 +79,8 @@ def check(graph, options, ctx):
         if data["kind"] == "linear":
             found = _linear(graph, name, data, options)
             alternative = f"dimensions padded to multiples of {options['multiple']}"
-            if found and "out_features" in found[1] and locate.library_module(graph, data.get("module")) == "transformers":
+            if (found and "out_features" in found[1]
+                    and locate.library_module(graph, data.get("module")) == "transformers"):
                 # a vocabulary projection of a transformers model: the library pads it (same logits for real tokens)
                 alternative = (f"model.resize_token_embeddings(len(tokenizer), pad_to_multiple_of={options['multiple']}) "
                                "(transformers pads the embedding and the tied head)")
@@ -92,6 +93,7 @@ def check(graph, options, ctx):
         if not found:
             continue
         message, evidence, saved = found
-        price = pricing.price(graph, ctx, alternative=alternative, mac_bytes_saved=saved or None, claims=[f"{name}#align"])
+        price = pricing.price(graph, ctx, alternative=alternative, mac_bytes_saved=saved or None,
+                              claims=[f"{name}#align"])
         yield locate.finding(graph, CODE, message, node=name, module=data.get("module") or "", price=price,
                         evidence=evidence | {"dtype": data.get("dtype")})

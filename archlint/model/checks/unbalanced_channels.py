@@ -136,7 +136,8 @@ def check(graph, options, ctx):
 
 def _signature(graph, name, riders):
     data = graph.nodes[name]
-    return (query.conv_args(data) or tuple(data["in_shapes"][0]), tuple(query.conv_args(graph.nodes[r]) for r in riders))
+    riding = tuple(query.conv_args(graph.nodes[r]) for r in riders)
+    return (query.conv_args(data) or tuple(data["in_shapes"][0]), riding)
 
 
 def _finding(graph, ctx, options, instances):
