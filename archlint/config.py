@@ -501,7 +501,7 @@ def what_if_names(value: Any, where: str) -> list[str]:
     """The --what-if transformations named by a flag or config value (true or "all": every one)."""
     if not isinstance(value, (bool, str, list)) or value is False:
         raise UsageError(f"{where} must be true, \"all\" or a list of transformations, got {value!r}")
-    from archlint.model.speedups.names import parse_names
+    from archlint.whatif_names import parse_names
 
     return parse_names(value, where)
 

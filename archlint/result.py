@@ -11,6 +11,21 @@ from typing import Any
 from archlint.diagnostics import Diagnostic
 
 
+# The op kinds (archlint/model/opgraph.py: KINDS) by family, for "where the time goes": compute
+# does the arithmetic, element-wise ops one pass over an activation, memory-only ops move data
+# without arithmetic; any other kind is "other".
+KIND_FAMILIES = {
+    "compute": ("conv", "linear", "matmul", "attention", "recurrent"),
+    "element-wise": ("elementwise", "activation", "norm", "dropout"),
+    "memory-only": ("concat", "split", "copy", "reshape", "creation", "upsample"),
+}
+
+
+def kind_family(kind: str) -> str:
+    """An op kind's family (KIND_FAMILIES), "other" for the rest."""
+    return next((family for family, kinds in KIND_FAMILIES.items() if kind in kinds), "other")
+
+
 @dataclass
 class Layer:
     """One op of the OpGraph with its costs. FLOPs are multiply-adds."""
@@ -78,6 +93,14 @@ class WhatIf:
     max_rel_diff: float | None = None
     compile_s: float | None = None  # torch.compile only: the first call, compilation included
     passes: int | None = None  # timed passes of each (after warm-up)
+
+    @property
+    def verdict(self) -> str:
+        """Faster / slower / within noise, from the per-pass speed-ups' interquartile range ("" without one)."""
+        if not self.spread:
+            return ""
+        lo, hi = self.spread
+        return "faster" if lo > 1.0 else "slower" if hi < 1.0 else "within noise"
 
 
 @dataclass

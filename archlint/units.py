@@ -18,3 +18,8 @@ def human_count(n: float) -> str:
             return f"{n:.4g}{unit}"
         n /= 1000
     return f"{n:.4g}T"
+
+
+def times(x: float) -> str:
+    """A speed-up as "1.23×"; below 0.1× in two significant digits ("0.0047×"), never "0.00×"."""
+    return f"{x:.2f}×" if x >= 0.1 or x <= 0 else f"{x:.2g}×"

@@ -159,7 +159,7 @@ def main() -> None:
         torch.set_num_threads(a.threads)
         os.environ["OMP_NUM_THREADS"] = str(a.threads)
     skip = {s for s in a.skip.split(",") if s}
-    from archlint.model.speedups.names import NAMES
+    from archlint.whatif_names import NAMES
 
     names = ",".join(n for n in NAMES if n not in skip)
     tmp = Path(tempfile.mkdtemp())

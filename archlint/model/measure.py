@@ -50,7 +50,7 @@ class Pricer:
     end_to_end_ms: float
     warmup: int
     repeat: int
-    # The model and its inputs on the device: what archlint.model.fixed edits (a copy of) and
+    # The model and its inputs on the device: what archlint.model.fix_timing edits (a copy of) and
     # times end to end.
     model: torch.nn.Module | None = None
     args: tuple = ()

@@ -55,7 +55,7 @@ from collections.abc import Iterator
 
 import networkx as nx
 
-from archlint.result import Layer, Totals
+from archlint.result import KIND_FAMILIES, Layer, Totals
 
 KINDS = (
     "input",
@@ -81,9 +81,9 @@ KINDS = (
     "sync",  # the host reads a tensor's value (.item(), .tolist(), `if t:`): out_shapes = the tensor read
     "other",  # recognized but without a formula: known=False
 )
-COMPUTE_KINDS = frozenset({"conv", "linear", "matmul", "attention", "recurrent"})
-MEMORY_ONLY_KINDS = frozenset({"concat", "split", "copy", "reshape", "creation", "upsample"})
-ELEMENTWISE_KINDS = frozenset({"elementwise", "activation", "norm", "dropout"})
+COMPUTE_KINDS = frozenset(KIND_FAMILIES["compute"])
+MEMORY_ONLY_KINDS = frozenset(KIND_FAMILIES["memory-only"])
+ELEMENTWISE_KINDS = frozenset(KIND_FAMILIES["element-wise"])
 
 
 def ops(graph: nx.DiGraph) -> Iterator[tuple[str, dict]]:

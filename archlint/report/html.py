@@ -27,18 +27,17 @@ from archlint.report.layout import layered
 from archlint.units import human_bytes, human_count
 from archlint.report.wording import location, price_bits
 from archlint.report.what_if_html import what_if_section
-from archlint.result import GateResult, Layer, ModelResult, RunResult
+from archlint.result import KIND_FAMILIES, GateResult, Layer, ModelResult, RunResult
 
 ASSETS = Path(__file__).resolve().parent / "assets"
 CSP = "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:"
 # Sections of a rule page shown inline with a finding; the whole page when none of them is found.
 RULE_SECTIONS = ("what it does", "why", "example", "use instead")
-# Families for "share by kind"; kinds as in archlint/model/opgraph.py (not imported: no networkx
-# is needed to render a code-lint report).
+# Families for "share by kind": the analyzer's (result.KIND_FAMILIES), except that this chart has
+# always drawn a host sync among the memory-only ops; the kinds of "other" are listed for its colours.
 FAMILIES = {
-    "compute": ("conv", "linear", "matmul", "attention", "recurrent"),
-    "element-wise": ("elementwise", "activation", "norm", "dropout"),
-    "memory-only": ("concat", "split", "copy", "reshape", "creation", "upsample", "sync"),
+    **KIND_FAMILIES,
+    "memory-only": (*KIND_FAMILIES["memory-only"], "sync"),
     "other": ("pool", "reduction", "embedding", "other"),
 }
 EVIDENCE_CHARS = 160

@@ -8,11 +8,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-# opgraph.py imports networkx, never torch; a ModelResult exists only where the models extra is.
-from archlint.model.opgraph import COMPUTE_KINDS, ELEMENTWISE_KINDS, MEMORY_ONLY_KINDS
-from archlint.result import Layer, ModelResult
-
-FAMILIES = (("compute", COMPUTE_KINDS), ("element-wise", ELEMENTWISE_KINDS), ("memory-only", MEMORY_ONLY_KINDS))
+from archlint.result import KIND_FAMILIES, Layer, ModelResult, kind_family
 
 
 
@@ -21,10 +17,6 @@ def efficiency_text(efficiency: float) -> str:
     a busy machine): said so instead of a figure no op can reach."""
     return f"{efficiency:.1%}" if efficiency <= 1.0 else ">100% (roof low)"
 
-def family(kind: str) -> str:
-    return next((name for name, kinds in FAMILIES if kind in kinds), "other")
-
-
 def shares(layers: list[Layer]) -> dict[str, float]:
     """Fraction of the summed per-op latency in each family (compute, element-wise, memory-only,
     other); empty when nothing was timed."""
@@ -32,9 +24,9 @@ def shares(layers: list[Layer]) -> dict[str, float]:
     total = sum(layer.latency_ms for layer in timed)
     if not total:
         return {}
-    out = {name: 0.0 for name, _ in FAMILIES} | {"other": 0.0}
+    out = {name: 0.0 for name in KIND_FAMILIES} | {"other": 0.0}
     for layer in timed:
-        out[family(layer.kind)] += layer.latency_ms / total
+        out[kind_family(layer.kind)] += layer.latency_ms / total
     return out
 
 

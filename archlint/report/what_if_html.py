@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import html
 
-from archlint.report.what_if_table import ranked, times, verdict
+from archlint.report.what_if_table import ranked
+from archlint.units import times
 from archlint.result import WhatIf
 
 
@@ -20,7 +21,7 @@ def _pct(x: float, top: float) -> str:
 
 def _bar(w: WhatIf, top: float) -> str:
     lo, hi = w.spread or (w.speedup, w.speedup)
-    cls = {"faster": "good", "slower": "bad"}.get(verdict(w), "flat")
+    cls = {"faster": "good", "slower": "bad"}.get(w.verdict, "flat")
     return (
         f"<div class=wibar title='speed-up {times(w.speedup)} (per-pass IQR {times(lo)[:-1]}–{times(hi)})'>"
         f"<span class='fill {cls}' style='width:{_pct(w.speedup, top)}'></span>"

@@ -7,23 +7,11 @@ from rich.console import Console
 from rich.table import Table
 
 from archlint.result import WhatIf
+from archlint.units import times
 
 
 def _num(value: float | None, fmt: str) -> str:
     return "–" if value is None else format(value, fmt)
-
-
-def times(x: float) -> str:
-    """A speed-up as "1.23×"; below 0.1× in two significant digits ("0.0047×"), never "0.00×"."""
-    return f"{x:.2f}×" if x >= 0.1 or x <= 0 else f"{x:.2g}×"
-
-
-def verdict(w: WhatIf) -> str:
-    """Faster / slower / within noise, from the per-pass speed-ups' interquartile range."""
-    if not w.spread:
-        return ""
-    lo, hi = w.spread
-    return "faster" if lo > 1.0 else "slower" if hi < 1.0 else "within noise"
 
 
 def ranked(what_ifs: list[WhatIf]) -> list[WhatIf]:
@@ -47,7 +35,7 @@ def print_what_if(what_ifs: list[WhatIf], console: Console) -> None:
             continue
         spread = f"{times(w.spread[0])[:-1]}–{times(w.spread[1])}" if w.spread else ""
         table.add_row(
-            w.name, times(w.speedup), spread, verdict(w), _num(w.baseline_ms, ".3g"), _num(w.transformed_ms, ".3g"),
+            w.name, times(w.speedup), spread, w.verdict, _num(w.baseline_ms, ".3g"), _num(w.transformed_ms, ".3g"),
             _num(w.max_abs_diff, ".2g"), _num(w.max_rel_diff, ".2g"), _num(w.compile_s, ".1f"), w.reason,
         )
     console.print(table)

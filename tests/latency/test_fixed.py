@@ -1,4 +1,4 @@
-"""Mechanical fixes measured end to end (archlint.model.fixed): the edits keep what the model
+"""Mechanical fixes measured end to end (archlint.model.fix_timing): the edits keep what the model
 computes, leave the user's model alone, and a saving within the noise counts as none."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch import nn
 
-from archlint.model import fixed
+from archlint.model import fix_timing
 
 
 class Net(nn.Module):
@@ -36,13 +36,13 @@ def net():
 
 
 def edited(model, edit):
-    out = fixed.tree_copy(model)
+    out = fix_timing.tree_copy(model)
     return edit(out) is not None, out
 
 
 def test_folding_keeps_the_outputs_and_removes_the_norms():
     model = net()
-    ok, out = edited(model, fixed.fold_norms([("conv", "bn"), ("fc", "bn1d")]))
+    ok, out = edited(model, fix_timing.fold_norms([("conv", "bn"), ("fc", "bn1d")]))
     assert ok
     x = torch.randn(2, 3, 8, 8)
     with torch.no_grad():
@@ -55,7 +55,7 @@ def test_folding_keeps_the_outputs_and_removes_the_norms():
 
 def test_dropping_a_bias_shares_the_weight_and_leaves_the_user_conv():
     model = net()
-    ok, out = edited(model, fixed.drop_bias(["conv"]))
+    ok, out = edited(model, fix_timing.drop_bias(["conv"]))
     assert ok
     assert out.conv.bias is None and out.conv.weight is model.conv.weight
     assert model.conv.bias is not None  # the user's conv keeps its bias
@@ -66,17 +66,17 @@ def test_dropping_a_bias_shares_the_weight_and_leaves_the_user_conv():
 
 def test_an_activation_becomes_identity_and_containers_are_refused():
     model = nn.Sequential(nn.Conv2d(3, 4, 1), nn.ReLU(), nn.Sequential(nn.ReLU()))
-    ok, out = edited(model, fixed.to_identity(["1"]))
+    ok, out = edited(model, fix_timing.to_identity(["1"]))
     assert ok and isinstance(out[1], nn.Identity) and isinstance(model[1], nn.ReLU)
-    assert edited(model, fixed.to_identity(["2"]))[0] is False  # a container, not one op
+    assert edited(model, fix_timing.to_identity(["2"]))[0] is False  # a container, not one op
 
 
 def test_an_edit_that_cannot_apply_says_so():
     model = net()
-    assert edited(model, fixed.fold_norms([("fc", "bn")]))[0] is False  # 4 features, 8 channels
-    assert edited(model, fixed.fold_norms([("nowhere", "bn")]))[0] is False
-    assert edited(model, fixed.drop_bias(["bn"]))[0] is False
-    assert fixed.saving_ms(SimpleNamespace(model=None), "drop_bias", fixed.drop_bias(["conv"]), ("conv",)) is None
+    assert edited(model, fix_timing.fold_norms([("fc", "bn")]))[0] is False  # 4 features, 8 channels
+    assert edited(model, fix_timing.fold_norms([("nowhere", "bn")]))[0] is False
+    assert edited(model, fix_timing.drop_bias(["bn"]))[0] is False
+    assert fix_timing.saving_ms(SimpleNamespace(model=None), fix_timing.drop_bias, ("conv",)) is None
 
 
 class Shared(nn.Module):
@@ -94,15 +94,16 @@ class Shared(nn.Module):
 def test_modules_that_ran_more_than_one_op_are_not_edited():
     from archlint.config import Settings
     from archlint.model.analyze import analyze_model
-    from archlint.model.checks import _graph as g
+    from archlint.model.checks import _pricing
+    from archlint.model.opgraph import ops
 
     graph, _ = analyze_model(Shared().eval(), (torch.randn(1, 3, 4, 4),), Settings())
-    convs = {d.get("module"): name for name, d in g.ops(graph) if d["kind"] == "conv"}
+    convs = {d.get("module"): name for name, d in ops(graph) if d["kind"] == "conv"}
     ctx = SimpleNamespace(pricer=SimpleNamespace(model=None))
-    by_kind = {d["kind"]: name for name, d in g.ops(graph) if d.get("module") == "bn"}
-    assert g.fixed_ms(graph, ctx, "fold_norms", [(convs["a"], by_kind["norm"])]) is None  # bn ran twice
-    functional = next(name for name, d in g.ops(graph) if d["kind"] == "conv" and not d.get("module"))
-    assert g.fixed_ms(graph, ctx, "drop_bias", [functional]) is None
+    by_kind = {d["kind"]: name for name, d in ops(graph) if d.get("module") == "bn"}
+    assert _pricing.fixed_ms(graph, ctx, fix_timing.fold_norms, [(convs["a"], by_kind["norm"])]) is None  # bn ran twice
+    functional = next(name for name, d in ops(graph) if d["kind"] == "conv" and not d.get("module"))
+    assert _pricing.fixed_ms(graph, ctx, fix_timing.drop_bias, [functional]) is None
 
 
 def test_paired_saving_counts_noise_as_none():
@@ -132,7 +133,7 @@ def test_a_fix_the_forward_never_reaches_is_no_measurement():
     model = ThroughAList().eval()
     pricer = SimpleNamespace(model=model, device=torch.device("cpu"), args=(torch.randn(1, 3, 4, 4),), warmup=2, repeat=8,
                              end_to_end_ms=1.0)
-    assert fixed.saving_ms(pricer, "fold_norms", fixed.fold_norms([("conv", "bn")]), (("conv", "bn"),)) is None
+    assert fix_timing.saving_ms(pricer, fix_timing.fold_norms, (("conv", "bn"),)) is None
 
 
 def test_the_fix_is_timed_once_per_pricer(monkeypatch):
@@ -145,8 +146,8 @@ def test_the_fix_is_timed_once_per_pricer(monkeypatch):
     pairs = tuple((str(2 * i), str(2 * i + 1)) for i in range(4))
     pricer = SimpleNamespace(model=model, device=torch.device("cpu"), args=(torch.randn(1, 8, 8, 8),), warmup=2, repeat=8,
                              end_to_end_ms=1.0)
-    saving = fixed.saving_ms(pricer, "fold_norms", fixed.fold_norms(pairs), pairs)
+    saving = fix_timing.saving_ms(pricer, fix_timing.fold_norms, pairs)
     assert isinstance(saving, float)
     assert all(isinstance(m, nn.BatchNorm2d) for m in model[1::2])  # timed on a copy
-    monkeypatch.setattr(fixed, "_measure", lambda *a: pytest.fail("timed twice"))
-    assert fixed.saving_ms(pricer, "fold_norms", fixed.fold_norms(pairs), pairs) == saving
+    monkeypatch.setattr(fix_timing, "_measure", lambda *a: pytest.fail("timed twice"))
+    assert fix_timing.saving_ms(pricer, fix_timing.fold_norms, pairs) == saving

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from archlint.diagnostics import Diagnostic, Price
-from archlint.model import fixed
+from archlint.model import fix_timing
 from archlint.model.budget import Budget
 from archlint.model.paired import WithinNoise, judge
 from archlint.model.timer import MIN_PASSES, Sampled, Stats, make_timer, sample
@@ -67,7 +67,7 @@ class Net(nn.Module):
 
 
 def priced(monkeypatch, before_ms, after_ms, repeat=50, budget=None):
-    """fixed.saving_ms with the timer faked: each pass of the base model takes the next of
+    """fix_timing.saving_ms with the timer faked: each pass of the base model takes the next of
     `before_ms`, each of the fixed one the next of `after_ms`. Returns (saving, pairs timed)."""
     feeds = [iter(before_ms), iter(after_ms)]
     timed = []
@@ -77,18 +77,18 @@ def priced(monkeypatch, before_ms, after_ms, repeat=50, budget=None):
         timed.append(repeat)
         return [Sampled({}, Stats.of(list(p)), p) for p in passes]
 
-    monkeypatch.setattr(fixed, "sample", fake_sample)
+    monkeypatch.setattr(fix_timing, "sample", fake_sample)
     model = Net().eval()
     pricer = SimpleNamespace(model=model, device=torch.device("cpu"), args=(torch.randn(1, 3, 8, 8),), kwargs={},
                              warmup=10, repeat=repeat, end_to_end_ms=10.0, budget=budget or Budget(None))
-    saving = fixed.saving_ms(pricer, "fold_norms", fixed.fold_norms([("conv", "bn")]), (("conv", "bn"),))
+    saving = fix_timing.saving_ms(pricer, fix_timing.fold_norms, (("conv", "bn"),))
     return saving, sum(timed)
 
 
 def test_a_clear_saving_costs_one_batch_of_pairs(monkeypatch):
     saving, pairs = priced(monkeypatch, noisy(200, 10.0, 0.1, 1), noisy(200, 8.0, 0.1, 2))
     assert saving == pytest.approx(2.0, abs=0.15)
-    assert pairs == fixed.BATCH  # was: 50 pairs (--repeat) at least
+    assert pairs == fix_timing.BATCH  # was: 50 pairs (--repeat) at least
 
 
 def test_pure_noise_never_times_more_than_repeat_pairs(monkeypatch):
@@ -100,7 +100,7 @@ def test_pure_noise_never_times_more_than_repeat_pairs(monkeypatch):
 def test_a_spent_budget_stops_pricing_and_says_so(monkeypatch):
     budget = Budget(1.0, clock=itertools.count(0.0, 10.0).__next__)  # every reading 10 s later: spent at once
     saving, pairs = priced(monkeypatch, noisy(500, 10.0, 3.0, 3), noisy(500, 10.0, 3.0, 4), budget=budget)
-    assert pairs == fixed.BATCH and isinstance(saving, WithinNoise)
+    assert pairs == fix_timing.BATCH and isinstance(saving, WithinNoise)
     assert budget.notes() and "--latency-budget 1 s reached" in budget.notes()[0]
 
 

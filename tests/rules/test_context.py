@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from archlint.diagnostics import Price, Severity
-from archlint.model.checks import _graph as g
+from archlint.model.checks import _locate, _query, _verdict, check_modules
 
 from ._graphs import findings, opgraph
 
@@ -124,7 +124,7 @@ class Heavy(nn.Module):
 def test_al104_counts_data_movement_and_leaves_other_rules_ops_out():
     found = by_code(Heavy(), (1, 8, 32, 32))
     (d,) = found["AL104"]
-    bn = next(n for _, n in g.producer_then_norm(opgraph(Heavy().eval(), (1, 8, 32, 32))))
+    bn = next(n for _, n in _query.producer_then_norm(opgraph(Heavy().eval(), (1, 8, 32, 32))))
     assert bn not in d.price.claims  # AL205 folds it
     relu = found["AL202"][0].node
     assert relu not in d.price.claims and d.evidence["counted_by"] == ["AL202"]
@@ -133,11 +133,11 @@ def test_al104_counts_data_movement_and_leaves_other_rules_ops_out():
 
 
 def test_claims_pass_demotes_a_finding_that_reuses_an_owned_op():
-    owner = g.finding(opgraph(nn.Conv2d(3, 8, 1), (1, 3, 8, 8)), "AL205", "x", node="a", module="",
+    owner = _locate.finding(opgraph(nn.Conv2d(3, 8, 1), (1, 3, 8, 8)), "AL205", "x", node="a", module="",
                       price=Price.static("alt", mac_bytes_saved=10, model_mac_bytes=100, claims=["a"]))
-    other = g.finding(opgraph(nn.Conv2d(3, 8, 1), (1, 3, 8, 8)), "AL101", "y", node="a", module="",
+    other = _locate.finding(opgraph(nn.Conv2d(3, 8, 1), (1, 3, 8, 8)), "AL101", "y", node="a", module="",
                       price=Price.static("alt", mac_bytes_saved=50, model_mac_bytes=100, claims=["a", "b"]))
-    g.settle([other, owner])
+    _verdict.settle([other, owner], {m.CODE: m.PRIORITY for m in check_modules()})
     assert other.severity is Severity.INFO and other.evidence["overlaps"] == ["AL205"]
     assert owner.severity is Severity.WARNING
 

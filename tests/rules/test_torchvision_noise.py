@@ -24,7 +24,7 @@ import torchvision
 from archlint.config import Settings
 from archlint.diagnostics import BASES, Severity
 from archlint.model.analyze import analyze_model
-from archlint.model.checks import _graph as g
+from archlint.model.checks import _query
 
 from ._graphs import findings
 
@@ -66,11 +66,11 @@ def assert_contract(graph, found, model_ms: float | None = None):
             owned.update(set(p.claims))
     assert max(owned.values(), default=1) == 1, [c for c, n in owned.items() if n > 1][:5]
     al104 = [d for d in found if d.code == "AL104"]
-    folded = {n for _, n in g.producer_then_norm(graph)}
+    folded = {n for _, n in _query.producer_then_norm(graph)}
     assert all(not (set(d.price.claims) & folded) for d in al104)
     warnings = [d for d in found if d.severity is Severity.WARNING and d.price.pays]
     if model_ms is None:
-        assert sum(d.price.mac_bytes_saved or 0 for d in warnings) <= g.module_mac(graph)
+        assert sum(d.price.mac_bytes_saved or 0 for d in warnings) <= _query.module_mac(graph)
     else:
         assert sum(d.price.saving_ms or 0.0 for d in warnings) <= model_ms
 

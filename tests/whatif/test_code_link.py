@@ -14,7 +14,6 @@ import pytest
 from archlint.cli import main
 from archlint.diagnostics import Diagnostic
 from archlint.model.speedups.links import link_code
-from archlint.report.what_if_table import verdict
 from archlint.result import ModelResult, Totals, WhatIf
 
 FAST = ["--warmup", "1", "--repeat", "5"]
@@ -154,11 +153,11 @@ def _finding(file: str = "train.py") -> Diagnostic:
 def test_link_prices_only_a_faster_what_if(spread, speedup):
     m, d = _model(spread, speedup), _finding()
     link_code([d], [m])
-    if verdict(m.what_if[0]) == "faster":
+    if m.what_if[0].verdict == "faster":
         assert d.price.basis == "estimated" and d.price.saving_ms == pytest.approx(10.0 * (1 - 1 / 1.6))
         assert "bf16 autocast measured 1.60× on the forward of m.py:Net on cpu" in d.price.alternative
     else:
-        assert d.price is None and "measured no speed-up" in d.message and verdict(m.what_if[0]) in d.message
+        assert d.price is None and "measured no speed-up" in d.message and m.what_if[0].verdict in d.message
 
 
 def test_with_two_models_and_no_import_nothing_is_linked(tmp_path):

@@ -7,6 +7,7 @@ from archlint.code.checks import Finding
 from archlint.code.facts import Facts
 
 CODES = ("AL403",)
+PRICED_BY_WHAT_IF = ("bf16", "fp16")  # its fix is autocast: the analyzed model's 16-bit what-if prices it (speedups.links)
 # Anything that shows the file already chose a precision: autocast, a scaler, half/bf16 models,
 # or a framework that configures precision itself.
 _PRECISION_SIGNS = {"autocast", "GradScaler", "bfloat16", "float16", "half"}

@@ -10,10 +10,33 @@ A check module defines
                                         decides for all rules whether a warning pays
     CHANGES_MODEL = True                (optional) its alternative computes something else (a new
                                         design, to retrain): its findings are info and say so
+    SEVERITY = Severity.WARNING         the severity its findings are proposed at, as its page's front
+                                        matter says (a finding may propose info where the advice does
+                                        not apply as a fix; _verdict.judge then decides)
+    PRIORITY = 130                      where findings of several rules name the same op, the lowest
+                                        PRIORITY owns its saving (_verdict.settle): the most specific
+                                        rule first; no two rules share one
+    FIXED_BY = "fold-bn"                (optional) the --what-if transformation that is its fix
+                                        (archlint.whatif_names): with --what-if, its result measured
+                                        on the whole model prices the finding (speedups.links)
+    JUDGED_BY_WHAT_IF = True            (optional, with FIXED_BY) the rule has no static saving: the
+                                        what-if's measured saving makes the finding a warning or info
+    CHANGES_MODEL = True                (optional) its alternative computes something else (a new
+                                        design, to retrain): its findings are info and say so
     FIX_IN_CLASS = True                 (optional) the finding is its module's own forward: repeats
                                         are grouped by the module's class wherever it sits
+    EAGER_RECHECK = True                (optional) a warning on a traced capture is checked again on
+                                        the eager forward (archlint.model.eager)
 and never traces, times or prints: it is a pure function of the OpGraph (with costs) and options.
-`ctx.pricer` is the measure layer's what-if interface (None without --latency).
+`ctx.pricer` is the measure layer's what-if interface (None without --latency). Rules build on
+the package's shared helpers: _query (op queries, conv geometry, graph walking), _blocks
+(fork/join and module blocks), _pricing (a finding's price and the timed alternatives behind it),
+_locate (where a finding points), _wording (how messages say bytes).
+
+Discovery checks every declaration when it imports the rules (RuleDeclarationError): a CODE
+without a page in rules/ or declared twice, a SEVERITY other than the page's, a missing or shared
+PRIORITY, a FIXED_BY that names no --what-if transformation. Adding a rule is one module here
+and one page in rules/.
 """
 
 from __future__ import annotations
@@ -28,10 +51,12 @@ from typing import Any
 
 import networkx as nx
 
+from archlint import registry
 from archlint.config import Settings
 from archlint.diagnostics import Diagnostic
 from archlint.errors import UsageError
-from archlint.model.checks import _graph, _repeats, _verdict
+from archlint.model.checks import _query, _repeats, _verdict
+from archlint.whatif_names import NAMES as WHAT_IF_NAMES
 
 
 @dataclass
@@ -43,13 +68,49 @@ class CheckContext:
     notes: list[str] = field(default_factory=list)  # rules that failed on this model (run_checks)
 
 
+class RuleDeclarationError(Exception):
+    """A model rule module declares something inconsistent: a bug in archlint, raised on discovery."""
+
+
 @functools.cache
 def check_modules() -> tuple[ModuleType, ...]:
     modules = []
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
         if not info.name.startswith("_"):
             modules.append(importlib.import_module(f"{__name__}.{info.name}"))
-    return tuple(modules)
+    return validated(tuple(modules))
+
+
+def validated(modules: tuple[ModuleType, ...]) -> tuple[ModuleType, ...]:
+    """The rule modules, once each declaration is checked against its page and the others."""
+    pages = registry.catalog()
+    codes: dict[str, str] = {}
+    priorities: dict[int, str] = {}
+    for m in modules:
+        where = f"{m.__name__}: {getattr(m, 'CODE', None)}"
+        page = pages.get(getattr(m, "CODE", None))
+        if page is None or page.scope != "model":
+            raise RuleDeclarationError(f"{where} has no model rule page in rules/ (rules/CODE-NAME.md, scope: model)")
+        if m.CODE in codes:
+            raise RuleDeclarationError(f"{where} is also declared by {codes[m.CODE]}")
+        codes[m.CODE] = m.__name__
+        if getattr(m, "SEVERITY", None) is not page.severity:
+            raise RuleDeclarationError(f"{where} declares SEVERITY {getattr(m, 'SEVERITY', None)!r}; its page "
+                                       f"{page.path.name} says {page.severity.value}")
+        priority = getattr(m, "PRIORITY", None)
+        if not isinstance(priority, int) or isinstance(priority, bool):
+            raise RuleDeclarationError(f"{where} must declare PRIORITY, a number (the lowest owns an op first)")
+        if priority in priorities:
+            raise RuleDeclarationError(f"{where} declares PRIORITY {priority}, as {priorities[priority]} does: "
+                                       "one rule must own an op first")
+        priorities[priority] = m.CODE
+        fix = getattr(m, "FIXED_BY", None)
+        if fix is not None and fix not in WHAT_IF_NAMES:
+            raise RuleDeclarationError(f"{where} declares FIXED_BY {fix!r}, not a --what-if transformation "
+                                       f"({', '.join(WHAT_IF_NAMES)})")
+        if getattr(m, "JUDGED_BY_WHAT_IF", False) and fix is None:
+            raise RuleDeclarationError(f"{where} declares JUDGED_BY_WHAT_IF without FIXED_BY: no what-if judges it")
+    return modules
 
 
 def run_checks(graph: nx.DiGraph, ctx: CheckContext) -> list[Diagnostic]:
@@ -69,7 +130,6 @@ def run_checks(graph: nx.DiGraph, ctx: CheckContext) -> list[Diagnostic]:
             ctx.notes.append(f"rule {module.CODE} failed on this model and was skipped "
                              f"({type(exc).__name__}: {str(exc)[:200]}); the other results stand; please report it")
             continue
-        # one finding for what the model repeats block for block
         # one finding for what the model repeats block for block (judged below on their sum)
         for d in _repeats.group(mine, classes, getattr(module, "FIX_IN_CLASS", False)):
             if getattr(module, "CHANGES_MODEL", False):
@@ -77,8 +137,8 @@ def run_checks(graph: nx.DiGraph, ctx: CheckContext) -> list[Diagnostic]:
             if not ctx.settings.module_ignored(d.code, d.module):
                 d.target = d.target or ctx.target
                 found.append(d)
-    settled = _graph.settle(found)  # one op's saving, one finding
-    model_mac = _graph.module_mac(graph)
+    settled = _verdict.settle(found, {m.CODE: m.PRIORITY for m in check_modules()})  # one op's saving, one finding
+    model_mac = _query.module_mac(graph)
     for d in settled:
         _verdict.judge(d, used[d.code], ctx, model_mac)
     return sorted(settled, key=Diagnostic.sort_key)
@@ -88,7 +148,7 @@ def judge_repriced(graph: nx.DiGraph, diagnostics: list[Diagnostic], ctx: CheckC
     """The one materiality verdict again, for findings repriced after run_checks (a what-if timed
     their fix on the whole model: speedups.links)."""
     modules = {m.CODE: m for m in check_modules()}
-    model_mac = _graph.module_mac(graph)
+    model_mac = _query.module_mac(graph)
     for d in diagnostics:
         module = modules.get(d.code)
         if module is None or "what_if" not in d.evidence:

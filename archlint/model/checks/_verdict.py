@@ -2,8 +2,8 @@
 
 A rule proposes a finding's severity from what it knows about the advice (a warning, or info when
 the alternative changes the model, the module is train-only, or it only runs in a library). This
-module then decides, for all rules alike, once repeats are merged and each op's saving has one
-owner: a warning must
+module then decides, for all rules alike, once repeats are merged: first each op's saving gets one
+owner (`settle`, by the rules' PRIORITY: a finding naming another's op is info), then a warning must
 
 - have a price that pays: a saving that is there (not missing), positive and at least
   `min_saving_share` of the model (every model rule takes that option, default FLOOR) on the
@@ -33,6 +33,30 @@ DOC = ("a warning only when the saving is at least this share of the model (its 
 def with_floor(options: dict) -> dict:
     """A model rule's declared options plus the materiality floor every model rule takes."""
     return {**options, OPTION: options.get(OPTION, FLOOR)}
+
+
+def settle(found: list[Diagnostic], priority: dict[str, int]) -> list[Diagnostic]:
+    """One op's saving is claimed by one finding: walking the findings from the most specific
+    rule (the lowest PRIORITY its module declares), an additive price (AL104) drops the parts
+    others own (its severity is judged after); any other finding that names an owned op becomes
+    info and says which findings own it."""
+    owner: dict[str, str] = {}
+    for d in sorted(found, key=lambda d: priority[d.code]):
+        p = d.price
+        if p is None or not p.claims:
+            continue
+        taken = {c for c in p.claims if c in owner}
+        if taken and p.parts is not None:
+            p.without(taken)
+            d.evidence["counted_by"] = sorted({owner[c] for c in taken})
+            d.message += f" ({', '.join(d.evidence['counted_by'])} own part of these ops: the price counts the rest)"
+        elif taken:
+            d.severity = Severity.INFO
+            d.evidence["overlaps"] = sorted({owner[c] for c in taken})
+            continue
+        for c in p.claims:
+            owner.setdefault(c, d.code)
+    return found
 
 
 def judge(d: Diagnostic, options: dict, ctx, model_mac: int) -> None:

@@ -7,7 +7,7 @@ One finding per model (the alternative is model-wide). It pays only on a device:
 with a positive time saving at least `min_saving_share` of the model —
   measured   `--what-if channels-last` (the whole model timed both ways: archlint.model.speedups;
              repriced by speedups/links.py), or with `--latency` each distinct conv timed on the
-             device with NCHW and with channels_last input and weights (whatif.channels_last_conv),
+             device with NCHW and with channels_last input and weights (alternatives.channels_last_conv),
              applied to the convs' measured in-model time;
   estimated  `--device-spec` naming a GPU: the estimate's layout term (estimate.layout_bytes, the
              transposes' DRAM bytes) taken out of each tensor-core conv, less one conversion of the
@@ -22,10 +22,14 @@ from __future__ import annotations
 import math
 
 from archlint.diagnostics import Price, Severity
-from archlint.model.checks import _graph as g
-from archlint.model.checks.layout_roundtrip import _channels_last
+from archlint.model.alternatives import channels_last_conv
+from archlint.model.checks import _locate as locate, _pricing as pricing, _query as query
 
 CODE = "AL114"
+SEVERITY = Severity.WARNING  # as its page says (the registry checks)
+PRIORITY = 180  # where findings overlap, the lowest claims the ops first
+FIXED_BY = "channels-last"  # the --what-if that applies its fix: its measured result prices the finding
+JUDGED_BY_WHAT_IF = True  # no static saving: the what-if's measured saving decides warning or info
 OPTIONS = {
     "min_convs": 1,  # report models with at least this many NCHW 2-D convs
 }
@@ -39,8 +43,8 @@ ALTERNATIVE = (
 
 def _nchw_convs(graph) -> list[str]:
     return [
-        name for name, data, c in g.iter_convs(graph)
-        if len((data.get("in_shapes") or [()])[0]) == 4 and data.get("dtype") in _HALF and not _channels_last(graph, name)
+        name for name, data, c in query.iter_convs(graph)
+        if len((data.get("in_shapes") or [()])[0]) == 4 and data.get("dtype") in _HALF and not query.converted_to_channels_last(graph, name)
     ]
 
 
@@ -73,15 +77,15 @@ def check(graph, options, ctx):
     claims = [f"{n}#layout" for n in convs]
     saving_ms = None
     if getattr(ctx, "pricer", None) is not None:  # measured: each conv timed both ways on the device
-        parts = [g.whatif_ms(graph, ctx, [n], "channels_last_conv", *args)
-                 for n in convs if (args := g.conv_args(graph.nodes[n])) is not None]
+        parts = [pricing.alternative_ms(graph, ctx, [n], channels_last_conv, *args)
+                 for n in convs if (args := query.conv_args(graph.nodes[n])) is not None]
         saving_ms = sum(p for p in parts if p is not None) if any(p is not None for p in parts) else None
-        price = g.price(graph, ctx, alternative=ALTERNATIVE, saving_ms=saving_ms, claims=claims)
+        price = pricing.price(graph, ctx, alternative=ALTERNATIVE, saving_ms=saving_ms, claims=claims)
     elif (saving_ms := _estimated_ms(graph, ctx, convs)) is not None:
         price = Price.timed(ALTERNATIVE, saving_ms=saving_ms, model_ms=ctx.estimate["latency_ms"], basis="estimated",
                             device=ctx.estimate["device_spec"], claims=claims)
     else:
-        price = g.price(graph, ctx, alternative=ALTERNATIVE, claims=())
+        price = pricing.price(graph, ctx, alternative=ALTERNATIVE, claims=())
     dtype = graph.nodes[convs[0]]["dtype"]
     message = (
         f"{len(convs)} 2-D convolution{'s' if len(convs) > 1 else ''} in {dtype} read NCHW activations: tensor-core "
@@ -90,7 +94,7 @@ def check(graph, options, ctx):
     )
     if price.basis == "static":
         message += " (no time basis: --what-if channels-last, --latency or a GPU --device-spec prices it)"
-    d = g.finding(graph, CODE, message, node=convs[0], module=g.common_module(graph, convs), price=price,
+    d = locate.finding(graph, CODE, message, node=convs[0], module=locate.common_module(graph, convs), price=price,
                   evidence={"convs": len(convs), "dtype": dtype, "first": convs[0], "ops": convs})
     d.severity = Severity.WARNING if price.saving_ms is not None else Severity.INFO  # only a time prices it
     yield d

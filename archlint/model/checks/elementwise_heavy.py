@@ -25,11 +25,15 @@ from collections import Counter
 
 import networkx as nx
 
-from archlint.model.checks import _graph as g
+from archlint.diagnostics import Severity
+from archlint.model.checks import _locate as locate, _pricing as pricing, _query as query
+from archlint.model.checks._blocks import module_blocks
 from archlint.model.checks._repeats import path_pattern
 from archlint.model.opgraph import ELEMENTWISE_KINDS
 
 CODE = "AL104"
+SEVERITY = Severity.WARNING  # as its page says (the registry checks)
+PRIORITY = 170  # where findings overlap, the lowest claims the ops first
 OPTIONS = {
     "threshold": 0.5,  # report when these ops' saving is above this share of the model's MAC (or latency)
 }
@@ -37,14 +41,14 @@ MOVEMENT_KINDS = frozenset({"copy", "concat"})
 
 
 def _label(data: dict) -> str:
-    return g.op_name(data) if data["kind"] not in MOVEMENT_KINDS else f"{data['kind']} ({g.op_name(data)})"
+    return query.op_name(data) if data["kind"] not in MOVEMENT_KINDS else f"{data['kind']} ({query.op_name(data)})"
 
 
 def folded_norms(graph) -> set[str]:
     """The BatchNorms AL205 would fold (eval mode): not element-wise work once deployed."""
     if graph.graph.get("mode", "eval") != "eval":
         return set()
-    return {n for _, n in g.producer_then_norm(graph)}
+    return {n for _, n in query.producer_then_norm(graph)}
 
 
 def _saved_bytes(graph, name: str) -> int:
@@ -68,17 +72,17 @@ def _numel(shape) -> int:
 def check(graph, options, ctx):
     skip = folded_norms(graph) if ctx.settings.enabled("AL205") else set()
     light = [
-        n for n, d in g.ops(graph)
+        n for n, d in query.ops(graph)
         if (d["kind"] in ELEMENTWISE_KINDS or d["kind"] in MOVEMENT_KINDS) and d.get("known", True) and n not in skip
     ]
     saved = {n: _saved_bytes(graph, n) for n in light}
     light = [n for n in light if saved[n] > 0]
     if not light:
         return
-    total = g.module_mac(graph)
+    total = query.module_mac(graph)
     share = sum(saved.values()) / total if total else 0.0
     parts_ms = _measured_parts(graph, light, saved)
-    whole_ms = g.model_latency(graph, ctx) if parts_ms is not None else None
+    whole_ms = pricing.model_latency(graph, ctx) if parts_ms is not None else None
     lat_share = sum(parts_ms.values()) / whole_ms if parts_ms and whole_ms else None
     if share <= options["threshold"] and (lat_share or 0.0) <= options["threshold"]:
         return
@@ -94,7 +98,7 @@ def _places(graph, light: list[str]) -> list[tuple[str, list[str]]]:
     (ResNet's layer1.0), else by connected op chain (Gemma's final logit softcap)."""
     order = {n: i for i, n in enumerate(light)}
     owner: dict[str, str] = {}
-    for block in sorted(g.module_blocks(graph), key=lambda b: -b.name.count(".")):
+    for block in sorted(module_blocks(graph), key=lambda b: -b.name.count(".")):
         for n in block.nodes:
             if n in order:
                 owner.setdefault(n, block.name)
@@ -105,13 +109,13 @@ def _places(graph, light: list[str]) -> list[tuple[str, list[str]]]:
     loose = [n for n in light if n not in owner]
     chains = nx.Graph()  # joined through views (a permute between two element-wise ops is free)
     chains.add_nodes_from(loose)
-    chains.add_nodes_from(n for n, d in g.ops(graph) if d["kind"] in ("reshape", "split") and n not in owner)
+    chains.add_nodes_from(n for n, d in query.ops(graph) if d["kind"] in ("reshape", "split") and n not in owner)
     chains.add_edges_from((u, v) for u in chains for v in graph.successors(u) if v in chains)
     for chain in sorted(nx.connected_components(chains), key=lambda c: min(order.get(n, len(order)) for n in c)):
         ops = sorted((n for n in chain if n in order), key=order.__getitem__)
         if not ops:
             continue
-        places.setdefault(g.common_module(graph, ops) or f"@{ops[0]}", []).extend(ops)
+        places.setdefault(locate.common_module(graph, ops) or f"@{ops[0]}", []).extend(ops)
     return [(where, ops) for where, ops in places.items()]
 
 
@@ -119,7 +123,7 @@ def _ranked(graph, places, saved) -> list[tuple[str, list[str], list[str]]]:
     """(where, ops, modules) per place, a block's repeats as one place, costliest first."""
     merged: dict[tuple, tuple[str, list[str], list[str]]] = {}
     for where, ops in places:
-        key = (path_pattern(where), g.module_type(graph, where)) if not where.startswith("@") else (where, None)
+        key = (path_pattern(where), query.module_type(graph, where)) if not where.startswith("@") else (where, None)
         first, held, modules = merged.get(key, (where, [], []))
         merged[key] = (first, held + ops, modules + [where])
     return sorted(merged.values(), key=lambda p: -sum(saved[n] for n in p[1]))
@@ -143,7 +147,7 @@ def _finding(graph, ctx, places, light, saved, parts_ms, share, lat_share):
         by_op[_label(graph.nodes[n])] += saved[n]
     mac = sum(saved[n] for n in light)
     top = ", ".join(f"{op} {b / mac:.0%}" for op, b in by_op.most_common(4))
-    price = g.price(
+    price = pricing.price(
         graph, ctx, alternative="the model's element-wise and data-movement ops fused into the ops producing their "
         "inputs (torch.compile, or fused kernels where listed)",
         mac_bytes_saved=mac, saving_ms=sum(parts_ms.values()) if parts_ms else None, estimated=True, claims=light,
@@ -160,7 +164,7 @@ def _finding(graph, ctx, places, light, saved, parts_ms, share, lat_share):
     shape = "×".join(str(v) for v in (graph.nodes[costliest].get("out_shapes") or [()])[0])
     listed = [_place(graph, p, saved, mac) for p in places]
     more = f"; then {'; '.join(listed[1:4])}" + (f" and {len(listed) - 4} more places" if len(listed) > 4 else "")
-    return g.finding(
+    return locate.finding(
         graph,
         CODE,
         (
@@ -189,5 +193,5 @@ def _place(graph, place, saved, total: int) -> str:
     name = "the model's own forward" if where.startswith("@") else where
     if len(modules) > 1:
         name += f" and {len(modules) - 1} more like it"
-    chain = " → ".join(list(dict.fromkeys(g.op_name(graph.nodes[n]) for n in ops))[:5])
+    chain = " → ".join(list(dict.fromkeys(query.op_name(graph.nodes[n]) for n in ops))[:5])
     return f"{name} ({chain}, {sum(saved[n] for n in ops) / total:.0%})"

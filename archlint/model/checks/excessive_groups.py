@@ -15,9 +15,14 @@ Depthwise convs (g = c1) are judged under G4 (AL104), not here.
 
 from __future__ import annotations
 
-from archlint.model.checks import _graph as g
+from archlint.diagnostics import Severity
+from archlint.model.alternatives import fewer_groups
+from archlint.model.checks import _locate as locate, _pricing as pricing, _query as query
+from archlint.model.checks._wording import binary_bytes
 
 CODE = "AL102"
+SEVERITY = Severity.WARNING  # as its page says (the registry checks)
+PRIORITY = 150  # where findings overlap, the lowest claims the ops first
 CHANGES_MODEL = True  # other group counts: other weights, a model to retrain
 OPTIONS = {
     "threshold": 0.5,  # judge a conv when its MAC exceeds the g=1 conv's of equal FLOPs by more than this
@@ -26,9 +31,9 @@ OPTIONS = {
 
 
 def check(graph, options, ctx):
-    total = g.module_mac(graph)
+    total = query.module_mac(graph)
     found: dict[tuple, list] = {}
-    for name, data, c in g.iter_convs(graph):
+    for name, data, c in query.iter_convs(graph):
         if c.g <= 1 or c.depthwise:
             continue
         ungrouped = c.n * (c.hw_in * c.c1 + c.hw_out * c.c2 / c.g) + c.weights
@@ -36,7 +41,7 @@ def check(graph, options, ctx):
         excess_bytes = round((c.mac - ungrouped) * c.itemsize)
         if excess <= options["threshold"] or (total and excess_bytes / total < options["min_share"]):
             continue
-        key = (g.conv_args(data) or (c.n, c.c1, c.c2, c.k, c.g, c.hw_in, c.hw_out),)
+        key = (query.conv_args(data) or (c.n, c.c1, c.c2, c.k, c.g, c.hw_in, c.hw_out),)
         found.setdefault(key, []).append((name, data, c, excess, excess_bytes))
     for instances in found.values():
         yield _finding(graph, ctx, options, instances)
@@ -54,12 +59,12 @@ def _fewer(c) -> list[int]:
 def _finding(graph, ctx, options, instances):
     name, data, c, excess, excess_bytes = instances[0]
     count = len(instances)
-    args = g.conv_args(data)
+    args = query.conv_args(data)
     best, saving = None, None
     if args and getattr(ctx, "pricer", None) is not None:
-        timed = {gp: g.whatif(ctx, "fewer_groups", *args, gp) for gp in _fewer(c)}  # relative savings
+        timed = {gp: pricing.relative_saving(ctx, fewer_groups, *args, gp) for gp in _fewer(c)}  # relative savings
         best = max(timed, key=timed.get)
-        saving = timed[best] * (g.latency(graph, [n for n, *_ in instances]) or 0.0)
+        saving = timed[best] * (pricing.latency(graph, [n for n, *_ in instances]) or 0.0)
     groups = best or _fewer(c)[0]
     extra_weights = c.k * c.c1 * c.c2 // groups - c.weights  # more weights read: no static saving
     extra_flops = c.n * c.hw_out * extra_weights
@@ -69,13 +74,13 @@ def _finding(graph, ctx, options, instances):
         f"the same conv {c.c1}→{c.c2} with groups={groups} (group width {c.c1 // groups} instead of {c.c1 // c.g})"
         + (f", in each of {count} convs" if count > 1 else "")
     )
-    price = g.price(
+    price = pricing.price(
         graph, ctx, alternative=alternative, mac_bytes_saved=0, flops_saved=0, saving_ms=saving,
         claims=[n for n, *_ in instances],
     )
     modules = [d.get("module") or n for n, d, *_ in instances]
     more = f" and {count - 1} more like it" if count > 1 else ""
-    return g.finding(
+    return locate.finding(
         graph,
         CODE,
         (
@@ -84,7 +89,7 @@ def _finding(graph, ctx, options, instances):
             + (f"; groups={best} measured fastest on this device" if best is not None and measured > 0 else "")
             + ("; no lower group count measured faster on this device" if measured is not None and measured <= 0 else "")
             + ("" if measured is not None else
-               f"; statically fewer groups saves nothing (it reads {g.fmt_bytes(extra_weights * c.itemsize * count)} "
+               f"; statically fewer groups saves nothing (it reads {binary_bytes(extra_weights * c.itemsize * count)} "
                "more weights): --latency times it")
         ),
         node=name,

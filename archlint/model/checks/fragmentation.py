@@ -19,9 +19,13 @@ Instances of one block class with the same structure are reported once, listing 
 
 from __future__ import annotations
 
-from archlint.model.checks import _graph as g
+from archlint.diagnostics import Severity
+from archlint.model.checks import _locate as locate, _pricing as pricing, _query as query
+from archlint.model.checks._blocks import fork_join_blocks, is_fragment, longest_chain, module_blocks
 
 CODE = "AL103"
+SEVERITY = Severity.WARNING  # as its page says (the registry checks)
+PRIORITY = 160  # where findings overlap, the lowest claims the ops first
 CHANGES_MODEL = True  # merged fragments: other weights, a model to retrain
 OPTIONS = {
     "max_parallel": 3,  # report a fork/join region with more branches holding small fragments
@@ -32,7 +36,7 @@ OPTIONS = {
 
 
 def _small(data: dict, options, measured: bool) -> bool:
-    if not g.is_fragment(data):
+    if not is_fragment(data):
         return False
     if measured and data.get("latency_ms") is not None:
         roof = data.get("roofline") or {}
@@ -42,23 +46,23 @@ def _small(data: dict, options, measured: bool) -> bool:
 
 def check(graph, options, ctx):
     measured = getattr(ctx, "pricer", None) is not None
-    small = {n for n, d in g.ops(graph) if _small(d, options, measured)}
-    model_flops = sum(int(d.get("flops", 0)) for _, d in g.ops(graph))
+    small = {n for n, d in query.ops(graph) if _small(d, options, measured)}
+    model_flops = sum(int(d.get("flops", 0)) for _, d in query.ops(graph))
     groups: dict[tuple, list] = {}
     taken: set[str] = set()
-    regions = sorted(g.fork_join_blocks(graph), key=lambda b: -len(b.nodes))  # outermost first
+    regions = sorted(fork_join_blocks(graph), key=lambda b: -len(b.nodes))  # outermost first
     for block in regions:
         if taken & set(block.nodes):
             continue  # nested in, or overlapping, a region already reported
         branches = [b for b in block.branches if any(n in small for n in b)]
         if len(branches) > options["max_parallel"]:
             taken |= set(block.nodes)
-            module = g.common_module(graph, [*block.nodes, block.join])
+            module = locate.common_module(graph, [*block.nodes, block.join])
             _add(graph, groups, block, module, "parallel", len(branches), small)
-    for block in g.module_blocks(graph):
+    for block in module_blocks(graph):
         if taken & set(block.nodes):
             continue
-        chain = [n for n in g.longest_chain(graph, block.nodes) if n in small]
+        chain = [n for n in longest_chain(graph, block.nodes) if n in small]
         if len(chain) > options["max_series"]:
             _add(graph, groups, block, block.name, "series", len(chain), small)
     for (_, form, degree, _), found in groups.items():
@@ -67,7 +71,7 @@ def check(graph, options, ctx):
 
 def _add(graph, groups, block, module, form, degree, small):
     fragments = [n for n in block.nodes if n in small]
-    key = (g.module_type(graph, module), form, degree, len(fragments))
+    key = (query.module_type(graph, module), form, degree, len(fragments))
     groups.setdefault(key, []).append((module, block, fragments))
 
 
@@ -91,12 +95,12 @@ def _finding(graph, ctx, options, form, degree, found, model_flops):
     overheads = [_overhead(graph, frags) for _, _, frags in found]
     saving = sum(overheads) if overheads and all(o is not None for o in overheads) else None
     alternative = f"the {len(fragments)} small fragments of each block merged into one op of the same work"
-    price = g.price(graph, ctx, alternative=alternative, saving_ms=saving, estimated=True,
+    price = pricing.price(graph, ctx, alternative=alternative, saving_ms=saving, estimated=True,
                     claims=[f"{n}#launch" for n in every])
-    kind = g.module_type(graph, module) or "block"
+    kind = query.module_type(graph, module) or "block"
     where = f"{kind} {module or block.name}" + (f" and {len(found) - 1} more like it" if len(found) > 1 else "")
     what = f"{degree} parallel branches" if form == "parallel" else f"a chain of {degree} in series"
-    return g.finding(
+    return locate.finding(
         graph,
         CODE,
         (

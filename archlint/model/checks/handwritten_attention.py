@@ -23,9 +23,12 @@ import sys
 import networkx as nx
 
 from archlint.diagnostics import Severity
-from archlint.model.checks import _graph as g
+from archlint.model.checks import _locate as locate, _pricing as pricing, _query as query
 
 CODE = "AL106"
+SEVERITY = Severity.WARNING  # as its page says (the registry checks)
+PRIORITY = 60  # where findings overlap, the lowest claims the ops first
+FIXED_BY = "sdpa"  # the --what-if that applies its fix: its measured result prices the finding
 FIX_IN_CLASS = True  # the finding is the module's own forward: one fix in its class
 OPTIONS = {
     "max_head_dim": 256,  # fused attention kernels (flash, memory-efficient) take head dims up to this
@@ -52,7 +55,7 @@ def _scores(graph: nx.DiGraph, softmax: str) -> tuple[str, list[str]] | None:
     between: list[str] = []
     node = softmax
     while True:
-        preds = [p for p in g.tensor_inputs(graph, node) if _last2(graph.nodes[p]) == want]
+        preds = [p for p in query.tensor_inputs(graph, node) if _last2(graph.nodes[p]) == want]
         if not preds:
             return None
         p = max(preds, key=lambda n: int(graph.nodes[n].get("out_bytes", 0)))
@@ -83,7 +86,7 @@ def _values(graph: nx.DiGraph, softmax: str) -> tuple[str, list[str]] | None:
 
 
 def check(graph, options, ctx):
-    for name, data in g.ops(graph):
+    for name, data in query.ops(graph):
         if data["key"] not in _SOFTMAX or data["kind"] != "activation":
             continue
         scores = _scores(graph, name)
@@ -102,30 +105,31 @@ def check(graph, options, ctx):
             continue
         head_dim = int((graph.nodes[qk].get("in_shapes") or [[0]])[0][-1])
         softcap = any(_key(graph, n) == "tanh" for n in before)
-        library = g.library_module(graph, g.common_module(graph, chain))
+        library = locate.library_module(graph, locate.common_module(graph, chain))
         no_switch = library == "transformers" and not _supported(graph, softcap)
         library = library if library in _SWITCHES and not no_switch else None  # only these have a switch for it
         # with --latency: the chain's measured time scaled by the share of its traffic the fused op
         # saves (an estimate: the fused kernel's own time is not measured)
-        spent = g.latency(graph, chain)
-        price = g.price(
+        spent = pricing.latency(graph, chain)
+        price = pricing.price(
             graph, ctx, alternative=_alternative(softcap, library),
             mac_bytes_saved=saved, saving_ms=spent * saved / mac if spent is not None else None, claims=chain,
             estimated=True,
         )
-        module = g.common_module(graph, chain)
+        module = locate.common_module(graph, chain)
         too_wide = head_dim > int(options["max_head_dim"])
         score = "×".join(str(d) for d in graph.nodes[name]["out_shapes"][0])
-        steps = " → ".join(["matmul", *(g.op_name(graph.nodes[n]) for n in before), "softmax",
-                            *(g.op_name(graph.nodes[n]) for n in after), "matmul"])
-        yield g.finding(
+        steps = " → ".join(["matmul", *(query.op_name(graph.nodes[n]) for n in before), "softmax",
+                            *(query.op_name(graph.nodes[n]) for n in after), "matmul"])
+        yield locate.finding(
             graph,
             CODE,
             (
                 f"attention written by hand in {module or 'the model'} ({steps}): the {score} score tensor "
                 f"goes through memory {len(chain) - 1} times; {_how(softcap, library)}"
                 + (f" (transformers has no {'flex' if softcap else 'SDPA'} attention for "
-                   f"{g.module_type(graph, '')}: the class's forward must be changed or patched)" if no_switch else "")
+                   f"{query.module_type(graph, '')}: the class's forward must be changed or patched)"
+                   if no_switch else "")
                 + (f" — but its head dim is {head_dim}, above the fused kernels' {options['max_head_dim']}: SDPA "
                    "would run its unfused math kernel and save nothing here" if too_wide else "")
             ),
@@ -140,7 +144,7 @@ def check(graph, options, ctx):
 
 
 def _key(graph: nx.DiGraph, n: str) -> str:
-    return g.op_name(graph.nodes[n])
+    return query.op_name(graph.nodes[n])
 
 
 def _score_sized_operands(graph: nx.DiGraph, between: list[str], softmax: str) -> int:
@@ -167,7 +171,7 @@ def _supported(graph: nx.DiGraph, softcap: bool) -> bool:
     """Does the transformers model class take attn_implementation="sdpa" (or "flex_attention" for
     a softcap)? Read from the class of the model's root, as transformers declares it."""
     tf = sys.modules.get("transformers")  # imported already: the model was built with it
-    cls = getattr(tf, g.module_type(graph, "") or "", None) if tf is not None else None
+    cls = getattr(tf, query.module_type(graph, "") or "", None) if tf is not None else None
     return bool(getattr(cls, "_supports_flex_attn" if softcap else "_supports_sdpa", False))
 
 

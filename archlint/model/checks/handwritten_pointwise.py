@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import networkx as nx
 
-from archlint.model.checks import _graph as g
+from archlint.diagnostics import Severity
+from archlint.model.checks import _locate as locate, _pricing as pricing, _query as query
 
 CODE = "AL110"
+SEVERITY = Severity.WARNING  # as its page says (the registry checks)
+PRIORITY = 100  # where findings overlap, the lowest claims the ops first
 FIX_IN_CLASS = True  # the finding is the module's own forward: one fix in its class
 OPTIONS: dict = {}
 
@@ -29,10 +32,10 @@ def _key(graph: nx.DiGraph, n: str) -> str:
 
 def _back(graph: nx.DiGraph, n: str, keys: tuple[str, ...], chain: list[str]) -> str | None:
     """The predecessor of n with one of `keys` (looking through views and casts, added to chain)."""
-    for p in g.tensor_inputs(graph, n):
+    for p in query.tensor_inputs(graph, n):
         seen = []
         while graph.nodes[p]["kind"] in _VIEWS and _key(graph, p) not in keys:
-            preds = g.tensor_inputs(graph, p)
+            preds = query.tensor_inputs(graph, p)
             if not preds:
                 break
             seen.append(p)
@@ -123,7 +126,7 @@ _ANCHORS = {"tanh": _gelu_tanh, "rsqrt": _norm, "sqrt": _norm, "exp": _softmax}
 
 def check(graph, options, ctx):
     claimed: set[str] = set()
-    for name, data in g.ops(graph):
+    for name, data in query.ops(graph):
         match = _ANCHORS.get(str(data["key"]).lower())
         found = match(graph, name) if match else None
         if not found:
@@ -141,19 +144,19 @@ def check(graph, options, ctx):
         saved = mac - one_pass
         if saved <= 0:
             continue
-        spent = g.latency(graph, chain)  # --latency: the chain's time scaled by the traffic saved (estimate)
-        price = g.price(
+        spent = pricing.latency(graph, chain)  # --latency: the chain's time scaled by the traffic saved (estimate)
+        price = pricing.price(
             graph, ctx, alternative=f"one {fused} on the same input", mac_bytes_saved=saved,
             saving_ms=spent * saved / mac if spent is not None else None, claims=chain, estimated=True,
         )
-        module = g.common_module(graph, chain)
-        if what.startswith("GELU") and g.library_module(graph, module) == "transformers":
+        module = locate.common_module(graph, chain)
+        if what.startswith("GELU") and locate.library_module(graph, module) == "transformers":
             # NewGELUActivation ("gelu_new"): the config's activation key selects the fused op
             price.alternative = ('config hidden_act / activation_function = "gelu_pytorch_tanh" '
                                  '(F.gelu(x, approximate="tanh"): same function, same weights)')
             fused = price.alternative
         steps = " → ".join(_key(graph, n) for n in order)
-        yield g.finding(
+        yield locate.finding(
             graph,
             CODE,
             (

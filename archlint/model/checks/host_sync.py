@@ -24,10 +24,12 @@ from collections import defaultdict
 
 from archlint.diagnostics import Severity
 from archlint.model.capture.describe import SYNC_REASONS
-from archlint.model.checks import _graph as g
+from archlint.model.checks import _locate as locate, _pricing as pricing, _query as query
 from archlint.model.checks.mask_in_forward import constant_ops
 
 CODE = "AL112"
+SEVERITY = Severity.WARNING  # as its page says (the registry checks)
+PRIORITY = 190  # where findings overlap, the lowest claims the ops first
 FIX_IN_CLASS = True  # the finding is the module's own forward: one fix in its class
 OPTIONS = {
     "library_modules": False,  # also warn on syncs inside library modules (torchvision, transformers)
@@ -46,13 +48,13 @@ _INSTEAD = {
 def _reason(data: dict) -> str | None:
     if data["kind"] == "sync":
         return SYNC_REASONS[0]
-    return g.attr(data, "host_sync")
+    return query.attr(data, "host_sync")
 
 
 def _library_module(graph, module: str) -> bool:
     """The op runs in a module whose class comes from an installed library (or torch)."""
     info = graph.graph.get("modules", {}).get(module) or {}
-    return bool(info.get("file")) and g._library(info["file"])
+    return bool(info.get("file")) and locate.is_library_file(info["file"])
 
 
 def check(graph, options, ctx):
@@ -71,7 +73,7 @@ def check(graph, options, ctx):
         library = _library_module(graph, module) and not options["library_modules"]
         clear = bool(on_device) and not library
         where = module or "the model's forward"
-        sources = list(dict.fromkeys(tuple(g.attr(r, "source")) for r in reads if g.attr(r, "source")))
+        sources = list(dict.fromkeys(tuple(query.attr(r, "source")) for r in reads if query.attr(r, "source")))
         lines = sorted({line for file, line in sources if file == sources[0][0]}) if sources else []
         at = f" (line{'s' if len(lines) > 1 else ''} {', '.join(map(str, lines))})" if lines else ""
         message = (
@@ -84,9 +86,9 @@ def check(graph, options, ctx):
                 " (in library code)" if library and on_device else
                 " (on a model input or a constant: a sync only when that tensor lives on the GPU)"
             )
-        d = g.finding(
+        d = locate.finding(
             graph, CODE, message, node=nodes[0], module=module,
-            price=g.price(graph, ctx, alternative="; ".join(_INSTEAD[r] for r in reasons), claims=()),
+            price=pricing.price(graph, ctx, alternative="; ".join(_INSTEAD[r] for r in reasons), claims=()),
             evidence={
                 "ops": nodes, "calls": [d["op"] for d in reads], "reasons": reasons, "lines": lines,
                 "blocks": ["one host sync per call each", "CUDA graph capture", "a single torch.compile graph"],
@@ -100,7 +102,7 @@ def check(graph, options, ctx):
 
 def _reads_raw_input(graph, name: str) -> bool:
     """Every tensor the op reads is a model input as given (through views only)."""
-    preds = g.tensor_inputs(graph, name)
+    preds = query.tensor_inputs(graph, name)
     return bool(preds) and all(
         graph.nodes[p]["kind"] == "input" or (graph.nodes[p]["kind"] == "reshape" and _reads_raw_input(graph, p))
         for p in preds

@@ -20,9 +20,12 @@ import math
 
 import networkx as nx
 
-from archlint.model.checks import _graph as g
+from archlint.diagnostics import Severity
+from archlint.model.checks import _locate as locate, _pricing as pricing, _query as query
 
 CODE = "AL113"
+SEVERITY = Severity.WARNING  # as its page says (the registry checks)
+PRIORITY = 120  # where findings overlap, the lowest claims the ops first
 FIX_IN_CLASS = True  # the finding is the module's own forward: one fix in its class
 OPTIONS = {
 }
@@ -36,17 +39,17 @@ _COPY_INSIDE_KEYS = ("softmax", "log_softmax", "_softmax", "_log_softmax", "Soft
 
 
 def _dims(data: dict) -> list[int] | None:
-    dims = g.attr(data, "dims")
+    dims = query.attr(data, "dims")
     return list(dims) if data.get("key") in _PERMUTES and dims and len(dims) == 4 else None
 
 
 def _copies_after(graph: nx.DiGraph, name: str) -> tuple[list[str], str | None]:
     """Explicit copies that are each the sole consumer in a chain from `name`, and the first op after them."""
     copies = []
-    nxt = g.sole_consumer(graph, name)
+    nxt = query.sole_consumer(graph, name)
     while nxt is not None and graph.nodes[nxt].get("key") in _COPIES:
         copies.append(nxt)
-        nxt = g.sole_consumer(graph, nxt)
+        nxt = query.sole_consumer(graph, nxt)
     return copies, nxt
 
 
@@ -63,7 +66,7 @@ def roundtrips(graph: nx.DiGraph):
         before, core = _copies_after(graph, p1)
         if core is None or graph.nodes[core]["kind"] in ("reshape", "copy", "input", "output"):
             continue
-        if g.tensor_inputs(graph, core) != [before[-1] if before else p1]:
+        if query.tensor_inputs(graph, core) != [before[-1] if before else p1]:
             continue  # the op reads something else too (a residual add): not one op in another layout
         after, p2 = _copies_after(graph, core)
         back = _dims(graph.nodes[p2]) if p2 is not None else None
@@ -81,23 +84,14 @@ def _moves_data(shape, dims: list[int]) -> bool:
     return order != sorted(order)
 
 
-def _channels_last(graph: nx.DiGraph, name: str) -> bool:
-    """An op before it converts to channels_last (`x.contiguous(memory_format=torch.channels_last)`,
-    `.to(memory_format=...)`): convolutions and most ops keep that format, in which the permute is a
-    free view. (Capture runs on meta tensors, whose strides do not follow it.)"""
-    return any(
-        "channels_last" in str(g.attr(graph.nodes[a], "memory_format", "")) for a in nx.ancestors(graph, name)
-    )
-
-
 def check(graph, options, ctx):
     for p1, before, core, after, p2, tail in roundtrips(graph):
         op = graph.nodes[core]
-        if not _moves_data((graph.nodes[p1].get("in_shapes") or [()])[0], g.attr(graph.nodes[p1], "dims")):
+        if not _moves_data((graph.nodes[p1].get("in_shapes") or [()])[0], query.attr(graph.nodes[p1], "dims")):
             continue  # the moved dims have size 1 (a 1×1 map): the permuted view is already contiguous
-        if _channels_last(graph, p1):
+        if query.converted_to_channels_last(graph, p1):
             continue
-        back = g.attr(graph.nodes[p2], "dims")
+        back = query.attr(graph.nodes[p2], "dims")
         after = after if _moves_data((op.get("out_shapes") or [()])[0], back) else []
         tail = tail if _moves_data((op.get("out_shapes") or [()])[0], back) else []
         explicit = before + after + tail
@@ -109,13 +103,13 @@ def check(graph, options, ctx):
         saved = copied + inside
         if saved <= 0:
             continue  # an element-wise op on a view: nothing is copied
-        spent = g.latency(graph, explicit)
+        spent = pricing.latency(graph, explicit)
         op_ms = op.get("latency_ms")
         saving_ms = None
         if spent is not None or (inside and op_ms is not None):
             share = inside / (int(op.get("mac_bytes", 0)) + inside) if inside else 0.0
             saving_ms = (spent or 0.0) + (op_ms or 0.0) * share
-        first = g.attr(graph.nodes[p1], "dims")
+        first = query.attr(graph.nodes[p1], "dims")
         channels_last = first == [0, 2, 3, 1]
         name = op["op"]
         alternative = (
@@ -125,11 +119,11 @@ def check(graph, options, ctx):
             if channels_last else
             f"the tensor kept in the layout the {name} reads (no {_fmt(first)} round trip), e.g. by the block before it"
         )
-        price = g.price(
+        price = pricing.price(
             graph, ctx, alternative=alternative, mac_bytes_saved=saved, saving_ms=saving_ms, removed=explicit,
             claims=explicit + ([f"{core}#input-copy"] if inside else []), estimated=bool(inside),
         )
-        module = g.common_module(graph, [p1, core, p2])
+        module = locate.common_module(graph, [p1, core, p2])
         shape = "×".join(map(str, (op.get("in_shapes") or [()])[0]))
         copies = len(explicit) + (1 if inside else 0)
         how = " and ".join(
@@ -140,11 +134,11 @@ def check(graph, options, ctx):
         )
         message = (
             f"layout round trip in {module or 'the model'}: {_fmt(first)} → {name} → "
-            f"{_fmt(g.attr(graph.nodes[p2], 'dims'))} copies the {shape} activation {copies}× ({how})"
+            f"{_fmt(query.attr(graph.nodes[p2], 'dims'))} copies the {shape} activation {copies}× ({how})"
         )
         if channels_last:
             message += "; in channels_last memory format both permutes are free views"
-        d = g.finding(
+        d = locate.finding(
             graph, CODE, message,
             node=core, module=module, price=price,
             evidence={"permutes": [p1, p2], "op": core, "copies": explicit, "copy_inside_op": bool(inside),

@@ -14,9 +14,12 @@ import math
 
 import networkx as nx
 
-from archlint.model.checks import _graph as g
+from archlint.diagnostics import Severity
+from archlint.model.checks import _locate as locate, _pricing as pricing, _query as query
 
 CODE = "AL107"
+SEVERITY = Severity.WARNING  # as its page says (the registry checks)
+PRIORITY = 70  # where findings overlap, the lowest claims the ops first
 FIX_IN_CLASS = True  # the finding is the module's own forward: one fix in its class
 EAGER_RECHECK = True  # libraries build masks only while exported/traced: judged on the eager forward
 OPTIONS = {
@@ -67,16 +70,16 @@ def check(graph, options, ctx):
         seen |= built
         ops = [n for n in nx.topological_sort(graph.subgraph(built))]
         mac = sum(int(graph.nodes[n].get("mac_bytes", 0)) for n in ops)
-        price = g.price(
+        price = pricing.price(
             graph, ctx,
             alternative="the mask built once in __init__ (register_buffer(..., persistent=False)) and sliced to the "
             "sequence length, or is_causal=True in F.scaled_dot_product_attention",
             mac_bytes_saved=mac, removed=ops,
         )
-        module = g.common_module(graph, ops + [s for s in graph.successors(name)])
+        module = locate.common_module(graph, ops + [s for s in graph.successors(name)])
         shape = "×".join(str(d) for d in graph.nodes[name]["out_shapes"][0])
-        names = ", ".join(dict.fromkeys(g.op_name(graph.nodes[n]) for n in ops))
-        yield g.finding(
+        names = ", ".join(dict.fromkeys(query.op_name(graph.nodes[n]) for n in ops))
+        yield locate.finding(
             graph,
             CODE,
             (

@@ -6,9 +6,12 @@ kernels. The model's input channels (RGB) and depthwise/grouped convs are not ju
 
 from __future__ import annotations
 
-from archlint.model.checks import _graph as g
+from archlint.diagnostics import Severity
+from archlint.model.checks import _locate as locate, _pricing as pricing, _query as query
 
 CODE = "AL105"
+SEVERITY = Severity.WARNING  # as its page says (the registry checks)
+PRIORITY = 130  # where findings overlap, the lowest claims the ops first
 OPTIONS = {
     "multiple": 8,  # channel counts should be multiples of this
     "dtypes": ["float16", "bfloat16"],  # only models in these dtypes use tensor cores this way
@@ -20,16 +23,16 @@ def _channels(graph, name, data) -> list[tuple[str, int]]:
     if not ins or not outs:
         return []
     if data["kind"] == "conv":
-        c = g.conv(data)
+        c = query.conv(data)
         if c is None or c.g > 1:
             return []
         found = [("out_channels", c.c2)]
-        if not g.reads_model_input(graph, name):
+        if not query.reads_model_input(graph, name):
             found.insert(0, ("in_channels", c.c1))
         return found
     if data["kind"] == "linear":
         found = [("out_features", int(outs[0][-1]))]
-        if not g.reads_model_input(graph, name):
+        if not query.reads_model_input(graph, name):
             found.insert(0, ("in_features", int(ins[0][-1])))
         return found
     return []
@@ -39,7 +42,7 @@ def check(graph, options, ctx):
     m = int(options["multiple"])
     dtypes = {str(d) for d in options["dtypes"]}
     layers = []
-    for name, data in g.ops(graph):
+    for name, data in query.ops(graph):
         if str(data.get("dtype", "")).replace("torch.", "") not in dtypes:
             continue
         bad = [(k, v) for k, v in _channels(graph, name, data) if v % m]
@@ -49,13 +52,13 @@ def check(graph, options, ctx):
         return
     # One finding per model listing every misaligned layer: one habit (widths not multiples of m).
     name, data, bad = layers[0]
-    price = g.price(graph, ctx, alternative=f"channels padded to multiples of {m}",
+    price = pricing.price(graph, ctx, alternative=f"channels padded to multiples of {m}",
                     claims=[f"{n}#align" for n, _, _ in layers])
     listed = "; ".join(
         f"{d['kind']} {d.get('module') or n} " + ", ".join(f"{k}={v} (→ {-(-v // m) * m})" for k, v in b)
         for n, d, b in layers[:3]
     ) + (f"; and {len(layers) - 3} more" if len(layers) > 3 else "")
-    yield g.finding(
+    yield locate.finding(
         graph,
         CODE,
         (

@@ -14,9 +14,12 @@ from __future__ import annotations
 
 import math
 
-from archlint.model.checks import _graph as g
+from archlint.diagnostics import Severity
+from archlint.model.checks import _locate as locate, _pricing as pricing, _query as query
 
 CODE = "AL109"
+SEVERITY = Severity.WARNING  # as its page says (the registry checks)
+PRIORITY = 90  # where findings overlap, the lowest claims the ops first
 OPTIONS = {
     "multiple": 64,  # large GEMM dimensions should be multiples of this
     "min_features": 1024,  # dimensions at least this large are judged
@@ -35,7 +38,7 @@ def _linear(graph, name, data, options):
     if not ins or not outs:
         return None
     dims = [("out_features", int(outs[0][-1]))]
-    if not g.reads_model_input(graph, name):
+    if not query.reads_model_input(graph, name):
         dims.insert(0, ("in_features", int(ins[0][-1])))
     bad = [(k, v) for k, v in dims if v >= least and v % m]
     if not bad:
@@ -70,13 +73,14 @@ def _attention(graph, name, data, options):
 
 def check(graph, options, ctx):
     dtypes = {str(d) for d in options["dtypes"]}
-    for name, data in g.ops(graph):
+    for name, data in query.ops(graph):
         if str(data.get("dtype", "")).replace("torch.", "") not in dtypes:
             continue
         if data["kind"] == "linear":
             found = _linear(graph, name, data, options)
             alternative = f"dimensions padded to multiples of {options['multiple']}"
-            if found and "out_features" in found[1] and g.library_module(graph, data.get("module")) == "transformers":
+            if (found and "out_features" in found[1]
+                    and locate.library_module(graph, data.get("module")) == "transformers"):
                 # a vocabulary projection of a transformers model: the library pads it (same logits for real tokens)
                 alternative = (f"model.resize_token_embeddings(len(tokenizer), pad_to_multiple_of={options['multiple']}) "
                                "(transformers pads the embedding and the tied head)")
@@ -89,6 +93,7 @@ def check(graph, options, ctx):
         if not found:
             continue
         message, evidence, saved = found
-        price = g.price(graph, ctx, alternative=alternative, mac_bytes_saved=saved or None, claims=[f"{name}#align"])
-        yield g.finding(graph, CODE, message, node=name, module=data.get("module") or "", price=price,
+        price = pricing.price(graph, ctx, alternative=alternative, mac_bytes_saved=saved or None,
+                              claims=[f"{name}#align"])
+        yield locate.finding(graph, CODE, message, node=name, module=data.get("module") or "", price=price,
                         evidence=evidence | {"dtype": data.get("dtype")})

@@ -12,22 +12,26 @@ from __future__ import annotations
 
 import math
 
-from archlint.model.checks import _graph as g
+from archlint.diagnostics import Severity
+from archlint.model.checks import _locate as locate, _pricing as pricing, _query as query
+from archlint.model.checks._wording import binary_bytes
 
 CODE = "AL111"
+SEVERITY = Severity.WARNING  # as its page says (the registry checks)
+PRIORITY = 110  # where findings overlap, the lowest claims the ops first
 OPTIONS: dict = {}
 
 
 def check(graph, options, ctx):
-    for name, data in g.ops(graph):
+    for name, data in query.ops(graph):
         if data["kind"] != "upsample" or "grid" in str(data["key"]).lower():
             continue
         consumers = list(graph.successors(name))
         if len(consumers) != 1:
             continue
         conv_name = consumers[0]
-        c = g.conv(graph.nodes[conv_name])
-        stride = g.pair(g.attr(graph.nodes[conv_name], "stride", 1))
+        c = query.conv(graph.nodes[conv_name])
+        stride = query.pair(query.attr(graph.nodes[conv_name], "stride", 1))
         if c is not None and c.k > 1 and set(stride) == {1} and c.hw_out == c.hw_in:
             head = _head_after_upsample(graph, ctx, name, data, conv_name, c)
             if head is not None:
@@ -49,17 +53,17 @@ def check(graph, options, ctx):
         flops_saved = int(conv.get("flops", 0)) - int(round(int(conv.get("flops", 0)) / scale))
         if saved <= 0 and flops_saved <= 0:
             continue
-        price = g.price(
+        price = pricing.price(
             graph, ctx, alternative=f"the 1×1 conv applied before the upsample ({c.c1}→{c.c2} channels at the low resolution)",
             mac_bytes_saved=max(saved, 0), flops_saved=flops_saved, claims=[f"{conv_name}#resolution", f"{name}#resolution"],
         )
         module = conv.get("module") or ""
-        yield g.finding(
+        yield locate.finding(
             graph,
             CODE,
             (
                 f"1×1 conv {module or conv_name} runs after an upsample to {scale:g}× the pixels: they commute, so "
-                f"applied before it the conv does {scale:g}× fewer multiply-adds ({g.fmt_bytes(max(saved, 0))} less traffic)"
+                f"applied before it the conv does {scale:g}× fewer multiply-adds ({binary_bytes(max(saved, 0))} less traffic)"
             ),
             node=conv_name,
             module=module,
@@ -85,14 +89,14 @@ def _head_after_upsample(graph, ctx, name: str, up: dict, conv_name: str, c):
     # the alternative: the conv at low resolution, then the upsample of its c2 output channels
     before = int(up.get("mac_bytes", 0)) + int(conv.get("mac_bytes", 0))
     after = item * (c.n * low * (c.c1 + c.c2) + c.weights) + item * c.n * c.c2 * (low + c.hw_in)
-    price = g.price(
+    price = pricing.price(
         graph, ctx,
         alternative=f"the head conv at the low resolution, its {c.c2}-channel output upsampled (as FCN/DeepLab heads do): "
         "not the same function, retrain",
         mac_bytes_saved=max(before - after, 0), flops_saved=flops_saved, claims=(),
     )
     module = conv.get("module") or ""
-    return g.finding(
+    return locate.finding(
         graph, CODE,
         (f"head conv {module or conv_name} ({int(math.isqrt(c.k))}×{int(math.isqrt(c.k))}, {c.c1}→{c.c2}) runs after an "
          f"upsample to {scale:g}× the pixels: classifying at the low resolution and upsampling the {c.c2}-channel logits "

@@ -9,9 +9,13 @@ Each is a full read and write of the activation for nothing.
 
 from __future__ import annotations
 
-from archlint.model.checks import _graph as g
+from archlint.diagnostics import Severity
+from archlint.model.checks import _locate as locate, _pricing as pricing, _query as query
+from archlint.model.fix_timing import to_identity
 
 CODE = "AL202"
+SEVERITY = Severity.WARNING  # as its page says (the registry checks)
+PRIORITY = 30  # where findings overlap, the lowest claims the ops first
 OPTIONS: dict = {}
 
 NON_NEGATIVE = frozenset({"relu", "relu6", "sigmoid", "softmax", "abs", "hardsigmoid", "exp"})
@@ -29,13 +33,13 @@ def _non_negative(graph, name: str, seen: set[str] | None = None) -> str | None:
         return None
     seen.add(name)
     data = graph.nodes[name]
-    op = g.op_name(data)
+    op = query.op_name(data)
     if data["kind"] == "activation" and op in NON_NEGATIVE:
         return name
-    if data["kind"] == "activation" and op == "hardtanh" and (g.attr(data, "min_val", -1.0) or 0) >= 0:
+    if data["kind"] == "activation" and op == "hardtanh" and (query.attr(data, "min_val", -1.0) or 0) >= 0:
         return name
-    passes = data["kind"] in g.PASSTHROUGH_KINDS or op in KEEPS_SIGN or (data["kind"] == "pool" and "lp" not in op)
-    inputs = g.tensor_inputs(graph, name)
+    passes = data["kind"] in query.PASSTHROUGH_KINDS or op in KEEPS_SIGN or (data["kind"] == "pool" and "lp" not in op)
+    inputs = query.tensor_inputs(graph, name)
     if data["kind"] == "concat" and inputs:
         found = [_non_negative(graph, p, seen) for p in inputs]
         return found[0] if all(found) else None
@@ -52,12 +56,12 @@ def check(graph, options, ctx):
     # end to end on the model; with several, each finding's part of that saving is its share of
     # their op times (a proportion: estimated). Inside the noise (0), or where the model cannot be
     # edited (None), each op's own measured time is the evidence left, and the alternative says so.
-    whole = g.fixed_ms(graph, ctx, "to_identity", [name for name, *_ in found])
+    whole = pricing.fixed_ms(graph, ctx, to_identity, [name for name, *_ in found])
     op_ms = {name: graph.nodes[name].get("latency_ms") or 0.0 for name, *_ in found}
     total, split = sum(op_ms.values()), len(found) > 1
     for name, why, cause in found:
         rd = graph.nodes[name]
-        alternative, saving = f"the {g.op_name(rd)} removed", None
+        alternative, saving = f"the {query.op_name(rd)} removed", None
         if whole:
             saving = whole * (op_ms[name] / total if total > 0 else 1 / len(found))
             alternative += (f" (all {len(found)} removed together timed end to end on the model, this one's "
@@ -66,18 +70,18 @@ def check(graph, options, ctx):
             alternative += " (its own measured time: removing it end to end was inside the noise)"
         elif getattr(ctx, "pricer", None) is not None:
             alternative += " (its own measured time: the model could not be edited for it)"
-        price = g.price(graph, ctx, alternative=alternative, mac_bytes_saved=int(rd.get("mac_bytes", 0)),
+        price = pricing.price(graph, ctx, alternative=alternative, mac_bytes_saved=int(rd.get("mac_bytes", 0)),
                         saving_ms=saving, removed=[name], estimated=bool(whole) and split)
         module = rd.get("module") or ""
-        yield g.finding(
+        yield locate.finding(
             graph,
             CODE,
-            f"{g.op_name(rd)} at {module or name} changes nothing: {why}",
+            f"{query.op_name(rd)} at {module or name} changes nothing: {why}",
             node=name,
             module=module,
             price=price,
             evidence={
-                "activation": g.op_name(rd),
+                "activation": query.op_name(rd),
                 "cause": cause,
                 "mac_bytes": int(rd.get("mac_bytes", 0)),
             },
@@ -86,15 +90,15 @@ def check(graph, options, ctx):
 
 def _redundant(graph):
     """(activation that changes nothing, why in words, the op that makes it so) for each."""
-    for name, data in g.ops(graph):
+    for name, data in query.ops(graph):
         if data["kind"] != "activation":
             continue
-        op = g.op_name(data)
-        inputs = g.tensor_inputs(graph, name)
+        op = query.op_name(data)
+        inputs = query.tensor_inputs(graph, name)
         cause = _non_negative(graph, inputs[0]) if inputs and op in IDENTITY_ON_NON_NEGATIVE else None
         if cause is not None:
-            yield name, f"its input is already non-negative ({g.op_name(graph.nodes[cause])} at {cause})", cause
-        elif op == "relu" and (nxt := g.sole_consumer(graph, name)) is not None and (
-            graph.nodes[nxt]["kind"] == "activation" and g.op_name(graph.nodes[nxt]) in CLAMPS_AT_ZERO
+            yield name, f"its input is already non-negative ({query.op_name(graph.nodes[cause])} at {cause})", cause
+        elif op == "relu" and (nxt := query.sole_consumer(graph, name)) is not None and (
+            graph.nodes[nxt]["kind"] == "activation" and query.op_name(graph.nodes[nxt]) in CLAMPS_AT_ZERO
         ):
-            yield name, f"the {g.op_name(graph.nodes[nxt])} right after it ({nxt}) clamps at 0 already", nxt
+            yield name, f"the {query.op_name(graph.nodes[nxt])} right after it ({nxt}) clamps at 0 already", nxt

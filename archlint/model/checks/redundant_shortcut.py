@@ -15,9 +15,14 @@ from __future__ import annotations
 
 import math
 
-from archlint.model.checks import _graph as g
+from archlint.diagnostics import Severity
+from archlint.model.checks import _locate as locate, _pricing as pricing, _query as query
+from archlint.model.checks._blocks import fork_join_blocks
+from archlint.model.checks._wording import binary_bytes
 
 CODE = "AL203"
+SEVERITY = Severity.WARNING  # as its page says (the registry checks)
+PRIORITY = 40  # where findings overlap, the lowest claims the ops first
 OPTIONS = {
     "min_reuse": 3,  # a tensor concatenated into at least this many concats marks dense connectivity
 }
@@ -31,9 +36,9 @@ def _mac(graph, nodes) -> int:
 
 
 def check(graph, options, ctx):
-    for block in g.fork_join_blocks(graph):
+    for block in fork_join_blocks(graph):
         join = graph.nodes[block.join]
-        if join["kind"] != "elementwise" or g.op_name(join) not in ADDS:
+        if join["kind"] != "elementwise" or query.op_name(join) not in ADDS:
             continue
         branches = [b for b in block.branches if b]
         identity = any(not b for b in block.branches)
@@ -53,7 +58,7 @@ def _cheap_op(data) -> bool:
 
 
 def _is_square_1x1(data) -> bool:
-    c = g.conv(data)
+    c = query.conv(data)
     return (
         c is not None
         and c.k == 1
@@ -65,10 +70,10 @@ def _is_square_1x1(data) -> bool:
 
 def _projection(graph, ctx, block, branch, conv):
     mac = _mac(graph, branch)
-    price = g.price(graph, ctx, alternative="identity shortcut (the projection removed)", mac_bytes_saved=mac, flops_saved=int(graph.nodes[conv].get("flops", 0)), removed=branch)
+    price = pricing.price(graph, ctx, alternative="identity shortcut (the projection removed)", mac_bytes_saved=mac, flops_saved=int(graph.nodes[conv].get("flops", 0)), removed=branch)
     module = graph.nodes[conv].get("module") or ""
     shape = tuple(graph.nodes[conv]["in_shapes"][0])
-    return g.finding(
+    return locate.finding(
         graph,
         CODE,
         (
@@ -86,14 +91,14 @@ def _projection(graph, ctx, block, branch, conv):
 def _cheap(graph, ctx, block, branches):
     mac = int(graph.nodes[block.join].get("mac_bytes", 0))
     ops = [n for b in branches for n in b]
-    price = g.price(graph, ctx, alternative="the branch without the shortcut add", mac_bytes_saved=mac, removed=[block.join])
+    price = pricing.price(graph, ctx, alternative="the branch without the shortcut add", mac_bytes_saved=mac, removed=[block.join])
     module = graph.nodes[block.join].get("module") or ""
-    return g.finding(
+    return locate.finding(
         graph,
         CODE,
         (
             f"identity shortcut at {module or block.join} wraps only element-wise ops "
-            f"({', '.join(sorted({g.op_name(graph.nodes[n]) for n in ops}))}): the add re-reads the input "
+            f"({', '.join(sorted({query.op_name(graph.nodes[n]) for n in ops}))}): the add re-reads the input "
             f"for no function a residual path adds"
         ),
         node=block.join,
@@ -113,10 +118,10 @@ def _growing(graph, members: list[str]) -> bool:
 
 
 def _dense(graph, ctx, options):
-    concats = [n for n, d in g.ops(graph) if d["kind"] == "concat"]
+    concats = [n for n, d in query.ops(graph) if d["kind"] == "concat"]
     uses: dict[str, list[str]] = {}
     for c in concats:
-        for p in set(g.tensor_inputs(graph, c)):
+        for p in set(query.tensor_inputs(graph, c)):
             uses.setdefault(p, []).append(c)
     # Group concats that re-read the same tensors; a group with a tensor read ≥ min_reuse times is dense.
     parent = {c: c for c in concats}
@@ -135,28 +140,28 @@ def _dense(graph, ctx, options):
         groups.setdefault(root(c), []).append(c)
     for members in groups.values():
         # default: concats of parameters only (BEiT's q/v bias) re-read no op's output
-        reuse = max((len(uses[p]) for c in members for p in g.tensor_inputs(graph, c)), default=0)
+        reuse = max((len(uses[p]) for c in members for p in query.tensor_inputs(graph, c)), default=0)
         if reuse < options["min_reuse"] or not _growing(graph, members):
             continue
         total = _mac(graph, members)
         widest = max(members, key=lambda c: int(graph.nodes[c].get("mac_bytes", 0)))
         once = int(graph.nodes[widest].get("mac_bytes", 0))
-        measured = g.latency(graph, members) if getattr(ctx, "pricer", None) is not None else None
-        price = g.price(
+        measured = pricing.latency(graph, members) if getattr(ctx, "pricer", None) is not None else None
+        price = pricing.price(
             graph, ctx, alternative="one-shot aggregation (each tensor concatenated once)", mac_bytes_saved=total - once,
             # the concats' measured time in proportion to the bytes one-shot aggregation saves: an estimate
             saving_ms=measured * (total - once) / total if measured is not None and total else None,
             estimated=True, claims=members,
         )
-        module = g.common_module(graph, members)
-        yield g.finding(
+        module = locate.common_module(graph, members)
+        yield locate.finding(
             graph,
             CODE,
             (
                 f"dense connections in {module or 'the model'}: {len(members)} concats re-read the same "
-                f"tensors up to {reuse} times ({g.fmt_bytes(total)} of concat traffic, growing "
+                f"tensors up to {reuse} times ({binary_bytes(total)} of concat traffic, growing "
                 f"quadratically with depth); one-shot aggregation concatenates once "
-                f"({g.fmt_bytes(once)})"
+                f"({binary_bytes(once)})"
             ),
             node=widest,
             module=module,

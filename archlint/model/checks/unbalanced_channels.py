@@ -21,9 +21,13 @@ from __future__ import annotations
 
 import math
 
-from archlint.model.checks import _graph as g
+from archlint.diagnostics import Severity
+from archlint.model.alternatives import chain_widths
+from archlint.model.checks import _locate as locate, _pricing as pricing, _query as query
 
 CODE = "AL101"
+SEVERITY = Severity.WARNING  # as its page says (the registry checks)
+PRIORITY = 140  # where findings overlap, the lowest claims the ops first
 CHANGES_MODEL = True  # a new channel split: other weights, a model to retrain
 OPTIONS = {
     "threshold": 0.1,  # report when the chain's MAC exceeds the balanced chain's by more than this fraction
@@ -37,11 +41,11 @@ def _next_conv(graph, name):
     conv through per-channel single-input ops and is used nowhere else; else None."""
     riders, cur = [], name
     while True:
-        nxt = g.sole_consumer(graph, cur)
-        if nxt is None or len(g.tensor_inputs(graph, nxt)) != 1:
+        nxt = query.sole_consumer(graph, cur)
+        if nxt is None or len(query.tensor_inputs(graph, nxt)) != 1:
             return None
         data = graph.nodes[nxt]
-        c = g.conv(data)
+        c = query.conv(data)
         if c is not None and not c.depthwise:
             return nxt, riders
         if c is not None:
@@ -53,7 +57,7 @@ def _next_conv(graph, name):
 
 def chains(graph):
     """Maximal conv chains, each a list of (conv node, depthwise riders after it)."""
-    convs = {name: c for name, _, c in g.iter_convs(graph) if not c.depthwise}
+    convs = {name: c for name, _, c in query.iter_convs(graph) if not c.depthwise}
     nxt = {}
     for name in convs:
         found = _next_conv(graph, name)
@@ -77,12 +81,12 @@ def _cost(graph, chain, widths) -> tuple[float, float]:
     """(FLOPs, MAC in elements) of the chain's convs and depthwise riders at these widths."""
     flops = mac = 0.0
     for i, (name, riders) in enumerate(chain):
-        c = g.conv(graph.nodes[name])
+        c = query.conv(graph.nodes[name])
         a, b = widths[i], widths[i + 1]
         flops += c.n * c.hw_out * c.k * a * b / c.g
         mac += c.n * (c.hw_in * a + c.hw_out * b) + c.k * a * b / c.g
         for r in riders:
-            d = g.conv(graph.nodes[r])
+            d = query.conv(graph.nodes[r])
             flops += d.n * d.hw_out * d.k * b
             mac += d.n * (d.hw_in + d.hw_out) * b + d.k * b
     return flops, mac
@@ -99,7 +103,7 @@ def balanced(graph, chain, widths) -> list[int]:
     b = f1 - f0 - a
     target = _cost(graph, chain, widths)[0] - f0
     x = (-b + math.sqrt(b * b + 4 * a * target)) / (2 * a) if a > 0 else target / b
-    groups = [g.conv(graph.nodes[n]).g for n, _ in chain]
+    groups = [query.conv(graph.nodes[n]).g for n, _ in chain]
     step = math.lcm(*groups)
     if step == 1 and all(w % 8 == 0 for w in widths[1:-1]):
         step = 8
@@ -107,12 +111,12 @@ def balanced(graph, chain, widths) -> list[int]:
 
 
 def check(graph, options, ctx):
-    total = g.module_mac(graph)
+    total = query.module_mac(graph)
     found: dict[tuple, list] = {}
     for chain in chains(graph):
         if len(chain) < 3:  # one interior width: fixed by the FLOPs, nothing to balance
             continue
-        convs = [g.conv(graph.nodes[n]) for n, _ in chain]
+        convs = [query.conv(graph.nodes[n]) for n, _ in chain]
         widths = [convs[0].c1] + [c.c2 for c in convs]
         alt = balanced(graph, chain, widths)
         flops, mac = _cost(graph, chain, widths)
@@ -123,7 +127,7 @@ def check(graph, options, ctx):
             continue
         # Repeats of one block (siblings under one parent) are one finding; module-ignores still
         # reach each subtree.
-        parent = g.common_module(graph, [n for n, r in chain for n in (n, *r)]).rpartition(".")[0]
+        parent = locate.common_module(graph, [n for n, r in chain for n in (n, *r)]).rpartition(".")[0]
         key = (parent, tuple(_signature(graph, n, r) for n, r in chain), tuple(widths))
         found.setdefault(key, []).append((chain, widths, alt, flops, alt_flops, mac, alt_mac, excess, saved))
     for instances in found.values():
@@ -132,24 +136,25 @@ def check(graph, options, ctx):
 
 def _signature(graph, name, riders):
     data = graph.nodes[name]
-    return (g.conv_args(data) or tuple(data["in_shapes"][0]), tuple(g.conv_args(graph.nodes[r]) for r in riders))
+    riding = tuple(query.conv_args(graph.nodes[r]) for r in riders)
+    return (query.conv_args(data) or tuple(data["in_shapes"][0]), riding)
 
 
 def _finding(graph, ctx, options, instances):
     chain, widths, alt, flops, alt_flops, mac, alt_mac, excess, saved = instances[0]
-    itemsize = g.conv(graph.nodes[chain[0][0]]).itemsize
+    itemsize = query.conv(graph.nodes[chain[0][0]]).itemsize
     nodes = [n for inst in instances for name, riders in inst[0] for n in (name, *riders)]
-    modules = [g.common_module(graph, [n for name, r in inst[0] for n in (name, *r)]) for inst in instances]
-    saving = g.whatif(ctx, "chain_widths", *_layers(graph, chain), widths, alt)  # relative, per chain
+    modules = [locate.common_module(graph, [n for name, r in inst[0] for n in (name, *r)]) for inst in instances]
+    saving = pricing.relative_saving(ctx, chain_widths, *_layers(graph, chain), widths, alt)  # relative, per chain
     if saving is not None:
-        saving = saving * (g.latency(graph, nodes) or 0.0)  # × the chains' measured time in the model
+        saving = saving * (pricing.latency(graph, nodes) or 0.0)  # × the chains' measured time in the model
     count = len(instances)
     drift = (alt_flops - flops) / flops if flops else 0.0
     alternative = (
         f"the same chain with interior widths {_widths(widths[1:-1])} → {alt[1]} "
         f"(in {widths[0]}, out {widths[-1]} kept; FLOPs {drift:+.1%})"
     )
-    price = g.price(
+    price = pricing.price(
         graph, ctx, alternative=alternative + (f", in each of {count} chains" if count > 1 else ""),
         mac_bytes_saved=saved * count, flops_saved=round(flops - alt_flops) * count,
         saving_ms=saving, claims=nodes,
@@ -157,7 +162,7 @@ def _finding(graph, ctx, options, instances):
     where = modules[0] or "the model"
     more = f" and {count - 1} more like it" if count > 1 else ""
     first = chain[0][0]
-    return g.finding(
+    return locate.finding(
         graph,
         CODE,
         (
@@ -192,12 +197,12 @@ def _layers(graph, chain):
     """(input shape, layers) to rebuild the chain as 2-D convs for the what-if, or (None, None)."""
     layers = []
     for name, riders in chain:
-        args = g.conv_args(graph.nodes[name])
+        args = query.conv_args(graph.nodes[name])
         if args is None:
             return None, None
         layers.append(("conv", *args[2:]))
         for r in riders:
-            ra = g.conv_args(graph.nodes[r])
+            ra = query.conv_args(graph.nodes[r])
             if ra is None:
                 return None, None
             layers.append(("dw", *ra[2:]))

@@ -11,10 +11,13 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from archlint.model.checks import _graph as g
+from archlint.diagnostics import Severity
+from archlint.model.checks import _locate as locate, _pricing as pricing, _query as query
 from archlint.model.checks._repeats import path_pattern
 
 CODE = "AL108"
+SEVERITY = Severity.WARNING  # as its page says (the registry checks)
+PRIORITY = 80  # where findings overlap, the lowest claims the ops first
 OPTIONS = {
     "min_layers": 2,  # report when at least this many Linear layers read the same tensor
 }
@@ -26,10 +29,10 @@ def _linear_module(data: dict) -> bool:
 
 def check(graph, options, ctx):
     readers: dict[tuple, list[str]] = defaultdict(list)
-    for name, data in g.ops(graph):
+    for name, data in query.ops(graph):
         if not _linear_module(data) or not data.get("in_shapes"):
             continue
-        preds = g.tensor_inputs(graph, name)
+        preds = query.tensor_inputs(graph, name)
         if len(preds) != 1:
             continue
         readers[(preds[0], tuple(data["in_shapes"][0]), data.get("dtype"))].append(name)
@@ -41,15 +44,15 @@ def check(graph, options, ctx):
         saved = input_bytes * (len(names) - 1)
         widths = [int(graph.nodes[n]["out_shapes"][0][-1]) for n in names]
         modules = [graph.nodes[n].get("module") or n for n in names]
-        price = g.price(
+        price = pricing.price(
             graph, ctx,
             alternative=f"one nn.Linear({shape[-1]}, {sum(widths)}) whose output is split into {', '.join(map(str, widths))}",
             mac_bytes_saved=saved, claims=[f"{n}#fuse" for n in names],
         )
-        module = g.common_module(graph, names)
-        if g.library_module(graph, module) == "diffusers":  # the library fuses its own attention
+        module = locate.common_module(graph, names)
+        if locate.library_module(graph, module) == "diffusers":  # the library fuses its own attention
             price.alternative = "diffusers' model.fuse_qkv_projections() (one q/k/v Linear, same outputs)"
-        yield g.finding(
+        yield locate.finding(
             graph,
             CODE,
             (

@@ -17,9 +17,12 @@ from __future__ import annotations
 import fnmatch
 
 from archlint.diagnostics import Severity
-from archlint.model.checks import _graph as g
+from archlint.model.checks import _locate as locate, _pricing as pricing, _query as query
+from archlint.model.checks._wording import binary_bytes
 
 CODE = "AL201"
+SEVERITY = Severity.WARNING  # as its page says (the registry checks)
+PRIORITY = 50  # where findings overlap, the lowest claims the ops first
 OPTIONS = {
     # module or parameter path globs expected to run only in training (auxiliary heads, wav2vec2's
     # masked_spec_embed: the SpecAugment mask vector)
@@ -29,12 +32,6 @@ OPTIONS = {
 
 
 _ITEMSIZE = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int8": 1}
-
-
-def _prefixes(path: str) -> list[str]:
-    """"", "a", "a.b", "a.b.c" for "a.b.c": the path and every module holding it."""
-    parts = path.split(".") if path else []
-    return [""] + [".".join(parts[: i + 1]) for i in range(len(parts))]
 
 
 def _inside(path: str, parent: str) -> bool:
@@ -51,16 +48,16 @@ def check(graph, options, ctx):
     # themselves), when it sits inside a module that ran as one op (MultiheadAttention reads
     # out_proj's weight without calling it), or when it owns parameters and every one of them was
     # read by some op (torchvision's Swin passes attn.qkv.weight to a wrapped function).
-    leaves = {d.get("module") or "" for _, d in g.ops(graph)} - {""}
-    holds_reached = {q for r in reached for q in _prefixes(r)}
-    holds_unused_param = {q for name in graph.graph.get("unused_params", ()) for q in _prefixes(name)}
+    leaves = {d.get("module") or "" for _, d in query.ops(graph)} - {""}
+    holds_reached = {q for r in reached for q in query.enclosing_modules(r)}
+    holds_unused_param = {q for name in graph.graph.get("unused_params", ()) for q in query.enclosing_modules(name)}
     owned: dict[str, int] = {}
     for q, info in modules.items():
-        for prefix in _prefixes(q):
+        for prefix in query.enclosing_modules(q):
             owned[prefix] = owned.get(prefix, 0) + int(info.get("params", 0))
 
     def is_live(p: str) -> bool:
-        if p in holds_reached or any(q in leaves for q in _prefixes(p)):
+        if p in holds_reached or any(q in leaves for q in query.enclosing_modules(p)):
             return True
         return owned.get(p, 0) > 0 and p not in holds_unused_param
 
@@ -85,8 +82,8 @@ def check(graph, options, ctx):
         if params == 0 and not options["parameterless"]:
             continue
         train_only = any(fnmatch.fnmatchcase(path.lower(), pat.lower()) for pat in options["train_only"])
-        price = g.price(graph, ctx, alternative=f"{path} deleted (no runtime cost; {params * itemsize} bytes of parameters)", claims=())
-        size = f"{params:,} parameters ({g.fmt_bytes(params * itemsize)})"
+        price = pricing.price(graph, ctx, alternative=f"{path} deleted (no runtime cost; {params * itemsize} bytes of parameters)", claims=())
+        size = f"{params:,} parameters ({binary_bytes(params * itemsize)})"
         if train_only:
             message = (
                 f"{modules[path].get('type')} {path} is not reached in the {mode}-mode forward: an "
@@ -98,7 +95,7 @@ def check(graph, options, ctx):
                 f"{modules[path].get('type')} {path} is never reached in the {mode}-mode forward: {size} "
                 f"built, stored and checkpointed for nothing, and DDP needs find_unused_parameters=True"
             )
-        yield g.finding(
+        yield locate.finding(
             graph,
             CODE,
             message,
@@ -123,13 +120,13 @@ def check(graph, options, ctx):
         message = f"parameter {pname} is never read in the {mode}-mode forward of {owner or 'the model'}"
         if train_only:
             message += f": used only in {other} mode, as its name suggests (keep it to train; drop it for deployment)"
-        yield g.finding(
+        yield locate.finding(
             graph,
             CODE,
             message,
             node=None,
             module=owner,
-            price=g.price(graph, ctx, alternative=f"{pname} deleted (no runtime cost)", claims=()),
+            price=pricing.price(graph, ctx, alternative=f"{pname} deleted (no runtime cost)", claims=()),
             severity=Severity.INFO if train_only else Severity.WARNING,
             evidence={"mode": mode, "parameter": pname, "train_only": train_only},
         )
@@ -140,7 +137,7 @@ def _value_reads(graph) -> str:
     reads = []
     for _, data in graph.nodes(data=True):
         if data["kind"] == "sync":
-            source = g.attr(data, "source")
+            source = query.attr(data, "source")
             reads.append(f"{data['op']}" + (f" at line {source[1]}" if source else ""))
     listed = list(dict.fromkeys(reads))
     return ", ".join(listed[:3]) + (" …" if len(listed) > 3 else "")

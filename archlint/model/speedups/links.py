@@ -1,30 +1,29 @@
 """Findings whose fix is one of the what-if transformations take its measured result as their
 price (basis "measured"): the saving is the whole model's, end to end, with the fix applied by
-archlint to a copy. Code findings whose fix is one (AL403: autocast) take the what-if of the
-model analyzed in the same run, labelled "estimated" (`link_code`). No torch in here."""
+archlint to a copy. Which rule each transformation fixes is the rule's own declaration: a model
+rule's FIXED_BY (and JUDGED_BY_WHAT_IF), a code rule's PRICED_BY_WHAT_IF (AL403: autocast). Code
+findings take the what-if of the model analyzed in the same run, labelled "estimated" (`link_code`)."""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
 
+from archlint.code.checks import modules as code_modules
 from archlint.diagnostics import Diagnostic, Price, Severity
-from archlint.report.what_if_table import times, verdict as what_if_verdict
+from archlint.model.checks import RuleDeclarationError, check_modules
 from archlint.result import ModelResult, WhatIf
-
-# rule code → the transformation that is its fix
-FIXED_BY = {"AL205": "fold-bn", "AL106": "sdpa", "AL114": "channels-last"}
-# Rules whose only time basis may be the what-if (no static saving): their severity follows it,
-# a warning when the measured saving is positive, else info.
-JUDGED_BY_WHAT_IF = ("AL114",)
+from archlint.units import times
+from archlint.whatif_names import NAMES
 
 
 def link(diagnostics: list[Diagnostic], what_ifs: list[WhatIf], device: str) -> None:
-    """Reprice the finding of each FIXED_BY rule whose transformation was applied and timed. The
-    saving is the whole model's, so it prices a rule's finding only when the rule has one (AL205
-    groups its pairs into one): several findings would each claim the same saving."""
+    """Reprice the finding of each rule declaring FIXED_BY whose transformation was applied and
+    timed. The saving is the whole model's, so it prices a rule's finding only when the rule has
+    one (AL205 groups its pairs into one): several findings would each claim the same saving."""
     timed = {w.name: w for w in what_ifs if w.applicable and w.speedup and w.baseline_ms}
-    for code, name in FIXED_BY.items():
+    for rule in (m for m in check_modules() if getattr(m, "FIXED_BY", None)):
+        code, name = rule.CODE, rule.FIXED_BY
         found = [d for d in diagnostics if d.code == code]
         w = timed.get(name)
         if w is None or len(found) != 1:
@@ -41,25 +40,34 @@ def link(diagnostics: list[Diagnostic], what_ifs: list[WhatIf], device: str) -> 
             claims=old.claims if old else (),
         )
         d.evidence["what_if"] = {"name": w.name, "speedup": w.speedup, "spread": w.spread}
-        if code in JUDGED_BY_WHAT_IF:
+        if getattr(rule, "JUDGED_BY_WHAT_IF", False):
             d.severity = Severity.WARNING if d.price.pays else Severity.INFO
 
 
-# Code rules whose fix is autocast: priced by the analyzed model's bf16/fp16 what-if (or its
-# device-spec estimate). The finding is about a training step on CUDA, the what-if an inference
-# forward on the device at hand: the price is labelled "estimated" and says what was measured where.
-CODE_FIXED_BY = {"AL403": ("bf16", "fp16")}
+def code_fixes(modules=None) -> dict[str, tuple[str, ...]]:
+    """Code rule → the what-ifs that price it (its module's PRICED_BY_WHAT_IF, any of them, in
+    order), each name checked against the --what-if transformations."""
+    fixes = {}
+    for m in code_modules() if modules is None else modules:
+        names = tuple(getattr(m, "PRICED_BY_WHAT_IF", ()))
+        unknown = [n for n in names if n not in NAMES]
+        if unknown:
+            raise RuleDeclarationError(f"{m.__name__} declares PRICED_BY_WHAT_IF {unknown[0]!r}, not a --what-if "
+                                       f"transformation ({', '.join(NAMES)})")
+        fixes.update({code: names for code in m.CODES if names})
+    return fixes
 
 
 def link_code(diagnostics: list[Diagnostic], models: list[ModelResult]) -> None:
-    """Price each CODE_FIXED_BY finding with the what-if of the model its file trains: the only
-    model analyzed, else the one model defined in the finding's file or in a module it imports.
+    """Price each finding of a code rule declaring PRICED_BY_WHAT_IF (AL403: autocast) with the
+    analyzed model's what-if (bf16/fp16, or the device-spec estimate), of the model its file
+    trains: the only model analyzed, else the one model defined in the finding's file or in a module it imports.
     As for model findings, one model's saving prices one finding: with several findings on the
     same model, none is priced. With a GPU device spec, the spec's 16-bit estimate is the basis
     (the measured figure is quoted beside it); without, a what-if that is not faster beyond the
     noise never prices: the finding says the measurement found no speed-up."""
     models = [m for m in models if m.what_if and m.phase is None]  # a --decode step is not a training step
-    for code, names in CODE_FIXED_BY.items():
+    for code, names in code_fixes().items():
         found: dict[int, list[Diagnostic]] = {}
         for d in diagnostics:
             if d.code == code and d.file:
@@ -73,8 +81,8 @@ def link_code(diagnostics: list[Diagnostic], models: list[ModelResult]) -> None:
                 continue
             measured = f"{w.name} autocast measured {times(w.speedup)} on the forward of {m.target} on {m.device}"
             estimate = (m.estimate or {}).get("autocast")
-            if estimate is None and what_if_verdict(w) != "faster":
-                state = what_if_verdict(w) or "no spread measured"
+            if estimate is None and w.verdict != "faster":
+                state = w.verdict or "no spread measured"
                 for d in linked:
                     d.message += f" (--what-if {w.name} measured no speed-up on the forward of {m.target} on {m.device}: " \
                                  f"{times(w.speedup)}, {state})"

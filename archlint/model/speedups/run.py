@@ -29,7 +29,7 @@ from torch.utils._pytree import tree_leaves
 
 from archlint.errors import UsageError
 from archlint.model.roofline import resolve_device
-from archlint.model.speedups.names import NAMES, PRECISION
+from archlint.whatif_names import NAMES, PRECISION
 from archlint.model.speedups.transforms import ORDER, NotApplicable, Variant, first_line
 from archlint.model.timer import Stats, make_timer, sample
 from archlint.result import WhatIf

@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from archlint.model.speedups.fold import fold_bn
-from archlint.model.speedups.names import NAMES
+from archlint.whatif_names import NAMES
 
 
 def first_line(exc: BaseException) -> str:

@@ -46,18 +46,18 @@ from archlint.model.timer import make_timer, sample
 
 BATCH = 8  # pairs timed between two looks at the difference
 FLOOR_SHARE = 0.01  # the rules' default materiality floor (min_saving_share): a saving below it never pays
-LABELS = {"fold_norms": "BatchNorms folded", "drop_bias": "conv biases dropped", "to_identity": "no-op activations removed"}
 
 Edit = Callable[[nn.Module], list[nn.Module] | None]  # edits a tree in place: the modules put in; None: cannot
+Fix = Callable[[Iterable], Edit]  # a fix (fold_norms, drop_bias, to_identity): module paths → their edit
 
 
-def saving_ms(pricer, name: str, edit: Edit, paths: tuple) -> float | None:
-    """What the model saves, in ms, with `edit` applied to it; None where the pricer has no
-    model or the edit does not apply to these module paths. Timed once per pricer."""
+def saving_ms(pricer, fix: Fix, paths: tuple) -> float | None:
+    """What the model saves, in ms, with `fix` applied to these module paths; None where the
+    pricer has no model or the fix does not apply to them. Timed once per pricer."""
     cache = vars(pricer).setdefault("_fixed_ms", {})  # lives and dies with the pricer
-    if (name, paths) not in cache:
-        cache[name, paths] = _measure(pricer, edit, LABELS.get(name, name))
-    return cache[name, paths]
+    if (fix, paths) not in cache:
+        cache[fix, paths] = _measure(pricer, fix(paths), LABELS[fix])
+    return cache[fix, paths]
 
 
 def _measure(pricer, edit: Edit, label: str) -> float | None:
@@ -194,6 +194,10 @@ def to_identity(paths: Iterable[str]) -> Edit:
         return inserted
 
     return edit
+
+
+# what each fix does, in the progress line that times it
+LABELS = {fold_norms: "BatchNorms folded", drop_bias: "conv biases dropped", to_identity: "no-op activations removed"}
 
 
 def _get(root: nn.Module, path: str) -> nn.Module | None:

@@ -1,5 +1,5 @@
-"""The what-if transformations by name, in canonical order (no torch: config and the CLI read
-these). The combined what-if applies several in this order: folding before the layout change,
+"""The --what-if transformations by name, in canonical order (no torch: the settings, the CLI,
+the analyzer and the model rules' FIXED_BY declarations read these). The combined what-if applies several in this order: folding before the layout change,
 quantization before autocast, compile last so that it compiles the rest."""
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ nn.Module and timed with the measure layer's timer (`pricer.time_modules`: the t
 the median of repeats after warm-up on the analyzed device). Each returns the relative saving,
 (original − alternative) / original, measured, never modelled; it can come out ≤ 0, and is then
 reported as it is; a difference within the timing noise counts as 0. The rules apply it to the measured in-model time of the ops it replaces
-(`_graph.whatif_ms`), so a saving is never larger than what those ops cost in the model, and a
+(`checks/_pricing.alternative_ms`), so a saving is never larger than what those ops cost in the model, and a
 layer timed alone on a busy machine cannot claim more than the model spent on it.
 
 The checks call these only when --latency gave them a pricer; identical layers (a block the
