@@ -89,8 +89,9 @@ def _targets() -> list[tuple[str, list[str]]]:
     for spec in ("a100-sxm", "rtx4090", "t4"):
         runs.append((f"estimate-{spec}", [f"{zoo}:tv__resnet50", "--input-shape", "8,3,224,224", "--device-spec", spec]))
     runs.append(("tree-mobilenet_v2", [f"{zoo}:tv__mobilenet_v2", "--tree", "--input-shape", "1,3,224,224"]))
-    runs.append(("example-TinyNet", [str(ROOT / "examples" / "nets.py:TinyNet"), "--input-shape", "1,3,56,56"]))
-    runs.append(("example-lint", [str(ROOT / "examples"), "--show-info"]))
+    # relative to the checkout (the runs start there): the JSON does not depend on where it lives
+    runs.append(("example-TinyNet", ["examples/nets.py:TinyNet", "--input-shape", "1,3,56,56"]))
+    runs.append(("example-lint", ["examples", "--show-info", "--no-cache"]))
     for trace in sorted(TRACES.glob("*.json*")):
         runs.append((f"trace-{trace.name.split('.')[0]}", ["trace", str(trace)]))
     return runs
@@ -122,7 +123,7 @@ def write(folder: Path, only: set[str] | None = None) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     runs = [(name, args) for name, args in _targets() if not only or name in only]
     for name, args in runs:
-        _run(args, folder / f"{name}.json")
+        _run(args, folder / f"{name}.json", cwd=ROOT)
         print(name, flush=True)
     for project in sorted(p for p in EVAL_DATA.iterdir() if p.is_dir() and (not only or f"lint-{p.name}" in only)):
         _run([".", "--show-info", "--no-cache"], folder / f"lint-{project.name}.json", cwd=project)
