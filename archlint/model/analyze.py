@@ -20,7 +20,8 @@ from archlint.model.capture import STRATEGIES, CaptureFailed, capture
 from archlint.model.cost import cost_graph
 from archlint.model.created import recording
 from archlint.model.hf import is_hf_target
-from archlint.model.load import Loaded, load
+from archlint.model.load import load
+from archlint.model.loaded import Loaded
 from archlint.model.sandbox import preserved, quiet_export, quiet_torch_logs, user_code
 from archlint.result import ModelResult
 
@@ -272,7 +273,7 @@ def analyze_model(
     kwargs: dict | None = None,
 ) -> tuple[nx.DiGraph, ModelResult]:
     """Analyze a prebuilt model (no checks, no latency): for tests, benchmarks and library use."""
-    from archlint.model.load import bind_inputs
+    from archlint.model.inputs import bind_inputs
 
     args, rest = bind_inputs(model, tuple(inputs), dict(kwargs or {}), "inputs")
     loaded = Loaded(model, args, "given", _dtype_of(model), kwargs=rest)
