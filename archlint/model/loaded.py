@@ -89,3 +89,11 @@ def meta_build(factory: Callable, kwargs: dict[str, Any]) -> tuple[nn.Module, st
     with _meta_parameters():
         model = factory(**kwargs)
     return model, f"built with parameters on meta (under torch.device('meta') the constructor failed: {one_line(first)[:100]})"
+
+
+def dtype_of(model: nn.Module) -> torch.dtype:
+    """The dtype a model given as an object is analyzed in: its first floating-point parameter's."""
+    for p in model.parameters():
+        if p.is_floating_point():
+            return p.dtype
+    return torch.float32
