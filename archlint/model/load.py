@@ -28,7 +28,7 @@ from torch import nn
 
 from archlint.config import INPUT_DTYPES, ModelSpec, Settings
 from archlint.errors import UsageError
-from archlint.model.hf import load_hf
+from archlint.model import hf
 from archlint.model.inputs import bind_inputs, example_inputs
 from archlint.model.loaded import Loaded, meta_build, one_line
 from archlint.suggest import close_name
@@ -152,8 +152,8 @@ def load(spec: ModelSpec, settings: Settings) -> Loaded:
         loaded = Loaded(spec.model, (), "given", dtype)
         loaded.inputs, loaded.kwargs = bind_inputs(spec.model, spec.given_args, spec.given_kwargs, "analyze()")
         return loaded
-    if spec.target.startswith("hf:"):
-        return load_hf(spec, settings, dtype)
+    if spec.target.startswith(hf.PREFIX):
+        return hf.load_hf(spec, settings, dtype)
     path, module, name, obj = resolve(spec.target)
     loaded = _load_model(spec, settings, path, name, obj, dtype)
     given = spec.input_shapes or spec.keyword_inputs
