@@ -274,6 +274,6 @@ def _require_module(model: Any) -> None:
 
 
 def _dtype_of(model: Any):
-    from archlint.model.analyze import _dtype_of
+    from archlint.model.loaded import dtype_of as _dtype_of
 
     return _dtype_of(model)

@@ -3,7 +3,3 @@
 
 class UsageError(Exception):
     """Bad input from the user (target, flags, config, shapes). Message: what is wrong, what to do."""
-
-
-class InternalError(Exception):
-    """archlint itself failed; reported in one line, with a traceback under --debug."""

@@ -119,7 +119,7 @@ def estimated_step(spec: ModelSpec, device_spec: str, step: str) -> ModelStep:
     (BACKWARD_PER_FORWARD × the forward) and the SGD update (weights and gradients read, weights
     written, at the spec's bandwidth), as measure_step times them."""
     from archlint.devices import resolve
-    from archlint.model.analyze import _capture_and_cost
+    from archlint.model.costed import capture_and_cost
     from archlint.model.estimate import estimate_graph
     from archlint.model.sandbox import user_code
 
@@ -128,7 +128,7 @@ def estimated_step(spec: ModelSpec, device_spec: str, step: str) -> ModelStep:
     with user_code(spec.target) as guard:
         loaded = load_model(spec, settings)  # no latency: built on meta where it can be, nothing runs
         guard.doing = "running its forward (capture)"
-        graph, result = _capture_and_cost(loaded, spec.target, device.name, settings)
+        graph, result = capture_and_cost(loaded, spec.target, device.name, settings)
     estimate = estimate_graph(graph, device)
     forward_ms = estimate["latency_ms"]
     notes = list(result.notes)

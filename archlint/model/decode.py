@@ -30,7 +30,7 @@ def _batch(loaded) -> int:
 
 
 def _vocab(model) -> int:
-    from archlint.model.load import token_range
+    from archlint.model.inputs import token_range
 
     return int(getattr(getattr(model, "config", None), "vocab_size", 0) or token_range(model))
 
@@ -73,8 +73,9 @@ def _field(out, name: str):
 def analyze_decode(spec: ModelSpec, settings: Settings) -> ModelResult:
     """The decode step as its own ModelResult (target `... (decode step, KV cache N)`); no rules run on it."""
     from archlint.model import opgraph
-    from archlint.model.analyze import _capture_and_cost
-    from archlint.model.load import Loaded, load
+    from archlint.model.costed import capture_and_cost
+    from archlint.model.load import load
+    from archlint.model.loaded import Loaded
 
     n = int(spec.decode or 0)
     if n < 1:
@@ -94,7 +95,7 @@ def analyze_decode(spec: ModelSpec, settings: Settings) -> ModelResult:
     step = Loaded(model, (), "real", loaded.dtype, [], kwargs=decode_inputs(model, batch, n))
     forced = dataclasses.replace(settings, strategy="dispatch")
     target = f"{spec.target} (decode step, KV cache {n})"
-    graph, result = _capture_and_cost(step, target, spec.device, forced)
+    graph, result = capture_and_cost(step, target, spec.device, forced)
     result.layers = opgraph.to_layers(graph)
     result.phase = "decode"
     t = result.totals

@@ -22,6 +22,8 @@ import torch
 from torch import nn
 
 from archlint.errors import UsageError
+from archlint.model.inputs import bind_inputs, example_inputs
+from archlint.model.loaded import Loaded, meta_build, one_line
 
 PREFIX = "hf:"
 DEFAULT_TOKENS = 128
@@ -78,11 +80,7 @@ def _config(make, name: str, overrides: dict[str, Any]):
     try:
         return make(**overrides)
     except Exception as exc:  # a value the config rejects (a string for an int, a bad combination)
-        raise UsageError(f"hf:{name}: --config {_listed(overrides)}: {_one_line(exc)}; fix the value") from None
-
-
-def _one_line(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+        raise UsageError(f"hf:{name}: --config {_listed(overrides)}: {one_line(exc)}; fix the value") from None
 
 
 def _built(build, name: str, overrides: dict[str, Any]):
@@ -93,7 +91,7 @@ def _built(build, name: str, overrides: dict[str, Any]):
             return build()
         except Exception as exc:
             given = f" with --config {_listed(overrides)}" if overrides else ""
-            raise UsageError(f"hf:{name}: building the model{given} failed: {_one_line(exc)}; check the config values") from exc
+            raise UsageError(f"hf:{name}: building the model{given} failed: {one_line(exc)}; check the config values") from exc
     return made
 
 
@@ -132,8 +130,6 @@ def default_inputs(model: nn.Module) -> dict[str, torch.Tensor]:
 def load_hf(spec, settings, dtype: torch.dtype):
     """Loaded for an `hf:NAME` spec: built on meta (counting needs shapes only) unless latency is
     asked for; inputs from --input-shape/--input, else default_inputs()."""
-    from archlint.model.load import Loaded, bind_inputs, example_inputs, meta_build
-
     name = spec.target[len(PREFIX):]
     overrides = {**spec.init, **spec.hf_config}
     config, build = model_factory(name, overrides)

@@ -12,7 +12,7 @@ import torch
 transformers = pytest.importorskip("transformers")
 
 from archlint.model.analyze import analyze_model  # noqa: E402
-from archlint.model.load import meta_build  # noqa: E402
+from archlint.model.loaded import meta_build  # noqa: E402
 
 B, T, D, H, F, L, V = 2, 16, 64, 4, 256, 2, 1000
 GEMM = ("conv", "linear", "matmul", "attention")

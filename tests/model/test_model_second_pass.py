@@ -506,7 +506,7 @@ def test_decode_that_would_not_fit_in_memory_stops_first(capsys, monkeypatch):
 
 def _buffers_bytes(argv) -> int:
     from archlint.model.hf import model_factory
-    from archlint.model.load import meta_build
+    from archlint.model.loaded import meta_build
 
     _, build = model_factory("gpt2", {"n_layer": 2, "n_embd": 64, "n_head": 2})
     model, _ = meta_build(build, {})

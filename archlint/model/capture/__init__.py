@@ -21,7 +21,7 @@ from archlint.model.capture.describe import call_attrs, function_label, module_a
 from archlint.model.capture.dispatch import capture_dispatch
 from archlint.model.capture.export import capture_export
 from archlint.model.capture.fx import capture_fx
-from archlint.model.capture.graph import _Builder, class_source, modules_table
+from archlint.model.capture.graph import GraphBuilder, class_source, modules_table
 
 __all__ = [
     "CAPTURE", "STRATEGIES", "CaptureFailed", "Replay", "call_attrs", "capture", "capture_dispatch",
@@ -39,7 +39,7 @@ def capture(
 ) -> tuple[nx.DiGraph, Replay | None]:
     """One strategy; raises CaptureFailed. The model's training flags are the caller's business.
     `kwargs`: keyword-only inputs (fx takes none: it then fails and the next strategy runs)."""
-    builder = _Builder(model)
+    builder = GraphBuilder(model)
     try:
         replay = CAPTURE[strategy](model, inputs, builder, **({"kwargs": kwargs} if kwargs else {}))
     except CaptureFailed:

@@ -36,22 +36,26 @@ def is_leaf(module: nn.Module) -> bool:
     return cls.__name__ in LEAF_MODULES and cls.__module__.startswith(("torch.nn", "torch.ao.nn"))
 
 
-def _tensors(value: Any) -> list[torch.Tensor]:
+def tensors_in(value: Any) -> list[torch.Tensor]:
+    """The tensors inside a value (nested tuples, lists, dicts and other pytree containers), in order."""
     return [t for t in pytree.tree_leaves(value) if isinstance(t, torch.Tensor)]
 
 
-def _shape(t: torch.Tensor) -> tuple[int, ...]:
+def shape_of(t: torch.Tensor) -> tuple[int, ...]:
     return tuple(int(s) for s in t.shape)
 
 
-def _dtype(t: torch.Tensor) -> str:
+def dtype_name(t: torch.Tensor) -> str:
+    """'float32', not 'torch.float32'."""
     return str(t.dtype).removeprefix("torch.")
 
 
-def _ancestors(path: str) -> list[str]:
+def ancestors(path: str) -> list[str]:
+    """The root module "" and every module on the dotted path down to `path` itself."""
     parts = path.split(".") if path else []
     return [""] + [".".join(parts[: i + 1]) for i in range(len(parts))]
 
 
-def _to_meta(value: Any) -> Any:
+def to_meta(value: Any) -> Any:
+    """The value with every tensor in it replaced by a meta tensor of the same shape and dtype."""
     return pytree.tree_map(lambda t: t.to("meta") if isinstance(t, torch.Tensor) else t, value)

@@ -14,16 +14,16 @@ from torch import nn
 from torch.overrides import TorchFunctionMode
 
 import archlint
-from archlint.model.capture.common import CaptureFailed, _ancestors, _shape, _tensors, is_leaf
+from archlint.model.capture.common import CaptureFailed, ancestors, is_leaf, shape_of, tensors_in
 from archlint.model.capture.describe import HOST_READS, SYNC_REASONS, call_attrs, function_label, host_sync, module_attrs
-from archlint.model.capture.graph import _Builder
+from archlint.model.capture.graph import GraphBuilder
 
 
 class _Recorder(TorchFunctionMode):
     """Records every torch function / Tensor method called outside leaf modules; hooks add the
     leaf-module calls and track which module is running."""
 
-    def __init__(self, builder: _Builder):
+    def __init__(self, builder: GraphBuilder):
         super().__init__()
         self.b = builder
         self.producer: dict[int, tuple[str, torch.Tensor]] = {}
@@ -35,7 +35,7 @@ class _Recorder(TorchFunctionMode):
 
     def resolve(self, value: Any) -> tuple[list[tuple[str | None, torch.Tensor]], dict[str, torch.Tensor]]:
         inputs, params = [], {}
-        for t in _tensors(value):
+        for t in tensors_in(value):
             if id(t) in self.b.canonical:
                 params[self.b.canonical[id(t)]] = t
             elif id(t) in self.producer:
@@ -53,7 +53,7 @@ class _Recorder(TorchFunctionMode):
         out = func(*args, **kwargs)
         if self.leaf_depth or self.busy:  # inside a leaf module, or our own hooks' bookkeeping
             return out
-        outputs = _tensors(out)
+        outputs = tensors_in(out)
         if not outputs:
             self._host_side(func, args, kwargs)
             return out
@@ -109,8 +109,8 @@ class _Recorder(TorchFunctionMode):
 
     def _enter(self, path: str, module: nn.Module, args, kwargs):
         self.stack.append(path)
-        self.shapes.append([list(_shape(t)) for t in _tensors((args, kwargs))])
-        self.b.reached.update(_ancestors(path))
+        self.shapes.append([list(shape_of(t)) for t in tensors_in((args, kwargs))])
+        self.b.reached.update(ancestors(path))
         if is_leaf(module):
             if self.leaf_depth == 0:
                 inputs, given = self.resolve((args, kwargs))
@@ -127,7 +127,7 @@ class _Recorder(TorchFunctionMode):
         if self.leaf_depth:
             return
         inputs = self.pending.pop()
-        outputs = _tensors(out)
+        outputs = tensors_in(out)
         if not outputs:
             return
         name = self.b.unique(path.replace(".", "_"))
@@ -138,13 +138,13 @@ class _Recorder(TorchFunctionMode):
         self.produced(name, outputs)
 
 
-def capture_dispatch(model: nn.Module, inputs: tuple, builder: _Builder, kwargs: dict | None = None) -> None:
+def capture_dispatch(model: nn.Module, inputs: tuple, builder: GraphBuilder, kwargs: dict | None = None) -> None:
     b = builder
     rec = _Recorder(b)
     kwargs = kwargs or {}
     names = _arg_names(model, len(inputs))
     for arg_name, arg in [*zip(names, inputs), *kwargs.items()]:
-        leaves = _tensors(arg)
+        leaves = tensors_in(arg)
         for i, t in enumerate(leaves):
             name = b.unique(arg_name if len(leaves) == 1 else f"{arg_name}_{i}")
             b.input(name, t)
@@ -164,7 +164,7 @@ def capture_dispatch(model: nn.Module, inputs: tuple, builder: _Builder, kwargs:
         except Exception as exc:
             path = rec.stack[-1]
             mod = b.modules.get(path)
-            shapes = rec.shapes[-1] if path else [list(_shape(t)) for t in _tensors(inputs)]
+            shapes = rec.shapes[-1] if path else [list(shape_of(t)) for t in tensors_in(inputs)]
             where = f"layer {path!r}" if path else "the model's own forward"
             raise CaptureFailed(
                 "dispatch", exc, f"{where} ({type(mod).__name__}) given input shapes {shapes}"
@@ -175,7 +175,7 @@ def capture_dispatch(model: nn.Module, inputs: tuple, builder: _Builder, kwargs:
         with torch.no_grad():
             for t, copy in saved:
                 t.copy_(copy)
-    b.output(b.unique("output"), [rec.producer.get(id(t), (None,))[0] for t in _tensors(out)])
+    b.output(b.unique("output"), [rec.producer.get(id(t), (None,))[0] for t in tensors_in(out)])
     b.reached.add("")
 
 

@@ -14,10 +14,10 @@ import torch.fx as fx
 from torch import nn
 from torch.overrides import TorchFunctionMode
 
-from archlint.model.capture.common import CaptureFailed, Replay, _ancestors, _tensors, _to_meta, is_leaf
+from archlint.model.capture.common import CaptureFailed, Replay, ancestors, is_leaf, tensors_in, to_meta
 from archlint.model.capture.describe import HOST_READS, SYNC_REASONS, call_attrs, function_label, host_sync, module_attrs
-from archlint.model.capture.fxnodes import _fetch, _node_args, _resolve, alias_tuple_item
-from archlint.model.capture.graph import _Builder
+from archlint.model.capture.fxnodes import alias_tuple_item, attribute_at, input_nodes, opgraph_node
+from archlint.model.capture.graph import GraphBuilder
 from archlint.model.cost import normalize
 
 
@@ -48,9 +48,9 @@ class _HostSyncs(TorchFunctionMode):
         )
 
 
-def capture_export(model: nn.Module, inputs: tuple, builder: _Builder, kwargs: dict | None = None) -> Replay | None:
+def capture_export(model: nn.Module, inputs: tuple, builder: GraphBuilder, kwargs: dict | None = None) -> Replay | None:
     meta = any(t.device.type == "meta" for t in itertools.chain(model.parameters(), model.buffers()))
-    args, kwargs = _to_meta((inputs, kwargs or {})) if meta else (inputs, kwargs or {})
+    args, kwargs = to_meta((inputs, kwargs or {})) if meta else (inputs, kwargs or {})
     syncs = _HostSyncs()
     try:
         with syncs:
@@ -62,7 +62,7 @@ def capture_export(model: nn.Module, inputs: tuple, builder: _Builder, kwargs: d
     return _record(model, ep, builder)
 
 
-def _exported(model: nn.Module, args: tuple, kwargs: dict, builder: _Builder):
+def _exported(model: nn.Module, args: tuple, kwargs: dict, builder: GraphBuilder):
     try:
         return _export(model, args, kwargs)
     except Exception as exc:
@@ -76,7 +76,7 @@ def _exported(model: nn.Module, args: tuple, kwargs: dict, builder: _Builder):
         return ep
 
 
-def _record(model: nn.Module, ep, builder: _Builder) -> Replay | None:
+def _record(model: nn.Module, ep, builder: GraphBuilder) -> Replay | None:
     """The exported program's ops into the OpGraph; its replay (None when it cannot be built)."""
     b = builder
     wrapped = {str(n.target) for n in ep.graph.nodes if isinstance(n.target, torch._ops.HigherOrderOperator)}
@@ -92,7 +92,7 @@ def _record(model: nn.Module, ep, builder: _Builder) -> Replay | None:
     group_of: dict[str, tuple[str, str]] = {}
     for n in nodes:
         for key, (path, _) in (n.meta.get("nn_module_stack") or {}).items():
-            b.reached.update(_ancestors(path))
+            b.reached.update(ancestors(path))
             mod = b.modules.get(path)
             if mod is not None and is_leaf(mod):
                 group_of[n.name] = (key, path)
@@ -111,8 +111,8 @@ def _record(model: nn.Module, ep, builder: _Builder) -> Replay | None:
                 b.input(b.reserve(n.name), value)
             continue
         if n.op == "output":
-            outs = [a for a in _node_args(n) if a.name in user_outputs]
-            b.output(b.reserve("output"), [_resolve(a, alias, b) for a in outs])
+            outs = [a for a in input_nodes(n) if a.name in user_outputs]
+            b.output(b.reserve("output"), [opgraph_node(a, alias, b) for a in outs])
             continue
         if n.name in group_of:
             key, path = group_of[n.name]
@@ -122,16 +122,16 @@ def _record(model: nn.Module, ep, builder: _Builder) -> Replay | None:
             names = {m.name for m in group}
             inputs_, seen = [], set()
             for m in group:
-                for a in _node_args(m):
+                for a in input_nodes(m):
                     if a.name in state_of:  # another module's parameter given as data is read here
                         _mark_read(model, state_of[a.name], b)
                     if a.name in names or a.name in state_of or a.name in seen:
                         continue
                     seen.add(a.name)
-                    for t in _tensors(a.meta.get("val")):
-                        inputs_.append((_resolve(a, alias, b), t))
+                    for t in tensors_in(a.meta.get("val")):
+                        inputs_.append((opgraph_node(a, alias, b), t))
             outs = [m for m in group if any(u.name not in names for u in m.users)]
-            outputs = [t for m in outs for t in _tensors(m.meta.get("val"))]
+            outputs = [t for m in outs for t in tensors_in(m.meta.get("val"))]
             if not outputs:
                 continue
             mod = b.modules[path]
@@ -148,24 +148,24 @@ def _record(model: nn.Module, ep, builder: _Builder) -> Replay | None:
             continue
         if alias_tuple_item(n, lambda m: m.meta.get("val"), value, alias, b):
             continue
-        outputs = _tensors(value)
+        outputs = tensors_in(value)
         if not outputs:
             continue
         stack = n.meta.get("nn_module_stack") or {}
         module = list(stack.values())[-1][0] if stack else ""
         label, key = function_label(n.target)
         params, inputs_ = {}, []
-        for a in _node_args(n):
+        for a in input_nodes(n):
             if a.name in state_of:
                 try:
-                    state = _fetch(model, state_of[a.name])
+                    state = attribute_at(model, state_of[a.name])
                 except AttributeError:  # a constant export lifted out of the code (not an attribute)
                     state = a.meta.get("val")
                 if isinstance(state, torch.Tensor):
                     params[b.canonical.get(id(state), state_of[a.name])] = state
                 continue
-            for t in _tensors(a.meta.get("val")):
-                inputs_.append((_resolve(a, alias, b), t))
+            for t in tensors_in(a.meta.get("val")):
+                inputs_.append((opgraph_node(a, alias, b), t))
         concrete = fx.node.map_arg((n.args, n.kwargs), lambda a: a.meta.get("val"))
         b.op(
             b.reserve(n.name) if n.name not in b.graph else b.unique(n.name), label=label, key=key,
@@ -238,14 +238,14 @@ def _tensor_outputs(model: nn.Module):
 def _mark_read(model, path: str, b) -> None:
     """A parameter or buffer an op reads as data counts as read (not an unused parameter)."""
     try:
-        state = _fetch(model, path)
+        state = attribute_at(model, path)
     except AttributeError:  # a constant export lifted out of the code: no parameter
         return
     if isinstance(state, torch.Tensor):
         b.read.add(id(state))
 
 
-def _export_replay(ep, fused: list[tuple[str, list[str]]], b: _Builder) -> Replay:
+def _export_replay(ep, fused: list[tuple[str, list[str]]], b: GraphBuilder) -> Replay:
     """The exported program as a GraphModule (on the model's own parameter tensors), each leaf-module
     call fused into one submodule call named like its OpGraph node."""
     from torch.fx.passes.utils.fuser_utils import fuse_by_partitions

@@ -14,10 +14,10 @@ import torch
 import torch.fx as fx
 from torch import nn
 
-from archlint.model.capture.common import CaptureFailed, Replay, _ancestors, _shape, _tensors, _to_meta, is_leaf
+from archlint.model.capture.common import CaptureFailed, Replay, ancestors, is_leaf, shape_of, tensors_in, to_meta
 from archlint.model.capture.describe import call_attrs, function_label, module_attrs
-from archlint.model.capture.fxnodes import _fetch, _node_args, _resolve, alias_tuple_item
-from archlint.model.capture.graph import _Builder
+from archlint.model.capture.fxnodes import alias_tuple_item, attribute_at, input_nodes, opgraph_node
+from archlint.model.capture.graph import GraphBuilder
 from archlint.model.cost import KIND_OF, normalize
 
 
@@ -144,7 +144,7 @@ class _Interpreter(fx.Interpreter):
             return super().run_node(n)
         except Exception as exc:
             values = fx.node.map_arg((n.args, n.kwargs), lambda a: self.env.get(a))
-            shapes = [list(_shape(t)) for t in _tensors(values)]
+            shapes = [list(shape_of(t)) for t in tensors_in(values)]
             stack = n.meta.get("nn_module_stack") or {}
             module = f" in module {list(stack.values())[-1][0]!r}" if stack else ""
             raise CaptureFailed("fx", exc, f"op {n.name}{module} given input shapes {shapes}") from exc
@@ -194,7 +194,7 @@ def _concrete_arguments(model: nn.Module, inputs: tuple) -> dict[str, Any]:
     return concrete
 
 
-def capture_fx(model: nn.Module, inputs: tuple, builder: _Builder, kwargs: dict | None = None) -> Replay:
+def capture_fx(model: nn.Module, inputs: tuple, builder: GraphBuilder, kwargs: dict | None = None) -> Replay:
     if kwargs:
         raise CaptureFailed("fx", TypeError(f"keyword-only inputs ({', '.join(kwargs)}): fx traces positional inputs only"))
     try:
@@ -208,7 +208,7 @@ def capture_fx(model: nn.Module, inputs: tuple, builder: _Builder, kwargs: dict 
     }
     wrapper = _Propagate(gm)
     with torch.no_grad():
-        env = torch.func.functional_call(wrapper, state, _to_meta(inputs), strict=False, tie_weights=True)
+        env = torch.func.functional_call(wrapper, state, to_meta(inputs), strict=False, tie_weights=True)
 
     b = builder
     alias: dict[str, str] = {}  # getitem of a tuple → the op that made the tuple
@@ -217,7 +217,7 @@ def capture_fx(model: nn.Module, inputs: tuple, builder: _Builder, kwargs: dict 
         value = env.get(n)
         stack = n.meta.get("nn_module_stack") or {}
         for path, _ in stack.values():
-            b.reached.update(_ancestors(path))
+            b.reached.update(ancestors(path))
         if n.op == "placeholder":
             if isinstance(value, torch.Tensor):
                 b.input(b.reserve(n.name), value)
@@ -226,11 +226,11 @@ def capture_fx(model: nn.Module, inputs: tuple, builder: _Builder, kwargs: dict 
             attr_of[n.name] = n.target
             continue
         if n.op == "output":
-            b.output(b.reserve(n.name), [_resolve(a, alias, b) for a in _node_args(n)])
+            b.output(b.reserve(n.name), [opgraph_node(a, alias, b) for a in input_nodes(n)])
             continue
         if alias_tuple_item(n, env.get, value, alias, b):
             continue
-        outputs = _tensors(value)
+        outputs = tensors_in(value)
         if not outputs:
             continue
         params: dict[str, torch.Tensor] = {}
@@ -240,7 +240,7 @@ def capture_fx(model: nn.Module, inputs: tuple, builder: _Builder, kwargs: dict 
             mod = b.modules[module]
             label, key, attrs = f"nn.{type(mod).__name__}", type(mod).__name__, module_attrs(mod)
             params = b.leaf_params(module)
-            b.reached.update(_ancestors(module))
+            b.reached.update(ancestors(module))
         else:
             module = list(stack.values())[-1][0] if stack else ""
             target = n.target
@@ -250,14 +250,14 @@ def capture_fx(model: nn.Module, inputs: tuple, builder: _Builder, kwargs: dict 
                 label, key = function_label(target)
             concrete = fx.node.map_arg((n.args, n.kwargs), lambda a: env.get(a))
             attrs = call_attrs(key, concrete[0], concrete[1])
-        for a in _node_args(n):
+        for a in input_nodes(n):
             if a.name in attr_of:
-                real = _fetch(model, attr_of[a.name])
+                real = attribute_at(model, attr_of[a.name])
                 if isinstance(real, torch.Tensor):
                     params[b.canonical.get(id(real), attr_of[a.name])] = real
                 continue
-            for t in _tensors(env.get(a)):
-                inputs_.append((_resolve(a, alias, b), t))
+            for t in tensors_in(env.get(a)):
+                inputs_.append((opgraph_node(a, alias, b), t))
         b.op(b.reserve(n.name), label=label, key=key, module=module, inputs=inputs_, outputs=outputs, params=params, attrs=attrs)
     b.reached.add("")
     return Replay(gm)

@@ -11,17 +11,20 @@ import torch
 import torch.fx as fx
 from torch import nn
 
-from archlint.model.capture.common import _tensors
-from archlint.model.capture.graph import _Builder
+from archlint.model.capture.common import tensors_in
+from archlint.model.capture.graph import GraphBuilder
 
 
-def _node_args(n: fx.Node) -> list[fx.Node]:
+def input_nodes(n: fx.Node) -> list[fx.Node]:
+    """The nodes among a node's arguments and keyword arguments, nested ones included."""
     found: list[fx.Node] = []
     fx.node.map_arg((n.args, n.kwargs), found.append)
     return found
 
 
-def _resolve(a: Any, alias: dict[str, str], b: _Builder) -> str | None:
+def opgraph_node(a: Any, alias: dict[str, str], b: GraphBuilder) -> str | None:
+    """The OpGraph node an fx argument stands for (through tuple-item aliases); None for a
+    constant or a node that is not in the graph."""
     if not isinstance(a, fx.Node):
         return None
     if a.name in alias:
@@ -30,7 +33,7 @@ def _resolve(a: Any, alias: dict[str, str], b: _Builder) -> str | None:
 
 
 def alias_tuple_item(
-    n: fx.Node, value_of: Callable[[fx.Node], Any], value: Any, alias: dict[str, str], b: _Builder
+    n: fx.Node, value_of: Callable[[fx.Node], Any], value: Any, alias: dict[str, str], b: GraphBuilder
 ) -> bool:
     """`x[i]` of a tuple/list an op returned is that op's output, not an op of its own: record
     the alias and say so (True); False for anything else (indexing a tensor is a real op)."""
@@ -38,13 +41,14 @@ def alias_tuple_item(
         return False
     if isinstance(value_of(n.args[0]), torch.Tensor):
         return False
-    source = _resolve(n.args[0], alias, b)
-    if source is not None and _tensors(value):
+    source = opgraph_node(n.args[0], alias, b)
+    if source is not None and tensors_in(value):
         alias[n.name] = source
     return True
 
 
-def _fetch(model: nn.Module, path: str) -> Any:
+def attribute_at(model: nn.Module, path: str) -> Any:
+    """The model's attribute at a dotted path ('layer1.0.conv1.weight')."""
     obj = model
     for part in path.split("."):
         obj = getattr(obj, part)

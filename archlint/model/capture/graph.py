@@ -13,7 +13,7 @@ import torch
 from torch import nn
 from torch.nn.parameter import UninitializedTensorMixin
 
-from archlint.model.capture.common import _dtype, _shape
+from archlint.model.capture.common import dtype_name, shape_of
 from archlint.model.cost import kind_of
 from archlint.model.created import site_of
 
@@ -30,7 +30,7 @@ def class_source(cls: type) -> tuple[str | None, int | None]:
         return None, None
 
 
-class _Builder:
+class GraphBuilder:
     """Adds input/op/output nodes with shapes, params and edges; shared by the three strategies."""
 
     def __init__(self, model: nn.Module):
@@ -65,7 +65,7 @@ class _Builder:
     def input(self, name: str, value: torch.Tensor) -> None:
         self.graph.add_node(
             name, kind="input", op="input", key="input", module="", module_type=None,
-            in_shapes=[], out_shapes=[_shape(value)], dtype=_dtype(value),
+            in_shapes=[], out_shapes=[shape_of(value)], dtype=dtype_name(value),
             itemsize=value.element_size(), in_bytes=0, param_shapes={}, params=0, attrs={},
         )
 
@@ -103,12 +103,12 @@ class _Builder:
             key=key,
             module=module,
             module_type=type(owner).__name__ if module and owner is not None else None,
-            in_shapes=[_shape(t) for _, t in inputs],
+            in_shapes=[shape_of(t) for _, t in inputs],
             in_bytes=sum(t.numel() * t.element_size() for t in {id(t): t for _, t in inputs}.values()),
-            out_shapes=[_shape(t) for t in outputs],
-            dtype=_dtype(first),
+            out_shapes=[shape_of(t) for t in outputs],
+            dtype=dtype_name(first),
             itemsize=first.element_size(),
-            param_shapes={n: _shape(t) for n, t in params.items()},
+            param_shapes={n: shape_of(t) for n, t in params.items()},
             param_bytes=param_bytes,
             params=count,
             attrs=attrs,

@@ -16,7 +16,7 @@ from archlint.config import Settings
 from archlint.model.analyze import analyze_model
 from archlint.model.capture import Replay
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "examples"))
 from nets import TinyNet, TinyTransformer, Unused  # noqa: E402
 
 STRATEGIES = ("fx", "export", "dispatch")

@@ -1,0 +1,137 @@
+"""A loaded model as a costed OpGraph and the ModelResult of its totals: captured by the first
+strategy that works, every op given its cost. What an analysis, a `--decode` step and the
+loader's model step all start from (analyze.py adds timing and the rules)."""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+from collections import Counter
+
+import networkx as nx
+import torch
+from torch import nn
+
+from archlint.config import Settings
+from archlint.errors import UsageError
+from archlint.model import opgraph
+from archlint.model.capture import STRATEGIES, CaptureFailed, capture
+from archlint.model.cost import cost_graph
+from archlint.model.loaded import Loaded
+from archlint.model.sandbox import preserved, quiet_export, quiet_torch_logs
+from archlint.result import ModelResult
+
+
+@contextlib.contextmanager
+def traced_mode(model: nn.Module, mode: str):
+    """Put the model in eval/train for the capture; give every module its own flag back after."""
+    flags = [(m, m.training) for m in model.modules()]
+    model.train(mode == "train")
+    try:
+        yield
+    finally:
+        for m, training in flags:
+            m.training = training
+
+
+@contextlib.contextmanager
+def no_gc():
+    """Capture makes many small objects and no cycles worth collecting mid-way: the cyclic
+    collector's passes cost ~30% of the time on a 1,000-layer model. Freed by refcount anyway."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def capture_graph(loaded: Loaded, target: str, settings: Settings) -> nx.DiGraph:
+    """The first strategy that works (or the one forced by settings.strategy); notes say why."""
+    order = [settings.strategy] if getattr(settings, "strategy", None) else list(STRATEGIES)
+    failures: list[CaptureFailed] = []
+    notes: list[str] = []
+    for strategy in order:
+        if strategy not in STRATEGIES:
+            raise UsageError(f"unknown capture strategy {strategy!r}; use one of {', '.join(STRATEGIES)}")
+        model = loaded.model
+        if strategy == "dispatch" and loaded.on_meta:
+            model = loaded.real_model()
+            notes.append("built again with real weights: the dispatch recording runs one real forward pass")
+        # fx runs on meta copies (any inputs do); export runs the real model on real inputs unless
+        # it was built on meta; dispatch always runs one real forward: real inputs only then.
+        inputs = loaded.inputs if strategy == "fx" or (strategy == "export" and loaded.on_meta) else loaded.real_inputs()
+        try:
+            quiet = quiet_export(settings.debug) if strategy == "export" else contextlib.nullcontext()
+            with traced_mode(model, settings.mode), preserved(model), no_gc(), quiet_torch_logs(settings.debug), quiet:
+                graph, _ = capture(model, fresh(inputs), strategy, fresh(loaded.kwargs))
+        except CaptureFailed as failure:
+            failures.append(failure)
+            continue
+        if failures:  # the report says which capture was used; why the others failed is for --verbose
+            tried = " and ".join(f.strategy for f in failures)
+            notes.append(f"captured with {strategy}: {tried} could not capture this model (--verbose says why)")
+        graph.graph["notes"] = notes + graph.graph.get("notes", [])
+        graph.graph["details"] = [f"{f.strategy} capture failed: {' '.join(str(f).split())[:500]}" for f in failures]
+        return graph
+    last = failures[-1]
+    lazy = [path or type(m).__name__ for path, m in loaded.model.named_modules()
+            if isinstance(m, nn.modules.lazy.LazyModuleMixin) and m.has_uninitialized_params()]
+    if lazy:
+        raise UsageError(
+            f"{target} has lazy modules not initialised yet ({', '.join(lazy[:3])}{' …' if len(lazy) > 3 else ''}), "
+            "and no capture could initialise them: run one forward on a real batch before analyzing it, "
+            "or name the class or a factory so archlint builds it"
+        ) from last
+    raise UsageError(
+        f"the forward of {target} failed ({last.strategy} capture): {last}; check --input-shape/--dtype "
+        "or the model's forward (rerun with --debug for the traceback)"
+    ) from last
+
+
+def fresh(value):
+    """A copy of the inputs for one run: a forward that changes an input in place (`mask.mul_(2)`)
+    changes neither the user's tensor nor what the next capture or measurement is given."""
+    if isinstance(value, torch.Tensor):
+        if value.device.type == "meta":
+            return value
+        copy = value.detach().clone()
+        return copy.requires_grad_() if value.requires_grad else copy
+    if isinstance(value, (tuple, list)) and type(value) in (tuple, list):
+        return type(value)(fresh(v) for v in value)
+    if type(value) is dict:
+        return {k: fresh(v) for k, v in value.items()}
+    return value
+
+
+def cost(graph: nx.DiGraph, notes: list[str]) -> None:
+    """Costs on every op; a note lists the ops without a formula (left out of the totals)."""
+    unknown = cost_graph(graph)
+    if unknown:
+        ops = Counter(graph.nodes[n]["op"] for n in unknown)
+        listed = ", ".join(f"{op} ×{c}" if c > 1 else op for op, c in ops.most_common(8))
+        notes.append(f"{len(unknown)} ops have no cost formula and are left out of the totals: {listed}")
+
+
+def capture_and_cost(loaded: Loaded, target: str, device: str, settings: Settings) -> tuple[nx.DiGraph, ModelResult]:
+    """The captured graph, every op costed, and its ModelResult (totals, inputs, notes; no layers yet)."""
+    graph = capture_graph(loaded, target, settings)
+    described = [
+        {"name": n, "shape": list(d["out_shapes"][0]), "dtype": d["dtype"]}
+        for n, d in graph.nodes(data=True) if d["kind"] == "input"
+    ]
+    inputs = [i["shape"] for i in described]
+    notes = loaded.notes + graph.graph["notes"]
+    dtype = str(loaded.dtype).removeprefix("torch.")
+    graph.graph.update(
+        target=target, mode=settings.mode, build=loaded.build, dtype=dtype, input_shapes=inputs, notes=notes
+    )
+    cost(graph, notes)
+    result = ModelResult(
+        target=target, strategy=graph.graph["strategy"], device=device, dtype=dtype, input_shapes=inputs,
+        totals=opgraph.totals(graph), layers=[], mode=settings.mode, build=loaded.build, notes=notes,
+        inputs=described, details=graph.graph["details"],
+    )
+    result.module_types = {path: info["type"] for path, info in graph.graph.get("modules", {}).items()}
+    return graph, result  # layers are filled by the caller, once the graph is complete
