@@ -68,7 +68,8 @@ def check(graph, options, ctx):
         if built <= seen or not _materialized(graph, built, graph.nodes[name]):
             continue
         seen |= built
-        ops = [n for n in nx.topological_sort(graph.subgraph(built))]
+        order = {n: i for i, n in enumerate(graph)}  # ties in capture order: the same list on every run
+        ops = list(nx.lexicographical_topological_sort(graph.subgraph(built), key=order.__getitem__))
         mac = sum(int(graph.nodes[n].get("mac_bytes", 0)) for n in ops)
         price = pricing.price(
             graph, ctx,
