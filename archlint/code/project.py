@@ -16,17 +16,18 @@ linted (`archlint train.py` alone) are read for their facts only: their findings
 from __future__ import annotations
 
 import ast
-import hashlib
 import json
 import os
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from archlint.code import cache
-from archlint.code.context import LIBRARIES as _LIBRARIES
+from archlint.code.cache import ProjectStore, content_key, from_record
+from archlint.code.context import LIBRARIES
+from archlint.code.workers import lint_many
 from archlint.config import Settings
+from archlint.diagnostics import Diagnostic
 
-CACHE_FILE = "project-v2.json"  # v2: loader_args carry project loaders, batch_args, per-batch methods
 MAX_EXTRA_FILES = 400  # modules read only for their facts, per run
 MAX_DEPTH = 6  # re-exports followed per name
 
@@ -41,57 +42,10 @@ class JoinFailed(Exception):
     findings. The message names the error."""
 
 
-class Store:
-    """Summaries (by content key) and context-dependent findings (by content + context key)."""
-
-    def __init__(self, settings: Settings) -> None:
-        self.enabled = settings.cache
-        self.path = cache.folder(settings) / CACHE_FILE
-        data = cache.load(self.path) if self.enabled else {}
-        self.facts: dict = data.get("facts", {}) if isinstance(data.get("facts"), dict) else {}
-        self.lint: dict = data.get("lint", {}) if isinstance(data.get("lint"), dict) else {}
-        self.used: set[str] = set()
-        self.loaded = set(self.facts)  # read from the cache: suspects when the join fails
-        self.dirty = False
-
-    def summary(self, key: str):
-        if key in self.facts:
-            self.used.add(key)
-            return self.facts[key]
-        return None
-
-    def put_summary(self, key: str, summary: dict | None) -> None:
-        self.facts[key] = summary
-        self.used.add(key)
-        self.dirty = True
-
-    def evict(self) -> int:
-        """Forget the facts this run read from the cache (they are extracted again); how many."""
-        stale = self.used & self.loaded
-        for key in stale:
-            self.facts.pop(key, None)
-        self.loaded -= stale
-        self.dirty = True
-        return len(stale)
-
-    def save(self) -> None:
-        if not self.enabled or not self.dirty:
-            return
-        facts, lint = self.facts, self.lint
-        if len(facts) + len(lint) > cache.LIMIT:
-            facts = {k: v for k, v in facts.items() if k in self.used}
-            lint = {k: v for k, v in lint.items() if k in self.used}
-        cache.save(self.path, {"facts": facts, "lint": lint})
-
-
-def _key(prefix: bytes, data: bytes, extra: str = "") -> str:
-    return hashlib.blake2b(prefix + data + extra.encode(), digest_size=16).hexdigest()
-
-
 class Index:
     """Summaries by absolute path, import resolution, and name resolution across modules."""
 
-    def __init__(self, summaries: dict[str, dict | None], roots: list[Path], store: Store, prefix: bytes) -> None:
+    def __init__(self, summaries: dict[str, dict | None], roots: list[Path], store: ProjectStore, prefix: bytes) -> None:
         self.summaries = summaries
         self.roots = roots
         self.store = store
@@ -118,7 +72,7 @@ class Index:
         except OSError:
             data = None
         if data is not None:
-            key = _key(self.prefix, data)
+            key = content_key(self.prefix, data)
             summary = self.store.summary(key)
             if summary is None and key not in self.store.facts:
                 from archlint.code.engine import analyze_bytes
@@ -170,7 +124,7 @@ class Index:
         if key in self._modules:
             return self._modules[key]
         parts = module.split(".") if module else []
-        if not level and parts and parts[0] in _LIBRARIES:
+        if not level and parts and parts[0] in LIBRARIES:
             self._modules[key] = None
             return None
         if level:
@@ -575,7 +529,7 @@ def _is_dir(path: Path) -> bool:
 _DRIVER = {"driver": 1}  # the context that makes a torch-free file be read in full (engine.analyze_bytes)
 
 
-def _drivers(files, keys, absolute, summaries, index: Index, store: Store, prefix: bytes) -> None:
+def _drivers(files, keys, absolute, summaries, index: Index, store: ProjectStore, prefix: bytes) -> None:
     """Files that never mention torch but run project code that does (CycleGAN's train.py: only
     `from models import create_model`): read in full, so their loops can be linted in context."""
     from archlint.code.engine import analyze_bytes
@@ -588,7 +542,7 @@ def _drivers(files, keys, absolute, summaries, index: Index, store: Store, prefi
                 (index.summary(t) or {}).get("defs") is not None and not (index.summary(t) or {}).get("light")
                 for t in index.project_modules(path, 1)):
             continue
-        key = _key(prefix, keys[i].encode(), "driver")
+        key = content_key(prefix, keys[i].encode(), "driver")
         summary = store.summary(key)
         if summary is None and key not in store.facts:
             try:
@@ -608,11 +562,21 @@ def _work(item: tuple[str, bytes, dict]):
     return analyze_bytes(data, path, context)[0]
 
 
-def refine(files: list[Path], keys: list[str | None], results: dict, summaries: dict, settings: Settings,
-           store: Store, prefix: bytes, jobs: int, paths: list[Path] | None = None) -> dict:
-    """Replace the findings of files whose project context is not empty by findings with it."""
-    from archlint.code.lint import _from_record, _to_record, lint_many
+@dataclass
+class Refined:
+    """The project join's answer: every file's findings (by index in the files), the non-empty
+    contexts (by absolute path; --fix re-lints each file with its own), how many files were linted
+    again in context, and how many modules were read for their facts only."""
 
+    results: dict[int, list[Diagnostic]]
+    contexts: dict[str, dict] = field(default_factory=dict)
+    relinted: int = 0
+    extracted_extra: int = 0
+
+
+def refine(files: list[Path], keys: list[str | None], results: dict, summaries: dict, settings: Settings,
+           store: ProjectStore, prefix: bytes, jobs: int, paths: list[Path] | None = None) -> Refined:
+    """Replace the findings of files whose project context is not empty by findings with it."""
     absolute = [os.path.abspath(f) for f in files]
     root = os.path.abspath(settings.root)
 
@@ -627,17 +591,16 @@ def refine(files: list[Path], keys: list[str | None], results: dict, summaries: 
         linted = [a for i, a in enumerate(absolute) if summaries.get(i) and keys[i] is not None]
         ctxs = contexts(linted, index, display)
     except (RecursionError, Exception) as exc:  # a bug in the join must not cost the files' own findings
-        refine.last, refine.contexts = {"contexts": 0, "relinted": 0, "extracted_extra": 0}, {}
         raise JoinFailed(f"{type(exc).__name__}: {exc}") from exc
     position = {a: i for i, a in enumerate(absolute)}
     todo = []
     for path, context in ctxs.items():
         i = position[path]
-        key = _key(prefix, keys[i].encode(), json.dumps(context, sort_keys=True))
+        key = content_key(prefix, keys[i].encode(), json.dumps(context, sort_keys=True))
         hit = store.lint.get(key)
         if hit is not None:
             try:
-                results[i] = [_from_record(r, str(files[i])) for r in hit]
+                results[i] = [from_record(r, str(files[i])) for r in hit]
                 store.used.add(key)
                 continue
             except (ValueError, KeyError, TypeError) as exc:
@@ -649,12 +612,8 @@ def refine(files: list[Path], keys: list[str | None], results: dict, summaries: 
             continue  # keep the file's own findings; it was readable a moment ago
         todo.append((i, key, (str(files[i]), data, context)))
     if todo:
-        fresh = lint_many([item for _, _, item in todo], jobs, work=_work, died=lambda dead: [dead])
+        fresh = lint_many([item for _, _, item in todo], jobs, _work, lambda dead: [dead])
         for (i, key, _), diagnostics in zip(todo, fresh):
             results[i] = diagnostics
-            store.lint[key] = [_to_record(d) for d in diagnostics]
-            store.used.add(key)
-            store.dirty = True
-    refine.last = {"contexts": len(ctxs), "relinted": len(todo), "extracted_extra": len(index.extracted)}
-    refine.contexts = ctxs  # for --fix, which re-lints each file with its context
-    return results
+            store.put_findings(key, diagnostics)
+    return Refined(results, ctxs, len(todo), len(index.extracted))

@@ -33,7 +33,8 @@ import builtins
 import libcst as cst
 
 from archlint.code import dataflow as df
-from archlint.code.checks.cudnn_benchmark import _chosen, _has_convolutions, varying_sizes
+from archlint.code.cudnn import choices as cudnn_choices
+from archlint.code.cudnn import chooses_algorithms, has_convolutions, varying_sizes
 from archlint.code.context import LIBRARIES
 from archlint.code.facts import CallSite, Facts, Scope
 from archlint.code.names import dotted
@@ -273,7 +274,7 @@ def _loader_classes(facts: Facts, loaders: list[CallSite]) -> dict[str, list]:
         if (loop.iter is None or not scope.has_yield or scope.kind != "function"
                 or scope.node.name.value != "__iter__" or scope.parent is None):
             continue
-        inner, _ = df._unwrap(loop.iter, facts, scope)
+        inner, _ = df.unwrap(loop.iter, facts, scope)
         site = by_attr.get((scope.parent.qualname, dotted(inner) or ""))
         if site is not None:
             out[scope.parent.qualname] = _loader_info(facts, [site])
@@ -299,7 +300,7 @@ def _def_facts(facts: Facts, scope: Scope, own: list[CallSite], wrappers: dict[s
     if scope.has_yield:
         for loop in _loops_by_scope(facts).get(id(scope), ()):
             if loop.iter is not None:
-                inner, _ = df._unwrap(loop.iter, facts, scope)
+                inner, _ = df.unwrap(loop.iter, facts, scope)
                 if isinstance(inner, cst.Name) and inner.value in params:
                     out["yields"] = params.index(inner.value)
                     break
@@ -331,7 +332,7 @@ def _def_facts(facts: Facts, scope: Scope, own: list[CallSite], wrappers: dict[s
             out["step"] = 1  # one backward per call, not a loop of them: `agent.learn(batch)`
     if scope.returns and df.returns_plain(scope):
         out["plain"] = 1  # returns no tensor: `valid, error = check_loss(loss, value)` holds none
-    for target in _cudnn_choices(facts):
+    for target in cudnn_choices(facts):
         if _encloses(node, target, facts):
             out["cudnn"] = 1
     return out
@@ -344,20 +345,6 @@ def _loops_by_scope(facts: Facts) -> dict[int, list]:
             by_scope.setdefault(id(loop.scope), []).append(loop)
         facts.__dict__["_loops_by_scope"] = by_scope
     return facts.__dict__["_loops_by_scope"]
-
-
-def _cudnn_choices(facts: Facts) -> list[cst.BaseExpression]:
-    """Targets of the file's assignments that choose a cuDNN mode, as _chosen() counts them:
-    `deterministic = False` chooses nothing."""
-    if "_cudnn_choices" not in facts.__dict__:
-        found = []
-        for target, value in facts.attr_assigns:
-            name = dotted(target) or ""
-            if name.endswith("cudnn.benchmark") or (
-                    name.endswith("cudnn.deterministic") and df.literal(value) is not False):
-                found.append(target)
-        facts.__dict__["_cudnn_choices"] = found
-    return facts.__dict__["_cudnn_choices"]
 
 
 def _encloses(outer: cst.CSTNode, inner: cst.CSTNode, facts: Facts) -> bool:
@@ -540,7 +527,7 @@ def _loop_pin(bl: df.BatchLoop, facts: Facts):
         return _pin_state(facts, src)
     if isinstance(src, df.ProjectLoader):
         return src.pin
-    inner, _ = df._unwrap(bl.loop.iter, facts, bl.loop.scope) if bl.loop.iter is not None else (None, False)
+    inner, _ = df.unwrap(bl.loop.iter, facts, bl.loop.scope) if bl.loop.iter is not None else (None, False)
     if isinstance(inner, cst.Name):
         found = bl.loop.scope.lookup(inner.value)
         if found is not None and found[0].kind == "function" and inner.value in found[0].params:
@@ -592,9 +579,9 @@ def summarize(facts: Facts) -> dict:
     return {
         "imports": _imports(facts),
         "cuda": facts.uses_cuda,
-        "conv": _has_convolutions(facts),
+        "conv": has_convolutions(facts),
         "varying": varying_sizes(facts),
-        "cudnn": _chosen(facts),
+        "cudnn": chooses_algorithms(facts),
         "amp": bool(facts.idents & _PRECISION),
         "entry": bool(df.batch_loops(facts) or df.step_loops(facts)),
         "trains": bool(df.training_loops(facts)),
