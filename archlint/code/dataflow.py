@@ -733,10 +733,6 @@ def unconditional_asserts(body: cst.CSTNode) -> list[cst.Assert]:
     return out
 
 
-def is_tensor_expr(node: cst.BaseExpression, names: set[str]) -> bool:
-    return root_name(node) in names
-
-
 def device_like(node: cst.BaseExpression, facts: Facts, scope: Scope | None = None) -> bool:
     """Is this argument of .to()/.cuda() a device (not a dtype or another tensor)?"""
     value = literal(node)
