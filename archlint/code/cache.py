@@ -32,7 +32,7 @@ from archlint.config import Settings
 from archlint.diagnostics import Applicability, Diagnostic, Edit, Fix, Severity
 
 CODE_FILE = "code-v1.json"  # each file's own findings, by content key
-PROJECT_FILE = "project-v2.json"  # v2: loader_args carry project loaders, batch_args, per-batch methods
+PROJECT_FILE = "project-v3.json"  # v3: facts are project_facts.FileFacts as JSON (every field, with "light")
 LIMIT = 50_000  # entries; beyond it only this run's are kept
 _HEADER = re.compile(rb'\A\{"archlint_cache":1,"mac":"([0-9a-f]{64})","entries":')
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)  # POSIX; Windows has no links to follow here

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from archlint.code import guard, notebook, writeback
 from archlint.code.engine import lint_text, parse_error
+from archlint.code.project_facts import ProjectContext
 from archlint.code.selection import selected
 from archlint.code.source import SourceError, decode, encode, line_offsets, lines_with_ends
 from archlint.config import Settings
@@ -77,11 +78,11 @@ class Fixed:
     edits: int = 0
 
 
-def _lint(text: str, path: str, context: dict | None):
+def _lint(text: str, path: str, context: ProjectContext | None):
     return lint_text(text, path, context) if context else lint_text(text, path)
 
 
-def fix_text(text: str, path: str, settings: Settings, context: dict | None = None) -> tuple[str, Fixed]:
+def fix_text(text: str, path: str, settings: Settings, context: ProjectContext | None = None) -> tuple[str, Fixed]:
     """(fixed text, what was fixed in it and what remains); `context`: what the project says about
     the file."""
     diagnostics = selected(_lint(text, path, context), settings)
@@ -175,5 +176,5 @@ def _diff(original: str, fixed: str, name: str, nb) -> list[str]:
     return out
 
 
-def selected_before(text: str, path: str, settings: Settings, context: dict | None = None) -> list[Diagnostic]:
+def selected_before(text: str, path: str, settings: Settings, context: ProjectContext | None = None) -> list[Diagnostic]:
     return selected(_lint(text, path, context), settings)

@@ -18,6 +18,7 @@ from archlint.code import guard, notebook, project
 from archlint.code.discover import discover
 from archlint.code.engine import analyze_bytes, parse_error
 from archlint.code.fix import fix_files
+from archlint.code.project_facts import ProjectContext
 from archlint.code.selection import selected
 from archlint.code.workers import jobs, lint_many
 from archlint.config import Settings
@@ -45,7 +46,7 @@ class Linted:
     many were linted again in their project context."""
 
     diagnostics: list[Diagnostic]
-    contexts: dict[str, dict]
+    contexts: dict[str, ProjectContext]
     extracted: int
     relinted: int
 

@@ -1,30 +1,6 @@
-"""One file's facts that other files can use, as plain JSON (cached by content hash beside the
-file's findings; the project join in project.py reads only these, never the source).
-
-    imports   [[local, module, name, level]]: `from .data import build as b` → ["b", "data", "build", 1];
-              `import util.misc as misc` → ["misc", "util.misc", null, 0]; a star import has local "*"
-    cuda      the file itself runs on a GPU (names CUDA, torch.accelerator or accelerate)
-    conv      it builds convolutions (nn.Conv*, F.conv*, torchvision/timm models)
-    varying   its input sizes change from batch to batch (CTC loss, torchvision detection, aspect-ratio groups)
-    cudnn     it sets cudnn.benchmark / deterministic at import time
-    amp       it chooses a precision (autocast, a scaler, half/bf16)
-    entry     it runs a training or evaluation loop (a candidate entry point)
-    cuda_names module-level names bound to a CUDA device (`device = torch.device("cuda")`)
-    defs      function qualname → {"params": [...], and when true: "loader": [pin, workers, line, holder],
-              "yields": i, "batch": 1, "backward": 1, "step": 1 (one backward per call), "cuda": 1,
-              "cudnn": 1, "sync": 1,
-              "calls": its unconditional project calls that pass tensors (see _inner_calls)}
-    classes   class qualnames
-    loader_classes  classes that subclass DataLoader and pass its arguments through
-    uses      dotted names the file calls that may be project functions (imported or its own)
-    steps     [[callee, line, tensor args, local qualname]]: calls made once per training step; a method
-              called on a parameter adds [enclosing qualname, parameter] (its class comes from arg_classes)
-    maybe_steps [[loop number, *steps entry]]: calls of loops that train if one of them is a project step
-    loader_args [[callee, argument (index or keyword), pin]]: a loader of this file (or of a project
-              factory it calls) passed to a call
-    batch_args  [[callee, argument, pin of the loop's loader, local qualname]]: a batch handed to a call
-    arg_classes [[callee, argument (index or keyword), class]]: a project object passed to a project call
-"""
+"""One file's facts that other files can use (project_facts.FileFacts: the schema), extracted from
+its CST; cached by content hash beside the file's findings, so the project join in project.py reads
+only these, never the source."""
 
 from __future__ import annotations
 
@@ -35,9 +11,9 @@ import libcst as cst
 from archlint.code import dataflow as df
 from archlint.code.cudnn import choices as cudnn_choices
 from archlint.code.cudnn import chooses_algorithms, has_convolutions, varying_sizes
-from archlint.code.context import LIBRARIES
 from archlint.code.facts import CallSite, Facts, Scope
 from archlint.code.names import dotted
+from archlint.code.project_facts import LIBRARIES, FileFacts, FunctionFacts
 from archlint.code.tensors import holds_tensor, tensor_names
 
 _PRECISION = {"autocast", "GradScaler", "bfloat16", "float16", "half"}
@@ -282,12 +258,12 @@ def _loader_classes(facts: Facts, loaders: list[CallSite]) -> dict[str, list]:
 
 
 def _def_facts(facts: Facts, scope: Scope, own: list[CallSite], wrappers: dict[str, list],
-               defs: dict[str, Scope]) -> dict:
+               defs: dict[str, Scope]) -> FunctionFacts:
     """What other files may learn about one function; `own` are the DataLoader calls in its body."""
     node = scope.node
     p = node.params
     params = [param.name.value for param in (*p.posonly_params, *p.params)]
-    out: dict = {"params": params}
+    out: FunctionFacts = {"params": params}
     if isinstance(p.star_kwarg, cst.Param):
         out["kwargs"] = p.star_kwarg.name.value
     if own and scope.returns:
@@ -556,7 +532,7 @@ def _batch_args(facts: Facts, defs: dict[str, Scope]) -> list[list]:
     return out
 
 
-def summarize(facts: Facts) -> dict:
+def summarize(facts: Facts) -> FileFacts:
     defs = {scope.qualname: scope for scope in facts.functions}
     loaders = df.loader_calls(facts)
     wrappers = _loader_classes(facts, loaders) if loaders else {}
@@ -576,29 +552,28 @@ def summarize(facts: Facts) -> dict:
         for name, values in facts.module_scope.assigns.items():
             if any(isinstance(v, (cst.Call, cst.IfExp)) and _mentions_cuda(facts, v) for v in values):
                 cuda_names.append(name)
-    return {
-        "imports": _imports(facts),
-        "cuda": facts.uses_cuda,
-        "conv": has_convolutions(facts),
-        "varying": varying_sizes(facts),
-        "cudnn": chooses_algorithms(facts),
-        "amp": bool(facts.idents & _PRECISION),
-        "entry": bool(df.batch_loops(facts) or df.step_loops(facts)),
-        "trains": bool(df.training_loops(facts)),
-        "main": facts.main_guard is not None,
-        "self_calls": {name: qual for site in facts.calls if (name := dotted(site.node.func) or "").startswith("self.")
-                       and (qual := _local_def(name, site.scope, defs))},
-        "cuda_names": cuda_names,
-        "defs": {qual: _def_facts(facts, scope, own.get(id(scope), []), wrappers, defs) for qual, scope in defs.items()},
-        "classes": [s.qualname for s in facts.scopes if s.kind == "class"],
-        "prefetchers": sorted(df.prefetchers(facts)),
-        "loader_classes": sorted(df.loader_classes(facts)),
-        "uses": sorted(uses),
-        "aliases": aliases,
-        "steps": _steps(facts, defs),
-        "maybe_steps": _maybe_steps(facts, defs),
-        "loader_args": _loader_args(facts),
-        "batch_args": _batch_args(facts, defs),
-        "arg_classes": _arg_classes(facts),
-    }
-
+    return FileFacts(
+        imports=_imports(facts),
+        cuda=facts.uses_cuda,
+        conv=has_convolutions(facts),
+        varying=varying_sizes(facts),
+        cudnn=chooses_algorithms(facts),
+        amp=bool(facts.idents & _PRECISION),
+        entry=bool(df.batch_loops(facts) or df.step_loops(facts)),
+        trains=bool(df.training_loops(facts)),
+        main=facts.main_guard is not None,
+        self_calls={name: qual for site in facts.calls if (name := dotted(site.node.func) or "").startswith("self.")
+                    and (qual := _local_def(name, site.scope, defs))},
+        cuda_names=cuda_names,
+        defs={qual: _def_facts(facts, scope, own.get(id(scope), []), wrappers, defs) for qual, scope in defs.items()},
+        classes=[s.qualname for s in facts.scopes if s.kind == "class"],
+        prefetchers=sorted(df.prefetchers(facts)),
+        loader_classes=sorted(df.loader_classes(facts)),
+        uses=sorted(uses),
+        aliases=aliases,
+        steps=_steps(facts, defs),
+        maybe_steps=_maybe_steps(facts, defs),
+        loader_args=_loader_args(facts),
+        batch_args=_batch_args(facts, defs),
+        arg_classes=_arg_classes(facts),
+    )
