@@ -4,6 +4,7 @@ only these, never the source."""
 
 from __future__ import annotations
 
+import ast
 import builtins
 
 import libcst as cst
@@ -15,6 +16,40 @@ from archlint.code.facts import CallSite, Facts, Scope
 from archlint.code.names import dotted
 from archlint.code.project_facts import LIBRARIES, FileFacts, FunctionFacts
 from archlint.code.tensors import holds_tensor, tensor_names
+
+def _line(facts: Facts, call: cst.Call) -> int:
+    """The line a call starts on, from the standard parser's tree when its calls pair one to one with
+    the file's: libcst's positions cost a code generation pass over the whole file (~15% of linting
+    it), which a file with no finding never needs otherwise."""
+    lines = facts.__dict__.get("_call_lines")
+    if lines is None:
+        lines = facts.__dict__["_call_lines"] = _call_lines(facts)
+    found = lines.get(id(call))
+    return found if found is not None else facts.position(call)[0].line
+
+
+def _call_lines(facts: Facts) -> dict[int, int]:
+    """id(libcst Call) → its line, pairing the file's calls (in source order) with the standard
+    parser's; {} (positions are resolved instead) when the two do not pair call for call."""
+    try:
+        tree = ast.parse(facts.source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return {}
+    calls = sorted((n for n in ast.walk(tree) if isinstance(n, ast.Call)),
+                   key=lambda n: (n.lineno, n.col_offset, -n.end_lineno, -n.end_col_offset))
+    if len(calls) != len(facts.calls):
+        return {}
+    out = {}
+    for site, call in zip(facts.calls, calls):
+        mine, theirs = site.node.func, call.func
+        if isinstance(mine, cst.Name) != isinstance(theirs, ast.Name) or (
+                isinstance(mine, cst.Name) and mine.value != theirs.id) or (
+                isinstance(mine, cst.Attribute) != isinstance(theirs, ast.Attribute)) or (
+                isinstance(mine, cst.Attribute) and mine.attr.value != theirs.attr):
+            return {}  # not the same call: the trees do not pair
+        out[id(site.node)] = call.lineno
+    return out
+
 
 _PRECISION = {"autocast", "GradScaler", "bfloat16", "float16", "half"}
 _SYNC_METHODS = {"item", "cpu", "numpy", "tolist"}
@@ -228,7 +263,7 @@ def _loader_info(facts: Facts, sites: list[CallSite]) -> list:
     pins = {_pin_state(facts, site) for site in sites}
     pin = "true" if pins == {"true"} else "unknown" if "unknown" in pins else "false"
     workers = {_workers(site) for site in sites}
-    return [pin, workers.pop() if len(workers) == 1 else "unknown", facts.position(sites[0].node)[0].line,
+    return [pin, workers.pop() if len(workers) == 1 else "unknown", _line(facts, sites[0].node),
             sites[0].scope.qualname]
 
 
@@ -341,7 +376,7 @@ def _steps(facts: Facts, defs: dict[str, Scope], loops=None) -> list[list]:
             # a closure handed to the optimizer (`optimizer.step(closure)`) runs inside the step
             callees += [a.value.value for a in site.node.args if isinstance(a.value, cst.Name)
                         and _local_def(a.value.value, site.scope, defs)]
-            line = facts.position(site.node)[0].line
+            line = _line(facts, site.node)
             if not callees[0]:  # a method of an object passed in: its class is known at the call sites
                 param = _on_param(dotted(site.node.func), site.scope)
                 if param:
@@ -396,15 +431,39 @@ def _draws(scope: Scope) -> set[str]:
     return out
 
 
-def _derived(scope: Scope, seeds: set[str]) -> set[str]:
+def _identifiers(node: cst.CSTNode) -> frozenset[str]:
+    """Every name written anywhere in an expression: df.refs can only find one of these."""
+    found, stack = set(), [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, cst.Name):
+            found.add(n.value)
+        stack.extend(n.children)
+    return frozenset(found)
+
+
+def _refs(node: cst.CSTNode, names: set[str], identifiers: dict[int, frozenset[str]]) -> bool:
+    """df.refs, skipped when none of `names` is written in the expression (`identifiers`: by node id,
+    kept while the tree lives: one walk per expression, however many times it is asked)."""
+    key = id(node)
+    written = identifiers.get(key)
+    if written is None:
+        written = identifiers[key] = _identifiers(node)
+    return not written.isdisjoint(names) and df.refs(node, names)
+
+
+def _derived(scope: Scope, seeds: set[str], identifiers: dict[int, frozenset[str]]) -> set[str]:
     names = set(seeds)
     for _ in range(3):  # flow-insensitive, as sync._function_tensors
+        before = len(names)
         for name, values in scope.assigns.items():
-            if name not in names and any(v is not None and df.refs(v, names) for v in values):
+            if name not in names and any(v is not None and _refs(v, names, identifiers) for v in values):
                 names.add(name)
         for name, entries in scope.unpacked.items():
-            if name not in names and any(df.refs(v, names) for v, _ in entries):
+            if name not in names and any(_refs(v, names, identifiers) for v, _ in entries):
                 names.add(name)
+        if len(names) == before:
+            break  # a fixed point: another round would add nothing
     return names
 
 
@@ -422,21 +481,22 @@ def _inner_calls(facts: Facts, scope: Scope, params: list[str], defs: dict[str, 
     candidates = [(site, callee) for site in sites if (callee := _callee(site, facts))]
     if not candidates:
         return []
-    local = _derived(scope, draws | df.backward_roots_of(scope.calls, set(scope.assigns)))
-    by_param = {p: _derived(scope, {p}) for p in params[:8] if p not in ("self", "cls")}
+    identifiers = facts.__dict__.setdefault("_identifiers", {})  # once per file: nodes live as long as facts
+    local = _derived(scope, draws | df.backward_roots_of(scope.calls, set(scope.assigns)), identifiers)
+    by_param = {p: _derived(scope, {p}, identifiers) for p in params[:8] if p not in ("self", "cls")}
     out = []
     for site, callee in candidates:
         specs = []
         for i, arg in enumerate(a for a in site.node.args if not a.star):
             key = arg.keyword.value if arg.keyword is not None else i
-            if df.refs(arg.value, local):
+            if _refs(arg.value, local, identifiers):
                 specs.append([key, "*"])
             else:
-                via = [p for p, names in by_param.items() if df.refs(arg.value, names)]
+                via = [p for p, names in by_param.items() if _refs(arg.value, names, identifiers)]
                 if via:
                     specs.append([key, via])
         if specs:
-            line = facts.position(site.node)[0].line
+            line = _line(facts, site.node)
             out.append([callee, line, specs, _local_def(callee, site.scope, defs)])
     return out
 
