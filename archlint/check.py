@@ -26,10 +26,9 @@ def _check(paths: list[Path], specs: list[ModelSpec], settings: Settings) -> Run
     if paths:
         from archlint.code.lint import lint_paths
 
-        diagnostics, result.files_checked = lint_paths(paths, settings)
-        result.diagnostics += diagnostics
-        result.fixed = getattr(diagnostics, "fixed", None)  # set by --fix / --diff
-        result.fixed_edits = getattr(diagnostics, "edits", None)
+        code = lint_paths(paths, settings)
+        result.diagnostics += code.diagnostics
+        result.files_checked, result.fixed, result.fixed_edits = code.files_checked, code.fixed, code.edits
     decoded = []  # --decode steps, one more model each
     analyzed = []  # the specs whose model was analyzed: budgets pair them with result.models
     for spec in specs:

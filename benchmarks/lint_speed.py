@@ -117,7 +117,8 @@ def touched_project(files: list[str], jobs: int, size: int = 200) -> None:
     """Cached re-run after touching one file of a `size`-file project (in-process, so the counts of
     re-extracted and re-linted files can be read)."""
     sys.path.insert(0, str(ROOT))
-    from archlint.code import lint, project
+    from archlint.code import lint
+    from archlint.code.discover import discover
     from archlint.config import Settings
 
     work = Path(tempfile.mkdtemp(prefix="archlint-project-"))
@@ -136,14 +137,16 @@ def touched_project(files: list[str], jobs: int, size: int = 200) -> None:
                 count += 1
         settings = Settings(root=work, jobs=jobs)
         start = time.perf_counter()
-        cold, n = lint.lint_paths([work], settings)
+        run = lint.lint_paths([work], settings)
+        cold, n = run.diagnostics, run.files_checked
         cold_s = time.perf_counter() - start
         touched = work / "trainer_class" / "src" / "seg" / "trainer.py"
         touched.write_text(touched.read_text().replace('loss.item())', 'loss.detach())'))
         start = time.perf_counter()
-        again, _ = lint.lint_paths([work], settings)
+        linted = lint.lint_files(discover([work]), settings, [work])
         warm_s = time.perf_counter() - start
-        extracted, relinted = lint.lint_files.extracted, project.refine.last["relinted"]
+        again = lint.selected(linted.diagnostics, settings)
+        extracted, relinted = linted.extracted, linted.relinted
         wall, _ = timed([sys.executable, "-m", "archlint", "--exit-zero", str(work)], str(work), 1)
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -5,7 +5,7 @@
   data lying in the project, and a committed or hand-edited one (an entry `[]` for a file hides
   its findings) must not be believed. A file this user's archlint did not write is ignored, with
   a warning, and every file is linted again. Entries are keyed by the file's content, archlint's
-  version and the settings that change findings (lint.py), and checked for shape when read.
+  version and the settings that change findings (`fingerprint`), and checked for shape when read.
 - Written to a temporary file renamed over the old one, merged under a lock with what another run
   wrote meanwhile, so concurrent runs keep each other's entries.
 - The folder: archlint writes a `.gitignore` of `*` only into a folder it has just created (never
@@ -27,8 +27,12 @@ import stat
 import sys
 from pathlib import Path
 
+from archlint import __version__
 from archlint.config import Settings
+from archlint.diagnostics import Applicability, Diagnostic, Edit, Fix, Severity
 
+CODE_FILE = "code-v1.json"  # each file's own findings, by content key
+PROJECT_FILE = "project-v3.json"  # v3: facts are project_facts.FileFacts as JSON (every field, with "light")
 LIMIT = 50_000  # entries; beyond it only this run's are kept
 _HEADER = re.compile(rb'\A\{"archlint_cache":1,"mac":"([0-9a-f]{64})","entries":')
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)  # POSIX; Windows has no links to follow here
@@ -179,3 +183,120 @@ def locked(path: Path):
         yield
     finally:
         os.close(fd)  # releases the lock
+
+
+# keys ---------------------------------------------------------------------------------------------
+@functools.cache
+def linter_source_digest() -> str:
+    """A digest of the code linter's own source: a cache written by other linter code (an editable
+    install, an upgrade that kept the version number) is never read as if this code had written it."""
+    h = hashlib.blake2b(digest_size=8)
+    package = Path(__file__).parent
+    for path in sorted(package.rglob("*.py")):
+        h.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()
+
+
+def fingerprint(settings: Settings) -> bytes:
+    """What besides a file's text decides its findings: archlint's version and source, and the
+    options of the code rules. Every cache key starts with it."""
+    options = {k: v for k, v in settings.rule_options.items() if k.startswith(("AL3", "AL4"))}
+    return f"{__version__}|{linter_source_digest()}|{json.dumps(options, sort_keys=True, default=str)}|".encode()
+
+
+def content_key(prefix: bytes, data: bytes, extra: str = "") -> str:
+    """The key of a file's entry: the fingerprint, its bytes and (for findings in context) its context."""
+    return hashlib.blake2b(prefix + data + extra.encode(), digest_size=16).hexdigest()
+
+
+# findings as JSON records -------------------------------------------------------------------------
+def to_record(d: Diagnostic) -> list:
+    return [d.code, d.message, d.severity.value, d.line, d.column, d.end_line, d.end_column,
+            d.fix.to_dict() if d.fix else None]
+
+
+def _check_record(record) -> None:
+    """Raise ValueError unless the record has the shape to_record writes (a cache edited by hand or
+    by another version must not reach the reporters: a string line number broke the SARIF writer)."""
+    if not isinstance(record, list) or len(record) != 8:
+        raise ValueError("not a list of 8 fields")
+    code, message, _severity, *positions, fix = record
+    if not (isinstance(code, str) and isinstance(message, str)):
+        raise ValueError("code and message must be strings")
+    if not all(p is None or (isinstance(p, int) and not isinstance(p, bool) and p >= 0) for p in positions):
+        raise ValueError("line and column must be non-negative integers")
+    if fix is not None:
+        edits = fix.get("edits") if isinstance(fix, dict) else None
+        if not isinstance(edits, list) or not isinstance(fix.get("message"), str):
+            raise ValueError("malformed fix")
+        for e in edits:
+            points = (e["location"]["row"], e["location"]["column"], e["end_location"]["row"],
+                      e["end_location"]["column"])
+            if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in points) or \
+                    not isinstance(e["content"], str):
+                raise ValueError("malformed fix edit")
+
+
+def from_record(record: list, file: str) -> Diagnostic:
+    """The finding a record holds; ValueError, KeyError or TypeError for a malformed one."""
+    _check_record(record)
+    code, message, severity, line, column, end_line, end_column, fix = record
+    if fix is not None:
+        edits = tuple(
+            Edit(e["location"]["row"], e["location"]["column"], e["end_location"]["row"],
+                 e["end_location"]["column"], e["content"])
+            for e in fix["edits"]
+        )
+        fix = Fix(fix["message"], Applicability(fix["applicability"]), edits)
+    return Diagnostic(code, message, Severity(severity), file=file, line=line, column=column,
+                      end_line=end_line, end_column=end_column, fix=fix)
+
+
+# the project join's cache -------------------------------------------------------------------------
+class ProjectStore:
+    """The project join's cache (project.py): files' facts by content key, and findings in context
+    by content + context key."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.enabled = settings.cache
+        self.path = folder(settings) / PROJECT_FILE
+        data = load(self.path) if self.enabled else {}
+        self.facts: dict = data.get("facts", {}) if isinstance(data.get("facts"), dict) else {}
+        self.lint: dict = data.get("lint", {}) if isinstance(data.get("lint"), dict) else {}
+        self.used: set[str] = set()
+        self.loaded = set(self.facts)  # read from the cache: suspects when the join fails
+        self.dirty = False
+
+    def summary(self, key: str):
+        if key in self.facts:
+            self.used.add(key)
+            return self.facts[key]
+        return None
+
+    def put_summary(self, key: str, summary: dict | None) -> None:
+        self.facts[key] = summary
+        self.used.add(key)
+        self.dirty = True
+
+    def put_findings(self, key: str, diagnostics: list[Diagnostic]) -> None:
+        self.lint[key] = [to_record(d) for d in diagnostics]
+        self.used.add(key)
+        self.dirty = True
+
+    def evict(self) -> int:
+        """Forget the facts this run read from the cache (they are extracted again); how many."""
+        stale = self.used & self.loaded
+        for key in stale:
+            self.facts.pop(key, None)
+        self.loaded -= stale
+        self.dirty = True
+        return len(stale)
+
+    def save(self) -> None:
+        if not self.enabled or not self.dirty:
+            return
+        facts, lint = self.facts, self.lint
+        if len(facts) + len(lint) > LIMIT:
+            facts = {k: v for k, v in facts.items() if k in self.used}
+            lint = {k: v for k, v in lint.items() if k in self.used}
+        save(self.path, {"facts": facts, "lint": lint})

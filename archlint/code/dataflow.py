@@ -168,7 +168,7 @@ def _positional(call: cst.Call) -> list[cst.Arg]:
     return [a for a in call.args if a.keyword is None and not a.star]
 
 
-def _unwrap(node: cst.BaseExpression, facts: Facts, scope: Scope) -> tuple[cst.BaseExpression, bool]:
+def unwrap(node: cst.BaseExpression, facts: Facts, scope: Scope) -> tuple[cst.BaseExpression, bool]:
     """`enumerate(tqdm(loader))`, `logger.log_every(loader, 10)`, `prefetch(loader)` → (loader, index_dropped)."""
     dropped = False
     for _ in range(8):
@@ -294,7 +294,7 @@ def loader_source(expr: cst.BaseExpression, scope: Scope, facts: Facts, depth: i
     one), or None. Follows the names it is assigned to (`pbar = tqdm(enumerate(loader))`), loaders
     unpacked from a project factory (`train_loader, val_loader = build_loaders(cfg)`) and loaders
     that callers pass in as a parameter."""
-    expr, _ = _unwrap(expr, facts, scope)
+    expr, _ = unwrap(expr, facts, scope)
     if isinstance(expr, cst.Call):
         if is_loader_call(expr, facts, scope):
             return _call_site(facts, expr)
@@ -307,12 +307,12 @@ def loader_source(expr: cst.BaseExpression, scope: Scope, facts: Facts, depth: i
             for value in values:
                 if value is None:
                     continue
-                inner, _ = _unwrap(value, facts, home)
+                inner, _ = unwrap(value, facts, home)
                 if isinstance(inner, cst.Name) and inner.value == expr.value:
                     continue  # `pbar = tqdm(pbar)`: the same loader, re-wrapped
                 sources.append(loader_source(value, home, facts, depth + 1))
             for value, index in home.unpacked.get(expr.value, []):
-                inner, _ = _unwrap(value, facts, home)
+                inner, _ = unwrap(value, facts, home)
                 if not isinstance(inner, cst.Call):
                     sources.append(None)
                     continue
@@ -441,7 +441,7 @@ def batch_loops(facts: Facts) -> list[BatchLoop]:
         if loop.iter is not None:
             source = loader_source(loop.iter, loop.scope, facts)
             if source is not None:
-                _, dropped = _unwrap(loop.iter, facts, loop.scope)
+                _, dropped = unwrap(loop.iter, facts, loop.scope)
                 target = loop.node.target
                 if dropped and isinstance(target, cst.Tuple) and len(target.elements) == 2:
                     names = target_names(target.elements[1].value)
@@ -731,10 +731,6 @@ def unconditional_asserts(body: cst.CSTNode) -> list[cst.Assert]:
         elif isinstance(stmt, (cst.With, cst.Try)):
             out += unconditional_asserts(stmt.body)
     return out
-
-
-def is_tensor_expr(node: cst.BaseExpression, names: set[str]) -> bool:
-    return root_name(node) in names
 
 
 def device_like(node: cst.BaseExpression, facts: Facts, scope: Scope | None = None) -> bool:

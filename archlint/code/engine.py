@@ -12,6 +12,7 @@ import io
 import re
 import tokenize
 
+from archlint.code.project_facts import ProjectContext
 from archlint.diagnostics import Diagnostic, Severity
 
 PARSE_ERROR = "AL000"  # not a rule: the file could not be read or parsed; always reported
@@ -100,12 +101,12 @@ def _diagnostics(check_module, facts, path: str, file_codes: set[str], notes: di
     return out
 
 
-def lint_text(text: str, path: str, context: dict | None = None) -> list[Diagnostic]:
-    """The file's findings; `context` is what the project join says about it (see context.py)."""
+def lint_text(text: str, path: str, context: ProjectContext | None = None) -> list[Diagnostic]:
+    """The file's findings; `context` is what the project join says about it (project_facts.ProjectContext)."""
     return analyze_text(text, path, context)[0]
 
 
-def analyze_text(text: str, path: str, context: dict | None = None,
+def analyze_text(text: str, path: str, context: ProjectContext | None = None,
                  summarize: bool = False) -> tuple[list[Diagnostic], dict | None]:
     """(findings, the file's facts for the project join when `summarize`). A file that never
     mentions torch is skipped unless the project says it drives torch code (a context)."""
@@ -124,7 +125,7 @@ def analyze_text(text: str, path: str, context: dict | None = None,
     return guard.deep(_lint_parsed, text, path, file_codes, bool(file_noqa), context, summarize, plan, notes)
 
 
-def _lint_parsed(text: str, path: str, file_codes: set[str] | None, file_noqa: bool, context: dict | None,
+def _lint_parsed(text: str, path: str, file_codes: set[str] | None, file_noqa: bool, context: ProjectContext | None,
                  summarize: bool, plan=None,
                  notes: dict[int, str] | None = None) -> tuple[list[Diagnostic], dict | None]:
     """Parse with libcst (on guard.deep's big-stack thread), extract facts, run every check."""
@@ -149,7 +150,7 @@ def _lint_parsed(text: str, path: str, file_codes: set[str] | None, file_noqa: b
         from archlint.code.summary import summarize as summarize_facts
 
         try:
-            summary = summarize_facts(facts)
+            summary = summarize_facts(facts).to_json()
         except RecursionError:
             summary = None  # too deeply nested to follow: linted alone, as its own finding says
         except Exception as exc:  # a bug here must not lose this file's own findings
@@ -157,9 +158,7 @@ def _lint_parsed(text: str, path: str, file_codes: set[str] | None, file_noqa: b
                                              f"({type(exc).__name__}: {exc}); it is linted alone; please report it",
                                        1, 1))
     if context:
-        from archlint.code.context import ProjectContext
-
-        facts.project = ProjectContext(context)
+        facts.project = context
     if file_noqa and file_codes is None:
         return [], summary
     out = trouble
@@ -178,7 +177,7 @@ def lint_bytes(data: bytes, path: str) -> list[Diagnostic]:
     return analyze_bytes(data, path)[0]
 
 
-def analyze_bytes(data: bytes, path: str, context: dict | None = None,
+def analyze_bytes(data: bytes, path: str, context: ProjectContext | None = None,
                   summarize: bool = False) -> tuple[list[Diagnostic], dict | None]:
     from archlint.code.source import SourceError, decode
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 from libcst._position import CodePosition
 
-from archlint.code.context import EMPTY
+from archlint.code.project_facts import EMPTY
 from archlint.code.names import ImportTable, dotted
 from archlint.code.positions import Positions, dropped_indent
 from archlint.code.source import split_lines

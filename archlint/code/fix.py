@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import difflib
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from archlint.code import guard, notebook, writeback
 from archlint.code.engine import lint_text, parse_error
+from archlint.code.project_facts import ProjectContext
+from archlint.code.selection import selected
 from archlint.code.source import SourceError, decode, encode, line_offsets, lines_with_ends
 from archlint.config import Settings
 from archlint.diagnostics import Applicability, Diagnostic, Edit
@@ -65,23 +68,23 @@ def fixable(d: Diagnostic, settings: Settings) -> bool:
     return d.fix is not None and (d.fix.applicability is Applicability.SAFE or settings.unsafe_fixes)
 
 
-class Remaining(list):
-    """The findings that remain after --fix (a list of Diagnostic), how many were fixed and with
-    how many edits (with --fix: written to disk; with --diff: in the diff)."""
+@dataclass
+class Fixed:
+    """What --fix did: the findings that remain, how many were fixed and with how many edits (with
+    --fix: written to disk; with --diff: in the diff)."""
 
+    remaining: list[Diagnostic] = field(default_factory=list)
     fixed: int = 0
     edits: int = 0
 
 
-def _lint(text: str, path: str, context: dict | None):
+def _lint(text: str, path: str, context: ProjectContext | None):
     return lint_text(text, path, context) if context else lint_text(text, path)
 
 
-def fix_text(text: str, path: str, settings: Settings, context: dict | None = None) -> tuple[str, Remaining]:
-    """(fixed text, findings that remain in it; `.fixed`: the findings whose fixes went in,
-    `.edits`: the edits they made); `context`: what the project says about the file."""
-    from archlint.code.lint import selected
-
+def fix_text(text: str, path: str, settings: Settings, context: ProjectContext | None = None) -> tuple[str, Fixed]:
+    """(fixed text, what was fixed in it and what remains); `context`: what the project says about
+    the file."""
     diagnostics = selected(_lint(text, path, context), settings)
     fixed = edits = 0
     for _ in range(MAX_ROUNDS):
@@ -102,17 +105,16 @@ def fix_text(text: str, path: str, settings: Settings, context: dict | None = No
         fixed += len(taken)
         edits += len(spans)
         diagnostics = selected(_lint(text, path, context), settings)
-    remaining = Remaining(diagnostics)
-    remaining.fixed, remaining.edits = fixed, edits
-    return text, remaining
+    return text, Fixed(diagnostics, fixed, edits)
 
 
 def fix_files(files: list[Path], settings: Settings, contexts: dict | None = None,
-              paths: list[Path] | None = None) -> Remaining:
-    """Fix (or with --diff, print the diff of) each file; the findings that remain, with `.fixed`
-    the number of findings whose fixes were written (with --diff: that the diff would fix). Files
-    are written only inside the trees of `paths` (default: the files themselves), see writeback.py."""
-    remaining = Remaining()
+              paths: list[Path] | None = None) -> Fixed:
+    """Fix (or with --diff, print the diff of) each file; the findings that remain, and `fixed` the
+    number of findings whose fixes were written (with --diff: that the diff would fix). Files are
+    written only inside the trees of `paths` (default: the files themselves), see writeback.py."""
+    out = Fixed()
+    remaining = out.remaining
     trees = writeback.trees_of(paths if paths is not None else files)
     for path in files:
         context = (contexts or {}).get(path)
@@ -136,12 +138,12 @@ def fix_files(files: list[Path], settings: Settings, contexts: dict | None = Non
         located = nb.locate if nb else (lambda d: d)
         fixed, after = fix_text(original, name, settings, context)
         if fixed == original:
-            remaining += map(located, after)
+            remaining += map(located, after.remaining)
             continue
         if settings.diff:
             sys.stdout.writelines(_diff(original, fixed, name, nb))
-            remaining.fixed += after.fixed
-            remaining.edits += after.edits
+            out.fixed += after.fixed
+            out.edits += after.edits
             remaining += map(located, selected_before(original, name, settings, context))
             continue
         try:
@@ -155,10 +157,10 @@ def fix_files(files: list[Path], settings: Settings, contexts: dict | None = Non
             print(f"archlint: warning: {printable(f'{name}: {why}')}; left unchanged", file=sys.stderr)
             remaining += map(located, selected_before(original, name, settings, context))
             continue
-        remaining.fixed += after.fixed  # counted once on disk
-        remaining.edits += after.edits
-        remaining += map(located, after)
-    return remaining
+        out.fixed += after.fixed  # counted once on disk
+        out.edits += after.edits
+        remaining += map(located, after.remaining)
+    return out
 
 
 def _diff(original: str, fixed: str, name: str, nb) -> list[str]:
@@ -174,7 +176,5 @@ def _diff(original: str, fixed: str, name: str, nb) -> list[str]:
     return out
 
 
-def selected_before(text: str, path: str, settings: Settings, context: dict | None = None) -> list[Diagnostic]:
-    from archlint.code.lint import selected
-
+def selected_before(text: str, path: str, settings: Settings, context: ProjectContext | None = None) -> list[Diagnostic]:
     return selected(_lint(text, path, context), settings)

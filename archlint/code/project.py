@@ -1,6 +1,6 @@
 """The project join: from every file's facts (summary.py), what each linted file's names mean in
-the rest of the project, as a context (context.py); then the files whose context says anything are
-linted again with it.
+the rest of the project, as a context; then the files whose context says anything are linted again
+with it. Both are typed in project_facts.py.
 
 Cheap by construction: it reads only the JSON summaries (extracted in the workers and cached by
 content hash), resolves imports by looking for files on disk (never importing anything), and a
@@ -16,17 +16,18 @@ linted (`archlint train.py` alone) are read for their facts only: their findings
 from __future__ import annotations
 
 import ast
-import hashlib
 import json
 import os
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from archlint.code import cache
-from archlint.code.context import LIBRARIES as _LIBRARIES
+from archlint.code.cache import ProjectStore, content_key, from_record
+from archlint.code.project_facts import LIBRARIES, FileFacts, FunctionFacts, NameFacts, ProjectContext
+from archlint.code.workers import lint_many
 from archlint.config import Settings
+from archlint.diagnostics import Diagnostic
 
-CACHE_FILE = "project-v2.json"  # v2: loader_args carry project loaders, batch_args, per-batch methods
 MAX_EXTRA_FILES = 400  # modules read only for their facts, per run
 MAX_DEPTH = 6  # re-exports followed per name
 
@@ -41,57 +42,11 @@ class JoinFailed(Exception):
     findings. The message names the error."""
 
 
-class Store:
-    """Summaries (by content key) and context-dependent findings (by content + context key)."""
-
-    def __init__(self, settings: Settings) -> None:
-        self.enabled = settings.cache
-        self.path = cache.folder(settings) / CACHE_FILE
-        data = cache.load(self.path) if self.enabled else {}
-        self.facts: dict = data.get("facts", {}) if isinstance(data.get("facts"), dict) else {}
-        self.lint: dict = data.get("lint", {}) if isinstance(data.get("lint"), dict) else {}
-        self.used: set[str] = set()
-        self.loaded = set(self.facts)  # read from the cache: suspects when the join fails
-        self.dirty = False
-
-    def summary(self, key: str):
-        if key in self.facts:
-            self.used.add(key)
-            return self.facts[key]
-        return None
-
-    def put_summary(self, key: str, summary: dict | None) -> None:
-        self.facts[key] = summary
-        self.used.add(key)
-        self.dirty = True
-
-    def evict(self) -> int:
-        """Forget the facts this run read from the cache (they are extracted again); how many."""
-        stale = self.used & self.loaded
-        for key in stale:
-            self.facts.pop(key, None)
-        self.loaded -= stale
-        self.dirty = True
-        return len(stale)
-
-    def save(self) -> None:
-        if not self.enabled or not self.dirty:
-            return
-        facts, lint = self.facts, self.lint
-        if len(facts) + len(lint) > cache.LIMIT:
-            facts = {k: v for k, v in facts.items() if k in self.used}
-            lint = {k: v for k, v in lint.items() if k in self.used}
-        cache.save(self.path, {"facts": facts, "lint": lint})
-
-
-def _key(prefix: bytes, data: bytes, extra: str = "") -> str:
-    return hashlib.blake2b(prefix + data + extra.encode(), digest_size=16).hexdigest()
-
-
 class Index:
     """Summaries by absolute path, import resolution, and name resolution across modules."""
 
-    def __init__(self, summaries: dict[str, dict | None], roots: list[Path], store: Store, prefix: bytes) -> None:
+    def __init__(self, summaries: dict[str, FileFacts | None], roots: list[Path], store: ProjectStore,
+                 prefix: bytes) -> None:
         self.summaries = summaries
         self.roots = roots
         self.store = store
@@ -102,7 +57,7 @@ class Index:
         self.extracted: list[str] = []  # modules read for their facts only
 
     # files ----------------------------------------------------------------------------------------
-    def summary(self, path: str) -> dict | None:
+    def summary(self, path: str) -> FileFacts | None:
         if path in self.summaries:
             found = self.summaries[path]
             if found is None and path not in self._light:
@@ -118,7 +73,7 @@ class Index:
         except OSError:
             data = None
         if data is not None:
-            key = _key(self.prefix, data)
+            key = content_key(self.prefix, data)
             summary = self.store.summary(key)
             if summary is None and key not in self.store.facts:
                 from archlint.code.engine import analyze_bytes
@@ -126,10 +81,10 @@ class Index:
                 _, summary = analyze_bytes(data, path, summarize=True)
                 self.store.put_summary(key, summary)
                 self.extracted.append(path)
-        self.summaries[path] = summary
+        self.summaries[path] = FileFacts.from_json(summary)
         return self.summary(path)
 
-    def _light_summary(self, path: str) -> dict | None:
+    def _light_summary(self, path: str) -> FileFacts | None:
         from archlint.code.source import SourceError, decode
 
         try:
@@ -170,7 +125,7 @@ class Index:
         if key in self._modules:
             return self._modules[key]
         parts = module.split(".") if module else []
-        if not level and parts and parts[0] in _LIBRARIES:
+        if not level and parts and parts[0] in LIBRARIES:
             self._modules[key] = None
             return None
         if level:
@@ -198,17 +153,17 @@ class Index:
         summary = self.summary(path)
         if not summary or depth > MAX_DEPTH:
             return None
-        if name in summary.get("self_calls", {}):
-            return path, summary["self_calls"][name], "def"
+        if name in summary.self_calls:
+            return path, summary.self_calls[name], "def"
         head = name.split(".")[0]
-        if name in summary["defs"]:
+        if name in summary.defs:
             return path, name, "def"
-        if head in summary["classes"]:
+        if head in summary.classes:
             return path, head, "class"
-        if head in summary["cuda_names"] and name == head:
+        if head in summary.cuda_names and name == head:
             return path, head, "cuda"
         best = None
-        for entry in summary["imports"]:
+        for entry in summary.imports:
             local = entry[0]
             if entry[2] != "*" and (name == local or name.startswith(local + ".")):
                 if best is None or len(local) > len(best[0]):
@@ -230,7 +185,7 @@ class Index:
             if sub is not None:
                 return (sub, "", "module") if not rest else self.resolve(sub, rest, depth + 1)
             return None
-        for local, module, imported, level in summary["imports"]:
+        for local, module, imported, level in summary.imports:
             if imported == "*":
                 base = self.module_path(path, module, level)
                 if base is not None and base != path:
@@ -248,7 +203,7 @@ class Index:
                 summary = self.summary(p)
                 if not summary:
                     continue
-                for local, module, imported, level in summary["imports"]:
+                for local, module, imported, level in summary.imports:
                     targets = [self.module_path(p, module, level)]
                     if imported not in (None, "*"):
                         targets.append(self.module_path(p, f"{module}.{imported}" if module else imported, level))
@@ -261,15 +216,17 @@ class Index:
         return sorted(seen)
 
 
-def light(text: str) -> dict:
+def light(text: str) -> FileFacts | None:
     """The imports and names of a file that never mentions torch (a package's `__init__.py` that
     re-exports its models), read with the standard parser when the join needs them. Not cached: such
     files are small and only read when an import leads to them."""
     try:
         tree = ast.parse(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):  # MemoryError: CPython's nesting limit
-        return {}
-    imports, defs, classes = [], {}, []
+        return None
+    imports: list[list] = []
+    defs: dict[str, FunctionFacts] = {}
+    classes: list[str] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
@@ -286,36 +243,36 @@ def light(text: str) -> dict:
             defs[node.name] = {"params": [a.arg for a in node.args.posonlyargs + node.args.args]}
         elif isinstance(node, ast.ClassDef):
             classes.append(node.name)
-    return {"light": True, "imports": imports, "cuda": False, "conv": False, "varying": False, "cudnn": False,
-            "amp": False, "entry": False, "trains": False, "main": False, "self_calls": {}, "aliases": {},
-            "cuda_names": [], "defs": defs, "classes": classes, "uses": [], "steps": [], "loader_args": []}
+    return FileFacts(light=True, imports=imports, defs=defs, classes=classes)
 
 
-def _def(index: Index, found) -> dict | None:
+def _def(index: Index, found) -> FunctionFacts | None:
     if found is None or found[2] != "def":
         return None
     summary = index.summary(found[0])
-    return summary["defs"].get(found[1]) if summary else None
+    return summary.defs.get(found[1]) if summary else None
 
 
 def _is_method_call(callee: str, qualname: str, params: list[str]) -> bool:
     return bool(params) and params[0] in ("self", "cls") and "." in qualname and "." in callee
 
 
-def _name_info(index: Index, path: str, name: str, display) -> dict:
+def _name_info(index: Index, path: str, name: str, display) -> NameFacts:
     found = index.resolve(path, name)
     if found is None:
         return {}
     if found[2] == "cuda":
         return {"cuda": 1}
-    if found[2] == "class" and found[1] in (index.summary(found[0]) or {}).get("prefetchers", ()):
-        return {"yields": 0}  # a CUDA-stream prefetcher built on a loader: `data_prefetcher(train_loader)`
-    if found[2] == "class" and found[1] in (index.summary(found[0]) or {}).get("loader_classes", ()):
-        return {"dataloader": 1}  # `AudioDataLoader(dataset, ...)`: a DataLoader subclass
+    if found[2] == "class":
+        home = index.summary(found[0])
+        if home and found[1] in home.prefetchers:
+            return {"yields": 0}  # a CUDA-stream prefetcher built on a loader: `data_prefetcher(train_loader)`
+        if home and found[1] in home.loader_classes:
+            return {"dataloader": 1}  # `AudioDataLoader(dataset, ...)`: a DataLoader subclass
     info = _def(index, found)
     if not info:
         return {}
-    out = {}
+    out: NameFacts = {}
     if "loader" in info and found[0] != path:  # this file's own loaders are read from its text (and --fix changes them)
         pin, workers, line = info["loader"][:3]
         out["loader"] = [pin, workers, f"{display(found[0])}:{line}"]
@@ -326,7 +283,7 @@ def _name_info(index: Index, path: str, name: str, display) -> dict:
     for flag in ("batch", "backward", "step", "cuda", "plain"):
         if flag in info:
             out[flag] = 1
-    if "backward" in info and index.summary(found[0]).get("amp"):
+    if "backward" in info and index.summary(found[0]).amp:
         out["amp"] = 1
     return out
 
@@ -336,7 +293,7 @@ def _passed_classes(index: Index) -> dict[tuple, set]:
     project class the project's calls pass for that parameter (`log_writer=log_writer`)."""
     out: dict[tuple, set] = {}
     for caller, summary in list(index.summaries.items()):
-        for callee, arg, cls in (summary or {}).get("arg_classes", ()):
+        for callee, arg, cls in summary.arg_classes if summary else ():
             found = index.resolve(caller, callee)
             info = _def(index, found)
             if not info:
@@ -351,8 +308,8 @@ def _passed_classes(index: Index) -> dict[tuple, set]:
     return out
 
 
-def _per_step(index: Index, out: dict, linted_set: set, display, caller: str, callee: str, line: int, args: list,
-              found) -> None:
+def _per_step(index: Index, out: dict[str, ProjectContext], linted_set: set, display, caller: str, callee: str,
+              line: int, args: list, found) -> None:
     """Record that `found` (a project function) runs once per training step, called from caller:line."""
     info = _def(index, found)
     if not info or found[0] not in linted_set or not (info.get("sync") or info.get("backward") or info.get("calls")):
@@ -367,45 +324,46 @@ def _per_step(index: Index, out: dict, linted_set: set, display, caller: str, ca
             a = params[a + shift] if a + shift < len(params) else None
         if a and a not in tensors:
             tensors.append(a)
-    per_step = out[found[0]].setdefault("per_step", {})
-    entry = per_step.setdefault(found[1], [[], f"{display(caller)}:{line}"])
+    entry = out[found[0]].per_step.setdefault(found[1], [[], f"{display(caller)}:{line}"])
     if tensors and not entry[0]:
         entry[1] = f"{display(caller)}:{line}"  # name a call site that passes tensors
     entry[0] += [t for t in tensors if t not in entry[0]]
 
 
-def _nested_steps(index: Index, out: dict, linted_set: set, display, depth: int = 2) -> None:
+def _nested_steps(index: Index, out: dict[str, ProjectContext], linted_set: set, display, depth: int = 2) -> None:
     """A function run once per step runs its own unconditional project calls once per step too
     (detectron2's run_step → self._write_metrics(loss_dict)): followed `depth` calls further."""
-    frontier = [(path, qual) for path in linted_set for qual in out[path].get("per_step", {})]
+    frontier = [(path, qual) for path in linted_set for qual in out[path].per_step]
     for _ in range(depth):
         reached = []
         for path, qual in frontier:
-            info = (index.summary(path) or {}).get("defs", {}).get(qual)
+            summary = index.summary(path)
+            info = summary.defs.get(qual) if summary else None
             if not info or "calls" not in info:
                 continue
-            tensors = set(out[path]["per_step"][qual][0])
+            tensors = set(out[path].per_step[qual][0])
             for callee, line, specs, local in info["calls"]:
                 args = [key for key, spec in specs if spec == "*" or tensors & set(spec)]
                 found = (path, local, "def") if local else index.resolve(path, callee)
                 if found is None or found[0] not in linted_set:
                     continue
-                before = out[found[0]].get("per_step", {}).get(found[1])
+                before = out[found[0]].per_step.get(found[1])
                 before = (list(before[0]), before[1]) if before else None
                 _per_step(index, out, linted_set, display, path, callee, line, args, found)
-                after = out[found[0]].get("per_step", {}).get(found[1])
+                after = out[found[0]].per_step.get(found[1])
                 if after and (before is None or before[0] != after[0]):
                     reached.append((found[0], found[1]))
         frontier = reached
 
 
-def _batches(index: Index, out: dict, linted_set: set, passed: dict) -> None:
+def _batches(index: Index, out: dict[str, ProjectContext], linted_set: set, passed: dict) -> None:
     """Functions handed a loop's batch (`x, y = model.parse_batch(batch)`), with the pin of the loader
     it comes from (after `pinned` is known: a loader parameter takes its callers' pin)."""
     for caller, summary in list(index.summaries.items()):
-        for callee, arg, pin, local, *on_param in (summary or {}).get("batch_args", ()):
+        for callee, arg, pin, local, *on_param in summary.batch_args if summary else ():
             if isinstance(pin, list):  # ["param", function, parameter]: what the callers pass
-                pin = out.get(caller, {}).get("pinned", {}).get(pin[1], {}).get(pin[2], "unknown")
+                pinned = out[caller].pinned if caller in out else {}
+                pin = pinned.get(pin[1], {}).get(pin[2], "unknown")
             if on_param:
                 method = callee.split(".", 1)[1] if "." in callee else "forward"
                 targets = [index.resolve(where, f"{cls}.{method}") for where, cls in passed.get((caller, *on_param[0]), ())]
@@ -421,75 +379,79 @@ def _batches(index: Index, out: dict, linted_set: set, passed: dict) -> None:
                     if name >= len(params):
                         continue
                     name = params[name]
-                batches = out[found[0]].setdefault("batches", {}).setdefault(found[1], {})
+                batches = out[found[0]].batches.setdefault(found[1], {})
                 before = batches.get(name, pin)
                 # one caller handing it pinned batches is enough: non_blocking costs nothing on the others
                 batches[name] = "true" if "true" in (pin, before) else pin if before == pin else "unknown"
 
 
-def contexts(linted: list[str], index: Index, display) -> dict[str, dict]:
-    """Context of every linted file (absolute paths), only the non-empty ones."""
-    linted_set = set(linted)
-    out: dict[str, dict] = {p: {} for p in linted}
-    # what each file calls ----------------------------------------------------------------------
-    for path in linted:
-        summary = index.summary(path)
-        if not summary:
-            continue
-        ctx = out[path]
-        names = {}
-        for name in summary["uses"]:
-            info = _name_info(index, path, name, display)
-            if info:
-                names[name] = info
-        for name, typed in summary.get("aliases", {}).items():  # `logger.log_every` of a project class
-            if typed in names:
-                names[name] = names[typed]
-        for local, module, imported, level in summary["imports"]:
-            if imported not in (None, "*"):
-                found = index.resolve(path, local)
-                if found is not None and found[2] == "cuda":
-                    ctx["cuda"] = 1
-        if names:
-            ctx["names"] = names
-            if any(i.get("cuda") for i in names.values()):
-                ctx["cuda"] = 1
-        if (summary["entry"] or summary.get("main")) and not summary["cuda"]:
-            # the device is chosen where the objects it trains are built (`create_model(opt)` → a model
-            # class that moves itself to `cuda:0`): a module it calls, or one that module calls
-            for name in summary["uses"]:
-                found = index.resolve(path, name)
-                if found is None or found[0] == path:
-                    continue
-                callee = index.summary(found[0]) or {}
-                if callee.get("cuda") or any((index.summary(m) or {}).get("cuda")
-                                             for m in index.project_modules(found[0], 1)):
-                    ctx["cuda"] = 1
-                    break
-        if summary["entry"] and any((index.summary(m) or {}).get("amp") for m in index.project_modules(path, 3)):
-            ctx["amp"] = 1  # a project module chooses a precision: training through its objects may use it
-        if (summary["entry"] or summary.get("main")) and not summary["cudnn"]:
-            modules = index.project_modules(path, 3)
-            if not summary["conv"] and any((index.summary(m) or {}).get("conv") for m in modules):
-                ctx["conv"] = 1
-            if any((index.summary(m) or {}).get("varying") for m in modules):
-                ctx["varying"] = 1  # CTC loss: speech batches, input sizes change per batch
-            if not summary["entry"] and any((index.summary(m) or {}).get("trains") for m in modules):
-                ctx["trains"] = 1  # the __main__ block runs a training loop written in another module
-            direct = modules  # a choice made where the model is built counts (CycleGAN's BaseModel)
-            called = [found for n in summary["uses"] if (found := index.resolve(path, n)) and found[0] != path]
-            if any((index.summary(m) or {}).get("cudnn") for m in direct) or any(
-                    (_def(index, found) or {}).get("cudnn") for found in called):
-                ctx["cudnn"] = 1
-    # what the other files do with this file's functions ----------------------------------------
-    # A module runs on the GPU when it names one, or when a module that does calls into it (the
-    # device arrives as a parameter): main.py → engine.train_one_epoch → misc.MetricLogger.update.
-    cuda = {p for p, s in index.summaries.items() if s and (s["cuda"] or out.get(p, {}).get("cuda"))}
+def _any_module(index: Index, modules: list[str], fact) -> bool:
+    """Does `fact(facts)` hold for the facts of any of these modules?"""
+    return any((s := index.summary(m)) and fact(s) for m in modules)
+
+
+def _called_names(index: Index, path: str, summary: FileFacts, ctx: ProjectContext, display) -> None:
+    """What the names a file calls are elsewhere (`names`), and whether a CUDA device is among them."""
+    names: dict[str, NameFacts] = {}
+    for name in summary.uses:
+        info = _name_info(index, path, name, display)
+        if info:
+            names[name] = info
+    for name, typed in summary.aliases.items():  # `logger.log_every` of a project class
+        if typed in names:
+            names[name] = names[typed]
+    for local, module, imported, level in summary.imports:
+        if imported not in (None, "*"):
+            found = index.resolve(path, local)
+            if found is not None and found[2] == "cuda":
+                ctx.cuda = True
+    if names:
+        ctx.names = names
+        if any(i.get("cuda") for i in names.values()):
+            ctx.cuda = True
+
+
+def _entry_point_choices(index: Index, path: str, summary: FileFacts, ctx: ProjectContext) -> None:
+    """What an entry point's project modules choose for it: the device, a precision, convolutions,
+    varying input sizes, a training loop run from its __main__ block, and cuDNN's mode."""
+    if (summary.entry or summary.main) and not summary.cuda:
+        # the device is chosen where the objects it trains are built (`create_model(opt)` → a model
+        # class that moves itself to `cuda:0`): a module it calls, or one that module calls
+        for name in summary.uses:
+            found = index.resolve(path, name)
+            if found is None or found[0] == path:
+                continue
+            callee = index.summary(found[0])
+            if (callee and callee.cuda) or _any_module(index, index.project_modules(found[0], 1), lambda s: s.cuda):
+                ctx.cuda = True
+                break
+    if summary.entry and _any_module(index, index.project_modules(path, 3), lambda s: s.amp):
+        ctx.amp = True  # a project module chooses a precision: training through its objects may use it
+    if (summary.entry or summary.main) and not summary.cudnn:
+        modules = index.project_modules(path, 3)
+        if not summary.conv and _any_module(index, modules, lambda s: s.conv):
+            ctx.conv = True
+        if _any_module(index, modules, lambda s: s.varying):
+            ctx.varying = True  # CTC loss: speech batches, input sizes change per batch
+        if not summary.entry and _any_module(index, modules, lambda s: s.trains):
+            ctx.trains = True  # the __main__ block runs a training loop written in another module
+        direct = modules  # a choice made where the model is built counts (CycleGAN's BaseModel)
+        called = [found for n in summary.uses if (found := index.resolve(path, n)) and found[0] != path]
+        if _any_module(index, direct, lambda s: s.cudnn) or any(
+                (_def(index, found) or {}).get("cudnn") for found in called):
+            ctx.cudnn = True
+
+
+def _cuda_callees(index: Index, out: dict[str, ProjectContext], linted_set: set) -> None:
+    """A module runs on the GPU when it names one, or when a module that does calls into it (the
+    device arrives as a parameter): main.py → engine.train_one_epoch → misc.MetricLogger.update.
+    Followed four calls deep; a loader factory called from such a module feeds CUDA (`feeds_cuda`)."""
+    cuda = {p for p, s in index.summaries.items() if s and (s.cuda or (p in out and out[p].cuda))}
     frontier = sorted(cuda)
     for _ in range(4):
         reached = []
         for caller in frontier:
-            for name in index.summaries[caller]["uses"]:
+            for name in index.summaries[caller].uses:
                 found = index.resolve(caller, name)
                 if found is None or found[0] == caller or found[2] not in ("def", "class"):
                     continue
@@ -497,55 +459,79 @@ def contexts(linted: list[str], index: Index, display) -> dict[str, dict]:
                     ctx = out[found[0]]
                     loader = (_def(index, found) or {}).get("loader")
                     if loader:
-                        feeds = ctx.setdefault("feeds_cuda", [])
                         for holder in (found[1], loader[3]):  # the factory, and where its DataLoader is built
-                            if holder not in feeds:
-                                feeds.append(holder)
-                    if not (index.summaries[found[0]] or {}).get("cuda"):
-                        ctx["cuda"] = 1  # the devices it is given are CUDA ones
+                            if holder not in ctx.feeds_cuda:
+                                ctx.feeds_cuda.append(holder)
+                    callee = index.summaries[found[0]]
+                    if not (callee and callee.cuda):
+                        ctx.cuda = True  # the devices it is given are CUDA ones
                 if found[0] not in cuda and index.summaries.get(found[0]):
                     cuda.add(found[0])
                     reached.append(found[0])
         frontier = reached
+
+
+def _training_steps(index: Index, out: dict[str, ProjectContext], linted_set: set, display, caller: str,
+                    summary: FileFacts, passed: dict) -> None:
+    """The project functions a file's training loops call once per step (`per_step` of their files),
+    including the calls of loops that train only through such a function (`agent.learn(batch)`)."""
+    groups: dict[int, list] = {}
+    for n, *entry in summary.maybe_steps:
+        groups.setdefault(n, []).append(entry)
+    steps = list(summary.steps)
+    for entries in groups.values():  # a loop that trains through a project step (`agent.learn(batch)`)
+        if any((_def(index, (caller, e[3], "def") if e[3] else index.resolve(caller, e[0])) or {}).get("step")
+               for e in entries if len(e) == 4):
+            steps += entries
+    for callee, line, args, local, *on_param in steps:
+        if on_param:  # `log_writer.update(...)` on a parameter: the classes the project passes for it
+            key = (caller, *on_param[0])
+            method = callee.split(".", 1)[1] if "." in callee else "forward"  # `model(x)`
+            targets = [index.resolve(where, f"{cls}.{method}") for where, cls in passed.get(key, ())]
+        else:
+            targets = [(caller, local, "def") if local else index.resolve(caller, callee)]
+        for found in targets:
+            _per_step(index, out, linted_set, display, caller, callee, line, args, found)
+
+
+def _loaders_passed(index: Index, out: dict[str, ProjectContext], linted_set: set, caller: str,
+                    summary: FileFacts) -> None:
+    """The pin of the loaders a file passes to another file's functions (`pinned` of their files)."""
+    for callee, arg, pin in summary.loader_args:
+        if isinstance(pin, list):  # ["from", factory]: a loader a project factory built
+            loader = (_def(index, index.resolve(caller, pin[1])) or {}).get("loader")
+            if not loader:
+                continue
+            pin = loader[0]
+        found = index.resolve(caller, callee)
+        info = _def(index, found)
+        if not info or found[0] not in linted_set or found[0] == caller:
+            continue  # within one file the checks see the loader themselves
+        params = info["params"]
+        if isinstance(arg, int):
+            arg += 1 if _is_method_call(callee, found[1], params) else 0
+            if arg >= len(params):
+                continue
+            arg = params[arg]
+        pinned = out[found[0]].pinned.setdefault(found[1], {})
+        pinned[arg] = pin if pinned.get(arg, pin) == pin else "unknown"
+
+
+def contexts(linted: list[str], index: Index, display) -> dict[str, ProjectContext]:
+    """Context of every linted file (absolute paths), only the non-empty ones."""
+    linted_set = set(linted)
+    out = {p: ProjectContext() for p in linted}
+    for path in linted:  # what each file calls
+        summary = index.summary(path)
+        if summary:
+            _called_names(index, path, summary, out[path], display)
+            _entry_point_choices(index, path, summary, out[path])
+    _cuda_callees(index, out, linted_set)  # what the other files do with this file's functions
     passed = _passed_classes(index)
     for caller, summary in list(index.summaries.items()):
-        if not summary:
-            continue
-        groups: dict[int, list] = {}
-        for n, *entry in summary.get("maybe_steps", ()):
-            groups.setdefault(n, []).append(entry)
-        steps = list(summary["steps"])
-        for entries in groups.values():  # a loop that trains through a project step (`agent.learn(batch)`)
-            if any((_def(index, (caller, e[3], "def") if e[3] else index.resolve(caller, e[0])) or {}).get("step")
-                   for e in entries if len(e) == 4):
-                steps += entries
-        for callee, line, args, local, *on_param in steps:
-            if on_param:  # `log_writer.update(...)` on a parameter: the classes the project passes for it
-                key = (caller, *on_param[0])
-                method = callee.split(".", 1)[1] if "." in callee else "forward"  # `model(x)`
-                targets = [index.resolve(where, f"{cls}.{method}") for where, cls in passed.get(key, ())]
-            else:
-                targets = [(caller, local, "def") if local else index.resolve(caller, callee)]
-            for found in targets:
-                _per_step(index, out, linted_set, display, caller, callee, line, args, found)
-        for callee, arg, pin in summary["loader_args"]:
-            if isinstance(pin, list):  # ["from", factory]: a loader a project factory built
-                loader = (_def(index, index.resolve(caller, pin[1])) or {}).get("loader")
-                if not loader:
-                    continue
-                pin = loader[0]
-            found = index.resolve(caller, callee)
-            info = _def(index, found)
-            if not info or found[0] not in linted_set or found[0] == caller:
-                continue  # within one file the checks see the loader themselves
-            params = info["params"]
-            if isinstance(arg, int):
-                arg += 1 if _is_method_call(callee, found[1], params) else 0
-                if arg >= len(params):
-                    continue
-                arg = params[arg]
-            pinned = out[found[0]].setdefault("pinned", {}).setdefault(found[1], {})
-            pinned[arg] = pin if pinned.get(arg, pin) == pin else "unknown"
+        if summary:
+            _training_steps(index, out, linted_set, display, caller, summary, passed)
+            _loaders_passed(index, out, linted_set, caller, summary)
     _batches(index, out, linted_set, passed)
     _nested_steps(index, out, linted_set, display)
     return {p: c for p, c in out.items() if c}
@@ -572,10 +558,10 @@ def _is_dir(path: Path) -> bool:
         return False
 
 
-_DRIVER = {"driver": 1}  # the context that makes a torch-free file be read in full (engine.analyze_bytes)
+_DRIVER = ProjectContext(driver=True)  # the context that makes a torch-free file be read in full (engine.analyze_bytes)
 
 
-def _drivers(files, keys, absolute, summaries, index: Index, store: Store, prefix: bytes) -> None:
+def _drivers(files, keys, absolute, summaries, index: Index, store: ProjectStore, prefix: bytes) -> None:
     """Files that never mention torch but run project code that does (CycleGAN's train.py: only
     `from models import create_model`): read in full, so their loops can be linted in context."""
     from archlint.code.engine import analyze_bytes
@@ -584,11 +570,9 @@ def _drivers(files, keys, absolute, summaries, index: Index, store: Store, prefi
         if summaries.get(i) is not None or keys[i] is None:
             continue
         light = index.summary(path)
-        if not light or not any(
-                (index.summary(t) or {}).get("defs") is not None and not (index.summary(t) or {}).get("light")
-                for t in index.project_modules(path, 1)):
+        if not light or not _any_module(index, index.project_modules(path, 1), lambda s: not s.light):
             continue
-        key = _key(prefix, keys[i].encode(), "driver")
+        key = content_key(prefix, keys[i].encode(), "driver")
         summary = store.summary(key)
         if summary is None and key not in store.facts:
             try:
@@ -598,21 +582,32 @@ def _drivers(files, keys, absolute, summaries, index: Index, store: Store, prefi
             _, summary = analyze_bytes(data, str(files[i]), _DRIVER, summarize=True)
             store.put_summary(key, summary)
         if summary:
-            summaries[i] = index.summaries[path] = summary
+            summaries[i] = summary
+            index.summaries[path] = FileFacts.from_json(summary)
 
 
-def _work(item: tuple[str, bytes, dict]):
+def _work(item: tuple[str, bytes, ProjectContext]):
     from archlint.code.engine import analyze_bytes
 
     path, data, context = item
     return analyze_bytes(data, path, context)[0]
 
 
-def refine(files: list[Path], keys: list[str | None], results: dict, summaries: dict, settings: Settings,
-           store: Store, prefix: bytes, jobs: int, paths: list[Path] | None = None) -> dict:
-    """Replace the findings of files whose project context is not empty by findings with it."""
-    from archlint.code.lint import _from_record, _to_record, lint_many
+@dataclass
+class Refined:
+    """The project join's answer: every file's findings (by index in the files), the non-empty
+    contexts (by absolute path; --fix re-lints each file with its own), how many files were linted
+    again in context, and how many modules were read for their facts only."""
 
+    results: dict[int, list[Diagnostic]]
+    contexts: dict[str, ProjectContext] = field(default_factory=dict)
+    relinted: int = 0
+    extracted_extra: int = 0
+
+
+def refine(files: list[Path], keys: list[str | None], results: dict, summaries: dict, settings: Settings,
+           store: ProjectStore, prefix: bytes, jobs: int, paths: list[Path] | None = None) -> Refined:
+    """Replace the findings of files whose project context is not empty by findings with it."""
     absolute = [os.path.abspath(f) for f in files]
     root = os.path.abspath(settings.root)
 
@@ -621,23 +616,22 @@ def refine(files: list[Path], keys: list[str | None], results: dict, summaries: 
         return path if rel.startswith("..") else rel
 
     try:
-        index = Index({a: summaries.get(i) for i, a in enumerate(absolute)}, roots(settings, paths or files),
-                      store, prefix)
+        index = Index({a: FileFacts.from_json(summaries.get(i)) for i, a in enumerate(absolute)},
+                      roots(settings, paths or files), store, prefix)
         _drivers(files, keys, absolute, summaries, index, store, prefix)
         linted = [a for i, a in enumerate(absolute) if summaries.get(i) and keys[i] is not None]
         ctxs = contexts(linted, index, display)
     except (RecursionError, Exception) as exc:  # a bug in the join must not cost the files' own findings
-        refine.last, refine.contexts = {"contexts": 0, "relinted": 0, "extracted_extra": 0}, {}
         raise JoinFailed(f"{type(exc).__name__}: {exc}") from exc
     position = {a: i for i, a in enumerate(absolute)}
     todo = []
     for path, context in ctxs.items():
         i = position[path]
-        key = _key(prefix, keys[i].encode(), json.dumps(context, sort_keys=True))
+        key = content_key(prefix, keys[i].encode(), json.dumps(context.to_json(), sort_keys=True))
         hit = store.lint.get(key)
         if hit is not None:
             try:
-                results[i] = [_from_record(r, str(files[i])) for r in hit]
+                results[i] = [from_record(r, str(files[i])) for r in hit]
                 store.used.add(key)
                 continue
             except (ValueError, KeyError, TypeError) as exc:
@@ -649,12 +643,8 @@ def refine(files: list[Path], keys: list[str | None], results: dict, summaries: 
             continue  # keep the file's own findings; it was readable a moment ago
         todo.append((i, key, (str(files[i]), data, context)))
     if todo:
-        fresh = lint_many([item for _, _, item in todo], jobs, work=_work, died=lambda dead: [dead])
+        fresh = lint_many([item for _, _, item in todo], jobs, _work, lambda dead: [dead])
         for (i, key, _), diagnostics in zip(todo, fresh):
             results[i] = diagnostics
-            store.lint[key] = [_to_record(d) for d in diagnostics]
-            store.used.add(key)
-            store.dirty = True
-    refine.last = {"contexts": len(ctxs), "relinted": len(todo), "extracted_extra": len(index.extracted)}
-    refine.contexts = ctxs  # for --fix, which re-lints each file with its context
-    return results
+            store.put_findings(key, diagnostics)
+    return Refined(results, ctxs, len(todo), len(index.extracted))

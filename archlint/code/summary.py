@@ -1,43 +1,55 @@
-"""One file's facts that other files can use, as plain JSON (cached by content hash beside the
-file's findings; the project join in project.py reads only these, never the source).
-
-    imports   [[local, module, name, level]]: `from .data import build as b` → ["b", "data", "build", 1];
-              `import util.misc as misc` → ["misc", "util.misc", null, 0]; a star import has local "*"
-    cuda      the file itself runs on a GPU (names CUDA, torch.accelerator or accelerate)
-    conv      it builds convolutions (nn.Conv*, F.conv*, torchvision/timm models)
-    varying   its input sizes change from batch to batch (CTC loss, torchvision detection, aspect-ratio groups)
-    cudnn     it sets cudnn.benchmark / deterministic at import time
-    amp       it chooses a precision (autocast, a scaler, half/bf16)
-    entry     it runs a training or evaluation loop (a candidate entry point)
-    cuda_names module-level names bound to a CUDA device (`device = torch.device("cuda")`)
-    defs      function qualname → {"params": [...], and when true: "loader": [pin, workers, line, holder],
-              "yields": i, "batch": 1, "backward": 1, "step": 1 (one backward per call), "cuda": 1,
-              "cudnn": 1, "sync": 1,
-              "calls": its unconditional project calls that pass tensors (see _inner_calls)}
-    classes   class qualnames
-    loader_classes  classes that subclass DataLoader and pass its arguments through
-    uses      dotted names the file calls that may be project functions (imported or its own)
-    steps     [[callee, line, tensor args, local qualname]]: calls made once per training step; a method
-              called on a parameter adds [enclosing qualname, parameter] (its class comes from arg_classes)
-    maybe_steps [[loop number, *steps entry]]: calls of loops that train if one of them is a project step
-    loader_args [[callee, argument (index or keyword), pin]]: a loader of this file (or of a project
-              factory it calls) passed to a call
-    batch_args  [[callee, argument, pin of the loop's loader, local qualname]]: a batch handed to a call
-    arg_classes [[callee, argument (index or keyword), class]]: a project object passed to a project call
-"""
+"""One file's facts that other files can use (project_facts.FileFacts: the schema), extracted from
+its CST; cached by content hash beside the file's findings, so the project join in project.py reads
+only these, never the source."""
 
 from __future__ import annotations
 
+import ast
 import builtins
 
 import libcst as cst
 
 from archlint.code import dataflow as df
-from archlint.code.checks.cudnn_benchmark import _chosen, _has_convolutions, varying_sizes
-from archlint.code.context import LIBRARIES
+from archlint.code.cudnn import choices as cudnn_choices
+from archlint.code.cudnn import chooses_algorithms, has_convolutions, varying_sizes
 from archlint.code.facts import CallSite, Facts, Scope
 from archlint.code.names import dotted
+from archlint.code.project_facts import LIBRARIES, FileFacts, FunctionFacts
 from archlint.code.tensors import holds_tensor, tensor_names
+
+def _line(facts: Facts, call: cst.Call) -> int:
+    """The line a call starts on, from the standard parser's tree when its calls pair one to one with
+    the file's: libcst's positions cost a code generation pass over the whole file (~15% of linting
+    it), which a file with no finding never needs otherwise."""
+    lines = facts.__dict__.get("_call_lines")
+    if lines is None:
+        lines = facts.__dict__["_call_lines"] = _call_lines(facts)
+    found = lines.get(id(call))
+    return found if found is not None else facts.position(call)[0].line
+
+
+def _call_lines(facts: Facts) -> dict[int, int]:
+    """id(libcst Call) → its line, pairing the file's calls (in source order) with the standard
+    parser's; {} (positions are resolved instead) when the two do not pair call for call."""
+    try:
+        tree = ast.parse(facts.source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return {}
+    calls = sorted((n for n in ast.walk(tree) if isinstance(n, ast.Call)),
+                   key=lambda n: (n.lineno, n.col_offset, -n.end_lineno, -n.end_col_offset))
+    if len(calls) != len(facts.calls):
+        return {}
+    out = {}
+    for site, call in zip(facts.calls, calls):
+        mine, theirs = site.node.func, call.func
+        if isinstance(mine, cst.Name) != isinstance(theirs, ast.Name) or (
+                isinstance(mine, cst.Name) and mine.value != theirs.id) or (
+                isinstance(mine, cst.Attribute) != isinstance(theirs, ast.Attribute)) or (
+                isinstance(mine, cst.Attribute) and mine.attr.value != theirs.attr):
+            return {}  # not the same call: the trees do not pair
+        out[id(site.node)] = call.lineno
+    return out
+
 
 _PRECISION = {"autocast", "GradScaler", "bfloat16", "float16", "half"}
 _SYNC_METHODS = {"item", "cpu", "numpy", "tolist"}
@@ -251,7 +263,7 @@ def _loader_info(facts: Facts, sites: list[CallSite]) -> list:
     pins = {_pin_state(facts, site) for site in sites}
     pin = "true" if pins == {"true"} else "unknown" if "unknown" in pins else "false"
     workers = {_workers(site) for site in sites}
-    return [pin, workers.pop() if len(workers) == 1 else "unknown", facts.position(sites[0].node)[0].line,
+    return [pin, workers.pop() if len(workers) == 1 else "unknown", _line(facts, sites[0].node),
             sites[0].scope.qualname]
 
 
@@ -273,7 +285,7 @@ def _loader_classes(facts: Facts, loaders: list[CallSite]) -> dict[str, list]:
         if (loop.iter is None or not scope.has_yield or scope.kind != "function"
                 or scope.node.name.value != "__iter__" or scope.parent is None):
             continue
-        inner, _ = df._unwrap(loop.iter, facts, scope)
+        inner, _ = df.unwrap(loop.iter, facts, scope)
         site = by_attr.get((scope.parent.qualname, dotted(inner) or ""))
         if site is not None:
             out[scope.parent.qualname] = _loader_info(facts, [site])
@@ -281,12 +293,12 @@ def _loader_classes(facts: Facts, loaders: list[CallSite]) -> dict[str, list]:
 
 
 def _def_facts(facts: Facts, scope: Scope, own: list[CallSite], wrappers: dict[str, list],
-               defs: dict[str, Scope]) -> dict:
+               defs: dict[str, Scope]) -> FunctionFacts:
     """What other files may learn about one function; `own` are the DataLoader calls in its body."""
     node = scope.node
     p = node.params
     params = [param.name.value for param in (*p.posonly_params, *p.params)]
-    out: dict = {"params": params}
+    out: FunctionFacts = {"params": params}
     if isinstance(p.star_kwarg, cst.Param):
         out["kwargs"] = p.star_kwarg.name.value
     if own and scope.returns:
@@ -299,7 +311,7 @@ def _def_facts(facts: Facts, scope: Scope, own: list[CallSite], wrappers: dict[s
     if scope.has_yield:
         for loop in _loops_by_scope(facts).get(id(scope), ()):
             if loop.iter is not None:
-                inner, _ = df._unwrap(loop.iter, facts, scope)
+                inner, _ = df.unwrap(loop.iter, facts, scope)
                 if isinstance(inner, cst.Name) and inner.value in params:
                     out["yields"] = params.index(inner.value)
                     break
@@ -331,7 +343,7 @@ def _def_facts(facts: Facts, scope: Scope, own: list[CallSite], wrappers: dict[s
             out["step"] = 1  # one backward per call, not a loop of them: `agent.learn(batch)`
     if scope.returns and df.returns_plain(scope):
         out["plain"] = 1  # returns no tensor: `valid, error = check_loss(loss, value)` holds none
-    for target in _cudnn_choices(facts):
+    for target in cudnn_choices(facts):
         if _encloses(node, target, facts):
             out["cudnn"] = 1
     return out
@@ -344,20 +356,6 @@ def _loops_by_scope(facts: Facts) -> dict[int, list]:
             by_scope.setdefault(id(loop.scope), []).append(loop)
         facts.__dict__["_loops_by_scope"] = by_scope
     return facts.__dict__["_loops_by_scope"]
-
-
-def _cudnn_choices(facts: Facts) -> list[cst.BaseExpression]:
-    """Targets of the file's assignments that choose a cuDNN mode, as _chosen() counts them:
-    `deterministic = False` chooses nothing."""
-    if "_cudnn_choices" not in facts.__dict__:
-        found = []
-        for target, value in facts.attr_assigns:
-            name = dotted(target) or ""
-            if name.endswith("cudnn.benchmark") or (
-                    name.endswith("cudnn.deterministic") and df.literal(value) is not False):
-                found.append(target)
-        facts.__dict__["_cudnn_choices"] = found
-    return facts.__dict__["_cudnn_choices"]
 
 
 def _encloses(outer: cst.CSTNode, inner: cst.CSTNode, facts: Facts) -> bool:
@@ -378,7 +376,7 @@ def _steps(facts: Facts, defs: dict[str, Scope], loops=None) -> list[list]:
             # a closure handed to the optimizer (`optimizer.step(closure)`) runs inside the step
             callees += [a.value.value for a in site.node.args if isinstance(a.value, cst.Name)
                         and _local_def(a.value.value, site.scope, defs)]
-            line = facts.position(site.node)[0].line
+            line = _line(facts, site.node)
             if not callees[0]:  # a method of an object passed in: its class is known at the call sites
                 param = _on_param(dotted(site.node.func), site.scope)
                 if param:
@@ -433,15 +431,39 @@ def _draws(scope: Scope) -> set[str]:
     return out
 
 
-def _derived(scope: Scope, seeds: set[str]) -> set[str]:
+def _identifiers(node: cst.CSTNode) -> frozenset[str]:
+    """Every name written anywhere in an expression: df.refs can only find one of these."""
+    found, stack = set(), [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, cst.Name):
+            found.add(n.value)
+        stack.extend(n.children)
+    return frozenset(found)
+
+
+def _refs(node: cst.CSTNode, names: set[str], identifiers: dict[int, frozenset[str]]) -> bool:
+    """df.refs, skipped when none of `names` is written in the expression (`identifiers`: by node id,
+    kept while the tree lives: one walk per expression, however many times it is asked)."""
+    key = id(node)
+    written = identifiers.get(key)
+    if written is None:
+        written = identifiers[key] = _identifiers(node)
+    return not written.isdisjoint(names) and df.refs(node, names)
+
+
+def _derived(scope: Scope, seeds: set[str], identifiers: dict[int, frozenset[str]]) -> set[str]:
     names = set(seeds)
     for _ in range(3):  # flow-insensitive, as sync._function_tensors
+        before = len(names)
         for name, values in scope.assigns.items():
-            if name not in names and any(v is not None and df.refs(v, names) for v in values):
+            if name not in names and any(v is not None and _refs(v, names, identifiers) for v in values):
                 names.add(name)
         for name, entries in scope.unpacked.items():
-            if name not in names and any(df.refs(v, names) for v, _ in entries):
+            if name not in names and any(_refs(v, names, identifiers) for v, _ in entries):
                 names.add(name)
+        if len(names) == before:
+            break  # a fixed point: another round would add nothing
     return names
 
 
@@ -459,21 +481,22 @@ def _inner_calls(facts: Facts, scope: Scope, params: list[str], defs: dict[str, 
     candidates = [(site, callee) for site in sites if (callee := _callee(site, facts))]
     if not candidates:
         return []
-    local = _derived(scope, draws | df.backward_roots_of(scope.calls, set(scope.assigns)))
-    by_param = {p: _derived(scope, {p}) for p in params[:8] if p not in ("self", "cls")}
+    identifiers = facts.__dict__.setdefault("_identifiers", {})  # once per file: nodes live as long as facts
+    local = _derived(scope, draws | df.backward_roots_of(scope.calls, set(scope.assigns)), identifiers)
+    by_param = {p: _derived(scope, {p}, identifiers) for p in params[:8] if p not in ("self", "cls")}
     out = []
     for site, callee in candidates:
         specs = []
         for i, arg in enumerate(a for a in site.node.args if not a.star):
             key = arg.keyword.value if arg.keyword is not None else i
-            if df.refs(arg.value, local):
+            if _refs(arg.value, local, identifiers):
                 specs.append([key, "*"])
             else:
-                via = [p for p, names in by_param.items() if df.refs(arg.value, names)]
+                via = [p for p, names in by_param.items() if _refs(arg.value, names, identifiers)]
                 if via:
                     specs.append([key, via])
         if specs:
-            line = facts.position(site.node)[0].line
+            line = _line(facts, site.node)
             out.append([callee, line, specs, _local_def(callee, site.scope, defs)])
     return out
 
@@ -540,7 +563,7 @@ def _loop_pin(bl: df.BatchLoop, facts: Facts):
         return _pin_state(facts, src)
     if isinstance(src, df.ProjectLoader):
         return src.pin
-    inner, _ = df._unwrap(bl.loop.iter, facts, bl.loop.scope) if bl.loop.iter is not None else (None, False)
+    inner, _ = df.unwrap(bl.loop.iter, facts, bl.loop.scope) if bl.loop.iter is not None else (None, False)
     if isinstance(inner, cst.Name):
         found = bl.loop.scope.lookup(inner.value)
         if found is not None and found[0].kind == "function" and inner.value in found[0].params:
@@ -569,7 +592,7 @@ def _batch_args(facts: Facts, defs: dict[str, Scope]) -> list[list]:
     return out
 
 
-def summarize(facts: Facts) -> dict:
+def summarize(facts: Facts) -> FileFacts:
     defs = {scope.qualname: scope for scope in facts.functions}
     loaders = df.loader_calls(facts)
     wrappers = _loader_classes(facts, loaders) if loaders else {}
@@ -589,29 +612,28 @@ def summarize(facts: Facts) -> dict:
         for name, values in facts.module_scope.assigns.items():
             if any(isinstance(v, (cst.Call, cst.IfExp)) and _mentions_cuda(facts, v) for v in values):
                 cuda_names.append(name)
-    return {
-        "imports": _imports(facts),
-        "cuda": facts.uses_cuda,
-        "conv": _has_convolutions(facts),
-        "varying": varying_sizes(facts),
-        "cudnn": _chosen(facts),
-        "amp": bool(facts.idents & _PRECISION),
-        "entry": bool(df.batch_loops(facts) or df.step_loops(facts)),
-        "trains": bool(df.training_loops(facts)),
-        "main": facts.main_guard is not None,
-        "self_calls": {name: qual for site in facts.calls if (name := dotted(site.node.func) or "").startswith("self.")
-                       and (qual := _local_def(name, site.scope, defs))},
-        "cuda_names": cuda_names,
-        "defs": {qual: _def_facts(facts, scope, own.get(id(scope), []), wrappers, defs) for qual, scope in defs.items()},
-        "classes": [s.qualname for s in facts.scopes if s.kind == "class"],
-        "prefetchers": sorted(df.prefetchers(facts)),
-        "loader_classes": sorted(df.loader_classes(facts)),
-        "uses": sorted(uses),
-        "aliases": aliases,
-        "steps": _steps(facts, defs),
-        "maybe_steps": _maybe_steps(facts, defs),
-        "loader_args": _loader_args(facts),
-        "batch_args": _batch_args(facts, defs),
-        "arg_classes": _arg_classes(facts),
-    }
-
+    return FileFacts(
+        imports=_imports(facts),
+        cuda=facts.uses_cuda,
+        conv=has_convolutions(facts),
+        varying=varying_sizes(facts),
+        cudnn=chooses_algorithms(facts),
+        amp=bool(facts.idents & _PRECISION),
+        entry=bool(df.batch_loops(facts) or df.step_loops(facts)),
+        trains=bool(df.training_loops(facts)),
+        main=facts.main_guard is not None,
+        self_calls={name: qual for site in facts.calls if (name := dotted(site.node.func) or "").startswith("self.")
+                    and (qual := _local_def(name, site.scope, defs))},
+        cuda_names=cuda_names,
+        defs={qual: _def_facts(facts, scope, own.get(id(scope), []), wrappers, defs) for qual, scope in defs.items()},
+        classes=[s.qualname for s in facts.scopes if s.kind == "class"],
+        prefetchers=sorted(df.prefetchers(facts)),
+        loader_classes=sorted(df.loader_classes(facts)),
+        uses=sorted(uses),
+        aliases=aliases,
+        steps=_steps(facts, defs),
+        maybe_steps=_maybe_steps(facts, defs),
+        loader_args=_loader_args(facts),
+        batch_args=_batch_args(facts, defs),
+        arg_classes=_arg_classes(facts),
+    )

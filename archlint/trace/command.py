@@ -139,7 +139,8 @@ def trace_command(argv: list[str]) -> int:
         from archlint.code.lint import lint_paths
         from archlint.trace.link import link
 
-        code_findings, result.files_checked = lint_paths(args.code, settings)
+        code = lint_paths(args.code, settings)
+        code_findings, result.files_checked = code.diagnostics, code.files_checked
         result.diagnostics = link(result.diagnostics, code_findings) + code_findings
     result.gate = gate.evaluate(result, [], settings)  # --baseline / --save-baseline: the findings' fingerprints
     write_report(result, settings)

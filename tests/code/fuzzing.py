@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from archlint.cli import main
 from archlint.code.engine import lint_bytes
-from archlint.code.lint import PARALLEL_MIN_FILES
+from archlint.code.workers import PARALLEL_MIN_FILES
 
 SEEDS = [p.read_text(encoding="utf-8") for p in sorted((Path(__file__).parents[1] / "fixtures" / "code").glob("*.py"))]
 

@@ -18,7 +18,8 @@ FINDING = "import torch\nx = torch.zeros(3).cuda()\n"  # one AL402 on line 2
 
 def run(tmp_path, *paths, **kw):
     settings = Settings(root=tmp_path, cache=False, **kw)
-    diagnostics, n = lint.lint_paths([tmp_path / p for p in paths], settings)
+    run = lint.lint_paths([tmp_path / p for p in paths], settings)
+    diagnostics, n = run.diagnostics, run.files_checked
     return [(os.path.basename(d.file), d.line, d.code) for d in diagnostics], n
 
 
@@ -28,7 +29,7 @@ def test_syntax_error_is_one_diagnostic_and_others_still_linted(tmp_path):
     found, n = run(tmp_path, ".")
     assert n == 2
     assert found == [("broken.py", 3, "AL000"), ("good.py", 2, "AL402")]
-    diagnostics, _ = lint.lint_paths([tmp_path / "broken.py"], Settings(root=tmp_path, cache=False))
+    diagnostics = lint.lint_paths([tmp_path / "broken.py"], Settings(root=tmp_path, cache=False)).diagnostics
     assert diagnostics[0].message.startswith("syntax error: invalid syntax")
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 
-from archlint.code import engine, lint
+from archlint.code import cache as cache_files
+from archlint.code import engine, lint, workers
 from archlint.code.discover import discover
 from archlint.config import Settings
 
@@ -32,17 +33,17 @@ def test_cache_reuses_results_and_is_keyed_by_content(tmp_path, monkeypatch):
     (tmp_path / "a.py").write_text(FINDING)
     (tmp_path / "b.py").write_text("import torch\n")
     settings = Settings(root=tmp_path)
-    first, _ = lint.lint_paths([tmp_path], settings)
-    assert (tmp_path / ".archlint_cache" / lint.CACHE_FILE).is_file()
+    first = lint.lint_paths([tmp_path], settings).diagnostics
+    assert (tmp_path / ".archlint_cache" / cache_files.CODE_FILE).is_file()
 
     calls = []
     real = lint._work
     monkeypatch.setattr(lint, "_work", lambda item: calls.append(item[0]) or real(item))
-    second, _ = lint.lint_paths([tmp_path], settings)
+    second = lint.lint_paths([tmp_path], settings).diagnostics
     assert calls == [] and [d.to_dict() for d in second] == [d.to_dict() for d in first]
 
     (tmp_path / "b.py").write_text(FINDING + "y = 1\n")
-    third, _ = lint.lint_paths([tmp_path], settings)
+    third = lint.lint_paths([tmp_path], settings).diagnostics
     assert [os.path.basename(c) for c in calls] == ["b.py"]
     assert len(third) == 2
     lint.lint_paths([tmp_path], Settings(root=tmp_path, cache=False))
@@ -55,16 +56,16 @@ def test_cache_key_includes_version(tmp_path, monkeypatch):
     calls = []
     real = lint._work
     monkeypatch.setattr(lint, "_work", lambda item: calls.append(item[0]) or real(item))
-    monkeypatch.setattr(lint, "__version__", "9.9.9")
+    monkeypatch.setattr(cache_files, "__version__", "9.9.9")
     lint.lint_paths([tmp_path], Settings(root=tmp_path))
     assert len(calls) == 1
 
 
 def test_parallel_matches_serial(tmp_path):
-    for i in range(lint.PARALLEL_MIN_FILES + 2):
+    for i in range(workers.PARALLEL_MIN_FILES + 2):
         (tmp_path / f"f{i}.py").write_text(FINDING * (i % 3 + 1))
-    serial, _ = lint.lint_paths([tmp_path], Settings(root=tmp_path, cache=False, jobs=1))
-    parallel, _ = lint.lint_paths([tmp_path], Settings(root=tmp_path, cache=False, jobs=2))
+    serial = lint.lint_paths([tmp_path], Settings(root=tmp_path, cache=False, jobs=1)).diagnostics
+    parallel = lint.lint_paths([tmp_path], Settings(root=tmp_path, cache=False, jobs=2)).diagnostics
     assert [d.to_dict() for d in serial] == [d.to_dict() for d in parallel]
 
 
@@ -87,7 +88,7 @@ def test_select_ignore_and_per_file_ignores(tmp_path):
     (tmp_path / "a.py").write_text(FINDING + "opt.zero_grad(set_to_none=False)\n")
 
     def run(**kw):
-        found, _ = lint.lint_paths([tmp_path / "a.py"], Settings(root=tmp_path, cache=False, **kw))
+        found = lint.lint_paths([tmp_path / "a.py"], Settings(root=tmp_path, cache=False, **kw)).diagnostics
         return sorted(d.code for d in found)
 
     assert run() == ["AL402", "AL407"]
@@ -100,13 +101,13 @@ def test_select_ignore_and_per_file_ignores(tmp_path):
 def test_cache_is_json_and_survives_corruption(tmp_path, capsys):
     (tmp_path / "a.py").write_text(FINDING)
     settings = Settings(root=tmp_path)
-    first, _ = lint.lint_paths([tmp_path], settings)
-    path = tmp_path / ".archlint_cache" / lint.CACHE_FILE
+    first = lint.lint_paths([tmp_path], settings).diagnostics
+    path = tmp_path / ".archlint_cache" / cache_files.CODE_FILE
     import json
 
     data = json.loads(path.read_text())  # JSON: loading it can never run code
     assert len(data["entries"]) == 1
     path.write_text("{not json")
-    again, _ = lint.lint_paths([tmp_path], settings)
+    again = lint.lint_paths([tmp_path], settings).diagnostics
     assert [d.to_dict() for d in again] == [d.to_dict() for d in first]
     assert "ignoring unreadable cache" in capsys.readouterr().err

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from archlint.code import lint, project
+from archlint.code.discover import discover
 from archlint.config import Settings
 
 PROJECTS = Path(__file__).parents[1] / "fixtures" / "code" / "projects"
@@ -20,7 +21,7 @@ ALL = sorted(p for p in PROJECTS.iterdir() if (p / "expected.txt").is_file())
 
 
 def found(folder: Path, paths: list[Path] | None = None, cache: bool = False) -> set[str]:
-    diagnostics, _ = lint.lint_paths(paths or [folder], Settings(root=folder, cache=cache))
+    diagnostics = lint.lint_paths(paths or [folder], Settings(root=folder, cache=cache)).diagnostics
     return {f"{Path(os.path.relpath(d.file, folder)).as_posix()}:{d.line} {d.code}" for d in diagnostics}
 
 
@@ -59,11 +60,13 @@ def test_touching_one_file_re_extracts_only_that_file(tmp_path):
     trainer = folder / "src" / "seg" / "trainer.py"
     trainer.write_text(trainer.read_text().replace('log.info("step %d loss %.4f", step, loss.item())',
                                                    'log.info("step %d", step)'))
-    again = found(folder, cache=True)
-    assert lint.lint_files.extracted == 1
-    assert again == first - {"src/seg/trainer.py:25 AL401"}
-    assert found(folder, cache=True) == again and lint.lint_files.extracted == 0
-    assert project.refine.last["relinted"] == 0  # contexts unchanged: findings in context come from the cache
+    settings = Settings(root=folder)
+    linted = lint.lint_files(discover([folder]), settings, [folder])
+    assert linted.extracted == 1
+    assert found(folder, cache=True) == first - {"src/seg/trainer.py:25 AL401"}
+    linted = lint.lint_files(discover([folder]), settings, [folder])
+    assert linted.extracted == 0
+    assert linted.relinted == 0  # contexts unchanged: findings in context come from the cache
 
 
 def test_linted_project_code_is_never_executed(tmp_path):

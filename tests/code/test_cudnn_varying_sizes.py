@@ -63,8 +63,8 @@ def test_a_ctc_loss_in_another_module_counts_for_the_project(tmp_path: Path):
         "import torch\n\n\ndef criterion():\n    return torch.nn.CTCLoss(blank=0, zero_infinity=True)\n"
     )
     (tmp_path / "train.py").write_text("import data\n" + SCRIPT.replace("{IMPORT}", "").replace("{LOSS}", "nn.MSELoss()"))
-    diagnostics, _ = lint.lint_paths([tmp_path], Settings(root=tmp_path, cache=False))
+    diagnostics = lint.lint_paths([tmp_path], Settings(root=tmp_path, cache=False)).diagnostics
     assert [f"{os.path.basename(d.file)}:{d.line}" for d in diagnostics if d.code == "AL303"] == []
     (tmp_path / "data.py").write_text("import torch\n\n\ndef criterion():\n    return torch.nn.MSELoss()\n")
-    diagnostics, _ = lint.lint_paths([tmp_path], Settings(root=tmp_path, cache=False))
+    diagnostics = lint.lint_paths([tmp_path], Settings(root=tmp_path, cache=False)).diagnostics
     assert [os.path.basename(d.file) for d in diagnostics if d.code == "AL303"] == ["train.py"]

@@ -15,7 +15,6 @@ import pytest
 
 import archlint
 from archlint.code import cache as cache_files
-from archlint.code import project
 
 PACKAGE_ROOT = Path(archlint.__file__).resolve().parents[1]
 FINDING = "import torch\nx = torch.zeros(3).cuda()\n"
@@ -92,7 +91,7 @@ def test_corrupt_project_facts_are_evicted_and_extracted_again(tmp_path):
     (tmp_path / "train.py").write_text("import torch\nfrom helpers import make\n\nx = make().cuda()\n"
                                        "y = torch.zeros(3).cuda()\n")
     first = cli(".", "--output-format", "json", cwd=tmp_path, cache=True)
-    path = tmp_path / ".archlint_cache" / project.CACHE_FILE
+    path = tmp_path / ".archlint_cache" / cache_files.PROJECT_FILE
     entries = json.loads(path.read_text())["entries"]
     for key in entries["facts"]:
         entries["facts"][key] = {"defs": 5, "imports": "garbage"}  # signed: as a buggy version would write

@@ -54,7 +54,7 @@ def _lint(tmp_path: Path, build: str, call: str) -> set[str]:
     (tmp_path / "utils.py").write_text(UTILS)
     (tmp_path / "engine.py").write_text(ENGINE)
     (tmp_path / "main.py").write_text(MAIN.replace("{BUILD}", build).replace("{CALL}", call))
-    diagnostics, _ = lint.lint_paths([tmp_path], Settings(root=tmp_path, cache=False, select=["AL401"]))
+    diagnostics = lint.lint_paths([tmp_path], Settings(root=tmp_path, cache=False, select=["AL401"])).diagnostics
     return {f"{Path(os.path.relpath(d.file, tmp_path)).as_posix()}:{d.line}" for d in diagnostics}
 
 

@@ -57,7 +57,7 @@ def test_across_files(tmp_path):
     def al401(utils: str) -> list[int]:
         (tmp_path / "utils.py").write_text(utils)
         (tmp_path / "train.py").write_text(TRAIN.replace("{IMPORT}", "from utils import check_loss\n"))
-        diagnostics, _ = lint.lint_paths([tmp_path], Settings(root=tmp_path, cache=False, select=["AL401"]))
+        diagnostics = lint.lint_paths([tmp_path], Settings(root=tmp_path, cache=False, select=["AL401"])).diagnostics
         return sorted(d.line for d in diagnostics if Path(d.file).name == "train.py")
 
     assert al401("import torch\n\n\n" + CHECK_PLAIN) == [10]

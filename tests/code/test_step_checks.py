@@ -74,7 +74,7 @@ class Trainer:
 
 def _project_al401(tmp_path, text: str) -> list[int]:
     (tmp_path / "trainer.py").write_text(text)
-    diagnostics, _ = lint.lint_paths([tmp_path], Settings(root=tmp_path, cache=False, select=["AL401"]))
+    diagnostics = lint.lint_paths([tmp_path], Settings(root=tmp_path, cache=False, select=["AL401"])).diagnostics
     return [d.line for d in diagnostics]
 
 

@@ -63,7 +63,7 @@ def main(model, data_loader):
 def _lint(tmp_path: Path, read: str) -> set[str]:
     (tmp_path / "train_loop.py").write_text(TRAIN_LOOP.replace("{READ}", read))
     (tmp_path / "train_net.py").write_text(TRAIN_NET)
-    diagnostics, _ = lint.lint_paths([tmp_path], Settings(root=tmp_path, cache=False, select=["AL401", "AL403"]))
+    diagnostics = lint.lint_paths([tmp_path], Settings(root=tmp_path, cache=False, select=["AL401", "AL403"])).diagnostics
     return {f"{Path(os.path.relpath(d.file, tmp_path)).as_posix()}:{d.line} {d.code}" for d in diagnostics}
 
 
@@ -94,5 +94,5 @@ def main(model, loader, optimizer):
         train_one_epoch(model, loader, optimizer)
 '''
     (tmp_path / "train.py").write_text(text)
-    diagnostics, _ = lint.lint_paths([tmp_path], Settings(root=tmp_path, cache=False, select=["AL403"]))
+    diagnostics = lint.lint_paths([tmp_path], Settings(root=tmp_path, cache=False, select=["AL403"])).diagnostics
     assert [d.line for d in diagnostics] == [5]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from archlint.code.checks import Finding
-from archlint.code.checks.dataset_decode import _is_dataset
+from archlint.code.checks._datasets import is_dataset
 from archlint.code.facts import Facts
 from archlint.code.names import dotted
 
@@ -54,7 +54,7 @@ def check(facts: Facts):
             if opener is not None:
                 entry["opens"].append((site, opener))
     for entry in by_class.values():
-        if entry["lists"] and entry["opens"] and _is_dataset(facts, entry["cls"]):
+        if entry["lists"] and entry["opens"] and is_dataset(facts, entry["cls"]):
             site, opener = entry["opens"][0]
             yield Finding(
                 "AL312",
