@@ -233,7 +233,7 @@ def share_names(op: dict, tensor: bool) -> tuple[str, str]:
     """(the compute share, the memory share) an op reaches on a GPU (archlint.devices.achieved)."""
     kind = op["kind"]
     compute = ("attention" if kind == "attention" else "tensor-gemm") if tensor else "cuda-core"
-    if tensor or kind in GEMM_KINDS:
+    if tensor or kind in ("linear", "matmul", "attention"):
         memory = "stream"
     elif kind in ("pool", "reduction", "conv", "upsample"):
         memory = "window"  # sliding windows and reductions; a conv off the tensor cores is depthwise/narrow
