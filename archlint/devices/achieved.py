@@ -31,9 +31,8 @@ SHARES = {
     for s in (
         Share(
             "tensor-gemm", 0.79, 0.75, 0.83,
-            f"{_TRACE}: cuDNN TF32 implicit-GEMM convs conv3-conv5 reach 110, 101, 97 TFLOP/s of 156 "
-            "= 70%, 65%, 62% of peak; divided by their tile/wave efficiency (0.94, 0.78, 0.78) "
-            "75%, 83%, 79% of what their tiles allow",
+            f"{_TRACE}: cuDNN TF32 implicit-GEMM convs conv3-conv5 (6 kernels) reach 62-70% of the "
+            "156 TFLOP/s peak; divided by their tile/wave efficiency (0.94, 0.78, 0.78): 75-83%, mean 79%",
         ),
         Share(
             "attention", 0.615, 0.50, 0.73,
@@ -42,22 +41,22 @@ SHARES = {
         ),
         Share(
             "cuda-core", 0.89, 0.55, 0.89,
-            f"{_TRACE}: cuDNN fp32 conv1 (scudnn 128x64) 17.4 TFLOP/s of 19.5 = 89%; "
-            "cuBLAS fp32 SGEMMs of the classifier (m = 128) 55-60%",
+            f"{_TRACE}: cuDNN fp32 conv1 (scudnn 128x64) 89% of the 19.5 TFLOP/s peak; "
+            "cuBLAS fp32 SGEMMs of the classifier (m = 128, 6 kernels) 55-61%",
         ),
         Share(
-            "stream", 0.86, 0.84, 0.88,
-            f"{_TRACE}: in-place ReLU (clamp, vectorized element-wise kernel) over tensors larger than "
-            "L2 moves 1.37, 1.35, 1.30 TB/s of 1.555 = 88%, 87%, 84% of DRAM bandwidth",
+            "stream", 0.86, 0.84, 0.89,
+            f"{_TRACE}: in-place ReLU (clamp, vectorized element-wise kernel) after conv1-conv3, tensors "
+            "not held in L2, 6 kernels: 84-89% of DRAM bandwidth, mean 86%",
         ),
         Share(
-            "broadcast", 0.66, 0.64, 0.68,
-            f"{_TRACE}: bias add (element-wise kernel with a broadcast operand) moves 1.06, 1.05, 0.99 "
-            "TB/s = 68%, 68%, 64% of DRAM bandwidth",
+            "broadcast", 0.66, 0.63, 0.68,
+            f"{_TRACE}: conv bias add (element-wise kernel with a broadcast operand), 10 kernels: "
+            "63-68% of DRAM bandwidth, mean 66%",
         ),
         Share(
-            "window", 0.47, 0.46, 0.48,
-            f"{_TRACE}: max-pool 3x3/2 (NCHW) moves 0.75 and 0.72 TB/s = 48%, 46% of DRAM bandwidth; "
+            "window", 0.47, 0.46, 0.49,
+            f"{_TRACE}: max-pool 3x3/2 (NCHW), 4 kernels: 46-49% of DRAM bandwidth, mean 47%; "
             "used for every sliding-window op on the CUDA cores (pools, depthwise convs)",
         ),
     )
