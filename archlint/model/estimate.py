@@ -420,6 +420,11 @@ def estimate_graph(graph: nx.DiGraph, spec: DeviceSpec, terms: frozenset[str] | 
     }
     if measured:
         out["range_ms"] = [fast_ms, slow_ms]
+        widest = sorted(spread.items(), key=lambda kv: -kv[1])[:3]
+        out["assumptions"].append(
+            f"range {fast_ms:.3f}–{slow_ms:.3f} ms (every measured share at its highest, then its lowest); widest: "
+            + ", ".join(f"{n} {ms / (slow_ms - fast_ms):.0%}" for n, ms in widest if slow_ms > fast_ms)
+        )
         out["range_terms"] = [
             {"term": n, "ms": ms, "share": SHARES[n].value, "low": SHARES[n].low, "high": SHARES[n].high, "source": SHARES[n].source}
             for n, ms in sorted(spread.items(), key=lambda kv: -kv[1])
