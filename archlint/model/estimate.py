@@ -62,8 +62,8 @@ class OpEstimate:
     share: str | None = None  # the achieved-share term that binds this op (None: roofline only)
     cast_bytes: int = 0  # autocast's casts around this op (read + write)
 
-    def to_dict(self) -> dict:
-        out = {
+    def to_dict(self) -> dict:  # the per-layer JSON keeps its keys; shares and casts are in the model's estimate
+        return {
             "compute_ms": self.compute_ms,
             "memory_ms": self.memory_ms,
             "overhead_ms": self.overhead_ms,
@@ -72,11 +72,6 @@ class OpEstimate:
             "cache_bytes_saved": self.cache_bytes_saved,
             "layout_bytes": self.layout_bytes,
         }
-        if self.share is not None:
-            out["share"] = self.share
-        if self.cast_bytes:
-            out["cast_bytes"] = self.cast_bytes
-        return out
 
 
 # ---- the GEMM view of an op -------------------------------------------------------------------
