@@ -4,8 +4,10 @@ Each table in benchmarks/eval_data/published/ is timm's own inference benchmark 
 eager, the batch size and image size in the row; see the README there). For each sampled row the
 timm model is built on meta in float16 at the table's batch and image size, captured and costed
 once (cached as a pickled graph in $ARCHLINT_BENCH_CACHE), then estimated with the table's
-device spec twice: the roofline alone (`terms=estimate.ROOFLINE_ONLY`: the estimate as it was
-before the calibrated terms) and the full estimate. Printed per table: Spearman ρ between
+device spec three times: the roofline alone (`terms=estimate.ROOFLINE_ONLY`: the estimate as it
+was before the measured terms), the measured terms on the float16 model (what
+`archlint --dtype float16 --device-spec` gives) and those terms with torch.autocast's dtype flow
+(`autocast=True`: how the tables were measured). Printed per table: Spearman ρ between
 estimated and published throughput, the median of |estimated / published − 1|, the share of
 rows within 2×, and beside them the ρ of FLOPs alone (1 / FLOPs against throughput).
 
@@ -129,8 +131,9 @@ def evaluate(rows: list[dict], spec_name: str, per_model: bool) -> list[dict]:
             continue
         flops = sum(int(op.get("flops", 0)) for _, op in opgraph.ops(graph))
         before = estimate.estimate_graph(graph, spec, terms=estimate.ROOFLINE_ONLY)
+        half = estimate.estimate_graph(graph, spec)  # what `--dtype float16 --device-spec` gives
         after = estimate.estimate_graph(graph, spec, autocast=True)  # the tables run under torch.autocast
-        r = {**row, "flops": flops,
+        r = {**row, "flops": flops, "half": row["batch"] / half["latency_ms"] * 1e3,
              "before": row["batch"] / before["latency_ms"] * 1e3, "after": row["batch"] / after["latency_ms"] * 1e3,
              "range": [row["batch"] / ms * 1e3 for ms in reversed(after.get("range_ms", [after["latency_ms"]] * 2))],
              "families": family_ms(graph)}
@@ -186,6 +189,7 @@ def run_published(args) -> int:
             print(f"\n{table.stem} ({spec}), {which} sample, {len(rows)} models")
             print(f"  FLOPs alone:  ρ {flops_rho:.3f}")
             print(f"  before:       {scores(rows, 'before')}")
-            print(f"  after:        {scores(rows, 'after')}")
+            print(f"  after, fp16:  {scores(rows, 'half')}   (the measured terms on the model in float16)")
+            print(f"  after:        {scores(rows, 'after')}   (and torch.autocast's dtypes, as the tables ran)")
             print(f"  published inside the estimate's range: {inside:.0%}", flush=True)
     return 0
