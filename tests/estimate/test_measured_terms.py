@@ -55,13 +55,19 @@ def test_memory_bound_ops_by_family():
         assert est.memory_ms == pytest.approx(roof.memory_ms / SHARES[name].value) and est.share == name
 
 
-def test_layout_input_only_counts_input_and_weight():
+def test_layout_kernels_transpose_input_and_weight_before_the_conv():
     op = conv_op(n=64, cin=512, cout=256, hw=14, k=3)
     both = layout_bytes(op, True, GPU)
     inp = layout_bytes(op, True, GPU, input_only=True)
     assert both == 2 * (64 * 512 * 14 * 14 + 64 * 256 * 14 * 14) * 2
     assert inp == 2 * (64 * 512 * 14 * 14 + 256 * 512 * 9) * 2
     assert layout_bytes(op, False, GPU, input_only=True) == 0  # CUDA-core convs read NCHW as it is
+    # compute-bound conv: the transposes do not hide under its compute, they run before it
+    est = estimate_op(op, GPU, "float16", terms=frozenset({"layout-kernels"}))
+    assert est.bound == "compute"
+    assert est.ms == pytest.approx(est.compute_ms + inp / 1e12 * 1e3)
+    roof = estimate_op(op, GPU, "float16", terms=ROOFLINE_ONLY)
+    assert roof.ms == pytest.approx(roof.compute_ms)  # before: hidden under the compute
 
 
 def _chain(*ops):
@@ -113,4 +119,4 @@ def test_roofline_only_is_the_estimate_before_the_terms():
     before = estimate_graph(g, GPU, terms=ROOFLINE_ONLY)
     assert "range_ms" not in before and "range_terms" not in before
     assert before["latency_ms"] == pytest.approx(estimate_op(op, GPU, "float16", terms=ROOFLINE_ONLY).ms)
-    assert ALL_TERMS == {"achieved-share", "layout-input-only"}
+    assert ALL_TERMS == {"achieved-share", "layout-kernels"}
