@@ -23,9 +23,23 @@ below with its own test:
     op time = combine(overhead, max(2·FLOPs / (peak(unit) · tile_efficiency),
                                    (MAC bytes − cache-resident bytes + layout bytes) / bandwidth))
 
+That is the roofline alone (`terms=ROOFLINE_ONLY`). By default (ALL_TERMS) two measured terms
+refine it on a GPU, and `autocast=True` models torch.autocast's dtypes:
+
+    achieved-share  each roof times the share real kernels of the op's family reach
+                    (archlint.devices.achieved: tensor-core GEMM/conv, fused attention, CUDA-core
+                    compute; DRAM streams, broadcasts, sliding windows), measured in a real A100
+                    trace or published kernel benchmarks; their spread gives the estimate's range
+                    (`range_ms`) and the terms that widen it most (`range_terms`).
+    layout-kernels  cuDNN transposes a tensor-core conv's input and weight to NHWC in kernels
+                    of their own before it and writes NCHW itself (the trace): those bytes add to
+                    the conv's time instead of hiding under its compute.
+    autocast        autocast_flow: float32 inputs and weights cast for each GEMM, norms and
+                    softmax in float32, float32 parameters widening element-wise ops.
+
 FLOPs are multiply-adds; roofline math uses 2 × FLOPs. End to end = the sum of the ops: eager
 execution, one kernel per op, no fusion, no torch.compile, no CUDA graphs. No fitted factors:
-every number comes from the spec.
+every number comes from the spec or a named measurement.
 """
 
 from __future__ import annotations
