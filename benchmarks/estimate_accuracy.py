@@ -11,6 +11,11 @@ row (--out), so a run cut short still leaves its figures; --resume skips rows al
     python benchmarks/estimate_accuracy.py [--batches 1,8] [--models a,b] [--limit N]
         [--threads 1] [--warmup 3] [--repeat 10] [--spec FILE] [--out FILE]
     python benchmarks/estimate_accuracy.py --overhead     what --device-spec adds to resnet50's analysis
+    python benchmarks/estimate_accuracy.py --published [--sample tune|heldout|both] [--tables GLOB]
+        timm's published GPU throughput tables (benchmarks/eval_data/published/): per table,
+        Spearman ρ, median error and share within 2× of the estimate, before (the roofline alone)
+        and after (with the calibrated terms), beside FLOPs alone. Captures are cached in
+        $ARCHLINT_BENCH_CACHE (default /tmp/archlint-published) so a second run only estimates.
 
 CPU timings depend on what else the machine runs: the load average is printed with each row.
 """
@@ -149,7 +154,15 @@ def main() -> int:
     p.add_argument("--out", type=Path, default=Path("estimate_accuracy.json"))
     p.add_argument("--resume", action="store_true", help="keep the rows already in --out")
     p.add_argument("--overhead", action="store_true", help="only time what --device-spec adds to resnet50's analysis")
+    p.add_argument("--published", action="store_true", help="compare against timm's published GPU tables")
+    p.add_argument("--sample", choices=("tune", "heldout", "both"), default="both")
+    p.add_argument("--tables", default="*.csv", help="glob of published tables (benchmarks/eval_data/published/)")
+    p.add_argument("--per-model", action="store_true", help="print each model's estimate against the table")
     args = p.parse_args()
+    if args.published:
+        from published_accuracy import run_published  # beside this file
+
+        return run_published(args)
 
     import torch
 

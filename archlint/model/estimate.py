@@ -23,9 +23,23 @@ below with its own test:
     op time = combine(overhead, max(2·FLOPs / (peak(unit) · tile_efficiency),
                                    (MAC bytes − cache-resident bytes + layout bytes) / bandwidth))
 
+That is the roofline alone (`terms=ROOFLINE_ONLY`). By default (ALL_TERMS) two measured terms
+refine it on a GPU, and `autocast=True` models torch.autocast's dtypes:
+
+    achieved-share  each roof times the share real kernels of the op's family reach
+                    (archlint.devices.achieved: tensor-core GEMM/conv, fused attention, CUDA-core
+                    compute; DRAM streams, broadcasts, sliding windows), measured in a real A100
+                    trace or published kernel benchmarks; their spread gives the estimate's range
+                    (`range_ms`) and the terms that widen it most (`range_terms`).
+    layout-kernels  cuDNN transposes a tensor-core conv's input and weight to NHWC in kernels
+                    of their own before it and writes NCHW itself (the trace): those bytes add to
+                    the conv's time instead of hiding under its compute.
+    autocast        autocast_flow: float32 inputs and weights cast for each GEMM, norms and
+                    softmax in float32, float32 parameters widening element-wise ops.
+
 FLOPs are multiply-adds; roofline math uses 2 × FLOPs. End to end = the sum of the ops: eager
 execution, one kernel per op, no fusion, no torch.compile, no CUDA graphs. No fitted factors:
-every number comes from the spec.
+every number comes from the spec or a named measurement.
 """
 
 from __future__ import annotations
@@ -37,6 +51,7 @@ from dataclasses import dataclass
 import networkx as nx
 
 from archlint.devices import DeviceSpec
+from archlint.devices.achieved import SHARES, Share
 from archlint.model import opgraph
 
 GEMM_KINDS = frozenset({"conv", "linear", "matmul", "attention"})
@@ -58,8 +73,10 @@ class OpEstimate:
     tile_efficiency: float
     cache_bytes_saved: int
     layout_bytes: int = 0
+    share: str | None = None  # the achieved-share term that binds this op (None: roofline only)
+    cast_bytes: int = 0  # autocast's casts around this op (read + write)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict:  # the per-layer JSON keeps its keys; shares and casts are in the model's estimate
         return {
             "compute_ms": self.compute_ms,
             "memory_ms": self.memory_ms,
@@ -193,16 +210,47 @@ def cache_resident(op_bytes_in: int, producer_out_bytes: int | None, cache_bytes
     return min(op_bytes_in, producer_out_bytes)
 
 
-def layout_bytes(op: dict, tensor: bool, spec: DeviceSpec) -> int:
+def layout_bytes(op: dict, tensor: bool, spec: DeviceSpec, input_only: bool = False) -> int:
     """Extra DRAM bytes of the NCHW ↔ NHWC transposes around a tensor-core conv on a GPU: the
-    input activation read and written once more, and the output likewise."""
+    input activation read and written once more, and the output likewise. `input_only` (the
+    term "layout-kernels"): what a real trace shows instead: cuDNN transposes the input and
+    the weight (nchwToNhwcKernel, kernels of their own) and its implicit-GEMM kernel writes NCHW
+    itself (`..._nhwckrsc_nchw` kernels; A100 AlexNet trace, conv3-conv5)."""
     if spec.kind != "gpu" or not tensor or op["kind"] != "conv":
         return 0
     ins, outs = op.get("in_shapes") or [], op.get("out_shapes") or []
     if not ins or len(ins[0]) < 4:
         return 0
     itemsize = int(op.get("itemsize", 2))
+    if input_only:
+        weight = (op.get("param_shapes") or {}).get("weight") or ()
+        return 2 * (_prod(ins[0]) + (_prod(weight) if weight else 0)) * itemsize
     return 2 * (_prod(ins[0]) + sum(_prod(o) for o in outs)) * itemsize
+
+
+def broadcasts(op: dict) -> bool:
+    """An element-wise op with an operand of another size than its output (a bias, a per-channel
+    scale, a gate): PyTorch runs it in the non-vectorized element-wise kernel."""
+    outs = op.get("out_shapes") or []
+    if not outs or not outs[0]:
+        return False
+    n = _prod(outs[0])
+    return bool(op.get("param_shapes")) or any(_prod(i) != n for i in (op.get("in_shapes") or []) if i)
+
+
+def share_names(op: dict, tensor: bool) -> tuple[str, str]:
+    """(the compute share, the memory share) an op reaches on a GPU (archlint.devices.achieved)."""
+    kind = op["kind"]
+    compute = ("attention" if kind == "attention" else "tensor-gemm") if tensor else "cuda-core"
+    if tensor or kind in ("linear", "matmul", "attention"):
+        memory = "stream"
+    elif kind in ("pool", "reduction", "conv", "upsample"):
+        memory = "window"  # sliding windows and reductions; a conv off the tensor cores is depthwise/narrow
+    elif kind == "norm" or broadcasts(op):
+        memory = "broadcast"
+    else:
+        memory = "stream"
+    return compute, memory
 
 
 def combine(kernel_s: float, overhead_s: float, asynchronous: bool) -> float:
@@ -214,7 +262,14 @@ def combine(kernel_s: float, overhead_s: float, asynchronous: bool) -> float:
 # ---- one op, a whole graph ---------------------------------------------------------------------
 
 
-def estimate_op(op: dict, spec: DeviceSpec, dtype: str, resident_bytes: int = 0) -> OpEstimate:
+def estimate_op(
+    op: dict, spec: DeviceSpec, dtype: str, resident_bytes: int = 0, terms: frozenset[str] | None = None,
+    shares: dict[str, float] | None = None, amp: tuple[float, int] = (1.0, 0),
+) -> OpEstimate:
+    """One op's estimate. `terms` (default ALL_TERMS) names the refinements on; `shares` overrides
+    the achieved shares (name → share; the range is computed with their low and high ends);
+    `amp` is autocast's (byte factor, cast bytes) for this op (autocast_flow)."""
+    terms = ALL_TERMS if terms is None else terms
     kind = op["kind"]
     flops, mac = int(op.get("flops", 0)), int(op.get("mac_bytes", 0))
     unit, tensor = unit_for(op, dtype, spec)
@@ -227,18 +282,34 @@ def estimate_op(op: dict, spec: DeviceSpec, dtype: str, resident_bytes: int = 0)
         g = gemm_of(op)
         if g is not None:
             efficiency = tile_efficiency(g, attention_tile(g, spec.tile) if kind == "attention" else spec.tile, spec.sms)
-    compute_s = 2 * flops / (spec.peaks[unit] * efficiency)
-    extra = layout_bytes(op, tensor, spec)
-    dram = max(0, mac - resident_bytes) + extra
-    memory_s = dram / spec.bandwidth
-    kernel = max(compute_s, memory_s)
+    achieved = "achieved-share" in terms and spec.kind == "gpu"
+    compute_name, memory_name = share_names(op, tensor)
+    compute_share = share_of(compute_name, shares) if achieved else 1.0
+    memory_share = share_of(memory_name, shares) if achieved else 1.0
+    compute_s = 2 * flops / (spec.peaks[unit] * efficiency * compute_share)
+    kernels = "layout-kernels" in terms
+    extra = layout_bytes(op, tensor, spec, input_only=kernels)
+    factor, cast = amp
+    dram = max(0, int(mac * factor) - resident_bytes)
+    # "layout-kernels": cuDNN's transposes are kernels of their own (nchwToNhwcKernel in the trace),
+    # run before the conv: their time adds to it instead of hiding under its compute
+    body = dram if kernels else dram + extra
+    memory_s = body / (spec.bandwidth * memory_share)
+    stream = spec.bandwidth * (share_of("stream", shares) if achieved else 1.0)
+    kernel = max(compute_s, memory_s) + ((extra if kernels else 0) + cast) / stream
+    memory_s = (dram + extra) / (spec.bandwidth * memory_share)  # reported: the op's bytes, transposes included
     total = combine(kernel, spec.overhead_s, spec.kind == "gpu")
     bound = "overhead" if spec.overhead_s >= kernel else ("compute" if compute_s >= memory_s else "memory")
     return OpEstimate(
         ms=total * 1e3, bound=bound, compute_ms=compute_s * 1e3, memory_ms=memory_s * 1e3,
         overhead_ms=spec.overhead_s * 1e3, unit=unit, tile_efficiency=efficiency,
         cache_bytes_saved=min(mac, resident_bytes), layout_bytes=extra,
+        share=(compute_name if compute_s >= memory_s else memory_name) if achieved else None, cast_bytes=cast,
     )
+
+
+def share_of(name: str, shares: dict[str, float] | None) -> float:
+    return shares[name] if shares and name in shares else SHARES[name].value
 
 
 def _source_kernel(graph: nx.DiGraph, name: str) -> str:
@@ -252,18 +323,96 @@ def _source_kernel(graph: nx.DiGraph, name: str) -> str:
     return name
 
 
-def estimate_graph(graph: nx.DiGraph, spec: DeviceSpec) -> dict:
+ROOFLINE_ONLY: frozenset[str] = frozenset()  # the estimate before the measured terms (benchmarks compare)
+ALL_TERMS = frozenset({"achieved-share", "layout-kernels"})
+
+# torch.autocast on CUDA runs these in float32 whatever their inputs ("CUDA Ops that can autocast to
+# float32", PyTorch's Automatic Mixed Precision reference); keys as the capture names them.
+AUTOCAST_FP32 = frozenset(
+    "layer_norm LayerNorm group_norm GroupNorm softmax Softmax log_softmax LogSoftmax softmin Softmin "
+    "sum prod cumsum cumprod exp expm1 log log1p log2 log10 pow rsqrt reciprocal softplus Softplus "
+    "norm normalize cosine_similarity cdist dist acos asin cosh sinh tan erfinv".split()
+)
+
+
+def op_family(op: dict) -> str:
+    """The family an op's time is reported under (what the calibrated terms are named after)."""
+    kind = op["kind"]
+    if kind == "conv":
+        groups = int(op.get("attrs", {}).get("groups", 1) or 1)
+        return "conv" if groups == 1 else "grouped-conv"
+    if kind in ("linear", "matmul", "attention"):
+        return kind
+    if kind in _NO_KERNEL:
+        return "view"
+    return kind
+
+
+def autocast_flow(graph: nx.DiGraph) -> dict[str, tuple[float, int]]:
+    """The graph (captured in 16 bits) run as a float32 model under torch.autocast: per op, the
+    factor on its memory bytes and the bytes of autocast's casts. Inputs and parameters are
+    float32; GEMM-like ops run in 16 bits after casting their float32 inputs and their weights
+    (every pass: read 4 + write 2 bytes an element); AUTOCAST_FP32 ops cast 16-bit inputs up
+    (read 2 + write 4) and write float32; other ops take the widest of their inputs, and a
+    float32 parameter (a position embedding, a layer scale) widens an element-wise op to float32."""
+    width: dict[str, int] = {}
+    out: dict[str, tuple[float, int]] = {}
+    for name in nx.topological_sort(graph):
+        op = graph.nodes[name]
+        kind = op["kind"]
+        if kind == "input":
+            width[name] = 4
+            continue
+        widest = max((width.get(p, 2) for p in graph.predecessors(name)), default=2)
+        ins = sum(_prod(s) for s in op.get("in_shapes") or [] if s)
+        if kind in GEMM_KINDS or kind == "recurrent":
+            weights = sum(_prod(s) for s in (op.get("param_shapes") or {}).values() if s)
+            out[name], width[name] = (1.0, 6 * ((ins if widest == 4 else 0) + weights)), 2
+            continue
+        if op.get("key") in AUTOCAST_FP32:
+            wide = 4
+            cast = 6 * ins if widest == 2 else 0
+        else:
+            wide = 4 if kind == "elementwise" and op.get("param_shapes") else widest
+            cast = 0
+        width[name] = wide
+        mac, in_b, out_b = int(op.get("mac_bytes", 0)), int(op.get("in_bytes", 0)), int(op.get("out_bytes", 0))
+        if mac > 0:
+            rest = max(0, mac - in_b - out_b)
+            out[name] = ((in_b * max(widest, wide if cast else widest) / 2 + out_b * wide / 2 + rest) / mac, cast)
+        elif cast:
+            out[name] = (1.0, cast)
+    return out
+
+
+def estimate_graph(graph: nx.DiGraph, spec: DeviceSpec, terms: frozenset[str] | None = None, autocast: bool = False) -> dict:
     """Set `estimated_ms`, `estimate_bound` and `estimate_terms` on every op; return the model's
-    estimate (the JSON `models[].estimate`)."""
+    estimate (the JSON `models[].estimate`). `terms`: the refinements on (default ALL_TERMS;
+    ROOFLINE_ONLY is the estimate before them). `autocast`: the 16-bit graph runs as a float32
+    model under torch.autocast (autocast_flow) rather than converted to 16 bits."""
+    terms = ALL_TERMS if terms is None else terms
     dtype = graph.graph.get("dtype", "float32")
-    total_ms, last_kernel, bounds, unknown = 0.0, None, {"compute": 0.0, "memory": 0.0, "overhead": 0.0}, 0
+    flow = autocast_flow(graph) if autocast else {}
+    measured = "achieved-share" in terms and spec.kind == "gpu"
+    low = {n: s.low for n, s in SHARES.items()}
+    high = {n: s.high for n, s in SHARES.items()}
+    total_ms, slow_ms, fast_ms, last_kernel, unknown = 0.0, 0.0, 0.0, None, 0
+    bounds = {"compute": 0.0, "memory": 0.0, "overhead": 0.0}
+    spread: dict[str, float] = {}
     for name, op in opgraph.ops(graph):
         resident = 0
         if last_kernel is not None and op["kind"] not in _NO_KERNEL:
             readers = {_source_kernel(graph, p) for p in graph.predecessors(name)}
             if last_kernel in readers:
                 resident = cache_resident(int(op.get("in_bytes", 0)), int(graph.nodes[last_kernel].get("out_bytes", 0)), spec.cache_bytes)
-        est = estimate_op(op, spec, dtype, resident)
+        amp = flow.get(name, (1.0, 0))
+        est = estimate_op(op, spec, dtype, resident, terms, amp=amp)
+        if measured:  # the range: every share at its lowest, then at its highest measurement
+            slow = estimate_op(op, spec, dtype, resident, terms, low, amp).ms
+            fast = estimate_op(op, spec, dtype, resident, terms, high, amp).ms
+            slow_ms, fast_ms = slow_ms + slow, fast_ms + fast
+            if est.share is not None and slow > fast:
+                spread[est.share] = spread.get(est.share, 0.0) + slow - fast
         if not op.get("known", True):
             unknown += 1
         op["estimated_ms"], op["estimate_bound"], op["estimate_terms"] = est.ms, est.bound, est.to_dict()
@@ -271,18 +420,33 @@ def estimate_graph(graph: nx.DiGraph, spec: DeviceSpec) -> dict:
         bounds[est.bound] += est.ms
         if op["kind"] not in _NO_KERNEL and int(op.get("mac_bytes", 0)) > 0:
             last_kernel = name
-    return {
+    out = {
         "device_spec": spec.name,
         "latency_ms": total_ms,
         "method": (
             f"static estimate for {spec.name} ({spec.description}) from its spec sheet: per op "
             "max(2·FLOPs / peak of the unit it can use × tile/wave efficiency, DRAM bytes / bandwidth), "
+            + ("each roof times the share real kernels of its family reach (measured, see assumptions); " if measured else "")
             + ("max with the launch overhead (asynchronous launch)" if spec.kind == "gpu" else "plus the per-op framework overhead")
             + "; end to end = sum of ops (eager execution, one kernel per op)"
         ),
-        "assumptions": assumptions(spec, dtype, graph, unknown, bounds, total_ms),
+        "assumptions": assumptions(spec, dtype, graph, unknown, bounds, total_ms, terms, autocast),
         "roofs": roofs(spec, dtype),
     }
+    if measured:
+        out["range_ms"] = [fast_ms, slow_ms]
+        widest = sorted(spread.items(), key=lambda kv: -kv[1])[:3]
+        out["assumptions"].append(
+            f"range {fast_ms:.3f}–{slow_ms:.3f} ms (every measured share at its highest, then its lowest); widest: "
+            + ", ".join(f"{n} {ms / (slow_ms - fast_ms):.0%}" for n, ms in widest if slow_ms > fast_ms)
+        )
+        out["range_terms"] = [
+            {"term": n, "ms": ms, "share": SHARES[n].value, "low": SHARES[n].low, "high": SHARES[n].high, "source": SHARES[n].source}
+            for n, ms in sorted(spread.items(), key=lambda kv: -kv[1])
+        ]
+    if autocast:
+        out["precision"] = f"torch.autocast: {dtype} GEMMs, float32 inputs, weights and autocast's float32 ops"
+    return out
 
 
 def roofs(spec: DeviceSpec, dtype: str) -> dict:
@@ -293,7 +457,10 @@ def roofs(spec: DeviceSpec, dtype: str) -> dict:
     return {"unit": unit, "peak_flops_per_s": spec.peaks[unit], "bandwidth_bytes_per_s": spec.bandwidth}
 
 
-def assumptions(spec: DeviceSpec, dtype: str, graph: nx.DiGraph, unknown: int, bounds: dict, total_ms: float) -> list[str]:
+def assumptions(
+    spec: DeviceSpec, dtype: str, graph: nx.DiGraph, unknown: int, bounds: dict, total_ms: float,
+    terms: frozenset[str] = ALL_TERMS, autocast: bool = False,
+) -> list[str]:
     out = [
         "an estimate, not a measurement: datasheet peaks (dense, no sparsity) and peak DRAM bandwidth; "
         "real kernels reach less of both, so real time is usually higher",
@@ -304,7 +471,8 @@ def assumptions(spec: DeviceSpec, dtype: str, graph: nx.DiGraph, unknown: int, b
         out += [
             f"GEMM-like ops on tensor cores in {tile_note(spec)}; fp32 convs use TF32 (cuDNN default), fp32 matmuls "
             "do not (torch default); depthwise/narrow grouped convs, norms, reductions and element-wise ops use CUDA cores",
-            "activations in NCHW (torch's default memory format): a tensor-core conv pays cuDNN's NCHW↔NHWC transposes of its input and output",
+            "activations in NCHW (torch's default memory format): a tensor-core conv pays cuDNN's NCHW→NHWC transposes of "
+            + ("its input and weight, kernels of their own before it (its kernel writes NCHW)" if "layout-kernels" in terms else "its input and output"),
             f"an op's input written by the op just before it is read from L2 when it fits in half of {spec.cache_bytes / 2**20:.0f} MiB",
             f"launch overhead {spec.overhead_s * 1e6:.1f} µs per kernel, hidden under longer kernels (asynchronous launch); views launch nothing",
         ]
@@ -314,6 +482,16 @@ def assumptions(spec: DeviceSpec, dtype: str, graph: nx.DiGraph, unknown: int, b
             f"an op's input written by the op just before it is read from cache when it fits in half of {spec.cache_bytes / 2**20:.0f} MiB",
             f"{spec.overhead_s * 1e6:.1f} µs of framework overhead per op (views included), added to each op",
         ]
+    if spec.kind == "gpu" and "achieved-share" in terms:
+        out.append(
+            "kernels reach a measured share of each roof: "
+            + ", ".join(f"{s.name} {s.value:.0%} ({s.low:.0%}-{s.high:.0%})" for s in SHARES.values())
+            + "; measured on an A100 (kernel times of a real trace) and FlashAttention-2's published figures, "
+            "taken to hold on this GPU; the range is every share at its lowest and at its highest measurement"
+        )
+    if autocast:
+        out.append("torch.autocast: float32 inputs and parameters; GEMMs cast their float32 inputs and weights to 16 bits each pass; "
+                   "norms, softmax and the other float32-listed ops run in float32, and float32 parameters widen element-wise ops")
     if unknown:
         out.append(f"{unknown} ops without a cost formula are counted at the launch overhead only")
     if total_ms > 0:

@@ -9,6 +9,7 @@ import pytest
 
 from archlint.devices import DeviceSpec, resolve
 from archlint.model.estimate import (
+    ROOFLINE_ONLY,
     Gemm,
     cache_resident,
     combine,
@@ -93,7 +94,7 @@ def test_units():
 
 def test_depthwise_conv_is_bound_to_bandwidth():
     op = conv_op(n=32, cin=256, cout=256, hw=28, k=3, groups=256)
-    est = estimate_op(op, GPU, "float16")
+    est = estimate_op(op, GPU, "float16", terms=ROOFLINE_ONLY)
     # 2 · 32·256·28²·9 = 115.6 MFLOP at 20 TFLOP/s = 5.78 µs; bytes 2·(2·32·256·28² + 256·9) = 25.7 MB at 1 TB/s
     assert est.compute_ms == pytest.approx(2 * op["flops"] / 20e12 * 1e3)
     assert est.memory_ms == pytest.approx(op["mac_bytes"] / 1e12 * 1e3)
@@ -105,7 +106,7 @@ def test_dense_conv_pays_layout_transposes_and_reaches_compute():
     op = conv_op(n=64, cin=512, cout=512, hw=14, k=3)
     extra = layout_bytes(op, True, GPU)
     assert extra == 2 * (64 * 512 * 14 * 14 * 2) * 2  # input and output, read + write once more
-    est = estimate_op(op, GPU, "float16")
+    est = estimate_op(op, GPU, "float16", terms=ROOFLINE_ONLY)
     g = gemm_of(op)
     eff = tile_efficiency(g, GPU.tile, GPU.sms)
     assert est.compute_ms == pytest.approx(2 * op["flops"] / (100e12 * eff) * 1e3)
@@ -145,7 +146,7 @@ def test_cache_residency_in_a_graph():
     small_l2 = dataclasses.replace(GPU, cache_bytes=2**20)  # 1 MiB: half of it holds 512 KiB
     for side, resident in ((16, True), (256, False)):  # the conv writes 8 KiB, then 2 MiB
         graph, _ = analyze_model(model, (torch.randn(1, 8, side, side),))
-        estimate_graph(graph, small_l2)
+        estimate_graph(graph, small_l2, terms=ROOFLINE_ONLY)
         relu = next(d for _, d in graph.nodes(data=True) if d["kind"] == "activation")
         saved = relu["estimate_terms"]["cache_bytes_saved"]
         assert (saved == relu["in_bytes"]) if resident else saved == 0
@@ -157,7 +158,7 @@ def test_builtin_specs_give_plausible_gemm_time():
     m = n = k = 8192
     op = {"kind": "matmul", "key": "mm", "in_shapes": [[m, k], [k, n]], "out_shapes": [[m, n]], "attrs": {},
           "flops": m * n * k, "mac_bytes": (m * k + k * n + m * n) * 2}
-    est = estimate_op(op, spec, "float16")
+    est = estimate_op(op, spec, "float16", terms=ROOFLINE_ONLY)
     assert est.bound == "compute" and est.unit == "tensor-fp16"
     # 64·64 = 4096 tiles over 128 SMs: exactly 32 waves
     assert est.tile_efficiency == pytest.approx(1.0)
