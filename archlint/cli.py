@@ -121,6 +121,12 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument("--init", action="append", default=[], metavar="KEY=VALUE", help="constructor argument")
     model.add_argument("--mode", choices=("eval", "train"), help="forward mode to trace (default: eval)")
     model.add_argument("--models", action="store_true", help="analyze the models listed in the config")
+    model.add_argument("--train", action="store_true",
+                       help="analyze one training step: forward (train mode), loss, backward, optimizer.step()")
+    model.add_argument("--optimizer", metavar="NAME",
+                       help="optimizer of the --train step: sgd, sgd-momentum, adam, adamw (default), each also "
+                       "-foreach or -fused (adamw-fused)")
+    model.add_argument("--loss", choices=("mean", "sum"), help="loss of the --train step over the outputs (default: mean)")
     model.add_argument("--top", type=int, default=15, help="layers shown in the text table (0: none, -1: all)")
     model.add_argument("--tree", action="store_true", help="show the module hierarchy with summed costs")
     model.add_argument("--depth", type=int, metavar="N", help="levels of the --tree (default 3; implies --tree)")
@@ -168,6 +174,10 @@ def _settings(args: argparse.Namespace):
             # outputs are where the user meant when typing them, whatever a model's code does to the cwd
             setattr(s, attr, Path(os.path.abspath(value)) if attr in ("output_file", "html") else value)
     s.trace_dir = args.trace
+    if args.train or args.optimizer or args.loss:  # --train implies mode train; its options imply --train
+        from archlint.model.train.options import train_settings
+
+        train_settings(s, args.optimizer, args.loss, "--optimizer")
     if args.device_spec:
         from archlint.devices import resolve
 

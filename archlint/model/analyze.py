@@ -183,6 +183,10 @@ def analyze(spec: ModelSpec, settings: Settings) -> tuple[ModelResult, list[Diag
                 autocast = autocast_estimate(graph, device_spec)
                 if autocast:
                     result.estimate["autocast"] = autocast
+        if settings.train:  # --train: backward, loss, optimizer and memory of the step (archlint.model.train)
+            from archlint.model.train.step import analyze_step
+
+            analyze_step(graph, loaded, result, settings, device_spec if spec_name else None)
         from archlint.model.checks import CheckContext, run_checks
 
         ctx = CheckContext(
