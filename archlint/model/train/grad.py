@@ -31,8 +31,9 @@ NOT_DIFFERENTIABLE_KINDS = frozenset({"creation", "sync", "input", "output"})
 
 
 def trainable(model: nn.Module) -> dict[str, bool]:
-    """{parameter name: requires_grad} for every parameter of the model."""
-    return {name: p.requires_grad for name, p in model.named_parameters()}
+    """{parameter name: requires_grad} for every parameter of the model, under each of its names
+    (a tied weight, GPT-2's lm_head.weight and transformer.wte.weight, is read under both)."""
+    return {name: p.requires_grad for name, p in model.named_parameters(remove_duplicate=False)}
 
 
 def param_needs_grad(op: dict, name: str, params: dict[str, bool]) -> bool:
