@@ -75,12 +75,14 @@ def parse(text: str, where: str = "--optimizer") -> Optimizer:
     raise UsageError(f"{where} {text!r}: use one of {choices}")
 
 
-def step_cost(optimizer: Optimizer, elements: int, tensors: int, itemsize: int) -> dict:
+def step_cost(optimizer: Optimizer, elements: int, tensors: int, itemsize: int, cuda: bool = False) -> dict:
     """FLOPs, bytes and launches of one optimizer.step() over `elements` trainable parameter
-    elements in `tensors` tensors of `itemsize` bytes (the JSON's totals.train.optimizer)."""
+    elements in `tensors` tensors of `itemsize` bytes (the JSON's totals.train.optimizer). With
+    no variant named, torch picks foreach for CUDA tensors and the per-tensor loop otherwise."""
     kernels = _KERNELS[optimizer.name]
     flops = sum(f for f, _, _ in kernels) * elements
-    if optimizer.variant == "fused":
+    variant = optimizer.variant or ("foreach" if cuda else "")
+    if variant == "fused":
         reads, writes = _FUSED[optimizer.name]
         mac = (reads + writes) * elements * itemsize
         lists = reads  # one launch holds params, grads and the state lists together
@@ -88,9 +90,11 @@ def step_cost(optimizer: Optimizer, elements: int, tensors: int, itemsize: int) 
         how = "one fused kernel per chunk of tensors: each tensor read and written once"
     else:
         mac = sum(r + w for _, r, w in kernels) * elements * itemsize
-        if optimizer.variant == "foreach":
+        if variant == "foreach":
             launches = sum(math.ceil(tensors / _TENSORS_PER_LAUNCH[min(r, 5)]) for _, r, _ in kernels) if tensors else 0
             how = f"{len(kernels)} foreach kernels, each over chunks of the parameter list"
+            if not optimizer.variant:
+                how += " (torch's default for CUDA tensors)"
         else:
             launches = len(kernels) * tensors
             how = f"{len(kernels)} kernels per parameter tensor, launched one tensor at a time"
@@ -99,7 +103,8 @@ def step_cost(optimizer: Optimizer, elements: int, tensors: int, itemsize: int) 
         "flops": flops,
         "mac_bytes": mac,
         "launches": launches,
-        "kernels_per_element": len(kernels) if optimizer.variant != "fused" else 1,
+        "implementation": variant or "single-tensor",
+        "kernels_per_element": len(kernels) if variant != "fused" else 1,
         "state_bytes": STATE_TENSORS[optimizer.name] * elements * itemsize,
         "params": elements,
         "tensors": tensors,

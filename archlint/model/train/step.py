@@ -60,7 +60,8 @@ def trainable_params(graph: nx.DiGraph, model: nn.Module) -> tuple[int, int, int
     return train, tensors, frozen, itemsize
 
 
-def cost_step(graph: nx.DiGraph, model: nn.Module, optimizer: Optimizer, loss: str, notes: list[str]) -> dict:
+def cost_step(graph: nx.DiGraph, model: nn.Module, optimizer: Optimizer, loss: str, notes: list[str],
+              cuda: bool = False) -> dict:
     """Backward on every op node (flops_backward, ...) and the step's totals (`totals.train`)."""
     sources = grad.propagate(graph, model)
     if not sources:
@@ -80,7 +81,7 @@ def cost_step(graph: nx.DiGraph, model: nn.Module, optimizer: Optimizer, loss: s
         bwd_mac += int(d.get("mac_bytes_backward", 0))
     lc = loss_cost(graph, sources, loss)
     elements, tensors, frozen, itemsize = trainable_params(graph, model)
-    opt = step_cost(optimizer, elements, tensors, itemsize)
+    opt = step_cost(optimizer, elements, tensors, itemsize, cuda)
     return {
         "loss": lc,
         "optimizer": opt,
@@ -126,7 +127,17 @@ def analyze_step(graph: nx.DiGraph, loaded, result, settings, device_spec=None) 
     defaults = {k for k in ("optimizer", "loss") if getattr(settings, k) is None}
     result.notes.extend(step_notes(optimizer, loss, defaults))
     result.phase = "train"
-    result.totals.train = cost_step(graph, loaded.model, optimizer, loss, result.notes)
+    cuda = str(result.device).startswith("cuda") or getattr(device_spec, "kind", "") == "gpu"
+    result.totals.train = cost_step(graph, loaded.model, optimizer, loss, result.notes, cuda)
+    if settings.latency:  # the real step on the machine at hand, beside the estimate
+        from archlint.model.train.timing import time_step
+
+        train = result.totals.train
+        train["measured"] = time_step(
+            loaded.real_model(), tuple(loaded.real_inputs()), dict(loaded.kwargs or {}), optimizer, loss,
+            result.device, settings.warmup, settings.repeat,
+        )
+        train["measured"]["loss_ms"] = None  # inside forward_ms: the loss is timed with the forward
     if device_spec is not None and result.estimate is not None:
         from archlint.model.train.steptime import estimate_step
 
