@@ -133,7 +133,7 @@ def analyze(
     report and baseline entry (default: its class name). Other options mirror the CLI flags:
     latency, select, extend_select, ignore, options, mode, strategy, warmup, repeat, top,
     max_flops, max_mac, max_params, max_latency_ms, baseline, device_spec, what_if, timeout,
-    latency_budget, show_info, train (one training step), optimizer, loss.
+    latency_budget, show_info, train (one training step), optimizer, loss, memory_budget.
 
         >>> archlint.analyze(net, torch.randn(1, 3, 32, 32), latency=True, select=["AL2"])
         >>> archlint.analyze("examples/nets.py:TinyNet", input_shape=(1, 3, 56, 56))
@@ -224,10 +224,10 @@ def settings_for(config_file: str | Path | None = None, **options: Any) -> Setti
 
         resolve(options["device_spec"])
         s.device_spec = options.pop("device_spec")
-    if options.pop("train", None) or options.get("optimizer") or options.get("loss"):  # as --train
+    if options.pop("train", None) or any(options.get(k) for k in ("optimizer", "loss", "memory_budget")):  # as --train
         from archlint.model.train.options import train_settings
 
-        train_settings(s, options.pop("optimizer", None), options.pop("loss", None), "optimizer=")
+        train_settings(s, options.pop("optimizer", None), options.pop("loss", None), "optimizer=", options.pop("memory_budget", None))
     if options.get("what_if") is not None:  # as --what-if: True/"all" or names; implies latency
         s.what_if = config.what_if_names(options.pop("what_if"), "what_if=")
         s.latency = True

@@ -127,6 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="optimizer of the --train step: sgd, sgd-momentum, adam, adamw (default), each also "
                        "-foreach or -fused (adamw-fused)")
     model.add_argument("--loss", choices=("mean", "sum"), help="loss of the --train step over the outputs (default: mean)")
+    model.add_argument("--memory-budget", metavar="SIZE", help="memory for the --train step, e.g. 24GB or 16GiB: does it fit")
     model.add_argument("--top", type=int, default=15, help="layers shown in the text table (0: none, -1: all)")
     model.add_argument("--tree", action="store_true", help="show the module hierarchy with summed costs")
     model.add_argument("--depth", type=int, metavar="N", help="levels of the --tree (default 3; implies --tree)")
@@ -174,10 +175,10 @@ def _settings(args: argparse.Namespace):
             # outputs are where the user meant when typing them, whatever a model's code does to the cwd
             setattr(s, attr, Path(os.path.abspath(value)) if attr in ("output_file", "html") else value)
     s.trace_dir = args.trace
-    if args.train or args.optimizer or args.loss:  # --train implies mode train; its options imply --train
+    if args.train or args.optimizer or args.loss or args.memory_budget:  # --train implies mode train; its options imply --train
         from archlint.model.train.options import train_settings
 
-        train_settings(s, args.optimizer, args.loss, "--optimizer")
+        train_settings(s, args.optimizer, args.loss, "--optimizer", args.memory_budget)
     if args.device_spec:
         from archlint.devices import resolve
 

@@ -85,6 +85,7 @@ class Settings:
     train: bool = False  # --train: analyze one training step (implies mode "train"): archlint.model.train
     optimizer: str | None = None  # --optimizer for --train; None: the default (archlint.model.train.optimizer)
     loss: str | None = None  # --loss for --train: mean | sum of the outputs; None: mean
+    memory_budget: int | None = None  # --memory-budget for --train, in bytes: does the step fit
     # Gate
     baseline: Path | None = None
     save_baseline: Path | None = None

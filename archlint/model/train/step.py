@@ -151,5 +151,5 @@ def analyze_step(graph: nx.DiGraph, loaded, result, settings, device_spec=None) 
         return
     result.memory = step_memory(
         loaded.model, tuple(loaded.inputs), dict(loaded.kwargs or {}), optimizer=optimizer.label, loss=loss,
-        budget_bytes=getattr(settings, "memory_budget", None), device_spec=device_spec,
+        budget_bytes=settings.memory_budget, device_spec=device_spec,
     )
