@@ -129,3 +129,67 @@ def _hf(which):
 @pytest.mark.parametrize("which", ["bert", "gpt2"])
 def test_hugging_face(which):
     _check(*_hf(which))
+
+
+class _Sdpa(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.qkv = nn.Linear(32, 96)
+
+    def forward(self, x):
+        q, k, v = self.qkv(x).view(2, 16, 3, 4, 8).permute(2, 0, 3, 1, 4)
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+
+class _Mha(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(32, 32)
+        self.attention = nn.MultiheadAttention(32, 4, batch_first=True)
+
+    def forward(self, x):
+        x = self.proj(x)
+        return self.attention(x, x, x)[0]
+
+
+class _Embedding(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(100, 32)
+        self.head = nn.Linear(32, 32)
+
+    def forward(self, ids):
+        return self.head(self.embed(ids))
+
+
+@pytest.mark.parametrize("model, x", [
+    (_Sdpa(), torch.randn(2, 16, 32)), (_Mha(), torch.randn(2, 16, 32)), (_Embedding(), torch.randint(0, 100, (2, 7))),
+], ids=["sdpa", "multihead", "embedding"])
+def test_attention_and_embedding(model, x):
+    _check(model, (x,))
+
+
+def test_fused_attention_recomputes_qk():
+    graph, _ = step_graph(_Sdpa(), (torch.randn(2, 16, 32),))
+    attention = next(d for _, d in graph.nodes(data=True) if d["kind"] == "attention")
+    qk = 2 * 4 * 16 * 16 * 8  # batch · heads · L · S · E
+    assert attention["flops"] == 2 * qk  # QKᵀ and AV (E = Ev)
+    assert attention["backward_terms"]["grad_input"]["flops"] == 4 * qk  # dV, dP, dQ, dK
+    assert attention["backward_terms"]["recompute"]["flops"] == qk
+
+
+def test_gradients_of_a_tensor_read_twice_are_summed():
+    class Residual(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = nn.Linear(8, 8), nn.Linear(8, 8)
+
+        def forward(self, x):
+            y = self.a(x)
+            return self.b(y) + y
+
+    graph, _ = step_graph(Residual(), (torch.randn(4, 8),))
+    a = next(d for _, d in graph.nodes(data=True) if d.get("module") == "a")
+    add = next(d for _, d in graph.nodes(data=True) if d["key"] == "add")
+    assert a["grad_fanout"] == 2 and a["backward_terms"]["grad_sum"]["flops"] == 4 * 8
+    assert add["flops_backward"] == 0 and add["mac_bytes_backward"] == 0  # the gradient passes through

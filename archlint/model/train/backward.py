@@ -114,7 +114,7 @@ def _weight_grad_needed(op: dict) -> bool:
 def conv(op: dict) -> Terms:
     f = forward.conv(op)
     x = _bytes(op["in_shapes"][0], op)
-    w = _bytes(forward._weight(op), op)
+    w = _bytes(forward.weight_shape(op), op)
     dy = _out_bytes(op)
     terms: Terms = {}
     if _in(op, 0):
@@ -133,14 +133,14 @@ def _contraction_operands(op: dict) -> list[tuple[tuple, bool]]:
     key = op["key"]
     ins = [tuple(s) for s in op.get("in_shapes") or []]
     if op["kind"] == "linear" and key != "addmm":
-        w = forward._weight(op)
+        w = forward.weight_shape(op)
         if op.get("param_shapes"):
             return [(ins[0], _in(op, 0)), (tuple(w), _param(op, "weight"))]
         return [(ins[0], _in(op, 0)), (tuple(w), _in(op, 1))]
     if key == "einsum":
         return [(s, _in(op, i)) for i, s in enumerate(ins)]
     count = 3 if key in ("addmm", "baddbmm", "addbmm") else 2
-    operands = forward._operands(op, count)[count - 2:]
+    operands = forward.operand_shapes(op, count)[count - 2:]
     free = list(range(len(ins)))
     params = [(tuple(s), v) for n, s in (op.get("param_shapes") or {}).items() for v in [(op.get("grad_params") or {}).get(n, False)]]
     found = []
@@ -183,7 +183,7 @@ def contraction(op: dict) -> Terms:
 def attention(op: dict) -> Terms:
     if op["key"] == "MultiheadAttention":
         return _multihead(op)
-    q, k, v = (tuple(s) for s in forward._operands(op, 3))
+    q, k, v = (tuple(s) for s in forward.operand_shapes(op, 3))
     batch = numel(q[:-2])
     qk, pv = batch * q[-2] * k[-2] * q[-1], batch * q[-2] * k[-2] * v[-1]
     dy = _out_bytes(op)
@@ -199,7 +199,7 @@ def attention(op: dict) -> Terms:
 def _multihead(op: dict) -> Terms:
     """nn.MultiheadAttention: the attention core's backward (torch's MHA runs the math path, or the
     fused kernel with need_weights=False: then QKᵀ is recomputed), and its projections' gradients."""
-    total = forward._multihead(op)
+    total = forward.multihead(op)
     a = op["attrs"]
     e = a["embed_dim"]
     n, lq, ls = _mha_lengths(op)
@@ -222,7 +222,7 @@ def _multihead(op: dict) -> Terms:
 
 def _mha_lengths(op: dict) -> tuple[int, int, int]:
     """(batch, query length, key length) of an nn.MultiheadAttention call, found as the forward's
-    formula finds the query and key (archlint.model.cost._multihead)."""
+    formula finds the query and key (archlint.model.cost.multihead)."""
     a = op["attrs"]
     e = a["embed_dim"]
     ins = [tuple(s) for s in op["in_shapes"]]
@@ -287,7 +287,7 @@ _SOFTMAX = frozenset({"softmax", "_softmax", "log_softmax", "_log_softmax", "Sof
 def elementwise(op: dict) -> Terms:
     if op["kind"] == "dropout" and op.get("mode", "eval") == "eval":
         return {}  # the identity
-    out = numel(forward._out(op))
+    out = numel(forward.output_shape(op))
     dy = _out_bytes(op)
     ins = op.get("in_shapes") or []
     terms: Terms = {}
@@ -315,8 +315,8 @@ def pool(op: dict) -> Terms:
         return {}
     dy, dx = _out_bytes(op), _bytes(op["in_shapes"][0], op)
     if "max" in op["key"].lower():
-        indices = numel(forward._out(op)) * 8  # int64 argmax positions saved by the forward
-        return {"grad_input": (numel(forward._out(op)), dy + indices + dx)}
+        indices = numel(forward.output_shape(op)) * 8  # int64 argmax positions saved by the forward
+        return {"grad_input": (numel(forward.output_shape(op)), dy + indices + dx)}
     return {"grad_input": (forward.pool(op), dy + dx)}
 
 
@@ -343,7 +343,7 @@ def reduction(op: dict) -> Terms:
 def embedding(op: dict) -> Terms:
     if not _param(op, "weight") and not _in(op, 1):
         return {}
-    out = numel(forward._out(op))
+    out = numel(forward.output_shape(op))
     table = int(op.get("param_bytes", 0)) or (_bytes(op["in_shapes"][1], op) if len(op["in_shapes"]) > 1 else 0)
     indices = _bytes(op["in_shapes"][0], op) if op["in_shapes"] else 0
     return {"grad_weight": (out, table + _out_bytes(op) + indices)}
