@@ -186,7 +186,7 @@ def analyze(spec: ModelSpec, settings: Settings) -> tuple[ModelResult, list[Diag
         if settings.train:  # --train: backward, loss, optimizer and memory of the step (archlint.model.train)
             from archlint.model.train.step import analyze_step
 
-            analyze_step(graph, loaded, result, settings, device_spec if spec_name else None)
+            step_findings = analyze_step(graph, loaded, result, settings, device_spec if spec_name else None)
         from archlint.model.checks import CheckContext, run_checks
 
         ctx = CheckContext(
@@ -197,6 +197,8 @@ def analyze(spec: ModelSpec, settings: Settings) -> tuple[ModelResult, list[Diag
             guard.doing = "running its forward (pricing findings)"
             with progress.task("checking rules and pricing findings" if report else "checking rules"):
                 diagnostics = run_checks(graph, ctx)
+                if settings.train:
+                    diagnostics += step_findings  # the memory model's ways to fit (archlint.model.train)
         result.notes.extend(ctx.notes)
         result.notes.extend(_recheck_on_eager(loaded, spec.target, settings, graph, diagnostics))
         if settings.what_if is not None:  # after the pricing: torch.compile slows whatever is timed after it

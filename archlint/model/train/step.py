@@ -20,6 +20,7 @@ from collections import Counter
 import networkx as nx
 from torch import nn
 
+from archlint.errors import UsageError
 from archlint.model.cost import numel
 from archlint.model.train import backward, grad
 from archlint.model.train.optimizer import Optimizer, step_cost
@@ -117,9 +118,10 @@ def step_notes(optimizer: Optimizer, loss: str, defaults: set[str]) -> list[str]
     ]
 
 
-def analyze_step(graph: nx.DiGraph, loaded, result, settings, device_spec=None) -> None:
+def analyze_step(graph: nx.DiGraph, loaded, result, settings, device_spec=None) -> list:
     """--train: the step's costs on the graph's nodes and in `result` (phase, totals.train,
-    estimate.train, memory, notes). `loaded`: archlint.model.load.Loaded (model and inputs)."""
+    estimate.train, memory, notes); returns the memory model's findings (the ways to fit).
+    `loaded`: archlint.model.load.Loaded (model and inputs)."""
     from archlint.model.train.optimizer import DEFAULT, parse
 
     optimizer = parse(settings.optimizer or DEFAULT)
@@ -142,14 +144,34 @@ def analyze_step(graph: nx.DiGraph, loaded, result, settings, device_spec=None) 
         from archlint.model.train.steptime import estimate_step
 
         result.estimate["train"] = estimate_step(graph, result.totals.train, device_spec, result.estimate)
-    # ---- the memory model (archlint.model.train.memory): its one call site ----
+    return _memory(loaded, result, settings, optimizer, loss, device_spec)
+
+
+def _memory(loaded, result, settings, optimizer: Optimizer, loss: str, device_spec) -> list:
+    """---- the memory model's one call site (archlint.model.train.memory and .fit) ----
+    `memory` in the JSON and, with a budget (--memory-budget, or a GPU spec's memory), whether the
+    step fits, the largest batch that does and the ways to fit (findings). A build without the
+    memory model has no `memory` key at all."""
     try:
         from archlint.model.train.memory import step_memory
-    except ModuleNotFoundError as exc:  # that module is not in this build: no memory key at all
+    except ModuleNotFoundError as exc:  # that module is not in this build
         if exc.name != "archlint.model.train.memory":
             raise
-        return
-    result.memory = step_memory(
-        loaded.model, tuple(loaded.inputs), dict(loaded.kwargs or {}), optimizer=optimizer.label, loss=loss,
-        budget_bytes=settings.memory_budget, device_spec=device_spec,
-    )
+        return []
+    args, kwargs = tuple(loaded.inputs), dict(loaded.kwargs or {})
+    if settings.memory_budget is not None or getattr(device_spec, "kind", "") == "gpu":
+        from archlint.model.train.fit import fit_report
+
+        try:
+            result.memory, findings = fit_report(
+                loaded.model, args, kwargs, optimizer=optimizer.label, loss=loss,
+                budget_bytes=settings.memory_budget, device_spec=device_spec,
+            )
+            for d in findings:
+                d.target = d.target or result.target
+            return [d for d in findings if settings.enabled(d.code)]
+        except UsageError as exc:  # a GPU spec that does not say its memory: the step's memory, no fit
+            result.notes.append(f"memory: whether the step fits was not checked ({exc})")
+    result.memory = step_memory(loaded.model, args, kwargs, optimizer=optimizer.label, loss=loss,
+                                budget_bytes=settings.memory_budget, device_spec=device_spec)
+    return []
