@@ -3,6 +3,7 @@ costs per implementation, the estimate and the measured step, the CLI's options.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -60,6 +61,10 @@ def test_train_json_carries_the_step():
     assert t["optimizer"]["name"] == "adamw" and t["optimizer_flops"] == 11 * params
     assert t["step_flops"] == t["forward_flops"] + t["backward_flops"] + t["loss_flops"] + t["optimizer_flops"]
     assert any("optimizer adamw (the default" in n for n in model["notes"])
+    if importlib.util.find_spec("archlint.model.train.memory") is None:
+        assert "memory" not in model  # no memory model in this build: no key pretending
+    else:
+        assert model["memory"]["peak_bytes"] > model["memory"]["params_bytes"] > 0
 
 
 def test_optimizer_costs_per_implementation():
@@ -122,3 +127,15 @@ def test_json_of_the_cli_train_run():
     )
     model = json.loads(proc.stdout)["models"][0]
     assert model["phase"] == "train" and model["totals"]["train"]["backward_flops"] > 0
+
+
+def test_memory_budget_sizes():
+    from archlint.model.train.options import parse_size
+
+    assert parse_size("24GB") == 24 * 10**9 and parse_size("16GiB") == 16 * 2**30
+    assert parse_size("8000MB") == 8 * 10**9 and parse_size("1.5 GB") == 1_500_000_000 and parse_size(512) == 512
+    for bad in ("", "24 parsecs", "-1GB", "0"):
+        with pytest.raises(UsageError, match="give a size like 24GB"):
+            parse_size(bad)
+    settings = archlint.api.settings_for(memory_budget="2GB")
+    assert settings.train and settings.mode == "train" and settings.memory_budget == 2 * 10**9
