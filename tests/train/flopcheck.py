@@ -42,7 +42,8 @@ def _convolution_backward(grad_out_shape, x_shape, w_shape, bias, stride, paddin
     """torch's convolution_backward formula with its grouped weight gradient fixed: torch counts
     the weight gradient of a conv with `groups` groups as if it had one (`groups` times too much:
     a depthwise 16-channel 3×3 conv on 2×16×8×8 gives 589,824 for grad_weight instead of 36,864,
-    the forward's count). The input gradient is counted right and kept as torch has it."""
+    the forward's count; torch 2.14.1 as installed; pytorch/pytorch#183405 divides it by the groups
+    the same way). The input gradient is counted right and kept as torch has it."""
     args = (grad_out_shape, x_shape, w_shape, bias, stride, padding, dilation, transposed, output_padding, groups)
     total = 0
     if output_mask[0]:
