@@ -112,6 +112,13 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument("--init", action="append", default=[], metavar="KEY=VALUE", help="constructor argument")
     model.add_argument("--mode", choices=MODES, help="forward mode to trace (default: eval)")
     model.add_argument("--models", action="store_true", help="analyze the models listed in the config")
+    model.add_argument("--train", action="store_true",
+                       help="analyze one training step: forward (train mode), loss, backward, optimizer.step()")
+    model.add_argument("--optimizer", metavar="NAME",
+                       help="optimizer of the --train step: sgd, sgd-momentum, adam, adamw (default), each also "
+                       "-foreach or -fused (adamw-fused)")
+    model.add_argument("--loss", choices=("mean", "sum"), help="loss of the --train step over the outputs (default: mean)")
+    model.add_argument("--memory-budget", metavar="SIZE", help="memory for the --train step, e.g. 24GB or 16GiB: does it fit")
     model.add_argument("--top", type=int, default=15, help="layers shown in the text table (0: none, -1: all)")
     model.add_argument("--tree", action="store_true", help="show the module hierarchy with summed costs")
     model.add_argument("--depth", type=int, metavar="N", help="levels of the --tree (default 3; implies --tree)")
@@ -169,6 +176,7 @@ def _settings(args: argparse.Namespace):
         "what_if": args.what_if, "latency": args.latency or None, "baseline": args.baseline,
         "save_baseline": args.save_baseline, "exit_zero": args.exit_zero, "statistics": args.statistics,
         "debug": args.debug, "quiet": args.quiet, "verbose": args.verbose, "show_info": args.show_info or None,
+        "train": args.train or None, "optimizer": args.optimizer, "loss": args.loss, "memory_budget": args.memory_budget,
     }
     return config.apply(s, given, label=lambda name: "--option" if name == "rule_options" else f"--{name.replace('_', '-')}")
 

@@ -51,13 +51,26 @@ class Layer:
     bound: str | None = None  # --device-spec: compute | memory | overhead, per the estimate
     estimate_terms: dict[str, Any] | None = None  # the estimate's parts: compute/memory/overhead ms, unit, ...
     display: str = ""  # the name every output shows: "block1.conv1", "block1:relu" (name stays the id)
+    # --train only (absent from the JSON otherwise): the op's backward, archlint.model.train.backward
+    flops_backward: int | None = None
+    mac_bytes_backward: int | None = None
+    backward_terms: dict[str, Any] | None = None  # grad_input/grad_weight/...: {flops, mac_bytes}
 
     @property
     def label(self) -> str:
         return self.display or self.name
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return _without_none(asdict(self), ("flops_backward", "mac_bytes_backward", "backward_terms"))
+
+
+def _without_none(d: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    """`d` less the optional keys that are None: a field added for one mode stays out of the
+    JSON of every other run (the same bytes as before it existed)."""
+    for key in keys:
+        if d.get(key) is None:
+            d.pop(key, None)
+    return d
 
 
 @dataclass
@@ -69,9 +82,10 @@ class Totals:
     latency_ms: float | None = None  # end-to-end, measured
     latency_ms_sum_of_ops: float | None = None  # sum of per-op medians
     unknown_ops: int = 0
+    train: dict[str, Any] | None = None  # --train: the step's forward/backward/loss/optimizer (model/train/step.py)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return _without_none(asdict(self), ("train",))
 
 
 @dataclass
@@ -124,6 +138,7 @@ class ModelResult:
     inputs: list[dict[str, Any]] = field(default_factory=list)  # [{"name", "shape", "dtype"}] per input
     phase: str | None = None  # "decode" for the --decode step of a causal LM; None: the forward as given
     module_types: dict[str, str] = field(default_factory=dict)  # path → class name, for --tree (not in JSON)
+    memory: dict[str, Any] | None = None  # --train: memory over the step (archlint.model.train.memory)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -132,7 +147,7 @@ class ModelResult:
         d["layers"] = [layer.to_dict() for layer in self.layers]
         if self.what_if is None:  # absent unless --what-if ran (the JSON contract adds it then)
             del d["what_if"]
-        return d
+        return _without_none(d, ("memory",))
 
 
 @dataclass

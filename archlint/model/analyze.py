@@ -68,6 +68,10 @@ def analyze(spec: ModelSpec, settings: Settings) -> tuple[ModelResult, list[Diag
                 autocast = autocast_estimate(graph, device_spec)
                 if autocast:
                     result.estimate["autocast"] = autocast
+        if settings.train:  # --train: backward, loss, optimizer and memory of the step (archlint.model.train)
+            from archlint.model.train.step import analyze_step
+
+            step_findings = analyze_step(graph, loaded, result, settings, device_spec if spec_name else None)
         from archlint.model.checks import CheckContext, run_checks
 
         ctx = CheckContext(
@@ -78,6 +82,8 @@ def analyze(spec: ModelSpec, settings: Settings) -> tuple[ModelResult, list[Diag
             guard.doing = "running its forward (pricing findings)"
             with progress.task("checking rules and pricing findings" if report else "checking rules"):
                 diagnostics = run_checks(graph, ctx)
+                if settings.train:
+                    diagnostics += step_findings  # the memory model's ways to fit (archlint.model.train)
         result.notes.extend(ctx.notes)
         result.notes.extend(_recheck_on_eager(loaded, spec.target, settings, graph, diagnostics))
         if settings.what_if is not None:  # after the pricing: torch.compile slows whatever is timed after it

@@ -496,3 +496,7 @@ def _noop_cast(graph: nx.DiGraph, name: str, op: dict) -> bool:
         return False
     source = graph.nodes[preds[0]]
     return source.get("dtype") == op.get("dtype") and list(op["in_shapes"][0]) == list(op["out_shapes"][0])
+
+
+# The same operand readers, public for the backward formulas (archlint.model.train.backward).
+weight_shape, operand_shapes, output_shape, multihead = _weight, _operands, _out, _multihead

@@ -140,6 +140,9 @@ def to_layers(graph: nx.DiGraph) -> list[Layer]:
             bound=d.get("estimate_bound"),
             estimate_terms=d.get("estimate_terms"),
             display=display[name],
+            flops_backward=d.get("flops_backward"),
+            mac_bytes_backward=d.get("mac_bytes_backward"),
+            backward_terms=d.get("backward_terms"),
         )
         for name, d in ops(graph)
     ]

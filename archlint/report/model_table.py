@@ -39,6 +39,10 @@ def print_model(model: ModelResult, settings: Settings, console: Console) -> Non
     )
     console.print(totals)
     console.print(f"  FLOPs = {model.flops_convention}; MAC = bytes read + written (ShuffleNetV2)")
+    if t.train:  # --train: the step's split
+        from archlint.report.train_table import print_step
+
+        print_step(model, console)
 
     top = max(0, int(getattr(settings, "top", 15)))
     if settings.tree:  # the module view instead of the op table

@@ -1,0 +1,102 @@
+"""Which tensors of a captured forward need a gradient, and which ops run a backward at all.
+
+Autograd's own rule, on the OpGraph: a model input needs no gradient (unless the tensor given
+requires one); a parameter needs one when `requires_grad` is set (a frozen parameter does not;
+buffers never do); an op's output needs one when the op is differentiable and any of its
+inputs or parameters does. Backward then runs only for the ops that need a gradient *and* lead
+to the loss: an output the loss does not read sends no gradient back.
+
+Sets on every op node:
+    grad_out      the op's output needs a gradient (forward propagation)
+    grad_inputs   per input position (edge `index`): that input needs a gradient
+    grad_params   {name: needs a gradient} for the parameters the op reads
+    backward      the op runs a backward in this step (grad_out and it reaches the loss)
+    grad_fanout   how many of its consumers send a gradient back to it (summed when > 1)
+"""
+
+from __future__ import annotations
+
+import networkx as nx
+from torch import nn
+
+# Ops whose output carries no gradient whatever their inputs: integer/boolean results, value
+# reads, and `detach`.
+NOT_DIFFERENTIABLE_KEYS = frozenset(
+    "detach data argmax argmin eq ne lt gt le ge isinf isnan isfinite sign floor ceil round trunc "
+    "logical_and logical_or logical_not logical_xor bitwise_and bitwise_or bitwise_xor bitwise_not "
+    "and or xor not invert nonzero argwhere argsort unique unique_consecutive unique_dim _unique "
+    "_unique2 bincount histc count_nonzero one_hot nms".split()
+)
+NOT_DIFFERENTIABLE_KINDS = frozenset({"creation", "sync", "input", "output"})
+
+
+def trainable(model: nn.Module) -> dict[str, bool]:
+    """{parameter name: requires_grad} for every parameter of the model, under each of its names
+    (a tied weight, GPT-2's lm_head.weight and transformer.wte.weight, is read under both)."""
+    return {name: p.requires_grad for name, p in model.named_parameters(remove_duplicate=False)}
+
+
+def param_needs_grad(op: dict, name: str, params: dict[str, bool]) -> bool:
+    """A leaf module lists its parameters by their own names ("weight"), other ops by the model's
+    ("layer1.0.conv1.weight"); a buffer is in neither and needs no gradient."""
+    module = op.get("module") or ""
+    full = f"{module}.{name}" if module else name
+    if full in params:
+        return params[full]
+    return params.get(name, False)
+
+
+def _differentiable(op: dict) -> bool:
+    if op["kind"] in NOT_DIFFERENTIABLE_KINDS or op.get("key") in NOT_DIFFERENTIABLE_KEYS:
+        return False
+    dtype = op.get("dtype") or ""
+    return "float" in dtype or "complex" in dtype
+
+
+def propagate(graph: nx.DiGraph, model: nn.Module, inputs_need_grad: frozenset[str] = frozenset()) -> list[str]:
+    """Set grad_out, grad_inputs, grad_params, backward and grad_fanout on every node (see above);
+    return the ops whose outputs the loss reads. `inputs_need_grad`: input nodes given as tensors
+    that require a gradient."""
+    params = trainable(model)
+    order = list(nx.topological_sort(graph))
+    for name in order:
+        op = graph.nodes[name]
+        if op["kind"] == "input":
+            op["grad_out"] = name in inputs_need_grad
+            op["grad_inputs"], op["grad_params"] = [], {}
+            continue
+        flags: dict[int, bool] = {}
+        for producer in graph.predecessors(name):
+            flags[graph.edges[producer, name].get("index", 0)] = bool(graph.nodes[producer].get("grad_out"))
+        count = max(len(op.get("in_shapes") or []), max(flags, default=-1) + 1)
+        op["grad_inputs"] = [flags.get(i, False) for i in range(count)]
+        op["grad_params"] = {n: param_needs_grad(op, n, params) for n in (op.get("param_shapes") or {})}
+        op["grad_out"] = _differentiable(op) and (any(op["grad_inputs"]) or any(op["grad_params"].values()))
+    sources = loss_sources(graph)
+    reaches = set(sources)
+    for source in sources:
+        reaches |= nx.ancestors(graph, source)
+    for name in order:
+        op = graph.nodes[name]
+        op["backward"] = bool(op.get("grad_out")) and name in reaches and op["kind"] not in ("input", "output")
+    for name in order:
+        op = graph.nodes[name]
+        senders = 0
+        for consumer in graph.successors(name):
+            c = graph.nodes[consumer]
+            if c.get("backward") and c["grad_inputs"][graph.edges[name, consumer].get("index", 0)]:
+                senders += 1
+        op["grad_fanout"] = senders + (1 if name in sources else 0)
+    return sources
+
+
+def loss_sources(graph: nx.DiGraph) -> list[str]:
+    """The ops whose outputs the loss reads: every floating-point output of the model (a tensor, a
+    tuple's items, a ModelOutput's fields), each reduced and the results added."""
+    sources = []
+    for name in graph.nodes:
+        if graph.nodes[name]["kind"] != "output":
+            continue
+        producers = sorted(graph.predecessors(name), key=lambda p: graph.edges[p, name].get("index", 0))
+        sources += [p for p in producers if graph.nodes[p].get("grad_out")]
+    return sources

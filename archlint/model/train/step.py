@@ -1,0 +1,177 @@
+"""One training step (`--train`): zero_grad, the forward in train mode, the loss, backward and
+optimizer.step(), costed from the captured forward graph.
+
+The forward is the capture's (in train mode); the backward is costed op by op from each op's own
+formula (archlint.model.train.backward) where autograd runs one (archlint.model.train.grad); the
+optimizer from the trainable parameters the forward reads (archlint.model.train.optimizer). The
+memory over the step is archlint.model.train.memory's, when that module is there.
+
+JSON (ModelResult): `phase: "train"`; `totals.train` = {loss, optimizer, forward_flops,
+backward_flops, loss_flops, optimizer_flops, step_flops, and the same in *_mac_bytes,
+trainable_params, frozen_params, backward_unknown_ops}; layers carry `flops_backward`,
+`mac_bytes_backward` and `backward_terms`; with a device spec `estimate.train` = the step's time
+split and its MFU; with --latency `totals.train.measured` = the real step timed.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import networkx as nx
+from torch import nn
+
+from archlint.errors import UsageError
+from archlint.model.cost import numel
+from archlint.model.train import backward, grad
+from archlint.model.train.optimizer import Optimizer, step_cost
+
+LOSSES = ("mean", "sum")
+DEFAULT_LOSS = "mean"
+
+
+def loss_cost(graph: nx.DiGraph, sources: list[str], loss: str) -> dict:
+    """The loss over the model's outputs: each reduced (mean or sum) and the results added. mean:
+    forward one add per element, backward one divide per element (the gradient 1/N written out);
+    sum: backward a broadcast view of the gradient (no kernel)."""
+    elements = sum(sum(numel(s) for s in graph.nodes[n]["out_shapes"][:1]) for n in sources)
+    out_bytes = sum(numel(graph.nodes[n]["out_shapes"][0]) * int(graph.nodes[n].get("itemsize", 4)) for n in sources)
+    return {
+        "name": loss,
+        "outputs": len(sources),
+        "forward_flops": elements + max(0, len(sources) - 1),
+        "forward_mac_bytes": out_bytes,
+        "backward_flops": elements if loss == "mean" else 0,
+        "backward_mac_bytes": out_bytes if loss == "mean" else 0,
+    }
+
+
+def trainable_params(graph: nx.DiGraph, model: nn.Module) -> tuple[int, int, int, int]:
+    """(trainable elements, trainable tensors, frozen elements, bytes per element) of the
+    parameters the forward reads: an unread parameter gets no gradient and the optimizer skips it."""
+    unused = set(graph.graph.get("unused_params") or ())
+    train = tensors = frozen = 0
+    itemsize = 4
+    for name, p in model.named_parameters():
+        if name in unused:
+            continue
+        if p.requires_grad:
+            train, tensors, itemsize = train + p.numel(), tensors + 1, p.element_size()
+        else:
+            frozen += p.numel()
+    return train, tensors, frozen, itemsize
+
+
+def cost_step(graph: nx.DiGraph, model: nn.Module, optimizer: Optimizer, loss: str, notes: list[str],
+              cuda: bool = False) -> dict:
+    """Backward on every op node (flops_backward, ...) and the step's totals (`totals.train`)."""
+    sources = grad.propagate(graph, model)
+    if not sources:
+        notes.append("--train: no output of the model carries a gradient (no trainable parameter reaches it): "
+                     "backward and optimizer cost nothing")
+    unknown = backward.cost_backward(graph)
+    if unknown:
+        ops = Counter(graph.nodes[n]["op"] for n in unknown)
+        listed = ", ".join(f"{op} ×{c}" if c > 1 else op for op, c in ops.most_common(8))
+        notes.append(f"{len(unknown)} ops have no backward formula and are left out of the backward totals: {listed}")
+    fwd_flops = fwd_mac = bwd_flops = bwd_mac = 0
+    for _, d in _ops(graph):
+        if d.get("known", True):
+            fwd_flops += int(d.get("flops", 0))
+            fwd_mac += int(d.get("mac_bytes", 0))
+        bwd_flops += int(d.get("flops_backward", 0))
+        bwd_mac += int(d.get("mac_bytes_backward", 0))
+    lc = loss_cost(graph, sources, loss)
+    elements, tensors, frozen, itemsize = trainable_params(graph, model)
+    opt = step_cost(optimizer, elements, tensors, itemsize, cuda)
+    return {
+        "loss": lc,
+        "optimizer": opt,
+        "forward_flops": fwd_flops,
+        "backward_flops": bwd_flops,
+        "loss_flops": lc["forward_flops"] + lc["backward_flops"],
+        "optimizer_flops": opt["flops"],
+        "step_flops": fwd_flops + bwd_flops + lc["forward_flops"] + lc["backward_flops"] + opt["flops"],
+        "forward_mac_bytes": fwd_mac,
+        "backward_mac_bytes": bwd_mac,
+        "loss_mac_bytes": lc["forward_mac_bytes"] + lc["backward_mac_bytes"],
+        "optimizer_mac_bytes": opt["mac_bytes"],
+        "step_mac_bytes": fwd_mac + bwd_mac + lc["forward_mac_bytes"] + lc["backward_mac_bytes"] + opt["mac_bytes"],
+        "trainable_params": elements,
+        "frozen_params": frozen,
+        "backward_unknown_ops": len(unknown),
+    }
+
+
+def _ops(graph: nx.DiGraph):
+    for name, d in graph.nodes(data=True):
+        if d["kind"] not in ("input", "output"):
+            yield name, d
+
+
+def step_notes(optimizer: Optimizer, loss: str, defaults: set[str]) -> list[str]:
+    said = []
+    for what, value, default in (("optimizer", optimizer.label, "optimizer"), ("loss", loss, "loss")):
+        said.append(f"{what} {value}{' (the default; --' + what + ' to change)' if default in defaults else ''}")
+    return [
+        "training step (--train): zero_grad (set_to_none: no kernel), forward in train mode, "
+        f"{', '.join(said)} of the outputs, backward, optimizer.step(); backward costed per op from its own formula"
+    ]
+
+
+def analyze_step(graph: nx.DiGraph, loaded, result, settings, device_spec=None) -> list:
+    """--train: the step's costs on the graph's nodes and in `result` (phase, totals.train,
+    estimate.train, memory, notes); returns the memory model's findings (the ways to fit).
+    `loaded`: archlint.model.load.Loaded (model and inputs)."""
+    from archlint.model.train.optimizer import DEFAULT, parse
+
+    optimizer = parse(settings.optimizer or DEFAULT)
+    loss = settings.loss or DEFAULT_LOSS
+    defaults = {k for k in ("optimizer", "loss") if getattr(settings, k) is None}
+    result.notes.extend(step_notes(optimizer, loss, defaults))
+    result.phase = "train"
+    cuda = str(result.device).startswith("cuda") or getattr(device_spec, "kind", "") == "gpu"
+    result.totals.train = cost_step(graph, loaded.model, optimizer, loss, result.notes, cuda)
+    if settings.latency:  # the real step on the machine at hand, beside the estimate
+        from archlint.model.train.timing import time_step
+
+        train = result.totals.train
+        train["measured"] = time_step(
+            loaded.real_model(), tuple(loaded.real_inputs()), dict(loaded.kwargs or {}), optimizer, loss,
+            result.device, settings.warmup, settings.repeat,
+        )
+        train["measured"]["loss_ms"] = None  # inside forward_ms: the loss is timed with the forward
+    if device_spec is not None and result.estimate is not None:
+        from archlint.model.train.steptime import estimate_step
+
+        result.estimate["train"] = estimate_step(graph, result.totals.train, device_spec, result.estimate)
+    return _memory(loaded, result, settings, optimizer, loss, device_spec)
+
+
+def _memory(loaded, result, settings, optimizer: Optimizer, loss: str, device_spec) -> list:
+    """---- the memory model's one call site (archlint.model.train.memory and .fit) ----
+    `memory` in the JSON and, with a budget (--memory-budget, or a GPU spec's memory), whether the
+    step fits, the largest batch that does and the ways to fit (findings). A build without the
+    memory model has no `memory` key at all."""
+    try:
+        from archlint.model.train.memory import step_memory
+    except ModuleNotFoundError as exc:  # that module is not in this build
+        if exc.name != "archlint.model.train.memory":
+            raise
+        return []
+    args, kwargs = tuple(loaded.inputs), dict(loaded.kwargs or {})
+    if settings.memory_budget is not None or getattr(device_spec, "kind", "") == "gpu":
+        from archlint.model.train.fit import fit_report
+
+        try:
+            result.memory, findings = fit_report(
+                loaded.model, args, kwargs, optimizer=optimizer.label, loss=loss,
+                budget_bytes=settings.memory_budget, device_spec=device_spec,
+            )
+            for d in findings:
+                d.target = d.target or result.target
+            return [d for d in findings if settings.enabled(d.code)]
+        except UsageError as exc:  # a GPU spec that does not say its memory: the step's memory, no fit
+            result.notes.append(f"memory: whether the step fits was not checked ({exc})")
+    result.memory = step_memory(loaded.model, args, kwargs, optimizer=optimizer.label, loss=loss,
+                                budget_bytes=settings.memory_budget, device_spec=device_spec)
+    return []
