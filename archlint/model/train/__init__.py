@@ -1,0 +1,1 @@
+"""The training step: backward and optimizer costs, memory over the step, and whether a batch fits."""
