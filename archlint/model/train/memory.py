@@ -414,6 +414,7 @@ def _summary(tracker: _Tracker, forward_end: int) -> dict:
         "activations_bytes": sum(r.nbytes for r in kept),
         "temporaries_bytes": at_peak["temporaries"],
         "at_peak": at_peak,
+        "forward_peak_bytes": max((b for i, b in tracker.timeline if tracker.op_phase[i] == "forward"), default=0),
         "at": where,
         "ops": tracker.ops,
         "timeline": _downsample(tracker.timeline, TIMELINE_POINTS),
