@@ -194,7 +194,7 @@ class _Watch(TorchDispatchMode):
         return out
 
 
-def _to_meta(model: nn.Module) -> nn.Module:
+def to_meta(model: nn.Module) -> nn.Module:
     """A copy of `model` with every parameter, buffer and tensor attribute on meta (no data copied)."""
     memo: dict[int, Any] = {}
     for module in model.modules():
@@ -299,7 +299,7 @@ def step_memory(
     try:
         basis = "measured on the meta device: every storage the step allocates and frees, no data"
         first, tracker, forward_end = _two_steps(
-            _to_meta(model), _meta_inputs(tuple(args)), _meta_inputs(dict(kwargs)), base, run_variant, loss, gpu, fused)
+            to_meta(model), _meta_inputs(tuple(args)), _meta_inputs(dict(kwargs)), base, run_variant, loss, gpu, fused)
     except (RuntimeError, NotImplementedError) as exc:  # a data-dependent op (.item(), nonzero) has no meta result
         if any(t.device.type == "meta" for t in itertools.chain(model.parameters(), model.buffers())):
             raise UsageError(f"the training step cannot run on the meta device ({_one_line(exc)}) and the "
