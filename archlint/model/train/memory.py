@@ -278,7 +278,7 @@ def step_memory(
     device_spec=None,
 ) -> dict:
     """The memory of one steady-state training step of `model` on `args`/`kwargs` (real or meta
-    tensors; nothing real is allocated). JSON-ready; see the module docstring and `describe_fields`."""
+    tensors; nothing real is allocated). JSON-ready: see the module docstring for what is measured."""
     if loss not in LOSSES:
         raise UsageError(f"unknown loss {loss!r} for the memory model; use one of {', '.join(LOSSES)}")
     kwargs = kwargs or {}
@@ -304,7 +304,8 @@ def step_memory(
         if any(t.device.type == "meta" for t in itertools.chain(model.parameters(), model.buffers())):
             raise UsageError(f"the training step cannot run on the meta device ({_one_line(exc)}) and the "
                              "model has no real weights to run it with") from None
-        basis = (f"measured with real tensors on {next(model.parameters()).device} (a copy of the model): "
+        device = next(itertools.chain(model.parameters(), model.buffers()), torch.empty(0)).device
+        basis = (f"measured with real tensors on {device} (a copy of the model): "
                  f"the step cannot run on the meta device ({_one_line(exc)})")
         first, tracker, forward_end = _two_steps(
             copy.deepcopy(model), tuple(args), dict(kwargs), base, run_variant, loss, gpu, fused)

@@ -1,6 +1,8 @@
 """Memory over a training step (archlint.model.train.memory): small models whose step memory is
 counted by hand, in bytes (float32: 4 bytes an element)."""
 
+import json
+
 import pytest
 import torch
 import torch.nn as nn
@@ -37,6 +39,7 @@ def test_mlp_adam_by_hand():
     assert r["at"].startswith("step: ")
     assert sum(r["at_peak"].values()) == r["peak_bytes"]
     assert r["timeline"] and max(b for _, b in r["timeline"]) == r["peak_bytes"]
+    assert json.loads(json.dumps(r)) == r  # JSON-ready
 
 
 def test_sgd_has_no_state_and_momentum_one_buffer():
