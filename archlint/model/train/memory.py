@@ -14,8 +14,9 @@ second — the steady state every later step repeats — is the one reported; th
 is given beside it (`first_step_peak_bytes`).
 
 On a GPU device spec each allocation is rounded as PyTorch's CUDA caching allocator rounds blocks
-(to 512 bytes), which is what `torch.cuda.max_memory_allocated` reports, and the CUDA context is
-added as a labelled constant: see `CUDA_BLOCK_BYTES` and `CUDA_CONTEXT_BYTES`.
+(to 512 bytes): `peak_bytes` is then what `torch.cuda.max_memory_allocated` would report. The
+blocks live at the peak, packed into the allocator's segments, give the least it must reserve;
+that plus the CUDA context (a labelled constant) is `device_peak_bytes`, what a budget is held to.
 """
 
 from __future__ import annotations
@@ -46,6 +47,13 @@ CUDA_BLOCK_BYTES = 512
 CUDA_CONTEXT_BYTES = 500 << 20
 CUDA_CONTEXT_SOURCE = ("assumed 500 MiB (not measured: varies 300-800 MB with GPU, driver and CUDA "
                        "lazy loading; pytorch/pytorch#34323 shows 781 MB for an idle CUDA process)")
+
+# Segment sizes of the caching allocator (CUDACachingAllocator.cpp): blocks up to 1 MiB share
+# 2 MiB segments (kSmallBuffer), blocks up to 10 MiB share 20 MiB segments (kLargeBuffer), larger
+# ones get a segment of their own rounded up to 2 MiB (kRoundLarge).
+SMALL_BLOCK, SMALL_SEGMENT = 1 << 20, 2 << 20
+MID_BLOCK, MID_SEGMENT = 10 << 20, 20 << 20
+LARGE_ROUND = 2 << 20
 
 TIMELINE_POINTS = 200
 
@@ -310,6 +318,7 @@ def step_memory(
         first, tracker, forward_end = _two_steps(
             copy.deepcopy(model), tuple(args), dict(kwargs), base, run_variant, loss, gpu, fused)
     result = _summary(tracker, forward_end)
+    blocks = result.pop("_blocks_at_peak")
     result["first_step_peak_bytes"] = first.peak
     result["step_reported"] = ("the second step: optimizer state is created at the first step and kept, "
                                "so the second is the steady state every later step repeats")
@@ -319,10 +328,14 @@ def step_memory(
     if gpu:
         result["allocator"] = {
             "rounding": f"each block rounded up to {CUDA_BLOCK_BYTES} bytes (PyTorch CUDA caching allocator)",
+            "reserved_at_peak_bytes_lower_bound": reserved_lower_bound(blocks),
+            "reserved_basis": ("the live blocks at the peak packed into the allocator's segments (2 MiB for "
+                               "blocks ≤ 1 MiB, 20 MiB for ≤ 10 MiB, larger rounded to 2 MiB), no fragmentation"),
             "cuda_context_bytes": CUDA_CONTEXT_BYTES,
             "cuda_context_source": CUDA_CONTEXT_SOURCE,
         }
-        result["device_peak_bytes"] = result["peak_bytes"] + CUDA_CONTEXT_BYTES
+        # What the device must hold: the allocator's segments at the peak and the context.
+        result["device_peak_bytes"] = result["allocator"]["reserved_at_peak_bytes_lower_bound"] + CUDA_CONTEXT_BYTES
     if notes:
         result["notes"] = notes
     if budget_bytes is not None:
@@ -420,7 +433,17 @@ def _summary(tracker: _Tracker, forward_end: int) -> dict:
         "ops": tracker.ops,
         "timeline": _downsample(tracker.timeline, TIMELINE_POINTS),
         "per_module_activations": dict(sorted(per_module.items(), key=lambda kv: -kv[1])),
+        "_blocks_at_peak": [r.nbytes for r in _live_at(tracker, tracker.peak_event)],
     }
+
+
+def reserved_lower_bound(blocks: list[int]) -> int:
+    """The least memory the caching allocator reserves to hold these live blocks at once: packed
+    into its segments with no fragmentation (a real run reserves as much or more)."""
+    small = sum(b for b in blocks if b <= SMALL_BLOCK)
+    mid = sum(b for b in blocks if SMALL_BLOCK < b <= MID_BLOCK)
+    large = sum(-(-b // LARGE_ROUND) * LARGE_ROUND for b in blocks if b > MID_BLOCK)
+    return -(-small // SMALL_SEGMENT) * SMALL_SEGMENT + -(-mid // MID_SEGMENT) * MID_SEGMENT + large
 
 
 def _downsample(points: list[tuple[int, int]], n: int) -> list[list[int]]:

@@ -70,8 +70,9 @@ def test_fits_gives_no_finding_and_a_gpu_spec_adds_the_context():
     from archlint.devices import resolve
     r, found = fit_report(tower(), (X,), {}, optimizer="adamw", device_spec=resolve("t4"))
     assert r["fits"] and not found
-    assert r["device_peak_bytes"] == r["peak_bytes"] + r["allocator"]["cuda_context_bytes"]
-    assert r["peak_bytes"] % 512 == 0 or r["peak_bytes"] > 0  # blocks rounded to 512 bytes
+    alloc = r["allocator"]
+    assert r["device_peak_bytes"] == alloc["reserved_at_peak_bytes_lower_bound"] + alloc["cuda_context_bytes"]
+    assert r["peak_bytes"] % 512 == 0  # blocks rounded to 512 bytes
     assert r["budget_source"].startswith("t4 datasheet")
 
 
@@ -80,6 +81,17 @@ def test_gpu_rounding_is_per_block():
     from archlint.devices import resolve
     gpu = step_memory(tower(), (torch.randn(3, 32),), optimizer="sgd", device_spec=resolve("h100-sxm"))
     assert gpu["peak_bytes"] > cpu["peak_bytes"] and gpu["params_bytes"] % 512 == 0
+    # tiny blocks: all in 2 MiB small-pool segments
+    assert gpu["allocator"]["reserved_at_peak_bytes_lower_bound"] == -(-gpu["peak_bytes"] // (2 << 20)) * (2 << 20)
+
+
+def test_reserved_lower_bound_packs_segments():
+    from archlint.model.train.memory import reserved_lower_bound
+    MiB = 1 << 20
+    assert reserved_lower_bound([512, 512]) == 2 * MiB
+    assert reserved_lower_bound([3 * MiB, 3 * MiB]) == 20 * MiB
+    assert reserved_lower_bound([11 * MiB]) == 12 * MiB
+    assert reserved_lower_bound([MiB, 2 * MiB, 11 * MiB]) == 2 * MiB + 20 * MiB + 12 * MiB
 
 
 def test_budget_parsing_and_rule_page():
