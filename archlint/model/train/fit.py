@@ -201,16 +201,26 @@ def ways_to_fit(model, args, kwargs, *, optimizer: str, loss: str, budget: int, 
         flops = forward_flops(model, args, kwargs)
         scored = sorted(((_subtree(per_module, p) / max(flops.get(p, 0), 1), p) for p in candidates
                          if _subtree(per_module, p) > 0), reverse=True)
-        chosen, predicted = [], 0
-        for _, path in scored:
-            if predicted >= excess:
+        # Take blocks in order until their kept activations cover the excess; measure; when the
+        # measured saving falls short (a block's output is kept by the next one anyway), aim
+        # higher by the shortfall's ratio and measure again (at most three rounds).
+        chosen, saved, target = [], 0, excess
+        for _ in range(3):
+            predicted, more = 0, []
+            for _, path in scored:
+                if predicted >= target:
+                    break
+                more.append(path)
+                predicted += _subtree(per_module, path)
+            if not more or more == chosen:
                 break
-            chosen.append(path)
-            predicted += _subtree(per_module, path)
-        if chosen:  # reported only when it saves (a peak in the optimizer step is not activations)
-            after = step_memory(with_checkpoints(model, chosen), args, kwargs, optimizer=optimizer, loss=loss,
+            after = step_memory(with_checkpoints(model, more), args, kwargs, optimizer=optimizer, loss=loss,
                                 device_spec=device_spec)
-            saved = peak - total_peak(after)
+            chosen, saved = more, peak - total_peak(after)
+            if saved >= excess or saved <= 0:
+                break
+            target = predicted * excess / saved
+        if chosen:  # reported only when it saves (a peak in the optimizer step is not activations)
             recompute = sum(flops.get(p, 0) for p in chosen)
             if saved > 0:
                 finding(f"checkpointing {len(chosen)} block(s) saves {saved / 1e9:.2f} GB for {recompute / 1e9:.2f} GFLOP "
