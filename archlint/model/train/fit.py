@@ -1,0 +1,295 @@
+"""Whether a training batch fits a memory budget, the largest batch that does, and the ways to fit.
+
+Everything is found with the memory model (`step_memory`, on meta), never by trial on hardware:
+the step's peak is affine in the batch for most models (activations and temporaries grow with it,
+weights, gradients and optimizer state do not), so two evaluations give the line, the line gives
+the largest batch, and evaluations at that batch and the next confirm it (or walk to the answer).
+The ways to fit are measured the same way where the meta device can run them (activation
+checkpointing of chosen blocks, a fused optimizer, a smaller micro-batch with gradient
+accumulation) and estimated, labelled so, where it cannot (bf16 autocast, an 8-bit optimizer).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+
+import torch
+import torch.nn as nn
+from torch.utils.checkpoint import checkpoint
+from torch.utils.flop_counter import FlopCounterMode
+from torch.utils._pytree import tree_flatten, tree_map
+
+from archlint.diagnostics import Diagnostic, Price, Severity
+from archlint.errors import UsageError
+from archlint.model.train.memory import parse_optimizer, step_memory, to_meta
+
+CODE = "AL610"
+MAX_EVALUATIONS = 12
+_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
+          "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
+# Datasheet memory of the built-in GPU specs (bytes), until the spec files carry it
+# (a `memory-gb` figure): NVIDIA datasheets for each product.
+DATASHEET_MEMORY_GB = {"a100-pcie": 80, "a100-sxm": 80, "h100-pcie": 80, "h100-sxm": 80, "l4": 24,
+                       "l40s": 48, "rtx3090": 24, "rtx4090": 24, "rtx5090": 32, "t4": 16}
+
+
+def parse_bytes(text: str) -> int:
+    """'24GB' → 24·10⁹, '24GiB' → 24·2³⁰ (for --memory-budget)."""
+    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([KMGT]?I?B?)\s*", text.upper())
+    if not match or match.group(2) not in _UNITS:
+        raise UsageError(f"memory budget {text!r}: give a size like 24GB, 16GiB or 8000MB")
+    return int(float(match.group(1)) * _UNITS[match.group(2)])
+
+
+def device_memory(spec) -> tuple[int, str] | None:
+    """The device's memory in bytes and where the figure comes from, or None (a CPU spec, unknown)."""
+    if spec is None or getattr(spec, "kind", "") != "gpu":
+        return None
+    figures = getattr(spec, "figures", {}) or {}
+    if "memory-gb" in figures:
+        return int(figures["memory-gb"] * 10**9), f"device spec {spec.name}: memory-gb"
+    if spec.name in DATASHEET_MEMORY_GB:
+        return DATASHEET_MEMORY_GB[spec.name] * 10**9, f"{spec.name} datasheet memory ({DATASHEET_MEMORY_GB[spec.name]} GB)"
+    return None
+
+
+def batch_size(args: tuple, kwargs: dict) -> int:
+    """The batch: the leading dimension shared by the input tensors (the first tensor's)."""
+    tensors = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor) and t.dim() > 0]
+    if not tensors:
+        raise UsageError("no input tensor with a batch dimension: cannot size the batch")
+    return tensors[0].shape[0]
+
+
+def with_batch(args: tuple, kwargs: dict, batch: int) -> tuple[tuple, dict]:
+    """Meta inputs like these with the batch dimension (every tensor's leading one that equals the
+    batch) set to `batch`."""
+    old = batch_size(args, kwargs)
+
+    def one(t):
+        if not isinstance(t, torch.Tensor):
+            return t
+        shape = (batch, *t.shape[1:]) if t.dim() > 0 and t.shape[0] == old else tuple(t.shape)
+        return torch.empty(shape, dtype=t.dtype, device="meta").requires_grad_(t.requires_grad)
+    return tree_map(one, tuple(args)), tree_map(one, dict(kwargs))
+
+
+def total_peak(result: dict) -> int:
+    return result.get("device_peak_bytes", result["peak_bytes"])
+
+
+def max_batch(peak_at: Callable[[int], int], batch: int, budget: int) -> dict:
+    """The largest batch whose peak is within `budget`: the line through two evaluations, then
+    evaluations at the predicted batch and the next to confirm it (walking if the line was off)."""
+    seen: dict[int, int] = {}
+
+    def peak(b: int) -> int:
+        if b not in seen:
+            if len(seen) >= MAX_EVALUATIONS:
+                raise UsageError(f"max_batch: no answer after {MAX_EVALUATIONS} evaluations of the memory model")
+            seen[b] = peak_at(b)
+        return seen[b]
+    b1, b2 = batch, 2 * batch
+    slope = (peak(b2) - peak(b1)) / (b2 - b1)
+    fixed = peak(b1) - slope * b1
+    if slope <= 0:
+        return {"max_batch": None, "per_sample_bytes": slope, "fixed_bytes": int(fixed),
+                "evaluations": sorted(seen.items()), "basis": "the peak does not grow with the batch"}
+    # The line's answer, then secant steps between the largest batch known to fit (lo) and the
+    # smallest known not to (hi): the peak is piecewise affine (it moves from the optimizer step
+    # to the backward as activations grow), so each step lands on the next piece or the answer.
+    guess = max(1, math.floor((budget - fixed) / slope))
+    while True:
+        lo = max((b for b, p in seen.items() if p <= budget), default=0)
+        hi = min((b for b, p in seen.items() if p > budget), default=None)
+        if hi is not None and hi - lo <= 1:
+            break
+        if not (lo < guess and (hi is None or guess < hi)):
+            guess = (lo + hi) // 2 if hi is not None else 2 * lo
+        peak(guess)
+        lo = max((b for b, p in seen.items() if p <= budget), default=0)
+        hi = min((b for b, p in seen.items() if p > budget), default=None)
+        a, b = (sorted(seen)[:2] if lo == 0 else sorted(seen)[-2:] if hi is None else (lo, hi))
+        rate = (seen[b] - seen[a]) / (b - a)
+        guess = max(lo + 1, a + math.floor((budget - seen[a]) / rate)) if rate > 0 else -1
+    return {
+        "max_batch": lo,
+        "per_sample_bytes": int(slope),
+        "fixed_bytes": int(fixed),
+        "evaluations": [list(e) for e in sorted(seen.items())],
+        "basis": "memory model: peak affine in the batch from two evaluations, confirmed at the answer and the next batch",
+    }
+
+
+def checkpoint_candidates(model: nn.Module) -> list[str]:
+    """Repeated blocks: the children of a ModuleList or Sequential that holds two or more modules
+    of one class (transformer layers, ResNet stages' blocks), outermost first found."""
+    out = []
+    for path, module in model.named_modules():
+        if isinstance(module, (nn.ModuleList, nn.Sequential)):
+            kinds = [type(c) for c in module.children()]
+            for name, child in module.named_children():
+                if kinds.count(type(child)) >= 2 and any(True for _ in child.parameters()):
+                    out.append(f"{path}.{name}" if path else name)
+    # the outermost only: a block inside a checkpointed block is recomputed with it
+    return [p for p in out if not any(p.startswith(q + ".") for q in out)]
+
+
+def forward_flops(model: nn.Module, args: tuple, kwargs: dict) -> dict[str, int]:
+    """FLOPs of each module's forward (torch's FlopCounterMode on meta), by module path."""
+    root = type(model).__name__
+    meta_args, meta_kwargs = with_batch(args, kwargs, batch_size(args, kwargs))
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        to_meta(model).train()(*meta_args, **meta_kwargs)
+    flops = {}
+    for key, counts in counter.get_flop_counts().items():
+        if key.startswith(root + "."):
+            flops[key[len(root) + 1:]] = int(sum(counts.values()))
+    return flops
+
+
+class _Checkpointed(nn.Module):
+    """A block run under non-reentrant activation checkpointing (saves its inputs only)."""
+
+    def __init__(self, block: nn.Module):
+        super().__init__()
+        self.block = block
+
+    def forward(self, *args, **kwargs):
+        return checkpoint(self.block, *args, use_reentrant=False, **kwargs)
+
+
+def with_checkpoints(model: nn.Module, paths: list[str]) -> nn.Module:
+    """A meta copy of `model` with the blocks at `paths` checkpointed."""
+    copy_ = to_meta(model)
+    for path in paths:
+        parent_path, _, name = path.rpartition(".")
+        parent = copy_.get_submodule(parent_path) if parent_path else copy_
+        setattr(parent, name, _Checkpointed(getattr(parent, name)))
+    return copy_
+
+
+def _subtree(per_module: dict[str, int], path: str) -> int:
+    return sum(b for m, b in per_module.items() if m == path or m.startswith(path + "."))
+
+
+def ways_to_fit(model, args, kwargs, *, optimizer: str, loss: str, budget: int, device_spec, result: dict,
+                fit: dict) -> list[Diagnostic]:
+    """AL610 findings: the batch does not fit, and each way that makes it fit, priced in memory
+    saved (share of the step's peak) and time added."""
+    peak, batch = total_peak(result), batch_size(args, kwargs)
+    excess = peak - budget
+    where = f"training step at batch {batch} with {optimizer}"
+    found = []
+
+    def finding(message, saved, alternative, *, added_flops=None, evidence=None, basis="measured by the memory model"):
+        price = Price("static", saved / peak if peak else 0.0, alternative,
+                      flops_saved=-added_flops if added_flops else None, whole="step peak memory")
+        ev = {"memory_saved_bytes": int(saved), "peak_bytes": peak, "budget_bytes": budget,
+              "fits_after": peak - saved <= budget, "saving_basis": basis}
+        if added_flops is not None:
+            ev["time_added_flops"] = int(added_flops)
+        found.append(Diagnostic(CODE, f"{where} needs {peak / 1e9:.2f} GB > budget {budget / 1e9:.2f} GB: {message}",
+                                Severity.WARNING, target="step", evidence=ev | (evidence or {}), price=price))
+
+    # 1. Activation checkpointing, blocks chosen by activations saved per recompute FLOP.
+    per_module = result.get("per_module_activations", {})
+    candidates = checkpoint_candidates(model)
+    if candidates:
+        flops = forward_flops(model, args, kwargs)
+        scored = sorted(((_subtree(per_module, p) / max(flops.get(p, 0), 1), p) for p in candidates
+                         if _subtree(per_module, p) > 0), reverse=True)
+        # Take blocks in order until their kept activations cover the excess; measure; when the
+        # measured saving falls short (a block's output is kept by the next one anyway), aim
+        # higher by the shortfall's ratio and measure again (at most three rounds).
+        chosen, saved, target = [], 0, excess
+        for _ in range(3):
+            predicted, more = 0, []
+            for _, path in scored:
+                if predicted >= target:
+                    break
+                more.append(path)
+                predicted += _subtree(per_module, path)
+            if not more or more == chosen:
+                break
+            after = step_memory(with_checkpoints(model, more), args, kwargs, optimizer=optimizer, loss=loss,
+                                device_spec=device_spec)
+            chosen, saved = more, peak - total_peak(after)
+            if saved >= excess or saved <= 0:
+                break
+            target = predicted * excess / saved
+        if chosen:  # reported only when it saves (a peak in the optimizer step is not activations)
+            recompute = sum(flops.get(p, 0) for p in chosen)
+            if saved > 0:
+                finding(f"checkpointing {len(chosen)} block(s) saves {saved / 1e9:.2f} GB for {recompute / 1e9:.2f} GFLOP "
+                        "of recomputation in backward", saved,
+                        f"torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False) around {', '.join(chosen[:6])}"
+                        + (f" and {len(chosen) - 6} more" if len(chosen) > 6 else ""),
+                        added_flops=recompute, evidence={"blocks": chosen})
+
+    # 2. A fused optimizer: no step temporaries (measured); an 8-bit one: state in 2 of 8 bytes (estimated).
+    base, variant = parse_optimizer(optimizer)
+    if variant != "fused" and base != "sgd":
+        fused = step_memory(model, args, kwargs, optimizer=f"{base}-fused", loss=loss, device_spec=device_spec)
+        saved = peak - total_peak(fused)
+        if saved > 0:
+            finding(f"the fused {base} saves {saved / 1e9:.2f} GB of optimizer-step temporaries", saved,
+                    f"torch.optim.{'AdamW' if base == 'adamw' else 'Adam' if base == 'adam' else 'SGD'}(..., fused=True)",
+                    added_flops=0)
+    if base in ("adam", "adamw") and result["optimizer_bytes"]:
+        state = result["optimizer_bytes"]
+        at_peak_state = result["at_peak"]["optimizer"]
+        saved = at_peak_state * 3 // 4
+        finding(f"an 8-bit {base} keeps its two moments in 1 byte each instead of 4: about {saved / 1e9:.2f} GB",
+                saved, f"bitsandbytes.optim.{'AdamW8bit' if base == 'adamw' else 'Adam8bit'}(model.parameters())",
+                added_flops=0, basis="estimated: the state at the peak × 3/4 (blockwise-quantized moments)",
+                evidence={"optimizer_bytes": state})
+
+    # 3. bf16 autocast: matmul/conv outputs (most saved activations) in 2 bytes instead of 4.
+    activations = result["at_peak"]["activations"] + result["at_peak"]["temporaries"]
+    if activations:
+        saved = activations // 2
+        finding(f"bf16 autocast about halves activations and temporaries at the peak: about {saved / 1e9:.2f} GB",
+                saved, "with torch.autocast('cuda', dtype=torch.bfloat16): loss = model(x) ...", added_flops=0,
+                basis="estimated: activations and temporaries at the peak × 1/2 (bf16 outputs of matmul and conv)")
+
+    # 4. Gradient accumulation over micro-batches that fit.
+    micro = fit.get("max_batch")
+    if micro and micro < batch:
+        steps = math.ceil(batch / micro)
+        small_args, small_kwargs = with_batch(args, kwargs, micro)
+        small = step_memory(model, small_args, small_kwargs, optimizer=optimizer, loss=loss, device_spec=device_spec)
+        saved = peak - total_peak(small)
+        finding(f"{steps} micro-batches of {micro} with gradient accumulation fit ({saved / 1e9:.2f} GB less); "
+                "the same work, in smaller launches", saved,
+                f"for chunk in x.split({micro}): (loss_fn(model(chunk)) / {steps}).backward(); then optimizer.step()",
+                added_flops=0, evidence={"micro_batch": micro, "accumulation_steps": steps})
+    return found
+
+
+def fit_report(model, args, kwargs, *, optimizer: str = "adam", loss: str = "mean", budget_bytes: int | None = None,
+               device_spec=None) -> tuple[dict, list[Diagnostic]]:
+    """The step's memory with `fits`, `max_batch` and, when it does not fit, the AL610 findings.
+    The budget is `budget_bytes`, else the device spec's memory."""
+    budget_source = "--memory-budget"
+    if budget_bytes is None:
+        memory = device_memory(device_spec)
+        if memory is None:
+            raise UsageError("no memory budget: give --memory-budget SIZE or a GPU --device-spec")
+        budget_bytes, budget_source = memory
+    result = step_memory(model, args, kwargs, optimizer=optimizer, loss=loss, budget_bytes=budget_bytes,
+                         device_spec=device_spec)
+    result["budget_source"] = budget_source
+
+    def peak_at(b: int) -> int:
+        a, k = with_batch(args, kwargs, b)
+        return total_peak(step_memory(model, a, k, optimizer=optimizer, loss=loss, device_spec=device_spec))
+    fit = max_batch(peak_at, batch_size(args, kwargs), budget_bytes)
+    result["max_batch"] = fit["max_batch"]
+    result["max_batch_basis"] = fit
+    findings = [] if result["fits"] else ways_to_fit(
+        model, args, kwargs, optimizer=optimizer, loss=loss, budget=budget_bytes, device_spec=device_spec,
+        result=result, fit=fit)
+    return result, findings

@@ -1,0 +1,454 @@
+"""Memory over one training step, measured by running the step on the meta device.
+
+The step (zero_grad, forward in train mode, loss, backward, optimizer.step) runs on a meta copy of
+the model: every tensor has its shape, dtype and storage size but no data, so nothing is
+allocated. A dispatch mode sees each aten op's outputs and registers every storage it has not seen;
+a weakref finalizer on the storage records its free. The live bytes after each op, and their peak,
+are then what autograd actually keeps: views share a storage, in-place ops make none, a
+checkpointed region's saved tensors are freed and recomputed in backward, a frozen parameter gets
+no gradient. Storages are classified after the step (parameter, buffer, input, gradient, optimizer
+state, activation kept from the forward, temporary).
+
+Optimizer state is created lazily at the first step, so the first step is run untracked and the
+second — the steady state every later step repeats — is the one reported; the first step's peak
+is given beside it (`first_step_peak_bytes`).
+
+On a GPU device spec each allocation is rounded as PyTorch's CUDA caching allocator rounds blocks
+(to 512 bytes): `peak_bytes` is then what `torch.cuda.max_memory_allocated` would report. The
+blocks live at the peak, packed into the allocator's segments, give the least it must reserve;
+that plus the CUDA context (a labelled constant) is `device_peak_bytes`, what a budget is held to.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import math
+import weakref
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.nn as nn
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten, tree_map
+
+from archlint.errors import UsageError
+
+# PyTorch's CUDA caching allocator rounds every block up to a multiple of 512 bytes
+# (kMinBlockSize in c10/cuda/CUDACachingAllocator.cpp; "Memory management" in the CUDA semantics
+# docs); max_memory_allocated counts these rounded blocks.
+CUDA_BLOCK_BYTES = 512
+# The CUDA context (driver state, kernels of the loaded libraries) takes device memory that no
+# PyTorch counter sees. It depends on the GPU, driver and CUDA version (lazy module loading since
+# CUDA 11.7 shrinks it); an assumed constant, not measured: 500 MiB, inside the 300-800 MB that
+# nvidia-smi shows for a process that has only initialised CUDA (e.g. 781 MB, pytorch/pytorch#34323).
+CUDA_CONTEXT_BYTES = 500 << 20
+CUDA_CONTEXT_SOURCE = ("assumed 500 MiB (not measured: varies 300-800 MB with GPU, driver and CUDA "
+                       "lazy loading; pytorch/pytorch#34323 shows 781 MB for an idle CUDA process)")
+
+# Segment sizes of the caching allocator (CUDACachingAllocator.cpp): blocks up to 1 MiB share
+# 2 MiB segments (kSmallBuffer), blocks up to 10 MiB share 20 MiB segments (kLargeBuffer), larger
+# ones get a segment of their own rounded up to 2 MiB (kRoundLarge).
+SMALL_BLOCK, SMALL_SEGMENT = 1 << 20, 2 << 20
+MID_BLOCK, MID_SEGMENT = 10 << 20, 20 << 20
+LARGE_ROUND = 2 << 20
+
+TIMELINE_POINTS = 200
+
+_BASE = {
+    "sgd": (torch.optim.SGD, {"lr": 0.01}),
+    "sgd-momentum": (torch.optim.SGD, {"lr": 0.01, "momentum": 0.9}),
+    "adam": (torch.optim.Adam, {"lr": 1e-3}),
+    "adamw": (torch.optim.AdamW, {"lr": 1e-3}),
+}
+OPTIMIZERS = tuple(f"{b}{v}" for b in _BASE for v in ("", "-foreach", "-fused"))
+LOSSES = ("mean", "sum")
+CATEGORIES = ("params", "buffers", "inputs", "grads", "optimizer", "activations", "temporaries")
+
+
+def parse_optimizer(name: str) -> tuple[str, str]:
+    """('adam', 'fused') from 'adam-fused'; the variant is '' (PyTorch's own default), 'foreach' or 'fused'."""
+    for variant in ("-foreach", "-fused"):
+        if name.endswith(variant) and name[: -len(variant)] in _BASE:
+            return name[: -len(variant)], variant[1:]
+    if name in _BASE:
+        return name, ""
+    raise UsageError(f"unknown optimizer {name!r}; use one of {', '.join(OPTIMIZERS)}")
+
+
+def make_optimizer(name: str, params, *, variant_override: str | None = None) -> torch.optim.Optimizer:
+    """The torch optimizer `name` names (see OPTIMIZERS), over `params`."""
+    base, variant = parse_optimizer(name)
+    variant = variant if variant_override is None else variant_override
+    cls, kwargs = _BASE[base]
+    kwargs = dict(kwargs)
+    if variant == "foreach":
+        kwargs["foreach"] = True
+    elif variant == "fused":
+        kwargs["fused"] = True
+    elif variant == "single":
+        kwargs["foreach"] = False
+    return cls(params, **kwargs)
+
+
+def output_tensors(output: Any) -> list[torch.Tensor]:
+    """The floating-point tensors of a model's output that carry a gradient (a tensor, tuple,
+    list, dict or Hugging Face ModelOutput), in order."""
+    if isinstance(output, torch.Tensor):
+        return [output] if output.is_floating_point() and output.requires_grad else []
+    if hasattr(output, "to_tuple"):
+        output = output.to_tuple()
+    if isinstance(output, Mapping):
+        output = list(output.values())
+    if isinstance(output, (list, tuple)):
+        return [t for item in output for t in output_tensors(item)]
+    return []
+
+
+def step_loss(output: Any, loss: str = "mean") -> torch.Tensor:
+    """The loss of the modelled step: the mean (or sum) of each differentiable output tensor, added."""
+    tensors = output_tensors(output)
+    if not tensors:
+        raise UsageError("the model's output has no floating-point tensor that requires grad: nothing to train")
+    reduce = torch.mean if loss == "mean" else torch.sum
+    total = reduce(tensors[0])
+    for t in tensors[1:]:
+        total = total + reduce(t)
+    return total
+
+
+@dataclass
+class _Storage:
+    nbytes: int
+    born: int  # event index
+    op: int  # op index at birth (-1: there before the step)
+    phase: str  # start | zero_grad | forward | backward | step
+    module: str = ""
+    died: float = math.inf
+    kind: str = ""  # set at the end: one of CATEGORIES
+
+
+@dataclass
+class _Tracker:
+    round_to: int = 1
+    records: list[_Storage] = field(default_factory=list)
+    by_id: dict[int, _Storage] = field(default_factory=dict)
+    live_bytes: int = 0
+    peak: int = 0
+    peak_event: int = 0
+    peak_op: int = -1
+    events: int = 0
+    ops: int = 0
+    phase: str = "start"
+    modules: list[str] = field(default_factory=list)
+    op_names: list[str] = field(default_factory=list)
+    op_phase: list[str] = field(default_factory=list)
+    op_module: list[str] = field(default_factory=list)
+    timeline: list[tuple[int, int]] = field(default_factory=list)
+
+    def size(self, storage) -> int:
+        n = storage.nbytes()
+        return -(-n // self.round_to) * self.round_to if n else 0
+
+    def see(self, tensor: torch.Tensor, phase: str | None = None) -> _Storage | None:
+        """Register the tensor's storage if new; return its record."""
+        storage = tensor.untyped_storage()
+        key = id(storage)
+        rec = self.by_id.get(key)
+        if rec is not None:
+            return rec
+        rec = _Storage(self.size(storage), self.events, self.ops - 1 if phase is None else -1,
+                       phase or self.phase, self.modules[-1] if self.modules else "")
+        self.events += 1
+        self.records.append(rec)
+        self.by_id[key] = rec
+        weakref.finalize(storage, self._free, key, rec)
+        self.live_bytes += rec.nbytes
+        if self.live_bytes > self.peak:
+            self.peak, self.peak_event, self.peak_op = self.live_bytes, rec.born, rec.op
+        return rec
+
+    def _free(self, key: int, rec: _Storage) -> None:
+        if self.by_id.get(key) is rec:
+            del self.by_id[key]
+        rec.died = self.events
+        self.events += 1
+        self.live_bytes -= rec.nbytes
+
+    def record(self, which) -> _Storage | None:
+        return self.by_id.get(id(which.untyped_storage()))
+
+
+class _Watch(TorchDispatchMode):
+    """Registers the storages of every op's outputs."""
+
+    def __init__(self, tracker: _Tracker):
+        super().__init__()
+        self.tracker = tracker
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        t = self.tracker
+        t.ops += 1
+        t.op_names.append(str(func.overloadpacket.__name__) if hasattr(func, "overloadpacket") else str(func))
+        t.op_phase.append(t.phase)
+        t.op_module.append(t.modules[-1] if t.modules else "")
+        for value in tree_flatten(out)[0]:
+            if isinstance(value, torch.Tensor):
+                t.see(value)
+        t.timeline.append((t.ops - 1, t.live_bytes))
+        return out
+
+
+def to_meta(model: nn.Module) -> nn.Module:
+    """A copy of `model` with every parameter, buffer and tensor attribute on meta (no data copied)."""
+    memo: dict[int, Any] = {}
+    for module in model.modules():
+        for name, p in module._parameters.items():
+            if p is not None and id(p) not in memo:
+                memo[id(p)] = nn.Parameter(torch.empty_like(p, device="meta"), requires_grad=p.requires_grad)
+        for name, b in module._buffers.items():
+            if b is not None and id(b) not in memo:
+                memo[id(b)] = torch.empty_like(b, device="meta")
+        for value in vars(module).values():
+            if isinstance(value, torch.Tensor) and not isinstance(value, nn.Parameter) and id(value) not in memo:
+                memo[id(value)] = torch.empty_like(value, device="meta")
+    return copy.deepcopy(model, memo)
+
+
+def _meta_inputs(value: Any) -> Any:
+    def one(t):
+        if not isinstance(t, torch.Tensor):
+            return t
+        m = torch.empty_like(t, device="meta")
+        return m.requires_grad_(t.requires_grad) if t.is_leaf else m
+    return tree_map(one, value)
+
+
+def _module_paths(model: nn.Module, tracker: _Tracker) -> list:
+    handles = []
+    for path, module in model.named_modules():
+        def pre(_m, _a, path=path or "<model>"):
+            tracker.modules.append(path)
+
+        def post(_m, _a, _o):
+            if tracker.modules:
+                tracker.modules.pop()
+        handles.append(module.register_forward_pre_hook(pre))
+        handles.append(module.register_forward_hook(post, always_call=True))
+    return handles
+
+
+def _tensors(value: Any) -> list[torch.Tensor]:
+    return [t for t in tree_flatten(value)[0] if isinstance(t, torch.Tensor)]
+
+
+def _state_tensors(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
+    return [v for state in optimizer.state.values() for v in state.values() if isinstance(v, torch.Tensor)]
+
+
+def _step(model, args, kwargs, optimizer, loss, tracker: _Tracker | None, fused_inplace: bool):
+    def phase(name):
+        if tracker is not None:
+            tracker.phase = name
+    phase("zero_grad")
+    optimizer.zero_grad(set_to_none=True)
+    phase("forward")
+    value = step_loss(model(*args, **kwargs), loss)
+    phase("backward")
+    forward_end = tracker.events if tracker is not None else 0
+    value.backward()
+    del value
+    phase("step")
+    grads = [p.grad for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
+    if tracker is not None:
+        for g in grads:
+            rec = tracker.record(g)
+            if rec is not None:
+                rec.kind = "grads"
+    # The fused kernel updates parameters and state in place, with no temporaries; meta has no
+    # fused kernel, so once the state exists (the steady step) the per-tensor step is not run.
+    if not (fused_inplace and optimizer.state):
+        optimizer.step()
+    return forward_end
+
+
+def step_memory(
+    model: nn.Module,
+    args: tuple = (),
+    kwargs: dict | None = None,
+    *,
+    optimizer: str = "adam",
+    loss: str = "mean",
+    budget_bytes: int | None = None,
+    device_spec=None,
+) -> dict:
+    """The memory of one steady-state training step of `model` on `args`/`kwargs` (real or meta
+    tensors; nothing real is allocated). JSON-ready: see the module docstring for what is measured."""
+    if loss not in LOSSES:
+        raise UsageError(f"unknown loss {loss!r} for the memory model; use one of {', '.join(LOSSES)}")
+    kwargs = kwargs or {}
+    gpu = device_spec is not None and getattr(device_spec, "kind", "") == "gpu"
+    base, variant = parse_optimizer(optimizer)
+    notes = []
+    # On CUDA, PyTorch picks the foreach implementation by default; on the CPU, the per-tensor loop.
+    run_variant = variant or ("foreach" if gpu else "single")
+    if not variant:
+        notes.append(f"optimizer {optimizer}: PyTorch's default on {'CUDA' if gpu else 'the CPU'} is the "
+                     f"{'foreach' if gpu else 'per-parameter (single-tensor)'} implementation, modelled as such")
+    fused = run_variant == "fused"
+    if fused:
+        run_variant = "single"
+        notes.append(f"optimizer {optimizer}: the fused kernel updates in place; modelled as its state "
+                     "with no step temporaries (meta has no fused kernel)")
+
+    try:
+        basis = "measured on the meta device: every storage the step allocates and frees, no data"
+        first, tracker, forward_end = _two_steps(
+            to_meta(model), _meta_inputs(tuple(args)), _meta_inputs(dict(kwargs)), base, run_variant, loss, gpu, fused)
+    except (RuntimeError, NotImplementedError) as exc:  # a data-dependent op (.item(), nonzero) has no meta result
+        if any(t.device.type == "meta" for t in itertools.chain(model.parameters(), model.buffers())):
+            raise UsageError(f"the training step cannot run on the meta device ({_one_line(exc)}) and the "
+                             "model has no real weights to run it with") from None
+        device = next(itertools.chain(model.parameters(), model.buffers()), torch.empty(0)).device
+        basis = (f"measured with real tensors on {device} (a copy of the model): "
+                 f"the step cannot run on the meta device ({_one_line(exc)})")
+        first, tracker, forward_end = _two_steps(
+            copy.deepcopy(model), tuple(args), dict(kwargs), base, run_variant, loss, gpu, fused)
+    result = _summary(tracker, forward_end)
+    blocks = result.pop("_blocks_at_peak")
+    result["first_step_peak_bytes"] = first.peak
+    result["step_reported"] = ("the second step: optimizer state is created at the first step and kept, "
+                               "so the second is the steady state every later step repeats")
+    result["optimizer"] = optimizer
+    result["loss"] = f"{loss} of the output"
+    result["basis"] = basis
+    if gpu:
+        result["allocator"] = {
+            "rounding": f"each block rounded up to {CUDA_BLOCK_BYTES} bytes (PyTorch CUDA caching allocator)",
+            "reserved_at_peak_bytes_lower_bound": reserved_lower_bound(blocks),
+            "reserved_basis": ("the live blocks at the peak packed into the allocator's segments (2 MiB for "
+                               "blocks ≤ 1 MiB, 20 MiB for ≤ 10 MiB, larger rounded to 2 MiB), no fragmentation"),
+            "cuda_context_bytes": CUDA_CONTEXT_BYTES,
+            "cuda_context_source": CUDA_CONTEXT_SOURCE,
+        }
+        # What the device must hold: the allocator's segments at the peak and the context.
+        result["device_peak_bytes"] = result["allocator"]["reserved_at_peak_bytes_lower_bound"] + CUDA_CONTEXT_BYTES
+    if notes:
+        result["notes"] = notes
+    if budget_bytes is not None:
+        total = result.get("device_peak_bytes", result["peak_bytes"])
+        result["budget_bytes"] = int(budget_bytes)
+        result["fits"] = total <= budget_bytes
+    return result
+
+
+def _one_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
+
+
+def _two_steps(model, args, kwargs, base, variant, loss, gpu, fused):
+    """Step once untracked-for-the-report (the optimizer state is created), then once tracked."""
+    model.train()
+    params = [p for p in model.parameters() if p.requires_grad]
+    if not params:
+        raise UsageError("the model has no parameter that requires grad: nothing to train")
+    opt = make_optimizer(base, params, variant_override=variant)
+    first = _Tracker(round_to=CUDA_BLOCK_BYTES if gpu else 1)
+    _measure(model, args, kwargs, opt, loss, first, fused)
+    tracker = _Tracker(round_to=CUDA_BLOCK_BYTES if gpu else 1)
+    forward_end = _measure(model, args, kwargs, opt, loss, tracker, fused)
+    return first, tracker, forward_end
+
+
+def _measure(meta, args, kwargs, opt, loss, tracker: _Tracker, fused: bool) -> int:
+    """Run one step under the tracker; returns the event index at the end of the forward."""
+    for p in meta.parameters():
+        tracker.see(p, "start").kind = "params"
+    for b in meta.buffers():
+        rec = tracker.see(b, "start")
+        rec.kind = rec.kind or "buffers"
+    for t in _tensors((args, kwargs)):
+        rec = tracker.see(t, "start")
+        rec.kind = rec.kind or "inputs"
+    for t in _state_tensors(opt):
+        tracker.see(t, "start").kind = "optimizer"
+    for p in meta.parameters():
+        if p.grad is not None:
+            tracker.see(p.grad, "start").kind = "grads"
+    handles = _module_paths(meta, tracker)
+    try:
+        with _Watch(tracker):
+            forward_end = _step(meta, args, kwargs, opt, loss, tracker, fused)
+    finally:
+        for h in handles:
+            h.remove()
+    for t in _state_tensors(opt):
+        rec = tracker.record(t)
+        if rec is not None:
+            rec.kind = "optimizer"
+    for rec in tracker.records:
+        if not rec.kind:
+            rec.kind = "activations" if rec.phase == "forward" else "temporaries"
+    return forward_end
+
+
+def _live_at(tracker: _Tracker, event: int) -> list[_Storage]:
+    return [r for r in tracker.records if r.born <= event < r.died]
+
+
+def _summary(tracker: _Tracker, forward_end: int) -> dict:
+    at_peak = dict.fromkeys(CATEGORIES, 0)
+    for r in _live_at(tracker, tracker.peak_event):
+        at_peak[r.kind] += r.nbytes
+    totals = dict.fromkeys(CATEGORIES, 0)
+    for r in tracker.records:
+        if r.kind in ("params", "buffers", "inputs", "grads", "optimizer"):
+            totals[r.kind] += r.nbytes
+    kept = [r for r in _live_at(tracker, forward_end - 1) if r.kind == "activations"]
+    per_module: dict[str, int] = {}
+    for r in kept:
+        per_module[r.module or "<model>"] = per_module.get(r.module or "<model>", 0) + r.nbytes
+    grads = totals["grads"]
+    # Gradients of the previous step freed at zero_grad are counted once, as this step's.
+    grads = sum(r.nbytes for r in tracker.records if r.kind == "grads" and r.phase != "start") or grads
+    op = tracker.peak_op
+    where = "before the step" if op < 0 else (
+        f"{tracker.op_phase[op]}: aten.{tracker.op_names[op]} (op {op})"
+        + (f" in {tracker.op_module[op]}" if tracker.op_module[op] and tracker.op_phase[op] == "forward" else ""))
+    return {
+        "peak_bytes": tracker.peak,
+        "params_bytes": totals["params"],
+        "buffers_bytes": totals["buffers"],
+        "inputs_bytes": totals["inputs"],
+        "grads_bytes": grads,
+        "optimizer_bytes": totals["optimizer"],
+        "activations_bytes": sum(r.nbytes for r in kept),
+        "temporaries_bytes": at_peak["temporaries"],
+        "at_peak": at_peak,
+        "forward_peak_bytes": max((b for i, b in tracker.timeline if tracker.op_phase[i] == "forward"), default=0),
+        "at": where,
+        "ops": tracker.ops,
+        "timeline": _downsample(tracker.timeline, TIMELINE_POINTS),
+        "per_module_activations": dict(sorted(per_module.items(), key=lambda kv: -kv[1])),
+        "_blocks_at_peak": [r.nbytes for r in _live_at(tracker, tracker.peak_event)],
+    }
+
+
+def reserved_lower_bound(blocks: list[int]) -> int:
+    """The least memory the caching allocator reserves to hold these live blocks at once: packed
+    into its segments with no fragmentation (a real run reserves as much or more)."""
+    small = sum(b for b in blocks if b <= SMALL_BLOCK)
+    mid = sum(b for b in blocks if SMALL_BLOCK < b <= MID_BLOCK)
+    large = sum(-(-b // LARGE_ROUND) * LARGE_ROUND for b in blocks if b > MID_BLOCK)
+    return -(-small // SMALL_SEGMENT) * SMALL_SEGMENT + -(-mid // MID_SEGMENT) * MID_SEGMENT + large
+
+
+def _downsample(points: list[tuple[int, int]], n: int) -> list[list[int]]:
+    """At most about n points, keeping each bucket's highest (so the peak survives)."""
+    if len(points) <= n:
+        return [list(p) for p in points]
+    size = math.ceil(len(points) / n)
+    return [list(max(points[i:i + size], key=lambda p: p[1])) for i in range(0, len(points), size)]

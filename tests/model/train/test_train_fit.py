@@ -1,0 +1,101 @@
+"""Fit: max_batch from the memory model, confirmed; AL610 ways to fit, each priced."""
+
+import pytest
+import torch
+import torch.nn as nn
+
+from archlint import registry
+from archlint.errors import UsageError
+from archlint.model.train.fit import CODE, fit_report, max_batch, parse_bytes, with_batch
+from archlint.model.train.memory import step_memory
+
+
+def tower():
+    torch.manual_seed(0)
+    block = lambda: nn.Sequential(nn.Linear(32, 256), nn.ReLU(), nn.Linear(256, 32))  # noqa: E731
+    return nn.Sequential(*[block() for _ in range(4)])
+
+
+X = torch.randn(64, 32)
+
+
+def peak(model, batch, optimizer="adam"):
+    args, kwargs = with_batch((X,), {}, batch)
+    return step_memory(model, args, kwargs, optimizer=optimizer)["peak_bytes"]
+
+
+def test_max_batch_fits_and_next_does_not():
+    model = tower()
+    budget = peak(model, 300)
+    r, _ = fit_report(model, (X,), {}, optimizer="adam", budget_bytes=budget)
+    n = r["max_batch"]
+    assert n >= 300
+    assert peak(model, n) <= budget < peak(model, n + 1)
+    assert len(r["max_batch_basis"]["evaluations"]) <= 8
+
+
+def test_max_batch_grows_with_the_budget():
+    model = tower()
+    answers = [fit_report(model, (X,), {}, optimizer="sgd", budget_bytes=b)[0]["max_batch"]
+               for b in (400_000, 800_000, 1_600_000)]
+    assert answers == sorted(answers) and answers[0] < answers[-1]
+
+
+def test_max_batch_on_a_piecewise_line():
+    # The peak moves from one affine piece to a steeper one: the secant steps still land exactly.
+    curve = lambda b: 1000 + 10 * b if b < 50 else 1500 + 40 * (b - 50)  # noqa: E731
+    for budget in (1200, 1490, 1500, 5000, 123456):
+        n = max_batch(curve, 2, budget)["max_batch"]
+        assert curve(n) <= budget < curve(n + 1)
+
+
+def test_does_not_fit_gives_priced_ways():
+    model = tower()
+    budget = peak(model, 64)  # batch 512 does not fit; 64 does
+    r, found = fit_report(model, (torch.randn(512, 32),), {}, optimizer="adam", budget_bytes=budget)
+    assert r["fits"] is False
+    assert found and {d.code for d in found} == {CODE}
+    kinds = " ".join(d.price.alternative for d in found)
+    assert "checkpoint" in kinds and "split(" in kinds and "Adam8bit" in kinds
+    for d in found:
+        assert d.price.whole == "step peak memory"
+        assert d.evidence["memory_saved_bytes"] > 0
+    accumulate = next(d for d in found if "split(" in d.price.alternative)
+    assert accumulate.evidence["fits_after"] and accumulate.evidence["micro_batch"] == r["max_batch"] >= 64
+    ckpt = next(d for d in found if "checkpoint" in d.price.alternative)
+    assert ckpt.price.flops_saved < 0  # recomputation is time added
+
+
+def test_fits_gives_no_finding_and_a_gpu_spec_adds_the_context():
+    from archlint.devices import resolve
+    r, found = fit_report(tower(), (X,), {}, optimizer="adamw", device_spec=resolve("t4"))
+    assert r["fits"] and not found
+    alloc = r["allocator"]
+    assert r["device_peak_bytes"] == alloc["reserved_at_peak_bytes_lower_bound"] + alloc["cuda_context_bytes"]
+    assert r["peak_bytes"] % 512 == 0  # blocks rounded to 512 bytes
+    assert r["budget_source"].startswith("t4 datasheet")
+
+
+def test_gpu_rounding_is_per_block():
+    cpu = step_memory(tower(), (torch.randn(3, 32),), optimizer="sgd")
+    from archlint.devices import resolve
+    gpu = step_memory(tower(), (torch.randn(3, 32),), optimizer="sgd", device_spec=resolve("h100-sxm"))
+    assert gpu["peak_bytes"] > cpu["peak_bytes"] and gpu["params_bytes"] % 512 == 0
+    # tiny blocks: all in 2 MiB small-pool segments
+    assert gpu["allocator"]["reserved_at_peak_bytes_lower_bound"] == -(-gpu["peak_bytes"] // (2 << 20)) * (2 << 20)
+
+
+def test_reserved_lower_bound_packs_segments():
+    from archlint.model.train.memory import reserved_lower_bound
+    MiB = 1 << 20
+    assert reserved_lower_bound([512, 512]) == 2 * MiB
+    assert reserved_lower_bound([3 * MiB, 3 * MiB]) == 20 * MiB
+    assert reserved_lower_bound([11 * MiB]) == 12 * MiB
+    assert reserved_lower_bound([MiB, 2 * MiB, 11 * MiB]) == 2 * MiB + 20 * MiB + 12 * MiB
+
+
+def test_budget_parsing_and_rule_page():
+    assert parse_bytes("24GB") == 24 * 10**9 and parse_bytes("16GiB") == 16 * 2**30
+    with pytest.raises(UsageError):
+        parse_bytes("lots")
+    assert registry.get(CODE).name == "batch-does-not-fit"

@@ -1,0 +1,135 @@
+"""Memory over a training step (archlint.model.train.memory): small models whose step memory is
+counted by hand, in bytes (float32: 4 bytes an element)."""
+
+import json
+
+import pytest
+import torch
+import torch.nn as nn
+from torch.utils.checkpoint import checkpoint
+
+from archlint.errors import UsageError
+from archlint.model.train.memory import step_memory
+
+F = 4  # bytes per float32
+
+
+def mlp(inplace=False):
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(8, 16), nn.ReLU(inplace=inplace), nn.Linear(16, 4))
+
+
+X = torch.randn(5, 8)
+PARAMS = (16 * 8 + 16 + 4 * 16 + 4) * F  # 848
+RELU_OUT = 5 * 16 * F  # saved: ReLU's backward and the second Linear's grad-weight read it
+LOSS = F  # the scalar loss, alive at the end of the forward
+
+
+def test_mlp_adam_by_hand():
+    r = step_memory(mlp(), (X,), optimizer="adam")
+    assert r["params_bytes"] == PARAMS
+    assert r["grads_bytes"] == PARAMS
+    assert r["optimizer_bytes"] == 2 * PARAMS + 4 * F  # exp_avg, exp_avg_sq; one float32 step per parameter
+    assert r["inputs_bytes"] == 5 * 8 * F
+    assert r["activations_bytes"] == RELU_OUT + LOSS
+    assert r["per_module_activations"] == {"1": RELU_OUT, "<model>": LOSS}
+    # Peak: in the step, at the first weight (16×8): everything persistent, all gradients, and
+    # Adam's two per-parameter temporaries (sqrt(v) and its division) of that weight.
+    assert r["peak_bytes"] == PARAMS + PARAMS + (2 * PARAMS + 4 * F) + 5 * 8 * F + 2 * 16 * 8 * F
+    assert r["at"].startswith("step: ")
+    assert sum(r["at_peak"].values()) == r["peak_bytes"]
+    assert r["timeline"] and max(b for _, b in r["timeline"]) == r["peak_bytes"]
+    assert json.loads(json.dumps(r)) == r  # JSON-ready
+
+
+def test_sgd_has_no_state_and_momentum_one_buffer():
+    assert step_memory(mlp(), (X,), optimizer="sgd")["optimizer_bytes"] == 0
+    assert step_memory(mlp(), (X,), optimizer="sgd-momentum")["optimizer_bytes"] == PARAMS
+
+
+def test_foreach_and_fused_temporaries():
+    single = step_memory(mlp(), (X,), optimizer="adam")
+    foreach = step_memory(mlp(), (X,), optimizer="adam-foreach")
+    fused = step_memory(mlp(), (X,), optimizer="adam-fused")
+    assert single["optimizer_bytes"] == foreach["optimizer_bytes"] == fused["optimizer_bytes"]
+    # foreach takes sqrt(v) of every parameter at once (one parameter-sized list); fused has none
+    assert foreach["at_peak"]["temporaries"] == PARAMS
+    assert fused["peak_bytes"] < single["peak_bytes"]
+    assert fused["first_step_peak_bytes"] == single["first_step_peak_bytes"]
+
+
+def test_frozen_layer_has_no_grad_nor_state():
+    model = mlp()
+    model[0].requires_grad_(False)
+    r = step_memory(model, (X,), optimizer="adam")
+    trained = (4 * 16 + 4) * F
+    assert r["params_bytes"] == PARAMS  # frozen weights still live on the device
+    assert r["grads_bytes"] == trained
+    assert r["optimizer_bytes"] == 2 * trained + 2 * F
+    assert r["activations_bytes"] == RELU_OUT + LOSS
+
+
+def test_inplace_relu_counted_once():
+    # The in-place ReLU writes into the first Linear's output: the one storage is saved (by
+    # ReLU's backward and the second Linear), counted once; the out-of-place forward holds both
+    # outputs for a moment, so its forward peak is higher.
+    plain = step_memory(mlp(), (X,), optimizer="sgd")
+    inplace = step_memory(mlp(inplace=True), (X,), optimizer="sgd")
+    assert inplace["activations_bytes"] == plain["activations_bytes"] == RELU_OUT + LOSS
+    persistent = PARAMS + 5 * 8 * F  # SGD: no state; the previous gradients were freed by zero_grad
+    assert plain["forward_peak_bytes"] == persistent + 2 * RELU_OUT  # Linear's output and ReLU's
+    assert inplace["forward_peak_bytes"] == persistent + RELU_OUT + 5 * 4 * F + LOSS  # one, then output and loss
+
+
+class Block(nn.Module):
+    def __init__(self, ckpt):
+        super().__init__()
+        self.ckpt = ckpt
+        self.body = nn.Sequential(nn.Linear(8, 64), nn.ReLU(), nn.Linear(64, 8))
+
+    def forward(self, x):
+        return checkpoint(self.body, x, use_reentrant=False) if self.ckpt else self.body(x)
+
+
+def test_checkpoint_keeps_only_block_inputs():
+    def model(ckpt):
+        torch.manual_seed(0)
+        return nn.Sequential(Block(ckpt), Block(ckpt))
+    x = torch.randn(200, 8)  # activations outweigh the weights
+    plain = step_memory(model(False), (x,), optimizer="sgd")
+    ckpt = step_memory(model(True), (x,), optimizer="sgd")
+    hidden, block_out = 200 * 64 * F, 200 * 8 * F
+    # Without: each block's ReLU output, and the second block's input (the first's output).
+    assert plain["activations_bytes"] == 2 * hidden + block_out + LOSS
+    # With: only the second block's input; the hidden activations are recomputed in backward.
+    assert ckpt["activations_bytes"] == block_out + LOSS
+    assert ckpt["peak_bytes"] < plain["peak_bytes"]
+    assert ckpt["ops"] > plain["ops"]  # the recomputation
+
+
+def test_meta_model_and_inputs_allocate_nothing():
+    with torch.device("meta"):
+        model = nn.Sequential(nn.Linear(4096, 4096), nn.ReLU(), nn.Linear(4096, 4096))
+        x = torch.empty(64, 4096)
+    r = step_memory(model, (x,), optimizer="adamw")
+    assert r["params_bytes"] == 2 * (4096 * 4096 + 4096) * F
+    assert r["basis"].startswith("measured on the meta device")
+
+
+def test_data_dependent_model_falls_back_to_real_tensors_and_says_so():
+    class Gate(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(8, 8)
+
+        def forward(self, x):
+            y = self.lin(x)
+            return y * 2 if y.sum().item() > -1e9 else y
+    r = step_memory(Gate(), (X,), optimizer="sgd")
+    assert "real tensors" in r["basis"] and "meta" in r["basis"]
+    assert r["params_bytes"] == (64 + 8) * F
+
+
+def test_unknown_optimizer_is_a_usage_error():
+    with pytest.raises(UsageError, match="adam-fused"):
+        step_memory(mlp(), (X,), optimizer="lion")
