@@ -12,7 +12,6 @@ accumulation) and estimated, labelled so, where it cannot (bf16 autocast, an 8-b
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable
 
 import torch
@@ -23,24 +22,15 @@ from torch.utils._pytree import tree_flatten, tree_map
 
 from archlint.diagnostics import Diagnostic, Price, Severity
 from archlint.errors import UsageError
-from archlint.model.train.memory import parse_optimizer, step_memory, to_meta
+from archlint.model.train.memory import step_memory, to_meta
+from archlint.train_names import parse_optimizer
 
 CODE = "AL610"
 MAX_EVALUATIONS = 12
-_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
-          "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
 # Datasheet memory of the built-in GPU specs (bytes), until the spec files carry it
 # (a `memory-gb` figure): NVIDIA datasheets for each product.
 DATASHEET_MEMORY_GB = {"a100-pcie": 80, "a100-sxm": 80, "h100-pcie": 80, "h100-sxm": 80, "l4": 24,
                        "l40s": 48, "rtx3090": 24, "rtx4090": 24, "rtx5090": 32, "t4": 16}
-
-
-def parse_bytes(text: str) -> int:
-    """'24GB' → 24·10⁹, '24GiB' → 24·2³⁰ (for --memory-budget)."""
-    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([KMGT]?I?B?)\s*", text.upper())
-    if not match or match.group(2) not in _UNITS:
-        raise UsageError(f"memory budget {text!r}: give a size like 24GB, 16GiB or 8000MB")
-    return int(float(match.group(1)) * _UNITS[match.group(2)])
 
 
 def device_memory(spec) -> tuple[int, str] | None:

@@ -35,6 +35,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
 from archlint.errors import UsageError
+from archlint.train_names import LOSSES, parse_optimizer
 
 # PyTorch's CUDA caching allocator rounds every block up to a multiple of 512 bytes
 # (kMinBlockSize in c10/cuda/CUDACachingAllocator.cpp; "Memory management" in the CUDA semantics
@@ -63,23 +64,11 @@ _BASE = {
     "adam": (torch.optim.Adam, {"lr": 1e-3}),
     "adamw": (torch.optim.AdamW, {"lr": 1e-3}),
 }
-OPTIMIZERS = tuple(f"{b}{v}" for b in _BASE for v in ("", "-foreach", "-fused"))
-LOSSES = ("mean", "sum")
 CATEGORIES = ("params", "buffers", "inputs", "grads", "optimizer", "activations", "temporaries")
 
 
-def parse_optimizer(name: str) -> tuple[str, str]:
-    """('adam', 'fused') from 'adam-fused'; the variant is '' (PyTorch's own default), 'foreach' or 'fused'."""
-    for variant in ("-foreach", "-fused"):
-        if name.endswith(variant) and name[: -len(variant)] in _BASE:
-            return name[: -len(variant)], variant[1:]
-    if name in _BASE:
-        return name, ""
-    raise UsageError(f"unknown optimizer {name!r}; use one of {', '.join(OPTIMIZERS)}")
-
-
 def make_optimizer(name: str, params, *, variant_override: str | None = None) -> torch.optim.Optimizer:
-    """The torch optimizer `name` names (see OPTIMIZERS), over `params`."""
+    """The torch optimizer `name` names (archlint.train_names: a base and a variant), over `params`."""
     base, variant = parse_optimizer(name)
     variant = variant if variant_override is None else variant_override
     cls, kwargs = _BASE[base]

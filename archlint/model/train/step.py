@@ -25,7 +25,6 @@ from archlint.model.cost import numel
 from archlint.model.train import backward, grad
 from archlint.model.train.optimizer import Optimizer, step_cost
 
-LOSSES = ("mean", "sum")
 DEFAULT_LOSS = "mean"
 
 
@@ -152,12 +151,8 @@ def _memory(loaded, result, settings, optimizer: Optimizer, loss: str, device_sp
     `memory` in the JSON and, with a budget (--memory-budget, or a GPU spec's memory), whether the
     step fits, the largest batch that does and the ways to fit (findings). A build without the
     memory model has no `memory` key at all."""
-    try:
-        from archlint.model.train.memory import step_memory
-    except ModuleNotFoundError as exc:  # that module is not in this build
-        if exc.name != "archlint.model.train.memory":
-            raise
-        return []
+    from archlint.model.train.memory import step_memory
+
     args, kwargs = tuple(loaded.inputs), dict(loaded.kwargs or {})
     if settings.memory_budget is not None or getattr(device_spec, "kind", "") == "gpu":
         from archlint.model.train.fit import fit_report

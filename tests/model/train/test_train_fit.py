@@ -6,7 +6,8 @@ import torch.nn as nn
 
 from archlint import registry
 from archlint.errors import UsageError
-from archlint.model.train.fit import CODE, fit_report, max_batch, parse_bytes, with_batch
+from archlint.model.train.fit import CODE, fit_report, max_batch, with_batch
+from archlint.train_names import parse_size as parse_bytes
 from archlint.model.train.memory import step_memory
 
 
