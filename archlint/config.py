@@ -18,6 +18,7 @@ else:  # pragma: no cover
 from collections.abc import Callable
 
 from archlint.errors import UsageError
+from archlint.train_names import LOSSES, parse_optimizer, parse_size
 
 OUTPUT_FORMATS = ("text", "json", "sarif", "github", "junit")
 MODES = ("eval", "train")
@@ -406,6 +407,11 @@ def _existing_baseline(value: Any, where: str) -> Path:
     return Path(value)
 
 
+def _optimizer(value: Any, where: str) -> str:
+    parse_optimizer(value, where)  # a UsageError naming the choices, before any model is built
+    return value
+
+
 def _rule_options(value: Any, where: str) -> dict[str, dict[str, Any]]:
     check_rule_options(value, where)
     return value
@@ -416,7 +422,7 @@ FIELD_CHECKS: dict[str, Callable[[Any, str], Any]] = {
     "cache": _typed(bool), "jobs": _at_least(0), "warmup": _at_least(0), "repeat": _at_least(1),
     "mode": _one_of(MODES), "output_format": _one_of(OUTPUT_FORMATS), "max_file_size": _megabytes,
     "timeout": _positive, "latency_budget": _positive, "device_spec": _device_spec_name, "what_if": _what_if,
-    "baseline": _existing_baseline,
+    "baseline": _existing_baseline, "optimizer": _optimizer, "loss": _one_of(LOSSES), "memory_budget": parse_size,
 }
 ADDED = ("extend_select", "ignore")  # these add to what the file selected; every other field replaces
 
@@ -424,7 +430,7 @@ ADDED = ("extend_select", "ignore")  # these add to what the file selected; ever
 def apply(s: Settings, values: dict[str, Any], label: Callable[[str], str]) -> Settings:
     """Lay the given values (Settings field names; None: not given) over `s`, each checked by its
     field's one rule, then settle what one field implies for another: --what-if and --trace need
-    latency. The TOML table, the command line and the API all build Settings through here."""
+    latency; --train (or any of its options) traces the forward in train mode. The TOML table, the command line and the API all build Settings through here."""
     for name, value in values.items():
         if value is None:
             continue
@@ -439,6 +445,10 @@ def apply(s: Settings, values: dict[str, Any], label: Callable[[str], str]) -> S
         setattr(s, name, value)
     if s.what_if is not None or s.trace_dir is not None:
         s.latency = True
+    if s.optimizer is not None or s.loss is not None or s.memory_budget is not None:
+        s.train = True  # the training step's options ask for the training step
+    if s.train:
+        s.mode = "train"
     return s
 
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from archlint.report.text import human_bytes as _bytes
-from archlint.report.text import human_count as _count
+from archlint.units import human_bytes as _bytes
+from archlint.units import human_count as _count
 from archlint.result import ModelResult
 
 PARTS = ("forward", "backward", "loss", "optimizer")

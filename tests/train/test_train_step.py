@@ -130,7 +130,7 @@ def test_json_of_the_cli_train_run():
 
 
 def test_memory_budget_sizes():
-    from archlint.model.train.options import parse_size
+    from archlint.train_names import parse_size
 
     assert parse_size("24GB") == 24 * 10**9 and parse_size("16GiB") == 16 * 2**30
     assert parse_size("8000MB") == 8 * 10**9 and parse_size("1.5 GB") == 1_500_000_000 and parse_size(512) == 512

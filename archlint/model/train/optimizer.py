@@ -29,7 +29,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-NAMES = ("sgd", "sgd-momentum", "adam", "adamw")
+from archlint.train_names import parse_optimizer
+
 VARIANTS = ("", "foreach", "fused")
 DEFAULT = "adamw"
 
@@ -61,18 +62,7 @@ class Optimizer:
 
 def parse(text: str, where: str = "--optimizer") -> Optimizer:
     """'adamw', 'adamw-foreach', 'adam-fused', 'sgd-momentum-fused', ..."""
-    from archlint.errors import UsageError
-
-    value = text.strip().lower()
-    for variant in ("foreach", "fused"):
-        if value.endswith("-" + variant):
-            base = value.removesuffix("-" + variant)
-            if base in NAMES:
-                return Optimizer(base, variant)
-    if value in NAMES:
-        return Optimizer(value, "")
-    choices = ", ".join(f"{n}[-foreach|-fused]" for n in NAMES)
-    raise UsageError(f"{where} {text!r}: use one of {choices}")
+    return Optimizer(*parse_optimizer(text, where))
 
 
 def step_cost(optimizer: Optimizer, elements: int, tensors: int, itemsize: int, cuda: bool = False) -> dict:
