@@ -182,7 +182,7 @@ def ways_to_fit(model, args, kwargs, *, optimizer: str, loss: str, budget: int, 
         if added_flops is not None:
             ev["time_added_flops"] = int(added_flops)
         found.append(Diagnostic(CODE, f"{where} needs {peak / 1e9:.2f} GB > budget {budget / 1e9:.2f} GB: {message}",
-                                Severity.WARNING, target="step", evidence=ev | (evidence or {}), price=price))
+                                Severity.WARNING, evidence=ev | (evidence or {}), price=price))
 
     # 1. Activation checkpointing, blocks chosen by activations saved per recompute FLOP.
     per_module = result.get("per_module_activations", {})
