@@ -10,6 +10,7 @@ import builtins
 import libcst as cst
 
 from archlint.code import dataflow as df
+from archlint.code.chunks import CHUNK_CHARS
 from archlint.code.cudnn import choices as cudnn_choices
 from archlint.code.cudnn import chooses_algorithms, has_convolutions, varying_sizes
 from archlint.code.facts import CallSite, Facts, Scope
@@ -30,7 +31,12 @@ def _line(facts: Facts, call: cst.Call) -> int:
 
 def _call_lines(facts: Facts) -> dict[int, int]:
     """id(libcst Call) → its line, pairing the file's calls (in source order) with the standard
-    parser's; {} (positions are resolved instead) when the two do not pair call for call."""
+    parser's; {} (positions are resolved instead) when the two do not pair call for call, or for a
+    file larger than two parser chunks, whose standard tree (~130 MB per MB of source) would raise the
+    memory peak that chunked parsing bounds (test_code_large_files); up to there it costs less than
+    one chunk's parse."""
+    if len(facts.source) > 2 * CHUNK_CHARS:
+        return {}
     try:
         tree = ast.parse(facts.source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):

@@ -423,7 +423,7 @@ def _modules(data: TraceData, kept: list[int]) -> list[dict[str, Any]]:
         {"name": name, "calls": calls[name], "gpu_us": round(us, 3), "self_gpu_us": round(self_us.get(name, 0.0), 3)}
         for name, us in inclusive.items()
     ]
-    return sorted(rows, key=lambda r: -r["gpu_us"])[:50]
+    return sorted(rows, key=lambda r: (-r["gpu_us"], r["name"]))[:50]  # ties by name: one order on every run
 
 
 def _pageable(data: TraceData, kept: list[int], launch_at: dict[int, int]) -> dict[str, Any]:
