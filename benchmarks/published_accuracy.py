@@ -23,7 +23,6 @@ import hashlib
 import os
 import pickle
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-import math
 import re
 import sys
 from pathlib import Path

@@ -51,7 +51,7 @@ from dataclasses import dataclass
 import networkx as nx
 
 from archlint.devices import DeviceSpec
-from archlint.devices.achieved import SHARES, Share
+from archlint.devices.achieved import SHARES
 from archlint.model import opgraph
 
 GEMM_KINDS = frozenset({"conv", "linear", "matmul", "attention"})
