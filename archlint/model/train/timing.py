@@ -11,35 +11,10 @@ import time
 import torch
 from torch import nn
 
+from archlint.model.train.memory import make_optimizer, step_loss
 from archlint.model.train.optimizer import Optimizer
 
-# torch.optim classes and the defaults the cost model assumes (archlint.model.train.optimizer).
-_TORCH = {
-    "sgd": (torch.optim.SGD, {"lr": 0.01}),
-    "sgd-momentum": (torch.optim.SGD, {"lr": 0.01, "momentum": 0.9}),
-    "adam": (torch.optim.Adam, {"lr": 1e-3}),
-    "adamw": (torch.optim.AdamW, {"lr": 1e-3}),
-}
 MAX_WARMUP, MAX_REPEAT = 3, 20  # a step costs ~3 forwards: fewer runs than the forward's timing
-
-
-def build(optimizer: Optimizer, params) -> torch.optim.Optimizer:
-    cls, kwargs = _TORCH[optimizer.name]
-    if optimizer.variant:
-        kwargs = {**kwargs, optimizer.variant: True}
-    return cls(params, **kwargs)
-
-
-def _tensors(value) -> list[torch.Tensor]:
-    if isinstance(value, torch.Tensor):
-        return [value] if value.is_floating_point() and value.requires_grad else []
-    if hasattr(value, "to_tuple"):
-        value = value.to_tuple()
-    if isinstance(value, dict):
-        value = list(value.values())
-    if isinstance(value, (tuple, list)):
-        return [t for v in value for t in _tensors(v)]
-    return []
 
 
 def _to(value, device):
@@ -58,17 +33,15 @@ def time_step(model: nn.Module, args: tuple, kwargs: dict, optimizer: Optimizer,
     net = copy.deepcopy(model).to(device).train()
     args, kwargs = _to(args, device), _to(kwargs, device)
     params = [p for p in net.parameters() if p.requires_grad]
-    opt = build(optimizer, params)
+    opt = make_optimizer(optimizer.label, params)
     sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
-    reduce = torch.mean if loss == "mean" else torch.sum
     warmup, repeat = min(max(warmup, 1), MAX_WARMUP), min(max(repeat, 1), MAX_REPEAT)
     parts: dict[str, list[float]] = {"forward_ms": [], "backward_ms": [], "optimizer_ms": [], "step_ms": []}
     for i in range(warmup + repeat):
         opt.zero_grad(set_to_none=True)
         sync()
         t0 = time.perf_counter()
-        outputs = _tensors(net(*args, **kwargs))
-        total = sum(reduce(t) for t in outputs)
+        total = step_loss(net(*args, **kwargs), loss)
         sync()
         t1 = time.perf_counter()
         total.backward()
