@@ -62,12 +62,13 @@ def analyze(spec: ModelSpec, settings: Settings) -> tuple[ModelResult, list[Diag
 
             device_spec = resolve(spec_name, getattr(settings, "root", None))
             result.estimate = estimate_graph(graph, device_spec)
-            if settings.what_if is not None:  # the 16-bit estimate beside it: AL403's price (speedups/links.py)
-                from archlint.model.speedups.precision import autocast_estimate
+            # a float32 model on a GPU spec: the same forward under torch.autocast beside it (what
+            # AMP throughput tables measure; AL403's price, speedups/links.py)
+            from archlint.model.speedups.precision import autocast_estimate
 
-                autocast = autocast_estimate(graph, device_spec)
-                if autocast:
-                    result.estimate["autocast"] = autocast
+            autocast = autocast_estimate(graph, device_spec)
+            if autocast:
+                result.estimate["autocast"] = autocast
         if settings.train:  # --train: backward, loss, optimizer and memory of the step (archlint.model.train)
             from archlint.model.train.step import analyze_step
 

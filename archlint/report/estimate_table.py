@@ -26,6 +26,12 @@ def print_estimate(model: ModelResult, console: Console, top: int = 10) -> None:
     if model.totals.latency_ms is not None:
         head += f" · measured here on {model.device}: {model.totals.latency_ms:.3f} ms"
     console.print(head, markup=False)
+    amp = e.get("autocast")
+    if amp:  # the same forward under torch.autocast: what AMP throughput tables measure
+        batch = model.input_shapes[0][0] if model.input_shapes and model.input_shapes[0] else None
+        per_s = f", ≈ {batch * 1e3 / amp['latency_ms']:,.0f} samples/s" if batch and amp["latency_ms"] else ""
+        console.print(f"  ESTIMATED under torch.autocast ({amp['dtype']}): {amp['latency_ms']:.3f} ms per forward{per_s} "
+                      f"({amp['assumption']})", markup=False)
     for line in e["assumptions"]:
         console.print(f"    assumes: {line}", markup=False)
     ranked = sorted((la for la in model.layers if la.estimated_ms), key=lambda la: -la.estimated_ms)[: max(0, top)]

@@ -19,10 +19,10 @@ def autocast_dtype(spec: DeviceSpec) -> str:
 
 
 def autocast_estimate(graph: nx.DiGraph, spec: DeviceSpec) -> dict | None:
-    """{"dtype", "latency_ms"}: the estimate with every float32 op in 16 bits; None on a CPU spec
-    or for a model not in float32. The graph is not changed (the estimate writes into a copy).
-    Autocast keeps some ops in float32 (softmax, norms, losses) and casts the weights each pass:
-    this counts neither, so it is the bound autocast approaches, and says so."""
+    """{"dtype", "latency_ms", "assumption"}: the float32 model estimated under torch.autocast
+    (estimate.autocast_flow: GEMMs in 16 bits with their float32 inputs and weights cast each
+    pass, autocast's float32 ops kept in float32); None on a CPU spec or for a model not in
+    float32. The graph is not changed (the estimate writes into a 16-bit copy)."""
     if spec.kind != "gpu" or graph.graph.get("dtype", "float32") != "float32":
         return None
     dtype = autocast_dtype(spec)
@@ -33,7 +33,7 @@ def autocast_estimate(graph: nx.DiGraph, spec: DeviceSpec) -> dict | None:
             op.update({k: op[k] // 2 for k in _BYTES if isinstance(op.get(k), int)}, dtype=dtype, itemsize=2)
     return {
         "dtype": dtype,
-        "latency_ms": estimate_graph(half, spec)["latency_ms"],
-        # autocast keeps some ops in float32 and casts the weights each pass: an upper bound on its gain
-        "assumption": f"every float32 op in {dtype}, the bound autocast approaches",
+        "latency_ms": estimate_graph(half, spec, autocast=True)["latency_ms"],
+        "assumption": f"torch.autocast to {dtype}: GEMMs in {dtype} with their float32 inputs and weights cast each "
+                      "pass, autocast's float32 ops (softmax, norms, reductions) in float32",
     }
