@@ -147,10 +147,9 @@ def analyze_step(graph: nx.DiGraph, loaded, result, settings, device_spec=None) 
 
 
 def _memory(loaded, result, settings, optimizer: Optimizer, loss: str, device_spec) -> list:
-    """---- the memory model's one call site (archlint.model.train.memory and .fit) ----
-    `memory` in the JSON and, with a budget (--memory-budget, or a GPU spec's memory), whether the
-    step fits, the largest batch that does and the ways to fit (findings). A build without the
-    memory model has no `memory` key at all."""
+    """The memory model's one call site (archlint.model.train.memory and .fit): `memory` in the
+    JSON and, with a budget (--memory-budget, or a GPU spec's memory), whether the step fits, the
+    largest batch that does and the ways to fit (findings)."""
     from archlint.model.train.memory import step_memory
 
     args, kwargs = tuple(loaded.inputs), dict(loaded.kwargs or {})
