@@ -7,7 +7,8 @@ or a figure without a source is a usage error naming the key. No torch in here.
 GPU keys: name, kind = "gpu", description, [peak-tflops] (dense, no sparsity; 0 = the unit does
 not exist: tensor-fp16 tensor-bf16 tensor-tf32 tensor-fp8 tensor-int8 cuda-fp32 cuda-fp16
 cuda-fp64), memory-bandwidth-gbs, sm-count, l2-mb, launch-overhead-us, gemm-tile = [m, n, k],
-[sources] (one line per figure above).
+[sources] (one line per figure above); optional: memory-gib (the device's memory, for --train's
+"does it fit"), with its source.
 CPU keys: name, kind = "cpu", description, cores, simd-bits, fma-units (per core),
 frequency-ghz, memory-bandwidth-gbs, cache-mb (last level), op-overhead-us, [sources].
 """
@@ -31,6 +32,7 @@ TENSOR_UNITS = ("tensor-fp16", "tensor-bf16", "tensor-tf32", "tensor-fp8", "tens
 CUDA_UNITS = ("cuda-fp32", "cuda-fp16", "cuda-fp64")
 _COMMON = ("name", "kind", "description", "sources")
 GPU_FIGURES = ("peak-tflops", "memory-bandwidth-gbs", "sm-count", "l2-mb", "launch-overhead-us", "gemm-tile")
+GPU_OPTIONAL = ("memory-gib",)  # a figure a spec may give, with its source
 CPU_FIGURES = ("cores", "simd-bits", "fma-units", "frequency-ghz", "memory-bandwidth-gbs", "cache-mb", "op-overhead-us")
 _POSITIVE = {"memory-bandwidth-gbs", "sm-count", "l2-mb", "cores", "simd-bits", "fma-units", "frequency-ghz", "cache-mb"}
 
@@ -47,6 +49,7 @@ class DeviceSpec:
     sms: int  # SMs (GPU) or cores (CPU)
     tile: tuple[int, int, int] = (128, 128, 32)
     sources: dict[str, str] = field(default_factory=dict)
+    memory_bytes: int | None = None  # the device's memory (GPU specs that give memory-gib)
     figures: dict[str, Any] = field(default_factory=dict)  # the file's figures as written
     path: str = ""
 
@@ -98,7 +101,8 @@ def parse(data: dict, where: str) -> DeviceSpec:
         raise UsageError(f"device spec {where}: 'kind' must be \"gpu\" or \"cpu\", got {kind!r}")
     where = f"device spec {where}"
     figures = GPU_FIGURES if kind == "gpu" else CPU_FIGURES
-    allowed = set(_COMMON) | set(figures)
+    optional = tuple(k for k in GPU_OPTIONAL if k in data) if kind == "gpu" else ()
+    allowed = set(_COMMON) | set(figures) | (set(GPU_OPTIONAL) if kind == "gpu" else set())
     unknown = sorted(set(data) - allowed)
     if unknown:
         raise UsageError(f"{where}: unknown key {unknown[0]!r}; a {kind} spec has {', '.join(sorted(allowed))}")
@@ -108,10 +112,10 @@ def parse(data: dict, where: str) -> DeviceSpec:
     sources = data.get("sources")
     if not isinstance(sources, dict):
         raise UsageError(f"{where}: missing key 'sources' (a table: one source per figure)")
-    bad = sorted(set(sources) - set(figures))
+    bad = sorted(set(sources) - set(figures) - set(optional))
     if bad:
         raise UsageError(f"{where}: unknown key 'sources.{bad[0]}'")
-    for key in figures:
+    for key in figures + optional:
         if not isinstance(sources.get(key), str) or not sources[key].strip():
             raise UsageError(f"{where}: missing key 'sources.{key}' (say where the figure comes from)")
     if kind == "gpu":
@@ -134,6 +138,7 @@ def parse(data: dict, where: str) -> DeviceSpec:
             cache_bytes=_number(data, "l2-mb", where, True) * 2**20,
             overhead_s=_number(data, "launch-overhead-us", where, False) * 1e-6,
             sms=int(sms), tile=tuple(tile), sources=dict(sources),
+            memory_bytes=int(_number(data, "memory-gib", where, True) * 2**30) if "memory-gib" in data else None,
         )
     else:
         n = {key: _number(data, key, where, key in _POSITIVE) for key in CPU_FIGURES}

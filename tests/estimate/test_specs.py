@@ -72,3 +72,18 @@ def test_unknown_name_lists_builtins(capsys):
     assert main([f"{NETS}:TinyNet", "--input-shape", "1,3,32,32", "--device-spec", "rtx9090"]) == 2
     err = capsys.readouterr().err
     assert "rtx9090" in err and "rtx4090" in err
+
+
+def test_a_gpu_spec_may_give_its_memory_with_a_source():
+    import tomllib
+
+    from archlint.devices import parse, resolve
+    from archlint.errors import UsageError
+
+    assert resolve("l4").memory_bytes == 24 * 2**30 and resolve("t4").memory_bytes == 16 * 2**30
+    data = tomllib.loads((DIR / "l4.toml").read_text(encoding="utf-8"))
+    del data["sources"]["memory-gib"]
+    with pytest.raises(UsageError, match="sources.memory-gib"):
+        parse(data, "l4")
+    del data["memory-gib"]
+    assert parse(data, "l4").memory_bytes is None  # optional: a spec without it has no "does it fit"

@@ -27,22 +27,15 @@ from archlint.train_names import parse_optimizer
 
 CODE = "AL610"
 MAX_EVALUATIONS = 12
-# Datasheet memory of the built-in GPU specs (bytes), until the spec files carry it
-# (a `memory-gb` figure): NVIDIA datasheets for each product.
-DATASHEET_MEMORY_GB = {"a100-pcie": 80, "a100-sxm": 80, "h100-pcie": 80, "h100-sxm": 80, "l4": 24,
-                       "l40s": 48, "rtx3090": 24, "rtx4090": 24, "rtx5090": 32, "t4": 16}
 
 
 def device_memory(spec) -> tuple[int, str] | None:
-    """The device's memory in bytes and where the figure comes from, or None (a CPU spec, unknown)."""
-    if spec is None or getattr(spec, "kind", "") != "gpu":
+    """The device's memory in bytes and where the figure comes from, or None (a CPU spec, or a
+    GPU spec that does not give memory-gib)."""
+    memory = getattr(spec, "memory_bytes", None) if getattr(spec, "kind", "") == "gpu" else None
+    if memory is None:
         return None
-    figures = getattr(spec, "figures", {}) or {}
-    if "memory-gb" in figures:
-        return int(figures["memory-gb"] * 10**9), f"device spec {spec.name}: memory-gb"
-    if spec.name in DATASHEET_MEMORY_GB:
-        return DATASHEET_MEMORY_GB[spec.name] * 10**9, f"{spec.name} datasheet memory ({DATASHEET_MEMORY_GB[spec.name]} GB)"
-    return None
+    return memory, f"device spec {spec.name}: memory-gib ({memory / 2**30:g} GiB)"
 
 
 def batch_size(args: tuple, kwargs: dict) -> int:

@@ -74,7 +74,7 @@ def test_fits_gives_no_finding_and_a_gpu_spec_adds_the_context():
     alloc = r["allocator"]
     assert r["device_peak_bytes"] == alloc["reserved_at_peak_bytes_lower_bound"] + alloc["cuda_context_bytes"]
     assert r["peak_bytes"] % 512 == 0  # blocks rounded to 512 bytes
-    assert r["budget_source"].startswith("t4 datasheet")
+    assert r["budget_source"] == "device spec t4: memory-gib (16 GiB)"  # the spec file says it, with its source
 
 
 def test_gpu_rounding_is_per_block():
