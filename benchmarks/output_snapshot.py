@@ -26,6 +26,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+# the projects' folder; benchmarks/code_eval in a checkout from before issue 27 moved it (a "before" run)
 EVAL_DATA = next((p for p in (ROOT / "benchmarks" / "eval_data" / "training_projects", ROOT / "benchmarks" / "code_eval")
                   if p.is_dir()), ROOT / "benchmarks" / "eval_data" / "training_projects")
 TRACES = next((p / "shared" / "traces" for p in ROOT.parents if (p / "shared" / "traces").is_dir()),
