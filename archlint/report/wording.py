@@ -41,6 +41,8 @@ def price_bits(d: Diagnostic) -> list[str]:
             bits = [f"alternative no faster ({p.saving_ms:+.3g} ms, {p.basis}{where})"]
     elif p.mac_bytes_saved:
         bits = [f"saves {human_bytes(p.mac_bytes_saved)} MAC, {p.saving_share:.1%} of model MAC (static)"]
+    elif p.saving_share and p.whole != "model time":  # a saving of another whole: a step's peak memory
+        bits = [f"saves {p.saving_share:.1%} of {p.whole} (static)"]
     else:
         bits = ["no runtime saving counted (static)"]
     if p.saving_ms is not None and p.mac_bytes_saved:

@@ -65,6 +65,10 @@ def test_does_not_fit_gives_priced_ways():
     assert accumulate.evidence["fits_after"] and accumulate.evidence["micro_batch"] == r["max_batch"] >= 64
     ckpt = next(d for d in found if "checkpoint" in d.price.alternative)
     assert ckpt.price.flops_saved < 0  # recomputation is time added
+    from archlint.report.wording import price_text
+
+    share = ckpt.evidence["memory_saved_bytes"] / r["peak_bytes"]
+    assert f"saves {share:.1%} of step peak memory (static)" in price_text(ckpt)  # worded as memory, not time
 
 
 def test_fits_gives_no_finding_and_a_gpu_spec_adds_the_context():
