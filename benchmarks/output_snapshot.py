@@ -82,9 +82,15 @@ def _targets() -> list[tuple[str, list[str]]]:
             runs.append((f"tv-{n}", [f"{zoo}:tv__{n}", "--input", "image1=1,3,128,128", "--input", "image2=1,3,128,128"]))
         else:
             runs.append((f"tv-{n}", [f"{zoo}:tv__{n}", "--input-shape", shapes.get(n, "1,3,224,224")]))
-    for i in range(0, len(sample), 6):
-        chunk = sample[i:i + 6]
-        runs.append((f"timm-{chunk[0]}-to-{chunk[-1]}", [f"{zoo}:timm__{n.replace('.', '_').replace('-', '_')}" for n in chunk]))
+    by_size: dict[tuple, list[str]] = {}
+    for n in sample:  # each at its own default input size, batch 1; one process a size (up to 6 models)
+        cfg = timm.get_pretrained_cfg(n)
+        by_size.setdefault(tuple(cfg.input_size) if cfg is not None else (3, 224, 224), []).append(n)
+    for size, names_at in sorted(by_size.items()):
+        for i in range(0, len(names_at), 6):
+            chunk = names_at[i:i + 6]
+            runs.append((f"timm-{chunk[0]}-to-{chunk[-1]}", [f"{zoo}:timm__{n.replace('.', '_').replace('-', '_')}" for n in chunk]
+                         + ["--input-shape", ",".join(map(str, (1, *size)))]))
     tokens = ["--input", "input_ids=1,32:int64"]
     runs += [("hf-gpt2", [f"{zoo}:gpt2", *tokens]), ("hf-bert", [f"{zoo}:bert", *tokens])]
     for spec in ("a100-sxm", "rtx4090", "t4"):
