@@ -167,8 +167,10 @@ def snapshot(result: RunResult, settings: Settings) -> dict:
 
 
 def write_baseline(baseline: dict, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(baseline, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    """Whole or not at all (archlint.outputs): a kill or a full disk never cuts the team's baseline."""
+    from archlint.outputs import write_text
+
+    write_text(path, json.dumps(baseline, indent=2, ensure_ascii=False) + "\n", "the baseline")
 
 
 def read_baseline(path: Path) -> dict:

@@ -177,3 +177,24 @@ def test_a_broken_baseline_is_a_usage_error(settings, tmp_path, content):
     settings.baseline = path
     with pytest.raises(UsageError, match="b.json"):
         gate.evaluate(run(model()), [ModelSpec(TARGET)], settings)
+
+
+def test_a_baseline_is_written_whole_or_not_at_all(tmp_path, monkeypatch):
+    import os
+
+    from archlint import gate
+    from archlint.errors import UsageError
+
+    path = tmp_path / "archlint-baseline.json"
+    gate.write_baseline({"archlint_baseline": 1, "models": {}, "findings": []}, path)
+    before = path.read_bytes()
+
+    def full_disk(fd):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full_disk)
+    with pytest.raises(UsageError, match="cannot write the baseline to .*No space left on device"):
+        gate.write_baseline({"archlint_baseline": 1, "models": {"m": {}}, "findings": []}, path)
+    assert path.read_bytes() == before and [p.name for p in tmp_path.iterdir()] == [path.name]  # no temp left
+    with pytest.raises(UsageError, match="it is a folder"):
+        gate.write_baseline({}, tmp_path)
