@@ -73,18 +73,18 @@ def throughput(loader: DataLoader, batches: int, warmup: int | None = None, budg
     start = time.perf_counter()
     it = iter(loader)
     try:
-        first = _next(it)
+        first = next_batch(it)
         if first is None:
             raise UsageError("the loader yields no batch: its dataset is empty")
         first_s = time.perf_counter() - start
         warm_end = time.perf_counter() + budget_s / 2
         for _ in range(warmup):
-            if _next(it) is None or time.perf_counter() > warm_end:
+            if next_batch(it) is None or time.perf_counter() > warm_end:
                 break
         gaps, samples = [], 0
         began = last = time.perf_counter()
         for _ in range(batches):
-            batch = _next(it)
+            batch = next_batch(it)
             if batch is None:
                 break
             now = time.perf_counter()
@@ -106,7 +106,8 @@ def throughput(loader: DataLoader, batches: int, warmup: int | None = None, budg
     )
 
 
-def _next(it: Iterator) -> Any:
+def next_batch(it: Iterator) -> Any:
+    """The next batch, None at the end; the dataset's own error as one line (UsageError)."""
     try:
         return next(it)
     except StopIteration:

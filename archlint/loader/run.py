@@ -131,7 +131,7 @@ def _batch_shape(loader) -> list[int]:
 
     it = iter(with_workers(loader, 0))
     try:
-        batch = measure._next(it)
+        batch = measure.next_batch(it)
     finally:
         measure.shutdown(it)
     while isinstance(batch, (list, tuple, dict)) and batch:
