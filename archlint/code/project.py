@@ -257,6 +257,15 @@ def _is_method_call(callee: str, qualname: str, params: list[str]) -> bool:
     return bool(params) and params[0] in ("self", "cls") and "." in qualname and "." in callee
 
 
+def _parameter(callee: str, qualname: str, params: list[str], arg: int | str) -> str | None:
+    """The parameter a call's argument binds: a keyword as it is, a position counted past `self` for
+    a method call; None for a position past the last parameter."""
+    if not isinstance(arg, int):
+        return arg
+    arg += 1 if _is_method_call(callee, qualname, params) else 0
+    return params[arg] if arg < len(params) else None
+
+
 def _name_info(index: Index, path: str, name: str, display) -> NameFacts:
     found = index.resolve(path, name)
     if found is None:
@@ -298,13 +307,9 @@ def _passed_classes(index: Index) -> dict[tuple, set]:
             info = _def(index, found)
             if not info:
                 continue
-            params = info["params"]
-            if isinstance(arg, int):
-                arg += 1 if _is_method_call(callee, found[1], params) else 0
-                if arg >= len(params):
-                    continue
-                arg = params[arg]
-            out.setdefault((found[0], found[1], arg), set()).add((caller, cls))
+            param = _parameter(callee, found[1], info["params"], arg)
+            if param is not None:
+                out.setdefault((found[0], found[1], param), set()).add((caller, cls))
     return out
 
 
@@ -507,14 +512,11 @@ def _loaders_passed(index: Index, out: dict[str, ProjectContext], linted_set: se
         info = _def(index, found)
         if not info or found[0] not in linted_set or found[0] == caller:
             continue  # within one file the checks see the loader themselves
-        params = info["params"]
-        if isinstance(arg, int):
-            arg += 1 if _is_method_call(callee, found[1], params) else 0
-            if arg >= len(params):
-                continue
-            arg = params[arg]
+        param = _parameter(callee, found[1], info["params"], arg)
+        if param is None:
+            continue
         pinned = out[found[0]].pinned.setdefault(found[1], {})
-        pinned[arg] = pin if pinned.get(arg, pin) == pin else "unknown"
+        pinned[param] = pin if pinned.get(param, pin) == pin else "unknown"
 
 
 def contexts(linted: list[str], index: Index, display) -> dict[str, ProjectContext]:

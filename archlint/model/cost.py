@@ -167,16 +167,25 @@ def _out(op: dict) -> tuple:
     return outs[0]
 
 
+def registrar(table: dict[str, Callable], what: str) -> Callable:
+    """A decorator that files one function under each name it is given, in `table`. A name filed
+    twice is an error at import, as in torch.utils.flop_counter: two formulas for one op cannot
+    both be the one that counts."""
+    def for_names(*names: str):
+        def register(fn):
+            for name in names:
+                if name in table:
+                    raise ValueError(f"{what} for {name!r} registered twice: {table[name].__name__} and {fn.__name__}")
+                table[name] = fn
+            return fn
+
+        return register
+
+    return for_names
+
+
 FORMULAS: dict[str, Callable[[dict], int]] = {}
-
-
-def formula(*kinds: str):
-    def register(fn):
-        for k in kinds:
-            FORMULAS[k] = fn
-        return fn
-
-    return register
+formula = registrar(FORMULAS, "cost formula")
 
 
 @formula("conv")
@@ -393,15 +402,7 @@ def _embedding_mac(op: dict) -> int:
 
 # Formulas for one op key, where its kind's formula does not fit (checked before FORMULAS).
 KEY_FORMULAS: dict[str, Callable[[dict], int]] = {}
-
-
-def key_formula(*keys: str):
-    def register(fn):
-        for k in keys:
-            KEY_FORMULAS[k] = fn
-        return fn
-
-    return register
+key_formula = registrar(KEY_FORMULAS, "cost formula of an op key")
 
 
 @key_formula("_weight_norm", "_weight_norm_interface", "weight_norm")

@@ -108,3 +108,13 @@ def test_unknown_op_is_listed_not_zero():
     assert len(unknown) == 1 and unknown[0].kind == "other" and "fft" in unknown[0].op
     assert any("no cost formula" in note and "fft" in note for note in result.notes)
     assert result.totals.unknown_ops == 1
+
+
+def test_a_formula_registered_twice_is_an_error():
+    """Two formulas for one op cannot both be the one that counts (as torch.utils.flop_counter)."""
+    import pytest
+
+    from archlint.model.cost import formula
+
+    with pytest.raises(ValueError, match="cost formula for 'conv' registered twice"):
+        formula("conv")(lambda op: 0)

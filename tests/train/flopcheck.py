@@ -17,24 +17,13 @@ from archlint.config import Settings
 from archlint.model import opgraph
 from archlint.model.analyze import analyze_model
 from archlint.model.train.backward import gradient_flops
+from archlint.model.train.memory import step_loss
 from archlint.model.train.optimizer import parse
 from archlint.model.train.step import cost_step
 
 
 _raw = conv_backward_flop.__wrapped__  # the formula on shapes (the registered one takes tensors)
 FIXED = {torch.ops.aten.convolution_backward: None}  # filled below
-
-
-def outputs(value) -> list[torch.Tensor]:
-    if isinstance(value, torch.Tensor):
-        return [value] if value.is_floating_point() and value.requires_grad else []
-    if hasattr(value, "to_tuple"):
-        value = value.to_tuple()
-    if isinstance(value, dict):
-        value = list(value.values())
-    if isinstance(value, (tuple, list)):
-        return [t for v in value for t in outputs(v)]
-    return []
 
 
 def _convolution_backward(grad_out_shape, x_shape, w_shape, bias, stride, padding, dilation, transposed,
@@ -61,7 +50,7 @@ def counted(model: torch.nn.Module, args: tuple, kwargs: dict | None = None) -> 
     model.train()
     with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False, custom_mapping=FIXED) as counter:
         out = model(*args, **(kwargs or {}))
-        loss = sum(t.mean() for t in outputs(out))
+        loss = step_loss(out, "mean")  # the mean of each output, added: the step archlint costs
         loss.backward()
     model.zero_grad(set_to_none=True)
     return counter.get_total_flops() // 2

@@ -91,15 +91,7 @@ def _add(terms: Terms, name: str, flops: int, mac: int) -> None:
 
 
 BACKWARD: dict[str, Callable[[dict], Terms]] = {}
-
-
-def backward_formula(*kinds: str):
-    def register(fn):
-        for k in kinds:
-            BACKWARD[k] = fn
-        return fn
-
-    return register
+backward_formula = forward.registrar(BACKWARD, "backward formula")
 
 
 def _weight_grad_needed(op: dict) -> bool:
