@@ -82,6 +82,19 @@ class WithAux(nn.Module):
         return y
 
 
+def test_al201_says_bytes_as_every_output_says_them():
+    class Spare(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.used, self.spare = nn.Linear(4, 4), nn.Linear(32, 32)
+
+        def forward(self, x):
+            return self.used(x)
+
+    (d,) = [d for d in run(Spare(), (1, 4), "AL201") if d.module == "spare"]
+    assert "1,056 parameters (4.22 KB)" in d.message  # archlint.units: decimal, as the reports (not KiB)
+
+
 def test_al201_dead_code_and_aux_head_in_eval():
     found = {d.module: d for d in run(WithAux(), (1, 3, 8, 8), "AL201")}
     assert set(found) == {"aux_head", "dead", ""}  # "" : the parameter `scale` no op reads

@@ -31,7 +31,7 @@ and never traces, times or prints: it is a pure function of the OpGraph (with co
 `ctx.pricer` is the measure layer's what-if interface (None without --latency). Rules build on
 the package's shared helpers: _query (op queries, conv geometry, graph walking), _blocks
 (fork/join and module blocks), _pricing (a finding's price and the timed alternatives behind it),
-_locate (where a finding points), _wording (how messages say bytes).
+_locate (where a finding points); bytes are said as every output says them (archlint.units).
 
 Discovery checks every declaration when it imports the rules (RuleDeclarationError): a CODE
 without a page in rules/ or declared twice, a SEVERITY other than the page's, a missing or shared

@@ -18,7 +18,7 @@ from __future__ import annotations
 from archlint.diagnostics import Severity
 from archlint.model.alternatives import fewer_groups
 from archlint.model.checks import _locate as locate, _pricing as pricing, _query as query
-from archlint.model.checks._wording import binary_bytes
+from archlint.units import human_bytes
 
 CODE = "AL102"
 SEVERITY = Severity.WARNING  # as its page says (the registry checks)
@@ -89,7 +89,7 @@ def _finding(graph, ctx, options, instances):
             + (f"; groups={best} measured fastest on this device" if best is not None and measured > 0 else "")
             + ("; no lower group count measured faster on this device" if measured is not None and measured <= 0 else "")
             + ("" if measured is not None else
-               f"; statically fewer groups saves nothing (it reads {binary_bytes(extra_weights * c.itemsize * count)} "
+               f"; statically fewer groups saves nothing (it reads {human_bytes(extra_weights * c.itemsize * count)} "
                "more weights): --latency times it")
         ),
         node=name,

@@ -14,7 +14,7 @@ import math
 
 from archlint.diagnostics import Severity
 from archlint.model.checks import _locate as locate, _pricing as pricing, _query as query
-from archlint.model.checks._wording import binary_bytes
+from archlint.units import human_bytes
 
 CODE = "AL111"
 SEVERITY = Severity.WARNING  # as its page says (the registry checks)
@@ -63,7 +63,7 @@ def check(graph, options, ctx):
             CODE,
             (
                 f"1×1 conv {module or conv_name} runs after an upsample to {scale:g}× the pixels: they commute, so "
-                f"applied before it the conv does {scale:g}× fewer multiply-adds ({binary_bytes(max(saved, 0))} less traffic)"
+                f"applied before it the conv does {scale:g}× fewer multiply-adds ({human_bytes(max(saved, 0))} less traffic)"
             ),
             node=conv_name,
             module=module,

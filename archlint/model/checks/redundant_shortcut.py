@@ -18,7 +18,7 @@ import math
 from archlint.diagnostics import Severity
 from archlint.model.checks import _locate as locate, _pricing as pricing, _query as query
 from archlint.model.checks._blocks import fork_join_blocks
-from archlint.model.checks._wording import binary_bytes
+from archlint.units import human_bytes
 
 CODE = "AL203"
 SEVERITY = Severity.WARNING  # as its page says (the registry checks)
@@ -159,9 +159,9 @@ def _dense(graph, ctx, options):
             CODE,
             (
                 f"dense connections in {module or 'the model'}: {len(members)} concats re-read the same "
-                f"tensors up to {reuse} times ({binary_bytes(total)} of concat traffic, growing "
+                f"tensors up to {reuse} times ({human_bytes(total)} of concat traffic, growing "
                 f"quadratically with depth); one-shot aggregation concatenates once "
-                f"({binary_bytes(once)})"
+                f"({human_bytes(once)})"
             ),
             node=widest,
             module=module,

@@ -18,7 +18,7 @@ import fnmatch
 
 from archlint.diagnostics import Severity
 from archlint.model.checks import _locate as locate, _pricing as pricing, _query as query
-from archlint.model.checks._wording import binary_bytes
+from archlint.units import human_bytes
 
 CODE = "AL201"
 SEVERITY = Severity.WARNING  # as its page says (the registry checks)
@@ -83,7 +83,7 @@ def check(graph, options, ctx):
             continue
         train_only = any(fnmatch.fnmatchcase(path.lower(), pat.lower()) for pat in options["train_only"])
         price = pricing.price(graph, ctx, alternative=f"{path} deleted (no runtime cost; {params * itemsize} bytes of parameters)", claims=())
-        size = f"{params:,} parameters ({binary_bytes(params * itemsize)})"
+        size = f"{params:,} parameters ({human_bytes(params * itemsize)})"
         if train_only:
             message = (
                 f"{modules[path].get('type')} {path} is not reached in the {mode}-mode forward: an "
