@@ -76,7 +76,8 @@ def analyze(spec: ModelSpec, settings: Settings) -> tuple[ModelResult, list[Diag
         from archlint.model.checks import CheckContext, run_checks
 
         ctx = CheckContext(
-            target=spec.target, settings=settings, pricer=report.pricer if report else None, estimate=result.estimate
+            target=spec.target, settings=settings, pricer=report.pricer if report else None, estimate=result.estimate,
+            train=result.totals.train, device_spec=device_spec if spec_name else None,
         )
         # Pricing a finding runs the model's forward (a fix timed end to end): guarded as the rest.
         with user_code(spec.target, getattr(settings, "timeout", None) if report else None) as guard:
