@@ -73,6 +73,12 @@ def analyze(spec: ModelSpec, settings: Settings) -> tuple[ModelResult, list[Diag
             from archlint.model.train.step import analyze_step
 
             step_findings = analyze_step(graph, loaded, result, settings, device_spec if spec_name else None)
+            if spec_name and "train" in (result.estimate or {}):  # the step under autocast: AL403's price
+                from archlint.model.speedups.precision import autocast_step_estimate
+
+                step_autocast = autocast_step_estimate(graph, device_spec, result.estimate["train"])
+                if step_autocast:
+                    result.estimate["train"]["autocast"] = step_autocast
         from archlint.model.checks import CheckContext, run_checks
 
         ctx = CheckContext(
