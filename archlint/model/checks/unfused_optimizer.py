@@ -63,7 +63,7 @@ def check(graph, options, ctx):
         how = "the for-loop implementation (PyTorch's default unless every parameter is on CUDA"
     yield Diagnostic(
         CODE,
-        f"optimizer {current['name']} runs {how}): {current['kernels_per_element']} kernels over every parameter "
+        f"optimizer {current['name']} runs {how}): {_kernels(current['kernels_per_element'])} over every parameter "
         f"element, {current['launches']:,} launches for {current['tensors']:,} parameter tensors, "
         f"{human_bytes(current['mac_bytes'])} moved; fused=True runs one kernel per chunk of tensors "
         f"({fused['launches']:,} launch{'' if fused['launches'] == 1 else 'es'}) that reads and writes each tensor once ({human_bytes(fused['mac_bytes'])})",
@@ -71,6 +71,10 @@ def check(graph, options, ctx):
         evidence=evidence,
         price=price,
     )
+
+
+def _kernels(n: int) -> str:
+    return f"{n} kernel{'' if n == 1 else 's'}"
 
 
 def _price(graph, ctx, train, current, fused, itemsize, alternative, evidence) -> Price:
