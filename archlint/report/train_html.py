@@ -37,8 +37,11 @@ def _split(m: ModelResult) -> str:
     est = (m.estimate or {}).get("train")
     measured = s.get("measured")
     cols = ["", "FLOPs", "%", "MAC"]
+    half = (est or {}).get("autocast")  # the step under torch.autocast: AL403's price
     if est:
         cols.append(f"ESTIMATED ms on {m.estimate['device_spec']}")
+    if half:
+        cols.append(f"ESTIMATED ms, {half['dtype']} autocast")
     if measured:
         cols.append(f"measured ms on {m.device}")
     rows = []
@@ -48,6 +51,8 @@ def _split(m: ModelResult) -> str:
         cells = [part, human_count(flops), f"{flops / total:.1%}" if part != "step" else "", human_bytes(s[f"{part}_mac_bytes"])]
         if est:
             cells.append(f"{est[f'{part}_ms']:.3g}")
+        if half:
+            cells.append(f"{half[f'{part}_ms']:.3g}")
         if measured:
             value = measured.get(f"{part}_ms")
             cells.append("in forward" if value is None else f"{value:.3g}")
@@ -57,6 +62,8 @@ def _split(m: ModelResult) -> str:
     if est and est.get("mfu") is not None:
         notes.append(f"ESTIMATED MFU {est['mfu']:.1%} of {est['peak_unit']} "
                      f"({est['peak_flops_per_s'] / 1e12:,.1f} TFLOP/s dense): {est['method']}")
+    if half:
+        notes.append(f"autocast column: {half['assumption']}")
     if measured:
         notes.append(measured["method"])
     text = "".join(f"<p class=muted>{_e(n)}</p>" for n in notes)

@@ -68,3 +68,13 @@ def test_a_far_budget_is_said_off_the_scale_and_no_train_no_section(trained):
     assert timeline_svg({"timeline": [[0, 5]], "peak_bytes": 5}) == ""
     plain = archlint.analyze(Net(), torch.randn(32, 64)).result
     assert "<h3>Training step</h3>" not in render_html(plain)
+
+
+def test_a_gpu_spec_adds_the_step_estimate_and_its_autocast_column():
+    result = archlint.analyze(Net(), torch.randn(256, 64), train=True, device_spec="h100-sxm").result
+    est = result.models[0].estimate["train"]
+    part = _section(render_html(result))
+    assert "ESTIMATED ms on h100-sxm" in part and "ESTIMATED ms, bfloat16 autocast" in part
+    step_row = part.split("<td>step</td>", 1)[1].split("</tr>", 1)[0]
+    assert f"<td>{est['step_ms']:.3g}</td><td>{est['autocast']['step_ms']:.3g}</td>" in step_row
+    assert "on the device" in part  # a GPU spec: the allocator's segments and the CUDA context
