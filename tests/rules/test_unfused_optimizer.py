@@ -80,3 +80,9 @@ def test_under_the_floor_is_info():
     (d,), _ = _run(Conv(), (16, 3, 64, 64), optimizer="adamw")
     assert 0 < d.price.saving_share < 0.01 and d.severity is Severity.INFO
     assert "under the 1% floor" in d.evidence["verdict"]
+
+
+def test_an_optimizer_archlint_assumed_is_advice():
+    (d,), _ = _run(MLP(), (8, 256))  # no optimizer= : archlint's default, AdamW
+    assert d.severity is Severity.INFO and d.evidence["optimizer_assumed"]
+    assert "name yours with --optimizer" in d.message

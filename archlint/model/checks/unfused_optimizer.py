@@ -11,7 +11,8 @@ timed by the step estimate's own function (train.steptime.optimizer_ms: the kern
 the spec's bandwidth, each launch paying its per-op overhead), a share of the estimated step.
 Without, static: the optimizer bytes the fused kernel saves, a share of the step's MAC (a
 foreach loop saves launches, not bytes: no static saving). Silent without --train (ctx.train)
-and when the step's optimizer is fused already.
+and when the step's optimizer is fused already; info when --optimizer was not given (the step's
+optimizer is then archlint's default, not the user's).
 """
 
 from __future__ import annotations
@@ -61,16 +62,18 @@ def check(graph, options, ctx):
         how = "the foreach implementation (" + ("as named" if parse(current["name"]).variant else "PyTorch's default on CUDA")
     else:  # --optimizer cannot name the for-loop: it is the default where not every parameter is on CUDA
         how = "the for-loop implementation (PyTorch's default unless every parameter is on CUDA"
-    yield Diagnostic(
-        CODE,
+    message = (
         f"optimizer {current['name']} runs {how}): {_kernels(current['kernels_per_element'])} over every parameter "
         f"element, {current['launches']:,} launches for {current['tensors']:,} parameter tensors, "
         f"{human_bytes(current['mac_bytes'])} moved; fused=True runs one kernel per chunk of tensors "
-        f"({fused['launches']:,} launch{'' if fused['launches'] == 1 else 'es'}) that reads and writes each tensor once ({human_bytes(fused['mac_bytes'])})",
-        SEVERITY,
-        evidence=evidence,
-        price=price,
-    )
+        f"({fused['launches']:,} launch{'' if fused['launches'] == 1 else 'es'}) that reads and writes each tensor once "
+        f"({human_bytes(fused['mac_bytes'])})")
+    severity = SEVERITY
+    if getattr(ctx.settings, "optimizer", None) is None:  # archlint's default, not the user's choice: advice
+        severity = Severity.INFO
+        evidence["optimizer_assumed"] = True
+        message += f" (the step's optimizer is archlint's default: name yours with --optimizer, e.g. {current['name']}-fused)"
+    yield Diagnostic(CODE, message, severity, evidence=evidence, price=price)
 
 
 def _kernels(n: int) -> str:
