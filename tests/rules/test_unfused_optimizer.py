@@ -4,7 +4,6 @@ priced from archlint's optimizer cost model on the basis the run has, silent whe
 from __future__ import annotations
 
 import pytest
-import torch
 from torch import nn
 
 import archlint

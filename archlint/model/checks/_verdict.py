@@ -121,7 +121,8 @@ def located(d: Diagnostic) -> bool:
     chain in evidence), or at a part of the training step (evidence "step_part": the optimizer's
     construction): the model's own forward is a place, a model-wide total is not."""
     claims = d.price.claims if d.price is not None else ()
-    return bool(d.module) or bool(d.node and (claims or d.evidence.get("ops"))) or bool(d.evidence.get("step_part"))
+    at_op = bool(d.node and (claims or d.evidence.get("ops")))
+    return bool(d.module) or at_op or bool(d.evidence.get("step_part"))
 
 
 def _noise_band(saving_ms: float | None, pricer) -> tuple[float, float] | None:
