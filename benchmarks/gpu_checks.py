@@ -20,9 +20,10 @@ Sections of `run`, in the order they run (most wanted first):
               budget less the measured context, two steps at max_batch and at max_batch + 1
   families    one kernel per op family at model-like sizes, timed with CUDA events: what each
               family reaches of the measured peaks (the shares devices/achieved.py applies)
+  tests       the test suite's tests marked cuda
   step_time   forward / backward / optimizer.step timed per model, float32 and bf16 autocast
   cli         archlint itself on cuda: --latency, --train --latency, --trace, then `archlint trace`
-  tests       the test suite's tests marked cuda
+  rule_prices AL611's and AL403's prices on the step against the step timed
 
 Run: python benchmarks/gpu_checks.py plan --out .gpu/plan.json
      python benchmarks/gpu_checks.py run --plan .gpu/plan.json --out $OUT [--budget-s 420]
@@ -498,6 +499,18 @@ def section_cli(results: dict, budget: Budget, plan_data: dict, out: Path) -> No
         print(f"  cli {' '.join(args[:3])}: rc {rows[-1].get('rc')} in {rows[-1].get('s', 0):.1f} s", flush=True)
 
 
+def section_rule_prices(results: dict, budget: Budget, plan_data: dict) -> None:
+    """AL611's and AL403's step prices against the step timed (benchmarks/train_rule_prices.py)."""
+    if budget.left() < 20:
+        results["rule_prices"] = {"skipped": "out of time"}
+        return
+    proc = subprocess.run([sys.executable, "benchmarks/train_rule_prices.py", "--device", "cuda", "--device-spec", "h200",
+                           "--models", "mlp,resnet50,vit_b_16"],
+                          capture_output=True, text=True, timeout=max(10, budget.left() - 5), cwd=ROOT)
+    results["rule_prices"] = {"rc": proc.returncode, "tail": (proc.stdout + proc.stderr)[-4000:]}
+    print("  rule_prices: rc " + str(proc.returncode), flush=True)
+
+
 def section_tests(results: dict, budget: Budget, plan_data: dict) -> None:
     if budget.left() < 20:
         results["tests"] = {"skipped": "out of time"}
@@ -509,10 +522,10 @@ def section_tests(results: dict, budget: Budget, plan_data: dict) -> None:
     print("  tests: " + (proc.stdout.strip().splitlines() or ["?"])[-1], flush=True)
 
 
-SECTIONS = ["env", "peaks", "latency", "memory", "max_batch", "families", "tests", "step_time", "cli"]
+SECTIONS = ["env", "peaks", "latency", "memory", "max_batch", "families", "tests", "step_time", "cli", "rule_prices"]
 # Each section's share of the budget (what it may use before the next starts; unused time carries on).
 SHARES = {"env": 0.01, "peaks": 0.04, "latency": 0.30, "memory": 0.20, "max_batch": 0.10, "families": 0.05,
-          "tests": 0.12, "step_time": 0.08, "cli": 0.10}
+          "tests": 0.10, "step_time": 0.07, "cli": 0.08, "rule_prices": 0.05}
 
 
 def run(plan_path: Path, out: Path, seconds: float, only: list[str] | None) -> None:
