@@ -31,8 +31,12 @@ _GEMM = re.compile(
     r"|Cijk_|hipblaslt|rocblas|MIOpen|igemm|sm\d\d_|ampere_|volta_|turing_|hopper_|_nhwc|nchwToNhwc|nhwcToNchw",
     re.I,
 )
+# cuDNN also ships kernels that are not convolutions: batch norm (bn_fw_inf/bn_fw_tr/bn_bw, seen in
+# an H200 trace of torchvision's ResNet-50), pooling, softmax, activations, scaling. A cudnn:: name
+# that names no convolution or GEMM is classified by what it does, not as a GEMM.
+_CUDNN_NOT_GEMM = re.compile(r"cudnn::(?!.*(conv|gemm|xmma|fprop|dgrad|wgrad|winograd|sm\d\d_))", re.I)
 _LAYOUT = re.compile(r"nchwToNhwc|nhwcToNchw|transpose|permute", re.I)
-_REDUCTION = re.compile(r"reduce|norm|softmax|sum|mean|argmax|topk|sort|scan|cumsum|max_pool|avg_pool|pool", re.I)
+_REDUCTION = re.compile(r"reduce|norm|\bbn_(fw|bw)|softmax|sum|mean|argmax|topk|sort|scan|cumsum|max_pool|avg_pool|pool", re.I)
 _COPY = re.compile(r"^Memcpy|^Memset|^dma|copy|cast|fill|CatArray|index|gather|scatter", re.I)
 _ELEMENTWISE = re.compile(r"elementwise|vectorized|unrolled|pointwise|triton_poi|activation|relu|gelu|silu|dropout", re.I)
 # Tensor/matrix-core markers in GEMM and convolution kernel names: cuBLAS/cuDNN/CUTLASS name the MMA
@@ -86,7 +90,7 @@ def group(name: str, category: str = "kernel") -> str:
         return "communication"
     if _ATTENTION.search(name):
         return "attention"
-    if _GEMM.search(name) and not _LAYOUT.search(name):
+    if _GEMM.search(name) and not _LAYOUT.search(name) and not _CUDNN_NOT_GEMM.search(name):
         return "gemm"
     if _REDUCTION.search(name):
         return "reduction"

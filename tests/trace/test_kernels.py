@@ -44,6 +44,12 @@ def test_fp32_simt_gemms(name):
     ("void at::native::reduce_kernel<512, 1>(at::native::ReduceOp<float>)", "reduction"),
     ("Memcpy HtoD (Pageable -> Device)", "copy"),
     ("void cudnn::ops::nchwToNhwcKernel<float, float, float, false, true>(cudnn::ops::nchw2nhwc_params_t<float>)", "copy"),
+    # cuDNN's batch norm is a normalisation, not a convolution (a real H200 trace of ResNet-50)
+    ("void cudnn::bn_fw_inf_1C11_kernel_NCHW<float, float, true, 1>(float, float, cudnnTensorStruct)", "reduction"),
+    ("void cudnn::bn_bw_1C11_kernel_new<float, float, float2, 512, true, 1>(float, float)", "reduction"),
+    ("void cudnn::detail::pooling_fw_4d_kernel<float, float, cudnn::detail::maxpooling_func<float>>(int)", "reduction"),
+    ("sm90_xmma_fprop_implicit_gemm_f32f32_tf32f32_f32_nhwckrsc_nhwc_tilesize128x128x32_warpgroupsize1x1x1", "gemm"),
+    ("void cudnn::cnn::conv2d_grouped_direct_kernel<false, true, false>(cudnn::cnn::GroupedDirectFpropParams)", "gemm"),
     # an argument type that contains "gemm" does not make a GEMM
     ("void split_embedding_codegen_forward_kernel<float>(at::GenericPackedTensorAccessor<float, 1>)", "other"),
 ])

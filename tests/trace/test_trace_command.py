@@ -274,3 +274,15 @@ def test_baseline_grandfathers_known_findings(tmp_path, capsys):
     SCENARIOS["AL503"](True).write(path)  # the next run: a new problem
     code, out, _ = run([path, "--baseline", baseline], capsys)
     assert code == 1 and "AL503" in out
+
+
+def test_real_h200_trace_batch_norm_is_not_a_gemm(capsys):
+    # cuDNN's batch-norm kernels once counted as fp32 GEMMs without tensor cores: AL504 fired on
+    # a float32 ResNet-50 whose convolutions all ran on tensor cores (TF32, cuDNN's default)
+    code, out, _ = run([FIXTURES / "h200_resnet50_fp32_inference.json.gz", "--output-format", "json"], capsys)
+    doc = json.loads(out)
+    trace = doc["traces"][0]
+    assert "H200" in json.dumps(trace["device"])
+    assert [d["code"] for d in doc["diagnostics"]] == ["AL509", "AL505"]
+    assert trace["gemm_tensor_core_share"] > 0.95
+    assert trace["kernel_groups"]["reduction"] > 1000  # µs: the batch norms (1.28 ms) are reductions
