@@ -565,6 +565,59 @@ def write_table(results: dict, path: Path) -> None:
             w.writerow([r["model"], r["img"], f"{r['samples_per_s']:.2f}", r["batch"]])
 
 
+# ---- report (CPU) -------------------------------------------------------------------------
+
+def report_memory(results: dict) -> None:
+    """archlint's memory model (meta, the h200 spec: 512-byte blocks) at the same batch beside
+    torch.cuda.max_memory_allocated (peak_bytes) and max_memory_reserved (the segments' lower bound)."""
+    from archlint.devices import resolve
+    from archlint.model.train.memory import step_memory
+
+    spec = resolve("h200")
+    rows = [r for r in results.get("memory", []) if "max_allocated_bytes" in r]
+    worst, within = [], 0
+    print(f"\n{'model':28} {'opt':6} {'measured GB':>11} {'archlint':>9} {'ratio':>6} {'reserved':>9} {'lower bd':>9} {'ratio':>6}  basis")
+    for r in rows:
+        model, args, kwargs = build(r["model"], r["batch"], "cpu")
+        m = step_memory(model.train(), args, kwargs, optimizer=r["optimizer"], device_spec=spec)
+        ratio = m["peak_bytes"] / r["max_allocated_bytes"]
+        reserved = m["allocator"]["reserved_at_peak_bytes_lower_bound"] / r["max_reserved_bytes"]
+        within += abs(ratio - 1) <= 0.10
+        worst.append((abs(ratio - 1), f"{r['model']}/{r['optimizer']} {ratio:.3f}"))
+        print(f"{r['model']:28} {r['optimizer']:6} {r['max_allocated_bytes'] / 1e9:11.3f} {m['peak_bytes'] / 1e9:9.3f} {ratio:6.3f} "
+              f"{r['max_reserved_bytes'] / 1e9:9.3f} {m['allocator']['reserved_at_peak_bytes_lower_bound'] / 1e9:9.3f} {reserved:6.3f}  "
+              f"{'meta' if m['basis'].startswith('measured on the meta') else 'real'}", flush=True)
+    worst.sort(reverse=True)
+    print(f"within 10% of max_memory_allocated: {within}/{len(rows)}; worst: {', '.join(w for _, w in worst[:5])}")
+
+
+def report_latency(results: dict) -> None:
+    """archlint's --device-spec h200 estimate (AMP float16, the published evaluation's way) against
+    the measured throughput: Spearman ρ, median error, share within 2×, and FLOPs alone."""
+    from published_accuracy import evaluate, scores, spearman
+
+    rows = [{"model": r["model"], "img": r["img"], "batch": r["batch"], "published": r["samples_per_s"]}
+            for r in results.get("latency", []) if "samples_per_s" in r]
+    rows = evaluate(rows, "h200", per_model=True)
+    pub = [r["published"] for r in rows]
+    print(f"\nH200 measured (timm benchmark: AMP fp16, NCHW, eager, batch {LATENCY_BATCH}), {len(rows)} models")
+    print(f"  FLOPs alone:  ρ {spearman([-r['flops'] / r['batch'] for r in rows], pub):.3f}")
+    print(f"  before:       {scores(rows, 'before')}")
+    print(f"  after:        {scores(rows, 'after')}")
+    inside = sum(r["range"][0] <= r["published"] <= r["range"][1] for r in rows) / len(rows)
+    print(f"  measured inside the estimate's range: {inside:.0%}")
+
+
+def report(results_path: Path, only: list[str] | None) -> None:
+    results = json.loads(results_path.read_text())
+    env = results.get("env", {})
+    print(f"{env.get('gpu')}: torch {env.get('torch')}, CUDA {env.get('cuda')}, cuDNN {env.get('cudnn')}, "
+          f"context {env.get('context_bytes', 0) / 2**20:.0f} MiB")
+    for name, fn in (("memory", report_memory), ("latency", report_latency)):
+        if not only or name in only:
+            fn(results)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="step", required=True)
@@ -575,9 +628,14 @@ def main() -> int:
     r.add_argument("--out", type=Path, required=True)
     r.add_argument("--budget-s", type=float, default=420)
     r.add_argument("--only", help="comma-separated sections")
+    p = sub.add_parser("report")
+    p.add_argument("--results", type=Path, required=True)
+    p.add_argument("--only", help="memory, latency")
     ns = parser.parse_args()
     if ns.step == "plan":
         plan(ns.out)
+    elif ns.step == "report":
+        report(ns.results, ns.only.split(",") if ns.only else None)
     else:
         ns.out.mkdir(parents=True, exist_ok=True)
         run(ns.plan, ns.out, ns.budget_s, ns.only.split(",") if ns.only else None)

@@ -32,7 +32,10 @@ TENSOR_UNITS = ("tensor-fp16", "tensor-bf16", "tensor-tf32", "tensor-fp8", "tens
 CUDA_UNITS = ("cuda-fp32", "cuda-fp16", "cuda-fp64")
 _COMMON = ("name", "kind", "description", "sources")
 GPU_FIGURES = ("peak-tflops", "memory-bandwidth-gbs", "sm-count", "l2-mb", "launch-overhead-us", "gemm-tile")
-GPU_OPTIONAL = ("memory-gib",)  # a figure a spec may give, with its source
+GPU_OPTIONAL = ("memory-gib", "achieved")  # figures a spec may give, each with its source
+# [achieved]: measured shares of the roofs on this GPU (name = [value, low, high]) that replace
+# the built-in ones (archlint.devices.achieved) for this spec
+SHARE_NAMES = ("tensor-gemm", "attention", "cuda-core", "stream", "broadcast", "window")
 CPU_FIGURES = ("cores", "simd-bits", "fma-units", "frequency-ghz", "memory-bandwidth-gbs", "cache-mb", "op-overhead-us")
 _POSITIVE = {"memory-bandwidth-gbs", "sm-count", "l2-mb", "cores", "simd-bits", "fma-units", "frequency-ghz", "cache-mb"}
 
@@ -50,6 +53,7 @@ class DeviceSpec:
     tile: tuple[int, int, int] = (128, 128, 32)
     sources: dict[str, str] = field(default_factory=dict)
     memory_bytes: int | None = None  # the device's memory (GPU specs that give memory-gib)
+    achieved: dict[str, tuple[float, float, float]] = field(default_factory=dict)  # [achieved]: value, low, high
     figures: dict[str, Any] = field(default_factory=dict)  # the file's figures as written
     path: str = ""
 
@@ -139,6 +143,7 @@ def parse(data: dict, where: str) -> DeviceSpec:
             overhead_s=_number(data, "launch-overhead-us", where, False) * 1e-6,
             sms=int(sms), tile=tuple(tile), sources=dict(sources),
             memory_bytes=int(_number(data, "memory-gib", where, True) * 2**30) if "memory-gib" in data else None,
+            achieved=_achieved(data.get("achieved", {}), where),
         )
     else:
         n = {key: _number(data, key, where, key in _POSITIVE) for key in CPU_FIGURES}
@@ -150,6 +155,21 @@ def parse(data: dict, where: str) -> DeviceSpec:
             overhead_s=n["op-overhead-us"] * 1e-6, sms=int(n["cores"]), sources=dict(sources),
         )
     return DeviceSpec(**{**spec.__dict__, "figures": {k: data[k] for k in figures}, "path": where.removeprefix("device spec ")})
+
+
+def _achieved(table: object, where: str) -> dict[str, tuple[float, float, float]]:
+    if not isinstance(table, dict):
+        raise UsageError(f"{where}: 'achieved' must be a table of name = [value, low, high]")
+    out = {}
+    for name, triple in table.items():
+        if name not in SHARE_NAMES:
+            raise UsageError(f"{where}: unknown key 'achieved.{name}'; use {', '.join(SHARE_NAMES)}")
+        ok = (isinstance(triple, list) and len(triple) == 3
+              and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in triple))
+        if not ok or not 0 < triple[1] <= triple[0] <= triple[2] <= 1:
+            raise UsageError(f"{where}: 'achieved.{name}' must be [value, low, high] with 0 < low ≤ value ≤ high ≤ 1, got {triple!r}")
+        out[name] = (float(triple[0]), float(triple[1]), float(triple[2]))
+    return out
 
 
 def describe(spec: DeviceSpec) -> list[str]:

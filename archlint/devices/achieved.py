@@ -12,7 +12,7 @@ kernels, PyTorch's TensorIterator element-wise kernels): an assumption the estim
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -61,3 +61,12 @@ SHARES = {
         ),
     )
 }
+
+
+def shares_for(spec) -> dict[str, Share]:
+    """The shares an estimate on `spec` applies: the spec's own measured [achieved] shares where
+    it gives them (with the spec's source), else the built-in ones above."""
+    own = getattr(spec, "achieved", None) or {}
+    source = getattr(spec, "sources", {}).get("achieved", "")
+    return {name: replace(s, value=own[name][0], low=own[name][1], high=own[name][2], source=f"{spec.name}: {source}")
+            if name in own else s for name, s in SHARES.items()}

@@ -51,7 +51,7 @@ from dataclasses import dataclass
 import networkx as nx
 
 from archlint.devices import DeviceSpec
-from archlint.devices.achieved import SHARES
+from archlint.devices.achieved import shares_for
 from archlint.model import opgraph
 
 GEMM_KINDS = frozenset({"conv", "linear", "matmul", "attention"})
@@ -283,6 +283,8 @@ def estimate_op(
         if g is not None:
             efficiency = tile_efficiency(g, attention_tile(g, spec.tile) if kind == "attention" else spec.tile, spec.sms)
     achieved = "achieved-share" in terms and spec.kind == "gpu"
+    if achieved and shares is None:
+        shares = {n: s.value for n, s in shares_for(spec).items()}
     compute_name, memory_name = share_names(op, tensor)
     compute_share = share_of(compute_name, shares) if achieved else 1.0
     memory_share = share_of(memory_name, shares) if achieved else 1.0
@@ -308,8 +310,11 @@ def estimate_op(
     )
 
 
-def share_of(name: str, shares: dict[str, float] | None) -> float:
-    return shares[name] if shares and name in shares else SHARES[name].value
+def share_of(name: str, shares: dict[str, float] | None, spec: DeviceSpec | None = None) -> float:
+    """The share `name` of the roof: from `shares`, else the spec's own measured one, else the built-in."""
+    if shares and name in shares:
+        return shares[name]
+    return shares_for(spec)[name].value
 
 
 def _source_kernel(graph: nx.DiGraph, name: str) -> str:
@@ -394,8 +399,9 @@ def estimate_graph(graph: nx.DiGraph, spec: DeviceSpec, terms: frozenset[str] | 
     dtype = graph.graph.get("dtype", "float32")
     flow = autocast_flow(graph) if autocast else {}
     measured = "achieved-share" in terms and spec.kind == "gpu"
-    low = {n: s.low for n, s in SHARES.items()}
-    high = {n: s.high for n, s in SHARES.items()}
+    known = shares_for(spec)
+    low = {n: s.low for n, s in known.items()}
+    high = {n: s.high for n, s in known.items()}
     total_ms, slow_ms, fast_ms, last_kernel, unknown = 0.0, 0.0, 0.0, None, 0
     bounds = {"compute": 0.0, "memory": 0.0, "overhead": 0.0}
     spread: dict[str, float] = {}
@@ -441,7 +447,7 @@ def estimate_graph(graph: nx.DiGraph, spec: DeviceSpec, terms: frozenset[str] | 
             + ", ".join(f"{n} {ms / (slow_ms - fast_ms):.0%}" for n, ms in widest if slow_ms > fast_ms)
         )
         out["range_terms"] = [
-            {"term": n, "ms": ms, "share": SHARES[n].value, "low": SHARES[n].low, "high": SHARES[n].high, "source": SHARES[n].source}
+            {"term": n, "ms": ms, "share": known[n].value, "low": known[n].low, "high": known[n].high, "source": known[n].source}
             for n, ms in sorted(spread.items(), key=lambda kv: -kv[1])
         ]
     if autocast:
@@ -485,7 +491,9 @@ def assumptions(
     if spec.kind == "gpu" and "achieved-share" in terms:
         out.append(
             "kernels reach a measured share of each roof: "
-            + ", ".join(f"{s.name} {s.value:.0%} ({s.low:.0%}-{s.high:.0%})" for s in SHARES.values())
+            + ", ".join(f"{s.name} {s.value:.0%} ({s.low:.0%}-{s.high:.0%})" for s in shares_for(spec).values())
+            + (f"; {', '.join(spec.achieved)} measured on this GPU ({spec.sources.get('achieved', '')}), the others"
+               if spec.achieved else "")
             + "; measured on an A100 (kernel times of a real trace) and FlashAttention-2's published figures, "
             "taken to hold on this GPU; the range is every share at its lowest and at its highest measurement"
         )

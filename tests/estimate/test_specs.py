@@ -87,3 +87,39 @@ def test_a_gpu_spec_may_give_its_memory_with_a_source():
         parse(data, "l4")
     del data["memory-gib"]
     assert parse(data, "l4").memory_bytes is None  # optional: a spec without it has no "does it fit"
+
+
+def test_a_gpu_spec_may_give_its_own_measured_shares():
+    import tomllib
+
+    from archlint.devices import parse, resolve
+    from archlint.devices.achieved import SHARES, shares_for
+    from archlint.errors import UsageError
+
+    h200 = resolve("h200")
+    assert h200.achieved["stream"] == (0.72, 0.60, 0.755)
+    shares = shares_for(h200)
+    assert shares["stream"].value == 0.72 and "h200" in shares["stream"].source
+    assert shares["cuda-core"] == SHARES["cuda-core"]  # not measured there: the built-in
+    assert shares_for(resolve("rtx4090")) == SHARES
+    data = tomllib.loads((DIR / "h200.toml").read_text(encoding="utf-8"))
+    for bad, named in (({"stream": [0.9, 0.6, 0.8]}, "achieved.stream"), ({"tensor-gem": [0.5, 0.4, 0.6]}, "achieved.tensor-gem")):
+        with pytest.raises(UsageError, match=named):
+            parse({**data, "achieved": bad}, "h200")
+    del data["sources"]["achieved"]
+    with pytest.raises(UsageError, match="sources.achieved"):
+        parse(data, "h200")
+
+
+def test_the_spec_own_shares_move_the_estimate():
+    import dataclasses
+
+    from archlint.devices import resolve
+    from archlint.model import estimate
+
+    op = {"kind": "elementwise", "flops": 0, "mac_bytes": 400_000_000, "in_shapes": [[100_000_000]],
+          "out_shapes": [[100_000_000]]}
+    h200 = resolve("h200")
+    own = estimate.estimate_op(op, h200, "float16").ms
+    builtin = estimate.estimate_op(op, dataclasses.replace(h200, achieved={}), "float16").ms
+    assert own / builtin == pytest.approx(0.86 / 0.72, rel=1e-3)  # stream: 72% on the H200 against 86% (A100)

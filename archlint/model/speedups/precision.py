@@ -75,7 +75,7 @@ def autocast_step_estimate(graph: nx.DiGraph, spec: DeviceSpec, step: dict) -> d
             op["backward_terms"] = {k: {**t, "mac_bytes": int(t["mac_bytes"] * factor)} for k, t in op["backward_terms"].items()}
             casts += cast
     # casts stream at the bandwidth, as estimate_op counts the forward's (no launch of their own)
-    stream = spec.bandwidth * share_of("stream", None)
+    stream = spec.bandwidth * share_of("stream", None, spec)
     backward = backward_ms(half, spec, dtype) + casts / stream * 1e3
     total = forward + backward + step["loss_ms"] + step["optimizer_ms"]
     return {
