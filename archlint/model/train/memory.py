@@ -35,6 +35,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
 from archlint.errors import UsageError
+from archlint.model.train import metacache
 from archlint.train_names import LOSSES, parse_optimizer
 
 # PyTorch's CUDA caching allocator rounds every block up to a multiple of 512 bytes
@@ -178,7 +179,7 @@ class _Watch(TorchDispatchMode):
         self.tracker = tracker
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
+        out = metacache.run(func, args, kwargs or {})
         t = self.tracker
         t.ops += 1
         t.op_names.append(str(func.overloadpacket.__name__) if hasattr(func, "overloadpacket") else str(func))

@@ -1,0 +1,100 @@
+"""Meta kernels answered from a cache (archlint.model.train.metacache): the same results as running
+the kernels, fewer kernels run."""
+
+import json
+
+import pytest
+import torch
+import torch.nn as nn
+
+from archlint.model.train import memory, metacache
+from archlint.model.train.memory import step_memory
+
+aten = torch.ops.aten
+
+
+def meta(*shape):
+    return torch.empty(*shape, device="meta")
+
+
+def test_functional_op_answered_from_cache_with_fresh_outputs():
+    x, w = meta(2, 8, 5, 5), meta(8)
+    args = (x, w, w, meta(8), meta(8), True, 0.1, 1e-5)
+    before = dict(metacache.stats)
+    first = metacache.run(aten.native_batch_norm.default, args, {})
+    second = metacache.run(aten.native_batch_norm.default, (meta(2, 8, 5, 5), w, w, meta(8), meta(8), True, 0.1, 1e-5), {})
+    assert metacache.stats["hits"] >= before["hits"] + 1
+    for a, b in zip(first, second):
+        assert (a.shape, a.stride(), a.dtype) == (b.shape, b.stride(), b.dtype)
+        assert a.untyped_storage().nbytes() == b.untyped_storage().nbytes()
+        assert b.untyped_storage() is not x.untyped_storage()
+    # a different shape is a different key: run, not answered
+    third = metacache.run(aten.native_batch_norm.default, (meta(3, 8, 5, 5), w, w, meta(8), meta(8), True, 0.1, 1e-5), {})
+    assert third[0].shape == (3, 8, 5, 5)
+
+
+def test_inplace_pointwise_returns_self():
+    p, g = meta(4, 4), meta(4, 4)
+    assert metacache.run(aten.add_.Tensor, (p, g), {"alpha": -0.1}) is p
+    hits = metacache.stats["hits"]
+    assert metacache.run(aten.add_.Tensor, (p, g), {"alpha": -0.1}) is p
+    assert metacache.stats["hits"] == hits + 1
+
+
+def test_view_in_disguise_is_not_rebuilt_fresh():
+    # aten._unsafe_view's schema says it returns a fresh tensor; its kernel returns a view. A fresh
+    # copy from the cache would count its bytes a second time.
+    x = meta(4, 6)
+    for _ in range(2):
+        out = metacache.run(aten._unsafe_view.default, (x, [24]), {})
+        assert out.untyped_storage() is x.untyped_storage()
+
+
+def test_real_tensors_are_never_cached():
+    step = torch.tensor(0.0)
+    hits = metacache.stats["hits"]
+    for _ in range(3):
+        step = metacache.run(aten.add.Tensor, (step, torch.tensor(1.0)), {})
+    assert step.item() == 3.0 and metacache.stats["hits"] == hits
+
+
+class Block(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.conv, self.bn = nn.Conv2d(c, c, 3, padding=1), nn.BatchNorm2d(c)
+        self.attn = nn.MultiheadAttention(c, 2, batch_first=True)
+
+    def forward(self, x):
+        x = torch.relu(self.bn(self.conv(x))) + x
+        b, c, h, w = x.shape
+        seq = x.flatten(2).transpose(1, 2)
+        seq = seq + self.attn(seq, seq, seq, need_weights=False)[0]
+        return seq.transpose(1, 2).reshape(b, c, h, w)
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adam", "adamw-foreach"])
+def test_step_memory_same_with_and_without_cache(monkeypatch, optimizer):
+    torch.manual_seed(0)
+    model, x = nn.Sequential(*[Block(8) for _ in range(4)]), torch.randn(2, 8, 6, 6)
+    ran = []
+    real_run = metacache.run
+
+    def counting(f, a, k):
+        runs = metacache.stats["runs"]
+        out = real_run(f, a, k)
+        if metacache.stats["runs"] > runs:
+            ran.append(f)
+        return out
+    monkeypatch.setattr(memory.metacache, "run", counting)
+    cached = step_memory(model, (x,), optimizer=optimizer)
+    calls = []
+    monkeypatch.setattr(memory.metacache, "run", lambda f, a, k: calls.append(f) or f(*a, **k))
+    plain = step_memory(model, (x,), optimizer=optimizer)
+    assert json.dumps(cached, sort_keys=True) == json.dumps(plain, sort_keys=True)
+    # the four blocks repeat one block's ops and the two steps repeat each other: batch norm's
+    # Python meta kernels run at most once per key, not once per block and step
+    assert calls.count(aten.native_batch_norm.default) == 8
+    assert ran.count(aten.native_batch_norm.default) <= 1
+    assert calls.count(aten.native_batch_norm_backward.default) == 8
+    assert ran.count(aten.native_batch_norm_backward.default) <= 1
+    assert len(ran) < 0.8 * len(calls)
