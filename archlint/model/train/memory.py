@@ -31,6 +31,7 @@ from typing import Any
 
 import torch
 import torch.nn as nn
+from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
@@ -182,14 +183,23 @@ class _Watch(TorchDispatchMode):
         out = metacache.run(func, args, kwargs or {})
         t = self.tracker
         t.ops += 1
-        t.op_names.append(str(func.overloadpacket.__name__) if hasattr(func, "overloadpacket") else str(func))
+        t.op_names.append(_op_name(func))
         t.op_phase.append(t.phase)
         t.op_module.append(t.modules[-1] if t.modules else "")
-        for value in tree_flatten(out)[0]:
-            if isinstance(value, torch.Tensor):
-                t.see(value)
+        for value in metacache.tensors_of(out):
+            t.see(value)
         t.timeline.append((t.ops - 1, t.live_bytes))
         return out
+
+
+_OP_NAMES: dict = {}
+
+
+def _op_name(func) -> str:
+    name = _OP_NAMES.get(func)
+    if name is None:
+        name = _OP_NAMES[func] = str(func.overloadpacket.__name__) if hasattr(func, "overloadpacket") else str(func)
+    return name
 
 
 def to_meta(model: nn.Module) -> nn.Module:
@@ -218,17 +228,19 @@ def _meta_inputs(value: Any) -> Any:
 
 
 def _module_paths(model: nn.Module, tracker: _Tracker) -> list:
-    handles = []
-    for path, module in model.named_modules():
-        def pre(_m, _a, path=path or "<model>"):
+    """Hooks that keep `tracker.modules` the stack of module paths being called: two global hooks
+    (one registration each, not two per module: registering hundreds costs more than the step)."""
+    paths = {id(module): path or "<model>" for path, module in model.named_modules()}
+
+    def pre(module, _args):
+        path = paths.get(id(module))
+        if path is not None:
             tracker.modules.append(path)
 
-        def post(_m, _a, _o):
-            if tracker.modules:
-                tracker.modules.pop()
-        handles.append(module.register_forward_pre_hook(pre))
-        handles.append(module.register_forward_hook(post, always_call=True))
-    return handles
+    def post(module, _args, _out):
+        if id(module) in paths and tracker.modules:
+            tracker.modules.pop()
+    return [register_module_forward_pre_hook(pre), register_module_forward_hook(post, always_call=True)]
 
 
 def _tensors(value: Any) -> list[torch.Tensor]:

@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from torch.utils._pytree import tree_flatten, tree_unflatten
+import torch.nn as nn
 
 MAX_ENTRIES = 100_000
 _NOT_CACHEABLE = object()
@@ -49,32 +49,57 @@ def _kind(func) -> str:
     return kind
 
 
-def _key(func, args, kwargs) -> tuple | None:
-    """The op's arguments as metadata, or None if one is a non-meta tensor or not hashable."""
-    leaves, spec = tree_flatten((args, kwargs))
+_SCALARS = (bool, int, float, str, torch.dtype, torch.device, torch.memory_format, torch.layout, type(None))
+
+
+def _key(func, args: tuple, kwargs: dict) -> tuple | None:
+    """The op's arguments as metadata, or None if one is a non-meta tensor or not a plain value.
+    (A walk of its own: torch's pytree flatten cost more than the kernels it saves.)"""
     storages: dict[int, int] = {}
-    parts: list[Any] = [func, spec]
-    for leaf in leaves:
-        if isinstance(leaf, torch.Tensor):
-            if leaf.device.type != "meta" or type(leaf) is not torch.Tensor and not isinstance(leaf, torch.nn.Parameter):
-                return None
+    parts: list[Any] = [func]
+
+    def add(value) -> bool:
+        if isinstance(value, torch.Tensor):
+            if value.device.type != "meta" or (type(value) is not torch.Tensor and type(value) is not nn.Parameter):
+                return False
             # which earlier argument (if any) shares this one's storage: aliasing can change a result
-            shared = storages.setdefault(id(leaf.untyped_storage()), len(storages))
-            parts.append((tuple(leaf.shape), leaf.stride(), leaf.dtype, leaf.storage_offset(), shared))
-        elif leaf is None or isinstance(leaf, (bool, int, float, str, torch.dtype, torch.device,
-                                               torch.memory_format, torch.layout)):
-            parts.append((type(leaf), leaf))
-        else:
+            shared = storages.setdefault(id(value.untyped_storage()), len(storages))
+            parts.append((value.shape, value.stride(), value.dtype, value.storage_offset(), shared))
+            return True
+        if isinstance(value, (list, tuple)):
+            parts.append((type(value), len(value)))
+            return all(add(v) for v in value)
+        if isinstance(value, _SCALARS):
+            parts.append((type(value), value))
+            return True
+        return False
+
+    if not all(add(a) for a in args):
+        return None
+    for name, value in kwargs.items():
+        parts.append(name)
+        if not add(value):
             return None
     return tuple(parts)
 
 
+def tensors_of(value) -> list[torch.Tensor]:
+    """The tensors of an op's result or arguments: a tensor, or lists and tuples of them."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in tensors_of(v)]
+    return []
+
+
 def _record(out, args: tuple, kwargs: dict) -> Any:
-    """How to rebuild `out` (fresh meta tensors, None), or _NOT_CACHEABLE: an output that shares a
-    storage with an input (aten._unsafe_view's schema says fresh, its kernel returns a view) or
-    with another output, or is not a plain tensor with its own storage."""
-    leaves, spec = tree_flatten(out)
-    seen = {id(t.untyped_storage()) for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)}
+    """How to rebuild `out` (a fresh meta tensor, or a tuple or list of them and None), or
+    _NOT_CACHEABLE: an output that shares a storage with an input (aten._unsafe_view's schema says
+    fresh, its kernel returns a view) or with another output, or is not a plain tensor."""
+    seen = {id(t.untyped_storage()) for t in tensors_of((args, list(kwargs.values())))}
+    leaves = [out] if isinstance(out, torch.Tensor) else list(out) if isinstance(out, (tuple, list)) else None
+    if leaves is None:
+        return _NOT_CACHEABLE
     shapes = []
     for leaf in leaves:
         if leaf is None:
@@ -88,13 +113,13 @@ def _record(out, args: tuple, kwargs: dict) -> Any:
             return _NOT_CACHEABLE
         seen.add(id(storage))
         shapes.append((tuple(leaf.shape), leaf.stride(), leaf.dtype))
-    return spec, shapes
+    return (None if isinstance(out, torch.Tensor) else type(out)), shapes
 
 
 def _rebuild(recorded) -> Any:
-    spec, shapes = recorded
-    return tree_unflatten([None if s is None else torch.empty_strided(s[0], s[1], dtype=s[2], device="meta")
-                           for s in shapes], spec)
+    container, shapes = recorded
+    outs = [None if s is None else torch.empty_strided(s[0], s[1], dtype=s[2], device="meta") for s in shapes]
+    return outs[0] if container is None else container(outs)
 
 
 def run(func, args: tuple, kwargs: dict) -> Any:
