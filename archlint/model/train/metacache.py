@@ -122,6 +122,11 @@ def _rebuild(recorded) -> Any:
     return outs[0] if container is None else container(outs)
 
 
+def clear() -> None:
+    """Forget every cached result (a fresh process's state: benchmarks time the cold cache)."""
+    _cache.clear()
+
+
 def run(func, args: tuple, kwargs: dict) -> Any:
     """func(*args, **kwargs), answered from the cache when the op and its arguments allow it."""
     kind = _kind(func)
