@@ -27,12 +27,15 @@ MAX_ENTRIES = 100_000
 _NOT_CACHEABLE = object()
 _cache: dict[tuple, Any] = {}
 _kinds: dict[Any, str] = {}
+_POINTWISE: set = set()
 # ops answered from the cache and ops whose kernel ran (for tests and benchmarks)
 stats = {"hits": 0, "runs": 0}
 
 
 def _kind(func) -> str:
-    """'functional', 'inplace' (pointwise, writes only `self`, returns it) or '' (always run)."""
+    """'functional', 'inplace' (writes only `self`, returns it, changes no metadata: not a view
+    op like transpose_ nor a resize), 'inplace-pointwise' (the same, element by element) or ''
+    (always run)."""
     kind = _kinds.get(func)
     if kind is None:
         schema, tags = func._schema, set(getattr(func, "tags", ()))
@@ -40,12 +43,15 @@ def _kind(func) -> str:
         if not schema.is_mutable and all(r.alias_info is None for r in schema.returns) \
                 and torch.Tag.dynamic_output_shape not in tags and torch.Tag.data_dependent_output not in tags:
             kind = "functional"
-        elif (torch.Tag.inplace in tags and torch.Tag.pointwise in tags and torch.Tag.inplace_view not in tags
-              and len(written) == 1 and written[0].name == "self" and len(schema.returns) == 1):
-            kind = "inplace"
+        elif (torch.Tag.inplace in tags and torch.Tag.inplace_view not in tags and "resize" not in schema.name
+              and len(written) == 1 and written[0].name == "self" and len(schema.returns) == 1
+              and schema.returns[0].alias_info is not None):
+            kind = "inplace-pointwise" if torch.Tag.pointwise in tags else "inplace"
         else:
             kind = ""
         _kinds[func] = kind
+        if torch.Tag.pointwise in tags:
+            _POINTWISE.add(func)
     return kind
 
 
@@ -53,15 +59,26 @@ _SCALARS = (bool, int, float, str, torch.dtype, torch.device, torch.memory_forma
 
 
 def _key(func, args: tuple, kwargs: dict) -> tuple | None:
-    """The op's arguments as metadata, or None if one is a non-meta tensor or not a plain value.
+    """The op's arguments as metadata, or None if one is a real tensor other than a 0-dim one (a
+    scalar: its value never shapes a meta result) or not a plain value, or none is on meta.
     (A walk of its own: torch's pytree flatten cost more than the kernels it saves.)"""
     storages: dict[int, int] = {}
     parts: list[Any] = [func]
+    meta = []
+    # an element-wise op's result depends on a number's kind (bool, int, float), never its value:
+    # Adam divides by a bias correction that changes every step
+    by_kind = func in _POINTWISE
 
     def add(value) -> bool:
         if isinstance(value, torch.Tensor):
-            if value.device.type != "meta" or (type(value) is not torch.Tensor and type(value) is not nn.Parameter):
+            if type(value) is not torch.Tensor and type(value) is not nn.Parameter:
                 return False
+            if value.device.type != "meta":
+                if value.dim() != 0:
+                    return False
+                parts.append((value.device, value.dtype))
+                return True
+            meta.append(True)
             # which earlier argument (if any) shares this one's storage: aliasing can change a result
             shared = storages.setdefault(id(value.untyped_storage()), len(storages))
             parts.append((value.shape, value.stride(), value.dtype, value.storage_offset(), shared))
@@ -70,7 +87,7 @@ def _key(func, args: tuple, kwargs: dict) -> tuple | None:
             parts.append((type(value), len(value)))
             return all(add(v) for v in value)
         if isinstance(value, _SCALARS):
-            parts.append((type(value), value))
+            parts.append((type(value),) if by_kind and isinstance(value, (bool, int, float)) else (type(value), value))
             return True
         return False
 
@@ -80,7 +97,7 @@ def _key(func, args: tuple, kwargs: dict) -> tuple | None:
         parts.append(name)
         if not add(value):
             return None
-    return tuple(parts)
+    return tuple(parts) if meta else None
 
 
 def tensors_of(value) -> list[torch.Tensor]:
@@ -132,14 +149,39 @@ def run(func, args: tuple, kwargs: dict) -> Any:
     kind = _kind(func)
     key = _key(func, args, kwargs) if kind else None
     hit = _cache.get(key) if key is not None else None
+    inplace = kind.startswith("inplace")
     if hit is not None and hit is not _NOT_CACHEABLE:
         stats["hits"] += 1
-        return (args[0] if args else kwargs["self"]) if kind == "inplace" else _rebuild(hit)
+        return (args[0] if args else kwargs["self"]) if inplace else _rebuild(hit)
+    if key is not None and kind == "inplace-pointwise" and _same_as_self(args, kwargs):
+        stats["hits"] += 1  # nothing the kernel could refuse: no broadcast, no cast
+        _cache[key] = True
+        return args[0]
     stats["runs"] += 1
     if key is None or hit is _NOT_CACHEABLE:
         return func(*args, **kwargs)
     out = func(*args, **kwargs)
     if len(_cache) >= MAX_ENTRIES:
         _cache.clear()
-    _cache[key] = True if kind == "inplace" else _record(out, args, kwargs)
+    _cache[key] = True if inplace else _record(out, args, kwargs)
     return out
+
+
+def _same_as_self(args: tuple, kwargs: dict) -> bool:
+    """An element-wise in-place op whose operands all have `self`'s shape and dtype (or are real
+    scalars), on a floating-point meta `self`: the optimizers' updates (lerp_, addcmul_, addcdiv_,
+    add_). Its meta kernel can only return `self`, so it need not run even once per shape."""
+    if not args or not isinstance(args[0], torch.Tensor):
+        return False
+    self = args[0]
+    if self.device.type != "meta" or not self.is_floating_point():
+        return False
+    for value in (*args[1:], *kwargs.values()):
+        if isinstance(value, torch.Tensor):
+            if value.dim() == 0 and not value.is_complex() and value.device.type != "meta":
+                continue
+            if value.shape != self.shape or value.dtype != self.dtype:
+                return False
+        elif isinstance(value, complex) or not isinstance(value, (bool, int, float, type(None))):
+            return False
+    return True

@@ -41,6 +41,43 @@ def test_inplace_pointwise_returns_self():
     assert metacache.stats["hits"] == hits + 1
 
 
+def test_optimizer_update_never_runs_its_kernel():
+    # lerp_/addcdiv_ with operands of self's shape and dtype: nothing to check, not even once
+    p, m, d = meta(7, 3, 5), meta(7, 3, 5), meta(7, 3, 5)
+    runs = metacache.stats["runs"]
+    assert metacache.run(aten.lerp_.Scalar, (m, p, 0.1), {}) is m
+    assert metacache.run(aten.addcdiv_.default, (p, m, d), {"value": -1e-3}) is p
+    assert metacache.stats["runs"] == runs
+    # a broadcast is checked by the kernel the first time (and refused where it must be)
+    with pytest.raises(RuntimeError):
+        metacache.run(aten.add_.Tensor, (meta(3), meta(4, 3)), {})
+
+
+def test_numbers_key_pointwise_ops_by_kind_and_other_ops_by_value():
+    x = meta(9, 2)
+    metacache.run(aten.div.Tensor, (x, 0.25), {})
+    hits = metacache.stats["hits"]
+    out = metacache.run(aten.div.Tensor, (x, 0.5), {})  # Adam's bias correction changes each step
+    assert metacache.stats["hits"] == hits + 1 and out.shape == (9, 2)
+    # an int divisor is another key: its kind can change the result's dtype
+    assert metacache.run(aten.div.Tensor, (meta(3).long(), 2), {}).dtype == torch.float32
+    # a non-element-wise op's numbers are sizes and dims: keyed by value
+    assert metacache.run(aten.sum.dim_IntList, (x, [0]), {}).shape == (2,)
+    assert metacache.run(aten.sum.dim_IntList, (x, [1]), {}).shape == (9,)
+
+
+def test_inplace_op_that_is_not_pointwise_is_cached():
+    x = meta(2, 16, 4, 4)
+    metacache.run(aten.hardswish_.default, (x,), {})
+    hits = metacache.stats["hits"]
+    assert metacache.run(aten.hardswish_.default, (x,), {}) is x
+    assert metacache.stats["hits"] == hits + 1
+    # a view op in place changes metadata: always run
+    y = meta(3, 5)
+    assert metacache.run(aten.transpose_.default, (y, 0, 1), {}).shape == (5, 3)
+    assert metacache.run(aten.transpose_.default, (y, 0, 1), {}).shape == (3, 5)
+
+
 def test_view_in_disguise_is_not_rebuilt_fresh():
     # aten._unsafe_view's schema says it returns a fresh tensor; its kernel returns a view. A fresh
     # copy from the cache would count its bytes a second time.
