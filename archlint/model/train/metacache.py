@@ -139,6 +139,43 @@ def _rebuild(recorded) -> Any:
     return outs[0] if container is None else container(outs)
 
 
+def _meta_empty(*shape) -> torch.Tensor:
+    return torch.empty(shape, dtype=torch.float32, device="meta")
+
+
+def _plain(t, shape=None) -> bool:
+    """A contiguous float32 meta tensor (of `shape`, if given)."""
+    return (isinstance(t, torch.Tensor) and t.device.type == "meta" and t.dtype == torch.float32
+            and t.is_contiguous() and (shape is None or tuple(t.shape) == shape))
+
+
+def _batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps):
+    """native_batch_norm in training on a contiguous float32 input: what its meta kernel (a Python
+    decomposition, ~4 ms a call) gives: the output like the input, the batch's mean and 1/std."""
+    c = (input.shape[1],) if isinstance(input, torch.Tensor) and input.dim() >= 2 else None
+    if not (training and c and _plain(input) and all(t is None or _plain(t, c) for t in (weight, bias, running_mean, running_var))):
+        return None
+    return _meta_empty(*input.shape), _meta_empty(*c), _meta_empty(*c)
+
+
+def _batch_norm_backward(grad_out, input, weight, running_mean, running_var, save_mean, save_invstd, train, eps, mask):
+    """native_batch_norm_backward in training, grad-input asked for, contiguous float32: its meta
+    kernel's results (grad-input like the input; grad-weight and grad-bias as the mask asks)."""
+    c = (input.shape[1],) if isinstance(input, torch.Tensor) and input.dim() >= 2 else None
+    if not (train and c and mask[0] and _plain(input) and _plain(grad_out, tuple(input.shape))
+            and all(t is None or _plain(t, c) for t in (weight, running_mean, running_var, save_mean, save_invstd))):
+        return None
+    return _meta_empty(*input.shape), _meta_empty(*c) if mask[1] else None, _meta_empty(*c) if mask[2] else None
+
+
+# Shape functions of our own for ops whose stock meta kernel is a slow Python decomposition, on the
+# inputs where their results are plain (checked against the stock kernel in the tests).
+_FAST = {
+    torch.ops.aten.native_batch_norm.default: _batch_norm,
+    torch.ops.aten.native_batch_norm_backward.default: _batch_norm_backward,
+}
+
+
 def clear() -> None:
     """Forget every cached result (a fresh process's state: benchmarks time the cold cache)."""
     _cache.clear()
@@ -157,6 +194,12 @@ def run(func, args: tuple, kwargs: dict) -> Any:
         stats["hits"] += 1  # nothing the kernel could refuse: no broadcast, no cast
         _cache[key] = True
         return args[0]
+    fast = _FAST.get(func) if key is not None and not kwargs else None
+    out = fast(*args) if fast is not None else None
+    if out is not None:
+        stats["hits"] += 1
+        _cache[key] = _record(out, args, kwargs)
+        return out
     stats["runs"] += 1
     if key is None or hit is _NOT_CACHEABLE:
         return func(*args, **kwargs)

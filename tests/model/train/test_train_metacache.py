@@ -135,3 +135,29 @@ def test_step_memory_same_with_and_without_cache(monkeypatch, optimizer):
     assert calls.count(aten.native_batch_norm_backward.default) == 8
     assert ran.count(aten.native_batch_norm_backward.default) <= 1
     assert len(ran) < 0.8 * len(calls)
+
+
+def _described(out):
+    return [None if t is None else (tuple(t.shape), t.stride(), t.dtype, t.untyped_storage().nbytes()) for t in out]
+
+
+@pytest.mark.parametrize("shape", [(2, 8, 5, 5), (1, 16, 7), (4, 32), (3, 4, 2, 2, 2)])
+@pytest.mark.parametrize("affine", [True, False])
+def test_batch_norm_shape_functions_match_the_stock_meta_kernels(shape, affine):
+    c = shape[1]
+    x = meta(*shape)
+    w = meta(c) if affine else None
+    for running in ((meta(c), meta(c)), (None, None)):
+        args = (x, w, w, *running, True, 0.1, 1e-5)
+        fast = metacache._FAST[aten.native_batch_norm.default](*args)
+        stock = aten.native_batch_norm.default(*args)
+        assert _described(fast) == _described(stock)
+        for mask in ([True, True, True], [True, False, False], [True, affine, affine]):
+            bargs = (meta(*shape), x, w, *running, stock[1], stock[2], True, 1e-5, mask)
+            assert _described(metacache._FAST[aten.native_batch_norm_backward.default](*bargs)) == \
+                _described(aten.native_batch_norm_backward.default(*bargs))
+    # what the shape functions do not cover is left to the stock kernel
+    assert metacache._FAST[aten.native_batch_norm.default](x, w, w, None, None, False, 0.1, 1e-5) is None
+    cl = torch.empty(2, 8, 5, 5, device="meta").to(memory_format=torch.channels_last)
+    assert metacache._FAST[aten.native_batch_norm.default](cl, None, None, None, None, True, 0.1, 1e-5) is None
+    assert metacache._FAST[aten.native_batch_norm.default](x.half(), None, None, None, None, True, 0.1, 1e-5) is None
