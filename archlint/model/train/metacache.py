@@ -28,6 +28,10 @@ _NOT_CACHEABLE = object()
 _cache: dict[tuple, Any] = {}
 _kinds: dict[Any, str] = {}
 _POINTWISE: set = set()
+# element-wise ops that torch does not tag `pointwise` (MobileNetV3's activations)
+_UNTAGGED_POINTWISE = {"aten::hardswish", "aten::hardswish_", "aten::hardswish_backward", "aten::hardsigmoid_backward"}
+# an element-wise op's output dtypes, by its operands' dtypes and numbers' kinds: shape-free
+_learned: dict[tuple, Any] = {}
 # ops answered from the cache and ops whose kernel ran (for tests and benchmarks)
 stats = {"hits": 0, "runs": 0}
 
@@ -46,11 +50,11 @@ def _kind(func) -> str:
         elif (torch.Tag.inplace in tags and torch.Tag.inplace_view not in tags and "resize" not in schema.name
               and len(written) == 1 and written[0].name == "self" and len(schema.returns) == 1
               and schema.returns[0].alias_info is not None):
-            kind = "inplace-pointwise" if torch.Tag.pointwise in tags else "inplace"
+            kind = "inplace-pointwise" if torch.Tag.pointwise in tags or schema.name in _UNTAGGED_POINTWISE else "inplace"
         else:
             kind = ""
         _kinds[func] = kind
-        if torch.Tag.pointwise in tags:
+        if torch.Tag.pointwise in tags or schema.name in _UNTAGGED_POINTWISE:
             _POINTWISE.add(func)
     return kind
 
@@ -179,6 +183,7 @@ _FAST = {
 def clear() -> None:
     """Forget every cached result (a fresh process's state: benchmarks time the cold cache)."""
     _cache.clear()
+    _learned.clear()
 
 
 def run(func, args: tuple, kwargs: dict) -> Any:
@@ -194,6 +199,12 @@ def run(func, args: tuple, kwargs: dict) -> Any:
         stats["hits"] += 1  # nothing the kernel could refuse: no broadcast, no cast
         _cache[key] = True
         return args[0]
+    if key is not None and kind == "functional" and func in _POINTWISE:
+        out, answered = _elementwise(func, args, kwargs)
+        if out is not None:
+            stats["hits" if answered else "runs"] += 1
+            _cache[key] = _record(out, args, kwargs)
+            return out
     fast = _FAST.get(func) if key is not None and not kwargs else None
     out = fast(*args) if fast is not None else None
     if out is not None:
@@ -208,6 +219,54 @@ def run(func, args: tuple, kwargs: dict) -> Any:
         _cache.clear()
     _cache[key] = True if inplace else _record(out, args, kwargs)
     return out
+
+
+def _elementwise(func, args: tuple, kwargs: dict) -> tuple[Any, bool]:
+    """An element-wise op whose meta tensors all have one shape with the default (contiguous)
+    strides: its outputs have that shape and strides, and dtypes that depend on the operands'
+    dtypes alone. Learnt from the op's first run on any shape, then given for every other shape
+    (hardswish, sigmoid_backward, div on a new layer's shape). Returns (outputs, answered without
+    running the kernel), or (None, False) where the rule does not apply."""
+    shape, parts = None, [func]
+    for name, value in (*((None, a) for a in args), *kwargs.items()):
+        parts.append(name)
+        if isinstance(value, torch.Tensor):
+            if value.device.type != "meta":
+                parts.append(("scalar", value.dtype))  # a 0-dim real tensor (the key allowed no other)
+                continue
+            if shape is None:
+                shape = value.shape
+            if value.shape != shape or value.storage_offset() != 0 or value.stride() != _default_strides(shape):
+                return None, False
+            parts.append(("tensor", value.dtype))
+        elif isinstance(value, (bool, int, float)):
+            parts.append(type(value))
+        elif isinstance(value, (list, tuple)):
+            return None, False
+        else:
+            parts.append(value)
+    if shape is None:
+        return None, False
+    learned = _learned.get(tuple(parts))
+    if learned is None:
+        out = func(*args, **kwargs)
+        outs = [out] if isinstance(out, torch.Tensor) else out
+        if isinstance(outs, (list, tuple)) and all(
+                isinstance(o, torch.Tensor) and o.device.type == "meta" and o.shape == shape
+                and o.stride() == _default_strides(shape) for o in outs):
+            _learned[tuple(parts)] = (None if isinstance(out, torch.Tensor) else type(out), [o.dtype for o in outs])
+        return out, False
+    container, dtypes = learned
+    outs = [torch.empty(shape, dtype=d, device="meta") for d in dtypes]
+    return (outs[0] if container is None else container(outs)), True
+
+
+def _default_strides(shape) -> tuple:
+    strides, step = [], 1
+    for size in reversed(shape):
+        strides.append(step)
+        step *= max(size, 1)
+    return tuple(reversed(strides))
 
 
 def _same_as_self(args: tuple, kwargs: dict) -> bool:

@@ -13,10 +13,10 @@ activation) gives none; an op that writes one loses its value.
 
 from __future__ import annotations
 
+import weakref
 from typing import Any, Callable
 
 import torch
-from torch.utils.weak import WeakIdKeyDictionary
 
 from archlint.model.train.metacache import tensors_of
 
@@ -26,9 +26,41 @@ VALUE_LIMIT_BYTES = 16 << 20
 _META, _CPU = torch.device("meta"), torch.device("cpu")
 
 
+class _ById:
+    """Values by the identity of their meta tensor (torch's WeakIdKeyDictionary makes a weak
+    reference on every lookup: too slow for a lookup per op argument)."""
+
+    def __init__(self):
+        self._items: dict[int, tuple[weakref.ref, torch.Tensor]] = {}
+
+    def __setitem__(self, meta: torch.Tensor, value: torch.Tensor) -> None:
+        key = id(meta)
+        items = self._items
+
+        def gone(ref, key=key):
+            if key in items and items[key][0] is ref:
+                del items[key]
+        self._items[key] = (weakref.ref(meta, gone), value)
+
+    def __getitem__(self, meta: torch.Tensor) -> torch.Tensor:
+        ref, value = self._items[id(meta)]
+        if ref() is not meta:
+            raise KeyError(id(meta))
+        return value
+
+    def __contains__(self, meta: torch.Tensor) -> bool:
+        item = self._items.get(id(meta))
+        return item is not None and item[0]() is meta
+
+    def pop(self, meta: torch.Tensor, default=None):
+        if meta in self:
+            return self._items.pop(id(meta))[1]
+        return default
+
+
 class KnownValues:
     def __init__(self):
-        self.values = WeakIdKeyDictionary()
+        self.values = _ById()
 
     def know(self, meta: torch.Tensor, real: torch.Tensor) -> None:
         """`meta` has the value `real` (a copy is kept: the step may write to it)."""
@@ -52,6 +84,11 @@ class KnownValues:
     def run(self, func, args: tuple, kwargs: dict, meta_run: Callable) -> Any:
         """func on meta (by `meta_run`), and on the real values when every meta tensor it reads has
         one; a meta kernel that needs data (.item(), nonzero) is answered from the real result."""
+        values = self.values
+        for arg in args:  # the common case first: an activation or a weight, with no value
+            if isinstance(arg, torch.Tensor) and arg.device.type == "meta" and arg not in values:
+                self._forget_written(func, args, kwargs)
+                return meta_run(func, args, kwargs)
         found: list = []
         try:
             real_args = self._real(args, found)
@@ -77,14 +114,22 @@ class KnownValues:
         return out
 
     def _forget_written(self, func, args: tuple, kwargs: dict) -> None:
-        schema = func._schema
-        if not schema.is_mutable:
-            return
-        for i, arg in enumerate(schema.arguments):
-            if arg.alias_info is not None and arg.alias_info.is_write:
-                value = args[i] if i < len(args) else kwargs.get(arg.name)
-                for t in tensors_of(value):
-                    self.values.pop(t, None)
+        for i, name in _written(func):
+            value = args[i] if i < len(args) else kwargs.get(name)
+            for t in tensors_of(value):
+                self.values.pop(t, None)
+
+
+_WRITTEN: dict = {}
+
+
+def _written(func) -> list[tuple[int, str]]:
+    """(position, name) of the arguments the op writes to."""
+    written = _WRITTEN.get(func)
+    if written is None:
+        written = _WRITTEN[func] = [(i, a.name) for i, a in enumerate(func._schema.arguments)
+                                    if a.alias_info is not None and a.alias_info.is_write]
+    return written
 
 
 def _as_meta(value: Any) -> Any:
