@@ -8,12 +8,20 @@ no data. So once an op has run for one such key its result can be rebuilt withou
 
   functional ops (no argument written, no output aliasing an input): fresh outputs with the
       recorded shape, stride and dtype (torch.empty_strided on meta: the same storage size);
-  in-place pointwise ops (add_, mul_, lerp_, addcdiv_, ...): `self`, returned as the kernel
-      returns it (they change no metadata; the first run has already checked the broadcast).
+  in-place ops that change no metadata (add_, lerp_, hardswish_, copy_; not transpose_ or a
+      resize): `self`, returned as the kernel returns it (the first run has checked the operands).
 
-Anything else (views, in-place view ops, out= ops, ops touching a real tensor, outputs that are
-not plain fresh tensors) runs its kernel every time. The step repeats one block's ops per layer
-and one parameter's ops per optimizer update, so most ops are answered from the cache.
+Element-wise ops need not run even once per shape: one whose operands all have `self`'s shape
+and dtype in place (an optimizer's update) can only return `self`; a functional one on operands
+of one contiguous shape gives outputs of that shape whose dtypes depend on the operands' dtypes
+alone, learnt from its first run on any shape. A number's value never shapes an element-wise
+result, so it is keyed by kind (Adam's bias correction changes every step). Batch norm's Python
+meta kernels are replaced by shape functions where their results are plain (training,
+contiguous float32), checked against the stock kernels in the tests.
+
+Anything else (views, in-place view ops, out= ops, ops touching a real tensor other than a 0-dim
+scalar, outputs that are not plain fresh tensors) runs its kernel every time. The step repeats one
+block's ops per layer and one parameter's ops per optimizer update, so most ops are answered.
 """
 
 from __future__ import annotations

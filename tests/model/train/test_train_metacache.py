@@ -161,3 +161,29 @@ def test_batch_norm_shape_functions_match_the_stock_meta_kernels(shape, affine):
     cl = torch.empty(2, 8, 5, 5, device="meta").to(memory_format=torch.channels_last)
     assert metacache._FAST[aten.native_batch_norm.default](cl, None, None, None, None, True, 0.1, 1e-5) is None
     assert metacache._FAST[aten.native_batch_norm.default](x.half(), None, None, None, None, True, 0.1, 1e-5) is None
+
+
+@pytest.mark.parametrize("func, extra, dtype", [
+    (aten.hardswish.default, (), torch.float32),  # torch leaves this one untagged
+    (aten.sigmoid_backward.default, ("same",), torch.float32),
+    (aten.eq.Tensor, ("same",), torch.bool),
+    (aten.div.Tensor, (2,), torch.float32),
+])
+def test_elementwise_ops_answered_on_a_new_shape_once_learnt(func, extra, dtype):
+    def args(*shape):
+        x = meta(*shape)
+        return (x, *(meta(*shape) if e == "same" else e for e in extra))
+    metacache.run(func, args(5, 3), {})  # learnt here
+    runs = metacache.stats["runs"]
+    out = metacache.run(func, args(11, 2, 7), {})
+    assert metacache.stats["runs"] == runs
+    stock = func(*args(11, 2, 7))
+    assert (out.shape, out.stride(), out.dtype) == (stock.shape, stock.stride(), stock.dtype) == ((11, 2, 7), (14, 7, 1), dtype)
+
+
+def test_elementwise_rule_needs_one_contiguous_shape():
+    runs = metacache.stats["runs"]
+    out = metacache.run(aten.mul.Tensor, (meta(4, 6).t(), meta(6, 4)), {})  # a transposed operand
+    assert out.shape == (6, 4) and metacache.stats["runs"] == runs + 1
+    out = metacache.run(aten.mul.Tensor, (meta(4, 1), meta(4, 6)), {})  # a broadcast
+    assert out.shape == (4, 6) and metacache.stats["runs"] == runs + 2
