@@ -57,7 +57,7 @@ def _check(paths: list[Path], specs: list[ModelSpec], settings: Settings) -> Run
         result.models.append(model_result)
         result.diagnostics += diagnostics
     result.models += decoded  # after the prefills: budgets pair specs with the first models
-    if paths and any(m.what_if for m in result.models):
+    if paths and any(m.what_if or m.phase == "train" for m in result.models):
         from archlint.model.speedups.links import link_code  # AL403 priced by the model's autocast what-if
 
         link_code(result.diagnostics, result.models)

@@ -73,10 +73,17 @@ def analyze(spec: ModelSpec, settings: Settings) -> tuple[ModelResult, list[Diag
             from archlint.model.train.step import analyze_step
 
             step_findings = analyze_step(graph, loaded, result, settings, device_spec if spec_name else None)
+            if spec_name and "train" in (result.estimate or {}):  # the step under autocast: AL403's price
+                from archlint.model.speedups.precision import autocast_step_estimate
+
+                step_autocast = autocast_step_estimate(graph, device_spec, result.estimate["train"])
+                if step_autocast:
+                    result.estimate["train"]["autocast"] = step_autocast
         from archlint.model.checks import CheckContext, run_checks
 
         ctx = CheckContext(
-            target=spec.target, settings=settings, pricer=report.pricer if report else None, estimate=result.estimate
+            target=spec.target, settings=settings, pricer=report.pricer if report else None, estimate=result.estimate,
+            train=result.totals.train, device_spec=device_spec if spec_name else None,
         )
         # Pricing a finding runs the model's forward (a fix timed end to end): guarded as the rest.
         with user_code(spec.target, getattr(settings, "timeout", None) if report else None) as guard:

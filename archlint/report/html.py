@@ -1,5 +1,6 @@
 """--html FILE: one self-contained page (no network when opened) with the summary, findings and
-rule pages, and per model the roofline, where the time goes, the OpGraph and the layer table.
+rule pages, and per model the training step (with --train: its split, its memory and the memory
+timeline, drawn as inline SVG), the roofline, where the time goes, the OpGraph and the layer table.
 
 Text sections are written here as static HTML, so they read without JavaScript. The charts are
 drawn in the browser by Chart.js (vendored in assets/vendor, inlined); the graph's coordinates
@@ -26,6 +27,7 @@ from archlint.printable import printable
 from archlint.report.layout import layered
 from archlint.units import human_bytes, human_count
 from archlint.report.wording import location, price_bits
+from archlint.report.train_html import train_section
 from archlint.report.what_if_html import what_if_section
 from archlint.result import KIND_FAMILIES, GateResult, Layer, ModelResult, RunResult
 
@@ -376,6 +378,7 @@ def _model_section(i: int, m: ModelResult, diagnostics: list[Diagnostic], gate: 
 <h3>Findings <span class=muted>({len(diagnostics)}, costliest first)</span></h3>
 {''.join(_finding(d, names) for d in diagnostics) or "<p class=muted>No findings.</p>"}
 {what_if_section(m.what_if)}
+{train_section(m)}
 <h3>Roofline</h3><p class=muted id="roof-cap-{i}"></p>
 <div class=chartbox><canvas id="roof-{i}" class=roofline></canvas></div>
 <h3>Where the time goes</h3><p class=muted id="time-cap-{i}"></p>

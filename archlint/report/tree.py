@@ -1,7 +1,10 @@
 """--tree [--depth N]: the model's module hierarchy, like torchinfo's summary, for readers who think
 in modules rather than ops. Each row sums the ops inside that module (FLOPs and MAC of ops with a
 cost formula, parameters each counted once) and shows the output shape of the module's last op.
-Modules below --depth are folded into their ancestor at that depth (its sums include them)."""
+With --train, each row also shows the activations its modules keep alive for backward (the memory
+model's `per_module_activations`: what is saved at the end of the forward, by the module whose
+forward made it). Modules below --depth are folded into their ancestor at that depth (its sums
+include them)."""
 
 from __future__ import annotations
 
@@ -27,6 +30,17 @@ class Node:
     unknown: int = 0
     out_shapes: list[list[int]] = field(default_factory=list)
     children: dict[str, Node] = field(default_factory=dict)
+    activation_bytes: int = 0  # --train: saved for backward by the ops inside
+
+
+def _chain(root: Node, module: str, depth: int) -> list[Node]:
+    """The nodes from the root down to the module (folded at `depth`), made as needed."""
+    node, chain = root, [root]
+    parts = module.split(".") if module else []
+    for i, part in enumerate(parts[:depth]):
+        node = node.children.setdefault(part, Node(".".join(parts[: i + 1])))
+        chain.append(node)
+    return chain
 
 
 def build(model: ModelResult, depth: int = DEFAULT_DEPTH) -> Node:
@@ -34,14 +48,7 @@ def build(model: ModelResult, depth: int = DEFAULT_DEPTH) -> Node:
     its ancestors. Ops run directly by a module (an F.relu in its forward) count toward it."""
     root = Node("")
     for layer in model.layers:  # topological order: the last op seen in a module is its output
-        parts = layer.module.split(".") if layer.module else []
-        node = root
-        chain = [root]
-        for i, part in enumerate(parts[:depth]):
-            path = ".".join(parts[: i + 1])
-            node = node.children.setdefault(part, Node(path))
-            chain.append(node)
-        for n in chain:
+        for n in _chain(root, layer.module, depth):
             n.ops += 1
             n.params += layer.params
             if layer.known:
@@ -50,6 +57,10 @@ def build(model: ModelResult, depth: int = DEFAULT_DEPTH) -> Node:
             else:
                 n.unknown += 1
             n.out_shapes = layer.out_shapes[:1]
+    kept = (getattr(model, "memory", None) or {}).get("per_module_activations") or {}
+    for module, nbytes in kept.items():
+        for n in _chain(root, "" if module == "<model>" else module, depth):
+            n.activation_bytes += nbytes
     return root
 
 
@@ -66,20 +77,23 @@ def _rows(node: Node, prefix: str, last: bool, top: bool):
 def print_tree(model: ModelResult, console: Console, depth: int = DEFAULT_DEPTH) -> None:
     root = build(model, depth)
     types = getattr(model, "module_types", None) or {}
-    table = Table(
-        title=f"module tree (depth {depth}; sums of the ops inside each module)", title_justify="left",
-    )
-    for column, justify in (
-        ("module", "left"), ("type", "left"), ("out shape", "left"), ("params", "right"),
-        ("FLOPs", "right"), ("%", "right"), ("MAC", "right"), ("ops", "right"),
-    ):
+    kept = bool((getattr(model, "memory", None) or {}).get("per_module_activations"))
+    title = f"module tree (depth {depth}; sums of the ops inside each module"
+    title += "; activations: kept alive for backward at the end of the forward, --train's memory model)" if kept else ")"
+    table = Table(title=title, title_justify="left")
+    columns = [("module", "left"), ("type", "left"), ("out shape", "left"), ("params", "right"),
+               ("FLOPs", "right"), ("%", "right"), ("MAC", "right"), ("ops", "right")]
+    if kept:
+        columns.append(("activations", "right"))
+    for column, justify in columns:
         table.add_column(column, justify=justify, overflow="fold")
     total = root.flops
     for label, node in _rows(root, "", True, True):
         share = f"{node.flops / total:.1%}" if total else "-"
         ops = f"{node.ops}" + (f" ({node.unknown} unknown)" if node.unknown else "")
-        table.add_row(
-            escape(label), escape(types.get(node.path, "")), " ".join("×".join(map(str, s)) for s in node.out_shapes),
-            human_count(node.params), human_count(node.flops), share, human_bytes(node.mac_bytes), ops,
-        )
+        row = [escape(label), escape(types.get(node.path, "")), " ".join("×".join(map(str, s)) for s in node.out_shapes),
+               human_count(node.params), human_count(node.flops), share, human_bytes(node.mac_bytes), ops]
+        if kept:
+            row.append(human_bytes(node.activation_bytes))
+        table.add_row(*row)
     console.print(table)

@@ -40,7 +40,8 @@ def price_bits(d: Diagnostic) -> list[str]:
         else:  # a measured what-if can come out at or below zero: said as it is
             bits = [f"alternative no faster ({p.saving_ms:+.3g} ms, {p.basis}{where})"]
     elif p.mac_bytes_saved:
-        bits = [f"saves {human_bytes(p.mac_bytes_saved)} MAC, {p.saving_share:.1%} of model MAC (static)"]
+        whole = "model MAC" if p.whole == "model time" else p.whole  # a step's MAC (AL611)
+        bits = [f"saves {human_bytes(p.mac_bytes_saved)} MAC, {p.saving_share:.1%} of {whole} (static)"]
     elif p.saving_share and p.whole != "model time":  # a saving of another whole: a step's peak memory
         bits = [f"saves {p.saving_share:.1%} of {p.whole} (static)"]
     else:

@@ -11,7 +11,7 @@ from archlint.devices import DIR, builtin_names, load_file
 
 ROOT = Path(__file__).resolve().parents[2]
 NETS = str(ROOT / "examples" / "nets.py")
-REQUIRED = {"rtx3090", "rtx4090", "rtx5090", "a100-sxm", "a100-pcie", "h100-sxm", "h100-pcie", "l4", "l40s", "t4", "cpu-example"}
+REQUIRED = {"rtx3090", "rtx4090", "rtx5090", "a100-sxm", "a100-pcie", "h100-sxm", "h100-pcie", "h200", "l4", "l40s", "t4", "cpu-example"}
 
 
 def test_builtins_validate_and_cite_every_figure():

@@ -3,6 +3,8 @@
 Convention (rules/README.md): the first ```python block under `## Example` and under
 `## Use instead` is a complete module defining `Net` (an nn.Module class built with no arguments)
 and `INPUT_SHAPE` (a tuple), optionally `DTYPE` ("float16", ...) and `MODE` ("eval" | "train").
+A block that sets `OPTIMIZER` (an --optimizer name, "adamw", "adamw-fused") is a training
+step: the harness analyzes it with --train and that optimizer (the rules that read the step, AL611).
 The harness builds Net, captures and costs it with archlint's own layers, runs every model
 rule with default options and checks the page's code is (not) among the findings.
 """
@@ -35,6 +37,11 @@ def run_snippet(code: str, source: str) -> list[str]:
     model = namespace["Net"]()
     dtype = getattr(torch, namespace.get("DTYPE", "float32"))
     model = model.to(dtype)
+    if "OPTIMIZER" in namespace:  # a training step: the --train analysis, as the CLI runs it
+        import archlint
+
+        step = archlint.analyze(model, namespace["INPUT_SHAPE"], train=True, optimizer=namespace["OPTIMIZER"])
+        return [d.code for d in step.result.diagnostics]
     graph = opgraph(model, namespace["INPUT_SHAPE"], mode=namespace.get("MODE", "eval"), dtype=dtype)
     return [d.code for d in findings(graph)]
 

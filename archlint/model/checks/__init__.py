@@ -66,6 +66,8 @@ class CheckContext:
     pricer: Any = None  # archlint.model.measure.Pricer when latency was measured
     estimate: dict | None = None  # --device-spec: models[].estimate; ops carry estimated_ms
     notes: list[str] = field(default_factory=list)  # rules that failed on this model (run_checks)
+    train: dict | None = None  # --train: totals.train, the step's costs (archlint.model.train.step)
+    device_spec: Any = None  # --device-spec: the archlint.devices.DeviceSpec behind `estimate`
 
 
 class RuleDeclarationError(Exception):

@@ -15,7 +15,8 @@ owner (`settle`, by the rules' PRIORITY: a finding naming another's op is info),
   split, fewer groups, a shortcut removed: evidence "changes_model") needs retraining — info,
   and the message says so;
 - be located where the user can act: a module below the model's root, or an op naming the ops
-  it prices (its claims, or the chain in evidence "ops"); a model-wide total at the root is info.
+  it prices (its claims, or the chain in evidence "ops"), or a part of the training step named in
+  evidence "step_part" (AL611: the optimizer); a model-wide total at the root is info.
 
 Anything else is info (hidden by default, never fails a gate), with evidence["verdict"] saying why.
 """
@@ -117,9 +118,11 @@ def _why_not(d: Diagnostic, floor: float, ctx, model_mac: int) -> str | None:
 
 def located(d: Diagnostic) -> bool:
     """At a module below the root, or at an op naming the ops it prices (its claims, or the op
-    chain in evidence): the model's own forward is a place, a model-wide total is not."""
+    chain in evidence), or at a part of the training step (evidence "step_part": the optimizer's
+    construction): the model's own forward is a place, a model-wide total is not."""
     claims = d.price.claims if d.price is not None else ()
-    return bool(d.module) or bool(d.node and (claims or d.evidence.get("ops")))
+    at_op = bool(d.node and (claims or d.evidence.get("ops")))
+    return bool(d.module) or at_op or bool(d.evidence.get("step_part"))
 
 
 def _noise_band(saving_ms: float | None, pricer) -> tuple[float, float] | None:

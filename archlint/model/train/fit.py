@@ -47,15 +47,20 @@ def batch_size(args: tuple, kwargs: dict) -> int:
 
 
 def with_batch(args: tuple, kwargs: dict, batch: int) -> tuple[tuple, dict]:
-    """Meta inputs like these with the batch dimension (every tensor's leading one that equals the
-    batch) set to `batch`."""
+    """Inputs like these with the batch dimension (every tensor's leading one that equals the
+    batch) set to `batch`: meta stays meta; a real tensor's rows are repeated in turn, so token
+    ids stay in the vocabulary and masks keep their values when the step must run on real
+    tensors (a model the meta device cannot run)."""
     old = batch_size(args, kwargs)
 
     def one(t):
         if not isinstance(t, torch.Tensor):
             return t
-        shape = (batch, *t.shape[1:]) if t.dim() > 0 and t.shape[0] == old else tuple(t.shape)
-        return torch.empty(shape, dtype=t.dtype, device="meta").requires_grad_(t.requires_grad)
+        if t.dim() == 0 or t.shape[0] != old:
+            return t
+        if t.device.type == "meta":
+            return torch.empty((batch, *t.shape[1:]), dtype=t.dtype, device="meta").requires_grad_(t.requires_grad)
+        return t.detach()[torch.arange(batch, device=t.device) % old].requires_grad_(t.requires_grad)
     return tree_map(one, tuple(args)), tree_map(one, dict(kwargs))
 
 
@@ -123,7 +128,9 @@ def checkpoint_candidates(model: nn.Module) -> list[str]:
 def forward_flops(model: nn.Module, args: tuple, kwargs: dict) -> dict[str, int]:
     """FLOPs of each module's forward (torch's FlopCounterMode on meta), by module path."""
     root = type(model).__name__
-    meta_args, meta_kwargs = with_batch(args, kwargs, batch_size(args, kwargs))
+    def meta(t):
+        return torch.empty_like(t, device="meta") if isinstance(t, torch.Tensor) else t
+    meta_args, meta_kwargs = tree_map(meta, tuple(args)), tree_map(meta, dict(kwargs))
     with torch.no_grad(), FlopCounterMode(display=False) as counter:
         to_meta(model).train()(*meta_args, **meta_kwargs)
     flops = {}

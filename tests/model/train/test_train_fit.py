@@ -104,3 +104,28 @@ def test_budget_parsing_and_rule_page():
     with pytest.raises(UsageError):
         parse_bytes("lots")
     assert registry.get(CODE).name == "batch-does-not-fit"
+
+
+def test_with_batch_keeps_real_inputs_real_and_their_values():
+    # a model the meta device cannot run is measured on real tensors: resized inputs must stay
+    # real, with token ids from the original rows (a meta or empty tensor would break the step)
+    ids = torch.tensor([[1, 2, 3], [4, 5, 6]])
+    (a,), k = with_batch((ids,), {"attention_mask": torch.ones(2, 3, dtype=torch.bool)}, 5)
+    assert a.device.type == "cpu" and a.tolist() == [[1, 2, 3], [4, 5, 6], [1, 2, 3], [4, 5, 6], [1, 2, 3]]
+    assert k["attention_mask"].shape == (5, 3) and bool(k["attention_mask"].all())
+    (m,), _ = with_batch((torch.empty(2, 3, device="meta"),), {}, 4)
+    assert m.device.type == "meta" and m.shape == (4, 3)
+
+
+def test_max_batch_of_a_model_the_meta_device_cannot_run():
+    class ItemNet(nn.Module):  # a data-dependent branch: .item() has no meta answer
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(32, 32)
+
+        def forward(self, x):
+            return self.lin(x) * (2.0 if x.sum().item() > 0 else 1.0)
+    model = ItemNet()
+    budget = step_memory(model, (torch.randn(40, 32),), {}, optimizer="sgd")["peak_bytes"]
+    r, _ = fit_report(model, (torch.randn(8, 32),), {}, optimizer="sgd", budget_bytes=budget)
+    assert "real tensors" in r["basis"] and r["max_batch"] >= 8

@@ -1,0 +1,157 @@
+"""The --train section of the HTML report: where the step's FLOPs, bytes and time go (forward,
+backward, loss, optimizer), its memory (the peak and what is live there, whether it fits), the
+memory timeline over the step as a plot, and the modules that keep the most activations alive
+for backward. Static HTML and inline SVG: it reads without JavaScript and loads nothing."""
+
+from __future__ import annotations
+
+import html
+
+from archlint.result import ModelResult
+from archlint.units import human_bytes, human_count
+
+PARTS = ("forward", "backward", "loss", "optimizer")
+KEPT_ROWS = 12  # modules listed by activations kept; the rest summed in one line
+# The timeline plot's box, in SVG user units (it scales with the page's width).
+W, H, LEFT, RIGHT, TOP, BOTTOM = 760, 240, 78, 16, 14, 34
+
+
+def _e(value) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def train_section(m: ModelResult) -> str:
+    """The section, or "" for a model analyzed without --train."""
+    s = m.totals.train
+    if not s:
+        return ""
+    opt = s["optimizer"]
+    head = (f"<p>optimizer <b>{_e(opt['name'])}</b> ({_e(opt['how'])}; {opt['launches']:,} "
+            f"launch{'' if opt['launches'] == 1 else 'es'}), loss {_e(s['loss']['name'])} of the outputs · "
+            f"{human_count(s['trainable_params'])} trainable parameters, {human_count(s['frozen_params'])} frozen</p>")
+    return f"<h3>Training step</h3>{head}{_split(m)}{_memory(m.memory) if m.memory else ''}"
+
+
+def _split(m: ModelResult) -> str:
+    s = m.totals.train
+    est = (m.estimate or {}).get("train")
+    measured = s.get("measured")
+    cols = ["", "FLOPs", "%", "MAC"]
+    half = (est or {}).get("autocast")  # the step under torch.autocast: AL403's price
+    if est:
+        cols.append(f"ESTIMATED ms on {m.estimate['device_spec']}")
+    if half:
+        cols.append(f"ESTIMATED ms, {half['dtype']} autocast")
+    if measured:
+        cols.append(f"measured ms on {m.device}")
+    rows = []
+    total = s["step_flops"] or 1
+    for part in (*PARTS, "step"):
+        flops = s[f"{part}_flops"]
+        cells = [part, human_count(flops), f"{flops / total:.1%}" if part != "step" else "", human_bytes(s[f"{part}_mac_bytes"])]
+        if est:
+            cells.append(f"{est[f'{part}_ms']:.3g}")
+        if half:
+            cells.append(f"{half[f'{part}_ms']:.3g}")
+        if measured:
+            value = measured.get(f"{part}_ms")
+            cells.append("in forward" if value is None else f"{value:.3g}")
+        rows.append("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in cells) + "</tr>")
+    header = "<tr>" + "".join(f"<th>{_e(c)}</th>" for c in cols) + "</tr>"
+    notes = []
+    if est and est.get("mfu") is not None:
+        notes.append(f"ESTIMATED MFU {est['mfu']:.1%} of {est['peak_unit']} "
+                     f"({est['peak_flops_per_s'] / 1e12:,.1f} TFLOP/s dense): {est['method']}")
+    if half:
+        notes.append(f"autocast column: {half['assumption']}")
+    if measured:
+        notes.append(measured["method"])
+    text = "".join(f"<p class=muted>{_e(n)}</p>" for n in notes)
+    return f"<table class=trainsplit>{header}{''.join(rows)}</table>{text}"
+
+
+def _memory(mem: dict) -> str:
+    at_peak = mem.get("at_peak") or {}
+    live = ", ".join(f"{k} {human_bytes(v)}" for k, v in at_peak.items() if v)
+    rows = [("peak", f"<b>{human_bytes(mem['peak_bytes'])}</b> at {_e(mem.get('at', '?'))}"),
+            ("live at the peak", _e(live or "—")),
+            ("kept for backward", f"{human_bytes(mem['activations_bytes'])} of activations at the end of the forward")]
+    if mem.get("device_peak_bytes") is not None:
+        rows.append(("on the device", f"{human_bytes(mem['device_peak_bytes'])} <span class=muted>the allocator's "
+                     "segments at the peak (a lower bound) and the CUDA context (assumed)</span>"))
+    if mem.get("fits") is not None:
+        verdict = "fits" if mem["fits"] else "does not fit"
+        rows.append(("budget", f"<b>{verdict}</b> in {human_bytes(mem['budget_bytes'])}"
+                     + (f" <span class=muted>({_e(mem['budget_source'])})</span>" if mem.get("budget_source") else "")))
+    if mem.get("max_batch") is not None:
+        rows.append(("largest batch that fits", f"{mem['max_batch']:,} <span class=muted>memory model, not tried</span>"))
+    table = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows)
+    basis = f"<p class=muted>{_e(mem.get('basis', ''))}; {_e(mem.get('step_reported', ''))}</p>"
+    return (f"<h4>Memory over the step</h4><table class=summary>{table}</table>{basis}"
+            f"{timeline_svg(mem)}{_kept(mem.get('per_module_activations') or {})}")
+
+
+def timeline_svg(mem: dict) -> str:
+    """The live bytes after each op of the step as an inline SVG area plot, the peak marked and,
+    when it is on the scale, the budget drawn; "" without a timeline."""
+    points = mem.get("timeline") or []
+    if len(points) < 2:
+        return ""
+    ops = max(int(mem.get("ops") or 0), points[-1][0] + 1)
+    peak = max(int(mem["peak_bytes"]), max(b for _, b in points))
+    budget = mem.get("budget_bytes")
+    drawn_budget = budget if budget and budget <= 2 * peak else None  # a far budget would flatten the line
+    top = max(peak, drawn_budget or 0) * 1.08 or 1
+    pw, ph = W - LEFT - RIGHT, H - TOP - BOTTOM
+
+    def x(op: float) -> float:
+        return LEFT + pw * op / max(ops - 1, 1)
+
+    def y(b: float) -> float:
+        return TOP + ph * (1 - b / top)
+    line = " ".join(f"{x(o):.1f},{y(b):.1f}" for o, b in points)
+    area = f"{x(points[0][0]):.1f},{y(0):.1f} {line} {x(points[-1][0]):.1f},{y(0):.1f}"
+    parts = [f"<polygon class=area points='{area}'/>", f"<polyline class=line points='{line}'/>"]
+    for i in range(5):  # the bytes axis: five ticks from 0
+        b = top * i / 4
+        parts.append(f"<line class=grid x1='{LEFT}' x2='{W - RIGHT}' y1='{y(b):.1f}' y2='{y(b):.1f}'/>"
+                     f"<text class=tick x='{LEFT - 6}' y='{y(b) + 4:.1f}' text-anchor=end>{_e(human_bytes(b))}</text>")
+    for i in range(5):  # the op axis
+        o = round((ops - 1) * i / 4)
+        parts.append(f"<text class=tick x='{x(o):.1f}' y='{H - BOTTOM + 16}' text-anchor=middle>{o:,}</text>")
+    parts.append(f"<text class=tick x='{LEFT + pw / 2:.1f}' y='{H - 4}' text-anchor=middle>op of the step "
+                 "(zero_grad, forward, backward, optimizer.step)</text>")
+    po, pb = max(points, key=lambda p: p[1])
+    parts.append(f"<circle class=peak cx='{x(po):.1f}' cy='{y(pb):.1f}' r='4'/>"
+                 f"<text class=peak x='{min(x(po) + 8, W - RIGHT - 4):.1f}' y='{max(y(pb) - 6, TOP + 10):.1f}' "
+                 f"text-anchor='{'end' if x(po) > W * 0.7 else 'start'}'>peak {_e(human_bytes(peak))}</text>")
+    if drawn_budget:
+        parts.append(f"<line class=budget x1='{LEFT}' x2='{W - RIGHT}' y1='{y(drawn_budget):.1f}' y2='{y(drawn_budget):.1f}'/>"
+                     f"<text class=budget x='{W - RIGHT - 4}' y='{y(drawn_budget) - 5:.1f}' text-anchor=end>"
+                     f"budget {_e(human_bytes(drawn_budget))}</text>")
+    caption = (f"Live bytes after each of the step's {ops:,} ops ({len(points)} points, each the highest of its "
+               "stretch, so the peak is kept): parameters, gradients, optimizer state, activations and temporaries")
+    if mem.get("device_peak_bytes") is not None:
+        caption += "; allocated blocks (rounded as the CUDA caching allocator rounds them), not the segments it reserves"
+    if budget and not drawn_budget:
+        caption += f"; the budget, {human_bytes(budget)}, is off the scale"
+    return (f"<figure class=memtimeline><svg viewBox='0 0 {W} {H}' role=img "
+            f"aria-label='memory over the training step, peak {_e(human_bytes(peak))}'>"
+            f"<title>memory over the training step</title>{''.join(parts)}</svg>"
+            f"<figcaption class=muted>{_e(caption)}</figcaption></figure>")
+
+
+def _kept(per_module: dict[str, int]) -> str:
+    if not per_module:
+        return ""
+    items = sorted(per_module.items(), key=lambda kv: -kv[1])
+    total = sum(per_module.values()) or 1
+    rows = "".join(f"<tr><td><code>{_e(p)}</code></td><td>{human_bytes(b)}</td><td>{b / total:.1%}</td></tr>"
+                   for p, b in items[:KEPT_ROWS])
+    rest = items[KEPT_ROWS:]
+    if rest:
+        rows += (f"<tr><td class=muted>{len(rest)} more modules</td><td>{human_bytes(sum(b for _, b in rest))}</td>"
+                 f"<td>{sum(b for _, b in rest) / total:.1%}</td></tr>")
+    return ("<h4>Activations kept for backward, by module</h4><p class=muted>What is saved at the end of the "
+            "forward, by the module whose forward made it (the module tree, --tree, sums them by subtree)</p>"
+            f"<table class=kept><tr><th>module</th><th>kept</th><th>share</th></tr>{rows}</table>")

@@ -1,0 +1,588 @@
+"""Every check that needs a CUDA GPU, in one prepared run for a lent GPU (issues 28 and 30).
+
+Three steps, two of them on this machine:
+
+  plan    (CPU) choose the models and compute what the GPU run must confirm: the latency sample
+          (timm models of the RTX 4090 table outside the 200 rows the published evaluation
+          samples, so none of them tuned anything), and archlint's `max_batch` under a budget
+  run     (GPU) measure, each section within its share of one wall-clock budget, writing
+          results after every section (a run cut short still returns what it measured)
+  report  (CPU) set archlint's numbers beside the measured ones and print the tables
+
+Sections of `run`, in the order they run (most wanted first):
+  env         the GPU, torch, CUDA, and the CUDA context's memory (what no torch counter sees)
+  peaks       archlint calibrate's peaks (matmul, copy) in float32, float16 and bfloat16
+  latency     timm's inference benchmark (AMP float16, NCHW, eager, batch 256) on the sample:
+              written as a table in the published tables' columns, `--published` reads it
+  memory      a real training step per model and optimizer: torch.cuda.max_memory_allocated
+              of the steady step (after a warm step made the optimizer state), and reserved
+  max_batch   archlint's max_batch under a budget, tried for real: the allocator limited to the
+              budget less the measured context, two steps at max_batch and at max_batch + 1
+  families    one kernel per op family at model-like sizes, timed with CUDA events: what each
+              family reaches of the measured peaks (the shares devices/achieved.py applies)
+  tests       the test suite's tests marked cuda
+  step_time   forward / backward / optimizer.step timed per model, float32 and bf16 autocast
+  cli         archlint itself on cuda: --latency, --train --latency, --trace, then `archlint trace`
+  rule_prices AL611's and AL403's prices on the step against the step timed
+
+Run: python benchmarks/gpu_checks.py plan --out .gpu/plan.json
+     python benchmarks/gpu_checks.py run --plan .gpu/plan.json --out $OUT [--budget-s 420]
+     python benchmarks/gpu_checks.py report --plan .gpu/plan.json --results DIR/gpu_checks.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import gc
+import hashlib
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+TABLES = ROOT / "benchmarks" / "eval_data" / "published"
+LATENCY_BATCH = 256
+LATENCY_MODELS = 45
+IMAGE = 224
+DEV = os.environ.get("GPU_CHECKS_DEVICE", "cuda")  # another device only for a dry run of the script itself
+TRAIN_BATCH = 32
+
+# Models of the training-memory and step-time sections: name → (batch). `tv/`, `timm/`, `hf/`.
+TRAIN_MODELS = [
+    "tv/resnet18", "tv/resnet50", "tv/mobilenet_v2", "tv/mobilenet_v3_large", "tv/efficientnet_b0",
+    "tv/densenet121", "tv/convnext_tiny", "tv/regnet_y_800mf", "tv/shufflenet_v2_x1_0", "tv/squeezenet1_0",
+    "tv/vit_b_16", "tv/swin_t", "timm/resnet26d", "timm/efficientnet_b0", "timm/convnext_atto",
+    "timm/vit_small_patch16_224", "timm/deit_tiny_patch16_224", "timm/ghostnet_100", "timm/regnetx_002",
+    "hf/gpt2", "hf/bert",
+]
+OPTIMIZERS = ["sgd", "adam", "adamw"]
+STEP_TIME_MODELS = ["tv/resnet50", "tv/vit_b_16", "tv/convnext_tiny", "tv/efficientnet_b0",
+                    "tv/mobilenet_v3_large", "tv/swin_t", "tv/densenet121", "timm/resnet26d", "hf/gpt2", "hf/bert"]
+# (model, optimizer, budget): archlint's max_batch under the budget, tried for real. GPT-2 with
+# eager attention: with SDPA, transformers reads the mask's values (.item()), the meta device
+# cannot answer, and the memory model runs real steps on this CPU instead (minutes at these sizes).
+FIT_CASES = [("tv/resnet50", "adamw", 8e9), ("tv/vit_b_16", "adamw", 8e9), ("hf/gpt2-eager", "adam", 6e9),
+             ("tv/efficientnet_b0", "sgd", 4e9)]
+
+
+def train_batch(name: str) -> int:
+    """The training sections' batch: images, or sequences for the language models (a quarter)."""
+    return TRAIN_BATCH // 4 if name.startswith("hf/") else TRAIN_BATCH
+
+
+# ---- models -------------------------------------------------------------------------------
+
+def build(name: str, batch: int, device: str):
+    """(model, args, kwargs) of a model name, its inputs at `batch` on `device`."""
+    import torch
+
+    kind, _, rest = name.partition("/")
+    with torch.device(device):
+        if kind == "tv":
+            import torchvision.models as tvm
+            kw = {"aux_logits": False, "init_weights": False} if rest == "googlenet" else {}
+            return getattr(tvm, rest)(weights=None, **kw), (torch.randn(batch, 3, IMAGE, IMAGE),), {}
+        if kind == "timm":
+            import timm
+            model = timm.create_model(rest, pretrained=False)
+            size = model.pretrained_cfg.get("input_size", (3, IMAGE, IMAGE))
+            return model, (torch.randn(batch, *size),), {}
+        if kind == "hf":
+            return _hf(rest, batch)
+    raise SystemExit(f"unknown model {name}")
+
+
+def _hf(name: str, batch: int):
+    import torch
+
+    if name.startswith("gpt2"):  # GPT-2 small, 6 layers, 512 tokens; gpt2-eager: without SDPA
+        from transformers import GPT2Config, GPT2LMHeadModel
+        attn = {"attn_implementation": "eager"} if name == "gpt2-eager" else {}
+        model = GPT2LMHeadModel(GPT2Config(n_layer=6, n_positions=512, use_cache=False, **attn))
+        seq = 512
+    else:  # BERT base, 6 layers, 256 tokens
+        from transformers import BertConfig, BertForSequenceClassification
+        model = BertForSequenceClassification(BertConfig(num_hidden_layers=6))
+        seq = 256
+    ids = torch.randint(0, model.config.vocab_size, (batch, seq))
+    return model, (), {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+
+
+# ---- plan (CPU) ---------------------------------------------------------------------------
+
+def latency_sample() -> list[dict]:
+    """Timm models of the RTX 4090 table outside the published evaluation's 200 sampled rows,
+    in sha256 order, fast enough to time (≥ 500 images/s published): the H200 table's rows."""
+    import timm
+    from published_accuracy import SAMPLE, read_table, sample
+
+    table = TABLES / "timm-infer-amp-nchw-pt240-cu124-rtx4090.csv"
+    rows = read_table(table)
+    used = {(r["model"], r["img"]) for which in ("tune", "heldout") for r in sample(rows, which)}
+    known = set(timm.list_models())
+    fresh = sorted((r for r in rows if (r["model"], r["img"]) not in used and r["model"] in known
+                    and r["published"] >= 500),
+                   key=lambda r: hashlib.sha256(f"{r['model']},{r['img']}".encode()).hexdigest())
+    assert len(used) == 2 * SAMPLE
+    return [{"model": r["model"], "img": r["img"], "batch": LATENCY_BATCH} for r in fresh[:LATENCY_MODELS]]
+
+
+def plan(out: Path) -> None:
+    import torch
+    from archlint.devices import resolve
+    from archlint.model.train.fit import fit_report
+
+    spec = resolve("h200")
+    fits = []
+    for name, optimizer, budget in FIT_CASES:
+        model, args, kwargs = build(name, train_batch(name), "cpu")
+        t0 = time.perf_counter()
+        report, _ = fit_report(model.train(), args, kwargs, optimizer=optimizer, budget_bytes=int(budget),
+                               device_spec=spec)
+        print(f"{name} {optimizer} budget {budget / 1e9:g} GB: max_batch {report['max_batch']} "
+              f"({time.perf_counter() - t0:.1f} s)", flush=True)
+        fits.append({"model": name, "optimizer": optimizer, "budget_bytes": int(budget),
+                     "max_batch": report["max_batch"], "archlint": {k: v for k, v in report.items() if k != "timeline"}})
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"latency": latency_sample(), "fits": fits, "torch": torch.__version__}, indent=1, default=str))
+    print(f"plan written to {out}")
+
+
+# ---- run (GPU) ----------------------------------------------------------------------------
+
+class Budget:
+    def __init__(self, seconds: float):
+        self.end = time.monotonic() + seconds
+
+    def left(self) -> float:
+        return self.end - time.monotonic()
+
+
+def _events_ms(fn, warmup: int, repeat: int) -> list[float]:
+    import torch
+
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(repeat):
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        stop.record()
+        stop.synchronize()
+        times.append(start.elapsed_time(stop))
+    return times
+
+
+def _free() -> None:
+    import torch
+
+    gc.collect()
+    torch.cuda.empty_cache()
+
+
+def section_env(results: dict, budget: Budget, plan_data: dict) -> None:
+    import torch
+
+    torch.cuda.init()
+    torch.zeros(1, device=DEV)
+    props = torch.cuda.get_device_properties(0)
+    free, total = torch.cuda.mem_get_info()
+    results["env"] = {
+        "torch": torch.__version__, "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version(),
+        "gpu": torch.cuda.get_device_name(0), "sm_count": props.multi_processor_count,
+        "l2_bytes": getattr(props, "L2_cache_size", None), "total_bytes": total,
+        # after CUDA is initialised and one tiny tensor allocated: the context and the driver's share
+        "context_bytes": total - free - torch.cuda.memory_reserved(),
+        "python": sys.version.split()[0],
+    }
+    try:
+        import timm, torchvision, transformers
+        results["env"].update(timm=timm.__version__, torchvision=torchvision.__version__, transformers=transformers.__version__)
+    except ImportError as exc:
+        results["env"]["import_error"] = str(exc)
+
+
+def section_peaks(results: dict, budget: Budget, plan_data: dict) -> None:
+    import torch
+    from archlint.model.roofline import measure_peaks
+
+    results["peaks"] = {name: measure_peaks(torch.device(DEV), getattr(torch, name))
+                        for name in ("float32", "float16", "bfloat16")}
+
+
+def section_latency(results: dict, budget: Budget, plan_data: dict) -> None:
+    """timm's benchmark.py inference: AMP float16 (torch.autocast), NCHW, eager, no_grad;
+    samples/s = batch / mean step time."""
+    import timm
+    import torch
+
+    rows = results.setdefault("latency", [])
+    for row in plan_data["latency"]:
+        if budget.left() < 5:
+            rows.append({**row, "skipped": "out of time"})
+            continue
+        try:
+            with torch.device(DEV):
+                model = timm.create_model(row["model"], pretrained=False).eval()
+                x = torch.randn(row["batch"], 3, row["img"], row["img"])
+
+            def run():
+                with torch.no_grad(), torch.autocast(DEV, dtype=torch.float16):
+                    model(x)
+            first = _events_ms(run, 1, 1)[0]
+            repeat = 3 if first > 300 else 10
+            times = _events_ms(run, 2, repeat)
+            mean = statistics.mean(times)
+            rows.append({**row, "step_ms": mean, "median_ms": statistics.median(times),
+                         "samples_per_s": row["batch"] / mean * 1e3, "runs": repeat})
+        except Exception as exc:  # one model's failure costs its row only; said in the row
+            rows.append({**row, "error": f"{type(exc).__name__}: {str(exc)[:200]}"})
+        finally:
+            model = x = None
+            _free()
+        print(f"  latency {row['model']}: {rows[-1].get('samples_per_s', rows[-1].get('error', rows[-1].get('skipped')))}", flush=True)
+
+
+def _train_step(model, args, kwargs, opt):
+    from archlint.model.train.memory import step_loss
+
+    loss = step_loss(model(*args, **kwargs))
+    loss.backward()
+    del loss
+    opt.step()
+
+
+def section_memory(results: dict, budget: Budget, plan_data: dict) -> None:
+    import torch
+    from archlint.model.train.memory import make_optimizer
+
+    rows = results.setdefault("memory", [])
+    for name in TRAIN_MODELS:
+        for optimizer in OPTIMIZERS:
+            if budget.left() < 4:
+                rows.append({"model": name, "optimizer": optimizer, "skipped": "out of time"})
+                continue
+            row = {"model": name, "optimizer": optimizer}
+            try:
+                model, args, kwargs = build(name, train_batch(name), DEV)
+                model.train()
+                opt = make_optimizer(optimizer, [p for p in model.parameters() if p.requires_grad])
+                _train_step(model, args, kwargs, opt)  # warm: the optimizer state exists after it
+                opt.zero_grad(set_to_none=True)
+                torch.cuda.synchronize()
+                row["persistent_bytes"] = torch.cuda.memory_allocated()
+                torch.cuda.reset_peak_memory_stats()
+                _train_step(model, args, kwargs, opt)
+                torch.cuda.synchronize()
+                row["max_allocated_bytes"] = torch.cuda.max_memory_allocated()
+                row["max_reserved_bytes"] = torch.cuda.max_memory_reserved()
+                row["batch"] = train_batch(name)
+            except Exception as exc:
+                row["error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
+            finally:
+                model = opt = args = kwargs = None
+                _free()
+            rows.append(row)
+        print(f"  memory {name}: {[r.get('max_allocated_bytes', r.get('error')) for r in rows[-3:]]}", flush=True)
+
+
+def section_max_batch(results: dict, budget: Budget, plan_data: dict) -> None:
+    """The allocator is limited to the budget less the context measured in `env`, so a batch
+    that fits here fits a device of that much memory."""
+    import torch
+    from archlint.model.train.memory import make_optimizer
+
+    total = results["env"]["total_bytes"]
+    context = results["env"]["context_bytes"]
+    rows = results.setdefault("max_batch", [])
+    for case in plan_data["fits"]:
+        if not case.get("max_batch"):
+            rows.append({**_plain(case), "skipped": "archlint gave no max_batch"})
+            continue
+        torch.cuda.set_per_process_memory_fraction((case["budget_bytes"] - context) / total)
+        tried = {}
+        for batch in (case["max_batch"], case["max_batch"] + 1):
+            if budget.left() < 4:
+                tried[batch] = "out of time"
+                continue
+            try:
+                model, args, kwargs = build(case["model"], batch, DEV)
+                model.train()
+                opt = make_optimizer(case["optimizer"], [p for p in model.parameters() if p.requires_grad])
+                torch.cuda.reset_peak_memory_stats()
+                for _ in range(2):
+                    opt.zero_grad(set_to_none=True)
+                    _train_step(model, args, kwargs, opt)
+                torch.cuda.synchronize()
+                tried[batch] = {"fits": True, "max_allocated_bytes": torch.cuda.max_memory_allocated(),
+                                "max_reserved_bytes": torch.cuda.max_memory_reserved()}
+            except torch.OutOfMemoryError:
+                tried[batch] = {"fits": False, "max_reserved_bytes": torch.cuda.max_memory_reserved()}
+            except Exception as exc:
+                tried[batch] = {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
+            finally:
+                model = opt = args = kwargs = None
+                _free()
+        torch.cuda.set_per_process_memory_fraction(1.0)
+        rows.append({**_plain(case), "tried": {str(k): v for k, v in tried.items()}})
+        print(f"  max_batch {case['model']}: {rows[-1]['tried']}", flush=True)
+
+
+def _plain(case: dict) -> dict:
+    return {k: case[k] for k in ("model", "optimizer", "budget_bytes", "max_batch")}
+
+
+def section_families(results: dict, budget: Budget, plan_data: dict) -> None:
+    """One kernel per family, sizes from real models at batch 256 (the latency table's), float16
+    unless named: ms (median of 10 after 3 warm-ups), FLOPs (multiply-adds) and the fewest bytes
+    the op must move (inputs read once, output written once)."""
+    import torch
+    import torch.nn.functional as F
+
+    h = torch.float16
+    cases = []
+
+    def case(name, fn, macs, nbytes):
+        cases.append((name, fn, macs, nbytes))
+
+    def conv(name, n, cin, cout, hw, k, stride=1, groups=1, cl=False):
+        x = torch.randn(n, cin, hw, hw, device=DEV, dtype=h)
+        w = torch.randn(cout, cin // groups, k, k, device=DEV, dtype=h)
+        if cl:
+            x, w = x.to(memory_format=torch.channels_last), w.to(memory_format=torch.channels_last)
+        out = hw // stride
+        macs = n * cout * out * out * (cin // groups) * k * k
+        nbytes = 2 * (x.numel() + w.numel() + n * cout * out * out)
+        case(name, lambda: F.conv2d(x, w, stride=stride, padding=k // 2, groups=groups), macs, nbytes)
+
+    def gemm(name, m, k, n):
+        a, b = torch.randn(m, k, device=DEV, dtype=h), torch.randn(k, n, device=DEV, dtype=h)
+        case(name, lambda: a @ b, m * k * n, 2 * (m * k + k * n + m * n))
+
+    def stream(name, fn_of, shape, reads, writes=1):
+        x = torch.randn(*shape, device=DEV, dtype=h)
+        case(name, lambda: fn_of(x), 0, 2 * x.numel() * (reads + writes))
+
+    gemm("gemm 8192³", 8192, 8192, 8192)
+    gemm("gemm vit-b mlp (256·197×768×3072)", 256 * 197, 768, 3072)
+    gemm("gemm small (256×384×384)", 256, 384, 384)
+    gemm("gemm classifier (256×2048×1000)", 256, 2048, 1000)
+    conv("conv 3×3 dense 64→64 @56 NCHW", 256, 64, 64, 56, 3)
+    conv("conv 3×3 dense 64→64 @56 NHWC", 256, 64, 64, 56, 3, cl=True)
+    conv("conv 3×3 dense 256→256 @14 NCHW", 256, 256, 256, 14, 3)
+    conv("conv 1×1 256→1024 @14 NCHW", 256, 256, 1024, 14, 1)
+    conv("conv 7×7/2 stem 3→64 @224 NCHW", 256, 3, 64, 224, 7, stride=2)
+    conv("conv depthwise 3×3 C144 @56 NCHW", 256, 144, 144, 56, 3, groups=144)
+    conv("conv depthwise 7×7 C96 @56 NCHW", 256, 96, 96, 56, 7, groups=96)
+    conv("conv grouped 3×3 g32 128→128 @56 NCHW", 256, 128, 128, 56, 3, groups=32)
+    stream("relu 64M", torch.relu, (64 << 20,), 1)
+    stream("gelu 64M", F.gelu, (64 << 20,), 1)
+    stream("silu 64M", F.silu, (64 << 20,), 1)
+    stream("add 64M", lambda x: x + x, (64 << 20,), 2)
+    x4 = torch.randn(256, 256, 56, 56, device=DEV, dtype=h)
+    s4 = torch.randn(256, 256, 1, 1, device=DEV, dtype=h)
+    case("mul broadcast (SE) 256×256×56²", lambda: x4 * s4, 0, 2 * (2 * x4.numel() + s4.numel()))
+    bn = torch.nn.BatchNorm2d(256).to(DEV, h).eval()
+    case("batchnorm eval 256×256×56²", lambda: bn(x4), 0, 2 * 2 * x4.numel())
+    ln_x = torch.randn(256 * 197, 768, device=DEV, dtype=h)
+    ln = torch.nn.LayerNorm(768).to(DEV, h)
+    case("layernorm 256·197×768", lambda: ln(ln_x), 0, 2 * 2 * ln_x.numel())
+    sm_x = torch.randn(256, 12, 197, 197, device=DEV, dtype=h)
+    case("softmax 256×12×197²", lambda: sm_x.softmax(-1), 0, 2 * 2 * sm_x.numel())
+    q = torch.randn(256, 12, 197, 64, device=DEV, dtype=h)
+    case("sdpa 256×12×197×64", lambda: F.scaled_dot_product_attention(q, q, q), 2 * 256 * 12 * 197 * 197 * 64,
+         2 * 4 * q.numel())
+    q2 = torch.randn(16, 12, 1024, 64, device=DEV, dtype=h)
+    case("sdpa 16×12×1024×64 causal", lambda: F.scaled_dot_product_attention(q2, q2, q2, is_causal=True),
+         16 * 12 * 1024 * 1024 * 64, 2 * 4 * q2.numel())
+    mp_x = torch.randn(256, 64, 112, 112, device=DEV, dtype=h)
+    case("maxpool 3×3/2 256×64×112²", lambda: F.max_pool2d(mp_x, 3, 2, 1), 0, 2 * (mp_x.numel() + mp_x.numel() // 4))
+    case("global avgpool 256×256×56²", lambda: x4.mean((2, 3)), 0, 2 * x4.numel())
+    tiny = torch.randn(1, device=DEV)
+
+    def launches():
+        for _ in range(1000):
+            torch.relu(tiny)
+    case("launch: 1000 relu on 1 element", launches, 0, 0)
+
+    rows = results.setdefault("families", [])
+    for name, fn, macs, nbytes in cases:
+        if budget.left() < 2:
+            rows.append({"name": name, "skipped": "out of time"})
+            continue
+        try:
+            ms = statistics.median(_events_ms(fn, 3, 10))
+            rows.append({"name": name, "ms": ms, "macs": macs, "bytes": nbytes,
+                         "tflops": 2 * macs / ms / 1e9, "gbs": nbytes / ms / 1e6})
+        except Exception as exc:
+            rows.append({"name": name, "error": f"{type(exc).__name__}: {str(exc)[:200]}"})
+    _free()
+
+
+def section_step_time(results: dict, budget: Budget, plan_data: dict) -> None:
+    import torch
+    from archlint.model.train.memory import make_optimizer, step_loss
+
+    rows = results.setdefault("step_time", [])
+    for name in STEP_TIME_MODELS:
+        for precision in ("float32", "bf16-autocast"):
+            if budget.left() < 4:
+                rows.append({"model": name, "precision": precision, "skipped": "out of time"})
+                continue
+            row = {"model": name, "precision": precision, "optimizer": "adamw", "batch": 2 * train_batch(name)}
+            try:
+                model, args, kwargs = build(name, 2 * train_batch(name), DEV)
+                model.train()
+                opt = make_optimizer("adamw", [p for p in model.parameters() if p.requires_grad])
+                parts = {"forward_ms": [], "backward_ms": [], "optimizer_ms": []}
+                for i in range(7):
+                    ev = [torch.cuda.Event(enable_timing=True) for _ in range(4)]
+                    opt.zero_grad(set_to_none=True)
+                    ev[0].record()
+                    with torch.autocast(DEV, dtype=torch.bfloat16, enabled=precision != "float32"):
+                        loss = step_loss(model(*args, **kwargs))
+                    ev[1].record()
+                    loss.backward()
+                    ev[2].record()
+                    opt.step()
+                    ev[3].record()
+                    ev[3].synchronize()
+                    if i >= 2:
+                        for k, (a, b) in zip(parts, ((0, 1), (1, 2), (2, 3))):
+                            parts[k].append(ev[a].elapsed_time(ev[b]))
+                row.update({k: statistics.median(v) for k, v in parts.items()})
+                row["step_ms"] = sum(row[k] for k in parts)
+            except Exception as exc:
+                row["error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
+            finally:
+                model = opt = args = kwargs = loss = None
+                _free()
+            rows.append(row)
+        print(f"  step_time {name}: {[r.get('step_ms', r.get('error')) for r in rows[-2:]]}", flush=True)
+
+
+def _archlint(args: list[str], timeout: float) -> dict:
+    start = time.perf_counter()
+    try:
+        proc = subprocess.run([sys.executable, "-m", "archlint", *args], capture_output=True, text=True,
+                              timeout=timeout, cwd=ROOT)
+        return {"args": args, "rc": proc.returncode, "stdout": proc.stdout[-6000:], "stderr": proc.stderr[-3000:],
+                "s": time.perf_counter() - start}
+    except subprocess.TimeoutExpired:
+        return {"args": args, "rc": None, "timeout": timeout}
+
+
+def section_cli(results: dict, budget: Budget, plan_data: dict, out: Path) -> None:
+    zoo = out / "zoo.py"
+    zoo.write_text("import torchvision\n\ndef resnet50():\n    return torchvision.models.resnet50(weights=None)\n")
+    fast = ["--warmup", "3", "--repeat", "10", "-q", "--exit-zero"]
+    shape = ["--input-shape", "32,3,224,224"]
+    rows = results.setdefault("cli", [])
+    for args in ([f"{zoo}:resnet50", *shape, "--latency", "--device", "cuda", "--device-spec", "h200", *fast, "--output-format", "json"],
+                 [f"{zoo}:resnet50", *shape, "--train", "--latency", "--device", "cuda", "--device-spec", "h200", *fast, "--output-format", "json"],
+                 [f"{zoo}:resnet50", *shape, "--latency", "--device", "cuda", "--trace", str(out / "trace"), *fast],
+                 ["trace", str(out / "trace"), "--output-format", "json"]):
+        if budget.left() < 10:
+            rows.append({"args": args, "skipped": "out of time"})
+            continue
+        rows.append(_archlint(args, min(90, budget.left() - 5)))
+        print(f"  cli {' '.join(args[:3])}: rc {rows[-1].get('rc')} in {rows[-1].get('s', 0):.1f} s", flush=True)
+
+
+def section_rule_prices(results: dict, budget: Budget, plan_data: dict) -> None:
+    """AL611's and AL403's step prices against the step timed (benchmarks/train_rule_prices.py)."""
+    if budget.left() < 20:
+        results["rule_prices"] = {"skipped": "out of time"}
+        return
+    proc = subprocess.run([sys.executable, "benchmarks/train_rule_prices.py", "--device", "cuda", "--device-spec", "h200",
+                           "--models", "mlp,resnet50,vit_b_16"],
+                          capture_output=True, text=True, timeout=max(10, budget.left() - 5), cwd=ROOT)
+    results["rule_prices"] = {"rc": proc.returncode, "tail": (proc.stdout + proc.stderr)[-4000:]}
+    print("  rule_prices: rc " + str(proc.returncode), flush=True)
+
+
+def section_tests(results: dict, budget: Budget, plan_data: dict) -> None:
+    if budget.left() < 20:
+        results["tests"] = {"skipped": "out of time"}
+        return
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-m", "cuda", "-q", "-p", "no:cacheprovider",
+                           "tests/latency", "tests/loader/test_loader_cli.py"],
+                          capture_output=True, text=True, timeout=max(10, budget.left() - 5), cwd=ROOT)
+    results["tests"] = {"rc": proc.returncode, "tail": (proc.stdout + proc.stderr)[-3000:]}
+    print("  tests: " + (proc.stdout.strip().splitlines() or ["?"])[-1], flush=True)
+
+
+SECTIONS = ["env", "peaks", "latency", "memory", "max_batch", "families", "tests", "step_time", "cli", "rule_prices"]
+# Each section's share of the budget (what it may use before the next starts; unused time carries on).
+SHARES = {"env": 0.01, "peaks": 0.04, "latency": 0.30, "memory": 0.20, "max_batch": 0.10, "families": 0.05,
+          "tests": 0.10, "step_time": 0.07, "cli": 0.08, "rule_prices": 0.05}
+
+
+def run(plan_path: Path, out: Path, seconds: float, only: list[str] | None) -> None:
+    os.environ.setdefault("ARCHLINT_CACHE_DIR", str(out / "cache"))
+    plan_data = json.loads(plan_path.read_text())
+    results: dict = {"budget_s": seconds, "timings": {}}
+    start = time.monotonic()
+    path = out / "gpu_checks.json"
+    for i, name in enumerate(SECTIONS):
+        if only and name not in only and name != "env":
+            continue
+        used = time.monotonic() - start
+        share = sum(SHARES[s] for s in SECTIONS[: i + 1]) * seconds
+        budget = Budget(max(share - used, 0) if name != "env" else 60)
+        t0 = time.monotonic()
+        print(f"[{used:5.0f} s] {name} (up to {budget.left():.0f} s)", flush=True)
+        try:
+            fn = globals()[f"section_{name}"]
+            fn(results, budget, plan_data, out) if name == "cli" else fn(results, budget, plan_data)
+        except Exception as exc:  # one section's failure costs only that section; said in the results
+            import traceback
+            results.setdefault("errors", {})[name] = traceback.format_exc()[-2000:]
+            print(f"  {name} FAILED: {type(exc).__name__}: {exc}", flush=True)
+        results["timings"][name] = time.monotonic() - t0
+        path.write_text(json.dumps(results, indent=1, default=str))
+    write_table(results, out / "timm-infer-amp-nchw-h200-archlint.csv")
+    print(f"done in {time.monotonic() - start:.0f} s; results in {path}")
+
+
+def write_table(results: dict, path: Path) -> None:
+    """The latency rows in the published tables' columns (benchmarks/eval_data/published)."""
+    rows = [r for r in results.get("latency", []) if "samples_per_s" in r]
+    with path.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["model", "infer_img_size", "infer_samples_per_sec", "infer_batch_size"])
+        for r in rows:
+            w.writerow([r["model"], r["img"], f"{r['samples_per_s']:.2f}", r["batch"]])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="step", required=True)
+    p = sub.add_parser("plan")
+    p.add_argument("--out", type=Path, default=ROOT / ".gpu" / "plan.json")
+    r = sub.add_parser("run")
+    r.add_argument("--plan", type=Path, default=ROOT / ".gpu" / "plan.json")
+    r.add_argument("--out", type=Path, required=True)
+    r.add_argument("--budget-s", type=float, default=420)
+    r.add_argument("--only", help="comma-separated sections")
+    ns = parser.parse_args()
+    if ns.step == "plan":
+        plan(ns.out)
+    else:
+        ns.out.mkdir(parents=True, exist_ok=True)
+        run(ns.plan, ns.out, ns.budget_s, ns.only.split(",") if ns.only else None)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
