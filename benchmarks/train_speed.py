@@ -4,7 +4,8 @@
 
 Models: torchvision's (resnet18, resnet50, mobilenet_v3_large, efficientnet_b0, vit_b_16) at
 1×3×224×224, timm's convnext_tiny at the same size, and Hugging Face GPT-2 (the 124M
-configuration, built from its config: no download) on 1×128 tokens. Each model is analyzed as `archlint MODEL` and as `archlint MODEL --train` do it (archlint.analyze,
+configuration, built from its config: no download) on 1×128 tokens with an attention mask.
+Each model is analyzed as `archlint MODEL` and as `archlint MODEL --train` do it (archlint.analyze,
 which runs the CLI's path: load, capture, cost, checks), on the same prebuilt model and input, the
 two interleaved so that both see the same machine load; each time is the best of --repeat runs.
 Beside them, for scale, torch's FlopCounterMode on one real training step (forward + backward) of
@@ -39,9 +40,9 @@ def build(name: str):
     if name == "hf/gpt2":
         from transformers import GPT2Config, GPT2LMHeadModel
         ids = torch.randint(0, 50257, (1, 128))
-        # with a mask, as a training batch has: without one transformers looks for packed
-        # sequences with .item(), which the meta device cannot answer (the memory model then runs
-        # the step on real tensors, and says so)
+        # with a mask, as a training batch has. Transformers reads it with .item() (SDPA's causal
+        # skip): the memory model answers that from the inputs' real values (model.train.values);
+        # before that, it fell back to running the step on a real copy of the model.
         return GPT2LMHeadModel(GPT2Config(use_cache=False)), ({"input_ids": ids, "attention_mask": torch.ones_like(ids)},)
     import torchvision
     return getattr(torchvision.models, name)(), image
