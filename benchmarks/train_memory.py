@@ -18,10 +18,16 @@ Run: nice -n 10 python benchmarks/train_memory.py [--quick] [--models a,b] [--op
 Prints one row per model and optimizer (ratios estimate / measured) and the worst of each tool.
 Goal: archlint within 10% of the measured peak on every model.
 
-Known miss (2026-11-25, torch 2.14.1, this CPU): resnet18/sgd at 0.805. oneDNN's
-convolution_backward allocates a 37.8 MB scratch (about 4× the weight) for each 512×512 3×3
-convolution, inside the kernel, where SGD's peak is; no storage of the step holds it, so neither
-the meta device nor MemTracker sees it. With torch.backends.mkldnn disabled the same row is 0.989.
+Known miss (torch 2.14.1, this CPU): resnet18/sgd at 0.805, archlint (and MemTracker) BELOW the
+measured peak. oneDNN's convolution_backward allocates scratch inside the kernel that no tensor of
+the step holds, so neither the meta device nor MemTracker sees it; SGD's peak is in the backward,
+at layer4's 512->512 3x3 convolutions, where it lands. Evidence (one such convolution alone,
+2x512x2x2 input, 1 thread, the profiler's peak during its backward): 47.28 MB with oneDNN against
+9.60 MB without, for 9.45 MB of outputs (grad-input + grad-weight): 37.8 MB of scratch, 4x the
+weight. Every row outside 10% is measured again with torch.backends.mkldnn off and the result
+printed under it; resnet18/sgd is then 0.989. Not modelled: the scratch is an undocumented choice
+of the CPU library (it shrinks for a 64-channel convolution) with no counterpart in what autograd
+keeps. (On a GPU, cuDNN's workspace goes through the caching allocator and is not modelled either.)
 """
 
 from __future__ import annotations
@@ -202,6 +208,20 @@ def measure(build, optimizer: str, peers: bool = True) -> dict:
     return row
 
 
+def without_onednn(build, optimizer: str, ratio: float) -> str:
+    """A miss measured again with oneDNN (torch.backends.mkldnn) off: oneDNN's CPU kernels allocate
+    scratch inside the kernel (convolution_backward's weight-gradient workspace) that no tensor of
+    the step holds, so no storage-level model sees it. If the row comes within 10% without it,
+    the miss is that CPU library's scratch, not the model of what autograd keeps."""
+    with torch.backends.mkldnn.flags(enabled=False):
+        row = measure(build, optimizer, peers=False)
+    again = row["archlint"] / row["measured"]
+    verdict = ("within 10%: the miss is oneDNN's in-kernel scratch on this CPU, not the memory model"
+               if abs(again - 1) <= 0.10 else "still outside 10%: a miss of the memory model itself")
+    return (f"↳ {ratio:.3f} with oneDNN; measured again with torch.backends.mkldnn off: "
+            f"{row['measured'] / 1e6:.2f} MB, archlint {again:.3f} — {verdict}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help=f"only {', '.join(QUICK)}")
@@ -212,6 +232,7 @@ def main() -> int:
     torch.set_num_threads(1)
     tools = ("archlint", "memtracker", "accelerate")
     worst = {t: (1.0, "") for t in tools}
+    rows = within = 0
     print(f"{'model':26} {'optimizer':9} {'measured MB':>11} " + " ".join(f"{t:>10}" for t in tools) + "  archlint s  run")
     for name in names:
         for optimizer in ns.optimizers.split(","):
@@ -232,6 +253,12 @@ def main() -> int:
                     worst[t] = (ratio, f"{name}/{optimizer}")
             print(f"{name:26} {optimizer:9} {row['measured'] / 1e6:11.2f} " + " ".join(cells) + f"  {row['archlint_s']:9.2f}  {row['run']}"
                   + (f"  memtracker: {row['memtracker_error']}" if "memtracker_error" in row else ""), flush=True)
+            rows += 1
+            ratio = row["archlint"] / row["measured"]
+            within += abs(ratio - 1) <= 0.10
+            if abs(ratio - 1) > 0.10:
+                print("  " + without_onednn(MODELS[name], optimizer, ratio), flush=True)
+    print(f"archlint within 10% of the measured peak: {within}/{rows} rows")
     print("worst ratio (estimate / measured): " + ", ".join(f"{t} {r:.3f} ({w})" for t, (r, w) in worst.items()))
     ok = abs(worst["archlint"][0] - 1) <= 0.10
     print(f"goal (archlint within 10% on every model): {'met' if ok else 'NOT met'}")

@@ -9,6 +9,12 @@ checkpointed region's saved tensors are freed and recomputed in backward, a froz
 no gradient. Storages are classified after the step (parameter, buffer, input, gradient, optimizer
 state, activation kept from the forward, temporary).
 
+Two helpers keep the meta run fast and on meta: meta kernels are answered from a cache keyed by
+their arguments' metadata (archlint.model.train.metacache: the step repeats each block's ops per
+layer), and tensors computed from the inputs alone carry their real values beside them
+(archlint.model.train.values: an `.item()` on an attention mask is answered as the real step
+would answer it). Only a value that depends on the weights sends the step to real tensors.
+
 Optimizer state is created lazily at the first step, so the first step is run untracked and the
 second — the steady state every later step repeats — is the one reported; the first step's peak
 is given beside it (`first_step_peak_bytes`).
@@ -31,10 +37,13 @@ from typing import Any
 
 import torch
 import torch.nn as nn
+from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
 from archlint.errors import UsageError
+from archlint.model.train import metacache
+from archlint.model.train.values import KnownValues
 from archlint.train_names import LOSSES, parse_optimizer
 
 # PyTorch's CUDA caching allocator rounds every block up to a multiple of 512 bytes
@@ -173,22 +182,35 @@ class _Tracker:
 class _Watch(TorchDispatchMode):
     """Registers the storages of every op's outputs."""
 
-    def __init__(self, tracker: _Tracker):
+    def __init__(self, tracker: _Tracker, values: KnownValues | None = None):
         super().__init__()
         self.tracker = tracker
+        self.values = values
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
+        if self.values is None:
+            out = metacache.run(func, args, kwargs or {})
+        else:
+            out = self.values.run(func, args, kwargs or {}, metacache.run)
         t = self.tracker
         t.ops += 1
-        t.op_names.append(str(func.overloadpacket.__name__) if hasattr(func, "overloadpacket") else str(func))
+        t.op_names.append(_op_name(func))
         t.op_phase.append(t.phase)
         t.op_module.append(t.modules[-1] if t.modules else "")
-        for value in tree_flatten(out)[0]:
-            if isinstance(value, torch.Tensor):
-                t.see(value)
+        for value in metacache.tensors_of(out):
+            t.see(value)
         t.timeline.append((t.ops - 1, t.live_bytes))
         return out
+
+
+_OP_NAMES: dict = {}
+
+
+def _op_name(func) -> str:
+    name = _OP_NAMES.get(func)
+    if name is None:
+        name = _OP_NAMES[func] = str(func.overloadpacket.__name__) if hasattr(func, "overloadpacket") else str(func)
+    return name
 
 
 def to_meta(model: nn.Module) -> nn.Module:
@@ -217,17 +239,19 @@ def _meta_inputs(value: Any) -> Any:
 
 
 def _module_paths(model: nn.Module, tracker: _Tracker) -> list:
-    handles = []
-    for path, module in model.named_modules():
-        def pre(_m, _a, path=path or "<model>"):
+    """Hooks that keep `tracker.modules` the stack of module paths being called: two global hooks
+    (one registration each, not two per module: registering hundreds costs more than the step)."""
+    paths = {id(module): path or "<model>" for path, module in model.named_modules()}
+
+    def pre(module, _args):
+        path = paths.get(id(module))
+        if path is not None:
             tracker.modules.append(path)
 
-        def post(_m, _a, _o):
-            if tracker.modules:
-                tracker.modules.pop()
-        handles.append(module.register_forward_pre_hook(pre))
-        handles.append(module.register_forward_hook(post, always_call=True))
-    return handles
+    def post(module, _args, _out):
+        if id(module) in paths and tracker.modules:
+            tracker.modules.pop()
+    return [register_module_forward_pre_hook(pre), register_module_forward_hook(post, always_call=True)]
 
 
 def _tensors(value: Any) -> list[torch.Tensor]:
@@ -295,8 +319,9 @@ def step_memory(
 
     try:
         basis = "measured on the meta device: every storage the step allocates and frees, no data"
-        first, tracker, forward_end = _two_steps(
-            to_meta(model), _meta_inputs(tuple(args)), _meta_inputs(dict(kwargs)), base, run_variant, loss, gpu, fused)
+        meta, meta_args, meta_kwargs = to_meta(model), _meta_inputs(tuple(args)), _meta_inputs(dict(kwargs))
+        values = _input_values(model, meta, (args, kwargs), (meta_args, meta_kwargs))
+        first, tracker, forward_end = _two_steps(meta, meta_args, meta_kwargs, base, run_variant, loss, gpu, fused, values)
     except (RuntimeError, NotImplementedError) as exc:  # a data-dependent op (.item(), nonzero) has no meta result
         if any(t.device.type == "meta" for t in itertools.chain(model.parameters(), model.buffers())):
             raise UsageError(f"the training step cannot run on the meta device ({_one_line(exc)}) and the "
@@ -338,7 +363,20 @@ def _one_line(exc: BaseException) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
 
 
-def _two_steps(model, args, kwargs, base, variant, loss, gpu, fused):
+def _input_values(model: nn.Module, meta: nn.Module, real_inputs, meta_inputs) -> KnownValues:
+    """The real values of the inputs and buffers beside their meta copies (archlint.model.train.values):
+    what an `.item()` on a mask or a position needs."""
+    values = KnownValues()
+    for real, fake in zip(_tensors(real_inputs), _tensors(meta_inputs)):
+        values.know(fake, real)
+    meta_buffers = dict(meta.named_buffers())
+    for name, real in model.named_buffers():
+        if name in meta_buffers:
+            values.know(meta_buffers[name], real)
+    return values
+
+
+def _two_steps(model, args, kwargs, base, variant, loss, gpu, fused, values: KnownValues | None = None):
     """Step once untracked-for-the-report (the optimizer state is created), then once tracked."""
     model.train()
     params = [p for p in model.parameters() if p.requires_grad]
@@ -346,13 +384,13 @@ def _two_steps(model, args, kwargs, base, variant, loss, gpu, fused):
         raise UsageError("the model has no parameter that requires grad: nothing to train")
     opt = make_optimizer(base, params, variant_override=variant)
     first = _Tracker(round_to=CUDA_BLOCK_BYTES if gpu else 1)
-    _measure(model, args, kwargs, opt, loss, first, fused)
+    _measure(model, args, kwargs, opt, loss, first, fused, values)
     tracker = _Tracker(round_to=CUDA_BLOCK_BYTES if gpu else 1)
-    forward_end = _measure(model, args, kwargs, opt, loss, tracker, fused)
+    forward_end = _measure(model, args, kwargs, opt, loss, tracker, fused, values)
     return first, tracker, forward_end
 
 
-def _measure(meta, args, kwargs, opt, loss, tracker: _Tracker, fused: bool) -> int:
+def _measure(meta, args, kwargs, opt, loss, tracker: _Tracker, fused: bool, values: KnownValues | None = None) -> int:
     """Run one step under the tracker; returns the event index at the end of the forward."""
     for p in meta.parameters():
         tracker.see(p, "start").kind = "params"
@@ -369,7 +407,7 @@ def _measure(meta, args, kwargs, opt, loss, tracker: _Tracker, fused: bool) -> i
             tracker.see(p.grad, "start").kind = "grads"
     handles = _module_paths(meta, tracker)
     try:
-        with _Watch(tracker):
+        with _Watch(tracker, values):
             forward_end = _step(meta, args, kwargs, opt, loss, tracker, fused)
     finally:
         for h in handles:

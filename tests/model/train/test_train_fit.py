@@ -118,13 +118,13 @@ def test_with_batch_keeps_real_inputs_real_and_their_values():
 
 
 def test_max_batch_of_a_model_the_meta_device_cannot_run():
-    class ItemNet(nn.Module):  # a data-dependent branch: .item() has no meta answer
+    class ItemNet(nn.Module):  # a branch on a weight's data: .item() has no meta answer
         def __init__(self):
             super().__init__()
             self.lin = nn.Linear(32, 32)
 
-        def forward(self, x):
-            return self.lin(x) * (2.0 if x.sum().item() > 0 else 1.0)
+        def forward(self, x):  # (one on the input alone is answered on meta: test_train_values)
+            return self.lin(x) * (2.0 if self.lin.weight.sum().item() > -1e9 else 1.0)
     model = ItemNet()
     budget = step_memory(model, (torch.randn(40, 32),), {}, optimizer="sgd")["peak_bytes"]
     r, _ = fit_report(model, (torch.randn(8, 32),), {}, optimizer="sgd", budget_bytes=budget)

@@ -1,0 +1,297 @@
+"""Meta kernels answered from a cache: the training step's memory model runs thousands of ops on
+the meta device, and many of their meta kernels are Python decompositions (batch norm forward and
+backward, type-promoting division, lerp, addcmul) that cost a millisecond or more each.
+
+On the meta device an op's result is a function of its arguments' metadata alone (shape, stride,
+dtype, storage offset, which arguments share a storage) and its other arguments' values: there is
+no data. So once an op has run for one such key its result can be rebuilt without running it:
+
+  functional ops (no argument written, no output aliasing an input): fresh outputs with the
+      recorded shape, stride and dtype (torch.empty_strided on meta: the same storage size);
+  in-place ops that change no metadata (add_, lerp_, hardswish_, copy_; not transpose_ or a
+      resize): `self`, returned as the kernel returns it (the first run has checked the operands).
+
+Element-wise ops need not run even once per shape: one whose operands all have `self`'s shape
+and dtype in place (an optimizer's update) can only return `self`; a functional one on operands
+of one contiguous shape gives outputs of that shape whose dtypes depend on the operands' dtypes
+alone, learnt from its first run on any shape. A number's value never shapes an element-wise
+result, so it is keyed by kind (Adam's bias correction changes every step). Batch norm's Python
+meta kernels are replaced by shape functions where their results are plain (training,
+contiguous float32), checked against the stock kernels in the tests.
+
+Anything else (views, in-place view ops, out= ops, ops touching a real tensor other than a 0-dim
+scalar, outputs that are not plain fresh tensors) runs its kernel every time. The step repeats one
+block's ops per layer and one parameter's ops per optimizer update, so most ops are answered.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn as nn
+
+MAX_ENTRIES = 100_000
+_NOT_CACHEABLE = object()
+_cache: dict[tuple, Any] = {}
+_kinds: dict[Any, str] = {}
+_POINTWISE: set = set()
+# element-wise ops that torch does not tag `pointwise` (MobileNetV3's activations)
+_UNTAGGED_POINTWISE = {"aten::hardswish", "aten::hardswish_", "aten::hardswish_backward", "aten::hardsigmoid_backward"}
+# an element-wise op's output dtypes, by its operands' dtypes and numbers' kinds: shape-free
+_learned: dict[tuple, Any] = {}
+# ops answered from the cache and ops whose kernel ran (for tests and benchmarks)
+stats = {"hits": 0, "runs": 0}
+
+
+def _kind(func) -> str:
+    """'functional', 'inplace' (writes only `self`, returns it, changes no metadata: not a view
+    op like transpose_ nor a resize), 'inplace-pointwise' (the same, element by element) or ''
+    (always run)."""
+    kind = _kinds.get(func)
+    if kind is None:
+        schema, tags = func._schema, set(getattr(func, "tags", ()))
+        written = [a for a in schema.arguments if a.alias_info is not None and a.alias_info.is_write]
+        if not schema.is_mutable and all(r.alias_info is None for r in schema.returns) \
+                and torch.Tag.dynamic_output_shape not in tags and torch.Tag.data_dependent_output not in tags:
+            kind = "functional"
+        elif (torch.Tag.inplace in tags and torch.Tag.inplace_view not in tags and "resize" not in schema.name
+              and len(written) == 1 and written[0].name == "self" and len(schema.returns) == 1
+              and schema.returns[0].alias_info is not None):
+            kind = "inplace-pointwise" if torch.Tag.pointwise in tags or schema.name in _UNTAGGED_POINTWISE else "inplace"
+        else:
+            kind = ""
+        _kinds[func] = kind
+        if torch.Tag.pointwise in tags or schema.name in _UNTAGGED_POINTWISE:
+            _POINTWISE.add(func)
+    return kind
+
+
+_SCALARS = (bool, int, float, str, torch.dtype, torch.device, torch.memory_format, torch.layout, type(None))
+
+
+def _key(func, args: tuple, kwargs: dict) -> tuple | None:
+    """The op's arguments as metadata, or None if one is a real tensor other than a 0-dim one (a
+    scalar: its value never shapes a meta result) or not a plain value, or none is on meta.
+    (A walk of its own: torch's pytree flatten cost more than the kernels it saves.)"""
+    storages: dict[int, int] = {}
+    parts: list[Any] = [func]
+    meta = []
+    # an element-wise op's result depends on a number's kind (bool, int, float), never its value:
+    # Adam divides by a bias correction that changes every step
+    by_kind = func in _POINTWISE
+
+    def add(value) -> bool:
+        if isinstance(value, torch.Tensor):
+            if type(value) is not torch.Tensor and type(value) is not nn.Parameter:
+                return False
+            if value.device.type != "meta":
+                if value.dim() != 0:
+                    return False
+                parts.append((value.device, value.dtype))
+                return True
+            meta.append(True)
+            # which earlier argument (if any) shares this one's storage: aliasing can change a result
+            shared = storages.setdefault(id(value.untyped_storage()), len(storages))
+            parts.append((value.shape, value.stride(), value.dtype, value.storage_offset(), shared))
+            return True
+        if isinstance(value, (list, tuple)):
+            parts.append((type(value), len(value)))
+            return all(add(v) for v in value)
+        if isinstance(value, _SCALARS):
+            parts.append((type(value),) if by_kind and isinstance(value, (bool, int, float)) else (type(value), value))
+            return True
+        return False
+
+    if not all(add(a) for a in args):
+        return None
+    for name, value in kwargs.items():
+        parts.append(name)
+        if not add(value):
+            return None
+    return tuple(parts) if meta else None
+
+
+def tensors_of(value) -> list[torch.Tensor]:
+    """The tensors of an op's result or arguments: a tensor, or lists and tuples of them."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in tensors_of(v)]
+    return []
+
+
+def _record(out, args: tuple, kwargs: dict) -> Any:
+    """How to rebuild `out` (a fresh meta tensor, or a tuple or list of them and None), or
+    _NOT_CACHEABLE: an output that shares a storage with an input (aten._unsafe_view's schema says
+    fresh, its kernel returns a view) or with another output, or is not a plain tensor."""
+    seen = {id(t.untyped_storage()) for t in tensors_of((args, list(kwargs.values())))}
+    leaves = [out] if isinstance(out, torch.Tensor) else list(out) if isinstance(out, (tuple, list)) else None
+    if leaves is None:
+        return _NOT_CACHEABLE
+    shapes = []
+    for leaf in leaves:
+        if leaf is None:
+            shapes.append(None)
+            continue
+        if type(leaf) is not torch.Tensor or leaf.device.type != "meta" or leaf.storage_offset() != 0:
+            return _NOT_CACHEABLE
+        storage = leaf.untyped_storage()
+        fresh = torch.empty_strided(leaf.shape, leaf.stride(), dtype=leaf.dtype, device="meta")
+        if id(storage) in seen or storage.nbytes() != fresh.untyped_storage().nbytes():
+            return _NOT_CACHEABLE
+        seen.add(id(storage))
+        shapes.append((tuple(leaf.shape), leaf.stride(), leaf.dtype))
+    return (None if isinstance(out, torch.Tensor) else type(out)), shapes
+
+
+def _rebuild(recorded) -> Any:
+    container, shapes = recorded
+    outs = [None if s is None else torch.empty_strided(s[0], s[1], dtype=s[2], device="meta") for s in shapes]
+    return outs[0] if container is None else container(outs)
+
+
+def _meta_empty(*shape) -> torch.Tensor:
+    return torch.empty(shape, dtype=torch.float32, device="meta")
+
+
+def _plain(t, shape=None) -> bool:
+    """A contiguous float32 meta tensor (of `shape`, if given)."""
+    return (isinstance(t, torch.Tensor) and t.device.type == "meta" and t.dtype == torch.float32
+            and t.is_contiguous() and (shape is None or tuple(t.shape) == shape))
+
+
+def _batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps):
+    """native_batch_norm in training on a contiguous float32 input: what its meta kernel (a Python
+    decomposition, ~4 ms a call) gives: the output like the input, the batch's mean and 1/std."""
+    c = (input.shape[1],) if isinstance(input, torch.Tensor) and input.dim() >= 2 else None
+    if not (training and c and _plain(input) and all(t is None or _plain(t, c) for t in (weight, bias, running_mean, running_var))):
+        return None
+    return _meta_empty(*input.shape), _meta_empty(*c), _meta_empty(*c)
+
+
+def _batch_norm_backward(grad_out, input, weight, running_mean, running_var, save_mean, save_invstd, train, eps, mask):
+    """native_batch_norm_backward in training, grad-input asked for, contiguous float32: its meta
+    kernel's results (grad-input like the input; grad-weight and grad-bias as the mask asks)."""
+    c = (input.shape[1],) if isinstance(input, torch.Tensor) and input.dim() >= 2 else None
+    if not (train and c and mask[0] and _plain(input) and _plain(grad_out, tuple(input.shape))
+            and all(t is None or _plain(t, c) for t in (weight, running_mean, running_var, save_mean, save_invstd))):
+        return None
+    return _meta_empty(*input.shape), _meta_empty(*c) if mask[1] else None, _meta_empty(*c) if mask[2] else None
+
+
+# Shape functions of our own for ops whose stock meta kernel is a slow Python decomposition, on the
+# inputs where their results are plain (checked against the stock kernel in the tests).
+_FAST = {
+    torch.ops.aten.native_batch_norm.default: _batch_norm,
+    torch.ops.aten.native_batch_norm_backward.default: _batch_norm_backward,
+}
+
+
+def clear() -> None:
+    """Forget every cached result (a fresh process's state: benchmarks time the cold cache)."""
+    _cache.clear()
+    _learned.clear()
+
+
+def run(func, args: tuple, kwargs: dict) -> Any:
+    """func(*args, **kwargs), answered from the cache when the op and its arguments allow it."""
+    kind = _kind(func)
+    key = _key(func, args, kwargs) if kind else None
+    hit = _cache.get(key) if key is not None else None
+    inplace = kind.startswith("inplace")
+    if hit is not None and hit is not _NOT_CACHEABLE:
+        stats["hits"] += 1
+        return (args[0] if args else kwargs["self"]) if inplace else _rebuild(hit)
+    if key is not None and kind == "inplace-pointwise" and _same_as_self(args, kwargs):
+        stats["hits"] += 1  # nothing the kernel could refuse: no broadcast, no cast
+        _cache[key] = True
+        return args[0]
+    if key is not None and kind == "functional" and func in _POINTWISE:
+        out, answered = _elementwise(func, args, kwargs)
+        if out is not None:
+            stats["hits" if answered else "runs"] += 1
+            _cache[key] = _record(out, args, kwargs)
+            return out
+    fast = _FAST.get(func) if key is not None and not kwargs else None
+    out = fast(*args) if fast is not None else None
+    if out is not None:
+        stats["hits"] += 1
+        _cache[key] = _record(out, args, kwargs)
+        return out
+    stats["runs"] += 1
+    if key is None or hit is _NOT_CACHEABLE:
+        return func(*args, **kwargs)
+    out = func(*args, **kwargs)
+    if len(_cache) >= MAX_ENTRIES:
+        _cache.clear()
+    _cache[key] = True if inplace else _record(out, args, kwargs)
+    return out
+
+
+def _elementwise(func, args: tuple, kwargs: dict) -> tuple[Any, bool]:
+    """An element-wise op whose meta tensors all have one shape with the default (contiguous)
+    strides: its outputs have that shape and strides, and dtypes that depend on the operands'
+    dtypes alone. Learnt from the op's first run on any shape, then given for every other shape
+    (hardswish, sigmoid_backward, div on a new layer's shape). Returns (outputs, answered without
+    running the kernel), or (None, False) where the rule does not apply."""
+    shape, parts = None, [func]
+    for name, value in (*((None, a) for a in args), *kwargs.items()):
+        parts.append(name)
+        if isinstance(value, torch.Tensor):
+            if value.device.type != "meta":
+                parts.append(("scalar", value.dtype))  # a 0-dim real tensor (the key allowed no other)
+                continue
+            if shape is None:
+                shape = value.shape
+            if value.shape != shape or value.storage_offset() != 0 or value.stride() != _default_strides(shape):
+                return None, False
+            parts.append(("tensor", value.dtype))
+        elif isinstance(value, (bool, int, float)):
+            parts.append(type(value))
+        elif isinstance(value, (list, tuple)):
+            return None, False
+        else:
+            parts.append(value)
+    if shape is None:
+        return None, False
+    learned = _learned.get(tuple(parts))
+    if learned is None:
+        out = func(*args, **kwargs)
+        outs = [out] if isinstance(out, torch.Tensor) else out
+        if isinstance(outs, (list, tuple)) and all(
+                isinstance(o, torch.Tensor) and o.device.type == "meta" and o.shape == shape
+                and o.stride() == _default_strides(shape) for o in outs):
+            _learned[tuple(parts)] = (None if isinstance(out, torch.Tensor) else type(out), [o.dtype for o in outs])
+        return out, False
+    container, dtypes = learned
+    outs = [torch.empty(shape, dtype=d, device="meta") for d in dtypes]
+    return (outs[0] if container is None else container(outs)), True
+
+
+def _default_strides(shape) -> tuple:
+    strides, step = [], 1
+    for size in reversed(shape):
+        strides.append(step)
+        step *= max(size, 1)
+    return tuple(reversed(strides))
+
+
+def _same_as_self(args: tuple, kwargs: dict) -> bool:
+    """An element-wise in-place op whose operands all have `self`'s shape and dtype (or are real
+    scalars), on a floating-point meta `self`: the optimizers' updates (lerp_, addcmul_, addcdiv_,
+    add_). Its meta kernel can only return `self`, so it need not run even once per shape."""
+    if not args or not isinstance(args[0], torch.Tensor):
+        return False
+    self = args[0]
+    if self.device.type != "meta" or not self.is_floating_point():
+        return False
+    for value in (*args[1:], *kwargs.values()):
+        if isinstance(value, torch.Tensor):
+            if value.dim() == 0 and not value.is_complex() and value.device.type != "meta":
+                continue
+            if value.shape != self.shape or value.dtype != self.dtype:
+                return False
+        elif isinstance(value, complex) or not isinstance(value, (bool, int, float, type(None))):
+            return False
+    return True

@@ -1,0 +1,189 @@
+"""Meta kernels answered from a cache (archlint.model.train.metacache): the same results as running
+the kernels, fewer kernels run."""
+
+import json
+
+import pytest
+import torch
+import torch.nn as nn
+
+from archlint.model.train import memory, metacache
+from archlint.model.train.memory import step_memory
+
+aten = torch.ops.aten
+
+
+def meta(*shape):
+    return torch.empty(*shape, device="meta")
+
+
+def test_functional_op_answered_from_cache_with_fresh_outputs():
+    x, w = meta(2, 8, 5, 5), meta(8)
+    args = (x, w, w, meta(8), meta(8), True, 0.1, 1e-5)
+    before = dict(metacache.stats)
+    first = metacache.run(aten.native_batch_norm.default, args, {})
+    second = metacache.run(aten.native_batch_norm.default, (meta(2, 8, 5, 5), w, w, meta(8), meta(8), True, 0.1, 1e-5), {})
+    assert metacache.stats["hits"] >= before["hits"] + 1
+    for a, b in zip(first, second):
+        assert (a.shape, a.stride(), a.dtype) == (b.shape, b.stride(), b.dtype)
+        assert a.untyped_storage().nbytes() == b.untyped_storage().nbytes()
+        assert b.untyped_storage() is not x.untyped_storage()
+    # a different shape is a different key: run, not answered
+    third = metacache.run(aten.native_batch_norm.default, (meta(3, 8, 5, 5), w, w, meta(8), meta(8), True, 0.1, 1e-5), {})
+    assert third[0].shape == (3, 8, 5, 5)
+
+
+def test_inplace_pointwise_returns_self():
+    p, g = meta(4, 4), meta(4, 4)
+    assert metacache.run(aten.add_.Tensor, (p, g), {"alpha": -0.1}) is p
+    hits = metacache.stats["hits"]
+    assert metacache.run(aten.add_.Tensor, (p, g), {"alpha": -0.1}) is p
+    assert metacache.stats["hits"] == hits + 1
+
+
+def test_optimizer_update_never_runs_its_kernel():
+    # lerp_/addcdiv_ with operands of self's shape and dtype: nothing to check, not even once
+    p, m, d = meta(7, 3, 5), meta(7, 3, 5), meta(7, 3, 5)
+    runs = metacache.stats["runs"]
+    assert metacache.run(aten.lerp_.Scalar, (m, p, 0.1), {}) is m
+    assert metacache.run(aten.addcdiv_.default, (p, m, d), {"value": -1e-3}) is p
+    assert metacache.stats["runs"] == runs
+    # a broadcast is checked by the kernel the first time (and refused where it must be)
+    with pytest.raises(RuntimeError):
+        metacache.run(aten.add_.Tensor, (meta(3), meta(4, 3)), {})
+
+
+def test_numbers_key_pointwise_ops_by_kind_and_other_ops_by_value():
+    x = meta(9, 2)
+    metacache.run(aten.div.Tensor, (x, 0.25), {})
+    hits = metacache.stats["hits"]
+    out = metacache.run(aten.div.Tensor, (x, 0.5), {})  # Adam's bias correction changes each step
+    assert metacache.stats["hits"] == hits + 1 and out.shape == (9, 2)
+    # an int divisor is another key: its kind can change the result's dtype
+    assert metacache.run(aten.div.Tensor, (meta(3).long(), 2), {}).dtype == torch.float32
+    # a non-element-wise op's numbers are sizes and dims: keyed by value
+    assert metacache.run(aten.sum.dim_IntList, (x, [0]), {}).shape == (2,)
+    assert metacache.run(aten.sum.dim_IntList, (x, [1]), {}).shape == (9,)
+
+
+def test_inplace_op_that_is_not_pointwise_is_cached():
+    x = meta(2, 16, 4, 4)
+    metacache.run(aten.hardswish_.default, (x,), {})
+    hits = metacache.stats["hits"]
+    assert metacache.run(aten.hardswish_.default, (x,), {}) is x
+    assert metacache.stats["hits"] == hits + 1
+    # a view op in place changes metadata: always run
+    y = meta(3, 5)
+    assert metacache.run(aten.transpose_.default, (y, 0, 1), {}).shape == (5, 3)
+    assert metacache.run(aten.transpose_.default, (y, 0, 1), {}).shape == (3, 5)
+
+
+def test_view_in_disguise_is_not_rebuilt_fresh():
+    # aten._unsafe_view's schema says it returns a fresh tensor; its kernel returns a view. A fresh
+    # copy from the cache would count its bytes a second time.
+    x = meta(4, 6)
+    for _ in range(2):
+        out = metacache.run(aten._unsafe_view.default, (x, [24]), {})
+        assert out.untyped_storage() is x.untyped_storage()
+
+
+def test_real_tensors_are_never_cached():
+    step = torch.tensor(0.0)
+    hits = metacache.stats["hits"]
+    for _ in range(3):
+        step = metacache.run(aten.add.Tensor, (step, torch.tensor(1.0)), {})
+    assert step.item() == 3.0 and metacache.stats["hits"] == hits
+
+
+class Block(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.conv, self.bn = nn.Conv2d(c, c, 3, padding=1), nn.BatchNorm2d(c)
+        self.attn = nn.MultiheadAttention(c, 2, batch_first=True)
+
+    def forward(self, x):
+        x = torch.relu(self.bn(self.conv(x))) + x
+        b, c, h, w = x.shape
+        seq = x.flatten(2).transpose(1, 2)
+        seq = seq + self.attn(seq, seq, seq, need_weights=False)[0]
+        return seq.transpose(1, 2).reshape(b, c, h, w)
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adam", "adamw-foreach"])
+def test_step_memory_same_with_and_without_cache(monkeypatch, optimizer):
+    torch.manual_seed(0)
+    model, x = nn.Sequential(*[Block(8) for _ in range(4)]), torch.randn(2, 8, 6, 6)
+    ran = []
+    real_run = metacache.run
+
+    def counting(f, a, k):
+        runs = metacache.stats["runs"]
+        out = real_run(f, a, k)
+        if metacache.stats["runs"] > runs:
+            ran.append(f)
+        return out
+    monkeypatch.setattr(memory.metacache, "run", counting)
+    cached = step_memory(model, (x,), optimizer=optimizer)
+    calls = []
+    monkeypatch.setattr(memory.metacache, "run", lambda f, a, k: calls.append(f) or f(*a, **k))
+    plain = step_memory(model, (x,), optimizer=optimizer)
+    assert json.dumps(cached, sort_keys=True) == json.dumps(plain, sort_keys=True)
+    # the four blocks repeat one block's ops and the two steps repeat each other: batch norm's
+    # Python meta kernels run at most once per key, not once per block and step
+    assert calls.count(aten.native_batch_norm.default) == 8
+    assert ran.count(aten.native_batch_norm.default) <= 1
+    assert calls.count(aten.native_batch_norm_backward.default) == 8
+    assert ran.count(aten.native_batch_norm_backward.default) <= 1
+    assert len(ran) < 0.8 * len(calls)
+
+
+def _described(out):
+    return [None if t is None else (tuple(t.shape), t.stride(), t.dtype, t.untyped_storage().nbytes()) for t in out]
+
+
+@pytest.mark.parametrize("shape", [(2, 8, 5, 5), (1, 16, 7), (4, 32), (3, 4, 2, 2, 2)])
+@pytest.mark.parametrize("affine", [True, False])
+def test_batch_norm_shape_functions_match_the_stock_meta_kernels(shape, affine):
+    c = shape[1]
+    x = meta(*shape)
+    w = meta(c) if affine else None
+    for running in ((meta(c), meta(c)), (None, None)):
+        args = (x, w, w, *running, True, 0.1, 1e-5)
+        fast = metacache._FAST[aten.native_batch_norm.default](*args)
+        stock = aten.native_batch_norm.default(*args)
+        assert _described(fast) == _described(stock)
+        for mask in ([True, True, True], [True, False, False], [True, affine, affine]):
+            bargs = (meta(*shape), x, w, *running, stock[1], stock[2], True, 1e-5, mask)
+            assert _described(metacache._FAST[aten.native_batch_norm_backward.default](*bargs)) == \
+                _described(aten.native_batch_norm_backward.default(*bargs))
+    # what the shape functions do not cover is left to the stock kernel
+    assert metacache._FAST[aten.native_batch_norm.default](x, w, w, None, None, False, 0.1, 1e-5) is None
+    cl = torch.empty(2, 8, 5, 5, device="meta").to(memory_format=torch.channels_last)
+    assert metacache._FAST[aten.native_batch_norm.default](cl, None, None, None, None, True, 0.1, 1e-5) is None
+    assert metacache._FAST[aten.native_batch_norm.default](x.half(), None, None, None, None, True, 0.1, 1e-5) is None
+
+
+@pytest.mark.parametrize("func, extra, dtype", [
+    (aten.hardswish.default, (), torch.float32),  # torch leaves this one untagged
+    (aten.sigmoid_backward.default, ("same",), torch.float32),
+    (aten.eq.Tensor, ("same",), torch.bool),
+    (aten.div.Tensor, (2,), torch.float32),
+])
+def test_elementwise_ops_answered_on_a_new_shape_once_learnt(func, extra, dtype):
+    def args(*shape):
+        x = meta(*shape)
+        return (x, *(meta(*shape) if e == "same" else e for e in extra))
+    metacache.run(func, args(5, 3), {})  # learnt here
+    runs = metacache.stats["runs"]
+    out = metacache.run(func, args(11, 2, 7), {})
+    assert metacache.stats["runs"] == runs
+    stock = func(*args(11, 2, 7))
+    assert (out.shape, out.stride(), out.dtype) == (stock.shape, stock.stride(), stock.dtype) == ((11, 2, 7), (14, 7, 1), dtype)
+
+
+def test_elementwise_rule_needs_one_contiguous_shape():
+    runs = metacache.stats["runs"]
+    out = metacache.run(aten.mul.Tensor, (meta(4, 6).t(), meta(6, 4)), {})  # a transposed operand
+    assert out.shape == (6, 4) and metacache.stats["runs"] == runs + 1
+    out = metacache.run(aten.mul.Tensor, (meta(4, 1), meta(4, 6)), {})  # a broadcast
+    assert out.shape == (4, 6) and metacache.stats["runs"] == runs + 2
