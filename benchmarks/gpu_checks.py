@@ -568,27 +568,30 @@ def write_table(results: dict, path: Path) -> None:
 # ---- report (CPU) -------------------------------------------------------------------------
 
 def report_memory(results: dict) -> None:
-    """archlint's memory model (meta, the h200 spec: 512-byte blocks) at the same batch beside
-    torch.cuda.max_memory_allocated (peak_bytes) and max_memory_reserved (the segments' lower bound)."""
+    """archlint's memory model (meta, the h200 spec) at the same batch beside the GPU's counters:
+    peak_bytes against torch.cuda.max_memory_allocated, the caching allocator replayed
+    (allocator.reserved_peak_bytes) against max_memory_reserved, and the old packed lower bound."""
     from archlint.devices import resolve
     from archlint.model.train.memory import step_memory
 
     spec = resolve("h200")
     rows = [r for r in results.get("memory", []) if "max_allocated_bytes" in r]
-    worst, within = [], 0
-    print(f"\n{'model':28} {'opt':6} {'measured GB':>11} {'archlint':>9} {'ratio':>6} {'reserved':>9} {'lower bd':>9} {'ratio':>6}  basis")
+    within = {"allocated": 0, "reserved": 0}
+    worst: dict[str, list] = {"allocated": [], "reserved": []}
+    print(f"\n{'model':28} {'opt':6} {'allocated GB':>12} {'archlint':>9} {'ratio':>6}  {'reserved GB':>11} {'replayed':>9} {'ratio':>6} {'packed':>7}")
     for r in rows:
         model, args, kwargs = build(r["model"], r["batch"], "cpu")
         m = step_memory(model.train(), args, kwargs, optimizer=r["optimizer"], device_spec=spec)
-        ratio = m["peak_bytes"] / r["max_allocated_bytes"]
-        reserved = m["allocator"]["reserved_at_peak_bytes_lower_bound"] / r["max_reserved_bytes"]
-        within += abs(ratio - 1) <= 0.10
-        worst.append((abs(ratio - 1), f"{r['model']}/{r['optimizer']} {ratio:.3f}"))
-        print(f"{r['model']:28} {r['optimizer']:6} {r['max_allocated_bytes'] / 1e9:11.3f} {m['peak_bytes'] / 1e9:9.3f} {ratio:6.3f} "
-              f"{r['max_reserved_bytes'] / 1e9:9.3f} {m['allocator']['reserved_at_peak_bytes_lower_bound'] / 1e9:9.3f} {reserved:6.3f}  "
-              f"{'meta' if m['basis'].startswith('measured on the meta') else 'real'}", flush=True)
-    worst.sort(reverse=True)
-    print(f"within 10% of max_memory_allocated: {within}/{len(rows)}; worst: {', '.join(w for _, w in worst[:5])}")
+        alloc = m["peak_bytes"] / r["max_allocated_bytes"]
+        reserved = m["allocator"]["reserved_peak_bytes"] / r["max_reserved_bytes"]
+        packed = m["allocator"]["reserved_at_peak_bytes_lower_bound"] / r["max_reserved_bytes"]
+        for key, ratio in (("allocated", alloc), ("reserved", reserved)):
+            within[key] += abs(ratio - 1) <= 0.10
+            worst[key].append((abs(ratio - 1), f"{r['model']}/{r['optimizer']} {ratio:.3f}"))
+        print(f"{r['model']:28} {r['optimizer']:6} {r['max_allocated_bytes'] / 1e9:12.3f} {m['peak_bytes'] / 1e9:9.3f} {alloc:6.3f}  "
+              f"{r['max_reserved_bytes'] / 1e9:11.3f} {m['allocator']['reserved_peak_bytes'] / 1e9:9.3f} {reserved:6.3f} {packed:7.3f}", flush=True)
+    for key in within:
+        print(f"{key}: within 10% {within[key]}/{len(rows)}; worst: {', '.join(w for _, w in sorted(worst[key], reverse=True)[:4])}")
 
 
 def report_latency(results: dict) -> None:
@@ -608,12 +611,41 @@ def report_latency(results: dict) -> None:
     print(f"  measured inside the estimate's range: {inside:.0%}")
 
 
+def report_step_time(results: dict) -> None:
+    """archlint's --train --device-spec h200 estimate of the step (forward, backward, optimizer;
+    float32 and its autocast estimate) beside the step timed on the GPU."""
+    import archlint
+
+    measured = {(r["model"], r["precision"]): r for r in results.get("step_time", []) if "step_ms" in r}
+    print(f"\n{'model':24} {'precision':13} {'measured ms fwd/bwd/opt':>28} {'estimated ms fwd/bwd/opt':>28}  ratio")
+    ratios = []
+    for name in STEP_TIME_MODELS:
+        if (name, "float32") not in measured:
+            continue
+        model, args, kwargs = build(name, measured[(name, "float32")]["batch"], "cpu")
+        inputs = (*args, kwargs) if kwargs else args
+        doc = archlint.analyze(model, *inputs, train=True, optimizer="adamw", device_spec="h200", name=name).to_dict()
+        train = doc["models"][0]["estimate"]["train"]
+        for precision, est in (("float32", train), ("bf16-autocast", train.get("autocast"))):
+            m = measured.get((name, precision))
+            if not m or not est:
+                continue
+            ratio = est["step_ms"] / m["step_ms"]
+            ratios.append((name, precision, ratio))
+            print(f"{name:24} {precision:13} {m['forward_ms']:8.2f} {m['backward_ms']:8.2f} {m['optimizer_ms']:8.2f}  "
+                  f"{est['forward_ms']:8.2f} {est['backward_ms']:8.2f} {est['optimizer_ms']:8.2f}  {ratio:5.2f}", flush=True)
+    if ratios:
+        errs = sorted(abs(r - 1) for *_, r in ratios)
+        print(f"step estimate / measured: median error {errs[len(errs) // 2]:.0%}, within 2×: "
+              f"{sum(0.5 <= r <= 2 for *_, r in ratios)}/{len(ratios)}")
+
+
 def report(results_path: Path, only: list[str] | None) -> None:
     results = json.loads(results_path.read_text())
     env = results.get("env", {})
     print(f"{env.get('gpu')}: torch {env.get('torch')}, CUDA {env.get('cuda')}, cuDNN {env.get('cudnn')}, "
           f"context {env.get('context_bytes', 0) / 2**20:.0f} MiB")
-    for name, fn in (("memory", report_memory), ("latency", report_latency)):
+    for name, fn in (("memory", report_memory), ("latency", report_latency), ("step_time", report_step_time)):
         if not only or name in only:
             fn(results)
 
@@ -630,7 +662,7 @@ def main() -> int:
     r.add_argument("--only", help="comma-separated sections")
     p = sub.add_parser("report")
     p.add_argument("--results", type=Path, required=True)
-    p.add_argument("--only", help="memory, latency")
+    p.add_argument("--only", help="memory, latency, step_time")
     ns = parser.parse_args()
     if ns.step == "plan":
         plan(ns.out)

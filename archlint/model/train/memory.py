@@ -27,6 +27,7 @@ that plus the CUDA context (a labelled constant) is `device_peak_bytes`, what a 
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import itertools
 import math
@@ -43,6 +44,8 @@ from torch.utils._pytree import tree_flatten, tree_map
 
 from archlint.errors import UsageError
 from archlint.model.train import metacache
+from archlint.model.train.allocator import replay
+from archlint.model.train.cuda_attention import FusedAttention
 from archlint.model.train.values import KnownValues
 from archlint.train_names import LOSSES, parse_optimizer
 
@@ -52,11 +55,13 @@ from archlint.train_names import LOSSES, parse_optimizer
 CUDA_BLOCK_BYTES = 512
 # The CUDA context (driver state, kernels of the loaded libraries) takes device memory that no
 # PyTorch counter sees. It depends on the GPU, driver and CUDA version (lazy module loading since
-# CUDA 11.7 shrinks it); an assumed constant, not measured: 500 MiB, inside the 300-800 MB that
-# nvidia-smi shows for a process that has only initialised CUDA (e.g. 781 MB, pytorch/pytorch#34323).
-CUDA_CONTEXT_BYTES = 500 << 20
-CUDA_CONTEXT_SOURCE = ("assumed 500 MiB (not measured: varies 300-800 MB with GPU, driver and CUDA "
-                       "lazy loading; pytorch/pytorch#34323 shows 781 MB for an idle CUDA process)")
+# CUDA 11.7 shrinks it): measured once on a lent H200 (benchmarks/gpu_checks.py, section env:
+# total - free - reserved after CUDA's initialisation), inside the 300-800 MB that nvidia-smi shows
+# for a process that has only initialised CUDA elsewhere (e.g. 781 MB, pytorch/pytorch#34323).
+CUDA_CONTEXT_BYTES = 619 << 20
+CUDA_CONTEXT_SOURCE = ("619 MiB measured on an H200 (torch 2.11, CUDA 13.0, driver 580) just after CUDA's "
+                       "initialisation; it varies 300-800 MB with GPU, driver and CUDA lazy loading "
+                       "(pytorch/pytorch#34323: 781 MB), and libraries loaded later (cuDNN, cuBLAS) add to it")
 
 # Segment sizes of the caching allocator (CUDACachingAllocator.cpp): blocks up to 1 MiB share
 # 2 MiB segments (kSmallBuffer), blocks up to 10 MiB share 20 MiB segments (kLargeBuffer), larger
@@ -340,16 +345,19 @@ def step_memory(
     result["loss"] = f"{loss} of the output"
     result["basis"] = basis
     if gpu:
+        caching = replay((r.born, r.died, r.nbytes) for r in tracker.records)
         result["allocator"] = {
             "rounding": f"each block rounded up to {CUDA_BLOCK_BYTES} bytes (PyTorch CUDA caching allocator)",
+            "reserved_peak_bytes": caching.peak_reserved,
+            "reserved_basis": ("the step's storages replayed through the caching allocator's rules (pools, "
+                               "segment sizes, best fit, splitting, merging; archlint.model.train.allocator): "
+                               "what torch.cuda.max_memory_reserved reports, less workspaces kernels take inside an op"),
             "reserved_at_peak_bytes_lower_bound": reserved_lower_bound(blocks),
-            "reserved_basis": ("the live blocks at the peak packed into the allocator's segments (2 MiB for "
-                               "blocks ≤ 1 MiB, 20 MiB for ≤ 10 MiB, larger rounded to 2 MiB), no fragmentation"),
             "cuda_context_bytes": CUDA_CONTEXT_BYTES,
             "cuda_context_source": CUDA_CONTEXT_SOURCE,
         }
-        # What the device must hold: the allocator's segments at the peak and the context.
-        result["device_peak_bytes"] = result["allocator"]["reserved_at_peak_bytes_lower_bound"] + CUDA_CONTEXT_BYTES
+        # What the device must hold: the allocator's segments at their peak and the context.
+        result["device_peak_bytes"] = caching.peak_reserved + CUDA_CONTEXT_BYTES
     if notes:
         result["notes"] = notes
     if budget_bytes is not None:
@@ -383,10 +391,12 @@ def _two_steps(model, args, kwargs, base, variant, loss, gpu, fused, values: Kno
     if not params:
         raise UsageError("the model has no parameter that requires grad: nothing to train")
     opt = make_optimizer(base, params, variant_override=variant)
-    first = _Tracker(round_to=CUDA_BLOCK_BYTES if gpu else 1)
-    _measure(model, args, kwargs, opt, loss, first, fused, values)
-    tracker = _Tracker(round_to=CUDA_BLOCK_BYTES if gpu else 1)
-    forward_end = _measure(model, args, kwargs, opt, loss, tracker, fused, values)
+    # on a GPU spec, attention keeps what CUDA's fused kernels keep, not the math form's weights
+    with FusedAttention() if gpu else contextlib.nullcontext():
+        first = _Tracker(round_to=CUDA_BLOCK_BYTES if gpu else 1)
+        _measure(model, args, kwargs, opt, loss, first, fused, values)
+        tracker = _Tracker(round_to=CUDA_BLOCK_BYTES if gpu else 1)
+        forward_end = _measure(model, args, kwargs, opt, loss, tracker, fused, values)
     return first, tracker, forward_end
 
 

@@ -1,0 +1,189 @@
+"""PyTorch's CUDA caching allocator replayed on the memory model's storages: what it reserves.
+
+The memory model (memory.py) knows every storage of the step: its size, when it is made and when
+it is freed. What a GPU must hold is more than the live bytes: the caching allocator carves
+blocks out of segments it got from cudaMalloc and keeps them, so a freed block can be reused only
+by a request it can hold, and the segments' total (`torch.cuda.max_memory_reserved`) is what the
+device must have. This replays the storages through the allocator's rules
+(c10/cuda/CUDACachingAllocator.cpp, PyTorch 2.x defaults: no max_split_size, no expandable
+segments, one stream):
+
+- every request is rounded up to 512 bytes (kMinBlockSize);
+- requests up to 1 MiB come from the small pool, carved out of 2 MiB segments; larger ones from
+  the large pool, out of 20 MiB segments for requests under 10 MiB, else a segment of the request
+  rounded up to 2 MiB (get_allocation_size);
+- a request takes the smallest free block of its pool that holds it (best fit; lowest address on
+  a tie); the rest is split off as a free block when at least 512 bytes remain (small pool) or
+  more than 1 MiB (large pool), else it stays in the block and counts as allocated;
+- a freed block merges with the free blocks beside it in its segment;
+- free segments stay reserved; only when a new segment would pass the limit are the wholly free
+  segments released and the request tried again; then it is out of memory.
+
+Not modelled: allocations outside PyTorch's counters (the CUDA context, cuBLAS/cuDNN handles),
+workspaces that kernels allocate and free inside one op (the memory model sees only the
+storages ops return), and the order in which the first step made the persistent tensors
+(they are replayed first, packed, then the steady step).
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+MIN_BLOCK = 512
+SMALL_SIZE = 1 << 20  # kSmallSize: the small pool's largest request
+SMALL_BUFFER = 2 << 20  # kSmallBuffer: a small-pool segment
+LARGE_BUFFER = 20 << 20  # kLargeBuffer: a large-pool segment for requests under MIN_LARGE_ALLOC
+MIN_LARGE_ALLOC = 10 << 20  # kMinLargeAlloc
+ROUND_LARGE = 2 << 20  # kRoundLarge
+
+
+def round_size(nbytes: int) -> int:
+    return MIN_BLOCK if nbytes < MIN_BLOCK else -(-nbytes // MIN_BLOCK) * MIN_BLOCK
+
+
+def segment_size(nbytes: int) -> int:
+    if nbytes <= SMALL_SIZE:
+        return SMALL_BUFFER
+    if nbytes < MIN_LARGE_ALLOC:
+        return LARGE_BUFFER
+    return -(-nbytes // ROUND_LARGE) * ROUND_LARGE
+
+
+@dataclass
+class _Block:
+    segment: int
+    offset: int
+    size: int
+    free: bool = True
+    prev: _Block | None = None
+    next: _Block | None = None
+
+
+@dataclass
+class Allocator:
+    """The caching allocator's state; `limit` (bytes) plays torch.cuda.set_per_process_memory_fraction."""
+
+    limit: int | None = None
+    reserved: int = 0
+    allocated: int = 0
+    peak_reserved: int = 0
+    peak_allocated: int = 0
+    out_of_memory: bool = False
+    _free: dict[bool, list[tuple[int, int, int, int]]] = field(default_factory=lambda: {True: [], False: []})
+    _blocks: dict[tuple[int, int], _Block] = field(default_factory=dict)  # (segment, offset) → free block
+    _segments: dict[int, tuple[bool, int, _Block]] = field(default_factory=dict)  # id → (small, size, first block)
+    _next_segment: int = 0
+
+    def malloc(self, nbytes: int) -> _Block | None:
+        size = round_size(nbytes)
+        small = size <= SMALL_SIZE
+        block = self._best_fit(small, size)
+        if block is None:
+            block = self._new_segment(small, segment_size(size))
+            if block is None:
+                self.out_of_memory = True
+                return None
+        self._take(block, small, size)
+        return block
+
+    def free(self, block: _Block) -> None:
+        self.allocated -= block.size
+        block.free = True
+        for other in (block.prev, block.next):  # merge with free neighbours
+            if other is not None and other.free:
+                self._unlist(other)
+                if other is block.prev:
+                    other.size += block.size
+                    other.next = block.next
+                    if block.next:
+                        block.next.prev = other
+                    block = other
+                else:
+                    block.size += other.size
+                    block.next = other.next
+                    if other.next:
+                        other.next.prev = block
+        self._list(block)
+
+    # ---- internals
+
+    def _small(self, block: _Block) -> bool:
+        return self._segments[block.segment][0]
+
+    def _list(self, block: _Block) -> None:
+        bisect.insort(self._free[self._small(block)], (block.size, block.segment, block.offset, id(block)))
+        self._blocks[(block.segment, block.offset)] = block
+
+    def _unlist(self, block: _Block) -> None:
+        pool = self._free[self._small(block)]
+        i = bisect.bisect_left(pool, (block.size, block.segment, block.offset, id(block)))
+        del pool[i]
+        del self._blocks[(block.segment, block.offset)]
+
+    def _best_fit(self, small: bool, size: int) -> _Block | None:
+        pool = self._free[small]
+        i = bisect.bisect_left(pool, (size, -1, -1, -1))
+        if i == len(pool):
+            return None
+        _, segment, offset, _ = pool[i]
+        block = self._blocks[(segment, offset)]
+        self._unlist(block)
+        return block
+
+    def _new_segment(self, small: bool, size: int) -> _Block | None:
+        if self.limit is not None and self.reserved + size > self.limit:
+            self._release_free_segments()
+            if self.reserved + size > self.limit:
+                return None
+        sid = self._next_segment
+        self._next_segment += 1
+        block = _Block(sid, 0, size)
+        self._segments[sid] = (small, size, block)
+        self.reserved += size
+        self.peak_reserved = max(self.peak_reserved, self.reserved)
+        return block
+
+    def _release_free_segments(self) -> None:
+        for sid, (small, size, first) in list(self._segments.items()):
+            if first.free and first.next is None and first.prev is None and (sid, 0) in self._blocks:
+                self._unlist(first)
+                del self._segments[sid]
+                self.reserved -= size
+
+    def _take(self, block: _Block, small: bool, size: int) -> None:
+        rest = block.size - size
+        if (rest >= MIN_BLOCK) if small else (rest > SMALL_SIZE):
+            tail = _Block(block.segment, block.offset + size, rest, True, block, block.next)
+            if block.next:
+                block.next.prev = tail
+            block.next, block.size = tail, size
+            self._list(tail)
+        block.free = False
+        self.allocated += block.size
+        self.peak_allocated = max(self.peak_allocated, self.allocated)
+
+
+def replay(lifetimes: Iterable[tuple[int, float, int]], limit: int | None = None) -> Allocator:
+    """Replay storages given as (born, died, bytes) event indices (died = inf: never freed) in
+    event order through the allocator; the result holds its peaks and whether it ran out."""
+    events: list[tuple[float, int, int]] = []  # (when, 1 = malloc / 0 = free, which)
+    items = list(lifetimes)
+    for i, (born, died, _) in enumerate(items):
+        events.append((born, 1, i))
+        if died != float("inf"):
+            events.append((died, 0, i))
+    events.sort()
+    alloc = Allocator(limit=limit)
+    blocks: dict[int, _Block] = {}
+    for _, is_malloc, i in events:
+        if is_malloc:
+            block = alloc.malloc(items[i][2]) if items[i][2] > 0 else None
+            if alloc.out_of_memory:
+                break
+            if block is not None:
+                blocks[i] = block
+        elif i in blocks:
+            alloc.free(blocks.pop(i))
+    return alloc
