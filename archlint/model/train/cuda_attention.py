@@ -4,26 +4,37 @@ On the meta device (and the CPU) `F.scaled_dot_product_attention` falls back to 
 which keeps the B×H×L×L attention weights for backward. On a GPU, PyTorch picks a fused kernel
 (flash or memory-efficient attention) that keeps only the output and a B×H×L log-sum-exp, and
 recomputes the weights in backward: at ViT-B/16 and batch 32 the math form over-counts the step's
-peak by 18% (measured on an H200, benchmarks/gpu_checks.py). Under this mode the call runs
+peak by 18% (measured on an H200, benchmarks/gpu_checks.py). Within fused_attention() the call runs
 aten._scaled_dot_product_efficient_attention, whose meta kernel gives the fused kernel's outputs
 and whose backward is the fused backward; flash attention keeps the same tensors.
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 import torch
 import torch.nn.functional as F
-from torch.overrides import TorchFunctionMode
 
 
-class FusedAttention(TorchFunctionMode):
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        if func is F.scaled_dot_product_attention:
-            fused = _fused(*args, **kwargs)
-            if fused is not None:
-                return fused
-        return func(*args, **kwargs)
+@contextlib.contextmanager
+def fused_attention() -> Iterator[None]:
+    """Within: `F.scaled_dot_product_attention` on meta tensors runs the fused kernel's meta form.
+    The function is swapped in torch.nn.functional itself (and restored), so the calls that look it
+    up there are all seen: models' own, and nn.MultiheadAttention's through
+    F.multi_head_attention_forward (a torch-function mode would not see those: it is off while
+    its handler runs that whole function)."""
+    original = F.scaled_dot_product_attention
+
+    def sdpa(*args, **kwargs):
+        fused = _fused(*args, **kwargs)
+        return original(*args, **kwargs) if fused is None else fused
+    F.scaled_dot_product_attention = sdpa
+    try:
+        yield
+    finally:
+        F.scaled_dot_product_attention = original
 
 
 def _fused(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):

@@ -45,7 +45,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 from archlint.errors import UsageError
 from archlint.model.train import metacache
 from archlint.model.train.allocator import replay
-from archlint.model.train.cuda_attention import FusedAttention
+from archlint.model.train.cuda_attention import fused_attention
 from archlint.model.train.values import KnownValues
 from archlint.train_names import LOSSES, parse_optimizer
 
@@ -392,7 +392,7 @@ def _two_steps(model, args, kwargs, base, variant, loss, gpu, fused, values: Kno
         raise UsageError("the model has no parameter that requires grad: nothing to train")
     opt = make_optimizer(base, params, variant_override=variant)
     # on a GPU spec, attention keeps what CUDA's fused kernels keep, not the math form's weights
-    with FusedAttention() if gpu else contextlib.nullcontext():
+    with fused_attention() if gpu else contextlib.nullcontext():
         first = _Tracker(round_to=CUDA_BLOCK_BYTES if gpu else 1)
         _measure(model, args, kwargs, opt, loss, first, fused, values)
         tracker = _Tracker(round_to=CUDA_BLOCK_BYTES if gpu else 1)

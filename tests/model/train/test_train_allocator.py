@@ -68,3 +68,21 @@ def test_on_a_gpu_spec_attention_keeps_what_the_fused_kernels_keep():
     assert cpu["activations_bytes"] - gpu["activations_bytes"] >= 0.9 * 8 * 2 * 512 * 512 * 4
     assert gpu["allocator"]["reserved_peak_bytes"] >= gpu["allocator"]["reserved_at_peak_bytes_lower_bound"]
     assert gpu["device_peak_bytes"] == gpu["allocator"]["reserved_peak_bytes"] + gpu["allocator"]["cuda_context_bytes"]
+
+
+def test_multihead_attention_is_seen_too():
+    # nn.MultiheadAttention reaches SDPA inside F.multi_head_attention_forward (torchvision's ViT)
+    mha = nn.MultiheadAttention(32, 2, batch_first=True)
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.mha = mha
+
+        def forward(self, x):
+            return self.mha(x, x, x, need_weights=False)[0].sum()
+    x = torch.randn(8, 512, 32)
+    cpu = step_memory(Net(), (x,), optimizer="sgd")
+    gpu = step_memory(Net(), (x,), optimizer="sgd", device_spec=resolve("h100-sxm"))
+    assert cpu["activations_bytes"] - gpu["activations_bytes"] >= 0.9 * 8 * 2 * 512 * 512 * 4
+    assert F.scaled_dot_product_attention is torch._C._nn.scaled_dot_product_attention  # restored
