@@ -695,8 +695,13 @@ def _comprehensions(node: cst.CSTNode):
 def comprehension_tensors(node: cst.CSTNode, names: set[str]) -> set[str]:
     """Variables of comprehensions over tensors: `{k: v.item() for k, v in loss_dict.items()}` → v
     (the keys of `.items()` are not tensors, nor is anything of `.keys()`)."""
+    return comprehensions_tensors(_comprehensions(node), names)
+
+
+def comprehensions_tensors(comprehensions, names: set[str]) -> set[str]:
+    """comprehension_tensors over comprehensions already found (a loop's or a scope's, in source order)."""
     found: set[str] = set()
-    for comp in _comprehensions(node):
+    for comp in comprehensions:
         part = comp.for_in
         while part is not None:
             it = part.iter
