@@ -499,24 +499,33 @@ def _training_steps(index: Index, out: dict[str, ProjectContext], linted_set: se
             _per_step(index, out, linted_set, display, caller, callee, line, args, found)
 
 
-def _loaders_passed(index: Index, out: dict[str, ProjectContext], linted_set: set, caller: str,
-                    summary: FileFacts) -> None:
-    """The pin of the loaders a file passes to another file's functions (`pinned` of their files)."""
-    for callee, arg, pin in summary.loader_args:
-        if isinstance(pin, list):  # ["from", factory]: a loader a project factory built
-            loader = (_def(index, index.resolve(caller, pin[1])) or {}).get("loader")
-            if not loader:
-                continue
-            pin = loader[0]
-        found = index.resolve(caller, callee)
-        info = _def(index, found)
-        if not info or found[0] not in linted_set or found[0] == caller:
-            continue  # within one file the checks see the loader themselves
-        param = _parameter(callee, found[1], info["params"], arg)
-        if param is None:
-            continue
-        pinned = out[found[0]].pinned.setdefault(found[1], {})
-        pinned[param] = pin if pinned.get(param, pin) == pin else "unknown"
+def _loaders_passed(index: Index, out: dict[str, ProjectContext], linted_set: set) -> None:
+    """The pin of the loaders each function's parameters receive (`pinned`), from what its callers
+    pass: a loader, a factory's, or a parameter of their own (a wrapper passing it on), followed to a
+    fixed point (a chain of wrappers, in any file order), as deep as MAX_DEPTH wrappers."""
+    for _ in range(MAX_DEPTH + 1):
+        changed = False
+        for caller, summary in list(index.summaries.items()):
+            for callee, arg, pin in summary.loader_args if summary else ():
+                if isinstance(pin, list) and pin[0] == "param":  # what this wrapper's own callers pass
+                    pin = out[caller].pinned.get(pin[1], {}).get(pin[2]) if caller in out else None
+                elif isinstance(pin, list):  # ["from", factory]: a loader a project factory built
+                    pin = ((_def(index, index.resolve(caller, pin[1])) or {}).get("loader") or [None])[0]
+                if pin is None:
+                    continue
+                found = index.resolve(caller, callee)
+                info = _def(index, found)
+                if not info or found[0] not in linted_set:
+                    continue
+                param = _parameter(callee, found[1], info["params"], arg)
+                if param is None:
+                    continue
+                pinned = out[found[0]].pinned.setdefault(found[1], {})
+                merged = pin if pinned.get(param, pin) == pin else "unknown"
+                changed |= pinned.get(param) != merged
+                pinned[param] = merged
+        if not changed:
+            break
 
 
 def contexts(linted: list[str], index: Index, display) -> dict[str, ProjectContext]:
@@ -533,7 +542,7 @@ def contexts(linted: list[str], index: Index, display) -> dict[str, ProjectConte
     for caller, summary in list(index.summaries.items()):
         if summary:
             _training_steps(index, out, linted_set, display, caller, summary, passed)
-            _loaders_passed(index, out, linted_set, caller, summary)
+    _loaders_passed(index, out, linted_set)
     _batches(index, out, linted_set, passed)
     _nested_steps(index, out, linted_set, display)
     return {p: c for p, c in out.items() if c}
