@@ -500,32 +500,42 @@ def _training_steps(index: Index, out: dict[str, ProjectContext], linted_set: se
 
 
 def _loaders_passed(index: Index, out: dict[str, ProjectContext], linted_set: set) -> None:
-    """The pin of the loaders each function's parameters receive (`pinned`), from what its callers
-    pass: a loader, a factory's, or a parameter of their own (a wrapper passing it on), followed to a
-    fixed point (a chain of wrappers, in any file order), as deep as MAX_DEPTH wrappers."""
+    """The pin of the loaders each function's parameters receive from other files' callers
+    (`pinned`; a file's own calls are followed by its checks, which see them fresh while --fix edits
+    the file). A caller passes a loader, a factory's, or a parameter of its own (a wrapper passing
+    it on, fed by its callers in any file): followed to a fixed point, as deep as MAX_DEPTH wrappers."""
+    received: dict[tuple[str, str], dict[str, str]] = {}  # every caller's, for the wrappers passing them on
     for _ in range(MAX_DEPTH + 1):
         changed = False
         for caller, summary in list(index.summaries.items()):
             for callee, arg, pin in summary.loader_args if summary else ():
                 if isinstance(pin, list) and pin[0] == "param":  # what this wrapper's own callers pass
-                    pin = out[caller].pinned.get(pin[1], {}).get(pin[2]) if caller in out else None
+                    pin = received.get((caller, pin[1]), {}).get(pin[2])
                 elif isinstance(pin, list):  # ["from", factory]: a loader a project factory built
                     pin = ((_def(index, index.resolve(caller, pin[1])) or {}).get("loader") or [None])[0]
                 if pin is None:
                     continue
                 found = index.resolve(caller, callee)
                 info = _def(index, found)
-                if not info or found[0] not in linted_set:
+                if not info:
                     continue
                 param = _parameter(callee, found[1], info["params"], arg)
                 if param is None:
                     continue
-                pinned = out[found[0]].pinned.setdefault(found[1], {})
-                merged = pin if pinned.get(param, pin) == pin else "unknown"
-                changed |= pinned.get(param) != merged
-                pinned[param] = merged
+                got = received.setdefault((found[0], found[1]), {})
+                changed |= _merge(got, param, pin)
+                if found[0] != caller and found[0] in linted_set:
+                    _merge(out[found[0]].pinned.setdefault(found[1], {}), param, pin)
         if not changed:
             break
+
+
+def _merge(pins: dict[str, str], param: str, pin: str) -> bool:
+    """The callers' pins agree, or it is "unknown". True when it changed."""
+    merged = pin if pins.get(param, pin) == pin else "unknown"
+    changed = pins.get(param) != merged
+    pins[param] = merged
+    return changed
 
 
 def contexts(linted: list[str], index: Index, display) -> dict[str, ProjectContext]:
