@@ -504,28 +504,29 @@ def _loaders_passed(index: Index, out: dict[str, ProjectContext], linted_set: se
     (`pinned`; a file's own calls are followed by its checks, which see them fresh while --fix edits
     the file). A caller passes a loader, a factory's, or a parameter of its own (a wrapper passing
     it on, fed by its callers in any file): followed to a fixed point, as deep as MAX_DEPTH wrappers."""
+    passes = []  # (caller, callee's (file, qualname), parameter, pin): resolved once, not once per round
+    for caller, summary in list(index.summaries.items()):
+        for callee, arg, pin in summary.loader_args if summary else ():
+            if isinstance(pin, list) and pin[0] == "from":  # a loader a project factory built
+                pin = ((_def(index, index.resolve(caller, pin[1])) or {}).get("loader") or [None])[0]
+                if pin is None:
+                    continue
+            found = index.resolve(caller, callee)
+            info = _def(index, found)
+            param = _parameter(callee, found[1], info["params"], arg) if info else None
+            if param is not None:
+                passes.append((caller, found[:2], param, pin))
     received: dict[tuple[str, str], dict[str, str]] = {}  # every caller's, for the wrappers passing them on
     for _ in range(MAX_DEPTH + 1):
         changed = False
-        for caller, summary in list(index.summaries.items()):
-            for callee, arg, pin in summary.loader_args if summary else ():
-                if isinstance(pin, list) and pin[0] == "param":  # what this wrapper's own callers pass
-                    pin = received.get((caller, pin[1]), {}).get(pin[2])
-                elif isinstance(pin, list):  # ["from", factory]: a loader a project factory built
-                    pin = ((_def(index, index.resolve(caller, pin[1])) or {}).get("loader") or [None])[0]
+        for caller, (home, qualname), param, pin in passes:
+            if isinstance(pin, list):  # ["param", function, parameter]: what this wrapper's own callers pass
+                pin = received.get((caller, pin[1]), {}).get(pin[2])
                 if pin is None:
                     continue
-                found = index.resolve(caller, callee)
-                info = _def(index, found)
-                if not info:
-                    continue
-                param = _parameter(callee, found[1], info["params"], arg)
-                if param is None:
-                    continue
-                got = received.setdefault((found[0], found[1]), {})
-                changed |= _merge(got, param, pin)
-                if found[0] != caller and found[0] in linted_set:
-                    _merge(out[found[0]].pinned.setdefault(found[1], {}), param, pin)
+            changed |= _merge(received.setdefault((home, qualname), {}), param, pin)
+            if home != caller and home in linted_set:
+                _merge(out[home].pinned.setdefault(qualname, {}), param, pin)
         if not changed:
             break
 
