@@ -11,7 +11,7 @@ import re
 
 import libcst as cst
 
-from archlint.code.facts import CallSite, Facts, Loop, Scope, is_backward_call, target_names
+from archlint.code.facts import CallSite, Facts, Loop, Scope, children, is_backward_call, target_names
 from archlint.code.names import dotted
 
 DATALOADER = "torch.utils.data.DataLoader"
@@ -669,7 +669,7 @@ def refs(node: cst.CSTNode, names: set[str]) -> bool:
         if node.attr.value in ("shape", "dtype", "device", "ndim"):
             return False
         return refs(node.value, names)
-    return any(refs(child, names) for child in node.children)
+    return any(refs(child, names) for child in children(node))
 
 
 def _literal_only(node: cst.BaseExpression) -> bool:
@@ -852,7 +852,7 @@ def _phase_test(test: cst.BaseExpression, loop: Loop) -> bool:
 
 def _names(node: cst.CSTNode):
     yield node
-    for child in node.children:
+    for child in children(node):
         yield from _names(child)
 
 

@@ -7,7 +7,7 @@ cost of linting a file, and metadata (positions) is resolved only for files that
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import libcst as cst
 from libcst._position import CodePosition
@@ -113,6 +113,26 @@ class CallSite:
     # Those conditionals, innermost last, each with the number of this function's loops around it
     # (an `if` at depth k is inside site.loops[:k]).
     under: tuple[tuple[cst.CSTNode, int], ...] = ()
+
+
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def children(node: cst.CSTNode) -> list[cst.CSTNode]:
+    """The CST nodes in a node's fields: `node.children`'s nodes, in field order rather than source
+    order (for questions order does not change: any, all, sets). libcst's `children` rebuilds the
+    node to list them, which made it ~6% of the lint time."""
+    names = _FIELDS.get(type(node))
+    if names is None:
+        names = _FIELDS[type(node)] = tuple(f.name for f in fields(node))
+    out = []
+    for name in names:
+        value = getattr(node, name)
+        if isinstance(value, cst.CSTNode):
+            out.append(value)
+        elif isinstance(value, (tuple, list)):
+            out += [v for v in value if isinstance(v, cst.CSTNode)]
+    return out
 
 
 def target_names(node: cst.CSTNode) -> list[str]:

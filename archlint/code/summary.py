@@ -13,7 +13,7 @@ from archlint.code import dataflow as df
 from archlint.code.chunks import CHUNK_CHARS
 from archlint.code.cudnn import choices as cudnn_choices
 from archlint.code.cudnn import chooses_algorithms, has_convolutions, varying_sizes
-from archlint.code.facts import CallSite, Facts, Scope
+from archlint.code.facts import CallSite, Facts, Scope, children
 from archlint.code.names import dotted
 from archlint.code.project_facts import LIBRARIES, FileFacts, FunctionFacts
 from archlint.code.tensors import holds_tensor, tensor_names
@@ -444,7 +444,7 @@ def _identifiers(node: cst.CSTNode) -> frozenset[str]:
         n = stack.pop()
         if isinstance(n, cst.Name):
             found.add(n.value)
-        stack.extend(n.children)
+        stack.extend(children(n))
     return frozenset(found)
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import libcst as cst
 
 from archlint.code import dataflow as df
-from archlint.code.facts import CallSite, Facts, Loop, Scope, target_names
+from archlint.code.facts import CallSite, Facts, Loop, Scope, children, target_names
 from archlint.code.names import dotted
 
 HOST_METHODS = frozenset({"cpu", "numpy", "tolist", "item"})
@@ -77,7 +77,7 @@ def _leaf_names(node: cst.CSTNode):
         for arg in node.args:
             yield from _leaf_names(arg.value)
     elif not isinstance(node, (cst.Lambda, cst.ListComp, cst.GeneratorExp, cst.SetComp, cst.DictComp)):
-        for child in node.children:
+        for child in children(node):
             yield from _leaf_names(child)
 
 
