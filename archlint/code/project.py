@@ -53,6 +53,7 @@ class Index:
         self.prefix = prefix
         self.extra = 0
         self._modules: dict[tuple, str | None] = {}
+        self._resolved: dict[tuple[str, str], tuple[str, str, str] | None] = {}
         self._light: set[str] = set()
         self.extracted: list[str] = []  # modules read for their facts only
 
@@ -150,6 +151,14 @@ class Index:
     # names ----------------------------------------------------------------------------------------
     def resolve(self, path: str, name: str, depth: int = 0) -> tuple[str, str, str] | None:
         """(file, qualname, kind) of what `name` means in `path`: kind "def", "class", "cuda" or "module"."""
+        if depth:
+            return self._resolve(path, name, depth)
+        key = (path, name)  # the join asks the same names several times (calls, steps, loaders)
+        if key not in self._resolved:
+            self._resolved[key] = self._resolve(path, name, 0)
+        return self._resolved[key]
+
+    def _resolve(self, path: str, name: str, depth: int) -> tuple[str, str, str] | None:
         summary = self.summary(path)
         if not summary or depth > MAX_DEPTH:
             return None
