@@ -13,8 +13,8 @@ archlint runs cold (`--no-cache`) and warm (the cache filled once, then read on 
 version has its own cache folder). Both versions import from cached bytecode, as an installed
 package does (see pythonpath). Each run is a fresh process measured by os.wait4: CPU time
 (user + system, the figure compared: steadier than wall time on a shared machine), wall time and
-peak RSS. Prints medians over --repeat runs and the ratios now/before and now/TorchFix (below 1
-means now is faster or smaller).
+peak RSS. Prints medians over --repeat runs and, for the ratios now/before and now/TorchFix, the
+median of the rounds' ratios with their range (below 1 means now is faster or smaller).
 
 Corpus (--corpus): `eval`, the 32 held-out training projects of benchmarks/eval_data (real
 training-code layouts, ~140 files); `torchvision`, the installed torchvision package (library
@@ -198,29 +198,32 @@ def main() -> None:
     for label, rs in runs.items():
         cpu = median(rs, "cpu")
         print(f"{label:<28} {cpu:8.2f} {median(rs, 'wall'):8.2f} {len(files) / cpu:12.1f} "
-              f"{max(r.rss_mb for r in rs):12.0f} {counts[label]:9d}")
-    print("(CPU and wall: medians; peak RSS: the largest over the runs; findings: archlint's include info, "
-          "TorchFix's are its TOR lines; the rule sets differ)")
+              f"{median(rs, 'rss_mb'):12.1f} {counts[label]:9d}")
+    print("(medians over the runs; findings: archlint's include info, TorchFix's are its TOR lines; the rule "
+          "sets differ)")
 
-    def figure(label: str, field: str) -> float:  # the median, but the largest peak
-        return max(r.rss_mb for r in runs[label]) if field == "rss_mb" else median(runs[label], field)
+    def ratio(a: str, b: str, field: str) -> tuple[float, float, float]:
+        """(median, lowest, highest) of the per-round ratios a/b: the rounds are interleaved, so a
+        round's two runs share the machine's load, which a ratio of the medians would not cancel."""
+        per = sorted(getattr(x, field) / getattr(y, field) for x, y in zip(runs[a], runs[b]))
+        return statistics.median(per), per[0], per[-1]
 
-    def ratio(a: str, b: str, field: str) -> float:
-        return figure(a, field) / figure(b, field)
+    def said(r: tuple[float, float, float]) -> str:
+        return f"{r[0]:.3f} (rounds {r[1]:.2f}-{r[2]:.2f})"
 
-    print("\nratios (below 1: now is faster / smaller)")
+    print("\nratios, median of the rounds' (below 1: now is faster / smaller)")
     for mode in ("cold (--no-cache)", "warm (cache read)"):
         cpu, rss = ratio(f"now, {mode}", f"before, {mode}", "cpu"), ratio(f"now, {mode}", f"before, {mode}", "rss_mb")
-        verdict = "unchanged or better" if cpu <= 1.05 and rss <= 1.05 else "WORSE"
-        print(f"  now/before, {mode:<18} CPU {cpu:.3f}  peak RSS {rss:.3f}  ({verdict}; 5% counted as noise)")
+        verdict = "unchanged or better" if cpu[0] <= 1.05 and rss[0] <= 1.05 else "WORSE"
+        print(f"  now/before, {mode:<18} CPU {said(cpu)}  peak RSS {said(rss)}  ({verdict}; 5% counted as noise)")
     if "TorchFix" in runs:
         for mode in ("cold (--no-cache)", "warm (cache read)"):
             cpu = ratio(f"now, {mode}", "TorchFix", "cpu")
-            print(f"  now/TorchFix, {mode:<16} CPU {cpu:.3f} ({1 / cpu:.1f}x faster)  peak RSS "
-                  f"{ratio(f'now, {mode}', 'TorchFix', 'rss_mb'):.3f}")
-        single = 1 / ratio("now, cold (--no-cache)", "TorchFix", "cpu")
+            print(f"  now/TorchFix, {mode:<16} CPU {said(cpu)} ({1 / cpu[0]:.1f}x faster)  peak RSS "
+                  f"{said(ratio(f'now, {mode}', 'TorchFix', 'rss_mb'))}")
+        single = 1 / ratio("now, cold (--no-cache)", "TorchFix", "cpu")[0]
         print(f"  target: archlint cold >= 2x TorchFix in CPU: {'met' if single >= 2 else 'NOT met'}")
-    cache = ratio("now, cold (--no-cache)", "now, warm (cache read)", "cpu")
+    cache = ratio("now, cold (--no-cache)", "now, warm (cache read)", "cpu")[0]
     print(f"  warm cache vs cold, now: {cache:.1f}x less CPU (target >= 10x: {'met' if cache >= 10 else 'NOT met'}; "
           "the warm run's CPU is mostly interpreter start-up and imports)")
     if not args.no_project:
