@@ -50,7 +50,7 @@ class Scope:
     calls: list[CallSite] = field(default_factory=list)
     # comprehensions in the body, outside lambdas and nested defs, in source order (recorded in the
     # one walk: a walk of the body per question was 15% of the lint time)
-    comprehensions: list[cst.BaseExpression] = field(default_factory=list)
+    comprehensions: list[cst.BaseExpression] | tuple = ()  # a list once there is one: most scopes have none
     has_backward: bool = False  # the scope's own body runs a backward pass
     has_yield: bool = False  # a generator
     returns: bool = False  # has a `return <value>`
@@ -94,7 +94,7 @@ class Loop:
     withs: tuple[cst.BaseExpression, ...] = ()  # `with` items around the loop in its function
     ifs: list[tuple[cst.If, bool]] = field(default_factory=list)  # `if` statements in it; bool: nested in another
     varying: set[str] = field(default_factory=set)  # names (roots of targets) the loop binds or updates
-    comprehensions: list[cst.BaseExpression] = field(default_factory=list)  # in the body, as Scope's
+    comprehensions: list[cst.BaseExpression] | tuple = ()  # in the body, as Scope's
     has_backward: bool = False
 
     @property
@@ -307,10 +307,11 @@ class _Collector(cst.CSTVisitor):
     def _comprehension(self, node: cst.BaseExpression) -> None:
         if self.lambdas:
             return
-        if self.in_body:
-            self.scope.comprehensions.append(node)
-        for loop in self.bodies:
-            loop.comprehensions.append(node)
+        for holder in ([self.scope] if self.in_body else []) + self.bodies:
+            if holder.comprehensions:
+                holder.comprehensions.append(node)
+            else:
+                holder.comprehensions = [node]
 
     visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = _comprehension
 
