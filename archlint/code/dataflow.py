@@ -11,7 +11,7 @@ import re
 
 import libcst as cst
 
-from archlint.code.facts import CallSite, Facts, Loop, Scope, is_backward_call, target_names
+from archlint.code.facts import CallSite, Facts, Loop, Scope, children, is_backward_call, target_names
 from archlint.code.names import dotted
 
 DATALOADER = "torch.utils.data.DataLoader"
@@ -320,9 +320,12 @@ def loader_source(expr: cst.BaseExpression, scope: Scope, facts: Facts, depth: i
                 sources.append(loader_source(returned[0], returned[1], facts, depth + 1) if returned
                                else _factory(inner, facts))
             if expr.value in home.params:
-                pin = facts.project.pinned.get(home.qualname, {}).get(expr.value)
+                pin = facts.project.pinned.get(home.qualname, {}).get(expr.value)  # other files' callers
                 if pin is not None:
                     sources.append(ProjectLoader(pin))
+                for site in local_callers(home, facts):  # this file's: what they pass, followed here
+                    arg = passed_for(site, home, expr.value)
+                    sources.append(loader_source(arg, site.scope, facts, depth + 1) if arg is not None else None)
             known = [s for s in sources if s is not None]
             if known and len(known) == len(sources):
                 first = known[0]
@@ -335,6 +338,52 @@ def loader_source(expr: cst.BaseExpression, scope: Scope, facts: Facts, depth: i
     if name and _LOADER_NAME.search(name.rsplit(".", 1)[-1]):
         return "loader"
     return None
+
+
+def local_callers(function: Scope, facts: Facts) -> list[CallSite]:
+    """This file's calls of a function: `fit(...)` where the name is that def, `self.fit(...)` in
+    its class."""
+    index = facts.__dict__.get("_callers")
+    if index is None:  # built once per file: by the name called
+        index = facts.__dict__["_callers"] = {}
+        for site in facts.calls:
+            func = site.node.func
+            if isinstance(func, cst.Name) or (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)
+                                               and func.value.value == "self"):
+                index.setdefault(func.value if isinstance(func, cst.Name) else func.attr.value, []).append(site)
+    if function.kind != "function" or function.parent is None:
+        return []
+    name, out = function.node.name.value, []
+    for site in index.get(name, ()):
+        if isinstance(site.node.func, cst.Name):
+            found = site.scope.lookup(name)
+            if found is not None and found[0] is function.parent:
+                out.append(site)
+        elif function.parent.kind == "class":
+            cls = site.scope
+            while cls is not None and cls.kind != "class":
+                cls = cls.parent
+            if cls is function.parent:
+                out.append(site)
+    return out
+
+
+def passed_for(site: CallSite, function: Scope, param: str) -> cst.BaseExpression | None:
+    """The argument a call passes for a parameter, None when it passes none (the default) or its
+    binding is unclear (`*args`)."""
+    args = site.node.args
+    if any(a.star for a in args):
+        return None
+    for arg in args:
+        if arg.keyword is not None and arg.keyword.value == param:
+            return arg.value
+    p = function.node.params
+    positional = [q.name.value for q in (*p.posonly_params, *p.params)]
+    if isinstance(site.node.func, cst.Attribute) and positional[:1] == ["self"]:
+        positional = positional[1:]
+    index = positional.index(param) if param in positional else len(args)
+    plain = [a for a in args if a.keyword is None]
+    return plain[index].value if index < len(plain) else None
 
 
 def _returned(call: cst.Call, index: int, facts: Facts):
@@ -620,7 +669,7 @@ def refs(node: cst.CSTNode, names: set[str]) -> bool:
         if node.attr.value in ("shape", "dtype", "device", "ndim"):
             return False
         return refs(node.value, names)
-    return any(refs(child, names) for child in node.children)
+    return any(refs(child, names) for child in children(node))
 
 
 def _literal_only(node: cst.BaseExpression) -> bool:
@@ -695,8 +744,13 @@ def _comprehensions(node: cst.CSTNode):
 def comprehension_tensors(node: cst.CSTNode, names: set[str]) -> set[str]:
     """Variables of comprehensions over tensors: `{k: v.item() for k, v in loss_dict.items()}` → v
     (the keys of `.items()` are not tensors, nor is anything of `.keys()`)."""
+    return comprehensions_tensors(_comprehensions(node), names)
+
+
+def comprehensions_tensors(comprehensions, names: set[str]) -> set[str]:
+    """comprehension_tensors over comprehensions already found (a loop's or a scope's, in source order)."""
     found: set[str] = set()
-    for comp in _comprehensions(node):
+    for comp in comprehensions:
         part = comp.for_in
         while part is not None:
             it = part.iter
@@ -798,7 +852,7 @@ def _phase_test(test: cst.BaseExpression, loop: Loop) -> bool:
 
 def _names(node: cst.CSTNode):
     yield node
-    for child in node.children:
+    for child in children(node):
         yield from _names(child)
 
 

@@ -17,7 +17,6 @@ from archlint.code import cache as cache_files
 from archlint.code import guard, notebook, project
 from archlint.code.discover import discover
 from archlint.code.engine import analyze_bytes, parse_error
-from archlint.code.fix import fix_files
 from archlint.code.project_facts import ProjectContext
 from archlint.code.selection import selected
 from archlint.code.workers import jobs, lint_many
@@ -166,6 +165,8 @@ def lint_paths(paths: list[Path], settings: Settings) -> CodeRun:
     """Lint (with --fix/--diff: fix) the Python files and notebooks under `paths`."""
     files = discover(paths)
     if settings.fix or settings.diff:
+        from archlint.code.fix import fix_files  # with its diff and write-back, only when fixing
+
         linted = lint_files(files, settings, paths)  # the project join: each file's context
         contexts = {f: linted.contexts.get(os.path.abspath(f)) for f in files}
         fixed = fix_files(files, settings, contexts, paths)

@@ -53,6 +53,7 @@ class Index:
         self.prefix = prefix
         self.extra = 0
         self._modules: dict[tuple, str | None] = {}
+        self._resolved: dict[tuple[str, str], tuple[str, str, str] | None] = {}
         self._light: set[str] = set()
         self.extracted: list[str] = []  # modules read for their facts only
 
@@ -150,6 +151,14 @@ class Index:
     # names ----------------------------------------------------------------------------------------
     def resolve(self, path: str, name: str, depth: int = 0) -> tuple[str, str, str] | None:
         """(file, qualname, kind) of what `name` means in `path`: kind "def", "class", "cuda" or "module"."""
+        if depth:
+            return self._resolve(path, name, depth)
+        key = (path, name)  # the join asks the same names several times (calls, steps, loaders)
+        if key not in self._resolved:
+            self._resolved[key] = self._resolve(path, name, 0)
+        return self._resolved[key]
+
+    def _resolve(self, path: str, name: str, depth: int) -> tuple[str, str, str] | None:
         summary = self.summary(path)
         if not summary or depth > MAX_DEPTH:
             return None
@@ -499,24 +508,44 @@ def _training_steps(index: Index, out: dict[str, ProjectContext], linted_set: se
             _per_step(index, out, linted_set, display, caller, callee, line, args, found)
 
 
-def _loaders_passed(index: Index, out: dict[str, ProjectContext], linted_set: set, caller: str,
-                    summary: FileFacts) -> None:
-    """The pin of the loaders a file passes to another file's functions (`pinned` of their files)."""
-    for callee, arg, pin in summary.loader_args:
-        if isinstance(pin, list):  # ["from", factory]: a loader a project factory built
-            loader = (_def(index, index.resolve(caller, pin[1])) or {}).get("loader")
-            if not loader:
-                continue
-            pin = loader[0]
-        found = index.resolve(caller, callee)
-        info = _def(index, found)
-        if not info or found[0] not in linted_set or found[0] == caller:
-            continue  # within one file the checks see the loader themselves
-        param = _parameter(callee, found[1], info["params"], arg)
-        if param is None:
-            continue
-        pinned = out[found[0]].pinned.setdefault(found[1], {})
-        pinned[param] = pin if pinned.get(param, pin) == pin else "unknown"
+def _loaders_passed(index: Index, out: dict[str, ProjectContext], linted_set: set) -> None:
+    """The pin of the loaders each function's parameters receive from other files' callers
+    (`pinned`; a file's own calls are followed by its checks, which see them fresh while --fix edits
+    the file). A caller passes a loader, a factory's, or a parameter of its own (a wrapper passing
+    it on, fed by its callers in any file): followed to a fixed point, as deep as MAX_DEPTH wrappers."""
+    passes = []  # (caller, callee's (file, qualname), parameter, pin): resolved once, not once per round
+    for caller, summary in list(index.summaries.items()):
+        for callee, arg, pin in summary.loader_args if summary else ():
+            if isinstance(pin, list) and pin[0] == "from":  # a loader a project factory built
+                pin = ((_def(index, index.resolve(caller, pin[1])) or {}).get("loader") or [None])[0]
+                if pin is None:
+                    continue
+            found = index.resolve(caller, callee)
+            info = _def(index, found)
+            param = _parameter(callee, found[1], info["params"], arg) if info else None
+            if param is not None:
+                passes.append((caller, found[:2], param, pin))
+    received: dict[tuple[str, str], dict[str, str]] = {}  # every caller's, for the wrappers passing them on
+    for _ in range(MAX_DEPTH + 1):
+        changed = False
+        for caller, (home, qualname), param, pin in passes:
+            if isinstance(pin, list):  # ["param", function, parameter]: what this wrapper's own callers pass
+                pin = received.get((caller, pin[1]), {}).get(pin[2])
+                if pin is None:
+                    continue
+            changed |= _merge(received.setdefault((home, qualname), {}), param, pin)
+            if home != caller and home in linted_set:
+                _merge(out[home].pinned.setdefault(qualname, {}), param, pin)
+        if not changed:
+            break
+
+
+def _merge(pins: dict[str, str], param: str, pin: str) -> bool:
+    """The callers' pins agree, or it is "unknown". True when it changed."""
+    merged = pin if pins.get(param, pin) == pin else "unknown"
+    changed = pins.get(param) != merged
+    pins[param] = merged
+    return changed
 
 
 def contexts(linted: list[str], index: Index, display) -> dict[str, ProjectContext]:
@@ -533,7 +562,7 @@ def contexts(linted: list[str], index: Index, display) -> dict[str, ProjectConte
     for caller, summary in list(index.summaries.items()):
         if summary:
             _training_steps(index, out, linted_set, display, caller, summary, passed)
-            _loaders_passed(index, out, linted_set, caller, summary)
+    _loaders_passed(index, out, linted_set)
     _batches(index, out, linted_set, passed)
     _nested_steps(index, out, linted_set, display)
     return {p: c for p, c in out.items() if c}

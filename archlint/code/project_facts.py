@@ -53,7 +53,7 @@ class FileFacts:
               called on a parameter adds [enclosing qualname, parameter] (its class comes from arg_classes)
     maybe_steps [[loop number, *steps entry]]: calls of loops that train if one of them is a project step
     loader_args [[callee, argument (index or keyword), pin]]: a loader of this file (or ["from", factory]:
-              of a project factory it calls) passed to a call
+              of a project factory it calls; ["param", function, parameter]: the one its callers pass) passed to a call
     batch_args  [[callee, argument, pin of the loop's loader, local qualname]]: a batch handed to a call
     arg_classes [[callee, argument (index or keyword), class]]: a project object passed to a project call
     """

@@ -13,7 +13,7 @@ from archlint.code import dataflow as df
 from archlint.code.chunks import CHUNK_CHARS
 from archlint.code.cudnn import choices as cudnn_choices
 from archlint.code.cudnn import chooses_algorithms, has_convolutions, varying_sizes
-from archlint.code.facts import CallSite, Facts, Scope
+from archlint.code.facts import CallSite, Facts, Scope, children
 from archlint.code.names import dotted
 from archlint.code.project_facts import LIBRARIES, FileFacts, FunctionFacts
 from archlint.code.tensors import holds_tensor, tensor_names
@@ -444,7 +444,7 @@ def _identifiers(node: cst.CSTNode) -> frozenset[str]:
         n = stack.pop()
         if isinstance(n, cst.Name):
             found.add(n.value)
-        stack.extend(n.children)
+        stack.extend(children(n))
     return frozenset(found)
 
 
@@ -524,6 +524,11 @@ def _arg_classes(facts: Facts) -> list[list]:
 
 
 def _loader_args(facts: Facts) -> list[list]:
+    """[[callee, argument, pin]]: loaders passed to a project function, found by where the value comes
+    from, whatever it is named: a DataLoader of this file, a parameter of the enclosing function
+    (["param", function, parameter]: the pin its callers pass, known to the join) or what a project
+    factory returned (["from", factory]: `train_dl, val_dl = make_data(cfg)`; the join keeps it only
+    if the factory builds loaders)."""
     out = []
     pins = {id(site.node): _pin_state(facts, site) for site in df.loader_calls(facts)}
     for site in facts.calls:
@@ -531,19 +536,27 @@ def _loader_args(facts: Facts) -> list[list]:
         if not _candidate(callee, facts, site.scope):
             continue
         for i, arg in enumerate(a for a in site.node.args if not a.star):
-            if not isinstance(arg.value, cst.Name):
-                continue
-            if not pins and "loader" not in arg.value.value.lower():
-                continue  # no DataLoader here: only loaders from a factory, named for what they are, are passed on
-            source = df.loader_source(arg.value, site.scope, facts)
-            key = arg.keyword.value if arg.keyword is not None else i
-            if isinstance(source, CallSite) and id(source.node) in pins:
-                out.append([callee, key, pins[id(source.node)]])
-            elif isinstance(source, df.ProjectLoader):
-                out.append([callee, key, source.pin])
-            elif (factory := _factory_of(arg.value.value, site.scope, facts)) is not None:
-                out.append([callee, key, ["from", factory]])  # its pin is the factory's: the join looks it up
+            if isinstance(arg.value, (cst.Name, cst.Call)):
+                pin = _passed_pin(arg.value, site.scope, facts, pins)
+                if pin is not None:
+                    out.append([callee, arg.keyword.value if arg.keyword is not None else i, pin])
     return out
+
+
+def _passed_pin(value: cst.Name | cst.Call, scope: Scope, facts: Facts, pins: dict[int, str]):
+    source = df.loader_source(value, scope, facts)
+    if isinstance(source, CallSite) and id(source.node) in pins:
+        return pins[id(source.node)]
+    if isinstance(source, df.ProjectLoader):
+        return source.pin
+    if isinstance(value, cst.Call):  # `fit(net, make_loader(cfg))`
+        factory = dotted(value.func)
+        return ["from", factory] if _candidate(factory, facts, scope) else None
+    found = scope.lookup(value.value)
+    if found is not None and found[0].kind == "function" and value.value in found[0].params:
+        return ["param", found[0].qualname, value.value]  # a wrapper passing on the loader it was given
+    factory = _factory_of(value.value, scope, facts)
+    return ["from", factory] if factory is not None else None
 
 
 def _factory_of(name: str, scope: Scope, facts: Facts) -> str | None:

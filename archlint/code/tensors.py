@@ -17,7 +17,7 @@ from __future__ import annotations
 import libcst as cst
 
 from archlint.code import dataflow as df
-from archlint.code.facts import CallSite, Facts, Loop, Scope, target_names
+from archlint.code.facts import CallSite, Facts, Loop, Scope, children, target_names
 from archlint.code.names import dotted
 
 HOST_METHODS = frozenset({"cpu", "numpy", "tolist", "item"})
@@ -77,7 +77,7 @@ def _leaf_names(node: cst.CSTNode):
         for arg in node.args:
             yield from _leaf_names(arg.value)
     elif not isinstance(node, (cst.Lambda, cst.ListComp, cst.GeneratorExp, cst.SetComp, cst.DictComp)):
-        for child in node.children:
+        for child in children(node):
             yield from _leaf_names(child)
 
 
@@ -175,7 +175,7 @@ def tensor_names(bl: df.BatchLoop) -> set[str]:
     seeds = set(bl.batch_names) | df.backward_roots(bl.loop)
     loops = _descendants(bl.loop, facts) if facts is not None else []
     names = flow(seeds, bl.loop.assigns, loops, bl.loop.calls, facts)
-    return names | df.comprehension_tensors(bl.loop.node.body, names)
+    return names | df.comprehensions_tensors(bl.loop.comprehensions, names)
 
 
 def function_tensors(scope: Scope, seeds: set[str], facts: Facts) -> set[str]:
@@ -186,4 +186,4 @@ def function_tensors(scope: Scope, seeds: set[str], facts: Facts) -> set[str]:
     loops = [loop for loop in facts.loops if loop.scope is scope]
     calls = [site for site in scope.calls if site.scope is scope]
     names = flow(seeds, assigns, loops, calls, facts)
-    return names | df.comprehension_tensors(scope.node.body, names)
+    return names | df.comprehensions_tensors(scope.comprehensions, names)

@@ -132,3 +132,14 @@ def test_fix_that_breaks_the_file_is_not_written(tmp_path, monkeypatch, capsys):
     fix_module.fix_files([target], Settings(fix=True))
     assert target.read_text() == "import torch\nx = 1\n"
     assert "fixes not applied, the result would not parse" in capsys.readouterr().err
+
+
+def test_a_copy_two_batch_loops_see_is_fixed_by_one_edit():
+    """The validation loop nested in the training loop reuses its batch names: both loops see the
+    copies, which are still one finding and one edit each (issue 31: the same copy was reported twice
+    with the same edit)."""
+    bad = (FIXTURES / "nested_validation.py").read_text()
+    good = (FIXTURES / "nested_validation_ok.py").read_text()
+    text, done = fix_text(bad, "nested_validation.py", Settings(fix=True))
+    assert (done.fixed, done.edits, done.remaining) == (2, 2, [])
+    assert text.split('"""')[2] == good.split('"""')[2]  # all but the docstring

@@ -9,7 +9,7 @@ from archlint.code import dataflow as df
 from archlint.code.checks import Finding
 from archlint.code.checks._edits import insert
 from archlint.code.cudnn import chooses_algorithms, has_convolutions, varying_sizes
-from archlint.code.facts import Facts
+from archlint.code.facts import Facts, children
 from archlint.code.names import dotted
 from archlint.diagnostics import Applicability, Fix
 
@@ -33,7 +33,7 @@ def _runs_loops(node: cst.CSTNode, facts: Facts, runners: set[str]) -> bool:
 
 
 def _within(inner: cst.CSTNode, outer: cst.CSTNode) -> bool:
-    return inner is outer or any(_within(inner, child) for child in outer.children
+    return inner is outer or any(_within(inner, child) for child in children(outer)
                                  if isinstance(child, (cst.BaseSuite, cst.BaseStatement, cst.BaseSmallStatement)))
 
 
