@@ -44,6 +44,15 @@ _learned: dict[tuple, Any] = {}
 stats = {"hits": 0, "runs": 0}
 
 
+def _tag(name: str):
+    """A torch.Tag, or None where this torch has no such tag (Tag.inplace is newer than torch 2.11)."""
+    return getattr(torch.Tag, name, None)
+
+
+_INPLACE, _INPLACE_VIEW, _POINTWISE_TAG = _tag("inplace"), _tag("inplace_view"), _tag("pointwise")
+_DYNAMIC, _DATA_DEPENDENT = _tag("dynamic_output_shape"), _tag("data_dependent_output")
+
+
 def _kind(func) -> str:
     """'functional', 'inplace' (writes only `self`, returns it, changes no metadata: not a view
     op like transpose_ nor a resize), 'inplace-pointwise' (the same, element by element) or ''
@@ -52,17 +61,19 @@ def _kind(func) -> str:
     if kind is None:
         schema, tags = func._schema, set(getattr(func, "tags", ()))
         written = [a for a in schema.arguments if a.alias_info is not None and a.alias_info.is_write]
+        # without Tag.inplace, an in-place op is known by its name (aten::add_), as torch names them
+        inplace = _INPLACE in tags if _INPLACE is not None else schema.name.endswith("_")
         if not schema.is_mutable and all(r.alias_info is None for r in schema.returns) \
-                and torch.Tag.dynamic_output_shape not in tags and torch.Tag.data_dependent_output not in tags:
+                and _DYNAMIC not in tags and _DATA_DEPENDENT not in tags:
             kind = "functional"
-        elif (torch.Tag.inplace in tags and torch.Tag.inplace_view not in tags and "resize" not in schema.name
+        elif (inplace and _INPLACE_VIEW not in tags and "resize" not in schema.name
               and len(written) == 1 and written[0].name == "self" and len(schema.returns) == 1
               and schema.returns[0].alias_info is not None):
-            kind = "inplace-pointwise" if torch.Tag.pointwise in tags or schema.name in _UNTAGGED_POINTWISE else "inplace"
+            kind = "inplace-pointwise" if _POINTWISE_TAG in tags or schema.name in _UNTAGGED_POINTWISE else "inplace"
         else:
             kind = ""
         _kinds[func] = kind
-        if torch.Tag.pointwise in tags or schema.name in _UNTAGGED_POINTWISE:
+        if _POINTWISE_TAG in tags or schema.name in _UNTAGGED_POINTWISE:
             _POINTWISE.add(func)
     return kind
 

@@ -187,3 +187,15 @@ def test_elementwise_rule_needs_one_contiguous_shape():
     assert out.shape == (6, 4) and metacache.stats["runs"] == runs + 1
     out = metacache.run(aten.mul.Tensor, (meta(4, 1), meta(4, 6)), {})  # a broadcast
     assert out.shape == (4, 6) and metacache.stats["runs"] == runs + 2
+
+
+def test_a_torch_without_the_inplace_tag_still_finds_in_place_ops(monkeypatch):
+    # torch 2.11 has no Tag.inplace: in-place ops are then known by their name, and the
+    # memory model ran there with an AttributeError before (seen on a lent H200, torch 2.11)
+    import torch
+
+    monkeypatch.setattr(metacache, "_INPLACE", None)
+    monkeypatch.setattr(metacache, "_kinds", {})
+    assert metacache._kind(torch.ops.aten.add_.Tensor) == "inplace-pointwise"
+    assert metacache._kind(torch.ops.aten.add.Tensor) == "functional"
+    assert metacache._kind(torch.ops.aten.transpose_.default) == ""
