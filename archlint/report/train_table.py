@@ -64,6 +64,10 @@ def print_step(model: ModelResult, console: Console) -> None:
         line = f"  memory over the step: peak {_bytes(memory['peak_bytes'])}"
         if memory.get("at"):
             line += f" at {memory['at']}"
+        if memory.get("device_peak_bytes"):  # a GPU spec: what the device must hold beside the live bytes
+            allocator = memory["allocator"]
+            line += (f" · the device needs {_bytes(memory['device_peak_bytes'])} (allocator segments "
+                     f"{_bytes(allocator['reserved_peak_bytes'])} + CUDA context {_bytes(allocator['cuda_context_bytes'])})")
         if memory.get("fits") is not None:
             line += f" · {'fits' if memory['fits'] else 'does not fit'} in {_bytes(memory['budget_bytes'])}"
         if memory.get("max_batch") is not None:
