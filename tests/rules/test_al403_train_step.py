@@ -20,43 +20,12 @@ from archlint.model.analyze import analyze_model
 from archlint.model.speedups.links import link_code
 from archlint.model.speedups.precision import autocast_estimate, autocast_step_estimate
 from archlint.result import ModelResult, Totals, WhatIf
-
-MODEL = '''
-from torch import nn
-
-
-class Net(nn.Module):
-    def __init__(self, width=64):
-        super().__init__()
-        self.body = nn.Sequential(nn.Conv2d(3, width, 3, padding=1), nn.ReLU(), nn.Conv2d(width, width, 3, padding=1))
-        self.head = nn.Linear(width, 10)
-
-    def forward(self, x):
-        return self.head(self.body(x).mean((2, 3)))
-'''
-
-TRAIN = '''
-import torch
-from torch import nn
-
-from model import Net
-
-
-def main(loader):
-    model = Net().cuda()
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    for x, y in loader:
-        x, y = x.cuda(non_blocking=True), y.cuda(non_blocking=True)
-        loss = nn.functional.cross_entropy(model(x), y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-'''
+from tests.whatif.autocast_project import MODEL, TRAIN
 
 
 def test_train_run_prices_al403_on_the_estimated_step_without_a_what_if(tmp_path, capsys):
     (tmp_path / "model.py").write_text(textwrap.dedent(MODEL))
-    (tmp_path / "train.py").write_text(textwrap.dedent(TRAIN))
+    (tmp_path / "train.py").write_text(textwrap.dedent(TRAIN.format(module="model")))
     code = main([str(tmp_path / "train.py"), f"{tmp_path}/model.py:Net", "--input-shape", "16,3,64,64", "--train",
                  "--optimizer", "sgd", "--device-spec", "l4", "--output-format", "json"])
     out = capsys.readouterr()
