@@ -15,10 +15,9 @@ from archlint.cli import main
 from archlint.diagnostics import Diagnostic
 from archlint.model.speedups.links import link_code
 from archlint.result import ModelResult, Totals, WhatIf
+from tests.whatif.autocast_project import MODEL, TRAIN
 
 FAST = ["--warmup", "1", "--repeat", "5"]
-
-from tests.whatif.autocast_project import MODEL, TRAIN
 
 
 @pytest.fixture
