@@ -220,8 +220,8 @@ def _train_file(tmp_path) -> Path:
 def test_fix_ends_with_fixed_and_remaining(capsys, tmp_path):
     path = _train_file(tmp_path)
     code, out, _ = _run(capsys, [str(path), "--fix", "--no-cache", "--show-info"])
-    # 2 pin_memory, then the 4 non_blocking copies the pinning made eligible
-    assert code == 1 and out.splitlines()[-1] == "Fixed 6 findings (8 remaining)."
+    # 2 pin_memory fixes, each also making its loader's copies non_blocking (4 copies): 6 edits
+    assert code == 1 and out.splitlines()[-1] == "Fixed 2 findings with 6 edits (8 remaining)."
     assert out.splitlines()[-2] == "2 more fixable with --fix --unsafe-fixes."  # zero_grad, cudnn.benchmark
     code, out, _ = _run(capsys, [str(path), "--fix", "--no-cache"])
     assert out.splitlines()[-1] == "Fixed 0 findings (5 remaining)."  # the 3 info findings are hidden
@@ -233,7 +233,7 @@ def test_diff_prints_only_the_diff(capsys, tmp_path):
     code, out, err = _run(capsys, [str(path), "--diff", "--no-cache"])
     assert code == 1 and out.startswith(f"--- {path}\n+++ {path}\n@@ ")
     assert all(line[:1] in "-+@ " for line in out.splitlines()), out
-    assert err == "Would fix 6 findings.\n"
+    assert err == "Would fix 2 findings with 6 edits.\n"
     assert path.read_text() == TRAIN
 
 
