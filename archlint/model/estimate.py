@@ -492,9 +492,9 @@ def assumptions(
         out.append(
             "kernels reach a measured share of each roof: "
             + ", ".join(f"{s.name} {s.value:.0%} ({s.low:.0%}-{s.high:.0%})" for s in shares_for(spec).values())
-            + (f"; {', '.join(spec.achieved)} measured on this GPU ({spec.sources.get('achieved', '')}), the others"
-               if spec.achieved else "")
-            + "; measured on an A100 (kernel times of a real trace) and FlashAttention-2's published figures, "
+            + (f"; {', '.join(spec.achieved)} measured on this GPU ({spec.sources.get('achieved', '')}); the others"
+               if spec.achieved else ";")
+            + " measured on an A100 (kernel times of a real trace) and FlashAttention-2's published figures, "
             "taken to hold on this GPU; the range is every share at its lowest and at its highest measurement"
         )
     if autocast:
