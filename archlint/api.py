@@ -202,6 +202,7 @@ def settings_for(config_file: str | Path | None = None, **options: Any) -> Setti
     """The nearest pyproject.toml's settings (or `config_file`'s), with keyword overrides laid over
     them by config.apply, as the file's own keys and the CLI's flags are."""
     s = config.load(path=Path(config_file) if config_file else None)
+    options = {k: v for k, v in options.items() if v is not None}  # None: not given, as a flag left off
     given: dict[str, Any] = {flag: _codes(options.pop(flag), flag) for flag in ("select", "extend_select", "ignore")
                              if options.get(flag) is not None}
     rule_options: dict[str, dict[str, Any]] = {}

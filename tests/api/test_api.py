@@ -162,3 +162,13 @@ def test_device_spec_and_what_if_options():
     assert timed.totals.latency_ms > 0 and [w.name for w in timed.model.what_if][0] == "fold-bn"
     with pytest.raises(UsageError, match="nosuchgpu"):
         archlint.analyze(model, (1, 3, 16, 16), device_spec="nosuchgpu")
+
+
+def test_an_option_given_as_none_is_an_option_left_off():
+    # a wrapper passing its own defaults through (device_spec=None) once got "unknown option"
+    plain = archlint.analyze(BiasBeforeNorm(), (2, 3, 16, 16)).to_dict()
+    nones = archlint.analyze(BiasBeforeNorm(), (2, 3, 16, 16), device_spec=None, select=None, latency=None).to_dict()
+    assert [d["code"] for d in nones["diagnostics"]] == [d["code"] for d in plain["diagnostics"]]
+    assert nones["models"][0].get("estimate") is None
+    with pytest.raises(UsageError, match="unknown option"):
+        archlint.analyze(BiasBeforeNorm(), (2, 3, 16, 16), no_such_option=1)
