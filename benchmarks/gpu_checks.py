@@ -602,7 +602,6 @@ def report_latency(results: dict) -> None:
     the measured throughput: Spearman ρ, median error, share within 2×, and FLOPs alone; the
     spec's own measured shares ([achieved]) against the built-in ones (A100 trace, FlashAttention-2)."""
     import tempfile
-    import tomllib
 
     from published_accuracy import evaluate, scores, spearman
 
@@ -611,7 +610,7 @@ def report_latency(results: dict) -> None:
     rows = [{"model": r["model"], "img": r["img"], "batch": r["batch"], "published": r["samples_per_s"]}
             for r in results.get("latency", []) if "samples_per_s" in r]
     text = (DIR / "h200.toml").read_text(encoding="utf-8")
-    data = tomllib.loads(text)
+    assert "\n[achieved]" in text, "h200.toml has no [achieved] table"
     kept, table = [], ""
     for line in text.splitlines():  # the spec less its [achieved] table and that table's source
         table = line.split("]")[0].lstrip("[") if line.startswith("[") else table
@@ -623,7 +622,6 @@ def report_latency(results: dict) -> None:
         spec_file.write_text(builtin)
         shares = {"built-in shares": evaluate(rows, str(spec_file), per_model=False),
                   "h200 [achieved]": evaluate(rows, "h200", per_model=True)}
-    assert data.get("achieved"), "h200.toml has no [achieved] table"
     for half, part in (("all", slice(None)), ("first 45", slice(0, 45)), ("next 45", slice(45, None))):
         sample = {k: v[part] for k, v in shares.items()}
         some = next(iter(sample.values()))
