@@ -607,8 +607,9 @@ def report_latency(results: dict) -> None:
 
     from archlint.devices import DIR
 
-    rows = [{"model": r["model"], "img": r["img"], "batch": r["batch"], "published": r["samples_per_s"]}
-            for r in results.get("latency", []) if "samples_per_s" in r]
+    torch_version = results.get("env", {}).get("torch", "").split("+")[0]
+    rows = [{"model": r["model"], "img": r["img"], "batch": r["batch"], "published": r["samples_per_s"],
+             "torch": torch_version} for r in results.get("latency", []) if "samples_per_s" in r]
     text = (DIR / "h200.toml").read_text(encoding="utf-8")
     assert "\n[achieved]" in text, "h200.toml has no [achieved] table"
     kept, table = [], ""

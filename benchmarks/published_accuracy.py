@@ -41,11 +41,19 @@ def device_of(table: Path) -> str:
     raise SystemExit(f"{table.name}: no device spec known for this table (add it to DEVICES)")
 
 
+def torch_of(table: Path) -> str:
+    """The torch a table was measured with, from its name (`-pt291-`: 2.9.1): the estimate costs
+    that torch's SDPA math path (archlint.model.sdpa_math)."""
+    tag = next((p[2:] for p in table.stem.split("-") if p.startswith("pt") and p[2:].isdigit()), "")
+    return ".".join(tag[:3]) if len(tag) >= 3 else ""
+
+
 def read_table(table: Path) -> list[dict]:
+    torch_version = torch_of(table)
     with table.open(newline="") as f:
         return [
             {"model": r["model"], "img": int(r["infer_img_size"]), "batch": int(r["infer_batch_size"]),
-             "published": float(r["infer_samples_per_sec"])}
+             "published": float(r["infer_samples_per_sec"]), "torch": torch_version}
             for r in csv.DictReader(f)
         ]
 
@@ -128,6 +136,7 @@ def evaluate(rows: list[dict], spec_name: str, per_model: bool) -> list[dict]:
         except Exception as exc:  # one model's failure costs only its row; said here
             print(f"  {row['model']} {row['img']}: capture failed ({type(exc).__name__}: {str(exc)[:100]})", flush=True)
             continue
+        graph.graph["torch_version"] = row["torch"]
         flops = sum(int(op.get("flops", 0)) for _, op in opgraph.ops(graph))
         before = estimate.estimate_graph(graph, spec, terms=estimate.ROOFLINE_ONLY)
         half = estimate.estimate_graph(graph, spec)  # what `--dtype float16 --device-spec` gives

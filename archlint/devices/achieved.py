@@ -59,6 +59,12 @@ SHARES = {
             f"{_TRACE}: max-pool 3x3/2 (NCHW), 4 kernels: 46-49% of DRAM bandwidth, mean 47%; "
             "used for every sliding-window op on the CUDA cores (pools, depthwise convs)",
         ),
+        Share(
+            "depthwise-wide", 0.041, 0.040, 0.042,
+            "H200 microbenchmarks (benchmarks/conv_families.py, 2026-11-26, torch 2.11, float16 NCHW, batch 256, "
+            "benchmarks/eval_data/measured/h200-conv-families-2026-11-26.json): depthwise 7×7 convs, C32@112 to "
+            "C384@14, 2.7-2.8 TFLOP/s: 4.0-4.2% of the 66.9 TFLOP/s float32 CUDA-core peak",
+        ),
     )
 }
 

@@ -36,6 +36,12 @@ refine it on a GPU, and `autocast=True` models torch.autocast's dtypes:
                     the conv's time instead of hiding under its compute.
     autocast        autocast_flow: float32 inputs and weights cast for each GEMM, norms and
                     softmax in float32, float32 parameters widening element-wise ops.
+    sdpa-math       an attention call no fused kernel takes (query/key/value not 4-D) costed as
+                    torch's math path, kernel by kernel (archlint.model.sdpa_math).
+
+Grouped convs tile by their group width (grouped_tile), stream at the `window` share, and a
+depthwise conv wider than 5×5 is bound by the generic kernel's arithmetic (`depthwise-wide`):
+both from H200 microbenchmarks (benchmarks/conv_families.py).
 
 FLOPs are multiply-adds; roofline math uses 2 × FLOPs. End to end = the sum of the ops: eager
 execution, one kernel per op, no fusion, no torch.compile, no CUDA graphs. No fitted factors:
@@ -52,7 +58,7 @@ import networkx as nx
 
 from archlint.devices import DeviceSpec
 from archlint.devices.achieved import shares_for
-from archlint.model import opgraph
+from archlint.model import opgraph, sdpa_math
 
 GEMM_KINDS = frozenset({"conv", "linear", "matmul", "attention"})
 # Kinds that launch no kernel: views and eval-mode dropout (MAC 0).
@@ -171,6 +177,19 @@ def attention_tile(g: Gemm, tile: tuple[int, int, int]) -> tuple[int, int, int]:
     return (tile[0], head, tile[1])
 
 
+def grouped_tile(g: Gemm, tile: tuple[int, int, int]) -> tuple[int, int, int]:
+    """A grouped conv's kernels are built for narrow groups: the tile's n is the power of two
+    ≥ the group's output width (at least 8, at most the spec's tile), not a 128-wide tile
+    padded 16× for 8-channel groups."""
+    return (tile[0], min(tile[1], max(8, 1 << max(0, (g.n - 1).bit_length()))), tile[2])
+
+
+def tile_for(kind: str, g: Gemm, tile: tuple[int, int, int]) -> tuple[int, int, int]:
+    if kind == "attention":
+        return attention_tile(g, tile)
+    return grouped_tile(g, tile) if g.batch > 1 and kind == "conv" else tile
+
+
 def unit_for(op: dict, dtype: str, spec: DeviceSpec) -> tuple[str, bool]:
     """(the spec's peak key this op can use, whether it is a tensor-core GEMM).
 
@@ -238,11 +257,26 @@ def broadcasts(op: dict) -> bool:
     return bool(op.get("param_shapes")) or any(_prod(i) != n for i in (op.get("in_shapes") or []) if i)
 
 
+def wide_depthwise(op: dict) -> bool:
+    """A depthwise conv with a kernel wider than 5×5 (ConvNeXt's 7×7): PyTorch's CUDA depthwise
+    path has fast kernels for the small sizes only; the others run a generic kernel bound by its
+    arithmetic (H200: 7×7 at 2.7 TFLOP/s where 3×3 and 5×5 reach 4-8, benchmarks/conv_families.py)."""
+    if op["kind"] != "conv":
+        return False
+    w = (op.get("param_shapes") or {}).get("weight")
+    groups = int(op.get("attrs", {}).get("groups", 1) or 1)
+    return bool(w) and groups > 1 and int(w[1]) == 1 and _prod(w[2:]) > 25
+
+
 def share_names(op: dict, tensor: bool) -> tuple[str, str]:
     """(the compute share, the memory share) an op reaches on a GPU (archlint.devices.achieved)."""
     kind = op["kind"]
     compute = ("attention" if kind == "attention" else "tensor-gemm") if tensor else "cuda-core"
-    if tensor or kind in ("linear", "matmul", "attention"):
+    if wide_depthwise(op):
+        compute = "depthwise-wide"
+    if kind == "conv" and int(op.get("attrs", {}).get("groups", 1) or 1) > 1:
+        memory = "window"  # grouped and depthwise convs, on the tensor cores or not (H200 microbenchmarks)
+    elif tensor or kind in ("linear", "matmul", "attention"):
         memory = "stream"
     elif kind in ("pool", "reduction", "conv", "upsample"):
         memory = "window"  # sliding windows and reductions; a conv off the tensor cores is depthwise/narrow
@@ -264,13 +298,16 @@ def combine(kernel_s: float, overhead_s: float, asynchronous: bool) -> float:
 
 def estimate_op(
     op: dict, spec: DeviceSpec, dtype: str, resident_bytes: int = 0, terms: frozenset[str] | None = None,
-    shares: dict[str, float] | None = None, amp: tuple[float, int] = (1.0, 0),
+    shares: dict[str, float] | None = None, amp: tuple[float, int] = (1.0, 0), torch_version: str | None = None,
 ) -> OpEstimate:
     """One op's estimate. `terms` (default ALL_TERMS) names the refinements on; `shares` overrides
     the achieved shares (name → share; the range is computed with their low and high ends);
-    `amp` is autocast's (byte factor, cast bytes) for this op (autocast_flow)."""
+    `amp` is autocast's (byte factor, cast bytes) for this op (autocast_flow); `torch_version`
+    the torch whose SDPA math path is costed (default: the installed one)."""
     terms = ALL_TERMS if terms is None else terms
     kind = op["kind"]
+    if "sdpa-math" in terms and sdpa_math.runs_math(op):
+        return math_attention(op, spec, dtype, terms, shares, amp, torch_version or sdpa_math.installed_torch())
     flops, mac = int(op.get("flops", 0)), int(op.get("mac_bytes", 0))
     unit, tensor = unit_for(op, dtype, spec)
     if kind in _NO_KERNEL or (mac == 0 and flops == 0 and op.get("known", True)):
@@ -281,14 +318,16 @@ def estimate_op(
     if tensor and spec.kind == "gpu":
         g = gemm_of(op)
         if g is not None:
-            efficiency = tile_efficiency(g, attention_tile(g, spec.tile) if kind == "attention" else spec.tile, spec.sms)
+            efficiency = tile_efficiency(g, tile_for(kind, g, spec.tile), spec.sms)
     achieved = "achieved-share" in terms and spec.kind == "gpu"
     if achieved and shares is None:
         shares = {n: s.value for n, s in shares_for(spec).items()}
     compute_name, memory_name = share_names(op, tensor)
     compute_share = share_of(compute_name, shares) if achieved else 1.0
     memory_share = share_of(memory_name, shares) if achieved else 1.0
-    compute_s = 2 * flops / (spec.peaks[unit] * efficiency * compute_share)
+    # the generic depthwise kernel accumulates in float32: its share is of the float32 CUDA-core peak
+    peak = spec.peaks["cuda-fp32"] if compute_name == "depthwise-wide" and achieved else spec.peaks[unit]
+    compute_s = 2 * flops / (peak * efficiency * compute_share)
     kernels = "layout-kernels" in terms
     extra = layout_bytes(op, tensor, spec, input_only=kernels)
     factor, cast = amp
@@ -307,6 +346,39 @@ def estimate_op(
         overhead_ms=spec.overhead_s * 1e3, unit=unit, tile_efficiency=efficiency,
         cache_bytes_saved=min(mac, resident_bytes), layout_bytes=extra,
         share=(compute_name if compute_s >= memory_s else memory_name) if achieved else None, cast_bytes=cast,
+    )
+
+
+def math_attention(
+    op: dict, spec: DeviceSpec, dtype: str, terms: frozenset[str], shares: dict[str, float] | None,
+    amp: tuple[float, int], torch_version: str,
+) -> OpEstimate:
+    """An SDPA call no fused kernel takes (sdpa_math): its math path's kernels one by one, each
+    a roofline of its own with its launch, the matmuls on the unit their dtype reaches, every other
+    pass over the score matrix a DRAM stream."""
+    achieved = "achieved-share" in terms and spec.kind == "gpu"
+    if achieved and shares is None:
+        shares = {n: s.value for n, s in shares_for(spec).items()}
+    stream = spec.bandwidth * (share_of("stream", shares) if achieved else 1.0)
+    itemsize = int(op.get("itemsize", 2 if _BITS.get(dtype, "fp32") in ("fp16", "bf16") else 4))
+    total = compute_total = memory_total = 0.0
+    unit = ""
+    for k in sdpa_math.kernels(op, itemsize, torch_version):
+        compute_s = 0.0
+        if k.macs:
+            unit, tensor = unit_for({"kind": "matmul", "attrs": {}}, "float32" if k.float32 else dtype, spec)
+            compute_name = "tensor-gemm" if tensor else "cuda-core"
+            compute_s = 2 * k.macs / (spec.peaks[unit] * (share_of(compute_name, shares) if achieved else 1.0))
+        memory_s = k.bytes / stream
+        compute_total, memory_total = compute_total + compute_s, memory_total + memory_s
+        total += combine(max(compute_s, memory_s), spec.overhead_s, spec.kind == "gpu")
+    cast = amp[1]
+    total += cast / stream
+    bound = "compute" if compute_total >= memory_total else "memory"
+    return OpEstimate(
+        ms=total * 1e3, bound=bound, compute_ms=compute_total * 1e3, memory_ms=memory_total * 1e3,
+        overhead_ms=spec.overhead_s * 1e3, unit=unit, tile_efficiency=1.0, cache_bytes_saved=0,
+        share=("stream" if bound == "memory" else "cuda-core") if achieved else None, cast_bytes=cast,
     )
 
 
@@ -329,7 +401,7 @@ def _source_kernel(graph: nx.DiGraph, name: str) -> str:
 
 
 ROOFLINE_ONLY: frozenset[str] = frozenset()  # the estimate before the measured terms (benchmarks compare)
-ALL_TERMS = frozenset({"achieved-share", "layout-kernels"})
+ALL_TERMS = frozenset({"achieved-share", "layout-kernels", "sdpa-math"})
 
 # torch.autocast on CUDA runs these in float32 whatever their inputs ("CUDA Ops that can autocast to
 # float32", PyTorch's Automatic Mixed Precision reference); keys as the capture names them.
@@ -397,6 +469,7 @@ def estimate_graph(graph: nx.DiGraph, spec: DeviceSpec, terms: frozenset[str] | 
     model under torch.autocast (autocast_flow) rather than converted to 16 bits."""
     terms = ALL_TERMS if terms is None else terms
     dtype = graph.graph.get("dtype", "float32")
+    torch_version = graph.graph.get("torch_version") or sdpa_math.installed_torch()
     flow = autocast_flow(graph) if autocast else {}
     measured = "achieved-share" in terms and spec.kind == "gpu"
     known = shares_for(spec)
@@ -412,10 +485,10 @@ def estimate_graph(graph: nx.DiGraph, spec: DeviceSpec, terms: frozenset[str] | 
             if last_kernel in readers:
                 resident = cache_resident(int(op.get("in_bytes", 0)), int(graph.nodes[last_kernel].get("out_bytes", 0)), spec.cache_bytes)
         amp = flow.get(name, (1.0, 0))
-        est = estimate_op(op, spec, dtype, resident, terms, amp=amp)
+        est = estimate_op(op, spec, dtype, resident, terms, amp=amp, torch_version=torch_version)
         if measured:  # the range: every share at its lowest, then at its highest measurement
-            slow = estimate_op(op, spec, dtype, resident, terms, low, amp).ms
-            fast = estimate_op(op, spec, dtype, resident, terms, high, amp).ms
+            slow = estimate_op(op, spec, dtype, resident, terms, low, amp, torch_version).ms
+            fast = estimate_op(op, spec, dtype, resident, terms, high, amp, torch_version).ms
             slow_ms, fast_ms = slow_ms + slow, fast_ms + fast
             if est.share is not None and slow > fast:
                 spread[est.share] = spread.get(est.share, 0.0) + slow - fast

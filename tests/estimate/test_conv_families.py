@@ -1,0 +1,45 @@
+"""Grouped and depthwise convs as the H200 microbenchmarks showed them (benchmarks/conv_families.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from archlint.devices import resolve
+from archlint.devices.achieved import SHARES
+from archlint.model.estimate import Gemm, estimate_op, gemm_of, grouped_tile, share_names, tile_efficiency, wide_depthwise
+
+from tests.estimate.test_terms import conv_op
+
+
+def test_a_narrow_grouped_conv_gets_a_narrow_tile():
+    op = conv_op(n=256, cin=256, cout=256, hw=56, k=3, groups=32)  # 8 channels a group
+    g = gemm_of(op)
+    assert (g.n, g.k, g.batch) == (8, 72, 32)
+    assert grouped_tile(g, (128, 128, 32)) == (128, 8, 32)
+    # padded 8 → 128 wide, a 128-wide tile wasted 15/16 of its work: now only k's padding (72 → 96)
+    assert tile_efficiency(g, (128, 128, 32), 132) < 0.06
+    assert tile_efficiency(g, grouped_tile(g, (128, 128, 32)), 132) == pytest.approx(0.75, abs=0.01)
+    assert grouped_tile(Gemm(m=64, n=200, k=9, batch=2), (128, 128, 32)) == (128, 128, 32)  # never wider than the spec's
+
+
+def test_grouped_convs_stream_at_the_window_share():
+    for groups in (32, 256):
+        _, memory = share_names(conv_op(n=8, cin=256, cout=256, hw=28, k=3, groups=groups), tensor=groups == 32)
+        assert memory == "window"
+    assert share_names(conv_op(n=8, cin=256, cout=256, hw=28, k=3), tensor=True) == ("tensor-gemm", "stream")
+
+
+def test_wide_depthwise_is_bound_by_the_generic_kernel():
+    k3, k7 = (conv_op(n=256, cin=96, cout=96, hw=56, k=k, groups=96) for k in (3, 7))
+    assert not wide_depthwise(k3) and wide_depthwise(k7)
+    assert not wide_depthwise(conv_op(n=8, cin=96, cout=96, hw=56, k=7, groups=12))  # grouped, not depthwise
+    h200 = resolve("h200")
+    est = estimate_op(k7, h200, "float16")
+    assert est.share == "depthwise-wide" and est.bound == "compute"
+    share = SHARES["depthwise-wide"].value
+    assert est.compute_ms == pytest.approx(2 * k7["flops"] / (h200.peaks["cuda-fp32"] * share) * 1e3)
+    # measured on the H200: 2.684 ms (benchmarks/eval_data/measured/h200-conv-families-2026-11-26.json)
+    assert est.ms == pytest.approx(2.684, rel=0.1)
+    # the 3×3 stays bound by its bytes, and a 7×7 costs more than 5× a 3×3 of the same tensor
+    assert estimate_op(k3, h200, "float16").bound == "memory"
+    assert est.ms > 5 * estimate_op(k3, h200, "float16").ms
