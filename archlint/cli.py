@@ -342,7 +342,17 @@ def run_subcommand(argv: list[str]) -> int:
     p.add_argument("--device", default="cpu")
     p.add_argument("--dtype", default="float32")
     p.add_argument("--debug", action="store_true")
+    p.add_argument("--families", action="store_true", help="also time one kernel per op family; print device-spec TOML")
+    p.add_argument("--spec", help="--families: shares of this spec's roofs (a name or TOML file), not the measured peaks")
+    p.add_argument("--batch", type=int, help="--families: the batch of the model-like sizes (256 on cuda, 8 on cpu)")
+    p.add_argument("--repeat", type=int, default=10, help="--families: runs per kernel, the median is kept")
+    p.add_argument("--write-spec", metavar="PATH", help="--families: write a copy of --spec with the measured figures")
+    p.add_argument("--force", action="store_true", help="--write-spec: replace an existing file")
     a = p.parse_args(rest)
+    if a.families:
+        from archlint.model.calibration import families_command
+
+        return families_command(a.device, a.dtype, a.batch, a.repeat, a.spec, a.write_spec, a.force)
     from archlint.model.roofline import calibrate_command
 
     return calibrate_command(a.device, a.dtype)
