@@ -159,10 +159,10 @@ def to_toml(result: dict) -> str:
     f = fragments(result)
     lines = [f"# archlint calibrate --families: {result['device']}, batch {result['batch']}, median of {result['repeat']}",
              f"# shares of {result['roofs'].basis}", "#",
-             f"# {"case":72} {'family':12} {'ms':>10} {'share':>7}"]
+             f"# {'case':72} {'family':12} {'ms':>10} {'share':>7}"]
     for r in result["rows"]:
         share = "-" if r["share"] is None else f"{r['share']:.1%}"
-        lines.append(f"# {r["name"]:72} {r['family'] + ('' if r['used'] else '*'):12} {r['ms']:10.4f} {share:>7}")
+        lines.append(f"# {r['name']:72} {r['family'] + ('' if r['used'] else '*'):12} {r['ms']:10.4f} {share:>7}")
     lines.append("# (* reported only, counted in no share; - no such roof without --spec)")
     lines += [""] + [f"{k} = {v}" for k, v in f["top"].items()]
     for table in f["tables"].values():
