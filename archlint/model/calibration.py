@@ -71,8 +71,8 @@ def measure(device: torch.device, dtype: torch.dtype, batch: int, repeat: int, s
         rows.append({"name": case.name, "family": case.family, "used": case.used, "ms": ms,
                      "share": families.share(case, ms, roofs)})
     curve = {}
+    raw = families.Roofs(roofs.flops, roofs.bandwidth, roofs.basis)  # no tile/wave term: the curve shows it
     for kind, cases in families.curve_cases(device, dtype, batch).items():
-        raw = families.Roofs(roofs.flops, roofs.bandwidth, roofs.basis)  # no tile/wave term: the curve shows it
         curve[kind] = [(shape, families.share(c, families.time_case(c, device, dtype, repeat), raw)) for shape, c in cases]
     host = {name: families.host_op_us(device, name.split("-")[0], autocast) for name, autocast in HOST_OPS}
     return {"device": device_key(device, dtype), "name": _device_name(device), "dtype": str(dtype).removeprefix("torch."),
@@ -110,6 +110,10 @@ def _num(x: float) -> float:
     return float(f"{x:.3g}")
 
 
+def _percent(x: float) -> str:
+    return f"{x * 100:.3g}%"  # 76%, 2.4%, 0.052%: a small share stays readable
+
+
 def _quote(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
@@ -121,9 +125,9 @@ def fragments(result: dict) -> dict:
     shares = achieved(result["rows"])
     order = [n for n in devices.SHARE_NAMES if n in shares]
     per_family = "; ".join(
-        f"{name} from " + ", ".join(f"{r['name']} {r['share']:.0%}" for r in result["rows"]
+        f"{name} from " + ", ".join(f"{r['name']} {_percent(r['share'])}" for r in result["rows"]
                                     if r["used"] and r["family"] == name and r["share"] is not None)
-        + f" (median {shares[name][0]:.0%}{', capped at 100%' if shares[name][3] else ''})"
+        + f" (median {_percent(shares[name][0])}{', capped at 100%' if shares[name][3] else ''})"
         for name in order)
     host = result["host"]
     curve = result["curve"]

@@ -146,3 +146,33 @@ def test_the_command_on_this_cpu_prints_spec_toml_and_writes_a_spec_copy(tmp_pat
     assert written.achieved == {k: tuple(v) for k, v in doc["achieved"].items()}
     assert written.overhead_s == pytest.approx(doc["launch-overhead-us"] * 1e-6)
     assert f"# written: {target}" in proc.stdout
+
+
+def test_gpu_checks_families_section_is_the_command(monkeypatch):
+    """benchmarks/gpu_checks.py's `families` section runs archlint.model.calibration, not a copy."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import gpu_checks
+
+    seen = {}
+
+    def fake_measure(device, dtype, batch, repeat, spec):
+        seen.update(device=device.type, dtype=dtype, batch=batch, spec=spec.name)
+        return {"rows": [], "curve": {}, "host": {"elementwise": 1.0}}
+
+    monkeypatch.setattr(gpu_checks, "DEV", "cpu")
+    monkeypatch.setattr(calibration, "measure", fake_measure)
+    monkeypatch.setattr(calibration, "to_toml", lambda result: "[achieved]\n")
+    monkeypatch.setattr(gpu_checks, "_free", lambda: None)
+    results: dict = {}
+    gpu_checks.section_families(results, gpu_checks.Budget(60), {})
+    assert seen == {"device": "cpu", "dtype": torch.float16, "batch": gpu_checks.LATENCY_BATCH, "spec": "h200"}
+    assert results["families"]["toml"] == "[achieved]\n" and results["families"]["host_op_us"] == {"elementwise": 1.0}
+
+
+def test_keys_the_loader_learns_are_written_too():
+    """Once the spec loader knows host-op-us, the copy carries its table and source as well."""
+    text = (devices.DIR / "h200.toml").read_text(encoding="utf-8")
+    merged, left_out = calibration.merged_spec(text, _fragments(), {"achieved", "launch-overhead-us", "host-op-us"})
+    doc = tomllib.loads(merged)
+    assert left_out == [] and doc["host-op-us"] == {"linear": 9.0} and doc["sources"]["host-op-us"] == "also"
+    assert merged.index("[host-op-us]") < merged.index("[sources]")
