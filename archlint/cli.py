@@ -349,6 +349,10 @@ def run_subcommand(argv: list[str]) -> int:
     p.add_argument("--write-spec", metavar="PATH", help="--families: write a copy of --spec with the measured figures")
     p.add_argument("--force", action="store_true", help="--write-spec: replace an existing file")
     a = p.parse_args(rest)
+    stray = [flag for flag, given in (("--spec", a.spec), ("--batch", a.batch), ("--write-spec", a.write_spec),
+                                      ("--force", a.force), ("--repeat", a.repeat != 10)) if given]
+    if stray and not a.families:
+        raise UsageError(f"{stray[0]} applies to `archlint calibrate --families`; add --families")
     if a.families:
         from archlint.model.calibration import families_command
 

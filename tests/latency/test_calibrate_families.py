@@ -176,3 +176,8 @@ def test_keys_the_loader_learns_are_written_too():
     doc = tomllib.loads(merged)
     assert left_out == [] and doc["host-op-us"] == {"linear": 9.0} and doc["sources"]["host-op-us"] == "also"
     assert merged.index("[host-op-us]") < merged.index("[sources]")
+
+
+def test_a_families_option_without_families_is_an_error(capsys):
+    assert main(["calibrate", "--spec", "h200"]) == 2
+    assert "--spec applies to `archlint calibrate --families`; add --families" in capsys.readouterr().err
