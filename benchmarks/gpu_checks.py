@@ -18,7 +18,7 @@ Sections of `run`, in the order they run (most wanted first):
               of the steady step (after a warm step made the optimizer state), and reserved
   max_batch   archlint's max_batch under a budget, tried for real: the allocator limited to the
               budget less the measured context, two steps at max_batch and at max_batch + 1
-  families    `archlint calibrate --families --spec h200` (archlint.model.families): one kernel per
+  families    `archlint calibrate --families --device-spec h200` (archlint.model.families): one kernel per
               op family at model-like sizes, CUDA events; each family's share of the h200 spec's
               roofs, the eager per-op host cost, a GEMM/conv size curve, as device-spec TOML
   tests       the test suite's tests marked cuda
@@ -345,7 +345,7 @@ def _plain(case: dict) -> dict:
 
 
 def section_families(results: dict, budget: Budget, plan_data: dict) -> None:
-    """`archlint calibrate --families --spec h200` in float16 at the latency table's batch
+    """`archlint calibrate --families --device-spec h200` in float16 at the latency table's batch
     (archlint.model.calibration; the cases are archlint.model.families'): each case's ms and share
     of the h200 spec's roofs, and the TOML it prints ([achieved], launch-overhead-us, host-op-us,
     size-share, their sources) ready to paste into archlint/devices/h200.toml. It runs whole

@@ -1,10 +1,10 @@
 """`archlint calibrate --families`: the family microbenchmarks turned into device-spec TOML.
 
 Runs archlint.model.families on a device, takes the shares of the roofs (a spec's datasheet
-figures with `--spec`, else the peaks this command measures), and prints a ready-to-paste TOML
+figures with `--device-spec`, else the peaks this command measures), and prints a ready-to-paste TOML
 fragment: `launch-overhead-us`, `[host-op-us]`, `[achieved]`, `[size-share]` and their
 `[sources]` lines, each source saying where the figure came from. `--write-spec PATH` writes a
-copy of the `--spec` file with those figures replaced (only the keys the spec loader knows; the
+copy of the `--device-spec` file with those figures replaced (only the keys the spec loader knows; the
 copy is loaded back before it is written, atomically, and an existing file is kept unless
 `--force`).
 """
@@ -167,7 +167,7 @@ def to_toml(result: dict) -> str:
     for r in result["rows"]:
         share = "-" if r["share"] is None else f"{r['share']:.1%}"
         lines.append(f"# {r['name']:72} {r['family'] + ('' if r['used'] else '*'):12} {r['ms']:10.4f} {share:>7}")
-    lines.append("# (* reported only, counted in no share; - no such roof without --spec)")
+    lines.append("# (* reported only, counted in no share; - no such roof without --device-spec)")
     lines += [""] + [f"{k} = {v}" for k, v in f["top"].items()]
     for table in f["tables"].values():
         lines += [""] + table
@@ -229,9 +229,9 @@ def families_command(device: str, dtype: str, batch: int | None, repeat: int, sp
     dev, dt = resolve_device(device), resolve_dtype(dtype)
     spec = devices.resolve(spec_name) if spec_name else None
     if spec is not None and spec.kind != "gpu":
-        raise UsageError(f"--spec {spec_name}: a {spec.kind} spec has no [achieved] shares; give a GPU spec")
+        raise UsageError(f"--device-spec {spec_name}: a {spec.kind} spec has no [achieved] shares; give a GPU spec")
     if write and spec is None:
-        raise UsageError("--write-spec needs --spec NAME: the spec file to copy with the measured figures")
+        raise UsageError("--write-spec needs --device-spec NAME: the spec file to copy with the measured figures")
     if write and Path(write).exists() and not force:  # said before minutes of measuring, not after
         raise UsageError(f"--write-spec {write}: the file exists; give another path or --force to replace it")
     if repeat < 1 or (batch is not None and batch < 1):

@@ -97,11 +97,11 @@ def test_a_spec_without_achieved_gets_the_table_before_its_sources():
 def test_write_spec_keeps_an_existing_file_unless_forced(tmp_path, capsys):
     target = tmp_path / "mine.toml"
     target.write_text("keep me")
-    assert main(["calibrate", "--families", "--spec", "h200", "--write-spec", str(target)]) == 2
+    assert main(["calibrate", "--families", "--device-spec", "h200", "--write-spec", str(target)]) == 2
     assert "the file exists; give another path or --force" in capsys.readouterr().err
     assert target.read_text() == "keep me"
     assert main(["calibrate", "--families", "--write-spec", str(tmp_path / "new.toml")]) == 2
-    assert "--write-spec needs --spec NAME" in capsys.readouterr().err
+    assert "--write-spec needs --device-spec NAME" in capsys.readouterr().err
 
 
 def test_a_family_that_cannot_run_here_is_one_line_and_exit_2(monkeypatch, tmp_path, capsys):
@@ -132,7 +132,7 @@ def test_the_command_on_this_cpu_prints_spec_toml_and_writes_a_spec_copy(tmp_pat
     target = tmp_path / "h200-here.toml"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "ARCHLINT_CACHE_DIR": str(tmp_path / "cache")}
     proc = subprocess.run([sys.executable, "-m", "archlint", "calibrate", "--families", "--batch", "1", "--repeat", "1",
-                           "--spec", "h200", "--write-spec", str(target)],
+                           "--device-spec", "h200", "--write-spec", str(target)],
                           capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr
     doc = tomllib.loads(proc.stdout)
@@ -181,5 +181,5 @@ def test_keys_the_loader_learns_are_written_too():
 
 
 def test_a_families_option_without_families_is_an_error(capsys):
-    assert main(["calibrate", "--spec", "h200"]) == 2
-    assert "--spec applies to `archlint calibrate --families`; add --families" in capsys.readouterr().err
+    assert main(["calibrate", "--device-spec", "h200"]) == 2
+    assert "--device-spec applies to `archlint calibrate --families`; add --families" in capsys.readouterr().err
