@@ -338,7 +338,8 @@ def run_subcommand(argv: list[str]) -> int:
         print_rules(registry.catalog().values())
         return EXIT_CLEAN
     # calibrate
-    p = Parser(prog="archlint calibrate", description="measure and cache the device's roofline peaks; --families: also what each op family reaches of the roofs, as device-spec TOML")
+    p = Parser(prog="archlint calibrate", description="measure and cache the device's roofline peaks; "
+               "--families: also what each op family reaches of the roofs, as device-spec TOML")
     p.add_argument("--device", default="cpu")
     p.add_argument("--dtype", default="float32")
     p.add_argument("--debug", action="store_true")

@@ -28,6 +28,7 @@ from archlint.errors import UsageError
 from archlint.model import families
 from archlint.model.estimate import Gemm, tile_efficiency
 from archlint.model.roofline import device_key, peaks, resolve_device, resolve_dtype
+from archlint.model.timer import load_average
 
 HOST_OPS = (("elementwise", False), ("elementwise-autocast", True), ("linear", False), ("linear-autocast", True))
 _TENSOR_UNIT = {torch.float16: "tensor-fp16", torch.bfloat16: "tensor-bf16", torch.float32: "tensor-tf32"}
@@ -238,6 +239,9 @@ def families_command(device: str, dtype: str, batch: int | None, repeat: int, sp
         raise UsageError("--batch and --repeat must be 1 or more")
     result = measure(dev, dt, batch or (256 if dev.type == "cuda" else 8), repeat, spec)
     sys.stdout.write(to_toml(result))
+    load = load_average()
+    if dev.type == "cpu" and load is not None and load > (os.cpu_count() or 1):
+        print(f"# warning: the machine was busy (load average {load:.1f}): these figures are likely off; measure again when it is quiet")
     if write:
         left_out = write_spec(spec, fragments(result), Path(write), force)
         print(f"# written: {write} (a copy of {spec.path} with the figures above)"

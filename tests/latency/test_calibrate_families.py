@@ -183,3 +183,13 @@ def test_keys_the_loader_learns_are_written_too():
 def test_a_families_option_without_families_is_an_error(capsys):
     assert main(["calibrate", "--device-spec", "h200"]) == 2
     assert "--device-spec applies to `archlint calibrate --families`; add --families" in capsys.readouterr().err
+
+
+def test_a_busy_cpu_is_said_in_a_toml_comment(monkeypatch, tmp_path, capsys):
+    monkeypatch.setattr(calibration, "measure", lambda *a: "result")
+    monkeypatch.setattr(calibration, "to_toml", lambda result: "[achieved]\n")
+    monkeypatch.setattr(calibration, "load_average", lambda: 64.0)
+    assert main(["calibrate", "--families"]) == 0
+    out = capsys.readouterr().out
+    assert "# warning: the machine was busy (load average 64.0)" in out
+    assert tomllib.loads(out) == {"achieved": {}}
