@@ -338,11 +338,26 @@ def run_subcommand(argv: list[str]) -> int:
         print_rules(registry.catalog().values())
         return EXIT_CLEAN
     # calibrate
-    p = Parser(prog="archlint calibrate", description="measure and cache the device's roofline peaks")
+    p = Parser(prog="archlint calibrate", description="measure and cache the device's roofline peaks; "
+               "--families: also what each op family reaches of the roofs, as device-spec TOML")
     p.add_argument("--device", default="cpu")
     p.add_argument("--dtype", default="float32")
     p.add_argument("--debug", action="store_true")
+    p.add_argument("--families", action="store_true", help="also time one kernel per op family; print device-spec TOML")
+    p.add_argument("--device-spec", help="--families: shares of this spec's roofs (a name or TOML file), not the measured peaks")
+    p.add_argument("--batch", type=int, help="--families: the batch of the model-like sizes (256 on cuda, 8 on cpu)")
+    p.add_argument("--repeat", type=int, default=10, help="--families: runs per kernel, the median is kept")
+    p.add_argument("--write-spec", metavar="PATH", help="--families: write a copy of --device-spec with the measured figures")
+    p.add_argument("--force", action="store_true", help="--write-spec: replace an existing file")
     a = p.parse_args(rest)
+    stray = [flag for flag, given in (("--device-spec", a.device_spec), ("--batch", a.batch), ("--write-spec", a.write_spec),
+                                      ("--force", a.force), ("--repeat", a.repeat != 10)) if given]
+    if stray and not a.families:
+        raise UsageError(f"{stray[0]} applies to `archlint calibrate --families`; add --families")
+    if a.families:
+        from archlint.model.calibration import families_command
+
+        return families_command(a.device, a.dtype, a.batch, a.repeat, a.device_spec, a.write_spec, a.force)
     from archlint.model.roofline import calibrate_command
 
     return calibrate_command(a.device, a.dtype)

@@ -18,8 +18,9 @@ Sections of `run`, in the order they run (most wanted first):
               of the steady step (after a warm step made the optimizer state), and reserved
   max_batch   archlint's max_batch under a budget, tried for real: the allocator limited to the
               budget less the measured context, two steps at max_batch and at max_batch + 1
-  families    one kernel per op family at model-like sizes, timed with CUDA events: what each
-              family reaches of the measured peaks (the shares devices/achieved.py applies)
+  families    `archlint calibrate --families --device-spec h200` (archlint.model.families): one kernel per
+              op family at model-like sizes, CUDA events; each family's share of the h200 spec's
+              roofs, the eager per-op host cost, a GEMM/conv size curve, as device-spec TOML
   tests       the test suite's tests marked cuda
   step_time   forward / backward / optimizer.step timed per model, float32 and bf16 autocast
   cli         archlint itself on cuda: --latency, --train --latency, --trace, then `archlint trace`
@@ -344,89 +345,19 @@ def _plain(case: dict) -> dict:
 
 
 def section_families(results: dict, budget: Budget, plan_data: dict) -> None:
-    """One kernel per family, sizes from real models at batch 256 (the latency table's), float16
-    unless named: ms (median of 10 after 3 warm-ups), FLOPs (multiply-adds) and the fewest bytes
-    the op must move (inputs read once, output written once)."""
+    """`archlint calibrate --families --device-spec h200` in float16 at the latency table's batch
+    (archlint.model.calibration; the cases are archlint.model.families'): each case's ms and share
+    of the h200 spec's roofs, and the TOML it prints ([achieved], launch-overhead-us, host-op-us,
+    size-share, their sources) ready to paste into archlint/devices/h200.toml. It runs whole
+    (well under a minute), past its share of the budget if need be."""
     import torch
-    import torch.nn.functional as F
+    from archlint.devices import resolve
+    from archlint.model.calibration import measure, to_toml
 
-    h = torch.float16
-    cases = []
-
-    def case(name, fn, macs, nbytes):
-        cases.append((name, fn, macs, nbytes))
-
-    def conv(name, n, cin, cout, hw, k, stride=1, groups=1, cl=False):
-        x = torch.randn(n, cin, hw, hw, device=DEV, dtype=h)
-        w = torch.randn(cout, cin // groups, k, k, device=DEV, dtype=h)
-        if cl:
-            x, w = x.to(memory_format=torch.channels_last), w.to(memory_format=torch.channels_last)
-        out = hw // stride
-        macs = n * cout * out * out * (cin // groups) * k * k
-        nbytes = 2 * (x.numel() + w.numel() + n * cout * out * out)
-        case(name, lambda: F.conv2d(x, w, stride=stride, padding=k // 2, groups=groups), macs, nbytes)
-
-    def gemm(name, m, k, n):
-        a, b = torch.randn(m, k, device=DEV, dtype=h), torch.randn(k, n, device=DEV, dtype=h)
-        case(name, lambda: a @ b, m * k * n, 2 * (m * k + k * n + m * n))
-
-    def stream(name, fn_of, shape, reads, writes=1):
-        x = torch.randn(*shape, device=DEV, dtype=h)
-        case(name, lambda: fn_of(x), 0, 2 * x.numel() * (reads + writes))
-
-    gemm("gemm 8192³", 8192, 8192, 8192)
-    gemm("gemm vit-b mlp (256·197×768×3072)", 256 * 197, 768, 3072)
-    gemm("gemm small (256×384×384)", 256, 384, 384)
-    gemm("gemm classifier (256×2048×1000)", 256, 2048, 1000)
-    conv("conv 3×3 dense 64→64 @56 NCHW", 256, 64, 64, 56, 3)
-    conv("conv 3×3 dense 64→64 @56 NHWC", 256, 64, 64, 56, 3, cl=True)
-    conv("conv 3×3 dense 256→256 @14 NCHW", 256, 256, 256, 14, 3)
-    conv("conv 1×1 256→1024 @14 NCHW", 256, 256, 1024, 14, 1)
-    conv("conv 7×7/2 stem 3→64 @224 NCHW", 256, 3, 64, 224, 7, stride=2)
-    conv("conv depthwise 3×3 C144 @56 NCHW", 256, 144, 144, 56, 3, groups=144)
-    conv("conv depthwise 7×7 C96 @56 NCHW", 256, 96, 96, 56, 7, groups=96)
-    conv("conv grouped 3×3 g32 128→128 @56 NCHW", 256, 128, 128, 56, 3, groups=32)
-    stream("relu 64M", torch.relu, (64 << 20,), 1)
-    stream("gelu 64M", F.gelu, (64 << 20,), 1)
-    stream("silu 64M", F.silu, (64 << 20,), 1)
-    stream("add 64M", lambda x: x + x, (64 << 20,), 2)
-    x4 = torch.randn(256, 256, 56, 56, device=DEV, dtype=h)
-    s4 = torch.randn(256, 256, 1, 1, device=DEV, dtype=h)
-    case("mul broadcast (SE) 256×256×56²", lambda: x4 * s4, 0, 2 * (2 * x4.numel() + s4.numel()))
-    bn = torch.nn.BatchNorm2d(256).to(DEV, h).eval()
-    case("batchnorm eval 256×256×56²", lambda: bn(x4), 0, 2 * 2 * x4.numel())
-    ln_x = torch.randn(256 * 197, 768, device=DEV, dtype=h)
-    ln = torch.nn.LayerNorm(768).to(DEV, h)
-    case("layernorm 256·197×768", lambda: ln(ln_x), 0, 2 * 2 * ln_x.numel())
-    sm_x = torch.randn(256, 12, 197, 197, device=DEV, dtype=h)
-    case("softmax 256×12×197²", lambda: sm_x.softmax(-1), 0, 2 * 2 * sm_x.numel())
-    q = torch.randn(256, 12, 197, 64, device=DEV, dtype=h)
-    case("sdpa 256×12×197×64", lambda: F.scaled_dot_product_attention(q, q, q), 2 * 256 * 12 * 197 * 197 * 64,
-         2 * 4 * q.numel())
-    q2 = torch.randn(16, 12, 1024, 64, device=DEV, dtype=h)
-    case("sdpa 16×12×1024×64 causal", lambda: F.scaled_dot_product_attention(q2, q2, q2, is_causal=True),
-         16 * 12 * 1024 * 1024 * 64, 2 * 4 * q2.numel())
-    mp_x = torch.randn(256, 64, 112, 112, device=DEV, dtype=h)
-    case("maxpool 3×3/2 256×64×112²", lambda: F.max_pool2d(mp_x, 3, 2, 1), 0, 2 * (mp_x.numel() + mp_x.numel() // 4))
-    case("global avgpool 256×256×56²", lambda: x4.mean((2, 3)), 0, 2 * x4.numel())
-    tiny = torch.randn(1, device=DEV)
-
-    def launches():
-        for _ in range(1000):
-            torch.relu(tiny)
-    case("launch: 1000 relu on 1 element", launches, 0, 0)
-
-    rows = results.setdefault("families", [])
-    for name, fn, macs, nbytes in cases:
-        if budget.left() < 2:
-            rows.append({"name": name, "skipped": "out of time"})
-            continue
-        try:
-            ms = statistics.median(_events_ms(fn, 3, 10))
-            rows.append({"name": name, "ms": ms, "macs": macs, "bytes": nbytes,
-                         "tflops": 2 * macs / ms / 1e9, "gbs": nbytes / ms / 1e6})
-        except Exception as exc:
-            rows.append({"name": name, "error": f"{type(exc).__name__}: {str(exc)[:200]}"})
+    result = measure(torch.device(DEV), torch.float16, LATENCY_BATCH, 10, resolve("h200"))
+    results["families"] = {"rows": result["rows"], "curve": result["curve"], "host_op_us": result["host"],
+                           "toml": to_toml(result)}
+    print(results["families"]["toml"], flush=True)
     _free()
 
 
