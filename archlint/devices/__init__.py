@@ -35,7 +35,7 @@ GPU_FIGURES = ("peak-tflops", "memory-bandwidth-gbs", "sm-count", "l2-mb", "laun
 GPU_OPTIONAL = ("memory-gib", "achieved")  # figures a spec may give, each with its source
 # [achieved]: measured shares of the roofs on this GPU (name = [value, low, high]) that replace
 # the built-in ones (archlint.devices.achieved) for this spec
-SHARE_NAMES = ("tensor-gemm", "attention", "cuda-core", "stream", "broadcast", "window")
+SHARE_NAMES = ("tensor-gemm", "attention", "cuda-core", "stream", "broadcast", "window", "depthwise-wide")
 CPU_FIGURES = ("cores", "simd-bits", "fma-units", "frequency-ghz", "memory-bandwidth-gbs", "cache-mb", "op-overhead-us")
 _POSITIVE = {"memory-bandwidth-gbs", "sm-count", "l2-mb", "cores", "simd-bits", "fma-units", "frequency-ghz", "cache-mb"}
 

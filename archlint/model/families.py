@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 
 from archlint.errors import UsageError
-from archlint.model.estimate import attention_tile, gemm_of, share_names, tile_efficiency
+from archlint.model.estimate import gemm_of, share_names, tile_efficiency, tile_for, wide_depthwise
 from archlint.model.timer import make_timer
 
 VIT_TOKENS, VIT_WIDTH, VIT_HEADS = 197, 768, 12  # ViT-B/16 at 224²
@@ -83,8 +83,7 @@ def efficiency(case: Case, roofs: Roofs) -> float:
     g = gemm_of(case.op) if case.tensor else None
     if g is None or roofs.tile is None or roofs.sms is None:
         return 1.0
-    tile = attention_tile(g, roofs.tile) if case.op["kind"] == "attention" else roofs.tile
-    return tile_efficiency(g, tile, roofs.sms)
+    return tile_efficiency(g, tile_for(case.op["kind"], g, roofs.tile), roofs.sms)
 
 
 def summarize(shares: list[float]) -> tuple[float, float, float, bool]:
@@ -128,7 +127,10 @@ def conv_case(name, n, cin, cout, hw, k, device, dtype, stride=1, groups=1, nhwc
     size = torch.tensor([], dtype=dtype).element_size()
     macs = n * cout * out * out * (cin // groups) * k * k
     nbytes = size * (n * cin * hw * hw + cout * (cin // groups) * k * k + n * cout * out * out)
-    return Case(name, op, tensor, "compute" if tensor else "memory", macs, nbytes, make, used)
+    # as the estimate bounds it: a grouped conv by its bytes (window), a wide depthwise one by the
+    # generic kernel's arithmetic (depthwise-wide, of the float32 CUDA-core roof), a dense one by its GEMM
+    bound = "compute" if wide_depthwise(op) or (tensor and groups == 1) else "memory"
+    return Case(name, op, tensor, bound, macs, nbytes, make, used)
 
 
 def _tensor(dtype: torch.dtype, device: torch.device) -> bool:
@@ -188,6 +190,9 @@ def family_cases(device: torch.device, dtype: torch.dtype, batch: int, cuda_core
         conv_case(f"conv depthwise 3×3 C144 @56 NCHW (b{b})", b, 144, 144, 56, 3, device, dtype, groups=144),
         conv_case(f"conv depthwise 7×7 C96 @56 NCHW (b{b})", b, 96, 96, 56, 7, device, dtype, groups=96),
         conv_case(f"conv grouped 3×3 g32 128→128 @56 NCHW (b{b})", b, 128, 128, 56, 3, device, dtype, groups=32),
+        conv_case(f"conv grouped 3×3 g32 256→256 @56 NCHW (b{b}; 8 a group, tensor cores)", b, 256, 256, 56, 3,
+                  device, dtype, groups=32),
+        conv_case(f"conv depthwise 7×7 C384 @14 NCHW (b{b})", b, 384, 384, 14, 7, device, dtype, groups=384),
     ]
     if cuda_core:  # fp32 GEMMs on the CUDA cores (TF32 off, PyTorch's default for matmuls)
         for m, k, n in ((4096, 4096, 4096), (b, 2048, 1000)):
