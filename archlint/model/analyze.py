@@ -79,6 +79,9 @@ def analyze(spec: ModelSpec, settings: Settings) -> tuple[ModelResult, list[Diag
                 step_autocast = autocast_step_estimate(graph, device_spec, result.estimate["train"])
                 if step_autocast:
                     result.estimate["train"]["autocast"] = step_autocast
+            from archlint.model.train.fit_time import price_ways_to_fit
+
+            step_findings = price_ways_to_fit(step_findings, graph, result.estimate, device_spec if spec_name else None)
         from archlint.model.checks import CheckContext, run_checks
 
         ctx = CheckContext(

@@ -1,0 +1,53 @@
+"""The time each way to fit adds on the device spec (archlint.model.train.fit_time)."""
+
+from __future__ import annotations
+
+import networkx as nx
+import pytest
+
+from archlint.devices import resolve
+from archlint.diagnostics import Diagnostic, Price
+from archlint.model.train.fit_time import kernels_in_step, price_ways_to_fit, recompute_ms
+
+
+def graph():
+    g = nx.DiGraph()
+    g.add_node("x", kind="input")
+    ops = [("a", "stem", 1.0, {}), ("b", "layer1.0.conv", 2.0, {"grad_input": {}, "grad_weight": {}}),
+           ("c", "layer1.0.relu", 0.5, {"grad_input": {}}), ("d", "layer1.1.conv", 3.0, {"grad_input": {}, "recompute": {}}),
+           ("e", "layer10.conv", 7.0, {})]
+    for name, module, ms, terms in ops:
+        g.add_node(name, kind="conv", module=module, estimated_ms=ms, mac_bytes=10, backward_terms=terms)
+    return g
+
+
+def finding(share, **evidence):
+    return Diagnostic("AL610", "training step needs more", evidence=evidence,
+                      price=Price("static", share, "an alternative", whole="step peak memory"))
+
+
+def test_recompute_is_the_blocks_forward_only():
+    g = graph()
+    assert recompute_ms(g, ["layer1.0"]) == pytest.approx(2.5)
+    assert recompute_ms(g, ["layer1"]) == pytest.approx(5.5)  # a prefix of a path is not a parent: layer10 stays out
+    assert kernels_in_step(g) == 5 + 2 + 1 + 1
+
+
+def test_each_way_priced_in_time_and_the_immaterial_dropped():
+    spec = resolve("rtx4090")
+    estimate = {"train": {"step_ms": 40.0, "autocast": {"step_ms": 25.0}}}
+    ways = [finding(0.3, blocks=["layer1.0"]), finding(0.002),  # a fused optimizer's 0.2%: under the floor
+            finding(0.4, micro_batch=16, accumulation_steps=3)]
+    amp = finding(0.35)
+    amp.message += ": bf16 autocast about halves activations"
+    kept = price_ways_to_fit(ways + [amp], graph(), estimate, spec)
+    assert len(kept) == 3
+    ckpt, accumulate, autocast = kept
+    assert ckpt.evidence["time_added_ms"] == pytest.approx(2.5) and "adds ≈ 2.50 ms a step" in ckpt.message
+    assert accumulate.evidence["time_added_ms"] == pytest.approx(2 * 9 * 5e-3)
+    assert autocast.evidence["time_added_ms"] == pytest.approx(-15.0) and "saves ≈ 15.00 ms" in autocast.message
+
+
+def test_without_a_spec_only_the_floor_applies():
+    kept = price_ways_to_fit([finding(0.3, blocks=["layer1.0"]), finding(0.001)], graph(), None, None)
+    assert len(kept) == 1 and "time_added_ms" not in kept[0].evidence
