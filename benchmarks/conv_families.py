@@ -1,10 +1,11 @@
-"""Grouped and depthwise convs on a GPU: what each reaches, and archlint's estimate beside it.
+"""Grouped and depthwise convs (and bilinear upsampling) on a GPU, with archlint's estimate beside them.
 
 Two steps:
   run     (GPU) time F.conv2d in float16 at batch 256 with CUDA events (median of 10 after 3
           warm-ups, cudnn.benchmark off as in eager use): depthwise 3×3/5×5/7×7 at four sizes and a
           strided 3×3, grouped 3×3 convs of 4 to 128 channels a group, two dense references; NCHW,
-          then channels_last. Writes JSON rows (shape, ms, multiply-adds, bytes).
+          then channels_last; then ×2 bilinear upsamples in float32 and float16 (the serial loop
+          over batch × channels behind estimate.UPSAMPLE_ITERATION_S). Writes JSON rows.
   report  (CPU) archlint's --device-spec estimate of each NCHW row against the measured time.
 
 The H200 rows (benchmarks/eval_data/measured/h200-conv-families-2026-11-26.json) are where the
@@ -74,6 +75,13 @@ def run(out: Path, batch: int = 256) -> None:
                              macs=batch * c["cout"] * o * o * (c["cin"] // g) * k * k,
                              bytes=2 * (x.numel() + w.numel() + batch * c["cout"] * o * o)))
             del x, w
+    for dtype in (torch.float32, torch.float16):  # float32: what torch.autocast runs upsampling in
+        for n, c, hw in ((64, 512, 7), (32, 256, 28), (8, 64, 112)):
+            x = torch.randn(n, c, hw, hw, device="cuda", dtype=dtype)
+            ms = timed(lambda: F.interpolate(x, scale_factor=2, mode="bilinear"))
+            rows.append(dict(op="upsample_bilinear2d", n=n, c=c, hw=hw, scale=2, dtype=str(dtype).removeprefix("torch."),
+                             ms=ms, sms=torch.cuda.get_device_properties(0).multi_processor_count))
+            del x
     env = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "cudnn": torch.backends.cudnn.version(),
            "dtype": "float16", "timer": "CUDA events, median of 10 after 3 warm-ups", "cudnn_benchmark": False}
     out.write_text(json.dumps({**env, "rows": rows}, indent=0))
@@ -97,6 +105,11 @@ def report(results: Path, spec_name: str) -> None:
     print(f"{data.get('gpu')}: torch {data.get('torch')}, {data.get('dtype')}; estimate --device-spec {spec.name}")
     ratios = []
     for r in data["rows"]:
+        if r.get("op") == "upsample_bilinear2d":  # the serial loop: ms per (batch, channel) iteration and wave
+            waves = math.ceil((r["hw"] * r["scale"]) ** 2 / (r["sms"] * 2048))
+            print(f"  bilinear ×{r['scale']} {r['n']}×{r['c']}×{r['hw']}² {r['dtype']}: {r['ms']:.3f} ms, "
+                  f"{r['ms'] * 1e3 / (r['n'] * r['c'] * waves):.3f} µs an iteration")
+            continue
         if r["cl"]:
             continue  # the estimate models NCHW (torch's default memory format)
         est = estimate_op(op_of(r), spec, "float16")

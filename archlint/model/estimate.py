@@ -257,6 +257,32 @@ def broadcasts(op: dict) -> bool:
     return bool(op.get("param_shapes")) or any(_prod(i) != n for i in (op.get("in_shapes") or []) if i)
 
 
+# PyTorch's CUDA kernels for linear/bilinear/bicubic/trilinear upsampling of NCHW tensors run one
+# thread per output position, each looping over every (batch, channel) pair in turn
+# (aten/src/ATen/native/cuda/UpSample{Linear1d,Bilinear2d,Bicubic2d,Trilinear3d}.cu, *_out_frame).
+SERIAL_UPSAMPLE_KEYS = frozenset({"upsample_linear1d", "upsample_bilinear2d", "upsample_bicubic2d", "upsample_trilinear3d"})
+SERIAL_UPSAMPLE_MODES = frozenset({"linear", "bilinear", "bicubic", "trilinear"})
+# One (batch, channel) iteration of that loop: a dependent round trip to DRAM. Measured on an H200
+# (torch 2.11, benchmarks/gpu_checks.py profiles, efficientformerv2_s0 at batch 256 under autocast):
+# two 256×1024×7×7 → 14×14 bilinear upsamples took 181.7 ms, 0.347 µs an iteration.
+UPSAMPLE_ITERATION_S = 0.347e-6
+THREADS_PER_SM = 2048
+
+
+def serial_upsample_s(op: dict, spec: DeviceSpec) -> float:
+    """The time of an interpolating upsample's per-position loop (0 for other ops): batch ×
+    channels iterations one after another, in as many waves as the output positions need."""
+    attrs = op.get("attrs") or {}
+    if op["kind"] != "upsample" or not (op.get("key") in SERIAL_UPSAMPLE_KEYS or attrs.get("mode") in SERIAL_UPSAMPLE_MODES):
+        return 0.0
+    outs = op.get("out_shapes") or []
+    if not outs or len(outs[0]) < 3:
+        return 0.0
+    out = outs[0]
+    waves = math.ceil(_prod(out[2:]) / (spec.sms * THREADS_PER_SM))
+    return int(out[0]) * int(out[1]) * UPSAMPLE_ITERATION_S * waves
+
+
 def wide_depthwise(op: dict) -> bool:
     """A depthwise conv with a kernel wider than 5×5 (ConvNeXt's 7×7): PyTorch's CUDA depthwise
     path has fast kernels for the small sizes only; the others run a generic kernel bound by its
@@ -338,6 +364,8 @@ def estimate_op(
     memory_s = body / (spec.bandwidth * memory_share)
     stream = spec.bandwidth * (share_of("stream", shares) if achieved else 1.0)
     kernel = max(compute_s, memory_s) + ((extra if kernels else 0) + cast) / stream
+    if "serial-upsample" in terms and spec.kind == "gpu":
+        kernel = max(kernel, serial_upsample_s(op, spec))
     memory_s = (dram + extra) / (spec.bandwidth * memory_share)  # reported: the op's bytes, transposes included
     total = combine(kernel, spec.overhead_s, spec.kind == "gpu")
     bound = "overhead" if spec.overhead_s >= kernel else ("compute" if compute_s >= memory_s else "memory")
@@ -401,7 +429,7 @@ def _source_kernel(graph: nx.DiGraph, name: str) -> str:
 
 
 ROOFLINE_ONLY: frozenset[str] = frozenset()  # the estimate before the measured terms (benchmarks compare)
-ALL_TERMS = frozenset({"achieved-share", "layout-kernels", "sdpa-math"})
+ALL_TERMS = frozenset({"achieved-share", "layout-kernels", "sdpa-math", "serial-upsample"})
 
 # torch.autocast on CUDA runs these in float32 whatever their inputs ("CUDA Ops that can autocast to
 # float32", PyTorch's Automatic Mixed Precision reference); keys as the capture names them.
