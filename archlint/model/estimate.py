@@ -38,10 +38,13 @@ refine it on a GPU, and `autocast=True` models torch.autocast's dtypes:
                     softmax in float32, float32 parameters widening element-wise ops.
     sdpa-math       an attention call no fused kernel takes (query/key/value not 4-D) costed as
                     torch's math path, kernel by kernel (archlint.model.sdpa_math).
+    serial-upsample PyTorch's NCHW interpolating upsample loops over batch × channels in each
+                    output position's thread (serial_upsample_s).
+    conv-bias       a biased conv on cuDNN adds its bias in an element-wise kernel of its own.
 
-Grouped convs tile by their group width (grouped_tile), stream at the `window` share, and a
-depthwise conv wider than 5×5 is bound by the generic kernel's arithmetic (`depthwise-wide`):
-both from H200 microbenchmarks (benchmarks/conv_families.py).
+Grouped convs tile by their group width (grouped_tile) and stream at the `window` share; a
+depthwise conv on PyTorch's generic kernel (not cuDNN's, not the 1×1/3×3 it has kernels for) is
+bound by its arithmetic (`depthwise-wide`): from H200 microbenchmarks (benchmarks/conv_families.py).
 
 FLOPs are multiply-adds; roofline math uses 2 × FLOPs. End to end = the sum of the ops: eager
 execution, one kernel per op, no fusion, no torch.compile, no CUDA graphs. No fitted factors:
@@ -283,15 +286,35 @@ def serial_upsample_s(op: dict, spec: DeviceSpec) -> float:
     return int(out[0]) * int(out[1]) * UPSAMPLE_ITERATION_S * waves
 
 
-def wide_depthwise(op: dict) -> bool:
-    """A depthwise conv with a kernel wider than 5×5 (ConvNeXt's 7×7): PyTorch's CUDA depthwise
-    path has fast kernels for the small sizes only; the others run a generic kernel bound by its
-    arithmetic (H200: 7×7 at 2.7 TFLOP/s where 3×3 and 5×5 reach 4-8, benchmarks/conv_families.py)."""
+def native_depthwise(op: dict) -> bool:
+    """A depthwise conv PyTorch runs in its own CUDA kernels rather than cuDNN's: cuDNN takes only
+    16-bit square 3×3 and 5×5 depthwise convs of at least 32 channels (use_cudnn_depthwise,
+    aten/src/ATen/native/Convolution.cpp); the native kernels add the bias themselves."""
     if op["kind"] != "conv":
         return False
     w = (op.get("param_shapes") or {}).get("weight")
     groups = int(op.get("attrs", {}).get("groups", 1) or 1)
-    return bool(w) and groups > 1 and int(w[1]) == 1 and _prod(w[2:]) > 25
+    if not w or groups <= 1 or int(w[1]) != 1 or len(w) != 4:
+        return False
+    cudnn = int(op.get("itemsize", 2)) == 2 and int(w[2]) == int(w[3]) in (3, 5) and groups >= 32
+    return not cudnn
+
+
+def wide_depthwise(op: dict) -> bool:
+    """A depthwise conv on PyTorch's generic kernel: native (not cuDNN) and not the 1×1 or 3×3 it
+    has kernels for (ConvNeXt's 7×7, InceptionNeXt's 1×11 bands): bound by its arithmetic (H200:
+    7×7 at 2.7 TFLOP/s where 3×3 and 5×5 reach 4-8, benchmarks/conv_families.py)."""
+    w = (op.get("param_shapes") or {}).get("weight") or ()
+    return native_depthwise(op) and tuple(int(k) for k in w[2:]) not in ((1, 1), (3, 3))
+
+
+def conv_bias_bytes(op: dict) -> int:
+    """A conv's bias on a GPU is an element-wise add of its own after cuDNN's kernel (output.add_,
+    Convolution.cpp; the `add` kernels beside every biased conv in the A100 and H200 traces): the
+    output read and written once more. PyTorch's native depthwise kernels add it themselves."""
+    if op["kind"] != "conv" or "bias" not in (op.get("param_shapes") or {}) or native_depthwise(op):
+        return 0
+    return 2 * int(op.get("out_bytes", 0)) + _prod(op["param_shapes"]["bias"] or ()) * int(op.get("itemsize", 2))
 
 
 def share_names(op: dict, tensor: bool) -> tuple[str, str]:
@@ -366,6 +389,8 @@ def estimate_op(
     kernel = max(compute_s, memory_s) + ((extra if kernels else 0) + cast) / stream
     if "serial-upsample" in terms and spec.kind == "gpu":
         kernel = max(kernel, serial_upsample_s(op, spec))
+    if "conv-bias" in terms and spec.kind == "gpu":
+        kernel += conv_bias_bytes(op) / (spec.bandwidth * (share_of("broadcast", shares) if achieved else 1.0))
     memory_s = (dram + extra) / (spec.bandwidth * memory_share)  # reported: the op's bytes, transposes included
     total = combine(kernel, spec.overhead_s, spec.kind == "gpu")
     bound = "overhead" if spec.overhead_s >= kernel else ("compute" if compute_s >= memory_s else "memory")
@@ -429,7 +454,7 @@ def _source_kernel(graph: nx.DiGraph, name: str) -> str:
 
 
 ROOFLINE_ONLY: frozenset[str] = frozenset()  # the estimate before the measured terms (benchmarks compare)
-ALL_TERMS = frozenset({"achieved-share", "layout-kernels", "sdpa-math", "serial-upsample"})
+ALL_TERMS = frozenset({"achieved-share", "layout-kernels", "sdpa-math", "serial-upsample", "conv-bias"})
 
 # torch.autocast on CUDA runs these in float32 whatever their inputs ("CUDA Ops that can autocast to
 # float32", PyTorch's Automatic Mixed Precision reference); keys as the capture names them.

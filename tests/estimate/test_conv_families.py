@@ -43,3 +43,38 @@ def test_wide_depthwise_is_bound_by_the_generic_kernel():
     # the 3×3 stays bound by its bytes, and a 7×7 costs more than 5× a 3×3 of the same tensor
     assert estimate_op(k3, h200, "float16").bound == "memory"
     assert est.ms > 5 * estimate_op(k3, h200, "float16").ms
+
+
+def band(n, c, hw, kh, kw, itemsize=2):
+    op = conv_op(n=n, cin=c, cout=c, hw=hw, k=3, groups=c, itemsize=itemsize)
+    op["param_shapes"] = {"weight": [c, 1, kh, kw]}
+    return op
+
+
+def test_which_depthwise_convs_run_pytorchs_own_kernels():
+    from archlint.model.estimate import native_depthwise
+
+    assert not native_depthwise(band(8, 96, 56, 3, 3))  # 16-bit 3×3, ≥ 32 channels: cuDNN
+    assert not native_depthwise(band(8, 96, 56, 5, 5))
+    assert native_depthwise(band(8, 16, 56, 3, 3))  # under 32 channels
+    assert native_depthwise(band(8, 96, 56, 3, 3, itemsize=4))  # float32: never cuDNN's depthwise
+    assert native_depthwise(band(8, 96, 56, 1, 11)) and wide_depthwise(band(8, 96, 56, 1, 11))  # InceptionNeXt's bands
+    assert not wide_depthwise(band(8, 96, 56, 3, 3, itemsize=4))  # the native 3×3 kernel is not the generic one
+    assert wide_depthwise(band(8, 96, 56, 5, 5, itemsize=4))
+
+
+def test_a_biased_conv_pays_an_add_after_cudnn():
+    from archlint.model.estimate import ROOFLINE_ONLY, conv_bias_bytes
+
+    dense = conv_op(n=8, cin=64, cout=64, hw=56, k=3)
+    biased = {**dense, "param_shapes": {**dense["param_shapes"], "bias": [64]}}
+    assert conv_bias_bytes(dense) == 0
+    assert conv_bias_bytes(biased) == 2 * dense["out_bytes"] + 64 * 2
+    native = band(8, 96, 56, 7, 7)
+    native["param_shapes"]["bias"] = [96]
+    assert conv_bias_bytes(native) == 0  # the native depthwise kernel adds its bias itself
+    spec = resolve("h200")
+    added = estimate_op(biased, spec, "float16").ms - estimate_op(dense, spec, "float16").ms
+    assert added == pytest.approx(conv_bias_bytes(biased) / (spec.bandwidth * SHARES["broadcast"].value
+                                  if "broadcast" not in spec.achieved else spec.bandwidth * spec.achieved["broadcast"][0]) * 1e3)
+    assert estimate_op(biased, spec, "float16", terms=ROOFLINE_ONLY).ms == estimate_op(dense, spec, "float16", terms=ROOFLINE_ONLY).ms
