@@ -442,6 +442,24 @@ def share_of(name: str, shares: dict[str, float] | None, spec: DeviceSpec | None
     return shares_for(spec)[name].value
 
 
+PERMUTING_VIEWS = frozenset({"permute", "transpose", "t", "movedim", "swapaxes", "swapdims", "mT"})
+
+
+def permuted_input(graph: nx.DiGraph, name: str) -> bool:
+    """Whether the op's first input reaches it through a view that reorders dims (its memory may
+    then be channels_last, for which PyTorch picks other kernels)."""
+    preds = list(graph.predecessors(name))
+    seen = 0
+    while preds and seen < 64:
+        op = graph.nodes[preds[0]]
+        if op["kind"] not in _NO_KERNEL:
+            return False
+        if op.get("key") in PERMUTING_VIEWS:
+            return True
+        preds, seen = list(graph.predecessors(preds[0])), seen + 1
+    return False
+
+
 def _source_kernel(graph: nx.DiGraph, name: str) -> str:
     """The op that wrote a tensor, looking through views (which write nothing)."""
     seen = 0
@@ -538,10 +556,12 @@ def estimate_graph(graph: nx.DiGraph, spec: DeviceSpec, terms: frozenset[str] | 
             if last_kernel in readers:
                 resident = cache_resident(int(op.get("in_bytes", 0)), int(graph.nodes[last_kernel].get("out_bytes", 0)), spec.cache_bytes)
         amp = flow.get(name, (1.0, 0))
-        est = estimate_op(op, spec, dtype, resident, terms, amp=amp, torch_version=torch_version)
+        # the serial loop is the NCHW kernel's: an input reordered by a view may be channels_last
+        op_terms = terms - {"serial-upsample"} if op["kind"] == "upsample" and permuted_input(graph, name) else terms
+        est = estimate_op(op, spec, dtype, resident, op_terms, amp=amp, torch_version=torch_version)
         if measured:  # the range: every share at its lowest, then at its highest measurement
-            slow = estimate_op(op, spec, dtype, resident, terms, low, amp, torch_version).ms
-            fast = estimate_op(op, spec, dtype, resident, terms, high, amp, torch_version).ms
+            slow = estimate_op(op, spec, dtype, resident, op_terms, low, amp, torch_version).ms
+            fast = estimate_op(op, spec, dtype, resident, op_terms, high, amp, torch_version).ms
             slow_ms, fast_ms = slow_ms + slow, fast_ms + fast
             if est.share is not None and slow > fast:
                 spread[est.share] = spread.get(est.share, 0.0) + slow - fast

@@ -33,3 +33,22 @@ def test_nearest_and_large_outputs():
     big = upsample(1, 3, 512)
     assert serial_upsample_s(big, h200) == pytest.approx(3 * UPSAMPLE_ITERATION_S * 4)
     assert serial_upsample_s(upsample(256, 1024, 7), resolve("cpu-example")) > 0  # the term itself; the estimate applies it on GPUs only
+
+
+def test_an_input_reordered_by_a_view_may_be_channels_last():
+    """CoaT upsamples tokens transposed back to (B, C, H, W): channels_last in memory, which PyTorch
+    upsamples with a parallel NHWC kernel; the serial term is for plain NCHW inputs only."""
+    import networkx as nx
+
+    from archlint.model.estimate import estimate_graph, permuted_input
+
+    h200 = resolve("h200")
+    for reorder in (False, True):
+        g = nx.DiGraph(dtype="float16")
+        g.add_node("x", kind="input")
+        g.add_node("t", kind="reshape", key="transpose" if reorder else "view", mac_bytes=0, flops=0)
+        g.add_node("up", **upsample(256, 1024, 7))
+        g.add_edges_from([("x", "t"), ("t", "up")])
+        assert permuted_input(g, "up") is reorder
+        ms = estimate_graph(g, h200)["latency_ms"]
+        assert (ms > 50) is not reorder
