@@ -41,6 +41,8 @@ refine it on a GPU, and `autocast=True` models torch.autocast's dtypes:
     serial-upsample PyTorch's NCHW interpolating upsample loops over batch × channels in each
                     output position's thread (serial_upsample_s).
     conv-bias       a biased conv on cuDNN adds its bias in an element-wise kernel of its own.
+    strided-copy    a linear, softmax or layer norm given a view whose last dim a permute moved
+                    reads a contiguous copy PyTorch makes first (strided_copy_bytes).
 
 Grouped convs tile by their group width (grouped_tile) and stream at the `window` share; a
 depthwise conv on PyTorch's generic kernel (not cuDNN's, not the 1×1/3×3 it has kernels for) is
@@ -348,11 +350,13 @@ def combine(kernel_s: float, overhead_s: float, asynchronous: bool) -> float:
 def estimate_op(
     op: dict, spec: DeviceSpec, dtype: str, resident_bytes: int = 0, terms: frozenset[str] | None = None,
     shares: dict[str, float] | None = None, amp: tuple[float, int] = (1.0, 0), torch_version: str | None = None,
+    copy_bytes: int = 0,
 ) -> OpEstimate:
     """One op's estimate. `terms` (default ALL_TERMS) names the refinements on; `shares` overrides
     the achieved shares (name → share; the range is computed with their low and high ends);
     `amp` is autocast's (byte factor, cast bytes) for this op (autocast_flow); `torch_version`
-    the torch whose SDPA math path is costed (default: the installed one)."""
+    the torch whose SDPA math path is costed (default: the installed one); `copy_bytes` a copy of
+    its input PyTorch makes first (strided_copy_bytes, term "strided-copy")."""
     terms = ALL_TERMS if terms is None else terms
     kind = op["kind"]
     if "sdpa-math" in terms and sdpa_math.runs_math(op):
@@ -391,6 +395,8 @@ def estimate_op(
         kernel = max(kernel, serial_upsample_s(op, spec))
     if "conv-bias" in terms and spec.kind == "gpu":
         kernel += conv_bias_bytes(op) / (spec.bandwidth * (share_of("broadcast", shares) if achieved else 1.0))
+    if copy_bytes and "strided-copy" in terms:  # a strided read, in TensorIterator's non-vectorized kernel
+        kernel += copy_bytes / (spec.bandwidth * (share_of("broadcast", shares) if achieved else 1.0))
     memory_s = (dram + extra) / (spec.bandwidth * memory_share)  # reported: the op's bytes, transposes included
     total = combine(kernel, spec.overhead_s, spec.kind == "gpu")
     bound = "overhead" if spec.overhead_s >= kernel else ("compute" if compute_s >= memory_s else "memory")
@@ -460,6 +466,35 @@ def permuted_input(graph: nx.DiGraph, name: str) -> bool:
     return False
 
 
+# Ops whose kernels read their input contiguous: given a view whose last dim is not the memory's
+# innermost, PyTorch copies it first (matmul's reshape, softmax's and layer_norm's .contiguous()).
+CONTIGUOUS_READERS = frozenset({"Linear", "linear", "softmax", "Softmax", "log_softmax", "LogSoftmax", "layer_norm",
+                                "LayerNorm", "native_layer_norm", "rms_norm", "RMSNorm"})
+
+
+def moved_last_dim(graph: nx.DiGraph, name: str) -> bool:
+    """Whether the op's first input reaches it through a permute/transpose that moved the last dim."""
+    preds = list(graph.predecessors(name))
+    seen = 0
+    while preds and seen < 64:
+        op = graph.nodes[preds[0]]
+        if op["kind"] not in _NO_KERNEL:
+            return False
+        dims = (op.get("attrs") or {}).get("dims")
+        if op.get("key") in PERMUTING_VIEWS and dims and int(dims[-1]) % len(dims) != len(dims) - 1:
+            return True
+        preds, seen = list(graph.predecessors(preds[0])), seen + 1
+    return False
+
+
+def strided_copy_bytes(graph: nx.DiGraph, name: str) -> int:
+    """The copy (read + write) of the input a contiguous reader gets through a dim-moving view."""
+    op = graph.nodes[name]
+    if op.get("key") not in CONTIGUOUS_READERS or not op.get("in_shapes") or not moved_last_dim(graph, name):
+        return 0
+    return 2 * _prod(op["in_shapes"][0] or ()) * int(op.get("itemsize", 2))
+
+
 def _source_kernel(graph: nx.DiGraph, name: str) -> str:
     """The op that wrote a tensor, looking through views (which write nothing)."""
     seen = 0
@@ -472,7 +507,7 @@ def _source_kernel(graph: nx.DiGraph, name: str) -> str:
 
 
 ROOFLINE_ONLY: frozenset[str] = frozenset()  # the estimate before the measured terms (benchmarks compare)
-ALL_TERMS = frozenset({"achieved-share", "layout-kernels", "sdpa-math", "serial-upsample", "conv-bias"})
+ALL_TERMS = frozenset({"achieved-share", "layout-kernels", "sdpa-math", "serial-upsample", "conv-bias", "strided-copy"})
 
 # torch.autocast on CUDA runs these in float32 whatever their inputs ("CUDA Ops that can autocast to
 # float32", PyTorch's Automatic Mixed Precision reference); keys as the capture names them.
@@ -558,10 +593,11 @@ def estimate_graph(graph: nx.DiGraph, spec: DeviceSpec, terms: frozenset[str] | 
         amp = flow.get(name, (1.0, 0))
         # the serial loop is the NCHW kernel's: an input reordered by a view may be channels_last
         op_terms = terms - {"serial-upsample"} if op["kind"] == "upsample" and permuted_input(graph, name) else terms
-        est = estimate_op(op, spec, dtype, resident, op_terms, amp=amp, torch_version=torch_version)
+        copy = strided_copy_bytes(graph, name) if "strided-copy" in terms else 0
+        est = estimate_op(op, spec, dtype, resident, op_terms, amp=amp, torch_version=torch_version, copy_bytes=copy)
         if measured:  # the range: every share at its lowest, then at its highest measurement
-            slow = estimate_op(op, spec, dtype, resident, op_terms, low, amp, torch_version).ms
-            fast = estimate_op(op, spec, dtype, resident, op_terms, high, amp, torch_version).ms
+            slow = estimate_op(op, spec, dtype, resident, op_terms, low, amp, torch_version, copy).ms
+            fast = estimate_op(op, spec, dtype, resident, op_terms, high, amp, torch_version, copy).ms
             slow_ms, fast_ms = slow_ms + slow, fast_ms + fast
             if est.share is not None and slow > fast:
                 spread[est.share] = spread.get(est.share, 0.0) + slow - fast
