@@ -14,7 +14,11 @@ from __future__ import annotations
 import networkx as nx
 
 from archlint.devices import DeviceSpec
-from archlint.model.estimate import combine, estimate_op, roofs
+from archlint.model.estimate import ALL_TERMS, combine, estimate_op, roofs
+
+# Terms about a forward kernel's own implementation: a backward kernel on the op's shapes has neither
+# the bias add after cuDNN's conv nor the NCHW upsample's serial loop (its backward kernel is another).
+BACKWARD_TERMS = ALL_TERMS - {"conv-bias", "serial-upsample"}
 
 
 def _elementwise(flops: int, mac: int, itemsize: int) -> dict:
@@ -35,7 +39,7 @@ def backward_ms(graph: nx.DiGraph, spec: DeviceSpec, dtype: str) -> float:
             flops = t["flops"] + (recompute if name == "grad_input" else 0)
             kernel = _elementwise(flops, t["mac_bytes"], int(op.get("itemsize", 4))) if name == "grad_sum" else {
                 **op, "flops": flops, "mac_bytes": t["mac_bytes"]}
-            total += estimate_op(kernel, spec, dtype).ms
+            total += estimate_op(kernel, spec, dtype, terms=BACKWARD_TERMS).ms
     return total
 
 
