@@ -18,6 +18,8 @@ Sections of `run`, in the order they run (most wanted first):
               of the steady step (after a warm step made the optimizer state), and reserved
   max_batch   archlint's max_batch under a budget, tried for real: the allocator limited to the
               budget less the measured context, two steps at max_batch and at max_batch + 1
+  workspace   what kernels allocate that the meta-device memory model cannot see: cuBLAS's
+              workspace per thread (forward, autograd), cuDNN's per convolution and batch norm
   families    one kernel per op family at model-like sizes, timed with CUDA events: what each
               family reaches of the measured peaks (the shares devices/achieved.py applies)
   tests       the test suite's tests marked cuda
@@ -343,6 +345,188 @@ def _plain(case: dict) -> dict:
     return {k: case[k] for k in ("model", "optimizer", "budget_bytes", "max_batch")}
 
 
+# Conv shapes of the memory section's models at its batch (32, 224²): (name, C_in, C_out, H=W, kernel,
+# stride, groups, input needs a grad). Stems and patchifies take the image, which needs no grad.
+WORKSPACE_CONVS = [
+    ("stem 7x7/2 3-64 @224 (resnet)", 3, 64, 224, 7, 2, 1, False),
+    ("stem 3x3/2 3-32 @224 (efficientnet, mobilenet)", 3, 32, 224, 3, 2, 1, False),
+    ("patchify 4x4/4 3-40 @224 (convnext_atto)", 3, 40, 224, 4, 4, 1, False),
+    ("patchify 16x16/16 3-768 @224 (vit_b_16)", 3, 768, 224, 16, 16, 1, False),
+    ("3x3 64-64 @56 (resnet18)", 64, 64, 56, 3, 1, 1, True),
+    ("3x3/2 128-128 @56 (resnet)", 128, 128, 56, 3, 2, 1, True),
+    ("3x3 256-256 @14 (resnet)", 256, 256, 14, 3, 1, 1, True),
+    ("3x3 512-512 @7 (resnet)", 512, 512, 7, 3, 1, 1, True),
+    ("1x1 64-256 @56 (resnet50)", 64, 256, 56, 1, 1, 1, True),
+    ("1x1 256-64 @56 (resnet50)", 256, 64, 56, 1, 1, 1, True),
+    ("1x1/2 256-512 @56 (resnet50 downsample)", 256, 512, 56, 1, 2, 1, True),
+    ("1x1 24-144 @56 (mobilenet_v2 expand)", 24, 144, 56, 1, 1, 1, True),
+    ("depthwise 3x3 C144 @56 (mobilenet_v2)", 144, 144, 56, 3, 1, 144, True),
+    ("depthwise 3x3/2 C96 @112 (mobilenet_v2)", 96, 96, 112, 3, 2, 96, True),
+    ("depthwise 7x7 C96 @56 (convnext_tiny)", 96, 96, 56, 7, 1, 96, True),
+    ("depthwise 7x7 C40 @56 (convnext_atto)", 40, 40, 56, 7, 1, 40, True),
+    ("grouped 3x3 g3 C24 @56 (regnetx_002)", 24, 24, 56, 3, 1, 3, True),
+    ("grouped 3x3 g4 C64 @56 (regnet_y_800mf)", 64, 64, 56, 3, 1, 4, True),
+]
+
+
+def _block_bytes(*tensors) -> int:
+    """What the caching allocator counts for these tensors: each storage rounded up to 512 bytes."""
+    return sum(-(-t.untyped_storage().nbytes() // 512) * 512 for t in tensors if t is not None)
+
+
+def section_workspace(results: dict, budget: Budget, plan_data: dict) -> None:
+    """What kernels allocate beyond their inputs, outputs and gradients (what the meta-device
+    memory model cannot see). cuBLAS: torch keeps one workspace per (handle, stream), a handle per
+    thread, so the forward thread and autograd's device thread each hold one once they ran a GEMM;
+    each case runs on a fresh stream after the workspaces are cleared, and counts
+    memory_allocated after less before less the tensors it made. cuDNN convolutions
+    (cudnn.benchmark off, as the memory section runs): the transient workspace, as
+    max_memory_allocated after reset_peak_memory_stats less what was allocated before and the
+    outputs (forward) or gradients (backward)."""
+    import torch
+    import torch.nn.functional as F
+
+    if not torch.cuda.is_available():
+        results["workspace"] = {"skipped": "no CUDA device"}
+        return
+    torch.backends.cudnn.benchmark = False
+    getters = {"cublas_workspace_size": "_cuda_getCublasWorkspaceSize", "cublaslt_workspace_size": "_cuda_getCublasLtWorkspaceSize"}
+    out = results["workspace"] = {"config": {
+        "CUBLAS_WORKSPACE_CONFIG": os.environ.get("CUBLAS_WORKSPACE_CONFIG"),
+        "CUBLASLT_WORKSPACE_SIZE": os.environ.get("CUBLASLT_WORKSPACE_SIZE"),
+        **{k: getattr(torch._C, fn)() if hasattr(torch._C, fn) else f"torch._C.{fn} missing" for k, fn in getters.items()},
+        "capability": list(torch.cuda.get_device_capability()),
+        "preferred_blas_library": str(torch.backends.cuda.preferred_blas_library()),
+        "cudnn": torch.backends.cudnn.version(),
+    }}
+    clear = getattr(torch._C, "_cuda_clearCublasWorkspaces", None)
+    out["config"]["can_clear"] = clear is not None
+    alloc = torch.cuda.memory_allocated
+
+    def gemm(dtype, bias: bool) -> dict:
+        """Forward y = x·Wᵀ (+ b) and its backward, each on a fresh stream, workspaces cleared first."""
+        if clear:
+            clear()
+        torch.cuda.synchronize()
+        stream = torch.cuda.Stream()
+        with torch.cuda.stream(stream):
+            x = torch.randn(512, 1024, device=DEV, dtype=dtype, requires_grad=True)
+            w = torch.randn(1024, 1024, device=DEV, dtype=dtype, requires_grad=True)
+            b = torch.randn(1024, device=DEV, dtype=dtype, requires_grad=True) if bias else None
+            torch.cuda.synchronize()
+            before = alloc()
+            y = F.linear(x, w, b)
+            torch.cuda.synchronize()
+            forward = alloc() - before - _block_bytes(y)
+            gy = torch.ones_like(y)
+            torch.cuda.synchronize()
+            before = alloc()
+            y.backward(gy)
+            torch.cuda.synchronize()
+            backward = alloc() - before - _block_bytes(x.grad, w.grad, b.grad if bias else None)
+        held = alloc()
+        if clear:
+            clear()
+        torch.cuda.synchronize()
+        return {"forward_thread_bytes": forward, "autograd_thread_bytes": backward,
+                "released_by_clear_bytes": held - alloc() if clear else None}
+
+    rows = out["gemm"] = []
+    for dtype in (torch.float32, torch.bfloat16):
+        for bias in (False, True):
+            row = {"dtype": str(dtype).removeprefix("torch."), "op": "addmm (linear with bias)" if bias else "mm (linear, no bias)"}
+            try:
+                row.update(gemm(dtype, bias))
+            except Exception as exc:
+                row["error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
+            rows.append(row)
+            print(f"  workspace gemm {row}", flush=True)
+    # One stream, no clearing between: does a later GEMM of another dtype or path take a workspace of its own?
+    seq = out["gemm_sequence"] = []
+    if clear:
+        clear()
+    torch.cuda.synchronize()
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        for dtype in (torch.float32, torch.bfloat16):
+            for bias in (False, True):
+                x = torch.randn(512, 1024, device=DEV, dtype=dtype)
+                w = torch.randn(1024, 1024, device=DEV, dtype=dtype)
+                b = torch.randn(1024, device=DEV, dtype=dtype) if bias else None
+                torch.cuda.synchronize()
+                before = alloc()
+                y = F.linear(x, w, b)
+                torch.cuda.synchronize()
+                seq.append({"dtype": str(dtype).removeprefix("torch."), "bias": bias, "new_bytes": alloc() - before - _block_bytes(y)})
+                x = w = b = y = None
+    _free()
+
+    convs = out["conv"] = []
+    for name, cin, cout, hw, k, stride, groups, input_grad in WORKSPACE_CONVS:
+        for dtype in (torch.float32, torch.bfloat16):
+            if budget.left() < 2:
+                convs.append({"name": name, "skipped": "out of time"})
+                continue
+            row = {"name": name, "dtype": str(dtype).removeprefix("torch."), "batch": TRAIN_BATCH,
+                   "shape": [cin, cout, hw, k, stride, groups], "input_grad": input_grad}
+            try:
+                x = torch.randn(TRAIN_BATCH, cin, hw, hw, device=DEV, dtype=dtype, requires_grad=input_grad)
+                w = torch.randn(cout, cin // groups, k, k, device=DEV, dtype=dtype, requires_grad=True)
+                pad = (k - 1) // 2 if stride < k else 0
+                torch.cuda.synchronize()
+                torch.cuda.reset_peak_memory_stats()
+                before = alloc()
+                y = F.conv2d(x, w, stride=stride, padding=pad, groups=groups)
+                torch.cuda.synchronize()
+                row["forward_transient_bytes"] = torch.cuda.max_memory_allocated() - before - _block_bytes(y)
+                row["forward_kept_bytes"] = alloc() - before - _block_bytes(y)
+                gy = torch.randn_like(y)
+                torch.cuda.synchronize()
+                torch.cuda.reset_peak_memory_stats()
+                before = alloc()
+                grads = torch.autograd.grad(y, (x, w) if input_grad else (w,), gy)
+                torch.cuda.synchronize()
+                row["backward_transient_bytes"] = torch.cuda.max_memory_allocated() - before - _block_bytes(*grads)
+                row["out_bytes"] = _block_bytes(y)
+            except Exception as exc:
+                row["error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
+            finally:
+                x = w = y = gy = grads = None
+                _free()
+            convs.append(row)
+        print(f"  workspace conv {name}: {[(r.get('forward_transient_bytes'), r.get('backward_transient_bytes')) for r in convs[-2:]]}", flush=True)
+
+    norms = out["batch_norm"] = []
+    for dtype in (torch.float32, torch.bfloat16):  # autocast leaves batch_norm in its input's dtype, fp32 weights
+        row = {"name": "batch_norm train C64 @112", "dtype": str(dtype).removeprefix("torch.")}
+        try:
+            bn = torch.nn.BatchNorm2d(64).to(DEV).train()
+            x = torch.randn(TRAIN_BATCH, 64, 112, 112, device=DEV, dtype=dtype, requires_grad=True)
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            before = alloc()
+            y = bn(x)
+            torch.cuda.synchronize()
+            kept = alloc() - before
+            row["forward_transient_bytes"] = torch.cuda.max_memory_allocated() - before - kept
+            row["forward_kept_bytes"] = kept  # the output and what batch norm saves (mean, invstd, reserve)
+            row["out_bytes"] = _block_bytes(y)
+            gy = torch.randn_like(y)
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            before = alloc()
+            grads = torch.autograd.grad(y, (x, bn.weight, bn.bias), gy)
+            torch.cuda.synchronize()
+            row["backward_transient_bytes"] = torch.cuda.max_memory_allocated() - before - _block_bytes(*grads)
+        except Exception as exc:
+            row["error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
+        finally:
+            bn = x = y = gy = grads = None
+            _free()
+        norms.append(row)
+    print(f"  workspace batch_norm: {norms}", flush=True)
+
+
 def section_families(results: dict, budget: Budget, plan_data: dict) -> None:
     """One kernel per family, sizes from real models at batch 256 (the latency table's), float16
     unless named: ms (median of 10 after 3 warm-ups), FLOPs (multiply-adds) and the fewest bytes
@@ -525,9 +709,9 @@ def section_tests(results: dict, budget: Budget, plan_data: dict) -> None:
     print("  tests: " + (proc.stdout.strip().splitlines() or ["?"])[-1], flush=True)
 
 
-SECTIONS = ["env", "peaks", "latency", "memory", "max_batch", "families", "tests", "step_time", "cli", "rule_prices"]
+SECTIONS = ["env", "peaks", "latency", "memory", "max_batch", "workspace", "families", "tests", "step_time", "cli", "rule_prices"]
 # Each section's share of the budget (what it may use before the next starts; unused time carries on).
-SHARES = {"env": 0.01, "peaks": 0.04, "latency": 0.30, "memory": 0.20, "max_batch": 0.10, "families": 0.05,
+SHARES = {"env": 0.01, "peaks": 0.04, "latency": 0.28, "memory": 0.20, "max_batch": 0.10, "workspace": 0.02, "families": 0.05,
           "tests": 0.10, "step_time": 0.07, "cli": 0.08, "rule_prices": 0.05}
 
 
