@@ -1,0 +1,74 @@
+"""Device memory that CUDA libraries take through PyTorch's caching allocator inside an op.
+
+The memory model (memory.py) sees the storages ops return; on a GPU, cuBLAS and cuDNN also
+allocate through the caching allocator, so `torch.cuda.max_memory_allocated` counts their
+workspaces too:
+
+- cuBLAS: PyTorch gives each (cuBLAS handle, stream) a workspace the first time a GEMM runs
+  there and keeps it (aten/src/ATen/cuda/CublasHandlePool.cpp, setWorkspaceForHandle). Handles
+  are per thread, and autograd runs a CUDA backward on its own device thread: a training step
+  whose forward and backward both run GEMMs holds two. cuBLASLt (addmm with a bias vector, the
+  gemm_and_bias path of nn.Linear) keeps its own, smaller, workspace per handle and stream.
+  Sizes: torch's defaults, or CUBLAS_WORKSPACE_CONFIG / CUBLASLT_WORKSPACE_SIZE when set here.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+import torch
+
+aten = torch.ops.aten
+
+# Ops that run on cuBLAS on CUDA (GEMM and GEMV); matmul, linear and einsum reach these.
+CUBLAS_OPS = frozenset({aten.mm, aten.addmm, aten.bmm, aten.baddbmm, aten.addbmm, aten.mv, aten.addmv,
+                        aten.dot, aten.vdot, aten._addmm_activation})
+# torch's defaults (CublasHandlePool.cpp, parseChosenWorkspaceSize): ":4096:8" (32 MiB) on sm90,
+# ":4096:2:16:8" (8 MiB + 128 KiB) on every other GPU; cuBLASLt: CUBLASLT_WORKSPACE_SIZE, 1024 KiB,
+# capped at the cuBLAS size (parseCUDABlasLtWorkspaceSize, getCUDABlasLtWorkspaceSize).
+CUBLAS_SM90_BYTES = 4096 * 8 * 1024
+CUBLAS_OTHER_BYTES = 4096 * 2 * 1024 + 16 * 8 * 1024
+CUBLASLT_BYTES = 1024 * 1024
+# sm90 chips (compute capability 9.0), as named in a device spec's description.
+SM90_CHIPS = ("GH100", "GH200")
+SOURCE = "PyTorch's CublasHandlePool.cpp (getChosenWorkspaceSize, getCUDABlasLtWorkspaceSize)"
+
+
+def _config_bytes(value: str) -> int | None:
+    """CUBLAS_WORKSPACE_CONFIG as torch parses it: the sum of every ':SIZE_KiB:COUNT'."""
+    pairs = re.findall(r":([0-9]+):([0-9]+)", value)
+    return sum(int(size) * 1024 * int(count) for size, count in pairs) if pairs else None
+
+
+def cublas_sizes(spec) -> tuple[int, int, str]:
+    """(cuBLAS workspace bytes, cuBLASLt workspace bytes, where the sizes come from) on `spec`'s GPU."""
+    sm90 = any(chip in getattr(spec, "description", "") for chip in SM90_CHIPS)
+    size = CUBLAS_SM90_BYTES if sm90 else CUBLAS_OTHER_BYTES
+    basis = (f"torch's default for {'sm90 (the spec names a Hopper ' + '/'.join(SM90_CHIPS) + ')' if sm90 else 'GPUs other than sm90'}: "
+             f"{size / 2**20:g} MiB")
+    config = os.environ.get("CUBLAS_WORKSPACE_CONFIG")
+    if config and _config_bytes(config) is not None:
+        size = _config_bytes(config)
+        basis = f"CUBLAS_WORKSPACE_CONFIG={config} (set here): {size / 2**20:g} MiB"
+    lt, lt_basis = CUBLASLT_BYTES, "cuBLASLt 1 MiB (torch's default CUBLASLT_WORKSPACE_SIZE)"
+    if os.environ.get("CUBLASLT_WORKSPACE_SIZE", "").isdigit():
+        lt = int(os.environ["CUBLASLT_WORKSPACE_SIZE"]) * 1024
+        lt_basis = f"cuBLASLt CUBLASLT_WORKSPACE_SIZE={os.environ['CUBLASLT_WORKSPACE_SIZE']} KiB (set here)"
+    if lt > size:
+        lt, lt_basis = size, lt_basis + ", capped at the cuBLAS size"
+    return size, lt, f"{basis}; {lt_basis}; {SOURCE}"
+
+
+def cublas_workspaces(func, args, thread: str) -> list[str]:
+    """The workspaces (names) an op needs on `thread` ("forward" or "autograd"): none unless it
+    is a cuBLAS op; cuBLASLt's too for addmm with a bias vector (nn.Linear's gemm_and_bias)."""
+    packet = getattr(func, "overloadpacket", None)
+    if packet not in CUBLAS_OPS:
+        return []
+    names = [f"cublas {thread} thread"]
+    lt = packet is aten._addmm_activation or (
+        packet is aten.addmm and args and isinstance(args[0], torch.Tensor) and args[0].dim() == 1)
+    if lt:
+        names.append(f"cublasLt {thread} thread")
+    return names

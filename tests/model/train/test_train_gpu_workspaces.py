@@ -1,0 +1,70 @@
+"""Library workspaces on a GPU spec (archlint.model.train.gpu_workspaces): cuBLAS per thread."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+
+from archlint.devices import resolve
+from archlint.model.train.gpu_workspaces import (
+    CUBLAS_OTHER_BYTES, CUBLAS_SM90_BYTES, CUBLASLT_BYTES, cublas_sizes, cublas_workspaces)
+from archlint.model.train.memory import step_memory
+
+aten = torch.ops.aten
+
+
+def mlp(bias=True):
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(64, 128, bias=bias), nn.ReLU(), nn.Linear(128, 8, bias=bias))
+
+
+class ConvOnly(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3)
+
+    def forward(self, x):
+        return self.conv(x)
+
+
+def test_workspace_sizes_follow_torchs_defaults_by_architecture(monkeypatch):
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
+    monkeypatch.delenv("CUBLASLT_WORKSPACE_SIZE", raising=False)
+    assert cublas_sizes(resolve("h200"))[:2] == (32 << 20, 1 << 20) == (CUBLAS_SM90_BYTES, CUBLASLT_BYTES)
+    assert cublas_sizes(resolve("h100-sxm"))[0] == CUBLAS_SM90_BYTES
+    assert cublas_sizes(resolve("a100-sxm"))[0] == CUBLAS_OTHER_BYTES == 8 * 2**20 + 128 * 1024
+    monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8:16:8")  # torch adds every :SIZE:COUNT
+    monkeypatch.setenv("CUBLASLT_WORKSPACE_SIZE", "65536")  # 64 MiB: capped at the cuBLAS size
+    size, lt, basis = cublas_sizes(resolve("t4"))
+    assert size == 4096 * 1024 * 8 + 16 * 1024 * 8 and lt == size
+    assert "CUBLAS_WORKSPACE_CONFIG=:4096:8:16:8" in basis and "capped" in basis
+
+
+def test_which_ops_take_which_workspace():
+    bias, x, w = torch.empty(4, device="meta"), torch.empty(2, 3, device="meta"), torch.empty(3, 4, device="meta")
+    assert cublas_workspaces(aten.addmm.default, (bias, x, w), "forward") == ["cublas forward thread", "cublasLt forward thread"]
+    assert cublas_workspaces(aten.mm.default, (x, w), "autograd") == ["cublas autograd thread"]
+    assert cublas_workspaces(aten.addmm.default, (torch.empty(2, 4, device="meta"), x, w), "forward") == ["cublas forward thread"]
+    assert cublas_workspaces(aten.convolution.default, (), "forward") == []
+
+
+def test_a_gpu_step_holds_a_cublas_workspace_per_thread(monkeypatch):
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
+    monkeypatch.delenv("CUBLASLT_WORKSPACE_SIZE", raising=False)
+    x = torch.randn(16, 64)
+    h200 = resolve("h200")
+    cpu = step_memory(mlp(), (x,), optimizer="sgd")
+    gpu = step_memory(mlp(), (x,), optimizer="sgd", device_spec=h200)
+    # forward: addmm with a bias → cuBLAS and cuBLASLt on the forward thread; backward: mm on autograd's
+    held = 2 * CUBLAS_SM90_BYTES + CUBLASLT_BYTES
+    assert gpu["cublas_workspace_bytes"] == held == gpu["at_peak"]["workspaces"]
+    assert "cublas autograd thread" in gpu["workspace_basis"] and "sm90" in gpu["workspace_basis"]
+    assert gpu["peak_bytes"] - held - cpu["peak_bytes"] < 4096  # the rest: 512-byte rounding of a few blocks
+    assert gpu["first_step_peak_bytes"] >= held  # made in the first step, kept
+    assert gpu["allocator"]["reserved_peak_bytes"] >= held
+    # no bias: no cuBLASLt
+    assert step_memory(mlp(bias=False), (x,), optimizer="sgd", device_spec=h200)["cublas_workspace_bytes"] == 2 * CUBLAS_SM90_BYTES
+    # no GEMM at all: none held; and the CPU result has no such key
+    conv = step_memory(ConvOnly(), (torch.randn(2, 3, 8, 8),), optimizer="sgd", device_spec=h200)
+    assert conv["cublas_workspace_bytes"] == 0 and "workspaces" not in conv["at_peak"]
+    assert "cublas_workspace_bytes" not in cpu and "workspaces" not in cpu["at_peak"]
