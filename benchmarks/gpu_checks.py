@@ -151,9 +151,11 @@ def plan(out: Path) -> None:
         report, _ = fit_report(model.train(), args, kwargs, optimizer=optimizer, budget_bytes=int(budget),
                                device_spec=spec)
         print(f"{name} {optimizer} budget {budget / 1e9:g} GB: max_batch {report['max_batch']} "
+              f"range {report.get('max_batch_range')} "
               f"({time.perf_counter() - t0:.1f} s)", flush=True)
         fits.append({"model": name, "optimizer": optimizer, "budget_bytes": int(budget),
-                     "max_batch": report["max_batch"], "archlint": {k: v for k, v in report.items() if k != "timeline"}})
+                     "max_batch": report["max_batch"], "max_batch_range": report.get("max_batch_range"),
+                     "archlint": {k: v for k, v in report.items() if k != "timeline"}})
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"latency": latency_sample(), "fits": fits, "torch": torch.__version__}, indent=1, default=str))
     print(f"plan written to {out}")
@@ -299,9 +301,24 @@ def section_memory(results: dict, budget: Budget, plan_data: dict) -> None:
         print(f"  memory {name}: {[r.get('max_allocated_bytes', r.get('error')) for r in rows[-3:]]}", flush=True)
 
 
+def max_batch_trials(case: dict) -> dict[int, str]:
+    """The batches to try and what archlint claims of each: every batch up to the range's low end
+    fits, none above its high end does; max_batch and max_batch + 1 are tried as well (no claim:
+    they show where the real limit falls inside the range)."""
+    trials: dict[int, str] = {}
+    low, high = case.get("max_batch_range") or (None, None)
+    if low:
+        trials[low] = "fits"
+    if high is not None:
+        trials[high + 1] = "does not fit"
+    for batch in (case["max_batch"], case["max_batch"] + 1):
+        trials.setdefault(batch, "")
+    return trials
+
+
 def section_max_batch(results: dict, budget: Budget, plan_data: dict) -> None:
     """The allocator is limited to the budget less the context measured in `env`, so a batch
-    that fits here fits a device of that much memory."""
+    that fits here fits a device of that much memory. The claims (max_batch_range) first."""
     import torch
     from archlint.model.train.memory import make_optimizer
 
@@ -314,9 +331,9 @@ def section_max_batch(results: dict, budget: Budget, plan_data: dict) -> None:
             continue
         torch.cuda.set_per_process_memory_fraction((case["budget_bytes"] - context) / total)
         tried = {}
-        for batch in (case["max_batch"], case["max_batch"] + 1):
+        for batch, claim in max_batch_trials(case).items():
             if budget.left() < 4:
-                tried[batch] = "out of time"
+                tried[batch] = {"claim": claim, "skipped": "out of time"}
                 continue
             try:
                 model, args, kwargs = build(case["model"], batch, DEV)
@@ -327,12 +344,12 @@ def section_max_batch(results: dict, budget: Budget, plan_data: dict) -> None:
                     opt.zero_grad(set_to_none=True)
                     _train_step(model, args, kwargs, opt)
                 torch.cuda.synchronize()
-                tried[batch] = {"fits": True, "max_allocated_bytes": torch.cuda.max_memory_allocated(),
+                tried[batch] = {"claim": claim, "fits": True, "max_allocated_bytes": torch.cuda.max_memory_allocated(),
                                 "max_reserved_bytes": torch.cuda.max_memory_reserved()}
             except torch.OutOfMemoryError:
-                tried[batch] = {"fits": False, "max_reserved_bytes": torch.cuda.max_memory_reserved()}
+                tried[batch] = {"claim": claim, "fits": False, "max_reserved_bytes": torch.cuda.max_memory_reserved()}
             except Exception as exc:
-                tried[batch] = {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
+                tried[batch] = {"claim": claim, "error": f"{type(exc).__name__}: {str(exc)[:200]}"}
             finally:
                 model = opt = args = kwargs = None
                 _free()
@@ -342,7 +359,7 @@ def section_max_batch(results: dict, budget: Budget, plan_data: dict) -> None:
 
 
 def _plain(case: dict) -> dict:
-    return {k: case[k] for k in ("model", "optimizer", "budget_bytes", "max_batch")}
+    return {k: case.get(k) for k in ("model", "optimizer", "budget_bytes", "max_batch", "max_batch_range")}
 
 
 # Conv shapes of the memory section's models at its batch (32, 224²): (name, C_in, C_out, H=W, kernel,
@@ -781,6 +798,52 @@ def report_memory(results: dict) -> None:
         print(f"{key}: within 10% {within[key]}/{len(rows)}; worst: {', '.join(w for _, w in sorted(worst[key], reverse=True)[:4])}")
 
 
+def report_max_batch(results: dict) -> None:
+    """archlint's max_batch_range claims (every batch up to its low end fits, none above its high
+    end does) against the trials; max_batch and max_batch + 1 shown where they fell."""
+    rows = [r for r in results.get("max_batch", []) if "tried" in r]
+    held = claims = 0
+    print(f"\n{'model':28} {'opt':6} {'budget':>7} {'range':>11} {'max_batch':>9}  tried (batch: fits?, claim)")
+    for r in rows:
+        parts = []
+        for batch, t in sorted(r["tried"].items(), key=lambda kv: int(kv[0])):
+            got = "skipped" if "skipped" in t else "error" if "error" in t else "fits" if t["fits"] else "OOM"
+            claim = t.get("claim", "")
+            if claim and got in ("fits", "OOM"):
+                claims += 1
+                ok = (got == "fits") == (claim == "fits")
+                held += ok
+                got += f" (claimed {claim}: {'held' if ok else 'WRONG'})"
+            parts.append(f"{batch}: {got}")
+        rng = r.get("max_batch_range")
+        print(f"{r['model']:28} {r['optimizer']:6} {r['budget_bytes'] / 1e9:5.0f}GB {str(rng):>11} {r['max_batch']:9}  {'; '.join(parts)}")
+    print(f"max_batch claims held: {held}/{claims}")
+
+
+def report_workspace(results: dict) -> None:
+    """What the workspace section measured: cuBLAS's kept workspaces per thread, and the transient
+    workspaces of cuDNN's convolutions and batch norm (MiB)."""
+    ws = results.get("workspace", {})
+    if "config" not in ws:
+        print(f"\nworkspace: {ws.get('skipped', 'not measured')}")
+        return
+    mib = lambda b: "-" if b is None else f"{b / 2**20:.2f}"  # noqa: E731
+    print(f"\nworkspace config: {ws['config']}")
+    for r in ws.get("gemm", []):
+        print(f"  gemm {r['dtype']:9} {r['op']:26} forward thread +{mib(r.get('forward_thread_bytes'))} MiB, "
+              f"autograd thread +{mib(r.get('autograd_thread_bytes'))} MiB, released by clear {mib(r.get('released_by_clear_bytes'))}"
+              + (f" ERROR {r['error']}" if "error" in r else ""))
+    print("  one stream, in turn: " + ", ".join(f"{r['dtype']} {'addmm' if r['bias'] else 'mm'} +{mib(r['new_bytes'])}"
+                                            for r in ws.get("gemm_sequence", [])))
+    print(f"  {'conv (batch 32)':48} {'dtype':9} {'out MiB':>8} {'fwd ws':>8} {'bwd ws':>8}")
+    for r in ws.get("conv", []) + ws.get("batch_norm", []):
+        if "error" in r or "skipped" in r:
+            print(f"  {r['name']:48} {r.get('dtype', ''):9} {r.get('error', r.get('skipped'))}")
+            continue
+        print(f"  {r['name']:48} {r['dtype']:9} {mib(r.get('out_bytes')):>8} {mib(r.get('forward_transient_bytes')):>8} "
+              f"{mib(r.get('backward_transient_bytes')):>8}")
+
+
 def report_latency(results: dict) -> None:
     """archlint's --device-spec h200 estimate (AMP float16, the published evaluation's way) against
     the measured throughput: Spearman ρ, median error, share within 2×, and FLOPs alone; the
@@ -854,7 +917,9 @@ def report(results_path: Path, only: list[str] | None) -> None:
     env = results.get("env", {})
     print(f"{env.get('gpu')}: torch {env.get('torch')}, CUDA {env.get('cuda')}, cuDNN {env.get('cudnn')}, "
           f"context {env.get('context_bytes', 0) / 2**20:.0f} MiB")
-    for name, fn in (("memory", report_memory), ("latency", report_latency), ("step_time", report_step_time)):
+    for name, fn in (("workspace", report_workspace), ("memory", report_memory), ("max_batch", report_max_batch),
+                     ("latency", report_latency),
+                     ("step_time", report_step_time)):
         if not only or name in only:
             fn(results)
 
@@ -872,7 +937,7 @@ def main() -> int:
     r.add_argument("--latency-from", type=int, default=0, help="time the latency sample from this row on")
     p = sub.add_parser("report")
     p.add_argument("--results", type=Path, required=True)
-    p.add_argument("--only", help="memory, latency, step_time")
+    p.add_argument("--only", help="memory, max_batch, workspace, latency, step_time")
     ns = parser.parse_args()
     if ns.step == "plan":
         plan(ns.out)

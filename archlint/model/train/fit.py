@@ -27,6 +27,16 @@ from archlint.train_names import parse_optimizer
 
 CODE = "AL610"
 MAX_EVALUATIONS = 12
+# How far the memory model is from a real GPU, measured (benchmarks/gpu_checks.py, memory section:
+# 21 models x sgd/adam/adamw at batch 32 on an H200, `report --only memory`): the replayed
+# allocator's reserved peak is at least RESERVED_LOW of torch.cuda.max_memory_reserved, and
+# peak_bytes at most ALLOCATED_HIGH of torch.cuda.max_memory_allocated. They bound max_batch:
+# a batch whose reserved peak, so corrected, is within the budget fits (the allocator never needs
+# more); one whose allocated peak, so corrected, is over it cannot.
+RESERVED_LOW = 0.741
+ALLOCATED_HIGH = 1.034
+MARGIN_SOURCE = ("measured on an H200 (benchmarks/gpu_checks.py memory section, 63 steps): replayed reserved "
+                 f"peak >= {RESERVED_LOW} x max_memory_reserved, peak_bytes <= {ALLOCATED_HIGH} x max_memory_allocated")
 
 
 def device_memory(spec) -> tuple[int, str] | None:
@@ -109,6 +119,40 @@ def max_batch(peak_at: Callable[[int], int], batch: int, budget: int) -> dict:
         "evaluations": [list(e) for e in sorted(seen.items())],
         "basis": "memory model: peak affine in the batch from two evaluations, confirmed at the answer and the next batch",
     }
+
+
+def batch_range(memory_at: dict[int, dict], budget: int) -> dict:
+    """The batches the memory model is sure of on a GPU, given its measured error: every batch up
+    to `fits_up_to` fits (its reserved peak, corrected by RESERVED_LOW, and the context are within
+    the budget), none above `fails_above` does (its allocated peak, corrected by ALLOCATED_HIGH, and
+    the context are over it). Between the evaluated batches the peaks are interpolated on straight
+    lines, beyond them extended along the last two."""
+    points = sorted(memory_at.items())
+    context = points[0][1]["allocator"]["cuda_context_bytes"]
+    sure = _crossing([(b, m["allocator"]["reserved_peak_bytes"] / RESERVED_LOW + context) for b, m in points], budget)
+    fails = _crossing([(b, m["peak_bytes"] / ALLOCATED_HIGH + context) for b, m in points], budget)
+    return {"fits_up_to": sure, "fails_above": max(fails, sure),
+            "basis": ("a range, not one batch: the memory model's error on a real GPU is larger than one sample's "
+                      f"memory at this size; {MARGIN_SOURCE}; between the range's ends fragmentation under the "
+                      "limit decides. Interpolated between the memory model's evaluations at batches "
+                      + ", ".join(str(b) for b, _ in points))}
+
+
+def _crossing(points: list[tuple[int, float]], budget: int) -> int:
+    """The largest batch whose need, on the piecewise line through `points` (batch, bytes; growing
+    with the batch), is within `budget`: 0 when even batch 1 is over."""
+    if len(points) < 2:
+        raise UsageError("max_batch range: the memory model was evaluated at fewer than two batches")
+    (b0, n0), (b1, n1) = points[0], points[1]
+    if n0 > budget:  # below the first evaluation: along the first two's line
+        rate = (n1 - n0) / (b1 - b0)
+        return max(0, math.floor(b0 - (n0 - budget) / rate)) if rate > 0 else 0
+    for (b0, n0), (b1, n1) in zip(points, points[1:]):
+        if n1 > budget:
+            return math.floor(b0 + (budget - n0) * (b1 - b0) / (n1 - n0))
+    (b0, n0), (b1, n1) = points[-2], points[-1]
+    rate = (n1 - n0) / (b1 - b0)
+    return b1 + math.floor((budget - n1) / rate) if rate > 0 else b1
 
 
 def checkpoint_candidates(model: nn.Module) -> list[str]:
@@ -272,12 +316,19 @@ def fit_report(model, args, kwargs, *, optimizer: str = "adam", loss: str = "mea
     result = step_memory(model, args, kwargs, optimizer=optimizer, loss=loss, budget_bytes=budget_bytes,
                          device_spec=device_spec)
     result["budget_source"] = budget_source
+    memory_at = {batch_size(args, kwargs): result}
 
     def peak_at(b: int) -> int:
-        a, k = with_batch(args, kwargs, b)
-        return total_peak(step_memory(model, a, k, optimizer=optimizer, loss=loss, device_spec=device_spec))
+        if b not in memory_at:
+            a, k = with_batch(args, kwargs, b)
+            memory_at[b] = step_memory(model, a, k, optimizer=optimizer, loss=loss, device_spec=device_spec)
+        return total_peak(memory_at[b])
     fit = max_batch(peak_at, batch_size(args, kwargs), budget_bytes)
     result["max_batch"] = fit["max_batch"]
+    if "allocator" in result and fit["max_batch"] is not None:  # a GPU spec: the range its measured error allows
+        sure = batch_range(memory_at, budget_bytes)
+        result["max_batch_range"] = [sure["fits_up_to"], sure["fails_above"]]
+        fit["range_basis"] = sure["basis"]
     result["max_batch_basis"] = fit
     findings = [] if result["fits"] else ways_to_fit(
         model, args, kwargs, optimizer=optimizer, loss=loss, budget=budget_bytes, device_spec=device_spec,
