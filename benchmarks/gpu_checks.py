@@ -781,6 +781,7 @@ def report_memory(results: dict) -> None:
     spec = resolve("h200")
     rows = [r for r in results.get("memory", []) if "max_allocated_bytes" in r]
     within = {"allocated": 0, "reserved": 0}
+    ratios: dict[str, list[float]] = {"allocated": [], "reserved": []}
     worst: dict[str, list] = {"allocated": [], "reserved": []}
     print(f"\n{'model':28} {'opt':6} {'allocated GB':>12} {'archlint':>9} {'ratio':>6}  {'reserved GB':>11} {'replayed':>9} {'ratio':>6} {'packed':>7}")
     for r in rows:
@@ -791,33 +792,61 @@ def report_memory(results: dict) -> None:
         packed = m["allocator"]["reserved_at_peak_bytes_lower_bound"] / r["max_reserved_bytes"]
         for key, ratio in (("allocated", alloc), ("reserved", reserved)):
             within[key] += abs(ratio - 1) <= 0.10
+            ratios[key].append(ratio)
             worst[key].append((abs(ratio - 1), f"{r['model']}/{r['optimizer']} {ratio:.3f}"))
         print(f"{r['model']:28} {r['optimizer']:6} {r['max_allocated_bytes'] / 1e9:12.3f} {m['peak_bytes'] / 1e9:9.3f} {alloc:6.3f}  "
               f"{r['max_reserved_bytes'] / 1e9:11.3f} {m['allocator']['reserved_peak_bytes'] / 1e9:9.3f} {reserved:6.3f} {packed:7.3f}", flush=True)
     for key in within:
         print(f"{key}: within 10% {within[key]}/{len(rows)}; worst: {', '.join(w for _, w in sorted(worst[key], reverse=True)[:4])}")
+    if not rows:
+        return
+    from archlint.model.train.fit import ALLOCATED_HIGH, RESERVED_LOW
+    low, high = min(ratios["reserved"]), max(ratios["allocated"])
+    print(f"max_batch_range's margins: replayed/reserved lowest {low:.3f} (fit.RESERVED_LOW = {RESERVED_LOW}: "
+          f"{'covers it' if RESERVED_LOW <= low else 'DOES NOT cover it'}); archlint/allocated highest {high:.3f} "
+          f"(fit.ALLOCATED_HIGH = {ALLOCATED_HIGH}: {'covers it' if ALLOCATED_HIGH >= high else 'DOES NOT cover it'})")
 
 
 def report_max_batch(results: dict) -> None:
     """archlint's max_batch_range claims (every batch up to its low end fits, none above its high
-    end does) against the trials; max_batch and max_batch + 1 shown where they fell."""
-    rows = [r for r in results.get("max_batch", []) if "tried" in r]
-    held = claims = 0
-    print(f"\n{'model':28} {'opt':6} {'budget':>7} {'range':>11} {'max_batch':>9}  tried (batch: fits?, claim)")
-    for r in rows:
-        parts = []
-        for batch, t in sorted(r["tried"].items(), key=lambda kv: int(kv[0])):
-            got = "skipped" if "skipped" in t else "error" if "error" in t else "fits" if t["fits"] else "OOM"
-            claim = t.get("claim", "")
-            if claim and got in ("fits", "OOM"):
-                claims += 1
-                ok = (got == "fits") == (claim == "fits")
-                held += ok
-                got += f" (claimed {claim}: {'held' if ok else 'WRONG'})"
-            parts.append(f"{batch}: {got}")
-        rng = r.get("max_batch_range")
-        print(f"{r['model']:28} {r['optimizer']:6} {r['budget_bytes'] / 1e9:5.0f}GB {str(rng):>11} {r['max_batch']:9}  {'; '.join(parts)}")
-    print(f"max_batch claims held: {held}/{claims}")
+    end does) against the trials, max_batch and max_batch + 1 shown where they fell; and for each
+    batch that fitted, archlint's peak_bytes against its max_memory_allocated (the ratio that
+    fit.ALLOCATED_HIGH must cover)."""
+    from archlint.devices import resolve
+    from archlint.model.train.fit import ALLOCATED_HIGH
+    from archlint.model.train.memory import step_memory
+
+    spec = resolve("h200")
+    for key in ("max_batch", "max_batch_v2"):  # v2: a second run kept beside the first in a merged file
+        rows = [r for r in results.get(key, []) if "tried" in r]
+        if not rows:
+            continue
+        held = claims = 0
+        ratios = []
+        print(f"\n{key}:\n{'model':28} {'opt':6} {'budget':>7} {'range':>11} {'max_batch':>9}  tried (batch: fits?, claim; archlint/allocated)")
+        for r in rows:
+            parts = []
+            for batch, t in sorted(r["tried"].items(), key=lambda kv: int(kv[0])):
+                got = "skipped" if "skipped" in t else "error" if "error" in t else "fits" if t["fits"] else "OOM"
+                claim = t.get("claim", "")
+                if claim and got in ("fits", "OOM"):
+                    claims += 1
+                    ok = (got == "fits") == (claim == "fits")
+                    held += ok
+                    got += f" (claimed {claim}: {'held' if ok else 'WRONG'})"
+                if t.get("max_allocated_bytes"):
+                    model, args, kwargs = build(r["model"], int(batch), "cpu")
+                    m = step_memory(model.train(), args, kwargs, optimizer=r["optimizer"], device_spec=spec)
+                    ratios.append((m["peak_bytes"] / t["max_allocated_bytes"], f"{r['model']}@{batch}"))
+                    got += f" {ratios[-1][0]:.3f}"
+                parts.append(f"{batch}: {got}")
+            rng = r.get("max_batch_range")
+            print(f"{r['model']:28} {r['optimizer']:6} {r['budget_bytes'] / 1e9:5.0f}GB {str(rng):>11} {r['max_batch']:9}  {'; '.join(parts)}", flush=True)
+        print(f"max_batch claims held: {held}/{claims}")
+        if ratios:
+            top = max(ratios)
+            print(f"peak_bytes / max_memory_allocated at the batches that fitted: highest {top[0]:.3f} ({top[1]}); "
+                  f"fit.ALLOCATED_HIGH = {ALLOCATED_HIGH} {'covers it' if top[0] <= ALLOCATED_HIGH else 'DOES NOT cover it'}")
 
 
 def report_workspace(results: dict) -> None:
