@@ -72,3 +72,49 @@ def cublas_workspaces(func, args, thread: str) -> list[str]:
     if lt:
         names.append(f"cublasLt {thread} thread")
     return names
+
+
+# ---- cuDNN: a convolution's workspace, allocated and freed inside the op ----------------------
+#
+# Measured on an H200 (benchmarks/gpu_checks.py section workspace: 18 convolution shapes of the
+# memory section's models at batch 32, float32 and bfloat16, cudnn.benchmark off, torch 2.11,
+# cuDNN 9.19): max_memory_allocated during the op beyond its outputs. Dense and grouped
+# convolutions with a kernel larger than 1×1 or a stride take about their input and output again
+# (forward 1.0× of input + output for 3×3 at 56², 7×7/2 stems, strided 1×1; backward the same plus
+# the weight: 0.87-1.06× for maps of 28² and more, up to 1.5× below); 1×1 stride-1 and depthwise
+# convolutions take ≤ 2 MiB. Not followed: heuristics' outliers (a grouped 3×3 in bf16 took 110 MiB
+# forward, 4.5× its input + output; a 24→144 1×1 fp32 backward 66 MiB).
+CUDNN_SOURCE = ("estimated from measurements on an H200 (benchmarks/gpu_checks.py section workspace, cuDNN 9.19, "
+                "cudnn.benchmark off): a convolution with a kernel larger than 1x1 or a stride, not depthwise, "
+                "takes its input + output bytes as workspace in forward, input + grad-output + weight in backward; "
+                "1x1 stride-1 and depthwise convolutions take none (measured <= 2 MiB)")
+
+
+def cudnn_workspace(func, args) -> int:
+    """The transient workspace (bytes) a convolution op takes on cuDNN: see CUDNN_SOURCE."""
+    packet = getattr(func, "overloadpacket", None)
+    if packet is aten.convolution:
+        x, w, stride, groups, out = args[0], args[1], args[3], args[8], None
+    elif packet is aten.convolution_backward:
+        out, x, w, stride, groups = args[0], args[1], args[2], args[4], args[9]
+    else:
+        return 0
+    if not isinstance(x, torch.Tensor) or x.dim() != 4:  # 2-D convolutions only: what was measured
+        return 0
+    depthwise = groups > 1 and w.shape[1] == 1
+    pointwise = tuple(w.shape[2:]) == (1, 1) and all(s == 1 for s in stride)
+    if depthwise or pointwise:
+        return 0
+    nbytes = x.numel() * x.element_size()
+    if out is None:  # forward: the output's size from the shapes
+        return nbytes + _conv_out_bytes(x, w, args)
+    return nbytes + out.numel() * out.element_size() + w.numel() * w.element_size()
+
+
+def _conv_out_bytes(x, w, args) -> int:
+    stride, padding, dilation = args[3], args[4], args[5]
+    size = x.shape[0] * w.shape[0] * x.element_size()
+    for i, n in enumerate(x.shape[2:]):
+        k = dilation[i] * (w.shape[2 + i] - 1) + 1
+        size *= (n + 2 * padding[i] - k) // stride[i] + 1
+    return size

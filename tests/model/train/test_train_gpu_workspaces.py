@@ -1,4 +1,4 @@
-"""Library workspaces on a GPU spec (archlint.model.train.gpu_workspaces): cuBLAS per thread."""
+"""Library workspaces on a GPU spec (archlint.model.train.gpu_workspaces): cuBLAS per thread, cuDNN per convolution."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import torch.nn as nn
 
 from archlint.devices import resolve
 from archlint.model.train.gpu_workspaces import (
-    CUBLAS_OTHER_BYTES, CUBLAS_SM90_BYTES, CUBLASLT_BYTES, cublas_sizes, cublas_workspaces)
+    CUBLAS_OTHER_BYTES, CUBLAS_SM90_BYTES, CUBLASLT_BYTES, cublas_sizes, cublas_workspaces, cudnn_workspace)
 from archlint.model.train.memory import step_memory
 
 aten = torch.ops.aten
@@ -66,5 +66,47 @@ def test_a_gpu_step_holds_a_cublas_workspace_per_thread(monkeypatch):
     assert step_memory(mlp(bias=False), (x,), optimizer="sgd", device_spec=h200)["cublas_workspace_bytes"] == 2 * CUBLAS_SM90_BYTES
     # no GEMM at all: none held; and the CPU result has no such key
     conv = step_memory(ConvOnly(), (torch.randn(2, 3, 8, 8),), optimizer="sgd", device_spec=h200)
-    assert conv["cublas_workspace_bytes"] == 0 and "workspaces" not in conv["at_peak"]
+    assert conv["cublas_workspace_bytes"] == 0 and conv["at_peak"].get("workspaces", 0) == conv["cudnn_workspace_bytes"]
     assert "cublas_workspace_bytes" not in cpu and "workspaces" not in cpu["at_peak"]
+
+
+def meta(*shape):
+    return torch.empty(*shape, device="meta")
+
+
+def test_cudnn_workspace_of_a_convolution_by_kind():
+    x, w = meta(32, 64, 56, 56), meta(64, 64, 3, 3)
+    conv = (x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1)
+    assert cudnn_workspace(aten.convolution.default, conv) == 2 * 32 * 64 * 56 * 56 * 4  # input + output
+    grad = (meta(32, 64, 56, 56), x, w, [0], [1, 1], [1, 1], [1, 1], False, [0, 0], 1, [True, True, False])
+    assert cudnn_workspace(aten.convolution_backward.default, grad) == 2 * 32 * 64 * 56 * 56 * 4 + 64 * 64 * 9 * 4
+    stem = (meta(32, 3, 224, 224), meta(64, 3, 7, 7), None, [2, 2], [3, 3], [1, 1], False, [0, 0], 1)
+    assert cudnn_workspace(aten.convolution.default, stem) == (3 * 224 * 224 + 64 * 112 * 112) * 32 * 4
+    pointwise = (x, meta(256, 64, 1, 1), None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1)
+    depthwise = (x, meta(64, 1, 3, 3), None, [1, 1], [1, 1], [1, 1], False, [0, 0], 64)
+    strided_1x1 = (x, meta(128, 64, 1, 1), None, [2, 2], [0, 0], [1, 1], False, [0, 0], 1)
+    assert cudnn_workspace(aten.convolution.default, pointwise) == cudnn_workspace(aten.convolution.default, depthwise) == 0
+    assert cudnn_workspace(aten.convolution.default, strided_1x1) == (64 * 56 * 56 + 128 * 28 * 28) * 32 * 4
+    assert cudnn_workspace(aten.mm.default, (meta(2, 3), meta(3, 4))) == 0
+
+
+class ConvNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Conv2d(3, 16, 3, padding=1), nn.Conv2d(16, 16, 3, padding=1)
+
+    def forward(self, x):
+        return self.b(self.a(x).relu())
+
+
+def test_a_convolutions_workspace_is_in_the_peak_not_in_the_replay():
+    x = torch.randn(8, 3, 64, 64)
+    h200 = resolve("h200")
+    m = step_memory(ConvNet(), (x,), optimizer="sgd", device_spec=h200)
+    assert m["cudnn_workspace_largest_bytes"] > 0 and "cuDNN" in m["workspace_basis"]
+    # the peak is at a convolution whose workspace is in it; the replay leaves it out (and says so)
+    assert "convolution" in m["at"] and m["cudnn_workspace_bytes"] > 0
+    assert m["at_peak"]["workspaces"] == m["cudnn_workspace_bytes"] + m["cublas_workspace_bytes"]
+    assert "less cuDNN's workspaces" in m["allocator"]["reserved_basis"]
+    cpu = step_memory(ConvNet(), (x,), optimizer="sgd")
+    assert m["peak_bytes"] - cpu["peak_bytes"] >= m["cudnn_workspace_bytes"] and "cudnn_workspace_bytes" not in cpu
