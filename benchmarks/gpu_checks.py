@@ -318,44 +318,56 @@ def max_batch_trials(case: dict) -> dict[int, str]:
 
 def section_max_batch(results: dict, budget: Budget, plan_data: dict) -> None:
     """The allocator is limited to the budget less the context measured in `env`, so a batch
-    that fits here fits a device of that much memory. The claims (max_batch_range) first."""
+    that fits here fits a device of that much memory. Two passes: every case's claims
+    (max_batch_range's ends) first, then max_batch and max_batch + 1 where time is left."""
     import torch
-    from archlint.model.train.memory import make_optimizer
 
     total = results["env"]["total_bytes"]
     context = results["env"]["context_bytes"]
     rows = results.setdefault("max_batch", [])
+    cases = []
     for case in plan_data["fits"]:
         if not case.get("max_batch"):
             rows.append({**_plain(case), "skipped": "archlint gave no max_batch"})
             continue
-        torch.cuda.set_per_process_memory_fraction((case["budget_bytes"] - context) / total)
-        tried = {}
-        for batch, claim in max_batch_trials(case).items():
-            if budget.left() < 4:
-                tried[batch] = {"claim": claim, "skipped": "out of time"}
-                continue
-            try:
-                model, args, kwargs = build(case["model"], batch, DEV)
-                model.train()
-                opt = make_optimizer(case["optimizer"], [p for p in model.parameters() if p.requires_grad])
-                torch.cuda.reset_peak_memory_stats()
-                for _ in range(2):
-                    opt.zero_grad(set_to_none=True)
-                    _train_step(model, args, kwargs, opt)
-                torch.cuda.synchronize()
-                tried[batch] = {"claim": claim, "fits": True, "max_allocated_bytes": torch.cuda.max_memory_allocated(),
-                                "max_reserved_bytes": torch.cuda.max_memory_reserved()}
-            except torch.OutOfMemoryError:
-                tried[batch] = {"claim": claim, "fits": False, "max_reserved_bytes": torch.cuda.max_memory_reserved()}
-            except Exception as exc:
-                tried[batch] = {"claim": claim, "error": f"{type(exc).__name__}: {str(exc)[:200]}"}
-            finally:
-                model = opt = args = kwargs = None
-                _free()
-        torch.cuda.set_per_process_memory_fraction(1.0)
-        rows.append({**_plain(case), "tried": {str(k): v for k, v in tried.items()}})
-        print(f"  max_batch {case['model']}: {rows[-1]['tried']}", flush=True)
+        rows.append({**_plain(case), "tried": {}})
+        cases.append((case, rows[-1]["tried"], max_batch_trials(case)))
+    for claims in (True, False):
+        for case, tried, trials in cases:
+            torch.cuda.set_per_process_memory_fraction((case["budget_bytes"] - context) / total)
+            for batch, claim in trials.items():
+                if bool(claim) == claims:
+                    tried[str(batch)] = _try_batch(case, batch, claim, budget)
+            torch.cuda.set_per_process_memory_fraction(1.0)
+            print(f"  max_batch {case['model']}: {tried}", flush=True)
+
+
+def _try_batch(case: dict, batch: int, claim: str, budget: Budget) -> dict:
+    """Two training steps at `batch` under the allocator's limit: did they fit?"""
+    import torch
+    from archlint.model.train.memory import make_optimizer
+
+    if budget.left() < 4:
+        return {"claim": claim, "skipped": "out of time"}
+    model = opt = args = kwargs = None
+    try:
+        model, args, kwargs = build(case["model"], batch, DEV)
+        model.train()
+        opt = make_optimizer(case["optimizer"], [p for p in model.parameters() if p.requires_grad])
+        torch.cuda.reset_peak_memory_stats()
+        for _ in range(2):
+            opt.zero_grad(set_to_none=True)
+            _train_step(model, args, kwargs, opt)
+        torch.cuda.synchronize()
+        return {"claim": claim, "fits": True, "max_allocated_bytes": torch.cuda.max_memory_allocated(),
+                "max_reserved_bytes": torch.cuda.max_memory_reserved()}
+    except torch.OutOfMemoryError:
+        return {"claim": claim, "fits": False, "max_reserved_bytes": torch.cuda.max_memory_reserved()}
+    except Exception as exc:
+        return {"claim": claim, "error": f"{type(exc).__name__}: {str(exc)[:200]}"}
+    finally:
+        model = opt = args = kwargs = None
+        _free()
 
 
 def _plain(case: dict) -> dict:
