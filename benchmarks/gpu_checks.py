@@ -286,6 +286,9 @@ def section_memory(results: dict, budget: Budget, plan_data: dict) -> None:
                 opt.zero_grad(set_to_none=True)
                 torch.cuda.synchronize()
                 row["persistent_bytes"] = torch.cuda.memory_allocated()
+                # what the warm step left reserved: max_memory_reserved below starts from it (is the
+                # replay's shortfall the first step's segments, kept cached?)
+                row["reserved_after_warm_bytes"] = torch.cuda.memory_reserved()
                 torch.cuda.reset_peak_memory_stats()
                 _train_step(model, args, kwargs, opt)
                 torch.cuda.synchronize()
