@@ -10,6 +10,10 @@ workspaces too:
   whose forward and backward both run GEMMs holds two. cuBLASLt (addmm with a bias vector, the
   gemm_and_bias path of nn.Linear) keeps its own, smaller, workspace per handle and stream.
   Sizes: torch's defaults, or CUBLAS_WORKSPACE_CONFIG / CUBLASLT_WORKSPACE_SIZE when set here.
+  Confirmed on an H200 (benchmarks/eval_data/measured/h200-workspace-2026-11-26.json): +32 MiB at
+  the first GEMM on the forward thread and again on autograd's, +1 MiB for addmm with a bias;
+  bf16 GEMMs share them.
+- cuDNN: a convolution's workspace, allocated and freed inside the op (below).
 """
 
 from __future__ import annotations
@@ -76,7 +80,8 @@ def cublas_workspaces(func, args, thread: str) -> list[str]:
 
 # ---- cuDNN: a convolution's workspace, allocated and freed inside the op ----------------------
 #
-# Measured on an H200 (benchmarks/gpu_checks.py section workspace: 18 convolution shapes of the
+# Measured on an H200 (benchmarks/gpu_checks.py section workspace, kept in benchmarks/eval_data/measured/
+# h200-workspace-2026-11-26.json: 18 convolution shapes of the
 # memory section's models at batch 32, float32 and bfloat16, cudnn.benchmark off, torch 2.11,
 # cuDNN 9.19): max_memory_allocated during the op beyond its outputs. Dense and grouped
 # convolutions with a kernel larger than 1×1 or a stride take about their input and output again
