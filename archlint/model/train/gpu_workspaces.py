@@ -80,19 +80,22 @@ def cublas_workspaces(func, args, thread: str) -> list[str]:
 
 # ---- cuDNN: a convolution's workspace, allocated and freed inside the op ----------------------
 #
-# Measured on an H200 (benchmarks/gpu_checks.py section workspace, kept in benchmarks/eval_data/measured/
-# h200-workspace-2026-11-26.json: 18 convolution shapes of the
-# memory section's models at batch 32, float32 and bfloat16, cudnn.benchmark off, torch 2.11,
-# cuDNN 9.19): max_memory_allocated during the op beyond its outputs. Dense and grouped
-# convolutions with a kernel larger than 1×1 or a stride take about their input and output again
-# (forward 1.0× of input + output for 3×3 at 56², 7×7/2 stems, strided 1×1; backward the same plus
-# the weight: 0.87-1.06× for maps of 28² and more, up to 1.5× below); 1×1 stride-1 and depthwise
-# convolutions take ≤ 2 MiB. Not followed: heuristics' outliers (a grouped 3×3 in bf16 took 110 MiB
-# forward, 4.5× its input + output; a 24→144 1×1 fp32 backward 66 MiB).
-CUDNN_SOURCE = ("estimated from measurements on an H200 (benchmarks/gpu_checks.py section workspace, cuDNN 9.19, "
-                "cudnn.benchmark off): a convolution with a kernel larger than 1x1 or a stride, not depthwise, "
-                "takes its input + output bytes as workspace in forward, input + grad-output + weight in backward; "
-                "1x1 stride-1 and depthwise convolutions take none (measured <= 2 MiB)")
+# Measured on an H200 (benchmarks/gpu_checks.py section workspace, kept in benchmarks/eval_data/
+# measured/h200-workspace-2026-11-26.json: 18 convolution shapes of the memory section's models at
+# batch 32, float32 and bfloat16, cudnn.benchmark off, torch 2.11, cuDNN 9.19): max_memory_allocated
+# during the op beyond its outputs. Convolutions over feature maps (more than 4 input channels)
+# with a kernel larger than 1×1 or a stride, not depthwise, take about their input + grad-output +
+# weight in backward (measured 1.00-1.14× of that at 28² and 56², 1.35-1.52× at 7² and 14² in
+# float32) and about their input + output in forward (0.50-2.61× in float32; bf16 once 4.5×).
+# 1×1 stride-1 and depthwise convolutions take ≤ 2 MiB (one 24→144 1×1 fp32 backward: 66 MiB).
+# Image stems and patchify convolutions (3 input channels, or kernel = stride) follow no such rule
+# (0 to 2.8× of it): counted as none; they run first in forward and last in backward, away from
+# the peak.
+CUDNN_SOURCE = ("estimated from measurements on an H200 (benchmarks/eval_data/measured/h200-workspace-2026-11-26.json, "
+                "cuDNN 9.19, cudnn.benchmark off): a convolution over feature maps with a kernel larger than 1x1 "
+                "or a stride, not depthwise, takes its input + output bytes as workspace in forward (measured "
+                "0.5-2.6x), input + grad-output + weight in backward (measured 1.0-1.5x); 1x1 stride-1, depthwise, "
+                "image-stem and patchify convolutions are counted as none")
 
 
 def cudnn_workspace(func, args) -> int:
@@ -108,7 +111,8 @@ def cudnn_workspace(func, args) -> int:
         return 0
     depthwise = groups > 1 and w.shape[1] == 1
     pointwise = tuple(w.shape[2:]) == (1, 1) and all(s == 1 for s in stride)
-    if depthwise or pointwise:
+    image = x.shape[1] <= 4 or list(w.shape[2:]) == list(stride)  # a stem or a patchify: no rule held
+    if depthwise or pointwise or image:
         return 0
     nbytes = x.numel() * x.element_size()
     if out is None:  # forward: the output's size from the shapes

@@ -81,7 +81,8 @@ def test_cudnn_workspace_of_a_convolution_by_kind():
     grad = (meta(32, 64, 56, 56), x, w, [0], [1, 1], [1, 1], [1, 1], False, [0, 0], 1, [True, True, False])
     assert cudnn_workspace(aten.convolution_backward.default, grad) == 2 * 32 * 64 * 56 * 56 * 4 + 64 * 64 * 9 * 4
     stem = (meta(32, 3, 224, 224), meta(64, 3, 7, 7), None, [2, 2], [3, 3], [1, 1], False, [0, 0], 1)
-    assert cudnn_workspace(aten.convolution.default, stem) == (3 * 224 * 224 + 64 * 112 * 112) * 32 * 4
+    patchify = (meta(32, 40, 224, 224), meta(96, 40, 4, 4), None, [4, 4], [0, 0], [1, 1], False, [0, 0], 1)
+    assert cudnn_workspace(aten.convolution.default, stem) == cudnn_workspace(aten.convolution.default, patchify) == 0
     pointwise = (x, meta(256, 64, 1, 1), None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1)
     depthwise = (x, meta(64, 1, 3, 3), None, [1, 1], [1, 1], [1, 1], False, [0, 0], 64)
     strided_1x1 = (x, meta(128, 64, 1, 1), None, [2, 2], [0, 0], [1, 1], False, [0, 0], 1)
@@ -93,7 +94,7 @@ def test_cudnn_workspace_of_a_convolution_by_kind():
 class ConvNet(nn.Module):
     def __init__(self):
         super().__init__()
-        self.a, self.b = nn.Conv2d(3, 16, 3, padding=1), nn.Conv2d(16, 16, 3, padding=1)
+        self.a, self.b = nn.Conv2d(3, 16, 3, padding=1), nn.Conv2d(16, 16, 3, padding=1)  # a: a stem, none
 
     def forward(self, x):
         return self.b(self.a(x).relu())
