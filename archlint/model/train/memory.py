@@ -25,7 +25,8 @@ blocks live at the peak, packed into the allocator's segments, give the least it
 that plus the CUDA context (a labelled constant) is `device_peak_bytes`, what a budget is held to.
 cuBLAS's workspaces, which PyTorch allocates through the same allocator and keeps, one per thread
 that runs a GEMM (archlint.model.train.gpu_workspaces), are held from the op that makes them and
-counted in `peak_bytes` (`cublas_workspace_bytes`, `workspace_basis`).
+counted in `peak_bytes` (`cublas_workspace_bytes`, `workspace_basis`); so is cuDNN's workspace,
+allocated and freed inside a convolution, at its op (`cudnn_workspace_bytes` at the peak).
 """
 
 from __future__ import annotations
@@ -234,6 +235,7 @@ class _Watch(TorchDispatchMode):
         t.op_module.append(t.modules[-1] if t.modules else "")
         for value in metacache.tensors_of(out):
             t.see(value)
+        workspace = 0
         if t.workspace_sizes is not None:  # autograd runs a CUDA backward on its own thread
             for name in cublas_workspaces(func, args, "autograd" if t.phase == "backward" else "forward"):
                 if name not in t.workspaces:
@@ -241,7 +243,7 @@ class _Watch(TorchDispatchMode):
             workspace = cudnn_workspace(func, args)
             if workspace:
                 t.transient(workspace)
-        t.timeline.append((t.ops - 1, t.live_bytes))
+        t.timeline.append((t.ops - 1, t.live_bytes + workspace))  # the op's highest point
         return out
 
 

@@ -111,3 +111,8 @@ def test_a_convolutions_workspace_is_in_the_peak_not_in_the_replay():
     assert "less cuDNN's workspaces" in m["allocator"]["reserved_basis"]
     cpu = step_memory(ConvNet(), (x,), optimizer="sgd")
     assert m["peak_bytes"] - cpu["peak_bytes"] >= m["cudnn_workspace_bytes"] and "cudnn_workspace_bytes" not in cpu
+
+
+def test_the_timeline_reaches_the_peak_at_a_convolution():
+    m = step_memory(ConvNet(), (torch.randn(8, 3, 64, 64),), optimizer="sgd", device_spec=resolve("h200"))
+    assert max(b for _, b in m["timeline"]) == m["peak_bytes"]
