@@ -15,9 +15,12 @@ Sections of `run`, in the order they run (most wanted first):
   latency     timm's inference benchmark (AMP float16, NCHW, eager, batch 256) on the sample:
               written as a table in the published tables' columns, `--published` reads it
   memory      a real training step per model and optimizer: torch.cuda.max_memory_allocated
-              of the steady step (after a warm step made the optimizer state), and reserved
+              of the steady step (after a warm step made the optimizer state), and reserved;
+              each model as in a fresh process (cached blocks and cuBLAS workspaces freed first)
   max_batch   archlint's max_batch under a budget, tried for real: the allocator limited to the
               budget less the measured context, two steps at max_batch and at max_batch + 1
+  workspace   what kernels allocate that the meta-device memory model cannot see: cuBLAS's
+              workspace per thread (forward, autograd), cuDNN's per convolution and batch norm
   families    `archlint calibrate --families --device-spec h200` (archlint.model.families): one kernel per
               op family at model-like sizes, CUDA events; each family's share of the h200 spec's
               roofs, the eager per-op host cost, a GEMM/conv size curve, as device-spec TOML
@@ -150,9 +153,11 @@ def plan(out: Path) -> None:
         report, _ = fit_report(model.train(), args, kwargs, optimizer=optimizer, budget_bytes=int(budget),
                                device_spec=spec)
         print(f"{name} {optimizer} budget {budget / 1e9:g} GB: max_batch {report['max_batch']} "
+              f"range {report.get('max_batch_range')} "
               f"({time.perf_counter() - t0:.1f} s)", flush=True)
         fits.append({"model": name, "optimizer": optimizer, "budget_bytes": int(budget),
-                     "max_batch": report["max_batch"], "archlint": {k: v for k, v in report.items() if k != "timeline"}})
+                     "max_batch": report["max_batch"], "max_batch_range": report.get("max_batch_range"),
+                     "archlint": {k: v for k, v in report.items() if k != "timeline"}})
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"latency": latency_sample(), "fits": fits, "torch": torch.__version__}, indent=1, default=str))
     print(f"plan written to {out}")
@@ -190,6 +195,20 @@ def _free() -> None:
 
     gc.collect()
     torch.cuda.empty_cache()
+
+
+def _as_a_fresh_process() -> bool:
+    """Free what earlier runs left: cached blocks and cuBLAS's workspaces, which torch keeps per
+    (thread, stream) for the process's life, so a model without a GEMM would otherwise carry the
+    workspaces of the models before it (65 MiB on an H200). True when the workspaces were cleared."""
+    import torch
+
+    clear = getattr(torch._C, "_cuda_clearCublasWorkspaces", None)
+    if clear is not None:
+        torch.cuda.synchronize()
+        clear()
+    _free()
+    return clear is not None
 
 
 def section_env(results: dict, budget: Budget, plan_data: dict) -> None:
@@ -274,7 +293,7 @@ def section_memory(results: dict, budget: Budget, plan_data: dict) -> None:
             if budget.left() < 4:
                 rows.append({"model": name, "optimizer": optimizer, "skipped": "out of time"})
                 continue
-            row = {"model": name, "optimizer": optimizer}
+            row = {"model": name, "optimizer": optimizer, "cublas_workspaces_cleared": _as_a_fresh_process()}
             try:
                 model, args, kwargs = build(name, train_batch(name), DEV)
                 model.train()
@@ -283,6 +302,9 @@ def section_memory(results: dict, budget: Budget, plan_data: dict) -> None:
                 opt.zero_grad(set_to_none=True)
                 torch.cuda.synchronize()
                 row["persistent_bytes"] = torch.cuda.memory_allocated()
+                # what the warm step left reserved: max_memory_reserved below starts from it (is the
+                # replay's shortfall the first step's segments, kept cached?)
+                row["reserved_after_warm_bytes"] = torch.cuda.memory_reserved()
                 torch.cuda.reset_peak_memory_stats()
                 _train_step(model, args, kwargs, opt)
                 torch.cuda.synchronize()
@@ -298,50 +320,260 @@ def section_memory(results: dict, budget: Budget, plan_data: dict) -> None:
         print(f"  memory {name}: {[r.get('max_allocated_bytes', r.get('error')) for r in rows[-3:]]}", flush=True)
 
 
+def max_batch_trials(case: dict) -> dict[int, str]:
+    """The batches to try and what archlint claims of each: every batch up to the range's low end
+    fits, none above its high end does; max_batch and max_batch + 1 are tried as well (no claim:
+    they show where the real limit falls inside the range)."""
+    trials: dict[int, str] = {}
+    low, high = case.get("max_batch_range") or (None, None)
+    if low:
+        trials[low] = "fits"
+    if high is not None:
+        trials[high + 1] = "does not fit"
+    for batch in (case["max_batch"], case["max_batch"] + 1):
+        trials.setdefault(batch, "")
+    return trials
+
+
 def section_max_batch(results: dict, budget: Budget, plan_data: dict) -> None:
     """The allocator is limited to the budget less the context measured in `env`, so a batch
-    that fits here fits a device of that much memory."""
+    that fits here fits a device of that much memory. Two passes: every case's claims
+    (max_batch_range's ends) first, then max_batch and max_batch + 1 where time is left."""
     import torch
-    from archlint.model.train.memory import make_optimizer
 
     total = results["env"]["total_bytes"]
     context = results["env"]["context_bytes"]
     rows = results.setdefault("max_batch", [])
+    cases = []
     for case in plan_data["fits"]:
         if not case.get("max_batch"):
             rows.append({**_plain(case), "skipped": "archlint gave no max_batch"})
             continue
-        torch.cuda.set_per_process_memory_fraction((case["budget_bytes"] - context) / total)
-        tried = {}
-        for batch in (case["max_batch"], case["max_batch"] + 1):
-            if budget.left() < 4:
-                tried[batch] = "out of time"
-                continue
-            try:
-                model, args, kwargs = build(case["model"], batch, DEV)
-                model.train()
-                opt = make_optimizer(case["optimizer"], [p for p in model.parameters() if p.requires_grad])
-                torch.cuda.reset_peak_memory_stats()
-                for _ in range(2):
-                    opt.zero_grad(set_to_none=True)
-                    _train_step(model, args, kwargs, opt)
-                torch.cuda.synchronize()
-                tried[batch] = {"fits": True, "max_allocated_bytes": torch.cuda.max_memory_allocated(),
-                                "max_reserved_bytes": torch.cuda.max_memory_reserved()}
-            except torch.OutOfMemoryError:
-                tried[batch] = {"fits": False, "max_reserved_bytes": torch.cuda.max_memory_reserved()}
-            except Exception as exc:
-                tried[batch] = {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
-            finally:
-                model = opt = args = kwargs = None
-                _free()
-        torch.cuda.set_per_process_memory_fraction(1.0)
-        rows.append({**_plain(case), "tried": {str(k): v for k, v in tried.items()}})
-        print(f"  max_batch {case['model']}: {rows[-1]['tried']}", flush=True)
+        rows.append({**_plain(case), "tried": {}})
+        cases.append((case, rows[-1]["tried"], max_batch_trials(case)))
+    for claims in (True, False):
+        for case, tried, trials in cases:
+            torch.cuda.set_per_process_memory_fraction((case["budget_bytes"] - context) / total)
+            for batch, claim in trials.items():
+                if bool(claim) == claims:
+                    tried[str(batch)] = _try_batch(case, batch, claim, budget)
+            torch.cuda.set_per_process_memory_fraction(1.0)
+            print(f"  max_batch {case['model']}: {tried}", flush=True)
+
+
+def _try_batch(case: dict, batch: int, claim: str, budget: Budget) -> dict:
+    """Two training steps at `batch` under the allocator's limit: did they fit?"""
+    import torch
+    from archlint.model.train.memory import make_optimizer
+
+    if budget.left() < 4:
+        return {"claim": claim, "skipped": "out of time"}
+    model = opt = args = kwargs = None
+    _as_a_fresh_process()
+    try:
+        model, args, kwargs = build(case["model"], batch, DEV)
+        model.train()
+        opt = make_optimizer(case["optimizer"], [p for p in model.parameters() if p.requires_grad])
+        torch.cuda.reset_peak_memory_stats()
+        for _ in range(2):
+            opt.zero_grad(set_to_none=True)
+            _train_step(model, args, kwargs, opt)
+        torch.cuda.synchronize()
+        return {"claim": claim, "fits": True, "max_allocated_bytes": torch.cuda.max_memory_allocated(),
+                "max_reserved_bytes": torch.cuda.max_memory_reserved()}
+    except torch.OutOfMemoryError:
+        return {"claim": claim, "fits": False, "max_reserved_bytes": torch.cuda.max_memory_reserved()}
+    except Exception as exc:
+        return {"claim": claim, "error": f"{type(exc).__name__}: {str(exc)[:200]}"}
+    finally:
+        model = opt = args = kwargs = None
+        _free()
 
 
 def _plain(case: dict) -> dict:
-    return {k: case[k] for k in ("model", "optimizer", "budget_bytes", "max_batch")}
+    return {k: case.get(k) for k in ("model", "optimizer", "budget_bytes", "max_batch", "max_batch_range")}
+
+
+# Conv shapes of the memory section's models at its batch (32, 224²): (name, C_in, C_out, H=W, kernel,
+# stride, groups, input needs a grad). Stems and patchifies take the image, which needs no grad.
+WORKSPACE_CONVS = [
+    ("stem 7x7/2 3-64 @224 (resnet)", 3, 64, 224, 7, 2, 1, False),
+    ("stem 3x3/2 3-32 @224 (efficientnet, mobilenet)", 3, 32, 224, 3, 2, 1, False),
+    ("patchify 4x4/4 3-40 @224 (convnext_atto)", 3, 40, 224, 4, 4, 1, False),
+    ("patchify 16x16/16 3-768 @224 (vit_b_16)", 3, 768, 224, 16, 16, 1, False),
+    ("3x3 64-64 @56 (resnet18)", 64, 64, 56, 3, 1, 1, True),
+    ("3x3/2 128-128 @56 (resnet)", 128, 128, 56, 3, 2, 1, True),
+    ("3x3 256-256 @14 (resnet)", 256, 256, 14, 3, 1, 1, True),
+    ("3x3 512-512 @7 (resnet)", 512, 512, 7, 3, 1, 1, True),
+    ("1x1 64-256 @56 (resnet50)", 64, 256, 56, 1, 1, 1, True),
+    ("1x1 256-64 @56 (resnet50)", 256, 64, 56, 1, 1, 1, True),
+    ("1x1/2 256-512 @56 (resnet50 downsample)", 256, 512, 56, 1, 2, 1, True),
+    ("1x1 24-144 @56 (mobilenet_v2 expand)", 24, 144, 56, 1, 1, 1, True),
+    ("depthwise 3x3 C144 @56 (mobilenet_v2)", 144, 144, 56, 3, 1, 144, True),
+    ("depthwise 3x3/2 C96 @112 (mobilenet_v2)", 96, 96, 112, 3, 2, 96, True),
+    ("depthwise 7x7 C96 @56 (convnext_tiny)", 96, 96, 56, 7, 1, 96, True),
+    ("depthwise 7x7 C40 @56 (convnext_atto)", 40, 40, 56, 7, 1, 40, True),
+    ("grouped 3x3 g3 C24 @56 (regnetx_002)", 24, 24, 56, 3, 1, 3, True),
+    ("grouped 3x3 g4 C64 @56 (regnet_y_800mf)", 64, 64, 56, 3, 1, 4, True),
+]
+
+
+def _block_bytes(*tensors) -> int:
+    """What the caching allocator counts for these tensors: each storage rounded up to 512 bytes."""
+    return sum(-(-t.untyped_storage().nbytes() // 512) * 512 for t in tensors if t is not None)
+
+
+def section_workspace(results: dict, budget: Budget, plan_data: dict) -> None:
+    """What kernels allocate beyond their inputs, outputs and gradients (what the meta-device
+    memory model cannot see). cuBLAS: torch keeps one workspace per (handle, stream), a handle per
+    thread, so the forward thread and autograd's device thread each hold one once they ran a GEMM;
+    each case runs on a fresh stream after the workspaces are cleared, and counts
+    memory_allocated after less before less the tensors it made. cuDNN convolutions
+    (cudnn.benchmark off, as the memory section runs): the transient workspace, as
+    max_memory_allocated after reset_peak_memory_stats less what was allocated before and the
+    outputs (forward) or gradients (backward)."""
+    import torch
+    import torch.nn.functional as F
+
+    if not torch.cuda.is_available():
+        results["workspace"] = {"skipped": "no CUDA device"}
+        return
+    torch.backends.cudnn.benchmark = False
+    getters = {"cublas_workspace_size": "_cuda_getCublasWorkspaceSize", "cublaslt_workspace_size": "_cuda_getCublasLtWorkspaceSize"}
+    out = results["workspace"] = {"config": {
+        "CUBLAS_WORKSPACE_CONFIG": os.environ.get("CUBLAS_WORKSPACE_CONFIG"),
+        "CUBLASLT_WORKSPACE_SIZE": os.environ.get("CUBLASLT_WORKSPACE_SIZE"),
+        **{k: getattr(torch._C, fn)() if hasattr(torch._C, fn) else f"torch._C.{fn} missing" for k, fn in getters.items()},
+        "capability": list(torch.cuda.get_device_capability()),
+        "preferred_blas_library": str(torch.backends.cuda.preferred_blas_library()),
+        "cudnn": torch.backends.cudnn.version(),
+    }}
+    clear = getattr(torch._C, "_cuda_clearCublasWorkspaces", None)
+    out["config"]["can_clear"] = clear is not None
+    alloc = torch.cuda.memory_allocated
+
+    def gemm(dtype, bias: bool) -> dict:
+        """Forward y = x·Wᵀ (+ b) and its backward, each on a fresh stream, workspaces cleared first."""
+        if clear:
+            clear()
+        torch.cuda.synchronize()
+        stream = torch.cuda.Stream()
+        with torch.cuda.stream(stream):
+            x = torch.randn(512, 1024, device=DEV, dtype=dtype, requires_grad=True)
+            w = torch.randn(1024, 1024, device=DEV, dtype=dtype, requires_grad=True)
+            b = torch.randn(1024, device=DEV, dtype=dtype, requires_grad=True) if bias else None
+            torch.cuda.synchronize()
+            before = alloc()
+            y = F.linear(x, w, b)
+            torch.cuda.synchronize()
+            forward = alloc() - before - _block_bytes(y)
+            gy = torch.ones_like(y)
+            torch.cuda.synchronize()
+            before = alloc()
+            y.backward(gy)
+            torch.cuda.synchronize()
+            backward = alloc() - before - _block_bytes(x.grad, w.grad, b.grad if bias else None)
+        held = alloc()
+        if clear:
+            clear()
+        torch.cuda.synchronize()
+        return {"forward_thread_bytes": forward, "autograd_thread_bytes": backward,
+                "released_by_clear_bytes": held - alloc() if clear else None}
+
+    rows = out["gemm"] = []
+    for dtype in (torch.float32, torch.bfloat16):
+        for bias in (False, True):
+            row = {"dtype": str(dtype).removeprefix("torch."), "op": "addmm (linear with bias)" if bias else "mm (linear, no bias)"}
+            try:
+                row.update(gemm(dtype, bias))
+            except Exception as exc:
+                row["error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
+            rows.append(row)
+            print(f"  workspace gemm {row}", flush=True)
+    # One stream, no clearing between: does a later GEMM of another dtype or path take a workspace of its own?
+    seq = out["gemm_sequence"] = []
+    if clear:
+        clear()
+    torch.cuda.synchronize()
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        for dtype in (torch.float32, torch.bfloat16):
+            for bias in (False, True):
+                x = torch.randn(512, 1024, device=DEV, dtype=dtype)
+                w = torch.randn(1024, 1024, device=DEV, dtype=dtype)
+                b = torch.randn(1024, device=DEV, dtype=dtype) if bias else None
+                torch.cuda.synchronize()
+                before = alloc()
+                y = F.linear(x, w, b)
+                torch.cuda.synchronize()
+                seq.append({"dtype": str(dtype).removeprefix("torch."), "bias": bias, "new_bytes": alloc() - before - _block_bytes(y)})
+                x = w = b = y = None
+    _free()
+
+    convs = out["conv"] = []
+    for name, cin, cout, hw, k, stride, groups, input_grad in WORKSPACE_CONVS:
+        for dtype in (torch.float32, torch.bfloat16):
+            if budget.left() < 2:
+                convs.append({"name": name, "skipped": "out of time"})
+                continue
+            row = {"name": name, "dtype": str(dtype).removeprefix("torch."), "batch": TRAIN_BATCH,
+                   "shape": [cin, cout, hw, k, stride, groups], "input_grad": input_grad}
+            try:
+                x = torch.randn(TRAIN_BATCH, cin, hw, hw, device=DEV, dtype=dtype, requires_grad=input_grad)
+                w = torch.randn(cout, cin // groups, k, k, device=DEV, dtype=dtype, requires_grad=True)
+                pad = (k - 1) // 2 if stride < k else 0
+                torch.cuda.synchronize()
+                torch.cuda.reset_peak_memory_stats()
+                before = alloc()
+                y = F.conv2d(x, w, stride=stride, padding=pad, groups=groups)
+                torch.cuda.synchronize()
+                row["forward_transient_bytes"] = torch.cuda.max_memory_allocated() - before - _block_bytes(y)
+                row["forward_kept_bytes"] = alloc() - before - _block_bytes(y)
+                gy = torch.randn_like(y)
+                torch.cuda.synchronize()
+                torch.cuda.reset_peak_memory_stats()
+                before = alloc()
+                grads = torch.autograd.grad(y, (x, w) if input_grad else (w,), gy)
+                torch.cuda.synchronize()
+                row["backward_transient_bytes"] = torch.cuda.max_memory_allocated() - before - _block_bytes(*grads)
+                row["out_bytes"] = _block_bytes(y)
+            except Exception as exc:
+                row["error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
+            finally:
+                x = w = y = gy = grads = None
+                _free()
+            convs.append(row)
+        print(f"  workspace conv {name}: {[(r.get('forward_transient_bytes'), r.get('backward_transient_bytes')) for r in convs[-2:]]}", flush=True)
+
+    norms = out["batch_norm"] = []
+    for dtype in (torch.float32, torch.bfloat16):  # autocast leaves batch_norm in its input's dtype, fp32 weights
+        row = {"name": "batch_norm train C64 @112", "dtype": str(dtype).removeprefix("torch.")}
+        try:
+            bn = torch.nn.BatchNorm2d(64).to(DEV).train()
+            x = torch.randn(TRAIN_BATCH, 64, 112, 112, device=DEV, dtype=dtype, requires_grad=True)
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            before = alloc()
+            y = bn(x)
+            torch.cuda.synchronize()
+            kept = alloc() - before
+            row["forward_transient_bytes"] = torch.cuda.max_memory_allocated() - before - kept
+            row["forward_kept_bytes"] = kept  # the output and what batch norm saves (mean, invstd, reserve)
+            row["out_bytes"] = _block_bytes(y)
+            gy = torch.randn_like(y)
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            before = alloc()
+            grads = torch.autograd.grad(y, (x, bn.weight, bn.bias), gy)
+            torch.cuda.synchronize()
+            row["backward_transient_bytes"] = torch.cuda.max_memory_allocated() - before - _block_bytes(*grads)
+        except Exception as exc:
+            row["error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
+        finally:
+            bn = x = y = gy = grads = None
+            _free()
+        norms.append(row)
+    print(f"  workspace batch_norm: {norms}", flush=True)
 
 
 def section_families(results: dict, budget: Budget, plan_data: dict) -> None:
@@ -456,9 +688,9 @@ def section_tests(results: dict, budget: Budget, plan_data: dict) -> None:
     print("  tests: " + (proc.stdout.strip().splitlines() or ["?"])[-1], flush=True)
 
 
-SECTIONS = ["env", "peaks", "latency", "memory", "max_batch", "families", "tests", "step_time", "cli", "rule_prices"]
+SECTIONS = ["env", "peaks", "latency", "memory", "max_batch", "workspace", "families", "tests", "step_time", "cli", "rule_prices"]
 # Each section's share of the budget (what it may use before the next starts; unused time carries on).
-SHARES = {"env": 0.01, "peaks": 0.04, "latency": 0.30, "memory": 0.20, "max_batch": 0.10, "families": 0.05,
+SHARES = {"env": 0.01, "peaks": 0.04, "latency": 0.28, "memory": 0.20, "max_batch": 0.10, "workspace": 0.02, "families": 0.05,
           "tests": 0.10, "step_time": 0.07, "cli": 0.08, "rule_prices": 0.05}
 
 
@@ -511,6 +743,7 @@ def report_memory(results: dict) -> None:
     spec = resolve("h200")
     rows = [r for r in results.get("memory", []) if "max_allocated_bytes" in r]
     within = {"allocated": 0, "reserved": 0}
+    ratios: dict[str, list[float]] = {"allocated": [], "reserved": []}
     worst: dict[str, list] = {"allocated": [], "reserved": []}
     print(f"\n{'model':28} {'opt':6} {'allocated GB':>12} {'archlint':>9} {'ratio':>6}  {'reserved GB':>11} {'replayed':>9} {'ratio':>6} {'packed':>7}")
     for r in rows:
@@ -521,11 +754,88 @@ def report_memory(results: dict) -> None:
         packed = m["allocator"]["reserved_at_peak_bytes_lower_bound"] / r["max_reserved_bytes"]
         for key, ratio in (("allocated", alloc), ("reserved", reserved)):
             within[key] += abs(ratio - 1) <= 0.10
+            ratios[key].append(ratio)
             worst[key].append((abs(ratio - 1), f"{r['model']}/{r['optimizer']} {ratio:.3f}"))
         print(f"{r['model']:28} {r['optimizer']:6} {r['max_allocated_bytes'] / 1e9:12.3f} {m['peak_bytes'] / 1e9:9.3f} {alloc:6.3f}  "
               f"{r['max_reserved_bytes'] / 1e9:11.3f} {m['allocator']['reserved_peak_bytes'] / 1e9:9.3f} {reserved:6.3f} {packed:7.3f}", flush=True)
     for key in within:
         print(f"{key}: within 10% {within[key]}/{len(rows)}; worst: {', '.join(w for _, w in sorted(worst[key], reverse=True)[:4])}")
+    if not rows:
+        return
+    if not all(r.get("cublas_workspaces_cleared") for r in rows):
+        print("note: rows measured without clearing cuBLAS's workspaces between models carry those of the models "
+              "before them (a model without a GEMM, squeezenet1_0, then shows 65 MiB that archlint rightly leaves out)")
+    from archlint.model.train.fit import ALLOCATED_HIGH, RESERVED_LOW
+    low, high = min(ratios["reserved"]), max(ratios["allocated"])
+    print(f"max_batch_range's margins: replayed/reserved lowest {low:.3f} (fit.RESERVED_LOW = {RESERVED_LOW}: "
+          f"{'covers it' if RESERVED_LOW <= low else 'DOES NOT cover it'}); archlint/allocated highest {high:.3f} "
+          f"(fit.ALLOCATED_HIGH = {ALLOCATED_HIGH}: {'covers it' if ALLOCATED_HIGH >= high else 'DOES NOT cover it'})")
+
+
+def report_max_batch(results: dict) -> None:
+    """archlint's max_batch_range claims (every batch up to its low end fits, none above its high
+    end does) against the trials, max_batch and max_batch + 1 shown where they fell; and for each
+    batch that fitted, archlint's peak_bytes against its max_memory_allocated (the ratio that
+    fit.ALLOCATED_HIGH must cover)."""
+    from archlint.devices import resolve
+    from archlint.model.train.fit import ALLOCATED_HIGH
+    from archlint.model.train.memory import step_memory
+
+    spec = resolve("h200")
+    for key in ("max_batch", "max_batch_v2"):  # v2: a second run kept beside the first in a merged file
+        rows = [r for r in results.get(key, []) if "tried" in r]
+        if not rows:
+            continue
+        held = claims = 0
+        ratios = []
+        print(f"\n{key}:\n{'model':28} {'opt':6} {'budget':>7} {'range':>11} {'max_batch':>9}  tried (batch: fits?, claim; archlint/allocated)")
+        for r in rows:
+            parts = []
+            for batch, t in sorted(r["tried"].items(), key=lambda kv: int(kv[0])):
+                got = "skipped" if "skipped" in t else "error" if "error" in t else "fits" if t["fits"] else "OOM"
+                claim = t.get("claim", "")
+                if claim and got in ("fits", "OOM"):
+                    claims += 1
+                    ok = (got == "fits") == (claim == "fits")
+                    held += ok
+                    got += f" (claimed {claim}: {'held' if ok else 'WRONG'})"
+                if t.get("max_allocated_bytes"):
+                    model, args, kwargs = build(r["model"], int(batch), "cpu")
+                    m = step_memory(model.train(), args, kwargs, optimizer=r["optimizer"], device_spec=spec)
+                    ratios.append((m["peak_bytes"] / t["max_allocated_bytes"], f"{r['model']}@{batch}"))
+                    got += f" {ratios[-1][0]:.3f}"
+                parts.append(f"{batch}: {got}")
+            rng = r.get("max_batch_range")
+            print(f"{r['model']:28} {r['optimizer']:6} {r['budget_bytes'] / 1e9:5.0f}GB {str(rng):>11} {r['max_batch']:9}  {'; '.join(parts)}", flush=True)
+        print(f"max_batch claims held: {held}/{claims}")
+        if ratios:
+            top = max(ratios)
+            print(f"peak_bytes / max_memory_allocated at the batches that fitted: highest {top[0]:.3f} ({top[1]}); "
+                  f"fit.ALLOCATED_HIGH = {ALLOCATED_HIGH} {'covers it' if top[0] <= ALLOCATED_HIGH else 'DOES NOT cover it'}")
+
+
+def report_workspace(results: dict) -> None:
+    """What the workspace section measured: cuBLAS's kept workspaces per thread, and the transient
+    workspaces of cuDNN's convolutions and batch norm (MiB)."""
+    ws = results.get("workspace", {})
+    if "config" not in ws:
+        print(f"\nworkspace: {ws.get('skipped', 'not measured')}")
+        return
+    mib = lambda b: "-" if b is None else f"{b / 2**20:.2f}"  # noqa: E731
+    print(f"\nworkspace config: {ws['config']}")
+    for r in ws.get("gemm", []):
+        print(f"  gemm {r['dtype']:9} {r['op']:26} forward thread +{mib(r.get('forward_thread_bytes'))} MiB, "
+              f"autograd thread +{mib(r.get('autograd_thread_bytes'))} MiB, released by clear {mib(r.get('released_by_clear_bytes'))}"
+              + (f" ERROR {r['error']}" if "error" in r else ""))
+    print("  one stream, in turn: " + ", ".join(f"{r['dtype']} {'addmm' if r['bias'] else 'mm'} +{mib(r['new_bytes'])}"
+                                            for r in ws.get("gemm_sequence", [])))
+    print(f"  {'conv (batch 32)':48} {'dtype':9} {'out MiB':>8} {'fwd ws':>8} {'bwd ws':>8}")
+    for r in ws.get("conv", []) + ws.get("batch_norm", []):
+        if "error" in r or "skipped" in r:
+            print(f"  {r['name']:48} {r.get('dtype', ''):9} {r.get('error', r.get('skipped'))}")
+            continue
+        print(f"  {r['name']:48} {r['dtype']:9} {mib(r.get('out_bytes')):>8} {mib(r.get('forward_transient_bytes')):>8} "
+              f"{mib(r.get('backward_transient_bytes')):>8}")
 
 
 def report_latency(results: dict) -> None:
@@ -602,7 +912,9 @@ def report(results_path: Path, only: list[str] | None) -> None:
     env = results.get("env", {})
     print(f"{env.get('gpu')}: torch {env.get('torch')}, CUDA {env.get('cuda')}, cuDNN {env.get('cudnn')}, "
           f"context {env.get('context_bytes', 0) / 2**20:.0f} MiB")
-    for name, fn in (("memory", report_memory), ("latency", report_latency), ("step_time", report_step_time)):
+    for name, fn in (("workspace", report_workspace), ("memory", report_memory), ("max_batch", report_max_batch),
+                     ("latency", report_latency),
+                     ("step_time", report_step_time)):
         if not only or name in only:
             fn(results)
 
@@ -620,7 +932,7 @@ def main() -> int:
     r.add_argument("--latency-from", type=int, default=0, help="time the latency sample from this row on")
     p = sub.add_parser("report")
     p.add_argument("--results", type=Path, required=True)
-    p.add_argument("--only", help="memory, latency, step_time")
+    p.add_argument("--only", help="memory, max_batch, workspace, latency, step_time")
     ns = parser.parse_args()
     if ns.step == "plan":
         plan(ns.out)

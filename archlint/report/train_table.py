@@ -72,4 +72,6 @@ def print_step(model: ModelResult, console: Console) -> None:
             line += f" · {'fits' if memory['fits'] else 'does not fit'} in {_bytes(memory['budget_bytes'])}"
         if memory.get("max_batch") is not None:
             line += f" · largest batch that fits: {memory['max_batch']}"
+            if memory.get("max_batch_range"):  # a GPU spec: what the model's measured error allows
+                line += " (sure: fits up to {}, not above {})".format(*memory["max_batch_range"])
         console.print(line, markup=False)

@@ -20,8 +20,8 @@ segments, one stream):
   segments released and the request tried again; then it is out of memory.
 
 Not modelled: allocations outside PyTorch's counters (the CUDA context, cuBLAS/cuDNN handles),
-workspaces that kernels allocate and free inside one op (the memory model sees only the
-storages ops return), and the order in which the first step made the persistent tensors
+workspaces that kernels allocate and free inside one op (the memory model sees the storages ops
+return, and cuBLAS's kept workspaces: archlint.model.train.gpu_workspaces), and the order in which the first step made the persistent tensors
 (they are replayed first, packed, then the steady step).
 """
 

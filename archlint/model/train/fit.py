@@ -26,7 +26,20 @@ from archlint.model.train.memory import step_memory, to_meta
 from archlint.train_names import parse_optimizer
 
 CODE = "AL610"
-MAX_EVALUATIONS = 12
+MAX_EVALUATIONS = 16
+# How far the memory model is from a real GPU, measured on an H200 (benchmarks/gpu_checks.py
+# `report --only memory,max_batch` on benchmarks/eval_data/measured/h200-gpu-checks-2026-11-26.json):
+# the replayed allocator's reserved peak was at least 0.785 of torch.cuda.max_memory_reserved
+# (63 steps: 21 models x sgd/adam/adamw at batch 32; lowest resnet18/sgd), and peak_bytes at most
+# 1.098 of torch.cuda.max_memory_allocated (those 63 steps, highest 1.036, and the 17 max_batch
+# trials that fitted, highest GPT-2 with eager attention at batch 7). Rounded outward. They bound
+# max_batch: a batch whose reserved peak, so corrected, is within the budget fits (the allocator
+# never needs more); one whose allocated peak, so corrected, is over it cannot.
+RESERVED_LOW = 0.78
+ALLOCATED_HIGH = 1.10
+MARGIN_SOURCE = ("measured on an H200 (benchmarks/gpu_checks.py, 63 training steps and 17 max_batch trials): "
+                 f"the replayed reserved peak >= {RESERVED_LOW} x max_memory_reserved, peak_bytes <= "
+                 f"{ALLOCATED_HIGH} x max_memory_allocated")
 
 
 def device_memory(spec) -> tuple[int, str] | None:
@@ -76,7 +89,7 @@ def max_batch(peak_at: Callable[[int], int], batch: int, budget: int) -> dict:
     def peak(b: int) -> int:
         if b not in seen:
             if len(seen) >= MAX_EVALUATIONS:
-                raise UsageError(f"max_batch: no answer after {MAX_EVALUATIONS} evaluations of the memory model")
+                raise _OutOfEvaluations
             seen[b] = peak_at(b)
         return seen[b]
     b1, b2 = batch, 2 * batch
@@ -88,27 +101,71 @@ def max_batch(peak_at: Callable[[int], int], batch: int, budget: int) -> dict:
     # The line's answer, then secant steps between the largest batch known to fit (lo) and the
     # smallest known not to (hi): the peak is piecewise affine (it moves from the optimizer step
     # to the backward as activations grow), so each step lands on the next piece or the answer.
+    # On a GPU the reserved peak is a staircase (segments of 2 and 20 MiB), where secant steps
+    # stall at one batch each: then steps double until a batch does not fit, and where a step
+    # does not halve the bracket, the next halves it.
     guess = max(1, math.floor((budget - fixed) / slope))
+    unresolved = None
+    width, stride, stalled = math.inf, 2, False
+
+    def bracket() -> tuple[int, int | None]:
+        return (max((b for b, p in seen.items() if p <= budget), default=0),
+                min((b for b, p in seen.items() if p > budget), default=None))
     while True:
-        lo = max((b for b, p in seen.items() if p <= budget), default=0)
-        hi = min((b for b, p in seen.items() if p > budget), default=None)
+        lo, hi = bracket()
         if hi is not None and hi - lo <= 1:
             break
-        if not (lo < guess and (hi is None or guess < hi)):
-            guess = (lo + hi) // 2 if hi is not None else 2 * lo
-        peak(guess)
-        lo = max((b for b, p in seen.items() if p <= budget), default=0)
-        hi = min((b for b, p in seen.items() if p > budget), default=None)
+        if hi is None:
+            if stalled:
+                guess, stride = max(guess, lo + stride), 2 * stride
+            if guess <= lo:
+                guess = 2 * lo
+        elif not lo < guess < hi or hi - lo > width / 2:
+            guess = (lo + hi) // 2
+        width = hi - lo if hi is not None else math.inf
+        try:
+            peak(guess)
+        except _OutOfEvaluations:
+            unresolved = [lo + 1, hi - 1 if hi is not None else None]
+            break
+        new_lo, hi = bracket()
+        stalled, lo = stalled or new_lo == lo + 1, new_lo  # once stalled, the steps keep doubling
         a, b = (sorted(seen)[:2] if lo == 0 else sorted(seen)[-2:] if hi is None else (lo, hi))
         rate = (seen[b] - seen[a]) / (b - a)
         guess = max(lo + 1, a + math.floor((budget - seen[a]) / rate)) if rate > 0 else -1
+    basis = "memory model: peak affine in the batch from two evaluations, confirmed at the answer and the next batch"
+    if unresolved:
+        basis = (f"memory model: the largest batch evaluated that fits; batches {unresolved[0]} to "
+                 f"{unresolved[1] if unresolved[1] is not None else 'more'} were not evaluated "
+                 f"(the search stops after {MAX_EVALUATIONS} evaluations)")
     return {
         "max_batch": lo,
         "per_sample_bytes": int(slope),
         "fixed_bytes": int(fixed),
         "evaluations": [list(e) for e in sorted(seen.items())],
-        "basis": "memory model: peak affine in the batch from two evaluations, confirmed at the answer and the next batch",
+        "basis": basis,
     }
+
+
+class _OutOfEvaluations(Exception):
+    """The search used its MAX_EVALUATIONS evaluations of the memory model."""
+
+
+def batch_range(peak_at: Callable[[int], int], memory_at: dict[int, dict], batch: int, budget: int) -> tuple[list[int], str]:
+    """[fits_up_to, fails_above]: the batches the memory model is sure of on a GPU, given its
+    measured error. Up to the low end the reserved peak, corrected by RESERVED_LOW, and the context
+    are within the budget (the allocator never needs more, so it fits); above the high end the
+    allocated peak, corrected by ALLOCATED_HIGH, and the context are over it (it cannot fit).
+    `peak_at` fills `memory_at` (batch → step_memory result); each end is searched as max_batch is."""
+    def context(b: int) -> int:
+        peak_at(b)
+        return memory_at[b]["allocator"]["cuda_context_bytes"]
+    sure = max_batch(lambda b: context(b) + memory_at[b]["allocator"]["reserved_peak_bytes"] / RESERVED_LOW, batch, budget)
+    fails = max_batch(lambda b: context(b) + memory_at[b]["peak_bytes"] / ALLOCATED_HIGH, batch, budget)
+    low, high = sure["max_batch"] or 0, fails["max_batch"]
+    basis = ("a range, not one batch: the memory model's error on a real GPU is larger than one sample's memory "
+             f"at this size; {MARGIN_SOURCE}; between the ends, fragmentation under the limit decides")
+    return [low, max(high, low) if high is not None else None], basis
 
 
 def checkpoint_candidates(model: nn.Module) -> list[str]:
@@ -272,12 +329,18 @@ def fit_report(model, args, kwargs, *, optimizer: str = "adam", loss: str = "mea
     result = step_memory(model, args, kwargs, optimizer=optimizer, loss=loss, budget_bytes=budget_bytes,
                          device_spec=device_spec)
     result["budget_source"] = budget_source
+    memory_at = {batch_size(args, kwargs): result}
 
     def peak_at(b: int) -> int:
-        a, k = with_batch(args, kwargs, b)
-        return total_peak(step_memory(model, a, k, optimizer=optimizer, loss=loss, device_spec=device_spec))
+        if b not in memory_at:
+            a, k = with_batch(args, kwargs, b)
+            memory_at[b] = step_memory(model, a, k, optimizer=optimizer, loss=loss, device_spec=device_spec)
+        return total_peak(memory_at[b])
     fit = max_batch(peak_at, batch_size(args, kwargs), budget_bytes)
     result["max_batch"] = fit["max_batch"]
+    if "allocator" in result and fit["max_batch"] is not None:  # a GPU spec: the range its measured error allows
+        result["max_batch_range"], fit["range_basis"] = batch_range(peak_at, memory_at, batch_size(args, kwargs),
+                                                                    budget_bytes)
     result["max_batch_basis"] = fit
     findings = [] if result["fits"] else ways_to_fit(
         model, args, kwargs, optimizer=optimizer, loss=loss, budget=budget_bytes, device_spec=device_spec,

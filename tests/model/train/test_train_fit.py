@@ -129,3 +129,50 @@ def test_max_batch_of_a_model_the_meta_device_cannot_run():
     budget = step_memory(model, (torch.randn(40, 32),), {}, optimizer="sgd")["peak_bytes"]
     r, _ = fit_report(model, (torch.randn(8, 32),), {}, optimizer="sgd", budget_bytes=budget)
     assert "real tensors" in r["basis"] and r["max_batch"] >= 8
+
+
+def test_max_batch_range_on_a_gpu_spec_brackets_max_batch_by_the_measured_margins():
+    from archlint.devices import resolve
+    from archlint.model.train import fit as fit_module
+    spec = resolve("h100-sxm")
+    model = tower()
+    one = step_memory(model, (torch.randn(4096, 32),), {}, optimizer="adam", device_spec=spec)
+    budget = one["device_peak_bytes"]
+    r, _ = fit_report(model, (torch.randn(1024, 32),), {}, optimizer="adam", budget_bytes=budget, device_spec=spec)
+    low, high = r["max_batch_range"]
+    assert low < r["max_batch"] <= high  # the margins widen it on both sides
+    assert "RESERVED_LOW" not in r["max_batch_basis"]["range_basis"] and "H200" in r["max_batch_basis"]["range_basis"]
+
+    def need(b, corrected):
+        args, kwargs = with_batch((X,), {}, b)
+        m = step_memory(model, args, kwargs, optimizer="adam", device_spec=spec)
+        context = m["allocator"]["cuda_context_bytes"]
+        return (m["allocator"]["reserved_peak_bytes"] / fit_module.RESERVED_LOW if corrected == "reserved"
+                else m["peak_bytes"] / fit_module.ALLOCATED_HIGH) + context
+    # the low end's reserved peak so corrected is within the budget, the next's is not; the high
+    # end's allocated peak so corrected is within it, the next's is over it
+    assert need(low, "reserved") <= budget < need(low + 1, "reserved")
+    assert need(high, "allocated") <= budget < need(high + 1, "allocated")
+
+
+def test_no_range_without_a_gpu_spec():
+    r, _ = fit_report(tower(), (X,), {}, optimizer="adam", budget_bytes=peak(tower(), 300))
+    assert "max_batch_range" not in r and "range_basis" not in r["max_batch_basis"]
+
+
+def test_max_batch_on_a_staircase_halves_the_bracket_where_the_secant_stalls():
+    # a GPU's reserved peak grows in segments: flat steps, where secant steps advance by one batch
+    curve = lambda b: 1_000_000 + 20_000 * (b // 64)  # noqa: E731
+    budget = curve(4096)
+    r = max_batch(curve, 1024, budget)
+    n = r["max_batch"]
+    assert curve(n) <= budget < curve(n + 1) and n == 4159
+    assert "not evaluated" not in r["basis"]
+
+
+def test_max_batch_out_of_evaluations_says_what_it_did_not_resolve(monkeypatch):
+    from archlint.model.train import fit as fit_module
+    monkeypatch.setattr(fit_module, "MAX_EVALUATIONS", 4)
+    curve = lambda b: 1_000_000 + 20_000 * (b // 512)  # noqa: E731
+    r = max_batch(curve, 1024, curve(4096))
+    assert curve(r["max_batch"]) <= curve(4096) and "were not evaluated" in r["basis"]

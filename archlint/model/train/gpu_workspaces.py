@@ -1,0 +1,129 @@
+"""Device memory that CUDA libraries take through PyTorch's caching allocator inside an op.
+
+The memory model (memory.py) sees the storages ops return; on a GPU, cuBLAS and cuDNN also
+allocate through the caching allocator, so `torch.cuda.max_memory_allocated` counts their
+workspaces too:
+
+- cuBLAS: PyTorch gives each (cuBLAS handle, stream) a workspace the first time a GEMM runs
+  there and keeps it (aten/src/ATen/cuda/CublasHandlePool.cpp, setWorkspaceForHandle). Handles
+  are per thread, and autograd runs a CUDA backward on its own device thread: a training step
+  whose forward and backward both run GEMMs holds two. cuBLASLt (addmm with a bias vector, the
+  gemm_and_bias path of nn.Linear) keeps its own, smaller, workspace per handle and stream.
+  Sizes: torch's defaults, or CUBLAS_WORKSPACE_CONFIG / CUBLASLT_WORKSPACE_SIZE when set here.
+  Confirmed on an H200 (benchmarks/eval_data/measured/h200-workspace-2026-11-26.json): +32 MiB at
+  the first GEMM on the forward thread and again on autograd's, +1 MiB for addmm with a bias;
+  bf16 GEMMs share them.
+- cuDNN: a convolution's workspace, allocated and freed inside the op (below).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+import torch
+
+aten = torch.ops.aten
+
+# Ops that run on cuBLAS on CUDA (GEMM and GEMV); matmul, linear and einsum reach these.
+CUBLAS_OPS = frozenset({aten.mm, aten.addmm, aten.bmm, aten.baddbmm, aten.addbmm, aten.mv, aten.addmv,
+                        aten.dot, aten.vdot, aten._addmm_activation})
+# torch's defaults (CublasHandlePool.cpp, parseChosenWorkspaceSize): ":4096:8" (32 MiB) on sm90,
+# ":4096:2:16:8" (8 MiB + 128 KiB) on every other GPU; cuBLASLt: CUBLASLT_WORKSPACE_SIZE, 1024 KiB,
+# capped at the cuBLAS size (parseCUDABlasLtWorkspaceSize, getCUDABlasLtWorkspaceSize).
+CUBLAS_SM90_BYTES = 4096 * 8 * 1024
+CUBLAS_OTHER_BYTES = 4096 * 2 * 1024 + 16 * 8 * 1024
+CUBLASLT_BYTES = 1024 * 1024
+# sm90 chips (compute capability 9.0), as named in a device spec's description.
+SM90_CHIPS = ("GH100", "GH200")
+SOURCE = "PyTorch's CublasHandlePool.cpp (getChosenWorkspaceSize, getCUDABlasLtWorkspaceSize)"
+
+
+def _config_bytes(value: str) -> int | None:
+    """CUBLAS_WORKSPACE_CONFIG as torch parses it: the sum of every ':SIZE_KiB:COUNT'."""
+    pairs = re.findall(r":([0-9]+):([0-9]+)", value)
+    return sum(int(size) * 1024 * int(count) for size, count in pairs) if pairs else None
+
+
+def cublas_sizes(spec) -> tuple[int, int, str]:
+    """(cuBLAS workspace bytes, cuBLASLt workspace bytes, where the sizes come from) on `spec`'s GPU."""
+    sm90 = any(chip in getattr(spec, "description", "") for chip in SM90_CHIPS)
+    size = CUBLAS_SM90_BYTES if sm90 else CUBLAS_OTHER_BYTES
+    basis = (f"torch's default for {'sm90 (the spec names a Hopper ' + '/'.join(SM90_CHIPS) + ')' if sm90 else 'GPUs other than sm90'}: "
+             f"{size / 2**20:g} MiB")
+    config = os.environ.get("CUBLAS_WORKSPACE_CONFIG")
+    if config and _config_bytes(config) is not None:
+        size = _config_bytes(config)
+        basis = f"CUBLAS_WORKSPACE_CONFIG={config} (set here): {size / 2**20:g} MiB"
+    lt, lt_basis = CUBLASLT_BYTES, "cuBLASLt 1 MiB (torch's default CUBLASLT_WORKSPACE_SIZE)"
+    if os.environ.get("CUBLASLT_WORKSPACE_SIZE", "").isdigit():
+        lt = int(os.environ["CUBLASLT_WORKSPACE_SIZE"]) * 1024
+        lt_basis = f"cuBLASLt CUBLASLT_WORKSPACE_SIZE={os.environ['CUBLASLT_WORKSPACE_SIZE']} KiB (set here)"
+    if lt > size:
+        lt, lt_basis = size, lt_basis + ", capped at the cuBLAS size"
+    return size, lt, f"{basis}; {lt_basis}; {SOURCE}"
+
+
+def cublas_workspaces(func, args, thread: str) -> list[str]:
+    """The workspaces (names) an op needs on `thread` ("forward" or "autograd"): none unless it
+    is a cuBLAS op; cuBLASLt's too for addmm with a bias vector (nn.Linear's gemm_and_bias)."""
+    packet = getattr(func, "overloadpacket", None)
+    if packet not in CUBLAS_OPS:
+        return []
+    names = [f"cublas {thread} thread"]
+    lt = packet is aten._addmm_activation or (
+        packet is aten.addmm and args and isinstance(args[0], torch.Tensor) and args[0].dim() == 1)
+    if lt:
+        names.append(f"cublasLt {thread} thread")
+    return names
+
+
+# ---- cuDNN: a convolution's workspace, allocated and freed inside the op ----------------------
+#
+# Measured on an H200 (benchmarks/gpu_checks.py section workspace, kept in benchmarks/eval_data/
+# measured/h200-workspace-2026-11-26.json: 18 convolution shapes of the memory section's models at
+# batch 32, float32 and bfloat16, cudnn.benchmark off, torch 2.11, cuDNN 9.19): max_memory_allocated
+# during the op beyond its outputs. Convolutions over feature maps (more than 4 input channels)
+# with a kernel larger than 1×1 or a stride, not depthwise, take about their input + grad-output +
+# weight in backward (measured 1.00-1.14× of that at 28² and 56², 1.35-1.52× at 7² and 14² in
+# float32) and about their input + output in forward (0.50-2.61× in float32; bf16 once 4.5×).
+# 1×1 stride-1 and depthwise convolutions take ≤ 2 MiB (one 24→144 1×1 fp32 backward: 66 MiB).
+# Image stems and patchify convolutions (3 input channels, or kernel = stride) follow no such rule
+# (0 to 2.8× of it): counted as none; they run first in forward and last in backward, away from
+# the peak.
+CUDNN_SOURCE = ("estimated from measurements on an H200 (benchmarks/eval_data/measured/h200-workspace-2026-11-26.json, "
+                "cuDNN 9.19, cudnn.benchmark off): a convolution over feature maps with a kernel larger than 1x1 "
+                "or a stride, not depthwise, takes its input + output bytes as workspace in forward (measured "
+                "0.5-2.6x), input + grad-output + weight in backward (measured 1.0-1.5x); 1x1 stride-1, depthwise, "
+                "image-stem and patchify convolutions are counted as none")
+
+
+def cudnn_workspace(func, args) -> int:
+    """The transient workspace (bytes) a convolution op takes on cuDNN: see CUDNN_SOURCE."""
+    packet = getattr(func, "overloadpacket", None)
+    if packet is aten.convolution:
+        x, w, stride, groups, out = args[0], args[1], args[3], args[8], None
+    elif packet is aten.convolution_backward:
+        out, x, w, stride, groups = args[0], args[1], args[2], args[4], args[9]
+    else:
+        return 0
+    if not isinstance(x, torch.Tensor) or x.dim() != 4:  # 2-D convolutions only: what was measured
+        return 0
+    depthwise = groups > 1 and w.shape[1] == 1
+    pointwise = tuple(w.shape[2:]) == (1, 1) and all(s == 1 for s in stride)
+    image = x.shape[1] <= 4 or list(w.shape[2:]) == list(stride)  # a stem or a patchify: no rule held
+    if depthwise or pointwise or image:
+        return 0
+    nbytes = x.numel() * x.element_size()
+    if out is None:  # forward: the output's size from the shapes
+        return nbytes + _conv_out_bytes(x, w, args)
+    return nbytes + out.numel() * out.element_size() + w.numel() * w.element_size()
+
+
+def _conv_out_bytes(x, w, args) -> int:
+    stride, padding, dilation = args[3], args[4], args[5]
+    size = x.shape[0] * w.shape[0] * x.element_size()
+    for i, n in enumerate(x.shape[2:]):
+        k = dilation[i] * (w.shape[2 + i] - 1) + 1
+        size *= (n + 2 * padding[i] - k) // stride[i] + 1
+    return size
