@@ -183,7 +183,8 @@ def checkpoint_candidates(model: nn.Module) -> list[str]:
 
 
 def forward_flops(model: nn.Module, args: tuple, kwargs: dict) -> dict[str, int]:
-    """FLOPs of each module's forward (torch's FlopCounterMode on meta), by module path."""
+    """Multiply-adds of each module's forward (torch's FlopCounterMode on meta, which counts 2 FLOPs
+    a multiply-add, halved to archlint's FLOPs), by module path."""
     root = type(model).__name__
     def meta(t):
         return torch.empty_like(t, device="meta") if isinstance(t, torch.Tensor) else t
@@ -193,7 +194,7 @@ def forward_flops(model: nn.Module, args: tuple, kwargs: dict) -> dict[str, int]
     flops = {}
     for key, counts in counter.get_flop_counts().items():
         if key.startswith(root + "."):
-            flops[key[len(root) + 1:]] = int(sum(counts.values()))
+            flops[key[len(root) + 1:]] = int(sum(counts.values())) // 2
     return flops
 
 
