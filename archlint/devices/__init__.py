@@ -8,7 +8,8 @@ GPU keys: name, kind = "gpu", description, [peak-tflops] (dense, no sparsity; 0 
 not exist: tensor-fp16 tensor-bf16 tensor-tf32 tensor-fp8 tensor-int8 cuda-fp32 cuda-fp16
 cuda-fp64), memory-bandwidth-gbs, sm-count, l2-mb, launch-overhead-us, gemm-tile = [m, n, k],
 [sources] (one line per figure above); optional: memory-gib (the device's memory, for --train's
-"does it fit"), with its source.
+"does it fit"), [achieved] (measured shares), eager-op-us (the host's measured cost of one op of a
+real model's eager forward: the GPU waits for it when kernels are short), each with its source.
 CPU keys: name, kind = "cpu", description, cores, simd-bits, fma-units (per core),
 frequency-ghz, memory-bandwidth-gbs, cache-mb (last level), op-overhead-us, [sources].
 """
@@ -32,7 +33,7 @@ TENSOR_UNITS = ("tensor-fp16", "tensor-bf16", "tensor-tf32", "tensor-fp8", "tens
 CUDA_UNITS = ("cuda-fp32", "cuda-fp16", "cuda-fp64")
 _COMMON = ("name", "kind", "description", "sources")
 GPU_FIGURES = ("peak-tflops", "memory-bandwidth-gbs", "sm-count", "l2-mb", "launch-overhead-us", "gemm-tile")
-GPU_OPTIONAL = ("memory-gib", "achieved")  # figures a spec may give, each with its source
+GPU_OPTIONAL = ("memory-gib", "achieved", "eager-op-us")  # figures a spec may give, each with its source
 # [achieved]: measured shares of the roofs on this GPU (name = [value, low, high]) that replace
 # the built-in ones (archlint.devices.achieved) for this spec
 SHARE_NAMES = ("tensor-gemm", "attention", "cuda-core", "stream", "broadcast", "window", "depthwise-wide")
@@ -53,6 +54,7 @@ class DeviceSpec:
     tile: tuple[int, int, int] = (128, 128, 32)
     sources: dict[str, str] = field(default_factory=dict)
     memory_bytes: int | None = None  # the device's memory (GPU specs that give memory-gib)
+    eager_op_s: float | None = None  # eager-op-us: a real model's host cost per op, measured
     achieved: dict[str, tuple[float, float, float]] = field(default_factory=dict)  # [achieved]: value, low, high
     figures: dict[str, Any] = field(default_factory=dict)  # the file's figures as written
     path: str = ""
@@ -143,6 +145,7 @@ def parse(data: dict, where: str) -> DeviceSpec:
             overhead_s=_number(data, "launch-overhead-us", where, False) * 1e-6,
             sms=int(sms), tile=tuple(tile), sources=dict(sources),
             memory_bytes=int(_number(data, "memory-gib", where, True) * 2**30) if "memory-gib" in data else None,
+            eager_op_s=_number(data, "eager-op-us", where, True) * 1e-6 if "eager-op-us" in data else None,
             achieved=_achieved(data.get("achieved", {}), where),
         )
     else:

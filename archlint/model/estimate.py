@@ -43,6 +43,9 @@ refine it on a GPU, and `autocast=True` models torch.autocast's dtypes:
     conv-bias       a biased conv on cuDNN adds its bias in an element-wise kernel of its own.
     strided-copy    a linear, softmax or layer norm given a view whose last dim a permute moved
                     reads a contiguous copy PyTorch makes first (strided_copy_bytes).
+    host-pipeline   on a spec that measured its host's cost per op (eager-op-us), the host issues
+                    ops one after another and the GPU runs each once issued and the one before
+                    is done: short kernels wait for the host (host_wait_ms).
 
 Grouped convs tile by their group width (grouped_tile) and stream at the `window` share; a
 depthwise conv on PyTorch's generic kernel (not cuDNN's, not the 1×1/3×3 it has kernels for) is
@@ -86,6 +89,7 @@ class OpEstimate:
     layout_bytes: int = 0
     share: str | None = None  # the achieved-share term that binds this op (None: roofline only)
     cast_bytes: int = 0  # autocast's casts around this op (read + write)
+    kernel_ms: float = 0.0  # the kernels alone, without the launch they may wait for
 
     def to_dict(self) -> dict:  # the per-layer JSON keeps its keys; shares and casts are in the model's estimate
         return {
@@ -366,7 +370,7 @@ def estimate_op(
     if kind in _NO_KERNEL or (mac == 0 and flops == 0 and op.get("known", True)):
         # A view launches nothing: free on a GPU; on a CPU the framework still dispatches it.
         overhead = 0.0 if spec.kind == "gpu" else spec.overhead_s
-        return OpEstimate(overhead * 1e3, "overhead", 0.0, 0.0, overhead * 1e3, unit, 1.0, 0)
+        return OpEstimate(overhead * 1e3, "overhead", 0.0, 0.0, overhead * 1e3, unit, 1.0, 0)  # no kernel
     efficiency = 1.0
     if tensor and spec.kind == "gpu":
         g = gemm_of(op)
@@ -405,6 +409,7 @@ def estimate_op(
         overhead_ms=spec.overhead_s * 1e3, unit=unit, tile_efficiency=efficiency,
         cache_bytes_saved=min(mac, resident_bytes), layout_bytes=extra,
         share=(compute_name if compute_s >= memory_s else memory_name) if achieved else None, cast_bytes=cast,
+        kernel_ms=kernel * 1e3,
     )
 
 
@@ -420,7 +425,7 @@ def math_attention(
         shares = {n: s.value for n, s in shares_for(spec).items()}
     stream = spec.bandwidth * (share_of("stream", shares) if achieved else 1.0)
     itemsize = int(op.get("itemsize", 2 if _BITS.get(dtype, "fp32") in ("fp16", "bf16") else 4))
-    total = compute_total = memory_total = 0.0
+    total = compute_total = memory_total = kernel_total = 0.0
     unit = ""
     for k in sdpa_math.kernels(op, itemsize, torch_version):
         compute_s = 0.0
@@ -430,14 +435,17 @@ def math_attention(
             compute_s = 2 * k.macs / (spec.peaks[unit] * (share_of(compute_name, shares) if achieved else 1.0))
         memory_s = k.bytes / stream
         compute_total, memory_total = compute_total + compute_s, memory_total + memory_s
+        kernel_total += max(compute_s, memory_s)
         total += combine(max(compute_s, memory_s), spec.overhead_s, spec.kind == "gpu")
     cast = amp[1]
     total += cast / stream
+    kernel_total += cast / stream
     bound = "compute" if compute_total >= memory_total else "memory"
     return OpEstimate(
         ms=total * 1e3, bound=bound, compute_ms=compute_total * 1e3, memory_ms=memory_total * 1e3,
         overhead_ms=spec.overhead_s * 1e3, unit=unit, tile_efficiency=1.0, cache_bytes_saved=0,
         share=("stream" if bound == "memory" else "cuda-core") if achieved else None, cast_bytes=cast,
+        kernel_ms=kernel_total * 1e3,
     )
 
 
@@ -507,7 +515,7 @@ def _source_kernel(graph: nx.DiGraph, name: str) -> str:
 
 
 ROOFLINE_ONLY: frozenset[str] = frozenset()  # the estimate before the measured terms (benchmarks compare)
-ALL_TERMS = frozenset({"achieved-share", "layout-kernels", "sdpa-math", "serial-upsample", "conv-bias", "strided-copy"})
+ALL_TERMS = frozenset({"achieved-share", "layout-kernels", "sdpa-math", "serial-upsample", "conv-bias", "strided-copy", "host-pipeline"})
 
 # torch.autocast on CUDA runs these in float32 whatever their inputs ("CUDA Ops that can autocast to
 # float32", PyTorch's Automatic Mixed Precision reference); keys as the capture names them.
@@ -584,6 +592,8 @@ def estimate_graph(graph: nx.DiGraph, spec: DeviceSpec, terms: frozenset[str] | 
     total_ms, slow_ms, fast_ms, last_kernel, unknown = 0.0, 0.0, 0.0, None, 0
     bounds = {"compute": 0.0, "memory": 0.0, "overhead": 0.0}
     spread: dict[str, float] = {}
+    pipeline = "host-pipeline" in terms and spec.kind == "gpu" and spec.eager_op_s is not None
+    host_s = gpu_s = 0.0  # when the host has issued the op, when the GPU has run it
     for name, op in opgraph.ops(graph):
         resident = 0
         if last_kernel is not None and op["kind"] not in _NO_KERNEL:
@@ -605,9 +615,16 @@ def estimate_graph(graph: nx.DiGraph, spec: DeviceSpec, terms: frozenset[str] | 
             unknown += 1
         op["estimated_ms"], op["estimate_bound"], op["estimate_terms"] = est.ms, est.bound, est.to_dict()
         total_ms += est.ms
+        if pipeline and est.kernel_ms > 0:
+            host_s += spec.eager_op_s
+            gpu_s = max(gpu_s, host_s) + est.kernel_ms / 1e3
         bounds[est.bound] += est.ms
         if op["kind"] not in _NO_KERNEL and int(op.get("mac_bytes", 0)) > 0:
             last_kernel = name
+    host_wait_ms = max(0.0, gpu_s * 1e3 - total_ms) if pipeline else 0.0
+    if host_wait_ms:  # the GPU waits for the host: the pipeline's end, not the ops' sum
+        total_ms, slow_ms, fast_ms = total_ms + host_wait_ms, max(slow_ms, total_ms + host_wait_ms), max(fast_ms, host_s * 1e3)
+        bounds["overhead"] += host_wait_ms
     out = {
         "device_spec": spec.name,
         "latency_ms": total_ms,
@@ -632,6 +649,11 @@ def estimate_graph(graph: nx.DiGraph, spec: DeviceSpec, terms: frozenset[str] | 
             {"term": n, "ms": ms, "share": known[n].value, "low": known[n].low, "high": known[n].high, "source": known[n].source}
             for n, ms in sorted(spread.items(), key=lambda kv: -kv[1])
         ]
+    if pipeline:
+        out["host_wait_ms"] = host_wait_ms
+        out["assumptions"].append(
+            f"the host issues each op in {spec.eager_op_s * 1e6:.1f} µs (eager-op-us, measured: "
+            f"{spec.sources.get('eager-op-us', '')}); the GPU waits for it {host_wait_ms:.3f} ms in all")
     if autocast:
         out["precision"] = f"torch.autocast: {dtype} GEMMs, float32 inputs, weights and autocast's float32 ops"
     return out

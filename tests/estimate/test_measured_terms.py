@@ -119,4 +119,4 @@ def test_roofline_only_is_the_estimate_before_the_terms():
     before = estimate_graph(g, GPU, terms=ROOFLINE_ONLY)
     assert "range_ms" not in before and "range_terms" not in before
     assert before["latency_ms"] == pytest.approx(estimate_op(op, GPU, "float16", terms=ROOFLINE_ONLY).ms)
-    assert ALL_TERMS == {"achieved-share", "layout-kernels", "sdpa-math", "serial-upsample", "conv-bias", "strided-copy"}
+    assert ALL_TERMS == {"achieved-share", "layout-kernels", "sdpa-math", "serial-upsample", "conv-bias", "strided-copy", "host-pipeline"}
