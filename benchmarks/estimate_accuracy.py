@@ -11,7 +11,7 @@ row (--out), so a run cut short still leaves its figures; --resume skips rows al
     python benchmarks/estimate_accuracy.py [--batches 1,8] [--models a,b] [--limit N]
         [--threads 1] [--warmup 3] [--repeat 10] [--spec FILE] [--out FILE]
     python benchmarks/estimate_accuracy.py --overhead     what --device-spec adds to resnet50's analysis
-    python benchmarks/estimate_accuracy.py --published [--sample tune|heldout|both] [--tables GLOB]
+    python benchmarks/estimate_accuracy.py --published [--sample tune|heldout|fresh|both|all] [--tables GLOB]
         timm's published GPU throughput tables (benchmarks/eval_data/published/): per table,
         Spearman ρ, median error and share within 2× of the estimate, before (the roofline alone)
         and after (with the calibrated terms), beside FLOPs alone. Captures are cached in
@@ -155,7 +155,7 @@ def main() -> int:
     p.add_argument("--resume", action="store_true", help="keep the rows already in --out")
     p.add_argument("--overhead", action="store_true", help="only time what --device-spec adds to resnet50's analysis")
     p.add_argument("--published", action="store_true", help="compare against timm's published GPU tables")
-    p.add_argument("--sample", choices=("tune", "heldout", "both"), default="both")
+    p.add_argument("--sample", choices=("tune", "heldout", "fresh", "both", "all"), default="both")
     p.add_argument("--tables", default="*.csv", help="glob of published tables (benchmarks/eval_data/published/)")
     p.add_argument("--per-model", action="store_true", help="print each model's estimate against the table")
     args = p.parse_args()

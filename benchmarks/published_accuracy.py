@@ -11,9 +11,19 @@ was before the measured terms), the measured terms on the float16 model (what
 estimated and published throughput, the median of |estimated / published − 1|, the share of
 rows within 2×, and beside them the ρ of FLOPs alone (1 / FLOPs against throughput).
 
-The sample is deterministic and table-independent: the rows ordered by sha256 of
-"model,image size"; models timm cannot build are skipped; the first 100 are the tuning sample,
-the next 100 the held-out sample (looked at only to report, never to tune).
+The samples are deterministic and the same models on every table: the rows of the reference
+table (timm's RTX 4090, torch 2.4 file) ordered by sha256 of "model,image size", models timm
+cannot build skipped; the first 100 are the tuning sample, the next 100 the held-out sample
+(looked at only to report, never to tune), the next 100 the fresh sample (added later, never
+looked at while tuning). Each table gives its rows of those models; a model the table holds only
+at another image size is taken at its nearest size, and said so.
+
+Per table and sample, beside the scores: the 10 models the estimate ranks furthest from the
+table, with the share of each op family in their estimated time, and per op family the median
+estimated / published ratio of the models where that family takes the largest share of the time.
+Tables measured in channels_last ("-nhwc-" in the file name) are captured with the model in
+channels_last, but the estimate does not read the memory format (it charges cuDNN's NCHW → NHWC
+transposes on every tensor-core conv): the output says so beside those scores.
 """
 
 from __future__ import annotations
@@ -30,8 +40,14 @@ from pathlib import Path
 HERE = Path(__file__).parent
 TABLES = HERE / "eval_data" / "published"
 SAMPLE = 100
+# The table the samples are drawn from; every other table gives its rows of the same models.
+REFERENCE = TABLES / "timm-infer-amp-nchw-pt240-cu124-rtx4090.csv"
+PARTS = ("tune", "heldout", "fresh")  # consecutive slices of SAMPLE rows of the reference ordering
+GROUPS = {"both": ["tune", "heldout"], "all": list(PARTS)}
 # The device spec each table was measured on: a substring of the file name → built-in spec.
-DEVICES = {"rtx4090": "rtx4090", "-4090": "rtx4090", "rtx3090": "rtx3090", "5090": "rtx5090"}
+DEVICES = {"rtx4090": "rtx4090", "-4090": "rtx4090", "rtx3090": "rtx3090", "5090": "rtx5090",
+           "pro6000maxq": "rtx-pro-6000-maxq"}
+WORST = 10  # models listed per table: the furthest from the table's rank order
 
 
 def device_of(table: Path) -> str:
@@ -48,6 +64,11 @@ def torch_of(table: Path) -> str:
     return ".".join(tag[:3]) if len(tag) >= 3 else ""
 
 
+def channels_last(table: Path) -> bool:
+    """timm's benchmark ran this table with the model and its input in channels_last."""
+    return "-nhwc-" in table.name
+
+
 def read_table(table: Path) -> list[dict]:
     torch_version = torch_of(table)
     with table.open(newline="") as f:
@@ -58,14 +79,36 @@ def read_table(table: Path) -> list[dict]:
         ]
 
 
-def sample(rows: list[dict], which: str) -> list[dict]:
+def drawn(which: str, reference: list[dict] | None = None) -> list[tuple[str, int]]:
+    """The (model, image size) pairs of a sample, in sha256 order of the reference table's rows
+    ("model,image size"), models timm cannot build skipped."""
     import timm
 
     known = set(timm.list_models())
+    rows = read_table(REFERENCE) if reference is None else reference
     ordered = sorted((r for r in rows if r["model"] in known),
                      key=lambda r: hashlib.sha256(f"{r['model']},{r['img']}".encode()).hexdigest())
-    parts = {"tune": ordered[:SAMPLE], "heldout": ordered[SAMPLE: 2 * SAMPLE]}
-    return parts[which]
+    start = PARTS.index(which) * SAMPLE
+    return [(r["model"], r["img"]) for r in ordered[start: start + SAMPLE]]
+
+
+def sample(rows: list[dict], which: str, reference: list[dict] | None = None) -> list[dict]:
+    """This table's rows of a sample's models, in the sample's order: the row at the drawn image
+    size, else the model's row at the nearest size that no sample draws (marked `drawn_img`);
+    models the table lacks are left out (the caller reports how many rows it got)."""
+    reference = read_table(REFERENCE) if reference is None else reference
+    taken = {pair for part in PARTS for pair in drawn(part, reference)}
+    at = {(r["model"], r["img"]): r for r in rows}
+    out = []
+    for model, img in drawn(which, reference):
+        if (model, img) in at:
+            out.append(at[model, img])
+            continue
+        spare = [r for r in rows if r["model"] == model and (model, r["img"]) not in taken]
+        if spare:
+            near = min(spare, key=lambda r: (abs(r["img"] - img), r["img"]))
+            out.append({**near, "drawn_img": img})
+    return out
 
 
 def cache_dir() -> Path:
@@ -74,10 +117,11 @@ def cache_dir() -> Path:
     return path
 
 
-def graph_for(row: dict):
-    """The costed graph of one row (timm model on meta, float16, the row's batch and image size),
-    from the cache when captured before."""
-    path = cache_dir() / f"{row['model']}-{row['img']}-{row['batch']}.pickle"
+def graph_for(row: dict, nhwc: bool = False):
+    """The costed graph of one row (timm model on meta, float16, the row's batch and image size;
+    `nhwc`: the model in channels_last, as timm's NHWC tables ran), from the cache when captured
+    before."""
+    path = cache_dir() / f"{row['model']}-{row['img']}-{row['batch']}{'-nhwc' if nhwc else ''}.pickle"
     if path.exists():
         return pickle.loads(path.read_bytes())
     from archlint.config import ModelSpec, Settings
@@ -87,7 +131,8 @@ def graph_for(row: dict):
 
     with tempfile.TemporaryDirectory() as tmp:
         zoo = Path(tmp) / "zoo.py"
-        zoo.write_text(f"import timm\n\ndef net():\n    return timm.create_model({row['model']!r})\n")
+        build = f"timm.create_model({row['model']!r})" + (".to(memory_format=torch.channels_last)" if nhwc else "")
+        zoo.write_text(f"import timm\nimport torch\n\ndef net():\n    return {build}\n")
         settings = Settings()
         settings.select = ["AL0"]
         spec = ModelSpec(target=f"{zoo}:net", input_shapes=[[row["batch"], 3, row["img"], row["img"]]], dtype="float16")
@@ -123,7 +168,7 @@ def picklable(graph):
     return copy
 
 
-def evaluate(rows: list[dict], spec_name: str, per_model: bool) -> list[dict]:
+def evaluate(rows: list[dict], spec_name: str, per_model: bool, nhwc: bool = False) -> list[dict]:
     from archlint.devices import resolve
     from archlint.model import estimate, opgraph
 
@@ -132,7 +177,7 @@ def evaluate(rows: list[dict], spec_name: str, per_model: bool) -> list[dict]:
     for row in rows:
         start = time.perf_counter()
         try:
-            graph = graph_for(row)
+            graph = graph_for(row, nhwc)
         except Exception as exc:  # one model's failure costs only its row; said here
             print(f"  {row['model']} {row['img']}: capture failed ({type(exc).__name__}: {str(exc)[:100]})", flush=True)
             continue
@@ -144,7 +189,7 @@ def evaluate(rows: list[dict], spec_name: str, per_model: bool) -> list[dict]:
         r = {**row, "flops": flops, "half": row["batch"] / half["latency_ms"] * 1e3,
              "before": row["batch"] / before["latency_ms"] * 1e3, "after": row["batch"] / after["latency_ms"] * 1e3,
              "range": [row["batch"] / ms * 1e3 for ms in reversed(after.get("range_ms", [after["latency_ms"]] * 2))],
-             "families": family_ms(graph)}
+             "families": family_ms(graph), "layout_ms": layout_ms(graph, spec), "after_ms": after["latency_ms"]}
         out.append(r)
         if per_model:
             print(f"  {row['model']:34s} {row['img']:4d} b{row['batch']:<5d} published {row['published']:9.1f}/s  "
@@ -164,6 +209,14 @@ def family_ms(graph) -> dict[str, float]:
     return out
 
 
+def layout_ms(graph, spec) -> float:
+    """The NCHW ↔ NHWC transposes the estimate charges (the last estimate_graph run), as their
+    bytes at the spec's peak bandwidth: a lower bound on the time they add."""
+    from archlint.model import opgraph
+
+    return sum(int((op.get("estimate_terms") or {}).get("layout_bytes", 0)) for _, op in opgraph.ops(graph)) / spec.bandwidth * 1e3
+
+
 def spearman(a: list[float], b: list[float]) -> float:
     from estimate_accuracy import spearman as rho
 
@@ -179,25 +232,87 @@ def scores(rows: list[dict], key: str) -> str:
             f"median est/pub {statistics.median(ratios):.2f}")
 
 
+def ranks(values: list[float]) -> list[float]:
+    """1 = the highest throughput."""
+    from estimate_accuracy import ranks as ascending
+
+    return [len(values) + 1 - r for r in ascending(values)]
+
+
+def shares(families: dict[str, float]) -> list[tuple[str, float]]:
+    """A model's op families by their share of its estimated time, largest first."""
+    total = sum(families.values()) or 1.0
+    return sorted(((f, ms / total) for f, ms in families.items()), key=lambda x: -x[1])
+
+
+def worst(rows: list[dict], key: str = "after", n: int = WORST) -> list[str]:
+    """The n models the estimate ranks furthest from the table, with their largest families."""
+    pub, est = ranks([r["published"] for r in rows]), ranks([r[key] for r in rows])
+    order = sorted(range(len(rows)), key=lambda i: -abs(est[i] - pub[i]))[:n]
+    lines = []
+    for i in order:
+        r = rows[i]
+        fams = ", ".join(f"{f} {x:.0%}" for f, x in shares(r["families"])[:4] if x >= 0.05)
+        lines.append(f"    {r['model']:34s} {r['img']:4d}  rank {pub[i]:3.0f} → {est[i]:3.0f} ({est[i] - pub[i]:+4.0f})  "
+                     f"est/pub {r[key] / r['published']:5.2f}  [{fams}]")
+    return lines
+
+
+def by_family(rows: list[dict], key: str = "after") -> list[str]:
+    """Per op family: the models where it takes the largest share of the estimated time, their
+    count, median share and median estimated / published (> 1: the estimate is too fast)."""
+    groups: dict[str, list[tuple[float, float]]] = {}
+    for r in rows:
+        fam, share = shares(r["families"])[0]
+        groups.setdefault(fam, []).append((share, r[key] / r["published"]))
+    lines = []
+    for fam, items in sorted(groups.items(), key=lambda kv: -len(kv[1])):
+        ratios = [x for _, x in items]
+        lines.append(f"    {fam:14s} {len(items):3d} models  median share {statistics.median(s for s, _ in items):4.0%}  "
+                     f"median est/pub {statistics.median(ratios):5.2f}  (range {min(ratios):.2f}–{max(ratios):.2f})")
+    return lines
+
+
+def report(table: Path, spec: str, which: str, rows: list[dict], asked: int) -> None:
+    pub = [r["published"] for r in rows]
+    flops_rho = spearman([-r["flops"] / r["batch"] for r in rows], pub)
+    inside = sum(r["range"][0] <= r["published"] <= r["range"][1] for r in rows) / len(rows)
+    print(f"\n{table.stem} ({spec}), {which} sample, {len(rows)} models (of {asked} in the sample's draw)")
+    moved = [f"{r['model']} {r['img']} (drawn at {r['drawn_img']})" for r in rows if "drawn_img" in r]
+    if moved:
+        print(f"  at another image size than drawn (the table lacks the drawn one): {', '.join(moved)}")
+    print(f"  FLOPs alone:  ρ {flops_rho:.3f}")
+    print(f"  before:       {scores(rows, 'before')}")
+    print(f"  after, fp16:  {scores(rows, 'half')}   (the measured terms on the model in float16)")
+    print(f"  after:        {scores(rows, 'after')}   (and torch.autocast's dtypes, as the tables ran)")
+    print(f"  published inside the estimate's range: {inside:.0%}")
+    if channels_last(table):
+        share = statistics.median(r["layout_ms"] / r["after_ms"] for r in rows)
+        print(f"  NOTE: this table ran channels_last (captured so), but the estimate does not read the memory format: "
+              f"it charges cuDNN's NCHW → NHWC transposes on every tensor-core conv (median {share:.0%} of a model's "
+              f"estimated time at peak bandwidth); the estimate is the NCHW one")
+    print(f"  worst {min(WORST, len(rows))} by rank displacement (published rank → estimated rank; families' share of the estimated time):")
+    print("\n".join(worst(rows)))
+    print("  by dominant op family (the family with the largest share of a model's estimated time):")
+    print("\n".join(by_family(rows)), flush=True)
+
+
 def run_published(args) -> int:
     tables = sorted(TABLES.glob(args.tables))
     if not tables:
         print(f"no tables match {args.tables} in {TABLES}")
         return 1
-    for which in (["tune", "heldout"] if args.sample == "both" else [args.sample]):
+    for which in GROUPS.get(args.sample, [args.sample]):
+        asked = len(drawn(which))
         for table in tables:
             spec = device_of(table)
-            rows = evaluate(sample(read_table(table), which), spec, args.per_model)
-            if len(rows) < 3:
-                print(f"{table.name}: too few rows")
+            picked = sample(read_table(table), which)
+            if len(picked) < 3:
+                print(f"\n{table.stem}: {len(picked)} rows of the {which} sample in this table (it holds only some models)")
                 continue
-            pub = [r["published"] for r in rows]
-            flops_rho = spearman([-r["flops"] / r["batch"] for r in rows], pub)
-            inside = sum(r["range"][0] <= r["published"] <= r["range"][1] for r in rows) / len(rows)
-            print(f"\n{table.stem} ({spec}), {which} sample, {len(rows)} models")
-            print(f"  FLOPs alone:  ρ {flops_rho:.3f}")
-            print(f"  before:       {scores(rows, 'before')}")
-            print(f"  after, fp16:  {scores(rows, 'half')}   (the measured terms on the model in float16)")
-            print(f"  after:        {scores(rows, 'after')}   (and torch.autocast's dtypes, as the tables ran)")
-            print(f"  published inside the estimate's range: {inside:.0%}", flush=True)
+            rows = evaluate(picked, spec, args.per_model, channels_last(table))
+            if len(rows) < 3:
+                print(f"\n{table.stem}: too few rows captured")
+                continue
+            report(table, spec, which, rows, asked)
     return 0

@@ -23,6 +23,21 @@ def test_builtins_validate_and_cite_every_figure():
         assert spec.bandwidth > 0 and spec.sms > 0
 
 
+def test_rtx_pro_6000_maxq_resolves_by_name_with_workstation_tensor_rates():
+    """The RTX PRO 6000 Blackwell Max-Q: a built-in by name, with the same GB202 memory system as
+    the RTX 5090 but 188 SMs and a 128 MB L2; an RTX PRO card runs fp16 with FP32 accumulate at
+    the full tensor rate, where GeForce halves it, so its dense fp16 peak is over twice the 5090's
+    (at its lower 300 W clocks)."""
+    from archlint.devices import resolve
+
+    spec, geforce = resolve("rtx-pro-6000-maxq"), resolve("rtx5090")
+    assert spec.name == "rtx-pro-6000-maxq" and spec.kind == "gpu" and spec.memory_bytes == 96 * 2**30
+    assert spec.sms == 188 and spec.cache_bytes == 128 * 2**20 and spec.bandwidth == geforce.bandwidth == 1792e9
+    assert spec.peaks["tensor-fp16"] == 438.9e12 > 2 * geforce.peaks["tensor-fp16"]
+    assert spec.peaks["cuda-fp32"] == 110e12
+    assert "3,511 AI TOPS" in spec.sources["peak-tflops"]
+
+
 def test_device_specs_lists_them(capsys):
     assert main(["device-specs"]) == 0
     out = capsys.readouterr().out
