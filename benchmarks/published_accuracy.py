@@ -22,8 +22,7 @@ Per table and sample, beside the scores: the 10 models the estimate ranks furthe
 table, with the share of each op family in their estimated time, and per op family the median
 estimated / published ratio of the models where that family takes the largest share of the time.
 Tables measured in channels_last ("-nhwc-" in the file name) are captured with the model in
-channels_last, but the estimate does not read the memory format (it charges cuDNN's NCHW → NHWC
-transposes on every tensor-core conv): the output says so beside those scores.
+channels_last and estimated so (the graph's memory_format: no NCHW → NHWC transposes).
 """
 
 from __future__ import annotations
@@ -182,6 +181,7 @@ def evaluate(rows: list[dict], spec_name: str, per_model: bool, nhwc: bool = Fal
             print(f"  {row['model']} {row['img']}: capture failed ({type(exc).__name__}: {str(exc)[:100]})", flush=True)
             continue
         graph.graph["torch_version"] = row["torch"]
+        graph.graph["memory_format"] = "channels_last" if nhwc else "contiguous"  # as costed.memory_format says
         flops = sum(int(op.get("flops", 0)) for _, op in opgraph.ops(graph))
         before = estimate.estimate_graph(graph, spec, terms=estimate.ROOFLINE_ONLY)
         half = estimate.estimate_graph(graph, spec)  # what `--dtype float16 --device-spec` gives
@@ -189,7 +189,7 @@ def evaluate(rows: list[dict], spec_name: str, per_model: bool, nhwc: bool = Fal
         r = {**row, "flops": flops, "half": row["batch"] / half["latency_ms"] * 1e3,
              "before": row["batch"] / before["latency_ms"] * 1e3, "after": row["batch"] / after["latency_ms"] * 1e3,
              "range": [row["batch"] / ms * 1e3 for ms in reversed(after.get("range_ms", [after["latency_ms"]] * 2))],
-             "families": family_ms(graph), "layout_ms": layout_ms(graph, spec), "after_ms": after["latency_ms"]}
+             "families": family_ms(graph)}
         out.append(r)
         if per_model:
             print(f"  {row['model']:34s} {row['img']:4d} b{row['batch']:<5d} published {row['published']:9.1f}/s  "
@@ -207,14 +207,6 @@ def family_ms(graph) -> dict[str, float]:
         fam = estimate.op_family(op)
         out[fam] = out.get(fam, 0.0) + float(op.get("estimated_ms", 0.0))
     return out
-
-
-def layout_ms(graph, spec) -> float:
-    """The NCHW ↔ NHWC transposes the estimate charges (the last estimate_graph run), as their
-    bytes at the spec's peak bandwidth: a lower bound on the time they add."""
-    from archlint.model import opgraph
-
-    return sum(int((op.get("estimate_terms") or {}).get("layout_bytes", 0)) for _, op in opgraph.ops(graph)) / spec.bandwidth * 1e3
 
 
 def spearman(a: list[float], b: list[float]) -> float:
@@ -287,10 +279,8 @@ def report(table: Path, spec: str, which: str, rows: list[dict], asked: int) -> 
     print(f"  after:        {scores(rows, 'after')}   (and torch.autocast's dtypes, as the tables ran)")
     print(f"  published inside the estimate's range: {inside:.0%}")
     if channels_last(table):
-        share = statistics.median(r["layout_ms"] / r["after_ms"] for r in rows)
-        print(f"  NOTE: this table ran channels_last (captured so), but the estimate does not read the memory format: "
-              f"it charges cuDNN's NCHW → NHWC transposes on every tensor-core conv (median {share:.0%} of a model's "
-              f"estimated time at peak bandwidth); the estimate is the NCHW one")
+        print("  this table ran channels_last: captured so, and estimated as the model's memory format says "
+              "(NHWC convs: no cuDNN transposes, depthwise on cuDNN)")
     print(f"  worst {min(WORST, len(rows))} by rank displacement (published rank → estimated rank; families' share of the estimated time):")
     print("\n".join(worst(rows)))
     print("  by dominant op family (the family with the largest share of a model's estimated time):")

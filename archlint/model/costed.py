@@ -114,6 +114,18 @@ def cost(graph: nx.DiGraph, notes: list[str]) -> None:
         notes.append(f"{len(unknown)} ops have no cost formula and are left out of the totals: {listed}")
 
 
+def memory_format(model) -> str:
+    """"channels_last" when the model's 4-D conv weights are (model.to(memory_format=torch.channels_last):
+    cuDNN then runs its convs in NHWC without transposes), else "contiguous"."""
+    import torch
+
+    weights = [m.weight for m in model.modules() if isinstance(m, torch.nn.Conv2d) and m.weight.dim() == 4]
+    # a weight both layouts describe (one input channel a group, 1×1 kernels) says nothing either way
+    told = [w.is_contiguous(memory_format=torch.channels_last) for w in weights
+            if w.is_contiguous() != w.is_contiguous(memory_format=torch.channels_last)]
+    return "channels_last" if told and sum(told) * 2 > len(told) else "contiguous"
+
+
 def capture_and_cost(loaded: Loaded, target: str, device: str, settings: Settings) -> tuple[nx.DiGraph, ModelResult]:
     """The captured graph, every op costed, and its ModelResult (totals, inputs, notes; no layers yet)."""
     graph = capture_graph(loaded, target, settings)
@@ -125,7 +137,8 @@ def capture_and_cost(loaded: Loaded, target: str, device: str, settings: Setting
     notes = loaded.notes + graph.graph["notes"]
     dtype = str(loaded.dtype).removeprefix("torch.")
     graph.graph.update(
-        target=target, mode=settings.mode, build=loaded.build, dtype=dtype, input_shapes=inputs, notes=notes
+        target=target, mode=settings.mode, build=loaded.build, dtype=dtype, input_shapes=inputs, notes=notes,
+        memory_format=memory_format(loaded.model),
     )
     cost(graph, notes)
     result = ModelResult(

@@ -244,8 +244,8 @@ def layout_bytes(op: dict, tensor: bool, spec: DeviceSpec, input_only: bool = Fa
     term "layout-kernels"): what a real trace shows instead: cuDNN transposes the input and
     the weight (nchwToNhwcKernel, kernels of their own) and its implicit-GEMM kernel writes NCHW
     itself (`..._nhwckrsc_nchw` kernels; A100 AlexNet trace, conv3-conv5)."""
-    if spec.kind != "gpu" or not tensor or op["kind"] != "conv":
-        return 0
+    if spec.kind != "gpu" or not tensor or op["kind"] != "conv" or op.get("channels_last"):
+        return 0  # a channels_last model's convs run in NHWC as they are
     ins, outs = op.get("in_shapes") or [], op.get("out_shapes") or []
     if not ins or len(ins[0]) < 4:
         return 0
@@ -301,6 +301,8 @@ def native_depthwise(op: dict) -> bool:
     w = (op.get("param_shapes") or {}).get("weight")
     groups = int(op.get("attrs", {}).get("groups", 1) or 1)
     if not w or groups <= 1 or int(w[1]) != 1 or len(w) != 4:
+        return False
+    if op.get("channels_last"):  # channels_last depthwise convs always go to cuDNN
         return False
     cudnn = int(op.get("itemsize", 2)) == 2 and int(w[2]) == int(w[3]) in (3, 5) and groups >= 32
     return not cudnn
@@ -594,7 +596,10 @@ def estimate_graph(graph: nx.DiGraph, spec: DeviceSpec, terms: frozenset[str] | 
     spread: dict[str, float] = {}
     pipeline = "host-pipeline" in terms and spec.kind == "gpu" and spec.eager_op_s is not None
     host_s = gpu_s = 0.0  # when the host has issued the op, when the GPU has run it
+    nhwc = graph.graph.get("memory_format") == "channels_last"
     for name, op in opgraph.ops(graph):
+        if nhwc and op["kind"] == "conv":  # the conv as it runs: on NHWC tensors (graph's memory_format)
+            op = {**op, "channels_last": True}
         resident = 0
         if last_kernel is not None and op["kind"] not in _NO_KERNEL:
             readers = {_source_kernel(graph, p) for p in graph.predecessors(name)}
@@ -613,7 +618,8 @@ def estimate_graph(graph: nx.DiGraph, spec: DeviceSpec, terms: frozenset[str] | 
                 spread[est.share] = spread.get(est.share, 0.0) + slow - fast
         if not op.get("known", True):
             unknown += 1
-        op["estimated_ms"], op["estimate_bound"], op["estimate_terms"] = est.ms, est.bound, est.to_dict()
+        node = graph.nodes[name]  # `op` may be the conv as it runs on NHWC (a copy)
+        node["estimated_ms"], node["estimate_bound"], node["estimate_terms"] = est.ms, est.bound, est.to_dict()
         total_ms += est.ms
         if pipeline and est.kernel_ms > 0:
             host_s += spec.eager_op_s

@@ -78,3 +78,26 @@ def test_a_biased_conv_pays_an_add_after_cudnn():
     assert added == pytest.approx(conv_bias_bytes(biased) / (spec.bandwidth * SHARES["broadcast"].value
                                   if "broadcast" not in spec.achieved else spec.bandwidth * spec.achieved["broadcast"][0]) * 1e3)
     assert estimate_op(biased, spec, "float16", terms=ROOFLINE_ONLY).ms == estimate_op(dense, spec, "float16", terms=ROOFLINE_ONLY).ms
+
+
+def test_a_channels_last_model_runs_its_convs_in_nhwc():
+    import networkx as nx
+    import torch
+
+    from archlint.model.costed import memory_format
+    from archlint.model.estimate import estimate_graph, native_depthwise
+
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.Conv2d(8, 8, 3, groups=8))
+    assert memory_format(net) == "contiguous"
+    assert memory_format(net.to(memory_format=torch.channels_last)) == "channels_last"
+    assert not native_depthwise({**band(8, 96, 56, 7, 7), "channels_last": True})  # cuDNN takes them all in NHWC
+    spec = resolve("h200")
+    times = {}
+    for fmt in ("contiguous", "channels_last"):
+        g = nx.DiGraph(dtype="float16", memory_format=fmt)
+        g.add_node("x", kind="input")
+        g.add_node("conv", **conv_op(n=64, cin=256, cout=256, hw=28, k=3))
+        g.add_edge("x", "conv")
+        times[fmt] = estimate_graph(g, spec)["latency_ms"]
+        assert g.nodes["conv"]["estimate_terms"]["layout_bytes"] == (0 if fmt == "channels_last" else g.nodes["conv"]["estimate_terms"]["layout_bytes"])
+    assert times["channels_last"] < times["contiguous"]  # no NCHW → NHWC transposes
