@@ -271,10 +271,11 @@ def broadcasts(op: dict) -> bool:
 # (aten/src/ATen/native/cuda/UpSample{Linear1d,Bilinear2d,Bicubic2d,Trilinear3d}.cu, *_out_frame).
 SERIAL_UPSAMPLE_KEYS = frozenset({"upsample_linear1d", "upsample_bilinear2d", "upsample_bicubic2d", "upsample_trilinear3d"})
 SERIAL_UPSAMPLE_MODES = frozenset({"linear", "bilinear", "bicubic", "trilinear"})
-# One (batch, channel) iteration of that loop: a dependent round trip to DRAM. Measured on an H200
-# (torch 2.11, benchmarks/gpu_checks.py profiles, efficientformerv2_s0 at batch 256 under autocast):
-# two 256×1024×7×7 → 14×14 bilinear upsamples took 181.7 ms, 0.347 µs an iteration.
-UPSAMPLE_ITERATION_S = 0.347e-6
+# One (batch, channel) iteration of that loop: a round trip to DRAM. Measured on an H200 (torch
+# 2.11, benchmarks/conv_families.py, ×2 bilinear upsamples of 64×512×7², 32×256×28², 8×64×112² in
+# float32 and float16): 0.17-0.44 µs an iteration, median 0.353 µs. (A kernel profile of
+# EfficientFormerV2-S0 at batch 256 agrees: its two 256×1024×7² upsamples, 0.347 µs an iteration.)
+UPSAMPLE_ITERATION_S = 0.353e-6
 THREADS_PER_SM = 2048
 
 

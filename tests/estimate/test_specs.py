@@ -111,11 +111,15 @@ def test_a_gpu_spec_may_give_its_own_measured_shares():
     from archlint.devices.achieved import SHARES, shares_for
     from archlint.errors import UsageError
 
+    import dataclasses
+
     h200 = resolve("h200")
-    assert h200.achieved["stream"] == (0.72, 0.60, 0.755)
+    value, low, high = h200.achieved["stream"]  # archlint calibrate --families on a lent H200
+    assert 0 < low <= value <= high <= 1 and set(h200.achieved) == set(SHARES)
     shares = shares_for(h200)
-    assert shares["stream"].value == 0.72 and "h200" in shares["stream"].source
-    assert shares["cuda-core"] == SHARES["cuda-core"]  # not measured there: the built-in
+    assert shares["stream"].value == value and "h200" in shares["stream"].source
+    partial = dataclasses.replace(h200, achieved={k: v for k, v in h200.achieved.items() if k != "cuda-core"})
+    assert shares_for(partial)["cuda-core"] == SHARES["cuda-core"]  # not measured there: the built-in
     assert shares_for(resolve("rtx4090")) == SHARES
     data = tomllib.loads((DIR / "h200.toml").read_text(encoding="utf-8"))
     for bad, named in (({"stream": [0.9, 0.6, 0.8]}, "achieved.stream"), ({"tensor-gem": [0.5, 0.4, 0.6]}, "achieved.tensor-gem")):
@@ -137,4 +141,5 @@ def test_the_spec_own_shares_move_the_estimate():
     h200 = resolve("h200")
     own = estimate.estimate_op(op, h200, "float16").ms
     builtin = estimate.estimate_op(op, dataclasses.replace(h200, achieved={}), "float16").ms
-    assert own / builtin == pytest.approx(0.86 / 0.72, rel=1e-3)  # stream: 72% on the H200 against 86% (A100)
+    # stream: the H200's own measured share against the built-in 86% (A100 trace)
+    assert own / builtin == pytest.approx(0.86 / h200.achieved["stream"][0], rel=1e-3)
