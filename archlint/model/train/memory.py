@@ -43,7 +43,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
 from archlint.errors import UsageError
-from archlint.model.train import metacache
+from archlint.model.train import metacache, steady
 from archlint.model.train.allocator import replay
 from archlint.model.train.cuda_attention import fused_attention
 from archlint.model.train.values import KnownValues
@@ -150,6 +150,7 @@ class _Tracker:
     op_phase: list[str] = field(default_factory=list)
     op_module: list[str] = field(default_factory=list)
     timeline: list[tuple[int, int]] = field(default_factory=list)
+    marks: dict = field(default_factory=dict)  # phase -> where the tracker stood when it began (steady.mark)
 
     def size(self, storage) -> int:
         n = storage.nbytes()
@@ -172,6 +173,13 @@ class _Tracker:
         if self.live_bytes > self.peak:
             self.peak, self.peak_event, self.peak_op = self.live_bytes, rec.born, rec.op
         return rec
+
+    def adopt(self, tensor: torch.Tensor, rec: _Storage) -> None:
+        """Make `rec` (already counted: a replayed step's, archlint.model.train.steady) the record of
+        the tensor's storage, freed with it."""
+        key = id(tensor.untyped_storage())
+        self.by_id[key] = rec
+        weakref.finalize(tensor.untyped_storage(), self._free, key, rec)
 
     def _free(self, key: int, rec: _Storage) -> None:
         if self.by_id.get(key) is rec:
@@ -212,9 +220,9 @@ _OP_NAMES: dict = {}
 
 
 def _op_name(func) -> str:
-    name = _OP_NAMES.get(func)
+    name = _OP_NAMES.get(id(func))  # by id: an op lives as long as the process (metacache)
     if name is None:
-        name = _OP_NAMES[func] = str(func.overloadpacket.__name__) if hasattr(func, "overloadpacket") else str(func)
+        name = _OP_NAMES[id(func)] = str(func.overloadpacket.__name__) if hasattr(func, "overloadpacket") else str(func)
     return name
 
 
@@ -267,18 +275,22 @@ def _state_tensors(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
     return [v for state in optimizer.state.values() for v in state.values() if isinstance(v, torch.Tensor)]
 
 
-def _step(model, args, kwargs, optimizer, loss, tracker: _Tracker | None, fused_inplace: bool):
+def _step(model, args, kwargs, optimizer, loss, tracker: _Tracker | None, fused_inplace: bool, replay=None):
     def phase(name):
         if tracker is not None:
             tracker.phase = name
+            tracker.marks[name] = steady.mark(tracker)
     phase("zero_grad")
     optimizer.zero_grad(set_to_none=True)
-    phase("forward")
-    value = step_loss(model(*args, **kwargs), loss)
-    phase("backward")
-    forward_end = tracker.events if tracker is not None else 0
-    value.backward()
-    del value
+    if replay is not None:  # the first step's forward and backward stand for this one's (steady.py)
+        forward_end = replay(tracker)
+    else:
+        phase("forward")
+        value = step_loss(model(*args, **kwargs), loss)
+        phase("backward")
+        forward_end = tracker.events if tracker is not None else 0
+        value.backward()
+        del value
     phase("step")
     grads = [p.grad for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
     if tracker is not None:
@@ -396,11 +408,14 @@ def _two_steps(model, args, kwargs, base, variant, loss, gpu, fused, values: Kno
         first = _Tracker(round_to=CUDA_BLOCK_BYTES if gpu else 1)
         _measure(model, args, kwargs, opt, loss, first, fused, values)
         tracker = _Tracker(round_to=CUDA_BLOCK_BYTES if gpu else 1)
-        forward_end = _measure(model, args, kwargs, opt, loss, tracker, fused, values)
+        # on meta, the second step's forward and backward are the first's, replayed (steady.py)
+        replay = steady.plan(first, model, opt) if values is not None else None
+        forward_end = _measure(model, args, kwargs, opt, loss, tracker, fused, values, replay)
     return first, tracker, forward_end
 
 
-def _measure(meta, args, kwargs, opt, loss, tracker: _Tracker, fused: bool, values: KnownValues | None = None) -> int:
+def _measure(meta, args, kwargs, opt, loss, tracker: _Tracker, fused: bool, values: KnownValues | None = None,
+             replay=None) -> int:
     """Run one step under the tracker; returns the event index at the end of the forward."""
     for p in meta.parameters():
         tracker.see(p, "start").kind = "params"
@@ -418,7 +433,7 @@ def _measure(meta, args, kwargs, opt, loss, tracker: _Tracker, fused: bool, valu
     handles = _module_paths(meta, tracker)
     try:
         with _Watch(tracker, values):
-            forward_end = _step(meta, args, kwargs, opt, loss, tracker, fused)
+            forward_end = _step(meta, args, kwargs, opt, loss, tracker, fused, replay)
     finally:
         for h in handles:
             h.remove()

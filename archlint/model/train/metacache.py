@@ -34,8 +34,10 @@ import torch.nn as nn
 MAX_ENTRIES = 100_000
 _NOT_CACHEABLE = object()
 _cache: dict[tuple, Any] = {}
-_kinds: dict[Any, str] = {}
-_POINTWISE: set = set()
+# Ops are kept by id: an op (OpOverload) lives as long as the process, and its __hash__ is Python
+# code, too slow for several lookups an op.
+_kinds: dict[int, str] = {}
+_POINTWISE: set[int] = set()
 # element-wise ops that torch does not tag `pointwise` (MobileNetV3's activations)
 _UNTAGGED_POINTWISE = {"aten::hardswish", "aten::hardswish_", "aten::hardswish_backward", "aten::hardsigmoid_backward"}
 # an element-wise op's output dtypes, by its operands' dtypes and numbers' kinds: shape-free
@@ -57,7 +59,7 @@ def _kind(func) -> str:
     """'functional', 'inplace' (writes only `self`, returns it, changes no metadata: not a view
     op like transpose_ nor a resize), 'inplace-pointwise' (the same, element by element) or ''
     (always run)."""
-    kind = _kinds.get(func)
+    kind = _kinds.get(id(func))
     if kind is None:
         schema, tags = func._schema, set(getattr(func, "tags", ()))
         written = [a for a in schema.arguments if a.alias_info is not None and a.alias_info.is_write]
@@ -72,9 +74,9 @@ def _kind(func) -> str:
             kind = "inplace-pointwise" if _POINTWISE_TAG in tags or schema.name in _UNTAGGED_POINTWISE else "inplace"
         else:
             kind = ""
-        _kinds[func] = kind
+        _kinds[id(func)] = kind
         if _POINTWISE_TAG in tags or schema.name in _UNTAGGED_POINTWISE:
-            _POINTWISE.add(func)
+            _POINTWISE.add(id(func))
     return kind
 
 
@@ -86,11 +88,11 @@ def _key(func, args: tuple, kwargs: dict) -> tuple | None:
     scalar: its value never shapes a meta result) or not a plain value, or none is on meta.
     (A walk of its own: torch's pytree flatten cost more than the kernels it saves.)"""
     storages: dict[int, int] = {}
-    parts: list[Any] = [func]
+    parts: list[Any] = [id(func)]
     meta = []
     # an element-wise op's result depends on a number's kind (bool, int, float), never its value:
     # Adam divides by a bias correction that changes every step
-    by_kind = func in _POINTWISE
+    by_kind = id(func) in _POINTWISE
 
     def add(value) -> bool:
         if isinstance(value, torch.Tensor):
@@ -194,8 +196,8 @@ def _batch_norm_backward(grad_out, input, weight, running_mean, running_var, sav
 # Shape functions of our own for ops whose stock meta kernel is a slow Python decomposition, on the
 # inputs where their results are plain (checked against the stock kernel in the tests).
 _FAST = {
-    torch.ops.aten.native_batch_norm.default: _batch_norm,
-    torch.ops.aten.native_batch_norm_backward.default: _batch_norm_backward,
+    id(torch.ops.aten.native_batch_norm.default): _batch_norm,
+    id(torch.ops.aten.native_batch_norm_backward.default): _batch_norm_backward,
 }
 
 
@@ -208,23 +210,22 @@ def clear() -> None:
 def run(func, args: tuple, kwargs: dict) -> Any:
     """func(*args, **kwargs), answered from the cache when the op and its arguments allow it."""
     kind = _kind(func)
+    if kind == "inplace-pointwise" and _same_as_self(args, kwargs):
+        stats["hits"] += 1  # nothing the kernel could refuse: no broadcast, no cast (no key needed)
+        return args[0]
     key = _key(func, args, kwargs) if kind else None
     hit = _cache.get(key) if key is not None else None
     inplace = kind.startswith("inplace")
     if hit is not None and hit is not _NOT_CACHEABLE:
         stats["hits"] += 1
         return (args[0] if args else kwargs["self"]) if inplace else _rebuild(hit)
-    if key is not None and kind == "inplace-pointwise" and _same_as_self(args, kwargs):
-        stats["hits"] += 1  # nothing the kernel could refuse: no broadcast, no cast
-        _cache[key] = True
-        return args[0]
-    if key is not None and kind == "functional" and func in _POINTWISE:
+    if key is not None and kind == "functional" and id(func) in _POINTWISE:
         out, answered = _elementwise(func, args, kwargs)
         if out is not None:
             stats["hits" if answered else "runs"] += 1
             _cache[key] = _record(out, args, kwargs)
             return out
-    fast = _FAST.get(func) if key is not None and not kwargs else None
+    fast = _FAST.get(id(func)) if key is not None and not kwargs else None
     out = fast(*args) if fast is not None else None
     if out is not None:
         stats["hits"] += 1
@@ -246,7 +247,7 @@ def _elementwise(func, args: tuple, kwargs: dict) -> tuple[Any, bool]:
     dtypes alone. Learnt from the op's first run on any shape, then given for every other shape
     (hardswish, sigmoid_backward, div on a new layer's shape). Returns (outputs, answered without
     running the kernel), or (None, False) where the rule does not apply."""
-    shape, parts = None, [func]
+    shape, parts = None, [id(func)]
     for name, value in (*((None, a) for a in args), *kwargs.items()):
         parts.append(name)
         if isinstance(value, torch.Tensor):
@@ -291,18 +292,25 @@ def _default_strides(shape) -> tuple:
 def _same_as_self(args: tuple, kwargs: dict) -> bool:
     """An element-wise in-place op whose operands all have `self`'s shape and dtype (or are real
     scalars), on a floating-point meta `self`: the optimizers' updates (lerp_, addcmul_, addcdiv_,
-    add_). Its meta kernel can only return `self`, so it need not run even once per shape."""
-    if not args or not isinstance(args[0], torch.Tensor):
+    add_). Its meta kernel can only return `self`, so it need not run even once per shape, and its
+    result needs no cache key. Tensors are plain ones (as `_key` asks) and meta ones are on meta."""
+    if not args or type(args[0]) not in _PLAIN:
         return False
     self = args[0]
     if self.device.type != "meta" or not self.is_floating_point():
         return False
     for value in (*args[1:], *kwargs.values()):
-        if isinstance(value, torch.Tensor):
-            if value.dim() == 0 and not value.is_complex() and value.device.type != "meta":
-                continue
+        if type(value) in _PLAIN:
+            if value.device.type != "meta":
+                if value.dim() == 0 and not value.is_complex():
+                    continue  # a real scalar
+                return False
             if value.shape != self.shape or value.dtype != self.dtype:
                 return False
-        elif isinstance(value, complex) or not isinstance(value, (bool, int, float, type(None))):
+        elif type(value) not in _NUMBERS:
             return False
     return True
+
+
+_PLAIN = (torch.Tensor, nn.Parameter)  # not a subclass: its own dispatch may answer otherwise
+_NUMBERS = (bool, int, float, type(None))

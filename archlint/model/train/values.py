@@ -125,9 +125,9 @@ _WRITTEN: dict = {}
 
 def _written(func) -> list[tuple[int, str]]:
     """(position, name) of the arguments the op writes to."""
-    written = _WRITTEN.get(func)
+    written = _WRITTEN.get(id(func))  # by id: an op lives as long as the process (metacache)
     if written is None:
-        written = _WRITTEN[func] = [(i, a.name) for i, a in enumerate(func._schema.arguments)
+        written = _WRITTEN[id(func)] = [(i, a.name) for i, a in enumerate(func._schema.arguments)
                                     if a.alias_info is not None and a.alias_info.is_write]
     return written
 

@@ -128,11 +128,12 @@ def test_step_memory_same_with_and_without_cache(monkeypatch, optimizer):
     monkeypatch.setattr(memory.metacache, "run", lambda f, a, k: calls.append(f) or f(*a, **k))
     plain = step_memory(model, (x,), optimizer=optimizer)
     assert json.dumps(cached, sort_keys=True) == json.dumps(plain, sort_keys=True)
-    # the four blocks repeat one block's ops and the two steps repeat each other: batch norm's
-    # Python meta kernels run at most once per key, not once per block and step
-    assert calls.count(aten.native_batch_norm.default) == 8
+    # the four blocks repeat one block's ops (the second step's forward and backward are the
+    # first's, replayed: archlint.model.train.steady): batch norm's Python meta kernels run at
+    # most once per key, not once per block
+    assert calls.count(aten.native_batch_norm.default) == 4
     assert ran.count(aten.native_batch_norm.default) <= 1
-    assert calls.count(aten.native_batch_norm_backward.default) == 8
+    assert calls.count(aten.native_batch_norm_backward.default) == 4
     assert ran.count(aten.native_batch_norm_backward.default) <= 1
     assert len(ran) < 0.8 * len(calls)
 
@@ -149,18 +150,18 @@ def test_batch_norm_shape_functions_match_the_stock_meta_kernels(shape, affine):
     w = meta(c) if affine else None
     for running in ((meta(c), meta(c)), (None, None)):
         args = (x, w, w, *running, True, 0.1, 1e-5)
-        fast = metacache._FAST[aten.native_batch_norm.default](*args)
+        fast = metacache._FAST[id(aten.native_batch_norm.default)](*args)
         stock = aten.native_batch_norm.default(*args)
         assert _described(fast) == _described(stock)
         for mask in ([True, True, True], [True, False, False], [True, affine, affine]):
             bargs = (meta(*shape), x, w, *running, stock[1], stock[2], True, 1e-5, mask)
-            assert _described(metacache._FAST[aten.native_batch_norm_backward.default](*bargs)) == \
+            assert _described(metacache._FAST[id(aten.native_batch_norm_backward.default)](*bargs)) == \
                 _described(aten.native_batch_norm_backward.default(*bargs))
     # what the shape functions do not cover is left to the stock kernel
-    assert metacache._FAST[aten.native_batch_norm.default](x, w, w, None, None, False, 0.1, 1e-5) is None
+    assert metacache._FAST[id(aten.native_batch_norm.default)](x, w, w, None, None, False, 0.1, 1e-5) is None
     cl = torch.empty(2, 8, 5, 5, device="meta").to(memory_format=torch.channels_last)
-    assert metacache._FAST[aten.native_batch_norm.default](cl, None, None, None, None, True, 0.1, 1e-5) is None
-    assert metacache._FAST[aten.native_batch_norm.default](x.half(), None, None, None, None, True, 0.1, 1e-5) is None
+    assert metacache._FAST[id(aten.native_batch_norm.default)](cl, None, None, None, None, True, 0.1, 1e-5) is None
+    assert metacache._FAST[id(aten.native_batch_norm.default)](x.half(), None, None, None, None, True, 0.1, 1e-5) is None
 
 
 @pytest.mark.parametrize("func, extra, dtype", [
