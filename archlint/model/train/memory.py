@@ -200,6 +200,12 @@ class _Watch(TorchDispatchMode):
         self.tracker = tracker
         self.values = values
 
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # torch wraps a mode's __torch_dispatch__ in torch._dynamo.disable (two Python frames and
+        # an eval-frame swap an op, a tenth of the step's time); the meta step is never compiled
+        return False
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if self.values is None:
             out = metacache.run(func, args, kwargs or {})

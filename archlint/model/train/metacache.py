@@ -98,7 +98,7 @@ def _key(func, args: tuple, kwargs: dict) -> tuple | None:
         if isinstance(value, torch.Tensor):
             if type(value) is not torch.Tensor and type(value) is not nn.Parameter:
                 return False
-            if value.device.type != "meta":
+            if not value.is_meta:
                 if value.dim() != 0:
                     return False
                 parts.append((value.device, value.dtype))
@@ -147,7 +147,7 @@ def _record(out, args: tuple, kwargs: dict) -> Any:
         if leaf is None:
             shapes.append(None)
             continue
-        if type(leaf) is not torch.Tensor or leaf.device.type != "meta" or leaf.storage_offset() != 0:
+        if type(leaf) is not torch.Tensor or not leaf.is_meta or leaf.storage_offset() != 0:
             return _NOT_CACHEABLE
         storage = leaf.untyped_storage()
         fresh = torch.empty_strided(leaf.shape, leaf.stride(), dtype=leaf.dtype, device="meta")
@@ -170,7 +170,7 @@ def _meta_empty(*shape) -> torch.Tensor:
 
 def _plain(t, shape=None) -> bool:
     """A contiguous float32 meta tensor (of `shape`, if given)."""
-    return (isinstance(t, torch.Tensor) and t.device.type == "meta" and t.dtype == torch.float32
+    return (isinstance(t, torch.Tensor) and t.is_meta and t.dtype == torch.float32
             and t.is_contiguous() and (shape is None or tuple(t.shape) == shape))
 
 
@@ -251,7 +251,7 @@ def _elementwise(func, args: tuple, kwargs: dict) -> tuple[Any, bool]:
     for name, value in (*((None, a) for a in args), *kwargs.items()):
         parts.append(name)
         if isinstance(value, torch.Tensor):
-            if value.device.type != "meta":
+            if not value.is_meta:
                 parts.append(("scalar", value.dtype))  # a 0-dim real tensor (the key allowed no other)
                 continue
             if shape is None:
@@ -272,7 +272,7 @@ def _elementwise(func, args: tuple, kwargs: dict) -> tuple[Any, bool]:
         out = func(*args, **kwargs)
         outs = [out] if isinstance(out, torch.Tensor) else out
         if isinstance(outs, (list, tuple)) and all(
-                isinstance(o, torch.Tensor) and o.device.type == "meta" and o.shape == shape
+                isinstance(o, torch.Tensor) and o.is_meta and o.shape == shape
                 and o.stride() == _default_strides(shape) for o in outs):
             _learned[tuple(parts)] = (None if isinstance(out, torch.Tensor) else type(out), [o.dtype for o in outs])
         return out, False
@@ -297,11 +297,11 @@ def _same_as_self(args: tuple, kwargs: dict) -> bool:
     if not args or type(args[0]) not in _PLAIN:
         return False
     self = args[0]
-    if self.device.type != "meta" or not self.is_floating_point():
+    if not self.is_meta or not self.is_floating_point():
         return False
     for value in (*args[1:], *kwargs.values()):
         if type(value) in _PLAIN:
-            if value.device.type != "meta":
+            if not value.is_meta:
                 if value.dim() == 0 and not value.is_complex():
                     continue  # a real scalar
                 return False

@@ -86,8 +86,9 @@ class KnownValues:
         one; a meta kernel that needs data (.item(), nonzero) is answered from the real result."""
         values = self.values
         for arg in args:  # the common case first: an activation or a weight, with no value
-            if isinstance(arg, torch.Tensor) and arg.device.type == "meta" and arg not in values:
-                self._forget_written(func, args, kwargs)
+            if isinstance(arg, torch.Tensor) and arg.is_meta and arg not in values:
+                if _written(func):
+                    self._forget_written(func, args, kwargs)
                 return meta_run(func, args, kwargs)
         found: list = []
         try:
