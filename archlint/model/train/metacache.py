@@ -198,7 +198,7 @@ def _zeros_like(self, dtype=None, layout=None, device=None, pin_memory=None, mem
     memory format (the optimizers' state, once per parameter shape; its meta kernel is a Python
     decomposition): the same shape, dtype and strides, kept or asked for."""
     if not (type(self) in _PLAIN and self.is_meta and dtype is None and layout is None and device is None
-            and pin_memory is None and memory_format in (None, torch.preserve_format, torch.contiguous_format)
+            and not pin_memory and memory_format in (None, torch.preserve_format, torch.contiguous_format)
             and self.stride() == _default_strides(self.shape)):
         return None
     return torch.empty(self.shape, dtype=self.dtype, device=self.device)
