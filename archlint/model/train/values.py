@@ -117,6 +117,9 @@ class KnownValues:
     def _forget_written(self, func, args: tuple, kwargs: dict) -> None:
         for i, name in _written(func):
             value = args[i] if i < len(args) else kwargs.get(name)
+            if isinstance(value, torch.Tensor):  # the common case: an in-place op's self
+                self.values.pop(value, None)
+                continue
             for t in tensors_of(value):
                 self.values.pop(t, None)
 
