@@ -7,7 +7,8 @@ Models: torchvision's (resnet18, resnet50, mobilenet_v3_large, efficientnet_b0, 
 configuration, built from its config: no download) on 1×128 tokens with an attention mask.
 Each model is analyzed as `archlint MODEL` and as `archlint MODEL --train` do it (archlint.analyze,
 which runs the CLI's path: load, capture, cost, checks), on the same prebuilt model and input, the
-two interleaved so that both see the same machine load; each time is the best of --repeat runs.
+two interleaved so that both see the same machine load (its 1-minute average is printed at the start
+and the end: other processes on the machine slow both); each time is the best of --repeat runs.
 Beside them, for scale, torch's FlopCounterMode on one real training step (forward + backward) of
 the same model on this CPU, the peer that counts a backward. The memory model (archlint.model.train.memory),
 when it is in the build, runs inside --train and is included in its time. Its cache of meta
@@ -20,6 +21,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import logging
+import os
 import time
 import warnings
 
@@ -82,7 +84,8 @@ def main() -> int:
     logging.disable(logging.WARNING)
     present = importlib.util.find_spec("archlint.model.train.memory") is not None
     memory = "with the memory model" if present else "without the memory model (not in this build)"
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, best of {args.repeat}; --train {memory}")
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, best of {args.repeat}; --train {memory}; "
+          f"load average {os.getloadavg()[0]:.2f}")
     print(f"{'model':20s} {'forward s':>10s} {'--train s':>10s} {'ratio':>7s} {'FlopCounterMode step s':>23s}")
     worst = 0.0
     for name in args.models.split(","):
@@ -101,7 +104,8 @@ def main() -> int:
         peer = min(timed(lambda: flop_counter_step(model, inputs)) for _ in range(args.repeat))
         worst = max(worst, train / forward)
         print(f"{name:20s} {forward:10.3f} {train:10.3f} {train / forward:6.2f}× {peer:23.3f}", flush=True)
-    print(f"worst ratio {worst:.2f}× (target ≤ 3×): {'met' if worst <= 3 else 'NOT met'}")
+    print(f"worst ratio {worst:.2f}× (target ≤ 3×): {'met' if worst <= 3 else 'NOT met'}; "
+          f"load average {os.getloadavg()[0]:.2f}")
     return 0 if worst <= 3 else 1
 
 

@@ -47,7 +47,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
 from archlint.errors import UsageError
-from archlint.model.train import metacache
+from archlint.model.train import metacache, steady
 from archlint.model.train.allocator import replay
 from archlint.model.train.cuda_attention import fused_attention
 from archlint.model.train.gpu_workspaces import CUDNN_SOURCE, cublas_sizes, cublas_workspaces, cudnn_workspace
@@ -159,6 +159,7 @@ class _Tracker:
     workspace_sizes: dict[str, int] | None = None
     workspaces: dict[str, _Storage] = field(default_factory=dict)
     transients: list[_Storage] = field(default_factory=list)  # cuDNN's, freed inside their op
+    marks: dict = field(default_factory=dict)  # phase -> where the tracker stood when it began (steady.mark)
 
     def size(self, storage) -> int:
         n = storage.nbytes()
@@ -204,6 +205,13 @@ class _Tracker:
         if self.live_bytes + rec.nbytes > self.peak:
             self.peak, self.peak_event, self.peak_op = self.live_bytes + rec.nbytes, rec.born, rec.op
 
+    def adopt(self, tensor: torch.Tensor, rec: _Storage) -> None:
+        """Make `rec` (already counted: a replayed step's, archlint.model.train.steady) the record of
+        the tensor's storage, freed with it."""
+        key = id(tensor.untyped_storage())
+        self.by_id[key] = rec
+        weakref.finalize(tensor.untyped_storage(), self._free, key, rec)
+
     def _free(self, key: int, rec: _Storage) -> None:
         if self.by_id.get(key) is rec:
             del self.by_id[key]
@@ -222,6 +230,12 @@ class _Watch(TorchDispatchMode):
         super().__init__()
         self.tracker = tracker
         self.values = values
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # torch wraps a mode's __torch_dispatch__ in torch._dynamo.disable (two Python frames and
+        # an eval-frame swap an op, a tenth of the step's time); the meta step is never compiled
+        return False
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if self.values is None:
@@ -251,9 +265,9 @@ _OP_NAMES: dict = {}
 
 
 def _op_name(func) -> str:
-    name = _OP_NAMES.get(func)
+    name = _OP_NAMES.get(id(func))  # by id: an op lives as long as the process (metacache)
     if name is None:
-        name = _OP_NAMES[func] = str(func.overloadpacket.__name__) if hasattr(func, "overloadpacket") else str(func)
+        name = _OP_NAMES[id(func)] = str(func.overloadpacket.__name__) if hasattr(func, "overloadpacket") else str(func)
     return name
 
 
@@ -306,18 +320,22 @@ def _state_tensors(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
     return [v for state in optimizer.state.values() for v in state.values() if isinstance(v, torch.Tensor)]
 
 
-def _step(model, args, kwargs, optimizer, loss, tracker: _Tracker | None, fused_inplace: bool):
+def _step(model, args, kwargs, optimizer, loss, tracker: _Tracker | None, fused_inplace: bool, replay=None):
     def phase(name):
         if tracker is not None:
             tracker.phase = name
+            tracker.marks[name] = steady.mark(tracker)
     phase("zero_grad")
     optimizer.zero_grad(set_to_none=True)
-    phase("forward")
-    value = step_loss(model(*args, **kwargs), loss)
-    phase("backward")
-    forward_end = tracker.events if tracker is not None else 0
-    value.backward()
-    del value
+    if replay is not None:  # the first step's forward and backward stand for this one's (steady.py)
+        forward_end = replay(tracker)
+    else:
+        phase("forward")
+        value = step_loss(model(*args, **kwargs), loss)
+        phase("backward")
+        forward_end = tracker.events if tracker is not None else 0
+        value.backward()
+        del value
     phase("step")
     grads = [p.grad for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
     if tracker is not None:
@@ -455,11 +473,15 @@ def _two_steps(model, args, kwargs, base, variant, loss, gpu, fused, values: Kno
         tracker = _Tracker(round_to=CUDA_BLOCK_BYTES if gpu else 1, workspace_sizes=workspace_sizes)
         for name, rec in first.workspaces.items():
             tracker.hold(name, rec.nbytes, "start")
-        forward_end = _measure(model, args, kwargs, opt, loss, tracker, fused, values)
+        # on meta, the second step's forward and backward are the first's, replayed (steady.py); not
+        # where library workspaces are tracked (a GPU spec): the replay does not carry them
+        replay = steady.plan(first, model, opt) if values is not None and workspace_sizes is None else None
+        forward_end = _measure(model, args, kwargs, opt, loss, tracker, fused, values, replay)
     return first, tracker, forward_end
 
 
-def _measure(meta, args, kwargs, opt, loss, tracker: _Tracker, fused: bool, values: KnownValues | None = None) -> int:
+def _measure(meta, args, kwargs, opt, loss, tracker: _Tracker, fused: bool, values: KnownValues | None = None,
+             replay=None) -> int:
     """Run one step under the tracker; returns the event index at the end of the forward."""
     for p in meta.parameters():
         tracker.see(p, "start").kind = "params"
@@ -477,7 +499,7 @@ def _measure(meta, args, kwargs, opt, loss, tracker: _Tracker, fused: bool, valu
     handles = _module_paths(meta, tracker)
     try:
         with _Watch(tracker, values):
-            forward_end = _step(meta, args, kwargs, opt, loss, tracker, fused)
+            forward_end = _step(meta, args, kwargs, opt, loss, tracker, fused, replay)
     finally:
         for h in handles:
             h.remove()

@@ -34,8 +34,10 @@ import torch.nn as nn
 MAX_ENTRIES = 100_000
 _NOT_CACHEABLE = object()
 _cache: dict[tuple, Any] = {}
-_kinds: dict[Any, str] = {}
-_POINTWISE: set = set()
+# Ops are kept by id: an op (OpOverload) lives as long as the process, and its __hash__ is Python
+# code, too slow for several lookups an op.
+_kinds: dict[int, str] = {}
+_POINTWISE: set[int] = set()
 # element-wise ops that torch does not tag `pointwise` (MobileNetV3's activations)
 _UNTAGGED_POINTWISE = {"aten::hardswish", "aten::hardswish_", "aten::hardswish_backward", "aten::hardsigmoid_backward"}
 # an element-wise op's output dtypes, by its operands' dtypes and numbers' kinds: shape-free
@@ -57,7 +59,7 @@ def _kind(func) -> str:
     """'functional', 'inplace' (writes only `self`, returns it, changes no metadata: not a view
     op like transpose_ nor a resize), 'inplace-pointwise' (the same, element by element) or ''
     (always run)."""
-    kind = _kinds.get(func)
+    kind = _kinds.get(id(func))
     if kind is None:
         schema, tags = func._schema, set(getattr(func, "tags", ()))
         written = [a for a in schema.arguments if a.alias_info is not None and a.alias_info.is_write]
@@ -72,9 +74,9 @@ def _kind(func) -> str:
             kind = "inplace-pointwise" if _POINTWISE_TAG in tags or schema.name in _UNTAGGED_POINTWISE else "inplace"
         else:
             kind = ""
-        _kinds[func] = kind
+        _kinds[id(func)] = kind
         if _POINTWISE_TAG in tags or schema.name in _UNTAGGED_POINTWISE:
-            _POINTWISE.add(func)
+            _POINTWISE.add(id(func))
     return kind
 
 
@@ -86,17 +88,17 @@ def _key(func, args: tuple, kwargs: dict) -> tuple | None:
     scalar: its value never shapes a meta result) or not a plain value, or none is on meta.
     (A walk of its own: torch's pytree flatten cost more than the kernels it saves.)"""
     storages: dict[int, int] = {}
-    parts: list[Any] = [func]
+    parts: list[Any] = [id(func)]
     meta = []
     # an element-wise op's result depends on a number's kind (bool, int, float), never its value:
     # Adam divides by a bias correction that changes every step
-    by_kind = func in _POINTWISE
+    by_kind = id(func) in _POINTWISE
 
     def add(value) -> bool:
         if isinstance(value, torch.Tensor):
             if type(value) is not torch.Tensor and type(value) is not nn.Parameter:
                 return False
-            if value.device.type != "meta":
+            if not value.is_meta:
                 if value.dim() != 0:
                     return False
                 parts.append((value.device, value.dtype))
@@ -145,7 +147,7 @@ def _record(out, args: tuple, kwargs: dict) -> Any:
         if leaf is None:
             shapes.append(None)
             continue
-        if type(leaf) is not torch.Tensor or leaf.device.type != "meta" or leaf.storage_offset() != 0:
+        if type(leaf) is not torch.Tensor or not leaf.is_meta or leaf.storage_offset() != 0:
             return _NOT_CACHEABLE
         storage = leaf.untyped_storage()
         fresh = torch.empty_strided(leaf.shape, leaf.stride(), dtype=leaf.dtype, device="meta")
@@ -168,7 +170,7 @@ def _meta_empty(*shape) -> torch.Tensor:
 
 def _plain(t, shape=None) -> bool:
     """A contiguous float32 meta tensor (of `shape`, if given)."""
-    return (isinstance(t, torch.Tensor) and t.device.type == "meta" and t.dtype == torch.float32
+    return (isinstance(t, torch.Tensor) and t.is_meta and t.dtype == torch.float32
             and t.is_contiguous() and (shape is None or tuple(t.shape) == shape))
 
 
@@ -191,11 +193,29 @@ def _batch_norm_backward(grad_out, input, weight, running_mean, running_var, sav
     return _meta_empty(*input.shape), _meta_empty(*c) if mask[1] else None, _meta_empty(*c) if mask[2] else None
 
 
+def _zeros_like(self, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
+    """zeros_like of a meta tensor with the default (contiguous) strides and no option but the
+    memory format (the optimizers' state, once per parameter shape; its meta kernel is a Python
+    decomposition): the same shape, dtype and strides, kept or asked for."""
+    if not (type(self) in _PLAIN and self.is_meta and dtype is None and layout is None and device is None
+            and not pin_memory and memory_format in (None, torch.preserve_format, torch.contiguous_format)
+            and self.stride() == _default_strides(self.shape)):
+        return None
+    return torch.empty(self.shape, dtype=self.dtype, device=self.device)
+
+
+def _positional(shape_function):
+    """A shape function of positional arguments only: an op called with keywords goes to its kernel."""
+    return lambda args, kwargs: None if kwargs else shape_function(*args)
+
+
 # Shape functions of our own for ops whose stock meta kernel is a slow Python decomposition, on the
-# inputs where their results are plain (checked against the stock kernel in the tests).
+# inputs where their results are plain (checked against the stock kernel in the tests); each takes
+# the op's (args, kwargs) and answers None where it does not apply.
 _FAST = {
-    torch.ops.aten.native_batch_norm.default: _batch_norm,
-    torch.ops.aten.native_batch_norm_backward.default: _batch_norm_backward,
+    id(torch.ops.aten.native_batch_norm.default): _positional(_batch_norm),
+    id(torch.ops.aten.native_batch_norm_backward.default): _positional(_batch_norm_backward),
+    id(torch.ops.aten.zeros_like.default): lambda args, kwargs: _zeros_like(*args, **kwargs),
 }
 
 
@@ -207,25 +227,26 @@ def clear() -> None:
 
 def run(func, args: tuple, kwargs: dict) -> Any:
     """func(*args, **kwargs), answered from the cache when the op and its arguments allow it."""
-    kind = _kind(func)
+    kind = _kinds.get(id(func))
+    if kind is None:
+        kind = _kind(func)
+    if kind == "inplace-pointwise" and _same_as_self(args, kwargs):
+        stats["hits"] += 1  # nothing the kernel could refuse: no broadcast, no cast (no key needed)
+        return args[0]
     key = _key(func, args, kwargs) if kind else None
     hit = _cache.get(key) if key is not None else None
     inplace = kind.startswith("inplace")
     if hit is not None and hit is not _NOT_CACHEABLE:
         stats["hits"] += 1
         return (args[0] if args else kwargs["self"]) if inplace else _rebuild(hit)
-    if key is not None and kind == "inplace-pointwise" and _same_as_self(args, kwargs):
-        stats["hits"] += 1  # nothing the kernel could refuse: no broadcast, no cast
-        _cache[key] = True
-        return args[0]
-    if key is not None and kind == "functional" and func in _POINTWISE:
+    if key is not None and kind == "functional" and id(func) in _POINTWISE:
         out, answered = _elementwise(func, args, kwargs)
         if out is not None:
             stats["hits" if answered else "runs"] += 1
             _cache[key] = _record(out, args, kwargs)
             return out
-    fast = _FAST.get(func) if key is not None and not kwargs else None
-    out = fast(*args) if fast is not None else None
+    fast = _FAST.get(id(func)) if key is not None else None
+    out = fast(args, kwargs) if fast is not None else None
     if out is not None:
         stats["hits"] += 1
         _cache[key] = _record(out, args, kwargs)
@@ -246,11 +267,11 @@ def _elementwise(func, args: tuple, kwargs: dict) -> tuple[Any, bool]:
     dtypes alone. Learnt from the op's first run on any shape, then given for every other shape
     (hardswish, sigmoid_backward, div on a new layer's shape). Returns (outputs, answered without
     running the kernel), or (None, False) where the rule does not apply."""
-    shape, parts = None, [func]
+    shape, parts = None, [id(func)]
     for name, value in (*((None, a) for a in args), *kwargs.items()):
         parts.append(name)
         if isinstance(value, torch.Tensor):
-            if value.device.type != "meta":
+            if not value.is_meta:
                 parts.append(("scalar", value.dtype))  # a 0-dim real tensor (the key allowed no other)
                 continue
             if shape is None:
@@ -271,7 +292,7 @@ def _elementwise(func, args: tuple, kwargs: dict) -> tuple[Any, bool]:
         out = func(*args, **kwargs)
         outs = [out] if isinstance(out, torch.Tensor) else out
         if isinstance(outs, (list, tuple)) and all(
-                isinstance(o, torch.Tensor) and o.device.type == "meta" and o.shape == shape
+                isinstance(o, torch.Tensor) and o.is_meta and o.shape == shape
                 and o.stride() == _default_strides(shape) for o in outs):
             _learned[tuple(parts)] = (None if isinstance(out, torch.Tensor) else type(out), [o.dtype for o in outs])
         return out, False
@@ -291,18 +312,25 @@ def _default_strides(shape) -> tuple:
 def _same_as_self(args: tuple, kwargs: dict) -> bool:
     """An element-wise in-place op whose operands all have `self`'s shape and dtype (or are real
     scalars), on a floating-point meta `self`: the optimizers' updates (lerp_, addcmul_, addcdiv_,
-    add_). Its meta kernel can only return `self`, so it need not run even once per shape."""
-    if not args or not isinstance(args[0], torch.Tensor):
+    add_). Its meta kernel can only return `self`, so it need not run even once per shape, and its
+    result needs no cache key. Tensors are plain ones (as `_key` asks) and meta ones are on meta."""
+    if not args or type(args[0]) not in _PLAIN:
         return False
     self = args[0]
-    if self.device.type != "meta" or not self.is_floating_point():
+    if not self.is_meta or not self.is_floating_point():
         return False
     for value in (*args[1:], *kwargs.values()):
-        if isinstance(value, torch.Tensor):
-            if value.dim() == 0 and not value.is_complex() and value.device.type != "meta":
-                continue
+        if type(value) in _PLAIN:
+            if not value.is_meta:
+                if value.dim() == 0 and not value.is_complex():
+                    continue  # a real scalar
+                return False
             if value.shape != self.shape or value.dtype != self.dtype:
                 return False
-        elif isinstance(value, complex) or not isinstance(value, (bool, int, float, type(None))):
+        elif type(value) not in _NUMBERS:
             return False
     return True
+
+
+_PLAIN = (torch.Tensor, nn.Parameter)  # not a subclass: its own dispatch may answer otherwise
+_NUMBERS = (bool, int, float, type(None))

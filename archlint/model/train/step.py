@@ -22,6 +22,7 @@ from torch import nn
 
 from archlint.errors import UsageError
 from archlint.model.cost import numel
+from archlint.model.costed import no_gc
 from archlint.model.train import backward, grad
 from archlint.model.train.optimizer import Optimizer, step_cost
 
@@ -149,7 +150,15 @@ def analyze_step(graph: nx.DiGraph, loaded, result, settings, device_spec=None) 
 def _memory(loaded, result, settings, optimizer: Optimizer, loss: str, device_spec) -> list:
     """The memory model's one call site (archlint.model.train.memory and .fit): `memory` in the
     JSON and, with a budget (--memory-budget, or a GPU spec's memory), whether the step fits, the
-    largest batch that does and the ways to fit (findings)."""
+    largest batch that does and the ways to fit (findings). Run with the cyclic collector off, as
+    the capture is (costed.no_gc): the meta step makes thousands of objects, a full collection
+    walks every object of the process (a fifth of a second with torchvision, timm and
+    transformers loaded), and the step's storages are freed by their reference counts."""
+    with no_gc():
+        return _memory_report(loaded, result, settings, optimizer, loss, device_spec)
+
+
+def _memory_report(loaded, result, settings, optimizer: Optimizer, loss: str, device_spec) -> list:
     from archlint.model.train.memory import step_memory
 
     args, kwargs = tuple(loaded.inputs), dict(loaded.kwargs or {})

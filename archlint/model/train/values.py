@@ -86,8 +86,9 @@ class KnownValues:
         one; a meta kernel that needs data (.item(), nonzero) is answered from the real result."""
         values = self.values
         for arg in args:  # the common case first: an activation or a weight, with no value
-            if isinstance(arg, torch.Tensor) and arg.device.type == "meta" and arg not in values:
-                self._forget_written(func, args, kwargs)
+            if isinstance(arg, torch.Tensor) and arg.is_meta and arg not in values:
+                if _written(func):
+                    self._forget_written(func, args, kwargs)
                 return meta_run(func, args, kwargs)
         found: list = []
         try:
@@ -116,6 +117,9 @@ class KnownValues:
     def _forget_written(self, func, args: tuple, kwargs: dict) -> None:
         for i, name in _written(func):
             value = args[i] if i < len(args) else kwargs.get(name)
+            if isinstance(value, torch.Tensor):  # the common case: an in-place op's self
+                self.values.pop(value, None)
+                continue
             for t in tensors_of(value):
                 self.values.pop(t, None)
 
@@ -125,9 +129,9 @@ _WRITTEN: dict = {}
 
 def _written(func) -> list[tuple[int, str]]:
     """(position, name) of the arguments the op writes to."""
-    written = _WRITTEN.get(func)
+    written = _WRITTEN.get(id(func))  # by id: an op lives as long as the process (metacache)
     if written is None:
-        written = _WRITTEN[func] = [(i, a.name) for i, a in enumerate(func._schema.arguments)
+        written = _WRITTEN[id(func)] = [(i, a.name) for i, a in enumerate(func._schema.arguments)
                                     if a.alias_info is not None and a.alias_info.is_write]
     return written
 

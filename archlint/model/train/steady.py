@@ -1,0 +1,127 @@
+"""The steady step's forward and backward, taken from the first step instead of run again.
+
+The memory model runs two steps: the first creates the optimizer state, the second is the steady
+state it reports. With `zero_grad(set_to_none=True)` the second step's forward and backward
+allocate and free exactly what the first step's did, in the same order: the same ops on the same
+shapes, with no gradient there before them. Only what is live beside them differs: the optimizer
+state, there from the start. So the second step runs zero_grad and the optimizer step for real,
+and its forward and backward are the first step's storages replayed: the same births and deaths,
+renumbered after the second step's zero_grad, with the live bytes raised by what it holds beside
+them. The step's gradients are then fresh tensors of the first step's gradients' layout, bound to
+the replayed records, for the optimizer step to read.
+
+That holds while the first step leaves the model as it found it. `plan` checks it and answers
+None (run the second step as well) where it does not: a parameter or buffer replaced or added, a
+storage from before the step freed during it, a gradient that shares a storage or is a view of a
+larger one, anything born in the forward or backward that the optimizer step frees.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+
+@dataclass(frozen=True)
+class _Mark:
+    """Where a tracker stood when a phase began: its event and op counters and its live bytes."""
+    events: int
+    ops: int
+    live: int
+
+
+def mark(tracker) -> _Mark:
+    return _Mark(tracker.events, tracker.ops, tracker.live_bytes)
+
+
+@dataclass
+class Replay:
+    """The first step's forward and backward, ready to stand for the second's (see `plan`)."""
+    first: Any  # the first step's tracker
+    records: list  # its records born in the forward and backward, in birth order
+    deaths: dict[int, int]  # event index of a death in the forward or backward -> index in `records`
+    grads: list[tuple[torch.Tensor, torch.Tensor, int]]  # (parameter, its fresh gradient, index in `records`)
+
+    def __call__(self, tracker) -> int:
+        """Replay into `tracker` (after the second step's zero_grad); returns the event index at
+        the end of the forward, as the step's own run would."""
+        first = self.first
+        start, backward, end = first.marks["forward"], first.marks["backward"], first.marks["step"]
+        shift_events, shift_ops = tracker.events - start.events, tracker.ops - start.ops
+        offset = tracker.live_bytes - start.live
+        tracker.marks["forward"] = mark(tracker)
+        born = {r.born: i for i, r in enumerate(self.records)}
+        replayed = []
+        for r in self.records:
+            died = r.died + shift_events if r.died < end.events else math.inf
+            replayed.append(dataclasses.replace(
+                r, born=r.born + shift_events, died=died, op=r.op + shift_ops if r.op >= 0 else r.op, kind=""))
+        # the births and deaths in their order, through the tracker's own bookkeeping of the peak
+        for event in range(start.events, end.events):
+            i = born.get(event)
+            if i is not None:
+                rec = replayed[i]
+                tracker.records.append(rec)
+                tracker.live_bytes += rec.nbytes
+                if tracker.live_bytes > tracker.peak:
+                    tracker.peak, tracker.peak_event, tracker.peak_op = tracker.live_bytes, rec.born, rec.op
+            else:
+                tracker.live_bytes -= replayed[self.deaths[event]].nbytes
+        tracker.events += end.events - start.events
+        ops = slice(start.ops, end.ops)
+        tracker.op_names += first.op_names[ops]
+        tracker.op_phase += first.op_phase[ops]
+        tracker.op_module += first.op_module[ops]
+        tracker.timeline += [(op + shift_ops, live + offset) for op, live in first.timeline[ops]]
+        tracker.ops += end.ops - start.ops
+        tracker.marks["backward"] = _Mark(backward.events + shift_events, backward.ops + shift_ops, backward.live + offset)
+        tracker.phase = "backward"
+        for param, grad, i in self.grads:
+            param.grad = grad
+            tracker.adopt(grad, replayed[i])
+        return backward.events + shift_events
+
+
+def plan(first, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> Replay | None:
+    """The first step's forward and backward as a Replay for the second step, or None where the
+    first step changed what the second would run on (the second then runs in full)."""
+    marks = first.marks
+    if not all(name in marks for name in ("forward", "backward", "step")):
+        return None
+    start, end = marks["forward"].events, marks["step"].events
+    # everything from before the forward (parameters, buffers, inputs: the same objects in the
+    # second step) lives through it; nothing is born between the step's start and its forward
+    records = []
+    for r in first.records:
+        if r.born < start:
+            if r.phase != "start" or start <= r.died < end:
+                return None
+        elif r.born < end:
+            if end <= r.died < math.inf:  # born in the backward, freed by the optimizer step
+                return None
+            records.append(r)
+    for tensor in (*model.parameters(), *model.buffers()):
+        rec = first.record(tensor)
+        if rec is None or rec.phase != "start":
+            return None
+    index = {id(r): i for i, r in enumerate(records)}
+    deaths = {r.died: i for i, r in enumerate(records) if r.died < end}
+    grads, seen = [], set()
+    for group in optimizer.param_groups:
+        for param in group["params"]:
+            grad = param.grad
+            if grad is None:
+                continue
+            rec = first.record(grad)
+            if rec is None or id(rec) not in index or id(rec) in seen or grad.device.type != "meta":
+                return None
+            seen.add(id(rec))
+            fresh = torch.empty_strided(grad.shape, grad.stride(), dtype=grad.dtype, device=grad.device)
+            if grad.storage_offset() != 0 or fresh.untyped_storage().nbytes() != grad.untyped_storage().nbytes():
+                return None
+            grads.append((param, fresh, index[id(rec)]))
+    return Replay(first, records, deaths, grads)

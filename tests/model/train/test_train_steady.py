@@ -1,0 +1,125 @@
+"""The steady step's forward and backward replayed from the first step (archlint.model.train.steady):
+the same memory, byte for byte, as running the second step in full, with one forward run instead of two."""
+
+import json
+
+import pytest
+import torch
+import torch.nn as nn
+from torch.utils.checkpoint import checkpoint
+
+from archlint.devices import resolve
+from archlint.model.train import memory, steady
+from archlint.model.train.memory import step_memory
+
+
+class Counted(nn.Module):
+    """An MLP with batch norm, an in-place ReLU and a frozen layer, that counts its forwards."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.bn, self.b = nn.Linear(8, 16), nn.BatchNorm1d(16), nn.Linear(16, 4)
+        self.b.bias.requires_grad_(False)
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        return self.b(torch.relu_(self.bn(self.a(x))))
+
+
+class Checkpointed(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList(nn.Sequential(nn.Linear(16, 64), nn.GELU(), nn.Linear(64, 16)) for _ in range(3))
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = x + checkpoint(block, x, use_reentrant=False)
+        return x
+
+
+class GrowsABuffer(nn.Module):
+    """Registers a buffer at its first forward: the second step starts from another model."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+
+    def forward(self, x):
+        if not hasattr(self, "seen"):
+            self.register_buffer("seen", torch.zeros(64, 8, device=x.device))
+        return self.lin(x) + self.seen[: x.shape[0]]
+
+
+def _tiny_gpt2():
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.GPT2Config(vocab_size=100, n_embd=32, n_layer=2, n_head=2, n_positions=32, use_cache=False)
+    ids = torch.randint(0, 100, (2, 16))
+    return transformers.GPT2LMHeadModel(cfg), (), {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+
+
+CASES = {
+    "counted": lambda: (Counted(), (torch.randn(4, 8),), {}),
+    "checkpointed": lambda: (Checkpointed(), (torch.randn(4, 16),), {}),
+    "gpt2": _tiny_gpt2,
+}
+
+
+def _both(monkeypatch, build, **options):
+    torch.manual_seed(0)
+    model, args, kwargs = build()
+    plans = []
+    real_plan = steady.plan
+    with monkeypatch.context() as m:
+        m.setattr(steady, "plan", lambda *a: plans.append(real_plan(*a)) or plans[-1])
+        replayed = step_memory(model, args, kwargs, **options)
+    assert plans and all(p is not None for p in plans)  # replayed indeed
+    with monkeypatch.context() as m:
+        m.setattr(steady, "plan", lambda *a, **k: None)  # the second step run in full
+        full = step_memory(model, args, kwargs, **options)
+    return replayed, full
+
+
+@pytest.mark.parametrize("optimizer", ["adam", "sgd", "sgd-momentum", "adamw-foreach", "adam-fused"])
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_replayed_step_is_the_full_step_byte_for_byte(monkeypatch, case, optimizer):
+    replayed, full = _both(monkeypatch, CASES[case], optimizer=optimizer)
+    assert json.dumps(replayed, sort_keys=True) == json.dumps(full, sort_keys=True)
+
+
+def test_a_gpu_spec_runs_the_second_step_in_full(monkeypatch):
+    """On a GPU spec the tracker holds library workspaces (cuBLAS, cuDNN) the replay does not carry:
+    the second step runs in full there."""
+    plans = []
+    monkeypatch.setattr(steady, "plan", lambda *a: plans.append(a) or None)
+    torch.manual_seed(0)
+    model, args, kwargs = CASES["checkpointed"]()
+    result = step_memory(model, args, kwargs, optimizer="adam", device_spec=resolve("h100-sxm"))
+    assert plans == [] and result["allocator"]["reserved_peak_bytes"] > 0
+
+
+def test_the_forward_runs_once(monkeypatch):
+    model = Counted()
+    plans = []
+    real_plan = steady.plan
+    monkeypatch.setattr(steady, "plan", lambda *a: plans.append(real_plan(*a)) or plans[-1])
+    step_memory(model, (torch.randn(4, 8),), optimizer="adam")
+    # to_meta copies the model with its counter: the copy counts the meta steps
+    assert plans and plans[0] is not None
+    meta_calls = []
+    real_to_meta = memory.to_meta
+    monkeypatch.setattr(memory, "to_meta", lambda m: meta_calls.append(real_to_meta(m)) or meta_calls[-1])
+    step_memory(model, (torch.randn(4, 8),), optimizer="adam")
+    assert meta_calls[0].calls == 1
+
+
+def test_a_model_changed_by_its_first_step_runs_the_second_in_full(monkeypatch):
+    plans = []
+    real_plan = steady.plan
+    monkeypatch.setattr(steady, "plan", lambda *a: plans.append(real_plan(*a)) or plans[-1])
+    torch.manual_seed(0)
+    model = GrowsABuffer()
+    r = step_memory(model, (torch.randn(4, 8),), optimizer="adam")
+    assert plans == [None]
+    # the buffer made at the first step is there from the start of the second (64×8 floats)
+    assert r["buffers_bytes"] == 64 * 8 * 4
