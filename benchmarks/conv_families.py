@@ -5,12 +5,12 @@ Two steps:
           warm-ups, cudnn.benchmark off as in eager use): depthwise 3×3/5×5/7×7 at four sizes and a
           strided 3×3, grouped 3×3 convs of 4 to 128 channels a group, two dense references; NCHW,
           then channels_last; then ×2 bilinear upsamples in float32 and float16 (the serial loop
-          over batch × channels behind estimate.UPSAMPLE_ITERATION_S). Writes JSON rows.
+          over batch × channels behind torch_kernels.UPSAMPLE_ITERATION_S). Writes JSON rows.
   report  (CPU) archlint's --device-spec estimate of each NCHW row against the measured time.
 
 The H200 rows (benchmarks/eval_data/measured/h200-conv-families-2026-11-26.json) are where the
 estimate's `depthwise-wide` share and its grouped convs' `window` share come from
-(archlint/devices/achieved.py, archlint/model/estimate.py).
+(archlint/devices/achieved.py, archlint/model/torch_kernels.py, archlint/model/estimate.py).
 
     python benchmarks/conv_families.py run OUT.json
     python benchmarks/conv_families.py report [RESULTS.json] [--spec h200]

@@ -27,7 +27,8 @@ import torch
 import torch.nn.functional as F
 
 from archlint.errors import UsageError
-from archlint.model.estimate import gemm_of, share_names, tile_efficiency, tile_for, wide_depthwise
+from archlint.model.estimate import gemm_of, share_names, tile_efficiency, tile_for
+from archlint.model.torch_kernels import wide_depthwise
 from archlint.model.timer import make_timer
 
 VIT_TOKENS, VIT_WIDTH, VIT_HEADS = 197, 768, 12  # ViT-B/16 at 224²
