@@ -561,7 +561,7 @@ def estimate_graph(graph: nx.DiGraph, spec: DeviceSpec, terms: frozenset[str] | 
     if pipeline:
         out["host_wait_ms"] = host_wait_ms
         out["assumptions"].append(
-            f"the host issues each op in {spec.eager_op_s * 1e6:.1f} µs (eager-op-us, measured: "
+            f"the host issues each op in {spec.eager_op_s * 1e6:.1f} µs (eager-op-us: "
             f"{spec.sources.get('eager-op-us', '')}); the GPU waits for it {host_wait_ms:.3f} ms in all")
     if autocast:
         out["precision"] = f"torch.autocast: {dtype} GEMMs, float32 inputs, weights and autocast's float32 ops"
