@@ -45,22 +45,13 @@ def run(out: Path, batch: int = 256) -> None:
     import torch
     import torch.nn.functional as F
 
+    from archlint.model.timer import median_ms
+
     torch.backends.cudnn.benchmark = False
     half, rows = torch.float16, []
 
-    def timed(fn, n=10):
-        for _ in range(3):
-            fn()
-        torch.cuda.synchronize()
-        times = []
-        for _ in range(n):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            end.record()
-            torch.cuda.synchronize()
-            times.append(start.elapsed_time(end))
-        return statistics.median(times)
+    def timed(fn):
+        return median_ms(fn, "cuda", repeat=10)
 
     for cl in (False, True):
         for c in cases():
@@ -74,14 +65,12 @@ def run(out: Path, batch: int = 256) -> None:
             rows.append(dict(n=batch, cin=c["cin"], cout=c["cout"], hw=c["hw"], k=k, stride=stride, groups=g, cl=cl, ms=ms,
                              macs=batch * c["cout"] * o * o * (c["cin"] // g) * k * k,
                              bytes=2 * (x.numel() + w.numel() + batch * c["cout"] * o * o)))
-            del x, w
     for dtype in (torch.float32, torch.float16):  # float32: what torch.autocast runs upsampling in
         for n, c, hw in ((64, 512, 7), (32, 256, 28), (8, 64, 112)):
             x = torch.randn(n, c, hw, hw, device="cuda", dtype=dtype)
             ms = timed(lambda: F.interpolate(x, scale_factor=2, mode="bilinear"))
             rows.append(dict(op="upsample_bilinear2d", n=n, c=c, hw=hw, scale=2, dtype=str(dtype).removeprefix("torch."),
                              ms=ms, sms=torch.cuda.get_device_properties(0).multi_processor_count))
-            del x
     env = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "cudnn": torch.backends.cudnn.version(),
            "dtype": "float16", "timer": "CUDA events, median of 10 after 3 warm-ups", "cudnn_benchmark": False}
     out.write_text(json.dumps({**env, "rows": rows}, indent=0))

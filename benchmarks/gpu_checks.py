@@ -423,6 +423,19 @@ def _block_bytes(*tensors) -> int:
     return sum(-(-t.untyped_storage().nbytes() // 512) * 512 for t in tensors if t is not None)
 
 
+def _peak_run(run):
+    """`run()` from a synchronized start: (its result, the bytes allocated since and still held,
+    the peak allocated beyond the start while it ran)."""
+    import torch
+
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    before = torch.cuda.memory_allocated()
+    result = run()
+    torch.cuda.synchronize()
+    return result, torch.cuda.memory_allocated() - before, torch.cuda.max_memory_allocated() - before
+
+
 def section_workspace(results: dict, budget: Budget, plan_data: dict) -> None:
     """What kernels allocate beyond their inputs, outputs and gradients (what the meta-device
     memory model cannot see). cuBLAS: torch keeps one workspace per (handle, stream), a handle per
@@ -522,20 +535,12 @@ def section_workspace(results: dict, budget: Budget, plan_data: dict) -> None:
                 x = torch.randn(TRAIN_BATCH, cin, hw, hw, device=DEV, dtype=dtype, requires_grad=input_grad)
                 w = torch.randn(cout, cin // groups, k, k, device=DEV, dtype=dtype, requires_grad=True)
                 pad = (k - 1) // 2 if stride < k else 0
-                torch.cuda.synchronize()
-                torch.cuda.reset_peak_memory_stats()
-                before = alloc()
-                y = F.conv2d(x, w, stride=stride, padding=pad, groups=groups)
-                torch.cuda.synchronize()
-                row["forward_transient_bytes"] = torch.cuda.max_memory_allocated() - before - _block_bytes(y)
-                row["forward_kept_bytes"] = alloc() - before - _block_bytes(y)
+                y, held, peak = _peak_run(lambda: F.conv2d(x, w, stride=stride, padding=pad, groups=groups))
+                row["forward_transient_bytes"] = peak - _block_bytes(y)
+                row["forward_kept_bytes"] = held - _block_bytes(y)
                 gy = torch.randn_like(y)
-                torch.cuda.synchronize()
-                torch.cuda.reset_peak_memory_stats()
-                before = alloc()
-                grads = torch.autograd.grad(y, (x, w) if input_grad else (w,), gy)
-                torch.cuda.synchronize()
-                row["backward_transient_bytes"] = torch.cuda.max_memory_allocated() - before - _block_bytes(*grads)
+                grads, _, peak = _peak_run(lambda: torch.autograd.grad(y, (x, w) if input_grad else (w,), gy))
+                row["backward_transient_bytes"] = peak - _block_bytes(*grads)
                 row["out_bytes"] = _block_bytes(y)
             except Exception as exc:
                 row["error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
@@ -551,22 +556,13 @@ def section_workspace(results: dict, budget: Budget, plan_data: dict) -> None:
         try:
             bn = torch.nn.BatchNorm2d(64).to(DEV).train()
             x = torch.randn(TRAIN_BATCH, 64, 112, 112, device=DEV, dtype=dtype, requires_grad=True)
-            torch.cuda.synchronize()
-            torch.cuda.reset_peak_memory_stats()
-            before = alloc()
-            y = bn(x)
-            torch.cuda.synchronize()
-            kept = alloc() - before
-            row["forward_transient_bytes"] = torch.cuda.max_memory_allocated() - before - kept
+            y, kept, peak = _peak_run(lambda: bn(x))
+            row["forward_transient_bytes"] = peak - kept
             row["forward_kept_bytes"] = kept  # the output and what batch norm saves (mean, invstd, reserve)
             row["out_bytes"] = _block_bytes(y)
             gy = torch.randn_like(y)
-            torch.cuda.synchronize()
-            torch.cuda.reset_peak_memory_stats()
-            before = alloc()
-            grads = torch.autograd.grad(y, (x, bn.weight, bn.bias), gy)
-            torch.cuda.synchronize()
-            row["backward_transient_bytes"] = torch.cuda.max_memory_allocated() - before - _block_bytes(*grads)
+            grads, _, peak = _peak_run(lambda: torch.autograd.grad(y, (x, bn.weight, bn.bias), gy))
+            row["backward_transient_bytes"] = peak - _block_bytes(*grads)
         except Exception as exc:
             row["error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
         finally:

@@ -501,7 +501,9 @@ def estimate_graph(graph: nx.DiGraph, spec: DeviceSpec, terms: frozenset[str] | 
     host_s = gpu_s = 0.0  # when the host has issued the op, when the GPU has run it
     nhwc = graph.graph.get("memory_format") == "channels_last"
     for name, op in opgraph.ops(graph):
-        if nhwc and op["kind"] == "conv":  # the conv as it runs: on NHWC tensors (graph's memory_format)
+        # the op as it runs on NHWC memory: a channels_last model's convs and upsamples (the graph's
+        # memory_format), and an upsample whose input a view reordered (CoaT's transposed tokens)
+        if (nhwc and op["kind"] in ("conv", "upsample")) or (op["kind"] == "upsample" and permuted_input(graph, name)):
             op = {**op, "channels_last": True}
         resident = 0
         if last_kernel is not None and op["kind"] not in _NO_KERNEL:
@@ -509,13 +511,11 @@ def estimate_graph(graph: nx.DiGraph, spec: DeviceSpec, terms: frozenset[str] | 
             if last_kernel in readers:
                 resident = cache_resident(int(op.get("in_bytes", 0)), int(graph.nodes[last_kernel].get("out_bytes", 0)), spec.cache_bytes)
         amp = flow.get(name, (1.0, 0))
-        # the serial loop is the NCHW kernel's: an input reordered by a view may be channels_last
-        op_terms = terms - {"serial-upsample"} if op["kind"] == "upsample" and permuted_input(graph, name) else terms
         copy = strided_copy_bytes(graph, name) if "strided-copy" in terms else 0
-        est = estimate_op(op, spec, dtype, resident, op_terms, amp=amp, torch_version=torch_version, copy_bytes=copy)
+        est = estimate_op(op, spec, dtype, resident, terms, amp=amp, torch_version=torch_version, copy_bytes=copy)
         if measured:  # the range: every share at its lowest, then at its highest measurement
-            slow = estimate_op(op, spec, dtype, resident, op_terms, low, amp, torch_version, copy).ms
-            fast = estimate_op(op, spec, dtype, resident, op_terms, high, amp, torch_version, copy).ms
+            slow = estimate_op(op, spec, dtype, resident, terms, low, amp, torch_version, copy).ms
+            fast = estimate_op(op, spec, dtype, resident, terms, high, amp, torch_version, copy).ms
             slow_ms, fast_ms = slow_ms + slow, fast_ms + fast
             if est.share is not None and slow > fast:
                 spread[est.share] = spread.get(est.share, 0.0) + slow - fast

@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from archlint.errors import UsageError
 from archlint.model.estimate import gemm_of, share_names, tile_efficiency, tile_for
 from archlint.model.torch_kernels import wide_depthwise
-from archlint.model.timer import make_timer
+from archlint.model.timer import median_ms
 
 VIT_TOKENS, VIT_WIDTH, VIT_HEADS = 197, 768, 12  # ViT-B/16 at 224²
 CURVE_BATCHES = (1, 4, 16, 64, 256)  # the size curve's batches (those below the given batch, and it)
@@ -235,16 +235,8 @@ def time_case(case: Case, device: torch.device, dtype: torch.dtype, repeat: int,
     """Median ms of `repeat` runs; a case that cannot run here is a UsageError naming it."""
     try:
         fn = case.make()
-        timer = make_timer(device)
         with torch.no_grad():
-            for _ in range(warmup):
-                fn()
-            timer.collect()
-            times = []
-            for _ in range(repeat):
-                with timer.region("x"):
-                    fn()
-                times.append(timer.collect()["x"])
+            ms = median_ms(fn, device, repeat, warmup)
     except (RuntimeError, NotImplementedError) as exc:  # an unsupported dtype or kernel, out of memory
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
         raise UsageError(f"calibrate --families: {case.family} case {case.name!r} cannot run on {device} in "
@@ -253,7 +245,7 @@ def time_case(case: Case, device: torch.device, dtype: torch.dtype, repeat: int,
         fn = None
         if device.type == "cuda":
             torch.cuda.empty_cache()
-    return statistics.median(times)
+    return ms
 
 
 def host_op_us(device: torch.device, kind: str, autocast: bool, n: int = 1000, repeat: int = 5) -> float:

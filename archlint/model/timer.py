@@ -151,6 +151,21 @@ def make_timer(device: torch.device | str) -> Timer:
     raise ValueError(f"no timer for device type {device.type!r}")
 
 
+def median_ms(fn, device: torch.device | str, repeat: int, warmup: int = 3) -> float:
+    """The median ms of `repeat` timed calls of `fn` after `warmup` untimed ones (one kernel's
+    microbenchmark: CUDA events on a GPU, perf_counter on the CPU)."""
+    timer = make_timer(device)
+    for _ in range(warmup):
+        fn()
+    timer.collect()
+    times = []
+    for _ in range(repeat):
+        with timer.region("x"):
+            fn()
+        times.append(timer.collect()["x"])
+    return statistics.median(times)
+
+
 @dataclass(frozen=True)
 class Sampled:
     """What `sample` measured for one callable: each region's Stats, and the Stats of the sum

@@ -39,6 +39,8 @@ def serial_upsample_s(op: dict, spec: DeviceSpec) -> float:
     """The time of an interpolating upsample's per-position loop (0 for other ops): batch ×
     channels iterations one after another, in as many waves as the output positions need."""
     attrs = op.get("attrs") or {}
+    if op.get("channels_last"):  # NHWC memory: PyTorch's upsample_*_nhwc kernels are parallel
+        return 0.0
     if op["kind"] != "upsample" or not (op.get("key") in SERIAL_UPSAMPLE_KEYS or attrs.get("mode") in SERIAL_UPSAMPLE_MODES):
         return 0.0
     outs = op.get("out_shapes") or []
@@ -85,19 +87,22 @@ def conv_bias_bytes(op: dict) -> int:
 PERMUTING_VIEWS = frozenset({"permute", "transpose", "t", "movedim", "swapaxes", "swapdims", "mT"})
 
 
+def input_views(graph: nx.DiGraph, name: str) -> list[dict]:
+    """The views the op's first input passes through since the kernel that wrote it, nearest first."""
+    views, preds = [], list(graph.predecessors(name))
+    while preds and len(views) < 64:
+        op = graph.nodes[preds[0]]
+        if op["kind"] not in VIEW_KINDS:
+            break
+        views.append(op)
+        preds = list(graph.predecessors(preds[0]))
+    return views
+
+
 def permuted_input(graph: nx.DiGraph, name: str) -> bool:
     """Whether the op's first input reaches it through a view that reorders dims (its memory may
     then be channels_last, for which PyTorch picks other kernels)."""
-    preds = list(graph.predecessors(name))
-    seen = 0
-    while preds and seen < 64:
-        op = graph.nodes[preds[0]]
-        if op["kind"] not in VIEW_KINDS:
-            return False
-        if op.get("key") in PERMUTING_VIEWS:
-            return True
-        preds, seen = list(graph.predecessors(preds[0])), seen + 1
-    return False
+    return any(v.get("key") in PERMUTING_VIEWS for v in input_views(graph, name))
 
 
 # Ops whose kernels read their input contiguous: given a view whose last dim is not the memory's
@@ -108,17 +113,10 @@ CONTIGUOUS_READERS = frozenset({"Linear", "linear", "softmax", "Softmax", "log_s
 
 def moved_last_dim(graph: nx.DiGraph, name: str) -> bool:
     """Whether the op's first input reaches it through a permute/transpose that moved the last dim."""
-    preds = list(graph.predecessors(name))
-    seen = 0
-    while preds and seen < 64:
-        op = graph.nodes[preds[0]]
-        if op["kind"] not in VIEW_KINDS:
-            return False
-        dims = (op.get("attrs") or {}).get("dims")
-        if op.get("key") in PERMUTING_VIEWS and dims and int(dims[-1]) % len(dims) != len(dims) - 1:
-            return True
-        preds, seen = list(graph.predecessors(preds[0])), seen + 1
-    return False
+    def moves(view: dict) -> bool:
+        dims = (view.get("attrs") or {}).get("dims")
+        return view.get("key") in PERMUTING_VIEWS and bool(dims) and int(dims[-1]) % len(dims) != len(dims) - 1
+    return any(moves(v) for v in input_views(graph, name))
 
 
 def strided_copy_bytes(graph: nx.DiGraph, name: str) -> int:

@@ -232,10 +232,10 @@ def ways_to_fit(model, args, kwargs, *, optimizer: str, loss: str, budget: int, 
     where = f"training step at batch {batch} with {optimizer}"
     found = []
 
-    def finding(message, saved, alternative, *, added_flops=None, evidence=None, basis="measured by the memory model"):
+    def finding(way, message, saved, alternative, *, added_flops=None, evidence=None, basis="measured by the memory model"):
         price = Price("static", saved / peak if peak else 0.0, alternative,
                       flops_saved=-added_flops if added_flops else None, whole="step peak memory")
-        ev = {"memory_saved_bytes": int(saved), "peak_bytes": peak, "budget_bytes": budget,
+        ev = {"way": way, "memory_saved_bytes": int(saved), "peak_bytes": peak, "budget_bytes": budget,
               "fits_after": peak - saved <= budget, "saving_basis": basis}
         if added_flops is not None:
             ev["time_added_flops"] = int(added_flops)
@@ -271,7 +271,7 @@ def ways_to_fit(model, args, kwargs, *, optimizer: str, loss: str, budget: int, 
         if chosen:  # reported only when it saves (a peak in the optimizer step is not activations)
             recompute = sum(flops.get(p, 0) for p in chosen)
             if saved > 0:
-                finding(f"checkpointing {len(chosen)} block(s) saves {saved / 1e9:.2f} GB for {recompute / 1e9:.2f} GFLOP "
+                finding("checkpoint", f"checkpointing {len(chosen)} block(s) saves {saved / 1e9:.2f} GB for {recompute / 1e9:.2f} GFLOP "
                         "of recomputation in backward", saved,
                         f"torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False) around {', '.join(chosen[:6])}"
                         + (f" and {len(chosen) - 6} more" if len(chosen) > 6 else ""),
@@ -283,14 +283,14 @@ def ways_to_fit(model, args, kwargs, *, optimizer: str, loss: str, budget: int, 
         fused = step_memory(model, args, kwargs, optimizer=f"{base}-fused", loss=loss, device_spec=device_spec)
         saved = peak - total_peak(fused)
         if saved > 0:
-            finding(f"the fused {base} saves {saved / 1e9:.2f} GB of optimizer-step temporaries", saved,
+            finding("fused-optimizer", f"the fused {base} saves {saved / 1e9:.2f} GB of optimizer-step temporaries", saved,
                     f"torch.optim.{'AdamW' if base == 'adamw' else 'Adam' if base == 'adam' else 'SGD'}(..., fused=True)",
                     added_flops=0)
     if base in ("adam", "adamw") and result["optimizer_bytes"]:
         state = result["optimizer_bytes"]
         at_peak_state = result["at_peak"]["optimizer"]
         saved = at_peak_state * 3 // 4
-        finding(f"an 8-bit {base} keeps its two moments in 1 byte each instead of 4: about {saved / 1e9:.2f} GB",
+        finding("8bit-optimizer", f"an 8-bit {base} keeps its two moments in 1 byte each instead of 4: about {saved / 1e9:.2f} GB",
                 saved, f"bitsandbytes.optim.{'AdamW8bit' if base == 'adamw' else 'Adam8bit'}(model.parameters())",
                 added_flops=0, basis="estimated: the state at the peak × 3/4 (blockwise-quantized moments)",
                 evidence={"optimizer_bytes": state})
@@ -299,7 +299,7 @@ def ways_to_fit(model, args, kwargs, *, optimizer: str, loss: str, budget: int, 
     activations = result["at_peak"]["activations"] + result["at_peak"]["temporaries"]
     if activations:
         saved = activations // 2
-        finding(f"bf16 autocast about halves activations and temporaries at the peak: about {saved / 1e9:.2f} GB",
+        finding("autocast", f"bf16 autocast about halves activations and temporaries at the peak: about {saved / 1e9:.2f} GB",
                 saved, "with torch.autocast('cuda', dtype=torch.bfloat16): loss = model(x) ...", added_flops=0,
                 basis="estimated: activations and temporaries at the peak × 1/2 (bf16 outputs of matmul and conv)")
 
@@ -310,7 +310,7 @@ def ways_to_fit(model, args, kwargs, *, optimizer: str, loss: str, budget: int, 
         small_args, small_kwargs = with_batch(args, kwargs, micro)
         small = step_memory(model, small_args, small_kwargs, optimizer=optimizer, loss=loss, device_spec=device_spec)
         saved = peak - total_peak(small)
-        finding(f"{steps} micro-batches of {micro} with gradient accumulation fit ({saved / 1e9:.2f} GB less); "
+        finding("accumulation", f"{steps} micro-batches of {micro} with gradient accumulation fit ({saved / 1e9:.2f} GB less); "
                 "the same work, in smaller launches", saved,
                 f"for chunk in x.split({micro}): (loss_fn(model(chunk)) / {steps}).backward(); then optimizer.step()",
                 added_flops=0, evidence={"micro_batch": micro, "accumulation_steps": steps})

@@ -12,14 +12,14 @@ The memory model prices a way to fit in memory saved; on a device spec the step'
                        smaller kernels may also fill the GPU less (not counted: said).
 
 A way whose memory saving is under the materiality floor (the share of the step's peak every
-model rule's `min_saving_share` defaults to) does not pay and is dropped.
+model rule's `min_saving_share` defaults to) does not pay: info, with evidence["verdict"] saying why.
 """
 
 from __future__ import annotations
 
 import networkx as nx
 
-from archlint.diagnostics import Diagnostic
+from archlint.diagnostics import Diagnostic, Severity
 from archlint.model.fix_timing import FLOOR_SHARE
 
 
@@ -44,36 +44,35 @@ def kernels_in_step(graph: nx.DiGraph) -> int:
 
 
 def price_ways_to_fit(findings: list[Diagnostic], graph: nx.DiGraph, estimate: dict | None, spec) -> list[Diagnostic]:
-    """`findings` (AL610) less those under the materiality floor, each kept one with the time it
-    adds on `spec` (evidence `time_added_ms`, `time_basis`; said in the message) where the estimate
-    gives it."""
-    kept = []
+    """`findings` (AL610, evidence "way") with the time each adds on `spec` (evidence
+    `time_added_ms`, `time_basis`; said in the message) where the estimate gives it; a way under
+    the materiality floor lowered to info."""
     for d in findings:
         if d.price is not None and d.price.saving_share < FLOOR_SHARE:
-            continue
+            d.severity = Severity.INFO
+            d.evidence["verdict"] = (f"saves {d.price.saving_share:.2%} of the step's peak memory, "
+                                     f"under the {FLOOR_SHARE:.0%} floor")
         if estimate and spec is not None:
             added, basis = _time_added(d, graph, estimate, spec)
             if added is not None:
-                d.evidence = {**(d.evidence or {}), "time_added_ms": added, "time_basis": basis}
+                d.evidence.update(time_added_ms=added, time_basis=basis)
                 verb = f"adds ≈ {added:.2f} ms" if added >= 0 else f"saves ≈ {-added:.2f} ms"
                 d.message += f"; {verb} a step ({basis})"
-        kept.append(d)
-    return kept
+    return findings
 
 
 def _time_added(d: Diagnostic, graph: nx.DiGraph, estimate: dict, spec) -> tuple[float | None, str]:
-    ev = d.evidence or {}
-    where = f"estimated on {spec.name}"
-    if ev.get("blocks"):
+    ev, where = d.evidence, f"estimated on {spec.name}"
+    way = ev.get("way")
+    if way == "checkpoint":
         return recompute_ms(graph, list(ev["blocks"])), f"{where}: the blocks' forward run again"
-    if "autocast" in d.message:
+    if way == "autocast":
         train = estimate.get("train") or {}
         step, amp = train.get("step_ms"), (train.get("autocast") or {}).get("step_ms")
         if step is not None and amp is not None:
             return float(amp) - float(step), f"{where}: the step under torch.autocast against the step as captured"
-    if ev.get("accumulation_steps"):
-        steps = int(ev["accumulation_steps"])
-        launches = (steps - 1) * kernels_in_step(graph)
+    if way == "accumulation":
+        launches = (int(ev["accumulation_steps"]) - 1) * kernels_in_step(graph)
         return launches * spec.overhead_s * 1e3, (f"{where}: at least {launches:,} more launches at "
                                                   f"{spec.overhead_s * 1e6:g} µs; smaller kernels may fill the GPU less")
     return None, ""

@@ -6,7 +6,7 @@ import networkx as nx
 import pytest
 
 from archlint.devices import resolve
-from archlint.diagnostics import Diagnostic, Price
+from archlint.diagnostics import Diagnostic, Price, Severity
 from archlint.model.train.fit_time import kernels_in_step, price_ways_to_fit, recompute_ms
 
 
@@ -21,8 +21,8 @@ def graph():
     return g
 
 
-def finding(share, **evidence):
-    return Diagnostic("AL610", "training step needs more", evidence=evidence,
+def finding(share, way, **evidence):
+    return Diagnostic("AL610", "training step needs more", evidence={"way": way, **evidence},
                       price=Price("static", share, "an alternative", whole="step peak memory"))
 
 
@@ -36,18 +36,19 @@ def test_recompute_is_the_blocks_forward_only():
 def test_each_way_priced_in_time_and_the_immaterial_dropped():
     spec = resolve("rtx4090")
     estimate = {"train": {"step_ms": 40.0, "autocast": {"step_ms": 25.0}}}
-    ways = [finding(0.3, blocks=["layer1.0"]), finding(0.002),  # a fused optimizer's 0.2%: under the floor
-            finding(0.4, micro_batch=16, accumulation_steps=3)]
-    amp = finding(0.35)
-    amp.message += ": bf16 autocast about halves activations"
-    kept = price_ways_to_fit(ways + [amp], graph(), estimate, spec)
-    assert len(kept) == 3
-    ckpt, accumulate, autocast = kept
+    ways = [finding(0.3, "checkpoint", blocks=["layer1.0"]), finding(0.002, "fused-optimizer"),  # 0.2%: under the floor
+            finding(0.4, "accumulation", micro_batch=16, accumulation_steps=3), finding(0.35, "autocast")]
+    ckpt, fused, accumulate, autocast = price_ways_to_fit(ways, graph(), estimate, spec)
+    assert [d.severity for d in (ckpt, fused, accumulate, autocast)] == [
+        Severity.WARNING, Severity.INFO, Severity.WARNING, Severity.WARNING]
+    assert "under the 1% floor" in fused.evidence["verdict"] and "time_added_ms" not in fused.evidence
     assert ckpt.evidence["time_added_ms"] == pytest.approx(2.5) and "adds ≈ 2.50 ms a step" in ckpt.message
     assert accumulate.evidence["time_added_ms"] == pytest.approx(2 * 9 * 5e-3)
     assert autocast.evidence["time_added_ms"] == pytest.approx(-15.0) and "saves ≈ 15.00 ms" in autocast.message
 
 
 def test_without_a_spec_only_the_floor_applies():
-    kept = price_ways_to_fit([finding(0.3, blocks=["layer1.0"]), finding(0.001)], graph(), None, None)
-    assert len(kept) == 1 and "time_added_ms" not in kept[0].evidence
+    ckpt, fused = price_ways_to_fit([finding(0.3, "checkpoint", blocks=["layer1.0"]), finding(0.001, "fused-optimizer")],
+                                    graph(), None, None)
+    assert ckpt.severity is Severity.WARNING and fused.severity is Severity.INFO
+    assert "time_added_ms" not in ckpt.evidence
