@@ -501,9 +501,11 @@ def estimate_graph(graph: nx.DiGraph, spec: DeviceSpec, terms: frozenset[str] | 
     host_s = gpu_s = 0.0  # when the host has issued the op, when the GPU has run it
     nhwc = graph.graph.get("memory_format") == "channels_last"
     for name, op in opgraph.ops(graph):
-        # the op as it runs on NHWC memory: a channels_last model's convs and upsamples (the graph's
-        # memory_format), and an upsample whose input a view reordered (CoaT's transposed tokens)
-        if (nhwc and op["kind"] in ("conv", "upsample")) or (op["kind"] == "upsample" and permuted_input(graph, name)):
+        # the op as it runs on NHWC memory: a channels_last model's convs (the graph's memory_format),
+        # and an upsample whose input a view reordered (CoaT's transposed tokens). An activation's
+        # layout is its producer's: in a channels_last model, EfficientFormerV2's upsamples read
+        # tokens reshaped to NCHW and still run the serial NCHW kernel (timm's channels_last table)
+        if (nhwc and op["kind"] == "conv") or (op["kind"] == "upsample" and permuted_input(graph, name)):
             op = {**op, "channels_last": True}
         resident = 0
         if last_kernel is not None and op["kind"] not in _NO_KERNEL:

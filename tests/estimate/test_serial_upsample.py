@@ -54,5 +54,5 @@ def test_an_input_reordered_by_a_view_may_be_channels_last():
         assert permuted_input(g, "up") is reorder
         ms = estimate_graph(g, h200)["latency_ms"]
         assert (ms > 50) is not reorder
-        g.graph["memory_format"] = "channels_last"  # a channels_last model: NHWC whatever the views
-        assert estimate_graph(g, h200)["latency_ms"] < 50
+        g.graph["memory_format"] = "channels_last"  # the model's layout is not this activation's: its view decides
+        assert (estimate_graph(g, h200)["latency_ms"] > 50) is not reorder
