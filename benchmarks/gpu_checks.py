@@ -18,7 +18,10 @@ Sections of `run`, in the order they run (most wanted first):
               of the steady step (after a warm step made the optimizer state), and reserved;
               each model as in a fresh process (cached blocks and cuBLAS workspaces freed first)
   max_batch   archlint's max_batch under a budget, tried for real: the allocator limited to the
-              budget less the measured context, two steps at max_batch and at max_batch + 1
+              budget less the measured context, two steps at max_batch and at max_batch + 1, then
+              the real largest batch, bisected
+  alloc_trace the caching allocator's own record of two steps of the models the replay missed
+              most (every allocation, free and segment, and which op asked for which block)
   workspace   what kernels allocate that the meta-device memory model cannot see: cuBLAS's
               workspace per thread (forward, autograd), cuDNN's per convolution and batch norm
   families    `archlint calibrate --families --device-spec h200` (archlint.model.families): one kernel per
@@ -298,9 +301,14 @@ def section_memory(results: dict, budget: Budget, plan_data: dict) -> None:
                 model, args, kwargs = build(name, train_batch(name), DEV)
                 model.train()
                 opt = make_optimizer(optimizer, [p for p in model.parameters() if p.requires_grad])
+                torch.cuda.reset_peak_memory_stats()
                 _train_step(model, args, kwargs, opt)  # warm: the optimizer state exists after it
                 opt.zero_grad(set_to_none=True)
                 torch.cuda.synchronize()
+                # the first step's own peaks: does it (cuDNN's first choice of algorithms) set the
+                # reserved peak the steady step then inherits?
+                row["warm_max_allocated_bytes"] = torch.cuda.max_memory_allocated()
+                row["warm_max_reserved_bytes"] = torch.cuda.max_memory_reserved()
                 row["persistent_bytes"] = torch.cuda.memory_allocated()
                 # what the warm step left reserved: max_memory_reserved below starts from it (is the
                 # replay's shortfall the first step's segments, kept cached?)
@@ -359,6 +367,28 @@ def section_max_batch(results: dict, budget: Budget, plan_data: dict) -> None:
                     tried[str(batch)] = _try_batch(case, batch, claim, budget)
             torch.cuda.set_per_process_memory_fraction(1.0)
             print(f"  max_batch {case['model']}: {tried}", flush=True)
+    # the real largest batch, bisected between the largest tried that fitted and the smallest that
+    # did not: how many samples archlint's max_batch is off by
+    for (case, tried, _), row in zip(cases, [r for r in rows if "tried" in r]):
+        torch.cuda.set_per_process_memory_fraction((case["budget_bytes"] - context) / total)
+        row["real_max_batch"] = _bisect(case, tried, budget)
+        torch.cuda.set_per_process_memory_fraction(1.0)
+        print(f"  max_batch {case['model']}: real {row['real_max_batch']} (archlint {case['max_batch']})", flush=True)
+
+
+def _bisect(case: dict, tried: dict, budget: Budget) -> int | None:
+    fit = [int(b) for b, t in tried.items() if t.get("fits") is True]
+    oom = [int(b) for b, t in tried.items() if t.get("fits") is False]
+    if not fit or not oom:
+        return None
+    lo, hi = max(fit), min(oom)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        t = tried[str(mid)] = _try_batch(case, mid, "", budget)
+        if "fits" not in t:
+            return None
+        lo, hi = (mid, hi) if t["fits"] else (lo, mid)
+    return lo if lo < hi else None
 
 
 def _try_batch(case: dict, batch: int, claim: str, budget: Budget) -> dict:
@@ -434,6 +464,72 @@ def _peak_run(run):
     result = run()
     torch.cuda.synchronize()
     return result, torch.cuda.memory_allocated() - before, torch.cuda.max_memory_allocated() - before
+
+
+# (model, optimizer) whose reserved memory the replay missed most (0.79-0.89 of max_memory_reserved)
+TRACE_CASES = [("tv/resnet18", "sgd"), ("timm/convnext_atto", "sgd"), ("timm/regnetx_002", "sgd"), ("tv/resnet50", "adamw")]
+TRACE_ACTIONS = ("alloc", "free_completed", "segment_alloc", "segment_free")
+
+
+def section_alloc_trace(results: dict, budget: Budget, plan_data: dict) -> None:
+    """The caching allocator's own record of two training steps (torch.cuda.memory's history): each
+    allocation, free and segment as [action, size, address], the allocation counter at each op's start
+    and end (which op asked for which block), and where the second step began. What the replay of
+    the memory model's storages (archlint.model.train.allocator) can be checked against, event by event."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from archlint.model.train.memory import make_optimizer
+
+    def allocations() -> int:
+        return torch.cuda.memory_stats().get("allocation.all.allocated", 0)
+
+    class Ops(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.ops = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            start = allocations()
+            out = func(*args, **(kwargs or {}))
+            self.ops.append([str(func.overloadpacket.__name__), start, allocations()])
+            return out
+
+    rows = results.setdefault("alloc_trace", [])
+    for name, optimizer in TRACE_CASES:
+        if budget.left() < 6:
+            rows.append({"model": name, "optimizer": optimizer, "skipped": "out of time"})
+            continue
+        row = {"model": name, "optimizer": optimizer, "batch": train_batch(name)}
+        model = opt = args = kwargs = None
+        try:
+            _as_a_fresh_process()
+            model, args, kwargs = build(name, train_batch(name), DEV)
+            model.train()
+            opt = make_optimizer(optimizer, [p for p in model.parameters() if p.requires_grad])
+            torch.cuda.synchronize()
+            row["before_bytes"] = torch.cuda.memory_allocated()
+            row["allocations_before"] = allocations()
+            torch.cuda.memory._record_memory_history(max_entries=200000)
+            steps = []
+            for _ in range(2):
+                with Ops() as mode:
+                    opt.zero_grad(set_to_none=True)
+                    _train_step(model, args, kwargs, opt)
+                torch.cuda.synchronize()
+                steps.append({"ops": mode.ops, "max_allocated_bytes": torch.cuda.max_memory_allocated(),
+                              "max_reserved_bytes": torch.cuda.max_memory_reserved(),
+                              "allocations_end": allocations()})
+            trace = torch.cuda.memory._snapshot()["device_traces"][0]
+            torch.cuda.memory._record_memory_history(enabled=None)
+            row["events"] = [[e["action"], e["size"], e["addr"]] for e in trace if e["action"] in TRACE_ACTIONS]
+            row["steps"] = steps
+        except Exception as exc:
+            row["error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
+        finally:
+            model = opt = args = kwargs = None
+            _free()
+        rows.append(row)
+        print(f"  alloc_trace {name}: {len(row.get('events', []))} events {row.get('error', '')}", flush=True)
 
 
 def section_workspace(results: dict, budget: Budget, plan_data: dict) -> None:
@@ -684,9 +780,9 @@ def section_tests(results: dict, budget: Budget, plan_data: dict) -> None:
     print("  tests: " + (proc.stdout.strip().splitlines() or ["?"])[-1], flush=True)
 
 
-SECTIONS = ["env", "peaks", "latency", "memory", "max_batch", "workspace", "families", "tests", "step_time", "cli", "rule_prices"]
+SECTIONS = ["env", "peaks", "latency", "memory", "max_batch", "alloc_trace", "workspace", "families", "tests", "step_time", "cli", "rule_prices"]
 # Each section's share of the budget (what it may use before the next starts; unused time carries on).
-SHARES = {"env": 0.01, "peaks": 0.04, "latency": 0.28, "memory": 0.20, "max_batch": 0.10, "workspace": 0.02, "families": 0.05,
+SHARES = {"env": 0.01, "peaks": 0.04, "latency": 0.25, "memory": 0.20, "max_batch": 0.10, "alloc_trace": 0.03, "workspace": 0.02, "families": 0.05,
           "tests": 0.10, "step_time": 0.07, "cli": 0.08, "rule_prices": 0.05}
 
 
@@ -783,7 +879,7 @@ def report_max_batch(results: dict) -> None:
         if not rows:
             continue
         held = claims = 0
-        ratios = []
+        ratios, off = [], []
         print(f"\n{key}:\n{'model':28} {'opt':6} {'budget':>7} {'range':>11} {'max_batch':>9}  tried (batch: fits?, claim; archlint/allocated)")
         for r in rows:
             parts = []
@@ -795,7 +891,8 @@ def report_max_batch(results: dict) -> None:
                     ok = (got == "fits") == (claim == "fits")
                     held += ok
                     got += f" (claimed {claim}: {'held' if ok else 'WRONG'})"
-                if t.get("max_allocated_bytes"):
+                point = int(batch) in (r["max_batch"], r["max_batch"] + 1)
+                if t.get("max_allocated_bytes") and (claim or point):  # not the bisection's own trials
                     model, args, kwargs = build(r["model"], int(batch), "cpu")
                     m = step_memory(model.train(), args, kwargs, optimizer=r["optimizer"], device_spec=spec)
                     ratios.append((m["peak_bytes"] / t["max_allocated_bytes"], f"{r['model']}@{batch}"))
@@ -803,7 +900,15 @@ def report_max_batch(results: dict) -> None:
                 parts.append(f"{batch}: {got}")
             rng = r.get("max_batch_range")
             print(f"{r['model']:28} {r['optimizer']:6} {r['budget_bytes'] / 1e9:5.0f}GB {str(rng):>11} {r['max_batch']:9}  {'; '.join(parts)}", flush=True)
+            real = r.get("real_max_batch")
+            if real:
+                off.append((r["max_batch"] - real, r["model"]))
+                print(f"{'':28} real largest batch {real}: archlint's max_batch {r['max_batch'] - real:+d} "
+                      f"({(r['max_batch'] - real) / real:+.1%})")
         print(f"max_batch claims held: {held}/{claims}")
+        if off:
+            print(f"max_batch - real largest batch: {', '.join(f'{m} {d:+d}' for d, m in off)}; "
+                  f"exact {sum(d == 0 for d, _ in off)}/{len(off)}, too high (does not fit) {sum(d > 0 for d, _ in off)}")
         if ratios:
             top = max(ratios)
             print(f"peak_bytes / max_memory_allocated at the batches that fitted: highest {top[0]:.3f} ({top[1]}); "
