@@ -320,7 +320,8 @@ def _state_tensors(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
     return [v for state in optimizer.state.values() for v in state.values() if isinstance(v, torch.Tensor)]
 
 
-def _step(model, args, kwargs, optimizer, loss, tracker: _Tracker | None, fused_inplace: bool, replay=None):
+def _step(model, args, kwargs, optimizer, loss, tracker: _Tracker | None, fused_inplace: bool, replay=None,
+          update=None):
     def phase(name):
         if tracker is not None:
             tracker.phase = name
@@ -346,7 +347,12 @@ def _step(model, args, kwargs, optimizer, loss, tracker: _Tracker | None, fused_
     # The fused kernel updates parameters and state in place, with no temporaries; meta has no
     # fused kernel, so once the state exists (the steady step) the per-tensor step is not run.
     if not (fused_inplace and optimizer.state):
-        optimizer.step()
+        if update is not None:  # the first step's update stands for this one's (steady.py)
+            update(tracker)
+        else:
+            optimizer.step()
+    if tracker is not None:
+        tracker.marks["end"] = steady.mark(tracker)
     return forward_end
 
 
@@ -469,19 +475,21 @@ def _two_steps(model, args, kwargs, base, variant, loss, gpu, fused, values: Kno
     # on a GPU spec, attention keeps what CUDA's fused kernels keep, not the math form's weights
     with fused_attention() if gpu else contextlib.nullcontext():
         first = _Tracker(round_to=CUDA_BLOCK_BYTES if gpu else 1, workspace_sizes=workspace_sizes)
-        _measure(model, args, kwargs, opt, loss, first, fused, values)
+        with steady.init_marked(opt, first):
+            _measure(model, args, kwargs, opt, loss, first, fused, values)
         tracker = _Tracker(round_to=CUDA_BLOCK_BYTES if gpu else 1, workspace_sizes=workspace_sizes)
         for name, rec in first.workspaces.items():
             tracker.hold(name, rec.nbytes, "start")
         # on meta, the second step's forward and backward are the first's, replayed (steady.py); not
         # where library workspaces are tracked (a GPU spec): the replay does not carry them
         replay = steady.plan(first, model, opt) if values is not None and workspace_sizes is None else None
-        forward_end = _measure(model, args, kwargs, opt, loss, tracker, fused, values, replay)
+        update = steady.plan_update(first) if replay is not None else None
+        forward_end = _measure(model, args, kwargs, opt, loss, tracker, fused, values, replay, update)
     return first, tracker, forward_end
 
 
 def _measure(meta, args, kwargs, opt, loss, tracker: _Tracker, fused: bool, values: KnownValues | None = None,
-             replay=None) -> int:
+             replay=None, update=None) -> int:
     """Run one step under the tracker; returns the event index at the end of the forward."""
     for p in meta.parameters():
         tracker.see(p, "start").kind = "params"
@@ -499,7 +507,7 @@ def _measure(meta, args, kwargs, opt, loss, tracker: _Tracker, fused: bool, valu
     handles = _module_paths(meta, tracker)
     try:
         with _Watch(tracker, values):
-            forward_end = _step(meta, args, kwargs, opt, loss, tracker, fused, replay)
+            forward_end = _step(meta, args, kwargs, opt, loss, tracker, fused, replay, update)
     finally:
         for h in handles:
             h.remove()

@@ -1,14 +1,21 @@
-"""The steady step's forward and backward, taken from the first step instead of run again.
+"""The steady step taken from the first step instead of run again.
 
 The memory model runs two steps: the first creates the optimizer state, the second is the steady
 state it reports. With `zero_grad(set_to_none=True)` the second step's forward and backward
 allocate and free exactly what the first step's did, in the same order: the same ops on the same
 shapes, with no gradient there before them. Only what is live beside them differs: the optimizer
-state, there from the start. So the second step runs zero_grad and the optimizer step for real,
-and its forward and backward are the first step's storages replayed: the same births and deaths,
-renumbered after the second step's zero_grad, with the live bytes raised by what it holds beside
-them. The step's gradients are then fresh tensors of the first step's gradients' layout, bound to
-the replayed records, for the optimizer step to read.
+state, there from the start. So the second step runs zero_grad for real, and its forward and
+backward are the first step's storages replayed: the same births and deaths, renumbered after
+the second step's zero_grad, with the live bytes raised by what it holds beside them. The step's
+gradients are then fresh tensors of the first step's gradients' layout, bound to the replayed
+records, for the optimizer step to read.
+
+The optimizer step is taken the same way where it can be (`plan_update`): PyTorch's optimizers
+make their state in `_init_group`, and the rest of the step runs the same ops on the same shapes
+at every step (Adam, AdamW, SGD without momentum; per-tensor or foreach), so the second step's
+optimizer step is the first's less its `_init_group`. Where the first step made state outside
+`_init_group` (SGD's momentum buffer, cloned in its first update) or freed something from before
+it, the second step's optimizer.step() runs for real.
 
 That holds while the first step leaves the model as it found it. `plan` checks it and answers
 None (run the second step as well) where it does not: a parameter or buffer replaced or added, a
@@ -18,6 +25,7 @@ larger one, anything born in the forward or backward that the optimizer step fre
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 from dataclasses import dataclass
@@ -51,39 +59,59 @@ class Replay:
         the end of the forward, as the step's own run would."""
         first = self.first
         start, backward, end = first.marks["forward"], first.marks["backward"], first.marks["step"]
-        shift_events, shift_ops = tracker.events - start.events, tracker.ops - start.ops
-        offset = tracker.live_bytes - start.live
         tracker.marks["forward"] = mark(tracker)
-        born = {r.born: i for i, r in enumerate(self.records)}
-        replayed = []
-        for r in self.records:
-            died = r.died + shift_events if r.died < end.events else math.inf
-            replayed.append(dataclasses.replace(
-                r, born=r.born + shift_events, died=died, op=r.op + shift_ops if r.op >= 0 else r.op, kind=""))
-        # the births and deaths in their order, through the tracker's own bookkeeping of the peak
-        for event in range(start.events, end.events):
-            i = born.get(event)
-            if i is not None:
-                rec = replayed[i]
-                tracker.records.append(rec)
-                tracker.live_bytes += rec.nbytes
-                if tracker.live_bytes > tracker.peak:
-                    tracker.peak, tracker.peak_event, tracker.peak_op = tracker.live_bytes, rec.born, rec.op
-            else:
-                tracker.live_bytes -= replayed[self.deaths[event]].nbytes
-        tracker.events += end.events - start.events
-        ops = slice(start.ops, end.ops)
-        tracker.op_names += first.op_names[ops]
-        tracker.op_phase += first.op_phase[ops]
-        tracker.op_module += first.op_module[ops]
-        tracker.timeline += [(op + shift_ops, live + offset) for op, live in first.timeline[ops]]
-        tracker.ops += end.ops - start.ops
+        shift_events, shift_ops, offset, replayed = _replay_span(tracker, first, start, end, self.records, self.deaths)
         tracker.marks["backward"] = _Mark(backward.events + shift_events, backward.ops + shift_ops, backward.live + offset)
         tracker.phase = "backward"
         for param, grad, i in self.grads:
             param.grad = grad
             tracker.adopt(grad, replayed[i])
         return backward.events + shift_events
+
+
+@dataclass
+class UpdateReplay:
+    """The first step's optimizer step less the making of its state, ready to stand for the
+    second's (see `plan_update`): two spans, before `_init_group` and after it."""
+    first: Any
+    spans: list  # (start mark, end mark, records born in the span, deaths: event -> index)
+
+    def __call__(self, tracker) -> None:
+        for start, end, records, deaths in self.spans:
+            _replay_span(tracker, self.first, start, end, records, deaths)
+
+
+def _replay_span(tracker, first, start: _Mark, end: _Mark, records: list, deaths: dict[int, int]):
+    """The first step's events from `start` to `end` (the births of `records`, in order, and the
+    deaths in `deaths`) into `tracker` where it stands now, through its own bookkeeping of the
+    peak, with the ops they came from; a record not freed by `end` lives on. Returns the shift in
+    events and ops, the offset in live bytes, and the replayed records (in `records`' order)."""
+    shift_events, shift_ops = tracker.events - start.events, tracker.ops - start.ops
+    offset = tracker.live_bytes - start.live
+    born = {r.born: i for i, r in enumerate(records)}
+    replayed = []
+    for r in records:
+        died = r.died + shift_events if r.died < end.events else math.inf
+        replayed.append(dataclasses.replace(
+            r, born=r.born + shift_events, died=died, op=r.op + shift_ops if r.op >= 0 else r.op, kind=""))
+    for event in range(start.events, end.events):
+        i = born.get(event)
+        if i is not None:
+            rec = replayed[i]
+            tracker.records.append(rec)
+            tracker.live_bytes += rec.nbytes
+            if tracker.live_bytes > tracker.peak:
+                tracker.peak, tracker.peak_event, tracker.peak_op = tracker.live_bytes, rec.born, rec.op
+        else:
+            tracker.live_bytes -= replayed[deaths[event]].nbytes
+    tracker.events += end.events - start.events
+    ops = slice(start.ops, end.ops)
+    tracker.op_names += first.op_names[ops]
+    tracker.op_phase += first.op_phase[ops]
+    tracker.op_module += first.op_module[ops]
+    tracker.timeline += [(op + shift_ops, live + offset) for op, live in first.timeline[ops]]
+    tracker.ops += end.ops - start.ops
+    return shift_events, shift_ops, offset, replayed
 
 
 def plan(first, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> Replay | None:
@@ -125,3 +153,53 @@ def plan(first, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> Rep
                 return None
             grads.append((param, fresh, index[id(rec)]))
     return Replay(first, records, deaths, grads)
+
+
+@contextlib.contextmanager
+def init_marked(optimizer: torch.optim.Optimizer, tracker):
+    """Mark in `tracker` where the optimizer step's `_init_group` begins ("init") and ends
+    ("update"): PyTorch's optimizers make their state there the first time and only gather it
+    after. With more than one parameter group, or an optimizer without `_init_group`, nothing is
+    marked."""
+    init = getattr(optimizer, "_init_group", None)
+    if init is None or len(optimizer.param_groups) != 1:
+        yield
+        return
+
+    def marked(*args, **kwargs):
+        tracker.marks["init"] = mark(tracker)
+        out = init(*args, **kwargs)
+        tracker.marks["update"] = mark(tracker)
+        return out
+    optimizer._init_group = marked
+    try:
+        yield
+    finally:
+        del optimizer._init_group  # the class's method again
+
+
+def plan_update(first) -> UpdateReplay | None:
+    """The first step's optimizer step, less its `_init_group`, as an UpdateReplay for the second
+    step's, or None where the second must run its own: where the first made state outside
+    `_init_group` (SGD's momentum buffer is the first gradient, cloned in the update; later steps
+    update it in place, with other ops) or freed something from before the step. What
+    `_init_group` made the first time is there from the start of the second step, which gathers
+    it without an op."""
+    marks = first.marks
+    if not all(name in marks for name in ("step", "init", "update", "end")):
+        return None
+    spans = []
+    for start, end in ((marks["step"], marks["init"]), (marks["update"], marks["end"])):
+        records = [r for r in first.records if start.events <= r.born < end.events]
+        if any(r.died >= end.events for r in records):  # made state, or kept something past its span
+            return None
+        spans.append((start, end, records, {r.died: i for i, r in enumerate(records)}))
+    # nothing from before the step freed in it; what `_init_group` made lives on (the state)
+    step, end = marks["step"].events, marks["end"].events
+    init, update = marks["init"].events, marks["update"].events
+    for r in first.records:
+        if r.born < step and step <= r.died < end:
+            return None
+        if init <= r.born < update and r.died != math.inf:
+            return None
+    return UpdateReplay(first, spans)

@@ -2,6 +2,7 @@
 the same memory, byte for byte, as running the second step in full, with one forward run instead of two."""
 
 import json
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -123,3 +124,63 @@ def test_a_model_changed_by_its_first_step_runs_the_second_in_full(monkeypatch):
     assert plans == [None]
     # the buffer made at the first step is there from the start of the second (64×8 floats)
     assert r["buffers_bytes"] == 64 * 8 * 4
+
+
+def _update_plans(monkeypatch):
+    plans = []
+    real = steady.plan_update
+    monkeypatch.setattr(steady, "plan_update", lambda first: plans.append(real(first)) or plans[-1])
+    return plans
+
+
+@pytest.mark.parametrize("optimizer", ["adam", "adamw", "sgd", "adam-foreach", "adamw-foreach", "sgd-foreach"])
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_replayed_update_is_the_full_update_byte_for_byte(monkeypatch, case, optimizer):
+    """Only the optimizer's update replayed (the forward and backward too, as in every meta step),
+    against the second step's optimizer.step() run for real."""
+    torch.manual_seed(0)
+    model, args, kwargs = CASES[case]()
+    with monkeypatch.context() as m:
+        plans = _update_plans(m)
+        replayed = step_memory(model, args, kwargs, optimizer=optimizer)
+    assert plans and plans[0] is not None
+    with monkeypatch.context() as m:
+        m.setattr(steady, "plan_update", lambda first: None)
+        full = step_memory(model, args, kwargs, optimizer=optimizer)
+    assert json.dumps(replayed, sort_keys=True) == json.dumps(full, sort_keys=True)
+
+
+@pytest.mark.parametrize("optimizer", ["sgd-momentum", "sgd-momentum-foreach"])
+def test_an_update_that_makes_state_runs_again(monkeypatch, optimizer):
+    """SGD's momentum buffer is made in its first update (a clone of the gradient), and later
+    updates run other ops: the second step's optimizer.step() runs for real."""
+    plans = _update_plans(monkeypatch)
+    step_memory(Counted(), (torch.randn(4, 8),), optimizer=optimizer)
+    assert plans == [None]
+
+
+def test_the_optimizer_steps_once(monkeypatch):
+    steps = []
+    real_step = torch.optim.Adam.step
+    monkeypatch.setattr(torch.optim.Adam, "step", lambda self, *a, **k: steps.append(1) or real_step(self, *a, **k))
+    step_memory(Counted(), (torch.randn(4, 8),), optimizer="adam")
+    assert len(steps) == 1
+    steps.clear()
+    monkeypatch.setattr(steady, "plan_update", lambda first: None)
+    step_memory(Counted(), (torch.randn(4, 8),), optimizer="adam")
+    assert len(steps) == 2
+
+
+def test_init_marked_leaves_the_optimizer_as_it_was():
+    params = [nn.Parameter(torch.randn(3))]
+    opt = torch.optim.Adam(params)
+    tracker = SimpleNamespace(events=0, ops=0, live_bytes=0, marks={})
+    with steady.init_marked(opt, tracker):
+        params[0].grad = torch.randn(3)
+        opt.step()
+    assert "_init_group" not in vars(opt) and {"init", "update"} <= set(tracker.marks)
+    two_groups = torch.optim.Adam([{"params": params}, {"params": [nn.Parameter(torch.randn(2))]}])
+    tracker = SimpleNamespace(events=0, ops=0, live_bytes=0, marks={})
+    with steady.init_marked(two_groups, tracker):
+        two_groups.step()
+    assert "init" not in tracker.marks  # per group init and update interleave: not marked
