@@ -481,8 +481,8 @@ def _two_steps(model, args, kwargs, base, variant, loss, gpu, fused, values: Kno
     if not params:
         raise UsageError("the model has no parameter that requires grad: nothing to train")
     opt = make_optimizer(base, params, variant_override=variant)
-    # on a GPU spec, attention keeps what CUDA's fused kernels keep, not the math form's weights
     threads = None if gpu else torch.get_num_threads()  # this process's threads stand for the target CPU's
+    # on a GPU spec, attention keeps what CUDA's fused kernels keep, not the math form's weights
     with fused_attention() if gpu else contextlib.nullcontext():
         first = _Tracker(round_to=CUDA_BLOCK_BYTES if gpu else 1, workspace_sizes=workspace_sizes, cpu_threads=threads)
         _measure(model, args, kwargs, opt, loss, first, fused, values)
