@@ -14,20 +14,21 @@ Compared with it:
               used instead: calculate_maximum_sizes(model) then estimate_training_usage(size,
               "float32"), the largest stage (4× the weights: its Adam rule; no activations)
 
-Run: nice -n 10 python benchmarks/train_memory.py [--quick] [--models a,b] [--optimizers sgd,adam]
+Run: nice -n 10 python benchmarks/train_memory.py [--quick] [--models a,b] [--optimizers sgd,adam] [--threads 1]
 Prints one row per model and optimizer (ratios estimate / measured) and the worst of each tool.
 Goal: archlint within 10% of the measured peak on every model.
 
-Known miss (torch 2.14.1, this CPU): resnet18/sgd at 0.805, archlint (and MemTracker) BELOW the
-measured peak. oneDNN's convolution_backward allocates scratch inside the kernel that no tensor of
-the step holds, so neither the meta device nor MemTracker sees it; SGD's peak is in the backward,
-at layer4's 512->512 3x3 convolutions, where it lands. Evidence (one such convolution alone,
-2x512x2x2 input, 1 thread, the profiler's peak during its backward): 47.28 MB with oneDNN against
-9.60 MB without, for 9.45 MB of outputs (grad-input + grad-weight): 37.8 MB of scratch, 4x the
-weight. Every row outside 10% is measured again with torch.backends.mkldnn off and the result
-printed under it; resnet18/sgd is then 0.989. Not modelled: the scratch is an undocumented choice
-of the CPU library (it shrinks for a 64-channel convolution) with no counterpart in what autograd
-keeps. (On a GPU, cuDNN's workspace goes through the caching allocator and is not modelled either.)
+oneDNN's scratch (torch 2.14.1, this CPU): oneDNN's convolutions allocate and free scratch inside
+the op through PyTorch's CPU allocator (the profiler sees it) that no tensor of the step holds: their
+operands reordered to blocked layouts, the result's dense copy, and on the gemm path 4x the weight per
+thread for the weight-gradient reduction. The memory model adds it at its op by a rule
+(archlint.model.train.cpu_scratch; evidence: benchmarks/cpu_conv_scratch.py), with this process's
+thread count. Without it resnet18/sgd was at 0.805: SGD's peak is in the backward at layer4's
+512->512 3x3 convolutions over a 2x2 map, whose weight gradient runs on the gemm path (37.8 MB of
+scratch for one of them at 1 thread, 4x its weight); with it, 1.000. MemTracker, which tracks
+tensors, still misses it (0.805). A row outside 10% is measured again with torch.backends.mkldnn off
+(archlint then leaves the scratch out too) and printed under it: within 10% there, the miss is the
+scratch rule's; still outside, the memory model's.
 """
 
 from __future__ import annotations
@@ -209,14 +210,13 @@ def measure(build, optimizer: str, peers: bool = True) -> dict:
 
 
 def without_onednn(build, optimizer: str, ratio: float) -> str:
-    """A miss measured again with oneDNN (torch.backends.mkldnn) off: oneDNN's CPU kernels allocate
-    scratch inside the kernel (convolution_backward's weight-gradient workspace) that no tensor of
-    the step holds, so no storage-level model sees it. If the row comes within 10% without it,
-    the miss is that CPU library's scratch, not the model of what autograd keeps."""
+    """A miss measured again with oneDNN (torch.backends.mkldnn) off, where neither the real step nor
+    archlint has oneDNN's in-kernel scratch (archlint.model.train.cpu_scratch): if the row comes
+    within 10% then, the miss is the scratch rule's, not the model of what autograd keeps."""
     with torch.backends.mkldnn.flags(enabled=False):
         row = measure(build, optimizer, peers=False)
     again = row["archlint"] / row["measured"]
-    verdict = ("within 10%: the miss is oneDNN's in-kernel scratch on this CPU, not the memory model"
+    verdict = ("within 10%: the miss is the oneDNN scratch rule's (cpu_scratch.py), not the memory model's"
                if abs(again - 1) <= 0.10 else "still outside 10%: a miss of the memory model itself")
     return (f"↳ {ratio:.3f} with oneDNN; measured again with torch.backends.mkldnn off: "
             f"{row['measured'] / 1e6:.2f} MB, archlint {again:.3f} — {verdict}")
@@ -227,9 +227,11 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help=f"only {', '.join(QUICK)}")
     parser.add_argument("--models", help="comma-separated names (default: all)")
     parser.add_argument("--optimizers", default="sgd,adam,adamw")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch threads for the real step and archlint alike (oneDNN's scratch grows with them)")
     ns = parser.parse_args()
     names = ns.models.split(",") if ns.models else list(QUICK if ns.quick else MODELS)
-    torch.set_num_threads(1)
+    torch.set_num_threads(ns.threads)
     tools = ("archlint", "memtracker", "accelerate")
     worst = {t: (1.0, "") for t in tools}
     rows = within = 0

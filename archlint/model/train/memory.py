@@ -27,6 +27,9 @@ cuBLAS's workspaces, which PyTorch allocates through the same allocator and keep
 that runs a GEMM (archlint.model.train.gpu_workspaces), are held from the op that makes them and
 counted in `peak_bytes` (`cublas_workspace_bytes`, `workspace_basis`); so is cuDNN's workspace,
 allocated and freed inside a convolution, at its op (`cudnn_workspace_bytes` at the peak).
+On the CPU, oneDNN's convolutions likewise allocate and free scratch inside the op through
+PyTorch's CPU allocator (archlint.model.train.cpu_scratch): counted at its op the same way
+(`cpu_scratch_bytes` at the peak, `cpu_scratch_basis`).
 """
 
 from __future__ import annotations
@@ -49,6 +52,8 @@ from torch.utils._pytree import tree_flatten, tree_map
 from archlint.errors import UsageError
 from archlint.model.train import metacache, steady
 from archlint.model.train.allocator import replay
+from archlint.model.train.cpu_scratch import BASIS as CPU_SCRATCH_BASIS
+from archlint.model.train.cpu_scratch import cpu_conv_scratch
 from archlint.model.train.cuda_attention import fused_attention
 from archlint.model.train.gpu_workspaces import CUDNN_SOURCE, cublas_sizes, cublas_workspaces, cudnn_workspace
 from archlint.model.train.values import KnownValues
@@ -158,7 +163,8 @@ class _Tracker:
     # GPU only: the library workspaces' sizes by kind, and the workspaces held (name → record)
     workspace_sizes: dict[str, int] | None = None
     workspaces: dict[str, _Storage] = field(default_factory=dict)
-    transients: list[_Storage] = field(default_factory=list)  # cuDNN's, freed inside their op
+    transients: list[_Storage] = field(default_factory=list)  # cuDNN's or oneDNN's, freed inside their op
+    cpu_threads: int | None = None  # CPU only: the threads oneDNN's convolutions run on
     marks: dict = field(default_factory=dict)  # phase -> where the tracker stood when it began (steady.mark)
 
     def size(self, storage) -> int:
@@ -255,6 +261,10 @@ class _Watch(TorchDispatchMode):
                 if name not in t.workspaces:
                     t.hold(name, t.workspace_sizes[name.split()[0]])
             workspace = cudnn_workspace(func, args)
+            if workspace:
+                t.transient(workspace)
+        elif t.cpu_threads is not None:
+            workspace = cpu_conv_scratch(func, args, t.cpu_threads)
             if workspace:
                 t.transient(workspace)
         t.timeline.append((t.ops - 1, t.live_bytes + workspace))  # the op's highest point
@@ -437,6 +447,11 @@ def step_memory(
         }
         # What the device must hold: the allocator's segments at their peak and the context.
         result["device_peak_bytes"] = caching.peak_reserved + CUDA_CONTEXT_BYTES
+    elif tracker.transients:
+        at = [r for r in tracker.transients if r.born == tracker.peak_event]
+        result["cpu_scratch_bytes"] = sum(r.nbytes for r in at)  # at the peak (transient: 0 elsewhere)
+        result["cpu_scratch_largest_bytes"] = max(r.nbytes for r in tracker.transients)
+        result["cpu_scratch_basis"] = CPU_SCRATCH_BASIS.format(threads=tracker.cpu_threads)
     if notes:
         result["notes"] = notes
     if budget_bytes is not None:
@@ -472,12 +487,13 @@ def _two_steps(model, args, kwargs, base, variant, loss, gpu, fused, values: Kno
     if not params:
         raise UsageError("the model has no parameter that requires grad: nothing to train")
     opt = make_optimizer(base, params, variant_override=variant)
+    threads = None if gpu else torch.get_num_threads()  # this process's threads stand for the target CPU's
     # on a GPU spec, attention keeps what CUDA's fused kernels keep, not the math form's weights
     with fused_attention() if gpu else contextlib.nullcontext():
-        first = _Tracker(round_to=CUDA_BLOCK_BYTES if gpu else 1, workspace_sizes=workspace_sizes)
+        first = _Tracker(round_to=CUDA_BLOCK_BYTES if gpu else 1, workspace_sizes=workspace_sizes, cpu_threads=threads)
         with steady.init_marked(opt, first):
             _measure(model, args, kwargs, opt, loss, first, fused, values)
-        tracker = _Tracker(round_to=CUDA_BLOCK_BYTES if gpu else 1, workspace_sizes=workspace_sizes)
+        tracker = _Tracker(round_to=CUDA_BLOCK_BYTES if gpu else 1, workspace_sizes=workspace_sizes, cpu_threads=threads)
         for name, rec in first.workspaces.items():
             tracker.hold(name, rec.nbytes, "start")
         # on meta, the second step's forward and backward are the first's, replayed (steady.py); not
@@ -528,7 +544,7 @@ def _live_at(tracker: _Tracker, event: int) -> list[_Storage]:
 def _summary(tracker: _Tracker, forward_end: int) -> dict:
     at_peak = dict.fromkeys(CATEGORIES, 0)
     for r in _live_at(tracker, tracker.peak_event) + [t for t in tracker.transients if t.born == tracker.peak_event]:
-        at_peak[r.kind] = at_peak.get(r.kind, 0) + r.nbytes  # "workspaces" on a GPU spec
+        at_peak[r.kind] = at_peak.get(r.kind, 0) + r.nbytes  # "workspaces": a library's, GPU or CPU
     totals = dict.fromkeys(CATEGORIES, 0)
     for r in tracker.records:
         if r.kind in ("params", "buffers", "inputs", "grads", "optimizer"):

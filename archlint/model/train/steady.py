@@ -89,14 +89,24 @@ def _replay_span(tracker, first, start: _Mark, end: _Mark, records: list, deaths
     shift_events, shift_ops = tracker.events - start.events, tracker.ops - start.ops
     offset = tracker.live_bytes - start.live
     born = {r.born: i for i, r in enumerate(records)}
+    # a kernel's scratch inside an op (the CPU's oneDNN): two events, its birth and death
+    scratch = {t.born: t for t in first.transients if start.events <= t.born < end.events}
     replayed = []
     for r in records:
         died = r.died + shift_events if r.died < end.events else math.inf
         replayed.append(dataclasses.replace(
             r, born=r.born + shift_events, died=died, op=r.op + shift_ops if r.op >= 0 else r.op, kind=""))
     for event in range(start.events, end.events):
-        i = born.get(event)
-        if i is not None:
+        i, t = born.get(event), scratch.get(event)
+        if t is not None:  # a scratch's birth (its death, the next event, frees nothing counted)
+            t = dataclasses.replace(t, born=t.born + shift_events, died=t.died + shift_events, op=t.op + shift_ops)
+            tracker.transients.append(t)
+            top = tracker.live_bytes + t.nbytes
+            if top > tracker.peak:
+                tracker.peak, tracker.peak_event, tracker.peak_op = top, t.born, t.op
+        elif event - 1 in scratch:
+            continue
+        elif i is not None:
             rec = replayed[i]
             tracker.records.append(rec)
             tracker.live_bytes += rec.nbytes

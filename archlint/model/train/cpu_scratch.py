@@ -1,0 +1,138 @@
+"""The scratch oneDNN takes inside a CPU convolution, allocated and freed within the op.
+
+On the CPU, PyTorch runs a float32 convolution on oneDNN when `use_mkldnn` in aten's
+Convolution.cpp says so (`uses_onednn` below). For an NCHW (contiguous) tensor, PyTorch's
+mkldnn_convolution hands oneDNN plain memory and lets it pick the layout: the kernel's own copies
+(the input, weight and grad-output reordered to a blocked layout, the result computed in that
+layout and then copied into the dense tensor PyTorch returns) and oneDNN's scratchpad are all
+allocated through PyTorch's CPU allocator and freed inside the op. The profiler sees them; no
+tensor of the step holds them, so the meta device does not. Per op, beyond its outputs, with X, W,
+Y the bytes of input, weight and output (grad-output in backward):
+
+- jit kernels (blocked layouts; the ones oneDNN picks unless their conditions fail):
+  forward max(X + W, Y): the input and weight reordered and the result in the blocked layout,
+  or, later, that result and the dense copy. Grad-input max(Y + W, X) (+ X when strided and not
+  depthwise: the strided kernels' unit-stride buffer or their reorders). Grad-weight max(X + Y, W).
+  An image stem (3 input channels) reads its input as it is: no X.
+- gemm (im2col) fallback: grouped convolutions whose groups' channels are not a multiple of 8, and
+  for the weight gradient also a kernel taller or wider than its input (jit:avx2 needs kh <= ih,
+  [bwd_w:r2]), a 14-wide kernel or a dilation. Its weight-gradient scratchpad books
+  `nthr * weights_size` floats for the per-thread reduction, with `weights_size` already in bytes
+  (oneDNN's gemm_convolution_utils.cpp, key_conv_wei_reduction): 4 W per thread, booked even with
+  one thread, plus the im2col buffer (C/g * kh * kw * OH * OW floats per thread). nthr is the
+  number of threads when the problem is small enough to thread over the batch (os / threads <
+  256, batch > 1 or groups > 2), else 1. Forward and grad-input: the im2col buffer per thread,
+  or the dense copy of the result, the larger.
+- convolution_backward computes grad-input first, then grad-weight: the op's scratch is the larger
+  of the two, the grad-input's less the weight gradient not yet allocated.
+
+Measured on this CPU (torch 2.14.1, oneDNN 3.12, AVX2, 1 and 2 threads; benchmarks/
+cpu_conv_scratch.py: 35 shapes x 4 ops, channels 3-2048, kernels 1-7, stride 1-2, dense, grouped
+and depthwise, batch 1-8, spatial 2-56): see that script's table and the module's tests. The
+number of threads is torch.get_num_threads() of the process that analyzes, standing for the target
+CPU. Not modelled (0): channels_last tensors (oneDNN's NHWC path), transposed, 1-D and 3-D
+convolutions, and dtypes other than float32.
+"""
+
+from __future__ import annotations
+
+import torch
+
+aten = torch.ops.aten
+
+FLOAT = 4  # oneDNN's gemm scratchpads are float (f32 convolutions)
+GEMM_WEI_REDUCTION_PER_THREAD = 4  # floats booked per weight *byte*: 4 W per thread
+SCRATCHPAD_LIMIT = 1 << 30  # gemm_convolution_utils: scratchpad_limit_by_absolute_value
+
+BASIS = ("oneDNN's scratch inside CPU convolutions (archlint.model.train.cpu_scratch): the input, weight and "
+         "grad-output reordered to blocked layouts and the result's dense copy (jit kernels), or the gemm "
+         "fallback's per-thread weight-reduction buffers (4x the weight per thread) and im2col buffer; rule read "
+         "from PyTorch's mkldnn_convolution and oneDNN's gemm_convolution_utils, checked against the profiler on "
+         "an AVX2 CPU (torch 2.14.1, oneDNN 3.12; benchmarks/cpu_conv_scratch.py); threads: "
+         "torch.get_num_threads() of this process ({threads}), standing for the target CPU")
+
+
+def uses_onednn(input_shape, weight_shape, stride, dilation, groups: int, threads: int) -> bool:
+    """Whether aten's `use_mkldnn` (Convolution.cpp) sends a float32 CPU convolution to oneDNN,
+    given that oneDNN is built in and enabled: for a 1x1 kernel with stride and dilation 1 a
+    batch under 16 stays on aten's own kernel single-threaded; a batch of 1 does too unless the
+    convolution is grouped, has a kernel over 3x3, or an input over 20480 elements."""
+    kh, kw = weight_shape[-2], weight_shape[-1]
+    n = input_shape[0]
+    strided = any(s != 1 for s in stride)
+    dilated = any(d != 1 for d in dilation)
+    numel = 1
+    for d in input_shape:
+        numel *= d
+    first = strided or dilated or n >= 16 or kw != 1 or kh != 1 or threads > 1
+    second = groups > 1 or (kw > 3 and kh > 3) or n > 1 or numel > 20480
+    return first and second
+
+
+def _out(size: int, k: int, s: int, p: int, d: int) -> int:
+    return (size + 2 * p - d * (k - 1) - 1) // s + 1
+
+
+def conv_scratch_bytes(input_shape, weight_shape, stride, padding, dilation, groups: int, itemsize: int,
+                       output_mask, threads: int) -> int:
+    """The bytes oneDNN allocates and frees inside one 2-D convolution op beyond its outputs
+    (module docstring): the forward when `output_mask` is None, else convolution_backward with
+    that mask (grad-input, grad-weight, grad-bias)."""
+    n, c, h, w = input_shape
+    o, cg, kh, kw = weight_shape
+    og = o // groups
+    oh, ow = _out(h, kh, stride[0], padding[0], dilation[0]), _out(w, kw, stride[1], padding[1], dilation[1])
+    x, wt, y = n * c * h * w * itemsize, o * cg * kh * kw * itemsize, n * o * oh * ow * itemsize
+    depthwise = groups > 1 and cg == 1 and og == 1
+    blocked = groups == 1 or depthwise or (cg % 8 == 0 and og % 8 == 0)
+    flat = groups == 1 and cg == 3  # an image stem: oneDNN reads its NCHW input as it is
+    dilated = any(d != 1 for d in dilation)
+    strided = any(s != 1 for s in stride)
+    unit = kh == kw == 1 and not strided and not any(padding)
+    col = 0 if unit else cg * kh * kw * oh * ow * FLOAT  # one thread's im2col buffer
+
+    if output_mask is None:
+        return max((0 if flat else x) + wt, y) if blocked else max(threads * col, y)
+    grad_input = grad_weight = 0
+    if output_mask[0]:
+        grad_input = max(y + wt, x) + (x if strided and not depthwise else 0) if blocked else max(threads * col, x)
+    if output_mask[1] or output_mask[2]:
+        jit = blocked and kh <= h and kw <= w and kw < 14 and not dilated
+        if jit:
+            grad_weight = max((0 if flat else x) + y, wt)
+        else:
+            os_ = oh * ow
+            mem = GEMM_WEI_REDUCTION_PER_THREAD * threads * wt + FLOAT * threads * cg * kh * kw * 8
+            outer = (mem < min(SCRATCHPAD_LIMIT, 15 * threads * (x + wt + y)) and os_ // threads < 256
+                     and (n != 1 or groups > 2))
+            nthr = threads if outer else 1
+            grad_weight = max(GEMM_WEI_REDUCTION_PER_THREAD * nthr * wt + nthr * col, wt)
+    if output_mask[0] and output_mask[1]:
+        return max(grad_input - wt, grad_weight)
+    return max(grad_input, grad_weight)
+
+
+def onednn_enabled() -> bool:
+    """oneDNN built into this torch and not switched off (torch.backends.mkldnn.flags)."""
+    return torch.backends.mkldnn.is_available() and torch.backends.mkldnn.enabled
+
+
+def cpu_conv_scratch(func, args, threads: int) -> int:
+    """The scratch (bytes) a CPU convolution op takes on oneDNN, 0 for any other op or a
+    convolution that PyTorch does not send to oneDNN or that the rule does not cover."""
+    packet = getattr(func, "overloadpacket", None)
+    # convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups);
+    # convolution_backward(grad_output, input, weight, bias_sizes, ..., groups, output_mask)
+    if packet is aten.convolution:
+        x, w, stride, padding, dilation, transposed, groups, mask = *args[0:2], *args[3:7], args[8], None
+    elif packet is aten.convolution_backward:
+        x, w, stride, padding, dilation, transposed, groups, mask = *args[1:3], *args[4:8], args[9], args[10]
+    else:
+        return 0
+    if (transposed or not isinstance(x, torch.Tensor) or x.dim() != 4 or x.dtype != torch.float32
+            or not x.is_contiguous() or not w.is_contiguous() or not onednn_enabled()):
+        return 0
+    if not uses_onednn(x.shape, w.shape, stride, dilation, groups, threads):
+        return 0
+    return conv_scratch_bytes(tuple(x.shape), tuple(w.shape), stride, padding, dilation, groups, x.element_size(),
+                              mask, threads)
