@@ -42,6 +42,7 @@ from __future__ import annotations
 import argparse
 import csv
 import gc
+import gzip
 import hashlib
 import json
 import os
@@ -1009,7 +1010,8 @@ def report_step_time(results: dict) -> None:
 
 
 def report(results_path: Path, only: list[str] | None) -> None:
-    results = json.loads(results_path.read_text())
+    raw = gzip.decompress(results_path.read_bytes()) if results_path.suffix == ".gz" else results_path.read_bytes()
+    results = json.loads(raw)
     env = results.get("env", {})
     print(f"{env.get('gpu')}: torch {env.get('torch')}, CUDA {env.get('cuda')}, cuDNN {env.get('cudnn')}, "
           f"context {env.get('context_bytes', 0) / 2**20:.0f} MiB")

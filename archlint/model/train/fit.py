@@ -81,6 +81,18 @@ def total_peak(result: dict) -> int:
     return result.get("device_peak_bytes", result["peak_bytes"])
 
 
+def budget_peak(result: dict) -> int:
+    """What the budget is held to: on a GPU spec, the allocator replayed under the budget (less the
+    context) as PyTorch's runs under set_per_process_memory_fraction: its reserved peak and the context
+    when it did not run out, else the unlimited peak (at least the budget + 1); otherwise total_peak."""
+    limited = result.get("allocator", {}).get("under_budget")
+    if limited is None:
+        return total_peak(result)
+    if limited["out_of_memory"]:
+        return max(total_peak(result), result["budget_bytes"] + 1)
+    return limited["reserved_peak_bytes"] + result["allocator"]["cuda_context_bytes"]
+
+
 def max_batch(peak_at: Callable[[int], int], batch: int, budget: int) -> dict:
     """The largest batch whose peak is within `budget`: the line through two evaluations, then
     evaluations at the predicted batch and the next to confirm it (walking if the line was off)."""
@@ -335,8 +347,9 @@ def fit_report(model, args, kwargs, *, optimizer: str = "adam", loss: str = "mea
     def peak_at(b: int) -> int:
         if b not in memory_at:
             a, k = with_batch(args, kwargs, b)
-            memory_at[b] = step_memory(model, a, k, optimizer=optimizer, loss=loss, device_spec=device_spec)
-        return total_peak(memory_at[b])
+            memory_at[b] = step_memory(model, a, k, optimizer=optimizer, loss=loss, budget_bytes=budget_bytes,
+                                       device_spec=device_spec)
+        return budget_peak(memory_at[b])
     fit = max_batch(peak_at, batch_size(args, kwargs), budget_bytes)
     result["max_batch"] = fit["max_batch"]
     if "allocator" in result and fit["max_batch"] is not None:  # a GPU spec: the range its measured error allows
