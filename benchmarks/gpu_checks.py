@@ -914,6 +914,36 @@ def report_max_batch(results: dict) -> None:
             top = max(ratios)
             print(f"peak_bytes / max_memory_allocated at the batches that fitted: highest {top[0]:.3f} ({top[1]}); "
                   f"fit.ALLOCATED_HIGH = {ALLOCATED_HIGH} {'covers it' if top[0] <= ALLOCATED_HIGH else 'DOES NOT cover it'}")
+        report_max_batch_now(rows)
+
+
+def report_max_batch_now(rows: list[dict]) -> None:
+    """archlint's max_batch and range as this checkout computes them (the plan's were the code of the
+    run), beside the real largest batch: the point exact, off by how much; the range's claims (its low
+    end fits, its high end + 1 does not) against the real largest batch."""
+    from archlint.devices import resolve
+    from archlint.model.train.fit import fit_report
+
+    spec = resolve("h200")
+    off, held, claims = [], 0, 0
+    print(f"\nthis checkout's max_batch:\n{'model':28} {'opt':6} {'real':>5} {'max_batch':>9} {'range':>11}")
+    for r in rows:
+        real = r.get("real_max_batch")
+        if not real:
+            continue
+        model, args, kwargs = build(r["model"], train_batch(r["model"]), "cpu")
+        now, _ = fit_report(model.train(), args, kwargs, optimizer=r["optimizer"], budget_bytes=r["budget_bytes"],
+                            device_spec=spec)
+        low, high = now.get("max_batch_range") or (None, None)
+        ok = [low is not None and low <= real, high is not None and high + 1 > real]
+        held, claims = held + sum(ok), claims + 2
+        off.append((now["max_batch"] - real, r["model"]))
+        print(f"{r['model']:28} {r['optimizer']:6} {real:5} {now['max_batch']:9} {str([low, high]):>11}  "
+              f"{now['max_batch'] - real:+d}; claims {'held' if all(ok) else 'WRONG'}", flush=True)
+    if off:
+        print(f"max_batch - real largest batch: {', '.join(f'{m} {d:+d}' for d, m in off)}; exact {sum(d == 0 for d, _ in off)}/"
+              f"{len(off)}, within 2 {sum(abs(d) <= 2 for d, _ in off)}, too high {sum(d > 0 for d, _ in off)}; "
+              f"range claims held {held}/{claims}")
 
 
 def report_workspace(results: dict) -> None:
