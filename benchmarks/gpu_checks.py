@@ -467,8 +467,11 @@ def _peak_run(run):
     return result, torch.cuda.memory_allocated() - before, torch.cuda.max_memory_allocated() - before
 
 
-# (model, optimizer) whose reserved memory the replay missed most (0.79-0.89 of max_memory_reserved)
-TRACE_CASES = [("tv/resnet18", "sgd"), ("timm/convnext_atto", "sgd"), ("timm/regnetx_002", "sgd"), ("tv/resnet50", "adamw")]
+# (model, optimizer) whose reserved memory the replay missed most (0.79-0.89 of max_memory_reserved),
+# and the ViTs whose max_batch the replay under the budget puts 1-2 above the real one (peak_bytes
+# 0.97-0.99 of max_memory_allocated there: which allocations does the meta step not see?)
+TRACE_CASES = [("tv/resnet18", "sgd"), ("timm/convnext_atto", "sgd"), ("timm/regnetx_002", "sgd"), ("tv/resnet50", "adamw"),
+               ("tv/vit_b_16", "adamw"), ("timm/vit_small_patch16_224", "adamw")]
 TRACE_ACTIONS = ("alloc", "free_completed", "segment_alloc", "segment_free")
 
 
