@@ -25,8 +25,11 @@ blocks live at the peak, packed into the allocator's segments, give the least it
 that plus the CUDA context (a labelled constant) is `device_peak_bytes`, what a budget is held to.
 cuBLAS's workspaces, which PyTorch allocates through the same allocator and keeps, one per thread
 that runs a GEMM (archlint.model.train.gpu_workspaces), are held from the op that makes them and
-counted in `peak_bytes` (`cublas_workspace_bytes`, `workspace_basis`); so is cuDNN's workspace,
-allocated and freed inside a convolution, at its op (`cudnn_workspace_bytes` at the peak).
+counted in `peak_bytes` (`cublas_workspace_bytes`, `workspace_basis`); so are cuDNN's workspaces,
+allocated and freed inside a convolution between its outputs (`cudnn_workspace_bytes` at the peak).
+The caching allocator's replay (archlint.model.train.allocator) runs both steps as the process does,
+the cuDNN workspaces included; with a budget it runs again limited to the budget less the context
+(`allocator.under_budget`), as under set_per_process_memory_fraction, and `fits` is whether that ran.
 """
 
 from __future__ import annotations
