@@ -21,7 +21,8 @@ Sections of `run`, in the order they run (most wanted first):
               budget less the measured context, two steps at max_batch and at max_batch + 1, then
               the real largest batch, bisected
   alloc_trace the caching allocator's own record of two steps of the models the replay missed
-              most (every allocation, free and segment, and which op asked for which block)
+              most (every allocation, free and segment, and which op asked for which block);
+              read against the memory model by benchmarks/gpu_alloc_trace.py
   workspace   what kernels allocate that the meta-device memory model cannot see: cuBLAS's
               workspace per thread (forward, autograd), cuDNN's per convolution and batch norm
   families    `archlint calibrate --families --device-spec h200` (archlint.model.families): one kernel per
