@@ -15,9 +15,11 @@ each traced case this prints, in GB and as a share of the memory section's max_m
               the trace shows (the rule swapped for the trace, here only): the steady step alone, and
               both steps as one process (what step_memory replays)
 
-and, with --convs, each convolution's traced blocks beside the rule's workspaces.
+and, with --convs, each convolution's traced blocks beside the rule's workspaces; with --ops, the
+bytes each kind of op allocated in the steady step, traced beside the memory model's (where the
+model misses allocations: an op kind the meta step does not run, or runs with other sizes).
 
-Usage: python benchmarks/gpu_alloc_trace.py RESULTS.json[.gz] [--convs]
+Usage: python benchmarks/gpu_alloc_trace.py RESULTS.json[.gz] [--convs] [--ops]
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 CONV_OPS = ("convolution", "convolution_backward")
+# ops CUDA runs where the meta device runs another of the same outputs
+ON_META = {"cudnn_batch_norm": "native_batch_norm", "cudnn_batch_norm_backward": "native_batch_norm_backward"}
 MiB = 1 << 20
 
 
@@ -154,6 +158,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("results", type=Path)
     parser.add_argument("--convs", action="store_true", help="each convolution's traced blocks beside the rule")
+    parser.add_argument("--ops", action="store_true", help="bytes allocated per kind of op, traced and modelled")
     ns = parser.parse_args()
     results = load(ns.results)
     measured = {(r["model"], r["optimizer"]): r for r in results.get("memory", []) if "max_reserved_bytes" in r}
@@ -165,8 +170,8 @@ def main() -> int:
             continue
         real = measured.get((row["model"], row["optimizer"]), {}).get("max_reserved_bytes")
         figures = [trace_reserved(row), replay_events(row), replay_events(row, lambda b: not b.get("workspace"))]
-        first, second = meta_steps(row["model"], row["optimizer"], row["batch"])
-        figures.append(replayed(first, second, True))
+        first, modelled = meta_steps(row["model"], row["optimizer"], row["batch"])
+        figures.append(replayed(first, modelled, True))
         traced = traced_workspaces(row)
         first, second = meta_steps(row["model"], row["optimizer"], row["batch"], traced)
         figures += [replayed(first, second, False), replayed(first, second, True)]
@@ -175,7 +180,32 @@ def main() -> int:
             print(f"{'':44}" + " ".join(f"{f / real:7.3f}" for f in figures), flush=True)
         if ns.convs:
             conv_table(row, traced)
+        if ns.ops:
+            op_table(row, modelled)
     return 0
+
+
+def op_table(row: dict, second) -> None:
+    """Bytes allocated in the steady step by each kind of op: traced, and by the memory model (its
+    records and cuDNN workspaces, each op's), largest difference first (MB); CUDA's batch norm under
+    the meta device's name."""
+    traced: dict[str, list[int]] = {}
+    for b in blocks(row):
+        if b.get("step") == 1:
+            t = traced.setdefault(ON_META.get(b["name"], b["name"]), [0, 0])
+            t[0] += 1
+            t[1] += -(-b["size"] // 512) * 512
+    modelled: dict[str, list[int]] = {}
+    for r in second.records + second.transients:
+        if r.op >= 0:
+            m = modelled.setdefault(second.op_names[r.op], [0, 0])
+            m[0] += 1
+            m[1] += r.nbytes
+    names = sorted(set(traced) | set(modelled), key=lambda n: -abs(traced.get(n, [0, 0])[1] - modelled.get(n, [0, 0])[1]))
+    print(f"    {'op':40} {'traced blocks':>13} {'MB':>9} {'model blocks':>12} {'MB':>9} {'traced - model MB':>17}")
+    for name in names[:25]:
+        (tn, tb), (mn, mb) = traced.get(name, [0, 0]), modelled.get(name, [0, 0])
+        print(f"    {name:40} {tn:13} {tb / 1e6:9.1f} {mn:12} {mb / 1e6:9.1f} {(tb - mb) / 1e6:17.1f}")
 
 
 def conv_table(row: dict, traced) -> None:
