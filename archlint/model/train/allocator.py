@@ -19,10 +19,14 @@ segments, one stream):
 - free segments stay reserved; only when a new segment would pass the limit are the wholly free
   segments released and the request tried again; then it is out of memory.
 
-Not modelled: allocations outside PyTorch's counters (the CUDA context, cuBLAS/cuDNN handles),
-workspaces that kernels allocate and free inside one op (the memory model sees the storages ops
-return, and cuBLAS's kept workspaces: archlint.model.train.gpu_workspaces), and the order in which the first step made the persistent tensors
-(they are replayed first, packed, then the steady step).
+A workspace that cuDNN asks for inside a convolution can be done without: PyTorch tries the plans
+cuDNN's heuristics give in turn and takes the next one when a plan's workspace runs out of memory
+(aten/src/ATen/native/cudnn/Conv_v8.cpp, try_plans catches c10::OutOfMemoryError). So under a limit
+such a request that does not fit (after the free segments are released) is skipped, not out of memory;
+the fallback plan is counted as taking no workspace.
+
+Not modelled: allocations outside PyTorch's counters (the CUDA context, cuBLAS/cuDNN handles), and
+where the memory model's workspace sizes are estimates (archlint.model.train.gpu_workspaces).
 """
 
 from __future__ import annotations
@@ -71,19 +75,25 @@ class Allocator:
     peak_reserved: int = 0
     peak_allocated: int = 0
     out_of_memory: bool = False
+    skipped: int = 0  # optional requests (workspaces) that did not fit under the limit
     _free: dict[bool, list[tuple[int, int, int, int]]] = field(default_factory=lambda: {True: [], False: []})
     _blocks: dict[tuple[int, int], _Block] = field(default_factory=dict)  # (segment, offset) → free block
     _segments: dict[int, tuple[bool, int, _Block]] = field(default_factory=dict)  # id → (small, size, first block)
     _next_segment: int = 0
 
-    def malloc(self, nbytes: int) -> _Block | None:
+    def malloc(self, nbytes: int, optional: bool = False) -> _Block | None:
+        """A block of `nbytes`, or None when it does not fit under the limit: out of memory, or
+        for an `optional` request (a workspace the kernel can do without), skipped."""
         size = round_size(nbytes)
         small = size <= SMALL_SIZE
         block = self._best_fit(small, size)
         if block is None:
             block = self._new_segment(small, segment_size(size))
             if block is None:
-                self.out_of_memory = True
+                if optional:
+                    self.skipped += 1
+                else:
+                    self.out_of_memory = True
                 return None
         self._take(block, small, size)
         return block
@@ -165,12 +175,14 @@ class Allocator:
         self.peak_allocated = max(self.peak_allocated, self.allocated)
 
 
-def replay(lifetimes: Iterable[tuple[int, float, int]], limit: int | None = None) -> Allocator:
+def replay(lifetimes: Iterable[tuple[int, float, int]], limit: int | None = None,
+           workspaces: Iterable[tuple[int, float, int]] = ()) -> Allocator:
     """Replay storages given as (born, died, bytes) event indices (died = inf: never freed) in
-    event order through the allocator; the result holds its peaks and whether it ran out."""
+    event order through the allocator; `workspaces` likewise, as optional requests (skipped where
+    they do not fit under the limit). The result holds its peaks and whether it ran out."""
     events: list[tuple[float, int, int]] = []  # (when, 1 = malloc / 0 = free, which)
-    items = list(lifetimes)
-    for i, (born, died, _) in enumerate(items):
+    items = [(*item, False) for item in lifetimes] + [(*item, True) for item in workspaces]
+    for i, (born, died, _, _) in enumerate(items):
         events.append((born, 1, i))
         if died != float("inf"):
             events.append((died, 0, i))
@@ -179,7 +191,7 @@ def replay(lifetimes: Iterable[tuple[int, float, int]], limit: int | None = None
     blocks: dict[int, _Block] = {}
     for _, is_malloc, i in events:
         if is_malloc:
-            block = alloc.malloc(items[i][2]) if items[i][2] > 0 else None
+            block = alloc.malloc(items[i][2], items[i][3]) if items[i][2] > 0 else None
             if alloc.out_of_memory:
                 break
             if block is not None:

@@ -91,33 +91,49 @@ def cublas_workspaces(func, args, thread: str) -> list[str]:
 # Image stems and patchify convolutions (3 input channels, or kernel = stride) follow no such rule
 # (0 to 2.8× of it): counted as none; they run first in forward and last in backward, away from
 # the peak.
+# PyTorch runs a convolution's backward as two cuDNN calls, backward-data then backward-filter
+# (aten/src/ATen/native/cudnn/ConvShared.cpp), each with its own workspace from the caching allocator,
+# freed when the call returns: the allocator sees grad_input, its workspace, grad_weight, its workspace
+# (caching allocator's record of resnet18, convnext_atto, regnetx_002 and resnet50 training steps on the
+# H200, benchmarks/gpu_checks.py section alloc_trace). Each call is given the same estimate, as the
+# measured backward figure above is the larger of the two (resnet18's 3x3 64-64 @56: 49.1 and 51.1 MiB).
 CUDNN_SOURCE = ("estimated from measurements on an H200 (benchmarks/eval_data/measured/h200-workspace-2026-11-26.json, "
                 "cuDNN 9.19, cudnn.benchmark off): a convolution over feature maps with a kernel larger than 1x1 "
                 "or a stride, not depthwise, takes its input + output bytes as workspace in forward (measured "
-                "0.5-2.6x), input + grad-output + weight in backward (measured 1.0-1.5x); 1x1 stride-1, depthwise, "
+                "0.5-2.6x), input + grad-output + weight in each of backward's two calls, backward-data and "
+                "backward-filter (measured 1.0-1.5x); 1x1 stride-1, depthwise, "
                 "image-stem and patchify convolutions are counted as none")
 
 
 def cudnn_workspace(func, args) -> int:
-    """The transient workspace (bytes) a convolution op takes on cuDNN: see CUDNN_SOURCE."""
+    """The largest transient workspace (bytes) a convolution op takes on cuDNN: see CUDNN_SOURCE."""
+    return max((nbytes for _, nbytes in cudnn_workspaces(func, args)), default=0)
+
+
+def cudnn_workspaces(func, args) -> list[tuple[int, int]]:
+    """The workspaces a convolution op allocates and frees on cuDNN, in order, each as (how many
+    of the op's outputs are made before it, bytes): forward's after its output; backward's after
+    grad_input (backward-data) and after grad_weight (backward-filter), for the grads it computes."""
     packet = getattr(func, "overloadpacket", None)
     if packet is aten.convolution:
         x, w, stride, groups, out = args[0], args[1], args[3], args[8], None
     elif packet is aten.convolution_backward:
         out, x, w, stride, groups = args[0], args[1], args[2], args[4], args[9]
     else:
-        return 0
+        return []
     if not isinstance(x, torch.Tensor) or x.dim() != 4:  # 2-D convolutions only: what was measured
-        return 0
+        return []
     depthwise = groups > 1 and w.shape[1] == 1
     pointwise = tuple(w.shape[2:]) == (1, 1) and all(s == 1 for s in stride)
     image = x.shape[1] <= 4 or list(w.shape[2:]) == list(stride)  # a stem or a patchify: no rule held
     if depthwise or pointwise or image:
-        return 0
+        return []
     nbytes = x.numel() * x.element_size()
     if out is None:  # forward: the output's size from the shapes
-        return nbytes + _conv_out_bytes(x, w, args)
-    return nbytes + out.numel() * out.element_size() + w.numel() * w.element_size()
+        return [(1, nbytes + _conv_out_bytes(x, w, args))]
+    nbytes += out.numel() * out.element_size() + w.numel() * w.element_size()
+    mask = args[10] if len(args) > 10 else (True, True)
+    return [(made, nbytes) for made, wanted in ((1, mask[0]), (2, mask[1])) if wanted]
 
 
 def _conv_out_bytes(x, w, args) -> int:

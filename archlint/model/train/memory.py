@@ -25,8 +25,11 @@ blocks live at the peak, packed into the allocator's segments, give the least it
 that plus the CUDA context (a labelled constant) is `device_peak_bytes`, what a budget is held to.
 cuBLAS's workspaces, which PyTorch allocates through the same allocator and keeps, one per thread
 that runs a GEMM (archlint.model.train.gpu_workspaces), are held from the op that makes them and
-counted in `peak_bytes` (`cublas_workspace_bytes`, `workspace_basis`); so is cuDNN's workspace,
-allocated and freed inside a convolution, at its op (`cudnn_workspace_bytes` at the peak).
+counted in `peak_bytes` (`cublas_workspace_bytes`, `workspace_basis`); so are cuDNN's workspaces,
+allocated and freed inside a convolution between its outputs (`cudnn_workspace_bytes` at the peak).
+The caching allocator's replay (archlint.model.train.allocator) runs both steps as the process does,
+the cuDNN workspaces included; with a budget it runs again limited to the budget less the context
+(`allocator.under_budget`), as under set_per_process_memory_fraction, and `fits` is whether that ran.
 On the CPU, oneDNN's convolutions likewise allocate and free scratch inside the op through
 PyTorch's CPU allocator (archlint.model.train.cpu_scratch): counted at its op the same way
 (`cpu_scratch_bytes` at the peak, `cpu_scratch_basis`).
@@ -55,7 +58,7 @@ from archlint.model.train.allocator import replay
 from archlint.model.train.cpu_scratch import BASIS as CPU_SCRATCH_BASIS
 from archlint.model.train.cpu_scratch import cpu_conv_scratch
 from archlint.model.train.cuda_attention import fused_attention
-from archlint.model.train.gpu_workspaces import CUDNN_SOURCE, cublas_sizes, cublas_workspaces, cudnn_workspace
+from archlint.model.train.gpu_workspaces import CUDNN_SOURCE, cublas_sizes, cublas_workspaces, cudnn_workspaces
 from archlint.model.train.values import KnownValues
 from archlint.train_names import LOSSES, parse_optimizer
 
@@ -166,6 +169,10 @@ class _Tracker:
     transients: list[_Storage] = field(default_factory=list)  # cuDNN's or oneDNN's, freed inside their op
     cpu_threads: int | None = None  # CPU only: the threads oneDNN's convolutions run on
     marks: dict = field(default_factory=dict)  # phase -> where the tracker stood when it began (steady.mark)
+    # GPU only, the second step's: the first step's records of the storages alive when it began (by
+    # storage id), and (this step's "start" record, the first step's record of that storage)
+    before: dict[int, _Storage] | None = None
+    carried: list[tuple[_Storage, _Storage]] = field(default_factory=list)
 
     def size(self, storage) -> int:
         n = storage.nbytes()
@@ -187,6 +194,8 @@ class _Tracker:
         self.live_bytes += rec.nbytes
         if self.live_bytes > self.peak:
             self.peak, self.peak_event, self.peak_op = self.live_bytes, rec.born, rec.op
+        if phase == "start" and self.before is not None and key in self.before:
+            self.carried.append((rec, self.before[key]))
         return rec
 
     def hold(self, name: str, nbytes: int, phase: str | None = None) -> None:
@@ -201,15 +210,16 @@ class _Tracker:
         if self.live_bytes > self.peak:
             self.peak, self.peak_event, self.peak_op = self.live_bytes, rec.born, rec.op
 
-    def transient(self, nbytes: int) -> None:
-        """A workspace a kernel allocates and frees inside the op just run (after its outputs): in
-        the peak, kept out of `records` (so out of the allocator's replay)."""
+    def transient(self, nbytes: int) -> int:
+        """A workspace a kernel allocates and frees inside the op just run (after the outputs seen
+        so far): in the peak, and replayed as an optional request (allocator.replay); its bytes."""
         rec = _Storage(-(-nbytes // self.round_to) * self.round_to, self.events, self.ops - 1, self.phase,
                        kind="workspaces", died=self.events + 1)
         self.events += 2
         self.transients.append(rec)
         if self.live_bytes + rec.nbytes > self.peak:
             self.peak, self.peak_event, self.peak_op = self.live_bytes + rec.nbytes, rec.born, rec.op
+        return rec.nbytes
 
     def adopt(self, tensor: torch.Tensor, rec: _Storage) -> None:
         """Make `rec` (already counted: a replayed step's, archlint.model.train.steady) the record of
@@ -253,21 +263,23 @@ class _Watch(TorchDispatchMode):
         t.op_names.append(_op_name(func))
         t.op_phase.append(t.phase)
         t.op_module.append(t.modules[-1] if t.modules else "")
-        for value in metacache.tensors_of(out):
-            t.see(value)
-        workspace = 0
+        # cuDNN's workspaces come between the outputs the op's calls make (gpu_workspaces.cudnn_workspaces)
+        cudnn = cudnn_workspaces(func, args) if t.workspace_sizes is not None else []
+        high = 0  # the op's highest point
+        for made, item in enumerate(out if isinstance(out, (tuple, list)) else [out], 1):
+            for value in metacache.tensors_of(item):
+                t.see(value)
+            for _, nbytes in (w for w in cudnn if w[0] == made):
+                high = max(high, t.live_bytes + t.transient(nbytes))
         if t.workspace_sizes is not None:  # autograd runs a CUDA backward on its own thread
             for name in cublas_workspaces(func, args, "autograd" if t.phase == "backward" else "forward"):
                 if name not in t.workspaces:
                     t.hold(name, t.workspace_sizes[name.split()[0]])
-            workspace = cudnn_workspace(func, args)
-            if workspace:
-                t.transient(workspace)
         elif t.cpu_threads is not None:
-            workspace = cpu_conv_scratch(func, args, t.cpu_threads)
-            if workspace:
-                t.transient(workspace)
-        t.timeline.append((t.ops - 1, t.live_bytes + workspace))  # the op's highest point
+            scratch = cpu_conv_scratch(func, args, t.cpu_threads)
+            if scratch:
+                high = max(high, t.live_bytes + t.transient(scratch))
+        t.timeline.append((t.ops - 1, max(high, t.live_bytes)))
         return out
 
 
@@ -432,15 +444,15 @@ def step_memory(
             f"held through the step: {', '.join(held) or 'none (no GEMM)'}; one per thread that runs a GEMM "
             f"(autograd runs the backward on its own), allocated through the caching allocator, so counted "
             f"in peak_bytes; {workspace_basis}. cuDNN: {CUDNN_SOURCE}")
-        caching = replay((r.born, r.died, r.nbytes) for r in tracker.records)
+        storages, workspaces = _both_steps(first, tracker)
+        caching = replay(storages, workspaces=workspaces)
         result["allocator"] = {
             "rounding": f"each block rounded up to {CUDA_BLOCK_BYTES} bytes (PyTorch CUDA caching allocator)",
             "reserved_peak_bytes": caching.peak_reserved,
-            "reserved_basis": ("the step's storages and cuBLAS's workspaces replayed through the caching allocator's "
-                               "rules (pools, segment sizes, best fit, splitting, merging; archlint.model.train.allocator): "
-                               "what torch.cuda.max_memory_reserved reports, less cuDNN's workspaces inside an op (not "
-                               "replayed: with them the replay moved further from max_memory_reserved on an H200, "
-                               "timm regnetx_002 0.89 -> 0.75; where the allocator puts them is not modelled)"),
+            "reserved_basis": ("the step's storages, cuBLAS's kept workspaces and cuDNN's workspaces inside their "
+                               "convolutions (allocated and freed between the op's outputs) replayed through the caching "
+                               "allocator's rules (pools, segment sizes, best fit, splitting, merging; "
+                               "archlint.model.train.allocator): what torch.cuda.max_memory_reserved reports"),
             "reserved_at_peak_bytes_lower_bound": reserved_lower_bound(blocks),
             "cuda_context_bytes": CUDA_CONTEXT_BYTES,
             "cuda_context_source": CUDA_CONTEXT_SOURCE,
@@ -458,7 +470,39 @@ def step_memory(
         total = result.get("device_peak_bytes", result["peak_bytes"])
         result["budget_bytes"] = int(budget_bytes)
         result["fits"] = total <= budget_bytes
+        if gpu:  # the allocator limited to the budget less the context, as set_per_process_memory_fraction does
+            limited = replay(storages, limit=int(budget_bytes) - CUDA_CONTEXT_BYTES, workspaces=workspaces)
+            result["allocator"]["under_budget"] = {
+                "limit_bytes": int(budget_bytes) - CUDA_CONTEXT_BYTES,
+                "out_of_memory": limited.out_of_memory,
+                "reserved_peak_bytes": limited.peak_reserved,
+                "workspaces_skipped": limited.skipped,
+                "basis": ("the same replay with the allocator limited to the budget less the CUDA context: at the "
+                          "limit it releases its free cached segments and retries, and a cuDNN workspace that still "
+                          "does not fit is done without (the next plan; counted as none), so the step fits unless a "
+                          "tensor's request runs out"),
+            }
+            result["fits"] = not limited.out_of_memory
     return result
+
+
+def _both_steps(first: _Tracker, second: _Tracker) -> tuple[list[tuple[int, float, int]], list[tuple[int, float, int]]]:
+    """The storages and cuDNN workspaces of the two steps, as (born, died, bytes) on one event count,
+    for the allocator's replay: a process runs the first step (its optimizer state made after the
+    backward, among the blocks the step freed) and then the steady one, from the segments the first left
+    cached. A storage alive from the first step into the second is one storage, freed when the second
+    frees it; one alive at the first step's end that the second does not start from is freed there."""
+    end = second.marks["first_step_events"]
+    then = {id(prior): rec for rec, prior in second.carried}
+    storages = []
+    for r in first.records:
+        died = then[id(r)].died + end if id(r) in then else min(r.died, end)
+        storages.append((r.born, died, r.nbytes))
+    carried = {id(rec) for rec, _ in second.carried}
+    storages += [(r.born + end, r.died + end, r.nbytes) for r in second.records if id(r) not in carried]
+    workspaces = [(r.born, r.died, r.nbytes) for r in first.transients]
+    workspaces += [(r.born + end, r.died + end, r.nbytes) for r in second.transients]
+    return storages, workspaces
 
 
 def _one_line(exc: BaseException) -> str:
@@ -496,6 +540,10 @@ def _two_steps(model, args, kwargs, base, variant, loss, gpu, fused, values: Kno
         tracker = _Tracker(round_to=CUDA_BLOCK_BYTES if gpu else 1, workspace_sizes=workspace_sizes, cpu_threads=threads)
         for name, rec in first.workspaces.items():
             tracker.hold(name, rec.nbytes, "start")
+        if workspace_sizes is not None:  # a GPU spec: the allocator replays both steps (_both_steps)
+            tracker.before = dict(first.by_id)
+            tracker.carried = [(tracker.workspaces[name], rec) for name, rec in first.workspaces.items()]
+            tracker.marks["first_step_events"] = first.events
         # on meta, the second step's forward and backward are the first's, replayed (steady.py); not
         # where library workspaces are tracked (a GPU spec): the replay does not carry them
         replay = steady.plan(first, model, opt) if values is not None and workspace_sizes is None else None

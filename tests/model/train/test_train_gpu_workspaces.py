@@ -100,15 +100,16 @@ class ConvNet(nn.Module):
         return self.b(self.a(x).relu())
 
 
-def test_a_convolutions_workspace_is_in_the_peak_not_in_the_replay():
+def test_a_convolutions_workspace_is_in_the_peak_and_in_the_replay():
     x = torch.randn(8, 3, 64, 64)
     h200 = resolve("h200")
     m = step_memory(ConvNet(), (x,), optimizer="sgd", device_spec=h200)
     assert m["cudnn_workspace_largest_bytes"] > 0 and "cuDNN" in m["workspace_basis"]
-    # the peak is at a convolution whose workspace is in it; the replay leaves it out (and says so)
+    # the peak is at a convolution whose workspace is in it; the allocator's replay carries it too
     assert "convolution" in m["at"] and m["cudnn_workspace_bytes"] > 0
     assert m["at_peak"]["workspaces"] == m["cudnn_workspace_bytes"] + m["cublas_workspace_bytes"]
-    assert "less cuDNN's workspaces" in m["allocator"]["reserved_basis"]
+    assert "cuDNN's workspaces inside their convolutions" in m["allocator"]["reserved_basis"]
+    assert m["allocator"]["reserved_peak_bytes"] >= m["peak_bytes"]
     with torch.backends.mkldnn.flags(enabled=False):  # the CPU step without oneDNN's own scratch (cpu_scratch.py)
         cpu = step_memory(ConvNet(), (x,), optimizer="sgd")
     assert m["peak_bytes"] - cpu["peak_bytes"] >= m["cudnn_workspace_bytes"] and "cudnn_workspace_bytes" not in cpu
