@@ -72,6 +72,7 @@ def print_step(model: ModelResult, console: Console) -> None:
             line += f" · {'fits' if memory['fits'] else 'does not fit'} in {_bytes(memory['budget_bytes'])}"
         if memory.get("max_batch") is not None:
             line += f" · largest batch that fits: {memory['max_batch']}"
-            if memory.get("max_batch_range"):  # a GPU spec: what the model's measured error allows
-                line += " (sure: fits up to {}, not above {})".format(*memory["max_batch_range"])
+            high = (memory.get("max_batch_range") or [None, None])[1]
+            if high is not None:  # a GPU spec: max_batch allows for the model's measured error
+                line += f" (allowing for the memory model's measured error; none above {high} can)"
         console.print(line, markup=False)

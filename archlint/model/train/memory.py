@@ -387,9 +387,13 @@ def step_memory(
     loss: str = "mean",
     budget_bytes: int | None = None,
     device_spec=None,
+    limit_scales: tuple[float, ...] = (),
 ) -> dict:
     """The memory of one steady-state training step of `model` on `args`/`kwargs` (real or meta
-    tensors; nothing real is allocated). JSON-ready: see the module docstring for what is measured."""
+    tensors; nothing real is allocated). JSON-ready: see the module docstring for what is measured.
+    On a GPU spec with a budget, `limit_scales` replays the allocator again under the limit times
+    each scale (`allocator.under_budget.scaled`): whether the step fits if the model's storages are
+    1/scale of the real ones (archlint.model.train.fit: its measured error)."""
     if loss not in LOSSES:
         raise UsageError(f"unknown loss {loss!r} for the memory model; use one of {', '.join(LOSSES)}")
     kwargs = kwargs or {}
@@ -483,7 +487,16 @@ def step_memory(
                           "tensor's request runs out"),
             }
             result["fits"] = not limited.out_of_memory
+            result["allocator"]["under_budget"]["scaled"] = [
+                _limited(storages, workspaces, int((int(budget_bytes) - CUDA_CONTEXT_BYTES) * scale), scale)
+                for scale in limit_scales]
     return result
+
+
+def _limited(storages, workspaces, limit: int, scale: float) -> dict:
+    run = replay(storages, limit=limit, workspaces=workspaces)
+    return {"scale": scale, "limit_bytes": limit, "out_of_memory": run.out_of_memory,
+            "reserved_peak_bytes": run.peak_reserved}
 
 
 def _both_steps(first: _Tracker, second: _Tracker) -> tuple[list[tuple[int, float, int]], list[tuple[int, float, int]]]:

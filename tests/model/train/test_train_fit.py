@@ -131,7 +131,10 @@ def test_max_batch_of_a_model_the_meta_device_cannot_run():
     assert "real tensors" in r["basis"] and r["max_batch"] >= 8
 
 
-def test_max_batch_range_on_a_gpu_spec_brackets_max_batch_by_the_measured_margins():
+def test_max_batch_on_a_gpu_spec_allows_for_the_measured_error():
+    """max_batch fits under ALLOCATED_LOW x the limit (sure to fit if the model counts its storages 4%
+    short), the next does not; the range's high end fits under ALLOCATED_HIGH x the limit, the next
+    does not (it cannot fit if the model counts 10% over)."""
     from archlint.devices import resolve
     from archlint.model.train import fit as fit_module
     spec = resolve("h100-sxm")
@@ -140,19 +143,20 @@ def test_max_batch_range_on_a_gpu_spec_brackets_max_batch_by_the_measured_margin
     budget = one["device_peak_bytes"]
     r, _ = fit_report(model, (torch.randn(1024, 32),), {}, optimizer="adam", budget_bytes=budget, device_spec=spec)
     low, high = r["max_batch_range"]
-    assert low < r["max_batch"] <= high  # the margins widen it on both sides
-    assert "RESERVED_LOW" not in r["max_batch_basis"]["range_basis"] and "H200" in r["max_batch_basis"]["range_basis"]
+    assert low == r["max_batch"] < high
+    assert "H200" in r["max_batch_basis"]["range_basis"] and "0.96" in r["max_batch_basis"]["basis"]
 
-    def need(b, corrected):
+    def fits(b, scale):
         args, kwargs = with_batch((X,), {}, b)
-        m = step_memory(model, args, kwargs, optimizer="adam", device_spec=spec)
-        context = m["allocator"]["cuda_context_bytes"]
-        return (m["allocator"]["reserved_peak_bytes"] / fit_module.RESERVED_LOW if corrected == "reserved"
-                else m["peak_bytes"] / fit_module.ALLOCATED_HIGH) + context
-    # the low end's reserved peak so corrected is within the budget, the next's is not; the high
-    # end's allocated peak so corrected is within it, the next's is over it
-    assert need(low, "reserved") <= budget < need(low + 1, "reserved")
-    assert need(high, "allocated") <= budget < need(high + 1, "allocated")
+        m = step_memory(model, args, kwargs, optimizer="adam", budget_bytes=budget, device_spec=spec,
+                        limit_scales=(scale,))
+        run = m["allocator"]["under_budget"]["scaled"][0]
+        assert run["limit_bytes"] == int((budget - m["allocator"]["cuda_context_bytes"]) * scale)
+        return not run["out_of_memory"]
+    assert fits(low, fit_module.ALLOCATED_LOW) and not fits(low + 1, fit_module.ALLOCATED_LOW)
+    assert fits(high, fit_module.ALLOCATED_HIGH) and not fits(high + 1, fit_module.ALLOCATED_HIGH)
+    # 4096 rows were the budget exactly: the sure batch is below it, the high end above it
+    assert low < 4096 < high
 
 
 def test_no_range_without_a_gpu_spec():
