@@ -866,16 +866,16 @@ def report_memory(results: dict) -> None:
     if not all(r.get("cublas_workspaces_cleared") for r in rows):
         print("note: rows measured without clearing cuBLAS's workspaces between models carry those of the models "
               "before them (a model without a GEMM, squeezenet1_0, then shows 65 MiB that archlint rightly leaves out)")
-    from archlint.model.train.fit import ALLOCATED_HIGH, RESERVED_LOW
-    low, high = min(ratios["reserved"]), max(ratios["allocated"])
-    print(f"max_batch_range's margins: replayed/reserved lowest {low:.3f} (fit.RESERVED_LOW = {RESERVED_LOW}: "
-          f"{'covers it' if RESERVED_LOW <= low else 'DOES NOT cover it'}); archlint/allocated highest {high:.3f} "
+    from archlint.model.train.fit import ALLOCATED_HIGH, ALLOCATED_LOW
+    low, high = min(ratios["allocated"]), max(ratios["allocated"])
+    print(f"max_batch's margins: archlint/allocated lowest {low:.3f} (fit.ALLOCATED_LOW = {ALLOCATED_LOW}: "
+          f"{'covers it' if ALLOCATED_LOW <= low else 'DOES NOT cover it'}), highest {high:.3f} "
           f"(fit.ALLOCATED_HIGH = {ALLOCATED_HIGH}: {'covers it' if ALLOCATED_HIGH >= high else 'DOES NOT cover it'})")
 
 
 def report_max_batch(results: dict) -> None:
-    """archlint's max_batch_range claims (every batch up to its low end fits, none above its high
-    end does) against the trials, max_batch and max_batch + 1 shown where they fell; and for each
+    """archlint's max_batch_range claims (max_batch, its low end, fits; none above its high end
+    does) against the trials, max_batch and max_batch + 1 shown where they fell; and for each
     batch that fitted, archlint's peak_bytes against its max_memory_allocated (the ratio that
     fit.ALLOCATED_HIGH must cover)."""
     from archlint.devices import resolve
