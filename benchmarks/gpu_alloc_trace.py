@@ -113,12 +113,14 @@ def meta_steps(name: str, optimizer: str, batch: int, workspaces=None):
 
     from archlint.devices import resolve
     from archlint.model.train import memory
-    from archlint.model.train.gpu_workspaces import cublas_sizes
+    from archlint.model.train.gpu_workspaces import cublas_sizes, threads_per_sm
     from gpu_checks import build
 
     model, args, kwargs = build(name, batch, "cpu")
     model.train()
-    cublas, lt, _ = cublas_sizes(resolve("h200"))
+    spec = resolve("h200")
+    cublas, lt, _ = cublas_sizes(spec)
+    grid = (spec.sms, threads_per_sm(spec)[0])  # reductions' buffers, as step_memory counts them
     meta, margs, mkwargs = memory.to_meta(model), memory._meta_inputs(tuple(args)), memory._meta_inputs(dict(kwargs))
     values = memory._input_values(model, meta, (args, kwargs), (margs, mkwargs))
     base, variant = memory.parse_optimizer(optimizer)
@@ -136,7 +138,7 @@ def meta_steps(name: str, optimizer: str, batch: int, workspaces=None):
         memory.cudnn_workspaces = traced
     try:
         first, second, _ = memory._two_steps(meta, margs, mkwargs, base, variant or "foreach", "mean", True, False,
-                                             values, {"cublas": cublas, "cublasLt": lt})
+                                             values, {"cublas": cublas, "cublasLt": lt}, grid)
     finally:
         memory.cudnn_workspaces = rule
     return first, second
@@ -149,8 +151,8 @@ def replayed(first, second, both: bool) -> int:
     if both:
         storages, workspaces = _both_steps(first, second)
     else:
-        storages = [(r.born, r.died, r.nbytes) for r in second.records]
-        workspaces = [(r.born, r.died, r.nbytes) for r in second.transients]
+        storages = [(r.born, r.died, r.nbytes) for r in second.records + [t for t in second.transients if not t.skippable]]
+        workspaces = [(r.born, r.died, r.nbytes) for r in second.transients if r.skippable]
     return replay(storages, workspaces=workspaces).peak_reserved
 
 

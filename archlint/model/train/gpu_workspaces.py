@@ -18,6 +18,7 @@ workspaces too:
 
 from __future__ import annotations
 
+import math
 import os
 import re
 
@@ -143,3 +144,156 @@ def _conv_out_bytes(x, w, args) -> int:
         k = dilation[i] * (w.shape[2 + i] - 1) + 1
         size *= (n + 2 * padding[i] - k) // stride[i] + 1
     return size
+
+
+# ---- TensorIterator reductions: the cross-block buffer, allocated and freed inside the op ----------
+#
+# PyTorch's CUDA reductions (gpu_reduce_kernel, aten/src/ATen/native/cuda/Reduce.cuh) split a long
+# reduction across thread blocks when each output has many inputs and few outputs fill the GPU; the
+# blocks then combine partial results through a buffer and a semaphore array that the kernel takes from
+# the caching allocator after the op's output and frees when it returns. Their sizes follow from the
+# launch configuration (setReduceConfig), which depends on the tensor's layout, the SM count and the
+# resident threads per SM: ReduceConfig::global_memory_size and semaphore_size. Checked on an H200
+# against the caching allocator's record (benchmarks/gpu_checks.py section alloc_trace, torch 2.11):
+# every sum in the steady steps of vit_small_patch16_224, vit_b_16 and convnext_atto, byte for byte
+# (a linear layer's bias gradient over 6,304 rows: 4 x outputs x 12,672 bytes, twice its input).
+REDUCE_OPS = frozenset({aten.sum, aten.mean})
+REDUCE_MAX_THREADS = 512  # mnt_wrapper<T>::MAX_NUM_THREADS for real types
+# Resident threads per SM by compute capability (CUDA C++ Programming Guide, "Technical
+# Specifications per Compute Capability"), by the chip the device spec names.
+THREADS_PER_SM = (("TU1", 1024), ("GA100", 2048), ("GA10", 1536), ("AD10", 1536), ("GH100", 2048),
+                  ("GB100", 2048), ("GB20", 1536))
+THREADS_PER_SM_DEFAULT = 2048
+REDUCE_SOURCE = ("PyTorch's CUDA reductions (Reduce.cuh, setReduceConfig): sum and mean split a long reduction "
+                 "across thread blocks through a buffer of 4 bytes x outputs x blocks per output x block width x "
+                 "vector width, and a semaphore array, allocated after the output and freed inside the op; "
+                 "float32 and float64 only, and inputs within 32-bit indexing (larger ones are split into pieces, "
+                 "not modelled)")
+
+
+def threads_per_sm(spec) -> tuple[int, str]:
+    """Resident threads per SM on `spec`'s GPU, by the chip its description names, and the basis."""
+    description = getattr(spec, "description", "")
+    for chip, threads in THREADS_PER_SM:
+        if chip in description:
+            return threads, f"{threads} threads per SM ({chip})"
+    return THREADS_PER_SM_DEFAULT, (f"{THREADS_PER_SM_DEFAULT} threads per SM assumed (the spec names no chip "
+                                    f"archlint knows: {', '.join(c for c, _ in THREADS_PER_SM)})")
+
+
+def reduction_workspace(func, args, sms: int, threads: int) -> int:
+    """The bytes a CUDA sum or mean allocates and frees inside the op (its cross-block buffer and
+    semaphores, each rounded to the caching allocator's 512 bytes): 0 when it runs in one block per
+    output. `sms`, `threads`: the GPU's SM count and resident threads per SM."""
+    if getattr(func, "overloadpacket", None) not in REDUCE_OPS or not args or not isinstance(args[0], torch.Tensor):
+        return 0
+    x = args[0]
+    if x.dtype not in (torch.float32, torch.float64) or x.numel() == 0:
+        return 0
+    if x.numel() * x.element_size() > 2**31 - 1:  # split into 32-bit-indexable pieces: not modelled
+        return 0
+    dims = args[1] if len(args) > 1 and isinstance(args[1], (list, tuple)) else None
+    ndim = max(x.dim(), 1)
+    reduced = set(range(ndim)) if not dims else {d % ndim for d in dims}
+    buffer, semaphores = _reduce_buffers(list(x.shape) or [1], list(x.stride()) or [1], reduced, x.element_size(),
+                                         sms, threads)
+    rounded = (-(-buffer // 512) * 512) + (-(-semaphores // 512) * 512)
+    return rounded if buffer else 0
+
+
+def _reduce_buffers(shape, strides, reduced, elem: int, sms: int, threads: int) -> tuple[int, int]:
+    """(global buffer bytes, semaphore bytes) of gpu_reduce_kernel for an input of `shape`/`strides`
+    (elements) reduced over the dims in `reduced`, accumulating in its own type (`elem` bytes)."""
+    # The TensorIterator's layout: output strides 0 on reduced dims (the output is contiguous in the kept
+    # ones); reduced dims first, then by the input's strides ascending (reorder_dimensions), adjacent dims
+    # merged (coalesce_dimensions).
+    out_strides, step = [0] * len(shape), 1
+    for d in reversed(range(len(shape))):
+        if d not in reduced:
+            out_strides[d] = step
+            step *= shape[d]
+    ops = [out_strides, list(strides)]
+    perm = list(reversed(range(len(shape))))
+
+    def should_swap(d0, d1):
+        for i, s in enumerate(ops):
+            s0, s1 = s[d0], s[d1]
+            if i == 0 and (s0 == 0) != (s1 == 0):
+                return 1 if s1 == 0 else -1
+            if s0 == 0 or s1 == 0:
+                continue
+            if s0 != s1:
+                return -1 if s0 < s1 else 1
+            if shape[d0] > shape[d1]:
+                return 1
+        return 0
+    for i in range(1, len(perm)):
+        d1 = i
+        for d0 in range(i - 1, -1, -1):
+            c = should_swap(perm[d0], perm[d1])
+            if c > 0:
+                perm[d0], perm[d1] = perm[d1], perm[d0]
+                d1 = d0
+            elif c < 0:
+                break
+    sizes = [shape[p] for p in perm]
+    ops = [[s[p] for p in perm] for s in ops]
+    prev = 0
+    for d in range(1, len(sizes)):
+        if sizes[prev] == 1 or sizes[d] == 1 or all(sizes[prev] * s[prev] == s[d] for s in ops):
+            if sizes[prev] == 1:
+                for s in ops:
+                    s[prev] = s[d]
+            sizes[prev] *= sizes[d]
+        else:
+            prev += 1
+            if prev != d:
+                for s in ops:
+                    s[prev] = s[d]
+                sizes[prev] = sizes[d]
+    sizes, (out_s, in_s) = sizes[:prev + 1], [s[:prev + 1] for s in ops]
+    n_reduce = sum(1 for s in out_s if s == 0)
+    numel = math.prod(sizes)
+    outputs = math.prod(n for n, s in zip(sizes, out_s) if s != 0)
+    inputs = numel // outputs
+    on_fastest = n_reduce == len(sizes) or in_s[0] < in_s[n_reduce]
+    dim0, dim1 = (inputs, outputs) if on_fastest else (outputs, inputs)
+    fastest = in_s[0] if on_fastest else in_s[n_reduce]
+    vec = 1
+    if fastest == 1:
+        if on_fastest and dim0 > 128 and n_reduce == 1:
+            dim0 //= 4  # vectorized along the input (input_vec_size 4)
+        elif not on_fastest:  # vectorized along the output: 4, halved until it divides the output's extent
+            vec = 4  # and the input's other strides (the base address: allocations are 512-byte aligned)
+            for n in [sizes[n_reduce]] + [s for j, s in enumerate(in_s) if j != n_reduce]:
+                while n % vec:
+                    vec //= 2
+            dim0 //= vec
+    max_threads = REDUCE_MAX_THREADS // vec
+    pow2 = [max_threads if d >= max_threads else 1 << (max(d, 1).bit_length() - 1) for d in (dim0, dim1)]
+    width = min(pow2[0], 32)
+    height = min(pow2[1], max_threads // width)
+    width = min(pow2[0], max_threads // height)
+    step_in = step_out = 1
+    if on_fastest:
+        step_in *= width
+    else:
+        step_out *= width
+    per_thread = -(-inputs // step_in)
+    split_warps = per_thread >= height * 16 or per_thread >= 256
+    if split_warps:
+        step_in *= height
+    else:
+        step_out *= height
+    per_thread = -(-inputs // step_in)
+    grid = -(-(outputs // vec) // step_out)
+    target = sms * (threads // (width * height))
+    if not (split_warps and per_thread >= 256 and grid <= target):
+        return 0, 0
+    ctas = max(min(-(-target // grid), -(-per_thread // 16)), -(-per_thread // 256))
+    if ctas <= 1:
+        return 0, 0
+    size = elem * outputs * ctas
+    if not on_fastest:  # no block-x reduction: each lane keeps its own partials
+        size *= width * vec
+    return size, 4 * grid

@@ -26,7 +26,9 @@ that plus the CUDA context (a labelled constant) is `device_peak_bytes`, what a 
 cuBLAS's workspaces, which PyTorch allocates through the same allocator and keeps, one per thread
 that runs a GEMM (archlint.model.train.gpu_workspaces), are held from the op that makes them and
 counted in `peak_bytes` (`cublas_workspace_bytes`, `workspace_basis`); so are cuDNN's workspaces,
-allocated and freed inside a convolution between its outputs (`cudnn_workspace_bytes` at the peak).
+allocated and freed inside a convolution between its outputs (`cudnn_workspace_bytes` at the peak), and
+so is the cross-block buffer of a long CUDA sum or mean, e.g. a linear layer's bias gradient
+(`reduction_workspace_bytes` at the peak; gpu_workspaces.reduction_workspace).
 The caching allocator's replay (archlint.model.train.allocator) runs both steps as the process does,
 the cuDNN workspaces included; with a budget it runs again limited to the budget less the context
 (`allocator.under_budget`), as under set_per_process_memory_fraction, and `fits` is whether that ran.
@@ -58,7 +60,8 @@ from archlint.model.train.allocator import replay
 from archlint.model.train.cpu_scratch import BASIS as CPU_SCRATCH_BASIS
 from archlint.model.train.cpu_scratch import cpu_conv_scratch
 from archlint.model.train.cuda_attention import fused_attention
-from archlint.model.train.gpu_workspaces import CUDNN_SOURCE, cublas_sizes, cublas_workspaces, cudnn_workspaces
+from archlint.model.train.gpu_workspaces import (CUDNN_SOURCE, REDUCE_SOURCE, cublas_sizes, cublas_workspaces,
+                                                 cudnn_workspaces, reduction_workspace, threads_per_sm)
 from archlint.model.train.values import KnownValues
 from archlint.train_names import LOSSES, parse_optimizer
 
@@ -144,6 +147,7 @@ class _Storage:
     module: str = ""
     died: float = math.inf
     kind: str = ""  # set at the end: one of CATEGORIES
+    skippable: bool = True  # a transient workspace the kernel can do without where it does not fit (cuDNN's)
 
 
 @dataclass
@@ -168,6 +172,7 @@ class _Tracker:
     workspaces: dict[str, _Storage] = field(default_factory=dict)
     transients: list[_Storage] = field(default_factory=list)  # cuDNN's or oneDNN's, freed inside their op
     cpu_threads: int | None = None  # CPU only: the threads oneDNN's convolutions run on
+    reduce_grid: tuple[int, int] | None = None  # GPU only: (SMs, resident threads per SM), for reductions' buffers
     marks: dict = field(default_factory=dict)  # phase -> where the tracker stood when it began (steady.mark)
     # GPU only, the second step's: the first step's records of the storages alive when it began (by
     # storage id), and (this step's "start" record, the first step's record of that storage)
@@ -210,11 +215,12 @@ class _Tracker:
         if self.live_bytes > self.peak:
             self.peak, self.peak_event, self.peak_op = self.live_bytes, rec.born, rec.op
 
-    def transient(self, nbytes: int) -> int:
+    def transient(self, nbytes: int, skippable: bool = True) -> int:
         """A workspace a kernel allocates and frees inside the op just run (after the outputs seen
-        so far): in the peak, and replayed as an optional request (allocator.replay); its bytes."""
+        so far): in the peak, and replayed as an optional request (allocator.replay) if `skippable`,
+        else as one the step cannot run without (a reduction's buffer); its bytes."""
         rec = _Storage(-(-nbytes // self.round_to) * self.round_to, self.events, self.ops - 1, self.phase,
-                       kind="workspaces", died=self.events + 1)
+                       kind="workspaces", died=self.events + 1, skippable=skippable)
         self.events += 2
         self.transients.append(rec)
         if self.live_bytes + rec.nbytes > self.peak:
@@ -265,12 +271,15 @@ class _Watch(TorchDispatchMode):
         t.op_module.append(t.modules[-1] if t.modules else "")
         # cuDNN's workspaces come between the outputs the op's calls make (gpu_workspaces.cudnn_workspaces)
         cudnn = cudnn_workspaces(func, args) if t.workspace_sizes is not None else []
+        reduction = reduction_workspace(func, args, *t.reduce_grid) if t.reduce_grid is not None else 0
         high = 0  # the op's highest point
         for made, item in enumerate(out if isinstance(out, (tuple, list)) else [out], 1):
             for value in metacache.tensors_of(item):
                 t.see(value)
             for _, nbytes in (w for w in cudnn if w[0] == made):
                 high = max(high, t.live_bytes + t.transient(nbytes))
+            if reduction and made == 1:  # a CUDA sum's or mean's cross-block buffer, after its output
+                high = max(high, t.live_bytes + t.transient(reduction, skippable=False))
         if t.workspace_sizes is not None:  # autograd runs a CUDA backward on its own thread
             for name in cublas_workspaces(func, args, "autograd" if t.phase == "backward" else "forward"):
                 if name not in t.workspaces:
@@ -411,16 +420,20 @@ def step_memory(
         notes.append(f"optimizer {optimizer}: the fused kernel updates in place; modelled as its state "
                      "with no step temporaries (meta has no fused kernel)")
 
-    sizes = None
+    sizes = grid = None
     if gpu:
         cublas, cublaslt, workspace_basis = cublas_sizes(device_spec)
         sizes = {"cublas": cublas, "cublasLt": cublaslt}
+        threads, threads_basis = threads_per_sm(device_spec)
+        grid = (device_spec.sms, threads) if getattr(device_spec, "sms", None) else None
+        reduce_basis = (f"{REDUCE_SOURCE}; {device_spec.sms} SMs, {threads_basis}" if grid else
+                        "not counted: the device spec gives no SM count")
     try:
         basis = "measured on the meta device: every storage the step allocates and frees, no data"
         meta, meta_args, meta_kwargs = to_meta(model), _meta_inputs(tuple(args)), _meta_inputs(dict(kwargs))
         values = _input_values(model, meta, (args, kwargs), (meta_args, meta_kwargs))
         first, tracker, forward_end = _two_steps(meta, meta_args, meta_kwargs, base, run_variant, loss, gpu, fused, values,
-                                                 sizes)
+                                                 sizes, grid)
     except (RuntimeError, NotImplementedError) as exc:  # a data-dependent op (.item(), nonzero) has no meta result
         if any(t.device.type == "meta" for t in itertools.chain(model.parameters(), model.buffers())):
             raise UsageError(f"the training step cannot run on the meta device ({_one_line(exc)}) and the "
@@ -429,7 +442,7 @@ def step_memory(
         basis = (f"measured with real tensors on {device} (a copy of the model): "
                  f"the step cannot run on the meta device ({_one_line(exc)})")
         first, tracker, forward_end = _two_steps(
-            copy.deepcopy(model), tuple(args), dict(kwargs), base, run_variant, loss, gpu, fused, None, sizes)
+            copy.deepcopy(model), tuple(args), dict(kwargs), base, run_variant, loss, gpu, fused, None, sizes, grid)
     result = _summary(tracker, forward_end)
     blocks = result.pop("_blocks_at_peak")
     result["first_step_peak_bytes"] = first.peak
@@ -442,19 +455,24 @@ def step_memory(
         held = tracker.workspaces
         result["cublas_workspace_bytes"] = sum(r.nbytes for r in held.values())
         at = [r for r in tracker.transients if r.born == tracker.peak_event]
-        result["cudnn_workspace_bytes"] = sum(r.nbytes for r in at)  # at the peak (transient: 0 elsewhere)
-        result["cudnn_workspace_largest_bytes"] = max((r.nbytes for r in tracker.transients), default=0)
+        # cuDNN's are the skippable ones, reductions' buffers the others (_Watch)
+        result["cudnn_workspace_bytes"] = sum(r.nbytes for r in at if r.skippable)  # at the peak (transient: 0 elsewhere)
+        result["cudnn_workspace_largest_bytes"] = max((r.nbytes for r in tracker.transients if r.skippable), default=0)
+        result["reduction_workspace_bytes"] = sum(r.nbytes for r in at if not r.skippable)  # at the peak
+        result["reduction_workspace_largest_bytes"] = max((r.nbytes for r in tracker.transients if not r.skippable),
+                                                          default=0)
         result["workspace_basis"] = (
             f"held through the step: {', '.join(held) or 'none (no GEMM)'}; one per thread that runs a GEMM "
             f"(autograd runs the backward on its own), allocated through the caching allocator, so counted "
-            f"in peak_bytes; {workspace_basis}. cuDNN: {CUDNN_SOURCE}")
+            f"in peak_bytes; {workspace_basis}. cuDNN: {CUDNN_SOURCE}. Reductions: {reduce_basis}")
         storages, workspaces = _both_steps(first, tracker)
         caching = replay(storages, workspaces=workspaces)
         result["allocator"] = {
             "rounding": f"each block rounded up to {CUDA_BLOCK_BYTES} bytes (PyTorch CUDA caching allocator)",
             "reserved_peak_bytes": caching.peak_reserved,
-            "reserved_basis": ("the step's storages, cuBLAS's kept workspaces and cuDNN's workspaces inside their "
-                               "convolutions (allocated and freed between the op's outputs) replayed through the caching "
+            "reserved_basis": ("the step's storages, cuBLAS's kept workspaces, cuDNN's workspaces inside their "
+                               "convolutions and reductions' buffers inside their ops (allocated and freed between the "
+                               "op's outputs) replayed through the caching "
                                "allocator's rules (pools, segment sizes, best fit, splitting, merging; "
                                "archlint.model.train.allocator): what torch.cuda.max_memory_reserved reports"),
             "reserved_at_peak_bytes_lower_bound": reserved_lower_bound(blocks),
@@ -500,8 +518,9 @@ def _limited(storages, workspaces, limit: int, scale: float) -> dict:
 
 
 def _both_steps(first: _Tracker, second: _Tracker) -> tuple[list[tuple[int, float, int]], list[tuple[int, float, int]]]:
-    """The storages and cuDNN workspaces of the two steps, as (born, died, bytes) on one event count,
-    for the allocator's replay: a process runs the first step (its optimizer state made after the
+    """The storages (reductions' buffers among them: a kernel cannot do without one) and cuDNN's
+    workspaces of the two steps, as (born, died, bytes) on one event count, for the allocator's replay:
+    a process runs the first step (its optimizer state made after the
     backward, among the blocks the step freed) and then the steady one, from the segments the first left
     cached. A storage alive from the first step into the second is one storage, freed when the second
     frees it; one alive at the first step's end that the second does not start from is freed there."""
@@ -513,9 +532,10 @@ def _both_steps(first: _Tracker, second: _Tracker) -> tuple[list[tuple[int, floa
         storages.append((r.born, died, r.nbytes))
     carried = {id(rec) for rec, _ in second.carried}
     storages += [(r.born + end, r.died + end, r.nbytes) for r in second.records if id(r) not in carried]
-    workspaces = [(r.born, r.died, r.nbytes) for r in first.transients]
-    workspaces += [(r.born + end, r.died + end, r.nbytes) for r in second.transients]
-    return storages, workspaces
+    transients = [(r.born, r.died, r.nbytes, r.skippable) for r in first.transients]
+    transients += [(r.born + end, r.died + end, r.nbytes, r.skippable) for r in second.transients]
+    storages += [t[:3] for t in transients if not t[3]]  # a reduction's buffer: required
+    return storages, [t[:3] for t in transients if t[3]]
 
 
 def _one_line(exc: BaseException) -> str:
@@ -536,7 +556,7 @@ def _input_values(model: nn.Module, meta: nn.Module, real_inputs, meta_inputs) -
 
 
 def _two_steps(model, args, kwargs, base, variant, loss, gpu, fused, values: KnownValues | None = None,
-               workspace_sizes: dict[str, int] | None = None):
+               workspace_sizes: dict[str, int] | None = None, reduce_grid: tuple[int, int] | None = None):
     """Step once untracked-for-the-report (the optimizer state is created), then once tracked;
     the library workspaces the first step made are held through the second."""
     model.train()
@@ -547,10 +567,12 @@ def _two_steps(model, args, kwargs, base, variant, loss, gpu, fused, values: Kno
     threads = None if gpu else torch.get_num_threads()  # this process's threads stand for the target CPU's
     # on a GPU spec, attention keeps what CUDA's fused kernels keep, not the math form's weights
     with fused_attention() if gpu else contextlib.nullcontext():
-        first = _Tracker(round_to=CUDA_BLOCK_BYTES if gpu else 1, workspace_sizes=workspace_sizes, cpu_threads=threads)
+        first = _Tracker(round_to=CUDA_BLOCK_BYTES if gpu else 1, workspace_sizes=workspace_sizes, cpu_threads=threads,
+                         reduce_grid=reduce_grid)
         with steady.init_marked(opt, first):
             _measure(model, args, kwargs, opt, loss, first, fused, values)
-        tracker = _Tracker(round_to=CUDA_BLOCK_BYTES if gpu else 1, workspace_sizes=workspace_sizes, cpu_threads=threads)
+        tracker = _Tracker(round_to=CUDA_BLOCK_BYTES if gpu else 1, workspace_sizes=workspace_sizes, cpu_threads=threads,
+                           reduce_grid=reduce_grid)
         for name, rec in first.workspaces.items():
             tracker.hold(name, rec.nbytes, "start")
         if workspace_sizes is not None:  # a GPU spec: the allocator replays both steps (_both_steps)
