@@ -27,6 +27,7 @@ from archlint.train_names import parse_optimizer
 
 CODE = "AL610"
 MAX_EVALUATIONS = 16
+REAL_INPUT_BYTES = 256 << 20  # with_batch: a larger floating-point input is made on meta
 # How far the memory model is from a real GPU, measured on an H200 (benchmarks/gpu_checks.py
 # `report --only memory,max_batch` on benchmarks/eval_data/measured/h200-gpu-checks-2026-11-26-alloc.json.gz):
 # peak_bytes was 0.968 to 1.098 of torch.cuda.max_memory_allocated (63 steps: 21 models x
@@ -63,7 +64,10 @@ def with_batch(args: tuple, kwargs: dict, batch: int) -> tuple[tuple, dict]:
     """Inputs like these with the batch dimension (every tensor's leading one that equals the
     batch) set to `batch`: meta stays meta; a real tensor's rows are repeated in turn, so token
     ids stay in the vocabulary and masks keep their values when the step must run on real
-    tensors (a model the meta device cannot run)."""
+    tensors (a model the meta device cannot run). A floating-point input that would take over
+    REAL_INPUT_BYTES becomes meta: the meta step reads no input's data but ids and masks, and the
+    search for max_batch reaches batches whose inputs this machine could not hold (an MLP on an
+    80 GB budget: tens of millions of rows)."""
     old = batch_size(args, kwargs)
 
     def one(t):
@@ -71,7 +75,8 @@ def with_batch(args: tuple, kwargs: dict, batch: int) -> tuple[tuple, dict]:
             return t
         if t.dim() == 0 or t.shape[0] != old:
             return t
-        if t.device.type == "meta":
+        big = t.is_floating_point() and t.element_size() * (t.numel() // old) * batch > REAL_INPUT_BYTES
+        if t.device.type == "meta" or big:
             return torch.empty((batch, *t.shape[1:]), dtype=t.dtype, device="meta").requires_grad_(t.requires_grad)
         return t.detach()[torch.arange(batch, device=t.device) % old].requires_grad_(t.requires_grad)
     return tree_map(one, tuple(args)), tree_map(one, dict(kwargs))

@@ -180,3 +180,13 @@ def test_max_batch_out_of_evaluations_says_what_it_did_not_resolve(monkeypatch):
     curve = lambda b: 1_000_000 + 20_000 * (b // 512)  # noqa: E731
     r = max_batch(curve, 1024, curve(4096))
     assert curve(r["max_batch"]) <= curve(4096) and "were not evaluated" in r["basis"]
+
+
+def test_with_batch_makes_a_huge_float_input_meta_and_keeps_ids_real():
+    from archlint.model.train.fit import REAL_INPUT_BYTES
+    rows = REAL_INPUT_BYTES // (256 * 4) + 1
+    (x, ids), _ = with_batch((torch.randn(2, 256), torch.tensor([[1, 2], [3, 4]])), {}, rows)
+    assert x.device.type == "meta" and x.shape == (rows, 256)
+    assert ids.device.type == "cpu" and ids[-1].tolist() == ([3, 4] if rows % 2 == 0 else [1, 2])
+    (small,), _ = with_batch((torch.randn(2, 256),), {}, 4)
+    assert small.device.type == "cpu"
