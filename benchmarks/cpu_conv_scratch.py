@@ -18,13 +18,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
-from torch.profiler import ProfilerActivity, profile  # noqa: E402
+
+from train_memory import profiled_peak  # noqa: E402  (benchmarks/, beside this script)
 
 aten = torch.ops.aten
 
@@ -47,30 +47,6 @@ SHAPES = [
 ]
 OPS = ("forward", "grad_input", "grad_weight", "both")
 MASKS = {"grad_input": [True, False, False], "grad_weight": [False, True, False], "both": [True, True, False]}
-
-
-def _peak(run) -> int:
-    """The largest live total of the allocations `run` makes (the profiler's memory events)."""
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        out = run()
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "trace.json"
-        prof.export_chrome_trace(str(path))
-        events = json.loads(path.read_text())["traceEvents"]
-    memory = sorted((e for e in events if e.get("name") == "[memory]" and e["args"].get("Device Type") == 0),
-                    key=lambda e: e["ts"])
-    mine: dict[int, int] = {}
-    live = peak = 0
-    for e in memory:
-        nbytes, addr = e["args"]["Bytes"], e["args"]["Addr"]
-        if nbytes > 0:
-            mine[addr] = nbytes
-            live += nbytes
-            peak = max(peak, live)
-        elif addr in mine:
-            live -= mine.pop(addr)
-    del out
-    return peak
 
 
 def _outputs_bytes(out) -> int:
@@ -97,7 +73,7 @@ def scratch(shape, op: str, channels_last: bool = False) -> tuple[int, int, int,
     out = run()  # warm: oneDNN's primitive cache
     outputs = _outputs_bytes(out)
     del out
-    peak = _peak(run)
+    peak = profiled_peak(run)
     nbytes = (x.untyped_storage().nbytes(), w.untyped_storage().nbytes(), gy.untyped_storage().nbytes())
     return peak - outputs, *nbytes, outputs
 

@@ -133,12 +133,12 @@ def _persistent(model, opt, args, kwargs) -> int:
     return _storages_bytes(tensors)
 
 
-def _profiled_peak(step) -> int:
+def profiled_peak(step) -> int:
     """The largest live total of the allocations made while `step` runs, from the profiler's
     memory events (chrome trace: each carries its address and signed byte count). Frees of blocks
     allocated before profiling began are left out: only what the step itself allocates counts."""
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        step()
+        out = step()  # what it returns stays alive through the profile: its outputs count as live
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "trace.json"
         prof.export_chrome_trace(str(path))
@@ -155,6 +155,7 @@ def _profiled_peak(step) -> int:
             peak = max(peak, live)
         elif addr in mine:
             live -= mine.pop(addr)
+    del out
     return peak
 
 
@@ -183,7 +184,7 @@ def measure(build, optimizer: str, peers: bool = True) -> dict:
     opt.zero_grad(set_to_none=True)
     gc.collect()
     persistent = _persistent(model, opt, args, kwargs)
-    row["measured"] = persistent + _profiled_peak(lambda: step(zero=False))
+    row["measured"] = persistent + profiled_peak(lambda: step(zero=False))
 
     if not peers:
         return row

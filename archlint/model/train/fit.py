@@ -339,7 +339,8 @@ def fit_report(model, args, kwargs, *, optimizer: str = "adam", loss: str = "mea
         if memory is None:
             raise UsageError("no memory budget: give --memory-budget SIZE or a GPU --device-spec")
         budget_bytes, budget_source = memory
-    scales = (ALLOCATED_LOW, ALLOCATED_HIGH) if getattr(device_spec, "kind", "") == "gpu" else ()
+    gpu = getattr(device_spec, "kind", "") == "gpu"  # the allocator replayed: max_batch allows for its error
+    scales = (ALLOCATED_LOW, ALLOCATED_HIGH) if gpu else ()
     result = step_memory(model, args, kwargs, optimizer=optimizer, loss=loss, budget_bytes=budget_bytes,
                          device_spec=device_spec, limit_scales=scales)
     result["budget_source"] = budget_source
@@ -351,7 +352,6 @@ def fit_report(model, args, kwargs, *, optimizer: str = "adam", loss: str = "mea
             memory_at[b] = step_memory(model, a, k, optimizer=optimizer, loss=loss, budget_bytes=budget_bytes,
                                        device_spec=device_spec, limit_scales=scales)
         return budget_peak(memory_at[b]) if scale is None else scaled_peak(memory_at[b], scale)
-    gpu = "allocator" in result
     # on a GPU spec, the largest batch sure to fit given the model's measured error
     fit = max_batch(lambda b: peak_at(b, ALLOCATED_LOW if gpu else None), batch_size(args, kwargs), budget_bytes, gpu)
     result["max_batch"] = fit["max_batch"]

@@ -106,11 +106,6 @@ CUDNN_SOURCE = ("estimated from measurements on an H200 (benchmarks/eval_data/me
                 "image-stem and patchify convolutions are counted as none")
 
 
-def cudnn_workspace(func, args) -> int:
-    """The largest transient workspace (bytes) a convolution op takes on cuDNN: see CUDNN_SOURCE."""
-    return max((nbytes for _, nbytes in cudnn_workspaces(func, args)), default=0)
-
-
 def cudnn_workspaces(func, args) -> list[tuple[int, int]]:
     """The workspaces a convolution op allocates and frees on cuDNN, in order, each as (how many
     of the op's outputs are made before it, bytes): forward's after its output; backward's after

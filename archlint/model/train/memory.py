@@ -147,7 +147,7 @@ class _Storage:
     module: str = ""
     died: float = math.inf
     kind: str = ""  # set at the end: one of CATEGORIES
-    skippable: bool = True  # a transient workspace the kernel can do without where it does not fit (cuDNN's)
+    skippable: bool = False  # a transient workspace the kernel can do without where it does not fit (cuDNN's)
 
 
 @dataclass
@@ -493,28 +493,25 @@ def step_memory(
         result["budget_bytes"] = int(budget_bytes)
         result["fits"] = total <= budget_bytes
         if gpu:  # the allocator limited to the budget less the context, as set_per_process_memory_fraction does
-            limited = replay(storages, limit=int(budget_bytes) - CUDA_CONTEXT_BYTES, workspaces=workspaces)
-            result["allocator"]["under_budget"] = {
-                "limit_bytes": int(budget_bytes) - CUDA_CONTEXT_BYTES,
-                "out_of_memory": limited.out_of_memory,
-                "reserved_peak_bytes": limited.peak_reserved,
-                "workspaces_skipped": limited.skipped,
-                "basis": ("the same replay with the allocator limited to the budget less the CUDA context: at the "
-                          "limit it releases its free cached segments and retries, and a cuDNN workspace that still "
-                          "does not fit is done without (the next plan; counted as none), so the step fits unless a "
-                          "tensor's request runs out"),
-            }
-            result["fits"] = not limited.out_of_memory
-            result["allocator"]["under_budget"]["scaled"] = [
-                _limited(storages, workspaces, int((int(budget_bytes) - CUDA_CONTEXT_BYTES) * scale), scale)
-                for scale in limit_scales]
+            limit = int(budget_bytes) - CUDA_CONTEXT_BYTES
+            under = _limited(storages, workspaces, limit)
+            under["basis"] = ("the same replay with the allocator limited to the budget less the CUDA context: at the "
+                              "limit it releases its free cached segments and retries, and a cuDNN workspace that still "
+                              "does not fit is done without (the next plan; counted as none), so the step fits unless a "
+                              "tensor's request runs out")
+            under["scaled"] = [{"scale": scale, **_limited(storages, workspaces, int(limit * scale))}
+                               for scale in limit_scales]
+            result["allocator"]["under_budget"] = under
+            result["fits"] = not under["out_of_memory"]
     return result
 
 
-def _limited(storages, workspaces, limit: int, scale: float) -> dict:
+def _limited(storages, workspaces, limit: int) -> dict:
+    """The allocator replayed under `limit` bytes: whether it ran out, what it reserved, how many
+    optional workspaces it went without."""
     run = replay(storages, limit=limit, workspaces=workspaces)
-    return {"scale": scale, "limit_bytes": limit, "out_of_memory": run.out_of_memory,
-            "reserved_peak_bytes": run.peak_reserved}
+    return {"limit_bytes": limit, "out_of_memory": run.out_of_memory, "reserved_peak_bytes": run.peak_reserved,
+            "workspaces_skipped": run.skipped}
 
 
 def _both_steps(first: _Tracker, second: _Tracker) -> tuple[list[tuple[int, float, int]], list[tuple[int, float, int]]]:
