@@ -35,3 +35,8 @@ def parse_size(text: str | int, where: str = "--memory-budget") -> int:
     if not match or match.group(2) not in _UNITS or float(match.group(1)) <= 0:
         raise UsageError(f"{where} {text!r}: give a size like 24GB, 16GiB or 8000MB")
     return int(float(match.group(1)) * _UNITS[match.group(2)])
+
+
+# Data-parallel strategies of --train --world-size N --strategy NAME (archlint.model.distributed)
+PARALLEL_STRATEGIES = ("ddp", "fsdp", "hsdp", "zero1", "zero2", "zero3")
+MIXED_PRECISIONS = ("bf16", "fp16")

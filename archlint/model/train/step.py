@@ -162,6 +162,13 @@ def _memory_report(loaded, result, settings, optimizer: Optimizer, loss: str, de
     from archlint.model.train.memory import step_memory
 
     args, kwargs = tuple(loaded.inputs), dict(loaded.kwargs or {})
+    if settings.parallel is not None:  # the step per rank (archlint.model.distributed), instead of one process's
+        from archlint.model.distributed.run import distributed_report
+
+        result.memory, result.distributed = distributed_report(
+            loaded.model, args, kwargs, settings, optimizer=optimizer.label, loss=loss, device_spec=device_spec,
+            estimate=result.estimate, layers=result.layers)
+        return []
     if settings.memory_budget is not None or getattr(device_spec, "kind", "") == "gpu":
         from archlint.model.train.fit import fit_report
 
