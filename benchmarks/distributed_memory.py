@@ -201,8 +201,23 @@ def _worker(rank: int, world: int, port: int, model_name: str, strategy: str, pr
                         peaks[i] = max(peaks[i], live)
             window = windows[0]
             start, end = window["ts"], window["ts"] + window["dur"]
-            comms = [(OPS[e["name"]], _payload(e["name"], e.get("args", {}), itemsize)) for e in events
-                     if e.get("name") in OPS and start <= e["ts"] <= end and e.get("tid") == window["tid"]]
+            # a TensorList's dtype is not recorded with the c10d op: gloo's own event for it (the next one of
+            # its kind and size, on gloo's thread) has it
+            gloo = [e for e in events if e.get("name") in ("gloo:all_reduce", "gloo:broadcast")
+                    and start <= e["ts"] <= end]
+            comms = []
+            for e in sorted((e for e in events if e.get("name") in OPS and start <= e["ts"] <= end
+                             and e.get("tid") == window["tid"]), key=lambda e: e["ts"]):
+                size = itemsize
+                if e["name"] in ("c10d::allreduce_", "c10d::broadcast_"):
+                    dims = e["args"]["Input Dims"][0]
+                    kind = "gloo:all_reduce" if e["name"] == "c10d::allreduce_" else "gloo:broadcast"
+                    match = next((g for g in sorted(gloo, key=lambda g: g["ts"]) if g["name"] == kind
+                                  and g["args"].get("Input Dims") == dims and g["ts"] >= e["ts"]), None)
+                    if match is not None:
+                        gloo.remove(match)
+                        size = ITEMSIZE.get(match["args"]["Input type"][0], itemsize)
+                comms.append((OPS[e["name"]], _payload(e["name"], e.get("args", {}), size)))
             # gloo frees a collective's own buffers on its worker threads, when they finish: the steps'
             # peaks differ by those; the median of the measured steps is reported, with their spread
             Path(out).write_text(json.dumps({"peak": sorted(peaks)[len(peaks) // 2], "peaks": peaks, "comms": comms}))
@@ -224,6 +239,7 @@ def measure(model_name: str, strategy: str, world: int, precision: str | None) -
 
 
 def predict(model_name: str, strategy: str, world: int, precision: str | None) -> dict:
+    torch.set_num_threads(1)  # as each rank runs (oneDNN's scratch per thread: archlint.model.train.cpu_scratch)
     torch.manual_seed(0)
     model, args, kwargs = MODELS[model_name]()
     model.train()
@@ -242,25 +258,33 @@ def main() -> int:
     parser.add_argument("--json", type=Path, help="write the rows here")
     a = parser.parse_args()
     names = a.models.split(",") if a.models else list(QUICK if a.quick else MODELS)
-    rows, worst = [], 0.0
+    rows, worst, outside = [], 0.0, 0
     print(f"{'model':<20} {'strategy':<10} {'N':>2} {'measured MB':>12} {'archlint MB':>12} {'ratio':>6}  collectives")
     for name in names:
         for strat in a.strategies.split(","):
             strategy, _, precision = strat.partition("-")
             for world in (int(w) for w in a.worlds.split(",")):
                 t0 = time.perf_counter()
-                real = measure(name, strategy, world, precision or None)
+                try:
+                    real = measure(name, strategy, world, precision or None)
+                except Exception as exc:  # a real step that cannot run (FSDP2 bf16 on a BatchNorm model): said, skipped
+                    print(f"{name:<20} {strat:<10} {world:>2} the real step failed: {str(exc).strip().splitlines()[-1][:100]}")
+                    continue
                 est = predict(name, strategy, world, precision or None)
                 ratio = est["peak"] / real["peak"]
+                low, high = min(real["peaks"]), max(real["peaks"])
+                inside = low * 0.9 <= est["peak"] <= high * 1.1
                 same = Counter(map(tuple, real["comms"])) == Counter(map(tuple, est["comms"]))
                 worst = max(worst, abs(ratio - 1))
+                outside += not inside
                 detail = "exact" if same else (f"DIFFER: measured {sorted(Counter(map(tuple, real['comms'])).items())} "
                                                f"archlint {sorted(Counter(map(tuple, est['comms'])).items())}")
                 print(f"{name:<20} {strat:<10} {world:>2} {real['peak'] / 1e6:>12.3f} {est['peak'] / 1e6:>12.3f} "
                       f"{ratio:>6.3f}  [{min(real['peaks']) / 1e6:.2f}-{max(real['peaks']) / 1e6:.2f}] {len(real['comms'])} {detail}  ({time.perf_counter() - t0:.0f} s)", flush=True)
                 rows.append({"model": name, "strategy": strat, "world": world, "measured": real, "archlint": est,
-                             "ratio": ratio, "collectives_exact": same})
-    print(f"worst peak miss: {worst:.1%}; collectives exact on {sum(r['collectives_exact'] for r in rows)}/{len(rows)}")
+                             "ratio": ratio, "within_range": inside, "collectives_exact": same})
+    print(f"worst peak miss against the median step: {worst:.1%}; outside the measured steps' range ±10%: "
+          f"{outside}/{len(rows)}; collectives exact on {sum(r['collectives_exact'] for r in rows)}/{len(rows)}")
     if a.json:
         a.json.write_text(json.dumps(rows, indent=1))
     return 0

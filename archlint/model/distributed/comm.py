@@ -20,8 +20,6 @@ same per-rank batch: N times the samples).
 from __future__ import annotations
 
 from archlint.model.distributed.layout import lay_out
-from archlint.model.distributed.result import Distributed
-from archlint.model.distributed.step import buffers_of  # noqa: F401  (the layout's inputs, for callers)
 from archlint.model.distributed.strategy import Parallel
 from archlint.model.distributed.units import Units
 from archlint.model.train.memory import StepRecording
@@ -53,7 +51,7 @@ def link(spec, par: Parallel, group: int) -> tuple[float, float, str] | None:
     return net[f"{key}-gbs"] * 1e9, net.get(f"{key}-latency-us", 0.0) * 1e-6, key
 
 
-def estimate_step(d: Distributed, rec: StepRecording, units: Units, par: Parallel, spec, train: dict) -> dict:
+def estimate_step(rec: StepRecording, units: Units, par: Parallel, spec, train: dict) -> dict:
     """estimate: {comm_ms, exposed_comm_ms, compute_ms, step_ms, scaling_efficiency, ...} of the rank's step."""
     lay = lay_out(rec, par, units.paths, [])
     fwd, bwd = train["forward_ms"] + train.get("loss_ms", 0.0), train["backward_ms"]

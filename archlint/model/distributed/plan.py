@@ -181,6 +181,15 @@ def fit_plan(model, args, kwargs, rec: StepRecording, par: Parallel, units: Unit
         added = [c.adds_ms for c in combo]
         adds = None if step_ms is None or any(a is None for a in added) else sum(added)
         basis = "; ".join(f"{c.name}: {c.basis}" for c in combo) or "no change to the step's work"
+        if adds is not None and (strategy, world) != (par.strategy, par.world_size):  # the communication changes
+            from archlint.model.distributed.comm import estimate_step
+            now = estimate_step(rec, units, par, device_spec, step_ms).get("step_ms")
+            then = estimate_step(r, units, lay, device_spec, step_ms).get("step_ms")
+            if now is None or then is None:
+                adds, basis = None, basis + "; no interconnect figures to time the communication"
+            else:
+                adds += then - now
+                basis += f"; {strategy} on {world} ranks: the step's exposed communication and sharded optimizer step"
         return PlanEntry(names, strategy, world, peak, ok, adds, basis, micro,
                          math.ceil(batch / micro) if micro else None)
 

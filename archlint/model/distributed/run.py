@@ -22,10 +22,12 @@ def distributed_report(model, args, kwargs, settings, *, optimizer: str, loss: s
     d, rec, units = distributed_step(model, args, kwargs, par, optimizer=optimizer, loss=loss, device_spec=device_spec,
                                      budget_bytes=budget, trainable=settings.trainable)
     train = (estimate or {}).get("train")
+    if train and par.mixed_precision and train.get("autocast"):  # the compute as bf16 autocast runs it
+        train = {**train, **{k: v for k, v in train["autocast"].items() if k.endswith("_ms")}}
     if device_spec is not None and train:
         from archlint.model.distributed.comm import estimate_step
 
-        d.estimate = estimate_step(d, rec, units, par, device_spec, train)
+        d.estimate = estimate_step(rec, units, par, device_spec, train)
     memory = dict(rec.single)
     memory.update({
         "step_reported": ("one process's steady step as recorded, unsharded (the same step laid out per rank: "
