@@ -293,3 +293,34 @@ def test_llama_8b_family_on_h100_fits_with_fsdp_and_says_the_fewest_gpus():
     assert 0 <= est["exposed_comm_ms"] <= est["comm_ms"] + 1e-9
     assert 0 < est["scaling_efficiency"] <= 1.5
     assert math.isfinite(est["comm_ms"])
+
+
+def test_on_a_gpu_spec_fits_is_the_allocator_under_the_budget_and_never_over_it():
+    """A regression: the plan said 'fits' of 22.1 GB under a 20 GB budget (the allocator replayed under the
+    limit fitted, the unlimited device peak was shown). Now each entry's figure is what the budget is held
+    to (fit.budget_peak) and fits is that figure within the budget."""
+    from archlint.devices import resolve
+    spec = resolve("h100-sxm")
+    torch.manual_seed(0)
+    model, args, kwargs = _llama()
+    rec = record(model, args, kwargs, optimizer="adam", loss="mean", device_spec=spec, mixed_precision=None)
+    units, par = shard_units(model), parallel("fsdp", 2)
+    full = per_rank(rec, par, units, buffers_of(model))[0]
+    assert full.device_peak_bytes > full.peak_bytes
+    # a budget under the unlimited device peak that the allocator, limited to it, still fits in (ZeRO-1
+    # over 2048-wide blocks: its segments churn, and freeing the cached ones under a limit saves a few MiB)
+    wide, wide_args = Blocks(width=2048, depth=4), (torch.randn(64, 2048),)
+    wide_rec = record(wide, wide_args, {}, optimizer="adam", loss="mean", device_spec=spec, mixed_precision=None)
+    z1 = parallel("zero1", 2)
+    unlimited = per_rank(wide_rec, z1, shard_units(wide), [])[0].device_peak_bytes
+    under = unlimited - (1 << 20)
+    pr = per_rank(wide_rec, z1, shard_units(wide), [], under)[0]
+    assert pr.fits and pr.budget_figure_bytes <= under < unlimited
+    budget = full.device_peak_bytes - (1 << 20)
+    pr = per_rank(rec, par, units, buffers_of(model), budget)[0]
+    assert pr.fits == (pr.budget_figure_bytes <= budget)
+    plan = fit_plan(model, args, kwargs, rec, par, units, budget, optimizer="adam", loss="mean", device_spec=spec,
+                    trainable=None, step_ms=None)
+    assert plan.fit_plan
+    for e in plan.fit_plan:
+        assert e.fits == (e.peak_bytes <= budget), e

@@ -27,10 +27,12 @@ def print_distributed(model: ModelResult, console: Console) -> None:
     if pr.get("device_peak_bytes"):
         figure = pr["device_peak_bytes"]
         line += f" · the device needs {_bytes(figure)} (allocator segments + CUDA context)"
-    if pr.get("fits") is not None:  # "fits" only of a figure within the budget: the sweep's own answer
+    if pr.get("fits") is not None:  # "fits" only of a figure within the budget (fits = figure <= budget)
+        held = pr.get("budget_figure_bytes") or figure
+        if held != figure:
+            line += f" · held to the budget: {_bytes(held)} (the allocator limited to it frees its cached segments)"
         line += (f" · fits in {_bytes(pr['budget_bytes'])}" if pr["fits"] else
-                 f" · does not fit in {_bytes(pr['budget_bytes'])} ({_bytes(figure - pr['budget_bytes'])} over)"
-                 if figure > pr["budget_bytes"] else f" · does not fit in {_bytes(pr['budget_bytes'])}")
+                 f" · does not fit in {_bytes(pr['budget_bytes'])} ({_bytes(held - pr['budget_bytes'])} over)")
     say(line, markup=False)
     say(f"    model states {_bytes(pr['model_states_bytes'])} (params {_bytes(pr['params_bytes'])}, grads "
         f"{_bytes(pr['grads_bytes'])}, optimizer {_bytes(pr['optimizer_bytes'])}) · activations "

@@ -21,7 +21,7 @@ from archlint.model.train.fit import batch_size, checkpoint_candidates, with_bat
 from archlint.model.train.memory import StepRecording
 from archlint.train_names import parse_optimizer
 
-MAX_WORLD = 4096
+MAX_WORLD = 1024  # beyond it the answer is none: the strategy does not shard what fills the rank
 
 
 @dataclass

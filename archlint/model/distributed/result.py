@@ -39,7 +39,8 @@ class PerRank:
     at: str
     device_peak_bytes: int | None = None  # GPU spec: the caching allocator's reserved peak + the CUDA context
     budget_bytes: int | None = None
-    fits: bool | None = None
+    budget_figure_bytes: int | None = None  # what the budget is held to (GPU: the allocator replayed under it)
+    fits: bool | None = None  # budget_figure_bytes <= budget_bytes
 
 
 @dataclass

@@ -14,6 +14,7 @@ from archlint.model.distributed.result import Collective, Distributed, PerRank
 from archlint.model.distributed.strategy import Parallel
 from archlint.model.distributed.units import Units, shard_units
 from archlint.model.train.allocator import replay
+from archlint.model.train.fit import budget_peak
 from archlint.model.train.memory import CUDA_CONTEXT_BYTES, StepRecording, record_step
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
@@ -53,14 +54,20 @@ def per_rank(rec: StepRecording, par: Parallel, units: Units, buffers: list[tupl
         model_states_bytes=lay.params_bytes + lay.grads_bytes + lay.optimizer_bytes,
         optimizer_counters_bytes=lay.optimizer_counters_bytes, padding_bytes=lay.padding_bytes,
         host_bytes=lay.host_bytes, at_peak=swept.at_peak, at=at)
+    shaped = {"peak_bytes": swept.peak_bytes}  # as step_memory's result, for fit.budget_peak
     if rec.gpu:
         lifetimes = [(s.born, s.died, s.nbytes) for s in lay.stores if not s.host and s.nbytes > 0]
         pr.device_peak_bytes = replay(lifetimes).peak_reserved + CUDA_CONTEXT_BYTES
-        if budget_bytes is not None:
+        shaped["device_peak_bytes"] = pr.device_peak_bytes
+        if budget_bytes is not None:  # the allocator limited to the budget less the context, as step_memory does
             under = replay(lifetimes, limit=int(budget_bytes) - CUDA_CONTEXT_BYTES)
-            pr.fits = not under.out_of_memory
-    elif budget_bytes is not None:
-        pr.fits = swept.peak_bytes <= budget_bytes
+            shaped["allocator"] = {"cuda_context_bytes": CUDA_CONTEXT_BYTES, "under_budget": {
+                "out_of_memory": under.out_of_memory, "reserved_peak_bytes": under.peak_reserved}}
+    if budget_bytes is not None:
+        shaped["budget_bytes"] = int(budget_bytes)
+        # one meaning of "fits" (archlint.model.train.fit.budget_peak): the figure the budget is held to
+        pr.budget_figure_bytes = budget_peak(shaped)
+        pr.fits = pr.budget_figure_bytes <= budget_bytes
     pr.budget_bytes = int(budget_bytes) if budget_bytes is not None else None
     return pr, lay
 
@@ -128,7 +135,9 @@ def distributed_step(model: nn.Module, args: tuple, kwargs: dict, par: Parallel,
 
 
 def budget_figure(pr: PerRank) -> int:
-    """What a budget is held to: the device peak on a GPU spec, else the live peak."""
+    """What a budget is held to (fit.budget_peak's figure), else the device peak on a GPU spec, else the live peak."""
+    if pr.budget_figure_bytes is not None:
+        return pr.budget_figure_bytes
     return pr.device_peak_bytes if pr.device_peak_bytes is not None else pr.peak_bytes
 
 
