@@ -324,3 +324,24 @@ def test_on_a_gpu_spec_fits_is_the_allocator_under_the_budget_and_never_over_it(
     assert plan.fit_plan
     for e in plan.fit_plan:
         assert e.fits == (e.peak_bytes <= budget), e
+
+
+def test_trainable_freezes_the_rest_and_hsdp_shards_within_a_node():
+    torch.manual_seed(0)
+    model, args, kwargs = _blocks()
+    head = sum(p.numel() for p in model.head.parameters())
+    rec = record(model, args, kwargs, optimizer="adam", loss="mean", device_spec=None, mixed_precision=None,
+                 trainable=r"^head\.")
+    pr, _ = per_rank(rec, parallel("ddp", 2), shard_units(model), [])
+    # frozen weights get no gradient and no optimizer state
+    assert pr.grads_bytes == 4 * head
+    assert pr.optimizer_bytes - pr.optimizer_counters_bytes == 8 * head
+    full = record(model, args, kwargs, optimizer="adam", loss="mean", device_spec=None, mixed_precision=None)
+    psi = sum(p.numel() for p in model.parameters())
+    hsdp, _ = per_rank(full, parallel("hsdp", 8, 2), shard_units(model), [])
+    assert hsdp.params_bytes == 4 * psi // 4  # sharded over the 4 ranks of a node
+    d, _, _ = distributed_step(model, args, kwargs, parallel("hsdp", 8, 2), optimizer="adam", loss="mean",
+                               recording=full)
+    replicas = [c for c in d.collectives if c.op == "all_reduce"]
+    assert replicas and all(c.group_size == 2 for c in replicas)
+    assert sum(c.count * c.bytes_per_rank for c in replicas) == 4 * psi // 4
