@@ -345,3 +345,25 @@ def test_trainable_freezes_the_rest_and_hsdp_shards_within_a_node():
     replicas = [c for c in d.collectives if c.op == "all_reduce"]
     assert replicas and all(c.group_size == 2 for c in replicas)
     assert sum(c.count * c.bytes_per_rank for c in replicas) == 4 * psi // 4
+
+
+def test_ring_cost_and_overlap_on_the_specs_links(recordings):
+    from archlint.devices import resolve
+    from archlint.model.distributed.comm import collective_ms, estimate_step
+    # 1 GB over 8 ranks at 100 GB/s, 1 µs a step: all-reduce 2·7/8 GB → 17.5 ms + 14 µs; all-gather half that
+    assert collective_ms("all_reduce", 10**9, 8, 100e9, 1e-6) == pytest.approx(17.5 + 0.014)
+    assert collective_ms("all_gather", 10**9, 8, 100e9, 1e-6) == pytest.approx(8.75 + 0.007)
+    assert collective_ms("all_reduce", 10**9, 1, 100e9, 1e-6) == 0.0
+    model, rec = recordings["llama", None]
+    units = shard_units(model)
+    train = {"forward_ms": 1.0, "backward_ms": 2.0, "optimizer_ms": 0.5, "loss_ms": 0.0, "step_ms": 3.5}
+    h100 = resolve("h100-sxm")
+    one = estimate_step(rec, units, parallel("fsdp", 16), h100, train)
+    two = estimate_step(rec, units, parallel("fsdp", 16, 2), h100, train)
+    assert one["links"] == ["intra-node"] and two["links"] == ["inter-node"]
+    assert two["comm_ms"] > one["comm_ms"] and two["exposed_comm_ms"] >= one["exposed_comm_ms"]
+    for est in (one, two):
+        assert 0 <= est["exposed_comm_ms"] <= est["comm_ms"] + 1e-9
+        assert est["step_ms"] == pytest.approx(est["compute_ms"] + est["exposed_comm_ms"])
+    missing = estimate_step(rec, units, parallel("fsdp", 4), resolve("t4"), train)
+    assert missing["step_ms"] is None and "no [interconnect]" in missing["basis"]

@@ -198,6 +198,10 @@ def describe(spec: DeviceSpec) -> list[str]:
         lines.append(f"  peak TFLOP/s (dense): {peaks}")
         lines.append(f"  memory {spec.bandwidth / 1e9:g} GB/s, {spec.sms} SMs, L2 {spec.cache_bytes / 2**20:g} MiB, "
                      f"launch {spec.overhead_s * 1e6:g} µs, GEMM tile {'×'.join(map(str, spec.tile))}")
+        if spec.interconnect:  # [interconnect]: the links of a multi-GPU step
+            lines.append("  interconnect (per GPU, each way): " + ", ".join(
+                f"{key.removesuffix('-gbs')} {value:g} GB/s" if key.endswith("gbs") else
+                f"{key.removesuffix('-latency-us')} {value:g} µs a ring step" for key, value in spec.interconnect.items()))
     else:
         f = spec.figures
         lines.append(f"  {spec.cores} cores × {f['fma-units']:g} FMA units × {f['simd-bits']:g}-bit SIMD at {f['frequency-ghz']:g} GHz "
