@@ -64,6 +64,8 @@ def print_step(model: ModelResult, console: Console) -> None:
         line = f"  memory over the step: peak {_bytes(memory['peak_bytes'])}"
         if memory.get("at"):
             line += f" at {memory['at']}"
+        if model.distributed:  # the per-rank step follows (report/distributed_table.py)
+            line += " (one process, unsharded; per rank below)"
         if memory.get("device_peak_bytes"):  # a GPU spec: what the device must hold beside the live bytes
             allocator = memory["allocator"]
             line += (f" · the device needs {_bytes(memory['device_peak_bytes'])} (allocator segments "
