@@ -38,14 +38,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import torch  # noqa: E402
-import torch.distributed as dist  # noqa: E402
-import torch.multiprocessing as mp  # noqa: E402
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
 
-from archlint.model.distributed.step import distributed_step  # noqa: E402
-from archlint.model.distributed.strategy import parallel  # noqa: E402
-from archlint.model.distributed.units import shard_units  # noqa: E402
-from archlint.model.train.memory import make_optimizer, step_loss  # noqa: E402
+from archlint.model.distributed.step import distributed_step
+from archlint.model.distributed.strategy import parallel
+from archlint.model.distributed.units import shard_units
+from archlint.model.train.memory import make_optimizer, step_loss
 
 IMAGE = (2, 3, 32, 32)
 
@@ -267,7 +267,7 @@ def main() -> int:
                 t0 = time.perf_counter()
                 try:
                     real = measure(name, strategy, world, precision or None)
-                except Exception as exc:  # a real step that cannot run (FSDP2 bf16 on a BatchNorm model): said, skipped
+                except mp.ProcessRaisedException as exc:  # a real step that cannot run (FSDP2 bf16 on a BatchNorm model): said, skipped
                     print(f"{name:<20} {strat:<10} {world:>2} the real step failed: {str(exc).strip().splitlines()[-1][:100]}")
                     continue
                 est = predict(name, strategy, world, precision or None)

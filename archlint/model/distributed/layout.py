@@ -34,7 +34,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from archlint.model.distributed.strategy import BUFFER_BUCKET_BYTES, FIRST_BUCKET_BYTES, Parallel
+from archlint.model.distributed.strategy import (
+    BUFFER_BUCKET_BYTES,
+    FIRST_BUCKET_BYTES,
+    Parallel,
+)
 from archlint.model.train.memory import StepRecording
 
 CATEGORIES = ("params", "gathered_params", "buffers", "inputs", "grads", "optimizer", "activations", "temporaries",
@@ -114,7 +118,7 @@ def lay_out(rec: StepRecording, par: Parallel, units: list[str], buffers: list[t
     """The rank's storages and collectives (module docstring). `units`: FSDP/ZeRO-3 unit paths;
     `buffers`: the model's buffers as (bytes, element size), for DDP's broadcast."""
     n, group = par.world_size, par.shard_group
-    rnd = (lambda b: -(-int(math.ceil(b)) // rec.round_to) * rec.round_to if b > 0 else 0)
+    rnd = (lambda b: -(-math.ceil(b) // rec.round_to) * rec.round_to if b > 0 else 0)
     strategy, mp = par.strategy, par.mixed_precision is not None
     flat = strategy in ("zero1", "zero2", "zero3")
     fsdp = strategy in ("fsdp", "hsdp")
@@ -272,7 +276,7 @@ def lay_out(rec: StepRecording, par: Parallel, units: list[str], buffers: list[t
             if strategy == "ddp" and par.gradient_as_bucket_view:
                 continue  # a view of its bucket
             died = grad_death(p)
-            add(s.nbytes if s.nbytes >= full else full, s.born, died, "grads")
+            add(max(s.nbytes, full), s.born, died, "grads")
             if not sharded_grads:
                 grads_bytes += rnd(s.nbytes)
         elif s.phase == "step":  # the optimizer step's temporaries: over the shard, in the state's dtype

@@ -17,7 +17,12 @@ from dataclasses import asdict, dataclass, field
 from archlint.model.distributed.step import budget_figure, buffers_of, per_rank, record
 from archlint.model.distributed.strategy import STRATEGIES, Parallel
 from archlint.model.distributed.units import Units
-from archlint.model.train.fit import batch_size, checkpoint_candidates, with_batch, with_checkpoints
+from archlint.model.train.fit import (
+    batch_size,
+    checkpoint_candidates,
+    with_batch,
+    with_checkpoints,
+)
 from archlint.model.train.memory import StepRecording
 from archlint.train_names import parse_optimizer
 
@@ -58,7 +63,7 @@ def min_world_size(rec: StepRecording, par: Parallel, units: Units, buffers, bud
     one fits, then bisect; the answer is checked itself (a layout swept at it)."""
     out: dict[str, int | None] = {}
     for strategy in strategies:
-        def ok(n: int) -> bool:
+        def ok(n: int, strategy: str = strategy) -> bool:
             nodes = par.nodes if strategy == "hsdp" and n % par.nodes == 0 else 1
             if strategy == "hsdp" and nodes == 1:
                 return False  # HSDP needs ranks on every node

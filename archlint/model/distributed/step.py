@@ -7,7 +7,7 @@ import re
 from collections import Counter
 
 import torch
-import torch.nn as nn
+from torch import nn
 
 from archlint.model.distributed.layout import VOLUME_FACTOR, Layout, lay_out, sweep
 from archlint.model.distributed.result import Collective, Distributed, PerRank

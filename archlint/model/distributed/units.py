@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-import torch.nn as nn
+from torch import nn
 
 from archlint.errors import UsageError
 from archlint.model.train.fit import checkpoint_candidates
@@ -34,7 +34,7 @@ def shard_units(model: nn.Module, shard_unit: str | None = None) -> Units:
     if not blocks:
         return Units([], None, "no repeated block found: the whole model is one unit (fully_shard on the root only)")
     classes = Counter(type(model.get_submodule(p)).__name__ for p in blocks)
-    name = sorted(classes.items(), key=lambda kv: (-kv[1], kv[0]))[0][0]
+    name = min(classes.items(), key=lambda kv: (-kv[1], kv[0]))[0]
     paths = [p for p in blocks if type(model.get_submodule(p)).__name__ == name]
     return Units(paths, name, f"fully_shard on each {name} ({len(paths)} blocks, the repeated block found; "
                  "--shard-unit CLASS to choose) and on the root")
