@@ -23,7 +23,8 @@ def distributed_report(model, args, kwargs, settings, *, optimizer: str, loss: s
                                      budget_bytes=budget, trainable=settings.trainable)
     train = (estimate or {}).get("train")
     if train and par.mixed_precision and train.get("autocast"):  # the compute as bf16 autocast runs it
-        train = {**train, **{k: v for k, v in train["autocast"].items() if k.endswith("_ms")}}
+        train = {**train, **{k: v for k, v in train["autocast"].items() if k.endswith("_ms")},
+                 "single_gpu_fp32_step_ms": train["step_ms"]}
     if device_spec is not None and train:
         from archlint.model.distributed.comm import estimate_step
 
