@@ -372,3 +372,17 @@ def test_ring_cost_and_overlap_on_the_specs_links(recordings):
         assert est["step_ms"] == pytest.approx(est["compute_ms"] + est["exposed_comm_ms"])
     missing = estimate_step(rec, units, parallel("fsdp", 4), resolve("t4"), train)
     assert missing["step_ms"] is None and "no [interconnect]" in missing["basis"]
+
+
+def test_bf16_per_rank_compute_is_the_autocast_estimate():
+    """A regression: under --mixed-precision bf16 the per-rank step's compute was the fp32 step's estimate
+    (estimate.train.autocast was made after the distributed step ran)."""
+    from archlint import analyze
+    torch.manual_seed(0)
+    model, _, kwargs = _llama()
+    runs = {p: analyze(model, dict(kwargs), train=True, device_spec="h100-sxm", world_size=2, strategy="fsdp",
+                       mixed_precision=p).model for p in (None, "bf16")}
+    fp32, bf16 = (runs[p].distributed["estimate"] for p in (None, "bf16"))
+    autocast = runs["bf16"].estimate["train"]["autocast"]
+    assert bf16["single_gpu_step_ms"] == pytest.approx(autocast["step_ms"])
+    assert bf16["compute_ms"] != pytest.approx(fp32["compute_ms"])
