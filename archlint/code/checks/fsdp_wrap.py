@@ -1,0 +1,60 @@
+"""AL413: FSDP with one unit for the whole model: `FullyShardedDataParallel(model)` with no
+`auto_wrap_policy` and no other FSDP wrapping in the file, or FSDP2's `fully_shard(model)` called
+once, at the root.
+
+One unit is one flat parameter: FSDP all-gathers every parameter before the forward and again
+before the backward and reduce-scatters every gradient after it, so the peak holds the whole model
+unsharded and no communication overlaps computation. Measured with FSDP2 on 2 ranks (gloo), four
+blocks: root only ran 1 all-gather and 1 reduce-scatter per step, per block 8 and 4 (each block
+gathered just before it runs)."""
+
+from __future__ import annotations
+
+from archlint.code import dataflow as df
+from archlint.code.checks import Finding
+from archlint.code.checks._distributed import FSDP, FULLY_SHARD, flag
+from archlint.code.facts import CallSite, Facts
+from archlint.code.names import dotted
+
+CODES = ("AL413",)
+# wrapping per block by hand: `with enable_wrap(wrapper_cls=FSDP): wrap(block)`
+_MANUAL = ("torch.distributed.fsdp.wrap.wrap", "torch.distributed.fsdp.wrap.enable_wrap")
+
+
+def _repeated(site: CallSite, facts: Facts) -> bool:
+    """Inside a loop, a comprehension or lambda, or a function this file calls from a loop or hands on."""
+    if site.loops:
+        return True
+    scope = site.scope
+    if scope.kind != "function":
+        return False
+    name = scope.node.name.value
+    def last(node) -> str:
+        return (dotted(node) or "").rsplit(".", 1)[-1]
+
+    return any((s.loops and last(s.node.func) == name) or any(last(a.value) == name for a in s.node.args)
+               for s in facts.calls)
+
+
+def check(facts: Facts):
+    if facts.calls_to(*_MANUAL) or not any(scope.has_backward for scope in facts.scopes) \
+            and not df.training_loops(facts):
+        return  # wrapped per block by hand, or not the file that trains
+    for names, keyword in ((FSDP, "auto_wrap_policy"), (FULLY_SHARD, None)):
+        sites = facts.calls_to(*names)
+        if len(sites) != 1 or _repeated(sites[0], facts):
+            continue
+        site = sites[0]
+        if keyword is not None and flag(site, keyword) is not df.MISSING:
+            continue
+        what = ("FullyShardedDataParallel without an auto_wrap_policy" if keyword
+                else "fully_shard only at the root")
+        yield Finding(
+            "AL413",
+            site.node,
+            f"{what} makes the whole model one FSDP unit: every parameter is all-gathered at once before "
+            "the forward and again before the backward, so the peak holds the model unsharded and no "
+            "communication overlaps computation; shard each block "
+            + ("(auto_wrap_policy=ModuleWrapPolicy({Block}))" if keyword else
+               "(`for block in model.layers: fully_shard(block)` before `fully_shard(model)`)"),
+        )
