@@ -4,20 +4,21 @@ DDP decides at the end of each forward whether the coming backward all-reduces (
 armed by `prepare_for_backward` only while `require_backward_grad_sync` is set), so a `no_sync()`
 entered after the forward changes nothing: the backward inside it still all-reduces every bucket.
 Measured on 2 ranks (gloo): 3 micro-batches under `no_sync()` plus one that syncs ran 4 bucket
-all-reduces with the forward outside the `with`, 1 with it inside. FSDP reads its flag in the
-backward, so only DDP (directly, or through accelerate's `accelerator.no_sync(model)`) is checked."""
+all-reduces with the forward outside the `with`, 1 with it inside. FSDP (v1 `no_sync()`, FSDP2
+`set_requires_gradient_sync(False)`) reads its flag in the backward: the same test ran no
+reduce-scatter with the switch around the backward only. So only files that build or import DDP,
+and nothing of FSDP, are checked."""
 
 from __future__ import annotations
 
 import libcst as cst
 
 from archlint.code.checks import Finding
-from archlint.code.checks._distributed import DDP, FSDP, FULLY_SHARD
+from archlint.code.checks._distributed import DDP
 from archlint.code.facts import CallSite, Facts, is_backward_call
-from archlint.code.names import dotted
+from archlint.code.names import CANONICAL, dotted
 
 CODES = ("AL411",)
-_ACCELERATORS = ("accelerate.Accelerator", "accelerate.accelerator.Accelerator")
 
 
 def _receiver(site: CallSite) -> str | None:
@@ -46,12 +47,21 @@ def _uses(site: CallSite, name: str) -> bool:
     return any(dotted(arg.value) == name for arg in site.node.args)
 
 
-def _ddp_file(facts: Facts) -> bool:
-    """The file wraps in DDP, or uses accelerate and no FSDP of its own (FSDP honours a no_sync()
-    entered after the forward)."""
-    if facts.calls_to(DDP):
+def _runs(site: CallSite, name: str) -> bool:
+    """A forward of the model: `model(x)`, `model.module(x)`, `model.forward(x)`, or a helper it is
+    handed to (`loss = forward_step(x, y, model)`); not its other methods (`model.train()`)."""
+    func = dotted(site.node.func) or ""
+    if func in (name, f"{name}.module", f"{name}.forward"):
         return True
-    return bool(facts.imports.uses("accelerate")) and not facts.calls_to(*FSDP, *FULLY_SHARD)
+    return not func.startswith(name + ".") and any(dotted(arg.value) == name for arg in site.node.args)
+
+
+def _ddp_file(facts: Facts) -> bool:
+    """The file builds or imports DDP and nothing of FSDP: FSDP (v1 and 2) honours a gradient-sync
+    switch entered after the forward (measured), and accelerate's backend is set outside the code."""
+    if not facts.calls_to(DDP) and DDP not in {CANONICAL.get(n, n) for n in facts.imports.names.values()}:
+        return False
+    return not facts.imports.uses("torch.distributed.fsdp") and not facts.imports.uses("torch.distributed._composable")
 
 
 def check(facts: Facts):
@@ -66,9 +76,11 @@ def check(facts: Facts):
         if not any(is_backward_call(s.node) for s in inside) or any(_uses(s, name) for s in inside):
             continue
         index = next(i for i, s in enumerate(calls) if s is site)
-        before = [s for s in calls[:index] if dotted(s.node.func) == name and s not in inside]
+        loops = [loop for loop, _ in site.loops]
+        before = [s for s in calls[:index] if s not in inside and _runs(s, name)
+                  and [loop for loop, _ in s.loops[:len(loops)]] == loops]
         if not before:
-            continue  # no forward seen in this function: it may run elsewhere, under the with
+            continue  # no forward seen before it (in its loop): it may run elsewhere, under the with
         line = facts.position(before[-1].node)[0].line
         yield Finding(
             "AL411",
