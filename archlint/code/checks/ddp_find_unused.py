@@ -38,7 +38,8 @@ MESSAGE = ("find_unused_parameters=True makes DDP walk the autograd graph from t
 def check(facts: Facts):
     for name, keyword in _PASSERS.items():
         for site in facts.calls_to(name):
-            if flag(site, keyword) is True:
+            # with static_graph=True DDP skips the walk after the first step: the flag costs nothing
+            if flag(site, keyword) is True and flag(site, "static_graph") is not True:
                 yield Finding("AL410", site.node, MESSAGE)
     for site in facts.calls_to(*_TRAINERS):
         if flag(site, "strategy") in _STRATEGIES:

@@ -36,13 +36,25 @@ def _repeated(site: CallSite, facts: Facts) -> bool:
                for s in facts.calls)
 
 
+def _handed_in(site: CallSite, facts: Facts) -> bool:
+    """`def apply_fsdp(module): fully_shard(module)` that this file never calls: the callers, and how
+    many modules they shard, are elsewhere."""
+    scope = site.scope
+    if scope.kind != "function" or not site.node.args:
+        return False
+    root = df.root_name(site.node.args[0].value)
+    name = scope.node.name.value
+    called = any((dotted(s.node.func) or "").rsplit(".", 1)[-1] == name for s in facts.calls)
+    return root in scope.params and not called
+
+
 def check(facts: Facts):
     if facts.calls_to(*_MANUAL) or not any(scope.has_backward for scope in facts.scopes) \
             and not df.training_loops(facts):
         return  # wrapped per block by hand, or not the file that trains
     for names, keyword in ((FSDP, "auto_wrap_policy"), (FULLY_SHARD, None)):
         sites = facts.calls_to(*names)
-        if len(sites) != 1 or _repeated(sites[0], facts):
+        if len(sites) != 1 or _repeated(sites[0], facts) or _handed_in(sites[0], facts):
             continue
         site = sites[0]
         if keyword is not None and flag(site, keyword) is not df.MISSING:

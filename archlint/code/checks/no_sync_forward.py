@@ -72,7 +72,8 @@ def check(facts: Facts):
         if name is None:
             continue
         calls = site.scope.calls
-        inside = [s for s in calls if any(_holds(w, site.node) for w in s.withs)]
+        # the with's own item is recorded inside it too: not a call of its block
+        inside = [s for s in calls if s is not site and any(_holds(w, site.node) for w in s.withs)]
         if not any(is_backward_call(s.node) for s in inside) or any(_uses(s, name) for s in inside):
             continue
         index = next(i for i, s in enumerate(calls) if s is site)
