@@ -83,3 +83,10 @@ def test_train_run_names_the_bytes_the_bucket_view_saves(tmp_path, capsys):
     assert d["severity"] == "info"
     assert d["evidence"]["grads_bytes"] == (32 * 32 + 32 + 32 * 10 + 10) * 4  # float32 gradients of Net
     assert "per GPU on" in d["message"]
+
+
+def test_al201_says_what_ddp_does_with_an_unused_module(tmp_path, capsys):
+    found = _run(tmp_path, capsys, "self.old_head = nn.Linear(32, 10)")
+    message = found["AL201"]["message"]
+    assert "second step fails" in message and "Expected to have finished reduction" in message
+    assert "AL410" in message
