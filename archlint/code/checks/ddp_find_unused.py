@@ -36,12 +36,12 @@ MESSAGE = ("find_unused_parameters=True makes DDP walk the autograd graph from t
 
 
 def check(facts: Facts):
-    for name, keyword in _PASSERS.items():
-        for site in facts.calls_to(name):
+    for site in facts.calls_to(*_PASSERS, *_TRAINERS):  # one pass over the file's calls
+        keyword = _PASSERS.get(facts.qname(site.node.func, site.scope))
+        if keyword is not None:
             # with static_graph=True DDP skips the walk after the first step: the flag costs nothing
             if flag(site, keyword) is True and flag(site, "static_graph") is not True:
                 yield Finding("AL410", site.node, MESSAGE)
-    for site in facts.calls_to(*_TRAINERS):
-        if flag(site, "strategy") in _STRATEGIES:
+        elif flag(site, "strategy") in _STRATEGIES:
             yield Finding("AL410", site.node, MESSAGE.replace("find_unused_parameters=True", "the strategy "
                                                                   f"{flag(site, 'strategy')!r}", 1))

@@ -49,11 +49,14 @@ def _handed_in(site: CallSite, facts: Facts) -> bool:
 
 
 def check(facts: Facts):
-    if facts.calls_to(*_MANUAL) or not any(scope.has_backward for scope in facts.scopes) \
-            and not df.training_loops(facts):
-        return  # wrapped per block by hand, or not the file that trains
+    found = {names: [s for s in facts.calls_to(*FSDP, *FULLY_SHARD, *_MANUAL) if facts.qname(s.node.func, s.scope)
+                     in names] for names in (FSDP, FULLY_SHARD, _MANUAL)}
+    if not (found[FSDP] or found[FULLY_SHARD]) or found[_MANUAL]:
+        return  # no FSDP, or wrapped per block by hand
+    if not any(scope.has_backward for scope in facts.scopes) and not df.training_loops(facts):
+        return  # not the file that trains
     for names, keyword in ((FSDP, "auto_wrap_policy"), (FULLY_SHARD, None)):
-        sites = facts.calls_to(*names)
+        sites = found[names]
         if len(sites) != 1 or _repeated(sites[0], facts) or _handed_in(sites[0], facts):
             continue
         site = sites[0]
