@@ -184,3 +184,25 @@ def test_al415_fix_adds_or_flips_the_flag():
     assert [d.line for d in found] == [4, 5] and all(d.severity.value == "info" for d in found)
     assert found[0].fix.edits[0].content == ", gradient_as_bucket_view=True"
     assert found[1].fix.edits[0].content == "True" and found[1].fix.applicability.value == "unsafe"
+
+
+def test_al409_prices_the_waste_when_the_micro_batch_count_is_a_literal():
+    loop = DDP_HEAD + """
+ACCUM = 4
+
+def train(model, batches, opt, loader):
+    model = DDP(model)
+    for step in range(1000):
+        for micro in range({count}):
+            model(batches()).sum().backward()
+        opt.step()
+    for i, x in enumerate(loader):
+        model(x).sum().backward()
+        if (i + 1) % {count} == 0:
+            opt.step()
+"""
+    found = [d.message for d in lint_text(loop.format(count="ACCUM"), "t.py") if d.code == "AL409"]
+    assert len(found) == 2 and all("4 micro-batches per step: 3 of every 4 all-reduces are wasted" in m
+                                   for m in found)
+    found = [d.message for d in lint_text(loop.format(count="args.accum"), "t.py") if d.code == "AL409"]
+    assert len(found) == 2 and not any("micro-batches per step" in m for m in found)

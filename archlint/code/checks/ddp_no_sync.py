@@ -31,6 +31,32 @@ def _is_step(site) -> bool:
     return "optim" in owner or "scaler" in owner or owner in ("opt", "optimizer")
 
 
+def _count(node: cst.BaseExpression | None, scope) -> int | None:
+    """An int literal above 1, or a name bound once to one; else None (a config's value is not seen)."""
+    if isinstance(node, cst.Name):
+        found = scope.lookup(node.value)
+        node = found[1][0] if found is not None and len(found[1]) == 1 else None
+    value = df.literal(node) if node is not None else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 1 else None
+
+
+def _modulus(site) -> int | None:
+    """`if (i + 1) % ACCUM == 0: optimizer.step()` → ACCUM, when the file binds it to an int."""
+    for node, _ in reversed(site.under):
+        test = getattr(node, "test", None)
+        if isinstance(test, cst.Comparison) and isinstance(test.left, cst.BinaryOperation) \
+                and isinstance(test.left.operator, cst.Modulo):
+            return _count(test.left.right, site.scope)
+    return None
+
+
+def _message(accum: int | None) -> str:
+    """The message, with the waste when the number of micro-batches per step is a literal."""
+    if accum is None:
+        return MESSAGE
+    return MESSAGE + f" ({accum} micro-batches per step: {accum - 1} of every {accum} all-reduces are wasted)"
+
+
 def _controls_sync(facts: Facts) -> bool:
     return "no_sync" in facts.idents or any(
         target.attr.value == "require_backward_grad_sync" for target, _ in facts.attr_assigns)
@@ -43,7 +69,8 @@ def check(facts: Facts):
     for bl in df.batch_loops(facts):
         if not bl.is_training:
             continue
-        steps = [df.in_loop(s, bl.loop) for s in bl.loop.calls if _is_step(s)]
+        step_sites = [s for s in bl.loop.calls if _is_step(s)]
+        steps = [df.in_loop(s, bl.loop) for s in step_sites]
         if not steps or any(not conditional for _, conditional in steps):
             continue  # no optimizer step here, or one on every iteration: no accumulation
         for site in bl.loop.calls:
@@ -51,7 +78,7 @@ def check(facts: Facts):
             where = df.in_loop(site, bl.loop)
             if isinstance(func, cst.Attribute) and func.attr.value == "backward" and where and not where[1]:
                 flagged.add(id(site))
-                yield Finding("AL409", site.node, MESSAGE)
+                yield Finding("AL409", site.node, _message(_modulus(step_sites[0])))
                 break
     yield from _micro_batch_loops(facts, flagged)
 
@@ -71,4 +98,8 @@ def _micro_batch_loops(facts: Facts, flagged: set[int]):
         parents = [outer for outer, _ in backward.loops[:-1]]  # the step runs in the loops around this one
         if any(_is_step(s) and [outer for outer, _ in s.loops] == parents for s in calls[last + 1:]):
             flagged.add(id(backward))
-            yield Finding("AL409", backward.node, MESSAGE)
+            it = loop.iter
+            accum = None
+            if isinstance(it, cst.Call) and dotted(it.func) == "range" and len(it.args) == 1:
+                accum = _count(it.args[0].value, loop.scope)
+            yield Finding("AL409", backward.node, _message(accum))
