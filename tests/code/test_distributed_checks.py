@@ -136,6 +136,7 @@ def train(model, loader, opt):
 @pytest.mark.parametrize(("setup", "fires"), [
     ("model = FSDP(model)", True),
     ("model = FSDP(model, auto_wrap_policy=policy)", False),
+    ("model = FSDP(model, auto_wrap_policy=None)", True),
     ("model = FSDP(model, **kwargs)", False),  # the policy may be in kwargs
     ("blocks = [FSDP(b) for b in model.blocks]\nmodel = FSDP(model)", False),  # wrapped per block by hand
     ("with enable_wrap(wrapper_cls=FSDP):\n    model = wrap(model)\nmodel = FSDP(model)", False),

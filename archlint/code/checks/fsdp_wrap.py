@@ -60,8 +60,8 @@ def check(facts: Facts):
         if len(sites) != 1 or _repeated(sites[0], facts) or _handed_in(sites[0], facts):
             continue
         site = sites[0]
-        if keyword is not None and flag(site, keyword) is not df.MISSING:
-            continue
+        if keyword is not None and flag(site, keyword) not in (df.MISSING, None):
+            continue  # a policy (or one archlint cannot see); `auto_wrap_policy=None` is none
         what = ("FullyShardedDataParallel without an auto_wrap_policy" if keyword
                 else "fully_shard only at the root")
         yield Finding(
