@@ -52,12 +52,19 @@ def _run(tmp_path, capsys, extra: str, *flags: str) -> dict:
     return {d["code"]: d for d in json.loads(out.out)["diagnostics"]}
 
 
-def test_every_parameter_used_makes_the_flag_a_warning(tmp_path, capsys):
-    found = _run(tmp_path, capsys, "")
+def test_every_parameter_used_in_training_makes_the_flag_a_warning(tmp_path, capsys):
+    found = _run(tmp_path, capsys, "", "--train", "--optimizer", "sgd")
     d = found["AL410"]
     assert d["severity"] == "warning" and "AL201" not in found
-    assert "reads every parameter" in d["message"] and d["evidence"]["unused"] == []
-    assert d["evidence"]["model"].endswith("model.py:Net")
+    assert "train-mode forward reads every parameter" in d["message"] and d["evidence"]["unused"] == []
+    assert d["evidence"]["model"].endswith("model.py:Net") and d["evidence"]["mode"] == "train"
+
+
+def test_the_eval_forward_alone_keeps_it_info(tmp_path, capsys):
+    # the training forward may skip layers (LayerDrop) or run heads the eval forward does not
+    d = _run(tmp_path, capsys, "")["AL410"]
+    assert d["severity"] == "info" and "eval-mode forward reads every parameter" in d["message"]
+    assert "--train" in d["message"]
 
 
 def test_an_unused_module_says_the_flag_is_needed(tmp_path, capsys):

@@ -208,9 +208,10 @@ def link_distributed(diagnostics: list[Diagnostic], models: list[ModelResult], s
     in the same run (the model as `link_code` finds it):
 
     - AL410 (find_unused_parameters=True): the model's AL201 says whether its forward leaves a
-      parameter unused. None unused makes the finding a warning (the flag only costs its walk); an
-      unused one says the flag is needed; a forward AL201 could not check says so. Only when AL201
-      ran on the whole model (selected, no module-ignores).
+      parameter unused. None unused in the train-mode forward (--train) makes the finding a warning
+      (the flag only costs its walk); in the eval-mode forward it is said, the finding stays info;
+      an unused one says the flag is needed; a forward AL201 could not check says so. Only when
+      AL201 ran on the whole model (selected, no module-ignores).
     - AL415 (gradient_as_bucket_view): with --train, the bytes the flag saves (the model's gradients)."""
     for d in diagnostics:
         if d.code not in ("AL410", "AL415") or not d.file:
@@ -236,7 +237,10 @@ def link_distributed(diagnostics: list[Diagnostic], models: list[ModelResult], s
         elif unused:
             names = ", ".join(str(n) for n in d.evidence["unused"][:3]) + (" …" if len(unused) > 3 else "")
             d.message += f" (needed here: {m.target}'s {m.mode}-mode forward leaves {names} unused, AL201)"
-        else:
-            d.message += (f" ({m.target}'s {m.mode}-mode forward reads every parameter, AL201 found none unused: "
+        elif m.mode == "train":
+            d.message += (f" ({m.target}'s train-mode forward reads every parameter, AL201 found none unused: "
                           "the flag only costs its walk on every step)")
             d.severity = Severity.WARNING
+        else:  # eval mode: the training forward may differ (auxiliary heads, layers dropped in training)
+            d.message += (f" ({m.target}'s eval-mode forward reads every parameter; analyze it with --train to check "
+                          "the training forward)")
