@@ -139,6 +139,7 @@ def train(model, loader, opt):
     ("model = FSDP(model, auto_wrap_policy=None)", True),
     ("model = FSDP(model, **kwargs)", False),  # the policy may be in kwargs
     ("blocks = [FSDP(b) for b in model.blocks]\nmodel = FSDP(model)", False),  # wrapped per block by hand
+    ("model.blocks = torch.nn.ModuleList([FSDP(b) for b in model.blocks])", False),  # the root is elsewhere
     ("with enable_wrap(wrapper_cls=FSDP):\n    model = wrap(model)\nmodel = FSDP(model)", False),
     ("fully_shard(model)", True),
     ("for block in model.layers:\n    fully_shard(block)\nfully_shard(model)", False),

@@ -10,10 +10,12 @@ gathered just before it runs)."""
 
 from __future__ import annotations
 
+import libcst as cst
+
 from archlint.code import dataflow as df
 from archlint.code.checks import Finding
 from archlint.code.checks._distributed import FSDP, FULLY_SHARD, flag
-from archlint.code.facts import CallSite, Facts
+from archlint.code.facts import CallSite, Facts, children
 from archlint.code.names import dotted
 
 CODES = ("AL413",)
@@ -21,18 +23,24 @@ CODES = ("AL413",)
 _MANUAL = ("torch.distributed.fsdp.wrap.wrap", "torch.distributed.fsdp.wrap.enable_wrap")
 
 
+def _within(node: cst.CSTNode, target: cst.CSTNode) -> bool:
+    return node is target or any(_within(child, target) for child in children(node))
+
+
+def _last(node: cst.BaseExpression) -> str:
+    return (dotted(node) or "").rsplit(".", 1)[-1]
+
+
 def _repeated(site: CallSite, facts: Facts) -> bool:
-    """Inside a loop, a comprehension or lambda, or a function this file calls from a loop or hands on."""
-    if site.loops:
+    """Inside a loop or a comprehension (`[FSDP(b) for b in blocks]`), or in a function this file
+    calls from a loop or hands on (`model.apply(wrap_block)`)."""
+    if site.loops or any(_within(c, site.node) for c in site.scope.comprehensions):
         return True
     scope = site.scope
     if scope.kind != "function":
         return False
     name = scope.node.name.value
-    def last(node) -> str:
-        return (dotted(node) or "").rsplit(".", 1)[-1]
-
-    return any((s.loops and last(s.node.func) == name) or any(last(a.value) == name for a in s.node.args)
+    return any((s.loops and _last(s.node.func) == name) or any(_last(a.value) == name for a in s.node.args)
                for s in facts.calls)
 
 
@@ -44,7 +52,7 @@ def _handed_in(site: CallSite, facts: Facts) -> bool:
         return False
     root = df.root_name(site.node.args[0].value)
     name = scope.node.name.value
-    called = any((dotted(s.node.func) or "").rsplit(".", 1)[-1] == name for s in facts.calls)
+    called = any(_last(s.node.func) == name for s in facts.calls)
     return root in scope.params and not called
 
 
