@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import functools
 import json
 import os
 import warnings
@@ -77,8 +78,19 @@ def ddp_no_sync() -> dict:
     return out
 
 
+@contextlib.contextmanager
+def _gradient_sync_off(model):
+    """FSDP2's counterpart of no_sync()."""
+    model.set_requires_gradient_sync(False)
+    try:
+        yield
+    finally:
+        model.set_requires_gradient_sync(True)
+
+
 def fsdp_no_sync() -> dict:
-    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP, fully_shard
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+    from torch.distributed.fsdp import fully_shard
 
     out, x = {}, torch.randn(2, 16)
     for api in ("FSDP v1 no_sync", "FSDP2 set_requires_gradient_sync"):
@@ -86,21 +98,14 @@ def fsdp_no_sync() -> dict:
             torch.manual_seed(0)
             net = nn.Sequential(nn.Linear(16, 16), nn.Linear(16, 16))
             if api.startswith("FSDP v1"):
-                model, switch = FSDP(net, device_id=torch.device("cpu")), None
+                model = FSDP(net, device_id=torch.device("cpu"))
                 switch = model.no_sync
             else:
                 fully_shard(net)
                 model = net
+                switch = functools.partial(_gradient_sync_off, model)
 
-                @contextlib.contextmanager
-                def switch():
-                    model.set_requires_gradient_sync(False)
-                    try:
-                        yield
-                    finally:
-                        model.set_requires_gradient_sync(True)
-
-            def three_micro_batches():
+            def three_micro_batches(model=model, switch=switch, where=where):
                 for _ in range(3):
                     if where == "backward only inside":
                         loss = model(x).sum()
@@ -116,7 +121,9 @@ def fsdp_no_sync() -> dict:
 
 def fsdp2_units() -> dict:
     from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
-        apply_activation_checkpointing, checkpoint_wrapper)
+        apply_activation_checkpointing,
+        checkpoint_wrapper,
+    )
     from torch.distributed.fsdp import fully_shard
 
     out = {}
@@ -136,12 +143,15 @@ def fsdp2_units() -> dict:
                                            check_fn=lambda m: isinstance(m, Block))
         x = torch.randn(2, 16)
         model(x).sum().backward()  # the first step sets up; the second is counted
-        out[layout] = _counts(lambda: model(x).sum().backward())
+        out[layout] = _counts(lambda model=model, x=x: model(x).sum().backward())
     return out
 
 
 def fsdp1_checkpoint() -> dict:
-    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import CheckpointImpl, checkpoint_wrapper
+    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
+        CheckpointImpl,
+        checkpoint_wrapper,
+    )
     from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
 
     cpu, out = torch.device("cpu"), {}
@@ -159,7 +169,7 @@ def fsdp1_checkpoint() -> dict:
             model = FSDP(nn.Sequential(*blocks), device_id=cpu)
             x = torch.randn(2, 16, requires_grad=True)
             model(x).sum().backward()
-            out[f"{impl.name.lower()}, {where}"] = _counts(lambda: model(x).sum().backward())
+            out[f"{impl.name.lower()}, {where}"] = _counts(lambda model=model, x=x: model(x).sum().backward())
     return out
 
 

@@ -14,8 +14,13 @@ import libcst as cst
 
 from archlint.code import dataflow as df
 from archlint.code.checks import Finding
-from archlint.code.checks._distributed import APPLY_CHECKPOINTING, CHECKPOINT, CHECKPOINT_IMPL, \
-    CHECKPOINT_WRAPPER, FSDP
+from archlint.code.checks._distributed import (
+    APPLY_CHECKPOINTING,
+    CHECKPOINT,
+    CHECKPOINT_IMPL,
+    CHECKPOINT_WRAPPER,
+    FSDP,
+)
 from archlint.code.facts import CallSite, Facts, Scope, children
 from archlint.code.names import dotted
 
