@@ -208,3 +208,16 @@ def train(model, batches, opt, loader):
                                    for m in found)
     found = [d.message for d in lint_text(loop.format(count="args.accum"), "t.py") if d.code == "AL409"]
     assert len(found) == 2 and not any("micro-batches per step" in m for m in found)
+
+
+@pytest.mark.parametrize(("args", "fires"), [
+    ('"out", per_device_train_batch_size=16', True),  # the Trainer's own default turns the walk on
+    ('"out", ddp_find_unused_parameters=False', False),
+    ('"out", gradient_checkpointing=True', False),  # the Trainer leaves the flag off then
+    ('"out", **config', False),  # not visible
+])
+def test_al410_hugging_face_trainer_default(args, fires):
+    source = f"import torch\nfrom transformers import TrainingArguments\nargs = TrainingArguments({args})\n"
+    found = [d for d in lint_text(source, "t.py") if d.code == "AL410"]
+    assert bool(found) == fires
+    assert all("Hugging Face Trainer passes find_unused_parameters=True" in d.message for d in found)

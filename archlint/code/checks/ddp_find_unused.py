@@ -8,6 +8,7 @@ parameter read makes it a warning, an unused one says the flag is needed."""
 
 from __future__ import annotations
 
+from archlint.code import dataflow as df
 from archlint.code.checks import Finding
 from archlint.code.checks._distributed import DDP, flag
 from archlint.code.facts import Facts
@@ -35,10 +36,22 @@ MESSAGE = ("find_unused_parameters=True makes DDP walk the autograd graph from t
            "static_graph=True finds them once instead; if none do, drop the flag")
 
 
+# The Hugging Face Trainer turns the flag on itself when it is not given, for a PreTrainedModel
+# without activation checkpointing (transformers' Trainer: `find_unused = not (...checkpointing)`).
+_HF_ARGS = ("transformers.TrainingArguments", "transformers.Seq2SeqTrainingArguments")
+HF_DEFAULT = ("when run on several GPUs, the Hugging Face Trainer passes find_unused_parameters=True to DDP unless "
+              "told otherwise (for a PreTrainedModel without gradient checkpointing): DDP then walks the autograd "
+              "graph on every step; pass ddp_find_unused_parameters=False if every parameter gets a gradient")
+
+
 def check(facts: Facts):
     for site in facts.calls_to(*_PASSERS, *_TRAINERS):  # one pass over the file's calls
-        keyword = _PASSERS.get(facts.qname(site.node.func, site.scope))
-        if keyword is not None:
+        name = facts.qname(site.node.func, site.scope)
+        keyword = _PASSERS.get(name)
+        if name in _HF_ARGS and flag(site, keyword) is df.MISSING \
+                and flag(site, "gradient_checkpointing") in (df.MISSING, False):
+            yield Finding("AL410", site.node, HF_DEFAULT)
+        elif keyword is not None:
             # with static_graph=True DDP skips the walk after the first step: the flag costs nothing
             if flag(site, keyword) is True and flag(site, "static_graph") is not True:
                 yield Finding("AL410", site.node, MESSAGE)
