@@ -215,6 +215,7 @@ def train(model, batches, opt, loader):
     ('"out", ddp_find_unused_parameters=False', False),
     ('"out", gradient_checkpointing=True', False),  # the Trainer leaves the flag off then
     ('"out", **config', False),  # not visible
+    ('"out")\nmodel.gradient_checkpointing_enable(', False),
 ])
 def test_al410_hugging_face_trainer_default(args, fires):
     source = f"import torch\nfrom transformers import TrainingArguments\nargs = TrainingArguments({args})\n"

@@ -8,6 +8,8 @@ parameter read makes it a warning, an unused one says the flag is needed."""
 
 from __future__ import annotations
 
+import libcst as cst
+
 from archlint.code import dataflow as df
 from archlint.code.checks import Finding
 from archlint.code.checks._distributed import DDP, flag
@@ -44,12 +46,18 @@ HF_DEFAULT = ("when run on several GPUs, the Hugging Face Trainer passes find_un
               "graph on every step; pass ddp_find_unused_parameters=False if every parameter gets a gradient")
 
 
+def _checkpoints_model(facts: Facts) -> bool:
+    """`model.gradient_checkpointing_enable()` somewhere in the file: the Trainer leaves the flag off."""
+    return any(isinstance(s.node.func, cst.Attribute) and s.node.func.attr.value == "gradient_checkpointing_enable"
+               for s in facts.calls)
+
+
 def check(facts: Facts):
     for site in facts.calls_to(*_PASSERS, *_TRAINERS):  # one pass over the file's calls
         name = facts.qname(site.node.func, site.scope)
         keyword = _PASSERS.get(name)
         if name in _HF_ARGS and flag(site, keyword) is df.MISSING \
-                and flag(site, "gradient_checkpointing") in (df.MISSING, False):
+                and flag(site, "gradient_checkpointing") in (df.MISSING, False) and not _checkpoints_model(facts):
             yield Finding("AL410", site.node, HF_DEFAULT)
         elif keyword is not None:
             # with static_graph=True DDP skips the walk after the first step: the flag costs nothing
