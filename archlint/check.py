@@ -61,6 +61,10 @@ def _check(paths: list[Path], specs: list[ModelSpec], settings: Settings) -> Run
         from archlint.model.speedups.links import link_code  # AL403 priced by the model's autocast what-if
 
         link_code(result.diagnostics, result.models)
+    if paths and result.models:
+        from archlint.model.speedups.links import link_distributed  # AL410/AL415 against the analyzed model
+
+        link_distributed(result.diagnostics, result.models, settings)
 
     from archlint import gate  # budgets for models; baselines for models and code alike
 
