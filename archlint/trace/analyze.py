@@ -247,9 +247,13 @@ def _input_notes(data: TraceData) -> list[str]:
     if data.skipped:
         notes.append(f"{data.skipped} complete events left out: their ts or dur is not a finite number")
     if data.negative:
-        notes.append(f"{data.negative} events with a negative duration (down to {data.negative_min_us:g} µs) counted "
+        notes.append(f"{data.negative} events with a negative duration (down to {_us(data.negative_min_us)} µs) counted "
                      "as 0 µs: the profiler recorded their end before their start")
     return notes
+
+
+def _us(value: float) -> str:
+    return f"{value:.3f}".rstrip("0").rstrip(".")
 
 
 def _steps(data: TraceData, notes: list[str]) -> list[tuple[int, Range]]:
@@ -333,7 +337,7 @@ def _per_step(data, steps, merged, compute, launch_at, kind, launch_gap_us, note
             if k >= 0 and at < windows[k][2]:
                 by_step[k].append(i)
     if skew:
-        notes.append(f"{skew} GPU events start before the host call that launched them (by up to {skew_us:g} µs): the "
+        notes.append(f"{skew} GPU events start before the host call that launched them (by up to {_us(skew_us)} µs): the "
                      "host and GPU clocks disagree; a GPU event is placed in the step its launch call started in")
     sync_starts = sorted(r.ts for r in blocking_calls)
     # named host ranges long enough to explain an idle stretch: what the host was doing meanwhile
@@ -512,8 +516,9 @@ def _device(data: TraceData) -> tuple[str | None, int | None, str | None, str | 
     props = props or (data.devices[0] if data.devices else None)
     if props is None:
         return None, None, None, None
-    name = props.get("name")
-    cc = f"{props.get('computeMajor')}.{props.get('computeMinor')}" if props.get("computeMajor") is not None else None
+    name = props.get("name") if isinstance(props.get("name"), str) else None  # a header is outside input too
+    major, minor = props.get("computeMajor"), props.get("computeMinor")
+    cc = f"{major}.{minor}" if type(major) is int and type(minor) is int and 0 <= major < 100 and 0 <= minor < 100 else None
     vendor = "amd" if (name and ("AMD" in name or "Radeon" in name or "Instinct" in name)) or props.get("warpSize") == 64 else "nvidia"
     memory = props.get("totalGlobalMem") if isinstance(props.get("totalGlobalMem"), int) else None
     return name, memory, cc, vendor
