@@ -331,14 +331,23 @@ def test_fifo_is_read(tmp_path, capsys):
     os.mkfifo(fifo)
     doc = gzip.compress(json.dumps(_base().document()).encode())
 
-    def feed():
-        with open(fifo, "wb") as f:
-            f.write(doc)
+    def feed():  # waits (30 s at most) for the reader to open the FIFO, then writes the trace
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+            except OSError:  # ENXIO: no reader yet
+                time.sleep(0.02)
+                continue
+            os.set_blocking(fd, True)
+            with open(fd, "wb") as f:
+                f.write(doc)
+            return
 
-    writer = threading.Thread(target=feed)
+    writer = threading.Thread(target=feed, daemon=True)
     writer.start()
     code, out, err = run([fifo, "--output-format", "json", "--timeout", "30"], capsys)
-    writer.join()
+    writer.join(35)
     assert code == 1 and err == "" and json.loads(out)["traces"][0]["steps"] == 3
 
 
