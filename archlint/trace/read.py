@@ -186,10 +186,14 @@ def _take(e: dict, data: TraceData, name_index: dict[str, int], cat_index: dict[
         if _INTEREST.search(name):
             _host_op(e, name, cat, data)
         return
-    times = _times(e, data)
-    if times is None:
+    ts, dur = e.get("ts"), e.get("dur")
+    if ts is None or dur is None:  # not a complete event
         return
-    ts, dur = times
+    if not (type(ts) is float and type(dur) is float and -_LIMIT < ts < _LIMIT and 0.0 <= dur < _LIMIT):
+        times = _times(ts, dur, data)  # the fast test above passes what Kineto writes; the rest here
+        if times is None:
+            return
+        ts, dur = times
     args = e.get("args")
     if type(args) is not dict:
         args = {}
@@ -217,7 +221,9 @@ def _take(e: dict, data: TraceData, name_index: dict[str, int], cat_index: dict[
             data.gpu_name.append(index)
             data.gpu_cat.append(c)
         return
-    tid = _tid(e.get("tid"))
+    tid = e.get("tid")
+    if type(tid) is not int and type(tid) is not str and tid is not None:
+        tid = _tid(tid)
     if cat == "cuda_runtime" or cat == "cuda_driver":
         corr = _int(args.get("correlation"))
         if corr is not None:
@@ -253,7 +259,10 @@ def _take(e: dict, data: TraceData, name_index: dict[str, int], cat_index: dict[
 
 def _host_op(e: dict, name: str, cat: str, data: TraceData) -> None:
     """A host range whose name the analysis reads: a step, the DataLoader, .item(), DataParallel."""
-    times = _times(e, data)
+    ts, dur = e.get("ts"), e.get("dur")
+    if ts is None or dur is None:
+        return
+    times = _times(ts, dur, data)
     if times is None:
         return
     ts, dur = times
@@ -272,12 +281,9 @@ def _host_op(e: dict, name: str, cat: str, data: TraceData) -> None:
             data.annotations.append(Range(name, ts, dur, tid))
 
 
-def _times(e: dict, data: TraceData) -> tuple[float, float] | None:
-    """An event's (ts, dur) as finite floats, a negative duration as 0 (counted); None for an event
-    without both (a missing one: not a complete event; any other: counted as skipped)."""
-    ts, dur = e.get("ts"), e.get("dur")
-    if ts is None or dur is None:
-        return None
+def _times(ts: Any, dur: Any, data: TraceData) -> tuple[float, float] | None:
+    """An event's (ts, dur) as finite floats, a negative duration as 0 (counted); None for one
+    that is not a finite number (a string, NaN, 1e400: counted as skipped)."""
     ts, dur = _finite(ts), _finite(dur)
     if ts is None or dur is None:
         data.skipped += 1
