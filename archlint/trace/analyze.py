@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import bisect
 import math
-from array import array
 import re
 import statistics
+from array import array
 from collections import defaultdict
 from dataclasses import dataclass, field, fields
 from typing import Any

@@ -58,6 +58,20 @@ class _Prefixed(io.RawIOBase):
         super().close()
 
 
+class _Gzip(gzip.GzipFile):
+    """A GzipFile over an open stream that closes that stream too (GzipFile leaves a given one open)."""
+
+    def __init__(self, source) -> None:
+        super().__init__(fileobj=source, mode="rb")
+        self.source = source
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self.source.close()
+
+
 def open_text(path: Path | str) -> TextIO:
     """A trace as text: `.gz` content is decompressed on the fly (checked by its magic bytes, not
     the name); `-` is standard input; a FIFO or other non-seekable file is read once, as it comes."""
@@ -79,7 +93,7 @@ def open_text(path: Path | str) -> TextIO:
         raw.close()
         raise
     if magic == b"\x1f\x8b":
-        stream = gzip.GzipFile(fileobj=stream, mode="rb")
+        stream = _Gzip(stream)
     # a BOM is not part of the JSON; a byte that is not UTF-8 becomes U+FFFD, never an error
     return io.TextIOWrapper(stream, encoding="utf-8-sig", errors="replace")
 
@@ -175,7 +189,12 @@ def _first_line(exc: BaseException) -> str:
 
 
 def _truncated(exc: json.JSONDecodeError) -> bool:
-    return exc.msg.startswith(("Unterminated string", "Expecting"))
+    """An error a value cut at the window's end gives: an unterminated string (reported where the
+    string starts), or a literal or number cut short (`tr`, `-`: "Expecting value" a few characters
+    before the end). Anywhere else "Expecting" is malformed JSON: said at once, not read on."""
+    if exc.msg.startswith("Unterminated string"):
+        return True
+    return exc.msg.startswith("Expecting") and exc.pos >= len(exc.doc) - 16
 
 
 class Truncated(Exception):

@@ -366,3 +366,12 @@ def test_same_file_twice_is_read_once(tmp_path, capsys):
     path = _base().write(tmp_path / "t.json")
     code, out, _ = run([path, path, tmp_path, "--output-format", "json"], capsys)
     assert code == 1 and len(json.loads(out)["traces"]) == 1
+
+
+def test_garbage_early_in_a_long_file_is_said_at_once(tmp_path, capsys):
+    """Malformed JSON is not mistaken for a value cut at the window's end (read on to the size limit)."""
+    filler = json.dumps([_event(cat="cpu_op", name=f"op{i}") for i in range(40_000)])[1:-1]
+    path = tmp_path / "bad.json"
+    path.write_text('{"traceEvents": [{"ph": "X", "ts": tru, "x": 1}, ' + filler + "]}")
+    code, _, err = run([path], capsys)
+    assert code == 2 and "not valid JSON near character" in err and "MB long" not in err
