@@ -77,13 +77,15 @@ def _encode(doc, indent, shape, cut, bom, depth) -> bytes:
         data = gzip.compress(gzip.compress(data))
     elif shape == "latin-1":
         data = text.encode("latin-1", "replace")
+    elif shape == "utf-16":  # not a trace's encoding: one line, exit 2
+        data = text.encode("utf-16", "surrogatepass")
     if cut is not None:
         data = data[: math.floor(len(data) * cut)]
     return data
 
 
 files = st.builds(_encode, documents, st.sampled_from([None, 0, 2]),
-                  st.sampled_from(["plain", "plain", "gzip", "gzip twice", "latin-1"]),
+                  st.sampled_from(["plain", "plain", "gzip", "gzip twice", "latin-1", "utf-16"]),
                   st.one_of(st.none(), st.floats(0, 1)), st.booleans(), st.sampled_from([0, 0, 0, 50, 5000]))
 
 
