@@ -170,13 +170,7 @@ def trace_command(argv: list[str]) -> int:
         result.diagnostics += diagnostics
     if not result.traces:
         return EXIT_ERROR
-    if args.code:
-        from archlint.code.lint import lint_paths
-        from archlint.trace.link import link
-
-        code = lint_paths(args.code, settings)
-        code_findings, result.files_checked = code.diagnostics, code.files_checked
-        result.diagnostics = link(result.diagnostics, code_findings) + code_findings
+    _with_code(result, args, settings)
     result.gate = gate.evaluate(result, [], settings)  # --baseline / --save-baseline: the findings' fingerprints
     write_report(result, settings)
     if errors:
@@ -185,6 +179,18 @@ def trace_command(argv: list[str]) -> int:
         return EXIT_CLEAN
     failed = gate.fails(result.diagnostics) or any(not g.passed for g in result.gate)
     return EXIT_FINDINGS if failed else EXIT_CLEAN
+
+
+def _with_code(result, args: argparse.Namespace, settings) -> None:
+    """--code: lint the training code too; a finding both see at the same place becomes one."""
+    if not args.code:
+        return
+    from archlint.code.lint import lint_paths
+    from archlint.trace.link import link
+
+    code = lint_paths(args.code, settings)
+    code_findings, result.files_checked = code.diagnostics, code.files_checked
+    result.diagnostics = link(result.diagnostics, code_findings) + code_findings
 
 
 def _diff_command(args: argparse.Namespace, files: list[Path], settings) -> int:
@@ -207,6 +213,7 @@ def _diff_command(args: argparse.Namespace, files: list[Path], settings) -> int:
     comparison = diff(base, new)
     result = RunResult(diagnostics=diagnostics)
     result.traces = [new]
+    _with_code(result, args, settings)  # --code: with the new trace's findings
     result.gate = gate.evaluate(result, [], settings)  # --baseline / --save-baseline, on the new trace's findings
     if settings.output_format == "json":
         import json
@@ -217,7 +224,7 @@ def _diff_command(args: argparse.Namespace, files: list[Path], settings) -> int:
             from archlint.report.html import write_html
 
             write_html(result, settings, settings.html)
-        both = RunResult(diagnostics=result.diagnostics, gate=result.gate)
+        both = RunResult(diagnostics=result.diagnostics, gate=result.gate, files_checked=result.files_checked)
         both.traces = [base, new]
         _emit(settings, json.dumps({"diff": comparison.to_dict(), **json.loads(render(both, settings))}, indent=2) + "\n",
               len(result.diagnostics))
@@ -236,7 +243,8 @@ def _diff_command(args: argparse.Namespace, files: list[Path], settings) -> int:
         buffer = io.StringIO() if settings.output_file is not None else None
         console = terminal() if buffer is None else Console(file=buffer, width=160, highlight=False, soft_wrap=True, emoji=False)
         print_diff(comparison, console)
-        print_text(RunResult(diagnostics=result.diagnostics, gate=result.gate), settings, console)  # the new trace's findings
+        print_text(RunResult(diagnostics=result.diagnostics, gate=result.gate, files_checked=result.files_checked), settings,
+                   console)  # the new trace's findings (and the code's, with --code)
         if buffer is not None:
             _emit(settings, buffer.getvalue(), len(result.diagnostics))
     else:  # sarif, github, junit: findings formats; the comparison has no place in them

@@ -375,3 +375,12 @@ def test_garbage_early_in_a_long_file_is_said_at_once(tmp_path, capsys):
     path.write_text('{"traceEvents": [{"ph": "X", "ts": tru, "x": 1}, ' + filler + "]}")
     code, _, err = run([path], capsys)
     assert code == 2 and "not valid JSON near character" in err and "MB long" not in err
+
+
+def test_diff_with_code(tmp_path, capsys, pair):
+    from tests.trace.test_trace_command import TRAIN
+
+    (tmp_path / "train.py").write_text(TRAIN)
+    code, out, _ = run([pair[0], "--diff", pair[1], "--code", tmp_path / "train.py", "--output-format", "json"], capsys)
+    doc = json.loads(out)
+    assert {"AL509", "AL401"} <= {d["code"] for d in doc["diagnostics"]} and "diff" in doc
