@@ -384,3 +384,18 @@ def test_diff_with_code(tmp_path, capsys, pair):
     code, out, _ = run([pair[0], "--diff", pair[1], "--code", tmp_path / "train.py", "--output-format", "json"], capsys)
     doc = json.loads(out)
     assert {"AL509", "AL401"} <= {d["code"] for d in doc["diagnostics"]} and "diff" in doc
+
+
+@pytest.mark.parametrize("fmt", ["sarif", "github", "junit", "json", "text"])
+def test_lone_surrogate_kernel_name_in_every_format(tmp_path, fmt):
+    """A kernel name with a lone surrogate reaches the findings' evidence (AL504 lists the fp32
+    kernels): SARIF's writer stopped with an internal error; every format writes it as an escape."""
+    t = steps(lambda t, s: t.gpu("ampere_sgemm_128x64_tn\udc80\x1b[31m", s + 100, 9000, s + 50))
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(t.document()))
+    proc = archlint(path, "--output-format", fmt)
+    out = proc.stdout.decode("utf-8")
+    assert proc.returncode == 1 and proc.stderr == b"" and "AL504" in out and "\x1b" not in out
+    if fmt in ("sarif", "json"):
+        doc = json.loads(out)
+        assert json.dumps("ampere_sgemm_128x64_tn\udc80\x1b[31m") in json.dumps(doc)  # the name, as it was
