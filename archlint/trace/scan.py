@@ -76,6 +76,8 @@ def open_text(path: Path | str) -> TextIO:
     """A trace as text: `.gz` content is decompressed on the fly (checked by its magic bytes, not
     the name); `-` is standard input; a FIFO or other non-seekable file is read once, as it comes."""
     if str(path) == STDIN:
+        if sys.stdin is None:
+            raise OSError("standard input is closed")
         raw = open(os.dup(sys.stdin.fileno()), "rb", buffering=0)  # our own descriptor: closing it leaves stdin be
     else:
         raw = open(path, "rb", buffering=0)
