@@ -212,6 +212,8 @@ def events(path: Path, on_header: Callable[[str, Any], None]) -> Iterator[dict]:
         if not buf.more() or buf.peek() != "{":
             if buf.cut:
                 raise TraceFormatError("the .gz file is cut short before its JSON begins (truncated or corrupt gzip)")
+            if buf.text.startswith("\x1f\ufffd"):  # the gzip magic again, after one decompression
+                raise TraceFormatError("compressed twice (gzip inside gzip): decompress it once (gunzip) and read that")
             raise TraceFormatError("does not start with a JSON object '{' (a Chrome trace is one)")
         buf.pos += 1
         found = False

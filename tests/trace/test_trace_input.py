@@ -399,3 +399,10 @@ def test_lone_surrogate_kernel_name_in_every_format(tmp_path, fmt):
     if fmt in ("sarif", "json"):
         doc = json.loads(out)
         assert json.dumps("ampere_sgemm_128x64_tn\udc80\x1b[31m") in json.dumps(doc)  # the name, as it was
+
+
+def test_gzip_inside_gzip_says_so(tmp_path, capsys):
+    path = tmp_path / "twice.json.gz"
+    path.write_bytes(gzip.compress(gzip.compress(json.dumps(_base().document()).encode())))
+    code, _, err = run([path], capsys)
+    assert code == 2 and "compressed twice" in err
