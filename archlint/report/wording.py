@@ -19,7 +19,7 @@ def location(d: Diagnostic, settings: Settings | None = None) -> str:
         cell = [f"cell {d.cell}"] if d.cell is not None else []  # a notebook: `bad.ipynb:cell 3:5:1`, as ruff
         where = ":".join([file, *cell] + [str(v) for v in (d.line, d.column) if v is not None])
     else:
-        where = d.target or "<model>"
+        where = printable(d.target) if d.target else "<model>"
     if d.node:
         where += f" [{d.module or ('model' if d.module == '' else d.node)}]"
     return where

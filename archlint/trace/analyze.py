@@ -23,8 +23,9 @@ import bisect
 import math
 import re
 import statistics
+from array import array
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from archlint.trace import intervals, kernels
@@ -40,7 +41,7 @@ _DEPTHWISE = re.compile(r"depthwise|dwconv|dw_conv", re.I)
 _FRAME = re.compile(r"^(?P<file>.+?\.py)\((?P<line>\d+)\): (?P<func>.+)$")
 
 
-@dataclass
+@dataclass(slots=True)
 class StepFigures:
     step: int | str  # N of ProfilerStep#N; "trace" when the trace has no steps (the whole GPU span)
     start_us: float
@@ -62,7 +63,8 @@ class StepFigures:
     median_kernel_us: float | None
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: (round(v, 3) if isinstance(v, float) else v) for k, v in self.__dict__.items()} | {
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        return {k: (round(v, 3) if isinstance(v, float) else v) for k, v in values.items()} | {
             "idle_causes": {k: round(v, 3) for k, v in self.idle_causes.items()},
             "host_idle_in": {k: round(v, 3) for k, v in self.host_idle_in.items()},
         }
@@ -138,7 +140,8 @@ def analyze(data: TraceData, top: int = 15, launch_gap_us: float = LAUNCH_GAP_US
         notes.append(f"the file ends inside the event array (cut while written): {data.events} events read before the cut")
     if data.rank is None:
         notes.append("no distributedInfo.rank in the trace: rank 0, as HTA assumes")
-    steps = _steps(data)
+    notes += _input_notes(data)
+    steps = _steps(data, notes)
     launch_at = {c: i for i, c in enumerate(data.launch_corr)}  # correlation → launch call
     kind = [kernels.hta_kind(n) for n in data.names]
     group = [kernels.group(n) for n in data.names]
@@ -163,7 +166,7 @@ def analyze(data: TraceData, top: int = 15, launch_gap_us: float = LAUNCH_GAP_US
         steps=len(steps),
         truncated=data.truncated,
         temporal_breakdown=breakdown,
-        per_step=_per_step(data, steps, busy, compute, launch_at, kind, launch_gap_us),
+        per_step=_per_step(data, steps, busy, compute, launch_at, kind, launch_gap_us, notes),
         kernels=table["top"],
         groups=table["groups"],
         gemm_tensor_core_share=table["tensor_core_share"],
@@ -236,13 +239,44 @@ def _whole_us(ts: float, dur: float) -> tuple[float, float]:
     return float(math.ceil(ts)), float(math.floor(ts + dur))
 
 
-def _steps(data: TraceData) -> list[Range]:
-    """One range per ProfilerStep#N (the outermost when a step is recorded on several threads)."""
+def _input_notes(data: TraceData) -> list[str]:
+    """What the reader set right in the file, said (never silently)."""
+    notes = []
+    if data.categories_seen:
+        notes.append(f"event categories of torch 1.8-1.10 ({', '.join(sorted(data.categories_seen))}) read as their "
+                     "later names (cpu_op, cuda_runtime, kernel, gpu_memcpy, gpu_memset)")
+    if data.skipped:
+        notes.append(f"{data.skipped} complete events left out: their ts or dur is not a finite number")
+    if data.negative:
+        notes.append(f"{data.negative} events with a negative duration (down to {_us(data.negative_min_us)} µs) counted "
+                     "as 0 µs: the profiler recorded their end before their start")
+    return notes
+
+
+def _us(value: float) -> str:
+    return f"{value:.3f}".rstrip("0").rstrip(".")
+
+
+def _steps(data: TraceData, notes: list[str]) -> list[tuple[int, Range]]:
+    """One (N, range) per ProfilerStep#N (the outermost when a step is recorded on several
+    threads), by start. A step that runs past the start of the next one (clock skew between
+    threads, or ranges the profiler closed late) ends where the next begins: steps never overlap,
+    so no time counts twice."""
     by_n: dict[int, Range] = {}
     for n, r in data.steps:
         if n not in by_n or r.dur > by_n[n].dur:
             by_n[n] = r
-    return sorted(by_n.values(), key=lambda r: r.ts)
+    ordered = sorted(by_n.items(), key=lambda nr: (nr[1].ts, nr[0]))
+    clamped = 0
+    for k in range(len(ordered) - 1):
+        n, r = ordered[k]
+        after = ordered[k + 1][1].ts
+        if r.ts + r.dur > after:
+            ordered[k] = (n, Range(r.name, r.ts, after - r.ts, r.tid))
+            clamped += 1
+    if clamped:
+        notes.append(f"{clamped} ProfilerStep ranges ran past the start of the next step: each ends where the next begins")
+    return ordered
 
 
 def _breakdown_window(data: TraceData, steps: list[Range], launch_at: dict[int, int], notes: list[str]) -> list[int]:
@@ -264,10 +298,9 @@ def _breakdown_window(data: TraceData, steps: list[Range], launch_at: dict[int, 
     return kept
 
 
-def _per_step(data, steps, merged, compute, launch_at, kind, launch_gap_us) -> list[StepFigures]:
+def _per_step(data, steps, merged, compute, launch_at, kind, launch_gap_us, notes) -> list[StepFigures]:
     if steps:
-        windows = [(r.name.split("#")[-1].strip(), r.ts, r.end) for r in steps]
-        windows = [(int(n) if n.isdigit() else n, s, e) for n, s, e in windows]
+        windows = [(n, r.ts, r.end) for n, r in steps]
     elif merged:
         windows = [("trace", merged[0][0], merged[-1][1])]
     else:
@@ -284,21 +317,33 @@ def _per_step(data, steps, merged, compute, launch_at, kind, launch_gap_us) -> l
     blocking_starts = [s for s, _ in blocking]
     allocs = intervals.union((r.ts, r.end) for r in data.alloc_calls)
     # next GPU event after each idle stretch: was it launched before the GPU went idle?
-    starts = sorted(range(data.gpu_events), key=data.gpu_ts.__getitem__)
-    start_ts = [data.gpu_ts[i] for i in starts]
+    # (columns as arrays: 8 bytes an entry where a list of Python numbers takes 32-36)
+    starts = array("q", sorted(range(data.gpu_events), key=data.gpu_ts.__getitem__))
+    start_ts = array("d", (data.gpu_ts[i] for i in starts))
     launch_ts = data.launch_ts
-    launch_durs = [(launch_ts[j], data.launch_dur[j]) for j in range(len(launch_ts)) if data.launch_is_kernel[j]]
-    launch_durs.sort()
-    launch_starts = [t for t, _ in launch_durs]
+    kernel_launches = sorted((j for j in range(len(launch_ts)) if data.launch_is_kernel[j]), key=launch_ts.__getitem__)
+    launch_starts = array("d", (launch_ts[j] for j in kernel_launches))
+    launch_sums = array("d", [0.0])  # prefix sums of the kernel launches' host time, in start order
+    for j in kernel_launches:
+        launch_sums.append(launch_sums[-1] + data.launch_dur[j])
+    del kernel_launches
     # the GPU events launched in each step (by their launch call's start)
-    by_step: list[list[int]] = [[] for _ in windows]
+    by_step: list[array] = [array("q") for _ in windows]
     window_starts = [w[1] for w in windows]
+    skew, skew_us = 0, 0.0  # GPU events that start before the host call that launched them
     for i in range(data.gpu_events):
         j = launch_at.get(data.gpu_corr[i])
         if j is not None:
-            k = bisect.bisect_right(window_starts, launch_ts[j]) - 1
-            if k >= 0 and launch_ts[j] < windows[k][2]:
+            at = launch_ts[j]
+            if data.gpu_ts[i] < at:
+                skew += 1
+                skew_us = max(skew_us, at - data.gpu_ts[i])
+            k = bisect.bisect_right(window_starts, at) - 1
+            if k >= 0 and at < windows[k][2]:
                 by_step[k].append(i)
+    if skew:
+        notes.append(f"{skew} GPU events start before the host call that launched them (by up to {_us(skew_us)} µs): the "
+                     "host and GPU clocks disagree; a GPU event is placed in the step its launch call started in")
     sync_starts = sorted(r.ts for r in blocking_calls)
     # named host ranges long enough to explain an idle stretch: what the host was doing meanwhile
     host_ranges = sorted(
@@ -357,7 +402,7 @@ def _per_step(data, steps, merged, compute, launch_at, kind, launch_gap_us) -> l
             sync_us=intervals.length(intervals.clip(blocking, lo, hi)),
             syncs=bisect.bisect_left(sync_starts, hi) - bisect.bisect_left(sync_starts, lo),
             alloc_us=intervals.length(intervals.clip(allocs, lo, hi)),
-            launch_us=sum(d for _, d in launch_durs[a:b]),
+            launch_us=launch_sums[b] - launch_sums[a],
             idle_causes=causes,
             host_idle_in=top_host,
             median_kernel_us=statistics.median(durs) if durs else None,
@@ -476,8 +521,9 @@ def _device(data: TraceData) -> tuple[str | None, int | None, str | None, str | 
     props = props or (data.devices[0] if data.devices else None)
     if props is None:
         return None, None, None, None
-    name = props.get("name")
-    cc = f"{props.get('computeMajor')}.{props.get('computeMinor')}" if props.get("computeMajor") is not None else None
+    name = props.get("name") if isinstance(props.get("name"), str) else None  # a header is outside input too
+    major, minor = props.get("computeMajor"), props.get("computeMinor")
+    cc = f"{major}.{minor}" if type(major) is int and type(minor) is int and 0 <= major < 100 and 0 <= minor < 100 else None
     vendor = "amd" if (name and ("AMD" in name or "Radeon" in name or "Instinct" in name)) or props.get("warpSize") == 64 else "nvidia"
     memory = props.get("totalGlobalMem") if isinstance(props.get("totalGlobalMem"), int) else None
     return name, memory, cc, vendor

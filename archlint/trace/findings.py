@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from archlint.diagnostics import Diagnostic, Price, Severity
+from archlint.printable import printable
 from archlint.trace.analyze import TraceAnalysis
 
 
@@ -22,7 +23,9 @@ def finding(
     user frame (from the trace's stacks) locates the finding in the user's code."""
     step_us = t.mean_step_us()
     price = Price.timed(
-        alternative, saving_ms=saving_us / 1000, model_ms=step_us / 1000, basis="measured", device=t.device or None,
+        # the device name as the trace wrote it may hold control characters: shown in every price text
+        alternative, saving_ms=saving_us / 1000, model_ms=step_us / 1000, basis="measured",
+        device=printable(t.device) if t.device else None,
     )
     price.whole = "step time" if t.steps else "the traced GPU span"  # no ProfilerStep: the one window
     location = t.locations.get(where) if where else None
