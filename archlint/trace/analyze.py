@@ -27,15 +27,13 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from archlint.trace import intervals, kernels
+from archlint.trace import intervals, kernels, waterfall
+from archlint.trace import windows as windows_mod
+from archlint.trace.queue import CAUSES, LAUNCH_GAP_US, Gap, Queue
 from archlint.trace.read import Range, TraceData
+from archlint.trace.waterfall import Waterfall
 
-CAUSES = ("input", "sync", "launch", "host")
-# An idle stretch this short, ended by a GPU event launched only after it began, is launch
-# overhead (the host issues kernels slower than the GPU runs them); a longer one is other host work.
-LAUNCH_GAP_US = 100.0
-HOST_RANGE_MIN_US = 50.0  # shorter host ranges (and idle stretches) are not worth naming
-HOST_RANGES_PER_GAP = 60  # the latest-starting ranges looked at per idle stretch (nesting is shallower)
+__all__ = ["CAUSES", "LAUNCH_GAP_US", "StepFigures", "TraceAnalysis", "analyze"]
 _DEPTHWISE = re.compile(r"depthwise|dwconv|dw_conv", re.I)
 _FRAME = re.compile(r"^(?P<file>.+?\.py)\((?P<line>\d+)\): (?P<func>.+)$")
 
@@ -60,11 +58,17 @@ class StepFigures:
     idle_causes: dict[str, float]
     host_idle_in: dict[str, float]  # the host ranges (annotations, modules, user functions) most of the "host" idle fell in
     median_kernel_us: float | None
+    steady: bool = True  # a steady-state step (not start-up, warm-up or the run's first step)
+    unsteady_reason: str | None = None
+    queued_kinds: dict[str, float] = field(default_factory=dict)  # "queued" idle by what the queue waited on
+    buckets: dict[str, float] = field(default_factory=dict)  # the waterfall's buckets (add up to wall_us)
 
     def to_dict(self) -> dict[str, Any]:
         return {k: (round(v, 3) if isinstance(v, float) else v) for k, v in self.__dict__.items()} | {
             "idle_causes": {k: round(v, 3) for k, v in self.idle_causes.items()},
             "host_idle_in": {k: round(v, 3) for k, v in self.host_idle_in.items()},
+            "queued_kinds": {k: round(v, 3) for k, v in self.queued_kinds.items()},
+            "buckets": {k: round(v, 3) for k, v in self.buckets.items()},
         }
 
 
@@ -93,6 +97,12 @@ class TraceAnalysis:
     memory: dict[str, Any]
     locations: dict[str, tuple[str, int, str]]  # what → (file, line, function) in the user's code
     notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # how the trace was recorded, where it misleads
+    rerecord: str | None = None  # how to record a representative trace, when this one is not
+    idle_gaps: list[Gap] = field(default_factory=list)  # the longest idle stretches (the drill-down)
+    waterfall: Waterfall | None = None
+    evidence: dict[str, Any] = field(default_factory=dict)  # what the advice is chosen by (compiled, layout, collectives)
+    cpu_only: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -114,13 +124,20 @@ class TraceAnalysis:
             "memory": self.memory,
             "locations": {k: {"file": f, "line": line, "function": fn} for k, (f, line, fn) in self.locations.items()},
             "notes": self.notes,
+            "warnings": self.warnings,
+            "rerecord": self.rerecord,
+            "idle_gaps": [g.to_dict() for g in self.idle_gaps],
+            "waterfall": self.waterfall.to_dict() if self.waterfall else None,
+            "evidence": self.evidence,
+            "cpu_only": self.cpu_only,
         }
 
     @property
     def windows(self) -> list[StepFigures]:
-        """The complete steps (or the one whole-trace window), the ones findings are priced on."""
-        complete = [s for s in self.per_step if s.complete]
-        return complete or self.per_step
+        """The complete steady-state steps (or steady whole-trace window), the ones findings are
+        priced on; none when the trace holds no steady state (nothing is priced then)."""
+        complete = [s for s in self.per_step if s.complete and s.steady]
+        return complete or [s for s in self.per_step if s.steady]
 
     @property
     def unit(self) -> str:
@@ -152,8 +169,17 @@ def analyze(data: TraceData, top: int = 15, launch_gap_us: float = LAUNCH_GAP_US
     busy = intervals.union(span(i) for i in every)
     compute = intervals.union(span(i) for i in every if kind[data.gpu_name[i]] == kernels.COMPUTE)
     comm = intervals.union(span(i) for i in every if group[data.gpu_name[i]] == "communication")
+    fp32 = set(table["fp32_names"])
+    lanes = {
+        "fp32_gemm": intervals.union(span(i) for i in every if data.gpu_name[i] in fp32),
+        "pageable_copy": intervals.union(span(i) for i in every if _pageable_h2d(data.names[data.gpu_name[i]])),
+    }
     device, memory_total, cc, vendor = _device(data)
-    return TraceAnalysis(
+    startup = windows_mod.startup_events(data, launch_at)
+    recording = windows_mod.recording(data, launch_at, startup, bool(steps))
+    queue = Queue(data, busy, launch_at, launch_gap_us)
+    per_step = _per_step(data, steps, busy, compute, comm, lanes, queue, startup, launch_at, kind)
+    analysis = TraceAnalysis(
         file=data.file,
         rank=0 if data.rank is None else data.rank,
         device=device,
@@ -163,7 +189,7 @@ def analyze(data: TraceData, top: int = 15, launch_gap_us: float = LAUNCH_GAP_US
         steps=len(steps),
         truncated=data.truncated,
         temporal_breakdown=breakdown,
-        per_step=_per_step(data, steps, busy, compute, launch_at, kind, launch_gap_us),
+        per_step=per_step,
         kernels=table["top"],
         groups=table["groups"],
         gemm_tensor_core_share=table["tensor_core_share"],
@@ -177,7 +203,25 @@ def analyze(data: TraceData, top: int = 15, launch_gap_us: float = LAUNCH_GAP_US
         memory=_memory(data, memory_total),
         locations=_locations(data),
         notes=notes,
+        warnings=recording.warnings,
+        idle_gaps=queue.top_gaps(),
+        cpu_only=not data.gpu_events,
     )
+    analysis.evidence = _evidence(data, analysis, group, steps)
+    steady = analysis.windows
+    unsteady = [s for s in per_step if not s.steady]
+    if unsteady:
+        reasons = sorted({s.unsteady_reason for s in unsteady if s.unsteady_reason})
+        analysis.warnings.append(
+            f"{len(unsteady)} of {len(per_step)} windows are not steady state and are not priced: " + "; ".join(reasons)
+        )
+    if not steady and per_step:
+        analysis.warnings.append("no steady-state window in the trace: nothing is priced")
+    if unsteady or not steps or recording.with_stack:
+        analysis.rerecord = windows_mod.RERECORD
+    analysis.waterfall = waterfall.build([s.buckets | {"wall": s.wall_us} for s in steady], _overrides(analysis),
+                                         note=None if steady else "no steady-state window: nothing priced")
+    return analysis
 
 
 def _temporal_breakdown(data: TraceData, kept: list[int], kind: list[str]) -> dict[str, float]:
@@ -212,7 +256,7 @@ def _kernel_table(data: TraceData, group: list[str], top: int) -> dict[str, Any]
             if kernels.tensor_core(name):
                 tc_us += total
             elif not _DEPTHWISE.search(name):  # depthwise convolutions do not use tensor cores in any precision
-                fp32.append((total, name))
+                fp32.append((total, name, n))
     total_gpu = sum(groups.values()) or 1.0
     rows = []
     for n, (count, total) in sorted(by_name.items(), key=lambda kv: -kv[1][1])[:top]:
@@ -225,8 +269,9 @@ def _kernel_table(data: TraceData, group: list[str], top: int) -> dict[str, Any]
         "top": rows,
         "groups": dict(sorted(groups.items(), key=lambda kv: -kv[1])),
         "tensor_core_share": round(tc_us / gemm_us, 4) if gemm_us else None,
-        "fp32_us": sum(us for us, _ in fp32),
-        "fp32_kernels": [kernels.short_name(n) for _, n in sorted(fp32, reverse=True)[:5]],
+        "fp32_us": sum(us for us, _, _ in fp32),
+        "fp32_kernels": [kernels.short_name(name) for _, name, _ in sorted(fp32, reverse=True)[:5]],
+        "fp32_names": [n for _, _, n in fp32],
     }
 
 
@@ -264,89 +309,50 @@ def _breakdown_window(data: TraceData, steps: list[Range], launch_at: dict[int, 
     return kept
 
 
-def _per_step(data, steps, merged, compute, launch_at, kind, launch_gap_us) -> list[StepFigures]:
-    if steps:
-        windows = [(r.name.split("#")[-1].strip(), r.ts, r.end) for r in steps]
-        windows = [(int(n) if n.isdigit() else n, s, e) for n, s, e in windows]
-    elif merged:
-        windows = [("trace", merged[0][0], merged[-1][1])]
-    else:
+def _per_step(data, steps, merged, compute, comm, lanes, queue: Queue, startup, launch_at, kind) -> list[StepFigures]:
+    span = (merged[0][0], merged[-1][1]) if merged else None
+    wins = windows_mod.windows(data, steps, span, startup)
+    if not wins:
         return []
     dataloader = intervals.union((r.ts, r.end) for r in data.dataloader)
-    # Blocking calls: synchronisations, cudaMemcpy, and async copies to pageable host memory (.item(),
-    # .cpu()), which the driver completes before returning.
-    to_pageable = {
-        data.gpu_corr[i] for i in range(data.gpu_events)
-        if data.names[data.gpu_name[i]].startswith("Memcpy DtoH") and "Pageable" in data.names[data.gpu_name[i]]
-    }
-    blocking_calls = [r for r in data.syncs] + [r for r, c in data.memcpy_calls if "Async" not in r.name or c in to_pageable]
-    blocking = intervals.union((r.ts, r.end) for r in blocking_calls)
-    blocking_starts = [s for s, _ in blocking]
+    blocking = intervals.union((r.ts, r.end) for r in queue.blocking_calls)
     allocs = intervals.union((r.ts, r.end) for r in data.alloc_calls)
-    # next GPU event after each idle stretch: was it launched before the GPU went idle?
-    starts = sorted(range(data.gpu_events), key=data.gpu_ts.__getitem__)
-    start_ts = [data.gpu_ts[i] for i in starts]
     launch_ts = data.launch_ts
     launch_durs = [(launch_ts[j], data.launch_dur[j]) for j in range(len(launch_ts)) if data.launch_is_kernel[j]]
     launch_durs.sort()
     launch_starts = [t for t, _ in launch_durs]
-    # the GPU events launched in each step (by their launch call's start)
-    by_step: list[list[int]] = [[] for _ in windows]
-    window_starts = [w[1] for w in windows]
+    # the GPU events launched in each window (by their launch call's start)
+    by_step: list[list[int]] = [[] for _ in wins]
+    window_starts = [w.start_us for w in wins]
     for i in range(data.gpu_events):
         j = launch_at.get(data.gpu_corr[i])
         if j is not None:
             k = bisect.bisect_right(window_starts, launch_ts[j]) - 1
-            if k >= 0 and launch_ts[j] < windows[k][2]:
+            if k >= 0 and launch_ts[j] < wins[k].end_us:
                 by_step[k].append(i)
-    sync_starts = sorted(r.ts for r in blocking_calls)
-    # named host ranges long enough to explain an idle stretch: what the host was doing meanwhile
-    host_ranges = sorted(
-        (r for r in data.annotations + data.frames if r.dur >= HOST_RANGE_MIN_US), key=lambda r: r.ts
-    )
-    host_in: dict[str, float] = defaultdict(float)
+    sync_starts = sorted(r.ts for r in queue.blocking_calls)
     out = []
-    last_index = len(windows) - 1
-    walls = sorted(e - s for _, s, e in windows[:-1])
+    last_index = len(wins) - 1
+    walls = sorted(w.end_us - w.start_us for w in wins[:-1])
     typical = walls[len(walls) // 2] if walls else None
-    for k, (n, lo, hi) in enumerate(windows):
+    for k, w in enumerate(wins):
+        lo, hi = w.start_us, w.end_us
         wall = hi - lo
         busy = intervals.clip(merged, lo, hi)
         busy_us = intervals.length(busy)
-        comp_us = intervals.length(intervals.clip(compute, lo, hi))
-        causes = dict.fromkeys(CAUSES, 0.0)
-        for g0, g1 in intervals.gaps(merged, lo, hi):
-            gap = [(g0, g1)]
-            input_us = intervals.overlap(gap, intervals.clip(dataloader, g0, g1))
-            rest = (g1 - g0) - input_us
-            causes["input"] += input_us
-            # the GPU ran dry while the host was blocked: the sync (or blocking copy) emptied the queue
-            b = bisect.bisect_right(blocking_starts, g0) - 1
-            if b >= 0 and blocking[b][0] <= g0 <= blocking[b][1]:
-                causes["sync"] += rest
-                continue
-            # the GPU event that ends the gap: launched after the gap began → the host was late
-            nxt = bisect.bisect_left(start_ts, g1)
-            late = False
-            if nxt < len(starts):
-                j = launch_at.get(data.gpu_corr[starts[nxt]])
-                late = j is not None and launch_ts[j] >= g0
-            cause = "launch" if late and g1 - g0 <= launch_gap_us else "host"
-            causes[cause] += rest
-            if cause == "host":
-                _host_ranges(host_ranges, g0, g1, host_in)
-        top_host = dict(sorted(host_in.items(), key=lambda kv: -kv[1])[:3])
-        host_in.clear()
-        in_step = by_step[k] if steps else range(data.gpu_events)
+        comp = intervals.clip(compute, lo, hi)
+        comp_us = intervals.length(comp)
+        idle = queue.classify(w.name, w.steady, lo, hi)
+        in_step = by_step[k] if steps else [i for i in range(data.gpu_events) if lo <= data.gpu_ts[i] < hi]
         durs = [data.gpu_dur[i] for i in in_step if kind[data.gpu_name[i]] == kernels.COMPUTE]
         a, b = bisect.bisect_left(launch_starts, lo), bisect.bisect_left(launch_starts, hi)
         out.append(StepFigures(
-            step=n,
+            step=w.name,
             start_us=lo,
             wall_us=wall,
             # The last step is cut when the file is, or when the profiler stopped inside it (far
             # shorter than the steps before it).
-            complete=not (k == last_index and (data.truncated or (typical is not None and wall < typical / 2))),
+            complete=not (k == last_index and steps and (data.truncated or (typical is not None and wall < typical / 2))),
             gpu_busy_us=busy_us,
             compute_us=comp_us,
             non_compute_us=busy_us - comp_us,
@@ -358,26 +364,39 @@ def _per_step(data, steps, merged, compute, launch_at, kind, launch_gap_us) -> l
             syncs=bisect.bisect_left(sync_starts, hi) - bisect.bisect_left(sync_starts, lo),
             alloc_us=intervals.length(intervals.clip(allocs, lo, hi)),
             launch_us=sum(d for _, d in launch_durs[a:b]),
-            idle_causes=causes,
-            host_idle_in=top_host,
+            idle_causes=idle.causes,
+            host_idle_in=idle.host_idle_in,
             median_kernel_us=statistics.median(durs) if durs else None,
+            steady=w.steady,
+            unsteady_reason=w.reason,
+            queued_kinds=idle.queued_kinds,
+            buckets=_buckets(busy_us, comp, intervals.clip(comm, lo, hi), lanes, lo, hi, idle.causes),
         ))
     return out
 
 
-def _host_ranges(ranges: list[Range], g0: float, g1: float, into: dict[str, float]) -> None:
-    """Add to `into` the part of the idle stretch [g0, g1) each named host range explains: each
-    piece of the stretch goes to the innermost (latest-starting) range covering it, so an outer
-    range that holds everything does not hide what ran inside it."""
-    if g1 - g0 < HOST_RANGE_MIN_US:
-        return
-    k = bisect.bisect_right(ranges, g1, key=lambda r: r.ts)
-    covering = [r for r in ranges[max(0, k - 200):k] if r.end > g0][-HOST_RANGES_PER_GAP:]
-    cuts = sorted({g0, g1} | {max(g0, r.ts) for r in covering} | {min(g1, r.end) for r in covering})
-    for a, b in zip(cuts, cuts[1:]):
-        inner = max((r for r in covering if r.ts <= a and r.end >= b), key=lambda r: r.ts, default=None)
-        if inner is not None:
-            into[inner.name] += b - a
+def _buckets(busy_us, comp, comm, lanes, lo, hi, causes) -> dict[str, float]:
+    """The window's wall time cut into the waterfall's non-overlapping buckets (see waterfall.py):
+    compute less its fp32 GEMMs, fp32 GEMMs, communication no computation overlaps, pageable
+    host-to-device copies nothing else overlaps, the rest of the busy time, idle by cause."""
+    comp_us = intervals.length(comp)
+    fp32 = intervals.length(intervals.clip(lanes["fp32_gemm"], lo, hi))
+    comm_exposed = intervals.length(comm) - intervals.overlap(comm, comp)
+    pageable = intervals.clip(lanes["pageable_copy"], lo, hi)
+    pageable_exposed = intervals.length(pageable) - intervals.overlap(pageable, intervals.union(comp + comm))
+    out = {
+        "compute": comp_us - fp32,
+        "fp32_gemm": fp32,
+        "exposed_communication": comm_exposed,
+        "pageable_copy": pageable_exposed,
+        "other_non_compute": max(0.0, busy_us - comp_us - comm_exposed - pageable_exposed),
+    }
+    out |= {f"idle_{c}": us for c, us in causes.items()}
+    return out
+
+
+def _pageable_h2d(name: str) -> bool:
+    return name.startswith("Memcpy HtoD") and "Pageable" in name
 
 
 def _modules(data: TraceData, kept: list[int]) -> list[dict[str, Any]]:
@@ -426,20 +445,115 @@ def _modules(data: TraceData, kept: list[int]) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: (-r["gpu_us"], r["name"]))[:50]  # ties by name: one order on every run
 
 
+_TRITON = re.compile(r"^triton_|^triton__|_triton_", re.I)
+_COMPILED_HOST = re.compile(r"CompiledFunction|Torch-Compiled Region|CompiledAutograd|compiled_autograd|_dynamo", re.I)
+_LAYOUT = re.compile(r"nchwToNhwc|nhwcToNchw", re.I)
+
+
+def _evidence(data: TraceData, t: TraceAnalysis, group: list[str], steps: list[Range]) -> dict[str, Any]:
+    """What the advice is chosen by: whether the code is already compiled (Triton kernels, compiled
+    autograd frames, graph replays), the layout-conversion kernels' share of GPU time, and the
+    collectives by name with their calls per step and median message size."""
+    total = sum(data.gpu_dur) or 1.0
+    triton = layout = 0.0
+    for i in range(data.gpu_events):
+        name = data.names[data.gpu_name[i]]
+        if _TRITON.search(name):
+            triton += data.gpu_dur[i]
+        elif _LAYOUT.search(name):
+            layout += data.gpu_dur[i]
+    compiled_host = sum(1 for r in data.annotations if _COMPILED_HOST.search(r.name))
+    windows = max(1, len(steps)) if steps else 1
+    by_name: dict[str, list[int | None]] = defaultdict(list)
+    for r, nbytes in data.collectives:
+        by_name[r.name].append(nbytes)
+    collectives = []
+    for name, sizes in sorted(by_name.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        known = sorted(b for b in sizes if b)
+        collectives.append({"name": name, "calls_per_step": round(len(sizes) / windows, 3),
+                            "median_bytes": known[len(known) // 2] if known else None})
+    return {
+        "compiled": bool(triton or compiled_host or data.graph_launches),
+        "triton_share": round(triton / total, 4),
+        "compiled_host_ranges": compiled_host,
+        "graph_launches": data.graph_launches,
+        "layout_share": round(layout / total, 4),
+        "collectives": collectives,
+        "with_stack": data.python_events > 0,
+    }
+
+
+# PCIe bandwidth a pinned host-to-device copy reaches, by GPU generation (GB/s, practical, not peak):
+# PCIe 5 (H100/H200/B200), PCIe 4 (A100, A10, L4, Ada, MI2xx/MI3xx), PCIe 3 (V100, T4, P100).
+_PINNED_GBPS = ((re.compile(r"H100|H200|H20|GH200|B200|B100|GB200|RTX 50", re.I), 50.0),
+                (re.compile(r"A100|A10|A30|A40|L4|L40|RTX 30|RTX 40|RTX A|MI2|MI3|AMD|Radeon", re.I), 24.0),
+                (re.compile(""), 12.0))
+
+
+def pinned_gbps(data_or_device: str | None) -> float:
+    name = data_or_device or ""
+    return next(gbps for pattern, gbps in _PINNED_GBPS if pattern.search(name))
+
+
+def _overrides(t: TraceAnalysis) -> dict[str, tuple]:
+    """The waterfall's returns where the evidence says more than the defaults: the device's
+    precision path, pinned-copy bandwidth, code already compiled, DataParallel's idle."""
+    out: dict[str, tuple] = {}
+    major = int(t.compute_capability.split(".")[0]) if t.compute_capability and t.compute_capability.split(".")[0].isdigit() else 0
+    if t.vendor == "amd" and major >= 9:
+        out["fp32_gemm"] = ("AL504", "bf16 autocast (matrix cores)", 0.5,
+                            "MI200/MI300 matrix cores run bf16 GEMMs several times faster than fp32 (MI250: 383 vs 47.9 "
+                            "TFLOPS peak); half the time is assumed back")
+    elif t.vendor != "amd" and major == 7:
+        out["fp32_gemm"] = ("AL504", "fp16 autocast + GradScaler", 0.5,
+                            "Volta/Turing tensor cores run fp16 only (no bf16, no TF32): V100 125 fp16 vs 15.7 fp32 "
+                            "TFLOPS peak; half the time is assumed back")
+    elif major < (9 if t.vendor == "amd" else 7):
+        out["fp32_gemm"] = (None, None, 0.0, "no tensor cores on this device: fp32 GEMMs are its fastest path")
+    p = t.pageable_h2d
+    if p.get("bytes") and p.get("sized_gpu_us"):
+        measured = p["bytes"] / p["sized_gpu_us"] / 1e3  # GB/s
+        pinned = p.get("pinned_gbps") or pinned_gbps(t.device)
+        share = max(0.0, 1.0 - measured / pinned)
+        source = "measured on this trace's pinned copies" if p.get("pinned_gbps") else f"PCIe of {t.device or 'the device'}"
+        out["pageable_copy"] = ("AL502", "pinned memory + non_blocking copies", share,
+                                f"pageable copies ran at {measured:.3g} GB/s; pinned ones reach about {pinned:.3g} GB/s "
+                                f"({source}): the copy time shrinks by {share:.0%}")
+    if t.evidence.get("compiled"):
+        out["idle_launch"] = ("AL505", "larger graphs (fewer graph breaks, mode='reduce-overhead')", 0.3,
+                              "the code is already compiled or graphed: only the gaps between graphs remain; 30% assumed back")
+    if len(t.data_parallel["devices"]) >= 2 and t.data_parallel["replication_ops"]:
+        out["idle_host"] = ("AL506", "DistributedDataParallel, one process per GPU", 0.5,
+                            "DataParallel's scatter/replicate/gather run under one GIL; DDP removes them: half assumed back")
+    return out
+
+
 def _pageable(data: TraceData, kept: list[int], launch_at: dict[int, int]) -> dict[str, Any]:
-    """Host-to-device copies from pageable memory: GPU time and the host time of their calls."""
-    gpu_us = host_us = 0.0
-    count = 0
-    nbytes = 0
+    """Host-to-device copies from pageable memory: GPU time, the host time of their calls, their
+    bytes (of the copies whose size the trace gives: `bytes` and `gpu_us` are over those, so their
+    ratio is the measured bandwidth) and, when the trace has large pinned copies, their bandwidth."""
+    gpu_us = host_us = sized_us = 0.0
+    count = nbytes = 0
+    pinned_bytes, pinned_us = 0, 0.0
     for i in kept:
         name = data.names[data.gpu_name[i]]
-        if name.startswith("Memcpy HtoD") and "Pageable" in name:
+        if not name.startswith("Memcpy HtoD"):
+            continue
+        size = data.gpu_bytes[i] if len(data.gpu_bytes) > i else -1
+        if "Pageable" in name:
             count += 1
             gpu_us += data.gpu_dur[i]
+            if size > 0:
+                nbytes += size
+                sized_us += data.gpu_dur[i]
             j = launch_at.get(data.gpu_corr[i])
             if j is not None:
                 host_us += data.launch_dur[j]
-    return {"copies": count, "gpu_us": gpu_us, "host_us": host_us, "bytes": nbytes}
+        elif "Pinned" in name and size >= 1 << 20:  # small copies are latency, not bandwidth
+            pinned_bytes += size
+            pinned_us += data.gpu_dur[i]
+    return {"copies": count, "gpu_us": gpu_us, "host_us": host_us, "bytes": nbytes, "sized_gpu_us": sized_us,
+            "pinned_gbps": round(pinned_bytes / pinned_us / 1e3, 3) if pinned_us else None}
 
 
 def _data_parallel(data: TraceData, kept: list[int]) -> dict[str, Any]:

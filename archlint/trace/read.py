@@ -26,6 +26,12 @@ _MEMCPY = re.compile(r"^(cuda|hip)Memcpy", re.I)
 _DATALOADER = re.compile(r"^enumerate\(DataLoader\)#.*__next__|DataLoader.*__next__|_MultiProcessingDataLoaderIter|_SingleProcessDataLoaderIter")
 _LIBRARY_FRAME = re.compile(r"site-packages|dist-packages|/lib/python\d|<built-in|<frozen|^torch/|/torch/|^threading\.py|^<string>")
 _USER_FRAME = re.compile(r"^(?P<file>.+?\.py)\((?P<line>\d+)\): (?P<func>.+)$")
+SLOW_CALL_US = 1_000.0  # runtime calls this long are kept: start-up (context, handles, lazy modules), allocator misses
+_GRAPH_LAUNCH = re.compile(r"GraphLaunch", re.I)
+GRAPH_LAUNCH = 2  # launch_is_kernel's value for a CUDA/HIP graph replay (1: a kernel launch, 0: other calls)
+_DTYPE_BYTES = {"float": 4, "float32": 4, "c10::Float": 4, "double": 8, "c10::Double": 8, "half": 2, "c10::Half": 2,
+                "bfloat16": 2, "c10::BFloat16": 2, "c10::BFloat": 2, "int": 4, "long": 8, "long int": 8, "int64": 8,
+                "signed char": 1, "unsigned char": 1, "char": 1, "bool": 1, "c10::Float8_e4m3fn": 1}
 _DATA_PARALLEL_OP = re.compile(r"^(Broadcast|ReduceAddCoalesced|Gather|Scatter)$|(?<!Distributed)DataParallel")
 
 
@@ -60,6 +66,8 @@ class TraceData:
     gpu_device: array = field(default_factory=lambda: array("q"))
     gpu_name: array = field(default_factory=lambda: array("l"))
     gpu_cat: array = field(default_factory=lambda: array("b"))
+    gpu_stream: array = field(default_factory=lambda: array("q"))
+    gpu_bytes: array = field(default_factory=lambda: array("q"))  # a copy's bytes (args.bytes), else -1
     names: list[str] = field(default_factory=list)  # interned GPU event names
     categories: list[str] = field(default_factory=list)
     # kernel launches and other runtime calls that carry a correlation id (columns)
@@ -79,6 +87,11 @@ class TraceData:
     data_parallel_ops: int = 0
     peak_allocated: dict[int, int] = field(default_factory=dict)  # device → bytes, from [memory] events
     peak_reserved: dict[int, int] = field(default_factory=dict)
+    # read by trace/windows.py and trace/queue.py: start-up calls, graph replays, stacks, collectives
+    slow_calls: list[Range] = field(default_factory=list)  # runtime/driver calls of SLOW_CALL_US or more
+    graph_launches: int = 0  # cudaGraphLaunch / hipGraphLaunch calls (their kernels' interiors go untraced)
+    python_events: int = 0  # python_function events: with_stack=True (its overhead inflates host time)
+    collectives: list[tuple[Range, int | None]] = field(default_factory=list)  # (nccl:* / record_param_comms, bytes)
 
     @property
     def gpu_events(self) -> int:
@@ -113,7 +126,7 @@ _HOST = frozenset(("cpu_op", "python_function", "user_annotation", "cuda_runtime
                    "Trace", "cpu_instant_event", "python_function_event", "overhead", "Runtime", "Driver", ""))
 # The cpu_op / annotation names the analysis reads (one regex test per host event).
 _INTEREST = re.compile(r"ProfilerStep|DataLoader|^aten::(item|_local_scalar_dense)$|^(Broadcast|ReduceAddCoalesced|Gather|Scatter)$"
-                       r"|DataParallel")
+                       r"|DataParallel|^record_param_comms$")
 
 
 def _take(e: dict, data: TraceData, name_index: dict[str, int], cat_index: dict[str, int]) -> None:
@@ -152,6 +165,9 @@ def _take(e: dict, data: TraceData, name_index: dict[str, int], cat_index: dict[
             data.gpu_device.append(-1 if device is None else device)
             data.gpu_name.append(index)
             data.gpu_cat.append(c)
+            data.gpu_stream.append(stream)
+            nbytes = _int(args.get("bytes"))
+            data.gpu_bytes.append(-1 if nbytes is None else nbytes)
         return
     tid = e.get("tid")
     if cat == "cuda_runtime" or cat == "cuda_driver":
@@ -161,7 +177,11 @@ def _take(e: dict, data: TraceData, name_index: dict[str, int], cat_index: dict[
             data.launch_ts.append(ts)
             data.launch_dur.append(dur)
             data.launch_tid.append(tid)
-            data.launch_is_kernel.append(1 if _LAUNCH.search(name) else 0)
+            graph = _GRAPH_LAUNCH.search(name) is not None
+            data.launch_is_kernel.append(GRAPH_LAUNCH if graph else 1 if _LAUNCH.search(name) else 0)
+            data.graph_launches += graph
+        if dur >= SLOW_CALL_US:
+            data.slow_calls.append(Range(name, float(ts), float(dur), tid))
         if _ALLOC.search(name):
             data.alloc_calls.append(Range(name, float(ts), float(dur), tid))
         elif _SYNC.search(name):
@@ -170,6 +190,7 @@ def _take(e: dict, data: TraceData, name_index: dict[str, int], cat_index: dict[
             data.memcpy_calls.append((Range(name, float(ts), float(dur), tid), -1 if corr is None else corr))
         return
     if cat == "python_function":
+        data.python_events += 1
         if name.startswith("nn.Module: "):
             data.annotations.append(Range(name[11:], float(ts), float(dur), tid))
             if name.startswith("nn.Module: DataParallel"):
@@ -185,6 +206,8 @@ def _take(e: dict, data: TraceData, name_index: dict[str, int], cat_index: dict[
         _host_op(e, name, cat, data)
     elif cat == "user_annotation":
         data.annotations.append(Range(name, float(ts), float(dur), e.get("tid")))
+        if name.startswith("nccl:"):
+            data.collectives.append((Range(name[5:], float(ts), float(dur), e.get("tid")), _message_bytes(args)))
 
 
 def _host_op(e: dict, name: str, cat: str, data: TraceData) -> None:
@@ -199,11 +222,32 @@ def _host_op(e: dict, name: str, cat: str, data: TraceData) -> None:
         data.dataloader.append(Range(name, float(ts), float(dur), tid))
     elif name in ("aten::item", "aten::_local_scalar_dense"):
         data.item_calls.append(Range(name, float(ts), float(dur), tid))
+    elif name == "record_param_comms":  # torch.distributed's collective record (newer torch): named in its args
+        args = e.get("args") or {}
+        collective = args.get("Collective name")
+        if isinstance(collective, str) and collective:
+            data.collectives.append((Range(collective, float(ts), float(dur), tid), _message_bytes(args)))
     else:
         if _DATA_PARALLEL_OP.search(name):
             data.data_parallel_ops += 1
         if cat == "user_annotation":
             data.annotations.append(Range(name, float(ts), float(dur), tid))
+
+
+def _message_bytes(args: dict) -> int | None:
+    """A collective's message size: `In msg nelems` × dtype (record_param_comms), or the first input's
+    dims × type (nccl:* annotations of older torch); None when the trace does not say."""
+    nelems = _int(args.get("In msg nelems"))
+    dtype = args.get("dtype")
+    if nelems is None:
+        dims, types = args.get("Input Dims"), args.get("Input type")
+        if isinstance(dims, list) and dims and isinstance(dims[0], list) and dims[0]:
+            nelems = 1
+            for d in dims[0]:
+                nelems = nelems * d if isinstance(d, int) else 0
+        dtype = types[0] if isinstance(types, list) and types else None
+    size = _DTYPE_BYTES.get(dtype) if isinstance(dtype, str) else None
+    return nelems * size if nelems and size else None
 
 
 def _memory(args: dict, data: TraceData) -> None:
