@@ -137,7 +137,9 @@ class TraceAnalysis:
         """The complete steady-state steps (or steady whole-trace window), the ones findings are
         priced on; none when the trace holds no steady state (nothing is priced then)."""
         complete = [s for s in self.per_step if s.complete and s.steady]
-        return complete or [s for s in self.per_step if s.steady]
+        if complete or any(s.complete for s in self.per_step):
+            return complete
+        return [s for s in self.per_step if s.steady]  # only a cut window (a truncated file): what there is
 
     @property
     def unit(self) -> str:
@@ -201,13 +203,17 @@ def analyze(data: TraceData, top: int = 15, launch_gap_us: float = LAUNCH_GAP_US
         pageable_h2d=_pageable(data, every, launch_at),
         data_parallel=_data_parallel(data, every),
         memory=_memory(data, memory_total),
-        locations=_locations(data),
+        locations={},
         notes=notes,
         warnings=recording.warnings,
         idle_gaps=queue.top_gaps(),
         cpu_only=not data.gpu_events,
     )
     analysis.evidence = _evidence(data, analysis, group, steps)
+    analysis.evidence["sync_idle_by_call"] = {k: round(v, 3) for k, v in sorted(queue.sync_charged.items())}
+    items = _gpu_items(data, queue)
+    analysis.evidence["item_calls"] = {"gpu": len(items), "cpu": len(data.item_calls) - len(items)}
+    analysis.locations = _locations(data, queue.blocking_calls, items)
     steady = analysis.windows
     unsteady = [s for s in per_step if not s.steady]
     if unsteady:
@@ -528,6 +534,22 @@ def _overrides(t: TraceAnalysis) -> dict[str, tuple]:
     return out
 
 
+def _gpu_items(data: TraceData, queue: Queue) -> list[Range]:
+    """The aten::item calls that wait for the GPU (a blocking copy or sync inside them, on their
+    thread); the others read a CPU tensor and synchronise nothing."""
+    by_tid: dict[Any, list[Range]] = defaultdict(list)
+    for r in queue.blocking_calls:
+        by_tid[r.tid].append(r)
+    starts = {tid: sorted(r.ts for r in rs) for tid, rs in by_tid.items()}
+    out = []
+    for r in data.item_calls:
+        ts = starts.get(r.tid, [])
+        k = bisect.bisect_left(ts, r.ts)
+        if k < len(ts) and ts[k] < r.end:
+            out.append(r)
+    return out
+
+
 def _pageable(data: TraceData, kept: list[int], launch_at: dict[int, int]) -> dict[str, Any]:
     """Host-to-device copies from pageable memory: GPU time, the host time of their calls, their
     bytes (of the copies whose size the trace gives: `bytes` and `gpu_us` are over those, so their
@@ -597,7 +619,7 @@ def _device(data: TraceData) -> tuple[str | None, int | None, str | None, str | 
     return name, memory, cc, vendor
 
 
-def _locations(data: TraceData) -> dict[str, tuple[str, int, str]]:
+def _locations(data: TraceData, blocking: list[Range], gpu_items: list[Range]) -> dict[str, tuple[str, int, str]]:
     """For each host event kind a finding points at (sync, dataloader, item, memcpy), the user's
     innermost Python frame around its longest occurrence, when the trace has stacks."""
     if not data.frames:
@@ -609,7 +631,7 @@ def _locations(data: TraceData) -> dict[str, tuple[str, int, str]]:
         frames.sort(key=lambda r: r.ts)
     starts = {tid: [f.ts for f in frames] for tid, frames in by_tid.items()}
     kinds = {
-        "sync": data.syncs + [r for r, _ in data.memcpy_calls if "Async" not in r.name] + data.item_calls,
+        "sync": blocking + gpu_items,  # an .item() on a CPU tensor is no sync
         "dataloader": data.dataloader,
         "memcpy": [r for r, _ in data.memcpy_calls],
     }

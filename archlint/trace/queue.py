@@ -98,11 +98,17 @@ class Queue:
         }
         # Blocking calls: synchronisations, cudaMemcpy, and async copies to pageable host memory (.item(),
         # .cpu()), which the driver completes before returning.
-        self.blocking_calls = sorted(
-            list(data.syncs) + [r for r, c in data.memcpy_calls if "Async" not in r.name or c in to_pageable],
-            key=lambda r: r.end,
-        )
+        copy_dir = {data.gpu_corr[i]: data.names[data.gpu_name[i]][7:11] for i in range(data.gpu_events)
+                    if data.names[data.gpu_name[i]].startswith("Memcpy ")}  # HtoD, DtoH, DtoD
+        blocking = [(r, "synchronize") for r in data.syncs] + [
+            (r, f"blocking copy {copy_dir.get(c, '').strip() or '(direction unknown)'}")
+            for r, c in data.memcpy_calls if "Async" not in r.name or c in to_pageable
+        ]
+        blocking.sort(key=lambda rk: rk[0].end)
+        self.blocking_calls = [r for r, _ in blocking]
+        self.blocking_kinds = [k for _, k in blocking]
         self.blocking_ends = [r.end for r in self.blocking_calls]
+        self.sync_charged: dict[str, float] = defaultdict(float)  # steady windows' sync idle by what blocked
         # what the host can be doing while the GPU idles: annotations, module ranges, the user's frames,
         # and the runtime calls that block it (allocator misses, start-up calls)
         named = data.annotations + data.frames + data.alloc_calls + data.slow_calls
@@ -154,25 +160,27 @@ class Queue:
             input_us = intervals.overlap([(g0, g1)], intervals.clip(self.dataloader, g0, g1))
             causes["input"] = input_us
             rest -= input_us
-            blocked = self._blocked_lead(g0)
+            blocked, what = self._blocked_lead(g0)
             charged = min(rest, blocked)
             causes["sync"] = charged
+            if steady and charged:
+                self.sync_charged[what] += charged
             rest -= charged
             late = j is not None and data.launch_ts[j] >= g0 - EDGE_US
             causes["launch" if late and g1 - g0 <= self.launch_gap_us else "host"] += rest
         cause = max(CAUSES, key=lambda c: causes[c])
         return Gap(name, steady, g0, g1 - g0, cause, causes, kind, ended_by, stream, delay, before, depth, [])
 
-    def _blocked_lead(self, g0: float) -> float:
+    def _blocked_lead(self, g0: float) -> tuple[float, str]:
         """The host's time blocked in a synchronising call that returned as the GPU drained (it
         began before g0 and ended within EDGE_US of it, or later): the lead the host gave up. A
         call that began at or after g0 blocked on an already idle GPU and drained nothing."""
         k = bisect.bisect_left(self.blocking_ends, g0 - EDGE_US)
-        lead = 0.0
-        for r in self.blocking_calls[k:k + 8]:  # the few calls ending around g0 (one per thread at most)
-            if r.ts < g0 and r.end >= g0 - EDGE_US:
-                lead = max(lead, min(r.end, g0) - r.ts)
-        return lead
+        lead, what = 0.0, ""
+        for r, kind in zip(self.blocking_calls[k:k + 8], self.blocking_kinds[k:k + 8]):  # the calls ending around g0
+            if r.ts < g0 and r.end >= g0 - EDGE_US and min(r.end, g0) - r.ts > lead:
+                lead, what = min(r.end, g0) - r.ts, kind
+        return lead, what
 
     def _queued_kind(self, ender: int, j: int) -> str:
         """What a queue that did not run waited on: a graph replay, a collective (its peers or its

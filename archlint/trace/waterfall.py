@@ -48,10 +48,11 @@ class Bucket:
     fix: str | None
     returns_us: float
     basis: str
+    share: float = 0.0  # the part of the bucket the fix returns (returns_us = us × share)
 
     def to_dict(self) -> dict:
         return {"name": self.name, "us": round(self.us, 3), "finding": self.finding, "fix": self.fix,
-                "returns_us": round(self.returns_us, 3), "basis": self.basis}
+                "returns_us": round(self.returns_us, 3), "share": round(self.share, 4), "basis": self.basis}
 
 
 @dataclass
@@ -94,5 +95,5 @@ def build(per_window: list[dict[str, float]], overrides: dict[str, tuple] | None
     for name in ORDER:
         us = sum(w.get(name, 0.0) for w in per_window) / n if n else 0.0
         finding, fix, share, basis = rules[name]
-        buckets.append(Bucket(name, us, finding, fix, us * share, basis))
+        buckets.append(Bucket(name, us, finding, fix, us * share, basis, share))
     return Waterfall(n, step, buckets, note)

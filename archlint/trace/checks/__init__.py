@@ -15,9 +15,10 @@ from archlint.trace.checks import (
     memory_capacity,
     pageable_copy,
     step_sync,
+    unrepresentative,
 )
 
 
 def modules() -> tuple[ModuleType, ...]:
     return (input_bound, pageable_copy, step_sync, fp32_gemm, launch_bound, data_parallel,
-            communication_exposed, memory_capacity, gpu_idle)
+            communication_exposed, memory_capacity, gpu_idle, unrepresentative)
