@@ -33,6 +33,9 @@ STARTUP_US = 10_000.0  # a set-up call (_STARTUP) this long is start-up, not the
 # A kernel launch normally takes microseconds; one of a millisecond or more for the first kernel of
 # its name is the driver loading its module (CUDA lazy loading, a HIP code object) on first use.
 LAZY_LAUNCH_US = 1_000.0
+# python_function events come from the Python tracer (with_stack / with_modules); a few are also
+# written by hand-made or converted traces, so the overhead is said from this many on
+WITH_STACK_EVENTS = 100
 _WARMUP = re.compile(r"warm-?up", re.I)
 RERECORD = (
     "record steady-state steps: torch.profiler.profile(schedule=torch.profiler.schedule(wait=1, warmup=2, active=3), "
@@ -112,7 +115,7 @@ def recording(data: TraceData, launch_at: dict[int, int], startup: list[Range], 
             f"start-up in the trace ({_describe(startup)}; longest {longest.name} {longest.dur / 1e3:.3g} ms): "
             "paid once per process, not per step; it is left out of every price"
         )
-    with_stack = data.python_events > 0
+    with_stack = data.python_events >= WITH_STACK_EVENTS
     if with_stack:
         warnings.append(
             "recorded with with_stack=True: the Python tracer adds host time to every call (about 2x on a measured "

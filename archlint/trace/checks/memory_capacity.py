@@ -27,6 +27,8 @@ def check(t: TraceAnalysis, options: dict) -> list[Diagnostic]:
         saving_us=min(alloc, unclaimed),
         alternative="headroom: a smaller batch with gradient accumulation, activation checkpointing, bf16 "
         "activations, or PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
-        evidence={**m, "alloc_us": round(alloc, 3)},
+        evidence={**m, "alloc_us": round(alloc, 3), "buckets": {"idle_host": {
+            "us": round(host.us if host else 0.0, 3), "returns_us": round(min(alloc, unclaimed), 3),
+            "basis": "the host's time in cudaMalloc/cudaFree, up to the host idle no other finding claims"}}},
         severity=Severity.WARNING if alloc > 0 else Severity.INFO,
     )]

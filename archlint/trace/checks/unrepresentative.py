@@ -32,10 +32,10 @@ def check(t: TraceAnalysis, options: dict) -> list[Diagnostic]:
     share = left_out / total if total else 0.0
     severity = Severity.WARNING if not steady or share > options["max_unsteady_share"] else Severity.INFO
     return [finding(
-        t, CODE, "this trace is not representative of the training loop: " + "; ".join(parts),
+        t, CODE, "this trace is not representative of the training loop: " + "; ".join(parts) + f" — to fix: {t.rerecord}",
         saving_us=None,
         alternative=t.rerecord,
         evidence={"unsteady_us": round(left_out, 3), "traced_us": round(total, 3), "steady_windows": len(steady),
-                  "warnings": t.warnings},
+                  "warnings": t.warnings, "rerecord": t.rerecord},
         severity=severity,
     )]
