@@ -33,6 +33,9 @@ LAUNCH_GAP_US = 100.0  # a host-late gap this short is launch overhead; longer i
 HOST_RANGE_MIN_US = 50.0  # shorter host ranges (and idle stretches) are not worth naming
 HOST_RANGES_PER_GAP = 60  # the latest-starting ranges looked at per idle stretch (nesting is shallower)
 EDGE_US = 1.0  # clock rounding between the host's and the GPU's timestamps
+# From a launch call's return to its kernel's start on an idle GPU: tens of µs at most (AMD's is the
+# longer); a kernel that starts later than this after its launch waited with work queued.
+QUEUE_LATENCY_US = 50.0
 TOP_GAPS = 10
 
 
@@ -151,13 +154,22 @@ class Queue:
             delay = data.gpu_ts[ender] - data.launch_ts[j]
             before = g0 - launch_end
         depth = max(0, bisect.bisect_right(self.launch_starts, g0) - bisect.bisect_right(self.matched_starts, g0))
+        # launched after the gap began, yet started long after its launch: the host was late only
+        # until the launch; from there the GPU waited with the work queued
+        waited = 0.0
+        if before is not None and before < -EDGE_US and g1 - (g0 - before) > QUEUE_LATENCY_US:
+            waited = g1 - (g0 - before)
         if before is not None and before >= -EDGE_US:
             depth = max(depth, 1)  # the event that ends the gap was in the queue
             causes["queued"] = g1 - g0
             kind = self._queued_kind(ender, j)
         else:
-            rest = g1 - g0
-            input_us = intervals.overlap([(g0, g1)], intervals.clip(self.dataloader, g0, g1))
+            if waited:
+                causes["queued"] = waited
+                kind = self._queued_kind(ender, j)
+            rest = g1 - g0 - waited
+            late_end = g1 - waited  # the host-late part of the gap: [g0, late_end)
+            input_us = intervals.overlap([(g0, late_end)], intervals.clip(self.dataloader, g0, late_end))
             causes["input"] = input_us
             rest -= input_us
             blocked, what = self._blocked_lead(g0)
@@ -167,7 +179,7 @@ class Queue:
                 self.sync_charged[what] += charged
             rest -= charged
             late = j is not None and data.launch_ts[j] >= g0 - EDGE_US
-            causes["launch" if late and g1 - g0 <= self.launch_gap_us else "host"] += rest
+            causes["launch" if late and late_end - g0 <= self.launch_gap_us else "host"] += rest
         cause = max(CAUSES, key=lambda c: causes[c])
         return Gap(name, steady, g0, g1 - g0, cause, causes, kind, ended_by, stream, delay, before, depth, [])
 
