@@ -223,6 +223,12 @@ def analyze(data: TraceData, top: int = 15, launch_gap_us: float = LAUNCH_GAP_US
         )
     if not steady and per_step:
         analysis.warnings.append("no steady-state window in the trace: nothing is priced")
+    if analysis.cpu_only and per_step:
+        # as torch-tb-profiler's overview did: the step is host time, split into the DataLoader's and the rest
+        analysis.notes.append(
+            "CPU-only trace (no GPU events): each step's time is the host's, split into DataLoader (idle: input) and "
+            "other host work (idle: host)"
+        )
     if unsteady or not steps or recording.with_stack:
         analysis.rerecord = windows_mod.RERECORD
     analysis.waterfall = waterfall.build([s.buckets | {"wall": s.wall_us} for s in steady], _overrides(analysis),

@@ -92,10 +92,11 @@ def lint_trace(path: Path, settings, top: int = 15):
         raise UsageError(f"{path}: not a torch.profiler trace: {exc}") from None
     except (OSError, EOFError) as exc:
         raise UsageError(f"{path}: cannot read it ({exc})") from None
-    if not data.gpu_events:
+    if not data.gpu_events and not data.steps:  # a CPU-only trace with steps gets the host's report
         raise UsageError(
-            f"{path}: no GPU events (kernels, memcpy, memset) in {data.events} events: record the trace on a GPU with "
-            "torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])"
+            f"{path}: no GPU events (kernels, memcpy, memset) and no ProfilerStep ranges in {data.events} events: record "
+            "the trace with torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) and "
+            "prof.step() once per iteration"
         )
     analysis = analyze(data, top=top)
     diagnostics = []

@@ -119,12 +119,31 @@ def test_sarif_has_the_trace_rules(tmp_path, capsys):
     assert result["locations"][0]["physicalLocation"]["artifactLocation"]["uri"].endswith("train.py")
 
 
-def test_no_gpu_events_is_one_line_exit_2(tmp_path, capsys):
+def test_no_gpu_events_nor_steps_is_one_line_exit_2(tmp_path, capsys):
     t = Trace()
-    t.step(1, 0, 100)
     t.host("cpu_op", "aten::mm", 10, 50)
     code, out, err = run([t.write(tmp_path / "cpu.json")], capsys)
     assert code == 2 and "no GPU events" in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_cpu_only_trace_gets_the_hosts_report(tmp_path, capsys):
+    """A CPU-only trace with steps was exit 2 with empty JSON; now the step is split into the
+    DataLoader's and the rest of the host's time, as torch-tb-profiler's overview did."""
+    t = Trace()
+    for n in range(3):
+        s = 1_000_000.0 + n * 10_000
+        t.step(n + 1, s, 10_000)
+        t.host("user_annotation", "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__", s + 10, 6_000)
+        t.host("cpu_op", "aten::mm", s + 6_100, 3_800)
+    code, out, err = run([t.write(tmp_path / "cpu.json"), "--output-format", "json"], capsys)
+    doc = json.loads(out)
+    assert code == 1 and not err
+    trace = doc["traces"][0]
+    assert trace["cpu_only"] and len(trace["per_step"]) == 3
+    buckets = {b["name"]: b["us"] for b in trace["waterfall"]["buckets"]}
+    assert buckets["idle_input"] == pytest.approx(6_000) and buckets["idle_host"] == pytest.approx(4_000)
+    assert [d["code"] for d in doc["diagnostics"]] == ["AL501"]  # no "GPU idle" on a trace without a GPU
+    assert "DataLoader" in doc["diagnostics"][0]["message"] and "CPU-only" in doc["diagnostics"][0]["message"]
 
 
 @pytest.mark.parametrize("text", ["", "[1, 2]", "{\"a\": 1}", "{\"traceEvents\": [ {\"ph\": \"X\"}, garbage ]}"])

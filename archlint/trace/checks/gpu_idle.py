@@ -35,6 +35,8 @@ _ALLOCATOR = re.compile(r"^(cuda|hip)(Malloc|Free)", re.I)
 
 
 def check(t: TraceAnalysis, options: dict) -> list[Diagnostic]:
+    if t.cpu_only:  # no GPU to be idle: the host's time is AL501's (the DataLoader) and the report's
+        return []
     idle = per_step(t, lambda s: s.idle_us)
     step = t.mean_step_us()
     b = t.temporal_breakdown

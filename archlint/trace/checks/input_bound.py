@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from archlint.diagnostics import Diagnostic
 from archlint.trace.analyze import TraceAnalysis
 from archlint.trace.findings import bucket_us, claimed, finding, ms, per_step, share
@@ -17,10 +19,28 @@ def check(t: TraceAnalysis, options: dict) -> list[Diagnostic]:
         return []
     loader = per_step(t, lambda s: s.dataloader_us)
     saving, how = claimed(t, CODE)
+    # workers load batches in parallel: enough of them keep pace when each batch's load time,
+    # divided among them, fits in the rest of the step (the saving assumes that many)
+    rest = max(step - idle, 1.0)
+    workers = min(64, max(1, math.ceil(loader / rest)))
+    how["workers_to_keep_pace"] = workers
+    pace = (f"; about {workers} workers keep pace (a batch takes {ms(loader)} to load, the rest of the {t.unit} {ms(rest)}; "
+            "CPU-bound decoding needs that many free cores)")
+    if t.cpu_only:
+        return [finding(
+            t, CODE,
+            f"the training loop waits in DataLoader.__next__ {ms(loader)} per {t.unit} ({share(loader, step)} of the "
+            f"{t.unit}; a CPU-only trace): the batches are loaded on the training process, not ahead of it{pace}",
+            saving_us=saving,
+            alternative="DataLoader(num_workers > 0, persistent_workers=True, prefetch_factor=2): workers load the next "
+            "batches while the step runs (AL304; measure it with `archlint loader`)",
+            evidence={"input_idle_us": round(idle, 3), "dataloader_us": round(loader, 3), "cpu_only": True, **how},
+            where="dataloader",
+        )]
     return [finding(
         t, CODE,
         f"GPU idle {ms(idle)} per {t.unit} ({share(idle, step)} of the {t.unit}) while the host waits in "
-        f"DataLoader.__next__ ({ms(loader)} per {t.unit}) and no GPU work was queued: the input pipeline does not keep up",
+        f"DataLoader.__next__ ({ms(loader)} per {t.unit}) and no GPU work was queued: the input pipeline does not keep up{pace}",
         saving_us=saving,
         alternative="a DataLoader that prefetches (num_workers > 0, pin_memory=True, persistent_workers=True; "
         "AL301/AL304; measure it with `archlint loader`)",
