@@ -25,8 +25,10 @@ import re
 import statistics
 from collections import defaultdict
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+from archlint.trace import frames as frames_mod
 from archlint.trace import intervals, kernels, waterfall
 from archlint.trace import windows as windows_mod
 from archlint.trace.queue import CAUSES, LAUNCH_GAP_US, Gap, Queue
@@ -626,16 +628,14 @@ def _device(data: TraceData) -> tuple[str | None, int | None, str | None, str | 
 
 
 def _locations(data: TraceData, blocking: list[Range], gpu_items: list[Range]) -> dict[str, tuple[str, int, str]]:
-    """For each host event kind a finding points at (sync, dataloader, item, memcpy), the user's
-    innermost Python frame around its longest occurrence, when the trace has stacks."""
-    if not data.frames:
+    """For each host event kind a finding points at (sync, dataloader, memcpy), the user's line
+    that issued its longest occurrences, when the trace has stacks: the innermost call made from a
+    user's line around it (`args.CallFrom`, trace/frames.py), in the innermost user function
+    around it; without call sites, that function's line (its `def`)."""
+    if not data.frames and not data.call_sites:
         return {}
-    by_tid: dict[Any, list[Range]] = defaultdict(list)
-    for f in data.frames:
-        by_tid[f.tid].append(f)
-    for frames in by_tid.values():
-        frames.sort(key=lambda r: r.ts)
-    starts = {tid: [f.ts for f in frames] for tid, frames in by_tid.items()}
+    frames_by = _by_tid(data.frames)
+    sites_by = _by_tid(data.call_sites)
     kinds = {
         "sync": blocking + gpu_items,  # an .item() on a CPU tensor is no sync
         "dataloader": data.dataloader,
@@ -645,16 +645,37 @@ def _locations(data: TraceData, blocking: list[Range], gpu_items: list[Range]) -
     for what, ranges in kinds.items():
         votes: dict[tuple[str, int, str], float] = defaultdict(float)
         for r in ranges:
-            frames = by_tid.get(r.tid)
-            if not frames:
-                continue
-            k = bisect.bisect_right(starts[r.tid], r.ts)
-            for f in reversed(frames[max(0, k - 200):k]):  # innermost: the latest start that contains it
-                if f.end >= r.end:
-                    m = _FRAME.match(f.name)
-                    if m:
-                        votes[(m["file"], int(m["line"]), m["func"])] += r.dur
-                    break
+            frame = _innermost(frames_by.get(r.tid), r)
+            m = _FRAME.match(frame.name) if frame else None
+            site = _innermost(sites_by.get(r.tid), r)
+            parsed = frames_mod.parse_call_site(site.name) if site else None
+            if parsed and (m is None or Path(parsed[0]).name == Path(m["file"]).name):
+                votes[(parsed[0], parsed[1], m["func"] if m else "<module>")] += r.dur
+            elif m:
+                votes[(m["file"], int(m["line"]), m["func"])] += r.dur
         if votes:
-            out[what] = max(votes, key=votes.get)
+            out[what] = max(sorted(votes), key=votes.get)  # ties: one answer on every run
     return out
+
+
+def _by_tid(ranges: list[Range]) -> dict[Any, tuple[list[Range], list[float]]]:
+    by: dict[Any, list[Range]] = defaultdict(list)
+    for f in ranges:
+        by[f.tid].append(f)
+    out = {}
+    for tid, rs in by.items():
+        rs.sort(key=lambda r: r.ts)
+        out[tid] = (rs, [r.ts for r in rs])
+    return out
+
+
+def _innermost(indexed: tuple[list[Range], list[float]] | None, r: Range) -> Range | None:
+    """The latest-starting range that contains r (nesting on one thread: the innermost)."""
+    if not indexed:
+        return None
+    ranges, starts = indexed
+    k = bisect.bisect_right(starts, r.ts)
+    for f in reversed(ranges[max(0, k - 200):k]):
+        if f.end >= r.end:
+            return f
+    return None

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from archlint.trace import kernels
+from archlint.trace import frames, kernels
 from archlint.trace.scan import Truncated, events
 
 _STEP = re.compile(r"ProfilerStep\s*#\s*(\d+)")
@@ -24,7 +24,6 @@ _SYNC = re.compile(r"(cuda|hip)(Stream|Device|Event|Context)Synchroni[sz]e|cuCtx
 _ALLOC = re.compile(r"^(cuda|hip)(Malloc|Free)(Async)?$|^cuMem(Alloc|Free)", re.I)
 _MEMCPY = re.compile(r"^(cuda|hip)Memcpy", re.I)
 _DATALOADER = re.compile(r"^enumerate\(DataLoader\)#.*__next__|DataLoader.*__next__|_MultiProcessingDataLoaderIter|_SingleProcessDataLoaderIter")
-_LIBRARY_FRAME = re.compile(r"site-packages|dist-packages|/lib/python\d|<built-in|<frozen|^torch/|/torch/|^threading\.py|^<string>")
 _USER_FRAME = re.compile(r"^(?P<file>.+?\.py)\((?P<line>\d+)\): (?P<func>.+)$")
 SLOW_CALL_US = 1_000.0  # runtime calls this long are kept: start-up (context, handles, lazy modules), allocator misses
 _GRAPH_LAUNCH = re.compile(r"GraphLaunch", re.I)
@@ -92,6 +91,7 @@ class TraceData:
     graph_launches: int = 0  # cudaGraphLaunch / hipGraphLaunch calls (their kernels' interiors go untraced)
     python_events: int = 0  # python_function events: with_stack=True (its overhead inflates host time)
     collectives: list[tuple[Range, int | None]] = field(default_factory=list)  # (nccl:* / record_param_comms, bytes)
+    call_sites: list[Range] = field(default_factory=list)  # Python calls made from a user's line ("file.py:LINE")
 
     @property
     def gpu_events(self) -> int:
@@ -197,8 +197,11 @@ def _take(e: dict, data: TraceData, name_index: dict[str, int], cat_index: dict[
                 data.data_parallel_ops += 1
         elif _DATALOADER.search(name):
             data.dataloader.append(Range(name, float(ts), float(dur), tid))
-        elif _USER_FRAME.match(name) and not _LIBRARY_FRAME.search(name):
+        elif _USER_FRAME.match(name) and not frames.is_library(name):
             data.frames.append(Range(name, float(ts), float(dur), tid))
+        site = frames.call_site(args.get("CallFrom"))  # the user's line this call was made from
+        if site is not None:
+            data.call_sites.append(Range(site, float(ts), float(dur), tid))
         return
     if cat == "gpu_user_annotation":  # the GPU-side projection of a host range: the host's is read
         return

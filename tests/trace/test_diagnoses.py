@@ -188,3 +188,32 @@ def test_run_from_its_first_step_prices_only_the_later_steps(tmp_path):
     analysis, found = findings(t, tmp_path)
     assert [s.steady for s in analysis.per_step] == [False, True, True]
     assert "AL509" not in found and found["AL510"].severity.value == "info"
+
+
+def test_call_site_is_the_users_line_not_the_def(tmp_path):
+    """With stacks, each Python call says the line it was made from (args.CallFrom): the sync is
+    located at the line that called .item(), inside the user's function, past library frames."""
+    def build(t, s):
+        t.gpu(GEMM, s + 100, 2_900, s + 50)
+        t._x("python_function", "train.py(20): train_step", s + 40, 3_000, CallFrom="train.py:41")
+        t._x("python_function", "<built-in method item of Tensor object at 0x7f>", s + 190, 2_830, CallFrom="train.py:24")
+        t._x("python_function", "multiprocessing/connection.py(200): recv", s + 195, 2_800, CallFrom="train.py:24")
+        t.host("cuda_runtime", "cudaStreamSynchronize", s + 200, 2_810)
+        t.gpu(GEMM, s + 6_000, 3_900, s + 5_950)
+    analysis, found = findings(steps(build), tmp_path)
+    assert analysis.locations["sync"] == ("train.py", 24, "train_step")
+    assert (found["AL503"].file, found["AL503"].line) == ("train.py", 24)
+
+
+@pytest.mark.parametrize("frame, library", [
+    ("multiprocessing/connection.py(200): recv", True),  # the standard library, written relative to sys.path
+    ("threading.py(320): wait", True),
+    ("transformers/models/bert/modeling_bert.py(100): forward", True),
+    ("/usr/lib/python3.11/queue.py(180): get", True),
+    ("train.py(12): train_step", False),
+    ("/home/me/project/data/queue.py(3): get", False),  # an absolute path outside Python: the user's
+])
+def test_library_frames(frame, library):
+    from archlint.trace.frames import is_library
+
+    assert is_library(frame) is library
