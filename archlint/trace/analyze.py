@@ -169,15 +169,22 @@ def analyze(data: TraceData, top: int = 15, launch_gap_us: float = LAUNCH_GAP_US
     table = _kernel_table(data, group, top)
     # Per-step figures and the rules read every GPU event of the trace (the breakdown's window is HTA's).
     every = range(data.gpu_events)
-    span = lambda i: (data.gpu_ts[i], data.gpu_ts[i] + data.gpu_dur[i])  # noqa: E731
-    busy = intervals.union(span(i) for i in every)
-    compute = intervals.union(span(i) for i in every if kind[data.gpu_name[i]] == kernels.COMPUTE)
-    comm = intervals.union(span(i) for i in every if group[data.gpu_name[i]] == "communication")
+    # one pass, by name index: the lanes each GPU event belongs to (most belong to none but busy)
+    lane_of: list[tuple[list, ...]] = []
+    spans: dict[str, list[tuple[float, float]]] = {k: [] for k in ("busy", "compute", "comm", "fp32_gemm", "pageable_copy")}
     fp32 = set(table["fp32_names"])
-    lanes = {
-        "fp32_gemm": intervals.union(span(i) for i in every if data.gpu_name[i] in fp32),
-        "pageable_copy": intervals.union(span(i) for i in every if _pageable_h2d(data.names[data.gpu_name[i]])),
-    }
+    for n, name in enumerate(data.names):
+        lane_of.append(tuple(spans[k] for k, member in (
+            ("busy", True), ("compute", kind[n] == kernels.COMPUTE), ("comm", group[n] == "communication"),
+            ("fp32_gemm", n in fp32), ("pageable_copy", _pageable_h2d(name))) if member))
+    ts, dur, names = data.gpu_ts, data.gpu_dur, data.gpu_name
+    for i in every:
+        pair = (ts[i], ts[i] + dur[i])
+        for lane in lane_of[names[i]]:
+            lane.append(pair)
+    busy, compute, comm = (intervals.union(spans[k]) for k in ("busy", "compute", "comm"))
+    lanes = {k: intervals.union(spans[k]) for k in ("fp32_gemm", "pageable_copy")}
+    del spans
     device, memory_total, cc, vendor = _device(data)
     startup = windows_mod.startup_events(data, launch_at)
     recording = windows_mod.recording(data, launch_at, startup, bool(steps))
@@ -464,18 +471,22 @@ _COMPILED_HOST = re.compile(r"CompiledFunction|Torch-Compiled Region|CompiledAut
 _LAYOUT = re.compile(r"nchwToNhwc|nhwcToNchw", re.I)
 
 
+def t_by_name(data: TraceData) -> dict[int, float]:
+    """GPU time by name index."""
+    out: dict[int, float] = defaultdict(float)
+    for n, d in zip(data.gpu_name, data.gpu_dur):
+        out[n] += d
+    return out
+
+
 def _evidence(data: TraceData, t: TraceAnalysis, group: list[str], steps: list[Range]) -> dict[str, Any]:
     """What the advice is chosen by: whether the code is already compiled (Triton kernels, compiled
     autograd frames, graph replays), the layout-conversion kernels' share of GPU time, and the
     collectives by name with their calls per step and median message size."""
-    total = sum(data.gpu_dur) or 1.0
-    triton = layout = 0.0
-    for i in range(data.gpu_events):
-        name = data.names[data.gpu_name[i]]
-        if _TRITON.search(name):
-            triton += data.gpu_dur[i]
-        elif _LAYOUT.search(name):
-            layout += data.gpu_dur[i]
+    by_name = t_by_name(data)
+    total = sum(by_name.values()) or 1.0
+    triton = sum(us for n, us in by_name.items() if _TRITON.search(data.names[n]))
+    layout = sum(us for n, us in by_name.items() if _LAYOUT.search(data.names[n]) and not _TRITON.search(data.names[n]))
     compiled_host = sum(1 for r in data.annotations if _COMPILED_HOST.search(r.name))
     windows = max(1, len(steps)) if steps else 1
     by_name: dict[str, list[int | None]] = defaultdict(list)

@@ -88,21 +88,27 @@ class Queue:
         # (a launch call begins before its event starts: the difference of the two counts at a time is
         # the number launched and not yet started)
         launched, starts = [], []
-        for i in range(data.gpu_events):
-            j = launch_at.get(data.gpu_corr[i])
+        launch_ts = data.launch_ts
+        for c, ts in zip(data.gpu_corr, data.gpu_ts):
+            j = launch_at.get(c)
             if j is not None:
-                launched.append(data.launch_ts[j])
-                starts.append(data.gpu_ts[i])
-        self.launch_starts, self.matched_starts = sorted(launched), sorted(starts)
+                launched.append(launch_ts[j])
+                starts.append(ts)
+        launched.sort()
+        starts.sort()
+        self.launch_starts, self.matched_starts = launched, starts
         self.dataloader = intervals.union((r.ts, r.end) for r in data.dataloader)
-        to_pageable = {
-            data.gpu_corr[i] for i in range(data.gpu_events)
-            if data.names[data.gpu_name[i]].startswith("Memcpy DtoH") and "Pageable" in data.names[data.gpu_name[i]]
-        }
+        copies = {n: name[7:11] for n, name in enumerate(data.names) if name.startswith("Memcpy ")}  # HtoD, DtoH…
+        to_pageable_names = {n for n, name in enumerate(data.names) if name.startswith("Memcpy DtoH") and "Pageable" in name}
+        copy_dir, to_pageable = {}, set()
+        if copies:
+            for n, c in zip(data.gpu_name, data.gpu_corr):
+                if n in copies:
+                    copy_dir[c] = copies[n]
+                    if n in to_pageable_names:
+                        to_pageable.add(c)
         # Blocking calls: synchronisations, cudaMemcpy, and async copies to pageable host memory (.item(),
         # .cpu()), which the driver completes before returning.
-        copy_dir = {data.gpu_corr[i]: data.names[data.gpu_name[i]][7:11] for i in range(data.gpu_events)
-                    if data.names[data.gpu_name[i]].startswith("Memcpy ")}  # HtoD, DtoH, DtoD
         blocking = [(r, "synchronize") for r in data.syncs] + [
             (r, f"blocking copy {copy_dir.get(c, '').strip() or '(direction unknown)'}")
             for r, c in data.memcpy_calls if "Async" not in r.name or c in to_pageable

@@ -26,7 +26,6 @@ _MEMCPY = re.compile(r"^(cuda|hip)Memcpy", re.I)
 _DATALOADER = re.compile(r"^enumerate\(DataLoader\)#.*__next__|DataLoader.*__next__|_MultiProcessingDataLoaderIter|_SingleProcessDataLoaderIter")
 _USER_FRAME = re.compile(r"^(?P<file>.+?\.py)\((?P<line>\d+)\): (?P<func>.+)$")
 SLOW_CALL_US = 1_000.0  # runtime calls this long are kept: start-up (context, handles, lazy modules), allocator misses
-_GRAPH_LAUNCH = re.compile(r"GraphLaunch", re.I)
 GRAPH_LAUNCH = 2  # launch_is_kernel's value for a CUDA/HIP graph replay (1: a kernel launch, 0: other calls)
 _DTYPE_BYTES = {"float": 4, "float32": 4, "c10::Float": 4, "double": 8, "c10::Double": 8, "half": 2, "c10::Half": 2,
                 "bfloat16": 2, "c10::BFloat16": 2, "c10::BFloat": 2, "int": 4, "long": 8, "long int": 8, "int64": 8,
@@ -166,7 +165,7 @@ def _take(e: dict, data: TraceData, name_index: dict[str, int], cat_index: dict[
             data.gpu_name.append(index)
             data.gpu_cat.append(c)
             data.gpu_stream.append(stream)
-            nbytes = _int(args.get("bytes"))
+            nbytes = _int(args.get("bytes")) if "bytes" in args else None  # copies (and memsets) say it
             data.gpu_bytes.append(-1 if nbytes is None else nbytes)
         return
     tid = e.get("tid")
@@ -177,7 +176,7 @@ def _take(e: dict, data: TraceData, name_index: dict[str, int], cat_index: dict[
             data.launch_ts.append(ts)
             data.launch_dur.append(dur)
             data.launch_tid.append(tid)
-            graph = _GRAPH_LAUNCH.search(name) is not None
+            graph = "GraphLaunch" in name  # cudaGraphLaunch, hipGraphLaunch, cuGraphLaunch
             data.launch_is_kernel.append(GRAPH_LAUNCH if graph else 1 if _LAUNCH.search(name) else 0)
             data.graph_launches += graph
         if dur >= SLOW_CALL_US:
