@@ -504,7 +504,7 @@ def _evidence(data: TraceData, t: TraceAnalysis, group: list[str], steps: list[R
         "graph_launches": data.graph_launches,
         "layout_share": round(layout / total, 4),
         "collectives": collectives,
-        "with_stack": data.python_events >= windows_mod.WITH_STACK_EVENTS,
+        "with_stack": windows_mod.stacks_recorded(data),
     }
 
 

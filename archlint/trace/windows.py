@@ -36,6 +36,7 @@ LAZY_LAUNCH_US = 1_000.0
 # python_function events come from the Python tracer (with_stack / with_modules); a few are also
 # written by hand-made or converted traces, so the overhead is said from this many on
 WITH_STACK_EVENTS = 100
+WITH_STACK_PER_STEP = 20
 _WARMUP = re.compile(r"warm-?up", re.I)
 RERECORD = (
     "record steady-state steps: torch.profiler.profile(schedule=torch.profiler.schedule(wait=1, warmup=2, active=3), "
@@ -63,6 +64,12 @@ class Recording:
     with_stack: bool
     graph_launches: int
     unmatched_share: float  # GPU events whose launch is not in the trace (sampled or partial trace)
+
+
+def stacks_recorded(data: TraceData) -> bool:
+    """The Python tracer ran (with_stack / with_modules): it writes every Python call, hundreds per
+    step, where a trace without it has a few hand-made python_function ranges at most."""
+    return data.python_events >= max(WITH_STACK_EVENTS, WITH_STACK_PER_STEP * len(data.steps))
 
 
 def startup_events(data: TraceData, launch_at: dict[int, int]) -> list[Range]:
@@ -115,7 +122,7 @@ def recording(data: TraceData, launch_at: dict[int, int], startup: list[Range], 
             f"start-up in the trace ({_describe(startup)}; longest {longest.name} {longest.dur / 1e3:.3g} ms): "
             "paid once per process, not per step; it is left out of every price"
         )
-    with_stack = data.python_events >= WITH_STACK_EVENTS
+    with_stack = stacks_recorded(data)
     if with_stack:
         warnings.append(
             "recorded with with_stack=True: the Python tracer adds host time to every call (about 2x on a measured "

@@ -24,7 +24,7 @@ def check(t: TraceAnalysis, options: dict) -> list[Diagnostic]:
     rest = max(step - idle, 1.0)
     workers = min(64, max(1, math.ceil(loader / rest)))
     how["workers_to_keep_pace"] = workers
-    pace = (f"; about {workers} workers keep pace (a batch takes {ms(loader)} to load, the rest of the {t.unit} {ms(rest)}; "
+    pace = (f"; about {workers} worker{'s' if workers > 1 else ''} keep{'' if workers > 1 else 's'} pace (a batch takes {ms(loader)} to load, the rest of the {t.unit} {ms(rest)}; "
             "CPU-bound decoding needs that many free cores)")
     if t.cpu_only:
         return [finding(
