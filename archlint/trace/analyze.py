@@ -331,7 +331,7 @@ def _breakdown_window(data: TraceData, steps: list[Range], launch_at: dict[int, 
 
 
 def _per_step(data, steps, merged, compute, comm, lanes, queue: Queue, startup, launch_at, kind) -> list[StepFigures]:
-    span = (merged[0][0], merged[-1][1]) if merged else None
+    span = (merged[0][0], _work_end(data, kind, merged[-1][1])) if merged else None
     wins = windows_mod.windows(data, steps, span, startup)
     if not wins:
         return []
@@ -394,6 +394,14 @@ def _per_step(data, steps, merged, compute, comm, lanes, queue: Queue, startup, 
             buckets=_buckets(busy_us, comp, intervals.clip(comm, lo, hi), lanes, lo, hi, idle.causes),
         ))
     return out
+
+
+def _work_end(data: TraceData, kind: list[str], end: float) -> float:
+    """Where a trace without steps stops working: the end of its last kernel or copy. Sync waits
+    after it (the host's final synchronize, teardown) are not work and do not stretch the window."""
+    last = max((data.gpu_ts[i] + data.gpu_dur[i] for i in range(data.gpu_events) if kind[data.gpu_name[i]] != kernels.OTHER),
+               default=end)
+    return min(end, last) if last > -math.inf else end
 
 
 def _buckets(busy_us, comp, comm, lanes, lo, hi, causes) -> dict[str, float]:
@@ -505,6 +513,8 @@ def _evidence(data: TraceData, t: TraceAnalysis, group: list[str], steps: list[R
         "layout_share": round(layout / total, 4),
         "collectives": collectives,
         "with_stack": windows_mod.stacks_recorded(data),
+        # the DataLoader's iterator says whether it has workers (_MultiProcessingDataLoaderIter) or not
+        "loader_workers": any("MultiProcessing" in r.name for r in data.dataloader),
     }
 
 
@@ -544,6 +554,10 @@ def _overrides(t: TraceAnalysis) -> dict[str, tuple]:
         out["pageable_copy"] = ("AL502", "pinned memory + non_blocking copies", share,
                                 f"pageable copies ran at {measured:.3g} GB/s; pinned ones reach about {pinned:.3g} GB/s "
                                 f"({source}): the copy time shrinks by {share:.0%}")
+    if t.evidence.get("loader_workers"):
+        out["idle_input"] = ("AL501", "more or faster DataLoader workers", 0.5,
+                             "the loader has workers already: more of them (or a cheaper __getitem__) hide part of the "
+                             "wait; the hand-over from the workers stays; half assumed back")
     if t.evidence.get("compiled"):
         out["idle_launch"] = ("AL505", "larger graphs (fewer graph breaks, mode='reduce-overhead')", 0.3,
                               "the code is already compiled or graphed: only the gaps between graphs remain; 30% assumed back")

@@ -47,6 +47,8 @@ def test_alexnet_prices_the_pageable_copies_not_the_warm_up():
     assert "82% of the trace's GPU time" in p.message and "4.4 GB/s" in p.message
     assert p.price.whole.startswith("the trace's GPU time") and 40 < p.price.saving_ms < 50  # 55.5 ms × (1 − 4.4/24)
     assert [w.steady for w in analysis.per_step] == [False, True]
+    # the steady window is the two measured forwards: the final synchronize after teardown does not stretch it
+    assert analysis.per_step[1].wall_us < 100_000
     savings_fit(analysis, diagnostics)
 
 
@@ -78,6 +80,7 @@ def test_h200_launch_gaps_are_claimed_once():
     analysis, diagnostics = lint(FIXTURES / "h200_resnet50_fp32_inference.json.gz")
     found = {d.code: d for d in diagnostics}
     assert found["AL505"].price.saving_ms > found["AL509"].price.saving_ms  # AL509 no longer re-prices launch idle
+    assert found["AL509"].severity.value == "info"  # what it claims itself is immaterial: AL505 says the rest
     assert "idle_launch" not in found["AL509"].evidence["buckets"]
     savings_fit(analysis, diagnostics)
     gap = analysis.idle_gaps[0]
@@ -217,3 +220,13 @@ def test_library_frames(frame, library):
     from archlint.trace.frames import is_library
 
     assert is_library(frame) is library
+
+
+def test_loader_with_workers_is_not_told_to_add_workers(tmp_path):
+    def build(t, s):
+        t.host("user_annotation", "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", s + 10, 6_000)
+        busy(t, s, 6_100, 9_900)
+    _, found = findings(steps(build), tmp_path)
+    d = found["AL501"]
+    assert "workers do not keep up" in d.message and "num_workers > 0" not in d.price.alternative
+    assert d.evidence["buckets"]["idle_input"]["basis"].startswith("the loader has workers already")

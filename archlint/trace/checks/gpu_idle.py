@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import re
 
-from archlint.diagnostics import Diagnostic
+from archlint.diagnostics import Diagnostic, Severity
 from archlint.trace.analyze import CAUSES, TraceAnalysis
 from archlint.trace.findings import claimed, finding, ms, per_step, share
 
 CODE = "AL509"
-OPTIONS = {"threshold": 0.5}  # idle share of the step that makes this a warning
+# threshold: idle share of the step that makes this a finding; min_own_share: what it claims itself (queued and
+# host idle, the rest being AL501/AL503/AL505's) below which it is info
+OPTIONS = {"threshold": 0.5, "min_own_share": 0.02}
 
 _WHY = {
     "input": ("the host waits for the DataLoader", "AL501", "dataloader"),
@@ -72,6 +74,8 @@ def check(t: TraceAnalysis, options: dict) -> list[Diagnostic]:
     fix = fix if top == "host" and fix else _FIX[own]
     saving, how = claimed(t, CODE)
     gaps = [g.to_dict() for g in t.idle_gaps if g.steady][:3]
+    # its own idle (queued, host) too small to act on: the other causes' findings say the rest
+    severity = Severity.WARNING if saving / step >= options["min_own_share"] else Severity.INFO
     return [finding(
         t, CODE,
         f"GPU idle {share(idle, step)} of the {t.unit} ({ms(idle)} of {ms(step)}): mostly because {reason}"
@@ -83,4 +87,5 @@ def check(t: TraceAnalysis, options: dict) -> list[Diagnostic]:
         evidence={"idle_us": round(idle, 3), "idle_share_of_span": round(span_share, 4),
                   "causes_us": {c: round(v, 3) for c, v in causes.items()}, "cause": top, "longest_gaps": gaps, **how},
         where=where,
+        severity=severity,
     )]
