@@ -171,19 +171,21 @@ def analyze(data: TraceData, top: int = 15, launch_gap_us: float = LAUNCH_GAP_US
     every = range(data.gpu_events)
     # one pass, by name index: the lanes each GPU event belongs to (most belong to none but busy)
     lane_of: list[tuple[list, ...]] = []
-    spans: dict[str, list[tuple[float, float]]] = {k: [] for k in ("busy", "compute", "comm", "fp32_gemm", "pageable_copy")}
+    spans: dict[str, list[tuple[float, float]]] = {
+        k: [] for k in ("busy", "compute", "comm", "fp32_gemm", "pageable_copy", "layout_conversion")}
     fp32 = set(table["fp32_names"])
     for n, name in enumerate(data.names):
         lane_of.append(tuple(spans[k] for k, member in (
             ("busy", True), ("compute", kind[n] == kernels.COMPUTE), ("comm", group[n] == "communication"),
-            ("fp32_gemm", n in fp32), ("pageable_copy", _pageable_h2d(name))) if member))
+            ("fp32_gemm", n in fp32), ("pageable_copy", _pageable_h2d(name)),
+            ("layout_conversion", kind[n] == kernels.COMPUTE and _LAYOUT.search(name) is not None)) if member))
     ts, dur, names = data.gpu_ts, data.gpu_dur, data.gpu_name
     for i in every:
         pair = (ts[i], ts[i] + dur[i])
         for lane in lane_of[names[i]]:
             lane.append(pair)
     busy, compute, comm = (intervals.union(spans[k]) for k in ("busy", "compute", "comm"))
-    lanes = {k: intervals.union(spans[k]) for k in ("fp32_gemm", "pageable_copy")}
+    lanes = {k: intervals.union(spans[k]) for k in ("fp32_gemm", "pageable_copy", "layout_conversion")}
     del spans
     device, memory_total, cc, vendor = _device(data)
     startup = windows_mod.startup_events(data, launch_at)
@@ -406,16 +408,20 @@ def _work_end(data: TraceData, kind: list[str], end: float) -> float:
 
 def _buckets(busy_us, comp, comm, lanes, lo, hi, causes) -> dict[str, float]:
     """The window's wall time cut into the waterfall's non-overlapping buckets (see waterfall.py):
-    compute less its fp32 GEMMs, fp32 GEMMs, communication no computation overlaps, pageable
+    compute less its fp32 GEMMs and layout conversions, those two, communication no computation overlaps, pageable
     host-to-device copies nothing else overlaps, the rest of the busy time, idle by cause."""
     comp_us = intervals.length(comp)
-    fp32 = intervals.length(intervals.clip(lanes["fp32_gemm"], lo, hi))
+    fp32_lane = intervals.clip(lanes["fp32_gemm"], lo, hi)
+    fp32 = intervals.length(fp32_lane)
+    layout_lane = intervals.clip(lanes["layout_conversion"], lo, hi)
+    layout = intervals.length(layout_lane) - intervals.overlap(layout_lane, fp32_lane)  # both are compute
     comm_exposed = intervals.length(comm) - intervals.overlap(comm, comp)
     pageable = intervals.clip(lanes["pageable_copy"], lo, hi)
     pageable_exposed = intervals.length(pageable) - intervals.overlap(pageable, intervals.union(comp + comm))
     out = {
-        "compute": comp_us - fp32,
+        "compute": comp_us - fp32 - layout,
         "fp32_gemm": fp32,
+        "layout_conversion": layout,
         "exposed_communication": comm_exposed,
         "pageable_copy": pageable_exposed,
         "other_non_compute": max(0.0, busy_us - comp_us - comm_exposed - pageable_exposed),

@@ -20,6 +20,9 @@ RETURNS: dict[str, tuple[str | None, str | None, float, str]] = {
     "fp32_gemm": ("AL504", "tensor-core precision", 0.5,
                   "tensor-core GEMMs run 2x or more faster than fp32 SIMT ones (A100: 156 TF32 vs 19.5 fp32 TFLOPS "
                   "peak); half the time is assumed back"),
+    "layout_conversion": ("AL511", "channels_last", 0.7,
+                          "with channels_last tensors cuDNN's NHWC kernels take them as they are: the nchwToNhwc/"
+                          "nhwcToNchw conversions go, but for ops without NHWC kernels; 70% assumed back"),
     "exposed_communication": ("AL507", "overlap communication with computation", 0.5,
                               "overlap hides about half of it; the last buckets still wait for the last gradients"),
     "pageable_copy": ("AL502", "pinned memory + non_blocking copies", 0.5,
