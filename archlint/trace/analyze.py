@@ -333,7 +333,7 @@ def _breakdown_window(data: TraceData, steps: list[Range], launch_at: dict[int, 
 
 
 def _per_step(data, steps, merged, compute, comm, lanes, queue: Queue, startup, launch_at, kind) -> list[StepFigures]:
-    span = (merged[0][0], _work_end(data, kind, merged[-1][1])) if merged else None
+    span = (merged[0][0], merged[-1][1] if steps else _work_end(data, kind, merged[-1][1])) if merged else None
     wins = windows_mod.windows(data, steps, span, startup)
     if not wins:
         return []
@@ -401,9 +401,9 @@ def _per_step(data, steps, merged, compute, comm, lanes, queue: Queue, startup, 
 def _work_end(data: TraceData, kind: list[str], end: float) -> float:
     """Where a trace without steps stops working: the end of its last kernel or copy. Sync waits
     after it (the host's final synchronize, teardown) are not work and do not stretch the window."""
-    last = max((data.gpu_ts[i] + data.gpu_dur[i] for i in range(data.gpu_events) if kind[data.gpu_name[i]] != kernels.OTHER),
-               default=end)
-    return min(end, last) if last > -math.inf else end
+    work = {n for n, k in enumerate(kind) if k != kernels.OTHER}
+    last = max((t + d for t, d, n in zip(data.gpu_ts, data.gpu_dur, data.gpu_name) if n in work), default=end)
+    return min(end, last)
 
 
 def _buckets(busy_us, comp, comm, lanes, lo, hi, causes) -> dict[str, float]:

@@ -12,6 +12,7 @@ around it: for `.item()` the line that called it, not the `def` of the function 
 
 from __future__ import annotations
 
+import functools
 import re
 import sys
 
@@ -30,6 +31,7 @@ _PACKAGES = frozenset((
 _STDLIB = frozenset(getattr(sys, "stdlib_module_names", ())) | {"__future__"}
 
 
+@functools.lru_cache(maxsize=1 << 16)  # a with_stack trace repeats the same few thousand frames
 def is_library(frame: str) -> bool:
     """Whether a frame name (`path.py(12): fn`) or a CallFrom (`path.py:12`) is library code."""
     if _LIBRARY_PATH.search(frame):
@@ -47,9 +49,12 @@ _CALL_FROM = re.compile(r"^(?P<file>.+?\.py):(?P<line>\d+)$")
 
 def call_site(value) -> str | None:
     """The user's `file.py:LINE` a Python call was made from, or None (not said, or a library's)."""
-    if isinstance(value, str) and _CALL_FROM.match(value) and not is_library(value):
-        return value
-    return None
+    return _user_call_site(value) if isinstance(value, str) else None
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _user_call_site(value: str) -> str | None:
+    return value if _CALL_FROM.match(value) and not is_library(value) else None
 
 
 def parse_call_site(text: str) -> tuple[str, int] | None:
