@@ -29,6 +29,7 @@ _STARTUP = re.compile(
 # loading), the first allocation of a fresh caching allocator.
 _STARTUP_IF_LONG = re.compile(r"^(cuda|hip)(Malloc\w*|LaunchKernel\w*|ExtModuleLaunchKernel|ModuleLaunchKernel)$|^cuLaunch", re.I)
 LONG_STARTUP_US = 100_000.0
+FIRST_STEP_RATIO = 1.3  # ProfilerStep#0 this much slower than the median of the others: the run's first
 STARTUP_US = 10_000.0  # a set-up call (_STARTUP) this long is start-up, not the allocator's steady churn
 # A kernel launch normally takes microseconds; one of a millisecond or more for the first kernel of
 # its name is the driver loading its module (CUDA lazy loading, a HIP code object) on first use.
@@ -88,15 +89,20 @@ def windows(data: TraceData, steps: list[Range], gpu_span: tuple[float, float] |
     """The windows figures are computed over, each marked steady or not."""
     if steps:
         out = []
-        for r in steps:
+        walls = sorted(r.dur for r in steps[1:])
+        median = walls[len(walls) // 2] if walls else None
+        for k, r in enumerate(steps):
             n = r.name.split("#")[-1].strip()
             name: int | str = int(n) if n.isdigit() else n
             inside = [e for e in startup if e.ts < r.end and e.end > r.ts]
             reason = None
             if inside:
                 reason = "start-up inside it: " + _describe(inside)
-            elif name == 0 and len(steps) > 1:
-                reason = "the run's first step (ProfilerStep#0: allocator growth, cuDNN autotuning, lazy initialisation)"
+            elif k == 0 and name == 0 and median and (r.dur > FIRST_STEP_RATIO * median or _allocates_alone(data, steps)):
+                # ProfilerStep#0 is the profiler's first, which is the run's first only when profiling
+                # began with the loop: said when the step shows it (slower, or the only one allocating)
+                reason = (f"the run's first step (ProfilerStep#0, {r.dur / median:.2g}x the median step: allocator "
+                          "growth, cuDNN autotuning, lazy initialisation)")
             out.append(Window(name, r.ts, r.end, reason is None, reason))
         return out
     if gpu_span is None:
@@ -110,6 +116,14 @@ def windows(data: TraceData, steps: list[Range], gpu_span: tuple[float, float] |
         return [Window("trace", lo, hi, False, "start-up or warm-up to its end: " + _describe(inside))]
     return [Window("start-up", lo, cut, False, "start-up and warm-up: " + _describe(inside)),
             Window("trace", cut, hi, True, None)]
+
+
+def _allocates_alone(data: TraceData, steps: list[Range]) -> bool:
+    """Whether the first step calls cudaMalloc and none of the later ones do (the caching allocator
+    growing to its steady size)."""
+    def mallocs(r: Range) -> int:
+        return sum(1 for a in data.alloc_calls if r.ts <= a.ts < r.end and "alloc" in a.name.lower())
+    return mallocs(steps[0]) > 0 and not any(mallocs(r) for r in steps[1:])
 
 
 def recording(data: TraceData, launch_at: dict[int, int], startup: list[Range], has_steps: bool) -> Recording:

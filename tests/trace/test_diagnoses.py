@@ -185,12 +185,26 @@ def test_graph_replay_wait_is_queued_graph(tmp_path):
 def test_run_from_its_first_step_prices_only_the_later_steps(tmp_path):
     t = Trace()
     for i in range(3):
-        s = 1_000_000.0 + i * STEP
-        t.step(i, s, STEP)  # ProfilerStep#0: the run's first step
+        s = 1_000_000.0 + i * STEP * (1.5 if i else 1)
+        t.step(i, s, STEP * (1.5 if i == 0 else 1))  # ProfilerStep#0: the run's first step, 1.5x as long
         busy(t, s, 100, 2_000 if i == 0 else 9_900)
+        if i == 0:
+            t.host("cuda_runtime", "cudaMalloc", s + 2_100, 500)
     analysis, found = findings(t, tmp_path)
     assert [s.steady for s in analysis.per_step] == [False, True, True]
     assert "AL509" not in found and found["AL510"].severity.value == "info"
+
+
+def test_profilers_step_0_like_the_others_is_steady(tmp_path):
+    """ProfilerStep#0 is the profiler's first step; when profiling began mid-run it is as steady as
+    the rest, and nothing singles it out."""
+    t = Trace()
+    for i in range(3):
+        s = 1_000_000.0 + i * STEP
+        t.step(i, s, STEP)
+        busy(t, s, 100, 2_000)
+    analysis, found = findings(t, tmp_path)
+    assert all(s.steady for s in analysis.per_step) and "AL510" not in found
 
 
 def test_call_site_is_the_users_line_not_the_def(tmp_path):
