@@ -570,6 +570,12 @@ def _overrides(t: TraceAnalysis) -> dict[str, tuple]:
     if len(t.data_parallel["devices"]) >= 2 and t.data_parallel["replication_ops"]:
         out["idle_host"] = ("AL506", "DistributedDataParallel, one process per GPU", 0.5,
                             "DataParallel's scatter/replicate/gather run under one GIL; DDP removes them: half assumed back")
+    if t.evidence.get("with_stack") and not t.cpu_only:
+        # the Python tracer about doubles host time: half the host-side idle is the profiler's own
+        for name in ("idle_launch", "idle_host"):
+            finding, fix, share, basis = out.get(name, waterfall.RETURNS[name])
+            out[name] = (finding, fix, share / 2, basis + "; halved: with_stack=True about doubles host time, so half "
+                         "of this idle is the profiler's")
     return out
 
 

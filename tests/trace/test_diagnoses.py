@@ -244,3 +244,16 @@ def test_loader_with_workers_is_not_told_to_add_workers(tmp_path):
     d = found["AL501"]
     assert "workers do not keep up" in d.message and "num_workers > 0" not in d.price.alternative
     assert d.evidence["buckets"]["idle_input"]["basis"].startswith("the loader has workers already")
+
+
+def test_with_stack_halves_what_host_side_fixes_return(tmp_path):
+    def build(t, s, stack: bool):
+        t.gpu(GEMM, s + 100, 2_000, s + 50)
+        t.gpu(GEMM, s + 9_000, 900, s + 8_950)
+        for k in range(60 if stack else 0):  # the Python tracer: every call a python_function event
+            t._x("python_function", f"torch/nn/modules/module.py({k}): _call_impl", s + 2_100 + k * 100, 90)
+    plain, _ = findings(steps(lambda t, s: build(t, s, False)), tmp_path)
+    stacked, _ = findings(steps(lambda t, s: build(t, s, True)), tmp_path)
+    host = plain.waterfall.bucket("idle_host")
+    assert stacked.waterfall.bucket("idle_host").returns_us == pytest.approx(host.returns_us / 2)
+    assert "with_stack" in stacked.waterfall.bucket("idle_host").basis
