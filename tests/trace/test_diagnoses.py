@@ -257,3 +257,14 @@ def test_with_stack_halves_what_host_side_fixes_return(tmp_path):
     host = plain.waterfall.bucket("idle_host")
     assert stacked.waterfall.bucket("idle_host").returns_us == pytest.approx(host.returns_us / 2)
     assert "with_stack" in stacked.waterfall.bucket("idle_host").basis
+
+
+def test_host_idle_advice_follows_what_the_host_was_in(tmp_path):
+    def build(t, s):
+        t.gpu(GEMM, s + 100, 2_000, s + 50)
+        t.host("user_annotation", "## backward ##", s + 2_000, 7_000)
+        t.host("user_annotation", "Optimizer.step#AdamW.step", s + 3_000, 5_000)
+        t.gpu(GEMM, s + 9_000, 900, s + 8_950)
+    _, found = findings(steps(build), tmp_path)
+    advice = found["AL509"].price.alternative
+    assert "fused=True" in advice and "larger batch" not in advice  # the GPU is busy 29% of the step

@@ -36,6 +36,27 @@ _FIX = {
 _ALLOCATOR = re.compile(r"^(cuda|hip)(Malloc|Free)", re.I)
 
 
+# What the host was in, when most of the host idle fell in it, and what to do about that.
+_HOST_FIXES = (
+    (_ALLOCATOR, "allocator"),
+    (re.compile(r"^Optimizer\.(step|zero_grad)", re.I),
+     "a lighter optimizer step on the host: fused or foreach kernels (torch.optim.AdamW(fused=True) / foreach=True), "
+     "zero_grad(set_to_none=True), or the step under torch.compile"),
+    (re.compile(r"backward|autograd", re.I),
+     "less host work in backward: no Python hooks doing host work per parameter, compiled autograd or CUDA graphs "
+     "for the backward's many small launches"),
+)
+
+
+def _host_fix(during: dict[str, float], host_us: float) -> str | None:
+    """The fix for the host work most of the host idle fell in (a fifth of it or more)."""
+    for pattern, key in _HOST_FIXES:
+        us = sum(v for n, v in during.items() if pattern.search(n))
+        if host_us and us >= 0.2 * host_us:
+            return _FIX[key] if key in _FIX else key
+    return None
+
+
 def check(t: TraceAnalysis, options: dict) -> list[Diagnostic]:
     if t.cpu_only:  # no GPU to be idle: the host's time is AL501's (the DataLoader) and the report's
         return []
@@ -67,11 +88,12 @@ def check(t: TraceAnalysis, options: dict) -> list[Diagnostic]:
         named = sorted(during.items(), key=lambda kv: -kv[1])[:3]
         if named:
             reason += " — meanwhile the host was in " + ", ".join(f"{n} ({ms(us)})" for n, us in named)
-        allocator = sum(us for n, us in during.items() if _ALLOCATOR.match(n))
-        if allocator >= 0.2 * causes["host"]:
-            fix = _FIX["allocator"]
+        fix = _host_fix(during, causes["host"])
     own = "queued" if causes["queued"] > causes["host"] else "host"
     fix = fix if top == "host" and fix else _FIX[own]
+    busy = per_step(t, lambda s: s.gpu_busy_us)
+    if own == "host" and busy < 0.2 * step:  # the GPU rarely works: more work per step amortises the host's
+        fix += f"; with the GPU busy only {share(busy, step)} of the {t.unit}, a larger batch amortises the host's per-step work"
     saving, how = claimed(t, CODE)
     gaps = [g.to_dict() for g in t.idle_gaps if g.steady][:3]
     # its own idle (queued, host) too small to act on: the other causes' findings say the rest
