@@ -25,11 +25,11 @@ import re
 import statistics
 from collections import defaultdict
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from archlint.trace import frames as frames_mod
+from archlint.trace import evidence as evidence_mod
 from archlint.trace import intervals, kernels, waterfall
+from archlint.trace import locations as locations_mod
 from archlint.trace import windows as windows_mod
 from archlint.trace.queue import CAUSES, LAUNCH_GAP_US, Gap, Queue
 from archlint.trace.read import Range, TraceData
@@ -178,7 +178,7 @@ def analyze(data: TraceData, top: int = 15, launch_gap_us: float = LAUNCH_GAP_US
         lane_of.append(tuple(spans[k] for k, member in (
             ("busy", True), ("compute", kind[n] == kernels.COMPUTE), ("comm", group[n] == "communication"),
             ("fp32_gemm", n in fp32), ("pageable_copy", _pageable_h2d(name)),
-            ("layout_conversion", kind[n] == kernels.COMPUTE and _LAYOUT.search(name) is not None)) if member))
+            ("layout_conversion", kind[n] == kernels.COMPUTE and evidence_mod.LAYOUT.search(name) is not None)) if member))
     ts, dur, names = data.gpu_ts, data.gpu_dur, data.gpu_name
     for i in every:
         pair = (ts[i], ts[i] + dur[i])
@@ -220,11 +220,11 @@ def analyze(data: TraceData, top: int = 15, launch_gap_us: float = LAUNCH_GAP_US
         idle_gaps=queue.top_gaps(),
         cpu_only=not data.gpu_events,
     )
-    analysis.evidence = _evidence(data, analysis, group, steps)
+    analysis.evidence = evidence_mod.gather(data, steps)
     analysis.evidence["sync_idle_by_call"] = {k: round(v, 3) for k, v in sorted(queue.sync_charged.items())}
-    items = _gpu_items(data, queue)
+    items = locations_mod.gpu_items(data, queue.blocking_calls)
     analysis.evidence["item_calls"] = {"gpu": len(items), "cpu": len(data.item_calls) - len(items)}
-    analysis.locations = _locations(data, queue.blocking_calls, items)
+    analysis.locations = locations_mod.locations(data, queue.blocking_calls, items)
     steady = analysis.windows
     unsteady = [s for s in per_step if not s.steady]
     if unsteady:
@@ -242,7 +242,7 @@ def analyze(data: TraceData, top: int = 15, launch_gap_us: float = LAUNCH_GAP_US
         )
     if unsteady or not steps or recording.with_stack:
         analysis.rerecord = windows_mod.RERECORD
-    analysis.waterfall = waterfall.build([s.buckets | {"wall": s.wall_us} for s in steady], _overrides(analysis),
+    analysis.waterfall = waterfall.build([s.buckets | {"wall": s.wall_us} for s in steady], evidence_mod.returns(analysis),
                                          note=None if steady else "no steady-state window: nothing priced")
     return analysis
 
@@ -480,121 +480,6 @@ def _modules(data: TraceData, kept: list[int]) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: (-r["gpu_us"], r["name"]))[:50]  # ties by name: one order on every run
 
 
-_TRITON = re.compile(r"^triton_|^triton__|_triton_", re.I)
-_COMPILED_HOST = re.compile(r"CompiledFunction|Torch-Compiled Region|CompiledAutograd|compiled_autograd|_dynamo", re.I)
-_LAYOUT = re.compile(r"nchwToNhwc|nhwcToNchw", re.I)
-
-
-def t_by_name(data: TraceData) -> dict[int, float]:
-    """GPU time by name index."""
-    out: dict[int, float] = defaultdict(float)
-    for n, d in zip(data.gpu_name, data.gpu_dur):
-        out[n] += d
-    return out
-
-
-def _evidence(data: TraceData, t: TraceAnalysis, group: list[str], steps: list[Range]) -> dict[str, Any]:
-    """What the advice is chosen by: whether the code is already compiled (Triton kernels, compiled
-    autograd frames, graph replays), the layout-conversion kernels' share of GPU time, and the
-    collectives by name with their calls per step and median message size."""
-    by_name = t_by_name(data)
-    total = sum(by_name.values()) or 1.0
-    triton = sum(us for n, us in by_name.items() if _TRITON.search(data.names[n]))
-    layout = sum(us for n, us in by_name.items() if _LAYOUT.search(data.names[n]) and not _TRITON.search(data.names[n]))
-    compiled_host = sum(1 for r in data.annotations if _COMPILED_HOST.search(r.name))
-    windows = max(1, len(steps)) if steps else 1
-    by_name: dict[str, list[int | None]] = defaultdict(list)
-    for r, nbytes in data.collectives:
-        by_name[r.name].append(nbytes)
-    collectives = []
-    for name, sizes in sorted(by_name.items(), key=lambda kv: (-len(kv[1]), kv[0])):
-        known = sorted(b for b in sizes if b)
-        collectives.append({"name": name, "calls_per_step": round(len(sizes) / windows, 3),
-                            "median_bytes": known[len(known) // 2] if known else None})
-    return {
-        "compiled": bool(triton or compiled_host or data.graph_launches),
-        "triton_share": round(triton / total, 4),
-        "compiled_host_ranges": compiled_host,
-        "graph_launches": data.graph_launches,
-        "layout_share": round(layout / total, 4),
-        "collectives": collectives,
-        "with_stack": windows_mod.stacks_recorded(data),
-        # the DataLoader's iterator says whether it has workers (_MultiProcessingDataLoaderIter) or not
-        "loader_workers": any("MultiProcessing" in r.name for r in data.dataloader),
-    }
-
-
-# PCIe bandwidth a pinned host-to-device copy reaches, by GPU generation (GB/s, practical, not peak):
-# PCIe 5 (H100/H200/B200), PCIe 4 (A100, A10, L4, Ada, MI2xx/MI3xx), PCIe 3 (V100, T4, P100).
-_PINNED_GBPS = ((re.compile(r"H100|H200|H20|GH200|B200|B100|GB200|RTX 50", re.I), 50.0),
-                (re.compile(r"A100|A10|A30|A40|L4|L40|RTX 30|RTX 40|RTX A|MI2|MI3|AMD|Radeon", re.I), 24.0),
-                (re.compile(""), 12.0))
-
-
-def pinned_gbps(data_or_device: str | None) -> float:
-    name = data_or_device or ""
-    return next(gbps for pattern, gbps in _PINNED_GBPS if pattern.search(name))
-
-
-def _overrides(t: TraceAnalysis) -> dict[str, tuple]:
-    """The waterfall's returns where the evidence says more than the defaults: the device's
-    precision path, pinned-copy bandwidth, code already compiled, DataParallel's idle."""
-    out: dict[str, tuple] = {}
-    major = int(t.compute_capability.split(".")[0]) if t.compute_capability and t.compute_capability.split(".")[0].isdigit() else 0
-    if t.vendor == "amd" and major >= 9:
-        out["fp32_gemm"] = ("AL504", "bf16 autocast (matrix cores)", 0.5,
-                            "MI200/MI300 matrix cores run bf16 GEMMs several times faster than fp32 (MI250: 383 vs 47.9 "
-                            "TFLOPS peak); half the time is assumed back")
-    elif t.vendor != "amd" and major == 7:
-        out["fp32_gemm"] = ("AL504", "fp16 autocast + GradScaler", 0.5,
-                            "Volta/Turing tensor cores run fp16 only (no bf16, no TF32): V100 125 fp16 vs 15.7 fp32 "
-                            "TFLOPS peak; half the time is assumed back")
-    elif major < (9 if t.vendor == "amd" else 7):
-        out["fp32_gemm"] = (None, None, 0.0, "no tensor cores on this device: fp32 GEMMs are its fastest path")
-    p = t.pageable_h2d
-    if p.get("bytes") and p.get("sized_gpu_us"):
-        measured = p["bytes"] / p["sized_gpu_us"] / 1e3  # GB/s
-        pinned = p.get("pinned_gbps") or pinned_gbps(t.device)
-        share = max(0.0, 1.0 - measured / pinned)
-        source = "measured on this trace's pinned copies" if p.get("pinned_gbps") else f"PCIe of {t.device or 'the device'}"
-        out["pageable_copy"] = ("AL502", "pinned memory + non_blocking copies", share,
-                                f"pageable copies ran at {measured:.3g} GB/s; pinned ones reach about {pinned:.3g} GB/s "
-                                f"({source}): the copy time shrinks by {share:.0%}")
-    if t.evidence.get("loader_workers"):
-        out["idle_input"] = ("AL501", "more or faster DataLoader workers", 0.5,
-                             "the loader has workers already: more of them (or a cheaper __getitem__) hide part of the "
-                             "wait; the hand-over from the workers stays; half assumed back")
-    if t.evidence.get("compiled"):
-        out["idle_launch"] = ("AL505", "larger graphs (fewer graph breaks, mode='reduce-overhead')", 0.3,
-                              "the code is already compiled or graphed: only the gaps between graphs remain; 30% assumed back")
-    if len(t.data_parallel["devices"]) >= 2 and t.data_parallel["replication_ops"]:
-        out["idle_host"] = ("AL506", "DistributedDataParallel, one process per GPU", 0.5,
-                            "DataParallel's scatter/replicate/gather run under one GIL; DDP removes them: half assumed back")
-    if t.evidence.get("with_stack") and not t.cpu_only:
-        # the Python tracer about doubles host time: half the host-side idle is the profiler's own
-        for name in ("idle_launch", "idle_host"):
-            finding, fix, share, basis = out.get(name, waterfall.RETURNS[name])
-            out[name] = (finding, fix, share / 2, basis + "; halved: with_stack=True about doubles host time, so half "
-                         "of this idle is the profiler's")
-    return out
-
-
-def _gpu_items(data: TraceData, queue: Queue) -> list[Range]:
-    """The aten::item calls that wait for the GPU (a blocking copy or sync inside them, on their
-    thread); the others read a CPU tensor and synchronise nothing."""
-    by_tid: dict[Any, list[Range]] = defaultdict(list)
-    for r in queue.blocking_calls:
-        by_tid[r.tid].append(r)
-    starts = {tid: sorted(r.ts for r in rs) for tid, rs in by_tid.items()}
-    out = []
-    for r in data.item_calls:
-        ts = starts.get(r.tid, [])
-        k = bisect.bisect_left(ts, r.ts)
-        if k < len(ts) and ts[k] < r.end:
-            out.append(r)
-    return out
-
-
 def _pageable(data: TraceData, kept: list[int], launch_at: dict[int, int]) -> dict[str, Any]:
     """Host-to-device copies from pageable memory: GPU time, the host time of their calls, their
     bytes (of the copies whose size the trace gives: `bytes` and `gpu_us` are over those, so their
@@ -662,57 +547,3 @@ def _device(data: TraceData) -> tuple[str | None, int | None, str | None, str | 
     vendor = "amd" if (name and ("AMD" in name or "Radeon" in name or "Instinct" in name)) or props.get("warpSize") == 64 else "nvidia"
     memory = props.get("totalGlobalMem") if isinstance(props.get("totalGlobalMem"), int) else None
     return name, memory, cc, vendor
-
-
-def _locations(data: TraceData, blocking: list[Range], gpu_items: list[Range]) -> dict[str, tuple[str, int, str]]:
-    """For each host event kind a finding points at (sync, dataloader, memcpy), the user's line
-    that issued its longest occurrences, when the trace has stacks: the innermost call made from a
-    user's line around it (`args.CallFrom`, trace/frames.py), in the innermost user function
-    around it; without call sites, that function's line (its `def`)."""
-    if not data.frames and not data.call_sites:
-        return {}
-    frames_by = _by_tid(data.frames)
-    sites_by = _by_tid(data.call_sites)
-    kinds = {
-        "sync": blocking + gpu_items,  # an .item() on a CPU tensor is no sync
-        "dataloader": data.dataloader,
-        "memcpy": [r for r, _ in data.memcpy_calls],
-    }
-    out = {}
-    for what, ranges in kinds.items():
-        votes: dict[tuple[str, int, str], float] = defaultdict(float)
-        for r in ranges:
-            frame = _innermost(frames_by.get(r.tid), r)
-            m = _FRAME.match(frame.name) if frame else None
-            site = _innermost(sites_by.get(r.tid), r)
-            parsed = frames_mod.parse_call_site(site.name) if site else None
-            if parsed and (m is None or Path(parsed[0]).name == Path(m["file"]).name):
-                votes[(parsed[0], parsed[1], m["func"] if m else "<module>")] += r.dur
-            elif m:
-                votes[(m["file"], int(m["line"]), m["func"])] += r.dur
-        if votes:
-            out[what] = max(sorted(votes), key=votes.get)  # ties: one answer on every run
-    return out
-
-
-def _by_tid(ranges: list[Range]) -> dict[Any, tuple[list[Range], list[float]]]:
-    by: dict[Any, list[Range]] = defaultdict(list)
-    for f in ranges:
-        by[f.tid].append(f)
-    out = {}
-    for tid, rs in by.items():
-        rs.sort(key=lambda r: r.ts)
-        out[tid] = (rs, [r.ts for r in rs])
-    return out
-
-
-def _innermost(indexed: tuple[list[Range], list[float]] | None, r: Range) -> Range | None:
-    """The latest-starting range that contains r (nesting on one thread: the innermost)."""
-    if not indexed:
-        return None
-    ranges, starts = indexed
-    k = bisect.bisect_right(starts, r.ts)
-    for f in reversed(ranges[max(0, k - 200):k]):
-        if f.end >= r.end:
-            return f
-    return None
