@@ -53,10 +53,14 @@ def print_trace(t, console: Console) -> None:
     )
     for note in t.notes:
         console.print(f"  [dim]{_safe(note)}[/]")
+    for warning in getattr(t, "warnings", []):
+        console.print(f"  [yellow]{_safe(warning)}[/]")
+    if getattr(t, "rerecord", None):
+        console.print(f"  [dim]to re-record: {_safe(t.rerecord)}[/]")
     if t.per_step:
         shown, summary = shown_steps(t.per_step)
         table = Table(title="per step (ms)", title_justify="left")
-        for col in ("step", "wall", "GPU busy", "compute", "non-compute", "idle", "idle: input/sync/launch/host",
+        for col in ("step", "wall", "GPU busy", "compute", "non-compute", "idle", "idle: input/sync/queued/launch/host",
                     "kernels", "DataLoader", "sync", "launch"):
             table.add_column(col, justify="right")
         for previous, k in zip([-1, *shown], shown):
@@ -65,14 +69,17 @@ def print_trace(t, console: Console) -> None:
             s = t.per_step[k]
             c = s.idle_causes
             table.add_row(
-                f"{_safe(s.step)}{'' if s.complete else ' (cut)'}", _ms(s.wall_us), _ms(s.gpu_busy_us), _ms(s.compute_us),
+                f"{_safe(s.step)}{'' if s.complete else ' (cut)'}{'' if s.steady else ' (not steady)'}", _ms(s.wall_us),
+                _ms(s.gpu_busy_us), _ms(s.compute_us),
                 _ms(s.non_compute_us), f"{_ms(s.idle_us)} ({_pct(s.idle_us, s.wall_us)})",
-                "/".join(_ms(c[cause]) for cause in ("input", "sync", "launch", "host")), str(s.kernels),
+                "/".join(_ms(c.get(k, 0.0)) for k in ("input", "sync", "queued", "launch", "host")), str(s.kernels),
                 _ms(s.dataloader_us), _ms(s.sync_us), _ms(s.launch_us),
             )
         console.print(table)
         if summary:
             console.print(f"  [dim]{summary}[/]")
+    _waterfall(t, console)
+    _gaps(t, console)
     if t.groups:
         total = sum(t.groups.values())
         groups = ", ".join(f"{g} {_pct(us, total)}" for g, us in t.groups.items())
@@ -92,6 +99,38 @@ def print_trace(t, console: Console) -> None:
         for m in t.modules[:15]:
             table.add_row(_safe(m["name"][:80]), str(m["calls"]), _ms(m["gpu_us"]), _ms(m["self_gpu_us"]))
         console.print(table)
+
+
+def _waterfall(t, console: Console) -> None:
+    w = getattr(t, "waterfall", None)
+    if not w or not w.windows:
+        return
+    table = Table(title=f"where the step goes, mean of {w.windows} steady window(s) (ms; buckets do not overlap)",
+                  title_justify="left")
+    for col in ("bucket", "ms", "share", "finding", "fix returns", "basis"):
+        table.add_column(col, justify="left" if col in ("bucket", "basis", "finding") else "right")
+    for b in sorted(w.buckets, key=lambda b: -b.us):
+        if b.us <= 0:
+            continue
+        table.add_row(b.name.replace("_", " "), _ms(b.us), _pct(b.us, w.step_us), b.finding or "—",
+                      _ms(b.returns_us) if b.returns_us else "—", escape(b.basis if b.returns_us else ""))
+    console.print(table)
+    console.print(f"  step {_ms(w.step_us)} ms → about {_ms(w.expected_step_us)} ms after the fixes "
+                  f"(saves {_ms(w.saving_us)} ms, {_pct(w.saving_us, w.step_us)}; estimates, basis per bucket)")
+
+
+def _gaps(t, console: Console, n: int = 5) -> None:
+    gaps = [g for g in getattr(t, "idle_gaps", []) if g.steady][:n]
+    if not gaps:
+        return
+    table = Table(title="longest GPU idle gaps (trace µs, for Perfetto)", title_justify="left")
+    for col in ("start µs", "ms", "cause", "ended by", "launch→start ms", "queue", "host was in"):
+        table.add_column(col, justify="left" if col in ("cause", "ended by", "host was in") else "right")
+    for g in gaps:
+        cause = g.cause + (f" ({g.kind})" if g.kind else "")
+        table.add_row(f"{g.start_us:.0f}", _ms(g.dur_us), cause, _safe((g.ended_by or "—")[:50]),
+                      _ms(g.launch_to_start_us), str(g.queue_depth), _safe(", ".join(g.host)[:60] or "—"))
+    console.print(table)
 
 
 def print_diff(d, console: Console) -> None:

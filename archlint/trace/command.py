@@ -127,10 +127,11 @@ def _lint_trace(path: Path, shown: str, settings, top: int):
         raise UsageError(f"{shown}: not a torch.profiler trace: {printable(str(exc))}") from None
     except (OSError, EOFError) as exc:
         raise UsageError(f"{shown}: cannot read it ({printable(str(exc))})") from None
-    if not data.gpu_events:
+    if not data.gpu_events and not data.steps:  # a CPU-only trace with steps gets the host's report
         raise UsageError(
-            f"{shown}: no GPU events (kernels, memcpy, memset) in {data.events} events: record the trace on a GPU with "
-            "torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])"
+            f"{shown}: no GPU events (kernels, memcpy, memset) and no ProfilerStep ranges in {data.events} events: record "
+            "the trace with torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) and "
+            "prof.step() once per iteration"
         )
     analysis = analyze(data, top=top)
     diagnostics = []

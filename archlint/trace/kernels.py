@@ -38,6 +38,10 @@ _GEMM = re.compile(
 # name at each "cudnn::" in it, quadratic in a long name; the last one decides whether any does.)
 _CUDNN_GEMM_AFTER = re.compile(r"conv|gemm|xmma|fprop|dgrad|wgrad|winograd|sm\d\d_", re.I)
 _LAYOUT = re.compile(r"nchwToNhwc|nhwcToNchw|transpose|permute", re.I)
+# A convolution or GEMM by its own name, whatever layout words its template arguments carry (cuDNN's
+# implicit-GEMM kernels name a `Permute` epilogue); cuDNN's FFT convolutions (fft2d_r2c/c2r) too.
+_CONV_OR_GEMM = re.compile(r"implicit_?gemm|implicit_?convolve|fprop|dgrad|wgrad|xmma|[sdhc]gemm|gemm_|_gemm|conv2d|conv3d"
+                           r"|convolution|winograd|^fft\dd_(r2c|c2r)", re.I)
 _REDUCTION = re.compile(r"reduce|norm|\bbn_(fw|bw)|softmax|sum|mean|argmax|topk|sort|scan|cumsum|max_pool|avg_pool|pool", re.I)
 _COPY = re.compile(r"^Memcpy|^Memset|^dma|copy|cast|fill|CatArray|index|gather|scatter", re.I)
 _ELEMENTWISE = re.compile(r"elementwise|vectorized|unrolled|pointwise|triton_poi|activation|relu|gelu|silu|dropout", re.I)
@@ -92,7 +96,12 @@ def group(name: str, category: str = "kernel") -> str:
         return "communication"
     if _ATTENTION.search(name) or _after(name, "softmax", "gemm"):  # softmax.*gemm, without the backtracking
         return "attention"
-    if _GEMM.search(name) and not _LAYOUT.search(name) and not _cudnn_not_gemm(name):
+    # what the kernel is, by its own qualified name: template arguments name traits, tiles and
+    # epilogues (`Permute`, `cudnn::Ampere_hmma_fp32_traits`), not what the kernel does
+    head = name.split("<", 1)[0]
+    if _GEMM.search(name) and not _LAYOUT.search(head) and not _cudnn_not_gemm(head):
+        return "gemm"
+    if _CONV_OR_GEMM.search(head) and not _cudnn_not_gemm(head):
         return "gemm"
     if _REDUCTION.search(name):
         return "reduction"

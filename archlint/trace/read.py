@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from archlint.trace import kernels
+from archlint.trace import frames, kernels
 from archlint.trace.scan import STDIN, Truncated, events
 
 _STEP = re.compile(r"ProfilerStep\s*#\s*(\d{1,18})(?!\d)", re.ASCII)
@@ -23,8 +23,12 @@ _LAUNCH = re.compile(r"LaunchKernel|LaunchCooperativeKernel|GraphLaunch|ModuleLa
 _SYNC = re.compile(r"(cuda|hip)(Stream|Device|Event|Context)Synchroni[sz]e|cuCtxSynchronize|cuStreamSynchronize", re.I)
 _ALLOC = re.compile(r"^(cuda|hip)(Malloc|Free)(Async)?$|^cuMem(Alloc|Free)", re.I)
 _MEMCPY = re.compile(r"^(cuda|hip)Memcpy", re.I)
-_LIBRARY_FRAME = re.compile(r"site-packages|dist-packages|/lib/python\d|<built-in|<frozen|^torch/|/torch/|^threading\.py|^<string>")
 _USER_FRAME = re.compile(r"^(?P<file>.+?\.py)\((?P<line>\d+)\): (?P<func>.+)$")
+SLOW_CALL_US = 1_000.0  # runtime calls this long are kept: start-up (context, handles, lazy modules), allocator misses
+GRAPH_LAUNCH = 2  # launch_is_kernel's value for a CUDA/HIP graph replay (1: a kernel launch, 0: other calls)
+_DTYPE_BYTES = {"float": 4, "float32": 4, "c10::Float": 4, "double": 8, "c10::Double": 8, "half": 2, "c10::Half": 2,
+                "bfloat16": 2, "c10::BFloat16": 2, "c10::BFloat": 2, "int": 4, "long": 8, "long int": 8, "int64": 8,
+                "signed char": 1, "unsigned char": 1, "char": 1, "bool": 1, "c10::Float8_e4m3fn": 1}
 _DATA_PARALLEL_OP = re.compile(r"^(Broadcast|ReduceAddCoalesced|Gather|Scatter)$|(?<!Distributed)DataParallel")
 _STREAM_TID = re.compile(r"stream\s*(\d{1,9})$", re.ASCII)  # torch 1.8's GPU rows: tid "stream 7"
 
@@ -71,6 +75,8 @@ class TraceData:
     gpu_device: array = field(default_factory=lambda: array("q"))
     gpu_name: array = field(default_factory=lambda: array("l"))
     gpu_cat: array = field(default_factory=lambda: array("b"))
+    gpu_stream: array = field(default_factory=lambda: array("q"))
+    gpu_bytes: array = field(default_factory=lambda: array("q"))  # a copy's bytes (args.bytes), else -1
     names: list[str] = field(default_factory=list)  # interned GPU event names
     categories: list[str] = field(default_factory=list)
     # kernel launches and other runtime calls that carry a correlation id (columns)
@@ -95,6 +101,12 @@ class TraceData:
     negative: int = 0  # events with a negative duration: counted as 0 µs
     negative_min_us: float = 0.0  # the most negative of them
     categories_seen: set = field(default_factory=set)  # the old (torch 1.8-1.10) category names met, as written
+    # read by trace/windows.py and trace/queue.py: start-up calls, graph replays, stacks, collectives
+    slow_calls: list[Range] = field(default_factory=list)  # runtime/driver calls of SLOW_CALL_US or more
+    graph_launches: int = 0  # cudaGraphLaunch / hipGraphLaunch calls (their kernels' interiors go untraced)
+    python_events: int = 0  # python_function events: with_stack=True (its overhead inflates host time)
+    collectives: list[tuple[Range, int | None]] = field(default_factory=list)  # (nccl:* / record_param_comms, bytes)
+    call_sites: list[Range] = field(default_factory=list)  # Python calls made from a user's line ("file.py:LINE")
 
     @property
     def gpu_events(self) -> int:
@@ -150,7 +162,7 @@ _HOST = frozenset(("cpu_op", "python_function", "user_annotation", "cuda_runtime
                    "Trace", "cpu_instant_event", "python_function_event", "overhead", ""))
 # The cpu_op / annotation names the analysis reads (one regex test per host event).
 _INTEREST = re.compile(r"ProfilerStep|DataLoader|^aten::(item|_local_scalar_dense)$|^(Broadcast|ReduceAddCoalesced|Gather|Scatter)$"
-                       r"|DataParallel")
+                       r"|DataParallel|^record_param_comms$")
 
 
 def canonical(cat: str, seen: dict[str, str]) -> str:
@@ -220,6 +232,9 @@ def _take(e: dict, data: TraceData, name_index: dict[str, int], cat_index: dict[
             data.gpu_device.append(-1 if device is None else device)
             data.gpu_name.append(index)
             data.gpu_cat.append(c)
+            data.gpu_stream.append(stream)
+            nbytes = _int(args.get("bytes")) if "bytes" in args else None  # copies (and memsets) say it
+            data.gpu_bytes.append(-1 if nbytes is None else nbytes)
         return
     tid = e.get("tid")
     if type(tid) is not int and type(tid) is not str and tid is not None:
@@ -231,7 +246,11 @@ def _take(e: dict, data: TraceData, name_index: dict[str, int], cat_index: dict[
             data.launch_ts.append(ts)
             data.launch_dur.append(dur)
             data.launch_tid.append(tid)
-            data.launch_is_kernel.append(1 if _LAUNCH.search(name) else 0)
+            graph = "GraphLaunch" in name  # cudaGraphLaunch, hipGraphLaunch, cuGraphLaunch
+            data.launch_is_kernel.append(GRAPH_LAUNCH if graph else 1 if _LAUNCH.search(name) else 0)
+            data.graph_launches += graph
+        if dur >= SLOW_CALL_US:
+            data.slow_calls.append(Range(name, ts, dur, tid))
         if _ALLOC.search(name):
             data.alloc_calls.append(Range(name, ts, dur, tid))
         elif _SYNC.search(name):
@@ -240,14 +259,18 @@ def _take(e: dict, data: TraceData, name_index: dict[str, int], cat_index: dict[
             data.memcpy_calls.append((Range(name, ts, dur, tid), -1 if corr is None else corr))
         return
     if cat == "python_function":
+        data.python_events += 1
         if name.startswith("nn.Module: "):
             data.annotations.append(Range(name[11:], ts, dur, tid))
             if name.startswith("nn.Module: DataParallel"):
                 data.data_parallel_ops += 1
         elif is_dataloader(name):
             data.dataloader.append(Range(name, ts, dur, tid))
-        elif _USER_FRAME.match(name) and not _LIBRARY_FRAME.search(name):
+        elif _USER_FRAME.match(name) and not frames.is_library(name):
             data.frames.append(Range(name, ts, dur, tid))
+        site = frames.call_site(args.get("CallFrom"))  # the user's line this call was made from
+        if site is not None:
+            data.call_sites.append(Range(site, ts, dur, tid))
         return
     if cat == "gpu_user_annotation":  # the GPU-side projection of a host range: the host's is read
         return
@@ -255,6 +278,8 @@ def _take(e: dict, data: TraceData, name_index: dict[str, int], cat_index: dict[
         _host_op(e, name, cat, data)
     elif cat == "user_annotation":
         data.annotations.append(Range(name, ts, dur, tid))
+        if name.startswith("nccl:"):
+            data.collectives.append((Range(name[5:], ts, dur, tid), _message_bytes(args)))
 
 
 def _host_op(e: dict, name: str, cat: str, data: TraceData) -> None:
@@ -274,6 +299,11 @@ def _host_op(e: dict, name: str, cat: str, data: TraceData) -> None:
         data.dataloader.append(Range(name, ts, dur, tid))
     elif name in ("aten::item", "aten::_local_scalar_dense"):
         data.item_calls.append(Range(name, ts, dur, tid))
+    elif name == "record_param_comms":  # torch.distributed's collective record (newer torch): named in its args
+        args = e.get("args")
+        collective = args.get("Collective name") if type(args) is dict else None
+        if isinstance(collective, str) and collective:
+            data.collectives.append((Range(collective, ts, dur, tid), _message_bytes(args)))
     else:
         if _DATA_PARALLEL_OP.search(name):
             data.data_parallel_ops += 1
@@ -311,6 +341,22 @@ def _tid(value: Any) -> Any:
     """A thread id as a dict key: an int or string as written; anything else (a list) as its text."""
     kind = type(value)
     return value if kind is int or kind is str or value is None else repr(value)[:100]
+
+
+def _message_bytes(args: dict) -> int | None:
+    """A collective's message size: `In msg nelems` × dtype (record_param_comms), or the first input's
+    dims × type (nccl:* annotations of older torch); None when the trace does not say."""
+    nelems = _int(args.get("In msg nelems"))
+    dtype = args.get("dtype")
+    if nelems is None:
+        dims, types = args.get("Input Dims"), args.get("Input type")
+        if isinstance(dims, list) and dims and isinstance(dims[0], list) and dims[0]:
+            nelems = 1
+            for d in dims[0]:
+                nelems = nelems * d if isinstance(d, int) else 0
+        dtype = types[0] if isinstance(types, list) and types else None
+    size = _DTYPE_BYTES.get(dtype) if isinstance(dtype, str) else None
+    return nelems * size if nelems and size else None
 
 
 def _memory(args: dict, data: TraceData) -> None:

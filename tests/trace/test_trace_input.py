@@ -58,7 +58,8 @@ def test_every_release_gives_the_same_figures(tmp_path, release):
     assert ours.temporal_breakdown == latest.temporal_breakdown
     step = ours.per_step[0]
     assert step.dataloader_us == 2000 and step.syncs == 1 and step.launch_us == 18 and step.kernels == 5
-    assert step.idle_causes["input"] == 2000 and step.idle_causes["sync"] == 3000
+    # the sync began 440 µs before the GPU drained: the lead the host gave up (trace/queue.py)
+    assert step.idle_causes["input"] == 2000 and step.idle_causes["sync"] == 440
     old = release.startswith("1.8")
     assert any("torch 1.8-1.10" in n for n in ours.notes) == old
 
