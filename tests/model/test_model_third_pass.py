@@ -192,3 +192,69 @@ def test_the_snapshot_is_cheap():
     for _ in range(20):
         patches.restore(patches.snapshot())
     assert (time.perf_counter() - start) / 20 < 0.02  # measured: 0.25 ms for both (3,500 names)
+
+
+# 8. Quantized layers' packed weights are params; the user's RNG is left alone --------------------------
+
+def test_quantized_layers_count_their_packed_weights_as_the_float_model_does():
+    if not torch.backends.quantized.supported_engines or torch.backends.quantized.supported_engines == ["none"]:
+        pytest.skip("no quantized engine")
+    from torchvision.models import quantization
+
+    fused = quantization.mobilenet_v2(weights=None, quantize=False).eval()
+    fused.fuse_model(is_qat=False)  # conv + BN + ReLU folded: the float layers the int8 ones replace
+    quantized = quantization.mobilenet_v2(weights=None, quantize=True)
+    assert sum(p.numel() for p in quantized.parameters()) == 0  # torch lists none of them
+    analysis = archlint.analyze(quantized, (1, 3, 64, 64), select=[])
+    assert analysis.totals.params == sum(p.numel() for p in fused.parameters()) == 3_487_816  # was: 0
+    convs = [layer for layer in analysis.layers if layer.kind == "conv"]
+    assert len(convs) == 52 and all(layer.params > 0 and layer.flops > 0 for layer in convs)  # ConvReLU2d: was unknown
+    (note,) = [n for n in analysis.notes if "packed weights" in n]
+    assert "53 quantized layer(s)" in note and "3,487,816 elements" in note
+
+
+def test_a_dynamic_quantized_lstm_and_linear_count_as_their_float_layers():
+    class Tagger(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lstm, self.fc = nn.LSTM(8, 16, num_layers=2), nn.Linear(16, 4)
+
+        def forward(self, x):
+            return self.fc(self.lstm(x)[0])
+
+    float_model = Tagger().eval()
+    dynamic = torch.ao.quantization.quantize_dynamic(float_model, {nn.LSTM, nn.Linear}, dtype=torch.qint8)
+    as_float = archlint.analyze(float_model, (5, 2, 8), select=[])
+    as_int8 = archlint.analyze(dynamic, (5, 2, 8), select=[])
+    assert as_int8.totals.params == as_float.totals.params == sum(p.numel() for p in float_model.parameters())
+    assert [(x.name, x.params, x.flops) for x in as_int8.layers if x.kind != "reshape"] == [
+        (x.name, x.params, x.flops) for x in as_float.layers if x.kind != "reshape"]
+
+
+def test_inputs_made_from_shapes_leave_the_users_random_generators_alone():
+    model = nn.Sequential(nn.Linear(8, 4), nn.Dropout(0.5))
+    torch.manual_seed(1)
+    expected = torch.rand(3)
+    torch.manual_seed(1)
+    archlint.analyze(model, (2, 8), select=[])
+    archlint.analyze(model, (2, 8), select=[], latency=True, warmup=1, repeat=2)
+    assert torch.equal(torch.rand(3), expected)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+def test_a_gpu_run_that_starts_cuda_leaves_its_generator_at_the_users_seed():
+    import subprocess
+    import sys
+
+    # a fresh process: CUDA not started before analyze() (the user seeded it, queued until it starts)
+    code = textwrap.dedent("""
+        import torch, archlint
+        from torch import nn
+        torch.manual_seed(7)
+        archlint.analyze(nn.Linear(8, 4), (2, 8), device="cuda", latency=True, warmup=1, repeat=2, select=[])
+        after = torch.rand(3, device="cuda").cpu()
+        torch.manual_seed(7)
+        print(torch.equal(after, torch.rand(3, device="cuda").cpu()))
+        """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.stdout.strip() == "True", out.stderr  # was: the generator advanced by archlint's inputs
