@@ -18,6 +18,7 @@ import copy
 import hashlib
 import importlib.util
 import inspect
+import itertools
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -31,6 +32,7 @@ from archlint.errors import UsageError
 from archlint.model import hf
 from archlint.model.inputs import bind_inputs, example_inputs
 from archlint.model.loaded import Loaded, meta_build, one_line
+from archlint.model.walkable import check_walkable
 from archlint.suggest import close_name
 
 DTYPES = {
@@ -149,6 +151,8 @@ def parse_dtype(text: str) -> torch.dtype:
 def load(spec: ModelSpec, settings: Settings) -> Loaded:
     dtype = parse_dtype(spec.dtype)
     if spec.model is not None:  # the Python API: the user's own object, never rebuilt or changed
+        check_walkable(spec.model, spec.target)
+        _real_weights_for_latency(spec.model, spec.target, settings)
         loaded = Loaded(spec.model, (), "given", dtype)
         loaded.inputs, loaded.kwargs = bind_inputs(spec.model, spec.given_args, spec.given_kwargs, "analyze()")
         return loaded
@@ -156,6 +160,9 @@ def load(spec: ModelSpec, settings: Settings) -> Loaded:
         return hf.load_hf(spec, settings, dtype)
     path, module, name, obj = resolve(spec.target)
     loaded = _load_model(spec, settings, path, name, obj, dtype)
+    check_walkable(loaded.model, spec.target)
+    if loaded.build == "given":  # a module instance in the file: used as it is
+        _real_weights_for_latency(loaded.model, spec.target, settings)
     given = spec.input_shapes or spec.keyword_inputs
     source = spec.inputs_source if given else f"example_inputs() of {spec.target}"
 
@@ -170,6 +177,16 @@ def load(spec: ModelSpec, settings: Settings) -> Loaded:
     else:
         loaded.inputs, loaded.kwargs = inputs()
     return loaded
+
+
+def _real_weights_for_latency(model: nn.Module, target: str, settings: Settings) -> None:
+    """Timing runs the model: weights on the meta device hold no values to run it with."""
+    if settings.latency and any(t.device.type == "meta" for t in itertools.chain(model.parameters(), model.buffers())):
+        raise UsageError(
+            f"{target}: its weights are on the meta device (no values), and latency runs the model; build it "
+            "with real weights (on the CPU, or model.to_empty(device='cpu') and load a state_dict), or leave "
+            "latency off: counting needs only shapes"
+        )
 
 
 def _load_model(spec: ModelSpec, settings: Settings, path: Path, name: str, obj: Any, dtype: torch.dtype) -> Loaded:

@@ -258,3 +258,66 @@ def test_a_gpu_run_that_starts_cuda_leaves_its_generator_at_the_users_seed():
         """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.stdout.strip() == "True", out.stderr  # was: the generator advanced by archlint's inputs
+
+
+# Internal errors: models torch itself cannot walk, and meta weights asked to be timed -------------------
+
+class Block(nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.width, self.fc = width, nn.Linear(width, width)
+
+    def __eq__(self, other):  # compares configurations; Python sets __hash__ = None
+        return isinstance(other, Block) and other.width == self.width
+
+    def forward(self, x):
+        return self.fc(x)
+
+
+class WithParent(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.fc.owner = self  # a back-reference registered as a submodule: the tree is a cycle
+
+    def forward(self, x):
+        return self.fc(x)
+
+
+@pytest.mark.parametrize("model, message", [
+    (nn.Sequential(Block(4), nn.ReLU()), "Sequential: the module 0 (Block) is unhashable (its class defines __eq__ "
+                                         "without __hash__, or sets __hash__ = None)"),
+    (Block(4), "Block: the module (the model) (Block) is unhashable"),
+    (WithParent(), "WithParent: the module tree has a cycle (fc.owner is the model, which holds it)"),
+])
+def test_models_torch_cannot_walk_are_one_usage_error(model, message):
+    with pytest.raises(UsageError, match=message.replace("(", r"\(").replace(")", r"\)")):  # was: TypeError, RecursionError
+        archlint.analyze(model, (1, 4))
+
+
+def test_a_cyclic_model_file_on_the_command_line_is_exit_2_and_one_line(tmp_path, capsys):
+    target = write(tmp_path, "cyclic", """
+        from torch import nn
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.encoder = nn.Sequential(nn.Linear(4, 4))
+                self.encoder[0].net = self
+
+            def forward(self, x):
+                return self.encoder(x)
+        """) + ":Net"
+    code = main([target, "--input-shape", "1,4"])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1, err  # was: an internal error (RecursionError)
+    assert "the module tree has a cycle (encoder.0.net is the model, which holds it)" in err
+
+
+def test_latency_on_a_meta_model_is_a_usage_error():
+    with torch.device("meta"):
+        model = nn.Sequential(nn.Linear(8, 8), nn.ReLU())
+    with pytest.raises(UsageError, match="its weights are on the meta device .*build it with real weights"):
+        archlint.analyze(model, (1, 8), latency=True)  # was: RuntimeError from the timer
+    real = nn.Sequential(nn.Linear(8, 8), nn.ReLU())  # counting needs only shapes: the same figures
+    assert archlint.analyze(model, (1, 8), select=[]).totals == archlint.analyze(real, (1, 8), select=[]).totals
