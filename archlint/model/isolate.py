@@ -36,6 +36,35 @@ def target_folder(spec: ModelSpec) -> Path | None:
         return None
 
 
+def package_of(file: Path) -> tuple[Path, str] | None:
+    """For a file inside a package (its folder, and maybe those above, hold `__init__.py`): the
+    folder above the top package and the dotted name of the file's package (`mypkg.models`), so
+    the file is imported as part of it and `from .layers import x` works; None otherwise."""
+    parts: list[str] = []
+    folder = file.parent
+    while (folder / "__init__.py").is_file() and folder.name.isidentifier() and folder != folder.parent:
+        parts.append(folder.name)
+        folder = folder.parent
+    return (folder, ".".join(reversed(parts))) if parts else None
+
+
+def search_path(folder: Path) -> list[str]:
+    """What goes first on sys.path while a target in `folder` is imported and run: its folder (its
+    neighbours by plain name), the folder above its top package (`mypkg.layers` by absolute name)
+    and the working directory, which `python -m archlint` puts there and the `archlint` script (the
+    pre-commit hook) does not: both import the same modules. Entries already there are not added."""
+    wanted = [str(folder)]
+    package = package_of(folder / "__init__.py") if (folder / "__init__.py").is_file() else None
+    if package is not None:
+        wanted.append(str(package[0]))
+    try:
+        wanted.append(os.getcwd())
+    except OSError:  # started in a folder since removed
+        pass
+    present = {os.path.abspath(p or os.curdir) for p in sys.path if isinstance(p, str)}
+    return [p for p in dict.fromkeys(wanted) if p == str(folder) or os.path.abspath(p) not in present]
+
+
 def local_names(folder: Path) -> set[str]:
     """Top-level module names a file or package in `folder` provides when it is first on sys.path."""
     names = set()
@@ -60,6 +89,11 @@ def local_names(folder: Path) -> set[str]:
 
 def _top(name: str) -> str:
     return name.partition(".")[0]
+
+
+def _target(key: str) -> bool:
+    """A target file's module: `_archlint_target_…`, or `mypkg.models._archlint_target_…` in a package."""
+    return key.rpartition(".")[2].startswith(TARGET_PREFIX)
 
 
 def _under(module, folder: Path) -> bool:
@@ -92,19 +126,24 @@ def own_modules(spec: ModelSpec):
         yield scope
         return
     names = local_names(folder)
+    package = package_of(folder / "__init__.py") if (folder / "__init__.py").is_file() else None
+    own_root = folder
+    if package is not None:  # the target's top package is its own too, not an earlier target's `mypkg`
+        names |= {_top(package[1])} - set(KEEP)
+        own_root = package[0] / _top(package[1])
     stashed = {k: sys.modules.pop(k) for k in [k for k in sys.modules if _top(k) in names]}
     before = set(sys.modules)
-    sys.path.insert(0, str(folder))
+    sys.path[:0] = search_path(folder)
     try:
         yield scope
     finally:
         for key in [k for k in sys.modules if k not in before]:  # the folder's names were all stashed
-            if key.startswith(TARGET_PREFIX) and scope.forget_target:
+            if _target(key) and scope.forget_target:
                 del sys.modules[key]
                 continue
-            if key.startswith(TARGET_PREFIX) or _top(key) in KEEP:
+            if _target(key) or _top(key) in KEEP:
                 continue  # the target file itself stays cached under its own unique name
-            if _top(key) in names or _under(sys.modules[key], folder):
+            if _top(key) in names or _under(sys.modules[key], own_root):
                 del sys.modules[key]
         sys.modules.update(stashed)
         sys.path = path_list  # a model file may have rebound or edited it

@@ -31,6 +31,7 @@ from archlint.config import INPUT_DTYPES, ModelSpec, Settings
 from archlint.errors import UsageError
 from archlint.model import hf
 from archlint.model.inputs import bind_inputs, example_inputs
+from archlint.model.isolate import package_of, search_path
 from archlint.model.loaded import Loaded, meta_build, one_line
 from archlint.model.walkable import check_walkable
 from archlint.suggest import close_name
@@ -48,19 +49,21 @@ def import_file(path: Path) -> ModuleType:
         raise UsageError(f"{path}: no such Python file; give PATH.py:NAME with an existing file")
     resolved = path.resolve()
     name = f"_archlint_target_{resolved.stem}_{hashlib.sha1(str(resolved).encode()).hexdigest()[:8]}"
+    package = package_of(resolved)
+    if package is not None:  # imported as part of its package: `from .layers import x` resolves there
+        name = f"{package[1]}.{name}"
     if name in sys.modules:
         return sys.modules[name]
     spec = importlib.util.spec_from_file_location(name, resolved)
     module = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, str(resolved.parent))  # sibling imports of the target file
+    added = search_path(resolved.parent)  # its neighbours, its package's root, the working directory
+    sys.path[:0] = added
     sys.modules[name] = module
     try:
         spec.loader.exec_module(module)
     except ImportError as exc:
         del sys.modules[name]
-        raise UsageError(
-            f"importing {path} failed: {one_line(exc)}; install the missing package or fix the import"
-        ) from exc
+        raise UsageError(f"importing {path} failed: {one_line(exc)}; {_import_hint(exc)}") from exc
     except Exception as exc:
         del sys.modules[name]
         raise UsageError(f"importing {path} raised {one_line(exc)}; fix the file") from exc
@@ -68,9 +71,22 @@ def import_file(path: Path) -> ModuleType:
         del sys.modules[name]
         raise
     finally:
-        with contextlib.suppress(ValueError):  # the file may have edited sys.path (isolate.own_modules restores it)
-            sys.path.remove(str(resolved.parent))
+        for entry in added:
+            with contextlib.suppress(ValueError):  # the file may have edited sys.path (isolate.own_modules restores it)
+                sys.path.remove(entry)
     return module
+
+
+def _import_hint(exc: ImportError) -> str:
+    """What to do: a relative import outside a package needs one; a module that is not found may be
+    the project's own (run from its root) or a package to install."""
+    if "relative import" in str(exc) and "parent package" in str(exc):
+        return ("the file uses a relative import (from . import ...) but its folder is not a package: add an "
+                "__init__.py to it, or import by absolute name")
+    if isinstance(exc, ModuleNotFoundError) and exc.name:
+        return (f"if {exc.name.partition('.')[0]} is the project's own, run archlint from the folder that holds it; "
+                "else install the missing package")
+    return "install the missing package or fix the import"
 
 
 def _candidates(module: ModuleType) -> list[str]:

@@ -321,3 +321,104 @@ def test_latency_on_a_meta_model_is_a_usage_error():
         archlint.analyze(model, (1, 8), latency=True)  # was: RuntimeError from the timer
     real = nn.Sequential(nn.Linear(8, 8), nn.ReLU())  # counting needs only shapes: the same figures
     assert archlint.analyze(model, (1, 8), select=[]).totals == archlint.analyze(real, (1, 8), select=[]).totals
+
+
+# Imports: relative ones inside a package, the project's own by absolute name from any launcher -----------
+
+def _package(root: Path, width: int) -> None:
+    """root/mypkg/{layers.py, models/{blocks.py, net.py}}: net.py imports relatively, up and across."""
+    (root / "mypkg" / "models").mkdir(parents=True)
+    (root / "mypkg" / "__init__.py").write_text("")
+    (root / "mypkg" / "models" / "__init__.py").write_text("")
+    write(root / "mypkg", "layers", f"""
+        from torch import nn
+
+        WIDTH = {width}
+
+        def block(width):
+            return nn.Sequential(nn.Linear(width, width), nn.ReLU())
+        """)
+    write(root / "mypkg" / "models", "blocks", """
+        from torch import nn
+
+        class Head(nn.Module):
+            def __init__(self, width):
+                super().__init__()
+                self.fc = nn.Linear(width, 2)
+
+            def forward(self, x):
+                return self.fc(x)
+        """)
+    write(root / "mypkg" / "models", "net", """
+        import torch
+        from torch import nn
+
+        from .blocks import Head
+        from ..layers import WIDTH, block
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.body, self.head = block(WIDTH), Head(WIDTH)
+
+            def forward(self, x):
+                return self.head(self.body(x))
+
+        def example_inputs():
+            return torch.randn(1, WIDTH)
+        """)
+
+
+def test_relative_imports_work_in_a_package_and_each_project_keeps_its_own(tmp_path, capsys, monkeypatch):
+    _package(tmp_path / "a", 8)
+    _package(tmp_path / "b", 16)  # another project whose package has the same name
+    monkeypatch.chdir(tmp_path)
+    code = main(["a/mypkg/models/net.py:Net", "b/mypkg/models/net.py:Net", "--output-format", "json"])
+    out = capsys.readouterr()
+    assert code == 0, out.err  # was: "attempted relative import with no known parent package", exit 2
+    params = {m["target"]: m["totals"]["params"] for m in json.loads(out.out)["models"]}
+    assert params == {"a/mypkg/models/net.py:Net": 8 * 8 + 8 + 8 * 2 + 2,
+                      "b/mypkg/models/net.py:Net": 16 * 16 + 16 + 16 * 2 + 2}
+
+
+def test_a_relative_import_outside_a_package_gets_the_right_hint(tmp_path, capsys):
+    target = write(tmp_path, "net", """
+        from .layers import block
+        """) + ":Net"
+    assert main([target]) == 2
+    err = capsys.readouterr().err
+    assert "attempted relative import with no known parent package; the file uses a relative import" in err
+    assert "add an __init__.py to it, or import by absolute name" in err and "install" not in err
+
+
+def test_the_console_script_imports_the_projects_own_modules_as_python_m_does(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    _package(tmp_path, 8)
+    (tmp_path / "scripts").mkdir()
+    write(tmp_path / "scripts", "train_net", """
+        import torch
+        from torch import nn
+
+        from mypkg.layers import block
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.body = block(8)
+
+            def forward(self, x):
+                return self.body(x)
+        """)
+    # what pip writes for the `archlint` entry point: sys.path[0] is the script's folder, not the cwd
+    script = tmp_path / "bin" / "archlint"
+    script.parent.mkdir()
+    script.write_text("import sys\nfrom archlint.cli import main\nsys.exit(main())\n")
+    env = {**os.environ, "PYTHONPATH": str(Path(archlint.__file__).resolve().parents[1])}
+    for launcher in ([sys.executable, str(script)], [sys.executable, "-m", "archlint"]):
+        run = subprocess.run([*launcher, "scripts/train_net.py:Net", "--input-shape", "1,8", "--output-format", "json"],
+                             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+        assert run.returncode == 0, (launcher, run.stderr)  # was: the script said "No module named 'mypkg'"
+        assert json.loads(run.stdout)["models"][0]["totals"]["params"] == 72
