@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import copy
 import math
+import threading
 import time
+from collections import Counter
 from dataclasses import replace
 
 import torch
@@ -29,6 +31,7 @@ from torch.utils._pytree import tree_leaves
 
 from archlint.errors import UsageError
 from archlint.model.roofline import resolve_device
+from archlint.model.sandbox import COMPILE_LOGGERS, quiet_torch_logs
 from archlint.whatif_names import NAMES, PRECISION
 from archlint.model.speedups.transforms import ORDER, NotApplicable, Variant, first_line
 from archlint.model.timer import Stats, make_timer, sample
@@ -53,10 +56,27 @@ def what_ifs(
     dev = resolve_device(device)
     names = [n for n in NAMES if n in (names if names is not None else NAMES)]
     threads = torch.get_num_threads()
-    try:
-        return _what_ifs(model, inputs, dev, settings, names, kwargs, deadline, threads)
+    running = set(threading.enumerate())
+    warned: list[str] = []
+    try:  # torch.compile's log lines (inductor, its C++ toolchain probe) become notes, not stderr
+        with quiet_torch_logs(getattr(settings, "debug", False), COMPILE_LOGGERS, warned):
+            results, notes = _what_ifs(model, inputs, dev, settings, names, kwargs, deadline, threads)
     finally:
         torch.set_num_threads(threads)
+        if any(n in COMPILING for n in names):
+            _mark_compile_threads(running)
+    counts = Counter(warned)
+    notes += [f"torch.compile logged a warning: {text}" + (f" (×{n})" if n > 1 else "") for text, n in counts.items()]
+    return results, notes
+
+
+def _mark_compile_threads(running: set[threading.Thread]) -> None:
+    """Threads started meanwhile and still alive are torch.compile's (its compile workers, idle in
+    their pool until the process ends): marked, so that the command line does not take them for
+    threads the model's code left running (cli: archlint_owner)."""
+    for thread in threading.enumerate():
+        if thread not in running and thread.is_alive():
+            thread.archlint_owner = "torch.compile (--what-if compile)"
 
 
 def _what_ifs(model, inputs, dev, settings, names, kwargs, deadline, threads) -> tuple[list[WhatIf], list[str]]:
