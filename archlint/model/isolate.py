@@ -128,8 +128,8 @@ def own_modules(spec: ModelSpec):
     names = local_names(folder)
     package = package_of(folder / "__init__.py") if (folder / "__init__.py").is_file() else None
     own_root = folder
-    if package is not None:  # the target's top package is its own too, not an earlier target's `mypkg`
-        names |= {_top(package[1])} - set(KEEP)
+    if package is not None and _top(package[1]) not in KEEP and _top(package[1]) not in sys.stdlib_module_names:
+        names.add(_top(package[1]))  # the target's top package is its own too, not an earlier target's `mypkg`
         own_root = package[0] / _top(package[1])
     stashed = {k: sys.modules.pop(k) for k in [k for k in sys.modules if _top(k) in names]}
     before = set(sys.modules)
