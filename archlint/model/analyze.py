@@ -13,7 +13,7 @@ from archlint import progress
 from archlint.config import ModelSpec, Settings
 from archlint.diagnostics import Diagnostic
 from archlint.errors import UsageError
-from archlint.model import opgraph
+from archlint.model import opgraph, patches
 from archlint.model.capture import CaptureFailed, capture
 from archlint.model.costed import capture_and_cost, capture_graph, cost, fresh, no_gc, traced_mode
 from archlint.model.created import recording
@@ -42,6 +42,7 @@ def analyze(spec: ModelSpec, settings: Settings) -> tuple[ModelResult, list[Diag
                 loaded = load(spec, settings)
             guard.doing = "running its forward (capture)"
             graph, result = capture_and_cost(loaded, spec.target, spec.device, settings)
+        patches.mark()  # what torch looks like now is the model's doing (imported, built, run once)
         report = None
         if settings.latency:
             from archlint.model.measure import measure

@@ -415,7 +415,8 @@ def _clear_oom(dev: torch.device, doing: str):
 def _device_of(model: torch.nn.Module) -> torch.device:
     tensors = [*model.parameters(), *model.buffers()]
     if any(t.device.type == "meta" for t in tensors):
-        raise RuntimeError("latency needs a model built with real weights, got one on the meta device")
+        raise UsageError("latency needs a model built with real weights, got one on the meta device; build it "
+                         "with real weights or leave latency off")
     return tensors[0].device if tensors else torch.device("cpu")
 
 

@@ -42,6 +42,9 @@ class GraphBuilder:
         self.canonical.update({id(t): n for n, t in model.named_buffers()})
         self.counted: set[int] = set()
         self.read: set[int] = set()
+        # a quantized layer's weights, unpacked at each call (new tensors): counted once per name
+        self.packed: dict[int, tuple[str, torch.Tensor]] = {}
+        self.packed_counted: dict[str, int] = {}
         self.reached: set[str] = set()
         self._used_names: dict[str, int] = {}
         self.notes: list[str] = []
@@ -93,6 +96,9 @@ class GraphBuilder:
             if id(t) in self.param_ids and id(t) not in self.counted:
                 self.counted.add(id(t))
                 count += t.numel()
+            elif id(t) in self.packed and self.packed[id(t)][0] not in self.packed_counted:
+                self.packed_counted[self.packed[id(t)][0]] = t.numel()
+                count += t.numel()
         # a parameter passed in as data (DeBERTa's LayerNorm(self.rel_embeddings.weight)) is read too
         self.read.update(id(t) for _, t in inputs if id(t) in self.param_ids)
         first = outputs[0]
@@ -132,11 +138,22 @@ class GraphBuilder:
         internally, as MultiheadAttention does its out_proj, without calling their forward)."""
         module = self.modules[path]
         self.reached.update(f"{path}.{sub}" for sub, _ in module.named_modules() if sub)
-        return dict(itertools.chain(module.named_parameters(), module.named_buffers())) or packed_weights(module)
+        own = dict(itertools.chain(module.named_parameters(), module.named_buffers()))
+        if own:
+            return own
+        packed = packed_weights(module)
+        self.packed.update({id(t): (f"{path}.{name}", t) for name, t in packed.items()})  # the tensor kept: its id stays its own
+        return packed
 
     def finish(self, strategy: str) -> nx.DiGraph:
         g = self.graph
         g.graph["strategy"] = strategy
+        if self.packed_counted:  # torch's parameters() lists none of them: say what the params total holds
+            layers = sorted({name.rpartition(".")[0] for name in self.packed_counted})
+            self.notes.append(
+                f"params include the packed weights and biases of {len(layers)} quantized layer(s) "
+                f"({', '.join(layers[:5])}{', ...' if len(layers) > 5 else ''}: {sum(self.packed_counted.values()):,} "
+                "elements), which torch's model.parameters() does not list; as many as the float layers they replace")
         g.graph["notes"] = list(self.notes)
         g.graph["reached_modules"] = self.reached
         g.graph["unused_params"] = [n for n, t in self.model.named_parameters() if id(t) in self.param_ids and id(t) not in self.read]
@@ -150,18 +167,25 @@ class GraphBuilder:
 def packed_weights(module: nn.Module) -> dict[str, torch.Tensor]:
     """A quantized module keeps its weights packed, not as parameters (torch.ao.nn.quantized's
     Conv2d and Linear, the dynamic LSTM): unpacked here so the FLOPs formulas see their shapes
-    (and MAC their int8 bytes) instead of counting the op as 0."""
-    if not type(module).__module__.startswith(("torch.ao.nn.quantized", "torch.nn.quantized")):
+    (and MAC their int8 bytes) instead of counting the op as 0, and params count them (weights and
+    biases: the float layer's parameters, which torch's parameters() counts before quantizing)."""
+    if not type(module).__module__.startswith(("torch.ao.nn.quantized", "torch.nn.quantized",
+                                               "torch.ao.nn.intrinsic.quantized", "torch.nn.intrinsic.quantized")):
         return {}
     try:
         if callable(getattr(module, "get_weight", None)):  # dynamic RNNs: {"weight_ih_l0": ..., ...}
             weights = module.get_weight()
             if isinstance(weights, dict):
-                return {k: v for k, v in weights.items() if isinstance(v, torch.Tensor)}
+                biases = module.get_bias() if callable(getattr(module, "get_bias", None)) else {}
+                both = {**weights, **(biases if isinstance(biases, dict) else {})}
+                return {k: v for k, v in both.items() if isinstance(v, torch.Tensor)}
         weight = module.weight() if callable(getattr(module, "weight", None)) else None
+        bias = module.bias() if callable(getattr(module, "bias", None)) else None
     except (RuntimeError, TypeError, AttributeError):  # not unpackable: the op stays unknown, and is listed so
         return {}
-    return {"weight": weight} if isinstance(weight, torch.Tensor) else {}
+    if not isinstance(weight, torch.Tensor):
+        return {}
+    return {"weight": weight, **({"bias": bias} if isinstance(bias, torch.Tensor) else {})}
 
 
 def modules_table(model: nn.Module) -> dict[str, dict[str, Any]]:

@@ -63,7 +63,8 @@ def what_ifs(
             results, notes = _what_ifs(model, inputs, dev, settings, names, kwargs, deadline, threads)
     finally:
         torch.set_num_threads(threads)
-        _mark_compile_threads(running)
+        if any(n in COMPILING for n in names):
+            _mark_compile_threads(running)
     counts = Counter(warned)
     notes += [f"torch.compile logged a warning: {text}" + (f" (×{n})" if n > 1 else "") for text, n in counts.items()]
     return results, notes
