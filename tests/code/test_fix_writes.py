@@ -152,7 +152,9 @@ def test_links_out_of_the_tree_are_not_written_through(tmp_path):
     assert (outside / "in_folder.py").read_text() == FINDING  # was: fixed through the linked folder
     assert (tree / "link.py").is_symlink()
     assert (tree / "own.py").read_text() == FIXED
-    assert "tree/link.py: fixes not written: it is a symbolic link (archlint never writes through a link)" in run.stderr
+    assert (f"tree/link.py: fixes not written: it is a symbolic link to {outside / 'linked.py'}; archlint never writes "
+            "through a link (it would replace the link's target): remove the link or give the real file's path; "
+            "left unchanged") in run.stderr
     assert "tree/folder/in_folder.py: fixes not written: it lies outside the linted tree" in run.stderr
     assert run.stdout.splitlines()[-1].startswith("Fixed 1 finding with 2 edits (")
 
