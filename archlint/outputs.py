@@ -53,11 +53,31 @@ def write_text(path: Path | str, text: str, what: str = "the report") -> None:
         raise _failed(path, what, exc) from None
 
 
-def check_target(path: Path, what: str = "the report", flag: str | None = None) -> None:
+def guard_run(settings, inputs: dict[str, list]) -> None:
+    """Note the files the run reads (`inputs`: role → paths, plus the config, the baseline and a
+    device spec file) and check every output before the run, so that a report named like an input
+    (`-o train.py`, a link) fails in one line now, not after the analysis (the writer checks again,
+    when the files found in folders are known too)."""
+    for role, paths in inputs.items():
+        writeguard.note_inputs(paths, role)
+    config = Path(settings.root) / "pyproject.toml"
+    writeguard.note_inputs([config] if config.is_file() else [], "the config file")
+    writeguard.note_inputs([settings.baseline], "the baseline")
+    if settings.device_spec and Path(settings.device_spec).is_file():
+        writeguard.note_inputs([settings.device_spec], "the device spec")
+    named = {"-o": settings.output_file, "--html": settings.html, "--save-baseline": settings.save_baseline}
+    check_distinct(named)
+    what = {"-o": "the report", "--html": "the HTML report", "--save-baseline": "the baseline"}
+    for flag, path in named.items():
+        if path is not None:
+            check_target(Path(path), what[flag])
+
+
+def check_target(path: Path, what: str = "the report") -> None:
     """Raise UsageError when `path` must not be written: a folder, a link, an input of the run.
     The command line asks this before a run (so a long analysis is not lost to a typo) and the
     writer again right before it writes."""
-    named = f"{flag} {shown(path)}" if flag else shown(path)
+    named = shown(path)
     try:
         info = os.lstat(path)
     except FileNotFoundError:

@@ -45,17 +45,20 @@ def identity(path: str | Path) -> FileId | None:
     return info.st_dev, info.st_ino
 
 
-def distinct(paths: Iterable[Path]) -> list[Path]:
+def distinct(paths: Iterable[Path], prefer_real: bool = False) -> list[Path]:
     """The paths in the order given, each file once: a file named twice (another spelling, a link
     to it, a hard link) is read once, as first named; one that cannot be stat'ed is kept by its
-    normalized spelling."""
-    seen: set = set()
-    out = []
+    normalized spelling. `prefer_real`: where a link and the file it names are both given, the
+    file's own name is kept, in the first one's place (--fix writes a file, never a link)."""
+    where: dict = {}
+    out: list[Path] = []
     for path in paths:
         key = identity(path) or os.path.normpath(path)
-        if key not in seen:
-            seen.add(key)
+        if key not in where:
+            where[key] = len(out)
             out.append(path)
+        elif prefer_real and os.path.islink(out[where[key]]) and not os.path.islink(path):
+            out[where[key]] = path
     return out
 
 

@@ -12,6 +12,7 @@ import stat
 import sys
 from pathlib import Path
 
+from archlint import writeguard
 from archlint.errors import UsageError
 from archlint.printable import printable
 
@@ -155,13 +156,7 @@ def discover(paths: list[Path]) -> list[Path]:
             files += found
         else:
             files.append(path)
-    seen, unique = set(), []
-    for f in files:
-        key = os.path.normpath(f)
-        if key not in seen:
-            seen.add(key)
-            unique.append(f)
-    return unique
+    return writeguard.distinct(files, prefer_real=True)
 
 
 def _rebase(ignore: GitIgnore, folder: Path) -> GitIgnore:

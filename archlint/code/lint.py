@@ -13,6 +13,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from archlint import writeguard
 from archlint.code import cache as cache_files
 from archlint.code import guard, notebook, project
 from archlint.code.discover import discover
@@ -164,6 +165,7 @@ def _join_again(failure, files, keys, results, summaries, todo, settings: Settin
 def lint_paths(paths: list[Path], settings: Settings) -> CodeRun:
     """Lint (with --fix/--diff: fix) the Python files and notebooks under `paths`."""
     files = discover(paths)
+    writeguard.note_inputs(files, "a linted file")  # a report never replaces one (archlint/outputs.py)
     if settings.fix or settings.diff:
         from archlint.code.fix import fix_files  # with its diff and write-back, only when fixing
 

@@ -60,7 +60,9 @@ def trace_files(paths: list[Path]) -> list[Path]:
             files.append(path)
         else:
             raise UsageError(f"{path}: no such file or folder")
-    return files
+    from archlint.writeguard import distinct
+
+    return distinct(files)  # a file named twice (another spelling, a link) is read once
 
 
 def _settings(args: argparse.Namespace):
@@ -108,13 +110,22 @@ def lint_trace(path: Path, settings, top: int = 15):
 def trace_command(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     settings = _settings(args)
+    from archlint import outputs, writeguard
+
+    files = trace_files(args.paths)
+    with writeguard.run_inputs():  # no output may replace a trace, the config or the code it reads
+        outputs.guard_run(settings, {"a trace": files + ([args.diff] if args.diff is not None else []),
+                                   "the config file": [args.config], "a linted file": args.code})
+        if args.diff is not None:
+            return _diff_command(args, files, settings)
+        return _report(args, files, settings)
+
+
+def _report(args: argparse.Namespace, files: list[Path], settings) -> int:
     from archlint import gate
     from archlint.report import write_report
     from archlint.result import RunResult
 
-    files = trace_files(args.paths)
-    if args.diff is not None:
-        return _diff_command(args, files, settings)
     result = RunResult()
     errors = 0
     for path in files:
@@ -170,7 +181,9 @@ def _diff_command(args: argparse.Namespace, files: list[Path], settings) -> int:
         text = json.dumps({"diff": result.to_dict(), "traces": [base.to_dict(), new.to_dict()],
                            "diagnostics": [d.to_dict() for d in diagnostics]}, indent=2) + "\n"
         if settings.output_file is not None:
-            settings.output_file.write_text(text, encoding="utf-8")
+            from archlint.outputs import write_text
+
+            write_text(settings.output_file, text)
         else:
             sys.stdout.write(text)
     else:

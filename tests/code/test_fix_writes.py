@@ -140,16 +140,16 @@ def test_a_rename_between_read_and_write_is_seen(tmp_path, monkeypatch):
 def test_links_out_of_the_tree_are_not_written_through(tmp_path):
     outside = tmp_path / "outside"
     tree = tmp_path / "tree"
-    outside.mkdir()
+    (outside / "sub").mkdir(parents=True)  # the linked folder holds another file than the linked file
     tree.mkdir()
-    for name in ("linked.py", "in_folder.py"):
-        (outside / name).write_text(FINDING)
+    (outside / "linked.py").write_text(FINDING)
+    (outside / "sub" / "in_folder.py").write_text(FINDING)
     (tree / "own.py").write_text(FINDING)
     (tree / "link.py").symlink_to(outside / "linked.py")
-    (tree / "folder").symlink_to(outside)
+    (tree / "folder").symlink_to(outside / "sub")
     run = cli("tree", "--fix", cwd=tmp_path)
     assert (outside / "linked.py").read_text() == FINDING  # was: fixed through the link
-    assert (outside / "in_folder.py").read_text() == FINDING  # was: fixed through the linked folder
+    assert (outside / "sub" / "in_folder.py").read_text() == FINDING  # was: fixed through the linked folder
     assert (tree / "link.py").is_symlink()
     assert (tree / "own.py").read_text() == FIXED
     assert (f"tree/link.py: fixes not written: it is a symbolic link to {outside / 'linked.py'}; archlint never writes "
