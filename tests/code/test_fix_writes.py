@@ -17,6 +17,7 @@ import pytest
 import archlint
 from archlint.cli import main
 from archlint.code import fix as fix_module
+from archlint import writeguard
 from archlint.code import writeback
 from archlint.config import Settings
 
@@ -219,3 +220,70 @@ def test_write_refuses_a_path_outside_the_trees(tmp_path):
     with pytest.raises(writeback.Refused, match="outside the linted tree"):
         writeback.replace(tmp_path / "a.py", FINDING.encode(), FIXED.encode(), [str(tmp_path / "elsewhere")])
     assert (tmp_path / "a.py").read_text() == FINDING
+
+
+# Issue 38 (16 and the internal errors) ------------------------------------------------------------
+
+LOCKER = """\
+import fcntl, sys, time
+f = open(sys.argv[1], "rb")
+fcntl.flock(f, fcntl.LOCK_EX)
+print("locked", flush=True)
+time.sleep(120)
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="flock is POSIX")
+def test_a_file_another_process_keeps_locked_is_skipped_not_waited_for(tmp_path):
+    (tmp_path / "a.py").write_text(FINDING)
+    (tmp_path / "b.py").write_text(FINDING)
+    locker = subprocess.Popen([sys.executable, "-c", LOCKER, str(tmp_path / "b.py")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert locker.stdout.readline() == "locked\n"
+        run = cli("a.py", "b.py", "--fix", cwd=tmp_path)  # was: waited for the lock forever (timeout here)
+    finally:
+        locker.kill()
+        locker.wait()
+    assert (tmp_path / "a.py").read_text() == FIXED and (tmp_path / "b.py").read_text() == FINDING
+    assert run.stderr == ("archlint: warning: b.py: fixes not written: another process holds a lock on it (flock) for "
+                          "more than 2 s; run --fix again when it is released; left unchanged\n")
+    assert run.returncode == 1 and run.stdout.splitlines()[-1] == "Fixed 1 finding with 2 edits (1 remaining)."
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.py", "b.py"]  # no temporary file left
+
+
+def test_a_255_byte_file_name_can_be_fixed(tmp_path):
+    name = "字" * 84 + ".py"  # 84 × 3 + 3 = 255 bytes, legal; the temporary name was cut in characters
+    assert len(name.encode()) == 255
+    (tmp_path / name).write_text(FINDING)
+    run = cli(name, "--fix", cwd=tmp_path)
+    assert run.stderr == "" and (tmp_path / name).read_text() == FIXED  # was: File name too long, never fixed
+    assert writeback.TEMP_SUFFIX in writeguard.temp_name(name) and len(os.fsencode(writeguard.temp_name(name))) == 255
+
+
+def _dead_pid() -> int:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def test_a_killed_runs_temporary_file_is_removed_by_the_next_write(tmp_path):
+    (tmp_path / "a.py").write_text(FINDING)
+    dead, alive = _dead_pid(), os.getpid()
+    stale = tmp_path / f".a.py.{dead}.0123abcd{writeback.TEMP_SUFFIX}"
+    young = tmp_path / f".a.py.{dead}.4567abcd{writeback.TEMP_SUFFIX}"  # a writer in another pid namespace, maybe
+    live = tmp_path / f".a.py.{alive}.89abcdef{writeback.TEMP_SUFFIX}"
+    other = tmp_path / f".notes.{dead}.0123abcd.tmp"  # not archlint's: never touched
+    for path in (stale, young, live, other):
+        path.write_text("half a file")
+    old = os.stat(stale).st_mtime - 3600
+    for path in (stale, live, other):
+        os.utime(path, (old, old))
+    run = cli(".", "--fix", cwd=tmp_path)
+    assert (tmp_path / "a.py").read_text() == FIXED and "temp" not in run.stderr
+    assert not stale.exists()  # was: left for ever
+    assert young.exists() and live.exists() and other.exists()
+
+    os.utime(young, (old, old))
+    (tmp_path / "r.json").write_text("{}")
+    assert cli("a.py", "--output-format", "json", "-o", "r.json", cwd=tmp_path).returncode == 0
+    assert not young.exists() and live.exists()  # the report writer cleans its folder too
