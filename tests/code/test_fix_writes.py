@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 import archlint
+from archlint import writeguard
 from archlint.cli import main
 from archlint.code import fix as fix_module
-from archlint import writeguard
 from archlint.code import writeback
 from archlint.config import Settings
 

@@ -39,7 +39,7 @@ def project(tmp_path, monkeypatch) -> Path:
 def test_an_output_onto_the_linted_file_is_refused(project, capsys, flag, what):
     os.link(project / "train.py", project / "hard.txt")
     for spelling in ("train.py", "./train.py", str(project / "train.py"), "hard.txt"):
-        code, out, err = archlint(capsys, "train.py", "--no-cache", "--output-format", "json", flag, spelling)
+        code, _, err = archlint(capsys, "train.py", "--no-cache", "--output-format", "json", flag, spelling)
         assert (project / "train.py").read_text() == FINDING, spelling  # was: replaced by the report
         assert code == 2 and len(err.splitlines()) == 1, (spelling, err)
         assert err.startswith(f"archlint: error: cannot write {what} to "), err
@@ -49,7 +49,7 @@ def test_an_output_onto_the_linted_file_is_refused(project, capsys, flag, what):
 def test_a_linted_file_found_in_a_folder_is_refused_at_the_write(project, capsys):
     (project / "src").mkdir()
     (project / "src" / "model_code.py").write_text(FINDING)
-    code, out, err = archlint(capsys, "src", "--no-cache", "--output-format", "sarif", "-o", "src/model_code.py")
+    code, _, err = archlint(capsys, "src", "--no-cache", "--output-format", "sarif", "-o", "src/model_code.py")
     assert (project / "src" / "model_code.py").read_text() == FINDING
     assert code == 2 and err == ("archlint: error: cannot write the report to src/model_code.py: it is a linted file "
                                  "that this run reads, and the report would replace it; give another file name\n")
@@ -98,7 +98,7 @@ def test_an_output_never_writes_through_a_link(project, capsys, flag, what):
 
 
 def test_a_stream_is_still_written(project, capsys):
-    code, out, err = archlint(capsys, "train.py", "--no-cache", "--output-format", "json", "-o", "/dev/stdout")
+    code, _, err = archlint(capsys, "train.py", "--no-cache", "--output-format", "json", "-o", "/dev/stdout")
     assert code == 1 and err.startswith("archlint: wrote json to /dev/stdout"), err
 
 
@@ -136,6 +136,7 @@ def test_the_same_file_named_twice_is_linted_once(project, capsys):
     code, out, _ = archlint(capsys, "train.py", "./train.py", str(project / "train.py"), "alias.py", "--no-cache",
                             "--output-format", "json")
     data = json.loads(out)
+    assert code == 1
     assert [d["code"] for d in data["diagnostics"]] == ["AL402"]  # was: one per spelling
     assert data["files_checked"] == 1 and data["diagnostics"][0]["file"] == "train.py"
 
@@ -175,7 +176,7 @@ def test_trace_diff_writes_through_the_one_writer(traces, capsys):
 def test_the_same_trace_named_twice_is_read_once(traces, capsys):
     code, out, err = archlint(capsys, "trace", "new.json.gz", "./new.json.gz", str(traces / "new.json.gz"),
                               "--output-format", "json")
-    assert len(json.loads(out)["traces"]) == 1, err  # was: 3
+    assert code in (0, 1) and len(json.loads(out)["traces"]) == 1, err  # was: 3
 
 
 # A model --------------------------------------------------------------------------------------------
