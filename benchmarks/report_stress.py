@@ -7,7 +7,8 @@ Each trial makes a fresh folder with a training script (`train.py`, one AL402 fi
 report, and a file outside the project (`victim`), then runs a real `archlint train.py --no-cache`
 that writes one output (`-o` as json or sarif, `--html`, or `--save-baseline`) in one of six ways:
 
-- kill:        SIGKILL at a random moment of the second half of the run (the report is written last);
+- kill:        SIGKILL at a random moment of the second half of the run (the report is written last),
+               or, in half the trials, the moment its temporary file appears (mid-write);
 - concurrent:  three runs writing the same report at once;
 - file-limit:  a file size limit (RLIMIT_FSIZE) below the report's size: what a full disk does to
                a write (a tmpfs of a chosen size needs root; the limit fails the same write calls);
@@ -19,7 +20,7 @@ that writes one output (`-o` as json or sarif, `--html`, or `--save-baseline`) i
 Afterwards: `train.py`, `pyproject.toml` and `victim` must be byte for byte as they were, and the
 report either the old one or a whole new one equal to a clean run's (never cut, empty or mixed);
 a file lost or damaged counts its bytes as lost. Runs that must be refused (link, input,
-file-limit) must exit 2 with one line; a run that exits 0/1 must have written the whole report.
+file-limit) must exit 2 saying why; a run that exits 0 or 1 must have written the whole report.
 Temporary files a killed run left are counted, and the next write to the folder (after their
 staleness delay, simulated by ageing them) must remove them.
 
@@ -40,6 +41,7 @@ import contextlib
 import multiprocessing
 import os
 import random
+import re
 import resource
 import shutil
 import signal
@@ -65,6 +67,11 @@ TRAIN = b"import torch\nx = torch.zeros(3).cuda()\n" + b"".join(
 CONFIG = b'[tool.archlint]\nselect = ["AL4"]\n'
 VICTIM = b"somebody's file outside the project\n" * 20
 OLD = b"the previous report, whole\n" * 10
+
+
+def _undated(data: bytes) -> bytes:
+    """The HTML page says when it was written (to the minute): not a difference in content."""
+    return re.sub(rb"written \d{4}-\d\d-\d\d \d\d:\d\d UTC", b"written <date> UTC", data)
 
 
 def run_archlint(folder: Path, argv: list[str], limit: int | None = None) -> tuple[int, int]:
@@ -117,7 +124,12 @@ def trial(kind: str, name: str, folder: Path, rng: random.Random, references: di
     codes = []
     if kind == "kill":
         run = run_archlint(folder, [*flags, name])
-        time.sleep(rng.uniform(run_time * 0.5, run_time * 1.1))  # the report is written near the end
+        if rng.random() < 0.5:
+            time.sleep(rng.uniform(run_time * 0.5, run_time * 1.1))  # the report is written near the end
+        else:  # the moment its temporary file appears: mid-write
+            deadline = time.monotonic() + run_time * 4
+            while time.monotonic() < deadline and not any(n.endswith(TEMP_SUFFIX) for n in os.listdir(folder)):
+                pass
         with contextlib.suppress(ProcessLookupError):
             os.kill(run[0], signal.SIGKILL)
         wait(run)
@@ -157,7 +169,7 @@ def trial(kind: str, name: str, folder: Path, rng: random.Random, references: di
     if report.is_symlink():
         final = None  # the link itself: its target was checked above
     else:
-        final = report.read_bytes() if report.exists() else b""
+        final = _undated(report.read_bytes() if report.exists() else b"")
         if final not in (OLD, references[name]):
             damaged.append(name)
             lost += len(OLD)
@@ -222,7 +234,7 @@ def main() -> int:
         (ref / name).unlink()
         code, said = wait(run_archlint(ref, [*flags, name]))
         assert code in (0, 1), said
-        references[name] = (ref / name).read_bytes()
+        references[name] = _undated((ref / name).read_bytes())
     timing = time.perf_counter()
     for name, flags in OUTPUTS.items():
         wait(run_archlint(ref, [*flags, name]))
