@@ -174,7 +174,7 @@ def trial(kind: str, name: str, folder: Path, rng: random.Random, references: di
             damaged.append(name)
             lost += len(OLD)
     wrong_exit = (expect_refused and any(c != 2 for c in codes)) or \
-        (kind == "concurrent" and any(c not in (0, 1) for c in codes))
+        (kind == "concurrent" and (any(c not in (0, 1) for c in codes) or final != references[name]))
     strays = [p for p in folder.iterdir() if p.name.endswith(TEMP_SUFFIX)]
     cleaned = True
     if strays:  # aged past the staleness delay, the next write to the folder removes them
