@@ -144,27 +144,34 @@ def _replace(path: Path, data: bytes, what: str) -> None:
         except FileNotFoundError:
             info = None
         temp = writeguard.temp_name(path.name)
-        try:
-            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666,
-                         dir_fd=directory)
-            with os.fdopen(fd, "wb") as out:
-                out.write(data)
-                out.flush()
-                if info is not None and stat.S_ISREG(info.st_mode):  # an existing report keeps its mode
-                    os.fchmod(out.fileno(), stat.S_IMODE(info.st_mode))
-                os.fsync(out.fileno())
-            # the name again, right before the rename: a link swapped in meanwhile is refused (the
-            # rename itself would replace the link, never write its target)
-            check_target(path, what)
-            os.replace(temp, path.name, src_dir_fd=directory, dst_dir_fd=directory)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(temp, dir_fd=directory)
-            raise
+        with writeguard.signals_held():
+            _write_and_rename(directory, temp, path, data, info, what)
         with contextlib.suppress(OSError):  # the rename made durable; some file systems cannot
             os.fsync(directory)
     finally:
         os.close(directory)
+
+
+def _write_and_rename(directory: int, temp: str, path: Path, data: bytes, info: os.stat_result | None,
+                      what: str) -> None:
+    """The temporary file, complete and flushed, renamed over `path`; removed on any failure."""
+    try:
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666,
+                     dir_fd=directory)
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+            out.flush()
+            if info is not None and stat.S_ISREG(info.st_mode):  # an existing report keeps its mode
+                os.fchmod(out.fileno(), stat.S_IMODE(info.st_mode))
+            os.fsync(out.fileno())
+        # the name again, right before the rename: a link swapped in meanwhile is refused (the
+        # rename itself would replace the link, never write its target)
+        check_target(path, what)
+        os.replace(temp, path.name, src_dir_fd=directory, dst_dir_fd=directory)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp, dir_fd=directory)
+        raise
 
 
 def shown(path: Path) -> str:

@@ -18,6 +18,7 @@ import contextlib
 import os
 import re
 import secrets
+import signal
 import stat
 import time
 from collections.abc import Iterable, Iterator
@@ -142,6 +143,24 @@ def temp_name(name: str) -> str:
     room = NAME_MAX - 1 - len(tail.encode())
     head = os.fsdecode(os.fsencode(name)[:room])  # a cut inside a character stays bytes (surrogateescape)
     return f".{head}{tail}"
+
+
+HELD_SIGNALS = tuple(getattr(signal, n) for n in ("SIGTERM", "SIGINT", "SIGHUP") if hasattr(signal, n))
+
+
+@contextlib.contextmanager
+def signals_held() -> Iterator[None]:
+    """While a temporary file exists: SIGTERM, SIGINT and SIGHUP wait (milliseconds, the write's
+    time) and are delivered once it is renamed or removed, so a stopped run (CI cancelled, Ctrl-C)
+    leaves no temporary file. Only SIGKILL still can; clean_stale removes that one later."""
+    if not hasattr(signal, "pthread_sigmask"):  # pragma: no cover - not POSIX
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, HELD_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def clean_stale(directory: int) -> list[str]:

@@ -54,17 +54,18 @@ def replace(path: Path, original: bytes, new: bytes, trees: list[str]) -> None:
         _clean_once(directory)
         if not os.access(path.name, os.W_OK, dir_fd=directory, effective_ids=True, follow_symlinks=False):
             raise PermissionError(13, "Permission denied")  # read-only or immutable: respected
-        temp = _write_temp(directory, path.name, new, info)
-        try:
-            with _locked_original(directory, path.name) as current:
-                if current != original:
-                    raise Refused("it changed since archlint read it, saved by an editor or another run "
-                                  "(run --fix again)")
-                os.replace(temp, path.name, src_dir_fd=directory, dst_dir_fd=directory)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(temp, dir_fd=directory)
-            raise
+        with writeguard.signals_held():  # a stop (SIGTERM, Ctrl-C) waits until no temporary file is left
+            temp = _write_temp(directory, path.name, new, info)
+            try:
+                with _locked_original(directory, path.name) as current:
+                    if current != original:
+                        raise Refused("it changed since archlint read it, saved by an editor or another run "
+                                      "(run --fix again)")
+                    os.replace(temp, path.name, src_dir_fd=directory, dst_dir_fd=directory)
+            except BaseException:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(temp, dir_fd=directory)
+                raise
         with contextlib.suppress(OSError):  # the rename made durable; some file systems cannot
             os.fsync(directory)
     finally:

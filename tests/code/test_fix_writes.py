@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import resource
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -287,3 +288,42 @@ def test_a_killed_runs_temporary_file_is_removed_by_the_next_write(tmp_path):
     (tmp_path / "r.json").write_text("{}")
     assert cli("a.py", "--output-format", "json", "-o", "r.json", cwd=tmp_path).returncode == 0
     assert not young.exists() and live.exists()  # the report writer cleans its folder too
+
+
+STOPPED_MID_WRITE = """\
+import os, sys, time
+from pathlib import Path
+real = os.fsync
+def slow(fd):  # the temporary file is complete and about to be renamed: stop the run now
+    print("writing", flush=True)
+    time.sleep(1.5)
+    return real(fd)
+os.fsync = slow
+folder = Path(sys.argv[2])
+if sys.argv[1] == "fix":
+    from archlint.code import writeback
+    writeback.replace(folder / "a.py", (folder / "a.py").read_bytes(), b"fixed\\n", [str(folder)])
+else:
+    from archlint.outputs import write_text
+    write_text(folder / "a.py", "a new report\\n")
+print("survived", flush=True)
+"""
+
+
+@pytest.mark.skipif(not hasattr(signal, "pthread_sigmask"), reason="POSIX signals")
+@pytest.mark.parametrize("writer", ["fix", "report"])
+@pytest.mark.parametrize("stop", ["SIGTERM", "SIGINT"])
+def test_a_run_stopped_mid_write_leaves_no_temporary_file(tmp_path, writer, stop):
+    """A CI job cancelled (SIGTERM) or Ctrl-C while a file is written: the write finishes or is
+    undone, then the run stops; the folder holds the old file or the new one, nothing else."""
+    (tmp_path / "a.py").write_text(FINDING)
+    env = {**os.environ, "PYTHONPATH": str(PACKAGE_ROOT)}
+    child = subprocess.Popen([sys.executable, "-c", STOPPED_MID_WRITE, writer, str(tmp_path)], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert child.stdout.readline() == "writing\n"
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(writeback.TEMP_SUFFIX)]  # mid-write indeed
+    child.send_signal(getattr(signal, stop))
+    out, _ = child.communicate(timeout=60)
+    assert child.returncode != 0 and "survived" not in out  # the stop was not lost, only held
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.py"]  # was: .a.py.XXXX.archlint.tmp left
+    assert (tmp_path / "a.py").read_text() in (FINDING, "fixed\n", "a new report\n")
