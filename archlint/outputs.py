@@ -42,11 +42,11 @@ def write_text(path: Path | str, text: str, what: str = "the report") -> None:
     except OSError as exc:
         raise _failed(path, what, exc) from None
     try:
+        check_target(path, what)
         if info is not None and _stream(path, info):
             with open(path, "wb") as out:
                 out.write(data)
             return
-        check_target(path, what)
         path.parent.mkdir(parents=True, exist_ok=True)
         _replace(path, data, what)
     except OSError as exc:
@@ -84,18 +84,18 @@ def check_target(path: Path, what: str = "the report") -> None:
         info = None
     except OSError as exc:
         raise _failed(path, what, exc) from None
+    read = writeguard.input_named(path)  # a stream too: `-o /dev/stdout >> train.py` would truncate it
+    if read is not None:
+        role, given = read
+        same = "" if os.path.abspath(given) == os.path.abspath(path) else f" ({shown(Path(given))})"
+        raise UsageError(f"cannot write {what} to {named}: it is {role}{same} that this run reads, and the "
+                         "report would replace it; give another file name")
     if info is not None and _stream(path, info):
         return
     if info is not None and stat.S_ISLNK(info.st_mode):
         raise UsageError(f"cannot write {what}: {writeguard.through_link(path, named)}")
     if info is not None and stat.S_ISDIR(info.st_mode):
         raise UsageError(f"cannot write {what} to {named}: it is a folder; give a file name")
-    read = writeguard.input_named(path)
-    if read is not None:
-        role, given = read
-        same = "" if os.path.abspath(given) == os.path.abspath(path) else f" ({shown(Path(given))})"
-        raise UsageError(f"cannot write {what} to {named}: it is {role}{same} that this run reads, and the "
-                         "report would replace it; give another file name")
 
 
 def check_distinct(outputs: dict[str, Path | None]) -> None:

@@ -191,3 +191,18 @@ def test_a_report_never_replaces_the_model_file(tmp_path, capsys, monkeypatch):
                                 flag, "model.py")
         assert code == 2 and (tmp_path / "model.py").read_text() == model, err  # was: exit 0, model.py a report
         assert "it is the model's file that this run reads" in err
+
+
+def test_a_stream_onto_an_input_is_refused(project):
+    """`-o /dev/stdout >> train.py`: opening /dev/stdout again would truncate train.py."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    with open(project / "train.py", "ab") as appended:
+        run = subprocess.run([sys.executable, "-m", "archlint", "train.py", "--no-cache", "--output-format", "json",
+                              "-o", "/dev/stdout"], stdout=appended, stderr=subprocess.PIPE, text=True, env=env,
+                             cwd=project, timeout=120, check=False)
+    assert run.returncode == 2 and (project / "train.py").read_text() == FINDING  # was: the report, alone
+    assert run.stderr == ("archlint: error: cannot write the report to /dev/stdout: it is a linted file (train.py) "
+                          "that this run reads, and the report would replace it; give another file name\n")
