@@ -87,11 +87,8 @@ def note_inputs(paths: Iterable[str | Path], role: str) -> None:
     for path in paths:
         if path is None:
             continue
-        entry = (role, str(path))
-        key = identity(path)
-        if key is not None:
-            table.setdefault(key, entry)
-        table.setdefault(os.path.realpath(path), entry)
+        key = identity(path)  # one stat: thousands of linted files cost milliseconds
+        table.setdefault(key if key is not None else os.path.realpath(path), (role, str(path)))
 
 
 def input_named(path: str | Path) -> tuple[str, str] | None:
