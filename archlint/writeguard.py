@@ -8,8 +8,9 @@ and --fix (archlint/code/writeback.py).
 - never through a symbolic link: the link's target is somebody's file, perhaps outside the project
   (a committed `archlint.sarif -> ../x`). The writers refuse it and name the link;
 - --fix never writes out of the linted tree (`inside`);
-- temporary files are `.NAME.PID.XXXXXXXX.archlint.tmp`, cut in bytes to a legal name, so that one
-  a killed run left behind is known by its dead pid and removed by the next write to that folder.
+- temporary files are `.NAME.PID.XXXXXXXX.archlint.tmp`, cut in bytes to a legal name; a stop
+  (SIGTERM, Ctrl-C) waits while one exists (`signals_held`), and one a SIGKILL left behind is known
+  by its dead pid and removed by the next write to that folder (`clean_stale`).
 """
 
 from __future__ import annotations
