@@ -95,7 +95,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
     try:
         with writeguard.run_inputs():
-            _check_save(session.config, path, sorted({str(item.path) for item in session.items}))
+            _check_save(session.config, path, sorted({str(item.path) for item in getattr(session, "items", [])}))
             gate.write_baseline(merged, path)
     except UsageError as exc:  # one line and pytest's usage exit code, never a traceback at the end
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
