@@ -6,8 +6,9 @@ rules from archlint/writeguard.py.)
 A regular file (or a new one) is written to a temporary file in its folder, flushed, and renamed
 over it, both through the folder's descriptor: a failure (a full disk, a file size limit, a kill)
 never leaves a cut or empty report where an old one was, and a link or folder swapped in during the
-write is replaced, never followed. The temporary files a killed run leaves are removed by the next
-write to that folder (writeguard.clean_stale).
+write is replaced, never followed. A stop (SIGTERM, Ctrl-C) waits the milliseconds until the
+temporary file is renamed or removed; one a SIGKILL leaves is removed by the next write to that
+folder (writeguard.signals_held, writeguard.clean_stale).
 
 Refused, exit code 2, whatever was there untouched (UsageError: one line naming the file and what
 to do):
@@ -15,7 +16,7 @@ to do):
 - a symbolic link: its target is somebody's file (a committed `archlint.sarif -> ../x` would make
   CI overwrite x). The folders on the way may be links: they are part of the path the user gave.
 Anything else that can be opened for writing (`/dev/stdout`, a FIFO, a terminal) is a stream and
-is written to as it is.
+is written to as it is, unless it is an input (`-o /dev/stdout >> train.py`).
 """
 
 from __future__ import annotations
