@@ -295,11 +295,16 @@ def run(args: argparse.Namespace) -> int:
     specs = _model_specs(args, settings)
     if paths and not specs:
         _check_model_flags(args, [str(p) for p in paths])
-    result = check(paths, specs, settings)
-
+    from archlint import outputs, writeguard
     from archlint.report import write_report
 
-    write_report(result, settings)
+    with writeguard.run_inputs():  # no output may replace a file this run reads
+        outputs.guard_run(settings, {
+            "a linted file": paths, "the config file": [Path(c) for c in args.config if "=" not in c],
+            "the model's file": [Path(s.target.rpartition(":")[0]) for s in specs if not s.target.startswith("hf:")],
+            "the device spec": [Path(s.device_spec) for s in specs if s.device_spec and Path(s.device_spec).is_file()]})
+        result = check(paths, specs, settings)
+        write_report(result, settings)
     for error in result.errors:  # models that failed in a run with others: those were reported
         print(f"archlint: error: {error}", file=sys.stderr)
     if result.errors:

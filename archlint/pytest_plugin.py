@@ -11,6 +11,7 @@ Loaded into every pytest run where archlint is installed, so it imports nothing 
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -32,6 +33,26 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.stash[_SNAPSHOTS] = []
+    path = config.getoption("archlint_save_baseline", None)
+    if path is not None:  # a folder, a link or the baseline read: said now, before the tests run
+        from archlint import writeguard
+        from archlint.errors import UsageError
+
+        try:
+            with writeguard.run_inputs():
+                _check_save(config, path, [])
+        except UsageError as exc:
+            raise pytest.UsageError(f"--archlint-save-baseline: {exc}") from None
+
+
+def _check_save(config: pytest.Config, path: Path, tests: list) -> None:
+    """The baseline's file must not be a folder, a link, or a file this session reads."""
+    from archlint import outputs, writeguard
+
+    writeguard.note_inputs([config.getoption("archlint_baseline", None)], "the baseline")
+    writeguard.note_inputs([config.inipath] if config.inipath else [], "pytest's config file")
+    writeguard.note_inputs(tests, "a test file")
+    outputs.check_target(Path(path), "the baseline")
 
 
 @pytest.fixture
@@ -69,4 +90,17 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         merged["findings"] += snap["findings"]
     merged["models"] = dict(sorted(merged["models"].items()))
     merged["findings"].sort(key=lambda f: (f["code"], f["where"], f["fingerprint"]))
-    gate.write_baseline(merged, path)
+    from archlint import writeguard
+    from archlint.errors import UsageError
+
+    try:
+        with writeguard.run_inputs():
+            _check_save(session.config, path, sorted({str(item.path) for item in getattr(session, "items", [])}))
+            gate.write_baseline(merged, path)
+    except UsageError as exc:  # one line and pytest's usage exit code, never a traceback at the end
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(f"archlint: error: --archlint-save-baseline: {exc}", red=True)
+        else:
+            print(f"archlint: error: --archlint-save-baseline: {exc}", file=sys.stderr)
+        session.exitstatus = pytest.ExitCode.USAGE_ERROR

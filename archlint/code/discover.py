@@ -12,6 +12,7 @@ import stat
 import sys
 from pathlib import Path
 
+from archlint import writeguard
 from archlint.errors import UsageError
 from archlint.printable import printable
 
@@ -167,13 +168,7 @@ def discover(paths: list[Path], problems: list[tuple[Path, str]] | None = None) 
             files += found
         else:
             files.append(path)
-    seen, unique = set(), []
-    for f in files:
-        key = os.path.normpath(f)
-        if key not in seen:
-            seen.add(key)
-            unique.append(f)
-    return unique
+    return writeguard.distinct(files, prefer_real=True)
 
 
 def _rebase(ignore: GitIgnore, folder: Path) -> GitIgnore:

@@ -13,6 +13,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from archlint import writeguard
 from archlint.code import cache as cache_files
 from archlint.code import guard, notebook, project
 from archlint.code.discover import discover
@@ -172,6 +173,7 @@ def lint_paths(paths: list[Path], settings: Settings) -> CodeRun:
     """Lint (with --fix/--diff: fix) the Python files and notebooks under `paths`."""
     problems: list[tuple[Path, str]] = []
     files = discover(paths, problems)
+    writeguard.note_inputs(files, "a linted file")  # a report never replaces one (archlint/outputs.py)
     # a folder that could not be listed fails the run as an unreadable file does (its files unseen)
     unlisted = selected([parse_error(str(folder), why, 1, 1) for folder, why in problems], settings)
     if settings.fix or settings.diff:

@@ -144,13 +144,22 @@ def _lint_trace(path: Path, shown: str, settings, top: int):
 def trace_command(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     settings = _settings(args)
+    from archlint import outputs, writeguard
+
+    files = trace_files(args.paths)
+    with writeguard.run_inputs():  # no output may replace a trace, the config or the code it reads
+        outputs.guard_run(settings, {"a trace": files + ([args.diff] if args.diff is not None else []),
+                                   "the config file": [args.config], "a linted file": args.code})
+        if args.diff is not None:
+            return _diff_command(args, files, settings)
+        return _report(args, files, settings)
+
+
+def _report(args: argparse.Namespace, files: list[Path], settings) -> int:
     from archlint import gate
     from archlint.report import write_report
     from archlint.result import RunResult
 
-    files = trace_files(args.paths)
-    if args.diff is not None:
-        return _diff_command(args, files, settings)
     result = RunResult()
     errors = 0
     for path in files:
