@@ -23,3 +23,22 @@ def human_count(n: float) -> str:
 def times(x: float) -> str:
     """A speed-up as "1.23×"; below 0.1× in two significant digits ("0.0047×"), never "0.00×"."""
     return f"{x:.2f}×" if x >= 0.1 or x <= 0 else f"{x:.2g}×"
+
+
+def bytes_against(n: float, limit: float) -> tuple[str, str]:
+    """`n` and `limit` in one decimal unit, with the digits that tell them apart: "25.83 GB" against
+    "25.77 GB", never "25.8 GB" against "25.8 GB" (at least three significant digits). Rounding both
+    alike keeps their order, so a figure within a limit never prints above it, nor one over it at
+    or under it."""
+    scale, unit = 1, "B"
+    for name in ("KB", "MB", "GB", "TB"):
+        if max(abs(n), abs(limit)) < scale * 1000:
+            break
+        scale, unit = scale * 1000, name
+    top = max(abs(n), abs(limit)) / scale
+    digits = 0 if unit == "B" else 0 if top >= 100 else 1 if top >= 10 else 2
+    while True:
+        a, b = f"{n / scale:.{digits}f}", f"{limit / scale:.{digits}f}"
+        if a != b or n == limit or unit == "B" or digits >= 9:
+            return f"{a} {unit}", f"{b} {unit}"
+        digits += 1

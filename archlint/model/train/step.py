@@ -162,6 +162,16 @@ def _memory_report(loaded, result, settings, optimizer: Optimizer, loss: str, de
     from archlint.model.train.memory import step_memory
 
     args, kwargs = tuple(loaded.inputs), dict(loaded.kwargs or {})
+    findings = _fit_or_memory(loaded, result, settings, optimizer, loss, device_spec, args, kwargs)
+    # the device the memory is for, named: the spec, or this machine's device without one
+    result.memory["device"] = (device_spec.name if device_spec is not None else
+                               f"{result.device} (this machine; no --device-spec)")
+    return findings
+
+
+def _fit_or_memory(loaded, result, settings, optimizer: Optimizer, loss: str, device_spec, args, kwargs) -> list:
+    from archlint.model.train.memory import step_memory
+
     if settings.memory_budget is not None or getattr(device_spec, "kind", "") == "gpu":
         from archlint.model.train.fit import fit_report
 
