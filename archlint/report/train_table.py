@@ -22,7 +22,10 @@ def print_step(model: ModelResult, console: Console) -> None:
     opt = s["optimizer"]
     console.print(
         f"  training step: optimizer {opt['name']}, loss {s['loss']['name']} of the outputs · "
-        f"{_count(s['trainable_params'])} trainable params, {_count(s['frozen_params'])} frozen",
+        f"{_count(s['trainable_params'])} trainable params, {_count(s['frozen_params'])} frozen"
+        + (f" ({_count(s['trainable_params'] - s['updated_params'])} of the trainable never reached by the forward: "
+           "no gradient, the optimizer skips them)"
+           if s.get("updated_params") is not None and s["updated_params"] < s["trainable_params"] else ""),
         markup=False,
     )
     est = (model.estimate or {}).get("train")
