@@ -3,6 +3,8 @@ the MAC of ShuffleNetV2's tables) and counts with K/M/G/T suffixes."""
 
 from __future__ import annotations
 
+import math
+
 
 def human_bytes(n: float) -> str:
     for unit in ("B", "KB", "MB", "GB"):
@@ -42,3 +44,14 @@ def bytes_against(n: float, limit: float) -> tuple[str, str]:
         if a != b or n == limit or unit == "B" or digits >= 9:
             return f"{a} {unit}", f"{b} {unit}"
         digits += 1
+
+
+def milliseconds(value: float) -> str:
+    """A time in ms in one format for every row: three significant digits in fixed notation, whole
+    ms from 100 up ("0.0781", "12.4", "636", "2280"), never scientific notation ("2.28e+03")."""
+    if value == 0 or not math.isfinite(value):
+        return f"{value:g}"
+    if abs(value) >= 99.95:  # rounds to 100 or more: whole ms
+        return f"{value:.0f}"
+    digits = min(9, max(0, 2 - math.floor(math.log10(abs(value)))))
+    return f"{value:.{digits}f}"
