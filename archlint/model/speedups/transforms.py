@@ -152,7 +152,7 @@ def int8_dynamic(v: Variant) -> Variant:
     n = sum(isinstance(m, (torch.ao.nn.quantized.dynamic.Linear, torch.ao.nn.quantized.dynamic.LSTM))
             for m in model.modules())
     unused = f"; {built - len(ran)} more never run in forward, left as they are" if built > len(ran) else ""
-    return v.with_("int8-dynamic", f"{n} Linear/LSTM layer{'s' if n != 1 else ''} that run quantized to int8 "
+    return v.with_("int8-dynamic", f"{n} Linear/LSTM layer{'s' if n != 1 else ''} that run{'s' if n == 1 else ''} quantized to int8 "
                    f"(torch.ao quantize_dynamic, {torch.backends.quantized.engine} engine){unused}", model=model)
 
 
