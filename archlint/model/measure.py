@@ -215,9 +215,9 @@ def forecast(round_s: float, warmup: int, repeat: int, budget: Budget, target: s
     timing share, say where it will stop and what gives a figure sooner: the static estimate
     (--device-spec, no timing) or fewer --repeat; the same goes into the report's notes."""
     expected = round_s * (max(0, warmup) + repeat)
-    what = f"archlint: --latency{' on ' + target if target else ''}: timing each op and the model end to end, "
-    progress.say(what + f"{repeat} passes, about {_duration(expected)} (an estimate from a first timed pass of "
-                 f"{round_s * 1e3:.0f} ms)")
+    what = f"archlint: --latency{' on ' + target if target else ''}: "
+    progress.say(what + f"{repeat} timed passes of its ops and of the whole model, about {_duration(expected)} "
+                 f"(an estimate from a first timed pass of {round_s * 1e3:.0f} ms)")
     if budget.seconds is None or expected <= TIMING_SHARE * budget.seconds:
         return expected
     allowed = TIMING_SHARE * budget.seconds
