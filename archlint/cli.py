@@ -392,6 +392,7 @@ def _exit_past_threads(code: int) -> int:
 
 def _main(argv: list[str]) -> int:
     debug = "--debug" in argv
+    progress.command_line = True  # what archlint says ahead of a long stage goes to stderr (progress.say)
     try:
         if argv and argv[0] in SUBCOMMANDS:
             return run_subcommand(argv)
@@ -416,6 +417,8 @@ def _main(argv: list[str]) -> int:
             file=sys.stderr,
         )
         return EXIT_ERROR
+    finally:
+        progress.command_line = False  # a later library call in the same process says nothing
 
 
 if __name__ == "__main__":

@@ -15,7 +15,8 @@ from collections.abc import Callable, Iterator
 from archlint.config import Settings
 
 _display = None  # the rich Progress of the running `shown` block, if any
-_say = False  # within a `shown` block of a run that is not --quiet: `say` writes to stderr
+_say = False  # within a `shown` block of a command-line run that is not --quiet: `say` writes to stderr
+command_line = False  # set by the command (archlint.cli): library callers (the API) see no output
 _own_threads: set[int] = set()  # idents of threads archlint's own work started (torch.compile's workers)
 
 
@@ -29,7 +30,7 @@ def shown(settings: Settings) -> Iterator[None]:
     """Show tasks opened inside this block, if `wanted`; the display vanishes when it ends."""
     global _display, _say
     if _display is not None or not wanted(settings):
-        said, _say = _say, not settings.quiet
+        said, _say = _say, command_line and not settings.quiet
         try:
             yield
         finally:
@@ -70,8 +71,9 @@ def task(description: str, total: int | None = None) -> Iterator[Callable[[int],
 
 
 def say(message: str) -> None:
-    """One line on stderr ahead of a long stage (how long it will take), within a run that is not
-    --quiet; above the progress display when one is drawn. Nothing outside a `shown` block."""
+    """One line on stderr ahead of a long stage (how long it will take), within a command-line run
+    that is not --quiet; above the progress display when one is drawn. Nothing outside a `shown`
+    block, nothing for library callers."""
     if not _say:
         return
     if _display is not None:

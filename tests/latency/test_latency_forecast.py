@@ -24,7 +24,8 @@ def test_within_the_budget_it_only_says_how_long():
     assert budget.notes() == []
 
 
-def test_past_the_budget_it_says_where_it_stops_and_offers_the_static_estimate(capsys):
+def test_past_the_budget_it_says_where_it_stops_and_offers_the_static_estimate(capsys, monkeypatch):
+    monkeypatch.setattr(progress, "command_line", True)  # as archlint.cli sets it
     budget = Budget(120.0)  # timing gets half: 60 s
     with progress.shown(Settings()):
         expected = forecast(2.0, 4, 50, budget, "m.py:Net")  # 108 s of passes
@@ -48,3 +49,10 @@ def test_the_cli_says_it_before_timing_and_not_under_quiet(capsys):
     assert main([*args, "-q"]) in (0, 1)
     out = capsys.readouterr()
     assert "archlint: --latency" not in out.err and json.loads(out.out)["models"]
+
+
+def test_library_callers_see_nothing(capsys, monkeypatch):
+    monkeypatch.setattr(progress, "command_line", False)  # the API
+    with progress.shown(Settings()):
+        forecast(2.0, 4, 50, Budget(120.0), "m.py:Net")
+    assert capsys.readouterr().err == ""
