@@ -55,3 +55,9 @@ def milliseconds(value: float) -> str:
         return f"{value:.0f}"
     digits = min(9, max(0, 2 - math.floor(math.log10(abs(value)))))
     return f"{value:.{digits}f}"
+
+
+def duration(seconds: float) -> str:
+    """A wall time in words: "40 s", "5 min 42 s"."""
+    seconds = max(0, round(seconds))
+    return f"{seconds} s" if seconds < 60 else f"{seconds // 60} min {seconds % 60} s"

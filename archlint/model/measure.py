@@ -31,6 +31,7 @@ from archlint.errors import UsageError
 from archlint.model import allocator, roofline
 from archlint.model.budget import TIMING_SHARE, Budget, seconds
 from archlint.model.opgraph import display_names, ops
+from archlint.units import duration
 from archlint.model.timer import MIN_PASSES, Stats, Timer, load_average, make_timer, sample
 
 _CALLS = ("call_module", "call_function", "call_method")
@@ -193,15 +194,16 @@ def timed_replay(
 def _timed(runs, timer: Timer, settings, budget: Budget, label: str, target: str = ""):
     """The per-op (or per-module) run and the model's forward, interleaved, within the budget's
     timing share; the number of timed passes, cut short by the budget or not. How long that takes
-    is said first, from a first timed round of the runs (`forecast`)."""
+    is said first, from a timed warm-up round of the runs (`forecast`; none with --warmup 0)."""
     warmup = math.ceil(settings.warmup / 2)
-    rounds = min(2, warmup) or 1  # the first is cold (one-time set-up): the second, where there is one, is timed
+    rounds = min(2, warmup)  # the first is cold (one-time set-up): the second, where there is one, is timed
     for _ in range(rounds):  # warm-up rounds, the last timed: what a pass costs on this machine now
         start = time.monotonic()
         for run in runs:
             run()
         timer.collect()
-    forecast(time.monotonic() - start, warmup - rounds, settings.repeat, budget, target)
+    if rounds:  # --warmup 0: every pass is timed as asked, none is spent on the forecast
+        forecast(time.monotonic() - start, warmup - rounds, settings.repeat, budget, target)
     per_op, e2e = sample(runs, timer, max(0, warmup - rounds), settings.repeat,
                          label=label, deadline=budget.deadline(TIMING_SHARE))
     if e2e.per_pass.n < settings.repeat:
@@ -216,7 +218,7 @@ def forecast(round_s: float, warmup: int, repeat: int, budget: Budget, target: s
     (--device-spec, no timing) or fewer --repeat; the same goes into the report's notes."""
     expected = round_s * (max(0, warmup) + repeat)
     what = f"archlint: --latency{' on ' + target if target else ''}: "
-    progress.say(what + f"{repeat} timed passes of its ops and of the whole model, about {_duration(expected)} "
+    progress.say(what + f"{repeat} timed passes of its ops and of the whole model, about {duration(expected)} "
                  f"(an estimate from a first timed pass of {round_s * 1e3:.0f} ms)")
     if budget.seconds is None or expected <= TIMING_SHARE * budget.seconds:
         return expected
@@ -225,19 +227,14 @@ def forecast(round_s: float, warmup: int, repeat: int, budget: Budget, target: s
     stops = min(repeat, max(MIN_PASSES, fits))  # a deadline never cuts a sample below MIN_PASSES
     instead = (f"--repeat {fits} to fit the budget" if fits >= MIN_PASSES else
                f"fewer --warmup/--repeat cannot fit it ({MIN_PASSES} passes at least)")
-    advice = (f"at about {_duration(expected)} it would pass the {_duration(allowed)} that --latency-budget "
+    advice = (f"at about {duration(expected)} it would pass the {duration(allowed)} that --latency-budget "
               f"{budget.seconds:g} s gives timing, so it stops after about {stops} of --repeat {repeat} passes "
-              f"(each {round_s * 1e3:.0f} ms on this machine now, about {_duration(round_s * (max(0, warmup) + stops))}); "
+              f"(each {round_s * 1e3:.0f} ms on this machine now, about {duration(round_s * (max(0, warmup) + stops))}); "
               f"for a figure without timing, the static estimate: --device-spec NAME (no --latency); or {instead}; "
               "or a larger --latency-budget")
     progress.say("archlint: " + advice)
     budget.said(f"--latency: {advice}")
     return expected
-
-
-def _duration(seconds: float) -> str:
-    seconds = max(0, round(seconds))
-    return f"{seconds} s" if seconds < 60 else f"{seconds // 60} min {seconds % 60} s"
 
 
 def _measure_replay(graph, model, gm, args, dev, settings, kwargs: dict, budget: Budget) -> LatencyReport:

@@ -38,6 +38,7 @@ from archlint.whatif_names import NAMES, PRECISION
 from archlint.model.speedups.transforms import ORDER, NotApplicable, Variant, first_line
 from archlint.model.timer import Stats, make_timer, sample
 from archlint.result import WhatIf
+from archlint.units import duration
 from archlint.units import milliseconds
 
 # The estimate said before the what-ifs start (expected_seconds): what a transformation's making
@@ -148,7 +149,7 @@ def _what_ifs(model, inputs, dev, settings, names, kwargs, deadline, threads, ba
                 if any(n in COMPILING for n in names) else "")
              + f" and the passes each what-if gets (--repeat {settings.repeat})")
     progress.say(f"archlint: --what-if{' on ' + target if target else ''}: {len(names)} transformation"
-                 f"{'s' if len(names) != 1 else ''}, about {_duration(expected)} (an estimate {basis}; at most twice that, or {SLACK_S:g} s more)")
+                 f"{'s' if len(names) != 1 else ''}, about {duration(expected)} (an estimate {basis}; at most twice that, or {SLACK_S:g} s more)")
     limit = start + max(2 * expected, expected + SLACK_S)  # the what-ifs keep within twice their estimate
     deadline = limit if deadline is None else min(deadline, limit)
     results: dict[str, WhatIf] = {}
@@ -164,7 +165,7 @@ def _what_ifs(model, inputs, dev, settings, names, kwargs, deadline, threads, ba
             cost = compile_seconds(ops, load) if name in COMPILING else EXTRA_CALLS * SLOWER * base_s + PREPARE_S * load
             if time.monotonic() + cost > limit:  # it would end past twice the estimate: not started
                 results[name] = WhatIf(name, False, f"not run: it would pass twice the what-ifs' estimated "
-                                       f"{_duration(expected)} (--what-if {name} alone runs it)")
+                                       f"{duration(expected)} (--what-if {name} alone runs it)")
                 skipped.append(name)
                 continue
             variant, outcome = _prepare(base, (name,), reference)
@@ -187,7 +188,7 @@ def _what_ifs(model, inputs, dev, settings, names, kwargs, deadline, threads, ba
     elif combo:
         skipped.append("the combination")
     took = time.monotonic() - start
-    notes.append(f"what-ifs: took {_duration(took)} against {_duration(expected)} estimated ({basis})"
+    notes.append(f"what-ifs: took {duration(took)} against {duration(expected)} estimated ({basis})"
                  + (f"; not run, to keep within twice the estimate: {', '.join(skipped)}" if skipped else ""))
     if not combo and len([w for w in results.values() if w.applicable]) >= 2:
         results["combined"] = WhatIf(
@@ -330,9 +331,3 @@ def _eval_copy(model: nn.Module, dev: torch.device) -> nn.Module:
 def _to(inputs, dev: torch.device) -> tuple:
     inputs = (inputs,) if isinstance(inputs, torch.Tensor) else tuple(inputs)
     return tuple(t.to(dev) if isinstance(t, torch.Tensor) else t for t in inputs)
-
-
-def _duration(seconds: float) -> str:
-    """"40 s", "5 min 42 s"."""
-    seconds = max(0, round(seconds))
-    return f"{seconds} s" if seconds < 60 else f"{seconds // 60} min {seconds % 60} s"
