@@ -50,7 +50,9 @@ PREPARE_S = 0.5  # a transformation's own making (a deep copy, quantizing, an fx
 SLACK_S = 10.0  # the what-ifs keep within twice their estimate, or this much more for a short one
 SLOWER = 2.0
 COMPILE_FIXED_S = 3.0
-COMPILE_PER_OP_S = 0.15  # resnet18 (68 modules): 60 s at a load of 5.5 per core, (3 + 68 × 0.15) × 5.5 = 73 s
+# Measured here (torch.compile's first call at 1×3×64×64, a load of 5.5-6.5 per core): resnet18, 69 ops,
+# 60 s (estimate 74 s); mobilenet_v3_small, 157 ops, 156 s (estimate 165 s).
+COMPILE_PER_OP_S = 0.15
 MIN_PASSES = 5  # a median of fewer passes is at the mercy of one stall on a shared machine
 BUDGET = 1.5  # the single what-ifs' passes share the time of this many × --repeat baseline passes
 MIN_BUDGET_S = 0.5  # small models get this much timing at least: their passes are too few otherwise
