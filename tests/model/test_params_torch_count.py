@@ -5,8 +5,8 @@ forward never reads is said beside it (issue 39, item 2)."""
 import pytest
 import timm
 import torch
-import torch.nn as nn
 import torchvision
+from torch import nn
 
 import archlint
 

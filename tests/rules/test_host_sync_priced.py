@@ -5,7 +5,6 @@ where it pays, info where it is under the floor, info without a GPU spec (issue 
 from __future__ import annotations
 
 import pytest
-import torch
 from torch import nn
 
 import archlint

@@ -10,8 +10,8 @@ import re
 
 import pytest
 import torch
-import torch.nn as nn
 import torchvision
+from torch import nn
 
 import archlint
 

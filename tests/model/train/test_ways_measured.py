@@ -2,7 +2,7 @@
 state (counted by hand here) and autocast's cast policy (issue 39, item 1)."""
 
 import torch
-import torch.nn as nn
+from torch import nn
 
 from archlint.model.train.memory import step_memory
 
