@@ -19,7 +19,7 @@ import threading
 import traceback
 from pathlib import Path
 
-from archlint import __version__
+from archlint import __version__, progress
 from archlint.args import Parser, key_values
 from archlint.config import MODES, OUTPUT_FORMATS
 from archlint.errors import UsageError
@@ -377,14 +377,18 @@ def main(argv: list[str] | None = None) -> int:
 def _exit_past_threads(code: int) -> int:
     """Threads a model's code started and left running (not daemons) would keep the process
     alive after its report: flush the outputs and end it, saying so."""
-    left = [t.name for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon and t.is_alive()
-            and not hasattr(t, "archlint_owner")]  # torch.compile's idle workers (--what-if): ended at exit
-    if not left:
+    alive = [t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon and t.is_alive()]
+    if not alive:
         return code
     try:
         sys.stdout.flush()
     except (OSError, ValueError):  # stdout closed or gone: nothing more can reach it
         pass
+    # archlint's own (torch.compile's workers in --what-if) are not the model's doing: not blamed on it
+    left = [t.name for t in alive if not progress.is_own(t)]
+    if not left:
+        sys.stderr.flush()
+        os._exit(code)
     print(f"archlint: note: {len(left)} thread(s) still running after the report ({', '.join(left[:3])}), started "
           "by the model's code or a library it called; archlint exits without waiting for them",
           file=sys.stderr, flush=True)
@@ -393,6 +397,7 @@ def _exit_past_threads(code: int) -> int:
 
 def _main(argv: list[str]) -> int:
     debug = "--debug" in argv
+    progress.command_line = True  # what archlint says ahead of a long stage goes to stderr (progress.say)
     try:
         if argv and argv[0] in SUBCOMMANDS:
             return run_subcommand(argv)
@@ -417,6 +422,8 @@ def _main(argv: list[str]) -> int:
             file=sys.stderr,
         )
         return EXIT_ERROR
+    finally:
+        progress.command_line = False  # a later library call in the same process says nothing
 
 
 if __name__ == "__main__":

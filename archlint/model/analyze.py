@@ -107,6 +107,7 @@ def analyze(spec: ModelSpec, settings: Settings) -> tuple[ModelResult, list[Diag
                 result.what_if, notes = what_ifs(
                     loaded.model, inputs, spec.device, settings, settings.what_if, kwargs=fresh(loaded.kwargs),
                     deadline=report.pricer.budget.deadline() if report else None,
+                    base_ms=result.totals.latency_ms, ops=sum(1 for _ in opgraph.ops(graph)), target=spec.target,
                 )
             result.notes.extend(notes)
         if report:

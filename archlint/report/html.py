@@ -346,7 +346,9 @@ def _model_section(i: int, m: ModelResult, diagnostics: list[Diagnostic], gate: 
         ("capture", f"{_e(m.strategy)} (built on {_e(m.build)}, {_e(m.mode)} mode)"),
         ("FLOPs", f"<b>{human_count(t.flops)}</b> <span class=muted>{_e(m.flops_convention)}</span>"),
         ("MAC", f"<b>{human_bytes(t.mac_bytes)}</b> <span class=muted>memory access cost, ShuffleNetV2</span>"),
-        ("params", f"<b>{human_count(t.params)}</b>"),
+        ("params", f"<b>{human_count(t.params)}</b>"
+                   + (f" <span class=muted>{human_count(t.unused_params)} of them never reached by the traced forward</span>"
+                      if t.unused_params else "")),
         ("activations", human_bytes(t.activation_bytes)),
         ("latency end-to-end", f"<b>{_e(latency)}</b>"),
         ("latency, sum of ops", _e(op_sum) + (f" <span class=muted>{_e(m.timing)}</span>" if m.timing else "")),

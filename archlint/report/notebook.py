@@ -35,7 +35,7 @@ def _e(value) -> str:
 def _model(m: ModelResult, top: int) -> str:
     t = m.totals
     figures = [
-        ("FLOPs", human_count(t.flops)), ("MAC", human_bytes(t.mac_bytes)), ("params", human_count(t.params)),
+        ("FLOPs", human_count(t.flops)), ("MAC", human_bytes(t.mac_bytes)), ("params", human_count(t.params) + (f" ({human_count(t.unused_params)} unused)" if t.unused_params else "")),
     ]
     if t.latency_ms is not None:
         figures.append(("latency", f"{t.latency_ms:.3g} ms on {m.device}"))

@@ -157,11 +157,32 @@ class GraphBuilder:
         g.graph["notes"] = list(self.notes)
         g.graph["reached_modules"] = self.reached
         g.graph["unused_params"] = [n for n, t in self.model.named_parameters() if id(t) in self.param_ids and id(t) not in self.read]
+        g.graph.update(parameter_counts(self.model, {id(t) for t in self.model.parameters() if id(t) not in self.read}))
         # the modules that existed before the forward ran: one it creates (`self.extra = nn.Linear(...)`
         # in forward) is not the model's structure, and the capture's sandbox removes it afterwards
         g.graph["modules"] = {p: info for p, info in modules_table(self.model).items()
                               if self.modules.get(p) is not None}
         return g
+
+
+def parameter_counts(model: nn.Module, unread: set[int]) -> dict[str, Any]:
+    """torch's count of the model's parameters (`sum(p.numel() for p in model.parameters())`: a shared
+    one once; a lazy module's, not yet made, none), the part no op of the forward read, and the
+    outermost modules all of whose parameters are unread, largest first: (path, elements)."""
+    def size(t) -> int:
+        return 0 if isinstance(t, UninitializedTensorMixin) else t.numel()
+    unused_modules = []
+    for path, module in model.named_modules():
+        if not path or any(path.startswith(p + ".") for p, _ in unused_modules):
+            continue
+        params = list(module.parameters())
+        if params and all(id(t) in unread for t in params):
+            unused_modules.append((path, sum(size(t) for t in params)))
+    return {
+        "param_count": sum(size(t) for t in model.parameters()),
+        "unused_param_count": sum(size(t) for t in model.parameters() if id(t) in unread),
+        "unused_modules": sorted(unused_modules, key=lambda m: (-m[1], m[0])),
+    }
 
 
 def packed_weights(module: nn.Module) -> dict[str, torch.Tensor]:
