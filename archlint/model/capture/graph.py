@@ -158,6 +158,7 @@ class GraphBuilder:
         g.graph["reached_modules"] = self.reached
         g.graph["unused_params"] = [n for n, t in self.model.named_parameters() if id(t) in self.param_ids and id(t) not in self.read]
         g.graph.update(parameter_counts(self.model, {id(t) for t in self.model.parameters() if id(t) not in self.read}))
+        g.graph["param_count"] += sum(self.packed_counted.values())  # quantized layers' packed weights (noted above)
         # the modules that existed before the forward ran: one it creates (`self.extra = nn.Linear(...)`
         # in forward) is not the model's structure, and the capture's sandbox removes it afterwards
         g.graph["modules"] = {p: info for p, info in modules_table(self.model).items()
