@@ -196,12 +196,21 @@ def is_model_target(target: str) -> bool:
     return bool(sep and name and path.endswith(".py") and name.isidentifier())
 
 
+def _no_models_where(args: argparse.Namespace) -> str:
+    """Where --models looked for [[tool.archlint.models]], as it was: the file named or found, or none."""
+    from archlint.config import find_pyproject
+
+    files = [c for c in args.config if "=" not in c]
+    found = Path(files[0]) if files else find_pyproject(Path.cwd().resolve())
+    if found is None:
+        return f"no pyproject.toml with a [tool.archlint] table in {Path.cwd()} or the folders above it"
+    return f"{found} has no [[tool.archlint.models]]"
+
+
 def _model_specs(args: argparse.Namespace, settings) -> list:
     from archlint import config
     from archlint.config import ModelSpec, parse_input, parse_input_dtype
 
-    if args.models and not settings.models:
-        raise UsageError("--models: no [[tool.archlint.models]] in pyproject.toml; add one with a target")
     specs = [m for m in settings.models if args.models]
     for target in args.targets:
         if is_model_target(target):
@@ -291,6 +300,12 @@ def run(args: argparse.Namespace) -> int:
     from archlint.check import check, failed
 
     settings = _settings(args)
+    if args.models and not settings.models:
+        # like a pre-commit hook with no files to check: nothing configured passes, saying so
+        print(f"archlint: --models: {_no_models_where(args)}; nothing to analyze "
+              "(add a [[tool.archlint.models]] table with a target, e.g. target = \"model.py:Net\")", file=sys.stderr)
+        if not args.targets:
+            return EXIT_CLEAN
     paths = [Path(t) for t in args.targets if not is_model_target(t)]
     specs = _model_specs(args, settings)
     if paths and not specs:

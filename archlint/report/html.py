@@ -14,6 +14,7 @@ import functools
 import html
 import json
 import math
+import os
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -327,9 +328,17 @@ def _header(result: RunResult, diagnostics: list[Diagnostic]) -> str:
     return (
         "<header><h1>archlint report</h1>"
         f"<div class=chips>{''.join(chips)}</div><nav>{nav}</nav>"
-        f"<p class=muted>archlint {_e(__version__)} · written {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
+        f"<p class=muted>archlint {_e(__version__)} · written {_written()}"
         " · self-contained: this file loads nothing from the network</p></header>"
     )
+
+
+def _written() -> str:
+    """When the report was written; SOURCE_DATE_EPOCH (the reproducible-builds convention) fixes it,
+    so two runs on the same input can give byte-identical reports."""
+    epoch = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
+    when = time.gmtime(int(epoch)) if epoch.isdigit() else time.gmtime()
+    return time.strftime('%Y-%m-%d %H:%M UTC', when)
 
 
 def _model_section(i: int, m: ModelResult, diagnostics: list[Diagnostic], gate: list[GateResult]) -> str:
