@@ -112,6 +112,14 @@ def test_model_analyzer_and_trace_reader(tmp_path):
     _same_for_every_seed(["trace", str(trace)], tmp_path, seeds=SEEDS[:3])
 
 
+def test_trace_diff():
+    """Rows of equal change were in set order (`--diff` of two traces differed between seeds)."""
+    fixtures = REPO / "tests" / "trace" / "fixtures"
+    args = ["trace", str(fixtures / "h200_resnet50_fp32_inference.json.gz"), "--diff",
+            str(fixtures / "a100_alexnet_inference.json.gz"), "--output-format", "json"]
+    _same_for_every_seed(args, REPO, seeds=("0", "1", "2", "3", "4", "5"))
+
+
 @pytest.mark.parametrize("variant", ["train"])
 def test_train_step_analysis(tmp_path, variant):
     args = [str(REPO / "examples" / "nets.py") + ":TinyNet", "--input-shape", "2,3,32,32", "--train",
