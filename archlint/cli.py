@@ -23,6 +23,7 @@ from archlint import __version__
 from archlint.args import Parser, key_values
 from archlint.config import MODES, OUTPUT_FORMATS
 from archlint.errors import UsageError
+from archlint.whatif_names import NAMES as WHAT_IF_NAMES
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 SUBCOMMANDS = ("rule", "rules", "calibrate", "device-specs", "loader", "trace")
@@ -141,7 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument(
         "--what-if", nargs="?", const="all", metavar="LIST",
         help="time standard speed-ups on a copy of the model (implies --latency): all (default) or some of "
-        "fold-bn,channels-last,int8-dynamic,bf16,fp16,inference-mode,compile",
+        + ",".join(WHAT_IF_NAMES),
     )
 
     gate = p.add_argument_group("CI gate")
@@ -337,20 +338,29 @@ def run_subcommand(argv: list[str]) -> int:
 
         return trace_command(rest)
     if name == "rule":
-        if len(rest) != 1:
-            raise UsageError("usage: archlint rule CODE (e.g. archlint rule AL101)")
-        sys.stdout.write(registry.get(rest[0]).body)
+        p = Parser(prog="archlint rule", description="print a rule's page: what it flags, why it is slow, "
+                   "an example and what to use instead (`archlint rules` lists them)")
+        p.add_argument("code", metavar="CODE", help="a rule code, e.g. AL101")
+        sys.stdout.write(registry.get(p.parse_args(rest).code).body)
         return EXIT_CLEAN
     if name == "device-specs":
-        if rest:
-            raise UsageError("usage: archlint device-specs (lists the built-in device specs)")
+        Parser(prog="archlint device-specs", description="list the built-in device specs for --device-spec: "
+               "each device's datasheet figures and their sources").parse_args(rest)
         from archlint.devices import list_command
 
         return list_command()
     if name == "rules":
-        from archlint.report.text import print_rules
+        p = Parser(prog="archlint rules", description="list every rule: code, name, scope, severity, fix, summary")
+        p.add_argument("--output-format", choices=("text", "json"), default="text", help="default: text")
+        p.add_argument("-q", "--quiet", action="store_true", help="accepted for symmetry; the list has no progress display")
+        a = p.parse_args(rest)
+        from archlint.report.text import print_rules, rules_json
 
-        print_rules(registry.catalog().values())
+        rules = list(registry.catalog().values())
+        if a.output_format == "json":
+            sys.stdout.write(rules_json(rules))
+        else:
+            print_rules(rules)
         return EXIT_CLEAN
     # calibrate
     p = Parser(prog="archlint calibrate", description="measure and cache the device's roofline peaks; "

@@ -6,6 +6,7 @@ from typing import Any
 
 from archlint.diagnostics import Diagnostic, Price, Severity
 from archlint.trace.analyze import TraceAnalysis
+from archlint.units import significant
 
 
 def per_step(t: TraceAnalysis, figure) -> float:
@@ -41,7 +42,7 @@ def finding(
 
 
 def ms(us: float) -> str:
-    return f"{us / 1000:.3g} ms"
+    return f"{significant(us / 1000)} ms"
 
 
 def share(part: float, whole: float) -> str:

@@ -148,10 +148,3 @@ def test_a_failing_rule_is_a_note_in_a_users_suite(pytester: pytest.Pytester, mo
     result = pytester.runpytest_subprocess(*PLUGIN, "-q")
     result.assert_outcomes(passed=1)
 
-
-def test_archlint_own_suite_is_strict():
-    import os
-
-    from archlint.model.checks import _strict  # noqa: PLC2701 - the switch under test
-
-    assert os.environ.get("ARCHLINT_STRICT_RULES") and _strict()
