@@ -7,6 +7,7 @@ fit search at batch 512 under `-m slow`. After a change that moves a number:
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ pytest.importorskip("torchvision")
 REPO = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("readme_examples", REPO / "benchmarks" / "readme_examples.py")
 examples = importlib.util.module_from_spec(_spec)
+sys.modules.setdefault("readme_examples", examples)  # dataclasses look their module up
 _spec.loader.exec_module(examples)
 
 
