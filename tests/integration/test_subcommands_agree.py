@@ -23,6 +23,11 @@ def archlint(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
                           env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=300)
 
 
+@pytest.mark.parametrize("command", ["trace", "loader", "rules"])
+def test_every_subcommand_lists_quiet(command):
+    assert "-q, --quiet" in archlint(command, "--help").stdout
+
+
 def test_trace_takes_quiet():
     done = archlint("trace", str(TRACE), "-q")
     assert done.returncode in (0, 1), done.stderr
