@@ -23,6 +23,7 @@ from archlint import __version__, progress
 from archlint.args import Parser, key_values
 from archlint.config import MODES, OUTPUT_FORMATS
 from archlint.errors import UsageError
+from archlint.whatif_names import NAMES as WHAT_IF_NAMES
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 SUBCOMMANDS = ("rule", "rules", "calibrate", "device-specs", "loader", "trace")
@@ -141,7 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument(
         "--what-if", nargs="?", const="all", metavar="LIST",
         help="time standard speed-ups on a copy of the model (implies --latency): all (default) or some of "
-        "fold-bn,channels-last,int8-dynamic,bf16,fp16,inference-mode,compile",
+        + ",".join(WHAT_IF_NAMES),
     )
 
     gate = p.add_argument_group("CI gate")
@@ -196,12 +197,21 @@ def is_model_target(target: str) -> bool:
     return bool(sep and name and path.endswith(".py") and name.isidentifier())
 
 
+def _no_models_where(args: argparse.Namespace) -> str:
+    """Where --models looked for [[tool.archlint.models]], as it was: the file named or found, or none."""
+    from archlint.config import find_pyproject
+
+    files = [c for c in args.config if "=" not in c]
+    found = Path(files[0]) if files else find_pyproject(Path.cwd().resolve())
+    if found is None:
+        return f"no pyproject.toml with a [tool.archlint] table in {Path.cwd()} or the folders above it"
+    return f"{found} has no [[tool.archlint.models]]"
+
+
 def _model_specs(args: argparse.Namespace, settings) -> list:
     from archlint import config
     from archlint.config import ModelSpec, parse_input, parse_input_dtype
 
-    if args.models and not settings.models:
-        raise UsageError("--models: no [[tool.archlint.models]] in pyproject.toml; add one with a target")
     specs = [m for m in settings.models if args.models]
     for target in args.targets:
         if is_model_target(target):
@@ -291,6 +301,12 @@ def run(args: argparse.Namespace) -> int:
     from archlint.check import check, failed
 
     settings = _settings(args)
+    if args.models and not settings.models:
+        # like a pre-commit hook with no files to check: nothing configured passes, saying so
+        print(f"archlint: --models: {_no_models_where(args)}; nothing to analyze "
+              "(add a [[tool.archlint.models]] table with a target, e.g. target = \"model.py:Net\")", file=sys.stderr)
+        if not args.targets:
+            return EXIT_CLEAN
     paths = [Path(t) for t in args.targets if not is_model_target(t)]
     specs = _model_specs(args, settings)
     if paths and not specs:
@@ -327,20 +343,29 @@ def run_subcommand(argv: list[str]) -> int:
 
         return trace_command(rest)
     if name == "rule":
-        if len(rest) != 1:
-            raise UsageError("usage: archlint rule CODE (e.g. archlint rule AL101)")
-        sys.stdout.write(registry.get(rest[0]).body)
+        p = Parser(prog="archlint rule", description="print a rule's page: what it flags, why it is slow, "
+                   "an example and what to use instead (`archlint rules` lists them)")
+        p.add_argument("code", metavar="CODE", help="a rule code, e.g. AL101")
+        sys.stdout.write(registry.get(p.parse_args(rest).code).body)
         return EXIT_CLEAN
     if name == "device-specs":
-        if rest:
-            raise UsageError("usage: archlint device-specs (lists the built-in device specs)")
+        Parser(prog="archlint device-specs", description="list the built-in device specs for --device-spec: "
+               "each device's datasheet figures and their sources").parse_args(rest)
         from archlint.devices import list_command
 
         return list_command()
     if name == "rules":
-        from archlint.report.text import print_rules
+        p = Parser(prog="archlint rules", description="list every rule: code, name, scope, severity, fix, summary")
+        p.add_argument("--output-format", choices=("text", "json"), default="text", help="default: text")
+        p.add_argument("-q", "--quiet", action="store_true", help="accepted for symmetry; the list has no progress display")
+        a = p.parse_args(rest)
+        from archlint.report.text import print_rules, rules_json
 
-        print_rules(registry.catalog().values())
+        rules = list(registry.catalog().values())
+        if a.output_format == "json":
+            sys.stdout.write(rules_json(rules))
+        else:
+            print_rules(rules)
         return EXIT_CLEAN
     # calibrate
     p = Parser(prog="archlint calibrate", description="measure and cache the device's roofline peaks; "

@@ -51,6 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
     out.add_argument("--html", type=Path, metavar="FILE", help="also write a self-contained HTML report")
     p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
                    help=f"limit for the whole run; a dataset that blocks is stopped (default {DEFAULT_TIMEOUT_S:g})")
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="no progress display (accepted as by archlint; the measurement shows none)")
     p.add_argument("--debug", action="store_true", help="show tracebacks of errors")
     return p
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import html
 
 from archlint.result import ModelResult
-from archlint.units import bytes_against, human_bytes, human_count
+from archlint.units import bytes_against, human_bytes, human_count, significant
 
 PARTS = ("forward", "backward", "loss", "optimizer")
 KEPT_ROWS = 12  # modules listed by activations kept; the rest summed in one line
@@ -50,12 +50,12 @@ def _split(m: ModelResult) -> str:
         flops = s[f"{part}_flops"]
         cells = [part, human_count(flops), f"{flops / total:.1%}" if part != "step" else "", human_bytes(s[f"{part}_mac_bytes"])]
         if est:
-            cells.append(f"{est[f'{part}_ms']:.3g}")
+            cells.append(significant(est[f"{part}_ms"]))
         if half:
-            cells.append(f"{half[f'{part}_ms']:.3g}")
+            cells.append(significant(half[f"{part}_ms"]))
         if measured:
             value = measured.get(f"{part}_ms")
-            cells.append("in forward" if value is None else f"{value:.3g}")
+            cells.append("in forward" if value is None else f"{significant(value)}")
         rows.append("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in cells) + "</tr>")
     header = "<tr>" + "".join(f"<th>{_e(c)}</th>" for c in cols) + "</tr>"
     notes = []

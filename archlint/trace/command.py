@@ -50,6 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "others are still reported (default: none)")
     p.add_argument("--exit-zero", action="store_true", help="exit 0 even with findings")
     p.add_argument("--show-info", action="store_true", help="also show info findings")
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="no progress display (accepted as by archlint; reading traces shows none)")
     p.add_argument("--debug", action="store_true", help="show tracebacks of errors")
     return p
 

@@ -13,6 +13,7 @@ from typing import Any
 from archlint.diagnostics import Diagnostic, Price, Severity
 from archlint.printable import printable
 from archlint.trace.analyze import TraceAnalysis
+from archlint.units import significant
 
 
 def per_step(t: TraceAnalysis, figure) -> float:
@@ -70,7 +71,7 @@ def finding(
 
 
 def ms(us: float) -> str:
-    return f"{us / 1000:.3g} ms"
+    return f"{significant(us / 1000)} ms"
 
 
 def share(part: float, whole: float) -> str:

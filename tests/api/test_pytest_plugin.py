@@ -51,7 +51,7 @@ def test_budget_passes_and_fails(pytester: pytest.Pytester):
     result = pytester.runpytest_subprocess(*PLUGIN, "-q")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines([
-        "*archlint: Net is over budget:*",
+        "*archlint: Net is over budget and has forbidden finding AL204:*",
         "*max-flops: * exceeds budget 1K FLOPs by *",
         "*forbidden AL204 at conv: *",
     ])
@@ -62,7 +62,8 @@ def test_baseline_saved_then_compared(pytester: pytest.Pytester):
     baseline = pytester.path / "baseline.json"
     pytester.runpytest_subprocess(*PLUGIN, "-q", "-k", "within", "--archlint-save-baseline", str(baseline))
     saved = json.loads(baseline.read_text())
-    assert list(saved["models"]) == ["Net"] and saved["models"]["Net"]["params"] == 3 * 8 * 9 + 8 + 16
+    key = "test_budget.py::test_within::Net"  # the test and the model's name (issue 39)
+    assert list(saved["models"]) == [key] and saved["models"][key]["params"] == 3 * 8 * 9 + 8 + 16
 
     same = pytester.runpytest_subprocess(*PLUGIN, "-q", "-k", "within", "--archlint-baseline", str(baseline))
     same.assert_outcomes(passed=1)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import functools
 import inspect
 import itertools
+import re
+from pathlib import Path
 from typing import Any
 
 import networkx as nx
@@ -13,6 +15,7 @@ import torch
 from torch import nn
 from torch.nn.parameter import UninitializedTensorMixin
 
+import archlint
 from archlint.model.capture.common import dtype_name, shape_of
 from archlint.model.cost import kind_of
 from archlint.model.created import site_of
@@ -84,6 +87,7 @@ class GraphBuilder:
         params: dict[str, torch.Tensor],
         attrs: dict[str, Any],
         kind: str | None = None,
+        source: list | None = None,
     ) -> None:
         owner = self.modules.get(module)
         count = 0
@@ -118,6 +122,7 @@ class GraphBuilder:
             param_bytes=param_bytes,
             params=count,
             attrs=attrs,
+            source=source,  # [file, line] of the user's code that called the op (functional ops), when known
         )
         for index, (producer, _) in enumerate(inputs):
             if producer is not None and not self.graph.has_edge(producer, name):
@@ -228,3 +233,22 @@ def modules_table(model: nn.Module) -> dict[str, dict[str, Any]]:
 
 
 REPARAM_METHODS = ("reparameterize", "switch_to_deploy", "fuse")
+
+
+_SKIP_SOURCES = tuple(str(Path(m.__file__).resolve().parent) for m in (torch, archlint))
+
+
+def user_frame(stack_trace: str | None) -> list | None:
+    """[file, line] of the innermost frame outside torch and archlint in an fx/export node's
+    `stack_trace` ('File "/x/net.py", line 28, in forward' lines, outermost first)."""
+    if not stack_trace:
+        return None
+    found = None
+    for match in _FRAME.finditer(stack_trace):
+        file = match["file"]
+        if not file.startswith(_SKIP_SOURCES) and not file.startswith("<"):
+            found = [file, int(match["line"])]
+    return found
+
+
+_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)')

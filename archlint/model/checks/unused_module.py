@@ -117,26 +117,32 @@ def check(graph, options, ctx):
                 "train_only": train_only,
             },
         )
-    # Parameters no op read, inside modules that did run (the rest are covered above).
+    # Parameters no op read, inside modules that did run (the rest are covered above): one finding
+    # per module, naming its parameters (weight and bias are one place to fix, listed once).
+    by_owner: dict[str, list[str]] = {}
     for pname in sorted(graph.graph.get("unused_params", ())):
         owner = pname.rpartition(".")[0]
         if owner not in live or any(_inside(owner, t) or owner == t for t in top):
             continue
-        train_only = any(fnmatch.fnmatchcase(pname.lower(), pat.lower()) for pat in options["train_only"])
-        message = f"parameter {pname} is never read in the {mode}-mode forward of {owner or 'the model'}"
+        by_owner.setdefault(owner, []).append(pname)
+    for owner, pnames in by_owner.items():
+        train_only = all(any(fnmatch.fnmatchcase(p.lower(), pat.lower()) for pat in options["train_only"]) for p in pnames)
+        what = (f"parameter {pnames[0]} is" if len(pnames) == 1 else
+                f"parameters {', '.join(p.rpartition('.')[2] for p in pnames)} of {owner or 'the model'} are")
+        message = f"{what} never read in the {mode}-mode forward" + (f" of {owner or 'the model'}" if len(pnames) == 1 else "")
         if not train_only:
             message += f"; {_DDP}"
         if train_only:
-            message += f": used only in {other} mode, as its name suggests (keep it to train; drop it for deployment)"
+            message += f": used only in {other} mode, as {'its name suggests' if len(pnames) == 1 else 'their names suggest'} (keep {'it' if len(pnames) == 1 else 'them'} to train; drop {'it' if len(pnames) == 1 else 'them'} for deployment)"
         yield locate.finding(
             graph,
             CODE,
             message,
             node=None,
             module=owner,
-            price=pricing.price(graph, ctx, alternative=f"{pname} deleted (no runtime cost)", claims=()),
+            price=pricing.price(graph, ctx, alternative=f"{', '.join(pnames)} deleted (no runtime cost)", claims=()),
             severity=Severity.INFO if train_only else Severity.WARNING,
-            evidence={"mode": mode, "parameter": pname, "train_only": train_only},
+            evidence={"mode": mode, "parameter": pnames[0], "parameters": pnames, "train_only": train_only},
         )
 
 
