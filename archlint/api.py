@@ -155,6 +155,9 @@ def analyze(
             spec.init.update(init)
     else:
         _require_module(model)
+        from archlint.model.walkable import check_walkable
+
+        check_walkable(model, name or type(model).__name__)  # before anything walks it (its dtype, below)
         if init:
             raise UsageError("init= applies to a class or factory target string, not to a model object")
         dtype = dtype or str(_dtype_of(model)).removeprefix("torch.")

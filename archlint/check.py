@@ -35,12 +35,15 @@ def _check(paths: list[Path], specs: list[ModelSpec], settings: Settings) -> Run
         try:
             from archlint.model.analyze import analyze
             from archlint.model.isolate import own_modules
+            from archlint.model.patches import as_found
         except ImportError as exc:
             raise UsageError(
                 f"the model analyzer needs torch ({exc.name} is missing): pip install 'archlint[models]'"
             ) from None
         try:
-            with own_modules(spec):  # its folder's `layers.py` is its own, not an earlier target's
+            # its folder's `layers.py` is its own, not an earlier target's; torch as it was before
+            # any target was imported, whatever this one patches (F.conv2d = ...)
+            with own_modules(spec) as own, as_found() as patched:
                 with progress.task(f"analyzing {spec.target}"):
                     model_result, diagnostics = analyze(spec, settings)
                 if spec.decode is not None:
@@ -48,6 +51,9 @@ def _check(paths: list[Path], specs: list[ModelSpec], settings: Settings) -> Run
 
                     with progress.task(f"analyzing a decode step of {spec.target}"):
                         decoded.append(analyze_decode(spec, settings))
+                own.forget_target = bool(patched.by_model)  # imported again next time: its patch made again
+            if patched.note():
+                model_result.notes.append(patched.note())
         except UsageError as exc:
             if len(specs) + len(paths) == 1:
                 raise
@@ -61,6 +67,10 @@ def _check(paths: list[Path], specs: list[ModelSpec], settings: Settings) -> Run
         from archlint.model.speedups.links import link_code  # AL403 priced by the model's autocast what-if
 
         link_code(result.diagnostics, result.models)
+    if paths and result.models:
+        from archlint.model.speedups.links import link_distributed  # AL410/AL415 against the analyzed model
+
+        link_distributed(result.diagnostics, result.models, settings)
 
     from archlint import gate  # budgets for models; baselines for models and code alike
 

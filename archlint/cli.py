@@ -19,11 +19,12 @@ import threading
 import traceback
 from pathlib import Path
 
-from archlint import __version__
+from archlint import __version__, progress
 from archlint.args import Parser, key_values
 from archlint.config import MODES, OUTPUT_FORMATS
 from archlint.errors import UsageError
 from archlint.train_names import MIXED_PRECISIONS, PARALLEL_STRATEGIES
+from archlint.whatif_names import NAMES as WHAT_IF_NAMES
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 SUBCOMMANDS = ("rule", "rules", "calibrate", "device-specs", "loader", "trace")
@@ -154,7 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument(
         "--what-if", nargs="?", const="all", metavar="LIST",
         help="time standard speed-ups on a copy of the model (implies --latency): all (default) or some of "
-        "fold-bn,channels-last,int8-dynamic,bf16,fp16,inference-mode,compile",
+        + ",".join(WHAT_IF_NAMES),
     )
 
     gate = p.add_argument_group("CI gate")
@@ -211,12 +212,21 @@ def is_model_target(target: str) -> bool:
     return bool(sep and name and path.endswith(".py") and name.isidentifier())
 
 
+def _no_models_where(args: argparse.Namespace) -> str:
+    """Where --models looked for [[tool.archlint.models]], as it was: the file named or found, or none."""
+    from archlint.config import find_pyproject
+
+    files = [c for c in args.config if "=" not in c]
+    found = Path(files[0]) if files else find_pyproject(Path.cwd().resolve())
+    if found is None:
+        return f"no pyproject.toml with a [tool.archlint] table in {Path.cwd()} or the folders above it"
+    return f"{found} has no [[tool.archlint.models]]"
+
+
 def _model_specs(args: argparse.Namespace, settings) -> list:
     from archlint import config
     from archlint.config import ModelSpec, parse_input, parse_input_dtype
 
-    if args.models and not settings.models:
-        raise UsageError("--models: no [[tool.archlint.models]] in pyproject.toml; add one with a target")
     specs = [m for m in settings.models if args.models]
     for target in args.targets:
         if is_model_target(target):
@@ -306,15 +316,26 @@ def run(args: argparse.Namespace) -> int:
     from archlint.check import check, failed
 
     settings = _settings(args)
+    if args.models and not settings.models:
+        # like a pre-commit hook with no files to check: nothing configured passes, saying so
+        print(f"archlint: --models: {_no_models_where(args)}; nothing to analyze "
+              "(add a [[tool.archlint.models]] table with a target, e.g. target = \"model.py:Net\")", file=sys.stderr)
+        if not args.targets:
+            return EXIT_CLEAN
     paths = [Path(t) for t in args.targets if not is_model_target(t)]
     specs = _model_specs(args, settings)
     if paths and not specs:
         _check_model_flags(args, [str(p) for p in paths])
-    result = check(paths, specs, settings)
-
+    from archlint import outputs, writeguard
     from archlint.report import write_report
 
-    write_report(result, settings)
+    with writeguard.run_inputs():  # no output may replace a file this run reads
+        outputs.guard_run(settings, {
+            "a linted file": paths, "the config file": [Path(c) for c in args.config if "=" not in c],
+            "the model's file": [Path(s.target.rpartition(":")[0]) for s in specs if not s.target.startswith("hf:")],
+            "the device spec": [Path(s.device_spec) for s in specs if s.device_spec and Path(s.device_spec).is_file()]})
+        result = check(paths, specs, settings)
+        write_report(result, settings)
     for error in result.errors:  # models that failed in a run with others: those were reported
         print(f"archlint: error: {error}", file=sys.stderr)
     if result.errors:
@@ -337,20 +358,29 @@ def run_subcommand(argv: list[str]) -> int:
 
         return trace_command(rest)
     if name == "rule":
-        if len(rest) != 1:
-            raise UsageError("usage: archlint rule CODE (e.g. archlint rule AL101)")
-        sys.stdout.write(registry.get(rest[0]).body)
+        p = Parser(prog="archlint rule", description="print a rule's page: what it flags, why it is slow, "
+                   "an example and what to use instead (`archlint rules` lists them)")
+        p.add_argument("code", metavar="CODE", help="a rule code, e.g. AL101")
+        sys.stdout.write(registry.get(p.parse_args(rest).code).body)
         return EXIT_CLEAN
     if name == "device-specs":
-        if rest:
-            raise UsageError("usage: archlint device-specs (lists the built-in device specs)")
+        Parser(prog="archlint device-specs", description="list the built-in device specs for --device-spec: "
+               "each device's datasheet figures and their sources").parse_args(rest)
         from archlint.devices import list_command
 
         return list_command()
     if name == "rules":
-        from archlint.report.text import print_rules
+        p = Parser(prog="archlint rules", description="list every rule: code, name, scope, severity, fix, summary")
+        p.add_argument("--output-format", choices=("text", "json"), default="text", help="default: text")
+        p.add_argument("-q", "--quiet", action="store_true", help="accepted for symmetry; the list has no progress display")
+        a = p.parse_args(rest)
+        from archlint.report.text import print_rules, rules_json
 
-        print_rules(registry.catalog().values())
+        rules = list(registry.catalog().values())
+        if a.output_format == "json":
+            sys.stdout.write(rules_json(rules))
+        else:
+            print_rules(rules)
         return EXIT_CLEAN
     # calibrate
     p = Parser(prog="archlint calibrate", description="measure and cache the device's roofline peaks; "
@@ -387,13 +417,18 @@ def main(argv: list[str] | None = None) -> int:
 def _exit_past_threads(code: int) -> int:
     """Threads a model's code started and left running (not daemons) would keep the process
     alive after its report: flush the outputs and end it, saying so."""
-    left = [t.name for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon and t.is_alive()]
-    if not left:
+    alive = [t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon and t.is_alive()]
+    if not alive:
         return code
     try:
         sys.stdout.flush()
     except (OSError, ValueError):  # stdout closed or gone: nothing more can reach it
         pass
+    # archlint's own (torch.compile's workers in --what-if) are not the model's doing: not blamed on it
+    left = [t.name for t in alive if not progress.is_own(t)]
+    if not left:
+        sys.stderr.flush()
+        os._exit(code)
     print(f"archlint: note: {len(left)} thread(s) still running after the report ({', '.join(left[:3])}), started "
           "by the model's code or a library it called; archlint exits without waiting for them",
           file=sys.stderr, flush=True)
@@ -402,6 +437,7 @@ def _exit_past_threads(code: int) -> int:
 
 def _main(argv: list[str]) -> int:
     debug = "--debug" in argv
+    progress.command_line = True  # what archlint says ahead of a long stage goes to stderr (progress.say)
     try:
         if argv and argv[0] in SUBCOMMANDS:
             return run_subcommand(argv)
@@ -426,6 +462,8 @@ def _main(argv: list[str]) -> int:
             file=sys.stderr,
         )
         return EXIT_ERROR
+    finally:
+        progress.command_line = False  # a later library call in the same process says nothing
 
 
 if __name__ == "__main__":

@@ -175,9 +175,18 @@ def find_pyproject(start: Path) -> Path | None:
                 data = tomllib.loads(candidate.read_text(encoding="utf-8"))
             except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
                 raise UsageError(f"{candidate}: not valid TOML ({exc}); fix the file") from None
-            if "archlint" in data.get("tool", {}):
+            if "archlint" in _tool_table(data, candidate):
                 return candidate
     return None
+
+
+def _tool_table(data: dict, path: Path) -> dict:
+    """The file's [tool] table. A `tool` that is not a table is an error naming the file, as ruff
+    refuses any pyproject.toml it cannot read on its way up: no tool reads such a file."""
+    tool = data.get("tool", {})
+    if not isinstance(tool, dict):
+        raise UsageError(f"{path}: `tool` must be a table ([tool.NAME] sections), got {_shown(tool)}; fix the file")
+    return tool
 
 
 def load(start: Path | None = None, path: Path | None = None, overrides: list[str] = ()) -> Settings:
@@ -200,7 +209,7 @@ def load(start: Path | None = None, path: Path | None = None, overrides: list[st
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise UsageError(f"{path}: not valid TOML ({exc}); fix the file") from None
-    table = data.get("tool", {}).get("archlint", {})
+    table = _tool_table(data, path).get("archlint", {})
     if not isinstance(table, dict):
         raise UsageError(f"{path}: [tool.archlint] must be a table")
     settings = from_table(over.merged(table, laid), root=path.resolve().parent, source=str(path))

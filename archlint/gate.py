@@ -19,6 +19,7 @@ from archlint.config import ModelSpec, Settings
 from archlint.diagnostics import Diagnostic
 from archlint.errors import UsageError
 from archlint.result import GateResult, RunResult
+from archlint.units import significant
 
 BASELINE_VERSION = 1
 _METRIC = {"max-flops": "flops", "max-mac": "mac_bytes", "max-params": "params", "max-latency-ms": "latency_ms"}
@@ -83,15 +84,15 @@ def _findings(n: int, kind: str = "") -> str:
 def _fmt(value: float, metric: str) -> str:
     """1.814G FLOPs, 12.3 MB (MAC), 11.69M params, 4.2 ms."""
     if metric == "latency_ms":
-        return f"{value:.3g} ms"
+        return f"{significant(value)} ms"
     prefix = ""
     for prefix in ("", "K", "M", "G", "T"):
         if abs(value) < 1000 or prefix == "T":
             break
         value /= 1000
     if metric == "mac_bytes":
-        return f"{value:.4g} {prefix}B"
-    return f"{value:.4g}{prefix} {'FLOPs' if metric == 'flops' else 'params'}"
+        return f"{significant(value, 4)} {prefix}B"
+    return f"{significant(value, 4)}{prefix} {'FLOPs' if metric == 'flops' else 'params'}"
 
 
 # ── baselines ──────────────────────────────────────────────────────────────────────────────────

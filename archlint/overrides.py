@@ -10,7 +10,7 @@ model (`--config n_layer=4`), which cli.py handles.
 
 from __future__ import annotations
 
-import json
+import re
 import sys
 from typing import Any
 
@@ -30,17 +30,36 @@ def setting(item: str, keys: frozenset[str]) -> dict[str, Any] | None:
     key = key.strip()
     if not eq or key.split(".", 1)[0] not in keys:
         return None
-    try:
-        table = tomllib.loads(f"{key} = {value.strip()}")
-    except tomllib.TOMLDecodeError:
-        try:  # not a TOML value: the text as a string (`mode=train`, `select=AL4`)
-            table = tomllib.loads(f"{key} = {json.dumps(value.strip())}")
-        except tomllib.TOMLDecodeError:
-            raise UsageError(f"--config {item!r}: {key!r} is not a TOML key; give KEY=VALUE, e.g. "
-                             "'select=[\"AL4\"]' or rules.AL101.threshold=0.2") from None
+    if not _BARE_KEY.fullmatch(key):
+        raise UsageError(f"--config {item!r}: {key!r} is not a TOML key; give KEY=VALUE, e.g. "
+                         "'select=[\"AL4\"]' or rules.AL101.threshold=0.2")
+    parsed = _one_value(value.strip(), item)
+    table: dict[str, Any] = {}
+    inner = table
+    *parents, last = key.split(".")
+    for part in parents:  # rules.AL101.threshold → {"rules": {"AL101": {"threshold": value}}}
+        inner = inner.setdefault(part, {})
+    inner[last] = parsed
     if key in CODE_LISTS and isinstance(table[key], str):
         table[key] = [c.strip() for c in table[key].split(",") if c.strip()]
     return table
+
+
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*")
+
+
+def _one_value(text: str, item: str) -> Any:
+    """VALUE as one TOML value, and nothing more: a value whose newlines would start other keys or
+    tables (`select=["AL4"]\nper-file-ignores = ...`) is refused, never read as settings of its own.
+    Text that is not TOML is the string it is (`mode=train`, `select=AL4,AL3`)."""
+    try:
+        document = tomllib.loads(f"value = {text}")
+    except tomllib.TOMLDecodeError:
+        return text  # not a TOML value: the text as a string
+    if list(document) != ["value"]:
+        raise UsageError(f"--config {item!r}: the value is more than one TOML value (it sets "
+                         f"{', '.join(repr(k) for k in document if k != 'value')} too); give one value per --config")
+    return document["value"]
 
 
 def merged(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:

@@ -15,6 +15,9 @@ from collections.abc import Callable, Iterator
 from archlint.config import Settings
 
 _display = None  # the rich Progress of the running `shown` block, if any
+_say = False  # within a `shown` block of a command-line run that is not --quiet: `say` writes to stderr
+command_line = False  # set by the command (archlint.cli): library callers (the API) see no output
+_own_threads: set[int] = set()  # idents of threads archlint's own work started (torch.compile's workers)
 
 
 def wanted(settings: Settings) -> bool:
@@ -25,10 +28,15 @@ def wanted(settings: Settings) -> bool:
 @contextlib.contextmanager
 def shown(settings: Settings) -> Iterator[None]:
     """Show tasks opened inside this block, if `wanted`; the display vanishes when it ends."""
-    global _display
+    global _display, _say
     if _display is not None or not wanted(settings):
-        yield
+        said, _say = _say, command_line and not settings.quiet
+        try:
+            yield
+        finally:
+            _say = said
         return
+    _say = True
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeRemainingColumn
     from rich.text import Text
@@ -45,7 +53,7 @@ def shown(settings: Settings) -> Iterator[None]:
         with _display:
             yield
     finally:
-        _display = None
+        _display, _say = None, False
 
 
 @contextlib.contextmanager
@@ -60,3 +68,25 @@ def task(description: str, total: int | None = None) -> Iterator[Callable[[int],
         yield lambda n=1: display.advance(task_id, n)
     finally:
         display.remove_task(task_id)
+
+
+def say(message: str) -> None:
+    """One line on stderr ahead of a long stage (how long it will take), within a command-line run
+    that is not --quiet; above the progress display when one is drawn. Nothing outside a `shown`
+    block, nothing for library callers."""
+    if not _say:
+        return
+    if _display is not None:
+        _display.console.print(message, markup=False, highlight=False)
+    else:
+        print(message, file=sys.stderr, flush=True)
+
+
+def own_threads(threads) -> None:
+    """Threads that archlint's own work started (torch.compile's workers in --what-if): not the
+    model's, when the command says which threads are left at its end."""
+    _own_threads.update(t.ident for t in threads if t.ident is not None)
+
+
+def is_own(thread) -> bool:
+    return thread.ident in _own_threads

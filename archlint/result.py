@@ -77,11 +77,12 @@ def _without_none(d: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
 class Totals:
     flops: int = 0
     mac_bytes: int = 0
-    params: int = 0
+    params: int = 0  # torch's count: sum(p.numel() for p in model.parameters()), a shared one once
     activation_bytes: int = 0
     latency_ms: float | None = None  # end-to-end, measured
     latency_ms_sum_of_ops: float | None = None  # sum of per-op medians
     unknown_ops: int = 0
+    unused_params: int = 0  # of `params`, those the traced forward never reads (no op owns them)
     train: dict[str, Any] | None = None  # --train: the step's forward/backward/loss/optimizer (model/train/step.py)
 
     def to_dict(self) -> dict[str, Any]:

@@ -10,8 +10,10 @@ from archlint.errors import UsageError
 OPTIMIZERS = ("sgd", "sgd-momentum", "adam", "adamw")
 VARIANTS = ("foreach", "fused")  # torch.optim's implementations besides the per-tensor loop
 LOSSES = ("mean", "sum")  # the loss over the model's outputs
-_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
-          "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
+# decimal (K, KB: 10³) and binary (Ki, KiB: 2¹⁰) units, as Kubernetes spells them; any case
+_UNITS = {"B": 1, **{p + u: 10 ** (3 * n) for n, p in enumerate("KMGT", 1) for u in ("", "B")},
+          **{p + u: 2 ** (10 * n) for n, p in enumerate("KMGT", 1) for u in ("I", "IB")}}
+MAX_SIZE = 2**50  # 1 PiB: past it, a typo (999999999999TB), not a device
 
 
 def parse_optimizer(text: str, where: str = "--optimizer") -> tuple[str, str]:
@@ -28,13 +30,24 @@ def parse_optimizer(text: str, where: str = "--optimizer") -> tuple[str, str]:
 
 
 def parse_size(text: str | int, where: str = "--memory-budget") -> int:
-    """Bytes of '24GB' (10⁹), '24GiB' (2³⁰), '8000MB', or a plain number of bytes."""
-    if isinstance(text, int) and not isinstance(text, bool) and text > 0:
-        return text
-    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([KMGT]?I?B?)\s*", str(text).upper())
-    if not match or match.group(2) not in _UNITS or float(match.group(1)) <= 0:
+    """Bytes of '24GB' or '24G' (10⁹), '24GiB' or '24Gi' (2³⁰), '8000MB', '512B': one spelling for
+    the flag, the config file and the API. A number without a unit is refused: `24` meant 24 bytes,
+    which nobody means (did you mean 24GB or 24GiB?)."""
+    if isinstance(text, bool) or not isinstance(text, (str, int, float)):
         raise UsageError(f"{where} {text!r}: give a size like 24GB, 16GiB or 8000MB")
-    return int(float(match.group(1)) * _UNITS[match.group(2)])
+    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([A-Z]*)\s*", str(text).upper())
+    shown = repr(text) if len(str(text)) <= 40 else repr(f"{str(text)[:20]}...{str(text)[-8:]}")
+    if match and not match.group(2) and float(match.group(1)) > 0:
+        number = match.group(1)
+        raise UsageError(f"{where} {text!r} has no unit; did you mean {number}GB or {number}GiB? "
+                         f"(write {number}B for bytes)")
+    if not match or match.group(2) not in _UNITS or float(match.group(1)) <= 0:
+        raise UsageError(f"{where} {shown}: give a size like 24GB, 16GiB or 8000MB")
+    size = float(match.group(1)) * _UNITS[match.group(2)]  # a float first: 5,000 digits are inf, not an error
+    if size > MAX_SIZE:
+        raise UsageError(f"{where} {shown} is past the memory of any device (1 PiB); give the memory the step "
+                         "must fit in, e.g. 80GB")
+    return int(size)
 
 
 # Data-parallel strategies of --train --world-size N --strategy NAME (archlint.model.distributed)

@@ -16,7 +16,7 @@ PACKAGE = ROOT / "archlint"
 # floor → module name prefixes (the longest matching prefix decides); see docs/design.md
 FLOORS = {
     0: ("archlint.errors", "archlint.diagnostics", "archlint.result", "archlint.units", "archlint.printable",
-        "archlint.outputs", "archlint.overrides", "archlint.usage", "archlint.suggest", "archlint.registry",
+        "archlint.outputs", "archlint.writeguard", "archlint.overrides", "archlint.usage", "archlint.suggest", "archlint.registry",
         "archlint.devices", "archlint.whatif_names", "archlint.train_names"),
     1: ("archlint.config", "archlint.progress"),
     2: ("archlint.code", "archlint.model", "archlint.trace", "archlint.loader"),

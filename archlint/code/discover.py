@@ -12,6 +12,7 @@ import stat
 import sys
 from pathlib import Path
 
+from archlint import writeguard
 from archlint.errors import UsageError
 from archlint.printable import printable
 
@@ -83,11 +84,21 @@ def _warn(path: Path, problem: str) -> None:
     print(printable(f"archlint: warning: {path}: {problem}"), file=sys.stderr)
 
 
-def _walk(folder: Path, ignores: list[GitIgnore], out: list[Path], seen: set[tuple[int, int]]) -> None:
+def _unlisted(folder: Path, problem: str, problems: list[tuple[Path, str]] | None) -> None:
+    """A folder whose files could not be found: an error of the run (a gate must not pass over files
+    it never saw), as an unreadable file is; a warning where the caller keeps no list."""
+    if problems is None:
+        _warn(folder, problem)
+    else:
+        problems.append((folder, problem))
+
+
+def _walk(folder: Path, ignores: list[GitIgnore], out: list[Path], seen: set[tuple[int, int]],
+          problems: list[tuple[Path, str]] | None = None) -> None:
     try:
         info = folder.stat()
     except OSError as exc:
-        _warn(folder, f"cannot open this folder ({exc.strerror or exc}); its files were not linted")
+        _unlisted(folder, f"cannot open this folder ({exc.strerror or exc}); its files were not linted", problems)
         return
     if (info.st_dev, info.st_ino) in seen:  # a symlink back up the tree, or a second way in
         _warn(folder, "folder already walked (a symlink loop or a second link to it); skipped")
@@ -99,7 +110,7 @@ def _walk(folder: Path, ignores: list[GitIgnore], out: list[Path], seen: set[tup
     try:
         entries = sorted(os.scandir(folder), key=lambda e: e.name)
     except OSError as exc:
-        _warn(folder, f"cannot list this folder ({exc.strerror or exc}); its files were not linted")
+        _unlisted(folder, f"cannot list this folder ({exc.strerror or exc}); its files were not linted", problems)
         return
     for entry in entries:
         path = Path(entry.path)
@@ -117,7 +128,7 @@ def _walk(folder: Path, ignores: list[GitIgnore], out: list[Path], seen: set[tup
         if is_dir:
             if entry.name in SKIP_DIRS or entry.name.endswith(".egg-info") or _is_venv(path):
                 continue
-            _walk(path, ignores, out, seen)
+            _walk(path, ignores, out, seen, problems)
         elif entry.name.endswith((".py", ".ipynb")):  # notebooks too, as ruff (archlint/code/notebook.py)
             out.append(path)  # a FIFO or device, even a link to one, is refused when read: AL000
 
@@ -137,7 +148,9 @@ def _parent_ignores(folder: Path) -> list[GitIgnore]:
     return chain[::-1]
 
 
-def discover(paths: list[Path]) -> list[Path]:
+def discover(paths: list[Path], problems: list[tuple[Path, str]] | None = None) -> list[Path]:
+    """The files to lint. A folder that cannot be opened or listed is added to `problems` (path,
+    why) when a list is given, else a warning on stderr."""
     files: list[Path] = []
     seen: set[tuple[int, int]] = set()
     for path in paths:
@@ -151,17 +164,11 @@ def discover(paths: list[Path]) -> list[Path]:
             is_dir = False
         if is_dir:
             found: list[Path] = []
-            _walk(path, [_rebase(i, path) for i in _parent_ignores(path)], found, seen)
+            _walk(path, [_rebase(i, path) for i in _parent_ignores(path)], found, seen, problems)
             files += found
         else:
             files.append(path)
-    seen, unique = set(), []
-    for f in files:
-        key = os.path.normpath(f)
-        if key not in seen:
-            seen.add(key)
-            unique.append(f)
-    return unique
+    return writeguard.distinct(files, prefer_real=True)
 
 
 def _rebase(ignore: GitIgnore, folder: Path) -> GitIgnore:

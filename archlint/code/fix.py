@@ -120,9 +120,11 @@ def fix_files(files: list[Path], settings: Settings, contexts: dict | None = Non
         context = (contexts or {}).get(path)
         name = str(path)
         try:
-            data = guard.read_regular(path, settings.max_file_size)
+            limit = settings.max_file_size
+            data = (guard.read_regular(path, notebook.file_limit(limit), notebook.FILE_WHAT)
+                    if notebook.is_notebook(path) else guard.read_regular(path, limit))
         except guard.Skip as exc:
-            remaining.append(guard.skipped(name, str(exc)))
+            remaining.append(guard.not_linted(name, exc, guard.named_paths(paths)))
             continue
         except OSError as exc:
             remaining.append(parse_error(name, f"cannot read file: {exc.strerror or exc}; check its permissions", 1, 1))
@@ -131,6 +133,10 @@ def fix_files(files: list[Path], settings: Settings, contexts: dict | None = Non
         try:
             if notebook.is_notebook(path):  # fixed as its code cells' Python text, written back as JSON
                 nb = notebook.Notebook.parse(data)
+                code = len(nb.python.encode("utf-8"))
+                if settings.max_file_size is not None and code > settings.max_file_size:  # as lint_files does
+                    remaining.append(guard.skipped(name, guard.too_large(code, settings.max_file_size, "of code cells")))
+                    continue
             original, encoding, bom = (nb.python, "utf-8", False) if nb else decode(data)
         except (SourceError, notebook.NotebookError) as exc:
             remaining.append(parse_error(name, str(exc), 1, 1))

@@ -41,7 +41,12 @@ class Skip(Exception):
     """A file that is not linted; the message says why and what to do."""
 
 
-def read_regular(path: Path, max_bytes: int | None) -> bytes:
+class NotRegular(Skip):
+    """A FIFO, device, socket or folder where a file was expected: info when a folder's walk found
+    it, an error when the user named it (`named_error`): a path they asked for was not linted."""
+
+
+def read_regular(path: Path, max_bytes: int | None, what: str = "") -> bytes:
     """The bytes of a regular file. Raises Skip for anything else (FIFO, device, socket, folder)
     and for a file past max_bytes; OSError when it cannot be opened or read."""
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)  # opening a FIFO must not wait for a writer
@@ -49,9 +54,9 @@ def read_regular(path: Path, max_bytes: int | None) -> bytes:
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise Skip(f"not a regular file ({_kind(info.st_mode)}); archlint reads only regular files")
+            raise NotRegular(f"not a regular file ({_kind(info.st_mode)}); archlint reads only regular files")
         if max_bytes is not None and info.st_size > max_bytes:
-            raise Skip(too_large(info.st_size, max_bytes))
+            raise Skip(too_large(info.st_size, max_bytes, what))
         with os.fdopen(os.dup(fd), "rb") as f:
             return f.read()
     finally:
@@ -67,14 +72,26 @@ def _kind(mode: int) -> str:
     return "not a plain file"
 
 
-def too_large(size: int, limit: int) -> str:
-    return (f"not analyzed: {size / 1e6:.3g} MB is past the size limit of {limit / 1e6:.3g} MB "
+def too_large(size: int, limit: int, what: str = "") -> str:
+    return (f"not analyzed: {size / 1e6:.3g} MB{' ' + what if what else ''} is past the size limit of {limit / 1e6:.3g} MB "
             "(generated code, usually); raise max-file-size to lint it (about 13 s of CPU and 0.1 GB of RAM per MB)")
 
 
 def skipped(path: str, message: str) -> Diagnostic:
     """An info AL000: the file was not analyzed (not a syntax error)."""
     return Diagnostic("AL000", message, Severity.INFO, file=path, line=1, column=1)
+
+
+def not_linted(path: str, skip: Skip, named: set[str]) -> Diagnostic:
+    """The AL000 of a skipped file: an error when it is not a regular file and the user named it on
+    the command line (a FIFO given as `train.py`: the run must not pass), else info."""
+    if isinstance(skip, NotRegular) and os.path.normpath(path) in named:
+        return Diagnostic("AL000", f"{skip}; name a Python file or a folder", Severity.ERROR, file=path, line=1, column=1)
+    return skipped(path, str(skip))
+
+
+def named_paths(paths) -> set[str]:
+    return {os.path.normpath(str(p)) for p in paths or ()}
 
 
 def _nesting(tree: ast.AST) -> tuple[int, int]:

@@ -13,6 +13,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from archlint import writeguard
 from archlint.code import cache as cache_files
 from archlint.code import guard, notebook, project
 from archlint.code.discover import discover
@@ -73,23 +74,30 @@ def lint_files(files: list[Path], settings: Settings, paths: list[Path] | None =
     keys: list[str | None] = [None] * len(files)
     todo: list[tuple[int, str, bytes, str]] = []
     notebooks: dict[int, notebook.Notebook] = {}
+    named = guard.named_paths(paths)
     for i, path in enumerate(files):
         name = str(path)
+        is_notebook = notebook.is_notebook(path)
         try:
-            data = _read(path, settings.max_file_size)
+            data = (guard.read_regular(path, notebook.file_limit(settings.max_file_size), notebook.FILE_WHAT)
+                    if is_notebook else _read(path, settings.max_file_size))
         except guard.Skip as exc:
-            results[i] = [guard.skipped(name, str(exc))]
+            results[i] = [guard.not_linted(name, exc, named)]
             continue
         except OSError as exc:
             results[i] = [parse_error(name, f"cannot read file: {exc.strerror or exc}; check its permissions", 1, 1)]
             continue
-        if notebook.is_notebook(path):  # its code cells, as one Python text
+        if is_notebook:  # its code cells, as one Python text
             try:
                 notebooks[i] = notebook.Notebook.parse(data)
             except notebook.NotebookError as exc:
                 results[i] = [parse_error(name, f"{exc}; archlint reads Jupyter notebooks (nbformat 4)", 1, 1)]
                 continue
             data = notebooks[i].python.encode("utf-8")
+            if settings.max_file_size is not None and len(data) > settings.max_file_size:  # the code, not the outputs
+                del notebooks[i]
+                results[i] = [guard.skipped(name, guard.too_large(len(data), settings.max_file_size, "of code cells"))]
+                continue
         key = cache_files.content_key(prefix, data)
         keys[i] = key
         hit = cache.get(key)
@@ -163,12 +171,16 @@ def _join_again(failure, files, keys, results, summaries, todo, settings: Settin
 
 def lint_paths(paths: list[Path], settings: Settings) -> CodeRun:
     """Lint (with --fix/--diff: fix) the Python files and notebooks under `paths`."""
-    files = discover(paths)
+    problems: list[tuple[Path, str]] = []
+    files = discover(paths, problems)
+    writeguard.note_inputs(files, "a linted file")  # a report never replaces one (archlint/outputs.py)
+    # a folder that could not be listed fails the run as an unreadable file does (its files unseen)
+    unlisted = selected([parse_error(str(folder), why, 1, 1) for folder, why in problems], settings)
     if settings.fix or settings.diff:
         from archlint.code.fix import fix_files  # with its diff and write-back, only when fixing
 
         linted = lint_files(files, settings, paths)  # the project join: each file's context
         contexts = {f: linted.contexts.get(os.path.abspath(f)) for f in files}
         fixed = fix_files(files, settings, contexts, paths)
-        return CodeRun(fixed.remaining, len(files), fixed.fixed, fixed.edits)
-    return CodeRun(selected(lint_files(files, settings, paths).diagnostics, settings), len(files))
+        return CodeRun(unlisted + fixed.remaining, len(files), fixed.fixed, fixed.edits)
+    return CodeRun(unlisted + selected(lint_files(files, settings, paths).diagnostics, settings), len(files))

@@ -25,6 +25,19 @@ _MAGIC = re.compile(r"^(\s*)(?:[!%]|[\w.]+(?:\s*,\s*[\w.]+)*\s*=\s*[!%])")  # `%
 _PLACEHOLDER = re.compile(r"^\s*(?:pass  )?# archlint: magic (\d+)$")
 
 
+# The size limit (max-file-size) counts a notebook's code cells, the Python that is parsed: its
+# outputs (a plot as base64, a table) are JSON that is read and never parsed, so the file itself may
+# be FILE_FACTOR times the limit (128 MB at the default 2 MB; reading costs about its size again).
+FILE_FACTOR = 64
+
+
+def file_limit(max_code_bytes: int | None) -> int | None:
+    return None if max_code_bytes is None else max_code_bytes * FILE_FACTOR
+
+
+FILE_WHAT = f"of notebook file, outputs included (its limit is {FILE_FACTOR} × max-file-size)"
+
+
 class NotebookError(ValueError):
     """Not a notebook archlint can read: str() says why."""
 
@@ -48,9 +61,11 @@ class Notebook:
             data = json.loads(raw.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise NotebookError(f"not a readable notebook (invalid JSON: {exc})") from None
+        except RecursionError:
+            raise NotebookError("not a Jupyter notebook (JSON nested too deep to read)") from None
         if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
             raise NotebookError("not a Jupyter notebook (no \"cells\" list)")
-        language = (data.get("metadata") or {}).get("language_info", {}).get("name", "python")
+        language = _language(data)
         if language != "python":
             raise NotebookError(f"a {language} notebook: archlint reads Python notebooks only")
         nb = cls(data, [], "", [], layout=_layout(raw, data))
@@ -62,7 +77,7 @@ class Notebook:
                 lines.append(BOUNDARY)
                 nb.where.append((0, 0))
             nb.code_cells.append(index)
-            source = _source(cell)
+            source = _checked_source(cell, index + 1)
             cell_magic = source.lstrip().startswith("%%")
             for n, line in enumerate(source.splitlines(), 1):
                 if cell_magic or _MAGIC.match(line):
@@ -140,6 +155,38 @@ def _source(cell: dict) -> str:
     return "".join(source) if isinstance(source, list) else str(source)
 
 
+def _language(data: dict) -> str:
+    """metadata.language_info.name, "python" when not given; NotebookError when the metadata is not
+    nbformat's shape (a list, a string: valid JSON, not a notebook archlint can trust)."""
+    metadata = data.get("metadata", {})
+    if not isinstance(metadata, dict):
+        raise NotebookError(f"not a Jupyter notebook (its \"metadata\" is a {_json_type(metadata)}, not an object)")
+    info = metadata.get("language_info", {})
+    if not isinstance(info, dict):
+        raise NotebookError(f"not a Jupyter notebook (metadata.language_info is a {_json_type(info)}, not an object)")
+    name = info.get("name", "python")
+    return name if isinstance(name, str) else repr(name)
+
+
+def _checked_source(cell: dict, number: int) -> str:
+    """A code cell's source: a string or a list of strings (nbformat), text that UTF-8 can hold."""
+    source = cell.get("source", "")
+    if isinstance(source, list) and all(isinstance(part, str) for part in source):
+        source = "".join(source)
+    if not isinstance(source, str):
+        raise NotebookError(f"cell {number}: its \"source\" is not text (a string or a list of strings)")
+    try:
+        source.encode("utf-8")
+    except UnicodeEncodeError as exc:  # a lone surrogate (`"\\ud800"` in the JSON): no Python file holds it
+        raise NotebookError(f"cell {number}: its source holds {source[exc.start:exc.end]!a}, a lone surrogate "
+                            "that is not text") from None
+    return source
+
+
+def _json_type(value) -> str:
+    return {list: "list", str: "string", int: "number", float: "number", bool: "boolean"}.get(type(value), "value")
+
+
 def _layout(raw: bytes, data: dict) -> dict:
     """The json.dumps arguments that reproduce `raw` exactly (nbformat writes indent=1, non-ASCII
     as is, a final newline); {} when none of the usual ones does."""
@@ -147,8 +194,11 @@ def _layout(raw: bytes, data: dict) -> dict:
         for ensure_ascii in (False, True):
             for newline in ("\n", ""):
                 layout = {"indent": indent, "ensure_ascii": ensure_ascii, "newline": newline}
-                if _dumps(data, layout) == raw:
-                    return layout
+                try:
+                    if _dumps(data, layout) == raw:
+                        return layout
+                except UnicodeEncodeError:  # a lone surrogate in an output: only an escaped layout holds it
+                    continue
     return {}
 
 

@@ -102,7 +102,7 @@ class Index:
             bases.append(up)
         # the folders above, nearest first, with their src/ (a src-layout project inside a larger
         # tree), up to the project's roots (or three levels for a file outside them)
-        roots = {str(r) for r in self.roots}
+        roots = [str(r) for r in self.roots]  # a list: tried in the order given, never in hash order
         up, climb = folder, 0
         while climb < 8:
             parent = os.path.dirname(up)
@@ -139,11 +139,13 @@ class Index:
         found = None
         for base in bases:
             target = os.path.join(base, *parts)
-            if parts and os.path.isfile(target + ".py"):
-                found = target + ".py"
-                break
+            # Python's order within one folder: a package (`data/__init__.py`) before a module
+            # of the same name (`data.py`)
             if os.path.isfile(os.path.join(target, "__init__.py")):
                 found = os.path.join(target, "__init__.py")
+                break
+            if parts and os.path.isfile(target + ".py"):
+                found = target + ".py"
                 break
         self._modules[key] = found
         return found
@@ -347,7 +349,7 @@ def _per_step(index: Index, out: dict[str, ProjectContext], linted_set: set, dis
 def _nested_steps(index: Index, out: dict[str, ProjectContext], linted_set: set, display, depth: int = 2) -> None:
     """A function run once per step runs its own unconditional project calls once per step too
     (detectron2's run_step → self._write_metrics(loss_dict)): followed `depth` calls further."""
-    frontier = [(path, qual) for path in linted_set for qual in out[path].per_step]
+    frontier = [(path, qual) for path in sorted(linted_set) for qual in out[path].per_step]  # sorted: never hash order
     for _ in range(depth):
         reached = []
         for path, qual in frontier:
@@ -380,7 +382,7 @@ def _batches(index: Index, out: dict[str, ProjectContext], linted_set: set, pass
                 pin = pinned.get(pin[1], {}).get(pin[2], "unknown")
             if on_param:
                 method = callee.split(".", 1)[1] if "." in callee else "forward"
-                targets = [index.resolve(where, f"{cls}.{method}") for where, cls in passed.get((caller, *on_param[0]), ())]
+                targets = [index.resolve(where, f"{cls}.{method}") for where, cls in sorted(passed.get((caller, *on_param[0]), ()))]
             else:
                 targets = [(caller, local, "def") if local else index.resolve(caller, callee)]
             for found in targets:
@@ -501,7 +503,7 @@ def _training_steps(index: Index, out: dict[str, ProjectContext], linted_set: se
         if on_param:  # `log_writer.update(...)` on a parameter: the classes the project passes for it
             key = (caller, *on_param[0])
             method = callee.split(".", 1)[1] if "." in callee else "forward"  # `model(x)`
-            targets = [index.resolve(where, f"{cls}.{method}") for where, cls in passed.get(key, ())]
+            targets = [index.resolve(where, f"{cls}.{method}") for where, cls in sorted(passed.get(key, ()))]
         else:
             targets = [(caller, local, "def") if local else index.resolve(caller, callee)]
         for found in targets:

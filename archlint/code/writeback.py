@@ -4,40 +4,37 @@ unchanged since it was read, and only inside the linted tree.
 The new bytes go to a temporary file in the same folder (the same file system, so the rename is
 atomic), flushed to disk and given the original's owner, mode and extended attributes (ACLs
 included), then renamed over the original. A write that fails part-way (a full disk, a file size
-limit, a kill) leaves the original byte for byte as it was, and at most a stray temporary file
-(`.NAME.XXXXXXXX.archlint.tmp`, never linted).
+limit, a kill) leaves the original byte for byte as it was; a SIGKILL leaves at most a stray
+temporary file (`.NAME.PID.XXXXXXXX.archlint.tmp`, never linted), which the next --fix or report
+written to that folder removes once its run is gone (archlint/writeguard.py, which also holds the
+rules this module shares with the report writer: no write through a link, none out of the tree).
 
 Right before the rename the original is read again under an exclusive lock: an edit made since
 archlint read it (an editor's save) is never overwritten, and two `--fix` runs on the same file
-take turns (the second one finds the file changed and leaves it). An editor that writes in place
-without a lock can still slip into the microseconds between that check and the rename.
+take turns (the second one finds the file changed and leaves it). The lock is waited for
+LOCK_WAIT_S at most: a file another process keeps locked is left unchanged with its findings, and
+said. An editor that writes in place without a lock can still slip into the microseconds between
+that check and the rename.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import secrets
 import stat
 import sys
+import time
 from pathlib import Path
 
-TEMP_SUFFIX = ".archlint.tmp"
+from archlint import writeguard
+
+TEMP_SUFFIX = writeguard.TEMP_SUFFIX
 _REOPEN = 10  # times the original may be replaced under us while we wait for its lock
+LOCK_WAIT_S = 2.0  # another --fix run holds the lock for microseconds; anything longer is someone else's
+_CLEANED: set[tuple[int, int]] = set()  # folders whose dead runs' temporary files were removed
 
-
-class Refused(Exception):
-    """The fixes were not written (the original is untouched); the message says why."""
-
-
-def inside(real: str, trees: list[str]) -> bool:
-    """Whether a resolved path is one of the resolved trees or lies under one."""
-    return any(real == tree or real.startswith(tree.rstrip(os.sep) + os.sep) for tree in trees)
-
-
-def trees_of(paths: list[Path]) -> list[str]:
-    """The linted trees: the resolved paths given on the command line."""
-    return [os.path.realpath(p) for p in paths]
+Refused = writeguard.Refused  # the fixes were not written (the original is untouched); the message says why
+inside, trees_of = writeguard.inside, writeguard.trees_of
 
 
 def replace(path: Path, original: bytes, new: bytes, trees: list[str]) -> None:
@@ -45,7 +42,7 @@ def replace(path: Path, original: bytes, new: bytes, trees: list[str]) -> None:
     it must not be written, OSError when the write fails; either way the original is untouched."""
     info = os.lstat(path)
     if stat.S_ISLNK(info.st_mode):
-        raise Refused("it is a symbolic link (archlint never writes through a link)")
+        raise Refused(writeguard.through_link(path, "it"))
     folder = os.path.realpath(path.parent)
     if not inside(os.path.join(folder, path.name), trees):
         raise Refused(f"it lies outside the linted tree, at {os.path.join(folder, path.name)} through a linked "
@@ -54,19 +51,21 @@ def replace(path: Path, original: bytes, new: bytes, trees: list[str]) -> None:
         raise Refused(f"it has {info.st_nlink} hard links, which a rewritten file would no longer share")
     directory = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
+        _clean_once(directory)
         if not os.access(path.name, os.W_OK, dir_fd=directory, effective_ids=True, follow_symlinks=False):
             raise PermissionError(13, "Permission denied")  # read-only or immutable: respected
-        temp = _write_temp(directory, path.name, new, info)
-        try:
-            with _locked_original(directory, path.name) as current:
-                if current != original:
-                    raise Refused("it changed since archlint read it, saved by an editor or another run "
-                                  "(run --fix again)")
-                os.replace(temp, path.name, src_dir_fd=directory, dst_dir_fd=directory)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(temp, dir_fd=directory)
-            raise
+        with writeguard.signals_held():  # a stop (SIGTERM, Ctrl-C) waits until no temporary file is left
+            temp = _write_temp(directory, path.name, new, info)
+            try:
+                with _locked_original(directory, path.name) as current:
+                    if current != original:
+                        raise Refused("it changed since archlint read it, saved by an editor or another run "
+                                      "(run --fix again)")
+                    os.replace(temp, path.name, src_dir_fd=directory, dst_dir_fd=directory)
+            except BaseException:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(temp, dir_fd=directory)
+                raise
         with contextlib.suppress(OSError):  # the rename made durable; some file systems cannot
             os.fsync(directory)
     finally:
@@ -75,7 +74,7 @@ def replace(path: Path, original: bytes, new: bytes, trees: list[str]) -> None:
 
 def _write_temp(directory: int, name: str, data: bytes, like: os.stat_result) -> str:
     """A complete, flushed copy of `data` next to `name`, with its owner, mode and attributes."""
-    temp = f".{name[:180]}.{secrets.token_hex(4)}{TEMP_SUFFIX}"
+    temp = writeguard.temp_name(name)
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
                  dir_fd=directory)
     try:
@@ -125,6 +124,29 @@ def _copy_attributes(directory: int, name: str, fd: int) -> None:
         os.close(source)
 
 
+def _clean_once(directory: int) -> None:
+    """The temporary files killed runs left in this folder, removed once per process."""
+    info = os.fstat(directory)
+    if (info.st_dev, info.st_ino) not in _CLEANED:
+        _CLEANED.add((info.st_dev, info.st_ino))
+        writeguard.clean_stale(directory)
+
+
+def _lock(fcntl, fd: int) -> None:
+    """An exclusive lock, waited for LOCK_WAIT_S at most: a file another process keeps locked
+    (an editor, a sync tool) is left as it is, and the run goes on with the others."""
+    deadline = time.monotonic() + LOCK_WAIT_S
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                raise Refused(f"another process holds a lock on it (flock) for more than {LOCK_WAIT_S:g} s; "
+                              "run --fix again when it is released") from None
+            time.sleep(0.02)
+
+
 @contextlib.contextmanager
 def _locked_original(directory: int, name: str):
     """The original's current bytes, read under an exclusive lock held for the block (so the
@@ -141,7 +163,7 @@ def _locked_original(directory: int, name: str):
             return
         try:
             if fcntl is not None:
-                fcntl.flock(fd, fcntl.LOCK_EX)
+                _lock(fcntl, fd)
             held = os.fstat(fd)
             try:
                 now = os.lstat(name, dir_fd=directory)

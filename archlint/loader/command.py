@@ -51,6 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
     out.add_argument("--html", type=Path, metavar="FILE", help="also write a self-contained HTML report")
     p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
                    help=f"limit for the whole run; a dataset that blocks is stopped (default {DEFAULT_TIMEOUT_S:g})")
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="no progress display (accepted as by archlint; the measurement shows none)")
     p.add_argument("--debug", action="store_true", help="show tracebacks of errors")
     return p
 
@@ -115,9 +117,16 @@ def loader_command(argv: list[str]) -> int:
     from archlint.report import write_report
     from archlint.result import RunResult
 
-    with user_code(opts.target, opts.timeout) as guard:  # a __getitem__ that blocks must not hang the run
-        guard.doing = "loading and timing batches"
-        loader_result = run_loader(opts)
+    from archlint import outputs, writeguard
+
     settings = Settings(output_format=opts.output_format, output_file=opts.output_file, html=opts.html, debug=opts.debug)
-    write_report(RunResult(loaders=[loader_result]), settings)
+    with writeguard.run_inputs():  # no report may replace the loader's or the model's code
+        outputs.guard_run(settings, {
+            "the loader's file": [Path(opts.target.rpartition(":")[0])],
+            "the model's file": [Path(opts.model.rpartition(":")[0])] if opts.model else [],
+            "the device spec": [Path(opts.device_spec)] if opts.device_spec else []})
+        with user_code(opts.target, opts.timeout) as guard:  # a __getitem__ that blocks must not hang the run
+            guard.doing = "loading and timing batches"
+            loader_result = run_loader(opts)
+        write_report(RunResult(loaders=[loader_result]), settings)
     return 0

@@ -13,7 +13,7 @@ from archlint import progress
 from archlint.config import ModelSpec, Settings
 from archlint.diagnostics import Diagnostic
 from archlint.errors import UsageError
-from archlint.model import opgraph
+from archlint.model import opgraph, patches
 from archlint.model.capture import CaptureFailed, capture
 from archlint.model.costed import capture_and_cost, capture_graph, cost, fresh, no_gc, traced_mode
 from archlint.model.created import recording
@@ -42,6 +42,7 @@ def analyze(spec: ModelSpec, settings: Settings) -> tuple[ModelResult, list[Diag
                 loaded = load(spec, settings)
             guard.doing = "running its forward (capture)"
             graph, result = capture_and_cost(loaded, spec.target, spec.device, settings)
+        patches.mark()  # what torch looks like now is the model's doing (imported, built, run once)
         report = None
         if settings.latency:
             from archlint.model.measure import measure
@@ -106,6 +107,7 @@ def analyze(spec: ModelSpec, settings: Settings) -> tuple[ModelResult, list[Diag
                 result.what_if, notes = what_ifs(
                     loaded.model, inputs, spec.device, settings, settings.what_if, kwargs=fresh(loaded.kwargs),
                     deadline=report.pricer.budget.deadline() if report else None,
+                    base_ms=result.totals.latency_ms, ops=sum(1 for _ in opgraph.ops(graph)), target=spec.target,
                 )
             result.notes.extend(notes)
         if report:

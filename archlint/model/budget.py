@@ -37,6 +37,7 @@ class Budget:
         self.pricing_share = PRICING_SHARE if what_ifs else 1.0  # the what-ifs, after pricing, get the rest
         self.start = clock()
         self.cuts: list[str] = []  # what was cut short, in words
+        self.ahead: list[str] = []  # said before a stage: it will not fit (measure.forecast)
 
     def deadline(self, share: float = 1.0) -> float | None:
         """The clock reading by which a stage with this share of the budget must stop; None: no limit."""
@@ -50,10 +51,13 @@ class Budget:
         if what not in self.cuts:
             self.cuts.append(what)
 
+    def said(self, what: str) -> None:
+        self.ahead.append(what)
+
     def notes(self) -> list[str]:
         if not self.cuts:
-            return []
-        return [
+            return list(self.ahead)
+        return [*self.ahead, 
             f"--latency-budget {self.seconds:g} s reached: {'; '.join(self.cuts)}; the figures rest on fewer "
             "passes (raise --latency-budget for more)"
         ]

@@ -32,8 +32,9 @@ _KINDS: dict[str, tuple[str, ...]] = {
         "Conv1d Conv2d Conv3d ConvTranspose1d ConvTranspose2d ConvTranspose3d LazyConv1d LazyConv2d "
         "LazyConv3d conv1d conv2d conv3d conv_transpose1d conv_transpose2d conv_transpose3d "
         "convolution _convolution conv_tbc"
+        " ConvReLU1d ConvReLU2d ConvReLU3d"  # torch.ao.nn.intrinsic's fused quantized conv + ReLU: one op
     ).split(),
-    "linear": "Linear LazyLinear NonDynamicallyQuantizableLinear linear addmm".split(),
+    "linear": "Linear LazyLinear NonDynamicallyQuantizableLinear linear addmm LinearReLU".split(),
     "matmul": "matmul mm bmm baddbmm addbmm einsum _grouped_mm grouped_mm grouped_mm_fallback".split(),
     "attention": (
         "MultiheadAttention scaled_dot_product_attention _scaled_dot_product_attention_math "

@@ -15,6 +15,7 @@ from torch import nn
 from archlint.config import Settings
 from archlint.errors import UsageError
 from archlint.model import opgraph
+from archlint.units import human_count
 from archlint.model.capture import STRATEGIES, CaptureFailed, capture
 from archlint.model.cost import cost_graph
 from archlint.model.loaded import Loaded
@@ -114,6 +115,21 @@ def cost(graph: nx.DiGraph, notes: list[str]) -> None:
         notes.append(f"{len(unknown)} ops have no cost formula and are left out of the totals: {listed}")
 
 
+def unused_note(graph: nx.DiGraph) -> str | None:
+    """What of the model's params (torch's count) the traced forward never reads, and the largest
+    modules that hold them; None when it reads them all."""
+    unused, total = int(graph.graph.get("unused_param_count", 0)), int(graph.graph.get("param_count", 0))
+    if not unused:
+        return None
+    modules = graph.graph.get("unused_modules") or []
+    named = ", ".join(f"{path} ({human_count(n)})" for path, n in modules[:3])
+    more = f" and {len(modules) - 3} more" if len(modules) > 3 else ""
+    where = f": {named}{more}" if named else " (parameters of modules that ran)"
+    return (f"params: {human_count(total)} as torch counts them (model.parameters()), of which {human_count(unused)} "
+            f"({unused / total:.1%}) the traced {graph.graph.get('mode', 'eval')}-mode forward never reads{where}; "
+            "no op's params include them (totals.unused_params)")
+
+
 def memory_format(model) -> str:
     """"channels_last" when the model's 4-D conv weights are (model.to(memory_format=torch.channels_last):
     cuDNN then runs its convs in NHWC without transposes), else "contiguous"."""
@@ -147,4 +163,7 @@ def capture_and_cost(loaded: Loaded, target: str, device: str, settings: Setting
         inputs=described, details=graph.graph["details"],
     )
     result.module_types = {path: info["type"] for path, info in graph.graph.get("modules", {}).items()}
+    note = unused_note(graph)
+    if note:
+        notes.append(note)
     return graph, result  # layers are filled by the caller, once the graph is complete

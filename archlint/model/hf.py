@@ -4,7 +4,9 @@ NAME is a model type (`gpt2`, `llama`, `bert`: the default config of that archit
 transformers class name (`BertModel`, `GPT2LMHeadModel`). `--config KEY=VALUE` (or `config = {..}`
 in `[[tool.archlint.models]]`) overrides config fields: `archlint hf:gpt2 --config n_layer=4`.
 A model type gets the first auto class that knows it: sequence-to-sequence LM (T5, Whisper),
-causal LM (GPT-2, Llama), then the bare model (BERT, ViT, CLIP).
+causal LM (GPT-2, Llama), then the bare model (BERT, ViT, CLIP). An encoder whose causal-LM head is
+only a decoder with `is_decoder=True` (BERT, RoBERTa, ELECTRA) gets its bare model (`BertModel`),
+as `hf:BertLMHeadModel` names the head. The output names the class built.
 
 Inputs, when none are given: the model's main input (`input_ids` 1×128 int64, `pixel_values`
 1×C×S×S, `input_features` 1×mels×frames, sized from the config, `input_values` 1×16000: one
@@ -16,6 +18,9 @@ from __future__ import annotations
 
 import difflib
 import inspect
+import logging
+import re
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -43,13 +48,12 @@ def _transformers():
     return transformers
 
 
-def model_factory(name: str, overrides: dict[str, Any]):
-    """(config, a function building the model from it) for `hf:NAME`; raises UsageError."""
+def model_class(name: str, overrides: dict[str, Any]):
+    """(config, the transformers class `hf:NAME` builds); raises UsageError."""
     tf = _transformers()
     cls = getattr(tf, name, None)
     if inspect.isclass(cls) and issubclass(cls, nn.Module) and getattr(cls, "config_class", None):
-        config = _config(lambda **kw: cls.config_class(**kw), name, overrides)
-        return config, lambda: cls(config)
+        return _config(lambda **kw: cls.config_class(**kw), name, overrides), cls
     try:
         config = _config(lambda **kw: tf.AutoConfig.for_model(name, **kw), name, overrides)
     except ValueError:
@@ -59,8 +63,56 @@ def model_factory(name: str, overrides: dict[str, Any]):
         raise UsageError(f"hf:{name}: not a transformers model type or class name{hint}") from None
     for auto in (tf.AutoModelForSeq2SeqLM, tf.AutoModelForCausalLM, tf.AutoModel):
         if type(config) in auto._model_mapping:
-            return config, lambda auto=auto: auto.from_config(config)
+            cls = auto._model_mapping[type(config)]
+            if (auto is tf.AutoModelForCausalLM and _decoder_only_if_told(cls, config)
+                    and type(config) in tf.AutoModel._model_mapping):
+                continue  # BERT's type names the encoder, not BertLMHeadModel
+            return config, cls
     raise UsageError(f"hf:{name}: no transformers model class builds a {type(config).__name__}")
+
+
+def model_factory(name: str, overrides: dict[str, Any]):
+    """(config, a function building the model from it) for `hf:NAME`; raises UsageError."""
+    config, cls = model_class(name, overrides)
+    return config, lambda: cls(config)
+
+
+def _decoder_only_if_told(cls: type, config) -> bool:
+    """A causal-LM class that is an encoder's head made a decoder by `is_decoder=True` (its
+    constructor checks the flag: BertLMHeadModel warns "add `is_decoder=True`"), on a config
+    without the flag."""
+    if getattr(config, "is_decoder", False):
+        return False
+    try:
+        source = inspect.getsource(cls.__init__)
+    except (OSError, TypeError):  # no source (a compiled install): keep the causal LM, as before
+        return False
+    return re.search(r"not\s+(self\.)?config\.is_decoder", source) is not None
+
+
+@contextmanager
+def _library_messages(into: list[str]):
+    """transformers' log messages while building (its own handler prints them to the terminal)
+    collected into `into`, for the notes, instead of printed."""
+    logger = logging.getLogger("transformers")
+    collector = _Collector(into)
+    handlers, propagate = logger.handlers[:], logger.propagate
+    logger.handlers, logger.propagate = [collector], False
+    try:
+        yield
+    finally:
+        logger.handlers, logger.propagate = handlers, propagate
+
+
+class _Collector(logging.Handler):
+    def __init__(self, into: list[str]) -> None:
+        super().__init__(logging.WARNING)
+        self.into = into
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = " ".join(record.getMessage().split())
+        if message and f"transformers: {message}" not in self.into:
+            self.into.append(f"transformers: {message}")
 
 
 # Keyword arguments every transformers config takes that are not fields of it.
@@ -83,12 +135,14 @@ def _config(make, name: str, overrides: dict[str, Any]):
         raise UsageError(f"hf:{name}: --config {_listed(overrides)}: {one_line(exc)}; fix the value") from None
 
 
-def _built(build, name: str, overrides: dict[str, Any]):
+def _built(build, name: str, overrides: dict[str, Any], said: list[str]):
     """A function building the model whose failure (a config transformers accepts but its model
-    does not: n_embd not divisible by n_head) is one line naming the config."""
+    does not: n_embd not divisible by n_head) is one line naming the config; what transformers logs
+    while building goes to `said`."""
     def made():
         try:
-            return build()
+            with _library_messages(said):
+                return build()
         except Exception as exc:
             given = f" with --config {_listed(overrides)}" if overrides else ""
             raise UsageError(f"hf:{name}: building the model{given} failed: {one_line(exc)}; check the config values") from exc
@@ -132,14 +186,16 @@ def load_hf(spec, settings, dtype: torch.dtype):
     asked for; inputs from --input-shape/--input, else default_inputs()."""
     name = spec.target[len(PREFIX):]
     overrides = {**spec.init, **spec.hf_config}
-    config, build = model_factory(name, overrides)
-    build = _built(build, name, overrides)
+    config, cls = model_class(name, overrides)
+    said: list[str] = []
+    build = _built(lambda: cls(config), name, overrides, said)
 
     def factory() -> nn.Module:
         model = build()
         return model.to(dtype) if dtype != torch.float32 else model
 
-    notes = [f"built from {type(config).__name__}" + (f" with {_listed(overrides)}" if overrides else "") + " (no download)"]
+    notes = [f"built {cls.__name__} from {type(config).__name__}" + (f" with {_listed(overrides)}" if overrides else "")
+             + " (no download)"]
     if settings.latency:
         loaded = Loaded(factory().eval(), (), "real", dtype, notes, factory)
     else:
@@ -150,6 +206,7 @@ def load_hf(spec, settings, dtype: torch.dtype):
         except Exception as exc:
             notes.append(f"meta-device build failed ({type(exc).__name__}); built with real weights")
             loaded = Loaded(factory().eval(), (), "real", dtype, notes, factory)
+    loaded.notes += said
     if spec.input_shapes or spec.keyword_inputs:
         args, kwargs = example_inputs(spec, None, None, None, dtype, loaded.model)
         loaded.inputs, loaded.kwargs = bind_inputs(loaded.model, args, kwargs, spec.inputs_source)

@@ -18,6 +18,7 @@ import copy
 import hashlib
 import importlib.util
 import inspect
+import itertools
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -30,7 +31,9 @@ from archlint.config import INPUT_DTYPES, ModelSpec, Settings
 from archlint.errors import UsageError
 from archlint.model import hf
 from archlint.model.inputs import bind_inputs, example_inputs
+from archlint.model.isolate import package_of, search_path
 from archlint.model.loaded import Loaded, meta_build, one_line
+from archlint.model.walkable import check_walkable
 from archlint.suggest import close_name
 
 DTYPES = {
@@ -46,19 +49,21 @@ def import_file(path: Path) -> ModuleType:
         raise UsageError(f"{path}: no such Python file; give PATH.py:NAME with an existing file")
     resolved = path.resolve()
     name = f"_archlint_target_{resolved.stem}_{hashlib.sha1(str(resolved).encode()).hexdigest()[:8]}"
+    package = package_of(resolved)
+    if package is not None:  # imported as part of its package: `from .layers import x` resolves there
+        name = f"{package[1]}.{name}"
     if name in sys.modules:
         return sys.modules[name]
     spec = importlib.util.spec_from_file_location(name, resolved)
     module = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, str(resolved.parent))  # sibling imports of the target file
+    added = search_path(resolved.parent)  # its neighbours, its package's root, the working directory
+    sys.path[:0] = added
     sys.modules[name] = module
     try:
         spec.loader.exec_module(module)
     except ImportError as exc:
         del sys.modules[name]
-        raise UsageError(
-            f"importing {path} failed: {one_line(exc)}; install the missing package or fix the import"
-        ) from exc
+        raise UsageError(f"importing {path} failed: {one_line(exc)}; {_import_hint(exc)}") from exc
     except Exception as exc:
         del sys.modules[name]
         raise UsageError(f"importing {path} raised {one_line(exc)}; fix the file") from exc
@@ -66,9 +71,22 @@ def import_file(path: Path) -> ModuleType:
         del sys.modules[name]
         raise
     finally:
-        with contextlib.suppress(ValueError):  # the file may have edited sys.path (isolate.own_modules restores it)
-            sys.path.remove(str(resolved.parent))
+        for entry in added:
+            with contextlib.suppress(ValueError):  # the file may have edited sys.path (isolate.own_modules restores it)
+                sys.path.remove(entry)
     return module
+
+
+def _import_hint(exc: ImportError) -> str:
+    """What to do: a relative import outside a package needs one; a module that is not found may be
+    the project's own (run from its root) or a package to install."""
+    if "relative import" in str(exc) and "parent package" in str(exc):
+        return ("the file uses a relative import (from . import ...) but its folder is not a package: add an "
+                "__init__.py to it, or import by absolute name")
+    if isinstance(exc, ModuleNotFoundError) and exc.name:
+        return (f"if {exc.name.partition('.')[0]} is the project's own, run archlint from the folder that holds it; "
+                "else install the missing package")
+    return "install the missing package or fix the import"
 
 
 def _candidates(module: ModuleType) -> list[str]:
@@ -149,6 +167,8 @@ def parse_dtype(text: str) -> torch.dtype:
 def load(spec: ModelSpec, settings: Settings) -> Loaded:
     dtype = parse_dtype(spec.dtype)
     if spec.model is not None:  # the Python API: the user's own object, never rebuilt or changed
+        check_walkable(spec.model, spec.target)
+        _real_weights_for_latency(spec.model, spec.target, settings)
         loaded = Loaded(spec.model, (), "given", dtype)
         loaded.inputs, loaded.kwargs = bind_inputs(spec.model, spec.given_args, spec.given_kwargs, "analyze()")
         return loaded
@@ -156,6 +176,9 @@ def load(spec: ModelSpec, settings: Settings) -> Loaded:
         return hf.load_hf(spec, settings, dtype)
     path, module, name, obj = resolve(spec.target)
     loaded = _load_model(spec, settings, path, name, obj, dtype)
+    check_walkable(loaded.model, spec.target)
+    if loaded.build == "given":  # a module instance in the file: used as it is
+        _real_weights_for_latency(loaded.model, spec.target, settings)
     given = spec.input_shapes or spec.keyword_inputs
     source = spec.inputs_source if given else f"example_inputs() of {spec.target}"
 
@@ -170,6 +193,16 @@ def load(spec: ModelSpec, settings: Settings) -> Loaded:
     else:
         loaded.inputs, loaded.kwargs = inputs()
     return loaded
+
+
+def _real_weights_for_latency(model: nn.Module, target: str, settings: Settings) -> None:
+    """Timing runs the model: weights on the meta device hold no values to run it with."""
+    if settings.latency and any(t.device.type == "meta" for t in itertools.chain(model.parameters(), model.buffers())):
+        raise UsageError(
+            f"{target}: its weights are on the meta device (no values), and latency runs the model; build it "
+            "with real weights (on the CPU, or model.to_empty(device='cpu') and load a state_dict), or leave "
+            "latency off: counting needs only shapes"
+        )
 
 
 def _load_model(spec: ModelSpec, settings: Settings, path: Path, name: str, obj: Any, dtype: torch.dtype) -> Loaded:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import copy
 import math
 import os
+import time
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -25,11 +26,13 @@ import networkx as nx
 import torch
 import torch.fx as fx
 
+from archlint import progress
 from archlint.errors import UsageError
 from archlint.model import allocator, roofline
 from archlint.model.budget import TIMING_SHARE, Budget, seconds
 from archlint.model.opgraph import display_names, ops
-from archlint.model.timer import Stats, Timer, load_average, make_timer, sample
+from archlint.units import duration
+from archlint.model.timer import MIN_PASSES, Stats, Timer, load_average, make_timer, sample
 
 _CALLS = ("call_module", "call_function", "call_method")
 NOISY_SPREAD = 0.2  # interquartile range / median of the end-to-end passes above which we warn
@@ -188,14 +191,50 @@ def timed_replay(
     return fx.GraphModule(gm, graph)
 
 
-def _timed(runs, timer: Timer, settings, budget: Budget, label: str):
+def _timed(runs, timer: Timer, settings, budget: Budget, label: str, target: str = ""):
     """The per-op (or per-module) run and the model's forward, interleaved, within the budget's
-    timing share; the number of timed passes, cut short by the budget or not."""
-    per_op, e2e = sample(runs, timer, math.ceil(settings.warmup / 2), settings.repeat,
+    timing share; the number of timed passes, cut short by the budget or not. How long that takes
+    is said first, from a timed warm-up round of the runs (`forecast`; none with --warmup 0)."""
+    warmup = math.ceil(settings.warmup / 2)
+    rounds = min(2, warmup)  # the first is cold (one-time set-up): the second, where there is one, is timed
+    for _ in range(rounds):  # warm-up rounds, the last timed: what a pass costs on this machine now
+        start = time.monotonic()
+        for run in runs:
+            run()
+        timer.collect()
+    if rounds:  # --warmup 0: every pass is timed as asked, none is spent on the forecast
+        forecast(time.monotonic() - start, warmup - rounds, settings.repeat, budget, target)
+    per_op, e2e = sample(runs, timer, max(0, warmup - rounds), settings.repeat,
                          label=label, deadline=budget.deadline(TIMING_SHARE))
     if e2e.per_pass.n < settings.repeat:
         budget.cut(f"per-op timing stopped after {e2e.per_pass.n} of --repeat {settings.repeat} passes")
     return per_op, e2e
+
+
+def forecast(round_s: float, warmup: int, repeat: int, budget: Budget, target: str = "") -> float:
+    """Say how long timing each op and the model will take, from one round of them (`round_s`, a
+    first call: an overestimate): the warm-up and --repeat rounds. Where that passes the budget's
+    timing share, say where it will stop and what gives a figure sooner: the static estimate
+    (--device-spec, no timing) or fewer --repeat; the same goes into the report's notes."""
+    expected = round_s * (max(0, warmup) + repeat)
+    what = f"archlint: --latency{' on ' + target if target else ''}: "
+    progress.say(what + f"{repeat} timed passes of its ops and of the whole model, about {duration(expected)} "
+                 f"(an estimate from a first timed pass of {round_s * 1e3:.0f} ms)")
+    if budget.seconds is None or expected <= TIMING_SHARE * budget.seconds:
+        return expected
+    allowed = TIMING_SHARE * budget.seconds
+    fits = math.floor(allowed / round_s) - max(0, warmup)
+    stops = min(repeat, max(MIN_PASSES, fits))  # a deadline never cuts a sample below MIN_PASSES
+    instead = (f"--repeat {fits} to fit the budget" if fits >= MIN_PASSES else
+               f"fewer --warmup/--repeat cannot fit it ({MIN_PASSES} passes at least)")
+    advice = (f"at about {duration(expected)} it would pass the {duration(allowed)} that --latency-budget "
+              f"{budget.seconds:g} s gives timing, so it stops after about {stops} of --repeat {repeat} passes "
+              f"(each {round_s * 1e3:.0f} ms on this machine now, about {duration(round_s * (max(0, warmup) + stops))}); "
+              f"for a figure without timing, the static estimate: --device-spec NAME (no --latency); or {instead}; "
+              "or a larger --latency-budget")
+    progress.say("archlint: " + advice)
+    budget.said(f"--latency: {advice}")
+    return expected
 
 
 def _measure_replay(graph, model, gm, args, dev, settings, kwargs: dict, budget: Budget) -> LatencyReport:
@@ -213,7 +252,8 @@ def _measure_replay(graph, model, gm, args, dev, settings, kwargs: dict, budget:
             model(*args, **kwargs)
 
     # Warm-up passes alternate between the two runs: the same modules, shapes and kernels warm up.
-    per_op, e2e = _timed([replay_pass, model_pass], timer, settings, budget, "timing each op and the model end to end")
+    per_op, e2e = _timed([replay_pass, model_pass], timer, settings, budget, "timing each op and the model end to end",
+                         str(graph.graph.get("target") or ""))
     for name in timed:
         _set_latency(graph.nodes[name], per_op.regions[name])
     clock = _clock(dev)
@@ -287,7 +327,7 @@ def _measure_hooks(graph, model, args, dev, settings, kwargs: dict, budget: Budg
                 model(*args, **kwargs)
 
         per_mod, e2e = _timed([hooked_pass, model_pass], timer, settings, budget,
-                              "timing each module and the model end to end")
+                              "timing each module and the model end to end", str(graph.graph.get("target") or ""))
         mod_stats = per_mod.regions
         trace_file = None
         if settings.trace_dir is not None:
@@ -415,7 +455,8 @@ def _clear_oom(dev: torch.device, doing: str):
 def _device_of(model: torch.nn.Module) -> torch.device:
     tensors = [*model.parameters(), *model.buffers()]
     if any(t.device.type == "meta" for t in tensors):
-        raise RuntimeError("latency needs a model built with real weights, got one on the meta device")
+        raise UsageError("latency needs a model built with real weights, got one on the meta device; build it "
+                         "with real weights or leave latency off")
     return tensors[0].device if tensors else torch.device("cpu")
 
 

@@ -44,7 +44,9 @@ Graph attributes (G.graph):
     modules
     ({path: {"type": cls name, "params": direct parameter count, "file": str|None,
     "line": int|None}} for every submodule, reached or not), reached_modules (set of paths of
-    modules whose forward ran), unused_params (names of parameters no op read)
+    modules whose forward ran), unused_params (names of parameters no op read), param_count
+    (torch's count of the model's parameters), unused_param_count (those no op read) and
+    unused_modules ([(path, elements)]: the outermost modules no op read a parameter of)
 
 Nodes of kind "input" (model inputs) and "output" carry no cost and are not layers.
 """
@@ -158,6 +160,11 @@ def totals(graph: nx.DiGraph) -> Totals:
             t.unknown_ops += 1
         t.params += int(d.get("params", 0))
         t.activation_bytes += int(d.get("out_bytes", 0))
+    # params: torch's count of the model's parameters, those the forward never reads among them
+    # (the ops' own count leaves them out: an auxiliary head, an unused layer)
+    if "param_count" in graph.graph:
+        t.params = int(graph.graph["param_count"])
+        t.unused_params = int(graph.graph.get("unused_param_count", 0))
     return t
 
 

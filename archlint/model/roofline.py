@@ -21,6 +21,7 @@ import json
 import math
 import os
 import platform
+import sys
 import time
 from pathlib import Path
 
@@ -144,10 +145,12 @@ def _write_cache(key: str, peaks: dict) -> None:
     path = cache_dir() / CACHE_FILE
     data = _read_cache()
     data[key] = peaks
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=True), encoding="utf-8")
-    tmp.replace(path)  # atomic: two archlint runs never read half a file
+    from archlint.outputs import write_text
+
+    try:  # whole or not at all: two archlint runs never read half a file
+        write_text(path, json.dumps(data, indent=1, sort_keys=True), "the roofline cache")
+    except UsageError as exc:  # the peaks were measured and are used; only the next run measures again
+        print(f"archlint: warning: {exc}; the peaks will be measured again next time", file=sys.stderr)
 
 
 def _valid(entry) -> bool:

@@ -243,18 +243,37 @@ TORCH_LOGGERS = ("torch._dynamo", "torch._export", "torch.export", "torch._subcl
                  "torch._functorch", "torch._utils_internal")
 
 
-def _from_capture(record: logging.LogRecord) -> bool:
-    return not record.name.startswith(TORCH_LOGGERS)
+# torch.compile's (--what-if compile): inductor, and the C++ toolchain probe it runs ("No CUDA
+# runtime is found" on a CPU machine), which wrote to stderr under -q too
+COMPILE_LOGGERS = ("torch._dynamo", "torch._inductor", "torch.utils.cpp_extension", "torch._functorch",
+                   "torch.fx", "torch._utils_internal")
+
+
+class _Held(logging.Filter):
+    """Drops the records of `prefixes`' loggers; keeps the first line of each warning in `kept`."""
+
+    def __init__(self, prefixes: tuple[str, ...], kept: list[str] | None) -> None:
+        super().__init__()
+        self.prefixes, self.kept = prefixes, kept
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not record.name.startswith(self.prefixes):
+            return True
+        if self.kept is not None and record.levelno >= logging.WARNING:
+            self.kept.append(f"{record.name}: {(record.getMessage().strip().splitlines() or [''])[0][:200]}")
+        return False
 
 
 @contextlib.contextmanager
-def quiet_torch_logs(debug: bool = False):
+def quiet_torch_logs(debug: bool = False, prefixes: tuple[str, ...] = TORCH_LOGGERS, kept: list[str] | None = None):
     """torch's capture loggers are off for the block (a failed export is a note in archlint's report).
     Their records are dropped where they are written (the handlers of torch's loggers and of the
-    root), so a logger created mid-capture that writes through them is covered too."""
+    root), so a logger created mid-capture that writes through them is covered too. With `kept`,
+    the warnings among them are collected there (for notes) instead of lost."""
     if debug:
         yield
         return
+    _from_capture = _Held(prefixes, kept)
     loggers = [logging.getLogger(), logging.getLogger("torch")] + [
         lg for name, lg in list(logging.root.manager.loggerDict.items())
         if name.startswith("torch") and isinstance(lg, logging.Logger)  # torch gives each its own handler

@@ -27,6 +27,7 @@ def _numpy_random():
 def global_state():
     torch_rng = torch.random.get_rng_state()
     cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
+    cuda_later = cuda_rng is None and torch.cuda.is_available()  # CUDA not started yet: it may start in the block
     python_rng = random.getstate()
     numpy_random = _numpy_random()
     numpy_rng = numpy_random.get_state() if numpy_random is not None else None
@@ -41,6 +42,11 @@ def global_state():
         torch.random.set_rng_state(torch_rng)
         if cuda_rng is not None:
             torch.cuda.set_rng_state_all(cuda_rng)
+        elif cuda_later and torch.cuda.is_initialized():
+            # started in the block (inputs, timing on the GPU): each generator back at its first draw,
+            # from the seed it started with (the user's torch.manual_seed, queued until CUDA starts)
+            for generator in torch.cuda.default_generators:
+                generator.manual_seed(generator.initial_seed())
         random.setstate(python_rng)
         if numpy_rng is not None:
             numpy_random.set_state(numpy_rng)

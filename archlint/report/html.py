@@ -14,6 +14,7 @@ import functools
 import html
 import json
 import math
+import os
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -25,7 +26,7 @@ from archlint.diagnostics import Diagnostic
 from archlint.errors import UsageError
 from archlint.printable import printable
 from archlint.report.layout import layered
-from archlint.units import human_bytes, human_count
+from archlint.units import human_bytes, human_count, significant
 from archlint.report.wording import location, price_bits
 from archlint.report.train_html import train_section
 from archlint.report.what_if_html import what_if_section
@@ -82,7 +83,7 @@ def render_html(result: RunResult, settings: Settings | None = None) -> str:
         "models": [_model_payload(m, model_diags[id(m)]) for m in result.models],
     }
     body = [_header(result, diagnostics)]
-    body += [_model_section(i, m, model_diags[id(m)], result.gate) for i, m in enumerate(result.models)]
+    body += [_model_section(i, m, model_diags[id(m)], result.gate, settings) for i, m in enumerate(result.models)]
     if result.loaders:
         from archlint.report.loader_html import loader_section
 
@@ -327,12 +328,21 @@ def _header(result: RunResult, diagnostics: list[Diagnostic]) -> str:
     return (
         "<header><h1>archlint report</h1>"
         f"<div class=chips>{''.join(chips)}</div><nav>{nav}</nav>"
-        f"<p class=muted>archlint {_e(__version__)} · written {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
+        f"<p class=muted>archlint {_e(__version__)} · written {_written()}"
         " · self-contained: this file loads nothing from the network</p></header>"
     )
 
 
-def _model_section(i: int, m: ModelResult, diagnostics: list[Diagnostic], gate: list[GateResult]) -> str:
+def _written() -> str:
+    """When the report was written; SOURCE_DATE_EPOCH (the reproducible-builds convention) fixes it,
+    so two runs on the same input can give byte-identical reports."""
+    epoch = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
+    when = time.gmtime(int(epoch)) if epoch.isdigit() else time.gmtime()
+    return time.strftime('%Y-%m-%d %H:%M UTC', when)
+
+
+def _model_section(i: int, m: ModelResult, diagnostics: list[Diagnostic], gate: list[GateResult],
+                   settings: Settings | None = None) -> str:
     t = m.totals
     shapes = ", ".join(
         f"{i['name']} {'×'.join(str(v) for v in i['shape'])} {i['dtype']}" for i in m.inputs
@@ -346,7 +356,9 @@ def _model_section(i: int, m: ModelResult, diagnostics: list[Diagnostic], gate: 
         ("capture", f"{_e(m.strategy)} (built on {_e(m.build)}, {_e(m.mode)} mode)"),
         ("FLOPs", f"<b>{human_count(t.flops)}</b> <span class=muted>{_e(m.flops_convention)}</span>"),
         ("MAC", f"<b>{human_bytes(t.mac_bytes)}</b> <span class=muted>memory access cost, ShuffleNetV2</span>"),
-        ("params", f"<b>{human_count(t.params)}</b>"),
+        ("params", f"<b>{human_count(t.params)}</b>"
+                   + (f" <span class=muted>{human_count(t.unused_params)} of them never reached by the traced forward</span>"
+                      if t.unused_params else "")),
         ("activations", human_bytes(t.activation_bytes)),
         ("latency end-to-end", f"<b>{_e(latency)}</b>"),
         ("latency, sum of ops", _e(op_sum) + (f" <span class=muted>{_e(m.timing)}</span>" if m.timing else "")),
@@ -376,7 +388,7 @@ def _model_section(i: int, m: ModelResult, diagnostics: list[Diagnostic], gate: 
 <div class=cols><table class=summary>{summary}</table>
 <div>{_gate_table(verdicts)}{f"<h4>Notes</h4><ul class=notes>{notes}</ul>" if notes else ""}</div></div>
 <h3>Findings <span class=muted>({len(diagnostics)}, costliest first)</span></h3>
-{''.join(_finding(d, names) for d in diagnostics) or "<p class=muted>No findings.</p>"}
+{''.join(_finding(d, names, settings) for d in diagnostics) or "<p class=muted>No findings.</p>"}
 {what_if_section(m.what_if)}
 {train_section(m)}
 <h3>Roofline</h3><p class=muted id="roof-cap-{i}"></p>
@@ -397,7 +409,7 @@ Drag to pan, wheel to zoom, click a node for its details; click a module box to 
 
 
 def _ms(value: float) -> str:
-    return f"{value:.3g} ms"
+    return f"{significant(value)} ms"
 
 
 def _gate_table(verdicts: list[GateResult]) -> str:
@@ -411,7 +423,7 @@ def _gate_table(verdicts: list[GateResult]) -> str:
     return f"<h4>Gate</h4><table class=gate>{rows}</table>"
 
 
-def _finding(d: Diagnostic, names: dict[str, str]) -> str:
+def _finding(d: Diagnostic, names: dict[str, str], settings: Settings | None = None) -> str:
     layers = _pointed_at(d, names) or ([d.node] if d.node else [])
     links = [f"<a class=op href='#op={_e(n)}' data-op='{_e(n)}'>{_e(names.get(n, n))}</a>" for n in layers]
     pointers = " ".join(links[:LAYER_LINKS])
@@ -419,7 +431,7 @@ def _finding(d: Diagnostic, names: dict[str, str]) -> str:
         pointers += (f" <details class=more><summary>and {len(links) - LAYER_LINKS} more</summary>"
                      f"{' '.join(links[LAYER_LINKS:])}</details>")
     return f"""<article class="finding sev-{_e(d.severity.value)}" data-node="{_e(d.node or '')}">
-<div class=fhead><span class=code>{_e(d.code)}</span> <span class=where>{_e(location(d))}</span>
+<div class=fhead><span class=code>{_e(d.code)}</span> <span class=where>{_e(location(d, settings))}</span>
 <span class=price>{_price(d)}</span></div>
 <p class=msg>{_e(d.message)}</p>
 {f"<div class=layers>layers: {pointers}</div>" if pointers else ""}
@@ -448,7 +460,7 @@ def _evidence_text(value, names: dict[str, str] | None = None, items: int = 6) -
         more = f" … and {len(value) - items} more" if len(value) > items else ""
         return ", ".join(parts) + more
     if isinstance(value, float):
-        return f"{value:.4g}"
+        return f"{significant(value, 4)}"
     return str(value)
 
 
@@ -460,12 +472,12 @@ def _evidence_value(key: str, value, names: dict[str, str] | None) -> str:
     """A figure in its unit where the key names one (`..._bytes`, `..._ms`)."""
     noise = getattr(value, "noise", None)  # a what-if inside the timing noise (archlint.model.paired)
     if noise is not None and key.endswith("_ms"):
-        return f"could not measure (noise ±{noise:.3g} ms)"
+        return f"could not measure (noise ±{significant(noise)} ms)"
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         if key.endswith("_bytes"):
             return human_bytes(value)
         if key.endswith("_ms"):
-            return f"{value:.3g} ms"
+            return f"{significant(value)} ms"
     return _evidence_text(value, names)
 
 

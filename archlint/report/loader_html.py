@@ -6,7 +6,7 @@ from __future__ import annotations
 import html
 
 from archlint.report.loader_table import prefetching
-from archlint.units import human_bytes
+from archlint.units import human_bytes, significant
 
 
 def _e(value) -> str:
@@ -24,8 +24,8 @@ def loader_section(i: int, lr) -> str:
         ("loader", f"<code>{_e(lr.target)}</code>"),
         ("batch_size · num_workers", f"{_e(lr.batch_size)} · {lr.num_workers}" + (" · pin_memory" if lr.pin_memory else "")),
         ("throughput", f"<b>{lr.samples_per_s:,.1f} samples/s</b> ({lr.batches_per_s:,.2f} batches/s over {lr.batches} batches)"),
-        ("between batches", f"{lr.spread[0]:.3g}–{lr.spread[1]:.3g} ms <span class=muted>q1–q3</span>"),
-        ("first batch", f"{lr.first_batch_s:.3g} s <span class=muted>worker start-up included</span>"),
+        ("between batches", f"{significant(lr.spread[0])}–{significant(lr.spread[1])} ms <span class=muted>q1–q3</span>"),
+        ("first batch", f"{significant(lr.first_batch_s)} s <span class=muted>worker start-up included</span>"),
         ("prefetching", _e(prefetching(lr))),
     ]
     if lr.files_per_sample is not None:
@@ -45,7 +45,7 @@ def loader_section(i: int, lr) -> str:
     workers = "".join(
         f"<tr><td class=num>{r.num_workers}</td><td class=num>{r.samples_per_s:,.1f}</td>"
         f"<td class=num>{(r.samples_per_s / base) if base else float('nan'):.2f}</td>"
-        f"<td class=num>{r.first_batch_s:.3g}</td><td class=num>{r.batches}</td></tr>"
+        f"<td class=num>{significant(r.first_batch_s)}</td><td class=num>{r.batches}</td></tr>"
         for r in lr.workers
     )
     if workers:
@@ -59,7 +59,7 @@ def loader_section(i: int, lr) -> str:
         cls = "bad" if v.bound == "input" else "good"
         verdict = (
             f"<h3>Verdict</h3><p class='chip {cls}'>{_e(v.bound)}-bound {v.factor:.1f}×</p><p>{_e(v.message)}</p>"
-            f"<p class=muted>model {_e(v.model)}: {_e(v.step)} step {v.model_step_ms:.3g} ms at batch {v.model_batch} "
+            f"<p class=muted>model {_e(v.model)}: {_e(v.step)} step {significant(v.model_step_ms)} ms at batch {v.model_batch} "
             f"on {_e(v.device)} ({_e(v.basis)})</p>"
         )
     notes = "".join(f"<li>{_e(n)}</li>" for n in (lr.notes + (v.notes if v else [])))

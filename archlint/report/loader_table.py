@@ -7,7 +7,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from archlint.units import human_bytes
+from archlint.units import human_bytes, significant
 
 
 def prefetching(lr) -> str:
@@ -25,7 +25,7 @@ def print_loader(lr, console: Console) -> None:
     console.print(
         f"  batch_size {lr.batch_size} · num_workers {lr.num_workers}{pin}: "
         f"[bold]{lr.samples_per_s:,.1f} samples/s[/] ({lr.batches_per_s:,.2f} batches/s over {lr.batches} batches; "
-        f"{lr.spread[0]:.3g}–{lr.spread[1]:.3g} ms between batches, q1–q3); first batch after {lr.first_batch_s:.3g} s",
+        f"{significant(lr.spread[0])}–{significant(lr.spread[1])} ms between batches, q1–q3); first batch after {significant(lr.first_batch_s)} s",
         markup=True,
     )
     console.print(f"  prefetching: {escape(prefetching(lr))}", markup=True)
@@ -54,14 +54,14 @@ def print_loader(lr, console: Console) -> None:
         for r in lr.workers:
             mark = " ◀ best" if r is best and len(lr.workers) > 1 else ""
             ratio = f"{r.samples_per_s / base:.2f}" if base else "—"
-            table.add_row(str(r.num_workers), f"{r.samples_per_s:,.1f}{mark}", ratio, f"{r.first_batch_s:.3g}", str(r.batches))
+            table.add_row(str(r.num_workers), f"{r.samples_per_s:,.1f}{mark}", ratio, f"{significant(r.first_batch_s)}", str(r.batches))
         console.print(table)
     v = lr.verdict
     if v is not None:
         color = "red" if v.bound == "input" else "green"
         console.print(f"[bold {color}]verdict[/] {escape(v.message)}", markup=True)
         console.print(
-            f"  model {escape(v.model)}: {v.step} step {v.model_step_ms:.3g} ms at batch {v.model_batch} on {v.device} ({v.basis})"
+            f"  model {escape(v.model)}: {v.step} step {significant(v.model_step_ms)} ms at batch {v.model_batch} on {v.device} ({v.basis})"
         )
         for note in v.notes:
             console.print(f"  [dim]note: {escape(note)}[/]", markup=True)

@@ -27,6 +27,7 @@ class Where:
     end_column: int | None
     fallback: bool = False  # True: placed at the target class, not where the rule pointed
     library: bool = False  # True: an absolute path outside the project (an hf: model's class in transformers)
+    trace: bool = False  # True: the trace file itself (a trace finding the trace's stacks did not place in code)
 
 
 def locate(d: Diagnostic, settings: Settings) -> Where:
@@ -38,6 +39,12 @@ def locate(d: Diagnostic, settings: Settings) -> Where:
         # user's repository: point at their model class instead.
         if not (d.target and Path(file).is_absolute()):
             return Where(file, d.line, d.column, d.end_line, d.end_column)
+    if d.target and _trace_rule(d.code):
+        # No stacks in the trace: the finding is about the trace file (SARIF needs a file: GitHub
+        # code scanning refuses a result with only a logical location). Standard input has none.
+        if d.target == "<stdin>":
+            return Where(None, None, None, None, None)
+        return Where(settings.relpath(d.target), None, None, None, None, trace=True)
     path, sep, name = (d.target or "").rpartition(":")
     if path == "hf":  # built from a config: no user file at all; the library class is the place
         if d.file:
@@ -49,6 +56,13 @@ def locate(d: Diagnostic, settings: Settings) -> Where:
             file = settings.root / file  # a target from [[tool.archlint.models]]: relative to the root
         return Where(settings.relpath(file), class_line(str(file.resolve()), name), None, None, None, True)
     return Where(None, None, None, None, None)
+
+
+def _trace_rule(code: str) -> bool:
+    from archlint.registry import catalog
+
+    info = catalog().get(code)
+    return info is not None and info.scope == "trace"
 
 
 @functools.lru_cache(maxsize=256)

@@ -34,7 +34,9 @@ def print_model(model: ModelResult, settings: Settings, console: Console) -> Non
     for column in ("FLOPs", "MAC", "params", "activations", "layers", "unknown ops"):
         totals.add_column(column, justify="right")
     totals.add_row(
-        _count(t.flops), _bytes(t.mac_bytes), _count(t.params), _bytes(t.activation_bytes),
+        _count(t.flops), _bytes(t.mac_bytes),
+        _count(t.params) + (f" ({_count(t.unused_params)} unused)" if t.unused_params else ""),
+        _bytes(t.activation_bytes),
         str(len(model.layers)), str(t.unknown_ops),
     )
     console.print(totals)

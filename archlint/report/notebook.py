@@ -7,7 +7,7 @@ from __future__ import annotations
 import html
 
 from archlint.diagnostics import Diagnostic
-from archlint.units import human_bytes, human_count
+from archlint.units import human_bytes, human_count, significant
 from archlint.report.wording import location, price_bits
 from archlint.result import ModelResult, RunResult
 
@@ -35,10 +35,10 @@ def _e(value) -> str:
 def _model(m: ModelResult, top: int) -> str:
     t = m.totals
     figures = [
-        ("FLOPs", human_count(t.flops)), ("MAC", human_bytes(t.mac_bytes)), ("params", human_count(t.params)),
+        ("FLOPs", human_count(t.flops)), ("MAC", human_bytes(t.mac_bytes)), ("params", human_count(t.params) + (f" ({human_count(t.unused_params)} unused)" if t.unused_params else "")),
     ]
     if t.latency_ms is not None:
-        figures.append(("latency", f"{t.latency_ms:.3g} ms on {m.device}"))
+        figures.append(("latency", f"{significant(t.latency_ms)} ms on {m.device}"))
     if t.unknown_ops:
         figures.append(("unknown ops", str(t.unknown_ops)))
     head = " · ".join(f"<b>{_e(v)}</b> {_e(k)}" for k, v in figures)
@@ -48,7 +48,7 @@ def _model(m: ModelResult, top: int) -> str:
         f"<tr><td style='{CELL}'><code>{_e(layer.module or layer.name)}</code></td>"
         f"<td style='{CELL}'>{_e(layer.kind)}</td><td style='{CELL}'>{_e(human_count(layer.flops))}</td>"
         f"<td style='{CELL}'>{_e(human_bytes(layer.mac_bytes))}</td>"
-        f"<td style='{CELL}'>{_e(f'{layer.latency_ms:.3g} ms' if layer.latency_ms is not None else '')}</td></tr>"
+        f"<td style='{CELL}'>{_e(f'{significant(layer.latency_ms)} ms' if layer.latency_ms is not None else '')}</td></tr>"
         for layer in layers[: max(top, 0)]
     )
     notes = "".join(f"<li>{_e(n)}</li>" for n in m.notes)

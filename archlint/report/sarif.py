@@ -9,6 +9,7 @@ code scanning tracks a finding across edits the same way `--baseline` does.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from archlint import __version__
@@ -25,8 +26,14 @@ from archlint.result import RunResult
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 
 
+# A lone surrogate (a kernel name in a trace's evidence, a non-UTF-8 file name) has no UTF-8 form:
+# written as its JSON escape, the document means the same and can be written anywhere.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def render(result: RunResult, settings: Settings) -> str:
-    return json.dumps(finite(to_sarif(result, settings), "", {}), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    text = json.dumps(finite(to_sarif(result, settings), "", {}), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def to_sarif(result: RunResult, settings: Settings) -> dict[str, Any]:
@@ -130,6 +137,9 @@ def _result(d: Diagnostic, index: dict[str, int], settings: Settings) -> dict[st
         properties["location"] = "the target's class: the finding had no source line inside the project"
     if where.library:
         properties["location"] = "library code, not in this repository: the class that defines the module"
+    if where.trace:
+        properties["location"] = ("the trace file: the trace has no stacks that place the finding in the code "
+                                  "(record it with torch.profiler.profile(with_stack=True))")
     if d.cell is not None:  # a notebook: SARIF regions count lines of the file, not of a cell
         properties["notebook"] = {"cell": d.cell, "line": d.line, "column": d.column}
     if properties:

@@ -106,6 +106,15 @@ def print_rules(rules: Iterable[RuleInfo]) -> None:
     table = Table(title="archlint rules")
     for column in ("code", "name", "scope", "severity", "fix", "summary"):
         table.add_column(column)
-    for r in rules:
-        table.add_row(r.code, r.name, r.scope, r.severity.value, r.fix, r.summary)
+    for r in rules:  # escaped: a summary's `[mask]` is text, not rich markup
+        table.add_row(*(escape(v) for v in (r.code, r.name, r.scope, r.severity.value, r.fix, r.summary)))
     terminal().print(table)
+
+
+def rules_json(rules: Iterable[RuleInfo]) -> str:
+    """`archlint rules --output-format json`: one object per rule, the catalog's columns."""
+    import json
+
+    rows = [{"code": r.code, "name": r.name, "scope": r.scope, "severity": r.severity.value, "fix": r.fix,
+             "summary": r.summary} for r in rules]
+    return json.dumps({"rules": rows}, indent=2, ensure_ascii=False) + "\n"

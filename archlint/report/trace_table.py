@@ -6,6 +6,32 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from archlint.printable import printable
+
+# A trace of thousands of steps would print a table as long: the text report shows the first and
+# last STEPS_SHOWN and the STEPS_SHOWN slowest (by wall time) and says so; JSON keeps every step.
+STEPS_SHOWN = 10
+STEPS_WHOLE = 3 * STEPS_SHOWN + 10  # up to this many, every step is shown
+
+
+def _safe(text) -> str:
+    """Text from the trace (kernel, module, device and file names) as rich shows it verbatim:
+    control characters, lone surrogates and bidi overrides written as escapes, markup escaped."""
+    return escape(printable(str(text)))
+
+
+def shown_steps(steps: list) -> tuple[list[int], str | None]:
+    """The indices of the steps the text table lists (in step order) and the note that says
+    which, if not all."""
+    if len(steps) <= STEPS_WHOLE:
+        return list(range(len(steps))), None
+    keep = set(range(STEPS_SHOWN)) | set(range(len(steps) - STEPS_SHOWN, len(steps)))
+    slowest = sorted(range(len(steps)), key=lambda k: (-steps[k].wall_us, k))[:STEPS_SHOWN]
+    keep |= set(slowest)
+    note = (f"{len(keep)} of {len(steps)} steps shown: the first and last {STEPS_SHOWN} and the {STEPS_SHOWN} slowest "
+            "(--output-format json lists every step)")
+    return sorted(keep), note
+
 
 def _ms(us: float | None) -> str:
     return "—" if us is None else f"{us / 1000:.3f}"
@@ -19,47 +45,92 @@ def print_trace(t, console: Console) -> None:
     b = t.temporal_breakdown
     span = b["span_us"]
     rank = "" if t.rank is None else f" rank {t.rank}"
-    console.print(f"[bold]{escape(t.file)}[/]{rank} — {escape(t.device or 'unknown device')}, {t.steps} ProfilerStep ranges")
+    console.print(f"[bold]{_safe(t.file)}[/]{rank} — {_safe(t.device or 'unknown device')}, {t.steps} ProfilerStep ranges")
     console.print(
         f"  temporal breakdown (as HTA): span {_ms(span)} ms = idle {_ms(b['idle_us'])} ({_pct(b['idle_us'], span)}) + "
         f"compute {_ms(b['compute_us'])} ({_pct(b['compute_us'], span)}) + non-compute {_ms(b['non_compute_us'])} "
         f"({_pct(b['non_compute_us'], span)})"
     )
     for note in t.notes:
-        console.print(f"  [dim]{escape(note)}[/]")
+        console.print(f"  [dim]{_safe(note)}[/]")
+    for warning in getattr(t, "warnings", []):
+        console.print(f"  [yellow]{_safe(warning)}[/]")
+    if getattr(t, "rerecord", None):
+        console.print(f"  [dim]to re-record: {_safe(t.rerecord)}[/]")
     if t.per_step:
+        shown, summary = shown_steps(t.per_step)
         table = Table(title="per step (ms)", title_justify="left")
-        for col in ("step", "wall", "GPU busy", "compute", "non-compute", "idle", "idle: input/sync/launch/host",
+        for col in ("step", "wall", "GPU busy", "compute", "non-compute", "idle", "idle: input/sync/queued/launch/host",
                     "kernels", "DataLoader", "sync", "launch"):
             table.add_column(col, justify="right")
-        for s in t.per_step:
+        for previous, k in zip([-1, *shown], shown):
+            if k != previous + 1:
+                table.add_row("…", *[""] * 10)  # steps left out here
+            s = t.per_step[k]
             c = s.idle_causes
             table.add_row(
-                f"{s.step}{'' if s.complete else ' (cut)'}", _ms(s.wall_us), _ms(s.gpu_busy_us), _ms(s.compute_us),
+                f"{_safe(s.step)}{'' if s.complete else ' (cut)'}{'' if s.steady else ' (not steady)'}", _ms(s.wall_us),
+                _ms(s.gpu_busy_us), _ms(s.compute_us),
                 _ms(s.non_compute_us), f"{_ms(s.idle_us)} ({_pct(s.idle_us, s.wall_us)})",
-                "/".join(_ms(c[k]) for k in ("input", "sync", "launch", "host")), str(s.kernels),
+                "/".join(_ms(c.get(k, 0.0)) for k in ("input", "sync", "queued", "launch", "host")), str(s.kernels),
                 _ms(s.dataloader_us), _ms(s.sync_us), _ms(s.launch_us),
             )
         console.print(table)
+        if summary:
+            console.print(f"  [dim]{summary}[/]")
+    _waterfall(t, console)
+    _gaps(t, console)
     if t.groups:
         total = sum(t.groups.values())
         groups = ", ".join(f"{g} {_pct(us, total)}" for g, us in t.groups.items())
         tc = "" if t.gemm_tensor_core_share is None else f"; GEMM/conv time in tensor-core kernels: {t.gemm_tensor_core_share:.0%}"
-        console.print(f"  GPU time by kernel group: {escape(groups)}{tc}")
+        console.print(f"  GPU time by kernel group: {_safe(groups)}{tc}")
     if t.kernels:
         table = Table(title="top kernels", title_justify="left")
         for col in ("kernel", "group", "calls", "total ms", "share"):
             table.add_column(col, justify="left" if col == "kernel" else "right")
         for k in t.kernels:
-            table.add_row(escape(k["name"]), k["group"], str(k["count"]), _ms(k["total_us"]), f"{k['share']:.1%}")
+            table.add_row(_safe(k["name"]), k["group"], str(k["count"]), _ms(k["total_us"]), f"{k['share']:.1%}")
         console.print(table)
     if t.modules:
         table = Table(title="GPU time per module / annotation (launched inside it)", title_justify="left")
         for col in ("module", "calls", "GPU ms", "self GPU ms"):
             table.add_column(col, justify="left" if col == "module" else "right")
         for m in t.modules[:15]:
-            table.add_row(escape(m["name"][:80]), str(m["calls"]), _ms(m["gpu_us"]), _ms(m["self_gpu_us"]))
+            table.add_row(_safe(m["name"][:80]), str(m["calls"]), _ms(m["gpu_us"]), _ms(m["self_gpu_us"]))
         console.print(table)
+
+
+def _waterfall(t, console: Console) -> None:
+    w = getattr(t, "waterfall", None)
+    if not w or not w.windows:
+        return
+    table = Table(title=f"where the step goes, mean of {w.windows} steady window(s) (ms; buckets do not overlap)",
+                  title_justify="left")
+    for col in ("bucket", "ms", "share", "finding", "fix returns", "basis"):
+        table.add_column(col, justify="left" if col in ("bucket", "basis", "finding") else "right")
+    for b in sorted(w.buckets, key=lambda b: -b.us):
+        if b.us <= 0:
+            continue
+        table.add_row(b.name.replace("_", " "), _ms(b.us), _pct(b.us, w.step_us), b.finding or "—",
+                      _ms(b.returns_us) if b.returns_us else "—", escape(b.basis if b.returns_us else ""))
+    console.print(table)
+    console.print(f"  step {_ms(w.step_us)} ms → about {_ms(w.expected_step_us)} ms after the fixes "
+                  f"(saves {_ms(w.saving_us)} ms, {_pct(w.saving_us, w.step_us)}; estimates, basis per bucket)")
+
+
+def _gaps(t, console: Console, n: int = 5) -> None:
+    gaps = [g for g in getattr(t, "idle_gaps", []) if g.steady][:n]
+    if not gaps:
+        return
+    table = Table(title="longest GPU idle gaps (trace µs, for Perfetto)", title_justify="left")
+    for col in ("start µs", "ms", "cause", "ended by", "launch→start ms", "queue", "host was in"):
+        table.add_column(col, justify="left" if col in ("cause", "ended by", "host was in") else "right")
+    for g in gaps:
+        cause = g.cause + (f" ({g.kind})" if g.kind else "")
+        table.add_row(f"{g.start_us:.0f}", _ms(g.dur_us), cause, _safe((g.ended_by or "—")[:50]),
+                      _ms(g.launch_to_start_us), str(g.queue_depth), _safe(", ".join(g.host)[:60] or "—"))
+    console.print(table)
 
 
 def print_diff(d, console: Console) -> None:
@@ -68,7 +139,7 @@ def print_diff(d, console: Console) -> None:
         return "new" if c is None else f"{c:+.1%}"
 
     before, after = d.step_us
-    console.print(f"[bold]{escape(d.new)}[/] against [bold]{escape(d.base)}[/]")
+    console.print(f"[bold]{_safe(d.new)}[/] against [bold]{_safe(d.base)}[/]")
     console.print(f"  step {_ms(before)} → {_ms(after)} ms ({change((after - before) / before if before else None)})")
     for key, (b, a) in d.breakdown.items():
         console.print(f"  {key.removesuffix('_us').replace('_', '-')} per step {_ms(b)} → {_ms(a)} ms")
@@ -79,6 +150,6 @@ def print_diff(d, console: Console) -> None:
         for col in ("name", "base ms", "new ms", "Δ ms", "change"):
             table.add_column(col, justify="left" if col == "name" else "right")
         for r in rows:
-            table.add_row(escape(r["name"][:80]), _ms(r["base_us"]), _ms(r["new_us"]), f"{r['delta_us'] / 1000:+.3f}",
+            table.add_row(_safe(r["name"][:80]), _ms(r["base_us"]), _ms(r["new_us"]), f"{r['delta_us'] / 1000:+.3f}",
                           change(r["change"]))
         console.print(table)

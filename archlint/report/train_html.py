@@ -8,7 +8,7 @@ from __future__ import annotations
 import html
 
 from archlint.result import ModelResult
-from archlint.units import human_bytes, human_count
+from archlint.units import bytes_against, human_bytes, human_count, significant
 
 PARTS = ("forward", "backward", "loss", "optimizer")
 KEPT_ROWS = 12  # modules listed by activations kept; the rest summed in one line
@@ -50,12 +50,12 @@ def _split(m: ModelResult) -> str:
         flops = s[f"{part}_flops"]
         cells = [part, human_count(flops), f"{flops / total:.1%}" if part != "step" else "", human_bytes(s[f"{part}_mac_bytes"])]
         if est:
-            cells.append(f"{est[f'{part}_ms']:.3g}")
+            cells.append(significant(est[f"{part}_ms"]))
         if half:
-            cells.append(f"{half[f'{part}_ms']:.3g}")
+            cells.append(significant(half[f"{part}_ms"]))
         if measured:
             value = measured.get(f"{part}_ms")
-            cells.append("in forward" if value is None else f"{value:.3g}")
+            cells.append("in forward" if value is None else f"{significant(value)}")
         rows.append("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in cells) + "</tr>")
     header = "<tr>" + "".join(f"<th>{_e(c)}</th>" for c in cols) + "</tr>"
     notes = []
@@ -76,15 +76,25 @@ def _memory(mem: dict) -> str:
     rows = [("peak", f"<b>{human_bytes(mem['peak_bytes'])}</b> at {_e(mem.get('at', '?'))}"),
             ("live at the peak", _e(live or "—")),
             ("kept for backward", f"{human_bytes(mem['activations_bytes'])} of activations at the end of the forward")]
+    needed = mem.get("needed_bytes", mem.get("device_peak_bytes", mem["peak_bytes"]))
+    budget = mem.get("budget_bytes")
+    needed_text, budget_text = bytes_against(needed, budget if budget is not None else needed)
     if mem.get("device_peak_bytes") is not None:
-        rows.append(("on the device", f"{human_bytes(mem['device_peak_bytes'])} <span class=muted>the allocator's "
-                     "segments at the peak (a lower bound) and the CUDA context (assumed)</span>"))
+        rows.append(("the device needs", f"{needed_text} <span class=muted>the allocator's segments"
+                     + (" replayed under the budget" if budget is not None else "")
+                     + " and the CUDA context (measured once)</span>"))
+    elif budget is not None:
+        rows.append(("the device needs", f"{needed_text} <span class=muted>the peak</span>"))
     if mem.get("fits") is not None:
         verdict = "fits" if mem["fits"] else "does not fit"
-        rows.append(("budget", f"<b>{verdict}</b> in {human_bytes(mem['budget_bytes'])}"
+        rows.append(("budget", f"<b>{verdict}</b> in {budget_text}"
+                     + (f" on {_e(mem['device'])}" if mem.get("device") else "")
                      + (f" <span class=muted>({_e(mem['budget_source'])})</span>" if mem.get("budget_source") else "")))
     if mem.get("max_batch") is not None:
-        rows.append(("largest batch that fits", f"{mem['max_batch']:,} <span class=muted>memory model, not tried</span>"))
+        sure = (mem.get("max_batch_range") or [None, None])[1] is not None
+        rows.append(("largest batch sure to fit" if sure else "largest batch that fits",
+                     f"{mem['max_batch']:,} <span class=muted>memory model, not tried"
+                     + ("; allowing for its measured error" if sure else "") + "</span>"))
     table = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows)
     basis = f"<p class=muted>{_e(mem.get('basis', ''))}; {_e(mem.get('step_reported', ''))}</p>"
     return (f"<h4>Memory over the step</h4><table class=summary>{table}</table>{basis}"

@@ -7,6 +7,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
+from archlint.units import bytes_against
 from archlint.units import human_bytes as _bytes
 from archlint.units import human_count as _count
 from archlint.result import ModelResult
@@ -21,7 +22,10 @@ def print_step(model: ModelResult, console: Console) -> None:
     opt = s["optimizer"]
     console.print(
         f"  training step: optimizer {opt['name']}, loss {s['loss']['name']} of the outputs · "
-        f"{_count(s['trainable_params'])} trainable params, {_count(s['frozen_params'])} frozen",
+        f"{_count(s['trainable_params'])} trainable params, {_count(s['frozen_params'])} frozen"
+        + (f" ({_count(s['trainable_params'] - s['updated_params'])} of the trainable never reached by the forward: "
+           "no gradient, the optimizer skips them)"
+           if s.get("updated_params") is not None and s["updated_params"] < s["trainable_params"] else ""),
         markup=False,
     )
     est = (model.estimate or {}).get("train")
@@ -61,20 +65,38 @@ def print_step(model: ModelResult, console: Console) -> None:
         )
     memory = model.memory
     if memory:
-        line = f"  memory over the step: peak {_bytes(memory['peak_bytes'])}"
-        if memory.get("at"):
-            line += f" at {memory['at']}"
-        if model.distributed:  # the per-rank step follows (report/distributed_table.py)
-            line += " (one process, unsharded; per rank below)"
-        if memory.get("device_peak_bytes"):  # a GPU spec: what the device must hold beside the live bytes
-            allocator = memory["allocator"]
-            line += (f" · the device needs {_bytes(memory['device_peak_bytes'])} (allocator segments "
-                     f"{_bytes(allocator['reserved_peak_bytes'])} + CUDA context {_bytes(allocator['cuda_context_bytes'])})")
-        if memory.get("fits") is not None:
-            line += f" · {'fits' if memory['fits'] else 'does not fit'} in {_bytes(memory['budget_bytes'])}"
-        if memory.get("max_batch") is not None:
+        console.print(fit_line(memory) + (" (one process, unsharded; per rank below)" if model.distributed else ""),
+                      markup=False)
+
+
+def fit_line(memory: dict) -> str:
+    """The memory line: the peak, what the device needs and, with a budget, whether that is within
+    it: "fits" exactly when the figure printed for what the device needs is within the budget
+    printed (archlint.units.bytes_against keeps their order), and the device it is for named."""
+    needed = memory.get("needed_bytes", memory.get("device_peak_bytes", memory["peak_bytes"]))
+    budget = memory.get("budget_bytes")
+    needed_text, budget_text = bytes_against(needed, budget if budget is not None else needed)
+    gpu = bool(memory.get("device_peak_bytes"))
+    # without a GPU spec what the device needs is the peak: printed in the budget's digits
+    line = f"  memory over the step: peak {_bytes(memory['peak_bytes']) if gpu else needed_text}"
+    if memory.get("at"):
+        line += f" at {memory['at']}"
+    if gpu:  # a GPU spec: what the device must hold beside the live bytes
+        allocator = memory["allocator"]
+        context = allocator["cuda_context_bytes"]
+        line += (f" · the device needs {needed_text} (allocator segments {_bytes(needed - context)} + CUDA context "
+                 f"{_bytes(context)})")
+        if memory["device_peak_bytes"] > needed:  # under the budget the allocator releases cached segments
+            line += f"; without a limit it would keep up to {_bytes(memory['device_peak_bytes'])} reserved"
+    if memory.get("fits") is not None:
+        line += f" · {'fits' if memory['fits'] else 'does not fit'} in {budget_text}"
+    if memory.get("device"):
+        line += f" on {memory['device']}"
+    if memory.get("max_batch") is not None:
+        high = (memory.get("max_batch_range") or [None, None])[1]
+        if high is not None:  # a GPU spec: max_batch allows for the model's measured error
+            line += (f" · largest batch sure to fit: {memory['max_batch']} (allowing for the memory model's "
+                     f"measured error; none above {high} can)")
+        else:
             line += f" · largest batch that fits: {memory['max_batch']}"
-            high = (memory.get("max_batch_range") or [None, None])[1]
-            if high is not None:  # a GPU spec: max_batch allows for the model's measured error
-                line += f" (allowing for the memory model's measured error; none above {high} can)"
-        console.print(line, markup=False)
+    return line

@@ -7,11 +7,15 @@ from rich.console import Console
 from rich.table import Table
 
 from archlint.result import WhatIf
-from archlint.units import times
+from archlint.units import milliseconds, times
 
 
 def _num(value: float | None, fmt: str) -> str:
     return "–" if value is None else format(value, fmt)
+
+
+def _ms(value: float | None) -> str:
+    return "–" if value is None else milliseconds(value)  # one format in every row (archlint/units.py)
 
 
 def ranked(what_ifs: list[WhatIf]) -> list[WhatIf]:
@@ -35,7 +39,7 @@ def print_what_if(what_ifs: list[WhatIf], console: Console) -> None:
             continue
         spread = f"{times(w.spread[0])[:-1]}–{times(w.spread[1])}" if w.spread else ""
         table.add_row(
-            w.name, times(w.speedup), spread, w.verdict, _num(w.baseline_ms, ".3g"), _num(w.transformed_ms, ".3g"),
+            w.name, times(w.speedup), spread, w.verdict, _ms(w.baseline_ms), _ms(w.transformed_ms),
             _num(w.max_abs_diff, ".2g"), _num(w.max_rel_diff, ".2g"), _num(w.compile_s, ".1f"), w.reason,
         )
     console.print(table)

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from archlint.config import Settings
 from archlint.diagnostics import Applicability, Diagnostic
 from archlint.printable import printable
-from archlint.units import human_bytes, human_count
+from archlint.units import human_bytes, human_count, significant
 
 
 def location(d: Diagnostic, settings: Settings | None = None) -> str:
@@ -19,7 +19,7 @@ def location(d: Diagnostic, settings: Settings | None = None) -> str:
         cell = [f"cell {d.cell}"] if d.cell is not None else []  # a notebook: `bad.ipynb:cell 3:5:1`, as ruff
         where = ":".join([file, *cell] + [str(v) for v in (d.line, d.column) if v is not None])
     else:
-        where = d.target or "<model>"
+        where = printable(d.target) if d.target else "<model>"
     if d.node:
         where += f" [{d.module or ('model' if d.module == '' else d.node)}]"
     return where
@@ -36,9 +36,9 @@ def price_bits(d: Diagnostic) -> list[str]:
         if p.noise_share is not None:  # measured, but the difference stayed inside the timing noise
             bits = [f"could not measure (noise {p.noise_share:.1%} of {p.whole}, {p.basis}{where})"]
         elif p.saving_ms > 0:
-            bits = [f"saves ≈ {p.saving_ms:.3g} ms, {p.saving_share:.1%} of {p.whole} ({p.basis}{where})"]
+            bits = [f"saves ≈ {significant(p.saving_ms)} ms, {p.saving_share:.1%} of {p.whole} ({p.basis}{where})"]
         else:  # a measured what-if can come out at or below zero: said as it is
-            bits = [f"alternative no faster ({p.saving_ms:+.3g} ms, {p.basis}{where})"]
+            bits = [f"alternative no faster ({'+' if p.saving_ms >= 0 else '-'}{significant(abs(p.saving_ms))} ms, {p.basis}{where})"]
     elif p.mac_bytes_saved:
         whole = "model MAC" if p.whole == "model time" else p.whole  # a step's MAC (AL611)
         bits = [f"saves {human_bytes(p.mac_bytes_saved)} MAC, {p.saving_share:.1%} of {whole} (static)"]

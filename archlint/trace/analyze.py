@@ -23,24 +23,25 @@ import bisect
 import math
 import re
 import statistics
+from array import array
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
-from archlint.trace import intervals, kernels
+from archlint.trace import evidence as evidence_mod
+from archlint.trace import intervals, kernels, waterfall
+from archlint.trace import locations as locations_mod
+from archlint.trace import windows as windows_mod
+from archlint.trace.queue import CAUSES, LAUNCH_GAP_US, Gap, Queue
 from archlint.trace.read import Range, TraceData
+from archlint.trace.waterfall import Waterfall
 
-CAUSES = ("input", "sync", "launch", "host")
-# An idle stretch this short, ended by a GPU event launched only after it began, is launch
-# overhead (the host issues kernels slower than the GPU runs them); a longer one is other host work.
-LAUNCH_GAP_US = 100.0
-HOST_RANGE_MIN_US = 50.0  # shorter host ranges (and idle stretches) are not worth naming
-HOST_RANGES_PER_GAP = 60  # the latest-starting ranges looked at per idle stretch (nesting is shallower)
+__all__ = ["CAUSES", "LAUNCH_GAP_US", "StepFigures", "TraceAnalysis", "analyze"]
 _DEPTHWISE = re.compile(r"depthwise|dwconv|dw_conv", re.I)
 _FRAME = re.compile(r"^(?P<file>.+?\.py)\((?P<line>\d+)\): (?P<func>.+)$")
 
 
-@dataclass
+@dataclass(slots=True)
 class StepFigures:
     step: int | str  # N of ProfilerStep#N; "trace" when the trace has no steps (the whole GPU span)
     start_us: float
@@ -60,11 +61,18 @@ class StepFigures:
     idle_causes: dict[str, float]
     host_idle_in: dict[str, float]  # the host ranges (annotations, modules, user functions) most of the "host" idle fell in
     median_kernel_us: float | None
+    steady: bool = True  # a steady-state step (not start-up, warm-up or the run's first step)
+    unsteady_reason: str | None = None
+    queued_kinds: dict[str, float] = field(default_factory=dict)  # "queued" idle by what the queue waited on
+    buckets: dict[str, float] = field(default_factory=dict)  # the waterfall's buckets (add up to wall_us)
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: (round(v, 3) if isinstance(v, float) else v) for k, v in self.__dict__.items()} | {
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        return {k: (round(v, 3) if isinstance(v, float) else v) for k, v in values.items()} | {
             "idle_causes": {k: round(v, 3) for k, v in self.idle_causes.items()},
             "host_idle_in": {k: round(v, 3) for k, v in self.host_idle_in.items()},
+            "queued_kinds": {k: round(v, 3) for k, v in self.queued_kinds.items()},
+            "buckets": {k: round(v, 3) for k, v in self.buckets.items()},
         }
 
 
@@ -93,6 +101,12 @@ class TraceAnalysis:
     memory: dict[str, Any]
     locations: dict[str, tuple[str, int, str]]  # what → (file, line, function) in the user's code
     notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # how the trace was recorded, where it misleads
+    rerecord: str | None = None  # how to record a representative trace, when this one is not
+    idle_gaps: list[Gap] = field(default_factory=list)  # the longest idle stretches (the drill-down)
+    waterfall: Waterfall | None = None
+    evidence: dict[str, Any] = field(default_factory=dict)  # what the advice is chosen by (compiled, layout, collectives)
+    cpu_only: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -114,13 +128,22 @@ class TraceAnalysis:
             "memory": self.memory,
             "locations": {k: {"file": f, "line": line, "function": fn} for k, (f, line, fn) in self.locations.items()},
             "notes": self.notes,
+            "warnings": self.warnings,
+            "rerecord": self.rerecord,
+            "idle_gaps": [g.to_dict() for g in self.idle_gaps],
+            "waterfall": self.waterfall.to_dict() if self.waterfall else None,
+            "evidence": self.evidence,
+            "cpu_only": self.cpu_only,
         }
 
     @property
     def windows(self) -> list[StepFigures]:
-        """The complete steps (or the one whole-trace window), the ones findings are priced on."""
-        complete = [s for s in self.per_step if s.complete]
-        return complete or self.per_step
+        """The complete steady-state steps (or steady whole-trace window), the ones findings are
+        priced on; none when the trace holds no steady state (nothing is priced then)."""
+        complete = [s for s in self.per_step if s.complete and s.steady]
+        if complete or any(s.complete for s in self.per_step):
+            return complete
+        return [s for s in self.per_step if s.steady]  # only a cut window (a truncated file): what there is
 
     @property
     def unit(self) -> str:
@@ -138,7 +161,8 @@ def analyze(data: TraceData, top: int = 15, launch_gap_us: float = LAUNCH_GAP_US
         notes.append(f"the file ends inside the event array (cut while written): {data.events} events read before the cut")
     if data.rank is None:
         notes.append("no distributedInfo.rank in the trace: rank 0, as HTA assumes")
-    steps = _steps(data)
+    notes += _input_notes(data)
+    steps = _steps(data, notes)
     launch_at = {c: i for i, c in enumerate(data.launch_corr)}  # correlation → launch call
     kind = [kernels.hta_kind(n) for n in data.names]
     group = [kernels.group(n) for n in data.names]
@@ -148,12 +172,30 @@ def analyze(data: TraceData, top: int = 15, launch_gap_us: float = LAUNCH_GAP_US
     table = _kernel_table(data, group, top)
     # Per-step figures and the rules read every GPU event of the trace (the breakdown's window is HTA's).
     every = range(data.gpu_events)
-    span = lambda i: (data.gpu_ts[i], data.gpu_ts[i] + data.gpu_dur[i])  # noqa: E731
-    busy = intervals.union(span(i) for i in every)
-    compute = intervals.union(span(i) for i in every if kind[data.gpu_name[i]] == kernels.COMPUTE)
-    comm = intervals.union(span(i) for i in every if group[data.gpu_name[i]] == "communication")
+    # one pass, by name index: the lanes each GPU event belongs to (most belong to none but busy)
+    lane_of: list[tuple[list, ...]] = []
+    spans: dict[str, list[tuple[float, float]]] = {
+        k: [] for k in ("busy", "compute", "comm", "fp32_gemm", "pageable_copy", "layout_conversion")}
+    fp32 = set(table["fp32_names"])
+    for n, name in enumerate(data.names):
+        lane_of.append(tuple(spans[k] for k, member in (
+            ("busy", True), ("compute", kind[n] == kernels.COMPUTE), ("comm", group[n] == "communication"),
+            ("fp32_gemm", n in fp32), ("pageable_copy", _pageable_h2d(name)),
+            ("layout_conversion", kind[n] == kernels.COMPUTE and evidence_mod.LAYOUT.search(name) is not None)) if member))
+    ts, dur, names = data.gpu_ts, data.gpu_dur, data.gpu_name
+    for i in every:
+        pair = (ts[i], ts[i] + dur[i])
+        for lane in lane_of[names[i]]:
+            lane.append(pair)
+    busy, compute, comm = (intervals.union(spans[k]) for k in ("busy", "compute", "comm"))
+    lanes = {k: intervals.union(spans[k]) for k in ("fp32_gemm", "pageable_copy", "layout_conversion")}
+    del spans
     device, memory_total, cc, vendor = _device(data)
-    return TraceAnalysis(
+    startup = windows_mod.startup_events(data, launch_at)
+    recording = windows_mod.recording(data, launch_at, startup, bool(steps))
+    queue = Queue(data, busy, launch_at, launch_gap_us)
+    per_step = _per_step(data, steps, busy, compute, comm, lanes, queue, startup, launch_at, kind, notes)
+    analysis = TraceAnalysis(
         file=data.file,
         rank=0 if data.rank is None else data.rank,
         device=device,
@@ -163,7 +205,7 @@ def analyze(data: TraceData, top: int = 15, launch_gap_us: float = LAUNCH_GAP_US
         steps=len(steps),
         truncated=data.truncated,
         temporal_breakdown=breakdown,
-        per_step=_per_step(data, steps, busy, compute, launch_at, kind, launch_gap_us),
+        per_step=per_step,
         kernels=table["top"],
         groups=table["groups"],
         gemm_tensor_core_share=table["tensor_core_share"],
@@ -175,9 +217,37 @@ def analyze(data: TraceData, top: int = 15, launch_gap_us: float = LAUNCH_GAP_US
         pageable_h2d=_pageable(data, every, launch_at),
         data_parallel=_data_parallel(data, every),
         memory=_memory(data, memory_total),
-        locations=_locations(data),
+        locations={},
         notes=notes,
+        warnings=recording.warnings,
+        idle_gaps=queue.top_gaps(),
+        cpu_only=not data.gpu_events,
     )
+    analysis.evidence = evidence_mod.gather(data, steps)
+    analysis.evidence["sync_idle_by_call"] = {k: round(v, 3) for k, v in sorted(queue.sync_charged.items())}
+    items = locations_mod.gpu_items(data, queue.blocking_calls)
+    analysis.evidence["item_calls"] = {"gpu": len(items), "cpu": len(data.item_calls) - len(items)}
+    analysis.locations = locations_mod.locations(data, queue.blocking_calls, items)
+    steady = analysis.windows
+    unsteady = [s for s in per_step if not s.steady]
+    if unsteady:
+        reasons = sorted({s.unsteady_reason for s in unsteady if s.unsteady_reason})
+        analysis.warnings.append(
+            f"{len(unsteady)} of {len(per_step)} windows are not steady state and are not priced: " + "; ".join(reasons)
+        )
+    if not steady and per_step:
+        analysis.warnings.append("no steady-state window in the trace: nothing is priced")
+    if analysis.cpu_only and per_step:
+        # as torch-tb-profiler's overview did: the step is host time, split into the DataLoader's and the rest
+        analysis.notes.append(
+            "CPU-only trace (no GPU events): each step's time is the host's, split into DataLoader (idle: input) and "
+            "other host work (idle: host)"
+        )
+    if unsteady or not steps or recording.with_stack:
+        analysis.rerecord = windows_mod.RERECORD
+    analysis.waterfall = waterfall.build([s.buckets | {"wall": s.wall_us} for s in steady], evidence_mod.returns(analysis),
+                                         note=None if steady else "no steady-state window: nothing priced")
+    return analysis
 
 
 def _temporal_breakdown(data: TraceData, kept: list[int], kind: list[str]) -> dict[str, float]:
@@ -212,7 +282,7 @@ def _kernel_table(data: TraceData, group: list[str], top: int) -> dict[str, Any]
             if kernels.tensor_core(name):
                 tc_us += total
             elif not _DEPTHWISE.search(name):  # depthwise convolutions do not use tensor cores in any precision
-                fp32.append((total, name))
+                fp32.append((total, name, n))
     total_gpu = sum(groups.values()) or 1.0
     rows = []
     for n, (count, total) in sorted(by_name.items(), key=lambda kv: -kv[1][1])[:top]:
@@ -225,8 +295,9 @@ def _kernel_table(data: TraceData, group: list[str], top: int) -> dict[str, Any]
         "top": rows,
         "groups": dict(sorted(groups.items(), key=lambda kv: -kv[1])),
         "tensor_core_share": round(tc_us / gemm_us, 4) if gemm_us else None,
-        "fp32_us": sum(us for us, _ in fp32),
-        "fp32_kernels": [kernels.short_name(n) for _, n in sorted(fp32, reverse=True)[:5]],
+        "fp32_us": sum(us for us, _, _ in fp32),
+        "fp32_kernels": [kernels.short_name(name) for _, name, _ in sorted(fp32, reverse=True)[:5]],
+        "fp32_names": [n for _, _, n in fp32],
     }
 
 
@@ -236,13 +307,44 @@ def _whole_us(ts: float, dur: float) -> tuple[float, float]:
     return float(math.ceil(ts)), float(math.floor(ts + dur))
 
 
-def _steps(data: TraceData) -> list[Range]:
-    """One range per ProfilerStep#N (the outermost when a step is recorded on several threads)."""
+def _input_notes(data: TraceData) -> list[str]:
+    """What the reader set right in the file, said (never silently)."""
+    notes = []
+    if data.categories_seen:
+        notes.append(f"event categories of torch 1.8-1.10 ({', '.join(sorted(data.categories_seen))}) read as their "
+                     "later names (cpu_op, cuda_runtime, kernel, gpu_memcpy, gpu_memset)")
+    if data.skipped:
+        notes.append(f"{data.skipped} complete events left out: their ts or dur is not a finite number")
+    if data.negative:
+        notes.append(f"{data.negative} events with a negative duration (down to {_us(data.negative_min_us)} µs) counted "
+                     "as 0 µs: the profiler recorded their end before their start")
+    return notes
+
+
+def _us(value: float) -> str:
+    return f"{value:.3f}".rstrip("0").rstrip(".")
+
+
+def _steps(data: TraceData, notes: list[str]) -> list[tuple[int, Range]]:
+    """One (N, range) per ProfilerStep#N (the outermost when a step is recorded on several
+    threads), by start. A step that runs past the start of the next one (clock skew between
+    threads, or ranges the profiler closed late) ends where the next begins: steps never overlap,
+    so no time counts twice."""
     by_n: dict[int, Range] = {}
     for n, r in data.steps:
         if n not in by_n or r.dur > by_n[n].dur:
             by_n[n] = r
-    return sorted(by_n.values(), key=lambda r: r.ts)
+    ordered = sorted(by_n.items(), key=lambda nr: (nr[1].ts, nr[0]))
+    clamped = 0
+    for k in range(len(ordered) - 1):
+        n, r = ordered[k]
+        after = ordered[k + 1][1].ts
+        if r.ts + r.dur > after:
+            ordered[k] = (n, Range(r.name, r.ts, after - r.ts, r.tid))
+            clamped += 1
+    if clamped:
+        notes.append(f"{clamped} ProfilerStep ranges ran past the start of the next step: each ends where the next begins")
+    return ordered
 
 
 def _breakdown_window(data: TraceData, steps: list[Range], launch_at: dict[int, int], notes: list[str]) -> list[int]:
@@ -264,89 +366,62 @@ def _breakdown_window(data: TraceData, steps: list[Range], launch_at: dict[int, 
     return kept
 
 
-def _per_step(data, steps, merged, compute, launch_at, kind, launch_gap_us) -> list[StepFigures]:
-    if steps:
-        windows = [(r.name.split("#")[-1].strip(), r.ts, r.end) for r in steps]
-        windows = [(int(n) if n.isdigit() else n, s, e) for n, s, e in windows]
-    elif merged:
-        windows = [("trace", merged[0][0], merged[-1][1])]
-    else:
+def _per_step(data, steps, merged, compute, comm, lanes, queue: Queue, startup, launch_at, kind, notes) -> list[StepFigures]:
+    span = (merged[0][0], merged[-1][1] if steps else _work_end(data, kind, merged[-1][1])) if merged else None
+    wins = windows_mod.windows(data, steps, span, startup)
+    if not wins:
         return []
     dataloader = intervals.union((r.ts, r.end) for r in data.dataloader)
-    # Blocking calls: synchronisations, cudaMemcpy, and async copies to pageable host memory (.item(),
-    # .cpu()), which the driver completes before returning.
-    to_pageable = {
-        data.gpu_corr[i] for i in range(data.gpu_events)
-        if data.names[data.gpu_name[i]].startswith("Memcpy DtoH") and "Pageable" in data.names[data.gpu_name[i]]
-    }
-    blocking_calls = [r for r in data.syncs] + [r for r, c in data.memcpy_calls if "Async" not in r.name or c in to_pageable]
-    blocking = intervals.union((r.ts, r.end) for r in blocking_calls)
-    blocking_starts = [s for s, _ in blocking]
+    blocking = intervals.union((r.ts, r.end) for r in queue.blocking_calls)
     allocs = intervals.union((r.ts, r.end) for r in data.alloc_calls)
-    # next GPU event after each idle stretch: was it launched before the GPU went idle?
-    starts = sorted(range(data.gpu_events), key=data.gpu_ts.__getitem__)
-    start_ts = [data.gpu_ts[i] for i in starts]
     launch_ts = data.launch_ts
-    launch_durs = [(launch_ts[j], data.launch_dur[j]) for j in range(len(launch_ts)) if data.launch_is_kernel[j]]
-    launch_durs.sort()
-    launch_starts = [t for t, _ in launch_durs]
-    # the GPU events launched in each step (by their launch call's start)
-    by_step: list[list[int]] = [[] for _ in windows]
-    window_starts = [w[1] for w in windows]
+    # (columns as arrays: 8 bytes an entry where a list of Python numbers takes 32-36)
+    kernel_launches = sorted((j for j in range(len(launch_ts)) if data.launch_is_kernel[j]), key=launch_ts.__getitem__)
+    launch_starts = array("d", (launch_ts[j] for j in kernel_launches))
+    launch_sums = array("d", [0.0])  # prefix sums of the kernel launches' host time, in start order
+    for j in kernel_launches:
+        launch_sums.append(launch_sums[-1] + data.launch_dur[j])
+    del kernel_launches
+    # the GPU events launched in each window (by their launch call's start)
+    by_step: list[array] = [array("q") for _ in wins]
+    window_starts = [w.start_us for w in wins]
+    skew, skew_us = 0, 0.0  # GPU events that start before the host call that launched them
     for i in range(data.gpu_events):
         j = launch_at.get(data.gpu_corr[i])
         if j is not None:
-            k = bisect.bisect_right(window_starts, launch_ts[j]) - 1
-            if k >= 0 and launch_ts[j] < windows[k][2]:
+            at = launch_ts[j]
+            if data.gpu_ts[i] < at:
+                skew += 1
+                skew_us = max(skew_us, at - data.gpu_ts[i])
+            k = bisect.bisect_right(window_starts, at) - 1
+            if k >= 0 and at < wins[k].end_us:
                 by_step[k].append(i)
-    sync_starts = sorted(r.ts for r in blocking_calls)
-    # named host ranges long enough to explain an idle stretch: what the host was doing meanwhile
-    host_ranges = sorted(
-        (r for r in data.annotations + data.frames if r.dur >= HOST_RANGE_MIN_US), key=lambda r: r.ts
-    )
-    host_in: dict[str, float] = defaultdict(float)
+    if skew:
+        notes.append(f"{skew} GPU events start before the host call that launched them (by up to {_us(skew_us)} µs): the "
+                     "host and GPU clocks disagree; a GPU event is placed in the step its launch call started in")
+    sync_starts = sorted(r.ts for r in queue.blocking_calls)
     out = []
-    last_index = len(windows) - 1
-    walls = sorted(e - s for _, s, e in windows[:-1])
+    last_index = len(wins) - 1
+    walls = sorted(w.end_us - w.start_us for w in wins[:-1])
     typical = walls[len(walls) // 2] if walls else None
-    for k, (n, lo, hi) in enumerate(windows):
+    for k, w in enumerate(wins):
+        lo, hi = w.start_us, w.end_us
         wall = hi - lo
         busy = intervals.clip(merged, lo, hi)
         busy_us = intervals.length(busy)
-        comp_us = intervals.length(intervals.clip(compute, lo, hi))
-        causes = dict.fromkeys(CAUSES, 0.0)
-        for g0, g1 in intervals.gaps(merged, lo, hi):
-            gap = [(g0, g1)]
-            input_us = intervals.overlap(gap, intervals.clip(dataloader, g0, g1))
-            rest = (g1 - g0) - input_us
-            causes["input"] += input_us
-            # the GPU ran dry while the host was blocked: the sync (or blocking copy) emptied the queue
-            b = bisect.bisect_right(blocking_starts, g0) - 1
-            if b >= 0 and blocking[b][0] <= g0 <= blocking[b][1]:
-                causes["sync"] += rest
-                continue
-            # the GPU event that ends the gap: launched after the gap began → the host was late
-            nxt = bisect.bisect_left(start_ts, g1)
-            late = False
-            if nxt < len(starts):
-                j = launch_at.get(data.gpu_corr[starts[nxt]])
-                late = j is not None and launch_ts[j] >= g0
-            cause = "launch" if late and g1 - g0 <= launch_gap_us else "host"
-            causes[cause] += rest
-            if cause == "host":
-                _host_ranges(host_ranges, g0, g1, host_in)
-        top_host = dict(sorted(host_in.items(), key=lambda kv: -kv[1])[:3])
-        host_in.clear()
-        in_step = by_step[k] if steps else range(data.gpu_events)
+        comp = intervals.clip(compute, lo, hi)
+        comp_us = intervals.length(comp)
+        idle = queue.classify(w.name, w.steady, lo, hi)
+        in_step = by_step[k] if steps else [i for i in range(data.gpu_events) if lo <= data.gpu_ts[i] < hi]
         durs = [data.gpu_dur[i] for i in in_step if kind[data.gpu_name[i]] == kernels.COMPUTE]
         a, b = bisect.bisect_left(launch_starts, lo), bisect.bisect_left(launch_starts, hi)
         out.append(StepFigures(
-            step=n,
+            step=w.name,
             start_us=lo,
             wall_us=wall,
             # The last step is cut when the file is, or when the profiler stopped inside it (far
             # shorter than the steps before it).
-            complete=not (k == last_index and (data.truncated or (typical is not None and wall < typical / 2))),
+            complete=not (k == last_index and steps and (data.truncated or (typical is not None and wall < typical / 2))),
             gpu_busy_us=busy_us,
             compute_us=comp_us,
             non_compute_us=busy_us - comp_us,
@@ -357,27 +432,52 @@ def _per_step(data, steps, merged, compute, launch_at, kind, launch_gap_us) -> l
             sync_us=intervals.length(intervals.clip(blocking, lo, hi)),
             syncs=bisect.bisect_left(sync_starts, hi) - bisect.bisect_left(sync_starts, lo),
             alloc_us=intervals.length(intervals.clip(allocs, lo, hi)),
-            launch_us=sum(d for _, d in launch_durs[a:b]),
-            idle_causes=causes,
-            host_idle_in=top_host,
+            launch_us=launch_sums[b] - launch_sums[a],
+            idle_causes=idle.causes,
+            host_idle_in=idle.host_idle_in,
             median_kernel_us=statistics.median(durs) if durs else None,
+            steady=w.steady,
+            unsteady_reason=w.reason,
+            queued_kinds=idle.queued_kinds,
+            buckets=_buckets(busy_us, comp, intervals.clip(comm, lo, hi), lanes, lo, hi, idle.causes),
         ))
     return out
 
 
-def _host_ranges(ranges: list[Range], g0: float, g1: float, into: dict[str, float]) -> None:
-    """Add to `into` the part of the idle stretch [g0, g1) each named host range explains: each
-    piece of the stretch goes to the innermost (latest-starting) range covering it, so an outer
-    range that holds everything does not hide what ran inside it."""
-    if g1 - g0 < HOST_RANGE_MIN_US:
-        return
-    k = bisect.bisect_right(ranges, g1, key=lambda r: r.ts)
-    covering = [r for r in ranges[max(0, k - 200):k] if r.end > g0][-HOST_RANGES_PER_GAP:]
-    cuts = sorted({g0, g1} | {max(g0, r.ts) for r in covering} | {min(g1, r.end) for r in covering})
-    for a, b in zip(cuts, cuts[1:]):
-        inner = max((r for r in covering if r.ts <= a and r.end >= b), key=lambda r: r.ts, default=None)
-        if inner is not None:
-            into[inner.name] += b - a
+def _work_end(data: TraceData, kind: list[str], end: float) -> float:
+    """Where a trace without steps stops working: the end of its last kernel or copy. Sync waits
+    after it (the host's final synchronize, teardown) are not work and do not stretch the window."""
+    work = {n for n, k in enumerate(kind) if k != kernels.OTHER}
+    last = max((t + d for t, d, n in zip(data.gpu_ts, data.gpu_dur, data.gpu_name) if n in work), default=end)
+    return min(end, last)
+
+
+def _buckets(busy_us, comp, comm, lanes, lo, hi, causes) -> dict[str, float]:
+    """The window's wall time cut into the waterfall's non-overlapping buckets (see waterfall.py):
+    compute less its fp32 GEMMs and layout conversions, those two, communication no computation overlaps, pageable
+    host-to-device copies nothing else overlaps, the rest of the busy time, idle by cause."""
+    comp_us = intervals.length(comp)
+    fp32_lane = intervals.clip(lanes["fp32_gemm"], lo, hi)
+    fp32 = intervals.length(fp32_lane)
+    layout_lane = intervals.clip(lanes["layout_conversion"], lo, hi)
+    layout = intervals.length(layout_lane) - intervals.overlap(layout_lane, fp32_lane)  # both are compute
+    comm_exposed = intervals.length(comm) - intervals.overlap(comm, comp)
+    pageable = intervals.clip(lanes["pageable_copy"], lo, hi)
+    pageable_exposed = intervals.length(pageable) - intervals.overlap(pageable, intervals.union(comp + comm))
+    out = {
+        "compute": comp_us - fp32 - layout,
+        "fp32_gemm": fp32,
+        "layout_conversion": layout,
+        "exposed_communication": comm_exposed,
+        "pageable_copy": pageable_exposed,
+        "other_non_compute": max(0.0, busy_us - comp_us - comm_exposed - pageable_exposed),
+    }
+    out |= {f"idle_{c}": us for c, us in causes.items()}
+    return out
+
+
+def _pageable_h2d(name: str) -> bool:
+    return name.startswith("Memcpy HtoD") and "Pageable" in name
 
 
 def _modules(data: TraceData, kept: list[int]) -> list[dict[str, Any]]:
@@ -427,19 +527,31 @@ def _modules(data: TraceData, kept: list[int]) -> list[dict[str, Any]]:
 
 
 def _pageable(data: TraceData, kept: list[int], launch_at: dict[int, int]) -> dict[str, Any]:
-    """Host-to-device copies from pageable memory: GPU time and the host time of their calls."""
-    gpu_us = host_us = 0.0
-    count = 0
-    nbytes = 0
+    """Host-to-device copies from pageable memory: GPU time, the host time of their calls, their
+    bytes (of the copies whose size the trace gives: `bytes` and `gpu_us` are over those, so their
+    ratio is the measured bandwidth) and, when the trace has large pinned copies, their bandwidth."""
+    gpu_us = host_us = sized_us = 0.0
+    count = nbytes = 0
+    pinned_bytes, pinned_us = 0, 0.0
     for i in kept:
         name = data.names[data.gpu_name[i]]
-        if name.startswith("Memcpy HtoD") and "Pageable" in name:
+        if not name.startswith("Memcpy HtoD"):
+            continue
+        size = data.gpu_bytes[i] if len(data.gpu_bytes) > i else -1
+        if "Pageable" in name:
             count += 1
             gpu_us += data.gpu_dur[i]
+            if size > 0:
+                nbytes += size
+                sized_us += data.gpu_dur[i]
             j = launch_at.get(data.gpu_corr[i])
             if j is not None:
                 host_us += data.launch_dur[j]
-    return {"copies": count, "gpu_us": gpu_us, "host_us": host_us, "bytes": nbytes}
+        elif "Pinned" in name and size >= 1 << 20:  # small copies are latency, not bandwidth
+            pinned_bytes += size
+            pinned_us += data.gpu_dur[i]
+    return {"copies": count, "gpu_us": gpu_us, "host_us": host_us, "bytes": nbytes, "sized_gpu_us": sized_us,
+            "pinned_gbps": round(pinned_bytes / pinned_us / 1e3, 3) if pinned_us else None}
 
 
 def _data_parallel(data: TraceData, kept: list[int]) -> dict[str, Any]:
@@ -476,43 +588,9 @@ def _device(data: TraceData) -> tuple[str | None, int | None, str | None, str | 
     props = props or (data.devices[0] if data.devices else None)
     if props is None:
         return None, None, None, None
-    name = props.get("name")
-    cc = f"{props.get('computeMajor')}.{props.get('computeMinor')}" if props.get("computeMajor") is not None else None
+    name = props.get("name") if isinstance(props.get("name"), str) else None  # a header is outside input too
+    major, minor = props.get("computeMajor"), props.get("computeMinor")
+    cc = f"{major}.{minor}" if type(major) is int and type(minor) is int and 0 <= major < 100 and 0 <= minor < 100 else None
     vendor = "amd" if (name and ("AMD" in name or "Radeon" in name or "Instinct" in name)) or props.get("warpSize") == 64 else "nvidia"
     memory = props.get("totalGlobalMem") if isinstance(props.get("totalGlobalMem"), int) else None
     return name, memory, cc, vendor
-
-
-def _locations(data: TraceData) -> dict[str, tuple[str, int, str]]:
-    """For each host event kind a finding points at (sync, dataloader, item, memcpy), the user's
-    innermost Python frame around its longest occurrence, when the trace has stacks."""
-    if not data.frames:
-        return {}
-    by_tid: dict[Any, list[Range]] = defaultdict(list)
-    for f in data.frames:
-        by_tid[f.tid].append(f)
-    for frames in by_tid.values():
-        frames.sort(key=lambda r: r.ts)
-    starts = {tid: [f.ts for f in frames] for tid, frames in by_tid.items()}
-    kinds = {
-        "sync": data.syncs + [r for r, _ in data.memcpy_calls if "Async" not in r.name] + data.item_calls,
-        "dataloader": data.dataloader,
-        "memcpy": [r for r, _ in data.memcpy_calls],
-    }
-    out = {}
-    for what, ranges in kinds.items():
-        votes: dict[tuple[str, int, str], float] = defaultdict(float)
-        for r in ranges:
-            frames = by_tid.get(r.tid)
-            if not frames:
-                continue
-            k = bisect.bisect_right(starts[r.tid], r.ts)
-            for f in reversed(frames[max(0, k - 200):k]):  # innermost: the latest start that contains it
-                if f.end >= r.end:
-                    m = _FRAME.match(f.name)
-                    if m:
-                        votes[(m["file"], int(m["line"]), m["func"])] += r.dur
-                    break
-        if votes:
-            out[what] = max(votes, key=votes.get)
-    return out

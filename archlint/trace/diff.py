@@ -39,7 +39,7 @@ def _rows(base: dict[str, float], new: dict[str, float]) -> list[dict[str, Any]]
          "delta_us": round(new.get(name, 0.0) - base.get(name, 0.0), 3), "change": _change(base.get(name, 0.0), new.get(name, 0.0))}
         for name in set(base) | set(new)
     ]
-    return sorted(rows, key=lambda r: -r["delta_us"])
+    return sorted(rows, key=lambda r: (-r["delta_us"], r["name"]))  # ties by name: never in hash order
 
 
 def diff(base: TraceAnalysis, new: TraceAnalysis) -> TraceDiff:

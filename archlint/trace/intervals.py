@@ -8,14 +8,21 @@ from collections.abc import Iterable
 
 def union(intervals: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
     """The disjoint, sorted union of the intervals (touching ones merge)."""
-    merged: list[list[float]] = []
-    for start, end in sorted(intervals):
-        if merged and start <= merged[-1][1]:
-            if end > merged[-1][1]:
-                merged[-1][1] = end
+    merged: list[tuple[float, float]] = []
+    ordered = sorted(intervals)
+    if not ordered:
+        return merged
+    lo, hi = ordered[0]
+    for start, end in ordered:  # tuples built once per merged interval: no second list of pairs
+        if start <= hi:
+            if end > hi:
+                hi = end
         else:
-            merged.append([start, end])
-    return [(s, e) for s, e in merged]
+            merged.append((lo, hi))
+            lo, hi = start, end
+    merged.append((lo, hi))
+    del ordered
+    return merged
 
 
 def length(merged: Iterable[tuple[float, float]]) -> float:

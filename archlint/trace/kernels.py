@@ -25,7 +25,7 @@ _HTA_MEMORY = re.compile(r"(^Memcpy)|(^Memset)|(^dma)")
 _HTA_NOT_COMPUTE = re.compile(r"(^nccl.*Kernel)|(.*(Memcpy)|(Memset))|(.*Sync)")
 
 _COMM = re.compile(r"nccl|rccl|all_?reduce|all_?gather|reduce_?scatter|alltoall|all_to_all|sendrecv", re.I)
-_ATTENTION = re.compile(r"flash|fmha|attention|attn|sdpa|softmax.*gemm|xformers|mem_eff", re.I)
+_ATTENTION = re.compile(r"flash|fmha|attention|attn|sdpa|xformers|mem_eff", re.I)
 _GEMM = re.compile(
     r"gemm|gemv|matmul|\bmm\b|bmm|conv|cudnn|xmma|cutlass|cublas|winograd|implicit_?convolve|fprop|dgrad|wgrad"
     r"|Cijk_|hipblaslt|rocblas|MIOpen|igemm|sm\d\d_|ampere_|volta_|turing_|hopper_|_nhwc|nchwToNhwc|nhwcToNchw",
@@ -34,8 +34,14 @@ _GEMM = re.compile(
 # cuDNN also ships kernels that are not convolutions: batch norm (bn_fw_inf/bn_fw_tr/bn_bw, seen in
 # an H200 trace of torchvision's ResNet-50), pooling, softmax, activations, scaling. A cudnn:: name
 # that names no convolution or GEMM is classified by what it does, not as a GEMM.
-_CUDNN_NOT_GEMM = re.compile(r"cudnn::(?!.*(conv|gemm|xmma|fprop|dgrad|wgrad|winograd|sm\d\d_))", re.I)
+# (Tested after the last "cudnn::" only: a lookahead `cudnn::(?!.*(conv|...))` rescans the rest of the
+# name at each "cudnn::" in it, quadratic in a long name; the last one decides whether any does.)
+_CUDNN_GEMM_AFTER = re.compile(r"conv|gemm|xmma|fprop|dgrad|wgrad|winograd|sm\d\d_", re.I)
 _LAYOUT = re.compile(r"nchwToNhwc|nhwcToNchw|transpose|permute", re.I)
+# A convolution or GEMM by its own name, whatever layout words its template arguments carry (cuDNN's
+# implicit-GEMM kernels name a `Permute` epilogue); cuDNN's FFT convolutions (fft2d_r2c/c2r) too.
+_CONV_OR_GEMM = re.compile(r"implicit_?gemm|implicit_?convolve|fprop|dgrad|wgrad|xmma|[sdhc]gemm|gemm_|_gemm|conv2d|conv3d"
+                           r"|convolution|winograd|^fft\dd_(r2c|c2r)", re.I)
 _REDUCTION = re.compile(r"reduce|norm|\bbn_(fw|bw)|softmax|sum|mean|argmax|topk|sort|scan|cumsum|max_pool|avg_pool|pool", re.I)
 _COPY = re.compile(r"^Memcpy|^Memset|^dma|copy|cast|fill|CatArray|index|gather|scatter", re.I)
 _ELEMENTWISE = re.compile(r"elementwise|vectorized|unrolled|pointwise|triton_poi|activation|relu|gelu|silu|dropout", re.I)
@@ -88,9 +94,14 @@ def group(name: str, category: str = "kernel") -> str:
         return "other"
     if _COMM.search(name):
         return "communication"
-    if _ATTENTION.search(name):
+    if _ATTENTION.search(name) or _after(name, "softmax", "gemm"):  # softmax.*gemm, without the backtracking
         return "attention"
-    if _GEMM.search(name) and not _LAYOUT.search(name) and not _CUDNN_NOT_GEMM.search(name):
+    # what the kernel is, by its own qualified name: template arguments name traits, tiles and
+    # epilogues (`Permute`, `cudnn::Ampere_hmma_fp32_traits`), not what the kernel does
+    head = name.split("<", 1)[0]
+    if _GEMM.search(name) and not _LAYOUT.search(head) and not _cudnn_not_gemm(head):
+        return "gemm"
+    if _CONV_OR_GEMM.search(head) and not _cudnn_not_gemm(head):
         return "gemm"
     if _REDUCTION.search(name):
         return "reduction"
@@ -99,6 +110,18 @@ def group(name: str, category: str = "kernel") -> str:
     if _COPY.search(name) or _LAYOUT.search(name):
         return "copy"
     return "other"
+
+
+def _after(name: str, first: str, then: str) -> bool:
+    """Whether `then` occurs after an occurrence of `first` (case-insensitive), in linear time."""
+    lower = name.lower()
+    i = lower.find(first)
+    return i >= 0 and lower.find(then, i + len(first)) >= 0
+
+
+def _cudnn_not_gemm(name: str) -> bool:
+    i = name.lower().rfind("cudnn::")
+    return i >= 0 and not _CUDNN_GEMM_AFTER.search(name, i + 7)
 
 
 @functools.lru_cache(maxsize=65536)

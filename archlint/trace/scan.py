@@ -10,31 +10,94 @@ the current chunk and the event in hand are in memory. Stdlib only; never import
 from __future__ import annotations
 
 import gzip
+import io
 import json
+import os
 import re
+import sys
+import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
 CHUNK_CHARS = 1 << 20
 PIECE_CHARS = 1 << 16
-MAX_VALUE_CHARS = 256 << 20  # one event or header value; bounds memory on a malformed file
+# One event or header value; bounds memory on a malformed file (a trace's largest value, an
+# event with its input shapes, is a few KB; a gzip bomb of one 300M-character string is not a trace).
+MAX_VALUE_CHARS = 64 << 20
 _SEPARATORS = re.compile(r"[\s,]*")
 _SPACE = re.compile(r"\s*")
 _DECODER = json.JSONDecoder()
+STDIN = "-"  # the path that means standard input
 
 
 class TraceFormatError(ValueError):
     """The file is not a Chrome trace (or is not JSON at all)."""
 
 
-def open_text(path: Path) -> TextIO:
-    """A trace as text: `.gz` files are decompressed on the fly (checked by their magic bytes)."""
-    with open(path, "rb") as raw:
-        gzipped = raw.read(2) == b"\x1f\x8b"
-    if gzipped:
-        return gzip.open(path, "rt", encoding="utf-8-sig", errors="replace")
-    return open(path, encoding="utf-8-sig", errors="replace")  # a BOM is not part of the JSON
+class _Prefixed(io.RawIOBase):
+    """A non-seekable stream (a FIFO, stdin) with the bytes already read from it put back in front:
+    its first bytes say whether it is gzip, and it cannot be opened a second time."""
+
+    def __init__(self, prefix: bytes, rest) -> None:
+        super().__init__()
+        self.prefix, self.rest = prefix, rest
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        if self.prefix:
+            n = min(len(buffer), len(self.prefix))
+            buffer[:n], self.prefix = self.prefix[:n], self.prefix[n:]
+            return n
+        return self.rest.readinto(buffer)
+
+    def close(self) -> None:
+        self.rest.close()
+        super().close()
+
+
+class _Gzip(gzip.GzipFile):
+    """A GzipFile over an open stream that closes that stream too (GzipFile leaves a given one open)."""
+
+    def __init__(self, source) -> None:
+        super().__init__(fileobj=source, mode="rb")
+        self.source = source
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self.source.close()
+
+
+def open_text(path: Path | str) -> TextIO:
+    """A trace as text: `.gz` content is decompressed on the fly (checked by its magic bytes, not
+    the name); `-` is standard input; a FIFO or other non-seekable file is read once, as it comes."""
+    if str(path) == STDIN:
+        if sys.stdin is None:
+            raise OSError("standard input is closed")
+        raw = open(os.dup(sys.stdin.fileno()), "rb", buffering=0)  # our own descriptor: closing it leaves stdin be
+    else:
+        raw = open(path, "rb", buffering=0)
+    try:
+        seekable = raw.seekable()
+        magic = raw.read(2) or b""
+        if seekable:
+            raw.seek(0)
+            stream = io.BufferedReader(raw, buffer_size=1 << 16)
+        else:  # a pipe: the two bytes read go back in front
+            while len(magic) < 2 and (more := raw.read(2 - len(magic))):
+                magic += more
+            stream = io.BufferedReader(_Prefixed(magic, raw), buffer_size=1 << 16)
+    except BaseException:
+        raw.close()
+        raise
+    if magic == b"\x1f\x8b":
+        stream = _Gzip(stream)
+    # a BOM is not part of the JSON; a byte that is not UTF-8 becomes U+FFFD, never an error
+    return io.TextIOWrapper(stream, encoding="utf-8-sig", errors="replace")
 
 
 class _Buffer:
@@ -43,28 +106,35 @@ class _Buffer:
     def __init__(self, stream: TextIO) -> None:
         self.stream, self.text, self.pos, self.eof = stream, "", 0, False
         self.batch_failed = False  # one failed batch per window: the rest of it goes event by event
+        self.cut = False  # the gzip stream ended before its end marker (a .gz cut while being written)
 
-    def more(self) -> bool:
-        """Read one more chunk, dropping the consumed part; False at the end of the file."""
+    def more(self, at_least: int = 0) -> bool:
+        """Read at least one more chunk (and at least `at_least` characters), dropping the consumed
+        part; False at the end of the file. The window is joined once per call, so a value that
+        needs many chunks costs one copy per doubling (see value_here), not one per chunk."""
         if self.eof:
             return False
+        pending = len(self.text) - self.pos
         pieces, size = [], 0
-        while size < CHUNK_CHARS:  # in pieces: a .gz cut mid-stream loses only the last piece
+        while size < max(CHUNK_CHARS, at_least):  # in pieces: a .gz cut mid-stream loses only the last piece
+            if pending + size > MAX_VALUE_CHARS:
+                raise TraceFormatError(f"one JSON value is over {MAX_VALUE_CHARS >> 20} MB long (not a profiler trace)")
             try:
                 piece = self.stream.read(PIECE_CHARS)
             except EOFError:  # a .gz cut while being written: what came before it still counts
+                self.cut = True
                 break
+            except (gzip.BadGzipFile, zlib.error) as exc:
+                raise TraceFormatError(f"corrupt gzip data ({exc}): the .gz file is damaged") from None
             if not piece:
                 break
             pieces.append(piece)
             size += len(piece)
-        chunk = "".join(pieces)
-        if len(self.text) - self.pos > MAX_VALUE_CHARS:
-            raise TraceFormatError(f"one JSON value is over {MAX_VALUE_CHARS >> 20} MB long (not a profiler trace)")
-        if not chunk:
+        if not pieces:
             self.eof = True
             return False
-        self.text = self.text[self.pos:] + chunk
+        pieces.insert(0, self.text[self.pos:])
+        self.text = "".join(pieces)
         self.pos = 0
         self.batch_failed = False
         return True
@@ -82,8 +152,11 @@ class _Buffer:
     def expect(self, char: str) -> None:
         if self.peek() != char:
             got = self.text[self.pos:self.pos + 20] or "the end of the file"
-            raise TraceFormatError(f"expected {char!r}, found {got!r}")
+            raise TraceFormatError(f"expected {char!r}, found {got!r}{self.cut_note()}")
         self.pos += 1
+
+    def cut_note(self) -> str:
+        return " (the .gz file is cut short: truncated or corrupt gzip)" if self.cut else ""
 
     def value(self) -> Any:
         """Decode the next JSON value, reading more chunks while it is incomplete."""
@@ -91,15 +164,21 @@ class _Buffer:
         return self.value_here()
 
     def value_here(self) -> Any:
-        """Decode the JSON value that starts exactly at pos."""
+        """Decode the JSON value that starts exactly at pos. An incomplete value is retried only
+        once the window has doubled: each retry decodes the whole value again, so the retries of a
+        long value cost a constant multiple of its length (linear), not one decode per chunk."""
         while True:
             try:
                 value, end = _DECODER.raw_decode(self.text, self.pos)
             except json.JSONDecodeError as exc:
                 # Incomplete at the end of the window: read on. Anything else is malformed.
-                if (exc.pos >= len(self.text) - 1 or _truncated(exc)) and self.more():
+                if (exc.pos >= len(self.text) - 1 or _truncated(exc)) and self.more(len(self.text) - self.pos):
                     continue
-                raise TraceFormatError(f"not valid JSON near character {exc.pos}: {exc.msg}") from None
+                raise TraceFormatError(f"not valid JSON near character {exc.pos}: {exc.msg}{self.cut_note()}") from None
+            except RecursionError:
+                raise TraceFormatError("JSON nested too deeply to decode (a profiler trace nests a few levels)") from None
+            except ValueError as exc:  # a number past the interpreter's integer-digit limit
+                raise TraceFormatError(f"a JSON value that cannot be read: {_first_line(exc)}") from None
             # A number can end at the window's edge with more digits in the next chunk.
             if end == len(self.text) and not self.eof and self.more():
                 continue
@@ -107,8 +186,17 @@ class _Buffer:
             return value
 
 
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).splitlines() or [type(exc).__name__])[0][:200]
+
+
 def _truncated(exc: json.JSONDecodeError) -> bool:
-    return exc.msg.startswith(("Unterminated string", "Expecting"))
+    """An error a value cut at the window's end gives: an unterminated string (reported where the
+    string starts), or a literal or number cut short (`tr`, `-`: "Expecting value" a few characters
+    before the end). Anywhere else "Expecting" is malformed JSON: said at once, not read on."""
+    if exc.msg.startswith("Unterminated string"):
+        return True
+    return exc.msg.startswith("Expecting") and exc.pos >= len(exc.doc) - 16
 
 
 class Truncated(Exception):
@@ -122,6 +210,10 @@ def events(path: Path, on_header: Callable[[str, Any], None]) -> Iterator[dict]:
     with open_text(path) as stream:
         buf = _Buffer(stream)
         if not buf.more() or buf.peek() != "{":
+            if buf.cut:
+                raise TraceFormatError("the .gz file is cut short before its JSON begins (truncated or corrupt gzip)")
+            if buf.text.startswith("\x1f\ufffd"):  # the gzip magic again, after one decompression
+                raise TraceFormatError("compressed twice (gzip inside gzip): decompress it once (gunzip) and read that")
             raise TraceFormatError("does not start with a JSON object '{' (a Chrome trace is one)")
         buf.pos += 1
         found = False
@@ -160,7 +252,7 @@ def _batch(buf: _Buffer) -> list | None:
     end = last.start() + 1
     try:
         items = json.loads("[" + text[pos:end] + "]")
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):  # not a clean cut, or a value the decoder refuses: event by event
         buf.batch_failed = True
         return None
     buf.pos = end

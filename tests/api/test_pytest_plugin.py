@@ -51,7 +51,7 @@ def test_budget_passes_and_fails(pytester: pytest.Pytester):
     result = pytester.runpytest_subprocess(*PLUGIN, "-q")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines([
-        "*archlint: Net is over budget:*",
+        "*archlint: Net is over budget and has forbidden finding AL204:*",
         "*max-flops: * exceeds budget 1K FLOPs by *",
         "*forbidden AL204 at conv: *",
     ])
@@ -62,7 +62,8 @@ def test_baseline_saved_then_compared(pytester: pytest.Pytester):
     baseline = pytester.path / "baseline.json"
     pytester.runpytest_subprocess(*PLUGIN, "-q", "-k", "within", "--archlint-save-baseline", str(baseline))
     saved = json.loads(baseline.read_text())
-    assert list(saved["models"]) == ["Net"] and saved["models"]["Net"]["params"] == 3 * 8 * 9 + 8 + 16
+    key = "test_budget.py::test_within::Net"  # the test and the model's name (issue 39)
+    assert list(saved["models"]) == [key] and saved["models"][key]["params"] == 3 * 8 * 9 + 8 + 16
 
     same = pytester.runpytest_subprocess(*PLUGIN, "-q", "-k", "within", "--archlint-baseline", str(baseline))
     same.assert_outcomes(passed=1)
@@ -70,3 +71,30 @@ def test_baseline_saved_then_compared(pytester: pytest.Pytester):
     grown = pytester.runpytest_subprocess(*PLUGIN, "-q", "-k", "within", "--archlint-baseline", str(baseline))
     grown.assert_outcomes(failed=1)
     grown.stdout.fnmatch_lines(["*baseline:flops: FLOPs grew +100.0% over the baseline*"])
+
+
+def test_saving_the_baseline_where_it_cannot_go_is_one_line(pytester: pytest.Pytester):
+    """Issue 38: `--archlint-save-baseline <folder>` ended pytest with a traceback; a test file or
+    the baseline read as the file to save was replaced by the baseline."""
+    pytester.makepyfile(test_budget=TESTS.format(width=8))
+    (pytester.path / "folder").mkdir()
+    result = pytester.runpytest_subprocess(*PLUGIN, "-q", "--archlint-save-baseline", "folder")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+    result.stderr.fnmatch_lines(["*--archlint-save-baseline: cannot write the baseline to *folder: it is a folder; "
+                                 "give a file name*"])
+
+    test_file = pytester.path / "test_budget.py"
+    before = test_file.read_bytes()
+    result = pytester.runpytest_subprocess(*PLUGIN, "-q", "--archlint-save-baseline", str(test_file))
+    assert result.ret == pytest.ExitCode.USAGE_ERROR and test_file.read_bytes() == before
+    result.stdout.fnmatch_lines(["*cannot write the baseline to *test_budget.py: it is a test file that this run "
+                                 "reads*"])
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+
+    pytester.runpytest_subprocess(*PLUGIN, "-q", "--archlint-save-baseline", "base.json")
+    saved = (pytester.path / "base.json").read_bytes()
+    result = pytester.runpytest_subprocess(*PLUGIN, "-q", "--archlint-baseline", "base.json",
+                                           "--archlint-save-baseline", "./base.json")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR and (pytester.path / "base.json").read_bytes() == saved
+    result.stderr.fnmatch_lines(["*cannot write the baseline to *base.json: it is the baseline*that this run reads*"])

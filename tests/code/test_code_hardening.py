@@ -98,13 +98,16 @@ def test_fifo_and_device_files_are_refused_not_read(tmp_path, fix):
     good_files(tmp_path)
     args = ["pipe.py", "link.py", "zero.py", "/dev/zero", *GOOD, "--output-format", "json"]
     run = cli(*args, *(["--fix"] if fix else []), cwd=tmp_path, timeout=60)  # was: blocked forever
-    # the refusals are info (said, never failing); with --fix nothing else remains
-    assert run.returncode == (0 if fix else 1), run.stderr
+    # named on the command line, each refusal is an error (issue 38: a path the user names that cannot
+    # be linted fails the run, as an unreadable file does; it was info and exit 0 under --fix)
+    assert run.returncode == 1, run.stderr
     found = findings(run.stdout)
-    fifo = ("AL000", "info", "not a regular file (a FIFO); archlint reads only regular files")
-    device = ("AL000", "info", "not a regular file (a character device); archlint reads only regular files")
+    fifo = ("AL000", "error", "not a regular file (a FIFO); archlint reads only regular files; "
+            "name a Python file or a folder")
+    device = ("AL000", "error", "not a regular file (a character device); archlint reads only regular files; "
+              "name a Python file or a folder")
     refused = sorted(d for name, ds in found.items() if name not in GOOD for d in ds)
-    assert refused == [fifo, fifo, device, device]  # pipe.py, link.py → pipe.py; zero.py → /dev/zero, /dev/zero
+    assert refused == [fifo, device]  # pipe.py (link.py names it too), zero.py (so does /dev/zero): each once
     if fix:
         assert all((tmp_path / name).read_text() != FINDING for name in GOOD)
     else:
@@ -184,9 +187,9 @@ def test_unreadable_folders_and_read_only_fix_target(tmp_path):
     try:
         run = cli(".", "--output-format", "json", cwd=tmp_path, prefix=prefix)
         assert run.returncode == 1, run.stderr  # was: internal error, rc 2
-        assert run.stderr.strip() == ("archlint: warning: locked: cannot list this folder (Permission denied); "
-                                      "its files were not linted")
-        found = findings(run.stdout)
+        found = findings(run.stdout)  # an error of the run, as an unreadable file (issue 38: was a warning)
+        assert found["locked"] == [("AL000", "error", "cannot list this folder (Permission denied); "
+                                    "its files were not linted")]
         assert_good_kept(found)
         assert [c for c, _, _ in found["readonly.py"]] == ["AL402"]
 

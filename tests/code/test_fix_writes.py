@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import resource
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 
 import archlint
+from archlint import writeguard
 from archlint.cli import main
 from archlint.code import fix as fix_module
 from archlint.code import writeback
@@ -140,19 +142,21 @@ def test_a_rename_between_read_and_write_is_seen(tmp_path, monkeypatch):
 def test_links_out_of_the_tree_are_not_written_through(tmp_path):
     outside = tmp_path / "outside"
     tree = tmp_path / "tree"
-    outside.mkdir()
+    (outside / "sub").mkdir(parents=True)  # the linked folder holds another file than the linked file
     tree.mkdir()
-    for name in ("linked.py", "in_folder.py"):
-        (outside / name).write_text(FINDING)
+    (outside / "linked.py").write_text(FINDING)
+    (outside / "sub" / "in_folder.py").write_text(FINDING)
     (tree / "own.py").write_text(FINDING)
     (tree / "link.py").symlink_to(outside / "linked.py")
-    (tree / "folder").symlink_to(outside)
+    (tree / "folder").symlink_to(outside / "sub")
     run = cli("tree", "--fix", cwd=tmp_path)
     assert (outside / "linked.py").read_text() == FINDING  # was: fixed through the link
-    assert (outside / "in_folder.py").read_text() == FINDING  # was: fixed through the linked folder
+    assert (outside / "sub" / "in_folder.py").read_text() == FINDING  # was: fixed through the linked folder
     assert (tree / "link.py").is_symlink()
     assert (tree / "own.py").read_text() == FIXED
-    assert "tree/link.py: fixes not written: it is a symbolic link (archlint never writes through a link)" in run.stderr
+    assert (f"tree/link.py: fixes not written: it is a symbolic link to {outside / 'linked.py'}; archlint never writes "
+            "through a link (it would replace the link's target): remove the link or give the real file's path; "
+            "left unchanged") in run.stderr
     assert "tree/folder/in_folder.py: fixes not written: it lies outside the linted tree" in run.stderr
     assert run.stdout.splitlines()[-1].startswith("Fixed 1 finding with 2 edits (")
 
@@ -217,3 +221,109 @@ def test_write_refuses_a_path_outside_the_trees(tmp_path):
     with pytest.raises(writeback.Refused, match="outside the linted tree"):
         writeback.replace(tmp_path / "a.py", FINDING.encode(), FIXED.encode(), [str(tmp_path / "elsewhere")])
     assert (tmp_path / "a.py").read_text() == FINDING
+
+
+# Issue 38 (16 and the internal errors) ------------------------------------------------------------
+
+LOCKER = """\
+import fcntl, sys, time
+f = open(sys.argv[1], "rb")
+fcntl.flock(f, fcntl.LOCK_EX)
+print("locked", flush=True)
+time.sleep(120)
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="flock is POSIX")
+def test_a_file_another_process_keeps_locked_is_skipped_not_waited_for(tmp_path):
+    (tmp_path / "a.py").write_text(FINDING)
+    (tmp_path / "b.py").write_text(FINDING)
+    locker = subprocess.Popen([sys.executable, "-c", LOCKER, str(tmp_path / "b.py")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert locker.stdout.readline() == "locked\n"
+        run = cli("a.py", "b.py", "--fix", cwd=tmp_path)  # was: waited for the lock forever (timeout here)
+    finally:
+        locker.kill()
+        locker.wait()
+    assert (tmp_path / "a.py").read_text() == FIXED and (tmp_path / "b.py").read_text() == FINDING
+    assert run.stderr == ("archlint: warning: b.py: fixes not written: another process holds a lock on it (flock) for "
+                          "more than 2 s; run --fix again when it is released; left unchanged\n")
+    assert run.returncode == 1 and run.stdout.splitlines()[-1] == "Fixed 1 finding with 2 edits (1 remaining)."
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.py", "b.py"]  # no temporary file left
+
+
+def test_a_255_byte_file_name_can_be_fixed(tmp_path):
+    name = "字" * 84 + ".py"  # 84 × 3 + 3 = 255 bytes, legal; the temporary name was cut in characters
+    assert len(name.encode()) == 255
+    (tmp_path / name).write_text(FINDING)
+    run = cli(name, "--fix", cwd=tmp_path)
+    assert run.stderr == "" and (tmp_path / name).read_text() == FIXED  # was: File name too long, never fixed
+    assert writeback.TEMP_SUFFIX in writeguard.temp_name(name) and len(os.fsencode(writeguard.temp_name(name))) == 255
+
+
+def _dead_pid() -> int:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def test_a_killed_runs_temporary_file_is_removed_by_the_next_write(tmp_path):
+    (tmp_path / "a.py").write_text(FINDING)
+    dead, alive = _dead_pid(), os.getpid()
+    stale = tmp_path / f".a.py.{dead}.0123abcd{writeback.TEMP_SUFFIX}"
+    young = tmp_path / f".a.py.{dead}.4567abcd{writeback.TEMP_SUFFIX}"  # a writer in another pid namespace, maybe
+    live = tmp_path / f".a.py.{alive}.89abcdef{writeback.TEMP_SUFFIX}"
+    other = tmp_path / f".notes.{dead}.0123abcd.tmp"  # not archlint's: never touched
+    for path in (stale, young, live, other):
+        path.write_text("half a file")
+    old = os.stat(stale).st_mtime - 3600
+    for path in (stale, live, other):
+        os.utime(path, (old, old))
+    run = cli(".", "--fix", cwd=tmp_path)
+    assert (tmp_path / "a.py").read_text() == FIXED and "temp" not in run.stderr
+    assert not stale.exists()  # was: left for ever
+    assert young.exists() and live.exists() and other.exists()
+
+    os.utime(young, (old, old))
+    (tmp_path / "r.json").write_text("{}")
+    assert cli("a.py", "--output-format", "json", "-o", "r.json", cwd=tmp_path).returncode == 0
+    assert not young.exists() and live.exists()  # the report writer cleans its folder too
+
+
+STOPPED_MID_WRITE = """\
+import os, sys, time
+from pathlib import Path
+real = os.fsync
+def slow(fd):  # the temporary file is complete and about to be renamed: stop the run now
+    print("writing", flush=True)
+    time.sleep(1.5)
+    return real(fd)
+os.fsync = slow
+folder = Path(sys.argv[2])
+if sys.argv[1] == "fix":
+    from archlint.code import writeback
+    writeback.replace(folder / "a.py", (folder / "a.py").read_bytes(), b"fixed\\n", [str(folder)])
+else:
+    from archlint.outputs import write_text
+    write_text(folder / "a.py", "a new report\\n")
+print("survived", flush=True)
+"""
+
+
+@pytest.mark.skipif(not hasattr(signal, "pthread_sigmask"), reason="POSIX signals")
+@pytest.mark.parametrize("writer", ["fix", "report"])
+@pytest.mark.parametrize("stop", ["SIGTERM", "SIGINT"])
+def test_a_run_stopped_mid_write_leaves_no_temporary_file(tmp_path, writer, stop):
+    """A CI job cancelled (SIGTERM) or Ctrl-C while a file is written: the write finishes or is
+    undone, then the run stops; the folder holds the old file or the new one, nothing else."""
+    (tmp_path / "a.py").write_text(FINDING)
+    env = {**os.environ, "PYTHONPATH": str(PACKAGE_ROOT)}
+    child = subprocess.Popen([sys.executable, "-c", STOPPED_MID_WRITE, writer, str(tmp_path)], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert child.stdout.readline() == "writing\n"
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(writeback.TEMP_SUFFIX)]  # mid-write indeed
+    child.send_signal(getattr(signal, stop))
+    out, _ = child.communicate(timeout=60)
+    assert child.returncode != 0 and "survived" not in out  # the stop was not lost, only held
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.py"]  # was: .a.py.XXXX.archlint.tmp left
+    assert (tmp_path / "a.py").read_text() in (FINDING, "fixed\n", "a new report\n")

@@ -143,10 +143,11 @@ def test_one_finding_is_singular_in_the_baseline_note(capsys, project):
     assert code == 0 and "baseline: 1 finding in the baseline not reported" in out, out
 
 
-def test_readme_pre_commit_rev_is_the_version():
+def test_readme_pre_commit_rev_is_a_commit():
+    """Issue 39 replaced `rev: v{version}` (a tag no clone has) by a commit of the clone."""
     readme = (REPO / "README.md").read_text()
     (rev,) = re.findall(r"^\s+rev: (\S+)", readme, flags=re.MULTILINE)
-    assert rev == f"v{__version__}"  # the tag to create for a release: keep the snippet true
+    assert re.fullmatch(r"[0-9a-f]{40}", rev) and rev != f"v{__version__}"
 
 
 CONTROL_FLOW = textwrap.dedent(

@@ -193,3 +193,21 @@ def test_a_busy_cpu_is_said_in_a_toml_comment(monkeypatch, tmp_path, capsys):
     out = capsys.readouterr().out
     assert "# warning: the machine was busy (load average 64.0)" in out
     assert tomllib.loads(out) == {"achieved": {}}
+
+
+def test_write_spec_never_replaces_the_spec_it_copies(tmp_path):
+    """Issue 38: `--device-spec mine.toml --write-spec mine.toml --force` replaced the spec being
+    copied; the copy goes through the one writer, which refuses an input of the run."""
+    from archlint import devices
+    from archlint.errors import UsageError
+    from archlint.model import calibration
+
+    mine = tmp_path / "mine.toml"
+    mine.write_bytes(Path(devices.resolve("h200").path).read_bytes())
+    before = mine.read_bytes()
+    spec = devices.resolve(str(mine))
+    with pytest.raises(UsageError, match="it is the device spec that this run reads"):
+        calibration.write_spec(spec, {"top": {}, "tables": {}, "sources": {}}, mine, force=True)
+    assert mine.read_bytes() == before
+    calibration.write_spec(spec, {"top": {}, "tables": {}, "sources": {}}, tmp_path / "copy.toml", force=False)
+    assert devices.resolve(str(tmp_path / "copy.toml")).name == spec.name

@@ -298,3 +298,15 @@ def test_transforms_are_found_by_what_they_are_not_by_name(data_dir, capsys):
     ], names
     assert sum(s["share"] for s in lr["stages"]) == pytest.approx(1.0)
     assert not any("sum to" in n and int(n.split("sum to ")[1].split("%")[0]) > 100 for n in lr["notes"]), lr["notes"]
+
+
+def test_a_report_never_replaces_the_loaders_code(tmp_path, capsys):
+    """Issue 38: `-o data.py` replaced the code it measured; refused before anything is timed."""
+    code_text = "import torch\nloader = torch.utils.data.DataLoader(list(range(8)), batch_size=2)\n"
+    (tmp_path / "data.py").write_text(code_text)
+    for flag in ("-o", "--html"):
+        code = main(["loader", f"{tmp_path}/data.py:loader", *FAST, "--output-format", "json", flag,
+                     str(tmp_path / "data.py")])
+        err = capsys.readouterr().err
+        assert code == 2 and (tmp_path / "data.py").read_text() == code_text, err
+        assert "it is the loader's file that this run reads" in err

@@ -161,7 +161,7 @@ def test_hf_target_from_the_command_line(capsys):
     assert model["inputs"] == [{"name": "input_ids", "shape": [B, T], "dtype": "int64"}]
     gemm = sum(layer["flops"] for layer in model["layers"] if layer["kind"] in GEMM)
     assert gemm == B * (L * layer(T, f=4 * D) + T * D * V)
-    assert any("built from GPT2Config with n_layer=2" in note for note in model["notes"])
+    assert any("built GPT2LMHeadModel from GPT2Config with n_layer=2" in note for note in model["notes"])
 
 
 def test_hf_target_default_inputs_and_class_names(capsys):
@@ -226,3 +226,29 @@ def test_hf_target_in_the_config_file(tmp_path, capsys, monkeypatch):
     (model,) = json.loads(capsys.readouterr().out)["models"]
     assert model["target"] == "hf:gpt2" and model["inputs"][0]["shape"] == [1, 8]
     assert sum(l["flops"] for l in model["layers"] if l["kind"] in GEMM) == 8 * (12 * 32 * 32 + 2 * 8 * 32) + 8 * 32 * 100
+
+
+def test_hf_bert_builds_the_bare_model_it_promises_and_says_so(capsys):
+    """Issue 39 item 7: `hf:bert` built BertLMHeadModel (an LM head over 30522 tokens, 2.6x the bare
+    model's FLOPs) and leaked transformers' "add is_decoder=True" warning to the terminal."""
+    argv = ["hf:bert", "--config", "num_hidden_layers=1", "--config", "hidden_size=64", "--config",
+            "num_attention_heads=4", "--config", "intermediate_size=128", "--input-shape", "1,16:int64"]
+    model = _json(capsys, argv)
+    assert any(n.startswith("built BertModel from BertConfig") for n in model["notes"]), model["notes"]
+    assert not [layer for layer in model["layers"] if (layer["module"] or "").startswith("cls.")]  # no LM head
+    assert "is_decoder" not in capsys.readouterr().err
+    # the head, named as a class, is built; transformers' message is a note, not printed
+    head = _json(capsys, ["hf:BertLMHeadModel", *argv[1:]])
+    assert any(n.startswith("built BertLMHeadModel from BertConfig") for n in head["notes"])
+    assert any("is_decoder=True" in n for n in head["notes"]) and "is_decoder" not in capsys.readouterr().err
+    assert head["totals"]["flops"] > model["totals"]["flops"]
+
+
+def test_hf_encoders_with_decoder_heads_get_their_bare_model():
+    from archlint.model.hf import model_class
+
+    for name, bare in (("bert", "BertModel"), ("roberta", "RobertaModel"), ("electra", "ElectraModel")):
+        assert model_class(name, {})[1].__name__ == bare
+    assert model_class("gpt2", {})[1].__name__ == "GPT2LMHeadModel"
+    assert model_class("t5", {})[1].__name__ == "T5ForConditionalGeneration"
+    assert model_class("bert", {"is_decoder": True})[1].__name__ == "BertLMHeadModel"  # told to be a decoder

@@ -13,7 +13,7 @@ from torch import nn
 import archlint
 from archlint.report.html import render_html
 from archlint.report.train_html import H, TOP, BOTTOM, timeline_svg
-from archlint.units import human_bytes
+from archlint.units import bytes_against, human_bytes
 
 
 class Net(nn.Module):
@@ -56,7 +56,9 @@ def test_the_section_has_the_split_memory_and_kept_activations(trained):
     for row in ("forward", "backward", "loss", "optimizer", "step"):
         assert f"<td>{row}</td>" in part
     assert f"<b>{human_bytes(m.memory['peak_bytes'])}</b> at {m.memory['at']}" in part
-    assert "<b>fits</b> in 2 MB" in part
+    needed, budget = bytes_against(m.memory["needed_bytes"], m.memory["budget_bytes"])
+    assert f"<b>fits</b> in {budget} on cpu (this machine; no --device-spec)" in part  # the device named
+    assert f"<th>the device needs</th><td>{needed} " in part and float(needed.split()[0]) <= float(budget.split()[0])
     top = max(m.memory["per_module_activations"], key=m.memory["per_module_activations"].get)
     assert f"<code>{top}</code>" in part
 
@@ -77,4 +79,4 @@ def test_a_gpu_spec_adds_the_step_estimate_and_its_autocast_column():
     assert "ESTIMATED ms on h100-sxm" in part and "ESTIMATED ms, bfloat16 autocast" in part
     step_row = part.split("<td>step</td>", 1)[1].split("</tr>", 1)[0]
     assert f"<td>{est['step_ms']:.3g}</td><td>{est['autocast']['step_ms']:.3g}</td>" in step_row
-    assert "on the device" in part  # a GPU spec: the allocator's segments and the CUDA context
+    assert "<th>the device needs</th>" in part and "CUDA context" in part  # a GPU spec: segments and context

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.trace.synth import GEMM, busy, steps
+from tests.trace.synth import GEMM, STEP, Trace, busy, steps
 
 
 def input_bound(pos: bool):
@@ -89,7 +89,34 @@ def gpu_idle(pos: bool):
     return steps(build)
 
 
+def layout_conversion(pos: bool):
+    def build(t, s):
+        busy(t, s, 100, 7_000)
+        t.gpu("void cudnn::ops::nchwToNhwcKernel<float, float, float, false, true>(cudnn::ops::nchw2nhwc_params_t<float>)",
+              s + 7_000, 2_900 if pos else 200, s + 6_950)
+        if not pos:
+            busy(t, s, 7_200, 9_900)
+    return steps(build)
+
+
+def unrepresentative(pos: bool):
+    """Positive: the profiler wrapped the run from its start (no schedule), so ProfilerStep#0 is the
+    run's first step and its first kernel's launch loads the module for 5 ms (lazy loading).
+    Negative: the same steps recorded after a warm-up (numbered from 2), launched as usual."""
+    t = Trace()
+    first = 0 if pos else 2
+    for i in range(4):
+        s = 1_000_000.0 + i * STEP
+        t.step(first + i, s, STEP)
+        if pos and i == 0:
+            t.gpu(GEMM, s + 5_200, 4_700, s + 100, launch_dur=5_000)
+        else:
+            busy(t, s)
+    return t
+
+
 SCENARIOS = {
     "AL501": input_bound, "AL502": pageable_copy, "AL503": step_sync, "AL504": fp32_gemm, "AL505": launch_bound,
     "AL506": data_parallel, "AL507": communication_exposed, "AL508": memory_capacity, "AL509": gpu_idle,
+    "AL510": unrepresentative, "AL511": layout_conversion,
 }

@@ -98,3 +98,22 @@ def test_short_names():
     assert kernels.short_name("void at::native::reduce_kernel<512, 1>(at::native::ReduceOp<float>)") == "at::native::reduce_kernel"
     assert kernels.short_name("void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_64x64_32x6_tn_align4>(Params)") == (
         "cutlass::Kernel<cutlass_80_tensorop_s1688gemm_64x64_32x6_tn_align4>")
+
+
+@pytest.mark.parametrize("name", [
+    # cuDNN's implicit-GEMM convolution whose template arguments name a `Permute` tile and a
+    # cudnn:: traits class: once classified as a layout copy, so its time was not convolution time
+    "void xmma_cudnn::implicit_gemm::fprop::kernel<xmma_cudnn::implicit_gemm::fprop::Kernel_traits<"
+    "xmma_cudnn::Ampere_hmma_fp32_traits, xmma_cudnn::Cta_tile<xmma_cudnn::Ampere, 64, 64, 64, 2, 2, 1, 1>, "
+    "xmma_cudnn::implicit_gemm::fprop::Gmem_tile_a_t<xmma_cudnn::Ampere_hmma_fp32_traits, Permute>, 1, false> >"
+    "(xmma_cudnn::implicit_gemm::fprop::Params)",
+    "fft2d_r2c_32x32",  # cuDNN's FFT convolution (the AlexNet trace): once "other"
+    "fft2d_c2r_32x32",
+])
+def test_convolutions_whatever_their_template_arguments(name):
+    assert kernels.group(name) == "gemm"
+
+
+def test_layout_kernels_stay_copies():
+    assert kernels.group("void cudnn::ops::nchwToNhwcKernel<float>(int)") == "copy"
+    assert kernels.group("fbgemm_gpu::permute_2D_data_kernel") == "copy"

@@ -133,7 +133,9 @@ def test_memory_budget_sizes():
     from archlint.train_names import parse_size
 
     assert parse_size("24GB") == 24 * 10**9 and parse_size("16GiB") == 16 * 2**30
-    assert parse_size("8000MB") == 8 * 10**9 and parse_size("1.5 GB") == 1_500_000_000 and parse_size(512) == 512
+    assert parse_size("8000MB") == 8 * 10**9 and parse_size("1.5 GB") == 1_500_000_000 and parse_size("512B") == 512
+    with pytest.raises(UsageError, match="has no unit; did you mean 512GB or 512GiB"):  # issue 38: was 512 bytes
+        parse_size(512)
     for bad in ("", "24 parsecs", "-1GB", "0"):
         with pytest.raises(UsageError, match="give a size like 24GB"):
             parse_size(bad)

@@ -118,7 +118,7 @@ def test_bf16_and_int8_on_an_lstm_lm_are_reported_within_a_sanity_bound():
     if torch_error is not None:  # torch cannot run it here: the what-if says so with torch's words
         assert not found["bf16"].applicable and found["bf16"].speedup is None
         assert found["bf16"].reason.startswith("fails on this model") and torch_error[:60] in found["bf16"].reason
-    assert found["int8-dynamic"].reason.startswith("2 Linear/LSTM layers quantized to int8")  # the LSTM, the Linear
+    assert found["int8-dynamic"].reason.startswith("2 Linear/LSTM layers that run quantized to int8")  # the LSTM, the Linear
     assert not found["channels-last"].applicable and "no 2-D convolution" in found["channels-last"].reason
 
 

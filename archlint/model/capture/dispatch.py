@@ -61,11 +61,12 @@ class _Recorder(TorchFunctionMode):
         inputs, params = self.resolve((args, kwargs))
         name = self.b.unique(key)
         attrs = call_attrs(key, args, kwargs)
+        caller = _caller()
         if "host_sync" in attrs:
-            attrs["source"] = _caller()
+            attrs["source"] = caller
         self.b.op(
             name, label=label, key=key, module=self.stack[-1], inputs=inputs, outputs=outputs,
-            params=params, attrs=attrs,
+            params=params, attrs=attrs, source=caller,
         )
         self.produced(name, outputs)
         return out

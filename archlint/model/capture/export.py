@@ -17,7 +17,7 @@ from torch.overrides import TorchFunctionMode
 from archlint.model.capture.common import CaptureFailed, Replay, ancestors, is_leaf, tensors_in, to_meta
 from archlint.model.capture.describe import HOST_READS, SYNC_REASONS, call_attrs, function_label, host_sync, module_attrs
 from archlint.model.capture.fxnodes import alias_tuple_item, attribute_at, input_nodes, opgraph_node
-from archlint.model.capture.graph import GraphBuilder
+from archlint.model.capture.graph import GraphBuilder, user_frame
 from archlint.model.cost import normalize
 
 
@@ -170,7 +170,7 @@ def _record(model: nn.Module, ep, builder: GraphBuilder) -> Replay | None:
         b.op(
             b.reserve(n.name) if n.name not in b.graph else b.unique(n.name), label=label, key=key,
             module=module, inputs=inputs_, outputs=outputs, params=params,
-            attrs=call_attrs(key, concrete[0], concrete[1]),
+            attrs=call_attrs(key, concrete[0], concrete[1]), source=user_frame(n.meta.get("stack_trace")),
         )
     b.reached.add("")
     try:

@@ -17,7 +17,7 @@ from torch import nn
 from archlint.model.capture.common import CaptureFailed, Replay, ancestors, is_leaf, shape_of, tensors_in, to_meta
 from archlint.model.capture.describe import call_attrs, function_label, module_attrs
 from archlint.model.capture.fxnodes import alias_tuple_item, attribute_at, input_nodes, opgraph_node
-from archlint.model.capture.graph import GraphBuilder
+from archlint.model.capture.graph import GraphBuilder, user_frame
 from archlint.model.cost import KIND_OF, normalize
 
 
@@ -170,6 +170,7 @@ def _trace(model: nn.Module, concrete: dict[str, Any] | None = None) -> fx.Graph
     # When fx cannot trace through them, export (or dispatch) can.
     with _trace_through_wrapped():
         tracer = _Tracer()
+        tracer.record_stack_traces = True  # where in the user's forward each op is called: findings point there
         graph = tracer.trace(model, concrete_args=concrete or None)
     return fx.GraphModule(tracer.root, graph, type(model).__name__)
 
@@ -258,6 +259,8 @@ def capture_fx(model: nn.Module, inputs: tuple, builder: GraphBuilder, kwargs: d
                 continue
             for t in tensors_in(env.get(a)):
                 inputs_.append((opgraph_node(a, alias, b), t))
-        b.op(b.reserve(n.name), label=label, key=key, module=module, inputs=inputs_, outputs=outputs, params=params, attrs=attrs)
+        source = user_frame(n.stack_trace) if n.op != "call_module" else None
+        b.op(b.reserve(n.name), label=label, key=key, module=module, inputs=inputs_, outputs=outputs, params=params,
+             attrs=attrs, source=source)
     b.reached.add("")
     return Replay(gm)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import functools
 import inspect
 import itertools
+import re
+from pathlib import Path
 from typing import Any
 
 import networkx as nx
@@ -13,6 +15,7 @@ import torch
 from torch import nn
 from torch.nn.parameter import UninitializedTensorMixin
 
+import archlint
 from archlint.model.capture.common import dtype_name, shape_of
 from archlint.model.cost import kind_of
 from archlint.model.created import site_of
@@ -42,6 +45,9 @@ class GraphBuilder:
         self.canonical.update({id(t): n for n, t in model.named_buffers()})
         self.counted: set[int] = set()
         self.read: set[int] = set()
+        # a quantized layer's weights, unpacked at each call (new tensors): counted once per name
+        self.packed: dict[int, tuple[str, torch.Tensor]] = {}
+        self.packed_counted: dict[str, int] = {}
         self.reached: set[str] = set()
         self._used_names: dict[str, int] = {}
         self.notes: list[str] = []
@@ -81,6 +87,7 @@ class GraphBuilder:
         params: dict[str, torch.Tensor],
         attrs: dict[str, Any],
         kind: str | None = None,
+        source: list | None = None,
     ) -> None:
         owner = self.modules.get(module)
         count = 0
@@ -92,6 +99,9 @@ class GraphBuilder:
             self.read.add(id(t))
             if id(t) in self.param_ids and id(t) not in self.counted:
                 self.counted.add(id(t))
+                count += t.numel()
+            elif id(t) in self.packed and self.packed[id(t)][0] not in self.packed_counted:
+                self.packed_counted[self.packed[id(t)][0]] = t.numel()
                 count += t.numel()
         # a parameter passed in as data (DeBERTa's LayerNorm(self.rel_embeddings.weight)) is read too
         self.read.update(id(t) for _, t in inputs if id(t) in self.param_ids)
@@ -112,6 +122,7 @@ class GraphBuilder:
             param_bytes=param_bytes,
             params=count,
             attrs=attrs,
+            source=source,  # [file, line] of the user's code that called the op (functional ops), when known
         )
         for index, (producer, _) in enumerate(inputs):
             if producer is not None and not self.graph.has_edge(producer, name):
@@ -132,14 +143,27 @@ class GraphBuilder:
         internally, as MultiheadAttention does its out_proj, without calling their forward)."""
         module = self.modules[path]
         self.reached.update(f"{path}.{sub}" for sub, _ in module.named_modules() if sub)
-        return dict(itertools.chain(module.named_parameters(), module.named_buffers())) or packed_weights(module)
+        own = dict(itertools.chain(module.named_parameters(), module.named_buffers()))
+        if own:
+            return own
+        packed = packed_weights(module)
+        self.packed.update({id(t): (f"{path}.{name}", t) for name, t in packed.items()})  # the tensor kept: its id stays its own
+        return packed
 
     def finish(self, strategy: str) -> nx.DiGraph:
         g = self.graph
         g.graph["strategy"] = strategy
+        if self.packed_counted:  # torch's parameters() lists none of them: say what the params total holds
+            layers = sorted({name.rpartition(".")[0] for name in self.packed_counted})
+            self.notes.append(
+                f"params include the packed weights and biases of {len(layers)} quantized layer(s) "
+                f"({', '.join(layers[:5])}{', ...' if len(layers) > 5 else ''}: {sum(self.packed_counted.values()):,} "
+                "elements), which torch's model.parameters() does not list; as many as the float layers they replace")
         g.graph["notes"] = list(self.notes)
         g.graph["reached_modules"] = self.reached
         g.graph["unused_params"] = [n for n, t in self.model.named_parameters() if id(t) in self.param_ids and id(t) not in self.read]
+        g.graph.update(parameter_counts(self.model, {id(t) for t in self.model.parameters() if id(t) not in self.read}))
+        g.graph["param_count"] += sum(self.packed_counted.values())  # quantized layers' packed weights (noted above)
         # the modules that existed before the forward ran: one it creates (`self.extra = nn.Linear(...)`
         # in forward) is not the model's structure, and the capture's sandbox removes it afterwards
         g.graph["modules"] = {p: info for p, info in modules_table(self.model).items()
@@ -147,21 +171,48 @@ class GraphBuilder:
         return g
 
 
+def parameter_counts(model: nn.Module, unread: set[int]) -> dict[str, Any]:
+    """torch's count of the model's parameters (`sum(p.numel() for p in model.parameters())`: a shared
+    one once; a lazy module's, not yet made, none), the part no op of the forward read, and the
+    outermost modules all of whose parameters are unread, largest first: (path, elements)."""
+    def size(t) -> int:
+        return 0 if isinstance(t, UninitializedTensorMixin) else t.numel()
+    unused_modules = []
+    for path, module in model.named_modules():
+        if not path or any(path.startswith(p + ".") for p, _ in unused_modules):
+            continue
+        params = list(module.parameters())
+        if params and all(id(t) in unread for t in params):
+            unused_modules.append((path, sum(size(t) for t in params)))
+    return {
+        "param_count": sum(size(t) for t in model.parameters()),
+        "unused_param_count": sum(size(t) for t in model.parameters() if id(t) in unread),
+        "unused_modules": sorted(unused_modules, key=lambda m: (-m[1], m[0])),
+    }
+
+
 def packed_weights(module: nn.Module) -> dict[str, torch.Tensor]:
     """A quantized module keeps its weights packed, not as parameters (torch.ao.nn.quantized's
     Conv2d and Linear, the dynamic LSTM): unpacked here so the FLOPs formulas see their shapes
-    (and MAC their int8 bytes) instead of counting the op as 0."""
-    if not type(module).__module__.startswith(("torch.ao.nn.quantized", "torch.nn.quantized")):
+    (and MAC their int8 bytes) instead of counting the op as 0, and params count them (weights and
+    biases: the float layer's parameters, which torch's parameters() counts before quantizing)."""
+    if not type(module).__module__.startswith(("torch.ao.nn.quantized", "torch.nn.quantized",
+                                               "torch.ao.nn.intrinsic.quantized", "torch.nn.intrinsic.quantized")):
         return {}
     try:
         if callable(getattr(module, "get_weight", None)):  # dynamic RNNs: {"weight_ih_l0": ..., ...}
             weights = module.get_weight()
             if isinstance(weights, dict):
-                return {k: v for k, v in weights.items() if isinstance(v, torch.Tensor)}
+                biases = module.get_bias() if callable(getattr(module, "get_bias", None)) else {}
+                both = {**weights, **(biases if isinstance(biases, dict) else {})}
+                return {k: v for k, v in both.items() if isinstance(v, torch.Tensor)}
         weight = module.weight() if callable(getattr(module, "weight", None)) else None
+        bias = module.bias() if callable(getattr(module, "bias", None)) else None
     except (RuntimeError, TypeError, AttributeError):  # not unpackable: the op stays unknown, and is listed so
         return {}
-    return {"weight": weight} if isinstance(weight, torch.Tensor) else {}
+    if not isinstance(weight, torch.Tensor):
+        return {}
+    return {"weight": weight, **({"bias": bias} if isinstance(bias, torch.Tensor) else {})}
 
 
 def modules_table(model: nn.Module) -> dict[str, dict[str, Any]]:
@@ -182,3 +233,22 @@ def modules_table(model: nn.Module) -> dict[str, dict[str, Any]]:
 
 
 REPARAM_METHODS = ("reparameterize", "switch_to_deploy", "fuse")
+
+
+_SKIP_SOURCES = tuple(str(Path(m.__file__).resolve().parent) for m in (torch, archlint))
+
+
+def user_frame(stack_trace: str | None) -> list | None:
+    """[file, line] of the innermost frame outside torch and archlint in an fx/export node's
+    `stack_trace` ('File "/x/net.py", line 28, in forward' lines, outermost first)."""
+    if not stack_trace:
+        return None
+    found = None
+    for match in _FRAME.finditer(stack_trace):
+        file = match["file"]
+        if not file.startswith(_SKIP_SOURCES) and not file.startswith("<"):
+            found = [file, int(match["line"])]
+    return found
+
+
+_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)')

@@ -24,10 +24,17 @@ def finding(graph: nx.DiGraph, code: str, message: str, *, node: str | None, mod
     model), else the innermost module on the path whose class is the user's (a finding on
     `backbone.0.conv2` points at the user's block class, not at torch's Conv2d)."""
     d = Diagnostic(code=code, message=message, node=node, module=module, **kw)
+    called = op_source(graph, node)
+    if called:  # a functional op (F.relu, a matmul): the line of the user's forward that calls it
+        d.file, d.line = called
+        return d
     if module is None:
         return d
     modules = graph.graph.get("modules", {})
     holders = list(reversed(enclosing_modules(module)))  # innermost first
+    own = (graph.nodes[node].get("module") or "") if node in graph else ""
+    if own and own != module and own.startswith(f"{module}.") or (own and not module):
+        holders.insert(0, own)  # a layer among several (q of q, k, v): the line that created it
     created = next((modules[p]["created"] for p in holders if modules.get(p, {}).get("created")), None)
     if created:  # where the user's code created the module (recorded at build): the best place
         d.file, d.line = created
@@ -37,6 +44,29 @@ def finding(graph: nx.DiGraph, code: str, message: str, *, node: str | None, mod
     if info:
         d.file, d.line = info.get("file"), info.get("line")
     return d
+
+
+def op_source(graph: nx.DiGraph, node: str | None) -> tuple[str, int] | None:
+    """(file, line) of the user's code calling a functional op (recorded at capture), None for a
+    module's op or a call inside a library's code."""
+    if node is None or node not in graph:
+        return None
+    source = graph.nodes[node].get("source")
+    if not source or str(graph.nodes[node].get("op", "")).startswith("nn.") or is_library_file(source[0]):
+        return None
+    return source[0], int(source[1])
+
+
+def describe(graph: nx.DiGraph, node: str) -> str:
+    """An op as a reader finds it: "F.relu at net.py:9 in blocks.0.1" (its call in the user's
+    forward, and its module's qualified name), else the module path ("layer1.0.relu")."""
+    data = graph.nodes[node]
+    module = data.get("module") or ""
+    where = op_source(graph, node)
+    if where:
+        inside = f" in {module}" if module else ""
+        return f"{data.get('op') or data.get('key')} at {Path(where[0]).name}:{where[1]}{inside}"
+    return module or str(data.get("op") or node)
 
 
 def common_module(graph: nx.DiGraph, nodes: Iterable[str]) -> str:

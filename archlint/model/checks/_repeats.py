@@ -66,7 +66,8 @@ def _cost(d: Diagnostic) -> tuple[float, float]:
 def merge(members: list[Diagnostic]) -> Diagnostic:
     first = members[0]
     where = [d.module or d.node or "?" for d in members]
-    more = ", ".join(where[1:_LISTED + 1]) + (f" and {len(where) - 1 - _LISTED} more" if len(where) - 1 > _LISTED else "")
+    others = [w for w in dict.fromkeys(where) if w != where[0]]  # each place once
+    more = ", ".join(others[:_LISTED]) + (f" and {len(others) - _LISTED} more" if len(others) > _LISTED else "")
     return replace(
         first,
         message=f"{first.message} — and {len(members) - 1} more like it ({more}): one fix in their class",

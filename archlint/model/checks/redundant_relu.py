@@ -76,7 +76,7 @@ def check(graph, options, ctx):
         yield locate.finding(
             graph,
             CODE,
-            f"{query.op_name(rd)} at {module or name} changes nothing: {why}",
+            f"{locate.describe(graph, name)} changes nothing: {why}",
             node=name,
             module=module,
             price=price,
@@ -97,8 +97,8 @@ def _redundant(graph):
         inputs = query.tensor_inputs(graph, name)
         cause = _non_negative(graph, inputs[0]) if inputs and op in IDENTITY_ON_NON_NEGATIVE else None
         if cause is not None:
-            yield name, f"its input is already non-negative ({query.op_name(graph.nodes[cause])} at {cause})", cause
+            yield name, f"its input is already non-negative (the output of {locate.describe(graph, cause)})", cause
         elif op == "relu" and (nxt := query.sole_consumer(graph, name)) is not None and (
             graph.nodes[nxt]["kind"] == "activation" and query.op_name(graph.nodes[nxt]) in CLAMPS_AT_ZERO
         ):
-            yield name, f"the {query.op_name(graph.nodes[nxt])} right after it ({nxt}) clamps at 0 already", nxt
+            yield name, f"the {query.op_name(graph.nodes[nxt])} right after it ({locate.describe(graph, nxt)}) clamps at 0 already", nxt

@@ -121,7 +121,7 @@ def _dense(graph, ctx, options):
     concats = [n for n, d in query.ops(graph) if d["kind"] == "concat"]
     uses: dict[str, list[str]] = {}
     for c in concats:
-        for p in set(query.tensor_inputs(graph, c)):
+        for p in dict.fromkeys(query.tensor_inputs(graph, c)):  # unique, in graph order (never hash order)
             uses.setdefault(p, []).append(c)
     # Group concats that re-read the same tensors; a group with a tensor read ≥ min_reuse times is dense.
     parent = {c: c for c in concats}

@@ -31,6 +31,12 @@ OPTIONS = {
 }
 
 
+# What an unused parameter costs under DistributedDataParallel (measured with gloo, torch 2.14: the
+# second step raises), and what the flag that avoids the error costs (AL410).
+_DDP = ("under DistributedDataParallel the second step fails (\"Expected to have finished reduction in the "
+        "prior iteration before starting a new one\") unless find_unused_parameters=True, which walks the "
+        "autograd graph on every step (AL410)")
+
 _ITEMSIZE = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int8": 1}
 
 
@@ -93,7 +99,7 @@ def check(graph, options, ctx):
         else:
             message = (
                 f"{modules[path].get('type')} {path} is never reached in the {mode}-mode forward: {size} "
-                f"built, stored and checkpointed for nothing, and DDP needs find_unused_parameters=True"
+                f"built, stored and checkpointed for nothing; {_DDP}"
             )
         yield locate.finding(
             graph,
@@ -111,24 +117,32 @@ def check(graph, options, ctx):
                 "train_only": train_only,
             },
         )
-    # Parameters no op read, inside modules that did run (the rest are covered above).
+    # Parameters no op read, inside modules that did run (the rest are covered above): one finding
+    # per module, naming its parameters (weight and bias are one place to fix, listed once).
+    by_owner: dict[str, list[str]] = {}
     for pname in sorted(graph.graph.get("unused_params", ())):
         owner = pname.rpartition(".")[0]
         if owner not in live or any(_inside(owner, t) or owner == t for t in top):
             continue
-        train_only = any(fnmatch.fnmatchcase(pname.lower(), pat.lower()) for pat in options["train_only"])
-        message = f"parameter {pname} is never read in the {mode}-mode forward of {owner or 'the model'}"
+        by_owner.setdefault(owner, []).append(pname)
+    for owner, pnames in by_owner.items():
+        train_only = all(any(fnmatch.fnmatchcase(p.lower(), pat.lower()) for pat in options["train_only"]) for p in pnames)
+        what = (f"parameter {pnames[0]} is" if len(pnames) == 1 else
+                f"parameters {', '.join(p.rpartition('.')[2] for p in pnames)} of {owner or 'the model'} are")
+        message = f"{what} never read in the {mode}-mode forward" + (f" of {owner or 'the model'}" if len(pnames) == 1 else "")
+        if not train_only:
+            message += f"; {_DDP}"
         if train_only:
-            message += f": used only in {other} mode, as its name suggests (keep it to train; drop it for deployment)"
+            message += f": used only in {other} mode, as {'its name suggests' if len(pnames) == 1 else 'their names suggest'} (keep {'it' if len(pnames) == 1 else 'them'} to train; drop {'it' if len(pnames) == 1 else 'them'} for deployment)"
         yield locate.finding(
             graph,
             CODE,
             message,
             node=None,
             module=owner,
-            price=pricing.price(graph, ctx, alternative=f"{pname} deleted (no runtime cost)", claims=()),
+            price=pricing.price(graph, ctx, alternative=f"{', '.join(pnames)} deleted (no runtime cost)", claims=()),
             severity=Severity.INFO if train_only else Severity.WARNING,
-            evidence={"mode": mode, "parameter": pname, "train_only": train_only},
+            evidence={"mode": mode, "parameter": pnames[0], "parameters": pnames, "train_only": train_only},
         )
 
 

@@ -61,8 +61,8 @@ def per_rank(rec: StepRecording, par: Parallel, units: Units, buffers: list[tupl
         shaped["device_peak_bytes"] = pr.device_peak_bytes
         if budget_bytes is not None:  # the allocator limited to the budget less the context, as step_memory does
             under = replay(lifetimes, limit=int(budget_bytes) - CUDA_CONTEXT_BYTES)
-            shaped["allocator"] = {"cuda_context_bytes": CUDA_CONTEXT_BYTES, "under_budget": {
-                "out_of_memory": under.out_of_memory, "reserved_peak_bytes": under.peak_reserved}}
+            if not under.out_of_memory:  # what it holds under the limit: cached segments released there
+                shaped["needed_bytes"] = under.peak_reserved + CUDA_CONTEXT_BYTES
     if budget_bytes is not None:
         shaped["budget_bytes"] = int(budget_bytes)
         # one meaning of "fits" (archlint.model.train.fit.budget_peak): the figure the budget is held to

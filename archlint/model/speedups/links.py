@@ -13,7 +13,7 @@ from archlint.code.checks import modules as code_modules
 from archlint.diagnostics import Diagnostic, Price, Severity
 from archlint.model.checks import RuleDeclarationError, check_modules
 from archlint.result import ModelResult, WhatIf
-from archlint.units import times
+from archlint.units import human_bytes, times
 from archlint.whatif_names import NAMES
 
 
@@ -201,3 +201,46 @@ def _trains(file: str, target: str) -> bool:
             if (node.module or "").split(".")[-1] == stem or any(a.name == stem for a in node.names):
                 return True
     return False
+
+
+def link_distributed(diagnostics: list[Diagnostic], models: list[ModelResult], settings) -> None:
+    """The distributed-settings code findings checked against the model their file trains, analyzed
+    in the same run (the model as `link_code` finds it):
+
+    - AL410 (find_unused_parameters=True): the model's AL201 says whether its forward leaves a
+      parameter unused. None unused in the train-mode forward (--train) makes the finding a warning
+      (the flag only costs its walk); in the eval-mode forward it is said, the finding stays info;
+      an unused one says the flag is needed; a forward AL201 could not check says so. Only when
+      AL201 ran on the whole model (selected, no module-ignores).
+    - AL415 (gradient_as_bucket_view): with --train, the bytes the flag saves (the model's gradients)."""
+    for d in diagnostics:
+        if d.code not in ("AL410", "AL415") or not d.file:
+            continue
+        m = _model_of(d.file, [m for m in models if m.phase in (None, "train")])
+        if m is None:
+            continue
+        if d.code == "AL415":
+            grads = (m.memory or {}).get("grads_bytes")
+            if grads:
+                d.message += f" ({human_bytes(grads)} per GPU on {m.target}: its gradients in the --train step)"
+                d.evidence.update(model=m.target, grads_bytes=grads)
+            continue
+        if not settings.enabled("AL201") or settings.module_ignores.get("AL201"):
+            continue
+        unused = [u for u in diagnostics if u.code == "AL201" and u.target == m.target
+                  and not u.evidence.get("train_only")]
+        unchecked = any(note.startswith("AL201 not checked") for note in m.notes)
+        d.evidence.update(model=m.target, mode=m.mode, unused=[u.module or u.evidence.get("parameter") for u in unused])
+        if unchecked:
+            d.message += (f" ({m.target}'s forward reads tensor values in Python, so archlint cannot tell whether "
+                          "some parameters go unused)")
+        elif unused:
+            names = ", ".join(str(n) for n in d.evidence["unused"][:3]) + (" …" if len(unused) > 3 else "")
+            d.message += f" (needed here: {m.target}'s {m.mode}-mode forward leaves {names} unused, AL201)"
+        elif m.mode == "train":
+            d.message += (f" ({m.target}'s train-mode forward reads every parameter, AL201 found none unused: "
+                          "the flag only costs its walk on every step)")
+            d.severity = Severity.WARNING
+        else:  # eval mode: the training forward may differ (auxiliary heads, layers dropped in training)
+            d.message += (f" ({m.target}'s eval-mode forward reads every parameter; analyze it with --train to check "
+                          "the training forward)")

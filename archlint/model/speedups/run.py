@@ -18,22 +18,43 @@ compiled ones.
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import logging
 import math
+import os
+import threading
 import time
+from collections import Counter
 from dataclasses import replace
 
 import torch
 from torch import nn
 from torch.utils._pytree import tree_leaves
 
+from archlint import progress
 from archlint.errors import UsageError
 from archlint.model.roofline import resolve_device
+from archlint.model.sandbox import COMPILE_LOGGERS, quiet_torch_logs
 from archlint.whatif_names import NAMES, PRECISION
 from archlint.model.speedups.transforms import ORDER, NotApplicable, Variant, first_line
 from archlint.model.timer import Stats, make_timer, sample
 from archlint.result import WhatIf
+from archlint.units import duration
+from archlint.units import milliseconds
 
+# The estimate said before the what-ifs start (expected_seconds): what a transformation's making
+# and first call cost, in passes of the model; how much slower than the model a variant is taken to
+# be (bf16 and int8 ran up to 3× slower on this CPU); compiling: a fixed part (importing inductor,
+# its C++ toolchain probe) and a part per op, measured with torch.compile on this 2-core CPU.
+EXTRA_CALLS = 3
+PREPARE_S = 0.5  # a transformation's own making (a deep copy, quantizing, an fx pass), times the load
+SLACK_S = 10.0  # the what-ifs keep within twice their estimate, or this much more for a short one
+SLOWER = 2.0
+COMPILE_FIXED_S = 3.0
+# Measured here (torch.compile's first call at 1×3×64×64, a load of 5.5-6.5 per core): resnet18, 69 ops,
+# 60 s (estimate 74 s); mobilenet_v3_small, 157 ops, 156 s (estimate 165 s).
+COMPILE_PER_OP_S = 0.15
 MIN_PASSES = 5  # a median of fewer passes is at the mercy of one stall on a shared machine
 BUDGET = 1.5  # the single what-ifs' passes share the time of this many × --repeat baseline passes
 MIN_BUDGET_S = 0.5  # small models get this much timing at least: their passes are too few otherwise
@@ -45,33 +66,118 @@ COMPILING = ("compile",)  # what-ifs that compile: prepared and timed after all 
 
 def what_ifs(
     model: nn.Module, inputs, device: str, settings, names: list[str] | None = None, kwargs: dict | None = None,
-    deadline: float | None = None,
+    deadline: float | None = None, base_ms: float | None = None, ops: int = 0, target: str = "",
 ) -> tuple[list[WhatIf], list[str]]:
     """The what-ifs for `model` on `device` (each requested name, in canonical order, then the
     combination), and notes on how they were timed. `model` is never changed: everything runs
-    on a deep copy in eval mode."""
+    on a deep copy in eval mode. Before they start, how long they will take is estimated
+    (`expected_seconds`, from `base_ms`, the model's measured time, else a first timed call, and
+    `ops`, its size) and said on stderr (progress.say); they keep within twice that: past it, no
+    more passes are timed and no what-if is started (each says so)."""
     dev = resolve_device(device)
     names = [n for n in NAMES if n in (names if names is not None else NAMES)]
     threads = torch.get_num_threads()
-    try:
-        return _what_ifs(model, inputs, dev, settings, names, kwargs, deadline, threads)
+    warned: list[str] = []
+    try:  # torch.compile's log lines (inductor, its C++ toolchain probe) become notes, not stderr
+        with quiet_torch_logs(getattr(settings, "debug", False), COMPILE_LOGGERS, warned), \
+                _quiet_notices(getattr(settings, "debug", False)):
+            results, notes = _what_ifs(model, inputs, dev, settings, names, kwargs, deadline, threads, base_ms, ops,
+                                       target)
     finally:
         torch.set_num_threads(threads)
+    counts = Counter(warned)
+    notes += [f"torch.compile logged a warning: {text}" + (f" (×{n})" if n > 1 else "") for text, n in counts.items()]
+    return results, notes
 
 
-def _what_ifs(model, inputs, dev, settings, names, kwargs, deadline, threads) -> tuple[list[WhatIf], list[str]]:
+def machine_load() -> float:
+    """The runnable processes per core over the last minute (os.getloadavg), at least 1: compiling
+    is slower by about that on a shared machine (the model's passes, measured here, already are)."""
+    try:
+        return min(8.0, max(1.0, os.getloadavg()[0] / (os.cpu_count() or 1)))
+    except OSError:  # no load average on this platform
+        return 1.0
+
+
+def compile_seconds(ops: int, load: float = 1.0) -> float:
+    return (COMPILE_FIXED_S + COMPILE_PER_OP_S * ops) * load
+
+
+def expected_seconds(base_s: float, names: list[str], repeat: int, warmup: bool, ops: int, load: float = 1.0) -> float:
+    """How long the what-ifs `names` take on a model whose pass takes `base_s` seconds and that has
+    `ops` ops: each transformation's making (PREPARE_S times the machine's `load`) and first calls
+    (EXTRA_CALLS passes), the timed
+    passes as `_time` budgets them (every variant taken as SLOWER × the model's pass: bf16 and int8
+    can be slower on a CPU), compiling (COMPILE_FIXED_S + COMPILE_PER_OP_S per op, times the
+    machine's `load`), and the combination's passes. An estimate: said as one."""
+    plain = [n for n in names if n not in COMPILING]
+    compiling = [n for n in names if n in COMPILING]
+    share = len(plain) / len(names) if names else 1.0
+    total = base_s  # the first call of the baseline
+    for group, budget in ((plain, BUDGET * share), (compiling, BUDGET * (1 - share))):
+        if not group:
+            continue
+        costs = base_s * (1 + SLOWER * len(group))
+        allowed = budget * max(repeat * base_s, MIN_BUDGET_S)
+        passes = max(MIN_PASSES, min(repeat, math.floor(allowed / costs)))
+        total += (EXTRA_CALLS * SLOWER * base_s + PREPARE_S * load) * len(group) + (passes + int(warmup)) * costs
+    if compiling:
+        total += compile_seconds(ops, load)
+    if len(plain) + len(compiling) >= 2:  # the combination: made, called, timed on a third of the budget
+        costs = base_s * (1 + SLOWER)
+        passes = max(MIN_PASSES, min(repeat, math.floor(BUDGET / 3 * max(repeat * base_s, MIN_BUDGET_S) / costs)))
+        total += EXTRA_CALLS * SLOWER * base_s + PREPARE_S * load + (passes + int(warmup)) * costs
+    return total
+
+
+@contextlib.contextmanager
+def _quiet_notices(debug: bool):
+    """torch's notices about this machine's set-up that compiling prints (cpp_extension's "No CUDA
+    runtime is found" on a CUDA build without a GPU): off for the block, unless --debug."""
+    logger = logging.getLogger("torch.utils.cpp_extension")
+    level = logger.level
+    if not debug:
+        logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def _what_ifs(model, inputs, dev, settings, names, kwargs, deadline, threads, base_ms=None, ops=0,
+              target="") -> tuple[list[WhatIf], list[str]]:
+    start = time.monotonic()
     base = Variant(_eval_copy(model, dev), _to(inputs, dev), dev,
                    kwargs=dict(zip(kwargs or {}, _to(tuple((kwargs or {}).values()), dev))))
     reference, first_s = _first_call(base)
     base = replace(base, first_s=first_s)
+    base_s = base_ms / 1e3 if base_ms else first_s
+    load = machine_load()
+    expected = expected_seconds(base_s, names, settings.repeat, bool(settings.warmup), ops, load)
+    basis = (f"from the model's {'measured time' if base_ms else 'first call'} ({milliseconds(base_s * 1e3)} ms a pass)"
+             + (f" and its {ops} ops (compiling, at a load of {load:.1f} per core)"
+                if any(n in COMPILING for n in names) else "")
+             + f" and the passes each what-if gets (--repeat {settings.repeat})")
+    progress.say(f"archlint: --what-if{' on ' + target if target else ''}: {len(names)} transformation"
+                 f"{'s' if len(names) != 1 else ''}, about {duration(expected)} (an estimate {basis}; at most twice that, or {SLACK_S:g} s more)")
+    limit = start + max(2 * expected, expected + SLACK_S)  # the what-ifs keep within twice their estimate
+    deadline = limit if deadline is None else min(deadline, limit)
     results: dict[str, WhatIf] = {}
     variants: dict[str, Variant] = {}
     notes: list[str] = []
     plain = [n for n in names if n not in COMPILING]
     share = len(plain) / len(names) if names else 1.0
+    skipped = []
     for group, budget in ((plain, BUDGET * share), ([n for n in names if n in COMPILING], BUDGET * (1 - share))):
         timed: dict[str, Variant] = {}
+        before = set(threading.enumerate())
         for name in group:
+            cost = compile_seconds(ops, load) if name in COMPILING else EXTRA_CALLS * SLOWER * base_s + PREPARE_S * load
+            if time.monotonic() + cost > limit:  # it would end past twice the estimate: not started
+                results[name] = WhatIf(name, False, f"not run: it would pass twice the what-ifs' estimated "
+                                       f"{duration(expected)} (--what-if {name} alone runs it)")
+                skipped.append(name)
+                continue
             variant, outcome = _prepare(base, (name,), reference)
             torch.set_num_threads(threads)  # a compilation may have changed it
             results[name] = outcome
@@ -79,15 +185,22 @@ def _what_ifs(model, inputs, dev, settings, names, kwargs, deadline, threads) ->
                 timed[name] = variant
         notes += _time(base, timed, results, settings, budget=budget, deadline=deadline)
         variants.update(timed)
+        if any(n in COMPILING for n in group):  # torch.compile's workers: archlint's doing, not the model's
+            progress.own_threads(t for t in threading.enumerate() if t not in before)
     combo = _combination(results)
-    if combo:
+    if combo and time.monotonic() < limit:
         label = "combined: " + " + ".join(combo)
         variant, outcome = _prepare(base, combo, reference, label)
         torch.set_num_threads(threads)
         if variant is not None:  # timed the same way, on half the budget
             _time(base, {label: variant}, {label: outcome}, settings, budget=BUDGET / 3, deadline=deadline)
         results[label] = outcome
-    elif len([w for w in results.values() if w.applicable]) >= 2:
+    elif combo:
+        skipped.append("the combination")
+    took = time.monotonic() - start
+    notes.append(f"what-ifs: took {duration(took)} against {duration(expected)} estimated ({basis})"
+                 + (f"; not run, to keep within twice the estimate: {', '.join(skipped)}" if skipped else ""))
+    if not combo and len([w for w in results.values() if w.applicable]) >= 2:
         results["combined"] = WhatIf(
             "combined", False, "fewer than two transformations that can go together beat the baseline beyond the "
             f"noise (at most one of {', '.join(PRECISION)}): nothing to combine"

@@ -139,15 +139,35 @@ def int8_dynamic(v: Variant) -> Variant:
         raise NotApplicable("autocast is already applied")
     import warnings
 
-    from torch.ao.quantization import quantize_dynamic
+    from torch.ao.quantization import default_dynamic_qconfig, quantize_dynamic
 
+    # only the layers the forward runs: one it never calls (an unused head) changes nothing timed
+    ran, built = _called(v, (nn.Linear, nn.LSTM))
+    if not ran:
+        raise NotApplicable(f"none of the {built} nn.Linear/nn.LSTM layers runs in forward")
     with warnings.catch_warnings():  # torch.ao's deprecation notices: the result is what we time
         warnings.simplefilter("ignore")
-        model = quantize_dynamic(copy.deepcopy(v.model), {nn.Linear, nn.LSTM}, dtype=torch.qint8)
+        model = quantize_dynamic(copy.deepcopy(v.model), {name: default_dynamic_qconfig for name in ran},
+                                 dtype=torch.qint8)
     n = sum(isinstance(m, (torch.ao.nn.quantized.dynamic.Linear, torch.ao.nn.quantized.dynamic.LSTM))
             for m in model.modules())
-    return v.with_("int8-dynamic", f"{n} Linear/LSTM layer{'s' if n != 1 else ''} quantized to int8 "
-                   f"(torch.ao quantize_dynamic, {torch.backends.quantized.engine} engine)", model=model)
+    unused = f"; {built - len(ran)} more never run in forward, left as they are" if built > len(ran) else ""
+    return v.with_("int8-dynamic", f"{n} Linear/LSTM layer{'s' if n != 1 else ''} that run{'s' if n == 1 else ''} quantized to int8 "
+                   f"(torch.ao quantize_dynamic, {torch.backends.quantized.engine} engine){unused}", model=model)
+
+
+def _called(v: Variant, types: tuple[type, ...]) -> tuple[list[str], int]:
+    """The paths of the modules of `types` that one call of the variant runs, in call order, and
+    how many such modules it holds."""
+    ran: list[str] = []
+    found = [(name, m) for name, m in v.model.named_modules() if isinstance(m, types)]
+    handles = [m.register_forward_hook(lambda _m, _i, _o, name=name: ran.append(name)) for name, m in found]
+    try:
+        v()
+    finally:
+        for h in handles:
+            h.remove()
+    return list(dict.fromkeys(ran)), len(found)
 
 
 def inference_mode(v: Variant) -> Variant:

@@ -4,9 +4,10 @@ Everything is found with the memory model (`step_memory`, on meta), never by tri
 the step's peak is affine in the batch for most models (activations and temporaries grow with it,
 weights, gradients and optimizer state do not), so two evaluations give the line, the line gives
 the largest batch, and evaluations at that batch and the next confirm it (or walk to the answer).
-The ways to fit are measured the same way where the meta device can run them (activation
-checkpointing of chosen blocks, a fused optimizer, a smaller micro-batch with gradient
-accumulation) and estimated, labelled so, where it cannot (bf16 autocast, an 8-bit optimizer).
+The ways to fit are measured the same way: the memory model is run with each change applied (activation
+checkpointing of chosen blocks, a fused optimizer, bitsandbytes' 8-bit state, bf16 autocast's
+cast policy, a smaller micro-batch with gradient accumulation), under the same budget, so a way
+"fits" exactly when its own figure is within the budget.
 """
 
 from __future__ import annotations
@@ -22,8 +23,11 @@ from torch.utils._pytree import tree_flatten, tree_map
 
 from archlint.diagnostics import Diagnostic, Price, Severity
 from archlint.errors import UsageError
+from archlint.model.train.autocast_meta import BASIS as AUTOCAST_BASIS
+from archlint.model.train.eightbit import BASIS as EIGHT_BIT_BASIS
 from archlint.model.train.memory import step_memory, to_meta
 from archlint.train_names import parse_optimizer
+from archlint.units import bytes_against
 
 CODE = "AL610"
 MAX_EVALUATIONS = 16
@@ -87,15 +91,10 @@ def total_peak(result: dict) -> int:
 
 
 def budget_peak(result: dict) -> int:
-    """What the budget is held to: on a GPU spec, the allocator replayed under the budget (less the
-    context) as PyTorch's runs under set_per_process_memory_fraction: its reserved peak and the context
-    when it did not run out, else the unlimited peak (at least the budget + 1); otherwise total_peak."""
-    limited = result.get("allocator", {}).get("under_budget")
-    if limited is None:
-        return total_peak(result)
-    if limited["out_of_memory"]:
-        return max(total_peak(result), result["budget_bytes"] + 1)
-    return limited["reserved_peak_bytes"] + result["allocator"]["cuda_context_bytes"]
+    """What the budget is held to: what the device needs (`needed_bytes`: on a GPU spec the allocator
+    replayed under the budget less the context, as PyTorch runs under set_per_process_memory_fraction,
+    and the context; otherwise the peak); `fits` is this within the budget."""
+    return result.get("needed_bytes", total_peak(result))
 
 
 def scaled_peak(result: dict, scale: float) -> int:
@@ -220,6 +219,14 @@ class _Checkpointed(nn.Module):
     def forward(self, *args, **kwargs):
         return checkpoint(self.block, *args, use_reentrant=False, **kwargs)
 
+    def __getattr__(self, name: str):
+        # the block's attributes stay reachable: a container may read them (nn.TransformerEncoder
+        # checks its first layer's self_attn before running it)
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            return getattr(super().__getattr__("block"), name)
+
 
 def with_checkpoints(model: nn.Module, paths: list[str]) -> nn.Module:
     """A meta copy of `model` with the blocks at `paths` checkpointed."""
@@ -238,20 +245,34 @@ def _subtree(per_module: dict[str, int], path: str) -> int:
 def ways_to_fit(model, args, kwargs, *, optimizer: str, loss: str, budget: int, device_spec, result: dict,
                 fit: dict) -> list[Diagnostic]:
     """AL610 findings: the batch does not fit, and each way that makes it fit, priced in memory
-    saved (share of the step's peak) and time added."""
+    saved (share of the step's peak) and time added. Every way's figure is the memory model run
+    with that change applied, under the same budget (`step_memory`'s `needed_bytes` and `fits`),
+    never a saving subtracted from the step's figure: a way says "fits" exactly when its own
+    figure is within the budget (`fits_after`)."""
     peak, batch = budget_peak(result), batch_size(args, kwargs)
     excess = peak - budget
     where = f"training step at batch {batch} with {optimizer}"
     found = []
 
-    def finding(way, message, saved, alternative, *, added_flops=None, evidence=None, basis="measured by the memory model"):
+    def changed(model_=model, args_=args, kwargs_=kwargs, optimizer_=optimizer, **change) -> dict:
+        return step_memory(model_, args_, kwargs_, optimizer=optimizer_, loss=loss, budget_bytes=budget,
+                           device_spec=device_spec, **change)
+
+    def finding(way, message, after, alternative, *, added_flops=None, evidence=None,
+                basis="measured by the memory model with the change applied"):
+        needed = budget_peak(after)
+        saved = peak - needed
         price = Price("static", saved / peak if peak else 0.0, alternative,
                       flops_saved=-added_flops if added_flops else None, whole="step peak memory")
         ev = {"way": way, "memory_saved_bytes": int(saved), "peak_bytes": peak, "budget_bytes": budget,
-              "fits_after": peak - saved <= budget, "saving_basis": basis}
+              "needed_after_bytes": int(needed), "fits_after": bool(after["fits"]), "saving_basis": basis}
         if added_flops is not None:
             ev["time_added_flops"] = int(added_flops)
-        found.append(Diagnostic(CODE, f"{where} needs {peak / 1e9:.2f} GB > budget {budget / 1e9:.2f} GB: {message}",
+        before, limit = bytes_against(peak, budget)
+        after_text, limit_after = bytes_against(needed, budget)
+        verdict = (f"the device then needs {after_text}: fits in {limit_after}" if after["fits"] else
+                   f"the device then needs {after_text}: still over {limit_after}")
+        found.append(Diagnostic(CODE, f"{where} needs {before} > budget {limit}: {message} ({verdict})",
                                 Severity.WARNING, evidence=ev | (evidence or {}), price=price))
 
     # 1. Activation checkpointing, blocks chosen by activations saved per recompute FLOP.
@@ -264,7 +285,7 @@ def ways_to_fit(model, args, kwargs, *, optimizer: str, loss: str, budget: int, 
         # Take blocks in order until their kept activations cover the excess; measure; when the
         # measured saving falls short (a block's output is kept by the next one anyway), aim
         # higher by the shortfall's ratio and measure again (at most three rounds).
-        chosen, saved, target = [], 0, excess
+        chosen, after, target = [], None, excess
         for _ in range(3):
             predicted, more = 0, []
             for _, path in scored:
@@ -274,56 +295,54 @@ def ways_to_fit(model, args, kwargs, *, optimizer: str, loss: str, budget: int, 
                 predicted += _subtree(per_module, path)
             if not more or more == chosen:
                 break
-            after = step_memory(with_checkpoints(model, more), args, kwargs, optimizer=optimizer, loss=loss,
-                                device_spec=device_spec)
-            chosen, saved = more, peak - total_peak(after)
-            if saved >= excess or saved <= 0:
+            after = changed(with_checkpoints(model, more))
+            chosen, saved = more, peak - budget_peak(after)
+            if after["fits"] or saved <= 0:
                 break
             target = predicted * excess / saved
-        if chosen:  # reported only when it saves (a peak in the optimizer step is not activations)
+        if chosen and after is not None and peak - budget_peak(after) > 0:
+            # reported only when it saves (a peak in the optimizer step is not activations)
             recompute = sum(flops.get(p, 0) for p in chosen)
-            if saved > 0:
-                finding("checkpoint", f"checkpointing {len(chosen)} block(s) saves {saved / 1e9:.2f} GB for {recompute / 1e9:.2f} GFLOP "
-                        "of recomputation in backward", saved,
-                        f"torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False) around {', '.join(chosen[:6])}"
-                        + (f" and {len(chosen) - 6} more" if len(chosen) > 6 else ""),
-                        added_flops=recompute, evidence={"blocks": chosen})
+            finding("checkpoint", f"checkpointing {len(chosen)} block(s) costs {recompute / 1e9:.2f} GFLOP "
+                    "of recomputation in backward", after,
+                    f"torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False) around {', '.join(chosen[:6])}"
+                    + (f" and {len(chosen) - 6} more" if len(chosen) > 6 else ""),
+                    added_flops=recompute, evidence={"blocks": chosen})
 
-    # 2. A fused optimizer: no step temporaries (measured); an 8-bit one: state in 2 of 8 bytes (estimated).
+    # 2. A fused optimizer: no step temporaries; an 8-bit one: its state in uint8. Both measured.
     base, variant = parse_optimizer(optimizer)
     if variant != "fused" and base != "sgd":
-        fused = step_memory(model, args, kwargs, optimizer=f"{base}-fused", loss=loss, device_spec=device_spec)
-        saved = peak - total_peak(fused)
-        if saved > 0:
-            finding("fused-optimizer", f"the fused {base} saves {saved / 1e9:.2f} GB of optimizer-step temporaries", saved,
+        fused = changed(optimizer_=f"{base}-fused")
+        if peak - budget_peak(fused) > 0:
+            finding("fused-optimizer", f"the fused {base} makes no optimizer-step temporaries", fused,
                     f"torch.optim.{'AdamW' if base == 'adamw' else 'Adam' if base == 'adam' else 'SGD'}(..., fused=True)",
                     added_flops=0)
     if base in ("adam", "adamw") and result["optimizer_bytes"]:
-        state = result["optimizer_bytes"]
-        at_peak_state = result["at_peak"]["optimizer"]
-        saved = at_peak_state * 3 // 4
-        finding("8bit-optimizer", f"an 8-bit {base} keeps its two moments in 1 byte each instead of 4: about {saved / 1e9:.2f} GB",
-                saved, f"bitsandbytes.optim.{'AdamW8bit' if base == 'adamw' else 'Adam8bit'}(model.parameters())",
-                added_flops=0, basis="estimated: the state at the peak × 3/4 (blockwise-quantized moments)",
-                evidence={"optimizer_bytes": state})
+        eight = changed(eight_bit=True)
+        if peak - budget_peak(eight) > 0:
+            finding("8bit-optimizer", f"an 8-bit {base} keeps its two moments in 1 byte each instead of 4", eight,
+                    f"bitsandbytes.optim.{'AdamW8bit' if base == 'adamw' else 'Adam8bit'}(model.parameters())",
+                    added_flops=0, basis=f"measured by the memory model with {EIGHT_BIT_BASIS}",
+                    evidence={"optimizer_bytes": result["optimizer_bytes"],
+                              "optimizer_bytes_after": eight["optimizer_bytes"]})
 
     # 3. bf16 autocast: matmul/conv outputs (most saved activations) in 2 bytes instead of 4.
-    activations = result["at_peak"]["activations"] + result["at_peak"]["temporaries"]
-    if activations:
-        saved = activations // 2
-        finding("autocast", f"bf16 autocast about halves activations and temporaries at the peak: about {saved / 1e9:.2f} GB",
-                saved, "with torch.autocast('cuda', dtype=torch.bfloat16): loss = model(x) ...", added_flops=0,
-                basis="estimated: activations and temporaries at the peak × 1/2 (bf16 outputs of matmul and conv)")
+    if result["at_peak"]["activations"] + result["at_peak"]["temporaries"]:
+        amp = changed(autocast=torch.bfloat16)
+        if peak - budget_peak(amp) > 0:
+            finding("autocast", "bf16 autocast keeps matmul and conv outputs in 2 bytes", amp,
+                    f"with torch.autocast('{'cuda' if getattr(device_spec, 'kind', '') == 'gpu' else 'cpu'}', "
+                    "dtype=torch.bfloat16): loss = model(x) ...", added_flops=0,
+                    basis="measured by the memory model with " + AUTOCAST_BASIS.format(dtype="bfloat16"))
 
-    # 4. Gradient accumulation over micro-batches that fit.
+    # 4. Gradient accumulation over micro-batches sure to fit.
     micro = fit.get("max_batch")
     if micro and micro < batch:
         steps = math.ceil(batch / micro)
         small_args, small_kwargs = with_batch(args, kwargs, micro)
-        small = step_memory(model, small_args, small_kwargs, optimizer=optimizer, loss=loss, device_spec=device_spec)
-        saved = peak - total_peak(small)
-        finding("accumulation", f"{steps} micro-batches of {micro} with gradient accumulation fit ({saved / 1e9:.2f} GB less); "
-                "the same work, in smaller launches", saved,
+        small = changed(args_=small_args, kwargs_=small_kwargs)
+        finding("accumulation", f"{steps} micro-batches of {micro} with gradient accumulation: the same work, "
+                "in smaller launches", small,
                 f"for chunk in x.split({micro}): (loss_fn(model(chunk)) / {steps}).backward(); then optimizer.step()",
                 added_flops=0, evidence={"micro_batch": micro, "accumulation_steps": steps})
     return found

@@ -57,6 +57,10 @@ from torch.utils._pytree import tree_flatten, tree_map
 from archlint.errors import UsageError
 from archlint.model.train import metacache, steady
 from archlint.model.train.allocator import replay
+from archlint.model.train.autocast_meta import BASIS as AUTOCAST_BASIS
+from archlint.model.train.autocast_meta import MetaAutocast
+from archlint.model.train.eightbit import BASIS as EIGHT_BIT_BASIS
+from archlint.model.train.eightbit import EightBitAdam
 from archlint.model.train.cpu_scratch import BASIS as CPU_SCRATCH_BASIS
 from archlint.model.train.cpu_scratch import cpu_conv_scratch
 from archlint.model.train.cuda_attention import fused_attention
@@ -398,12 +402,21 @@ def step_memory(
     budget_bytes: int | None = None,
     device_spec=None,
     limit_scales: tuple[float, ...] = (),
+    autocast: torch.dtype | None = None,
+    eight_bit: bool = False,
 ) -> dict:
     """The memory of one steady-state training step of `model` on `args`/`kwargs` (real or meta
     tensors; nothing real is allocated). JSON-ready: see the module docstring for what is measured.
     On a GPU spec with a budget, `limit_scales` replays the allocator again under the limit times
     each scale (`allocator.under_budget.scaled`): whether the step fits if the model's storages are
-    1/scale of the real ones (archlint.model.train.fit: its measured error)."""
+    1/scale of the real ones (archlint.model.train.fit: its measured error).
+    The ways to fit run the step changed: `autocast` (a dtype) with torch.autocast's cast policy
+    (archlint.model.train.autocast_meta), `eight_bit` with bitsandbytes' 8-bit Adam's state in
+    place of the optimizer's (archlint.model.train.eightbit); each says so in `notes`.
+    `needed_bytes` is what the device needs and `fits` is `needed_bytes <= budget_bytes`: the
+    allocator's segments and the CUDA context on a GPU spec (replayed under the budget when there is
+    one: segments it would otherwise keep cached are released there), the live bytes' peak
+    elsewhere."""
     if loss not in LOSSES:
         raise UsageError(f"unknown loss {loss!r} for the memory model; use one of {', '.join(LOSSES)}")
     kwargs = kwargs or {}
@@ -416,7 +429,13 @@ def step_memory(
         notes.append(f"optimizer {optimizer}: PyTorch's default on {'CUDA' if gpu else 'the CPU'} is the "
                      f"{'foreach' if gpu else 'per-parameter (single-tensor)'} implementation, modelled as such")
     fused = run_variant == "fused"
-    if fused:
+    if eight_bit:
+        if base not in ("adam", "adamw"):
+            raise UsageError(f"an 8-bit optimizer state is modelled for adam and adamw, not {optimizer!r}")
+        fused = True
+        notes = [n for n in notes if not n.startswith(f"optimizer {optimizer}: PyTorch's default")]
+        notes.append(f"optimizer {optimizer} as bitsandbytes' 8-bit {base}: {EIGHT_BIT_BASIS}")
+    elif fused:
         run_variant = "single"
         notes.append(f"optimizer {optimizer}: the fused kernel updates in place; modelled as its state "
                      "with no step temporaries (meta has no fused kernel)")
@@ -434,7 +453,7 @@ def step_memory(
         meta, meta_args, meta_kwargs = to_meta(model), _meta_inputs(tuple(args)), _meta_inputs(dict(kwargs))
         values = _input_values(model, meta, (args, kwargs), (meta_args, meta_kwargs))
         first, tracker, forward_end = _two_steps(meta, meta_args, meta_kwargs, base, run_variant, loss, gpu, fused, values,
-                                                 sizes, grid)
+                                                 sizes, grid, autocast, eight_bit)
     except (RuntimeError, NotImplementedError) as exc:  # a data-dependent op (.item(), nonzero) has no meta result
         if any(t.device.type == "meta" for t in itertools.chain(model.parameters(), model.buffers())):
             raise UsageError(f"the training step cannot run on the meta device ({_one_line(exc)}) and the "
@@ -443,7 +462,8 @@ def step_memory(
         basis = (f"measured with real tensors on {device} (a copy of the model): "
                  f"the step cannot run on the meta device ({_one_line(exc)})")
         first, tracker, forward_end = _two_steps(
-            copy.deepcopy(model), tuple(args), dict(kwargs), base, run_variant, loss, gpu, fused, None, sizes, grid)
+            copy.deepcopy(model), tuple(args), dict(kwargs), base, run_variant, loss, gpu, fused, None, sizes, grid,
+            autocast, eight_bit)
     result = _summary(tracker, forward_end)
     blocks = result.pop("_blocks_at_peak")
     result["first_step_peak_bytes"] = first.peak
@@ -487,12 +507,14 @@ def step_memory(
         result["cpu_scratch_bytes"] = sum(r.nbytes for r in at)  # at the peak (transient: 0 elsewhere)
         result["cpu_scratch_largest_bytes"] = max(r.nbytes for r in tracker.transients)
         result["cpu_scratch_basis"] = CPU_SCRATCH_BASIS.format(threads=tracker.cpu_threads)
+    if autocast is not None:
+        notes.append(f"the forward under autocast to {str(autocast).removeprefix('torch.')}: "
+                     + AUTOCAST_BASIS.format(dtype=str(autocast).removeprefix("torch.")))
     if notes:
         result["notes"] = notes
+    result["needed_bytes"] = result.get("device_peak_bytes", result["peak_bytes"])
     if budget_bytes is not None:
-        total = result.get("device_peak_bytes", result["peak_bytes"])
         result["budget_bytes"] = int(budget_bytes)
-        result["fits"] = total <= budget_bytes
         if gpu:  # the allocator limited to the budget less the context, as set_per_process_memory_fraction does
             limit = int(budget_bytes) - CUDA_CONTEXT_BYTES
             under = _limited(storages, workspaces, limit)
@@ -503,7 +525,12 @@ def step_memory(
             under["scaled"] = [{"scale": scale, **_limited(storages, workspaces, int(limit * scale))}
                                for scale in limit_scales]
             result["allocator"]["under_budget"] = under
-            result["fits"] = not under["out_of_memory"]
+            if not under["out_of_memory"]:  # what it holds under the limit: cached segments released there
+                result["needed_bytes"] = under["reserved_peak_bytes"] + CUDA_CONTEXT_BYTES
+        # One meaning of "fits": what the device needs is within the budget. Under the limit the replay
+        # runs out only where the unlimited one reserves more than the limit (the limit changes nothing
+        # until a segment would pass it), so on a GPU spec this is also "the limited replay ran".
+        result["fits"] = result["needed_bytes"] <= budget_bytes
     return result
 
 
@@ -554,17 +581,19 @@ def _input_values(model: nn.Module, meta: nn.Module, real_inputs, meta_inputs) -
 
 
 def _two_steps(model, args, kwargs, base, variant, loss, gpu, fused, values: KnownValues | None = None,
-               workspace_sizes: dict[str, int] | None = None, reduce_grid: tuple[int, int] | None = None):
+               workspace_sizes: dict[str, int] | None = None, reduce_grid: tuple[int, int] | None = None,
+               autocast: torch.dtype | None = None, eight_bit: bool = False):
     """Step once untracked-for-the-report (the optimizer state is created), then once tracked;
     the library workspaces the first step made are held through the second."""
     model.train()
     params = [p for p in model.parameters() if p.requires_grad]
     if not params:
         raise UsageError("the model has no parameter that requires grad: nothing to train")
-    opt = make_optimizer(base, params, variant_override=variant)
+    opt = EightBitAdam(params) if eight_bit else make_optimizer(base, params, variant_override=variant)
     threads = None if gpu else torch.get_num_threads()  # this process's threads stand for the target CPU's
     # on a GPU spec, attention keeps what CUDA's fused kernels keep, not the math form's weights
-    with fused_attention() if gpu else contextlib.nullcontext():
+    with (fused_attention() if gpu else contextlib.nullcontext(),
+          MetaAutocast(autocast) if autocast is not None else contextlib.nullcontext()):
         first = _Tracker(round_to=CUDA_BLOCK_BYTES if gpu else 1, workspace_sizes=workspace_sizes, cpu_threads=threads,
                          reduce_grid=reduce_grid)
         with steady.init_marked(opt, first):

@@ -61,6 +61,18 @@ def trainable_params(graph: nx.DiGraph, model: nn.Module) -> tuple[int, int, int
     return train, tensors, frozen, itemsize
 
 
+def param_split(model: nn.Module) -> tuple[int, int]:
+    """(trainable, frozen) elements as torch counts them: every parameter of model.parameters(), a
+    shared one once, by requires_grad, whether the forward reads it or not."""
+    trainable = frozen = 0
+    for p in model.parameters():
+        if p.requires_grad:
+            trainable += p.numel()
+        else:
+            frozen += p.numel()
+    return trainable, frozen
+
+
 def cost_step(graph: nx.DiGraph, model: nn.Module, optimizer: Optimizer, loss: str, notes: list[str],
               cuda: bool = False) -> dict:
     """Backward on every op node (flops_backward, ...) and the step's totals (`totals.train`)."""
@@ -81,8 +93,9 @@ def cost_step(graph: nx.DiGraph, model: nn.Module, optimizer: Optimizer, loss: s
         bwd_flops += int(d.get("flops_backward", 0))
         bwd_mac += int(d.get("mac_bytes_backward", 0))
     lc = loss_cost(graph, sources, loss)
-    elements, tensors, frozen, itemsize = trainable_params(graph, model)
+    elements, tensors, _, itemsize = trainable_params(graph, model)
     opt = step_cost(optimizer, elements, tensors, itemsize, cuda)
+    trainable, frozen = param_split(model)
     return {
         "loss": lc,
         "optimizer": opt,
@@ -96,8 +109,10 @@ def cost_step(graph: nx.DiGraph, model: nn.Module, optimizer: Optimizer, loss: s
         "loss_mac_bytes": lc["forward_mac_bytes"] + lc["backward_mac_bytes"],
         "optimizer_mac_bytes": opt["mac_bytes"],
         "step_mac_bytes": fwd_mac + bwd_mac + lc["forward_mac_bytes"] + lc["backward_mac_bytes"] + opt["mac_bytes"],
-        "trainable_params": elements,
+        "trainable_params": trainable,  # torch's count, as totals.params
         "frozen_params": frozen,
+        # of the trainable, those the forward reads: they get a gradient and the optimizer updates them
+        "updated_params": elements,
         "backward_unknown_ops": len(unknown),
     }
 
@@ -174,7 +189,18 @@ def _memory_report(loaded, result, settings, optimizer: Optimizer, loss: str, de
         result.memory, result.distributed = distributed_report(
             loaded.model, args, kwargs, settings, optimizer=optimizer.label, loss=loss, device_spec=device_spec,
             estimate=result.estimate, layers=result.layers)
-        return []
+        findings = []
+    else:
+        findings = _fit_or_memory(loaded, result, settings, optimizer, loss, device_spec, args, kwargs)
+    # the device the memory is for, named: the spec, or this machine's device without one
+    result.memory["device"] = (device_spec.name if device_spec is not None else
+                               f"{result.device} (this machine; no --device-spec)")
+    return findings
+
+
+def _fit_or_memory(loaded, result, settings, optimizer: Optimizer, loss: str, device_spec, args, kwargs) -> list:
+    from archlint.model.train.memory import step_memory
+
     if settings.memory_budget is not None or getattr(device_spec, "kind", "") == "gpu":
         from archlint.model.train.fit import fit_report
 

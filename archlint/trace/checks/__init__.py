@@ -12,12 +12,14 @@ from archlint.trace.checks import (
     gpu_idle,
     input_bound,
     launch_bound,
+    layout_conversion,
     memory_capacity,
     pageable_copy,
     step_sync,
+    unrepresentative,
 )
 
 
 def modules() -> tuple[ModuleType, ...]:
     return (input_bound, pageable_copy, step_sync, fp32_gemm, launch_bound, data_parallel,
-            communication_exposed, memory_capacity, gpu_idle)
+            communication_exposed, memory_capacity, layout_conversion, gpu_idle, unrepresentative)

@@ -1,30 +1,66 @@
-"""AL507: collective communication (NCCL/RCCL) that no computation overlaps."""
+"""AL507: collective communication (NCCL/RCCL) that no computation overlaps, named by collective."""
 
 from __future__ import annotations
 
+import re
+
 from archlint.diagnostics import Diagnostic
 from archlint.trace.analyze import TraceAnalysis
-from archlint.trace.findings import finding, ms, share
+from archlint.trace.findings import bucket_us, claimed, finding, ms, share
 
 CODE = "AL507"
 OPTIONS = {"min_share": 0.05}  # exposed communication, as a share of step time
+
+# What to do depends on which collective is exposed: DDP's gradient all-reduce is a bucketing
+# problem; an all_to_all is the embedding exchange of a sharded model (TorchRec); all_gather /
+# reduce_scatter are FSDP's parameter and gradient traffic.
+_ADVICE = (
+    (re.compile(r"all_?to_?all|alltoall|sendrecv", re.I),
+     "overlap the embedding all_to_all with dense compute (TorchRec's TrainPipelineSparseDist pipelines the next "
+     "batch's exchange), and shrink it (fp16/fp8 quantized comms, fewer or smaller embedding outputs)"),
+    (re.compile(r"all_?gather|reduce_?scatter|_base", re.I),
+     "FSDP prefetch (forward_prefetch=True, backward_prefetch=BACKWARD_PRE, limit_all_gathers) and a larger "
+     "wrapping unit so each gather overlaps the previous layer"),
+    (re.compile(r"all_?reduce", re.I),
+     "overlap the gradient all-reduce with backward: DDP buckets (bucket_cap_mb, gradient_as_bucket_view=True), "
+     "no_sync() under accumulation (AL409)"),
+    (re.compile(r"broadcast", re.I), "broadcast once before the loop, not every step"),
+)
+_KERNEL = re.compile(r"nccl\w*?_(AllReduce|AllGather|ReduceScatter|SendRecv|Broadcast|Reduce|AllToAll)", re.I)
 
 
 def check(t: TraceAnalysis, options: dict) -> list[Diagnostic]:
     if not t.communication_us:
         return []
-    windows = max(1, len(t.per_step))
-    exposed = t.exposed_communication_us / windows
+    exposed = bucket_us(t, "exposed_communication")
     step = t.mean_step_us()
     if not step or exposed / step < options["min_share"]:
         return []
+    collectives = t.evidence.get("collectives") or []
+    kernels = [k for k in t.kernels if k["group"] == "communication"]
+    top_kernel = _KERNEL.search(kernels[0]["name"]).group(1) if kernels and _KERNEL.search(kernels[0]["name"]) else None
+    # the collective the most communication time goes to: by kernel when the trace names it, else by calls
+    main = next((c for c in collectives if top_kernel and _same(c["name"], top_kernel)), collectives[0] if collectives else None)
+    named = main["name"] if main else (top_kernel or "collectives")
+    advice = next((a for pattern, a in _ADVICE if pattern.search(named)), _ADVICE[2][1])
+    detail = ""
+    if main:
+        detail = f"; {main['name']}: {main['calls_per_step']:g} calls per {t.unit}"
+        if main.get("median_bytes"):
+            detail += f", median {main['median_bytes'] / 2**20:,.0f} MiB"
+    others = ", ".join(f"{c['name']} ×{c['calls_per_step']:g}" for c in collectives if c is not main)
+    saving, how = claimed(t, CODE)
     return [finding(
         t, CODE,
         f"communication kernels run {ms(exposed)} per {t.unit} with no computation beside them "
-        f"({share(exposed, step)} of the {t.unit}; {share(t.exposed_communication_us, t.communication_us)} of all "
-        "communication is exposed)",
-        saving_us=exposed,
-        alternative="overlap communication with backward: DDP gradient bucketing (bucket_cap_mb, "
-        "gradient_as_bucket_view=True), no_sync() under accumulation (AL409), FSDP prefetch",
-        evidence={"communication_us": round(t.communication_us / windows, 3), "exposed_us": round(exposed, 3)},
+        f"({share(exposed, step)} of the {t.unit}){detail}{f' (also {others})' if others else ''}",
+        saving_us=saving,
+        alternative=advice,
+        evidence={"communication_us": round(t.communication_us / max(1, len(t.per_step)), 3), "exposed_us": round(exposed, 3),
+                  "collective": named, "collectives": collectives, **how},
     )]
+
+
+def _same(collective: str, kernel: str) -> bool:
+    c, k = collective.replace("_", "").lower(), kernel.lower()
+    return k in c or (k == "sendrecv" and "alltoall" in c)

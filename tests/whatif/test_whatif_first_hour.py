@@ -1,0 +1,124 @@
+"""--what-if as a new user meets it (issue 39, item 11): how long it will take is said before it
+starts and kept (within twice that), int8-dynamic counts the layers that run, "base ms" has one
+format in every row, torch.compile's worker threads are not blamed on the model, and torch's
+notice about this machine's CUDA set-up is not printed."""
+
+from __future__ import annotations
+
+import io
+import logging
+import re
+import threading
+from pathlib import Path
+
+import torch
+from rich.console import Console
+from torch import nn
+
+from archlint import cli, progress
+from archlint.model.speedups.run import SLACK_S, _quiet_notices, expected_seconds
+from archlint.model.speedups.transforms import Variant, int8_dynamic
+from archlint.report.what_if_table import print_what_if
+from archlint.result import WhatIf
+
+MODELS = str(Path(__file__).with_name("models.py"))
+
+
+class Unused(nn.Module):
+    """Four blocks, each with a Linear it never calls."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.ModuleList([nn.Linear(16, 16) for _ in range(4)])
+        self.unused = nn.ModuleList([nn.Linear(16, 16) for _ in range(4)])
+
+    def forward(self, x):
+        for layer in self.fc:
+            x = layer(x).relu()
+        return x
+
+
+def test_int8_dynamic_counts_and_quantizes_only_the_layers_that_run():
+    model = Unused().eval()
+    v = int8_dynamic(Variant(model, (torch.randn(2, 16),), torch.device("cpu")))
+    assert v.detail.startswith("4 Linear/LSTM layers that run quantized to int8")
+    assert "4 more never run in forward, left as they are" in v.detail
+    assert all(type(m) is nn.Linear for m in v.model.unused)  # the unused ones are not converted
+
+
+def test_base_ms_has_one_format_in_every_row():
+    rows = [WhatIf("bf16", True, "autocast", baseline_ms=636.2, transformed_ms=2283.0, speedup=0.28, spread=(0.27, 0.29)),
+            WhatIf("fold-bn", True, "folded", baseline_ms=0.07812, transformed_ms=0.0701, speedup=1.1, spread=(1.0, 1.2))]
+    buffer = io.StringIO()
+    print_what_if(rows, Console(file=buffer, width=250))
+    text = buffer.getvalue()
+    assert "e+" not in text and "e-" not in text  # never scientific notation
+    assert re.search(r"│\s+636\s+│\s+2283\s+│", text) and re.search(r"│\s+0\.0781\s+│\s+0\.0701\s+│", text)
+
+
+def test_the_estimate_grows_with_the_model_and_counts_compiling():
+    plain = expected_seconds(0.01, ["bf16", "fold-bn"], 50, True, 100)
+    assert expected_seconds(0.1, ["bf16", "fold-bn"], 50, True, 100) > plain > 0
+    with_compile = expected_seconds(0.01, ["bf16", "fold-bn", "compile"], 50, True, 100)
+    assert with_compile > plain + 0.15 * 100
+    assert expected_seconds(0.01, ["compile"], 50, True, 100, load=4.0) > 3 * expected_seconds(0.01, ["compile"], 50, True, 100)
+
+
+def test_the_estimate_is_said_before_it_starts_and_kept(capsys):
+    code = cli.main([f"{MODELS}:ConvBN", "--input-shape", "2,3,16,16", "--what-if=fold-bn,inference-mode",
+                     "--warmup", "1", "--repeat", "3", "--output-format", "json"])
+    assert code in (0, 1)
+    err = capsys.readouterr().err
+    said = re.search(r"archlint: --what-if on .*ConvBN: 2 transformations, about (\d+) s \(an estimate from the "
+                     r"model's measured time", err)
+    assert said, err
+    quiet = cli.main([f"{MODELS}:ConvBN", "--input-shape", "2,3,16,16", "--what-if=fold-bn", "--warmup", "1",
+                      "--repeat", "3", "-q", "--output-format", "json"])
+    out = capsys.readouterr()
+    assert quiet in (0, 1) and "about" not in out.err  # -q: nothing said
+    import json
+
+    note = next(n for n in json.loads(out.out)["models"][0]["notes"] if n.startswith("what-ifs: took"))
+    took, expected = (float(x) for x in re.match(r"what-ifs: took (\d+) s against (\d+) s estimated", note).groups())
+    assert took <= max(2 * expected, expected + SLACK_S) + 1
+
+
+def test_torch_compiles_worker_threads_are_not_blamed_on_the_model(capsys, monkeypatch):
+    stop = threading.Event()
+    worker = threading.Thread(target=stop.wait, name="ThreadPoolExecutor-99_0")
+    worker.start()
+
+    def exit_(code):
+        raise SystemExit(code)
+    monkeypatch.setattr(cli.os, "_exit", exit_)
+    try:
+        try:
+            cli._exit_past_threads(0)
+        except SystemExit:
+            pass
+        assert "ThreadPoolExecutor-99_0" in capsys.readouterr().err  # a thread the model's code left: said
+        progress.own_threads([worker])  # what --what-if's torch.compile started
+        try:
+            cli._exit_past_threads(0)
+        except SystemExit:
+            pass
+        assert "ThreadPoolExecutor-99_0" not in capsys.readouterr().err
+    finally:
+        stop.set()
+        worker.join()
+
+
+def test_torchs_notice_about_the_machines_cuda_setup_is_not_printed():
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    logger = logging.getLogger("torch.utils.cpp_extension")
+    logger.addHandler(handler)
+    try:
+        with _quiet_notices(debug=False):
+            logger.warning("No CUDA runtime is found, using CUDA_HOME='/usr/local'")
+        assert stream.getvalue() == ""
+        with _quiet_notices(debug=True):  # --debug shows everything
+            logger.warning("No CUDA runtime is found, using CUDA_HOME='/usr/local'")
+        assert "No CUDA runtime" in stream.getvalue()
+    finally:
+        logger.removeHandler(handler)
