@@ -133,7 +133,9 @@ def analyze(
     report and baseline entry (default: its class name). Other options mirror the CLI flags:
     latency, select, extend_select, ignore, options, mode, strategy, warmup, repeat, top,
     max_flops, max_mac, max_params, max_latency_ms, baseline, device_spec, what_if, timeout,
-    latency_budget, show_info, train (one training step), optimizer, loss, memory_budget.
+    latency_budget, show_info, train (one training step), optimizer, loss, memory_budget; the per-rank
+    step over many GPUs: world_size, strategy ("ddp", "fsdp", "hsdp", "zero1", "zero2", "zero3"), nodes,
+    shard_unit, mixed_precision ("bf16"), cpu_offload, trainable (a regular expression).
 
         >>> archlint.analyze(net, torch.randn(1, 3, 32, 32), latency=True, select=["AL2"])
         >>> archlint.analyze("examples/nets.py:TinyNet", input_shape=(1, 3, 56, 56))
@@ -198,6 +200,7 @@ _BUDGETS = ("max_flops", "max_mac", "max_params", "max_latency_ms")
 _SETTINGS = (
     "mode", "strategy", "warmup", "repeat", "top", "latency", "jobs", "cache", "baseline", "timeout", "show_info", "quiet",
     "latency_budget", "device_spec", "what_if", "train", "optimizer", "loss", "memory_budget",
+    "world_size", "nodes", "shard_unit", "mixed_precision", "cpu_offload", "trainable",
 )
 
 

@@ -23,6 +23,7 @@ from archlint import __version__, progress
 from archlint.args import Parser, key_values
 from archlint.config import MODES, OUTPUT_FORMATS
 from archlint.errors import UsageError
+from archlint.train_names import MIXED_PRECISIONS, PARALLEL_STRATEGIES
 from archlint.whatif_names import NAMES as WHAT_IF_NAMES
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -124,8 +125,20 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument("--tree", action="store_true", help="show the module hierarchy with summed costs")
     model.add_argument("--depth", type=int, metavar="N", help="levels of the --tree (default 3; implies --tree)")
     model.add_argument(
-        "--strategy", choices=("fx", "export", "dispatch"), help="force one capture strategy (default: first that works)"
+        "--strategy", choices=("fx", "export", "dispatch", *PARALLEL_STRATEGIES),
+        help="force one capture strategy (fx, export, dispatch; default: first that works), or with --train the "
+        "data-parallel strategy of the per-rank step (ddp, fsdp, hsdp, zero1, zero2, zero3)"
     )
+    model.add_argument("--world-size", type=int, metavar="N", help="--train over N ranks (GPUs); the input is one rank's batch")
+    model.add_argument("--nodes", type=int, metavar="N", help="hosts the --world-size ranks are spread over (default 1)")
+    model.add_argument("--shard-unit", metavar="CLASS",
+                       help="module class FSDP2/ZeRO-3 shard and gather as one unit (default: the repeated block found)")
+    model.add_argument("--mixed-precision", choices=MIXED_PRECISIONS,
+                       help="the distributed step in bf16/fp16 compute with fp32 master weights and optimizer state")
+    model.add_argument("--cpu-offload", action="store_true",
+                       help="optimizer state (and master weights) on the host: ZeRO-Offload, FSDP CPUOffloadPolicy")
+    model.add_argument("--trainable", metavar="PATTERN",
+                       help="regular expression: the parameters whose name matches train, the rest are frozen")
     model.add_argument("--latency", action="store_true", help="measure per-op latency on the device")
     model.add_argument("--device", help="cpu (default), cuda, cuda:N")
     model.add_argument("--warmup", type=int, help="untimed runs before timing (default 10)")
@@ -178,6 +191,8 @@ def _settings(args: argparse.Namespace):
         "save_baseline": args.save_baseline, "exit_zero": args.exit_zero, "statistics": args.statistics,
         "debug": args.debug, "quiet": args.quiet, "verbose": args.verbose, "show_info": args.show_info or None,
         "train": args.train or None, "optimizer": args.optimizer, "loss": args.loss, "memory_budget": args.memory_budget,
+        "world_size": args.world_size, "nodes": args.nodes, "shard_unit": args.shard_unit,
+        "mixed_precision": args.mixed_precision, "cpu_offload": args.cpu_offload or None, "trainable": args.trainable,
     }
     return config.apply(s, given, label=lambda name: "--option" if name == "rule_options" else f"--{name.replace('_', '-')}")
 

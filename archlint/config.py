@@ -18,7 +18,7 @@ else:  # pragma: no cover
 from collections.abc import Callable
 
 from archlint.errors import UsageError
-from archlint.train_names import LOSSES, parse_optimizer, parse_size
+from archlint.train_names import LOSSES, MIXED_PRECISIONS, PARALLEL_STRATEGIES, parse_optimizer, parse_size
 
 OUTPUT_FORMATS = ("text", "json", "sarif", "github", "junit")
 MODES = ("eval", "train")
@@ -94,6 +94,14 @@ class Settings:
     optimizer: str | None = None  # --optimizer for --train; None: the default (archlint.model.train.optimizer)
     loss: str | None = None  # --loss for --train: mean | sum of the outputs; None: mean
     memory_budget: int | None = None  # --memory-budget for --train, in bytes: does the step fit
+    # --train over many GPUs (archlint.model.distributed): the per-rank step of a data-parallel strategy
+    parallel: str | None = None  # --strategy ddp|fsdp|hsdp|zero1|zero2|zero3 (API strategy=); None: one process
+    world_size: int | None = None  # --world-size: ranks in all (the input is the per-rank batch)
+    nodes: int | None = None  # --nodes: hosts the ranks are spread over (HSDP shards within one; the links)
+    shard_unit: str | None = None  # --shard-unit CLASS: FSDP2/ZeRO-3's unit; None: the repeated block found
+    mixed_precision: str | None = None  # --mixed-precision bf16|fp16: compute copies, fp32 master and state
+    cpu_offload: bool = False  # --cpu-offload: optimizer state (ZeRO-Offload, FSDP CPUOffloadPolicy) on the host
+    trainable: str | None = None  # --trainable PATTERN: parameters whose name matches train, the rest frozen
     # Gate
     baseline: Path | None = None
     save_baseline: Path | None = None
@@ -416,6 +424,16 @@ def _existing_baseline(value: Any, where: str) -> Path:
     return Path(value)
 
 
+def _regex(value: Any, where: str) -> str:
+    import re
+
+    try:
+        re.compile(str(value))
+    except re.error as exc:
+        raise UsageError(f"{where} {value!r}: not a regular expression ({exc})") from None
+    return str(value)
+
+
 def _optimizer(value: Any, where: str) -> str:
     parse_optimizer(value, where)  # a UsageError naming the choices, before any model is built
     return value
@@ -432,6 +450,8 @@ FIELD_CHECKS: dict[str, Callable[[Any, str], Any]] = {
     "mode": _one_of(MODES), "output_format": _one_of(OUTPUT_FORMATS), "max_file_size": _megabytes,
     "timeout": _positive, "latency_budget": _positive, "device_spec": _device_spec_name, "what_if": _what_if,
     "baseline": _existing_baseline, "optimizer": _optimizer, "loss": _one_of(LOSSES), "memory_budget": parse_size,
+    "parallel": _one_of(PARALLEL_STRATEGIES), "world_size": _at_least(1), "nodes": _at_least(1),
+    "mixed_precision": _one_of(MIXED_PRECISIONS), "cpu_offload": _typed(bool), "trainable": _regex,
 }
 ADDED = ("extend_select", "ignore")  # these add to what the file selected; every other field replaces
 
@@ -443,6 +463,8 @@ def apply(s: Settings, values: dict[str, Any], label: Callable[[str], str]) -> S
     for name, value in values.items():
         if value is None:
             continue
+        if name == "strategy" and value in PARALLEL_STRATEGIES:  # --strategy names a capture or a distributed one
+            name = "parallel"
         if not hasattr(s, name):
             raise TypeError(f"Settings has no field {name!r}")  # a caller's bug, not the user's
         check = FIELD_CHECKS.get(name)
@@ -456,6 +478,18 @@ def apply(s: Settings, values: dict[str, Any], label: Callable[[str], str]) -> S
         s.latency = True
     if s.optimizer is not None or s.loss is not None or s.memory_budget is not None:
         s.train = True  # the training step's options ask for the training step
+    needs = [n for n in ("nodes", "shard_unit", "mixed_precision", "trainable") if getattr(s, n) is not None]
+    needs += ["cpu_offload"] if s.cpu_offload else []
+    if needs and s.parallel is None and s.world_size is None:
+        raise UsageError(f"{label(needs[0])} applies to the distributed step: give --strategy NAME and --world-size N "
+                         "(1 for one GPU)")
+    if s.parallel is not None or s.world_size is not None:
+        s.train = True  # a distributed step is a training step
+        s.parallel = s.parallel or "ddp"
+        s.world_size = s.world_size or 1
+        if s.nodes is not None and s.world_size % s.nodes:
+            raise UsageError(f"{label('world_size')} {s.world_size} is not a multiple of {label('nodes')} {s.nodes}: "
+                             "give as many ranks on each node")
     if s.train:
         s.mode = "train"
     return s

@@ -140,6 +140,7 @@ class ModelResult:
     phase: str | None = None  # "decode" for the --decode step of a causal LM; None: the forward as given
     module_types: dict[str, str] = field(default_factory=dict)  # path → class name, for --tree (not in JSON)
     memory: dict[str, Any] | None = None  # --train: memory over the step (archlint.model.train.memory)
+    distributed: dict[str, Any] | None = None  # --world-size/--strategy: the step per rank (archlint.model.distributed)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -148,7 +149,7 @@ class ModelResult:
         d["layers"] = [layer.to_dict() for layer in self.layers]
         if self.what_if is None:  # absent unless --what-if ran (the JSON contract adds it then)
             del d["what_if"]
-        return _without_none(d, ("memory",))
+        return _without_none(d, ("memory", "distributed"))
 
 
 @dataclass

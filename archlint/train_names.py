@@ -48,3 +48,8 @@ def parse_size(text: str | int, where: str = "--memory-budget") -> int:
         raise UsageError(f"{where} {shown} is past the memory of any device (1 PiB); give the memory the step "
                          "must fit in, e.g. 80GB")
     return int(size)
+
+
+# Data-parallel strategies of --train --world-size N --strategy NAME (archlint.model.distributed)
+PARALLEL_STRATEGIES = ("ddp", "fsdp", "hsdp", "zero1", "zero2", "zero3")
+MIXED_PRECISIONS = ("bf16", "fp16")

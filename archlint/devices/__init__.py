@@ -33,7 +33,11 @@ TENSOR_UNITS = ("tensor-fp16", "tensor-bf16", "tensor-tf32", "tensor-fp8", "tens
 CUDA_UNITS = ("cuda-fp32", "cuda-fp16", "cuda-fp64")
 _COMMON = ("name", "kind", "description", "sources")
 GPU_FIGURES = ("peak-tflops", "memory-bandwidth-gbs", "sm-count", "l2-mb", "launch-overhead-us", "gemm-tile")
-GPU_OPTIONAL = ("memory-gib", "achieved", "eager-op-us")  # figures a spec may give, each with its source
+GPU_OPTIONAL = ("memory-gib", "achieved", "eager-op-us", "interconnect")  # figures a spec may give, each with its source
+# [interconnect]: the links a multi-GPU step's collectives use (archlint.model.distributed.comm), GB/s
+# per GPU per direction and µs per ring step: within a node (NVLink or PCIe), between nodes (the
+# GPU's network interface), and to the host (PCIe: CPU offload)
+INTERCONNECT_KEYS = ("intra-node-gbs", "intra-node-latency-us", "inter-node-gbs", "inter-node-latency-us", "host-gbs")
 # [achieved]: measured shares of the roofs on this GPU (name = [value, low, high]) that replace
 # the built-in ones (archlint.devices.achieved) for this spec
 SHARE_NAMES = ("tensor-gemm", "attention", "cuda-core", "stream", "broadcast", "window", "depthwise-wide")
@@ -57,6 +61,7 @@ class DeviceSpec:
     eager_op_s: float | None = None  # eager-op-us: a real model's host cost per op, measured
     achieved: dict[str, tuple[float, float, float]] = field(default_factory=dict)  # [achieved]: value, low, high
     figures: dict[str, Any] = field(default_factory=dict)  # the file's figures as written
+    interconnect: dict[str, float] = field(default_factory=dict)  # [interconnect]: INTERCONNECT_KEYS given
     path: str = ""
 
     @property
@@ -147,6 +152,7 @@ def parse(data: dict, where: str) -> DeviceSpec:
             memory_bytes=int(_number(data, "memory-gib", where, True) * 2**30) if "memory-gib" in data else None,
             eager_op_s=_number(data, "eager-op-us", where, True) * 1e-6 if "eager-op-us" in data else None,
             achieved=_achieved(data.get("achieved", {}), where),
+            interconnect=_interconnect(data.get("interconnect", {}), where),
         )
     else:
         n = {key: _number(data, key, where, key in _POSITIVE) for key in CPU_FIGURES}
@@ -158,6 +164,15 @@ def parse(data: dict, where: str) -> DeviceSpec:
             overhead_s=n["op-overhead-us"] * 1e-6, sms=int(n["cores"]), sources=dict(sources),
         )
     return DeviceSpec(**{**spec.__dict__, "figures": {k: data[k] for k in figures}, "path": where.removeprefix("device spec ")})
+
+
+def _interconnect(table: object, where: str) -> dict[str, float]:
+    if not isinstance(table, dict):
+        raise UsageError(f"{where}: 'interconnect' must be a table of {', '.join(INTERCONNECT_KEYS)}")
+    extra = sorted(set(table) - set(INTERCONNECT_KEYS))
+    if extra:
+        raise UsageError(f"{where}: unknown key 'interconnect.{extra[0]}'; use {', '.join(INTERCONNECT_KEYS)}")
+    return {key: _number(table, key, f"{where} [interconnect]", key.endswith("gbs")) for key in table}
 
 
 def _achieved(table: object, where: str) -> dict[str, tuple[float, float, float]]:
@@ -183,6 +198,10 @@ def describe(spec: DeviceSpec) -> list[str]:
         lines.append(f"  peak TFLOP/s (dense): {peaks}")
         lines.append(f"  memory {spec.bandwidth / 1e9:g} GB/s, {spec.sms} SMs, L2 {spec.cache_bytes / 2**20:g} MiB, "
                      f"launch {spec.overhead_s * 1e6:g} µs, GEMM tile {'×'.join(map(str, spec.tile))}")
+        if spec.interconnect:  # [interconnect]: the links of a multi-GPU step
+            lines.append("  interconnect (per GPU, each way): " + ", ".join(
+                f"{key.removesuffix('-gbs')} {value:g} GB/s" if key.endswith("gbs") else
+                f"{key.removesuffix('-latency-us')} {value:g} µs a ring step" for key, value in spec.interconnect.items()))
     else:
         f = spec.figures
         lines.append(f"  {spec.cores} cores × {f['fma-units']:g} FMA units × {f['simd-bits']:g}-bit SIMD at {f['frequency-ghz']:g} GHz "

@@ -45,6 +45,10 @@ def print_model(model: ModelResult, settings: Settings, console: Console) -> Non
         from archlint.report.train_table import print_step
 
         print_step(model, console)
+        if model.distributed:  # --world-size/--strategy: the step per rank
+            from archlint.report.distributed_table import print_distributed
+
+            print_distributed(model, console)
 
     top = max(0, int(getattr(settings, "top", 15)))
     if settings.tree:  # the module view instead of the op table

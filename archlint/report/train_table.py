@@ -65,7 +65,8 @@ def print_step(model: ModelResult, console: Console) -> None:
         )
     memory = model.memory
     if memory:
-        console.print(fit_line(memory), markup=False)
+        console.print(fit_line(memory) + (" (one process, unsharded; per rank below)" if model.distributed else ""),
+                      markup=False)
 
 
 def fit_line(memory: dict) -> str:

@@ -182,6 +182,7 @@ class _Tracker:
     # storage id), and (this step's "start" record, the first step's record of that storage)
     before: dict[int, _Storage] | None = None
     carried: list[tuple[_Storage, _Storage]] = field(default_factory=list)
+    optimizer: Any = None  # the step's optimizer (record_step reads its state's owners)
 
     def size(self, storage) -> int:
         n = storage.nbytes()
@@ -609,6 +610,7 @@ def _two_steps(model, args, kwargs, base, variant, loss, gpu, fused, values: Kno
         # where library workspaces are tracked (a GPU spec): the replay does not carry them
         replay = steady.plan(first, model, opt) if values is not None and workspace_sizes is None else None
         update = steady.plan_update(first) if replay is not None else None
+        tracker.optimizer = opt
         forward_end = _measure(model, args, kwargs, opt, loss, tracker, fused, values, replay, update)
     return first, tracker, forward_end
 
@@ -703,3 +705,110 @@ def _downsample(points: list[tuple[int, int]], n: int) -> list[list[int]]:
         return [list(p) for p in points]
     size = math.ceil(len(points) / n)
     return [list(max(points[i:i + size], key=lambda p: p[1])) for i in range(0, len(points), size)]
+
+
+@dataclass
+class Recorded:
+    """One storage of the reported (steady) step, for a model of the step built on this one
+    (archlint.model.distributed): its bytes, its birth and death on the tracker's event count
+    (math.inf: alive at the step's end), what it is, and the parameter it belongs to (a
+    parameter's own storage, its gradient or its optimizer state), by name."""
+    nbytes: int
+    born: float
+    died: float
+    kind: str  # one of CATEGORIES, or "workspaces" (a library's: GPU or CPU scratch)
+    phase: str  # start | zero_grad | forward | backward | step
+    module: str = ""
+    param: str | None = None
+
+
+@dataclass
+class StepRecording:
+    """The storages of the steady step as the memory model records them (`record_step`), with
+    where each phase began (events) and the parameters' layout, for models that re-lay them out
+    (sharding, buckets) and sweep the result again."""
+    storages: list[Recorded]
+    marks: dict[str, int]  # phase -> its first event: forward, backward, step, end
+    params: dict[str, tuple[tuple[int, ...], int, bool]]  # name -> (shape, bytes per element, trainable)
+    param_order: list[str]  # parameters in registration order
+    grad_ready: list[str]  # trainable parameters in the order their gradients were made in backward
+    single: dict  # step_memory's own summary of the same step (peak_bytes, at_peak, ...)
+    basis: str
+    gpu: bool
+    round_to: int
+
+
+def record_step(model: nn.Module, args: tuple = (), kwargs: dict | None = None, *, optimizer: str = "adam",
+                loss: str = "mean", device_spec=None, dtype: torch.dtype | None = None,
+                trainable=None) -> StepRecording:
+    """The steady step's storages, recorded as step_memory records them (on meta, the same two
+    steps), kept with the parameter each belongs to. `dtype`: the model's floating-point
+    parameters, buffers and inputs cast to it first (bf16 compute under mixed precision);
+    `trainable`: a predicate on a parameter's name, the others frozen (requires_grad False)."""
+    if loss not in LOSSES:
+        raise UsageError(f"unknown loss {loss!r} for the memory model; use one of {', '.join(LOSSES)}")
+    kwargs = kwargs or {}
+    gpu = device_spec is not None and getattr(device_spec, "kind", "") == "gpu"
+    base, variant = parse_optimizer(optimizer)
+    run_variant = variant or ("foreach" if gpu else "single")
+    fused = run_variant == "fused"
+    run_variant = "single" if fused else run_variant
+    sizes = grid = None
+    if gpu:
+        cublas, cublaslt, _ = cublas_sizes(device_spec)
+        sizes = {"cublas": cublas, "cublasLt": cublaslt}
+        threads, _ = threads_per_sm(device_spec)
+        grid = (device_spec.sms, threads) if getattr(device_spec, "sms", None) else None
+    meta, meta_args, meta_kwargs = to_meta(model), _meta_inputs(tuple(args)), _meta_inputs(dict(kwargs))
+    values = _input_values(model, meta, (args, kwargs), (meta_args, meta_kwargs))
+    if dtype is not None:
+        meta = meta.to(dtype)
+        cast = lambda t: t.to(dtype) if isinstance(t, torch.Tensor) and t.is_floating_point() else t  # noqa: E731
+        meta_args, meta_kwargs = tree_map(cast, meta_args), tree_map(cast, meta_kwargs)
+    if trainable is not None:
+        for name, p in meta.named_parameters():
+            p.requires_grad_(bool(trainable(name)))
+    # the order autograd accumulates the gradients (DDP rebuilds its buckets in it), from the first step
+    accumulated: list[str] = []
+    hooks = [p.register_post_accumulate_grad_hook(lambda _, name=name: accumulated.append(name))
+             for name, p in meta.named_parameters() if p.requires_grad]
+    try:
+        first, tracker, forward_end = _two_steps(meta, meta_args, meta_kwargs, base, run_variant, loss, gpu, fused,
+                                                 values, sizes, grid)
+    except (RuntimeError, NotImplementedError) as exc:
+        raise UsageError(f"the training step cannot run on the meta device ({_one_line(exc)}): the per-rank "
+                         "model of a distributed step needs it") from None
+    finally:
+        for h in hooks:
+            h.remove()
+    names = {id(p): n for n, p in meta.named_parameters()}
+    owner: dict[int, str] = {}  # id(record) -> parameter name
+    grads = []
+    for p in meta.parameters():
+        rec = tracker.record(p)
+        if rec is not None:
+            owner[id(rec)] = names[id(p)]
+        if p.grad is not None and (g := tracker.record(p.grad)) is not None:
+            owner[id(g)] = names[id(p)]
+            grads.append((g.born, names[id(p)]))
+    for group in tracker.optimizer.param_groups:
+        for p in group["params"]:
+            for v in tracker.optimizer.state.get(p, {}).values():
+                if isinstance(v, torch.Tensor) and (rec := tracker.record(v)) is not None:
+                    owner[id(rec)] = names[id(p)]
+    # the previous step's gradients, freed at zero_grad: seen at the step's start in the parameters' order (_measure)
+    previous = [r for r in tracker.records if r.kind == "grads" and r.phase == "start"]
+    with_grad = [names[id(p)] for p in meta.parameters() if p.grad is not None]
+    for r, name in zip(previous, with_grad):
+        owner[id(r)] = name
+    storages = [Recorded(r.nbytes, r.born, r.died, r.kind, r.phase, r.module, owner.get(id(r)))
+                for r in tracker.records]
+    storages += [Recorded(r.nbytes, r.born, r.died, "workspaces", r.phase, "", None) for r in tracker.transients]
+    marks = {name: tracker.marks[name].events for name in ("forward", "backward", "step", "end") if name in tracker.marks}
+    params = {n: (tuple(p.shape), p.element_size(), p.requires_grad) for n, p in meta.named_parameters()}
+    single = _summary(tracker, forward_end)
+    single.pop("_blocks_at_peak")
+    ready = list(dict.fromkeys(accumulated)) or [n for _, n in sorted(grads)]
+    return StepRecording(storages, marks, params, list(params), ready, single,
+                         "measured on the meta device: every storage the step allocates and frees, no data", gpu,
+                         tracker.round_to)

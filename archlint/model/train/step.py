@@ -159,6 +159,12 @@ def analyze_step(graph: nx.DiGraph, loaded, result, settings, device_spec=None) 
         from archlint.model.train.steptime import estimate_step
 
         result.estimate["train"] = estimate_step(graph, result.totals.train, device_spec, result.estimate)
+        if settings.parallel is not None:  # the per-rank step's compute under bf16, and the plan's bf16 change
+            from archlint.model.speedups.precision import autocast_step_estimate
+
+            autocast = autocast_step_estimate(graph, device_spec, result.estimate["train"])
+            if autocast:
+                result.estimate["train"]["autocast"] = autocast
     return _memory(loaded, result, settings, optimizer, loss, device_spec)
 
 
@@ -177,7 +183,15 @@ def _memory_report(loaded, result, settings, optimizer: Optimizer, loss: str, de
     from archlint.model.train.memory import step_memory
 
     args, kwargs = tuple(loaded.inputs), dict(loaded.kwargs or {})
-    findings = _fit_or_memory(loaded, result, settings, optimizer, loss, device_spec, args, kwargs)
+    if settings.parallel is not None:  # the step per rank (archlint.model.distributed), instead of one process's
+        from archlint.model.distributed.run import distributed_report
+
+        result.memory, result.distributed = distributed_report(
+            loaded.model, args, kwargs, settings, optimizer=optimizer.label, loss=loss, device_spec=device_spec,
+            estimate=result.estimate, layers=result.layers)
+        findings = []
+    else:
+        findings = _fit_or_memory(loaded, result, settings, optimizer, loss, device_spec, args, kwargs)
     # the device the memory is for, named: the spec, or this machine's device without one
     result.memory["device"] = (device_spec.name if device_spec is not None else
                                f"{result.device} (this machine; no --device-spec)")

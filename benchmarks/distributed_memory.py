@@ -1,0 +1,294 @@
+"""How close archlint's per-rank model of a distributed training step comes to the real one.
+
+For each model, strategy and world size, the REAL step runs in `world` processes on this CPU with
+the gloo backend: torch's DistributedDataParallel, or FSDP2 (`fully_shard` on each repeated block
+archlint finds, then on the root; optionally with MixedPrecisionPolicy(bf16, reduce fp32)). After
+two warm steps (the optimizer state is made at the first; DDP rebuilds its buckets at the second),
+the third runs under record_function("measured_step"). The profiler (profile_memory=True) runs from
+before the model is built, so every allocation the process makes for the model (parameters, shards,
+DDP's buckets, optimizer state, FSDP2's buffers, gloo's) is seen with its free: the live total at
+each event is the sum of what was allocated and not yet freed, and the step's peak is the largest
+live total inside the measured step (the method of benchmarks/train_memory.py, with the persistent
+part counted by the same profiler instead of summed from the tensors, since DDP's buckets and
+FSDP2's buffers are not reachable as tensors). Rank 0's peak is reported (ranks are alike).
+
+Collectives: the c10d ops the step calls (c10d::allreduce_, _allgather_base_, _reduce_scatter_base_,
+broadcast_: the profiler's records with their input shapes), each with its payload in bytes (the
+all-gather's output, the reduce-scatter's input, the all-reduce's or broadcast's buffer), compared
+as multisets with archlint's list: exact or not.
+
+Compared with archlint.model.distributed.step.distributed_step on the same model and per-rank input.
+
+Run: nice -n 10 python benchmarks/distributed_memory.py [--quick] [--models a,b] [--strategies ddp,fsdp]
+     [--worlds 2,4]
+Goal: the peak within 10% and the collectives exact on every row.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from archlint.model.distributed.step import distributed_step
+from archlint.model.distributed.strategy import parallel
+from archlint.model.distributed.units import shard_units
+from archlint.model.train.memory import make_optimizer, step_loss
+
+IMAGE = (2, 3, 32, 32)
+
+
+def _tv(name, image=IMAGE, **kw):
+    def build():
+        import torchvision.models as tvm
+        return getattr(tvm, name)(weights=None, **kw), (torch.randn(*image),), {}
+    return build
+
+
+def _mlp():
+    m = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 10))
+    return m, (torch.randn(16, 256),), {}
+
+
+def _deep_mlp():
+    blocks = [torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.GELU()) for _ in range(6)]
+    return torch.nn.Sequential(*blocks, torch.nn.Linear(256, 10)), (torch.randn(32, 256),), {}
+
+
+def _llama():
+    from transformers import LlamaConfig, LlamaForCausalLM
+    cfg = LlamaConfig(vocab_size=512, hidden_size=64, intermediate_size=176, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                      attn_implementation="eager", use_cache=False)
+    ids = torch.randint(0, 512, (2, 32))
+    return LlamaForCausalLM(cfg), (), {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+
+
+def _gpt2():
+    from transformers import GPT2Config, GPT2LMHeadModel
+    cfg = GPT2Config(vocab_size=512, n_embd=64, n_layer=2, n_head=2, n_positions=64, use_cache=False,
+                     attn_implementation="eager")
+    ids = torch.randint(0, 512, (2, 32))
+    return GPT2LMHeadModel(cfg), (), {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+
+
+def _bert():
+    from transformers import BertConfig, BertForSequenceClassification
+    cfg = BertConfig(vocab_size=512, hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
+                     intermediate_size=256, max_position_embeddings=64, attn_implementation="eager")
+    return BertForSequenceClassification(cfg), (), {"input_ids": torch.randint(0, 512, (2, 32))}
+
+
+def _vit():
+    import torchvision.models as tvm
+    m = tvm.VisionTransformer(image_size=32, patch_size=8, num_layers=3, num_heads=2, hidden_dim=64,
+                              mlp_dim=128, num_classes=10)
+    return m, (torch.randn(2, 3, 32, 32),), {}
+
+
+MODELS = {
+    "mlp": _mlp,
+    "deep_mlp": _deep_mlp,
+    "resnet18": _tv("resnet18"),
+    "mobilenet_v3_small": _tv("mobilenet_v3_small"),
+    "squeezenet1_1": _tv("squeezenet1_1", image=(2, 3, 64, 64)),
+    "shufflenet_v2_x0_5": _tv("shufflenet_v2_x0_5"),
+    "regnet_x_400mf": _tv("regnet_x_400mf"),
+    "vit_tiny": _vit,
+    "hf/llama-tiny": _llama,
+    "hf/gpt2-tiny": _gpt2,
+    "hf/bert-tiny": _bert,
+}
+MEASURED_STEPS = 3
+QUICK = ("deep_mlp", "resnet18", "vit_tiny", "hf/llama-tiny")
+OPS = {"c10d::allreduce_": "all_reduce", "c10d::_allgather_base_": "all_gather", "c10d::allgather_": "all_gather",
+       "c10d::_reduce_scatter_base_": "reduce_scatter", "c10d::reduce_scatter_": "reduce_scatter",
+       "c10d::broadcast_": "broadcast"}
+ITEMSIZE = {"float": 4, "c10::BFloat16": 2, "c10::Half": 2, "double": 8, "long int": 8, "int": 4}
+
+
+def _payload(name: str, args: dict, itemsize: int) -> int:
+    dims, types = args.get("Input Dims", []), args.get("Input type", [])
+
+    def numel(d):
+        n = 1
+        for x in d:
+            n *= x
+        return n
+    if name in ("c10d::_allgather_base_",):  # (output, input): the output
+        return numel(dims[0]) * ITEMSIZE.get(types[0], itemsize)
+    if name in ("c10d::_reduce_scatter_base_",):  # (output, input): the input
+        return numel(dims[1]) * ITEMSIZE.get(types[1], itemsize)
+    first = dims[0]  # a TensorList: its dtype is not recorded; the model's
+    return sum(numel(d) for d in first) * itemsize
+
+
+def _worker(rank: int, world: int, port: int, model_name: str, strategy: str, precision: str | None, out: str):
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    from torch.profiler import ProfilerActivity, profile, record_function
+    try:
+        with profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=True) as prof:
+            torch.manual_seed(0)
+            model, args, kwargs = MODELS[model_name]()
+            model.train()
+            itemsize = 4
+            if strategy == "ddp":
+                from torch.nn.parallel import DistributedDataParallel as DDP
+                wrapped = DDP(model)
+            else:
+                from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+                policy = (MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+                          if precision == "bf16" else MixedPrecisionPolicy())
+                if precision == "bf16":
+                    itemsize = 2
+                for path in shard_units(model).paths:
+                    fully_shard(model.get_submodule(path), mp_policy=policy)
+                fully_shard(model, mp_policy=policy)
+                wrapped = model
+            opt = make_optimizer("adam", [p for p in wrapped.parameters() if p.requires_grad])
+
+            def step():
+                opt.zero_grad(set_to_none=True)
+                loss = step_loss(wrapped(*args, **kwargs))
+                loss.backward()
+                del loss
+                opt.step()
+            step()
+            step()
+            for _ in range(MEASURED_STEPS):
+                opt.zero_grad(set_to_none=True)
+                with record_function("measured_step"):
+                    loss = step_loss(wrapped(*args, **kwargs))
+                    loss.backward()
+                    del loss
+                    opt.step()
+        if rank == 0:
+            with tempfile.TemporaryDirectory() as tmp:
+                path = Path(tmp) / "trace.json"
+                prof.export_chrome_trace(str(path))
+                events = json.loads(path.read_text())["traceEvents"]
+                if os.environ.get("DISTRIBUTED_MEMORY_TRACE"):  # keep rank 0's trace for a closer look
+                    Path(os.environ["DISTRIBUTED_MEMORY_TRACE"]).write_text(path.read_text())
+            windows = sorted((e for e in events if e.get("name") == "measured_step"), key=lambda e: e["ts"])
+            memory = sorted((e for e in events if e.get("name") == "[memory]" and e["args"].get("Device Type") == 0),
+                            key=lambda e: e["ts"])
+            mine: dict[int, int] = {}
+            live = 0
+            peaks = [0] * len(windows)
+            for e in memory:
+                nbytes, addr = e["args"]["Bytes"], e["args"]["Addr"]
+                if nbytes > 0:
+                    mine[addr] = nbytes
+                    live += nbytes
+                elif addr in mine:
+                    live -= mine.pop(addr)
+                for i, w in enumerate(windows):
+                    if w["ts"] <= e["ts"] <= w["ts"] + w["dur"]:
+                        peaks[i] = max(peaks[i], live)
+            window = windows[0]
+            start, end = window["ts"], window["ts"] + window["dur"]
+            # a TensorList's dtype is not recorded with the c10d op: gloo's own event for it (the next one of
+            # its kind and size, on gloo's thread) has it
+            gloo = [e for e in events if e.get("name") in ("gloo:all_reduce", "gloo:broadcast")
+                    and start <= e["ts"] <= end]
+            comms = []
+            for e in sorted((e for e in events if e.get("name") in OPS and start <= e["ts"] <= end
+                             and e.get("tid") == window["tid"]), key=lambda e: e["ts"]):
+                size = itemsize
+                if e["name"] in ("c10d::allreduce_", "c10d::broadcast_"):
+                    dims = e["args"]["Input Dims"][0]
+                    kind = "gloo:all_reduce" if e["name"] == "c10d::allreduce_" else "gloo:broadcast"
+                    match = next((g for g in sorted(gloo, key=lambda g: g["ts"]) if g["name"] == kind
+                                  and g["args"].get("Input Dims") == dims and g["ts"] >= e["ts"]), None)
+                    if match is not None:
+                        gloo.remove(match)
+                        size = ITEMSIZE.get(match["args"]["Input type"][0], itemsize)
+                comms.append((OPS[e["name"]], _payload(e["name"], e.get("args", {}), size)))
+            # gloo frees a collective's own buffers on its worker threads, when they finish: the steps'
+            # peaks differ by those; the median of the measured steps is reported, with their spread
+            Path(out).write_text(json.dumps({"peak": sorted(peaks)[len(peaks) // 2], "peaks": peaks, "comms": comms}))
+    finally:
+        dist.destroy_process_group()
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def measure(model_name: str, strategy: str, world: int, precision: str | None) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        out = str(Path(tmp) / "rank0.json")
+        mp.spawn(_worker, args=(world, _port(), model_name, strategy, precision, out), nprocs=world)
+        return json.loads(Path(out).read_text())
+
+
+def predict(model_name: str, strategy: str, world: int, precision: str | None) -> dict:
+    torch.set_num_threads(1)  # as each rank runs (oneDNN's scratch per thread: archlint.model.train.cpu_scratch)
+    torch.manual_seed(0)
+    model, args, kwargs = MODELS[model_name]()
+    model.train()
+    par = parallel(strategy, world, mixed_precision=precision)
+    d, _, _ = distributed_step(model, args, kwargs, par, optimizer="adam", loss="mean")
+    comms = [(c.op, c.bytes_per_rank) for c in d.collectives for _ in range(c.count)]
+    return {"peak": d.per_rank.peak_bytes, "comms": comms, "volume": d.comm_bytes_per_rank}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help=f"only {', '.join(QUICK)}")
+    parser.add_argument("--models", help="comma-separated names (default: all)")
+    parser.add_argument("--strategies", default="ddp,fsdp,fsdp-bf16")
+    parser.add_argument("--worlds", default="2,4")
+    parser.add_argument("--json", type=Path, help="write the rows here")
+    a = parser.parse_args()
+    names = a.models.split(",") if a.models else list(QUICK if a.quick else MODELS)
+    rows, worst, outside = [], 0.0, 0
+    print(f"{'model':<20} {'strategy':<10} {'N':>2} {'measured MB':>12} {'archlint MB':>12} {'ratio':>6}  collectives")
+    for name in names:
+        for strat in a.strategies.split(","):
+            strategy, _, precision = strat.partition("-")
+            for world in (int(w) for w in a.worlds.split(",")):
+                t0 = time.perf_counter()
+                try:
+                    real = measure(name, strategy, world, precision or None)
+                except mp.ProcessRaisedException as exc:  # a real step that cannot run (FSDP2 bf16 on a BatchNorm model): said, skipped
+                    print(f"{name:<20} {strat:<10} {world:>2} the real step failed: {str(exc).strip().splitlines()[-1][:100]}")
+                    continue
+                est = predict(name, strategy, world, precision or None)
+                ratio = est["peak"] / real["peak"]
+                low, high = min(real["peaks"]), max(real["peaks"])
+                inside = low * 0.9 <= est["peak"] <= high * 1.1
+                same = Counter(map(tuple, real["comms"])) == Counter(map(tuple, est["comms"]))
+                worst = max(worst, abs(ratio - 1))
+                outside += not inside
+                detail = "exact" if same else (f"DIFFER: measured {sorted(Counter(map(tuple, real['comms'])).items())} "
+                                               f"archlint {sorted(Counter(map(tuple, est['comms'])).items())}")
+                print(f"{name:<20} {strat:<10} {world:>2} {real['peak'] / 1e6:>12.3f} {est['peak'] / 1e6:>12.3f} "
+                      f"{ratio:>6.3f}  [{min(real['peaks']) / 1e6:.2f}-{max(real['peaks']) / 1e6:.2f}] {len(real['comms'])} {detail}  ({time.perf_counter() - t0:.0f} s)", flush=True)
+                rows.append({"model": name, "strategy": strat, "world": world, "measured": real, "archlint": est,
+                             "ratio": ratio, "within_range": inside, "collectives_exact": same})
+    print(f"worst peak miss against the median step: {worst:.1%}; outside the measured steps' range ±10%: "
+          f"{outside}/{len(rows)}; collectives exact on {sum(r['collectives_exact'] for r in rows)}/{len(rows)}")
+    if a.json:
+        a.json.write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

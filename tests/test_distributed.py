@@ -1,0 +1,388 @@
+"""The training step per rank (archlint.model.distributed): the ZeRO paper's model states and
+communication volumes on every strategy, DDP's buckets as torch makes them, the fewest GPUs, the
+fit plan's verification, and the CLI/JSON contract."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from archlint.errors import UsageError
+from archlint.model.distributed.layout import bucket_assignment
+from archlint.model.distributed.plan import fit_plan, fits_at, min_world_size
+from archlint.model.distributed.step import (
+    buffers_of,
+    distributed_step,
+    per_rank,
+    record,
+)
+from archlint.model.distributed.strategy import parallel
+from archlint.model.distributed.units import shard_units
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class Blocks(nn.Module):
+    """Repeated blocks and a root-level head; every parameter's dim 0 divisible by 8 (no padding)."""
+
+    def __init__(self, width: int = 64, depth: int = 3):
+        super().__init__()
+        self.layers = nn.ModuleList(nn.Sequential(nn.Linear(width, width), nn.GELU()) for _ in range(depth))
+        self.head = nn.Linear(width, 16)
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return self.head(x)
+
+
+def _llama(layers: int = 2):
+    from transformers import LlamaConfig, LlamaForCausalLM
+    cfg = LlamaConfig(vocab_size=512, hidden_size=64, intermediate_size=176, num_hidden_layers=layers,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64, use_cache=False,
+                      attn_implementation="eager")
+    ids = torch.randint(0, 512, (2, 16))
+    return LlamaForCausalLM(cfg), (), {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+
+
+def _blocks():
+    return Blocks(), (torch.randn(8, 64),), {}
+
+
+MODELS = {"blocks": _blocks, "llama": _llama}
+# model states per rank in bytes per parameter, the ZeRO paper's (Rajbhandari et al. 2020, fig. 1)
+# with Adam (K = 12 under mixed precision: fp32 master, momentum and variance)
+FORMULAS = {
+    (None, "ddp"): lambda n: 16, (None, "zero1"): lambda n: 4 + 4 + 8 / n, (None, "zero2"): lambda n: 4 + 12 / n,
+    (None, "zero3"): lambda n: 16 / n, (None, "fsdp"): lambda n: 16 / n,
+    ("bf16", "ddp"): lambda n: 16, ("bf16", "zero1"): lambda n: 2 + 2 + 12 / n,
+    ("bf16", "zero2"): lambda n: 2 + 14 / n, ("bf16", "zero3"): lambda n: 16 / n, ("bf16", "fsdp"): lambda n: 16 / n,
+}
+
+
+@pytest.fixture(scope="module")
+def recordings():
+    out = {}
+    for name, build in MODELS.items():
+        torch.manual_seed(0)
+        model, args, kwargs = build()
+        for precision in (None, "bf16"):
+            out[name, precision] = (model, record(model, args, kwargs, optimizer="adam", loss="mean", device_spec=None,
+                                                  mixed_precision=precision))
+    return out
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+@pytest.mark.parametrize("precision", [None, "bf16"])
+@pytest.mark.parametrize("strategy", ["ddp", "zero1", "zero2", "zero3", "fsdp"])
+@pytest.mark.parametrize("world", [2, 4, 8])
+def test_model_states_per_rank_are_the_zero_papers(recordings, name, precision, strategy, world):
+    model, rec = recordings[name, precision]
+    psi = sum(p.numel() for p in model.parameters())
+    par = parallel(strategy, world, mixed_precision=precision)
+    pr, _ = per_rank(rec, par, shard_units(model), buffers_of(model))
+    states = pr.params_bytes + pr.grads_bytes + pr.optimizer_bytes - pr.optimizer_counters_bytes
+    assert pr.padding_bytes == 0
+    assert states == FORMULAS[precision, strategy](world) * psi
+    # the step counters Adam keeps per parameter tensor are all the rest
+    assert pr.optimizer_counters_bytes == 4 * len(list(model.parameters()))
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+@pytest.mark.parametrize("world", [2, 8])
+def test_communication_volume_is_the_published_one(recordings, name, world):
+    model, rec = recordings[name, None]
+    psi = sum(p.numel() for p in model.parameters()) * 4
+    units = shard_units(model)
+    root = sum(p.numel() for n, p in model.named_parameters()
+               if not any(n.startswith(u + ".") for u in units.paths)) * 4
+    volume = {}
+    for strategy in ("ddp", "zero1", "zero2", "zero3", "fsdp"):
+        d, _, _ = distributed_step(model, (), {}, parallel(strategy, world), optimizer="adam", loss="mean",
+                                   recording=rec)
+        # the gradients' and parameters' traffic (DDP also broadcasts the module's buffers before each forward)
+        volume[strategy] = d.comm_bytes_per_rank - sum(c.count * c.bytes_per_rank for c in d.collectives
+                                                       if c.op == "broadcast")
+    assert volume["ddp"] == volume["zero1"] == volume["zero2"] == 2 * psi
+    assert volume["zero3"] == 3 * psi
+    # FSDP2 does not reshard the root after the forward: its parameters are gathered once
+    assert volume["fsdp"] == 3 * psi - root
+
+
+def test_mixed_precision_gathers_in_bf16_and_reduces_in_fp32(recordings):
+    model, rec = recordings["llama", "bf16"]
+    psi = sum(p.numel() for p in model.parameters())
+    d, _, _ = distributed_step(model, (), {}, parallel("zero3", 4, mixed_precision="bf16"), optimizer="adam",
+                               loss="mean", recording=rec)
+    assert d.comm_bytes_per_rank == 3 * 2 * psi  # all in bf16
+    d, _, _ = distributed_step(model, (), {}, parallel("fsdp", 4, mixed_precision="bf16"), optimizer="adam",
+                               loss="mean", recording=rec)
+    gathered = sum(c.count * c.bytes_per_rank for c in d.collectives if c.op == "all_gather")
+    reduced = sum(c.count * c.bytes_per_rank for c in d.collectives if c.op == "reduce_scatter")
+    assert reduced == 4 * psi  # MixedPrecisionPolicy(reduce_dtype=float32)
+    assert gathered % 2 == 0 and gathered < 2 * 2 * psi + 1
+
+
+def test_ddp_buckets_are_torchs():
+    """The Reducer's rebuilt buckets: torch's own assignment over the same sizes in the same order."""
+    torch.manual_seed(0)
+    sizes = [int(s) for s in torch.randint(1, 400_000, (40,))]
+    tensors = [torch.empty(s) for s in sizes]
+    ours = bucket_assignment([(str(i), s * 4, 4) for i, s in enumerate(sizes)], 25 << 20, 1 << 20)
+    theirs, _ = dist._compute_bucket_assignment_by_size(tensors, [1 << 20, 25 << 20], [False] * len(tensors),
+                                                        list(range(len(tensors))))
+    assert sorted(sorted(int(i) for i in b) for b in ours) == sorted(sorted(b) for b in theirs)
+
+
+def test_ddp_peak_is_the_single_step_and_its_buckets(recordings):
+    """DDP keeps every state and adds its flat buckets, made at construction and kept: the peak is the
+    one process's plus the buckets, at the same point (a check of the per-rank sweep itself)."""
+    model, rec = recordings["llama", None]
+    pr, lay = per_rank(rec, parallel("ddp", 4), shard_units(model), [])
+    assert sum(lay.buckets) == sum(p.numel() for p in model.parameters()) * 4
+    assert pr.peak_bytes == rec.single["peak_bytes"] + sum(lay.buckets)
+    view, _ = per_rank(rec, parallel("ddp", 4, gradient_as_bucket_view=True), shard_units(model), [])
+    assert view.peak_bytes < pr.peak_bytes  # the gradients are the buckets
+
+
+def test_units_are_the_repeated_blocks_and_shard_unit_names_a_class():
+    model, _, _ = _llama(layers=3)
+    units = shard_units(model)
+    assert units.class_name == "LlamaDecoderLayer" and units.paths == [f"model.layers.{i}" for i in range(3)]
+    assert shard_units(model, "LlamaMLP").paths == [f"model.layers.{i}.mlp" for i in range(3)]
+    with pytest.raises(UsageError, match="no module of that class"):
+        shard_units(model, "NoSuchBlock")
+
+
+def test_fsdp_shards_shrink_the_peak_and_gather_one_unit_plus_the_prefetched(recordings):
+    model, rec = recordings["llama", None]
+    units = shard_units(model)
+    peaks = [per_rank(rec, parallel("fsdp", n), units, [])[0] for n in (1, 2, 4, 8)]
+    assert [p.peak_bytes for p in peaks] == sorted((p.peak_bytes for p in peaks), reverse=True)
+    one_block = sum(p.numel() for p in model.model.layers[0].parameters()) * 4
+    root = sum(p.numel() for n, p in model.named_parameters() if ".layers." not in n) * 4
+    assert max(p.gathered_params_bytes for p in peaks) <= root + 2 * one_block
+
+
+def test_min_world_size_is_the_first_that_fits(recordings):
+    model, rec = recordings["llama", None]
+    units, buffers = shard_units(model), buffers_of(model)
+    budget = per_rank(rec, parallel("fsdp", 4), units, buffers)[0].peak_bytes
+    sizes = min_world_size(rec, parallel("fsdp", 1), units, buffers, budget)
+    assert sizes["ddp"] is None
+    for strategy in ("zero3", "fsdp"):
+        n = sizes[strategy]
+        assert n == 4
+        assert fits_at(rec, parallel(strategy, n), units, buffers, budget)[0]
+        assert not fits_at(rec, parallel(strategy, n - 1), units, buffers, budget)[0]
+
+
+def test_every_plan_entry_is_verified_and_fits_only_within_the_budget(recordings):
+    torch.manual_seed(0)
+    model, args, kwargs = _llama()
+    rec = recordings["llama", None][1]
+    units = shard_units(model)
+    par = parallel("fsdp", 2)
+    peak = per_rank(rec, par, units, buffers_of(model))[0].peak_bytes
+    budget = int(peak * 0.8)
+    plan = fit_plan(model, args, kwargs, rec, par, units, budget, optimizer="adam", loss="mean", device_spec=None,
+                    trainable=None, step_ms=None)
+    assert plan.fit_plan and plan.recordings > 1
+    for e in plan.fit_plan:
+        assert e.fits == (e.peak_bytes <= budget)
+    assert any(e.fits for e in plan.fit_plan)
+    # an entry's figure is a whole layout: 'bf16' relaid by hand gives the same bytes
+    bf16 = next(e for e in plan.fit_plan if e.changes == ["bf16 mixed precision"])
+    again = record(model, args, kwargs, optimizer="adam", loss="mean", device_spec=None, mixed_precision="bf16")
+    assert per_rank(again, par.with_(mixed_precision="bf16"), units, buffers_of(model))[0].peak_bytes == bf16.peak_bytes
+
+
+def test_settings_map_strategy_names_and_refuse_options_without_ranks():
+    from archlint import config
+    s = config.apply(config.Settings(), {"strategy": "fsdp", "world_size": 8}, label=lambda n: f"{n}=")
+    assert (s.parallel, s.world_size, s.train, s.strategy) == ("fsdp", 8, True, None)
+    s = config.apply(config.Settings(), {"strategy": "fx"}, label=lambda n: f"{n}=")
+    assert (s.parallel, s.strategy) == (None, "fx")
+    with pytest.raises(UsageError, match="mixed_precision= applies to the distributed step"):
+        config.apply(config.Settings(), {"mixed_precision": "bf16"}, label=lambda n: f"{n}=")
+    with pytest.raises(UsageError, match="not a multiple"):
+        config.apply(config.Settings(), {"strategy": "hsdp", "world_size": 6, "nodes": 4}, label=lambda n: f"{n}=")
+
+
+NETS = '''
+import torch.nn as nn
+class Blocks(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList(nn.Sequential(nn.Linear(64, 64), nn.GELU()) for _ in range(3))
+        self.head = nn.Linear(64, 16)
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return self.head(x)
+'''
+
+
+def _cli(tmp_path, *flags):
+    (tmp_path / "nets.py").write_text(NETS)
+    return subprocess.run([sys.executable, "-m", "archlint", str(tmp_path / "nets.py") + ":Blocks",
+                           "--input-shape", "8,64", *flags], check=False, capture_output=True, text=True, cwd=tmp_path,
+                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, timeout=300)
+
+
+def test_cli_json_contract(tmp_path):
+    run = _cli(tmp_path, "--train", "--world-size", "4", "--strategy", "fsdp", "--memory-budget", "150KB",
+               "--output-format", "json")
+    assert run.returncode in (0, 1), run.stderr
+    model = json.loads(run.stdout)["models"][0]
+    d = model["distributed"]
+    assert (d["strategy"], d["world_size"], d["shard_unit"]) == ("fsdp", 4, "Sequential")
+    assert set(d["per_rank"]) >= {"peak_bytes", "params_bytes", "grads_bytes", "optimizer_bytes", "activations_bytes",
+                                  "comm_buffers_bytes", "fits", "budget_bytes"}
+    assert all(set(c) >= {"op", "phase", "count", "bytes_per_rank"} for c in d["collectives"])
+    assert d["comm_bytes_per_rank"] > 0
+    memory = model["memory"]
+    assert set(memory["min_world_size"]) >= {"ddp", "zero1", "zero2", "zero3", "fsdp"}
+    for entry in memory["fit_plan"]:
+        assert set(entry) >= {"changes", "peak_bytes", "fits", "adds_ms"}
+        assert entry["fits"] == (entry["peak_bytes"] <= memory["budget_bytes"])
+    assert "fits" not in memory  # said of the per-rank step only: this peak is one unsharded process's
+
+
+def test_cli_says_fits_only_within_the_budget(tmp_path):
+    run = _cli(tmp_path, "--train", "--world-size", "2", "--strategy", "zero3", "--memory-budget", "120KB")
+    assert run.returncode in (0, 1), run.stderr
+    for line in run.stdout.splitlines():
+        if "per rank, fits" in line:
+            size = line.split(": ")[-1].split(" per rank")[0]
+            value, unit = size.split()
+            assert float(value) * {"KB": 1e3, "MB": 1e6, "B": 1}[unit] <= 120e3
+
+
+def test_cli_bad_options_are_one_line(tmp_path):
+    run = _cli(tmp_path, "--mixed-precision", "bf16")
+    assert run.returncode == 2 and "Traceback" not in run.stderr
+    assert "--mixed-precision applies to the distributed step" in run.stderr
+    run = _cli(tmp_path, "--train", "--world-size", "2", "--strategy", "fsdp", "--shard-unit", "Nope")
+    assert run.returncode == 2 and "--shard-unit Nope: no module of that class" in run.stderr
+
+
+def test_llama_8b_family_on_h100_fits_with_fsdp_and_says_the_fewest_gpus():
+    """The issue's 8B shape family (2 layers here: CI), on 8× H100 with FSDP: fits, and the fewest
+    GPUs agree with the per-rank figure; the estimate splits compute and exposed communication."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from archlint import analyze
+    cfg = LlamaConfig(hidden_size=4096, intermediate_size=14336, num_hidden_layers=2, num_attention_heads=32,
+                      num_key_value_heads=8, vocab_size=128256, use_cache=False)
+    with torch.device("meta"):
+        model = LlamaForCausalLM(cfg)
+    ids = torch.randint(0, 128256, (1, 2048))
+    result = analyze(model, {"input_ids": ids}, train=True, device_spec="h100-sxm", world_size=8, strategy="fsdp",
+                     optimizer="adamw").model
+    d, memory = result.distributed, result.memory
+    assert d["per_rank"]["fits"] is True
+    assert d["per_rank"]["device_peak_bytes"] <= d["per_rank"]["budget_bytes"]
+    n = memory["min_world_size"]["fsdp"]
+    assert n is not None and n <= 8
+    est = d["estimate"]
+    assert est["step_ms"] == pytest.approx(est["compute_ms"] + est["exposed_comm_ms"])
+    assert 0 <= est["exposed_comm_ms"] <= est["comm_ms"] + 1e-9
+    assert 0 < est["scaling_efficiency"] <= 1.5
+    assert math.isfinite(est["comm_ms"])
+
+
+def test_on_a_gpu_spec_fits_is_the_allocator_under_the_budget_and_never_over_it():
+    """A regression: the plan said 'fits' of 22.1 GB under a 20 GB budget (the allocator replayed under the
+    limit fitted, the unlimited device peak was shown). Now each entry's figure is what the budget is held
+    to (fit.budget_peak) and fits is that figure within the budget."""
+    from archlint.devices import resolve
+    spec = resolve("h100-sxm")
+    torch.manual_seed(0)
+    model, args, kwargs = _llama()
+    rec = record(model, args, kwargs, optimizer="adam", loss="mean", device_spec=spec, mixed_precision=None)
+    units, par = shard_units(model), parallel("fsdp", 2)
+    full = per_rank(rec, par, units, buffers_of(model))[0]
+    assert full.device_peak_bytes > full.peak_bytes
+    # a budget under the unlimited device peak that the allocator, limited to it, still fits in (ZeRO-1
+    # over 2048-wide blocks: its segments churn, and freeing the cached ones under a limit saves a few MiB)
+    wide, wide_args = Blocks(width=2048, depth=4), (torch.randn(64, 2048),)
+    wide_rec = record(wide, wide_args, {}, optimizer="adam", loss="mean", device_spec=spec, mixed_precision=None)
+    z1 = parallel("zero1", 2)
+    unlimited = per_rank(wide_rec, z1, shard_units(wide), [])[0].device_peak_bytes
+    under = unlimited - (1 << 20)
+    pr = per_rank(wide_rec, z1, shard_units(wide), [], under)[0]
+    assert pr.fits and pr.budget_figure_bytes <= under < unlimited
+    budget = full.device_peak_bytes - (1 << 20)
+    pr = per_rank(rec, par, units, buffers_of(model), budget)[0]
+    assert pr.fits == (pr.budget_figure_bytes <= budget)
+    plan = fit_plan(model, args, kwargs, rec, par, units, budget, optimizer="adam", loss="mean", device_spec=spec,
+                    trainable=None, step_ms=None)
+    assert plan.fit_plan
+    for e in plan.fit_plan:
+        assert e.fits == (e.peak_bytes <= budget), e
+
+
+def test_trainable_freezes_the_rest_and_hsdp_shards_within_a_node():
+    torch.manual_seed(0)
+    model, args, kwargs = _blocks()
+    head = sum(p.numel() for p in model.head.parameters())
+    rec = record(model, args, kwargs, optimizer="adam", loss="mean", device_spec=None, mixed_precision=None,
+                 trainable=r"^head\.")
+    pr, _ = per_rank(rec, parallel("ddp", 2), shard_units(model), [])
+    # frozen weights get no gradient and no optimizer state
+    assert pr.grads_bytes == 4 * head
+    assert pr.optimizer_bytes - pr.optimizer_counters_bytes == 8 * head
+    full = record(model, args, kwargs, optimizer="adam", loss="mean", device_spec=None, mixed_precision=None)
+    psi = sum(p.numel() for p in model.parameters())
+    hsdp, _ = per_rank(full, parallel("hsdp", 8, 2), shard_units(model), [])
+    assert hsdp.params_bytes == 4 * psi // 4  # sharded over the 4 ranks of a node
+    d, _, _ = distributed_step(model, args, kwargs, parallel("hsdp", 8, 2), optimizer="adam", loss="mean",
+                               recording=full)
+    replicas = [c for c in d.collectives if c.op == "all_reduce"]
+    assert replicas and all(c.group_size == 2 for c in replicas)
+    assert sum(c.count * c.bytes_per_rank for c in replicas) == 4 * psi // 4
+
+
+def test_ring_cost_and_overlap_on_the_specs_links(recordings):
+    from archlint.devices import resolve
+    from archlint.model.distributed.comm import collective_ms, estimate_step
+    # 1 GB over 8 ranks at 100 GB/s, 1 µs a step: all-reduce 2·7/8 GB → 17.5 ms + 14 µs; all-gather half that
+    assert collective_ms("all_reduce", 10**9, 8, 100e9, 1e-6) == pytest.approx(17.5 + 0.014)
+    assert collective_ms("all_gather", 10**9, 8, 100e9, 1e-6) == pytest.approx(8.75 + 0.007)
+    assert collective_ms("all_reduce", 10**9, 1, 100e9, 1e-6) == 0.0
+    model, rec = recordings["llama", None]
+    units = shard_units(model)
+    train = {"forward_ms": 1.0, "backward_ms": 2.0, "optimizer_ms": 0.5, "loss_ms": 0.0, "step_ms": 3.5}
+    h100 = resolve("h100-sxm")
+    one = estimate_step(rec, units, parallel("fsdp", 16), h100, train)
+    two = estimate_step(rec, units, parallel("fsdp", 16, 2), h100, train)
+    assert one["links"] == ["intra-node"] and two["links"] == ["inter-node"]
+    assert two["comm_ms"] > one["comm_ms"] and two["exposed_comm_ms"] >= one["exposed_comm_ms"]
+    for est in (one, two):
+        assert 0 <= est["exposed_comm_ms"] <= est["comm_ms"] + 1e-9
+        assert est["step_ms"] == pytest.approx(est["compute_ms"] + est["exposed_comm_ms"])
+    missing = estimate_step(rec, units, parallel("fsdp", 4), resolve("t4"), train)
+    assert missing["step_ms"] is None and "no [interconnect]" in missing["basis"]
+
+
+def test_bf16_per_rank_compute_is_the_autocast_estimate():
+    """A regression: under --mixed-precision bf16 the per-rank step's compute was the fp32 step's estimate
+    (estimate.train.autocast was made after the distributed step ran)."""
+    from archlint import analyze
+    torch.manual_seed(0)
+    model, _, kwargs = _llama()
+    runs = {p: analyze(model, dict(kwargs), train=True, device_spec="h100-sxm", world_size=2, strategy="fsdp",
+                       mixed_precision=p).model for p in (None, "bf16")}
+    fp32, bf16 = (runs[p].distributed["estimate"] for p in (None, "bf16"))
+    autocast = runs["bf16"].estimate["train"]["autocast"]
+    assert bf16["single_gpu_step_ms"] == pytest.approx(autocast["step_ms"])
+    assert bf16["compute_ms"] != pytest.approx(fp32["compute_ms"])
