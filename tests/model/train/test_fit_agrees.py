@@ -55,7 +55,7 @@ def analysis(request):
     if spec:
         options["device_spec"] = spec
     if budget:
-        options["memory_budget"] = budget
+        options["memory_budget"] = f"{budget}B"  # bytes: a bare number has no unit (refused)
     return archlint.analyze(build(), shape, **options)
 
 
