@@ -85,18 +85,21 @@ def check(graph, options, ctx):
         if taken & set(block.nodes):
             continue  # nested in, or overlapping, a region already reported
         branches = [b for b in block.branches if any(n in small for n in b)]
-        if len(branches) > options["max_parallel"]:
+        # an exact merge priced on a GPU spec needs no count threshold: the estimate decides
+        exact = (merge.parallel(graph, block.fork, block.join, block.branches)
+                 if spec is not None and len(branches) == len(block.branches) >= 2 else None)
+        if len(branches) > options["max_parallel"] or exact is not None:
             taken |= set(block.nodes)
             module = locate.common_module(graph, [*block.nodes, block.join])
-            exact = merge.parallel(graph, block.fork, block.join, block.branches) if len(branches) == len(block.branches) else None
+            exact = exact or merge.parallel(graph, block.fork, block.join, block.branches) if len(branches) == len(block.branches) else None
             _add(graph, groups, block, module, "parallel", len(branches), small, exact)
     for block in module_blocks(graph):
         if taken & set(block.nodes):
             continue
         whole = longest_chain(graph, block.nodes)
         chain = [n for n in whole if n in small]
-        if len(chain) > options["max_series"]:
-            exact = merge.series(graph, block.nodes, whole) if chain == whole else None
+        exact = merge.series(graph, block.nodes, whole) if chain == whole and len(chain) >= 2 else None
+        if len(chain) > options["max_series"] or (exact is not None and spec is not None):
             _add(graph, groups, block, block.name, "series", len(chain), small, exact)
     for (_, form, degree, _), found in groups.items():
         yield _finding(graph, ctx, options, form, degree, found, model_flops)
