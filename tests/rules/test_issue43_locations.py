@@ -1,0 +1,32 @@
+"""Issue 43: AL104 on Hugging Face decoders is placed at a layer and names the switch that removes
+its bytes where one exists (Gemma-2's final logit softcap after lm_head: logits_to_keep=1)."""
+
+from __future__ import annotations
+
+import warnings
+
+from archlint.config import ModelSpec, Settings
+from archlint.diagnostics import Severity
+from archlint.model.analyze import analyze
+
+
+def _al104(name: str, **config):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _, found = analyze(ModelSpec(name, hf_config=config), Settings())
+    return [d for d in found if d.code == "AL104"]
+
+
+def test_gemma2_softcap_at_lm_head_with_logits_to_keep():
+    (d,) = _al104("hf:gemma2", num_hidden_layers=2, hidden_size=128, num_attention_heads=4, num_key_value_heads=2,
+                  intermediate_size=256, head_dim=32)
+    assert d.severity is Severity.WARNING and d.module == "lm_head"
+    assert "after lm_head (div → tanh → mul" in d.message
+    assert d.evidence["switch"] == {"logits_to_keep": 1} and "logits_to_keep=1" in d.message
+    assert "transformers" in d.file.replace("\\", "/").split("/")  # the class whose forward runs them
+
+
+def test_no_logits_switch_where_the_bytes_are_in_the_blocks():
+    # a decoder without a softcap: AL104 (if any) sits in its blocks and names no logits switch
+    for d in _al104("hf:llama", num_hidden_layers=2, hidden_size=128, num_attention_heads=4, intermediate_size=256):
+        assert d.module and "logits_to_keep" not in d.message
