@@ -30,3 +30,29 @@ def test_no_logits_switch_where_the_bytes_are_in_the_blocks():
     # a decoder without a softcap: AL104 (if any) sits in its blocks and names no logits switch
     for d in _al104("hf:llama", num_hidden_layers=2, hidden_size=128, num_attention_heads=4, intermediate_size=256):
         assert d.module and "logits_to_keep" not in d.message
+
+
+def test_custom_kernel_reference_path_is_info_not_priced():
+    # StyleGAN2 (rosinality's layout): fused_leaky_relu and upfirdn2d take their PyTorch reference
+    # path on a CPU (`if input.device.type == "cpu"`), a CUDA kernel on the GPU. Their ops are
+    # said to be captured through that path (info, with the branch), never priced in a warning.
+    import sys
+    from pathlib import Path
+
+    import torch
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "models"))
+    from stylegan2_ops.model import Generator
+
+    _, found = analyze(ModelSpec("sg", model=Generator().eval(), given_args=(torch.randn(4, 128),), given_kwargs={}),
+                       Settings())
+    ref = [d for d in found if d.code == "AL104" and "reference_path" in d.evidence]
+    (info,) = ref
+    assert info.severity is Severity.INFO and {p["function"] for p in info.evidence["reference_path"]} == {
+        "fused_leaky_relu", "upfirdn2d"}
+    assert "device.type == 'cpu'" in info.message
+    held = set(info.evidence["ops"])
+    for d in found:
+        if d.severity is Severity.WARNING:
+            assert not held & set(d.price.claims), d.message  # no warning prices a reference-path op
+            assert not any(m.endswith((".activate", ".blur")) for m in [d.module or ""])

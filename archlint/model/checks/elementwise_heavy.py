@@ -29,6 +29,7 @@ import networkx as nx
 
 from archlint.diagnostics import Severity
 from archlint.model.checks import _locate as locate, _pricing as pricing, _query as query
+from archlint.model.checks._reference_path import reference_modules
 from archlint.model.checks._blocks import module_blocks
 from archlint.model.checks._repeats import path_pattern
 from archlint.model.opgraph import ELEMENTWISE_KINDS
@@ -79,10 +80,16 @@ def check(graph, options, ctx):
     ]
     saved = {n: _saved_bytes(graph, n) for n in light}
     light = [n for n in light if saved[n] > 0]
+    # ops a custom GPU kernel's Python reference path ran (captured on a CPU): not on the GPU path
+    refs = reference_modules(graph)
+    reference = [n for n in light if (graph.nodes[n].get("module") or "") in refs]
+    light = [n for n in light if n not in set(reference)]
+    if reference:
+        yield _reference_info(graph, refs, reference, saved)
     if not light:
         return
     total = query.module_mac(graph)
-    share = sum(saved.values()) / total if total else 0.0
+    share = sum(saved[n] for n in light) / total if total else 0.0
     parts_ms = _measured_parts(graph, light, saved)
     whole_ms = pricing.model_latency(graph, ctx) if parts_ms is not None else None
     lat_share = sum(parts_ms.values()) / whole_ms if parts_ms and whole_ms else None
@@ -93,6 +100,28 @@ def check(graph, options, ctx):
     # chain outside blocks) and listing the next ones, each with the ops it holds.
     places = _ranked(graph, _places(graph, light), saved)
     yield _finding(graph, ctx, places, light, saved, parts_ms, share, lat_share)
+
+
+def _reference_info(graph, refs, ops: list[str], saved) -> object:
+    """Info: what was captured through a reference path, and why it is not priced."""
+    modules = list(dict.fromkeys(graph.nodes[n].get("module") or "" for n in ops))
+    paths = list(dict.fromkeys(refs[m] for m in modules))
+    named = "; ".join(f"{p.function} ({p.file.rsplit('/', 1)[-1]}:{p.line}: `if {p.test}`)" for p in paths[:3])
+    total = query.module_mac(graph)
+    share = sum(saved[n] for n in ops) / total if total else 0.0
+    d = locate.finding(
+        graph, CODE,
+        (f"{len(ops)} element-wise and data-movement ops ({share:.0%} of the model's MAC) in {modules[0]}"
+         + (f" and {len(modules) - 1} more modules" if len(modules) > 1 else "")
+         + f" were captured through the Python reference path of a custom GPU kernel — {named} — which runs "
+         "off the GPU; on a GPU the fused kernel runs instead, so they are not priced here (profile the GPU run, "
+         "`archlint trace`, for what the kernel costs)"),
+        node=ops[0], module=modules[0], severity=Severity.INFO,
+        evidence={"reference_path": [{"function": p.function, "file": p.file, "line": p.line, "test": p.test} for p in paths],
+                  "modules": modules, "ops": ops, "mac_share": round(share, 4),
+                  "verdict": "captured through a reference path the GPU never runs"},
+    )
+    return d
 
 
 def _places(graph, light: list[str]) -> list[tuple[str, list[str]]]:
