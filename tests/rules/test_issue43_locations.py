@@ -56,3 +56,40 @@ def test_custom_kernel_reference_path_is_info_not_priced():
         if d.severity is Severity.WARNING:
             assert not held & set(d.price.claims), d.message  # no warning prices a reference-path op
             assert not any(m.endswith((".activate", ".blur")) for m in [d.module or ""])
+
+
+def test_al107_band_mask_does_not_offer_is_causal():
+    # ModernBERT-style local attention: a window |i - j| <= w built every call. Building it once
+    # is the fix; is_causal=True would compute another model (issue 43, item 3).
+    import torch
+    from torch import nn
+
+    class Local(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.qkv = nn.Linear(64, 192)
+
+        def forward(self, x):
+            t = x.shape[1]
+            pos = torch.arange(t)
+            band = (pos[None, :] - pos[:, None]).abs() <= 16
+            q, k, v = self.qkv(x).chunk(3, dim=-1)
+            return nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=band)
+
+    class Causal(Local):
+        def forward(self, x):
+            t = x.shape[1]
+            mask = torch.tril(torch.ones(t, t, dtype=torch.bool))
+            q, k, v = self.qkv(x).chunk(3, dim=-1)
+            return nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+    def al107(model):
+        _, found = analyze(ModelSpec("m", model=model.eval(), given_args=(torch.randn(2, 512, 64),), given_kwargs={}),
+                           Settings())
+        return [d for d in found if d.code == "AL107"]
+
+    (band,) = al107(Local())
+    assert not band.evidence["causal"] and "is_causal=True would change the model" in band.message
+    assert "is_causal" not in band.price.alternative
+    (tri,) = al107(Causal())
+    assert tri.evidence["causal"] and "or pass is_causal=True" in tri.message
