@@ -93,3 +93,21 @@ def test_al107_band_mask_does_not_offer_is_causal():
     assert "is_causal" not in band.price.alternative
     (tri,) = al107(Causal())
     assert tri.evidence["causal"] and "or pass is_causal=True" in tri.message
+
+
+def test_use_cuda_kernel_switch_is_named():
+    # BigVGAN's AMPBlock1 picks its fused CUDA anti-aliased activation when use_cuda_kernel is on;
+    # off (the capture), the PyTorch path runs on the GPU too: AL104 stays, naming the switch.
+    import sys
+    from pathlib import Path
+
+    import torch
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "models"))
+    from bigvgan_switch.model import Stack
+
+    _, found = analyze(ModelSpec("bv", model=Stack().eval(), given_args=(torch.randn(1, 128, 8192),), given_kwargs={}),
+                       Settings())
+    (d,) = [d for d in found if d.code == "AL104" and d.severity is Severity.WARNING]
+    assert d.module.startswith("resblocks.0.activations") and "use_cuda_kernel" in d.evidence["switch"]["test"]
+    assert "use_cuda_kernel" in d.message and "reference_path" not in d.evidence

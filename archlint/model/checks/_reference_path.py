@@ -109,6 +109,36 @@ def reference_path(file: str, cls: str) -> ReferencePath | None:
     return None
 
 
+@lru_cache(maxsize=256)
+def cuda_switch(file: str, cls: str) -> ReferencePath | None:
+    """A construction-time switch to a custom CUDA implementation in a class's __init__: an `if`
+    testing a cuda flag (`if self.h.get("use_cuda_kernel", False):`) that imports the other
+    implementation (BigVGAN's fused anti-aliased activation). Off, the PyTorch path is the one
+    that runs, on the GPU too: the switch is the fix to name."""
+    tree = _parse(file)
+    if tree is None:
+        return None
+    klass = next((n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == cls), None)
+    init = next((n for n in (klass.body if klass else []) if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None)
+    for node in ast.walk(init) if init is not None else ():
+        if isinstance(node, ast.If) and "cuda" in ast.unparse(node.test).lower():
+            if any(isinstance(n, (ast.Import, ast.ImportFrom)) for stmt in node.body for n in ast.walk(stmt)):
+                return ReferencePath(f"{cls}.__init__", file, node.lineno, ast.unparse(node.test))
+    return None
+
+
+def switch_modules(graph) -> dict[str, ReferencePath]:
+    """Module path → the construction-time cuda switch of the class that built it (user files only)."""
+    out = {}
+    for path, info in (graph.graph.get("modules") or {}).items():
+        file, cls = info.get("file"), info.get("type")
+        if file and cls and file.endswith(".py") and "site-packages" not in file:
+            found = cuda_switch(file, cls)
+            if found is not None:
+                out[path] = found
+    return out
+
+
 def reference_modules(graph) -> dict[str, ReferencePath]:
     """Module path → the reference path its forward ran in this capture (user files only)."""
     out = {}

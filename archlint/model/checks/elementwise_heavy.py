@@ -29,7 +29,7 @@ import networkx as nx
 
 from archlint.diagnostics import Severity
 from archlint.model.checks import _locate as locate, _pricing as pricing, _query as query
-from archlint.model.checks._reference_path import reference_modules
+from archlint.model.checks._reference_path import reference_modules, switch_modules
 from archlint.model.checks._blocks import module_blocks
 from archlint.model.checks._repeats import path_pattern
 from archlint.model.opgraph import ELEMENTWISE_KINDS
@@ -100,6 +100,17 @@ def check(graph, options, ctx):
     # chain outside blocks) and listing the next ones, each with the ops it holds.
     places = _ranked(graph, _places(graph, light), saved)
     yield _finding(graph, ctx, places, light, saved, parts_ms, share, lat_share)
+
+
+def _switch(graph, module: str):
+    """(path, switch) of the innermost module holding `module` whose class switches to a fused
+    CUDA implementation at construction (_reference_path.cuda_switch), or None."""
+    switches = switch_modules(graph)
+    holders = [p for p in switches if module == p or module.startswith(p + ".") or p == ""]
+    if not holders:
+        return None
+    path = max(holders, key=len)
+    return path, switches[path]
 
 
 def _reference_info(graph, refs, ops: list[str], saved) -> object:
@@ -255,6 +266,13 @@ def _finding(graph, ctx, places, light, saved, parts_ms, share, lat_share):
         },
     )
     found.module = module
+    switch = _switch(graph, module)
+    if switch is not None:  # the model's own switch to a fused CUDA kernel for these ops
+        path, sw = switch
+        found.evidence["switch"] = {"test": sw.test, "file": sw.file, "line": sw.line, "module": path}
+        found.message += (f"; {sw.function.split('.')[0]} ({path or 'the model'}) builds a fused CUDA kernel for them "
+                          f"when `{sw.test}` ({sw.file.rsplit('/', 1)[-1]}:{sw.line}): on a GPU that switch removes "
+                          "these passes")
     if where.startswith("@"):  # ops on the model's inputs in its own forward: no layer to fuse them into
         found.severity = Severity.INFO
         found.evidence["verdict"] = "a model-wide total at the model's root: the ops work on its inputs, no layer holds them"
