@@ -84,14 +84,15 @@ UNTUNED = {
     "timm:mobilenetv4_conv_small": None,
     "diffusers:UNet2DModel": dict(sample_size=64, block_out_channels=(32, 64, 64, 64), layers_per_block=1),
 }
-# Issue 43's untuned set: 29 architectures no issue names, nobody tuned the rules against —
-# 9 model files in the style of real repositories (benchmarks/eval_data/repo_models, and the
-# StyleGAN2 generator with custom CUDA ops in tests/fixtures/models/stylegan2_ops), recent timm
+# Issue 43's untuned set: 30 architectures no issue names, nobody tuned the rules against —
+# 10 model files in the style of real repositories (benchmarks/eval_data/repo_models, and the
+# StyleGAN2 generator with custom CUDA ops and BigVGAN's AMP blocks with their use_cuda_kernel
+# switch in tests/fixtures/models), recent timm
 # and torchvision families, Hugging Face decoders, an encoder and a segmenter from small configs.
 FRESH43 = {
     "repo:unet_milesial": None, "repo:cyclegan_resnet": None, "repo:esrgan_rrdb": None, "repo:tcn_locuslab": None,
     "repo:dlrm_facebook": None, "repo:mingpt_karpathy": None, "repo:espcn_examples": None,
-    "repo:yolov5_ultralytics": None, "repo:stylegan2_ops": None,
+    "repo:yolov5_ultralytics": None, "repo:stylegan2_ops": None, "repo:bigvgan_switch": None,
     "timm:rexnet_100": None, "timm:dla34": None, "timm:hrnet_w18_small": None, "timm:cspresnet50": None,
     "timm:res2net50_14w_8s": None, "timm:skresnet18": None, "timm:xcit_nano_12_p16_224": None,
     "timm:poolformer_s12": None, "timm:mixer_s16_224": None, "timm:resmlp_12_224": None, "timm:cait_xxs24_224": None,
@@ -115,6 +116,11 @@ def repo_model(name: str):
         from stylegan2_ops.model import Generator
 
         return Generator().eval(), (torch.randn(4, 128),)
+    if name == "bigvgan_switch":  # NVIDIA/BigVGAN's AMP blocks, use_cuda_kernel off (a package too)
+        sys.path.insert(0, str(FIXTURE_MODELS))
+        from bigvgan_switch.model import Stack
+
+        return Stack().eval(), (torch.randn(1, 128, 8192),)
     spec = importlib.util.spec_from_file_location(f"repo_{name}", REPO_MODELS / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
