@@ -1,6 +1,6 @@
 """How noisy are the model rules on popular architectures? Findings per rule, warnings per model.
 
-    PYTHONPATH=. python benchmarks/rule_noise.py [--latency] [--set popular|untuned|all] [--models a,b,...] [--json FILE]
+    PYTHONPATH=. python benchmarks/rule_noise.py [--latency] [--set popular|untuned|fresh43|all] [--models a,b,...] [--json FILE]
 
 25 popular torchvision and timm models (CNNs, ViTs, hybrids), batch 1, 224×224 (inception_v3
 299), each built with random weights, captured, costed and checked as `archlint` does by default
@@ -15,6 +15,11 @@ timm, a diffusers UNet) through archlint's own analyze() — capture order, hf: 
 inputs and the eager re-check included — and the JSON lists every warning (code, module, share,
 message) for adjudication. On 2026-11-25 (this CPU, default static run): main 66 warnings, 19
 earned by a practitioner's reading; after issue 26, 22 warnings, all 22 earned.
+
+`--set fresh43` runs issue 43's 30 (FRESH43: 10 repository-style model files among them). On
+2026-11-28 (this CPU, static): before issue 43, 13 warnings on the first 29 (2 unearned: StyleGAN2's
+AL104 priced the CPU reference path of its CUDA ops, minGPT's AL104 restates AL106/AL110); after,
+14 warnings on 30, 13 earned, none at the model root; `--set all` unchanged (28 warnings).
 """
 
 from __future__ import annotations
