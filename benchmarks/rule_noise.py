@@ -1,6 +1,6 @@
 """How noisy are the model rules on popular architectures? Findings per rule, warnings per model.
 
-    PYTHONPATH=. python benchmarks/rule_noise.py [--latency] [--set popular|untuned|all] [--models a,b,...] [--json FILE]
+    PYTHONPATH=. python benchmarks/rule_noise.py [--latency] [--set popular|untuned|fresh43|all] [--models a,b,...] [--json FILE]
 
 25 popular torchvision and timm models (CNNs, ViTs, hybrids), batch 1, 224×224 (inception_v3
 299), each built with random weights, captured, costed and checked as `archlint` does by default
@@ -15,6 +15,11 @@ timm, a diffusers UNet) through archlint's own analyze() — capture order, hf: 
 inputs and the eager re-check included — and the JSON lists every warning (code, module, share,
 message) for adjudication. On 2026-11-25 (this CPU, default static run): main 66 warnings, 19
 earned by a practitioner's reading; after issue 26, 22 warnings, all 22 earned.
+
+`--set fresh43` runs issue 43's 30 (FRESH43: 10 repository-style model files among them). On
+2026-11-28 (this CPU, static): before issue 43, 13 warnings on the first 29 (2 unearned: StyleGAN2's
+AL104 priced the CPU reference path of its CUDA ops, minGPT's AL104 restates AL106/AL110); after,
+14 warnings on 30, 13 earned, none at the model root; `--set all` unchanged (28 warnings).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import sys
 import time
 import warnings
 from collections import Counter
+from pathlib import Path
 
 import torch
 
@@ -83,6 +89,55 @@ UNTUNED = {
     "timm:mobilenetv4_conv_small": None,
     "diffusers:UNet2DModel": dict(sample_size=64, block_out_channels=(32, 64, 64, 64), layers_per_block=1),
 }
+# Issue 43's untuned set: 30 architectures no issue names, nobody tuned the rules against —
+# 10 model files in the style of real repositories (benchmarks/eval_data/repo_models, and the
+# StyleGAN2 generator with custom CUDA ops and BigVGAN's AMP blocks with their use_cuda_kernel
+# switch in tests/fixtures/models), recent timm
+# and torchvision families, Hugging Face decoders, an encoder and a segmenter from small configs.
+FRESH43 = {
+    "repo:unet_milesial": None, "repo:cyclegan_resnet": None, "repo:esrgan_rrdb": None, "repo:tcn_locuslab": None,
+    "repo:dlrm_facebook": None, "repo:mingpt_karpathy": None, "repo:espcn_examples": None,
+    "repo:yolov5_ultralytics": None, "repo:stylegan2_ops": None, "repo:bigvgan_switch": None,
+    "timm:rexnet_100": None, "timm:dla34": None, "timm:hrnet_w18_small": None, "timm:cspresnet50": None,
+    "timm:res2net50_14w_8s": None, "timm:skresnet18": None, "timm:xcit_nano_12_p16_224": None,
+    "timm:poolformer_s12": None, "timm:mixer_s16_224": None, "timm:resmlp_12_224": None, "timm:cait_xxs24_224": None,
+    "timm:lcnet_050": None, "timm:ese_vovnet19b_dw": None, "timm:selecsls42b": None, "tv:maxvit_t": None,
+    "hf:phi": dict(num_hidden_layers=2, hidden_size=128, num_attention_heads=4, intermediate_size=256),
+    "hf:qwen2": dict(_SMALL_DECODER, num_key_value_heads=2),
+    "hf:distilbert": dict(n_layers=2, dim=128, n_heads=4, hidden_dim=256),
+    "hf:gpt_bigcode": dict(n_layer=2, n_embd=128, n_head=4),
+    "hf:segformer": dict(depths=[1, 1, 1, 1], hidden_sizes=[32, 64, 128, 160], decoder_hidden_size=128),
+}
+REPO_MODELS = Path(__file__).resolve().parent / "eval_data" / "repo_models"
+FIXTURE_MODELS = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "models"
+
+
+def repo_model(name: str):
+    """(model, args) for a repository-style model file of the set."""
+    import importlib.util
+
+    if name == "stylegan2_ops":  # a package (model.py imports its op/ package relatively)
+        sys.path.insert(0, str(FIXTURE_MODELS))
+        from stylegan2_ops.model import Generator
+
+        return Generator().eval(), (torch.randn(4, 128),)
+    if name == "bigvgan_switch":  # NVIDIA/BigVGAN's AMP blocks, use_cuda_kernel off (a package too)
+        sys.path.insert(0, str(FIXTURE_MODELS))
+        from bigvgan_switch.model import Stack
+
+        return Stack().eval(), (torch.randn(1, 128, 8192),)
+    spec = importlib.util.spec_from_file_location(f"repo_{name}", REPO_MODELS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    shapes = getattr(module, "INPUTS", None) or [module.INPUT_SHAPE]
+    dtypes = getattr(module, "INPUT_DTYPES", None) or ["float32"] * len(shapes)
+    args = []
+    for shape, dtype in zip(shapes, dtypes):
+        # integer inputs are indices: in [0, 3), valid for every embedding of the set
+        args.append(torch.randint(0, 3, shape) if dtype == "int64" else torch.randn(*shape))
+    return module.MODEL().eval(), tuple(args)
+
+
 _VIDEO = {"r3d_18": (1, 3, 8, 112, 112), "s3d": (1, 3, 16, 224, 224)}
 _DETECTION = ("fcos", "retinanet", "ssdlite", "deeplabv3", "lraspp", "fcn")
 
@@ -96,7 +151,10 @@ def untuned(spec: str, latency: bool):
     settings = Settings(latency=latency)
     source, name = spec.split(":")
     if source == "hf":
-        return analyze(ModelSpec(spec, hf_config=dict(UNTUNED[spec] or {})), settings)
+        return analyze(ModelSpec(spec, hf_config=dict({**UNTUNED, **FRESH43}[spec] or {})), settings)
+    if source == "repo":
+        model, args = repo_model(name)
+        return analyze(ModelSpec(spec, model=model, given_args=args, given_kwargs={}), settings)
     if source == "diffusers":
         import diffusers
 
@@ -125,7 +183,7 @@ def build(spec: str) -> torch.nn.Module:
 
 
 def run_one(spec: str, latency: bool) -> dict:
-    if spec in UNTUNED:
+    if spec in UNTUNED or spec in FRESH43:
         result, found = untuned(spec, latency)
         return _row(spec, found, result.totals.latency_ms)
     model = build(spec).eval()
@@ -152,7 +210,7 @@ def _row(spec: str, found: list, model_ms: float | None) -> dict:
                                     and (d.price.saving_ms or 0) > 0)
     row["g_detail"] = [f"{d.code} {getattr(d.price, 'basis', '?')} {getattr(d.price, 'saving_ms', None)}" for d in g_warnings]
     row["warned"] = [
-        {"code": d.code, "module": d.module, "share": d.price.saving_share if d.price else None,
+        {"code": d.code, "module": d.module, "node": d.node, "share": d.price.saving_share if d.price else None,
          "basis": getattr(d.price, "basis", None), "message": d.message}
         for d in found if d.severity is not Severity.INFO
     ]
@@ -173,13 +231,15 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--latency", action="store_true")
     ap.add_argument("--models", help="comma-separated subset of the lists (tv:NAME, timm:NAME, hf:NAME, diffusers:NAME)")
-    ap.add_argument("--set", choices=("popular", "untuned", "all"), default="popular",
-                    help="popular: the 25 the rules were reworked against; untuned: issue 26's set nobody tuned for")
+    ap.add_argument("--set", choices=("popular", "untuned", "fresh43", "all"), default="popular",
+                    help="popular: the 25 the rules were reworked against; untuned: issue 26's set nobody tuned for; "
+                         "fresh43: issue 43's set (repository-style model files among them)")
     ap.add_argument("--json", help="write the rows here too")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     warnings.simplefilter("ignore")
-    chosen = {"popular": MODELS, "untuned": list(UNTUNED), "all": MODELS + list(UNTUNED)}[args.set]
+    chosen = {"popular": MODELS, "untuned": list(UNTUNED), "fresh43": list(FRESH43),
+              "all": MODELS + list(UNTUNED)}[args.set]
     models = args.models.split(",") if args.models else chosen
     rows = []
     for spec in models:

@@ -8,7 +8,14 @@ archlint's capture + cost (MAC). It prints, per table, archlint's ranking next t
 ARM ranking (Snapdragon 810, one thread; this run uses --threads, 1 by default, to match) and
 the fraction of row pairs ordered as in the paper, for measured latency and for MAC.
 
-    python benchmarks/shufflenet_tables.py [--threads 1] [--warmup 10] [--repeat 30]
+It first checks the rules against the paper (--rules-only stops there): each table's guideline
+rule (Table 1 AL101, 2 AL102, 3 AL103, 4 AL104) on every row, statically (the ARM rows, as
+`archlint` runs by default) and, for Table 3, on the paper's GPU column (c = 128/256/512) with a
+GPU --device-spec (--spec, a100-pcie and rtx3090 by default): a row the paper measured slower
+than its table's baseline (at most 90% of its speed) should draw the rule's finding, the
+baseline and rows within 10% of it no warning.
+
+    python benchmarks/shufflenet_tables.py [--threads 1] [--warmup 10] [--repeat 30] [--rules-only] [--spec a100-pcie,rtx3090]
 """
 
 from __future__ import annotations
@@ -62,14 +69,57 @@ def ranks(values: list[float], reverse: bool = False) -> list[int]:
     return out
 
 
+RULE = {1: "AL101", 2: "AL102", 3: "AL103", 4: "AL104"}
+SLOW = 0.9  # "slower" in the paper: at most 90% of the baseline's speed (the paper gives no spread)
+BASELINE = {1: "1:1", 2: "g=1", 3: "1-fragment", 4: "ReLU no, shortcut no"}
+
+
+def rule_findings(row: tables.Row, code: str, spec: str | None) -> list:
+    from archlint.config import ModelSpec, Settings
+    from archlint.model.analyze import analyze
+
+    _, found = analyze(ModelSpec(row.label, model=row.build().eval(), given_args=(torch.randn(*row.input_shape),),
+                                 given_kwargs={}), Settings(device_spec=spec))
+    return [d for d in found if d.code == code]
+
+
+def check_rules(specs: list[str]) -> tuple[int, int]:
+    """Print each row's finding for its table's rule; (rows as the paper says, rows)."""
+    print("Rules against the paper: a row slower than its table's baseline should draw the rule, the baseline none.")
+    runs = [(n, None, tables.table(n), lambda r: r.arm, "ARM img/s") for n in (1, 2, 3, 4)]
+    runs += [(3, spec, tables.GPU_TABLE3, lambda r: r.gpu, "GPU batch/s") for spec in specs]
+    right = total = 0
+    for n, spec, rows, speed, unit in runs:
+        print(f"Table {n} ({RULE[n]}, {'static' if spec is None else 'device spec ' + spec})")
+        for r in rows:
+            base = next(b for b in rows if b.label.split(" c=")[0] == BASELINE[n] and b.label[len(BASELINE[n]):] == r.label[len(r.label.split(" c=")[0]):])
+            slower = speed(r) < SLOW * speed(base)
+            found = rule_findings(r, RULE[n], spec)
+            got = ", ".join(sorted({d.severity.value for d in found})) or "silent"
+            share = ", ".join(f"{d.price.saving_share:.0%} {d.price.basis}" for d in found if d.price is not None)
+            # slow: the rule's finding (a warning where its price pays, else info); not slow: no
+            # warning (info is hidden by default and never fails a gate)
+            ok = bool(found) if slower else not any(d.severity.value == "warning" for d in found)
+            right, total = right + ok, total + 1
+            print(f"  {r.label:28s} {unit} {speed(r):7.1f} {'slower' if slower else 'within 10%':11s} "
+                  f"{RULE[n]}: {got:8s} {share:24s} {'ok' if ok else 'MISSED' if slower else 'NOISE'}")
+    print(f"Rules as the paper says: {right}/{total} rows\n")
+    return right, total
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads (paper's ARM: one)")
     p.add_argument("--warmup", type=int, default=10)
     p.add_argument("--repeat", type=int, default=30)
+    p.add_argument("--rules-only", action="store_true", help="check the rules against the paper, time nothing")
+    p.add_argument("--spec", default="a100-pcie,rtx3090", help="GPU device specs for Table 3's GPU column")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
+    check_rules([s for s in args.spec.split(",") if s])
+    if args.rules_only:
+        return 0
 
     print(f"ShuffleNetV2 Tables 1-4 on this CPU ({args.threads} thread(s), warmup {args.warmup}, "
           f"repeat {args.repeat}; median [q1, q3]) vs the paper's ARM column (Snapdragon 810, 1 thread).")

@@ -20,6 +20,7 @@ FUSED_ACTIVATION = {
 }
 HANDWRITTEN_OP = "AL110"
 HANDWRITTEN_ATTENTION = "AL106"
+ELEMENTWISE_HEAVY = "AL104"
 
 
 def activation_switch(config, module_class: str | None) -> tuple[str, str] | None:
@@ -45,6 +46,26 @@ def attention_switch(config) -> tuple[str, str] | None:
     return None
 
 
+def logits_switch(model: nn.Module, d: Diagnostic) -> tuple[str, int] | None:
+    """("logits_to_keep", 1) when AL104's costliest place is the model's own forward after its
+    output embedding (Gemma-2's final logit softcap over every position's logits) and the forward
+    takes logits_to_keep: with it, lm_head and what follows run for the last position only."""
+    import inspect
+
+    places = d.evidence.get("places") or []
+    if d.code != ELEMENTWISE_HEAVY or not places or not places[0].get("after"):
+        return None
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    names = {m: n for n, m in model.named_modules()}
+    if head is None or names.get(head) != places[0]["module"]:
+        return None
+    try:
+        takes = "logits_to_keep" in inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):
+        return None
+    return ("logits_to_keep", 1) if takes else None
+
+
 def annotate(diagnostics: list[Diagnostic], model: nn.Module, module_types: dict[str, str]) -> None:
     """Say, on each finding located in transformers' code, that it is library code and the switch."""
     config = getattr(model, "config", None)
@@ -56,6 +77,14 @@ def annotate(diagnostics: list[Diagnostic], model: nn.Module, module_types: dict
             switch = activation_switch(config, module_types.get(d.module or ""))
         elif config is not None and d.code == HANDWRITTEN_ATTENTION:
             switch = attention_switch(config)
+        logits = logits_switch(model, d)
+        if logits:
+            key, value = logits
+            d.evidence["switch"] = {key: value}
+            d.message += (f" (library code: transformers' class; where only the next token's logits are needed, the "
+                          f"forward argument {key}={value} — what generate() passes — runs {d.module} and the ops after "
+                          "it for the last position only; otherwise torch.compile fuses them)")
+            continue
         if switch:
             key, value = switch
             d.evidence["switch"] = {key: value}

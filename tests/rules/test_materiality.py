@@ -132,12 +132,60 @@ class Softcapped(nn.Module):
         return torch.tanh(logits / 30.0) * 30.0
 
 
-def test_al104_names_the_op_chain_at_the_root():
+def test_al104_places_the_root_chain_after_the_layer_it_follows():
+    # issue 43: not at the model root — at lm_head, whose logits the softcap post-processes
     (d,) = by_code(Softcapped(), (1, 512, 16))["AL104"]
-    assert d.module == "" and d.severity is Severity.WARNING
+    assert d.module == "lm_head" and d.severity is Severity.WARNING and "after lm_head" in d.message
+    assert d.evidence["places"][0]["after"] and d.evidence["places"][0]["module"] == "lm_head"
     names = [d.evidence["ops"]]
     assert len(names[0]) == 3 and "div → tanh → mul" in d.message and "1×512×4096" in d.message
     assert _verdict.located(d)
+
+
+class FunctionalMLP(nn.Module):
+    """An MLP-only model whose activations are functional calls in its own forward."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.fc2, self.fc3 = nn.Linear(64, 64), nn.Linear(64, 64), nn.Linear(64, 64)
+
+    def forward(self, x):
+        x = F.gelu(self.fc1(x))
+        x = F.relu(self.fc2(x)) + x
+        return torch.sigmoid(self.fc3(x)) * 2 - 1
+
+
+def test_al104_on_an_mlp_only_model_is_at_a_layer_not_the_root():
+    (d,) = by_code(FunctionalMLP(), (8192, 64))["AL104"]
+    assert d.module in ("fc1", "fc2", "fc3") and d.severity is Severity.WARNING
+    assert {p["module"] for p in d.evidence["places"]} == {"fc1"} and d.evidence["places"][0]["repeats"] == ["fc1", "fc2", "fc3"]
+
+
+class OnInputs(nn.Module):
+    def forward(self, x):
+        return torch.tanh(x * 3.0) + 1.0
+
+
+def test_al104_on_the_model_inputs_is_info():
+    found = by_code(OnInputs(), (4096, 256)).get("AL104", [])
+    assert found and all(d.severity is Severity.INFO and "root" in d.evidence["verdict"] for d in found)
+
+
+def test_al104_label_names_the_ops_that_carry_the_bytes():
+    # a learned per-channel scale (exp of a parameter, then reciprocal) weighs nothing next to
+    # the activation ops: the label names mul and add, not exp → reciprocal
+    class Scaled(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = nn.Linear(64, 64)
+            self.log_scale = nn.Parameter(torch.zeros(64))
+
+        def forward(self, x):
+            scale = torch.reciprocal(torch.exp(self.log_scale) + 1e-6)
+            return self.proj(x) * scale + 1.0
+
+    (d,) = by_code(Scaled(), (8192, 64))["AL104"]
+    assert "mul → add" in d.message and "exp" not in d.message.split("most in")[1]
 
 
 def test_a_root_total_without_ops_is_info():

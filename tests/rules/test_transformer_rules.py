@@ -114,3 +114,54 @@ def test_misaligned_gemm_head_dims_fused_attention_cannot_take(head_dim, fires):
     if fires:
         assert found[0].evidence["head_dim"] == head_dim
         assert found[0].price.mac_bytes_saved == 4 * 2 * 16 * 16 * 2  # four passes over the bf16 scores
+
+
+# ---- issue 43: AL108's alternative as it would run ------------------------------------------
+
+
+class _ActorCritic(torch.nn.Module):
+    """A policy layer and a 1-wide value head on one trunk: fusing gives 257 outputs."""
+
+    def __init__(self):
+        super().__init__()
+        self.body = torch.nn.Linear(64, 256)
+        self.policy = torch.nn.Linear(256, 256)
+        self.value = torch.nn.Linear(256, 1)
+
+    def forward(self, x):
+        h = torch.relu(self.body(x))
+        return self.policy(h), self.value(h)
+
+
+def _al108(model, shape, spec=None):
+    from archlint.config import ModelSpec, Settings
+    from archlint.model.analyze import analyze
+
+    _, found = analyze(ModelSpec("ac", model=model.eval(), given_args=(torch.randn(*shape),), given_kwargs={}),
+                       Settings(device_spec=spec))
+    return [d for d in found if d.code == "AL108"]
+
+
+def test_al108_offers_the_padded_fusion_not_an_unaligned_one():
+    (d,) = _al108(_ActorCritic(), (64, 64))
+    assert d.evidence["fused_features"] == 264 and "nn.Linear(256, 264)" in d.price.alternative
+    assert "nn.Linear(256, 257)" not in d.price.alternative and "padded" in d.message
+    # the padding's 7 zero rows (weights read, outputs written) are charged against the read saved
+    assert d.evidence["padding_bytes"] == 4 * 7 * (256 + 64)
+    assert d.price.mac_bytes_saved == 64 * 256 * 4 - d.evidence["padding_bytes"]
+
+
+def test_al108_on_a_device_spec_is_priced_as_the_fused_gemm_runs():
+    (d,) = _al108(_ActorCritic(), (8192, 64), "a100-pcie")
+    assert d.price.basis == "estimated" and d.price.device == "a100-pcie"
+    # three compute-bound 256-wide fp32 projections: one wider GEMM does the same tiles, no saving
+    class QKV(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.q, self.k, self.v = (torch.nn.Linear(256, 256) for _ in range(3))
+
+        def forward(self, x):
+            return self.q(x) + self.k(x) * self.v(x)
+
+    (q,) = _al108(QKV(), (4096, 256), "a100-pcie")
+    assert q.price.basis == "estimated" and not (q.price.saving_ms or 0) > 0 and q.severity.value == "info"

@@ -82,6 +82,19 @@ def price(
     )
 
 
+def estimated(graph: nx.DiGraph, ctx, *, alternative: str, saving_ms: float, claims: Iterable[str] = (),
+              mac_bytes_saved: int | None = None, flops_saved: int | None = None) -> Price | None:
+    """A saving the rule estimated on the --device-spec (the ops it removes against the op it
+    puts in their place, both from archlint.model.estimate), as a share of the model's estimate;
+    None without a device spec, or with --latency (a measurement decides then)."""
+    estimate = getattr(ctx, "estimate", None)
+    if getattr(ctx, "pricer", None) is not None or not estimate:
+        return None
+    return Price.timed(alternative, saving_ms=saving_ms, model_ms=estimate["latency_ms"], basis="estimated",
+                       mac_bytes_saved=mac_bytes_saved, flops_saved=flops_saved, device=estimate["device_spec"],
+                       claims=tuple(claims))
+
+
 def relative_saving(ctx, alternative: Alternative, *args) -> float | None:
     """An alternative's relative saving (one of archlint.model.alternatives: (original − alternative) /
     original, measured with ctx.pricer); None without --latency or when it cannot be built.

@@ -14,9 +14,11 @@ BatchNorms that AL205 folds into a conv or linear are AL205's, not counted here;
 more specific rules (AL202's redundant activations, AL203's shortcut adds) are taken out of this
 price by the claims pass. The rule fires when the model's share is above `threshold`: one
 finding (one fix, torch.compile, fuses them all), located at the place that holds most of the
-saving — a block class with its repeats, or a chain of such ops outside blocks (Gemma-2's final
-logit softcap in the model's own forward) — naming its ops and listing the next places; never a
-model-wide total at the root with no place to act.
+saving — a block class with its repeats, a module's own ops, or, for ops in the model's own
+forward, the layer whose output they post-process (Gemma-2's final logit softcap after lm_head,
+an MLP's functional activations after each Linear: where a fused epilogue or torch.compile
+removes them) — naming the ops that carry the bytes and listing the next places. Ops on the
+model's inputs in its own forward have no layer to act on: info, never a warning at the root.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import networkx as nx
 
 from archlint.diagnostics import Severity
 from archlint.model.checks import _locate as locate, _pricing as pricing, _query as query
+from archlint.model.checks._reference_path import reference_modules, switch_modules
 from archlint.model.checks._blocks import module_blocks
 from archlint.model.checks._repeats import path_pattern
 from archlint.model.opgraph import ELEMENTWISE_KINDS
@@ -77,10 +80,16 @@ def check(graph, options, ctx):
     ]
     saved = {n: _saved_bytes(graph, n) for n in light}
     light = [n for n in light if saved[n] > 0]
+    # ops a custom GPU kernel's Python reference path ran (captured on a CPU): not on the GPU path
+    refs = reference_modules(graph)
+    reference = [n for n in light if (graph.nodes[n].get("module") or "") in refs]
+    light = [n for n in light if n not in set(reference)]
+    if reference:
+        yield _reference_info(graph, refs, reference, saved)
     if not light:
         return
     total = query.module_mac(graph)
-    share = sum(saved.values()) / total if total else 0.0
+    share = sum(saved[n] for n in light) / total if total else 0.0
     parts_ms = _measured_parts(graph, light, saved)
     whole_ms = pricing.model_latency(graph, ctx) if parts_ms is not None else None
     lat_share = sum(parts_ms.values()) / whole_ms if parts_ms and whole_ms else None
@@ -91,6 +100,39 @@ def check(graph, options, ctx):
     # chain outside blocks) and listing the next ones, each with the ops it holds.
     places = _ranked(graph, _places(graph, light), saved)
     yield _finding(graph, ctx, places, light, saved, parts_ms, share, lat_share)
+
+
+def _switch(graph, module: str):
+    """(path, switch) of the innermost module holding `module` whose class switches to a fused
+    CUDA implementation at construction (_reference_path.cuda_switch), or None."""
+    switches = switch_modules(graph)
+    holders = [p for p in switches if module == p or module.startswith(p + ".") or p == ""]
+    if not holders:
+        return None
+    path = max(holders, key=len)
+    return path, switches[path]
+
+
+def _reference_info(graph, refs, ops: list[str], saved) -> object:
+    """Info: what was captured through a reference path, and why it is not priced."""
+    modules = list(dict.fromkeys(graph.nodes[n].get("module") or "" for n in ops))
+    paths = list(dict.fromkeys(refs[m] for m in modules))
+    named = "; ".join(f"{p.function} ({p.file.rsplit('/', 1)[-1]}:{p.line}: `if {p.test}`)" for p in paths[:3])
+    total = query.module_mac(graph)
+    share = sum(saved[n] for n in ops) / total if total else 0.0
+    d = locate.finding(
+        graph, CODE,
+        (f"{len(ops)} element-wise and data-movement ops ({share:.0%} of the model's MAC) in {modules[0]}"
+         + (f" and {len(modules) - 1} more modules" if len(modules) > 1 else "")
+         + f" were captured through the Python reference path of a custom GPU kernel — {named} — which runs "
+         "off the GPU; on a GPU the fused kernel runs instead, so they are not priced here (profile the GPU run, "
+         "`archlint trace`, for what the kernel costs)"),
+        node=ops[0], module=modules[0], severity=Severity.INFO,
+        evidence={"reference_path": [{"function": p.function, "file": p.file, "line": p.line, "test": p.test} for p in paths],
+                  "modules": modules, "ops": ops, "mac_share": round(share, 4),
+                  "verdict": "captured through a reference path the GPU never runs"},
+    )
+    return d
 
 
 def _places(graph, light: list[str]) -> list[tuple[str, list[str]]]:
@@ -115,15 +157,48 @@ def _places(graph, light: list[str]) -> list[tuple[str, list[str]]]:
         ops = sorted((n for n in chain if n in order), key=order.__getitem__)
         if not ops:
             continue
-        places.setdefault(locate.common_module(graph, ops) or f"@{ops[0]}", []).extend(ops)
+        common = locate.common_module(graph, ops)
+        if common:
+            places.setdefault(common, []).extend(ops)
+            continue
+        # In the model's own forward (the root): each op goes to the layer whose output it
+        # post-processes (its first input, through other such ops and views) — Gemma-2's softcap
+        # after lm_head, an MLP's functional activations after each Linear: the place a fused
+        # epilogue (or torch.compile) removes them. Ops on the model's inputs stay at the root.
+        for n in ops:
+            producer = _producer(graph, n, order)
+            places.setdefault(f"{AFTER}{producer}" if producer else f"@{ops[0]}", []).append(n)
     return [(where, ops) for where, ops in places.items()]
+
+
+AFTER = ">"  # a place "after a layer": the ops in the model's own forward that post-process its output
+
+
+def _producer(graph, name: str, light: dict) -> str | None:
+    """The module of the op whose output `name` post-processes: its first input's producer, past
+    light ops and views; None when that is the model's input or an op of the root."""
+    seen = set()
+    while name not in seen:
+        seen.add(name)
+        preds = sorted(graph.in_edges(name, data=True), key=lambda e: e[2].get("index", 0))
+        if not preds:
+            return None
+        name = preds[0][0]
+        d = graph.nodes[name]
+        if name in light or d["kind"] in ("reshape", "split"):
+            continue
+        return d.get("module") or None
+    return None
 
 
 def _ranked(graph, places, saved) -> list[tuple[str, list[str], list[str]]]:
     """(where, ops, modules) per place, a block's repeats as one place, costliest first."""
     merged: dict[tuple, tuple[str, list[str], list[str]]] = {}
     for where, ops in places:
-        key = (path_pattern(where), query.module_type(graph, where)) if not where.startswith("@") else (where, None)
+        if where.startswith(AFTER):
+            key = (AFTER + path_pattern(where[1:]), query.module_type(graph, where[1:]))
+        else:
+            key = (path_pattern(where), query.module_type(graph, where)) if not where.startswith("@") else (where, None)
         first, held, modules = merged.get(key, (where, [], []))
         merged[key] = (first, held + ops, modules + [where])
     return sorted(merged.values(), key=lambda p: -sum(saved[n] for n in p[1]))
@@ -146,7 +221,8 @@ def _finding(graph, ctx, places, light, saved, parts_ms, share, lat_share):
     for n in light:
         by_op[_label(graph.nodes[n])] += saved[n]
     mac = sum(saved[n] for n in light)
-    top = ", ".join(f"{op} {b / mac:.0%}" for op, b in by_op.most_common(4))
+    # the ops that carry the bytes: a per-channel parameter op (a scale's exp, a weight's cast) at 0% is not named
+    top = ", ".join(f"{op} {b / mac:.0%}" for op, b in by_op.most_common(4) if b >= 0.01 * mac) or by_op.most_common(1)[0][0]
     price = pricing.price(
         graph, ctx, alternative="the model's element-wise and data-movement ops fused into the ops producing their "
         "inputs (torch.compile, or fused kernels where listed)",
@@ -159,12 +235,16 @@ def _finding(graph, ctx, places, light, saved, parts_ms, share, lat_share):
         "(`--what-if compile` measures what it buys)" if price.basis == "estimated" and ctx.pricer is not None else ""
     )
     where, ops, modules = places[0]
-    module = "" if where.startswith("@") else where
+    module = _module(where)
     costliest = max(ops, key=lambda n: saved[n])
     shape = "×".join(str(v) for v in (graph.nodes[costliest].get("out_shapes") or [()])[0])
-    listed = [_place(graph, p, saved, mac) for p in places]
+    listed = [_place(graph, p, saved, mac) for p in places
+              if p is places[0] or sum(saved[n] for n in p[1]) >= 0.01 * mac]  # the places that hold bytes
     more = f"; then {'; '.join(listed[1:4])}" + (f" and {len(listed) - 4} more places" if len(listed) > 4 else "")
-    return locate.finding(
+    # an AFTER place: the source is the class whose forward runs the ops (the model's own), the
+    # module the layer whose output they post-process
+    holder = locate.common_module(graph, ops) if where.startswith(AFTER) else module
+    found = locate.finding(
         graph,
         CODE,
         (
@@ -173,7 +253,7 @@ def _finding(graph, ctx, places, light, saved, parts_ms, share, lat_share):
             f"full pass over an activation with little arithmetic{untimed}"
         ),
         node=ops[0],
-        module=module,
+        module=holder,
         price=price,
         evidence={
             "mac_bytes_saved": mac,
@@ -181,17 +261,53 @@ def _finding(graph, ctx, places, light, saved, parts_ms, share, lat_share):
             "latency_share": round(lat_share, 4) if lat_share is not None else None,
             "ops": ops,
             "mac_bytes_by_op": dict(by_op.most_common()),
-            "places": [{"module": "" if w.startswith("@") else w, "repeats": ms, "ops": o,
+            "places": [{"module": _module(w), "after": w.startswith(AFTER), "repeats": [_module(m) for m in ms], "ops": o,
                         "mac_bytes_saved": sum(saved[n] for n in o)} for w, o, ms in places],
         },
     )
+    found.module = module
+    switch = _switch(graph, module)
+    if switch is not None:  # the model's own switch to a fused CUDA kernel for these ops
+        path, sw = switch
+        found.evidence["switch"] = {"test": sw.test, "file": sw.file, "line": sw.line, "module": path}
+        found.message += (f"; {sw.function.split('.')[0]} ({path or 'the model'}) builds a fused CUDA kernel for them "
+                          f"when `{sw.test}` ({sw.file.rsplit('/', 1)[-1]}:{sw.line}): on a GPU that switch removes "
+                          "these passes")
+    if where.startswith("@"):  # ops on the model's inputs in its own forward: no layer to fuse them into
+        found.severity = Severity.INFO
+        found.evidence["verdict"] = "a model-wide total at the model's root: the ops work on its inputs, no layer holds them"
+    return found
 
 
 def _place(graph, place, saved, total: int) -> str:
     """"layers.0 and 11 more like it (add → layernorm → …, 31%)"."""
     where, ops, modules = place
-    name = "the model's own forward" if where.startswith("@") else where
+    if where.startswith("@"):
+        name = "the model's own forward, on its inputs or parameters"
+    elif where.startswith(AFTER):
+        name = f"the model's own forward after {where[1:]}"
+    else:
+        name = where
     if len(modules) > 1:
         name += f" and {len(modules) - 1} more like it"
-    chain = " → ".join(list(dict.fromkeys(query.op_name(graph.nodes[n]) for n in ops))[:5])
-    return f"{name} ({chain}, {sum(saved[n] for n in ops) / total:.0%})"
+    return f"{name} ({chain_label(graph, ops, saved)}, {sum(saved[n] for n in ops) / total:.0%})"
+
+
+def chain_label(graph, ops: list[str], saved: dict[str, int]) -> str:
+    """The ops that carry the place's bytes, in their order: each op name holding at least 5% of
+    the place's saving (at most 5; the costliest when none does) — not the per-channel parameter
+    ops (a scale's exp, a cast of a weight) that come first and weigh nothing."""
+    held = Counter()
+    for n in ops:
+        held[query.op_name(graph.nodes[n])] += saved[n]
+    total = sum(held.values()) or 1
+    heavy = {op for op, b in held.most_common(5) if b >= 0.05 * total} or {held.most_common(1)[0][0]}
+    names = [op for op in dict.fromkeys(query.op_name(graph.nodes[n]) for n in ops) if op in heavy]
+    return " → ".join(names)
+
+
+def _module(where: str) -> str:
+    """A place's module path: the layer itself, or the layer an AFTER place follows; "" at the root."""
+    if where.startswith("@"):
+        return ""
+    return where[1:] if where.startswith(AFTER) else where

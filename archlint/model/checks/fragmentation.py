@@ -9,24 +9,37 @@ identical item of an nn.Sequential included). Length alone is not enough: a frag
 when it is small for the device — statically, fewer than `small_flops` multiply-adds; with
 --latency, launch-bound on the measured basis (under `small_ms` and well below the roofline).
 
-The alternative is the block's small fragments merged into one op of the same work; its saving
-is the launch overhead that removes. Statically there is no byte saving (fragmentation costs
-launches, not bytes): the finding is info. With --latency the saving is estimated from the
-measurement — each small fragment's measured time above its roofline time, for all but one
-fragment per block — and is a warning when at least `min_saving_share` of the model.
+On a GPU --device-spec a fragment is small when the estimate (archlint.model.estimate) has it
+launch-bound (its kernel shorter than the launch) or its GEMM's tiles do not fill one wave of
+the SMs — ShuffleNetV2's Table 3 on a 1080Ti: four 64-wide 1×1 convs in series at 56×56 run at
+a third of one 128-wide conv's speed, though the FLOPs are equal.
+
+The alternative is the block's small fragments merged into one op of the same work. Where the
+merge is exact (archlint.model.checks._merge: pointwise layers in series with nothing between
+them, pointwise branches over one input or over the chunks of a split, concatenated) it keeps
+the model: no retraining. On a GPU device spec that merged op is priced as it would run — the
+estimate of the ops it removes against the estimate of the one op (its tiles and waves
+included) — and is a warning when it saves at least `min_saving_share` of the model's estimate.
+Otherwise the merge is a new design (info, "retrain"). Statically there is no byte saving
+(fragmentation costs launches, not bytes): info. With --latency the saving is estimated from
+the measurement — each small fragment's measured time above its roofline time, for all but one
+fragment per block.
 Instances of one block class with the same structure are reported once, listing them all.
 """
 
 from __future__ import annotations
 
+import math
+
 from archlint.diagnostics import Severity
-from archlint.model.checks import _locate as locate, _pricing as pricing, _query as query
+from archlint.model import estimate
+from archlint.model.checks import _locate as locate, _merge as merge, _pricing as pricing, _query as query
 from archlint.model.checks._blocks import fork_join_blocks, is_fragment, longest_chain, module_blocks
 
 CODE = "AL103"
 SEVERITY = Severity.WARNING  # as its page says (the registry checks)
 PRIORITY = 160  # where findings overlap, the lowest claims the ops first
-CHANGES_MODEL = True  # merged fragments: other weights, a model to retrain
+CHANGES_MODEL = True  # merged fragments: other weights, a model to retrain — unless the merge is exact (evidence says)
 OPTIONS = {
     "max_parallel": 3,  # report a fork/join region with more branches holding small fragments
     "max_series": 3,  # report a block whose longest chain has more small fragments
@@ -35,18 +48,35 @@ OPTIONS = {
 }
 
 
-def _small(data: dict, options, measured: bool) -> bool:
+def _gpu_spec(ctx):
+    spec = getattr(ctx, "device_spec", None)
+    return spec if spec is not None and spec.kind == "gpu" and getattr(ctx, "estimate", None) else None
+
+
+def _small(data: dict, options, measured: bool, spec) -> bool:
     if not is_fragment(data):
         return False
     if measured and data.get("latency_ms") is not None:
         roof = data.get("roofline") or {}
         return data["latency_ms"] < options["small_ms"] and roof.get("efficiency", 0.0) < 0.5
+    if spec is not None and data.get("estimate_bound") is not None:
+        return data["estimate_bound"] == "overhead" or _under_one_wave(data, spec)
     return int(data.get("flops", 0)) < options["small_flops"]
+
+
+def _under_one_wave(data: dict, spec) -> bool:
+    """The op's GEMM cut into the spec's tiles gives the SMs less than one wave of work."""
+    g = estimate.gemm_of(data)
+    if g is None:
+        return False
+    tm, tn, _ = estimate.tile_for(data["kind"], g, spec.tile)
+    return g.batch * math.ceil(g.m / tm) * math.ceil(g.n / tn) < spec.sms
 
 
 def check(graph, options, ctx):
     measured = getattr(ctx, "pricer", None) is not None
-    small = {n for n, d in query.ops(graph) if _small(d, options, measured)}
+    spec = _gpu_spec(ctx)
+    small = {n for n, d in query.ops(graph) if _small(d, options, measured, spec)}
     model_flops = sum(int(d.get("flops", 0)) for _, d in query.ops(graph))
     groups: dict[tuple, list] = {}
     taken: set[str] = set()
@@ -55,24 +85,38 @@ def check(graph, options, ctx):
         if taken & set(block.nodes):
             continue  # nested in, or overlapping, a region already reported
         branches = [b for b in block.branches if any(n in small for n in b)]
-        if len(branches) > options["max_parallel"]:
+        # an exact merge priced on a GPU spec needs no count threshold: the estimate decides
+        exact = (merge.parallel(graph, block.fork, block.join, block.branches)
+                 if spec is not None and len(branches) == len(block.branches) >= 2 else None)
+        if len(branches) > options["max_parallel"] or exact is not None:
             taken |= set(block.nodes)
             module = locate.common_module(graph, [*block.nodes, block.join])
-            _add(graph, groups, block, module, "parallel", len(branches), small)
+            exact = exact or merge.parallel(graph, block.fork, block.join, block.branches) if len(branches) == len(block.branches) else None
+            _add(graph, groups, block, module, "parallel", len(branches), small, exact)
     for block in module_blocks(graph):
         if taken & set(block.nodes):
             continue
-        chain = [n for n in longest_chain(graph, block.nodes) if n in small]
-        if len(chain) > options["max_series"]:
-            _add(graph, groups, block, block.name, "series", len(chain), small)
+        whole = longest_chain(graph, block.nodes)
+        chain = [n for n in whole if n in small]
+        exact = merge.series(graph, block.nodes, whole) if chain == whole and len(chain) >= 2 else None
+        if len(chain) > options["max_series"] or (exact is not None and spec is not None):
+            _add(graph, groups, block, block.name, "series", len(chain), small, exact)
     for (_, form, degree, _), found in groups.items():
         yield _finding(graph, ctx, options, form, degree, found, model_flops)
 
 
-def _add(graph, groups, block, module, form, degree, small):
+def _add(graph, groups, block, module, form, degree, small, exact):
     fragments = [n for n in block.nodes if n in small]
     key = (query.module_type(graph, module), form, degree, len(fragments))
-    groups.setdefault(key, []).append((module, block, fragments))
+    groups.setdefault(key, []).append((module, block, fragments, exact))
+
+
+def _merged_ms(graph, spec, exact: merge.Merge) -> float:
+    """What the exact merge saves on the spec: the estimate of the ops it removes less the
+    estimate of the one op in their place (its own tiles, waves and launch)."""
+    removed = sum(graph.nodes[n].get("estimated_ms") or 0.0 for n in exact.removed)
+    dtype = graph.graph.get("dtype", "float32")
+    return removed - estimate.estimate_op(exact.op, spec, dtype).ms
 
 
 def _overhead(graph, fragments) -> float | None:
@@ -89,14 +133,22 @@ def _overhead(graph, fragments) -> float | None:
 
 
 def _finding(graph, ctx, options, form, degree, found, model_flops):
-    module, block, fragments = found[0]
-    every = [n for _, _, frags in found for n in frags]
+    module, block, fragments, exact = found[0]
+    every = [n for _, _, frags, _ in found for n in frags]
     flops = sum(int(graph.nodes[n].get("flops", 0)) for n in every)
-    overheads = [_overhead(graph, frags) for _, _, frags in found]
+    overheads = [_overhead(graph, frags) for _, _, frags, _ in found]
     saving = sum(overheads) if overheads and all(o is not None for o in overheads) else None
-    alternative = f"the {len(fragments)} small fragments of each block merged into one op of the same work"
-    price = pricing.price(graph, ctx, alternative=alternative, saving_ms=saving, estimated=True,
-                    claims=[f"{n}#launch" for n in every])
+    merges = [m for _, _, _, m in found]
+    keeps = all(m is not None for m in merges)
+    alternative = exact.text if keeps else f"the {len(fragments)} small fragments of each block merged into one op of the same work"
+    claims = [f"{n}#launch" for n in every]
+    spec = _gpu_spec(ctx)
+    price = None
+    if keeps and spec is not None:
+        price = pricing.estimated(graph, ctx, alternative=alternative, claims=claims,
+                                  saving_ms=sum(_merged_ms(graph, spec, m) for m in merges))
+    if price is None:
+        price = pricing.price(graph, ctx, alternative=alternative, saving_ms=saving, estimated=True, claims=claims)
     kind = query.module_type(graph, module) or "block"
     where = f"{kind} {module or block.name}" + (f" and {len(found) - 1} more like it" if len(found) > 1 else "")
     what = f"{degree} parallel branches" if form == "parallel" else f"a chain of {degree} in series"
@@ -107,6 +159,9 @@ def _finding(graph, ctx, options, form, degree, found, model_flops):
             f"{where}: {len(fragments)} small fragments per block ({what}); "
             f"{flops / max(1, model_flops):.1%} of the model's FLOPs arrive in {len(every)} "
             f"small launches where fewer, wider ops would fill the device"
+            + (f"; {alternative}" if keeps else "")
+            + (f" — estimated on {spec.name} to save {price.saving_ms * 1e3:.1f} µs ({price.saving_share:.1%} of the model)"
+               if keeps and price.basis == "estimated" and price.saving_ms is not None and _priced_on_spec(ctx) else "")
         ),
         node=block.join or block.nodes[-1],
         module=module,
@@ -115,10 +170,17 @@ def _finding(graph, ctx, options, form, degree, found, model_flops):
             "form": form,
             "fragments": len(fragments),
             "parallel_branches" if form == "parallel" else "series_length": degree,
-            "instances": [m for m, _, _ in found],
+            "instances": [m for m, _, _, _ in found],
+            "changes_model": not keeps,
+            **({"merge": exact.how, "merged_op_flops": sum(int(m.op.get("flops", 0)) for m in merges)} if keeps else {}),
             "fragment_ops": fragments,
             "fragment_flops": flops,
             "flops_share": round(min(1.0, flops / model_flops), 6) if model_flops else None,
             "mean_fragment_flops": flops // max(1, len(every)),
         },
     )
+
+
+def _priced_on_spec(ctx) -> bool:
+    """The price came from the device spec (no measurement in this run)."""
+    return getattr(ctx, "pricer", None) is None and _gpu_spec(ctx) is not None

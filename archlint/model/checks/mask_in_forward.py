@@ -56,6 +56,19 @@ def _materialized(graph: nx.DiGraph, built: set[str], mask: dict) -> bool:
     )
 
 
+_COMPARE = ("ge", "gt", "le", "lt")
+
+
+def _causal(graph: nx.DiGraph, ops: list[str]) -> bool:
+    """The mask can be a causal triangle: built by tril/triu, or by one position comparison
+    (`arange(T)[:, None] >= arange(T)`). Two comparisons, or a distance (abs), make a window or
+    band (ModernBERT's local attention, Longformer-style): is_causal=True would compute another model."""
+    names = [query.op_name(graph.nodes[n]).lower() for n in ops]
+    if any(n in ("tril", "triu") for n in names):
+        return True
+    return sum(n in _COMPARE for n in names) == 1 and "abs" not in names
+
+
 def check(graph, options, ctx):
     constant = constant_ops(graph)
     seen: set[str] = set()
@@ -71,10 +84,11 @@ def check(graph, options, ctx):
         order = {n: i for i, n in enumerate(graph)}  # ties in capture order: the same list on every run
         ops = list(nx.lexicographical_topological_sort(graph.subgraph(built), key=order.__getitem__))
         mac = sum(int(graph.nodes[n].get("mac_bytes", 0)) for n in ops)
+        causal = _causal(graph, ops)
         price = pricing.price(
             graph, ctx,
             alternative="the mask built once in __init__ (register_buffer(..., persistent=False)) and sliced to the "
-            "sequence length, or is_causal=True in F.scaled_dot_product_attention",
+            "sequence length" + (", or is_causal=True in F.scaled_dot_product_attention" if causal else ""),
             mac_bytes_saved=mac, removed=ops,
         )
         module = locate.common_module(graph, ops + [s for s in graph.successors(name)])
@@ -86,10 +100,13 @@ def check(graph, options, ctx):
             (
                 f"a {shape} mask (or position table) is built from constants inside forward on every call in "
                 f"{module or 'the model'} "
-                f"({len(ops)} ops: {names}); build it once in __init__ as a buffer, or pass is_causal=True"
+                f"({len(ops)} ops: {names}); build it once in __init__ as a buffer"
+                + (", or pass is_causal=True" if causal else
+                   " (not a causal triangle — a window or band: is_causal=True would change the model)")
             ),
             node=name,
             module=module,
             price=price,
-            evidence={"mask_shape": list(graph.nodes[name]["out_shapes"][0]), "ops": ops, "mac_bytes": mac},
+            evidence={"mask_shape": list(graph.nodes[name]["out_shapes"][0]), "ops": ops, "mac_bytes": mac,
+                      "causal": causal},
         )

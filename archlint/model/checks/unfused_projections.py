@@ -5,6 +5,15 @@ Each Linear reads the whole input again and launches its own GEMM; concatenating
 into one `nn.Linear(in, sum(outs))` and splitting the output reads the input once, runs one larger
 GEMM (better tensor-core occupancy for small widths) and is what fused implementations do (GPT-2's
 `c_attn`, nn.MultiheadAttention's `in_proj_weight`). The price is the input reads saved.
+
+The alternative is priced as it would run. A fused width that is not a multiple of `align`
+(`nn.Linear(256, 257)`: a 256-wide layer and a 1-wide head) leaves an unaligned leading dimension
+(tensor-core GEMMs want multiples of 8 elements) and a partial tile: the alternative offered is
+the fused layer padded with zero rows to the next multiple, its output split as before, and its
+price counts the padding's weight and output bytes against the reads saved. On a GPU
+--device-spec the price is the estimate (archlint.model.estimate: tiles, waves, launches) of the
+separate layers less that of the padded fused one — a fusion that adds a tile and saves only a
+launch under a longer kernel does not pay there, and the finding is info.
 """
 
 from __future__ import annotations
@@ -12,6 +21,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from archlint.diagnostics import Severity
+from archlint.model import estimate
 from archlint.model.checks import _locate as locate, _pricing as pricing, _query as query
 from archlint.model.checks._repeats import path_pattern
 
@@ -20,6 +30,7 @@ SEVERITY = Severity.WARNING  # as its page says (the registry checks)
 PRIORITY = 80  # where findings overlap, the lowest claims the ops first
 OPTIONS = {
     "min_layers": 2,  # report when at least this many Linear layers read the same tensor
+    "align": 8,  # the fused width is padded to a multiple of this (tensor-core GEMMs: 8 elements)
 }
 
 
@@ -41,14 +52,31 @@ def check(graph, options, ctx):
             continue
         first = graph.nodes[names[0]]
         input_bytes = int(first.get("in_bytes", 0))
-        saved = input_bytes * (len(names) - 1)
         widths = [int(graph.nodes[n]["out_shapes"][0][-1]) for n in names]
+        width = sum(widths)
+        align = max(1, int(options["align"]))
+        padded = -(-width // align) * align
+        pad_bytes = _pad_bytes(first, shape, padded - width)
+        saved = input_bytes * (len(names) - 1) - pad_bytes
         modules = [graph.nodes[n].get("module") or n for n in names]
-        price = pricing.price(
-            graph, ctx,
-            alternative=f"one nn.Linear({shape[-1]}, {sum(widths)}) whose output is split into {', '.join(map(str, widths))}",
-            mac_bytes_saved=saved, claims=[f"{n}#fuse" for n in names],
+        alternative = (
+            f"one nn.Linear({shape[-1]}, {width}) whose output is split into {', '.join(map(str, widths))}"
+            if padded == width else
+            f"one nn.Linear({shape[-1]}, {padded}) — the {width} fused outputs padded with {padded - width} zero rows "
+            f"to a multiple of {align} (an unaligned {width}-wide GEMM misses the tensor cores' alignment) — whose "
+            f"output is split into {', '.join(map(str, widths))} (the padding dropped)"
         )
+        claims = [f"{n}#fuse" for n in names]
+        spec = getattr(ctx, "device_spec", None)
+        price = None
+        if spec is not None and getattr(ctx, "estimate", None):
+            fused = _fused_op(graph, names, padded)
+            separate = sum(graph.nodes[n].get("estimated_ms") or 0.0 for n in names)
+            fused_ms = estimate.estimate_op(fused, spec, graph.graph.get("dtype", "float32")).ms
+            price = pricing.estimated(graph, ctx, alternative=alternative, saving_ms=separate - fused_ms,
+                                      claims=claims, mac_bytes_saved=saved)
+        if price is None:
+            price = pricing.price(graph, ctx, alternative=alternative, mac_bytes_saved=saved, claims=claims)
         module = locate.common_module(graph, names)
         if locate.library_module(graph, module) == "diffusers":  # the library fuses its own attention
             price.alternative = "diffusers' model.fuse_qkv_projections() (one q/k/v Linear, same outputs)"
@@ -57,15 +85,44 @@ def check(graph, options, ctx):
             CODE,
             (
                 f"{len(names)} Linear layers read the same {'×'.join(map(str, shape))} tensor "
-                f"({_listed(modules)}): one Linear of {sum(widths)} outputs, split after, reads it once "
-                f"and runs one wider GEMM"
+                f"({_listed(modules)}): one Linear of {padded} outputs"
+                + (f" ({width} padded to a multiple of {align})" if padded != width else "")
+                + ", split after, reads it once and runs one wider GEMM"
             ),
             node=names[0],
             module=module,
             price=price,
             evidence={"layers": modules, "out_features": widths, "in_features": int(shape[-1]), "input": producer,
+                      "fused_features": padded, "padding_bytes": pad_bytes,
                       "pattern": ",".join(dict.fromkeys(m.rpartition(".")[2] for m in modules))},
         )
+
+
+def _pad_bytes(first: dict, shape: tuple, rows: int) -> int:
+    """What `rows` zero rows of padding add: their weights, read, and their outputs, written."""
+    item = int(first.get("itemsize") or 4)
+    tokens = 1
+    for v in shape[:-1]:
+        tokens *= int(v)
+    return item * rows * (int(shape[-1]) + tokens)
+
+
+def _fused_op(graph, names: list[str], width: int) -> dict:
+    """The fused Linear in the OpGraph's op form, `width` outputs, for the estimate."""
+    first = graph.nodes[names[0]]
+    item = int(first.get("itemsize") or 4)
+    k = int(first["in_shapes"][0][-1])
+    out = (*first["out_shapes"][0][:-1], width)
+    tokens = 1
+    for v in out[:-1]:
+        tokens *= int(v)
+    bias = any("bias" in (graph.nodes[n].get("param_shapes") or {}) for n in names)
+    params = width * k + (width if bias else 0)
+    out_bytes = item * tokens * width
+    in_bytes = int(first.get("in_bytes", 0))
+    return {**first, "key": "Linear", "out_shapes": [out], "param_shapes": {"weight": (width, k)},
+            "flops": tokens * k * width, "params": params, "param_bytes": item * params, "out_bytes": out_bytes,
+            "mac_bytes": in_bytes + out_bytes + item * params}
 
 
 def _listed(modules: list[str]) -> str:
