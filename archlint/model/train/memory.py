@@ -94,7 +94,17 @@ _BASE = {
     "adam": (torch.optim.Adam, {"lr": 1e-3}),
     "adamw": (torch.optim.AdamW, {"lr": 1e-3}),
 }
-CATEGORIES = ("params", "buffers", "inputs", "grads", "optimizer", "activations", "temporaries")
+CATEGORIES = ("params", "buffers", "inputs", "grads", "optimizer", "activations", "temporaries", "outputs")
+# What a training loop keeps of the model's output, as users write it:
+#     out = model(x); loss = f(out); loss.backward(); opt.step()
+# `out` (and with it every tensor the loss reads) lives through backward and the optimizer step, and
+# on into the next step until `out = model(x)` rebinds it: the previous step's output is alive during
+# the next forward and freed when the model returns. Both are counted: this step's output as an
+# activation (made in the forward), the previous step's as "outputs" until the forward returns.
+OUTPUT_KEPT = ("as a training loop runs it (out = model(x); loss = f(out); loss.backward(); opt.step()): "
+               "`out` and the tensors the loss reads stay alive through backward and the optimizer step, and the "
+               "previous step's `out` through the next forward until `out` is rebound when the model returns "
+               "(`outputs` at the peak: {prev})")
 
 
 def make_optimizer(name: str, params, *, variant_override: str | None = None) -> torch.optim.Optimizer:
@@ -124,6 +134,28 @@ def output_tensors(output: Any) -> list[torch.Tensor]:
     if isinstance(output, (list, tuple)):
         return [t for item in output for t in output_tensors(item)]
     return []
+
+
+def output_storages(output: Any) -> list[torch.Tensor]:
+    """Every tensor an output object holds (a tensor, a container, a ModelOutput, a KV cache's
+    tensors): what the loop's `out` keeps alive. (A loop, not a recursive closure: a closure that
+    calls itself is a reference cycle, and with the collector off the list it fills, holding the
+    output, would outlive the step.)"""
+    seen, found, todo = set(), [], [(output, 0)]
+    while todo:
+        value, depth = todo.pop()
+        if depth > 6 or id(value) in seen:
+            continue
+        seen.add(id(value))
+        if isinstance(value, torch.Tensor):
+            found.append(value)
+        elif isinstance(value, Mapping):
+            todo += [(v, depth + 1) for v in value.values()]
+        elif isinstance(value, (list, tuple)):
+            todo += [(v, depth + 1) for v in value]
+        elif hasattr(value, "__dict__") and not isinstance(value, (nn.Module, type)):
+            todo += [(v, depth + 1) for v in vars(value).values()]  # a Cache's layers, a dataclass's fields
+    return found
 
 
 def step_loss(output: Any, loss: str = "mean") -> torch.Tensor:
@@ -352,7 +384,9 @@ def _state_tensors(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
 
 
 def _step(model, args, kwargs, optimizer, loss, tracker: _Tracker | None, fused_inplace: bool, replay=None,
-          update=None):
+          update=None, kept: list | None = None):
+    """One step as a training loop runs it; `kept` is the loop's `out`: [the previous step's output]
+    on entry (or empty), [this step's] on return (OUTPUT_KEPT)."""
     def phase(name):
         if tracker is not None:
             tracker.phase = name
@@ -360,10 +394,16 @@ def _step(model, args, kwargs, optimizer, loss, tracker: _Tracker | None, fused_
     phase("zero_grad")
     optimizer.zero_grad(set_to_none=True)
     if replay is not None:  # the first step's forward and backward stand for this one's (steady.py)
-        forward_end = replay(tracker)
+        forward_end = replay(tracker, release=kept.clear if kept else None)
     else:
         phase("forward")
-        value = step_loss(model(*args, **kwargs), loss)
+        output = model(*args, **kwargs)
+        if tracker is not None:
+            tracker.marks["output"] = steady.mark(tracker)
+        if kept is not None:  # `out = model(x)`: the previous step's output is freed only now
+            kept[:] = [output]
+        value = step_loss(output, loss)
+        del output  # kept in `kept`, as the loop's `out` keeps it
         phase("backward")
         forward_end = tracker.events if tracker is not None else 0
         value.backward()
@@ -451,6 +491,8 @@ def step_memory(
     result["optimizer"] = optimizer
     result["loss"] = f"{loss} of the output"
     result["basis"] = basis
+    result["output_bytes"] = sum(r.nbytes for r in tracker.records if r.kind == "outputs" and r.phase == "start")
+    result["output_basis"] = OUTPUT_KEPT.format(prev=f"{result['at_peak']['outputs']} bytes")
     if gpu:
         held = tracker.workspaces
         result["cublas_workspace_bytes"] = sum(r.nbytes for r in held.values())
@@ -566,8 +608,9 @@ def _two_steps(model, args, kwargs, base, variant, loss, gpu, fused, values: Kno
     with fused_attention() if gpu else contextlib.nullcontext():
         first = _Tracker(round_to=CUDA_BLOCK_BYTES if gpu else 1, workspace_sizes=workspace_sizes, cpu_threads=threads,
                          reduce_grid=reduce_grid)
+        kept: list = []  # the loop's `out`: the first step's output, kept into the second (OUTPUT_KEPT)
         with steady.init_marked(opt, first):
-            _measure(model, args, kwargs, opt, loss, first, fused, values)
+            _measure(model, args, kwargs, opt, loss, first, fused, values, kept=kept)
         tracker = _Tracker(round_to=CUDA_BLOCK_BYTES if gpu else 1, workspace_sizes=workspace_sizes, cpu_threads=threads,
                            reduce_grid=reduce_grid)
         for name, rec in first.workspaces.items():
@@ -580,13 +623,14 @@ def _two_steps(model, args, kwargs, base, variant, loss, gpu, fused, values: Kno
         # where library workspaces are tracked (a GPU spec): the replay does not carry them
         replay = steady.plan(first, model, opt) if values is not None and workspace_sizes is None else None
         update = steady.plan_update(first) if replay is not None else None
-        forward_end = _measure(model, args, kwargs, opt, loss, tracker, fused, values, replay, update)
+        forward_end = _measure(model, args, kwargs, opt, loss, tracker, fused, values, replay, update, kept)
     return first, tracker, forward_end
 
 
 def _measure(meta, args, kwargs, opt, loss, tracker: _Tracker, fused: bool, values: KnownValues | None = None,
-             replay=None, update=None) -> int:
-    """Run one step under the tracker; returns the event index at the end of the forward."""
+             replay=None, update=None, kept: list | None = None) -> int:
+    """Run one step under the tracker; returns the event index at the end of the forward. `kept`:
+    the loop's `out` (_step)."""
     for p in meta.parameters():
         tracker.see(p, "start").kind = "params"
     for b in meta.buffers():
@@ -600,10 +644,11 @@ def _measure(meta, args, kwargs, opt, loss, tracker: _Tracker, fused: bool, valu
     for p in meta.parameters():
         if p.grad is not None:
             tracker.see(p.grad, "start").kind = "grads"
+    _see_outputs(tracker, kept)
     handles = _module_paths(meta, tracker)
     try:
         with _Watch(tracker, values):
-            forward_end = _step(meta, args, kwargs, opt, loss, tracker, fused, replay, update)
+            forward_end = _step(meta, args, kwargs, opt, loss, tracker, fused, replay, update, kept)
     finally:
         for h in handles:
             h.remove()
@@ -615,6 +660,14 @@ def _measure(meta, args, kwargs, opt, loss, tracker: _Tracker, fused: bool, valu
         if not rec.kind:
             rec.kind = "activations" if rec.phase == "forward" else "temporaries"
     return forward_end
+
+
+def _see_outputs(tracker: _Tracker, kept: list | None) -> None:
+    """The previous step's output, alive until this step's forward returns (OUTPUT_KEPT); seen here,
+    in a frame of its own, so that no local name holds one of its tensors through the step."""
+    for t in output_storages(kept or []):
+        rec = tracker.see(t, "start")
+        rec.kind = rec.kind or "outputs"
 
 
 def _live_at(tracker: _Tracker, event: int) -> list[_Storage]:
