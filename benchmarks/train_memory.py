@@ -141,6 +141,8 @@ MODELS = {
     "hf/llama3-128k-tied": _lm("LlamaConfig", "LlamaForCausalLM", 128256, tie_word_embeddings=True),
     "hf/qwen2-152k": _lm("Qwen2Config", "Qwen2ForCausalLM", 151936, tokens=(1, 32), tie_word_embeddings=True),
     "hf/mixtral-moe-32k": _lm("MixtralConfig", "MixtralForCausalLM", 32000, num_local_experts=4, num_experts_per_tok=2),
+    "hf/qwen2-moe-32k": _lm("Qwen2MoeConfig", "Qwen2MoeForCausalLM", 32000, num_experts=4, num_experts_per_tok=2,
+                            moe_intermediate_size=64, shared_expert_intermediate_size=128),
 }
 QUICK = ("mlp", "resnet18", "mobilenet_v3_small", "timm/vit_tiny_patch16@64", "hf/gpt2-tiny")
 

@@ -352,8 +352,14 @@ def fit_report(model, args, kwargs, *, optimizer: str = "adam", loss: str = "mea
             memory_at[b] = step_memory(model, a, k, optimizer=optimizer, loss=loss, budget_bytes=budget_bytes,
                                        device_spec=device_spec, limit_scales=scales)
         return budget_peak(memory_at[b]) if scale is None else scaled_peak(memory_at[b], scale)
-    # on a GPU spec, the largest batch sure to fit given the model's measured error
-    fit = max_batch(lambda b: peak_at(b, ALLOCATED_LOW if gpu else None), batch_size(args, kwargs), budget_bytes, gpu)
+    if not result["basis"].startswith("measured on the meta"):
+        # the step runs on real tensors here: each batch the search tried would allocate its memory on
+        # this machine (a GPU's budget is many times a laptop's), so no batch but the one given is run
+        fit = {"max_batch": None, "basis": ("not searched: the step cannot run on the meta device, and a larger "
+                                            "batch on real tensors would allocate its memory on this machine")}
+    else:  # on a GPU spec, the largest batch sure to fit given the model's measured error
+        fit = max_batch(lambda b: peak_at(b, ALLOCATED_LOW if gpu else None), batch_size(args, kwargs), budget_bytes,
+                        gpu)
     result["max_batch"] = fit["max_batch"]
     if gpu:
         fit["basis"] += (

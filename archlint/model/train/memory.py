@@ -55,7 +55,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
 from archlint.errors import UsageError
-from archlint.model.train import metacache, steady
+from archlint.model.train import meta_shims, metacache, steady
 from archlint.model.train.allocator import replay
 from archlint.model.train.cpu_scratch import BASIS as CPU_SCRATCH_BASIS
 from archlint.model.train.cpu_scratch import cpu_conv_scratch
@@ -210,6 +210,7 @@ class _Tracker:
     # storage id), and (this step's "start" record, the first step's record of that storage)
     before: dict[int, _Storage] | None = None
     carried: list[tuple[_Storage, _Storage]] = field(default_factory=list)
+    shims: set[str] = field(default_factory=set)  # what meta_shims adapted (said in the notes)
 
     def size(self, storage) -> int:
         n = storage.nbytes()
@@ -285,6 +286,11 @@ class _Watch(TorchDispatchMode):
         self.tracker = tracker
         self.values = values
 
+    def _run(self, func, args, kwargs):
+        if self.values is None:
+            return metacache.run(func, args, kwargs)
+        return self.values.run(func, args, kwargs, metacache.run)
+
     @classmethod
     def _should_skip_dynamo(cls) -> bool:
         # torch wraps a mode's __torch_dispatch__ in torch._dynamo.disable (two Python frames and
@@ -292,10 +298,12 @@ class _Watch(TorchDispatchMode):
         return False
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if self.values is None:
-            out = metacache.run(func, args, kwargs or {})
-        else:
-            out = self.values.run(func, args, kwargs or {}, metacache.run)
+        try:
+            out = self._run(func, args, kwargs or {})
+        except RuntimeError as exc:  # an op the meta device refuses where the real one runs (meta_shims)
+            out, note = meta_shims.retry(func, args, kwargs or {}, exc, self._run,
+                                         self.values.know if self.values is not None else None)
+            self.tracker.shims.add(note)
         t = self.tracker
         t.ops += 1
         t.op_names.append(_op_name(func))
@@ -528,6 +536,7 @@ def step_memory(
         result["cpu_scratch_bytes"] = sum(r.nbytes for r in at)  # at the peak (transient: 0 elsewhere)
         result["cpu_scratch_largest_bytes"] = max(r.nbytes for r in tracker.transients)
         result["cpu_scratch_basis"] = CPU_SCRATCH_BASIS.format(threads=tracker.cpu_threads)
+    notes += sorted(first.shims | tracker.shims)
     if notes:
         result["notes"] = notes
     if budget_bytes is not None:
