@@ -30,7 +30,7 @@ from archlint.config import INPUT_DTYPES, ModelSpec, Settings
 from archlint.errors import UsageError
 from archlint.model import hf
 from archlint.model.inputs import bind_inputs, example_inputs
-from archlint.model.loaded import Loaded, meta_build, one_line
+from archlint.model.loaded import Loaded, meta_build, one_line, seeded_build
 from archlint.suggest import close_name
 
 DTYPES = {
@@ -53,7 +53,8 @@ def import_file(path: Path) -> ModuleType:
     sys.path.insert(0, str(resolved.parent))  # sibling imports of the target file
     sys.modules[name] = module
     try:
-        spec.loader.exec_module(module)
+        with seeded_build():  # a module-level model gets the same random weights on every run
+            spec.loader.exec_module(module)
     except ImportError as exc:
         del sys.modules[name]
         raise UsageError(
@@ -123,7 +124,8 @@ def _check_arguments(factory: Callable, name: str, init: dict[str, Any]) -> None
 
 def _build(factory: Callable, name: str, init: dict[str, Any], dtype: torch.dtype) -> nn.Module:
     try:
-        model = factory(**init)
+        with seeded_build():  # the same random weights on every run (loaded.BUILD_SEED)
+            model = factory(**init)
     except UsageError:
         raise
     except Exception as exc:

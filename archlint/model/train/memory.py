@@ -123,17 +123,12 @@ def make_optimizer(name: str, params, *, variant_override: str | None = None) ->
 
 
 def output_tensors(output: Any) -> list[torch.Tensor]:
-    """The floating-point tensors of a model's output that carry a gradient (a tensor, tuple,
-    list, dict or Hugging Face ModelOutput), in order."""
-    if isinstance(output, torch.Tensor):
-        return [output] if output.is_floating_point() and output.requires_grad else []
-    if hasattr(output, "to_tuple"):
-        output = output.to_tuple()
-    if isinstance(output, Mapping):
-        output = list(output.values())
-    if isinstance(output, (list, tuple)):
-        return [t for item in output for t in output_tensors(item)]
-    return []
+    """The floating-point tensors of a model's output that carry a gradient, in order: those of a
+    tensor, tuple, list, dict or Hugging Face ModelOutput, and those an object in it holds (a KV
+    cache's keys and values). The loss reads these: the same outputs the FLOP graph's loss reads
+    (archlint.model.train.grad.loss_sources: every output the capture flattens, a cache's tensors
+    among them), so the step's FLOPs and its memory count one loss."""
+    return [t for t in output_storages(output) if t.is_floating_point() and t.requires_grad]
 
 
 def output_storages(output: Any) -> list[torch.Tensor]:
@@ -149,13 +144,14 @@ def output_storages(output: Any) -> list[torch.Tensor]:
         seen.add(id(value))
         if isinstance(value, torch.Tensor):
             found.append(value)
-        elif isinstance(value, Mapping):
-            todo += [(v, depth + 1) for v in value.values()]
+        elif isinstance(value, Mapping):  # a ModelOutput too: its fields that are set
+            todo += [(v, depth + 1) for v in reversed(list(value.values()))]
         elif isinstance(value, (list, tuple)):
-            todo += [(v, depth + 1) for v in value]
+            todo += [(v, depth + 1) for v in reversed(value)]
         elif hasattr(value, "__dict__") and not isinstance(value, (nn.Module, type)):
-            todo += [(v, depth + 1) for v in vars(value).values()]  # a Cache's layers, a dataclass's fields
-    return found
+            # a Cache's layers, a dataclass's fields
+            todo += [(v, depth + 1) for v in reversed(list(vars(value).values()))]
+    return found  # in the output's order (the stack takes each container's items first to last)
 
 
 def step_loss(output: Any, loss: str = "mean") -> torch.Tensor:
@@ -497,7 +493,8 @@ def step_memory(
     result["step_reported"] = ("the second step: optimizer state is created at the first step and kept, "
                                "so the second is the steady state every later step repeats")
     result["optimizer"] = optimizer
-    result["loss"] = f"{loss} of the output"
+    result["loss"] = (f"{loss} of each differentiable tensor of the output (a KV cache's among them), added: "
+                      "the loss the step's FLOPs count")
     result["basis"] = basis
     result["output_bytes"] = sum(r.nbytes for r in tracker.records if r.kind == "outputs" and r.phase == "start")
     result["output_basis"] = OUTPUT_KEPT.format(prev=f"{result['at_peak']['outputs']} bytes")

@@ -157,3 +157,22 @@ def test_the_loops_output_is_kept_through_backward_and_into_the_next_forward():
     # (and the scalar loss and its gradient)
     assert r["peak_bytes"] == weight + inputs + logits + logits + weight + 2 * F
     assert r["at"].startswith("backward")
+
+
+def test_one_loss_for_the_flops_and_the_memory():
+    # a Hugging Face LM in train mode returns its KV cache beside the logits: the FLOP graph's loss
+    # read the cache's tensors too, the memory model's only the logits (issue 46); now both read all
+    transformers = pytest.importorskip("transformers")
+    import archlint
+    from archlint.model.train.memory import output_tensors
+
+    cfg = transformers.LlamaConfig(vocab_size=1000, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                   num_attention_heads=4, num_key_value_heads=2)
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(cfg).train()
+    ids = torch.randint(0, 1000, (2, 16))
+    read = output_tensors(model(input_ids=ids))
+    assert len(read) == 1 + 2 * 2  # the logits, a key and a value per layer
+    loss = archlint.analyze(model, {"input_ids": ids}, train=True, quiet=True).to_dict()["models"][0]["totals"]["train"]["loss"]
+    assert loss["outputs"] == len(read)
+    assert loss["forward_flops"] == sum(t.numel() for t in read) + len(read) - 1
