@@ -12,6 +12,7 @@ accumulation) and estimated, labelled so, where it cannot (bf16 autocast, an 8-b
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable
 
 import torch
@@ -329,6 +330,14 @@ def ways_to_fit(model, args, kwargs, *, optimizer: str, loss: str, budget: int, 
     return found
 
 
+def _free_memory() -> int | None:
+    """The bytes of memory this machine has free (Linux, macOS: sysconf), None where it cannot say."""
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
 def fit_report(model, args, kwargs, *, optimizer: str = "adam", loss: str = "mean", budget_bytes: int | None = None,
                device_spec=None) -> tuple[dict, list[Diagnostic]]:
     """The step's memory with `fits`, `max_batch` and, when it does not fit, the AL610 findings.
@@ -352,11 +361,13 @@ def fit_report(model, args, kwargs, *, optimizer: str = "adam", loss: str = "mea
             memory_at[b] = step_memory(model, a, k, optimizer=optimizer, loss=loss, budget_bytes=budget_bytes,
                                        device_spec=device_spec, limit_scales=scales)
         return budget_peak(memory_at[b]) if scale is None else scaled_peak(memory_at[b], scale)
-    if not result["basis"].startswith("measured on the meta"):
+    free = _free_memory()
+    if not result["basis"].startswith("measured on the meta") and (free is None or budget_bytes > free // 2):
         # the step runs on real tensors here: each batch the search tried would allocate its memory on
-        # this machine (a GPU's budget is many times a laptop's), so no batch but the one given is run
-        fit = {"max_batch": None, "basis": ("not searched: the step cannot run on the meta device, and a larger "
-                                            "batch on real tensors would allocate its memory on this machine")}
+        # this machine, and the budget (a GPU's, many times a laptop's) is more than half of what it has free
+        fit = {"max_batch": None, "basis": (
+            "not searched: the step cannot run on the meta device, and the batches near the budget would allocate "
+            "their step on this machine: the budget is more than half the memory it has free")}
     else:  # on a GPU spec, the largest batch sure to fit given the model's measured error
         fit = max_batch(lambda b: peak_at(b, ALLOCATED_LOW if gpu else None), batch_size(args, kwargs), budget_bytes,
                         gpu)
