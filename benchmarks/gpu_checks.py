@@ -202,6 +202,7 @@ def _events_ms(fn, warmup: int, repeat: int) -> list[float]:
 def _free() -> None:
     import torch
 
+    _LOOP.clear()  # the last model's `out`
     gc.collect()
     torch.cuda.empty_cache()
 
@@ -283,10 +284,17 @@ def section_latency(results: dict, budget: Budget, plan_data: dict) -> None:
         print(f"  latency {row['model']}: {rows[-1].get('samples_per_s', rows[-1].get('error', rows[-1].get('skipped')))}", flush=True)
 
 
+# The loop's `out`: a step as users write it (out = model(x); loss = f(out); loss.backward(); opt.step())
+# keeps its output through backward and the optimizer step, and the previous step's until the next
+# forward returns, as archlint's memory model counts it (issue 46).
+_LOOP: dict = {}
+
+
 def _train_step(model, args, kwargs, opt):
     from archlint.model.train.memory import step_loss
 
-    loss = step_loss(model(*args, **kwargs))
+    _LOOP["out"] = model(*args, **kwargs)
+    loss = step_loss(_LOOP["out"])
     loss.backward()
     del loss
     opt.step()
