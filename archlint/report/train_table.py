@@ -76,3 +76,7 @@ def print_step(model: ModelResult, console: Console) -> None:
             if high is not None:  # a GPU spec: max_batch allows for the model's measured error
                 line += f" (allowing for the memory model's measured error; none above {high} can)"
         console.print(line, markup=False)
+        if not str(memory.get("basis", "")).startswith("measured on the meta"):
+            console.print(f"  memory: {memory.get('basis')}", markup=False)
+        for adapted in memory.get("adapted_ops") or ():
+            console.print(f"  memory: {adapted}", markup=False)

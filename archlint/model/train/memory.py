@@ -533,7 +533,8 @@ def step_memory(
         result["cpu_scratch_bytes"] = sum(r.nbytes for r in at)  # at the peak (transient: 0 elsewhere)
         result["cpu_scratch_largest_bytes"] = max(r.nbytes for r in tracker.transients)
         result["cpu_scratch_basis"] = CPU_SCRATCH_BASIS.format(threads=tracker.cpu_threads)
-    notes += sorted(first.shims | tracker.shims)
+    if first.shims | tracker.shims:  # ops the meta device refused, adapted (meta_shims): said in text too
+        result["adapted_ops"] = sorted(first.shims | tracker.shims)
     if notes:
         result["notes"] = notes
     if budget_bytes is not None:

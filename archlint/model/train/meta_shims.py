@@ -12,7 +12,7 @@ model's real device, and the failure says nothing about memory:
       CPU both are CPU tensors, so it is moved to meta (its value kept, archlint.model.train.values)
       as the real step would hold it beside them.
 
-Each is retried only on its own error and said in the output (`memory.notes`).
+Each is retried only on its own error and said in the output (`memory.adapted_ops`).
 """
 
 from __future__ import annotations
