@@ -1,11 +1,16 @@
 """How close archlint's training-step memory model comes to the real peak, against its peers.
 
-For each model and optimizer: the REAL step runs on this CPU. After a warm step (which creates the
-optimizer state) and zero_grad, the persistent tensors (parameters, buffers, inputs, optimizer
-state) are summed by storage; the next forward, backward and optimizer.step run under
-torch.profiler with profile_memory=True, and the largest running sum of its allocation and free
-events is the step's own peak. measured = persistent + that peak. (The profiler sees only
-allocations made while it runs, so zero_grad — which frees the previous gradients — runs before it.)
+For each model and optimizer: the REAL step runs on this CPU, as users write it:
+    out = model(x); loss = f(out); loss.backward(); opt.step()
+so `out` (every tensor of the output, the loss's inputs) lives through backward and the optimizer
+step, and the previous step's `out` lives through the next forward until the assignment rebinds it.
+After a warm step (which creates the optimizer state) and zero_grad, the persistent tensors
+(parameters, buffers, inputs, optimizer state) are summed by storage; then two more steps run under
+torch.profiler with profile_memory=True: one that leaves its `out` and gradients, and the steady one,
+which frees them (zero_grad, and `out = model(x)` rebinding `out`). The largest running sum of the
+allocation and free events from the steady step's start is its peak; measured = persistent + that
+peak. (The profiler does not report the free of a block allocated before it started, hence the step
+before the steady one under it.)
 
 Compared with it:
   archlint    archlint.model.train.memory.step_memory (meta device, nothing allocated): peak_bytes
@@ -44,11 +49,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
-from torch.profiler import ProfilerActivity, profile  # noqa: E402
+from torch.profiler import ProfilerActivity, profile, record_function  # noqa: E402
 
-from archlint.model.train.memory import make_optimizer, step_loss, step_memory  # noqa: E402
+from archlint.model.train.memory import make_optimizer, output_storages, step_loss, step_memory  # noqa: E402
 
 IMAGE = (2, 3, 64, 64)
+STEADY = "archlint-steady-step"
 
 
 def _tv(name, **kw):
@@ -82,6 +88,21 @@ def _gpt2():
     return GPT2LMHeadModel(cfg), (), {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
 
 
+def _lm(config_name, model_name, vocab, tokens=(2, 64), **kw):
+    """A decoder LM from a config object (no Hub): small hidden sizes, a large vocabulary, so the
+    logits (batch × tokens × vocab) dominate the step, as in real LLM training."""
+    def build():
+        import transformers
+        common = dict(vocab_size=vocab, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256, use_cache=False,
+                      attn_implementation="eager")
+        common.update(kw)
+        cfg = getattr(transformers, config_name)(**common)
+        ids = torch.randint(0, vocab, tokens)
+        return getattr(transformers, model_name)(cfg), (), {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+    return build
+
+
 def _mlp():
     m = torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(inplace=True), torch.nn.Linear(512, 10))
     return m, (torch.randn(16, 256),), {}
@@ -112,6 +133,16 @@ MODELS = {
     "timm/mobilevitv2_050": _timm("mobilevitv2_050"),
     "hf/bert-tiny": _bert,
     "hf/gpt2-tiny": _gpt2,
+    # LLM-style: the logits dominate (issue 46: a loop's `out` keeps them through backward)
+    "hf/llama-32k": _lm("LlamaConfig", "LlamaForCausalLM", 32000),
+    "hf/qwen3-32k": _lm("Qwen3Config", "Qwen3ForCausalLM", 32000, head_dim=16),
+    "hf/mistral-32k": _lm("MistralConfig", "MistralForCausalLM", 32768),
+    "hf/phi3-32k": _lm("Phi3Config", "Phi3ForCausalLM", 32064, pad_token_id=0),
+    "hf/llama3-128k-tied": _lm("LlamaConfig", "LlamaForCausalLM", 128256, tie_word_embeddings=True),
+    "hf/qwen2-152k": _lm("Qwen2Config", "Qwen2ForCausalLM", 151936, tokens=(1, 32), tie_word_embeddings=True),
+    "hf/mixtral-moe-32k": _lm("MixtralConfig", "MixtralForCausalLM", 32000, num_local_experts=4, num_experts_per_tok=2),
+    "hf/qwen2-moe-32k": _lm("Qwen2MoeConfig", "Qwen2MoeForCausalLM", 32000, num_experts=4, num_experts_per_tok=2,
+                            moe_intermediate_size=64, shared_expert_intermediate_size=128),
 }
 QUICK = ("mlp", "resnet18", "mobilenet_v3_small", "timm/vit_tiny_patch16@64", "hf/gpt2-tiny")
 
@@ -133,16 +164,23 @@ def _persistent(model, opt, args, kwargs) -> int:
     return _storages_bytes(tensors)
 
 
-def profiled_peak(step) -> int:
+def profiled_peak(step, warm=None) -> int:
     """The largest live total of the allocations made while `step` runs, from the profiler's
     memory events (chrome trace: each carries its address and signed byte count). Frees of blocks
-    allocated before profiling began are left out: only what the step itself allocates counts."""
+    allocated before profiling began are left out (the profiler does not report them): only what the
+    step itself allocates counts. `warm`: run first, under the profiler too, so that what it leaves
+    (the optimizer state, the loop's `out`) is counted, and its frees during `step` seen; the peak is
+    then the largest live total from `step`'s start on."""
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        out = step()  # what it returns stays alive through the profile: its outputs count as live
+        if warm is not None:
+            warm()
+        with record_function(STEADY):
+            out = step()  # what it returns stays alive through the profile: its outputs count as live
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "trace.json"
         prof.export_chrome_trace(str(path))
         events = json.loads(path.read_text())["traceEvents"]
+    start = min(e["ts"] for e in events if e.get("name") == STEADY)
     memory = sorted((e for e in events if e.get("name") == "[memory]" and e["args"].get("Device Type") == 0),
                     key=lambda e: e["ts"])
     mine: dict[int, int] = {}
@@ -152,9 +190,10 @@ def profiled_peak(step) -> int:
         if nbytes > 0:
             mine[addr] = nbytes
             live += nbytes
-            peak = max(peak, live)
         elif addr in mine:
             live -= mine.pop(addr)
+        if e["ts"] >= start:
+            peak = max(peak, live)
     del out
     return peak
 
@@ -172,19 +211,26 @@ def measure(build, optimizer: str, peers: bool = True) -> dict:
 
     opt = make_optimizer(optimizer, [p for p in model.parameters() if p.requires_grad])
 
+    loop = {}  # the loop's `out`
+
     def step(zero=True):
         if zero:
             opt.zero_grad(set_to_none=True)
-        loss = step_loss(model(*args, **kwargs))
+        loop["out"] = model(*args, **kwargs)  # `out = model(x)`: the last step's `out` is freed only now
+        loss = step_loss(loop["out"])
         loss.backward()
         del loss
         opt.step()
 
-    step()  # warm: optimizer state created
+    step()  # warm: optimizer state created (and lazily made buffers, the allocator's caches)
+    loop.clear()
     opt.zero_grad(set_to_none=True)
     gc.collect()
     persistent = _persistent(model, opt, args, kwargs)
-    row["measured"] = persistent + profiled_peak(lambda: step(zero=False))
+    # a step that leaves its `out` and gradients, then the steady one, which frees them (zero_grad and
+    # `out = model(x)`): both profiled, so those frees are seen; the peak is the steady step's
+    row["measured"] = persistent + profiled_peak(step, warm=step)
+    row["output"] = _storages_bytes(output_storages(loop["out"]))
 
     if not peers:
         return row

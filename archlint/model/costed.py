@@ -59,7 +59,10 @@ def capture_graph(loaded: Loaded, target: str, settings: Settings) -> nx.DiGraph
         model = loaded.model
         if strategy == "dispatch" and loaded.on_meta:
             model = loaded.real_model()
-            notes.append("built again with real weights: the dispatch recording runs one real forward pass")
+            notes.append("built again with real weights: the dispatch recording runs one real forward pass; the "
+                         "weights are random, drawn from a fixed seed (the same on every run), so a part that runs "
+                         "on what they produce (a detector's heads on its detections) is counted for what these "
+                         "random weights produced, not a trained model's")
         # fx runs on meta copies (any inputs do); export runs the real model on real inputs unless
         # it was built on meta; dispatch always runs one real forward: real inputs only then.
         inputs = loaded.inputs if strategy == "fx" or (strategy == "export" and loaded.on_meta) else loaded.real_inputs()

@@ -28,7 +28,7 @@ from torch import nn
 
 from archlint.errors import UsageError
 from archlint.model.inputs import bind_inputs, example_inputs
-from archlint.model.loaded import Loaded, meta_build, one_line
+from archlint.model.loaded import Loaded, meta_build, one_line, seeded_build
 
 PREFIX = "hf:"
 DEFAULT_TOKENS = 128
@@ -191,7 +191,8 @@ def load_hf(spec, settings, dtype: torch.dtype):
     build = _built(lambda: cls(config), name, overrides, said)
 
     def factory() -> nn.Module:
-        model = build()
+        with seeded_build():  # the same random weights on every run (loaded.BUILD_SEED)
+            model = build()
         return model.to(dtype) if dtype != torch.float32 else model
 
     notes = [f"built {cls.__name__} from {type(config).__name__}" + (f" with {_listed(overrides)}" if overrides else "")

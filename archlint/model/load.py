@@ -32,7 +32,7 @@ from archlint.errors import UsageError
 from archlint.model import hf
 from archlint.model.inputs import bind_inputs, example_inputs
 from archlint.model.isolate import package_of, search_path
-from archlint.model.loaded import Loaded, meta_build, one_line
+from archlint.model.loaded import Loaded, meta_build, one_line, seeded_build
 from archlint.model.walkable import check_walkable
 from archlint.suggest import close_name
 
@@ -60,7 +60,8 @@ def import_file(path: Path) -> ModuleType:
     sys.path[:0] = added
     sys.modules[name] = module
     try:
-        spec.loader.exec_module(module)
+        with seeded_build():  # a module-level model gets the same random weights on every run
+            spec.loader.exec_module(module)
     except ImportError as exc:
         del sys.modules[name]
         raise UsageError(f"importing {path} failed: {one_line(exc)}; {_import_hint(exc)}") from exc
@@ -141,7 +142,8 @@ def _check_arguments(factory: Callable, name: str, init: dict[str, Any]) -> None
 
 def _build(factory: Callable, name: str, init: dict[str, Any], dtype: torch.dtype) -> nn.Module:
     try:
-        model = factory(**init)
+        with seeded_build():  # the same random weights on every run (loaded.BUILD_SEED)
+            model = factory(**init)
     except UsageError:
         raise
     except Exception as exc:

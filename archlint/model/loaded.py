@@ -39,9 +39,25 @@ class Loaded:
     def real_model(self) -> nn.Module:
         """The model with real weights (built again if it was built on meta)."""
         if self.on_meta and self.factory is not None:
-            self.model = self.factory()
+            with seeded_build():
+                self.model = self.factory()
             self.build = "real"
         return self.model
+
+
+# Random weights drawn from this seed: a model archlint builds gets the same weights on every run,
+# so a count that depends on their values (a detector's heads run on the boxes they produce) is the
+# same on every run too.
+BUILD_SEED = 0
+
+
+@contextlib.contextmanager
+def seeded_build():
+    """Build under torch.manual_seed(BUILD_SEED), torch's RNG state given back after (fork_rng):
+    the caller's own random stream is not moved by archlint's build."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(BUILD_SEED)
+        yield
 
 
 def _state(model: nn.Module):

@@ -67,6 +67,10 @@ def print_step(model: ModelResult, console: Console) -> None:
     if memory:
         console.print(fit_line(memory) + (" (one process, unsharded; per rank below)" if model.distributed else ""),
                       markup=False)
+        if not str(memory.get("basis", "")).startswith("measured on the meta"):
+            console.print(f"  memory: {memory.get('basis')}", markup=False)
+        for adapted in memory.get("adapted_ops") or ():
+            console.print(f"  memory: {adapted}", markup=False)
 
 
 def fit_line(memory: dict) -> str:

@@ -13,6 +13,7 @@ cast policy, a smaller micro-batch with gradient accumulation), under the same b
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable
 
 import torch
@@ -348,6 +349,14 @@ def ways_to_fit(model, args, kwargs, *, optimizer: str, loss: str, budget: int, 
     return found
 
 
+def _free_memory() -> int | None:
+    """The bytes of memory this machine has free (Linux, macOS: sysconf), None where it cannot say."""
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
 def fit_report(model, args, kwargs, *, optimizer: str = "adam", loss: str = "mean", budget_bytes: int | None = None,
                device_spec=None) -> tuple[dict, list[Diagnostic]]:
     """The step's memory with `fits`, `max_batch` and, when it does not fit, the AL610 findings.
@@ -371,8 +380,16 @@ def fit_report(model, args, kwargs, *, optimizer: str = "adam", loss: str = "mea
             memory_at[b] = step_memory(model, a, k, optimizer=optimizer, loss=loss, budget_bytes=budget_bytes,
                                        device_spec=device_spec, limit_scales=scales)
         return budget_peak(memory_at[b]) if scale is None else scaled_peak(memory_at[b], scale)
-    # on a GPU spec, the largest batch sure to fit given the model's measured error
-    fit = max_batch(lambda b: peak_at(b, ALLOCATED_LOW if gpu else None), batch_size(args, kwargs), budget_bytes, gpu)
+    free = _free_memory()
+    if not result["basis"].startswith("measured on the meta") and (free is None or budget_bytes > free // 2):
+        # the step runs on real tensors here: each batch the search tried would allocate its memory on
+        # this machine, and the budget (a GPU's, many times a laptop's) is more than half of what it has free
+        fit = {"max_batch": None, "basis": (
+            "not searched: the step cannot run on the meta device, and the batches near the budget would allocate "
+            "their step on this machine: the budget is more than half the memory it has free")}
+    else:  # on a GPU spec, the largest batch sure to fit given the model's measured error
+        fit = max_batch(lambda b: peak_at(b, ALLOCATED_LOW if gpu else None), batch_size(args, kwargs), budget_bytes,
+                        gpu)
     result["max_batch"] = fit["max_batch"]
     if gpu:
         fit["basis"] += (

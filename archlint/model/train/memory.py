@@ -55,7 +55,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
 from archlint.errors import UsageError
-from archlint.model.train import metacache, steady
+from archlint.model.train import meta_shims, metacache, steady
 from archlint.model.train.allocator import replay
 from archlint.model.train.autocast_meta import BASIS as AUTOCAST_BASIS
 from archlint.model.train.autocast_meta import MetaAutocast
@@ -98,7 +98,17 @@ _BASE = {
     "adam": (torch.optim.Adam, {"lr": 1e-3}),
     "adamw": (torch.optim.AdamW, {"lr": 1e-3}),
 }
-CATEGORIES = ("params", "buffers", "inputs", "grads", "optimizer", "activations", "temporaries")
+CATEGORIES = ("params", "buffers", "inputs", "grads", "optimizer", "activations", "temporaries", "outputs")
+# What a training loop keeps of the model's output, as users write it:
+#     out = model(x); loss = f(out); loss.backward(); opt.step()
+# `out` (and with it every tensor the loss reads) lives through backward and the optimizer step, and
+# on into the next step until `out = model(x)` rebinds it: the previous step's output is alive during
+# the next forward and freed when the model returns. Both are counted: this step's output as an
+# activation (made in the forward), the previous step's as "outputs" until the forward returns.
+OUTPUT_KEPT = ("as a training loop runs it (out = model(x); loss = f(out); loss.backward(); opt.step()): "
+               "`out` and the tensors the loss reads stay alive through backward and the optimizer step, and the "
+               "previous step's `out` through the next forward until `out` is rebound when the model returns "
+               "(`outputs` at the peak: {prev})")
 
 
 def make_optimizer(name: str, params, *, variant_override: str | None = None) -> torch.optim.Optimizer:
@@ -117,17 +127,35 @@ def make_optimizer(name: str, params, *, variant_override: str | None = None) ->
 
 
 def output_tensors(output: Any) -> list[torch.Tensor]:
-    """The floating-point tensors of a model's output that carry a gradient (a tensor, tuple,
-    list, dict or Hugging Face ModelOutput), in order."""
-    if isinstance(output, torch.Tensor):
-        return [output] if output.is_floating_point() and output.requires_grad else []
-    if hasattr(output, "to_tuple"):
-        output = output.to_tuple()
-    if isinstance(output, Mapping):
-        output = list(output.values())
-    if isinstance(output, (list, tuple)):
-        return [t for item in output for t in output_tensors(item)]
-    return []
+    """The floating-point tensors of a model's output that carry a gradient, in order: those of a
+    tensor, tuple, list, dict or Hugging Face ModelOutput, and those an object in it holds (a KV
+    cache's keys and values). The loss reads these: the same outputs the FLOP graph's loss reads
+    (archlint.model.train.grad.loss_sources: every output the capture flattens, a cache's tensors
+    among them), so the step's FLOPs and its memory count one loss."""
+    return [t for t in output_storages(output) if t.is_floating_point() and t.requires_grad]
+
+
+def output_storages(output: Any) -> list[torch.Tensor]:
+    """Every tensor an output object holds (a tensor, a container, a ModelOutput, a KV cache's
+    tensors): what the loop's `out` keeps alive. (A loop, not a recursive closure: a closure that
+    calls itself is a reference cycle, and with the collector off the list it fills, holding the
+    output, would outlive the step.)"""
+    seen, found, todo = set(), [], [(output, 0)]
+    while todo:
+        value, depth = todo.pop()
+        if depth > 6 or id(value) in seen:
+            continue
+        seen.add(id(value))
+        if isinstance(value, torch.Tensor):
+            found.append(value)
+        elif isinstance(value, Mapping):  # a ModelOutput too: its fields that are set
+            todo += [(v, depth + 1) for v in reversed(list(value.values()))]
+        elif isinstance(value, (list, tuple)):
+            todo += [(v, depth + 1) for v in reversed(value)]
+        elif hasattr(value, "__dict__") and not isinstance(value, (nn.Module, type)):
+            # a Cache's layers, a dataclass's fields
+            todo += [(v, depth + 1) for v in reversed(list(vars(value).values()))]
+    return found  # in the output's order (the stack takes each container's items first to last)
 
 
 def step_loss(output: Any, loss: str = "mean") -> torch.Tensor:
@@ -183,6 +211,7 @@ class _Tracker:
     before: dict[int, _Storage] | None = None
     carried: list[tuple[_Storage, _Storage]] = field(default_factory=list)
     optimizer: Any = None  # the step's optimizer (record_step reads its state's owners)
+    shims: set[str] = field(default_factory=set)  # what meta_shims adapted (said in the notes)
 
     def size(self, storage) -> int:
         n = storage.nbytes()
@@ -258,6 +287,11 @@ class _Watch(TorchDispatchMode):
         self.tracker = tracker
         self.values = values
 
+    def _run(self, func, args, kwargs):
+        if self.values is None:
+            return metacache.run(func, args, kwargs)
+        return self.values.run(func, args, kwargs, metacache.run)
+
     @classmethod
     def _should_skip_dynamo(cls) -> bool:
         # torch wraps a mode's __torch_dispatch__ in torch._dynamo.disable (two Python frames and
@@ -265,10 +299,12 @@ class _Watch(TorchDispatchMode):
         return False
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if self.values is None:
-            out = metacache.run(func, args, kwargs or {})
-        else:
-            out = self.values.run(func, args, kwargs or {}, metacache.run)
+        try:
+            out = self._run(func, args, kwargs or {})
+        except RuntimeError as exc:  # an op the meta device refuses where the real one runs (meta_shims)
+            out, note = meta_shims.retry(func, args, kwargs or {}, exc, self._run,
+                                         self.values.know if self.values is not None else None)
+            self.tracker.shims.add(note)
         t = self.tracker
         t.ops += 1
         t.op_names.append(_op_name(func))
@@ -357,7 +393,9 @@ def _state_tensors(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
 
 
 def _step(model, args, kwargs, optimizer, loss, tracker: _Tracker | None, fused_inplace: bool, replay=None,
-          update=None):
+          update=None, kept: list | None = None):
+    """One step as a training loop runs it; `kept` is the loop's `out`: [the previous step's output]
+    on entry (or empty), [this step's] on return (OUTPUT_KEPT)."""
     def phase(name):
         if tracker is not None:
             tracker.phase = name
@@ -365,10 +403,16 @@ def _step(model, args, kwargs, optimizer, loss, tracker: _Tracker | None, fused_
     phase("zero_grad")
     optimizer.zero_grad(set_to_none=True)
     if replay is not None:  # the first step's forward and backward stand for this one's (steady.py)
-        forward_end = replay(tracker)
+        forward_end = replay(tracker, release=kept.clear if kept else None)
     else:
         phase("forward")
-        value = step_loss(model(*args, **kwargs), loss)
+        output = model(*args, **kwargs)
+        if tracker is not None:
+            tracker.marks["output"] = steady.mark(tracker)
+        if kept is not None:  # `out = model(x)`: the previous step's output is freed only now
+            kept[:] = [output]
+        value = step_loss(output, loss)
+        del output  # kept in `kept`, as the loop's `out` keeps it
         phase("backward")
         forward_end = tracker.events if tracker is not None else 0
         value.backward()
@@ -470,8 +514,11 @@ def step_memory(
     result["step_reported"] = ("the second step: optimizer state is created at the first step and kept, "
                                "so the second is the steady state every later step repeats")
     result["optimizer"] = optimizer
-    result["loss"] = f"{loss} of the output"
+    result["loss"] = (f"{loss} of each differentiable tensor of the output (a KV cache's among them), added: "
+                      "the loss the step's FLOPs count")
     result["basis"] = basis
+    result["output_bytes"] = sum(r.nbytes for r in tracker.records if r.kind == "outputs" and r.phase == "start")
+    result["output_basis"] = OUTPUT_KEPT.format(prev=f"{result['at_peak']['outputs']} bytes")
     if gpu:
         held = tracker.workspaces
         result["cublas_workspace_bytes"] = sum(r.nbytes for r in held.values())
@@ -510,6 +557,8 @@ def step_memory(
     if autocast is not None:
         notes.append(f"the forward under autocast to {str(autocast).removeprefix('torch.')}: "
                      + AUTOCAST_BASIS.format(dtype=str(autocast).removeprefix("torch.")))
+    if first.shims | tracker.shims:  # ops the meta device refused, adapted (meta_shims): said in text too
+        result["adapted_ops"] = sorted(first.shims | tracker.shims)
     if notes:
         result["notes"] = notes
     result["needed_bytes"] = result.get("device_peak_bytes", result["peak_bytes"])
@@ -596,8 +645,9 @@ def _two_steps(model, args, kwargs, base, variant, loss, gpu, fused, values: Kno
           MetaAutocast(autocast) if autocast is not None else contextlib.nullcontext()):
         first = _Tracker(round_to=CUDA_BLOCK_BYTES if gpu else 1, workspace_sizes=workspace_sizes, cpu_threads=threads,
                          reduce_grid=reduce_grid)
+        kept: list = []  # the loop's `out`: the first step's output, kept into the second (OUTPUT_KEPT)
         with steady.init_marked(opt, first):
-            _measure(model, args, kwargs, opt, loss, first, fused, values)
+            _measure(model, args, kwargs, opt, loss, first, fused, values, kept=kept)
         tracker = _Tracker(round_to=CUDA_BLOCK_BYTES if gpu else 1, workspace_sizes=workspace_sizes, cpu_threads=threads,
                            reduce_grid=reduce_grid)
         for name, rec in first.workspaces.items():
@@ -611,13 +661,14 @@ def _two_steps(model, args, kwargs, base, variant, loss, gpu, fused, values: Kno
         replay = steady.plan(first, model, opt) if values is not None and workspace_sizes is None else None
         update = steady.plan_update(first) if replay is not None else None
         tracker.optimizer = opt
-        forward_end = _measure(model, args, kwargs, opt, loss, tracker, fused, values, replay, update)
+        forward_end = _measure(model, args, kwargs, opt, loss, tracker, fused, values, replay, update, kept)
     return first, tracker, forward_end
 
 
 def _measure(meta, args, kwargs, opt, loss, tracker: _Tracker, fused: bool, values: KnownValues | None = None,
-             replay=None, update=None) -> int:
-    """Run one step under the tracker; returns the event index at the end of the forward."""
+             replay=None, update=None, kept: list | None = None) -> int:
+    """Run one step under the tracker; returns the event index at the end of the forward. `kept`:
+    the loop's `out` (_step)."""
     for p in meta.parameters():
         tracker.see(p, "start").kind = "params"
     for b in meta.buffers():
@@ -631,10 +682,11 @@ def _measure(meta, args, kwargs, opt, loss, tracker: _Tracker, fused: bool, valu
     for p in meta.parameters():
         if p.grad is not None:
             tracker.see(p.grad, "start").kind = "grads"
+    _see_outputs(tracker, kept)
     handles = _module_paths(meta, tracker)
     try:
         with _Watch(tracker, values):
-            forward_end = _step(meta, args, kwargs, opt, loss, tracker, fused, replay, update)
+            forward_end = _step(meta, args, kwargs, opt, loss, tracker, fused, replay, update, kept)
     finally:
         for h in handles:
             h.remove()
@@ -646,6 +698,14 @@ def _measure(meta, args, kwargs, opt, loss, tracker: _Tracker, fused: bool, valu
         if not rec.kind:
             rec.kind = "activations" if rec.phase == "forward" else "temporaries"
     return forward_end
+
+
+def _see_outputs(tracker: _Tracker, kept: list | None) -> None:
+    """The previous step's output, alive until this step's forward returns (OUTPUT_KEPT); seen here,
+    in a frame of its own, so that no local name holds one of its tensors through the step."""
+    for t in output_storages(kept or []):
+        rec = tracker.see(t, "start")
+        rec.kind = rec.kind or "outputs"
 
 
 def _live_at(tracker: _Tracker, event: int) -> list[_Storage]:

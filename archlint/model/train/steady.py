@@ -54,13 +54,17 @@ class Replay:
     deaths: dict[int, int]  # event index of a death in the forward or backward -> index in `records`
     grads: list[tuple[torch.Tensor, torch.Tensor, int]]  # (parameter, its fresh gradient, index in `records`)
 
-    def __call__(self, tracker) -> int:
+    def __call__(self, tracker, release=None) -> int:
         """Replay into `tracker` (after the second step's zero_grad); returns the event index at
-        the end of the forward, as the step's own run would."""
+        the end of the forward, as the step's own run would. `release`: what frees the previous
+        step's output (the loop's `out = model(x)` rebinding it), called where the first step's
+        model returned (its "output" mark), as the step's own run would free it."""
         first = self.first
         start, backward, end = first.marks["forward"], first.marks["backward"], first.marks["step"]
         tracker.marks["forward"] = mark(tracker)
-        shift_events, shift_ops, offset, replayed = _replay_span(tracker, first, start, end, self.records, self.deaths)
+        at = (first.marks["output"].events, first.marks["output"].ops, release) if release is not None else None
+        shift_events, shift_ops, offset, replayed = _replay_span(tracker, first, start, end, self.records, self.deaths,
+                                                                 at)
         tracker.marks["backward"] = _Mark(backward.events + shift_events, backward.ops + shift_ops, backward.live + offset)
         tracker.phase = "backward"
         for param, grad, i in self.grads:
@@ -81,22 +85,36 @@ class UpdateReplay:
             _replay_span(tracker, self.first, start, end, records, deaths)
 
 
-def _replay_span(tracker, first, start: _Mark, end: _Mark, records: list, deaths: dict[int, int]):
+def _replay_span(tracker, first, start: _Mark, end: _Mark, records: list, deaths: dict[int, int], release=None):
     """The first step's events from `start` to `end` (the births of `records`, in order, and the
     deaths in `deaths`) into `tracker` where it stands now, through its own bookkeeping of the
-    peak, with the ops they came from; a record not freed by `end` lives on. Returns the shift in
-    events and ops, the offset in live bytes, and the replayed records (in `records`' order)."""
+    peak, with the ops they came from; a record not freed by `end` lives on. `release`: (the first
+    step's event, its op, a call) — the call frees storages of the tracker's own there (their
+    events come in between; the live bytes after it are lower by what it freed). Returns the shift
+    in events and ops at the end, the offset in live bytes there, and the replayed records (in
+    `records`' order)."""
     shift_events, shift_ops = tracker.events - start.events, tracker.ops - start.ops
     offset = tracker.live_bytes - start.live
     born = {r.born: i for i, r in enumerate(records)}
     # a kernel's scratch inside an op (the CPU's oneDNN): two events, its birth and death
     scratch = {t.born: t for t in first.transients if start.events <= t.born < end.events}
-    replayed = []
-    for r in records:
-        died = r.died + shift_events if r.died < end.events else math.inf
-        replayed.append(dataclasses.replace(
-            r, born=r.born + shift_events, died=died, op=r.op + shift_ops if r.op >= 0 else r.op, kind=""))
+    replayed = [dataclasses.replace(r, born=r.born, died=math.inf, op=r.op + shift_ops if r.op >= 0 else r.op, kind="")
+                for r in records]
+    freed_from, freed = None, 0  # the first op after the release, and the bytes it freed
+
+    def let_go():
+        nonlocal shift_events, offset, freed_from, freed
+        tracker.events = event + shift_events
+        live = tracker.live_bytes
+        release[2]()
+        shift_events = tracker.events - event
+        freed, freed_from = live - tracker.live_bytes, release[1]
+        offset -= freed
+
+    event = start.events
     for event in range(start.events, end.events):
+        if release is not None and freed_from is None and event >= release[0]:
+            let_go()
         i, t = born.get(event), scratch.get(event)
         if t is not None:  # a scratch's birth (its death, the next event, frees nothing counted)
             t = dataclasses.replace(t, born=t.born + shift_events, died=t.died + shift_events, op=t.op + shift_ops)
@@ -108,18 +126,26 @@ def _replay_span(tracker, first, start: _Mark, end: _Mark, records: list, deaths
             continue
         elif i is not None:
             rec = replayed[i]
+            rec.born = event + shift_events
             tracker.records.append(rec)
             tracker.live_bytes += rec.nbytes
             if tracker.live_bytes > tracker.peak:
                 tracker.peak, tracker.peak_event, tracker.peak_op = tracker.live_bytes, rec.born, rec.op
         else:
-            tracker.live_bytes -= replayed[deaths[event]].nbytes
-    tracker.events += end.events - start.events
+            rec = replayed[deaths[event]]
+            rec.died = event + shift_events
+            tracker.live_bytes -= rec.nbytes
+    if release is not None and freed_from is None:
+        event = end.events
+        let_go()
+    tracker.events = end.events + shift_events
     ops = slice(start.ops, end.ops)
     tracker.op_names += first.op_names[ops]
     tracker.op_phase += first.op_phase[ops]
     tracker.op_module += first.op_module[ops]
-    tracker.timeline += [(op + shift_ops, live + offset) for op, live in first.timeline[ops]]
+    base = offset + freed  # the offset before the release
+    tracker.timeline += [(op + shift_ops, live + (offset if freed_from is not None and op >= freed_from else base))
+                         for op, live in first.timeline[ops]]
     tracker.ops += end.ops - start.ops
     return shift_events, shift_ops, offset, replayed
 

@@ -180,6 +180,20 @@ def _memory(loaded, result, settings, optimizer: Optimizer, loss: str, device_sp
 
 
 def _memory_report(loaded, result, settings, optimizer: Optimizer, loss: str, device_spec) -> list:
+    try:
+        return _memory_of(loaded, result, settings, optimizer, loss, device_spec)
+    except UsageError as exc:
+        # the forward analysis builds the model again with real weights where meta cannot run it (a
+        # value read from the weights: .item()); the step does the same, and says so
+        if not (loaded.on_meta and loaded.factory is not None and "no real weights" in str(exc)):
+            raise
+        loaded.real_model()
+        loaded.real_inputs()
+        result.notes.append(f"memory: built again with real weights for the step's memory ({exc})")
+        return _memory_of(loaded, result, settings, optimizer, loss, device_spec)
+
+
+def _memory_of(loaded, result, settings, optimizer: Optimizer, loss: str, device_spec) -> list:
     from archlint.model.train.memory import step_memory
 
     args, kwargs = tuple(loaded.inputs), dict(loaded.kwargs or {})

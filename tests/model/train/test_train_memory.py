@@ -23,6 +23,9 @@ X = torch.randn(5, 8)
 PARAMS = (16 * 8 + 16 + 4 * 16 + 4) * F  # 848
 RELU_OUT = 5 * 16 * F  # saved: ReLU's backward and the second Linear's grad-weight read it
 LOSS = F  # the scalar loss, alive at the end of the forward
+# The model's output, kept by the loop's `out` through backward and the optimizer step (and the
+# previous step's through the next forward, until `out = model(x)` rebinds it)
+OUT = 5 * 4 * F
 
 
 def test_mlp_adam_by_hand():
@@ -31,11 +34,13 @@ def test_mlp_adam_by_hand():
     assert r["grads_bytes"] == PARAMS
     assert r["optimizer_bytes"] == 2 * PARAMS + 4 * F  # exp_avg, exp_avg_sq; one float32 step per parameter
     assert r["inputs_bytes"] == 5 * 8 * F
-    assert r["activations_bytes"] == RELU_OUT + LOSS
-    assert r["per_module_activations"] == {"1": RELU_OUT, "<model>": LOSS}
+    assert r["activations_bytes"] == RELU_OUT + OUT + LOSS
+    assert r["per_module_activations"] == {"1": RELU_OUT, "2": OUT, "<model>": LOSS}
+    assert r["output_bytes"] == OUT and "previous step's `out`" in r["output_basis"]
     # Peak: in the step, at the first weight (16×8): everything persistent, all gradients, and
-    # Adam's two per-parameter temporaries (sqrt(v) and its division) of that weight.
-    assert r["peak_bytes"] == PARAMS + PARAMS + (2 * PARAMS + 4 * F) + 5 * 8 * F + 2 * 16 * 8 * F
+    # Adam's two per-parameter temporaries (sqrt(v) and its division) of that weight, and the
+    # output the loop's `out` still holds.
+    assert r["peak_bytes"] == PARAMS + PARAMS + (2 * PARAMS + 4 * F) + 5 * 8 * F + 2 * 16 * 8 * F + OUT
     assert r["at"].startswith("step: ")
     assert sum(r["at_peak"].values()) == r["peak_bytes"]
     assert r["timeline"] and max(b for _, b in r["timeline"]) == r["peak_bytes"]
@@ -66,7 +71,7 @@ def test_frozen_layer_has_no_grad_nor_state():
     assert r["params_bytes"] == PARAMS  # frozen weights still live on the device
     assert r["grads_bytes"] == trained
     assert r["optimizer_bytes"] == 2 * trained + 2 * F
-    assert r["activations_bytes"] == RELU_OUT + LOSS
+    assert r["activations_bytes"] == RELU_OUT + OUT + LOSS
 
 
 def test_inplace_relu_counted_once():
@@ -75,10 +80,11 @@ def test_inplace_relu_counted_once():
     # outputs for a moment, so its forward peak is higher.
     plain = step_memory(mlp(), (X,), optimizer="sgd")
     inplace = step_memory(mlp(inplace=True), (X,), optimizer="sgd")
-    assert inplace["activations_bytes"] == plain["activations_bytes"] == RELU_OUT + LOSS
+    assert inplace["activations_bytes"] == plain["activations_bytes"] == RELU_OUT + OUT + LOSS
     persistent = PARAMS + 5 * 8 * F  # SGD: no state; the previous gradients were freed by zero_grad
-    assert plain["forward_peak_bytes"] == persistent + 2 * RELU_OUT  # Linear's output and ReLU's
-    assert inplace["forward_peak_bytes"] == persistent + RELU_OUT + 5 * 4 * F + LOSS  # one, then output and loss
+    # the previous step's output is alive through the forward, until the model returns
+    assert plain["forward_peak_bytes"] == persistent + OUT + 2 * RELU_OUT  # Linear's output and ReLU's
+    assert inplace["forward_peak_bytes"] == persistent + RELU_OUT + 2 * OUT  # one, then this output and the last
 
 
 class Block(nn.Module):
@@ -100,9 +106,9 @@ def test_checkpoint_keeps_only_block_inputs():
     ckpt = step_memory(model(True), (x,), optimizer="sgd")
     hidden, block_out = 200 * 64 * F, 200 * 8 * F
     # Without: each block's ReLU output, and the second block's input (the first's output).
-    assert plain["activations_bytes"] == 2 * hidden + block_out + LOSS
+    assert plain["activations_bytes"] == 2 * hidden + 2 * block_out + LOSS  # and the output
     # With: only the second block's input; the hidden activations are recomputed in backward.
-    assert ckpt["activations_bytes"] == block_out + LOSS
+    assert ckpt["activations_bytes"] == 2 * block_out + LOSS
     assert ckpt["peak_bytes"] < plain["peak_bytes"]
     assert ckpt["ops"] > plain["ops"]  # the recomputation
 
@@ -133,3 +139,40 @@ def test_data_dependent_model_falls_back_to_real_tensors_and_says_so():
 def test_unknown_optimizer_is_a_usage_error():
     with pytest.raises(UsageError, match=r"adam\[-foreach\|-fused\]"):
         step_memory(mlp(), (X,), optimizer="lion")
+
+
+def test_the_loops_output_is_kept_through_backward_and_into_the_next_forward():
+    # An LM head in small: the output (the logits) is as large as what backward makes. The loop
+    # `out = model(x); loss = f(out); loss.backward(); opt.step()` keeps `out` through backward (and
+    # the last step's `out` until the model returns): issue 46, where dropping it cost 20% on an LLM.
+    torch.manual_seed(0)
+    head = nn.Linear(16, 4096, bias=False)
+    x = torch.randn(8, 16)
+    r = step_memory(head, (x,), optimizer="sgd")
+    weight, inputs, logits = 16 * 4096 * F, 8 * 16 * F, 8 * 4096 * F
+    assert r["output_bytes"] == logits
+    # the forward's end: this step's logits and the last step's, both alive until the model returns
+    assert r["forward_peak_bytes"] == weight + inputs + 2 * logits
+    # backward's mm: the weight, the input, the logits `out` keeps, their gradient and the weight's
+    # (and the scalar loss and its gradient)
+    assert r["peak_bytes"] == weight + inputs + logits + logits + weight + 2 * F
+    assert r["at"].startswith("backward")
+
+
+def test_one_loss_for_the_flops_and_the_memory():
+    # a Hugging Face LM in train mode returns its KV cache beside the logits: the FLOP graph's loss
+    # read the cache's tensors too, the memory model's only the logits (issue 46); now both read all
+    transformers = pytest.importorskip("transformers")
+    import archlint
+    from archlint.model.train.memory import output_tensors
+
+    cfg = transformers.LlamaConfig(vocab_size=1000, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                   num_attention_heads=4, num_key_value_heads=2)
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(cfg).train()
+    ids = torch.randint(0, 1000, (2, 16))
+    read = output_tensors(model(input_ids=ids))
+    assert len(read) == 1 + 2 * 2  # the logits, a key and a value per layer
+    loss = archlint.analyze(model, {"input_ids": ids}, train=True, quiet=True).to_dict()["models"][0]["totals"]["train"]["loss"]
+    assert loss["outputs"] == len(read)
+    assert loss["forward_flops"] == sum(t.numel() for t in read) + len(read) - 1

@@ -24,5 +24,6 @@ def test_memory_model_runs_with_the_cyclic_collector_off(monkeypatch):
     assert seen == [False]
     assert gc.isenabled() == enabled  # given back
     # and the step's storages are still freed as they die (by reference counts): the activations
-    # kept for backward are only the ReLU's output and the loss, not every temporary
-    assert result["memory"]["activations_bytes"] == (4 * 16 + 1) * 4
+    # kept for backward are only the ReLU's output, the output the loop's `out` keeps and the loss,
+    # not every temporary
+    assert result["memory"]["activations_bytes"] == (4 * 16 + 4 * 4 + 1) * 4

@@ -63,6 +63,9 @@ CASES = {
     "counted": lambda: (Counted(), (torch.randn(4, 8),), {}),
     "checkpointed": lambda: (Checkpointed(), (torch.randn(4, 16),), {}),
     "gpt2": _tiny_gpt2,
+    # an LM head: the output (the loop's `out`) is the step's largest tensor; the replay frees the
+    # previous step's where the first step's model returned, as the full step does (issue 46)
+    "lm-head": lambda: (nn.Sequential(nn.Linear(16, 32), nn.Linear(32, 4096)), (torch.randn(8, 16),), {}),
 }
 
 
@@ -86,6 +89,16 @@ def _both(monkeypatch, build, **options):
 def test_replayed_step_is_the_full_step_byte_for_byte(monkeypatch, case, optimizer):
     replayed, full = _both(monkeypatch, CASES[case], optimizer=optimizer)
     assert json.dumps(replayed, sort_keys=True) == json.dumps(full, sort_keys=True)
+    assert replayed["output_bytes"] > 0
+
+
+def test_the_replay_frees_the_previous_output_when_the_model_returns(monkeypatch):
+    replayed, _ = _both(monkeypatch, CASES["lm-head"], optimizer="sgd")
+    logits = 8 * 4096 * 4
+    assert replayed["output_bytes"] == logits
+    assert replayed["at_peak"]["outputs"] == 0  # freed before the peak in backward
+    # the forward's highest point: this step's logits just made, the last step's not yet freed
+    assert replayed["forward_peak_bytes"] >= replayed["params_bytes"] + 2 * logits
 
 
 def test_a_gpu_spec_runs_the_second_step_in_full(monkeypatch):
