@@ -48,6 +48,8 @@ convolutions, and dtypes other than float32.
 
 from __future__ import annotations
 
+import os
+
 import torch
 
 aten = torch.ops.aten
@@ -71,7 +73,6 @@ def cpu_isa() -> str:
     """The rule's ISA for this process: AVX512 when ATen reports that capability (its check needs
     avx512 f/bw/vl/dq, what oneDNN's avx512_core needs too) and oneDNN is not capped below it, else
     AVX2, the rule measured first (the fallback for older ISAs too: not measured)."""
-    import os
     cap = os.environ.get("ONEDNN_MAX_CPU_ISA") or os.environ.get("DNNL_MAX_CPU_ISA") or ""
     capped = cap.strip().upper() in ("SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2")
     return AVX512 if torch.backends.cpu.get_cpu_capability() == AVX512 and not capped else AVX2
