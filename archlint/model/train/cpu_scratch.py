@@ -42,8 +42,9 @@ CPU. The AVX-512 rule was measured the same way on an AMD EPYC with AVX-512 (tor
 shapes x 4 ops, 1 and 2 threads); the ISA is torch.backends.cpu.get_cpu_capability() of the
 process that analyzes (capped by ONEDNN_MAX_CPU_ISA / DNNL_MAX_CPU_ISA when set), like the threads.
 Not measured: the image stem's grad-input on AVX-512 (up to 2x the rule; a training step does not
-ask for it) and a depthwise forward whose kernel is wider than its padded input. Not modelled (0): channels_last tensors (oneDNN's NHWC path), transposed, 1-D and 3-D
-convolutions, and dtypes other than float32.
+ask for it) and a depthwise forward whose kernel is wider than its padded input (0.14 of the rule).
+Not modelled (0): channels_last tensors (oneDNN's NHWC path), transposed, 1-D and 3-D convolutions,
+and dtypes other than float32.
 """
 
 from __future__ import annotations
