@@ -87,12 +87,15 @@ def backend(shape) -> str:
 
 
 def main() -> int:
-    from archlint.model.train.cpu_scratch import conv_scratch_bytes, uses_onednn
+    from archlint.model.train.cpu_scratch import AVX512, conv_scratch_bytes, cpu_isa, uses_onednn
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", default="1,2")
     parser.add_argument("--channels-last", action="store_true", help="NHWC tensors (the rule gives 0: not modelled)")
     parser.add_argument("--json", help="write the rows here")
+    parser.add_argument("--isa", choices=("AVX2", AVX512), help="the rule's ISA (default: this CPU's, cpu_isa())")
     ns = parser.parse_args()
+    isa = ns.isa or cpu_isa()
+    print(f"rule ISA: {isa} (torch.backends.cpu.get_cpu_capability(): {torch.backends.cpu.get_cpu_capability()})")
     rows, gate_misses = [], 0
     print(f"{'thr':>3} {'N':>2} {'C':>5} {'HW':>3} {'O':>5} {'k':>2} {'s':>2} {'g':>4} {'backend':>9} {'op':>11} "
           f"{'x KB':>8} {'w KB':>8} {'gy KB':>8} {'scratch KB':>10} {'off KB':>8} {'rule KB':>8} {'meas/rule':>9}")
@@ -108,7 +111,7 @@ def main() -> int:
                     off = scratch(shape, op, ns.channels_last)[0]
                 mask = None if op == "forward" else MASKS[op]
                 rule = conv_scratch_bytes((n, c, hw, hw), (o, c // g, k, k), (s, s), (k // 2, k // 2), (1, 1), g, 4,
-                                          mask, threads) if which == "Mkldnn" and not ns.channels_last else 0
+                                          mask, threads, isa) if which == "Mkldnn" and not ns.channels_last else 0
                 ratio = got / rule if rule else float("nan")
                 rows.append({"threads": threads, "shape": shape, "backend": which, "op": op, "input": xb, "weight": wb,
                              "grad_output": gyb, "outputs": outb, "scratch": got, "scratch_mkldnn_off": off,

@@ -23,6 +23,14 @@ Y the bytes of input, weight and output (grad-output in backward):
   number of threads when the problem is small enough to thread over the batch (os / threads <
   256, batch > 1 or groups > 2), else 1. Forward and grad-input: the im2col buffer per thread,
   or the dense copy of the result, the larger.
+- AVX-512 (oneDNN's avx512_core kernels, tried before the avx2 ones, which stay as fallbacks):
+  the weight gradient's jit kernel has no kh <= ih condition (jit_avx512_common_conv_bwd_weights
+  init_conf: kw <= 14, padding at most half the kernel, a dilation only when the dilated kernel fits
+  the input) but wants 16-channel blocks: dense, or groups of a multiple of 16 channels; a
+  convolution it refuses still takes the avx2 kernel when that one's conditions hold, else gemm
+  (depthwise: as on AVX2). Forward and grad-input take the blocked-layout formulas whatever the
+  grouping (measured at 4 channels a group, where AVX2 goes to gemm), and a grouped strided
+  grad-input adds no unit-stride buffer.
 - convolution_backward computes grad-input first, then grad-weight: the op's scratch is the larger
   of the two, the grad-input's less the weight gradient not yet allocated.
 
@@ -30,11 +38,18 @@ Measured on this CPU (torch 2.14.1, oneDNN 3.12, AVX2, 1 and 2 threads; benchmar
 cpu_conv_scratch.py: 35 shapes x 4 ops, channels 3-2048, kernels 1-7, stride 1-2, dense, grouped
 and depthwise, batch 1-8, spatial 2-56): see that script's table and the module's tests. The
 number of threads is torch.get_num_threads() of the process that analyzes, standing for the target
-CPU. Not modelled (0): channels_last tensors (oneDNN's NHWC path), transposed, 1-D and 3-D
-convolutions, and dtypes other than float32.
+CPU. The AVX-512 rule was measured the same way on an AMD EPYC with AVX-512 (torch 2.14.1, 49
+shapes x 4 ops, 1 and 2 threads); the ISA is torch.backends.cpu.get_cpu_capability() of the
+process that analyzes (capped by ONEDNN_MAX_CPU_ISA / DNNL_MAX_CPU_ISA when set), like the threads.
+Not measured: the image stem's grad-input on AVX-512 (up to 2x the rule; a training step does not
+ask for it) and a depthwise forward whose kernel is wider than its padded input (0.14 of the rule).
+Not modelled (0): channels_last tensors (oneDNN's NHWC path), transposed, 1-D and 3-D convolutions,
+and dtypes other than float32.
 """
 
 from __future__ import annotations
+
+import os
 
 import torch
 
@@ -48,8 +63,20 @@ BASIS = ("oneDNN's scratch inside CPU convolutions (archlint.model.train.cpu_scr
          "grad-output reordered to blocked layouts and the result's dense copy (jit kernels), or the gemm "
          "fallback's per-thread weight-reduction buffers (4x the weight per thread) and im2col buffer; rule read "
          "from PyTorch's mkldnn_convolution and oneDNN's gemm_convolution_utils, checked against the profiler on "
-         "an AVX2 CPU (torch 2.14.1, oneDNN 3.12; benchmarks/cpu_conv_scratch.py); threads: "
-         "torch.get_num_threads() of this process ({threads}), standing for the target CPU")
+         "AVX2 and AVX-512 CPUs (torch 2.14.1, oneDNN 3.12; benchmarks/cpu_conv_scratch.py); ISA: {isa} "
+         "(torch.backends.cpu.get_cpu_capability() of this process); threads: torch.get_num_threads() of this "
+         "process ({threads}); both standing for the target CPU")
+
+AVX2, AVX512 = "AVX2", "AVX512"
+
+
+def cpu_isa() -> str:
+    """The rule's ISA for this process: AVX512 when ATen reports that capability (its check needs
+    avx512 f/bw/vl/dq, what oneDNN's avx512_core needs too) and oneDNN is not capped below it, else
+    AVX2, the rule measured first (the fallback for older ISAs too: not measured)."""
+    cap = os.environ.get("ONEDNN_MAX_CPU_ISA") or os.environ.get("DNNL_MAX_CPU_ISA") or ""
+    capped = cap.strip().upper() in ("SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2")
+    return AVX512 if torch.backends.cpu.get_cpu_capability() == AVX512 and not capped else AVX2
 
 
 def uses_onednn(input_shape, weight_shape, stride, dilation, groups: int, threads: int) -> bool:
@@ -74,10 +101,10 @@ def _out(size: int, k: int, s: int, p: int, d: int) -> int:
 
 
 def conv_scratch_bytes(input_shape, weight_shape, stride, padding, dilation, groups: int, itemsize: int,
-                       output_mask, threads: int) -> int:
+                       output_mask, threads: int, isa: str) -> int:
     """The bytes oneDNN allocates and frees inside one 2-D convolution op beyond its outputs
     (module docstring): the forward when `output_mask` is None, else convolution_backward with
-    that mask (grad-input, grad-weight, grad-bias)."""
+    that mask (grad-input, grad-weight, grad-bias); `isa` AVX2 or AVX512 (cpu_isa())."""
     n, c, h, w = input_shape
     o, cg, kh, kw = weight_shape
     og = o // groups
@@ -85,6 +112,9 @@ def conv_scratch_bytes(input_shape, weight_shape, stride, padding, dilation, gro
     x, wt, y = n * c * h * w * itemsize, o * cg * kh * kw * itemsize, n * o * oh * ow * itemsize
     depthwise = groups > 1 and cg == 1 and og == 1
     blocked = groups == 1 or depthwise or (cg % 8 == 0 and og % 8 == 0)
+    avx512 = isa == AVX512
+    # AVX-512: forward and grad-input reorder to blocked layouts whatever the grouping (measured)
+    blocked_data = blocked or avx512
     flat = groups == 1 and cg == 3  # an image stem: oneDNN reads its NCHW input as it is
     dilated = any(d != 1 for d in dilation)
     strided = any(s != 1 for s in stride)
@@ -92,12 +122,21 @@ def conv_scratch_bytes(input_shape, weight_shape, stride, padding, dilation, gro
     col = 0 if unit else cg * kh * kw * oh * ow * FLOAT  # one thread's im2col buffer
 
     if output_mask is None:
-        return max((0 if flat else x) + wt, y) if blocked else max(threads * col, y)
+        return max((0 if flat else x) + wt, y) if blocked_data else max(threads * col, y)
     grad_input = grad_weight = 0
     if output_mask[0]:
-        grad_input = max(y + wt, x) + (x if strided and not depthwise else 0) if blocked else max(threads * col, x)
+        unit_buffer = strided and not depthwise and not (avx512 and groups > 1)
+        grad_input = max(y + wt, x) + (x if unit_buffer else 0) if blocked_data else max(threads * col, x)
     if output_mask[1] or output_mask[2]:
-        jit = blocked and kh <= h and kw <= w and kw < 14 and not dilated
+        jit = blocked and kh <= h and kw <= w and kw < 14 and not dilated  # jit:avx2 [bwd_w:r2]
+        if avx512 and not jit and not depthwise and (groups == 1 or (cg % 16 == 0 and og % 16 == 0)):
+            # jit_avx512_common_conv_bwd_weights: no kh <= ih; kw <= 14; padding within half the
+            # kernel; a dilation with stride 1 and the dilated kernel no taller than the input
+            span_h = (kh - 1) * dilation[0] + 1
+            max_pad = span_h // 2
+            b_pad = max(0, (oh - 1) * stride[0] + span_h - (h + padding[0]))
+            jit = (kw <= 14 and padding[0] <= max_pad and b_pad <= max_pad
+                   and (not dilated or (not strided and span_h <= h)))
         if jit:
             grad_weight = max((0 if flat else x) + y, wt)
         else:
@@ -117,7 +156,7 @@ def onednn_enabled() -> bool:
     return torch.backends.mkldnn.is_available() and torch.backends.mkldnn.enabled
 
 
-def cpu_conv_scratch(func, args, threads: int) -> int:
+def cpu_conv_scratch(func, args, threads: int, isa: str) -> int:
     """The scratch (bytes) a CPU convolution op takes on oneDNN, 0 for any other op or a
     convolution that PyTorch does not send to oneDNN or that the rule does not cover."""
     packet = getattr(func, "overloadpacket", None)
@@ -135,4 +174,4 @@ def cpu_conv_scratch(func, args, threads: int) -> int:
     if not uses_onednn(x.shape, w.shape, stride, dilation, groups, threads):
         return 0
     return conv_scratch_bytes(tuple(x.shape), tuple(w.shape), stride, padding, dilation, groups, x.element_size(),
-                              mask, threads)
+                              mask, threads, isa)

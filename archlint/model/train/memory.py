@@ -62,7 +62,7 @@ from archlint.model.train.autocast_meta import MetaAutocast
 from archlint.model.train.eightbit import BASIS as EIGHT_BIT_BASIS
 from archlint.model.train.eightbit import EightBitAdam
 from archlint.model.train.cpu_scratch import BASIS as CPU_SCRATCH_BASIS
-from archlint.model.train.cpu_scratch import cpu_conv_scratch
+from archlint.model.train.cpu_scratch import cpu_conv_scratch, cpu_isa
 from archlint.model.train.cuda_attention import fused_attention
 from archlint.model.train.gpu_workspaces import (CUDNN_SOURCE, REDUCE_SOURCE, cublas_sizes, cublas_workspaces,
                                                  cudnn_workspaces, reduction_workspace, threads_per_sm)
@@ -204,6 +204,7 @@ class _Tracker:
     workspaces: dict[str, _Storage] = field(default_factory=dict)
     transients: list[_Storage] = field(default_factory=list)  # cuDNN's or oneDNN's, freed inside their op
     cpu_threads: int | None = None  # CPU only: the threads oneDNN's convolutions run on
+    cpu_isa: str = field(default_factory=cpu_isa)  # CPU only: AVX2 or AVX512, oneDNN's kernels differ
     reduce_grid: tuple[int, int] | None = None  # GPU only: (SMs, resident threads per SM), for reductions' buffers
     marks: dict = field(default_factory=dict)  # phase -> where the tracker stood when it began (steady.mark)
     # GPU only, the second step's: the first step's records of the storages alive when it began (by
@@ -326,7 +327,7 @@ class _Watch(TorchDispatchMode):
                 if name not in t.workspaces:
                     t.hold(name, t.workspace_sizes[name.split()[0]])
         elif t.cpu_threads is not None:
-            scratch = cpu_conv_scratch(func, args, t.cpu_threads)
+            scratch = cpu_conv_scratch(func, args, t.cpu_threads, t.cpu_isa)
             if scratch:
                 high = max(high, t.live_bytes + t.transient(scratch))
         t.timeline.append((t.ops - 1, max(high, t.live_bytes)))
@@ -553,7 +554,7 @@ def step_memory(
         at = [r for r in tracker.transients if r.born == tracker.peak_event]
         result["cpu_scratch_bytes"] = sum(r.nbytes for r in at)  # at the peak (transient: 0 elsewhere)
         result["cpu_scratch_largest_bytes"] = max(r.nbytes for r in tracker.transients)
-        result["cpu_scratch_basis"] = CPU_SCRATCH_BASIS.format(threads=tracker.cpu_threads)
+        result["cpu_scratch_basis"] = CPU_SCRATCH_BASIS.format(threads=tracker.cpu_threads, isa=tracker.cpu_isa)
     if autocast is not None:
         notes.append(f"the forward under autocast to {str(autocast).removeprefix('torch.')}: "
                      + AUTOCAST_BASIS.format(dtype=str(autocast).removeprefix("torch.")))

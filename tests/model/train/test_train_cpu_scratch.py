@@ -11,15 +11,17 @@ import torch.nn as nn
 
 from archlint.devices import resolve
 from archlint.model.train import steady
-from archlint.model.train.cpu_scratch import conv_scratch_bytes, cpu_conv_scratch, uses_onednn
+from archlint.model.train.cpu_scratch import AVX2, AVX512, conv_scratch_bytes, cpu_conv_scratch, cpu_isa, uses_onednn
 from archlint.model.train.memory import step_memory
 
 aten = torch.ops.aten
 BOTH, GRAD_INPUT, GRAD_WEIGHT = [True, True, False], [True, False, False], [False, True, False]
 
 
-def scratch(n, c, hw, o, k, s=1, g=1, mask=None, threads=1):
-    return conv_scratch_bytes((n, c, hw, hw), (o, c // g, k, k), (s, s), (k // 2, k // 2), (1, 1), g, 4, mask, threads)
+def scratch(n, c, hw, o, k, s=1, g=1, mask=None, threads=1, isa=AVX2):
+    """The rule's bytes; AVX2 unless asked (the figures below were measured on an AVX2 CPU)."""
+    return conv_scratch_bytes((n, c, hw, hw), (o, c // g, k, k), (s, s), (k // 2, k // 2), (1, 1), g, 4, mask, threads,
+                              isa)
 
 
 def test_gemm_weight_gradient_books_four_weights_per_thread():
@@ -65,6 +67,57 @@ def test_grouped_convolutions_off_the_blocked_layout_use_gemm():
     assert scratch(2, 128, 8, 128, 3, g=32, mask=GRAD_WEIGHT) == 4 * (128 * 4 * 9 * 4) + col
 
 
+def test_avx512_weight_gradient_has_no_kh_le_ih_condition():
+    # measured on an AMD EPYC with AVX-512: layer4's 3x3 over a 2x2 map is jit_avx512_common's
+    # bwd_w kernel (no [bwd_w:r2]): the weight in its blocked layout, no 4 W per thread
+    w = 512 * 512 * 9 * 4
+    assert scratch(2, 512, 2, 512, 3, mask=GRAD_WEIGHT, isa=AVX512) == w  # measured 9_437_184
+    assert scratch(2, 512, 2, 512, 3, mask=BOTH, threads=2, isa=AVX512) == w  # measured 9_437_184
+    assert scratch(2, 64, 4, 64, 7, mask=GRAD_WEIGHT, threads=2, isa=AVX512) == 64 * 64 * 49 * 4  # measured 802_816
+    # 8 channels a group: not avx512's 16-channel blocks, and avx2's kernel fails kh <= ih: gemm
+    wg = 256 * 8 * 9 * 4
+    assert scratch(2, 256, 2, 256, 3, g=32, mask=GRAD_WEIGHT, isa=AVX512) == 4 * wg + 8 * 9 * 2 * 2 * 4  # 296_320
+    # 24 channels a group: avx512 refuses, avx2's kernel takes it (input + grad-output reordered)
+    assert scratch(2, 48, 8, 48, 3, g=2, mask=GRAD_WEIGHT, isa=AVX512) == 2 * (2 * 48 * 8 * 8 * 4)  # 49_152
+    # depthwise over a map smaller than the kernel: gemm as on AVX2
+    assert scratch(2, 96, 2, 96, 3, g=96, mask=GRAD_WEIGHT, isa=AVX512) == scratch(2, 96, 2, 96, 3, g=96,
+                                                                                   mask=GRAD_WEIGHT)  # 14_224
+
+
+def test_avx512_forward_and_grad_input_reorder_any_grouping():
+    # 4 channels a group: AVX2's gemm keeps only the result's copy; AVX-512 reorders input + weight
+    x, w = 2 * 128 * 4 * 4 * 4, 128 * 4 * 9 * 4
+    assert scratch(2, 128, 4, 128, 3, g=32) == x and scratch(2, 128, 4, 128, 3, g=32, isa=AVX512) == x + w  # 34_816
+    assert scratch(2, 12, 8, 12, 3, g=3, isa=AVX512) == 2 * 12 * 8 * 8 * 4 + 12 * 4 * 9 * 4  # measured 7_872
+    # a grouped strided grad-input: no unit-stride buffer on AVX-512
+    assert scratch(2, 64, 16, 64, 3, s=2, g=4, mask=GRAD_INPUT, isa=AVX512) == 2 * 64 * 16 * 16 * 4  # 131_072
+    assert scratch(2, 64, 16, 64, 3, s=2, g=4, mask=GRAD_INPUT) == 2 * (2 * 64 * 16 * 16 * 4)
+
+
+def test_avx512_dilated_or_wide_kernels_follow_its_conditions():
+    # jit_avx512_common bwd_w: kw <= 14 (avx2: < 14); a dilation only if the dilated kernel fits
+    def gw(hw, k, d, isa):
+        return conv_scratch_bytes((2, 64, hw, hw), (64, 64, k, k), (1, 1), (d * (k // 2),) * 2, (d, d), 1, 4,
+                                  GRAD_WEIGHT, 1, isa)
+    weight = 64 * 64 * 14 * 14 * 4
+    assert gw(32, 14, 1, AVX512) == max(2 * (2 * 64 * 32 * 32 * 4), weight) < gw(32, 14, 1, AVX2)
+    assert gw(16, 3, 2, AVX512) == 2 * (2 * 64 * 16 * 16 * 4) < gw(16, 3, 2, AVX2)
+    assert gw(4, 3, 2, AVX512) == gw(4, 3, 2, AVX2)  # a 5-tall dilated kernel over 4 rows: gemm
+
+
+@pytest.mark.parametrize("capability, env, isa", [
+    ("AVX512", None, AVX512), ("AVX2", None, AVX2), ("DEFAULT", None, AVX2), ("AVX512", "avx2", AVX2),
+    ("AVX512", "AVX512_CORE", AVX512)])
+def test_the_isa_is_torchs_cpu_capability_capped_by_onednn(monkeypatch, capability, env, isa):
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: capability)
+    monkeypatch.delenv("DNNL_MAX_CPU_ISA", raising=False)
+    if env is None:
+        monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)
+    else:
+        monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", env)
+    assert cpu_isa() == isa
+
+
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("shape", [
     (2, 64, 16, 64, 3, 1, 1), (1, 16, 8, 16, 1, 1, 1), (2, 16, 8, 16, 1, 1, 1), (1, 64, 32, 64, 1, 1, 1),
@@ -90,17 +143,17 @@ def test_the_op_hook_reads_aten_arguments_and_gates():
     x, w = meta(2, 512, 2, 2), meta(512, 512, 3, 3)
     forward = (x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1)
     backward = (meta(2, 512, 2, 2), x, w, [0], [1, 1], [1, 1], [1, 1], False, [0, 0], 1, BOTH)
-    assert cpu_conv_scratch(aten.convolution.default, forward, 1) == 512 * 512 * 9 * 4 + 2 * 512 * 4 * 4
-    assert cpu_conv_scratch(aten.convolution_backward.default, backward, 1) == 37_822_464
-    assert cpu_conv_scratch(aten.mm.default, (meta(2, 3), meta(3, 4)), 1) == 0
+    assert cpu_conv_scratch(aten.convolution.default, forward, 1, AVX2) == 512 * 512 * 9 * 4 + 2 * 512 * 4 * 4
+    assert cpu_conv_scratch(aten.convolution_backward.default, backward, 1, AVX2) == 37_822_464
+    assert cpu_conv_scratch(aten.mm.default, (meta(2, 3), meta(3, 4)), 1, AVX2) == 0
     transposed = (x, w, None, [1, 1], [1, 1], [1, 1], True, [0, 0], 1)
     half = (meta(2, 512, 2, 2, dtype=torch.bfloat16), meta(512, 512, 3, 3, dtype=torch.bfloat16)) + forward[2:]
     nhwc = (x.to(memory_format=torch.channels_last),) + forward[1:]
-    assert cpu_conv_scratch(aten.convolution.default, transposed, 1) == 0
-    assert cpu_conv_scratch(aten.convolution.default, half, 1) == 0
-    assert cpu_conv_scratch(aten.convolution.default, nhwc, 1) == 0
+    assert cpu_conv_scratch(aten.convolution.default, transposed, 1, AVX2) == 0
+    assert cpu_conv_scratch(aten.convolution.default, half, 1, AVX2) == 0
+    assert cpu_conv_scratch(aten.convolution.default, nhwc, 1, AVX2) == 0
     with torch.backends.mkldnn.flags(enabled=False):
-        assert cpu_conv_scratch(aten.convolution_backward.default, backward, 1) == 0
+        assert cpu_conv_scratch(aten.convolution_backward.default, backward, 1, AVX2) == 0
 
 
 class Deep(nn.Module):
@@ -116,6 +169,7 @@ class Deep(nn.Module):
 
 def test_a_cpu_step_counts_the_scratch_at_its_op_and_a_gpu_spec_does_not(monkeypatch):
     monkeypatch.setattr(torch, "get_num_threads", lambda: 1)
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX2")  # the AVX2 rule's figures
     x = torch.randn(2, 3, 8, 8)
     cpu = step_memory(Deep(), (x,), optimizer="sgd")
     with torch.backends.mkldnn.flags(enabled=False):
@@ -125,10 +179,21 @@ def test_a_cpu_step_counts_the_scratch_at_its_op_and_a_gpu_spec_does_not(monkeyp
     assert cpu["cpu_scratch_largest_bytes"] == deep
     assert cpu["at"].startswith("backward: aten.convolution_backward") and cpu["cpu_scratch_bytes"] == deep
     assert cpu["at_peak"]["workspaces"] == deep and cpu["peak_bytes"] > off["peak_bytes"]
-    assert "oneDNN" in cpu["cpu_scratch_basis"] and "(1)" in cpu["cpu_scratch_basis"]
+    assert "oneDNN" in cpu["cpu_scratch_basis"] and "(1)" in cpu["cpu_scratch_basis"] and "AVX2" in cpu["cpu_scratch_basis"]
     json.dumps(cpu)
     for other in (off, gpu):
         assert not any(key.startswith("cpu_scratch") for key in other)
+
+
+def test_an_avx512_step_runs_the_deep_weight_gradient_on_jit(monkeypatch):
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 1)
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX512")
+    monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)
+    monkeypatch.delenv("DNNL_MAX_CPU_ISA", raising=False)
+    cpu = step_memory(Deep(), (torch.randn(2, 3, 8, 8),), optimizer="sgd")
+    x, w = 2 * 64 * 2 * 2 * 4, 64 * 64 * 9 * 4
+    assert cpu["cpu_scratch_largest_bytes"] == x + w  # the deep forward's reorders; its weight gradient: w
+    assert "AVX512" in cpu["cpu_scratch_basis"]
 
 
 def test_the_replayed_step_carries_the_scratch(monkeypatch):
