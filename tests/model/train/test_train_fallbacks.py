@@ -96,7 +96,7 @@ def test_a_value_read_from_the_weights_gets_the_step_with_real_weights():
         meta = GateEncoder()
     loaded = Loaded(model=meta, inputs=(torch.randn(4, 16),), build="meta", dtype=torch.float32, factory=GateEncoder)
     result = SimpleNamespace(notes=[], memory=None, target="enc")
-    settings = SimpleNamespace(memory_budget=None, enabled=lambda code: True)
+    settings = SimpleNamespace(memory_budget=None, parallel=None, enabled=lambda code: True)
     step._memory(loaded, result, settings, SimpleNamespace(label="sgd"), "mean", None)
     assert loaded.build == "real"
     assert result.memory["basis"].startswith("measured with real tensors")
