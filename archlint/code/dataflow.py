@@ -771,12 +771,15 @@ def comprehensions_tensors(comprehensions, names: set[str]) -> set[str]:
 
 
 def unconditional_ifs(body: cst.CSTNode) -> list[cst.If]:
-    """The `if` statements a function runs every time it is called (not nested in a loop or an if)."""
+    """The `if` statements a function runs every time it is called (not nested in an if or a `while`;
+    in a `for` over the function's values, once per value)."""
     out = []
     for stmt in getattr(body, "body", ()):
         if isinstance(stmt, cst.If):
             out.append(stmt)
         elif isinstance(stmt, (cst.With, cst.Try)):
+            out += unconditional_ifs(stmt.body)
+        elif isinstance(stmt, cst.For):  # `for k, v in losses.items(): if not torch.isfinite(v).all():`
             out += unconditional_ifs(stmt.body)
     return out
 

@@ -74,7 +74,8 @@ def index_sync(site: IndexSite, names: set[str], facts: Facts) -> str | None:
         if isinstance(part, cst.Index):
             if is_mask(part.value, site.scope, facts):
                 return "indexing with a boolean mask"
-        elif any(bound is not None and holds_tensor(bound, names) for bound in (part.lower, part.upper)):
+        elif any(isinstance(bound, (cst.Call, cst.Subscript)) and holds_tensor(bound, names)
+                 for bound in (part.lower, part.upper)):  # `x[:lengths.max()]` (a bare name may be an int)
             return "slicing with a bound read from a tensor"
     return None
 

@@ -217,6 +217,9 @@ def _built_classes(name: str, facts: Facts, scope: Scope) -> list[str]:
         if (isinstance(v, cst.Call) and (dotted(v.func) or "").rsplit(".", 1)[-1] in _MODULE_WRAPPERS and v.args
                 and isinstance(v.args[0].value, cst.Name) and v.args[0].value.value == name):
             continue  # `model = DDP(model, ...)`: calling it runs the wrapped module's forward
+        if (isinstance(v, cst.Call) and isinstance(v.func, cst.Attribute) and v.func.attr.value in _RETURNS_SELF
+                and isinstance(v.func.value, cst.Name) and v.func.value.value == name):
+            continue  # `model = model.cuda()` under `if args.gpu:`: the same module, moved
         if isinstance(v, cst.IfExp):
             branches = [b for b in (v.body, v.orelse) if not (isinstance(b, cst.Name) and b.value == "None")]
             if len(branches) != 1:
@@ -538,8 +541,10 @@ def _inner_calls(facts: Facts, scope: Scope, params: list[str], defs: dict[str, 
     # Only a function that is a step itself (runs the backward, or draws its batch) is followed: the
     # tensors it hands on are its own. (Doing this for every function cost 2x the summary time.)
     draws = _draws(scope)
-    if not scope.has_backward and not draws and scope.node.name.value not in ("forward", "__call__"):
-        return []  # a module's forward runs once per step when the step calls the module
+    name = scope.node.name.value
+    if not scope.has_backward and not draws and name not in ("forward", "__call__") and "loss" not in name.lower():
+        return []  # a module's forward runs once per step when the step calls the module, as does a
+        # model's loss method (`model.calculate_loss(words, lengths, labels, mask)` → `self._features`)
     sites = [site for site in scope.calls if site.scope is scope and not site.conditional]
     candidates = [(site, callee) for site in sites for callee in _callees(site, facts)]
     if not candidates:
