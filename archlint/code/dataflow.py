@@ -335,6 +335,13 @@ def loader_source(expr: cst.BaseExpression, scope: Scope, facts: Facts, depth: i
                     return ProjectLoader("true" if all(s.pinned for s in known) else "unknown")
                 return "loader"
     name = dotted(expr)
+    if name and name.startswith("self.") and name.count(".") == 1:
+        # `self.train_loader = DataLoader(...)` in __init__: the loader the method iterates
+        built = [v for t, v in facts.attr_assigns if dotted(t) == name]
+        sites = [_call_site(facts, v) if isinstance(v, cst.Call) and is_loader_call(v, facts, None) else None
+                 for v in built]
+        if sites and all(site is not None and site is sites[0] for site in sites):
+            return sites[0]
     if name and _LOADER_NAME.search(name.rsplit(".", 1)[-1]):
         return "loader"
     return None
@@ -650,7 +657,27 @@ def batch_views(bl: BatchLoop) -> set[str]:
                     names.update(target_names(t.value))
         elif isinstance(value, (cst.Name, cst.Subscript)) and root_name(value) in names:
             names.update(target_names(target))
+    if bl.facts is not None:
+        for inner in bl.facts.loops:
+            if inner.parent is bl.loop:
+                names.update(iterated_views(inner, names))
     return names
+
+
+def iterated_views(loop: Loop, names: set[str]) -> list[str]:
+    """`for key, ipt in inputs.items():` over a batch: the values are the batch's tensors (monodepth2's
+    `inputs[key] = ipt.to(self.device)`); `for t in batch:` likewise. Keys are not."""
+    it = loop.iter
+    if it is None or root_name(it) not in names:
+        return []
+    if isinstance(it, cst.Call) and isinstance(it.func, cst.Attribute) and it.func.attr.value in ("items", "keys", "values"):
+        target = loop.node.target
+        if it.func.attr.value == "keys" or not isinstance(it.func.value, cst.Name):
+            return []
+        if it.func.attr.value == "items":
+            return target_names(target.elements[1].value) if isinstance(target, cst.Tuple) and len(target.elements) == 2 else []
+        return target_names(target)
+    return target_names(loop.node.target) if isinstance(it, cst.Name) else []
 
 
 # `.values()`/`.items()` of a dict of tensors still hold tensors (`sum(loss_dict.values())`).

@@ -31,6 +31,9 @@ def _function_copies(facts: Facts, scope: Scope, params: set[str]) -> list[CallS
         for name, entries in scope.unpacked.items():
             if any(isinstance(v, (cst.Name, cst.Subscript)) and df.root_name(v) in views for v, _ in entries):
                 views.add(name)
+    for loop in facts.loops:  # `for key, ipt in inputs.items(): inputs[key] = ipt.to(self.device)`
+        if loop.scope is scope:
+            views.update(df.iterated_views(loop, views))
     assigns = [(cst.Name(name), v) for name, values in scope.assigns.items() for v in values if v is not None]
     calls = [site for site in scope.calls if site.scope is scope]
     return _copy_sites(facts, calls, views, _moves(assigns, views))
