@@ -440,6 +440,13 @@ def _uses_conv(index: Index, path: str, modules: list[str]) -> bool:
         return False
     for module in sorted({path, *modules}):
         s = index.summary(module)
+        if s and s.light and (s.classes or s.defs):
+            # read without its calls (no torch in its text: `class UNet(nn.Module)` over `from .unet_parts
+            # import *`): its defs may build whatever it imports. A re-exporting __init__ defines nothing.
+            for local, name, imported, level in s.imports:
+                target = index.module_path(module, name, level)
+                if target in wanted and (imported == "*" or imported in wanted[target]):
+                    return True
         for name in s.uses if s else ():
             found = index.resolve(module, name)
             # a conv module's own uses are in its conv_defs already (module-level ones as "<module>")

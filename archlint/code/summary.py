@@ -174,7 +174,8 @@ def _tensor_args(call: cst.Call, names: set[str]) -> list:
     for i, arg in enumerate(a for a in call.args if not a.star):
         if holds_tensor(arg.value, names):  # `loss`, `out.detach()`, `[d(out) for d in critics]`
             out.append(arg.keyword.value if arg.keyword is not None else i)
-    if any(a.star == "**" and df.root_name(a.value) in names for a in call.args):
+    if any(a.star == "**" and (df.root_name(a.value) in names or isinstance(a.value, cst.Dict)
+                               and holds_tensor(a.value, names)) for a in call.args):  # `**{"loss": loss}`
         out.append("**")
     return out
 
