@@ -543,7 +543,9 @@ def _inner_calls(facts: Facts, scope: Scope, params: list[str], defs: dict[str, 
     # tensors it hands on are its own. (Doing this for every function cost 2x the summary time.)
     draws = _draws(scope)
     name = scope.node.name.value
-    if not scope.has_backward and not draws and name not in ("forward", "__call__") and "loss" not in name.lower():
+    passes_keywords = isinstance(scope.node.params.star_kwarg, cst.Param)  # `render(rays, **kwargs)` → render_rays
+    if (not scope.has_backward and not draws and name not in ("forward", "__call__") and "loss" not in name.lower()
+            and not passes_keywords):
         return []  # a module's forward runs once per step when the step calls the module, as does a
         # model's loss method (`model.calculate_loss(words, lengths, labels, mask)` → `self._features`)
     sites = [site for site in scope.calls if site.scope is scope and not site.conditional]

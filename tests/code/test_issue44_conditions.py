@@ -1,0 +1,37 @@
+"""Issue 44: which `if`s around a sync make it not per step (output flags), and which do not (a
+setting of the run, a warm-up bound on a trange counter)."""
+
+from __future__ import annotations
+
+from archlint.code.engine import lint_text
+
+HEAD = """import argparse
+import torch
+from tqdm import trange
+parser = argparse.ArgumentParser()
+args = parser.parse_args()
+model = torch.nn.Linear(8, 1).cuda()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+with torch.autocast("cuda"):
+    for T in trange(args.steps):
+        x = torch.randn(32, 8, device="cuda")
+        loss = model(x).square().mean()
+        loss.backward()
+        opt.step()
+"""
+
+
+def _lines(body: str) -> list[int]:
+    text = HEAD + body
+    return [d.line for d in lint_text(text, "train.py") if d.code == "AL401"]
+
+
+def test_output_flags_are_not_per_step():
+    for test in ("args.verbose > 0", "args.plot", "not args.no_debug", "args.visdom_epoch", "verbose == 2"):
+        assert _lines(f"        if {test}:\n            print(loss.item())\n") == [], test
+
+
+def test_run_settings_and_warm_up_bounds_stay_per_step():
+    assert _lines("        if not args.distributed:\n            print(loss.item())\n") == [15]
+    assert _lines("        if T >= args.learn_start:\n            print(loss.item())\n") == [15]  # trange counter
+    assert _lines("        if T % args.log_every == 0:\n            print(loss.item())\n") == []  # every k-th step
