@@ -942,6 +942,18 @@ def rate_test(test: cst.BaseExpression, loop: Loop) -> bool:
     return False
 
 
+def flag_guarded(function: cst.FunctionDef) -> bool:
+    """`if not DEBUG_NAN: return` at the top level of a function: what follows runs only on a debugging
+    run (a NaN guard, a plot), not on every training step."""
+    for stmt in getattr(function.body, "body", ()):
+        if isinstance(stmt, cst.If) and output_flag(stmt.test) and stmt.orelse is None:
+            body = getattr(stmt.body, "body", ())
+            if len(body) == 1 and isinstance(body[0], cst.SimpleStatementLine) and all(
+                    isinstance(small, cst.Return) for small in body[0].body):
+                return True
+    return False
+
+
 def _phase_test(test: cst.BaseExpression, loop: Loop) -> bool:
     """`if global_step > args.learning_starts:` where global_step counts the loop's iterations: the
     branch runs on every iteration after (or before) a point, not on a subset of them."""

@@ -35,3 +35,22 @@ def test_run_settings_and_warm_up_bounds_stay_per_step():
     assert _lines("        if not args.distributed:\n            print(loss.item())\n") == [15]
     assert _lines("        if T >= args.learn_start:\n            print(loss.item())\n") == [15]  # trange counter
     assert _lines("        if T % args.log_every == 0:\n            print(loss.item())\n") == []  # every k-th step
+
+
+def test_a_helper_behind_a_debug_return_is_not_per_step(tmp_path):
+    from archlint.code import lint
+    from archlint.config import Settings
+
+    (tmp_path / "guard.py").write_text(
+        "import torch\nDEBUG_NAN = False\n\n\ndef nan_guard(name, tensor):\n    if not DEBUG_NAN:\n        return\n"
+        "    if torch.isnan(tensor).any():\n        raise RuntimeError(name)\n\n\n"
+        "def strict_guard(name, tensor):\n    if torch.isnan(tensor).any():\n        raise RuntimeError(name)\n")
+    (tmp_path / "train.py").write_text(
+        "import torch\nfrom guard import nan_guard, strict_guard\n"
+        "model = torch.nn.Linear(8, 1).cuda()\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "loader = torch.utils.data.DataLoader(torch.randn(64, 8), batch_size=8, pin_memory=True, num_workers=2)\n"
+        "with torch.autocast('cuda'):\n    for x in loader:\n        loss = model(x.cuda(non_blocking=True)).mean()\n"
+        "        loss.backward()\n        opt.step()\n        nan_guard('loss', loss)\n        strict_guard('loss', loss)\n")
+    found = lint.lint_paths([tmp_path], Settings(root=tmp_path, cache=False)).diagnostics
+    assert sorted((d.file.rsplit("/", 1)[-1], d.line, d.code) for d in found if d.code == "AL401") == [
+        ("guard.py", 13, "AL401")]

@@ -175,6 +175,8 @@ def _helper_findings(facts: Facts, seen: set[int], only: dict | None = None):
         if entry is None:
             continue
         params, caller = entry
+        if df.flag_guarded(scope.node):
+            continue  # `if not DEBUG_NAN: return` first: the rest runs on debugging runs only
         names = _function_tensors(scope, params, facts) | _buffers(scope, facts)
         for site in scope.calls:
             if site.scope is not scope or site.conditional or id(site.node) in seen:
