@@ -7,7 +7,7 @@ import libcst as cst
 
 from archlint.code import dataflow as df
 from archlint.code.checks import Finding
-from archlint.code.facts import CallSite, Facts, Scope
+from archlint.code.facts import CallSite, Facts, Scope, target_names
 from archlint.code.indexing import call_sync, index_sync
 from archlint.code.names import dotted
 from archlint.code.tensors import function_tensors, holds_tensor, tensor_names
@@ -127,10 +127,28 @@ def _loop_findings(facts: Facts, seen: set[int]):
             where = df.in_loop(index, bl.loop)
             if where is None or where[1] or id(index.node) in seen:
                 continue
+            if _on_host(index.node, bl, facts):
+                continue  # `x = x[y != -1]` before `x = x.cuda()`: the loader's batch, still on the host
             what = index_sync(index, names, facts)
             if what:
                 seen.add(id(index.node))
                 yield Finding("AL401", index.node, f"{what} on every training step {_ADVICE}")
+
+
+def _on_host(node: cst.Subscript, bl: df.BatchLoop, facts: Facts) -> bool:
+    """An indexing of the loader's batch before the loop copies it to the device (or when it never
+    does by rebinding the name): a CPU tensor, whose mask indexing waits for nothing."""
+    if bl.source is None:
+        return False  # a step loop: its tensors are the step's own
+    root = df.root_name(node.value)
+    if root not in df.batch_views(bl):
+        return False
+    moves = [value for target, value in bl.loop.assigns if root in target_names(target) and isinstance(value, cst.Call)
+             and isinstance(value.func, cst.Attribute) and value.func.attr.value in ("cuda", "to")]
+    if not moves:
+        return True
+    line = facts.position(node)[0].line
+    return all(facts.position(value)[0].line >= line for value in moves)
 
 
 def _function_tensors(scope: Scope, params: list[str], facts: Facts) -> set[str]:
