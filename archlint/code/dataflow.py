@@ -804,9 +804,8 @@ def unconditional_ifs(body: cst.CSTNode) -> list[cst.If]:
     for stmt in getattr(body, "body", ()):
         if isinstance(stmt, cst.If):
             out.append(stmt)
-        elif isinstance(stmt, (cst.With, cst.Try)):
-            out += unconditional_ifs(stmt.body)
-        elif isinstance(stmt, cst.For):  # `for k, v in losses.items(): if not torch.isfinite(v).all():`
+        elif isinstance(stmt, (cst.With, cst.Try, cst.For)):
+            # a `for`: `for k, v in losses.items(): if not torch.isfinite(v).all():`, once per value
             out += unconditional_ifs(stmt.body)
     return out
 
