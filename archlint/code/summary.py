@@ -252,11 +252,26 @@ def _unchain(value):
 def _typed(name: str | None, facts: Facts, scope: Scope) -> str | None:
     """`metric_logger.update` where `metric_logger = utils.MetricLogger(...)` → `utils.MetricLogger.update`;
     `model(x)` or `criterion(out, y)` where `model = Net().cuda()` → `Net.forward` (the module's call)."""
+    if name and name.count(".") == 2 and name.startswith("self."):
+        return _attribute_method(name, facts, scope)
     if not name or name.count(".") > 1:
         return None
     head, method = name.split(".") if "." in name else (name, "forward")
     cls = _built_class(head, facts, scope)
     return f"{cls}.{method}" if cls else None
+
+
+def _attribute_method(name: str, facts: Facts, scope: Scope) -> str | None:
+    """`self.crf.neg_log_likelihood_loss` where `self.crf = CRF(...)` in the file (a submodule's
+    method called from a model's loss method) → `CRF.neg_log_likelihood_loss`."""
+    attr, method = name.rsplit(".", 1)
+    built = {dotted(_unchain(v).func) for t, v in facts.attr_assigns if dotted(t) == attr and isinstance(_unchain(v), cst.Call)}
+    if len(built) != 1 or len([1 for t, _ in facts.attr_assigns if dotted(t) == attr]) != 1:
+        return None
+    cls = built.pop()
+    if not cls or not cls.rsplit(".", 1)[-1][:1].isupper() or not _candidate(cls, facts, facts.module_scope):
+        return None
+    return f"{cls}.{method}"
 
 
 def _on_param(name: str | None, scope: Scope) -> list | None:
@@ -339,6 +354,10 @@ def _loader_classes(facts: Facts, loaders: list[CallSite]) -> dict[str, list]:
     return out
 
 
+# Calls that may wait for the GPU besides the host reads: data-dependent sizes, and `.to("cpu")`.
+_SIZED_CALLS = frozenset({"nonzero", "masked_select", "argwhere", "where", "to"})
+
+
 def _def_facts(facts: Facts, scope: Scope, own: list[CallSite], wrappers: dict[str, list],
                defs: dict[str, Scope]) -> FunctionFacts:
     """What other files may learn about one function; `own` are the DataLoader calls in its body."""
@@ -371,6 +390,8 @@ def _def_facts(facts: Facts, scope: Scope, own: list[CallSite], wrappers: dict[s
                 out["batch"] = 1
         if isinstance(func, cst.Attribute) and func.attr.value in _SYNC_METHODS and not site.node.args:
             out["sync"] = 1
+        elif isinstance(func, cst.Attribute) and func.attr.value in _SIZED_CALLS:  # `x.masked_select(m)`, `.to("cpu")`
+            out["sync"] = 1
         elif dotted(func) in ("print", "float", "int", "bool", "torch.cuda.synchronize") or (
                 isinstance(func, cst.Attribute) and func.attr.value == "format"):
             out["sync"] = 1
@@ -382,6 +403,8 @@ def _def_facts(facts: Facts, scope: Scope, own: list[CallSite], wrappers: dict[s
     inner = _inner_calls(facts, scope, params, defs)
     if inner:
         out["calls"] = inner
+    if scope.indexes and any(ix.scope is scope for ix in scope.indexes):
+        out["sync"] = 1  # may index with a boolean mask (`feats[mask]`); the check decides
     if df.unconditional_ifs(node.body) or df.unconditional_asserts(node.body):
         out["sync"] = 1  # may test a tensor's value (`if not torch.isfinite(losses).all():`); the check decides
     if scope.has_backward:
