@@ -3,6 +3,8 @@ builds convolutions, whether their input sizes vary per batch, and whether it ch
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
 from archlint.code import dataflow as df
@@ -48,16 +50,75 @@ def varying_sizes(facts: Facts) -> bool:
 
 
 def has_convolutions(facts: Facts) -> bool:
-    if any(facts.imports.uses(lib) for lib in _CONV_LIBRARIES):
-        return True
+    return bool(conv_defs(facts))
+
+
+MODULE = "<module>"  # a convolution built at module level, or by a library imported for it
+
+
+def _top(scope) -> str:
+    """The top-level def or class a scope is in, or MODULE."""
+    while scope.parent is not None and scope.parent.kind != "module":
+        scope = scope.parent
+    return MODULE if scope.kind == "module" else scope.node.name.value
+
+
+def conv_defs(facts: Facts) -> list[str]:
+    """The top-level defs and classes of the file that build convolutions, directly or through another
+    of them (`IResNet` → `IBasicBlock`, `iresnet50()` → `IResNet`), sorted; MODULE when module-level
+    code does, or a convolutional library is imported without a call this walk can place."""
+    if "_conv_defs" in facts.__dict__:
+        return facts.__dict__["_conv_defs"]
+    found: set[str] = set()
+    libraries = tuple(lib + "." for lib in _CONV_LIBRARIES)
     for site in facts.calls:
         name = facts.qname(site.node.func, site.scope) or ""
-        if name in _CONV_CALLS or name.startswith(tuple(lib + "." for lib in _CONV_LIBRARIES)):
-            return True
         parts = name.split(".")
-        if parts[0] == "diffusers" and _DIFFUSERS_CONV.intersection(parts):
+        if name in _CONV_CALLS or name.startswith(libraries) or (
+                parts[0] == "diffusers" and _DIFFUSERS_CONV.intersection(parts)):
+            found.add(_top(site.scope))
+    if not found and any(facts.imports.uses(lib) for lib in _CONV_LIBRARIES):
+        found.add(MODULE)
+    if found and MODULE not in found:
+        # a top-level def that calls one of them builds convolutions too (a few rounds: chains are short)
+        for _ in range(3):
+            more = {_top(site.scope) for site in facts.calls
+                    if (dotted(site.node.func) or "").split(".")[-1] in found
+                    or any(isinstance(a.value, cst.Name) and a.value.value in found for a in site.node.args)}
+            more |= {scope.node.name.value for scope in facts.scopes if scope.kind == "class"  # a subclass
+                     and scope.parent is facts.module_scope
+                     and any((dotted(b.value) or "").split(".")[-1] in found for b in scope.node.bases)}
+            if more <= found:
+                break
+            found |= more
+    if found and MODULE not in found and _registered(facts, found):
+        found.add(MODULE)  # looked up by name at run time (`create_model("resnet50")`): counts as used
+    facts.__dict__["_conv_defs"] = sorted(found)
+    return facts.__dict__["_conv_defs"]
+
+
+def _registered(facts: Facts, found: set[str]) -> bool:
+    """A conv def under a decorator (`@register_model`), or listed in a module-level dict, list or
+    tuple (`MODELS = {"cnn": ConvNet}`): a registry picks it by name, so no call names it."""
+    for stmt in facts.module.body:
+        if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)) and stmt.decorators and stmt.name.value in found:
             return True
+    for values in facts.module_scope.assigns.values():
+        for value in values:
+            if isinstance(value, (cst.Dict, cst.List, cst.Tuple)):
+                items = [getattr(el, "value", None) for el in value.elements]
+                if any(isinstance(v, cst.Name) and v.value in found for v in items):
+                    return True
     return False
+
+
+def used_convolutions(facts: Facts) -> bool:
+    """The file builds convolutions that it uses: at module level, or in a def or class whose name it
+    mentions again (`model = ConvNet()`). A class nothing here builds is another experiment's model."""
+    found = conv_defs(facts)
+    if MODULE in found:
+        return True
+    return any(len(re.findall(rf"\b{re.escape(name)}\b", facts.source)) > 1 for name in found)
 
 
 def chooses_algorithms(facts: Facts) -> bool:

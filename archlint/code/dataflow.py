@@ -335,6 +335,13 @@ def loader_source(expr: cst.BaseExpression, scope: Scope, facts: Facts, depth: i
                     return ProjectLoader("true" if all(s.pinned for s in known) else "unknown")
                 return "loader"
     name = dotted(expr)
+    if name and name.startswith("self.") and name.count(".") == 1:
+        # `self.train_loader = DataLoader(...)` in __init__: the loader the method iterates
+        built = [v for t, v in facts.attr_assigns if dotted(t) == name]
+        sites = [_call_site(facts, v) if isinstance(v, cst.Call) and is_loader_call(v, facts, None) else None
+                 for v in built]
+        if sites and all(site is not None and site is sites[0] for site in sites):
+            return sites[0]
     if name and _LOADER_NAME.search(name.rsplit(".", 1)[-1]):
         return "loader"
     return None
@@ -552,6 +559,11 @@ def backward_roots_of(calls: list[CallSite], bound: set[str] | None = None) -> s
             receiver = receiver.args[0].value  # scaler.scale(loss)
         if receiver is None or isinstance(receiver, cst.Name) and receiver.value in ("accelerator", "self"):
             receiver = site.node.args[0].value if site.node.args else None
+        base = receiver
+        while isinstance(base, cst.Call) and isinstance(base.func, cst.Attribute) and not base.args:
+            base = base.func.value  # `(weights * loss).mean().backward()`: the expression under the reductions
+        if isinstance(base, (cst.BinaryOperation, cst.UnaryOperation)):
+            receiver = base
         if isinstance(receiver, (cst.BinaryOperation, cst.UnaryOperation)) and bound is not None:
             roots.update(r for leaf in _operands(receiver) if (r := root_name(leaf)) in bound
                          and r not in ("self", "cls"))
@@ -645,7 +657,27 @@ def batch_views(bl: BatchLoop) -> set[str]:
                     names.update(target_names(t.value))
         elif isinstance(value, (cst.Name, cst.Subscript)) and root_name(value) in names:
             names.update(target_names(target))
+    if bl.facts is not None:
+        for inner in bl.facts.loops:
+            if inner.parent is bl.loop:
+                names.update(iterated_views(inner, names))
     return names
+
+
+def iterated_views(loop: Loop, names: set[str]) -> list[str]:
+    """`for key, ipt in inputs.items():` over a batch: the values are the batch's tensors (monodepth2's
+    `inputs[key] = ipt.to(self.device)`); `for t in batch:` likewise. Keys are not."""
+    it = loop.iter
+    if it is None or root_name(it) not in names:
+        return []
+    if isinstance(it, cst.Call) and isinstance(it.func, cst.Attribute) and it.func.attr.value in ("items", "keys", "values"):
+        target = loop.node.target
+        if it.func.attr.value == "keys" or not isinstance(it.func.value, cst.Name):
+            return []
+        if it.func.attr.value == "items":
+            return target_names(target.elements[1].value) if isinstance(target, cst.Tuple) and len(target.elements) == 2 else []
+        return target_names(target)
+    return target_names(loop.node.target) if isinstance(it, cst.Name) else []
 
 
 # `.values()`/`.items()` of a dict of tensors still hold tensors (`sum(loss_dict.values())`).
@@ -766,12 +798,14 @@ def comprehensions_tensors(comprehensions, names: set[str]) -> set[str]:
 
 
 def unconditional_ifs(body: cst.CSTNode) -> list[cst.If]:
-    """The `if` statements a function runs every time it is called (not nested in a loop or an if)."""
+    """The `if` statements a function runs every time it is called (not nested in an if or a `while`;
+    in a `for` over the function's values, once per value)."""
     out = []
     for stmt in getattr(body, "body", ()):
         if isinstance(stmt, cst.If):
             out.append(stmt)
-        elif isinstance(stmt, (cst.With, cst.Try)):
+        elif isinstance(stmt, (cst.With, cst.Try, cst.For)):
+            # a `for`: `for k, v in losses.items(): if not torch.isfinite(v).all():`, once per value
             out += unconditional_ifs(stmt.body)
     return out
 
@@ -819,12 +853,104 @@ def in_loop(site: CallSite, loop: Loop) -> tuple[bool, bool] | None:
     return None
 
 
+def at_step_rate(site, loop: Loop) -> bool:
+    """A call of the loop under `if` tests of the step counter only (see rate_test), at least one."""
+    for depth, (enclosing, _) in enumerate(site.loops):
+        if enclosing is loop:
+            nodes = [node for node, k in site.under if k > depth]
+            return any(isinstance(n, cst.If) and rate_test(n.test, loop) for n in nodes) and all(
+                isinstance(n, cst.If) and (rate_test(n.test, loop) or not _changes_per_iteration(n, loop))
+                for n in nodes)
+    return False
+
+
 def _changes_per_iteration(node: cst.CSTNode, loop: Loop) -> bool:
     if not isinstance(node, cst.If):
         return True  # an except handler or a conditional expression: assume it varies
+    if output_flag(node.test):
+        return True  # `if verbose > 0:`, `if args.plot:`: extra output asked for, not the training step
     if _phase_test(node.test, loop):
         return False
     return any(isinstance(n, cst.Name) and n.value in loop.varying for n in _names(node.test)) or _calls_random(node.test)
+
+
+# Settings that switch on extra output (printing, plots, a debugger's checks): work under them is what a
+# user asked to see on a debugging run, not part of the training step (the rule page's "under an if").
+_OUTPUT_FLAG = re.compile(r"(^|_)(verbose|verbosity|plot|plots|plotting|visdom|debug|debugging|display|show|vis|"
+                          r"visuali[sz]e|visuali[sz]ation|print|wandb|tensorboard|tb)(_|$)")
+
+
+def output_flag(test: cst.BaseExpression) -> bool:
+    """`if verbose > 0:`, `if args.plot:`, `if self.visdom_epoch:`, `if not debug:`: a test that reads
+    only output settings (flags, their comparison with literals, `and`/`or`/`not` of them)."""
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        return output_flag(test.expression)
+    if isinstance(test, cst.BooleanOperation):
+        return output_flag(test.left) and output_flag(test.right)
+    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+        other = test.comparisons[0].comparator
+        if isinstance(other, (cst.Integer, cst.SimpleString)) or (isinstance(other, cst.Name)
+                                                                  and other.value in ("None", "True", "False")):
+            return output_flag(test.left)
+        return False
+    name = dotted(test)
+    return bool(name) and bool(_OUTPUT_FLAG.search(name.rsplit(".", 1)[-1].lower()))
+
+
+_RANGES = frozenset({"range", "trange", "tnrange", "tqdm.trange", "tqdm.auto.trange", "tqdm.notebook.trange"})
+
+
+def _counts(it: cst.BaseExpression | None) -> bool:
+    """`range(n)`, `trange(n)`, `tqdm(range(n))`: an iterable of the step counter."""
+    if not isinstance(it, cst.Call):
+        return False
+    name = dotted(it.func) or ""
+    if name in _RANGES:
+        return True
+    return name.rsplit(".", 1)[-1] == "tqdm" and bool(it.args) and _counts(it.args[0].value)
+
+
+def _counters(loop: Loop) -> set[str]:
+    """The step counters of a loop and the loops around it (`for T in trange(steps):`)."""
+    counters = set()
+    outer: Loop | None = loop
+    while outer is not None:
+        if _counts(outer.iter) and isinstance(outer.node.target, cst.Name):
+            counters.add(outer.node.target.value)
+        outer = outer.parent
+    return counters
+
+
+def rate_test(test: cst.BaseExpression, loop: Loop) -> bool:
+    """`if T % args.update_every == 0:`, `if T >= learn_start and T % 4 == 0:`: a test of the step
+    counter that picks every k-th step, or every step after a point. A learner's update under it runs
+    on every one of its own training steps (Rainbow's `if T % replay_frequency == 0: dqn.learn(mem)`)."""
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+        return rate_test(test.left, loop) and rate_test(test.right, loop)
+    if _phase_test(test, loop):
+        return True
+    if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1
+            and isinstance(test.comparisons[0].operator, cst.Equal)):
+        return False
+    left = test.left
+    if isinstance(left, cst.BinaryOperation) and isinstance(left.operator, cst.Modulo):
+        counter = left.left
+        while isinstance(counter, cst.BinaryOperation):  # `(T + 1) % k`
+            counter = counter.left
+        return isinstance(counter, cst.Name) and (counter.value in _counters(loop) or counter.value in loop.varying)
+    return False
+
+
+def flag_guarded(function: cst.FunctionDef) -> bool:
+    """`if not DEBUG_NAN: return` at the top level of a function: what follows runs only on a debugging
+    run (a NaN guard, a plot), not on every training step."""
+    for stmt in getattr(function.body, "body", ()):
+        if isinstance(stmt, cst.If) and output_flag(stmt.test) and stmt.orelse is None:
+            body = getattr(stmt.body, "body", ())
+            if len(body) == 1 and isinstance(body[0], cst.SimpleStatementLine) and all(
+                    isinstance(small, cst.Return) for small in body[0].body):
+                return True
+    return False
 
 
 def _phase_test(test: cst.BaseExpression, loop: Loop) -> bool:
@@ -834,14 +960,7 @@ def _phase_test(test: cst.BaseExpression, loop: Loop) -> bool:
             and isinstance(test.comparisons[0].operator, (cst.GreaterThan, cst.GreaterThanEqual, cst.LessThan,
                                                           cst.LessThanEqual))):
         return False
-    counters = set()
-    outer: Loop | None = loop
-    while outer is not None:
-        it = outer.iter
-        if (isinstance(it, cst.Call) and isinstance(it.func, cst.Name) and it.func.value == "range"
-                and isinstance(outer.node.target, cst.Name)):
-            counters.add(outer.node.target.value)
-        outer = outer.parent
+    counters = _counters(loop)
     left, right = test.left, test.comparisons[0].comparator
     for counter, bound in ((left, right), (right, left)):
         if isinstance(counter, cst.Name) and counter.value in counters and not any(
@@ -854,6 +973,9 @@ def _names(node: cst.CSTNode):
     yield node
     for child in children(node):
         yield from _names(child)
+
+
+subtree = _names  # every node of an expression, itself first
 
 
 def _calls_random(test: cst.BaseExpression) -> bool:

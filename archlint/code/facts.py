@@ -48,6 +48,7 @@ class Scope:
     aug_updates: dict[str, list[cst.BaseExpression]] = field(default_factory=dict)
     params: set[str] = field(default_factory=set)
     calls: list[CallSite] = field(default_factory=list)
+    indexes: list[IndexSite] | tuple = ()  # computed indexings in the body (a list once there is one)
     # comprehensions in the body, outside lambdas and nested defs, in source order (recorded in the
     # one walk: a walk of the body per question was 15% of the lint time)
     comprehensions: list[cst.BaseExpression] | tuple = ()  # a list once there is one: most scopes have none
@@ -89,6 +90,7 @@ class Loop:
     parent: Loop | None
     targets: list[str]  # names bound per iteration by the loop header
     calls: list[CallSite] = field(default_factory=list)
+    indexes: list[IndexSite] | tuple = ()  # computed indexings in the body, as Scope's
     assigns: list[tuple[cst.BaseAssignTargetExpression, cst.BaseExpression]] = field(default_factory=list)
     next_of: list[tuple[cst.BaseExpression, list[str]]] = field(default_factory=list)  # x, y = next(it)
     withs: tuple[cst.BaseExpression, ...] = ()  # `with` items around the loop in its function
@@ -113,6 +115,29 @@ class CallSite:
     # Those conditionals, innermost last, each with the number of this function's loops around it
     # (an `if` at depth k is inside site.loops[:k]).
     under: tuple[tuple[cst.CSTNode, int], ...] = ()
+
+
+@dataclass(eq=False, slots=True)
+class IndexSite:
+    """`x[mask]`, `x[:n]`, `x[idx]`: an indexing whose index is computed, not a literal. With a boolean
+    mask or a bound read from a device tensor it waits for the GPU (AL401). Placed as a CallSite is."""
+    node: cst.Subscript
+    scope: Scope
+    loops: tuple[tuple[Loop, bool], ...]
+    conditional: bool
+    under: tuple[tuple[cst.CSTNode, int], ...]
+    stored: cst.BaseExpression | None = None  # the value assigned when the indexing is an assignment target
+
+
+def _computed(element: cst.SubscriptElement) -> bool:
+    """An index that is not a literal: `mask`, `acc > 0.5`, `:n` (not `0`, `"key"`, `:-1`, `...`)."""
+    part = element.slice
+    if isinstance(part, cst.Index):
+        return not isinstance(part.value, (cst.Integer, cst.SimpleString, cst.ConcatenatedString, cst.Ellipsis,
+                                           cst.UnaryOperation, cst.Tuple)) and not (
+            isinstance(part.value, cst.Name) and part.value.value == "None")
+    return any(bound is not None and not isinstance(bound, (cst.Integer, cst.UnaryOperation))
+               for bound in (part.lower, part.upper))
 
 
 _FIELDS: dict[type, tuple[str, ...]] = {}
@@ -158,6 +183,7 @@ class _Collector(cst.CSTVisitor):
         self.bodies: list[Loop] = []  # the loops of this function whose body holds the current node
         self.in_body = True  # in the current scope's body (not a decorator, default or base)
         self.lambdas = 0  # lambdas around the current node
+        self.stores: dict[int, cst.BaseExpression] = {}  # id(subscript target) → the value assigned to it
 
     # scopes -----------------------------------------------------------------
     def _enter(self, node: cst.CSTNode, kind: str) -> None:
@@ -242,6 +268,8 @@ class _Collector(cst.CSTVisitor):
     def visit_Assign(self, node: cst.Assign) -> None:
         for t in node.targets:
             self._bind(t.target, node.value)
+            if isinstance(t.target, cst.Subscript):
+                self.stores[id(t.target)] = node.value
         value = node.value
         if (
             self.loops
@@ -395,6 +423,17 @@ class _Collector(cst.CSTVisitor):
             for loop, _ in self.loops:
                 loop.has_backward = True
             self.scope.has_backward = True
+
+    def visit_Subscript(self, node: cst.Subscript) -> None:
+        if self.lambdas or not any(_computed(el) for el in node.slice):
+            return
+        site = IndexSite(node, self.scope, tuple((loop, depth > 0) for loop, depth in self.loops), self.cond > 0,
+                         tuple(self.under), self.stores.pop(id(node), None))
+        for holder in [self.scope] + [loop for loop, _ in self.loops]:
+            if holder.indexes:
+                holder.indexes.append(site)
+            else:
+                holder.indexes = [site]
 
     def visit_Name(self, node: cst.Name) -> None:
         if node.value in _WATCHED:

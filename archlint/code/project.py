@@ -427,6 +427,36 @@ def _called_names(index: Index, path: str, summary: FileFacts, ctx: ProjectConte
             ctx.cuda = True
 
 
+def _uses_conv(index: Index, path: str, modules: list[str]) -> bool:
+    """Do the entry point's project modules build convolutions the program uses: at module level, or
+    in a def or class that one of them (or the entry point) calls? A package re-exporting another
+    model's Conv1d class does not give the model the loop trains a convolution (issue 44)."""
+    wanted: dict[str, set[str]] = {}
+    for module in modules:
+        s = index.summary(module)
+        if s and s.conv and module != path:
+            if "<module>" in s.conv_defs or not s.conv_defs:
+                return True
+            wanted[module] = set(s.conv_defs)
+    if not wanted:
+        return False
+    for module in sorted({path, *modules}):
+        s = index.summary(module)
+        if s and s.light and (s.classes or s.defs):
+            # read without its calls (no torch in its text: `class UNet(nn.Module)` over `from .unet_parts
+            # import *`): its defs may build whatever it imports. A re-exporting __init__ defines nothing.
+            for local, name, imported, level in s.imports:
+                target = index.module_path(module, name, level)
+                if target in wanted and (imported == "*" or imported in wanted[target]):
+                    return True
+        for name in s.uses if s else ():
+            found = index.resolve(module, name)
+            # a conv module's own uses are in its conv_defs already (module-level ones as "<module>")
+            if found and found[0] != module and found[1].split(".")[0] in wanted.get(found[0], ()):
+                return True
+    return False
+
+
 def _entry_point_choices(index: Index, path: str, summary: FileFacts, ctx: ProjectContext) -> None:
     """What an entry point's project modules choose for it: the device, a precision, convolutions,
     varying input sizes, a training loop run from its __main__ block, and cuDNN's mode."""
@@ -445,7 +475,7 @@ def _entry_point_choices(index: Index, path: str, summary: FileFacts, ctx: Proje
         ctx.amp = True  # a project module chooses a precision: training through its objects may use it
     if (summary.entry or summary.main) and not summary.cudnn:
         modules = index.project_modules(path, 3)
-        if not summary.conv and _any_module(index, modules, lambda s: s.conv):
+        if _uses_conv(index, path, modules):
             ctx.conv = True
         if _any_module(index, modules, lambda s: s.varying):
             ctx.varying = True  # CTC loss: speech batches, input sizes change per batch
@@ -495,9 +525,15 @@ def _training_steps(index: Index, out: dict[str, ProjectContext], linted_set: se
     for n, *entry in summary.maybe_steps:
         groups.setdefault(n, []).append(entry)
     steps = list(summary.steps)
-    for entries in groups.values():  # a loop that trains through a project step (`agent.learn(batch)`)
-        if any((_def(index, (caller, e[3], "def") if e[3] else index.resolve(caller, e[0])) or {}).get("step")
-               for e in entries if len(e) == 4):
+    learners = set()
+    for n, *entry in summary.rate_steps:  # `if T % 4 == 0: agent.learn()`: each call is a step of the learner
+        if len(entry) == 4 and (_def(index, (caller, entry[3], "def") if entry[3] else index.resolve(
+                caller, entry[0])) or {}).get("step"):
+            steps.append(entry)
+            learners.add(n)
+    for n, entries in groups.items():  # a loop that trains through a project step (`agent.learn(batch)`)
+        if n in learners or any((_def(index, (caller, e[3], "def") if e[3] else index.resolve(caller, e[0])) or {})
+                                .get("step") for e in entries if len(e) == 4):
             steps += entries
     for callee, line, args, local, *on_param in steps:
         if on_param:  # `log_writer.update(...)` on a parameter: the classes the project passes for it

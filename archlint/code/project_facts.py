@@ -61,6 +61,7 @@ class FileFacts:
     imports: list[list] = field(default_factory=list)
     cuda: bool = False  # the file itself runs on a GPU (names CUDA, torch.accelerator or accelerate)
     conv: bool = False  # it builds convolutions (nn.Conv*, F.conv*, torchvision/timm models)
+    conv_defs: list[str] = field(default_factory=list)  # where: top-level defs/classes, "<module>" (cudnn.conv_defs)
     varying: bool = False  # its input sizes change per batch (CTC loss, torchvision detection, aspect-ratio groups)
     cudnn: bool = False  # it sets cudnn.benchmark / deterministic
     amp: bool = False  # it chooses a precision (autocast, a scaler, half/bf16)
@@ -78,6 +79,7 @@ class FileFacts:
     aliases: dict[str, str] = field(default_factory=dict)  # a called name → the project name it stands for
     steps: list[list] = field(default_factory=list)
     maybe_steps: list[list] = field(default_factory=list)
+    rate_steps: list[list] = field(default_factory=list)  # as steps, under `if T % k == 0:` (dataflow.rate_test)
     loader_args: list[list] = field(default_factory=list)
     batch_args: list[list] = field(default_factory=list)
     arg_classes: list[list] = field(default_factory=list)

@@ -12,7 +12,7 @@ import libcst as cst
 from archlint.code import dataflow as df
 from archlint.code.chunks import CHUNK_CHARS
 from archlint.code.cudnn import choices as cudnn_choices
-from archlint.code.cudnn import chooses_algorithms, has_convolutions, varying_sizes
+from archlint.code.cudnn import chooses_algorithms, conv_defs, has_convolutions, varying_sizes
 from archlint.code.facts import CallSite, Facts, Scope, children
 from archlint.code.names import dotted
 from archlint.code.project_facts import LIBRARIES, FileFacts, FunctionFacts
@@ -174,7 +174,8 @@ def _tensor_args(call: cst.Call, names: set[str]) -> list:
     for i, arg in enumerate(a for a in call.args if not a.star):
         if holds_tensor(arg.value, names):  # `loss`, `out.detach()`, `[d(out) for d in critics]`
             out.append(arg.keyword.value if arg.keyword is not None else i)
-    if any(a.star == "**" and df.root_name(a.value) in names for a in call.args):
+    if any(a.star == "**" and (df.root_name(a.value) in names or isinstance(a.value, cst.Dict)
+                               and holds_tensor(a.value, names)) for a in call.args):  # `**{"loss": loss}`
         out.append("**")
     return out
 
@@ -182,30 +183,57 @@ def _tensor_args(call: cst.Call, names: set[str]) -> list:
 def _built_class(name: str, facts: Facts, scope: Scope) -> str | None:
     """The project class a local name is built from: `x = utils.MetricLogger(...)`, also when it is
     optional (`x = utils.TensorboardLogger(...) if args.log_dir else None`)."""
+    classes = _built_classes(name, facts, scope)
+    return classes[0] if len(classes) == 1 else None
+
+
+def _values(name: str, found: tuple[Scope, list]) -> list | None:
+    """The values bound to `name`, with `agent, memory = Agent(device), Memory(n)` read element by
+    element; None when one is not a plain value (a loop target, `a, b = f()`)."""
+    scope, values = found
+    plain = [v for v in values if v is not None]
+    unpacked = scope.unpacked.get(name, [])
+    if len(plain) + len(unpacked) != len(values):
+        return None
+    for value, i in unpacked:
+        if not isinstance(value, (cst.Tuple, cst.List)) or i >= len(value.elements) or any(
+                isinstance(el, cst.StarredElement) for el in value.elements):
+            return None
+        plain.append(value.elements[i].value)
+    return plain
+
+
+def _built_classes(name: str, facts: Facts, scope: Scope) -> list[str]:
+    """The project classes a local name is built from, sorted: one, or those an if/elif chain chooses
+    among (`if args.loss == "focal": criterion = FocalLoss() elif ...: criterion = WeightedBCE(...)`)."""
     found = scope.lookup(name)
     if found is None or name in found[0].params:
-        return None
+        return []
+    values = _values(name, found)
+    if values is None:
+        return []
     calls = []
-    for v in found[1]:
+    for v in values:
         v = _unchain(v)
         if (isinstance(v, cst.Call) and (dotted(v.func) or "").rsplit(".", 1)[-1] in _MODULE_WRAPPERS and v.args
                 and isinstance(v.args[0].value, cst.Name) and v.args[0].value.value == name):
             continue  # `model = DDP(model, ...)`: calling it runs the wrapped module's forward
+        if (isinstance(v, cst.Call) and isinstance(v.func, cst.Attribute) and v.func.attr.value in _RETURNS_SELF
+                and isinstance(v.func.value, cst.Name) and v.func.value.value == name):
+            continue  # `model = model.cuda()` under `if args.gpu:`: the same module, moved
         if isinstance(v, cst.IfExp):
             branches = [b for b in (v.body, v.orelse) if not (isinstance(b, cst.Name) and b.value == "None")]
             if len(branches) != 1:
-                return None
+                return []
             v = branches[0]
         if not isinstance(v, cst.Call):
-            return None
+            return []
         calls.append(v)
-    classes = {dotted(v.func) for v in calls}
-    if len(classes) != 1:
-        return None
-    cls = classes.pop()
-    if not cls or not cls.rsplit(".", 1)[-1][:1].isupper() or not _candidate(cls, facts, found[0]):
-        return None
-    return cls
+    classes = sorted({dotted(v.func) or "" for v in calls})
+    if not classes or len(classes) > 8 or not all(
+            cls and cls.rsplit(".", 1)[-1][:1].isupper() and _candidate(cls, facts, found[0]) for cls in classes):
+        return []
+    return classes
 
 
 _MODULE_WRAPPERS = frozenset({"DistributedDataParallel", "DataParallel", "compile", "FullyShardedDataParallel"})
@@ -224,11 +252,26 @@ def _unchain(value):
 def _typed(name: str | None, facts: Facts, scope: Scope) -> str | None:
     """`metric_logger.update` where `metric_logger = utils.MetricLogger(...)` → `utils.MetricLogger.update`;
     `model(x)` or `criterion(out, y)` where `model = Net().cuda()` → `Net.forward` (the module's call)."""
+    if name and name.count(".") == 2 and name.startswith("self."):
+        return _attribute_method(name, facts, scope)
     if not name or name.count(".") > 1:
         return None
     head, method = name.split(".") if "." in name else (name, "forward")
     cls = _built_class(head, facts, scope)
     return f"{cls}.{method}" if cls else None
+
+
+def _attribute_method(name: str, facts: Facts, scope: Scope) -> str | None:
+    """`self.crf.neg_log_likelihood_loss` where `self.crf = CRF(...)` in the file (a submodule's
+    method called from a model's loss method) → `CRF.neg_log_likelihood_loss`."""
+    attr, method = name.rsplit(".", 1)
+    built = {dotted(_unchain(v).func) for t, v in facts.attr_assigns if dotted(t) == attr and isinstance(_unchain(v), cst.Call)}
+    if len(built) != 1 or len([1 for t, _ in facts.attr_assigns if dotted(t) == attr]) != 1:
+        return None
+    cls = built.pop()
+    if not cls or not cls.rsplit(".", 1)[-1][:1].isupper() or not _candidate(cls, facts, facts.module_scope):
+        return None
+    return f"{cls}.{method}"
 
 
 def _on_param(name: str | None, scope: Scope) -> list | None:
@@ -241,6 +284,19 @@ def _on_param(name: str | None, scope: Scope) -> list | None:
     if found is None or found[0].kind != "function" or head not in found[0].params or head in ("self", "cls"):
         return None
     return [found[0].qualname, head]
+
+
+def _callees(site: CallSite, facts: Facts) -> list[str]:
+    """_callee, or when the receiver is one of several project classes an if/elif chain chose
+    (`criterion(out, y)` with criterion a FocalLoss or a WeightedBCE), each class's method."""
+    callee = _callee(site, facts)
+    if callee:
+        return [callee]
+    name = dotted(site.node.func)
+    if not name or name.count(".") > 1 or "." not in name and name not in facts.bound:
+        return []
+    head, method = name.split(".") if "." in name else (name, "forward")
+    return [f"{cls}.{method}" for cls in _built_classes(head, facts, site.scope)]
 
 
 def _callee(site: CallSite, facts: Facts) -> str | None:
@@ -298,6 +354,10 @@ def _loader_classes(facts: Facts, loaders: list[CallSite]) -> dict[str, list]:
     return out
 
 
+# Calls that may wait for the GPU besides the host reads: data-dependent sizes, and `.to("cpu")`.
+_SIZED_CALLS = frozenset({"nonzero", "masked_select", "argwhere", "where", "to"})
+
+
 def _def_facts(facts: Facts, scope: Scope, own: list[CallSite], wrappers: dict[str, list],
                defs: dict[str, Scope]) -> FunctionFacts:
     """What other files may learn about one function; `own` are the DataLoader calls in its body."""
@@ -330,6 +390,8 @@ def _def_facts(facts: Facts, scope: Scope, own: list[CallSite], wrappers: dict[s
                 out["batch"] = 1
         if isinstance(func, cst.Attribute) and func.attr.value in _SYNC_METHODS and not site.node.args:
             out["sync"] = 1
+        elif isinstance(func, cst.Attribute) and func.attr.value in _SIZED_CALLS:  # `x.masked_select(m)`, `.to("cpu")`
+            out["sync"] = 1
         elif dotted(func) in ("print", "float", "int", "bool", "torch.cuda.synchronize") or (
                 isinstance(func, cst.Attribute) and func.attr.value == "format"):
             out["sync"] = 1
@@ -341,6 +403,8 @@ def _def_facts(facts: Facts, scope: Scope, own: list[CallSite], wrappers: dict[s
     inner = _inner_calls(facts, scope, params, defs)
     if inner:
         out["calls"] = inner
+    if scope.indexes and any(ix.scope is scope for ix in scope.indexes):
+        out["sync"] = 1  # may index with a boolean mask (`feats[mask]`); the check decides
     if df.unconditional_ifs(node.body) or df.unconditional_asserts(node.body):
         out["sync"] = 1  # may test a tensor's value (`if not torch.isfinite(losses).all():`); the check decides
     if scope.has_backward:
@@ -370,15 +434,19 @@ def _encloses(outer: cst.CSTNode, inner: cst.CSTNode, facts: Facts) -> bool:
     return a.line <= c.line <= b.line
 
 
-def _steps(facts: Facts, defs: dict[str, Scope], loops=None) -> list[list]:
+def _steps(facts: Facts, defs: dict[str, Scope], loops=None, rate: bool = False) -> list[list]:
+    """Calls made on every step of the training loops; with `rate`, those made every k-th step or
+    after a point (`if T % 4 == 0: agent.learn()`), which the join keeps for a learner's own step."""
     out = []
     for bl in df.training_loops(facts) if loops is None else loops:
-        names = tensor_names(bl)
+        names = None
         for site in bl.loop.calls:
             where = df.in_loop(site, bl.loop)
-            if where is None or where[1]:
+            if where is None or where[1] != rate or rate and not df.at_step_rate(site, bl.loop):
                 continue
-            callees = [_callee(site, facts)]
+            names = tensor_names(bl) if names is None else names
+            chosen = _callees(site, facts)  # one, or each class an if/elif chain chooses among
+            callees = chosen or [None]
             # a closure handed to the optimizer (`optimizer.step(closure)`) runs inside the step
             callees += [a.value.value for a in site.node.args if isinstance(a.value, cst.Name)
                         and _local_def(a.value.value, site.scope, defs)]
@@ -390,7 +458,7 @@ def _steps(facts: Facts, defs: dict[str, Scope], loops=None) -> list[list]:
             for callee in callees:
                 if not callee:
                     continue
-                args = _tensor_args(site.node, names) if callee == callees[0] else []
+                args = _tensor_args(site.node, names) if callee in chosen else []
                 local = _local_def(callee, site.scope, defs)
                 out.append([callee, line, args, local])
                 for override in _overrides(local, facts, defs):  # `self.run_step()` of a base class
@@ -408,6 +476,22 @@ def _maybe_steps(facts: Facts, defs: dict[str, Scope]) -> list[list]:
         if id(loop) in known or not any(_callee(site, facts) for site in loop.calls if "." in (dotted(site.node.func) or "")):
             continue
         out += [[n, *entry] for entry in _steps(facts, defs, [df.BatchLoop(loop, None, [], facts)])]
+    return out
+
+
+def _rate_steps(facts: Facts, defs: dict[str, Scope]) -> list[list]:
+    """[[loop number, *step entry]]: calls under a step-rate test (`if T % 4 == 0: agent.learn()`) of
+    training loops and of loops that may train through a project object (see _maybe_steps)."""
+    training = {id(bl.loop): bl for bl in df.training_loops(facts)}
+    batch = {id(bl.loop) for bl in df.batch_loops(facts)}
+    out = []
+    for n, loop in enumerate(facts.loops):
+        if id(loop) in batch and id(loop) not in training:
+            continue
+        if not any(df.at_step_rate(site, loop) for site in loop.calls if site.conditional):
+            continue
+        bl = training.get(id(loop)) or df.BatchLoop(loop, None, [], facts)
+        out += [[n, *entry] for entry in _steps(facts, defs, [bl], rate=True)]
     return out
 
 
@@ -481,10 +565,14 @@ def _inner_calls(facts: Facts, scope: Scope, params: list[str], defs: dict[str, 
     # Only a function that is a step itself (runs the backward, or draws its batch) is followed: the
     # tensors it hands on are its own. (Doing this for every function cost 2x the summary time.)
     draws = _draws(scope)
-    if not scope.has_backward and not draws and scope.node.name.value not in ("forward", "__call__"):
-        return []  # a module's forward runs once per step when the step calls the module
+    name = scope.node.name.value
+    passes_keywords = isinstance(scope.node.params.star_kwarg, cst.Param)  # `render(rays, **kwargs)` → render_rays
+    if (not scope.has_backward and not draws and name not in ("forward", "__call__") and "loss" not in name.lower()
+            and not passes_keywords):
+        return []  # a module's forward runs once per step when the step calls the module, as does a
+        # model's loss method (`model.calculate_loss(words, lengths, labels, mask)` → `self._features`)
     sites = [site for site in scope.calls if site.scope is scope and not site.conditional]
-    candidates = [(site, callee) for site in sites if (callee := _callee(site, facts))]
+    candidates = [(site, callee) for site in sites for callee in _callees(site, facts)]
     if not candidates:
         return []
     identifiers = facts.__dict__.setdefault("_identifiers", {})  # once per file: nodes live as long as facts
@@ -617,12 +705,10 @@ def summarize(facts: Facts) -> FileFacts:
     wrappers = _loader_classes(facts, loaders) if loaders else {}
     uses, aliases = set(), {}
     for site in facts.calls:
-        callee = _callee(site, facts)
-        if callee:
-            uses.add(callee)
-            name = dotted(site.node.func)
-            if name != callee:
-                aliases[name] = callee
+        callees = _callees(site, facts)
+        uses.update(callees)
+        if len(callees) == 1 and (name := dotted(site.node.func)) != callees[0]:
+            aliases[name] = callees[0]
     own: dict[int, list[CallSite]] = {}  # DataLoader calls by the function they are in
     for site in loaders:
         own.setdefault(id(site.scope), []).append(site)
@@ -635,6 +721,7 @@ def summarize(facts: Facts) -> FileFacts:
         imports=_imports(facts),
         cuda=facts.uses_cuda,
         conv=has_convolutions(facts),
+        conv_defs=conv_defs(facts),
         varying=varying_sizes(facts),
         cudnn=chooses_algorithms(facts),
         amp=bool(facts.idents & _PRECISION),
@@ -651,6 +738,7 @@ def summarize(facts: Facts) -> FileFacts:
         uses=sorted(uses),
         aliases=aliases,
         steps=_steps(facts, defs),
+        rate_steps=_rate_steps(facts, defs),
         maybe_steps=_maybe_steps(facts, defs),
         loader_args=_loader_args(facts),
         batch_args=_batch_args(facts, defs),

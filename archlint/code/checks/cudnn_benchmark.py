@@ -8,7 +8,7 @@ import libcst as cst
 from archlint.code import dataflow as df
 from archlint.code.checks import Finding
 from archlint.code.checks._edits import insert
-from archlint.code.cudnn import chooses_algorithms, has_convolutions, varying_sizes
+from archlint.code.cudnn import chooses_algorithms, used_convolutions, varying_sizes
 from archlint.code.facts import Facts, children
 from archlint.code.names import dotted
 from archlint.diagnostics import Applicability, Fix
@@ -62,7 +62,7 @@ def check(facts: Facts):
         return
     if not (df.batch_loops(facts) or df.step_loops(facts) or (facts.project.trains and facts.main_guard)):
         return
-    if not (has_convolutions(facts) or facts.project.conv):
+    if not (used_convolutions(facts) or facts.project.conv):
         return
     entry = entry_point(facts)
     if entry is None:

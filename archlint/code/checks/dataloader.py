@@ -31,6 +31,9 @@ def _function_copies(facts: Facts, scope: Scope, params: set[str]) -> list[CallS
         for name, entries in scope.unpacked.items():
             if any(isinstance(v, (cst.Name, cst.Subscript)) and df.root_name(v) in views for v, _ in entries):
                 views.add(name)
+    for loop in facts.loops:  # `for key, ipt in inputs.items(): inputs[key] = ipt.to(self.device)`
+        if loop.scope is scope:
+            views.update(df.iterated_views(loop, views))
     assigns = [(cst.Name(name), v) for name, values in scope.assigns.items() for v in values if v is not None]
     calls = [site for site in scope.calls if site.scope is scope]
     return _copy_sites(facts, calls, views, _moves(assigns, views))
@@ -42,8 +45,8 @@ def _copy_sites(facts: Facts, calls: list[CallSite], views: set[str], moved: dic
         func = site.node.func
         if not isinstance(func, cst.Attribute) or func.attr.value not in ("cuda", "to"):
             continue
-        if df.root_name(func.value) not in views or isinstance(func.value, cst.Call):
-            continue  # not a batch tensor, or a chained call such as x.float().cuda() handled once
+        if df.root_name(func.value) not in views or (isinstance(func.value, cst.Call) and not _view(func.value)):
+            continue  # not a batch tensor, or a copy made on the host first (x.float().cuda(): pageable memory)
         root = df.root_name(func.value)
         if root in moved and site.node not in moved[root]:
             continue  # `x = x.cuda()` earlier in the loop: this copy of x is already on the device
@@ -60,6 +63,25 @@ def _copy_sites(facts: Facts, calls: list[CallSite], views: set[str], moved: dic
                 continue  # .to(device, dtype, non_blocking) positionally: leave it alone
         found.append(site)
     return found
+
+
+# Methods that return a view of the same storage: a view of a pinned batch is pinned too, and its copy
+# (`x.squeeze(1).cuda()`, `y.view(-1).to(device)`) can run asynchronously like the batch's own.
+_VIEW_METHODS = frozenset({"view", "view_as", "squeeze", "unsqueeze", "flatten", "unflatten", "permute", "transpose",
+                           "t", "narrow", "select", "expand", "expand_as", "detach", "unbind", "chunk", "split"})
+
+
+def _view(node: cst.BaseExpression) -> bool:
+    """`x.squeeze(1)`, `y.view(-1)`, `x[0].permute(2, 0, 1)`: a chain of views of a name."""
+    while True:
+        if isinstance(node, cst.Call):
+            if not (isinstance(node.func, cst.Attribute) and node.func.attr.value in _VIEW_METHODS):
+                return False
+            node = node.func.value
+        elif isinstance(node, (cst.Subscript, cst.Attribute)):
+            node = node.value
+        else:
+            return isinstance(node, cst.Name)
 
 
 def _moves(assigns, views: set[str]) -> dict[str, list[cst.Call]]:

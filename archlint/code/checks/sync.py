@@ -7,7 +7,8 @@ import libcst as cst
 
 from archlint.code import dataflow as df
 from archlint.code.checks import Finding
-from archlint.code.facts import CallSite, Facts, Scope
+from archlint.code.facts import CallSite, Facts, Scope, target_names
+from archlint.code.indexing import call_sync, index_sync
 from archlint.code.names import dotted
 from archlint.code.tensors import function_tensors, holds_tensor, tensor_names
 
@@ -93,7 +94,7 @@ def _what(site: CallSite, names: set[str], facts: Facts) -> str | None:
         return "torch.cuda.synchronize()"
     if any(_formats_tensor(arg.value, names) for arg in site.node.args):
         return "formatting a tensor as text"
-    return None
+    return call_sync(site.node, names, facts, site.scope)
 
 
 def _loop_findings(facts: Facts, seen: set[int]):
@@ -115,12 +116,39 @@ def _loop_findings(facts: Facts, seen: set[int]):
                                                   "the GPU to finish: check every N steps, or under a debug flag")
         for node, nested in bl.loop.ifs:
             if not nested and _syncing_test(node.test, names):
+                seen.update(id(n) for n in df.subtree(node.test))  # its masks wait at the same place
                 yield Finding(
                     "AL401",
                     node.test,
                     "`if` on a tensor's value on every training step waits for the GPU to finish: "
                     "decide on the GPU (torch.where, masking) or check every N steps",
                 )
+        for index in bl.loop.indexes:  # `loss_fg = mse(rgb[acc > 0.5], target[acc > 0.5])`
+            where = df.in_loop(index, bl.loop)
+            if where is None or where[1] or id(index.node) in seen:
+                continue
+            if _on_host(index.node, bl, facts):
+                continue  # `x = x[y != -1]` before `x = x.cuda()`: the loader's batch, still on the host
+            what = index_sync(index, names, facts)
+            if what:
+                seen.add(id(index.node))
+                yield Finding("AL401", index.node, f"{what} on every training step {_ADVICE}")
+
+
+def _on_host(node: cst.Subscript, bl: df.BatchLoop, facts: Facts) -> bool:
+    """An indexing of the loader's batch before the loop copies it to the device (or when it never
+    does by rebinding the name): a CPU tensor, whose mask indexing waits for nothing."""
+    if bl.source is None:
+        return False  # a step loop: its tensors are the step's own
+    root = df.root_name(node.value)
+    if root not in df.batch_views(bl):
+        return False
+    moves = [value for target, value in bl.loop.assigns if root in target_names(target) and isinstance(value, cst.Call)
+             and isinstance(value.func, cst.Attribute) and value.func.attr.value in ("cuda", "to")]
+    if not moves:
+        return True
+    line = facts.position(node)[0].line
+    return all(facts.position(value)[0].line >= line for value in moves)
 
 
 def _function_tensors(scope: Scope, params: list[str], facts: Facts) -> set[str]:
@@ -165,6 +193,8 @@ def _helper_findings(facts: Facts, seen: set[int], only: dict | None = None):
         if entry is None:
             continue
         params, caller = entry
+        if df.flag_guarded(scope.node):
+            continue  # `if not DEBUG_NAN: return` first: the rest runs on debugging runs only
         names = _function_tensors(scope, params, facts) | _buffers(scope, facts)
         for site in scope.calls:
             if site.scope is not scope or site.conditional or id(site.node) in seen:
@@ -174,6 +204,14 @@ def _helper_findings(facts: Facts, seen: set[int], only: dict | None = None):
                 seen.add(id(site.node))
                 yield Finding("AL401", site.node, f"{what} in {scope.qualname}(), which the training step "
                                                   f"calls every step (at {caller}), {_ADVICE}")
+        for index in scope.indexes:
+            if index.scope is not scope or index.conditional or id(index.node) in seen:
+                continue
+            what = index_sync(index, names, facts)
+            if what:
+                seen.add(id(index.node))
+                yield Finding("AL401", index.node, f"{what} in {scope.qualname}(), which the training step "
+                                                   f"calls every step (at {caller}), {_ADVICE}")
         # `if not torch.isfinite(losses).all(): raise ...` (detectron2's _detect_anomaly)
         tests = [(n.test, "`if`") for n in df.unconditional_ifs(scope.node.body)]
         tests += [(n.test, "`assert`") for n in df.unconditional_asserts(scope.node.body)]

@@ -1,0 +1,2 @@
+from .resnet_encoder import ResnetEncoder
+from .depth_decoder import DepthDecoder

@@ -1,0 +1,4 @@
+from .mlp import MLP
+from .tcn import TemporalConvNet
+
+__all__ = ["MLP", "TemporalConvNet"]
