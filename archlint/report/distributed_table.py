@@ -62,8 +62,10 @@ def print_distributed(model: ModelResult, console: Console) -> None:
         fitting = any(e["fits"] for e in plan)
         say("  plan that fits (each verified by laying the step out with its changes):" if fitting else
             "  no change tried fits; the closest:", markup=False)
+        # the figure a budget is held to: what the device needs on a GPU spec (with the CUDA context), else the peak
+        figure = "the device needs" if memory.get("device_peak_bytes") else "peak"
         for i, e in enumerate(plan, 1):
             verdict = "fits" if e["fits"] else "does not fit"
             added = "" if e["adds_ms"] is None else f" · adds {e['adds_ms']:+.1f} ms"
-            say(f"    {i}. {' + '.join(e['changes'])}: {_bytes(e['peak_bytes'])} per rank, {verdict}{added}",
+            say(f"    {i}. {' + '.join(e['changes'])}: {figure} {_bytes(e['peak_bytes'])} per rank, {verdict}{added}",
                 markup=False)
