@@ -95,7 +95,7 @@ def test_a_value_read_from_the_weights_gets_the_step_with_real_weights():
     with torch.device("meta"):
         meta = GateEncoder()
     loaded = Loaded(model=meta, inputs=(torch.randn(4, 16),), build="meta", dtype=torch.float32, factory=GateEncoder)
-    result = SimpleNamespace(notes=[], memory=None, target="enc")
+    result = SimpleNamespace(notes=[], memory=None, target="enc", device="cpu")
     settings = SimpleNamespace(memory_budget=None, parallel=None, enabled=lambda code: True)
     step._memory(loaded, result, settings, SimpleNamespace(label="sgd"), "mean", None)
     assert loaded.build == "real"
