@@ -115,3 +115,19 @@ def test_one_rank_alone_changes_nothing(tmp_path):
     path = rank_trace(0, 2, [4_000.0, 6_000.0]).write(tmp_path / "rank0.json")
     result = RunResult(traces=[lint_trace(path, Settings())[0]])
     assert jobs(result.traces) == [] and "ranks" not in result.to_dict()
+
+
+def test_a_call_not_on_every_rank_is_left_out_and_said(tmp_path):
+    traces = [rank_trace(k, 2, [4_000.0, 6_000.0]) for k in range(2)]
+    s = 1_000_000.0 + STEP  # step 2 of rank 1: one more collective the other rank never ran
+    traces[1].gpu("ncclDevKernel_Broadcast_RING_LL(ncclDevComm*, unsigned long, ncclWork*)", s + 9_500, 100, s + 9_400,
+                  stream=20)
+    r, _ = report_of(tmp_path, traces)
+    assert [c.name for c in r.collectives] == ["ncclDevKernel_AllReduce_Sum_f32_RING_LL"]
+    assert any("1 collective calls are not on every rank" in n for n in r.notes)
+    assert r.straggler.rank == 1 and r.straggler.caused_wait_us == pytest.approx(2_000.0)
+
+
+def test_missing_ranks_are_said(tmp_path):
+    r, _ = report_of(tmp_path, [rank_trace(k, 4, [4_000.0, 6_000.0, 4_000.0, 4_000.0]) for k in range(2)])
+    assert r.ranks == [0, 1] and any("2 of 4 ranks given (missing: 2, 3)" in n for n in r.notes)
