@@ -9,7 +9,9 @@ one file re-extracts that file alone; the files whose context it changes are re-
 
 Imports are resolved like Python would from the project's roots: relative imports from the file's
 package; absolute ones from the file's folder, the folder above its package, the configuration
-root and its `src/`, and the folders named on the command line. Modules found that way but not
+root and its `src/`, and the folders named on the command line; the folders a file adds to
+`sys.path` itself (syspath.py) are tried for its imports where Python would try them (`insert(0, ...)`
+before its folder, the others after it and before the guessed roots). Modules found that way but not
 linted (`archlint train.py` alone) are read for their facts only: their findings are not reported.
 """
 
