@@ -101,18 +101,35 @@ class _Evaluator:
             if node.attr == "parent" and isinstance(base, _PathValue):
                 return _PathValue(posixpath.dirname(posixpath.normpath(base)))
             return None
-        if isinstance(node, ast.Subscript):  # Path(__file__).parents[1]
-            base = self.value(node.value.value) if isinstance(node.value, ast.Attribute) else None
-            index = node.slice
-            if (isinstance(node.value, ast.Attribute) and node.value.attr == "parents" and isinstance(base, _PathValue)
-                    and isinstance(index, ast.Constant) and isinstance(index.value, int) and 0 <= index.value < 8):
+        if isinstance(node, ast.JoinedStr):  # f"{ROOT}/src"
+            parts = [self.value(v.value) if isinstance(v, ast.FormattedValue) and v.conversion == -1
+                     and v.format_spec is None else self.value(v) if isinstance(v, ast.Constant) else None
+                     for v in node.values]
+            return None if None in parts else "".join(str(p) for p in parts)
+        if isinstance(node, ast.Subscript):
+            return self.item(node)
+        if isinstance(node, ast.Call):
+            return self.call(node)
+        return None
+
+    def item(self, node: ast.Subscript) -> str | None:
+        """`Path(__file__).parents[1]`, `os.path.split(p)[0]`, `sys.path[0]` (the script's folder)."""
+        index = node.slice
+        if not (isinstance(index, ast.Constant) and isinstance(index.value, int) and not isinstance(index.value, bool)):
+            return None
+        if index.value == 0 and self.dotted(node.value) == "sys.path":
+            return _HOME
+        if (index.value == 0 and isinstance(node.value, ast.Call) and self.dotted(node.value.func) == "os.path.split"
+                and len(node.value.args) == 1 and not node.value.keywords):
+            path = self.value(node.value.args[0])
+            return posixpath.split(path)[0] if path is not None else None
+        if isinstance(node.value, ast.Attribute) and node.value.attr == "parents" and 0 <= index.value < 8:
+            base = self.value(node.value.value)
+            if isinstance(base, _PathValue):
                 path = posixpath.normpath(base)
                 for _ in range(index.value + 1):
                     path = posixpath.dirname(path)
                 return _PathValue(path)
-            return None
-        if isinstance(node, ast.Call):
-            return self.call(node)
         return None
 
     def call(self, node: ast.Call) -> str | None:
@@ -211,7 +228,6 @@ def added_paths_of(source: str) -> list[list[str]]:
     if "sys.path" not in source and "addsitedir" not in source:
         return []
     try:
-        tree = ast.parse(source)
+        return added_paths(ast.parse(source))
     except (SyntaxError, ValueError, RecursionError, MemoryError):  # MemoryError: CPython's nesting limit
-        return []
-    return added_paths(tree)
+        return []  # too deep to read (a 10,000-term sum): no path taken from it

@@ -40,6 +40,10 @@ def _found(folder: Path) -> set[str]:
     ('import sys\nfrom os.path import join, dirname\nsys.path.extend([join(dirname(__file__), "lib"), "/opt/x"])',
      [["back", "lib"], ["back", "/opt/x"]]),
     ('import os, sys\nsys.path += [os.getcwd() + "/src"]', [["back", "src"]]),
+    ('import os, sys\nhere = os.path.dirname(os.path.realpath(__file__))\n'
+     'sys.path.append(os.path.split(os.path.split(here)[0])[0])\nsys.path.append(f"{here}/data")',
+     [["back", "../.."], ["back", "data"]]),
+    ('import os, sys\nsys.path.insert(0, os.path.join(sys.path[0], "src"))', [["front", "src"]]),
     # Python's order: the last insert(0) first, appends in the order made, a folder added twice once
     ('import sys\nsys.path.append("src/data")\nsys.path.insert(0, "a")\nsys.path.insert(0, "b")\n'
      'sys.path.append("a")', [["front", "b"], ["front", "a"], ["back", "src/data"]]),
