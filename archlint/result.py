@@ -172,6 +172,7 @@ class RunResult:
     gate: list[GateResult] = field(default_factory=list)
     loaders: list = field(default_factory=list)  # archlint.loader.result.LoaderResult, from `archlint loader`
     traces: list = field(default_factory=list)  # archlint.trace.analyze.TraceAnalysis, from `archlint trace`
+    ranks: list = field(default_factory=list)  # archlint.trace.ranks.CrossRank: several ranks of one job, read together
     fixed: int | None = None  # with --fix: findings fixed (written to disk); with --diff: findings the diff fixes
     fixed_edits: int | None = None  # the edits those fixes made (one fix can make several)
     errors: list[str] = field(default_factory=list)  # models that could not be analyzed (the others were)
@@ -185,6 +186,8 @@ class RunResult:
             "gate": [asdict(g) for g in self.gate],
         } | ({"loaders": [lr.to_dict() for lr in self.loaders]} if self.loaders else {}) | (
             {"traces": [t.to_dict() for t in self.traces]} if self.traces else {}
+        ) | (
+            {"ranks": [r.to_dict() for r in self.ranks]} if self.ranks else {}
         ) | (
             {"errors": list(self.errors)} if self.errors else {}
         )

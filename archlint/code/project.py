@@ -9,7 +9,9 @@ one file re-extracts that file alone; the files whose context it changes are re-
 
 Imports are resolved like Python would from the project's roots: relative imports from the file's
 package; absolute ones from the file's folder, the folder above its package, the configuration
-root and its `src/`, and the folders named on the command line. Modules found that way but not
+root and its `src/`, and the folders named on the command line; the folders a file adds to
+`sys.path` itself (syspath.py) are tried for its imports where Python would try them (`insert(0, ...)`
+before its folder, the others after it and before the guessed roots). Modules found that way but not
 linted (`archlint train.py` alone) are read for their facts only: their findings are not reported.
 """
 
@@ -24,6 +26,7 @@ from pathlib import Path
 
 from archlint.code.cache import ProjectStore, content_key, from_record
 from archlint.code.project_facts import LIBRARIES, FileFacts, FunctionFacts, NameFacts, ProjectContext
+from archlint.code.syspath import added_paths
 from archlint.code.workers import lint_many
 from archlint.config import Settings
 from archlint.diagnostics import Diagnostic
@@ -120,9 +123,18 @@ class Index:
                 out.append(b)
         return out
 
+    def _added(self, importer: str) -> tuple[tuple[str, str], ...]:
+        """The folders `importer` adds to sys.path (syspath.py), made absolute: (where, folder)."""
+        summary = self.summaries.get(importer)  # its own facts, read already (it is the one importing)
+        if not summary or not summary.sys_path:
+            return ()
+        folder = os.path.dirname(importer)
+        return tuple((where, os.path.normpath(os.path.join(folder, *p.split("/")))) for where, p in summary.sys_path)
+
     def module_path(self, importer: str, module: str, level: int) -> str | None:
         folder = os.path.dirname(importer)
-        key = (folder, module, level)
+        added = () if level else self._added(importer)
+        key = (folder, module, level, added)
         if key in self._modules:
             return self._modules[key]
         parts = module.split(".") if module else []
@@ -136,6 +148,16 @@ class Index:
             bases = [base]
         else:
             bases = self._bases(folder)
+            if added:
+                # as Python searches them: `insert(0, ...)` before the script's folder; the others after
+                # it (and its packages' parents), and before the roots guessed for a src layout or a
+                # PYTHONPATH, which a script that sets its own path evidently does not rely on
+                own = 1
+                while own < len(bases) and os.path.isfile(os.path.join(bases[own - 1], "__init__.py")):
+                    own += 1
+                bases = ([p for w, p in added if w == "front"] + bases[:own] + [p for w, p in added if w != "front"]
+                         + bases[own:])
+                bases = [b for i, b in enumerate(bases) if b not in bases[:i] and not _installed(b)]
         found = None
         for base in bases:
             target = os.path.join(base, *parts)
@@ -254,7 +276,7 @@ def light(text: str) -> FileFacts | None:
             defs[node.name] = {"params": [a.arg for a in node.args.posonlyargs + node.args.args]}
         elif isinstance(node, ast.ClassDef):
             classes.append(node.name)
-    return FileFacts(light=True, imports=imports, defs=defs, classes=classes)
+    return FileFacts(light=True, imports=imports, defs=defs, classes=classes, sys_path=added_paths(tree))
 
 
 def _def(index: Index, found) -> FunctionFacts | None:

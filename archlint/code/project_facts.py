@@ -83,6 +83,8 @@ class FileFacts:
     loader_args: list[list] = field(default_factory=list)
     batch_args: list[list] = field(default_factory=list)
     arg_classes: list[list] = field(default_factory=list)
+    # [[where, folder]]: folders it adds to sys.path, relative to its own ("front"/"middle"/"back", syspath.py)
+    sys_path: list[list] = field(default_factory=list)
 
     def to_json(self) -> dict:
         return dict(self.__dict__)

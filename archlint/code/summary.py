@@ -16,6 +16,7 @@ from archlint.code.cudnn import chooses_algorithms, conv_defs, has_convolutions,
 from archlint.code.facts import CallSite, Facts, Scope, children
 from archlint.code.names import dotted
 from archlint.code.project_facts import LIBRARIES, FileFacts, FunctionFacts
+from archlint.code.syspath import added_paths_of
 from archlint.code.tensors import holds_tensor, tensor_names
 
 def _line(facts: Facts, call: cst.Call) -> int:
@@ -743,4 +744,5 @@ def summarize(facts: Facts) -> FileFacts:
         loader_args=_loader_args(facts),
         batch_args=_batch_args(facts, defs),
         arg_classes=_arg_classes(facts),
+        sys_path=added_paths_of(facts.source),
     )

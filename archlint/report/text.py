@@ -41,6 +41,10 @@ def print_text(result: RunResult, settings: Settings, console: Console | None = 
         from archlint.report.trace_table import print_trace
 
         print_trace(trace, console)
+    for job in result.ranks:
+        from archlint.report.trace_table import print_ranks
+
+        print_ranks(job, console)
     diagnostics = sorted(shown(result.diagnostics, settings), key=Diagnostic.sort_key)
     hidden = len(result.diagnostics) - len(diagnostics)
     if settings.diff and result.fixed is not None:  # the diff is the output; the count goes to stderr

@@ -1,4 +1,5 @@
-"""Text report of one profiler trace: the temporal breakdown, the steps, the top kernels, modules."""
+"""Text report of one profiler trace: the temporal breakdown, the steps, the top kernels, modules;
+and of several ranks of one job read together."""
 
 from __future__ import annotations
 
@@ -153,3 +154,32 @@ def print_diff(d, console: Console) -> None:
             table.add_row(_safe(r["name"][:80]), _ms(r["base_us"]), _ms(r["new_us"]), f"{r['delta_us'] / 1000:+.3f}",
                           change(r["change"]))
         console.print(table)
+
+
+def print_ranks(r, console: Console) -> None:
+    """Several ranks of one job read together (archlint.trace.ranks.CrossRank): step time per rank,
+    each collective's wait for peers against transfer, and the rank the others wait for."""
+    console.print(f"[bold]Across ranks[/] — {len(r.ranks)} of {r.world_size} ranks, {len(r.steps)} steps matched "
+                  f"(complete and steady on every rank); step spread {_ms(r.step_spread_us)} ms")
+    for note in r.notes:
+        console.print(f"  [dim]{_safe(note)}[/]")
+    table = Table(title="per rank, ms per step (wait: in collectives, for peers)", show_edge=False)
+    for col in ("rank", "step", "GPU compute", "collectives", "wait", "transfer", "last to arrive"):
+        table.add_column(col, justify="left" if col == "rank" else "right")
+    for f in r.per_rank:
+        table.add_row(str(f.rank), _ms(f.step_us), _ms(f.compute_us), _ms(f.comm_us), _ms(f.wait_us),
+                      _ms(f.comm_us - f.wait_us), str(f.last_arrivals))
+    console.print(table)
+    worst = max(r.per_step, key=lambda s: (s.over_median_us, str(s.step)), default=None)
+    if worst is not None and worst.over_median_us > 0:
+        console.print(f"  slowest step over the median: step {_safe(worst.step)}, rank {worst.slowest_rank} "
+                      f"{_ms(worst.over_median_us)} ms over the ranks' median {_ms(worst.median_us)} ms")
+    for c in r.collectives[:5]:
+        waits = ", ".join(f"rank {k} {_ms(v)}" for k, v in c.wait_us.items())
+        console.print(f"  {_safe(c.name)} ×{c.calls_per_step:g}/step: transfer {_ms(c.transfer_us)} ms; wait {waits} ms")
+    s = r.straggler
+    if s is not None and s.caused_wait_us > 0:
+        console.print(f"  [yellow]rank {s.rank} holds the others back[/]: last to arrive at {s.last_arrivals} of {s.calls} "
+                      f"collective calls; the others wait at least {_ms(s.caused_wait_us)} ms per step for it")
+    else:
+        console.print("  no rank holds the others back (no rank alone arrives last with a wait)")

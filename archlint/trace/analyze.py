@@ -107,6 +107,10 @@ class TraceAnalysis:
     waterfall: Waterfall | None = None
     evidence: dict[str, Any] = field(default_factory=dict)  # what the advice is chosen by (compiled, layout, collectives)
     cpu_only: bool = False
+    world_size: int | None = None  # distributedInfo.world_size (None: not said)
+    # per window name: its communication kernels (raw name, µs) in GPU start order, for the
+    # cross-rank report (trace/ranks.py); not serialized per trace
+    comm_calls: dict[int | str, list[tuple[str, float]]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -194,7 +198,9 @@ def analyze(data: TraceData, top: int = 15, launch_gap_us: float = LAUNCH_GAP_US
     startup = windows_mod.startup_events(data, launch_at)
     recording = windows_mod.recording(data, launch_at, startup, bool(steps))
     queue = Queue(data, busy, launch_at, launch_gap_us)
-    per_step = _per_step(data, steps, busy, compute, comm, lanes, queue, startup, launch_at, kind, notes)
+    comm_calls: dict[int | str, list[tuple[str, float]]] = {}
+    per_step = _per_step(data, steps, busy, compute, comm, lanes, queue, startup, launch_at, kind, notes,
+                         (group, comm_calls))
     analysis = TraceAnalysis(
         file=data.file,
         rank=0 if data.rank is None else data.rank,
@@ -222,6 +228,8 @@ def analyze(data: TraceData, top: int = 15, launch_gap_us: float = LAUNCH_GAP_US
         warnings=recording.warnings,
         idle_gaps=queue.top_gaps(),
         cpu_only=not data.gpu_events,
+        world_size=data.world_size,
+        comm_calls=comm_calls,
     )
     analysis.evidence = evidence_mod.gather(data, steps)
     analysis.evidence["sync_idle_by_call"] = {k: round(v, 3) for k, v in sorted(queue.sync_charged.items())}
@@ -366,7 +374,8 @@ def _breakdown_window(data: TraceData, steps: list[Range], launch_at: dict[int, 
     return kept
 
 
-def _per_step(data, steps, merged, compute, comm, lanes, queue: Queue, startup, launch_at, kind, notes) -> list[StepFigures]:
+def _per_step(data, steps, merged, compute, comm, lanes, queue: Queue, startup, launch_at, kind, notes,
+              calls_out=None) -> list[StepFigures]:
     span = (merged[0][0], merged[-1][1] if steps else _work_end(data, kind, merged[-1][1])) if merged else None
     wins = windows_mod.windows(data, steps, span, startup)
     if not wins:
@@ -414,6 +423,11 @@ def _per_step(data, steps, merged, compute, comm, lanes, queue: Queue, startup, 
         idle = queue.classify(w.name, w.steady, lo, hi)
         in_step = by_step[k] if steps else [i for i in range(data.gpu_events) if lo <= data.gpu_ts[i] < hi]
         durs = [data.gpu_dur[i] for i in in_step if kind[data.gpu_name[i]] == kernels.COMPUTE]
+        if calls_out is not None:  # (group, out): the window's collectives in GPU order, by name and duration
+            group, calls = calls_out
+            calls[w.name] = [(data.names[data.gpu_name[i]], data.gpu_dur[i])
+                             for i in sorted(in_step, key=lambda i: (data.gpu_ts[i], i))
+                             if group[data.gpu_name[i]] == "communication"]
         a, b = bisect.bisect_left(launch_starts, lo), bisect.bisect_left(launch_starts, hi)
         out.append(StepFigures(
             step=w.name,

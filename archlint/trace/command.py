@@ -182,6 +182,7 @@ def _report(args: argparse.Namespace, files: list[Path], settings) -> int:
         result.diagnostics += diagnostics
     if not result.traces:
         return EXIT_ERROR
+    _across_ranks(result, settings)
     _with_code(result, args, settings)
     result.gate = gate.evaluate(result, [], settings)  # --baseline / --save-baseline: the findings' fingerprints
     write_report(result, settings)
@@ -191,6 +192,21 @@ def _report(args: argparse.Namespace, files: list[Path], settings) -> int:
         return EXIT_CLEAN
     failed = gate.fails(result.diagnostics) or any(not g.passed for g in result.gate)
     return EXIT_FINDINGS if failed else EXIT_CLEAN
+
+
+def _across_ranks(result, settings) -> None:
+    """Traces of two or more ranks of one job: the cross-rank report and its findings (AL512)."""
+    from archlint.trace.checks import rank_modules
+    from archlint.trace.ranks import cross_rank, jobs
+
+    for group in jobs(result.traces):
+        report = cross_rank(group)
+        if report is None:
+            continue
+        result.ranks.append(report)
+        for module in rank_modules():
+            if settings.enabled(module.CODE):
+                result.diagnostics += module.check(report, group, settings.options(module.CODE, module.OPTIONS))
 
 
 def _with_code(result, args: argparse.Namespace, settings) -> None:

@@ -15,8 +15,9 @@ P100 = {"id": 0, "name": "Tesla P100-PCIE-16GB", "totalGlobalMem": 16 * 2**30, "
 
 
 class Trace:
-    def __init__(self, device: dict = A100, rank: int | None = 0, pid: int = 100, tid: int = 100):
+    def __init__(self, device: dict = A100, rank: int | None = 0, pid: int = 100, tid: int = 100, world_size: int = 1):
         self.events: list[dict] = []
+        self.world_size = world_size
         self.devices = [device, {**device, "id": 1}]
         self.rank, self.pid, self.tid, self.corr = rank, pid, tid, 0
 
@@ -44,7 +45,7 @@ class Trace:
     def document(self) -> dict:
         doc = {"schemaVersion": 1, "deviceProperties": self.devices, "traceEvents": self.events}
         if self.rank is not None:
-            doc["distributedInfo"] = {"backend": "nccl", "rank": self.rank, "world_size": 1}
+            doc["distributedInfo"] = {"backend": "nccl", "rank": self.rank, "world_size": self.world_size}
         return doc
 
     def write(self, path: Path) -> Path:

@@ -1,5 +1,6 @@
 """The trace rules: one module per code, each `CODE`, `OPTIONS` (defaults, documented on its page
-in rules/) and `check(analysis, options) -> list[Diagnostic]`."""
+in rules/) and `check(analysis, options) -> list[Diagnostic]`; the cross-rank rules (`rank_modules`)
+check one job's traces together: `check(report, analyses, options)` with archlint.trace.ranks's report."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from archlint.trace.checks import (
     memory_capacity,
     pageable_copy,
     step_sync,
+    straggler,
     unrepresentative,
 )
 
@@ -23,3 +25,8 @@ from archlint.trace.checks import (
 def modules() -> tuple[ModuleType, ...]:
     return (input_bound, pageable_copy, step_sync, fp32_gemm, launch_bound, data_parallel,
             communication_exposed, memory_capacity, layout_conversion, gpu_idle, unrepresentative)
+
+
+def rank_modules() -> tuple[ModuleType, ...]:
+    """The rules that read several ranks of one job together (archlint/trace/ranks.py)."""
+    return (straggler,)
