@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass
 
 from archlint.trace.read import Range, TraceData
+from archlint.units import significant
 
 # Runtime calls that only ever take this long while the process sets the GPU up; any of them
 # 10 ms or longer (read.SLOW_CALL_US) is start-up. cudaFree is cudaFree(0), the classic context init.
@@ -102,7 +103,7 @@ def windows(data: TraceData, numbered: list[tuple[int, Range]], gpu_span: tuple[
             elif k == 0 and name == 0 and median and (r.dur > FIRST_STEP_RATIO * median or _allocates_alone(data, steps)):
                 # ProfilerStep#0 is the profiler's first, which is the run's first only when profiling
                 # began with the loop: said when the step shows it (slower, or the only one allocating)
-                reason = (f"the run's first step (ProfilerStep#0, {r.dur / median:.2g}x the median step: allocator "
+                reason = (f"the run's first step (ProfilerStep#0, {significant(r.dur / median, 2)}x the median step: allocator "
                           "growth, cuDNN autotuning, lazy initialisation)")
             out.append(Window(name, r.ts, r.end, reason is None, reason))
         return out
@@ -134,7 +135,7 @@ def recording(data: TraceData, launch_at: dict[int, int], startup: list[Range], 
     if startup:
         longest = max(startup, key=lambda r: r.dur)
         warnings.append(
-            f"start-up in the trace ({_describe(startup)}; longest {longest.name} {longest.dur / 1e3:.3g} ms): "
+            f"start-up in the trace ({_describe(startup)}; longest {longest.name} {significant(longest.dur / 1e3)} ms): "
             "paid once per process, not per step; it is left out of every price"
         )
     with_stack = stacks_recorded(data)

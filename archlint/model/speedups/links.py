@@ -13,7 +13,7 @@ from archlint.code.checks import modules as code_modules
 from archlint.diagnostics import Diagnostic, Price, Severity
 from archlint.model.checks import RuleDeclarationError, check_modules
 from archlint.result import ModelResult, WhatIf
-from archlint.units import human_bytes, times
+from archlint.units import human_bytes, significant, times
 from archlint.whatif_names import NAMES
 
 
@@ -117,7 +117,7 @@ def _estimated_price(m: ModelResult, estimate: dict, measured: str) -> Price:
     fp32, half, spec = m.estimate["latency_ms"], estimate["latency_ms"], m.estimate["device_spec"]
     return Price.timed(
         f"{estimate['dtype']} autocast estimated {fp32 / half:.2f}× on the forward of {m.target} on {spec} "
-        f"({fp32:.3g} ms in float32, {half:.3g} ms with {estimate['assumption']}); {measured}; the training step may differ",
+        f"({significant(fp32)} ms in float32, {significant(half)} ms with {estimate['assumption']}); {measured}; the training step may differ",
         saving_ms=fp32 - half, model_ms=fp32, basis="estimated", device=spec,
     )
 
@@ -139,8 +139,8 @@ def _step_price(d: Diagnostic, m: ModelResult, w: WhatIf | None) -> None:
         fp32, spec = m.estimate["train"], m.estimate["device_spec"]
         d.price = Price.timed(
             f"{estimate['dtype']} autocast estimated {fp32['step_ms'] / estimate['step_ms']:.2f}× on the training step "
-            f"of {m.target} on {spec} ({fp32['step_ms']:.3g} ms in float32, forward {fp32['forward_ms']:.3g} + backward "
-            f"{fp32['backward_ms']:.3g}; {estimate['step_ms']:.3g} ms with {estimate['assumption']}){measured_text}",
+            f"of {m.target} on {spec} ({significant(fp32['step_ms'])} ms in float32, forward {significant(fp32['forward_ms'])} + backward "
+            f"{significant(fp32['backward_ms'])}; {significant(estimate['step_ms'])} ms with {estimate['assumption']}){measured_text}",
             saving_ms=fp32["step_ms"] - estimate["step_ms"], model_ms=fp32["step_ms"], basis="estimated", device=spec,
         )
         d.price.whole = "the training step's estimated time"
@@ -149,7 +149,7 @@ def _step_price(d: Diagnostic, m: ModelResult, w: WhatIf | None) -> None:
         both = measured["forward_ms"] + measured["backward_ms"]
         d.price = Price.timed(
             f"{w.name} autocast: the forward's measured {times(w.speedup)} applied to the measured step's forward and "
-            f"backward ({both:.3g} of {measured['step_ms']:.3g} ms on {m.device}; the backward assumed to speed up as "
+            f"backward ({significant(both)} of {significant(measured['step_ms'])} ms on {m.device}; the backward assumed to speed up as "
             "the forward does)",
             saving_ms=both * (1 - 1 / w.speedup), model_ms=measured["step_ms"], basis="estimated", device=m.device,
         )

@@ -194,8 +194,6 @@ def _memory_report(loaded, result, settings, optimizer: Optimizer, loss: str, de
 
 
 def _memory_of(loaded, result, settings, optimizer: Optimizer, loss: str, device_spec) -> list:
-    from archlint.model.train.memory import step_memory
-
     args, kwargs = tuple(loaded.inputs), dict(loaded.kwargs or {})
     if settings.parallel is not None:  # the step per rank (archlint.model.distributed), instead of one process's
         from archlint.model.distributed.run import distributed_report
