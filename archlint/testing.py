@@ -70,8 +70,8 @@ def _forbidden(analysis: Analysis, forbid: str | Iterable[str]) -> list:
 
 def forbidden_codes(forbid: str | Iterable[str]) -> list[str]:
     """`forbid` as the CLI's --select reads its codes: a code or prefix each (a comma list in one
-    string too), ALL for every rule; an unknown one is a UsageError, as `--select AL240` is (a typo
-    would forbid nothing and the budget would always pass)."""
+    string too), ALL for every rule; an unknown one is a UsageError, as an unknown code given to
+    `--select` is (a typo would forbid nothing and the budget would always pass)."""
     from archlint.config import check_selectors, split_codes
 
     items = [forbid] if isinstance(forbid, str) else list(forbid)

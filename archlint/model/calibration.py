@@ -219,11 +219,12 @@ def write_spec(spec, f: dict, path: Path, force: bool) -> list[str]:
     known = set(devices.GPU_FIGURES) | set(devices.GPU_OPTIONAL)
     text, left_out = merged_spec(Path(spec.path).read_text(encoding="utf-8"), f, known)
     devices.parse(tomllib.loads(text), str(path))  # a copy the loader rejects is never written
-    from archlint import outputs, writeguard
+    from archlint import writeguard
+    from archlint.outputs import write_text
 
     with writeguard.run_inputs():  # never over the spec it copies (its figures would be lost with --force)
         writeguard.note_inputs([spec.path], "the device spec")
-        outputs.write_text(path, text, "the device spec")
+        write_text(path, text, "the device spec")
     return left_out
 
 
