@@ -34,7 +34,14 @@ STREAM_FOLDERS = ("/dev/", "/proc/")  # /dev/stdout → /proc/self/fd/1: the she
 
 def write_text(path: Path | str, text: str, what: str = "the report") -> None:
     # backslashreplace: a character no UTF-8 writer takes (a lone surrogate) never loses the report
-    data = text.encode("utf-8", "backslashreplace")
+    write_bytes(path, text.encode("utf-8", "backslashreplace"), what)
+
+
+def write_bytes(path: Path | str, data: bytes, what: str = "the report", *, mode: int | None = None,
+                replace: bool = True) -> None:
+    """`data` written whole to `path` under the rules above. `mode`: a new file's permissions (an
+    existing one keeps its own); `replace=False`: a file already there is kept and FileExistsError
+    raised, so that of two runs making the same file the first one's stays (a signing key)."""
     path = Path(path)
     try:
         info = os.lstat(path)
@@ -49,7 +56,11 @@ def write_text(path: Path | str, text: str, what: str = "the report") -> None:
                 out.write(data)
             return
         path.parent.mkdir(parents=True, exist_ok=True)
-        _replace(path, data, what)
+        _replace(path, data, what, mode, replace)
+    except FileExistsError:
+        if replace:
+            raise _failed(path, what, FileExistsError("a file appeared while it was written")) from None
+        raise
     except OSError as exc:
         raise _failed(path, what, exc) from None
 
@@ -136,7 +147,7 @@ def _lstat(path: Path) -> os.stat_result | None:
         return None
 
 
-def _replace(path: Path, data: bytes, what: str) -> None:
+def _replace(path: Path, data: bytes, what: str, mode: int | None, replace: bool) -> None:
     directory = os.open(os.path.realpath(path.parent), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         writeguard.clean_stale(directory)
@@ -146,7 +157,7 @@ def _replace(path: Path, data: bytes, what: str) -> None:
             info = None
         temp = writeguard.temp_name(path.name)
         with writeguard.signals_held():
-            _write_and_rename(directory, temp, path, data, info, what)
+            _write_and_rename(directory, temp, path, data, info, what, mode, replace)
         with contextlib.suppress(OSError):  # the rename made durable; some file systems cannot
             os.fsync(directory)
     finally:
@@ -154,11 +165,12 @@ def _replace(path: Path, data: bytes, what: str) -> None:
 
 
 def _write_and_rename(directory: int, temp: str, path: Path, data: bytes, info: os.stat_result | None,
-                      what: str) -> None:
-    """The temporary file, complete and flushed, renamed over `path`; removed on any failure."""
+                      what: str, mode: int | None = None, replace: bool = True) -> None:
+    """The temporary file, complete and flushed, renamed over `path` (with `replace=False` linked
+    in, which fails if a file is there); removed on any failure."""
     try:
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666,
-                     dir_fd=directory)
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     0o666 if mode is None else mode, dir_fd=directory)
         with os.fdopen(fd, "wb") as out:
             out.write(data)
             out.flush()
@@ -168,7 +180,11 @@ def _write_and_rename(directory: int, temp: str, path: Path, data: bytes, info: 
         # the name again, right before the rename: a link swapped in meanwhile is refused (the
         # rename itself would replace the link, never write its target)
         check_target(path, what)
-        os.replace(temp, path.name, src_dir_fd=directory, dst_dir_fd=directory)
+        if replace:
+            os.replace(temp, path.name, src_dir_fd=directory, dst_dir_fd=directory)
+        else:
+            os.link(temp, path.name, src_dir_fd=directory, dst_dir_fd=directory, follow_symlinks=False)
+            os.unlink(temp, dir_fd=directory)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(temp, dir_fd=directory)

@@ -6,8 +6,9 @@
   its findings) must not be believed. A file this user's archlint did not write is ignored, with
   a warning, and every file is linted again. Entries are keyed by the file's content, archlint's
   version and the settings that change findings (`fingerprint`), and checked for shape when read.
-- Written to a temporary file renamed over the old one, merged under a lock with what another run
-  wrote meanwhile, so concurrent runs keep each other's entries.
+- Written through the one writer (archlint/outputs.py: a temporary file renamed over the old one,
+  never through a link), merged under a lock with what another run wrote meanwhile, so concurrent
+  runs keep each other's entries.
 - The folder: archlint writes a `.gitignore` of `*` only into a folder it has just created (never
   into an existing one: `cache-dir = "."` must not hide the project from git), and opens every
   file in it without following links (a dangling link must not make it create a file elsewhere).
@@ -30,6 +31,8 @@ from pathlib import Path
 from archlint import __version__
 from archlint.config import Settings
 from archlint.diagnostics import Applicability, Diagnostic, Edit, Fix, Severity
+from archlint.errors import UsageError
+from archlint.outputs import write_bytes
 
 CODE_FILE = "code-v1.json"  # each file's own findings, by content key
 PROJECT_FILE = "project-v3.json"  # v3: facts are project_facts.FileFacts as JSON (every field, with "light")
@@ -52,21 +55,13 @@ def _key() -> bytes | None:
     try:
         home.mkdir(parents=True, exist_ok=True)
         if not os.path.lexists(path):  # written whole, then linked in: a run beside us never reads half a key
-            temp = home / f"cache-key.{os.getpid()}.tmp"
-            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _NOFOLLOW, 0o600)
-            with os.fdopen(fd, "w") as out:
-                out.write(secrets.token_hex(32))
-            try:
-                os.link(temp, path)
-            except FileExistsError:
-                pass  # another run made it first: theirs is the key
-            finally:
-                os.unlink(temp)
+            with contextlib.suppress(FileExistsError):  # another run made it first: theirs is the key
+                write_bytes(path, secrets.token_hex(32).encode("ascii"), "the cache's key", mode=0o600, replace=False)
         key = bytes.fromhex(_read(path).decode("ascii").strip())
         if len(key) < 16:
             raise ValueError("too short")
         return key
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, UsageError) as exc:
         print(f"archlint: warning: cannot keep the cache's key in {path} ({getattr(exc, 'strerror', None) or exc}); "
               "the cache is not used this run", file=sys.stderr)
         return None
@@ -132,7 +127,6 @@ def load(path: Path, quiet: bool = False) -> dict:
 def save(path: Path, entries: dict, fresh: set[str] | None = None) -> None:
     """Merge `entries` into the file under a lock and write it atomically. `fresh` are this run's
     keys, kept first when the merged cache is over the limit."""
-    temp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     try:
         _prepare(path.parent)
         with locked(path.with_suffix(".lock")):
@@ -142,18 +136,10 @@ def save(path: Path, entries: dict, fresh: set[str] | None = None) -> None:
             data = dump(merged)
             if data is None:
                 return
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(temp)  # left by a killed run that had our process id
-            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o644)
-            with os.fdopen(fd, "wb") as out:
-                out.write(data)
-            os.replace(temp, path)
-    except OSError as exc:
-        print(f"archlint: warning: cannot write the cache at {path} ({exc.strerror or exc}); next run lints "
-              "every file again", file=sys.stderr)
-    finally:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)  # only left when the write or the rename failed
+            write_bytes(path, data, "the lint cache", mode=0o644)  # the one writer: whole, never through a link
+    except (OSError, UsageError) as exc:
+        print(f"archlint: warning: cannot write the cache at {path} ({getattr(exc, 'strerror', None) or exc}); "
+              "next run lints every file again", file=sys.stderr)
 
 
 def _prepare(where: Path) -> None:
@@ -163,9 +149,8 @@ def _prepare(where: Path) -> None:
         os.mkdir(where)
     except FileExistsError:
         return  # the user's folder (or one made by an earlier run, which wrote the .gitignore)
-    fd = os.open(where / ".gitignore", os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o644)
-    with os.fdopen(fd, "w") as out:
-        out.write("# Created by archlint\n*\n")
+    write_bytes(where / ".gitignore", b"# Created by archlint\n*\n", "the cache folder's .gitignore", mode=0o644,
+                replace=False)
 
 
 @contextlib.contextmanager

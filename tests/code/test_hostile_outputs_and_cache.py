@@ -55,6 +55,22 @@ def test_dangling_links_in_the_cache_folder_are_not_followed(tmp_path):
     assert "cannot write the cache" in run.stderr  # the lock is a link: said, and the run goes on
 
 
+def test_a_cache_file_that_is_a_link_is_never_written_through(tmp_path):
+    """The cache goes through the one writer (archlint/outputs.py): a link in the cache's place is
+    refused and said, its target untouched (was: the signed cache renamed over the link, fine, but
+    through a writer of its own that the project's rules did not cover)."""
+    (tmp_path / "a.py").write_text(FINDING)
+    folder = tmp_path / ".archlint_cache"
+    folder.mkdir()
+    elsewhere = tmp_path / "somebody_elses.json"
+    elsewhere.write_text("keep me\n")
+    (folder / cache_files.CODE_FILE).symlink_to(elsewhere)
+    run = cli("a.py", cwd=tmp_path, cache=True)
+    assert run.returncode == 1  # the findings still reported
+    assert elsewhere.read_text() == "keep me\n" and (folder / cache_files.CODE_FILE).is_symlink()
+    assert "cannot write the cache" in run.stderr and "link" in run.stderr
+
+
 def test_a_committed_cache_with_an_empty_entry_hides_nothing(tmp_path):
     (tmp_path / "a.py").write_text(FINDING)
     assert cli("a.py", cwd=tmp_path, cache=True).returncode == 1
