@@ -155,7 +155,7 @@ def analyze(
             spec.init.update(init)
     else:
         _require_module(model)
-        from archlint.model.walkable import check_walkable
+        from archlint.model.runtime.walkable import check_walkable
 
         check_walkable(model, name or type(model).__name__)  # before anything walks it (its dtype, below)
         if init:
@@ -167,7 +167,7 @@ def analyze(
             raise UsageError(f"no inputs for {type(model).__name__}: pass tensors or shapes, e.g. analyze(model, (1, 3, 224, 224))")
         spec = ModelSpec(target=name or type(model).__name__, model=model, given_args=args, given_kwargs=kwargs)
     if dtype:
-        from archlint.model.load import parse_dtype
+        from archlint.model.loading.load import parse_dtype
 
         parse_dtype(dtype)  # a UsageError naming the choices
         spec.dtype = dtype
@@ -254,7 +254,7 @@ def _tensors(inputs: tuple, dtype: str) -> tuple[tuple, dict]:
     `dtype`; one dict is keyword inputs, one tuple of tensors the positional ones."""
     import torch
 
-    from archlint.model.load import parse_dtype
+    from archlint.model.loading.load import parse_dtype
 
     kwargs: dict = {}
     if inputs and isinstance(inputs[-1], dict):
@@ -281,6 +281,6 @@ def _require_module(model: Any) -> None:
 
 
 def _dtype_of(model: Any):
-    from archlint.model.loaded import dtype_of as _dtype_of
+    from archlint.model.loading.loaded import dtype_of as _dtype_of
 
     return _dtype_of(model)

@@ -34,8 +34,8 @@ def _check(paths: list[Path], specs: list[ModelSpec], settings: Settings) -> Run
     for spec in specs:
         try:
             from archlint.model.analyze import analyze
-            from archlint.model.isolate import own_modules
-            from archlint.model.patches import as_found
+            from archlint.model.runtime.isolate import own_modules
+            from archlint.model.runtime.patches import as_found
         except ImportError as exc:
             raise UsageError(
                 f"the model analyzer needs torch ({exc.name} is missing): pip install 'archlint[models]'"

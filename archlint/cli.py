@@ -400,10 +400,10 @@ def run_subcommand(argv: list[str]) -> int:
     if stray and not a.families:
         raise UsageError(f"{stray[0]} applies to `archlint calibrate --families`; add --families")
     if a.families:
-        from archlint.model.calibration import families_command
+        from archlint.model.estimating.calibration import families_command
 
         return families_command(a.device, a.dtype, a.batch, a.repeat, a.device_spec, a.write_spec, a.force)
-    from archlint.model.roofline import calibrate_command
+    from archlint.model.estimating.roofline import calibrate_command
 
     return calibrate_command(a.device, a.dtype)
 

@@ -89,7 +89,7 @@ class Settings:
     device_spec: str | None = None  # estimate latency on this spec (NAME or TOML file): archlint.devices
     what_if: list[str] | None = None  # --what-if: transformations to time (None: off); implies latency
     timeout: float | None = None  # seconds for each stage that runs a model's code; None: no limit
-    latency_budget: float = 120.0  # seconds --latency may spend timing one model (archlint.model.budget)
+    latency_budget: float = 120.0  # seconds --latency may spend timing one model (archlint.model.timing.budget)
     train: bool = False  # --train: analyze one training step (implies mode "train"): archlint.model.train
     optimizer: str | None = None  # --optimizer for --train; None: the default (archlint.model.train.optimizer)
     loss: str | None = None  # --loss for --train: mean | sum of the outputs; None: mean

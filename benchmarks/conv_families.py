@@ -10,7 +10,7 @@ Two steps:
 
 The H200 rows (benchmarks/eval_data/measured/h200-conv-families-2026-11-26.json) are where the
 estimate's `depthwise-wide` share and its grouped convs' `window` share come from
-(archlint/devices/achieved.py, archlint/model/torch_kernels.py, archlint/model/estimate.py).
+(archlint/devices/achieved.py, archlint/model/estimating/torch_kernels.py, archlint/model/estimating/estimate.py).
 
     python benchmarks/conv_families.py run OUT.json
     python benchmarks/conv_families.py report [RESULTS.json] [--spec h200]
@@ -45,7 +45,7 @@ def run(out: Path, batch: int = 256) -> None:
     import torch
     import torch.nn.functional as F
 
-    from archlint.model.timer import median_ms
+    from archlint.model.timing.timer import median_ms
 
     torch.backends.cudnn.benchmark = False
     half, rows = torch.float16, []
@@ -87,7 +87,7 @@ def op_of(r: dict) -> dict:
 def report(results: Path, spec_name: str) -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from archlint.devices import resolve
-    from archlint.model.estimate import estimate_op
+    from archlint.model.estimating.estimate import estimate_op
 
     data = json.loads(results.read_text())
     spec = resolve(spec_name)

@@ -116,7 +116,7 @@ def overhead(models_file: Path, spec: Path, runs: int = 5) -> None:
     from archlint.config import ModelSpec, Settings
     from archlint.devices import resolve
     from archlint.model.analyze import analyze
-    from archlint.model.estimate import estimate_graph
+    from archlint.model.estimating.estimate import estimate_graph
     from archlint.model.analyze import analyze_model
 
     times: dict[bool, list[float]] = {False: [], True: []}

@@ -25,7 +25,7 @@ Sections of `run`, in the order they run (most wanted first):
               read against the memory model by benchmarks/gpu_alloc_trace.py
   workspace   what kernels allocate that the meta-device memory model cannot see: cuBLAS's
               workspace per thread (forward, autograd), cuDNN's per convolution and batch norm
-  families    `archlint calibrate --families --device-spec h200` (archlint.model.families): one kernel per
+  families    `archlint calibrate --families --device-spec h200` (archlint.model.estimating.families): one kernel per
               op family at model-like sizes, CUDA events; each family's share of the h200 spec's
               roofs, the eager per-op host cost, a GEMM/conv size curve, as device-spec TOML
   tests       the test suite's tests marked cuda
@@ -254,7 +254,7 @@ def section_env(results: dict, budget: Budget, plan_data: dict) -> None:
 
 def section_peaks(results: dict, budget: Budget, plan_data: dict) -> None:
     import torch
-    from archlint.model.roofline import measure_peaks
+    from archlint.model.estimating.roofline import measure_peaks
 
     results["peaks"] = {name: measure_peaks(torch.device(DEV), getattr(torch, name))
                         for name in ("float32", "float16", "bfloat16")}
@@ -696,13 +696,13 @@ def section_workspace(results: dict, budget: Budget, plan_data: dict) -> None:
 
 def section_families(results: dict, budget: Budget, plan_data: dict) -> None:
     """`archlint calibrate --families --device-spec h200` in float16 at the latency table's batch
-    (archlint.model.calibration; the cases are archlint.model.families'): each case's ms and share
+    (archlint.model.estimating.calibration; the cases are archlint.model.estimating.families'): each case's ms and share
     of the h200 spec's roofs, and the TOML it prints ([achieved], launch-overhead-us, host-op-us,
     size-share, their sources) ready to paste into archlint/devices/h200.toml. It runs whole
     (well under a minute), past its share of the budget if need be."""
     import torch
     from archlint.devices import resolve
-    from archlint.model.calibration import measure, to_toml
+    from archlint.model.estimating.calibration import measure, to_toml
 
     result = measure(torch.device(DEV), torch.float16, LATENCY_BATCH, 10, resolve("h200"))
     results["families"] = {"rows": result["rows"], "curve": result["curve"], "host_op_us": result["host"],

@@ -16,7 +16,7 @@ judged where the saving exceeds twice that error. Claim and measurement are take
 rounds over all rows and their medians compared: one row's measured saving moves by a third
 between phases minutes apart, far more than within one phase. Batch 1, 224×224, eval, no_grad.
 Both phases run in this one process under the allocator settings archlint's timing makes
-(archlint/model/allocator.py, printed first): with glibc's default thresholds a pass's page faults
+(archlint/model/runtime/allocator.py, printed first): with glibc's default thresholds a pass's page faults
 depend on the process's history, and the same fold measured 1.2 ms in one process and 7 ms in
 another.
 """
@@ -36,10 +36,10 @@ from torch import nn
 from torch.nn.utils.fusion import fuse_conv_bn_eval
 
 from archlint.config import Settings
-from archlint.model import allocator
+from archlint.model.runtime import allocator
 from archlint.model.analyze import analyze_model
 from archlint.model.checks import CheckContext, run_checks
-from archlint.model.measure import measure
+from archlint.model.timing.measure import measure
 
 MODELS = ("resnet18", "mobilenet_v2", "shufflenet_v2_x1_0")
 

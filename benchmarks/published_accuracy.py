@@ -126,7 +126,7 @@ def graph_for(row: dict, nhwc: bool = False):
     from archlint.config import ModelSpec, Settings
     from archlint.model.analyze import capture_graph
     from archlint.model.cost import cost_graph
-    from archlint.model.load import load
+    from archlint.model.loading.load import load
 
     with tempfile.TemporaryDirectory() as tmp:
         zoo = Path(tmp) / "zoo.py"
@@ -169,7 +169,8 @@ def picklable(graph):
 
 def evaluate(rows: list[dict], spec_name: str, per_model: bool, nhwc: bool = False) -> list[dict]:
     from archlint.devices import resolve
-    from archlint.model import estimate, opgraph
+    from archlint.model import opgraph
+    from archlint.model.estimating import estimate
 
     spec = resolve(spec_name)
     out = []
@@ -200,7 +201,8 @@ def evaluate(rows: list[dict], spec_name: str, per_model: bool, nhwc: bool = Fal
 
 def family_ms(graph) -> dict[str, float]:
     """Estimated ms per op family (the last estimate_graph run on this graph)."""
-    from archlint.model import estimate, opgraph
+    from archlint.model import opgraph
+    from archlint.model.estimating import estimate
 
     out: dict[str, float] = {}
     for _, op in opgraph.ops(graph):

@@ -193,7 +193,7 @@ def run_one(spec: str, latency: bool) -> dict:
     graph, _ = analyze_model(model, inputs, settings, target=spec)
     pricer, model_ms = None, None
     if latency:
-        from archlint.model.measure import measure
+        from archlint.model.timing.measure import measure
 
         report = measure(graph, model, inputs, "cpu", settings)
         pricer, model_ms = report.pricer, report.end_to_end_ms

@@ -2,7 +2,7 @@
 
 Every row of the paper's four guideline experiments (tests/fixtures/models/shufflenet_tables.py:
 the paper's ARM channel counts, 56×56, blocks stacked 10×) is timed with archlint's measure
-layer — its timer and its interleaved sampling (archlint.model.timer.sample: warm-up, then the
+layer — its timer and its interleaved sampling (archlint.model.timing.timer.sample: warm-up, then the
 rows of a table run in turn, repeat times, median and quartiles kept) — and costed with
 archlint's capture + cost (MAC). It prints, per table, archlint's ranking next to the paper's
 ARM ranking (Snapdragon 810, one thread; this run uses --threads, 1 by default, to match) and
@@ -34,7 +34,7 @@ import shufflenet_tables as tables  # noqa: E402
 from archlint.model.capture import capture  # noqa: E402
 from archlint.model.cost import cost_graph  # noqa: E402
 from archlint.model.opgraph import totals  # noqa: E402
-from archlint.model.timer import make_timer, sample  # noqa: E402
+from archlint.model.timing.timer import make_timer, sample  # noqa: E402
 
 
 def mac_bytes(row: tables.Row) -> int:

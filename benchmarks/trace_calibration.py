@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from archlint.model.estimate import Gemm, tile_efficiency  # noqa: E402
+from archlint.model.estimating.estimate import Gemm, tile_efficiency  # noqa: E402
 
 TRACE = Path("/work/shared/traces/a100_alexnet_inference.json.gz")
 A100 = {"bandwidth": 1555e9, "fp32": 19.5e12, "tf32": 156e12, "sms": 108}

@@ -113,7 +113,7 @@ def loader_command(argv: list[str]) -> int:
         raise UsageError(f"archlint loader needs torch ({exc.name} is missing): pip install 'archlint[models]'") from None
     from archlint.config import Settings
     from archlint.loader.run import run_loader
-    from archlint.model.sandbox import user_code
+    from archlint.model.runtime.sandbox import user_code
     from archlint.report import write_report
     from archlint.result import RunResult
 

@@ -23,7 +23,7 @@ from torch.utils.data import DataLoader, Dataset, IterableDataset
 
 from archlint.errors import UsageError
 from archlint.loader import prefetch
-from archlint.model.load import import_file
+from archlint.model.loading.load import import_file
 
 DEFAULT_BATCH_SIZE = 32  # for a bare Dataset, when --batch-size is not given
 

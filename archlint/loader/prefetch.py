@@ -64,7 +64,7 @@ def stream_signs(cls: type) -> list[str]:
 def _name(cls: type) -> str:
     """`pipes.py:Prefetcher` for a class of a file archlint imported, `timm.data.loader.PrefetchLoader`
     for an installed one."""
-    if cls.__module__.startswith("_archlint_target_"):  # archlint.model.load.import_file's names
+    if cls.__module__.startswith("_archlint_target_"):  # archlint.model.loading.load.import_file's names
         try:
             return f"{Path(inspect.getsourcefile(cls) or '').name}:{cls.__qualname__}"
         except TypeError:

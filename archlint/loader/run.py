@@ -86,7 +86,7 @@ def _superlinear_note(result: LoaderResult) -> list[str]:
 def _busy_note() -> list[str]:
     import os
 
-    from archlint.model.timer import load_average
+    from archlint.model.timing.timer import load_average
 
     load, cores = load_average(), os.cpu_count() or 1
     if load is not None and load > cores:

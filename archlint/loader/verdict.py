@@ -1,7 +1,7 @@
 """Is the run input-bound? The loader's samples/s against the model step's samples/s.
 
-The model is loaded as `archlint MODEL` loads it (archlint.model.load, real weights) and its step
-is timed with archlint's timer (archlint.model.timer.sample: warm-up, then the median of repeats):
+The model is loaded as `archlint MODEL` loads it (archlint.model.loading.load, real weights) and its step
+is timed with archlint's timer (archlint.model.timing.timer.sample: warm-up, then the median of repeats):
 a training step (forward, a sum of the outputs as the loss, backward, an SGD step) or an
 inference step (forward under inference_mode). With `--device-spec` (a GPU the user does not
 have) the step time is the device-spec estimate instead (`estimated_step`): the forward captured
@@ -19,8 +19,8 @@ import torch
 from archlint.config import ModelSpec, Settings
 from archlint.errors import UsageError
 from archlint.loader.result import LoaderResult, Verdict
-from archlint.model.load import load as load_model
-from archlint.model.timer import make_timer, sample
+from archlint.model.loading.load import load as load_model
+from archlint.model.timing.timer import make_timer, sample
 
 STEP_BUDGET_S = 3.0  # timed repeats of the model step stop at about this much time
 
@@ -115,13 +115,13 @@ BACKWARD_PER_FORWARD = 2.0
 def estimated_step(spec: ModelSpec, device_spec: str, step: str) -> ModelStep:
     """The step's time on a device named by its spec (archlint.devices): the forward is captured in
     the step's mode (train: BatchNorm on batch statistics, dropout on) and estimated op by op by
-    archlint.model.estimate; an eval step is that forward, a training step adds the backward
+    archlint.model.estimating.estimate; an eval step is that forward, a training step adds the backward
     (BACKWARD_PER_FORWARD × the forward) and the SGD update (weights and gradients read, weights
     written, at the spec's bandwidth), as measure_step times them."""
     from archlint.devices import resolve
     from archlint.model.costed import capture_and_cost
-    from archlint.model.estimate import estimate_graph
-    from archlint.model.sandbox import user_code
+    from archlint.model.estimating.estimate import estimate_graph
+    from archlint.model.runtime.sandbox import user_code
 
     device = resolve(device_spec)
     settings = Settings(mode="train" if step == "train" else "eval")

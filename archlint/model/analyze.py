@@ -13,14 +13,15 @@ from archlint import progress
 from archlint.config import ModelSpec, Settings
 from archlint.diagnostics import Diagnostic
 from archlint.errors import UsageError
-from archlint.model import opgraph, patches
+from archlint.model import opgraph
+from archlint.model.runtime import patches
 from archlint.model.capture import CaptureFailed, capture
 from archlint.model.costed import capture_and_cost, capture_graph, cost, fresh, no_gc, traced_mode
-from archlint.model.created import recording
-from archlint.model.hf import is_hf_target
-from archlint.model.load import load
-from archlint.model.loaded import Loaded, dtype_of
-from archlint.model.sandbox import preserved, user_code
+from archlint.model.loading.created import recording
+from archlint.model.loading.hf import is_hf_target
+from archlint.model.loading.load import load
+from archlint.model.loading.loaded import Loaded, dtype_of
+from archlint.model.runtime.sandbox import preserved, user_code
 from archlint.result import ModelResult
 
 
@@ -45,7 +46,7 @@ def analyze(spec: ModelSpec, settings: Settings) -> tuple[ModelResult, list[Diag
         patches.mark()  # what torch looks like now is the model's doing (imported, built, run once)
         report = None
         if settings.latency:
-            from archlint.model.measure import measure
+            from archlint.model.timing.measure import measure
 
             with user_code(spec.target, getattr(settings, "timeout", None)) as guard, preserved(loaded.model):
                 guard.doing = "running its forward (latency)"
@@ -59,7 +60,7 @@ def analyze(spec: ModelSpec, settings: Settings) -> tuple[ModelResult, list[Diag
         spec_name = getattr(spec, "device_spec", None) or getattr(settings, "device_spec", None)
         if spec_name:
             from archlint.devices import resolve
-            from archlint.model.estimate import estimate_graph
+            from archlint.model.estimating.estimate import estimate_graph
 
             device_spec = resolve(spec_name, getattr(settings, "root", None))
             result.estimate = estimate_graph(graph, device_spec)
@@ -176,7 +177,7 @@ def analyze_model(
     kwargs: dict | None = None,
 ) -> tuple[nx.DiGraph, ModelResult]:
     """Analyze a prebuilt model (no checks, no latency): for tests, benchmarks and library use."""
-    from archlint.model.inputs import bind_inputs
+    from archlint.model.loading.inputs import bind_inputs
 
     args, rest = bind_inputs(model, tuple(inputs), dict(kwargs or {}), "inputs")
     loaded = Loaded(model, args, "given", dtype_of(model), kwargs=rest)

@@ -18,8 +18,8 @@ from archlint.model import opgraph
 from archlint.units import human_count
 from archlint.model.capture import STRATEGIES, CaptureFailed, capture
 from archlint.model.cost import cost_graph
-from archlint.model.loaded import Loaded
-from archlint.model.sandbox import preserved, quiet_export, quiet_torch_logs
+from archlint.model.loading.loaded import Loaded
+from archlint.model.runtime.sandbox import preserved, quiet_export, quiet_torch_logs
 from archlint.result import ModelResult
 
 

@@ -30,7 +30,7 @@ def _batch(loaded) -> int:
 
 
 def _vocab(model) -> int:
-    from archlint.model.inputs import token_range
+    from archlint.model.loading.inputs import token_range
 
     return int(getattr(getattr(model, "config", None), "vocab_size", 0) or token_range(model))
 
@@ -74,8 +74,8 @@ def analyze_decode(spec: ModelSpec, settings: Settings) -> ModelResult:
     """The decode step as its own ModelResult (target `... (decode step, KV cache N)`); no rules run on it."""
     from archlint.model import opgraph
     from archlint.model.costed import capture_and_cost
-    from archlint.model.load import load
-    from archlint.model.loaded import Loaded
+    from archlint.model.loading.load import load
+    from archlint.model.loading.loaded import Loaded
 
     n = int(spec.decode or 0)
     if n < 1:

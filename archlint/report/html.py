@@ -185,7 +185,7 @@ def _layer(layer: Layer, index: dict[str, int], codes: list[str]) -> dict:
 
 
 def _peaks(roofline: dict | None) -> dict | None:
-    """The device's roofs as archlint.model.roofline measures them (FLOP/s counts 2 per FMA)."""
+    """The device's roofs as archlint.model.estimating.roofline measures them (FLOP/s counts 2 per FMA)."""
     if not roofline:
         return None
     flops, bw = roofline.get("peak_flops_per_s"), roofline.get("bandwidth_bytes_per_s")
@@ -470,7 +470,7 @@ def evidence_label(key: str) -> str:
 
 def _evidence_value(key: str, value, names: dict[str, str] | None) -> str:
     """A figure in its unit where the key names one (`..._bytes`, `..._ms`)."""
-    noise = getattr(value, "noise", None)  # a what-if inside the timing noise (archlint.model.paired)
+    noise = getattr(value, "noise", None)  # a what-if inside the timing noise (archlint.model.timing.paired)
     if noise is not None and key.endswith("_ms"):
         return f"could not measure (noise ±{significant(noise)} ms)"
     if isinstance(value, (int, float)) and not isinstance(value, bool):

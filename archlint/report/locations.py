@@ -1,7 +1,7 @@
 """Where a finding lives in the repository, for reporters that annotate source (SARIF, GitHub,
 JUnit). Code findings carry their file and line. Model findings carry the file and line of the
 module's creation in the user's code (`self.conv = nn.Conv2d(...)`, or the builder call that made
-a library model; archlint.model.created), else of the module's class when it is the user's;
+a library model; archlint.model.loading.created), else of the module's class when it is the user's;
 otherwise (a class in torch or an installed package) they fall back to the line of the target in
 the user's file (`model.py:Net` → `class Net`, `def net`, or the import of a library model), so
 the annotation still lands in the user's repository; the module path goes in the message. An

@@ -6,8 +6,8 @@ import pytest
 
 from archlint.devices import resolve
 from archlint.devices.achieved import SHARES, shares_for
-from archlint.model.estimate import Gemm, estimate_op, gemm_of, grouped_tile, share_names, tile_efficiency
-from archlint.model.torch_kernels import wide_depthwise
+from archlint.model.estimating.estimate import Gemm, estimate_op, gemm_of, grouped_tile, share_names, tile_efficiency
+from archlint.model.estimating.torch_kernels import wide_depthwise
 
 from tests.estimate.test_terms import conv_op
 
@@ -53,7 +53,7 @@ def band(n, c, hw, kh, kw, itemsize=2):
 
 
 def test_which_depthwise_convs_run_pytorchs_own_kernels():
-    from archlint.model.torch_kernels import native_depthwise
+    from archlint.model.estimating.torch_kernels import native_depthwise
 
     assert not native_depthwise(band(8, 96, 56, 3, 3))  # 16-bit 3×3, ≥ 32 channels: cuDNN
     assert not native_depthwise(band(8, 96, 56, 5, 5))
@@ -65,8 +65,8 @@ def test_which_depthwise_convs_run_pytorchs_own_kernels():
 
 
 def test_a_biased_conv_pays_an_add_after_cudnn():
-    from archlint.model.estimate import ROOFLINE_ONLY
-    from archlint.model.torch_kernels import conv_bias_bytes
+    from archlint.model.estimating.estimate import ROOFLINE_ONLY
+    from archlint.model.estimating.torch_kernels import conv_bias_bytes
 
     dense = conv_op(n=8, cin=64, cout=64, hw=56, k=3)
     biased = {**dense, "param_shapes": {**dense["param_shapes"], "bias": [64]}}
@@ -87,8 +87,8 @@ def test_a_channels_last_model_runs_its_convs_in_nhwc():
     import torch
 
     from archlint.model.costed import memory_format
-    from archlint.model.estimate import estimate_graph
-    from archlint.model.torch_kernels import native_depthwise
+    from archlint.model.estimating.estimate import estimate_graph
+    from archlint.model.estimating.torch_kernels import native_depthwise
 
     net = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.Conv2d(8, 8, 3, groups=8))
     assert memory_format(net) == "contiguous"

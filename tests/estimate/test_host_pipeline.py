@@ -8,7 +8,7 @@ import networkx as nx
 import pytest
 
 from archlint.devices import resolve
-from archlint.model.estimate import estimate_graph
+from archlint.model.estimating.estimate import estimate_graph
 
 from tests.estimate.test_terms import GPU
 

@@ -10,7 +10,7 @@ import pytest
 from test_terms import GPU, conv_op
 
 from archlint.devices.achieved import SHARES
-from archlint.model.estimate import (
+from archlint.model.estimating.estimate import (
     ALL_TERMS,
     ROOFLINE_ONLY,
     autocast_flow,

@@ -11,7 +11,7 @@ from torch.profiler import profile
 
 from archlint.devices import resolve
 from archlint.model import sdpa_math
-from archlint.model.estimate import ROOFLINE_ONLY, estimate_op
+from archlint.model.estimating.estimate import ROOFLINE_ONLY, estimate_op
 
 
 def attention_op(shape, itemsize=2):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from archlint.devices import resolve
-from archlint.model.estimate import ROOFLINE_ONLY, estimate_op
-from archlint.model.torch_kernels import UPSAMPLE_ITERATION_S, serial_upsample_s
+from archlint.model.estimating.estimate import ROOFLINE_ONLY, estimate_op
+from archlint.model.estimating.torch_kernels import UPSAMPLE_ITERATION_S, serial_upsample_s
 
 
 def upsample(n, c, hw, scale=2, mode="bilinear", key="Upsample"):
@@ -41,8 +41,8 @@ def test_an_input_reordered_by_a_view_may_be_channels_last():
     upsamples with a parallel NHWC kernel; the serial term is for plain NCHW inputs only."""
     import networkx as nx
 
-    from archlint.model.estimate import estimate_graph
-    from archlint.model.torch_kernels import permuted_input
+    from archlint.model.estimating.estimate import estimate_graph
+    from archlint.model.estimating.torch_kernels import permuted_input
 
     h200 = resolve("h200")
     for reorder in (False, True):

@@ -134,7 +134,7 @@ def test_the_spec_own_shares_move_the_estimate():
     import dataclasses
 
     from archlint.devices import resolve
-    from archlint.model import estimate
+    from archlint.model.estimating import estimate
 
     op = {"kind": "elementwise", "flops": 0, "mac_bytes": 400_000_000, "in_shapes": [[100_000_000]],
           "out_shapes": [[100_000_000]]}

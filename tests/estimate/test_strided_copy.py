@@ -8,8 +8,8 @@ import networkx as nx
 import pytest
 
 from archlint.devices import resolve
-from archlint.model.estimate import estimate_graph
-from archlint.model.torch_kernels import moved_last_dim, strided_copy_bytes
+from archlint.model.estimating.estimate import estimate_graph
+from archlint.model.estimating.torch_kernels import moved_last_dim, strided_copy_bytes
 
 
 def talking_heads(dims):

@@ -8,7 +8,7 @@ import math
 import pytest
 
 from archlint.devices import DeviceSpec, resolve
-from archlint.model.estimate import (
+from archlint.model.estimating.estimate import (
     ROOFLINE_ONLY,
     Gemm,
     cache_resident,
@@ -61,7 +61,7 @@ def test_tile_padding():
 
 
 def test_attention_tiles_fit_the_head_dimension():
-    from archlint.model.estimate import attention_tile
+    from archlint.model.estimating.estimate import attention_tile
 
     # ViT-B: 197 tokens, head dim 64, 256·12 (batch·heads): rows pad to 256, keys to 256, head exact
     g = Gemm(m=197, n=64, k=197, batch=256 * 12)
@@ -140,7 +140,7 @@ def test_cache_residency_in_a_graph():
     from torch import nn
 
     from archlint.model.analyze import analyze_model
-    from archlint.model.estimate import estimate_graph
+    from archlint.model.estimating.estimate import estimate_graph
 
     model = nn.Sequential(nn.Conv2d(8, 8, 3, padding=1), nn.ReLU())
     small_l2 = dataclasses.replace(GPU, cache_bytes=2**20)  # 1 MiB: half of it holds 512 KiB

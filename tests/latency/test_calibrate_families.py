@@ -14,7 +14,7 @@ import torch
 
 from archlint import devices
 from archlint.cli import main
-from archlint.model import calibration, families, roofline
+from archlint.model.estimating import calibration, families, roofline
 
 ROOT = Path(__file__).resolve().parents[2]
 CPU = torch.device("cpu")
@@ -151,7 +151,7 @@ def test_the_command_on_this_cpu_prints_spec_toml_and_writes_a_spec_copy(tmp_pat
 
 
 def test_gpu_checks_families_section_is_the_command(monkeypatch):
-    """benchmarks/gpu_checks.py's `families` section runs archlint.model.calibration, not a copy."""
+    """benchmarks/gpu_checks.py's `families` section runs archlint.model.estimating.calibration, not a copy."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import gpu_checks
 
@@ -200,7 +200,7 @@ def test_write_spec_never_replaces_the_spec_it_copies(tmp_path):
     copied; the copy goes through the one writer, which refuses an input of the run."""
     from archlint import devices
     from archlint.errors import UsageError
-    from archlint.model import calibration
+    from archlint.model.estimating import calibration
 
     mine = tmp_path / "mine.toml"
     mine.write_bytes(Path(devices.resolve("h200").path).read_bytes())

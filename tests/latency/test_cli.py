@@ -108,7 +108,7 @@ def test_device_cuda_without_cuda_exits_2_with_one_line(capsys, monkeypatch):
 
 
 def test_out_of_memory_exits_2_suggesting_a_smaller_batch(capsys, monkeypatch):
-    import archlint.model.measure as measure
+    import archlint.model.timing.measure as measure
 
     def oom(*args, **kwargs):
         raise RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 68719476736 bytes.")

@@ -1,4 +1,4 @@
-"""Mechanical fixes measured end to end (archlint.model.fix_timing): the edits keep what the model
+"""Mechanical fixes measured end to end (archlint.model.speedups.fix_timing): the edits keep what the model
 computes, leave the user's model alone, and a saving within the noise counts as none."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch import nn
 
-from archlint.model import fix_timing
+from archlint.model.speedups import fix_timing
 
 
 class Net(nn.Module):
@@ -107,7 +107,7 @@ def test_modules_that_ran_more_than_one_op_are_not_edited():
 
 
 def test_paired_saving_counts_noise_as_none():
-    from archlint.model.paired import judge
+    from archlint.model.timing.paired import judge
 
     noise = judge([10.0, 10.2, 9.9, 10.1, 10.0, 10.1], [10.1, 10.0, 10.0, 10.0, 10.1, 9.9], 0.0, max_pairs=6)
     assert noise.saving_ms == 0.0

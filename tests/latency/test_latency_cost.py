@@ -15,10 +15,10 @@ import torch
 from torch import nn
 
 from archlint.diagnostics import Diagnostic, Price
-from archlint.model import fix_timing
-from archlint.model.budget import Budget
-from archlint.model.paired import WithinNoise, judge
-from archlint.model.timer import MIN_PASSES, Sampled, Stats, make_timer, sample
+from archlint.model.speedups import fix_timing
+from archlint.model.timing.budget import Budget
+from archlint.model.timing.paired import WithinNoise, judge
+from archlint.model.timing.timer import MIN_PASSES, Sampled, Stats, make_timer, sample
 from archlint.report.wording import price_bits
 
 
@@ -148,7 +148,7 @@ def test_a_saving_inside_the_noise_reads_could_not_measure():
 def test_latency_budget_option_and_its_cap_by_timeout(tmp_path, capsys):
     from archlint.api import settings_for
     from archlint.cli import main
-    from archlint.model.budget import seconds
+    from archlint.model.timing.budget import seconds
 
     s = settings_for(latency_budget=7.5)
     assert s.latency_budget == 7.5 and seconds(s) == 7.5

@@ -11,8 +11,8 @@ from pathlib import Path
 from archlint import progress
 from archlint.cli import main
 from archlint.config import Settings
-from archlint.model.budget import Budget
-from archlint.model.measure import forecast
+from archlint.model.timing.budget import Budget
+from archlint.model.timing.measure import forecast
 
 MODELS = str(Path(__file__).resolve().parents[1] / "whatif" / "models.py")
 

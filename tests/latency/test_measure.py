@@ -12,8 +12,8 @@ import torch
 from torch import nn
 
 from archlint.errors import UsageError
-from archlint.model import roofline
-from archlint.model.measure import LatencyReport, _noise_notes, _stale_peak_note, measure
+from archlint.model.estimating import roofline
+from archlint.model.timing.measure import LatencyReport, _noise_notes, _stale_peak_note, measure
 from archlint.model.opgraph import display_names, ops
 
 from .graphs import DEVICES, fx_opgraph

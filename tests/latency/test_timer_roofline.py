@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from archlint.cli import main
-from archlint.model import roofline
-from archlint.model.timer import CpuTimer, Stats, make_timer, sample
+from archlint.model.estimating import roofline
+from archlint.model.timing.timer import CpuTimer, Stats, make_timer, sample
 
 from .graphs import DEVICES
 

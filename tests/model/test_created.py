@@ -1,4 +1,4 @@
-"""Where modules were created in the user's code (archlint.model.created)."""
+"""Where modules were created in the user's code (archlint.model.loading.created)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import inspect
 import torchvision
 from torch import nn
 
-from archlint.model.created import recording, site_of
+from archlint.model.loading.created import recording, site_of
 
 
 class Block(nn.Module):

@@ -12,7 +12,7 @@ import torch
 transformers = pytest.importorskip("transformers")
 
 from archlint.model.analyze import analyze_model  # noqa: E402
-from archlint.model.loaded import meta_build  # noqa: E402
+from archlint.model.loading.loaded import meta_build  # noqa: E402
 
 B, T, D, H, F, L, V = 2, 16, 64, 4, 256, 2, 1000
 GEMM = ("conv", "linear", "matmul", "attention")
@@ -245,7 +245,7 @@ def test_hf_bert_builds_the_bare_model_it_promises_and_says_so(capsys):
 
 
 def test_hf_encoders_with_decoder_heads_get_their_bare_model():
-    from archlint.model.hf import model_class
+    from archlint.model.loading.hf import model_class
 
     for name, bare in (("bert", "BertModel"), ("roberta", "RobertaModel"), ("electra", "ElectraModel")):
         assert model_class(name, {})[1].__name__ == bare

@@ -335,7 +335,7 @@ def test_json_and_sarif_write_null_for_numbers_that_are_not_finite():
 
 
 def test_roofline_cache_with_bad_numbers_is_measured_again(tmp_path, monkeypatch):
-    from archlint.model import roofline
+    from archlint.model.estimating import roofline
 
     monkeypatch.setenv("ARCHLINT_CACHE_DIR", str(tmp_path))
     key = roofline.device_key(torch.device("cpu"), torch.float32)
@@ -505,8 +505,8 @@ def test_decode_that_would_not_fit_in_memory_stops_first(capsys, monkeypatch):
 
 
 def _buffers_bytes(argv) -> int:
-    from archlint.model.hf import model_factory
-    from archlint.model.loaded import meta_build
+    from archlint.model.loading.hf import model_factory
+    from archlint.model.loading.loaded import meta_build
 
     _, build = model_factory("gpt2", {"n_layer": 2, "n_embd": 64, "n_head": 2})
     model, _ = meta_build(build, {})

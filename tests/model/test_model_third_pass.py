@@ -186,7 +186,7 @@ def test_patches_of_module_machinery_and_tensor_methods_are_put_back(tmp_path):
 def test_the_snapshot_is_cheap():
     import time
 
-    from archlint.model import patches
+    from archlint.model.runtime import patches
 
     start = time.perf_counter()
     for _ in range(20):

@@ -28,7 +28,7 @@ from torchvision.models import get_model, get_model_weights, list_models
 
 from archlint.model import opgraph
 from archlint.model.analyze import analyze_model
-from archlint.model.loaded import meta_build
+from archlint.model.loading.loaded import meta_build
 
 TOLERANCE = 0.005  # 0.5%
 

@@ -68,7 +68,7 @@ def _train_graph():
 
 
 def test_step_estimate_runs_the_backward_in_16_bits_and_keeps_the_optimizer():
-    from archlint.model.estimate import estimate_graph
+    from archlint.model.estimating.estimate import estimate_graph
     from archlint.model.train.steptime import estimate_step
 
     graph, train = _train_graph()

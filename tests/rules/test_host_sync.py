@@ -158,7 +158,7 @@ HF = ("bert", "gpt2", "llama", "mixtral", "t5", "vit", "whisper", "clip")
 @pytest.mark.parametrize("name", [n if n in ("gpt2", "mixtral") else pytest.param(n, marks=pytest.mark.slow) for n in HF])
 def test_silent_on_hugging_face_zoo(name):
     pytest.importorskip("transformers")
-    from archlint.model.load import meta_build
+    from archlint.model.loading.load import meta_build
 
     cls, config, inputs, _ = _hf_zoo()[name]()
     model, _ = meta_build(cls, {"config": config})

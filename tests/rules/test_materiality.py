@@ -373,7 +373,7 @@ class LayerNorm2d(nn.LayerNorm):
 
 
 def test_repeats_group_the_same_with_and_without_latency():
-    from archlint.model.measure import measure
+    from archlint.model.timing.measure import measure
 
     model, x = Stages().eval(), torch.randn(1, 16, 32, 32)
 

@@ -1,5 +1,5 @@
 """With --latency, findings carry measured prices: the op's latency and share, and a what-if
-saving timed with the measure layer's own timer (archlint.model.measure.Pricer)."""
+saving timed with the measure layer's own timer (archlint.model.timing.measure.Pricer)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from torch import nn
 
 from archlint.config import Settings
 from archlint.model.analyze import analyze_model
-from archlint.model.measure import Pricer, measure
+from archlint.model.timing.measure import Pricer, measure
 
 from ._graphs import findings
 

@@ -11,7 +11,7 @@ from types import ModuleType
 import pytest
 
 from archlint.diagnostics import Severity
-from archlint.model import alternatives, fix_timing
+from archlint.model.speedups import alternatives, fix_timing
 from archlint.model.checks import RuleDeclarationError, check_modules, validated
 from archlint.model.speedups.links import code_fixes
 from archlint.whatif_names import NAMES
@@ -102,7 +102,7 @@ def test_rules_pass_alternatives_and_fixes_as_names_imported_at_module_level():
             if isinstance(func, ast.Attribute) and func.attr in _TIMED:
                 arg = call.args[_TIMED[func.attr]]
                 assert isinstance(arg, ast.Name), f"{m.__name__}: {func.attr} is given {ast.unparse(arg)}, not a function"
-                assert imported.get(arg.id) in ("archlint.model.alternatives", "archlint.model.fix_timing"), \
-                    f"{m.__name__}: {arg.id} is not imported from archlint.model.alternatives or fix_timing"
+                assert imported.get(arg.id) in ("archlint.model.speedups.alternatives", "archlint.model.speedups.fix_timing"), \
+                    f"{m.__name__}: {arg.id} is not imported from archlint.model.speedups.alternatives or fix_timing"
                 timed.add(getattr(alternatives, arg.id, None) or getattr(fix_timing, arg.id))
     assert len(timed) == 8  # five alternatives, three fixes: the walk found them all

@@ -17,7 +17,7 @@ import torch
 from archlint.config import Settings
 from archlint.diagnostics import Severity
 from archlint.model.analyze import analyze_model
-from archlint.model.measure import measure
+from archlint.model.timing.measure import measure
 from archlint.model.opgraph import totals
 
 from ._graphs import findings, opgraph

@@ -115,7 +115,7 @@ def test_contract_on_the_zoo(name):
 
 
 def measured(name: str):
-    from archlint.model.measure import measure
+    from archlint.model.timing.measure import measure
 
     model, inputs = build(name, "cpu")
     settings = Settings(latency=True, warmup=2, repeat=5)

@@ -85,7 +85,7 @@ def test_torchvision_zoo(name):
 
 def test_hugging_face_models():
     transformers = pytest.importorskip("transformers")
-    from archlint.model.load import meta_build
+    from archlint.model.loading.load import meta_build
 
     def hf(cls, config):
         model, _ = meta_build(cls, {"config": config})

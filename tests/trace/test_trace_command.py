@@ -206,7 +206,7 @@ def test_reads_archlints_own_trace(tmp_path, capsys):
     """`archlint model.py:Net --latency --trace DIR` writes a trace the same reader reads: its op ranges
     are annotations (GPU time per op on a CUDA run); a CPU run has no GPU events: one line, exit 2."""
     torch = pytest.importorskip("torch")
-    from archlint.model.profiler_trace import write_trace
+    from archlint.model.timing.profiler_trace import write_trace
 
     def once():
         with torch.profiler.record_function("conv1"):

@@ -14,7 +14,7 @@ import torchvision
 from torch import nn
 from torchvision.models import get_model, list_models
 
-from archlint.model.load import meta_build
+from archlint.model.loading.load import meta_build
 from tests.train.flopcheck import counted, ours, step_graph
 
 TOLERANCE = 0.01

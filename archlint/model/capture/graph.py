@@ -18,7 +18,7 @@ from torch.nn.parameter import UninitializedTensorMixin
 import archlint
 from archlint.model.capture.common import dtype_name, shape_of
 from archlint.model.cost import kind_of
-from archlint.model.created import site_of
+from archlint.model.loading.created import site_of
 
 
 @functools.cache

@@ -63,7 +63,7 @@ from archlint.whatif_names import NAMES as WHAT_IF_NAMES
 class CheckContext:
     target: str
     settings: Settings
-    pricer: Any = None  # archlint.model.measure.Pricer when latency was measured
+    pricer: Any = None  # archlint.model.timing.measure.Pricer when latency was measured
     estimate: dict | None = None  # --device-spec: models[].estimate; ops carry estimated_ms
     notes: list[str] = field(default_factory=list)  # rules that failed on this model (run_checks)
     train: dict | None = None  # --train: totals.train, the step's costs (archlint.model.train.step)

@@ -19,13 +19,13 @@ from dataclasses import dataclass
 
 import networkx as nx
 
-from archlint.model.torch_kernels import VIEW_KINDS
+from archlint.model.estimating.torch_kernels import VIEW_KINDS
 
 
 @dataclass(frozen=True)
 class Merge:
     how: str  # "product" | "concat" | "grouped"
-    op: dict  # the merged op, in the OpGraph's op form (for archlint.model.estimate.estimate_op)
+    op: dict  # the merged op, in the OpGraph's op form (for archlint.model.estimating.estimate.estimate_op)
     removed: tuple[str, ...]  # the ops it replaces: fragments, and the split/concat it makes unnecessary
     text: str  # the alternative in words
 

@@ -1,7 +1,7 @@
 """Pricing for the model checks: a finding's saving against its alternative, on the basis the
 run has (measured with --latency, estimated with --device-spec, else static MAC), and the timed
-alternatives behind it — a layer against its local alternative (archlint.model.alternatives) or
-the whole model with a rule's fix applied (archlint.model.fix_timing). A rule passes the
+alternatives behind it — a layer against its local alternative (archlint.model.speedups.alternatives) or
+the whole model with a rule's fix applied (archlint.model.speedups.fix_timing). A rule passes the
 alternative or fix itself (`alternatives.conv_without_bias`, `fix_timing.fold_norms`), never its name.
 """
 
@@ -13,12 +13,12 @@ from collections.abc import Callable, Iterable
 import networkx as nx
 
 from archlint.diagnostics import Price
-from archlint.model import fix_timing
+from archlint.model.speedups import fix_timing
 from archlint.model.checks._query import module_mac
 from archlint.model.opgraph import ops
-from archlint.model.paired import WithinNoise
+from archlint.model.timing.paired import WithinNoise
 
-Alternative = Callable[..., float | None]  # one of archlint.model.alternatives: (pricer, *layer) → relative saving
+Alternative = Callable[..., float | None]  # one of archlint.model.speedups.alternatives: (pricer, *layer) → relative saving
 
 
 def latency(graph: nx.DiGraph, nodes: Iterable[str]) -> float | None:
@@ -85,7 +85,7 @@ def price(
 def estimated(graph: nx.DiGraph, ctx, *, alternative: str, saving_ms: float, claims: Iterable[str] = (),
               mac_bytes_saved: int | None = None, flops_saved: int | None = None) -> Price | None:
     """A saving the rule estimated on the --device-spec (the ops it removes against the op it
-    puts in their place, both from archlint.model.estimate), as a share of the model's estimate;
+    puts in their place, both from archlint.model.estimating.estimate), as a share of the model's estimate;
     None without a device spec, or with --latency (a measurement decides then)."""
     estimate = getattr(ctx, "estimate", None)
     if getattr(ctx, "pricer", None) is not None or not estimate:
@@ -96,7 +96,7 @@ def estimated(graph: nx.DiGraph, ctx, *, alternative: str, saving_ms: float, cla
 
 
 def relative_saving(ctx, alternative: Alternative, *args) -> float | None:
-    """An alternative's relative saving (one of archlint.model.alternatives: (original − alternative) /
+    """An alternative's relative saving (one of archlint.model.speedups.alternatives: (original − alternative) /
     original, measured with ctx.pricer); None without --latency or when it cannot be built.
     Only 2-D convs have alternatives built (callers check the input is 4-D)."""
     if getattr(ctx, "pricer", None) is None:
@@ -117,7 +117,7 @@ def alternative_ms(graph: nx.DiGraph, ctx, nodes: Iterable[str], alternative: Al
 
 
 def fixed_ms(graph, ctx, fix: fix_timing.Fix, nodes: Iterable) -> float | None:
-    """What the whole model saves, measured end to end, with a fix of archlint.model.fix_timing
+    """What the whole model saves, measured end to end, with a fix of archlint.model.speedups.fix_timing
     (fold_norms on (layer, norm) pairs, drop_bias on convs) applied to its modules; None
     without --latency, or where a node's module cannot be edited for that op alone (the graph
     shows it running more than one op, or the op is functional inside a bigger module)."""

@@ -5,7 +5,7 @@ parameters are stored, read, updated and added for nothing (PyTorch performance 
 
 One finding per model, listing every such conv (a VGG-BN has 13: one fix, bias=False where the
 conv is built, removes them all). The saving is the bias reads (static) or, with --latency, the
-whole model timed with the biases dropped against it as it is (archlint.model.fix_timing); where a
+whole model timed with the biases dropped against it as it is (archlint.model.speedups.fix_timing); where a
 conv module cannot be edited for its one op, each distinct conv timed alone with against
 without its bias, applied to its measured time in the model and summed.
 """
@@ -13,9 +13,9 @@ without its bias, applied to its measured time in the model and summed.
 from __future__ import annotations
 
 from archlint.diagnostics import Severity
-from archlint.model.alternatives import conv_without_bias
+from archlint.model.speedups.alternatives import conv_without_bias
 from archlint.model.checks import _locate as locate, _pricing as pricing, _query as query
-from archlint.model.fix_timing import drop_bias
+from archlint.model.speedups.fix_timing import drop_bias
 
 CODE = "AL204"
 SEVERITY = Severity.WARNING  # as its page says (the registry checks)

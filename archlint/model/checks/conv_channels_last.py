@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 
 from archlint.diagnostics import Price, Severity
-from archlint.model.alternatives import channels_last_conv
+from archlint.model.speedups.alternatives import channels_last_conv
 from archlint.model.checks import _locate as locate, _pricing as pricing, _query as query
 
 CODE = "AL114"

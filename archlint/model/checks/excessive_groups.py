@@ -16,7 +16,7 @@ Depthwise convs (g = c1) are judged under G4 (AL104), not here.
 from __future__ import annotations
 
 from archlint.diagnostics import Severity
-from archlint.model.alternatives import fewer_groups
+from archlint.model.speedups.alternatives import fewer_groups
 from archlint.model.checks import _locate as locate, _pricing as pricing, _query as query
 from archlint.units import human_bytes
 

@@ -9,7 +9,7 @@ identical item of an nn.Sequential included). Length alone is not enough: a frag
 when it is small for the device — statically, fewer than `small_flops` multiply-adds; with
 --latency, launch-bound on the measured basis (under `small_ms` and well below the roofline).
 
-On a GPU --device-spec a fragment is small when the estimate (archlint.model.estimate) has it
+On a GPU --device-spec a fragment is small when the estimate (archlint.model.estimating.estimate) has it
 launch-bound (its kernel shorter than the launch) or its GEMM's tiles do not fill one wave of
 the SMs — ShuffleNetV2's Table 3 on a 1080Ti: four 64-wide 1×1 convs in series at 56×56 run at
 a third of one 128-wide conv's speed, though the FLOPs are equal.
@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 
 from archlint.diagnostics import Severity
-from archlint.model import estimate
+from archlint.model.estimating import estimate
 from archlint.model.checks import _locate as locate, _merge as merge, _pricing as pricing, _query as query
 from archlint.model.checks._blocks import fork_join_blocks, is_fragment, longest_chain, module_blocks
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from archlint.diagnostics import Severity
 from archlint.model.checks import _locate as locate, _pricing as pricing, _query as query
-from archlint.model.fix_timing import to_identity
+from archlint.model.speedups.fix_timing import to_identity
 
 CODE = "AL202"
 SEVERITY = Severity.WARNING  # as its page says (the registry checks)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 
 from archlint.diagnostics import Severity
-from archlint.model.alternatives import chain_widths
+from archlint.model.speedups.alternatives import chain_widths
 from archlint.model.checks import _locate as locate, _pricing as pricing, _query as query
 
 CODE = "AL101"

@@ -5,7 +5,7 @@ In eval, BatchNorm is a fixed per-channel affine map that folds into the conv's 
 (torch.fx's fuse, torch.ao.quantization.fuse_modules, torch.compile/inductor do it): an unfused BN
 is one more full read and write of the activation. One finding per model, with the pairs and
 the BN traffic they keep in its evidence. Its saving is the BN ops' traffic (static) or, with
---latency, the whole model timed with every pair folded against it as it is (archlint.model.fix_timing:
+--latency, the whole model timed with every pair folded against it as it is (archlint.model.speedups.fix_timing:
 the folded conv gains a bias, which the BN ops' own time would miss); where a module cannot be
 edited for its one op, the BN ops' measured time. Where the pairs sit in a module that re-parameterises
 itself (`reparameterize()`, `switch_to_deploy()`, `fuse()`: RepVGG, MobileOne, FastViT), the
@@ -15,9 +15,9 @@ finding names that method as the fix.
 from __future__ import annotations
 
 from archlint.diagnostics import Severity
-from archlint.model.alternatives import folded_bn
+from archlint.model.speedups.alternatives import folded_bn
 from archlint.model.checks import _locate as locate, _pricing as pricing, _query as query
-from archlint.model.fix_timing import fold_norms
+from archlint.model.speedups.fix_timing import fold_norms
 
 CODE = "AL205"
 SEVERITY = Severity.INFO  # as its page says (the registry checks)

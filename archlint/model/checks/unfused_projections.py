@@ -11,7 +11,7 @@ The alternative is priced as it would run. A fused width that is not a multiple 
 (tensor-core GEMMs want multiples of 8 elements) and a partial tile: the alternative offered is
 the fused layer padded with zero rows to the next multiple, its output split as before, and its
 price counts the padding's weight and output bytes against the reads saved. On a GPU
---device-spec the price is the estimate (archlint.model.estimate: tiles, waves, launches) of the
+--device-spec the price is the estimate (archlint.model.estimating.estimate: tiles, waves, launches) of the
 separate layers less that of the padded fused one — a fusion that adds a tile and saves only a
 launch under a longer kernel does not pay there, and the finding is info.
 """
@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from archlint.diagnostics import Severity
-from archlint.model import estimate
+from archlint.model.estimating import estimate
 from archlint.model.checks import _locate as locate, _pricing as pricing, _query as query
 from archlint.model.checks._repeats import path_pattern
 

@@ -22,7 +22,7 @@ _CONV = (nn.Conv1d, nn.Conv2d, nn.Conv3d)
 
 def foldable(layer: nn.Module, bn: nn.Module) -> bool:
     """A Conv/Linear and the BatchNorm after it can be folded into one layer (also used by
-    archlint.model.fix_timing, which times the fold for AL205)."""
+    archlint.model.speedups.fix_timing, which times the fold for AL205)."""
     if not isinstance(bn, _BN) or bn.running_mean is None or bn.running_var is None:
         return False  # without running statistics a BatchNorm normalizes by the batch: nothing to fold
     if isinstance(layer, _CONV):

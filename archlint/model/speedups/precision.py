@@ -1,6 +1,6 @@
 """The device-spec estimate of a float32 model in 16-bit autocast, beside its float32 estimate:
 the basis of AL403's price (a CUDA training loop without autocast) when the run names a GPU with
---device-spec. Same graph, same estimate (archlint.model.estimate); only the precision changes:
+--device-spec. Same graph, same estimate (archlint.model.estimating.estimate); only the precision changes:
 each float32 op's bytes halve and its GEMMs may reach the 16-bit tensor cores. The forward
 (`autocast_estimate`) and, with --train, the whole training step (`autocast_step_estimate`):
 AL403's loop trains, so its saving is the step's, forward and backward."""
@@ -10,7 +10,7 @@ from __future__ import annotations
 import networkx as nx
 
 from archlint.devices import DeviceSpec
-from archlint.model.estimate import autocast_flow, estimate_graph, share_of
+from archlint.model.estimating.estimate import autocast_flow, estimate_graph, share_of
 from archlint.model.train.steptime import backward_ms
 
 _BYTES = ("in_bytes", "out_bytes", "mac_bytes", "param_bytes")

@@ -34,11 +34,11 @@ from torch.utils._pytree import tree_leaves
 
 from archlint import progress
 from archlint.errors import UsageError
-from archlint.model.roofline import resolve_device
-from archlint.model.sandbox import COMPILE_LOGGERS, quiet_torch_logs
+from archlint.model.estimating.roofline import resolve_device
+from archlint.model.runtime.sandbox import COMPILE_LOGGERS, quiet_torch_logs
 from archlint.whatif_names import NAMES, PRECISION
 from archlint.model.speedups.transforms import ORDER, NotApplicable, Variant, first_line
-from archlint.model.timer import Stats, make_timer, sample
+from archlint.model.timing.timer import Stats, make_timer, sample
 from archlint.result import WhatIf
 from archlint.units import duration
 from archlint.units import milliseconds

@@ -1,7 +1,7 @@
 """The time each way to fit (AL610) adds to the step on the device spec, from the estimate itself.
 
 The memory model prices a way to fit in memory saved; on a device spec the step's estimate
-(archlint.model.estimate, .train.steptime) prices its time, each op by the same per-op function:
+(archlint.model.estimating.estimate, .train.steptime) prices its time, each op by the same per-op function:
 
     checkpointing      the chosen blocks' forward runs again inside backward: + the estimated
                        forward time of their ops;
@@ -20,7 +20,7 @@ from __future__ import annotations
 import networkx as nx
 
 from archlint.diagnostics import Diagnostic, Severity
-from archlint.model.fix_timing import FLOOR_SHARE
+from archlint.model.speedups.fix_timing import FLOOR_SHARE
 
 
 def under(module: str, blocks: list[str]) -> bool:

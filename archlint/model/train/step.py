@@ -136,7 +136,7 @@ def step_notes(optimizer: Optimizer, loss: str, defaults: set[str]) -> list[str]
 def analyze_step(graph: nx.DiGraph, loaded, result, settings, device_spec=None) -> list:
     """--train: the step's costs on the graph's nodes and in `result` (phase, totals.train,
     estimate.train, memory, notes); returns the memory model's findings (the ways to fit).
-    `loaded`: archlint.model.load.Loaded (model and inputs)."""
+    `loaded`: archlint.model.loading.load.Loaded (model and inputs)."""
     from archlint.model.train.optimizer import DEFAULT, parse
 
     optimizer = parse(settings.optimizer or DEFAULT)

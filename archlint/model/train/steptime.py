@@ -1,6 +1,6 @@
 """The training step's time on a device spec, and its MFU, from the forward estimate's machinery.
 
-The forward is archlint.model.estimate's own estimate of the graph. The backward is each op's
+The forward is archlint.model.estimating.estimate's own estimate of the graph. The backward is each op's
 backward kernels (its `backward_terms`: grad_input, grad_weight, ... one kernel each) estimated
 by the same per-op function, `estimate_op`, on the op's shapes with the kernel's FLOPs and bytes
 (the recompute of fused attention runs inside the grad_input kernel). The loss and the optimizer
@@ -14,7 +14,7 @@ from __future__ import annotations
 import networkx as nx
 
 from archlint.devices import DeviceSpec
-from archlint.model.estimate import ALL_TERMS, combine, estimate_op, roofs
+from archlint.model.estimating.estimate import ALL_TERMS, combine, estimate_op, roofs
 
 # Terms about a forward kernel's own implementation: a backward kernel on the op's shapes has neither
 # the bias add after cuDNN's conv nor the NCHW upsample's serial loop (its backward kernel is another).

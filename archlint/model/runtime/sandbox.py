@@ -33,7 +33,7 @@ import torch
 from torch import nn
 
 from archlint.errors import UsageError
-from archlint.model.state import global_state
+from archlint.model.runtime.state import global_state
 
 
 PROCESS_EXIT = os._exit  # the real one: `_no_hard_exit` swaps os._exit while model code runs

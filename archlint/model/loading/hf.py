@@ -27,8 +27,8 @@ import torch
 from torch import nn
 
 from archlint.errors import UsageError
-from archlint.model.inputs import bind_inputs, example_inputs
-from archlint.model.loaded import Loaded, meta_build, one_line, seeded_build
+from archlint.model.loading.inputs import bind_inputs, example_inputs
+from archlint.model.loading.loaded import Loaded, meta_build, one_line, seeded_build
 
 PREFIX = "hf:"
 DEFAULT_TOKENS = 128

@@ -68,7 +68,7 @@ import networkx as nx
 from archlint.devices import DeviceSpec
 from archlint.devices.achieved import shares_for
 from archlint.model import opgraph, sdpa_math
-from archlint.model.torch_kernels import (
+from archlint.model.estimating.torch_kernels import (
     VIEW_KINDS,
     conv_bias_bytes,
     permuted_input,

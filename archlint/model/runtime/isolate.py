@@ -19,7 +19,7 @@ from pathlib import Path
 
 from archlint.config import ModelSpec
 
-TARGET_PREFIX = "_archlint_target_"  # archlint.model.load.import_file names each target file so
+TARGET_PREFIX = "_archlint_target_"  # archlint.model.loading.load.import_file names each target file so
 KEEP = ("archlint", "torch")  # never stashed, whatever a folder holds: archlint is running in them
 
 
@@ -111,7 +111,7 @@ def _under(module, folder: Path) -> bool:
 @dataclass
 class Scope:
     """`forget_target`: set by the block when the target file must be imported again next time
-    (its import patched torch, which archlint.model.patches puts back after each target)."""
+    (its import patched torch, which archlint.model.runtime.patches puts back after each target)."""
 
     forget_target: bool = False
 

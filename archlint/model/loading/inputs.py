@@ -25,7 +25,7 @@ from torch import nn
 
 from archlint.config import InputSpec, ModelSpec
 from archlint.errors import UsageError
-from archlint.model.loaded import one_line
+from archlint.model.loading.loaded import one_line
 
 EXAMPLE_NAMES = ("example_inputs", "EXAMPLE_INPUTS")
 

@@ -1,6 +1,6 @@
 """`archlint calibrate --families`: the family microbenchmarks turned into device-spec TOML.
 
-Runs archlint.model.families on a device, takes the shares of the roofs (a spec's datasheet
+Runs archlint.model.estimating.families on a device, takes the shares of the roofs (a spec's datasheet
 figures with `--device-spec`, else the peaks this command measures), and prints a ready-to-paste TOML
 fragment: `launch-overhead-us`, `[host-op-us]`, `[achieved]`, `[size-share]` and their
 `[sources]` lines, each source saying where the figure came from. `--write-spec PATH` writes a
@@ -25,10 +25,10 @@ else:  # pragma: no cover
 
 from archlint import devices
 from archlint.errors import UsageError
-from archlint.model import families
-from archlint.model.estimate import Gemm, tile_efficiency
-from archlint.model.roofline import device_key, peaks, resolve_device, resolve_dtype
-from archlint.model.timer import load_average
+from archlint.model.estimating import families
+from archlint.model.estimating.estimate import Gemm, tile_efficiency
+from archlint.model.estimating.roofline import device_key, peaks, resolve_device, resolve_dtype
+from archlint.model.timing.timer import load_average
 
 HOST_OPS = (("elementwise", False), ("elementwise-autocast", True), ("linear", False), ("linear-autocast", True))
 _TENSOR_UNIT = {torch.float16: "tensor-fp16", torch.bfloat16: "tensor-bf16", torch.float32: "tensor-tf32"}

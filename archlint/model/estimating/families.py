@@ -3,14 +3,14 @@
 One kernel per case at model-like sizes (ResNet-50, ViT-B/16, EfficientNet and ConvNeXt layers at
 the given batch), timed with archlint's timer (CUDA events on a GPU, perf_counter on the CPU),
 median of `repeat` runs after warm-ups. Each case counts under the share the device-spec estimate
-applies to its op (archlint.model.estimate.share_names): a compute-bound case under its compute
+applies to its op (archlint.model.estimating.estimate.share_names): a compute-bound case under its compute
 share (2·MACs per second over the FLOP/s roof, divided by the spec's tile/wave efficiency when a
 spec gives the roofs, as the estimate multiplies by it), a memory-bound one under its memory share
 (the fewest bytes the op must move, inputs read once and output written once, per second over the
 bandwidth). A family's share is [median, min, max] of its cases: the `[achieved]` table of a spec.
 
 The roofs are a spec's datasheet figures (`--device-spec`: what the estimate multiplies the shares by),
-else the peaks measured by the same command (archlint.model.roofline). Also measured: the eager
+else the peaks measured by the same command (archlint.model.estimating.roofline). Also measured: the eager
 per-op host cost (N tiny ops timed end to end, plain and under torch.autocast), and a size curve
 (one GEMM and one conv from batch 1 to the given batch: how a small GEMM fills the device).
 """
@@ -27,9 +27,9 @@ import torch
 import torch.nn.functional as F
 
 from archlint.errors import UsageError
-from archlint.model.estimate import gemm_of, share_names, tile_efficiency, tile_for
-from archlint.model.torch_kernels import wide_depthwise
-from archlint.model.timer import median_ms
+from archlint.model.estimating.estimate import gemm_of, share_names, tile_efficiency, tile_for
+from archlint.model.estimating.torch_kernels import wide_depthwise
+from archlint.model.timing.timer import median_ms
 
 VIT_TOKENS, VIT_WIDTH, VIT_HEADS = 197, 768, 12  # ViT-B/16 at 224²
 CURVE_BATCHES = (1, 4, 16, 64, 256)  # the size curve's batches (those below the given batch, and it)

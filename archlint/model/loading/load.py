@@ -3,7 +3,7 @@
 NAME may be an `nn.Module` subclass, a function returning a module (both called with the `--init`
 keyword arguments), or a module-level instance (used as it is: never changed, never copied).
 
-Inputs: archlint.model.inputs (shapes given, else the target's example_inputs).
+Inputs: archlint.model.loading.inputs (shapes given, else the target's example_inputs).
 
 Classes and factories are built under `torch.device("meta")` first (no memory, no init
 arithmetic: counting needs shapes only); when that fails (a constructor that needs real data) or
@@ -29,11 +29,11 @@ from torch import nn
 
 from archlint.config import INPUT_DTYPES, ModelSpec, Settings
 from archlint.errors import UsageError
-from archlint.model import hf
-from archlint.model.inputs import bind_inputs, example_inputs
-from archlint.model.isolate import package_of, search_path
-from archlint.model.loaded import Loaded, meta_build, one_line, seeded_build
-from archlint.model.walkable import check_walkable
+from archlint.model.loading import hf
+from archlint.model.loading.inputs import bind_inputs, example_inputs
+from archlint.model.runtime.isolate import package_of, search_path
+from archlint.model.loading.loaded import Loaded, meta_build, one_line, seeded_build
+from archlint.model.runtime.walkable import check_walkable
 from archlint.suggest import close_name
 
 DTYPES = {

@@ -21,7 +21,7 @@ back to the ops' measured time.
 
 The saving is the median of the paired per-pass differences, the two run in alternating order
 (they share their weights: whichever ran second would find them in cache). Pairs come BATCH at a
-time and stop by archlint.model.paired's sequential rule: once the difference is measured, once
+time and stop by archlint.model.timing.paired's sequential rule: once the difference is measured, once
 it cannot reach the materiality floor (FLOOR_SHARE of the model's time) whatever it is, or at
 --repeat pairs, or when the --latency-budget runs out. One inside the noise is no measured
 saving: 0 ms that says how wide the noise was (paired.WithinNoise).
@@ -38,11 +38,11 @@ import torch
 from torch import nn
 from torch.nn.modules.conv import _ConvNd
 
-from archlint.model.budget import Budget
-from archlint.model.paired import judge
-from archlint.model.sandbox import preserved
+from archlint.model.timing.budget import Budget
+from archlint.model.timing.paired import judge
+from archlint.model.runtime.sandbox import preserved
 from archlint.model.speedups.fold import foldable, fuse, set_module
-from archlint.model.timer import make_timer, sample
+from archlint.model.timing.timer import make_timer, sample
 
 BATCH = 8  # pairs timed between two looks at the difference
 FLOOR_SHARE = 0.01  # the rules' default materiality floor (min_saving_share): a saving below it never pays

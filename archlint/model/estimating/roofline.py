@@ -28,7 +28,7 @@ from pathlib import Path
 import torch
 
 from archlint.errors import UsageError
-from archlint.model.timer import load_average, make_timer
+from archlint.model.timing.timer import load_average, make_timer
 
 CACHE_FILE = "roofline.json"
 REQUIRED = {"peak_flops_per_s", "bandwidth_bytes_per_s", "cache_bandwidth_bytes_per_s", "cache_bytes"}  # else re-measured

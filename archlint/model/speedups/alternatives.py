@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from archlint.model.paired import WithinNoise
+from archlint.model.timing.paired import WithinNoise
 
 _cache: dict[tuple, float] = {}
 

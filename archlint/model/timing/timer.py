@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import torch
 
 from archlint import progress
-from archlint.model import allocator
+from archlint.model.runtime import allocator
 
 
 @dataclass(frozen=True)

@@ -28,11 +28,12 @@ import torch.fx as fx
 
 from archlint import progress
 from archlint.errors import UsageError
-from archlint.model import allocator, roofline
-from archlint.model.budget import TIMING_SHARE, Budget, seconds
+from archlint.model.runtime import allocator
+from archlint.model.estimating import roofline
+from archlint.model.timing.budget import TIMING_SHARE, Budget, seconds
 from archlint.model.opgraph import display_names, ops
 from archlint.units import duration
-from archlint.model.timer import MIN_PASSES, Stats, Timer, load_average, make_timer, sample
+from archlint.model.timing.timer import MIN_PASSES, Stats, Timer, load_average, make_timer, sample
 
 _CALLS = ("call_module", "call_function", "call_method")
 NOISY_SPREAD = 0.2  # interquartile range / median of the end-to-end passes above which we warn
@@ -53,7 +54,7 @@ class Pricer:
     end_to_end_ms: float
     warmup: int
     repeat: int
-    # The model and its inputs on the device: what archlint.model.fix_timing edits (a copy of) and
+    # The model and its inputs on the device: what archlint.model.speedups.fix_timing edits (a copy of) and
     # times end to end.
     model: torch.nn.Module | None = None
     args: tuple = ()
@@ -428,7 +429,7 @@ def _clock(dev: torch.device) -> str:
 
 
 def _write_trace(run_once: Callable[[], object], dev: torch.device, trace_dir: Path, graph) -> Path:
-    from archlint.model.profiler_trace import write_trace
+    from archlint.model.timing.profiler_trace import write_trace
 
     return write_trace(run_once, dev, Path(trace_dir), str(graph.graph.get("target", "model")))
 
