@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import sys
 import warnings
 from collections import Counter
 
@@ -115,10 +116,10 @@ def analyze(spec: ModelSpec, settings: Settings) -> tuple[ModelResult, list[Diag
             result.notes.extend(report.pricer.budget.notes())
     result.notes.extend(warning_notes(caught))
     result.layers = opgraph.to_layers(graph)
-    if is_hf_target(spec.target):  # library code: say so, and name the switch the user has
+    if "transformers" in sys.modules:  # library code, however it was built: say so, and name the switch
         from archlint.model.hf_switches import annotate
 
-        annotate(diagnostics, loaded.model, result.module_types)
+        annotate(diagnostics, loaded.model, result.module_types, graph, hf_target=is_hf_target(spec.target))
     if result.what_if:
         from archlint.model.checks import judge_repriced
         from archlint.model.speedups.links import link

@@ -1,14 +1,18 @@
-"""Findings on an `hf:NAME` model are in library code: the user cannot edit transformers' classes,
-but a config key often picks the better implementation. Each finding says it is library code and,
-where the rule knows one, names the switch (`activation_function="gelu_pytorch_tanh"`,
-`attn_implementation="sdpa"`) as a config key and as the `--config` flag that tries it.
+"""Findings in transformers' classes are library code, on an `hf:NAME` model and on one the user's
+own factory builds alike: the user cannot edit the classes, but a config key often picks the
+better implementation. Each such finding says it is library code and, where the rule knows one,
+names the switch (`activation_function="gelu_pytorch_tanh"`, `attn_implementation="sdpa"`) as a
+config key: for `hf:NAME` with the `--config` flag that tries it, for a factory as the key to set
+in the config it builds.
 """
 
 from __future__ import annotations
 
+import networkx as nx
 from torch import nn
 
 from archlint.diagnostics import Diagnostic
+from archlint.model.libraries import library_module
 
 # A transformers activation written out of pointwise ops → the name of the same function computed
 # by one fused PyTorch kernel (transformers.activations.ACT2CLS names).
@@ -66,11 +70,15 @@ def logits_switch(model: nn.Module, d: Diagnostic) -> tuple[str, int] | None:
     return ("logits_to_keep", 1) if takes else None
 
 
-def annotate(diagnostics: list[Diagnostic], model: nn.Module, module_types: dict[str, str]) -> None:
-    """Say, on each finding located in transformers' code, that it is library code and the switch."""
+def annotate(diagnostics: list[Diagnostic], model: nn.Module, module_types: dict[str, str], graph: nx.DiGraph,
+             *, hf_target: bool) -> None:
+    """Say, on each finding in transformers' code, that it is library code and the switch. The finding
+    is placed where the user can act: a factory's line that built the model, else (`hf:NAME`, no
+    code of the user's) the transformers class itself."""
     config = getattr(model, "config", None)
     for d in diagnostics:
-        if not d.file or "transformers" not in d.file.replace("\\", "/").split("/"):
+        in_file = bool(d.file) and "transformers" in d.file.replace("\\", "/").split("/")
+        if not in_file and library_module(graph, d.module) != "transformers":
             continue
         switch = None
         if config is not None and d.code == HANDWRITTEN_OP:
@@ -88,7 +96,12 @@ def annotate(diagnostics: list[Diagnostic], model: nn.Module, module_types: dict
         if switch:
             key, value = switch
             d.evidence["switch"] = {key: value}
-            if f'"{value}"' in d.message:  # the rule named the switch already: say only how to try it
+            named = f'"{value}"' in d.message  # the rule named the switch already: say only where it goes
+            if not hf_target:  # the user's code builds the config: the key is set there
+                d.message += (" (library code: transformers' class; set it in the config your code builds)" if named
+                              else f" (library code: transformers' class; the switch you have is the config key "
+                                   f"{key}=\"{value}\" in the config your code builds)")
+            elif named:
                 d.message += f" (library code: transformers' class; --config {key}={value} tries it)"
             else:
                 d.message += (f" (library code: transformers' class; the switch you have is the config key "

@@ -252,3 +252,36 @@ def test_hf_encoders_with_decoder_heads_get_their_bare_model():
     assert model_class("gpt2", {})[1].__name__ == "GPT2LMHeadModel"
     assert model_class("t5", {})[1].__name__ == "T5ForConditionalGeneration"
     assert model_class("bert", {"is_decoder": True})[1].__name__ == "BertLMHeadModel"  # told to be a decoder
+
+
+def test_a_factory_built_transformers_model_is_library_code_as_hf_is(capsys, tmp_path):
+    """Issue 46: the same GPT-2 built by the user's factory and by `hf:gpt2` gets the same findings,
+    each said to be library code with the switch the user has (set in the factory's config, or by
+    --config); the factory's finding stays at the factory's line, hf:'s at transformers' block class
+    (not at torch's LayerNorm inside it)."""
+    factory = tmp_path / "fac.py"
+    factory.write_text("from transformers import GPT2Config, GPT2LMHeadModel\n\n\ndef make():\n"
+                       f"    return GPT2LMHeadModel(GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size={V}))\n")
+    shape = ["--input-shape", f"{B},{T}:int64", "--show-info"]
+    mine = _json_run(capsys, [f"{factory}:make", *shape])
+    hf = _json_run(capsys, ["hf:gpt2", "--config", "n_layer=2", "--config", "n_embd=64", "--config", "n_head=4",
+                            "--config", f"vocab_size={V}", *shape])
+    assert sorted(d["code"] for d in mine) == sorted(d["code"] for d in hf) and mine
+    for d in mine:
+        assert "library code: transformers' class" in d["message"] and (d["file"], d["line"]) == (str(factory), 5)
+        assert "--config" not in d["message"].rpartition("library code")[2]
+    gelu = next(d for d in mine if d["code"] == "AL110")
+    assert gelu["evidence"]["switch"] == {"activation_function": "gelu_pytorch_tanh"}
+    assert gelu["message"].endswith("set it in the config your code builds)")
+    for d in hf:
+        assert "library code: transformers' class" in d["message"]
+        assert "/transformers/" in d["file"].replace("\\", "/"), d  # never torch's nn/modules/normalization.py
+
+
+def _json_run(capsys, argv):
+    import json
+
+    from archlint.cli import main
+
+    assert main([*argv, "--output-format", "json", "--exit-zero"]) == 0, capsys.readouterr().err
+    return json.loads(capsys.readouterr().out)["diagnostics"]

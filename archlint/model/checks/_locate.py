@@ -9,13 +9,10 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import networkx as nx
-from torch import nn
-
 from archlint.diagnostics import Diagnostic
 from archlint.model.checks._query import enclosing_modules
+from archlint.model.libraries import is_library_file, is_torch_file, library_module  # noqa: F401 (rules read library_module here)
 
-_TORCH = Path(nn.__file__).resolve().parents[1]  # torch's own classes are never the user's code
-_LIBRARIES = ("transformers", "diffusers", "timm", "torchvision")
 
 
 def finding(graph: nx.DiGraph, code: str, message: str, *, node: str | None, module: str | None, **kw) -> Diagnostic:
@@ -40,7 +37,9 @@ def finding(graph: nx.DiGraph, code: str, message: str, *, node: str | None, mod
         d.file, d.line = created
         return d
     path = [modules[p] for p in holders if p in modules and modules[p].get("file")]
-    info = next((i for i in path if not is_library_file(i["file"])), path[0] if path else None)
+    # the user's class, else a library's own (transformers' block) before torch's layer inside it
+    info = next((i for i in path if not is_library_file(i["file"])),
+                next((i for i in path if not is_torch_file(i["file"])), path[0] if path else None))
     if info:
         d.file, d.line = info.get("file"), info.get("line")
     return d
@@ -81,22 +80,3 @@ def common_module(graph: nx.DiGraph, nodes: Iterable[str]) -> str:
             break
         common.append(parts[0])
     return ".".join(common)
-
-
-def library_module(graph: nx.DiGraph, module: str | None) -> str | None:
-    """The library a module's class comes from (transformers, diffusers, timm, torchvision): the
-    user switches it with the library's own settings rather than rewriting it; None for the user's."""
-    if module is None:
-        return None
-    modules = graph.graph.get("modules", {})
-    for p in reversed(enclosing_modules(module)):
-        file = (modules.get(p) or {}).get("file")
-        if file:
-            parts = Path(file).parts
-            return next((lib for lib in _LIBRARIES if lib in parts and is_library_file(file)), None)
-    return None
-
-
-def is_library_file(file: str) -> bool:
-    parts = Path(file).parts
-    return "site-packages" in parts or "dist-packages" in parts or Path(file).is_relative_to(_TORCH)
