@@ -246,7 +246,9 @@ def section_env(results: dict, budget: Budget, plan_data: dict) -> None:
         "python": sys.version.split()[0],
     }
     try:
-        import timm, torchvision, transformers
+        import timm
+        import torchvision
+        import transformers
         results["env"].update(timm=timm.__version__, torchvision=torchvision.__version__, transformers=transformers.__version__)
     except ImportError as exc:
         results["env"]["import_error"] = str(exc)

@@ -57,7 +57,7 @@ class Budget:
     def notes(self) -> list[str]:
         if not self.cuts:
             return list(self.ahead)
-        return [*self.ahead, 
+        return [*self.ahead,
             f"--latency-budget {self.seconds:g} s reached: {'; '.join(self.cuts)}; the figures rest on fewer "
             "passes (raise --latency-budget for more)"
         ]

@@ -156,7 +156,7 @@ class Allocator:
         return block
 
     def _release_free_segments(self) -> None:
-        for sid, (small, size, first) in list(self._segments.items()):
+        for sid, (_small, size, first) in list(self._segments.items()):
             if first.free and first.next is None and first.prev is None and (sid, 0) in self._blocks:
                 self._unlist(first)
                 del self._segments[sid]
