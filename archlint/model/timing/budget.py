@@ -26,8 +26,8 @@ def seconds(settings) -> float | None:
     limits = [getattr(settings, "latency_budget", None), getattr(settings, "timeout", None)]
     if limits[1] is not None:
         limits[1] *= TIMEOUT_SHARE
-    limits = [v for v in limits if v is not None]
-    return min(limits) if limits else None
+    known = [v for v in limits if v is not None]
+    return min(known) if known else None
 
 
 class Budget:
