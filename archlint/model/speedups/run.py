@@ -291,7 +291,7 @@ def _combination(results: dict[str, WhatIf]) -> tuple[str, ...]:
     ]
     precision = [n for n in winners if n in PRECISION]
     if len(precision) > 1:
-        best = max(precision, key=lambda n: results[n].speedup)
+        best = max(precision, key=lambda n: results[n].speedup or 0.0)  # winners: a speedup, never None
         winners = [n for n in winners if n not in PRECISION or n == best]
     return tuple(n for n in NAMES if n in winners) if len(winners) >= 2 else ()
 
