@@ -190,10 +190,10 @@ def lint(
 
         >>> [d.code for d in archlint.lint("train.py")]
     """
-    paths = [Path(paths)] if isinstance(paths, (str, Path)) else [Path(p) for p in paths]
+    files = [Path(paths)] if isinstance(paths, (str, Path)) else [Path(p) for p in paths]
     settings = settings_for(config_file, **options)
     settings.fix, settings.unsafe_fixes = fix, unsafe_fixes
-    return sorted(check(paths, [], settings).diagnostics, key=Diagnostic.sort_key)
+    return sorted(check(files, [], settings).diagnostics, key=Diagnostic.sort_key)
 
 
 _BUDGETS = ("max_flops", "max_mac", "max_params", "max_latency_ms")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -98,7 +99,7 @@ class Price:
     @classmethod
     def static(
         cls, alternative: str, *, mac_bytes_saved: int | None, model_mac_bytes: int,
-        flops_saved: int | None = None, claims=(),
+        flops_saved: int | None = None, claims: Iterable[str] = (),
     ) -> Price:
         """A price from exact counts: the MAC the alternative saves, as a share of the model's."""
         share = mac_bytes_saved / model_mac_bytes if mac_bytes_saved and model_mac_bytes else 0.0
@@ -107,7 +108,7 @@ class Price:
     @classmethod
     def timed(
         cls, alternative: str, *, saving_ms: float, model_ms: float, basis: str = "measured",
-        mac_bytes_saved: int | None = None, flops_saved: int | None = None, device: str | None = None, claims=(),
+        mac_bytes_saved: int | None = None, flops_saved: int | None = None, device: str | None = None, claims: Iterable[str] = (),
     ) -> Price:
         """A price in time (measured or estimated), as a share of the model's time."""
         share = saving_ms / model_ms if model_ms else 0.0
@@ -157,7 +158,7 @@ class Price:
         return out
 
 
-def _int(value) -> int | None:
+def _int(value: float | None) -> int | None:
     return int(value) if value is not None else None
 
 
@@ -195,7 +196,7 @@ class Diagnostic:
         reads as a pass for a file it did not lint."""
         return self.advisory and self.code != NOT_ANALYZED
 
-    def sort_key(self) -> tuple:
+    def sort_key(self) -> tuple[float, float, str, int, int, str]:
         price = self.price.sort_key() if self.price else (0.0, 0.0)
         return (-price[0], -price[1], self.file or "", self.line or 0, self.column or 0, self.code)
 

@@ -25,6 +25,7 @@ import contextlib
 import os
 import stat
 from pathlib import Path
+from typing import Any
 
 from archlint import writeguard
 from archlint.errors import UsageError
@@ -65,7 +66,7 @@ def write_bytes(path: Path | str, data: bytes, what: str = "the report", *, mode
         raise _failed(path, what, exc) from None
 
 
-def guard_run(settings, inputs: dict[str, list]) -> None:
+def guard_run(settings: Any, inputs: dict[str, list[Any]]) -> None:
     """Note the files the run reads (`inputs`: role → paths, plus the config, the baseline and a
     device spec file) and check every output before the run, so that a report named like an input
     (`-o train.py`, a link) fails in one line now, not after the analysis (the writer checks again,
@@ -113,7 +114,7 @@ def check_target(path: Path, what: str = "the report") -> None:
 def check_distinct(outputs: dict[str, Path | None]) -> None:
     """Two outputs of one run naming the same file (`-o r.json --html r.json`): one would replace
     the other."""
-    seen: dict = {}
+    seen: dict[object, str] = {}
     for flag, path in outputs.items():
         if path is None:
             continue

@@ -10,7 +10,8 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
+from typing import Protocol
 
 from archlint.config import Settings
 
@@ -56,16 +57,28 @@ def shown(settings: Settings) -> Iterator[None]:
         _display, _say = None, False
 
 
+class Advance(Protocol):
+    def __call__(self, n: int = 1) -> None: ...
+
+
+def _unseen(n: int = 1) -> None:
+    """Advancing a task with no display: nothing to draw."""
+
+
 @contextlib.contextmanager
-def task(description: str, total: int | None = None) -> Iterator[Callable[[int], None]]:
+def task(description: str, total: int | None = None) -> Iterator[Advance]:
     """A unit of work; call the yielded function to advance it (by 1 by default)."""
     display = _display
     if display is None:
-        yield lambda n=1: None
+        yield _unseen
         return
     task_id = display.add_task(description, total=total)
+
+    def advance(n: int = 1) -> None:
+        display.advance(task_id, n)
+
     try:
-        yield lambda n=1: display.advance(task_id, n)
+        yield advance
     finally:
         display.remove_task(task_id)
 

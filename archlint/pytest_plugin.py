@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -131,7 +132,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         return
     from archlint import gate
 
-    merged = {"archlint_baseline": gate.BASELINE_VERSION, "models": {}, "findings": []}
+    merged: dict[str, Any] = {"archlint_baseline": gate.BASELINE_VERSION, "models": {}, "findings": []}
     for snap in snapshots:
         merged["models"].update(snap["models"])
         merged["findings"] += snap["findings"]

@@ -60,7 +60,7 @@ def _front_matter(path: Path) -> dict[str, str]:
     lines = path.read_text(encoding="utf-8").splitlines()
     if not lines or lines[0].strip() != "---":
         raise ValueError(f"{path}: rule page must start with a '---' front-matter block")
-    meta = {}
+    meta: dict[str, str] = {}
     for line in lines[1:]:
         if line.strip() == "---":
             return meta

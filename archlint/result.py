@@ -170,9 +170,9 @@ class RunResult:
     diagnostics: list[Diagnostic] = field(default_factory=list)
     files_checked: int = 0
     gate: list[GateResult] = field(default_factory=list)
-    loaders: list = field(default_factory=list)  # archlint.loader.result.LoaderResult, from `archlint loader`
-    traces: list = field(default_factory=list)  # archlint.trace.analyze.TraceAnalysis, from `archlint trace`
-    ranks: list = field(default_factory=list)  # archlint.trace.ranks.CrossRank: several ranks of one job, read together
+    loaders: list[Any] = field(default_factory=list)  # archlint.loader.result.LoaderResult, from `archlint loader`
+    traces: list[Any] = field(default_factory=list)  # archlint.trace.analyze.TraceAnalysis, from `archlint trace`
+    ranks: list[Any] = field(default_factory=list)  # archlint.trace.ranks.CrossRank: several ranks of one job, read together
     fixed: int | None = None  # with --fix: findings fixed (written to disk); with --diff: findings the diff fixes
     fixed_edits: int | None = None  # the edits those fixes made (one fix can make several)
     errors: list[str] = field(default_factory=list)  # models that could not be analyzed (the others were)

@@ -6,11 +6,19 @@ from __future__ import annotations
 import math
 
 
-def significant(x: float, digits: int = 3) -> str:
+def significant(x: float, digits: int = 3, *, fixed: bool = False) -> str:
     """`x` to `digits` significant digits, never in scientific notation: 636, 6.36, 0.00123,
-    12,934 (a whole number above 10**digits keeps its digits: "1.29e+04 ms" read as a typo)."""
+    12,934 (a whole number above 10**digits keeps its digits: "1.29e+04 ms" read as a typo).
+    `fixed`: one format for every row of a column (what-if's base/new ms): trailing zeros kept and
+    whole numbers without a separator ("0.0781", "12.0", "636", "2280"), at most 9 decimals."""
     if not math.isfinite(x) or x == 0:
         return f"{x:g}"
+    if fixed:
+        places = min(9, max(0, digits - 1 - math.floor(math.log10(abs(x)))))
+        text = f"{x:.{places}f}"
+        if places and abs(float(text)) >= 10 ** (digits - places):  # rounded up a digit (99.96 → 100.0): one less
+            text = f"{x:.{places - 1}f}"
+        return text
     text = f"{x:.{digits}g}"
     if "e" not in text:
         return text
@@ -58,17 +66,6 @@ def bytes_against(n: float, limit: float) -> tuple[str, str]:
         if a != b or n == limit or unit == "B" or digits >= 9:
             return f"{a} {unit}", f"{b} {unit}"
         digits += 1
-
-
-def milliseconds(value: float) -> str:
-    """A time in ms in one format for every row: three significant digits in fixed notation, whole
-    ms from 100 up ("0.0781", "12.4", "636", "2280"), never scientific notation ("2.28e+03")."""
-    if value == 0 or not math.isfinite(value):
-        return f"{value:g}"
-    if abs(value) >= 99.95:  # rounds to 100 or more: whole ms
-        return f"{value:.0f}"
-    digits = min(9, max(0, 2 - math.floor(math.log10(abs(value)))))
-    return f"{value:.{digits}f}"
 
 
 def duration(seconds: float) -> str:

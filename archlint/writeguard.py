@@ -52,7 +52,7 @@ def distinct(paths: Iterable[Path], prefer_real: bool = False) -> list[Path]:
     to it, a hard link) is read once, as first named; one that cannot be stat'ed is kept by its
     normalized spelling. `prefer_real`: where a link and the file it names are both given, the
     file's own name is kept, in the first one's place (--fix writes a file, never a link)."""
-    where: dict = {}
+    where: dict[object, int] = {}
     out: list[Path] = []
     for path in paths:
         key = identity(path) or os.path.normpath(path)
@@ -66,7 +66,7 @@ def distinct(paths: Iterable[Path], prefer_real: bool = False) -> list[Path]:
 
 # Inputs of the run ---------------------------------------------------------------------------------
 
-_RUNS: list[dict] = []  # a stack: the innermost run's inputs, identity or real path → (role, as named)
+_RUNS: list[dict[object, tuple[str, str]]] = []  # a stack: the innermost run's inputs, identity or real path → (role, as named)
 
 
 @contextlib.contextmanager
@@ -164,7 +164,7 @@ def signals_held() -> Iterator[None]:
 def clean_stale(directory: int) -> list[str]:
     """Remove the temporary files that dead archlint runs left in a folder (open as `directory`):
     a name of ours, a pid that no longer runs, older than STALE_AFTER_S. The names removed."""
-    removed = []
+    removed: list[str] = []
     try:
         names = os.listdir(directory)
     except OSError:

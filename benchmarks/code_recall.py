@@ -88,7 +88,7 @@ def score(name: str, projects: list[Path], label, source: Path, verbose: bool) -
         tp += len(expected & found)
         fp += len(found - expected)
         fn += len(expected - found)
-        for f, n, code in expected & found:
+        for _f, _n, code in expected & found:
             per_rule[code, "tp"] += 1
         for f, n, code in found - expected:
             per_rule[code, "fp"] += 1

@@ -246,7 +246,9 @@ def section_env(results: dict, budget: Budget, plan_data: dict) -> None:
         "python": sys.version.split()[0],
     }
     try:
-        import timm, torchvision, transformers
+        import timm
+        import torchvision
+        import transformers
         results["env"].update(timm=timm.__version__, torchvision=torchvision.__version__, transformers=transformers.__version__)
     except ImportError as exc:
         results["env"]["import_error"] = str(exc)
@@ -800,7 +802,7 @@ def section_tests(results: dict, budget: Budget, plan_data: dict) -> None:
         results["tests"] = {"skipped": "out of time"}
         return
     proc = subprocess.run([sys.executable, "-m", "pytest", "-m", "cuda", "-q", "-p", "no:cacheprovider",
-                           "tests/latency", "tests/loader/test_loader_cli.py"],
+                           "tests/model/timing", "tests/loader/test_loader_cli.py"],
                           capture_output=True, text=True, timeout=max(10, budget.left() - 5), cwd=ROOT)
     results["tests"] = {"rc": proc.returncode, "tail": (proc.stdout + proc.stderr)[-3000:]}
     print("  tests: " + (proc.stdout.strip().splitlines() or ["?"])[-1], flush=True)

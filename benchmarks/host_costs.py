@@ -7,20 +7,41 @@ dispatch, launches). Writes JSON (µs per call; the ResNet-50 rows in µs per ca
 
     python benchmarks/host_costs.py OUT.json        (on the GPU machine)
 """
-import json, sys, time, statistics, torch, torch.nn as nn, torch.nn.functional as F
+import json
+import sys
+import time
+import statistics
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+import torchvision
+from torch.profiler import ProfilerActivity, profile
+
 out = sys.argv[1]
 d = "cuda"
 res = {}
+
+
 def per_call(fn, n=300, rep=5):
-    for _ in range(20): fn()
-    torch.cuda.synchronize(); ts = []
+    for _ in range(20):
+        fn()
+    torch.cuda.synchronize()
+    ts = []
     for _ in range(rep):
         t0 = time.perf_counter()
-        for _ in range(n): fn()
-        torch.cuda.synchronize(); ts.append((time.perf_counter() - t0) / n * 1e6)
+        for _ in range(n):
+            fn()
+        torch.cuda.synchronize()
+        ts.append((time.perf_counter() - t0) / n * 1e6)
     return statistics.median(ts)
-x4 = torch.randn(2, 8, 8, 8, device=d); w4 = torch.randn(8, 8, 3, 3, device=d); wdw = torch.randn(8, 1, 3, 3, device=d)
-x2 = torch.randn(4, 16, device=d); w2 = torch.randn(16, 16, device=d); b2 = torch.randn(16, device=d)
+
+
+x4 = torch.randn(2, 8, 8, 8, device=d)
+w4 = torch.randn(8, 8, 3, 3, device=d)
+wdw = torch.randn(8, 1, 3, 3, device=d)
+x2 = torch.randn(4, 16, device=d)
+w2 = torch.randn(16, 16, device=d)
+b2 = torch.randn(16, device=d)
 rm, rv, g, b = torch.zeros(8, device=d), torch.ones(8, device=d), torch.ones(8, device=d), torch.zeros(8, device=d)
 cases = {
     "relu": lambda: torch.relu(x4), "add": lambda: x4 + x4, "mul_scalar": lambda: x4 * 0.5,
@@ -39,17 +60,25 @@ for name, fn in cases.items():
 print(json.dumps(res, indent=0), flush=True)
 mods = {"Conv2d": nn.Conv2d(8, 8, 3, padding=1), "BatchNorm2d": nn.BatchNorm2d(8), "ReLU": nn.ReLU(), "Linear": nn.Linear(16, 16), "LayerNorm": nn.LayerNorm(16)}
 for name, m in mods.items():
-    m = m.to(d).eval(); inp = x2 if name in ("Linear", "LayerNorm") else x4
+    m = m.to(d).eval()
+    inp = x2 if name in ("Linear", "LayerNorm") else x4
     with torch.no_grad():
         res["module:" + name] = per_call(lambda: m(inp))
 # a small net's whole step: forward / backward host time per op (resnet-like, batch 2, 8 px)
-import torchvision
 net = torchvision.models.resnet50().to(d)
 xi = torch.randn(2, 3, 32, 32, device=d)
 opt = torch.optim.SGD(net.parameters(), lr=0.01)
-def fwd(): return net(xi)
+
+
+def fwd():
+    return net(xi)
+
+
 def step():
-    opt.zero_grad(set_to_none=True); net(xi).float().mean().backward()
+    opt.zero_grad(set_to_none=True)
+    net(xi).float().mean().backward()
+
+
 for ac in (False, True):
     ctx = torch.autocast("cuda", dtype=torch.bfloat16, enabled=ac)
     with ctx:
@@ -57,7 +86,6 @@ for ac in (False, True):
             res[f"resnet50_fwd_nograd{'+autocast' if ac else ''}_us"] = per_call(fwd, n=20)
         res[f"resnet50_fwd_grad{'+autocast' if ac else ''}_us"] = per_call(fwd, n=20)
         res[f"resnet50_fwd_bwd{'+autocast' if ac else ''}_us"] = per_call(step, n=20)
-from torch.profiler import profile, ProfilerActivity
 with profile(activities=[ProfilerActivity.CPU]) as p:
     step()
 ops = [e for e in p.events() if e.name.startswith("aten::")]

@@ -199,14 +199,27 @@ def evaluate(rows: list[dict], spec_name: str, per_model: bool, nhwc: bool = Fal
     return out
 
 
+def op_family(op: dict) -> str:
+    """The family an op's time is reported under: grouped convolutions apart, the kinds that launch no
+    kernel (views) as one."""
+    from archlint.model.estimating.torch_kernels import VIEW_KINDS
+
+    kind = op["kind"]
+    if kind == "conv":
+        groups = int(op.get("attrs", {}).get("groups", 1) or 1)
+        return "conv" if groups == 1 else "grouped-conv"
+    if kind in VIEW_KINDS:
+        return "view"
+    return kind
+
+
 def family_ms(graph) -> dict[str, float]:
     """Estimated ms per op family (the last estimate_graph run on this graph)."""
     from archlint.model import opgraph
-    from archlint.model.estimating import estimate
 
     out: dict[str, float] = {}
     for _, op in opgraph.ops(graph):
-        fam = estimate.op_family(op)
+        fam = op_family(op)
         out[fam] = out.get(fam, 0.0) + float(op.get("estimated_ms", 0.0))
     return out
 

@@ -173,10 +173,6 @@ def _lint_parsed(text: str, path: str, file_codes: set[str] | None, file_noqa: b
     return out, summary
 
 
-def lint_bytes(data: bytes, path: str) -> list[Diagnostic]:
-    return analyze_bytes(data, path)[0]
-
-
 def analyze_bytes(data: bytes, path: str, context: ProjectContext | None = None,
                   summarize: bool = False) -> tuple[list[Diagnostic], dict | None]:
     from archlint.code.source import SourceError, decode

@@ -218,7 +218,7 @@ class Index:
             if sub is not None:
                 return (sub, "", "module") if not rest else self.resolve(sub, rest, depth + 1)
             return None
-        for local, module, imported, level in summary.imports:
+        for _local, module, imported, level in summary.imports:
             if imported == "*":
                 base = self.module_path(path, module, level)
                 if base is not None and base != path:
@@ -236,7 +236,7 @@ class Index:
                 summary = self.summary(p)
                 if not summary:
                     continue
-                for local, module, imported, level in summary.imports:
+                for _local, module, imported, level in summary.imports:
                     targets = [self.module_path(p, module, level)]
                     if imported not in (None, "*"):
                         targets.append(self.module_path(p, f"{module}.{imported}" if module else imported, level))
@@ -438,7 +438,7 @@ def _called_names(index: Index, path: str, summary: FileFacts, ctx: ProjectConte
     for name, typed in summary.aliases.items():  # `logger.log_every` of a project class
         if typed in names:
             names[name] = names[typed]
-    for local, module, imported, level in summary.imports:
+    for local, _module, imported, _level in summary.imports:
         if imported not in (None, "*"):
             found = index.resolve(path, local)
             if found is not None and found[2] == "cuda":
@@ -467,7 +467,7 @@ def _uses_conv(index: Index, path: str, modules: list[str]) -> bool:
         if s and s.light and (s.classes or s.defs):
             # read without its calls (no torch in its text: `class UNet(nn.Module)` over `from .unet_parts
             # import *`): its defs may build whatever it imports. A re-exporting __init__ defines nothing.
-            for local, name, imported, level in s.imports:
+            for _local, name, imported, level in s.imports:
                 target = index.module_path(module, name, level)
                 if target in wanted and (imported == "*" or imported in wanted[target]):
                     return True

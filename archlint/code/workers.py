@@ -98,7 +98,7 @@ def _isolated(items: list[tuple], jobs: int, work, died, advance) -> list:
                     if todo:
                         idle.append(start())
     finally:
-        for conn, process in idle:
+        for conn, _process in idle:
             try:
                 conn.send(None)
             except OSError:

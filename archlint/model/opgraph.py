@@ -84,7 +84,6 @@ KINDS = (
     "other",  # recognized but without a formula: known=False
 )
 COMPUTE_KINDS = frozenset(KIND_FAMILIES["compute"])
-MEMORY_ONLY_KINDS = frozenset(KIND_FAMILIES["memory-only"])
 ELEMENTWISE_KINDS = frozenset(KIND_FAMILIES["element-wise"])
 
 

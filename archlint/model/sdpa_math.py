@@ -14,7 +14,7 @@ matrix held in memory, and from torch 2.5 on:
 - softmax is `_safe_softmax` (softmax, isneginf, all, where: fully masked rows give 0, not NaN).
 
 Before 2.5 the path stayed in the inputs' dtype with a plain softmax. The kernel lists below are
-what torch.profiler shows for a 5-D call (tests/model/test_sdpa_math.py checks them against the
+what torch.profiler shows for a 5-D call (tests/model/estimating/test_sdpa_math.py checks them against the
 installed torch's profiler).
 """
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import html
 
 from archlint.report.what_if_table import ranked
-from archlint.units import milliseconds, times
+from archlint.units import significant, times
 from archlint.result import WhatIf
 
 
@@ -52,7 +52,7 @@ def what_if_section(what_ifs: list[WhatIf] | None) -> str:
         compile_s = f" · compile {w.compile_s:.1f} s" if w.compile_s is not None else ""
         body.append(
             f"<tr><th>{_e(w.name)}</th><td class=num><b>{times(w.speedup)}</b></td><td class=wicell>{_bar(w, top)}</td>"
-            f"<td class=num>{milliseconds(w.baseline_ms)} → {milliseconds(w.transformed_ms)} ms{compile_s}</td>"
+            f"<td class=num>{significant(w.baseline_ms, fixed=True)} → {significant(w.transformed_ms, fixed=True)} ms{compile_s}</td>"
             f"<td>{_diff(w)}<br><span class=muted>{_e(w.reason)}</span></td></tr>"
         )
     return (

@@ -7,7 +7,7 @@ from rich.console import Console
 from rich.table import Table
 
 from archlint.result import WhatIf
-from archlint.units import milliseconds, times
+from archlint.units import significant, times
 
 
 def _num(value: float | None, fmt: str) -> str:
@@ -15,7 +15,7 @@ def _num(value: float | None, fmt: str) -> str:
 
 
 def _ms(value: float | None) -> str:
-    return "–" if value is None else milliseconds(value)  # one format in every row (archlint/units.py)
+    return "–" if value is None else significant(value, fixed=True)  # one format in every row (archlint/units.py)
 
 
 def ranked(what_ifs: list[WhatIf]) -> list[WhatIf]:

@@ -27,7 +27,7 @@ def limit(seconds: float | None) -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
         raise UsageError("--timeout needs a Unix system and archlint on the main thread")
 
-    def expired(signum, frame):
+    def expired(signum: int, frame: object) -> None:
         raise TimedOut
 
     old = signal.signal(signal.SIGALRM, expired)

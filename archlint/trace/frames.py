@@ -47,7 +47,7 @@ def is_library(frame: str) -> bool:
 _CALL_FROM = re.compile(r"^(?P<file>.+?\.py):(?P<line>\d+)$")
 
 
-def call_site(value) -> str | None:
+def call_site(value: object) -> str | None:
     """The user's `file.py:LINE` a Python call was made from, or None (not said, or a library's)."""
     return _user_call_site(value) if isinstance(value, str) else None
 

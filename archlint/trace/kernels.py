@@ -18,7 +18,6 @@ import functools
 import re
 
 COMPUTE, MEMORY, COMMUNICATION, OTHER = "compute", "memory", "communication", "other"
-GROUPS = ("gemm", "attention", "elementwise", "reduction", "copy", "communication", "other")
 
 _HTA_COMM = re.compile(r"^nccl.*Kernel")
 _HTA_MEMORY = re.compile(r"(^Memcpy)|(^Memset)|(^dma)")

@@ -153,7 +153,7 @@ def cross_rank(group: list) -> CrossRank | None:
     last: Counter = Counter()
     caused: dict[int, dict[int, float]] = defaultdict(lambda: defaultdict(float))  # last rank → other → µs
     by_name: dict[str, dict[str, Any]] = {}
-    for (step, name, _), durs in sorted(matched.items(), key=lambda kv: (str(kv[0][0]), kv[0][1], kv[0][2])):
+    for (_step, name, _), durs in sorted(matched.items(), key=lambda kv: (str(kv[0][0]), kv[0][1], kv[0][2])):
         transfer = min(durs.values())
         entry = by_name.setdefault(name, {"calls": 0, "transfer": 0.0, "wait": defaultdict(float)})
         entry["calls"] += 1

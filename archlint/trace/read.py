@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from archlint.trace import frames, kernels
+from archlint.trace import frames
 from archlint.trace.scan import STDIN, Truncated, events
 
 _STEP = re.compile(r"ProfilerStep\s*#\s*(\d{1,18})(?!\d)", re.ASCII)
@@ -386,8 +386,3 @@ def _int(value: Any) -> int | None:
     if isinstance(value, int) and -_INT64 <= value < _INT64:
         return value
     return None
-
-
-def category_kind(data: TraceData, i: int) -> str:
-    """HTA's kind of GPU event i (compute, memory, communication, other)."""
-    return kernels.hta_kind(data.names[data.gpu_name[i]])

@@ -245,7 +245,7 @@ def _batch(buf: _Buffer) -> list | None:
     if buf.batch_failed or len(text) - pos < BATCH_MIN_CHARS:
         return None
     last = None
-    for last in _BOUNDARY.finditer(text, max(pos, len(text) - BATCH_MIN_CHARS)):
+    for last in _BOUNDARY.finditer(text, max(pos, len(text) - BATCH_MIN_CHARS)):  # noqa: B007 (the loop keeps the last match)
         pass
     if last is None:
         return None

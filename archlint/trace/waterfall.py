@@ -12,6 +12,7 @@ Pure functions of figures; no torch.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 # Bucket → (finding, fix, share of the bucket the fix returns, basis). The shares are estimates,
 # each stated in the report; they are deliberately below 1: a fix rarely removes all of its bucket.
@@ -53,7 +54,7 @@ class Bucket:
     basis: str
     share: float = 0.0  # the part of the bucket the fix returns (returns_us = us × share)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "us": round(self.us, 3), "finding": self.finding, "fix": self.fix,
                 "returns_us": round(self.returns_us, 3), "share": round(self.share, 4), "basis": self.basis}
 
@@ -80,14 +81,14 @@ class Waterfall:
     def bucket(self, name: str) -> Bucket | None:
         return next((b for b in self.buckets if b.name == name), None)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"windows": self.windows, "step_us": round(self.step_us, 3),
                 "buckets": [b.to_dict() for b in self.buckets],
                 "saving_us": round(self.saving_us, 3), "expected_step_us": round(self.expected_step_us, 3),
                 "note": self.note}
 
 
-def build(per_window: list[dict[str, float]], overrides: dict[str, tuple] | None = None, note: str | None = None) -> Waterfall:
+def build(per_window: list[dict[str, float]], overrides: dict[str, tuple[str | None, str | None, float, str]] | None = None, note: str | None = None) -> Waterfall:
     """The mean waterfall of the steady windows, each a dict bucket → µs (the buckets add up to the
     window's wall time, `wall`). `overrides` replaces a bucket's (finding, fix, share, basis) where
     the evidence says otherwise (a device without tensor cores, code already in CUDA graphs)."""

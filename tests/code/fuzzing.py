@@ -16,7 +16,7 @@ from pathlib import Path
 from hypothesis import strategies as st
 
 from archlint.cli import main
-from archlint.code.engine import lint_bytes
+from archlint.code.engine import analyze_bytes
 from archlint.code.workers import PARALLEL_MIN_FILES
 
 SEEDS = [p.read_text(encoding="utf-8") for p in sorted((Path(__file__).parents[1] / "fixtures" / "code").glob("*.py"))]
@@ -167,7 +167,7 @@ def check_batch(folder: Path, files: list[bytes]) -> None:
         together[next(str(p) for p in paths if os.path.samefile(p, d["file"]))].append(
             (d["code"], d["severity"], d["line"], d["column"], d["message"]))
     for path, data in zip(paths, files):
-        alone = sorted((d.code, d.severity.value, d.line, d.column, d.message) for d in lint_bytes(data, str(path)))
+        alone = sorted((d.code, d.severity.value, d.line, d.column, d.message) for d in analyze_bytes(data, str(path))[0])
         assert sorted(together[str(path)]) == alone, path
         if any(code == "AL000" and severity == "error" for code, severity, *_ in alone):
             try:

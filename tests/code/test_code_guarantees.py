@@ -39,7 +39,7 @@ def _modules_after(args: list[str], cwd) -> set[str]:
         "print('MODULES', ' '.join(sorted(sys.modules)))\n"
     )
     proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=cwd)
-    line = next(l for l in proc.stdout.splitlines() if l.startswith("MODULES"))
+    line = next(x for x in proc.stdout.splitlines() if x.startswith("MODULES"))
     return set(line.split()[1:])
 
 

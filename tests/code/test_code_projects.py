@@ -79,7 +79,7 @@ def _modules_after(args: list[str], cwd) -> set[str]:
     code = ("import sys\nfrom archlint.cli import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
             "print('MODULES', ' '.join(sorted(sys.modules)))\n")
     proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=cwd)
-    return set(next(l for l in proc.stdout.splitlines() if l.startswith("MODULES")).split()[1:])
+    return set(next(x for x in proc.stdout.splitlines() if x.startswith("MODULES")).split()[1:])
 
 
 def test_cached_project_run_never_loads_the_parser(tmp_path):

@@ -123,7 +123,7 @@ def test_corrupt_project_facts_are_evicted_and_extracted_again(tmp_path):
 
 @pytest.fixture
 def odd_names(tmp_path):
-    names = [b"bad\xff.py", "esc\x1b[31mred.py".encode(), b"sp ace#%.py"]
+    names = [b"bad\xff.py", b"esc\x1b[31mred.py", b"sp ace#%.py"]
     for name in names:
         (Path(os.fsdecode(tmp_path)) / os.fsdecode(name)).write_text(FINDING)
     return tmp_path

@@ -103,7 +103,7 @@ def test_flops_growth_beyond_tolerance_fails_and_says_by_how_much(capsys, projec
     # A wider network: same modules (findings grandfathered), more FLOPs.
     code, out = archlint(capsys, "--models", "--baseline", "../b.json", "--init", "width=40")
     assert code == 1
-    line = next(l for l in out.splitlines() if "baseline:flops" in l)
+    line = next(x for x in out.splitlines() if "baseline:flops" in x)
     assert "FLOPs grew +" in line and "over the baseline" in line and "tolerance 5%" in line
     growth = float(line.split("grew +")[1].split("%")[0])
     assert growth > 5

@@ -48,7 +48,7 @@ def costed(model, *inputs, strategy):
     settings = Settings()
     settings.strategy = strategy
     graph, result = analyze_model(model.eval(), inputs, settings)
-    assert result.totals.unknown_ops == 0, [(l.op, l.known) for l in result.layers]
+    assert result.totals.unknown_ops == 0, [(layer.op, layer.known) for layer in result.layers]
     return result
 
 
@@ -70,7 +70,7 @@ def test_sdpa_one_tensor_as_query_key_and_value(strategy):
     ):
         result = costed(Call(fn), x, strategy=strategy)
         assert flops_of(result, "attention") == sdpa_flops(2, 4, 8, 8, 16)
-        (att,) = [l for l in result.layers if l.kind == "attention"]
+        (att,) = [layer for layer in result.layers if layer.kind == "attention"]
         assert att.mac_bytes == 2 * x.numel() * 4  # x read once, output written once
 
 
@@ -111,7 +111,7 @@ class Conv1D(nn.Module):
 def test_addmm_baddbmm_and_matmul_with_parameter_operands(strategy):
     result = costed(Conv1D(16, 48), torch.randn(2, 8, 16), strategy=strategy)
     assert flops_of(result, "linear") == 2 * 8 * 16 * 48
-    (mm,) = [l for l in result.layers if l.kind == "linear"]
+    (mm,) = [layer for layer in result.layers if layer.kind == "linear"]
     assert mm.params == 16 * 48 + 48
     bias, a, b = torch.randn(3, 5, 7), torch.randn(3, 5, 6), torch.randn(3, 6, 7)
     result = costed(Call(lambda s, i, x, y: torch.baddbmm(i, x, y)), bias, a, b, strategy=strategy)

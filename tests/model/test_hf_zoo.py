@@ -225,7 +225,7 @@ def test_hf_target_in_the_config_file(tmp_path, capsys, monkeypatch):
     assert main(["--models", "--output-format", "json", "--exit-zero"]) == 0
     (model,) = json.loads(capsys.readouterr().out)["models"]
     assert model["target"] == "hf:gpt2" and model["inputs"][0]["shape"] == [1, 8]
-    assert sum(l["flops"] for l in model["layers"] if l["kind"] in GEMM) == 8 * (12 * 32 * 32 + 2 * 8 * 32) + 8 * 32 * 100
+    assert sum(layer["flops"] for layer in model["layers"] if layer["kind"] in GEMM) == 8 * (12 * 32 * 32 + 2 * 8 * 32) + 8 * 32 * 100
 
 
 def test_hf_bert_builds_the_bare_model_it_promises_and_says_so(capsys):

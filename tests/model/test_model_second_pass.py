@@ -505,9 +505,9 @@ def test_decode_that_would_not_fit_in_memory_stops_first(capsys, monkeypatch):
 
 
 def _buffers_bytes(argv) -> int:
-    from archlint.model.loading.hf import model_factory
+    from archlint.model.loading.hf import model_class
     from archlint.model.loading.loaded import meta_build
 
-    _, build = model_factory("gpt2", {"n_layer": 2, "n_embd": 64, "n_head": 2})
-    model, _ = meta_build(build, {})
+    config, cls = model_class("gpt2", {"n_layer": 2, "n_embd": 64, "n_head": 2})
+    model, _ = meta_build(lambda: cls(config), {})
     return sum(b.numel() * b.element_size() for b in model.buffers())

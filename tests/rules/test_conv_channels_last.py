@@ -10,7 +10,6 @@ import json
 
 import pytest
 import torch
-from torch import nn
 
 from archlint.cli import main
 from archlint.config import Settings

@@ -3,7 +3,6 @@ and their helpers, and the value a call passes for a keyword."""
 
 from __future__ import annotations
 
-import libcst as cst
 
 from archlint.code import dataflow as df
 from archlint.code.facts import CallSite, Facts
@@ -35,7 +34,3 @@ def flag(site: CallSite, name: str):
 
 def ddp_calls(facts: Facts) -> list[CallSite]:
     return facts.calls_to(DDP)
-
-
-def is_call_to(node: cst.BaseExpression, facts: Facts, site: CallSite, names) -> bool:
-    return isinstance(node, cst.Call) and facts.qname(node.func, site.scope) in names

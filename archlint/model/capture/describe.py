@@ -124,7 +124,7 @@ def module_attrs(module: nn.Module) -> dict[str, Any]:
     if isinstance(module, (nn.RNNBase, nn.RNNCellBase)):  # `bias` is a flag there, not a tensor
         attrs["bias"] = bool(module.bias)
     elif hasattr(module, "bias") and not isinstance(module, nn.MultiheadAttention):
-        attrs["bias"] = isinstance(getattr(module, "bias"), torch.Tensor)
+        attrs["bias"] = isinstance(module.bias, torch.Tensor)
     if "elementwise_affine" in attrs:
         attrs["affine"] = attrs.pop("elementwise_affine")
     return attrs

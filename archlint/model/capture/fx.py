@@ -183,7 +183,7 @@ def _concrete_arguments(model: nn.Module, inputs: tuple) -> dict[str, Any]:
         params = list(inspect.signature(model.forward).parameters.values())
     except (TypeError, ValueError):
         return {}
-    concrete = {}
+    concrete: dict[str, Any] = {}
     for i, p in enumerate(params):
         if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
             break

@@ -27,8 +27,6 @@ from archlint.diagnostics import Diagnostic, Severity
 
 OPTION = "min_saving_share"
 FLOOR = 0.01  # a warning saves at least 1% of the model
-DOC = ("a warning only when the saving is at least this share of the model (its MAC statically, its time when "
-       "timed or estimated); below it, or with no positive saving, info")
 
 
 def with_floor(options: dict) -> dict:

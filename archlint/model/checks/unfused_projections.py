@@ -47,7 +47,7 @@ def check(graph, options, ctx):
         if len(preds) != 1:
             continue
         readers[(preds[0], tuple(data["in_shapes"][0]), data.get("dtype"))].append(name)
-    for (producer, shape, dtype), names in readers.items():
+    for (producer, shape, _dtype), names in readers.items():
         if len(names) < max(2, int(options["min_layers"])):
             continue
         first = graph.nodes[names[0]]

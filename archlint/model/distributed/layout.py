@@ -118,7 +118,10 @@ def lay_out(rec: StepRecording, par: Parallel, units: list[str], buffers: list[t
     """The rank's storages and collectives (module docstring). `units`: FSDP/ZeRO-3 unit paths;
     `buffers`: the model's buffers as (bytes, element size), for DDP's broadcast."""
     n, group = par.world_size, par.shard_group
-    rnd = (lambda b: -(-math.ceil(b) // rec.round_to) * rec.round_to if b > 0 else 0)
+
+    def rnd(b: float) -> int:
+        return -(-math.ceil(b) // rec.round_to) * rec.round_to if b > 0 else 0
+
     strategy, mp = par.strategy, par.mixed_precision is not None
     flat = strategy in ("zero1", "zero2", "zero3")
     fsdp = strategy in ("fsdp", "hsdp")
@@ -215,7 +218,10 @@ def lay_out(rec: StepRecording, par: Parallel, units: list[str], buffers: list[t
 
     # --- the recorded storages, resized for the rank
     compute_dtype = max(itemsize.values(), default=4)
-    reduce_size = (lambda p: master if (fsdp and mp) else itemsize[p])  # FSDP2's reduce_dtype fp32; ZeRO/DDP: the grads'
+
+    def reduce_size(p: str) -> int:
+        return master if (fsdp and mp) else itemsize[p]  # FSDP2's reduce_dtype fp32; ZeRO/DDP: the grads'
+
     sharded_grads = strategy in ("zero2", "zero3", "fsdp", "hsdp")
     buckets: list[list[str]] = []
     bucket_ready: dict[str, float] = {}
@@ -337,7 +343,7 @@ def lay_out(rec: StepRecording, par: Parallel, units: list[str], buffers: list[t
     if gathers:
         def unit_bytes(u: str, size_of) -> int:
             return sum(padded_elems(p) * size_of(p) for p in unit_params[u])
-        compute = (lambda p: itemsize[p])
+        compute = itemsize.__getitem__
         seq = [""] + order if unit_params[""] else list(order)
         forward_at = {u: span[u][0] for u in order}
         forward_at[""] = fwd_start - 0.5

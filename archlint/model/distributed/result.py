@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 
 @dataclass
@@ -57,12 +58,12 @@ class Distributed:
     comm_bytes_per_rank: int
     comm_basis: str
     buckets_bytes: list[int]
-    estimate: dict | None = None  # with a device spec: comm_ms, exposed_comm_ms, step_ms, scaling_efficiency
+    estimate: dict[str, Any] | None = None  # with a device spec: comm_ms, exposed_comm_ms, step_ms, scaling_efficiency
     notes: list[str] = field(default_factory=list)
     basis: str = ""
 
 
-def to_json(d: Distributed) -> dict:
+def to_json(d: Distributed) -> dict[str, Any]:
     """models[].distributed as docs/design.md's JSON contract gives it."""
     out = asdict(d)
     if out["estimate"] is None:

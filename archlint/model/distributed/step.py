@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import re
 from collections import Counter
 
@@ -139,7 +138,3 @@ def budget_figure(pr: PerRank) -> int:
     if pr.budget_figure_bytes is not None:
         return pr.budget_figure_bytes
     return pr.device_peak_bytes if pr.device_peak_bytes is not None else pr.peak_bytes
-
-
-def ceil_div(a: int, b: int) -> int:
-    return -(-a // b) if b else math.inf

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 from archlint.errors import UsageError
 
@@ -49,11 +50,11 @@ class Parallel:
         nodes = f" over {self.nodes} nodes" if self.nodes > 1 else ""
         return f"{self.strategy} × {self.world_size}{nodes}" + (f" ({', '.join(extra)})" if extra else "")
 
-    def with_(self, **changes) -> Parallel:
+    def with_(self, **changes: Any) -> Parallel:
         return replace(self, **changes)
 
 
-def parallel(strategy: str, world_size: int | None, nodes: int | None = None, **options) -> Parallel:
+def parallel(strategy: str, world_size: int | None, nodes: int | None = None, **options: Any) -> Parallel:
     """A checked Parallel: one line naming what is wrong otherwise."""
     if strategy not in STRATEGIES:
         raise UsageError(f"unknown distributed strategy {strategy!r}; use one of {', '.join(STRATEGIES)}")

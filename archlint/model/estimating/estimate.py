@@ -431,19 +431,6 @@ AUTOCAST_FP32 = frozenset(
 )
 
 
-def op_family(op: dict) -> str:
-    """The family an op's time is reported under (what the calibrated terms are named after)."""
-    kind = op["kind"]
-    if kind == "conv":
-        groups = int(op.get("attrs", {}).get("groups", 1) or 1)
-        return "conv" if groups == 1 else "grouped-conv"
-    if kind in ("linear", "matmul", "attention"):
-        return kind
-    if kind in _NO_KERNEL:
-        return "view"
-    return kind
-
-
 def autocast_flow(graph: nx.DiGraph) -> dict[str, tuple[float, int]]:
     """The graph (captured in 16 bits) run as a float32 model under torch.autocast: per op, the
     factor on its memory bytes and the bytes of autocast's casts. Inputs and parameters are

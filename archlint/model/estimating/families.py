@@ -233,6 +233,7 @@ def curve_cases(device: torch.device, dtype: torch.dtype, batch: int) -> dict[st
 
 def time_case(case: Case, device: torch.device, dtype: torch.dtype, repeat: int, warmup: int = 3) -> float:
     """Median ms of `repeat` runs; a case that cannot run here is a UsageError naming it."""
+    fn: Callable[[], object] | None = None
     try:
         fn = case.make()
         with torch.no_grad():

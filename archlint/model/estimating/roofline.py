@@ -24,6 +24,7 @@ import platform
 import sys
 import time
 from pathlib import Path
+from typing import TypeGuard
 
 import torch
 
@@ -153,7 +154,7 @@ def _write_cache(key: str, peaks: dict) -> None:
         print(f"archlint: warning: {exc}; the peaks will be measured again next time", file=sys.stderr)
 
 
-def _valid(entry) -> bool:
+def _valid(entry: object) -> TypeGuard[dict]:
     return isinstance(entry, dict) and all(
         isinstance(entry.get(k), (int, float)) and not isinstance(entry.get(k), bool) and 0 < entry[k] < math.inf
         for k in REQUIRED

@@ -89,7 +89,8 @@ PERMUTING_VIEWS = frozenset({"permute", "transpose", "t", "movedim", "swapaxes",
 
 def input_views(graph: nx.DiGraph, name: str) -> list[dict]:
     """The views the op's first input passes through since the kernel that wrote it, nearest first."""
-    views, preds = [], list(graph.predecessors(name))
+    views: list[dict] = []
+    preds = list(graph.predecessors(name))
     while preds and len(views) < 64:
         op = graph.nodes[preds[0]]
         if op["kind"] not in VIEW_KINDS:

@@ -14,6 +14,7 @@ import contextlib
 import functools
 import sys
 import sysconfig
+from types import FrameType
 import weakref
 from pathlib import Path
 
@@ -45,7 +46,7 @@ def _is_library(filename: str) -> bool:
 
 
 def _site(module: nn.Module) -> tuple[str, int] | None:
-    frame = sys._getframe(2)  # the caller of Module.__init__ (through the patch)
+    frame: FrameType | None = sys._getframe(2)  # the caller of Module.__init__ (through the patch)
     while frame is not None:
         if frame.f_locals.get("self") is not module and not _is_library(frame.f_code.co_filename):
             return str(Path(frame.f_code.co_filename).resolve()), frame.f_lineno

@@ -71,12 +71,6 @@ def model_class(name: str, overrides: dict[str, Any]):
     raise UsageError(f"hf:{name}: no transformers model class builds a {type(config).__name__}")
 
 
-def model_factory(name: str, overrides: dict[str, Any]):
-    """(config, a function building the model from it) for `hf:NAME`; raises UsageError."""
-    config, cls = model_class(name, overrides)
-    return config, lambda: cls(config)
-
-
 def _decoder_only_if_told(cls: type, config) -> bool:
     """A causal-LM class that is an encoder's head made a decoder by `is_decoder=True` (its
     constructor checks the flag: BertLMHeadModel warns "add `is_decoder=True`"), on a config

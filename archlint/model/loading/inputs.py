@@ -41,7 +41,8 @@ def random_input(
 ) -> torch.Tensor:
     """A tensor for one input given by shape (rules in the module docstring); with `meta`, a
     placeholder of the same shape and dtype that allocates nothing."""
-    kind = getattr(torch, spec.dtype or default) if (spec.dtype or default) else dtype
+    named = spec.dtype or default
+    kind = getattr(torch, named) if named else dtype
     if meta:
         return torch.empty(spec.shape, dtype=kind, device="meta")
     if kind == torch.bool or (not kind.is_floating_point and "mask" in name.lower()):

@@ -22,7 +22,8 @@ import itertools
 import sys
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import nn

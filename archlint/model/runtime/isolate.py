@@ -67,7 +67,7 @@ def search_path(folder: Path) -> list[str]:
 
 def local_names(folder: Path) -> set[str]:
     """Top-level module names a file or package in `folder` provides when it is first on sys.path."""
-    names = set()
+    names: set[str] = set()
     try:
         entries = list(os.scandir(folder))
     except OSError:

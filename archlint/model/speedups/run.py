@@ -41,7 +41,7 @@ from archlint.model.speedups.transforms import ORDER, NotApplicable, Variant, fi
 from archlint.model.timing.timer import Stats, make_timer, sample
 from archlint.result import WhatIf
 from archlint.units import duration
-from archlint.units import milliseconds
+from archlint.units import significant
 
 # The estimate said before the what-ifs start (expected_seconds): what a transformation's making
 # and first call cost, in passes of the model; how much slower than the model a variant is taken to
@@ -154,7 +154,7 @@ def _what_ifs(model, inputs, dev, settings, names, kwargs, deadline, threads, ba
     base_s = base_ms / 1e3 if base_ms else first_s
     load = machine_load()
     expected = expected_seconds(base_s, names, settings.repeat, bool(settings.warmup), ops, load)
-    basis = (f"from the model's {'measured time' if base_ms else 'first call'} ({milliseconds(base_s * 1e3)} ms a pass)"
+    basis = (f"from the model's {'measured time' if base_ms else 'first call'} ({significant(base_s * 1e3, fixed=True)} ms a pass)"
              + (f" and its {ops} ops (compiling, at a load of {load:.1f} per core)"
                 if any(n in COMPILING for n in names) else "")
              + f" and the passes each what-if gets (--repeat {settings.repeat})")
@@ -291,7 +291,7 @@ def _combination(results: dict[str, WhatIf]) -> tuple[str, ...]:
     ]
     precision = [n for n in winners if n in PRECISION]
     if len(precision) > 1:
-        best = max(precision, key=lambda n: results[n].speedup)
+        best = max(precision, key=lambda n: results[n].speedup or 0.0)  # winners: a speedup, never None
         winners = [n for n in winners if n not in PRECISION or n == best]
     return tuple(n for n in NAMES if n in winners) if len(winners) >= 2 else ()
 

@@ -26,8 +26,8 @@ def seconds(settings) -> float | None:
     limits = [getattr(settings, "latency_budget", None), getattr(settings, "timeout", None)]
     if limits[1] is not None:
         limits[1] *= TIMEOUT_SHARE
-    limits = [v for v in limits if v is not None]
-    return min(limits) if limits else None
+    known = [v for v in limits if v is not None]
+    return min(known) if known else None
 
 
 class Budget:
@@ -57,7 +57,7 @@ class Budget:
     def notes(self) -> list[str]:
         if not self.cuts:
             return list(self.ahead)
-        return [*self.ahead, 
+        return [*self.ahead,
             f"--latency-budget {self.seconds:g} s reached: {'; '.join(self.cuts)}; the figures rest on fewer "
             "passes (raise --latency-budget for more)"
         ]

@@ -149,7 +149,7 @@ def measure(
     report.notes += _noise_notes(report, dev, load_average(), os.cpu_count() or 1)
     if not cached:
         report.notes.append(f"roofline peaks measured now and cached ({roofline.cache_dir() / roofline.CACHE_FILE})")
-    for name, d in ops(graph):
+    for _name, d in ops(graph):
         if d.get("latency_ms") is not None and d.get("known", True):
             d["roofline"] = roofline.place(int(d.get("flops", 0)), int(d.get("mac_bytes", 0)), d["latency_ms"], p)
     report.notes += _stale_peak_note(graph, p, cached)

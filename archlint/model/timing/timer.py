@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -181,7 +181,7 @@ MIN_PASSES = 8  # a deadline never cuts a sample below this many timed passes of
 
 
 def sample(
-    runs: list[Callable[[], object]], timer: Timer, warmup: int, repeat: int, alternate: bool = False,
+    runs: Sequence[Callable[[], object]], timer: Timer, warmup: int, repeat: int, alternate: bool = False,
     label: str = "timing passes", deadline: float | None = None, clock: Callable[[], float] = time.monotonic,
 ) -> list[Sampled]:
     """Run each callable `warmup` times untimed, then `repeat` times, interleaved (run 0, run 1,

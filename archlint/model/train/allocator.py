@@ -156,7 +156,7 @@ class Allocator:
         return block
 
     def _release_free_segments(self) -> None:
-        for sid, (small, size, first) in list(self._segments.items()):
+        for sid, (_small, size, first) in list(self._segments.items()):
             if first.free and first.next is None and first.prev is None and (sid, 0) in self._blocks:
                 self._unlist(first)
                 del self._segments[sid]
@@ -175,8 +175,8 @@ class Allocator:
         self.peak_allocated = max(self.peak_allocated, self.allocated)
 
 
-def replay(lifetimes: Iterable[tuple[int, float, int]], limit: int | None = None,
-           workspaces: Iterable[tuple[int, float, int]] = ()) -> Allocator:
+def replay(lifetimes: Iterable[tuple[float, float, int]], limit: int | None = None,
+           workspaces: Iterable[tuple[float, float, int]] = ()) -> Allocator:
     """Replay storages given as (born, died, bytes) event indices (died = inf: never freed) in
     event order through the allocator; `workspaces` likewise, as optional requests (skipped where
     they do not fit under the limit). The result holds its peaks and whether it ran out."""

@@ -402,11 +402,3 @@ def cost_backward(graph: nx.DiGraph) -> list[str]:
         op["flops_backward"] = sum(f for f, _ in terms.values())
         op["mac_bytes_backward"] = sum(m for _, m in terms.values())
     return unknown
-
-
-def gradient_flops(op: dict) -> int:
-    """The gradient contractions of an op (what torch's FlopCounterMode counts): its backward
-    FLOPs less the fused-attention recompute and the gradient sums."""
-    terms = op.get("backward_terms") or {}
-    return sum(t["flops"] for k, t in terms.items() if k in ("grad_input", "grad_weight"))
-

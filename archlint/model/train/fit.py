@@ -286,7 +286,9 @@ def ways_to_fit(model, args, kwargs, *, optimizer: str, loss: str, budget: int, 
         # Take blocks in order until their kept activations cover the excess; measure; when the
         # measured saving falls short (a block's output is kept by the next one anyway), aim
         # higher by the shortfall's ratio and measure again (at most three rounds).
-        chosen, after, target = [], None, excess
+        chosen: list[str] = []
+        after = None
+        target: float = excess
         for _ in range(3):
             predicted, more = 0, []
             for _, path in scored:

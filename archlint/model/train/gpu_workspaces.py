@@ -53,8 +53,8 @@ def cublas_sizes(spec) -> tuple[int, int, str]:
     basis = (f"torch's default for {'sm90 (the spec names a Hopper ' + '/'.join(SM90_CHIPS) + ')' if sm90 else 'GPUs other than sm90'}: "
              f"{size / 2**20:g} MiB")
     config = os.environ.get("CUBLAS_WORKSPACE_CONFIG")
-    if config and _config_bytes(config) is not None:
-        size = _config_bytes(config)
+    if config and (configured := _config_bytes(config)) is not None:
+        size = configured
         basis = f"CUBLAS_WORKSPACE_CONFIG={config} (set here): {size / 2**20:g} MiB"
     lt, lt_basis = CUBLASLT_BYTES, "cuBLASLt 1 MiB (torch's default CUBLASLT_WORKSPACE_SIZE)"
     if os.environ.get("CUBLASLT_WORKSPACE_SIZE", "").isdigit():

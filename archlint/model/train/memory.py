@@ -348,10 +348,10 @@ def to_meta(model: nn.Module) -> nn.Module:
     """A copy of `model` with every parameter, buffer and tensor attribute on meta (no data copied)."""
     memo: dict[int, Any] = {}
     for module in model.modules():
-        for name, p in module._parameters.items():
+        for _name, p in module._parameters.items():
             if p is not None and id(p) not in memo:
                 memo[id(p)] = nn.Parameter(torch.empty_like(p, device="meta"), requires_grad=p.requires_grad)
-        for name, b in module._buffers.items():
+        for _name, b in module._buffers.items():
             if b is not None and id(b) not in memo:
                 memo[id(b)] = torch.empty_like(b, device="meta")
         for value in vars(module).values():

@@ -17,7 +17,8 @@ Each is retried only on its own error and said in the output (`memory.adapted_op
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 

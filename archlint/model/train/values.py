@@ -14,7 +14,8 @@ activation) gives none; an op that writes one loses its value.
 from __future__ import annotations
 
 import weakref
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 

@@ -61,7 +61,7 @@ def analysis(request):
 
 def test_the_fit_line_says_fits_exactly_when_its_figure_is_within_its_budget(analysis):
     memory = analysis.to_dict()["models"][0]["memory"]
-    line = next(l for l in analysis.summary().splitlines() if "memory over the step" in l)
+    line = next(x for x in analysis.summary().splitlines() if "memory over the step" in x)
     verdict = re.search(r"(does not fit|fits) in " + SIZE, line)
     assert verdict, line
     budget = _bytes(verdict.group(2), verdict.group(3))
@@ -102,5 +102,5 @@ def test_without_a_device_spec_the_fit_line_names_this_machine(tmp_path, capsys)
     (tmp_path / "net.py").write_text("from torch import nn\n\ndef net():\n    return nn.Sequential(nn.Linear(64, 64), nn.ReLU())\n")
     assert main([f"{tmp_path / 'net.py'}:net", "--input-shape", "32,64", "--train", "--memory-budget", "16GiB",
                  "-q"]) in (0, 1)
-    line = next(l for l in capsys.readouterr().out.splitlines() if "memory over the step" in l)
+    line = next(x for x in capsys.readouterr().out.splitlines() if "memory over the step" in x)
     assert re.search(r" fits in [0-9.]+ GB on cpu \(this machine; no --device-spec\)", line), line  # 16 GiB

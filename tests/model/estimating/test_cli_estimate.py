@@ -9,7 +9,7 @@ import pytest
 
 from archlint.cli import main
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 NETS = str(ROOT / "examples" / "nets.py")
 
 

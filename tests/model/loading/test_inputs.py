@@ -13,7 +13,7 @@ import pytest
 
 from archlint.cli import main
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 MODELS = ROOT / "tests" / "fixtures" / "models" / "token_models.py"
 
 

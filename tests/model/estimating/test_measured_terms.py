@@ -7,7 +7,7 @@ import math
 
 import networkx as nx
 import pytest
-from test_terms import GPU, conv_op
+from tests.model.estimating.test_terms import GPU, conv_op
 
 from archlint.devices.achieved import SHARES
 from archlint.model.estimating.estimate import (

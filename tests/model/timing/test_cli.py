@@ -11,7 +11,7 @@ import torch
 
 from archlint.cli import main
 
-NETS = str(Path(__file__).parents[2] / "examples" / "nets.py")
+NETS = str(Path(__file__).parents[3] / "examples" / "nets.py")
 FAST = ["--input-shape", "1,3,32,32", "--warmup", "1", "--repeat", "3", "--exit-zero"]
 DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)]
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("timm")
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
 
 import published_accuracy as pa  # noqa: E402
 

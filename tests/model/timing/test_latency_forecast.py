@@ -14,7 +14,7 @@ from archlint.config import Settings
 from archlint.model.timing.budget import Budget
 from archlint.model.timing.measure import forecast
 
-MODELS = str(Path(__file__).resolve().parents[1] / "whatif" / "models.py")
+MODELS = str(Path(__file__).resolve().parents[2] / "whatif" / "models.py")
 
 
 def test_within_the_budget_it_only_says_how_long():

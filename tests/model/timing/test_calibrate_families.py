@@ -16,7 +16,7 @@ from archlint import devices
 from archlint.cli import main
 from archlint.model.estimating import calibration, families, roofline
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 CPU = torch.device("cpu")
 PEAKS = {"device": "cpu|x|float32", "peak_flops_per_s": 1e12, "bandwidth_bytes_per_s": 1e11,
          "cache_bandwidth_bytes_per_s": 2e11, "cache_bytes": 2**24, "matmul_n": 1024, "copy_bytes": 2**27}

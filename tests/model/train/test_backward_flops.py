@@ -15,7 +15,7 @@ from torch import nn
 from torchvision.models import get_model, list_models
 
 from archlint.model.loading.load import meta_build
-from tests.train.flopcheck import counted, ours, step_graph
+from tests.model.train.flopcheck import counted, ours, step_graph
 
 TOLERANCE = 0.01
 CLASSIFIERS = sorted(list_models(module=torchvision.models))

@@ -16,10 +16,16 @@ from torch.utils.flop_counter import FlopCounterMode, conv_backward_flop
 from archlint.config import Settings
 from archlint.model import opgraph
 from archlint.model.analyze import analyze_model
-from archlint.model.train.backward import gradient_flops
 from archlint.model.train.memory import step_loss
 from archlint.model.train.optimizer import parse
 from archlint.model.train.step import cost_step
+
+
+def gradient_flops(op: dict) -> int:
+    """The gradient contractions of an op (what torch's FlopCounterMode counts): its backward
+    FLOPs less the fused-attention recompute and the gradient sums."""
+    terms = op.get("backward_terms") or {}
+    return sum(t["flops"] for k, t in terms.items() if k in ("grad_input", "grad_weight"))
 
 
 _raw = conv_backward_flop.__wrapped__  # the formula on shapes (the registered one takes tensors)

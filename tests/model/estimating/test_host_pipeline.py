@@ -10,7 +10,7 @@ import pytest
 from archlint.devices import resolve
 from archlint.model.estimating.estimate import estimate_graph
 
-from tests.estimate.test_terms import GPU
+from tests.model.estimating.test_terms import GPU
 
 
 def chain(n_ops: int, numel: int):

@@ -9,7 +9,7 @@ from archlint.devices.achieved import SHARES, shares_for
 from archlint.model.estimating.estimate import Gemm, estimate_op, gemm_of, grouped_tile, share_names, tile_efficiency
 from archlint.model.estimating.torch_kernels import wide_depthwise
 
-from tests.estimate.test_terms import conv_op
+from tests.model.estimating.test_terms import conv_op
 
 
 def test_a_narrow_grouped_conv_gets_a_narrow_tile():

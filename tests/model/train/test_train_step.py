@@ -17,7 +17,7 @@ import archlint
 from archlint import UsageError
 from archlint.model.train.optimizer import parse, step_cost
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 NEW_LAYER_KEYS = {"flops_backward", "mac_bytes_backward", "backward_terms"}
 
 
