@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from archlint.diagnostics import Diagnostic
+from archlint.train_result import StepMemory
 
 
 # The op kinds (archlint/model/opgraph.py: KINDS) by family, for "where the time goes": compute
@@ -139,12 +140,13 @@ class ModelResult:
     inputs: list[dict[str, Any]] = field(default_factory=list)  # [{"name", "shape", "dtype"}] per input
     phase: str | None = None  # "decode" for the --decode step of a causal LM; None: the forward as given
     module_types: dict[str, str] = field(default_factory=dict)  # path → class name, for --tree (not in JSON)
-    memory: dict[str, Any] | None = None  # --train: memory over the step (archlint.model.train.memory)
+    memory: StepMemory | None = None  # --train: memory over the step (archlint.model.train.memory)
     distributed: dict[str, Any] | None = None  # --world-size/--strategy: the step per rank (archlint.model.distributed)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d.pop("module_types")
+        d["memory"] = self.memory.to_dict() if self.memory is not None else None
         d["totals"] = self.totals.to_dict()
         d["layers"] = [layer.to_dict() for layer in self.layers]
         if self.what_if is None:  # absent unless --what-if ran (the JSON contract adds it then)

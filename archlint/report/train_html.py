@@ -8,6 +8,7 @@ from __future__ import annotations
 import html
 
 from archlint.result import ModelResult
+from archlint.train_result import StepMemory
 from archlint.units import bytes_against, human_bytes, human_count, significant
 
 PARTS = ("forward", "backward", "loss", "optimizer")
@@ -70,46 +71,44 @@ def _split(m: ModelResult) -> str:
     return f"<table class=trainsplit>{header}{''.join(rows)}</table>{text}"
 
 
-def _memory(mem: dict) -> str:
-    at_peak = mem.get("at_peak") or {}
-    live = ", ".join(f"{k} {human_bytes(v)}" for k, v in at_peak.items() if v)
-    rows = [("peak", f"<b>{human_bytes(mem['peak_bytes'])}</b> at {_e(mem.get('at', '?'))}"),
+def _memory(mem: StepMemory) -> str:
+    live = ", ".join(f"{k} {human_bytes(v)}" for k, v in mem.at_peak.items() if v)
+    rows = [("peak", f"<b>{human_bytes(mem.peak_bytes)}</b> at {_e(mem.at)}"),
             ("live at the peak", _e(live or "—")),
-            ("kept for backward", f"{human_bytes(mem['activations_bytes'])} of activations at the end of the forward")]
-    needed = mem.get("needed_bytes", mem.get("device_peak_bytes", mem["peak_bytes"]))
-    budget = mem.get("budget_bytes")
+            ("kept for backward", f"{human_bytes(mem.activations_bytes)} of activations at the end of the forward")]
+    needed, budget = mem.needed, mem.budget_bytes
     needed_text, budget_text = bytes_against(needed, budget if budget is not None else needed)
-    if mem.get("device_peak_bytes") is not None:
+    if mem.device_peak_bytes is not None:
         rows.append(("the device needs", f"{needed_text} <span class=muted>the allocator's segments"
                      + (" replayed under the budget" if budget is not None else "")
                      + " and the CUDA context (measured once)</span>"))
     elif budget is not None:
         rows.append(("the device needs", f"{needed_text} <span class=muted>the peak</span>"))
-    if mem.get("fits") is not None:
-        verdict = "fits" if mem["fits"] else "does not fit"
+    if mem.fits is not None:
+        verdict = "fits" if mem.fits else "does not fit"
         rows.append(("budget", f"<b>{verdict}</b> in {budget_text}"
-                     + (f" on {_e(mem['device'])}" if mem.get("device") else "")
-                     + (f" <span class=muted>({_e(mem['budget_source'])})</span>" if mem.get("budget_source") else "")))
-    if mem.get("max_batch") is not None:
-        sure = (mem.get("max_batch_range") or [None, None])[1] is not None
+                     + (f" on {_e(mem.device)}" if mem.device else "")
+                     + (f" <span class=muted>({_e(mem.budget_source)})</span>" if mem.budget_source else "")))
+    if mem.max_batch is not None:
+        sure = (mem.max_batch_range or [None, None])[1] is not None
         rows.append(("largest batch sure to fit" if sure else "largest batch that fits",
-                     f"{mem['max_batch']:,} <span class=muted>memory model, not tried"
+                     f"{mem.max_batch:,} <span class=muted>memory model, not tried"
                      + ("; allowing for its measured error" if sure else "") + "</span>"))
     table = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows)
-    basis = f"<p class=muted>{_e(mem.get('basis', ''))}; {_e(mem.get('step_reported', ''))}</p>"
+    basis = f"<p class=muted>{_e(mem.basis)}; {_e(mem.step_reported)}</p>"
     return (f"<h4>Memory over the step</h4><table class=summary>{table}</table>{basis}"
-            f"{timeline_svg(mem)}{_kept(mem.get('per_module_activations') or {})}")
+            f"{timeline_svg(mem)}{_kept(mem.per_module_activations)}")
 
 
-def timeline_svg(mem: dict) -> str:
+def timeline_svg(mem: StepMemory) -> str:
     """The live bytes after each op of the step as an inline SVG area plot, the peak marked and,
     when it is on the scale, the budget drawn; "" without a timeline."""
-    points = mem.get("timeline") or []
+    points = mem.timeline
     if len(points) < 2:
         return ""
-    ops = max(int(mem.get("ops") or 0), points[-1][0] + 1)
-    peak = max(int(mem["peak_bytes"]), max(b for _, b in points))
-    budget = mem.get("budget_bytes")
+    ops = max(mem.ops, points[-1][0] + 1)
+    peak = max(mem.peak_bytes, max(b for _, b in points))
+    budget = mem.budget_bytes
     drawn_budget = budget if budget and budget <= 2 * peak else None  # a far budget would flatten the line
     top = max(peak, drawn_budget or 0) * 1.08 or 1
     pw, ph = W - LEFT - RIGHT, H - TOP - BOTTOM
@@ -141,7 +140,7 @@ def timeline_svg(mem: dict) -> str:
                      f"budget {_e(human_bytes(drawn_budget))}</text>")
     caption = (f"Live bytes after each of the step's {ops:,} ops ({len(points)} points, each the highest of its "
                "stretch, so the peak is kept): parameters, gradients, optimizer state, activations and temporaries")
-    if mem.get("device_peak_bytes") is not None:
+    if mem.device_peak_bytes is not None:
         caption += "; allocated blocks (rounded as the CUDA caching allocator rounds them), not the segments it reserves"
     if budget and not drawn_budget:
         caption += f"; the budget, {human_bytes(budget)}, is off the scale"

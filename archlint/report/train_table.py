@@ -11,6 +11,7 @@ from archlint.units import bytes_against
 from archlint.units import human_bytes as _bytes
 from archlint.units import human_count as _count
 from archlint.result import ModelResult
+from archlint.train_result import StepMemory
 
 PARTS = ("forward", "backward", "loss", "optimizer")
 
@@ -67,40 +68,38 @@ def print_step(model: ModelResult, console: Console) -> None:
     if memory:
         console.print(fit_line(memory) + (" (one process, unsharded; per rank below)" if model.distributed else ""),
                       markup=False)
-        if not str(memory.get("basis", "")).startswith("measured on the meta"):
-            console.print(f"  memory: {memory.get('basis')}", markup=False)
-        for adapted in memory.get("adapted_ops") or ():
+        if not memory.basis.startswith("measured on the meta"):
+            console.print(f"  memory: {memory.basis}", markup=False)
+        for adapted in memory.adapted_ops or ():
             console.print(f"  memory: {adapted}", markup=False)
 
 
-def fit_line(memory: dict) -> str:
+def fit_line(memory: StepMemory) -> str:
     """The memory line: the peak, what the device needs and, with a budget, whether that is within
     it: "fits" exactly when the figure printed for what the device needs is within the budget
     printed (archlint.units.bytes_against keeps their order), and the device it is for named."""
-    needed = memory.get("needed_bytes", memory.get("device_peak_bytes", memory["peak_bytes"]))
-    budget = memory.get("budget_bytes")
+    needed, budget = memory.needed, memory.budget_bytes
     needed_text, budget_text = bytes_against(needed, budget if budget is not None else needed)
-    gpu = bool(memory.get("device_peak_bytes"))
+    gpu = bool(memory.device_peak_bytes)
     # without a GPU spec what the device needs is the peak: printed in the budget's digits
-    line = f"  memory over the step: peak {_bytes(memory['peak_bytes']) if gpu else needed_text}"
-    if memory.get("at"):
-        line += f" at {memory['at']}"
-    if gpu:  # a GPU spec: what the device must hold beside the live bytes
-        allocator = memory["allocator"]
-        context = allocator["cuda_context_bytes"]
+    line = f"  memory over the step: peak {_bytes(memory.peak_bytes) if gpu else needed_text}"
+    if memory.at:
+        line += f" at {memory.at}"
+    if memory.device_peak_bytes:  # a GPU spec: what the device must hold beside the live bytes
+        context = (memory.allocator or {})["cuda_context_bytes"]
         line += (f" · the device needs {needed_text} (allocator segments {_bytes(needed - context)} + CUDA context "
                  f"{_bytes(context)})")
-        if memory["device_peak_bytes"] > needed:  # under the budget the allocator releases cached segments
-            line += f"; without a limit it would keep up to {_bytes(memory['device_peak_bytes'])} reserved"
-    if memory.get("fits") is not None:
-        line += f" · {'fits' if memory['fits'] else 'does not fit'} in {budget_text}"
-    if memory.get("device"):
-        line += f" on {memory['device']}"
-    if memory.get("max_batch") is not None:
-        high = (memory.get("max_batch_range") or [None, None])[1]
+        if memory.device_peak_bytes > needed:  # under the budget the allocator releases cached segments
+            line += f"; without a limit it would keep up to {_bytes(memory.device_peak_bytes)} reserved"
+    if memory.fits is not None:
+        line += f" · {'fits' if memory.fits else 'does not fit'} in {budget_text}"
+    if memory.device:
+        line += f" on {memory.device}"
+    if memory.max_batch is not None:
+        high = (memory.max_batch_range or [None, None])[1]
         if high is not None:  # a GPU spec: max_batch allows for the model's measured error
-            line += (f" · largest batch sure to fit: {memory['max_batch']} (allowing for the memory model's "
+            line += (f" · largest batch sure to fit: {memory.max_batch} (allowing for the memory model's "
                      f"measured error; none above {high} can)")
         else:
-            line += f" · largest batch that fits: {memory['max_batch']}"
+            line += f" · largest batch that fits: {memory.max_batch}"
     return line

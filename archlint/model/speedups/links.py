@@ -220,7 +220,7 @@ def link_distributed(diagnostics: list[Diagnostic], models: list[ModelResult], s
         if m is None:
             continue
         if d.code == "AL415":
-            grads = (m.memory or {}).get("grads_bytes")
+            grads = m.memory.grads_bytes if m.memory is not None else None
             if grads:
                 d.message += f" ({human_bytes(grads)} per GPU on {m.target}: its gradients in the --train step)"
                 d.evidence.update(model=m.target, grads_bytes=grads)

@@ -25,6 +25,7 @@ from archlint.model.cost import numel
 from archlint.model.costed import no_gc
 from archlint.model.train import backward, grad
 from archlint.model.train.optimizer import Optimizer, step_cost
+from archlint.train_result import StepMemory
 
 DEFAULT_LOSS = "mean"
 
@@ -198,34 +199,35 @@ def _memory_of(loaded, result, settings, optimizer: Optimizer, loss: str, device
     if settings.parallel is not None:  # the step per rank (archlint.model.distributed), instead of one process's
         from archlint.model.distributed.run import distributed_report
 
-        result.memory, result.distributed = distributed_report(
+        memory, result.distributed = distributed_report(
             loaded.model, args, kwargs, settings, optimizer=optimizer.label, loss=loss, device_spec=device_spec,
             estimate=result.estimate, layers=result.layers)
         findings = []
     else:
-        findings = _fit_or_memory(loaded, result, settings, optimizer, loss, device_spec, args, kwargs)
+        memory, findings = _fit_or_memory(loaded, result, settings, optimizer, loss, device_spec, args, kwargs)
     # the device the memory is for, named: the spec, or this machine's device without one
-    result.memory["device"] = (device_spec.name if device_spec is not None else
-                               f"{result.device} (this machine; no --device-spec)")
+    memory["device"] = (device_spec.name if device_spec is not None else
+                        f"{result.device} (this machine; no --device-spec)")
+    result.memory = StepMemory.from_dict(memory)
     return findings
 
 
-def _fit_or_memory(loaded, result, settings, optimizer: Optimizer, loss: str, device_spec, args, kwargs) -> list:
+def _fit_or_memory(loaded, result, settings, optimizer: Optimizer, loss: str, device_spec, args,
+                   kwargs) -> tuple[dict, list]:
     from archlint.model.train.memory import step_memory
 
     if settings.memory_budget is not None or getattr(device_spec, "kind", "") == "gpu":
         from archlint.model.train.fit import fit_report
 
         try:
-            result.memory, findings = fit_report(
+            memory, findings = fit_report(
                 loaded.model, args, kwargs, optimizer=optimizer.label, loss=loss,
                 budget_bytes=settings.memory_budget, device_spec=device_spec,
             )
             for d in findings:
                 d.target = d.target or result.target
-            return [d for d in findings if settings.enabled(d.code)]
+            return memory, [d for d in findings if settings.enabled(d.code)]
         except UsageError as exc:  # a GPU spec that does not say its memory: the step's memory, no fit
             result.notes.append(f"memory: whether the step fits was not checked ({exc})")
-    result.memory = step_memory(loaded.model, args, kwargs, optimizer=optimizer.label, loss=loss,
-                                budget_bytes=settings.memory_budget, device_spec=device_spec)
-    return []
+    return step_memory(loaded.model, args, kwargs, optimizer=optimizer.label, loss=loss,
+                       budget_bytes=settings.memory_budget, device_spec=device_spec), []
