@@ -12,7 +12,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 
-def _present(record: Any, keep: frozenset[str] = frozenset()) -> dict[str, Any]:
+def present_fields(record: Any, keep: frozenset[str] = frozenset()) -> dict[str, Any]:
     """The record's fields in declaration order, less those that are None (those in `keep` are
     written even then: a null the contract says)."""
     return {f.name: value for f in fields(record)
@@ -95,4 +95,5 @@ class StepMemory:
 
     def to_dict(self) -> dict[str, Any]:
         # max_batch is null when the search found none or did not run: written whenever it was searched
-        return _present(self, frozenset({"max_batch"}) if self.max_batch_basis is not None else frozenset())
+        return present_fields(self, frozenset({"max_batch"}) if self.max_batch_basis is not None else frozenset())
+

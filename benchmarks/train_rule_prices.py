@@ -102,7 +102,7 @@ def main() -> None:
         model, shape = MODELS[name]()
         a = archlint.analyze(model, shape, train=True, optimizer="adamw", device_spec=spec, show_info=True)
         m = a.result.models[0]
-        est = m.estimate["train"]
+        est = m.estimate.train
         al611 = next((d for d in a.result.diagnostics if d.code == "AL611"), None)
         model = model.to(args.device)
         timed = optimizer_ms(model, args.repeat, sync)

@@ -22,7 +22,7 @@ from archlint.model.loading.hf import is_hf_target
 from archlint.model.loading.load import load
 from archlint.model.loading.loaded import Loaded, dtype_of
 from archlint.model.runtime.sandbox import preserved, user_code
-from archlint.result import ModelResult
+from archlint.result import Estimate, ModelResult
 
 
 def warning_notes(caught: list[warnings.WarningMessage]) -> list[str]:
@@ -63,24 +63,24 @@ def analyze(spec: ModelSpec, settings: Settings) -> tuple[ModelResult, list[Diag
             from archlint.model.estimating.estimate import estimate_graph
 
             device_spec = resolve(spec_name, getattr(settings, "root", None))
-            result.estimate = estimate_graph(graph, device_spec)
+            result.estimate = Estimate.from_dict(estimate_graph(graph, device_spec))
             # a float32 model on a GPU spec: the same forward under torch.autocast beside it (what
             # AMP throughput tables measure; AL403's price, speedups/links.py)
             from archlint.model.speedups.precision import autocast_estimate
 
             autocast = autocast_estimate(graph, device_spec)
             if autocast:
-                result.estimate["autocast"] = autocast
+                result.estimate.autocast = autocast
         if settings.train:  # --train: backward, loss, optimizer and memory of the step (archlint.model.train)
             from archlint.model.train.step import analyze_step
 
             step_findings = analyze_step(graph, loaded, result, settings, device_spec if spec_name else None)
-            if spec_name and "train" in (result.estimate or {}):  # the step under autocast: AL403's price
+            if spec_name and result.estimate is not None and result.estimate.train:  # under autocast: AL403's price
                 from archlint.model.speedups.precision import autocast_step_estimate
 
-                step_autocast = autocast_step_estimate(graph, device_spec, result.estimate["train"])
+                step_autocast = autocast_step_estimate(graph, device_spec, result.estimate.train)
                 if step_autocast:
-                    result.estimate["train"]["autocast"] = step_autocast
+                    result.estimate.train["autocast"] = step_autocast
             from archlint.model.train.fit_time import price_ways_to_fit
 
             step_findings = price_ways_to_fit(step_findings, graph, result.estimate, device_spec if spec_name else None)

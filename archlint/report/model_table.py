@@ -79,7 +79,7 @@ def print_model(model: ModelResult, settings: Settings, console: Console) -> Non
         from archlint.report.time_table import print_time
 
         print_time(model, console)
-    if getattr(model, "estimate", None):
+    if model.estimate:
         from archlint.report.estimate_table import print_estimate
 
         print_estimate(model, console, top=min(top, 10) if top else 10)

@@ -35,12 +35,12 @@ def train_section(m: ModelResult) -> str:
 
 def _split(m: ModelResult) -> str:
     s = m.totals.train
-    est = (m.estimate or {}).get("train")
+    est = m.estimate.train if m.estimate is not None else None
     measured = s.get("measured")
     cols = ["", "FLOPs", "%", "MAC"]
     half = (est or {}).get("autocast")  # the step under torch.autocast: AL403's price
     if est:
-        cols.append(f"ESTIMATED ms on {m.estimate['device_spec']}")
+        cols.append(f"ESTIMATED ms on {m.estimate.device_spec}")
     if half:
         cols.append(f"ESTIMATED ms, {half['dtype']} autocast")
     if measured:

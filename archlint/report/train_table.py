@@ -29,12 +29,12 @@ def print_step(model: ModelResult, console: Console) -> None:
            if s.get("updated_params") is not None and s["updated_params"] < s["trainable_params"] else ""),
         markup=False,
     )
-    est = (model.estimate or {}).get("train")
+    est = model.estimate.train if model.estimate is not None else None
     measured = s.get("measured")
     table = Table(show_header=True, header_style="bold", box=None, padding=(0, 2))
     columns = ["", "FLOPs", "%", "MAC"]
     if est:
-        columns.append(f"est. ms on {model.estimate['device_spec']}")
+        columns.append(f"est. ms on {model.estimate.device_spec}")
     if measured:
         columns.append(f"measured ms on {model.device}")
     for i, column in enumerate(columns):
@@ -60,7 +60,7 @@ def print_step(model: ModelResult, console: Console) -> None:
     console.print(f"  optimizer: {opt['how']} ({launches:,} launch{'' if launches == 1 else 'es'})", markup=False)
     if est and est.get("mfu") is not None:
         console.print(
-            f"  ESTIMATED MFU on {model.estimate['device_spec']}: {est['mfu']:.1%} of {est['peak_unit']} "
+            f"  ESTIMATED MFU on {model.estimate.device_spec}: {est['mfu']:.1%} of {est['peak_unit']} "
             f"({est['peak_flops_per_s'] / 1e12:,.1f} TFLOP/s dense); static estimate, not measured",
             markup=False,
         )

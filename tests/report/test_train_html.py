@@ -75,7 +75,7 @@ def test_a_far_budget_is_said_off_the_scale_and_no_train_no_section(trained):
 
 def test_a_gpu_spec_adds_the_step_estimate_and_its_autocast_column():
     result = archlint.analyze(Net(), torch.randn(256, 64), train=True, device_spec="h100-sxm").result
-    est = result.models[0].estimate["train"]
+    est = result.models[0].estimate.train
     part = _section(render_html(result))
     assert "ESTIMATED ms on h100-sxm" in part and "ESTIMATED ms, bfloat16 autocast" in part
     step_row = part.split("<td>step</td>", 1)[1].split("</tr>", 1)[0]

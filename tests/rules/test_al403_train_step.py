@@ -73,7 +73,7 @@ def test_step_estimate_runs_the_backward_in_16_bits_and_keeps_the_optimizer():
 
     graph, train = _train_graph()
     spec = resolve("l4")
-    step = estimate_step(graph, train, spec, estimate_graph(graph, spec))
+    step = estimate_step(graph, train, spec, estimate_graph(graph, spec)["latency_ms"])
     half = autocast_step_estimate(graph, spec, step)
     assert half["dtype"] == "bfloat16"
     assert half["forward_ms"] == pytest.approx(autocast_estimate(graph, spec)["latency_ms"])
@@ -82,7 +82,7 @@ def test_step_estimate_runs_the_backward_in_16_bits_and_keeps_the_optimizer():
     assert half["step_ms"] == pytest.approx(half["forward_ms"] + half["backward_ms"] + half["loss_ms"] + half["optimizer_ms"])
     # the graph itself is left in float32, its backward terms unchanged
     assert all(op.get("itemsize", 4) == 4 for _, op in graph.nodes(data=True) if op.get("backward_terms"))
-    assert estimate_step(graph, train, spec, estimate_graph(graph, spec))["backward_ms"] == step["backward_ms"]
+    assert estimate_step(graph, train, spec, estimate_graph(graph, spec)["latency_ms"])["backward_ms"] == step["backward_ms"]
     assert autocast_step_estimate(graph, resolve("cpu-example"), step) is None
 
 

@@ -65,3 +65,27 @@ def test_a_max_batch_not_searched_is_written_null_and_an_unknown_key_is_refused(
     assert searched.to_dict()["max_batch"] is None and "max_batch" not in StepMemory.from_dict(base).to_dict()
     with pytest.raises(TypeError):
         StepMemory.from_dict({**base, "peak": 1})
+
+
+def test_the_estimate_writes_estimate_graphs_dict_then_autocast_then_the_step(monkeypatch):
+    """models[].estimate is the Estimate record (archlint/result.py): estimate_graph's keys in its
+    order, then what the analysis adds (the forward under autocast, the step), as the dict had them."""
+    from archlint.model import analyze as analyze_mod
+    from archlint.result import Estimate
+
+    made = []
+
+    class Recorded(Estimate):
+        @classmethod
+        def from_dict(cls, d):
+            made.append(json.loads(json.dumps(d)))
+            return Estimate.from_dict(d)
+
+    monkeypatch.setattr(analyze_mod, "Estimate", Recorded)
+    result = archlint.analyze(Net(), torch.randn(2, 3, 8, 8), train=True, device_spec="a100-sxm").result
+    [before] = made
+    written = json.loads(json.dumps(result.to_dict()))["models"][0]["estimate"]
+    assert list(written) == [*before, "autocast", "train"]
+    assert {k: written[k] for k in before} == before
+    assert written["train"]["forward_ms"] == written["latency_ms"] and "autocast" in written["train"]
+

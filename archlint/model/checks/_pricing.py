@@ -69,12 +69,12 @@ def price(
                 mac_bytes_saved=mac_bytes_saved,
                 flops_saved=flops_saved, device=str(device) if device is not None else None, claims=claims,
             )
-    estimate = getattr(ctx, "estimate", None)
+    estimate = ctx.estimate
     if pricer is None and estimate and removed:  # no measurement: the device-spec estimate of the removed ops
         saving = sum(graph.nodes[n].get("estimated_ms") or 0.0 for n in removed)
         return Price.timed(
-            alternative, saving_ms=saving, model_ms=estimate["latency_ms"], basis="estimated",
-            mac_bytes_saved=mac_bytes_saved, flops_saved=flops_saved, device=estimate["device_spec"], claims=claims,
+            alternative, saving_ms=saving, model_ms=estimate.latency_ms, basis="estimated",
+            mac_bytes_saved=mac_bytes_saved, flops_saved=flops_saved, device=estimate.device_spec, claims=claims,
         )
     return Price.static(
         alternative, mac_bytes_saved=mac_bytes_saved, model_mac_bytes=module_mac(graph), flops_saved=flops_saved,
@@ -87,11 +87,11 @@ def estimated(graph: nx.DiGraph, ctx, *, alternative: str, saving_ms: float, cla
     """A saving the rule estimated on the --device-spec (the ops it removes against the op it
     puts in their place, both from archlint.model.estimating.estimate), as a share of the model's estimate;
     None without a device spec, or with --latency (a measurement decides then)."""
-    estimate = getattr(ctx, "estimate", None)
-    if getattr(ctx, "pricer", None) is not None or not estimate:
+    estimate = ctx.estimate
+    if ctx.pricer is not None or not estimate:
         return None
-    return Price.timed(alternative, saving_ms=saving_ms, model_ms=estimate["latency_ms"], basis="estimated",
-                       mac_bytes_saved=mac_bytes_saved, flops_saved=flops_saved, device=estimate["device_spec"],
+    return Price.timed(alternative, saving_ms=saving_ms, model_ms=estimate.latency_ms, basis="estimated",
+                       mac_bytes_saved=mac_bytes_saved, flops_saved=flops_saved, device=estimate.device_spec,
                        claims=tuple(claims))
 
 

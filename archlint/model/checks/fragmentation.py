@@ -50,7 +50,7 @@ OPTIONS = {
 
 def _gpu_spec(ctx):
     spec = getattr(ctx, "device_spec", None)
-    return spec if spec is not None and spec.kind == "gpu" and getattr(ctx, "estimate", None) else None
+    return spec if spec is not None and spec.kind == "gpu" and ctx.estimate else None
 
 
 def _small(data: dict, options, measured: bool, spec) -> bool:

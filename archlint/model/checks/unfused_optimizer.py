@@ -82,7 +82,7 @@ def _kernels(n: int) -> str:
 
 def _price(graph, ctx, train, current, fused, itemsize, alternative, evidence) -> Price:
     """Estimated on the device spec (the step estimate's own optimizer timing), else static bytes."""
-    estimate = (getattr(ctx, "estimate", None) or {}).get("train")
+    estimate = ctx.estimate.train if ctx.estimate is not None else None
     spec = getattr(ctx, "device_spec", None)
     mac_saved = current["mac_bytes"] - fused["mac_bytes"]
     if estimate and spec is not None:

@@ -69,7 +69,7 @@ def check(graph, options, ctx):
         claims = [f"{n}#fuse" for n in names]
         spec = getattr(ctx, "device_spec", None)
         price = None
-        if spec is not None and getattr(ctx, "estimate", None):
+        if spec is not None and ctx.estimate:
             fused = _fused_op(graph, names, padded)
             separate = sum(graph.nodes[n].get("estimated_ms") or 0.0 for n in names)
             fused_ms = estimate.estimate_op(fused, spec, graph.graph.get("dtype", "float32")).ms

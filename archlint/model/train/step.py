@@ -159,13 +159,13 @@ def analyze_step(graph: nx.DiGraph, loaded, result, settings, device_spec=None) 
     if device_spec is not None and result.estimate is not None:
         from archlint.model.train.steptime import estimate_step
 
-        result.estimate["train"] = estimate_step(graph, result.totals.train, device_spec, result.estimate)
+        result.estimate.train = estimate_step(graph, result.totals.train, device_spec, result.estimate.latency_ms)
         if settings.parallel is not None:  # the per-rank step's compute under bf16, and the plan's bf16 change
             from archlint.model.speedups.precision import autocast_step_estimate
 
-            autocast = autocast_step_estimate(graph, device_spec, result.estimate["train"])
+            autocast = autocast_step_estimate(graph, device_spec, result.estimate.train)
             if autocast:
-                result.estimate["train"]["autocast"] = autocast
+                result.estimate.train["autocast"] = autocast
     return _memory(loaded, result, settings, optimizer, loss, device_spec)
 
 

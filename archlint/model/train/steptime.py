@@ -51,11 +51,12 @@ def optimizer_ms(opt: dict, spec: DeviceSpec, dtype: str, itemsize: int) -> floa
     return combine(kernel_s, opt["launches"] * spec.overhead_s, spec.kind == "gpu") * 1e3
 
 
-def estimate_step(graph: nx.DiGraph, train: dict, spec: DeviceSpec, forward_estimate: dict) -> dict:
-    """`estimate.train`: the step's estimated time split and its MFU on `spec`."""
+def estimate_step(graph: nx.DiGraph, train: dict, spec: DeviceSpec, forward_ms: float) -> dict:
+    """`estimate.train`: the step's estimated time split and its MFU on `spec`; `forward_ms` is
+    the forward's own estimate (models[].estimate.latency_ms)."""
     dtype = graph.graph.get("dtype", "float32")
     itemsize = 2 if dtype in ("float16", "bfloat16") else 8 if dtype == "float64" else 4
-    fwd = float(forward_estimate["latency_ms"])
+    fwd = float(forward_ms)
     bwd = backward_ms(graph, spec, dtype)
     loss = train["loss"]
     loss_ms = sum(
