@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from archlint.diagnostics import Diagnostic
-from archlint.train_result import StepMemory, present_fields
+from archlint.train_result import StepMemory, TrainStep, present_fields
 
 
 # The op kinds (archlint/model/opgraph.py: KINDS) by family, for "where the time goes": compute
@@ -84,10 +84,12 @@ class Totals:
     latency_ms_sum_of_ops: float | None = None  # sum of per-op medians
     unknown_ops: int = 0
     unused_params: int = 0  # of `params`, those the traced forward never reads (no op owns them)
-    train: dict[str, Any] | None = None  # --train: the step's forward/backward/loss/optimizer (model/train/step.py)
+    train: TrainStep | None = None  # --train: the step's forward/backward/loss/optimizer (model/train/step.py)
 
     def to_dict(self) -> dict[str, Any]:
-        return _without_none(asdict(self), ("train",))
+        d = asdict(self)
+        d["train"] = self.train.to_dict() if self.train is not None else None
+        return _without_none(d, ("train",))
 
 
 @dataclass

@@ -97,3 +97,40 @@ class StepMemory:
         # max_batch is null when the search found none or did not run: written whenever it was searched
         return present_fields(self, frozenset({"max_batch"}) if self.max_batch_basis is not None else frozenset())
 
+
+PARTS = ("forward", "backward", "loss", "optimizer")  # the step's parts, in the order they run
+
+
+@dataclass
+class TrainStep:
+    """totals.train (--train): one training step's costs (archlint.model.train.step.cost_step).
+    FLOPs are multiply-adds; bytes are each op's reads and writes (MAC)."""
+
+    loss: dict[str, Any]  # name, outputs, forward/backward flops and mac_bytes (step.loss_cost)
+    optimizer: dict[str, Any]  # name, implementation, flops, mac_bytes, launches, state_bytes, how, ... (optimizer.step_cost)
+    forward_flops: int
+    backward_flops: int
+    loss_flops: int
+    optimizer_flops: int
+    step_flops: int
+    forward_mac_bytes: int
+    backward_mac_bytes: int
+    loss_mac_bytes: int
+    optimizer_mac_bytes: int
+    step_mac_bytes: int
+    trainable_params: int  # torch's count, as totals.params
+    frozen_params: int
+    updated_params: int  # of the trainable, those the forward reads: they get a gradient
+    backward_unknown_ops: int
+    measured: dict[str, Any] | None = None  # --latency: the real step timed here (model.train.timing)
+
+    def split(self) -> dict[str, tuple[int, int]]:
+        """(FLOPs, MAC bytes) of each part and of the whole step ("step"), in PARTS order."""
+        return {"forward": (self.forward_flops, self.forward_mac_bytes),
+                "backward": (self.backward_flops, self.backward_mac_bytes),
+                "loss": (self.loss_flops, self.loss_mac_bytes),
+                "optimizer": (self.optimizer_flops, self.optimizer_mac_bytes),
+                "step": (self.step_flops, self.step_mac_bytes)}
+
+    def to_dict(self) -> dict[str, Any]:
+        return present_fields(self)

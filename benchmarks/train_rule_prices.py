@@ -108,7 +108,7 @@ def main() -> None:
         timed = optimizer_ms(model, args.repeat, sync)
         loop, foreach, fused = timed["for-loop"], timed["foreach"], timed["fused"]
         default = foreach if args.device.startswith("cuda") else loop  # what torch runs unasked
-        print(f"\n{name}: {m.totals.train['trainable_params']:,} params in {m.totals.train['optimizer']['tensors']} tensors")
+        print(f"\n{name}: {m.totals.train.trainable_params:,} params in {m.totals.train.optimizer['tensors']} tensors")
         print(f"  AdamW step measured: for-loop {loop:.3f} ms, foreach {foreach:.3f} ms, fused {fused:.3f} ms")
         if al611 is not None and al611.price.saving_ms is not None:
             measured = default - fused

@@ -11,7 +11,6 @@ from archlint.result import ModelResult
 from archlint.train_result import StepMemory
 from archlint.units import bytes_against, human_bytes, human_count, significant
 
-PARTS = ("forward", "backward", "loss", "optimizer")
 KEPT_ROWS = 12  # modules listed by activations kept; the rest summed in one line
 # The timeline plot's box, in SVG user units (it scales with the page's width).
 W, H, LEFT, RIGHT, TOP, BOTTOM = 760, 240, 78, 16, 14, 34
@@ -24,19 +23,19 @@ def _e(value) -> str:
 def train_section(m: ModelResult) -> str:
     """The section, or "" for a model analyzed without --train."""
     s = m.totals.train
-    if not s:
+    if s is None:
         return ""
-    opt = s["optimizer"]
+    opt = s.optimizer
     head = (f"<p>optimizer <b>{_e(opt['name'])}</b> ({_e(opt['how'])}; {opt['launches']:,} "
-            f"launch{'' if opt['launches'] == 1 else 'es'}), loss {_e(s['loss']['name'])} of the outputs · "
-            f"{human_count(s['trainable_params'])} trainable parameters, {human_count(s['frozen_params'])} frozen</p>")
+            f"launch{'' if opt['launches'] == 1 else 'es'}), loss {_e(s.loss['name'])} of the outputs · "
+            f"{human_count(s.trainable_params)} trainable parameters, {human_count(s.frozen_params)} frozen</p>")
     return f"<h3>Training step</h3>{head}{_split(m)}{_memory(m.memory) if m.memory else ''}"
 
 
 def _split(m: ModelResult) -> str:
     s = m.totals.train
     est = m.estimate.train if m.estimate is not None else None
-    measured = s.get("measured")
+    measured = s.measured
     cols = ["", "FLOPs", "%", "MAC"]
     half = (est or {}).get("autocast")  # the step under torch.autocast: AL403's price
     if est:
@@ -46,10 +45,9 @@ def _split(m: ModelResult) -> str:
     if measured:
         cols.append(f"measured ms on {m.device}")
     rows = []
-    total = s["step_flops"] or 1
-    for part in (*PARTS, "step"):
-        flops = s[f"{part}_flops"]
-        cells = [part, human_count(flops), f"{flops / total:.1%}" if part != "step" else "", human_bytes(s[f"{part}_mac_bytes"])]
+    total = s.step_flops or 1
+    for part, (flops, mac) in s.split().items():
+        cells = [part, human_count(flops), f"{flops / total:.1%}" if part != "step" else "", human_bytes(mac)]
         if est:
             cells.append(significant(est[f"{part}_ms"]))
         if half:

@@ -11,26 +11,24 @@ from archlint.units import bytes_against
 from archlint.units import human_bytes as _bytes
 from archlint.units import human_count as _count
 from archlint.result import ModelResult
+from archlint.train_result import PARTS
 from archlint.train_result import StepMemory
-
-PARTS = ("forward", "backward", "loss", "optimizer")
 
 
 def print_step(model: ModelResult, console: Console) -> None:
     s = model.totals.train
-    if not s:
+    if s is None:
         return
-    opt = s["optimizer"]
+    opt = s.optimizer
     console.print(
-        f"  training step: optimizer {opt['name']}, loss {s['loss']['name']} of the outputs · "
-        f"{_count(s['trainable_params'])} trainable params, {_count(s['frozen_params'])} frozen"
-        + (f" ({_count(s['trainable_params'] - s['updated_params'])} of the trainable never reached by the forward: "
-           "no gradient, the optimizer skips them)"
-           if s.get("updated_params") is not None and s["updated_params"] < s["trainable_params"] else ""),
+        f"  training step: optimizer {opt['name']}, loss {s.loss['name']} of the outputs · "
+        f"{_count(s.trainable_params)} trainable params, {_count(s.frozen_params)} frozen"
+        + (f" ({_count(s.trainable_params - s.updated_params)} of the trainable never reached by the forward: "
+           "no gradient, the optimizer skips them)" if s.updated_params < s.trainable_params else ""),
         markup=False,
     )
     est = model.estimate.train if model.estimate is not None else None
-    measured = s.get("measured")
+    measured = s.measured
     table = Table(show_header=True, header_style="bold", box=None, padding=(0, 2))
     columns = ["", "FLOPs", "%", "MAC"]
     if est:
@@ -39,17 +37,18 @@ def print_step(model: ModelResult, console: Console) -> None:
         columns.append(f"measured ms on {model.device}")
     for i, column in enumerate(columns):
         table.add_column(column, justify="left" if i == 0 else "right")
-    total = s["step_flops"] or 1
-    for part in PARTS:
-        flops = s[f"{part}_flops"]
-        row = [part, _count(flops), f"{flops / total:.1%}", _bytes(s[f"{part}_mac_bytes"])]
+    total = s.step_flops or 1
+    for part, (flops, mac) in s.split().items():
+        if part not in PARTS:
+            continue
+        row = [part, _count(flops), f"{flops / total:.1%}", _bytes(mac)]
         if est:
             row.append(f"{est[f'{part}_ms']:.3f}")
         if measured:
             value = measured.get(f"{part}_ms")
             row.append("-" if value is None else f"{value:.3f}")
         table.add_row(*row)
-    row = ["step", _count(s["step_flops"]), "", _bytes(s["step_mac_bytes"])]
+    row = ["step", _count(s.step_flops), "", _bytes(s.step_mac_bytes)]
     if est:
         row.append(f"{est['step_ms']:.3f}")
     if measured:

@@ -20,6 +20,7 @@ from archlint.model.analyze import analyze_model
 from archlint.model.speedups.links import link_code
 from archlint.model.speedups.precision import autocast_estimate, autocast_step_estimate
 from archlint.result import ModelResult, Totals, WhatIf
+from archlint.train_result import TrainStep
 from tests.whatif.autocast_project import MODEL, TRAIN
 
 
@@ -89,7 +90,7 @@ def test_step_estimate_runs_the_backward_in_16_bits_and_keeps_the_optimizer():
 def _train_model(measured: dict | None, spread=(1.4, 1.8), speedup=1.6) -> ModelResult:
     w = WhatIf("bf16", True, "autocast", baseline_ms=10.0, transformed_ms=10.0 / speedup, spread=list(spread), speedup=speedup)
     totals = Totals()
-    totals.train = {"measured": measured} if measured else {}
+    totals.train = TrainStep({"name": "mean"}, {"name": "adam"}, *[0] * 14, measured=measured)
     return ModelResult("m.py:Net", "fx", "cpu", "float32", [[1]], totals, [], what_if=[w], phase="train")
 
 

@@ -89,3 +89,16 @@ def test_the_estimate_writes_estimate_graphs_dict_then_autocast_then_the_step(mo
     assert {k: written[k] for k in before} == before
     assert written["train"]["forward_ms"] == written["latency_ms"] and "autocast" in written["train"]
 
+
+def test_the_step_writes_its_costs_in_the_contracts_order_and_its_split_adds_up():
+    result = archlint.analyze(Net(), torch.randn(2, 3, 8, 8), train=True).result
+    s = result.models[0].totals.train
+    written = json.loads(json.dumps(result.to_dict()))["models"][0]["totals"]["train"]
+    assert list(written) == ["loss", "optimizer", "forward_flops", "backward_flops", "loss_flops", "optimizer_flops",
+                             "step_flops", "forward_mac_bytes", "backward_mac_bytes", "loss_mac_bytes",
+                             "optimizer_mac_bytes", "step_mac_bytes", "trainable_params", "frozen_params",
+                             "updated_params", "backward_unknown_ops"]  # no "measured" without --latency
+    split = s.split()
+    assert list(split) == ["forward", "backward", "loss", "optimizer", "step"]
+    assert sum(f for part, (f, _) in split.items() if part != "step") == split["step"][0] == written["step_flops"]
+    assert sum(m for part, (_, m) in split.items() if part != "step") == split["step"][1]

@@ -33,10 +33,10 @@ _ITEMSIZE = {"float16": 2, "bfloat16": 2, "float64": 8}  # as the step estimate 
 
 
 def check(graph, options, ctx):
-    train = getattr(ctx, "train", None)
+    train = ctx.train
     if not train:
         return
-    current = train["optimizer"]
+    current = train.optimizer
     variant = _IMPLEMENTATIONS.get(current["implementation"])
     if variant is None or not current["tensors"]:  # fused already, or nothing to update
         return
@@ -97,6 +97,6 @@ def _price(graph, ctx, train, current, fused, itemsize, alternative, evidence) -
         return price
     evidence["saving_basis"] = ("static: the optimizer bytes the fused kernel does not move, a share of the step's "
                                 "MAC (launches saved are priced with --device-spec)")
-    price = Price.static(alternative, mac_bytes_saved=mac_saved, model_mac_bytes=train["step_mac_bytes"])
+    price = Price.static(alternative, mac_bytes_saved=mac_saved, model_mac_bytes=train.step_mac_bytes)
     price.whole = "the training step's MAC"
     return price

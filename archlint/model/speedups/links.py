@@ -131,7 +131,7 @@ def _step_price(d: Diagnostic, m: ModelResult, w: WhatIf | None) -> None:
     float32), a share of the step. Estimated on the spec (the step's autocast estimate), else from
     the what-if's measured forward speed-up applied to the measured step's forward and backward
     (--latency), else the forward's saving as for an inference model, said so."""
-    estimate, measured = _step_autocast(m), (m.totals.train or {}).get("measured")
+    estimate, measured = _step_autocast(m), m.totals.train.measured if m.totals.train is not None else None
     measured_text = f"; {w.name} autocast measured {times(w.speedup)} on the forward on {m.device}" if w else ""
     if w is not None:
         d.evidence["what_if"] = _evidence(w, m)

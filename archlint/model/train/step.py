@@ -25,7 +25,7 @@ from archlint.model.cost import numel
 from archlint.model.costed import no_gc
 from archlint.model.train import backward, grad
 from archlint.model.train.optimizer import Optimizer, step_cost
-from archlint.train_result import StepMemory
+from archlint.train_result import StepMemory, TrainStep
 
 DEFAULT_LOSS = "mean"
 
@@ -75,7 +75,7 @@ def param_split(model: nn.Module) -> tuple[int, int]:
 
 
 def cost_step(graph: nx.DiGraph, model: nn.Module, optimizer: Optimizer, loss: str, notes: list[str],
-              cuda: bool = False) -> dict:
+              cuda: bool = False) -> TrainStep:
     """Backward on every op node (flops_backward, ...) and the step's totals (`totals.train`)."""
     sources = grad.propagate(graph, model)
     if not sources:
@@ -97,25 +97,25 @@ def cost_step(graph: nx.DiGraph, model: nn.Module, optimizer: Optimizer, loss: s
     elements, tensors, _, itemsize = trainable_params(graph, model)
     opt = step_cost(optimizer, elements, tensors, itemsize, cuda)
     trainable, frozen = param_split(model)
-    return {
-        "loss": lc,
-        "optimizer": opt,
-        "forward_flops": fwd_flops,
-        "backward_flops": bwd_flops,
-        "loss_flops": lc["forward_flops"] + lc["backward_flops"],
-        "optimizer_flops": opt["flops"],
-        "step_flops": fwd_flops + bwd_flops + lc["forward_flops"] + lc["backward_flops"] + opt["flops"],
-        "forward_mac_bytes": fwd_mac,
-        "backward_mac_bytes": bwd_mac,
-        "loss_mac_bytes": lc["forward_mac_bytes"] + lc["backward_mac_bytes"],
-        "optimizer_mac_bytes": opt["mac_bytes"],
-        "step_mac_bytes": fwd_mac + bwd_mac + lc["forward_mac_bytes"] + lc["backward_mac_bytes"] + opt["mac_bytes"],
-        "trainable_params": trainable,  # torch's count, as totals.params
-        "frozen_params": frozen,
+    return TrainStep(
+        loss=lc,
+        optimizer=opt,
+        forward_flops=fwd_flops,
+        backward_flops=bwd_flops,
+        loss_flops=lc["forward_flops"] + lc["backward_flops"],
+        optimizer_flops=opt["flops"],
+        step_flops=fwd_flops + bwd_flops + lc["forward_flops"] + lc["backward_flops"] + opt["flops"],
+        forward_mac_bytes=fwd_mac,
+        backward_mac_bytes=bwd_mac,
+        loss_mac_bytes=lc["forward_mac_bytes"] + lc["backward_mac_bytes"],
+        optimizer_mac_bytes=opt["mac_bytes"],
+        step_mac_bytes=fwd_mac + bwd_mac + lc["forward_mac_bytes"] + lc["backward_mac_bytes"] + opt["mac_bytes"],
+        trainable_params=trainable,  # torch's count, as totals.params
+        frozen_params=frozen,
         # of the trainable, those the forward reads: they get a gradient and the optimizer updates them
-        "updated_params": elements,
-        "backward_unknown_ops": len(unknown),
-    }
+        updated_params=elements,
+        backward_unknown_ops=len(unknown),
+    )
 
 
 def _ops(graph: nx.DiGraph):
@@ -150,12 +150,12 @@ def analyze_step(graph: nx.DiGraph, loaded, result, settings, device_spec=None) 
     if settings.latency:  # the real step on the machine at hand, beside the estimate
         from archlint.model.train.timing import time_step
 
-        train = result.totals.train
-        train["measured"] = time_step(
+        measured = time_step(
             loaded.real_model(), tuple(loaded.real_inputs()), dict(loaded.kwargs or {}), optimizer, loss,
             result.device, settings.warmup, settings.repeat,
         )
-        train["measured"]["loss_ms"] = None  # inside forward_ms: the loss is timed with the forward
+        measured["loss_ms"] = None  # inside forward_ms: the loss is timed with the forward
+        result.totals.train.measured = measured
     if device_spec is not None and result.estimate is not None:
         from archlint.model.train.steptime import estimate_step
 
