@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import html
 
+from archlint.report.train_rows import StepTable, step_table
 from archlint.result import ModelResult
 from archlint.train_result import StepMemory
-from archlint.units import bytes_against, human_bytes, human_count, significant
+from archlint.units import bytes_against, human_bytes, human_count
 
 KEPT_ROWS = 12  # modules listed by activations kept; the rest summed in one line
 # The timeline plot's box, in SVG user units (it scales with the page's width).
@@ -29,34 +30,16 @@ def train_section(m: ModelResult) -> str:
     head = (f"<p>optimizer <b>{_e(opt['name'])}</b> ({_e(opt['how'])}; {opt['launches']:,} "
             f"launch{'' if opt['launches'] == 1 else 'es'}), loss {_e(s.loss['name'])} of the outputs · "
             f"{human_count(s.trainable_params)} trainable parameters, {human_count(s.frozen_params)} frozen</p>")
-    return f"<h3>Training step</h3>{head}{_split(m)}{_memory(m.memory) if m.memory else ''}"
+    split = step_table(m)
+    return f"<h3>Training step</h3>{head}{_split(m, split) if split else ''}{_memory(m.memory) if m.memory else ''}"
 
 
-def _split(m: ModelResult) -> str:
-    s = m.totals.train
+def _split(m: ModelResult, split: StepTable) -> str:
     est = m.estimate.train if m.estimate is not None else None
-    measured = s.measured
-    cols = ["", "FLOPs", "%", "MAC"]
-    half = (est or {}).get("autocast")  # the step under torch.autocast: AL403's price
-    if est:
-        cols.append(f"ESTIMATED ms on {m.estimate.device_spec}")
-    if half:
-        cols.append(f"ESTIMATED ms, {half['dtype']} autocast")
-    if measured:
-        cols.append(f"measured ms on {m.device}")
-    rows = []
-    total = s.step_flops or 1
-    for part, (flops, mac) in s.split().items():
-        cells = [part, human_count(flops), f"{flops / total:.1%}" if part != "step" else "", human_bytes(mac)]
-        if est:
-            cells.append(significant(est[f"{part}_ms"]))
-        if half:
-            cells.append(significant(half[f"{part}_ms"]))
-        if measured:
-            value = measured.get(f"{part}_ms")
-            cells.append("in forward" if value is None else f"{significant(value)}")
-        rows.append("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in cells) + "</tr>")
-    header = "<tr>" + "".join(f"<th>{_e(c)}</th>" for c in cols) + "</tr>"
+    half = (est or {}).get("autocast")
+    measured = m.totals.train.measured if m.totals.train is not None else None
+    rows = ["<tr>" + "".join(f"<td>{_e(c)}</td>" for c in cells) + "</tr>" for cells in split.rows]
+    header = "<tr>" + "".join(f"<th>{_e(c)}</th>" for c in split.columns) + "</tr>"
     notes = []
     if est and est.get("mfu") is not None:
         notes.append(f"ESTIMATED MFU {est['mfu']:.1%} of {est['peak_unit']} "

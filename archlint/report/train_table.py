@@ -10,14 +10,14 @@ from rich.table import Table
 from archlint.units import bytes_against
 from archlint.units import human_bytes as _bytes
 from archlint.units import human_count as _count
+from archlint.report.train_rows import step_table
 from archlint.result import ModelResult
-from archlint.train_result import PARTS
 from archlint.train_result import StepMemory
 
 
 def print_step(model: ModelResult, console: Console) -> None:
-    s = model.totals.train
-    if s is None:
+    s, split = model.totals.train, step_table(model)
+    if s is None or split is None:
         return
     opt = s.optimizer
     console.print(
@@ -28,32 +28,11 @@ def print_step(model: ModelResult, console: Console) -> None:
         markup=False,
     )
     est = model.estimate.train if model.estimate is not None else None
-    measured = s.measured
     table = Table(show_header=True, header_style="bold", box=None, padding=(0, 2))
-    columns = ["", "FLOPs", "%", "MAC"]
-    if est:
-        columns.append(f"est. ms on {model.estimate.device_spec}")
-    if measured:
-        columns.append(f"measured ms on {model.device}")
-    for i, column in enumerate(columns):
+    for i, column in enumerate(split.columns):
         table.add_column(column, justify="left" if i == 0 else "right")
-    total = s.step_flops or 1
-    for part, (flops, mac) in s.split().items():
-        if part not in PARTS:
-            continue
-        row = [part, _count(flops), f"{flops / total:.1%}", _bytes(mac)]
-        if est:
-            row.append(f"{est[f'{part}_ms']:.3f}")
-        if measured:
-            value = measured.get(f"{part}_ms")
-            row.append("-" if value is None else f"{value:.3f}")
+    for row in split.rows:
         table.add_row(*row)
-    row = ["step", _count(s.step_flops), "", _bytes(s.step_mac_bytes)]
-    if est:
-        row.append(f"{est['step_ms']:.3f}")
-    if measured:
-        row.append(f"{measured['step_ms']:.3f}")
-    table.add_row(*row)
     console.print(table)
     launches = opt["launches"]
     console.print(f"  optimizer: {opt['how']} ({launches:,} launch{'' if launches == 1 else 'es'})", markup=False)
