@@ -36,7 +36,7 @@ def warning_notes(caught: list[warnings.WarningMessage]) -> list[str]:
 def analyze(spec: ModelSpec, settings: Settings) -> tuple[ModelResult, list[Diagnostic]]:
     with warnings.catch_warnings(record=True) as caught:  # torch's warnings become notes, not noise
         warnings.simplefilter("default")
-        with user_code(spec.target, getattr(settings, "timeout", None)) as guard:
+        with user_code(spec.target, settings.timeout) as guard:
             # where each module is created in the user's code: findings point there (an hf: model
             # has none: archlint builds it from a config, so its findings point at the library class)
             with recording() if not is_hf_target(spec.target) else contextlib.nullcontext():
@@ -48,7 +48,7 @@ def analyze(spec: ModelSpec, settings: Settings) -> tuple[ModelResult, list[Diag
         if settings.latency:
             from archlint.model.timing.measure import measure
 
-            with user_code(spec.target, getattr(settings, "timeout", None)) as guard, preserved(loaded.model):
+            with user_code(spec.target, settings.timeout) as guard, preserved(loaded.model):
                 guard.doing = "running its forward (latency)"
                 inputs = fresh(loaded.real_inputs())  # makes the real keyword inputs too
                 report = measure(graph, loaded.model, inputs, spec.device, settings, kwargs=fresh(loaded.kwargs))
@@ -57,12 +57,12 @@ def analyze(spec: ModelSpec, settings: Settings) -> tuple[ModelResult, list[Diag
             result.timing = report.method
             result.roofline = report.peaks
             result.notes.extend(report.notes)
-        spec_name = getattr(spec, "device_spec", None) or getattr(settings, "device_spec", None)
+        spec_name = spec.device_spec or settings.device_spec
         if spec_name:
             from archlint.devices import resolve
             from archlint.model.estimating.estimate import estimate_graph
 
-            device_spec = resolve(spec_name, getattr(settings, "root", None))
+            device_spec = resolve(spec_name, settings.root)
             result.estimate = Estimate.from_dict(estimate_graph(graph, device_spec))
             # a float32 model on a GPU spec: the same forward under torch.autocast beside it (what
             # AMP throughput tables measure; AL403's price, speedups/links.py)
@@ -91,7 +91,7 @@ def analyze(spec: ModelSpec, settings: Settings) -> tuple[ModelResult, list[Diag
             train=result.totals.train, device_spec=device_spec if spec_name else None,
         )
         # Pricing a finding runs the model's forward (a fix timed end to end): guarded as the rest.
-        with user_code(spec.target, getattr(settings, "timeout", None) if report else None) as guard:
+        with user_code(spec.target, settings.timeout if report else None) as guard:
             guard.doing = "running its forward (pricing findings)"
             with progress.task("checking rules and pricing findings" if report else "checking rules"):
                 diagnostics = run_checks(graph, ctx)
@@ -102,7 +102,7 @@ def analyze(spec: ModelSpec, settings: Settings) -> tuple[ModelResult, list[Diag
         if settings.what_if is not None:  # after the pricing: torch.compile slows whatever is timed after it
             from archlint.model.speedups.run import what_ifs
 
-            with user_code(spec.target, getattr(settings, "timeout", None)) as guard, preserved(loaded.model):
+            with user_code(spec.target, settings.timeout) as guard, preserved(loaded.model):
                 guard.doing = "running its forward (what-if)"
                 inputs = fresh(loaded.real_inputs())  # makes the real keyword inputs too
                 result.what_if, notes = what_ifs(

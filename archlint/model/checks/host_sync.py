@@ -101,7 +101,7 @@ def check(graph, options, ctx):
             "blocks": ["one host sync per call each", "CUDA graph capture", "a single torch.compile graph"],
         }
         spec, estimate = ctx.device_spec, ctx.estimate
-        if ctx.pricer is None and estimate and getattr(spec, "kind", "") == "gpu":
+        if ctx.pricer is None and estimate and spec is not None and spec.kind == "gpu":
             stall = stall_ms(graph, nodes, spec)
             price = Price.timed(alternative, saving_ms=stall, model_ms=float(estimate.latency_ms) + stall,
                                 basis="estimated", device=spec.name)

@@ -69,7 +69,7 @@ def check(graph, options, ctx):
         f"({fused['launches']:,} launch{'' if fused['launches'] == 1 else 'es'}) that reads and writes each tensor once "
         f"({human_bytes(fused['mac_bytes'])})")
     severity = SEVERITY
-    if getattr(ctx.settings, "optimizer", None) is None:  # archlint's default, not the user's choice: advice
+    if ctx.settings.optimizer is None:  # archlint's default, not the user's choice: advice
         severity = Severity.INFO
         evidence["optimizer_assumed"] = True
         message += f" (the step's optimizer is archlint's default: name yours with --optimizer, e.g. {current['name']}-fused)"
@@ -83,7 +83,7 @@ def _kernels(n: int) -> str:
 def _price(graph, ctx, train, current, fused, itemsize, alternative, evidence) -> Price:
     """Estimated on the device spec (the step estimate's own optimizer timing), else static bytes."""
     estimate = ctx.estimate.train if ctx.estimate is not None else None
-    spec = getattr(ctx, "device_spec", None)
+    spec = ctx.device_spec
     mac_saved = current["mac_bytes"] - fused["mac_bytes"]
     if estimate and spec is not None:
         dtype = graph.graph.get("dtype", "float32")

@@ -67,7 +67,7 @@ def check(graph, options, ctx):
             f"output is split into {', '.join(map(str, widths))} (the padding dropped)"
         )
         claims = [f"{n}#fuse" for n in names]
-        spec = getattr(ctx, "device_spec", None)
+        spec = ctx.device_spec
         price = None
         if spec is not None and ctx.estimate:
             fused = _fused_op(graph, names, padded)

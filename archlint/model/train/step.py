@@ -145,7 +145,7 @@ def analyze_step(graph: nx.DiGraph, loaded, result, settings, device_spec=None) 
     defaults = {k for k in ("optimizer", "loss") if getattr(settings, k) is None}
     result.notes.extend(step_notes(optimizer, loss, defaults))
     result.phase = "train"
-    cuda = str(result.device).startswith("cuda") or getattr(device_spec, "kind", "") == "gpu"
+    cuda = str(result.device).startswith("cuda") or (device_spec is not None and device_spec.kind == "gpu")
     result.totals.train = cost_step(graph, loaded.model, optimizer, loss, result.notes, cuda)
     if settings.latency:  # the real step on the machine at hand, beside the estimate
         from archlint.model.train.timing import time_step
@@ -216,7 +216,7 @@ def _fit_or_memory(loaded, result, settings, optimizer: Optimizer, loss: str, de
                    kwargs) -> tuple[dict, list]:
     from archlint.model.train.memory import step_memory
 
-    if settings.memory_budget is not None or getattr(device_spec, "kind", "") == "gpu":
+    if settings.memory_budget is not None or (device_spec is not None and device_spec.kind == "gpu"):
         from archlint.model.train.fit import fit_report
 
         try:
