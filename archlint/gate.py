@@ -60,10 +60,10 @@ def budgets(result: RunResult, specs: list[ModelSpec]) -> list[GateResult]:
             metric = _METRIC[budget]
             actual = getattr(model.totals, metric)
             basis = ""
-            estimate = getattr(model, "estimate", None)
+            estimate = model.estimate
             if actual is None and metric == "latency_ms" and estimate:
                 # No measurement: the device-spec estimate stands in, and the verdict says so.
-                actual, basis = estimate["latency_ms"], f" (estimated on {estimate['device_spec']}, not measured)"
+                actual, basis = estimate.latency_ms, f" (estimated on {estimate.device_spec}, not measured)"
             if actual is None:
                 checks.append(GateResult(model.target, budget, False, f"{budget} needs --latency or --device-spec", None, limit))
                 continue

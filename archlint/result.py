@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from archlint.diagnostics import Diagnostic
+from archlint.train_result import StepMemory, TrainStep, present_fields
 
 
 # The op kinds (archlint/model/opgraph.py: KINDS) by family, for "where the time goes": compute
@@ -83,10 +84,12 @@ class Totals:
     latency_ms_sum_of_ops: float | None = None  # sum of per-op medians
     unknown_ops: int = 0
     unused_params: int = 0  # of `params`, those the traced forward never reads (no op owns them)
-    train: dict[str, Any] | None = None  # --train: the step's forward/backward/loss/optimizer (model/train/step.py)
+    train: TrainStep | None = None  # --train: the step's forward/backward/loss/optimizer (model/train/step.py)
 
     def to_dict(self) -> dict[str, Any]:
-        return _without_none(asdict(self), ("train",))
+        d = asdict(self)
+        d["train"] = self.train.to_dict() if self.train is not None else None
+        return _without_none(d, ("train",))
 
 
 @dataclass
@@ -119,6 +122,33 @@ class WhatIf:
 
 
 @dataclass
+class Estimate:
+    """models[].estimate (--device-spec): the static estimate of the forward on the spec'd device
+    (archlint.model.estimating.estimate.estimate_graph), not a measurement. Written by `to_dict`
+    in the declared order, a None field left out (the contract's key order)."""
+
+    device_spec: str
+    latency_ms: float
+    method: str
+    assumptions: list[str]
+    roofs: dict[str, Any]  # unit, peak_flops_per_s, bandwidth_bytes_per_s
+    range_ms: list[float] | None = None  # [fast, slow]: a GPU spec's measured shares at their highest, lowest
+    range_terms: list[dict[str, Any]] | None = None  # each share's part of the range
+    host_wait_ms: float | None = None  # the GPU waiting for the host's launches
+    precision: str | None = None  # an estimate of the forward under autocast (speedups/precision.py)
+    autocast: dict[str, Any] | None = None  # a float32 model on a GPU spec: the forward under torch.autocast
+    train: dict[str, Any] | None = None  # --train: the step's estimate (archlint.model.train.steptime)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Estimate:
+        """The record of estimate_graph's dict (the loader and the what-ifs read that dict as it is)."""
+        return cls(**d)
+
+    def to_dict(self) -> dict[str, Any]:
+        return present_fields(self)
+
+
+@dataclass
 class ModelResult:
     target: str
     strategy: str  # fx | export | dispatch
@@ -133,18 +163,20 @@ class ModelResult:
     details: list[str] = field(default_factory=list)  # why a fallback was taken: text shows them with --verbose
     roofline: dict[str, Any] | None = None  # device peaks used for the roofline
     timing: str | None = None  # how latency was measured (per-op replay, module hooks, ...)
-    estimate: dict[str, Any] | None = None  # --device-spec: {device_spec, latency_ms, method, assumptions}
+    estimate: Estimate | None = None  # --device-spec: the forward (and --train step) estimated on the spec
     what_if: list[WhatIf] | None = None  # --what-if: the standard speed-ups, measured
     flops_convention: str = "multiply-adds (1 FMA = 1 FLOP), as fvcore and torchvision's _ops"
     inputs: list[dict[str, Any]] = field(default_factory=list)  # [{"name", "shape", "dtype"}] per input
     phase: str | None = None  # "decode" for the --decode step of a causal LM; None: the forward as given
     module_types: dict[str, str] = field(default_factory=dict)  # path → class name, for --tree (not in JSON)
-    memory: dict[str, Any] | None = None  # --train: memory over the step (archlint.model.train.memory)
+    memory: StepMemory | None = None  # --train: memory over the step (archlint.model.train.memory)
     distributed: dict[str, Any] | None = None  # --world-size/--strategy: the step per rank (archlint.model.distributed)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d.pop("module_types")
+        d["memory"] = self.memory.to_dict() if self.memory is not None else None
+        d["estimate"] = self.estimate.to_dict() if self.estimate is not None else None
         d["totals"] = self.totals.to_dict()
         d["layers"] = [layer.to_dict() for layer in self.layers]
         if self.what_if is None:  # absent unless --what-if ran (the JSON contract adds it then)

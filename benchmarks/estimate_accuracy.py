@@ -79,7 +79,7 @@ def row(name: str, batch: int, models_file: Path, spec: Path, args) -> dict:
         "model": name,
         "batch": batch,
         "measured_ms": result.totals.latency_ms,
-        "estimated_ms": result.estimate["latency_ms"],
+        "estimated_ms": result.estimate.latency_ms,
         "flops": result.totals.flops,
         "mac_bytes": result.totals.mac_bytes,
         "load": os.getloadavg()[0],

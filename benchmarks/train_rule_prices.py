@@ -102,13 +102,13 @@ def main() -> None:
         model, shape = MODELS[name]()
         a = archlint.analyze(model, shape, train=True, optimizer="adamw", device_spec=spec, show_info=True)
         m = a.result.models[0]
-        est = m.estimate["train"]
+        est = m.estimate.train
         al611 = next((d for d in a.result.diagnostics if d.code == "AL611"), None)
         model = model.to(args.device)
         timed = optimizer_ms(model, args.repeat, sync)
         loop, foreach, fused = timed["for-loop"], timed["foreach"], timed["fused"]
         default = foreach if args.device.startswith("cuda") else loop  # what torch runs unasked
-        print(f"\n{name}: {m.totals.train['trainable_params']:,} params in {m.totals.train['optimizer']['tensors']} tensors")
+        print(f"\n{name}: {m.totals.train.trainable_params:,} params in {m.totals.train.optimizer['tensors']} tensors")
         print(f"  AdamW step measured: for-loop {loop:.3f} ms, foreach {foreach:.3f} ms, fused {fused:.3f} ms")
         if al611 is not None and al611.price.saving_ms is not None:
             measured = default - fused

@@ -292,7 +292,7 @@ def test_llama_8b_family_on_h100_fits_with_fsdp_and_says_the_fewest_gpus():
     d, memory = result.distributed, result.memory
     assert d["per_rank"]["fits"] is True
     assert d["per_rank"]["device_peak_bytes"] <= d["per_rank"]["budget_bytes"]
-    n = memory["min_world_size"]["fsdp"]
+    n = memory.min_world_size["fsdp"]
     assert n is not None and n <= 8
     est = d["estimate"]
     assert est["step_ms"] == pytest.approx(est["compute_ms"] + est["exposed_comm_ms"])
@@ -384,6 +384,6 @@ def test_bf16_per_rank_compute_is_the_autocast_estimate():
     runs = {p: analyze(model, dict(kwargs), train=True, device_spec="h100-sxm", world_size=2, strategy="fsdp",
                        mixed_precision=p).model for p in (None, "bf16")}
     fp32, bf16 = (runs[p].distributed["estimate"] for p in (None, "bf16"))
-    autocast = runs["bf16"].estimate["train"]["autocast"]
+    autocast = runs["bf16"].estimate.train["autocast"]
     assert bf16["single_gpu_step_ms"] == pytest.approx(autocast["step_ms"])
     assert bf16["compute_ms"] != pytest.approx(fp32["compute_ms"])

@@ -17,7 +17,8 @@ PACKAGE = ROOT / "archlint"
 FLOORS = {
     0: ("archlint.errors", "archlint.diagnostics", "archlint.result", "archlint.units", "archlint.printable",
         "archlint.outputs", "archlint.writeguard", "archlint.overrides", "archlint.usage", "archlint.suggest", "archlint.registry",
-        "archlint.devices", "archlint.whatif_names", "archlint.train_names"),
+        "archlint.devices", "archlint.whatif_names", "archlint.train_names",
+        "archlint.train_result"),
     1: ("archlint.config", "archlint.progress"),
     2: ("archlint.code", "archlint.model", "archlint.trace", "archlint.loader"),
     3: ("archlint.report", "archlint.gate"),

@@ -23,7 +23,7 @@ from archlint.model.loading.hf import is_hf_target
 from archlint.model.loading.load import load
 from archlint.model.loading.loaded import Loaded, dtype_of
 from archlint.model.runtime.sandbox import preserved, user_code
-from archlint.result import ModelResult
+from archlint.result import Estimate, ModelResult
 
 
 def warning_notes(caught: list[warnings.WarningMessage]) -> list[str]:
@@ -37,7 +37,7 @@ def warning_notes(caught: list[warnings.WarningMessage]) -> list[str]:
 def analyze(spec: ModelSpec, settings: Settings) -> tuple[ModelResult, list[Diagnostic]]:
     with warnings.catch_warnings(record=True) as caught:  # torch's warnings become notes, not noise
         warnings.simplefilter("default")
-        with user_code(spec.target, getattr(settings, "timeout", None)) as guard:
+        with user_code(spec.target, settings.timeout) as guard:
             # where each module is created in the user's code: findings point there (an hf: model
             # has none: archlint builds it from a config, so its findings point at the library class)
             with recording() if not is_hf_target(spec.target) else contextlib.nullcontext():
@@ -49,7 +49,7 @@ def analyze(spec: ModelSpec, settings: Settings) -> tuple[ModelResult, list[Diag
         if settings.latency:
             from archlint.model.timing.measure import measure
 
-            with user_code(spec.target, getattr(settings, "timeout", None)) as guard, preserved(loaded.model):
+            with user_code(spec.target, settings.timeout) as guard, preserved(loaded.model):
                 guard.doing = "running its forward (latency)"
                 inputs = fresh(loaded.real_inputs())  # makes the real keyword inputs too
                 report = measure(graph, loaded.model, inputs, spec.device, settings, kwargs=fresh(loaded.kwargs))
@@ -58,30 +58,30 @@ def analyze(spec: ModelSpec, settings: Settings) -> tuple[ModelResult, list[Diag
             result.timing = report.method
             result.roofline = report.peaks
             result.notes.extend(report.notes)
-        spec_name = getattr(spec, "device_spec", None) or getattr(settings, "device_spec", None)
+        spec_name = spec.device_spec or settings.device_spec
         if spec_name:
             from archlint.devices import resolve
             from archlint.model.estimating.estimate import estimate_graph
 
-            device_spec = resolve(spec_name, getattr(settings, "root", None))
-            result.estimate = estimate_graph(graph, device_spec)
+            device_spec = resolve(spec_name, settings.root)
+            result.estimate = Estimate.from_dict(estimate_graph(graph, device_spec))
             # a float32 model on a GPU spec: the same forward under torch.autocast beside it (what
             # AMP throughput tables measure; AL403's price, speedups/links.py)
             from archlint.model.speedups.precision import autocast_estimate
 
             autocast = autocast_estimate(graph, device_spec)
             if autocast:
-                result.estimate["autocast"] = autocast
+                result.estimate.autocast = autocast
         if settings.train:  # --train: backward, loss, optimizer and memory of the step (archlint.model.train)
             from archlint.model.train.step import analyze_step
 
             step_findings = analyze_step(graph, loaded, result, settings, device_spec if spec_name else None)
-            if spec_name and "train" in (result.estimate or {}):  # the step under autocast: AL403's price
+            if spec_name and result.estimate is not None and result.estimate.train:  # under autocast: AL403's price
                 from archlint.model.speedups.precision import autocast_step_estimate
 
-                step_autocast = autocast_step_estimate(graph, device_spec, result.estimate["train"])
+                step_autocast = autocast_step_estimate(graph, device_spec, result.estimate.train)
                 if step_autocast:
-                    result.estimate["train"]["autocast"] = step_autocast
+                    result.estimate.train["autocast"] = step_autocast
             from archlint.model.train.fit_time import price_ways_to_fit
 
             step_findings = price_ways_to_fit(step_findings, graph, result.estimate, device_spec if spec_name else None)
@@ -92,7 +92,7 @@ def analyze(spec: ModelSpec, settings: Settings) -> tuple[ModelResult, list[Diag
             train=result.totals.train, device_spec=device_spec if spec_name else None,
         )
         # Pricing a finding runs the model's forward (a fix timed end to end): guarded as the rest.
-        with user_code(spec.target, getattr(settings, "timeout", None) if report else None) as guard:
+        with user_code(spec.target, settings.timeout if report else None) as guard:
             guard.doing = "running its forward (pricing findings)"
             with progress.task("checking rules and pricing findings" if report else "checking rules"):
                 diagnostics = run_checks(graph, ctx)
@@ -103,7 +103,7 @@ def analyze(spec: ModelSpec, settings: Settings) -> tuple[ModelResult, list[Diag
         if settings.what_if is not None:  # after the pricing: torch.compile slows whatever is timed after it
             from archlint.model.speedups.run import what_ifs
 
-            with user_code(spec.target, getattr(settings, "timeout", None)) as guard, preserved(loaded.model):
+            with user_code(spec.target, settings.timeout) as guard, preserved(loaded.model):
                 guard.doing = "running its forward (what-if)"
                 inputs = fresh(loaded.real_inputs())  # makes the real keyword inputs too
                 result.what_if, notes = what_ifs(

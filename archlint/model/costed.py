@@ -50,7 +50,7 @@ def no_gc():
 
 def capture_graph(loaded: Loaded, target: str, settings: Settings) -> nx.DiGraph:
     """The first strategy that works (or the one forced by settings.strategy); notes say why."""
-    order = [settings.strategy] if getattr(settings, "strategy", None) else list(STRATEGIES)
+    order = [settings.strategy] if settings.strategy else list(STRATEGIES)
     failures: list[CaptureFailed] = []
     notes: list[str] = []
     for strategy in order:

@@ -10,7 +10,7 @@ from archlint.units import human_bytes as _bytes
 
 
 def print_distributed(model: ModelResult, console: Console) -> None:
-    d, memory = model.distributed, model.memory or {}
+    d, memory = model.distributed, model.memory
     if not d:
         return
     pr = d["per_rank"]
@@ -53,17 +53,17 @@ def print_distributed(model: ModelResult, console: Console) -> None:
         say(f"    {est['basis']}", markup=False)
     for note in d.get("notes", []):
         say(f"    note: {note}", markup=False)
-    sizes = memory.get("min_world_size")
+    sizes = memory.min_world_size if memory is not None else None
     if sizes:
         listed = ", ".join(f"{s} {n if n is not None else 'none'}" for s, n in sizes.items())
-        say(f"  fewest GPUs whose per-rank step fits {_bytes(memory['budget_bytes'])}: {listed}", markup=False)
-    plan = memory.get("fit_plan") or []
+        say(f"  fewest GPUs whose per-rank step fits {_bytes(memory.budget_bytes)}: {listed}", markup=False)
+    plan = (memory.fit_plan if memory is not None else None) or []
     if plan:
         fitting = any(e["fits"] for e in plan)
         say("  plan that fits (each verified by laying the step out with its changes):" if fitting else
             "  no change tried fits; the closest:", markup=False)
         # the figure a budget is held to: what the device needs on a GPU spec (with the CUDA context), else the peak
-        figure = "the device needs" if memory.get("device_peak_bytes") else "peak"
+        figure = "the device needs" if memory.device_peak_bytes else "peak"
         for i, e in enumerate(plan, 1):
             verdict = "fits" if e["fits"] else "does not fit"
             added = "" if e["adds_ms"] is None else f" · adds {e['adds_ms']:+.1f} ms"

@@ -30,7 +30,7 @@ from archlint.units import human_bytes, human_count, significant
 from archlint.report.wording import location, price_bits
 from archlint.report.train_html import train_section
 from archlint.report.what_if_html import what_if_section
-from archlint.result import KIND_FAMILIES, GateResult, Layer, ModelResult, RunResult
+from archlint.result import KIND_FAMILIES, Estimate, GateResult, Layer, ModelResult, RunResult
 
 ASSETS = Path(__file__).resolve().parent / "assets"
 CSP = "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:"
@@ -206,13 +206,13 @@ def device_label(key: str | None) -> str | None:
     return f"{name} ({kind.upper() if kind == 'cpu' else kind}, {dtype})"
 
 
-def _spec_roofs(estimate: dict | None) -> dict | None:
+def _spec_roofs(estimate: Estimate | None) -> dict | None:
     """The spec's roofs for an estimate (datasheet peak of the dtype's best unit, DRAM bandwidth)."""
-    roofs = (estimate or {}).get("roofs")
+    roofs = estimate.roofs if estimate is not None else None
     if not roofs:
         return None
     return {"flops": float(roofs["peak_flops_per_s"]), "bandwidth": float(roofs["bandwidth_bytes_per_s"]),
-            "device": f"{estimate['device_spec']} (spec sheet, {roofs['unit']})"}
+            "device": f"{estimate.device_spec} (spec sheet, {roofs['unit']})"}
 
 
 def _pointed_at(d: Diagnostic, index) -> list[str]:
@@ -363,9 +363,9 @@ def _model_section(i: int, m: ModelResult, diagnostics: list[Diagnostic], gate: 
         ("latency end-to-end", f"<b>{_e(latency)}</b>"),
         ("latency, sum of ops", _e(op_sum) + (f" <span class=muted>{_e(m.timing)}</span>" if m.timing else "")),
         *(
-            [("latency ESTIMATED", f"<b>{_e(_ms(m.estimate['latency_ms']))}</b> on {_e(m.estimate['device_spec'])} "
-              f"<span class=muted>static estimate from the spec sheet, not measured: {_e(m.estimate['method'])}; "
-              f"assumes {_e('; '.join(m.estimate['assumptions']))}</span>")]
+            [("latency ESTIMATED", f"<b>{_e(_ms(m.estimate.latency_ms))}</b> on {_e(m.estimate.device_spec)} "
+              f"<span class=muted>static estimate from the spec sheet, not measured: {_e(m.estimate.method)}; "
+              f"assumes {_e('; '.join(m.estimate.assumptions))}</span>")]
             if m.estimate else []
         ),
         ("ops", f"{len(m.layers)}" + (f" ({t.unknown_ops} without a cost formula, not counted)" * bool(t.unknown_ops))),

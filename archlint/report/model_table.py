@@ -50,7 +50,7 @@ def print_model(model: ModelResult, settings: Settings, console: Console) -> Non
 
             print_distributed(model, console)
 
-    top = max(0, int(getattr(settings, "top", 15)))
+    top = max(0, int(settings.top))
     if settings.tree:  # the module view instead of the op table
         from archlint.report.tree import DEFAULT_DEPTH, print_tree
 
@@ -73,13 +73,13 @@ def print_model(model: ModelResult, settings: Settings, console: Console) -> Non
         console.print(table)
     for note in model.notes:
         console.print(f"  note: {note}", markup=False)
-    for detail in model.details if getattr(settings, "verbose", False) else ():
+    for detail in model.details if settings.verbose else ():
         console.print(f"  detail: {detail}", markup=False)
     if t.latency_ms is not None:
         from archlint.report.time_table import print_time
 
         print_time(model, console)
-    if getattr(model, "estimate", None):
+    if model.estimate:
         from archlint.report.estimate_table import print_estimate
 
         print_estimate(model, console, top=min(top, 10) if top else 10)

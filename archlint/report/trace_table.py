@@ -8,6 +8,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from archlint.printable import printable
+from archlint.trace.analyze import TraceAnalysis
 
 # A trace of thousands of steps would print a table as long: the text report shows the first and
 # last STEPS_SHOWN and the STEPS_SHOWN slowest (by wall time) and says so; JSON keeps every step.
@@ -42,7 +43,7 @@ def _pct(part: float, whole: float) -> str:
     return f"{part / whole:.1%}" if whole else "—"
 
 
-def print_trace(t, console: Console) -> None:
+def print_trace(t: TraceAnalysis, console: Console) -> None:
     b = t.temporal_breakdown
     span = b["span_us"]
     rank = "" if t.rank is None else f" rank {t.rank}"
@@ -54,9 +55,9 @@ def print_trace(t, console: Console) -> None:
     )
     for note in t.notes:
         console.print(f"  [dim]{_safe(note)}[/]")
-    for warning in getattr(t, "warnings", []):
+    for warning in t.warnings:
         console.print(f"  [yellow]{_safe(warning)}[/]")
-    if getattr(t, "rerecord", None):
+    if t.rerecord:
         console.print(f"  [dim]to re-record: {_safe(t.rerecord)}[/]")
     if t.per_step:
         shown, summary = shown_steps(t.per_step)
@@ -102,8 +103,8 @@ def print_trace(t, console: Console) -> None:
         console.print(table)
 
 
-def _waterfall(t, console: Console) -> None:
-    w = getattr(t, "waterfall", None)
+def _waterfall(t: TraceAnalysis, console: Console) -> None:
+    w = t.waterfall
     if not w or not w.windows:
         return
     table = Table(title=f"where the step goes, mean of {w.windows} steady window(s) (ms; buckets do not overlap)",
@@ -120,8 +121,8 @@ def _waterfall(t, console: Console) -> None:
                   f"(saves {_ms(w.saving_us)} ms, {_pct(w.saving_us, w.step_us)}; estimates, basis per bucket)")
 
 
-def _gaps(t, console: Console, n: int = 5) -> None:
-    gaps = [g for g in getattr(t, "idle_gaps", []) if g.steady][:n]
+def _gaps(t: TraceAnalysis, console: Console, n: int = 5) -> None:
+    gaps = [g for g in t.idle_gaps if g.steady][:n]
     if not gaps:
         return
     table = Table(title="longest GPU idle gaps (trace µs, for Perfetto)", title_justify="left")

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import html
 
+from archlint.report.train_rows import StepTable, step_table
 from archlint.result import ModelResult
-from archlint.units import bytes_against, human_bytes, human_count, significant
+from archlint.train_result import StepMemory
+from archlint.units import bytes_against, human_bytes, human_count
 
-PARTS = ("forward", "backward", "loss", "optimizer")
 KEPT_ROWS = 12  # modules listed by activations kept; the rest summed in one line
 # The timeline plot's box, in SVG user units (it scales with the page's width).
 W, H, LEFT, RIGHT, TOP, BOTTOM = 760, 240, 78, 16, 14, 34
@@ -23,41 +24,22 @@ def _e(value) -> str:
 def train_section(m: ModelResult) -> str:
     """The section, or "" for a model analyzed without --train."""
     s = m.totals.train
-    if not s:
+    if s is None:
         return ""
-    opt = s["optimizer"]
+    opt = s.optimizer
     head = (f"<p>optimizer <b>{_e(opt['name'])}</b> ({_e(opt['how'])}; {opt['launches']:,} "
-            f"launch{'' if opt['launches'] == 1 else 'es'}), loss {_e(s['loss']['name'])} of the outputs · "
-            f"{human_count(s['trainable_params'])} trainable parameters, {human_count(s['frozen_params'])} frozen</p>")
-    return f"<h3>Training step</h3>{head}{_split(m)}{_memory(m.memory) if m.memory else ''}"
+            f"launch{'' if opt['launches'] == 1 else 'es'}), loss {_e(s.loss['name'])} of the outputs · "
+            f"{human_count(s.trainable_params)} trainable parameters, {human_count(s.frozen_params)} frozen</p>")
+    split = step_table(m)
+    return f"<h3>Training step</h3>{head}{_split(m, split) if split else ''}{_memory(m.memory) if m.memory else ''}"
 
 
-def _split(m: ModelResult) -> str:
-    s = m.totals.train
-    est = (m.estimate or {}).get("train")
-    measured = s.get("measured")
-    cols = ["", "FLOPs", "%", "MAC"]
-    half = (est or {}).get("autocast")  # the step under torch.autocast: AL403's price
-    if est:
-        cols.append(f"ESTIMATED ms on {m.estimate['device_spec']}")
-    if half:
-        cols.append(f"ESTIMATED ms, {half['dtype']} autocast")
-    if measured:
-        cols.append(f"measured ms on {m.device}")
-    rows = []
-    total = s["step_flops"] or 1
-    for part in (*PARTS, "step"):
-        flops = s[f"{part}_flops"]
-        cells = [part, human_count(flops), f"{flops / total:.1%}" if part != "step" else "", human_bytes(s[f"{part}_mac_bytes"])]
-        if est:
-            cells.append(significant(est[f"{part}_ms"]))
-        if half:
-            cells.append(significant(half[f"{part}_ms"]))
-        if measured:
-            value = measured.get(f"{part}_ms")
-            cells.append("in forward" if value is None else f"{significant(value)}")
-        rows.append("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in cells) + "</tr>")
-    header = "<tr>" + "".join(f"<th>{_e(c)}</th>" for c in cols) + "</tr>"
+def _split(m: ModelResult, split: StepTable) -> str:
+    est = m.estimate.train if m.estimate is not None else None
+    half = (est or {}).get("autocast")
+    measured = m.totals.train.measured if m.totals.train is not None else None
+    rows = ["<tr>" + "".join(f"<td>{_e(c)}</td>" for c in cells) + "</tr>" for cells in split.rows]
+    header = "<tr>" + "".join(f"<th>{_e(c)}</th>" for c in split.columns) + "</tr>"
     notes = []
     if est and est.get("mfu") is not None:
         notes.append(f"ESTIMATED MFU {est['mfu']:.1%} of {est['peak_unit']} "
@@ -70,46 +52,44 @@ def _split(m: ModelResult) -> str:
     return f"<table class=trainsplit>{header}{''.join(rows)}</table>{text}"
 
 
-def _memory(mem: dict) -> str:
-    at_peak = mem.get("at_peak") or {}
-    live = ", ".join(f"{k} {human_bytes(v)}" for k, v in at_peak.items() if v)
-    rows = [("peak", f"<b>{human_bytes(mem['peak_bytes'])}</b> at {_e(mem.get('at', '?'))}"),
+def _memory(mem: StepMemory) -> str:
+    live = ", ".join(f"{k} {human_bytes(v)}" for k, v in mem.at_peak.items() if v)
+    rows = [("peak", f"<b>{human_bytes(mem.peak_bytes)}</b> at {_e(mem.at)}"),
             ("live at the peak", _e(live or "—")),
-            ("kept for backward", f"{human_bytes(mem['activations_bytes'])} of activations at the end of the forward")]
-    needed = mem.get("needed_bytes", mem.get("device_peak_bytes", mem["peak_bytes"]))
-    budget = mem.get("budget_bytes")
+            ("kept for backward", f"{human_bytes(mem.activations_bytes)} of activations at the end of the forward")]
+    needed, budget = mem.needed, mem.budget_bytes
     needed_text, budget_text = bytes_against(needed, budget if budget is not None else needed)
-    if mem.get("device_peak_bytes") is not None:
+    if mem.device_peak_bytes is not None:
         rows.append(("the device needs", f"{needed_text} <span class=muted>the allocator's segments"
                      + (" replayed under the budget" if budget is not None else "")
                      + " and the CUDA context (measured once)</span>"))
     elif budget is not None:
         rows.append(("the device needs", f"{needed_text} <span class=muted>the peak</span>"))
-    if mem.get("fits") is not None:
-        verdict = "fits" if mem["fits"] else "does not fit"
+    if mem.fits is not None:
+        verdict = "fits" if mem.fits else "does not fit"
         rows.append(("budget", f"<b>{verdict}</b> in {budget_text}"
-                     + (f" on {_e(mem['device'])}" if mem.get("device") else "")
-                     + (f" <span class=muted>({_e(mem['budget_source'])})</span>" if mem.get("budget_source") else "")))
-    if mem.get("max_batch") is not None:
-        sure = (mem.get("max_batch_range") or [None, None])[1] is not None
+                     + (f" on {_e(mem.device)}" if mem.device else "")
+                     + (f" <span class=muted>({_e(mem.budget_source)})</span>" if mem.budget_source else "")))
+    if mem.max_batch is not None:
+        sure = (mem.max_batch_range or [None, None])[1] is not None
         rows.append(("largest batch sure to fit" if sure else "largest batch that fits",
-                     f"{mem['max_batch']:,} <span class=muted>memory model, not tried"
+                     f"{mem.max_batch:,} <span class=muted>memory model, not tried"
                      + ("; allowing for its measured error" if sure else "") + "</span>"))
     table = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows)
-    basis = f"<p class=muted>{_e(mem.get('basis', ''))}; {_e(mem.get('step_reported', ''))}</p>"
+    basis = f"<p class=muted>{_e(mem.basis)}; {_e(mem.step_reported)}</p>"
     return (f"<h4>Memory over the step</h4><table class=summary>{table}</table>{basis}"
-            f"{timeline_svg(mem)}{_kept(mem.get('per_module_activations') or {})}")
+            f"{timeline_svg(mem)}{_kept(mem.per_module_activations)}")
 
 
-def timeline_svg(mem: dict) -> str:
+def timeline_svg(mem: StepMemory) -> str:
     """The live bytes after each op of the step as an inline SVG area plot, the peak marked and,
     when it is on the scale, the budget drawn; "" without a timeline."""
-    points = mem.get("timeline") or []
+    points = mem.timeline
     if len(points) < 2:
         return ""
-    ops = max(int(mem.get("ops") or 0), points[-1][0] + 1)
-    peak = max(int(mem["peak_bytes"]), max(b for _, b in points))
-    budget = mem.get("budget_bytes")
+    ops = max(mem.ops, points[-1][0] + 1)
+    peak = max(mem.peak_bytes, max(b for _, b in points))
+    budget = mem.budget_bytes
     drawn_budget = budget if budget and budget <= 2 * peak else None  # a far budget would flatten the line
     top = max(peak, drawn_budget or 0) * 1.08 or 1
     pw, ph = W - LEFT - RIGHT, H - TOP - BOTTOM
@@ -141,7 +121,7 @@ def timeline_svg(mem: dict) -> str:
                      f"budget {_e(human_bytes(drawn_budget))}</text>")
     caption = (f"Live bytes after each of the step's {ops:,} ops ({len(points)} points, each the highest of its "
                "stretch, so the peak is kept): parameters, gradients, optimizer state, activations and temporaries")
-    if mem.get("device_peak_bytes") is not None:
+    if mem.device_peak_bytes is not None:
         caption += "; allocated blocks (rounded as the CUDA caching allocator rounds them), not the segments it reserves"
     if budget and not drawn_budget:
         caption += f"; the budget, {human_bytes(budget)}, is off the scale"

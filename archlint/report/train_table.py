@@ -10,56 +10,35 @@ from rich.table import Table
 from archlint.units import bytes_against
 from archlint.units import human_bytes as _bytes
 from archlint.units import human_count as _count
+from archlint.report.train_rows import step_table
 from archlint.result import ModelResult
-
-PARTS = ("forward", "backward", "loss", "optimizer")
+from archlint.train_result import StepMemory
 
 
 def print_step(model: ModelResult, console: Console) -> None:
-    s = model.totals.train
-    if not s:
+    s, split = model.totals.train, step_table(model)
+    if s is None or split is None:
         return
-    opt = s["optimizer"]
+    opt = s.optimizer
     console.print(
-        f"  training step: optimizer {opt['name']}, loss {s['loss']['name']} of the outputs · "
-        f"{_count(s['trainable_params'])} trainable params, {_count(s['frozen_params'])} frozen"
-        + (f" ({_count(s['trainable_params'] - s['updated_params'])} of the trainable never reached by the forward: "
-           "no gradient, the optimizer skips them)"
-           if s.get("updated_params") is not None and s["updated_params"] < s["trainable_params"] else ""),
+        f"  training step: optimizer {opt['name']}, loss {s.loss['name']} of the outputs · "
+        f"{_count(s.trainable_params)} trainable params, {_count(s.frozen_params)} frozen"
+        + (f" ({_count(s.trainable_params - s.updated_params)} of the trainable never reached by the forward: "
+           "no gradient, the optimizer skips them)" if s.updated_params < s.trainable_params else ""),
         markup=False,
     )
-    est = (model.estimate or {}).get("train")
-    measured = s.get("measured")
+    est = model.estimate.train if model.estimate is not None else None
     table = Table(show_header=True, header_style="bold", box=None, padding=(0, 2))
-    columns = ["", "FLOPs", "%", "MAC"]
-    if est:
-        columns.append(f"est. ms on {model.estimate['device_spec']}")
-    if measured:
-        columns.append(f"measured ms on {model.device}")
-    for i, column in enumerate(columns):
+    for i, column in enumerate(split.columns):
         table.add_column(column, justify="left" if i == 0 else "right")
-    total = s["step_flops"] or 1
-    for part in PARTS:
-        flops = s[f"{part}_flops"]
-        row = [part, _count(flops), f"{flops / total:.1%}", _bytes(s[f"{part}_mac_bytes"])]
-        if est:
-            row.append(f"{est[f'{part}_ms']:.3f}")
-        if measured:
-            value = measured.get(f"{part}_ms")
-            row.append("-" if value is None else f"{value:.3f}")
+    for row in split.rows:
         table.add_row(*row)
-    row = ["step", _count(s["step_flops"]), "", _bytes(s["step_mac_bytes"])]
-    if est:
-        row.append(f"{est['step_ms']:.3f}")
-    if measured:
-        row.append(f"{measured['step_ms']:.3f}")
-    table.add_row(*row)
     console.print(table)
     launches = opt["launches"]
     console.print(f"  optimizer: {opt['how']} ({launches:,} launch{'' if launches == 1 else 'es'})", markup=False)
     if est and est.get("mfu") is not None:
         console.print(
-            f"  ESTIMATED MFU on {model.estimate['device_spec']}: {est['mfu']:.1%} of {est['peak_unit']} "
+            f"  ESTIMATED MFU on {model.estimate.device_spec}: {est['mfu']:.1%} of {est['peak_unit']} "
             f"({est['peak_flops_per_s'] / 1e12:,.1f} TFLOP/s dense); static estimate, not measured",
             markup=False,
         )
@@ -67,40 +46,38 @@ def print_step(model: ModelResult, console: Console) -> None:
     if memory:
         console.print(fit_line(memory) + (" (one process, unsharded; per rank below)" if model.distributed else ""),
                       markup=False)
-        if not str(memory.get("basis", "")).startswith("measured on the meta"):
-            console.print(f"  memory: {memory.get('basis')}", markup=False)
-        for adapted in memory.get("adapted_ops") or ():
+        if not memory.basis.startswith("measured on the meta"):
+            console.print(f"  memory: {memory.basis}", markup=False)
+        for adapted in memory.adapted_ops or ():
             console.print(f"  memory: {adapted}", markup=False)
 
 
-def fit_line(memory: dict) -> str:
+def fit_line(memory: StepMemory) -> str:
     """The memory line: the peak, what the device needs and, with a budget, whether that is within
     it: "fits" exactly when the figure printed for what the device needs is within the budget
     printed (archlint.units.bytes_against keeps their order), and the device it is for named."""
-    needed = memory.get("needed_bytes", memory.get("device_peak_bytes", memory["peak_bytes"]))
-    budget = memory.get("budget_bytes")
+    needed, budget = memory.needed, memory.budget_bytes
     needed_text, budget_text = bytes_against(needed, budget if budget is not None else needed)
-    gpu = bool(memory.get("device_peak_bytes"))
+    gpu = bool(memory.device_peak_bytes)
     # without a GPU spec what the device needs is the peak: printed in the budget's digits
-    line = f"  memory over the step: peak {_bytes(memory['peak_bytes']) if gpu else needed_text}"
-    if memory.get("at"):
-        line += f" at {memory['at']}"
-    if gpu:  # a GPU spec: what the device must hold beside the live bytes
-        allocator = memory["allocator"]
-        context = allocator["cuda_context_bytes"]
+    line = f"  memory over the step: peak {_bytes(memory.peak_bytes) if gpu else needed_text}"
+    if memory.at:
+        line += f" at {memory.at}"
+    if memory.device_peak_bytes:  # a GPU spec: what the device must hold beside the live bytes
+        context = (memory.allocator or {})["cuda_context_bytes"]
         line += (f" · the device needs {needed_text} (allocator segments {_bytes(needed - context)} + CUDA context "
                  f"{_bytes(context)})")
-        if memory["device_peak_bytes"] > needed:  # under the budget the allocator releases cached segments
-            line += f"; without a limit it would keep up to {_bytes(memory['device_peak_bytes'])} reserved"
-    if memory.get("fits") is not None:
-        line += f" · {'fits' if memory['fits'] else 'does not fit'} in {budget_text}"
-    if memory.get("device"):
-        line += f" on {memory['device']}"
-    if memory.get("max_batch") is not None:
-        high = (memory.get("max_batch_range") or [None, None])[1]
+        if memory.device_peak_bytes > needed:  # under the budget the allocator releases cached segments
+            line += f"; without a limit it would keep up to {_bytes(memory.device_peak_bytes)} reserved"
+    if memory.fits is not None:
+        line += f" · {'fits' if memory.fits else 'does not fit'} in {budget_text}"
+    if memory.device:
+        line += f" on {memory.device}"
+    if memory.max_batch is not None:
+        high = (memory.max_batch_range or [None, None])[1]
         if high is not None:  # a GPU spec: max_batch allows for the model's measured error
-            line += (f" · largest batch sure to fit: {memory['max_batch']} (allowing for the memory model's "
+            line += (f" · largest batch sure to fit: {memory.max_batch} (allowing for the memory model's "
                      f"measured error; none above {high} can)")
         else:
-            line += f" · largest batch that fits: {memory['max_batch']}"
+            line += f" · largest batch that fits: {memory.max_batch}"
     return line

@@ -57,7 +57,7 @@ def build(model: ModelResult, depth: int = DEFAULT_DEPTH) -> Node:
             else:
                 n.unknown += 1
             n.out_shapes = layer.out_shapes[:1]
-    kept = (getattr(model, "memory", None) or {}).get("per_module_activations") or {}
+    kept = model.memory.per_module_activations if model.memory is not None else {}
     for module, nbytes in kept.items():
         for n in _chain(root, "" if module == "<model>" else module, depth):
             n.activation_bytes += nbytes
@@ -76,8 +76,8 @@ def _rows(node: Node, prefix: str, last: bool, top: bool):
 
 def print_tree(model: ModelResult, console: Console, depth: int = DEFAULT_DEPTH) -> None:
     root = build(model, depth)
-    types = getattr(model, "module_types", None) or {}
-    kept = bool((getattr(model, "memory", None) or {}).get("per_module_activations"))
+    types = model.module_types
+    kept = bool(model.memory is not None and model.memory.per_module_activations)
     title = f"module tree (depth {depth}; sums of the ops inside each module"
     title += "; activations: kept alive for backward at the end of the forward, --train's memory model)" if kept else ")"
     table = Table(title=title, title_justify="left")

@@ -34,6 +34,7 @@ from archlint.trace import locations as locations_mod
 from archlint.trace import windows as windows_mod
 from archlint.trace.queue import CAUSES, LAUNCH_GAP_US, Gap, Queue
 from archlint.trace.read import Range, TraceData
+from archlint.trace.records import DataParallel, PageableCopies, TraceEvidence, TraceMemory
 from archlint.trace.waterfall import Waterfall
 
 __all__ = ["CAUSES", "LAUNCH_GAP_US", "StepFigures", "TraceAnalysis", "analyze"]
@@ -96,16 +97,16 @@ class TraceAnalysis:
     modules: list[dict[str, Any]]
     communication_us: float
     exposed_communication_us: float
-    pageable_h2d: dict[str, Any]
-    data_parallel: dict[str, Any]
-    memory: dict[str, Any]
+    pageable_h2d: PageableCopies
+    data_parallel: DataParallel
+    memory: TraceMemory | None  # None: the trace recorded no memory events
     locations: dict[str, tuple[str, int, str]]  # what → (file, line, function) in the user's code
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # how the trace was recorded, where it misleads
     rerecord: str | None = None  # how to record a representative trace, when this one is not
     idle_gaps: list[Gap] = field(default_factory=list)  # the longest idle stretches (the drill-down)
     waterfall: Waterfall | None = None
-    evidence: dict[str, Any] = field(default_factory=dict)  # what the advice is chosen by (compiled, layout, collectives)
+    evidence: TraceEvidence | None = None  # what the advice is chosen by (compiled, layout, collectives)
     cpu_only: bool = False
     world_size: int | None = None  # distributedInfo.world_size (None: not said)
     # per window name: its communication kernels (raw name, µs) in GPU start order, for the
@@ -129,14 +130,14 @@ class TraceAnalysis:
             "modules": self.modules,
             "communication_us": round(self.communication_us, 3),
             "exposed_communication_us": round(self.exposed_communication_us, 3),
-            "memory": self.memory,
+            "memory": self.memory.to_dict() if self.memory is not None else {},
             "locations": {k: {"file": f, "line": line, "function": fn} for k, (f, line, fn) in self.locations.items()},
             "notes": self.notes,
             "warnings": self.warnings,
             "rerecord": self.rerecord,
             "idle_gaps": [g.to_dict() for g in self.idle_gaps],
             "waterfall": self.waterfall.to_dict() if self.waterfall else None,
-            "evidence": self.evidence,
+            "evidence": self.evidence.to_dict() if self.evidence is not None else {},
             "cpu_only": self.cpu_only,
         }
 
@@ -231,10 +232,10 @@ def analyze(data: TraceData, top: int = 15, launch_gap_us: float = LAUNCH_GAP_US
         world_size=data.world_size,
         comm_calls=comm_calls,
     )
-    analysis.evidence = evidence_mod.gather(data, steps)
-    analysis.evidence["sync_idle_by_call"] = {k: round(v, 3) for k, v in sorted(queue.sync_charged.items())}
+    analysis.evidence = evidence = evidence_mod.gather(data, steps)
+    evidence.sync_idle_by_call = {k: round(v, 3) for k, v in sorted(queue.sync_charged.items())}
     items = locations_mod.gpu_items(data, queue.blocking_calls)
-    analysis.evidence["item_calls"] = {"gpu": len(items), "cpu": len(data.item_calls) - len(items)}
+    evidence.item_calls = {"gpu": len(items), "cpu": len(data.item_calls) - len(items)}
     analysis.locations = locations_mod.locations(data, queue.blocking_calls, items)
     steady = analysis.windows
     unsteady = [s for s in per_step if not s.steady]
@@ -540,7 +541,7 @@ def _modules(data: TraceData, kept: list[int]) -> list[dict[str, Any]]:
     return sorted(rows, key=lambda r: (-r["gpu_us"], r["name"]))[:50]  # ties by name: one order on every run
 
 
-def _pageable(data: TraceData, kept: list[int], launch_at: dict[int, int]) -> dict[str, Any]:
+def _pageable(data: TraceData, kept: list[int], launch_at: dict[int, int]) -> PageableCopies:
     """Host-to-device copies from pageable memory: GPU time, the host time of their calls, their
     bytes (of the copies whose size the trace gives: `bytes` and `gpu_us` are over those, so their
     ratio is the measured bandwidth) and, when the trace has large pinned copies, their bandwidth."""
@@ -564,28 +565,25 @@ def _pageable(data: TraceData, kept: list[int], launch_at: dict[int, int]) -> di
         elif "Pinned" in name and size >= 1 << 20:  # small copies are latency, not bandwidth
             pinned_bytes += size
             pinned_us += data.gpu_dur[i]
-    return {"copies": count, "gpu_us": gpu_us, "host_us": host_us, "bytes": nbytes, "sized_gpu_us": sized_us,
-            "pinned_gbps": round(pinned_bytes / pinned_us / 1e3, 3) if pinned_us else None}
+    return PageableCopies(copies=count, gpu_us=gpu_us, host_us=host_us, bytes=nbytes, sized_gpu_us=sized_us,
+                          pinned_gbps=round(pinned_bytes / pinned_us / 1e3, 3) if pinned_us else None)
 
 
-def _data_parallel(data: TraceData, kept: list[int]) -> dict[str, Any]:
+def _data_parallel(data: TraceData, kept: list[int]) -> DataParallel:
     devices = sorted({data.gpu_device[i] for i in kept if data.gpu_device[i] >= 0})
-    return {"devices": devices, "replication_ops": data.data_parallel_ops}
+    return DataParallel(devices=devices, replication_ops=data.data_parallel_ops)
 
 
-def _memory(data: TraceData, total: int | None) -> dict[str, Any]:
+def _memory(data: TraceData, total: int | None) -> TraceMemory | None:
     if not data.peak_allocated and not data.peak_reserved:
-        return {}
+        return None
     device = max(data.peak_reserved or data.peak_allocated, key=lambda d: (data.peak_reserved or data.peak_allocated)[d])
-    out: dict[str, Any] = {
-        "device": device,
-        "peak_allocated": data.peak_allocated.get(device),
-        "peak_reserved": data.peak_reserved.get(device),
-    }
+    out = TraceMemory(device=device, peak_allocated=data.peak_allocated.get(device),
+                      peak_reserved=data.peak_reserved.get(device))
     cap = _capacity(data, device) or total
     if cap:
-        out["capacity"] = cap
-        out["peak_share"] = round(max(out["peak_allocated"] or 0, out["peak_reserved"] or 0) / cap, 4)
+        out.capacity = cap
+        out.peak_share = round(max(out.peak_allocated or 0, out.peak_reserved or 0) / cap, 4)
     return out
 
 

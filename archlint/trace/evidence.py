@@ -17,6 +17,7 @@ from typing import Any
 from archlint.trace import waterfall
 from archlint.trace import windows as windows_mod
 from archlint.trace.read import Range, TraceData
+from archlint.trace.records import Collective, TraceEvidence
 
 _TRITON = re.compile(r"^triton_|^triton__|_triton_", re.I)
 _COMPILED_HOST = re.compile(r"CompiledFunction|Torch-Compiled Region|CompiledAutograd|compiled_autograd|_dynamo", re.I)
@@ -31,7 +32,7 @@ def by_name_us(data: TraceData) -> dict[int, float]:
     return out
 
 
-def gather(data: TraceData, steps: list[tuple[int, Range]]) -> dict[str, Any]:
+def gather(data: TraceData, steps: list[tuple[int, Range]]) -> TraceEvidence:
     """What the advice is chosen by: whether the code is already compiled (Triton kernels, compiled
     autograd frames, graph replays), the layout-conversion kernels' share of GPU time, and the
     collectives by name with their calls per step and median message size."""
@@ -47,19 +48,19 @@ def gather(data: TraceData, steps: list[tuple[int, Range]]) -> dict[str, Any]:
     collectives = []
     for name, sizes in sorted(by_name.items(), key=lambda kv: (-len(kv[1]), kv[0])):
         known = sorted(b for b in sizes if b)
-        collectives.append({"name": name, "calls_per_step": round(len(sizes) / windows, 3),
-                            "median_bytes": known[len(known) // 2] if known else None})
-    return {
-        "compiled": bool(triton or compiled_host or data.graph_launches),
-        "triton_share": round(triton / total, 4),
-        "compiled_host_ranges": compiled_host,
-        "graph_launches": data.graph_launches,
-        "layout_share": round(layout / total, 4),
-        "collectives": collectives,
-        "with_stack": windows_mod.stacks_recorded(data),
+        collectives.append(Collective(name=name, calls_per_step=round(len(sizes) / windows, 3),
+                                      median_bytes=known[len(known) // 2] if known else None))
+    return TraceEvidence(
+        compiled=bool(triton or compiled_host or data.graph_launches),
+        triton_share=round(triton / total, 4),
+        compiled_host_ranges=compiled_host,
+        graph_launches=data.graph_launches,
+        layout_share=round(layout / total, 4),
+        collectives=collectives,
+        with_stack=windows_mod.stacks_recorded(data),
         # the DataLoader's iterator says whether it has workers (_MultiProcessingDataLoaderIter) or not
-        "loader_workers": any("MultiProcessing" in r.name for r in data.dataloader),
-    }
+        loader_workers=any("MultiProcessing" in r.name for r in data.dataloader),
+    )
 
 
 # PCIe bandwidth a pinned host-to-device copy reaches, by GPU generation (GB/s, practical, not peak):
@@ -91,25 +92,26 @@ def returns(t: Any) -> dict[str, tuple]:
     elif major < (9 if t.vendor == "amd" else 7):
         out["fp32_gemm"] = (None, None, 0.0, "no tensor cores on this device: fp32 GEMMs are its fastest path")
     p = t.pageable_h2d
-    if p.get("bytes") and p.get("sized_gpu_us"):
-        measured = p["bytes"] / p["sized_gpu_us"] / 1e3  # GB/s
-        pinned = p.get("pinned_gbps") or pinned_gbps(t.device)
+    if p.bytes and p.sized_gpu_us:
+        measured = p.bytes / p.sized_gpu_us / 1e3  # GB/s
+        pinned = p.pinned_gbps or pinned_gbps(t.device)
         share = max(0.0, 1.0 - measured / pinned)
-        source = "measured on this trace's pinned copies" if p.get("pinned_gbps") else f"PCIe of {t.device or 'the device'}"
+        source = "measured on this trace's pinned copies" if p.pinned_gbps else f"PCIe of {t.device or 'the device'}"
         out["pageable_copy"] = ("AL502", "pinned memory + non_blocking copies", share,
                                 f"pageable copies ran at {measured:.3g} GB/s; pinned ones reach about {pinned:.3g} GB/s "
                                 f"({source}): the copy time shrinks by {share:.0%}")
-    if t.evidence.get("loader_workers"):
+    ev = t.evidence
+    if ev is not None and ev.loader_workers:
         out["idle_input"] = ("AL501", "more or faster DataLoader workers", 0.5,
                              "the loader has workers already: more of them (or a cheaper __getitem__) hide part of the "
                              "wait; the hand-over from the workers stays; half assumed back")
-    if t.evidence.get("compiled"):
+    if ev is not None and ev.compiled:
         out["idle_launch"] = ("AL505", "larger graphs (fewer graph breaks, mode='reduce-overhead')", 0.3,
                               "the code is already compiled or graphed: only the gaps between graphs remain; 30% assumed back")
-    if len(t.data_parallel["devices"]) >= 2 and t.data_parallel["replication_ops"]:
+    if len(t.data_parallel.devices) >= 2 and t.data_parallel.replication_ops:
         out["idle_host"] = ("AL506", "DistributedDataParallel, one process per GPU", 0.5,
                             "DataParallel's scatter/replicate/gather run under one GIL; DDP removes them: half assumed back")
-    if t.evidence.get("with_stack") and not t.cpu_only:
+    if ev is not None and ev.with_stack and not t.cpu_only:
         # the Python tracer about doubles host time: half the host-side idle is the profiler's own
         for name in ("idle_launch", "idle_host"):
             finding, fix, share, basis = out.get(name, waterfall.RETURNS[name])

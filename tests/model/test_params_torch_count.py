@@ -52,9 +52,9 @@ def test_params_is_torchs_count_and_the_unused_share_is_said():
 def test_train_counts_trainable_and_frozen_as_torch_does():
     net = Net()
     train = archlint.analyze(net, (8, 64), train=True).totals.train
-    assert train["trainable_params"] == sum(p.numel() for p in net.parameters() if p.requires_grad) == 33_920
-    assert train["frozen_params"] == 10
-    assert train["updated_params"] == 33_920 - 16_640  # the optimizer updates what gets a gradient
+    assert train.trainable_params == sum(p.numel() for p in net.parameters() if p.requires_grad) == 33_920
+    assert train.frozen_params == 10
+    assert train.updated_params == 33_920 - 16_640  # the optimizer updates what gets a gradient
 
 
 def test_the_max_params_budget_checks_torchs_count():

@@ -4,6 +4,7 @@ on the scale) and the modules keeping the most activations; absent without --tra
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import pytest
@@ -39,13 +40,13 @@ def test_the_timeline_is_an_inline_svg_of_every_point(trained):
     part = _section(render_html(trained))
     svg = re.search(r"<svg viewBox='0 0 (\d+) (\d+)'.*?</svg>", part, re.S).group(0)
     line = re.search(r"<polyline class=line points='([^']*)'", svg).group(1).split()
-    assert len(line) == len(memory["timeline"])
+    assert len(line) == len(memory.timeline)
     ys = [float(p.split(",")[1]) for p in line]
     # higher memory is drawn higher: the highest point is the timeline's peak
-    highest = max(range(len(ys)), key=lambda i: memory["timeline"][i][1])
+    highest = max(range(len(ys)), key=lambda i: memory.timeline[i][1])
     assert ys[highest] == min(ys)
     assert TOP <= min(ys) and max(ys) <= H - BOTTOM
-    assert f"peak {human_bytes(memory['peak_bytes'])}" in svg
+    assert f"peak {human_bytes(memory.peak_bytes)}" in svg
     assert f"budget {human_bytes(2_000_000)}" in svg and "class=budget" in svg  # 2 MB: on the scale
     assert not re.search(r"(src|href)=|https?://|<script", part)  # draws itself: nothing loaded, no script
 
@@ -55,26 +56,26 @@ def test_the_section_has_the_split_memory_and_kept_activations(trained):
     part = _section(render_html(trained))
     for row in ("forward", "backward", "loss", "optimizer", "step"):
         assert f"<td>{row}</td>" in part
-    assert f"<b>{human_bytes(m.memory['peak_bytes'])}</b> at {m.memory['at']}" in part
-    needed, budget = bytes_against(m.memory["needed_bytes"], m.memory["budget_bytes"])
+    assert f"<b>{human_bytes(m.memory.peak_bytes)}</b> at {m.memory.at}" in part
+    needed, budget = bytes_against(m.memory.needed_bytes, m.memory.budget_bytes)
     assert f"<b>fits</b> in {budget} on cpu (this machine; no --device-spec)" in part  # the device named
     assert f"<th>the device needs</th><td>{needed} " in part and float(needed.split()[0]) <= float(budget.split()[0])
-    top = max(m.memory["per_module_activations"], key=m.memory["per_module_activations"].get)
+    top = max(m.memory.per_module_activations, key=m.memory.per_module_activations.get)
     assert f"<code>{top}</code>" in part
 
 
 def test_a_far_budget_is_said_off_the_scale_and_no_train_no_section(trained):
-    memory = dict(trained.models[0].memory, budget_bytes=80 * 10**9)
+    memory = dataclasses.replace(trained.models[0].memory, budget_bytes=80 * 10**9)
     svg = timeline_svg(memory)
     assert "class=budget" not in svg and "80 GB, is off the scale" in svg
-    assert timeline_svg({"timeline": [[0, 5]], "peak_bytes": 5}) == ""
+    assert timeline_svg(dataclasses.replace(memory, timeline=[[0, 5]])) == ""
     plain = archlint.analyze(Net(), torch.randn(32, 64)).result
     assert "<h3>Training step</h3>" not in render_html(plain)
 
 
 def test_a_gpu_spec_adds_the_step_estimate_and_its_autocast_column():
     result = archlint.analyze(Net(), torch.randn(256, 64), train=True, device_spec="h100-sxm").result
-    est = result.models[0].estimate["train"]
+    est = result.models[0].estimate.train
     part = _section(render_html(result))
     assert "ESTIMATED ms on h100-sxm" in part and "ESTIMATED ms, bfloat16 autocast" in part
     step_row = part.split("<td>step</td>", 1)[1].split("</tr>", 1)[0]

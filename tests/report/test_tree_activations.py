@@ -40,9 +40,9 @@ def _model(**options):
 
 def test_each_module_sums_the_activations_its_ops_keep():
     m = _model(train=True)
-    kept = m.memory["per_module_activations"]
+    kept = m.memory.per_module_activations
     root = build(m, depth=3)
-    assert root.activation_bytes == sum(kept.values()) == m.memory["activations_bytes"]
+    assert root.activation_bytes == sum(kept.values()) == m.memory.activations_bytes
     block = root.children["blocks"].children["0"]
     # relu's output (fc2's saved input, 32×256 fp32) and the residual sum (the next fc1's input)
     assert block.activation_bytes == sum(b for p, b in kept.items() if p == "blocks.0" or p.startswith("blocks.0."))

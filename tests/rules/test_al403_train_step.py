@@ -20,6 +20,7 @@ from archlint.model.analyze import analyze_model
 from archlint.model.speedups.links import link_code
 from archlint.model.speedups.precision import autocast_estimate, autocast_step_estimate
 from archlint.result import ModelResult, Totals, WhatIf
+from archlint.train_result import TrainStep
 from tests.whatif.autocast_project import MODEL, TRAIN
 
 
@@ -73,7 +74,7 @@ def test_step_estimate_runs_the_backward_in_16_bits_and_keeps_the_optimizer():
 
     graph, train = _train_graph()
     spec = resolve("l4")
-    step = estimate_step(graph, train, spec, estimate_graph(graph, spec))
+    step = estimate_step(graph, train, spec, estimate_graph(graph, spec)["latency_ms"])
     half = autocast_step_estimate(graph, spec, step)
     assert half["dtype"] == "bfloat16"
     assert half["forward_ms"] == pytest.approx(autocast_estimate(graph, spec)["latency_ms"])
@@ -82,14 +83,14 @@ def test_step_estimate_runs_the_backward_in_16_bits_and_keeps_the_optimizer():
     assert half["step_ms"] == pytest.approx(half["forward_ms"] + half["backward_ms"] + half["loss_ms"] + half["optimizer_ms"])
     # the graph itself is left in float32, its backward terms unchanged
     assert all(op.get("itemsize", 4) == 4 for _, op in graph.nodes(data=True) if op.get("backward_terms"))
-    assert estimate_step(graph, train, spec, estimate_graph(graph, spec))["backward_ms"] == step["backward_ms"]
+    assert estimate_step(graph, train, spec, estimate_graph(graph, spec)["latency_ms"])["backward_ms"] == step["backward_ms"]
     assert autocast_step_estimate(graph, resolve("cpu-example"), step) is None
 
 
 def _train_model(measured: dict | None, spread=(1.4, 1.8), speedup=1.6) -> ModelResult:
     w = WhatIf("bf16", True, "autocast", baseline_ms=10.0, transformed_ms=10.0 / speedup, spread=list(spread), speedup=speedup)
     totals = Totals()
-    totals.train = {"measured": measured} if measured else {}
+    totals.train = TrainStep({"name": "mean"}, {"name": "adam"}, *[0] * 14, measured=measured)
     return ModelResult("m.py:Net", "fx", "cpu", "float32", [[1]], totals, [], what_if=[w], phase="train")
 
 

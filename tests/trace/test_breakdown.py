@@ -14,6 +14,7 @@ import pytest
 
 from archlint.trace.analyze import analyze
 from archlint.trace.read import read_trace
+from archlint.trace.records import DataParallel
 
 FIXTURES = Path(__file__).parent / "fixtures"
 # file → HTA's (idle, compute, non-compute, span) in µs
@@ -74,5 +75,5 @@ def test_modules_on_a_real_training_rank():
     modules = {m["name"]: m for m in a.modules}
     assert modules["DistributedDataParallel.forward"]["calls"] == 2
     assert modules["DistributedDataParallel.forward"]["gpu_us"] >= modules["DistributedDataParallel.forward"]["self_gpu_us"] > 0
-    assert a.data_parallel == {"devices": [0], "replication_ops": 0}
+    assert a.data_parallel == DataParallel(devices=[0], replication_ops=0)
     assert a.groups["communication"] > a.groups["gemm"] and 0.8 < a.gemm_tensor_core_share <= 1

@@ -134,7 +134,7 @@ def test_item_on_a_cpu_tensor_is_no_sync(tmp_path):
         t.host("cuda_runtime", "cudaMemcpyAsync", s + 6_010, 380)
         t.gpu("Memcpy DtoH (Device -> Pageable)", s + 6_100, 10, s + 6_010, launch="cudaMemcpyAsync", cat="gpu_memcpy")
     analysis, _ = findings(steps(build), tmp_path)
-    assert analysis.evidence["item_calls"] == {"gpu": 3, "cpu": 3}
+    assert analysis.evidence.item_calls == {"gpu": 3, "cpu": 3}
 
 
 @pytest.mark.parametrize("device, says, never", [

@@ -56,6 +56,8 @@ from archlint.config import Settings
 from archlint.diagnostics import Diagnostic
 from archlint.errors import UsageError
 from archlint.model.checks import _query, _repeats, _verdict
+from archlint.result import Estimate
+from archlint.train_result import TrainStep
 from archlint.whatif_names import NAMES as WHAT_IF_NAMES
 
 
@@ -64,9 +66,9 @@ class CheckContext:
     target: str
     settings: Settings
     pricer: Any = None  # archlint.model.timing.measure.Pricer when latency was measured
-    estimate: dict | None = None  # --device-spec: models[].estimate; ops carry estimated_ms
+    estimate: Estimate | None = None  # --device-spec: models[].estimate; ops carry estimated_ms
     notes: list[str] = field(default_factory=list)  # rules that failed on this model (run_checks)
-    train: dict | None = None  # --train: totals.train, the step's costs (archlint.model.train.step)
+    train: TrainStep | None = None  # --train: totals.train, the step's costs (archlint.model.train.step)
     device_spec: Any = None  # --device-spec: the archlint.devices.DeviceSpec behind `estimate`
 
 

@@ -29,7 +29,7 @@ def latency(graph: nx.DiGraph, nodes: Iterable[str]) -> float | None:
 
 def model_latency(graph: nx.DiGraph, ctx) -> float | None:
     """The model's end-to-end latency (measured), else the sum of the op latencies."""
-    pricer = getattr(ctx, "pricer", None)
+    pricer = ctx.pricer
     end_to_end = getattr(pricer, "end_to_end_ms", None) if pricer is not None else None
     if end_to_end:
         return float(end_to_end)
@@ -57,7 +57,7 @@ def price(
     `estimated` labels a saving_ms derived from measured times by a model (a proportion)."""
     removed = list(removed)
     claims = tuple(removed if claims is None else claims)
-    pricer = getattr(ctx, "pricer", None)
+    pricer = ctx.pricer
     if pricer is not None:
         if saving_ms is None and removed:
             saving_ms = latency(graph, removed)
@@ -69,12 +69,12 @@ def price(
                 mac_bytes_saved=mac_bytes_saved,
                 flops_saved=flops_saved, device=str(device) if device is not None else None, claims=claims,
             )
-    estimate = getattr(ctx, "estimate", None)
+    estimate = ctx.estimate
     if pricer is None and estimate and removed:  # no measurement: the device-spec estimate of the removed ops
         saving = sum(graph.nodes[n].get("estimated_ms") or 0.0 for n in removed)
         return Price.timed(
-            alternative, saving_ms=saving, model_ms=estimate["latency_ms"], basis="estimated",
-            mac_bytes_saved=mac_bytes_saved, flops_saved=flops_saved, device=estimate["device_spec"], claims=claims,
+            alternative, saving_ms=saving, model_ms=estimate.latency_ms, basis="estimated",
+            mac_bytes_saved=mac_bytes_saved, flops_saved=flops_saved, device=estimate.device_spec, claims=claims,
         )
     return Price.static(
         alternative, mac_bytes_saved=mac_bytes_saved, model_mac_bytes=module_mac(graph), flops_saved=flops_saved,
@@ -87,11 +87,11 @@ def estimated(graph: nx.DiGraph, ctx, *, alternative: str, saving_ms: float, cla
     """A saving the rule estimated on the --device-spec (the ops it removes against the op it
     puts in their place, both from archlint.model.estimating.estimate), as a share of the model's estimate;
     None without a device spec, or with --latency (a measurement decides then)."""
-    estimate = getattr(ctx, "estimate", None)
-    if getattr(ctx, "pricer", None) is not None or not estimate:
+    estimate = ctx.estimate
+    if ctx.pricer is not None or not estimate:
         return None
-    return Price.timed(alternative, saving_ms=saving_ms, model_ms=estimate["latency_ms"], basis="estimated",
-                       mac_bytes_saved=mac_bytes_saved, flops_saved=flops_saved, device=estimate["device_spec"],
+    return Price.timed(alternative, saving_ms=saving_ms, model_ms=estimate.latency_ms, basis="estimated",
+                       mac_bytes_saved=mac_bytes_saved, flops_saved=flops_saved, device=estimate.device_spec,
                        claims=tuple(claims))
 
 
@@ -99,7 +99,7 @@ def relative_saving(ctx, alternative: Alternative, *args) -> float | None:
     """An alternative's relative saving (one of archlint.model.speedups.alternatives: (original − alternative) /
     original, measured with ctx.pricer); None without --latency or when it cannot be built.
     Only 2-D convs have alternatives built (callers check the input is 4-D)."""
-    if getattr(ctx, "pricer", None) is None:
+    if ctx.pricer is None:
         return None
     return alternative(ctx.pricer, *args)
 
@@ -121,7 +121,7 @@ def fixed_ms(graph, ctx, fix: fix_timing.Fix, nodes: Iterable) -> float | None:
     (fold_norms on (layer, norm) pairs, drop_bias on convs) applied to its modules; None
     without --latency, or where a node's module cannot be edited for that op alone (the graph
     shows it running more than one op, or the op is functional inside a bigger module)."""
-    if getattr(ctx, "pricer", None) is None:
+    if ctx.pricer is None:
         return None
     ran = Counter(d.get("module") for _, d in ops(graph))
 

@@ -50,8 +50,8 @@ def _nchw_convs(graph) -> list[str]:
 
 def _estimated_ms(graph, ctx, convs: list[str]) -> float | None:
     """The estimate without its layout term on these convs (a GPU spec only), less one conversion of the input."""
-    estimate = getattr(ctx, "estimate", None)
-    bandwidth = ((estimate or {}).get("roofs") or {}).get("bandwidth_bytes_per_s")
+    estimate = ctx.estimate
+    bandwidth = estimate.roofs.get("bandwidth_bytes_per_s") if estimate is not None else None
     if not estimate or not bandwidth:
         return None
     saved = 0.0
@@ -76,14 +76,14 @@ def check(graph, options, ctx):
         return
     claims = [f"{n}#layout" for n in convs]
     saving_ms = None
-    if getattr(ctx, "pricer", None) is not None:  # measured: each conv timed both ways on the device
+    if ctx.pricer is not None:  # measured: each conv timed both ways on the device
         parts = [pricing.alternative_ms(graph, ctx, [n], channels_last_conv, *args)
                  for n in convs if (args := query.conv_args(graph.nodes[n])) is not None]
         saving_ms = sum(p for p in parts if p is not None) if any(p is not None for p in parts) else None
         price = pricing.price(graph, ctx, alternative=ALTERNATIVE, saving_ms=saving_ms, claims=claims)
     elif (saving_ms := _estimated_ms(graph, ctx, convs)) is not None:
-        price = Price.timed(ALTERNATIVE, saving_ms=saving_ms, model_ms=ctx.estimate["latency_ms"], basis="estimated",
-                            device=ctx.estimate["device_spec"], claims=claims)
+        price = Price.timed(ALTERNATIVE, saving_ms=saving_ms, model_ms=ctx.estimate.latency_ms, basis="estimated",
+                            device=ctx.estimate.device_spec, claims=claims)
     else:
         price = pricing.price(graph, ctx, alternative=ALTERNATIVE, claims=())
     dtype = graph.nodes[convs[0]]["dtype"]

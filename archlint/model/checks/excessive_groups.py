@@ -61,7 +61,7 @@ def _finding(graph, ctx, options, instances):
     count = len(instances)
     args = query.conv_args(data)
     best, saving = None, None
-    if args and getattr(ctx, "pricer", None) is not None:
+    if args and ctx.pricer is not None:
         timed = {gp: pricing.relative_saving(ctx, fewer_groups, *args, gp) for gp in _fewer(c)}  # relative savings
         best = max(timed, key=timed.get)
         saving = timed[best] * (pricing.latency(graph, [n for n, *_ in instances]) or 0.0)

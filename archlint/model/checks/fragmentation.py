@@ -49,8 +49,8 @@ OPTIONS = {
 
 
 def _gpu_spec(ctx):
-    spec = getattr(ctx, "device_spec", None)
-    return spec if spec is not None and spec.kind == "gpu" and getattr(ctx, "estimate", None) else None
+    spec = ctx.device_spec
+    return spec if spec is not None and spec.kind == "gpu" and ctx.estimate else None
 
 
 def _small(data: dict, options, measured: bool, spec) -> bool:
@@ -74,7 +74,7 @@ def _under_one_wave(data: dict, spec) -> bool:
 
 
 def check(graph, options, ctx):
-    measured = getattr(ctx, "pricer", None) is not None
+    measured = ctx.pricer is not None
     spec = _gpu_spec(ctx)
     small = {n for n, d in query.ops(graph) if _small(d, options, measured, spec)}
     model_flops = sum(int(d.get("flops", 0)) for _, d in query.ops(graph))
@@ -183,4 +183,4 @@ def _finding(graph, ctx, options, form, degree, found, model_flops):
 
 def _priced_on_spec(ctx) -> bool:
     """The price came from the device spec (no measurement in this run)."""
-    return getattr(ctx, "pricer", None) is None and _gpu_spec(ctx) is not None
+    return ctx.pricer is None and _gpu_spec(ctx) is not None

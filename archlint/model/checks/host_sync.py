@@ -100,10 +100,10 @@ def check(graph, options, ctx):
             "ops": nodes, "calls": [d["op"] for d in reads], "reasons": reasons, "lines": lines,
             "blocks": ["one host sync per call each", "CUDA graph capture", "a single torch.compile graph"],
         }
-        spec, estimate = getattr(ctx, "device_spec", None), getattr(ctx, "estimate", None)
-        if getattr(ctx, "pricer", None) is None and estimate and getattr(spec, "kind", "") == "gpu":
+        spec, estimate = ctx.device_spec, ctx.estimate
+        if ctx.pricer is None and estimate and spec is not None and spec.kind == "gpu":
             stall = stall_ms(graph, nodes, spec)
-            price = Price.timed(alternative, saving_ms=stall, model_ms=float(estimate["latency_ms"]) + stall,
+            price = Price.timed(alternative, saving_ms=stall, model_ms=float(estimate.latency_ms) + stall,
                                 basis="estimated", device=spec.name)
             evidence.update(stall_ms=stall, stall_basis=STALL_BASIS)
             message += f"; on {spec.name} ≈ {stall * 1e3:.0f} µs a forward lost to the drained launch queue (estimated)"

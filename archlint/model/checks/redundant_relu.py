@@ -68,7 +68,7 @@ def check(graph, options, ctx):
                             "part by its op time)" if split else " (timed end to end on the model)")
         elif whole == 0:
             alternative += " (its own measured time: removing it end to end was inside the noise)"
-        elif getattr(ctx, "pricer", None) is not None:
+        elif ctx.pricer is not None:
             alternative += " (its own measured time: the model could not be edited for it)"
         price = pricing.price(graph, ctx, alternative=alternative, mac_bytes_saved=int(rd.get("mac_bytes", 0)),
                         saving_ms=saving, removed=[name], estimated=bool(whole) and split)

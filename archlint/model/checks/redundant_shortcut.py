@@ -146,7 +146,7 @@ def _dense(graph, ctx, options):
         total = _mac(graph, members)
         widest = max(members, key=lambda c: int(graph.nodes[c].get("mac_bytes", 0)))
         once = int(graph.nodes[widest].get("mac_bytes", 0))
-        measured = pricing.latency(graph, members) if getattr(ctx, "pricer", None) is not None else None
+        measured = pricing.latency(graph, members) if ctx.pricer is not None else None
         price = pricing.price(
             graph, ctx, alternative="one-shot aggregation (each tensor concatenated once)", mac_bytes_saved=total - once,
             # the concats' measured time in proportion to the bytes one-shot aggregation saves: an estimate

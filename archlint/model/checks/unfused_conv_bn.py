@@ -45,7 +45,7 @@ def check(graph, options, ctx):
     alternative = "each BatchNorm folded into the weights and bias of the conv or linear before it"
     if folded is not None:
         alternative += " (timed end to end on the model)"
-    elif getattr(ctx, "pricer", None) is not None:
+    elif ctx.pricer is not None:
         alternative += " (the BatchNorms' own measured time: the model could not be edited for these pairs)"
     price = pricing.price(graph, ctx, alternative=alternative, mac_bytes_saved=mac, saving_ms=folded, removed=norms)
     module = graph.nodes[conv].get("module") or ""

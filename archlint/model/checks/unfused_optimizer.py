@@ -33,10 +33,10 @@ _ITEMSIZE = {"float16": 2, "bfloat16": 2, "float64": 8}  # as the step estimate 
 
 
 def check(graph, options, ctx):
-    train = getattr(ctx, "train", None)
+    train = ctx.train
     if not train:
         return
-    current = train["optimizer"]
+    current = train.optimizer
     variant = _IMPLEMENTATIONS.get(current["implementation"])
     if variant is None or not current["tensors"]:  # fused already, or nothing to update
         return
@@ -69,7 +69,7 @@ def check(graph, options, ctx):
         f"({fused['launches']:,} launch{'' if fused['launches'] == 1 else 'es'}) that reads and writes each tensor once "
         f"({human_bytes(fused['mac_bytes'])})")
     severity = SEVERITY
-    if getattr(ctx.settings, "optimizer", None) is None:  # archlint's default, not the user's choice: advice
+    if ctx.settings.optimizer is None:  # archlint's default, not the user's choice: advice
         severity = Severity.INFO
         evidence["optimizer_assumed"] = True
         message += f" (the step's optimizer is archlint's default: name yours with --optimizer, e.g. {current['name']}-fused)"
@@ -82,8 +82,8 @@ def _kernels(n: int) -> str:
 
 def _price(graph, ctx, train, current, fused, itemsize, alternative, evidence) -> Price:
     """Estimated on the device spec (the step estimate's own optimizer timing), else static bytes."""
-    estimate = (getattr(ctx, "estimate", None) or {}).get("train")
-    spec = getattr(ctx, "device_spec", None)
+    estimate = ctx.estimate.train if ctx.estimate is not None else None
+    spec = ctx.device_spec
     mac_saved = current["mac_bytes"] - fused["mac_bytes"]
     if estimate and spec is not None:
         dtype = graph.graph.get("dtype", "float32")
@@ -97,6 +97,6 @@ def _price(graph, ctx, train, current, fused, itemsize, alternative, evidence) -
         return price
     evidence["saving_basis"] = ("static: the optimizer bytes the fused kernel does not move, a share of the step's "
                                 "MAC (launches saved are priced with --device-spec)")
-    price = Price.static(alternative, mac_bytes_saved=mac_saved, model_mac_bytes=train["step_mac_bytes"])
+    price = Price.static(alternative, mac_bytes_saved=mac_saved, model_mac_bytes=train.step_mac_bytes)
     price.whole = "the training step's MAC"
     return price

@@ -67,9 +67,9 @@ def check(graph, options, ctx):
             f"output is split into {', '.join(map(str, widths))} (the padding dropped)"
         )
         claims = [f"{n}#fuse" for n in names]
-        spec = getattr(ctx, "device_spec", None)
+        spec = ctx.device_spec
         price = None
-        if spec is not None and getattr(ctx, "estimate", None):
+        if spec is not None and ctx.estimate:
             fused = _fused_op(graph, names, padded)
             separate = sum(graph.nodes[n].get("estimated_ms") or 0.0 for n in names)
             fused_ms = estimate.estimate_op(fused, spec, graph.graph.get("dtype", "float32")).ms

@@ -7,9 +7,10 @@ from archlint.model.distributed.result import to_json
 from archlint.model.distributed.step import budget_figure, distributed_step
 from archlint.model.distributed.strategy import parallel
 from archlint.model.train.fit import device_memory
+from archlint.result import Estimate
 
 
-def distributed_report(model, args, kwargs, settings, *, optimizer: str, loss: str, device_spec, estimate: dict | None,
+def distributed_report(model, args, kwargs, settings, *, optimizer: str, loss: str, device_spec, estimate: Estimate | None,
                        layers=None) -> tuple[dict, dict]:
     """(`memory`, `distributed`) of models[] for the distributed step: `memory` is the one process's
     step as recorded (unsharded) with `min_world_size` and `fit_plan` when there is a budget;
@@ -21,7 +22,7 @@ def distributed_report(model, args, kwargs, settings, *, optimizer: str, loss: s
         budget, source = found
     d, rec, units = distributed_step(model, args, kwargs, par, optimizer=optimizer, loss=loss, device_spec=device_spec,
                                      budget_bytes=budget, trainable=settings.trainable)
-    train = (estimate or {}).get("train")
+    train = estimate.train if estimate is not None else None
     if train and par.mixed_precision and train.get("autocast"):  # the compute as bf16 autocast runs it
         train = {**train, **{k: v for k, v in train["autocast"].items() if k.endswith("_ms")},
                  "single_gpu_fp32_step_ms": train["step_ms"]}

@@ -90,7 +90,7 @@ def link_code(diagnostics: list[Diagnostic], models: list[ModelResult]) -> None:
             if w is None:
                 continue
             measured = f"{w.name} autocast measured {times(w.speedup)} on the forward of {m.target} on {m.device}"
-            estimate = (m.estimate or {}).get("autocast")
+            estimate = m.estimate.autocast if m.estimate is not None else None
             if estimate is None and w.verdict != "faster":
                 state = w.verdict or "no spread measured"
                 for d in linked:
@@ -114,7 +114,7 @@ def link_code(diagnostics: list[Diagnostic], models: list[ModelResult]) -> None:
 
 def _estimated_price(m: ModelResult, estimate: dict, measured: str) -> Price:
     """The device-spec estimate of the forward in 16 bits against float32."""
-    fp32, half, spec = m.estimate["latency_ms"], estimate["latency_ms"], m.estimate["device_spec"]
+    fp32, half, spec = m.estimate.latency_ms, estimate["latency_ms"], m.estimate.device_spec
     return Price.timed(
         f"{estimate['dtype']} autocast estimated {fp32 / half:.2f}× on the forward of {m.target} on {spec} "
         f"({significant(fp32)} ms in float32, {significant(half)} ms with {estimate['assumption']}); {measured}; the training step may differ",
@@ -123,7 +123,7 @@ def _estimated_price(m: ModelResult, estimate: dict, measured: str) -> Price:
 
 
 def _step_autocast(m: ModelResult) -> dict | None:
-    return ((m.estimate or {}).get("train") or {}).get("autocast")
+    return ((m.estimate.train if m.estimate is not None else None) or {}).get("autocast")
 
 
 def _step_price(d: Diagnostic, m: ModelResult, w: WhatIf | None) -> None:
@@ -131,12 +131,12 @@ def _step_price(d: Diagnostic, m: ModelResult, w: WhatIf | None) -> None:
     float32), a share of the step. Estimated on the spec (the step's autocast estimate), else from
     the what-if's measured forward speed-up applied to the measured step's forward and backward
     (--latency), else the forward's saving as for an inference model, said so."""
-    estimate, measured = _step_autocast(m), (m.totals.train or {}).get("measured")
+    estimate, measured = _step_autocast(m), m.totals.train.measured if m.totals.train is not None else None
     measured_text = f"; {w.name} autocast measured {times(w.speedup)} on the forward on {m.device}" if w else ""
     if w is not None:
         d.evidence["what_if"] = _evidence(w, m)
     if estimate is not None:
-        fp32, spec = m.estimate["train"], m.estimate["device_spec"]
+        fp32, spec = m.estimate.train, m.estimate.device_spec
         d.price = Price.timed(
             f"{estimate['dtype']} autocast estimated {fp32['step_ms'] / estimate['step_ms']:.2f}× on the training step "
             f"of {m.target} on {spec} ({significant(fp32['step_ms'])} ms in float32, forward {significant(fp32['forward_ms'])} + backward "
@@ -220,7 +220,7 @@ def link_distributed(diagnostics: list[Diagnostic], models: list[ModelResult], s
         if m is None:
             continue
         if d.code == "AL415":
-            grads = (m.memory or {}).get("grads_bytes")
+            grads = m.memory.grads_bytes if m.memory is not None else None
             if grads:
                 d.message += f" ({human_bytes(grads)} per GPU on {m.target}: its gradients in the --train step)"
                 d.evidence.update(model=m.target, grads_bytes=grads)

@@ -79,8 +79,8 @@ def what_ifs(
     threads = torch.get_num_threads()
     warned: list[str] = []
     try:  # torch.compile's log lines (inductor, its C++ toolchain probe) become notes, not stderr
-        with quiet_torch_logs(getattr(settings, "debug", False), COMPILE_LOGGERS, warned), \
-                _quiet_notices(getattr(settings, "debug", False)):
+        with quiet_torch_logs(settings.debug, COMPILE_LOGGERS, warned), \
+                _quiet_notices(settings.debug):
             results, notes = _what_ifs(model, inputs, dev, settings, names, kwargs, deadline, threads, base_ms, ops,
                                        target)
     finally:

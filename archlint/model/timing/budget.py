@@ -16,14 +16,16 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from archlint.config import Settings
+
 TIMING_SHARE = 0.5
 PRICING_SHARE = 0.75
 TIMEOUT_SHARE = 0.8
 
 
-def seconds(settings) -> float | None:
+def seconds(settings: Settings) -> float | None:
     """The budget for one model: --latency-budget, at most TIMEOUT_SHARE of --timeout."""
-    limits = [getattr(settings, "latency_budget", None), getattr(settings, "timeout", None)]
+    limits = [settings.latency_budget, settings.timeout]
     if limits[1] is not None:
         limits[1] *= TIMEOUT_SHARE
     known = [v for v in limits if v is not None]

@@ -111,7 +111,7 @@ def measure(
     roofline on every timed node of `graph`. The model is returned to its device and mode.
     `kwargs`: keyword inputs, passed to every pass (the export replay takes them as the model does)."""
     dev = roofline.resolve_device(device)
-    budget = Budget(seconds(settings), what_ifs=getattr(settings, "what_if", None) is not None)
+    budget = Budget(seconds(settings), what_ifs=settings.what_if is not None)
     origin = _device_of(model)
     replay = graph.graph.get("replay")
     gm = getattr(replay, "graph_module", None)

@@ -21,6 +21,7 @@ import networkx as nx
 
 from archlint.diagnostics import Diagnostic, Severity
 from archlint.model.speedups.fix_timing import FLOOR_SHARE
+from archlint.result import Estimate
 
 
 def under(module: str, blocks: list[str]) -> bool:
@@ -43,7 +44,8 @@ def kernels_in_step(graph: nx.DiGraph) -> int:
     return count
 
 
-def price_ways_to_fit(findings: list[Diagnostic], graph: nx.DiGraph, estimate: dict | None, spec) -> list[Diagnostic]:
+def price_ways_to_fit(findings: list[Diagnostic], graph: nx.DiGraph, estimate: Estimate | None,
+                      spec) -> list[Diagnostic]:
     """`findings` (AL610, evidence "way") with the time each adds on `spec` (evidence
     `time_added_ms`, `time_basis`; said in the message) where the estimate gives it; a way under
     the materiality floor lowered to info."""
@@ -61,13 +63,13 @@ def price_ways_to_fit(findings: list[Diagnostic], graph: nx.DiGraph, estimate: d
     return findings
 
 
-def _time_added(d: Diagnostic, graph: nx.DiGraph, estimate: dict, spec) -> tuple[float | None, str]:
+def _time_added(d: Diagnostic, graph: nx.DiGraph, estimate: Estimate, spec) -> tuple[float | None, str]:
     ev, where = d.evidence, f"estimated on {spec.name}"
     way = ev.get("way")
     if way == "checkpoint":
         return recompute_ms(graph, list(ev["blocks"])), f"{where}: the blocks' forward run again"
     if way == "autocast":
-        train = estimate.get("train") or {}
+        train = estimate.train or {}
         step, amp = train.get("step_ms"), (train.get("autocast") or {}).get("step_ms")
         if step is not None and amp is not None:
             return float(amp) - float(step), f"{where}: the step under torch.autocast against the step as captured"

@@ -25,6 +25,7 @@ from archlint.model.cost import numel
 from archlint.model.costed import no_gc
 from archlint.model.train import backward, grad
 from archlint.model.train.optimizer import Optimizer, step_cost
+from archlint.train_result import StepMemory, TrainStep
 
 DEFAULT_LOSS = "mean"
 
@@ -74,7 +75,7 @@ def param_split(model: nn.Module) -> tuple[int, int]:
 
 
 def cost_step(graph: nx.DiGraph, model: nn.Module, optimizer: Optimizer, loss: str, notes: list[str],
-              cuda: bool = False) -> dict:
+              cuda: bool = False) -> TrainStep:
     """Backward on every op node (flops_backward, ...) and the step's totals (`totals.train`)."""
     sources = grad.propagate(graph, model)
     if not sources:
@@ -96,25 +97,25 @@ def cost_step(graph: nx.DiGraph, model: nn.Module, optimizer: Optimizer, loss: s
     elements, tensors, _, itemsize = trainable_params(graph, model)
     opt = step_cost(optimizer, elements, tensors, itemsize, cuda)
     trainable, frozen = param_split(model)
-    return {
-        "loss": lc,
-        "optimizer": opt,
-        "forward_flops": fwd_flops,
-        "backward_flops": bwd_flops,
-        "loss_flops": lc["forward_flops"] + lc["backward_flops"],
-        "optimizer_flops": opt["flops"],
-        "step_flops": fwd_flops + bwd_flops + lc["forward_flops"] + lc["backward_flops"] + opt["flops"],
-        "forward_mac_bytes": fwd_mac,
-        "backward_mac_bytes": bwd_mac,
-        "loss_mac_bytes": lc["forward_mac_bytes"] + lc["backward_mac_bytes"],
-        "optimizer_mac_bytes": opt["mac_bytes"],
-        "step_mac_bytes": fwd_mac + bwd_mac + lc["forward_mac_bytes"] + lc["backward_mac_bytes"] + opt["mac_bytes"],
-        "trainable_params": trainable,  # torch's count, as totals.params
-        "frozen_params": frozen,
+    return TrainStep(
+        loss=lc,
+        optimizer=opt,
+        forward_flops=fwd_flops,
+        backward_flops=bwd_flops,
+        loss_flops=lc["forward_flops"] + lc["backward_flops"],
+        optimizer_flops=opt["flops"],
+        step_flops=fwd_flops + bwd_flops + lc["forward_flops"] + lc["backward_flops"] + opt["flops"],
+        forward_mac_bytes=fwd_mac,
+        backward_mac_bytes=bwd_mac,
+        loss_mac_bytes=lc["forward_mac_bytes"] + lc["backward_mac_bytes"],
+        optimizer_mac_bytes=opt["mac_bytes"],
+        step_mac_bytes=fwd_mac + bwd_mac + lc["forward_mac_bytes"] + lc["backward_mac_bytes"] + opt["mac_bytes"],
+        trainable_params=trainable,  # torch's count, as totals.params
+        frozen_params=frozen,
         # of the trainable, those the forward reads: they get a gradient and the optimizer updates them
-        "updated_params": elements,
-        "backward_unknown_ops": len(unknown),
-    }
+        updated_params=elements,
+        backward_unknown_ops=len(unknown),
+    )
 
 
 def _ops(graph: nx.DiGraph):
@@ -144,27 +145,27 @@ def analyze_step(graph: nx.DiGraph, loaded, result, settings, device_spec=None) 
     defaults = {k for k in ("optimizer", "loss") if getattr(settings, k) is None}
     result.notes.extend(step_notes(optimizer, loss, defaults))
     result.phase = "train"
-    cuda = str(result.device).startswith("cuda") or getattr(device_spec, "kind", "") == "gpu"
+    cuda = str(result.device).startswith("cuda") or (device_spec is not None and device_spec.kind == "gpu")
     result.totals.train = cost_step(graph, loaded.model, optimizer, loss, result.notes, cuda)
     if settings.latency:  # the real step on the machine at hand, beside the estimate
         from archlint.model.train.timing import time_step
 
-        train = result.totals.train
-        train["measured"] = time_step(
+        measured = time_step(
             loaded.real_model(), tuple(loaded.real_inputs()), dict(loaded.kwargs or {}), optimizer, loss,
             result.device, settings.warmup, settings.repeat,
         )
-        train["measured"]["loss_ms"] = None  # inside forward_ms: the loss is timed with the forward
+        measured["loss_ms"] = None  # inside forward_ms: the loss is timed with the forward
+        result.totals.train.measured = measured
     if device_spec is not None and result.estimate is not None:
         from archlint.model.train.steptime import estimate_step
 
-        result.estimate["train"] = estimate_step(graph, result.totals.train, device_spec, result.estimate)
+        result.estimate.train = estimate_step(graph, result.totals.train, device_spec, result.estimate.latency_ms)
         if settings.parallel is not None:  # the per-rank step's compute under bf16, and the plan's bf16 change
             from archlint.model.speedups.precision import autocast_step_estimate
 
-            autocast = autocast_step_estimate(graph, device_spec, result.estimate["train"])
+            autocast = autocast_step_estimate(graph, device_spec, result.estimate.train)
             if autocast:
-                result.estimate["train"]["autocast"] = autocast
+                result.estimate.train["autocast"] = autocast
     return _memory(loaded, result, settings, optimizer, loss, device_spec)
 
 
@@ -198,34 +199,35 @@ def _memory_of(loaded, result, settings, optimizer: Optimizer, loss: str, device
     if settings.parallel is not None:  # the step per rank (archlint.model.distributed), instead of one process's
         from archlint.model.distributed.run import distributed_report
 
-        result.memory, result.distributed = distributed_report(
+        memory, result.distributed = distributed_report(
             loaded.model, args, kwargs, settings, optimizer=optimizer.label, loss=loss, device_spec=device_spec,
             estimate=result.estimate, layers=result.layers)
         findings = []
     else:
-        findings = _fit_or_memory(loaded, result, settings, optimizer, loss, device_spec, args, kwargs)
+        memory, findings = _fit_or_memory(loaded, result, settings, optimizer, loss, device_spec, args, kwargs)
     # the device the memory is for, named: the spec, or this machine's device without one
-    result.memory["device"] = (device_spec.name if device_spec is not None else
-                               f"{result.device} (this machine; no --device-spec)")
+    memory["device"] = (device_spec.name if device_spec is not None else
+                        f"{result.device} (this machine; no --device-spec)")
+    result.memory = StepMemory.from_dict(memory)
     return findings
 
 
-def _fit_or_memory(loaded, result, settings, optimizer: Optimizer, loss: str, device_spec, args, kwargs) -> list:
+def _fit_or_memory(loaded, result, settings, optimizer: Optimizer, loss: str, device_spec, args,
+                   kwargs) -> tuple[dict, list]:
     from archlint.model.train.memory import step_memory
 
-    if settings.memory_budget is not None or getattr(device_spec, "kind", "") == "gpu":
+    if settings.memory_budget is not None or (device_spec is not None and device_spec.kind == "gpu"):
         from archlint.model.train.fit import fit_report
 
         try:
-            result.memory, findings = fit_report(
+            memory, findings = fit_report(
                 loaded.model, args, kwargs, optimizer=optimizer.label, loss=loss,
                 budget_bytes=settings.memory_budget, device_spec=device_spec,
             )
             for d in findings:
                 d.target = d.target or result.target
-            return [d for d in findings if settings.enabled(d.code)]
+            return memory, [d for d in findings if settings.enabled(d.code)]
         except UsageError as exc:  # a GPU spec that does not say its memory: the step's memory, no fit
             result.notes.append(f"memory: whether the step fits was not checked ({exc})")
-    result.memory = step_memory(loaded.model, args, kwargs, optimizer=optimizer.label, loss=loss,
-                                budget_bytes=settings.memory_budget, device_spec=device_spec)
-    return []
+    return step_memory(loaded.model, args, kwargs, optimizer=optimizer.label, loss=loss,
+                       budget_bytes=settings.memory_budget, device_spec=device_spec), []

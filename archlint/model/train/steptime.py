@@ -15,6 +15,7 @@ import networkx as nx
 
 from archlint.devices import DeviceSpec
 from archlint.model.estimating.estimate import ALL_TERMS, combine, estimate_op, roofs
+from archlint.train_result import TrainStep
 
 # Terms about a forward kernel's own implementation: a backward kernel on the op's shapes has neither
 # the bias add after cuDNN's conv nor the NCHW upsample's serial loop (its backward kernel is another).
@@ -51,22 +52,23 @@ def optimizer_ms(opt: dict, spec: DeviceSpec, dtype: str, itemsize: int) -> floa
     return combine(kernel_s, opt["launches"] * spec.overhead_s, spec.kind == "gpu") * 1e3
 
 
-def estimate_step(graph: nx.DiGraph, train: dict, spec: DeviceSpec, forward_estimate: dict) -> dict:
-    """`estimate.train`: the step's estimated time split and its MFU on `spec`."""
+def estimate_step(graph: nx.DiGraph, train: TrainStep, spec: DeviceSpec, forward_ms: float) -> dict:
+    """`estimate.train`: the step's estimated time split and its MFU on `spec`; `forward_ms` is
+    the forward's own estimate (models[].estimate.latency_ms)."""
     dtype = graph.graph.get("dtype", "float32")
     itemsize = 2 if dtype in ("float16", "bfloat16") else 8 if dtype == "float64" else 4
-    fwd = float(forward_estimate["latency_ms"])
+    fwd = float(forward_ms)
     bwd = backward_ms(graph, spec, dtype)
-    loss = train["loss"]
+    loss = train.loss
     loss_ms = sum(
         estimate_op(_elementwise(f, m, itemsize), spec, dtype).ms
         for f, m in ((loss["forward_flops"], loss["forward_mac_bytes"]), (loss["backward_flops"], loss["backward_mac_bytes"]))
         if f or m
     )
-    opt = optimizer_ms(train["optimizer"], spec, dtype, itemsize)
+    opt = optimizer_ms(train.optimizer, spec, dtype, itemsize)
     step = fwd + bwd + loss_ms + opt
     roof = roofs(spec, dtype)
-    model_flops = train["forward_flops"] + train["backward_flops"]
+    model_flops = train.forward_flops + train.backward_flops
     mfu = 2 * model_flops / (step / 1e3 * roof["peak_flops_per_s"]) if step > 0 else None
     return {
         "forward_ms": fwd,

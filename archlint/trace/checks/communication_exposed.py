@@ -36,19 +36,19 @@ def check(t: TraceAnalysis, options: dict) -> list[Diagnostic]:
     step = t.mean_step_us()
     if not step or exposed / step < options["min_share"]:
         return []
-    collectives = t.evidence.get("collectives") or []
+    collectives = t.evidence.collectives if t.evidence is not None else []
     kernels = [k for k in t.kernels if k["group"] == "communication"]
     top_kernel = _KERNEL.search(kernels[0]["name"]).group(1) if kernels and _KERNEL.search(kernels[0]["name"]) else None
     # the collective the most communication time goes to: by kernel when the trace names it, else by calls
-    main = next((c for c in collectives if top_kernel and _same(c["name"], top_kernel)), collectives[0] if collectives else None)
-    named = main["name"] if main else (top_kernel or "collectives")
+    main = next((c for c in collectives if top_kernel and _same(c.name, top_kernel)), collectives[0] if collectives else None)
+    named = main.name if main else (top_kernel or "collectives")
     advice = next((a for pattern, a in _ADVICE if pattern.search(named)), _ADVICE[2][1])
     detail = ""
     if main:
-        detail = f"; {main['name']}: {main['calls_per_step']:g} calls per {t.unit}"
-        if main.get("median_bytes"):
-            detail += f", median {main['median_bytes'] / 2**20:,.0f} MiB"
-    others = ", ".join(f"{c['name']} ×{c['calls_per_step']:g}" for c in collectives if c is not main)
+        detail = f"; {main.name}: {main.calls_per_step:g} calls per {t.unit}"
+        if main.median_bytes:
+            detail += f", median {main.median_bytes / 2**20:,.0f} MiB"
+    others = ", ".join(f"{c.name} ×{c.calls_per_step:g}" for c in collectives if c is not main)
     saving, how = claimed(t, CODE)
     return [finding(
         t, CODE,
@@ -57,7 +57,7 @@ def check(t: TraceAnalysis, options: dict) -> list[Diagnostic]:
         saving_us=saving,
         alternative=advice,
         evidence={"communication_us": round(t.communication_us / max(1, len(t.per_step)), 3), "exposed_us": round(exposed, 3),
-                  "collective": named, "collectives": collectives, **how},
+                  "collective": named, "collectives": [vars(c).copy() for c in collectives], **how},
     )]
 
 

@@ -11,10 +11,10 @@ OPTIONS = {}
 
 
 def check(t: TraceAnalysis, options: dict) -> list[Diagnostic]:
-    devices = t.data_parallel["devices"]
+    devices = t.data_parallel.devices
     # Several GPUs in one process is also model parallelism (device_map="auto"): DataParallel only
     # when the trace shows its replication (the DataParallel module, Broadcast/Scatter/Gather ops).
-    if len(devices) < 2 or not t.data_parallel["replication_ops"]:
+    if len(devices) < 2 or not t.data_parallel.replication_ops:
         return []
     step = t.mean_step_us()
     if not step:
@@ -29,5 +29,5 @@ def check(t: TraceAnalysis, options: dict) -> list[Diagnostic]:
         f"({share(idle, step)}), copies {ms(copies)} per {t.unit}",
         saving_us=saving,
         alternative="DistributedDataParallel, one process per GPU (AL406)",
-        evidence={"devices": devices, "replication_ops": t.data_parallel["replication_ops"], "idle_us": round(idle, 3), **how},
+        evidence={"devices": devices, "replication_ops": t.data_parallel.replication_ops, "idle_us": round(idle, 3), **how},
     )]

@@ -22,10 +22,10 @@ def check(t: TraceAnalysis, options: dict) -> list[Diagnostic]:
     kernels = per_step(t, lambda s: s.kernels)
     busy = per_step(t, lambda s: s.gpu_busy_us)
     ev = t.evidence
-    if ev.get("graph_launches"):
+    if ev is not None and ev.graph_launches:
         alternative = ("the code already replays CUDA graphs: capture more of the step in them (fewer graph breaks, "
                        "static shapes), so fewer eager kernels run between replays")
-    elif ev.get("compiled"):
+    elif ev is not None and ev.compiled:
         alternative = ("the code is already compiled (Triton kernels / compiled regions): mode='reduce-overhead' "
                        "(CUDA graphs) and fewer graph breaks (torch._dynamo.explain) leave fewer eager launches")
     else:
@@ -41,5 +41,5 @@ def check(t: TraceAnalysis, options: dict) -> list[Diagnostic]:
         saving_us=saving,
         alternative=alternative,
         evidence={"launch_idle_us": round(idle, 3), "median_kernel_us": median, "kernels_per_step": round(kernels, 1),
-                  "launch_host_us": round(per_step(t, lambda s: s.launch_us), 3), "compiled": bool(ev.get("compiled")), **how},
+                  "launch_host_us": round(per_step(t, lambda s: s.launch_us), 3), "compiled": ev is not None and ev.compiled, **how},
     )]

@@ -26,5 +26,6 @@ def check(t: TraceAnalysis, options: dict) -> list[Diagnostic]:
         saving_us=saving,
         alternative="channels_last: model.to(memory_format=torch.channels_last) and inputs "
         "x.to(memory_format=torch.channels_last) (AL114)",
-        evidence={"layout_us": round(layout, 3), "layout_share_of_gpu": t.evidence.get("layout_share"), **how},
+        evidence={"layout_us": round(layout, 3),
+                  "layout_share_of_gpu": t.evidence.layout_share if t.evidence is not None else None, **how},
     )]

@@ -16,7 +16,8 @@ def check(t: TraceAnalysis, options: dict) -> list[Diagnostic]:
     syncs = per_step(t, lambda s: s.syncs)
     if not step or not syncs or idle / step < options["min_share"]:
         return []
-    by_call = t.evidence.get("sync_idle_by_call", {})
+    by_call = t.evidence.sync_idle_by_call if t.evidence is not None else {}
+    items = t.evidence.item_calls if t.evidence is not None else None
     main = max(by_call, key=by_call.get) if by_call else "synchronize"
     if main == "blocking copy HtoD":  # a synchronous upload of the batch: a copy, not a .item()
         what = "blocking host-to-device copies (cudaMemcpy of the input batch)"
@@ -36,6 +37,6 @@ def check(t: TraceAnalysis, options: dict) -> list[Diagnostic]:
         saving_us=saving,
         alternative=alternative,
         evidence={"syncs_per_step": round(syncs, 3), "sync_idle_us": round(idle, 3), "sync_idle_by_call": by_call,
-                  "sync_host_us": round(per_step(t, lambda s: s.sync_us), 3), "item_calls": t.evidence.get("item_calls"), **how},
+                  "sync_host_us": round(per_step(t, lambda s: s.sync_us), 3), "item_calls": items, **how},
         where="sync",
     )]

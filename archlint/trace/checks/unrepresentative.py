@@ -25,7 +25,7 @@ def check(t: TraceAnalysis, options: dict) -> list[Diagnostic]:
                      + "; ".join(sorted({s.unsteady_reason or "" for s in unsteady})) + ")")
     if not t.steps:
         parts.append("the trace has no ProfilerStep ranges, so its figures are per traced span, not per step")
-    if t.evidence.get("with_stack"):
+    if t.evidence is not None and t.evidence.with_stack:
         parts.append("with_stack=True inflates host time, so host-side idle is overstated")
     if not steady:
         parts.append("no steady-state window is left: nothing is priced")

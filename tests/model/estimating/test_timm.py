@@ -26,7 +26,7 @@ def test_efficientnet_depthwise_on_cuda_cores_and_memory_bound(tmp_path):
     assert depthwise and all(la.estimate_terms["unit"] == "cuda-fp16" and la.bound == "memory" for la in depthwise)
     dense = [la for la in r.layers if la.kind == "conv" and la.attrs.get("groups", 1) == 1]
     assert all(la.estimate_terms["unit"] == "tensor-fp16" for la in dense)
-    rate = 256 / r.estimate["latency_ms"] * 1e3
+    rate = 256 / r.estimate.latency_ms * 1e3
     assert 1_000 < rate < 50_000  # a 0.4 GMAC model on a 165 TFLOP/s, 1 TB/s GPU
 
 
@@ -42,5 +42,5 @@ def test_vit_linears_compute_bound_on_tensor_cores(tmp_path):
 @pytest.mark.slow
 def test_more_bandwidth_and_compute_is_faster(tmp_path):
     """rtx5090 has more of both than rtx4090, l4 far less bandwidth: the estimates order so."""
-    times = {spec: _estimate(tmp_path, "resnet50", batch=256, spec=spec).estimate["latency_ms"] for spec in ("rtx5090", "rtx4090", "l4")}
+    times = {spec: _estimate(tmp_path, "resnet50", batch=256, spec=spec).estimate.latency_ms for spec in ("rtx5090", "rtx4090", "l4")}
     assert times["rtx5090"] < times["rtx4090"] < times["l4"]

@@ -62,8 +62,8 @@ def test_frozen_backbone_computes_only_the_head_gradients():
     assert with_backward == {"fc"}
     fc = next(d for _, d in graph.nodes(data=True) if d.get("module") == "fc")
     assert set(fc["backward_terms"]) == {"grad_weight", "grad_bias"}  # its input needs no gradient
-    assert totals["backward_flops"] == fc["flops"]
-    assert totals["trainable_params"] == 512 * 1000 + 1000 and totals["frozen_params"] > 11_000_000
+    assert totals.backward_flops == fc["flops"]
+    assert totals.trainable_params == 512 * 1000 + 1000 and totals.frozen_params > 11_000_000
 
 
 def test_first_conv_computes_no_input_gradient():

@@ -99,7 +99,7 @@ def test_a_value_read_from_the_weights_gets_the_step_with_real_weights():
     settings = SimpleNamespace(memory_budget=None, parallel=None, enabled=lambda code: True)
     step._memory(loaded, result, settings, SimpleNamespace(label="sgd"), "mean", None)
     assert loaded.build == "real"
-    assert result.memory["basis"].startswith("measured with real tensors")
+    assert result.memory.basis.startswith("measured with real tensors")
     assert any(n.startswith("memory: built again with real weights") for n in result.notes)
 
 

@@ -100,7 +100,7 @@ def test_measured_step_leaves_the_model_as_it_was():
     net = Net()
     before = {k: v.clone() for k, v in net.state_dict().items()}
     a = archlint.analyze(net, torch.randn(2, 3, 8, 8), train=True, latency=True, warmup=1, repeat=2)
-    m = a.model.totals.train["measured"]
+    m = a.model.totals.train.measured
     assert m["runs"] == 2 and all(m[k] > 0 for k in ("forward_ms", "backward_ms", "optimizer_ms", "step_ms"))
     assert all(torch.equal(before[k], v) for k, v in net.state_dict().items())
     assert all(p.grad is None for p in net.parameters())
