@@ -1,6 +1,8 @@
-"""Everything about a model rule is declared in its module, and discovery checks it (issue 27):
-its page, its severity, its priority among overlapping findings, the --what-if that fixes it.
-Alternatives and fixes are passed as functions imported by name, so a typo fails at import."""
+"""Everything about a rule is declared in its file, and discovery checks it (issues 27 and 40): for
+every family (model, code, trace) its code, severity, price basis and fix safety against its page
+(archlint.declarations, one checker); for a model rule also its priority among overlapping findings
+and the --what-if that fixes it. Alternatives and fixes are passed as functions imported by name,
+so a typo fails at import."""
 
 from __future__ import annotations
 
@@ -10,16 +12,30 @@ from types import ModuleType
 
 import pytest
 
+from archlint import registry
+from archlint.code import checks as code_checks
+from archlint.declarations import RuleDeclarationError, check_declarations, declared
 from archlint.diagnostics import Severity
+from archlint.model import checks as model_checks
+from archlint.model.checks import check_modules, validated
 from archlint.model.speedups import alternatives, fix_timing
-from archlint.model.checks import RuleDeclarationError, check_modules, validated
-from archlint.model.speedups.links import code_fixes
-from archlint.whatif_names import NAMES
+from archlint.trace import checks as trace_checks
+
+
+_MODEL = ("static", "measured", "estimated")
 
 
 def _rule(name: str = "fake", **declared) -> ModuleType:
     m = ModuleType(f"archlint.model.checks.{name}")
-    for key, value in {"CODE": "AL101", "SEVERITY": Severity.WARNING, "PRIORITY": 10, **declared}.items():
+    for key, value in {"CODE": "AL101", "SEVERITY": Severity.WARNING, "PRICE": _MODEL, "FIX": "none",
+                       "PRIORITY": 10, "check": lambda graph, options, ctx: [], **declared}.items():
+        setattr(m, key, value)
+    return m
+
+
+def _code_rule(**declared) -> ModuleType:
+    m = ModuleType("archlint.code.checks.fake")
+    for key, value in {"CODES": ("AL407",), "SEVERITY": Severity.INFO, "PRICE": (), "FIX": "unsafe", **declared}.items():
         setattr(m, key, value)
     return m
 
@@ -31,11 +47,76 @@ def test_every_rule_module_declares_what_the_registry_checks():
     assert {m.CODE: m.FIXED_BY for m in modules if hasattr(m, "FIXED_BY")} == {
         "AL205": "fold-bn", "AL106": "sdpa", "AL114": "channels-last"}
     assert [m.CODE for m in modules if getattr(m, "JUDGED_BY_WHAT_IF", False)] == ["AL114"]
-    assert code_fixes() == {"AL403": ("bf16", "fp16")}
+    assert {m.__name__.rsplit(".", 1)[1]: m.PRICED_BY_WHAT_IF for m in code_checks.modules()
+            if hasattr(m, "PRICED_BY_WHAT_IF")} == {"autocast": ("bf16", "fp16")}
+
+
+def test_every_rule_of_every_family_is_declared_and_agrees_with_its_page():
+    """One declaration per page: every rule page (but AL000, the parse error, which no rule
+    reports) is declared by exactly one rule file of its family, and the shared checker passed it."""
+    found = {**model_checks.rules(), **code_checks.rules(), **trace_checks.rules()}
+    pages = {code for code in registry.catalog() if code != "AL000"}
+    assert set(found) == pages
+    for code, rule in found.items():
+        page = registry.get(code)
+        assert (rule.severity, rule.price, rule.fix) == (page.severity, page.price, page.fix), code
 
 
 def test_a_well_declared_rule_passes():
     assert validated((_rule(), _rule("other", CODE="AL205", SEVERITY=Severity.INFO, PRIORITY=20, FIXED_BY="fold-bn")))
+
+
+@pytest.mark.parametrize("wrong, message", [
+    ({"PRICE": ("static",)}, r"declares PRICE \('static',\); its page AL407-zero-grad-set-to-none.md says price: none"),
+    ({"PRICE": ("guessed",)}, "must declare PRICE, a tuple of price bases"),
+    ({"FIX": "safe"}, "declares FIX 'safe'; its page AL407-zero-grad-set-to-none.md says fix: unsafe"),
+    ({"FIX": "maybe"}, "must declare FIX, one of none, safe, unsafe"),
+    ({"SEVERITY": Severity.WARNING}, "AL407-zero-grad-set-to-none.md says info"),
+    ({"CODES": ("AL501",)}, "AL501 has no code rule page"),  # a trace rule's page
+    ({"PRICED_BY_WHAT_IF": ("bf16", "fp8")}, "PRICED_BY_WHAT_IF 'fp8'"),
+    ({"YIELDS_TO": ("AL999",)}, "YIELDS_TO 'AL999'"),
+])
+def test_the_shared_checker_finds_a_code_rule_that_disagrees_with_its_page(wrong, message):
+    assert check_declarations((_code_rule(),), ("code",))  # as declared, it agrees
+    with pytest.raises(RuleDeclarationError, match=message):
+        check_declarations((_code_rule(**wrong),), ("code",))
+
+
+def test_a_rule_without_a_declaration_is_an_error():
+    m = _code_rule()
+    del m.FIX
+    with pytest.raises(RuleDeclarationError, match="must declare FIX"):
+        check_declarations((m,), ("code",))
+    with pytest.raises(RuleDeclarationError, match="declares no CODE"):
+        check_declarations((ModuleType("archlint.trace.checks.fake"),), ("trace",))
+
+
+def test_a_rule_file_reporting_several_codes_declares_each():
+    m = _code_rule(CODES=("AL301", "AL304"), SEVERITY={"AL301": Severity.WARNING, "AL304": Severity.WARNING},
+                   PRICE={"AL301": (), "AL304": ()}, FIX={"AL301": "safe", "AL304": "none"})
+    assert [(d.code, d.fix) for d in declared(m)] == [("AL301", "safe"), ("AL304", "none")]
+    assert check_declarations((m,), ("code",))
+    m.FIX = {"AL301": "safe", "AL304": "safe"}
+    with pytest.raises(RuleDeclarationError, match="AL304 declares FIX 'safe'"):
+        check_declarations((m,), ("code",))
+
+
+def test_a_model_rule_yields_by_declaration():
+    """AL104 leaves the BatchNorms AL205 folds to it by its YIELDS_TO, not by reading AL205's
+    enablement: the relation is declared, and discovery checks it names a rule."""
+    heavy = next(m for m in check_modules() if m.CODE == "AL104")
+    assert heavy.YIELDS_TO == ("AL205",)
+    import inspect
+    assert "enabled(" not in inspect.getsource(heavy)
+
+
+def test_a_step_rule_is_found_elsewhere_and_declared_the_same_way():
+    al610 = model_checks.rules()["AL610"]
+    assert (al610.severity, al610.price, al610.fix) == (Severity.WARNING, ("static",), "none")
+    assert "AL610" not in {m.CODE for m in check_modules()}  # run_checks does not run it
+    m = _rule("steps", CODE="AL610", PRICE=("static",), FOUND_BY="the memory model")
+    with pytest.raises(RuleDeclarationError, match="declares FOUND_BY: it has no check"):
+        validated((m,))
 
 
 def test_a_fixed_by_naming_no_what_if_is_an_error():
@@ -61,9 +142,9 @@ def test_a_severity_other_than_the_page_is_an_error():
 
 
 def test_a_code_without_a_model_rule_page_is_an_error():
-    with pytest.raises(RuleDeclarationError, match="AL199 has no model rule page"):
+    with pytest.raises(RuleDeclarationError, match="AL199 has no model or train rule page"):
         validated((_rule(CODE="AL199"),))
-    with pytest.raises(RuleDeclarationError, match="AL403 has no model rule page"):
+    with pytest.raises(RuleDeclarationError, match="AL403 has no model or train rule page"):
         validated((_rule(CODE="AL403", SEVERITY=Severity.INFO),))  # a code rule's page
 
 
@@ -75,15 +156,6 @@ def test_a_code_declared_twice_is_an_error():
 def test_judged_by_what_if_needs_a_fix():
     with pytest.raises(RuleDeclarationError, match="JUDGED_BY_WHAT_IF without FIXED_BY"):
         validated((_rule(JUDGED_BY_WHAT_IF=True),))
-
-
-def test_a_code_rule_priced_by_an_unknown_what_if_is_an_error():
-    m = ModuleType("archlint.code.checks.fake")
-    m.CODES, m.PRICED_BY_WHAT_IF = ("AL403",), ("bf16", "fp8")
-    with pytest.raises(RuleDeclarationError, match="PRICED_BY_WHAT_IF 'fp8'"):
-        code_fixes((m,))
-    m.PRICED_BY_WHAT_IF = ("bf16",)
-    assert code_fixes((m,)) == {"AL403": ("bf16",)} and set(m.PRICED_BY_WHAT_IF) <= set(NAMES)
 
 
 _TIMED = {"relative_saving": 1, "alternative_ms": 3, "fixed_ms": 2}  # the argument that names what is timed
