@@ -42,7 +42,8 @@ def _code_rule(**declared) -> ModuleType:
 
 def test_every_rule_module_declares_what_the_registry_checks():
     modules = check_modules()
-    assert len(modules) == 20
+    # one module per model page: adding a rule edits no count here (its file, its page, its tests)
+    assert len(modules) == sum(1 for r in registry.catalog().values() if r.scope == "model") >= 21
     assert all(isinstance(m.PRIORITY, int) and isinstance(m.SEVERITY, Severity) for m in modules)
     assert {m.CODE: m.FIXED_BY for m in modules if hasattr(m, "FIXED_BY")} == {
         "AL205": "fold-bn", "AL106": "sdpa", "AL114": "channels-last"}

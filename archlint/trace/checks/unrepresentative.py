@@ -10,7 +10,7 @@ from archlint.trace.findings import finding, ms
 
 CODE = "AL510"
 SEVERITY = Severity.WARNING  # as its page says (archlint.declarations checks)
-PRICE = ("estimated",)  # a share of the step estimated from the trace's measured times
+PRICE = ()  # says what is left out of the prices and how to re-record; prices nothing itself
 FIX = "none"
 OPTIONS = {"max_unsteady_share": 0.5}  # unsteady share of the traced time above which it is a warning
 
