@@ -14,7 +14,7 @@ import pytest
 
 from archlint import registry
 from archlint.code import checks as code_checks
-from archlint.declarations import RuleDeclarationError, check_declarations, declared
+from archlint.declarations import RuleDeclarationError, check_declarations, declared, disagreements
 from archlint.diagnostics import Severity
 from archlint.model import checks as model_checks
 from archlint.model.checks import check_modules, validated
@@ -179,3 +179,68 @@ def test_rules_pass_alternatives_and_fixes_as_names_imported_at_module_level():
                     f"{m.__name__}: {arg.id} is not imported from archlint.model.speedups.alternatives or fix_timing"
                 timed.add(getattr(alternatives, arg.id, None) or getattr(fix_timing, arg.id))
     assert len(timed) == 8  # five alternatives, three fixes: the walk found them all
+
+
+# ── what the rules do, against what they declare (archlint.declarations.disagreements) ──────────
+
+CODE_PAGES = sorted(code for code, r in registry.catalog().items() if r.scope == "code" and code != "AL000")
+
+
+@pytest.mark.parametrize("code", CODE_PAGES)
+def test_a_code_rule_s_example_carries_the_fix_its_page_declares(code):
+    """The page's Example fires the rule (tests/code/test_code_rule_pages.py); here its finding's fix
+    is what the page's `fix:` says: none for `none`, and for `safe`/`unsafe` a fix of exactly that
+    safety (the strongest it makes: a safe rule may make an unsafe fix where it cannot prove more)."""
+    from archlint.code.engine import lint_text
+    from tests.code.test_code_rule_pages import block_under
+
+    page = registry.get(code)
+    found = [d for d in lint_text(block_under(page.page, "Example"), "example.py") if d.code == code]
+    assert found and disagreements(found, code_checks.rules()) == []
+    made = {d.fix.applicability.value if d.fix else "none" for d in found}
+    strongest = max(made, key=("none", "unsafe", "safe").index)
+    assert strongest == page.fix, f"{code}: page says fix: {page.fix}, its Example's findings carry {made}"
+
+
+def test_the_disagreement_check_finds_a_price_or_a_fix_beyond_the_declaration():
+    from archlint.diagnostics import Applicability, Diagnostic, Fix, Price
+
+    rules = {**code_checks.rules(), **trace_checks.rules()}
+    priced = Diagnostic("AL407", "m", Severity.INFO, price=Price.static("x", mac_bytes_saved=1, model_mac_bytes=10))
+    safe = Diagnostic("AL407", "m", Severity.INFO, fix=Fix("y", Applicability.SAFE, ()))
+    unsafe = Diagnostic("AL407", "m", Severity.INFO, fix=Fix("y", Applicability.UNSAFE, ()))
+    any_fix = Diagnostic("AL501", "m", Severity.WARNING, fix=Fix("y", Applicability.UNSAFE, ()))
+    assert disagreements([unsafe], rules) == []
+    assert disagreements([priced, safe, any_fix], rules) == [
+        "AL407: a price on the basis 'static'; archlint.code.checks.zero_grad declares PRICE ()",
+        "AL407: a safe fix; archlint.code.checks.zero_grad declares FIX 'unsafe'",
+        "AL501: a unsafe fix; archlint.trace.checks.input_bound declares FIX 'none'",
+    ]
+
+
+@pytest.mark.parametrize("code", sorted(c for c, r in registry.catalog().items() if r.scope == "model"))
+def test_a_model_rule_s_example_prices_as_it_declares(code):
+    from tests.rules.test_rule_pages import snippet
+    import torch
+
+    from ._graphs import findings, opgraph
+
+    namespace: dict = {"__name__": f"declared_{code}"}
+    exec(compile(snippet(registry.get(code).page, "Example"), f"{code}-example", "exec"), namespace)
+    if "OPTIMIZER" in namespace:  # a training step: AL611's own tests price it
+        pytest.skip("a --train example")
+    dtype = getattr(torch, namespace.get("DTYPE", "float32"))
+    graph = opgraph(namespace["Net"]().to(dtype), namespace["INPUT_SHAPE"], mode=namespace.get("MODE", "eval"), dtype=dtype)
+    found = [d for d in findings(graph) if d.code == code]
+    assert found and disagreements(found, model_checks.rules()) == []
+
+
+@pytest.mark.parametrize("code", sorted(c for c, r in registry.catalog().items() if r.scope == "trace" and c != "AL512"))
+def test_a_trace_rule_s_scenario_prices_as_it_declares(code, tmp_path):
+    from archlint.config import Settings
+    from archlint.trace.command import lint_trace
+    from tests.trace.scenarios import SCENARIOS
+
+    _, found = lint_trace(SCENARIOS[code](True).write(tmp_path / "t.json"), Settings())
+    mine = [d for d in found if d.code == code]
+    assert mine and disagreements(found, trace_checks.rules()) == []
