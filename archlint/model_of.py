@@ -39,7 +39,7 @@ def trains(file: str, target: str) -> bool:
     for node in ast.walk(tree):
         if isinstance(node, ast.Import) and any(a.name.split(".")[-1] == stem for a in node.names):
             return True
-        if isinstance(node, ast.ImportFrom):
-            if (node.module or "").split(".")[-1] == stem or any(a.name == stem for a in node.names):
-                return True
+        if isinstance(node, ast.ImportFrom) and (
+                (node.module or "").split(".")[-1] == stem or any(a.name == stem for a in node.names)):
+            return True
     return False

@@ -27,6 +27,14 @@ class Forward(nn.Module):
         return self.fn(self.head(x))
 
 
+def _entropy(p):
+    return -(p * p.log()).sum(-1)
+
+
+def _kept(p):
+    return p, torch.log(p)
+
+
 FIRES = {
     "log(softmax)": lambda z: torch.log(F.softmax(z, dim=-1)),
     "softmax.log": lambda z: z.softmax(-1).log(),
@@ -38,8 +46,8 @@ FIRES = {
 SILENT = {
     "log_softmax": lambda z: F.log_softmax(z, dim=-1),
     "logsigmoid": lambda z: F.logsigmoid(z),
-    "entropy (p used twice)": lambda z: (lambda p: -(p * p.log()).sum(-1))(F.softmax(z, -1)),
-    "probabilities kept": lambda z: (lambda p: (p, torch.log(p)))(F.softmax(z, -1)),
+    "entropy (p used twice)": lambda z: _entropy(F.softmax(z, -1)),
+    "probabilities kept": lambda z: _kept(F.softmax(z, -1)),
     "log of something else": lambda z: torch.log(z.abs() + 1),
     "two guards": lambda z: torch.log(F.softmax(z, -1) * 0.5 + 1e-8),
 }

@@ -14,13 +14,17 @@ import pytest
 
 from archlint import registry
 from archlint.code import checks as code_checks
-from archlint.declarations import RuleDeclarationError, check_declarations, declared, disagreements
+from archlint.declarations import (
+    RuleDeclarationError,
+    check_declarations,
+    declared,
+    disagreements,
+)
 from archlint.diagnostics import Severity
 from archlint.model import checks as model_checks
 from archlint.model.checks import check_modules, validated
 from archlint.model.speedups import alternatives, fix_timing
 from archlint.trace import checks as trace_checks
-
 
 _MODEL = ("static", "measured", "estimated")
 
@@ -220,8 +224,9 @@ def test_the_disagreement_check_finds_a_price_or_a_fix_beyond_the_declaration():
 
 @pytest.mark.parametrize("code", sorted(c for c, r in registry.catalog().items() if r.scope == "model"))
 def test_a_model_rule_s_example_prices_as_it_declares(code):
-    from tests.rules.test_rule_pages import snippet
     import torch
+
+    from tests.rules.test_rule_pages import snippet
 
     from ._graphs import findings, opgraph
 

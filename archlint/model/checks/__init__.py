@@ -59,12 +59,16 @@ from typing import Any
 import networkx as nx
 
 from archlint.config import Settings
-from archlint.declarations import Declared, RuleDeclarationError, check_declarations, discover
+from archlint.declarations import (
+    Declared,
+    RuleDeclarationError,
+    check_declarations,
+    discover,
+)
 from archlint.diagnostics import Diagnostic
 from archlint.errors import UsageError
 from archlint.model.checks import _query, _repeats, _verdict
 from archlint.whatif_names import NAMES as WHAT_IF_NAMES
-
 
 SCOPES = ("model", "train")  # the pages of the rules here: the graph's and the training step's
 

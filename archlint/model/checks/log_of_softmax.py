@@ -10,7 +10,9 @@ need). The log op (and the constant add) are the pass the fused op does away wit
 from __future__ import annotations
 
 from archlint.diagnostics import Severity
-from archlint.model.checks import _locate as locate, _pricing as pricing, _query as query
+from archlint.model.checks import _locate as locate
+from archlint.model.checks import _pricing as pricing
+from archlint.model.checks import _query as query
 
 CODE = "AL115"
 SEVERITY = Severity.WARNING  # as its page says (archlint.declarations checks)
