@@ -64,11 +64,11 @@ def _check(paths: list[Path], specs: list[ModelSpec], settings: Settings) -> Run
         result.diagnostics += diagnostics
     result.models += decoded  # after the prefills: budgets pair specs with the first models
     if paths and any(m.what_if or m.phase == "train" for m in result.models):
-        from archlint.model.speedups.links import link_code  # AL403 priced by the model's autocast what-if
+        from archlint.code.checks import price_with_models  # AL403 priced by the model's autocast what-if
 
-        link_code(result.diagnostics, result.models)
+        price_with_models(result.diagnostics, result.models)
     if paths and result.models:
-        from archlint.model.speedups.links import link_distributed  # AL410/AL415 against the analyzed model
+        from archlint.model.links import link_distributed  # AL410/AL415 against the analyzed model
 
         link_distributed(result.diagnostics, result.models, settings)
 

@@ -403,7 +403,7 @@ def run_subcommand(argv: list[str]) -> int:
         from archlint.model.estimating.calibration import families_command
 
         return families_command(a.device, a.dtype, a.batch, a.repeat, a.device_spec, a.write_spec, a.force)
-    from archlint.model.estimating.roofline import calibrate_command
+    from archlint.model.timing.roofline import calibrate_command
 
     return calibrate_command(a.device, a.dtype)
 

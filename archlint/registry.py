@@ -6,9 +6,10 @@ A page starts with a front-matter block:
     ---
     code: AL101
     name: unbalanced-channels
-    scope: model            # model | code
+    scope: model            # model | code | trace | train
     severity: warning       # error | warning | info
-    fix: none               # none | safe | unsafe
+    fix: none               # none | safe | unsafe: the strongest fix its findings carry
+    price: static, measured # the bases its findings' prices may have (diagnostics.BASES), or none
     summary: one line that says what it flags
     ---
 """
@@ -42,6 +43,7 @@ class RuleInfo:
     fix: str
     summary: str
     path: Path
+    price: tuple[str, ...] | None = None  # None: the page says no `price:` (archlint.declarations reports it)
 
     @property
     def page(self) -> str:
@@ -69,6 +71,12 @@ def _front_matter(path: Path) -> dict[str, str]:
     raise ValueError(f"{path}: front-matter block is not closed with '---'")
 
 
+def _price(text: str | None) -> tuple[str, ...] | None:
+    if text is None:
+        return None
+    return () if text == "none" else tuple(b.strip() for b in text.split(","))
+
+
 @functools.cache
 def catalog() -> dict[str, RuleInfo]:
     rules = {}
@@ -82,6 +90,7 @@ def catalog() -> dict[str, RuleInfo]:
             fix=meta.get("fix", "none"),
             summary=meta.get("summary", ""),
             path=path,
+            price=_price(meta.get("price")),
         )
     return rules
 

@@ -168,7 +168,7 @@ def plan(out: Path) -> None:
     for name, optimizer, budget in FIT_CASES:
         model, args, kwargs = build(name, train_batch(name), "cpu")
         t0 = time.perf_counter()
-        report, _ = fit_report(model.train(), args, kwargs, optimizer=optimizer, budget_bytes=int(budget),
+        report = fit_report(model.train(), args, kwargs, optimizer=optimizer, budget_bytes=int(budget),
                                device_spec=spec)
         print(f"{name} {optimizer} budget {budget / 1e9:g} GB: max_batch {report['max_batch']} "
               f"range {report.get('max_batch_range')} "
@@ -256,7 +256,7 @@ def section_env(results: dict, budget: Budget, plan_data: dict) -> None:
 
 def section_peaks(results: dict, budget: Budget, plan_data: dict) -> None:
     import torch
-    from archlint.model.estimating.roofline import measure_peaks
+    from archlint.model.timing.roofline import measure_peaks
 
     results["peaks"] = {name: measure_peaks(torch.device(DEV), getattr(torch, name))
                         for name in ("float32", "float16", "bfloat16")}
@@ -959,7 +959,7 @@ def report_max_batch_now(rows: list[dict]) -> None:
         if not real:
             continue
         model, args, kwargs = build(r["model"], train_batch(r["model"]), "cpu")
-        now, _ = fit_report(model.train(), args, kwargs, optimizer=r["optimizer"], budget_bytes=r["budget_bytes"],
+        now = fit_report(model.train(), args, kwargs, optimizer=r["optimizer"], budget_bytes=r["budget_bytes"],
                             device_spec=spec)
         low, high = now.get("max_batch_range") or (None, None)
         ok = [low is not None and low <= real, high is not None and high + 1 > real]

@@ -27,12 +27,10 @@ _PREFILTER = "torch"
 
 @functools.cache
 def _severities() -> dict[str, Severity]:
-    try:
-        from archlint import registry
+    """Each code's severity, as its rule file declares it (checked against its page when found)."""
+    from archlint.code.checks import rules
 
-        return {code: rule.severity for code, rule in registry.catalog().items()}
-    except (FileNotFoundError, ValueError):  # pages missing: every finding is a warning
-        return {}
+    return {code: rule.severity for code, rule in rules().items()}
 
 
 def _codes(text: str | None) -> set[str] | None:
@@ -89,7 +87,7 @@ def _diagnostics(check_module, facts, path: str, file_codes: set[str], notes: di
             Diagnostic(
                 finding.code,
                 finding.message,
-                severities.get(finding.code, Severity.WARNING),
+                severities[finding.code],  # a code no rule file declares is an internal error
                 file=path,
                 line=start.line,
                 column=start.column + 1,

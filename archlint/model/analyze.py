@@ -66,14 +66,14 @@ def analyze(spec: ModelSpec, settings: Settings) -> tuple[ModelResult, list[Diag
             device_spec = resolve(spec_name, settings.root)
             result.estimate = Estimate.from_dict(estimate_graph(graph, device_spec))
             # a float32 model on a GPU spec: the same forward under torch.autocast beside it (what
-            # AMP throughput tables measure; AL403's price, speedups/links.py)
+            # AMP throughput tables measure; AL403's price, code/checks/autocast.py)
             from archlint.model.speedups.precision import autocast_estimate
 
             autocast = autocast_estimate(graph, device_spec)
             if autocast:
                 result.estimate.autocast = autocast
         if settings.train:  # --train: backward, loss, optimizer and memory of the step (archlint.model.train)
-            from archlint.model.train.step import analyze_step
+            from archlint.model.stepped import analyze_step
 
             step_findings = analyze_step(graph, loaded, result, settings, device_spec if spec_name else None)
             if spec_name and result.estimate is not None and result.estimate.train:  # under autocast: AL403's price
@@ -82,7 +82,7 @@ def analyze(spec: ModelSpec, settings: Settings) -> tuple[ModelResult, list[Diag
                 step_autocast = autocast_step_estimate(graph, device_spec, result.estimate.train)
                 if step_autocast:
                     result.estimate.train["autocast"] = step_autocast
-            from archlint.model.train.fit_time import price_ways_to_fit
+            from archlint.model.checks.batch_does_not_fit import price_ways_to_fit
 
             step_findings = price_ways_to_fit(step_findings, graph, result.estimate, device_spec if spec_name else None)
         from archlint.model.checks import CheckContext, run_checks
@@ -122,7 +122,7 @@ def analyze(spec: ModelSpec, settings: Settings) -> tuple[ModelResult, list[Diag
         annotate(diagnostics, loaded.model, result.module_types, graph, hf_target=is_hf_target(spec.target))
     if result.what_if:
         from archlint.model.checks import judge_repriced
-        from archlint.model.speedups.links import link
+        from archlint.model.links import link
 
         link(diagnostics, result.what_if, spec.device)
         judge_repriced(graph, diagnostics, ctx)  # a measured fix decides the verdict as any price does

@@ -185,7 +185,7 @@ def _layer(layer: Layer, index: dict[str, int], codes: list[str]) -> dict:
 
 
 def _peaks(roofline: dict | None) -> dict | None:
-    """The device's roofs as archlint.model.estimating.roofline measures them (FLOP/s counts 2 per FMA)."""
+    """The device's roofs as archlint.model.timing.roofline measures them (FLOP/s counts 2 per FMA)."""
     if not roofline:
         return None
     flops, bw = roofline.get("peak_flops_per_s"), roofline.get("bandwidth_bytes_per_s")

@@ -335,7 +335,7 @@ def test_json_and_sarif_write_null_for_numbers_that_are_not_finite():
 
 
 def test_roofline_cache_with_bad_numbers_is_measured_again(tmp_path, monkeypatch):
-    from archlint.model.estimating import roofline
+    from archlint.model.timing import roofline
 
     monkeypatch.setenv("ARCHLINT_CACHE_DIR", str(tmp_path))
     key = roofline.device_key(torch.device("cpu"), torch.float32)

@@ -11,7 +11,7 @@ import pytest
 
 from archlint.diagnostics import Diagnostic, Price
 from archlint.model.timing.paired import WithinNoise
-from archlint.model.estimating.roofline import place
+from archlint.model.timing.roofline import place
 from archlint.report.html import device_label, render_html
 from archlint.report.time_table import efficiency_text
 from archlint.result import RunResult

@@ -17,7 +17,7 @@ from archlint.config import Settings
 from archlint.devices import resolve
 from archlint.diagnostics import Diagnostic
 from archlint.model.analyze import analyze_model
-from archlint.model.speedups.links import link_code
+from archlint.code.checks.autocast import price_with_models as link_code
 from archlint.model.speedups.precision import autocast_estimate, autocast_step_estimate
 from archlint.result import ModelResult, Totals, WhatIf
 from archlint.train_result import TrainStep

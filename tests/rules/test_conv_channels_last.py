@@ -1,7 +1,7 @@
 """AL114 conv-not-channels-last: fp16/bf16 2-D convs on NCHW activations. Info without a time
 basis; a warning only with a positive time saving: estimated for a GPU --device-spec (the
 estimate's layout term), measured with --latency (each conv timed both ways) or with --what-if
-channels-last (the whole model, repriced by speedups/links.py). Silent in float32 and when the
+channels-last (the whole model, repriced by model/links.py). Silent in float32 and when the
 forward converts to channels_last itself."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from archlint.cli import main
 from archlint.config import Settings
 from archlint.diagnostics import Diagnostic, Price, Severity
 from archlint.model.analyze import analyze_model
-from archlint.model.speedups.links import link
+from archlint.model.links import link
 from archlint.result import WhatIf
 
 from ._graphs import findings

@@ -115,8 +115,22 @@ def unrepresentative(pos: bool):
     return t
 
 
+def optimizer_step(pos: bool):
+    """Positive: AdamW's for-loop step, 300 element-wise kernels (3 per parameter tensor) inside
+    torch.optim's range, 1.5 ms of a 10 ms step. Negative: the fused step, one kernel of 0.3 ms."""
+    def build(t, s):
+        busy(t, s, 100, 8_000)
+        t.host("user_annotation", "Optimizer.step#AdamW.step", s + 8_000, 1_900)
+        if pos:
+            for k in range(300):
+                t.gpu("void at::native::vectorized_elementwise_kernel<4>(int)", s + 8_050 + k * 5, 5, s + 8_010 + k * 6)
+        else:
+            t.gpu("void at::native::fused_adam_kernel<float>(...)", s + 8_050, 300, s + 8_010)
+    return steps(build, n=4)
+
+
 SCENARIOS = {
     "AL501": input_bound, "AL502": pageable_copy, "AL503": step_sync, "AL504": fp32_gemm, "AL505": launch_bound,
     "AL506": data_parallel, "AL507": communication_exposed, "AL508": memory_capacity, "AL509": gpu_idle,
-    "AL510": unrepresentative, "AL511": layout_conversion,
+    "AL510": unrepresentative, "AL511": layout_conversion, "AL520": optimizer_step,
 }

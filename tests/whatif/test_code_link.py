@@ -13,7 +13,7 @@ import pytest
 
 from archlint.cli import main
 from archlint.diagnostics import Diagnostic
-from archlint.model.speedups.links import link_code
+from archlint.code.checks.autocast import price_with_models as link_code
 from archlint.result import ModelResult, Totals, WhatIf
 from tests.whatif.autocast_project import MODEL, TRAIN
 

@@ -5,8 +5,12 @@ from __future__ import annotations
 from archlint.code import dataflow as df
 from archlint.code.checks import Finding
 from archlint.code.facts import Facts
+from archlint.diagnostics import Severity
 
 CODES = ("AL405",)
+SEVERITY = Severity.WARNING  # as its page says (archlint.declarations checks)
+PRICE = ()
+FIX = "none"
 
 
 def check(facts: Facts):

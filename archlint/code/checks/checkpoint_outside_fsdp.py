@@ -23,8 +23,12 @@ from archlint.code.checks._distributed import (
 )
 from archlint.code.facts import CallSite, Facts, Scope, children
 from archlint.code.names import dotted
+from archlint.diagnostics import Severity
 
 CODES = ("AL414",)
+SEVERITY = Severity.WARNING  # as its page says (archlint.declarations checks)
+PRICE = ()
+FIX = "none"
 MESSAGE = ("reentrant activation checkpointing around an FSDP unit: the recompute in the backward runs "
            "the unit's forward again, which all-gathers its parameters a third time per step; checkpoint "
            "inside the unit (`FSDP(checkpoint_wrapper(block))`, or apply_activation_checkpointing with a "

@@ -11,9 +11,12 @@ from archlint.code.checks._edits import insert
 from archlint.code.cudnn import chooses_algorithms, used_convolutions, varying_sizes
 from archlint.code.facts import Facts, children
 from archlint.code.names import dotted
-from archlint.diagnostics import Applicability, Fix
+from archlint.diagnostics import Applicability, Fix, Severity
 
 CODES = ("AL303",)
+SEVERITY = Severity.INFO  # as its page says (archlint.declarations checks)
+PRICE = ()
+FIX = "unsafe"
 
 
 def _runs_loops(node: cst.CSTNode, facts: Facts, runners: set[str]) -> bool:

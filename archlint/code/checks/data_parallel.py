@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from archlint.code.checks import Finding
 from archlint.code.facts import Facts
+from archlint.diagnostics import Severity
 
 CODES = ("AL406",)
+SEVERITY = Severity.WARNING  # as its page says (archlint.declarations checks)
+PRICE = ()
+FIX = "none"
 
 
 def check(facts: Facts):

@@ -9,9 +9,12 @@ from archlint.code.checks import Finding
 from archlint.code.checks._edits import add_keyword, replace
 from archlint.code.facts import CallSite, Facts, Scope
 from archlint.code.names import dotted
-from archlint.diagnostics import Applicability, Fix
+from archlint.diagnostics import Applicability, Fix, Severity
 
 CODES = ("AL301", "AL302", "AL304")
+SEVERITY = {"AL301": Severity.WARNING, "AL302": Severity.WARNING, "AL304": Severity.WARNING}  # as the pages say
+PRICE = {"AL301": (), "AL302": (), "AL304": ()}
+FIX = {"AL301": "safe", "AL302": "safe", "AL304": "none"}
 
 
 def _copies(facts: Facts, bl: df.BatchLoop) -> list[CallSite]:

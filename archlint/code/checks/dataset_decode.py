@@ -5,8 +5,12 @@ from __future__ import annotations
 from archlint.code.checks import Finding
 from archlint.code.checks._datasets import is_dataset
 from archlint.code.facts import Facts
+from archlint.diagnostics import Severity
 
 CODES = ("AL310",)
+SEVERITY = Severity.INFO  # as its page says (archlint.declarations checks)
+PRICE = ()
+FIX = "none"
 _DECODERS = {
     "PIL.Image.open": "PIL.Image.open",
     "cv2.imread": "cv2.imread",

@@ -13,9 +13,12 @@ from archlint.code.checks import Finding
 from archlint.code.checks._distributed import ddp_calls, flag
 from archlint.code.checks._edits import add_keyword, replace
 from archlint.code.facts import Facts
-from archlint.diagnostics import Applicability, Fix
+from archlint.diagnostics import Applicability, Fix, Severity
 
 CODES = ("AL415",)
+SEVERITY = Severity.INFO  # as its page says (archlint.declarations checks)
+PRICE = ()
+FIX = "unsafe"
 MESSAGE = ("DDP keeps a second copy of every gradient in its all-reduce buckets and copies between the "
            "two on every step: gradient_as_bucket_view=True makes the gradients views of the buckets, "
            "saving memory the size of all gradients")

@@ -3,7 +3,7 @@ Lightning, accelerate or the Hugging Face Trainer).
 
 Info on its own: the flag is right for a model whose forward leaves some parameters without a
 gradient. With the model analyzed in the same run (`archlint train.py model.py:Net`), the finding
-is checked against the captured forward (model/speedups/links.py: `link_distributed`): every
+is checked against the captured forward (model/links.py: `link_distributed`): every
 parameter read makes it a warning, an unused one says the flag is needed."""
 
 from __future__ import annotations
@@ -14,8 +14,12 @@ from archlint.code import dataflow as df
 from archlint.code.checks import Finding
 from archlint.code.checks._distributed import DDP, flag
 from archlint.code.facts import Facts
+from archlint.diagnostics import Severity
 
 CODES = ("AL410",)
+SEVERITY = Severity.INFO  # as its page says (archlint.declarations checks)
+PRICE = ()
+FIX = "none"
 # Calls that hand `find_unused_parameters` (or their own spelling of it) to DDP.
 _PASSERS = {
     DDP: "find_unused_parameters",

@@ -15,8 +15,12 @@ from archlint.code.checks import Finding
 from archlint.code.checks._distributed import DDP
 from archlint.code.facts import Facts, is_backward_call
 from archlint.code.names import dotted
+from archlint.diagnostics import Severity
 
 CODES = ("AL409",)
+SEVERITY = Severity.WARNING  # as its page says (archlint.declarations checks)
+PRICE = ()
+FIX = "none"
 MESSAGE = ("gradient accumulation under DistributedDataParallel all-reduces gradients on every "
            "backward: run the micro-batches that do not step inside `with model.no_sync():` (the forward "
            "too), so only the last one all-reduces")

@@ -6,8 +6,12 @@ from __future__ import annotations
 from archlint.code import dataflow as df
 from archlint.code.checks import Finding
 from archlint.code.facts import Facts
+from archlint.diagnostics import Severity
 
 CODES = ("AL404",)
+SEVERITY = Severity.WARNING  # as its page says (archlint.declarations checks)
+PRICE = ()
+FIX = "none"
 _WHY = {
     "torch.autograd.set_detect_anomaly": "anomaly detection re-checks every backward op for NaNs and keeps "
     "forward stack traces",

@@ -8,9 +8,12 @@ from archlint.code import dataflow as df
 from archlint.code.checks import Finding
 from archlint.code.checks._edits import add_keyword, delete_between
 from archlint.code.facts import CallSite, Facts
-from archlint.diagnostics import Applicability, Fix
+from archlint.diagnostics import Applicability, Fix, Severity
 
 CODES = ("AL402",)
+SEVERITY = Severity.WARNING  # as its page says (archlint.declarations checks)
+PRICE = ()
+FIX = "safe"
 FACTORIES = frozenset(
     f"torch.{n}"
     for n in ("zeros", "ones", "empty", "full", "rand", "randn", "randint", "randperm", "arange",

@@ -8,8 +8,12 @@ from archlint.code.checks import Finding
 from archlint.code.checks._datasets import is_dataset
 from archlint.code.facts import Facts
 from archlint.code.names import dotted
+from archlint.diagnostics import Severity
 
 CODES = ("AL312",)
+SEVERITY = Severity.INFO  # as its page says (archlint.declarations checks)
+PRICE = ()
+FIX = "none"
 _LISTINGS = ("os.listdir", "os.scandir", "os.walk", "glob.glob", "glob.iglob")
 _LISTING_METHODS = ("glob", "rglob", "iterdir")  # pathlib.Path methods
 _OPENERS = (

@@ -7,8 +7,12 @@ import libcst as cst
 
 from archlint.code.checks import Finding
 from archlint.code.facts import Facts
+from archlint.diagnostics import Severity
 
 CODES = ("AL311",)
+SEVERITY = Severity.INFO  # as its page says (archlint.declarations checks)
+PRICE = ()
+FIX = "none"
 _PACKAGES = ("torchvision.transforms.", "torchvision.transforms.v2.")
 _COMPOSE = tuple(p + "Compose" for p in _PACKAGES)
 _FIXED = ("Resize", "CenterCrop")  # deterministic given a fixed size

@@ -17,8 +17,12 @@ from archlint.code.checks import Finding
 from archlint.code.checks._distributed import FSDP, FULLY_SHARD, flag
 from archlint.code.facts import CallSite, Facts, children
 from archlint.code.names import dotted
+from archlint.diagnostics import Severity
 
 CODES = ("AL413",)
+SEVERITY = Severity.WARNING  # as its page says (archlint.declarations checks)
+PRICE = ()
+FIX = "none"
 # wrapping per block by hand: `with enable_wrap(wrapper_cls=FSDP): wrap(block)`
 _MANUAL = ("torch.distributed.fsdp.wrap.wrap", "torch.distributed.fsdp.wrap.enable_wrap")
 

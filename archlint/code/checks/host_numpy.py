@@ -8,8 +8,12 @@ from archlint.code import dataflow as df
 from archlint.code.tensors import tensor_names
 from archlint.code.checks import Finding, sync
 from archlint.code.facts import Facts
+from archlint.diagnostics import Severity
 
 CODES = ("AL313",)
+SEVERITY = Severity.WARNING  # as its page says (archlint.declarations checks)
+PRICE = ()
+FIX = "none"
 
 
 def _fetch(node: cst.BaseExpression, tensors: set[str]) -> bool:

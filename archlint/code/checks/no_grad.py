@@ -8,8 +8,12 @@ from archlint.code import dataflow as df
 from archlint.code.checks import Finding
 from archlint.code.facts import Facts, Scope
 from archlint.code.names import dotted
+from archlint.diagnostics import Severity
 
 CODES = ("AL408",)
+SEVERITY = Severity.WARNING  # as its page says (archlint.declarations checks)
+PRICE = ()
+FIX = "none"
 # Blocks that set grad mode explicitly; `enable_grad` too: turning autograd on in eval is a choice.
 _GRAD_MODE = ("torch.no_grad", "torch.inference_mode", "torch.set_grad_enabled", "torch.enable_grad")
 

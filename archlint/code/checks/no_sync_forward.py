@@ -17,8 +17,12 @@ from archlint.code.checks import Finding
 from archlint.code.checks._distributed import DDP
 from archlint.code.facts import CallSite, Facts, is_backward_call
 from archlint.code.names import CANONICAL, dotted
+from archlint.diagnostics import Severity
 
 CODES = ("AL411",)
+SEVERITY = Severity.WARNING  # as its page says (archlint.declarations checks)
+PRICE = ()
+FIX = "none"
 
 
 def _receiver(site: CallSite) -> str | None:

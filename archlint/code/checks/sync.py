@@ -11,8 +11,12 @@ from archlint.code.facts import CallSite, Facts, Scope, target_names
 from archlint.code.indexing import call_sync, index_sync
 from archlint.code.names import dotted
 from archlint.code.tensors import function_tensors, holds_tensor, tensor_names
+from archlint.diagnostics import Severity
 
 CODES = ("AL401",)
+SEVERITY = Severity.WARNING  # as its page says (archlint.declarations checks)
+PRICE = ()
+FIX = "none"
 _METHODS = {"item": ".item()", "cpu": ".cpu()", "numpy": ".numpy()", "tolist": ".tolist()"}
 _BUILTINS = ("print", "float", "int", "bool")
 _ADVICE = ("waits for the GPU to finish: keep the value on the GPU (accumulate with .detach()) and read it "

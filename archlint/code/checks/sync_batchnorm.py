@@ -15,8 +15,12 @@ import libcst as cst
 from archlint.code import dataflow as df
 from archlint.code.checks import Finding
 from archlint.code.facts import CallSite, Facts
+from archlint.diagnostics import Severity
 
 CODES = ("AL412",)
+SEVERITY = Severity.WARNING  # as its page says (archlint.declarations checks)
+PRICE = ()
+FIX = "none"
 CONVERT = ("torch.nn.SyncBatchNorm.convert_sync_batchnorm",
            "torch.nn.modules.batchnorm.SyncBatchNorm.convert_sync_batchnorm")
 MIN_BATCH = 32  # per GPU: BatchNorm's error is flat from here down to 16 (Wu & He 2018, Fig. 1)

@@ -8,9 +8,12 @@ from archlint.code import dataflow as df
 from archlint.code.checks import Finding
 from archlint.code.checks._edits import replace
 from archlint.code.facts import Facts
-from archlint.diagnostics import Applicability, Fix
+from archlint.diagnostics import Applicability, Fix, Severity
 
 CODES = ("AL407",)
+SEVERITY = Severity.INFO  # as its page says (archlint.declarations checks)
+PRICE = ()
+FIX = "unsafe"
 
 
 def check(facts: Facts):

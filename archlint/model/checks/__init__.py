@@ -18,7 +18,7 @@ A check module defines
                                         rule first; no two rules share one
     FIXED_BY = "fold-bn"                (optional) the --what-if transformation that is its fix
                                         (archlint.whatif_names): with --what-if, its result measured
-                                        on the whole model prices the finding (speedups.links)
+                                        on the whole model prices the finding (archlint.model.links)
     JUDGED_BY_WHAT_IF = True            (optional, with FIXED_BY) the rule has no static saving: the
                                         what-if's measured saving makes the finding a warning or info
     CHANGES_MODEL = True                (optional) its alternative computes something else (a new
@@ -27,38 +27,52 @@ A check module defines
                                         are grouped by the module's class wherever it sits
     EAGER_RECHECK = True                (optional) a warning on a traced capture is checked again on
                                         the eager forward (archlint.model.eager)
+    FOUND_BY = "..."                    (instead of check and PRIORITY) another part of the analysis
+                                        finds it and calls the module's own functions (AL610: the
+                                        --train step's memory model, archlint.model.stepped)
 and never traces, times or prints: it is a pure function of the OpGraph (with costs) and options.
 `ctx.pricer` is the measure layer's what-if interface (None without --latency). Rules build on
 the package's shared helpers: _query (op queries, conv geometry, graph walking), _blocks
 (fork/join and module blocks), _pricing (a finding's price and the timed alternatives behind it),
 _locate (where a finding points); bytes are said as every output says them (archlint.units).
 
-Discovery checks every declaration when it imports the rules (RuleDeclarationError): a CODE
-without a page in rules/ or declared twice, a SEVERITY other than the page's, a missing or shared
-PRIORITY, a FIXED_BY that names no --what-if transformation. Adding a rule is one module here
-and one page in rules/.
+    PRICE, FIX                          as every rule declares them (archlint.declarations)
+    YIELDS_TO = ("AL205",)              (optional) rules that own part of what it counts: when they
+                                        run, it leaves that part to them (its check reads
+                                        ctx.yielded_to, the ones that run)
+
+Discovery checks every declaration when it imports the rules (RuleDeclarationError): what every
+rule declares, against its page (archlint.declarations.check_declarations: a CODE without a page
+in rules/ or declared twice, a SEVERITY, PRICE or FIX other than the page's), then a missing or
+shared PRIORITY, a FIXED_BY that names no --what-if transformation. Adding a rule is one module
+here and one page in rules/.
 """
 
 from __future__ import annotations
 
 import functools
-import importlib
 import os
-import pkgutil
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
 import networkx as nx
 
-from archlint import registry
 from archlint.config import Settings
+from archlint.declarations import (
+    Declared,
+    RuleDeclarationError,
+    check_declarations,
+    discover,
+)
 from archlint.diagnostics import Diagnostic
 from archlint.errors import UsageError
 from archlint.model.checks import _query, _repeats, _verdict
 from archlint.result import Estimate
 from archlint.train_result import TrainStep
 from archlint.whatif_names import NAMES as WHAT_IF_NAMES
+
+SCOPES = ("model", "train")  # the pages of the rules here: the graph's and the training step's
 
 
 @dataclass
@@ -70,37 +84,39 @@ class CheckContext:
     notes: list[str] = field(default_factory=list)  # rules that failed on this model (run_checks)
     train: TrainStep | None = None  # --train: totals.train, the step's costs (archlint.model.train.step)
     device_spec: Any = None  # --device-spec: the archlint.devices.DeviceSpec behind `estimate`
-
-
-class RuleDeclarationError(Exception):
-    """A model rule module declares something inconsistent: a bug in archlint, raised on discovery."""
+    # the rules the running rule declares it YIELDS_TO that run too (set by run_checks before each rule)
+    yielded_to: frozenset[str] = frozenset()
 
 
 @functools.cache
+def _found() -> tuple[ModuleType, ...]:
+    return validated(discover(__name__, __path__))
+
+
 def check_modules() -> tuple[ModuleType, ...]:
-    modules = []
-    for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
-        if not info.name.startswith("_"):
-            modules.append(importlib.import_module(f"{__name__}.{info.name}"))
-    return validated(tuple(modules))
+    """The rules that check the graph (run_checks runs them)."""
+    return tuple(m for m in _found() if not hasattr(m, "FOUND_BY"))
+
+
+def rules() -> dict[str, Declared]:
+    """code → its declaration (archlint.declarations), checked against its page: the graph's rules
+    and those another part of the analysis finds (FOUND_BY: AL610, the training step's memory model)."""
+    return check_declarations(_found(), SCOPES)
 
 
 def validated(modules: tuple[ModuleType, ...]) -> tuple[ModuleType, ...]:
-    """The rule modules, once each declaration is checked against its page and the others."""
-    pages = registry.catalog()
-    codes: dict[str, str] = {}
+    """The rule modules, once each declaration is checked against its page and the others: what
+    every rule declares (archlint.declarations), then what model rules add."""
+    check_declarations(modules, SCOPES)
     priorities: dict[int, str] = {}
     for m in modules:
-        where = f"{m.__name__}: {getattr(m, 'CODE', None)}"
-        page = pages.get(getattr(m, "CODE", None))
-        if page is None or page.scope != "model":
-            raise RuleDeclarationError(f"{where} has no model rule page in rules/ (rules/CODE-NAME.md, scope: model)")
-        if m.CODE in codes:
-            raise RuleDeclarationError(f"{where} is also declared by {codes[m.CODE]}")
-        codes[m.CODE] = m.__name__
-        if getattr(m, "SEVERITY", None) is not page.severity:
-            raise RuleDeclarationError(f"{where} declares SEVERITY {getattr(m, 'SEVERITY', None)!r}; its page "
-                                       f"{page.path.name} says {page.severity.value}")
+        where = f"{m.__name__}: {m.CODE}"
+        if hasattr(m, "FOUND_BY"):  # found elsewhere (the step's memory model): no check, no op to own
+            if hasattr(m, "check") or hasattr(m, "PRIORITY"):
+                raise RuleDeclarationError(f"{where} declares FOUND_BY: it has no check() and no PRIORITY")
+            continue
+        if not callable(getattr(m, "check", None)):
+            raise RuleDeclarationError(f"{where} has no check(graph, options, ctx) and declares no FOUND_BY")
         priority = getattr(m, "PRIORITY", None)
         if not isinstance(priority, int) or isinstance(priority, bool):
             raise RuleDeclarationError(f"{where} must declare PRIORITY, a number (the lowest owns an op first)")
@@ -126,6 +142,7 @@ def run_checks(graph: nx.DiGraph, ctx: CheckContext) -> list[Diagnostic]:
             continue
         defaults = _verdict.with_floor(module.OPTIONS)
         options = used[module.CODE] = _typed(module.CODE, ctx.settings.options(module.CODE, defaults), defaults)
+        ctx.yielded_to = frozenset(c for c in getattr(module, "YIELDS_TO", ()) if ctx.settings.enabled(c))
         try:
             mine = list(module.check(graph, options, ctx))
         except Exception as exc:  # one rule's bug must not cost the figures and the other rules
@@ -150,7 +167,7 @@ def run_checks(graph: nx.DiGraph, ctx: CheckContext) -> list[Diagnostic]:
 
 def judge_repriced(graph: nx.DiGraph, diagnostics: list[Diagnostic], ctx: CheckContext) -> None:
     """The one materiality verdict again, for findings repriced after run_checks (a what-if timed
-    their fix on the whole model: speedups.links)."""
+    their fix on the whole model: archlint.model.links)."""
     modules = {m.CODE: m for m in check_modules()}
     model_mac = _query.module_mac(graph)
     for d in diagnostics:

@@ -19,6 +19,8 @@ from archlint.model.speedups.fix_timing import drop_bias
 
 CODE = "AL204"
 SEVERITY = Severity.WARNING  # as its page says (the registry checks)
+PRICE = ("static", "measured", "estimated")  # the bases its findings' prices may have, as its page says
+FIX = "none"  # no autofix: its page's fix: none
 PRIORITY = 20  # where findings overlap, the lowest claims the ops first
 OPTIONS: dict = {}
 

@@ -6,7 +6,7 @@ transposes each conv's input in and its output back (one more read and write of 
 One finding per model (the alternative is model-wide). It pays only on a device: a warning only
 with a positive time saving at least `min_saving_share` of the model —
   measured   `--what-if channels-last` (the whole model timed both ways: archlint.model.speedups;
-             repriced by speedups/links.py), or with `--latency` each distinct conv timed on the
+             repriced by model/links.py), or with `--latency` each distinct conv timed on the
              device with NCHW and with channels_last input and weights (alternatives.channels_last_conv),
              applied to the convs' measured in-model time;
   estimated  `--device-spec` naming a GPU: the estimate's layout term (estimate.layout_bytes, the
@@ -27,6 +27,8 @@ from archlint.model.checks import _locate as locate, _pricing as pricing, _query
 
 CODE = "AL114"
 SEVERITY = Severity.WARNING  # as its page says (the registry checks)
+PRICE = ("static", "measured", "estimated")  # the bases its findings' prices may have, as its page says
+FIX = "none"  # no autofix: its page's fix: none
 PRIORITY = 180  # where findings overlap, the lowest claims the ops first
 FIXED_BY = "channels-last"  # the --what-if that applies its fix: its measured result prices the finding
 JUDGED_BY_WHAT_IF = True  # no static saving: the what-if's measured saving decides warning or info

@@ -36,6 +36,9 @@ from archlint.model.opgraph import ELEMENTWISE_KINDS
 
 CODE = "AL104"
 SEVERITY = Severity.WARNING  # as its page says (the registry checks)
+PRICE = ("static", "measured", "estimated")  # the bases its findings' prices may have, as its page says
+FIX = "none"  # no autofix: its page's fix: none
+YIELDS_TO = ("AL205",)  # the BatchNorms AL205 folds are its findings, not element-wise work here
 PRIORITY = 170  # where findings overlap, the lowest claims the ops first
 OPTIONS = {
     "threshold": 0.5,  # report when these ops' saving is above this share of the model's MAC (or latency)
@@ -73,7 +76,7 @@ def _numel(shape) -> int:
 
 
 def check(graph, options, ctx):
-    skip = folded_norms(graph) if ctx.settings.enabled("AL205") else set()
+    skip = folded_norms(graph) if "AL205" in ctx.yielded_to else set()  # YIELDS_TO: AL205 runs
     light = [
         n for n, d in query.ops(graph)
         if (d["kind"] in ELEMENTWISE_KINDS or d["kind"] in MOVEMENT_KINDS) and d.get("known", True) and n not in skip

@@ -38,6 +38,8 @@ from archlint.model.checks._blocks import fork_join_blocks, is_fragment, longest
 
 CODE = "AL103"
 SEVERITY = Severity.WARNING  # as its page says (the registry checks)
+PRICE = ("static", "measured", "estimated")  # the bases its findings' prices may have, as its page says
+FIX = "none"  # no autofix: its page's fix: none
 PRIORITY = 160  # where findings overlap, the lowest claims the ops first
 CHANGES_MODEL = True  # merged fragments: other weights, a model to retrain — unless the merge is exact (evidence says)
 OPTIONS = {

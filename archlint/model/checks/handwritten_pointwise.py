@@ -18,6 +18,8 @@ from archlint.model.checks import _locate as locate, _pricing as pricing, _query
 
 CODE = "AL110"
 SEVERITY = Severity.WARNING  # as its page says (the registry checks)
+PRICE = ("static", "measured", "estimated")  # the bases its findings' prices may have, as its page says
+FIX = "none"  # no autofix: its page's fix: none
 PRIORITY = 100  # where findings overlap, the lowest claims the ops first
 FIX_IN_CLASS = True  # the finding is the module's own forward: one fix in its class
 OPTIONS: dict = {}

@@ -19,6 +19,8 @@ from archlint.model.checks import _locate as locate, _pricing as pricing, _query
 
 CODE = "AL109"
 SEVERITY = Severity.WARNING  # as its page says (the registry checks)
+PRICE = ("static", "measured", "estimated")  # the bases its findings' prices may have, as its page says
+FIX = "none"  # no autofix: its page's fix: none
 PRIORITY = 90  # where findings overlap, the lowest claims the ops first
 OPTIONS = {
     "multiple": 64,  # large GEMM dimensions should be multiples of this

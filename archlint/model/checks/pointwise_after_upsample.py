@@ -18,6 +18,8 @@ from archlint.units import human_bytes
 
 CODE = "AL111"
 SEVERITY = Severity.WARNING  # as its page says (the registry checks)
+PRICE = ("static", "measured", "estimated")  # the bases its findings' prices may have, as its page says
+FIX = "none"  # no autofix: its page's fix: none
 PRIORITY = 110  # where findings overlap, the lowest claims the ops first
 OPTIONS: dict = {}
 

@@ -22,6 +22,8 @@ from archlint.units import human_bytes
 
 CODE = "AL203"
 SEVERITY = Severity.WARNING  # as its page says (the registry checks)
+PRICE = ("static", "measured", "estimated")  # the bases its findings' prices may have, as its page says
+FIX = "none"  # no autofix: its page's fix: none
 PRIORITY = 40  # where findings overlap, the lowest claims the ops first
 OPTIONS = {
     "min_reuse": 3,  # a tensor concatenated into at least this many concats marks dense connectivity

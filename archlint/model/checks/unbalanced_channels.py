@@ -27,6 +27,8 @@ from archlint.model.checks import _locate as locate, _pricing as pricing, _query
 
 CODE = "AL101"
 SEVERITY = Severity.WARNING  # as its page says (the registry checks)
+PRICE = ("static", "measured", "estimated")  # the bases its findings' prices may have, as its page says
+FIX = "none"  # no autofix: its page's fix: none
 PRIORITY = 140  # where findings overlap, the lowest claims the ops first
 CHANGES_MODEL = True  # a new channel split: other weights, a model to retrain
 OPTIONS = {

@@ -21,6 +21,8 @@ from archlint.model.speedups.fix_timing import fold_norms
 
 CODE = "AL205"
 SEVERITY = Severity.INFO  # as its page says (the registry checks)
+PRICE = ("static", "measured", "estimated")  # the bases its findings' prices may have, as its page says
+FIX = "none"  # no autofix: its page's fix: none
 PRIORITY = 10  # where findings overlap, the lowest claims the ops first
 FIXED_BY = "fold-bn"  # the --what-if that applies its fix: its measured result prices the finding
 OPTIONS = {

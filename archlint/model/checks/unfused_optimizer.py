@@ -24,6 +24,8 @@ from archlint.units import human_bytes
 
 CODE = "AL611"
 SEVERITY = Severity.WARNING  # as its page says (the registry checks)
+PRICE = ("static", "estimated")  # the bases its findings' prices may have, as its page says
+FIX = "none"  # no autofix: its page's fix: none
 PRIORITY = 200  # where findings overlap, the lowest claims the ops first (it claims no op)
 OPTIONS: dict = {}
 

@@ -27,6 +27,8 @@ from archlint.model.checks._repeats import path_pattern
 
 CODE = "AL108"
 SEVERITY = Severity.WARNING  # as its page says (the registry checks)
+PRICE = ("static", "measured", "estimated")  # the bases its findings' prices may have, as its page says
+FIX = "none"  # no autofix: its page's fix: none
 PRIORITY = 80  # where findings overlap, the lowest claims the ops first
 OPTIONS = {
     "min_layers": 2,  # report when at least this many Linear layers read the same tensor

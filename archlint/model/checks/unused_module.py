@@ -22,6 +22,8 @@ from archlint.units import human_bytes
 
 CODE = "AL201"
 SEVERITY = Severity.WARNING  # as its page says (the registry checks)
+PRICE = ("static", "measured", "estimated")  # the bases its findings' prices may have, as its page says
+FIX = "none"  # no autofix: its page's fix: none
 PRIORITY = 50  # where findings overlap, the lowest claims the ops first
 OPTIONS = {
     # module or parameter path globs expected to run only in training (auxiliary heads, wav2vec2's

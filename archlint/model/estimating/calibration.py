@@ -27,7 +27,7 @@ from archlint import devices
 from archlint.errors import UsageError
 from archlint.model.estimating import families
 from archlint.model.estimating.estimate import Gemm, tile_efficiency
-from archlint.model.estimating.roofline import device_key, peaks, resolve_device, resolve_dtype
+from archlint.model.timing.roofline import device_key, peaks, resolve_device, resolve_dtype
 from archlint.model.timing.timer import load_average
 
 HOST_OPS = (("elementwise", False), ("elementwise-autocast", True), ("linear", False), ("linear-autocast", True))

@@ -10,7 +10,7 @@ spec gives the roofs, as the estimate multiplies by it), a memory-bound one unde
 bandwidth). A family's share is [median, min, max] of its cases: the `[achieved]` table of a spec.
 
 The roofs are a spec's datasheet figures (`--device-spec`: what the estimate multiplies the shares by),
-else the peaks measured by the same command (archlint.model.estimating.roofline). Also measured: the eager
+else the peaks measured by the same command (archlint.model.timing.roofline). Also measured: the eager
 per-op host cost (N tiny ops timed end to end, plain and under torch.autocast), and a size curve
 (one GEMM and one conv from batch 1 to the given batch: how a small GEMM fills the device).
 """

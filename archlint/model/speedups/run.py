@@ -34,7 +34,7 @@ from torch.utils._pytree import tree_leaves
 
 from archlint import progress
 from archlint.errors import UsageError
-from archlint.model.estimating.roofline import resolve_device
+from archlint.model.timing.roofline import resolve_device
 from archlint.model.runtime.sandbox import COMPILE_LOGGERS, quiet_torch_logs
 from archlint.whatif_names import NAMES, PRECISION
 from archlint.model.speedups.transforms import ORDER, NotApplicable, Variant, first_line

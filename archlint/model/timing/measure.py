@@ -29,7 +29,7 @@ import torch.fx as fx
 from archlint import progress
 from archlint.errors import UsageError
 from archlint.model.runtime import allocator
-from archlint.model.estimating import roofline
+from archlint.model.timing import roofline
 from archlint.model.timing.budget import TIMING_SHARE, Budget, seconds
 from archlint.model.opgraph import display_names, ops
 from archlint.units import duration

@@ -1,4 +1,5 @@
-"""Whether a training batch fits a memory budget, the largest batch that does, and the ways to fit.
+"""Whether a training batch fits a memory budget and the largest batch that does; the ways to fit
+are rule AL610's (archlint.model.checks.batch_does_not_fit), built on the functions here.
 
 Everything is found with the memory model (`step_memory`, on meta), never by trial on hardware:
 the step's peak is affine in the batch for most models (activations and temporaries grow with it,
@@ -22,15 +23,9 @@ from torch.utils.checkpoint import checkpoint
 from torch.utils.flop_counter import FlopCounterMode
 from torch.utils._pytree import tree_flatten, tree_map
 
-from archlint.diagnostics import Diagnostic, Price, Severity
 from archlint.errors import UsageError
-from archlint.model.train.autocast_meta import BASIS as AUTOCAST_BASIS
-from archlint.model.train.eightbit import BASIS as EIGHT_BIT_BASIS
 from archlint.model.train.memory import step_memory, to_meta
-from archlint.train_names import parse_optimizer
-from archlint.units import bytes_against
 
-CODE = "AL610"
 MAX_EVALUATIONS = 16
 REAL_INPUT_BYTES = 256 << 20  # with_batch: a larger floating-point input is made on meta
 # How far the memory model is from a real GPU, measured on an H200 (benchmarks/gpu_checks.py
@@ -239,118 +234,6 @@ def with_checkpoints(model: nn.Module, paths: list[str]) -> nn.Module:
     return copy_
 
 
-def _subtree(per_module: dict[str, int], path: str) -> int:
-    return sum(b for m, b in per_module.items() if m == path or m.startswith(path + "."))
-
-
-def ways_to_fit(model, args, kwargs, *, optimizer: str, loss: str, budget: int, device_spec, result: dict,
-                fit: dict) -> list[Diagnostic]:
-    """AL610 findings: the batch does not fit, and each way that makes it fit, priced in memory
-    saved (share of the step's peak) and time added. Every way's figure is the memory model run
-    with that change applied, under the same budget (`step_memory`'s `needed_bytes` and `fits`),
-    never a saving subtracted from the step's figure: a way says "fits" exactly when its own
-    figure is within the budget (`fits_after`)."""
-    peak, batch = budget_peak(result), batch_size(args, kwargs)
-    excess = peak - budget
-    where = f"training step at batch {batch} with {optimizer}"
-    found = []
-
-    def changed(model_=model, args_=args, kwargs_=kwargs, optimizer_=optimizer, **change) -> dict:
-        return step_memory(model_, args_, kwargs_, optimizer=optimizer_, loss=loss, budget_bytes=budget,
-                           device_spec=device_spec, **change)
-
-    def finding(way, message, after, alternative, *, added_flops=None, evidence=None,
-                basis="measured by the memory model with the change applied"):
-        needed = budget_peak(after)
-        saved = peak - needed
-        price = Price("static", saved / peak if peak else 0.0, alternative,
-                      flops_saved=-added_flops if added_flops else None, whole="step peak memory")
-        ev = {"way": way, "memory_saved_bytes": int(saved), "peak_bytes": peak, "budget_bytes": budget,
-              "needed_after_bytes": int(needed), "fits_after": bool(after["fits"]), "saving_basis": basis}
-        if added_flops is not None:
-            ev["time_added_flops"] = int(added_flops)
-        before, limit = bytes_against(peak, budget)
-        after_text, limit_after = bytes_against(needed, budget)
-        verdict = (f"the device then needs {after_text}: fits in {limit_after}" if after["fits"] else
-                   f"the device then needs {after_text}: still over {limit_after}")
-        found.append(Diagnostic(CODE, f"{where} needs {before} > budget {limit}: {message} ({verdict})",
-                                Severity.WARNING, evidence=ev | (evidence or {}), price=price))
-
-    # 1. Activation checkpointing, blocks chosen by activations saved per recompute FLOP.
-    per_module = result.get("per_module_activations", {})
-    candidates = checkpoint_candidates(model)
-    if candidates:
-        flops = forward_flops(model, args, kwargs)
-        scored = sorted(((_subtree(per_module, p) / max(flops.get(p, 0), 1), p) for p in candidates
-                         if _subtree(per_module, p) > 0), reverse=True)
-        # Take blocks in order until their kept activations cover the excess; measure; when the
-        # measured saving falls short (a block's output is kept by the next one anyway), aim
-        # higher by the shortfall's ratio and measure again (at most three rounds).
-        chosen: list[str] = []
-        after = None
-        target: float = excess
-        for _ in range(3):
-            predicted, more = 0, []
-            for _, path in scored:
-                if predicted >= target:
-                    break
-                more.append(path)
-                predicted += _subtree(per_module, path)
-            if not more or more == chosen:
-                break
-            after = changed(with_checkpoints(model, more))
-            chosen, saved = more, peak - budget_peak(after)
-            if after["fits"] or saved <= 0:
-                break
-            target = predicted * excess / saved
-        if chosen and after is not None and peak - budget_peak(after) > 0:
-            # reported only when it saves (a peak in the optimizer step is not activations)
-            recompute = sum(flops.get(p, 0) for p in chosen)
-            finding("checkpoint", f"checkpointing {len(chosen)} block(s) costs {recompute / 1e9:.2f} GFLOP "
-                    "of recomputation in backward", after,
-                    f"torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False) around {', '.join(chosen[:6])}"
-                    + (f" and {len(chosen) - 6} more" if len(chosen) > 6 else ""),
-                    added_flops=recompute, evidence={"blocks": chosen})
-
-    # 2. A fused optimizer: no step temporaries; an 8-bit one: its state in uint8. Both measured.
-    base, variant = parse_optimizer(optimizer)
-    if variant != "fused" and base != "sgd":
-        fused = changed(optimizer_=f"{base}-fused")
-        if peak - budget_peak(fused) > 0:
-            finding("fused-optimizer", f"the fused {base} makes no optimizer-step temporaries", fused,
-                    f"torch.optim.{'AdamW' if base == 'adamw' else 'Adam' if base == 'adam' else 'SGD'}(..., fused=True)",
-                    added_flops=0)
-    if base in ("adam", "adamw") and result["optimizer_bytes"]:
-        eight = changed(eight_bit=True)
-        if peak - budget_peak(eight) > 0:
-            finding("8bit-optimizer", f"an 8-bit {base} keeps its two moments in 1 byte each instead of 4", eight,
-                    f"bitsandbytes.optim.{'AdamW8bit' if base == 'adamw' else 'Adam8bit'}(model.parameters())",
-                    added_flops=0, basis=f"measured by the memory model with {EIGHT_BIT_BASIS}",
-                    evidence={"optimizer_bytes": result["optimizer_bytes"],
-                              "optimizer_bytes_after": eight["optimizer_bytes"]})
-
-    # 3. bf16 autocast: matmul/conv outputs (most saved activations) in 2 bytes instead of 4.
-    if result["at_peak"]["activations"] + result["at_peak"]["temporaries"]:
-        amp = changed(autocast=torch.bfloat16)
-        if peak - budget_peak(amp) > 0:
-            finding("autocast", "bf16 autocast keeps matmul and conv outputs in 2 bytes", amp,
-                    f"with torch.autocast('{'cuda' if getattr(device_spec, 'kind', '') == 'gpu' else 'cpu'}', "
-                    "dtype=torch.bfloat16): loss = model(x) ...", added_flops=0,
-                    basis="measured by the memory model with " + AUTOCAST_BASIS.format(dtype="bfloat16"))
-
-    # 4. Gradient accumulation over micro-batches sure to fit.
-    micro = fit.get("max_batch")
-    if micro and micro < batch:
-        steps = math.ceil(batch / micro)
-        small_args, small_kwargs = with_batch(args, kwargs, micro)
-        small = changed(args_=small_args, kwargs_=small_kwargs)
-        finding("accumulation", f"{steps} micro-batches of {micro} with gradient accumulation: the same work, "
-                "in smaller launches", small,
-                f"for chunk in x.split({micro}): (loss_fn(model(chunk)) / {steps}).backward(); then optimizer.step()",
-                added_flops=0, evidence={"micro_batch": micro, "accumulation_steps": steps})
-    return found
-
-
 def _free_memory() -> int | None:
     """The bytes of memory this machine has free (Linux, macOS: sysconf), None where it cannot say."""
     try:
@@ -360,9 +243,10 @@ def _free_memory() -> int | None:
 
 
 def fit_report(model, args, kwargs, *, optimizer: str = "adam", loss: str = "mean", budget_bytes: int | None = None,
-               device_spec=None) -> tuple[dict, list[Diagnostic]]:
-    """The step's memory with `fits`, `max_batch` and, when it does not fit, the AL610 findings.
-    The budget is `budget_bytes`, else the device spec's memory."""
+               device_spec=None) -> dict:
+    """The step's memory with `fits`, `max_batch` and its basis (`max_batch_basis`). The budget is
+    `budget_bytes`, else the device spec's memory. When it does not fit, the ways to fit are AL610's
+    (archlint.model.checks.batch_does_not_fit)."""
     budget_source = "--memory-budget"
     if budget_bytes is None:
         memory = device_memory(device_spec)
@@ -408,7 +292,4 @@ def fit_report(model, args, kwargs, *, optimizer: str = "adam", loss: str = "mea
             f"{ALLOCATED_HIGH} x the limit, so it does not fit even where the model counts its storages "
             f"{ALLOCATED_HIGH - 1:.0%} over; between the ends, the model's error decides ({MARGIN_SOURCE})")
     result["max_batch_basis"] = fit
-    findings = [] if result["fits"] else ways_to_fit(
-        model, args, kwargs, optimizer=optimizer, loss=loss, budget=budget_bytes, device_spec=device_spec,
-        result=result, fit=fit)
-    return result, findings
+    return result

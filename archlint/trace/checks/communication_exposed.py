@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import re
 
-from archlint.diagnostics import Diagnostic
+from archlint.diagnostics import Diagnostic, Severity
 from archlint.trace.analyze import TraceAnalysis
 from archlint.trace.findings import bucket_us, claimed, finding, ms, share
 
 CODE = "AL507"
+SEVERITY = Severity.WARNING  # as its page says (archlint.declarations checks)
+PRICE = ("estimated",)  # a share of the step estimated from the trace's measured times
+FIX = "none"
 OPTIONS = {"min_share": 0.05}  # exposed communication, as a share of step time
 
 # What to do depends on which collective is exposed: DDP's gradient all-reduce is a bucketing

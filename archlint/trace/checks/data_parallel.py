@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from archlint.diagnostics import Diagnostic
+from archlint.diagnostics import Diagnostic, Severity
 from archlint.trace.analyze import TraceAnalysis
 from archlint.trace.findings import claimed, finding, ms, per_step, share
 
 CODE = "AL506"
+SEVERITY = Severity.WARNING  # as its page says (archlint.declarations checks)
+PRICE = ("estimated",)  # a share of the step estimated from the trace's measured times
+FIX = "none"
 OPTIONS = {}
 
 

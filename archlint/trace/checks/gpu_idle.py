@@ -11,6 +11,9 @@ from archlint.trace.analyze import CAUSES, TraceAnalysis
 from archlint.trace.findings import claimed, finding, ms, per_step, share
 
 CODE = "AL509"
+SEVERITY = Severity.WARNING  # as its page says (archlint.declarations checks)
+PRICE = ("estimated",)  # a share of the step estimated from the trace's measured times
+FIX = "none"
 # threshold: idle share of the step that makes this a finding; min_own_share: what it claims itself (queued and
 # host idle, the rest being AL501/AL503/AL505's) below which it is info
 OPTIONS = {"threshold": 0.5, "min_own_share": 0.02}

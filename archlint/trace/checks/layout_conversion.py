@@ -3,11 +3,14 @@ nhwcToNchw kernels) for a visible share of the step: the model runs in channels_
 
 from __future__ import annotations
 
-from archlint.diagnostics import Diagnostic
+from archlint.diagnostics import Diagnostic, Severity
 from archlint.trace.analyze import TraceAnalysis
 from archlint.trace.findings import bucket_us, claimed, finding, ms, share
 
 CODE = "AL511"
+SEVERITY = Severity.WARNING  # as its page says (archlint.declarations checks)
+PRICE = ("estimated",)  # a share of the step estimated from the trace's measured times
+FIX = "none"
 OPTIONS = {"min_share": 0.05}  # layout-conversion kernels, as a share of the GPU's busy time in the steady step
 
 

@@ -7,6 +7,9 @@ from archlint.trace.analyze import TraceAnalysis
 from archlint.trace.findings import finding, ms, per_step
 
 CODE = "AL508"
+SEVERITY = Severity.WARNING  # as its page says (archlint.declarations checks)
+PRICE = ("estimated",)  # a share of the step estimated from the trace's measured times
+FIX = "none"
 OPTIONS = {"threshold": 0.9}  # peak reserved (or allocated) memory as a share of the device's
 
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from archlint.diagnostics import Diagnostic
+from archlint.diagnostics import Diagnostic, Severity
 from archlint.trace.analyze import TraceAnalysis
 from archlint.trace.findings import bucket_us, claimed, finding, ms, share
 
 CODE = "AL502"
+SEVERITY = Severity.WARNING  # as its page says (archlint.declarations checks)
+PRICE = ("estimated",)  # a share of the step estimated from the trace's measured times
+FIX = "none"
 # min_share: pageable copies nothing overlaps, as a share of the steady step; min_gpu_share: the
 # copies of the whole trace (model load included) as a share of its GPU time, for a one-time finding
 OPTIONS = {"min_share": 0.01, "min_gpu_share": 0.2}

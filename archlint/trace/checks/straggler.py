@@ -8,11 +8,15 @@ rank's step would shorten by at least that much (the ranks run the collectives i
 
 from __future__ import annotations
 
-from archlint.diagnostics import Diagnostic
+from archlint.diagnostics import Diagnostic, Severity
 from archlint.trace.findings import finding, ms, share
 from archlint.trace.ranks import CrossRank
 
 CODE = "AL512"
+SEVERITY = Severity.WARNING  # as its page says (archlint.declarations checks)
+PRICE = ("estimated",)  # a share of the step estimated from the trace's measured times
+FIX = "none"
+ACROSS_RANKS = True  # reads the traces of one job's ranks together (archlint.trace.ranks)
 OPTIONS = {"min_share": 0.05}  # the wait it causes the others, as a share of its step time
 
 

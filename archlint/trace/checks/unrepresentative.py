@@ -9,6 +9,9 @@ from archlint.trace.analyze import TraceAnalysis
 from archlint.trace.findings import finding, ms
 
 CODE = "AL510"
+SEVERITY = Severity.WARNING  # as its page says (archlint.declarations checks)
+PRICE = ()  # says what is left out of the prices and how to re-record; prices nothing itself
+FIX = "none"
 OPTIONS = {"max_unsteady_share": 0.5}  # unsteady share of the traced time above which it is a warning
 
 

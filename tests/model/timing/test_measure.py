@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from archlint.errors import UsageError
-from archlint.model.estimating import roofline
+from archlint.model.timing import roofline
 from archlint.model.timing.measure import LatencyReport, _noise_notes, _stale_peak_note, measure
 from archlint.model.opgraph import display_names, ops
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from archlint.cli import main
-from archlint.model.estimating import roofline
+from archlint.model.timing import roofline
 from archlint.model.timing.timer import CpuTimer, Stats, make_timer, sample
 
 from .graphs import DEVICES

@@ -1,4 +1,4 @@
-"""The time each way to fit adds on the device spec (archlint.model.train.fit_time)."""
+"""The time each way to fit adds on the device spec (AL610's rule, archlint.model.checks.batch_does_not_fit)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 
 from archlint.devices import resolve
 from archlint.diagnostics import Diagnostic, Price, Severity
-from archlint.model.train.fit_time import kernels_in_step, price_ways_to_fit, recompute_ms
+from archlint.model.checks.batch_does_not_fit import kernels_in_step, price_ways_to_fit, recompute_ms
 
 
 def graph():

@@ -14,7 +14,7 @@ import torch
 import torch.nn as nn
 
 from archlint.model.loading.loaded import Loaded
-from archlint.model.train import step
+from archlint.model import stepped
 from archlint.model.train.memory import step_memory
 from archlint.model.train.meta_shims import CPU_TENSOR_NOTE
 
@@ -97,7 +97,7 @@ def test_a_value_read_from_the_weights_gets_the_step_with_real_weights():
     loaded = Loaded(model=meta, inputs=(torch.randn(4, 16),), build="meta", dtype=torch.float32, factory=GateEncoder)
     result = SimpleNamespace(notes=[], memory=None, target="enc", device="cpu")
     settings = SimpleNamespace(memory_budget=None, parallel=None, enabled=lambda code: True)
-    step._memory(loaded, result, settings, SimpleNamespace(label="sgd"), "mean", None)
+    stepped._memory(loaded, result, settings, SimpleNamespace(label="sgd"), "mean", None)
     assert loaded.build == "real"
     assert result.memory.basis.startswith("measured with real tensors")
     assert any(n.startswith("memory: built again with real weights") for n in result.notes)
@@ -107,6 +107,6 @@ def test_max_batch_is_not_searched_on_real_tensors():
     # each batch tried would allocate its step on this machine: a GPU's budget is many times its memory
     from archlint.model.train.fit import fit_report
 
-    r, _ = fit_report(GateEncoder(), (torch.randn(4, 16),), {}, optimizer="sgd", budget_bytes=1 << 40)
+    r = fit_report(GateEncoder(), (torch.randn(4, 16),), {}, optimizer="sgd", budget_bytes=1 << 40)
     assert r["basis"].startswith("measured with real tensors")
     assert r["max_batch"] is None and r["max_batch_basis"]["basis"].startswith("not searched")

@@ -6,7 +6,8 @@ import torch.nn as nn
 
 from archlint import registry
 from archlint.errors import UsageError
-from archlint.model.train.fit import CODE, fit_report, max_batch, with_batch
+from archlint.model.checks.batch_does_not_fit import CODE, findings
+from archlint.model.train.fit import fit_report, max_batch, with_batch
 from archlint.train_names import parse_size as parse_bytes
 from archlint.model.train.memory import step_memory
 
@@ -28,7 +29,7 @@ def peak(model, batch, optimizer="adam"):
 def test_max_batch_fits_and_next_does_not():
     model = tower()
     budget = peak(model, 300)
-    r, _ = fit_report(model, (X,), {}, optimizer="adam", budget_bytes=budget)
+    r = fit_report(model, (X,), {}, optimizer="adam", budget_bytes=budget)
     n = r["max_batch"]
     assert n >= 300
     assert peak(model, n) <= budget < peak(model, n + 1)
@@ -37,7 +38,7 @@ def test_max_batch_fits_and_next_does_not():
 
 def test_max_batch_grows_with_the_budget():
     model = tower()
-    answers = [fit_report(model, (X,), {}, optimizer="sgd", budget_bytes=b)[0]["max_batch"]
+    answers = [fit_report(model, (X,), {}, optimizer="sgd", budget_bytes=b)["max_batch"]
                for b in (400_000, 800_000, 1_600_000)]
     assert answers == sorted(answers) and answers[0] < answers[-1]
 
@@ -53,7 +54,8 @@ def test_max_batch_on_a_piecewise_line():
 def test_does_not_fit_gives_priced_ways():
     model = tower()
     budget = peak(model, 64)  # batch 512 does not fit; 64 does
-    r, found = fit_report(model, (torch.randn(512, 32),), {}, optimizer="adam", budget_bytes=budget)
+    r = fit_report(model, (torch.randn(512, 32),), {}, optimizer="adam", budget_bytes=budget)
+    found = findings(model, (torch.randn(512, 32),), {}, r, optimizer="adam", loss="mean", device_spec=None)
     assert r["fits"] is False
     assert found and {d.code for d in found} == {CODE}
     kinds = " ".join(d.price.alternative for d in found)
@@ -73,7 +75,8 @@ def test_does_not_fit_gives_priced_ways():
 
 def test_fits_gives_no_finding_and_a_gpu_spec_adds_the_context():
     from archlint.devices import resolve
-    r, found = fit_report(tower(), (X,), {}, optimizer="adamw", device_spec=resolve("t4"))
+    r = fit_report(tower(), (X,), {}, optimizer="adamw", device_spec=resolve("t4"))
+    found = findings(tower(), (X,), {}, r, optimizer="adamw", loss="mean", device_spec=resolve("t4"))
     assert r["fits"] and not found
     alloc = r["allocator"]
     assert r["device_peak_bytes"] == alloc["reserved_at_peak_bytes_lower_bound"] + alloc["cuda_context_bytes"]
@@ -127,7 +130,7 @@ def test_max_batch_of_a_model_the_meta_device_cannot_run():
             return self.lin(x) * (2.0 if self.lin.weight.sum().item() > -1e9 else 1.0)
     model = ItemNet()
     budget = step_memory(model, (torch.randn(40, 32),), {}, optimizer="sgd")["peak_bytes"]
-    r, _ = fit_report(model, (torch.randn(8, 32),), {}, optimizer="sgd", budget_bytes=budget)
+    r = fit_report(model, (torch.randn(8, 32),), {}, optimizer="sgd", budget_bytes=budget)
     assert "real tensors" in r["basis"] and r["max_batch"] >= 8
 
 
@@ -141,7 +144,7 @@ def test_max_batch_on_a_gpu_spec_allows_for_the_measured_error():
     model = tower()
     one = step_memory(model, (torch.randn(4096, 32),), {}, optimizer="adam", device_spec=spec)
     budget = one["device_peak_bytes"]
-    r, _ = fit_report(model, (torch.randn(1024, 32),), {}, optimizer="adam", budget_bytes=budget, device_spec=spec)
+    r = fit_report(model, (torch.randn(1024, 32),), {}, optimizer="adam", budget_bytes=budget, device_spec=spec)
     low, high = r["max_batch_range"]
     assert low == r["max_batch"] < high
     assert "H200" in r["max_batch_basis"]["range_basis"] and "0.96" in r["max_batch_basis"]["basis"]
@@ -160,7 +163,7 @@ def test_max_batch_on_a_gpu_spec_allows_for_the_measured_error():
 
 
 def test_no_range_without_a_gpu_spec():
-    r, _ = fit_report(tower(), (X,), {}, optimizer="adam", budget_bytes=peak(tower(), 300))
+    r = fit_report(tower(), (X,), {}, optimizer="adam", budget_bytes=peak(tower(), 300))
     assert "max_batch_range" not in r and "range_basis" not in r["max_batch_basis"]
 
 

@@ -120,7 +120,7 @@ def test_max_batch_on_a_gpu_spec_is_the_largest_batch_the_limited_replay_runs():
     h200 = resolve("h200")
     x = torch.randn(8, 3, 64, 64)
     budget = step_memory(ConvNet(), (torch.randn(40, 3, 64, 64),), optimizer="sgd", device_spec=h200)["device_peak_bytes"]
-    r, _ = fit_report(ConvNet(), (x,), {}, optimizer="sgd", budget_bytes=budget, device_spec=h200)
+    r = fit_report(ConvNet(), (x,), {}, optimizer="sgd", budget_bytes=budget, device_spec=h200)
     b = r["max_batch"]
     assert b >= 40  # what fits unlimited fits under the limit
 
