@@ -158,8 +158,10 @@ def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
 
 def _rooms(edges: dict[str, set[str]]) -> dict[str, dict[str, set[str]]]:
     """package → the import edges between its direct children (its sub-packages and modules), each
-    module standing for the child of the package that holds it."""
+    module standing for the child of the package that holds it; a command module stands for itself."""
     def child(module: str, package: str) -> str:
+        if module in FLOORS[4]:  # a command (trace/command) is a floor-4 room of its own, whatever folder holds it
+            return module
         return f"{package}.{module[len(package) + 1:].split('.')[0]}"
 
     rooms: dict[str, dict[str, set[str]]] = {}

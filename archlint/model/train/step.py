@@ -24,7 +24,7 @@ from torch import nn
 from archlint.model.cost import numel
 from archlint.model.train import backward, grad
 from archlint.model.train.optimizer import Optimizer, step_cost
-from archlint.train_result import StepMemory, TrainStep
+from archlint.train_result import TrainStep
 
 DEFAULT_LOSS = "mean"
 
