@@ -135,6 +135,7 @@ def check(graph, options, ctx):
         shape = "×".join(str(d) for d in graph.nodes[name]["out_shapes"][0])
         names = ", ".join(dict.fromkeys(query.op_name(graph.nodes[n]) for n in ops))
         branch = _one_implementation(graph, name)
+        default = _default_padding(graph, ops)
         d = locate.finding(
             graph,
             CODE,
@@ -151,6 +152,14 @@ def check(graph, options, ctx):
             evidence={"mask_shape": list(graph.nodes[name]["out_shapes"][0]), "ops": ops, "mac_bytes": mac,
                       "causal": causal},
         )
+        if default:  # no constant: the caller's padding mask, made up because none was passed
+            d.severity = Severity.INFO
+            d.evidence["default_padding_mask"] = default
+            d.evidence["verdict"] = "built from a default padding mask the forward makes when none is passed"
+            d.message += (
+                f"; but it is built from {default[0]} (all ones, the shape of the model's input "
+                f"{'×'.join(map(str, graph.nodes[default[0]]['out_shapes'][0]))}): the padding mask the forward makes up "
+                "when the caller passes none — with a real batch's mask passed it depends on the batch, nothing to cache")
         if branch is not None:  # the premise (built on every call) holds on the captured path only
             d.severity = Severity.INFO
             d.evidence["implementation_branch"] = {"function": branch.function, "file": branch.file,
@@ -162,6 +171,22 @@ def check(graph, options, ctx):
                 "tokens, the window passed to the kernel) builds no mask — choose it on the GPU rather than "
                 "caching this one")
         yield d
+
+
+_FILLS = ("ones", "newones", "oneslike", "full", "newfull", "fulllike")
+
+
+def _default_padding(graph: nx.DiGraph, ops: list[str]) -> list[str]:
+    """The mask's creation ops when every one is an all-ones tensor of a model input's shape (batch ×
+    sequence): `if attention_mask is None: attention_mask = torch.ones(input_shape)` — a stand-in
+    for an input the caller did not give, not a constant of the model. Empty otherwise (a tril of
+    ones(T, T), an arange: real constants)."""
+    inputs = {tuple(s) for _, d in graph.nodes(data=True) if d["kind"] == "input" for s in d.get("out_shapes") or []}
+    roots = [n for n in ops if graph.nodes[n]["kind"] == "creation"]
+    shaped = [n for n in roots if query.op_name(graph.nodes[n]) in _FILLS
+              and len((graph.nodes[n].get("out_shapes") or [()])[0]) >= 2
+              and tuple(graph.nodes[n]["out_shapes"][0]) in inputs]
+    return shaped if roots and shaped == roots else []
 
 
 def _one_implementation(graph: nx.DiGraph, mask: str):
