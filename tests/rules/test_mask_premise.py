@@ -58,3 +58,22 @@ def test_unpadding_encoder_mask_is_info_naming_the_switch():
     branch = d.evidence["implementation_branch"]
     assert branch["test"] == "self.config.attn_implementation == 'flash_attention_2'"
     assert branch["file"].endswith("unpad_encoder.py") and "builds no mask" in d.message
+
+
+def test_deberta_default_padding_mask_is_info():
+    # DeBERTa-v2 expands the all-ones attention mask it makes when none is passed into 1×1×T×T:
+    # with a batch's real mask it depends on the batch, nothing to cache (issue 43.3)
+    from archlint.model.analyze import analyze as run
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _, found = run(ModelSpec("hf:deberta-v2", hf_config=dict(num_hidden_layers=2, hidden_size=128,
+                                                                 num_attention_heads=4, intermediate_size=256)),
+                       Settings())
+    masks = [d for d in found if d.code == "AL107"]
+    assert masks and all(d.severity is Severity.INFO for d in masks)
+    assert any(d.evidence.get("default_padding_mask") for d in masks)
+    # AL106 says transformers has no SDPA for this class: it names no attn_implementation switch
+    for d in found:
+        if d.code == "AL106":
+            assert "has no SDPA attention" in d.message and 'attn_implementation="sdpa"' not in d.message
