@@ -77,3 +77,17 @@ def test_deberta_default_padding_mask_is_info():
     for d in found:
         if d.code == "AL106":
             assert "has no SDPA attention" in d.message and 'attn_implementation="sdpa"' not in d.message
+
+
+def test_paste_at_host_read_boxes_records_the_write():
+    # the dispatch capture (a host read in forward) records `canvas[a:b] = m` as the write it is
+    from archlint.model.analyze import analyze_model
+    from archlint.model.checks.mask_in_forward import constant_ops
+    from paste_masks import PasteAtBoxes
+
+    args = (torch.randn(4, 64, 14, 14), torch.rand(4, 2) * 40)
+    assert not [d for d in _found("boxes", PasteAtBoxes(), *args) if d.code == "AL107"]
+    graph, _ = analyze_model(PasteAtBoxes().eval(), args, Settings(), target="boxes")
+    writes = [n for n, d in graph.nodes(data=True) if d.get("key") == "setitem"]
+    assert len(writes) == 4 and not set(writes) & constant_ops(graph)
+    assert all(d["mac_bytes"] == 2 * 28 * 28 * 4 for n, d in graph.nodes(data=True) if n in writes)
