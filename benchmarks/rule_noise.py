@@ -20,6 +20,12 @@ earned by a practitioner's reading; after issue 26, 22 warnings, all 22 earned.
 2026-11-28 (this CPU, static): before issue 43, 13 warnings on the first 29 (2 unearned: StyleGAN2's
 AL104 priced the CPU reference path of its CUDA ops, minGPT's AL104 restates AL106/AL110); after,
 14 warnings on 30, 13 earned, none at the model root; `--set all` unchanged (28 warnings).
+
+`--set second43` runs issue 43's second untuned set (SECOND43: 29, 11 repository-style model files
+among them), adjudicated warning by warning in benchmarks/eval_data/rule_noise_second43.md. On
+2026-11-28 (this CPU, static): 25 warnings before the fixes it led to (23 earned), 24 after, 23
+earned (96%), none at the model root; fresh43 then 15 warnings, all earned (AL104's statement now
+restated after other rules take their ops), untuned 22 (diffusers not installed: 43 models).
 """
 
 from __future__ import annotations
