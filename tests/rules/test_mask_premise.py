@@ -40,9 +40,10 @@ def test_a_causal_mask_built_every_call_still_warns():
 
 
 def test_canvas_filled_in_place_is_not_constant():
-    from archlint.model.checks.mask_in_forward import constant_ops
-    from archlint.model.analyze import analyze_model
     from paste_masks import MaskHead
+
+    from archlint.model.analyze import analyze_model
+    from archlint.model.checks.mask_in_forward import constant_ops
 
     graph, _ = analyze_model(MaskHead().eval(), (torch.randn(2, 64, 14, 14),), Settings(), target="paste")
     zeros = [n for n, d in graph.nodes(data=True) if str(d.get("op", "")).startswith("aten.zeros")]
@@ -67,9 +68,8 @@ def test_deberta_default_padding_mask_is_info():
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        _, found = run(ModelSpec("hf:deberta-v2", hf_config=dict(num_hidden_layers=2, hidden_size=128,
-                                                                 num_attention_heads=4, intermediate_size=256)),
-                       Settings())
+        config = {"num_hidden_layers": 2, "hidden_size": 128, "num_attention_heads": 4, "intermediate_size": 256}
+        _, found = run(ModelSpec("hf:deberta-v2", hf_config=config), Settings())
     masks = [d for d in found if d.code == "AL107"]
     assert masks and all(d.severity is Severity.INFO for d in masks)
     assert any(d.evidence.get("default_padding_mask") for d in masks)
@@ -81,9 +81,10 @@ def test_deberta_default_padding_mask_is_info():
 
 def test_paste_at_host_read_boxes_records_the_write():
     # the dispatch capture (a host read in forward) records `canvas[a:b] = m` as the write it is
+    from paste_masks import PasteAtBoxes
+
     from archlint.model.analyze import analyze_model
     from archlint.model.checks.mask_in_forward import constant_ops
-    from paste_masks import PasteAtBoxes
 
     args = (torch.randn(4, 64, 14, 14), torch.rand(4, 2) * 40)
     assert not [d for d in _found("boxes", PasteAtBoxes(), *args) if d.code == "AL107"]

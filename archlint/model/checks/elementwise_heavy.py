@@ -30,9 +30,9 @@ import networkx as nx
 from archlint.diagnostics import Severity
 from archlint.model.checks import _locate as locate, _pricing as pricing, _query as query
 from archlint.model.checks._reference_path import reference_modules, switch_modules
-from archlint.model.checks._verdict import stated
 from archlint.model.checks._blocks import module_blocks
 from archlint.model.checks._repeats import path_pattern
+from archlint.model.checks._verdict import stated
 from archlint.model.opgraph import ELEMENTWISE_KINDS
 
 CODE = "AL104"
@@ -247,8 +247,8 @@ def _finding(graph, ctx, places, light, saved, parts_ms, share, lat_share):
                     "finding, nothing is left for this one")
         held = sum(kept.values()) or 1
         counted = Counter()
-        for n in kept:
-            counted[_label(graph.nodes[n])] += kept[n]
+        for n, b in kept.items():
+            counted[_label(graph.nodes[n])] += b
         # the ops that carry the bytes: a per-channel parameter op (a scale's exp, a weight's cast) at 0% is not named
         top = ", ".join(f"{op} {b / held:.0%}" for op, b in counted.most_common(4) if b >= 0.01 * held) or \
             counted.most_common(1)[0][0]
