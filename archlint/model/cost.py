@@ -448,6 +448,8 @@ def mac_bytes(op: dict) -> int:
         return out
     if kind == "embedding":
         return _embedding_mac(op)
+    if op.get("key") == "setitem" and op.get("in_shapes"):  # x[a:b] = v: v read and written, x untouched elsewhere
+        return 2 * numel(op["in_shapes"][-1]) * op.get("itemsize", 4)
     return op["in_bytes"] + op.get("param_bytes", 0) + out  # a tensor passed twice is read once
 
 

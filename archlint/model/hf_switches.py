@@ -43,11 +43,15 @@ def activation_switch(config, module_class: str | None) -> tuple[str, str] | Non
     return None
 
 
-def attention_switch(config) -> tuple[str, str] | None:
-    """attn_implementation="sdpa" when the model runs its eager (hand-written) attention."""
-    if getattr(config, "_attn_implementation", None) == "eager":
-        return "attn_implementation", "sdpa"
-    return None
+def attention_switch(config, model: nn.Module | None = None) -> tuple[str, str] | None:
+    """attn_implementation="sdpa" when the model runs its eager (hand-written) attention and its
+    class takes SDPA (transformers' `_supports_sdpa`): DeBERTa-v2, RoFormer and SqueezeBERT do not,
+    and naming the key there would contradict the finding's own "has no SDPA attention"."""
+    if getattr(config, "_attn_implementation", None) != "eager":
+        return None
+    if model is not None and not getattr(model, "_supports_sdpa", False):
+        return None
+    return "attn_implementation", "sdpa"
 
 
 def logits_switch(model: nn.Module, d: Diagnostic) -> tuple[str, int] | None:
@@ -84,7 +88,7 @@ def annotate(diagnostics: list[Diagnostic], model: nn.Module, module_types: dict
         if config is not None and d.code == HANDWRITTEN_OP:
             switch = activation_switch(config, module_types.get(d.module or ""))
         elif config is not None and d.code == HANDWRITTEN_ATTENTION:
-            switch = attention_switch(config)
+            switch = attention_switch(config, model)
         logits = logits_switch(model, d)
         if logits:
             key, value = logits

@@ -111,3 +111,41 @@ def test_use_cuda_kernel_switch_is_named():
     (d,) = [d for d in found if d.code == "AL104" and d.severity is Severity.WARNING]
     assert d.module.startswith("resblocks.0.activations") and "use_cuda_kernel" in d.evidence["switch"]["test"]
     assert "use_cuda_kernel" in d.message and "reference_path" not in d.evidence
+
+
+def test_al104_statement_agrees_with_its_final_price():
+    # minGPT's AL104: AL106 and AL110 own part of its ops (settle cuts the price); the share the
+    # message states is the one its final price carries, not the one before the cut
+    import re
+    import sys
+    from pathlib import Path
+
+    import torch
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    from rule_noise import repo_model
+
+    model, args = repo_model("mingpt_karpathy")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _, found = analyze(ModelSpec("gpt", model=model, given_args=args, given_kwargs={}), Settings())
+    (d,) = [d for d in found if d.code == "AL104"]
+    assert d.evidence["counted_by"] and "own part of these ops" in d.message
+    stated = int(re.search(r"hold (\d+)% of the model's MAC", d.message).group(1))
+    assert stated == round(100 * d.price.saving_share), (stated, d.price.saving_share)
+    assert torch.is_tensor(args[0])
+
+
+def test_restate_keeps_what_was_said_after_the_statement():
+    from archlint.diagnostics import Diagnostic, Price
+    from archlint.model.checks._verdict import restate, stated
+
+    d = Diagnostic(code="AL104", message="", price=Price.static("fuse", mac_bytes_saved=50, model_mac_bytes=100))
+    stated(d, lambda d: f"saves {d.price.saving_share:.0%}")
+    d.message += " (library code)"
+    d.price.saving_share = 0.1
+    restate(d)
+    assert d.message == "saves 10% (library code)"
+    d.message = "rewritten"
+    restate(d)
+    assert d.message == "rewritten"

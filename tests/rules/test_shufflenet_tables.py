@@ -64,7 +64,7 @@ def test_al101_balanced_chain_mac_is_the_paper_formula():
     assert d.evidence["balanced_mac_bytes"] == 4 * (2 * (hw * (c1 + x) + c1 * x) + inner * (2 * hw * x + x * x))
 
 
-@pytest.mark.parametrize(("label", "fires"), [("g=1", False), ("g=2", False), ("g=4", True), ("g=8", True)])
+@pytest.mark.parametrize(("label", "fires"), [("g=1", False), ("g=2", True), ("g=4", True), ("g=8", True)])
 def test_al102_table2(label, fires):
     found = fired(label, "AL102")
     assert bool(found) == fires
@@ -79,7 +79,7 @@ def test_al102_table2(label, fires):
 
 @pytest.mark.parametrize(
     ("label", "form"),
-    [("1-fragment", None), ("2-fragment-series", None), ("2-fragment-parallel", None),
+    [("1-fragment", None), ("2-fragment-series", None), ("2-fragment-parallel", "parallel"),
      ("4-fragment-series", "series"), ("4-fragment-parallel", "parallel")],
 )
 def test_al103_table3(label, form):
@@ -87,10 +87,19 @@ def test_al103_table3(label, form):
     assert {d.evidence["form"] for d in found} == ({form} if form else set())
     if form:
         (d,) = found  # one finding for the 10 identical blocks, listing them all
-        assert len(d.evidence["instances"]) == tables.REPEAT and d.evidence["fragments"] == 4
+        n = int(label[0])
+        assert len(d.evidence["instances"]) == tables.REPEAT and d.evidence["fragments"] == n
         assert d.evidence["flops_share"] == pytest.approx(1.0)
-        # Fragmentation costs launches, not bytes: no static saving, so info.
-        assert d.price.basis == "static" and d.severity is Severity.INFO
+        assert d.price.basis == "static"
+        if form == "series":  # fragmentation in series costs launches, not bytes: no static saving, so info
+            assert d.severity is Severity.INFO
+        else:
+            # n 1×1 branches over one input, concatenated: one 64→64 conv reads the input once and
+            # writes no concat — per block the branches' n·64·hw + 64·hw and the concat's 2·64·hw
+            # elements (fp32) against the one conv's 2·64·hw: (n + 1)·64·hw saved
+            hw, c = 56 * 56, 64
+            assert d.price.mac_bytes_saved == tables.REPEAT * 4 * (n + 1) * c * hw and d.price.pays
+            assert d.severity is Severity.WARNING and "concat goes away" in d.message
 
 
 @pytest.mark.parametrize(

@@ -73,8 +73,8 @@ class _Recorder(TorchFunctionMode):
 
     def _host_side(self, func, args: tuple, kwargs: dict) -> None:
         """Calls that return no tensor but make the host wait: a value read (`.item()`, `if t:`),
-        recorded as a "sync" op whose output is the tensor read; and a boolean-mask assignment
-        (`x[mask] = v`), recorded as the in-place write it is (later reads of x come from it)."""
+        recorded as a "sync" op whose output is the tensor read; and an assignment into a tensor
+        (`x[mask] = v`, `x[a:b] = v`), recorded as the in-place write it is (later reads of x come from it)."""
         name = getattr(func, "__name__", "")
         tensor = args[0] if args and isinstance(args[0], torch.Tensor) else None
         if tensor is None:
@@ -84,6 +84,10 @@ class _Recorder(TorchFunctionMode):
             attrs = {"host_sync": SYNC_REASONS[0]}
         elif name == "__setitem__" and host_sync("setitem", args, kwargs):
             key, attrs = "index_put", call_attrs("setitem", args, kwargs)
+        elif name == "__setitem__" and len(args) > 2 and isinstance(args[2], torch.Tensor):
+            # `canvas[y0:y1, x0:x1] = m`: a copy kernel into x; recorded as the write it is, so that
+            # what reads x later reads the written tensor (a zeroed canvas filled per call is no constant)
+            key, attrs = "setitem", call_attrs("setitem", args, kwargs)
         else:
             return
         attrs["source"] = _caller()
@@ -91,7 +95,7 @@ class _Recorder(TorchFunctionMode):
         op = self.b.unique(key)
         inputs, params = self.resolve((args, kwargs))
         self.b.op(op, label=label, key=key, module=self.stack[-1], inputs=inputs, outputs=[tensor], params=params, attrs=attrs)
-        if key == "index_put":
+        if key in ("index_put", "setitem"):
             self.produced(op, [tensor])
 
     def pre_hook(self, path: str, module: nn.Module, args, kwargs):

@@ -161,6 +161,7 @@ def run_checks(graph: nx.DiGraph, ctx: CheckContext) -> list[Diagnostic]:
     settled = _verdict.settle(found, {m.CODE: m.PRIORITY for m in check_modules()})  # one op's saving, one finding
     model_mac = _query.module_mac(graph)
     for d in settled:
+        _verdict.restate(d)  # the statement agrees with the final price
         _verdict.judge(d, used[d.code], ctx, model_mac)
     return sorted(settled, key=Diagnostic.sort_key)
 

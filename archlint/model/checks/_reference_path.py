@@ -149,3 +149,37 @@ def reference_modules(graph) -> dict[str, ReferencePath]:
             if found is not None:
                 out[path] = found
     return out
+
+
+# Words of an `if` that picks the attention implementation (transformers' config._attn_implementation,
+# a use_flash_attn flag, xformers, a varlen/unpadded path).
+_ATTENTION_WORDS = ("attn_implementation", "attention_implementation", "flash", "xformers", "varlen", "unpad")
+
+
+def _spans(node: ast.AST, line: int) -> bool:
+    return node.lineno <= line <= (node.end_lineno or node.lineno)
+
+
+@lru_cache(maxsize=256)
+def implementation_branch(file: str, line: int) -> ReferencePath | None:
+    """The `if` choosing the attention implementation that the statement at `file:line` sits on one
+    side of (ModernBERT-style encoders: `if config._attn_implementation == "flash_attention_2":`
+    unpad and pass the window to the kernel, `else:` build the mask): the statement runs on one
+    implementation only. The innermost such `if` of the function holding the line."""
+    tree = _parse(file)
+    if tree is None:
+        return None
+    fns = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and _spans(n, line)]
+    if not fns:
+        return None
+    fn = max(fns, key=lambda n: n.lineno)  # the innermost function holding the line
+    found = None
+    for node in ast.walk(fn):
+        if not isinstance(node, ast.If) or not any(w in ast.unparse(node.test).lower() for w in _ATTENTION_WORDS):
+            continue
+        sides = [node.body, node.orelse]
+        if any(_spans(stmt, line) for side in sides for stmt in side) and (found is None or node.lineno > found.lineno):
+            found = node
+    if found is None:
+        return None
+    return ReferencePath(fn.name, file, found.lineno, ast.unparse(found.test))

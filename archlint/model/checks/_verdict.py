@@ -19,9 +19,16 @@ owner (`settle`, by the rules' PRIORITY: a finding naming another's op is info),
   evidence "step_part" (AL611: the optimizer); a model-wide total at the root is info.
 
 Anything else is info (hidden by default, never fails a gate), with evidence["verdict"] saying why.
+
+A statement agrees with its own figures: a rule whose message states figures of its price renders
+it with `stated(d, render)`, and the verdict path renders it again once the price is final
+(`restate`: after `settle` cuts an additive price, after `judge_again` reprices), keeping what was
+said after it (the overlap note, the library switch).
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from archlint.diagnostics import Diagnostic, Severity
 
@@ -79,6 +86,7 @@ def judge_again(d: Diagnostic, options: dict, ctx, model_mac: int) -> None:
         d.severity = Severity.WARNING
         d.evidence.pop("verdict", None)
         d.evidence.pop("verdict_basis", None)
+    restate(d)
     judge(d, options, ctx, model_mac)
 
 
@@ -130,3 +138,27 @@ def _noise_band(saving_ms: float | None, pricer) -> tuple[float, float] | None:
         return None
     q1, q3 = sorted(spread)
     return saving_ms / q3, saving_ms / q1
+
+
+_RENDER = "_render"  # attributes set on a Diagnostic by `stated` (not fields: never serialised)
+_STATED = "_stated"
+
+
+def stated(d: Diagnostic, render: Callable[[Diagnostic], str]) -> Diagnostic:
+    """Give the finding its rule's statement, rendered from its price now and again by `restate`."""
+    text = render(d)
+    d.message = text
+    setattr(d, _RENDER, render)
+    setattr(d, _STATED, text)
+    return d
+
+
+def restate(d: Diagnostic) -> None:
+    """Render the rule's statement again from the finding's final price, keeping what was added
+    after it; a message rewritten since (not starting with the last statement) is left as it is."""
+    render, before = getattr(d, _RENDER, None), getattr(d, _STATED, None)
+    if render is None or before is None or not d.message.startswith(before):
+        return
+    text = render(d)
+    d.message = text + d.message[len(before):]
+    setattr(d, _STATED, text)

@@ -32,6 +32,7 @@ from archlint.model.checks import _locate as locate, _pricing as pricing, _query
 from archlint.model.checks._reference_path import reference_modules, switch_modules
 from archlint.model.checks._blocks import module_blocks
 from archlint.model.checks._repeats import path_pattern
+from archlint.model.checks._verdict import stated
 from archlint.model.opgraph import ELEMENTWISE_KINDS
 
 CODE = "AL104"
@@ -224,37 +225,58 @@ def _finding(graph, ctx, places, light, saved, parts_ms, share, lat_share):
     for n in light:
         by_op[_label(graph.nodes[n])] += saved[n]
     mac = sum(saved[n] for n in light)
-    # the ops that carry the bytes: a per-channel parameter op (a scale's exp, a weight's cast) at 0% is not named
-    top = ", ".join(f"{op} {b / mac:.0%}" for op, b in by_op.most_common(4) if b >= 0.01 * mac) or by_op.most_common(1)[0][0]
+    total = mac / share if share else 0  # the model's MAC
     price = pricing.price(
         graph, ctx, alternative="the model's element-wise and data-movement ops fused into the ops producing their "
         "inputs (torch.compile, or fused kernels where listed)",
         mac_bytes_saved=mac, saving_ms=sum(parts_ms.values()) if parts_ms else None, estimated=True, claims=light,
     )
     price.parts = {n: (saved[n], parts_ms[n] if parts_ms else None) for n in light}
-    measured = f" and {lat_share:.0%} of its measured latency" if lat_share is not None else ""
+    whole_ms = sum(parts_ms.values()) / lat_share if parts_ms and lat_share else None
     untimed = (
         "; the saving is estimated from the ops' measured times, fusion itself was not timed "
         "(`--what-if compile` measures what it buys)" if price.basis == "estimated" and ctx.pricer is not None else ""
     )
     where, ops, modules = places[0]
     module = _module(where)
-    costliest = max(ops, key=lambda n: saved[n])
-    shape = "×".join(str(v) for v in (graph.nodes[costliest].get("out_shapes") or [()])[0])
-    listed = [_place(graph, p, saved, mac) for p in places
-              if p is places[0] or sum(saved[n] for n in p[1]) >= 0.01 * mac]  # the places that hold bytes
-    more = f"; then {'; '.join(listed[1:4])}" + (f" and {len(listed) - 4} more places" if len(listed) > 4 else "")
+
+    def render(d) -> str:
+        """The statement from the price as it stands: the ops it still counts (another rule may own
+        some: _verdict.settle), their share of the model, by op and by place."""
+        parts = d.price.parts if d.price is not None and d.price.parts is not None else price.parts
+        kept = {n: b for n, (b, _) in parts.items()}
+        if not kept:  # other findings own every op
+            return ("element-wise and data-movement ops that fusion would remove: every one is counted by another "
+                    "finding, nothing is left for this one")
+        held = sum(kept.values()) or 1
+        counted = Counter()
+        for n, b in kept.items():
+            counted[_label(graph.nodes[n])] += b
+        # the ops that carry the bytes: a per-channel parameter op (a scale's exp, a weight's cast) at 0% is not named
+        top = ", ".join(f"{op} {b / held:.0%}" for op, b in counted.most_common(4) if b >= 0.01 * held) or \
+            counted.most_common(1)[0][0]
+        mine = [(w, [n for n in o if n in kept], ms) for w, o, ms in places]
+        mine = sorted([p for p in mine if p[1]], key=lambda p: -sum(kept[n] for n in p[1]))
+        listed = [_place(graph, p, kept, held) for p in mine
+                  if p is mine[0] or sum(kept[n] for n in p[1]) >= 0.01 * held]  # the places that hold bytes
+        more = f"; then {'; '.join(listed[1:4])}" + (f" and {len(listed) - 4} more places" if len(listed) > 4 else "")
+        costliest = max(mine[0][1], key=lambda n: kept[n])
+        shape = "×".join(str(v) for v in (graph.nodes[costliest].get("out_shapes") or [()])[0])
+        ms = sum(v or 0.0 for _, v in parts.values()) if parts_ms else None
+        measured = f" and {ms / whole_ms:.0%} of its measured latency" if ms is not None and whole_ms else ""
+        return (
+            f"element-wise and data-movement ops that fusion would remove hold {held / total if total else 0:.0%} of the "
+            f"model's MAC{measured} ({top}), most in {listed[0]} (costliest on a {shape} tensor)"
+            f"{more if len(listed) > 1 else ''}: each is a full pass over an activation with little arithmetic{untimed}"
+        )
+
     # an AFTER place: the source is the class whose forward runs the ops (the model's own), the
     # module the layer whose output they post-process
     holder = locate.common_module(graph, ops) if where.startswith(AFTER) else module
     found = locate.finding(
         graph,
         CODE,
-        (
-            f"element-wise and data-movement ops that fusion would remove hold {share:.0%} of the model's MAC{measured} "
-            f"({top}), most in {listed[0]} (costliest on a {shape} tensor){more if len(listed) > 1 else ''}: each is a "
-            f"full pass over an activation with little arithmetic{untimed}"
-        ),
+        "",
         node=ops[0],
         module=holder,
         price=price,
@@ -268,6 +290,7 @@ def _finding(graph, ctx, places, light, saved, parts_ms, share, lat_share):
                         "mac_bytes_saved": sum(saved[n] for n in o)} for w, o, ms in places],
         },
     )
+    stated(found, render)
     found.module = module
     switch = _switch(graph, module)
     if switch is not None:  # the model's own switch to a fused CUDA kernel for these ops

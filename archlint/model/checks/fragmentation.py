@@ -35,6 +35,7 @@ from archlint.diagnostics import Severity
 from archlint.model.estimating import estimate
 from archlint.model.checks import _locate as locate, _merge as merge, _pricing as pricing, _query as query
 from archlint.model.checks._blocks import fork_join_blocks, is_fragment, longest_chain, module_blocks
+from archlint.units import human_bytes
 
 CODE = "AL103"
 SEVERITY = Severity.WARNING  # as its page says (the registry checks)
@@ -87,14 +88,20 @@ def check(graph, options, ctx):
         if taken & set(block.nodes):
             continue  # nested in, or overlapping, a region already reported
         branches = [b for b in block.branches if any(n in small for n in b)]
-        # an exact merge priced on a GPU spec needs no count threshold: the estimate decides
+        # an exact merge priced on a GPU spec needs no count threshold: the estimate decides;
+        # statically neither (nor smallness): the MAC the merge saves decides (_static_merge)
         exact = (merge.parallel(graph, block.fork, block.join, block.branches)
-                 if spec is not None and len(branches) == len(block.branches) >= 2 else None)
+                 if len(block.branches) >= 2 and (spec is not None and len(branches) == len(block.branches)
+                                                  or spec is None and not measured) else None)
+        if exact is not None and spec is None and _merge_mac(graph, exact) <= 0:
+            exact = None
         if len(branches) > options["max_parallel"] or exact is not None:
             taken |= set(block.nodes)
             module = locate.common_module(graph, [*block.nodes, block.join])
-            exact = exact or merge.parallel(graph, block.fork, block.join, block.branches) if len(branches) == len(block.branches) else None
-            _add(graph, groups, block, module, "parallel", len(branches), small, exact)
+            if exact is None and len(branches) == len(block.branches):
+                exact = merge.parallel(graph, block.fork, block.join, block.branches)
+            degree = len(block.branches) if exact is not None and spec is None and not measured else len(branches)
+            _add(graph, groups, block, module, "parallel", degree, small, exact)
     for block in module_blocks(graph):
         if taken & set(block.nodes):
             continue
@@ -107,8 +114,15 @@ def check(graph, options, ctx):
         yield _finding(graph, ctx, options, form, degree, found, model_flops)
 
 
+def _merge_mac(graph, exact: merge.Merge) -> int:
+    """The MAC bytes an exact merge saves: the ops it removes (the fragments, the concat or split)
+    against the one op in their place — the input read once, no concat pass."""
+    removed = sum(int(graph.nodes[n].get("mac_bytes", 0)) for n in exact.removed)
+    return removed - int(exact.op.get("mac_bytes", 0))
+
+
 def _add(graph, groups, block, module, form, degree, small, exact):
-    fragments = [n for n in block.nodes if n in small]
+    fragments = [n for n in block.nodes if n in small] or [n for n in (exact.removed if exact else ()) if is_fragment(graph.nodes[n])]
     key = (query.module_type(graph, module), form, degree, len(fragments))
     groups.setdefault(key, []).append((module, block, fragments, exact))
 
@@ -149,8 +163,15 @@ def _finding(graph, ctx, options, form, degree, found, model_flops):
     if keeps and spec is not None:
         price = pricing.estimated(graph, ctx, alternative=alternative, claims=claims,
                                   saving_ms=sum(_merged_ms(graph, spec, m) for m in merges))
+    elif keeps and form == "parallel" and getattr(ctx, "pricer", None) is None:
+        # statically an exact parallel merge saves bytes, not only launches: the input read once
+        # and no concat; those ops (the concat) are this finding's (AL104 counts the rest)
+        joins = [n for m in merges for n in m.removed if not is_fragment(graph.nodes[n])]
+        price = pricing.price(graph, ctx, alternative=alternative, mac_bytes_saved=sum(_merge_mac(graph, m) for m in merges),
+                              claims=[*claims, *joins])
     if price is None:
         price = pricing.price(graph, ctx, alternative=alternative, saving_ms=saving, estimated=True, claims=claims)
+    bytes_priced = price.basis == "static" and bool(price.mac_bytes_saved)
     kind = query.module_type(graph, module) or "block"
     where = f"{kind} {module or block.name}" + (f" and {len(found) - 1} more like it" if len(found) > 1 else "")
     what = f"{degree} parallel branches" if form == "parallel" else f"a chain of {degree} in series"
@@ -158,10 +179,15 @@ def _finding(graph, ctx, options, form, degree, found, model_flops):
         graph,
         CODE,
         (
-            f"{where}: {len(fragments)} small fragments per block ({what}); "
-            f"{flops / max(1, model_flops):.1%} of the model's FLOPs arrive in {len(every)} "
-            f"small launches where fewer, wider ops would fill the device"
-            + (f"; {alternative}" if keeps else "")
+            (f"{where}: {len(fragments)} fragments per block ({what}) over one input, concatenated; "
+             f"{flops / max(1, model_flops):.1%} of the model's FLOPs arrive in {len(every)} launches that read "
+             f"the input {len(fragments)}× and pay a concat pass; {alternative} — saves "
+             f"{human_bytes(price.mac_bytes_saved)} of memory traffic ({price.saving_share:.1%} of the model's MAC)"
+             if bytes_priced else
+             f"{where}: {len(fragments)} small fragments per block ({what}); "
+             f"{flops / max(1, model_flops):.1%} of the model's FLOPs arrive in {len(every)} "
+             f"small launches where fewer, wider ops would fill the device"
+             + (f"; {alternative}" if keeps else ""))
             + (f" — estimated on {spec.name} to save {price.saving_ms * 1e3:.1f} µs ({price.saving_share:.1%} of the model)"
                if keeps and price.basis == "estimated" and price.saving_ms is not None and _priced_on_spec(ctx) else "")
         ),

@@ -16,6 +16,7 @@ import networkx as nx
 
 from archlint.diagnostics import Severity
 from archlint.model.checks import _locate as locate, _pricing as pricing, _query as query
+from archlint.model.checks._reference_path import implementation_branch
 
 CODE = "AL107"
 SEVERITY = Severity.WARNING  # as its page says (the registry checks)
@@ -30,11 +31,25 @@ OPTIONS = {
 
 
 def constant_ops(graph: nx.DiGraph) -> set[str]:
-    """Ops computed from constants alone (see the module docstring), in topological order."""
+    """Ops computed from constants alone (see the module docstring), in topological order. A
+    tensor created from constants and then written in place with values the forward computed
+    (`canvas = zeros(H, W); canvas[y0:y1, x0:x1] = mask`: torchvision's paste_masks_in_image and
+    RoIAlign's result buffer, an unpadding model's repad `output[indices] = x`) is a canvas the
+    forward fills, not a constant: it, and what is computed from it, is left out."""
+    filled: set[str] = set()
+    while True:
+        constant = _constants(graph, filled)
+        more = _filled(graph, constant) - filled
+        if not more:
+            return constant
+        filled |= more
+
+
+def _constants(graph: nx.DiGraph, filled: set[str]) -> set[str]:
     constant: set[str] = set()
     for name in nx.topological_sort(graph):
         data = graph.nodes[name]
-        if data["kind"] in ("input", "output") or data.get("param_shapes"):
+        if data["kind"] in ("input", "output") or data.get("param_shapes") or name in filled:
             continue
         preds = list(graph.predecessors(name))
         if preds and all(p in constant for p in preds):
@@ -42,6 +57,31 @@ def constant_ops(graph: nx.DiGraph) -> set[str]:
         elif not preds and not data.get("in_shapes") and data["kind"] == "creation":
             constant.add(name)
     return constant
+
+
+def _in_place(data: dict) -> bool:
+    """An op that writes its first argument (`aten.copy_`, `index_put_`, `masked_fill_`, `__iand__`)."""
+    if data.get("key") in ("setitem", "index_put"):  # `x[i] = v` recorded by the dispatch capture
+        return True
+    parts = str(data.get("op", "")).split(".")
+    return any((p.endswith("_") and not p.endswith("__")) or (p.startswith("__i") and p.endswith("__"))
+               for p in parts[1:] or parts)
+
+
+def _filled(graph: nx.DiGraph, constant: set[str]) -> set[str]:
+    """Constant tensors (with their views) an in-place op writes with a value that is not constant."""
+    out: set[str] = set()
+    for name, data in graph.nodes(data=True):
+        if data["kind"] in ("input", "output") or not _in_place(data):
+            continue
+        inputs = query.tensor_inputs(graph, name)
+        if not inputs or inputs[0] not in constant or all(p in constant for p in inputs[1:]):
+            continue
+        base = inputs[0]  # the written view, back to the tensor it views
+        while graph.nodes[base]["kind"] in ("reshape", "split") and query.tensor_inputs(graph, base):
+            base = query.tensor_inputs(graph, base)[0]
+        out |= {base, name} | {n for n in nx.descendants(graph, base) if n in constant}
+    return out
 
 
 def _is_mask(data: dict, min_size: int) -> bool:
@@ -96,7 +136,9 @@ def check(graph, options, ctx):
         module = locate.common_module(graph, ops + [s for s in graph.successors(name)])
         shape = "×".join(str(d) for d in graph.nodes[name]["out_shapes"][0])
         names = ", ".join(dict.fromkeys(query.op_name(graph.nodes[n]) for n in ops))
-        yield locate.finding(
+        branch = _one_implementation(graph, name)
+        default = _default_padding(graph, ops)
+        d = locate.finding(
             graph,
             CODE,
             (
@@ -112,3 +154,46 @@ def check(graph, options, ctx):
             evidence={"mask_shape": list(graph.nodes[name]["out_shapes"][0]), "ops": ops, "mac_bytes": mac,
                       "causal": causal},
         )
+        if default:  # no constant: the caller's padding mask, made up because none was passed
+            d.severity = Severity.INFO
+            d.evidence["default_padding_mask"] = default
+            d.evidence["verdict"] = "built from a default padding mask the forward makes when none is passed"
+            d.message += (
+                f"; but it is built from {default[0]} (all ones, the shape of the model's input "
+                f"{'×'.join(map(str, graph.nodes[default[0]]['out_shapes'][0]))}): the padding mask the forward makes up "
+                "when the caller passes none — with a real batch's mask passed it depends on the batch, nothing to cache")
+        if branch is not None:  # the premise (built on every call) holds on the captured path only
+            d.severity = Severity.INFO
+            d.evidence["implementation_branch"] = {"function": branch.function, "file": branch.file,
+                                                   "line": branch.line, "test": branch.test}
+            d.evidence["verdict"] = "built on one attention implementation's path only (the one captured)"
+            d.message += (
+                f"; built only on one side of `if {branch.test}` ({branch.file.rsplit('/', 1)[-1]}:{branch.line}, "
+                f"in {branch.function}): the other attention implementation (a flash/varlen kernel: unpadded "
+                "tokens, the window passed to the kernel) builds no mask — choose it on the GPU rather than "
+                "caching this one")
+        yield d
+
+
+_FILLS = ("ones", "newones", "oneslike", "full", "newfull", "fulllike")
+
+
+def _default_padding(graph: nx.DiGraph, ops: list[str]) -> list[str]:
+    """The mask's creation ops when every one is an all-ones tensor of a model input's shape (batch ×
+    sequence): `if attention_mask is None: attention_mask = torch.ones(input_shape)` — a stand-in
+    for an input the caller did not give, not a constant of the model. Empty otherwise (a tril of
+    ones(T, T), an arange: real constants)."""
+    inputs = {tuple(s) for _, d in graph.nodes(data=True) if d["kind"] == "input" for s in d.get("out_shapes") or []}
+    roots = [n for n in ops if graph.nodes[n]["kind"] == "creation"]
+    shaped = [n for n in roots if query.op_name(graph.nodes[n]) in _FILLS
+              and len((graph.nodes[n].get("out_shapes") or [()])[0]) >= 2
+              and tuple(graph.nodes[n]["out_shapes"][0]) in inputs]
+    return shaped if roots and shaped == roots else []
+
+
+def _one_implementation(graph: nx.DiGraph, mask: str):
+    """The `if` picking the attention implementation that the op making the mask runs under, found
+    from the source line it was called from (_reference_path.implementation_branch); ops before it
+    may be shared (a default padding mask built above the branch)."""
+    source = graph.nodes[mask].get("source")
+    return implementation_branch(source[0], int(source[1])) if source else None

@@ -79,7 +79,9 @@ def check(graph, options, ctx):
                                       claims=claims, mac_bytes_saved=saved)
         if price is None:
             price = pricing.price(graph, ctx, alternative=alternative, mac_bytes_saved=saved, claims=claims)
-        module = locate.common_module(graph, names)
+        # layers of the model's own forward (NeRF's alpha_linear and feature_linear, a VAE's mu and
+        # logvar heads): placed at the first of them, where the user's code creates it, not at the root
+        module = locate.common_module(graph, names) or modules[0]
         if locate.library_module(graph, module) == "diffusers":  # the library fuses its own attention
             price.alternative = "diffusers' model.fuse_qkv_projections() (one q/k/v Linear, same outputs)"
         yield locate.finding(
