@@ -14,7 +14,8 @@ import torch
 
 from archlint import devices
 from archlint.cli import main
-from archlint.model.estimating import calibration, families, roofline
+from archlint.model.estimating import calibration, families
+from archlint.model.timing import roofline
 
 ROOT = Path(__file__).resolve().parents[3]
 CPU = torch.device("cpu")
