@@ -102,7 +102,7 @@ def _why_not(d: Diagnostic, floor: float, ctx, model_mac: int) -> str | None:
     if not located(d):
         return "a model-wide total at the model's root: no module or op chain to act on"
     share = p.saving_share
-    pricer = ctx.pricer
+    pricer = ctx.pricer if ctx is not None else None  # no context: a finding judged on its own price
     if pricer is not None and p.basis != "measured":
         return f"with --latency the saving must be measured; this one is {p.basis} (the alternative was not timed)"
     if pricer is not None:
