@@ -12,6 +12,8 @@ import io
 import re
 import tokenize
 
+from dataclasses import dataclass
+
 from archlint.code.project_facts import ProjectContext
 from archlint.diagnostics import Diagnostic, Severity
 
@@ -101,17 +103,25 @@ def _diagnostics(check_module, facts, path: str, file_codes: set[str], notes: di
     return out
 
 
+@dataclass(frozen=True)
+class Analysis:
+    """One file's lint: its findings and, with `summarize`, its facts for the project join
+    (project_facts.FileFacts as JSON; None for a file never parsed or too deeply nested)."""
+
+    diagnostics: list[Diagnostic]
+    summary: dict | None = None
+
+
 def lint_text(text: str, path: str, context: ProjectContext | None = None) -> list[Diagnostic]:
     """The file's findings; `context` is what the project join says about it (project_facts.ProjectContext)."""
-    return analyze_text(text, path, context)[0]
+    return analyze_text(text, path, context).diagnostics
 
 
-def analyze_text(text: str, path: str, context: ProjectContext | None = None,
-                 summarize: bool = False) -> tuple[list[Diagnostic], dict | None]:
-    """(findings, the file's facts for the project join when `summarize`). A file that never
-    mentions torch is skipped unless the project says it drives torch code (a context)."""
+def analyze_text(text: str, path: str, context: ProjectContext | None = None, summarize: bool = False) -> Analysis:
+    """The file's findings (and facts, with `summarize`). A file that never mentions torch is
+    skipped unless the project says it drives torch code (a context)."""
     if _PREFILTER not in text and not context:
-        return [], None
+        return Analysis([])
     notes = comments(text)
     file_noqa = next(filter(None, map(_FILE_NOQA.search, notes.values())), None)
     file_codes = _codes(file_noqa.group("codes")) if file_noqa else set()
@@ -121,13 +131,13 @@ def analyze_text(text: str, path: str, context: ProjectContext | None = None,
     plan = chunks.split(text)  # a large file is parsed a chunk at a time (chunks.py says why)
     problem = guard.precheck(text, path, plan)
     if problem is not None:
-        return [problem], None
+        return Analysis([problem])
     return guard.deep(_lint_parsed, text, path, file_codes, bool(file_noqa), context, summarize, plan, notes)
 
 
 def _lint_parsed(text: str, path: str, file_codes: set[str] | None, file_noqa: bool, context: ProjectContext | None,
                  summarize: bool, plan=None,
-                 notes: dict[int, str] | None = None) -> tuple[list[Diagnostic], dict | None]:
+                 notes: dict[int, str] | None = None) -> Analysis:
     """Parse with libcst (on guard.deep's big-stack thread), extract facts, run every check."""
     import libcst as cst
 
@@ -138,13 +148,13 @@ def _lint_parsed(text: str, path: str, file_codes: set[str] | None, file_noqa: b
     try:
         module = chunks.parse(text, plan) if plan else cst.parse_module(text)
     except cst.ParserSyntaxError as exc:
-        return [_syntax_error(text, path, exc)], None
+        return Analysis([_syntax_error(text, path, exc)])
     except RecursionError:
-        return [parse_error(path, "cannot parse: nesting too deep for the parser", 1, 1)], None
+        return Analysis([parse_error(path, "cannot parse: nesting too deep for the parser", 1, 1)])
     try:
         facts = Facts(module, text)
     except RecursionError:
-        return [parse_error(path, "cannot analyze: nesting too deep", 1, 1)], None
+        return Analysis([parse_error(path, "cannot analyze: nesting too deep", 1, 1)])
     summary, trouble = None, []
     if summarize:
         from archlint.code.summary import summarize as summarize_facts
@@ -160,7 +170,7 @@ def _lint_parsed(text: str, path: str, file_codes: set[str] | None, file_noqa: b
     if context:
         facts.project = context
     if file_noqa and file_codes is None:
-        return [], summary
+        return Analysis([], summary)
     out = trouble
     for check_module in modules():
         try:
@@ -170,21 +180,20 @@ def _lint_parsed(text: str, path: str, file_codes: set[str] | None, file_noqa: b
             out.append(parse_error(path, f"archlint internal error in check {name!r} on this file "
                                          f"({type(exc).__name__}: {exc}); please report it", 1, 1))
     out.sort(key=lambda d: (d.line, d.column, d.code))
-    return out, summary
+    return Analysis(out, summary)
 
 
 def lint_bytes(data: bytes, path: str) -> list[Diagnostic]:
-    return analyze_bytes(data, path)[0]
+    return analyze_bytes(data, path).diagnostics
 
 
-def analyze_bytes(data: bytes, path: str, context: ProjectContext | None = None,
-                  summarize: bool = False) -> tuple[list[Diagnostic], dict | None]:
+def analyze_bytes(data: bytes, path: str, context: ProjectContext | None = None, summarize: bool = False) -> Analysis:
     from archlint.code.source import SourceError, decode
 
     if b"torch" not in data and not context:  # cheap for every encoding torch can be spelled in
-        return [], None
+        return Analysis([])
     try:
         text, _, _ = decode(data)
     except SourceError as exc:
-        return [parse_error(path, str(exc), 1, 1)], None
+        return Analysis([parse_error(path, str(exc), 1, 1)])
     return analyze_text(text, path, context, summarize)

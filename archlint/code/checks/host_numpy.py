@@ -39,7 +39,7 @@ def check(facts: Facts):
         reported = set()
         for site in bl.loop.calls:
             where = df.in_loop(site, bl.loop)
-            if where is None or where[1]:
+            if where is None or where.conditional:
                 continue  # under an `if` (every N steps): not every step
             qname = facts.qname(site.node.func, site.scope) or ""
             if not qname.startswith("numpy."):

@@ -102,7 +102,7 @@ def _loop_findings(facts: Facts, seen: set[int]):
         names = tensor_names(bl)
         for site in bl.loop.calls:
             where = df.in_loop(site, bl.loop)
-            if where is None or where[1] or id(site.node) in seen:
+            if where is None or where.conditional or id(site.node) in seen:
                 continue  # under an `if` (e.g. every N steps): not every iteration
             what = _what(site, names, facts)
             if what == "torch.cuda.synchronize()" and site.conditional:
@@ -125,7 +125,7 @@ def _loop_findings(facts: Facts, seen: set[int]):
                 )
         for index in bl.loop.indexes:  # `loss_fg = mse(rgb[acc > 0.5], target[acc > 0.5])`
             where = df.in_loop(index, bl.loop)
-            if where is None or where[1] or id(index.node) in seen:
+            if where is None or where.conditional or id(index.node) in seen:
                 continue
             if _on_host(index.node, bl, facts):
                 continue  # `x = x[y != -1]` before `x = x.cuda()`: the loader's batch, still on the host
