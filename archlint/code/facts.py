@@ -85,6 +85,13 @@ class Scope:
         return None
 
 
+class Span(NamedTuple):
+    """Where a node is in the file: line 1-based, column 0-based (libcst's CodePositions)."""
+
+    start: CodePosition
+    end: CodePosition
+
+
 class Binding(NamedTuple):
     """Where a name is bound, as Scope.lookup finds it: the scope, and the values assigned to it
     there in source order (None for one that is not a plain value: a parameter, a loop target,
@@ -579,12 +586,12 @@ class Facts:
     def code(self, node: cst.CSTNode) -> str:
         return self.module.code_for_node(node)
 
-    def position(self, node: cst.CSTNode):
-        """(start, end) CodePositions: line 1-based, column 0-based. Resolved on first use only."""
+    def position(self, node: cst.CSTNode) -> Span:
+        """Where the node is. Resolved on first use only."""
         if self._positions is None:
             self._positions = Positions(self.module)
             self._shifts = dropped_indent(self.lines, self.module) if "\f" in self.source else {}
         start, end = self._positions[node]
         if self._shifts:
             start, end = (CodePosition(p.line, p.column + self._shifts.get(p.line, 0)) for p in (start, end))
-        return start, end
+        return Span(start, end)

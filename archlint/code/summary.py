@@ -42,7 +42,7 @@ def _line(facts: Facts, call: cst.Call) -> int:
     if lines is None:
         lines = facts.__dict__["_call_lines"] = _call_lines(facts)
     found = lines.get(id(call))
-    return found if found is not None else facts.position(call)[0].line
+    return found if found is not None else facts.position(call).start.line
 
 
 def _call_lines(facts: Facts) -> dict[int, int]:

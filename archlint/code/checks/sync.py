@@ -147,8 +147,8 @@ def _on_host(node: cst.Subscript, bl: df.BatchLoop, facts: Facts) -> bool:
              and isinstance(value.func, cst.Attribute) and value.func.attr.value in ("cuda", "to")]
     if not moves:
         return True
-    line = facts.position(node)[0].line
-    return all(facts.position(value)[0].line >= line for value in moves)
+    line = facts.position(node).start.line
+    return all(facts.position(value).start.line >= line for value in moves)
 
 
 def _function_tensors(scope: Scope, params: list[str], facts: Facts) -> set[str]:

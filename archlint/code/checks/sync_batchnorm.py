@@ -47,7 +47,7 @@ def check(facts: Facts):
     smallest, node = min(sizes, key=lambda s: s[0])
     if smallest < MIN_BATCH:
         return
-    line = facts.position(node)[0].line
+    line = facts.position(node).start.line
     for site in converts:
         yield Finding(
             "AL412",
