@@ -518,7 +518,8 @@ def _is_main_guard(test: cst.BaseExpression) -> bool:
 class Facts:
     """Everything the checks know about one file, plus lazy positions for reporting."""
 
-    def __init__(self, module: cst.Module, source: str) -> None:
+    def __init__(self, module: cst.Module, source: str, positions: Positions | None = None) -> None:
+        """`positions`: those of an earlier Facts of the same module (engine.KeptTrees), if any."""
         self.module = module
         self.source = source
         self.lines = split_lines(source)
@@ -533,8 +534,8 @@ class Facts:
         self.attr_assigns: list[tuple[cst.Attribute, cst.BaseExpression]] = []
         self.idents: set[str] = set()
         self.main_guard: cst.If | None = None
-        self._positions = None
-        self._shifts: dict[int, int] = {}
+        self._positions = positions
+        self._shifts: dict[int, int] | None = None  # known on the first position asked
         self.project = EMPTY  # what the rest of the project says about this file's names (see project.py)
         _WALKER.walk(_Collector(self), module)  # libcst's own module.visit rebuilt every node: ~3x the time
         self._qn: dict[int, str | None] = {}
@@ -586,10 +587,16 @@ class Facts:
     def code(self, node: cst.CSTNode) -> str:
         return self.module.code_for_node(node)
 
+    @property
+    def positions(self) -> Positions | None:
+        """The module's positions, once one was asked for (engine.KeptTrees hands them on)."""
+        return self._positions
+
     def position(self, node: cst.CSTNode) -> Span:
         """Where the node is. Resolved on first use only."""
         if self._positions is None:
             self._positions = Positions(self.module)
+        if self._shifts is None:
             self._shifts = dropped_indent(self.lines, self.module) if "\f" in self.source else {}
         start, end = self._positions[node]
         if self._shifts:

@@ -17,10 +17,10 @@ from archlint import writeguard
 from archlint.code import cache as cache_files
 from archlint.code import guard, notebook, project
 from archlint.code.discover import discover
-from archlint.code.engine import Analysis, analyze_bytes, parse_error
+from archlint.code.engine import Analysis, analyze_bytes, keeping_trees, parse_error
 from archlint.code.project_facts import ProjectContext
 from archlint.code.selection import selected
-from archlint.code.workers import jobs, lint_many
+from archlint.code.workers import PARALLEL_MIN_FILES, jobs, lint_many
 from archlint.config import Settings
 from archlint.diagnostics import Diagnostic
 
@@ -63,8 +63,18 @@ class CodeRun:
     edits: int | None = None
 
 
+# Source kept parsed between a file's own lint and its lint in project context (engine.KeptTrees),
+# when both run in this process: ~100 MB of trees per MB.
+KEEP_CHARS = 1_000_000
+
+
 def lint_files(files: list[Path], settings: Settings, paths: list[Path] | None = None) -> Linted:
     """Every finding in these files (before selection), using and refreshing the cache."""
+    with keeping_trees(0) as kept:
+        return _lint_files(files, settings, paths, kept)
+
+
+def _lint_files(files: list[Path], settings: Settings, paths: list[Path] | None, kept) -> Linted:
     cache_path = cache_files.folder(settings) / cache_files.CODE_FILE
     cache = cache_files.load(cache_path) if settings.cache else {}
     store = cache_files.ProjectStore(settings)
@@ -110,7 +120,10 @@ def lint_files(files: list[Path], settings: Settings, paths: list[Path] | None =
                       file=sys.stderr)
         todo.append((i, name, data, key))
     if todo:
+        if jobs(settings) <= 1 or len(todo) < PARALLEL_MIN_FILES:  # linted here (workers.lint_many), not in workers
+            kept.budget = KEEP_CHARS
         fresh = lint_many([(name, data) for _, name, data, _ in todo], jobs(settings), _work, _work_died)
+        kept.budget = 0  # only files linted on their own are kept: the join's extra modules never are linted
         for (i, _, _, key), analysis in zip(todo, fresh):
             results[i] = analysis.diagnostics
             summaries[i] = analysis.summary
