@@ -178,11 +178,26 @@ def children(node: cst.CSTNode) -> list[cst.CSTNode]:
     out = []
     for name in names:
         value = getattr(node, name)
-        if isinstance(value, cst.CSTNode):
+        value_type = type(value)
+        if value_type is tuple or value_type is list:
+            out += [v for v in value if _is_node(type(v))]
+        elif _is_node(value_type):
             out.append(value)
-        elif isinstance(value, (tuple, list)):
-            out += [v for v in value if isinstance(v, cst.CSTNode)]
+        elif isinstance(value, (tuple, list)):  # a subclass of one
+            out += [v for v in value if _is_node(type(v))]
     return out
+
+
+_NODE_TYPES: dict[type, bool] = {}
+
+
+def _is_node(value_type: type) -> bool:
+    """issubclass(value_type, CSTNode), cached: isinstance against libcst's abstract CSTNode goes
+    through ABCMeta each time."""
+    found = _NODE_TYPES.get(value_type)
+    if found is None:
+        found = _NODE_TYPES[value_type] = issubclass(value_type, cst.CSTNode)
+    return found
 
 
 def target_names(node: cst.CSTNode) -> list[str]:

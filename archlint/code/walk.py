@@ -86,6 +86,13 @@ class Walker:
         self.visitor_type = visitor_type
         # type → (visit hook, leave hook, ((field, visited when None, before hook, after hook), ...)) or None: libcst's own visit
         self.plans: dict[type, tuple | None] = {}
+        # type → whether a value of it is a node to enter (a cache: isinstance against libcst's
+        # abstract CSTNode goes through ABCMeta, a tenth of the walk's time)
+        self.enter: dict[type, bool] = {}
+
+    def _enters(self, value_type: type) -> bool:
+        entered = self.enter[value_type] = value_type not in LEAVES and issubclass(value_type, cst.CSTNode)
+        return entered
 
     def _plan(self, node_type: type) -> tuple | None:
         order = _order(node_type)
@@ -100,7 +107,7 @@ class Walker:
         return plan
 
     def walk(self, visitor: cst.CSTVisitor, node: cst.CSTNode) -> None:
-        plans, leaves, walk = self.plans, LEAVES, self.walk
+        plans, enter, walk = self.plans, self.enter, self.walk
         node_type = type(node)
         plan = plans[node_type] if node_type in plans else self._plan(node_type)
         if plan is None:
@@ -114,12 +121,18 @@ class Walker:
                     continue
                 if before is not None:
                     before(visitor, node)
-                if isinstance(value, (tuple, list)):
+                value_type = type(value)
+                if value_type is tuple or value_type is list or (
+                        value_type not in enter and isinstance(value, (tuple, list))):
                     for child in value:
-                        if type(child) not in leaves and isinstance(child, cst.CSTNode):
+                        child_type = type(child)
+                        entered = enter.get(child_type)
+                        if entered or (entered is None and self._enters(child_type)):
                             walk(visitor, child)
-                elif type(value) not in leaves and isinstance(value, cst.CSTNode):
-                    walk(visitor, value)
+                else:
+                    entered = enter.get(value_type)
+                    if entered or (entered is None and self._enters(value_type)):
+                        walk(visitor, value)
                 if after is not None:
                     after(visitor, node)
         if leave is not None:
