@@ -688,18 +688,19 @@ _SCALAR_METHODS = {"item", "tolist", "size", "dim", "numel", "__len__", "keys"}
 
 def refs(node: cst.CSTNode, names: set[str]) -> bool:
     """Does an expression use one of `names` as a tensor (not through len()/.size()/.item())?"""
-    if isinstance(node, cst.Name):
+    kind = type(node)  # type() is: libcst's node classes are final, and isinstance goes through ABCMeta
+    if kind is cst.Name:
         return node.value in names
-    if isinstance(node, _COMPREHENSIONS):  # what it builds: `{k: v.item() for k, v in d.items()}` holds floats
+    if kind in _COMPREHENSIONS:  # what it builds: `{k: v.item() for k, v in d.items()}` holds floats
         inner = names | comprehension_tensors(node, names)
-        return refs(node.value if isinstance(node, cst.DictComp) else node.elt, inner)
-    if isinstance(node, cst.Call):
+        return refs(node.value if kind is cst.DictComp else node.elt, inner)
+    if kind is cst.Call:
         func = node.func
-        if isinstance(func, cst.Attribute) and func.attr.value in _SCALAR_METHODS:
+        if type(func) is cst.Attribute and func.attr.value in _SCALAR_METHODS:
             return False
-        if isinstance(func, cst.Name) and func.value in ("len", "isinstance", "type", "str", "repr"):
+        if type(func) is cst.Name and func.value in ("len", "isinstance", "type", "str", "repr"):
             return False
-    if isinstance(node, cst.Attribute):
+    if kind is cst.Attribute:
         if node.attr.value in ("shape", "dtype", "device", "ndim"):
             return False
         return refs(node.value, names)
