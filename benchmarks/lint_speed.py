@@ -25,6 +25,8 @@ to fill the cache, one file touched, the project linted again: how many files we
 (target: 1) and re-linted in their new project context.
 
     python benchmarks/lint_speed.py [--repeat 3] [--corpus eval] [--before REV] [--no-torchfix]
+
+(from the checkout's root or anywhere else: every run starts in a scratch folder.)
 """
 
 from __future__ import annotations
@@ -94,10 +96,12 @@ def pythonpath(tree: Path) -> dict[str, str]:
     return {**env, "PYTHONPATH": str(tree), "PYTHONPYCACHEPREFIX": str(PYCACHE)}
 
 
-def imported_from(tree: Path) -> str:
-    """Where `import archlint` lands with PYTHONPATH=tree (a check that the editable install of
-    another checkout does not shadow it)."""
-    return subprocess.run([sys.executable, "-c", "import archlint; print(archlint.__file__)"],
+def imported_from(tree: Path, cwd: Path) -> str:
+    """Where `import archlint` lands with PYTHONPATH=tree, run from `cwd` as the measured runs are
+    (a check that the editable install of another checkout does not shadow it). Never from the
+    folder this script was started in: `python -c` puts that folder first on sys.path, so from the
+    checkout's root every tree would import the checkout's archlint."""
+    return subprocess.run([sys.executable, "-c", "import archlint; print(archlint.__file__)"], cwd=cwd,
                           env=pythonpath(tree), capture_output=True, text=True, check=True).stdout.strip()
 
 
@@ -152,7 +156,7 @@ def main() -> None:
     try:
         trees = {"before": extract(args.before, work / "before-tree"), "now": ROOT}
         for name, tree in trees.items():
-            landed = imported_from(tree)
+            landed = imported_from(tree, work)
             if not landed.startswith(str(tree)):
                 sys.exit(f"archlint {name} imports from {landed}, not {tree}")
         print(f"corpus: {', '.join(args.corpus)}: {len(files)} .py files, {size:.2f} MB ({torch_files} mention "

@@ -35,7 +35,9 @@ from archlint.errors import UsageError
 from archlint.outputs import write_bytes
 
 CODE_FILE = "code-v1.json"  # each file's own findings, by content key
-PROJECT_FILE = "project-v3.json"  # v3: facts are project_facts.FileFacts as JSON (every field, with "light")
+# v4: the facts' entries are project_facts' records (NamedTuples, written as lists of every field:
+# a step's on_param is null, not absent), and a pin to resolve is a PinRef; v3 caches are ignored
+PROJECT_FILE = "project-v4.json"
 LIMIT = 50_000  # entries; beyond it only this run's are kept
 _HEADER = re.compile(rb'\A\{"archlint_cache":1,"mac":"([0-9a-f]{64})","entries":')
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)  # POSIX; Windows has no links to follow here
@@ -244,6 +246,7 @@ class ProjectStore:
 
     def __init__(self, settings: Settings) -> None:
         self.enabled = settings.cache
+        self.prefix = fingerprint(settings)  # what every key starts with (the linter and its options)
         self.path = folder(settings) / PROJECT_FILE
         data = load(self.path) if self.enabled else {}
         self.facts: dict = data.get("facts", {}) if isinstance(data.get("facts"), dict) else {}
@@ -251,6 +254,10 @@ class ProjectStore:
         self.used: set[str] = set()
         self.loaded = set(self.facts)  # read from the cache: suspects when the join fails
         self.dirty = False
+
+    def key(self, data: bytes, extra: str = "") -> str:
+        """The content key of a file's bytes (with `extra`: of something derived from them)."""
+        return content_key(self.prefix, data, extra)
 
     def summary(self, key: str):
         if key in self.facts:

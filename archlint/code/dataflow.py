@@ -8,10 +8,11 @@ never a finding.
 from __future__ import annotations
 
 import re
+from typing import NamedTuple
 
 import libcst as cst
 
-from archlint.code.facts import CallSite, Facts, Loop, Scope, children, is_backward_call, target_names
+from archlint.code.facts import Binding, CallSite, Facts, Loop, Scope, children, is_backward_call, target_names
 from archlint.code.names import dotted
 
 DATALOADER = "torch.utils.data.DataLoader"
@@ -286,7 +287,7 @@ def _call_site(facts: Facts, node: cst.Call):
 
 def _factory(call: cst.Call, facts: Facts) -> ProjectLoader | None:
     info = facts.project.name(dotted(call.func)).get("loader")
-    return ProjectLoader(info[0], info[2]) if info else None
+    return ProjectLoader(info.pin, info.site) if info else None
 
 
 def loader_source(expr: cst.BaseExpression, scope: Scope, facts: Facts, depth: int = 0):
@@ -317,7 +318,7 @@ def loader_source(expr: cst.BaseExpression, scope: Scope, facts: Facts, depth: i
                     sources.append(None)
                     continue
                 returned = _returned(inner, index, facts)  # a factory of this file: the loader it returns there
-                sources.append(loader_source(returned[0], returned[1], facts, depth + 1) if returned
+                sources.append(loader_source(returned.values[0], returned.scope, facts, depth + 1) if returned
                                else _factory(inner, facts))
             if expr.value in home.params:
                 pin = facts.project.pinned.get(home.qualname, {}).get(expr.value)  # other files' callers
@@ -364,7 +365,7 @@ def local_callers(function: Scope, facts: Facts) -> list[CallSite]:
     for site in index.get(name, ()):
         if isinstance(site.node.func, cst.Name):
             found = site.scope.lookup(name)
-            if found is not None and found[0] is function.parent:
+            if found is not None and found.scope is function.parent:
                 out.append(site)
         elif function.parent.kind == "class":
             cls = site.scope
@@ -393,9 +394,10 @@ def passed_for(site: CallSite, function: Scope, param: str) -> cst.BaseExpressio
     return plain[index].value if index < len(plain) else None
 
 
-def _returned(call: cst.Call, index: int, facts: Facts):
-    """(value node, scope) of what a function of this file called by `call` returns at position
-    `index` of its returned tuple (`return train_loader, valset, collate_fn`), when it has one return."""
+def _returned(call: cst.Call, index: int, facts: Facts) -> Binding | None:
+    """What a function of this file called by `call` returns at position `index` of its returned
+    tuple (`return train_loader, valset, collate_fn`), when it has one return: the function's
+    scope and that one value."""
     name = dotted(call.func)
     if not name or "." in name:
         return None
@@ -408,7 +410,7 @@ def _returned(call: cst.Call, index: int, facts: Facts):
                for small in stmt.body if isinstance(small, cst.Return) and small.value is not None]
     if len(returns) != 1 or not isinstance(returns[0], cst.Tuple) or index >= len(returns[0].elements):
         return None
-    return returns[0].elements[index].value, scope
+    return Binding(scope, [returns[0].elements[index].value])
 
 
 # Methods a library trainer calls once per training step, and the parameter that holds the batch:
@@ -686,18 +688,19 @@ _SCALAR_METHODS = {"item", "tolist", "size", "dim", "numel", "__len__", "keys"}
 
 def refs(node: cst.CSTNode, names: set[str]) -> bool:
     """Does an expression use one of `names` as a tensor (not through len()/.size()/.item())?"""
-    if isinstance(node, cst.Name):
+    kind = type(node)  # type() is: libcst's node classes are final, and isinstance goes through ABCMeta
+    if kind is cst.Name:
         return node.value in names
-    if isinstance(node, _COMPREHENSIONS):  # what it builds: `{k: v.item() for k, v in d.items()}` holds floats
+    if kind in _COMPREHENSIONS:  # what it builds: `{k: v.item() for k, v in d.items()}` holds floats
         inner = names | comprehension_tensors(node, names)
-        return refs(node.value if isinstance(node, cst.DictComp) else node.elt, inner)
-    if isinstance(node, cst.Call):
+        return refs(node.value if kind is cst.DictComp else node.elt, inner)
+    if kind is cst.Call:
         func = node.func
-        if isinstance(func, cst.Attribute) and func.attr.value in _SCALAR_METHODS:
+        if type(func) is cst.Attribute and func.attr.value in _SCALAR_METHODS:
             return False
-        if isinstance(func, cst.Name) and func.value in ("len", "isinstance", "type", "str", "repr"):
+        if type(func) is cst.Name and func.value in ("len", "isinstance", "type", "str", "repr"):
             return False
-    if isinstance(node, cst.Attribute):
+    if kind is cst.Attribute:
         if node.attr.value in ("shape", "dtype", "device", "ndim"):
             return False
         return refs(node.value, names)
@@ -838,8 +841,15 @@ def device_like(node: cst.BaseExpression, facts: Facts, scope: Scope | None = No
     return False
 
 
-def in_loop(site: CallSite, loop: Loop) -> tuple[bool, bool] | None:
-    """(inside, conditional) of a call relative to a loop of the same function, or None.
+class InLoop(NamedTuple):
+    """Where a call (or an indexing) sits in a loop of its function (in_loop)."""
+
+    inside: bool  # always True: in_loop says None for a call outside the loop
+    conditional: bool  # not on every iteration
+
+
+def in_loop(site: CallSite, loop: Loop) -> InLoop | None:
+    """Where a call sits relative to a loop of the same function, or None outside it.
     Conditional means not every iteration: under an `if` inside the loop whose test changes from
     one iteration to the next (`if step % 100 == 0:`, `if loss < best:`), an `except` or a
     conditional expression. A test of settings the loop never changes (`if not args.distributed:`,
@@ -849,7 +859,7 @@ def in_loop(site: CallSite, loop: Loop) -> tuple[bool, bool] | None:
         if enclosing is loop:
             if conditional and site.under:
                 conditional = any(_changes_per_iteration(node, loop) for node, k in site.under if k > depth)
-            return True, conditional
+            return InLoop(True, conditional)
     return None
 
 

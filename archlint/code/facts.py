@@ -8,6 +8,7 @@ cost of linting a file, and metadata (positions) is resolved only for files that
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
+from typing import NamedTuple
 
 import libcst as cst
 from libcst._position import CodePosition
@@ -16,6 +17,7 @@ from archlint.code.project_facts import EMPTY
 from archlint.code.names import ImportTable, dotted
 from archlint.code.positions import Positions, dropped_indent
 from archlint.code.source import split_lines
+from archlint.code.walk import Walker
 
 # Identifiers whose mere presence the checks care about (a set lookup per Name node).
 _WATCHED = frozenset({"cuda", "autocast", "GradScaler", "bfloat16", "float16", "half", "no_sync",
@@ -69,18 +71,34 @@ class Scope:
         """Is `name` assigned (not imported) in this scope or one it can see?"""
         return self.lookup(name) is not None
 
-    def lookup(self, name: str) -> tuple[Scope, list[cst.BaseExpression | None]] | None:
+    def lookup(self, name: str) -> Binding | None:
         """The assignments of `name` in the innermost scope that assigns it (params count)."""
         scope: Scope | None = self
         while scope is not None:
             if name in scope.params:
-                return scope, [None]
+                return Binding(scope, [None])
             if name in scope.assigns:
-                return scope, scope.assigns[name]
+                return Binding(scope, scope.assigns[name])
             scope = scope.parent
             while scope is not None and scope.kind == "class":  # class bodies do not enclose methods
                 scope = scope.parent
         return None
+
+
+class Span(NamedTuple):
+    """Where a node is in the file: line 1-based, column 0-based (libcst's CodePositions)."""
+
+    start: CodePosition
+    end: CodePosition
+
+
+class Binding(NamedTuple):
+    """Where a name is bound, as Scope.lookup finds it: the scope, and the values assigned to it
+    there in source order (None for one that is not a plain value: a parameter, a loop target,
+    a def, an import-free `a, b = f()`)."""
+
+    scope: Scope
+    values: list[cst.BaseExpression | None]
 
 
 @dataclass(eq=False, slots=True)
@@ -104,11 +122,18 @@ class Loop:
         return self.node.iter if isinstance(self.node, cst.For) else None
 
 
+class Around(NamedTuple):
+    """A loop around a call or an indexing (of its own function)."""
+
+    loop: Loop
+    conditional: bool  # under an `if`/`except`/conditional expression inside that loop
+
+
 @dataclass(eq=False, slots=True)
 class CallSite:
     node: cst.Call
     scope: Scope
-    loops: tuple[tuple[Loop, bool], ...]  # enclosing loops of this function, innermost last; bool: under an if
+    loops: tuple[Around, ...]  # enclosing loops of this function, innermost last
     withs: tuple[cst.BaseExpression, ...]  # enclosing `with` items of this function, outermost first
     statement: bool  # the call is a whole expression statement
     conditional: bool = False  # under an `if`/`except`/conditional expression of its own function
@@ -123,7 +148,7 @@ class IndexSite:
     mask or a bound read from a device tensor it waits for the GPU (AL401). Placed as a CallSite is."""
     node: cst.Subscript
     scope: Scope
-    loops: tuple[tuple[Loop, bool], ...]
+    loops: tuple[Around, ...]
     conditional: bool
     under: tuple[tuple[cst.CSTNode, int], ...]
     stored: cst.BaseExpression | None = None  # the value assigned when the indexing is an assignment target
@@ -153,11 +178,26 @@ def children(node: cst.CSTNode) -> list[cst.CSTNode]:
     out = []
     for name in names:
         value = getattr(node, name)
-        if isinstance(value, cst.CSTNode):
+        value_type = type(value)
+        if value_type is tuple or value_type is list:
+            out += [v for v in value if _is_node(type(v))]
+        elif _is_node(value_type):
             out.append(value)
-        elif isinstance(value, (tuple, list)):
-            out += [v for v in value if isinstance(v, cst.CSTNode)]
+        elif isinstance(value, (tuple, list)):  # a subclass of one
+            out += [v for v in value if _is_node(type(v))]
     return out
+
+
+_NODE_TYPES: dict[type, bool] = {}
+
+
+def _is_node(value_type: type) -> bool:
+    """issubclass(value_type, CSTNode), cached: isinstance against libcst's abstract CSTNode goes
+    through ABCMeta each time."""
+    found = _NODE_TYPES.get(value_type)
+    if found is None:
+        found = _NODE_TYPES[value_type] = issubclass(value_type, cst.CSTNode)
+    return found
 
 
 def target_names(node: cst.CSTNode) -> list[str]:
@@ -170,11 +210,21 @@ def target_names(node: cst.CSTNode) -> list[str]:
     return []
 
 
+class _Open:
+    """A loop the collector is inside, with the depth of conditionals around the current node
+    within it (> 0: not every iteration reaches the node)."""
+
+    __slots__ = ("loop", "depth")
+
+    def __init__(self, loop: Loop) -> None:
+        self.loop, self.depth = loop, 0
+
+
 class _Collector(cst.CSTVisitor):
     def __init__(self, facts: Facts) -> None:
         self.f = facts
         self.scope = facts.module_scope
-        self.loops: list[list] = []  # [Loop, conditional depth]
+        self.loops: list[_Open] = []  # the loops of this function around the current node, outermost first
         self.withs: list[cst.BaseExpression] = []
         self.saved: list[tuple] = []
         self.stmt_call: cst.Call | None = None
@@ -256,14 +306,14 @@ class _Collector(cst.CSTVisitor):
         elif isinstance(target, cst.Attribute) and value is not None:
             self.f.attr_assigns.append((target, value))
         for entry in self.loops:
-            entry[0].assigns.append((target, value))
+            entry.loop.assigns.append((target, value))
         self._vary(target)
 
     def _vary(self, target: cst.BaseExpression) -> None:
         """Every enclosing loop binds or updates the target's root name on each iteration."""
         names = target_names(target) or ([root] if (root := _root(target)) else [])
         for entry in self.loops:
-            entry[0].varying.update(names)
+            entry.loop.varying.update(names)
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for t in node.targets:
@@ -279,7 +329,7 @@ class _Collector(cst.CSTVisitor):
             and value.args
         ):
             names = [n for t in node.targets for n in target_names(t.target)]
-            self.loops[-1][0].next_of.append((value.args[0].value, names))
+            self.loops[-1].loop.next_of.append((value.args[0].value, names))
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
         self._bind(node.target, node.value)
@@ -294,12 +344,12 @@ class _Collector(cst.CSTVisitor):
 
     # control flow --------------------------------------------------------------
     def _push_loop(self, node: cst.For | cst.While, targets: list[str]) -> None:
-        parent = self.loops[-1][0] if self.loops else None
+        parent = self.loops[-1].loop if self.loops else None
         loop = Loop(node, self.scope, parent, targets, withs=tuple(self.withs), varying=set(targets))
         self.f.loops.append(loop)
         for entry in self.loops:
-            entry[0].varying.update(targets)
-        self.loops.append([loop, 0])
+            entry.loop.varying.update(targets)
+        self.loops.append(_Open(loop))
 
     def visit_For(self, node: cst.For) -> None:
         names = target_names(node.target)
@@ -318,7 +368,7 @@ class _Collector(cst.CSTVisitor):
         self.loops.pop()
 
     def _loop_body(self, node: cst.For | cst.While) -> None:
-        self.bodies.append(self.loops[-1][0])
+        self.bodies.append(self.loops[-1].loop)
 
     def _loop_body_done(self, node: cst.For | cst.While) -> None:
         self.bodies.pop()
@@ -346,15 +396,15 @@ class _Collector(cst.CSTVisitor):
     def _cond(self, step: int, node: cst.CSTNode | None = None) -> None:
         self.cond += step
         for entry in self.loops:
-            entry[1] += step
+            entry.depth += step
         if step > 0:
             self.under.append((node, len(self.loops)))
         elif step < 0:
             self.under.pop()
 
     def visit_If(self, node: cst.If) -> None:
-        for loop, depth in self.loops:
-            loop.ifs.append((node, depth > 0))
+        for entry in self.loops:
+            entry.loop.ifs.append((node, entry.depth > 0))
         if self.scope.kind == "module" and _is_main_guard(node.test):
             self.f.main_guard = node
 
@@ -409,7 +459,7 @@ class _Collector(cst.CSTVisitor):
         site = CallSite(
             node,
             self.scope,
-            tuple((loop, depth > 0) for loop, depth in self.loops),
+            tuple(Around(entry.loop, entry.depth > 0) for entry in self.loops),
             tuple(self.withs),
             node is self.stmt_call,
             self.cond > 0,
@@ -417,19 +467,19 @@ class _Collector(cst.CSTVisitor):
         )
         self.f.calls.append(site)
         self.scope.calls.append(site)
-        for loop, _ in self.loops:
-            loop.calls.append(site)
+        for entry in self.loops:
+            entry.loop.calls.append(site)
         if is_backward_call(node):
-            for loop, _ in self.loops:
-                loop.has_backward = True
+            for entry in self.loops:
+                entry.loop.has_backward = True
             self.scope.has_backward = True
 
     def visit_Subscript(self, node: cst.Subscript) -> None:
         if self.lambdas or not any(_computed(el) for el in node.slice):
             return
-        site = IndexSite(node, self.scope, tuple((loop, depth > 0) for loop, depth in self.loops), self.cond > 0,
+        site = IndexSite(node, self.scope, tuple(Around(entry.loop, entry.depth > 0) for entry in self.loops), self.cond > 0,
                          tuple(self.under), self.stores.pop(id(node), None))
-        for holder in [self.scope] + [loop for loop, _ in self.loops]:
+        for holder in [self.scope] + [entry.loop for entry in self.loops]:
             if holder.indexes:
                 holder.indexes.append(site)
             else:
@@ -446,6 +496,9 @@ class _Collector(cst.CSTVisitor):
     def visit_FormattedStringText(self, node: cst.FormattedStringText) -> None:
         if "cuda" in node.value:  # f"cuda:{args.gpu}"
             self.f.idents.add("cuda")
+
+
+_WALKER = Walker(_Collector)
 
 
 def _root(node: cst.BaseExpression) -> str | None:
@@ -480,7 +533,8 @@ def _is_main_guard(test: cst.BaseExpression) -> bool:
 class Facts:
     """Everything the checks know about one file, plus lazy positions for reporting."""
 
-    def __init__(self, module: cst.Module, source: str) -> None:
+    def __init__(self, module: cst.Module, source: str, positions: Positions | None = None) -> None:
+        """`positions`: those of an earlier Facts of the same module (engine.KeptTrees), if any."""
         self.module = module
         self.source = source
         self.lines = split_lines(source)
@@ -495,10 +549,10 @@ class Facts:
         self.attr_assigns: list[tuple[cst.Attribute, cst.BaseExpression]] = []
         self.idents: set[str] = set()
         self.main_guard: cst.If | None = None
-        self._positions = None
-        self._shifts: dict[int, int] = {}
+        self._positions = positions
+        self._shifts: dict[int, int] | None = None  # known on the first position asked
         self.project = EMPTY  # what the rest of the project says about this file's names (see project.py)
-        module.visit(_Collector(self))
+        _WALKER.walk(_Collector(self), module)  # libcst's own module.visit rebuilt every node: ~3x the time
         self._qn: dict[int, str | None] = {}
 
     def qname(self, node: cst.BaseExpression, scope: Scope | None = None) -> str | None:
@@ -518,7 +572,16 @@ class Facts:
         return self._qn[key]
 
     def calls_to(self, *names: str) -> list[CallSite]:
-        return [c for c in self.calls if self.qname(c.node.func, c.scope) in names]
+        """The calls of these imported names, in source order. (An index by name, built on the
+        first question: the checks ask ~13 times per file, each a pass over every call.)"""
+        index = self.__dict__.get("_by_qname")
+        if index is None:
+            index = self.__dict__["_by_qname"] = {}
+            for i, site in enumerate(self.calls):
+                index.setdefault(self.qname(site.node.func, site.scope), []).append(i)
+        if len(names) == 1:
+            return [self.calls[i] for i in index.get(names[0], ())]
+        return [self.calls[i] for i in sorted(i for name in set(names) for i in index.get(name, ()))]
 
     @property
     def uses_cuda(self) -> bool:
@@ -548,12 +611,18 @@ class Facts:
     def code(self, node: cst.CSTNode) -> str:
         return self.module.code_for_node(node)
 
-    def position(self, node: cst.CSTNode):
-        """(start, end) CodePositions: line 1-based, column 0-based. Resolved on first use only."""
+    @property
+    def positions(self) -> Positions | None:
+        """The module's positions, once one was asked for (engine.KeptTrees hands them on)."""
+        return self._positions
+
+    def position(self, node: cst.CSTNode) -> Span:
+        """Where the node is. Resolved on first use only."""
         if self._positions is None:
             self._positions = Positions(self.module)
+        if self._shifts is None:
             self._shifts = dropped_indent(self.lines, self.module) if "\f" in self.source else {}
         start, end = self._positions[node]
         if self._shifts:
             start, end = (CodePosition(p.line, p.column + self._shifts.get(p.line, 0)) for p in (start, end))
-        return start, end
+        return Span(start, end)

@@ -57,8 +57,8 @@ def is_mask(node: cst.BaseExpression, scope: Scope, facts: Facts, depth: int = 0
         found = scope.lookup(node.value)
         if found is None:
             return False
-        values = [v for v in found[1] if v is not None]
-        return bool(values) and all(is_mask(v, found[0], facts, depth + 1) for v in values)
+        values = [v for v in found.values if v is not None]
+        return bool(values) and all(is_mask(v, found.scope, facts, depth + 1) for v in values)
     return False
 
 

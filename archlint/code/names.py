@@ -44,9 +44,11 @@ CANONICAL = {
 
 def dotted(node: cst.BaseExpression) -> str | None:
     """`a.b.c` as a string; None for anything that is not a plain dotted name."""
-    if isinstance(node, cst.Name):
+    # type() is: libcst's node classes are final, and isinstance goes through ABCMeta (hot path)
+    kind = type(node)
+    if kind is cst.Name:
         return node.value
-    if isinstance(node, cst.Attribute):
+    if kind is cst.Attribute:
         base = dotted(node.value)
         return f"{base}.{node.attr.value}" if base else None
     return None

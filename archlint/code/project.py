@@ -21,11 +21,24 @@ import ast
 import json
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
-from archlint.code.cache import ProjectStore, content_key, from_record
-from archlint.code.project_facts import LIBRARIES, FileFacts, FunctionFacts, NameFacts, ProjectContext
+from archlint.code.cache import ProjectStore, from_record
+from archlint.code.project_facts import (
+    LIBRARIES,
+    FileFacts,
+    FunctionFacts,
+    ImportFact,
+    NameFacts,
+    NameLoader,
+    PerStep,
+    PinRef,
+    ProjectContext,
+    Step,
+)
 from archlint.code.syspath import added_paths
 from archlint.code.workers import lint_many
 from archlint.config import Settings
@@ -40,6 +53,14 @@ def _installed(folder: str) -> bool:
     return name in ("site-packages", "dist-packages") or folder.startswith(sys.prefix + os.sep + "lib")
 
 
+class Resolved(NamedTuple):
+    """What a name means in the project: a def, a class, a module-level CUDA device, or a module."""
+
+    file: str  # absolute path of the module that defines it
+    qualname: str  # in that module ("" for a module)
+    kind: str  # "def" | "class" | "cuda" | "module"
+
+
 class JoinFailed(Exception):
     """The project join failed (on facts read from the cache, or a bug); each file keeps its own
     findings. The message names the error."""
@@ -48,15 +69,13 @@ class JoinFailed(Exception):
 class Index:
     """Summaries by absolute path, import resolution, and name resolution across modules."""
 
-    def __init__(self, summaries: dict[str, FileFacts | None], roots: list[Path], store: ProjectStore,
-                 prefix: bytes) -> None:
+    def __init__(self, summaries: dict[str, FileFacts | None], roots: list[Path], store: ProjectStore) -> None:
         self.summaries = summaries
         self.roots = roots
         self.store = store
-        self.prefix = prefix
         self.extra = 0
         self._modules: dict[tuple, str | None] = {}
-        self._resolved: dict[tuple[str, str], tuple[str, str, str] | None] = {}
+        self._resolved: dict[tuple[str, str], Resolved | None] = {}
         self._light: set[str] = set()
         self.extracted: list[str] = []  # modules read for their facts only
 
@@ -77,12 +96,12 @@ class Index:
         except OSError:
             data = None
         if data is not None:
-            key = content_key(self.prefix, data)
+            key = self.store.key(data)
             summary = self.store.summary(key)
             if summary is None and key not in self.store.facts:
                 from archlint.code.engine import analyze_bytes
 
-                _, summary = analyze_bytes(data, path, summarize=True)
+                summary = analyze_bytes(data, path, summarize=True).summary
                 self.store.put_summary(key, summary)
                 self.extracted.append(path)
         self.summaries[path] = FileFacts.from_json(summary)
@@ -129,7 +148,8 @@ class Index:
         if not summary or not summary.sys_path:
             return ()
         folder = os.path.dirname(importer)
-        return tuple((where, os.path.normpath(os.path.join(folder, *p.split("/")))) for where, p in summary.sys_path)
+        return tuple((entry.where, os.path.normpath(os.path.join(folder, *entry.folder.split("/"))))
+                     for entry in summary.sys_path)
 
     def module_path(self, importer: str, module: str, level: int) -> str | None:
         folder = os.path.dirname(importer)
@@ -173,8 +193,8 @@ class Index:
         return found
 
     # names ----------------------------------------------------------------------------------------
-    def resolve(self, path: str, name: str, depth: int = 0) -> tuple[str, str, str] | None:
-        """(file, qualname, kind) of what `name` means in `path`: kind "def", "class", "cuda" or "module"."""
+    def resolve(self, path: str, name: str, depth: int = 0) -> Resolved | None:
+        """What `name` means in `path`."""
         if depth:
             return self._resolve(path, name, depth)
         key = (path, name)  # the join asks the same names several times (calls, steps, loaders)
@@ -182,24 +202,23 @@ class Index:
             self._resolved[key] = self._resolve(path, name, 0)
         return self._resolved[key]
 
-    def _resolve(self, path: str, name: str, depth: int) -> tuple[str, str, str] | None:
+    def _resolve(self, path: str, name: str, depth: int) -> Resolved | None:
         summary = self.summary(path)
         if not summary or depth > MAX_DEPTH:
             return None
         if name in summary.self_calls:
-            return path, summary.self_calls[name], "def"
+            return Resolved(path, summary.self_calls[name], "def")
         head = name.split(".")[0]
         if name in summary.defs:
-            return path, name, "def"
+            return Resolved(path, name, "def")
         if head in summary.classes:
-            return path, head, "class"
+            return Resolved(path, head, "class")
         if head in summary.cuda_names and name == head:
-            return path, head, "cuda"
-        best = None
+            return Resolved(path, head, "cuda")
+        best: ImportFact | None = None
         for entry in summary.imports:
-            local = entry[0]
-            if entry[2] != "*" and (name == local or name.startswith(local + ".")):
-                if best is None or len(local) > len(best[0]):
+            if entry.name != "*" and (name == entry.local or name.startswith(entry.local + ".")):
+                if best is None or len(entry.local) > len(best.local):
                     best = entry
         if best is not None:
             local, module, imported, level = best
@@ -208,7 +227,7 @@ class Index:
                 target = self.module_path(path, module, level)
                 if target is None:
                     return None
-                return (target, "", "module") if not rest else self.resolve(target, rest, depth + 1)
+                return Resolved(target, "", "module") if not rest else self.resolve(target, rest, depth + 1)
             base = self.module_path(path, module, level)
             if base is not None:
                 found = self.resolve(base, f"{imported}.{rest}" if rest else imported, depth + 1)
@@ -216,7 +235,7 @@ class Index:
                     return found
             sub = self.module_path(path, f"{module}.{imported}" if module else imported, level)
             if sub is not None:
-                return (sub, "", "module") if not rest else self.resolve(sub, rest, depth + 1)
+                return Resolved(sub, "", "module") if not rest else self.resolve(sub, rest, depth + 1)
             return None
         for _local, module, imported, level in summary.imports:
             if imported == "*":
@@ -257,20 +276,21 @@ def light(text: str) -> FileFacts | None:
         tree = ast.parse(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):  # MemoryError: CPython's nesting limit
         return None
-    imports: list[list] = []
+    imports: list[ImportFact] = []
     defs: dict[str, FunctionFacts] = {}
     classes: list[str] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.asname:
-                    imports.append([alias.asname, alias.name, None, 0])
+                    imports.append(ImportFact(alias.asname, alias.name, None, 0))
                 else:
-                    imports.append([alias.name.split(".")[0], alias.name.split(".")[0], None, 0])
+                    top = alias.name.split(".")[0]
+                    imports.append(ImportFact(top, top, None, 0))
         elif isinstance(node, ast.ImportFrom):
             for alias in node.names:
                 local = "*" if alias.name == "*" else alias.asname or alias.name
-                imports.append([local, node.module or "", alias.name, node.level])
+                imports.append(ImportFact(local, node.module or "", alias.name, node.level))
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             defs[node.name] = {"params": [a.arg for a in node.args.posonlyargs + node.args.args]}
@@ -279,11 +299,11 @@ def light(text: str) -> FileFacts | None:
     return FileFacts(light=True, imports=imports, defs=defs, classes=classes, sys_path=added_paths(tree))
 
 
-def _def(index: Index, found) -> FunctionFacts | None:
-    if found is None or found[2] != "def":
+def _def(index: Index, found: Resolved | None) -> FunctionFacts | None:
+    if found is None or found.kind != "def":
         return None
-    summary = index.summary(found[0])
-    return summary.defs.get(found[1]) if summary else None
+    summary = index.summary(found.file)
+    return summary.defs.get(found.qualname) if summary else None
 
 
 def _is_method_call(callee: str, qualname: str, params: list[str]) -> bool:
@@ -299,33 +319,33 @@ def _parameter(callee: str, qualname: str, params: list[str], arg: int | str) ->
     return params[arg] if arg < len(params) else None
 
 
-def _name_info(index: Index, path: str, name: str, display) -> NameFacts:
+def _name_info(index: Index, path: str, name: str, display: Callable[[str], str]) -> NameFacts:
     found = index.resolve(path, name)
     if found is None:
         return {}
-    if found[2] == "cuda":
+    if found.kind == "cuda":
         return {"cuda": 1}
-    if found[2] == "class":
-        home = index.summary(found[0])
-        if home and found[1] in home.prefetchers:
+    if found.kind == "class":
+        home = index.summary(found.file)
+        if home and found.qualname in home.prefetchers:
             return {"yields": 0}  # a CUDA-stream prefetcher built on a loader: `data_prefetcher(train_loader)`
-        if home and found[1] in home.loader_classes:
+        if home and found.qualname in home.loader_classes:
             return {"dataloader": 1}  # `AudioDataLoader(dataset, ...)`: a DataLoader subclass
     info = _def(index, found)
     if not info:
         return {}
     out: NameFacts = {}
-    if "loader" in info and found[0] != path:  # this file's own loaders are read from its text (and --fix changes them)
-        pin, workers, line = info["loader"][:3]
-        out["loader"] = [pin, workers, f"{display(found[0])}:{line}"]
+    if "loader" in info and found.file != path:  # this file's own loaders are read from its text (and --fix changes them)
+        loader = info["loader"]
+        out["loader"] = NameLoader(loader.pin, loader.workers, f"{display(found.file)}:{loader.line}")
     if "yields" in info:
-        shift = 1 if _is_method_call(name, found[1], info["params"]) else 0
+        shift = 1 if _is_method_call(name, found.qualname, info["params"]) else 0
         if info["yields"] - shift >= 0:
             out["yields"] = info["yields"] - shift
     for flag in ("batch", "backward", "step", "cuda", "plain"):
         if flag in info:
             out[flag] = 1
-    if "backward" in info and index.summary(found[0]).amp:
+    if "backward" in info and index.summary(found.file).amp:
         out["amp"] = 1
     return out
 
@@ -335,25 +355,37 @@ def _passed_classes(index: Index) -> dict[tuple, set]:
     project class the project's calls pass for that parameter (`log_writer=log_writer`)."""
     out: dict[tuple, set] = {}
     for caller, summary in list(index.summaries.items()):
-        for callee, arg, cls in summary.arg_classes if summary else ():
-            found = index.resolve(caller, callee)
+        for passed in summary.arg_classes if summary else ():
+            found = index.resolve(caller, passed.callee)
             info = _def(index, found)
             if not info:
                 continue
-            param = _parameter(callee, found[1], info["params"], arg)
+            param = _parameter(passed.callee, found.qualname, info["params"], passed.arg)
             if param is not None:
-                out.setdefault((found[0], found[1], param), set()).add((caller, cls))
+                out.setdefault((found.file, found.qualname, param), set()).add((caller, passed.cls))
     return out
 
 
-def _per_step(index: Index, out: dict[str, ProjectContext], linted_set: set, display, caller: str, callee: str,
-              line: int, args: list, found) -> None:
+@dataclass
+class Join:
+    """The project join's state while it works out the contexts: the index, every linted file's
+    context so far (by absolute path), and how a path is shown in a context's messages."""
+
+    index: Index
+    contexts: dict[str, ProjectContext]  # every linted file's, empty ones included
+    display: Callable[[str], str]
+
+    def linted(self, path: str) -> bool:
+        return path in self.contexts
+
+
+def _per_step(join: Join, caller: str, callee: str, line: int, args: list, found: Resolved | None) -> None:
     """Record that `found` (a project function) runs once per training step, called from caller:line."""
-    info = _def(index, found)
-    if not info or found[0] not in linted_set or not (info.get("sync") or info.get("backward") or info.get("calls")):
+    info = _def(join.index, found)
+    if not info or not join.linted(found.file) or not (info.get("sync") or info.get("backward") or info.get("calls")):
         return
     params = info["params"]
-    shift = 1 if _is_method_call(callee, found[1], params) else 0
+    shift = 1 if _is_method_call(callee, found.qualname, params) else 0
     tensors = []
     for a in args:
         if a == "**" or (isinstance(a, str) and a not in params):
@@ -362,16 +394,19 @@ def _per_step(index: Index, out: dict[str, ProjectContext], linted_set: set, dis
             a = params[a + shift] if a + shift < len(params) else None
         if a and a not in tensors:
             tensors.append(a)
-    entry = out[found[0]].per_step.setdefault(found[1], [[], f"{display(caller)}:{line}"])
-    if tensors and not entry[0]:
-        entry[1] = f"{display(caller)}:{line}"  # name a call site that passes tensors
-    entry[0] += [t for t in tensors if t not in entry[0]]
+    per_step = join.contexts[found.file].per_step
+    site = f"{join.display(caller)}:{line}"
+    entry = per_step.setdefault(found.qualname, PerStep([], site))
+    if tensors and not entry.tensors:
+        entry = per_step[found.qualname] = entry._replace(site=site)  # name a call site that passes tensors
+    entry.tensors.extend([t for t in tensors if t not in entry.tensors])
 
 
-def _nested_steps(index: Index, out: dict[str, ProjectContext], linted_set: set, display, depth: int = 2) -> None:
+def _nested_steps(join: Join, depth: int = 2) -> None:
     """A function run once per step runs its own unconditional project calls once per step too
     (detectron2's run_step → self._write_metrics(loss_dict)): followed `depth` calls further."""
-    frontier = [(path, qual) for path in sorted(linted_set) for qual in out[path].per_step]  # sorted: never hash order
+    index, out = join.index, join.contexts
+    frontier = [(path, qual) for path in sorted(out) for qual in out[path].per_step]  # sorted: never hash order
     for _ in range(depth):
         reached = []
         for path, qual in frontier:
@@ -379,69 +414,80 @@ def _nested_steps(index: Index, out: dict[str, ProjectContext], linted_set: set,
             info = summary.defs.get(qual) if summary else None
             if not info or "calls" not in info:
                 continue
-            tensors = set(out[path].per_step[qual][0])
-            for callee, line, specs, local in info["calls"]:
-                args = [key for key, spec in specs if spec == "*" or tensors & set(spec)]
-                found = (path, local, "def") if local else index.resolve(path, callee)
-                if found is None or found[0] not in linted_set:
+            tensors = set(out[path].per_step[qual].tensors)
+            for call in info["calls"]:
+                args = [key for key, spec in call.specs if spec == "*" or tensors & set(spec)]
+                found = Resolved(path, call.local, "def") if call.local else index.resolve(path, call.callee)
+                if found is None or not join.linted(found.file):
                     continue
-                before = out[found[0]].per_step.get(found[1])
-                before = (list(before[0]), before[1]) if before else None
-                _per_step(index, out, linted_set, display, path, callee, line, args, found)
-                after = out[found[0]].per_step.get(found[1])
-                if after and (before is None or before[0] != after[0]):
-                    reached.append((found[0], found[1]))
+                before = out[found.file].per_step.get(found.qualname)
+                before_tensors = list(before.tensors) if before else None
+                _per_step(join, path, call.callee, call.line, args, found)
+                after = out[found.file].per_step.get(found.qualname)
+                if after and (before_tensors is None or before_tensors != after.tensors):
+                    reached.append((found.file, found.qualname))
         frontier = reached
 
 
-def _batches(index: Index, out: dict[str, ProjectContext], linted_set: set, passed: dict) -> None:
+def _on_param_targets(index: Index, caller: str, callee: str, on_param, passed: dict) -> list[Resolved | None]:
+    """The methods a call on a parameter's object may run: `callee`'s method of each project class
+    the project's calls pass for that parameter (`model(x)`: its forward)."""
+    method = callee.split(".", 1)[1] if "." in callee else "forward"
+    key = (caller, on_param.function, on_param.param)
+    return [index.resolve(where, f"{cls}.{method}") for where, cls in sorted(passed.get(key, ()))]
+
+
+def _batches(join: Join, passed: dict) -> None:
     """Functions handed a loop's batch (`x, y = model.parse_batch(batch)`), with the pin of the loader
     it comes from (after `pinned` is known: a loader parameter takes its callers' pin)."""
+    index, out = join.index, join.contexts
     for caller, summary in list(index.summaries.items()):
-        for callee, arg, pin, local, *on_param in summary.batch_args if summary else ():
-            if isinstance(pin, list):  # ["param", function, parameter]: what the callers pass
+        for handed in summary.batch_args if summary else ():
+            pin = handed.pin
+            if isinstance(pin, PinRef):  # kind "param": what the callers pass
                 pinned = out[caller].pinned if caller in out else {}
-                pin = pinned.get(pin[1], {}).get(pin[2], "unknown")
-            if on_param:
-                method = callee.split(".", 1)[1] if "." in callee else "forward"
-                targets = [index.resolve(where, f"{cls}.{method}") for where, cls in sorted(passed.get((caller, *on_param[0]), ()))]
+                pin = pinned.get(pin.name, {}).get(pin.param, "unknown")
+            if handed.on_param:
+                targets = _on_param_targets(index, caller, handed.callee, handed.on_param, passed)
             else:
-                targets = [(caller, local, "def") if local else index.resolve(caller, callee)]
+                targets = [Resolved(caller, handed.local, "def") if handed.local
+                           else index.resolve(caller, handed.callee)]
             for found in targets:
                 info = _def(index, found)
-                if not info or found[0] not in linted_set:
+                if not info or not join.linted(found.file):
                     continue
-                params, name = info["params"], arg
+                params, name = info["params"], handed.arg
                 if isinstance(name, int):
-                    name += 1 if params and params[0] in ("self", "cls") and "." in found[1] else 0
+                    name += 1 if params and params[0] in ("self", "cls") and "." in found.qualname else 0
                     if name >= len(params):
                         continue
                     name = params[name]
-                batches = out[found[0]].batches.setdefault(found[1], {})
+                batches = out[found.file].batches.setdefault(found.qualname, {})
                 before = batches.get(name, pin)
                 # one caller handing it pinned batches is enough: non_blocking costs nothing on the others
                 batches[name] = "true" if "true" in (pin, before) else pin if before == pin else "unknown"
 
 
-def _any_module(index: Index, modules: list[str], fact) -> bool:
+def _any_module(index: Index, modules: list[str], fact: Callable[[FileFacts], bool]) -> bool:
     """Does `fact(facts)` hold for the facts of any of these modules?"""
     return any((s := index.summary(m)) and fact(s) for m in modules)
 
 
-def _called_names(index: Index, path: str, summary: FileFacts, ctx: ProjectContext, display) -> None:
+def _called_names(join: Join, path: str, summary: FileFacts) -> None:
     """What the names a file calls are elsewhere (`names`), and whether a CUDA device is among them."""
+    index, ctx = join.index, join.contexts[path]
     names: dict[str, NameFacts] = {}
     for name in summary.uses:
-        info = _name_info(index, path, name, display)
+        info = _name_info(index, path, name, join.display)
         if info:
             names[name] = info
     for name, typed in summary.aliases.items():  # `logger.log_every` of a project class
         if typed in names:
             names[name] = names[typed]
-    for local, _module, imported, _level in summary.imports:
-        if imported not in (None, "*"):
-            found = index.resolve(path, local)
-            if found is not None and found[2] == "cuda":
+    for imported in summary.imports:
+        if imported.name not in (None, "*"):
+            found = index.resolve(path, imported.local)
+            if found is not None and found.kind == "cuda":
                 ctx.cuda = True
     if names:
         ctx.names = names
@@ -467,14 +513,14 @@ def _uses_conv(index: Index, path: str, modules: list[str]) -> bool:
         if s and s.light and (s.classes or s.defs):
             # read without its calls (no torch in its text: `class UNet(nn.Module)` over `from .unet_parts
             # import *`): its defs may build whatever it imports. A re-exporting __init__ defines nothing.
-            for _local, name, imported, level in s.imports:
-                target = index.module_path(module, name, level)
-                if target in wanted and (imported == "*" or imported in wanted[target]):
+            for imported in s.imports:
+                target = index.module_path(module, imported.module, imported.level)
+                if target in wanted and (imported.name == "*" or imported.name in wanted[target]):
                     return True
         for name in s.uses if s else ():
             found = index.resolve(module, name)
             # a conv module's own uses are in its conv_defs already (module-level ones as "<module>")
-            if found and found[0] != module and found[1].split(".")[0] in wanted.get(found[0], ()):
+            if found and found.file != module and found.qualname.split(".")[0] in wanted.get(found.file, ()):
                 return True
     return False
 
@@ -487,10 +533,10 @@ def _entry_point_choices(index: Index, path: str, summary: FileFacts, ctx: Proje
         # class that moves itself to `cuda:0`): a module it calls, or one that module calls
         for name in summary.uses:
             found = index.resolve(path, name)
-            if found is None or found[0] == path:
+            if found is None or found.file == path:
                 continue
-            callee = index.summary(found[0])
-            if (callee and callee.cuda) or _any_module(index, index.project_modules(found[0], 1), lambda s: s.cuda):
+            callee = index.summary(found.file)
+            if (callee and callee.cuda) or _any_module(index, index.project_modules(found.file, 1), lambda s: s.cuda):
                 ctx.cuda = True
                 break
     if summary.entry and _any_module(index, index.project_modules(path, 3), lambda s: s.amp):
@@ -504,16 +550,17 @@ def _entry_point_choices(index: Index, path: str, summary: FileFacts, ctx: Proje
         if not summary.entry and _any_module(index, modules, lambda s: s.trains):
             ctx.trains = True  # the __main__ block runs a training loop written in another module
         direct = modules  # a choice made where the model is built counts (CycleGAN's BaseModel)
-        called = [found for n in summary.uses if (found := index.resolve(path, n)) and found[0] != path]
+        called = [found for n in summary.uses if (found := index.resolve(path, n)) and found.file != path]
         if _any_module(index, direct, lambda s: s.cudnn) or any(
                 (_def(index, found) or {}).get("cudnn") for found in called):
             ctx.cudnn = True
 
 
-def _cuda_callees(index: Index, out: dict[str, ProjectContext], linted_set: set) -> None:
+def _cuda_callees(join: Join) -> None:
     """A module runs on the GPU when it names one, or when a module that does calls into it (the
     device arrives as a parameter): main.py → engine.train_one_epoch → misc.MetricLogger.update.
     Followed four calls deep; a loader factory called from such a module feeds CUDA (`feeds_cuda`)."""
+    index, out = join.index, join.contexts
     cuda = {p for p, s in index.summaries.items() if s and (s.cuda or (p in out and out[p].cuda))}
     frontier = sorted(cuda)
     for _ in range(4):
@@ -521,80 +568,85 @@ def _cuda_callees(index: Index, out: dict[str, ProjectContext], linted_set: set)
         for caller in frontier:
             for name in index.summaries[caller].uses:
                 found = index.resolve(caller, name)
-                if found is None or found[0] == caller or found[2] not in ("def", "class"):
+                if found is None or found.file == caller or found.kind not in ("def", "class"):
                     continue
-                if found[0] in linted_set:
-                    ctx = out[found[0]]
+                if join.linted(found.file):
+                    ctx = out[found.file]
                     loader = (_def(index, found) or {}).get("loader")
                     if loader:
-                        for holder in (found[1], loader[3]):  # the factory, and where its DataLoader is built
+                        for holder in (found.qualname, loader.holder):  # the factory, and where its DataLoader is built
                             if holder not in ctx.feeds_cuda:
                                 ctx.feeds_cuda.append(holder)
-                    callee = index.summaries[found[0]]
+                    callee = index.summaries[found.file]
                     if not (callee and callee.cuda):
                         ctx.cuda = True  # the devices it is given are CUDA ones
-                if found[0] not in cuda and index.summaries.get(found[0]):
-                    cuda.add(found[0])
-                    reached.append(found[0])
+                if found.file not in cuda and index.summaries.get(found.file):
+                    cuda.add(found.file)
+                    reached.append(found.file)
         frontier = reached
 
 
-def _training_steps(index: Index, out: dict[str, ProjectContext], linted_set: set, display, caller: str,
-                    summary: FileFacts, passed: dict) -> None:
+def _is_step(index: Index, caller: str, step: Step) -> bool:
+    """Is the function a loop's call runs a project step (one backward per call)?"""
+    found = Resolved(caller, step.local, "def") if step.local else index.resolve(caller, step.callee)
+    return bool((_def(index, found) or {}).get("step"))
+
+
+def _training_steps(join: Join, caller: str, summary: FileFacts, passed: dict) -> None:
     """The project functions a file's training loops call once per step (`per_step` of their files),
     including the calls of loops that train only through such a function (`agent.learn(batch)`)."""
-    groups: dict[int, list] = {}
-    for n, *entry in summary.maybe_steps:
-        groups.setdefault(n, []).append(entry)
+    index = join.index
+    groups: dict[int, list[Step]] = {}
+    for entry in summary.maybe_steps:
+        groups.setdefault(entry.loop, []).append(entry.step)
     steps = list(summary.steps)
     learners = set()
-    for n, *entry in summary.rate_steps:  # `if T % 4 == 0: agent.learn()`: each call is a step of the learner
-        if len(entry) == 4 and (_def(index, (caller, entry[3], "def") if entry[3] else index.resolve(
-                caller, entry[0])) or {}).get("step"):
-            steps.append(entry)
-            learners.add(n)
+    for entry in summary.rate_steps:  # `if T % 4 == 0: agent.learn()`: each call is a step of the learner
+        if entry.step.on_param is None and _is_step(index, caller, entry.step):
+            steps.append(entry.step)
+            learners.add(entry.loop)
     for n, entries in groups.items():  # a loop that trains through a project step (`agent.learn(batch)`)
-        if n in learners or any((_def(index, (caller, e[3], "def") if e[3] else index.resolve(caller, e[0])) or {})
-                                .get("step") for e in entries if len(e) == 4):
+        if n in learners or any(_is_step(index, caller, e) for e in entries if e.on_param is None):
             steps += entries
-    for callee, line, args, local, *on_param in steps:
-        if on_param:  # `log_writer.update(...)` on a parameter: the classes the project passes for it
-            key = (caller, *on_param[0])
-            method = callee.split(".", 1)[1] if "." in callee else "forward"  # `model(x)`
-            targets = [index.resolve(where, f"{cls}.{method}") for where, cls in sorted(passed.get(key, ()))]
+    for step in steps:
+        if step.on_param:  # `log_writer.update(...)` on a parameter: the classes the project passes for it
+            targets = _on_param_targets(index, caller, step.callee, step.on_param, passed)
         else:
-            targets = [(caller, local, "def") if local else index.resolve(caller, callee)]
+            targets = [Resolved(caller, step.local, "def") if step.local else index.resolve(caller, step.callee)]
         for found in targets:
-            _per_step(index, out, linted_set, display, caller, callee, line, args, found)
+            _per_step(join, caller, step.callee, step.line, step.args, found)
 
 
-def _loaders_passed(index: Index, out: dict[str, ProjectContext], linted_set: set) -> None:
+def _loaders_passed(join: Join) -> None:
     """The pin of the loaders each function's parameters receive from other files' callers
     (`pinned`; a file's own calls are followed by its checks, which see them fresh while --fix edits
     the file). A caller passes a loader, a factory's, or a parameter of its own (a wrapper passing
     it on, fed by its callers in any file): followed to a fixed point, as deep as MAX_DEPTH wrappers."""
+    index, out = join.index, join.contexts
     passes = []  # (caller, callee's (file, qualname), parameter, pin): resolved once, not once per round
     for caller, summary in list(index.summaries.items()):
-        for callee, arg, pin in summary.loader_args if summary else ():
-            if isinstance(pin, list) and pin[0] == "from":  # a loader a project factory built
-                pin = ((_def(index, index.resolve(caller, pin[1])) or {}).get("loader") or [None])[0]
+        for handed in summary.loader_args if summary else ():
+            pin = handed.pin
+            if isinstance(pin, PinRef) and pin.kind == "from":  # a loader a project factory built
+                loader = (_def(index, index.resolve(caller, pin.name)) or {}).get("loader")
+                pin = loader.pin if loader else None
                 if pin is None:
                     continue
-            found = index.resolve(caller, callee)
+            found = index.resolve(caller, handed.callee)
             info = _def(index, found)
-            param = _parameter(callee, found[1], info["params"], arg) if info else None
+            param = _parameter(handed.callee, found.qualname, info["params"], handed.arg) if info else None
             if param is not None:
-                passes.append((caller, found[:2], param, pin))
+                passes.append((caller, (found.file, found.qualname), param, pin))
     received: dict[tuple[str, str], dict[str, str]] = {}  # every caller's, for the wrappers passing them on
     for _ in range(MAX_DEPTH + 1):
         changed = False
         for caller, (home, qualname), param, pin in passes:
-            if isinstance(pin, list):  # ["param", function, parameter]: what this wrapper's own callers pass
-                pin = received.get((caller, pin[1]), {}).get(pin[2])
+            if isinstance(pin, PinRef):  # kind "param": what this wrapper's own callers pass
+                pin = received.get((caller, pin.name), {}).get(pin.param)
                 if pin is None:
                     continue
             changed |= _merge(received.setdefault((home, qualname), {}), param, pin)
-            if home != caller and home in linted_set:
+            if home != caller and join.linted(home):
                 _merge(out[home].pinned.setdefault(qualname, {}), param, pin)
         if not changed:
             break
@@ -608,24 +660,23 @@ def _merge(pins: dict[str, str], param: str, pin: str) -> bool:
     return changed
 
 
-def contexts(linted: list[str], index: Index, display) -> dict[str, ProjectContext]:
+def contexts(linted: list[str], index: Index, display: Callable[[str], str]) -> dict[str, ProjectContext]:
     """Context of every linted file (absolute paths), only the non-empty ones."""
-    linted_set = set(linted)
-    out = {p: ProjectContext() for p in linted}
+    join = Join(index, {p: ProjectContext() for p in linted}, display)
     for path in linted:  # what each file calls
         summary = index.summary(path)
         if summary:
-            _called_names(index, path, summary, out[path], display)
-            _entry_point_choices(index, path, summary, out[path])
-    _cuda_callees(index, out, linted_set)  # what the other files do with this file's functions
+            _called_names(join, path, summary)
+            _entry_point_choices(index, path, summary, join.contexts[path])
+    _cuda_callees(join)  # what the other files do with this file's functions
     passed = _passed_classes(index)
     for caller, summary in list(index.summaries.items()):
         if summary:
-            _training_steps(index, out, linted_set, display, caller, summary, passed)
-    _loaders_passed(index, out, linted_set)
-    _batches(index, out, linted_set, passed)
-    _nested_steps(index, out, linted_set, display)
-    return {p: c for p, c in out.items() if c}
+            _training_steps(join, caller, summary, passed)
+    _loaders_passed(join)
+    _batches(join, passed)
+    _nested_steps(join)
+    return {p: c for p, c in join.contexts.items() if c}
 
 
 def roots(settings: Settings, paths: list[Path]) -> list[Path]:
@@ -652,36 +703,46 @@ def _is_dir(path: Path) -> bool:
 _DRIVER = ProjectContext(driver=True)  # the context that makes a torch-free file be read in full (engine.analyze_bytes)
 
 
-def _drivers(files, keys, absolute, summaries, index: Index, store: ProjectStore, prefix: bytes) -> None:
+@dataclass
+class FirstPass:
+    """What the join starts from: every file's own lint, by index in `files`."""
+
+    files: list[Path]
+    keys: list[str | None]  # content keys (cache.ProjectStore.key); None: not joined (unread, a notebook)
+    results: dict[int, list[Diagnostic]]  # each file's own findings
+    summaries: dict[int, dict | None]  # FileFacts as JSON; None: never parsed (no torch in it)
+
+
+def _drivers(first: FirstPass, absolute: list[str], index: Index, store: ProjectStore) -> None:
     """Files that never mention torch but run project code that does (CycleGAN's train.py: only
     `from models import create_model`): read in full, so their loops can be linted in context."""
     from archlint.code.engine import analyze_bytes
 
     for i, path in enumerate(absolute):
-        if summaries.get(i) is not None or keys[i] is None:
+        if first.summaries.get(i) is not None or first.keys[i] is None:
             continue
         light = index.summary(path)
         if not light or not _any_module(index, index.project_modules(path, 1), lambda s: not s.light):
             continue
-        key = content_key(prefix, keys[i].encode(), "driver")
+        key = store.key(first.keys[i].encode(), "driver")
         summary = store.summary(key)
         if summary is None and key not in store.facts:
             try:
-                data = files[i].read_bytes()
+                data = first.files[i].read_bytes()
             except OSError:
                 continue
-            _, summary = analyze_bytes(data, str(files[i]), _DRIVER, summarize=True)
+            summary = analyze_bytes(data, str(first.files[i]), _DRIVER, summarize=True).summary
             store.put_summary(key, summary)
         if summary:
-            summaries[i] = summary
+            first.summaries[i] = summary
             index.summaries[path] = FileFacts.from_json(summary)
 
 
-def _work(item: tuple[str, bytes, ProjectContext]):
+def _work(item: tuple[str, bytes, ProjectContext]) -> list[Diagnostic]:
     from archlint.code.engine import analyze_bytes
 
     path, data, context = item
-    return analyze_bytes(data, path, context)[0]
+    return analyze_bytes(data, path, context).diagnostics
 
 
 @dataclass
@@ -696,9 +757,11 @@ class Refined:
     extracted_extra: int = 0
 
 
-def refine(files: list[Path], keys: list[str | None], results: dict, summaries: dict, settings: Settings,
-           store: ProjectStore, prefix: bytes, jobs: int, paths: list[Path] | None = None) -> Refined:
-    """Replace the findings of files whose project context is not empty by findings with it."""
+def refine(first: FirstPass, settings: Settings, store: ProjectStore, jobs: int,
+           paths: list[Path] | None = None) -> Refined:
+    """Replace the findings of files whose project context is not empty by findings with it
+    (`first.summaries` gains the facts of the torch-free files that drive project code)."""
+    files, keys, results = first.files, first.keys, dict(first.results)
     absolute = [os.path.abspath(f) for f in files]
     root = os.path.abspath(settings.root)
 
@@ -707,10 +770,10 @@ def refine(files: list[Path], keys: list[str | None], results: dict, summaries: 
         return path if rel.startswith("..") else rel
 
     try:
-        index = Index({a: FileFacts.from_json(summaries.get(i)) for i, a in enumerate(absolute)},
-                      roots(settings, paths or files), store, prefix)
-        _drivers(files, keys, absolute, summaries, index, store, prefix)
-        linted = [a for i, a in enumerate(absolute) if summaries.get(i) and keys[i] is not None]
+        index = Index({a: FileFacts.from_json(first.summaries.get(i)) for i, a in enumerate(absolute)},
+                      roots(settings, paths or files), store)
+        _drivers(first, absolute, index, store)
+        linted = [a for i, a in enumerate(absolute) if first.summaries.get(i) and keys[i] is not None]
         ctxs = contexts(linted, index, display)
     except (RecursionError, Exception) as exc:  # a bug in the join must not cost the files' own findings
         raise JoinFailed(f"{type(exc).__name__}: {exc}") from exc
@@ -718,7 +781,7 @@ def refine(files: list[Path], keys: list[str | None], results: dict, summaries: 
     todo = []
     for path, context in ctxs.items():
         i = position[path]
-        key = content_key(prefix, keys[i].encode(), json.dumps(context.to_json(), sort_keys=True))
+        key = store.key(keys[i].encode(), json.dumps(context.to_json(), sort_keys=True))
         hit = store.lint.get(key)
         if hit is not None:
             try:

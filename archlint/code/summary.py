@@ -13,9 +13,24 @@ from archlint.code import dataflow as df
 from archlint.code.chunks import CHUNK_CHARS
 from archlint.code.cudnn import choices as cudnn_choices
 from archlint.code.cudnn import chooses_algorithms, conv_defs, has_convolutions, varying_sizes
-from archlint.code.facts import CallSite, Facts, Scope, children
+from archlint.code.facts import Binding, CallSite, Facts, Scope, children
 from archlint.code.names import dotted
-from archlint.code.project_facts import LIBRARIES, FileFacts, FunctionFacts
+from archlint.code.project_facts import (
+    LIBRARIES,
+    ArgClass,
+    BatchArg,
+    FileFacts,
+    FunctionFacts,
+    ImportFact,
+    InnerCall,
+    LoaderArg,
+    LoaderFact,
+    LoopStep,
+    OnParam,
+    Pin,
+    PinRef,
+    Step,
+)
 from archlint.code.syspath import added_paths_of
 from archlint.code.tensors import holds_tensor, tensor_names
 
@@ -27,7 +42,7 @@ def _line(facts: Facts, call: cst.Call) -> int:
     if lines is None:
         lines = facts.__dict__["_call_lines"] = _call_lines(facts)
     found = lines.get(id(call))
-    return found if found is not None else facts.position(call)[0].line
+    return found if found is not None else facts.position(call).start.line
 
 
 def _call_lines(facts: Facts) -> dict[int, int]:
@@ -62,7 +77,7 @@ _PRECISION = {"autocast", "GradScaler", "bfloat16", "float16", "half"}
 _SYNC_METHODS = {"item", "cpu", "numpy", "tolist"}
 
 
-def _imports(facts: Facts) -> list[list]:
+def _imports(facts: Facts) -> list[ImportFact]:
     out = []
     for node in facts.import_nodes:
         if isinstance(node, cst.Import):
@@ -71,18 +86,19 @@ def _imports(facts: Facts) -> list[list]:
                 if full is None:
                     continue
                 if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
-                    out.append([alias.asname.name.value, full, None, 0])
+                    out.append(ImportFact(alias.asname.name.value, full, None, 0))
                 else:
-                    out.append([full.split(".")[0], full.split(".")[0], None, 0])
+                    top = full.split(".")[0]
+                    out.append(ImportFact(top, top, None, 0))
                     if "." in full:  # `import a.b` makes a.b reachable as an attribute of a
-                        out.append([full, full, None, 0])
+                        out.append(ImportFact(full, full, None, 0))
             continue
         level = len(node.relative)
         module = dotted(node.module) if node.module is not None else ""
         if module is None:
             continue
         if isinstance(node.names, cst.ImportStar):
-            out.append(["*", module, "*", level])
+            out.append(ImportFact("*", module, "*", level))
             continue
         for alias in node.names:
             if not isinstance(alias.name, cst.Name):
@@ -90,7 +106,7 @@ def _imports(facts: Facts) -> list[list]:
             local = alias.name.value
             if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
                 local = alias.asname.name.value
-            out.append([local, module, alias.name.value, level])
+            out.append(ImportFact(local, module, alias.name.value, level))
     return out
 
 
@@ -132,7 +148,7 @@ def _candidate(name: str | None, facts: Facts, scope: Scope) -> bool:
         # `from models import *`: an unbound, non-builtin name may come from the star
         return _has_star(facts) and head not in facts.bound and not hasattr(builtins, head)
     found = scope.lookup(head)
-    return found is not None and found[1][-1:] == [None] and head not in found[0].params
+    return found is not None and found.values[-1:] == [None] and head not in found.scope.params
 
 
 def _has_star(facts: Facts) -> bool:
@@ -188,7 +204,7 @@ def _built_class(name: str, facts: Facts, scope: Scope) -> str | None:
     return classes[0] if len(classes) == 1 else None
 
 
-def _values(name: str, found: tuple[Scope, list]) -> list | None:
+def _values(name: str, found: Binding) -> list | None:
     """The values bound to `name`, with `agent, memory = Agent(device), Memory(n)` read element by
     element; None when one is not a plain value (a loop target, `a, b = f()`)."""
     scope, values = found
@@ -208,7 +224,7 @@ def _built_classes(name: str, facts: Facts, scope: Scope) -> list[str]:
     """The project classes a local name is built from, sorted: one, or those an if/elif chain chooses
     among (`if args.loss == "focal": criterion = FocalLoss() elif ...: criterion = WeightedBCE(...)`)."""
     found = scope.lookup(name)
-    if found is None or name in found[0].params:
+    if found is None or name in found.scope.params:
         return []
     values = _values(name, found)
     if values is None:
@@ -232,7 +248,7 @@ def _built_classes(name: str, facts: Facts, scope: Scope) -> list[str]:
         calls.append(v)
     classes = sorted({dotted(v.func) or "" for v in calls})
     if not classes or len(classes) > 8 or not all(
-            cls and cls.rsplit(".", 1)[-1][:1].isupper() and _candidate(cls, facts, found[0]) for cls in classes):
+            cls and cls.rsplit(".", 1)[-1][:1].isupper() and _candidate(cls, facts, found.scope) for cls in classes):
         return []
     return classes
 
@@ -275,16 +291,16 @@ def _attribute_method(name: str, facts: Facts, scope: Scope) -> str | None:
     return f"{cls}.{method}"
 
 
-def _on_param(name: str | None, scope: Scope) -> list | None:
+def _on_param(name: str | None, scope: Scope) -> OnParam | None:
     """`log_writer.update` where `log_writer` is a parameter of the enclosing function →
     [that function's qualname, "log_writer"]: the project join finds its class at the call sites."""
     if not name or name.count(".") > 1:
         return None
     head = name.split(".")[0]  # `log_writer.update(...)`, or `model(x)`: its forward
     found = scope.lookup(head)
-    if found is None or found[0].kind != "function" or head not in found[0].params or head in ("self", "cls"):
+    if found is None or found.scope.kind != "function" or head not in found.scope.params or head in ("self", "cls"):
         return None
-    return [found[0].qualname, head]
+    return OnParam(found.scope.qualname, head)
 
 
 def _callees(site: CallSite, facts: Facts) -> list[str]:
@@ -321,16 +337,16 @@ def _mentions_cuda(facts: Facts, node: cst.CSTNode) -> bool:
     return "cuda" in text or "torch.accelerator" in text
 
 
-def _loader_info(facts: Facts, sites: list[CallSite]) -> list:
-    """[pin, workers, line, qualname of the function holding the first DataLoader call]."""
+def _loader_info(facts: Facts, sites: list[CallSite]) -> LoaderFact:
+    """The loader a function builds (the first DataLoader call's line and function)."""
     pins = {_pin_state(facts, site) for site in sites}
     pin = "true" if pins == {"true"} else "unknown" if "unknown" in pins else "false"
     workers = {_workers(site) for site in sites}
-    return [pin, workers.pop() if len(workers) == 1 else "unknown", _line(facts, sites[0].node),
-            sites[0].scope.qualname]
+    return LoaderFact(pin, workers.pop() if len(workers) == 1 else "unknown", _line(facts, sites[0].node),
+                      sites[0].scope.qualname)
 
 
-def _loader_classes(facts: Facts, loaders: list[CallSite]) -> dict[str, list]:
+def _loader_classes(facts: Facts, loaders: list[CallSite]) -> dict[str, LoaderFact]:
     """Classes that wrap a DataLoader: `self.dataloader = DataLoader(...)` in a method, and an
     `__iter__` that yields from `self.dataloader` (CycleGAN's CustomDatasetDataLoader)."""
     by_attr = {}
@@ -359,7 +375,7 @@ def _loader_classes(facts: Facts, loaders: list[CallSite]) -> dict[str, list]:
 _SIZED_CALLS = frozenset({"nonzero", "masked_select", "argwhere", "where", "to"})
 
 
-def _def_facts(facts: Facts, scope: Scope, own: list[CallSite], wrappers: dict[str, list],
+def _def_facts(facts: Facts, scope: Scope, own: list[CallSite], wrappers: dict[str, LoaderFact],
                defs: dict[str, Scope]) -> FunctionFacts:
     """What other files may learn about one function; `own` are the DataLoader calls in its body."""
     node = scope.node
@@ -435,7 +451,7 @@ def _encloses(outer: cst.CSTNode, inner: cst.CSTNode, facts: Facts) -> bool:
     return a.line <= c.line <= b.line
 
 
-def _steps(facts: Facts, defs: dict[str, Scope], loops=None, rate: bool = False) -> list[list]:
+def _steps(facts: Facts, defs: dict[str, Scope], loops=None, rate: bool = False) -> list[Step]:
     """Calls made on every step of the training loops; with `rate`, those made every k-th step or
     after a point (`if T % 4 == 0: agent.learn()`), which the join keeps for a learner's own step."""
     out = []
@@ -443,7 +459,7 @@ def _steps(facts: Facts, defs: dict[str, Scope], loops=None, rate: bool = False)
         names = None
         for site in bl.loop.calls:
             where = df.in_loop(site, bl.loop)
-            if where is None or where[1] != rate or rate and not df.at_step_rate(site, bl.loop):
+            if where is None or where.conditional != rate or rate and not df.at_step_rate(site, bl.loop):
                 continue
             names = tensor_names(bl) if names is None else names
             chosen = _callees(site, facts)  # one, or each class an if/elif chain chooses among
@@ -455,19 +471,19 @@ def _steps(facts: Facts, defs: dict[str, Scope], loops=None, rate: bool = False)
             if not callees[0]:  # a method of an object passed in: its class is known at the call sites
                 param = _on_param(dotted(site.node.func), site.scope)
                 if param:
-                    out.append([dotted(site.node.func), line, _tensor_args(site.node, names), None, param])
+                    out.append(Step(dotted(site.node.func), line, _tensor_args(site.node, names), None, param))
             for callee in callees:
                 if not callee:
                     continue
                 args = _tensor_args(site.node, names) if callee in chosen else []
                 local = _local_def(callee, site.scope, defs)
-                out.append([callee, line, args, local])
+                out.append(Step(callee, line, args, local))
                 for override in _overrides(local, facts, defs):  # `self.run_step()` of a base class
-                    out.append([callee, line, args, override])
+                    out.append(Step(callee, line, args, override))
     return out
 
 
-def _maybe_steps(facts: Facts, defs: dict[str, Scope]) -> list[list]:
+def _maybe_steps(facts: Facts, defs: dict[str, Scope]) -> list[LoopStep]:
     """[[loop number, *step entry]]: the calls of loops that may train through a project object
     (`loss = agent.learn(batch)`), which only the project join can tell: it takes a loop's calls
     as steps when one of them runs a single backward pass (a def with "step")."""
@@ -476,11 +492,11 @@ def _maybe_steps(facts: Facts, defs: dict[str, Scope]) -> list[list]:
     for n, loop in enumerate(facts.loops):
         if id(loop) in known or not any(_callee(site, facts) for site in loop.calls if "." in (dotted(site.node.func) or "")):
             continue
-        out += [[n, *entry] for entry in _steps(facts, defs, [df.BatchLoop(loop, None, [], facts)])]
+        out += [LoopStep(n, step) for step in _steps(facts, defs, [df.BatchLoop(loop, None, [], facts)])]
     return out
 
 
-def _rate_steps(facts: Facts, defs: dict[str, Scope]) -> list[list]:
+def _rate_steps(facts: Facts, defs: dict[str, Scope]) -> list[LoopStep]:
     """[[loop number, *step entry]]: calls under a step-rate test (`if T % 4 == 0: agent.learn()`) of
     training loops and of loops that may train through a project object (see _maybe_steps)."""
     training = {id(bl.loop): bl for bl in df.training_loops(facts)}
@@ -492,7 +508,7 @@ def _rate_steps(facts: Facts, defs: dict[str, Scope]) -> list[list]:
         if not any(df.at_step_rate(site, loop) for site in loop.calls if site.conditional):
             continue
         bl = training.get(id(loop)) or df.BatchLoop(loop, None, [], facts)
-        out += [[n, *entry] for entry in _steps(facts, defs, [bl], rate=True)]
+        out += [LoopStep(n, step) for step in _steps(facts, defs, [bl], rate=True)]
     return out
 
 
@@ -558,7 +574,7 @@ def _derived(scope: Scope, seeds: set[str], identifiers: dict[int, frozenset[str
     return names
 
 
-def _inner_calls(facts: Facts, scope: Scope, params: list[str], defs: dict[str, Scope]) -> list[list]:
+def _inner_calls(facts: Facts, scope: Scope, params: list[str], defs: dict[str, Scope]) -> list[InnerCall]:
     """[[callee, line, [[argument, "*" | [params]]], local qualname]]: a step function's unconditional
     calls of project functions and what tensors they receive ("*": one the function draws or runs
     the backward from; else the parameters the argument derives from). When the function runs once
@@ -592,11 +608,11 @@ def _inner_calls(facts: Facts, scope: Scope, params: list[str], defs: dict[str, 
                     specs.append([key, via])
         if specs:
             line = _line(facts, site.node)
-            out.append([callee, line, specs, _local_def(callee, site.scope, defs)])
+            out.append(InnerCall(callee, line, specs, _local_def(callee, site.scope, defs)))
     return out
 
 
-def _arg_classes(facts: Facts) -> list[list]:
+def _arg_classes(facts: Facts) -> list[ArgClass]:
     """[[callee, argument (index or keyword), class]]: a project object passed to a project
     function (`train_one_epoch(..., log_writer=log_writer)`, `log_writer = utils.TensorboardLogger(...)`)."""
     out = []
@@ -608,11 +624,11 @@ def _arg_classes(facts: Facts) -> list[list]:
             if isinstance(arg.value, cst.Name):
                 cls = _built_class(arg.value.value, facts, site.scope)
                 if cls:
-                    out.append([callee, arg.keyword.value if arg.keyword is not None else i, cls])
+                    out.append(ArgClass(callee, arg.keyword.value if arg.keyword is not None else i, cls))
     return out
 
 
-def _loader_args(facts: Facts) -> list[list]:
+def _loader_args(facts: Facts) -> list[LoaderArg]:
     """[[callee, argument, pin]]: loaders passed to a project function, found by where the value comes
     from, whatever it is named: a DataLoader of this file, a parameter of the enclosing function
     (["param", function, parameter]: the pin its callers pass, known to the join) or what a project
@@ -628,7 +644,7 @@ def _loader_args(facts: Facts) -> list[list]:
             if isinstance(arg.value, (cst.Name, cst.Call)):
                 pin = _passed_pin(arg.value, site.scope, facts, pins)
                 if pin is not None:
-                    out.append([callee, arg.keyword.value if arg.keyword is not None else i, pin])
+                    out.append(LoaderArg(callee, arg.keyword.value if arg.keyword is not None else i, pin))
     return out
 
 
@@ -640,12 +656,12 @@ def _passed_pin(value: cst.Name | cst.Call, scope: Scope, facts: Facts, pins: di
         return source.pin
     if isinstance(value, cst.Call):  # `fit(net, make_loader(cfg))`
         factory = dotted(value.func)
-        return ["from", factory] if _candidate(factory, facts, scope) else None
+        return PinRef("from", factory) if _candidate(factory, facts, scope) else None
     found = scope.lookup(value.value)
-    if found is not None and found[0].kind == "function" and value.value in found[0].params:
-        return ["param", found[0].qualname, value.value]  # a wrapper passing on the loader it was given
+    if found is not None and found.scope.kind == "function" and value.value in found.scope.params:
+        return PinRef("param", found.scope.qualname, value.value)  # a wrapper passing on the loader it was given
     factory = _factory_of(value.value, scope, facts)
-    return ["from", factory] if factory is not None else None
+    return PinRef("from", factory) if factory is not None else None
 
 
 def _factory_of(name: str, scope: Scope, facts: Facts) -> str | None:
@@ -674,14 +690,14 @@ def _loop_pin(bl: df.BatchLoop, facts: Facts):
     inner, _ = df.unwrap(bl.loop.iter, facts, bl.loop.scope) if bl.loop.iter is not None else (None, False)
     if isinstance(inner, cst.Name):
         found = bl.loop.scope.lookup(inner.value)
-        if found is not None and found[0].kind == "function" and inner.value in found[0].params:
-            return ["param", found[0].qualname, inner.value]
+        if found is not None and found.scope.kind == "function" and inner.value in found.scope.params:
+            return PinRef("param", found.scope.qualname, inner.value)
     return "unknown"
 
 
-def _batch_args(facts: Facts, defs: dict[str, Scope]) -> list[list]:
-    """[[callee, argument, pin, local qualname]]: a batch loop hands its batch to a project function
-    (`x, y = model.parse_batch(batch)`): that function's copies of it are copies of the loader's batches."""
+def _batch_args(facts: Facts, defs: dict[str, Scope]) -> list[BatchArg]:
+    """A batch loop hands its batch to a project function (`x, y = model.parse_batch(batch)`): that
+    function's copies of it are copies of the loader's batches."""
     out = []
     for bl in df.batch_loops(facts):
         views = df.batch_views(bl)
@@ -694,9 +710,9 @@ def _batch_args(facts: Facts, defs: dict[str, Scope]) -> list[list]:
             for i, arg in enumerate(a for a in site.node.args if not a.star):
                 if isinstance(arg.value, cst.Name) and arg.value.value in views:
                     pin = pin or _loop_pin(bl, facts)
-                    entry = [callee or dotted(site.node.func), arg.keyword.value if arg.keyword is not None else i,
-                             pin, _local_def(callee, site.scope, defs) if callee else None]
-                    out.append(entry + [param] if param else entry)
+                    out.append(BatchArg(callee or dotted(site.node.func),
+                                        arg.keyword.value if arg.keyword is not None else i, pin,
+                                        _local_def(callee, site.scope, defs) if callee else None, param or None))
     return out
 
 

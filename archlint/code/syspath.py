@@ -17,6 +17,8 @@ from __future__ import annotations
 import ast
 import posixpath
 
+from archlint.code.project_facts import SysPathEntry
+
 # The file's folder stands in as a deep absolute folder, so that posixpath's own dirname/join/normpath
 # evaluate the expressions and `..` above the file's folder survives (relpath turns it back).
 _DEPTH = 24
@@ -180,8 +182,8 @@ def _relative(path: str) -> str | None:
     return posixpath.normpath(path)
 
 
-def added_paths(tree: ast.Module) -> list[list[str]]:
-    """[[where, path]] in the order Python would search them: "front" ones first (the last
+def added_paths(tree: ast.Module) -> list[SysPathEntry]:
+    """The folders added, in the order Python would search them: "front" ones first (the last
     `insert(0, ...)` first), then "middle", then "back" (in the order appended)."""
     ev = _Evaluator(tree)
     front: list[str] = []
@@ -214,7 +216,7 @@ def added_paths(tree: ast.Module) -> list[list[str]]:
         for p in paths:
             if p not in seen:
                 seen.add(p)
-                out.append([where, p])
+                out.append(SysPathEntry(where, p))
     return out
 
 
@@ -223,7 +225,7 @@ def _evaluated(ev: _Evaluator, node: ast.expr) -> str | None:
     return _relative(str(value)) if value is not None else None
 
 
-def added_paths_of(source: str) -> list[list[str]]:
+def added_paths_of(source: str) -> list[SysPathEntry]:
     """added_paths of a file's text; [] when it never touches the path or does not parse."""
     if "sys.path" not in source and "addsitedir" not in source:
         return []

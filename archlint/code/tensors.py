@@ -65,18 +65,22 @@ def holds_tensor(node: cst.BaseExpression, names: set[str]) -> bool:
     return not isinstance(node, cst.Name) and df.refs(node, names)
 
 
+_OPAQUE = frozenset({cst.Lambda, cst.ListComp, cst.GeneratorExp, cst.SetComp, cst.DictComp})  # not entered
+
+
 def _leaf_names(node: cst.CSTNode):
     """Names an expression reads as values (not called functions, not attributes' fields)."""
-    if isinstance(node, cst.Name):
+    kind = type(node)  # type() is: libcst's node classes are final, and isinstance goes through ABCMeta
+    if kind is cst.Name:
         yield node.value
-    elif isinstance(node, cst.Attribute):
+    elif kind is cst.Attribute:
         yield from _leaf_names(node.value)
-    elif isinstance(node, cst.Call):
-        if isinstance(node.func, cst.Attribute):
+    elif kind is cst.Call:
+        if type(node.func) is cst.Attribute:
             yield from _leaf_names(node.func.value)
         for arg in node.args:
             yield from _leaf_names(arg.value)
-    elif not isinstance(node, (cst.Lambda, cst.ListComp, cst.GeneratorExp, cst.SetComp, cst.DictComp)):
+    elif kind not in _OPAQUE:
         for child in children(node):
             yield from _leaf_names(child)
 

@@ -167,7 +167,7 @@ def check_batch(folder: Path, files: list[bytes]) -> None:
         together[next(str(p) for p in paths if os.path.samefile(p, d["file"]))].append(
             (d["code"], d["severity"], d["line"], d["column"], d["message"]))
     for path, data in zip(paths, files):
-        alone = sorted((d.code, d.severity.value, d.line, d.column, d.message) for d in analyze_bytes(data, str(path))[0])
+        alone = sorted((d.code, d.severity.value, d.line, d.column, d.message) for d in analyze_bytes(data, str(path)).diagnostics)
         assert sorted(together[str(path)]) == alone, path
         if any(code == "AL000" and severity == "error" for code, severity, *_ in alone):
             try:

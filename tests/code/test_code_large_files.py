@@ -85,7 +85,7 @@ def test_chunked_findings_and_project_facts_are_identical(monkeypatch):
     monkeypatch.setattr(chunks, "CHUNK_CHARS", 500)
     assert len(chunks.split(text).spans) > 20
     chunked = engine.analyze_text(text, "train.py", summarize=True)
-    assert len(whole[0]) > 20 and any(d.fix for d in whole[0])
+    assert len(whole.diagnostics) > 20 and any(d.fix for d in whole.diagnostics)
     assert chunked == whole  # codes, lines, columns, messages, fixes; and the project summary
 
 
@@ -94,9 +94,9 @@ def test_chunked_syntax_error_is_reported_at_its_line_in_the_file(monkeypatch):
     text = _training_code() + "x = (1,\n"  # an unclosed bracket: not tokenizable, parsed whole
     bad = text.replace("import torch\n", "import torch\nx = = 1\n", 2)  # tokenizable, in a later chunk
     for source in (text, bad):
-        chunked = engine.analyze_text(source, "t.py")[0]
+        chunked = engine.analyze_text(source, "t.py").diagnostics
         monkeypatch.setattr(chunks, "split", lambda t, target=0: None)
-        expected = engine.analyze_text(source, "t.py")[0]
+        expected = engine.analyze_text(source, "t.py").diagnostics
         monkeypatch.undo()
         monkeypatch.setattr(chunks, "CHUNK_CHARS", 200)
         assert chunked == expected and chunked[0].code == "AL000"
@@ -132,7 +132,8 @@ def test_lint_memory_per_megabyte_is_bounded():
     try:
         tracemalloc.reset_peak()
         base = tracemalloc.get_traced_memory()[0]
-        findings, summary = engine.analyze_text(text, "gen.py", summarize=True)
+        analysis = engine.analyze_text(text, "gen.py", summarize=True)
+        findings, summary = analysis.diagnostics, analysis.summary
         peak = tracemalloc.get_traced_memory()[1] - base
     finally:
         tracemalloc.stop()

@@ -10,7 +10,7 @@ import pytest
 
 from archlint.code.engine import analyze_text
 from archlint.code.project import light
-from archlint.code.project_facts import FileFacts, ProjectContext
+from archlint.code.project_facts import FileFacts, ImportFact, LoaderFact, ProjectContext
 
 TRAIN = """import torch
 from torch.utils.data import DataLoader
@@ -27,16 +27,19 @@ def train(model, loader, opt):
 
 
 def test_file_facts_round_trip_through_json():
-    _, summary = analyze_text(TRAIN, "train.py", summarize=True)
+    summary = analyze_text(TRAIN, "train.py", summarize=True).summary
     facts = FileFacts.from_json(json.loads(json.dumps(summary)))
     assert facts.to_json() == summary
-    assert facts.cuda and not facts.light and facts.defs["build"]["loader"][:2] == ["false", "missing"]
+    loader = facts.defs["build"]["loader"]
+    assert isinstance(loader, LoaderFact) and (loader.pin, loader.workers, loader.holder) == ("false", "missing", "build")
+    assert facts.cuda and not facts.light
     assert "train" in facts.defs and facts.defs["train"]["backward"] == 1
 
 
 def test_light_facts_are_the_same_type_with_only_names():
     facts = light("from .models import Net\ndef make(cfg):\n    return Net(cfg)\n")
-    assert facts.light and facts.imports == [["Net", "models", "Net", 1]] and facts.defs == {"make": {"params": ["cfg"]}}
+    assert facts.light and facts.imports == [ImportFact("Net", "models", "Net", 1)]
+    assert facts.defs == {"make": {"params": ["cfg"]}}
     assert not facts.cuda and facts.uses == []
     assert light("def (:\n") is None
 

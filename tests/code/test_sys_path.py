@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from archlint.code import lint, project
+from archlint.code.project_facts import SysPathEntry
 from archlint.code.syspath import added_paths_of
 from archlint.config import Settings
 
@@ -54,12 +55,12 @@ def _found(folder: Path) -> set[str]:
     ('import sys\nsys.path.append(', []),  # does not parse
 ])
 def test_paths_a_file_adds(source, paths):
-    assert added_paths_of(source) == paths
+    assert added_paths_of(source) == [SysPathEntry(where, folder) for where, folder in paths]
 
 
 def test_a_torch_free_script_s_paths_are_read_too():
     light = project.light('import os, sys\nsys.path.insert(0, os.path.dirname(__file__) + "/src")\nfrom m import f\n')
-    assert light.sys_path == [["front", "src"]]
+    assert light.sys_path == [SysPathEntry("front", "src")]
 
 
 def test_the_fixture_finding_is_reached_only_through_the_added_path(tmp_path):

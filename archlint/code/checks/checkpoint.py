@@ -22,7 +22,7 @@ def check(facts: Facts):
             continue
         for site in saves:
             where = df.in_loop(site, bl.loop)
-            if where is not None and not where[1]:
+            if where is not None and not where.conditional:
                 yield Finding(
                     "AL405",
                     site.node,

@@ -39,8 +39,8 @@ def _value(node: cst.BaseExpression | None, scope: Scope) -> cst.BaseExpression 
     """A name bound once in scope → its value; anything else as it is."""
     if isinstance(node, cst.Name):
         found = scope.lookup(node.value)
-        if found is not None and len(found[1]) == 1 and found[1][0] is not None:
-            return found[1][0]
+        if found is not None and len(found.values) == 1 and found.values[0] is not None:
+            return found.values[0]
     return node
 
 

@@ -39,7 +39,7 @@ def _count(node: cst.BaseExpression | None, scope) -> int | None:
     """An int literal above 1, or a name bound once to one; else None (a config's value is not seen)."""
     if isinstance(node, cst.Name):
         found = scope.lookup(node.value)
-        node = found[1][0] if found is not None and len(found[1]) == 1 else None
+        node = found.values[0] if found is not None and len(found.values) == 1 else None
     value = df.literal(node) if node is not None else None
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 1 else None
 
@@ -80,7 +80,7 @@ def check(facts: Facts):
         for site in bl.loop.calls:
             func = site.node.func
             where = df.in_loop(site, bl.loop)
-            if isinstance(func, cst.Attribute) and func.attr.value == "backward" and where and not where[1]:
+            if isinstance(func, cst.Attribute) and func.attr.value == "backward" and where and not where.conditional:
                 flagged.add(id(site))
                 yield Finding("AL409", site.node, _message(_modulus(step_sites[0])))
                 break
@@ -94,7 +94,7 @@ def _micro_batch_loops(facts: Facts, flagged: set[int]):
         if not loop.has_backward or any(_is_step(s) for s in loop.calls):
             continue
         backward = next((s for s in loop.calls if is_backward_call(s.node) and id(s) not in flagged
-                         and (w := df.in_loop(s, loop)) and not w[1] and s.loops[-1][0] is loop), None)
+                         and (w := df.in_loop(s, loop)) and not w.conditional and s.loops[-1].loop is loop), None)
         if backward is None:
             continue
         calls = loop.scope.calls

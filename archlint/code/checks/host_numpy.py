@@ -32,24 +32,24 @@ def check(facts: Facts):
         return
     # One finding per line: where AL401 already reports a host copy (`np.argmax(out.cpu().numpy())`
     # on one line), its finding covers the line and this rule stays silent.
-    synced = {facts.position(f.node)[0].line for f in sync.check(facts)}
+    synced = {facts.position(f.node).start.line for f in sync.check(facts)}
     for bl in df.training_loops(facts):
         tensors = tensor_names(bl)
         arrays = {}  # name → the line that fetched it
         for target, value in bl.loop.assigns:
             if value is not None and _fetch(value, tensors):
                 for name in df.target_names(target):
-                    arrays.setdefault(name, facts.position(value)[0].line)
+                    arrays.setdefault(name, facts.position(value).start.line)
         reported = set()
         for site in bl.loop.calls:
             where = df.in_loop(site, bl.loop)
-            if where is None or where[1]:
+            if where is None or where.conditional:
                 continue  # under an `if` (every N steps): not every step
             qname = facts.qname(site.node.func, site.scope) or ""
             if not qname.startswith("numpy."):
                 continue
             used = sorted({n for a in site.node.args for n in arrays if df.refs(a.value, {n})} - reported)
-            if not used or facts.position(site.node)[0].line in synced:
+            if not used or facts.position(site.node).start.line in synced:
                 continue
             reported.update(used)
             what = ", ".join(f"`{n}` (line {arrays[n]})" for n in used)

@@ -86,7 +86,7 @@ def check(facts: Facts):
                   and [loop for loop, _ in s.loops[:len(loops)]] == loops]
         if not before:
             continue  # no forward seen before it (in its loop): it may run elsewhere, under the with
-        line = facts.position(before[-1].node)[0].line
+        line = facts.position(before[-1].node).start.line
         yield Finding(
             "AL411",
             site.node,

@@ -106,7 +106,7 @@ def _loop_findings(facts: Facts, seen: set[int]):
         names = tensor_names(bl)
         for site in bl.loop.calls:
             where = df.in_loop(site, bl.loop)
-            if where is None or where[1] or id(site.node) in seen:
+            if where is None or where.conditional or id(site.node) in seen:
                 continue  # under an `if` (e.g. every N steps): not every iteration
             what = _what(site, names, facts)
             if what == "torch.cuda.synchronize()" and site.conditional:
@@ -129,7 +129,7 @@ def _loop_findings(facts: Facts, seen: set[int]):
                 )
         for index in bl.loop.indexes:  # `loss_fg = mse(rgb[acc > 0.5], target[acc > 0.5])`
             where = df.in_loop(index, bl.loop)
-            if where is None or where[1] or id(index.node) in seen:
+            if where is None or where.conditional or id(index.node) in seen:
                 continue
             if _on_host(index.node, bl, facts):
                 continue  # `x = x[y != -1]` before `x = x.cuda()`: the loader's batch, still on the host
@@ -151,8 +151,8 @@ def _on_host(node: cst.Subscript, bl: df.BatchLoop, facts: Facts) -> bool:
              and isinstance(value.func, cst.Attribute) and value.func.attr.value in ("cuda", "to")]
     if not moves:
         return True
-    line = facts.position(node)[0].line
-    return all(facts.position(value)[0].line >= line for value in moves)
+    line = facts.position(node).start.line
+    return all(facts.position(value).start.line >= line for value in moves)
 
 
 def _function_tensors(scope: Scope, params: list[str], facts: Facts) -> set[str]:
@@ -226,7 +226,15 @@ def _helper_findings(facts: Facts, seen: set[int], only: dict | None = None):
                                              "check every N steps")
 
 
-def check(facts: Facts):
+def check(facts: Facts) -> list[Finding]:
+    """AL401's findings, worked out once per file: host_numpy asks for them too (it stays silent on
+    their lines), and working them out again cost a tenth of a cold run."""
+    if "_sync_findings" not in facts.__dict__:
+        facts.__dict__["_sync_findings"] = list(_findings(facts))
+    return facts.__dict__["_sync_findings"]
+
+
+def _findings(facts: Facts):
     seen: set[int] = set()
     if facts.uses_cuda:
         yield from _loop_findings(facts, seen)

@@ -31,9 +31,9 @@ def _batch_size(loader: CallSite) -> tuple[int, cst.CSTNode] | None:
     value = df.argument(loader, "batch_size", 1)
     if isinstance(value, cst.Name):
         found = loader.scope.lookup(value.value)
-        if found is None or len(found[1]) != 1 or found[1][0] is None:
+        if found is None or len(found.values) != 1 or found.values[0] is None:
             return None
-        value = found[1][0]
+        value = found.values[0]
     size = df.literal(value) if isinstance(value, cst.BaseExpression) else df.UNKNOWN
     return (size, value) if isinstance(size, int) and not isinstance(size, bool) else None
 
@@ -51,7 +51,7 @@ def check(facts: Facts):
     smallest, node = min(sizes, key=lambda s: s[0])
     if smallest < MIN_BATCH:
         return
-    line = facts.position(node)[0].line
+    line = facts.position(node).start.line
     for site in converts:
         yield Finding(
             "AL412",
