@@ -21,6 +21,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import copy
 import io
 import logging
@@ -167,28 +168,48 @@ def _watchdog(guard: Guard, seconds: float) -> threading.Timer:
     return timer
 
 
+@dataclasses.dataclass
+class Kept:
+    """What `preserved` could not put back: parameters changed in place whose values it did not copy
+    (`parameter_values=False`), by their path; empty when everything was restored."""
+
+    unrestored: list[str] = dataclasses.field(default_factory=list)
+
+
 @contextlib.contextmanager
-def preserved(model: nn.Module):
+def preserved(model: nn.Module, parameter_values: bool = True):
     """Put every parameter, buffer and module attribute back after the block: the same tensor
     objects in the same slots, with their values (a copy of each real one is kept for the block's duration; meta
-    tensors hold no values and cost nothing)."""
+    tensors hold no values and cost nothing).
+
+    `parameter_values=False` keeps no copy of the parameters' values (buffers still are copied): for
+    a block that never does arithmetic on them (the fx capture: the tracer hands out a Proxy for
+    every parameter a forward reads, and shapes are propagated on meta copies). Copying a ViT-B's
+    344 MB of weights took half of its analysis. A parameter changed in place all the same is
+    listed in the yielded Kept.unrestored, for the caller to say."""
     saved = []
+    kept_record = Kept()
     attributes = [_Attributes(m) for m in model.modules()]
-    for module in model.modules():
+    for path, module in model.named_modules():
         for slots in (module._parameters, module._buffers):
+            copy_values = parameter_values or slots is module._buffers
             for name, tensor in slots.items():
                 copy = None
-                if tensor is not None and tensor.device.type != "meta" and not _uninitialized(tensor):
+                if tensor is not None and tensor.device.type != "meta" and not _uninitialized(tensor) and copy_values:
                     copy = tensor.detach().clone()
-                saved.append((slots, name, tensor, copy, tensor._version if tensor is not None else 0))
+                where = f"{path}.{name}" if path else name
+                saved.append((slots, name, tensor, copy, tensor._version if tensor is not None else 0, where))
     try:
-        yield
+        yield kept_record
     finally:
         with torch.no_grad():
-            for slots, name, tensor, copy, version in saved:
+            for slots, name, tensor, copy, version, where in saved:
                 slots[name] = tensor  # rebinding (`self.step = self.step + 1`) undone
-                if copy is not None and tensor._version != version:
-                    tensor.copy_(copy)  # in-place change (`self.step += 1`) undone
+                if tensor is not None and tensor._version != version:
+                    if copy is not None:
+                        tensor.copy_(copy)  # in-place change (`self.step += 1`) undone
+                    elif tensor.device.type != "meta" and where not in kept_record.unrestored:
+                        kept_record.unrestored.append(where)
         for kept in attributes:
             kept.restore()
 
