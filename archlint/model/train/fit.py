@@ -108,17 +108,23 @@ def scaled_peak(result: dict, scale: float) -> int:
     return max(smooth, budget + 1) if run["out_of_memory"] else min(smooth, budget)
 
 
-def max_batch(peak_at: Callable[[int], int], batch: int, budget: int, bisect: bool = False) -> dict:
+def max_batch(peak_at: Callable[[int], int], batch: int, budget: int, bisect: bool = False,
+              known: dict[int, int] | None = None) -> dict:
     """The largest batch whose peak is within `budget`: the line through two evaluations, then
     evaluations at the predicted batch and the next to confirm it (walking if the line was off).
     `bisect`: where a batch that fits and one that does not are known, halve between them (for a
-    yes-or-no answer, such as an allocator replayed under a limit, whose bytes say little)."""
-    seen: dict[int, int] = {}
+    yes-or-no answer, such as an allocator replayed under a limit, whose bytes say little).
+    `known`: peaks already found (by batch), which bracket the answer at no cost; the search's own
+    evaluations are counted against MAX_EVALUATIONS."""
+    seen: dict[int, int] = dict(known or {})
+    evaluated = 0
 
     def peak(b: int) -> int:
+        nonlocal evaluated
         if b not in seen:
-            if len(seen) >= MAX_EVALUATIONS:
+            if evaluated >= MAX_EVALUATIONS:
                 raise _OutOfEvaluations
+            evaluated += 1
             seen[b] = peak_at(b)
         return seen[b]
     b1, b2 = batch, 2 * batch
@@ -399,7 +405,11 @@ def fit_report(model, args, kwargs, *, optimizer: str = "adam", loss: str = "mea
             f"without); max_batch is the largest batch that fits under {ALLOCATED_LOW} x that limit, so it fits "
             f"even where the model counts its storages {1 - ALLOCATED_LOW:.0%} short ({MARGIN_SOURCE})")
     if gpu and fit["max_batch"] is not None:  # what the measured error allows above it
-        high = max_batch(lambda b: peak_at(b, ALLOCATED_HIGH), batch_size(args, kwargs), budget_bytes, True)["max_batch"]
+        # every evaluation replayed the allocator under both scales: the search for the high end
+        # starts from what the first one found (it evaluated them all again: half of --device-spec's cost)
+        found = {b: scaled_peak(r, ALLOCATED_HIGH) for b, r in memory_at.items()}
+        high = max_batch(lambda b: peak_at(b, ALLOCATED_HIGH), batch_size(args, kwargs), budget_bytes, True,
+                         known=found)["max_batch"]
         result["max_batch_range"] = [fit["max_batch"], max(high, fit["max_batch"]) if high is not None else None]
         fit["range_basis"] = (
             "[max_batch, the largest batch that could fit]: above the high end the step runs out under "

@@ -190,3 +190,22 @@ def test_with_batch_makes_a_huge_float_input_meta_and_keeps_ids_real():
     assert ids.device.type == "cpu" and ids[-1].tolist() == ([3, 4] if rows % 2 == 0 else [1, 2])
     (small,), _ = with_batch((torch.randn(2, 256),), {}, 4)
     assert small.device.type == "cpu"
+
+
+def test_max_batch_starts_from_known_peaks_and_counts_only_its_own_evaluations(monkeypatch):
+    # fit_report's search for max_batch_range's high end: every evaluation of the first search
+    # replayed the allocator under both scales, so their answers bracket the second at no cost
+    from archlint.model.train import fit as fit_module
+    curve = lambda b: 1_000_000 + 20_000 * (b // 64)  # noqa: E731
+    budget = curve(4096)
+    calls = []
+    alone = max_batch(lambda b: calls.append(b) or curve(b), 1024, budget, True)
+    cold = len(calls)
+    calls.clear()
+    known = {b: curve(b) for b in (1024, 2048, 4000, 4300)}
+    seeded = max_batch(lambda b: calls.append(b) or curve(b), 1024, budget, True, known=known)
+    assert seeded["max_batch"] == alone["max_batch"] == 4159
+    assert not set(calls) & set(known) and len(calls) < cold
+    # the known peaks do not use up the search's MAX_EVALUATIONS
+    monkeypatch.setattr(fit_module, "MAX_EVALUATIONS", len(calls))
+    assert max_batch(curve, 1024, budget, True, known=known)["max_batch"] == 4159
