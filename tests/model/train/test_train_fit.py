@@ -209,3 +209,24 @@ def test_max_batch_starts_from_known_peaks_and_counts_only_its_own_evaluations(m
     # the known peaks do not use up the search's MAX_EVALUATIONS
     monkeypatch.setattr(fit_module, "MAX_EVALUATIONS", len(calls))
     assert max_batch(curve, 1024, budget, True, known=known)["max_batch"] == 4159
+
+
+@pytest.mark.parametrize("near", [4159, 4150, 4170, 3000, 6000, 1])
+def test_max_batch_stepping_out_from_where_the_answer_is_expected(near):
+    # max_batch_range's high end is searched from where max_batch says it should be: the same
+    # answer wherever that is, in few evaluations when it is close
+    curve = lambda b: 1_000_000 + 20_000 * (b // 64)  # noqa: E731
+    budget = curve(4096)
+    calls = []
+    r = max_batch(lambda b: calls.append(b) or curve(b), 1024, budget, True, near=near)
+    assert r["max_batch"] == 4159 and "not evaluated" not in r["basis"]
+    if abs(near - 4159) <= 11:
+        assert len(calls) <= 2 + 1 + 2 * 4 + 1, calls  # the line's two, `near`, steps out, halving within
+
+
+def test_high_end_expected_from_max_batch():
+    from archlint.model.train.fit import ALLOCATED_HIGH, ALLOCATED_LOW, _high_end_near
+    at = {1: {"peak_bytes": 1_000 + 100}, 500: {"peak_bytes": 1_000 + 100 * 500}}
+    near = _high_end_near(at, 500)
+    assert abs((1_000 + 100 * near) / (1_000 + 100 * 500) - ALLOCATED_HIGH / ALLOCATED_LOW) < 0.01
+    assert _high_end_near(at, 1) is None and _high_end_near(at, 7) is None
