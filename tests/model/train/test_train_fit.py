@@ -230,3 +230,37 @@ def test_high_end_expected_from_max_batch():
     near = _high_end_near(at, 500)
     assert abs((1_000 + 100 * near) / (1_000 + 100 * 500) - ALLOCATED_HIGH / ALLOCATED_LOW) < 0.01
     assert _high_end_near(at, 1) is None and _high_end_near(at, 7) is None
+
+
+def test_the_range_high_end_is_resolved_where_its_own_search_ran_out(monkeypatch):
+    # ResNet-18 on an H100: the step's peak barely grows from batch 1 to 2 (the optimizer step
+    # dominates), so the line's first guess is far too high; halving from there, the high end's
+    # search ran out of evaluations and max_batch_range said 4160 where 4167 fits (batches 4161-4178
+    # "not evaluated", a caveat the range did not carry). It now starts from the first search's
+    # evaluations and from where max_batch puts it.
+    from archlint.devices import resolve
+    from archlint.model.train import fit as fit_module
+    spec = resolve("h100-sxm")
+    context, budget = 619 << 20, spec.memory_bytes
+
+    def peak_at(b):
+        return max(964_000_000 + 600_000 * b, 11_000_000 * b)
+
+    def fake_step_memory(model, args, kwargs, **options):
+        b, limit = fit_module.batch_size(args, kwargs), budget - context
+        peak = peak_at(b)
+        runs = [{"scale": s, "out_of_memory": peak * 1.02 > limit * s} for s in options["limit_scales"]]
+        return {"basis": "measured on the meta device", "peak_bytes": peak, "needed_bytes": peak + context,
+                "fits": peak + context <= budget, "budget_bytes": budget,
+                "allocator": {"cuda_context_bytes": context, "under_budget": {"scaled": runs}}}
+    calls = []
+    monkeypatch.setattr(fit_module, "step_memory", lambda *a, **k: calls.append(1) or fake_step_memory(*a, **k))
+    r, _ = fit_report(nn.Linear(2, 2), (torch.randn(1, 2),), {}, optimizer="adam", device_spec=spec)
+
+    def largest(scale):
+        return max(b for b in range(1, 20_000) if peak_at(b) * 1.02 <= (budget - context) * scale)
+    low, high = r["max_batch_range"]
+    assert high == largest(fit_module.ALLOCATED_HIGH)  # was: 11 batches short, its search out of evaluations
+    # max_batch's own search is unchanged: where it runs out, its basis says so
+    assert low == largest(fit_module.ALLOCATED_LOW) or "were not evaluated" in r["max_batch_basis"]["basis"]
+    assert len(calls) <= 2 * fit_module.MAX_EVALUATIONS
