@@ -23,7 +23,6 @@ from torch import nn
 
 from archlint.model.analyze import analyze_model
 
-
 GOAL = 0.3  # archlint's time / fvcore's on the torchvision models (issue 45)
 
 
