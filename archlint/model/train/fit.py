@@ -448,13 +448,16 @@ def fit_report(model, args, kwargs, *, optimizer: str = "adam", loss: str = "mea
         # every evaluation replayed the allocator under both scales: the search for the high end
         # starts from what the first one found (it evaluated them all again: half of --device-spec's cost)
         found = {b: scaled_peak(r, ALLOCATED_HIGH) for b, r in memory_at.items()}
-        high = max_batch(lambda b: peak_at(b, ALLOCATED_HIGH), batch_size(args, kwargs), budget_bytes, True,
-                         known=found, near=_high_end_near(memory_at, fit["max_batch"]))["max_batch"]
+        searched = max_batch(lambda b: peak_at(b, ALLOCATED_HIGH), batch_size(args, kwargs), budget_bytes, True,
+                             known=found, near=_high_end_near(memory_at, fit["max_batch"]))
+        high = searched["max_batch"]
         result["max_batch_range"] = [fit["max_batch"], max(high, fit["max_batch"]) if high is not None else None]
         fit["range_basis"] = (
             "[max_batch, the largest batch that could fit]: above the high end the step runs out under "
             f"{ALLOCATED_HIGH} x the limit, so it does not fit even where the model counts its storages "
             f"{ALLOCATED_HIGH - 1:.0%} over; between the ends, the model's error decides ({MARGIN_SOURCE})")
+        if "not evaluated" in searched["basis"]:  # the high end's own search ran out: said, as max_batch's is
+            fit["range_basis"] += f"; the high end: {searched['basis'].removeprefix('memory model: ')}"
     result["max_batch_basis"] = fit
     findings = [] if result["fits"] else ways_to_fit(
         model, args, kwargs, optimizer=optimizer, loss=loss, budget=budget_bytes, device_spec=device_spec,

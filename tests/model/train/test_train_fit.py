@@ -264,3 +264,9 @@ def test_the_range_high_end_is_resolved_where_its_own_search_ran_out(monkeypatch
     # max_batch's own search is unchanged: where it runs out, its basis says so
     assert low == largest(fit_module.ALLOCATED_LOW) or "were not evaluated" in r["max_batch_basis"]["basis"]
     assert len(calls) <= 2 * fit_module.MAX_EVALUATIONS
+    assert "the high end:" not in r["max_batch_basis"]["range_basis"]
+    # where the high end's search runs out all the same, the range says so (it did not)
+    monkeypatch.setattr(fit_module, "MAX_EVALUATIONS", 3)
+    monkeypatch.setattr(fit_module, "STEP_OUT", 0)
+    r, _ = fit_report(nn.Linear(2, 2), (torch.randn(1, 2),), {}, optimizer="adam", device_spec=spec)
+    assert "; the high end: the largest batch evaluated that fits; batches " in r["max_batch_basis"]["range_basis"]
