@@ -10,7 +10,8 @@ median of the per-pass ratios after warm-up. Printed per transformation:
   archlint's speed-up [IQR] · the hand-written one [IQR] · ratio archlint / hand · verdict:
   "agree" when within ±15%, or when both IQRs hold 1.0× (both within noise of no change).
 Then per model: the --what-if wall time minus compile time over the --latency wall time
-(target < 3×).
+(target < 3×), and the what-ifs' duration archlint estimated before starting them (said on stderr,
+repeated in a note) against the time they took (goal, issue 45: within 2× of it).
 
     python benchmarks/what_if.py [--models resnet50,mobilenet_v3_large,efficientnet_b0,vit_b_16,lstm_lm]
         [--warmup 4] [--repeat 12] [--skip compile] [--threads N] [--json out.json]
@@ -26,6 +27,7 @@ import copy
 import warnings
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -35,6 +37,8 @@ from pathlib import Path
 
 import torch
 from torch import nn
+
+from archlint.model.speedups.run import SLACK_S
 
 MODELS = ("resnet50", "mobilenet_v3_large", "efficientnet_b0", "vit_b_16", "lstm_lm")
 TARGETS = """
@@ -138,6 +142,24 @@ def build(name: str, module) -> tuple[nn.Module, tuple]:
     return model.eval(), inputs
 
 
+def seconds_of(text: str) -> float:
+    """archlint.units.duration's words back to seconds: "40 s", "5 min 42 s"."""
+    m = re.fullmatch(r"(?:(\d+) min )?(\d+) s", text.strip())
+    if not m:
+        raise ValueError(f"not a duration: {text!r}")
+    return 60 * int(m.group(1) or 0) + int(m.group(2))
+
+
+def expected_and_took(notes: list[str]) -> tuple[float, float] | None:
+    """(estimated, taken) seconds of the what-ifs, from archlint's note "what-ifs: took T against E
+    estimated (...)" (the estimate was said on stderr before they started)."""
+    for note in notes:
+        m = re.match(r"what-ifs: took (.+?) against (.+?) estimated", note)
+        if m:
+            return seconds_of(m.group(2)), seconds_of(m.group(1))
+    return None
+
+
 def verdict(a: float, a_iqr, h: float, h_iqr) -> str:
     if abs(a / h - 1) <= 0.15:
         return "agree"
@@ -170,7 +192,7 @@ def main() -> None:
 
     subprocess.run([sys.executable, "-m", "archlint", "calibrate"], capture_output=True)
     timing = ["--warmup", str(a.warmup), "--repeat", str(a.repeat)]
-    rows, summary = [], []
+    rows, summary, estimates = [], [], []
     for name in a.models.split(","):
         load = os.getloadavg()[0]
         t_lat = archlint(file, name, ["--latency", *timing], tmp / "lat.json")
@@ -181,6 +203,16 @@ def main() -> None:
         summary.append((name, load, t_lat, t_wi, compile_s, ratio))
         print(f"\n{name} (load average {load:.1f} on {os.cpu_count()} cores): --latency {t_lat:.1f} s, --what-if "
               f"{t_wi:.1f} s ({compile_s:.1f} s compiling) → {ratio:.2f}× without compile (target < 3×)", flush=True)
+        said = expected_and_took(result["notes"])
+        if said is None:
+            print("  the what-ifs' duration note is missing: expected vs actual not known", flush=True)
+        else:
+            expected, took = said
+            estimates.append((name, expected, took))
+            within = took <= 2 * expected or took <= expected + SLACK_S
+            print(f"  what-ifs: expected {expected:.0f} s (said before they started), took {took:.0f} s → "
+                  f"{took / max(expected, 1):.2f}× the estimate (goal ≤ 2×, or {SLACK_S:g} s more): "
+                  f"{'within' if within else 'NOT within'}", flush=True)
         model, inputs = build(name, wi_models)
         for w in result["what_if"]:
             if not w["applicable"] or w["speedup"] is None:
@@ -208,8 +240,10 @@ def main() -> None:
           f"(±15%, or both within noise of 1.0×)")
     print("analysis time, --what-if (compile excluded) / --latency: "
           + ", ".join(f"{n} {r:.2f}×" for n, _, _, _, _, r in summary))
+    print("what-ifs, taken / expected: " + ", ".join(f"{n} {t:.0f} s / {e:.0f} s = {t / max(e, 1):.2f}×"
+                                                    for n, e, t in estimates))
     if a.json:
-        a.json.write_text(json.dumps({"rows": rows, "summary": summary}, indent=1))
+        a.json.write_text(json.dumps({"rows": rows, "summary": summary, "estimates": estimates}, indent=1))
 
 
 if __name__ == "__main__":

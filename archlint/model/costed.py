@@ -66,13 +66,20 @@ def capture_graph(loaded: Loaded, target: str, settings: Settings) -> nx.DiGraph
         # fx runs on meta copies (any inputs do); export runs the real model on real inputs unless
         # it was built on meta; dispatch always runs one real forward: real inputs only then.
         inputs = loaded.inputs if strategy == "fx" or (strategy == "export" and loaded.on_meta) else loaded.real_inputs()
+        kept = None
         try:
             quiet = quiet_export(settings.debug) if strategy == "export" else contextlib.nullcontext()
-            with traced_mode(model, settings.mode), preserved(model), no_gc(), quiet_torch_logs(settings.debug), quiet:
+            # fx never does arithmetic on the parameters (proxies, then meta copies): their values
+            # are not copied for it (sandbox.preserved); buffers are, as for the other strategies
+            with traced_mode(model, settings.mode), preserved(model, parameter_values=strategy != "fx") as kept, \
+                    no_gc(), quiet_torch_logs(settings.debug), quiet:
                 graph, _ = capture(model, fresh(inputs), strategy, fresh(loaded.kwargs))
         except CaptureFailed as failure:
             failures.append(failure)
             continue
+        finally:
+            if kept is not None and kept.unrestored:
+                notes.append(_unrestored_note(strategy, kept.unrestored))
         if failures:  # the report says which capture was used; why the others failed is for --verbose
             tried = " and ".join(f.strategy for f in failures)
             notes.append(f"captured with {strategy}: {tried} could not capture this model (--verbose says why)")
@@ -92,6 +99,12 @@ def capture_graph(loaded: Loaded, target: str, settings: Settings) -> nx.DiGraph
         f"the forward of {target} failed ({last.strategy} capture): {last}; check --input-shape/--dtype "
         "or the model's forward (rerun with --debug for the traceback)"
     ) from last
+
+
+def _unrestored_note(strategy: str, paths: list[str]) -> str:
+    named = ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
+    return (f"the {strategy} capture changed parameter(s) {named} in place, which archlint had not copied: "
+            "their values are left as the forward made them")
 
 
 def fresh(value):

@@ -122,3 +122,18 @@ def test_torchs_notice_about_the_machines_cuda_setup_is_not_printed():
         assert "No CUDA runtime" in stream.getvalue()
     finally:
         logger.removeHandler(handler)
+
+
+def test_the_benchmark_reads_the_estimate_and_the_time_taken_from_the_note():
+    # benchmarks/what_if.py prints expected vs actual from the note the what-ifs end with
+    import importlib.util
+
+    from archlint.units import duration
+
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "what_if.py"
+    spec = importlib.util.spec_from_file_location("what_if_bench", script)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    note = f"what-ifs: took {duration(342)} against {duration(40)} estimated (from the model's measured time)"
+    assert bench.expected_and_took(["other note", note]) == (40, 342)
+    assert bench.expected_and_took(["no such note"]) is None

@@ -27,6 +27,7 @@ from archlint.errors import UsageError
 from archlint.model.train.memory import step_memory, to_meta
 
 MAX_EVALUATIONS = 16
+STEP_OUT = 4  # max_batch's steps out from where the answer is expected: 1, 2, 4, 8 batches
 REAL_INPUT_BYTES = 256 << 20  # with_batch: a larger floating-point input is made on meta
 # How far the memory model is from a real GPU, measured on an H200 (benchmarks/gpu_checks.py
 # `report --only memory,max_batch` on benchmarks/eval_data/measured/h200-gpu-checks-2026-11-26-alloc.json.gz):
@@ -103,17 +104,25 @@ def scaled_peak(result: dict, scale: float) -> int:
     return max(smooth, budget + 1) if run["out_of_memory"] else min(smooth, budget)
 
 
-def max_batch(peak_at: Callable[[int], int], batch: int, budget: int, bisect: bool = False) -> dict:
+def max_batch(peak_at: Callable[[int], int], batch: int, budget: int, bisect: bool = False,
+              known: dict[int, int] | None = None, near: int | None = None) -> dict:
     """The largest batch whose peak is within `budget`: the line through two evaluations, then
     evaluations at the predicted batch and the next to confirm it (walking if the line was off).
     `bisect`: where a batch that fits and one that does not are known, halve between them (for a
-    yes-or-no answer, such as an allocator replayed under a limit, whose bytes say little)."""
-    seen: dict[int, int] = {}
+    yes-or-no answer, such as an allocator replayed under a limit, whose bytes say little).
+    `known`: peaks already found (by batch), which bracket the answer at no cost; the search's own
+    evaluations are counted against MAX_EVALUATIONS. `near`: where the answer is expected (fit_report:
+    the high end of max_batch_range, from max_batch): evaluated first, then steps of 1, 2, 4, ...
+    away from it until one lands on the other side, which brackets the answer tightly."""
+    seen: dict[int, int] = dict(known or {})
+    evaluated = 0
 
     def peak(b: int) -> int:
+        nonlocal evaluated
         if b not in seen:
-            if len(seen) >= MAX_EVALUATIONS:
+            if evaluated >= MAX_EVALUATIONS:
                 raise _OutOfEvaluations
+            evaluated += 1
             seen[b] = peak_at(b)
         return seen[b]
     b1, b2 = batch, 2 * batch
@@ -130,6 +139,12 @@ def max_batch(peak_at: Callable[[int], int], batch: int, budget: int, bisect: bo
     # does not halve the bracket, the next halves it.
     guess = max(1, math.floor((budget - fixed) / slope))
     unresolved = None
+    before = evaluated
+    try:
+        _step_out(peak, budget, near)
+    except _OutOfEvaluations:  # only with a MAX_EVALUATIONS below STEP_OUT + 3: the loop goes on
+        pass
+    evaluated = before  # at most STEP_OUT + 1 more: a `near` far off leaves the search its own count
     width, stride, stalled = math.inf, 2, False
 
     def bracket() -> tuple[int, int | None]:
@@ -169,6 +184,22 @@ def max_batch(peak_at: Callable[[int], int], batch: int, budget: int, bisect: bo
         "evaluations": [list(e) for e in sorted(seen.items())],
         "basis": basis,
     }
+
+
+def _step_out(peak: Callable[[int], int], budget: int, near: int | None) -> None:
+    """Evaluate `near`, then batches 1, 2, 4, 8 further on (above it where it fits, below where it
+    does not) until one is on the other side: the answer is then bracketed within the last step.
+    Farther than that, the search goes on from what these found (a `near` far off costs
+    STEP_OUT + 1 evaluations more than none, not counted against MAX_EVALUATIONS)."""
+    if near is None or near < 1:
+        return
+    fits = peak(near) <= budget
+    at, step = near, 1
+    for _ in range(STEP_OUT):
+        nxt = at + step if fits else at - step
+        if nxt < 1 or (peak(nxt) <= budget) != fits:
+            return
+        at, step = nxt, 2 * step
 
 
 class _OutOfEvaluations(Exception):
@@ -234,6 +265,21 @@ def with_checkpoints(model: nn.Module, paths: list[str]) -> nn.Module:
     return copy_
 
 
+def _high_end_near(memory_at: dict[int, dict], low: int) -> int | None:
+    """Where max_batch_range's high end is expected, from max_batch (`low`): the batch whose live
+    peak is ALLOCATED_HIGH / ALLOCATED_LOW times the peak at `low` (both ends are the allocator's
+    answer under the limit times a scale; the live bytes are affine in the batch, on the line
+    through the smallest batch evaluated and `low`). Only where the search starts: it is confirmed."""
+    first = min(memory_at)
+    if low not in memory_at or low <= first:
+        return None
+    p0, p1 = memory_at[first]["peak_bytes"], memory_at[low]["peak_bytes"]
+    slope = (p1 - p0) / (low - first)
+    if slope <= 0:
+        return None
+    return math.floor(low + (p1 * ALLOCATED_HIGH / ALLOCATED_LOW - p1) / slope)
+
+
 def _free_memory() -> int | None:
     """The bytes of memory this machine has free (Linux, macOS: sysconf), None where it cannot say."""
     try:
@@ -285,11 +331,18 @@ def fit_report(model, args, kwargs, *, optimizer: str = "adam", loss: str = "mea
             f"without); max_batch is the largest batch that fits under {ALLOCATED_LOW} x that limit, so it fits "
             f"even where the model counts its storages {1 - ALLOCATED_LOW:.0%} short ({MARGIN_SOURCE})")
     if gpu and fit["max_batch"] is not None:  # what the measured error allows above it
-        high = max_batch(lambda b: peak_at(b, ALLOCATED_HIGH), batch_size(args, kwargs), budget_bytes, True)["max_batch"]
+        # every evaluation replayed the allocator under both scales: the search for the high end
+        # starts from what the first one found (it evaluated them all again: half of --device-spec's cost)
+        found = {b: scaled_peak(r, ALLOCATED_HIGH) for b, r in memory_at.items()}
+        searched = max_batch(lambda b: peak_at(b, ALLOCATED_HIGH), batch_size(args, kwargs), budget_bytes, True,
+                             known=found, near=_high_end_near(memory_at, fit["max_batch"]))
+        high = searched["max_batch"]
         result["max_batch_range"] = [fit["max_batch"], max(high, fit["max_batch"]) if high is not None else None]
         fit["range_basis"] = (
             "[max_batch, the largest batch that could fit]: above the high end the step runs out under "
             f"{ALLOCATED_HIGH} x the limit, so it does not fit even where the model counts its storages "
             f"{ALLOCATED_HIGH - 1:.0%} over; between the ends, the model's error decides ({MARGIN_SOURCE})")
+        if "not evaluated" in searched["basis"]:  # the high end's own search ran out: said, as max_batch's is
+            fit["range_basis"] += f"; the high end: {searched['basis'].removeprefix('memory model: ')}"
     result["max_batch_basis"] = fit
     return result

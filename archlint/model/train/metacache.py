@@ -57,7 +57,8 @@ _DYNAMIC, _DATA_DEPENDENT = _tag("dynamic_output_shape"), _tag("data_dependent_o
 
 def _kind(func) -> str:
     """'functional', 'inplace' (writes only `self`, returns it, changes no metadata: not a view
-    op like transpose_ nor a resize), 'inplace-pointwise' (the same, element by element) or ''
+    op like transpose_ nor a resize), 'inplace-pointwise' (the same, element by element),
+    'inplace-foreach' (a foreach op writing only its `self` list, returning nothing) or ''
     (always run)."""
     kind = _kinds.get(id(func))
     if kind is None:
@@ -68,6 +69,9 @@ def _kind(func) -> str:
         if not schema.is_mutable and all(r.alias_info is None for r in schema.returns) \
                 and _DYNAMIC not in tags and _DATA_DEPENDENT not in tags:
             kind = "functional"
+        elif (schema.name.startswith("aten::_foreach_") and schema.name.endswith("_") and not schema.returns
+              and len(written) == 1 and written[0].name == "self"):
+            kind = "inplace-foreach"  # torch._foreach_lerp_(exp_avgs, grads, 0.1): returns nothing
         elif (inplace and _INPLACE_VIEW not in tags and "resize" not in schema.name
               and len(written) == 1 and written[0].name == "self" and len(schema.returns) == 1
               and schema.returns[0].alias_info is not None):
@@ -233,6 +237,12 @@ def run(func, args: tuple, kwargs: dict) -> Any:
     if kind == "inplace-pointwise" and _same_as_self(args, kwargs):
         stats["hits"] += 1  # nothing the kernel could refuse: no broadcast, no cast (no key needed)
         return args[0]
+    if kind == "inplace-foreach":
+        if _foreach_same_as_self(args, kwargs):
+            stats["hits"] += 1  # the same, tensor by tensor (the foreach optimizers' updates)
+            return None
+        stats["runs"] += 1
+        return func(*args, **kwargs)
     key = _key(func, args, kwargs) if kind else None
     hit = _cache.get(key) if key is not None else None
     inplace = kind.startswith("inplace")
@@ -329,6 +339,41 @@ def _same_as_self(args: tuple, kwargs: dict) -> bool:
                 return False
         elif type(value) not in _NUMBERS:
             return False
+    return True
+
+
+def _foreach_same_as_self(args: tuple, kwargs: dict) -> bool:
+    """An in-place foreach op (`torch._foreach_addcdiv_(params, m, v, scalars)`: the optimizers'
+    foreach updates, on a GPU spec) whose every tensor operand has the shape and dtype of the `self`
+    tensor at its place in the list (or is a real scalar), with numbers or lists of numbers
+    besides: what _same_as_self answers for each tensor, so its meta kernel, a Python loop of
+    element-wise meta kernels a millisecond a tensor, can only return nothing. Each step of the
+    search for max_batch ran one for every parameter, several times: most of --device-spec's cost."""
+    if not args or type(args[0]) not in (list, tuple) or not args[0]:
+        return False
+    selves = args[0]
+    for self in selves:
+        if type(self) not in _PLAIN or not self.is_meta or not self.is_floating_point():
+            return False
+    for value in (*args[1:], *kwargs.values()):
+        if type(value) in _NUMBERS:
+            continue
+        if type(value) in _PLAIN:  # one tensor for the whole list: a real scalar only
+            if value.is_meta or value.dim() != 0 or value.is_complex():
+                return False
+            continue
+        if type(value) not in (list, tuple) or len(value) != len(selves):
+            return False
+        for self, other in zip(selves, value):
+            if type(other) in _PLAIN:
+                if not other.is_meta:
+                    if other.dim() == 0 and not other.is_complex():
+                        continue  # a real scalar
+                    return False
+                if other.shape != self.shape or other.dtype != self.dtype:
+                    return False
+            elif type(other) not in _NUMBERS:
+                return False
     return True
 
 

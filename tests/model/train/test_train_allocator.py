@@ -86,3 +86,26 @@ def test_multihead_attention_is_seen_too():
     gpu = step_memory(Net(), (x,), optimizer="sgd", device_spec=resolve("h100-sxm"))
     assert cpu["activations_bytes"] - gpu["activations_bytes"] >= 0.9 * 8 * 2 * 512 * 512 * 4
     assert F.scaled_dot_product_attention is torch._C._nn.scaled_dot_product_attention  # restored
+
+
+def test_a_limit_the_unlimited_replay_never_reaches_changes_nothing():
+    # what lets the memory model skip the limited replays (max_batch's evaluations, three each)
+    # where the unlimited replay's reserved peak is within the limit: the same peaks, no skip
+    import random
+
+    from archlint.model.train.memory import _limited
+
+    rng = random.Random(0)
+    for _ in range(30):
+        storages, workspaces = [], []
+        for born in range(60):
+            died = rng.choice([INF, born + rng.randint(1, 20)])
+            (workspaces if rng.random() < 0.1 else storages).append((born, died, rng.randint(1, 40 * MiB)))
+        unlimited = replay(storages, workspaces=workspaces)
+        for limit in (unlimited.peak_reserved, unlimited.peak_reserved + 1, 2 * unlimited.peak_reserved):
+            run = replay(storages, limit=limit, workspaces=workspaces)
+            assert (run.out_of_memory, run.peak_reserved, run.skipped) == \
+                (False, unlimited.peak_reserved, unlimited.skipped)
+            assert _limited(storages, workspaces, limit, unlimited) == _limited(storages, workspaces, limit)
+        below = unlimited.peak_reserved - 1  # under it the replay is run: it may release, skip or run out
+        assert _limited(storages, workspaces, below, unlimited) == _limited(storages, workspaces, below)

@@ -193,3 +193,83 @@ def test_with_batch_makes_a_huge_float_input_meta_and_keeps_ids_real():
     assert ids.device.type == "cpu" and ids[-1].tolist() == ([3, 4] if rows % 2 == 0 else [1, 2])
     (small,), _ = with_batch((torch.randn(2, 256),), {}, 4)
     assert small.device.type == "cpu"
+
+
+def test_max_batch_starts_from_known_peaks_and_counts_only_its_own_evaluations(monkeypatch):
+    # fit_report's search for max_batch_range's high end: every evaluation of the first search
+    # replayed the allocator under both scales, so their answers bracket the second at no cost
+    from archlint.model.train import fit as fit_module
+    curve = lambda b: 1_000_000 + 20_000 * (b // 64)  # noqa: E731
+    budget = curve(4096)
+    calls = []
+    alone = max_batch(lambda b: calls.append(b) or curve(b), 1024, budget, True)
+    cold = len(calls)
+    calls.clear()
+    known = {b: curve(b) for b in (1024, 2048, 4000, 4300)}
+    seeded = max_batch(lambda b: calls.append(b) or curve(b), 1024, budget, True, known=known)
+    assert seeded["max_batch"] == alone["max_batch"] == 4159
+    assert not set(calls) & set(known) and len(calls) < cold
+    # the known peaks do not use up the search's MAX_EVALUATIONS
+    monkeypatch.setattr(fit_module, "MAX_EVALUATIONS", len(calls))
+    assert max_batch(curve, 1024, budget, True, known=known)["max_batch"] == 4159
+
+
+@pytest.mark.parametrize("near", [4159, 4150, 4170, 3000, 6000, 1])
+def test_max_batch_stepping_out_from_where_the_answer_is_expected(near):
+    # max_batch_range's high end is searched from where max_batch says it should be: the same
+    # answer wherever that is, in few evaluations when it is close
+    curve = lambda b: 1_000_000 + 20_000 * (b // 64)  # noqa: E731
+    budget = curve(4096)
+    calls = []
+    r = max_batch(lambda b: calls.append(b) or curve(b), 1024, budget, True, near=near)
+    assert r["max_batch"] == 4159 and "not evaluated" not in r["basis"]
+    if abs(near - 4159) <= 11:
+        assert len(calls) <= 2 + 1 + 2 * 4 + 1, calls  # the line's two, `near`, steps out, halving within
+
+
+def test_high_end_expected_from_max_batch():
+    from archlint.model.train.fit import ALLOCATED_HIGH, ALLOCATED_LOW, _high_end_near
+    at = {1: {"peak_bytes": 1_000 + 100}, 500: {"peak_bytes": 1_000 + 100 * 500}}
+    near = _high_end_near(at, 500)
+    assert abs((1_000 + 100 * near) / (1_000 + 100 * 500) - ALLOCATED_HIGH / ALLOCATED_LOW) < 0.01
+    assert _high_end_near(at, 1) is None and _high_end_near(at, 7) is None
+
+
+def test_the_range_high_end_is_resolved_where_its_own_search_ran_out(monkeypatch):
+    # ResNet-18 on an H100: the step's peak barely grows from batch 1 to 2 (the optimizer step
+    # dominates), so the line's first guess is far too high; halving from there, the high end's
+    # search ran out of evaluations and max_batch_range said 4160 where 4167 fits (batches 4161-4178
+    # "not evaluated", a caveat the range did not carry). It now starts from the first search's
+    # evaluations and from where max_batch puts it.
+    from archlint.devices import resolve
+    from archlint.model.train import fit as fit_module
+    spec = resolve("h100-sxm")
+    context, budget = 619 << 20, spec.memory_bytes
+
+    def peak_at(b):
+        return max(964_000_000 + 600_000 * b, 11_000_000 * b)
+
+    def fake_step_memory(model, args, kwargs, **options):
+        b, limit = fit_module.batch_size(args, kwargs), budget - context
+        peak = peak_at(b)
+        runs = [{"scale": s, "out_of_memory": peak * 1.02 > limit * s} for s in options["limit_scales"]]
+        return {"basis": "measured on the meta device", "peak_bytes": peak, "needed_bytes": peak + context,
+                "fits": peak + context <= budget, "budget_bytes": budget,
+                "allocator": {"cuda_context_bytes": context, "under_budget": {"scaled": runs}}}
+    calls = []
+    monkeypatch.setattr(fit_module, "step_memory", lambda *a, **k: calls.append(1) or fake_step_memory(*a, **k))
+    r, _ = fit_report(nn.Linear(2, 2), (torch.randn(1, 2),), {}, optimizer="adam", device_spec=spec)
+
+    def largest(scale):
+        return max(b for b in range(1, 20_000) if peak_at(b) * 1.02 <= (budget - context) * scale)
+    low, high = r["max_batch_range"]
+    assert high == largest(fit_module.ALLOCATED_HIGH)  # was: 11 batches short, its search out of evaluations
+    # max_batch's own search is unchanged: where it runs out, its basis says so
+    assert low == largest(fit_module.ALLOCATED_LOW) or "were not evaluated" in r["max_batch_basis"]["basis"]
+    assert len(calls) <= 2 * fit_module.MAX_EVALUATIONS
+    assert "the high end:" not in r["max_batch_basis"]["range_basis"]
+    # where the high end's search runs out all the same, the range says so (it did not)
+    monkeypatch.setattr(fit_module, "MAX_EVALUATIONS", 3)
+    monkeypatch.setattr(fit_module, "STEP_OUT", 0)
+    r, _ = fit_report(nn.Linear(2, 2), (torch.randn(1, 2),), {}, optimizer="adam", device_spec=spec)
+    assert "; the high end: the largest batch evaluated that fits; batches " in r["max_batch_basis"]["range_basis"]

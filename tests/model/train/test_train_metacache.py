@@ -234,3 +234,35 @@ def test_zeros_like_shape_function_matches_the_stock_meta_kernel(memory_format):
             assert _described([out]) == _described([aten.zeros_like.default(x, **kwargs)])
     assert answered == 4  # default strides; a size-1 dim's own stride, channels-last, a transpose: the stock kernel
     assert fast((meta(3, 4),), {"dtype": torch.float16}) is None
+
+
+def test_foreach_optimizer_update_never_runs_its_kernel():
+    # the foreach optimizers (torch's default on CUDA, so every --device-spec GPU step): an in-place
+    # foreach op on operands of each `self`'s shape and dtype returns nothing without its Python
+    # meta kernel (a loop of element-wise meta kernels, a millisecond a tensor)
+    ps, ms, vs = [meta(7, 3), meta(5)], [meta(7, 3), meta(5)], [meta(7, 3), meta(5)]
+    runs = metacache.stats["runs"]
+    assert metacache.run(aten._foreach_lerp_.Scalar, (ms, ps, 0.1), {}) is None
+    assert metacache.run(aten._foreach_addcdiv_.ScalarList, (ps, ms, vs, [-1e-3, -2e-3]), {}) is None
+    assert metacache.run(aten._foreach_mul_.Scalar, (vs, 0.999), {}) is None
+    assert metacache.run(aten._foreach_add_.Tensor, (ps, torch.tensor(2.0)), {}) is None  # a real scalar
+    assert metacache.stats["runs"] == runs  # was: each ran its kernel, every step of every max_batch evaluation
+    assert metacache._kind(aten._foreach_addcmul_.Scalar) == "inplace-foreach"
+    # a mismatch (a broadcast, another dtype, lists of other lengths) runs the kernel, which refuses it
+    with pytest.raises(RuntimeError):
+        metacache.run(aten._foreach_add_.List, ([meta(3)], [meta(4, 3)]), {})
+    assert metacache.stats["runs"] == runs + 1
+    assert metacache.run(aten._foreach_add_.List, ([meta(3)], [meta(3).half()]), {}) is None
+    assert metacache.stats["runs"] == runs + 2
+
+
+def test_foreach_step_memory_same_with_and_without_the_fast_path(monkeypatch):
+    from archlint.devices import resolve
+
+    torch.manual_seed(0)
+    model, x = nn.Sequential(*[Block(8) for _ in range(2)]), torch.randn(2, 8, 6, 6)
+    spec = resolve("h100-sxm", None)
+    fast = step_memory(model, (x,), optimizer="adam", device_spec=spec, budget_bytes=spec.memory_bytes)
+    monkeypatch.setattr(metacache, "_foreach_same_as_self", lambda args, kwargs: False)
+    slow = step_memory(model, (x,), optimizer="adam", device_spec=spec, budget_bytes=spec.memory_bytes)
+    assert json.dumps(fast, sort_keys=True) == json.dumps(slow, sort_keys=True)

@@ -1,0 +1,71 @@
+"""What keeps the forward analysis fast without changing a figure (benchmarks/analyze_speed.py
+measures it): the fx capture copies no parameter values (it never does arithmetic on them), and a
+forward that changes one anyway is said, not hidden."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.overrides import TorchFunctionMode
+
+from archlint.model.analyze import analyze_model
+
+
+class _Clones(TorchFunctionMode):
+    """Counts the clones made inside the block of tensors that hold a parameter's values."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.storages = {p.data_ptr() for p in model.parameters()}
+        self.parameters = 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func is torch.Tensor.clone and args and args[0].device.type != "meta" and args[0].data_ptr() in self.storages:
+            self.parameters += 1
+        return func(*args, **(kwargs or {}))
+
+
+def test_the_fx_capture_copies_no_parameter_values():
+    net = nn.Sequential(nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8), nn.ReLU(), nn.Flatten(), nn.Linear(8 * 6 * 6, 4))
+    with _Clones(net) as clones:
+        graph, result = analyze_model(net, (torch.randn(1, 3, 8, 8),))
+    assert graph.graph["strategy"] == "fx" and result.totals.flops > 0
+    assert clones.parameters == 0  # was: one copy of every parameter (half of a ViT-B's analysis time)
+
+
+class _Scales(nn.Module):
+    """Reads its weight behind the tracer's back (the parameter table) and changes it in place."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(4))
+
+    def forward(self, x):
+        with torch.no_grad():
+            self._parameters["weight"].mul_(2)
+        return x * self.weight
+
+
+def test_a_parameter_the_fx_trace_changes_in_place_is_said():
+    net = _Scales()
+    _, result = analyze_model(net, (torch.randn(2, 4),))
+    assert result.strategy == "fx"
+    assert any("changed parameter(s) weight in place" in note for note in result.notes), result.notes
+
+
+def test_buffers_are_still_put_back_after_the_fx_capture():
+    class Counting(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("step", torch.zeros((), dtype=torch.long))
+            self.lin = nn.Linear(4, 4)
+
+        def forward(self, x):
+            self.step += 1
+            return self.lin(x)
+
+    net = Counting()
+    weight = net.lin.weight.detach().clone()
+    _, result = analyze_model(net, (torch.randn(2, 4),))
+    assert result.strategy == "fx" and net.step.item() == 0 and torch.equal(net.lin.weight, weight)
+    assert not any("in place" in note for note in result.notes)
