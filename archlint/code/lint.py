@@ -169,7 +169,9 @@ def _join_again(failure: project.JoinFailed, first: project.FirstPass, fresh: se
             if items else []
         for (i, _, _), analysis in zip(items, again):
             results[i], summaries[i] = analysis.diagnostics, analysis.summary
-            store.put_summary(keys[i], analysis.summary)
+            key = keys[i]
+            assert key is not None  # stale files are those with a key
+            store.put_summary(key, analysis.summary)
         try:
             return project.refine(first, settings, store, jobs(settings), paths)
         except project.JoinFailed as exc:

@@ -10,6 +10,8 @@ mistaken for the torch one (a missed finding, never a false one).
 
 from __future__ import annotations
 
+from typing import cast
+
 import libcst as cst
 
 # Public spellings of objects that torch also exposes under their defining module's path;
@@ -47,10 +49,11 @@ def dotted(node: cst.BaseExpression) -> str | None:
     # type() is: libcst's node classes are final, and isinstance goes through ABCMeta (hot path)
     kind = type(node)
     if kind is cst.Name:
-        return node.value
+        return cast(cst.Name, node).value
     if kind is cst.Attribute:
-        base = dotted(node.value)
-        return f"{base}.{node.attr.value}" if base else None
+        attribute = cast(cst.Attribute, node)
+        base = dotted(attribute.value)
+        return f"{base}.{attribute.attr.value}" if base else None
     return None
 
 

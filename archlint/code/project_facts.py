@@ -12,7 +12,7 @@ a FileFacts field, a check for a ProjectContext field).
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import NamedTuple, TypedDict, Union
+from typing import NamedTuple, TypedDict
 
 # Imported libraries that are never part of the project being linted: their names are not looked up
 # on disk. A library name that projects also give their own modules (`datasets`: RAFT's and many
@@ -51,7 +51,7 @@ class PinRef(NamedTuple):
     param: str | None = None
 
 
-Pin = Union[str, PinRef]  # "true" | "false" | "missing" | "unknown", or a reference
+Pin = str | PinRef  # "true" | "false" | "missing" | "unknown", or a reference
 
 
 class OnParam(NamedTuple):
@@ -209,7 +209,7 @@ class FileFacts:
                             for callee, arg, pin, local, on in facts.batch_args]
         facts.arg_classes = [ArgClass(*e) for e in facts.arg_classes]
         facts.sys_path = [SysPathEntry(*e) for e in facts.sys_path]
-        facts.defs = {qual: _function(info) for qual, info in facts.defs.items()}
+        facts.defs = {qual: _function(dict(info)) for qual, info in facts.defs.items()}  # JSON objects here
         return facts
 
 

@@ -27,7 +27,6 @@ from archlint.code.project_facts import (
     LoaderFact,
     LoopStep,
     OnParam,
-    Pin,
     PinRef,
     Step,
 )

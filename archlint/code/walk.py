@@ -16,13 +16,16 @@ import ast
 import inspect
 import textwrap
 from collections.abc import Callable
+from typing import Any, cast
 
 import libcst as cst
 
 def _subclasses(base: type) -> list[type]:
-    out, stack = [], [base]
+    out: list[type] = []
+    stack: list[type] = [base]
     while stack:
-        for sub in stack.pop().__subclasses__():
+        subclasses: list[type] = stack.pop().__subclasses__()
+        for sub in subclasses:
             out.append(sub)
             stack.append(sub)
     return out
@@ -42,7 +45,7 @@ LEAVES: frozenset[type] = frozenset({
 _ORDERS: dict[type, tuple[tuple[str, bool], ...] | None] = {}
 
 
-def _order(node_type: type) -> tuple[tuple[str, bool], ...] | None:
+def _order(node_type: Any) -> tuple[tuple[str, bool], ...] | None:
     """The fields libcst visits, in its order: the field names its `_visit_and_replace_children`
     passes to visit_required/visit_sequence/... (read from libcst's source, once per type), each
     with whether it is visited when None (`x if x is not None else None` skips it, hooks included);
@@ -64,7 +67,7 @@ def _order(node_type: type) -> tuple[tuple[str, bool], ...] | None:
                        key=lambda n: (n.lineno, n.col_offset))
         names: dict[str, bool] = {}
         for call in calls:
-            names.setdefault(call.args[1].value, id(call) not in guarded)
+            names.setdefault(str(cast(ast.Constant, call.args[1]).value), id(call) not in guarded)
         fields = set(node_type.__dataclass_fields__)
         _ORDERS[node_type] = tuple(names.items()) if set(names) <= fields else None
     return _ORDERS[node_type]

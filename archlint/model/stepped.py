@@ -84,7 +84,7 @@ def _memory_of(loaded, result, settings, optimizer: Optimizer, loss: str, device
         memory, result.distributed = distributed_report(
             loaded.model, args, kwargs, settings, optimizer=optimizer.label, loss=loss, device_spec=device_spec,
             estimate=result.estimate, layers=result.layers)
-        findings = []
+        findings: list = []
     else:
         memory, findings = _fit_or_memory(loaded, result, settings, optimizer, loss, device_spec, args, kwargs)
     # the device the memory is for, named: the spec, or this machine's device without one

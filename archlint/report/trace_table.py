@@ -91,8 +91,9 @@ def print_trace(t: TraceAnalysis, console: Console) -> None:
         table = Table(title="top kernels", title_justify="left")
         for col in ("kernel", "group", "calls", "total ms", "share"):
             table.add_column(col, justify="left" if col == "kernel" else "right")
-        for k in t.kernels:
-            table.add_row(_safe(k["name"]), k["group"], str(k["count"]), _ms(k["total_us"]), f"{k['share']:.1%}")
+        for kernel in t.kernels:
+            table.add_row(_safe(kernel["name"]), kernel["group"], str(kernel["count"]), _ms(kernel["total_us"]),
+                          f"{kernel['share']:.1%}")
         console.print(table)
     if t.modules:
         table = Table(title="GPU time per module / annotation (launched inside it)", title_justify="left")

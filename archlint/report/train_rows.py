@@ -29,7 +29,7 @@ def step_table(m: ModelResult) -> StepTable | None:
     est = m.estimate.train if m.estimate is not None else None
     half = (est or {}).get("autocast")  # the step under torch.autocast: AL403's price
     columns = ["", "FLOPs", "%", "MAC"]
-    if est:
+    if est and m.estimate is not None:
         columns.append(f"ESTIMATED ms on {m.estimate.device_spec}")
     if half:
         columns.append(f"ESTIMATED ms, {half['dtype']} autocast")

@@ -156,7 +156,7 @@ def reference_modules(graph) -> dict[str, ReferencePath]:
 _ATTENTION_WORDS = ("attn_implementation", "attention_implementation", "flash", "xformers", "varlen", "unpad")
 
 
-def _spans(node: ast.AST, line: int) -> bool:
+def _spans(node: ast.stmt | ast.expr, line: int) -> bool:
     return node.lineno <= line <= (node.end_lineno or node.lineno)
 
 

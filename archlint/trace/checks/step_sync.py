@@ -21,7 +21,7 @@ def check(t: TraceAnalysis, options: dict) -> list[Diagnostic]:
         return []
     by_call = t.evidence.sync_idle_by_call if t.evidence is not None else {}
     items = t.evidence.item_calls if t.evidence is not None else None
-    main = max(by_call, key=by_call.get) if by_call else "synchronize"
+    main = max(by_call, key=by_call.__getitem__) if by_call else "synchronize"
     if main == "blocking copy HtoD":  # a synchronous upload of the batch: a copy, not a .item()
         what = "blocking host-to-device copies (cudaMemcpy of the input batch)"
         alternative = ("pinned memory + asynchronous copies: DataLoader(pin_memory=True), then "
