@@ -74,7 +74,7 @@ BASE_FLAGS = ["--train", "--optimizer", "adamw", "--device-spec", "h100-sxm"]
 DISTRIBUTED_FLAGS = ["--world-size", "8", "--strategy", "fsdp"]
 
 
-def run_child(config: str, flags: list[str], layers: int | None = None) -> dict:
+def run_child(config: str, flags: list[str], layers: int | None = None, rss_cap: int = 8 << 30) -> dict:
     """One `python -m archlint` process on the config: wall s, CPU s, peak RSS bytes, exit code and
     the report's JSON."""
     factory, shape, _, _ = CONFIGS[config]
@@ -86,17 +86,33 @@ def run_child(config: str, flags: list[str], layers: int | None = None) -> dict:
         cmd = [sys.executable, "-m", "archlint", f"{Path(__file__).resolve()}:{factory}", "--input-shape", shape,
                "--input-dtype", "int64", *flags, "-q", "--output-format", "json", "-o", str(out)]
         start = time.perf_counter()
-        child = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        _, status, usage = os.wait4(child.pid, 0)
+        child = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        over = False
+        while True:  # polled: a run past the cap is ended before it takes the machine's memory
+            pid, status, usage = os.wait4(child.pid, os.WNOHANG)
+            if pid:
+                break
+            if not over and _rss(child.pid) > rss_cap:
+                over = True
+                child.kill()
+            time.sleep(0.5)
         wall = time.perf_counter() - start
-        stderr = child.stderr.read().decode(errors="replace") if child.stderr else ""
-        child.stderr.close()
         code = os.waitstatus_to_exitcode(status)
+        stderr = [f"ended: its memory passed --rss-cap {rss_cap / 2**30:g} GiB"] if over else []
         report = json.loads(out.read_text()) if out.exists() else None
     # ru_maxrss is in KiB on Linux, bytes on macOS
     rss = usage.ru_maxrss * (1 if sys.platform == "darwin" else 1024)
     return {"wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime, "rss_bytes": rss, "exit": code,
-            "report": report, "stderr": stderr.strip().splitlines()[-1:] if code not in (0, 1) else []}
+            "report": report, "stderr": stderr}
+
+
+def _rss(pid: int) -> int:
+    """A running process's resident bytes (Linux's /proc; 0 elsewhere)."""
+    try:
+        with open(f"/proc/{pid}/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
 
 
 def _figures(model_json: dict) -> dict:
@@ -193,6 +209,7 @@ def main() -> int:
     parser.add_argument("--no-distributed", action="store_true", help="only the one-process step")
     parser.add_argument("--check-only", action="store_true", help="only the exact-against-reused check")
     parser.add_argument("--no-check", action="store_true")
+    parser.add_argument("--rss-cap", type=float, default=8.0, help="GiB: a run past it is ended (default 8)")
     args = parser.parse_args()
     ok = True
     if not args.no_check:
@@ -210,7 +227,7 @@ def main() -> int:
             if args.no_distributed and flags is not BASE_FLAGS:
                 continue
             load = os.getloadavg()[0]
-            run = run_child(config, flags)
+            run = run_child(config, flags, rss_cap=int(args.rss_cap * 2**30))
             model = (run["report"] or {}).get("models", [{}])[0]
             peak = (model.get("memory") or {}).get("peak_bytes")
             said = f"{peak / 1e9:.1f} GB" if peak else f"exit {run['exit']} {' '.join(run['stderr'])}"
