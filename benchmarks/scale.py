@@ -86,7 +86,8 @@ def run_child(config: str, flags: list[str], layers: int | None = None, rss_cap:
         cmd = [sys.executable, "-m", "archlint", f"{Path(__file__).resolve()}:{factory}", "--input-shape", shape,
                "--input-dtype", "int64", *flags, "-q", "--output-format", "json", "-o", str(out)]
         start = time.perf_counter()
-        child = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        errors = (Path(tmp) / "stderr").open("wb")  # a file, not a pipe: the loop below does not read one
+        child = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=errors)
         over = False
         while True:  # polled: a run past the cap is ended before it takes the machine's memory
             pid, status, usage = os.wait4(child.pid, os.WNOHANG)
@@ -98,7 +99,9 @@ def run_child(config: str, flags: list[str], layers: int | None = None, rss_cap:
             time.sleep(0.5)
         wall = time.perf_counter() - start
         code = os.waitstatus_to_exitcode(status)
-        stderr = [f"ended: its memory passed --rss-cap {rss_cap / 2**30:g} GiB"] if over else []
+        errors.close()
+        said = (Path(tmp) / "stderr").read_text(errors="replace").strip().splitlines()[-1:] if code not in (0, 1) else []
+        stderr = [f"ended: its memory passed --rss-cap {rss_cap / 2**30:g} GiB"] if over else said
         report = json.loads(out.read_text()) if out.exists() else None
     # ru_maxrss is in KiB on Linux, bytes on macOS
     rss = usage.ru_maxrss * (1 if sys.platform == "darwin" else 1024)
