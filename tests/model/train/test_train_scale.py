@@ -40,3 +40,20 @@ def test_the_program_gives_the_freed_mask_values_back():
         pytest.skip("not glibc")
     assert runs["fixed"]["grew_kib"] < 64 << 10
     assert runs["adaptive"]["grew_kib"] > runs["fixed"]["grew_kib"] + (100 << 10)
+
+
+def test_forward_flops_runs_a_mixture_of_experts_on_meta():
+    """The checkpointing way to fit scores blocks by their forward FLOPs, counted on meta: a Mixtral's
+    float32 `_grouped_mm` is refused there (bf16 only) and raised an internal error for any MoE model
+    over its budget; it is adapted as the memory model adapts it (meta_shims)."""
+    import torch
+    from transformers import MixtralConfig, MixtralForCausalLM
+
+    from archlint.model.train.fit import forward_flops
+
+    with torch.device("meta"):
+        model = MixtralForCausalLM(MixtralConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                                 num_attention_heads=4, num_key_value_heads=2, vocab_size=128,
+                                                 num_local_experts=4, num_experts_per_tok=2))
+    flops = forward_flops(model, (), {"input_ids": torch.randint(0, 128, (1, 16))})
+    assert flops["model.layers.0"] == flops["model.layers.1"] > 0
