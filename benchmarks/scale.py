@@ -22,6 +22,15 @@ give the same figures as running it: on 2- and 4-layer versions of the configs a
 ResNet, the JSON of `totals.train`, `memory` (peak, bytes by kind, the per-op timeline, the
 allocator's replays) and the layers' rows, with the replay and with it turned off, must be equal.
 
+Measured 2026-11-28 on the shared 2-core machine (load average 13-34, so wall times are 4-20× the
+CPU times), before (ef48043) → after (issue 45):
+  llama-8b  --train        CPU 35.9 s → 32.0 s, peak RSS 3772 MB → 885 MB (wall 445 s → 415 s)
+  llama-8b  fsdp ×8        CPU 18.9 s (peak RSS 1412 MB) before
+  llama-70b --train        killed at 16.5 GB RSS after 136 s CPU → done in 68.9 s CPU, 1519 MB
+  mixtral   --train        internal error (forward_flops on meta) → see the table of a run
+  the check: equal on llama-8b 2 and 4 layers (and fsdp ×8), mixtral and llama-70b 2 layers,
+  vit_b_16 and resnet50.
+
 The `ARCHLINT_SCALE_LAYERS` environment variable sets the configs' layer count (the check's small
 versions use it); the factories below are the targets the child processes analyze.
 """
