@@ -25,9 +25,10 @@ allocator's replays) and the layers' rows, with the replay and with it turned of
 Measured 2026-11-28 on the shared 2-core machine (load average 13-34, so wall times are 4-20× the
 CPU times), before (ef48043) → after (issue 45):
   llama-8b  --train        CPU 35.9 s → 32.0 s, peak RSS 3772 MB → 885 MB (wall 445 s → 415 s)
-  llama-8b  fsdp ×8        CPU 18.9 s (peak RSS 1412 MB) before
+  llama-8b  fsdp ×8        CPU 18.9 s, peak RSS 1412 MB (wall 251 s) before
+  at load 5 after: llama-8b --train wall 28.1 s, CPU 21.6 s, 1044 MB; fsdp ×8 22.1 s, 15.1 s, 996 MB
   llama-70b --train        killed at 16.5 GB RSS after 136 s CPU → done in 68.9 s CPU, 1519 MB
-  mixtral   --train        internal error (forward_flops on meta) → see the table of a run
+  mixtral   --train        internal error (forward_flops on meta) → CPU 25.9 s, 1170 MB; fsdp ×8 31.6 s, 1077 MB
   the check: equal on llama-8b 2 and 4 layers (and fsdp ×8), mixtral and llama-70b 2 layers,
   vit_b_16 and resnet50.
 
