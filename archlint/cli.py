@@ -410,8 +410,29 @@ def run_subcommand(argv: list[str]) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     if argv is None:  # the program itself (not a call from Python): it ends when its report is out
+        heap_gives_back()
         return _exit_past_threads(_main(sys.argv[1:]))
     return _main(argv)
+
+
+def heap_gives_back() -> bool:
+    """Fix glibc's threshold for serving a block by mmap at 1 MiB (mallopt M_MMAP_THRESHOLD); True
+    where it was set. Its default adapts: each freed mmapped block raises it to that block's size
+    (up to 32 MiB), and blocks that size then come from the heap, which glibc cannot hand back while
+    smaller ones sit above them. The training step's memory model makes and frees a real causal-mask
+    value of 4-16 MiB per attention layer (model/train/values.py): on an 8B-sized model the process
+    kept 0.8 GB of freed heap (issue 45). Only the program sets it (a process-wide setting), and
+    only on Linux with glibc."""
+    if not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+
+    try:
+        mallopt = ctypes.CDLL("libc.so.6").mallopt
+    except (OSError, AttributeError):  # another C library (musl): its own allocator, nothing to set
+        return False
+    m_mmap_threshold = -3  # malloc.h
+    return bool(mallopt(m_mmap_threshold, 1 << 20))
 
 
 def _exit_past_threads(code: int) -> int:

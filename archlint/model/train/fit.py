@@ -20,10 +20,12 @@ from collections.abc import Callable
 import torch
 import torch.nn as nn
 from torch.utils.checkpoint import checkpoint
+from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode
 from torch.utils._pytree import tree_flatten, tree_map
 
 from archlint.errors import UsageError
+from archlint.model.train import meta_shims
 from archlint.model.train.memory import step_memory, to_meta
 
 MAX_EVALUATIONS = 16
@@ -227,13 +229,26 @@ def forward_flops(model: nn.Module, args: tuple, kwargs: dict) -> dict[str, int]
     def meta(t):
         return torch.empty_like(t, device="meta") if isinstance(t, torch.Tensor) else t
     meta_args, meta_kwargs = tree_map(meta, tuple(args)), tree_map(meta, dict(kwargs))
-    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+    with torch.no_grad(), FlopCounterMode(display=False) as counter, _MetaShimmed():
         to_meta(model).train()(*meta_args, **meta_kwargs)
     flops = {}
     for key, counts in counter.get_flop_counts().items():
         if key.startswith(root + "."):
             flops[key[len(root) + 1:]] = int(sum(counts.values())) // 2
     return flops
+
+
+class _MetaShimmed(TorchDispatchMode):
+    """Ops the meta device refuses but the real one runs (`_grouped_mm` in float32: a Mixture of
+    Experts) adapted as the memory model adapts them (archlint.model.train.meta_shims): without it,
+    forward_flops raised on every MoE model that did not fit its budget (issue 45)."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        try:
+            return func(*args, **kwargs)
+        except RuntimeError as exc:
+            return meta_shims.retry(func, args, kwargs, exc, lambda f, a, k: f(*a, **k), None)[0]
 
 
 class _Checkpointed(nn.Module):

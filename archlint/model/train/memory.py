@@ -661,9 +661,9 @@ def _two_steps(model, args, kwargs, base, variant, loss, gpu, fused, values: Kno
             tracker.before = dict(first.by_id)
             tracker.carried = [(tracker.workspaces[name], rec) for name, rec in first.workspaces.items()]
             tracker.marks["first_step_events"] = first.events
-        # on meta, the second step's forward and backward are the first's, replayed (steady.py); not
-        # where library workspaces are tracked (a GPU spec): the replay does not carry them
-        replay = steady.plan(first, model, opt) if values is not None and workspace_sizes is None else None
+        # on meta, the second step's forward and backward are the first's, replayed (steady.py); on a
+        # GPU spec too, the workspaces the first made held from the second's start
+        replay = steady.plan(first, model, opt) if values is not None else None
         update = steady.plan_update(first) if replay is not None else None
         tracker.optimizer = opt
         forward_end = _measure(model, args, kwargs, opt, loss, tracker, fused, values, replay, update, kept)

@@ -17,6 +17,13 @@ optimizer step is the first's less its `_init_group`. Where the first step made 
 `_init_group` (SGD's momentum buffer, cloned in its first update) or freed something from before
 it, the second step's optimizer.step() runs for real.
 
+On a GPU spec the first step also makes cuBLAS's workspaces, at the first GEMM of each thread,
+and keeps them; the second step holds them from its start and makes none. Their births are left
+out of the replay (the events after them renumbered as the full run numbers them) and the live
+bytes the first step's timeline shows are lowered by what it had made of them so far
+(`Replay.holds`); an op that made a workspace and a kernel's transient buffer together is not
+replayed (the timeline keeps one figure an op, so the two could not be told apart).
+
 That holds while the first step leaves the model as it found it. `plan` checks it and answers
 None (run the second step as well) where it does not: a parameter or buffer replaced or added, a
 storage from before the step freed during it, a gradient that shares a storage or is a view of a
@@ -53,6 +60,8 @@ class Replay:
     records: list  # its records born in the forward and backward, in birth order
     deaths: dict[int, int]  # event index of a death in the forward or backward -> index in `records`
     grads: list[tuple[torch.Tensor, torch.Tensor, int]]  # (parameter, its fresh gradient, index in `records`)
+    # GPU: the first step's kept library workspaces made in the span: birth event -> (op, bytes)
+    holds: dict[int, tuple[int, int]] = dataclasses.field(default_factory=dict)
 
     def __call__(self, tracker, release=None) -> int:
         """Replay into `tracker` (after the second step's zero_grad); returns the event index at
@@ -63,14 +72,16 @@ class Replay:
         start, backward, end = first.marks["forward"], first.marks["backward"], first.marks["step"]
         tracker.marks["forward"] = mark(tracker)
         at = (first.marks["output"].events, first.marks["output"].ops, release) if release is not None else None
-        shift_events, shift_ops, offset, replayed = _replay_span(tracker, first, start, end, self.records, self.deaths,
-                                                                 at)
-        tracker.marks["backward"] = _Mark(backward.events + shift_events, backward.ops + shift_ops, backward.live + offset)
+        span = _replay_span(tracker, first, start, end, self.records, self.deaths, at, self.holds, backward.events)
+        shift_ops, offset, replayed = span.shift_ops, span.offset, span.replayed
+        held = sum(n for event, (_, n) in self.holds.items() if event < backward.events)  # made in the forward
+        tracker.marks["backward"] = _Mark(backward.events + span.shift_at, backward.ops + shift_ops,
+                                          backward.live - held + offset)
         tracker.phase = "backward"
         for param, grad, i in self.grads:
             param.grad = grad
             tracker.adopt(grad, replayed[i])
-        return backward.events + shift_events
+        return backward.events + span.shift_at
 
 
 @dataclass
@@ -82,17 +93,29 @@ class UpdateReplay:
 
     def __call__(self, tracker) -> None:
         for start, end, records, deaths in self.spans:
-            _replay_span(tracker, self.first, start, end, records, deaths)
+            _replay_span(tracker, self.first, start, end, records, deaths)  # holds: none (plan_update)
 
 
-def _replay_span(tracker, first, start: _Mark, end: _Mark, records: list, deaths: dict[int, int], release=None):
+@dataclass
+class _Span:
+    """What replaying a span did: the shift in events at `at` (the event asked for) and in ops,
+    the offset in live bytes at the end, and the replayed records (in the given order)."""
+    shift_at: int
+    shift_ops: int
+    offset: int
+    replayed: list
+
+
+def _replay_span(tracker, first, start: _Mark, end: _Mark, records: list, deaths: dict[int, int], release=None,
+                 holds: dict[int, tuple[int, int]] | None = None, at: int | None = None) -> _Span:
     """The first step's events from `start` to `end` (the births of `records`, in order, and the
     deaths in `deaths`) into `tracker` where it stands now, through its own bookkeeping of the
     peak, with the ops they came from; a record not freed by `end` lives on. `release`: (the first
     step's event, its op, a call) — the call frees storages of the tracker's own there (their
-    events come in between; the live bytes after it are lower by what it freed). Returns the shift
-    in events and ops at the end, the offset in live bytes there, and the replayed records (in
-    `records`' order)."""
+    events come in between; the live bytes after it are lower by what it freed). `holds`: the
+    first step's births of kept library workspaces (event -> (op, bytes)), which the tracker holds
+    already: left out, and the later events numbered as though they had not been."""
+    holds = holds or {}
     shift_events, shift_ops = tracker.events - start.events, tracker.ops - start.ops
     offset = tracker.live_bytes - start.live
     born = {r.born: i for i, r in enumerate(records)}
@@ -112,9 +135,12 @@ def _replay_span(tracker, first, start: _Mark, end: _Mark, records: list, deaths
         offset -= freed
 
     event = start.events
+    shift_at = None  # the shift in events when the loop reaches `at`
     for event in range(start.events, end.events):
         if release is not None and freed_from is None and event >= release[0]:
             let_go()
+        if event == at:
+            shift_at = shift_events
         i, t = born.get(event), scratch.get(event)
         if t is not None:  # a scratch's birth (its death, the next event, frees nothing counted)
             t = dataclasses.replace(t, born=t.born + shift_events, died=t.died + shift_events, op=t.op + shift_ops)
@@ -124,6 +150,8 @@ def _replay_span(tracker, first, start: _Mark, end: _Mark, records: list, deaths
                 tracker.peak, tracker.peak_event, tracker.peak_op = top, t.born, t.op
         elif event - 1 in scratch:
             continue
+        elif event in holds:  # held from this step's start: no event of its own here
+            shift_events -= 1
         elif i is not None:
             rec = replayed[i]
             rec.born = event + shift_events
@@ -144,10 +172,15 @@ def _replay_span(tracker, first, start: _Mark, end: _Mark, records: list, deaths
     tracker.op_phase += first.op_phase[ops]
     tracker.op_module += first.op_module[ops]
     base = offset + freed  # the offset before the release
-    tracker.timeline += [(op + shift_ops, live + (offset if freed_from is not None and op >= freed_from else base))
-                         for op, live in first.timeline[ops]]
+    made = sorted(holds.values())  # the first step's live bytes count its workspaces from the op that made each
+    held, k, timeline = 0, 0, []
+    for op, live in first.timeline[ops]:
+        while k < len(made) and made[k][0] <= op:
+            held, k = held + made[k][1], k + 1
+        timeline.append((op + shift_ops, live - held + (offset if freed_from is not None and op >= freed_from else base)))
+    tracker.timeline += timeline
     tracker.ops += end.ops - start.ops
-    return shift_events, shift_ops, offset, replayed
+    return _Span(shift_events if shift_at is None else shift_at, shift_ops, offset, replayed)
 
 
 def plan(first, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> Replay | None:
@@ -159,15 +192,19 @@ def plan(first, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> Rep
     start, end = marks["forward"].events, marks["step"].events
     # everything from before the forward (parameters, buffers, inputs: the same objects in the
     # second step) lives through it; nothing is born between the step's start and its forward
-    records = []
+    records, holds = [], {}
     for r in first.records:
         if r.born < start:
             if r.phase != "start" or start <= r.died < end:
                 return None
+        elif r.born < end and r.kind == "workspaces":  # a library's, kept: the second step holds it already
+            holds[r.born] = (r.op, r.nbytes)
         elif r.born < end:
             if end <= r.died < math.inf:  # born in the backward, freed by the optimizer step
                 return None
             records.append(r)
+    if {op for op, _ in holds.values()} & {t.op for t in first.transients}:
+        return None  # one timeline figure for an op that made both: the two cannot be told apart
     for tensor in (*model.parameters(), *model.buffers()):
         rec = first.record(tensor)
         if rec is None or rec.phase != "start":
@@ -188,7 +225,7 @@ def plan(first, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> Rep
             if grad.storage_offset() != 0 or fresh.untyped_storage().nbytes() != grad.untyped_storage().nbytes():
                 return None
             grads.append((param, fresh, index[id(rec)]))
-    return Replay(first, records, deaths, grads)
+    return Replay(first, records, deaths, grads, holds)
 
 
 @contextlib.contextmanager
