@@ -1,7 +1,8 @@
 """How close archlint's per-rank model of a distributed training step comes to the real one.
 
 For each model, strategy and world size, the REAL step runs in `world` processes on this CPU with
-the gloo backend: torch's DistributedDataParallel, or FSDP2 (`fully_shard` on each repeated block
+the gloo backend: torch's DistributedDataParallel, DDP with torch.distributed.optim's
+ZeroRedundancyOptimizer (archlint's `zero1-torch`), or FSDP2 (`fully_shard` on each repeated block
 archlint finds, then on the root; optionally with MixedPrecisionPolicy(bf16, reduce fp32)). After
 two warm steps (the optimizer state is made at the first; DDP rebuilds its buckets at the second),
 the third runs under record_function("measured_step"). The profiler (profile_memory=True) runs from
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import socket
 import sys
@@ -135,6 +137,74 @@ def _payload(name: str, args: dict, itemsize: int) -> int:
     return sum(numel(d) for d in first) * itemsize
 
 
+def step_peaks(events: list[dict], world: int) -> tuple[list[dict], list[int], dict]:
+    """Each measured step's peak of live CPU bytes, from the profiler's [memory] events.
+
+    The profiler records an allocation or a free only on a thread that carries its state: the main
+    thread, and gloo's worker threads while they run a collective. A buffer whose last reference
+    gloo's worker drops after the collective (the clone its reduce_scatter_tensor all-reduces, its
+    all-gather's output when the main thread has already let go of the Work) is freed unrecorded; the
+    trace then shows it alive for ever, or its address handed out again while "live". Each such
+    block is closed where gloo let it go: the end of the first gloo collective begun after its birth
+    whose payload is its size (an all-reduce's buffer, an all-gather's output); a block with no such
+    collective is closed at its address's next allocation (the latest it can have been freed) and
+    counted apart. A block the trace never frees is closed so only when it was made inside a c10d op
+    (gloo's clone); others are the kept state (parameters, DDP's buckets, optimizer state)."""
+    windows = sorted((e for e in events if e.get("name") == "measured_step"), key=lambda e: e["ts"])
+    memory = sorted((e for e in events if e.get("name") == "[memory]" and e["args"].get("Device Type") == 0),
+                    key=lambda e: e["ts"])
+    gloo = sorted((e for e in events if e.get("ph") == "X" and e.get("name") in ("gloo:all_reduce", "gloo:all_gather")),
+                  key=lambda e: e["ts"])
+
+    def gloo_bytes(e: dict) -> int:
+        n = 1
+        for x in e["args"]["Input Dims"][0]:
+            n *= x
+        return n * ITEMSIZE.get(e["args"]["Input type"][0], 4) * (world if e["name"] == "gloo:all_gather" else 1)
+
+    c10d = [(e["ts"], e["ts"] + e["dur"], e["tid"]) for e in events
+            if e.get("ph") == "X" and str(e.get("name", "")).startswith("c10d::")]
+
+    def in_c10d(ts: float, tid) -> bool:
+        return any(a <= ts <= b and t == tid for a, b, t in c10d)
+
+    def released(born: float, nbytes: int) -> float | None:
+        return next((g["ts"] + g["dur"] for g in gloo if g["ts"] >= born - 1.0 and gloo_bytes(g) == nbytes), None)
+
+    blocks: list[list] = []  # [born, died, bytes, tid]
+    open_at: dict[int, list[float]] = {}
+    counts = {"matched": 0, "at_next_allocation": 0, "never": 0}
+    for e in memory:
+        nbytes, addr, ts = e["args"]["Bytes"], e["args"]["Addr"], e["ts"]
+        if nbytes > 0:
+            old = open_at.pop(addr, None)
+            if old is not None:  # freed unrecorded before this allocation
+                when = released(old[0], int(old[2]))
+                counts["matched" if when is not None and when <= ts else "at_next_allocation"] += 1
+                old[1] = when if when is not None and when <= ts else ts
+            block = [ts, math.inf, nbytes, e["tid"]]
+            blocks.append(block)
+            open_at[addr] = block
+        elif addr in open_at:
+            open_at.pop(addr)[1] = ts
+    for block in open_at.values():  # never freed in the trace: gloo's, or kept (parameters, state)
+        when = released(block[0], int(block[2])) if in_c10d(block[0], block[3]) else None
+        if when is not None:
+            block[1] = when
+            counts["matched"] += 1
+        else:
+            counts["never"] += 1
+    points = sorted([(b[0], 1, b[2]) for b in blocks] + [(b[1], 0, b[2]) for b in blocks if b[1] != math.inf])
+    live = 0
+    peaks = [0] * len(windows)
+    for ts, born, nbytes in points:
+        live += nbytes if born else -nbytes
+        for i, w in enumerate(windows):
+            if w["ts"] <= ts <= w["ts"] + w["dur"]:
+                peaks[i] = max(peaks[i], live)
+    return windows, peaks, {"matched": counts["matched"], "at_next_allocation": counts["at_next_allocation"]}
+
+
 def _worker(rank: int, world: int, port: int, model_name: str, strategy: str, precision: str | None, out: str):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)
@@ -146,7 +216,7 @@ def _worker(rank: int, world: int, port: int, model_name: str, strategy: str, pr
             model, args, kwargs = MODELS[model_name]()
             model.train()
             itemsize = 4
-            if strategy == "ddp":
+            if strategy in ("ddp", "zero1-torch"):
                 from torch.nn.parallel import DistributedDataParallel as DDP
                 wrapped = DDP(model)
             else:
@@ -160,6 +230,12 @@ def _worker(rank: int, world: int, port: int, model_name: str, strategy: str, pr
                 fully_shard(model, mp_policy=policy)
                 wrapped = model
             opt = make_optimizer("adam", [p for p in wrapped.parameters() if p.requires_grad])
+            if strategy == "zero1-torch":  # the same Adam, its state sharded by ZeroRedundancyOptimizer
+                from torch.distributed.optim import ZeroRedundancyOptimizer
+                kwargs_opt = {k: v for k, v in opt.defaults.items()}
+                del opt
+                opt = ZeroRedundancyOptimizer([p for p in wrapped.parameters() if p.requires_grad],
+                                              optimizer_class=torch.optim.Adam, **kwargs_opt)
 
             def step():
                 opt.zero_grad(set_to_none=True)
@@ -183,22 +259,7 @@ def _worker(rank: int, world: int, port: int, model_name: str, strategy: str, pr
                 events = json.loads(path.read_text())["traceEvents"]
                 if os.environ.get("DISTRIBUTED_MEMORY_TRACE"):  # keep rank 0's trace for a closer look
                     Path(os.environ["DISTRIBUTED_MEMORY_TRACE"]).write_text(path.read_text())
-            windows = sorted((e for e in events if e.get("name") == "measured_step"), key=lambda e: e["ts"])
-            memory = sorted((e for e in events if e.get("name") == "[memory]" and e["args"].get("Device Type") == 0),
-                            key=lambda e: e["ts"])
-            mine: dict[int, int] = {}
-            live = 0
-            peaks = [0] * len(windows)
-            for e in memory:
-                nbytes, addr = e["args"]["Bytes"], e["args"]["Addr"]
-                if nbytes > 0:
-                    mine[addr] = nbytes
-                    live += nbytes
-                elif addr in mine:
-                    live -= mine.pop(addr)
-                for i, w in enumerate(windows):
-                    if w["ts"] <= e["ts"] <= w["ts"] + w["dur"]:
-                        peaks[i] = max(peaks[i], live)
+            windows, peaks, unrecorded = step_peaks(events, world)
             window = windows[0]
             start, end = window["ts"], window["ts"] + window["dur"]
             # a TensorList's dtype is not recorded with the c10d op: gloo's own event for it (the next one of
@@ -220,7 +281,8 @@ def _worker(rank: int, world: int, port: int, model_name: str, strategy: str, pr
                 comms.append((OPS[e["name"]], _payload(e["name"], e.get("args", {}), size)))
             # gloo frees a collective's own buffers on its worker threads, when they finish: the steps'
             # peaks differ by those; the median of the measured steps is reported, with their spread
-            Path(out).write_text(json.dumps({"peak": sorted(peaks)[len(peaks) // 2], "peaks": peaks, "comms": comms}))
+            Path(out).write_text(json.dumps({"peak": sorted(peaks)[len(peaks) // 2], "peaks": peaks, "comms": comms,
+                                             "unrecorded_frees": unrecorded}))
     finally:
         dist.destroy_process_group()
 
@@ -253,7 +315,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help=f"only {', '.join(QUICK)}")
     parser.add_argument("--models", help="comma-separated names (default: all)")
-    parser.add_argument("--strategies", default="ddp,fsdp,fsdp-bf16")
+    parser.add_argument("--strategies", default="ddp,fsdp,fsdp-bf16,zero1-torch")
     parser.add_argument("--worlds", default="2,4")
     parser.add_argument("--json", type=Path, help="write the rows here")
     a = parser.parse_args()
@@ -262,7 +324,7 @@ def main() -> int:
     print(f"{'model':<20} {'strategy':<10} {'N':>2} {'measured MB':>12} {'archlint MB':>12} {'ratio':>6}  collectives")
     for name in names:
         for strat in a.strategies.split(","):
-            strategy, _, precision = strat.partition("-")
+            strategy, precision = (strat[:-5], "bf16") if strat.endswith("-bf16") else (strat, "")
             for world in (int(w) for w in a.worlds.split(",")):
                 t0 = time.perf_counter()
                 try:

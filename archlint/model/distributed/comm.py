@@ -55,6 +55,7 @@ def estimate_step(rec: StepRecording, units: Units, par: Parallel, spec, train: 
     """estimate: {comm_ms, exposed_comm_ms, compute_ms, step_ms, scaling_efficiency, ...} of the rank's step."""
     lay = lay_out(rec, par, units.paths, [])
     fwd, bwd = train["forward_ms"] + train.get("loss_ms", 0.0), train["backward_ms"]
+    # zero1-torch: whole parameters per rank, greedily balanced: about 1/N of the step (estimated)
     share = 1.0 if par.strategy == "ddp" else 1.0 / max(par.shard_group, 1)
     opt = 0.0 if par.cpu_offload else train["optimizer_ms"] * share
     compute = fwd + bwd + opt

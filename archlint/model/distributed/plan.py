@@ -15,7 +15,7 @@ import math
 from dataclasses import asdict, dataclass, field
 
 from archlint.model.distributed.step import budget_figure, buffers_of, per_rank, record
-from archlint.model.distributed.strategy import STRATEGIES, Parallel
+from archlint.model.distributed.strategy import PLANNED, Parallel
 from archlint.model.distributed.units import Units
 from archlint.model.train.fit import (
     batch_size,
@@ -57,7 +57,7 @@ def fits_at(rec: StepRecording, par: Parallel, units: Units, buffers, budget: in
 
 
 def min_world_size(rec: StepRecording, par: Parallel, units: Units, buffers, budget: int,
-                   strategies: tuple[str, ...] = STRATEGIES) -> dict[str, int | None]:
+                   strategies: tuple[str, ...] = PLANNED) -> dict[str, int | None]:
     """Per strategy, the fewest ranks whose per-rank step fits the budget (None: none up to
     MAX_WORLD; DDP keeps everything on every rank, so it fits at 1 or never). Ranks double until
     one fits, then bisect; the answer is checked itself (a layout swept at it)."""
