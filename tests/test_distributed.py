@@ -427,3 +427,46 @@ def test_gloo_buffers_live_only_while_their_collective_runs(recordings):
     assert extra and all(s.died - s.born <= 0.15 for s in extra)  # within the collective's own events
     largest = max(sum(p.numel() for p in model.get_submodule(u).parameters()) for u in units.paths) * 4
     assert 0 <= gloo.peak_bytes - nccl.peak_bytes <= largest
+
+
+def test_cpu_offload_is_timed_on_the_host_link_and_the_plan_says_what_it_adds(recordings):
+    """--cpu-offload: the copies over the spec's host link and the host's optimizer step (before: the
+    estimate said 'not timed' and the plan's offload entry had no adds_ms)."""
+    from archlint.devices import resolve
+    from archlint.model.distributed.comm import estimate_step
+    from archlint.model.distributed.offload import ADAM_BYTES_PER_PARAM, HOST_STEP_GBS
+
+    model, rec = recordings["llama", None]
+    units = shard_units(model)
+    psi = sum(p.numel() for p in model.parameters())
+    train = {"forward_ms": 1.0, "backward_ms": 2.0, "optimizer_ms": 0.5, "loss_ms": 0.0, "step_ms": 3.5}
+    h100 = resolve("h100-sxm")
+    for strategy in ("zero2", "fsdp"):
+        par = parallel(strategy, 4)
+        plain = estimate_step(rec, units, par, h100, train)
+        off = estimate_step(rec, units, par.with_(cpu_offload=True), h100, train)
+        host = psi / 4 * ADAM_BYTES_PER_PARAM / (HOST_STEP_GBS * 1e9) * 1e3
+        assert off["offload_host_step_ms"] == pytest.approx(host)
+        to_host = psi / 4 * 4  # the fp32 gradient partition
+        if strategy == "zero2":  # the updated partition back
+            assert off["offload_copies_ms"] == pytest.approx(2 * to_host / 64e9 * 1e3, rel=1e-6)
+        else:  # each unit's shard for every all-gather of it
+            gathered = sum(c.count * c.bytes_per_rank for c in distributed_step(
+                model, (), {}, par, optimizer="adam", loss="mean", recording=rec)[0].collectives
+                if c.op == "all_gather") / 4
+            assert off["offload_copies_ms"] == pytest.approx((to_host + gathered) / 64e9 * 1e3, rel=1e-6)
+        assert off["compute_ms"] == pytest.approx(plain["compute_ms"] - 0.5 / 4 + off["offload_ms"])
+        assert "CPU offload: estimated" in off["basis"] and "host link (64 GB/s" in off["basis"]
+    torch.manual_seed(0)
+    m, args, kwargs = _llama()
+    par = parallel("fsdp", 2)
+    budget = int(per_rank(rec, par, units, buffers_of(model))[0].peak_bytes * 0.8)
+    plan = fit_plan(m, args, kwargs, rec, par, units, budget, optimizer="adam", loss="mean", device_spec=h100,
+                    trainable=None, step_ms=train)
+    (e,) = [e for e in plan.fit_plan if e.changes == ["CPU offload of the optimizer state"]]
+    if True:
+        now = estimate_step(rec, units, par, h100, train)["step_ms"]
+        then = estimate_step(rec, units, par.with_(cpu_offload=True), h100, train)["step_ms"]
+        assert e.adds_ms == pytest.approx(then - now) and "host link" in e.adds_basis
+    no_link = estimate_step(rec, units, parallel("fsdp", 4, cpu_offload=True), resolve("t4"), train)
+    assert no_link["step_ms"] is None
