@@ -470,3 +470,29 @@ def test_cpu_offload_is_timed_on_the_host_link_and_the_plan_says_what_it_adds(re
         assert e.adds_ms == pytest.approx(then - now) and "host link" in e.adds_basis
     no_link = estimate_step(rec, units, parallel("fsdp", 4, cpu_offload=True), resolve("t4"), train)
     assert no_link["step_ms"] is None
+
+
+def test_html_distributed_section_is_the_text_tables_rows(tmp_path):
+    """--html has the per-rank section (before: nothing): one rank's memory, the collectives, the estimate,
+    the fewest GPUs and the plan, from the same rows as the text report, and the same figures."""
+    import html as html_lib
+
+    page = tmp_path / "report.html"
+    run = _cli(tmp_path, "--train", "--world-size", "4", "--strategy", "fsdp", "--memory-budget", "150KB",
+               "--device-spec", "h100-sxm", "--html", str(page))
+    assert run.returncode in (0, 1), run.stderr
+    text = run.stdout
+    doc = html_lib.unescape(page.read_text())
+    assert "<h3>Per rank</h3>" in doc and "<h4>Collectives per step</h4>" in doc
+    head = re.search(r"per rank: fsdp × 4[^\n]*", text).group(0)
+    assert head in doc
+    for said in ("ESTIMATED on h100-sxm: [^\n]*", "fewest GPUs whose per-rank step fits [^\n]*",
+                 r"peak [\d.]+ \w+ in the [^\n]*"):
+        line = re.search(said, text).group(0).strip()
+        assert line in doc, line
+    plan = re.findall(r"^\s+\d+\. (.+): (?:peak|the device needs) ([\d.]+ \w+) per rank, (fits|does not fit)", text, re.MULTILINE)
+    assert plan
+    for changes, figure, verdict in plan:
+        assert re.search(rf"<td>{re.escape(changes)}</td><td>{re.escape(figure)}</td><td>{verdict}</td>", doc)
+    for op, phase, count in re.findall(r"(all_gather|reduce_scatter) (forward|backward) ×(\d+)", text):
+        assert f"<td>{op}</td><td>{phase}</td><td>{count}</td>" in doc
