@@ -410,6 +410,12 @@ def test_zero1_torch_partitions_whole_parameters_as_zero_redundancy_optimizer_do
         casts = sorted(c.nbytes for c in lay.issued if c.op == "broadcast" and c.phase == "step")
         assert casts == sorted(p.numel() * 4 for p in params.values())
         assert [c.nbytes for c in lay.issued if c.op == "all_reduce"] == lay.buckets
+        # the step updates whole parameters: rank 0 owns the largest, whose temporaries stay whole (they were
+        # scaled by the owned share, as a flat partition's are)
+        step = rec.marks["step"]
+        ddp_lay = per_rank(rec, parallel("ddp", world), shard_units(model), [])[1]
+        largest = max(s.nbytes for s in ddp_lay.stores if s.kind == "temporaries" and s.born >= step)
+        assert max(s.nbytes for s in lay.stores if s.kind == "temporaries" and s.born >= step) == largest
 
 
 def test_gloo_buffers_live_only_while_their_collective_runs(recordings):

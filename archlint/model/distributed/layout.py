@@ -257,7 +257,20 @@ def lay_out(rec: StepRecording, par: Parallel, units: list[str], buffers: list[t
             return bwd_end[u] + 0.4 if u else step_start - 0.4
         return math.inf
 
-    for s in rec.storages:
+    # the optimizer visits the parameters in order (a per-tensor loop, or foreach ops whose outputs are made
+    # one per tensor in order): a step temporary of a parameter's size is the next such parameter's
+    order_p = [p for p in info if p in trainable]
+    cursor = [0]
+
+    def step_param(nbytes: int) -> str | None:
+        for k in range(len(order_p)):
+            i = (cursor[0] + k) % len(order_p)
+            if elems[order_p[i]] * itemsize[order_p[i]] == nbytes:
+                cursor[0] = i
+                return order_p[i]
+        return None
+
+    for s in sorted(rec.storages, key=lambda s: s.born) if torch_zero else rec.storages:
         p = s.param
         if s.kind == "params" and p is not None:
             if gathers:
@@ -306,6 +319,11 @@ def lay_out(rec: StepRecording, par: Parallel, units: list[str], buffers: list[t
             if offload or par.optimizer_bits == 8:
                 continue
             share = step_share
+            if torch_zero:  # whole parameters: a temporary is its parameter's, kept whole on its owner only
+                whose = step_param(s.nbytes)
+                if whose is not None and owners.get(whose) != 0:
+                    continue
+                share = 1.0
             add(s.nbytes * share * (master / compute_dtype if mp else 1.0), s.born, s.died, s.kind)
         else:
             add(s.nbytes, s.born, s.died, s.kind)
