@@ -94,6 +94,10 @@ def distributed_rows(model: ModelResult) -> DistributedRows | None:
                     f"{est['exposed_comm_ms']:.1f} ms (of {est['comm_ms']:.1f} ms) = step {est['step_ms']:.1f} ms per "
                     f"rank · scaling efficiency {est['scaling_efficiency']:.0%} against one GPU "
                     f"({est['single_gpu_step_ms']:.1f} ms)")
+        if est.get("offload_ms") is not None:  # distributed/offload.py: its basis is the estimate's
+            estimate += (f" · of the compute, CPU offload {est['offload_ms']:.1f} ms (copies over the host link "
+                         f"{est['offload_copies_ms']:.1f} ms + the optimizer step on the host "
+                         f"{est['offload_host_step_ms']:.1f} ms, at an assumed host rate; not overlapped)")
     elif est:
         estimate = est["basis"]
     rows = DistributedRows(head, line, states, per_rank, collectives, d["comm_bytes_per_rank"], estimate,
