@@ -51,5 +51,5 @@ def parse_size(text: str | int, where: str = "--memory-budget") -> int:
 
 
 # Data-parallel strategies of --train --world-size N --strategy NAME (archlint.model.distributed)
-PARALLEL_STRATEGIES = ("ddp", "fsdp", "hsdp", "zero1", "zero2", "zero3")
+PARALLEL_STRATEGIES = ("ddp", "fsdp", "hsdp", "zero1", "zero2", "zero3", "zero1-torch")
 MIXED_PRECISIONS = ("bf16", "fp16")

@@ -29,6 +29,7 @@ from archlint.report.layout import layered
 from archlint.units import human_bytes, human_count, significant
 from archlint.report.wording import location, price_bits
 from archlint.report.train_html import train_section
+from archlint.report.distributed_html import distributed_section
 from archlint.report.what_if_html import what_if_section
 from archlint.result import KIND_FAMILIES, Estimate, GateResult, Layer, ModelResult, RunResult
 
@@ -391,6 +392,7 @@ def _model_section(i: int, m: ModelResult, diagnostics: list[Diagnostic], gate: 
 {''.join(_finding(d, names, settings) for d in diagnostics) or "<p class=muted>No findings.</p>"}
 {what_if_section(m.what_if)}
 {train_section(m)}
+{distributed_section(m)}
 <h3>Roofline</h3><p class=muted id="roof-cap-{i}"></p>
 <div class=chartbox><canvas id="roof-{i}" class=roofline></canvas></div>
 <h3>Where the time goes</h3><p class=muted id="time-cap-{i}"></p>

@@ -206,7 +206,32 @@ def _across_ranks(result, settings) -> None:
         result.ranks.append(report)
         for module in rank_modules():
             if settings.enabled(module.CODE):
-                result.diagnostics += module.check(report, group, settings.options(module.CODE, module.OPTIONS))
+                found = module.check(report, group, settings.options(module.CODE, module.OPTIONS))
+                result.diagnostics += found
+                if found and module.CODE == "AL512":
+                    _wait_owned_by_al512(result, report, group, settings)
+
+
+def _wait_owned_by_al512(result, report, group, settings) -> None:
+    """AL512 prices the others' wait for the straggler; each waiting rank's AL507 prices its exposed
+    communication less that wait (carved into a bucket of its own), so the two never overlap."""
+    from archlint.trace import waterfall
+    from archlint.trace.checks import communication_exposed
+
+    s = report.straggler
+    for t in group:
+        wait = s.others_wait_us.get(t.rank, 0.0)
+        if t.rank == s.rank or not t.waterfall or not waterfall.carve(
+                t.waterfall, "exposed_communication", "peer_wait", wait, "AL512",
+                f"waiting in collectives for rank {s.rank}, the straggler: priced once, by AL512 on its trace"):
+            continue
+        before = [d for d in result.diagnostics if d.code == communication_exposed.CODE and d.target == t.file]
+        if not before:
+            continue
+        result.diagnostics = [d for d in result.diagnostics if all(d is not b for b in before)]
+        if settings.enabled(communication_exposed.CODE):
+            result.diagnostics += communication_exposed.check(
+                t, settings.options(communication_exposed.CODE, communication_exposed.OPTIONS))
 
 
 def _with_code(result, args: argparse.Namespace, settings) -> None:

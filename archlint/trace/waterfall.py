@@ -88,6 +88,21 @@ class Waterfall:
                 "note": self.note}
 
 
+def carve(w: Waterfall, source: str, name: str, us: float, finding: str, basis: str) -> float:
+    """Move up to `us` of bucket `source` into a new bucket `name` owned by `finding`, returning
+    nothing on this trace (its price is stated elsewhere: a cross-rank finding on another rank's
+    trace), so no microsecond is claimed twice; the buckets still add up to the step. Returns the
+    µs moved."""
+    src = w.bucket(source)
+    if src is None or us <= 0 or w.bucket(name) is not None:
+        return 0.0
+    moved = min(us, src.us)
+    src.us -= moved
+    src.returns_us = src.us * src.share
+    w.buckets.insert(w.buckets.index(src) + 1, Bucket(name, moved, finding, None, 0.0, basis, 0.0))
+    return moved
+
+
 def build(per_window: list[dict[str, float]], overrides: dict[str, tuple[str | None, str | None, float, str]] | None = None, note: str | None = None) -> Waterfall:
     """The mean waterfall of the steady windows, each a dict bucket → µs (the buckets add up to the
     window's wall time, `wall`). `overrides` replaces a bucket's (finding, fix, share, basis) where

@@ -131,3 +131,38 @@ def test_a_call_not_on_every_rank_is_left_out_and_said(tmp_path):
 def test_missing_ranks_are_said(tmp_path):
     r, _ = report_of(tmp_path, [rank_trace(k, 4, [4_000.0, 6_000.0, 4_000.0, 4_000.0]) for k in range(2)])
     assert r.ranks == [0, 1] and any("2 of 4 ranks given (missing: 2, 3)" in n for n in r.notes)
+
+
+def test_al507_on_a_waiting_rank_leaves_the_wait_to_al512(tmp_path):
+    """AL512 owns the others' wait for the straggler; each waiting rank's AL507 prices the rest of its
+    exposed communication (before: AL507 on rank 0 priced the 2 ms wait as well, twice with AL512)."""
+    from archlint.trace.command import trace_command
+
+    folder = tmp_path / "run"
+    folder.mkdir()
+    compute = [4_000.0, 4_000.0, 6_000.0, 4_500.0]
+    for k in range(4):
+        rank_trace(k, 4, compute).write(folder / f"rank{k}.json")
+    out = tmp_path / "out.json"
+    trace_command([str(folder), "--output-format", "json", "-o", str(out), "--exit-zero"])
+    doc = json.loads(out.read_text())
+    by_rank = {d["node"]: d for d in doc["diagnostics"] if d["code"] == "AL507"}
+    (al512,) = [d for d in doc["diagnostics"] if d["code"] == "AL512"]
+    assert al512["node"] == "rank 2"
+    waits = doc["ranks"][0]["straggler"]["others_wait_us"]
+    for trace in doc["traces"]:
+        rank = trace["rank"]
+        buckets = {b["name"]: b for b in trace["waterfall"]["buckets"]}
+        if rank == 2:  # the straggler waits for no one: nothing carved
+            assert "peer_wait" not in buckets
+            continue
+        wait = waits[str(rank)]
+        assert buckets["peer_wait"]["us"] == pytest.approx(wait) and buckets["peer_wait"]["returns_us"] == 0
+        assert buckets["peer_wait"]["finding"] == "AL512"
+        # exposed communication that is left: the transfer only; AL507 prices half of it, as before
+        assert buckets["exposed_communication"]["us"] == pytest.approx(TRANSFER)
+        d = by_rank[f"rank {rank}"]
+        assert d["price"]["saving_ms"] == pytest.approx(TRANSFER * 0.5 / 1000)
+        assert "waiting for a slower rank, priced by AL512" in d["message"]
+        # the buckets still add up to the step
+        assert sum(b["us"] for b in buckets.values()) == pytest.approx(trace["waterfall"]["step_us"])

@@ -20,6 +20,7 @@ same per-rank batch: N times the samples).
 from __future__ import annotations
 
 from archlint.model.distributed.layout import lay_out
+from archlint.model.distributed.offload import offload_time
 from archlint.model.distributed.strategy import Parallel
 from archlint.model.distributed.units import Units
 from archlint.model.train.memory import StepRecording
@@ -55,8 +56,12 @@ def estimate_step(rec: StepRecording, units: Units, par: Parallel, spec, train: 
     """estimate: {comm_ms, exposed_comm_ms, compute_ms, step_ms, scaling_efficiency, ...} of the rank's step."""
     lay = lay_out(rec, par, units.paths, [])
     fwd, bwd = train["forward_ms"] + train.get("loss_ms", 0.0), train["backward_ms"]
+    # zero1-torch: whole parameters per rank, greedily balanced: about 1/N of the step (estimated)
     share = 1.0 if par.strategy == "ddp" else 1.0 / max(par.shard_group, 1)
     opt = 0.0 if par.cpu_offload else train["optimizer_ms"] * share
+    off = offload_time(rec, par, lay, spec) if par.cpu_offload else None
+    if off is not None:  # the device waits for the host's step and the copies (offload.py)
+        opt = off.ms
     compute = fwd + bwd + opt
     marks = rec.marks
     f0, b0, s0, e0 = marks["forward"], marks["backward"], marks["step"], marks.get("end", marks["step"])
@@ -112,6 +117,9 @@ def estimate_step(rec: StepRecording, units: Units, par: Parallel, spec, train: 
         "basis": ("estimated: ring α-β cost per collective on the spec's interconnect, overlapped with the "
                   "estimated compute of the step as the strategy issues and waits for them (module "
                   "archlint.model.distributed.comm); scaling efficiency = one GPU's step time over a rank's at the "
-                  "same per-rank batch" + ("; the optimizer step on the host (CPU offload) not timed"
-                                           if par.cpu_offload else "")),
+                  "same per-rank batch" + (f"; CPU offload: {off.basis}" if off is not None else
+                                           "; the optimizer step on the host (CPU offload) not timed: the spec "
+                                           "gives no host link" if par.cpu_offload else "")),
+        **({"offload_ms": off.ms, "offload_copies_ms": off.copies_ms, "offload_host_step_ms": off.host_step_ms}
+           if off is not None else {}),
     }

@@ -114,6 +114,18 @@ def bucket_assignment(sizes: list[tuple[str, int, int]], cap_bytes: int, first_b
     return out
 
 
+def zero_partition(sizes: list[tuple[str, int]], world: int) -> dict[str, int]:
+    """ZeroRedundancyOptimizer._partition_parameters: parameters sorted by size, largest first (a
+    stable sort), each to the rank with the fewest elements so far (the lowest rank on a tie)."""
+    totals = [0] * world
+    owner: dict[str, int] = {}
+    for name, numel in sorted(sizes, key=lambda x: x[1], reverse=True):
+        r = totals.index(min(totals))
+        owner[name] = r
+        totals[r] += numel
+    return owner
+
+
 def lay_out(rec: StepRecording, par: Parallel, units: list[str], buffers: list[tuple[int, int]]) -> Layout:
     """The rank's storages and collectives (module docstring). `units`: FSDP/ZeRO-3 unit paths;
     `buffers`: the model's buffers as (bytes, element size), for DDP's broadcast."""
@@ -150,10 +162,19 @@ def lay_out(rec: StepRecording, par: Parallel, units: list[str], buffers: list[t
         return int(shard_elems(p, group) * group) if fsdp and group > 1 else elems[p]
 
     opt_share = {p: shard_elems(p, group if (fsdp or flat) else 1) / elems[p] for p in info}
+    torch_zero = strategy == "zero1-torch"
+    ddp_like = strategy in ("ddp", "zero1-torch")  # the model wrapped in DDP: its buckets and broadcasts
+    owners: dict[str, int] = {}
+    if torch_zero:  # ZeroRedundancyOptimizer: whole parameters, this rank (0) keeps the state of its own
+        owners = zero_partition([(p, elems[p]) for p in info if p in trainable], n)
+        opt_share = {p: 1.0 if owners.get(p) == 0 else 0.0 for p in info}
+        fsdp_or_flat = True
+    else:
+        fsdp_or_flat = fsdp or flat
     # the optimizer step's temporaries: over the rank's share of the trainable elements
     total_trainable = sum(elems[p] for p in trainable)
     step_share = (sum(opt_share[p] * elems[p] for p in trainable) / total_trainable
-                  if total_trainable and (fsdp or flat) else 1.0)
+                  if total_trainable and fsdp_or_flat else 1.0)
     # state and master weights: fp32 under mixed precision
     state_scale = {p: (master / itemsize[p] if mp else 1.0) for p in info}
     if par.optimizer_bits == 8:
@@ -225,7 +246,7 @@ def lay_out(rec: StepRecording, par: Parallel, units: list[str], buffers: list[t
     sharded_grads = strategy in ("zero2", "zero3", "fsdp", "hsdp")
     buckets: list[list[str]] = []
     bucket_ready: dict[str, float] = {}
-    if strategy in ("ddp", "zero1", "zero2"):
+    if strategy in ("ddp", "zero1", "zero2", "zero1-torch"):
         ready = [p for p in rec.grad_ready if p in trainable]
         sizes = [(p, elems[p] * itemsize[p], itemsize[p]) for p in ready]
         buckets = bucket_assignment(sizes, int(par.bucket_cap_mb * (1 << 20)), FIRST_BUCKET_BYTES)
@@ -242,7 +263,20 @@ def lay_out(rec: StepRecording, par: Parallel, units: list[str], buffers: list[t
             return bwd_end[u] + 0.4 if u else step_start - 0.4
         return math.inf
 
-    for s in rec.storages:
+    # the optimizer visits the parameters in order (a per-tensor loop, or foreach ops whose outputs are made
+    # one per tensor in order): a step temporary of a parameter's size is the next such parameter's
+    order_p = [p for p in info if p in trainable]
+    cursor = [0]
+
+    def step_param(nbytes: int) -> str | None:
+        for k in range(len(order_p)):
+            i = (cursor[0] + k) % len(order_p)
+            if elems[order_p[i]] * itemsize[order_p[i]] == nbytes:
+                cursor[0] = i
+                return order_p[i]
+        return None
+
+    for s in sorted(rec.storages, key=lambda s: s.born) if torch_zero else rec.storages:
         p = s.param
         if s.kind == "params" and p is not None:
             if gathers:
@@ -259,6 +293,8 @@ def lay_out(rec: StepRecording, par: Parallel, units: list[str], buffers: list[t
                 optimizer_bytes += 0 if offload else m.nbytes
                 host += m.nbytes if offload else 0
         elif s.kind == "optimizer" and p is not None:
+            if torch_zero and owners.get(p) != 0:  # another rank's parameter: no state here at all
+                continue
             shaped = s.nbytes >= elems[p] * itemsize[p] and elems[p] * itemsize[p] > 8
             if shaped:
                 scale = opt_share[p] * state_scale[p] * (0.25 if par.optimizer_bits == 8 else 1.0)
@@ -274,12 +310,12 @@ def lay_out(rec: StepRecording, par: Parallel, units: list[str], buffers: list[t
                 if sharded_grads:
                     size = shard_elems(p, group) * (reduce_size(p) if fsdp else itemsize[p])
                     add(0 if offload else size, s.born, s.died, "grads")
-                elif strategy == "ddp" and par.gradient_as_bucket_view:
+                elif ddp_like and par.gradient_as_bucket_view:
                     continue
                 else:
                     add(s.nbytes, s.born, s.died, "grads")
                 continue
-            if strategy == "ddp" and par.gradient_as_bucket_view:
+            if ddp_like and par.gradient_as_bucket_view:
                 continue  # a view of its bucket
             died = grad_death(p)
             add(max(s.nbytes, full), s.born, died, "grads")
@@ -289,12 +325,17 @@ def lay_out(rec: StepRecording, par: Parallel, units: list[str], buffers: list[t
             if offload or par.optimizer_bits == 8:
                 continue
             share = step_share
+            if torch_zero:  # whole parameters: a temporary is its parameter's, kept whole on its owner only
+                whose = step_param(s.nbytes)
+                if whose is not None and owners.get(whose) != 0:
+                    continue
+                share = 1.0
             add(s.nbytes * share * (master / compute_dtype if mp else 1.0), s.born, s.died, s.kind)
         else:
             add(s.nbytes, s.born, s.died, s.kind)
 
     # --- DDP: buckets kept from construction; their all-reduce as each fills
-    if strategy == "ddp":
+    if ddp_like:
         for b in buckets:
             nbytes = sum(elems[p] * itemsize[p] for p in b)
             add(nbytes, -1, math.inf, "comm_buffers")
@@ -317,6 +358,18 @@ def lay_out(rec: StepRecording, par: Parallel, units: list[str], buffers: list[t
             issued.append(Issued("broadcast", "forward", sum(chunk), t, n, "module buffers (broadcast_buffers)", "none",
                                  fwd_start))
 
+    # --- ZeroRedundancyOptimizer: after its local step each rank broadcasts its parameters, one call
+    # per parameter (parameters_as_bucket_view=False, the default), every rank's in turn, in place
+    if torch_zero:
+        t = marks.get("end", step_start) + 0.5
+        for r in range(n):
+            for p in (q for q in owners if owners[q] == r):
+                issued.append(Issued("broadcast", "step", elems[p] * itemsize[p], t, n,
+                                     "updated parameters (each from its owner)", "none"))
+        notes.append("zero1-torch: torch.distributed.optim.ZeroRedundancyOptimizer over DDP: the optimizer state of "
+                     "whole parameters on their owner (greedy by size, largest first), rank 0's shown; the "
+                     "parameters broadcast from their owners after the step")
+
     # --- ZeRO-1/2: each bucket reduce-scattered through a flat copy as it fills; ZeRO-2 keeps only its shard
     if strategy in ("zero1", "zero2"):
         for b in buckets:
@@ -334,10 +387,9 @@ def lay_out(rec: StepRecording, par: Parallel, units: list[str], buffers: list[t
                              "updated parameters (each rank's partition)", "none"))
 
     # --- FSDP2 / ZeRO-3: units gathered and freed; reduce-scatter per unit
-    inflight: dict[str, Store | None] = {}
-
     def gloo_gather(nbytes: int, born: float, died: float) -> Store | None:
-        """gloo's _allgather_base gathers into a buffer of its own and copies it to the output."""
+        """gloo's _allgather_base gathers into a flat buffer of its own (made and freed on its worker
+        thread, inside the collective) and copies it to the output: alive while the collective runs."""
         return add(nbytes, born, died, "comm_buffers") if par.backend == "gloo" else None
 
     if gathers:
@@ -377,7 +429,6 @@ def lay_out(rec: StepRecording, par: Parallel, units: list[str], buffers: list[t
             issued.append(Issued("all_gather", "backward", full, bwd_start - 0.4, group, "unit <root>", "backward",
                                  bwd_start - 0.35))
         prefetched: dict[str, Store] = {}
-        prefetched_tmp: dict[str, Store] = {}
         prev_rs: Store | None = None
         for i, u in enumerate(back):
             full = unit_bytes(u, compute)
@@ -386,8 +437,6 @@ def lay_out(rec: StepRecording, par: Parallel, units: list[str], buffers: list[t
                 if u in prefetched:  # copy-out of the prefetched all-gather, then its output freed
                     st = add(full, t0 + 0.05, math.inf, "gathered_params")
                     prefetched[u].died = t0 + 0.07
-                    if u in prefetched_tmp:
-                        prefetched_tmp[u].died = t0 + 0.04
                 else:
                     add(full, t0 + 0.01, t0 + 0.07, "comm_buffers")
                     gloo_gather(full, t0 + 0.015, t0 + 0.04)
@@ -397,16 +446,16 @@ def lay_out(rec: StepRecording, par: Parallel, units: list[str], buffers: list[t
             if i + 1 < len(back) and unit_bytes(back[i + 1], compute):  # prefetch the next unit
                 nxt = back[i + 1]
                 prefetched[nxt] = add(unit_bytes(nxt, compute), t0 + 0.08, math.inf, "comm_buffers")
-                tmp = gloo_gather(unit_bytes(nxt, compute), t0 + 0.085, math.inf)
-                if tmp is not None:
-                    prefetched_tmp[nxt] = tmp
+                # the prefetch runs on gloo's worker beside this unit's backward and is done long before it
+                # (it moves a unit's parameters; the unit computes on them): its flat buffer freed by then
+                gloo_gather(unit_bytes(nxt, compute), t0 + 0.085, t0 + 0.09)
                 issued.append(Issued("all_gather", "backward", unit_bytes(nxt, compute), t0 + 0.08, group,
                                      f"unit {nxt} (prefetched)", "backward", bwd_begin[nxt] + 0.05))
             t1 = bwd_end[u]
             if full:
                 gathered[u].died = t1 + 0.1
             prev_rs = _reduce(u, t1, unit_params[u], trainable, padded_elems, shard_elems, reduce_size, group, par,
-                              add, issued, prev_rs, offload, inflight)
+                              add, issued, prev_rs, offload)
             if prev_rs is not None:
                 grads_bytes += _shard_bytes(unit_params[u], trainable, shard_elems, reduce_size, group, rnd, offload)
         if unit_params[""]:
@@ -414,12 +463,10 @@ def lay_out(rec: StepRecording, par: Parallel, units: list[str], buffers: list[t
             if "" in gathered:
                 gathered[""].died = t1 + 0.1
             prev_rs = _reduce("", t1, unit_params[""], trainable, padded_elems, shard_elems, reduce_size, group, par,
-                              add, issued, prev_rs, offload, inflight)
+                              add, issued, prev_rs, offload)
             grads_bytes += _shard_bytes(unit_params[""], trainable, shard_elems, reduce_size, group, rnd, offload)
         if prev_rs is not None:
             prev_rs.died = min(prev_rs.died, step_start - 0.2)
-        if inflight.get("clone") is not None:
-            inflight["clone"].died = step_start - 0.1
         if par.cpu_offload and fsdp:
             notes.append("CPU offload (FSDP2 CPUOffloadPolicy): sharded parameters, gradients and optimizer state on "
                          "the host; each unit's shard copied to the device for its all-gather")
@@ -433,7 +480,7 @@ def lay_out(rec: StepRecording, par: Parallel, units: list[str], buffers: list[t
 
 
 def _reduce(u, t1, params, trainable, padded_elems, shard_elems, reduce_size, group, par: Parallel, add, issued,
-            prev_rs, offload, inflight: dict):
+            prev_rs, offload):
     """A unit's post-backward: the reduce-scatter input made (the one before it freed), the
     unsharded gradients freed (their deaths are set by the caller's grad_death), the output kept as
     the sharded gradient; HSDP all-reduces that shard over the replicas."""
@@ -449,12 +496,9 @@ def _reduce(u, t1, params, trainable, padded_elems, shard_elems, reduce_size, gr
         add(shard, t1 + 0.5, t1 + 0.55, "comm_buffers")
     else:
         add(shard, t1 + 0.5, math.inf, "grads")
-    if par.backend == "gloo":  # gloo's reduce_scatter_tensor all-reduces a clone of the input (held by its
-        # work until the next is waited on), then copies its chunk out
-        clone = add(full, t1 + 0.52, math.inf, "comm_buffers")
-        if inflight.get("clone") is not None:
-            inflight["clone"].died = t1 + 0.52
-        inflight["clone"] = clone
+    if par.backend == "gloo":  # gloo's reduce_scatter_tensor all-reduces a clone of the input, copies its chunk
+        # out, and its worker drops the clone when the all-reduce is done (before the next unit's backward)
+        add(full, t1 + 0.52, t1 + 0.56, "comm_buffers")
     issued.append(Issued("reduce_scatter", "backward", full, t1 + 0.3, group, f"unit {u or '<root>'}", "backward"))
     if par.replicas > 1:
         issued.append(Issued("all_reduce", "backward", int(shard), t1 + 0.5, par.replicas,

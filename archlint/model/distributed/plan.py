@@ -15,7 +15,7 @@ import math
 from dataclasses import asdict, dataclass, field
 
 from archlint.model.distributed.step import budget_figure, buffers_of, per_rank, record
-from archlint.model.distributed.strategy import STRATEGIES, Parallel
+from archlint.model.distributed.strategy import PLANNED, Parallel
 from archlint.model.distributed.units import Units
 from archlint.model.train.fit import (
     batch_size,
@@ -57,7 +57,7 @@ def fits_at(rec: StepRecording, par: Parallel, units: Units, buffers, budget: in
 
 
 def min_world_size(rec: StepRecording, par: Parallel, units: Units, buffers, budget: int,
-                   strategies: tuple[str, ...] = STRATEGIES) -> dict[str, int | None]:
+                   strategies: tuple[str, ...] = PLANNED) -> dict[str, int | None]:
     """Per strategy, the fewest ranks whose per-rank step fits the budget (None: none up to
     MAX_WORLD; DDP keeps everything on every rank, so it fits at 1 or never). Ranks double until
     one fits, then bisect; the answer is checked itself (a layout swept at it)."""
@@ -148,9 +148,7 @@ def fit_plan(model, args, kwargs, rec: StepRecording, par: Parallel, units: Unit
         changes.append(_Change(f"8-bit {base} (bitsandbytes)", "8bit", 0.0 if step_ms else None,
                                "no added time (fused 8-bit kernel); state estimated at 1 byte a moment"))
     if not par.cpu_offload and par.strategy != "ddp":
-        changes.append(_Change("CPU offload of the optimizer state", "offload", None,
-                               "the optimizer step on the host and the gradient and parameter copies over PCIe: "
-                               "not estimated here"))
+        changes.append(_offload_change(rec, par, units, device_spec, step_ms))
     if batch > 1:
         changes.append(_Change("gradient accumulation", "accum", None, "the same work in more, smaller launches"))
 
@@ -219,6 +217,24 @@ def fit_plan(model, args, kwargs, rec: StepRecording, par: Parallel, units: Unit
     plan.fit_plan = fitting[:limit] or sorted(entries, key=lambda e: e.peak_bytes)[:3]
     plan.evaluated, plan.recordings = evaluated[0] + len(sizes), len(recordings)
     return plan
+
+
+def _offload_change(rec: StepRecording, par: Parallel, units: Units, device_spec, step_ms: dict | None) -> _Change:
+    """CPU offload with the time it adds: the offloaded step's estimate less the step's as given
+    (archlint.model.distributed.offload: the host link's copies and the host's optimizer step)."""
+    name = "CPU offload of the optimizer state"
+    if step_ms is None or device_spec is None:
+        return _Change(name, "offload", None, "no device spec: not estimated")
+    from archlint.model.distributed.comm import estimate_step
+    now = estimate_step(rec, units, par, device_spec, step_ms)
+    then = estimate_step(rec, units, par.with_(cpu_offload=True), device_spec, step_ms)
+    if now.get("step_ms") is None or then.get("offload_ms") is None:
+        return _Change(name, "offload", None, f"device spec {device_spec.name} gives no interconnect or host-link "
+                       "figures: not estimated")
+    return _Change(name, "offload", then["step_ms"] - now["step_ms"],
+                   f"{then['offload_copies_ms']:.1f} ms of copies over the host link and {then['offload_host_step_ms']:.1f} ms "
+                   "of optimizer step on the host, in place of the device's (estimated: "
+                   "archlint.model.distributed.offload)")
 
 
 def plan_json(plan: Plan) -> tuple[dict, list[dict]]:

@@ -7,9 +7,13 @@ from typing import Any
 
 from archlint.errors import UsageError
 
-STRATEGIES = ("ddp", "fsdp", "hsdp", "zero1", "zero2", "zero3")
+STRATEGIES = ("ddp", "fsdp", "hsdp", "zero1", "zero2", "zero3", "zero1-torch")
+# the strategies a fit plan and min_world_size weigh: zero1-torch (torch.distributed.optim's
+# ZeroRedundancyOptimizer over DDP) is zero1 partitioned by whole parameters, asked for by name only
+PLANNED = STRATEGIES[:6]
 PRECISIONS = ("bf16", "fp16")
-SHARDED_STATES = {"ddp": False, "zero1": True, "zero2": True, "zero3": True, "fsdp": True, "hsdp": True}
+SHARDED_STATES = {"ddp": False, "zero1": True, "zero2": True, "zero3": True, "fsdp": True, "hsdp": True,
+                  "zero1-torch": True}
 # torch.nn.parallel.DistributedDataParallel's defaults: bucket_cap_mb=25 and the first bucket of
 # dist._DEFAULT_FIRST_BUCKET_BYTES (1 MiB) when bucket_cap_mb is left at its default
 BUCKET_CAP_MB = 25

@@ -53,6 +53,12 @@ def check(t: TraceAnalysis, options: dict) -> list[Diagnostic]:
             detail += f", median {main.median_bytes / 2**20:,.0f} MiB"
     others = ", ".join(f"{c.name} ×{c.calls_per_step:g}" for c in collectives if c is not main)
     saving, how = claimed(t, CODE)
+    # a rank that waits for a straggler: that wait is carved out of its exposed communication and
+    # priced once, by AL512 on the straggler's trace (archlint/trace/command.py _across_ranks)
+    waited = bucket_us(t, "peer_wait")
+    if waited:
+        how["peer_wait_us"] = round(waited, 3)
+        detail += f"; besides it {ms(waited)} waiting for a slower rank, priced by AL512"
     return [finding(
         t, CODE,
         f"communication kernels run {ms(exposed)} per {t.unit} with no computation beside them "
