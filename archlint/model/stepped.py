@@ -64,7 +64,7 @@ def _memory(loaded, result, settings, optimizer: Optimizer, loss: str, device_sp
 
 def _memory_report(loaded, result, settings, optimizer: Optimizer, loss: str, device_spec) -> list:
     try:
-        return _memory_of(loaded, result, settings, optimizer, loss, device_spec)
+        return _model_step(loaded, result, settings, optimizer, loss, device_spec)
     except UsageError as exc:
         # the forward analysis builds the model again with real weights where meta cannot run it (a
         # value read from the weights: .item()); the step does the same, and says so
@@ -73,7 +73,21 @@ def _memory_report(loaded, result, settings, optimizer: Optimizer, loss: str, de
         loaded.real_model()
         loaded.real_inputs()
         result.notes.append(f"memory: built again with real weights for the step's memory ({exc})")
+        return _model_step(loaded, result, settings, optimizer, loss, device_spec)
+
+
+def _model_step(loaded, result, settings, optimizer: Optimizer, loss: str, device_spec) -> list:
+    """_memory_of, where the model's own code refusing the step (BatchNorm in train mode on one value
+    per channel: a batch of 1) is the one-line error of that model, as a forward that fails is
+    (costed.py), not a traceback that ends the run."""
+    try:
         return _memory_of(loaded, result, settings, optimizer, loss, device_spec)
+    except (ValueError, AssertionError, TypeError, IndexError, KeyError) as exc:
+        message = " ".join(str(exc).split())[:300]
+        raise UsageError(
+            f"the training step of {result.target} failed: {type(exc).__name__}: {message}; check "
+            "--input-shape (a batch of 1 cannot train BatchNorm) or the model's forward in train mode "
+            "(rerun with --debug for the traceback)") from exc
 
 
 def _memory_of(loaded, result, settings, optimizer: Optimizer, loss: str, device_spec) -> list:

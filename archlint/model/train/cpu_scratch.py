@@ -43,6 +43,17 @@ shapes x 4 ops, 1 and 2 threads); the ISA is torch.backends.cpu.get_cpu_capabili
 process that analyzes (capped by ONEDNN_MAX_CPU_ISA / DNNL_MAX_CPU_ISA when set), like the threads.
 Not measured: the image stem's grad-input on AVX-512 (up to 2x the rule; a training step does not
 ask for it) and a depthwise forward whose kernel is wider than its padded input (0.14 of the rule).
+convnext_atto (timm, batch 2 at 64x64, 1 thread, AVX-512; its step 0.743 of the real peak with SGD, 0.852
+with Adam, 1.000 with oneDNN off): its activations are channels_last (NHWC) after the first block's
+residual add, and a channels_last depthwise convolution's weight gradient books 257 W (measured,
+profiler, AVX-512: 2_014_880 B at 40 channels 7x7, 4_029_760 at 80, 8_059_520 at 160, 16_119_040 at
+320, 1_644_800 at 64 channels 5x5; the same at batch 1-8, 1 and 2 threads, stride 1 and 2, 2-16 px;
+at 3x3 only W plus its 16-channel padded copy, 3_168 at 40 channels); forward and grad-input the
+weight padded to 16 channels (9_408 at 40, 62_720 at 320). depthwise_nhwc_scratch_bytes is that rule
+(AVX-512 only; not measured on AVX2, 0 there). The NCHW rule at the same shapes is within 82 KB of
+the profiler per op. Still open: the meta step keeps convnext's later blocks NCHW where the real
+step runs them NHWC (a stride the meta kernels do not propagate), so the rule reaches only the first
+block and the row stays at 0.743 (the last stage's 16 MB grad-weight scratch is the miss).
 Not modelled (0): channels_last tensors (oneDNN's NHWC path), transposed, 1-D and 3-D convolutions,
 and dtypes other than float32.
 """
@@ -151,6 +162,23 @@ def conv_scratch_bytes(input_shape, weight_shape, stride, padding, dilation, gro
     return max(grad_input, grad_weight)
 
 
+NHWC_DW_WEI_REDUCTION = 256  # weights booked by a channels_last depthwise weight gradient, kernel over 3x3
+
+
+def depthwise_nhwc_scratch_bytes(weight_shape, itemsize: int, output_mask) -> int:
+    """A channels_last (NHWC) depthwise convolution on AVX-512 (measured, module docstring: batch
+    1-8, 1 and 2 threads, stride 1-2, 2-16 px, 40-320 channels): forward and grad-input reorder the
+    weight to 16-channel blocks (W padded); the weight gradient books 256 W beside the weight's own
+    copy (257 W) for a kernel over 3x3, whatever the batch, threads and size, and W plus the padded
+    copy at 3x3."""
+    o, _, kh, kw = weight_shape
+    w = o * kh * kw * itemsize
+    padded = -(-o // 16) * 16 * kh * kw * itemsize
+    if output_mask is None or not (output_mask[1] or output_mask[2]):
+        return padded
+    return (NHWC_DW_WEI_REDUCTION + 1) * w if kh * kw > 9 else w + padded
+
+
 def onednn_enabled() -> bool:
     """oneDNN built into this torch and not switched off (torch.backends.mkldnn.flags)."""
     return torch.backends.mkldnn.is_available() and torch.backends.mkldnn.enabled
@@ -169,7 +197,13 @@ def cpu_conv_scratch(func, args, threads: int, isa: str) -> int:
     else:
         return 0
     if (transposed or not isinstance(x, torch.Tensor) or x.dim() != 4 or x.dtype != torch.float32
-            or not x.is_contiguous() or not w.is_contiguous() or not onednn_enabled()):
+            or not onednn_enabled()):
+        return 0
+    if (isa == AVX512 and not x.is_contiguous() and x.is_contiguous(memory_format=torch.channels_last)
+            and groups > 1 and w.shape[0] == groups and w.shape[1] == 1
+            and uses_onednn(x.shape, w.shape, stride, dilation, groups, threads)):
+        return depthwise_nhwc_scratch_bytes(tuple(w.shape), x.element_size(), mask)
+    if not x.is_contiguous() or not w.is_contiguous():
         return 0
     if not uses_onednn(x.shape, w.shape, stride, dilation, groups, threads):
         return 0
