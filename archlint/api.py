@@ -164,7 +164,9 @@ def analyze(
         shapes = [input_shape] if input_shape and isinstance(input_shape[0], int) else (input_shape or [])
         args, kwargs = _tensors(inputs or tuple(shapes), dtype)
         if not args and not kwargs:
-            raise UsageError(f"no inputs for {type(model).__name__}: pass tensors or shapes, e.g. analyze(model, (1, 3, 224, 224))")
+            raise UsageError(
+                f"no inputs for {type(model).__name__}: pass tensors or shapes, e.g. analyze(model, (1, 3, 224, 224))"
+            )
         spec = ModelSpec(target=name or type(model).__name__, model=model, given_args=args, given_kwargs=kwargs)
     if dtype:
         from archlint.model.loading.load import parse_dtype
@@ -198,9 +200,31 @@ def lint(
 
 _BUDGETS = ("max_flops", "max_mac", "max_params", "max_latency_ms")
 _SETTINGS = (
-    "mode", "strategy", "warmup", "repeat", "top", "latency", "jobs", "cache", "baseline", "timeout", "show_info", "quiet",
-    "latency_budget", "device_spec", "what_if", "train", "optimizer", "loss", "memory_budget",
-    "world_size", "nodes", "shard_unit", "mixed_precision", "cpu_offload", "trainable",
+    "mode",
+    "strategy",
+    "warmup",
+    "repeat",
+    "top",
+    "latency",
+    "jobs",
+    "cache",
+    "baseline",
+    "timeout",
+    "show_info",
+    "quiet",
+    "latency_budget",
+    "device_spec",
+    "what_if",
+    "train",
+    "optimizer",
+    "loss",
+    "memory_budget",
+    "world_size",
+    "nodes",
+    "shard_unit",
+    "mixed_precision",
+    "cpu_offload",
+    "trainable",
 )
 
 
@@ -209,8 +233,11 @@ def settings_for(config_file: str | Path | None = None, **options: Any) -> Setti
     them by config.apply, as the file's own keys and the CLI's flags are."""
     s = config.load(path=Path(config_file) if config_file else None)
     options = {k: v for k, v in options.items() if v is not None}  # None: not given, as a flag left off
-    given: dict[str, Any] = {flag: _codes(options.pop(flag), flag) for flag in ("select", "extend_select", "ignore")
-                             if options.get(flag) is not None}
+    given: dict[str, Any] = {
+        flag: _codes(options.pop(flag), flag)
+        for flag in ("select", "extend_select", "ignore")
+        if options.get(flag) is not None
+    }
     rule_options: dict[str, dict[str, Any]] = {}
     for key, value in (options.pop("options", None) or {}).items():
         code, _, option = key.partition(".")
@@ -238,14 +265,21 @@ def _codes(value: str | Iterable[str], flag: str) -> list[str]:
 def _shape(value: Any) -> list[int]:
     if isinstance(value, str):
         return config.parse_shape(value)
-    if isinstance(value, Sequence) and value and all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in value):
+    if (
+        isinstance(value, Sequence)
+        and value
+        and all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in value)
+    ):
         return list(value)
     raise UsageError(f"input shape {value!r} must be positive integers, e.g. (1, 3, 224, 224)")
 
 
 def _is_shape(value: Any) -> bool:
-    return isinstance(value, Sequence) and not isinstance(value, str) and bool(value) and all(
-        isinstance(d, int) and not isinstance(d, bool) for d in value
+    return (
+        isinstance(value, Sequence)
+        and not isinstance(value, str)
+        and bool(value)
+        and all(isinstance(d, int) and not isinstance(d, bool) for d in value)
     )
 
 
@@ -275,7 +309,9 @@ def _require_module(model: Any) -> None:
     try:
         from torch import nn
     except ImportError as exc:
-        raise UsageError(f"the model analyzer needs torch ({exc.name} is missing): pip install 'archlint[models]'") from None
+        raise UsageError(
+            f"the model analyzer needs torch ({exc.name} is missing): pip install 'archlint[models]'"
+        ) from None
     if not isinstance(model, nn.Module):
         raise UsageError(f"analyze() takes an nn.Module or a 'model.py:Net' string, got {type(model).__name__}")
 

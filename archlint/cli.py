@@ -72,7 +72,9 @@ def build_parser() -> argparse.ArgumentParser:
     out.add_argument("--exit-zero", action="store_true", help="exit 0 even with findings (report only)")
     out.add_argument("--show-info", action="store_true", help="also show info findings (they never fail the run)")
     out.add_argument("-q", "--quiet", action="store_true", help="no progress display on the terminal")
-    out.add_argument("-v", "--verbose", action="store_true", help="also say why a fallback was taken (e.g. a failed capture)")
+    out.add_argument(
+        "-v", "--verbose", action="store_true", help="also say why a fallback was taken (e.g. a failed capture)"
+    )
 
     code = p.add_argument_group("code linter")
     code.add_argument("--fix", action="store_true", help="apply safe fixes")
@@ -80,9 +82,12 @@ def build_parser() -> argparse.ArgumentParser:
     code.add_argument("--diff", action="store_true", help="print fixes as a diff, write nothing")
     code.add_argument("--no-cache", action="store_true", help="parse every file again")
     code.add_argument("-j", "--jobs", type=int, help="worker processes (default: all cores)")
-    code.add_argument("--max-file-size", type=float, metavar="MB",
-                      help="skip larger files with an info finding (default 2; linting takes ~13 s of CPU "
-                           "and 0.1 GB of RAM per MB)")
+    code.add_argument(
+        "--max-file-size",
+        type=float,
+        metavar="MB",
+        help="skip larger files with an info finding (default 2; linting takes ~13 s of CPU and 0.1 GB of RAM per MB)",
+    )
 
     model = p.add_argument_group("model analyzer")
     model.add_argument(
@@ -114,46 +119,86 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument("--init", action="append", default=[], metavar="KEY=VALUE", help="constructor argument")
     model.add_argument("--mode", choices=MODES, help="forward mode to trace (default: eval)")
     model.add_argument("--models", action="store_true", help="analyze the models listed in the config")
-    model.add_argument("--train", action="store_true",
-                       help="analyze one training step: forward (train mode), loss, backward, optimizer.step()")
-    model.add_argument("--optimizer", metavar="NAME",
-                       help="optimizer of the --train step: sgd, sgd-momentum, adam, adamw (default), each also "
-                       "-foreach or -fused (adamw-fused)")
-    model.add_argument("--loss", choices=("mean", "sum"), help="loss of the --train step over the outputs (default: mean)")
-    model.add_argument("--memory-budget", metavar="SIZE", help="memory for the --train step, e.g. 24GB or 16GiB: does it fit")
+    model.add_argument(
+        "--train",
+        action="store_true",
+        help="analyze one training step: forward (train mode), loss, backward, optimizer.step()",
+    )
+    model.add_argument(
+        "--optimizer",
+        metavar="NAME",
+        help="optimizer of the --train step: sgd, sgd-momentum, adam, adamw (default), each also "
+        "-foreach or -fused (adamw-fused)",
+    )
+    model.add_argument(
+        "--loss", choices=("mean", "sum"), help="loss of the --train step over the outputs (default: mean)"
+    )
+    model.add_argument(
+        "--memory-budget", metavar="SIZE", help="memory for the --train step, e.g. 24GB or 16GiB: does it fit"
+    )
     model.add_argument("--top", type=int, default=15, help="layers shown in the text table (0: none, -1: all)")
     model.add_argument("--tree", action="store_true", help="show the module hierarchy with summed costs")
     model.add_argument("--depth", type=int, metavar="N", help="levels of the --tree (default 3; implies --tree)")
     model.add_argument(
-        "--strategy", choices=("fx", "export", "dispatch", *PARALLEL_STRATEGIES),
+        "--strategy",
+        choices=("fx", "export", "dispatch", *PARALLEL_STRATEGIES),
         help="force one capture strategy (fx, export, dispatch; default: first that works), or with --train the "
-        "data-parallel strategy of the per-rank step (ddp, fsdp, hsdp, zero1, zero2, zero3)"
+        "data-parallel strategy of the per-rank step (ddp, fsdp, hsdp, zero1, zero2, zero3)",
     )
-    model.add_argument("--world-size", type=int, metavar="N", help="--train over N ranks (GPUs); the input is one rank's batch")
-    model.add_argument("--nodes", type=int, metavar="N", help="hosts the --world-size ranks are spread over (default 1)")
-    model.add_argument("--shard-unit", metavar="CLASS",
-                       help="module class FSDP2/ZeRO-3 shard and gather as one unit (default: the repeated block found)")
-    model.add_argument("--mixed-precision", choices=MIXED_PRECISIONS,
-                       help="the distributed step in bf16/fp16 compute with fp32 master weights and optimizer state")
-    model.add_argument("--cpu-offload", action="store_true",
-                       help="optimizer state (and master weights) on the host: ZeRO-Offload, FSDP CPUOffloadPolicy")
-    model.add_argument("--trainable", metavar="PATTERN",
-                       help="regular expression: the parameters whose name matches train, the rest are frozen")
+    model.add_argument(
+        "--world-size", type=int, metavar="N", help="--train over N ranks (GPUs); the input is one rank's batch"
+    )
+    model.add_argument(
+        "--nodes", type=int, metavar="N", help="hosts the --world-size ranks are spread over (default 1)"
+    )
+    model.add_argument(
+        "--shard-unit",
+        metavar="CLASS",
+        help="module class FSDP2/ZeRO-3 shard and gather as one unit (default: the repeated block found)",
+    )
+    model.add_argument(
+        "--mixed-precision",
+        choices=MIXED_PRECISIONS,
+        help="the distributed step in bf16/fp16 compute with fp32 master weights and optimizer state",
+    )
+    model.add_argument(
+        "--cpu-offload",
+        action="store_true",
+        help="optimizer state (and master weights) on the host: ZeRO-Offload, FSDP CPUOffloadPolicy",
+    )
+    model.add_argument(
+        "--trainable",
+        metavar="PATTERN",
+        help="regular expression: the parameters whose name matches train, the rest are frozen",
+    )
     model.add_argument("--latency", action="store_true", help="measure per-op latency on the device")
     model.add_argument("--device", help="cpu (default), cuda, cuda:N")
     model.add_argument("--warmup", type=int, help="untimed runs before timing (default 10)")
     model.add_argument("--repeat", type=int, help="timed runs; the median is reported (default 50)")
-    model.add_argument("--timeout", type=float, metavar="SECONDS",
-                       help="limit for each stage that runs a model's code: import, build and capture; latency; "
-                       "what-ifs; pricing findings (default: none)")
-    model.add_argument("--latency-budget", type=float, metavar="SECONDS",
-                       help="wall time --latency may spend timing each model; stages cut short say so (default 120)")
-    model.add_argument("--trace", type=Path, metavar="DIR", help="write a torch.profiler trace to DIR")
     model.add_argument(
-        "--device-spec", metavar="NAME|FILE", help="estimate latency on this device from its spec (see `archlint device-specs`)"
+        "--timeout",
+        type=float,
+        metavar="SECONDS",
+        help="limit for each stage that runs a model's code: import, build and capture; latency; "
+        "what-ifs; pricing findings (default: none)",
     )
     model.add_argument(
-        "--what-if", nargs="?", const="all", metavar="LIST",
+        "--latency-budget",
+        type=float,
+        metavar="SECONDS",
+        help="wall time --latency may spend timing each model; stages cut short say so (default 120)",
+    )
+    model.add_argument("--trace", type=Path, metavar="DIR", help="write a torch.profiler trace to DIR")
+    model.add_argument(
+        "--device-spec",
+        metavar="NAME|FILE",
+        help="estimate latency on this device from its spec (see `archlint device-specs`)",
+    )
+    model.add_argument(
+        "--what-if",
+        nargs="?",
+        const="all",
+        metavar="LIST",
         help="time standard speed-ups on a copy of the model (implies --latency): all (default) or some of "
         + ",".join(WHAT_IF_NAMES),
     )
@@ -181,20 +226,51 @@ def _settings(args: argparse.Namespace):
     # outputs are where the user meant when typing them, whatever a model's code does to the cwd
     output_file, html = (Path(os.path.abspath(p)) if p is not None else None for p in (args.output_file, args.html))
     given = {
-        "rule_options": s.rule_options, "output_format": args.output_format, "output_file": output_file, "html": html,
-        "mode": args.mode, "warmup": args.warmup, "repeat": args.repeat, "jobs": args.jobs, "trace_dir": args.trace,
-        "device_spec": args.device_spec, "top": sys.maxsize if args.top == -1 else args.top, "strategy": args.strategy,
-        "tree": args.tree or args.depth is not None, "tree_depth": args.depth, "max_file_size": args.max_file_size,
-        "timeout": args.timeout, "latency_budget": args.latency_budget, "fix": args.fix,
-        "unsafe_fixes": args.unsafe_fixes, "diff": args.diff, "cache": False if args.no_cache else None,
-        "what_if": args.what_if, "latency": args.latency or None, "baseline": args.baseline,
-        "save_baseline": args.save_baseline, "exit_zero": args.exit_zero, "statistics": args.statistics,
-        "debug": args.debug, "quiet": args.quiet, "verbose": args.verbose, "show_info": args.show_info or None,
-        "train": args.train or None, "optimizer": args.optimizer, "loss": args.loss, "memory_budget": args.memory_budget,
-        "world_size": args.world_size, "nodes": args.nodes, "shard_unit": args.shard_unit,
-        "mixed_precision": args.mixed_precision, "cpu_offload": args.cpu_offload or None, "trainable": args.trainable,
+        "rule_options": s.rule_options,
+        "output_format": args.output_format,
+        "output_file": output_file,
+        "html": html,
+        "mode": args.mode,
+        "warmup": args.warmup,
+        "repeat": args.repeat,
+        "jobs": args.jobs,
+        "trace_dir": args.trace,
+        "device_spec": args.device_spec,
+        "top": sys.maxsize if args.top == -1 else args.top,
+        "strategy": args.strategy,
+        "tree": args.tree or args.depth is not None,
+        "tree_depth": args.depth,
+        "max_file_size": args.max_file_size,
+        "timeout": args.timeout,
+        "latency_budget": args.latency_budget,
+        "fix": args.fix,
+        "unsafe_fixes": args.unsafe_fixes,
+        "diff": args.diff,
+        "cache": False if args.no_cache else None,
+        "what_if": args.what_if,
+        "latency": args.latency or None,
+        "baseline": args.baseline,
+        "save_baseline": args.save_baseline,
+        "exit_zero": args.exit_zero,
+        "statistics": args.statistics,
+        "debug": args.debug,
+        "quiet": args.quiet,
+        "verbose": args.verbose,
+        "show_info": args.show_info or None,
+        "train": args.train or None,
+        "optimizer": args.optimizer,
+        "loss": args.loss,
+        "memory_budget": args.memory_budget,
+        "world_size": args.world_size,
+        "nodes": args.nodes,
+        "shard_unit": args.shard_unit,
+        "mixed_precision": args.mixed_precision,
+        "cpu_offload": args.cpu_offload or None,
+        "trainable": args.trainable,
     }
-    return config.apply(s, given, label=lambda name: "--option" if name == "rule_options" else f"--{name.replace('_', '-')}")
+    return config.apply(
+        s, given, label=lambda name: "--option" if name == "rule_options" else f"--{name.replace('_', '-')}"
+    )
 
 
 def _setting_overrides(args: argparse.Namespace) -> list[str]:
@@ -266,7 +342,9 @@ def _model_specs(args: argparse.Namespace, settings) -> list:
             if not key.isidentifier():
                 raise UsageError(f"--config {item!r} must look like KEY=VALUE (a config field), e.g. n_layer=4")
             if not spec.target.startswith("hf:"):
-                raise UsageError(f"--config {item}: config fields apply to hf:NAME targets; use --init for {spec.target}")
+                raise UsageError(
+                    f"--config {item}: config fields apply to hf:NAME targets; use --init for {spec.target}"
+                )
             spec.hf_config[key] = config.parse_value(value)
         spec.init.update(key_values(args.init, "--init", "num_classes=10"))
         if args.device_spec:
@@ -318,8 +396,11 @@ def run(args: argparse.Namespace) -> int:
     settings = _settings(args)
     if args.models and not settings.models:
         # like a pre-commit hook with no files to check: nothing configured passes, saying so
-        print(f"archlint: --models: {_no_models_where(args)}; nothing to analyze "
-              "(add a [[tool.archlint.models]] table with a target, e.g. target = \"model.py:Net\")", file=sys.stderr)
+        print(
+            f"archlint: --models: {_no_models_where(args)}; nothing to analyze "
+            '(add a [[tool.archlint.models]] table with a target, e.g. target = "model.py:Net")',
+            file=sys.stderr,
+        )
         if not args.targets:
             return EXIT_CLEAN
     paths = [Path(t) for t in args.targets if not is_model_target(t)]
@@ -330,10 +411,19 @@ def run(args: argparse.Namespace) -> int:
     from archlint.report import write_report
 
     with writeguard.run_inputs():  # no output may replace a file this run reads
-        outputs.guard_run(settings, {
-            "a linted file": paths, "the config file": [Path(c) for c in args.config if "=" not in c],
-            "the model's file": [Path(s.target.rpartition(":")[0]) for s in specs if not s.target.startswith("hf:")],
-            "the device spec": [Path(s.device_spec) for s in specs if s.device_spec and Path(s.device_spec).is_file()]})
+        outputs.guard_run(
+            settings,
+            {
+                "a linted file": paths,
+                "the config file": [Path(c) for c in args.config if "=" not in c],
+                "the model's file": [
+                    Path(s.target.rpartition(":")[0]) for s in specs if not s.target.startswith("hf:")
+                ],
+                "the device spec": [
+                    Path(s.device_spec) for s in specs if s.device_spec and Path(s.device_spec).is_file()
+                ],
+            },
+        )
         result = check(paths, specs, settings)
         write_report(result, settings)
     for error in result.errors:  # models that failed in a run with others: those were reported
@@ -358,21 +448,29 @@ def run_subcommand(argv: list[str]) -> int:
 
         return trace_command(rest)
     if name == "rule":
-        p = Parser(prog="archlint rule", description="print a rule's page: what it flags, why it is slow, "
-                   "an example and what to use instead (`archlint rules` lists them)")
+        p = Parser(
+            prog="archlint rule",
+            description="print a rule's page: what it flags, why it is slow, "
+            "an example and what to use instead (`archlint rules` lists them)",
+        )
         p.add_argument("code", metavar="CODE", help="a rule code, e.g. AL101")
         sys.stdout.write(registry.get(p.parse_args(rest).code).body)
         return EXIT_CLEAN
     if name == "device-specs":
-        Parser(prog="archlint device-specs", description="list the built-in device specs for --device-spec: "
-               "each device's datasheet figures and their sources").parse_args(rest)
+        Parser(
+            prog="archlint device-specs",
+            description="list the built-in device specs for --device-spec: "
+            "each device's datasheet figures and their sources",
+        ).parse_args(rest)
         from archlint.devices import list_command
 
         return list_command()
     if name == "rules":
         p = Parser(prog="archlint rules", description="list every rule: code, name, scope, severity, fix, summary")
         p.add_argument("--output-format", choices=("text", "json"), default="text", help="default: text")
-        p.add_argument("-q", "--quiet", action="store_true", help="accepted for symmetry; the list has no progress display")
+        p.add_argument(
+            "-q", "--quiet", action="store_true", help="accepted for symmetry; the list has no progress display"
+        )
         a = p.parse_args(rest)
         from archlint.report.text import print_rules, rules_json
 
@@ -383,20 +481,36 @@ def run_subcommand(argv: list[str]) -> int:
             print_rules(rules)
         return EXIT_CLEAN
     # calibrate
-    p = Parser(prog="archlint calibrate", description="measure and cache the device's roofline peaks; "
-               "--families: also what each op family reaches of the roofs, as device-spec TOML")
+    p = Parser(
+        prog="archlint calibrate",
+        description="measure and cache the device's roofline peaks; "
+        "--families: also what each op family reaches of the roofs, as device-spec TOML",
+    )
     p.add_argument("--device", default="cpu")
     p.add_argument("--dtype", default="float32")
     p.add_argument("--debug", action="store_true")
     p.add_argument("--families", action="store_true", help="also time one kernel per op family; print device-spec TOML")
-    p.add_argument("--device-spec", help="--families: shares of this spec's roofs (a name or TOML file), not the measured peaks")
+    p.add_argument(
+        "--device-spec", help="--families: shares of this spec's roofs (a name or TOML file), not the measured peaks"
+    )
     p.add_argument("--batch", type=int, help="--families: the batch of the model-like sizes (256 on cuda, 8 on cpu)")
     p.add_argument("--repeat", type=int, default=10, help="--families: runs per kernel, the median is kept")
-    p.add_argument("--write-spec", metavar="PATH", help="--families: write a copy of --device-spec with the measured figures")
+    p.add_argument(
+        "--write-spec", metavar="PATH", help="--families: write a copy of --device-spec with the measured figures"
+    )
     p.add_argument("--force", action="store_true", help="--write-spec: replace an existing file")
     a = p.parse_args(rest)
-    stray = [flag for flag, given in (("--device-spec", a.device_spec), ("--batch", a.batch), ("--write-spec", a.write_spec),
-                                      ("--force", a.force), ("--repeat", a.repeat != 10)) if given]
+    stray = [
+        flag
+        for flag, given in (
+            ("--device-spec", a.device_spec),
+            ("--batch", a.batch),
+            ("--write-spec", a.write_spec),
+            ("--force", a.force),
+            ("--repeat", a.repeat != 10),
+        )
+        if given
+    ]
     if stray and not a.families:
         raise UsageError(f"{stray[0]} applies to `archlint calibrate --families`; add --families")
     if a.families:
@@ -450,9 +564,12 @@ def _exit_past_threads(code: int) -> int:
     if not left:
         sys.stderr.flush()
         os._exit(code)
-    print(f"archlint: note: {len(left)} thread(s) still running after the report ({', '.join(left[:3])}), started "
-          "by the model's code or a library it called; archlint exits without waiting for them",
-          file=sys.stderr, flush=True)
+    print(
+        f"archlint: note: {len(left)} thread(s) still running after the report ({', '.join(left[:3])}), started "
+        "by the model's code or a library it called; archlint exits without waiting for them",
+        file=sys.stderr,
+        flush=True,
+    )
     os._exit(code)
 
 

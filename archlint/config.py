@@ -246,7 +246,16 @@ _KEYS = {
 }
 SETTING_KEYS = frozenset(_KEYS)  # what `--config KEY=VALUE` can set
 _MODEL_KEYS = {
-    "target", "input-shapes", "input-shape", "inputs", "input-dtype", "dtype", "device", "init", "config", "budgets",
+    "target",
+    "input-shapes",
+    "input-shape",
+    "inputs",
+    "input-dtype",
+    "dtype",
+    "device",
+    "init",
+    "config",
+    "budgets",
     "device-spec",
 }
 _BUDGETS = {"max-flops", "max-mac", "max-params", "max-latency-ms"}
@@ -256,9 +265,20 @@ DTYPES = ("float32", "float16", "bfloat16", "float64")
 # Inputs may also be integer (token ids) or boolean (masks); the names torch prints, and aliases.
 INPUT_DTYPES = {
     **{d: d for d in DTYPES},
-    "float": "float32", "fp32": "float32", "half": "float16", "fp16": "float16", "bf16": "bfloat16",
-    "double": "float64", "int64": "int64", "long": "int64", "int32": "int32", "int": "int32",
-    "int16": "int16", "int8": "int8", "uint8": "uint8", "bool": "bool",
+    "float": "float32",
+    "fp32": "float32",
+    "half": "float16",
+    "fp16": "float16",
+    "bf16": "bfloat16",
+    "double": "float64",
+    "int64": "int64",
+    "long": "int64",
+    "int32": "int32",
+    "int": "int32",
+    "int16": "int16",
+    "int8": "int8",
+    "uint8": "uint8",
+    "bool": "bool",
 }
 _DEVICE = re.compile(r"(cpu|cuda|mps|xpu)(:\d+)?")
 _TARGET = re.compile(r".+\.py:[A-Za-z_]\w*|hf:[\w.-]+")
@@ -322,8 +342,15 @@ def parse_value(text: str):
     return {"true": True, "false": False}.get(text.lower(), text)
 
 
-def apply_rule_flags(s: Settings, select: str | None, extend_select: str | None, ignore: str | None,
-                     options: list[str], parse=parse_value, example: str = "AL101.threshold=0.2") -> None:
+def apply_rule_flags(
+    s: Settings,
+    select: str | None,
+    extend_select: str | None,
+    ignore: str | None,
+    options: list[str],
+    parse=parse_value,
+    example: str = "AL101.threshold=0.2",
+) -> None:
     """--select, --extend-select, --ignore and --option over the settings from the file: one
     reading for every command. `parse` turns an option's text into its value (ValueError: it
     takes a number)."""
@@ -360,6 +387,7 @@ def check_baseline(path: Path | None) -> None:
 # or an API keyword. Each field has one check; `label(field)` names it as the user wrote it
 # ("--warmup", "warmup=", "pyproject.toml: [tool.archlint] warmup") in the one-line error.
 
+
 def _shown(value: Any) -> str:
     return f"{value:g}" if isinstance(value, float) else repr(value)
 
@@ -369,6 +397,7 @@ def _typed(kind: type) -> Callable[[Any, str], Any]:
         if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
             raise UsageError(f"{where} must be {kind.__name__}, got {value!r}")
         return value
+
     return check
 
 
@@ -377,6 +406,7 @@ def _one_of(allowed: tuple[str, ...]) -> Callable[[Any, str], str]:
         if value not in allowed:
             raise UsageError(f"{where} must be one of {', '.join(allowed)}, got {value!r}")
         return value
+
     return check
 
 
@@ -386,6 +416,7 @@ def _at_least(low: int) -> Callable[[Any, str], int]:
         if value < low:
             raise UsageError(f"{where} must be ≥ {low}, got {value!r}")
         return value
+
     return check
 
 
@@ -410,7 +441,7 @@ def _device_spec_name(value: Any, where: str) -> str:
     from archlint import devices
 
     if not isinstance(value, str) or not value:
-        raise UsageError(f"{where} must be a spec name such as \"rtx4090\" or a TOML file path")
+        raise UsageError(f'{where} must be a spec name such as "rtx4090" or a TOML file path')
     devices.resolve(value)  # a bad name or file is an error before any model is built
     return value
 
@@ -445,13 +476,31 @@ def _rule_options(value: Any, where: str) -> dict[str, dict[str, Any]]:
 
 
 FIELD_CHECKS: dict[str, Callable[[Any, str], Any]] = {
-    "select": _selectors, "extend_select": _selectors, "ignore": _selectors, "rule_options": _rule_options,
-    "cache": _typed(bool), "jobs": _at_least(0), "warmup": _at_least(0), "repeat": _at_least(1),
-    "mode": _one_of(MODES), "output_format": _one_of(OUTPUT_FORMATS), "max_file_size": _megabytes,
-    "timeout": _positive, "latency_budget": _positive, "device_spec": _device_spec_name, "what_if": _what_if,
-    "baseline": _existing_baseline, "optimizer": _optimizer, "loss": _one_of(LOSSES), "memory_budget": parse_size,
-    "parallel": _one_of(PARALLEL_STRATEGIES), "world_size": _at_least(1), "nodes": _at_least(1),
-    "mixed_precision": _one_of(MIXED_PRECISIONS), "cpu_offload": _typed(bool), "trainable": _regex,
+    "select": _selectors,
+    "extend_select": _selectors,
+    "ignore": _selectors,
+    "rule_options": _rule_options,
+    "cache": _typed(bool),
+    "jobs": _at_least(0),
+    "warmup": _at_least(0),
+    "repeat": _at_least(1),
+    "mode": _one_of(MODES),
+    "output_format": _one_of(OUTPUT_FORMATS),
+    "max_file_size": _megabytes,
+    "timeout": _positive,
+    "latency_budget": _positive,
+    "device_spec": _device_spec_name,
+    "what_if": _what_if,
+    "baseline": _existing_baseline,
+    "optimizer": _optimizer,
+    "loss": _one_of(LOSSES),
+    "memory_budget": parse_size,
+    "parallel": _one_of(PARALLEL_STRATEGIES),
+    "world_size": _at_least(1),
+    "nodes": _at_least(1),
+    "mixed_precision": _one_of(MIXED_PRECISIONS),
+    "cpu_offload": _typed(bool),
+    "trainable": _regex,
 }
 ADDED = ("extend_select", "ignore")  # these add to what the file selected; every other field replaces
 
@@ -472,7 +521,10 @@ def apply(s: Settings, values: dict[str, Any], label: Callable[[str], str]) -> S
         if name in ADDED:
             value = getattr(s, name) + value
         elif name == "rule_options":  # per code: an option given here joins the file's others
-            value = {**s.rule_options, **{code: {**s.rule_options.get(code, {}), **opts} for code, opts in value.items()}}
+            value = {
+                **s.rule_options,
+                **{code: {**s.rule_options.get(code, {}), **opts} for code, opts in value.items()},
+            }
         setattr(s, name, value)
     if s.what_if is not None or s.trace_dir is not None:
         s.latency = True
@@ -481,21 +533,35 @@ def apply(s: Settings, values: dict[str, Any], label: Callable[[str], str]) -> S
     needs = [n for n in ("nodes", "shard_unit", "mixed_precision", "trainable") if getattr(s, n) is not None]
     needs += ["cpu_offload"] if s.cpu_offload else []
     if needs and s.parallel is None and s.world_size is None:
-        raise UsageError(f"{label(needs[0])} applies to the distributed step: give --strategy NAME and --world-size N "
-                         "(1 for one GPU)")
+        raise UsageError(
+            f"{label(needs[0])} applies to the distributed step: give --strategy NAME and --world-size N "
+            "(1 for one GPU)"
+        )
     if s.parallel is not None or s.world_size is not None:
         s.train = True  # a distributed step is a training step
         s.parallel = s.parallel or "ddp"
         s.world_size = s.world_size or 1
         if s.nodes is not None and s.world_size % s.nodes:
-            raise UsageError(f"{label('world_size')} {s.world_size} is not a multiple of {label('nodes')} {s.nodes}: "
-                             "give as many ranks on each node")
+            raise UsageError(
+                f"{label('world_size')} {s.world_size} is not a multiple of {label('nodes')} {s.nodes}: "
+                "give as many ranks on each node"
+            )
     if s.train:
         s.mode = "train"
     return s
 
 
-SCALAR_KEYS = ("cache", "jobs", "mode", "warmup", "repeat", "output-format", "max-file-size", "timeout", "latency-budget")
+SCALAR_KEYS = (
+    "cache",
+    "jobs",
+    "mode",
+    "warmup",
+    "repeat",
+    "output-format",
+    "max-file-size",
+    "timeout",
+    "latency-budget",
+)
 
 
 def from_table(table: dict[str, Any], root: Path, source: str = "pyproject.toml") -> Settings:
@@ -530,8 +596,12 @@ def from_table(table: dict[str, Any], root: Path, source: str = "pyproject.toml"
         s.cache_dir = root / table["cache-dir"]
     if "tolerance" in table:
         s.tolerance = _tolerance(table["tolerance"], source)
-    given = {key.replace("-", "_"): _codes(table[key], key) for key in ("select", "extend-select", "ignore") if key in table}
-    given["rule_options"] = {code.upper(): {k.replace("-", "_"): v for k, v in opts.items()} for code, opts in rules.items()}
+    given = {
+        key.replace("-", "_"): _codes(table[key], key) for key in ("select", "extend-select", "ignore") if key in table
+    }
+    given["rule_options"] = {
+        code.upper(): {k.replace("-", "_"): v for k, v in opts.items()} for code, opts in rules.items()
+    }
     given |= {key.replace("-", "_"): table[key] for key in SCALAR_KEYS if key in table}
     if "device-spec" in table:
         given["device_spec"] = _device_spec(table["device-spec"], root, f"{source}: [tool.archlint] device-spec")
@@ -539,8 +609,11 @@ def from_table(table: dict[str, Any], root: Path, source: str = "pyproject.toml"
         given["what_if"] = table["what-if"]
 
     def label(name: str) -> str:
-        return f"{source}: [tool.archlint.rules]" if name == "rule_options" else \
-            f"{source}: [tool.archlint] {name.replace('_', '-')}"
+        return (
+            f"{source}: [tool.archlint.rules]"
+            if name == "rule_options"
+            else f"{source}: [tool.archlint] {name.replace('_', '-')}"
+        )
 
     return apply(s, given, label)
 
@@ -557,7 +630,7 @@ def _device_spec(value: Any, root: Path, where: str) -> str:
 def what_if_names(value: Any, where: str) -> list[str]:
     """The --what-if transformations named by a flag or config value (true or "all": every one)."""
     if not isinstance(value, (bool, str, list)) or value is False:
-        raise UsageError(f"{where} must be true, \"all\" or a list of transformations, got {value!r}")
+        raise UsageError(f'{where} must be true, "all" or a list of transformations, got {value!r}')
     from archlint.whatif_names import parse_names
 
     return parse_names(value, where)
@@ -608,7 +681,9 @@ def parse_input(text: str, where: str = "--input-shape", keyword: bool = False) 
         name, eq, text = str(text).partition("=")
         name = name.strip()
         if not eq or not name.isidentifier():
-            raise UsageError(f"{where} {name + eq + text!r} must look like NAME=SHAPE[:DTYPE], e.g. input_ids=1,128:int64")
+            raise UsageError(
+                f"{where} {name + eq + text!r} must look like NAME=SHAPE[:DTYPE], e.g. input_ids=1,128:int64"
+            )
     shape_text, colon, dtype = str(text).partition(":")
     try:
         shape = parse_shape(shape_text)
@@ -626,7 +701,9 @@ def _shape(value: Any, where: str) -> list[int]:
         and all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in value)
     ):
         return list(value)
-    raise UsageError(f"{where}: input shape {value!r} must be positive integers, e.g. [1, 3, 224, 224] or \"1,3,224,224\"")
+    raise UsageError(
+        f'{where}: input shape {value!r} must be positive integers, e.g. [1, 3, 224, 224] or "1,3,224,224"'
+    )
 
 
 def _input(value: Any, where: str) -> InputSpec:
@@ -645,7 +722,7 @@ def _model_spec(entry: Any, index: int, source: str, root: Path = Path(".")) -> 
         raise UsageError(f"{where}: unknown key {sorted(unknown)[0]!r}")
     target = entry["target"]
     if not isinstance(target, str) or not _TARGET.fullmatch(target):
-        raise UsageError(f"{where}: target {target!r} must look like \"path/model.py:ClassName\"")
+        raise UsageError(f'{where}: target {target!r} must look like "path/model.py:ClassName"')
     where = f"{source}: [[tool.archlint.models]] {target!r}"
     if "input-shapes" in entry and "input-shape" in entry:
         raise UsageError(f"{where}: give input-shapes or input-shape, not both")
@@ -655,7 +732,7 @@ def _model_spec(entry: Any, index: int, source: str, root: Path = Path(".")) -> 
     positional = [_input(v, where) for v in shapes]
     keyword = entry.get("inputs", {})
     if not isinstance(keyword, dict):
-        raise UsageError(f"{where}: inputs must be a table of keyword inputs, e.g. {{ input_ids = \"1,128:int64\" }}")
+        raise UsageError(f'{where}: inputs must be a table of keyword inputs, e.g. {{ input_ids = "1,128:int64" }}')
     keyword_inputs = {}
     for key, value in keyword.items():
         spec = _input(value, f"{where}: inputs.{key}")
@@ -696,5 +773,7 @@ def _model_spec(entry: Any, index: int, source: str, root: Path = Path(".")) -> 
         init=dict(init),
         hf_config=dict(hf_config),
         budgets=dict(budgets),
-        device_spec=_device_spec(entry["device-spec"], root, f"{where}: device-spec") if "device-spec" in entry else None,
+        device_spec=_device_spec(entry["device-spec"], root, f"{where}: device-spec")
+        if "device-spec" in entry
+        else None,
     )

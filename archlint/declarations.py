@@ -72,8 +72,16 @@ def _one(module: ModuleType, name: str, code: str):
 
 
 def declared(module: ModuleType) -> list[Declared]:
-    return [Declared(code, _one(module, "SEVERITY", code), _one(module, "PRICE", code), _one(module, "FIX", code),
-                     module.__name__) for code in codes_of(module)]
+    return [
+        Declared(
+            code,
+            _one(module, "SEVERITY", code),
+            _one(module, "PRICE", code),
+            _one(module, "FIX", code),
+            module.__name__,
+        )
+        for code in codes_of(module)
+    ]
 
 
 def check_declarations(modules: Iterable[ModuleType], scopes: tuple[str, ...]) -> dict[str, Declared]:
@@ -88,31 +96,41 @@ def check_declarations(modules: Iterable[ModuleType], scopes: tuple[str, ...]) -
             where = f"{m.__name__}: {d.code}"
             page = pages.get(d.code)
             if page is None or page.scope not in scopes:
-                raise RuleDeclarationError(f"{where} has no {' or '.join(scopes)} rule page in rules/ "
-                                           f"(rules/CODE-NAME.md, scope: {scopes[0]})")
+                raise RuleDeclarationError(
+                    f"{where} has no {' or '.join(scopes)} rule page in rules/ (rules/CODE-NAME.md, scope: {scopes[0]})"
+                )
             if d.code in found:
                 raise RuleDeclarationError(f"{where} is also declared by {found[d.code].module}")
             if not isinstance(d.severity, Severity) or d.severity is not page.severity:
-                raise RuleDeclarationError(f"{where} declares SEVERITY {d.severity!r}; its page {page.path.name} "
-                                           f"says {page.severity.value}")
+                raise RuleDeclarationError(
+                    f"{where} declares SEVERITY {d.severity!r}; its page {page.path.name} says {page.severity.value}"
+                )
             if not isinstance(d.price, tuple) or any(b not in BASES for b in d.price):
-                raise RuleDeclarationError(f"{where} must declare PRICE, a tuple of price bases ({', '.join(BASES)}), "
-                                           f"or () when its findings carry no price; got {d.price!r}")
+                raise RuleDeclarationError(
+                    f"{where} must declare PRICE, a tuple of price bases ({', '.join(BASES)}), "
+                    f"or () when its findings carry no price; got {d.price!r}"
+                )
             if d.price != page.price:
                 said = "no price:" if page.price is None else f"price: {', '.join(page.price) or 'none'}"
                 raise RuleDeclarationError(f"{where} declares PRICE {d.price!r}; its page {page.path.name} says {said}")
             if d.fix not in FIXES:
                 raise RuleDeclarationError(f"{where} must declare FIX, one of {', '.join(FIXES)}; got {d.fix!r}")
             if d.fix != page.fix:
-                raise RuleDeclarationError(f"{where} declares FIX {d.fix!r}; its page {page.path.name} says fix: {page.fix}")
+                raise RuleDeclarationError(
+                    f"{where} declares FIX {d.fix!r}; its page {page.path.name} says fix: {page.fix}"
+                )
             found[d.code] = d
         unknown = [n for n in getattr(m, "PRICED_BY_WHAT_IF", ()) if n not in WHAT_IF_NAMES]
         if unknown:
-            raise RuleDeclarationError(f"{m.__name__} declares PRICED_BY_WHAT_IF {unknown[0]!r}, not a --what-if "
-                                       f"transformation ({', '.join(WHAT_IF_NAMES)})")
+            raise RuleDeclarationError(
+                f"{m.__name__} declares PRICED_BY_WHAT_IF {unknown[0]!r}, not a --what-if "
+                f"transformation ({', '.join(WHAT_IF_NAMES)})"
+            )
         strangers = [c for c in getattr(m, "YIELDS_TO", ()) if c not in pages or c in codes_of(m)]
         if strangers:
-            raise RuleDeclarationError(f"{m.__name__} declares YIELDS_TO {strangers[0]!r}: not another rule with a page")
+            raise RuleDeclarationError(
+                f"{m.__name__} declares YIELDS_TO {strangers[0]!r}: not another rule with a page"
+            )
     return found
 
 

@@ -98,8 +98,13 @@ class Price:
 
     @classmethod
     def static(
-        cls, alternative: str, *, mac_bytes_saved: int | None, model_mac_bytes: int,
-        flops_saved: int | None = None, claims: Iterable[str] = (),
+        cls,
+        alternative: str,
+        *,
+        mac_bytes_saved: int | None,
+        model_mac_bytes: int,
+        flops_saved: int | None = None,
+        claims: Iterable[str] = (),
     ) -> Price:
         """A price from exact counts: the MAC the alternative saves, as a share of the model's."""
         share = mac_bytes_saved / model_mac_bytes if mac_bytes_saved and model_mac_bytes else 0.0
@@ -107,15 +112,32 @@ class Price:
 
     @classmethod
     def timed(
-        cls, alternative: str, *, saving_ms: float, model_ms: float, basis: str = "measured",
-        mac_bytes_saved: int | None = None, flops_saved: int | None = None, device: str | None = None, claims: Iterable[str] = (),
+        cls,
+        alternative: str,
+        *,
+        saving_ms: float,
+        model_ms: float,
+        basis: str = "measured",
+        mac_bytes_saved: int | None = None,
+        flops_saved: int | None = None,
+        device: str | None = None,
+        claims: Iterable[str] = (),
     ) -> Price:
         """A price in time (measured or estimated), as a share of the model's time."""
         share = saving_ms / model_ms if model_ms else 0.0
         noise = getattr(saving_ms, "noise", None)  # a paired.WithinNoise: measured, inside the noise
         noise_share = noise / model_ms if noise is not None and model_ms and math.isfinite(noise) else None
-        return cls(basis, share, alternative, float(saving_ms), _int(mac_bytes_saved), _int(flops_saved), device,
-                   tuple(claims), noise_share=noise_share)
+        return cls(
+            basis,
+            share,
+            alternative,
+            float(saving_ms),
+            _int(mac_bytes_saved),
+            _int(flops_saved),
+            device,
+            tuple(claims),
+            noise_share=noise_share,
+        )
 
     @property
     def pays(self) -> bool:

@@ -65,7 +65,9 @@ def budgets(result: RunResult, specs: list[ModelSpec]) -> list[GateResult]:
                 # No measurement: the device-spec estimate stands in, and the verdict says so.
                 actual, basis = estimate.latency_ms, f" (estimated on {estimate.device_spec}, not measured)"
             if actual is None:
-                checks.append(GateResult(model.target, budget, False, f"{budget} needs --latency or --device-spec", None, limit))
+                checks.append(
+                    GateResult(model.target, budget, False, f"{budget} needs --latency or --device-spec", None, limit)
+                )
                 continue
             passed = actual <= limit
             if passed:
@@ -159,7 +161,12 @@ def snapshot(result: RunResult, settings: Settings) -> dict:
     }
     findings = sorted(
         (
-            {"fingerprint": fingerprint(d, settings), "code": d.code, "where": _where(d, settings), "message": d.message}
+            {
+                "fingerprint": fingerprint(d, settings),
+                "code": d.code,
+                "where": _where(d, settings),
+                "message": d.message,
+            }
             for d in result.diagnostics
         ),
         key=lambda f: (f["code"], f["where"], f["fingerprint"]),
@@ -182,8 +189,10 @@ def read_baseline(path: Path) -> dict:
     except IsADirectoryError:
         raise UsageError(f"baseline {path} is a folder; give the file --save-baseline wrote") from None
     except (json.JSONDecodeError, UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise UsageError(f"baseline file {path} is not valid JSON ({' '.join(str(exc).split())[:200]}); "
-                         "recreate it with --save-baseline") from None
+        raise UsageError(
+            f"baseline file {path} is not valid JSON ({' '.join(str(exc).split())[:200]}); "
+            "recreate it with --save-baseline"
+        ) from None
     except OSError as exc:
         raise UsageError(f"baseline file {path} cannot be read ({exc.strerror or exc})") from None
     if (
@@ -192,7 +201,9 @@ def read_baseline(path: Path) -> dict:
         or not isinstance(data.get("models"), dict)
         or not isinstance(data.get("findings"), list)
     ):
-        raise UsageError(f"baseline file {path} is not an archlint baseline (version {BASELINE_VERSION}); recreate it with --save-baseline")
+        raise UsageError(
+            f"baseline file {path} is not an archlint baseline (version {BASELINE_VERSION}); recreate it with --save-baseline"
+        )
     problem = _malformed(data)
     if problem:
         raise UsageError(f"baseline file {path} is malformed: {problem}; recreate it with --save-baseline")
@@ -210,8 +221,9 @@ def _malformed(data: dict) -> str | None:
             return f"model {target!r} maps to {type(entry).__name__}, not an object of metrics"
         for metric in DEFAULT_TOLERANCE:
             value = entry.get(metric)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
-                                      or not 0 <= value < float("inf")):
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf")
+            ):
                 return f"model {target!r} has {metric} {value!r}, not a finite number ≥ 0"
     for i, finding in enumerate(data["findings"]):
         if not isinstance(finding, dict) or not isinstance(finding.get("fingerprint"), str):
@@ -237,7 +249,11 @@ def regressions(result: RunResult, baseline: dict, settings: Settings) -> list[G
             passed = growth <= allowed
             change = f"{_fmt(old, metric)} → {_fmt(new, metric)}, tolerance {allowed * 100:g}%"
             label = _LABEL[metric]
-            message = f"{label} {growth:+.1%} ({change})" if passed else f"{label} grew {growth:+.1%} over the baseline ({change})"
+            message = (
+                f"{label} {growth:+.1%} ({change})"
+                if passed
+                else f"{label} grew {growth:+.1%} over the baseline ({change})"
+            )
             checks.append(GateResult(model.target, f"baseline:{metric}", passed, message, new, old * (1 + allowed)))
     return checks
 
@@ -254,12 +270,19 @@ def grandfather(result: RunResult, baseline: dict, settings: Settings) -> list[G
         else:
             kept.append(d)
     result.diagnostics = kept
-    checks = [GateResult("baseline", "baseline:known-findings", True, f"{_findings(known)} in the baseline not reported")]
+    checks = [
+        GateResult("baseline", "baseline:known-findings", True, f"{_findings(known)} in the baseline not reported")
+    ]
     kept = [d for d in kept if not d.advisory]  # advisory findings never fail a gate
     if kept:
         names = ", ".join(f"{d.code} at {_where(d, settings)}" for d in kept[:5])
         more = f" and {len(kept) - 5} more" if len(kept) > 5 else ""
         checks.append(
-            GateResult("baseline", "baseline:new-findings", False, f"{_findings(len(kept), 'new ')} not in the baseline: {names}{more}")
+            GateResult(
+                "baseline",
+                "baseline:new-findings",
+                False,
+                f"{_findings(len(kept), 'new ')} not in the baseline: {names}{more}",
+            )
         )
     return checks

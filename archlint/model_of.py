@@ -40,6 +40,7 @@ def trains(file: str, target: str) -> bool:
         if isinstance(node, ast.Import) and any(a.name.split(".")[-1] == stem for a in node.names):
             return True
         if isinstance(node, ast.ImportFrom) and (
-                (node.module or "").split(".")[-1] == stem or any(a.name == stem for a in node.names)):
+            (node.module or "").split(".")[-1] == stem or any(a.name == stem for a in node.names)
+        ):
             return True
     return False

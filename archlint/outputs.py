@@ -38,8 +38,9 @@ def write_text(path: Path | str, text: str, what: str = "the report") -> None:
     write_bytes(path, text.encode("utf-8", "backslashreplace"), what)
 
 
-def write_bytes(path: Path | str, data: bytes, what: str = "the report", *, mode: int | None = None,
-                replace: bool = True) -> None:
+def write_bytes(
+    path: Path | str, data: bytes, what: str = "the report", *, mode: int | None = None, replace: bool = True
+) -> None:
     """`data` written whole to `path` under the rules above. `mode`: a new file's permissions (an
     existing one keeps its own); `replace=False`: a file already there is kept and FileExistsError
     raised, so that of two runs making the same file the first one's stays (a signing key)."""
@@ -101,8 +102,10 @@ def check_target(path: Path, what: str = "the report") -> None:
     if read is not None:
         role, given = read
         same = "" if os.path.abspath(given) == os.path.abspath(path) else f" ({shown(Path(given))})"
-        raise UsageError(f"cannot write {what} to {named}: it is {role}{same} that this run reads, and the "
-                         "report would replace it; give another file name")
+        raise UsageError(
+            f"cannot write {what} to {named}: it is {role}{same} that this run reads, and the "
+            "report would replace it; give another file name"
+        )
     if info is not None and _stream(path, info):
         return
     if info is not None and stat.S_ISLNK(info.st_mode):
@@ -127,8 +130,9 @@ def check_distinct(outputs: dict[str, Path | None]) -> None:
 def _stream(path: Path, info: os.stat_result | None) -> bool:
     """A device, FIFO or terminal (or a /dev, /proc link to one or to the shell's redirection):
     written to in place, never replaced."""
-    if info is not None and not (stat.S_ISREG(info.st_mode) or stat.S_ISDIR(info.st_mode)
-                                 or stat.S_ISLNK(info.st_mode)):
+    if info is not None and not (
+        stat.S_ISREG(info.st_mode) or stat.S_ISDIR(info.st_mode) or stat.S_ISLNK(info.st_mode)
+    ):
         return True
     if info is None or not stat.S_ISLNK(info.st_mode):
         return False
@@ -165,13 +169,25 @@ def _replace(path: Path, data: bytes, what: str, mode: int | None, replace: bool
         os.close(directory)
 
 
-def _write_and_rename(directory: int, temp: str, path: Path, data: bytes, info: os.stat_result | None,
-                      what: str, mode: int | None = None, replace: bool = True) -> None:
+def _write_and_rename(
+    directory: int,
+    temp: str,
+    path: Path,
+    data: bytes,
+    info: os.stat_result | None,
+    what: str,
+    mode: int | None = None,
+    replace: bool = True,
+) -> None:
     """The temporary file, complete and flushed, renamed over `path` (with `replace=False` linked
     in, which fails if a file is there); removed on any failure."""
     try:
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                     0o666 if mode is None else mode, dir_fd=directory)
+        fd = os.open(
+            temp,
+            os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+            0o666 if mode is None else mode,
+            dir_fd=directory,
+        )
         with os.fdopen(fd, "wb") as out:
             out.write(data)
             out.flush()
@@ -203,5 +219,7 @@ def shown(path: Path) -> str:
 
 
 def _failed(path: Path, what: str, exc: OSError) -> UsageError:
-    return UsageError(f"cannot write {what} to {shown(path)} ({exc.strerror or exc}); check the path, its permissions "
-                      "and the free disk space")
+    return UsageError(
+        f"cannot write {what} to {shown(path)} ({exc.strerror or exc}); check the path, its permissions "
+        "and the free disk space"
+    )

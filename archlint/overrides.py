@@ -31,8 +31,10 @@ def setting(item: str, keys: frozenset[str]) -> dict[str, Any] | None:
     if not eq or key.split(".", 1)[0] not in keys:
         return None
     if not _BARE_KEY.fullmatch(key):
-        raise UsageError(f"--config {item!r}: {key!r} is not a TOML key; give KEY=VALUE, e.g. "
-                         "'select=[\"AL4\"]' or rules.AL101.threshold=0.2")
+        raise UsageError(
+            f"--config {item!r}: {key!r} is not a TOML key; give KEY=VALUE, e.g. "
+            "'select=[\"AL4\"]' or rules.AL101.threshold=0.2"
+        )
     parsed = _one_value(value.strip(), item)
     table: dict[str, Any] = {}
     inner = table
@@ -57,8 +59,10 @@ def _one_value(text: str, item: str) -> Any:
     except tomllib.TOMLDecodeError:
         return text  # not a TOML value: the text as a string
     if list(document) != ["value"]:
-        raise UsageError(f"--config {item!r}: the value is more than one TOML value (it sets "
-                         f"{', '.join(repr(k) for k in document if k != 'value')} too); give one value per --config")
+        raise UsageError(
+            f"--config {item!r}: the value is more than one TOML value (it sets "
+            f"{', '.join(repr(k) for k in document if k != 'value')} too); give one value per --config"
+        )
     return document["value"]
 
 

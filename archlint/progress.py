@@ -47,8 +47,14 @@ def shown(settings: Settings) -> Iterator[None]:
             return super().render(task) if task.total is not None else Text("")
 
     _display = Progress(
-        SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), Count(), TimeRemainingColumn(),
-        console=Console(file=sys.stderr), transient=True, refresh_per_second=4,  # few redraws: timing runs meanwhile
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        Count(),
+        TimeRemainingColumn(),
+        console=Console(file=sys.stderr),
+        transient=True,
+        refresh_per_second=4,  # few redraws: timing runs meanwhile
     )
     try:
         with _display:

@@ -27,11 +27,15 @@ _KEYS = pytest.StashKey[set]()  # baseline keys recorded this session
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("archlint", "archlint model budgets")
     group.addoption(
-        "--archlint-baseline", type=Path, metavar="FILE",
+        "--archlint-baseline",
+        type=Path,
+        metavar="FILE",
         help="archlint_budget also fails on metric growth or new findings versus this baseline",
     )
     group.addoption(
-        "--archlint-save-baseline", type=Path, metavar="FILE",
+        "--archlint-save-baseline",
+        type=Path,
+        metavar="FILE",
         help="write the metrics and findings of every archlint_budget call to FILE at the end",
     )
 
@@ -86,8 +90,11 @@ def archlint_budget(request: pytest.FixtureRequest):
             (target,) = snap["models"]
             key = baseline_key(nodeid, target)
             if key in config.stash[_KEYS]:
-                pytest.fail(f"archlint_budget: {nodeid} budgets two models named {target!r}; give each call "
-                            "its own name= so the baseline keeps both", pytrace=False)
+                pytest.fail(
+                    f"archlint_budget: {nodeid} budgets two models named {target!r}; give each call "
+                    "its own name= so the baseline keeps both",
+                    pytrace=False,
+                )
             config.stash[_KEYS].add(key)
             snap["models"] = {key: snap["models"][target]}
             for finding in snap["findings"]:
@@ -118,7 +125,11 @@ def _against_baseline(model, inputs, forbid, options, path: Path, nodeid: str):
     findings = [f for f in saved["findings"] if f.get("test") == key]
     if entry is None and name in saved["models"]:  # a baseline written before entries were keyed by test
         entry, findings = saved["models"][name], [f for f in saved["findings"] if "test" not in f]
-    own = {"archlint_baseline": saved["archlint_baseline"], "models": {name: entry} if entry else {}, "findings": findings}
+    own = {
+        "archlint_baseline": saved["archlint_baseline"],
+        "models": {name: entry} if entry else {},
+        "findings": findings,
+    }
     result = analysis.result
     result.gate += gate.regressions(result, own, analysis.settings) + gate.grandfather(result, own, analysis.settings)
     raise_failures(analysis, forbid)

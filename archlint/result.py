@@ -11,7 +11,6 @@ from typing import Any
 from archlint.diagnostics import Diagnostic
 from archlint.train_result import StepMemory, TrainStep, present_fields
 
-
 # The op kinds (archlint/model/opgraph.py: KINDS) by family, for "where the time goes": compute
 # does the arithmetic, element-wise ops one pass over an activation, memory-only ops move data
 # without arithmetic; any other kind is "other".
@@ -204,22 +203,24 @@ class RunResult:
     gate: list[GateResult] = field(default_factory=list)
     loaders: list[Any] = field(default_factory=list)  # archlint.loader.result.LoaderResult, from `archlint loader`
     traces: list[Any] = field(default_factory=list)  # archlint.trace.analyze.TraceAnalysis, from `archlint trace`
-    ranks: list[Any] = field(default_factory=list)  # archlint.trace.ranks.CrossRank: several ranks of one job, read together
+    ranks: list[Any] = field(
+        default_factory=list
+    )  # archlint.trace.ranks.CrossRank: several ranks of one job, read together
     fixed: int | None = None  # with --fix: findings fixed (written to disk); with --diff: findings the diff fixes
     fixed_edits: int | None = None  # the edits those fixes made (one fix can make several)
     errors: list[str] = field(default_factory=list)  # models that could not be analyzed (the others were)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "version": 1,
-            "models": [m.to_dict() for m in self.models],
-            "diagnostics": [d.to_dict() for d in sorted(self.diagnostics, key=Diagnostic.sort_key)],
-            "files_checked": self.files_checked,
-            "gate": [asdict(g) for g in self.gate],
-        } | ({"loaders": [lr.to_dict() for lr in self.loaders]} if self.loaders else {}) | (
-            {"traces": [t.to_dict() for t in self.traces]} if self.traces else {}
-        ) | (
-            {"ranks": [r.to_dict() for r in self.ranks]} if self.ranks else {}
-        ) | (
-            {"errors": list(self.errors)} if self.errors else {}
+        return (
+            {
+                "version": 1,
+                "models": [m.to_dict() for m in self.models],
+                "diagnostics": [d.to_dict() for d in sorted(self.diagnostics, key=Diagnostic.sort_key)],
+                "files_checked": self.files_checked,
+                "gate": [asdict(g) for g in self.gate],
+            }
+            | ({"loaders": [lr.to_dict() for lr in self.loaders]} if self.loaders else {})
+            | ({"traces": [t.to_dict() for t in self.traces]} if self.traces else {})
+            | ({"ranks": [r.to_dict() for r in self.ranks]} if self.ranks else {})
+            | ({"errors": list(self.errors)} if self.errors else {})
         )

@@ -49,9 +49,7 @@ def model_names(path: Path) -> tuple[list[str], list[str]]:
     while changed:  # a subclass of a model class of the file is a model too
         changed = False
         for c in classes:
-            if c.name not in models and any(
-                _last(b) in _MODULE_BASES or _last(b) in models for b in c.bases
-            ):
+            if c.name not in models and any(_last(b) in _MODULE_BASES or _last(b) in models for b in c.bases):
                 models[c.name] = c
                 changed = True
     for f in tree.body:
@@ -70,9 +68,11 @@ def model_names(path: Path) -> tuple[list[str], list[str]]:
     built = set().union(*(_called(models[n]) for n in names)) if names else set()
     roots = [n for n in names if n not in built or isinstance(models[n], ast.FunctionDef)]
     # a factory that builds a class makes that class its implementation detail
-    roots = [n for n in roots if not any(
-        isinstance(models[f], ast.FunctionDef) and n in _called(models[f]) for f in names if f != n
-    )]
+    roots = [
+        n
+        for n in roots
+        if not any(isinstance(models[f], ast.FunctionDef) and n in _called(models[f]) for f in names if f != n)
+    ]
     return names, roots
 
 

@@ -45,12 +45,13 @@ def raise_failures(analysis: Analysis, forbid: Iterable[str] = ()) -> None:
     __tracebackhide__ = True
     problems = budget_failures(analysis, forbid)
     if problems:
-        raise AssertionError(f"archlint: {analysis.model.target} {failure_headline(analysis, forbid)}:\n  "
-                             + "\n  ".join(problems))
+        raise AssertionError(
+            f"archlint: {analysis.model.target} {failure_headline(analysis, forbid)}:\n  " + "\n  ".join(problems)
+        )
 
 
 def failure_headline(analysis: Analysis, forbid: Iterable[str] = ()) -> str:
-    """"is over budget", "has forbidden finding AL205", "regressed against the baseline", joined."""
+    """ "is over budget", "has forbidden finding AL205", "regressed against the baseline", joined."""
     failed = [g for g in analysis.result.gate if not g.passed]
     parts = []
     if any(not g.check.startswith("baseline") for g in failed):

@@ -11,8 +11,11 @@ OPTIMIZERS = ("sgd", "sgd-momentum", "adam", "adamw")
 VARIANTS = ("foreach", "fused")  # torch.optim's implementations besides the per-tensor loop
 LOSSES = ("mean", "sum")  # the loss over the model's outputs
 # decimal (K, KB: 10³) and binary (Ki, KiB: 2¹⁰) units, as Kubernetes spells them; any case
-_UNITS = {"B": 1, **{p + u: 10 ** (3 * n) for n, p in enumerate("KMGT", 1) for u in ("", "B")},
-          **{p + u: 2 ** (10 * n) for n, p in enumerate("KMGT", 1) for u in ("I", "IB")}}
+_UNITS = {
+    "B": 1,
+    **{p + u: 10 ** (3 * n) for n, p in enumerate("KMGT", 1) for u in ("", "B")},
+    **{p + u: 2 ** (10 * n) for n, p in enumerate("KMGT", 1) for u in ("I", "IB")},
+}
 MAX_SIZE = 2**50  # 1 PiB: past it, a typo (999999999999TB), not a device
 
 
@@ -39,14 +42,16 @@ def parse_size(text: str | int, where: str = "--memory-budget") -> int:
     shown = repr(text) if len(str(text)) <= 40 else repr(f"{str(text)[:20]}...{str(text)[-8:]}")
     if match and not match.group(2) and float(match.group(1)) > 0:
         number = match.group(1)
-        raise UsageError(f"{where} {text!r} has no unit; did you mean {number}GB or {number}GiB? "
-                         f"(write {number}B for bytes)")
+        raise UsageError(
+            f"{where} {text!r} has no unit; did you mean {number}GB or {number}GiB? (write {number}B for bytes)"
+        )
     if not match or match.group(2) not in _UNITS or float(match.group(1)) <= 0:
         raise UsageError(f"{where} {shown}: give a size like 24GB, 16GiB or 8000MB")
     size = float(match.group(1)) * _UNITS[match.group(2)]  # a float first: 5,000 digits are inf, not an error
     if size > MAX_SIZE:
-        raise UsageError(f"{where} {shown} is past the memory of any device (1 PiB); give the memory the step "
-                         "must fit in, e.g. 80GB")
+        raise UsageError(
+            f"{where} {shown} is past the memory of any device (1 PiB); give the memory the step must fit in, e.g. 80GB"
+        )
     return int(size)
 
 

@@ -15,8 +15,7 @@ from typing import Any
 def present_fields(record: Any, keep: frozenset[str] = frozenset()) -> dict[str, Any]:
     """The record's fields in declaration order, less those that are None (those in `keep` are
     written even then: a null the contract says)."""
-    return {f.name: value for f in fields(record)
-            if (value := getattr(record, f.name)) is not None or f.name in keep}
+    return {f.name: value for f in fields(record) if (value := getattr(record, f.name)) is not None or f.name in keep}
 
 
 @dataclass
@@ -107,7 +106,9 @@ class TrainStep:
     FLOPs are multiply-adds; bytes are each op's reads and writes (MAC)."""
 
     loss: dict[str, Any]  # name, outputs, forward/backward flops and mac_bytes (step.loss_cost)
-    optimizer: dict[str, Any]  # name, implementation, flops, mac_bytes, launches, state_bytes, how, ... (optimizer.step_cost)
+    optimizer: dict[
+        str, Any
+    ]  # name, implementation, flops, mac_bytes, launches, state_bytes, how, ... (optimizer.step_cost)
     forward_flops: int
     backward_flops: int
     loss_flops: int
@@ -126,11 +127,13 @@ class TrainStep:
 
     def split(self) -> dict[str, tuple[int, int]]:
         """(FLOPs, MAC bytes) of each part and of the whole step ("step"), in PARTS order."""
-        return {"forward": (self.forward_flops, self.forward_mac_bytes),
-                "backward": (self.backward_flops, self.backward_mac_bytes),
-                "loss": (self.loss_flops, self.loss_mac_bytes),
-                "optimizer": (self.optimizer_flops, self.optimizer_mac_bytes),
-                "step": (self.step_flops, self.step_mac_bytes)}
+        return {
+            "forward": (self.forward_flops, self.forward_mac_bytes),
+            "backward": (self.backward_flops, self.backward_mac_bytes),
+            "loss": (self.loss_flops, self.loss_mac_bytes),
+            "optimizer": (self.optimizer_flops, self.optimizer_mac_bytes),
+            "step": (self.step_flops, self.step_mac_bytes),
+        }
 
     def to_dict(self) -> dict[str, Any]:
         return present_fields(self)

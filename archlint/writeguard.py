@@ -66,7 +66,9 @@ def distinct(paths: Iterable[Path], prefer_real: bool = False) -> list[Path]:
 
 # Inputs of the run ---------------------------------------------------------------------------------
 
-_RUNS: list[dict[object, tuple[str, str]]] = []  # a stack: the innermost run's inputs, identity or real path → (role, as named)
+_RUNS: list[
+    dict[object, tuple[str, str]]
+] = []  # a stack: the innermost run's inputs, identity or real path → (role, as named)
 
 
 @contextlib.contextmanager
@@ -105,6 +107,7 @@ def input_named(path: str | Path) -> tuple[str, str] | None:
 
 # Links and trees -----------------------------------------------------------------------------------
 
+
 def link_target(path: str | Path) -> str | None:
     """Where a symbolic link points (as written in it), None when `path` is not a link."""
     try:
@@ -118,8 +121,10 @@ def through_link(path: str | Path, named: str | None = None) -> str:
     words for every writer."""
     target = link_target(path)
     to = f" to {target}" if target is not None else ""
-    return (f"{named or path} is a symbolic link{to}; archlint never writes through a link (it would replace the "
-            "link's target): remove the link or give the real file's path")
+    return (
+        f"{named or path} is a symbolic link{to}; archlint never writes through a link (it would replace the "
+        "link's target): remove the link or give the real file's path"
+    )
 
 
 def inside(real: str, trees: list[str]) -> bool:
@@ -133,6 +138,7 @@ def trees_of(paths: list[Path]) -> list[str]:
 
 
 # Temporary files -----------------------------------------------------------------------------------
+
 
 def temp_name(name: str) -> str:
     """A fresh temporary name beside `name`: at most NAME_MAX bytes, the original's name cut in

@@ -75,14 +75,18 @@ def main() -> None:
     logging.disable(logging.WARNING)
     torch.set_num_threads(max(1, torch.get_num_threads()))
 
-    models = [(name, getattr(torchvision.models, name)(), (1, 3, 224, 224))
-              for name in ("resnet50", "vit_b_16", "densenet121", "efficientnet_b0")]
+    models = [
+        (name, getattr(torchvision.models, name)(), (1, 3, 224, 224))
+        for name in ("resnet50", "vit_b_16", "densenet121", "efficientnet_b0")
+    ]
     sizes = (100, 200, 500) if args.quick else (1000, 2000, 5000)
     models += [(f"synthetic-{n}", synthetic(n), (1, 3, 32, 32)) for n in sizes]
 
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, best of {args.repeat}")
-    print(f"{'model':18s} {'layers':>7s} {'archlint s':>11s} {'fvcore s':>9s} {'FlopCtr s':>10s} "
-          f"{'vs fvcore':>10s} {'vs FlopCtr':>11s}  GFLOPs (archlint / fvcore / FlopCounterMode÷2)")
+    print(
+        f"{'model':18s} {'layers':>7s} {'archlint s':>11s} {'fvcore s':>9s} {'FlopCtr s':>10s} "
+        f"{'vs fvcore':>10s} {'vs FlopCtr':>11s}  GFLOPs (archlint / fvcore / FlopCounterMode÷2)"
+    )
     per_layer, against_fvcore = [], []
     for name, model, shape in models:
         model.eval()
@@ -97,15 +101,19 @@ def main() -> None:
             best(lambda: run_flop_counter(model, x), peers),
         )
         g = (g0, g1, g2)
-        print(f"{name:18s} {layers:7d} {ours:11.3f} {fv:9.3f} {fc:10.3f} {ours / fv:9.2f}× {ours / fc:10.2f}×"
-              f"  {g[0]:.3f} / {g[1]:.3f} / {g[2]:.3f}")
+        print(
+            f"{name:18s} {layers:7d} {ours:11.3f} {fv:9.3f} {fc:10.3f} {ours / fv:9.2f}× {ours / fc:10.2f}×"
+            f"  {g[0]:.3f} / {g[1]:.3f} / {g[2]:.3f}"
+        )
         if name.startswith("synthetic"):
             per_layer.append((layers, model, x))
         else:
             against_fvcore.append(ours / fv)
     worst = max(against_fvcore)
-    print(f"worst archlint / fvcore on the torchvision models {worst:.2f}× (goal ≤ {GOAL:g}×): "
-          f"{'met' if worst <= GOAL else 'NOT met'}")
+    print(
+        f"worst archlint / fvcore on the torchvision models {worst:.2f}× (goal ≤ {GOAL:g}×): "
+        f"{'met' if worst <= GOAL else 'NOT met'}"
+    )
 
     # Scaling: archlint alone, the sizes interleaved so that every size sees the same machine load.
     best_of: dict[int, float] = {}
@@ -114,8 +122,10 @@ def main() -> None:
             start = time.perf_counter()
             run_archlint(model, x)
             best_of[layers] = min(best_of.get(layers, float("inf")), time.perf_counter() - start)
-    print("\nscaling (archlint, synthetic, interleaved): "
-          + ", ".join(f"{n} layers {t:.3f} s = {t * 1e3 / n:.3f} ms/layer" for n, t in best_of.items()))
+    print(
+        "\nscaling (archlint, synthetic, interleaved): "
+        + ", ".join(f"{n} layers {t:.3f} s = {t * 1e3 / n:.3f} ms/layer" for n, t in best_of.items())
+    )
     (n0, t0), (n1, t1) = list(best_of.items())[0], list(best_of.items())[-1]
     print(f"time ratio {t1 / t0:.2f}× for {n1 / n0:.2f}× the layers (linear: equal)")
 

@@ -30,20 +30,47 @@ CODES = ("AL301", "AL302", "AL303", "AL304", "AL401", "AL403")
 _LABEL = re.compile(r"#\s*label:\s*((?:AL\d{3}\s*)+)")
 # Held-out projects added in the second round (issue 12 follow-up), in layouts the first round did not
 # cover; labelled before archlint was run on them. Scored apart so each round's figure stays honest.
-ROUND_2 = {"asr_deepspeech", "ddpm_accelerate", "detectron_like", "hf_trainer_distill", "moco_like", "ppo_rl",
-           "swin_like", "tv_segmentation"}
+ROUND_2 = {
+    "asr_deepspeech",
+    "ddpm_accelerate",
+    "detectron_like",
+    "hf_trainer_distill",
+    "moco_like",
+    "ppo_rl",
+    "swin_like",
+    "tv_segmentation",
+}
 # Written after the linter was fixed against round 2, labelled before it was run on them: a fresh figure.
 ROUND_3 = {"esrgan_gan", "pyg_graph", "t5_finetune"}
 # Issue 31's held-out round: ten projects in domains and layouts no earlier round used (optical flow,
 # point clouds, value-based RL, OCR, TTS, VAE, recommendation, distillation, vocoder GAN, forecasting),
 # written after reading public training scripts of those kinds, labelled before archlint was run on them.
-ROUND_4 = {"raft_flow", "pointnet_cls", "dqn_atari", "crnn_ocr", "tacotron_tts", "vae_mnist", "ncf_recsys",
-           "hifigan_vocoder", "kd_cifar", "informer_ts"}
+ROUND_4 = {
+    "raft_flow",
+    "pointnet_cls",
+    "dqn_atari",
+    "crnn_ocr",
+    "tacotron_tts",
+    "vae_mnist",
+    "ncf_recsys",
+    "hifigan_vocoder",
+    "kd_cifar",
+    "informer_ts",
+}
 # Issue 44's held-out round: nine domains no earlier round had (continuous control, radiance fields, face
 # recognition, semi-supervised learning, sequence labelling, source separation, monocular depth, tabular
 # data, captioning), labelled and committed before archlint was run on them.
-ROUND_5 = {"ddpg_mujoco", "nerf_like", "arcface_faces", "fixmatch_ssl", "bilstm_crf_ner", "demucs_sep",
-           "monodepth_depth", "tabular_credit", "showtell_caption"}
+ROUND_5 = {
+    "ddpg_mujoco",
+    "nerf_like",
+    "arcface_faces",
+    "fixmatch_ssl",
+    "bilstm_crf_ner",
+    "demucs_sep",
+    "monodepth_depth",
+    "tabular_credit",
+    "showtell_caption",
+}
 
 
 def labels_from_comments(project: Path) -> set[tuple[str, int, str]]:
@@ -70,8 +97,18 @@ def labels_from_expected(project: Path) -> set[tuple[str, int, str]]:
 
 def findings(project: Path, source: Path) -> set[tuple[str, int, str]]:
     env = {**os.environ, "PYTHONPATH": str(source)}
-    cmd = [sys.executable, "-m", "archlint", "--no-cache", "--exit-zero", "--output-format", "json",
-           "--select", ",".join(CODES), "."]
+    cmd = [
+        sys.executable,
+        "-m",
+        "archlint",
+        "--no-cache",
+        "--exit-zero",
+        "--output-format",
+        "json",
+        "--select",
+        ",".join(CODES),
+        ".",
+    ]
     proc = subprocess.run(cmd, cwd=project, env=env, capture_output=True, text=True)
     if proc.returncode != 0:
         sys.exit(f"archlint failed on {project}: {proc.stderr.strip()}")
@@ -118,17 +155,23 @@ def main() -> None:
     p.add_argument("-v", "--verbose", action="store_true", help="list every miss and false finding")
     args = p.parse_args()
     held_out = sorted(d for d in (ROOT / "benchmarks" / "eval_data" / "training_projects").iterdir() if d.is_dir())
-    development = sorted(d for d in (ROOT / "tests" / "fixtures" / "code" / "projects").iterdir()
-                         if (d / "expected.txt").is_file())
+    development = sorted(
+        d for d in (ROOT / "tests" / "fixtures" / "code" / "projects").iterdir() if (d / "expected.txt").is_file()
+    )
     print(f"archlint from {args.archlint}")
     later = ROUND_2 | ROUND_3 | ROUND_4 | ROUND_5
     rounds = [[d for d in held_out if d.name not in later]] + [
-        [d for d in held_out if d.name in r] for r in (ROUND_2, ROUND_3, ROUND_4, ROUND_5)]
+        [d for d in held_out if d.name in r] for r in (ROUND_2, ROUND_3, ROUND_4, ROUND_5)
+    ]
     for n, projects in enumerate(rounds, 1):
-        score(f"held-out, round {n} (benchmarks/eval_data/training_projects)", projects, labels_from_comments, args.archlint,
-              args.verbose)
-    score("development (tests/fixtures/code/projects)", development, labels_from_expected, args.archlint,
-          args.verbose)
+        score(
+            f"held-out, round {n} (benchmarks/eval_data/training_projects)",
+            projects,
+            labels_from_comments,
+            args.archlint,
+            args.verbose,
+        )
+    score("development (tests/fixtures/code/projects)", development, labels_from_expected, args.archlint, args.verbose)
 
 
 if __name__ == "__main__":

@@ -62,26 +62,64 @@ def run(out: Path, batch: int = 256) -> None:
                 x, w = (t.contiguous(memory_format=torch.channels_last) for t in (x, w))
             o = (c["hw"] + 2 * (k // 2) - k) // stride + 1
             ms = timed(lambda: F.conv2d(x, w, stride=stride, padding=k // 2, groups=g))
-            rows.append(dict(n=batch, cin=c["cin"], cout=c["cout"], hw=c["hw"], k=k, stride=stride, groups=g, cl=cl, ms=ms,
-                             macs=batch * c["cout"] * o * o * (c["cin"] // g) * k * k,
-                             bytes=2 * (x.numel() + w.numel() + batch * c["cout"] * o * o)))
+            rows.append(
+                dict(
+                    n=batch,
+                    cin=c["cin"],
+                    cout=c["cout"],
+                    hw=c["hw"],
+                    k=k,
+                    stride=stride,
+                    groups=g,
+                    cl=cl,
+                    ms=ms,
+                    macs=batch * c["cout"] * o * o * (c["cin"] // g) * k * k,
+                    bytes=2 * (x.numel() + w.numel() + batch * c["cout"] * o * o),
+                )
+            )
     for dtype in (torch.float32, torch.float16):  # float32: what torch.autocast runs upsampling in
         for n, c, hw in ((64, 512, 7), (32, 256, 28), (8, 64, 112)):
             x = torch.randn(n, c, hw, hw, device="cuda", dtype=dtype)
             ms = timed(lambda: F.interpolate(x, scale_factor=2, mode="bilinear"))
-            rows.append(dict(op="upsample_bilinear2d", n=n, c=c, hw=hw, scale=2, dtype=str(dtype).removeprefix("torch."),
-                             ms=ms, sms=torch.cuda.get_device_properties(0).multi_processor_count))
-    env = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "cudnn": torch.backends.cudnn.version(),
-           "dtype": "float16", "timer": "CUDA events, median of 10 after 3 warm-ups", "cudnn_benchmark": False}
+            rows.append(
+                dict(
+                    op="upsample_bilinear2d",
+                    n=n,
+                    c=c,
+                    hw=hw,
+                    scale=2,
+                    dtype=str(dtype).removeprefix("torch."),
+                    ms=ms,
+                    sms=torch.cuda.get_device_properties(0).multi_processor_count,
+                )
+            )
+    env = {
+        "gpu": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "cudnn": torch.backends.cudnn.version(),
+        "dtype": "float16",
+        "timer": "CUDA events, median of 10 after 3 warm-ups",
+        "cudnn_benchmark": False,
+    }
     out.write_text(json.dumps({**env, "rows": rows}, indent=0))
 
 
 def op_of(r: dict) -> dict:
     n, cin, cout, hw, k, s, g = r["n"], r["cin"], r["cout"], r["hw"], r["k"], r["stride"], r["groups"]
     o = (hw + 2 * (k // 2) - k) // s + 1
-    return dict(kind="conv", key="conv2d", in_shapes=[[n, cin, hw, hw]], out_shapes=[[n, cout, o, o]],
-                param_shapes={"weight": [cout, cin // g, k, k]}, attrs={"groups": g}, flops=r["macs"],
-                mac_bytes=r["bytes"], in_bytes=2 * n * cin * hw * hw, out_bytes=2 * n * cout * o * o, itemsize=2)
+    return dict(
+        kind="conv",
+        key="conv2d",
+        in_shapes=[[n, cin, hw, hw]],
+        out_shapes=[[n, cout, o, o]],
+        param_shapes={"weight": [cout, cin // g, k, k]},
+        attrs={"groups": g},
+        flops=r["macs"],
+        mac_bytes=r["bytes"],
+        in_bytes=2 * n * cin * hw * hw,
+        out_bytes=2 * n * cout * o * o,
+        itemsize=2,
+    )
 
 
 def report(results: Path, spec_name: str) -> None:
@@ -96,18 +134,24 @@ def report(results: Path, spec_name: str) -> None:
     for r in data["rows"]:
         if r.get("op") == "upsample_bilinear2d":  # the serial loop: ms per (batch, channel) iteration and wave
             waves = math.ceil((r["hw"] * r["scale"]) ** 2 / (r["sms"] * 2048))
-            print(f"  bilinear ×{r['scale']} {r['n']}×{r['c']}×{r['hw']}² {r['dtype']}: {r['ms']:.3f} ms, "
-                  f"{r['ms'] * 1e3 / (r['n'] * r['c'] * waves):.3f} µs an iteration")
+            print(
+                f"  bilinear ×{r['scale']} {r['n']}×{r['c']}×{r['hw']}² {r['dtype']}: {r['ms']:.3f} ms, "
+                f"{r['ms'] * 1e3 / (r['n'] * r['c'] * waves):.3f} µs an iteration"
+            )
             continue
         if r["cl"]:
             continue  # the estimate models NCHW (torch's default memory format)
         est = estimate_op(op_of(r), spec, "float16")
         ratios.append(est.ms / r["ms"])
-        print(f"  {r['k']}×{r['k']}/{r['stride']} C{r['cin']:<4d} @{r['hw']:<4d} {r['cin'] // r['groups']:4d} ch/group  "
-              f"measured {r['ms']:7.3f} ms  estimate {est.ms:7.3f} ms  ({ratios[-1]:.2f}×, {est.bound}, {est.share})")
+        print(
+            f"  {r['k']}×{r['k']}/{r['stride']} C{r['cin']:<4d} @{r['hw']:<4d} {r['cin'] // r['groups']:4d} ch/group  "
+            f"measured {r['ms']:7.3f} ms  estimate {est.ms:7.3f} ms  ({ratios[-1]:.2f}×, {est.bound}, {est.share})"
+        )
     spread = statistics.pstdev(math.log(x) for x in ratios)
-    print(f"median estimate/measured {statistics.median(ratios):.2f}, within 1.5× {sum(1 / 1.5 <= x <= 1.5 for x in ratios)}/{len(ratios)}, "
-          f"log spread {spread:.2f}")
+    print(
+        f"median estimate/measured {statistics.median(ratios):.2f}, within 1.5× {sum(1 / 1.5 <= x <= 1.5 for x in ratios)}/{len(ratios)}, "
+        f"log spread {spread:.2f}"
+    )
 
 
 def main() -> int:

@@ -60,7 +60,9 @@ IMAGE = (2, 3, 32, 32)
 def _tv(name, image=IMAGE, **kw):
     def build():
         import torchvision.models as tvm
+
         return getattr(tvm, name)(weights=None, **kw), (torch.randn(*image),), {}
+
     return build
 
 
@@ -76,32 +78,53 @@ def _deep_mlp():
 
 def _llama():
     from transformers import LlamaConfig, LlamaForCausalLM
-    cfg = LlamaConfig(vocab_size=512, hidden_size=64, intermediate_size=176, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
-                      attn_implementation="eager", use_cache=False)
+
+    cfg = LlamaConfig(
+        vocab_size=512,
+        hidden_size=64,
+        intermediate_size=176,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+        attn_implementation="eager",
+        use_cache=False,
+    )
     ids = torch.randint(0, 512, (2, 32))
     return LlamaForCausalLM(cfg), (), {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
 
 
 def _gpt2():
     from transformers import GPT2Config, GPT2LMHeadModel
-    cfg = GPT2Config(vocab_size=512, n_embd=64, n_layer=2, n_head=2, n_positions=64, use_cache=False,
-                     attn_implementation="eager")
+
+    cfg = GPT2Config(
+        vocab_size=512, n_embd=64, n_layer=2, n_head=2, n_positions=64, use_cache=False, attn_implementation="eager"
+    )
     ids = torch.randint(0, 512, (2, 32))
     return GPT2LMHeadModel(cfg), (), {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
 
 
 def _bert():
     from transformers import BertConfig, BertForSequenceClassification
-    cfg = BertConfig(vocab_size=512, hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
-                     intermediate_size=256, max_position_embeddings=64, attn_implementation="eager")
+
+    cfg = BertConfig(
+        vocab_size=512,
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=256,
+        max_position_embeddings=64,
+        attn_implementation="eager",
+    )
     return BertForSequenceClassification(cfg), (), {"input_ids": torch.randint(0, 512, (2, 32))}
 
 
 def _vit():
     import torchvision.models as tvm
-    m = tvm.VisionTransformer(image_size=32, patch_size=8, num_layers=3, num_heads=2, hidden_dim=64,
-                              mlp_dim=128, num_classes=10)
+
+    m = tvm.VisionTransformer(
+        image_size=32, patch_size=8, num_layers=3, num_heads=2, hidden_dim=64, mlp_dim=128, num_classes=10
+    )
     return m, (torch.randn(2, 3, 32, 32),), {}
 
 
@@ -120,9 +143,14 @@ MODELS = {
 }
 MEASURED_STEPS = 3
 QUICK = ("deep_mlp", "resnet18", "vit_tiny", "hf/llama-tiny")
-OPS = {"c10d::allreduce_": "all_reduce", "c10d::_allgather_base_": "all_gather", "c10d::allgather_": "all_gather",
-       "c10d::_reduce_scatter_base_": "reduce_scatter", "c10d::reduce_scatter_": "reduce_scatter",
-       "c10d::broadcast_": "broadcast"}
+OPS = {
+    "c10d::allreduce_": "all_reduce",
+    "c10d::_allgather_base_": "all_gather",
+    "c10d::allgather_": "all_gather",
+    "c10d::_reduce_scatter_base_": "reduce_scatter",
+    "c10d::reduce_scatter_": "reduce_scatter",
+    "c10d::broadcast_": "broadcast",
+}
 ITEMSIZE = {"float": 4, "c10::BFloat16": 2, "c10::Half": 2, "double": 8, "long int": 8, "int": 4}
 
 
@@ -134,6 +162,7 @@ def _payload(name: str, args: dict, itemsize: int) -> int:
         for x in d:
             n *= x
         return n
+
     if name in ("c10d::_allgather_base_",):  # (output, input): the output
         return numel(dims[0]) * ITEMSIZE.get(types[0], itemsize)
     if name in ("c10d::_reduce_scatter_base_",):  # (output, input): the input
@@ -156,10 +185,13 @@ def step_peaks(events: list[dict], world: int) -> tuple[list[dict], list[int], d
     counted apart. A block the trace never frees is closed so only when it was made inside a c10d op
     (gloo's clone); others are the kept state (parameters, DDP's buckets, optimizer state)."""
     windows = sorted((e for e in events if e.get("name") == "measured_step"), key=lambda e: e["ts"])
-    memory = sorted((e for e in events if e.get("name") == "[memory]" and e["args"].get("Device Type") == 0),
-                    key=lambda e: e["ts"])
-    gloo = sorted((e for e in events if e.get("ph") == "X" and e.get("name") in ("gloo:all_reduce", "gloo:all_gather")),
-                  key=lambda e: e["ts"])
+    memory = sorted(
+        (e for e in events if e.get("name") == "[memory]" and e["args"].get("Device Type") == 0), key=lambda e: e["ts"]
+    )
+    gloo = sorted(
+        (e for e in events if e.get("ph") == "X" and e.get("name") in ("gloo:all_reduce", "gloo:all_gather")),
+        key=lambda e: e["ts"],
+    )
 
     def gloo_bytes(e: dict) -> int:
         n = 1
@@ -167,8 +199,11 @@ def step_peaks(events: list[dict], world: int) -> tuple[list[dict], list[int], d
             n *= x
         return n * ITEMSIZE.get(e["args"]["Input type"][0], 4) * (world if e["name"] == "gloo:all_gather" else 1)
 
-    c10d = [(e["ts"], e["ts"] + e["dur"], e["tid"]) for e in events
-            if e.get("ph") == "X" and str(e.get("name", "")).startswith("c10d::")]
+    c10d = [
+        (e["ts"], e["ts"] + e["dur"], e["tid"])
+        for e in events
+        if e.get("ph") == "X" and str(e.get("name", "")).startswith("c10d::")
+    ]
 
     def in_c10d(ts: float, tid) -> bool:
         return any(a <= ts <= b and t == tid for a, b, t in c10d)
@@ -215,6 +250,7 @@ def _worker(rank: int, world: int, port: int, model_name: str, strategy: str, pr
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=world)
     from torch.profiler import ProfilerActivity, profile, record_function
+
     try:
         with profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=True) as prof:
             torch.manual_seed(0)
@@ -223,11 +259,16 @@ def _worker(rank: int, world: int, port: int, model_name: str, strategy: str, pr
             itemsize = 4
             if strategy in ("ddp", "zero1-torch"):
                 from torch.nn.parallel import DistributedDataParallel as DDP
+
                 wrapped = DDP(model)
             else:
                 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
-                policy = (MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
-                          if precision == "bf16" else MixedPrecisionPolicy())
+
+                policy = (
+                    MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+                    if precision == "bf16"
+                    else MixedPrecisionPolicy()
+                )
                 if precision == "bf16":
                     itemsize = 2
                 for path in shard_units(model).paths:
@@ -237,10 +278,12 @@ def _worker(rank: int, world: int, port: int, model_name: str, strategy: str, pr
             opt = make_optimizer("adam", [p for p in wrapped.parameters() if p.requires_grad])
             if strategy == "zero1-torch":  # the same Adam, its state sharded by ZeroRedundancyOptimizer
                 from torch.distributed.optim import ZeroRedundancyOptimizer
+
                 kwargs_opt = {k: v for k, v in opt.defaults.items()}
                 del opt
-                opt = ZeroRedundancyOptimizer([p for p in wrapped.parameters() if p.requires_grad],
-                                              optimizer_class=torch.optim.Adam, **kwargs_opt)
+                opt = ZeroRedundancyOptimizer(
+                    [p for p in wrapped.parameters() if p.requires_grad], optimizer_class=torch.optim.Adam, **kwargs_opt
+                )
 
             def step():
                 opt.zero_grad(set_to_none=True)
@@ -248,6 +291,7 @@ def _worker(rank: int, world: int, port: int, model_name: str, strategy: str, pr
                 loss.backward()
                 del loss
                 opt.step()
+
             step()
             step()
             for _ in range(MEASURED_STEPS):
@@ -269,25 +313,46 @@ def _worker(rank: int, world: int, port: int, model_name: str, strategy: str, pr
             start, end = window["ts"], window["ts"] + window["dur"]
             # a TensorList's dtype is not recorded with the c10d op: gloo's own event for it (the next one of
             # its kind and size, on gloo's thread) has it
-            gloo = [e for e in events if e.get("name") in ("gloo:all_reduce", "gloo:broadcast")
-                    and start <= e["ts"] <= end]
+            gloo = [
+                e for e in events if e.get("name") in ("gloo:all_reduce", "gloo:broadcast") and start <= e["ts"] <= end
+            ]
             comms = []
-            for e in sorted((e for e in events if e.get("name") in OPS and start <= e["ts"] <= end
-                             and e.get("tid") == window["tid"]), key=lambda e: e["ts"]):
+            for e in sorted(
+                (
+                    e
+                    for e in events
+                    if e.get("name") in OPS and start <= e["ts"] <= end and e.get("tid") == window["tid"]
+                ),
+                key=lambda e: e["ts"],
+            ):
                 size = itemsize
                 if e["name"] in ("c10d::allreduce_", "c10d::broadcast_"):
                     dims = e["args"]["Input Dims"][0]
                     kind = "gloo:all_reduce" if e["name"] == "c10d::allreduce_" else "gloo:broadcast"
-                    match = next((g for g in sorted(gloo, key=lambda g: g["ts"]) if g["name"] == kind
-                                  and g["args"].get("Input Dims") == dims and g["ts"] >= e["ts"]), None)
+                    match = next(
+                        (
+                            g
+                            for g in sorted(gloo, key=lambda g: g["ts"])
+                            if g["name"] == kind and g["args"].get("Input Dims") == dims and g["ts"] >= e["ts"]
+                        ),
+                        None,
+                    )
                     if match is not None:
                         gloo.remove(match)
                         size = ITEMSIZE.get(match["args"]["Input type"][0], itemsize)
                 comms.append((OPS[e["name"]], _payload(e["name"], e.get("args", {}), size)))
             # gloo frees a collective's own buffers on its worker threads, when they finish: the steps'
             # peaks differ by those; the median of the measured steps is reported, with their spread
-            Path(out).write_text(json.dumps({"peak": sorted(peaks)[len(peaks) // 2], "peaks": peaks, "comms": comms,
-                                             "unrecorded_frees": unrecorded}))
+            Path(out).write_text(
+                json.dumps(
+                    {
+                        "peak": sorted(peaks)[len(peaks) // 2],
+                        "peaks": peaks,
+                        "comms": comms,
+                        "unrecorded_frees": unrecorded,
+                    }
+                )
+            )
     finally:
         dist.destroy_process_group()
 
@@ -324,12 +389,29 @@ def compare(name: str, strat: str, world: int, real: dict, seconds: float) -> di
     low, high = min(real["peaks"]), max(real["peaks"])
     inside = low * 0.9 <= est["peak"] <= high * 1.1
     same = Counter(map(tuple, real["comms"])) == Counter(map(tuple, est["comms"]))
-    detail = "exact" if same else (f"DIFFER: measured {sorted(Counter(map(tuple, real['comms'])).items())} "
-                                   f"archlint {sorted(Counter(map(tuple, est['comms'])).items())}")
-    print(f"{name:<20} {strat:<11} {world:>2} {real['peak'] / 1e6:>12.3f} {est['peak'] / 1e6:>12.3f} "
-          f"{ratio:>6.3f}  [{low / 1e6:.2f}-{high / 1e6:.2f}] {len(real['comms'])} {detail}  ({seconds:.0f} s)", flush=True)
-    return {"model": name, "strategy": strat, "world": world, "measured": real, "archlint": est,
-            "ratio": ratio, "within_range": inside, "collectives_exact": same}
+    detail = (
+        "exact"
+        if same
+        else (
+            f"DIFFER: measured {sorted(Counter(map(tuple, real['comms'])).items())} "
+            f"archlint {sorted(Counter(map(tuple, est['comms'])).items())}"
+        )
+    )
+    print(
+        f"{name:<20} {strat:<11} {world:>2} {real['peak'] / 1e6:>12.3f} {est['peak'] / 1e6:>12.3f} "
+        f"{ratio:>6.3f}  [{low / 1e6:.2f}-{high / 1e6:.2f}] {len(real['comms'])} {detail}  ({seconds:.0f} s)",
+        flush=True,
+    )
+    return {
+        "model": name,
+        "strategy": strat,
+        "world": world,
+        "measured": real,
+        "archlint": est,
+        "ratio": ratio,
+        "within_range": inside,
+        "collectives_exact": same,
+    }
 
 
 def summary(rows: list[dict]) -> None:
@@ -337,10 +419,12 @@ def summary(rows: list[dict]) -> None:
     for strat in sorted({r["strategy"] for r in rows}):
         mine = [r for r in rows if r["strategy"] == strat]
         near = sum(abs(r["ratio"] - 1) <= 0.1 for r in mine)
-        print(f"{strat}: peak within 10% of the median step on {near}/{len(mine)} "
-              f"({min(r['ratio'] for r in mine):.3f}-{max(r['ratio'] for r in mine):.3f}), inside the steps' range "
-              f"±10% on {sum(r['within_range'] for r in mine)}/{len(mine)}, collectives exact on "
-              f"{sum(r['collectives_exact'] for r in mine)}/{len(mine)}")
+        print(
+            f"{strat}: peak within 10% of the median step on {near}/{len(mine)} "
+            f"({min(r['ratio'] for r in mine):.3f}-{max(r['ratio'] for r in mine):.3f}), inside the steps' range "
+            f"±10% on {sum(r['within_range'] for r in mine)}/{len(mine)}, collectives exact on "
+            f"{sum(r['collectives_exact'] for r in mine)}/{len(mine)}"
+        )
 
 
 def main() -> int:
@@ -350,8 +434,12 @@ def main() -> int:
     parser.add_argument("--strategies", default="ddp,fsdp,fsdp-bf16,zero1-torch")
     parser.add_argument("--worlds", default="2,4")
     parser.add_argument("--json", type=Path, help="write the rows here (after each row)")
-    parser.add_argument("--repredict", type=Path, help="rows written by --json: archlint's side again with this "
-                        "code, the measured side as it was (the real steps are not run)")
+    parser.add_argument(
+        "--repredict",
+        type=Path,
+        help="rows written by --json: archlint's side again with this "
+        "code, the measured side as it was (the real steps are not run)",
+    )
     a = parser.parse_args()
     print(f"{'model':<20} {'strategy':<11} {'N':>2} {'measured MB':>12} {'archlint MB':>12} {'ratio':>6}  collectives")
     rows = []
@@ -366,8 +454,12 @@ def main() -> int:
                 t0 = time.perf_counter()
                 try:
                     real = measure(name, strategy, world, precision or None)
-                except mp.ProcessRaisedException as exc:  # a real step that cannot run (FSDP2 bf16 on a BatchNorm model): said, skipped
-                    print(f"{name:<20} {strat:<11} {world:>2} the real step failed: {str(exc).strip().splitlines()[-1][:100]}")
+                except (
+                    mp.ProcessRaisedException
+                ) as exc:  # a real step that cannot run (FSDP2 bf16 on a BatchNorm model): said, skipped
+                    print(
+                        f"{name:<20} {strat:<11} {world:>2} the real step failed: {str(exc).strip().splitlines()[-1][:100]}"
+                    )
                     continue
                 rows.append(compare(name, strat, world, real, time.perf_counter() - t0))
                 if a.json:

@@ -127,20 +127,26 @@ def fsdp2_units() -> dict:
     from torch.distributed.fsdp import fully_shard
 
     out = {}
-    for layout in ("root only", "each block", "each block, checkpoint applied before fully_shard",
-                   "each block, checkpoint applied after fully_shard"):
+    for layout in (
+        "root only",
+        "each block",
+        "each block, checkpoint applied before fully_shard",
+        "each block, checkpoint applied after fully_shard",
+    ):
         torch.manual_seed(0)
         model = nn.Sequential(*[Block() for _ in range(4)])
         if "before" in layout:
-            apply_activation_checkpointing(model, checkpoint_wrapper_fn=checkpoint_wrapper,
-                                           check_fn=lambda m: isinstance(m, Block))
+            apply_activation_checkpointing(
+                model, checkpoint_wrapper_fn=checkpoint_wrapper, check_fn=lambda m: isinstance(m, Block)
+            )
         if layout != "root only":
             for block in model:
                 fully_shard(block)
         fully_shard(model)
         if "after" in layout:
-            apply_activation_checkpointing(model, checkpoint_wrapper_fn=checkpoint_wrapper,
-                                           check_fn=lambda m: isinstance(m, Block))
+            apply_activation_checkpointing(
+                model, checkpoint_wrapper_fn=checkpoint_wrapper, check_fn=lambda m: isinstance(m, Block)
+            )
         x = torch.randn(2, 16)
         model(x).sum().backward()  # the first step sets up; the second is counted
         out[layout] = _counts(lambda model=model, x=x: model(x).sum().backward())

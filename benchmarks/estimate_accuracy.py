@@ -94,20 +94,28 @@ def summary(rows: list[dict]) -> None:
         return
     measured = [r["measured_ms"] for r in rows]
     ratios = sorted(r["estimated_ms"] / r["measured_ms"] for r in rows)
-    print(f"\n{len(rows)} rows ({len({r['model'] for r in rows})} models × batches {sorted({r['batch'] for r in rows})})")
-    print(f"  Spearman ρ, estimate vs measured:   {spearman([r['estimated_ms'] for r in rows], measured):.3f}   (goal ≥ 0.95)")
+    print(
+        f"\n{len(rows)} rows ({len({r['model'] for r in rows})} models × batches {sorted({r['batch'] for r in rows})})"
+    )
+    print(
+        f"  Spearman ρ, estimate vs measured:   {spearman([r['estimated_ms'] for r in rows], measured):.3f}   (goal ≥ 0.95)"
+    )
     print(f"  Spearman ρ, FLOPs alone:            {spearman([r['flops'] for r in rows], measured):.3f}")
     print(f"  Spearman ρ, MAC alone:              {spearman([r['mac_bytes'] for r in rows], measured):.3f}")
     q = statistics.quantiles(ratios, n=4)
-    print(f"  estimated / measured: median {statistics.median(ratios):.2f}, quartiles {q[0]:.2f}–{q[2]:.2f}, "
-          f"range {ratios[0]:.2f}–{ratios[-1]:.2f}")
+    print(
+        f"  estimated / measured: median {statistics.median(ratios):.2f}, quartiles {q[0]:.2f}–{q[2]:.2f}, "
+        f"range {ratios[0]:.2f}–{ratios[-1]:.2f}"
+    )
     for batch in sorted({r["batch"] for r in rows}):
         sub = [r for r in rows if r["batch"] == batch]
         if len(sub) >= 3:
             m = [r["measured_ms"] for r in sub]
-            print(f"  batch {batch}: ρ {spearman([r['estimated_ms'] for r in sub], m):.3f} "
-                  f"(FLOPs {spearman([r['flops'] for r in sub], m):.3f}, MAC {spearman([r['mac_bytes'] for r in sub], m):.3f}), "
-                  f"median ratio {statistics.median(r['estimated_ms'] / r['measured_ms'] for r in sub):.2f}")
+            print(
+                f"  batch {batch}: ρ {spearman([r['estimated_ms'] for r in sub], m):.3f} "
+                f"(FLOPs {spearman([r['flops'] for r in sub], m):.3f}, MAC {spearman([r['mac_bytes'] for r in sub], m):.3f}), "
+                f"median ratio {statistics.median(r['estimated_ms'] / r['measured_ms'] for r in sub):.2f}"
+            )
 
 
 def overhead(models_file: Path, spec: Path, runs: int = 5) -> None:
@@ -115,9 +123,8 @@ def overhead(models_file: Path, spec: Path, runs: int = 5) -> None:
     `runs` interleaved pairs of in-process analyses, and the estimate step timed on its own."""
     from archlint.config import ModelSpec, Settings
     from archlint.devices import resolve
-    from archlint.model.analyze import analyze
+    from archlint.model.analyze import analyze, analyze_model
     from archlint.model.estimating.estimate import estimate_graph
-    from archlint.model.analyze import analyze_model
 
     times: dict[bool, list[float]] = {False: [], True: []}
     for _ in range(runs):
@@ -137,9 +144,11 @@ def overhead(models_file: Path, spec: Path, runs: int = 5) -> None:
         estimate_graph(graph, device)
     step = (time.perf_counter() - start) / 20
     without, with_ = statistics.median(times[False]), statistics.median(times[True])
-    print(f"resnet50 analysis: {without * 1e3:.0f} ms without --device-spec, {with_ * 1e3:.0f} ms with "
-          f"(+{(with_ / without - 1):.1%}, median of {runs} interleaved pairs; noisy machine); "
-          f"the estimate step alone {step * 1e3:.1f} ms = {step / without:.1%} of the analysis (goal < 10%)")
+    print(
+        f"resnet50 analysis: {without * 1e3:.0f} ms without --device-spec, {with_ * 1e3:.0f} ms with "
+        f"(+{(with_ / without - 1):.1%}, median of {runs} interleaved pairs; noisy machine); "
+        f"the estimate step alone {step * 1e3:.1f} ms = {step / without:.1%} of the analysis (goal < 10%)"
+    )
 
 
 def main() -> int:
@@ -188,8 +197,11 @@ def main() -> int:
                     continue
                 rows.append(r)
                 args.out.write_text(json.dumps(rows, indent=1))
-                print(f"{name:22s} b{batch:<3d} measured {r['measured_ms']:9.2f} ms  estimated {r['estimated_ms']:9.2f} ms  "
-                      f"ratio {r['estimated_ms'] / r['measured_ms']:5.2f}  load {r['load']:.1f}", flush=True)
+                print(
+                    f"{name:22s} b{batch:<3d} measured {r['measured_ms']:9.2f} ms  estimated {r['estimated_ms']:9.2f} ms  "
+                    f"ratio {r['estimated_ms'] / r['measured_ms']:5.2f}  load {r['load']:.1f}",
+                    flush=True,
+                )
     summary(rows)
     return 0
 

@@ -135,8 +135,9 @@ def _claims_a_fix(said: str) -> bool:
     return bool(lines) and not lines[-1].startswith("Fixed 0 ")
 
 
-def trial(kind: str, name: str, folder: Path, rng: random.Random, references: dict, run_time: float,
-          disk: Path | None) -> dict:
+def trial(
+    kind: str, name: str, folder: Path, rng: random.Random, references: dict, run_time: float, disk: Path | None
+) -> dict:
     original = TEMPLATES[name].encode()
     fixed = references[name]
     where = disk if kind == "full-disk" else folder
@@ -179,8 +180,13 @@ def trial(kind: str, name: str, folder: Path, rng: random.Random, references: di
         false_claim = _claims_a_fix(wait(run_archlint(path))[1]) and path.read_bytes() != fixed
     data = path.read_bytes()
     strays = [p.name for p in where.iterdir() if p.name.endswith(".archlint.tmp")]
-    result = {"kind": kind, "damaged": data not in valid, "fixed": data in (fixed, references.get(name + "+edit")),
-              "false_claim": false_claim, "strays": len(strays)}
+    result = {
+        "kind": kind,
+        "damaged": data not in valid,
+        "fixed": data in (fixed, references.get(name + "+edit")),
+        "false_claim": false_claim,
+        "strays": len(strays),
+    }
     if result["damaged"]:
         keep = folder.parent / f"damaged-{kind}-{rng.random():.6f}.py"
         keep.write_bytes(data)
@@ -194,8 +200,12 @@ def _mount_tmpfs(folder: Path) -> str | None:
     """None when a tmpfs of TMPFS_SIZE is mounted at `folder`, else why not."""
     folder.mkdir(parents=True, exist_ok=True)
     try:
-        done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={TMPFS_SIZE}", "tmpfs", str(folder)],
-                              capture_output=True, text=True, timeout=30)
+        done = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={TMPFS_SIZE}", "tmpfs", str(folder)],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"mount failed: {exc}"
     return None if done.returncode == 0 else f"mount -t tmpfs failed: {done.stderr.strip() or done.returncode}"
@@ -246,16 +256,20 @@ def main() -> int:
     run_time = (time.perf_counter() - timing) / 3
     rng = random.Random(args.seed)
     plan = [(KINDS[i % len(KINDS)], rng.choice(sorted(TEMPLATES))) for i in range(args.trials)]
-    chunks = [(j, plan[j::args.jobs], args.seed, references, run_time, str(root)) for j in range(args.jobs)]
+    chunks = [(j, plan[j :: args.jobs], args.seed, references, run_time, str(root)) for j in range(args.jobs)]
     ctx = multiprocessing.get_context("fork")
     with ctx.Pool(args.jobs) as pool:
         results = [r for chunk in pool.map(worker, chunks) for r in chunk]
     elapsed = time.perf_counter() - started
 
-    print(f"archlint --fix stress: {args.trials} trials, {args.jobs} jobs, seed {args.seed}, "
-          f"one run ≈ {run_time:.2f} s, {elapsed:.0f} s in all")
-    print(f"{'kind':<11} {'trials':>6} {'damaged':>8} {'fixed':>6} {'untouched':>9} {'false claims':>12} "
-          f"{'stray temps':>11}")
+    print(
+        f"archlint --fix stress: {args.trials} trials, {args.jobs} jobs, seed {args.seed}, "
+        f"one run ≈ {run_time:.2f} s, {elapsed:.0f} s in all"
+    )
+    print(
+        f"{'kind':<11} {'trials':>6} {'damaged':>8} {'fixed':>6} {'untouched':>9} {'false claims':>12} "
+        f"{'stray temps':>11}"
+    )
     damaged = 0
     for kind in KINDS:
         rows = [r for r in results if r["kind"] == kind]
@@ -266,8 +280,10 @@ def main() -> int:
         bad = sum(r["damaged"] for r in ran)
         damaged += bad
         good = sum(r["fixed"] for r in ran)
-        print(f"{kind:<11} {len(ran):>6} {bad:>8} {good:>6} {len(ran) - good - bad:>9} "
-              f"{sum(r['false_claim'] for r in ran):>12} {sum(r['strays'] for r in ran):>11}")
+        print(
+            f"{kind:<11} {len(ran):>6} {bad:>8} {good:>6} {len(ran) - good - bad:>9} "
+            f"{sum(r['false_claim'] for r in ran):>12} {sum(r['strays'] for r in ran):>11}"
+        )
     total = sum(1 for r in results if "skipped" not in r)
     print(f"damaged files: {damaged} of {total} trials run (goal 0)")
     for r in results:

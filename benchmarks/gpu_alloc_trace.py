@@ -60,8 +60,12 @@ def blocks(row: dict) -> list[dict]:
             for k in range(start + 1, end + 1):  # the k-th allocation is number allocations_before + k
                 b = out[k - base - 1]
                 after = out[k - base]["at"] if k - base < len(out) else len(events)
-                b.update(step=step, op=j, name=name,
-                         workspace=name in CONV_OPS and b["freed"] is not None and b["freed"] < after)
+                b.update(
+                    step=step,
+                    op=j,
+                    name=name,
+                    workspace=name in CONV_OPS and b["freed"] is not None and b["freed"] < after,
+                )
     return out
 
 
@@ -110,11 +114,11 @@ def meta_steps(name: str, optimizer: str, batch: int, workspaces=None):
     """The memory model's two trackers for this case; `workspaces` (a list as traced_workspaces gives)
     stands in for the size rule, op by op in turn."""
     import torch
+    from gpu_checks import build
 
     from archlint.devices import resolve
     from archlint.model.train import memory
     from archlint.model.train.gpu_workspaces import cublas_sizes, threads_per_sm
-    from gpu_checks import build
 
     model, args, kwargs = build(name, batch, "cpu")
     model.train()
@@ -135,10 +139,22 @@ def meta_steps(name: str, optimizer: str, batch: int, workspaces=None):
             op, ws = next(turn)
             assert op == func.overloadpacket.__name__, f"the trace's op {op} is not the model's {func}"
             return ws
+
         memory.cudnn_workspaces = traced
     try:
-        first, second, _ = memory._two_steps(meta, margs, mkwargs, base, variant or "foreach", "mean", True, False,
-                                             values, {"cublas": cublas, "cublasLt": lt}, grid)
+        first, second, _ = memory._two_steps(
+            meta,
+            margs,
+            mkwargs,
+            base,
+            variant or "foreach",
+            "mean",
+            True,
+            False,
+            values,
+            {"cublas": cublas, "cublasLt": lt},
+            grid,
+        )
     finally:
         memory.cudnn_workspaces = rule
     return first, second
@@ -151,7 +167,9 @@ def replayed(first, second, both: bool) -> int:
     if both:
         storages, workspaces = _both_steps(first, second)
     else:
-        storages = [(r.born, r.died, r.nbytes) for r in second.records + [t for t in second.transients if not t.skippable]]
+        storages = [
+            (r.born, r.died, r.nbytes) for r in second.records + [t for t in second.transients if not t.skippable]
+        ]
         workspaces = [(r.born, r.died, r.nbytes) for r in second.transients if r.skippable]
     return replay(storages, workspaces=workspaces).peak_reserved
 
@@ -164,8 +182,10 @@ def main() -> int:
     ns = parser.parse_args()
     results = load(ns.results)
     measured = {(r["model"], r["optimizer"]): r for r in results.get("memory", []) if "max_reserved_bytes" in r}
-    print(f"{'model':28} {'opt':6} {'reserved':>8} {'trace':>7} {'events':>7} {'no cuDNN':>8} {'archlint':>8} "
-          f"{'traced ws: steady':>17} {'both steps':>10}   (GB; then share of reserved)")
+    print(
+        f"{'model':28} {'opt':6} {'reserved':>8} {'trace':>7} {'events':>7} {'no cuDNN':>8} {'archlint':>8} "
+        f"{'traced ws: steady':>17} {'both steps':>10}   (GB; then share of reserved)"
+    )
     for row in results.get("alloc_trace", []):
         if "events" not in row:
             print(f"{row['model']:28} {row['optimizer']:6} {row.get('error', row.get('skipped'))}")
@@ -177,7 +197,10 @@ def main() -> int:
         traced = traced_workspaces(row)
         first, second = meta_steps(row["model"], row["optimizer"], row["batch"], traced)
         figures += [replayed(first, second, False), replayed(first, second, True)]
-        print(f"{row['model']:28} {row['optimizer']:6} {(real or 0) / 1e9:8.3f} " + " ".join(f"{f / 1e9:7.3f}" for f in figures))
+        print(
+            f"{row['model']:28} {row['optimizer']:6} {(real or 0) / 1e9:8.3f} "
+            + " ".join(f"{f / 1e9:7.3f}" for f in figures)
+        )
         if real:
             print(f"{'':44}" + " ".join(f"{f / real:7.3f}" for f in figures), flush=True)
         if ns.convs:
@@ -203,7 +226,9 @@ def op_table(row: dict, second) -> None:
             m = modelled.setdefault(second.op_names[r.op], [0, 0])
             m[0] += 1
             m[1] += r.nbytes
-    names = sorted(set(traced) | set(modelled), key=lambda n: -abs(traced.get(n, [0, 0])[1] - modelled.get(n, [0, 0])[1]))
+    names = sorted(
+        set(traced) | set(modelled), key=lambda n: -abs(traced.get(n, [0, 0])[1] - modelled.get(n, [0, 0])[1])
+    )
     print(f"    {'op':40} {'traced blocks':>13} {'MB':>9} {'model blocks':>12} {'MB':>9} {'traced - model MB':>17}")
     for name in names[:25]:
         (tn, tb), (mn, mb) = traced.get(name, [0, 0]), modelled.get(name, [0, 0])
@@ -221,16 +246,23 @@ def conv_table(row: dict, traced) -> None:
     def note(func, op_args):
         ws = rule(func, op_args)
         if getattr(func, "overloadpacket", None) in (torch.ops.aten.convolution, torch.ops.aten.convolution_backward):
-            x, w = (op_args[0], op_args[1]) if func.overloadpacket is torch.ops.aten.convolution else (op_args[1], op_args[2])
+            x, w = (
+                (op_args[0], op_args[1])
+                if func.overloadpacket is torch.ops.aten.convolution
+                else (op_args[1], op_args[2])
+            )
             seen.append((func.overloadpacket.__name__, tuple(x.shape), tuple(w.shape), ws))
         return ws
+
     memory.cudnn_workspaces = note
     try:
         meta_steps(row["model"], row["optimizer"], row["batch"])
     finally:
         memory.cudnn_workspaces = rule
-    for (name, x, w, ws), (_, real) in zip(seen[-len(traced):], traced):
-        print(f"    {name:20} x{x} w{w}  traced {[round(b / MiB, 2) for _, b in real]}  rule {[round(b / MiB, 2) for _, b in ws]}")
+    for (name, x, w, ws), (_, real) in zip(seen[-len(traced) :], traced):
+        print(
+            f"    {name:20} x{x} w{w}  traced {[round(b / MiB, 2) for _, b in real]}  rule {[round(b / MiB, 2) for _, b in ws]}"
+        )
 
 
 if __name__ == "__main__":

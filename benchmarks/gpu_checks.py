@@ -66,27 +66,65 @@ TRAIN_BATCH = 32
 
 # Models of the training-memory and step-time sections: name → (batch). `tv/`, `timm/`, `hf/`.
 TRAIN_MODELS = [
-    "tv/resnet18", "tv/resnet50", "tv/mobilenet_v2", "tv/mobilenet_v3_large", "tv/efficientnet_b0",
-    "tv/densenet121", "tv/convnext_tiny", "tv/regnet_y_800mf", "tv/shufflenet_v2_x1_0", "tv/squeezenet1_0",
-    "tv/vit_b_16", "tv/swin_t", "timm/resnet26d", "timm/efficientnet_b0", "timm/convnext_atto",
-    "timm/vit_small_patch16_224", "timm/deit_tiny_patch16_224", "timm/ghostnet_100", "timm/regnetx_002",
-    "hf/gpt2", "hf/bert", "hf/qwen3-32k",
+    "tv/resnet18",
+    "tv/resnet50",
+    "tv/mobilenet_v2",
+    "tv/mobilenet_v3_large",
+    "tv/efficientnet_b0",
+    "tv/densenet121",
+    "tv/convnext_tiny",
+    "tv/regnet_y_800mf",
+    "tv/shufflenet_v2_x1_0",
+    "tv/squeezenet1_0",
+    "tv/vit_b_16",
+    "tv/swin_t",
+    "timm/resnet26d",
+    "timm/efficientnet_b0",
+    "timm/convnext_atto",
+    "timm/vit_small_patch16_224",
+    "timm/deit_tiny_patch16_224",
+    "timm/ghostnet_100",
+    "timm/regnetx_002",
+    "hf/gpt2",
+    "hf/bert",
+    "hf/qwen3-32k",
 ]
 OPTIMIZERS = ["sgd", "adam", "adamw"]
-STEP_TIME_MODELS = ["tv/resnet50", "tv/vit_b_16", "tv/convnext_tiny", "tv/efficientnet_b0",
-                    "tv/mobilenet_v3_large", "tv/swin_t", "tv/densenet121", "timm/resnet26d", "hf/gpt2", "hf/bert"]
+STEP_TIME_MODELS = [
+    "tv/resnet50",
+    "tv/vit_b_16",
+    "tv/convnext_tiny",
+    "tv/efficientnet_b0",
+    "tv/mobilenet_v3_large",
+    "tv/swin_t",
+    "tv/densenet121",
+    "timm/resnet26d",
+    "hf/gpt2",
+    "hf/bert",
+]
 # (model, optimizer, budget): archlint's max_batch under the budget, tried for real. GPT-2 with
 # eager attention: with SDPA, transformers reads the mask's values (.item()), the meta device
 # cannot answer, and the memory model runs real steps on this CPU instead (minutes at these sizes).
-FIT_CASES = [("tv/resnet50", "adamw", 8e9), ("tv/vit_b_16", "adamw", 8e9), ("hf/gpt2-eager", "adam", 6e9),
-             ("tv/efficientnet_b0", "sgd", 4e9), ("tv/mobilenet_v3_large", "adamw", 3e9),
-             ("timm/vit_small_patch16_224", "adamw", 4e9), ("hf/gpt2", "adamw", 8e9), ("tv/convnext_tiny", "sgd", 6e9),
-             # held out: added after max_batch's margins were set from the cases above
-             ("tv/swin_t", "adamw", 6e9), ("tv/densenet121", "sgd", 5e9), ("tv/resnet18", "adam", 3e9),
-             ("timm/convnext_atto", "adamw", 2e9), ("timm/deit_tiny_patch16_224", "adamw", 2.5e9),
-             ("tv/regnet_y_800mf", "sgd", 3e9), ("hf/bert", "adamw", 4e9),
-             # issue 46: an LLM, whose output (the logits) the loop keeps through backward
-             ("hf/qwen3-32k", "adamw", 20e9)]
+FIT_CASES = [
+    ("tv/resnet50", "adamw", 8e9),
+    ("tv/vit_b_16", "adamw", 8e9),
+    ("hf/gpt2-eager", "adam", 6e9),
+    ("tv/efficientnet_b0", "sgd", 4e9),
+    ("tv/mobilenet_v3_large", "adamw", 3e9),
+    ("timm/vit_small_patch16_224", "adamw", 4e9),
+    ("hf/gpt2", "adamw", 8e9),
+    ("tv/convnext_tiny", "sgd", 6e9),
+    # held out: added after max_batch's margins were set from the cases above
+    ("tv/swin_t", "adamw", 6e9),
+    ("tv/densenet121", "sgd", 5e9),
+    ("tv/resnet18", "adam", 3e9),
+    ("timm/convnext_atto", "adamw", 2e9),
+    ("timm/deit_tiny_patch16_224", "adamw", 2.5e9),
+    ("tv/regnet_y_800mf", "sgd", 3e9),
+    ("hf/bert", "adamw", 4e9),
+    # issue 46: an LLM, whose output (the logits) the loop keeps through backward
+    ("hf/qwen3-32k", "adamw", 20e9),
+]
 
 
 def train_batch(name: str) -> int:
@@ -96,6 +134,7 @@ def train_batch(name: str) -> int:
 
 # ---- models -------------------------------------------------------------------------------
 
+
 def build(name: str, batch: int, device: str):
     """(model, args, kwargs) of a model name, its inputs at `batch` on `device`."""
     import torch
@@ -104,10 +143,12 @@ def build(name: str, batch: int, device: str):
     with torch.device(device):
         if kind == "tv":
             import torchvision.models as tvm
+
             kw = {"aux_logits": False, "init_weights": False} if rest == "googlenet" else {}
             return getattr(tvm, rest)(weights=None, **kw), (torch.randn(batch, 3, IMAGE, IMAGE),), {}
         if kind == "timm":
             import timm
+
             model = timm.create_model(rest, pretrained=False)
             size = model.pretrained_cfg.get("input_size", (3, IMAGE, IMAGE))
             return model, (torch.randn(batch, *size),), {}
@@ -121,18 +162,31 @@ def _hf(name: str, batch: int):
 
     if name.startswith("qwen3"):  # issue 46: a Qwen3-style LM whose logits (vocab 32000) dominate, 256 tokens
         from transformers import Qwen3Config, Qwen3ForCausalLM
-        model = Qwen3ForCausalLM(Qwen3Config(vocab_size=32000, hidden_size=512, intermediate_size=1536, num_hidden_layers=4,
-                                             num_attention_heads=8, num_key_value_heads=4, head_dim=64,
-                                             max_position_embeddings=512, use_cache=False))
+
+        model = Qwen3ForCausalLM(
+            Qwen3Config(
+                vocab_size=32000,
+                hidden_size=512,
+                intermediate_size=1536,
+                num_hidden_layers=4,
+                num_attention_heads=8,
+                num_key_value_heads=4,
+                head_dim=64,
+                max_position_embeddings=512,
+                use_cache=False,
+            )
+        )
         ids = torch.randint(0, 32000, (batch, 256))
         return model, (), {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
     if name.startswith("gpt2"):  # GPT-2 small, 6 layers, 512 tokens; gpt2-eager: without SDPA
         from transformers import GPT2Config, GPT2LMHeadModel
+
         attn = {"attn_implementation": "eager"} if name == "gpt2-eager" else {}
         model = GPT2LMHeadModel(GPT2Config(n_layer=6, n_positions=512, use_cache=False, **attn))
         seq = 512
     else:  # BERT base, 6 layers, 256 tokens
         from transformers import BertConfig, BertForSequenceClassification
+
         model = BertForSequenceClassification(BertConfig(num_hidden_layers=6))
         seq = 256
     ids = torch.randint(0, model.config.vocab_size, (batch, seq))
@@ -140,6 +194,7 @@ def _hf(name: str, batch: int):
 
 
 # ---- plan (CPU) ---------------------------------------------------------------------------
+
 
 def latency_sample() -> list[dict]:
     """Timm models of the RTX 4090 table outside the published evaluation's 200 sampled rows,
@@ -151,15 +206,17 @@ def latency_sample() -> list[dict]:
     rows = read_table(table)
     used = {(r["model"], r["img"]) for which in ("tune", "heldout") for r in sample(rows, which)}
     known = set(timm.list_models())
-    fresh = sorted((r for r in rows if (r["model"], r["img"]) not in used and r["model"] in known
-                    and r["published"] >= 500),
-                   key=lambda r: hashlib.sha256(f"{r['model']},{r['img']}".encode()).hexdigest())
+    fresh = sorted(
+        (r for r in rows if (r["model"], r["img"]) not in used and r["model"] in known and r["published"] >= 500),
+        key=lambda r: hashlib.sha256(f"{r['model']},{r['img']}".encode()).hexdigest(),
+    )
     assert len(used) == 2 * SAMPLE
     return [{"model": r["model"], "img": r["img"], "batch": LATENCY_BATCH} for r in fresh[:LATENCY_MODELS]]
 
 
 def plan(out: Path) -> None:
     import torch
+
     from archlint.devices import resolve
     from archlint.model.train.fit import fit_report
 
@@ -168,20 +225,34 @@ def plan(out: Path) -> None:
     for name, optimizer, budget in FIT_CASES:
         model, args, kwargs = build(name, train_batch(name), "cpu")
         t0 = time.perf_counter()
-        report = fit_report(model.train(), args, kwargs, optimizer=optimizer, budget_bytes=int(budget),
-                               device_spec=spec)
-        print(f"{name} {optimizer} budget {budget / 1e9:g} GB: max_batch {report['max_batch']} "
-              f"range {report.get('max_batch_range')} "
-              f"({time.perf_counter() - t0:.1f} s)", flush=True)
-        fits.append({"model": name, "optimizer": optimizer, "budget_bytes": int(budget),
-                     "max_batch": report["max_batch"], "max_batch_range": report.get("max_batch_range"),
-                     "archlint": {k: v for k, v in report.items() if k != "timeline"}})
+        report = fit_report(
+            model.train(), args, kwargs, optimizer=optimizer, budget_bytes=int(budget), device_spec=spec
+        )
+        print(
+            f"{name} {optimizer} budget {budget / 1e9:g} GB: max_batch {report['max_batch']} "
+            f"range {report.get('max_batch_range')} "
+            f"({time.perf_counter() - t0:.1f} s)",
+            flush=True,
+        )
+        fits.append(
+            {
+                "model": name,
+                "optimizer": optimizer,
+                "budget_bytes": int(budget),
+                "max_batch": report["max_batch"],
+                "max_batch_range": report.get("max_batch_range"),
+                "archlint": {k: v for k, v in report.items() if k != "timeline"},
+            }
+        )
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"latency": latency_sample(), "fits": fits, "torch": torch.__version__}, indent=1, default=str))
+    out.write_text(
+        json.dumps({"latency": latency_sample(), "fits": fits, "torch": torch.__version__}, indent=1, default=str)
+    )
     print(f"plan written to {out}")
 
 
 # ---- run (GPU) ----------------------------------------------------------------------------
+
 
 class Budget:
     def __init__(self, seconds: float):
@@ -238,9 +309,13 @@ def section_env(results: dict, budget: Budget, plan_data: dict) -> None:
     props = torch.cuda.get_device_properties(0)
     free, total = torch.cuda.mem_get_info()
     results["env"] = {
-        "torch": torch.__version__, "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version(),
-        "gpu": torch.cuda.get_device_name(0), "sm_count": props.multi_processor_count,
-        "l2_bytes": getattr(props, "L2_cache_size", None), "total_bytes": total,
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version(),
+        "gpu": torch.cuda.get_device_name(0),
+        "sm_count": props.multi_processor_count,
+        "l2_bytes": getattr(props, "L2_cache_size", None),
+        "total_bytes": total,
         # after CUDA is initialised and one tiny tensor allocated: the context and the driver's share
         "context_bytes": total - free - torch.cuda.memory_reserved(),
         "python": sys.version.split()[0],
@@ -249,17 +324,22 @@ def section_env(results: dict, budget: Budget, plan_data: dict) -> None:
         import timm
         import torchvision
         import transformers
-        results["env"].update(timm=timm.__version__, torchvision=torchvision.__version__, transformers=transformers.__version__)
+
+        results["env"].update(
+            timm=timm.__version__, torchvision=torchvision.__version__, transformers=transformers.__version__
+        )
     except ImportError as exc:
         results["env"]["import_error"] = str(exc)
 
 
 def section_peaks(results: dict, budget: Budget, plan_data: dict) -> None:
     import torch
+
     from archlint.model.timing.roofline import measure_peaks
 
-    results["peaks"] = {name: measure_peaks(torch.device(DEV), getattr(torch, name))
-                        for name in ("float32", "float16", "bfloat16")}
+    results["peaks"] = {
+        name: measure_peaks(torch.device(DEV), getattr(torch, name)) for name in ("float32", "float16", "bfloat16")
+    }
 
 
 def section_latency(results: dict, budget: Budget, plan_data: dict) -> None:
@@ -269,7 +349,7 @@ def section_latency(results: dict, budget: Budget, plan_data: dict) -> None:
     import torch
 
     rows = results.setdefault("latency", [])
-    for row in plan_data["latency"][plan_data.get("latency_from", 0):]:
+    for row in plan_data["latency"][plan_data.get("latency_from", 0) :]:
         if budget.left() < 5:
             rows.append({**row, "skipped": "out of time"})
             continue
@@ -281,18 +361,29 @@ def section_latency(results: dict, budget: Budget, plan_data: dict) -> None:
             def run():
                 with torch.no_grad(), torch.autocast(DEV, dtype=torch.float16):
                     model(x)
+
             first = _events_ms(run, 1, 1)[0]
             repeat = 3 if first > 300 else 10
             times = _events_ms(run, 2, repeat)
             mean = statistics.mean(times)
-            rows.append({**row, "step_ms": mean, "median_ms": statistics.median(times),
-                         "samples_per_s": row["batch"] / mean * 1e3, "runs": repeat})
+            rows.append(
+                {
+                    **row,
+                    "step_ms": mean,
+                    "median_ms": statistics.median(times),
+                    "samples_per_s": row["batch"] / mean * 1e3,
+                    "runs": repeat,
+                }
+            )
         except Exception as exc:  # one model's failure costs its row only; said in the row
             rows.append({**row, "error": f"{type(exc).__name__}: {str(exc)[:200]}"})
         finally:
             model = x = None
             _free()
-        print(f"  latency {row['model']}: {rows[-1].get('samples_per_s', rows[-1].get('error', rows[-1].get('skipped')))}", flush=True)
+        print(
+            f"  latency {row['model']}: {rows[-1].get('samples_per_s', rows[-1].get('error', rows[-1].get('skipped')))}",
+            flush=True,
+        )
 
 
 # The loop's `out`: a step as users write it (out = model(x); loss = f(out); loss.backward(); opt.step())
@@ -313,6 +404,7 @@ def _train_step(model, args, kwargs, opt):
 
 def section_memory(results: dict, budget: Budget, plan_data: dict) -> None:
     import torch
+
     from archlint.model.train.memory import make_optimizer
 
     rows = results.setdefault("memory", [])
@@ -419,6 +511,7 @@ def _bisect(case: dict, tried: dict, budget: Budget) -> int | None:
 def _try_batch(case: dict, batch: int, claim: str, budget: Budget) -> dict:
     """Two training steps at `batch` under the allocator's limit: did they fit?"""
     import torch
+
     from archlint.model.train.memory import make_optimizer
 
     if budget.left() < 4:
@@ -434,8 +527,12 @@ def _try_batch(case: dict, batch: int, claim: str, budget: Budget) -> dict:
             opt.zero_grad(set_to_none=True)
             _train_step(model, args, kwargs, opt)
         torch.cuda.synchronize()
-        return {"claim": claim, "fits": True, "max_allocated_bytes": torch.cuda.max_memory_allocated(),
-                "max_reserved_bytes": torch.cuda.max_memory_reserved()}
+        return {
+            "claim": claim,
+            "fits": True,
+            "max_allocated_bytes": torch.cuda.max_memory_allocated(),
+            "max_reserved_bytes": torch.cuda.max_memory_reserved(),
+        }
     except torch.OutOfMemoryError:
         return {"claim": claim, "fits": False, "max_reserved_bytes": torch.cuda.max_memory_reserved()}
     except Exception as exc:
@@ -494,8 +591,14 @@ def _peak_run(run):
 # (model, optimizer) whose reserved memory the replay missed most (0.79-0.89 of max_memory_reserved),
 # and the ViTs whose max_batch the replay under the budget puts 1-2 above the real one (peak_bytes
 # 0.97-0.99 of max_memory_allocated there: which allocations does the meta step not see?)
-TRACE_CASES = [("tv/resnet18", "sgd"), ("timm/convnext_atto", "sgd"), ("timm/regnetx_002", "sgd"), ("tv/resnet50", "adamw"),
-               ("tv/vit_b_16", "adamw"), ("timm/vit_small_patch16_224", "adamw")]
+TRACE_CASES = [
+    ("tv/resnet18", "sgd"),
+    ("timm/convnext_atto", "sgd"),
+    ("timm/regnetx_002", "sgd"),
+    ("tv/resnet50", "adamw"),
+    ("tv/vit_b_16", "adamw"),
+    ("timm/vit_small_patch16_224", "adamw"),
+]
 TRACE_ACTIONS = ("alloc", "free_completed", "segment_alloc", "segment_free")
 
 
@@ -506,6 +609,7 @@ def section_alloc_trace(results: dict, budget: Budget, plan_data: dict) -> None:
     the memory model's storages (archlint.model.train.allocator) can be checked against, event by event."""
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
+
     from archlint.model.train.memory import make_optimizer
 
     def allocations() -> int:
@@ -544,9 +648,14 @@ def section_alloc_trace(results: dict, budget: Budget, plan_data: dict) -> None:
                     opt.zero_grad(set_to_none=True)
                     _train_step(model, args, kwargs, opt)
                 torch.cuda.synchronize()
-                steps.append({"ops": mode.ops, "max_allocated_bytes": torch.cuda.max_memory_allocated(),
-                              "max_reserved_bytes": torch.cuda.max_memory_reserved(),
-                              "allocations_end": allocations()})
+                steps.append(
+                    {
+                        "ops": mode.ops,
+                        "max_allocated_bytes": torch.cuda.max_memory_allocated(),
+                        "max_reserved_bytes": torch.cuda.max_memory_reserved(),
+                        "allocations_end": allocations(),
+                    }
+                )
             trace = torch.cuda.memory._snapshot()["device_traces"][0]
             torch.cuda.memory._record_memory_history(enabled=None)
             row["events"] = [[e["action"], e["size"], e["addr"]] for e in trace if e["action"] in TRACE_ACTIONS]
@@ -576,15 +685,23 @@ def section_workspace(results: dict, budget: Budget, plan_data: dict) -> None:
         results["workspace"] = {"skipped": "no CUDA device"}
         return
     torch.backends.cudnn.benchmark = False
-    getters = {"cublas_workspace_size": "_cuda_getCublasWorkspaceSize", "cublaslt_workspace_size": "_cuda_getCublasLtWorkspaceSize"}
-    out = results["workspace"] = {"config": {
-        "CUBLAS_WORKSPACE_CONFIG": os.environ.get("CUBLAS_WORKSPACE_CONFIG"),
-        "CUBLASLT_WORKSPACE_SIZE": os.environ.get("CUBLASLT_WORKSPACE_SIZE"),
-        **{k: getattr(torch._C, fn)() if hasattr(torch._C, fn) else f"torch._C.{fn} missing" for k, fn in getters.items()},
-        "capability": list(torch.cuda.get_device_capability()),
-        "preferred_blas_library": str(torch.backends.cuda.preferred_blas_library()),
-        "cudnn": torch.backends.cudnn.version(),
-    }}
+    getters = {
+        "cublas_workspace_size": "_cuda_getCublasWorkspaceSize",
+        "cublaslt_workspace_size": "_cuda_getCublasLtWorkspaceSize",
+    }
+    out = results["workspace"] = {
+        "config": {
+            "CUBLAS_WORKSPACE_CONFIG": os.environ.get("CUBLAS_WORKSPACE_CONFIG"),
+            "CUBLASLT_WORKSPACE_SIZE": os.environ.get("CUBLASLT_WORKSPACE_SIZE"),
+            **{
+                k: getattr(torch._C, fn)() if hasattr(torch._C, fn) else f"torch._C.{fn} missing"
+                for k, fn in getters.items()
+            },
+            "capability": list(torch.cuda.get_device_capability()),
+            "preferred_blas_library": str(torch.backends.cuda.preferred_blas_library()),
+            "cudnn": torch.backends.cudnn.version(),
+        }
+    }
     clear = getattr(torch._C, "_cuda_clearCublasWorkspaces", None)
     out["config"]["can_clear"] = clear is not None
     alloc = torch.cuda.memory_allocated
@@ -614,13 +731,19 @@ def section_workspace(results: dict, budget: Budget, plan_data: dict) -> None:
         if clear:
             clear()
         torch.cuda.synchronize()
-        return {"forward_thread_bytes": forward, "autograd_thread_bytes": backward,
-                "released_by_clear_bytes": held - alloc() if clear else None}
+        return {
+            "forward_thread_bytes": forward,
+            "autograd_thread_bytes": backward,
+            "released_by_clear_bytes": held - alloc() if clear else None,
+        }
 
     rows = out["gemm"] = []
     for dtype in (torch.float32, torch.bfloat16):
         for bias in (False, True):
-            row = {"dtype": str(dtype).removeprefix("torch."), "op": "addmm (linear with bias)" if bias else "mm (linear, no bias)"}
+            row = {
+                "dtype": str(dtype).removeprefix("torch."),
+                "op": "addmm (linear with bias)" if bias else "mm (linear, no bias)",
+            }
             try:
                 row.update(gemm(dtype, bias))
             except Exception as exc:
@@ -643,7 +766,13 @@ def section_workspace(results: dict, budget: Budget, plan_data: dict) -> None:
                 before = alloc()
                 y = F.linear(x, w, b)
                 torch.cuda.synchronize()
-                seq.append({"dtype": str(dtype).removeprefix("torch."), "bias": bias, "new_bytes": alloc() - before - _block_bytes(y)})
+                seq.append(
+                    {
+                        "dtype": str(dtype).removeprefix("torch."),
+                        "bias": bias,
+                        "new_bytes": alloc() - before - _block_bytes(y),
+                    }
+                )
                 x = w = b = y = None
     _free()
 
@@ -653,8 +782,13 @@ def section_workspace(results: dict, budget: Budget, plan_data: dict) -> None:
             if budget.left() < 2:
                 convs.append({"name": name, "skipped": "out of time"})
                 continue
-            row = {"name": name, "dtype": str(dtype).removeprefix("torch."), "batch": TRAIN_BATCH,
-                   "shape": [cin, cout, hw, k, stride, groups], "input_grad": input_grad}
+            row = {
+                "name": name,
+                "dtype": str(dtype).removeprefix("torch."),
+                "batch": TRAIN_BATCH,
+                "shape": [cin, cout, hw, k, stride, groups],
+                "input_grad": input_grad,
+            }
             try:
                 x = torch.randn(TRAIN_BATCH, cin, hw, hw, device=DEV, dtype=dtype, requires_grad=input_grad)
                 w = torch.randn(cout, cin // groups, k, k, device=DEV, dtype=dtype, requires_grad=True)
@@ -672,7 +806,10 @@ def section_workspace(results: dict, budget: Budget, plan_data: dict) -> None:
                 x = w = y = gy = grads = None
                 _free()
             convs.append(row)
-        print(f"  workspace conv {name}: {[(r.get('forward_transient_bytes'), r.get('backward_transient_bytes')) for r in convs[-2:]]}", flush=True)
+        print(
+            f"  workspace conv {name}: {[(r.get('forward_transient_bytes'), r.get('backward_transient_bytes')) for r in convs[-2:]]}",
+            flush=True,
+        )
 
     norms = out["batch_norm"] = []
     for dtype in (torch.float32, torch.bfloat16):  # autocast leaves batch_norm in its input's dtype, fp32 weights
@@ -703,18 +840,24 @@ def section_families(results: dict, budget: Budget, plan_data: dict) -> None:
     size-share, their sources) ready to paste into archlint/devices/h200.toml. It runs whole
     (well under a minute), past its share of the budget if need be."""
     import torch
+
     from archlint.devices import resolve
     from archlint.model.estimating.calibration import measure, to_toml
 
     result = measure(torch.device(DEV), torch.float16, LATENCY_BATCH, 10, resolve("h200"))
-    results["families"] = {"rows": result["rows"], "curve": result["curve"], "host_op_us": result["host"],
-                           "toml": to_toml(result)}
+    results["families"] = {
+        "rows": result["rows"],
+        "curve": result["curve"],
+        "host_op_us": result["host"],
+        "toml": to_toml(result),
+    }
     print(results["families"]["toml"], flush=True)
     _free()
 
 
 def section_step_time(results: dict, budget: Budget, plan_data: dict) -> None:
     import torch
+
     from archlint.model.train.memory import make_optimizer, step_loss
 
     rows = results.setdefault("step_time", [])
@@ -759,11 +902,18 @@ def _archlint(args: list[str], timeout: float, output: Path) -> dict:
     """archlint run as a user runs it; its whole output in `output`, the end of it in the results."""
     start = time.perf_counter()
     try:
-        proc = subprocess.run([sys.executable, "-m", "archlint", *args], capture_output=True, text=True,
-                              timeout=timeout, cwd=ROOT)
+        proc = subprocess.run(
+            [sys.executable, "-m", "archlint", *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT
+        )
         output.write_text(proc.stdout)
-        return {"args": args, "rc": proc.returncode, "stdout_file": output.name, "stdout_tail": proc.stdout[-2000:],
-                "stderr": proc.stderr[-3000:], "s": time.perf_counter() - start}
+        return {
+            "args": args,
+            "rc": proc.returncode,
+            "stdout_file": output.name,
+            "stdout_tail": proc.stdout[-2000:],
+            "stderr": proc.stderr[-3000:],
+            "s": time.perf_counter() - start,
+        }
     except subprocess.TimeoutExpired:
         return {"args": args, "rc": None, "timeout": timeout}
 
@@ -774,10 +924,35 @@ def section_cli(results: dict, budget: Budget, plan_data: dict, out: Path) -> No
     fast = ["--warmup", "3", "--repeat", "10", "-q", "--exit-zero"]
     shape = ["--input-shape", "32,3,224,224"]
     rows = results.setdefault("cli", [])
-    for args in ([f"{zoo}:resnet50", *shape, "--latency", "--device", "cuda", "--device-spec", "h200", *fast, "--output-format", "json"],
-                 [f"{zoo}:resnet50", *shape, "--train", "--latency", "--device", "cuda", "--device-spec", "h200", *fast, "--output-format", "json"],
-                 [f"{zoo}:resnet50", *shape, "--latency", "--device", "cuda", "--trace", str(out / "trace"), *fast],
-                 ["trace", str(out / "trace"), "--output-format", "json"]):
+    for args in (
+        [
+            f"{zoo}:resnet50",
+            *shape,
+            "--latency",
+            "--device",
+            "cuda",
+            "--device-spec",
+            "h200",
+            *fast,
+            "--output-format",
+            "json",
+        ],
+        [
+            f"{zoo}:resnet50",
+            *shape,
+            "--train",
+            "--latency",
+            "--device",
+            "cuda",
+            "--device-spec",
+            "h200",
+            *fast,
+            "--output-format",
+            "json",
+        ],
+        [f"{zoo}:resnet50", *shape, "--latency", "--device", "cuda", "--trace", str(out / "trace"), *fast],
+        ["trace", str(out / "trace"), "--output-format", "json"],
+    ):
         if budget.left() < 10:
             rows.append({"args": args, "skipped": "out of time"})
             continue
@@ -790,9 +965,22 @@ def section_rule_prices(results: dict, budget: Budget, plan_data: dict) -> None:
     if budget.left() < 20:
         results["rule_prices"] = {"skipped": "out of time"}
         return
-    proc = subprocess.run([sys.executable, "benchmarks/train_rule_prices.py", "--device", "cuda", "--device-spec", "h200",
-                           "--models", "mlp,resnet50,vit_b_16"],
-                          capture_output=True, text=True, timeout=max(10, budget.left() - 5), cwd=ROOT)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "benchmarks/train_rule_prices.py",
+            "--device",
+            "cuda",
+            "--device-spec",
+            "h200",
+            "--models",
+            "mlp,resnet50,vit_b_16",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=max(10, budget.left() - 5),
+        cwd=ROOT,
+    )
     results["rule_prices"] = {"rc": proc.returncode, "tail": (proc.stdout + proc.stderr)[-4000:]}
     print("  rule_prices: rc " + str(proc.returncode), flush=True)
 
@@ -801,17 +989,57 @@ def section_tests(results: dict, budget: Budget, plan_data: dict) -> None:
     if budget.left() < 20:
         results["tests"] = {"skipped": "out of time"}
         return
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-m", "cuda", "-q", "-p", "no:cacheprovider",
-                           "tests/model/timing", "tests/loader/test_loader_cli.py"],
-                          capture_output=True, text=True, timeout=max(10, budget.left() - 5), cwd=ROOT)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-m",
+            "cuda",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "tests/model/timing",
+            "tests/loader/test_loader_cli.py",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=max(10, budget.left() - 5),
+        cwd=ROOT,
+    )
     results["tests"] = {"rc": proc.returncode, "tail": (proc.stdout + proc.stderr)[-3000:]}
     print("  tests: " + (proc.stdout.strip().splitlines() or ["?"])[-1], flush=True)
 
 
-SECTIONS = ["env", "peaks", "latency", "memory", "max_batch", "alloc_trace", "workspace", "families", "tests", "step_time", "cli", "rule_prices"]
+SECTIONS = [
+    "env",
+    "peaks",
+    "latency",
+    "memory",
+    "max_batch",
+    "alloc_trace",
+    "workspace",
+    "families",
+    "tests",
+    "step_time",
+    "cli",
+    "rule_prices",
+]
 # Each section's share of the budget (what it may use before the next starts; unused time carries on).
-SHARES = {"env": 0.01, "peaks": 0.04, "latency": 0.25, "memory": 0.20, "max_batch": 0.10, "alloc_trace": 0.03, "workspace": 0.02, "families": 0.05,
-          "tests": 0.10, "step_time": 0.07, "cli": 0.08, "rule_prices": 0.05}
+SHARES = {
+    "env": 0.01,
+    "peaks": 0.04,
+    "latency": 0.25,
+    "memory": 0.20,
+    "max_batch": 0.10,
+    "alloc_trace": 0.03,
+    "workspace": 0.02,
+    "families": 0.05,
+    "tests": 0.10,
+    "step_time": 0.07,
+    "cli": 0.08,
+    "rule_prices": 0.05,
+}
 
 
 def run(plan_path: Path, out: Path, seconds: float, only: list[str] | None, latency_from: int = 0) -> None:
@@ -833,6 +1061,7 @@ def run(plan_path: Path, out: Path, seconds: float, only: list[str] | None, late
             fn(results, budget, plan_data, out) if name == "cli" else fn(results, budget, plan_data)
         except Exception as exc:  # one section's failure costs only that section; said in the results
             import traceback
+
             results.setdefault("errors", {})[name] = traceback.format_exc()[-2000:]
             print(f"  {name} FAILED: {type(exc).__name__}: {exc}", flush=True)
         results["timings"][name] = time.monotonic() - t0
@@ -853,6 +1082,7 @@ def write_table(results: dict, path: Path) -> None:
 
 # ---- report (CPU) -------------------------------------------------------------------------
 
+
 def report_memory(results: dict) -> None:
     """archlint's memory model (meta, the h200 spec) at the same batch beside the GPU's counters:
     peak_bytes against torch.cuda.max_memory_allocated, the caching allocator replayed
@@ -865,7 +1095,9 @@ def report_memory(results: dict) -> None:
     within = {"allocated": 0, "reserved": 0}
     ratios: dict[str, list[float]] = {"allocated": [], "reserved": []}
     worst: dict[str, list] = {"allocated": [], "reserved": []}
-    print(f"\n{'model':28} {'opt':6} {'allocated GB':>12} {'archlint':>9} {'ratio':>6}  {'reserved GB':>11} {'replayed':>9} {'ratio':>6} {'packed':>7}")
+    print(
+        f"\n{'model':28} {'opt':6} {'allocated GB':>12} {'archlint':>9} {'ratio':>6}  {'reserved GB':>11} {'replayed':>9} {'ratio':>6} {'packed':>7}"
+    )
     for r in rows:
         model, args, kwargs = build(r["model"], r["batch"], "cpu")
         m = step_memory(model.train(), args, kwargs, optimizer=r["optimizer"], device_spec=spec)
@@ -876,20 +1108,30 @@ def report_memory(results: dict) -> None:
             within[key] += abs(ratio - 1) <= 0.10
             ratios[key].append(ratio)
             worst[key].append((abs(ratio - 1), f"{r['model']}/{r['optimizer']} {ratio:.3f}"))
-        print(f"{r['model']:28} {r['optimizer']:6} {r['max_allocated_bytes'] / 1e9:12.3f} {m['peak_bytes'] / 1e9:9.3f} {alloc:6.3f}  "
-              f"{r['max_reserved_bytes'] / 1e9:11.3f} {m['allocator']['reserved_peak_bytes'] / 1e9:9.3f} {reserved:6.3f} {packed:7.3f}", flush=True)
+        print(
+            f"{r['model']:28} {r['optimizer']:6} {r['max_allocated_bytes'] / 1e9:12.3f} {m['peak_bytes'] / 1e9:9.3f} {alloc:6.3f}  "
+            f"{r['max_reserved_bytes'] / 1e9:11.3f} {m['allocator']['reserved_peak_bytes'] / 1e9:9.3f} {reserved:6.3f} {packed:7.3f}",
+            flush=True,
+        )
     for key in within:
-        print(f"{key}: within 10% {within[key]}/{len(rows)}; worst: {', '.join(w for _, w in sorted(worst[key], reverse=True)[:4])}")
+        print(
+            f"{key}: within 10% {within[key]}/{len(rows)}; worst: {', '.join(w for _, w in sorted(worst[key], reverse=True)[:4])}"
+        )
     if not rows:
         return
     if not all(r.get("cublas_workspaces_cleared") for r in rows):
-        print("note: rows measured without clearing cuBLAS's workspaces between models carry those of the models "
-              "before them (a model without a GEMM, squeezenet1_0, then shows 65 MiB that archlint rightly leaves out)")
+        print(
+            "note: rows measured without clearing cuBLAS's workspaces between models carry those of the models "
+            "before them (a model without a GEMM, squeezenet1_0, then shows 65 MiB that archlint rightly leaves out)"
+        )
     from archlint.model.train.fit import ALLOCATED_HIGH, ALLOCATED_LOW
+
     low, high = min(ratios["allocated"]), max(ratios["allocated"])
-    print(f"max_batch's margins: archlint/allocated lowest {low:.3f} (fit.ALLOCATED_LOW = {ALLOCATED_LOW}: "
-          f"{'covers it' if ALLOCATED_LOW <= low else 'DOES NOT cover it'}), highest {high:.3f} "
-          f"(fit.ALLOCATED_HIGH = {ALLOCATED_HIGH}: {'covers it' if ALLOCATED_HIGH >= high else 'DOES NOT cover it'})")
+    print(
+        f"max_batch's margins: archlint/allocated lowest {low:.3f} (fit.ALLOCATED_LOW = {ALLOCATED_LOW}: "
+        f"{'covers it' if ALLOCATED_LOW <= low else 'DOES NOT cover it'}), highest {high:.3f} "
+        f"(fit.ALLOCATED_HIGH = {ALLOCATED_HIGH}: {'covers it' if ALLOCATED_HIGH >= high else 'DOES NOT cover it'})"
+    )
 
 
 def report_max_batch(results: dict) -> None:
@@ -908,7 +1150,9 @@ def report_max_batch(results: dict) -> None:
             continue
         held = claims = 0
         ratios, off = [], []
-        print(f"\n{key}:\n{'model':28} {'opt':6} {'budget':>7} {'range':>11} {'max_batch':>9}  tried (batch: fits?, claim; archlint/allocated)")
+        print(
+            f"\n{key}:\n{'model':28} {'opt':6} {'budget':>7} {'range':>11} {'max_batch':>9}  tried (batch: fits?, claim; archlint/allocated)"
+        )
         for r in rows:
             parts = []
             for batch, t in sorted(r["tried"].items(), key=lambda kv: int(kv[0])):
@@ -927,20 +1171,29 @@ def report_max_batch(results: dict) -> None:
                     got += f" {ratios[-1][0]:.3f}"
                 parts.append(f"{batch}: {got}")
             rng = r.get("max_batch_range")
-            print(f"{r['model']:28} {r['optimizer']:6} {r['budget_bytes'] / 1e9:5.0f}GB {str(rng):>11} {r['max_batch']:9}  {'; '.join(parts)}", flush=True)
+            print(
+                f"{r['model']:28} {r['optimizer']:6} {r['budget_bytes'] / 1e9:5.0f}GB {str(rng):>11} {r['max_batch']:9}  {'; '.join(parts)}",
+                flush=True,
+            )
             real = r.get("real_max_batch")
             if real:
                 off.append((r["max_batch"] - real, r["model"]))
-                print(f"{'':28} real largest batch {real}: archlint's max_batch {r['max_batch'] - real:+d} "
-                      f"({(r['max_batch'] - real) / real:+.1%})")
+                print(
+                    f"{'':28} real largest batch {real}: archlint's max_batch {r['max_batch'] - real:+d} "
+                    f"({(r['max_batch'] - real) / real:+.1%})"
+                )
         print(f"max_batch claims held: {held}/{claims}")
         if off:
-            print(f"max_batch - real largest batch: {', '.join(f'{m} {d:+d}' for d, m in off)}; "
-                  f"exact {sum(d == 0 for d, _ in off)}/{len(off)}, too high (does not fit) {sum(d > 0 for d, _ in off)}")
+            print(
+                f"max_batch - real largest batch: {', '.join(f'{m} {d:+d}' for d, m in off)}; "
+                f"exact {sum(d == 0 for d, _ in off)}/{len(off)}, too high (does not fit) {sum(d > 0 for d, _ in off)}"
+            )
         if ratios:
             top = max(ratios)
-            print(f"peak_bytes / max_memory_allocated at the batches that fitted: highest {top[0]:.3f} ({top[1]}); "
-                  f"fit.ALLOCATED_HIGH = {ALLOCATED_HIGH} {'covers it' if top[0] <= ALLOCATED_HIGH else 'DOES NOT cover it'}")
+            print(
+                f"peak_bytes / max_memory_allocated at the batches that fitted: highest {top[0]:.3f} ({top[1]}); "
+                f"fit.ALLOCATED_HIGH = {ALLOCATED_HIGH} {'covers it' if top[0] <= ALLOCATED_HIGH else 'DOES NOT cover it'}"
+            )
         report_max_batch_now(rows)
 
 
@@ -959,18 +1212,24 @@ def report_max_batch_now(rows: list[dict]) -> None:
         if not real:
             continue
         model, args, kwargs = build(r["model"], train_batch(r["model"]), "cpu")
-        now = fit_report(model.train(), args, kwargs, optimizer=r["optimizer"], budget_bytes=r["budget_bytes"],
-                            device_spec=spec)
+        now = fit_report(
+            model.train(), args, kwargs, optimizer=r["optimizer"], budget_bytes=r["budget_bytes"], device_spec=spec
+        )
         low, high = now.get("max_batch_range") or (None, None)
         ok = [low is not None and low <= real, high is not None and high + 1 > real]
         held, claims = held + sum(ok), claims + 2
         off.append((now["max_batch"] - real, r["model"]))
-        print(f"{r['model']:28} {r['optimizer']:6} {real:5} {now['max_batch']:9} {str([low, high]):>11}  "
-              f"{now['max_batch'] - real:+d}; claims {'held' if all(ok) else 'WRONG'}", flush=True)
+        print(
+            f"{r['model']:28} {r['optimizer']:6} {real:5} {now['max_batch']:9} {str([low, high]):>11}  "
+            f"{now['max_batch'] - real:+d}; claims {'held' if all(ok) else 'WRONG'}",
+            flush=True,
+        )
     if off:
-        print(f"max_batch - real largest batch: {', '.join(f'{m} {d:+d}' for d, m in off)}; exact {sum(d == 0 for d, _ in off)}/"
-              f"{len(off)}, within 2 {sum(abs(d) <= 2 for d, _ in off)}, too high {sum(d > 0 for d, _ in off)}; "
-              f"range claims held {held}/{claims}")
+        print(
+            f"max_batch - real largest batch: {', '.join(f'{m} {d:+d}' for d, m in off)}; exact {sum(d == 0 for d, _ in off)}/"
+            f"{len(off)}, within 2 {sum(abs(d) <= 2 for d, _ in off)}, too high {sum(d > 0 for d, _ in off)}; "
+            f"range claims held {held}/{claims}"
+        )
 
 
 def report_workspace(results: dict) -> None:
@@ -983,18 +1242,26 @@ def report_workspace(results: dict) -> None:
     mib = lambda b: "-" if b is None else f"{b / 2**20:.2f}"  # noqa: E731
     print(f"\nworkspace config: {ws['config']}")
     for r in ws.get("gemm", []):
-        print(f"  gemm {r['dtype']:9} {r['op']:26} forward thread +{mib(r.get('forward_thread_bytes'))} MiB, "
-              f"autograd thread +{mib(r.get('autograd_thread_bytes'))} MiB, released by clear {mib(r.get('released_by_clear_bytes'))}"
-              + (f" ERROR {r['error']}" if "error" in r else ""))
-    print("  one stream, in turn: " + ", ".join(f"{r['dtype']} {'addmm' if r['bias'] else 'mm'} +{mib(r['new_bytes'])}"
-                                            for r in ws.get("gemm_sequence", [])))
+        print(
+            f"  gemm {r['dtype']:9} {r['op']:26} forward thread +{mib(r.get('forward_thread_bytes'))} MiB, "
+            f"autograd thread +{mib(r.get('autograd_thread_bytes'))} MiB, released by clear {mib(r.get('released_by_clear_bytes'))}"
+            + (f" ERROR {r['error']}" if "error" in r else "")
+        )
+    print(
+        "  one stream, in turn: "
+        + ", ".join(
+            f"{r['dtype']} {'addmm' if r['bias'] else 'mm'} +{mib(r['new_bytes'])}" for r in ws.get("gemm_sequence", [])
+        )
+    )
     print(f"  {'conv (batch 32)':48} {'dtype':9} {'out MiB':>8} {'fwd ws':>8} {'bwd ws':>8}")
     for r in ws.get("conv", []) + ws.get("batch_norm", []):
         if "error" in r or "skipped" in r:
             print(f"  {r['name']:48} {r.get('dtype', ''):9} {r.get('error', r.get('skipped'))}")
             continue
-        print(f"  {r['name']:48} {r['dtype']:9} {mib(r.get('out_bytes')):>8} {mib(r.get('forward_transient_bytes')):>8} "
-              f"{mib(r.get('backward_transient_bytes')):>8}")
+        print(
+            f"  {r['name']:48} {r['dtype']:9} {mib(r.get('out_bytes')):>8} {mib(r.get('forward_transient_bytes')):>8} "
+            f"{mib(r.get('backward_transient_bytes')):>8}"
+        )
 
 
 def report_latency(results: dict) -> None:
@@ -1008,8 +1275,17 @@ def report_latency(results: dict) -> None:
     from archlint.devices import DIR
 
     torch_version = results.get("env", {}).get("torch", "").split("+")[0]
-    rows = [{"model": r["model"], "img": r["img"], "batch": r["batch"], "published": r["samples_per_s"],
-             "torch": torch_version} for r in results.get("latency", []) if "samples_per_s" in r]
+    rows = [
+        {
+            "model": r["model"],
+            "img": r["img"],
+            "batch": r["batch"],
+            "published": r["samples_per_s"],
+            "torch": torch_version,
+        }
+        for r in results.get("latency", [])
+        if "samples_per_s" in r
+    ]
     text = (DIR / "h200.toml").read_text(encoding="utf-8")
     assert "\n[achieved]" in text, "h200.toml has no [achieved] table"
     kept, table = [], ""
@@ -1021,15 +1297,19 @@ def report_latency(results: dict) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         spec_file = Path(tmp) / "h200-builtin-shares.toml"
         spec_file.write_text(builtin)
-        shares = {"built-in shares": evaluate(rows, str(spec_file), per_model=False),
-                  "h200 [achieved]": evaluate(rows, "h200", per_model=True)}
+        shares = {
+            "built-in shares": evaluate(rows, str(spec_file), per_model=False),
+            "h200 [achieved]": evaluate(rows, "h200", per_model=True),
+        }
     for half, part in (("all", slice(None)), ("first 45", slice(0, 45)), ("next 45", slice(45, None))):
         sample = {k: v[part] for k, v in shares.items()}
         some = next(iter(sample.values()))
         if len(some) < 3:
             continue
         pub = [r["published"] for r in some]
-        print(f"\nH200 measured (timm benchmark: AMP fp16, NCHW, eager, batch {LATENCY_BATCH}), {half}: {len(some)} models")
+        print(
+            f"\nH200 measured (timm benchmark: AMP fp16, NCHW, eager, batch {LATENCY_BATCH}), {half}: {len(some)} models"
+        )
         print(f"  FLOPs alone:  ρ {spearman([-r['flops'] / r['batch'] for r in some], pub):.3f}")
         print(f"  roofline only: {scores(some, 'before')}")
         for name, got in sample.items():
@@ -1058,23 +1338,34 @@ def report_step_time(results: dict) -> None:
                 continue
             ratio = est["step_ms"] / m["step_ms"]
             ratios.append((name, precision, ratio))
-            print(f"{name:24} {precision:13} {m['forward_ms']:8.2f} {m['backward_ms']:8.2f} {m['optimizer_ms']:8.2f}  "
-                  f"{est['forward_ms']:8.2f} {est['backward_ms']:8.2f} {est['optimizer_ms']:8.2f}  {ratio:5.2f}", flush=True)
+            print(
+                f"{name:24} {precision:13} {m['forward_ms']:8.2f} {m['backward_ms']:8.2f} {m['optimizer_ms']:8.2f}  "
+                f"{est['forward_ms']:8.2f} {est['backward_ms']:8.2f} {est['optimizer_ms']:8.2f}  {ratio:5.2f}",
+                flush=True,
+            )
     if ratios:
         errs = sorted(abs(r - 1) for *_, r in ratios)
-        print(f"step estimate / measured: median error {errs[len(errs) // 2]:.0%}, within 2×: "
-              f"{sum(0.5 <= r <= 2 for *_, r in ratios)}/{len(ratios)}")
+        print(
+            f"step estimate / measured: median error {errs[len(errs) // 2]:.0%}, within 2×: "
+            f"{sum(0.5 <= r <= 2 for *_, r in ratios)}/{len(ratios)}"
+        )
 
 
 def report(results_path: Path, only: list[str] | None) -> None:
     raw = gzip.decompress(results_path.read_bytes()) if results_path.suffix == ".gz" else results_path.read_bytes()
     results = json.loads(raw)
     env = results.get("env", {})
-    print(f"{env.get('gpu')}: torch {env.get('torch')}, CUDA {env.get('cuda')}, cuDNN {env.get('cudnn')}, "
-          f"context {env.get('context_bytes', 0) / 2**20:.0f} MiB")
-    for name, fn in (("workspace", report_workspace), ("memory", report_memory), ("max_batch", report_max_batch),
-                     ("latency", report_latency),
-                     ("step_time", report_step_time)):
+    print(
+        f"{env.get('gpu')}: torch {env.get('torch')}, CUDA {env.get('cuda')}, cuDNN {env.get('cudnn')}, "
+        f"context {env.get('context_bytes', 0) / 2**20:.0f} MiB"
+    )
+    for name, fn in (
+        ("workspace", report_workspace),
+        ("memory", report_memory),
+        ("max_batch", report_max_batch),
+        ("latency", report_latency),
+        ("step_time", report_step_time),
+    ):
         if not only or name in only:
             fn(results)
 

@@ -31,7 +31,9 @@ from archlint.model.analyze import analyze_model  # noqa: E402
 
 
 def main() -> None:
-    print(f"{'model':10} {'archlint×2 / FCM':>17} {'same, FCM-counted ops':>22} {'archlint / hand':>16} {'analysis s':>11}")
+    print(
+        f"{'model':10} {'archlint×2 / FCM':>17} {'same, FCM-counted ops':>22} {'archlint / hand':>16} {'analysis s':>11}"
+    )
     for name, make in zoo.ZOO.items():
         torch.manual_seed(0)
         cls, config, inputs, hand = make()
@@ -43,7 +45,8 @@ def main() -> None:
         seconds = time.perf_counter() - start
         gemm = sum(layer.flops for layer in result.layers if layer.kind in zoo.GEMM)
         counted = sum(
-            layer.flops for layer in result.layers
+            layer.flops
+            for layer in result.layers
             if layer.kind in zoo.GEMM and layer.kind != "attention" and "grouped_mm" not in layer.op
         )
         total = counter.get_total_flops()

@@ -7,10 +7,12 @@ dispatch, launches). Writes JSON (µs per call; the ResNet-50 rows in µs per ca
 
     python benchmarks/host_costs.py OUT.json        (on the GPU machine)
 """
+
 import json
+import statistics
 import sys
 import time
-import statistics
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -44,12 +46,19 @@ w2 = torch.randn(16, 16, device=d)
 b2 = torch.randn(16, device=d)
 rm, rv, g, b = torch.zeros(8, device=d), torch.ones(8, device=d), torch.ones(8, device=d), torch.zeros(8, device=d)
 cases = {
-    "relu": lambda: torch.relu(x4), "add": lambda: x4 + x4, "mul_scalar": lambda: x4 * 0.5,
-    "conv2d": lambda: F.conv2d(x4, w4, padding=1), "conv2d_dw": lambda: F.conv2d(x4, wdw, padding=1, groups=8),
-    "linear": lambda: F.linear(x2, w2, b2), "batch_norm_eval": lambda: F.batch_norm(x4, rm, rv, g, b, False),
+    "relu": lambda: torch.relu(x4),
+    "add": lambda: x4 + x4,
+    "mul_scalar": lambda: x4 * 0.5,
+    "conv2d": lambda: F.conv2d(x4, w4, padding=1),
+    "conv2d_dw": lambda: F.conv2d(x4, wdw, padding=1, groups=8),
+    "linear": lambda: F.linear(x2, w2, b2),
+    "batch_norm_eval": lambda: F.batch_norm(x4, rm, rv, g, b, False),
     "batch_norm_train": lambda: F.batch_norm(x4, rm.clone(), rv.clone(), g, b, True),
-    "layer_norm": lambda: F.layer_norm(x2, (16,), b2, b2), "softmax": lambda: x2.softmax(-1), "gelu": lambda: F.gelu(x2),
-    "view": lambda: x4.view(2, -1), "permute": lambda: x4.permute(0, 2, 3, 1),
+    "layer_norm": lambda: F.layer_norm(x2, (16,), b2, b2),
+    "softmax": lambda: x2.softmax(-1),
+    "gelu": lambda: F.gelu(x2),
+    "view": lambda: x4.view(2, -1),
+    "permute": lambda: x4.permute(0, 2, 3, 1),
     "sdpa": lambda: F.scaled_dot_product_attention(x4, x4, x4),
 }
 for name, fn in cases.items():
@@ -58,7 +67,13 @@ for name, fn in cases.items():
         with torch.autocast("cuda", dtype=torch.bfloat16):
             res[name + "+autocast"] = per_call(fn)
 print(json.dumps(res, indent=0), flush=True)
-mods = {"Conv2d": nn.Conv2d(8, 8, 3, padding=1), "BatchNorm2d": nn.BatchNorm2d(8), "ReLU": nn.ReLU(), "Linear": nn.Linear(16, 16), "LayerNorm": nn.LayerNorm(16)}
+mods = {
+    "Conv2d": nn.Conv2d(8, 8, 3, padding=1),
+    "BatchNorm2d": nn.BatchNorm2d(8),
+    "ReLU": nn.ReLU(),
+    "Linear": nn.Linear(16, 16),
+    "LayerNorm": nn.LayerNorm(16),
+}
 for name, m in mods.items():
     m = m.to(d).eval()
     inp = x2 if name in ("Linear", "LayerNorm") else x4

@@ -95,7 +95,14 @@ def main() -> None:
     out = workdir / "latency_consistency.json"
     for name in a.models.split(","):
         for batch in (int(b) for b in a.batches.split(",")):
-            target = [sys.executable, "-m", "archlint", f"{workdir / 'tv.py'}:{name}", "--input-shape", f"{batch},3,224,224"]
+            target = [
+                sys.executable,
+                "-m",
+                "archlint",
+                f"{workdir / 'tv.py'}:{name}",
+                "--input-shape",
+                f"{batch},3,224,224",
+            ]
             static_wall, _ = run([*target, "--exit-zero"])  # the same analysis without --latency
             e2e, ratios, plain_ms, loops, added, per_process, whole = [], [], [], [], [], [], []
             notes = set()
@@ -103,8 +110,17 @@ def main() -> None:
                 plain_wall, out = run([sys.executable, "-c", PLAIN, name, str(batch), str(a.warmup), str(a.repeat)])
                 loop, median_ms = map(float, out.split())
                 wall, out = run(
-                    [*target, "--latency", "--warmup", str(a.warmup), "--repeat", str(a.repeat),
-                     "--output-format", "json", "--exit-zero"]
+                    [
+                        *target,
+                        "--latency",
+                        "--warmup",
+                        str(a.warmup),
+                        "--repeat",
+                        str(a.repeat),
+                        "--output-format",
+                        "json",
+                        "--exit-zero",
+                    ]
                 )
                 model = json.loads(out)["models"][0]
                 t = model["totals"]
@@ -117,11 +133,21 @@ def main() -> None:
                 whole.append(wall / loop)
                 notes.update(n for n in model["notes"] if any(k in n for k in ("busy", "vari", "peak allows")))
             row = {
-                "model": name, "batch": batch, "e2e_ms": statistics.median(e2e), "e2e_runs_ms": e2e,
-                "plain_runs_ms": plain_ms, "sum_over_e2e": statistics.median(ratios), "cv": _cv(e2e),
-                "plain_cv": _cv(plain_ms), "loop_s": statistics.median(loops), "static_s": static_wall,
-                "latency_over_loop": statistics.median(added), "over_plain_process": statistics.median(per_process),
-                "whole_over_loop": statistics.median(whole), "load": os.getloadavg()[0], "notes": sorted(notes),
+                "model": name,
+                "batch": batch,
+                "e2e_ms": statistics.median(e2e),
+                "e2e_runs_ms": e2e,
+                "plain_runs_ms": plain_ms,
+                "sum_over_e2e": statistics.median(ratios),
+                "cv": _cv(e2e),
+                "plain_cv": _cv(plain_ms),
+                "loop_s": statistics.median(loops),
+                "static_s": static_wall,
+                "latency_over_loop": statistics.median(added),
+                "over_plain_process": statistics.median(per_process),
+                "whole_over_loop": statistics.median(whole),
+                "load": os.getloadavg()[0],
+                "notes": sorted(notes),
             }
             rows.append(row)
             out.write_text(json.dumps(rows, indent=1))  # after every row: an interrupted run keeps what it measured

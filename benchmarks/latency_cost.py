@@ -80,21 +80,38 @@ def main() -> None:
             try:
                 for name in a.models.split(","):
                     load = os.getloadavg()[0]
-                    archlint = wall([
-                        sys.executable, "-m", "archlint", f"{models}:{name}", "--input-shape", "1,3,224,224",
-                        "--latency", "-q", "--warmup", str(a.warmup), "--repeat", str(a.repeat), *a.extra,
-                    ])
+                    archlint = wall(
+                        [
+                            sys.executable,
+                            "-m",
+                            "archlint",
+                            f"{models}:{name}",
+                            "--input-shape",
+                            "1,3,224,224",
+                            "--latency",
+                            "-q",
+                            "--warmup",
+                            str(a.warmup),
+                            "--repeat",
+                            str(a.repeat),
+                            *a.extra,
+                        ]
+                    )
                     plain = wall([sys.executable, "-c", PLAIN, name, str(passes)])
                     ratios.append(archlint / plain)
-                    print(f"{name:10} {condition:9} {load:5.1f} {archlint:10.1f} {plain:8.1f} {archlint / plain:5.2f}×",
-                          flush=True)
+                    print(
+                        f"{name:10} {condition:9} {load:5.1f} {archlint:10.1f} {plain:8.1f} {archlint / plain:5.2f}×",
+                        flush=True,
+                    )
             finally:
                 for b in burners:
                     if b.is_alive():
                         b.terminate()
                         b.join()
-        print(f"worst ratio {max(ratios):.2f}× (goal ≤ 3×); plain = import + build + {passes} passes; "
-              f"{os.cpu_count()} cores")
+        print(
+            f"worst ratio {max(ratios):.2f}× (goal ≤ 3×); plain = import + build + {passes} passes; "
+            f"{os.cpu_count()} cores"
+        )
 
 
 if __name__ == "__main__":

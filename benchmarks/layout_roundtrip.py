@@ -47,7 +47,9 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=50)
     args = parser.parse_args()
     device, dtype = torch.device(args.device), getattr(torch, args.dtype)
-    print(f"LayerNorm2d via permutes, {args.dtype} on {device} (threads {torch.get_num_threads()}), median of {args.repeat}")
+    print(
+        f"LayerNorm2d via permutes, {args.dtype} on {device} (threads {torch.get_num_threads()}), median of {args.repeat}"
+    )
     print(f"{'shape':>18} {'NCHW ms':>9} {'channels_last ms':>17} {'ratio':>6} {'priced copy':>12}")
     with torch.no_grad():
         for shape in SHAPES:

@@ -20,9 +20,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "code")]
 
-from hypothesis import HealthCheck, given, seed, settings  # noqa: E402
-
 from fuzzing import batches, check_batch  # noqa: E402
+from hypothesis import HealthCheck, given, seed, settings  # noqa: E402
 
 
 def main() -> None:
@@ -35,8 +34,7 @@ def main() -> None:
     os.chdir(work)  # no pyproject.toml above: default settings, paths as given
 
     @seed(args.seed)
-    @settings(max_examples=args.examples, deadline=None, database=None,
-              suppress_health_check=list(HealthCheck))
+    @settings(max_examples=args.examples, deadline=None, database=None, suppress_health_check=list(HealthCheck))
     @given(files=batches(heavy=True))
     def run(files):
         folder = work / f"batch{stats['batches']}"
@@ -50,8 +48,10 @@ def main() -> None:
         run()
     finally:
         seconds = time.perf_counter() - start
-        print(f"{stats['batches']} batches, {stats['files']} files in {seconds:.0f} s "
-              f"({seconds / max(stats['files'], 1) * 1000:.0f} ms per file, each linted twice: -j 2 and alone)")
+        print(
+            f"{stats['batches']} batches, {stats['files']} files in {seconds:.0f} s "
+            f"({seconds / max(stats['files'], 1) * 1000:.0f} ms per file, each linted twice: -j 2 and alone)"
+        )
         print(f"work folder (failing batches stay): {work}")
     shutil.rmtree(work)  # nothing failed: nothing to keep
     print("no internal error; every file's findings matched its solo run; no AL000 error on code CPython compiles")

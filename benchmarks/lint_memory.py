@@ -23,7 +23,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-BLOCK = '''
+BLOCK = """
 
 class Net{i}(torch.nn.Module):
     def __init__(self, width={w}):
@@ -47,7 +47,8 @@ def train_{i}(model, dataset, epochs={e}):
             opt.step()
             print(f"epoch {{epoch}} loss {{loss.item():.3f}}")
     return {{"weights": model.state_dict(), "steps": [epoch, {i}, "{i}"]}}
-'''
+"""
+
 
 def source(megabytes: float) -> str:
     parts, size, i = ["import torch\n"], 0, 0
@@ -73,11 +74,25 @@ def _speed():
 def _tools(work: Path, before: str):
     """(name, command for a file, environment) of each tool compared."""
     extract, pythonpath = _speed().extract, _speed().pythonpath
-    archlint = [sys.executable, "-m", "archlint", "--exit-zero", "-j", "1", "--no-cache", "--max-file-size", "1000",
-                "--output-format", "json"]
+    archlint = [
+        sys.executable,
+        "-m",
+        "archlint",
+        "--exit-zero",
+        "-j",
+        "1",
+        "--no-cache",
+        "--max-file-size",
+        "1000",
+        "--output-format",
+        "json",
+    ]
     tree = extract(before, work / "before-tree")
-    return [("now", archlint, pythonpath(ROOT)), ("before", archlint, pythonpath(tree)),
-            ("TorchFix", [sys.executable, "-m", "torchfix", "-j", "1"], None)]
+    return [
+        ("now", archlint, pythonpath(ROOT)),
+        ("before", archlint, pythonpath(tree)),
+        ("TorchFix", [sys.executable, "-m", "torchfix", "-j", "1"], None),
+    ]
 
 
 def lint(cmd: list[str], env, path: Path) -> tuple[float, float, int]:
@@ -117,8 +132,10 @@ def main() -> None:
         tiny = Path(tmp) / "tiny.py"
         tiny.write_text(source(0.001))
         base = {name: lint(cmd, env, tiny)[:2] for name, cmd, env in tools}
-        print(f"before = {before}, now = this checkout; baselines ({tiny.stat().st_size} B file: "
-              "interpreter, imports): " + ", ".join(f"{n} {mb:.0f} MB {s:.2f} s" for n, (mb, s) in base.items()))
+        print(
+            f"before = {before}, now = this checkout; baselines ({tiny.stat().st_size} B file: "
+            "interpreter, imports): " + ", ".join(f"{n} {mb:.0f} MB {s:.2f} s" for n, (mb, s) in base.items())
+        )
         print(f"{'size MB':>8} {'tool':>9} {'peak MB':>8} {'MB/MB':>7} {'CPU s':>8} {'s/MB':>7} {'findings':>9}")
         rows: dict[str, list] = {name: [] for name, _, _ in tools}
         for mb in sizes:
@@ -131,14 +148,18 @@ def main() -> None:
                 if rows[name]:
                     need = base[name][0] + max(r[2] for r in rows[name]) * real_mb * 1.2
                     if need > available_mb():
-                        print(f"{real_mb:8.2f} {name:>9}  skipped: needs ≈ {need / 1024:.1f} GB, "
-                              f"{available_mb() / 1024:.1f} GB available")
+                        print(
+                            f"{real_mb:8.2f} {name:>9}  skipped: needs ≈ {need / 1024:.1f} GB, "
+                            f"{available_mb() / 1024:.1f} GB available"
+                        )
                         continue
                 peak, seconds, findings = lint(cmd, env, path)
                 extra = max(peak - base[name][0], 0.0)
                 rows[name].append((real_mb, extra, extra / real_mb, seconds - base[name][1], findings, peak, seconds))
-                print(f"{real_mb:8.2f} {name:>9} {peak:8.0f} {extra / real_mb:7.0f} {seconds:8.1f} "
-                      f"{(seconds - base[name][1]) / real_mb:7.1f} {findings:9d}")
+                print(
+                    f"{real_mb:8.2f} {name:>9} {peak:8.0f} {extra / real_mb:7.0f} {seconds:8.1f} "
+                    f"{(seconds - base[name][1]) / real_mb:7.1f} {findings:9d}"
+                )
             path.unlink()
     print("\nratios per size (peak RSS, CPU time; below 1: now is smaller / faster)")
     for other in ("before", "TorchFix"):
@@ -157,8 +178,10 @@ def main() -> None:
             goal = " (goal: < 100, linear)" if k == 1 else ""
             print(f"now, fitted {label} slope: {slope:.0f} {'MB of RAM' if k == 1 else 'CPU s'} per MB of source{goal}")
         ratios = [r[2] for r in now]
-        print(f"now, linearity: MB/MB ranges {min(ratios):.0f}-{max(ratios):.0f} across sizes "
-              f"({max(ratios) / min(ratios):.2f}x)")
+        print(
+            f"now, linearity: MB/MB ranges {min(ratios):.0f}-{max(ratios):.0f} across sizes "
+            f"({max(ratios) / min(ratios):.2f}x)"
+        )
 
 
 if __name__ == "__main__":

@@ -73,15 +73,22 @@ def measure(cmd: list[str], cwd: str, env: dict[str, str] | None = None) -> Run:
         wall = time.perf_counter() - start
         proc.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0), err.seek(0)
-        return Run(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, proc.returncode,
-                   out.read().decode(errors="replace"), err.read().decode(errors="replace"))
+        return Run(
+            wall,
+            usage.ru_utime + usage.ru_stime,
+            usage.ru_maxrss / 1024,
+            proc.returncode,
+            out.read().decode(errors="replace"),
+            err.read().decode(errors="replace"),
+        )
 
 
 def extract(rev: str, into: Path) -> Path:
     """archlint/, rules/ and pyproject.toml at `rev`, unpacked under `into` (the rule pages are
     read at run time, so the package alone would not run)."""
-    blob = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "archlint", "rules", "pyproject.toml"],
-                          capture_output=True, check=True).stdout
+    blob = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", rev, "archlint", "rules", "pyproject.toml"], capture_output=True, check=True
+    ).stdout
     with tarfile.open(fileobj=io.BytesIO(blob)) as tar:
         tar.extractall(into, filter="data")
     return into
@@ -101,8 +108,14 @@ def imported_from(tree: Path, cwd: Path) -> str:
     (a check that the editable install of another checkout does not shadow it). Never from the
     folder this script was started in: `python -c` puts that folder first on sys.path, so from the
     checkout's root every tree would import the checkout's archlint."""
-    return subprocess.run([sys.executable, "-c", "import archlint; print(archlint.__file__)"], cwd=cwd,
-                          env=pythonpath(tree), capture_output=True, text=True, check=True).stdout.strip()
+    return subprocess.run(
+        [sys.executable, "-c", "import archlint; print(archlint.__file__)"],
+        cwd=cwd,
+        env=pythonpath(tree),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
 
 
 def corpus(choice: list[str]) -> list[str]:
@@ -159,23 +172,29 @@ def main() -> None:
             landed = imported_from(tree, work)
             if not landed.startswith(str(tree)):
                 sys.exit(f"archlint {name} imports from {landed}, not {tree}")
-        print(f"corpus: {', '.join(args.corpus)}: {len(files)} .py files, {size:.2f} MB ({torch_files} mention "
-              f"torch); before = {args.before}, now = this checkout; -j 1; median of {args.repeat}; "
-              f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at start")
+        print(
+            f"corpus: {', '.join(args.corpus)}: {len(files)} .py files, {size:.2f} MB ({torch_files} mention "
+            f"torch); before = {args.before}, now = this checkout; -j 1; median of {args.repeat}; "
+            f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at start"
+        )
         archlint = [sys.executable, "-m", "archlint", "--exit-zero", "--output-format", "json", "-j", "1"]
         runs: dict[str, list[Run]] = {}
         cwd = {}
         for name in trees:
             cwd[name] = work / f"run-{name}"
             cwd[name].mkdir()
-        tools = [(f"{name}, cold (--no-cache)", [*archlint, "--no-cache", *paths], pythonpath(tree), cwd[name])
-                 for name, tree in trees.items()]
+        tools = [
+            (f"{name}, cold (--no-cache)", [*archlint, "--no-cache", *paths], pythonpath(tree), cwd[name])
+            for name, tree in trees.items()
+        ]
         if not args.no_torchfix:
             tools.append(("TorchFix", [sys.executable, "-m", "torchfix", "-j", "1", *paths], None, work))
         for name, tree in trees.items():  # fill each version's cache (.archlint_cache in its folder) once
             findings(measure([*archlint, *paths], str(cwd[name]), pythonpath(tree)))
-        tools += [(f"{name}, warm (cache read)", [*archlint, *paths], pythonpath(tree), cwd[name])
-                  for name, tree in trees.items()]
+        tools += [
+            (f"{name}, warm (cache read)", [*archlint, *paths], pythonpath(tree), cwd[name])
+            for name, tree in trees.items()
+        ]
         for _ in range(args.repeat):
             for label, cmd, env, where in tools:
                 runs.setdefault(label, []).append(measure(cmd, str(where), env))
@@ -201,10 +220,13 @@ def main() -> None:
     print(f"\n{'run':<28} {'CPU s':>8} {'wall s':>8} {'files/CPU s':>12} {'peak RSS MB':>12} {'findings':>9}")
     for label, rs in runs.items():
         cpu = median(rs, "cpu")
-        print(f"{label:<28} {cpu:8.2f} {median(rs, 'wall'):8.2f} {len(files) / cpu:12.1f} "
-              f"{median(rs, 'rss_mb'):12.1f} {counts[label]:9d}")
-    print("(medians over the runs; findings: archlint's include info, TorchFix's are its TOR lines; the rule "
-          "sets differ)")
+        print(
+            f"{label:<28} {cpu:8.2f} {median(rs, 'wall'):8.2f} {len(files) / cpu:12.1f} "
+            f"{median(rs, 'rss_mb'):12.1f} {counts[label]:9d}"
+        )
+    print(
+        "(medians over the runs; findings: archlint's include info, TorchFix's are its TOR lines; the rule sets differ)"
+    )
 
     def ratio(a: str, b: str, field: str) -> tuple[float, float, float]:
         """(median, lowest, highest) of the per-round ratios a/b: the rounds are interleaved, so a
@@ -223,13 +245,17 @@ def main() -> None:
     if "TorchFix" in runs:
         for mode in ("cold (--no-cache)", "warm (cache read)"):
             cpu = ratio(f"now, {mode}", "TorchFix", "cpu")
-            print(f"  now/TorchFix, {mode:<16} CPU {said(cpu)} ({1 / cpu[0]:.1f}x faster)  peak RSS "
-                  f"{said(ratio(f'now, {mode}', 'TorchFix', 'rss_mb'))}")
+            print(
+                f"  now/TorchFix, {mode:<16} CPU {said(cpu)} ({1 / cpu[0]:.1f}x faster)  peak RSS "
+                f"{said(ratio(f'now, {mode}', 'TorchFix', 'rss_mb'))}"
+            )
         single = 1 / ratio("now, cold (--no-cache)", "TorchFix", "cpu")[0]
         print(f"  target: archlint cold >= 2x TorchFix in CPU: {'met' if single >= 2 else 'NOT met'}")
     cache = ratio("now, cold (--no-cache)", "now, warm (cache read)", "cpu")[0]
-    print(f"  warm cache vs cold, now: {cache:.1f}x less CPU (target >= 10x: {'met' if cache >= 10 else 'NOT met'}; "
-          "the warm run's CPU is mostly interpreter start-up and imports)")
+    print(
+        f"  warm cache vs cold, now: {cache:.1f}x less CPU (target >= 10x: {'met' if cache >= 10 else 'NOT met'}; "
+        "the warm run's CPU is mostly interpreter start-up and imports)"
+    )
     if not args.no_project:
         touched_project(python_files(corpus(["torchvision"])))
 
@@ -261,20 +287,21 @@ def touched_project(files: list[Path], size: int = 200) -> None:
         cold, n = run.diagnostics, run.files_checked
         cold_s = time.perf_counter() - start
         touched = work / "trainer_class" / "src" / "seg" / "trainer.py"
-        touched.write_text(touched.read_text().replace('loss.item())', 'loss.detach())'))
+        touched.write_text(touched.read_text().replace("loss.item())", "loss.detach())"))
         start = time.perf_counter()
         linted = lint.lint_files(discover([work]), settings, [work])
         warm_s = time.perf_counter() - start
         again = lint.selected(linted.diagnostics, settings)
         extracted, relinted = linted.extracted, linted.relinted
-        cli = measure([sys.executable, "-m", "archlint", "--exit-zero", str(work)], str(work),
-                      pythonpath(ROOT))
+        cli = measure([sys.executable, "-m", "archlint", "--exit-zero", str(work)], str(work), pythonpath(ROOT))
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    print(f"\nproject of {n} files (now): cold run {cold_s:.2f} s ({len(cold)} findings); after touching one "
-          f"file: {extracted} re-extracted (target 1: {'met' if extracted == 1 else 'NOT met'}), {relinted} "
-          f"re-linted in context, {warm_s:.2f} s in-process, {cli.wall:.2f} s wall / {cli.cpu:.2f} s CPU through "
-          f"the command line (start-up included); {len(again)} findings")
+    print(
+        f"\nproject of {n} files (now): cold run {cold_s:.2f} s ({len(cold)} findings); after touching one "
+        f"file: {extracted} re-extracted (target 1: {'met' if extracted == 1 else 'NOT met'}), {relinted} "
+        f"re-linted in context, {warm_s:.2f} s in-process, {cli.wall:.2f} s wall / {cli.cpu:.2f} s CPU through "
+        f"the command line (start-up included); {len(again)} findings"
+    )
 
 
 if __name__ == "__main__":

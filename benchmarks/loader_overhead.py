@@ -25,15 +25,21 @@ from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 from torchvision import transforms as T
 
-from archlint.loader.measure import default_warmup, shutdown, throughput
 from archlint.loader.load import with_workers
+from archlint.loader.measure import default_warmup, shutdown, throughput
 
 
 class JpegFolder(Dataset):
     def __init__(self, root: Path) -> None:
         self.files = sorted(root.glob("*.jpg"))
-        self.transform = T.Compose([T.RandomResizedCrop(64), T.RandomHorizontalFlip(), T.ToTensor(),
-                                    T.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])])
+        self.transform = T.Compose(
+            [
+                T.RandomResizedCrop(64),
+                T.RandomHorizontalFlip(),
+                T.ToTensor(),
+                T.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225]),
+            ]
+        )
 
     def __len__(self) -> int:
         return len(self.files)
@@ -76,8 +82,10 @@ def main() -> None:
         root = Path(tmp)
         write_images(root, a.images, a.size)
         dataset = JpegFolder(root)
-        print(f"{a.images} JPEGs of {a.size}×{a.size} px, batch {a.batch_size}, {a.batches} timed batches per run, "
-              f"{a.rounds} rounds (ABBA order); torch {torch.__version__}, {torch.get_num_threads()} threads")
+        print(
+            f"{a.images} JPEGs of {a.size}×{a.size} px, batch {a.batch_size}, {a.batches} timed batches per run, "
+            f"{a.rounds} rounds (ABBA order); torch {torch.__version__}, {torch.get_num_threads()} threads"
+        )
         summary = []
         for workers in [int(w) for w in a.workers.split(",")]:
             loader = DataLoader(dataset, batch_size=a.batch_size, shuffle=True, num_workers=workers)
@@ -89,7 +97,9 @@ def main() -> None:
                 order = ("archlint", "hand") if r % 2 == 0 else ("hand", "archlint")
                 for who in order:
                     if who == "archlint":  # as `archlint loader` runs it: a copy made by with_workers
-                        ours.append(throughput(with_workers(loader, workers), a.batches, None, budget_s=60).samples_per_s)
+                        ours.append(
+                            throughput(with_workers(loader, workers), a.batches, None, budget_s=60).samples_per_s
+                        )
                     else:
                         hand.append(by_hand(loader, warmup, a.batches))
             ratios = [o / h for o, h in zip(ours, hand)]
@@ -100,8 +110,10 @@ def main() -> None:
             median = statistics.median(ratios)
             spread = (min(ratios), max(ratios))
             verdict = "within ±10%" if abs(median - 1) <= 0.10 else "OUTSIDE ±10%"
-            print(f"  median ratio {median:.3f} (rounds {spread[0]:.3f}–{spread[1]:.3f}); "
-                  f"medians {statistics.median(ours):.1f} vs {statistics.median(hand):.1f} samples/s: {verdict}")
+            print(
+                f"  median ratio {median:.3f} (rounds {spread[0]:.3f}–{spread[1]:.3f}); "
+                f"medians {statistics.median(ours):.1f} vs {statistics.median(hand):.1f} samples/s: {verdict}"
+            )
             summary.append((workers, median, verdict))
         print("\nsummary: " + "; ".join(f"num_workers={w}: archlint/hand {m:.3f} ({v})" for w, m, v in summary))
 

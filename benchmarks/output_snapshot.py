@@ -27,13 +27,21 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 # the projects' folder; benchmarks/code_eval in a checkout from before issue 27 moved it (a "before" run)
-EVAL_DATA = next((p for p in (ROOT / "benchmarks" / "eval_data" / "training_projects", ROOT / "benchmarks" / "code_eval")
-                  if p.is_dir()), ROOT / "benchmarks" / "eval_data" / "training_projects")
-TRACES = next((p / "shared" / "traces" for p in ROOT.parents if (p / "shared" / "traces").is_dir()),
-              ROOT.parent / "shared" / "traces")  # the workplace's real GPU traces, beside the checkout
+EVAL_DATA = next(
+    (
+        p
+        for p in (ROOT / "benchmarks" / "eval_data" / "training_projects", ROOT / "benchmarks" / "code_eval")
+        if p.is_dir()
+    ),
+    ROOT / "benchmarks" / "eval_data" / "training_projects",
+)
+TRACES = next(
+    (p / "shared" / "traces" for p in ROOT.parents if (p / "shared" / "traces").is_dir()),
+    ROOT.parent / "shared" / "traces",
+)  # the workplace's real GPU traces, beside the checkout
 VOLATILE = {"timing", "elapsed_s", "wall_s"}
 
-ZOO = '''
+ZOO = """
 import timm, torchvision
 from torchvision import models as tv
 from transformers import GPT2Config, GPT2LMHeadModel, BertConfig, BertModel
@@ -52,11 +60,13 @@ def gpt2():
 
 def bert():
     return BertModel(BertConfig(num_hidden_layers=2, hidden_size=128, num_attention_heads=4, intermediate_size=256)).eval()
-'''
+"""
 
 
 def _factories(names: list[str], kind: str) -> str:
-    return "".join(f"\ndef {kind}__{n.replace('.', '_').replace('-', '_')}():\n    return {kind}_model({n!r})\n" for n in names)
+    return "".join(
+        f"\ndef {kind}__{n.replace('.', '_').replace('-', '_')}():\n    return {kind}_model({n!r})\n" for n in names
+    )
 
 
 def _targets() -> list[tuple[str, list[str]]]:
@@ -64,22 +74,34 @@ def _targets() -> list[tuple[str, list[str]]]:
     from torchvision import models as tv
 
     classify = sorted(tv.list_models(module=tv))
-    others = ["fasterrcnn_mobilenet_v3_large_fpn", "fcn_resnet50", "deeplabv3_mobilenet_v3_large", "r3d_18", "raft_small"]
+    others = [
+        "fasterrcnn_mobilenet_v3_large_fpn",
+        "fcn_resnet50",
+        "deeplabv3_mobilenet_v3_large",
+        "r3d_18",
+        "raft_small",
+    ]
     names = timm.list_models()
-    sample = sorted(set(names[::40]) | {"resnet50d", "efficientnet_b0", "convnext_atto", "deit_tiny_patch16_224", "levit_128"})
-    zoo = Path(tempfile.gettempdir()) / "archlint-snapshot" / "zoo.py"   # fixed: targets appear in the JSON
+    sample = sorted(
+        set(names[::40]) | {"resnet50d", "efficientnet_b0", "convnext_atto", "deit_tiny_patch16_224", "levit_128"}
+    )
+    zoo = Path(tempfile.gettempdir()) / "archlint-snapshot" / "zoo.py"  # fixed: targets appear in the JSON
     zoo.parent.mkdir(exist_ok=True)
     zoo.write_text(ZOO + _factories(classify + others, "tv") + _factories(sample, "timm"), encoding="utf-8")
     runs: list[tuple[str, list[str]]] = []
     square = [n for n in classify if n != "inception_v3"]
-    for i in range(0, len(square), 8):   # eight models a process: one startup, each model's result in the same JSON
-        chunk = square[i:i + 8]
-        runs.append((f"tv-{chunk[0]}-to-{chunk[-1]}", [f"{zoo}:tv__{n}" for n in chunk] + ["--input-shape", "1,3,224,224"]))
+    for i in range(0, len(square), 8):  # eight models a process: one startup, each model's result in the same JSON
+        chunk = square[i : i + 8]
+        runs.append(
+            (f"tv-{chunk[0]}-to-{chunk[-1]}", [f"{zoo}:tv__{n}" for n in chunk] + ["--input-shape", "1,3,224,224"])
+        )
     runs.append(("tv-inception_v3", [f"{zoo}:tv__inception_v3", "--input-shape", "1,3,299,299"]))
     shapes = {"r3d_18": "1,3,8,112,112", "raft_small": None}
     for n in others:
         if n == "raft_small":
-            runs.append((f"tv-{n}", [f"{zoo}:tv__{n}", "--input", "image1=1,3,128,128", "--input", "image2=1,3,128,128"]))
+            runs.append(
+                (f"tv-{n}", [f"{zoo}:tv__{n}", "--input", "image1=1,3,128,128", "--input", "image2=1,3,128,128"])
+            )
         else:
             runs.append((f"tv-{n}", [f"{zoo}:tv__{n}", "--input-shape", shapes.get(n, "1,3,224,224")]))
     by_size: dict[tuple, list[str]] = {}
@@ -88,13 +110,20 @@ def _targets() -> list[tuple[str, list[str]]]:
         by_size.setdefault(tuple(cfg.input_size) if cfg is not None else (3, 224, 224), []).append(n)
     for size, names_at in sorted(by_size.items()):
         for i in range(0, len(names_at), 6):
-            chunk = names_at[i:i + 6]
-            runs.append((f"timm-{chunk[0]}-to-{chunk[-1]}", [f"{zoo}:timm__{n.replace('.', '_').replace('-', '_')}" for n in chunk]
-                         + ["--input-shape", ",".join(map(str, (1, *size)))]))
+            chunk = names_at[i : i + 6]
+            runs.append(
+                (
+                    f"timm-{chunk[0]}-to-{chunk[-1]}",
+                    [f"{zoo}:timm__{n.replace('.', '_').replace('-', '_')}" for n in chunk]
+                    + ["--input-shape", ",".join(map(str, (1, *size)))],
+                )
+            )
     tokens = ["--input", "input_ids=1,32:int64"]
     runs += [("hf-gpt2", [f"{zoo}:gpt2", *tokens]), ("hf-bert", [f"{zoo}:bert", *tokens])]
     for spec in ("a100-sxm", "rtx4090", "t4"):
-        runs.append((f"estimate-{spec}", [f"{zoo}:tv__resnet50", "--input-shape", "8,3,224,224", "--device-spec", spec]))
+        runs.append(
+            (f"estimate-{spec}", [f"{zoo}:tv__resnet50", "--input-shape", "8,3,224,224", "--device-spec", spec])
+        )
     runs.append(("tree-mobilenet_v2", [f"{zoo}:tv__mobilenet_v2", "--tree", "--input-shape", "1,3,224,224"]))
     # relative to the checkout (the runs start there): the JSON does not depend on where it lives
     runs.append(("example-TinyNet", ["examples/nets.py:TinyNet", "--input-shape", "1,3,56,56"]))
@@ -115,8 +144,13 @@ def _strip(value):
 def _run(args: list[str], out: Path, cwd: Path | None = None) -> None:
     raw = out.with_suffix(".raw")
     quiet = [] if args[0] == "trace" else ["-q"]  # archlint trace shows no progress anyway
-    proc = subprocess.run(["archlint", *args, "--output-format", "json", "-o", str(raw), *quiet, "--exit-zero"],
-                          cwd=cwd, capture_output=True, text=True, env={**os.environ, "COLUMNS": "120"})
+    proc = subprocess.run(
+        ["archlint", *args, "--output-format", "json", "-o", str(raw), *quiet, "--exit-zero"],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "120"},
+    )
     if not raw.exists():
         out.write_text(f"no output (exit {proc.returncode}):\n{proc.stderr}", encoding="utf-8")
         return
@@ -139,11 +173,20 @@ def write(folder: Path, only: set[str] | None = None) -> None:
 
 def compare(before: Path, after: Path) -> int:
     names = sorted({p.name for p in before.glob("*.json")} | {p.name for p in after.glob("*.json")})
-    differ = [n for n in names if not (before / n).exists() or not (after / n).exists()
-              or (before / n).read_bytes() != (after / n).read_bytes()]
-    failed = [n for n in names if (after / n).exists() and (after / n).read_text(encoding="utf-8").startswith("no output")]
-    print(f"{len(names)} outputs compared: {len(names) - len(differ)} byte-identical, {len(differ)} differ; "
-          f"{len(failed)} runs produced no JSON")
+    differ = [
+        n
+        for n in names
+        if not (before / n).exists()
+        or not (after / n).exists()
+        or (before / n).read_bytes() != (after / n).read_bytes()
+    ]
+    failed = [
+        n for n in names if (after / n).exists() and (after / n).read_text(encoding="utf-8").startswith("no output")
+    ]
+    print(
+        f"{len(names)} outputs compared: {len(names) - len(differ)} byte-identical, {len(differ)} differ; "
+        f"{len(failed)} runs produced no JSON"
+    )
     for n in differ:
         print("  differs:", n)
     return 1 if differ else 0

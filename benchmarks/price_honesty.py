@@ -36,9 +36,9 @@ from torch import nn
 from torch.nn.utils.fusion import fuse_conv_bn_eval
 
 from archlint.config import Settings
-from archlint.model.runtime import allocator
 from archlint.model.analyze import analyze_model
 from archlint.model.checks import CheckContext, run_checks
+from archlint.model.runtime import allocator
 from archlint.model.timing.measure import measure
 
 MODELS = ("resnet18", "mobilenet_v2", "shufflenet_v2_x1_0")
@@ -85,8 +85,10 @@ def fold_bn(model: nn.Module) -> nn.Module:
     modules = dict(gm.named_modules())
     for node in gm.graph.nodes:
         src = node.args[0] if node.args else None
-        if node.op == "call_module" and isinstance(modules[node.target], nn.BatchNorm2d) and (
-            src.op == "call_module" and isinstance(modules[src.target], nn.Conv2d) and len(src.users) == 1
+        if (
+            node.op == "call_module"
+            and isinstance(modules[node.target], nn.BatchNorm2d)
+            and (src.op == "call_module" and isinstance(modules[src.target], nn.Conv2d) and len(src.users) == 1)
         ):
             fused = fuse_conv_bn_eval(modules[src.target], modules[node.target])
             for target, module in ((src.target, fused), (node.target, nn.Identity())):
@@ -151,8 +153,10 @@ def main(argv=None) -> int:
     torch.manual_seed(0)
     x = torch.randn(1, 3, 224, 224)
     settings = Settings(latency=True, warmup=10, repeat=50)  # the CLI defaults
-    print(f"torch {torch.__version__}, {args.threads} thread(s), batch 1, 224×224; {args.rounds} rounds of "
-          f"(archlint --latency claim, then {args.runs} paired before/after runs); {allocator.keep_warm()}")
+    print(
+        f"torch {torch.__version__}, {args.threads} thread(s), batch 1, 224×224; {args.rounds} rounds of "
+        f"(archlint --latency claim, then {args.runs} paired before/after runs); {allocator.keep_warm()}"
+    )
     rows = [(name, *case) for name in args.models.split(",") for case in cases(name)]
     # Rounds go over all rows in turn, so a slow spell of a shared machine is spread over rows
     # and each row's claim and measurement are taken minutes apart, more than once.
@@ -162,10 +166,16 @@ def main(argv=None) -> int:
             saving, n, model_ms = claimed(rule, before, x, settings)
             diffs, base_ms = end_to_end(before, after, x, args.runs)
             seen[i].append((saving, n, model_ms, diffs, base_ms))
-            print(f"  round {r + 1}: {name} {rule} claimed {saving if saving is None else round(saving, 3)} ms, "
-                  f"measured {statistics.median(diffs):.3f} ms", file=sys.stderr, flush=True)
-    print(f"{'model':20} {'rule':6} {'found':>5} {'claimed %':>9} {'claimed ms':>10} {'measured %':>10} "
-          f"{'measured ms':>11} {'± se':>6} {'ratio':>6} {'rounds':>16}  note")
+            print(
+                f"  round {r + 1}: {name} {rule} claimed {saving if saving is None else round(saving, 3)} ms, "
+                f"measured {statistics.median(diffs):.3f} ms",
+                file=sys.stderr,
+                flush=True,
+            )
+    print(
+        f"{'model':20} {'rule':6} {'found':>5} {'claimed %':>9} {'claimed ms':>10} {'measured %':>10} "
+        f"{'measured ms':>11} {'± se':>6} {'ratio':>6} {'rounds':>16}  note"
+    )
     ratios = []
     for i, (name, rule, _before, _after, what) in enumerate(rows):
         rounds = seen[i]
@@ -175,26 +185,36 @@ def main(argv=None) -> int:
         claims = [(saving, model_ms) for saving, _, model_ms, _, _ in rounds if saving is not None]
         n = max(found for _, found, *_ in rounds)
         if not claims:
-            print(f"{name:20} {rule:6} {n:5} {'-':>9} {'-':>10} {measured_share:10.2%} {med:11.3f} {se:6.3f} "
-                  f"{'-':>6} {'':>16}  no {rule} finding ({what})")
+            print(
+                f"{name:20} {rule:6} {n:5} {'-':>9} {'-':>10} {measured_share:10.2%} {med:11.3f} {se:6.3f} "
+                f"{'-':>6} {'':>16}  no {rule} finding ({what})"
+            )
             continue
         # Shares of each phase's own model time: the phases run minutes apart on a shared machine.
         claimed_share = statistics.median(saving / model_ms for saving, model_ms in claims)
         claimed_ms = statistics.median(saving for saving, _ in claims)
         above = med > 2 * se
         ratio = claimed_share / measured_share if measured_share > 0 else float("nan")
-        per_round = [(sv / mm) / (statistics.median(ds) / base)
-                     for sv, _, mm, ds, base in rounds if sv is not None and statistics.median(ds) > 0]
+        per_round = [
+            (sv / mm) / (statistics.median(ds) / base)
+            for sv, _, mm, ds, base in rounds
+            if sv is not None and statistics.median(ds) > 0
+        ]
         spread = f"{min(per_round):.2f}–{max(per_round):.2f}" if per_round else "-"
         if above:
             ratios.append(ratio)
         note = what + ("" if above else "; saving within the noise: not judged")
-        print(f"{name:20} {rule:6} {n:5} {claimed_share:9.2%} {claimed_ms:10.3f} {measured_share:10.2%} "
-              f"{med:11.3f} {se:6.3f} {ratio:6.2f} {spread:>16}  {note}", flush=True)
+        print(
+            f"{name:20} {rule:6} {n:5} {claimed_share:9.2%} {claimed_ms:10.3f} {measured_share:10.2%} "
+            f"{med:11.3f} {se:6.3f} {ratio:6.2f} {spread:>16}  {note}",
+            flush=True,
+        )
     if ratios:
         within = sum(1 for r in ratios if 0.7 <= r <= 1.3)
-        print(f"\nclaimed/measured (medians over rounds of shares of model time) where the saving exceeds "
-              f"the noise: median {statistics.median(ratios):.2f}, {within}/{len(ratios)} within ±30%")
+        print(
+            f"\nclaimed/measured (medians over rounds of shares of model time) where the saving exceeds "
+            f"the noise: median {statistics.median(ratios):.2f}, {within}/{len(ratios)} within ±30%"
+        )
     return 0
 
 

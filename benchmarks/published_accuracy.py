@@ -44,8 +44,13 @@ REFERENCE = TABLES / "timm-infer-amp-nchw-pt240-cu124-rtx4090.csv"
 PARTS = ("tune", "heldout", "fresh")  # consecutive slices of SAMPLE rows of the reference ordering
 GROUPS = {"both": ["tune", "heldout"], "all": list(PARTS)}
 # The device spec each table was measured on: a substring of the file name → built-in spec.
-DEVICES = {"rtx4090": "rtx4090", "-4090": "rtx4090", "rtx3090": "rtx3090", "5090": "rtx5090",
-           "pro6000maxq": "rtx-pro-6000-maxq"}
+DEVICES = {
+    "rtx4090": "rtx4090",
+    "-4090": "rtx4090",
+    "rtx3090": "rtx3090",
+    "5090": "rtx5090",
+    "pro6000maxq": "rtx-pro-6000-maxq",
+}
 WORST = 10  # models listed per table: the furthest from the table's rank order
 
 
@@ -72,8 +77,13 @@ def read_table(table: Path) -> list[dict]:
     torch_version = torch_of(table)
     with table.open(newline="") as f:
         return [
-            {"model": r["model"], "img": int(r["infer_img_size"]), "batch": int(r["infer_batch_size"]),
-             "published": float(r["infer_samples_per_sec"]), "torch": torch_version}
+            {
+                "model": r["model"],
+                "img": int(r["infer_img_size"]),
+                "batch": int(r["infer_batch_size"]),
+                "published": float(r["infer_samples_per_sec"]),
+                "torch": torch_version,
+            }
             for r in csv.DictReader(f)
         ]
 
@@ -85,10 +95,12 @@ def drawn(which: str, reference: list[dict] | None = None) -> list[tuple[str, in
 
     known = set(timm.list_models())
     rows = read_table(REFERENCE) if reference is None else reference
-    ordered = sorted((r for r in rows if r["model"] in known),
-                     key=lambda r: hashlib.sha256(f"{r['model']},{r['img']}".encode()).hexdigest())
+    ordered = sorted(
+        (r for r in rows if r["model"] in known),
+        key=lambda r: hashlib.sha256(f"{r['model']},{r['img']}".encode()).hexdigest(),
+    )
     start = PARTS.index(which) * SAMPLE
-    return [(r["model"], r["img"]) for r in ordered[start: start + SAMPLE]]
+    return [(r["model"], r["img"]) for r in ordered[start : start + SAMPLE]]
 
 
 def sample(rows: list[dict], which: str, reference: list[dict] | None = None) -> list[dict]:
@@ -187,15 +199,23 @@ def evaluate(rows: list[dict], spec_name: str, per_model: bool, nhwc: bool = Fal
         before = estimate.estimate_graph(graph, spec, terms=estimate.ROOFLINE_ONLY)
         half = estimate.estimate_graph(graph, spec)  # what `--dtype float16 --device-spec` gives
         after = estimate.estimate_graph(graph, spec, autocast=True)  # the tables run under torch.autocast
-        r = {**row, "flops": flops, "half": row["batch"] / half["latency_ms"] * 1e3,
-             "before": row["batch"] / before["latency_ms"] * 1e3, "after": row["batch"] / after["latency_ms"] * 1e3,
-             "range": [row["batch"] / ms * 1e3 for ms in reversed(after.get("range_ms", [after["latency_ms"]] * 2))],
-             "families": family_ms(graph)}
+        r = {
+            **row,
+            "flops": flops,
+            "half": row["batch"] / half["latency_ms"] * 1e3,
+            "before": row["batch"] / before["latency_ms"] * 1e3,
+            "after": row["batch"] / after["latency_ms"] * 1e3,
+            "range": [row["batch"] / ms * 1e3 for ms in reversed(after.get("range_ms", [after["latency_ms"]] * 2))],
+            "families": family_ms(graph),
+        }
         out.append(r)
         if per_model:
-            print(f"  {row['model']:34s} {row['img']:4d} b{row['batch']:<5d} published {row['published']:9.1f}/s  "
-                  f"before {r['before']:9.1f} ({r['before'] / row['published']:5.2f}×)  after {r['after']:9.1f} "
-                  f"({r['after'] / row['published']:5.2f}×)  [{time.perf_counter() - start:.1f} s]", flush=True)
+            print(
+                f"  {row['model']:34s} {row['img']:4d} b{row['batch']:<5d} published {row['published']:9.1f}/s  "
+                f"before {r['before']:9.1f} ({r['before'] / row['published']:5.2f}×)  after {r['after']:9.1f} "
+                f"({r['after'] / row['published']:5.2f}×)  [{time.perf_counter() - start:.1f} s]",
+                flush=True,
+            )
     return out
 
 
@@ -235,8 +255,10 @@ def scores(rows: list[dict], key: str) -> str:
     ratios = [r[key] / r["published"] for r in rows]
     err = statistics.median(abs(x - 1) for x in ratios)
     within = sum(0.5 <= x <= 2 for x in ratios) / len(ratios)
-    return (f"ρ {spearman([r[key] for r in rows], pub):.3f}  median error {err:6.1%}  within 2× {within:4.0%}  "
-            f"median est/pub {statistics.median(ratios):.2f}")
+    return (
+        f"ρ {spearman([r[key] for r in rows], pub):.3f}  median error {err:6.1%}  within 2× {within:4.0%}  "
+        f"median est/pub {statistics.median(ratios):.2f}"
+    )
 
 
 def ranks(values: list[float]) -> list[float]:
@@ -260,8 +282,10 @@ def worst(rows: list[dict], key: str = "after", n: int = WORST) -> list[str]:
     for i in order:
         r = rows[i]
         fams = ", ".join(f"{f} {x:.0%}" for f, x in shares(r["families"])[:4] if x >= 0.05)
-        lines.append(f"    {r['model']:34s} {r['img']:4d}  rank {pub[i]:3.0f} → {est[i]:3.0f} ({est[i] - pub[i]:+4.0f})  "
-                     f"est/pub {r[key] / r['published']:5.2f}  [{fams}]")
+        lines.append(
+            f"    {r['model']:34s} {r['img']:4d}  rank {pub[i]:3.0f} → {est[i]:3.0f} ({est[i] - pub[i]:+4.0f})  "
+            f"est/pub {r[key] / r['published']:5.2f}  [{fams}]"
+        )
     return lines
 
 
@@ -275,8 +299,10 @@ def by_family(rows: list[dict], key: str = "after") -> list[str]:
     lines = []
     for fam, items in sorted(groups.items(), key=lambda kv: -len(kv[1])):
         ratios = [x for _, x in items]
-        lines.append(f"    {fam:14s} {len(items):3d} models  median share {statistics.median(s for s, _ in items):4.0%}  "
-                     f"median est/pub {statistics.median(ratios):5.2f}  (range {min(ratios):.2f}–{max(ratios):.2f})")
+        lines.append(
+            f"    {fam:14s} {len(items):3d} models  median share {statistics.median(s for s, _ in items):4.0%}  "
+            f"median est/pub {statistics.median(ratios):5.2f}  (range {min(ratios):.2f}–{max(ratios):.2f})"
+        )
     return lines
 
 
@@ -294,9 +320,13 @@ def report(table: Path, spec: str, which: str, rows: list[dict], asked: int) -> 
     print(f"  after:        {scores(rows, 'after')}   (and torch.autocast's dtypes, as the tables ran)")
     print(f"  published inside the estimate's range: {inside:.0%}")
     if channels_last(table):
-        print("  this table ran channels_last: captured so, and estimated as the model's memory format says "
-              "(NHWC convs: no cuDNN transposes, depthwise on cuDNN)")
-    print(f"  worst {min(WORST, len(rows))} by rank displacement (published rank → estimated rank; families' share of the estimated time):")
+        print(
+            "  this table ran channels_last: captured so, and estimated as the model's memory format says "
+            "(NHWC convs: no cuDNN transposes, depthwise on cuDNN)"
+        )
+    print(
+        f"  worst {min(WORST, len(rows))} by rank displacement (published rank → estimated rank; families' share of the estimated time):"
+    )
     print("\n".join(worst(rows)))
     print("  by dominant op family (the family with the largest share of a model's estimated time):")
     print("\n".join(by_family(rows)), flush=True)
@@ -313,7 +343,9 @@ def run_published(args) -> int:
             spec = device_of(table)
             picked = sample(read_table(table), which)
             if len(picked) < 3:
-                print(f"\n{table.stem}: {len(picked)} rows of the {which} sample in this table (it holds only some models)")
+                print(
+                    f"\n{table.stem}: {len(picked)} rows of the {which} sample in this table (it holds only some models)"
+                )
                 continue
             rows = evaluate(picked, spec, args.per_model, channels_last(table))
             if len(rows) < 3:

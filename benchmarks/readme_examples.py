@@ -29,7 +29,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 # `model.py:resnet50` in the README's commands: torchvision's resnet50, never downloaded
-MODEL_PY = "from torchvision.models import resnet50 as _resnet50\n\n\ndef resnet50():\n    return _resnet50(weights=None)\n"
+MODEL_PY = (
+    "from torchvision.models import resnet50 as _resnet50\n\n\ndef resnet50():\n    return _resnet50(weights=None)\n"
+)
 START = re.compile(r"<!-- readme-example: (?P<name>[\w-]+) -->\n")
 END = "<!-- /readme-example -->"
 
@@ -45,18 +47,23 @@ class Example:
 
 def _starting(*prefixes: str, rows: tuple[str, ...] = ()) -> Callable[[list[str]], list[str]]:
     """The lines that start with one of the prefixes, and the table rows of the named layers."""
+
     def keep(lines: list[str]) -> list[str]:
-        return [line for line in lines
-                if line.startswith(prefixes) or any(line.startswith(f"│ {row} ") for row in rows)]
+        return [
+            line for line in lines if line.startswith(prefixes) or any(line.startswith(f"│ {row} ") for row in rows)
+        ]
+
     return keep
 
 
 def _span(first: str, last: str) -> Callable[[list[str]], list[str]]:
     """From the first line starting with `first` through the next starting with `last`."""
+
     def keep(lines: list[str]) -> list[str]:
         start = next(i for i, line in enumerate(lines) if line.startswith(first))
         end = next(i for i in range(start, len(lines)) if lines[i].startswith(last))
-        return lines[start:end + 1]
+        return lines[start : end + 1]
+
     return keep
 
 
@@ -66,12 +73,31 @@ def _fit(lines: list[str]) -> list[str]:
 
 EXAMPLES: dict[str, Example] = {
     "train-a100": Example(
-        ["model.py:resnet50", "--input-shape", "32,3,224,224", "--train", "--optimizer", "adamw", "--device-spec", "a100-sxm"],
+        [
+            "model.py:resnet50",
+            "--input-shape",
+            "32,3,224,224",
+            "--train",
+            "--optimizer",
+            "adamw",
+            "--device-spec",
+            "a100-sxm",
+        ],
         _span("  training step:", "  ESTIMATED MFU"),
     ),
     "fit-l4": Example(
-        ["model.py:resnet50", "--input-shape", "512,3,224,224", "--train", "--optimizer", "adamw", "--device-spec", "l4"],
-        _fit, cheap=False,
+        [
+            "model.py:resnet50",
+            "--input-shape",
+            "512,3,224,224",
+            "--train",
+            "--optimizer",
+            "adamw",
+            "--device-spec",
+            "l4",
+        ],
+        _fit,
+        cheap=False,
     ),
     "estimate-rtx4090": Example(
         ["model.py:resnet50", "--input-shape", "256,3,224,224", "--dtype", "float16", "--device-spec", "rtx4090"],
@@ -86,8 +112,14 @@ def output(example: Example) -> list[str]:
     with tempfile.TemporaryDirectory() as folder:
         (Path(folder) / "model.py").write_text(MODEL_PY, encoding="utf-8")
         env = {**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1", "PYTHONHASHSEED": "0"}
-        done = subprocess.run([sys.executable, "-m", "archlint", *example.args, "--exit-zero", "-q"], cwd=folder,
-                              env=env, capture_output=True, text=True, timeout=1800)
+        done = subprocess.run(
+            [sys.executable, "-m", "archlint", *example.args, "--exit-zero", "-q"],
+            cwd=folder,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=1800,
+        )
     if done.returncode != 0:
         raise RuntimeError(f"archlint {' '.join(example.args)} failed ({done.returncode}): {done.stderr[-2000:]}")
     return [line.rstrip() for line in done.stdout.splitlines()]

@@ -66,7 +66,8 @@ OUTPUTS = {  # name → the flags that write it
     "baseline.json": ("--save-baseline",),
 }
 TRAIN = b"import torch\nx = torch.zeros(3).cuda()\n" + b"".join(
-    b"y%d = torch.ones(%d).cuda()\n" % (i, i + 1) for i in range(40))
+    b"y%d = torch.ones(%d).cuda()\n" % (i, i + 1) for i in range(40)
+)
 CONFIG = b'[tool.archlint]\nselect = ["AL4"]\n'
 VICTIM = b"somebody's file outside the project\n" * 20
 OLD = b"the previous report, whole\n" * 10
@@ -159,8 +160,9 @@ def trial(kind: str, name: str, folder: Path, rng: random.Random, references: di
         target = {"spelling": "./train.py", "absolute": str(folder / "train.py"), "config": "pyproject.toml"}.get(how)
         if target is None:
             target = "alias"
-            (os.link if how == "hard link" else lambda src, dst: os.symlink("train.py", dst))(folder / "train.py",
-                                                                                               folder / target)
+            (os.link if how == "hard link" else lambda src, dst: os.symlink("train.py", dst))(
+                folder / "train.py", folder / target
+            )
         codes = [wait(run_archlint(folder, [*flags, target]))[0]]
     lost = 0
     damaged = []
@@ -176,8 +178,9 @@ def trial(kind: str, name: str, folder: Path, rng: random.Random, references: di
         if final not in (OLD, references[name]):
             damaged.append(name)
             lost += len(OLD)
-    wrong_exit = (expect_refused and any(c != 2 for c in codes)) or \
-        (kind == "concurrent" and (any(c not in (0, 1) for c in codes) or final != references[name]))
+    wrong_exit = (expect_refused and any(c != 2 for c in codes)) or (
+        kind == "concurrent" and (any(c not in (0, 1) for c in codes) or final != references[name])
+    )
     strays = [p for p in folder.iterdir() if p.name.endswith(TEMP_SUFFIX)]
     cleaned = True
     if strays:  # aged past the staleness delay, the next write to the folder removes them
@@ -188,8 +191,15 @@ def trial(kind: str, name: str, folder: Path, rng: random.Random, references: di
             report.unlink()
         wait(run_archlint(folder, [*flags, name]))
         cleaned = not [p for p in folder.iterdir() if p.name.endswith(TEMP_SUFFIX)]
-    result = {"kind": kind, "lost": lost, "damaged": damaged, "wrong_exit": wrong_exit, "strays": len(strays),
-              "cleaned": cleaned, "new": final == references[name]}
+    result = {
+        "kind": kind,
+        "lost": lost,
+        "damaged": damaged,
+        "wrong_exit": wrong_exit,
+        "strays": len(strays),
+        "cleaned": cleaned,
+        "new": final == references[name],
+    }
     if damaged:
         keep = folder.parent / f"damaged-{kind}-{rng.random():.6f}"
         shutil.copytree(folder, keep, symlinks=True)
@@ -222,8 +232,11 @@ def main() -> int:
     parser.add_argument("--trials", type=int, default=500)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--naive", action="store_true",
-                        help="write as a plain open(path, 'w') would, no checks: shows what the script catches")
+    parser.add_argument(
+        "--naive",
+        action="store_true",
+        help="write as a plain open(path, 'w') would, no checks: shows what the script catches",
+    )
     args = parser.parse_args()
     if args.naive:
         _naive_writer()
@@ -249,25 +262,33 @@ def main() -> int:
     shutil.rmtree(ref)
     rng = random.Random(args.seed)
     plan = [(KINDS[i % len(KINDS)], rng.choice(sorted(OUTPUTS))) for i in range(args.trials)]
-    chunks = [(j, plan[j::args.jobs], args.seed, references, run_time, str(root)) for j in range(args.jobs)]
+    chunks = [(j, plan[j :: args.jobs], args.seed, references, run_time, str(root)) for j in range(args.jobs)]
     with multiprocessing.get_context("fork").Pool(args.jobs) as pool:
         results = [r for chunk in pool.map(worker, chunks) for r in chunk]
     elapsed = time.perf_counter() - started
 
     sizes = ", ".join(f"{name} {len(data) / 1024:.0f} KB" for name, data in references.items())
-    print(f"archlint report stress: {args.trials} trials, {args.jobs} jobs, seed {args.seed}, one run ≈ "
-          f"{run_time:.2f} s, {elapsed:.0f} s in all ({sizes})")
-    print(f"{'kind':<11} {'trials':>6} {'damaged':>8} {'bytes lost':>10} {'wrong exit':>10} {'new report':>10} "
-          f"{'stray temps':>11} {'cleaned':>7}")
+    print(
+        f"archlint report stress: {args.trials} trials, {args.jobs} jobs, seed {args.seed}, one run ≈ "
+        f"{run_time:.2f} s, {elapsed:.0f} s in all ({sizes})"
+    )
+    print(
+        f"{'kind':<11} {'trials':>6} {'damaged':>8} {'bytes lost':>10} {'wrong exit':>10} {'new report':>10} "
+        f"{'stray temps':>11} {'cleaned':>7}"
+    )
     for kind in KINDS:
         rows = [r for r in results if r["kind"] == kind]
-        print(f"{kind:<11} {len(rows):>6} {sum(bool(r['damaged']) for r in rows):>8} {sum(r['lost'] for r in rows):>10} "
-              f"{sum(r['wrong_exit'] for r in rows):>10} {sum(r['new'] for r in rows):>10} "
-              f"{sum(r['strays'] for r in rows):>11} {sum(r['cleaned'] for r in rows if r['strays']):>7}")
+        print(
+            f"{kind:<11} {len(rows):>6} {sum(bool(r['damaged']) for r in rows):>8} {sum(r['lost'] for r in rows):>10} "
+            f"{sum(r['wrong_exit'] for r in rows):>10} {sum(r['new'] for r in rows):>10} "
+            f"{sum(r['strays'] for r in rows):>11} {sum(r['cleaned'] for r in rows if r['strays']):>7}"
+        )
     lost = sum(r["lost"] for r in results)
     bad = sum(bool(r["damaged"]) or r["wrong_exit"] or not r["cleaned"] for r in results)
-    print(f"bytes lost: {lost}; trials with a damaged file, a wrong exit code or temporary files left: {bad} "
-          f"of {len(results)} (goal 0 and 0)")
+    print(
+        f"bytes lost: {lost}; trials with a damaged file, a wrong exit code or temporary files left: {bad} "
+        f"of {len(results)} (goal 0 and 0)"
+    )
     for r in results:
         if r.get("kept"):
             print(f"  kept for inspection: {r['kept']} ({', '.join(r['damaged'])})")

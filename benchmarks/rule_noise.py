@@ -47,11 +47,30 @@ from archlint.model.analyze import analyze_model
 from archlint.model.checks import CheckContext, run_checks
 
 MODELS = [
-    "tv:resnet18", "tv:resnet50", "tv:mobilenet_v2", "tv:mobilenet_v3_large", "tv:efficientnet_b0",
-    "tv:shufflenet_v2_x1_0", "tv:regnet_y_400mf", "tv:densenet121", "tv:convnext_tiny", "tv:vit_b_16",
-    "tv:swin_t", "tv:inception_v3", "tv:squeezenet1_0", "tv:mnasnet1_0", "tv:googlenet",
-    "timm:resnet50d", "timm:efficientnet_b0", "timm:mobilevit_s", "timm:repvgg_a2", "timm:mobileone_s0",
-    "timm:fastvit_t8", "timm:convnext_atto", "timm:deit_tiny_patch16_224", "timm:levit_128",
+    "tv:resnet18",
+    "tv:resnet50",
+    "tv:mobilenet_v2",
+    "tv:mobilenet_v3_large",
+    "tv:efficientnet_b0",
+    "tv:shufflenet_v2_x1_0",
+    "tv:regnet_y_400mf",
+    "tv:densenet121",
+    "tv:convnext_tiny",
+    "tv:vit_b_16",
+    "tv:swin_t",
+    "tv:inception_v3",
+    "tv:squeezenet1_0",
+    "tv:mnasnet1_0",
+    "tv:googlenet",
+    "timm:resnet50d",
+    "timm:efficientnet_b0",
+    "timm:mobilevit_s",
+    "timm:repvgg_a2",
+    "timm:mobileone_s0",
+    "timm:fastvit_t8",
+    "timm:convnext_atto",
+    "timm:deit_tiny_patch16_224",
+    "timm:levit_128",
     "timm:edgenext_small",
 ]
 SHUFFLENET_RULES = ("AL101", "AL102", "AL103", "AL104")
@@ -72,13 +91,31 @@ UNTUNED = {
     "hf:starcoder2": dict(_SMALL_DECODER, num_key_value_heads=2),
     "hf:mistral": dict(_SMALL_DECODER, num_key_value_heads=2),
     "hf:stablelm": dict(_SMALL_DECODER, num_key_value_heads=4),
-    "hf:electra": dict(num_hidden_layers=2, hidden_size=128, num_attention_heads=4, intermediate_size=256, embedding_size=64),
-    "hf:albert": dict(num_hidden_layers=2, hidden_size=128, num_attention_heads=4, intermediate_size=256, embedding_size=64),
+    "hf:electra": dict(
+        num_hidden_layers=2, hidden_size=128, num_attention_heads=4, intermediate_size=256, embedding_size=64
+    ),
+    "hf:albert": dict(
+        num_hidden_layers=2, hidden_size=128, num_attention_heads=4, intermediate_size=256, embedding_size=64
+    ),
     "hf:xlm-roberta": dict(num_hidden_layers=2, hidden_size=128, num_attention_heads=4, intermediate_size=256),
-    "hf:bart": dict(encoder_layers=2, decoder_layers=2, d_model=128, encoder_attention_heads=4,
-                    decoder_attention_heads=4, encoder_ffn_dim=256, decoder_ffn_dim=256),
-    "hf:marian": dict(encoder_layers=2, decoder_layers=2, d_model=128, encoder_attention_heads=4,
-                      decoder_attention_heads=4, encoder_ffn_dim=256, decoder_ffn_dim=256),
+    "hf:bart": dict(
+        encoder_layers=2,
+        decoder_layers=2,
+        d_model=128,
+        encoder_attention_heads=4,
+        decoder_attention_heads=4,
+        encoder_ffn_dim=256,
+        decoder_ffn_dim=256,
+    ),
+    "hf:marian": dict(
+        encoder_layers=2,
+        decoder_layers=2,
+        d_model=128,
+        encoder_attention_heads=4,
+        decoder_attention_heads=4,
+        encoder_ffn_dim=256,
+        decoder_ffn_dim=256,
+    ),
     "hf:CLIPVisionModel": dict(num_hidden_layers=2, hidden_size=128, num_attention_heads=4, intermediate_size=256),
     "hf:CLIPTextModel": dict(num_hidden_layers=2, hidden_size=128, num_attention_heads=4, intermediate_size=256),
     "hf:swinv2": dict(depths=[2, 2], num_heads=[2, 4], embed_dim=48),
@@ -87,11 +124,25 @@ UNTUNED = {
     "hf:deit": dict(num_hidden_layers=2, hidden_size=128, num_attention_heads=4, intermediate_size=256),
     "hf:hubert": dict(num_hidden_layers=2, hidden_size=128, num_attention_heads=4, intermediate_size=256),
     "hf:wavlm": dict(num_hidden_layers=2, hidden_size=128, num_attention_heads=4, intermediate_size=256),
-    "tv:fcos_resnet50_fpn": None, "tv:retinanet_resnet50_fpn": None, "tv:ssdlite320_mobilenet_v3_large": None,
-    "tv:deeplabv3_mobilenet_v3_large": None, "tv:lraspp_mobilenet_v3_large": None, "tv:fcn_resnet50": None,
-    "tv:r3d_18": None, "tv:s3d": None, "tv:regnet_x_400mf": None, "tv:efficientnet_v2_s": None, "tv:vit_b_32": None,
-    "timm:repvit_m1": None, "timm:efficientvit_b0": None, "timm:nextvit_small": None, "timm:tiny_vit_5m_224": None,
-    "timm:hgnetv2_b0": None, "timm:ghostnetv2_100": None, "timm:pvt_v2_b0": None, "timm:efficientformerv2_s0": None,
+    "tv:fcos_resnet50_fpn": None,
+    "tv:retinanet_resnet50_fpn": None,
+    "tv:ssdlite320_mobilenet_v3_large": None,
+    "tv:deeplabv3_mobilenet_v3_large": None,
+    "tv:lraspp_mobilenet_v3_large": None,
+    "tv:fcn_resnet50": None,
+    "tv:r3d_18": None,
+    "tv:s3d": None,
+    "tv:regnet_x_400mf": None,
+    "tv:efficientnet_v2_s": None,
+    "tv:vit_b_32": None,
+    "timm:repvit_m1": None,
+    "timm:efficientvit_b0": None,
+    "timm:nextvit_small": None,
+    "timm:tiny_vit_5m_224": None,
+    "timm:hgnetv2_b0": None,
+    "timm:ghostnetv2_100": None,
+    "timm:pvt_v2_b0": None,
+    "timm:efficientformerv2_s0": None,
     "timm:mobilenetv4_conv_small": None,
     "diffusers:UNet2DModel": dict(sample_size=64, block_out_channels=(32, 64, 64, 64), layers_per_block=1),
 }
@@ -101,13 +152,31 @@ UNTUNED = {
 # switch in tests/fixtures/models), recent timm
 # and torchvision families, Hugging Face decoders, an encoder and a segmenter from small configs.
 FRESH43 = {
-    "repo:unet_milesial": None, "repo:cyclegan_resnet": None, "repo:esrgan_rrdb": None, "repo:tcn_locuslab": None,
-    "repo:dlrm_facebook": None, "repo:mingpt_karpathy": None, "repo:espcn_examples": None,
-    "repo:yolov5_ultralytics": None, "repo:stylegan2_ops": None, "repo:bigvgan_switch": None,
-    "timm:rexnet_100": None, "timm:dla34": None, "timm:hrnet_w18_small": None, "timm:cspresnet50": None,
-    "timm:res2net50_14w_8s": None, "timm:skresnet18": None, "timm:xcit_nano_12_p16_224": None,
-    "timm:poolformer_s12": None, "timm:mixer_s16_224": None, "timm:resmlp_12_224": None, "timm:cait_xxs24_224": None,
-    "timm:lcnet_050": None, "timm:ese_vovnet19b_dw": None, "timm:selecsls42b": None, "tv:maxvit_t": None,
+    "repo:unet_milesial": None,
+    "repo:cyclegan_resnet": None,
+    "repo:esrgan_rrdb": None,
+    "repo:tcn_locuslab": None,
+    "repo:dlrm_facebook": None,
+    "repo:mingpt_karpathy": None,
+    "repo:espcn_examples": None,
+    "repo:yolov5_ultralytics": None,
+    "repo:stylegan2_ops": None,
+    "repo:bigvgan_switch": None,
+    "timm:rexnet_100": None,
+    "timm:dla34": None,
+    "timm:hrnet_w18_small": None,
+    "timm:cspresnet50": None,
+    "timm:res2net50_14w_8s": None,
+    "timm:skresnet18": None,
+    "timm:xcit_nano_12_p16_224": None,
+    "timm:poolformer_s12": None,
+    "timm:mixer_s16_224": None,
+    "timm:resmlp_12_224": None,
+    "timm:cait_xxs24_224": None,
+    "timm:lcnet_050": None,
+    "timm:ese_vovnet19b_dw": None,
+    "timm:selecsls42b": None,
+    "tv:maxvit_t": None,
     "hf:phi": dict(num_hidden_layers=2, hidden_size=128, num_attention_heads=4, intermediate_size=256),
     "hf:qwen2": dict(_SMALL_DECODER, num_key_value_heads=2),
     "hf:distilbert": dict(n_layers=2, dim=128, n_heads=4, hidden_dim=256),
@@ -121,22 +190,44 @@ FRESH43 = {
 # model), timm and torchvision families, Hugging Face encoders, decoders, T5 and Mamba from small
 # configs. Adjudicated in benchmarks/eval_data/rule_noise_second43.md.
 SECOND43 = {
-    "repo:annotated_transformer_harvard": None, "repo:pointnet_fxia22": None, "repo:pygcn_kipf": None,
-    "repo:nerf_yenchenlin": None, "repo:edsr_sanghyun": None, "repo:dcgan_examples": None,
-    "repo:wavenet_r9y9": None, "repo:ncf_guoyang9": None, "repo:conformer_lucidrains": None,
-    "repo:vae_examples": None, "repo:word_lm_examples": None,
-    "timm:dpn68": None, "timm:resnest14d": None, "timm:gernet_s": None, "timm:coat_lite_tiny": None,
-    "timm:visformer_tiny": None, "timm:pit_ti_224": None, "timm:nf_resnet26": None, "timm:botnet26t_256": None,
-    "timm:inception_next_tiny": None, "timm:convit_tiny": None, "tv:mobilenet_v3_small": None,
+    "repo:annotated_transformer_harvard": None,
+    "repo:pointnet_fxia22": None,
+    "repo:pygcn_kipf": None,
+    "repo:nerf_yenchenlin": None,
+    "repo:edsr_sanghyun": None,
+    "repo:dcgan_examples": None,
+    "repo:wavenet_r9y9": None,
+    "repo:ncf_guoyang9": None,
+    "repo:conformer_lucidrains": None,
+    "repo:vae_examples": None,
+    "repo:word_lm_examples": None,
+    "timm:dpn68": None,
+    "timm:resnest14d": None,
+    "timm:gernet_s": None,
+    "timm:coat_lite_tiny": None,
+    "timm:visformer_tiny": None,
+    "timm:pit_ti_224": None,
+    "timm:nf_resnet26": None,
+    "timm:botnet26t_256": None,
+    "timm:inception_next_tiny": None,
+    "timm:convit_tiny": None,
+    "tv:mobilenet_v3_small": None,
     "hf:t5": dict(num_layers=2, num_decoder_layers=2, d_model=128, num_heads=4, d_ff=256, d_kv=32),
     "hf:deberta-v2": dict(num_hidden_layers=2, hidden_size=128, num_attention_heads=4, intermediate_size=256),
-    "hf:mobilebert": dict(num_hidden_layers=2, hidden_size=128, num_attention_heads=4, intermediate_size=256,
-                          embedding_size=64, intra_bottleneck_size=64),
+    "hf:mobilebert": dict(
+        num_hidden_layers=2,
+        hidden_size=128,
+        num_attention_heads=4,
+        intermediate_size=256,
+        embedding_size=64,
+        intra_bottleneck_size=64,
+    ),
     "hf:mamba": dict(num_hidden_layers=2, hidden_size=128, state_size=16),
     "hf:gemma": dict(_SMALL_DECODER, num_key_value_heads=1, head_dim=32),
     "hf:roformer": dict(num_hidden_layers=2, hidden_size=128, num_attention_heads=4, intermediate_size=256),
-    "hf:squeezebert": dict(num_hidden_layers=2, hidden_size=128, num_attention_heads=4, intermediate_size=256,
-                           embedding_size=128),
+    "hf:squeezebert": dict(
+        num_hidden_layers=2, hidden_size=128, num_attention_heads=4, intermediate_size=256, embedding_size=128
+    ),
 }
 REPO_MODELS = Path(__file__).resolve().parent / "eval_data" / "repo_models"
 FIXTURE_MODELS = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "models"
@@ -232,17 +323,31 @@ def run_one(spec: str, latency: bool) -> dict:
 
 
 def _row(spec: str, found: list, model_ms: float | None) -> dict:
-    row = {"model": spec, "model_ms": model_ms, "findings": Counter(d.code for d in found),
-           "warnings": Counter(d.code for d in found if d.severity is not Severity.INFO)}
+    row = {
+        "model": spec,
+        "model_ms": model_ms,
+        "findings": Counter(d.code for d in found),
+        "warnings": Counter(d.code for d in found if d.severity is not Severity.INFO),
+    }
     g_warnings = [d for d in found if d.code in SHUFFLENET_RULES and d.severity is not Severity.INFO]
     row["g_measured_faster"] = sum(1 for d in g_warnings if (_saving_ms(d) or 0) > 0)
-    row["g_estimated_faster"] = sum(1 for d in g_warnings if getattr(d.price, "basis", None) == "estimated"
-                                    and (d.price.saving_ms or 0) > 0)
-    row["g_detail"] = [f"{d.code} {getattr(d.price, 'basis', '?')} {getattr(d.price, 'saving_ms', None)}" for d in g_warnings]
+    row["g_estimated_faster"] = sum(
+        1 for d in g_warnings if getattr(d.price, "basis", None) == "estimated" and (d.price.saving_ms or 0) > 0
+    )
+    row["g_detail"] = [
+        f"{d.code} {getattr(d.price, 'basis', '?')} {getattr(d.price, 'saving_ms', None)}" for d in g_warnings
+    ]
     row["warned"] = [
-        {"code": d.code, "module": d.module, "node": d.node, "share": d.price.saving_share if d.price else None,
-         "basis": getattr(d.price, "basis", None), "message": d.message}
-        for d in found if d.severity is not Severity.INFO
+        {
+            "code": d.code,
+            "module": d.module,
+            "node": d.node,
+            "share": d.price.saving_share if d.price else None,
+            "basis": getattr(d.price, "basis", None),
+            "message": d.message,
+        }
+        for d in found
+        if d.severity is not Severity.INFO
     ]
     return row
 
@@ -260,17 +365,28 @@ def _saving_ms(d) -> float | None:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--latency", action="store_true")
-    ap.add_argument("--models", help="comma-separated subset of the lists (tv:NAME, timm:NAME, hf:NAME, diffusers:NAME)")
-    ap.add_argument("--set", choices=("popular", "untuned", "fresh43", "second43", "all"), default="popular",
-                    help="popular: the 25 the rules were reworked against; untuned: issue 26's set nobody tuned for; "
-                         "fresh43: issue 43's set (repository-style model files among them); second43: issue 43's "
-                         "second untuned set")
+    ap.add_argument(
+        "--models", help="comma-separated subset of the lists (tv:NAME, timm:NAME, hf:NAME, diffusers:NAME)"
+    )
+    ap.add_argument(
+        "--set",
+        choices=("popular", "untuned", "fresh43", "second43", "all"),
+        default="popular",
+        help="popular: the 25 the rules were reworked against; untuned: issue 26's set nobody tuned for; "
+        "fresh43: issue 43's set (repository-style model files among them); second43: issue 43's "
+        "second untuned set",
+    )
     ap.add_argument("--json", help="write the rows here too")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     warnings.simplefilter("ignore")
-    chosen = {"popular": MODELS, "untuned": list(UNTUNED), "fresh43": list(FRESH43), "second43": list(SECOND43),
-              "all": MODELS + list(UNTUNED)}[args.set]
+    chosen = {
+        "popular": MODELS,
+        "untuned": list(UNTUNED),
+        "fresh43": list(FRESH43),
+        "second43": list(SECOND43),
+        "all": MODELS + list(UNTUNED),
+    }[args.set]
     models = args.models.split(",") if args.models else chosen
     rows = []
     for spec in models:
@@ -283,25 +399,37 @@ def main(argv=None) -> int:
         row["seconds"] = time.perf_counter() - t0
         rows.append(row)
         w = row["warnings"]
-        print(f"{spec:32} findings {sum(row['findings'].values()):4}  warnings {sum(w.values()):3}  "
-              + " ".join(f"{c}:{n}" for c, n in sorted(w.items()))
-              + (f"  | {row['model_ms']:.1f} ms, G-warnings measured faster {row['g_measured_faster']}"
-                 f" (+{row['g_estimated_faster']} estimated faster) of {sum(w[c] for c in SHUFFLENET_RULES)}"
-                 if args.latency else ""), flush=True)
+        print(
+            f"{spec:32} findings {sum(row['findings'].values()):4}  warnings {sum(w.values()):3}  "
+            + " ".join(f"{c}:{n}" for c, n in sorted(w.items()))
+            + (
+                f"  | {row['model_ms']:.1f} ms, G-warnings measured faster {row['g_measured_faster']}"
+                f" (+{row['g_estimated_faster']} estimated faster) of {sum(w[c] for c in SHUFFLENET_RULES)}"
+                if args.latency
+                else ""
+            ),
+            flush=True,
+        )
     codes = sorted({c for r in rows for c in r["findings"]})
     print(f"\n{'rule':6} {'findings':>8} {'warnings':>8} {'models warned':>13}")
     for code in codes:
-        print(f"{code:6} {sum(r['findings'][code] for r in rows):8} {sum(r['warnings'][code] for r in rows):8} "
-              f"{sum(1 for r in rows if r['warnings'][code]):13}")
+        print(
+            f"{code:6} {sum(r['findings'][code] for r in rows):8} {sum(r['warnings'][code] for r in rows):8} "
+            f"{sum(1 for r in rows if r['warnings'][code]):13}"
+        )
     per_model = [sum(r["warnings"].values()) for r in rows]
-    print(f"\n{len(rows)} models: {sum(sum(r['findings'].values()) for r in rows)} findings, "
-          f"{sum(per_model)} warnings; warnings per model median {statistics.median(per_model) if rows else 0}, "
-          f"max {max(per_model, default=0)}")
+    print(
+        f"\n{len(rows)} models: {sum(sum(r['findings'].values()) for r in rows)} findings, "
+        f"{sum(per_model)} warnings; warnings per model median {statistics.median(per_model) if rows else 0}, "
+        f"max {max(per_model, default=0)}"
+    )
     if args.latency:
         g = sum(r["warnings"][c] for r in rows for c in SHUFFLENET_RULES)
-        print(f"AL101–AL104 warnings with --latency: {g}, of which measured faster: "
-              f"{sum(r['g_measured_faster'] for r in rows)}, estimated faster (from measured op times): "
-              f"{sum(r['g_estimated_faster'] for r in rows)}")
+        print(
+            f"AL101–AL104 warnings with --latency: {g}, of which measured faster: "
+            f"{sum(r['g_measured_faster'] for r in rows)}, estimated faster (from measured op times): "
+            f"{sum(r['g_estimated_faster'] for r in rows)}"
+        )
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1, default=dict)

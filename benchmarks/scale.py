@@ -57,21 +57,49 @@ def _layers(default: int) -> int:
 
 def llama_8b():
     from transformers import LlamaConfig, LlamaForCausalLM
-    return LlamaForCausalLM(LlamaConfig(hidden_size=4096, intermediate_size=14336, num_hidden_layers=_layers(32),
-                                        num_attention_heads=32, num_key_value_heads=8, vocab_size=128256))
+
+    return LlamaForCausalLM(
+        LlamaConfig(
+            hidden_size=4096,
+            intermediate_size=14336,
+            num_hidden_layers=_layers(32),
+            num_attention_heads=32,
+            num_key_value_heads=8,
+            vocab_size=128256,
+        )
+    )
 
 
 def llama_70b():
     from transformers import LlamaConfig, LlamaForCausalLM
-    return LlamaForCausalLM(LlamaConfig(hidden_size=8192, intermediate_size=28672, num_hidden_layers=_layers(80),
-                                        num_attention_heads=64, num_key_value_heads=8, vocab_size=128256))
+
+    return LlamaForCausalLM(
+        LlamaConfig(
+            hidden_size=8192,
+            intermediate_size=28672,
+            num_hidden_layers=_layers(80),
+            num_attention_heads=64,
+            num_key_value_heads=8,
+            vocab_size=128256,
+        )
+    )
 
 
 def mixtral():
     from transformers import MixtralConfig, MixtralForCausalLM
-    return MixtralForCausalLM(MixtralConfig(hidden_size=4096, intermediate_size=14336, num_hidden_layers=_layers(32),
-                                            num_attention_heads=32, num_key_value_heads=8, vocab_size=32000,
-                                            num_local_experts=8, num_experts_per_tok=2))
+
+    return MixtralForCausalLM(
+        MixtralConfig(
+            hidden_size=4096,
+            intermediate_size=14336,
+            num_hidden_layers=_layers(32),
+            num_attention_heads=32,
+            num_key_value_heads=8,
+            vocab_size=32000,
+            num_local_experts=8,
+            num_experts_per_tok=2,
+        )
+    )
 
 
 # name: (factory, input shape, goal seconds, goal peak RSS bytes)
@@ -93,8 +121,22 @@ def run_child(config: str, flags: list[str], layers: int | None = None, rss_cap:
         env[LAYERS_VAR] = str(layers)
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "report.json"
-        cmd = [sys.executable, "-m", "archlint", f"{Path(__file__).resolve()}:{factory}", "--input-shape", shape,
-               "--input-dtype", "int64", *flags, "-q", "--output-format", "json", "-o", str(out)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "archlint",
+            f"{Path(__file__).resolve()}:{factory}",
+            "--input-shape",
+            shape,
+            "--input-dtype",
+            "int64",
+            *flags,
+            "-q",
+            "--output-format",
+            "json",
+            "-o",
+            str(out),
+        ]
         start = time.perf_counter()
         errors = (Path(tmp) / "stderr").open("wb")  # a file, not a pipe: the loop below does not read one
         child = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=errors)
@@ -110,13 +152,21 @@ def run_child(config: str, flags: list[str], layers: int | None = None, rss_cap:
         wall = time.perf_counter() - start
         code = os.waitstatus_to_exitcode(status)
         errors.close()
-        said = (Path(tmp) / "stderr").read_text(errors="replace").strip().splitlines()[-1:] if code not in (0, 1) else []
+        said = (
+            (Path(tmp) / "stderr").read_text(errors="replace").strip().splitlines()[-1:] if code not in (0, 1) else []
+        )
         stderr = [f"ended: its memory passed --rss-cap {rss_cap / 2**30:g} GiB"] if over else said
         report = json.loads(out.read_text()) if out.exists() else None
     # ru_maxrss is in KiB on Linux, bytes on macOS
     rss = usage.ru_maxrss * (1 if sys.platform == "darwin" else 1024)
-    return {"wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime, "rss_bytes": rss, "exit": code,
-            "report": report, "stderr": stderr}
+    return {
+        "wall_s": wall,
+        "cpu_s": usage.ru_utime + usage.ru_stime,
+        "rss_bytes": rss,
+        "exit": code,
+        "report": report,
+        "stderr": stderr,
+    }
 
 
 def _rss(pid: int) -> int:
@@ -131,8 +181,12 @@ def _rss(pid: int) -> int:
 def _figures(model_json: dict) -> dict:
     """What the check compares: the step's FLOPs and bytes, the memory model's every figure and
     the layers' rows."""
-    return {"train": model_json.get("totals", {}).get("train"), "memory": model_json.get("memory"),
-            "distributed": model_json.get("distributed"), "layers": model_json.get("layers")}
+    return {
+        "train": model_json.get("totals", {}).get("train"),
+        "memory": model_json.get("memory"),
+        "distributed": model_json.get("distributed"),
+        "layers": model_json.get("layers"),
+    }
 
 
 def exact_against_reused(model, inputs: dict, **options) -> tuple[bool, str]:
@@ -141,8 +195,9 @@ def exact_against_reused(model, inputs: dict, **options) -> tuple[bool, str]:
     from archlint.model.train import steady
 
     def figures() -> dict:
-        result = archlint.analyze(model, inputs, train=True, optimizer="adamw", device_spec="h100-sxm", quiet=True,
-                                  **options)
+        result = archlint.analyze(
+            model, inputs, train=True, optimizer="adamw", device_spec="h100-sxm", quiet=True, **options
+        )
         return _figures(result.to_dict()["models"][0])
 
     replays = []
@@ -196,6 +251,7 @@ def checks() -> list[tuple[str, bool, str]]:
         def figures(model=model, args=args):
             result = archlint.analyze(model, *args, train=True, optimizer="adamw", device_spec="h100-sxm", quiet=True)
             return _figures(result.to_dict()["models"][0])
+
         steady.plan = lambda *a: replays.append(real_plan(*a)) or replays[-1]
         try:
             reused = figures()
@@ -208,7 +264,9 @@ def checks() -> list[tuple[str, bool, str]]:
             steady.plan = real_plan
         used = bool(replays) and all(r is not None for r in replays)
         same = used and json.dumps(reused, sort_keys=True) == json.dumps(exact, sort_keys=True)
-        rows.append((f"{name} (batch 8)", same, f"{len(replays)} replayed steps" if used else "the replay was not used"))
+        rows.append(
+            (f"{name} (batch 8)", same, f"{len(replays)} replayed steps" if used else "the replay was not used")
+        )
     return rows
 
 
@@ -232,8 +290,10 @@ def main() -> int:
             print(f"  {name:32s} {'equal' if same else 'DIFFERENT'}  ({said})", flush=True)
     if args.check_only:
         return 0 if ok else 1
-    print(f"\n{'config':10s} {'flags':24s} {'wall s':>7s} {'cpu s':>7s} {'RSS MB':>7s} {'wall/goal':>9s} "
-          f"{'RSS/goal':>8s}  peak (one process) · load average")
+    print(
+        f"\n{'config':10s} {'flags':24s} {'wall s':>7s} {'cpu s':>7s} {'RSS MB':>7s} {'wall/goal':>9s} "
+        f"{'RSS/goal':>8s}  peak (one process) · load average"
+    )
     for config in args.configs.split(","):
         _, _, goal_s, goal_rss = CONFIGS[config]
         for label, flags in (("--train", BASE_FLAGS), ("--train fsdp ×8", BASE_FLAGS + DISTRIBUTED_FLAGS)):
@@ -246,11 +306,16 @@ def main() -> int:
             said = f"{peak / 1e9:.1f} GB" if peak else f"exit {run['exit']} {' '.join(run['stderr'])}"
             if goal_s and run["exit"] in (0, 1):
                 ok &= run["cpu_s"] <= goal_s
-            print(f"{config:10s} {label:24s} {run['wall_s']:7.1f} {run['cpu_s']:7.1f} {run['rss_bytes'] / 2**20:7.0f} "
-                  f"{_ratio(run['wall_s'], goal_s):>9s} {_ratio(run['rss_bytes'], goal_rss):>8s}  {said} · "
-                  f"{load:.1f}→{os.getloadavg()[0]:.1f}", flush=True)
-    print("goals: llama-8b ≤ 20 s and ≤ 1 GB, llama-70b ≤ 60 s (ratios of the wall time; the CPU time is what "
-          "an idle 2-core machine's wall time would be)")
+            print(
+                f"{config:10s} {label:24s} {run['wall_s']:7.1f} {run['cpu_s']:7.1f} {run['rss_bytes'] / 2**20:7.0f} "
+                f"{_ratio(run['wall_s'], goal_s):>9s} {_ratio(run['rss_bytes'], goal_rss):>8s}  {said} · "
+                f"{load:.1f}→{os.getloadavg()[0]:.1f}",
+                flush=True,
+            )
+    print(
+        "goals: llama-8b ≤ 20 s and ≤ 1 GB, llama-70b ≤ 60 s (ratios of the wall time; the CPU time is what "
+        "an idle 2-core machine's wall time would be)"
+    )
     return 0 if ok else 1
 
 

@@ -78,8 +78,10 @@ def rule_findings(row: tables.Row, code: str, spec: str | None) -> list:
     from archlint.config import ModelSpec, Settings
     from archlint.model.analyze import analyze
 
-    _, found = analyze(ModelSpec(row.label, model=row.build().eval(), given_args=(torch.randn(*row.input_shape),),
-                                 given_kwargs={}), Settings(device_spec=spec))
+    _, found = analyze(
+        ModelSpec(row.label, model=row.build().eval(), given_args=(torch.randn(*row.input_shape),), given_kwargs={}),
+        Settings(device_spec=spec),
+    )
     return [d for d in found if d.code == code]
 
 
@@ -92,7 +94,12 @@ def check_rules(specs: list[str]) -> tuple[int, int]:
     for n, spec, rows, speed, unit in runs:
         print(f"Table {n} ({RULE[n]}, {'static' if spec is None else 'device spec ' + spec})")
         for r in rows:
-            base = next(b for b in rows if b.label.split(" c=")[0] == BASELINE[n] and b.label[len(BASELINE[n]):] == r.label[len(r.label.split(" c=")[0]):])
+            base = next(
+                b
+                for b in rows
+                if b.label.split(" c=")[0] == BASELINE[n]
+                and b.label[len(BASELINE[n]) :] == r.label[len(r.label.split(" c=")[0]) :]
+            )
             slower = speed(r) < SLOW * speed(base)
             found = rule_findings(r, RULE[n], spec)
             got = ", ".join(sorted({d.severity.value for d in found})) or "silent"
@@ -101,8 +108,10 @@ def check_rules(specs: list[str]) -> tuple[int, int]:
             # warning (info is hidden by default and never fails a gate)
             ok = bool(found) if slower else not any(d.severity.value == "warning" for d in found)
             right, total = right + ok, total + 1
-            print(f"  {r.label:28s} {unit} {speed(r):7.1f} {'slower' if slower else 'within 10%':11s} "
-                  f"{RULE[n]}: {got:8s} {share:24s} {'ok' if ok else 'MISSED' if slower else 'NOISE'}")
+            print(
+                f"  {r.label:28s} {unit} {speed(r):7.1f} {'slower' if slower else 'within 10%':11s} "
+                f"{RULE[n]}: {got:8s} {share:24s} {'ok' if ok else 'MISSED' if slower else 'NOISE'}"
+            )
     print(f"Rules as the paper says: {right}/{total} rows\n")
     return right, total
 
@@ -121,8 +130,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.rules_only:
         return 0
 
-    print(f"ShuffleNetV2 Tables 1-4 on this CPU ({args.threads} thread(s), warmup {args.warmup}, "
-          f"repeat {args.repeat}; median [q1, q3]) vs the paper's ARM column (Snapdragon 810, 1 thread).")
+    print(
+        f"ShuffleNetV2 Tables 1-4 on this CPU ({args.threads} thread(s), warmup {args.warmup}, "
+        f"repeat {args.repeat}; median [q1, q3]) vs the paper's ARM column (Snapdragon 810, 1 thread)."
+    )
     print("Rank 1 = fastest. MAC = archlint's static memory access cost of the whole stack.\n")
     all_lat = all_mac = all_pairs = 0
     for n in (1, 2, 3, 4):
@@ -134,22 +145,30 @@ def main(argv: list[str] | None = None) -> int:
         lat_rank = ranks(lat)
         mac_rank = ranks(macs)
         print(f"Table {n}")
-        print(f"  {'row':28s} {'paper ARM img/s':>15s} {'rank':>4s} | {'archlint ms':>24s} {'img/s':>7s} "
-              f"{'rank':>4s} | {'MAC MiB':>8s} {'rank':>4s}")
+        print(
+            f"  {'row':28s} {'paper ARM img/s':>15s} {'rank':>4s} | {'archlint ms':>24s} {'img/s':>7s} "
+            f"{'rank':>4s} | {'MAC MiB':>8s} {'rank':>4s}"
+        )
         for r, s, m, pr, lr, mr in zip(rows, stats, macs, paper_rank, lat_rank, mac_rank):
             spread = f"{s.median:7.3f} [{s.q1:6.3f}, {s.q3:6.3f}]"
-            print(f"  {r.label:28s} {r.arm:15.1f} {pr:4d} | {spread:>24s} {1000 / s.median:7.1f} {lr:4d} | "
-                  f"{m / 2**20:8.2f} {mr:4d}")
+            print(
+                f"  {r.label:28s} {r.arm:15.1f} {pr:4d} | {spread:>24s} {1000 / s.median:7.1f} {lr:4d} | "
+                f"{m / 2**20:8.2f} {mr:4d}"
+            )
         la, ld, lt = tables.pair_agreement(rows, lat)
         ma, md, mt = tables.pair_agreement(rows, [float(m) for m in macs])
         pairs = la + ld + lt
-        print(f"  pairs ordered as in the paper: latency {la}/{pairs} ({la / pairs:.0%})"
-              f"{f', {lt} tied' if lt else ''}; MAC {ma}/{pairs} ({ma / pairs:.0%}){f', {mt} tied' if mt else ''}\n")
+        print(
+            f"  pairs ordered as in the paper: latency {la}/{pairs} ({la / pairs:.0%})"
+            f"{f', {lt} tied' if lt else ''}; MAC {ma}/{pairs} ({ma / pairs:.0%}){f', {mt} tied' if mt else ''}\n"
+        )
         all_lat += la
         all_mac += ma
         all_pairs += pairs
-    print(f"All tables: latency orders {all_lat}/{all_pairs} row pairs as the paper's ARM column "
-          f"({all_lat / all_pairs:.0%}); MAC {all_mac}/{all_pairs} ({all_mac / all_pairs:.0%}).")
+    print(
+        f"All tables: latency orders {all_lat}/{all_pairs} row pairs as the paper's ARM column "
+        f"({all_lat / all_pairs:.0%}); MAC {all_mac}/{all_pairs} ({all_mac / all_pairs:.0%})."
+    )
     return 0
 
 

@@ -43,8 +43,12 @@ def kernels(path: Path) -> list[dict]:
 
 def family(name: str) -> str | None:
     for pattern, fam in (
-        (r"scudnn_128x64", "conv1"), (r"implicit_gemm.*tf32", "tf32-conv"), (r"CUDAFunctor_add", "bias-add"),
-        (r"launch_clamp_scalar", "relu"), (r"max_pool_forward", "maxpool"), (r"sgemm_32x32", "sgemm"),
+        (r"scudnn_128x64", "conv1"),
+        (r"implicit_gemm.*tf32", "tf32-conv"),
+        (r"CUDAFunctor_add", "bias-add"),
+        (r"launch_clamp_scalar", "relu"),
+        (r"max_pool_forward", "maxpool"),
+        (r"sgemm_32x32", "sgemm"),
     ):
         if re.search(pattern, name):
             return fam
@@ -95,8 +99,10 @@ def main() -> int:
             fin, fout = LINEARS[(i - 1) % 3]
             rows.setdefault("cuda-core (SGEMM, m = 128)", []).append(2 * BATCH * fin * fout / us / A100["fp32"])
     for name, shares in rows.items():
-        print(f"{name:42s} n={len(shares)}  {', '.join(f'{s:.0%}' for s in shares)}  "
-              f"mean {sum(shares) / len(shares):.0%}  range {min(shares):.0%}-{max(shares):.0%}")
+        print(
+            f"{name:42s} n={len(shares)}  {', '.join(f'{s:.0%}' for s in shares)}  "
+            f"mean {sum(shares) / len(shares):.0%}  range {min(shares):.0%}-{max(shares):.0%}"
+        )
     return 0 if rows else 1
 
 

@@ -28,7 +28,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-SCRIPT = r'''
+SCRIPT = r"""
 import sys, time
 import torch, torch.nn as nn
 from torch.utils.data import DataLoader, Dataset
@@ -62,7 +62,7 @@ def main(out, workers, item):
     prof.export_chrome_trace(out)
 
 main(sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1")
-'''
+"""
 
 
 def record(folder: Path, name: str, workers: int, item: bool) -> Path:
@@ -74,9 +74,13 @@ def record(folder: Path, name: str, workers: int, item: bool) -> Path:
 
 
 def lint(path: Path) -> dict:
-    proc = subprocess.run([sys.executable, "-m", "archlint", "trace", str(path), "--output-format", "json", "--exit-zero",
-                           "--show-info"], capture_output=True, text=True, cwd=ROOT, env={**__import__("os").environ,
-                           "PYTHONPATH": str(ROOT)})
+    proc = subprocess.run(
+        [sys.executable, "-m", "archlint", "trace", str(path), "--output-format", "json", "--exit-zero", "--show-info"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**__import__("os").environ, "PYTHONPATH": str(ROOT)},
+    )
     return json.loads(proc.stdout)
 
 
@@ -93,16 +97,20 @@ def main() -> None:
     for name, doc in docs.items():
         t = doc["traces"][0]
         wf = t["waterfall"]
-        print(f"{name}: step {wf['step_us'] / 1e3:.2f} ms over {wf['windows']} steady steps; "
-              f"findings: {[d['code'] for d in doc['diagnostics']] or '-'}; item calls {t['evidence'].get('item_calls')}")
+        print(
+            f"{name}: step {wf['step_us'] / 1e3:.2f} ms over {wf['windows']} steady steps; "
+            f"findings: {[d['code'] for d in doc['diagnostics']] or '-'}; item calls {t['evidence'].get('item_calls')}"
+        )
         for d in doc["diagnostics"]:
             price = d.get("price") or {}
             print(f"   {d['code']}: {d['message'][:150]}  saves {price.get('saving_ms')}")
     before = docs["loader"]["traces"][0]["waterfall"]["step_us"]
     after = docs["loader_fixed"]["traces"][0]["waterfall"]["step_us"]
     predicted = al501["price"]["saving_ms"] if al501 else 0.0
-    print(f"AL501 predicted saving {predicted:.2f} ms per step; measured {(before - after) / 1e3:.2f} ms "
-          f"(step {before / 1e3:.2f} → {after / 1e3:.2f} ms with num_workers={workers}, as advised)")
+    print(
+        f"AL501 predicted saving {predicted:.2f} ms per step; measured {(before - after) / 1e3:.2f} ms "
+        f"(step {before / 1e3:.2f} → {after / 1e3:.2f} ms with num_workers={workers}, as advised)"
+    )
 
 
 if __name__ == "__main__":

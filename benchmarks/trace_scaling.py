@@ -51,8 +51,13 @@ print(json.dumps({"s": time.perf_counter() - start, "rss_mb": resource.getrusage
 
 
 def measure(mode: str, path: Path) -> dict:
-    proc = subprocess.run([sys.executable, "-c", CHILD, mode, str(path)], capture_output=True, text=True, cwd=ROOT,
-                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD, mode, str(path)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+    )
     if proc.returncode != 0:
         return {"error": (proc.stderr.strip().splitlines() or ["?"])[-1][:120]}
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -61,24 +66,65 @@ def measure(mode: str, path: Path) -> dict:
 def steps_trace(path: Path, n: int) -> None:
     """n steps of 1 ms, each one kernel launched at its start."""
     with open(path, "w") as f:
-        f.write('{"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "NVIDIA A100-SXM4-80GB"}], "traceEvents": [')
+        f.write(
+            '{"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "NVIDIA A100-SXM4-80GB"}], "traceEvents": ['
+        )
         for i in range(n):
             s = 1_000_000.0 + i * 1000
-            f.write(("," if i else "") + json.dumps([
-                {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{i}", "pid": 1, "tid": 1, "ts": s, "dur": 1000},
-                {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": s + 5, "dur": 4,
-                 "args": {"correlation": i}},
-                {"ph": "X", "cat": "kernel", "name": "ampere_sgemm_128x64_tn", "pid": 0, "tid": 7, "ts": s + 20,
-                 "dur": 700 + i % 97, "args": {"stream": 7, "device": 0, "correlation": i}},
-            ])[1:-1])
+            f.write(
+                ("," if i else "")
+                + json.dumps(
+                    [
+                        {
+                            "ph": "X",
+                            "cat": "user_annotation",
+                            "name": f"ProfilerStep#{i}",
+                            "pid": 1,
+                            "tid": 1,
+                            "ts": s,
+                            "dur": 1000,
+                        },
+                        {
+                            "ph": "X",
+                            "cat": "cuda_runtime",
+                            "name": "cudaLaunchKernel",
+                            "pid": 1,
+                            "tid": 1,
+                            "ts": s + 5,
+                            "dur": 4,
+                            "args": {"correlation": i},
+                        },
+                        {
+                            "ph": "X",
+                            "cat": "kernel",
+                            "name": "ampere_sgemm_128x64_tn",
+                            "pid": 0,
+                            "tid": 7,
+                            "ts": s + 20,
+                            "dur": 700 + i % 97,
+                            "args": {"stream": 7, "device": 0, "correlation": i},
+                        },
+                    ]
+                )[1:-1]
+            )
         f.write("]}")
 
 
 def name_trace(path: Path, chars: int) -> None:
-    doc = {"traceEvents": [
-        {"ph": "X", "cat": "python_function", "name": "DataLoader" * (chars // 10), "pid": 1, "tid": 1, "ts": 0, "dur": 1},
-        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1, "dur": 1, "args": {"stream": 7}},
-    ]}
+    doc = {
+        "traceEvents": [
+            {
+                "ph": "X",
+                "cat": "python_function",
+                "name": "DataLoader" * (chars // 10),
+                "pid": 1,
+                "tid": 1,
+                "ts": 0,
+                "dur": 1,
+            },
+            {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 1, "dur": 1, "args": {"stream": 7}},
+        ]
+    }
     path.write_text(json.dumps(doc))
 
 
@@ -99,12 +145,21 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="trace_scaling_"))
     q = a.quick
     shapes = [
-        ("events", "lint", [12.5, 25, 50, 100] if q else [25, 50, 100, 200, 400], "MB",
-         lambda path, mb: write_synthetic(path, int(mb * 1e6))),
-        ("steps", "cli", [5_000, 10_000, 20_000] if q else [10_000, 20_000, 40_000, 80_000], "k steps",
-         steps_trace),
-        ("name", "cli", [350_000, 1_000_000, 3_000_000] if q else [350_000, 1_000_000, 3_000_000, 10_000_000], "MB name",
-         name_trace),
+        (
+            "events",
+            "lint",
+            [12.5, 25, 50, 100] if q else [25, 50, 100, 200, 400],
+            "MB",
+            lambda path, mb: write_synthetic(path, int(mb * 1e6)),
+        ),
+        ("steps", "cli", [5_000, 10_000, 20_000] if q else [10_000, 20_000, 40_000, 80_000], "k steps", steps_trace),
+        (
+            "name",
+            "cli",
+            [350_000, 1_000_000, 3_000_000] if q else [350_000, 1_000_000, 3_000_000, 10_000_000],
+            "MB name",
+            name_trace,
+        ),
         ("gzip", "cli", [16 << 20, 32 << 20, 300 << 20], "M chars", gzip_string),
     ]
     print(f"{'shape':<8}{'size':>14}{'file MB':>10}{'s':>9}{'peak MB':>9}{'s per unit':>12}  exit")
@@ -120,8 +175,11 @@ def main() -> None:
                     print(f"{shape:<8}{shown:>14}  error: {r['error']}")
                 else:
                     rate = r["s"] / units if shape != "gzip" else r["s"] / min(units, 64)
-                    print(f"{shape:<8}{shown:>14}{path.stat().st_size / 1e6:>10.2f}{r['s']:>9.2f}{r['rss_mb']:>9.0f}"
-                          f"{rate:>12.4f}  {r['code']}", flush=True)
+                    print(
+                        f"{shape:<8}{shown:>14}{path.stat().st_size / 1e6:>10.2f}{r['s']:>9.2f}{r['rss_mb']:>9.0f}"
+                        f"{rate:>12.4f}  {r['code']}",
+                        flush=True,
+                    )
                 path.unlink()
     finally:
         for leftover in tmp.iterdir():

@@ -76,8 +76,10 @@ def write_synthetic(path: Path, target_bytes: int, seed: int = 0) -> int:
     ts, corr, n = 1_700_000_000_000.0, 1, 0
     with open(path, "w", encoding="utf-8") as f:
         f.write('{"schemaVersion": 1, "distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 8},\n')
-        f.write('"deviceProperties": [{"id": 0, "name": "NVIDIA A100-SXM4-80GB", "totalGlobalMem": 85899345920, '
-                '"computeMajor": 8, "computeMinor": 0, "numSms": 108}],\n"traceEvents": [\n')
+        f.write(
+            '"deviceProperties": [{"id": 0, "name": "NVIDIA A100-SXM4-80GB", "totalGlobalMem": 85899345920, '
+            '"computeMajor": 8, "computeMinor": 0, "numSms": 108}],\n"traceEvents": [\n'
+        )
         step = 0
         first = True
         while f.tell() < target_bytes:
@@ -86,34 +88,106 @@ def write_synthetic(path: Path, target_bytes: int, seed: int = 0) -> int:
             step_start = ts
             step_events = []
             dl = rng.uniform(2_000, 6_000)
-            step_events.append({"ph": "X", "cat": "python_function", "name": "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",
-                                "pid": pid, "tid": tid, "ts": ts, "dur": dl, "args": {"Python id": step}})
+            step_events.append(
+                {
+                    "ph": "X",
+                    "cat": "python_function",
+                    "name": "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",
+                    "pid": pid,
+                    "tid": tid,
+                    "ts": ts,
+                    "dur": dl,
+                    "args": {"Python id": step},
+                }
+            )
             ts += dl
             gpu_at = ts
             for k in range(ops):
                 which = k % len(KERNELS)
                 dur_cpu = rng.uniform(15, 40)
                 kdur = rng.uniform(5, 120)
-                step_events.append({"ph": "X", "cat": "cpu_op", "name": OPS[which], "pid": pid, "tid": tid, "ts": ts, "dur": dur_cpu,
-                                    "args": {"External id": corr, "Record function id": 0, "Sequence number": corr,
-                                             "Fwd thread id": 0, "Input Dims": [[64, 1024], [1024, 1024]],
-                                             "Input type": ["float", "float"], "Ev Idx": n}})
+                step_events.append(
+                    {
+                        "ph": "X",
+                        "cat": "cpu_op",
+                        "name": OPS[which],
+                        "pid": pid,
+                        "tid": tid,
+                        "ts": ts,
+                        "dur": dur_cpu,
+                        "args": {
+                            "External id": corr,
+                            "Record function id": 0,
+                            "Sequence number": corr,
+                            "Fwd thread id": 0,
+                            "Input Dims": [[64, 1024], [1024, 1024]],
+                            "Input type": ["float", "float"],
+                            "Ev Idx": n,
+                        },
+                    }
+                )
                 launch = ts + dur_cpu * 0.4
-                step_events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": pid, "tid": tid,
-                                    "ts": launch, "dur": 4.0, "args": {"External id": corr, "cbid": 211, "correlation": corr}})
+                step_events.append(
+                    {
+                        "ph": "X",
+                        "cat": "cuda_runtime",
+                        "name": "cudaLaunchKernel",
+                        "pid": pid,
+                        "tid": tid,
+                        "ts": launch,
+                        "dur": 4.0,
+                        "args": {"External id": corr, "cbid": 211, "correlation": corr},
+                    }
+                )
                 start = max(gpu_at, launch + 5)
-                step_events.append({"ph": "X", "cat": "kernel", "name": KERNELS[which], "pid": 0, "tid": 7, "ts": start, "dur": kdur,
-                                    "args": {"External id": corr, "queued": 0, "device": 0, "context": 1, "stream": 7,
-                                             "correlation": corr, "registers per thread": 72, "shared memory": 16384,
-                                             "blocks per SM": 2.5, "warps per SM": 10.0, "grid": [270, 1, 1],
-                                             "block": [128, 1, 1], "est. achieved occupancy %": 12}})
-                step_events.append({"ph": "s", "id": corr, "pid": pid, "tid": tid, "ts": launch, "cat": "ac2g", "name": "ac2g"})
-                step_events.append({"ph": "f", "id": corr, "pid": 0, "tid": 7, "ts": start, "cat": "ac2g", "name": "ac2g", "bp": "e"})
+                step_events.append(
+                    {
+                        "ph": "X",
+                        "cat": "kernel",
+                        "name": KERNELS[which],
+                        "pid": 0,
+                        "tid": 7,
+                        "ts": start,
+                        "dur": kdur,
+                        "args": {
+                            "External id": corr,
+                            "queued": 0,
+                            "device": 0,
+                            "context": 1,
+                            "stream": 7,
+                            "correlation": corr,
+                            "registers per thread": 72,
+                            "shared memory": 16384,
+                            "blocks per SM": 2.5,
+                            "warps per SM": 10.0,
+                            "grid": [270, 1, 1],
+                            "block": [128, 1, 1],
+                            "est. achieved occupancy %": 12,
+                        },
+                    }
+                )
+                step_events.append(
+                    {"ph": "s", "id": corr, "pid": pid, "tid": tid, "ts": launch, "cat": "ac2g", "name": "ac2g"}
+                )
+                step_events.append(
+                    {"ph": "f", "id": corr, "pid": 0, "tid": 7, "ts": start, "cat": "ac2g", "name": "ac2g", "bp": "e"}
+                )
                 gpu_at = start + kdur
                 ts += dur_cpu
                 corr += 1
-            step_events.insert(0, {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{step}", "pid": pid, "tid": tid,
-                                   "ts": step_start, "dur": max(ts, gpu_at) - step_start, "args": {"External id": corr}})
+            step_events.insert(
+                0,
+                {
+                    "ph": "X",
+                    "cat": "user_annotation",
+                    "name": f"ProfilerStep#{step}",
+                    "pid": pid,
+                    "tid": tid,
+                    "ts": step_start,
+                    "dur": max(ts, gpu_at) - step_start,
+                    "args": {"External id": corr},
+                },
+            )
             ts = max(ts, gpu_at) + 1
             for e in step_events:
                 f.write(("" if first else ",\n") + json.dumps(e))
@@ -124,8 +198,13 @@ def write_synthetic(path: Path, target_bytes: int, seed: int = 0) -> int:
 
 
 def measure(python: str, script: str, *args: str) -> dict:
-    proc = subprocess.run([python, "-c", script, *args], capture_output=True, text=True, cwd=ROOT,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    proc = subprocess.run(
+        [python, "-c", script, *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or ["?"])[-1]
         return {"error": last[:160]}
@@ -152,12 +231,16 @@ def main() -> None:
         nominal[path] = mb
         t0 = time.perf_counter()
         events = write_synthetic(path, int(mb * 1e6))
-        print(f"wrote {path.name}: {path.stat().st_size / 1e6:.0f} MB, {events:,} events in {time.perf_counter() - t0:.0f} s")
+        print(
+            f"wrote {path.name}: {path.stat().st_size / 1e6:.0f} MB, {events:,} events in {time.perf_counter() - t0:.0f} s"
+        )
         traces.append(path)
     has_hta = hta_available(a.hta_python)
     if not has_hta:
         print(f"HTA: not importable by {a.hta_python} (pip install HolisticTraceAnalysis psutil); archlint only")
-    print(f"{'trace':<36}{'MB':>7}  {'archlint s':>10} {'peak MB':>8}  {'HTA s':>8} {'peak MB':>8}  {'speed-up':>8}  breakdown Δ (% of span)")
+    print(
+        f"{'trace':<36}{'MB':>7}  {'archlint s':>10} {'peak MB':>8}  {'HTA s':>8} {'peak MB':>8}  {'speed-up':>8}  breakdown Δ (% of span)"
+    )
     try:
         for path in traces:
             size = path.stat().st_size / 1e6

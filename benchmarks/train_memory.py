@@ -60,28 +60,42 @@ STEADY = "archlint-steady-step"
 def _tv(name, **kw):
     def build():
         import torchvision.models as tvm
+
         return getattr(tvm, name)(weights=None, **kw), (torch.randn(*IMAGE),), {}
+
     return build
 
 
 def _timm(name, image=IMAGE, **kw):
     def build():
         import timm
+
         return timm.create_model(name, pretrained=False, **kw), (torch.randn(*image),), {}
+
     return build
 
 
 def _bert():
     from transformers import BertConfig, BertForSequenceClassification
-    cfg = BertConfig(vocab_size=1000, hidden_size=128, num_hidden_layers=2, num_attention_heads=2,
-                     intermediate_size=512, max_position_embeddings=128, attn_implementation="eager")
+
+    cfg = BertConfig(
+        vocab_size=1000,
+        hidden_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=512,
+        max_position_embeddings=128,
+        attn_implementation="eager",
+    )
     return BertForSequenceClassification(cfg), (), {"input_ids": torch.randint(0, 1000, (2, 32))}
 
 
 def _gpt2():
     from transformers import GPT2Config, GPT2LMHeadModel
-    cfg = GPT2Config(vocab_size=1000, n_embd=128, n_layer=2, n_head=2, n_positions=128, use_cache=False,
-                     attn_implementation="eager")
+
+    cfg = GPT2Config(
+        vocab_size=1000, n_embd=128, n_layer=2, n_head=2, n_positions=128, use_cache=False, attn_implementation="eager"
+    )
     ids = torch.randint(0, 1000, (2, 32))
     # with a mask: without one, transformers looks for packed sequences with .item(), which the
     # meta device cannot answer (step_memory then runs on real tensors and says so)
@@ -91,15 +105,26 @@ def _gpt2():
 def _lm(config_name, model_name, vocab, tokens=(2, 64), **kw):
     """A decoder LM from a config object (no Hub): small hidden sizes, a large vocabulary, so the
     logits (batch × tokens × vocab) dominate the step, as in real LLM training."""
+
     def build():
         import transformers
-        common = dict(vocab_size=vocab, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256, use_cache=False,
-                      attn_implementation="eager")
+
+        common = dict(
+            vocab_size=vocab,
+            hidden_size=64,
+            intermediate_size=128,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            max_position_embeddings=256,
+            use_cache=False,
+            attn_implementation="eager",
+        )
         common.update(kw)
         cfg = getattr(transformers, config_name)(**common)
         ids = torch.randint(0, vocab, tokens)
         return getattr(transformers, model_name)(cfg), (), {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+
     return build
 
 
@@ -141,8 +166,15 @@ MODELS = {
     "hf/llama3-128k-tied": _lm("LlamaConfig", "LlamaForCausalLM", 128256, tie_word_embeddings=True),
     "hf/qwen2-152k": _lm("Qwen2Config", "Qwen2ForCausalLM", 151936, tokens=(1, 32), tie_word_embeddings=True),
     "hf/mixtral-moe-32k": _lm("MixtralConfig", "MixtralForCausalLM", 32000, num_local_experts=4, num_experts_per_tok=2),
-    "hf/qwen2-moe-32k": _lm("Qwen2MoeConfig", "Qwen2MoeForCausalLM", 32000, num_experts=4, num_experts_per_tok=2,
-                            moe_intermediate_size=64, shared_expert_intermediate_size=128),
+    "hf/qwen2-moe-32k": _lm(
+        "Qwen2MoeConfig",
+        "Qwen2MoeForCausalLM",
+        32000,
+        num_experts=4,
+        num_experts_per_tok=2,
+        moe_intermediate_size=64,
+        shared_expert_intermediate_size=128,
+    ),
 }
 QUICK = ("mlp", "resnet18", "mobilenet_v3_small", "timm/vit_tiny_patch16@64", "hf/gpt2-tiny")
 
@@ -181,8 +213,9 @@ def profiled_peak(step, warm=None) -> int:
         prof.export_chrome_trace(str(path))
         events = json.loads(path.read_text())["traceEvents"]
     start = min(e["ts"] for e in events if e.get("name") == STEADY)
-    memory = sorted((e for e in events if e.get("name") == "[memory]" and e["args"].get("Device Type") == 0),
-                    key=lambda e: e["ts"])
+    memory = sorted(
+        (e for e in events if e.get("name") == "[memory]" and e["args"].get("Device Type") == 0), key=lambda e: e["ts"]
+    )
     mine: dict[int, int] = {}
     live = peak = 0
     for e in memory:
@@ -236,9 +269,12 @@ def measure(build, optimizer: str, peers: bool = True) -> dict:
         return row
     try:
         from torch.distributed._tools.mem_tracker import MemTracker
+
         opt.zero_grad(set_to_none=True)
         tracker = MemTracker()
-        tracker.track_external(model, opt, *[t for t in list(args) + list(kwargs.values()) if isinstance(t, torch.Tensor)])
+        tracker.track_external(
+            model, opt, *[t for t in list(args) + list(kwargs.values()) if isinstance(t, torch.Tensor)]
+        )
         with tracker:
             step(zero=False)
         snap = tracker.get_tracker_snapshot("peak")
@@ -249,6 +285,7 @@ def measure(build, optimizer: str, peers: bool = True) -> dict:
     try:
         from accelerate.commands.estimate import estimate_training_usage
         from accelerate.utils import calculate_maximum_sizes
+
         size, _ = calculate_maximum_sizes(model)
         row["accelerate"] = max(estimate_training_usage(size, "float32").values())
     except ImportError:
@@ -263,10 +300,15 @@ def without_onednn(build, optimizer: str, ratio: float) -> str:
     with torch.backends.mkldnn.flags(enabled=False):
         row = measure(build, optimizer, peers=False)
     again = row["archlint"] / row["measured"]
-    verdict = ("within 10%: the miss is the oneDNN scratch rule's (cpu_scratch.py), not the memory model's"
-               if abs(again - 1) <= 0.10 else "still outside 10%: a miss of the memory model itself")
-    return (f"↳ {ratio:.3f} with oneDNN; measured again with torch.backends.mkldnn off: "
-            f"{row['measured'] / 1e6:.2f} MB, archlint {again:.3f} — {verdict}")
+    verdict = (
+        "within 10%: the miss is the oneDNN scratch rule's (cpu_scratch.py), not the memory model's"
+        if abs(again - 1) <= 0.10
+        else "still outside 10%: a miss of the memory model itself"
+    )
+    return (
+        f"↳ {ratio:.3f} with oneDNN; measured again with torch.backends.mkldnn off: "
+        f"{row['measured'] / 1e6:.2f} MB, archlint {again:.3f} — {verdict}"
+    )
 
 
 def main() -> int:
@@ -274,15 +316,21 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help=f"only {', '.join(QUICK)}")
     parser.add_argument("--models", help="comma-separated names (default: all)")
     parser.add_argument("--optimizers", default="sgd,adam,adamw")
-    parser.add_argument("--threads", type=int, default=1,
-                        help="torch threads for the real step and archlint alike (oneDNN's scratch grows with them)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch threads for the real step and archlint alike (oneDNN's scratch grows with them)",
+    )
     ns = parser.parse_args()
     names = ns.models.split(",") if ns.models else list(QUICK if ns.quick else MODELS)
     torch.set_num_threads(ns.threads)
     tools = ("archlint", "memtracker", "accelerate")
     worst = {t: (1.0, "") for t in tools}
     rows = within = 0
-    print(f"{'model':26} {'optimizer':9} {'measured MB':>11} " + " ".join(f"{t:>10}" for t in tools) + "  archlint s  run")
+    print(
+        f"{'model':26} {'optimizer':9} {'measured MB':>11} " + " ".join(f"{t:>10}" for t in tools) + "  archlint s  run"
+    )
     for name in names:
         for optimizer in ns.optimizers.split(","):
             try:
@@ -300,8 +348,13 @@ def main() -> int:
                 cells.append(f"{ratio:10.3f}")
                 if abs(ratio - 1) > abs(worst[t][0] - 1):
                     worst[t] = (ratio, f"{name}/{optimizer}")
-            print(f"{name:26} {optimizer:9} {row['measured'] / 1e6:11.2f} " + " ".join(cells) + f"  {row['archlint_s']:9.2f}  {row['run']}"
-                  + (f"  memtracker: {row['memtracker_error']}" if "memtracker_error" in row else ""), flush=True)
+            print(
+                f"{name:26} {optimizer:9} {row['measured'] / 1e6:11.2f} "
+                + " ".join(cells)
+                + f"  {row['archlint_s']:9.2f}  {row['run']}"
+                + (f"  memtracker: {row['memtracker_error']}" if "memtracker_error" in row else ""),
+                flush=True,
+            )
             rows += 1
             ratio = row["archlint"] / row["measured"]
             within += abs(ratio - 1) <= 0.10

@@ -81,6 +81,7 @@ def step_ms(model: nn.Module, x: torch.Tensor, repeat: int, sync, autocast: bool
             loss = model(x).mean()
         loss.backward()
         opt.step()
+
     return median_ms(step, repeat, sync)
 
 
@@ -96,8 +97,10 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     spec = args.device_spec or ("h100-sxm" if args.device.startswith("cuda") else "cpu-example")
     sync = torch.cuda.synchronize if args.device.startswith("cuda") else (lambda: None)
-    print(f"device {args.device} ({torch.cuda.get_device_name() if args.device.startswith('cuda') else 'cpu'}), "
-          f"spec {spec}, torch {torch.__version__}")
+    print(
+        f"device {args.device} ({torch.cuda.get_device_name() if args.device.startswith('cuda') else 'cpu'}), "
+        f"spec {spec}, torch {torch.__version__}"
+    )
     for name in args.models.split(","):
         model, shape = MODELS[name]()
         a = archlint.analyze(model, shape, train=True, optimizer="adamw", device_spec=spec, show_info=True)
@@ -112,18 +115,22 @@ def main() -> None:
         print(f"  AdamW step measured: for-loop {loop:.3f} ms, foreach {foreach:.3f} ms, fused {fused:.3f} ms")
         if al611 is not None and al611.price.saving_ms is not None:
             measured = default - fused
-            print(f"  AL611 ({al611.severity.value}) estimated saving {al611.price.saving_ms:.3f} ms "
-                  f"(optimizer {al611.evidence['optimizer_ms']:.3f} → {al611.evidence['fused_optimizer_ms']:.3f} ms); "
-                  f"measured {measured:.3f} ms ({default:.3f} → {fused:.3f}); estimated/measured "
-                  f"{al611.price.saving_ms / measured if measured else float('nan'):.2f}")
+            print(
+                f"  AL611 ({al611.severity.value}) estimated saving {al611.price.saving_ms:.3f} ms "
+                f"(optimizer {al611.evidence['optimizer_ms']:.3f} → {al611.evidence['fused_optimizer_ms']:.3f} ms); "
+                f"measured {measured:.3f} ms ({default:.3f} → {fused:.3f}); estimated/measured "
+                f"{al611.price.saving_ms / measured if measured else float('nan'):.2f}"
+            )
         half = est.get("autocast")
         if half and args.device.startswith("cuda"):
             x = torch.randn(*shape, device=args.device)
             fp32, bf16 = (step_ms(model.train(), x, args.repeat, sync, ac) for ac in (False, True))
-            print(f"  AL403 step: estimated {est['step_ms']:.2f} → {half['step_ms']:.2f} ms "
-                  f"(saving {est['step_ms'] - half['step_ms']:.2f}); measured {fp32:.2f} → {bf16:.2f} ms "
-                  f"(saving {fp32 - bf16:.2f}); speed-up estimated {est['step_ms'] / half['step_ms']:.2f}×, "
-                  f"measured {fp32 / bf16:.2f}×")
+            print(
+                f"  AL403 step: estimated {est['step_ms']:.2f} → {half['step_ms']:.2f} ms "
+                f"(saving {est['step_ms'] - half['step_ms']:.2f}); measured {fp32:.2f} → {bf16:.2f} ms "
+                f"(saving {fp32 - bf16:.2f}); speed-up estimated {est['step_ms'] / half['step_ms']:.2f}×, "
+                f"measured {fp32 / bf16:.2f}×"
+            )
 
 
 if __name__ == "__main__":

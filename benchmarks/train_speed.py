@@ -43,15 +43,20 @@ def build(name: str):
     image = (torch.randn(1, 3, 224, 224),)
     if name.startswith("timm/"):
         import timm
+
         return timm.create_model(name[5:], pretrained=False), image
     if name == "hf/gpt2":
         from transformers import GPT2Config, GPT2LMHeadModel
+
         ids = torch.randint(0, 50257, (1, 128))
         # with a mask, as a training batch has. Transformers reads it with .item() (SDPA's causal
         # skip): the memory model answers that from the inputs' real values (model.train.values);
         # before that, it fell back to running the step on a real copy of the model.
-        return GPT2LMHeadModel(GPT2Config(use_cache=False)), ({"input_ids": ids, "attention_mask": torch.ones_like(ids)},)
+        return GPT2LMHeadModel(GPT2Config(use_cache=False)), (
+            {"input_ids": ids, "attention_mask": torch.ones_like(ids)},
+        )
     import torchvision
+
     return getattr(torchvision.models, name)(), image
 
 
@@ -65,11 +70,13 @@ def cold_cache() -> None:
     """Empty the memory model's cache of meta kernel results, when that module is in the build."""
     if importlib.util.find_spec("archlint.model.train.metacache") is not None:
         from archlint.model.train import metacache
+
         metacache.clear()
 
 
 def flop_counter_step(model, inputs) -> None:
     from torch.utils.flop_counter import FlopCounterMode
+
     from archlint.model.train.memory import step_loss
 
     kwargs = inputs[-1] if inputs and isinstance(inputs[-1], dict) else {}
@@ -90,8 +97,10 @@ def main() -> int:
     logging.disable(logging.WARNING)
     present = importlib.util.find_spec("archlint.model.train.memory") is not None
     memory = "with the memory model" if present else "without the memory model (not in this build)"
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, best of {args.repeat}; --train {memory}; "
-          f"load average {os.getloadavg()[0]:.2f}")
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, best of {args.repeat}; --train {memory}; "
+        f"load average {os.getloadavg()[0]:.2f}"
+    )
     spec = args.device_spec
     extra = f" {'+ ' + spec + ' s':>18s} {'vs --train':>10s}" if spec else ""
     print(f"{'model':20s} {'forward s':>10s} {'--train s':>10s} {'ratio':>7s}{extra} {'FlopCounterMode step s':>23s}")
@@ -105,6 +114,7 @@ def main() -> int:
         def train_cold(**options):
             cold_cache()
             archlint.analyze(model, *inputs, train=True, quiet=True, **options)
+
         forward, train, with_spec = float("inf"), float("inf"), float("inf")
         for _ in range(args.repeat):
             forward = min(forward, timed(lambda: archlint.analyze(model, *inputs, quiet=True)))
@@ -119,8 +129,10 @@ def main() -> int:
             shown = f" {with_spec:18.3f} {with_spec / train:9.2f}×"
         print(f"{name:20s} {forward:10.3f} {train:10.3f} {train / forward:6.2f}×{shown} {peer:23.3f}", flush=True)
     met = worst <= GOAL
-    print(f"worst --train / forward {worst:.2f}× (goal ≤ {GOAL:g}×): {'met' if met else 'NOT met'}; "
-          f"load average {os.getloadavg()[0]:.2f}")
+    print(
+        f"worst --train / forward {worst:.2f}× (goal ≤ {GOAL:g}×): {'met' if met else 'NOT met'}; "
+        f"load average {os.getloadavg()[0]:.2f}"
+    )
     if spec:
         print(f"worst --train --device-spec {spec} / --train {worst_spec:.2f}× (issue 46 measured 1.4–5.7×)")
     return 0 if met else 1

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import warnings
 import json
 import os
 import re
@@ -33,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from pathlib import Path
 
 import torch
@@ -67,8 +67,21 @@ class lstm_lm(nn.Module):
 
 def archlint(file: Path, name: str, flags: list[str], out: Path) -> float:
     shape = [] if name == "lstm_lm" else ["--input-shape", "1,3,224,224"]
-    cmd = [sys.executable, "-m", "archlint", f"{file}:{name}", *shape, *flags, "--output-format", "json",
-           "-o", str(out), "--exit-zero", "--select", "AL205"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "archlint",
+        f"{file}:{name}",
+        *shape,
+        *flags,
+        "--output-format",
+        "json",
+        "-o",
+        str(out),
+        "--exit-zero",
+        "--select",
+        "AL205",
+    ]
     start = time.perf_counter()
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
@@ -201,8 +214,11 @@ def main() -> None:
         compile_s = sum(w.get("compile_s") or 0 for w in result["what_if"])
         ratio = (t_wi - compile_s) / t_lat
         summary.append((name, load, t_lat, t_wi, compile_s, ratio))
-        print(f"\n{name} (load average {load:.1f} on {os.cpu_count()} cores): --latency {t_lat:.1f} s, --what-if "
-              f"{t_wi:.1f} s ({compile_s:.1f} s compiling) → {ratio:.2f}× without compile (target < 3×)", flush=True)
+        print(
+            f"\n{name} (load average {load:.1f} on {os.cpu_count()} cores): --latency {t_lat:.1f} s, --what-if "
+            f"{t_wi:.1f} s ({compile_s:.1f} s compiling) → {ratio:.2f}× without compile (target < 3×)",
+            flush=True,
+        )
         said = expected_and_took(result["notes"])
         if said is None:
             print("  the what-ifs' duration note is missing: expected vs actual not known", flush=True)
@@ -210,9 +226,12 @@ def main() -> None:
             expected, took = said
             estimates.append((name, expected, took))
             within = took <= 2 * expected or took <= expected + SLACK_S
-            print(f"  what-ifs: expected {expected:.0f} s (said before they started), took {took:.0f} s → "
-                  f"{took / max(expected, 1):.2f}× the estimate (goal ≤ 2×, or {SLACK_S:g} s more): "
-                  f"{'within' if within else 'NOT within'}", flush=True)
+            print(
+                f"  what-ifs: expected {expected:.0f} s (said before they started), took {took:.0f} s → "
+                f"{took / max(expected, 1):.2f}× the estimate (goal ≤ 2×, or {SLACK_S:g} s more): "
+                f"{'within' if within else 'NOT within'}",
+                flush=True,
+            )
         model, inputs = build(name, wi_models)
         for w in result["what_if"]:
             if not w["applicable"] or w["speedup"] is None:
@@ -226,22 +245,41 @@ def main() -> None:
                 print(f"  {w['name']:<42} archlint {w['speedup']:.2f}×, {why}", flush=True)
                 continue
             v = verdict(w["speedup"], w["spread"], h, h_iqr)
-            print(f"  {w['name']:<42} archlint {w['speedup']:.2f}× [{w['spread'][0]:.2f}–{w['spread'][1]:.2f}]  "
-                  f"by hand {h:.2f}× [{h_iqr[0]:.2f}–{h_iqr[1]:.2f}]  ratio {w['speedup'] / h:.2f}  {v}  "
-                  f"(rel diff {w['max_rel_diff']:.1e})", flush=True)
-            rows.append({"model": name, "name": w["name"], "archlint": w["speedup"], "archlint_iqr": w["spread"],
-                         "hand": h, "hand_iqr": h_iqr, "verdict": v, "max_rel_diff": w["max_rel_diff"],
-                         "compile_s": w["compile_s"]})
+            print(
+                f"  {w['name']:<42} archlint {w['speedup']:.2f}× [{w['spread'][0]:.2f}–{w['spread'][1]:.2f}]  "
+                f"by hand {h:.2f}× [{h_iqr[0]:.2f}–{h_iqr[1]:.2f}]  ratio {w['speedup'] / h:.2f}  {v}  "
+                f"(rel diff {w['max_rel_diff']:.1e})",
+                flush=True,
+            )
+            rows.append(
+                {
+                    "model": name,
+                    "name": w["name"],
+                    "archlint": w["speedup"],
+                    "archlint_iqr": w["spread"],
+                    "hand": h,
+                    "hand_iqr": h_iqr,
+                    "verdict": v,
+                    "max_rel_diff": w["max_rel_diff"],
+                    "compile_s": w["compile_s"],
+                }
+            )
             if a.json:
                 a.json.write_text(json.dumps({"rows": rows, "summary": summary}, indent=1))
     compared = [r for r in rows if "verdict" in r]
     agree = sum(r["verdict"] != "DIFFER" for r in compared)
-    print(f"\n{agree} of {len(compared)} measured what-ifs agree with the hand-written script "
-          f"(±15%, or both within noise of 1.0×)")
-    print("analysis time, --what-if (compile excluded) / --latency: "
-          + ", ".join(f"{n} {r:.2f}×" for n, _, _, _, _, r in summary))
-    print("what-ifs, taken / expected: " + ", ".join(f"{n} {t:.0f} s / {e:.0f} s = {t / max(e, 1):.2f}×"
-                                                    for n, e, t in estimates))
+    print(
+        f"\n{agree} of {len(compared)} measured what-ifs agree with the hand-written script "
+        f"(±15%, or both within noise of 1.0×)"
+    )
+    print(
+        "analysis time, --what-if (compile excluded) / --latency: "
+        + ", ".join(f"{n} {r:.2f}×" for n, _, _, _, _, r in summary)
+    )
+    print(
+        "what-ifs, taken / expected: "
+        + ", ".join(f"{n} {t:.0f} s / {e:.0f} s = {t / max(e, 1):.2f}×" for n, e, t in estimates)
+    )
     if a.json:
         a.json.write_text(json.dumps({"rows": rows, "summary": summary, "estimates": estimates}, indent=1))
 

@@ -51,6 +51,7 @@ def hf_zoo_cases():
     from archlint.model.loading.loaded import meta_build
 
     for name in hf_zoo.ZOO:
+
         def build(name=name):
             cls, config, inputs, _ = hf_zoo.ZOO[name]()
             model, _ = meta_build(cls, {"config": config})
@@ -70,6 +71,7 @@ def unet_cases():
 
 def cases(every: int, timm_count: int, only: str | None = None):
     """(name, build, strategy): build() returns (model, inputs), inputs a tuple or a dict of keyword inputs."""
+
     def wrap(build, inputs):
         return lambda: (build(), inputs())
 
@@ -96,6 +98,7 @@ def train_inputs(inputs, detector: bool):
     """The forward sweep's inputs as a training step takes them: a batch of 2 where the sweep has 1
     (BatchNorm in train mode refuses one value per channel: segmentation's pooled ASPP branch), and
     a detector's targets (in train mode torchvision's detectors take them and return their losses)."""
+
     def make():
         args = tuple(inputs())
         if detector:
@@ -148,15 +151,17 @@ def run_case(name: str, build, strategy, limit: int) -> dict:
 
 def compare(a: Path, b: Path) -> int:
     """The models whose rows differ between two runs (all but `seconds`); 0 when none does."""
+
     def rows(path):
-        return {r["model"]: {k: v for k, v in r.items() if k != "seconds"}
-                for r in map(json.loads, path.read_text().splitlines())}
+        return {
+            r["model"]: {k: v for k, v in r.items() if k != "seconds"}
+            for r in map(json.loads, path.read_text().splitlines())
+        }
 
     first, second = rows(a), rows(b)
     differ = sorted(n for n in first.keys() & second.keys() if first[n] != second[n])
     for name in differ:
-        keys = sorted(k for k in first[name].keys() | second[name].keys()
-                      if first[name].get(k) != second[name].get(k))
+        keys = sorted(k for k in first[name].keys() | second[name].keys() if first[name].get(k) != second[name].get(k))
         print(f"{name}: differs in {keys}")
     print(f"{len(first.keys() & second.keys())} models in both, {len(differ)} differ")
     return 1 if differ else 0
@@ -194,8 +199,11 @@ def main() -> int:
             print(f"{name}: FAILED {row['error']}", flush=True)
             continue
         fallback = "; ".join(row["notes"]) or ""
-        print(f"{name}: step {row['train']['step_flops']:.3e} FLOPs, peak {row['memory'].get('peak_bytes')} B, "
-              f"{row['seconds']} s{'  [' + fallback[:160] + ']' if fallback else ''}", flush=True)
+        print(
+            f"{name}: step {row['train']['step_flops']:.3e} FLOPs, peak {row['memory'].get('peak_bytes')} B, "
+            f"{row['seconds']} s{'  [' + fallback[:160] + ']' if fallback else ''}",
+            flush=True,
+        )
     print(f"\n{total} models, {len(failed)} failed: {', '.join(failed)}")
     return 1 if failed else 0
 

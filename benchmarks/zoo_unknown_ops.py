@@ -77,11 +77,13 @@ def torchvision_cases():
         yield case(name, "quant", lambda s=size: (torch.randn(1, 3, s, s),), quantize=False)
     for name in list_models(module=torchvision.models.detection):
         kwargs = {} if name.startswith("ssd") else {"min_size": 128, "max_size": 160}
-        yield case(name, "det", lambda: ([torch.rand(3, 128, 160)],), "dispatch", real=True,
-                   weights_backbone=None, **kwargs)
+        yield case(
+            name, "det", lambda: ([torch.rand(3, 128, 160)],), "dispatch", real=True, weights_backbone=None, **kwargs
+        )
     for name in list_models(module=torchvision.models.optical_flow):
-        yield case(name, "flow", lambda: (torch.rand(1, 3, 128, 128), torch.rand(1, 3, 128, 128)), "dispatch",
-                   real=True)
+        yield case(
+            name, "flow", lambda: (torch.rand(1, 3, 128, 128), torch.rand(1, 3, 128, 128)), "dispatch", real=True
+        )
 
 
 def timm_names(count: int) -> list[str]:
@@ -96,6 +98,7 @@ def timm_cases(count: int, names: list[str] | None = None):
     import timm
 
     for name in names if names is not None else timm_names(count):
+
         def build(name=name):
             return timm.create_model(name, pretrained=False)
 
@@ -109,16 +112,52 @@ def timm_cases(count: int, names: list[str] | None = None):
 
 HF = {  # small configs: two layers, narrow; the op mix is the full model's
     "gpt2": ("GPT2Config", "GPT2LMHeadModel", dict(n_layer=2, n_embd=64, n_head=4, vocab_size=1000)),
-    "bert": ("BertConfig", "BertForMaskedLM", dict(num_hidden_layers=2, hidden_size=64, num_attention_heads=4,
-                                                   intermediate_size=128, vocab_size=1000)),
-    "llama": ("LlamaConfig", "LlamaForCausalLM", dict(num_hidden_layers=2, hidden_size=64, num_attention_heads=4,
-                                                      num_key_value_heads=2, intermediate_size=128, vocab_size=1000)),
-    "opt": ("OPTConfig", "OPTForCausalLM", dict(num_hidden_layers=2, hidden_size=64, num_attention_heads=4,
-                                                ffn_dim=128, vocab_size=1000, word_embed_proj_dim=64)),
-    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", dict(num_hidden_layers=2, hidden_size=64, num_attention_heads=4,
-                                                      num_key_value_heads=2, intermediate_size=128, vocab_size=1000)),
-    "distilbert": ("DistilBertConfig", "DistilBertForMaskedLM", dict(n_layers=2, dim=64, n_heads=4, hidden_dim=128,
-                                                                     vocab_size=1000)),
+    "bert": (
+        "BertConfig",
+        "BertForMaskedLM",
+        dict(num_hidden_layers=2, hidden_size=64, num_attention_heads=4, intermediate_size=128, vocab_size=1000),
+    ),
+    "llama": (
+        "LlamaConfig",
+        "LlamaForCausalLM",
+        dict(
+            num_hidden_layers=2,
+            hidden_size=64,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            intermediate_size=128,
+            vocab_size=1000,
+        ),
+    ),
+    "opt": (
+        "OPTConfig",
+        "OPTForCausalLM",
+        dict(
+            num_hidden_layers=2,
+            hidden_size=64,
+            num_attention_heads=4,
+            ffn_dim=128,
+            vocab_size=1000,
+            word_embed_proj_dim=64,
+        ),
+    ),
+    "qwen2": (
+        "Qwen2Config",
+        "Qwen2ForCausalLM",
+        dict(
+            num_hidden_layers=2,
+            hidden_size=64,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            intermediate_size=128,
+            vocab_size=1000,
+        ),
+    ),
+    "distilbert": (
+        "DistilBertConfig",
+        "DistilBertForMaskedLM",
+        dict(n_layers=2, dim=64, n_heads=4, hidden_dim=128, vocab_size=1000),
+    ),
 }
 
 
@@ -126,6 +165,7 @@ def hf_cases():
     import transformers
 
     for name, (config_cls, model_cls, kwargs) in HF.items():
+
         def build(config_cls=config_cls, model_cls=model_cls, kwargs=kwargs):
             config = getattr(transformers, config_cls)(**kwargs)
             return getattr(transformers, model_cls)(config).eval()
@@ -188,8 +228,10 @@ def main() -> None:
             models_with_unknown += bool(row["unknown"])
             flag = f"  unknown: {row['unknown']}" if row["unknown"] else ""
             print(f"{name}: {row['ops']} ops, {row['strategy']}, {row['seconds']} s{flag}", flush=True)
-    print(f"\n{rows} models, {len(failed)} failed, {models_with_unknown} with unknown ops; "
-          f"unknown ops in all: {sum(total.values())}")
+    print(
+        f"\n{rows} models, {len(failed)} failed, {models_with_unknown} with unknown ops; "
+        f"unknown ops in all: {sum(total.values())}"
+    )
     for op, count in total.most_common():
         print(f"  {op}: {count}")
     sys.exit(0)

@@ -5,8 +5,8 @@ Each is deliberately plain PyTorch; some carry the inefficiencies archlint's rul
 """
 
 import torch
-from torch import nn
 import torch.nn.functional as F
+from torch import nn
 
 
 class TinyNet(nn.Module):

@@ -47,9 +47,18 @@ class Blocks(nn.Module):
 
 def _llama(layers: int = 2):
     from transformers import LlamaConfig, LlamaForCausalLM
-    cfg = LlamaConfig(vocab_size=512, hidden_size=64, intermediate_size=176, num_hidden_layers=layers,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64, use_cache=False,
-                      attn_implementation="eager")
+
+    cfg = LlamaConfig(
+        vocab_size=512,
+        hidden_size=64,
+        intermediate_size=176,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+        use_cache=False,
+        attn_implementation="eager",
+    )
     ids = torch.randint(0, 512, (2, 16))
     return LlamaForCausalLM(cfg), (), {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
 
@@ -62,10 +71,16 @@ MODELS = {"blocks": _blocks, "llama": _llama}
 # model states per rank in bytes per parameter, the ZeRO paper's (Rajbhandari et al. 2020, fig. 1)
 # with Adam (K = 12 under mixed precision: fp32 master, momentum and variance)
 FORMULAS = {
-    (None, "ddp"): lambda n: 16, (None, "zero1"): lambda n: 4 + 4 + 8 / n, (None, "zero2"): lambda n: 4 + 12 / n,
-    (None, "zero3"): lambda n: 16 / n, (None, "fsdp"): lambda n: 16 / n,
-    ("bf16", "ddp"): lambda n: 16, ("bf16", "zero1"): lambda n: 2 + 2 + 12 / n,
-    ("bf16", "zero2"): lambda n: 2 + 14 / n, ("bf16", "zero3"): lambda n: 16 / n, ("bf16", "fsdp"): lambda n: 16 / n,
+    (None, "ddp"): lambda n: 16,
+    (None, "zero1"): lambda n: 4 + 4 + 8 / n,
+    (None, "zero2"): lambda n: 4 + 12 / n,
+    (None, "zero3"): lambda n: 16 / n,
+    (None, "fsdp"): lambda n: 16 / n,
+    ("bf16", "ddp"): lambda n: 16,
+    ("bf16", "zero1"): lambda n: 2 + 2 + 12 / n,
+    ("bf16", "zero2"): lambda n: 2 + 14 / n,
+    ("bf16", "zero3"): lambda n: 16 / n,
+    ("bf16", "fsdp"): lambda n: 16 / n,
 }
 
 
@@ -76,8 +91,10 @@ def recordings():
         torch.manual_seed(0)
         model, args, kwargs = build()
         for precision in (None, "bf16"):
-            out[name, precision] = (model, record(model, args, kwargs, optimizer="adam", loss="mean", device_spec=None,
-                                                  mixed_precision=precision))
+            out[name, precision] = (
+                model,
+                record(model, args, kwargs, optimizer="adam", loss="mean", device_spec=None, mixed_precision=precision),
+            )
     return out
 
 
@@ -103,15 +120,18 @@ def test_communication_volume_is_the_published_one(recordings, name, world):
     model, rec = recordings[name, None]
     psi = sum(p.numel() for p in model.parameters()) * 4
     units = shard_units(model)
-    root = sum(p.numel() for n, p in model.named_parameters()
-               if not any(n.startswith(u + ".") for u in units.paths)) * 4
+    root = (
+        sum(p.numel() for n, p in model.named_parameters() if not any(n.startswith(u + ".") for u in units.paths)) * 4
+    )
     volume = {}
     for strategy in ("ddp", "zero1", "zero2", "zero3", "fsdp"):
-        d, _, _ = distributed_step(model, (), {}, parallel(strategy, world), optimizer="adam", loss="mean",
-                                   recording=rec)
+        d, _, _ = distributed_step(
+            model, (), {}, parallel(strategy, world), optimizer="adam", loss="mean", recording=rec
+        )
         # the gradients' and parameters' traffic (DDP also broadcasts the module's buffers before each forward)
-        volume[strategy] = d.comm_bytes_per_rank - sum(c.count * c.bytes_per_rank for c in d.collectives
-                                                       if c.op == "broadcast")
+        volume[strategy] = d.comm_bytes_per_rank - sum(
+            c.count * c.bytes_per_rank for c in d.collectives if c.op == "broadcast"
+        )
     assert volume["ddp"] == volume["zero1"] == volume["zero2"] == 2 * psi
     assert volume["zero3"] == 3 * psi
     # FSDP2 does not reshard the root after the forward: its parameters are gathered once
@@ -121,11 +141,13 @@ def test_communication_volume_is_the_published_one(recordings, name, world):
 def test_mixed_precision_gathers_in_bf16_and_reduces_in_fp32(recordings):
     model, rec = recordings["llama", "bf16"]
     psi = sum(p.numel() for p in model.parameters())
-    d, _, _ = distributed_step(model, (), {}, parallel("zero3", 4, mixed_precision="bf16"), optimizer="adam",
-                               loss="mean", recording=rec)
+    d, _, _ = distributed_step(
+        model, (), {}, parallel("zero3", 4, mixed_precision="bf16"), optimizer="adam", loss="mean", recording=rec
+    )
     assert d.comm_bytes_per_rank == 3 * 2 * psi  # all in bf16
-    d, _, _ = distributed_step(model, (), {}, parallel("fsdp", 4, mixed_precision="bf16"), optimizer="adam",
-                               loss="mean", recording=rec)
+    d, _, _ = distributed_step(
+        model, (), {}, parallel("fsdp", 4, mixed_precision="bf16"), optimizer="adam", loss="mean", recording=rec
+    )
     gathered = sum(c.count * c.bytes_per_rank for c in d.collectives if c.op == "all_gather")
     reduced = sum(c.count * c.bytes_per_rank for c in d.collectives if c.op == "reduce_scatter")
     assert reduced == 4 * psi  # MixedPrecisionPolicy(reduce_dtype=float32)
@@ -138,8 +160,9 @@ def test_ddp_buckets_are_torchs():
     sizes = [int(s) for s in torch.randint(1, 400_000, (40,))]
     tensors = [torch.empty(s) for s in sizes]
     ours = bucket_assignment([(str(i), s * 4, 4) for i, s in enumerate(sizes)], 25 << 20, 1 << 20)
-    theirs, _ = dist._compute_bucket_assignment_by_size(tensors, [1 << 20, 25 << 20], [False] * len(tensors),
-                                                        list(range(len(tensors))))
+    theirs, _ = dist._compute_bucket_assignment_by_size(
+        tensors, [1 << 20, 25 << 20], [False] * len(tensors), list(range(len(tensors)))
+    )
     assert sorted(sorted(int(i) for i in b) for b in ours) == sorted(sorted(b) for b in theirs)
 
 
@@ -194,8 +217,20 @@ def test_every_plan_entry_is_verified_and_fits_only_within_the_budget(recordings
     par = parallel("fsdp", 2)
     peak = per_rank(rec, par, units, buffers_of(model))[0].peak_bytes
     budget = int(peak * 0.8)
-    plan = fit_plan(model, args, kwargs, rec, par, units, budget, optimizer="adam", loss="mean", device_spec=None,
-                    trainable=None, step_ms=None)
+    plan = fit_plan(
+        model,
+        args,
+        kwargs,
+        rec,
+        par,
+        units,
+        budget,
+        optimizer="adam",
+        loss="mean",
+        device_spec=None,
+        trainable=None,
+        step_ms=None,
+    )
     assert plan.fit_plan and plan.recordings > 1
     for e in plan.fit_plan:
         assert e.fits == (e.peak_bytes <= budget)
@@ -208,6 +243,7 @@ def test_every_plan_entry_is_verified_and_fits_only_within_the_budget(recordings
 
 def test_settings_map_strategy_names_and_refuse_options_without_ranks():
     from archlint import config
+
     s = config.apply(config.Settings(), {"strategy": "fsdp", "world_size": 8}, label=lambda n: f"{n}=")
     assert (s.parallel, s.world_size, s.train, s.strategy) == ("fsdp", 8, True, None)
     s = config.apply(config.Settings(), {"strategy": "fx"}, label=lambda n: f"{n}=")
@@ -218,7 +254,7 @@ def test_settings_map_strategy_names_and_refuse_options_without_ranks():
         config.apply(config.Settings(), {"strategy": "hsdp", "world_size": 6, "nodes": 4}, label=lambda n: f"{n}=")
 
 
-NETS = '''
+NETS = """
 import torch.nn as nn
 class Blocks(nn.Module):
     def __init__(self):
@@ -229,25 +265,49 @@ class Blocks(nn.Module):
         for layer in self.layers:
             x = layer(x)
         return self.head(x)
-'''
+"""
 
 
 def _cli(tmp_path, *flags):
     (tmp_path / "nets.py").write_text(NETS)
-    return subprocess.run([sys.executable, "-m", "archlint", str(tmp_path / "nets.py") + ":Blocks",
-                           "--input-shape", "8,64", *flags], check=False, capture_output=True, text=True, cwd=tmp_path,
-                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "archlint", str(tmp_path / "nets.py") + ":Blocks", "--input-shape", "8,64", *flags],
+        check=False,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+        timeout=300,
+    )
 
 
 def test_cli_json_contract(tmp_path):
-    run = _cli(tmp_path, "--train", "--world-size", "4", "--strategy", "fsdp", "--memory-budget", "150KB",
-               "--output-format", "json")
+    run = _cli(
+        tmp_path,
+        "--train",
+        "--world-size",
+        "4",
+        "--strategy",
+        "fsdp",
+        "--memory-budget",
+        "150KB",
+        "--output-format",
+        "json",
+    )
     assert run.returncode in (0, 1), run.stderr
     model = json.loads(run.stdout)["models"][0]
     d = model["distributed"]
     assert (d["strategy"], d["world_size"], d["shard_unit"]) == ("fsdp", 4, "Sequential")
-    assert set(d["per_rank"]) >= {"peak_bytes", "params_bytes", "grads_bytes", "optimizer_bytes", "activations_bytes",
-                                  "comm_buffers_bytes", "fits", "budget_bytes"}
+    assert set(d["per_rank"]) >= {
+        "peak_bytes",
+        "params_bytes",
+        "grads_bytes",
+        "optimizer_bytes",
+        "activations_bytes",
+        "comm_buffers_bytes",
+        "fits",
+        "budget_bytes",
+    }
     assert all(set(c) >= {"op", "phase", "count", "bytes_per_rank"} for c in d["collectives"])
     assert d["comm_bytes_per_rank"] > 0
     memory = model["memory"]
@@ -282,13 +342,22 @@ def test_llama_8b_family_on_h100_fits_with_fsdp_and_says_the_fewest_gpus():
     from transformers import LlamaConfig, LlamaForCausalLM
 
     from archlint import analyze
-    cfg = LlamaConfig(hidden_size=4096, intermediate_size=14336, num_hidden_layers=2, num_attention_heads=32,
-                      num_key_value_heads=8, vocab_size=128256, use_cache=False)
+
+    cfg = LlamaConfig(
+        hidden_size=4096,
+        intermediate_size=14336,
+        num_hidden_layers=2,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        vocab_size=128256,
+        use_cache=False,
+    )
     with torch.device("meta"):
         model = LlamaForCausalLM(cfg)
     ids = torch.randint(0, 128256, (1, 2048))
-    result = analyze(model, {"input_ids": ids}, train=True, device_spec="h100-sxm", world_size=8, strategy="fsdp",
-                     optimizer="adamw").model
+    result = analyze(
+        model, {"input_ids": ids}, train=True, device_spec="h100-sxm", world_size=8, strategy="fsdp", optimizer="adamw"
+    ).model
     d, memory = result.distributed, result.memory
     assert d["per_rank"]["fits"] is True
     assert d["per_rank"]["device_peak_bytes"] <= d["per_rank"]["budget_bytes"]
@@ -306,6 +375,7 @@ def test_on_a_gpu_spec_fits_is_the_allocator_under_the_budget_and_never_over_it(
     limit fitted, the unlimited device peak was shown). Now each entry's figure is what the budget is held
     to (fit.budget_peak) and fits is that figure within the budget."""
     from archlint.devices import resolve
+
     spec = resolve("h100-sxm")
     torch.manual_seed(0)
     model, args, kwargs = _llama()
@@ -325,8 +395,20 @@ def test_on_a_gpu_spec_fits_is_the_allocator_under_the_budget_and_never_over_it(
     budget = full.device_peak_bytes - (1 << 20)
     pr = per_rank(rec, par, units, buffers_of(model), budget)[0]
     assert pr.fits == (pr.budget_figure_bytes <= budget)
-    plan = fit_plan(model, args, kwargs, rec, par, units, budget, optimizer="adam", loss="mean", device_spec=spec,
-                    trainable=None, step_ms=None)
+    plan = fit_plan(
+        model,
+        args,
+        kwargs,
+        rec,
+        par,
+        units,
+        budget,
+        optimizer="adam",
+        loss="mean",
+        device_spec=spec,
+        trainable=None,
+        step_ms=None,
+    )
     assert plan.fit_plan
     for e in plan.fit_plan:
         assert e.fits == (e.peak_bytes <= budget), e
@@ -336,8 +418,9 @@ def test_trainable_freezes_the_rest_and_hsdp_shards_within_a_node():
     torch.manual_seed(0)
     model, args, kwargs = _blocks()
     head = sum(p.numel() for p in model.head.parameters())
-    rec = record(model, args, kwargs, optimizer="adam", loss="mean", device_spec=None, mixed_precision=None,
-                 trainable=r"^head\.")
+    rec = record(
+        model, args, kwargs, optimizer="adam", loss="mean", device_spec=None, mixed_precision=None, trainable=r"^head\."
+    )
     pr, _ = per_rank(rec, parallel("ddp", 2), shard_units(model), [])
     # frozen weights get no gradient and no optimizer state
     assert pr.grads_bytes == 4 * head
@@ -346,8 +429,9 @@ def test_trainable_freezes_the_rest_and_hsdp_shards_within_a_node():
     psi = sum(p.numel() for p in model.parameters())
     hsdp, _ = per_rank(full, parallel("hsdp", 8, 2), shard_units(model), [])
     assert hsdp.params_bytes == 4 * psi // 4  # sharded over the 4 ranks of a node
-    d, _, _ = distributed_step(model, args, kwargs, parallel("hsdp", 8, 2), optimizer="adam", loss="mean",
-                               recording=full)
+    d, _, _ = distributed_step(
+        model, args, kwargs, parallel("hsdp", 8, 2), optimizer="adam", loss="mean", recording=full
+    )
     replicas = [c for c in d.collectives if c.op == "all_reduce"]
     assert replicas and all(c.group_size == 2 for c in replicas)
     assert sum(c.count * c.bytes_per_rank for c in replicas) == 4 * psi // 4
@@ -356,6 +440,7 @@ def test_trainable_freezes_the_rest_and_hsdp_shards_within_a_node():
 def test_ring_cost_and_overlap_on_the_specs_links(recordings):
     from archlint.devices import resolve
     from archlint.model.distributed.comm import collective_ms, estimate_step
+
     # 1 GB over 8 ranks at 100 GB/s, 1 µs a step: all-reduce 2·7/8 GB → 17.5 ms + 14 µs; all-gather half that
     assert collective_ms("all_reduce", 10**9, 8, 100e9, 1e-6) == pytest.approx(17.5 + 0.014)
     assert collective_ms("all_gather", 10**9, 8, 100e9, 1e-6) == pytest.approx(8.75 + 0.007)
@@ -379,10 +464,15 @@ def test_bf16_per_rank_compute_is_the_autocast_estimate():
     """A regression: under --mixed-precision bf16 the per-rank step's compute was the fp32 step's estimate
     (estimate.train.autocast was made after the distributed step ran)."""
     from archlint import analyze
+
     torch.manual_seed(0)
     model, _, kwargs = _llama()
-    runs = {p: analyze(model, dict(kwargs), train=True, device_spec="h100-sxm", world_size=2, strategy="fsdp",
-                       mixed_precision=p).model for p in (None, "bf16")}
+    runs = {
+        p: analyze(
+            model, dict(kwargs), train=True, device_spec="h100-sxm", world_size=2, strategy="fsdp", mixed_precision=p
+        ).model
+        for p in (None, "bf16")
+    }
     fp32, bf16 = (runs[p].distributed["estimate"] for p in (None, "bf16"))
     autocast = runs["bf16"].estimate.train["autocast"]
     assert bf16["single_gpu_step_ms"] == pytest.approx(autocast["step_ms"])
@@ -457,9 +547,16 @@ def test_cpu_offload_is_timed_on_the_host_link_and_the_plan_says_what_it_adds(re
         if strategy == "zero2":  # the updated partition back
             assert off["offload_copies_ms"] == pytest.approx(2 * to_host / 64e9 * 1e3, rel=1e-6)
         else:  # each unit's shard for every all-gather of it
-            gathered = sum(c.count * c.bytes_per_rank for c in distributed_step(
-                model, (), {}, par, optimizer="adam", loss="mean", recording=rec)[0].collectives
-                if c.op == "all_gather") / 4
+            gathered = (
+                sum(
+                    c.count * c.bytes_per_rank
+                    for c in distributed_step(model, (), {}, par, optimizer="adam", loss="mean", recording=rec)[
+                        0
+                    ].collectives
+                    if c.op == "all_gather"
+                )
+                / 4
+            )
             assert off["offload_copies_ms"] == pytest.approx((to_host + gathered) / 64e9 * 1e3, rel=1e-6)
         assert off["compute_ms"] == pytest.approx(plain["compute_ms"] - 0.5 / 4 + off["offload_ms"])
         assert "CPU offload: estimated" in off["basis"] and "host link (64 GB/s" in off["basis"]
@@ -467,8 +564,20 @@ def test_cpu_offload_is_timed_on_the_host_link_and_the_plan_says_what_it_adds(re
     m, args, kwargs = _llama()
     par = parallel("fsdp", 2)
     budget = int(per_rank(rec, par, units, buffers_of(model))[0].peak_bytes * 0.8)
-    plan = fit_plan(m, args, kwargs, rec, par, units, budget, optimizer="adam", loss="mean", device_spec=h100,
-                    trainable=None, step_ms=train)
+    plan = fit_plan(
+        m,
+        args,
+        kwargs,
+        rec,
+        par,
+        units,
+        budget,
+        optimizer="adam",
+        loss="mean",
+        device_spec=h100,
+        trainable=None,
+        step_ms=train,
+    )
     (e,) = [e for e in plan.fit_plan if e.changes == ["CPU offload of the optimizer state"]]
     if True:
         now = estimate_step(rec, units, par, h100, train)["step_ms"]
@@ -484,19 +593,36 @@ def test_html_distributed_section_is_the_text_tables_rows(tmp_path):
     import html as html_lib
 
     page = tmp_path / "report.html"
-    run = _cli(tmp_path, "--train", "--world-size", "4", "--strategy", "fsdp", "--memory-budget", "150KB",
-               "--device-spec", "h100-sxm", "--html", str(page))
+    run = _cli(
+        tmp_path,
+        "--train",
+        "--world-size",
+        "4",
+        "--strategy",
+        "fsdp",
+        "--memory-budget",
+        "150KB",
+        "--device-spec",
+        "h100-sxm",
+        "--html",
+        str(page),
+    )
     assert run.returncode in (0, 1), run.stderr
     text = run.stdout
     doc = html_lib.unescape(page.read_text())
     assert "<h3>Per rank</h3>" in doc and "<h4>Collectives per step</h4>" in doc
     head = re.search(r"per rank: fsdp × 4[^\n]*", text).group(0)
     assert head in doc
-    for said in ("ESTIMATED on h100-sxm: [^\n]*", "fewest GPUs whose per-rank step fits [^\n]*",
-                 r"peak [\d.]+ \w+ in the [^\n]*"):
+    for said in (
+        "ESTIMATED on h100-sxm: [^\n]*",
+        "fewest GPUs whose per-rank step fits [^\n]*",
+        r"peak [\d.]+ \w+ in the [^\n]*",
+    ):
         line = re.search(said, text).group(0).strip()
         assert line in doc, line
-    plan = re.findall(r"^\s+\d+\. (.+): (?:peak|the device needs) ([\d.]+ \w+) per rank, (fits|does not fit)", text, re.MULTILINE)
+    plan = re.findall(
+        r"^\s+\d+\. (.+): (?:peak|the device needs) ([\d.]+ \w+) per rank, (fits|does not fit)", text, re.MULTILINE
+    )
     assert plan
     for changes, figure, verdict in plan:
         assert re.search(rf"<td>{re.escape(changes)}</td><td>{re.escape(figure)}</td><td>{verdict}</td>", doc)

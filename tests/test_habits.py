@@ -5,7 +5,6 @@ with the tool's own output. The dev extra installs both tools (skipped, saying s
 from __future__ import annotations
 
 import importlib.util
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -19,16 +18,14 @@ else:  # the dependency pyproject.toml declares there
 
 ROOT = Path(__file__).resolve().parent.parent
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
-# The tree is formatted once, after the branches of issue 40 merge; until then the check runs only when
-# asked (a reformat of every file while they are being edited would conflict with all of them).
-FORMAT_CHECK = os.environ.get("ARCHLINT_FORMAT_CHECK") == "1"
 
 
 def _tool(name: str, *args: str, timeout: float = 120, stdin: str | None = None) -> subprocess.CompletedProcess:
     if importlib.util.find_spec(name) is None:
         pytest.skip(f"{name} is not installed (pip install -e '.[dev]')")
-    return subprocess.run([sys.executable, "-m", name, *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=timeout, input=stdin)
+    return subprocess.run(
+        [sys.executable, "-m", name, *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout, input=stdin
+    )
 
 
 def _clean(proc: subprocess.CompletedProcess, what: str) -> None:
@@ -41,8 +38,14 @@ def test_ruff_lint_is_clean():
 
 def test_ruff_lint_uses_the_project_rules():
     # the settings are read (not an empty selection): a planted unused import and a bare except are found
-    proc = _tool("ruff", "check", "--stdin-filename", "archlint/planted.py", "-",
-                 stdin="import os\n\ntry:\n    pass\nexcept:\n    pass\n")
+    proc = _tool(
+        "ruff",
+        "check",
+        "--stdin-filename",
+        "archlint/planted.py",
+        "-",
+        stdin="import os\n\ntry:\n    pass\nexcept:\n    pass\n",
+    )
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "F401" in proc.stdout and "E722" in proc.stdout, proc.stdout
 
@@ -55,8 +58,6 @@ def test_ruff_lint_leaves_deliberately_bad_inputs_alone():
     assert "archlint/cli.py" in listed and "tests/test_habits.py" in listed
 
 
-@pytest.mark.skipif(not FORMAT_CHECK, reason="the tree is not yet ruff-formatted: set ARCHLINT_FORMAT_CHECK=1 "
-                                             "after `ruff format` has run once over it")
 def test_ruff_format_is_clean():
     _clean(_tool("ruff", "format", "--check", "--diff", "."), "ruff format --check")
 

@@ -16,22 +16,49 @@ PACKAGE = ROOT / "archlint"
 
 # floor → module name prefixes (the longest matching prefix decides); see docs/design.md
 FLOORS = {
-    0: ("archlint.errors", "archlint.diagnostics", "archlint.result", "archlint.units", "archlint.printable",
-        "archlint.outputs", "archlint.writeguard", "archlint.overrides", "archlint.usage", "archlint.suggest", "archlint.registry",
-        "archlint.devices", "archlint.whatif_names", "archlint.train_names", "archlint.train_result",
-        "archlint.model_of", "archlint.declarations"),
+    0: (
+        "archlint.errors",
+        "archlint.diagnostics",
+        "archlint.result",
+        "archlint.units",
+        "archlint.printable",
+        "archlint.outputs",
+        "archlint.writeguard",
+        "archlint.overrides",
+        "archlint.usage",
+        "archlint.suggest",
+        "archlint.registry",
+        "archlint.devices",
+        "archlint.whatif_names",
+        "archlint.train_names",
+        "archlint.train_result",
+        "archlint.model_of",
+        "archlint.declarations",
+    ),
     1: ("archlint.config", "archlint.progress"),
     2: ("archlint.code", "archlint.model", "archlint.trace", "archlint.loader"),
     3: ("archlint.report", "archlint.gate"),
-    4: ("archlint.cli", "archlint.args", "archlint.api", "archlint.check", "archlint.loader.command",
-        "archlint.loader.run", "archlint.loader.verdict",  # the loader's run, with the model step beside it
-        "archlint.trace.command", "archlint.pytest_plugin", "archlint.testing", "archlint.__main__"),
+    4: (
+        "archlint.cli",
+        "archlint.args",
+        "archlint.api",
+        "archlint.check",
+        "archlint.loader.command",
+        "archlint.loader.run",
+        "archlint.loader.verdict",  # the loader's run, with the model step beside it
+        "archlint.trace.command",
+        "archlint.pytest_plugin",
+        "archlint.testing",
+        "archlint.__main__",
+    ),
 }
 ANALYZERS = ("archlint.code", "archlint.model", "archlint.trace", "archlint.loader")  # floor 2: side by side
 # An analyzer importing another, named with why it stays (each a finding of issue 40 left open):
 CROSSING_KNOWN = {
-    ("archlint.loader.load", "archlint.model.loading.load"):
-        "the data pipeline's file is imported as a model's file is (import_file: its package, sys.path, seeded)",
+    (
+        "archlint.loader.load",
+        "archlint.model.loading.load",
+    ): "the data pipeline's file is imported as a model's file is (import_file: its package, sys.path, seeded)",
 }
 
 
@@ -94,19 +121,35 @@ def _borrowed(module: str, tree: ast.Module | None = None) -> list[str]:
     aliases = {}  # local name → the archlint module it names
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("archlint"):
-            aliases |= {a.asname or a.name: f"{node.module}.{a.name}" for a in node.names if f"{node.module}.{a.name}" in MODULES}
+            aliases |= {
+                a.asname or a.name: f"{node.module}.{a.name}"
+                for a in node.names
+                if f"{node.module}.{a.name}" in MODULES
+            }
         elif isinstance(node, ast.Import):
             aliases |= {a.asname: a.name for a in node.names if a.asname and a.name in MODULES}
     for node in ast.walk(tree):
-        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases
-                and _private(node.attr) and aliases[node.value.id] != module):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in aliases
+            and _private(node.attr)
+            and aliases[node.value.id] != module
+        ):
             found.append(f"{module}:{node.lineno} reaches {aliases[node.value.id]}.{node.attr}")
     return found
 
 
 def _floor(module: str) -> int | None:
-    best = max(((len(p), floor) for floor, prefixes in FLOORS.items() for p in prefixes
-                if module == p or module.startswith(p + ".")), default=None)
+    best = max(
+        (
+            (len(p), floor)
+            for floor, prefixes in FLOORS.items()
+            for p in prefixes
+            if module == p or module.startswith(p + ".")
+        ),
+        default=None,
+    )
     return best[1] if best else None
 
 
@@ -159,10 +202,11 @@ def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
 def _rooms(edges: dict[str, set[str]]) -> dict[str, dict[str, set[str]]]:
     """package → the import edges between its direct children (its sub-packages and modules), each
     module standing for the child of the package that holds it; a command module stands for itself."""
+
     def child(module: str, package: str) -> str:
         if module in FLOORS[4]:  # a command (trace/command) is a floor-4 room of its own, whatever folder holds it
             return module
-        return f"{package}.{module[len(package) + 1:].split('.')[0]}"
+        return f"{package}.{module[len(package) + 1 :].split('.')[0]}"
 
     rooms: dict[str, dict[str, set[str]]] = {}
     for module, targets in edges.items():
@@ -183,9 +227,12 @@ def _crossings(imports: dict[str, list[str]], floor=None) -> list[tuple[str, str
     """(module, imported module) where an analyzer's floor-2 module imports another analyzer's
     module; floor-0/1 modules are what they share."""
     floor = floor or _floor
-    return [(module, target) for module, targets in sorted(imports.items()) for target in targets
-            if floor(module) == 2 and _analyzer(module) and _analyzer(target)
-            and _analyzer(target) != _analyzer(module)]
+    return [
+        (module, target)
+        for module, targets in sorted(imports.items())
+        for target in targets
+        if floor(module) == 2 and _analyzer(module) and _analyzer(target) and _analyzer(target) != _analyzer(module)
+    ]
 
 
 def test_every_module_has_a_floor():
@@ -233,8 +280,10 @@ def test_no_private_name_borrowed_from_another_module():
 def test_the_borrowing_check_finds_what_it_is_meant_to_find():
     """Planted cases (the walk could pass vacuously): an imported private name, one reached through
     a module alias, a private module of another package; a sibling's private module is allowed."""
-    planted = ast.parse("from archlint.code.dataflow import _x\nfrom archlint.code import dataflow as df\n"
-                        "y = df._unwrap\nfrom archlint.model.checks import _query\n")
+    planted = ast.parse(
+        "from archlint.code.dataflow import _x\nfrom archlint.code import dataflow as df\n"
+        "y = df._unwrap\nfrom archlint.model.checks import _query\n"
+    )
     assert _borrowed("archlint.code.lint", planted) == [
         "archlint.code.lint:1 imports archlint.code.dataflow._x",
         "archlint.code.lint:4 imports the private module archlint.model.checks._query of another package",
@@ -247,17 +296,22 @@ def test_the_borrowing_check_finds_what_it_is_meant_to_find():
 def test_cited_documents_exist():
     cited = set()
     for path in MODULES.values():
-        cited |= set(re.findall(r"\b((?:docs|rules|benchmarks)/[\w./-]+\.(?:md|py|toml))\b", path.read_text(encoding="utf-8")))
+        cited |= set(
+            re.findall(r"\b((?:docs|rules|benchmarks)/[\w./-]+\.(?:md|py|toml))\b", path.read_text(encoding="utf-8"))
+        )
         cited |= set(re.findall(r"\b([A-Z]+\.md)\b", path.read_text(encoding="utf-8")))
     placeholders = ("CODE", "NAME")  # a pattern such as rules/CODE-NAME.md, not a citation
     missing = sorted(c for c in cited if not any(p in c for p in placeholders) and not (ROOT / c).exists())
     assert missing == []
 
 
-@pytest.mark.parametrize("broken, expected", [
-    ({"a": {"b"}, "b": {"a"}}, [["a", "b"]]),
-    ({"a": {"b"}, "b": {"c"}, "c": set()}, []),
-])
+@pytest.mark.parametrize(
+    "broken, expected",
+    [
+        ({"a": {"b"}, "b": {"a"}}, [["a", "b"]]),
+        ({"a": {"b"}, "b": {"c"}, "c": set()}, []),
+    ],
+)
 def test_the_cycle_finder_finds_cycles(broken, expected):
     assert _cycles(broken) == expected
 
@@ -276,9 +330,13 @@ def test_the_room_check_finds_a_planted_cycle():
     del planted["archlint.model.speedups.links"]
     assert _cycles(_rooms(planted)["archlint.model"]) == []
     # one level down too: archlint.model.train's rooms
-    nested = {"archlint.model.train.fit.a": {"archlint.model.train.memory"},
-              "archlint.model.train.memory": {"archlint.model.train.fit.b"}}
-    assert _cycles(_rooms(nested)["archlint.model.train"]) == [["archlint.model.train.fit", "archlint.model.train.memory"]]
+    nested = {
+        "archlint.model.train.fit.a": {"archlint.model.train.memory"},
+        "archlint.model.train.memory": {"archlint.model.train.fit.b"},
+    }
+    assert _cycles(_rooms(nested)["archlint.model.train"]) == [
+        ["archlint.model.train.fit", "archlint.model.train.memory"]
+    ]
 
 
 def test_the_crossing_check_finds_a_planted_analyzer_import():
@@ -290,5 +348,7 @@ def test_the_crossing_check_finds_a_planted_analyzer_import():
         "archlint.code.checks.autocast": ["archlint.model_of"],
         "archlint.check": ["archlint.code.checks", "archlint.model.links"],
     }
-    assert _crossings(planted) == [("archlint.model.speedups.links", "archlint.code.checks"),
-                                   ("archlint.trace.analyze", "archlint.loader.measure")]
+    assert _crossings(planted) == [
+        ("archlint.model.speedups.links", "archlint.code.checks"),
+        ("archlint.trace.analyze", "archlint.loader.measure"),
+    ]

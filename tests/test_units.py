@@ -7,17 +7,37 @@ import pytest
 from archlint.units import significant
 
 
-@pytest.mark.parametrize(("value", "text"), [
-    (636.4, "636"), (6.364, "6.36"), (0.001234, "0.00123"), (12934.0, "12,934"), (12.0, "12"), (0.0, "0"),
-])
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        (636.4, "636"),
+        (6.364, "6.36"),
+        (0.001234, "0.00123"),
+        (12934.0, "12,934"),
+        (12.0, "12"),
+        (0.0, "0"),
+    ],
+)
 def test_significant_digits_never_scientific(value, text):
     assert significant(value) == text
 
 
-@pytest.mark.parametrize(("value", "text"), [
-    (0.07812, "0.0781"), (12.4, "12.4"), (12.0, "12.0"), (0.5, "0.500"), (636.4, "636"), (2280.4, "2280"),
-    (99.94, "99.9"), (99.96, "100"), (-12.34, "-12.3"), (1e-12, "0.000000000"), (float("inf"), "inf"),
-])
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        (0.07812, "0.0781"),
+        (12.4, "12.4"),
+        (12.0, "12.0"),
+        (0.5, "0.500"),
+        (636.4, "636"),
+        (2280.4, "2280"),
+        (99.94, "99.9"),
+        (99.96, "100"),
+        (-12.34, "-12.3"),
+        (1e-12, "0.000000000"),
+        (float("inf"), "inf"),
+    ],
+)
 def test_fixed_keeps_one_format_for_a_column(value, text):
     assert significant(value, fixed=True) == text
 

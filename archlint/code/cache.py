@@ -51,8 +51,10 @@ def folder(settings: Settings) -> Path:
 def _key() -> bytes | None:
     """This user's signing key (created on first use), or None when it cannot be kept (said once:
     the cache is then not used)."""
-    home = Path(os.environ.get("ARCHLINT_CACHE_DIR") or  # where the roofline cache lives too
-                Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "archlint")
+    home = Path(
+        os.environ.get("ARCHLINT_CACHE_DIR")  # where the roofline cache lives too
+        or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "archlint"
+    )
     path = home / "cache-key"
     try:
         home.mkdir(parents=True, exist_ok=True)
@@ -64,8 +66,11 @@ def _key() -> bytes | None:
             raise ValueError("too short")
         return key
     except (OSError, ValueError, UsageError) as exc:
-        print(f"archlint: warning: cannot keep the cache's key in {path} ({getattr(exc, 'strerror', None) or exc}); "
-              "the cache is not used this run", file=sys.stderr)
+        print(
+            f"archlint: warning: cannot keep the cache's key in {path} ({getattr(exc, 'strerror', None) or exc}); "
+            "the cache is not used this run",
+            file=sys.stderr,
+        )
         return None
 
 
@@ -97,6 +102,7 @@ def _read(path: Path) -> bytes:
 def load(path: Path, quiet: bool = False) -> dict:
     """The entries of a cache file archlint wrote for this user; {} (with a warning unless quiet)
     for a missing, unreadable, unsigned or altered one."""
+
     def ignored(why: str) -> dict:
         if not quiet:
             print(f"archlint: warning: ignoring {why}; linting every file", file=sys.stderr)
@@ -114,7 +120,7 @@ def load(path: Path, quiet: bool = False) -> dict:
     key = _key()
     if key is None:
         return {}
-    payload = data[found.end():-1]
+    payload = data[found.end() : -1]
     if not hmac.compare_digest(_mac(key, payload), found.group(1).decode()):
         return ignored(f"cache {path}: not written by archlint for this user (copied, committed or edited)")
     try:
@@ -140,8 +146,11 @@ def save(path: Path, entries: dict, fresh: set[str] | None = None) -> None:
                 return
             write_bytes(path, data, "the lint cache", mode=0o644)  # the one writer: whole, never through a link
     except (OSError, UsageError) as exc:
-        print(f"archlint: warning: cannot write the cache at {path} ({getattr(exc, 'strerror', None) or exc}); "
-              "next run lints every file again", file=sys.stderr)
+        print(
+            f"archlint: warning: cannot write the cache at {path} ({getattr(exc, 'strerror', None) or exc}); "
+            "next run lints every file again",
+            file=sys.stderr,
+        )
 
 
 def _prepare(where: Path) -> None:
@@ -151,8 +160,9 @@ def _prepare(where: Path) -> None:
         os.mkdir(where)
     except FileExistsError:
         return  # the user's folder (or one made by an earlier run, which wrote the .gitignore)
-    write_bytes(where / ".gitignore", b"# Created by archlint\n*\n", "the cache folder's .gitignore", mode=0o644,
-                replace=False)
+    write_bytes(
+        where / ".gitignore", b"# Created by archlint\n*\n", "the cache folder's .gitignore", mode=0o644, replace=False
+    )
 
 
 @contextlib.contextmanager
@@ -198,8 +208,16 @@ def content_key(prefix: bytes, data: bytes, extra: str = "") -> str:
 
 # findings as JSON records -------------------------------------------------------------------------
 def to_record(d: Diagnostic) -> list:
-    return [d.code, d.message, d.severity.value, d.line, d.column, d.end_line, d.end_column,
-            d.fix.to_dict() if d.fix else None]
+    return [
+        d.code,
+        d.message,
+        d.severity.value,
+        d.line,
+        d.column,
+        d.end_line,
+        d.end_column,
+        d.fix.to_dict() if d.fix else None,
+    ]
 
 
 def _check_record(record) -> None:
@@ -217,10 +235,15 @@ def _check_record(record) -> None:
         if not isinstance(edits, list) or not isinstance(fix.get("message"), str):
             raise ValueError("malformed fix")
         for e in edits:
-            points = (e["location"]["row"], e["location"]["column"], e["end_location"]["row"],
-                      e["end_location"]["column"])
-            if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in points) or \
-                    not isinstance(e["content"], str):
+            points = (
+                e["location"]["row"],
+                e["location"]["column"],
+                e["end_location"]["row"],
+                e["end_location"]["column"],
+            )
+            if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in points) or not isinstance(
+                e["content"], str
+            ):
                 raise ValueError("malformed fix edit")
 
 
@@ -230,13 +253,27 @@ def from_record(record: list, file: str) -> Diagnostic:
     code, message, severity, line, column, end_line, end_column, fix = record
     if fix is not None:
         edits = tuple(
-            Edit(e["location"]["row"], e["location"]["column"], e["end_location"]["row"],
-                 e["end_location"]["column"], e["content"])
+            Edit(
+                e["location"]["row"],
+                e["location"]["column"],
+                e["end_location"]["row"],
+                e["end_location"]["column"],
+                e["content"],
+            )
             for e in fix["edits"]
         )
         fix = Fix(fix["message"], Applicability(fix["applicability"]), edits)
-    return Diagnostic(code, message, Severity(severity), file=file, line=line, column=column,
-                      end_line=end_line, end_column=end_column, fix=fix)
+    return Diagnostic(
+        code,
+        message,
+        Severity(severity),
+        file=file,
+        line=line,
+        column=column,
+        end_line=end_line,
+        end_column=end_column,
+        fix=fix,
+    )
 
 
 # the project join's cache -------------------------------------------------------------------------

@@ -107,7 +107,7 @@ def parse(text: str, plan: Plan):
     footer: tuple = ()
     for span in plan.spans:
         try:
-            module = cst.parse_module(text[span.start:span.end])
+            module = cst.parse_module(text[span.start : span.end])
         except cst.ParserSyntaxError as exc:
             exc.raw_line += span.line - 1
             raise
@@ -118,15 +118,20 @@ def parse(text: str, plan: Plan):
         statements = list(module.body)
         if body and statements:
             # lines between two statements: the earlier chunk's footer, the next statement's leading lines
-            statements[0] = statements[0].with_changes(leading_lines=(*footer, *module.header,
-                                                                      *statements[0].leading_lines))
+            statements[0] = statements[0].with_changes(
+                leading_lines=(*footer, *module.header, *statements[0].leading_lines)
+            )
             footer = ()
         footer = (*footer, *module.footer) if statements else (*footer, *module.header, *module.footer)
         body.extend(statements)
         last = module
         del module, statements
-    return first.with_changes(body=body, footer=footer, has_trailing_newline=last.has_trailing_newline,
-                              default_indent=plan.indent or first.default_indent)
+    return first.with_changes(
+        body=body,
+        footer=footer,
+        has_trailing_newline=last.has_trailing_newline,
+        default_indent=plan.indent or first.default_indent,
+    )
 
 
 def _as_in_file(module, indent: str, newline: str):

@@ -11,12 +11,28 @@ from archlint.code import dataflow as df
 from archlint.code.facts import Facts
 from archlint.code.names import dotted
 
-_CONV_CALLS = ("torch.nn.Conv1d", "torch.nn.Conv2d", "torch.nn.Conv3d", "torch.nn.functional.conv2d",
-               "torch.nn.functional.conv3d", "torch.nn.functional.conv1d")
+_CONV_CALLS = (
+    "torch.nn.Conv1d",
+    "torch.nn.Conv2d",
+    "torch.nn.Conv3d",
+    "torch.nn.functional.conv2d",
+    "torch.nn.functional.conv3d",
+    "torch.nn.functional.conv1d",
+)
 _CONV_LIBRARIES = ("torchvision.models", "timm", "segmentation_models_pytorch", "torchvision.models.detection")
 # diffusers' convolutional models (its transformers are not): built directly or with from_pretrained()
-_DIFFUSERS_CONV = frozenset({"UNet1DModel", "UNet2DModel", "UNet2DConditionModel", "UNet3DConditionModel",
-                             "UNetSpatioTemporalConditionModel", "AutoencoderKL", "VQModel", "ControlNetModel"})
+_DIFFUSERS_CONV = frozenset(
+    {
+        "UNet1DModel",
+        "UNet2DModel",
+        "UNet2DConditionModel",
+        "UNet3DConditionModel",
+        "UNetSpatioTemporalConditionModel",
+        "AutoencoderKL",
+        "VQModel",
+        "ControlNetModel",
+    }
+)
 
 
 # CTC loss: speech recognition on spectrograms of variable length. Each batch brings new input
@@ -30,8 +46,9 @@ _VARYING_SIZES = ("torch.nn.CTCLoss", "torch.nn.functional.ctc_loss")
 # samplers make batches of different shapes on purpose. cuDNN's benchmark mode would search its
 # algorithms again for every new shape; torchvision's detection references leave it off.
 _VARYING_PREFIXES = ("torchvision.models.detection.",)
-_VARYING_NAMES = frozenset({"GroupedBatchSampler", "create_aspect_ratio_groups", "GeneralizedRCNN",
-                            "GeneralizedRCNNTransform"})
+_VARYING_NAMES = frozenset(
+    {"GroupedBatchSampler", "create_aspect_ratio_groups", "GeneralizedRCNN", "GeneralizedRCNNTransform"}
+)
 
 
 def varying_sizes(facts: Facts) -> bool:
@@ -45,8 +62,11 @@ def varying_sizes(facts: Facts) -> bool:
         name = facts.qname(site.node.func, site.scope) or dotted(site.node.func) or ""
         if name.startswith(_VARYING_PREFIXES) or name.rsplit(".", 1)[-1] in _VARYING_NAMES:
             return True
-    return any(scope.kind == "class" and any((dotted(b.value) or "").rsplit(".", 1)[-1] in _VARYING_NAMES
-                                             for b in scope.node.bases) for scope in facts.scopes)
+    return any(
+        scope.kind == "class"
+        and any((dotted(b.value) or "").rsplit(".", 1)[-1] in _VARYING_NAMES for b in scope.node.bases)
+        for scope in facts.scopes
+    )
 
 
 def has_convolutions(facts: Facts) -> bool:
@@ -74,20 +94,30 @@ def conv_defs(facts: Facts) -> list[str]:
     for site in facts.calls:
         name = facts.qname(site.node.func, site.scope) or ""
         parts = name.split(".")
-        if name in _CONV_CALLS or name.startswith(libraries) or (
-                parts[0] == "diffusers" and _DIFFUSERS_CONV.intersection(parts)):
+        if (
+            name in _CONV_CALLS
+            or name.startswith(libraries)
+            or (parts[0] == "diffusers" and _DIFFUSERS_CONV.intersection(parts))
+        ):
             found.add(_top(site.scope))
     if not found and any(facts.imports.uses(lib) for lib in _CONV_LIBRARIES):
         found.add(MODULE)
     if found and MODULE not in found:
         # a top-level def that calls one of them builds convolutions too (a few rounds: chains are short)
         for _ in range(3):
-            more = {_top(site.scope) for site in facts.calls
-                    if (dotted(site.node.func) or "").split(".")[-1] in found
-                    or any(isinstance(a.value, cst.Name) and a.value.value in found for a in site.node.args)}
-            more |= {scope.node.name.value for scope in facts.scopes if scope.kind == "class"  # a subclass
-                     and scope.parent is facts.module_scope
-                     and any((dotted(b.value) or "").split(".")[-1] in found for b in scope.node.bases)}
+            more = {
+                _top(site.scope)
+                for site in facts.calls
+                if (dotted(site.node.func) or "").split(".")[-1] in found
+                or any(isinstance(a.value, cst.Name) and a.value.value in found for a in site.node.args)
+            }
+            more |= {
+                scope.node.name.value
+                for scope in facts.scopes
+                if scope.kind == "class"  # a subclass
+                and scope.parent is facts.module_scope
+                and any((dotted(b.value) or "").split(".")[-1] in found for b in scope.node.bases)
+            }
             if more <= found:
                 break
             found |= more
@@ -134,7 +164,8 @@ def choices(facts: Facts) -> list[cst.BaseExpression]:
         for target, value in facts.attr_assigns:
             name = dotted(target) or ""
             if name.endswith("cudnn.benchmark") or (
-                    name.endswith("cudnn.deterministic") and df.literal(value) is not False):
+                name.endswith("cudnn.deterministic") and df.literal(value) is not False
+            ):
                 found.append(target)
         facts.__dict__["_cudnn_choices"] = found
     return facts.__dict__["_cudnn_choices"]

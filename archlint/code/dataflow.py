@@ -99,7 +99,8 @@ def known_dict(name: str, scope: Scope, depth: int = 0) -> dict | None:
         func = site.node.func
         merged_into_other = isinstance(func, cst.Attribute) and func.attr.value == "update"
         if not merged_into_other and any(
-                a.star != "**" and isinstance(a.value, cst.Name) and a.value.value == name for a in site.node.args):
+            a.star != "**" and isinstance(a.value, cst.Name) and a.value.value == name for a in site.node.args
+        ):
             return None  # handed to a function that may add keys: unknown
         if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == name:
             if func.attr.value in ("update", "setdefault"):
@@ -221,8 +222,9 @@ def on_side_stream(site: CallSite, facts: Facts) -> bool:
     """The call runs inside `with torch.cuda.stream(s):`, or in a prefetcher class (timm enters its
     stream through `partial(torch.cuda.stream, stream=stream)`): its copy overlaps the default
     stream's work."""
-    if any(isinstance(item, cst.Call) and facts.qname(item.func, site.scope) == "torch.cuda.stream"
-           for item in site.withs):
+    if any(
+        isinstance(item, cst.Call) and facts.qname(item.func, site.scope) == "torch.cuda.stream" for item in site.withs
+    ):
         return True
     cls = site.scope
     while cls is not None and cls.kind != "class":
@@ -238,8 +240,9 @@ def loader_classes(facts: Facts) -> set[str]:
     if found is None:
         found = set()
         for scope in facts.scopes:
-            if scope.kind != "class" or not any(facts.qname(b.value, scope.parent) == DATALOADER
-                                                 for b in scope.node.bases):
+            if scope.kind != "class" or not any(
+                facts.qname(b.value, scope.parent) == DATALOADER for b in scope.node.bases
+            ):
                 continue
             text = facts.code(scope.node)
             if "pin_memory" not in text and "num_workers" not in text:
@@ -251,8 +254,14 @@ def loader_classes(facts: Facts) -> set[str]:
 # Libraries' DataLoader subclasses that pass pin_memory/num_workers through to torch's. Their first
 # three positional arguments are torch's (dataset, batch_size, shuffle), the rest differ: a call with
 # more positional arguments is not judged.
-LIBRARY_LOADERS = frozenset({"torch_geometric.loader.DataLoader", "torch_geometric.data.DataLoader",
-                             "torch_geometric.loader.dataloader.DataLoader", "dgl.dataloading.GraphDataLoader"})
+LIBRARY_LOADERS = frozenset(
+    {
+        "torch_geometric.loader.DataLoader",
+        "torch_geometric.data.DataLoader",
+        "torch_geometric.loader.dataloader.DataLoader",
+        "dgl.dataloading.GraphDataLoader",
+    }
+)
 
 
 def is_loader_call(call: cst.Call, facts: Facts, scope: Scope | None) -> bool:
@@ -318,8 +327,11 @@ def loader_source(expr: cst.BaseExpression, scope: Scope, facts: Facts, depth: i
                     sources.append(None)
                     continue
                 returned = _returned(inner, index, facts)  # a factory of this file: the loader it returns there
-                sources.append(loader_source(returned.values[0], returned.scope, facts, depth + 1) if returned
-                               else _factory(inner, facts))
+                sources.append(
+                    loader_source(returned.values[0], returned.scope, facts, depth + 1)
+                    if returned
+                    else _factory(inner, facts)
+                )
             if expr.value in home.params:
                 pin = facts.project.pinned.get(home.qualname, {}).get(expr.value)  # other files' callers
                 if pin is not None:
@@ -339,8 +351,9 @@ def loader_source(expr: cst.BaseExpression, scope: Scope, facts: Facts, depth: i
     if name and name.startswith("self.") and name.count(".") == 1:
         # `self.train_loader = DataLoader(...)` in __init__: the loader the method iterates
         built = [v for t, v in facts.attr_assigns if dotted(t) == name]
-        sites = [_call_site(facts, v) if isinstance(v, cst.Call) and is_loader_call(v, facts, None) else None
-                 for v in built]
+        sites = [
+            _call_site(facts, v) if isinstance(v, cst.Call) and is_loader_call(v, facts, None) else None for v in built
+        ]
         if sites and all(site is not None and site is sites[0] for site in sites):
             return sites[0]
     if name and _LOADER_NAME.search(name.rsplit(".", 1)[-1]):
@@ -356,8 +369,9 @@ def local_callers(function: Scope, facts: Facts) -> list[CallSite]:
         index = facts.__dict__["_callers"] = {}
         for site in facts.calls:
             func = site.node.func
-            if isinstance(func, cst.Name) or (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)
-                                               and func.value.value == "self"):
+            if isinstance(func, cst.Name) or (
+                isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self"
+            ):
                 index.setdefault(func.value if isinstance(func, cst.Name) else func.attr.value, []).append(site)
     if function.kind != "function" or function.parent is None:
         return []
@@ -401,13 +415,19 @@ def _returned(call: cst.Call, index: int, facts: Facts) -> Binding | None:
     name = dotted(call.func)
     if not name or "." in name:
         return None
-    scopes = [s for s in facts.functions if s.node.name.value == name and s.parent is not None
-              and s.parent.kind == "module"]
+    scopes = [
+        s for s in facts.functions if s.node.name.value == name and s.parent is not None and s.parent.kind == "module"
+    ]
     if len(scopes) != 1:
         return None
     scope = scopes[0]
-    returns = [small.value for stmt in scope.node.body.body if isinstance(stmt, cst.SimpleStatementLine)
-               for small in stmt.body if isinstance(small, cst.Return) and small.value is not None]
+    returns = [
+        small.value
+        for stmt in scope.node.body.body
+        if isinstance(stmt, cst.SimpleStatementLine)
+        for small in stmt.body
+        if isinstance(small, cst.Return) and small.value is not None
+    ]
     if len(returns) != 1 or not isinstance(returns[0], cst.Tuple) or index >= len(returns[0].elements):
         return None
     return Binding(scope, [returns[0].elements[index].value])
@@ -442,17 +462,20 @@ def _called_info(site: CallSite, facts: Facts) -> dict:
 
 # Methods that run a whole optimisation step on an object built elsewhere (`model.optimize_parameters()`
 # in CycleGAN/pix2pix and BasicSR, `train_step` in MMEngine-style code).
-TRAIN_METHODS = frozenset({"optimize_parameters", "train_step", "training_step", "train_on_batch", "train_iter",
-                           "update_parameters"})
+TRAIN_METHODS = frozenset(
+    {"optimize_parameters", "train_step", "training_step", "train_on_batch", "train_iter", "update_parameters"}
+)
 
 
 def trains(loop: Loop, facts: Facts) -> bool:
     """The loop runs a backward pass: itself, through a loss scaler, in a project function it calls,
     or through a method named for a training step."""
     return loop.has_backward or any(
-        _called_info(site, facts).get("backward") or _local_backward(site, facts)
+        _called_info(site, facts).get("backward")
+        or _local_backward(site, facts)
         or (isinstance(site.node.func, cst.Attribute) and site.node.func.attr.value in TRAIN_METHODS)
-        for site in loop.calls)
+        for site in loop.calls
+    )
 
 
 def _local_backward(site: CallSite, facts: Facts) -> bool:
@@ -478,9 +501,14 @@ class BatchLoop:
 
 def _next_calls(loop: Loop) -> list[tuple[cst.BaseExpression, list[str]]]:
     """`input, target = prefetcher.next()` (apex's data_prefetcher, drawn in a `while` loop)."""
-    return [(value.func.value, target_names(target)) for target, value in loop.assigns
-            if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)
-            and value.func.attr.value == "next" and not value.args]
+    return [
+        (value.func.value, target_names(target))
+        for target, value in loop.assigns
+        if isinstance(value, cst.Call)
+        and isinstance(value.func, cst.Attribute)
+        and value.func.attr.value == "next"
+        and not value.args
+    ]
 
 
 def _batch_draws(loop: Loop, facts: Facts) -> list[str] | None:
@@ -567,8 +595,9 @@ def backward_roots_of(calls: list[CallSite], bound: set[str] | None = None) -> s
         if isinstance(base, (cst.BinaryOperation, cst.UnaryOperation)):
             receiver = base
         if isinstance(receiver, (cst.BinaryOperation, cst.UnaryOperation)) and bound is not None:
-            roots.update(r for leaf in _operands(receiver) if (r := root_name(leaf)) in bound
-                         and r not in ("self", "cls"))
+            roots.update(
+                r for leaf in _operands(receiver) if (r := root_name(leaf)) in bound and r not in ("self", "cls")
+            )
             continue
         root = root_name(receiver) if receiver is not None else None
         if root and root not in ("self", "cls"):  # `self.loss.backward()`: not every attribute of self
@@ -592,12 +621,15 @@ def step_loops(facts: Facts) -> list[BatchLoop]:
             continue
         seeds = backward_roots(loop)
         for target, value in loop.assigns:
-            if isinstance(value, cst.Call) and (dotted(value.func) or "").rsplit(".", 1)[-1] in ("next",) or (
-                isinstance(value, cst.Call) and "batch" in (dotted(value.func) or "").rsplit(".", 1)[-1].lower()
+            if (
+                isinstance(value, cst.Call)
+                and (dotted(value.func) or "").rsplit(".", 1)[-1] in ("next",)
+                or (isinstance(value, cst.Call) and "batch" in (dotted(value.func) or "").rsplit(".", 1)[-1].lower())
             ):
                 seeds.update(target_names(target))
-        if seeds or any(_calls_step_function(site, facts) or _called_info(site, facts).get("step")
-                        for site in loop.calls):
+        if seeds or any(
+            _calls_step_function(site, facts) or _called_info(site, facts).get("step") for site in loop.calls
+        ):
             found.append(BatchLoop(loop, None, sorted(seeds), facts))
     facts.__dict__["_step_loops"] = found
     return found
@@ -612,8 +644,9 @@ def _calls_step_function(site: CallSite, facts: Facts) -> bool:
         return False
     short = name.rsplit(".", 1)[-1]
     inner = {id(loop.scope) for loop in facts.loops if loop.has_backward}
-    return any(scope.has_backward and scope.node.name.value == short and id(scope) not in inner
-               for scope in facts.functions)
+    return any(
+        scope.has_backward and scope.node.name.value == short and id(scope) not in inner for scope in facts.functions
+    )
 
 
 def training_loops(facts: Facts) -> list[BatchLoop]:
@@ -652,8 +685,11 @@ def batch_views(bl: BatchLoop) -> set[str]:
                     names.update(target_names(comp.target))
                 comp = comp.inner_for_in
             continue
-        if (isinstance(target, (cst.Tuple, cst.List)) and isinstance(value, (cst.Tuple, cst.List))
-                and len(target.elements) == len(value.elements)):  # x, y = batch["image"], batch["mask"]
+        if (
+            isinstance(target, (cst.Tuple, cst.List))
+            and isinstance(value, (cst.Tuple, cst.List))
+            and len(target.elements) == len(value.elements)
+        ):  # x, y = batch["image"], batch["mask"]
             for t, v in zip(target.elements, value.elements):
                 if isinstance(v.value, (cst.Name, cst.Subscript)) and root_name(v.value) in names:
                     names.update(target_names(t.value))
@@ -672,12 +708,20 @@ def iterated_views(loop: Loop, names: set[str]) -> list[str]:
     it = loop.iter
     if it is None or root_name(it) not in names:
         return []
-    if isinstance(it, cst.Call) and isinstance(it.func, cst.Attribute) and it.func.attr.value in ("items", "keys", "values"):
+    if (
+        isinstance(it, cst.Call)
+        and isinstance(it.func, cst.Attribute)
+        and it.func.attr.value in ("items", "keys", "values")
+    ):
         target = loop.node.target
         if it.func.attr.value == "keys" or not isinstance(it.func.value, cst.Name):
             return []
         if it.func.attr.value == "items":
-            return target_names(target.elements[1].value) if isinstance(target, cst.Tuple) and len(target.elements) == 2 else []
+            return (
+                target_names(target.elements[1].value)
+                if isinstance(target, cst.Tuple) and len(target.elements) == 2
+                else []
+            )
         return target_names(target)
     return target_names(loop.node.target) if isinstance(it, cst.Name) else []
 
@@ -708,8 +752,9 @@ def refs(node: cst.CSTNode, names: set[str]) -> bool:
 
 
 def _literal_only(node: cst.BaseExpression) -> bool:
-    return isinstance(node, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString, cst.Integer,
-                             cst.Float)) or (isinstance(node, cst.Name) and node.value in ("True", "False", "None"))
+    return isinstance(
+        node, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString, cst.Integer, cst.Float)
+    ) or (isinstance(node, cst.Name) and node.value in ("True", "False", "None"))
 
 
 def returns_plain(scope: Scope) -> bool:
@@ -763,8 +808,13 @@ def plain_call(value: cst.BaseExpression, facts: Facts) -> bool:
         return True
     if "." in name:
         return False
-    return any(scope.node.name.value == name and scope.parent is not None and scope.parent.kind == "module"
-               and returns_plain(scope) for scope in facts.functions)
+    return any(
+        scope.node.name.value == name
+        and scope.parent is not None
+        and scope.parent.kind == "module"
+        and returns_plain(scope)
+        for scope in facts.functions
+    )
 
 
 def _comprehensions(node: cst.CSTNode):
@@ -832,7 +882,8 @@ def device_like(node: cst.BaseExpression, facts: Facts, scope: Scope | None = No
     if isinstance(value, int) and not isinstance(value, bool):
         return True
     if isinstance(node, cst.Call) and (facts.qname(node.func, scope) or "").startswith(
-            ("torch.device", "torch.accelerator.")):
+        ("torch.device", "torch.accelerator.")
+    ):
         return True
     name = dotted(node)
     if name:
@@ -870,7 +921,8 @@ def at_step_rate(site, loop: Loop) -> bool:
             nodes = [node for node, k in site.under if k > depth]
             return any(isinstance(n, cst.If) and rate_test(n.test, loop) for n in nodes) and all(
                 isinstance(n, cst.If) and (rate_test(n.test, loop) or not _changes_per_iteration(n, loop))
-                for n in nodes)
+                for n in nodes
+            )
     return False
 
 
@@ -881,13 +933,17 @@ def _changes_per_iteration(node: cst.CSTNode, loop: Loop) -> bool:
         return True  # `if verbose > 0:`, `if args.plot:`: extra output asked for, not the training step
     if _phase_test(node.test, loop):
         return False
-    return any(isinstance(n, cst.Name) and n.value in loop.varying for n in _names(node.test)) or _calls_random(node.test)
+    return any(isinstance(n, cst.Name) and n.value in loop.varying for n in _names(node.test)) or _calls_random(
+        node.test
+    )
 
 
 # Settings that switch on extra output (printing, plots, a debugger's checks): work under them is what a
 # user asked to see on a debugging run, not part of the training step (the rule page's "under an if").
-_OUTPUT_FLAG = re.compile(r"(^|_)(verbose|verbosity|plot|plots|plotting|visdom|debug|debugging|display|show|vis|"
-                          r"visuali[sz]e|visuali[sz]ation|print|wandb|tensorboard|tb)(_|$)")
+_OUTPUT_FLAG = re.compile(
+    r"(^|_)(verbose|verbosity|plot|plots|plotting|visdom|debug|debugging|display|show|vis|"
+    r"visuali[sz]e|visuali[sz]ation|print|wandb|tensorboard|tb)(_|$)"
+)
 
 
 def output_flag(test: cst.BaseExpression) -> bool:
@@ -899,8 +955,9 @@ def output_flag(test: cst.BaseExpression) -> bool:
         return output_flag(test.left) and output_flag(test.right)
     if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
         other = test.comparisons[0].comparator
-        if isinstance(other, (cst.Integer, cst.SimpleString)) or (isinstance(other, cst.Name)
-                                                                  and other.value in ("None", "True", "False")):
+        if isinstance(other, (cst.Integer, cst.SimpleString)) or (
+            isinstance(other, cst.Name) and other.value in ("None", "True", "False")
+        ):
             return output_flag(test.left)
         return False
     name = dotted(test)
@@ -939,8 +996,11 @@ def rate_test(test: cst.BaseExpression, loop: Loop) -> bool:
         return rate_test(test.left, loop) and rate_test(test.right, loop)
     if _phase_test(test, loop):
         return True
-    if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1
-            and isinstance(test.comparisons[0].operator, cst.Equal)):
+    if not (
+        isinstance(test, cst.Comparison)
+        and len(test.comparisons) == 1
+        and isinstance(test.comparisons[0].operator, cst.Equal)
+    ):
         return False
     left = test.left
     if isinstance(left, cst.BinaryOperation) and isinstance(left.operator, cst.Modulo):
@@ -957,8 +1017,11 @@ def flag_guarded(function: cst.FunctionDef) -> bool:
     for stmt in getattr(function.body, "body", ()):
         if isinstance(stmt, cst.If) and output_flag(stmt.test) and stmt.orelse is None:
             body = getattr(stmt.body, "body", ())
-            if len(body) == 1 and isinstance(body[0], cst.SimpleStatementLine) and all(
-                    isinstance(small, cst.Return) for small in body[0].body):
+            if (
+                len(body) == 1
+                and isinstance(body[0], cst.SimpleStatementLine)
+                and all(isinstance(small, cst.Return) for small in body[0].body)
+            ):
                 return True
     return False
 
@@ -966,15 +1029,22 @@ def flag_guarded(function: cst.FunctionDef) -> bool:
 def _phase_test(test: cst.BaseExpression, loop: Loop) -> bool:
     """`if global_step > args.learning_starts:` where global_step counts the loop's iterations: the
     branch runs on every iteration after (or before) a point, not on a subset of them."""
-    if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1
-            and isinstance(test.comparisons[0].operator, (cst.GreaterThan, cst.GreaterThanEqual, cst.LessThan,
-                                                          cst.LessThanEqual))):
+    if not (
+        isinstance(test, cst.Comparison)
+        and len(test.comparisons) == 1
+        and isinstance(
+            test.comparisons[0].operator, (cst.GreaterThan, cst.GreaterThanEqual, cst.LessThan, cst.LessThanEqual)
+        )
+    ):
         return False
     counters = _counters(loop)
     left, right = test.left, test.comparisons[0].comparator
     for counter, bound in ((left, right), (right, left)):
-        if isinstance(counter, cst.Name) and counter.value in counters and not any(
-                isinstance(n, cst.Name) and n.value in loop.varying for n in _names(bound)):
+        if (
+            isinstance(counter, cst.Name)
+            and counter.value in counters
+            and not any(isinstance(n, cst.Name) and n.value in loop.varying for n in _names(bound))
+        ):
             return True
     return False
 
@@ -990,5 +1060,10 @@ subtree = _names  # every node of an expression, itself first
 
 def _calls_random(test: cst.BaseExpression) -> bool:
     """`if random.random() < p:`: sampled iterations, not a setting."""
-    return any(isinstance(n, cst.Attribute) and isinstance(n.value, cst.Name) and n.value.value in ("random", "np", "numpy", "torch")
-               and n.attr.value in ("random", "rand", "randint", "uniform") for n in _names(test))
+    return any(
+        isinstance(n, cst.Attribute)
+        and isinstance(n.value, cst.Name)
+        and n.value.value in ("random", "np", "numpy", "torch")
+        and n.attr.value in ("random", "rand", "randint", "uniform")
+        for n in _names(test)
+    )

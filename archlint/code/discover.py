@@ -16,11 +16,29 @@ from archlint import writeguard
 from archlint.errors import UsageError
 from archlint.printable import printable
 
-SKIP_DIRS = frozenset({
-    ".git", ".hg", ".svn", ".bzr", "__pycache__", ".venv", "venv", ".tox", ".nox", ".eggs",
-    "build", "dist", "node_modules", "site-packages", ".mypy_cache", ".pytest_cache",
-    ".ruff_cache", ".archlint_cache", ".ipynb_checkpoints",
-})
+SKIP_DIRS = frozenset(
+    {
+        ".git",
+        ".hg",
+        ".svn",
+        ".bzr",
+        "__pycache__",
+        ".venv",
+        "venv",
+        ".tox",
+        ".nox",
+        ".eggs",
+        "build",
+        "dist",
+        "node_modules",
+        "site-packages",
+        ".mypy_cache",
+        ".pytest_cache",
+        ".ruff_cache",
+        ".archlint_cache",
+        ".ipynb_checkpoints",
+    }
+)
 
 
 class GitIgnore:
@@ -63,9 +81,7 @@ class GitIgnore:
             if dir_only and not is_dir:
                 continue
             if anchored:
-                hit = fnmatch.fnmatchcase(rel, glob) or (
-                    glob.startswith("**/") and fnmatch.fnmatchcase(rel, glob[3:])
-                )
+                hit = fnmatch.fnmatchcase(rel, glob) or (glob.startswith("**/") and fnmatch.fnmatchcase(rel, glob[3:]))
             else:
                 hit = fnmatch.fnmatchcase(path.name, glob)
             if hit:
@@ -93,8 +109,13 @@ def _unlisted(folder: Path, problem: str, problems: list[tuple[Path, str]] | Non
         problems.append((folder, problem))
 
 
-def _walk(folder: Path, ignores: list[GitIgnore], out: list[Path], seen: set[tuple[int, int]],
-          problems: list[tuple[Path, str]] | None = None) -> None:
+def _walk(
+    folder: Path,
+    ignores: list[GitIgnore],
+    out: list[Path],
+    seen: set[tuple[int, int]],
+    problems: list[tuple[Path, str]] | None = None,
+) -> None:
     try:
         info = folder.stat()
     except OSError as exc:

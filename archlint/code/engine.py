@@ -12,7 +12,6 @@ import functools
 import io
 import re
 import tokenize
-
 from dataclasses import dataclass
 
 from archlint.code.project_facts import ProjectContext
@@ -20,9 +19,7 @@ from archlint.diagnostics import Diagnostic, Severity
 
 PARSE_ERROR = "AL000"  # not a rule: the file could not be read or parsed; always reported
 _NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]+(?:\s*,\s*[A-Z]+[0-9]+)*))?", re.IGNORECASE)
-_FILE_NOQA = re.compile(
-    r"#\s*archlint:\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]+(?:\s*,\s*[A-Z]+[0-9]+)*))?", re.IGNORECASE
-)
+_FILE_NOQA = re.compile(r"#\s*archlint:\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]+(?:\s*,\s*[A-Z]+[0-9]+)*))?", re.IGNORECASE)
 _MENTIONS_NOQA = re.compile("noqa", re.IGNORECASE)
 # Only files that mention torch can hold a finding; the rest are not even parsed (TorchFix does the same).
 _PREFILTER = "torch"
@@ -56,9 +53,7 @@ def _syntax_error(text: str, path: str, exc) -> Diagnostic:
         return parse_error(path, f"syntax error: {err.msg}; fix it so the file can be linted", err.lineno, err.offset)
     except (ValueError, RecursionError) as err:  # null bytes, too deeply nested
         return parse_error(path, f"cannot parse: {err}", 1, 1)
-    return parse_error(
-        path, f"libcst cannot parse this file ({exc.message})", exc.editor_line, exc.editor_column
-    )
+    return parse_error(path, f"libcst cannot parse this file ({exc.message})", exc.editor_line, exc.editor_column)
 
 
 def comments(text: str) -> dict[int, str]:
@@ -179,9 +174,17 @@ def analyze_text(text: str, path: str, context: ProjectContext | None = None, su
     return guard.deep(_lint_parsed, text, path, file_codes, bool(file_noqa), context, summarize, plan, notes)
 
 
-def _lint_parsed(text: str, path: str, file_codes: set[str] | None, file_noqa: bool, context: ProjectContext | None,
-                 summarize: bool, plan=None, notes: dict[int, str] | None = None,
-                 kept: tuple | None = None) -> Analysis:
+def _lint_parsed(
+    text: str,
+    path: str,
+    file_codes: set[str] | None,
+    file_noqa: bool,
+    context: ProjectContext | None,
+    summarize: bool,
+    plan=None,
+    notes: dict[int, str] | None = None,
+    kept: tuple | None = None,
+) -> Analysis:
     """Parse with libcst (on guard.deep's big-stack thread), extract facts, run every check.
     `kept`: (module, positions) of this text, parsed earlier in this run (KeptTrees)."""
     import libcst as cst
@@ -213,9 +216,15 @@ def _lint_parsed(text: str, path: str, file_codes: set[str] | None, file_noqa: b
         except RecursionError:
             summary = None  # too deeply nested to follow: linted alone, as its own finding says
         except Exception as exc:  # a bug here must not lose this file's own findings
-            trouble.append(parse_error(path, f"archlint internal error reading this file's project facts "
-                                             f"({type(exc).__name__}: {exc}); it is linted alone; please report it",
-                                       1, 1))
+            trouble.append(
+                parse_error(
+                    path,
+                    f"archlint internal error reading this file's project facts "
+                    f"({type(exc).__name__}: {exc}); it is linted alone; please report it",
+                    1,
+                    1,
+                )
+            )
     if context:
         facts.project = context
     if file_noqa and file_codes is None:
@@ -226,8 +235,15 @@ def _lint_parsed(text: str, path: str, file_codes: set[str] | None, file_noqa: b
             out += _diagnostics(check_module, facts, path, file_codes, notes or {})
         except Exception as exc:  # a bug in one check must not lose the other files' findings
             name = check_module.__name__.rsplit(".", 1)[-1]
-            out.append(parse_error(path, f"archlint internal error in check {name!r} on this file "
-                                         f"({type(exc).__name__}: {exc}); please report it", 1, 1))
+            out.append(
+                parse_error(
+                    path,
+                    f"archlint internal error in check {name!r} on this file "
+                    f"({type(exc).__name__}: {exc}); please report it",
+                    1,
+                    1,
+                )
+            )
     out.sort(key=lambda d: (d.line, d.column, d.code))
     if summarize and _KEPT is not None and summary is not None:  # the project join may lint it again
         _KEPT.keep(path, text, module, facts.positions)

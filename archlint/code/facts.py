@@ -13,15 +13,16 @@ from typing import NamedTuple
 import libcst as cst
 from libcst._position import CodePosition
 
-from archlint.code.project_facts import EMPTY
 from archlint.code.names import ImportTable, dotted
 from archlint.code.positions import Positions, dropped_indent
+from archlint.code.project_facts import EMPTY
 from archlint.code.source import split_lines
 from archlint.code.walk import Walker
 
 # Identifiers whose mere presence the checks care about (a set lookup per Name node).
-_WATCHED = frozenset({"cuda", "autocast", "GradScaler", "bfloat16", "float16", "half", "no_sync",
-                      "accelerator", "Accelerator"})
+_WATCHED = frozenset(
+    {"cuda", "autocast", "GradScaler", "bfloat16", "float16", "half", "no_sync", "accelerator", "Accelerator"}
+)
 _CUDA_SIGNS = frozenset({"cuda", "accelerator", "Accelerator"})
 _CONFIGS = frozenset({"args", "opt", "opts", "cfg", "config", "conf", "hparams", "params", "FLAGS", "settings"})
 # Calls that run the backward pass without spelling `.backward()` on the loss: DeiT/MAE-style
@@ -33,8 +34,7 @@ def is_backward_call(node: cst.Call) -> bool:
     func = node.func
     if isinstance(func, cst.Attribute) and func.attr.value in _BACKWARD_ATTRS:
         return True
-    name = func.value if isinstance(func, cst.Name) else (
-        func.attr.value if isinstance(func, cst.Attribute) else "")
+    name = func.value if isinstance(func, cst.Name) else (func.attr.value if isinstance(func, cst.Attribute) else "")
     return name.lower().endswith("loss_scaler") and bool(node.args)
 
 
@@ -146,6 +146,7 @@ class CallSite:
 class IndexSite:
     """`x[mask]`, `x[:n]`, `x[idx]`: an indexing whose index is computed, not a literal. With a boolean
     mask or a bound read from a device tensor it waits for the GPU (AL401). Placed as a CallSite is."""
+
     node: cst.Subscript
     scope: Scope
     loops: tuple[Around, ...]
@@ -158,11 +159,14 @@ def _computed(element: cst.SubscriptElement) -> bool:
     """An index that is not a literal: `mask`, `acc > 0.5`, `:n` (not `0`, `"key"`, `:-1`, `...`)."""
     part = element.slice
     if isinstance(part, cst.Index):
-        return not isinstance(part.value, (cst.Integer, cst.SimpleString, cst.ConcatenatedString, cst.Ellipsis,
-                                           cst.UnaryOperation, cst.Tuple)) and not (
-            isinstance(part.value, cst.Name) and part.value.value == "None")
-    return any(bound is not None and not isinstance(bound, (cst.Integer, cst.UnaryOperation))
-               for bound in (part.lower, part.upper))
+        return not isinstance(
+            part.value,
+            (cst.Integer, cst.SimpleString, cst.ConcatenatedString, cst.Ellipsis, cst.UnaryOperation, cst.Tuple),
+        ) and not (isinstance(part.value, cst.Name) and part.value.value == "None")
+    return any(
+        bound is not None and not isinstance(bound, (cst.Integer, cst.UnaryOperation))
+        for bound in (part.lower, part.upper)
+    )
 
 
 _FIELDS: dict[type, tuple[str, ...]] = {}
@@ -477,8 +481,14 @@ class _Collector(cst.CSTVisitor):
     def visit_Subscript(self, node: cst.Subscript) -> None:
         if self.lambdas or not any(_computed(el) for el in node.slice):
             return
-        site = IndexSite(node, self.scope, tuple(Around(entry.loop, entry.depth > 0) for entry in self.loops), self.cond > 0,
-                         tuple(self.under), self.stores.pop(id(node), None))
+        site = IndexSite(
+            node,
+            self.scope,
+            tuple(Around(entry.loop, entry.depth > 0) for entry in self.loops),
+            self.cond > 0,
+            tuple(self.under),
+            self.stores.pop(id(node), None),
+        )
         for holder in [self.scope] + [entry.loop for entry in self.loops]:
             if holder.indexes:
                 holder.indexes.append(site)
@@ -516,8 +526,12 @@ def _is_guard(test: cst.BaseExpression) -> bool:
     if isinstance(test, cst.Call):
         return isinstance(test.func, cst.Name) and test.func.value in ("isinstance", "hasattr", "callable")
     if isinstance(test, cst.Comparison):
-        return all(isinstance(c.operator, (cst.Is, cst.IsNot)) and isinstance(c.comparator, cst.Name)
-                   and c.comparator.value == "None" for c in test.comparisons)
+        return all(
+            isinstance(c.operator, (cst.Is, cst.IsNot))
+            and isinstance(c.comparator, cst.Name)
+            and c.comparator.value == "None"
+            for c in test.comparisons
+        )
     return False
 
 

@@ -38,8 +38,13 @@ def _taken(text: str, fixes: list[tuple[Edit, ...]]) -> tuple[list[tuple[int, in
     code does). Returns their edits as sorted (start, end, content) spans, each once (two findings
     with the same fix share it), and the indices of the fixes taken."""
     offsets = line_offsets(text)
-    spans = [[(_offset(offsets, e.start_line, e.start_column), _offset(offsets, e.end_line, e.end_column), e.content)
-              for e in edits] for edits in fixes]
+    spans = [
+        [
+            (_offset(offsets, e.start_line, e.start_column), _offset(offsets, e.end_line, e.end_column), e.content)
+            for e in edits
+        ]
+        for edits in fixes
+    ]
     kept: list[tuple[int, int, str]] = []
     taken = []
     for i in sorted((i for i in range(len(fixes)) if spans[i]), key=lambda i: min(spans[i])[:2]):
@@ -98,8 +103,11 @@ def fix_text(text: str, path: str, settings: Settings, context: ProjectContext |
         try:  # compiled to bytecode, never run: catches what the parser alone lets through
             compile(candidate, path, "exec", dont_inherit=True)
         except (SyntaxError, ValueError) as err:
-            print(f"archlint: warning: {printable(path)}: fixes not applied, the result would not parse "
-                  f"({err}); please report this", file=sys.stderr)
+            print(
+                f"archlint: warning: {printable(path)}: fixes not applied, the result would not parse "
+                f"({err}); please report this",
+                file=sys.stderr,
+            )
             break
         text = candidate
         fixed += len(taken)
@@ -108,8 +116,9 @@ def fix_text(text: str, path: str, settings: Settings, context: ProjectContext |
     return text, Fixed(diagnostics, fixed, edits)
 
 
-def fix_files(files: list[Path], settings: Settings, contexts: dict | None = None,
-              paths: list[Path] | None = None) -> Fixed:
+def fix_files(
+    files: list[Path], settings: Settings, contexts: dict | None = None, paths: list[Path] | None = None
+) -> Fixed:
     """Fix (or with --diff, print the diff of) each file; the findings that remain, and `fixed` the
     number of findings whose fixes were written (with --diff: that the diff would fix). Files are
     written only inside the trees of `paths` (default: the files themselves), see writeback.py."""
@@ -121,8 +130,11 @@ def fix_files(files: list[Path], settings: Settings, contexts: dict | None = Non
         name = str(path)
         try:
             limit = settings.max_file_size
-            data = (guard.read_regular(path, notebook.file_limit(limit), notebook.FILE_WHAT)
-                    if notebook.is_notebook(path) else guard.read_regular(path, limit))
+            data = (
+                guard.read_regular(path, notebook.file_limit(limit), notebook.FILE_WHAT)
+                if notebook.is_notebook(path)
+                else guard.read_regular(path, limit)
+            )
         except guard.Skip as exc:
             remaining.append(guard.not_linted(name, exc, guard.named_paths(paths)))
             continue
@@ -135,7 +147,9 @@ def fix_files(files: list[Path], settings: Settings, contexts: dict | None = Non
                 nb = notebook.Notebook.parse(data)
                 code = len(nb.python.encode("utf-8"))
                 if settings.max_file_size is not None and code > settings.max_file_size:  # as lint_files does
-                    remaining.append(guard.skipped(name, guard.too_large(code, settings.max_file_size, "of code cells")))
+                    remaining.append(
+                        guard.skipped(name, guard.too_large(code, settings.max_file_size, "of code cells"))
+                    )
                     continue
             original, encoding, bom = (nb.python, "utf-8", False) if nb else decode(data)
         except (SourceError, notebook.NotebookError) as exc:
@@ -158,8 +172,11 @@ def fix_files(files: list[Path], settings: Settings, contexts: dict | None = Non
             new = nb.rebuild(fixed) if nb else encode(fixed, encoding, bom)
             writeback.replace(path, data, new, trees)
         except (writeback.Refused, notebook.NotebookError, OSError) as exc:  # its findings stay, the other files go on
-            why = (f"cannot write the fixes ({exc.strerror or exc})" if isinstance(exc, OSError)
-                   else f"fixes not written: {exc}")
+            why = (
+                f"cannot write the fixes ({exc.strerror or exc})"
+                if isinstance(exc, OSError)
+                else f"fixes not written: {exc}"
+            )
             print(f"archlint: warning: {printable(f'{name}: {why}')}; left unchanged", file=sys.stderr)
             remaining += map(located, selected_before(original, name, settings, context))
             continue
@@ -182,5 +199,7 @@ def _diff(original: str, fixed: str, name: str, nb) -> list[str]:
     return out
 
 
-def selected_before(text: str, path: str, settings: Settings, context: ProjectContext | None = None) -> list[Diagnostic]:
+def selected_before(
+    text: str, path: str, settings: Settings, context: ProjectContext | None = None
+) -> list[Diagnostic]:
     return selected(_lint(text, path, context), settings)

@@ -64,17 +64,23 @@ def read_regular(path: Path, max_bytes: int | None, what: str = "") -> bytes:
 
 
 def _kind(mode: int) -> str:
-    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"),
-                       (stat.S_ISDIR, "a folder")):
+    for test, name in (
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISDIR, "a folder"),
+    ):
         if test(mode):
             return name
     return "not a plain file"
 
 
 def too_large(size: int, limit: int, what: str = "") -> str:
-    return (f"not analyzed: {size / 1e6:.3g} MB{' ' + what if what else ''} is past the size limit of {limit / 1e6:.3g} MB "
-            "(generated code, usually); raise max-file-size to lint it (about 13 s of CPU and 0.1 GB of RAM per MB)")
+    return (
+        f"not analyzed: {size / 1e6:.3g} MB{' ' + what if what else ''} is past the size limit of {limit / 1e6:.3g} MB "
+        "(generated code, usually); raise max-file-size to lint it (about 13 s of CPU and 0.1 GB of RAM per MB)"
+    )
 
 
 def skipped(path: str, message: str) -> Diagnostic:
@@ -86,7 +92,9 @@ def not_linted(path: str, skip: Skip, named: set[str]) -> Diagnostic:
     """The AL000 of a skipped file: an error when it is not a regular file and the user named it on
     the command line (a FIFO given as `train.py`: the run must not pass), else info."""
     if isinstance(skip, NotRegular) and os.path.normpath(path) in named:
-        return Diagnostic("AL000", f"{skip}; name a Python file or a folder", Severity.ERROR, file=path, line=1, column=1)
+        return Diagnostic(
+            "AL000", f"{skip}; name a Python file or a folder", Severity.ERROR, file=path, line=1, column=1
+        )
     return skipped(path, str(skip))
 
 
@@ -113,17 +121,30 @@ def precheck(text: str, path: str, plan=None) -> Diagnostic | None:
     depth = work = 0
     spans = plan.spans if plan else [None]
     for span in spans:
-        chunk, shift = (text, 0) if span is None else (text[span.start:span.end], span.line - 1)
+        chunk, shift = (text, 0) if span is None else (text[span.start : span.end], span.line - 1)
         try:
             tree = ast.parse(chunk, filename=path)
         except SyntaxError as err:
             # Python's verdict, without asking libcst: past the first error nothing bounds what libcst
             # would be given (the fuzz test found `a()()()…` × 5,000 after a syntax error: minutes).
-            return Diagnostic("AL000", f"syntax error: {err.msg}; fix it so the file can be linted",
-                              Severity.ERROR, file=path, line=(err.lineno or 1) + shift, column=err.offset or 1)
+            return Diagnostic(
+                "AL000",
+                f"syntax error: {err.msg}; fix it so the file can be linted",
+                Severity.ERROR,
+                file=path,
+                line=(err.lineno or 1) + shift,
+                column=err.offset or 1,
+            )
         except (RecursionError, MemoryError):  # CPython's parser gives up on the nesting too
-            return Diagnostic("AL000", "syntax error: Python cannot compile this file either (nesting too deep "
-                              "for its parser); split the expression", Severity.ERROR, file=path, line=1, column=1)
+            return Diagnostic(
+                "AL000",
+                "syntax error: Python cannot compile this file either (nesting too deep "
+                "for its parser); split the expression",
+                Severity.ERROR,
+                file=path,
+                line=1,
+                column=1,
+            )
         except ValueError as err:  # null bytes
             return Diagnostic("AL000", f"cannot parse: {err}", Severity.ERROR, file=path, line=1, column=1)
         chunk_depth, chunk_work = _nesting(tree)
@@ -131,13 +152,19 @@ def precheck(text: str, path: str, plan=None) -> Diagnostic | None:
         depth, work = max(depth, chunk_depth), work + chunk_work
     work -= len(spans) - 1  # the whole file has one Module node, not one per chunk
     if depth > MAX_DEPTH:
-        return skipped(path, f"not analyzed: too complex (syntax nested {depth} levels deep, the limit is "
-                             f"{MAX_DEPTH}); valid Python, but the analysis would take minutes")
+        return skipped(
+            path,
+            f"not analyzed: too complex (syntax nested {depth} levels deep, the limit is "
+            f"{MAX_DEPTH}); valid Python, but the analysis would take minutes",
+        )
     budget = WORK_BASE + WORK_PER_CHAR * len(text)
     if work > budget:
-        return skipped(path, f"not analyzed: too complex (deep nesting throughout: {work / len(text):.0f} "
-                             f"levels per character, the limit is {budget / len(text):.0f}); valid Python, "
-                             "but the analysis would take minutes")
+        return skipped(
+            path,
+            f"not analyzed: too complex (deep nesting throughout: {work / len(text):.0f} "
+            f"levels per character, the limit is {budget / len(text):.0f}); valid Python, "
+            "but the analysis would take minutes",
+        )
     return None
 
 

@@ -12,20 +12,42 @@ from archlint.code.facts import Facts, IndexSite, Scope
 from archlint.code.tensors import holds_tensor
 
 # Tensor methods and torch functions whose result is a boolean tensor.
-_MASK_METHODS = frozenset({"ge", "gt", "le", "lt", "eq", "ne", "bool", "isnan", "isinf", "isfinite", "logical_not",
-                           "logical_and", "logical_or", "logical_xor", "isclose"})
+_MASK_METHODS = frozenset(
+    {
+        "ge",
+        "gt",
+        "le",
+        "lt",
+        "eq",
+        "ne",
+        "bool",
+        "isnan",
+        "isinf",
+        "isfinite",
+        "logical_not",
+        "logical_and",
+        "logical_or",
+        "logical_xor",
+        "isclose",
+    }
+)
 _MASK_FUNCTIONS = frozenset(f"torch.{m}" for m in _MASK_METHODS)
 # Results whose size depends on the values: the host reads the count before it can return.
 _SIZED_METHODS = {"nonzero": "nonzero()", "masked_select": "masked_select()", "argwhere": "argwhere()"}
-_SIZED_FUNCTIONS = {"torch.nonzero": "torch.nonzero()", "torch.masked_select": "torch.masked_select()",
-                    "torch.argwhere": "torch.argwhere()"}
+_SIZED_FUNCTIONS = {
+    "torch.nonzero": "torch.nonzero()",
+    "torch.masked_select": "torch.masked_select()",
+    "torch.argwhere": "torch.argwhere()",
+}
 _CONFIG_ROOTS = frozenset({"args", "opt", "opts", "cfg", "config", "conf", "hparams", "params", "FLAGS", "settings"})
 
 
 def _literal(node: cst.BaseExpression) -> bool:
-    return isinstance(node, (cst.Integer, cst.Float, cst.SimpleString, cst.ConcatenatedString)) or (
-        isinstance(node, cst.UnaryOperation) and isinstance(node.expression, (cst.Integer, cst.Float))) or (
-        isinstance(node, cst.Name) and node.value in ("None", "True", "False"))
+    return (
+        isinstance(node, (cst.Integer, cst.Float, cst.SimpleString, cst.ConcatenatedString))
+        or (isinstance(node, cst.UnaryOperation) and isinstance(node.expression, (cst.Integer, cst.Float)))
+        or (isinstance(node, cst.Name) and node.value in ("None", "True", "False"))
+    )
 
 
 def _root(node: cst.BaseExpression) -> str | None:
@@ -74,8 +96,10 @@ def index_sync(site: IndexSite, names: set[str], facts: Facts) -> str | None:
         if isinstance(part, cst.Index):
             if is_mask(part.value, site.scope, facts):
                 return "indexing with a boolean mask"
-        elif any(isinstance(bound, (cst.Call, cst.Subscript)) and holds_tensor(bound, names)
-                 for bound in (part.lower, part.upper)):  # `x[:lengths.max()]` (a bare name may be an int)
+        elif any(
+            isinstance(bound, (cst.Call, cst.Subscript)) and holds_tensor(bound, names)
+            for bound in (part.lower, part.upper)
+        ):  # `x[:lengths.max()]` (a bare name may be an int)
             return "slicing with a bound read from a tensor"
     return None
 
@@ -104,7 +128,7 @@ def call_sync(call: cst.Call, names: set[str], facts: Facts, scope: Scope) -> st
 
 
 def _host_device(node: cst.BaseExpression, facts: Facts, scope: Scope) -> bool:
-    """"cpu", torch.device("cpu")."""
+    """ "cpu", torch.device("cpu")."""
     if isinstance(node, cst.SimpleString):
         return node.evaluated_value == "cpu"
     if isinstance(node, cst.Call) and facts.qname(node.func, scope) == "torch.device" and node.args:

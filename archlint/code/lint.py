@@ -87,8 +87,11 @@ def _lint_files(files: list[Path], settings: Settings, paths: list[Path] | None,
         name = str(path)
         is_notebook = notebook.is_notebook(path)
         try:
-            data = (guard.read_regular(path, notebook.file_limit(settings.max_file_size), notebook.FILE_WHAT)
-                    if is_notebook else _read(path, settings.max_file_size))
+            data = (
+                guard.read_regular(path, notebook.file_limit(settings.max_file_size), notebook.FILE_WHAT)
+                if is_notebook
+                else _read(path, settings.max_file_size)
+            )
         except guard.Skip as exc:
             results[i] = [guard.not_linted(name, exc, named)]
             continue
@@ -116,8 +119,9 @@ def _lint_files(files: list[Path], settings: Settings, paths: list[Path] | None,
                 summaries[i] = summary
                 continue
             except (ValueError, KeyError, TypeError, AttributeError) as exc:
-                print(f"archlint: warning: malformed cache entry for {name} ({exc!r}); linting it again",
-                      file=sys.stderr)
+                print(
+                    f"archlint: warning: malformed cache entry for {name} ({exc!r}); linting it again", file=sys.stderr
+                )
         todo.append((i, name, data, key))
     if todo:
         if jobs(settings) <= 1 or len(todo) < PARALLEL_MIN_FILES:  # linted here (workers.lint_many), not in workers
@@ -146,8 +150,14 @@ def _lint_files(files: list[Path], settings: Settings, paths: list[Path] | None,
     return Linted([d for i in range(len(files)) for d in results[i]], refined.contexts, len(todo), refined.relinted)
 
 
-def _join_again(failure: project.JoinFailed, first: project.FirstPass, fresh: set[int], settings: Settings,
-                store: cache_files.ProjectStore, paths: list[Path] | None) -> project.Refined:
+def _join_again(
+    failure: project.JoinFailed,
+    first: project.FirstPass,
+    fresh: set[int],
+    settings: Settings,
+    store: cache_files.ProjectStore,
+    paths: list[Path] | None,
+) -> project.Refined:
     """After a failed project join: when facts read from the cache took part, they are evicted, the
     files they came from are extracted again and the join retried (a cache written by a buggy
     version heals itself); otherwise, or when it fails again, each file keeps its own findings.
@@ -157,16 +167,18 @@ def _join_again(failure: project.JoinFailed, first: project.FirstPass, fresh: se
     evicted = store.evict()
     if evicted or stale:
         if settings.verbose:
-            print(f"archlint: note: the project facts cached for {evicted} file{'s' * (evicted != 1)} could not "
-                  f"be joined ({failure}); extracted them again", file=sys.stderr)
+            print(
+                f"archlint: note: the project facts cached for {evicted} file{'s' * (evicted != 1)} could not "
+                f"be joined ({failure}); extracted them again",
+                file=sys.stderr,
+            )
         items = []
         for i in stale:
             try:
                 items.append((i, str(files[i]), _read(files[i])))
             except (OSError, guard.Skip):
                 summaries[i] = None  # gone or replaced since: linted alone
-        again = lint_many([(name, data) for _, name, data in items], jobs(settings), _work, _work_died) \
-            if items else []
+        again = lint_many([(name, data) for _, name, data in items], jobs(settings), _work, _work_died) if items else []
         for (i, _, _), analysis in zip(items, again):
             results[i], summaries[i] = analysis.diagnostics, analysis.summary
             key = keys[i]
@@ -176,8 +188,10 @@ def _join_again(failure: project.JoinFailed, first: project.FirstPass, fresh: se
             return project.refine(first, settings, store, jobs(settings), paths)
         except project.JoinFailed as exc:
             failure = exc
-    print(f"archlint: warning: project-wide analysis failed ({failure}); each file was linted alone; "
-          "please report this", file=sys.stderr)
+    print(
+        f"archlint: warning: project-wide analysis failed ({failure}); each file was linted alone; please report this",
+        file=sys.stderr,
+    )
     return project.Refined(dict(results))
 
 

@@ -51,7 +51,9 @@ class Notebook:
     data: dict
     code_cells: list[int]  # index in data["cells"] of each code cell, in order
     python: str  # the code cells as one Python text, BOUNDARY lines between them
-    where: list[tuple[int, int]]  # Python line (0-based) → (cell number 1-based, line in cell 1-based); (0, 0) at a BOUNDARY
+    where: list[
+        tuple[int, int]
+    ]  # Python line (0-based) → (cell number 1-based, line in cell 1-based); (0, 0) at a BOUNDARY
     magics: list[str] = field(default_factory=list)  # original text of each placeholder line
     layout: dict = field(default_factory=dict)  # json.dumps arguments that give back the file's bytes
 
@@ -64,7 +66,7 @@ class Notebook:
         except RecursionError:
             raise NotebookError("not a Jupyter notebook (JSON nested too deep to read)") from None
         if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
-            raise NotebookError("not a Jupyter notebook (no \"cells\" list)")
+            raise NotebookError('not a Jupyter notebook (no "cells" list)')
         language = _language(data)
         if language != "python":
             raise NotebookError(f"a {language} notebook: archlint reads Python notebooks only")
@@ -118,8 +120,14 @@ class Notebook:
                 edits.append(replace(e, start_line=l1, end_line=l2) if c1 == c2 == cell else e)
             fix = replace(fix, edits=tuple(edits))
         same = end_cell == cell  # a span across cells ends with its first cell
-        return replace(d, cell=cell, line=line, end_line=end_line if same else None,
-                       end_column=d.end_column if same else None, fix=fix)
+        return replace(
+            d,
+            cell=cell,
+            line=line,
+            end_line=end_line if same else None,
+            end_column=d.end_column if same else None,
+            fix=fix,
+        )
 
     def rebuild(self, python: str) -> bytes:
         """The notebook's bytes with the code cells' source taken from `python` (a fixed version of
@@ -160,7 +168,7 @@ def _language(data: dict) -> str:
     nbformat's shape (a list, a string: valid JSON, not a notebook archlint can trust)."""
     metadata = data.get("metadata", {})
     if not isinstance(metadata, dict):
-        raise NotebookError(f"not a Jupyter notebook (its \"metadata\" is a {_json_type(metadata)}, not an object)")
+        raise NotebookError(f'not a Jupyter notebook (its "metadata" is a {_json_type(metadata)}, not an object)')
     info = metadata.get("language_info", {})
     if not isinstance(info, dict):
         raise NotebookError(f"not a Jupyter notebook (metadata.language_info is a {_json_type(info)}, not an object)")
@@ -174,12 +182,13 @@ def _checked_source(cell: dict, number: int) -> str:
     if isinstance(source, list) and all(isinstance(part, str) for part in source):
         source = "".join(source)
     if not isinstance(source, str):
-        raise NotebookError(f"cell {number}: its \"source\" is not text (a string or a list of strings)")
+        raise NotebookError(f'cell {number}: its "source" is not text (a string or a list of strings)')
     try:
         source.encode("utf-8")
     except UnicodeEncodeError as exc:  # a lone surrogate (`"\\ud800"` in the JSON): no Python file holds it
-        raise NotebookError(f"cell {number}: its source holds {source[exc.start:exc.end]!a}, a lone surrogate "
-                            "that is not text") from None
+        raise NotebookError(
+            f"cell {number}: its source holds {source[exc.start : exc.end]!a}, a lone surrogate that is not text"
+        ) from None
     return source
 
 

@@ -25,12 +25,27 @@ except ImportError:  # pragma: no cover - a libcst that moved it: the public way
 
 _MASK = (1 << 32) - 1  # a packed position: (line << 32) | column
 # Nodes no check reports or edits: about half of a tree, not worth keeping positions for.
-_SKIP = frozenset({
-    cst.SimpleWhitespace, cst.ParenthesizedWhitespace, cst.Newline, cst.TrailingWhitespace,
-    cst.EmptyLine, cst.Comma, cst.Dot, cst.AssignEqual, cst.Colon, cst.Semicolon, cst.LeftParen,
-    cst.RightParen, cst.LeftSquareBracket, cst.RightSquareBracket, cst.LeftCurlyBrace,
-    cst.RightCurlyBrace, cst.ImportStar,
-})
+_SKIP = frozenset(
+    {
+        cst.SimpleWhitespace,
+        cst.ParenthesizedWhitespace,
+        cst.Newline,
+        cst.TrailingWhitespace,
+        cst.EmptyLine,
+        cst.Comma,
+        cst.Dot,
+        cst.AssignEqual,
+        cst.Colon,
+        cst.Semicolon,
+        cst.LeftParen,
+        cst.RightParen,
+        cst.LeftSquareBracket,
+        cst.RightSquareBracket,
+        cst.LeftCurlyBrace,
+        cst.RightCurlyBrace,
+        cst.ImportStar,
+    }
+)
 
 
 class Positions:
@@ -72,8 +87,14 @@ class Positions:
         ids, starts, ends = array("Q"), array("Q"), array("Q")
         line = len(m.header)  # lines of the file before the statement
         for statement in m.body:
-            wrapper = cst.Module(body=(statement,), header=(), footer=(), encoding=m.encoding,
-                                 default_indent=m.default_indent, default_newline=m.default_newline)
+            wrapper = cst.Module(
+                body=(statement,),
+                header=(),
+                footer=(),
+                encoding=m.encoding,
+                default_indent=m.default_indent,
+                default_newline=m.default_newline,
+            )
             ranges = _ranges(wrapper)
             for node, r in ranges.items():
                 if type(node) in _SKIP or node is wrapper:
@@ -123,6 +144,9 @@ def _ranges(module: cst.Module):
     if PositionProvidingCodegenState is None:  # pragma: no cover
         return MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
     sink = _Sink()
-    module._codegen(PositionProvidingCodegenState(default_indent=module.default_indent,
-                                                  default_newline=module.default_newline, provider=sink))
+    module._codegen(
+        PositionProvidingCodegenState(
+            default_indent=module.default_indent, default_newline=module.default_newline, provider=sink
+        )
+    )
     return sink._computed

@@ -148,8 +148,10 @@ class Index:
         if not summary or not summary.sys_path:
             return ()
         folder = os.path.dirname(importer)
-        return tuple((entry.where, os.path.normpath(os.path.join(folder, *entry.folder.split("/"))))
-                     for entry in summary.sys_path)
+        return tuple(
+            (entry.where, os.path.normpath(os.path.join(folder, *entry.folder.split("/"))))
+            for entry in summary.sys_path
+        )
 
     def module_path(self, importer: str, module: str, level: int) -> str | None:
         folder = os.path.dirname(importer)
@@ -175,8 +177,12 @@ class Index:
                 own = 1
                 while own < len(bases) and os.path.isfile(os.path.join(bases[own - 1], "__init__.py")):
                     own += 1
-                bases = ([p for w, p in added if w == "front"] + bases[:own] + [p for w, p in added if w != "front"]
-                         + bases[own:])
+                bases = (
+                    [p for w, p in added if w == "front"]
+                    + bases[:own]
+                    + [p for w, p in added if w != "front"]
+                    + bases[own:]
+                )
                 bases = [b for i, b in enumerate(bases) if b not in bases[:i] and not _installed(b)]
         found = None
         for base in bases:
@@ -222,7 +228,7 @@ class Index:
                     best = entry
         if best is not None:
             local, module, imported, level = best
-            rest = name[len(local) + 1:]
+            rest = name[len(local) + 1 :]
             if imported is None:
                 target = self.module_path(path, module, level)
                 if target is None:
@@ -335,7 +341,9 @@ def _name_info(index: Index, path: str, name: str, display: Callable[[str], str]
     if not info:
         return {}
     out: NameFacts = {}
-    if "loader" in info and found.file != path:  # this file's own loaders are read from its text (and --fix changes them)
+    if (
+        "loader" in info and found.file != path
+    ):  # this file's own loaders are read from its text (and --fix changes them)
         loader = info["loader"]
         out["loader"] = NameLoader(loader.pin, loader.workers, f"{display(found.file)}:{loader.line}")
     if "yields" in info:
@@ -450,8 +458,9 @@ def _batches(join: Join, passed: dict) -> None:
             if handed.on_param:
                 targets = _on_param_targets(index, caller, handed.callee, handed.on_param, passed)
             else:
-                targets = [Resolved(caller, handed.local, "def") if handed.local
-                           else index.resolve(caller, handed.callee)]
+                targets = [
+                    Resolved(caller, handed.local, "def") if handed.local else index.resolve(caller, handed.callee)
+                ]
             for found in targets:
                 info = _def(index, found)
                 if not info or not join.linted(found.file):
@@ -552,7 +561,8 @@ def _entry_point_choices(index: Index, path: str, summary: FileFacts, ctx: Proje
         direct = modules  # a choice made where the model is built counts (CycleGAN's BaseModel)
         called = [found for n in summary.uses if (found := index.resolve(path, n)) and found.file != path]
         if _any_module(index, direct, lambda s: s.cudnn) or any(
-                (_def(index, found) or {}).get("cudnn") for found in called):
+            (_def(index, found) or {}).get("cudnn") for found in called
+        ):
             ctx.cudnn = True
 
 
@@ -757,8 +767,9 @@ class Refined:
     extracted_extra: int = 0
 
 
-def refine(first: FirstPass, settings: Settings, store: ProjectStore, jobs: int,
-           paths: list[Path] | None = None) -> Refined:
+def refine(
+    first: FirstPass, settings: Settings, store: ProjectStore, jobs: int, paths: list[Path] | None = None
+) -> Refined:
     """Replace the findings of files whose project context is not empty by findings with it
     (`first.summaries` gains the facts of the torch-free files that drive project code)."""
     files, keys, results = first.files, first.keys, dict(first.results)
@@ -770,8 +781,11 @@ def refine(first: FirstPass, settings: Settings, store: ProjectStore, jobs: int,
         return path if rel.startswith("..") else rel
 
     try:
-        index = Index({a: FileFacts.from_json(first.summaries.get(i)) for i, a in enumerate(absolute)},
-                      roots(settings, paths or files), store)
+        index = Index(
+            {a: FileFacts.from_json(first.summaries.get(i)) for i, a in enumerate(absolute)},
+            roots(settings, paths or files),
+            store,
+        )
         _drivers(first, absolute, index, store)
         linted = [a for i, a in enumerate(absolute) if first.summaries.get(i) and keys[i] is not None]
         ctxs = contexts(linted, index, display)
@@ -789,8 +803,10 @@ def refine(first: FirstPass, settings: Settings, store: ProjectStore, jobs: int,
                 store.used.add(key)
                 continue
             except (ValueError, KeyError, TypeError) as exc:
-                print(f"archlint: warning: malformed cache entry for {files[i]} ({exc!r}); linting it again",
-                      file=sys.stderr)
+                print(
+                    f"archlint: warning: malformed cache entry for {files[i]} ({exc!r}); linting it again",
+                    file=sys.stderr,
+                )
         try:
             data = files[i].read_bytes()
         except OSError:

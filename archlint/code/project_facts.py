@@ -18,12 +18,55 @@ from typing import NamedTuple, TypedDict
 # on disk. A library name that projects also give their own modules (`datasets`: RAFT's and many
 # others' datasets.py beside train.py) is not here: the import is resolved to the project's file when
 # there is one, and to nothing (the library) otherwise.
-LIBRARIES = frozenset({"torch", "torchvision", "numpy", "np", "timm", "transformers", "os", "sys", "math",
-                        "time", "json", "argparse", "logging", "random", "datetime", "pathlib", "tqdm",
-                        "accelerate", "diffusers", "PIL", "cv2", "wandb", "yaml", "collections", "functools",
-                       "typing", "re", "copy", "itertools", "warnings", "contextlib", "dataclasses", "abc",
-                       "torchaudio", "torchtext", "scipy", "sklearn", "pandas", "matplotlib",
-                       "huggingface_hub", "lightning", "pytorch_lightning", "deepspeed", "apex", "einops"})
+LIBRARIES = frozenset(
+    {
+        "torch",
+        "torchvision",
+        "numpy",
+        "np",
+        "timm",
+        "transformers",
+        "os",
+        "sys",
+        "math",
+        "time",
+        "json",
+        "argparse",
+        "logging",
+        "random",
+        "datetime",
+        "pathlib",
+        "tqdm",
+        "accelerate",
+        "diffusers",
+        "PIL",
+        "cv2",
+        "wandb",
+        "yaml",
+        "collections",
+        "functools",
+        "typing",
+        "re",
+        "copy",
+        "itertools",
+        "warnings",
+        "contextlib",
+        "dataclasses",
+        "abc",
+        "torchaudio",
+        "torchtext",
+        "scipy",
+        "sklearn",
+        "pandas",
+        "matplotlib",
+        "huggingface_hub",
+        "lightning",
+        "pytorch_lightning",
+        "deepspeed",
+        "apex",
+        "einops",
+    }
+)
 
 
 # The entries of a file's facts: named records, written to JSON as lists (NamedTuple) and read
@@ -205,8 +248,9 @@ class FileFacts:
         facts.maybe_steps = [LoopStep(n, _step(e)) for n, e in facts.maybe_steps]
         facts.rate_steps = [LoopStep(n, _step(e)) for n, e in facts.rate_steps]
         facts.loader_args = [LoaderArg(callee, arg, _pin(pin)) for callee, arg, pin in facts.loader_args]
-        facts.batch_args = [BatchArg(callee, arg, _pin(pin), local, _on_param(on))
-                            for callee, arg, pin, local, on in facts.batch_args]
+        facts.batch_args = [
+            BatchArg(callee, arg, _pin(pin), local, _on_param(on)) for callee, arg, pin, local, on in facts.batch_args
+        ]
         facts.arg_classes = [ArgClass(*e) for e in facts.arg_classes]
         facts.sys_path = [SysPathEntry(*e) for e in facts.sys_path]
         facts.defs = {qual: _function(dict(info)) for qual, info in facts.defs.items()}  # JSON objects here
@@ -293,4 +337,3 @@ class ProjectContext:
 
 
 EMPTY = ProjectContext()
-

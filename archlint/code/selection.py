@@ -11,5 +11,8 @@ from archlint.diagnostics import Diagnostic, Severity
 def selected(diagnostics: list[Diagnostic], settings: Settings) -> list[Diagnostic]:
     # A file that could not be read or parsed is always reported; one skipped on purpose (too
     # large, too complex: an info finding) can be ignored like a rule, e.g. per file.
-    return [d for d in diagnostics
-            if (d.code == PARSE_ERROR and d.severity is Severity.ERROR) or settings.enabled(d.code, d.file)]
+    return [
+        d
+        for d in diagnostics
+        if (d.code == PARSE_ERROR and d.severity is Severity.ERROR) or settings.enabled(d.code, d.file)
+    ]

@@ -24,13 +24,15 @@ def decode(data: bytes) -> tuple[str, str, bool]:
         raise SourceError(f"{exc.msg}: declare a valid encoding or save the file as UTF-8") from None
     bom = data.startswith(codecs.BOM_UTF8)
     if bom:
-        data = data[len(codecs.BOM_UTF8):]
+        data = data[len(codecs.BOM_UTF8) :]
         encoding = "utf-8"
     try:
         text = data.decode("utf-8" if encoding == "utf-8-sig" else encoding)
     except (UnicodeDecodeError, LookupError) as exc:
-        raise SourceError(f"cannot decode as {encoding} ({exc.reason if hasattr(exc, 'reason') else exc}"
-                          f"); save the file as UTF-8 or declare its encoding") from None
+        raise SourceError(
+            f"cannot decode as {encoding} ({exc.reason if hasattr(exc, 'reason') else exc}"
+            f"); save the file as UTF-8 or declare its encoding"
+        ) from None
     return text, encoding, bom
 
 

@@ -33,6 +33,7 @@ from archlint.code.project_facts import (
 from archlint.code.syspath import added_paths_of
 from archlint.code.tensors import holds_tensor, tensor_names
 
+
 def _line(facts: Facts, call: cst.Call) -> int:
     """The line a call starts on, from the standard parser's tree when its calls pair one to one with
     the file's: libcst's positions cost a code generation pass over the whole file (~15% of linting
@@ -56,17 +57,21 @@ def _call_lines(facts: Facts) -> dict[int, int]:
         tree = ast.parse(facts.source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return {}
-    calls = sorted((n for n in ast.walk(tree) if isinstance(n, ast.Call)),
-                   key=lambda n: (n.lineno, n.col_offset, -n.end_lineno, -n.end_col_offset))
+    calls = sorted(
+        (n for n in ast.walk(tree) if isinstance(n, ast.Call)),
+        key=lambda n: (n.lineno, n.col_offset, -n.end_lineno, -n.end_col_offset),
+    )
     if len(calls) != len(facts.calls):
         return {}
     out = {}
     for site, call in zip(facts.calls, calls):
         mine, theirs = site.node.func, call.func
-        if isinstance(mine, cst.Name) != isinstance(theirs, ast.Name) or (
-                isinstance(mine, cst.Name) and mine.value != theirs.id) or (
-                isinstance(mine, cst.Attribute) != isinstance(theirs, ast.Attribute)) or (
-                isinstance(mine, cst.Attribute) and mine.attr.value != theirs.attr):
+        if (
+            isinstance(mine, cst.Name) != isinstance(theirs, ast.Name)
+            or (isinstance(mine, cst.Name) and mine.value != theirs.id)
+            or (isinstance(mine, cst.Attribute) != isinstance(theirs, ast.Attribute))
+            or (isinstance(mine, cst.Attribute) and mine.attr.value != theirs.attr)
+        ):
             return {}  # not the same call: the trees do not pair
         out[id(site.node)] = call.lineno
     return out
@@ -125,8 +130,6 @@ def _workers(site: CallSite):
         return "missing"
     lit = df.literal(value) if value is not df.UNKNOWN else df.UNKNOWN
     return lit if isinstance(lit, int) else "unknown"
-
-
 
 
 def _candidate(name: str | None, facts: Facts, scope: Scope) -> bool:
@@ -190,8 +193,11 @@ def _tensor_args(call: cst.Call, names: set[str]) -> list:
     for i, arg in enumerate(a for a in call.args if not a.star):
         if holds_tensor(arg.value, names):  # `loss`, `out.detach()`, `[d(out) for d in critics]`
             out.append(arg.keyword.value if arg.keyword is not None else i)
-    if any(a.star == "**" and (df.root_name(a.value) in names or isinstance(a.value, cst.Dict)
-                               and holds_tensor(a.value, names)) for a in call.args):  # `**{"loss": loss}`
+    if any(
+        a.star == "**"
+        and (df.root_name(a.value) in names or isinstance(a.value, cst.Dict) and holds_tensor(a.value, names))
+        for a in call.args
+    ):  # `**{"loss": loss}`
         out.append("**")
     return out
 
@@ -212,8 +218,11 @@ def _values(name: str, found: Binding) -> list | None:
     if len(plain) + len(unpacked) != len(values):
         return None
     for value, i in unpacked:
-        if not isinstance(value, (cst.Tuple, cst.List)) or i >= len(value.elements) or any(
-                isinstance(el, cst.StarredElement) for el in value.elements):
+        if (
+            not isinstance(value, (cst.Tuple, cst.List))
+            or i >= len(value.elements)
+            or any(isinstance(el, cst.StarredElement) for el in value.elements)
+        ):
             return None
         plain.append(value.elements[i].value)
     return plain
@@ -231,11 +240,21 @@ def _built_classes(name: str, facts: Facts, scope: Scope) -> list[str]:
     calls = []
     for v in values:
         v = _unchain(v)
-        if (isinstance(v, cst.Call) and (dotted(v.func) or "").rsplit(".", 1)[-1] in _MODULE_WRAPPERS and v.args
-                and isinstance(v.args[0].value, cst.Name) and v.args[0].value.value == name):
+        if (
+            isinstance(v, cst.Call)
+            and (dotted(v.func) or "").rsplit(".", 1)[-1] in _MODULE_WRAPPERS
+            and v.args
+            and isinstance(v.args[0].value, cst.Name)
+            and v.args[0].value.value == name
+        ):
             continue  # `model = DDP(model, ...)`: calling it runs the wrapped module's forward
-        if (isinstance(v, cst.Call) and isinstance(v.func, cst.Attribute) and v.func.attr.value in _RETURNS_SELF
-                and isinstance(v.func.value, cst.Name) and v.func.value.value == name):
+        if (
+            isinstance(v, cst.Call)
+            and isinstance(v.func, cst.Attribute)
+            and v.func.attr.value in _RETURNS_SELF
+            and isinstance(v.func.value, cst.Name)
+            and v.func.value.value == name
+        ):
             continue  # `model = model.cuda()` under `if args.gpu:`: the same module, moved
         if isinstance(v, cst.IfExp):
             branches = [b for b in (v.body, v.orelse) if not (isinstance(b, cst.Name) and b.value == "None")]
@@ -246,21 +265,31 @@ def _built_classes(name: str, facts: Facts, scope: Scope) -> list[str]:
             return []
         calls.append(v)
     classes = sorted({dotted(v.func) or "" for v in calls})
-    if not classes or len(classes) > 8 or not all(
-            cls and cls.rsplit(".", 1)[-1][:1].isupper() and _candidate(cls, facts, found.scope) for cls in classes):
+    if (
+        not classes
+        or len(classes) > 8
+        or not all(
+            cls and cls.rsplit(".", 1)[-1][:1].isupper() and _candidate(cls, facts, found.scope) for cls in classes
+        )
+    ):
         return []
     return classes
 
 
 _MODULE_WRAPPERS = frozenset({"DistributedDataParallel", "DataParallel", "compile", "FullyShardedDataParallel"})
 # Module methods that return the module itself: `model = Net().cuda()` is still a Net.
-_RETURNS_SELF = frozenset({"cuda", "to", "train", "eval", "float", "half", "double", "bfloat16", "cpu",
-                           "requires_grad_", "share_memory"})
+_RETURNS_SELF = frozenset(
+    {"cuda", "to", "train", "eval", "float", "half", "double", "bfloat16", "cpu", "requires_grad_", "share_memory"}
+)
 
 
 def _unchain(value):
-    while (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)
-           and value.func.attr.value in _RETURNS_SELF and isinstance(value.func.value, cst.Call)):
+    while (
+        isinstance(value, cst.Call)
+        and isinstance(value.func, cst.Attribute)
+        and value.func.attr.value in _RETURNS_SELF
+        and isinstance(value.func.value, cst.Call)
+    ):
         value = value.func.value
     return value
 
@@ -281,7 +310,11 @@ def _attribute_method(name: str, facts: Facts, scope: Scope) -> str | None:
     """`self.crf.neg_log_likelihood_loss` where `self.crf = CRF(...)` in the file (a submodule's
     method called from a model's loss method) → `CRF.neg_log_likelihood_loss`."""
     attr, method = name.rsplit(".", 1)
-    built = {dotted(_unchain(v).func) for t, v in facts.attr_assigns if dotted(t) == attr and isinstance(_unchain(v), cst.Call)}
+    built = {
+        dotted(_unchain(v).func)
+        for t, v in facts.attr_assigns
+        if dotted(t) == attr and isinstance(_unchain(v), cst.Call)
+    }
     if len(built) != 1 or len([1 for t, _ in facts.attr_assigns if dotted(t) == attr]) != 1:
         return None
     cls = built.pop()
@@ -341,8 +374,9 @@ def _loader_info(facts: Facts, sites: list[CallSite]) -> LoaderFact:
     pins = {_pin_state(facts, site) for site in sites}
     pin = "true" if pins == {"true"} else "unknown" if "unknown" in pins else "false"
     workers = {_workers(site) for site in sites}
-    return LoaderFact(pin, workers.pop() if len(workers) == 1 else "unknown", _line(facts, sites[0].node),
-                      sites[0].scope.qualname)
+    return LoaderFact(
+        pin, workers.pop() if len(workers) == 1 else "unknown", _line(facts, sites[0].node), sites[0].scope.qualname
+    )
 
 
 def _loader_classes(facts: Facts, loaders: list[CallSite]) -> dict[str, LoaderFact]:
@@ -360,8 +394,13 @@ def _loader_classes(facts: Facts, loaders: list[CallSite]) -> dict[str, LoaderFa
     out = {}
     for loop in facts.loops:
         scope = loop.scope
-        if (loop.iter is None or not scope.has_yield or scope.kind != "function"
-                or scope.node.name.value != "__iter__" or scope.parent is None):
+        if (
+            loop.iter is None
+            or not scope.has_yield
+            or scope.kind != "function"
+            or scope.node.name.value != "__iter__"
+            or scope.parent is None
+        ):
             continue
         inner, _ = df.unwrap(loop.iter, facts, scope)
         site = by_attr.get((scope.parent.qualname, dotted(inner) or ""))
@@ -374,8 +413,9 @@ def _loader_classes(facts: Facts, loaders: list[CallSite]) -> dict[str, LoaderFa
 _SIZED_CALLS = frozenset({"nonzero", "masked_select", "argwhere", "where", "to"})
 
 
-def _def_facts(facts: Facts, scope: Scope, own: list[CallSite], wrappers: dict[str, LoaderFact],
-               defs: dict[str, Scope]) -> FunctionFacts:
+def _def_facts(
+    facts: Facts, scope: Scope, own: list[CallSite], wrappers: dict[str, LoaderFact], defs: dict[str, Scope]
+) -> FunctionFacts:
     """What other files may learn about one function; `own` are the DataLoader calls in its body."""
     node = scope.node
     p = node.params
@@ -409,12 +449,17 @@ def _def_facts(facts: Facts, scope: Scope, own: list[CallSite], wrappers: dict[s
         elif isinstance(func, cst.Attribute) and func.attr.value in _SIZED_CALLS:  # `x.masked_select(m)`, `.to("cpu")`
             out["sync"] = 1
         elif dotted(func) in ("print", "float", "int", "bool", "torch.cuda.synchronize") or (
-                isinstance(func, cst.Attribute) and func.attr.value == "format"):
+            isinstance(func, cst.Attribute) and func.attr.value == "format"
+        ):
             out["sync"] = 1
         elif any(isinstance(a.value, (cst.FormattedString, cst.BinaryOperation)) for a in site.node.args):
             out["sync"] = 1
-        if site.node.func is not None and (facts.qname(func, scope) or "").startswith(
-                ("torch.device", "torch.accelerator.")) and scope.returns and _mentions_cuda(facts, node):
+        if (
+            site.node.func is not None
+            and (facts.qname(func, scope) or "").startswith(("torch.device", "torch.accelerator."))
+            and scope.returns
+            and _mentions_cuda(facts, node)
+        ):
             out["cuda"] = 1
     inner = _inner_calls(facts, scope, params, defs)
     if inner:
@@ -464,8 +509,11 @@ def _steps(facts: Facts, defs: dict[str, Scope], loops=None, rate: bool = False)
             chosen = _callees(site, facts)  # one, or each class an if/elif chain chooses among
             callees = chosen or [None]
             # a closure handed to the optimizer (`optimizer.step(closure)`) runs inside the step
-            callees += [a.value.value for a in site.node.args if isinstance(a.value, cst.Name)
-                        and _local_def(a.value.value, site.scope, defs)]
+            callees += [
+                a.value.value
+                for a in site.node.args
+                if isinstance(a.value, cst.Name) and _local_def(a.value.value, site.scope, defs)
+            ]
             line = _line(facts, site.node)
             if not callees[0]:  # a method of an object passed in: its class is known at the call sites
                 param = _on_param(dotted(site.node.func), site.scope)
@@ -489,7 +537,9 @@ def _maybe_steps(facts: Facts, defs: dict[str, Scope]) -> list[LoopStep]:
     known = {id(bl.loop) for bl in df.training_loops(facts)} | {id(bl.loop) for bl in df.batch_loops(facts)}
     out = []
     for n, loop in enumerate(facts.loops):
-        if id(loop) in known or not any(_callee(site, facts) for site in loop.calls if "." in (dotted(site.node.func) or "")):
+        if id(loop) in known or not any(
+            _callee(site, facts) for site in loop.calls if "." in (dotted(site.node.func) or "")
+        ):
             continue
         out += [LoopStep(n, step) for step in _steps(facts, defs, [df.BatchLoop(loop, None, [], facts)])]
     return out
@@ -583,8 +633,13 @@ def _inner_calls(facts: Facts, scope: Scope, params: list[str], defs: dict[str, 
     draws = _draws(scope)
     name = scope.node.name.value
     passes_keywords = isinstance(scope.node.params.star_kwarg, cst.Param)  # `render(rays, **kwargs)` → render_rays
-    if (not scope.has_backward and not draws and name not in ("forward", "__call__") and "loss" not in name.lower()
-            and not passes_keywords):
+    if (
+        not scope.has_backward
+        and not draws
+        and name not in ("forward", "__call__")
+        and "loss" not in name.lower()
+        and not passes_keywords
+    ):
         return []  # a module's forward runs once per step when the step calls the module, as does a
         # model's loss method (`model.calculate_loss(words, lengths, labels, mask)` → `self._features`)
     sites = [site for site in scope.calls if site.scope is scope and not site.conditional]
@@ -703,15 +758,23 @@ def _batch_args(facts: Facts, defs: dict[str, Scope]) -> list[BatchArg]:
         pin = None
         for site in bl.loop.calls:
             callee = _callee(site, facts)
-            param = None if callee else _on_param(dotted(site.node.func), site.scope)  # `model.parse_batch` of a parameter
+            param = (
+                None if callee else _on_param(dotted(site.node.func), site.scope)
+            )  # `model.parse_batch` of a parameter
             if not callee and not param:
                 continue
             for i, arg in enumerate(a for a in site.node.args if not a.star):
                 if isinstance(arg.value, cst.Name) and arg.value.value in views:
                     pin = pin or _loop_pin(bl, facts)
-                    out.append(BatchArg(callee or dotted(site.node.func),
-                                        arg.keyword.value if arg.keyword is not None else i, pin,
-                                        _local_def(callee, site.scope, defs) if callee else None, param or None))
+                    out.append(
+                        BatchArg(
+                            callee or dotted(site.node.func),
+                            arg.keyword.value if arg.keyword is not None else i,
+                            pin,
+                            _local_def(callee, site.scope, defs) if callee else None,
+                            param or None,
+                        )
+                    )
     return out
 
 
@@ -744,8 +807,12 @@ def summarize(facts: Facts) -> FileFacts:
         entry=bool(df.batch_loops(facts) or df.step_loops(facts)),
         trains=bool(df.training_loops(facts)),
         main=facts.main_guard is not None,
-        self_calls={name: qual for site in facts.calls if (name := dotted(site.node.func) or "").startswith("self.")
-                    and (qual := _local_def(name, site.scope, defs))},
+        self_calls={
+            name: qual
+            for site in facts.calls
+            if (name := dotted(site.node.func) or "").startswith("self.")
+            and (qual := _local_def(name, site.scope, defs))
+        },
         cuda_names=cuda_names,
         defs={qual: _def_facts(facts, scope, own.get(id(scope), []), wrappers, defs) for qual, scope in defs.items()},
         classes=[s.qualname for s in facts.scopes if s.kind == "class"],

@@ -104,9 +104,14 @@ class _Evaluator:
                 return _PathValue(posixpath.dirname(posixpath.normpath(base)))
             return None
         if isinstance(node, ast.JoinedStr):  # f"{ROOT}/src"
-            parts = [self.value(v.value) if isinstance(v, ast.FormattedValue) and v.conversion == -1
-                     and v.format_spec is None else self.value(v) if isinstance(v, ast.Constant) else None
-                     for v in node.values]
+            parts = [
+                self.value(v.value)
+                if isinstance(v, ast.FormattedValue) and v.conversion == -1 and v.format_spec is None
+                else self.value(v)
+                if isinstance(v, ast.Constant)
+                else None
+                for v in node.values
+            ]
             return None if None in parts else "".join(str(p) for p in parts)
         if isinstance(node, ast.Subscript):
             return self.item(node)
@@ -121,8 +126,13 @@ class _Evaluator:
             return None
         if index.value == 0 and self.dotted(node.value) == "sys.path":
             return _HOME
-        if (index.value == 0 and isinstance(node.value, ast.Call) and self.dotted(node.value.func) == "os.path.split"
-                and len(node.value.args) == 1 and not node.value.keywords):
+        if (
+            index.value == 0
+            and isinstance(node.value, ast.Call)
+            and self.dotted(node.value.func) == "os.path.split"
+            and len(node.value.args) == 1
+            and not node.value.keywords
+        ):
             path = self.value(node.value.args[0])
             return posixpath.split(path)[0] if path is not None else None
         if isinstance(node.value, ast.Attribute) and node.value.attr == "parents" and 0 <= index.value < 8:
@@ -140,8 +150,11 @@ class _Evaluator:
         name = self.dotted(node.func)
         if name == "os.getcwd" and not node.args:
             return _HOME
-        if isinstance(node.func, ast.Attribute) and name not in ("os.path.join", "os.path.dirname") and (
-                name is None or not name.startswith(("os.", "pathlib."))):
+        if (
+            isinstance(node.func, ast.Attribute)
+            and name not in ("os.path.join", "os.path.dirname")
+            and (name is None or not name.startswith(("os.", "pathlib.")))
+        ):
             # a method of a value: Path(...).resolve() / .absolute() / .joinpath(...) / .as_posix()
             base = self.value(node.func.value)
             if not isinstance(base, _PathValue):
@@ -189,19 +202,23 @@ def added_paths(tree: ast.Module) -> list[SysPathEntry]:
     front: list[str] = []
     middle: list[str] = []
     back: list[str] = []
-    nodes = sorted((n for n in ast.walk(tree) if isinstance(n, (ast.Call, ast.AugAssign))),
-                   key=lambda n: (n.lineno, n.col_offset))
+    nodes = sorted(
+        (n for n in ast.walk(tree) if isinstance(n, (ast.Call, ast.AugAssign))), key=lambda n: (n.lineno, n.col_offset)
+    )
     for node in nodes:
         if isinstance(node, ast.AugAssign):  # sys.path += [a, b]
-            if (isinstance(node.op, ast.Add) and ev.dotted(node.target) == "sys.path"
-                    and isinstance(node.value, (ast.List, ast.Tuple))):
+            if (
+                isinstance(node.op, ast.Add)
+                and ev.dotted(node.target) == "sys.path"
+                and isinstance(node.value, (ast.List, ast.Tuple))
+            ):
                 back += [p for e in node.value.elts if (p := _evaluated(ev, e))]
             continue
         name = ev.dotted(node.func)
         if node.keywords:
             continue
         if name in _APPEND and len(node.args) == 1:
-            if (p := _evaluated(ev, node.args[0])):
+            if p := _evaluated(ev, node.args[0]):
                 back.append(p)
         elif name == "sys.path.extend" and len(node.args) == 1 and isinstance(node.args[0], (ast.List, ast.Tuple)):
             back += [p for e in node.args[0].elts if (p := _evaluated(ev, e))]
@@ -209,7 +226,7 @@ def added_paths(tree: ast.Module) -> list[SysPathEntry]:
             index = node.args[0]
             if not (isinstance(index, ast.Constant) and isinstance(index.value, int)):
                 continue  # a computed position: where it lands is unknown
-            if (p := _evaluated(ev, node.args[1])):
+            if p := _evaluated(ev, node.args[1]):
                 (front if index.value == 0 else middle).insert(0, p)
     out, seen = [], set()
     for where, paths in (("front", front), ("middle", middle), ("back", back)):

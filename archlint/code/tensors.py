@@ -96,7 +96,11 @@ def iteration_targets(target: cst.BaseExpression, it: cst.BaseExpression, names:
     if isinstance(it, cst.Call) and isinstance(it.func, cst.Name) and it.args:
         if it.func.value == "enumerate" and isinstance(target, (cst.Tuple, cst.List)) and len(target.elements) == 2:
             return iteration_targets(target.elements[1].value, it.args[0].value, names)
-        if it.func.value == "zip" and isinstance(target, (cst.Tuple, cst.List)) and len(target.elements) == len(it.args):
+        if (
+            it.func.value == "zip"
+            and isinstance(target, (cst.Tuple, cst.List))
+            and len(target.elements) == len(it.args)
+        ):
             out = []
             for el, arg in zip(target.elements, it.args):
                 out += iteration_targets(el.value, arg.value, names)
@@ -149,9 +153,13 @@ def flow(names: set[str], assigns, loops: list[Loop], calls: list[CallSite], fac
                 names.update(iteration_targets(loop.node.target, loop.iter, names))
         for site in calls:
             func = site.node.func
-            if (isinstance(func, cst.Attribute) and func.attr.value in _FILL_METHODS and isinstance(func.value, cst.Name)
-                    and func.value.value not in names
-                    and any(_tensor_value(a.value, names, facts) for a in site.node.args)):
+            if (
+                isinstance(func, cst.Attribute)
+                and func.attr.value in _FILL_METHODS
+                and isinstance(func.value, cst.Name)
+                and func.value.value not in names
+                and any(_tensor_value(a.value, names, facts) for a in site.node.args)
+            ):
                 names.add(func.value.value)
         if len(names) == before:
             break

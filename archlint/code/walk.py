@@ -20,6 +20,7 @@ from typing import Any, cast
 
 import libcst as cst
 
+
 def _subclasses(base: type) -> list[type]:
     out: list[type] = []
     stack: list[type] = [base]
@@ -33,14 +34,34 @@ def _subclasses(base: type) -> list[type]:
 
 # Nodes that hold only whitespace, comments and tokens: nothing a hook of a visitor here is on.
 # (A visitor with a hook on one of these cannot use this walk: Walker refuses it.)
-LEAVES: frozenset[type] = frozenset({
-    cst.SimpleWhitespace, cst.ParenthesizedWhitespace, cst.Newline, cst.TrailingWhitespace,
-    cst.EmptyLine, cst.Comment, cst.Comma, cst.Dot, cst.AssignEqual, cst.Colon, cst.Semicolon,
-    cst.LeftParen, cst.RightParen, cst.LeftSquareBracket, cst.RightSquareBracket, cst.LeftCurlyBrace,
-    cst.RightCurlyBrace, cst.ImportStar, cst.Asynchronous,
-    *(t for base in (cst.BaseBinaryOp, cst.BaseBooleanOp, cst.BaseCompOp, cst.BaseUnaryOp, cst.BaseAugOp)
-      for t in _subclasses(base)),
-})
+LEAVES: frozenset[type] = frozenset(
+    {
+        cst.SimpleWhitespace,
+        cst.ParenthesizedWhitespace,
+        cst.Newline,
+        cst.TrailingWhitespace,
+        cst.EmptyLine,
+        cst.Comment,
+        cst.Comma,
+        cst.Dot,
+        cst.AssignEqual,
+        cst.Colon,
+        cst.Semicolon,
+        cst.LeftParen,
+        cst.RightParen,
+        cst.LeftSquareBracket,
+        cst.RightSquareBracket,
+        cst.LeftCurlyBrace,
+        cst.RightCurlyBrace,
+        cst.ImportStar,
+        cst.Asynchronous,
+        *(
+            t
+            for base in (cst.BaseBinaryOp, cst.BaseBooleanOp, cst.BaseCompOp, cst.BaseUnaryOp, cst.BaseAugOp)
+            for t in _subclasses(base)
+        ),
+    }
+)
 
 _ORDERS: dict[type, tuple[tuple[str, bool], ...] | None] = {}
 
@@ -61,10 +82,19 @@ def _order(node_type: Any) -> tuple[tuple[str, bool], ...] | None:
         for n in ast.walk(tree):
             if isinstance(n, ast.IfExp) and isinstance(n.orelse, ast.Constant) and n.orelse.value is None:
                 guarded |= {id(c) for c in ast.walk(n.body)}
-        calls = sorted((n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
-                        and n.func.id.startswith("visit_") and len(n.args) >= 2
-                        and isinstance(n.args[1], ast.Constant) and isinstance(n.args[1].value, str)),
-                       key=lambda n: (n.lineno, n.col_offset))
+        calls = sorted(
+            (
+                n
+                for n in ast.walk(tree)
+                if isinstance(n, ast.Call)
+                and isinstance(n.func, ast.Name)
+                and n.func.id.startswith("visit_")
+                and len(n.args) >= 2
+                and isinstance(n.args[1], ast.Constant)
+                and isinstance(n.args[1].value, str)
+            ),
+            key=lambda n: (n.lineno, n.col_offset),
+        )
         names: dict[str, bool] = {}
         for call in calls:
             names.setdefault(str(cast(ast.Constant, call.args[1]).value), id(call) not in guarded)
@@ -82,8 +112,12 @@ class Walker:
 
     def __init__(self, visitor_type: type[cst.CSTVisitor]) -> None:
         # the visitor's own hooks (libcst's CSTVisitor declares an empty one for every node type)
-        self.hooks = {name: hook for name in dir(visitor_type) if name.startswith(("visit_", "leave_"))
-                      and (hook := getattr(visitor_type, name)) is not getattr(cst.CSTVisitor, name, None)}
+        self.hooks = {
+            name: hook
+            for name in dir(visitor_type)
+            if name.startswith(("visit_", "leave_"))
+            and (hook := getattr(visitor_type, name)) is not getattr(cst.CSTVisitor, name, None)
+        }
         if any(name.split("_")[1] in {t.__name__ for t in LEAVES} for name in self.hooks):
             raise ValueError(f"{visitor_type.__name__} has a hook on a node this walk does not enter")
         self.visitor_type = visitor_type
@@ -103,8 +137,9 @@ class Walker:
             plan = None
         else:
             hooks, name = self.hooks, node_type.__name__
-            fields = tuple((f, when_none, hooks.get(f"visit_{name}_{f}"), hooks.get(f"leave_{name}_{f}"))
-                           for f, when_none in order)
+            fields = tuple(
+                (f, when_none, hooks.get(f"visit_{name}_{f}"), hooks.get(f"leave_{name}_{f}")) for f, when_none in order
+            )
             plan = (hooks.get(f"visit_{name}"), hooks.get(f"leave_{name}"), fields)
         self.plans[node_type] = plan
         return plan
@@ -125,8 +160,11 @@ class Walker:
                 if before is not None:
                     before(visitor, node)
                 value_type = type(value)
-                if value_type is tuple or value_type is list or (
-                        value_type not in enter and isinstance(value, (tuple, list))):
+                if (
+                    value_type is tuple
+                    or value_type is list
+                    or (value_type not in enter and isinstance(value, (tuple, list)))
+                ):
                     for child in value:
                         child_type = type(child)
                         entered = enter.get(child_type)

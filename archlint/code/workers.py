@@ -120,5 +120,10 @@ def _died(path: str, exitcode: int | None) -> Diagnostic:
             how = f"signal {signal.Signals(-exitcode).name}"
         except ValueError:
             how = f"signal {-exitcode}"
-    return parse_error(path, f"archlint internal error: the worker linting this file died ({how}); "
-                             "the other files were linted; please report it", 1, 1)
+    return parse_error(
+        path,
+        f"archlint internal error: the worker linting this file died ({how}); "
+        "the other files were linted; please report it",
+        1,
+        1,
+    )

@@ -45,8 +45,10 @@ def replace(path: Path, original: bytes, new: bytes, trees: list[str]) -> None:
         raise Refused(writeguard.through_link(path, "it"))
     folder = os.path.realpath(path.parent)
     if not inside(os.path.join(folder, path.name), trees):
-        raise Refused(f"it lies outside the linted tree, at {os.path.join(folder, path.name)} through a linked "
-                      "folder (lint it where it lives to fix it)")
+        raise Refused(
+            f"it lies outside the linted tree, at {os.path.join(folder, path.name)} through a linked "
+            "folder (lint it where it lives to fix it)"
+        )
     if info.st_nlink > 1:
         raise Refused(f"it has {info.st_nlink} hard links, which a rewritten file would no longer share")
     directory = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
@@ -59,8 +61,9 @@ def replace(path: Path, original: bytes, new: bytes, trees: list[str]) -> None:
             try:
                 with _locked_original(directory, path.name) as current:
                     if current != original:
-                        raise Refused("it changed since archlint read it, saved by an editor or another run "
-                                      "(run --fix again)")
+                        raise Refused(
+                            "it changed since archlint read it, saved by an editor or another run (run --fix again)"
+                        )
                     os.replace(temp, path.name, src_dir_fd=directory, dst_dir_fd=directory)
             except BaseException:
                 with contextlib.suppress(FileNotFoundError):
@@ -75,19 +78,20 @@ def replace(path: Path, original: bytes, new: bytes, trees: list[str]) -> None:
 def _write_temp(directory: int, name: str, data: bytes, like: os.stat_result) -> str:
     """A complete, flushed copy of `data` next to `name`, with its owner, mode and attributes."""
     temp = writeguard.temp_name(name)
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
-                 dir_fd=directory)
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=directory)
     try:
         view = memoryview(data)
         while view:
-            view = view[os.write(fd, view):]
+            view = view[os.write(fd, view) :]
         mine = os.fstat(fd)
         if (mine.st_uid, mine.st_gid) != (like.st_uid, like.st_gid):
             try:
                 os.fchown(fd, like.st_uid, like.st_gid)
             except PermissionError:
-                raise Refused(f"it belongs to another owner (uid {like.st_uid}, gid {like.st_gid}) that "
-                              "archlint cannot give the rewritten file") from None
+                raise Refused(
+                    f"it belongs to another owner (uid {like.st_uid}, gid {like.st_gid}) that "
+                    "archlint cannot give the rewritten file"
+                ) from None
         os.fchmod(fd, stat.S_IMODE(like.st_mode))  # after chown, which clears set-id bits
         _copy_attributes(directory, name, fd)
         os.fsync(fd)
@@ -118,8 +122,11 @@ def _copy_attributes(directory: int, name: str, fd: int) -> None:
             try:
                 os.setxattr(fd, attribute, os.getxattr(source, attribute))
             except OSError as exc:
-                print(f"archlint: warning: {name}: extended attribute {attribute} not kept on the fixed file "
-                      f"({exc.strerror or exc})", file=sys.stderr)
+                print(
+                    f"archlint: warning: {name}: extended attribute {attribute} not kept on the fixed file "
+                    f"({exc.strerror or exc})",
+                    file=sys.stderr,
+                )
     finally:
         os.close(source)
 
@@ -142,8 +149,10 @@ def _lock(fcntl, fd: int) -> None:
             return
         except BlockingIOError:
             if time.monotonic() > deadline:
-                raise Refused(f"another process holds a lock on it (flock) for more than {LOCK_WAIT_S:g} s; "
-                              "run --fix again when it is released") from None
+                raise Refused(
+                    f"another process holds a lock on it (flock) for more than {LOCK_WAIT_S:g} s; "
+                    "run --fix again when it is released"
+                ) from None
             time.sleep(0.02)
 
 

@@ -33,7 +33,12 @@ TENSOR_UNITS = ("tensor-fp16", "tensor-bf16", "tensor-tf32", "tensor-fp8", "tens
 CUDA_UNITS = ("cuda-fp32", "cuda-fp16", "cuda-fp64")
 _COMMON = ("name", "kind", "description", "sources")
 GPU_FIGURES = ("peak-tflops", "memory-bandwidth-gbs", "sm-count", "l2-mb", "launch-overhead-us", "gemm-tile")
-GPU_OPTIONAL = ("memory-gib", "achieved", "eager-op-us", "interconnect")  # figures a spec may give, each with its source
+GPU_OPTIONAL = (
+    "memory-gib",
+    "achieved",
+    "eager-op-us",
+    "interconnect",
+)  # figures a spec may give, each with its source
 # [interconnect]: the links a multi-GPU step's collectives use (archlint.model.distributed.comm), GB/s
 # per GPU per direction and µs per ring step: within a node (NVLink or PCIe), between nodes (the
 # GPU's network interface), and to the host (PCIe: CPU offload)
@@ -42,7 +47,16 @@ INTERCONNECT_KEYS = ("intra-node-gbs", "intra-node-latency-us", "inter-node-gbs"
 # the built-in ones (archlint.devices.achieved) for this spec
 SHARE_NAMES = ("tensor-gemm", "attention", "cuda-core", "stream", "broadcast", "window", "depthwise-wide")
 CPU_FIGURES = ("cores", "simd-bits", "fma-units", "frequency-ghz", "memory-bandwidth-gbs", "cache-mb", "op-overhead-us")
-_POSITIVE = {"memory-bandwidth-gbs", "sm-count", "l2-mb", "cores", "simd-bits", "fma-units", "frequency-ghz", "cache-mb"}
+_POSITIVE = {
+    "memory-bandwidth-gbs",
+    "sm-count",
+    "l2-mb",
+    "cores",
+    "simd-bits",
+    "fma-units",
+    "frequency-ghz",
+    "cache-mb",
+}
 
 
 @dataclass(frozen=True)
@@ -82,9 +96,13 @@ def resolve(name_or_file: str, root: Path | None = None) -> DeviceSpec:
         path = root / path
     if path.suffix == ".toml" or path.exists():
         if not path.is_file():
-            raise UsageError(f"--device-spec {name_or_file}: no such file; give a TOML spec file or one of {', '.join(builtin_names())}")
+            raise UsageError(
+                f"--device-spec {name_or_file}: no such file; give a TOML spec file or one of {', '.join(builtin_names())}"
+            )
         return load_file(path)
-    raise UsageError(f"unknown device spec {name_or_file!r}; use one of {', '.join(builtin_names())} or a TOML file (see `archlint device-specs`)")
+    raise UsageError(
+        f"unknown device spec {name_or_file!r}; use one of {', '.join(builtin_names())} or a TOML file (see `archlint device-specs`)"
+    )
 
 
 def load_file(path: Path) -> DeviceSpec:
@@ -109,7 +127,7 @@ def _number(table: dict, key: str, where: str, positive: bool) -> float:
 def parse(data: dict, where: str) -> DeviceSpec:
     kind = data.get("kind")
     if kind not in ("gpu", "cpu"):
-        raise UsageError(f"device spec {where}: 'kind' must be \"gpu\" or \"cpu\", got {kind!r}")
+        raise UsageError(f'device spec {where}: \'kind\' must be "gpu" or "cpu", got {kind!r}')
     where = f"device spec {where}"
     figures = GPU_FIGURES if kind == "gpu" else CPU_FIGURES
     optional = tuple(k for k in GPU_OPTIONAL if k in data) if kind == "gpu" else ()
@@ -135,20 +153,33 @@ def parse(data: dict, where: str) -> DeviceSpec:
             raise UsageError(f"{where}: missing key 'peak-tflops' (a table of dense TFLOP/s per unit)")
         extra = sorted(set(peaks_t) - set(TENSOR_UNITS + CUDA_UNITS))
         if extra:
-            raise UsageError(f"{where}: unknown key 'peak-tflops.{extra[0]}'; use {', '.join(TENSOR_UNITS + CUDA_UNITS)}")
-        peaks = {u: _number(peaks_t, u, f"{where} [peak-tflops]", u == "cuda-fp32") * 1e12 for u in TENSOR_UNITS + CUDA_UNITS}
+            raise UsageError(
+                f"{where}: unknown key 'peak-tflops.{extra[0]}'; use {', '.join(TENSOR_UNITS + CUDA_UNITS)}"
+            )
+        peaks = {
+            u: _number(peaks_t, u, f"{where} [peak-tflops]", u == "cuda-fp32") * 1e12 for u in TENSOR_UNITS + CUDA_UNITS
+        }
         tile = data.get("gemm-tile")
         if "gemm-tile" not in data:
             raise UsageError(f"{where}: missing key 'gemm-tile'")
-        if not (isinstance(tile, list) and len(tile) == 3 and all(isinstance(t, int) and not isinstance(t, bool) and t > 0 for t in tile)):
+        if not (
+            isinstance(tile, list)
+            and len(tile) == 3
+            and all(isinstance(t, int) and not isinstance(t, bool) and t > 0 for t in tile)
+        ):
             raise UsageError(f"{where}: 'gemm-tile' must be three positive integers [m, n, k], got {tile!r}")
         sms = _number(data, "sm-count", where, True)
         spec = DeviceSpec(
-            name=data["name"], kind=kind, description=data["description"], peaks=peaks,
+            name=data["name"],
+            kind=kind,
+            description=data["description"],
+            peaks=peaks,
             bandwidth=_number(data, "memory-bandwidth-gbs", where, True) * 1e9,
             cache_bytes=_number(data, "l2-mb", where, True) * 2**20,
             overhead_s=_number(data, "launch-overhead-us", where, False) * 1e-6,
-            sms=int(sms), tile=tuple(tile), sources=dict(sources),
+            sms=int(sms),
+            tile=tuple(tile),
+            sources=dict(sources),
             memory_bytes=int(_number(data, "memory-gib", where, True) * 2**30) if "memory-gib" in data else None,
             eager_op_s=_number(data, "eager-op-us", where, True) * 1e-6 if "eager-op-us" in data else None,
             achieved=_achieved(data.get("achieved", {}), where),
@@ -158,12 +189,19 @@ def parse(data: dict, where: str) -> DeviceSpec:
         n = {key: _number(data, key, where, key in _POSITIVE) for key in CPU_FIGURES}
         fp32 = n["cores"] * n["fma-units"] * n["simd-bits"] / 32 * 2 * n["frequency-ghz"] * 1e9
         spec = DeviceSpec(
-            name=data["name"], kind=kind, description=data["description"],
+            name=data["name"],
+            kind=kind,
+            description=data["description"],
             peaks={"vector-fp32": fp32, "vector-fp64": fp32 / 2},
-            bandwidth=n["memory-bandwidth-gbs"] * 1e9, cache_bytes=n["cache-mb"] * 2**20,
-            overhead_s=n["op-overhead-us"] * 1e-6, sms=int(n["cores"]), sources=dict(sources),
+            bandwidth=n["memory-bandwidth-gbs"] * 1e9,
+            cache_bytes=n["cache-mb"] * 2**20,
+            overhead_s=n["op-overhead-us"] * 1e-6,
+            sms=int(n["cores"]),
+            sources=dict(sources),
         )
-    return DeviceSpec(**{**spec.__dict__, "figures": {k: data[k] for k in figures}, "path": where.removeprefix("device spec ")})
+    return DeviceSpec(
+        **{**spec.__dict__, "figures": {k: data[k] for k in figures}, "path": where.removeprefix("device spec ")}
+    )
 
 
 def _interconnect(table: object, where: str) -> dict[str, float]:
@@ -182,10 +220,15 @@ def _achieved(table: object, where: str) -> dict[str, tuple[float, float, float]
     for name, triple in table.items():
         if name not in SHARE_NAMES:
             raise UsageError(f"{where}: unknown key 'achieved.{name}'; use {', '.join(SHARE_NAMES)}")
-        ok = (isinstance(triple, list) and len(triple) == 3
-              and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in triple))
+        ok = (
+            isinstance(triple, list)
+            and len(triple) == 3
+            and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in triple)
+        )
         if not ok or not 0 < triple[1] <= triple[0] <= triple[2] <= 1:
-            raise UsageError(f"{where}: 'achieved.{name}' must be [value, low, high] with 0 < low ≤ value ≤ high ≤ 1, got {triple!r}")
+            raise UsageError(
+                f"{where}: 'achieved.{name}' must be [value, low, high] with 0 < low ≤ value ≤ high ≤ 1, got {triple!r}"
+            )
         out[name] = (float(triple[0]), float(triple[1]), float(triple[2]))
     return out
 
@@ -196,17 +239,29 @@ def describe(spec: DeviceSpec) -> list[str]:
     if spec.kind == "gpu":
         peaks = ", ".join(f"{u} {v / 1e12:g}" for u, v in spec.peaks.items() if v > 0)
         lines.append(f"  peak TFLOP/s (dense): {peaks}")
-        lines.append(f"  memory {spec.bandwidth / 1e9:g} GB/s, {spec.sms} SMs, L2 {spec.cache_bytes / 2**20:g} MiB, "
-                     f"launch {spec.overhead_s * 1e6:g} µs, GEMM tile {'×'.join(map(str, spec.tile))}")
+        lines.append(
+            f"  memory {spec.bandwidth / 1e9:g} GB/s, {spec.sms} SMs, L2 {spec.cache_bytes / 2**20:g} MiB, "
+            f"launch {spec.overhead_s * 1e6:g} µs, GEMM tile {'×'.join(map(str, spec.tile))}"
+        )
         if spec.interconnect:  # [interconnect]: the links of a multi-GPU step
-            lines.append("  interconnect (per GPU, each way): " + ", ".join(
-                f"{key.removesuffix('-gbs')} {value:g} GB/s" if key.endswith("gbs") else
-                f"{key.removesuffix('-latency-us')} {value:g} µs a ring step" for key, value in spec.interconnect.items()))
+            lines.append(
+                "  interconnect (per GPU, each way): "
+                + ", ".join(
+                    f"{key.removesuffix('-gbs')} {value:g} GB/s"
+                    if key.endswith("gbs")
+                    else f"{key.removesuffix('-latency-us')} {value:g} µs a ring step"
+                    for key, value in spec.interconnect.items()
+                )
+            )
     else:
         f = spec.figures
-        lines.append(f"  {spec.cores} cores × {f['fma-units']:g} FMA units × {f['simd-bits']:g}-bit SIMD at {f['frequency-ghz']:g} GHz "
-                     f"= {spec.peaks['vector-fp32'] / 1e9:,.0f} GFLOP/s fp32")
-        lines.append(f"  memory {spec.bandwidth / 1e9:g} GB/s, cache {spec.cache_bytes / 2**20:g} MiB, overhead {spec.overhead_s * 1e6:g} µs per op")
+        lines.append(
+            f"  {spec.cores} cores × {f['fma-units']:g} FMA units × {f['simd-bits']:g}-bit SIMD at {f['frequency-ghz']:g} GHz "
+            f"= {spec.peaks['vector-fp32'] / 1e9:,.0f} GFLOP/s fp32"
+        )
+        lines.append(
+            f"  memory {spec.bandwidth / 1e9:g} GB/s, cache {spec.cache_bytes / 2**20:g} MiB, overhead {spec.overhead_s * 1e6:g} µs per op"
+        )
     by_text: dict[str, list[str]] = {}
     for key, text in spec.sources.items():  # one line per source, naming the figures it gives
         by_text.setdefault(text, []).append(key)

@@ -115,7 +115,9 @@ def load(spec: LoaderSpec) -> tuple[DataLoader, list[str], prefetch.Wrapped | No
             raise UsageError(f"a DataLoader over {name} could not be made: {one_line(exc)}") from exc
         return loader, [], None
     what = f"{name}() returned {type(made).__name__}" if made is not obj else f"{name} is a {type(obj).__name__}"
-    raise UsageError(f"{what}, not a DataLoader or a Dataset; name a DataLoader, a Dataset, or a function returning one")
+    raise UsageError(
+        f"{what}, not a DataLoader or a Dataset; name a DataLoader, a Dataset, or a function returning one"
+    )
 
 
 def _is_data(value: Any, module: str) -> bool:

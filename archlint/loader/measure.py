@@ -290,7 +290,9 @@ class _Hooks:
         profile, wrap = self.profile, self.wrap_files
 
         def make_open(original):
-            def hooked_open(file, mode="r", buffering=-1, encoding=None, errors=None, newline=None, closefd=True, opener=None):
+            def hooked_open(
+                file, mode="r", buffering=-1, encoding=None, errors=None, newline=None, closefd=True, opener=None
+            ):
                 reading = isinstance(mode, str) and set(mode) <= set("rbt") and not isinstance(file, int)
                 if not reading:
                     return original(file, mode, buffering, encoding, errors, newline, closefd, opener)
@@ -353,8 +355,9 @@ def _is_transform(value: Any) -> bool:
     such as ImageFolder's `loader` is one), a class, a Dataset or a DataLoader."""
     import types
 
-    if not callable(value) or isinstance(value, (type, types.FunctionType, types.BuiltinFunctionType,
-                                                 types.MethodType, functools.partial)):
+    if not callable(value) or isinstance(
+        value, (type, types.FunctionType, types.BuiltinFunctionType, types.MethodType, functools.partial)
+    ):
         return False
     module = type(value).__module__ or ""
     if module.startswith(TRANSFORM_PACKAGES):
@@ -508,7 +511,9 @@ def stages(loader: DataLoader, items: int = 64, device: str | None = None) -> St
     return Stages(out, n, total / n, profile.files / n, profile.bytes / n, notes)
 
 
-def _measure(loader: DataLoader, batches: list[list[int]], batched: bool, device: str | None, wrap_files: bool) -> Profile:
+def _measure(
+    loader: DataLoader, batches: list[list[int]], batched: bool, device: str | None, wrap_files: bool
+) -> Profile:
     dataset = loader.dataset
     _fetch(dataset, batches[0][0])  # untimed: first-call costs (lazy imports, caches) are not per-sample
     profile = Profile()
@@ -542,7 +547,9 @@ def _fetch(dataset: Any, index: int) -> Any:
     try:
         return dataset[index]
     except Exception as exc:
-        raise UsageError(f"reading item {index} of the dataset raised {one_line(exc)}; check its files and code") from exc
+        raise UsageError(
+            f"reading item {index} of the dataset raised {one_line(exc)}; check its files and code"
+        ) from exc
 
 
 def _apply(batch: Any, fn: Callable[[torch.Tensor], torch.Tensor]) -> Any:
@@ -551,5 +558,9 @@ def _apply(batch: Any, fn: Callable[[torch.Tensor], torch.Tensor]) -> Any:
     if isinstance(batch, dict):
         return {k: _apply(v, fn) for k, v in batch.items()}
     if isinstance(batch, (list, tuple)):
-        return type(batch)(_apply(v, fn) for v in batch) if not hasattr(batch, "_fields") else type(batch)(*(_apply(v, fn) for v in batch))
+        return (
+            type(batch)(_apply(v, fn) for v in batch)
+            if not hasattr(batch, "_fields")
+            else type(batch)(*(_apply(v, fn) for v in batch))
+        )
     return batch

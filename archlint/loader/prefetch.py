@@ -95,7 +95,10 @@ def _from_iterator(it: _BaseDataLoaderIter) -> DataLoader:
     workers, pinning); the iterator's own workers, if any, are stopped."""
     workers = it._num_workers
     kwargs = dict(
-        num_workers=workers, collate_fn=it._collate_fn, pin_memory=it._pin_memory, timeout=it._timeout,
+        num_workers=workers,
+        collate_fn=it._collate_fn,
+        pin_memory=it._pin_memory,
+        timeout=it._timeout,
         worker_init_fn=getattr(it, "_worker_init_fn", None),
         prefetch_factor=getattr(it, "_prefetch_factor", 2) if workers else None,
     )
@@ -146,8 +149,12 @@ def describe(loader: DataLoader, wrapped: Wrapped | None) -> Prefetch | None:
         factor = loader.prefetch_factor or 2
         workers = (
             f"{loader.num_workers} worker{'s' if loader.num_workers > 1 else ''} × prefetch_factor {factor}: up to {loader.num_workers * factor} batches "
-            "prepared ahead; " + ("pinned by a thread (pin_memory=True), so copies to the GPU can be non_blocking"
-                                  if loader.pin_memory else "not pinned (pin_memory=False): a copy to the GPU waits for it")
+            "prepared ahead; "
+            + (
+                "pinned by a thread (pin_memory=True), so copies to the GPU can be non_blocking"
+                if loader.pin_memory
+                else "not pinned (pin_memory=False): a copy to the GPU waits for it"
+            )
         )
     if wrapped is not None:
         detail = (

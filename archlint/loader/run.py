@@ -61,12 +61,16 @@ def _coverage_note(result: LoaderResult) -> list[str]:
     if 0.8 <= covered <= 1.25:
         return []
     if covered < 1:
-        return [f"the stages sum to {covered:.0%} of the loader's per-sample time at num_workers=0: the rest is the "
-                "DataLoader's own per-batch work (sampling, fetching), or noise"]
+        return [
+            f"the stages sum to {covered:.0%} of the loader's per-sample time at num_workers=0: the rest is the "
+            "DataLoader's own per-batch work (sampling, fetching), or noise"
+        ]
     # Never "the stages sum to 422%": the shares always sum to 100%; it is their timing that ran slower.
-    return [f"the stages, timed one item at a time in this process, took {covered:.1f}× the loader's per-sample "
-            "time at num_workers=0 (the machine was busier while they ran, or the items picked cost more): "
-            "their shares still say where a sample's time goes, their ms are high by that factor"]
+    return [
+        f"the stages, timed one item at a time in this process, took {covered:.1f}× the loader's per-sample "
+        "time at num_workers=0 (the machine was busier while they ran, or the items picked cost more): "
+        "their shares still say where a sample's time goes, their ms are high by that factor"
+    ]
 
 
 def _superlinear_note(result: LoaderResult) -> list[str]:
@@ -90,7 +94,9 @@ def _busy_note() -> list[str]:
 
     load, cores = load_average(), os.cpu_count() or 1
     if load is not None and load > cores:
-        return [f"the machine was busy (load average {load:.1f} on {cores} cores): the figures are disturbed; rerun when it is quieter"]
+        return [
+            f"the machine was busy (load average {load:.1f} on {cores} cores): the figures are disturbed; rerun when it is quieter"
+        ]
     return []
 
 
@@ -110,7 +116,10 @@ def _verdict(opts: LoaderOptions, loader, result: LoaderResult):
 
     shapes = opts.input_shapes or [_batch_shape(loader)]
     spec = ModelSpec(
-        target=opts.model, input_shapes=shapes, dtype=opts.dtype, device=opts.device or "cpu",
+        target=opts.model,
+        input_shapes=shapes,
+        dtype=opts.dtype,
+        device=opts.device or "cpu",
         init=opts.model_init,
     )
     if opts.device_spec:
@@ -121,7 +130,9 @@ def _verdict(opts: LoaderOptions, loader, result: LoaderResult):
             step = measure_step(spec, opts.step)
     if not opts.input_shapes:
         how = "estimated" if step.basis == "estimated" else "timed"
-        step.notes.append(f"model {how} on the loader's batch shape {'×'.join(map(str, shapes[0]))} (--input-shape to change)")
+        step.notes.append(
+            f"model {how} on the loader's batch shape {'×'.join(map(str, shapes[0]))} (--input-shape to change)"
+        )
     return verdict(result, opts.model, step, opts.step)
 
 

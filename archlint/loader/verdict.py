@@ -38,7 +38,13 @@ def _loss(out) -> torch.Tensor | None:
     """A scalar to call backward on: the sum of the floating outputs."""
     if isinstance(out, torch.Tensor):
         return out.float().sum() if out.is_floating_point() and out.requires_grad else None
-    values = out.values() if isinstance(out, dict) else out if isinstance(out, (list, tuple)) else getattr(out, "__dict__", {}).values()
+    values = (
+        out.values()
+        if isinstance(out, dict)
+        else out
+        if isinstance(out, (list, tuple))
+        else getattr(out, "__dict__", {}).values()
+    )
     parts = [p for p in (_loss(v) for v in values) if p is not None]
     return sum(parts) if parts else None
 
@@ -167,9 +173,18 @@ def verdict(result: LoaderResult, model_target: str, step: ModelStep, step_kind:
         message += f"; {top.share:.0%} of a sample's time is {top.name}"
     best = max(result.workers, key=lambda r: r.samples_per_s, default=None)
     v = Verdict(
-        model=model_target, step=step_kind, device=step.device, basis=step.basis, model_batch=step.batch,
-        model_step_ms=step.ms, model_samples_per_s=model_sps, loader_samples_per_s=loader_sps,
-        bound=bound, factor=factor, message=message, notes=step.notes,
+        model=model_target,
+        step=step_kind,
+        device=step.device,
+        basis=step.basis,
+        model_batch=step.batch,
+        model_step_ms=step.ms,
+        model_samples_per_s=model_sps,
+        loader_samples_per_s=loader_sps,
+        bound=bound,
+        factor=factor,
+        message=message,
+        notes=step.notes,
     )
     if best is not None:
         v.best_workers, v.best_samples_per_s = best.num_workers, best.samples_per_s

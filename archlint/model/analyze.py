@@ -15,22 +15,20 @@ from archlint.config import ModelSpec, Settings
 from archlint.diagnostics import Diagnostic
 from archlint.errors import UsageError
 from archlint.model import opgraph
-from archlint.model.runtime import patches
 from archlint.model.capture import CaptureFailed, capture
 from archlint.model.costed import capture_and_cost, capture_graph, cost, fresh, no_gc, traced_mode
 from archlint.model.loading.created import recording
 from archlint.model.loading.hf import is_hf_target
 from archlint.model.loading.load import load
 from archlint.model.loading.loaded import Loaded, dtype_of
+from archlint.model.runtime import patches
 from archlint.model.runtime.sandbox import preserved, user_code
 from archlint.result import Estimate, ModelResult
 
 
 def warning_notes(caught: list[warnings.WarningMessage]) -> list[str]:
     """One note per distinct warning raised while loading, capturing and timing: its first line."""
-    counts = Counter(
-        f"{w.category.__name__}: {(str(w.message).strip().splitlines() or [''])[0][:200]}" for w in caught
-    )
+    counts = Counter(f"{w.category.__name__}: {(str(w.message).strip().splitlines() or [''])[0][:200]}" for w in caught)
     return [f"warning during analysis: {text}" + (f" (×{n})" if n > 1 else "") for text, n in counts.items()]
 
 
@@ -88,8 +86,12 @@ def analyze(spec: ModelSpec, settings: Settings) -> tuple[ModelResult, list[Diag
         from archlint.model.checks import CheckContext, run_checks
 
         ctx = CheckContext(
-            target=spec.target, settings=settings, pricer=report.pricer if report else None, estimate=result.estimate,
-            train=result.totals.train, device_spec=device_spec if spec_name else None,
+            target=spec.target,
+            settings=settings,
+            pricer=report.pricer if report else None,
+            estimate=result.estimate,
+            train=result.totals.train,
+            device_spec=device_spec if spec_name else None,
         )
         # Pricing a finding runs the model's forward (a fix timed end to end): guarded as the rest.
         with user_code(spec.target, settings.timeout if report else None) as guard:
@@ -107,9 +109,16 @@ def analyze(spec: ModelSpec, settings: Settings) -> tuple[ModelResult, list[Diag
                 guard.doing = "running its forward (what-if)"
                 inputs = fresh(loaded.real_inputs())  # makes the real keyword inputs too
                 result.what_if, notes = what_ifs(
-                    loaded.model, inputs, spec.device, settings, settings.what_if, kwargs=fresh(loaded.kwargs),
+                    loaded.model,
+                    inputs,
+                    spec.device,
+                    settings,
+                    settings.what_if,
+                    kwargs=fresh(loaded.kwargs),
                     deadline=report.pricer.budget.deadline() if report else None,
-                    base_ms=result.totals.latency_ms, ops=sum(1 for _ in opgraph.ops(graph)), target=spec.target,
+                    base_ms=result.totals.latency_ms,
+                    ops=sum(1 for _ in opgraph.ops(graph)),
+                    target=spec.target,
                 )
             result.notes.extend(notes)
         if report:
@@ -129,8 +138,9 @@ def analyze(spec: ModelSpec, settings: Settings) -> tuple[ModelResult, list[Diag
     return result, diagnostics
 
 
-def _recheck_on_eager(loaded: Loaded, target: str, settings: Settings, graph: nx.DiGraph,
-                      diagnostics: list[Diagnostic]) -> list[str]:
+def _recheck_on_eager(
+    loaded: Loaded, target: str, settings: Settings, graph: nx.DiGraph, diagnostics: list[Diagnostic]
+) -> list[str]:
     """Warnings of rules that declare EAGER_RECHECK, found on a traced capture, checked again on
     the eager forward (archlint.model.eager); notes say what was done."""
     from archlint.model import eager
@@ -148,14 +158,18 @@ def _recheck_on_eager(loaded: Loaded, target: str, settings: Settings, graph: nx
             guard.doing = "running its forward (eager re-check)"
             eager_graph, how = _eager_capture(loaded, target, again)
     except UsageError as exc:
-        return [f"{', '.join(codes)} found under {strategy} could not be checked on the eager forward ({str(exc)[:150]}); "
-                "they stand as captured"]
+        return [
+            f"{', '.join(codes)} found under {strategy} could not be checked on the eager forward ({str(exc)[:150]}); "
+            "they stand as captured"
+        ]
     eager_graph.graph["mode"] = settings.mode
     cost(eager_graph, [])
     eager.recheck(suspects, run_checks(eager_graph, CheckContext(target, again)), strategy)
     dropped = sum(1 for d in suspects if d.evidence.get("eager") == "absent")
-    return [f"{len(suspects)} {', '.join(codes)} warning(s) found under {strategy} re-checked on the eager forward "
-            f"(dispatch capture, {how}): {dropped} not there (info), {len(suspects) - dropped} confirmed"]
+    return [
+        f"{len(suspects)} {', '.join(codes)} warning(s) found under {strategy} re-checked on the eager forward "
+        f"(dispatch capture, {how}): {dropped} not there (info), {len(suspects) - dropped} confirmed"
+    ]
 
 
 def _eager_capture(loaded: Loaded, target: str, settings: Settings) -> tuple[nx.DiGraph, str]:
@@ -174,7 +188,10 @@ def _eager_capture(loaded: Loaded, target: str, settings: Settings) -> tuple[nx.
 
 
 def analyze_model(
-    model: nn.Module, inputs: tuple, settings: Settings | None = None, target: str = "<model>",
+    model: nn.Module,
+    inputs: tuple,
+    settings: Settings | None = None,
+    target: str = "<model>",
     kwargs: dict | None = None,
 ) -> tuple[nx.DiGraph, ModelResult]:
     """Analyze a prebuilt model (no checks, no latency): for tests, benchmarks and library use."""

@@ -172,6 +172,7 @@ def registrar(table: dict[str, Callable], what: str) -> Callable:
     """A decorator that files one function under each name it is given, in `table`. A name filed
     twice is an error at import, as in torch.utils.flop_counter: two formulas for one op cannot
     both be the one that counts."""
+
     def for_names(*names: str):
         def register(fn):
             for name in names:
@@ -278,11 +279,11 @@ def _multihead(op: dict) -> int:
     ins = [tuple(s) for s in op["in_shapes"]]
     rank = max(len(s) for s in ins if s and s[-1] == e)
     qi = next(i for i, s in enumerate(ins) if len(s) == rank and s[-1] == e)
-    q, rest = ins[qi], [s for s in ins[qi + 1:] if len(s) == rank]
+    q, rest = ins[qi], [s for s in ins[qi + 1 :] if len(s) == rank]
     kdim, vdim = a.get("kdim") or e, a.get("vdim") or e
     ki = next((i for i, s in enumerate(rest) if s[-1] == kdim), None)
     k = q if ki is None else rest[ki]
-    after = rest[ki + 1:] if ki is not None else []
+    after = rest[ki + 1 :] if ki is not None else []
     v = next((s for s in after if s[-1] == vdim and s[:-1] == k[:-1]), k)
     if len(q) == 2:  # unbatched (L, E)
         n, lq, ls = 1, q[0], k[0]
@@ -327,9 +328,18 @@ def pool(op: dict) -> int:
 
 # Input points read per output element, by interpolation mode (fvcore: nearest 1, bilinear 4).
 _POINTS = {"nearest": 1, "nearest-exact": 1, "linear": 2, "bilinear": 4, "trilinear": 8, "bicubic": 16}
-_POINTS_OF_KEY = {"upsample_linear1d": 2, "upsample_bilinear2d": 4, "upsample_trilinear3d": 8,
-                  "upsample_bicubic2d": 16, "_upsample_bilinear2d_aa": 4, "_upsample_bicubic2d_aa": 16,
-                  "UpsamplingBilinear2d": 4, "grid_sample": 4, "grid_sampler": 4, "grid_sampler_2d": 4}
+_POINTS_OF_KEY = {
+    "upsample_linear1d": 2,
+    "upsample_bilinear2d": 4,
+    "upsample_trilinear3d": 8,
+    "upsample_bicubic2d": 16,
+    "_upsample_bilinear2d_aa": 4,
+    "_upsample_bicubic2d_aa": 16,
+    "UpsamplingBilinear2d": 4,
+    "grid_sample": 4,
+    "grid_sampler": 4,
+    "grid_sampler_2d": 4,
+}
 
 
 @formula("upsample")

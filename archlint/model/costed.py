@@ -15,12 +15,12 @@ from torch import nn
 from archlint.config import Settings
 from archlint.errors import UsageError
 from archlint.model import opgraph
-from archlint.units import human_count
 from archlint.model.capture import STRATEGIES, CaptureFailed, capture
 from archlint.model.cost import cost_graph
 from archlint.model.loading.loaded import Loaded
 from archlint.model.runtime.sandbox import preserved, quiet_export, quiet_torch_logs
 from archlint.result import ModelResult
+from archlint.units import human_count
 
 
 @contextlib.contextmanager
@@ -59,20 +59,29 @@ def capture_graph(loaded: Loaded, target: str, settings: Settings) -> nx.DiGraph
         model = loaded.model
         if strategy == "dispatch" and loaded.on_meta:
             model = loaded.real_model()
-            notes.append("built again with real weights: the dispatch recording runs one real forward pass; the "
-                         "weights are random, drawn from a fixed seed (the same on every run), so a part that runs "
-                         "on what they produce (a detector's heads on its detections) is counted for what these "
-                         "random weights produced, not a trained model's")
+            notes.append(
+                "built again with real weights: the dispatch recording runs one real forward pass; the "
+                "weights are random, drawn from a fixed seed (the same on every run), so a part that runs "
+                "on what they produce (a detector's heads on its detections) is counted for what these "
+                "random weights produced, not a trained model's"
+            )
         # fx runs on meta copies (any inputs do); export runs the real model on real inputs unless
         # it was built on meta; dispatch always runs one real forward: real inputs only then.
-        inputs = loaded.inputs if strategy == "fx" or (strategy == "export" and loaded.on_meta) else loaded.real_inputs()
+        inputs = (
+            loaded.inputs if strategy == "fx" or (strategy == "export" and loaded.on_meta) else loaded.real_inputs()
+        )
         kept = None
         try:
             quiet = quiet_export(settings.debug) if strategy == "export" else contextlib.nullcontext()
             # fx never does arithmetic on the parameters (proxies, then meta copies): their values
             # are not copied for it (sandbox.preserved); buffers are, as for the other strategies
-            with traced_mode(model, settings.mode), preserved(model, parameter_values=strategy != "fx") as kept, \
-                    no_gc(), quiet_torch_logs(settings.debug), quiet:
+            with (
+                traced_mode(model, settings.mode),
+                preserved(model, parameter_values=strategy != "fx") as kept,
+                no_gc(),
+                quiet_torch_logs(settings.debug),
+                quiet,
+            ):
                 graph, _ = capture(model, fresh(inputs), strategy, fresh(loaded.kwargs))
         except CaptureFailed as failure:
             failures.append(failure)
@@ -87,8 +96,11 @@ def capture_graph(loaded: Loaded, target: str, settings: Settings) -> nx.DiGraph
         graph.graph["details"] = [f"{f.strategy} capture failed: {' '.join(str(f).split())[:500]}" for f in failures]
         return graph
     last = failures[-1]
-    lazy = [path or type(m).__name__ for path, m in loaded.model.named_modules()
-            if isinstance(m, nn.modules.lazy.LazyModuleMixin) and m.has_uninitialized_params()]
+    lazy = [
+        path or type(m).__name__
+        for path, m in loaded.model.named_modules()
+        if isinstance(m, nn.modules.lazy.LazyModuleMixin) and m.has_uninitialized_params()
+    ]
     if lazy:
         raise UsageError(
             f"{target} has lazy modules not initialised yet ({', '.join(lazy[:3])}{' …' if len(lazy) > 3 else ''}), "
@@ -103,8 +115,10 @@ def capture_graph(loaded: Loaded, target: str, settings: Settings) -> nx.DiGraph
 
 def _unrestored_note(strategy: str, paths: list[str]) -> str:
     named = ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
-    return (f"the {strategy} capture changed parameter(s) {named} in place, which archlint had not copied: "
-            "their values are left as the forward made them")
+    return (
+        f"the {strategy} capture changed parameter(s) {named} in place, which archlint had not copied: "
+        "their values are left as the forward made them"
+    )
 
 
 def fresh(value):
@@ -141,20 +155,25 @@ def unused_note(graph: nx.DiGraph) -> str | None:
     named = ", ".join(f"{path} ({human_count(n)})" for path, n in modules[:3])
     more = f" and {len(modules) - 3} more" if len(modules) > 3 else ""
     where = f": {named}{more}" if named else " (parameters of modules that ran)"
-    return (f"params: {human_count(total)} as torch counts them (model.parameters()), of which {human_count(unused)} "
-            f"({unused / total:.1%}) the traced {graph.graph.get('mode', 'eval')}-mode forward never reads{where}; "
-            "no op's params include them (totals.unused_params)")
+    return (
+        f"params: {human_count(total)} as torch counts them (model.parameters()), of which {human_count(unused)} "
+        f"({unused / total:.1%}) the traced {graph.graph.get('mode', 'eval')}-mode forward never reads{where}; "
+        "no op's params include them (totals.unused_params)"
+    )
 
 
 def memory_format(model) -> str:
-    """"channels_last" when the model's 4-D conv weights are (model.to(memory_format=torch.channels_last):
+    """ "channels_last" when the model's 4-D conv weights are (model.to(memory_format=torch.channels_last):
     cuDNN then runs its convs in NHWC without transposes), else "contiguous"."""
     import torch
 
     weights = [m.weight for m in model.modules() if isinstance(m, torch.nn.Conv2d) and m.weight.dim() == 4]
     # a weight both layouts describe (one input channel a group, 1×1 kernels) says nothing either way
-    told = [w.is_contiguous(memory_format=torch.channels_last) for w in weights
-            if w.is_contiguous() != w.is_contiguous(memory_format=torch.channels_last)]
+    told = [
+        w.is_contiguous(memory_format=torch.channels_last)
+        for w in weights
+        if w.is_contiguous() != w.is_contiguous(memory_format=torch.channels_last)
+    ]
     return "channels_last" if told and sum(told) * 2 > len(told) else "contiguous"
 
 
@@ -163,20 +182,35 @@ def capture_and_cost(loaded: Loaded, target: str, device: str, settings: Setting
     graph = capture_graph(loaded, target, settings)
     described = [
         {"name": n, "shape": list(d["out_shapes"][0]), "dtype": d["dtype"]}
-        for n, d in graph.nodes(data=True) if d["kind"] == "input"
+        for n, d in graph.nodes(data=True)
+        if d["kind"] == "input"
     ]
     inputs = [i["shape"] for i in described]
     notes = loaded.notes + graph.graph["notes"]
     dtype = str(loaded.dtype).removeprefix("torch.")
     graph.graph.update(
-        target=target, mode=settings.mode, build=loaded.build, dtype=dtype, input_shapes=inputs, notes=notes,
+        target=target,
+        mode=settings.mode,
+        build=loaded.build,
+        dtype=dtype,
+        input_shapes=inputs,
+        notes=notes,
         memory_format=memory_format(loaded.model),
     )
     cost(graph, notes)
     result = ModelResult(
-        target=target, strategy=graph.graph["strategy"], device=device, dtype=dtype, input_shapes=inputs,
-        totals=opgraph.totals(graph), layers=[], mode=settings.mode, build=loaded.build, notes=notes,
-        inputs=described, details=graph.graph["details"],
+        target=target,
+        strategy=graph.graph["strategy"],
+        device=device,
+        dtype=dtype,
+        input_shapes=inputs,
+        totals=opgraph.totals(graph),
+        layers=[],
+        mode=settings.mode,
+        build=loaded.build,
+        notes=notes,
+        inputs=described,
+        details=graph.graph["details"],
     )
     result.module_types = {path: info["type"] for path, info in graph.graph.get("modules", {}).items()}
     note = unused_note(graph)

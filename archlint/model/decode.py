@@ -56,7 +56,9 @@ def decode_inputs(model, batch: int, cache_length: int) -> dict:
         with torch.no_grad():
             out = model(input_ids=prompt, use_cache=True)
     except Exception as exc:
-        raise UsageError(f"--decode: the forward over {cache_length} tokens failed ({type(exc).__name__}: {exc})") from exc
+        raise UsageError(
+            f"--decode: the forward over {cache_length} tokens failed ({type(exc).__name__}: {exc})"
+        ) from exc
     cache = next((c for c in map(lambda n: _field(out, n), (name, *CACHE_NAMES)) if c is not None), None)
     if cache is None:
         raise UsageError(f"--decode: {type(model).__name__} returned no KV cache ({name}) with use_cache=True")
@@ -100,15 +102,16 @@ def analyze_decode(spec: ModelSpec, settings: Settings) -> ModelResult:
     result.phase = "decode"
     t = result.totals
     intensity = 2 * t.flops / t.mac_bytes if t.mac_bytes else 0.0
-    cache_bytes = sum(
-        int(d.get("in_bytes", 0)) for _, d in opgraph.ops(graph) if d["kind"] == "attention"
+    cache_bytes = sum(int(d.get("in_bytes", 0)) for _, d in opgraph.ops(graph) if d["kind"] == "attention")
+    result.notes.insert(
+        0,
+        (
+            f"decode step: batch {batch}, 1 new token per sequence, KV cache of {n} tokens: {2 * t.flops / 1e6:.1f} "
+            f"MFLOP (2 per multiply-add) over {t.mac_bytes / 1e6:.1f} MB of memory traffic = {intensity:.2f} FLOP/byte; "
+            f"MAC dominates: the step is bound by reading the weights ({t.params * _itemsize(loaded.dtype) / 1e6:.1f} MB) "
+            f"and the cache (attention reads {cache_bytes / 1e6:.2f} MB), not by arithmetic"
+        ),
     )
-    result.notes.insert(0, (
-        f"decode step: batch {batch}, 1 new token per sequence, KV cache of {n} tokens: {2 * t.flops / 1e6:.1f} "
-        f"MFLOP (2 per multiply-add) over {t.mac_bytes / 1e6:.1f} MB of memory traffic = {intensity:.2f} FLOP/byte; "
-        f"MAC dominates: the step is bound by reading the weights ({t.params * _itemsize(loaded.dtype) / 1e6:.1f} MB) "
-        f"and the cache (attention reads {cache_bytes / 1e6:.2f} MB), not by arithmetic"
-    ))
     return result
 
 

@@ -74,8 +74,9 @@ def logits_switch(model: nn.Module, d: Diagnostic) -> tuple[str, int] | None:
     return ("logits_to_keep", 1) if takes else None
 
 
-def annotate(diagnostics: list[Diagnostic], model: nn.Module, module_types: dict[str, str], graph: nx.DiGraph,
-             *, hf_target: bool) -> None:
+def annotate(
+    diagnostics: list[Diagnostic], model: nn.Module, module_types: dict[str, str], graph: nx.DiGraph, *, hf_target: bool
+) -> None:
     """Say, on each finding in transformers' code, that it is library code and the switch. The finding
     is placed where the user can act: a factory's line that built the model, else (`hf:NAME`, no
     code of the user's) the transformers class itself."""
@@ -93,22 +94,29 @@ def annotate(diagnostics: list[Diagnostic], model: nn.Module, module_types: dict
         if logits:
             key, value = logits
             d.evidence["switch"] = {key: value}
-            d.message += (f" (library code: transformers' class; where only the next token's logits are needed, the "
-                          f"forward argument {key}={value} — what generate() passes — runs {d.module} and the ops after "
-                          "it for the last position only; otherwise torch.compile fuses them)")
+            d.message += (
+                f" (library code: transformers' class; where only the next token's logits are needed, the "
+                f"forward argument {key}={value} — what generate() passes — runs {d.module} and the ops after "
+                "it for the last position only; otherwise torch.compile fuses them)"
+            )
             continue
         if switch:
             key, value = switch
             d.evidence["switch"] = {key: value}
             named = f'"{value}"' in d.message  # the rule named the switch already: say only where it goes
             if not hf_target:  # the user's code builds the config: the key is set there
-                d.message += (" (library code: transformers' class; set it in the config your code builds)" if named
-                              else f" (library code: transformers' class; the switch you have is the config key "
-                                   f"{key}=\"{value}\" in the config your code builds)")
+                d.message += (
+                    " (library code: transformers' class; set it in the config your code builds)"
+                    if named
+                    else f" (library code: transformers' class; the switch you have is the config key "
+                    f'{key}="{value}" in the config your code builds)'
+                )
             elif named:
                 d.message += f" (library code: transformers' class; --config {key}={value} tries it)"
             else:
-                d.message += (f" (library code: transformers' class; the switch you have is the config key "
-                              f"{key}=\"{value}\", e.g. --config {key}={value})")
+                d.message += (
+                    f" (library code: transformers' class; the switch you have is the config key "
+                    f'{key}="{value}", e.g. --config {key}={value})'
+                )
         else:
             d.message += " (library code: transformers' class; no config key known to change it)"

@@ -65,20 +65,27 @@ def link_distributed(diagnostics: list[Diagnostic], models: list[ModelResult], s
             continue
         if not settings.enabled("AL201") or settings.module_ignores.get("AL201"):
             continue
-        unused = [u for u in diagnostics if u.code == "AL201" and u.target == m.target
-                  and not u.evidence.get("train_only")]
+        unused = [
+            u for u in diagnostics if u.code == "AL201" and u.target == m.target and not u.evidence.get("train_only")
+        ]
         unchecked = any(note.startswith("AL201 not checked") for note in m.notes)
         d.evidence.update(model=m.target, mode=m.mode, unused=[u.module or u.evidence.get("parameter") for u in unused])
         if unchecked:
-            d.message += (f" ({m.target}'s forward reads tensor values in Python, so archlint cannot tell whether "
-                          "some parameters go unused)")
+            d.message += (
+                f" ({m.target}'s forward reads tensor values in Python, so archlint cannot tell whether "
+                "some parameters go unused)"
+            )
         elif unused:
             names = ", ".join(str(n) for n in d.evidence["unused"][:3]) + (" …" if len(unused) > 3 else "")
             d.message += f" (needed here: {m.target}'s {m.mode}-mode forward leaves {names} unused, AL201)"
         elif m.mode == "train":
-            d.message += (f" ({m.target}'s train-mode forward reads every parameter, AL201 found none unused: "
-                          "the flag only costs its walk on every step)")
+            d.message += (
+                f" ({m.target}'s train-mode forward reads every parameter, AL201 found none unused: "
+                "the flag only costs its walk on every step)"
+            )
             d.severity = Severity.WARNING
         else:  # eval mode: the training forward may differ (auxiliary heads, layers dropped in training)
-            d.message += (f" ({m.target}'s eval-mode forward reads every parameter; analyze it with --train to check "
-                          "the training forward)")
+            d.message += (
+                f" ({m.target}'s eval-mode forward reads every parameter; analyze it with --train to check "
+                "the training forward)"
+            )

@@ -33,8 +33,14 @@ def analyze_step(graph: nx.DiGraph, loaded, result, settings, device_spec=None) 
         from archlint.model.train.timing import time_step
 
         measured = time_step(
-            loaded.real_model(), tuple(loaded.real_inputs()), dict(loaded.kwargs or {}), optimizer, loss,
-            result.device, settings.warmup, settings.repeat,
+            loaded.real_model(),
+            tuple(loaded.real_inputs()),
+            dict(loaded.kwargs or {}),
+            optimizer,
+            loss,
+            result.device,
+            settings.warmup,
+            settings.repeat,
         )
         measured["loss_ms"] = None  # inside forward_ms: the loss is timed with the forward
         result.totals.train.measured = measured
@@ -87,7 +93,8 @@ def _model_step(loaded, result, settings, optimizer: Optimizer, loss: str, devic
         raise UsageError(
             f"the training step of {result.target} failed: {type(exc).__name__}: {message}; check "
             "--input-shape (a batch of 1 cannot train BatchNorm) or the model's forward in train mode "
-            "(rerun with --debug for the traceback)") from exc
+            "(rerun with --debug for the traceback)"
+        ) from exc
 
 
 def _memory_of(loaded, result, settings, optimizer: Optimizer, loss: str, device_spec) -> list:
@@ -96,20 +103,30 @@ def _memory_of(loaded, result, settings, optimizer: Optimizer, loss: str, device
         from archlint.model.distributed.run import distributed_report
 
         memory, result.distributed = distributed_report(
-            loaded.model, args, kwargs, settings, optimizer=optimizer.label, loss=loss, device_spec=device_spec,
-            estimate=result.estimate, layers=result.layers)
+            loaded.model,
+            args,
+            kwargs,
+            settings,
+            optimizer=optimizer.label,
+            loss=loss,
+            device_spec=device_spec,
+            estimate=result.estimate,
+            layers=result.layers,
+        )
         findings: list = []
     else:
         memory, findings = _fit_or_memory(loaded, result, settings, optimizer, loss, device_spec, args, kwargs)
     # the device the memory is for, named: the spec, or this machine's device without one
-    memory["device"] = (device_spec.name if device_spec is not None else
-                        f"{result.device} (this machine; no --device-spec)")
+    memory["device"] = (
+        device_spec.name if device_spec is not None else f"{result.device} (this machine; no --device-spec)"
+    )
     result.memory = StepMemory.from_dict(memory)
     return findings
 
 
-def _fit_or_memory(loaded, result, settings, optimizer: Optimizer, loss: str, device_spec, args,
-                   kwargs) -> tuple[dict, list]:
+def _fit_or_memory(
+    loaded, result, settings, optimizer: Optimizer, loss: str, device_spec, args, kwargs
+) -> tuple[dict, list]:
     from archlint.model.train.memory import step_memory
 
     if settings.memory_budget is not None or (device_spec is not None and device_spec.kind == "gpu"):
@@ -118,15 +135,28 @@ def _fit_or_memory(loaded, result, settings, optimizer: Optimizer, loss: str, de
 
         try:
             memory = fit_report(
-                loaded.model, args, kwargs, optimizer=optimizer.label, loss=loss,
-                budget_bytes=settings.memory_budget, device_spec=device_spec,
+                loaded.model,
+                args,
+                kwargs,
+                optimizer=optimizer.label,
+                loss=loss,
+                budget_bytes=settings.memory_budget,
+                device_spec=device_spec,
             )
             findings = batch_does_not_fit.findings(  # AL610: each way to fit, when it does not
-                loaded.model, args, kwargs, memory, optimizer=optimizer.label, loss=loss, device_spec=device_spec)
+                loaded.model, args, kwargs, memory, optimizer=optimizer.label, loss=loss, device_spec=device_spec
+            )
             for d in findings:
                 d.target = d.target or result.target
             return memory, [d for d in findings if settings.enabled(d.code)]
         except UsageError as exc:  # a GPU spec that does not say its memory: the step's memory, no fit
             result.notes.append(f"memory: whether the step fits was not checked ({exc})")
-    return step_memory(loaded.model, args, kwargs, optimizer=optimizer.label, loss=loss,
-                       budget_bytes=settings.memory_budget, device_spec=device_spec), []
+    return step_memory(
+        loaded.model,
+        args,
+        kwargs,
+        optimizer=optimizer.label,
+        loss=loss,
+        budget_bytes=settings.memory_budget,
+        device_spec=device_spec,
+    ), []

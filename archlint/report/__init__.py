@@ -36,7 +36,10 @@ def write_report(result: RunResult, settings: Settings) -> None:
         write_text(settings.output_file, text)
         # The report went to a file: the CI log still says why the run fails.
         n = len(result.diagnostics)
-        print(f"archlint: wrote {settings.output_format} to {settings.output_file}: {n} finding{'s' * (n != 1)}", file=sys.stderr)
+        print(
+            f"archlint: wrote {settings.output_format} to {settings.output_file}: {n} finding{'s' * (n != 1)}",
+            file=sys.stderr,
+        )
         for g in result.gate:
             if not g.passed:
                 print(f"archlint: gate failed: {g.target}: {g.check}: {g.message}", file=sys.stderr)

@@ -26,12 +26,18 @@ def distributed_section(m: ModelResult) -> str:
     rows = distributed_rows(m)
     if rows is None:
         return ""
-    parts = [f"<h3>Per rank</h3><p><b>{_e(rows.head)}</b></p><p>{_e(rows.peak)}</p>",
-             _table(["one rank", "bytes"], [[what, human_bytes(n)] for what, n in rows.per_rank])]
+    parts = [
+        f"<h3>Per rank</h3><p><b>{_e(rows.head)}</b></p><p>{_e(rows.peak)}</p>",
+        _table(["one rank", "bytes"], [[what, human_bytes(n)] for what, n in rows.per_rank]),
+    ]
     parts.append("<h4>Collectives per step</h4>")
     if rows.collectives:
-        parts.append(_table(["op", "phase", "count", "bytes per rank"],
-                            [[c.op, c.phase, f"{c.count:,}", human_bytes(c.bytes_per_rank)] for c in rows.collectives]))
+        parts.append(
+            _table(
+                ["op", "phase", "count", "bytes per rank"],
+                [[c.op, c.phase, f"{c.count:,}", human_bytes(c.bytes_per_rank)] for c in rows.collectives],
+            )
+        )
     else:
         parts.append("<p class=muted>none</p>")
     parts.append(f"<p>volume {_e(human_bytes(rows.volume_bytes))} per rank (all-reduce counted twice)</p>")
@@ -43,8 +49,20 @@ def distributed_section(m: ModelResult) -> str:
         parts.append(f"<p>{_e(rows.fewest)}</p>")
     if rows.plan_head:
         parts.append(f"<h4>{_e(rows.plan_head)}</h4>")
-        parts.append(_table(["#", "changes", f"{rows.plan[0].figure} per rank", "verdict", "adds (ms)", "basis"], [
-            [str(i), e.changes, human_bytes(e.bytes), "fits" if e.fits else "does not fit",
-             "" if e.adds_ms is None else f"{e.adds_ms:+.1f}", e.adds_basis]
-            for i, e in enumerate(rows.plan, 1)]))
+        parts.append(
+            _table(
+                ["#", "changes", f"{rows.plan[0].figure} per rank", "verdict", "adds (ms)", "basis"],
+                [
+                    [
+                        str(i),
+                        e.changes,
+                        human_bytes(e.bytes),
+                        "fits" if e.fits else "does not fit",
+                        "" if e.adds_ms is None else f"{e.adds_ms:+.1f}",
+                        e.adds_basis,
+                    ]
+                    for i, e in enumerate(rows.plan, 1)
+                ],
+            )
+        )
     return "".join(parts)

@@ -68,20 +68,29 @@ def distributed_rows(model: ModelResult) -> DistributedRows | None:
         held = pr.get("budget_figure_bytes") or figure
         if held != figure:
             line += f" · held to the budget: {_bytes(held)} (the allocator limited to it frees its cached segments)"
-        line += (f" · fits in {_bytes(pr['budget_bytes'])}" if pr["fits"] else
-                 f" · does not fit in {_bytes(pr['budget_bytes'])} ({_bytes(held - pr['budget_bytes'])} over)")
-    states = (f"model states {_bytes(pr['model_states_bytes'])} (params {_bytes(pr['params_bytes'])}, grads "
-              f"{_bytes(pr['grads_bytes'])}, optimizer {_bytes(pr['optimizer_bytes'])}) · activations "
-              f"{_bytes(pr['activations_bytes'])} · at the peak: gathered params {_bytes(pr['gathered_params_bytes'])}, "
-              f"comm buffers {_bytes(pr['comm_buffers_bytes'])}" + (f" · on the host {_bytes(pr['host_bytes'])}"
-                                                                      if pr["host_bytes"] else ""))
+        line += (
+            f" · fits in {_bytes(pr['budget_bytes'])}"
+            if pr["fits"]
+            else f" · does not fit in {_bytes(pr['budget_bytes'])} ({_bytes(held - pr['budget_bytes'])} over)"
+        )
+    states = (
+        f"model states {_bytes(pr['model_states_bytes'])} (params {_bytes(pr['params_bytes'])}, grads "
+        f"{_bytes(pr['grads_bytes'])}, optimizer {_bytes(pr['optimizer_bytes'])}) · activations "
+        f"{_bytes(pr['activations_bytes'])} · at the peak: gathered params {_bytes(pr['gathered_params_bytes'])}, "
+        f"comm buffers {_bytes(pr['comm_buffers_bytes'])}"
+        + (f" · on the host {_bytes(pr['host_bytes'])}" if pr["host_bytes"] else "")
+    )
     per_rank = [("peak", pr["peak_bytes"])]
     if pr.get("device_peak_bytes"):
         per_rank.append(("the device needs (allocator segments + CUDA context)", pr["device_peak_bytes"]))
-    per_rank += [("parameters", pr["params_bytes"]), ("gradients", pr["grads_bytes"]),
-                 ("optimizer state", pr["optimizer_bytes"]), ("activations", pr["activations_bytes"]),
-                 ("gathered parameters at the peak", pr["gathered_params_bytes"]),
-                 ("communication buffers at the peak", pr["comm_buffers_bytes"])]
+    per_rank += [
+        ("parameters", pr["params_bytes"]),
+        ("gradients", pr["grads_bytes"]),
+        ("optimizer state", pr["optimizer_bytes"]),
+        ("activations", pr["activations_bytes"]),
+        ("gathered parameters at the peak", pr["gathered_params_bytes"]),
+        ("communication buffers at the peak", pr["comm_buffers_bytes"]),
+    ]
     if pr["host_bytes"]:
         per_rank.append(("on the host (offloaded)", pr["host_bytes"]))
     if pr.get("budget_bytes") is not None:
@@ -90,30 +99,40 @@ def distributed_rows(model: ModelResult) -> DistributedRows | None:
     est = d.get("estimate")
     estimate = None
     if est and est.get("step_ms") is not None:
-        estimate = (f"ESTIMATED on {est['device_spec']}: compute {est['compute_ms']:.1f} ms + exposed communication "
-                    f"{est['exposed_comm_ms']:.1f} ms (of {est['comm_ms']:.1f} ms) = step {est['step_ms']:.1f} ms per "
-                    f"rank · scaling efficiency {est['scaling_efficiency']:.0%} against one GPU "
-                    f"({est['single_gpu_step_ms']:.1f} ms)")
+        estimate = (
+            f"ESTIMATED on {est['device_spec']}: compute {est['compute_ms']:.1f} ms + exposed communication "
+            f"{est['exposed_comm_ms']:.1f} ms (of {est['comm_ms']:.1f} ms) = step {est['step_ms']:.1f} ms per "
+            f"rank · scaling efficiency {est['scaling_efficiency']:.0%} against one GPU "
+            f"({est['single_gpu_step_ms']:.1f} ms)"
+        )
         if est.get("offload_ms") is not None:  # distributed/offload.py: its basis is the estimate's
-            estimate += (f" · of the compute, CPU offload {est['offload_ms']:.1f} ms (copies over the host link "
-                         f"{est['offload_copies_ms']:.1f} ms + the optimizer step on the host "
-                         f"{est['offload_host_step_ms']:.1f} ms, at an assumed host rate; not overlapped)")
+            estimate += (
+                f" · of the compute, CPU offload {est['offload_ms']:.1f} ms (copies over the host link "
+                f"{est['offload_copies_ms']:.1f} ms + the optimizer step on the host "
+                f"{est['offload_host_step_ms']:.1f} ms, at an assumed host rate; not overlapped)"
+            )
     elif est:
         estimate = est["basis"]
-    rows = DistributedRows(head, line, states, per_rank, collectives, d["comm_bytes_per_rank"], estimate,
-                           list(d.get("notes", [])))
+    rows = DistributedRows(
+        head, line, states, per_rank, collectives, d["comm_bytes_per_rank"], estimate, list(d.get("notes", []))
+    )
     sizes = memory.min_world_size if memory is not None else None
     if sizes and memory is not None and memory.budget_bytes is not None:  # with a budget only
         listed = ", ".join(f"{s} {n if n is not None else 'none'}" for s, n in sizes.items())
         rows.fewest = f"fewest GPUs whose per-rank step fits {_bytes(memory.budget_bytes)}: {listed}"
     plan = (memory.fit_plan if memory is not None else None) or []
     if plan:
-        rows.plan_head = ("plan that fits (each verified by laying the step out with its changes):"
-                          if any(e["fits"] for e in plan) else "no change tried fits; the closest:")
+        rows.plan_head = (
+            "plan that fits (each verified by laying the step out with its changes):"
+            if any(e["fits"] for e in plan)
+            else "no change tried fits; the closest:"
+        )
         # the figure a budget is held to: what the device needs on a GPU spec (with the CUDA context), else the peak
         figure = "the device needs" if memory is not None and memory.device_peak_bytes else "peak"
-        rows.plan = [PlanRow(" + ".join(e["changes"]), figure, e["peak_bytes"], e["fits"], e["adds_ms"],
-                             e.get("adds_basis", "")) for e in plan]
+        rows.plan = [
+            PlanRow(" + ".join(e["changes"]), figure, e["peak_bytes"], e["fits"], e["adds_ms"], e.get("adds_basis", ""))
+            for e in plan
+        ]
     return rows
 
 
@@ -124,13 +143,16 @@ def print_distributed(model: ModelResult, console: Console) -> None:
 
     def say(text: str) -> None:
         console.print(text, markup=False)
+
     say(f"  {rows.head}")
     say(f"    {rows.peak}")
     say(f"    {rows.states}")
     parts = [f"{c.op} {c.phase} ×{c.count} of {_bytes(c.bytes_per_rank)}" for c in rows.collectives]
     shown = parts[:6] + ([f"… {len(parts) - 6} more kinds"] if len(parts) > 6 else [])
-    say(f"    collectives per step: {'; '.join(shown) or 'none'} · volume {_bytes(rows.volume_bytes)} per rank "
-        "(all-reduce counted twice)")
+    say(
+        f"    collectives per step: {'; '.join(shown) or 'none'} · volume {_bytes(rows.volume_bytes)} per rank "
+        "(all-reduce counted twice)"
+    )
     if rows.estimate:
         say(f"    {rows.estimate}")
     for note in rows.notes:

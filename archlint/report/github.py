@@ -49,7 +49,9 @@ def render(result: RunResult, settings: Settings) -> str:
             about += f" at {where.file}:{where.line} (library code)"
         if d.cell is not None:
             about += f" at cell {d.cell}, line {d.line}"
-        lines.append(f"::{_COMMAND[Severity(d.severity)]} {','.join(props)}::{_data(f'{d.code}{about} {d.message}{price_text(d)}')}")
+        lines.append(
+            f"::{_COMMAND[Severity(d.severity)]} {','.join(props)}::{_data(f'{d.code}{about} {d.message}{price_text(d)}')}"
+        )
     for g in result.gate:
         if not g.passed:
             title = _property(f"archlint gate: {g.check}")

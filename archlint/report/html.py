@@ -25,13 +25,13 @@ from archlint.config import Settings
 from archlint.diagnostics import Diagnostic
 from archlint.errors import UsageError
 from archlint.printable import printable
-from archlint.report.layout import layered
-from archlint.units import human_bytes, human_count, significant
-from archlint.report.wording import location, price_bits
-from archlint.report.train_html import train_section
 from archlint.report.distributed_html import distributed_section
+from archlint.report.layout import layered
+from archlint.report.train_html import train_section
 from archlint.report.what_if_html import what_if_section
+from archlint.report.wording import location, price_bits
 from archlint.result import KIND_FAMILIES, Estimate, GateResult, Layer, ModelResult, RunResult
+from archlint.units import human_bytes, human_count, significant
 
 ASSETS = Path(__file__).resolve().parent / "assets"
 CSP = "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:"
@@ -92,19 +92,21 @@ def render_html(result: RunResult, settings: Settings | None = None) -> str:
     if result.traces:
         from archlint.report.trace_html import trace_section
 
-        body += [trace_section(i, t, [d for d in diagnostics if d.target == t.file]) for i, t in enumerate(result.traces)]
+        body += [
+            trace_section(i, t, [d for d in diagnostics if d.target == t.file]) for i, t in enumerate(result.traces)
+        ]
     if code_diags or result.files_checked:
         body.append(_code_section(code_diags, result.files_checked))
     title = "archlint report" + (f": {result.models[0].target}" if len(result.models) == 1 else "")
     data = json.dumps(_finite(payload), separators=(",", ":"), allow_nan=False).replace("<", "\\u003c")
     return (
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-        f"<meta http-equiv=\"Content-Security-Policy\" content=\"{CSP}\">"
-        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{_e(title)}</title><style>{_asset('report.css')}</style></head>\n<body>\n"
         + "\n".join(body)
         + f"\n<script>{_asset('vendor/chart.umd.min.js')}</script>"
-        f"\n<script type=\"application/json\" id=\"archlint-data\">{data}</script>"
+        f'\n<script type="application/json" id="archlint-data">{data}</script>'
         f"\n<script>{_asset('report.js')}</script>\n</body></html>\n"
     )
 
@@ -193,8 +195,13 @@ def _peaks(roofline: dict | None) -> dict | None:
     if not flops or not bw:
         return None
     cache = roofline.get("cache_bandwidth_bytes_per_s")
-    return {"flops": float(flops), "bandwidth": float(bw), "device": device_label(roofline.get("device")),
-            "cache_bandwidth": float(cache) if cache else None, "cache_bytes": roofline.get("cache_bytes")}
+    return {
+        "flops": float(flops),
+        "bandwidth": float(bw),
+        "device": device_label(roofline.get("device")),
+        "cache_bandwidth": float(cache) if cache else None,
+        "cache_bytes": roofline.get("cache_bytes"),
+    }
 
 
 def device_label(key: str | None) -> str | None:
@@ -212,8 +219,11 @@ def _spec_roofs(estimate: Estimate | None) -> dict | None:
     roofs = estimate.roofs if estimate is not None else None
     if not roofs:
         return None
-    return {"flops": float(roofs["peak_flops_per_s"]), "bandwidth": float(roofs["bandwidth_bytes_per_s"]),
-            "device": f"{estimate.device_spec} (spec sheet, {roofs['unit']})"}
+    return {
+        "flops": float(roofs["peak_flops_per_s"]),
+        "bandwidth": float(roofs["bandwidth_bytes_per_s"]),
+        "device": f"{estimate.device_spec} (spec sheet, {roofs['unit']})",
+    }
 
 
 def _pointed_at(d: Diagnostic, index) -> list[str]:
@@ -318,9 +328,7 @@ def _header(result: RunResult, diagnostics: list[Diagnostic]) -> str:
         cls = "bad" if failed else "good"
         verdict = f"gate failed ({len(failed)} of {len(result.gate)})" if failed else "gate passed"
         chips.append(f"<span class='chip {cls}'>{verdict}</span>")
-    nav = "".join(
-        f"<a href='#model-{i}'>{_e(m.target)}</a>" for i, m in enumerate(result.models)
-    )
+    nav = "".join(f"<a href='#model-{i}'>{_e(m.target)}</a>" for i, m in enumerate(result.models))
     nav += "".join(f"<a href='#loader-{i}'>loader {_e(lr.target)}</a>" for i, lr in enumerate(result.loaders))
     nav += "".join(f"<a href='#trace-{i}'>trace {_e(t.file)}</a>" for i, t in enumerate(result.traces))
     traced = {t.file for t in result.traces}
@@ -339,15 +347,18 @@ def _written() -> str:
     so two runs on the same input can give byte-identical reports."""
     epoch = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
     when = time.gmtime(int(epoch)) if epoch.isdigit() else time.gmtime()
-    return time.strftime('%Y-%m-%d %H:%M UTC', when)
+    return time.strftime("%Y-%m-%d %H:%M UTC", when)
 
 
-def _model_section(i: int, m: ModelResult, diagnostics: list[Diagnostic], gate: list[GateResult],
-                   settings: Settings | None = None) -> str:
+def _model_section(
+    i: int, m: ModelResult, diagnostics: list[Diagnostic], gate: list[GateResult], settings: Settings | None = None
+) -> str:
     t = m.totals
-    shapes = ", ".join(
-        f"{i['name']} {'×'.join(str(v) for v in i['shape'])} {i['dtype']}" for i in m.inputs
-    ) if m.inputs else ", ".join("×".join(str(v) for v in s) for s in m.input_shapes) or "—"
+    shapes = (
+        ", ".join(f"{i['name']} {'×'.join(str(v) for v in i['shape'])} {i['dtype']}" for i in m.inputs)
+        if m.inputs
+        else ", ".join("×".join(str(v) for v in s) for s in m.input_shapes) or "—"
+    )
     latency = _ms(t.latency_ms) if t.latency_ms is not None else "not measured (run with --latency)"
     op_sum = _ms(t.latency_ms_sum_of_ops) if t.latency_ms_sum_of_ops is not None else "—"
     rows = [
@@ -357,17 +368,29 @@ def _model_section(i: int, m: ModelResult, diagnostics: list[Diagnostic], gate: 
         ("capture", f"{_e(m.strategy)} (built on {_e(m.build)}, {_e(m.mode)} mode)"),
         ("FLOPs", f"<b>{human_count(t.flops)}</b> <span class=muted>{_e(m.flops_convention)}</span>"),
         ("MAC", f"<b>{human_bytes(t.mac_bytes)}</b> <span class=muted>memory access cost, ShuffleNetV2</span>"),
-        ("params", f"<b>{human_count(t.params)}</b>"
-                   + (f" <span class=muted>{human_count(t.unused_params)} of them never reached by the traced forward</span>"
-                      if t.unused_params else "")),
+        (
+            "params",
+            f"<b>{human_count(t.params)}</b>"
+            + (
+                f" <span class=muted>{human_count(t.unused_params)} of them never reached by the traced forward</span>"
+                if t.unused_params
+                else ""
+            ),
+        ),
         ("activations", human_bytes(t.activation_bytes)),
         ("latency end-to-end", f"<b>{_e(latency)}</b>"),
         ("latency, sum of ops", _e(op_sum) + (f" <span class=muted>{_e(m.timing)}</span>" if m.timing else "")),
         *(
-            [("latency ESTIMATED", f"<b>{_e(_ms(m.estimate.latency_ms))}</b> on {_e(m.estimate.device_spec)} "
-              f"<span class=muted>static estimate from the spec sheet, not measured: {_e(m.estimate.method)}; "
-              f"assumes {_e('; '.join(m.estimate.assumptions))}</span>")]
-            if m.estimate else []
+            [
+                (
+                    "latency ESTIMATED",
+                    f"<b>{_e(_ms(m.estimate.latency_ms))}</b> on {_e(m.estimate.device_spec)} "
+                    f"<span class=muted>static estimate from the spec sheet, not measured: {_e(m.estimate.method)}; "
+                    f"assumes {_e('; '.join(m.estimate.assumptions))}</span>",
+                )
+            ]
+            if m.estimate
+            else []
         ),
         ("ops", f"{len(m.layers)}" + (f" ({t.unknown_ops} without a cost formula, not counted)" * bool(t.unknown_ops))),
     ]
@@ -375,9 +398,12 @@ def _model_section(i: int, m: ModelResult, diagnostics: list[Diagnostic], gate: 
         peaks = _peaks(m.roofline)
         if peaks:
             rows.append(
-                ("device roofs", f"{peaks['flops'] / 1e9:,.1f} GFLOP/s · {peaks['bandwidth'] / 1e9:,.1f} GB/s"
-                 f" <span class=muted>measured by archlint calibrate; FLOP/s count 2 per multiply-add, "
-                 f"as the roofline chart</span>")
+                (
+                    "device roofs",
+                    f"{peaks['flops'] / 1e9:,.1f} GFLOP/s · {peaks['bandwidth'] / 1e9:,.1f} GB/s"
+                    f" <span class=muted>measured by archlint calibrate; FLOP/s count 2 per multiply-add, "
+                    f"as the roofline chart</span>",
+                )
             )
     summary = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows)
     notes = "".join(f"<li>{_e(n)}</li>" for n in m.notes)
@@ -389,7 +415,7 @@ def _model_section(i: int, m: ModelResult, diagnostics: list[Diagnostic], gate: 
 <div class=cols><table class=summary>{summary}</table>
 <div>{_gate_table(verdicts)}{f"<h4>Notes</h4><ul class=notes>{notes}</ul>" if notes else ""}</div></div>
 <h3>Findings <span class=muted>({len(diagnostics)}, costliest first)</span></h3>
-{''.join(_finding(d, names, settings) for d in diagnostics) or "<p class=muted>No findings.</p>"}
+{"".join(_finding(d, names, settings) for d in diagnostics) or "<p class=muted>No findings.</p>"}
 {what_if_section(m.what_if)}
 {train_section(m)}
 {distributed_section(m)}
@@ -430,9 +456,11 @@ def _finding(d: Diagnostic, names: dict[str, str], settings: Settings | None = N
     links = [f"<a class=op href='#op={_e(n)}' data-op='{_e(n)}'>{_e(names.get(n, n))}</a>" for n in layers]
     pointers = " ".join(links[:LAYER_LINKS])
     if len(links) > LAYER_LINKS:  # a finding over a whole model names a hundred layers: the rest on demand
-        pointers += (f" <details class=more><summary>and {len(links) - LAYER_LINKS} more</summary>"
-                     f"{' '.join(links[LAYER_LINKS:])}</details>")
-    return f"""<article class="finding sev-{_e(d.severity.value)}" data-node="{_e(d.node or '')}">
+        pointers += (
+            f" <details class=more><summary>and {len(links) - LAYER_LINKS} more</summary>"
+            f"{' '.join(links[LAYER_LINKS:])}</details>"
+        )
+    return f"""<article class="finding sev-{_e(d.severity.value)}" data-node="{_e(d.node or "")}">
 <div class=fhead><span class=code>{_e(d.code)}</span> <span class=where>{_e(location(d, settings))}</span>
 <span class=price>{_price(d)}</span></div>
 <p class=msg>{_e(d.message)}</p>
@@ -550,7 +578,9 @@ def _file_group(path: str, ds: list[Diagnostic]) -> str:
             for d in sorted(group, key=lambda d: (d.line or 0, d.column or 0))
         )
         rows.append(f"<div class=rulerow><a class=code href='#rule-{_e(code)}'>{_e(code)}</a><ul>{items}</ul></div>")
-    return f"<details class=filegroup open><summary><code>{_e(path)}</code> ({len(ds)})</summary>{''.join(rows)}</details>"
+    return (
+        f"<details class=filegroup open><summary><code>{_e(path)}</code> ({len(ds)})</summary>{''.join(rows)}</details>"
+    )
 
 
 def _grouped(ds: list[Diagnostic], attr: str) -> dict[str, list[Diagnostic]]:

@@ -49,7 +49,9 @@ def render(result: RunResult, settings: Settings) -> str:
 
     root = ET.Element("testsuites", name="archlint")
     for name, cases in suites.items():
-        suite = ET.SubElement(root, "testsuite", name=name, tests=str(len(cases)), failures=str(failures[name]), errors="0")
+        suite = ET.SubElement(
+            root, "testsuite", name=name, tests=str(len(cases)), failures=str(failures[name]), errors="0"
+        )
         suite.extend(cases)
     root.set("tests", str(sum(len(c) for c in suites.values())))
     root.set("failures", str(sum(failures.values())))

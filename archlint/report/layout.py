@@ -90,6 +90,7 @@ def _order(layers, preds, succs, pos) -> None:
         down = sweep % 2 == 0
         seq = layers[1:] if down else layers[-2::-1]
         for layer in seq:
+
             def key(i):
                 nb = preds[i] if down else succs[i]
                 return sum(pos[j] for j in nb) / len(nb) if nb else pos[i]

@@ -15,16 +15,27 @@ def _e(value) -> str:
 
 def _bar(share: float) -> str:
     width = max(0.0, min(1.0, share)) * 100
-    return f"<span style='display:inline-block;height:.7em;width:{width:.1f}%;max-width:12em;background:#4e79a7'></span>"
+    return (
+        f"<span style='display:inline-block;height:.7em;width:{width:.1f}%;max-width:12em;background:#4e79a7'></span>"
+    )
 
 
 def loader_section(i: int, lr) -> str:
     """`lr` is an archlint.loader.result.LoaderResult."""
     rows = [
         ("loader", f"<code>{_e(lr.target)}</code>"),
-        ("batch_size · num_workers", f"{_e(lr.batch_size)} · {lr.num_workers}" + (" · pin_memory" if lr.pin_memory else "")),
-        ("throughput", f"<b>{lr.samples_per_s:,.1f} samples/s</b> ({lr.batches_per_s:,.2f} batches/s over {lr.batches} batches)"),
-        ("between batches", f"{significant(lr.spread[0])}–{significant(lr.spread[1])} ms <span class=muted>q1–q3</span>"),
+        (
+            "batch_size · num_workers",
+            f"{_e(lr.batch_size)} · {lr.num_workers}" + (" · pin_memory" if lr.pin_memory else ""),
+        ),
+        (
+            "throughput",
+            f"<b>{lr.samples_per_s:,.1f} samples/s</b> ({lr.batches_per_s:,.2f} batches/s over {lr.batches} batches)",
+        ),
+        (
+            "between batches",
+            f"{significant(lr.spread[0])}–{significant(lr.spread[1])} ms <span class=muted>q1–q3</span>",
+        ),
         ("first batch", f"{significant(lr.first_batch_s)} s <span class=muted>worker start-up included</span>"),
         ("prefetching", _e(prefetching(lr))),
     ]

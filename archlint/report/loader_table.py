@@ -30,9 +30,7 @@ def print_loader(lr, console: Console) -> None:
     )
     console.print(f"  prefetching: {escape(prefetching(lr))}", markup=True)
     if lr.stages:
-        table = Table(
-            title=f"one sample's time by stage (main process, {lr.stage_items} items)", title_justify="left"
-        )
+        table = Table(title=f"one sample's time by stage (main process, {lr.stage_items} items)", title_justify="left")
         for column, justify in (("stage", "left"), ("ms/sample", "right"), ("share", "right")):
             table.add_column(column, justify=justify)
         for s in lr.stages:
@@ -54,7 +52,13 @@ def print_loader(lr, console: Console) -> None:
         for r in lr.workers:
             mark = " ◀ best" if r is best and len(lr.workers) > 1 else ""
             ratio = f"{r.samples_per_s / base:.2f}" if base else "—"
-            table.add_row(str(r.num_workers), f"{r.samples_per_s:,.1f}{mark}", ratio, f"{significant(r.first_batch_s)}", str(r.batches))
+            table.add_row(
+                str(r.num_workers),
+                f"{r.samples_per_s:,.1f}{mark}",
+                ratio,
+                f"{significant(r.first_batch_s)}",
+                str(r.batches),
+            )
         console.print(table)
     v = lr.verdict
     if v is not None:
@@ -67,4 +71,6 @@ def print_loader(lr, console: Console) -> None:
             console.print(f"  [dim]note: {escape(note)}[/]", markup=True)
     for note in lr.notes:
         console.print(f"  [dim]note: {escape(note)}[/]", markup=True)
-    console.print("  [dim]timings on a shared machine are noisy: rerun before acting on small differences[/]", markup=True)
+    console.print(
+        "  [dim]timings on a shared machine are noisy: rerun before acting on small differences[/]", markup=True
+    )

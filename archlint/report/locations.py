@@ -78,7 +78,9 @@ def class_line(path: str, name: str) -> int | None:
     for node in tree.body:
         if isinstance(node, (ast.ClassDef, ast.FunctionDef)) and node.name == name:
             return node.lineno
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        targets = (
+            node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        )
         if any(isinstance(t, ast.Name) and t.id == name for t in targets):
             found = node.lineno  # the last binding wins, as at import time
         if isinstance(node, (ast.Import, ast.ImportFrom)) and any(

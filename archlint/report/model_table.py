@@ -7,9 +7,9 @@ from rich.table import Table
 from rich.text import Text
 
 from archlint.config import Settings
+from archlint.result import ModelResult
 from archlint.units import human_bytes as _bytes
 from archlint.units import human_count as _count
-from archlint.result import ModelResult
 
 
 def _shapes(shapes: list[list[int]]) -> str:
@@ -34,10 +34,12 @@ def print_model(model: ModelResult, settings: Settings, console: Console) -> Non
     for column in ("FLOPs", "MAC", "params", "activations", "layers", "unknown ops"):
         totals.add_column(column, justify="right")
     totals.add_row(
-        _count(t.flops), _bytes(t.mac_bytes),
+        _count(t.flops),
+        _bytes(t.mac_bytes),
         _count(t.params) + (f" ({_count(t.unused_params)} unused)" if t.unused_params else ""),
         _bytes(t.activation_bytes),
-        str(len(model.layers)), str(t.unknown_ops),
+        str(len(model.layers)),
+        str(t.unknown_ops),
     )
     console.print(totals)
     console.print(f"  FLOPs = {model.flops_convention}; MAC = bytes read + written (ShuffleNetV2)")
@@ -60,15 +62,27 @@ def print_model(model: ModelResult, settings: Settings, console: Console) -> Non
         ranked = sorted(model.layers, key=lambda layer: (layer.flops, layer.mac_bytes), reverse=True)[:top]
         table = Table(title=f"costliest {len(ranked)} of {len(model.layers)} layers (by FLOPs)", title_justify="left")
         for column, justify in (
-            ("layer", "left"), ("kind", "left"), ("op", "left"), ("FLOPs", "right"), ("%", "right"),
-            ("MAC", "right"), ("params", "right"), ("out shape", "left"),
+            ("layer", "left"),
+            ("kind", "left"),
+            ("op", "left"),
+            ("FLOPs", "right"),
+            ("%", "right"),
+            ("MAC", "right"),
+            ("params", "right"),
+            ("out shape", "left"),
         ):
             table.add_column(column, justify=justify, overflow="fold")
         for layer in ranked:
             share = f"{layer.flops / t.flops:.1%}" if t.flops else "-"
             table.add_row(
-                Text(layer.label), Text(layer.kind), Text(layer.op), _count(layer.flops), share,
-                _bytes(layer.mac_bytes), _count(layer.params), _shapes(layer.out_shapes),
+                Text(layer.label),
+                Text(layer.kind),
+                Text(layer.op),
+                _count(layer.flops),
+                share,
+                _bytes(layer.mac_bytes),
+                _count(layer.params),
+                _shapes(layer.out_shapes),
             )
         console.print(table)
     for note in model.notes:

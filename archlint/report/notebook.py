@@ -7,9 +7,9 @@ from __future__ import annotations
 import html
 
 from archlint.diagnostics import Diagnostic
-from archlint.units import human_bytes, human_count, significant
 from archlint.report.wording import location, price_bits
 from archlint.result import ModelResult, RunResult
+from archlint.units import human_bytes, human_count, significant
 
 STYLE = (
     "font-family:system-ui,sans-serif;font-size:13px;line-height:1.4;"
@@ -35,7 +35,9 @@ def _e(value) -> str:
 def _model(m: ModelResult, top: int) -> str:
     t = m.totals
     figures = [
-        ("FLOPs", human_count(t.flops)), ("MAC", human_bytes(t.mac_bytes)), ("params", human_count(t.params) + (f" ({human_count(t.unused_params)} unused)" if t.unused_params else "")),
+        ("FLOPs", human_count(t.flops)),
+        ("MAC", human_bytes(t.mac_bytes)),
+        ("params", human_count(t.params) + (f" ({human_count(t.unused_params)} unused)" if t.unused_params else "")),
     ]
     if t.latency_ms is not None:
         figures.append(("latency", f"{significant(t.latency_ms)} ms on {m.device}"))

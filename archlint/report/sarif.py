@@ -138,8 +138,10 @@ def _result(d: Diagnostic, index: dict[str, int], settings: Settings) -> dict[st
     if where.library:
         properties["location"] = "library code, not in this repository: the class that defines the module"
     if where.trace:
-        properties["location"] = ("the trace file: the trace has no stacks that place the finding in the code "
-                                  "(record it with torch.profiler.profile(with_stack=True))")
+        properties["location"] = (
+            "the trace file: the trace has no stacks that place the finding in the code "
+            "(record it with torch.profiler.profile(with_stack=True))"
+        )
     if d.cell is not None:  # a notebook: SARIF regions count lines of the file, not of a cell
         properties["notebook"] = {"cell": d.cell, "line": d.line, "column": d.column}
     if properties:

@@ -69,8 +69,10 @@ def print_text(result: RunResult, settings: Settings, console: Console | None = 
             console.print(f"[bold red]gate failed[/] {escape(f'{g.target}: {g.check}: {g.message}')}")
         elif g.check in ("baseline:known-findings", "baseline:saved"):  # say what the baseline hid
             console.print(f"[dim]{escape(g.check.split(':')[0] + ': ' + g.message)}[/]")
-    hidden_note = (f"{hidden} info finding{'s' if hidden != 1 else ''} hidden (advice, never fails the run; "
-                   f"--show-info shows {'them' if hidden != 1 else 'it'})")
+    hidden_note = (
+        f"{hidden} info finding{'s' if hidden != 1 else ''} hidden (advice, never fails the run; "
+        f"--show-info shows {'them' if hidden != 1 else 'it'})"
+    )
     fixed = settings.fix and result.fixed is not None
     summary_line = bool(result.files_checked or not (result.models or result.loaders)) and not fixed
     if hidden and not summary_line:  # otherwise the summary line says it
@@ -94,7 +96,7 @@ def print_text(result: RunResult, settings: Settings, console: Console | None = 
 
 
 def _with_edits(result: RunResult) -> str:
-    """" with 3 edits" when the fixes made more edits than findings fixed (AL301's fix pins the
+    """ " with 3 edits" when the fixes made more edits than findings fixed (AL301's fix pins the
     loader and marks its copies non_blocking: one finding, three edits)."""
     edits = result.fixed_edits
     return f" with {plural(edits, 'edit')}" if edits is not None and edits != result.fixed else ""
@@ -119,6 +121,15 @@ def rules_json(rules: Iterable[RuleInfo]) -> str:
     """`archlint rules --output-format json`: one object per rule, the catalog's columns."""
     import json
 
-    rows = [{"code": r.code, "name": r.name, "scope": r.scope, "severity": r.severity.value, "fix": r.fix,
-             "summary": r.summary} for r in rules]
+    rows = [
+        {
+            "code": r.code,
+            "name": r.name,
+            "scope": r.scope,
+            "severity": r.severity.value,
+            "fix": r.fix,
+            "summary": r.summary,
+        }
+        for r in rules
+    ]
     return json.dumps({"rules": rows}, indent=2, ensure_ascii=False) + "\n"

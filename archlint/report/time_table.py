@@ -11,11 +11,11 @@ from rich.text import Text
 from archlint.result import KIND_FAMILIES, Layer, ModelResult, kind_family
 
 
-
 def efficiency_text(efficiency: float) -> str:
     """An op's share of its roof; above 100% the roof, not the op, is wrong (peaks measured low, on
     a busy machine): said so instead of a figure no op can reach."""
     return f"{efficiency:.1%}" if efficiency <= 1.0 else ">100% (roof low)"
+
 
 def shares(layers: list[Layer]) -> dict[str, float]:
     """Fraction of the summed per-op latency in each family (compute, element-wise, memory-only,
@@ -61,7 +61,8 @@ def print_time(model: ModelResult, console: Console, top: int = 10) -> None:
         )
     share = shares(model.layers)
     console.print(
-        "  share of op time: " + ", ".join(f"{name} {value:.1%}" for name, value in share.items() if value or name != "other")
+        "  share of op time: "
+        + ", ".join(f"{name} {value:.1%}" for name, value in share.items() if value or name != "other")
     )
     table = Table(title=f"slowest {min(top, len(timed))} of {len(timed)} timed ops", title_justify="left")
     for column, justify in (

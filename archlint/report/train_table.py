@@ -7,12 +7,12 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from archlint.units import bytes_against
-from archlint.units import human_bytes as _bytes
-from archlint.units import human_count as _count
 from archlint.report.train_rows import step_table
 from archlint.result import ModelResult
 from archlint.train_result import StepMemory
+from archlint.units import bytes_against
+from archlint.units import human_bytes as _bytes
+from archlint.units import human_count as _count
 
 
 def print_step(model: ModelResult, console: Console) -> None:
@@ -23,8 +23,12 @@ def print_step(model: ModelResult, console: Console) -> None:
     console.print(
         f"  training step: optimizer {opt['name']}, loss {s.loss['name']} of the outputs · "
         f"{_count(s.trainable_params)} trainable params, {_count(s.frozen_params)} frozen"
-        + (f" ({_count(s.trainable_params - s.updated_params)} of the trainable never reached by the forward: "
-           "no gradient, the optimizer skips them)" if s.updated_params < s.trainable_params else ""),
+        + (
+            f" ({_count(s.trainable_params - s.updated_params)} of the trainable never reached by the forward: "
+            "no gradient, the optimizer skips them)"
+            if s.updated_params < s.trainable_params
+            else ""
+        ),
         markup=False,
     )
     est = model.estimate.train if model.estimate is not None else None
@@ -44,8 +48,9 @@ def print_step(model: ModelResult, console: Console) -> None:
         )
     memory = model.memory
     if memory:
-        console.print(fit_line(memory) + (" (one process, unsharded; per rank below)" if model.distributed else ""),
-                      markup=False)
+        console.print(
+            fit_line(memory) + (" (one process, unsharded; per rank below)" if model.distributed else ""), markup=False
+        )
         if not memory.basis.startswith("measured on the meta"):
             console.print(f"  memory: {memory.basis}", markup=False)
         for adapted in memory.adapted_ops or ():
@@ -65,8 +70,10 @@ def fit_line(memory: StepMemory) -> str:
         line += f" at {memory.at}"
     if memory.device_peak_bytes:  # a GPU spec: what the device must hold beside the live bytes
         context = (memory.allocator or {})["cuda_context_bytes"]
-        line += (f" · the device needs {needed_text} (allocator segments {_bytes(needed - context)} + CUDA context "
-                 f"{_bytes(context)})")
+        line += (
+            f" · the device needs {needed_text} (allocator segments {_bytes(needed - context)} + CUDA context "
+            f"{_bytes(context)})"
+        )
         if memory.device_peak_bytes > needed:  # under the budget the allocator releases cached segments
             line += f"; without a limit it would keep up to {_bytes(memory.device_peak_bytes)} reserved"
     if memory.fits is not None:
@@ -76,8 +83,10 @@ def fit_line(memory: StepMemory) -> str:
     if memory.max_batch is not None:
         high = (memory.max_batch_range or [None, None])[1]
         if high is not None:  # a GPU spec: max_batch allows for the model's measured error
-            line += (f" · largest batch sure to fit: {memory.max_batch} (allowing for the memory model's "
-                     f"measured error; none above {high} can)")
+            line += (
+                f" · largest batch sure to fit: {memory.max_batch} (allowing for the memory model's "
+                f"measured error; none above {high} can)"
+            )
         else:
             line += f" · largest batch that fits: {memory.max_batch}"
     return line

@@ -14,8 +14,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from archlint.units import human_bytes, human_count
 from archlint.result import ModelResult
+from archlint.units import human_bytes, human_count
 
 DEFAULT_DEPTH = 3
 
@@ -79,10 +79,20 @@ def print_tree(model: ModelResult, console: Console, depth: int = DEFAULT_DEPTH)
     types = model.module_types
     kept = bool(model.memory is not None and model.memory.per_module_activations)
     title = f"module tree (depth {depth}; sums of the ops inside each module"
-    title += "; activations: kept alive for backward at the end of the forward, --train's memory model)" if kept else ")"
+    title += (
+        "; activations: kept alive for backward at the end of the forward, --train's memory model)" if kept else ")"
+    )
     table = Table(title=title, title_justify="left")
-    columns = [("module", "left"), ("type", "left"), ("out shape", "left"), ("params", "right"),
-               ("FLOPs", "right"), ("%", "right"), ("MAC", "right"), ("ops", "right")]
+    columns = [
+        ("module", "left"),
+        ("type", "left"),
+        ("out shape", "left"),
+        ("params", "right"),
+        ("FLOPs", "right"),
+        ("%", "right"),
+        ("MAC", "right"),
+        ("ops", "right"),
+    ]
     if kept:
         columns.append(("activations", "right"))
     for column, justify in columns:
@@ -91,8 +101,16 @@ def print_tree(model: ModelResult, console: Console, depth: int = DEFAULT_DEPTH)
     for label, node in _rows(root, "", True, True):
         share = f"{node.flops / total:.1%}" if total else "-"
         ops = f"{node.ops}" + (f" ({node.unknown} unknown)" if node.unknown else "")
-        row = [escape(label), escape(types.get(node.path, "")), " ".join("×".join(map(str, s)) for s in node.out_shapes),
-               human_count(node.params), human_count(node.flops), share, human_bytes(node.mac_bytes), ops]
+        row = [
+            escape(label),
+            escape(types.get(node.path, "")),
+            " ".join("×".join(map(str, s)) for s in node.out_shapes),
+            human_count(node.params),
+            human_count(node.flops),
+            share,
+            human_bytes(node.mac_bytes),
+            ops,
+        ]
         if kept:
             row.append(human_bytes(node.activation_bytes))
         table.add_row(*row)

@@ -7,8 +7,8 @@ from __future__ import annotations
 import html
 
 from archlint.report.what_if_table import ranked
-from archlint.units import significant, times
 from archlint.result import WhatIf
+from archlint.units import significant, times
 
 
 def _e(value) -> str:
@@ -47,7 +47,9 @@ def what_if_section(what_ifs: list[WhatIf] | None) -> str:
     body = []
     for w in rows:
         if w.speedup is None:
-            body.append(f"<tr class=na><th>{_e(w.name)}</th><td colspan=4 class=muted>not applicable: {_e(w.reason)}</td></tr>")
+            body.append(
+                f"<tr class=na><th>{_e(w.name)}</th><td colspan=4 class=muted>not applicable: {_e(w.reason)}</td></tr>"
+            )
             continue
         compile_s = f" · compile {w.compile_s:.1f} s" if w.compile_s is not None else ""
         body.append(

@@ -28,8 +28,15 @@ def print_what_if(what_ifs: list[WhatIf], console: Console) -> None:
         return
     table = Table(title="what-if: standard speed-ups measured end to end on a copy of the model", title_justify="left")
     for column, justify in (
-        ("transformation", "left"), ("speed-up", "right"), ("IQR", "right"), ("", "left"), ("base ms", "right"),
-        ("new ms", "right"), ("abs diff", "right"), ("rel diff", "right"), ("compile s", "right"),
+        ("transformation", "left"),
+        ("speed-up", "right"),
+        ("IQR", "right"),
+        ("", "left"),
+        ("base ms", "right"),
+        ("new ms", "right"),
+        ("abs diff", "right"),
+        ("rel diff", "right"),
+        ("compile s", "right"),
     ):
         table.add_column(column, justify=justify, no_wrap=True)
     table.add_column("applied / why not", ratio=1, overflow="fold")  # the one column that wraps
@@ -39,8 +46,16 @@ def print_what_if(what_ifs: list[WhatIf], console: Console) -> None:
             continue
         spread = f"{times(w.spread[0])[:-1]}–{times(w.spread[1])}" if w.spread else ""
         table.add_row(
-            w.name, times(w.speedup), spread, w.verdict, _ms(w.baseline_ms), _ms(w.transformed_ms),
-            _num(w.max_abs_diff, ".2g"), _num(w.max_rel_diff, ".2g"), _num(w.compile_s, ".1f"), w.reason,
+            w.name,
+            times(w.speedup),
+            spread,
+            w.verdict,
+            _ms(w.baseline_ms),
+            _ms(w.transformed_ms),
+            _num(w.max_abs_diff, ".2g"),
+            _num(w.max_rel_diff, ".2g"),
+            _num(w.compile_s, ".1f"),
+            w.reason,
         )
     console.print(table)
     console.print(

@@ -38,7 +38,9 @@ def price_bits(d: Diagnostic) -> list[str]:
         elif p.saving_ms > 0:
             bits = [f"saves ≈ {significant(p.saving_ms)} ms, {p.saving_share:.1%} of {p.whole} ({p.basis}{where})"]
         else:  # a measured what-if can come out at or below zero: said as it is
-            bits = [f"alternative no faster ({'+' if p.saving_ms >= 0 else '-'}{significant(abs(p.saving_ms))} ms, {p.basis}{where})"]
+            bits = [
+                f"alternative no faster ({'+' if p.saving_ms >= 0 else '-'}{significant(abs(p.saving_ms))} ms, {p.basis}{where})"
+            ]
     elif p.mac_bytes_saved:
         whole = "model MAC" if p.whole == "model time" else p.whole  # a step's MAC (AL611)
         bits = [f"saves {human_bytes(p.mac_bytes_saved)} MAC, {p.saving_share:.1%} of {whole} (static)"]

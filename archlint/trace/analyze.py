@@ -60,7 +60,9 @@ class StepFigures:
     alloc_us: float  # host time in cudaMalloc/cudaFree (the caching allocator's misses)
     launch_us: float  # host time in kernel-launch calls
     idle_causes: dict[str, float]
-    host_idle_in: dict[str, float]  # the host ranges (annotations, modules, user functions) most of the "host" idle fell in
+    host_idle_in: dict[
+        str, float
+    ]  # the host ranges (annotations, modules, user functions) most of the "host" idle fell in
     median_kernel_us: float | None
     steady: bool = True  # a steady-state step (not start-up, warm-up or the run's first step)
     unsteady_reason: str | None = None
@@ -163,7 +165,9 @@ class TraceAnalysis:
 def analyze(data: TraceData, top: int = 15, launch_gap_us: float = LAUNCH_GAP_US) -> TraceAnalysis:
     notes = []
     if data.truncated:
-        notes.append(f"the file ends inside the event array (cut while written): {data.events} events read before the cut")
+        notes.append(
+            f"the file ends inside the event array (cut while written): {data.events} events read before the cut"
+        )
     if data.rank is None:
         notes.append("no distributedInfo.rank in the trace: rank 0, as HTA assumes")
     notes += _input_notes(data)
@@ -180,13 +184,24 @@ def analyze(data: TraceData, top: int = 15, launch_gap_us: float = LAUNCH_GAP_US
     # one pass, by name index: the lanes each GPU event belongs to (most belong to none but busy)
     lane_of: list[tuple[list, ...]] = []
     spans: dict[str, list[tuple[float, float]]] = {
-        k: [] for k in ("busy", "compute", "comm", "fp32_gemm", "pageable_copy", "layout_conversion")}
+        k: [] for k in ("busy", "compute", "comm", "fp32_gemm", "pageable_copy", "layout_conversion")
+    }
     fp32 = set(table["fp32_names"])
     for n, name in enumerate(data.names):
-        lane_of.append(tuple(spans[k] for k, member in (
-            ("busy", True), ("compute", kind[n] == kernels.COMPUTE), ("comm", group[n] == "communication"),
-            ("fp32_gemm", n in fp32), ("pageable_copy", _pageable_h2d(name)),
-            ("layout_conversion", kind[n] == kernels.COMPUTE and evidence_mod.LAYOUT.search(name) is not None)) if member))
+        lane_of.append(
+            tuple(
+                spans[k]
+                for k, member in (
+                    ("busy", True),
+                    ("compute", kind[n] == kernels.COMPUTE),
+                    ("comm", group[n] == "communication"),
+                    ("fp32_gemm", n in fp32),
+                    ("pageable_copy", _pageable_h2d(name)),
+                    ("layout_conversion", kind[n] == kernels.COMPUTE and evidence_mod.LAYOUT.search(name) is not None),
+                )
+                if member
+            )
+        )
     ts, dur, names = data.gpu_ts, data.gpu_dur, data.gpu_name
     for i in every:
         pair = (ts[i], ts[i] + dur[i])
@@ -200,8 +215,9 @@ def analyze(data: TraceData, top: int = 15, launch_gap_us: float = LAUNCH_GAP_US
     recording = windows_mod.recording(data, launch_at, startup, bool(steps))
     queue = Queue(data, busy, launch_at, launch_gap_us)
     comm_calls: dict[int | str, list[tuple[str, float]]] = {}
-    per_step = _per_step(data, steps, busy, compute, comm, lanes, queue, startup, launch_at, kind, notes,
-                         (group, comm_calls))
+    per_step = _per_step(
+        data, steps, busy, compute, comm, lanes, queue, startup, launch_at, kind, notes, (group, comm_calls)
+    )
     analysis = TraceAnalysis(
         file=data.file,
         rank=0 if data.rank is None else data.rank,
@@ -254,8 +270,11 @@ def analyze(data: TraceData, top: int = 15, launch_gap_us: float = LAUNCH_GAP_US
         )
     if unsteady or not steps or recording.with_stack:
         analysis.rerecord = windows_mod.RERECORD
-    analysis.waterfall = waterfall.build([s.buckets | {"wall": s.wall_us} for s in steady], evidence_mod.returns(analysis),
-                                         note=None if steady else "no steady-state window: nothing priced")
+    analysis.waterfall = waterfall.build(
+        [s.buckets | {"wall": s.wall_us} for s in steady],
+        evidence_mod.returns(analysis),
+        note=None if steady else "no steady-state window: nothing priced",
+    )
     return analysis
 
 
@@ -295,8 +314,13 @@ def _kernel_table(data: TraceData, group: list[str], top: int) -> dict[str, Any]
     total_gpu = sum(groups.values()) or 1.0
     rows = []
     for n, (count, total) in sorted(by_name.items(), key=lambda kv: -kv[1][1])[:top]:
-        row = {"name": kernels.short_name(data.names[n]), "group": group[n], "count": count,
-               "total_us": round(total, 3), "share": round(total / total_gpu, 4)}
+        row = {
+            "name": kernels.short_name(data.names[n]),
+            "group": group[n],
+            "count": count,
+            "total_us": round(total, 3),
+            "share": round(total / total_gpu, 4),
+        }
         if group[n] == "gemm":
             row["tensor_core"] = kernels.tensor_core(data.names[n])
         rows.append(row)
@@ -320,13 +344,17 @@ def _input_notes(data: TraceData) -> list[str]:
     """What the reader set right in the file, said (never silently)."""
     notes = []
     if data.categories_seen:
-        notes.append(f"event categories of torch 1.8-1.10 ({', '.join(sorted(data.categories_seen))}) read as their "
-                     "later names (cpu_op, cuda_runtime, kernel, gpu_memcpy, gpu_memset)")
+        notes.append(
+            f"event categories of torch 1.8-1.10 ({', '.join(sorted(data.categories_seen))}) read as their "
+            "later names (cpu_op, cuda_runtime, kernel, gpu_memcpy, gpu_memset)"
+        )
     if data.skipped:
         notes.append(f"{data.skipped} complete events left out: their ts or dur is not a finite number")
     if data.negative:
-        notes.append(f"{data.negative} events with a negative duration (down to {_us(data.negative_min_us)} µs) counted "
-                     "as 0 µs: the profiler recorded their end before their start")
+        notes.append(
+            f"{data.negative} events with a negative duration (down to {_us(data.negative_min_us)} µs) counted "
+            "as 0 µs: the profiler recorded their end before their start"
+        )
     return notes
 
 
@@ -352,7 +380,9 @@ def _steps(data: TraceData, notes: list[str]) -> list[tuple[int, Range]]:
             ordered[k] = (n, Range(r.name, r.ts, after - r.ts, r.tid))
             clamped += 1
     if clamped:
-        notes.append(f"{clamped} ProfilerStep ranges ran past the start of the next step: each ends where the next begins")
+        notes.append(
+            f"{clamped} ProfilerStep ranges ran past the start of the next step: each ends where the next begins"
+        )
     return ordered
 
 
@@ -375,8 +405,9 @@ def _breakdown_window(data: TraceData, steps: list[Range], launch_at: dict[int, 
     return kept
 
 
-def _per_step(data, steps, merged, compute, comm, lanes, queue: Queue, startup, launch_at, kind, notes,
-              calls_out=None) -> list[StepFigures]:
+def _per_step(
+    data, steps, merged, compute, comm, lanes, queue: Queue, startup, launch_at, kind, notes, calls_out=None
+) -> list[StepFigures]:
     span = (merged[0][0], merged[-1][1] if steps else _work_end(data, kind, merged[-1][1])) if merged else None
     wins = windows_mod.windows(data, steps, span, startup)
     if not wins:
@@ -407,8 +438,10 @@ def _per_step(data, steps, merged, compute, comm, lanes, queue: Queue, startup, 
             if k >= 0 and at < wins[k].end_us:
                 by_step[k].append(i)
     if skew:
-        notes.append(f"{skew} GPU events start before the host call that launched them (by up to {_us(skew_us)} µs): the "
-                     "host and GPU clocks disagree; a GPU event is placed in the step its launch call started in")
+        notes.append(
+            f"{skew} GPU events start before the host call that launched them (by up to {_us(skew_us)} µs): the "
+            "host and GPU clocks disagree; a GPU event is placed in the step its launch call started in"
+        )
     sync_starts = sorted(r.ts for r in queue.blocking_calls)
     out = []
     last_index = len(wins) - 1
@@ -426,36 +459,42 @@ def _per_step(data, steps, merged, compute, comm, lanes, queue: Queue, startup, 
         durs = [data.gpu_dur[i] for i in in_step if kind[data.gpu_name[i]] == kernels.COMPUTE]
         if calls_out is not None:  # (group, out): the window's collectives in GPU order, by name and duration
             group, calls = calls_out
-            calls[w.name] = [(data.names[data.gpu_name[i]], data.gpu_dur[i])
-                             for i in sorted(in_step, key=lambda i: (data.gpu_ts[i], i))
-                             if group[data.gpu_name[i]] == "communication"]
+            calls[w.name] = [
+                (data.names[data.gpu_name[i]], data.gpu_dur[i])
+                for i in sorted(in_step, key=lambda i: (data.gpu_ts[i], i))
+                if group[data.gpu_name[i]] == "communication"
+            ]
         a, b = bisect.bisect_left(launch_starts, lo), bisect.bisect_left(launch_starts, hi)
-        out.append(StepFigures(
-            step=w.name,
-            start_us=lo,
-            wall_us=wall,
-            # The last step is cut when the file is, or when the profiler stopped inside it (far
-            # shorter than the steps before it).
-            complete=not (k == last_index and steps and (data.truncated or (typical is not None and wall < typical / 2))),
-            gpu_busy_us=busy_us,
-            compute_us=comp_us,
-            non_compute_us=busy_us - comp_us,
-            idle_us=wall - busy_us,
-            kernel_us=sum(data.gpu_dur[i] for i in in_step),
-            kernels=len(in_step),
-            dataloader_us=intervals.length(intervals.clip(dataloader, lo, hi)),
-            sync_us=intervals.length(intervals.clip(blocking, lo, hi)),
-            syncs=bisect.bisect_left(sync_starts, hi) - bisect.bisect_left(sync_starts, lo),
-            alloc_us=intervals.length(intervals.clip(allocs, lo, hi)),
-            launch_us=launch_sums[b] - launch_sums[a],
-            idle_causes=idle.causes,
-            host_idle_in=idle.host_idle_in,
-            median_kernel_us=statistics.median(durs) if durs else None,
-            steady=w.steady,
-            unsteady_reason=w.reason,
-            queued_kinds=idle.queued_kinds,
-            buckets=_buckets(busy_us, comp, intervals.clip(comm, lo, hi), lanes, lo, hi, idle.causes),
-        ))
+        out.append(
+            StepFigures(
+                step=w.name,
+                start_us=lo,
+                wall_us=wall,
+                # The last step is cut when the file is, or when the profiler stopped inside it (far
+                # shorter than the steps before it).
+                complete=not (
+                    k == last_index and steps and (data.truncated or (typical is not None and wall < typical / 2))
+                ),
+                gpu_busy_us=busy_us,
+                compute_us=comp_us,
+                non_compute_us=busy_us - comp_us,
+                idle_us=wall - busy_us,
+                kernel_us=sum(data.gpu_dur[i] for i in in_step),
+                kernels=len(in_step),
+                dataloader_us=intervals.length(intervals.clip(dataloader, lo, hi)),
+                sync_us=intervals.length(intervals.clip(blocking, lo, hi)),
+                syncs=bisect.bisect_left(sync_starts, hi) - bisect.bisect_left(sync_starts, lo),
+                alloc_us=intervals.length(intervals.clip(allocs, lo, hi)),
+                launch_us=launch_sums[b] - launch_sums[a],
+                idle_causes=idle.causes,
+                host_idle_in=idle.host_idle_in,
+                median_kernel_us=statistics.median(durs) if durs else None,
+                steady=w.steady,
+                unsteady_reason=w.reason,
+                queued_kinds=idle.queued_kinds,
+                buckets=_buckets(busy_us, comp, intervals.clip(comm, lo, hi), lanes, lo, hi, idle.causes),
+            )
+        )
     return out
 
 
@@ -565,8 +604,14 @@ def _pageable(data: TraceData, kept: list[int], launch_at: dict[int, int]) -> Pa
         elif "Pinned" in name and size >= 1 << 20:  # small copies are latency, not bandwidth
             pinned_bytes += size
             pinned_us += data.gpu_dur[i]
-    return PageableCopies(copies=count, gpu_us=gpu_us, host_us=host_us, bytes=nbytes, sized_gpu_us=sized_us,
-                          pinned_gbps=round(pinned_bytes / pinned_us / 1e3, 3) if pinned_us else None)
+    return PageableCopies(
+        copies=count,
+        gpu_us=gpu_us,
+        host_us=host_us,
+        bytes=nbytes,
+        sized_gpu_us=sized_us,
+        pinned_gbps=round(pinned_bytes / pinned_us / 1e3, 3) if pinned_us else None,
+    )
 
 
 def _data_parallel(data: TraceData, kept: list[int]) -> DataParallel:
@@ -577,9 +622,12 @@ def _data_parallel(data: TraceData, kept: list[int]) -> DataParallel:
 def _memory(data: TraceData, total: int | None) -> TraceMemory | None:
     if not data.peak_allocated and not data.peak_reserved:
         return None
-    device = max(data.peak_reserved or data.peak_allocated, key=lambda d: (data.peak_reserved or data.peak_allocated)[d])
-    out = TraceMemory(device=device, peak_allocated=data.peak_allocated.get(device),
-                      peak_reserved=data.peak_reserved.get(device))
+    device = max(
+        data.peak_reserved or data.peak_allocated, key=lambda d: (data.peak_reserved or data.peak_allocated)[d]
+    )
+    out = TraceMemory(
+        device=device, peak_allocated=data.peak_allocated.get(device), peak_reserved=data.peak_reserved.get(device)
+    )
     cap = _capacity(data, device) or total
     if cap:
         out.capacity = cap
@@ -602,7 +650,15 @@ def _device(data: TraceData) -> tuple[str | None, int | None, str | None, str | 
         return None, None, None, None
     name = props.get("name") if isinstance(props.get("name"), str) else None  # a header is outside input too
     major, minor = props.get("computeMajor"), props.get("computeMinor")
-    cc = f"{major}.{minor}" if type(major) is int and type(minor) is int and 0 <= major < 100 and 0 <= minor < 100 else None
-    vendor = "amd" if (name and ("AMD" in name or "Radeon" in name or "Instinct" in name)) or props.get("warpSize") == 64 else "nvidia"
+    cc = (
+        f"{major}.{minor}"
+        if type(major) is int and type(minor) is int and 0 <= major < 100 and 0 <= minor < 100
+        else None
+    )
+    vendor = (
+        "amd"
+        if (name and ("AMD" in name or "Radeon" in name or "Instinct" in name)) or props.get("warpSize") == 64
+        else "nvidia"
+    )
     memory = props.get("totalGlobalMem") if isinstance(props.get("totalGlobalMem"), int) else None
     return name, memory, cc, vendor

@@ -25,33 +25,63 @@ def build_parser() -> argparse.ArgumentParser:
         "(as Holistic Trace Analysis computes it), per-step figures, top kernels, and findings priced as a "
         "measured share of step time. Never imports torch.",
     )
-    p.add_argument("paths", nargs="+", type=Path, metavar="PATH",
-                   help="trace file or folder of traces; - reads one trace from standard input (a FIFO is read too)")
+    p.add_argument(
+        "paths",
+        nargs="+",
+        type=Path,
+        metavar="PATH",
+        help="trace file or folder of traces; - reads one trace from standard input (a FIFO is read too)",
+    )
     p.add_argument("--select", help="comma-separated codes or prefixes (AL5), or ALL")
     p.add_argument("--extend-select", help="codes or prefixes to add to the selection")
     p.add_argument("--ignore", help="codes or prefixes to skip")
-    p.add_argument("--option", action="append", default=[], metavar="CODE.NAME=VALUE",
-                   help="set a rule option, e.g. AL509.threshold=0.6 (repeatable)")
+    p.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="CODE.NAME=VALUE",
+        help="set a rule option, e.g. AL509.threshold=0.6 (repeatable)",
+    )
     p.add_argument("--config", type=Path, metavar="FILE", help="pyproject.toml to read (default: nearest one upward)")
-    p.add_argument("--diff", type=Path, metavar="BASE",
-                   help="compare with a baseline trace: per step, by kernel group and by module (one PATH); text and "
-                   "json hold the comparison, the other formats, --html and the baselines the new trace's findings")
-    p.add_argument("--code", action="append", default=[], type=Path, metavar="PATH",
-                   help="also lint this training code; a finding both see at the same place is reported once, "
-                   "at the code's line with the trace's measured price (repeatable)")
+    p.add_argument(
+        "--diff",
+        type=Path,
+        metavar="BASE",
+        help="compare with a baseline trace: per step, by kernel group and by module (one PATH); text and "
+        "json hold the comparison, the other formats, --html and the baselines the new trace's findings",
+    )
+    p.add_argument(
+        "--code",
+        action="append",
+        default=[],
+        type=Path,
+        metavar="PATH",
+        help="also lint this training code; a finding both see at the same place is reported once, "
+        "at the code's line with the trace's measured price (repeatable)",
+    )
     p.add_argument("--top", type=int, default=15, help="kernels listed per trace (default 15)")
     p.add_argument("--output-format", choices=OUTPUT_FORMATS, help="default: text")
     p.add_argument("-o", "--output-file", type=Path)
     p.add_argument("--html", type=Path, metavar="FILE", help="also write a self-contained HTML report")
-    p.add_argument("--baseline", type=Path, metavar="FILE", help="fail only on findings not in FILE (as for code and models)")
+    p.add_argument(
+        "--baseline", type=Path, metavar="FILE", help="fail only on findings not in FILE (as for code and models)"
+    )
     p.add_argument("--save-baseline", type=Path, metavar="FILE", help="write the findings to FILE")
-    p.add_argument("--timeout", type=float, metavar="SECONDS",
-                   help="limit for reading and analysing each trace file; a file past it is an error (exit 2) and the "
-                   "others are still reported (default: none)")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        metavar="SECONDS",
+        help="limit for reading and analysing each trace file; a file past it is an error (exit 2) and the "
+        "others are still reported (default: none)",
+    )
     p.add_argument("--exit-zero", action="store_true", help="exit 0 even with findings")
     p.add_argument("--show-info", action="store_true", help="also show info findings")
-    p.add_argument("-q", "--quiet", action="store_true",
-                   help="no progress display (accepted as by archlint; reading traces shows none)")
+    p.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="no progress display (accepted as by archlint; reading traces shows none)",
+    )
     p.add_argument("--debug", action="store_true", help="show tracebacks of errors")
     return p
 
@@ -92,18 +122,28 @@ def _settings(args: argparse.Namespace):
     from archlint import config
 
     s = config.load(path=args.config)
-    config.apply_rule_flags(s, args.select, args.extend_select, args.ignore, args.option, parse=float,
-                            example="AL509.threshold=0.6")
+    config.apply_rule_flags(
+        s, args.select, args.extend_select, args.ignore, args.option, parse=float, example="AL509.threshold=0.6"
+    )
     if args.top < 0:
         raise UsageError(f"--top {args.top}: give a number of kernels, 0 or more")
     if args.timeout is not None and not (0 < args.timeout < 1e9):  # also NaN and inf
         raise UsageError(f"--timeout {args.timeout:g}: give a number of seconds greater than 0")
     given = {
-        "rule_options": s.rule_options, "output_format": args.output_format, "output_file": args.output_file,
-        "html": args.html, "baseline": args.baseline, "save_baseline": args.save_baseline, "exit_zero": args.exit_zero,
-        "debug": args.debug, "quiet": True, "show_info": args.show_info or None,
+        "rule_options": s.rule_options,
+        "output_format": args.output_format,
+        "output_file": args.output_file,
+        "html": args.html,
+        "baseline": args.baseline,
+        "save_baseline": args.save_baseline,
+        "exit_zero": args.exit_zero,
+        "debug": args.debug,
+        "quiet": True,
+        "show_info": args.show_info or None,
     }
-    return config.apply(s, given, label=lambda name: "--option" if name == "rule_options" else f"--{name.replace('_', '-')}")
+    return config.apply(
+        s, given, label=lambda name: "--option" if name == "rule_options" else f"--{name.replace('_', '-')}"
+    )
 
 
 def lint_trace(path: Path, settings, top: int = 15, timeout: float | None = None):
@@ -114,8 +154,10 @@ def lint_trace(path: Path, settings, top: int = 15, timeout: float | None = None
         with limit(timeout):
             return _lint_trace(path, shown, settings, top)
     except TimedOut:
-        raise UsageError(f"{shown}: not read and analysed within --timeout {timeout:g} s; raise --timeout (the "
-                         "reader takes about 2 s per 100 MB of trace) or check the file") from None
+        raise UsageError(
+            f"{shown}: not read and analysed within --timeout {timeout:g} s; raise --timeout (the "
+            "reader takes about 2 s per 100 MB of trace) or check the file"
+        ) from None
 
 
 def _lint_trace(path: Path, shown: str, settings, top: int):
@@ -150,8 +192,14 @@ def trace_command(argv: list[str]) -> int:
 
     files = trace_files(args.paths)
     with writeguard.run_inputs():  # no output may replace a trace, the config or the code it reads
-        outputs.guard_run(settings, {"a trace": files + ([args.diff] if args.diff is not None else []),
-                                   "the config file": [args.config], "a linted file": args.code})
+        outputs.guard_run(
+            settings,
+            {
+                "a trace": files + ([args.diff] if args.diff is not None else []),
+                "the config file": [args.config],
+                "a linted file": args.code,
+            },
+        )
         if args.diff is not None:
             return _diff_command(args, files, settings)
         return _report(args, files, settings)
@@ -174,8 +222,11 @@ def _report(args: argparse.Namespace, files: list[Path], settings) -> int:
         except Exception as exc:  # an internal error on one file: said in one line, the others still read
             if settings.debug:
                 raise
-            print(f"archlint: internal error: {printable(str(path))}: {type(exc).__name__}: {printable(str(exc))} "
-                  "(rerun with --debug for the traceback)", file=sys.stderr)
+            print(
+                f"archlint: internal error: {printable(str(path))}: {type(exc).__name__}: {printable(str(exc))} "
+                "(rerun with --debug for the traceback)",
+                file=sys.stderr,
+            )
             errors += 1
             continue
         result.traces.append(analysis)
@@ -221,9 +272,18 @@ def _wait_owned_by_al512(result, report, group, settings) -> None:
     s = report.straggler
     for t in group:
         wait = s.others_wait_us.get(t.rank, 0.0)
-        if t.rank == s.rank or not t.waterfall or not waterfall.carve(
-                t.waterfall, "exposed_communication", "peer_wait", wait, "AL512",
-                f"waiting in collectives for rank {s.rank}, the straggler: priced once, by AL512 on its trace"):
+        if (
+            t.rank == s.rank
+            or not t.waterfall
+            or not waterfall.carve(
+                t.waterfall,
+                "exposed_communication",
+                "peer_wait",
+                wait,
+                "AL512",
+                f"waiting in collectives for rank {s.rank}, the straggler: priced once, by AL512 on its trace",
+            )
+        ):
             continue
         before = [d for d in result.diagnostics if d.code == communication_exposed.CODE and d.target == t.file]
         if not before:
@@ -231,7 +291,8 @@ def _wait_owned_by_al512(result, report, group, settings) -> None:
         result.diagnostics = [d for d in result.diagnostics if all(d is not b for b in before)]
         if settings.enabled(communication_exposed.CODE):
             result.diagnostics += communication_exposed.check(
-                t, settings.options(communication_exposed.CODE, communication_exposed.OPTIONS))
+                t, settings.options(communication_exposed.CODE, communication_exposed.OPTIONS)
+            )
 
 
 def _with_code(result, args: argparse.Namespace, settings) -> None:
@@ -258,7 +319,9 @@ def _diff_command(args: argparse.Namespace, files: list[Path], settings) -> int:
 
     base_files = trace_files([args.diff])
     if len(files) != 1 or len(base_files) != 1:
-        raise UsageError(f"--diff compares two traces: give one PATH and one BASE file (got {len(files)} and {len(base_files)})")
+        raise UsageError(
+            f"--diff compares two traces: give one PATH and one BASE file (got {len(files)} and {len(base_files)})"
+        )
     if str(files[0]) == STDIN and str(base_files[0]) == STDIN:
         raise UsageError("--diff -: standard input holds one trace; give the other as a file")
     base, _ = lint_trace(base_files[0], settings, args.top, args.timeout)
@@ -279,8 +342,11 @@ def _diff_command(args: argparse.Namespace, files: list[Path], settings) -> int:
             write_html(result, settings, settings.html)
         both = RunResult(diagnostics=result.diagnostics, gate=result.gate, files_checked=result.files_checked)
         both.traces = [base, new]
-        _emit(settings, json.dumps({"diff": comparison.to_dict(), **json.loads(render(both, settings))}, indent=2) + "\n",
-              len(result.diagnostics))
+        _emit(
+            settings,
+            json.dumps({"diff": comparison.to_dict(), **json.loads(render(both, settings))}, indent=2) + "\n",
+            len(result.diagnostics),
+        )
     elif settings.output_format == "text":
         import io
 
@@ -294,10 +360,17 @@ def _diff_command(args: argparse.Namespace, files: list[Path], settings) -> int:
 
             write_html(result, settings, settings.html)
         buffer = io.StringIO() if settings.output_file is not None else None
-        console = terminal() if buffer is None else Console(file=buffer, width=160, highlight=False, soft_wrap=True, emoji=False)
+        console = (
+            terminal()
+            if buffer is None
+            else Console(file=buffer, width=160, highlight=False, soft_wrap=True, emoji=False)
+        )
         print_diff(comparison, console)
-        print_text(RunResult(diagnostics=result.diagnostics, gate=result.gate, files_checked=result.files_checked), settings,
-                   console)  # the new trace's findings (and the code's, with --code)
+        print_text(
+            RunResult(diagnostics=result.diagnostics, gate=result.gate, files_checked=result.files_checked),
+            settings,
+            console,
+        )  # the new trace's findings (and the code's, with --code)
         if buffer is not None:
             _emit(settings, buffer.getvalue(), len(result.diagnostics))
     else:  # sarif, github, junit: findings formats; the comparison has no place in them
@@ -316,5 +389,7 @@ def _emit(settings, text: str, findings: int) -> None:
     from archlint.outputs import write_text
 
     write_text(settings.output_file, text)
-    print(f"archlint: wrote {settings.output_format} to {settings.output_file}: {findings} finding{'s' * (findings != 1)}",
-          file=sys.stderr)
+    print(
+        f"archlint: wrote {settings.output_format} to {settings.output_file}: {findings} finding{'s' * (findings != 1)}",
+        file=sys.stderr,
+    )

@@ -48,8 +48,13 @@ def gather(data: TraceData, steps: list[tuple[int, Range]]) -> TraceEvidence:
     collectives = []
     for name, sizes in sorted(by_name.items(), key=lambda kv: (-len(kv[1]), kv[0])):
         known = sorted(b for b in sizes if b)
-        collectives.append(Collective(name=name, calls_per_step=round(len(sizes) / windows, 3),
-                                      median_bytes=known[len(known) // 2] if known else None))
+        collectives.append(
+            Collective(
+                name=name,
+                calls_per_step=round(len(sizes) / windows, 3),
+                median_bytes=known[len(known) // 2] if known else None,
+            )
+        )
     return TraceEvidence(
         compiled=bool(triton or compiled_host or data.graph_launches),
         triton_share=round(triton / total, 4),
@@ -65,9 +70,11 @@ def gather(data: TraceData, steps: list[tuple[int, Range]]) -> TraceEvidence:
 
 # PCIe bandwidth a pinned host-to-device copy reaches, by GPU generation (GB/s, practical, not peak):
 # PCIe 5 (H100/H200/B200), PCIe 4 (A100, A10, L4, Ada, MI2xx/MI3xx), PCIe 3 (V100, T4, P100).
-_PINNED_GBPS = ((re.compile(r"H100|H200|H20|GH200|B200|B100|GB200|RTX 50", re.I), 50.0),
-                (re.compile(r"A100|A10|A30|A40|L4|L40|RTX 30|RTX 40|RTX A|MI2|MI3|AMD|Radeon", re.I), 24.0),
-                (re.compile(""), 12.0))
+_PINNED_GBPS = (
+    (re.compile(r"H100|H200|H20|GH200|B200|B100|GB200|RTX 50", re.I), 50.0),
+    (re.compile(r"A100|A10|A30|A40|L4|L40|RTX 30|RTX 40|RTX A|MI2|MI3|AMD|Radeon", re.I), 24.0),
+    (re.compile(""), 12.0),
+)
 
 
 def pinned_gbps(data_or_device: str | None) -> float:
@@ -80,15 +87,27 @@ def returns(t: Any) -> dict[str, tuple]:
     The waterfall's returns where the evidence says more than the defaults: the device's
     precision path, pinned-copy bandwidth, code already compiled, DataParallel's idle."""
     out: dict[str, tuple] = {}
-    major = int(t.compute_capability.split(".")[0]) if t.compute_capability and t.compute_capability.split(".")[0].isdigit() else 0
+    major = (
+        int(t.compute_capability.split(".")[0])
+        if t.compute_capability and t.compute_capability.split(".")[0].isdigit()
+        else 0
+    )
     if t.vendor == "amd" and major >= 9:
-        out["fp32_gemm"] = ("AL504", "bf16 autocast (matrix cores)", 0.5,
-                            "MI200/MI300 matrix cores run bf16 GEMMs several times faster than fp32 (MI250: 383 vs 47.9 "
-                            "TFLOPS peak); half the time is assumed back")
+        out["fp32_gemm"] = (
+            "AL504",
+            "bf16 autocast (matrix cores)",
+            0.5,
+            "MI200/MI300 matrix cores run bf16 GEMMs several times faster than fp32 (MI250: 383 vs 47.9 "
+            "TFLOPS peak); half the time is assumed back",
+        )
     elif t.vendor != "amd" and major == 7:
-        out["fp32_gemm"] = ("AL504", "fp16 autocast + GradScaler", 0.5,
-                            "Volta/Turing tensor cores run fp16 only (no bf16, no TF32): V100 125 fp16 vs 15.7 fp32 "
-                            "TFLOPS peak; half the time is assumed back")
+        out["fp32_gemm"] = (
+            "AL504",
+            "fp16 autocast + GradScaler",
+            0.5,
+            "Volta/Turing tensor cores run fp16 only (no bf16, no TF32): V100 125 fp16 vs 15.7 fp32 "
+            "TFLOPS peak; half the time is assumed back",
+        )
     elif major < (9 if t.vendor == "amd" else 7):
         out["fp32_gemm"] = (None, None, 0.0, "no tensor cores on this device: fp32 GEMMs are its fastest path")
     p = t.pageable_h2d
@@ -97,24 +116,44 @@ def returns(t: Any) -> dict[str, tuple]:
         pinned = p.pinned_gbps or pinned_gbps(t.device)
         share = max(0.0, 1.0 - measured / pinned)
         source = "measured on this trace's pinned copies" if p.pinned_gbps else f"PCIe of {t.device or 'the device'}"
-        out["pageable_copy"] = ("AL502", "pinned memory + non_blocking copies", share,
-                                f"pageable copies ran at {measured:.3g} GB/s; pinned ones reach about {pinned:.3g} GB/s "
-                                f"({source}): the copy time shrinks by {share:.0%}")
+        out["pageable_copy"] = (
+            "AL502",
+            "pinned memory + non_blocking copies",
+            share,
+            f"pageable copies ran at {measured:.3g} GB/s; pinned ones reach about {pinned:.3g} GB/s "
+            f"({source}): the copy time shrinks by {share:.0%}",
+        )
     ev = t.evidence
     if ev is not None and ev.loader_workers:
-        out["idle_input"] = ("AL501", "more or faster DataLoader workers", 0.5,
-                             "the loader has workers already: more of them (or a cheaper __getitem__) hide part of the "
-                             "wait; the hand-over from the workers stays; half assumed back")
+        out["idle_input"] = (
+            "AL501",
+            "more or faster DataLoader workers",
+            0.5,
+            "the loader has workers already: more of them (or a cheaper __getitem__) hide part of the "
+            "wait; the hand-over from the workers stays; half assumed back",
+        )
     if ev is not None and ev.compiled:
-        out["idle_launch"] = ("AL505", "larger graphs (fewer graph breaks, mode='reduce-overhead')", 0.3,
-                              "the code is already compiled or graphed: only the gaps between graphs remain; 30% assumed back")
+        out["idle_launch"] = (
+            "AL505",
+            "larger graphs (fewer graph breaks, mode='reduce-overhead')",
+            0.3,
+            "the code is already compiled or graphed: only the gaps between graphs remain; 30% assumed back",
+        )
     if len(t.data_parallel.devices) >= 2 and t.data_parallel.replication_ops:
-        out["idle_host"] = ("AL506", "DistributedDataParallel, one process per GPU", 0.5,
-                            "DataParallel's scatter/replicate/gather run under one GIL; DDP removes them: half assumed back")
+        out["idle_host"] = (
+            "AL506",
+            "DistributedDataParallel, one process per GPU",
+            0.5,
+            "DataParallel's scatter/replicate/gather run under one GIL; DDP removes them: half assumed back",
+        )
     if ev is not None and ev.with_stack and not t.cpu_only:
         # the Python tracer about doubles host time: half the host-side idle is the profiler's own
         for name in ("idle_launch", "idle_host"):
             finding, fix, share, basis = out.get(name, waterfall.RETURNS[name])
-            out[name] = (finding, fix, share / 2, basis + "; halved: with_stack=True about doubles host time, so half "
-                         "of this idle is the profiler's")
+            out[name] = (
+                finding,
+                fix,
+                share / 2,
+                basis + "; halved: with_stack=True about doubles host time, so half of this idle is the profiler's",
+            )
     return out

@@ -34,14 +34,25 @@ def claimed(t: TraceAnalysis, code: str) -> tuple[float, dict[str, Any]]:
         return 0.0, {}
     mine = [b for b in t.waterfall.buckets if b.finding == code and b.us > 0]
     return t.waterfall.returns(code), {
-        "buckets": {b.name: {"us": round(b.us, 3), "returns_us": round(b.returns_us, 3), "basis": b.basis} for b in mine},
+        "buckets": {
+            b.name: {"us": round(b.us, 3), "returns_us": round(b.returns_us, 3), "basis": b.basis} for b in mine
+        },
     }
 
 
 def finding(
-    t: TraceAnalysis, code: str, message: str, *, saving_us: float | None, alternative: str,
-    evidence: dict[str, Any] | None = None, where: str | None = None, severity: Severity = Severity.WARNING,
-    basis: str = "estimated", whole_us: float | None = None, whole: str | None = None,
+    t: TraceAnalysis,
+    code: str,
+    message: str,
+    *,
+    saving_us: float | None,
+    alternative: str,
+    evidence: dict[str, Any] | None = None,
+    where: str | None = None,
+    severity: Severity = Severity.WARNING,
+    basis: str = "estimated",
+    whole_us: float | None = None,
+    whole: str | None = None,
 ) -> Diagnostic:
     """A finding about trace t: the saving is µs per steady step (or, with `whole_us`/`whole`, of
     another whole, such as the trace's GPU time for a one-time cost); None: not priced. `where`
@@ -50,9 +61,12 @@ def finding(
     price = None
     if saving_us is not None:
         price = Price.timed(
-            alternative, saving_ms=saving_us / 1000, model_ms=(whole_us if whole_us is not None else step_us) / 1000,
+            alternative,
+            saving_ms=saving_us / 1000,
+            model_ms=(whole_us if whole_us is not None else step_us) / 1000,
             # the device name as the trace wrote it may hold control characters: shown in every price text
-            basis=basis, device=printable(t.device) if t.device else None,
+            basis=basis,
+            device=printable(t.device) if t.device else None,
         )
         price.whole = whole or ("step time" if t.steps else "the traced GPU span")  # no ProfilerStep: the one window
     location = t.locations.get(where) if where else None

@@ -16,18 +16,71 @@ import functools
 import re
 import sys
 
-_LIBRARY_PATH = re.compile(r"site-packages|dist-packages|/lib/python\d|<built-in|<frozen|<string>|<method|<lambda>"
-                           r"|^<|/torch/|/usr/lib/")
+_LIBRARY_PATH = re.compile(
+    r"site-packages|dist-packages|/lib/python\d|<built-in|<frozen|<string>|<method|<lambda>"
+    r"|^<|/torch/|/usr/lib/"
+)
 # Packages a training script imports whose frames are never the user's code (the trace writes
 # them relative to sys.path, like the standard library).
-_PACKAGES = frozenset((
-    "torch", "torchvision", "torchaudio", "torchtext", "torchrec", "torchdata", "torchmetrics", "fbgemm_gpu", "triton",
-    "transformers", "accelerate", "datasets", "tokenizers", "huggingface_hub", "safetensors", "peft", "trl", "diffusers",
-    "timm", "lightning", "pytorch_lightning", "lightning_fabric", "deepspeed", "fairscale", "apex", "megatron",
-    "composer", "xformers", "flash_attn", "bitsandbytes", "einops", "numpy", "scipy", "sklearn", "pandas", "PIL",
-    "cv2", "albumentations", "tqdm", "hydra", "omegaconf", "wandb", "tensorboard", "mlflow", "ray", "functorch",
-    "pkg_resources", "setuptools", "typing_extensions", "packaging", "jinja2", "yaml", "google", "absl", "jax",
-))
+_PACKAGES = frozenset(
+    (
+        "torch",
+        "torchvision",
+        "torchaudio",
+        "torchtext",
+        "torchrec",
+        "torchdata",
+        "torchmetrics",
+        "fbgemm_gpu",
+        "triton",
+        "transformers",
+        "accelerate",
+        "datasets",
+        "tokenizers",
+        "huggingface_hub",
+        "safetensors",
+        "peft",
+        "trl",
+        "diffusers",
+        "timm",
+        "lightning",
+        "pytorch_lightning",
+        "lightning_fabric",
+        "deepspeed",
+        "fairscale",
+        "apex",
+        "megatron",
+        "composer",
+        "xformers",
+        "flash_attn",
+        "bitsandbytes",
+        "einops",
+        "numpy",
+        "scipy",
+        "sklearn",
+        "pandas",
+        "PIL",
+        "cv2",
+        "albumentations",
+        "tqdm",
+        "hydra",
+        "omegaconf",
+        "wandb",
+        "tensorboard",
+        "mlflow",
+        "ray",
+        "functorch",
+        "pkg_resources",
+        "setuptools",
+        "typing_extensions",
+        "packaging",
+        "jinja2",
+        "yaml",
+        "google",
+        "absl",
+        "jax",
+    )
+)
 _STDLIB = frozenset(getattr(sys, "stdlib_module_names", ())) | {"__future__"}
 
 

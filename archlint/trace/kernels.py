@@ -39,11 +39,18 @@ _CUDNN_GEMM_AFTER = re.compile(r"conv|gemm|xmma|fprop|dgrad|wgrad|winograd|sm\d\
 _LAYOUT = re.compile(r"nchwToNhwc|nhwcToNchw|transpose|permute", re.I)
 # A convolution or GEMM by its own name, whatever layout words its template arguments carry (cuDNN's
 # implicit-GEMM kernels name a `Permute` epilogue); cuDNN's FFT convolutions (fft2d_r2c/c2r) too.
-_CONV_OR_GEMM = re.compile(r"implicit_?gemm|implicit_?convolve|fprop|dgrad|wgrad|xmma|[sdhc]gemm|gemm_|_gemm|conv2d|conv3d"
-                           r"|convolution|winograd|^fft\dd_(r2c|c2r)", re.I)
-_REDUCTION = re.compile(r"reduce|norm|\bbn_(fw|bw)|softmax|sum|mean|argmax|topk|sort|scan|cumsum|max_pool|avg_pool|pool", re.I)
+_CONV_OR_GEMM = re.compile(
+    r"implicit_?gemm|implicit_?convolve|fprop|dgrad|wgrad|xmma|[sdhc]gemm|gemm_|_gemm|conv2d|conv3d"
+    r"|convolution|winograd|^fft\dd_(r2c|c2r)",
+    re.I,
+)
+_REDUCTION = re.compile(
+    r"reduce|norm|\bbn_(fw|bw)|softmax|sum|mean|argmax|topk|sort|scan|cumsum|max_pool|avg_pool|pool", re.I
+)
 _COPY = re.compile(r"^Memcpy|^Memset|^dma|copy|cast|fill|CatArray|index|gather|scatter", re.I)
-_ELEMENTWISE = re.compile(r"elementwise|vectorized|unrolled|pointwise|triton_poi|activation|relu|gelu|silu|dropout", re.I)
+_ELEMENTWISE = re.compile(
+    r"elementwise|vectorized|unrolled|pointwise|triton_poi|activation|relu|gelu|silu|dropout", re.I
+)
 # Tensor/matrix-core markers in GEMM and convolution kernel names: cuBLAS/cuDNN/CUTLASS name the MMA
 # shape (h884, s1688, 16816), the instruction family (tensorop, hmma, imma, gmma/wgmma for Hopper)
 # or a reduced input type (tf32, f16, bf16, fp8/e4m3/e5m2, int8); rocBLAS and hipBLASLt (AMD) name
@@ -150,6 +157,6 @@ def short_name(name: str, limit: int = 90) -> str:
             out.append(ch)
     short = "".join(out).strip() or text
     if short.split("::")[-1] in ("Kernel", "Kernel2", "kernel") and "<" in text:  # cutlass::Kernel<gemm name>
-        inner = re.split(r"[<>,( ]", text[text.index("<") + 1:], maxsplit=1)[0]
+        inner = re.split(r"[<>,( ]", text[text.index("<") + 1 :], maxsplit=1)[0]
         short = f"{short}<{inner}>"
     return short if len(short) <= limit else short[: limit - 1] + "…"

@@ -29,9 +29,14 @@ def link(trace_findings: list[Diagnostic], code_findings: list[Diagnostic]) -> l
     kept = []
     for t in trace_findings:
         matches = [
-            c for c in code_findings
-            if t.file and c.file and c.line and c.code in RELATED.get(t.code, ())
-            and Path(c.file).name == Path(t.file).name and _same_function(str(Path(c.file).resolve()), c.line, t.line)
+            c
+            for c in code_findings
+            if t.file
+            and c.file
+            and c.line
+            and c.code in RELATED.get(t.code, ())
+            and Path(c.file).name == Path(t.file).name
+            and _same_function(str(Path(c.file).resolve()), c.line, t.line)
         ]
         for c in matches:
             c.price = t.price
@@ -49,7 +54,8 @@ def _same_function(path: str, code_line: int, trace_line: int | None) -> bool:
         return False
     spans = [
         (n.decorator_list[0].lineno if n.decorator_list else n.lineno, n.end_lineno or n.lineno)
-        for n in _functions(path) if n.lineno <= code_line <= (n.end_lineno or n.lineno)
+        for n in _functions(path)
+        if n.lineno <= code_line <= (n.end_lineno or n.lineno)
     ]
     if not spans:
         return False

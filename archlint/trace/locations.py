@@ -85,7 +85,7 @@ def _innermost(indexed: tuple[list[Range], list[float]] | None, r: Range) -> Ran
         return None
     ranges, starts = indexed
     k = bisect.bisect_right(starts, r.ts)
-    for f in reversed(ranges[max(0, k - 200):k]):
+    for f in reversed(ranges[max(0, k - 200) : k]):
         if f.end >= r.end:
             return f
     return None

@@ -61,11 +61,19 @@ class Gap:
     def to_dict(self) -> dict:
         r = lambda v: None if v is None else round(v, 3)  # noqa: E731
         return {
-            "window": self.window, "steady": self.steady, "start_us": round(self.start_us, 3), "dur_us": round(self.dur_us, 3),
-            "cause": self.cause, "causes": {k: round(v, 3) for k, v in self.causes.items() if v},
-            "kind": self.kind, "ended_by": self.ended_by, "stream": self.stream,
-            "launch_to_start_us": r(self.launch_to_start_us), "launched_before_gap_us": r(self.launched_before_gap_us),
-            "queue_depth": self.queue_depth, "host": self.host,
+            "window": self.window,
+            "steady": self.steady,
+            "start_us": round(self.start_us, 3),
+            "dur_us": round(self.dur_us, 3),
+            "cause": self.cause,
+            "causes": {k: round(v, 3) for k, v in self.causes.items() if v},
+            "kind": self.kind,
+            "ended_by": self.ended_by,
+            "stream": self.stream,
+            "launch_to_start_us": r(self.launch_to_start_us),
+            "launched_before_gap_us": r(self.launched_before_gap_us),
+            "queue_depth": self.queue_depth,
+            "host": self.host,
         }
 
 
@@ -79,8 +87,13 @@ class WindowIdle:
 class Queue:
     """The GPU's queue over time, built once per trace; `classify` then runs per window."""
 
-    def __init__(self, data: TraceData, merged: list[tuple[float, float]], launch_at: dict[int, int],
-                 launch_gap_us: float = LAUNCH_GAP_US) -> None:
+    def __init__(
+        self,
+        data: TraceData,
+        merged: list[tuple[float, float]],
+        launch_at: dict[int, int],
+        launch_gap_us: float = LAUNCH_GAP_US,
+    ) -> None:
         self.data, self.merged, self.launch_at, self.launch_gap_us = data, merged, launch_at, launch_gap_us
         self.order = sorted(range(data.gpu_events), key=data.gpu_ts.__getitem__)
         self.start_ts = [data.gpu_ts[i] for i in self.order]
@@ -99,7 +112,9 @@ class Queue:
         self.launch_starts, self.matched_starts = launched, starts
         self.dataloader = intervals.union((r.ts, r.end) for r in data.dataloader)
         copies = {n: name[7:11] for n, name in enumerate(data.names) if name.startswith("Memcpy ")}  # HtoD, DtoH…
-        to_pageable_names = {n for n, name in enumerate(data.names) if name.startswith("Memcpy DtoH") and "Pageable" in name}
+        to_pageable_names = {
+            n for n, name in enumerate(data.names) if name.startswith("Memcpy DtoH") and "Pageable" in name
+        }
         copy_dir, to_pageable = {}, set()
         if copies:
             for n, c in zip(data.gpu_name, data.gpu_corr):
@@ -111,7 +126,8 @@ class Queue:
         # .cpu()), which the driver completes before returning.
         blocking = [(r, "synchronize") for r in data.syncs] + [
             (r, f"blocking copy {copy_dir.get(c, '').strip() or '(direction unknown)'}")
-            for r, c in data.memcpy_calls if "Async" not in r.name or c in to_pageable
+            for r, c in data.memcpy_calls
+            if "Async" not in r.name or c in to_pageable
         ]
         blocking.sort(key=lambda rk: rk[0].end)
         self.blocking_calls = [r for r, _ in blocking]
@@ -195,7 +211,9 @@ class Queue:
         call that began at or after g0 blocked on an already idle GPU and drained nothing."""
         k = bisect.bisect_left(self.blocking_ends, g0 - EDGE_US)
         lead, what = 0.0, ""
-        for r, kind in zip(self.blocking_calls[k:k + 8], self.blocking_kinds[k:k + 8]):  # the calls ending around g0
+        for r, kind in zip(
+            self.blocking_calls[k : k + 8], self.blocking_kinds[k : k + 8]
+        ):  # the calls ending around g0
             if r.ts < g0 and r.end >= g0 - EDGE_US and min(r.end, g0) - r.ts > lead:
                 lead, what = min(r.end, g0) - r.ts, kind
         return lead, what
@@ -220,15 +238,21 @@ class Queue:
         return chosen
 
 
-def host_ranges(ranges: list[Range], starts: list[float], g0: float, g1: float, into: dict[str, float],
-                minimum: float = HOST_RANGE_MIN_US) -> None:
+def host_ranges(
+    ranges: list[Range],
+    starts: list[float],
+    g0: float,
+    g1: float,
+    into: dict[str, float],
+    minimum: float = HOST_RANGE_MIN_US,
+) -> None:
     """Add to `into` the part of the idle stretch [g0, g1) each named host range explains: each
     piece of the stretch goes to the innermost (latest-starting) range covering it, so an outer
     range that holds everything does not hide what ran inside it."""
     if g1 - g0 < minimum:
         return
     k = bisect.bisect_right(starts, g1)
-    covering = [r for r in ranges[max(0, k - 200):k] if r.end > g0][-HOST_RANGES_PER_GAP:]
+    covering = [r for r in ranges[max(0, k - 200) : k] if r.end > g0][-HOST_RANGES_PER_GAP:]
     cuts = sorted({g0, g1} | {max(g0, r.ts) for r in covering} | {min(g1, r.end) for r in covering})
     for a, b in zip(cuts, cuts[1:]):
         inner = max((r for r in covering if r.ts <= a and r.end >= b), key=lambda r: r.ts, default=None)

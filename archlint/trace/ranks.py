@@ -83,18 +83,47 @@ class CrossRank:
             "ranks": self.ranks,
             "files": self.files,
             "steps": self.steps,
-            "per_rank": [{"rank": f.rank, "file": f.file, "step_us": r(f.step_us), "compute_us": r(f.compute_us),
-                          "comm_us": r(f.comm_us), "wait_us": r(f.wait_us), "transfer_us": r(f.comm_us - f.wait_us),
-                          "last_arrivals": f.last_arrivals} for f in self.per_rank],
-            "per_step": [{"step": s.step, "median_us": r(s.median_us), "slowest_rank": s.slowest_rank,
-                          "over_median_us": r(s.over_median_us)} for s in self.per_step],
+            "per_rank": [
+                {
+                    "rank": f.rank,
+                    "file": f.file,
+                    "step_us": r(f.step_us),
+                    "compute_us": r(f.compute_us),
+                    "comm_us": r(f.comm_us),
+                    "wait_us": r(f.wait_us),
+                    "transfer_us": r(f.comm_us - f.wait_us),
+                    "last_arrivals": f.last_arrivals,
+                }
+                for f in self.per_rank
+            ],
+            "per_step": [
+                {
+                    "step": s.step,
+                    "median_us": r(s.median_us),
+                    "slowest_rank": s.slowest_rank,
+                    "over_median_us": r(s.over_median_us),
+                }
+                for s in self.per_step
+            ],
             "step_spread_us": r(self.step_spread_us),
-            "collectives": [{"name": c.name, "calls_per_step": r(c.calls_per_step), "transfer_us": r(c.transfer_us),
-                             "wait_us": {str(k): r(v) for k, v in c.wait_us.items()}} for c in self.collectives],
-            "straggler": None if self.straggler is None else {
-                "rank": self.straggler.rank, "last_arrivals": self.straggler.last_arrivals, "calls": self.straggler.calls,
+            "collectives": [
+                {
+                    "name": c.name,
+                    "calls_per_step": r(c.calls_per_step),
+                    "transfer_us": r(c.transfer_us),
+                    "wait_us": {str(k): r(v) for k, v in c.wait_us.items()},
+                }
+                for c in self.collectives
+            ],
+            "straggler": None
+            if self.straggler is None
+            else {
+                "rank": self.straggler.rank,
+                "last_arrivals": self.straggler.last_arrivals,
+                "calls": self.straggler.calls,
                 "others_wait_us": {str(k): r(v) for k, v in self.straggler.others_wait_us.items()},
-                "caused_wait_us": r(self.straggler.caused_wait_us)},
+                "caused_wait_us": r(self.straggler.caused_wait_us),
+            },
             "notes": self.notes,
         }
 
@@ -144,8 +173,10 @@ def cross_rank(group: list) -> CrossRank | None:
                 seen[name] += 1
     unmatched = [k for k, v in calls.items() if len(v) != len(group)]
     if unmatched:
-        notes.append(f"{len(unmatched)} collective calls are not on every rank (by step, kernel name and order) and are "
-                     "left out of the wait/transfer split")
+        notes.append(
+            f"{len(unmatched)} collective calls are not on every rank (by step, kernel name and order) and are "
+            "left out of the wait/transfer split"
+        )
     matched = {k: v for k, v in calls.items() if len(v) == len(group)}
     n = len(common)
     wait: dict[int, float] = defaultdict(float)
@@ -168,21 +199,33 @@ def cross_rank(group: list) -> CrossRank | None:
             for rank, dur in durs.items():
                 if rank != fastest[0]:
                     caused[fastest[0]][rank] += dur - transfer
-    per_rank = [RankFigures(
-        rank=t.rank, file=t.file,
-        step_us=sum(w[s].wall_us for s in common) / n, compute_us=sum(w[s].compute_us for s in common) / n,
-        comm_us=comm[t.rank] / n, wait_us=wait[t.rank] / n, last_arrivals=last[t.rank],
-    ) for t, w in zip(group, windows)]
+    per_rank = [
+        RankFigures(
+            rank=t.rank,
+            file=t.file,
+            step_us=sum(w[s].wall_us for s in common) / n,
+            compute_us=sum(w[s].compute_us for s in common) / n,
+            comm_us=comm[t.rank] / n,
+            wait_us=wait[t.rank] / n,
+            last_arrivals=last[t.rank],
+        )
+        for t, w in zip(group, windows)
+    ]
     per_step = []
     for s in common:
         walls = {t.rank: w[s].wall_us for t, w in zip(group, windows)}
         median = statistics.median(walls.values())
         slowest = max(walls, key=lambda r: (walls[r], -r))
         per_step.append(StepSpread(s, median, slowest, walls[slowest] - median))
-    collectives = [CollectiveSplit(
-        name=kernels.short_name(name), calls_per_step=e["calls"] / n, transfer_us=e["transfer"] / n,
-        wait_us={r: e["wait"][r] / n for r in ranks},
-    ) for name, e in sorted(by_name.items(), key=lambda kv: (-kv[1]["transfer"] - sum(kv[1]["wait"].values()), kv[0]))]
+    collectives = [
+        CollectiveSplit(
+            name=kernels.short_name(name),
+            calls_per_step=e["calls"] / n,
+            transfer_us=e["transfer"] / n,
+            wait_us={r: e["wait"][r] / n for r in ranks},
+        )
+        for name, e in sorted(by_name.items(), key=lambda kv: (-kv[1]["transfer"] - sum(kv[1]["wait"].values()), kv[0]))
+    ]
     straggler = None
     if last:  # the rank most often last to arrive; ties: the one that made the others wait longer
         rank = max(last, key=lambda r: (last[r], min(caused[r].values(), default=0.0), -r))
@@ -190,8 +233,19 @@ def cross_rank(group: list) -> CrossRank | None:
         straggler = Straggler(rank, last[rank], len(matched), others, min(others.values()))
     missing = sorted(set(range(group[0].world_size)) - set(ranks))
     if missing:
-        notes.append(f"{len(ranks)} of {group[0].world_size} ranks given (missing: {', '.join(map(str, missing[:8]))}"
-                     f"{', …' if len(missing) > 8 else ''}): the split is over the ranks given; a missing rank may be "
-                     "the one that arrives last")
-    return CrossRank(world_size=group[0].world_size, ranks=ranks, files=[t.file for t in group], steps=common,
-                     per_rank=per_rank, per_step=per_step, collectives=collectives, straggler=straggler, notes=notes)
+        notes.append(
+            f"{len(ranks)} of {group[0].world_size} ranks given (missing: {', '.join(map(str, missing[:8]))}"
+            f"{', …' if len(missing) > 8 else ''}): the split is over the ranks given; a missing rank may be "
+            "the one that arrives last"
+        )
+    return CrossRank(
+        world_size=group[0].world_size,
+        ranks=ranks,
+        files=[t.file for t in group],
+        steps=common,
+        per_rank=per_rank,
+        per_step=per_step,
+        collectives=collectives,
+        straggler=straggler,
+        notes=notes,
+    )

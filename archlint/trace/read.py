@@ -26,9 +26,27 @@ _MEMCPY = re.compile(r"^(cuda|hip)Memcpy", re.I)
 _USER_FRAME = re.compile(r"^(?P<file>.+?\.py)\((?P<line>\d+)\): (?P<func>.+)$")
 SLOW_CALL_US = 1_000.0  # runtime calls this long are kept: start-up (context, handles, lazy modules), allocator misses
 GRAPH_LAUNCH = 2  # launch_is_kernel's value for a CUDA/HIP graph replay (1: a kernel launch, 0: other calls)
-_DTYPE_BYTES = {"float": 4, "float32": 4, "c10::Float": 4, "double": 8, "c10::Double": 8, "half": 2, "c10::Half": 2,
-                "bfloat16": 2, "c10::BFloat16": 2, "c10::BFloat": 2, "int": 4, "long": 8, "long int": 8, "int64": 8,
-                "signed char": 1, "unsigned char": 1, "char": 1, "bool": 1, "c10::Float8_e4m3fn": 1}
+_DTYPE_BYTES = {
+    "float": 4,
+    "float32": 4,
+    "c10::Float": 4,
+    "double": 8,
+    "c10::Double": 8,
+    "half": 2,
+    "c10::Half": 2,
+    "bfloat16": 2,
+    "c10::BFloat16": 2,
+    "c10::BFloat": 2,
+    "int": 4,
+    "long": 8,
+    "long int": 8,
+    "int64": 8,
+    "signed char": 1,
+    "unsigned char": 1,
+    "char": 1,
+    "bool": 1,
+    "c10::Float8_e4m3fn": 1,
+}
 _DATA_PARALLEL_OP = re.compile(r"^(Broadcast|ReduceAddCoalesced|Gather|Scatter)$|(?<!Distributed)DataParallel")
 _STREAM_TID = re.compile(r"stream\s*(\d{1,9})$", re.ASCII)  # torch 1.8's GPU rows: tid "stream 7"
 
@@ -145,24 +163,52 @@ def read_trace(path: Path) -> TraceData:
 # Looked up as written, then case-folded; a category not listed is kept as it is (HTA's rule then
 # decides: an event with an integer stream is a GPU event).
 _CANONICAL = {
-    "operator": "cpu_op", "cpu_op": "cpu_op",
-    "user_annotation": "user_annotation", "gpu_user_annotation": "gpu_user_annotation",
-    "runtime": "cuda_runtime", "cuda_runtime": "cuda_runtime", "hip_runtime": "cuda_runtime",
-    "privateuse1_runtime": "cuda_runtime", "xpu_runtime": "cuda_runtime", "mtia_runtime": "cuda_runtime",
-    "driver": "cuda_driver", "cuda_driver": "cuda_driver", "privateuse1_driver": "cuda_driver",
-    "kernel": "kernel", "memcpy": "gpu_memcpy", "gpu_memcpy": "gpu_memcpy", "memset": "gpu_memset", "gpu_memset": "gpu_memset",
-    "python": "python_function", "python_function": "python_function",
+    "operator": "cpu_op",
+    "cpu_op": "cpu_op",
+    "user_annotation": "user_annotation",
+    "gpu_user_annotation": "gpu_user_annotation",
+    "runtime": "cuda_runtime",
+    "cuda_runtime": "cuda_runtime",
+    "hip_runtime": "cuda_runtime",
+    "privateuse1_runtime": "cuda_runtime",
+    "xpu_runtime": "cuda_runtime",
+    "mtia_runtime": "cuda_runtime",
+    "driver": "cuda_driver",
+    "cuda_driver": "cuda_driver",
+    "privateuse1_driver": "cuda_driver",
+    "kernel": "kernel",
+    "memcpy": "gpu_memcpy",
+    "gpu_memcpy": "gpu_memcpy",
+    "memset": "gpu_memset",
+    "gpu_memset": "gpu_memset",
+    "python": "python_function",
+    "python_function": "python_function",
     "trace": "Trace",
 }
 OLD_CATEGORIES = frozenset(("Operator", "Runtime", "Kernel", "Memcpy", "Memset", "Python", "Driver"))
 # GPU categories: an event of one without an integer `stream` arg takes its stream from a "stream N" tid (torch 1.8).
 _GPU = frozenset(("kernel", "gpu_memcpy", "gpu_memset"))
 # Host-side categories: never GPU events, whatever their args say (checked first: most events are these).
-_HOST = frozenset(("cpu_op", "python_function", "user_annotation", "cuda_runtime", "cuda_driver", "gpu_user_annotation",
-                   "Trace", "cpu_instant_event", "python_function_event", "overhead", ""))
+_HOST = frozenset(
+    (
+        "cpu_op",
+        "python_function",
+        "user_annotation",
+        "cuda_runtime",
+        "cuda_driver",
+        "gpu_user_annotation",
+        "Trace",
+        "cpu_instant_event",
+        "python_function_event",
+        "overhead",
+        "",
+    )
+)
 # The cpu_op / annotation names the analysis reads (one regex test per host event).
-_INTEREST = re.compile(r"ProfilerStep|DataLoader|^aten::(item|_local_scalar_dense)$|^(Broadcast|ReduceAddCoalesced|Gather|Scatter)$"
-                       r"|DataParallel|^record_param_comms$")
+_INTEREST = re.compile(
+    r"ProfilerStep|DataLoader|^aten::(item|_local_scalar_dense)$|^(Broadcast|ReduceAddCoalesced|Gather|Scatter)$"
+    r"|DataParallel|^record_param_comms$"
+)
 
 
 def canonical(cat: str, seen: dict[str, str]) -> str:
@@ -173,7 +219,9 @@ def canonical(cat: str, seen: dict[str, str]) -> str:
     return name
 
 
-def _take(e: dict, data: TraceData, name_index: dict[str, int], cat_index: dict[str, int], cats: dict[str, str]) -> None:
+def _take(
+    e: dict, data: TraceData, name_index: dict[str, int], cat_index: dict[str, int], cats: dict[str, str]
+) -> None:
     # Every field is checked for its type: a trace is outside input, and one odd event (a list for
     # `args`, a string for `ts`) is left out or read as empty, never an error for the whole file.
     ph = e.get("ph")

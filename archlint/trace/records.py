@@ -42,7 +42,11 @@ class TraceMemory:
     peak_share: float | None = None  # the higher peak over capacity
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"device": self.device, "peak_allocated": self.peak_allocated, "peak_reserved": self.peak_reserved}
+        out: dict[str, Any] = {
+            "device": self.device,
+            "peak_allocated": self.peak_allocated,
+            "peak_reserved": self.peak_reserved,
+        }
         if self.capacity:
             out |= {"capacity": self.capacity, "peak_share": self.peak_share}
         return out

@@ -133,7 +133,7 @@ class _Buffer:
         if not pieces:
             self.eof = True
             return False
-        pieces.insert(0, self.text[self.pos:])
+        pieces.insert(0, self.text[self.pos :])
         self.text = "".join(pieces)
         self.pos = 0
         self.batch_failed = False
@@ -151,7 +151,7 @@ class _Buffer:
 
     def expect(self, char: str) -> None:
         if self.peek() != char:
-            got = self.text[self.pos:self.pos + 20] or "the end of the file"
+            got = self.text[self.pos : self.pos + 20] or "the end of the file"
             raise TraceFormatError(f"expected {char!r}, found {got!r}{self.cut_note()}")
         self.pos += 1
 
@@ -176,7 +176,9 @@ class _Buffer:
                     continue
                 raise TraceFormatError(f"not valid JSON near character {exc.pos}: {exc.msg}{self.cut_note()}") from None
             except RecursionError:
-                raise TraceFormatError("JSON nested too deeply to decode (a profiler trace nests a few levels)") from None
+                raise TraceFormatError(
+                    "JSON nested too deeply to decode (a profiler trace nests a few levels)"
+                ) from None
             except ValueError as exc:  # a number past the interpreter's integer-digit limit
                 raise TraceFormatError(f"a JSON value that cannot be read: {_first_line(exc)}") from None
             # A number can end at the window's edge with more digits in the next chunk.

@@ -28,7 +28,9 @@ _STARTUP = re.compile(
 )
 # Calls that are start-up only when they take this long: a first launch loading its module (lazy
 # loading), the first allocation of a fresh caching allocator.
-_STARTUP_IF_LONG = re.compile(r"^(cuda|hip)(Malloc\w*|LaunchKernel\w*|ExtModuleLaunchKernel|ModuleLaunchKernel)$|^cuLaunch", re.I)
+_STARTUP_IF_LONG = re.compile(
+    r"^(cuda|hip)(Malloc\w*|LaunchKernel\w*|ExtModuleLaunchKernel|ModuleLaunchKernel)$|^cuLaunch", re.I
+)
 LONG_STARTUP_US = 100_000.0
 FIRST_STEP_RATIO = 1.3  # ProfilerStep#0 this much slower than the median of the others: the run's first
 STARTUP_US = 10_000.0  # a set-up call (_STARTUP) this long is start-up, not the allocator's steady churn
@@ -77,7 +79,8 @@ def stacks_recorded(data: TraceData) -> bool:
 def startup_events(data: TraceData, launch_at: dict[int, int]) -> list[Range]:
     """The runtime calls and annotations that are set-up or warm-up, not the steady loop."""
     out = [
-        r for r in data.slow_calls
+        r
+        for r in data.slow_calls
         if (_STARTUP.search(r.name) and r.dur >= STARTUP_US)
         or (_STARTUP_IF_LONG.search(r.name) and r.dur >= LONG_STARTUP_US)
     ]
@@ -86,8 +89,9 @@ def startup_events(data: TraceData, launch_at: dict[int, int]) -> list[Range]:
     return sorted(out, key=lambda r: r.ts)
 
 
-def windows(data: TraceData, numbered: list[tuple[int, Range]], gpu_span: tuple[float, float] | None,
-            startup: list[Range]) -> list[Window]:
+def windows(
+    data: TraceData, numbered: list[tuple[int, Range]], gpu_span: tuple[float, float] | None, startup: list[Range]
+) -> list[Window]:
     """The windows figures are computed over, each marked steady or not; `numbered` holds the
     steps as (N of ProfilerStep#N, range), by start."""
     steps = [r for _, r in numbered]
@@ -100,11 +104,15 @@ def windows(data: TraceData, numbered: list[tuple[int, Range]], gpu_span: tuple[
             reason = None
             if inside:
                 reason = "start-up inside it: " + _describe(inside)
-            elif k == 0 and name == 0 and median and (r.dur > FIRST_STEP_RATIO * median or _allocates_alone(data, steps)):
+            elif (
+                k == 0 and name == 0 and median and (r.dur > FIRST_STEP_RATIO * median or _allocates_alone(data, steps))
+            ):
                 # ProfilerStep#0 is the profiler's first, which is the run's first only when profiling
                 # began with the loop: said when the step shows it (slower, or the only one allocating)
-                reason = (f"the run's first step (ProfilerStep#0, {significant(r.dur / median, 2)}x the median step: allocator "
-                          "growth, cuDNN autotuning, lazy initialisation)")
+                reason = (
+                    f"the run's first step (ProfilerStep#0, {significant(r.dur / median, 2)}x the median step: allocator "
+                    "growth, cuDNN autotuning, lazy initialisation)"
+                )
             out.append(Window(name, r.ts, r.end, reason is None, reason))
         return out
     if gpu_span is None:
@@ -116,15 +124,19 @@ def windows(data: TraceData, numbered: list[tuple[int, Range]], gpu_span: tuple[
         return [Window("trace", lo, hi, True, None)]
     if cut >= hi:
         return [Window("trace", lo, hi, False, "start-up or warm-up to its end: " + _describe(inside))]
-    return [Window("start-up", lo, cut, False, "start-up and warm-up: " + _describe(inside)),
-            Window("trace", cut, hi, True, None)]
+    return [
+        Window("start-up", lo, cut, False, "start-up and warm-up: " + _describe(inside)),
+        Window("trace", cut, hi, True, None),
+    ]
 
 
 def _allocates_alone(data: TraceData, steps: list[Range]) -> bool:
     """Whether the first step calls cudaMalloc and none of the later ones do (the caching allocator
     growing to its steady size)."""
+
     def mallocs(r: Range) -> int:
         return sum(1 for a in data.alloc_calls if r.ts <= a.ts < r.end and "alloc" in a.name.lower())
+
     return mallocs(steps[0]) > 0 and not any(mallocs(r) for r in steps[1:])
 
 
@@ -161,7 +173,9 @@ def recording(data: TraceData, launch_at: dict[int, int], startup: list[Range], 
 
 def _lazy_launches(data: TraceData, launch_at: dict[int, int]) -> list[Range]:
     """Launch calls of LAZY_LAUNCH_US or more that launched the first GPU event of its name."""
-    long = {data.launch_corr[j] for j, d in enumerate(data.launch_dur) if d >= LAZY_LAUNCH_US and data.launch_is_kernel[j]}
+    long = {
+        data.launch_corr[j] for j, d in enumerate(data.launch_dur) if d >= LAZY_LAUNCH_US and data.launch_is_kernel[j]
+    }
     if not long:
         return []
     first: dict[int, float] = {}
@@ -174,7 +188,9 @@ def _lazy_launches(data: TraceData, launch_at: dict[int, int]) -> list[Range]:
         c = data.gpu_corr[i]
         if c in long and data.gpu_ts[i] == first[data.gpu_name[i]]:
             j = launch_at[c]
-            out.append(Range("first launch (lazy module loading)", data.launch_ts[j], data.launch_dur[j], data.launch_tid[j]))
+            out.append(
+                Range("first launch (lazy module loading)", data.launch_ts[j], data.launch_dur[j], data.launch_tid[j])
+            )
     return out
 
 

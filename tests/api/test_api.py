@@ -54,7 +54,9 @@ def test_model_object_input_forms_agree(form):
     model = BiasBeforeNorm().eval()
     x = torch.randn(2, 3, 16, 16)
     args, kwargs = {
-        "tensor": ((x,), {}), "tuple": (((x,),), {}), "shape": (((2, 3, 16, 16),), {}),
+        "tensor": ((x,), {}),
+        "tuple": (((x,),), {}),
+        "shape": (((2, 3, 16, 16),), {}),
         "input_shape": ((), {"input_shape": (2, 3, 16, 16)}),
     }[form]
     analysis = archlint.analyze(model, *args, **kwargs)
@@ -73,7 +75,9 @@ def test_model_is_left_as_it_was():
     archlint.analyze(model, (1, 3, 8, 8), latency=True, warmup=1, repeat=2)
     after = model.state_dict()
     assert before.keys() == after.keys()
-    assert all(torch.equal(before[k], after[k]) for k in before), [k for k in before if not torch.equal(before[k], after[k])]
+    assert all(torch.equal(before[k], after[k]) for k in before), [
+        k for k in before if not torch.equal(before[k], after[k])
+    ]
     assert model.training and all(m.training for m in model.modules())
 
 
@@ -89,7 +93,9 @@ def test_select_and_options_mirror_the_cli():
 def test_errors_are_usage_errors_with_the_cli_message(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "archlint", "examples/nets.py:NoSuchNet", "--input-shape", "1,3,8,8"],
-        capture_output=True, text=True, cwd=REPO,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
     )
     assert proc.returncode == 2
     cli_message = proc.stderr.strip().removeprefix("archlint: error: ")
@@ -119,7 +125,9 @@ def test_reports_render(tmp_path):
 def test_lint_and_fix(tmp_path):
     found = archlint.lint(CODE / "loader_kwargs.py")
     assert found and all(d.file for d in found)
-    assert {d.code for d in archlint.lint([CODE / "loader_kwargs.py"], select=["AL3"])} <= {c for c in {d.code for d in found} if c.startswith("AL3")}
+    assert {d.code for d in archlint.lint([CODE / "loader_kwargs.py"], select=["AL3"])} <= {
+        c for c in {d.code for d in found} if c.startswith("AL3")
+    }
     copy = tmp_path / "train.py"
     shutil.copy(CODE / "loader_kwargs.py", copy)
     remaining = archlint.lint(copy, fix=True)

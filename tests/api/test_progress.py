@@ -19,7 +19,10 @@ def _on_terminal(*extra: str, env: dict | None = None, args=ARGS) -> str:
     """Run archlint with stdout and stderr on a pseudo-terminal; everything it drew."""
     leader, follower = pty.openpty()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "archlint", *args, *extra], stdout=follower, stderr=follower, cwd=REPO,
+        [sys.executable, "-m", "archlint", *args, *extra],
+        stdout=follower,
+        stderr=follower,
+        cwd=REPO,
         env=env or {k: v for k, v in os.environ.items() if k != "CI"},
     )
     os.close(follower)
@@ -60,7 +63,10 @@ def test_no_progress_when_quiet_in_ci_or_json():
 
 def test_no_progress_when_piped():
     proc = subprocess.run(
-        [sys.executable, "-m", "archlint", *ARGS], capture_output=True, text=True, cwd=REPO,
+        [sys.executable, "-m", "archlint", *ARGS],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
         env={k: v for k, v in os.environ.items() if k != "CI"},
     )
     assert proc.returncode in (0, 1), proc.stderr

@@ -4,11 +4,11 @@ account, and baselines are saved and compared."""
 from __future__ import annotations
 
 import json
-import tomllib
 from importlib.metadata import entry_points
 from pathlib import Path
 
 import pytest
+import tomllib
 
 pytest.importorskip("torch")
 pytest_plugins = ["pytester"]
@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parents[2]
 _INSTALLED = any(ep.value == "archlint.pytest_plugin" for ep in entry_points(group="pytest11"))
 PLUGIN = () if _INSTALLED else ("-p", "archlint.pytest_plugin")
 
-TESTS = '''
+TESTS = """
 import torch
 from torch import nn
 
@@ -38,7 +38,7 @@ def test_within(archlint_budget):
 
 def test_over(archlint_budget):
     archlint_budget(Net(WIDTH).eval(), (1, 3, 16, 16), max_flops=1000, forbid=["AL204"], name="Net")
-'''
+"""
 
 
 def test_entry_point_is_declared():
@@ -50,11 +50,13 @@ def test_budget_passes_and_fails(pytester: pytest.Pytester):
     pytester.makepyfile(test_budget=TESTS.format(width=8))
     result = pytester.runpytest_subprocess(*PLUGIN, "-q")
     result.assert_outcomes(passed=1, failed=1)
-    result.stdout.fnmatch_lines([
-        "*archlint: Net is over budget and has forbidden finding AL204:*",
-        "*max-flops: * exceeds budget 1K FLOPs by *",
-        "*forbidden AL204 at conv: *",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*archlint: Net is over budget and has forbidden finding AL204:*",
+            "*max-flops: * exceeds budget 1K FLOPs by *",
+            "*forbidden AL204 at conv: *",
+        ]
+    )
 
 
 def test_baseline_saved_then_compared(pytester: pytest.Pytester):
@@ -81,20 +83,23 @@ def test_saving_the_baseline_where_it_cannot_go_is_one_line(pytester: pytest.Pyt
     result = pytester.runpytest_subprocess(*PLUGIN, "-q", "--archlint-save-baseline", "folder")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "Traceback" not in result.stdout.str() + result.stderr.str()
-    result.stderr.fnmatch_lines(["*--archlint-save-baseline: cannot write the baseline to *folder: it is a folder; "
-                                 "give a file name*"])
+    result.stderr.fnmatch_lines(
+        ["*--archlint-save-baseline: cannot write the baseline to *folder: it is a folder; give a file name*"]
+    )
 
     test_file = pytester.path / "test_budget.py"
     before = test_file.read_bytes()
     result = pytester.runpytest_subprocess(*PLUGIN, "-q", "--archlint-save-baseline", str(test_file))
     assert result.ret == pytest.ExitCode.USAGE_ERROR and test_file.read_bytes() == before
-    result.stdout.fnmatch_lines(["*cannot write the baseline to *test_budget.py: it is a test file that this run "
-                                 "reads*"])
+    result.stdout.fnmatch_lines(
+        ["*cannot write the baseline to *test_budget.py: it is a test file that this run reads*"]
+    )
     assert "Traceback" not in result.stdout.str() + result.stderr.str()
 
     pytester.runpytest_subprocess(*PLUGIN, "-q", "--archlint-save-baseline", "base.json")
     saved = (pytester.path / "base.json").read_bytes()
-    result = pytester.runpytest_subprocess(*PLUGIN, "-q", "--archlint-baseline", "base.json",
-                                           "--archlint-save-baseline", "./base.json")
+    result = pytester.runpytest_subprocess(
+        *PLUGIN, "-q", "--archlint-baseline", "base.json", "--archlint-save-baseline", "./base.json"
+    )
     assert result.ret == pytest.ExitCode.USAGE_ERROR and (pytester.path / "base.json").read_bytes() == saved
     result.stderr.fnmatch_lines(["*cannot write the baseline to *base.json: it is the baseline*that this run reads*"])

@@ -16,7 +16,7 @@ pytest_plugins = ["pytester"]
 _INSTALLED = any(ep.value == "archlint.pytest_plugin" for ep in entry_points(group="pytest11"))
 PLUGIN = () if _INSTALLED else ("-p", "archlint.pytest_plugin")
 
-TWO_OF_A_CLASS = '''
+TWO_OF_A_CLASS = """
 import pytest
 from torch import nn
 
@@ -35,7 +35,7 @@ def test_sizes(archlint_budget, width):
 def test_named(archlint_budget):
     archlint_budget(Net(4).eval(), (1, 3, 16, 16), name="narrow")
     archlint_budget(Net(32).eval(), (1, 3, 16, 16), name="wide")
-'''
+"""
 
 
 def test_models_of_one_class_keep_their_own_entries(pytester: pytest.Pytester):
@@ -44,8 +44,12 @@ def test_models_of_one_class_keep_their_own_entries(pytester: pytest.Pytester):
     saved_run = pytester.runpytest_subprocess(*PLUGIN, "-q", "--archlint-save-baseline", str(baseline))
     saved_run.assert_outcomes(passed=3)
     models = json.loads(baseline.read_text())["models"]
-    assert sorted(models) == ["test_models.py::test_named::narrow", "test_models.py::test_named::wide",
-                              "test_models.py::test_sizes[large]::Net", "test_models.py::test_sizes[small]::Net"]
+    assert sorted(models) == [
+        "test_models.py::test_named::narrow",
+        "test_models.py::test_named::wide",
+        "test_models.py::test_sizes[large]::Net",
+        "test_models.py::test_sizes[small]::Net",
+    ]
     assert models["test_models.py::test_sizes[small]::Net"]["params"] == 3 * 8 * 9 + 8
     assert models["test_models.py::test_sizes[large]::Net"]["params"] == 3 * 16 * 9 + 16
 
@@ -64,19 +68,21 @@ def test_models_of_one_class_keep_their_own_entries(pytester: pytest.Pytester):
 
 
 def test_two_models_of_one_name_in_one_test_fail_the_save(pytester: pytest.Pytester):
-    pytester.makepyfile(test_twice='''
+    pytester.makepyfile(
+        test_twice="""
 from torch import nn
 
 def test_twice(archlint_budget):
     archlint_budget(nn.Linear(4, 4), (1, 4))
     archlint_budget(nn.Linear(8, 8), (1, 8))
-''')
+"""
+    )
     result = pytester.runpytest_subprocess(*PLUGIN, "-q", "--archlint-save-baseline", str(pytester.path / "b.json"))
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*budgets two models named 'Linear'; give each call its own name=*"])
 
 
-FAILING = '''
+FAILING = """
 from torch import nn
 
 class MyNet(nn.Module):
@@ -90,7 +96,7 @@ class MyNet(nn.Module):
 
 def test_forbidden(archlint_budget):
     archlint_budget(MyNet().eval(), (1, 3, 16, 16), forbid=["AL204"])
-'''
+"""
 
 
 def test_a_failure_shows_the_users_call_and_says_what_failed(pytester: pytest.Pytester):
@@ -119,7 +125,9 @@ def test_assert_budget_headline_names_each_kind_of_failure():
         def forward(self, x):
             return self.bn(self.conv(x))
 
-    with pytest.raises(AssertionError, match=r"archlint: MyNet has forbidden finding AL204:\n  forbidden AL204 at conv"):
+    with pytest.raises(
+        AssertionError, match=r"archlint: MyNet has forbidden finding AL204:\n  forbidden AL204 at conv"
+    ):
         assert_budget(MyNet().eval(), (1, 3, 16, 16), forbid=["AL204"])
     with pytest.raises(AssertionError, match=r"archlint: MyNet is over budget and has forbidden finding AL204:"):
         assert_budget(MyNet().eval(), (1, 3, 16, 16), forbid=["AL204"], max_flops=10)
@@ -127,7 +135,7 @@ def test_assert_budget_headline_names_each_kind_of_failure():
         assert_budget(MyNet().eval(), (1, 3, 16, 16), max_flops=10)
 
 
-RULE_FAILS = '''
+RULE_FAILS = """
 import archlint.model.checks.redundant_shortcut as rule
 from torch import nn
 
@@ -138,7 +146,7 @@ def test_budget_with_a_failing_rule(archlint_budget, monkeypatch):
     monkeypatch.setattr(rule, "check", boom)
     analysis = archlint_budget(nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU()), (1, 3, 16, 16), max_flops=1e8)
     assert any("rule AL203 failed on this model and was skipped" in n for n in analysis.notes)
-'''
+"""
 
 
 def test_a_failing_rule_is_a_note_in_a_users_suite(pytester: pytest.Pytester, monkeypatch):
@@ -147,4 +155,3 @@ def test_a_failing_rule_is_a_note_in_a_users_suite(pytester: pytest.Pytester, mo
     pytester.makepyfile(test_rule=RULE_FAILS)
     result = pytester.runpytest_subprocess(*PLUGIN, "-q")
     result.assert_outcomes(passed=1)
-

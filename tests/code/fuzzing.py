@@ -22,13 +22,76 @@ from archlint.code.workers import PARALLEL_MIN_FILES
 SEEDS = [p.read_text(encoding="utf-8") for p in sorted((Path(__file__).parents[1] / "fixtures" / "code").glob("*.py"))]
 
 # Fragments that break parsers: brackets, string and line delimiters, odd whitespace and bytes.
-NASTY = ["(", ")", "[", "]", "{", "}", ":", ",", "\n", "\t", " ", "\\", "'", '"', '"""', "\x00", "\r", "\x0c",
-         "lambda:", "yield ", "await ", "async ", "@", "=", "+", "*", "**", "if ", "else ", "# noqa",
-         "# archlint: noqa", "torch.", ".cuda()", ".to('cuda')", ".item()", "é", "\ufeff", "🙂", "\u2028",
-         "f'{", "}'", "match x:\n    case 1:\n        pass\n", "global x\n", "del ", "...", ";", "\\\n"]
+NASTY = [
+    "(",
+    ")",
+    "[",
+    "]",
+    "{",
+    "}",
+    ":",
+    ",",
+    "\n",
+    "\t",
+    " ",
+    "\\",
+    "'",
+    '"',
+    '"""',
+    "\x00",
+    "\r",
+    "\x0c",
+    "lambda:",
+    "yield ",
+    "await ",
+    "async ",
+    "@",
+    "=",
+    "+",
+    "*",
+    "**",
+    "if ",
+    "else ",
+    "# noqa",
+    "# archlint: noqa",
+    "torch.",
+    ".cuda()",
+    ".to('cuda')",
+    ".item()",
+    "é",
+    "\ufeff",
+    "🙂",
+    "\u2028",
+    "f'{",
+    "}'",
+    "match x:\n    case 1:\n        pass\n",
+    "global x\n",
+    "del ",
+    "...",
+    ";",
+    "\\\n",
+]
 
-ATTRS = ["cuda", "to", "item", "cpu", "numpy", "zero_grad", "backward", "step", "sum", "tolist", "pin_memory",
-         "half", "float", "detach", "clone", "eval", "train", "parameters"]
+ATTRS = [
+    "cuda",
+    "to",
+    "item",
+    "cpu",
+    "numpy",
+    "zero_grad",
+    "backward",
+    "step",
+    "sum",
+    "tolist",
+    "pin_memory",
+    "half",
+    "float",
+    "detach",
+    "clone",
+    "eval",
+    "train",
+    "parameters",
+]
 NAMES = ["x", "y", "model", "loader", "opt", "loss", "batch", "torch", "F", "device", "i"]
 
 
@@ -44,8 +107,9 @@ def _expressions():
             st.tuples(inner, st.sampled_from(ATTRS)).map(lambda t: f"{t[0]}.{t[1]}"),
             st.tuples(inner, st.lists(inner, max_size=3)).map(lambda t: f"{t[0]}({', '.join(t[1])})"),
             st.tuples(inner, st.sampled_from(ATTRS), inner).map(lambda t: f"{t[0]}.{t[1]}({t[2]})"),
-            st.tuples(inner, st.sampled_from(["+", "*", "-", "/", "@", "==", "and"]), inner)
-            .map(lambda t: f"({t[0]} {t[1]} {t[2]})"),
+            st.tuples(inner, st.sampled_from(["+", "*", "-", "/", "@", "==", "and"]), inner).map(
+                lambda t: f"({t[0]} {t[1]} {t[2]})"
+            ),
             st.tuples(inner, inner).map(lambda t: f"{t[0]}[{t[1]}]"),
             st.lists(inner, max_size=4).map(lambda xs: f"[{', '.join(xs)}]"),
             inner.map(lambda e: f"torch.zeros({e})"),
@@ -62,7 +126,9 @@ def _statements():
         st.tuples(st.sampled_from(NAMES[:-3]), expr).map(lambda t: f"{t[0]} = {t[1]}"),
         expr,
         expr.map(lambda e: f"print({e})"),
-        st.just("opt.zero_grad()"), st.just("loss.backward()"), st.just("opt.step()"),
+        st.just("opt.zero_grad()"),
+        st.just("loss.backward()"),
+        st.just("opt.step()"),
         st.just("torch.backends.cudnn.benchmark = True"),
         st.just("loader = torch.utils.data.DataLoader(ds, batch_size=32, num_workers=0)"),
     )
@@ -98,8 +164,9 @@ CHAIN = {False: [10, 100, 501, 5000], True: [10, 450, 499, 501, 1500, 5000, 100_
 @st.composite
 def _mutate(draw, text: str, heavy: bool) -> str:
     n = len(text)
-    kind = draw(st.sampled_from(["delete", "duplicate", "insert", "nest", "chain", "truncate", "newlines",
-                                 "indent", "cookie"]))
+    kind = draw(
+        st.sampled_from(["delete", "duplicate", "insert", "nest", "chain", "truncate", "newlines", "indent", "cookie"])
+    )
     i = draw(st.integers(0, n))
     j = draw(st.integers(i, min(n, i + 400)))
     if kind == "delete":
@@ -123,7 +190,9 @@ def _mutate(draw, text: str, heavy: bool) -> str:
         return text.replace("\n", draw(st.sampled_from(["\r\n", "\r", "\n\n"])))
     if kind == "indent":
         return text[:i] + text[i:j].replace("\n", "\n" + " " * draw(st.integers(1, 8))) + text[j:]
-    cookie = draw(st.sampled_from(["# -*- coding: latin-1 -*-\n", "# coding: nope\n", "# vim: set fileencoding=utf-8 :\n"]))
+    cookie = draw(
+        st.sampled_from(["# -*- coding: latin-1 -*-\n", "# coding: nope\n", "# vim: set fileencoding=utf-8 :\n"])
+    )
     return cookie + text
 
 
@@ -139,7 +208,8 @@ def sources(heavy: bool = False):
     """Bytes of one file: a generated program or a mutated training script, in an encoding."""
     text = st.one_of(generated_programs(), mutated_scripts(heavy))
     encoded = st.tuples(text, st.sampled_from(["utf-8", "utf-8-sig", "latin-1"])).map(
-        lambda t: t[0].encode(t[1], errors="replace") if t[1] != "latin-1" else t[0].encode("latin-1", "replace"))
+        lambda t: t[0].encode(t[1], errors="replace") if t[1] != "latin-1" else t[0].encode("latin-1", "replace")
+    )
     return encoded
 
 
@@ -165,9 +235,12 @@ def check_batch(folder: Path, files: list[bytes]) -> None:
     for d in json.loads(out.getvalue())["diagnostics"]:
         assert "internal error" not in d["message"], d
         together[next(str(p) for p in paths if os.path.samefile(p, d["file"]))].append(
-            (d["code"], d["severity"], d["line"], d["column"], d["message"]))
+            (d["code"], d["severity"], d["line"], d["column"], d["message"])
+        )
     for path, data in zip(paths, files):
-        alone = sorted((d.code, d.severity.value, d.line, d.column, d.message) for d in analyze_bytes(data, str(path)).diagnostics)
+        alone = sorted(
+            (d.code, d.severity.value, d.line, d.column, d.message) for d in analyze_bytes(data, str(path)).diagnostics
+        )
         assert sorted(together[str(path)]) == alone, path
         if any(code == "AL000" and severity == "error" for code, severity, *_ in alone):
             try:

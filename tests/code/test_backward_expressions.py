@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from archlint.code.engine import lint_text
 
-PPO = '''import torch
+PPO = """import torch
 
 
 def update(policy, optimizer, rollouts, advantages, value_coef):
@@ -30,10 +30,10 @@ def main(policy, optimizer, rollouts, advantages):
     policy.to("cuda")
     with torch.autocast("cuda", dtype=torch.bfloat16):
         update(policy, optimizer, rollouts, advantages, 0.5)
-'''
+"""
 
-SYNCED = 'totals[0] += value_loss.item(); totals[1] += action_loss.item()'
-ON_DEVICE = 'totals[0] += value_loss.detach(); totals[1] += action_loss.detach()'
+SYNCED = "totals[0] += value_loss.item(); totals[1] += action_loss.item()"
+ON_DEVICE = "totals[0] += value_loss.detach(); totals[1] += action_loss.detach()"
 
 
 def _al401(text: str) -> list[int]:

@@ -35,7 +35,9 @@ def test_syntax_error_is_one_diagnostic_and_others_still_linted(tmp_path):
 
 def test_non_utf8_file(tmp_path):
     (tmp_path / "latin.py").write_bytes(b"import torch\n# caf\xe9\n")
-    (tmp_path / "declared.py").write_bytes(b"# -*- coding: latin-1 -*-\nimport torch\n# caf\xe9\nx = torch.zeros(3).cuda()\n")
+    (tmp_path / "declared.py").write_bytes(
+        b"# -*- coding: latin-1 -*-\nimport torch\n# caf\xe9\nx = torch.zeros(3).cuda()\n"
+    )
     found, _ = run(tmp_path, ".")
     assert found == [("declared.py", 4, "AL402"), ("latin.py", 1, "AL000")]
 
@@ -94,8 +96,9 @@ def test_exit_codes(tmp_path):
     dirty.write_text(FINDING)
 
     def code(*args):
-        return subprocess.run([sys.executable, "-m", "archlint", *args, "--no-cache"], cwd=tmp_path,
-                              capture_output=True, text=True).returncode
+        return subprocess.run(
+            [sys.executable, "-m", "archlint", *args, "--no-cache"], cwd=tmp_path, capture_output=True, text=True
+        ).returncode
 
     assert code("clean.py") == 0
     assert code("dirty.py") == 1

@@ -17,8 +17,19 @@ def names(files, root):
 
 
 def test_discovery_skips_vcs_venvs_build_and_gitignored(tmp_path):
-    for rel in ["a.py", "pkg/b.py", ".git/c.py", "build/d.py", "env/lib/e.py", "node_modules/f.py",
-                "logs/g.py", "pkg/gen_h.py", "pkg/keep_gen.py", "notes.txt", "pkg/__pycache__/i.py"]:
+    for rel in [
+        "a.py",
+        "pkg/b.py",
+        ".git/c.py",
+        "build/d.py",
+        "env/lib/e.py",
+        "node_modules/f.py",
+        "logs/g.py",
+        "pkg/gen_h.py",
+        "pkg/keep_gen.py",
+        "notes.txt",
+        "pkg/__pycache__/i.py",
+    ]:
         path = tmp_path / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("x = 1\n")

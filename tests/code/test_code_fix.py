@@ -126,8 +126,14 @@ def test_fix_that_breaks_the_file_is_not_written(tmp_path, monkeypatch, capsys):
 
     target = tmp_path / "t.py"
     target.write_text("import torch\nx = 1\n")
-    bad = Diagnostic("AL402", "m", file=str(target), line=2, column=1,
-                     fix=Fix("break it", Applicability.SAFE, (Edit(2, 1, 2, 1, "("),)))
+    bad = Diagnostic(
+        "AL402",
+        "m",
+        file=str(target),
+        line=2,
+        column=1,
+        fix=Fix("break it", Applicability.SAFE, (Edit(2, 1, 2, 1, "("),)),
+    )
     monkeypatch.setattr(fix_module, "lint_text", lambda text, path: [bad])
     fix_module.fix_files([target], Settings(fix=True))
     assert target.read_text() == "import torch\nx = 1\n"

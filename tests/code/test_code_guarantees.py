@@ -25,8 +25,9 @@ def test_linted_code_is_never_executed(tmp_path):
     script = tmp_path / "evil.py"
     script.write_text(SENTINEL_SCRIPT.format(sentinel=str(sentinel)))
     (tmp_path / "conftest.py").write_text(f"open({str(sentinel)!r}, 'w').write('x')\nimport torch\n")
-    proc = subprocess.run([sys.executable, "-m", "archlint", str(tmp_path), "--no-cache"],
-                          capture_output=True, text=True, cwd=tmp_path)
+    proc = subprocess.run(
+        [sys.executable, "-m", "archlint", str(tmp_path), "--no-cache"], capture_output=True, text=True, cwd=tmp_path
+    )
     assert proc.returncode == 1, proc.stderr
     assert "AL402" in proc.stdout  # the file was really linted
     assert not sentinel.exists()

@@ -27,8 +27,14 @@ GOOD = [f"good{i}.py" for i in range(9)]  # with -j 2, enough files to use the w
 
 def cli(*args, cwd, timeout=120, prefix=()):
     env = {**os.environ, "PYTHONPATH": str(PACKAGE_ROOT)}
-    return subprocess.run([*prefix, sys.executable, "-m", "archlint", *args, "--no-cache"], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [*prefix, sys.executable, "-m", "archlint", *args, "--no-cache"],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def findings(stdout: str) -> dict[str, list[tuple[str, str, str]]]:
@@ -51,6 +57,7 @@ def assert_good_kept(found: dict) -> None:
 
 # 1. A crash that loses everyone's results -------------------------------------------------------
 
+
 def test_deep_parentheses_are_one_finding_under_j2(tmp_path):
     (tmp_path / "deep.py").write_text("import torch\nx = " + "(" * 2000 + "1" + ")" * 2000 + "\n")
     good_files(tmp_path)
@@ -58,8 +65,9 @@ def test_deep_parentheses_are_one_finding_under_j2(tmp_path):
     assert run.returncode == 1, run.stderr  # was: BrokenProcessPool, every finding lost
     assert "internal error" not in run.stderr
     found = findings(run.stdout)
-    assert found["deep.py"] == [("AL000", "error", "syntax error: too many nested parentheses; fix it so the "
-                                                    "file can be linted")]
+    assert found["deep.py"] == [
+        ("AL000", "error", "syntax error: too many nested parentheses; fix it so the file can be linted")
+    ]
     assert_good_kept(found)
     alone = cli("deep.py", cwd=tmp_path)
     assert alone.returncode == 1, alone.returncode  # was: 139, SIGSEGV with no message
@@ -82,12 +90,19 @@ def test_a_dying_worker_costs_only_its_file(tmp_path, monkeypatch, capsys):
     out = capsys.readouterr()
     assert rc == 1, out.err
     found = findings(out.out)
-    assert found["crash.py"] == [("AL000", "error", "archlint internal error: the worker linting this file died "
-                                                     "(signal SIGSEGV); the other files were linted; please report it")]
+    assert found["crash.py"] == [
+        (
+            "AL000",
+            "error",
+            "archlint internal error: the worker linting this file died "
+            "(signal SIGSEGV); the other files were linted; please report it",
+        )
+    ]
     assert_good_kept(found)
 
 
 # 3. Hangs: only regular files are read --------------------------------------------------------------
+
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this system")
 @pytest.mark.parametrize("fix", [False, True], ids=["lint", "fix"])
@@ -102,10 +117,16 @@ def test_fifo_and_device_files_are_refused_not_read(tmp_path, fix):
     # be linted fails the run, as an unreadable file does; it was info and exit 0 under --fix)
     assert run.returncode == 1, run.stderr
     found = findings(run.stdout)
-    fifo = ("AL000", "error", "not a regular file (a FIFO); archlint reads only regular files; "
-            "name a Python file or a folder")
-    device = ("AL000", "error", "not a regular file (a character device); archlint reads only regular files; "
-              "name a Python file or a folder")
+    fifo = (
+        "AL000",
+        "error",
+        "not a regular file (a FIFO); archlint reads only regular files; name a Python file or a folder",
+    )
+    device = (
+        "AL000",
+        "error",
+        "not a regular file (a character device); archlint reads only regular files; name a Python file or a folder",
+    )
     refused = sorted(d for name, ds in found.items() if name not in GOOD for d in ds)
     assert refused == [fifo, device]  # pipe.py (link.py names it too), zero.py (so does /dev/zero): each once
     if fix:
@@ -115,6 +136,7 @@ def test_fifo_and_device_files_are_refused_not_read(tmp_path, fix):
 
 
 # 4. Memory and time out of proportion ----------------------------------------------------------
+
 
 def test_file_past_the_size_limit_is_skipped_with_an_info_finding(tmp_path):
     (tmp_path / "generated.py").write_text(FINDING + "TABLE = [\n" + "    1.0,\n" * 3000 + "]\n")  # ~30 KB
@@ -143,8 +165,14 @@ def test_long_operator_chains_finish_quickly(tmp_path):
     run = cli(".", "-j", "2", "--output-format", "json", cwd=tmp_path, timeout=60)  # was: never finished
     assert run.returncode == 1, run.stderr
     found = findings(run.stdout)
-    assert found["huge.py"] == [("AL000", "error", "syntax error: Python cannot compile this file either "
-                                                   "(nesting too deep for its parser); split the expression")]
+    assert found["huge.py"] == [
+        (
+            "AL000",
+            "error",
+            "syntax error: Python cannot compile this file either "
+            "(nesting too deep for its parser); split the expression",
+        )
+    ]
     [(code, severity, message)] = found["long.py"]
     assert (code, severity) == ("AL000", "info")
     assert message.startswith("not analyzed: too complex (syntax nested 2003 levels deep, the limit is 500)")
@@ -153,14 +181,16 @@ def test_long_operator_chains_finish_quickly(tmp_path):
 
 # 5. A bad path is one warning, the rest of the run completes ---------------------------------------
 
+
 def test_directory_symlink_loop_is_a_warning(tmp_path):
     (tmp_path / "src" / "sub").mkdir(parents=True)
     (tmp_path / "src" / "sub" / "loop").symlink_to(tmp_path / "src")
     good_files(tmp_path / "src")
     run = cli("src", "--output-format", "json", cwd=tmp_path, timeout=60)
     assert run.returncode == 1, run.stderr
-    assert run.stderr.strip() == ("archlint: warning: src/sub/loop: folder already walked (a symlink loop or a "
-                                  "second link to it); skipped")
+    assert run.stderr.strip() == (
+        "archlint: warning: src/sub/loop: folder already walked (a symlink loop or a second link to it); skipped"
+    )
     assert_good_kept(findings(run.stdout))
 
 
@@ -170,8 +200,7 @@ def _without_dac_override() -> tuple[str, ...]:
         return ()
     setpriv = shutil.which("setpriv")
     if setpriv is None:
-        pytest.skip("running as root, where chmod does not deny reads, and setpriv is missing to drop "
-                    "CAP_DAC_OVERRIDE")
+        pytest.skip("running as root, where chmod does not deny reads, and setpriv is missing to drop CAP_DAC_OVERRIDE")
     return (setpriv, "--bounding-set=-dac_override,-dac_read_search", "--")
 
 
@@ -188,8 +217,9 @@ def test_unreadable_folders_and_read_only_fix_target(tmp_path):
         run = cli(".", "--output-format", "json", cwd=tmp_path, prefix=prefix)
         assert run.returncode == 1, run.stderr  # was: internal error, rc 2
         found = findings(run.stdout)  # an error of the run, as an unreadable file (issue 38: was a warning)
-        assert found["locked"] == [("AL000", "error", "cannot list this folder (Permission denied); "
-                                    "its files were not linted")]
+        assert found["locked"] == [
+            ("AL000", "error", "cannot list this folder (Permission denied); its files were not linted")
+        ]
         assert_good_kept(found)
         assert [c for c, _, _ in found["readonly.py"]] == ["AL402"]
 
@@ -201,7 +231,10 @@ def test_unreadable_folders_and_read_only_fix_target(tmp_path):
 
         run = cli("readonly.py", *GOOD, "--fix", "--output-format", "json", cwd=tmp_path, prefix=prefix)
         assert run.returncode == 1, run.stderr
-        assert run.stderr.strip() == "archlint: warning: readonly.py: cannot write the fixes (Permission denied); left unchanged"
+        assert (
+            run.stderr.strip()
+            == "archlint: warning: readonly.py: cannot write the fixes (Permission denied); left unchanged"
+        )
         assert [c for c, _, _ in findings(run.stdout)["readonly.py"]] == ["AL402"]
         assert (tmp_path / "readonly.py").read_text() == FINDING
         assert all((tmp_path / name).read_text() != FINDING for name in GOOD)  # the others were fixed
@@ -210,6 +243,7 @@ def test_unreadable_folders_and_read_only_fix_target(tmp_path):
 
 
 # 8. No markup or emoji in locations -----------------------------------------------------------
+
 
 def test_text_locations_are_never_emoji(tmp_path):
     (tmp_path / "loc.py").write_text("import torch\n" + "\n" * 98 + "x = torch.zeros(3).cuda()\n")
@@ -221,6 +255,7 @@ def test_text_locations_are_never_emoji(tmp_path):
 
 
 # 9. No false parse errors ---------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("open_, close", [("[", "]"), ("(", ")"), ("f(", ")"), ("{1: ", "}")])
 def test_nesting_cpython_accepts_is_linted(tmp_path, open_, close):
@@ -234,10 +269,12 @@ def test_nesting_cpython_accepts_is_linted(tmp_path, open_, close):
 
 # 11. Cache robustness -------------------------------------------------------------------------
 
+
 def _cached(tmp_path: Path, *args) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(PACKAGE_ROOT)}
-    return subprocess.run([sys.executable, "-m", "archlint", *args], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "archlint", *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+    )
 
 
 def test_cache_entry_of_the_wrong_type_is_relinted(tmp_path):
@@ -294,8 +331,17 @@ def test_concurrent_runs_on_different_files_keep_each_others_entries(tmp_path):
     for name in names:
         (tmp_path / name).write_text(FINDING + f"# {name}\n")
     env = {**os.environ, "PYTHONPATH": str(PACKAGE_ROOT)}
-    runs = [subprocess.Popen([sys.executable, "-m", "archlint", name, "-j", "1"], cwd=tmp_path, env=env,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for name in names]
+    runs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "archlint", name, "-j", "1"],
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for name in names
+    ]
     for run in runs:
         assert run.wait(timeout=120) == 1, run.stderr.read()
     cache = json.loads((tmp_path / ".archlint_cache" / "code-v1.json").read_text())["entries"]

@@ -57,8 +57,11 @@ def test_chunked_parse_is_the_whole_file_parse(target):
         module = chunks.parse(text, plan)
         assert module.deep_equals(whole), name
         assert module.code == text, name
-        assert (module.default_indent, module.default_newline, module.has_trailing_newline) == \
-            (whole.default_indent, whole.default_newline, whole.has_trailing_newline), name
+        assert (module.default_indent, module.default_newline, module.has_trailing_newline) == (
+            whole.default_indent,
+            whole.default_newline,
+            whole.has_trailing_newline,
+        ), name
 
 
 def test_decorated_def_and_clauses_are_never_split_off():
@@ -75,8 +78,12 @@ def test_positions_match_libcst_position_provider():
         positions = Positions(module)
         for node, r in expected.items():
             start, end = positions[node]
-            assert (start.line, start.column, end.line, end.column) == \
-                (r.start.line, r.start.column, r.end.line, r.end.column), (name, node)
+            assert (start.line, start.column, end.line, end.column) == (
+                r.start.line,
+                r.start.column,
+                r.end.line,
+                r.end.column,
+            ), (name, node)
 
 
 def test_chunked_findings_and_project_facts_are_identical(monkeypatch):

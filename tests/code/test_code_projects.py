@@ -58,8 +58,9 @@ def test_touching_one_file_re_extracts_only_that_file(tmp_path):
     first = found(folder, cache=True)
     assert first == expected(folder)
     trainer = folder / "src" / "seg" / "trainer.py"
-    trainer.write_text(trainer.read_text().replace('log.info("step %d loss %.4f", step, loss.item())',
-                                                   'log.info("step %d", step)'))
+    trainer.write_text(
+        trainer.read_text().replace('log.info("step %d loss %.4f", step, loss.item())', 'log.info("step %d", step)')
+    )
     settings = Settings(root=folder)
     linted = lint.lint_files(discover([folder]), settings, [folder])
     assert linted.extracted == 1
@@ -76,8 +77,10 @@ def test_linted_project_code_is_never_executed(tmp_path):
 
 
 def _modules_after(args: list[str], cwd) -> set[str]:
-    code = ("import sys\nfrom archlint.cli import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
-            "print('MODULES', ' '.join(sorted(sys.modules)))\n")
+    code = (
+        "import sys\nfrom archlint.cli import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+        "print('MODULES', ' '.join(sorted(sys.modules)))\n"
+    )
     proc = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=cwd)
     return set(next(x for x in proc.stdout.splitlines() if x.startswith("MODULES")).split()[1:])
 

@@ -27,7 +27,6 @@ def codes(source: str) -> set[str]:
 
 def test_every_code_check_has_a_page():
     from archlint.code.checks import modules
-
     from archlint.code.engine import PARSE_ERROR
 
     reported = {code for m in modules() for code in m.CODES} | {PARSE_ERROR}
@@ -46,7 +45,6 @@ def test_use_instead_is_silent(rule):
 
 @pytest.mark.parametrize("rule", CODE_RULES, ids=lambda r: r.code)
 def test_page_sections(rule):
-    for heading in ("What it does", "Why it is slow", "Example", "Use instead", "Options", "Fix safety",
-                    "References"):
+    for heading in ("What it does", "Why it is slow", "Example", "Use instead", "Options", "Fix safety", "References"):
         assert re.search(rf"^## {heading}\s*$", rule.page, re.MULTILINE), f"{rule.code}: no '## {heading}'"
     assert rule.path.name.startswith(f"{rule.code}-{rule.name}")

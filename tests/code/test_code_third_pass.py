@@ -21,8 +21,14 @@ FINDING = "import torch\nx = torch.zeros(3).cuda()\n"  # one AL402 on line 2
 
 def cli(*args, cwd, timeout=120):
     env = {**os.environ, "PYTHONPATH": str(PACKAGE_ROOT)}
-    return subprocess.run([sys.executable, "-m", "archlint", *args, "--no-cache"], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "archlint", *args, "--no-cache"],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def findings(stdout: str) -> dict[str, list[tuple[str, str, str]]]:
@@ -34,22 +40,38 @@ def findings(stdout: str) -> dict[str, list[tuple[str, str, str]]]:
 
 def notebook(cells: list[dict], metadata=None) -> dict:
     """nbformat 4's shape, as Jupyter writes it."""
-    return {"cells": cells, "metadata": {"kernelspec": {"display_name": "Python 3", "language": "python",
-                                                        "name": "python3"},
-                                         "language_info": {"name": "python", "version": "3.11.7"}}
-            if metadata is None else metadata, "nbformat": 4, "nbformat_minor": 5}
+    return {
+        "cells": cells,
+        "metadata": {
+            "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
+            "language_info": {"name": "python", "version": "3.11.7"},
+        }
+        if metadata is None
+        else metadata,
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
 
 
 def code_cell(source: list[str], outputs=()) -> dict:
-    return {"cell_type": "code", "execution_count": 1, "id": "c1", "metadata": {}, "outputs": list(outputs),
-            "source": source}
+    return {
+        "cell_type": "code",
+        "execution_count": 1,
+        "id": "c1",
+        "metadata": {},
+        "outputs": list(outputs),
+        "source": source,
+    }
 
 
 def png_output(megabytes: float) -> dict:
     """A matplotlib figure as Jupyter stores it: base64 PNG lines of 76 characters."""
     data = base64.encodebytes(os.urandom(int(megabytes * 1e6 * 3 / 4))).decode()
-    return {"output_type": "display_data", "metadata": {},
-            "data": {"image/png": data, "text/plain": ["<Figure size 640x480 with 1 Axes>"]}}
+    return {
+        "output_type": "display_data",
+        "metadata": {},
+        "data": {"image/png": data, "text/plain": ["<Figure size 640x480 with 1 Axes>"]},
+    }
 
 
 def write_notebook(path: Path, nb: dict) -> None:
@@ -58,9 +80,12 @@ def write_notebook(path: Path, nb: dict) -> None:
 
 # 9. A notebook's size is its code, not its plots ---------------------------------------------------------
 
+
 def test_a_notebook_with_a_3_mb_plot_is_linted(tmp_path):
-    cells = [code_cell(["import torch\n", "import matplotlib.pyplot as plt\n"]),
-             code_cell(["x = torch.zeros(3).cuda()\n", "plt.plot(x.cpu())"], [png_output(3.0)])]
+    cells = [
+        code_cell(["import torch\n", "import matplotlib.pyplot as plt\n"]),
+        code_cell(["x = torch.zeros(3).cuda()\n", "plt.plot(x.cpu())"], [png_output(3.0)]),
+    ]
     write_notebook(tmp_path / "plots.ipynb", notebook(cells))
     assert (tmp_path / "plots.ipynb").stat().st_size > 3_000_000
     run = cli("plots.ipynb", "--output-format", "json", cwd=tmp_path)
@@ -71,16 +96,28 @@ def test_a_notebook_with_a_3_mb_plot_is_linted(tmp_path):
     run = cli("code.ipynb", "plots.ipynb", "--max-file-size", "0.0005", "--output-format", "json", cwd=tmp_path)
     found = findings(run.stdout)
     [(code, severity, message)] = found["code.ipynb"]
-    assert (code, severity) == ("AL000", "info") and "0.0006 MB of code cells is past the size limit of 0.0005 MB" in message
+    assert (code, severity) == (
+        "AL000",
+        "info",
+    ) and "0.0006 MB of code cells is past the size limit of 0.0005 MB" in message
     [(code, severity, message)] = found["plots.ipynb"]
-    assert (code, severity) == ("AL000", "info") and "MB of notebook file, outputs included (its limit is 64 × " in message
+    assert (code, severity) == (
+        "AL000",
+        "info",
+    ) and "MB of notebook file, outputs included (its limit is 64 × " in message
 
 
 # Internal errors: odd but valid notebook JSON is that notebook's AL000, the others are linted ------------
 
 ODD = {
-    "surrogate_output": notebook([code_cell(["import torch\n", "x = torch.zeros(3).cuda()\n"],
-                                            [{"output_type": "stream", "name": "stdout", "text": ["\ud800\n"]}])]),
+    "surrogate_output": notebook(
+        [
+            code_cell(
+                ["import torch\n", "x = torch.zeros(3).cuda()\n"],
+                [{"output_type": "stream", "name": "stdout", "text": ["\ud800\n"]}],
+            )
+        ]
+    ),
     "metadata_list": notebook([code_cell(["x = 1\n"])], metadata=[]),
     "language_info_string": notebook([code_cell(["x = 1\n"])], metadata={"language_info": "python"}),
     "source_ints": notebook([code_cell([1, 2, 3])]),
@@ -116,6 +153,7 @@ def test_odd_notebooks_are_one_line_each_and_the_rest_is_linted(tmp_path):
 
 # 10. A folder that cannot be listed fails the run ----------------------------------------------------------
 
+
 def test_a_folder_past_path_max_is_an_error_not_a_pass(tmp_path):
     (tmp_path / "clean.py").write_text("x = 1\n")
     fd = os.open(tmp_path, os.O_RDONLY)
@@ -141,6 +179,7 @@ def test_a_folder_past_path_max_is_an_error_not_a_pass(tmp_path):
 
 # 12. A path the user names that cannot be linted fails the run ---------------------------------------------
 
+
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this system")
 def test_a_fifo_named_on_the_command_line_fails_and_one_found_in_a_folder_is_info(tmp_path):
     os.mkfifo(tmp_path / "train.py")
@@ -148,7 +187,12 @@ def test_a_fifo_named_on_the_command_line_fails_and_one_found_in_a_folder_is_inf
     run = cli("train.py", "clean.py", "--output-format", "json", cwd=tmp_path, timeout=60)
     assert run.returncode == 1, run.stderr  # was: info AL000 and exit 0
     assert findings(run.stdout)["train.py"] == [
-        ("AL000", "error", "not a regular file (a FIFO); archlint reads only regular files; name a Python file or a folder")]
+        (
+            "AL000",
+            "error",
+            "not a regular file (a FIFO); archlint reads only regular files; name a Python file or a folder",
+        )
+    ]
     run = cli(".", "--output-format", "json", cwd=tmp_path, timeout=60)  # found by the walk: said, not failing
     assert run.returncode == 0, run.stderr
     assert [s for _, s, _ in findings(run.stdout)["train.py"]] == ["info"]

@@ -12,7 +12,7 @@ from archlint.code import lint
 from archlint.code.engine import lint_text
 from archlint.config import Settings
 
-SCRIPT = '''import torch
+SCRIPT = """import torch
 from torch import nn
 {IMPORT}
 
@@ -39,7 +39,7 @@ def main(loader):
 
 if __name__ == "__main__":
     main([])
-'''
+"""
 
 
 def _al303(loss: str, imported: str = "") -> list[int]:
@@ -62,7 +62,9 @@ def test_a_ctc_loss_in_another_module_counts_for_the_project(tmp_path: Path):
     (tmp_path / "data.py").write_text(
         "import torch\n\n\ndef criterion():\n    return torch.nn.CTCLoss(blank=0, zero_infinity=True)\n"
     )
-    (tmp_path / "train.py").write_text("import data\n" + SCRIPT.replace("{IMPORT}", "").replace("{LOSS}", "nn.MSELoss()"))
+    (tmp_path / "train.py").write_text(
+        "import data\n" + SCRIPT.replace("{IMPORT}", "").replace("{LOSS}", "nn.MSELoss()")
+    )
     diagnostics = lint.lint_paths([tmp_path], Settings(root=tmp_path, cache=False)).diagnostics
     assert [f"{os.path.basename(d.file)}:{d.line}" for d in diagnostics if d.code == "AL303"] == []
     (tmp_path / "data.py").write_text("import torch\n\n\ndef criterion():\n    return torch.nn.MSELoss()\n")

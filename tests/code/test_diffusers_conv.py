@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from archlint.code.engine import lint_text
 
-SCRIPT = '''import torch
+SCRIPT = """import torch
 import torch.nn.functional as F
 from accelerate import Accelerator
 from diffusers import DDPMScheduler, {MODEL}
@@ -28,7 +28,7 @@ def main(dataloader):
 
 if __name__ == "__main__":
     main(None)
-'''
+"""
 
 
 def _al303(model: str, build: str, setting: str = "") -> list[int]:

@@ -19,13 +19,16 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 """
 
 
-@pytest.mark.parametrize(("call", "fires"), [
-    ("DDP(model, find_unused_parameters=True)", True),
-    ("DDP(model, find_unused_parameters=True, static_graph=True)", False),  # no walk after step 1
-    ("DDP(model, find_unused_parameters=args.find_unused)", False),  # not visible
-    ("DDP(model, **{'find_unused_parameters': True})", True),
-    ("DDP(model)", False),
-])
+@pytest.mark.parametrize(
+    ("call", "fires"),
+    [
+        ("DDP(model, find_unused_parameters=True)", True),
+        ("DDP(model, find_unused_parameters=True, static_graph=True)", False),  # no walk after step 1
+        ("DDP(model, find_unused_parameters=args.find_unused)", False),  # not visible
+        ("DDP(model, **{'find_unused_parameters': True})", True),
+        ("DDP(model)", False),
+    ],
+)
 def test_al410_literal_flag_only(call, fires):
     assert ("AL410" in codes(DDP_HEAD + f"model = {call}\n")) == fires
 
@@ -63,26 +66,35 @@ def train(model, loader, opt, accum, accelerator=None):
 """
 
 
-@pytest.mark.parametrize(("imports", "ctx", "fires"), [
-    ("from torch.nn.parallel import DistributedDataParallel", "model.no_sync()", True),
-    ("from torch.nn.parallel import DistributedDataParallel", "accelerator.no_sync(model)", True),
-    # FSDP honours the switch in the backward (measured): not this rule's
-    ("from torch.distributed.fsdp import FullyShardedDataParallel", "model.no_sync()", False),
-    ("from torch.nn.parallel import DistributedDataParallel\nfrom torch.distributed.fsdp import fully_shard",
-     "model.no_sync()", False),
-    # accelerate alone: its backend (DDP or FSDP) is chosen outside the code
-    ("from accelerate import Accelerator", "accelerator.no_sync(model)", False),
-])
+@pytest.mark.parametrize(
+    ("imports", "ctx", "fires"),
+    [
+        ("from torch.nn.parallel import DistributedDataParallel", "model.no_sync()", True),
+        ("from torch.nn.parallel import DistributedDataParallel", "accelerator.no_sync(model)", True),
+        # FSDP honours the switch in the backward (measured): not this rule's
+        ("from torch.distributed.fsdp import FullyShardedDataParallel", "model.no_sync()", False),
+        (
+            "from torch.nn.parallel import DistributedDataParallel\nfrom torch.distributed.fsdp import fully_shard",
+            "model.no_sync()",
+            False,
+        ),
+        # accelerate alone: its backend (DDP or FSDP) is chosen outside the code
+        ("from accelerate import Accelerator", "accelerator.no_sync(model)", False),
+    ],
+)
 def test_al411_only_where_ddp_is_the_wrapper(imports, ctx, fires):
     assert ("AL411" in codes(NO_SYNC.format(imports=imports, ctx=ctx))) == fires
 
 
 def test_al411_silent_when_the_forward_runs_elsewhere():
-    source = DDP_HEAD + """
+    source = (
+        DDP_HEAD
+        + """
 def backward_only(model, loss):
     with model.no_sync():
         loss.backward()
 """
+    )
     assert "AL411" not in codes(source)
 
 
@@ -97,7 +109,9 @@ def train(model, batches, opt, accum):
         opt.step()
 """
     assert "AL409" in codes(DDP_HEAD + loop.format(pre=""))
-    assert "AL409" not in codes(DDP_HEAD + loop.format(pre="model.require_backward_grad_sync = micro == accum - 1\n            "))
+    assert "AL409" not in codes(
+        DDP_HEAD + loop.format(pre="model.require_backward_grad_sync = micro == accum - 1\n            ")
+    )
     # the step inside the micro loop: no accumulation
     assert "AL409" not in codes(DDP_HEAD + loop.format(pre="").replace("        opt.step()", "            opt.step()"))
 
@@ -133,27 +147,31 @@ def train(model, loader, opt):
 """
 
 
-@pytest.mark.parametrize(("setup", "fires"), [
-    ("model = FSDP(model)", True),
-    ("model = FSDP(model, auto_wrap_policy=policy)", False),
-    ("model = FSDP(model, auto_wrap_policy=None)", True),
-    ("model = FSDP(model, **kwargs)", False),  # the policy may be in kwargs
-    ("blocks = [FSDP(b) for b in model.blocks]\nmodel = FSDP(model)", False),  # wrapped per block by hand
-    ("model.blocks = torch.nn.ModuleList([FSDP(b) for b in model.blocks])", False),  # the root is elsewhere
-    ("with enable_wrap(wrapper_cls=FSDP):\n    model = wrap(model)\nmodel = FSDP(model)", False),
-    ("fully_shard(model)", True),
-    ("for block in model.layers:\n    fully_shard(block)\nfully_shard(model)", False),
-    # a helper this file never calls: its callers (elsewhere) decide what it shards
-    ("def apply_fsdp(module):\n    fully_shard(module)", False),
-    ("def apply_fsdp(module):\n    fully_shard(module)\nfor b in model.layers:\n    apply_fsdp(b)", False),
-])
+@pytest.mark.parametrize(
+    ("setup", "fires"),
+    [
+        ("model = FSDP(model)", True),
+        ("model = FSDP(model, auto_wrap_policy=policy)", False),
+        ("model = FSDP(model, auto_wrap_policy=None)", True),
+        ("model = FSDP(model, **kwargs)", False),  # the policy may be in kwargs
+        ("blocks = [FSDP(b) for b in model.blocks]\nmodel = FSDP(model)", False),  # wrapped per block by hand
+        ("model.blocks = torch.nn.ModuleList([FSDP(b) for b in model.blocks])", False),  # the root is elsewhere
+        ("with enable_wrap(wrapper_cls=FSDP):\n    model = wrap(model)\nmodel = FSDP(model)", False),
+        ("fully_shard(model)", True),
+        ("for block in model.layers:\n    fully_shard(block)\nfully_shard(model)", False),
+        # a helper this file never calls: its callers (elsewhere) decide what it shards
+        ("def apply_fsdp(module):\n    fully_shard(module)", False),
+        ("def apply_fsdp(module):\n    fully_shard(module)\nfor b in model.layers:\n    apply_fsdp(b)", False),
+    ],
+)
 def test_al413_one_unit(setup, fires):
     assert ("AL413" in codes(FSDP_HEAD + setup + "\n")) == fires
 
 
 def test_al413_needs_a_training_file():
-    assert "AL413" not in codes("import torch\nfrom torch.distributed.fsdp import FullyShardedDataParallel as FSDP\n"
-                                "model = FSDP(model)\n")
+    assert "AL413" not in codes(
+        "import torch\nfrom torch.distributed.fsdp import FullyShardedDataParallel as FSDP\nmodel = FSDP(model)\n"
+    )
 
 
 def test_al414_reentrant_outside_only():
@@ -180,8 +198,10 @@ from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
 
 
 def test_al415_fix_adds_or_flips_the_flag():
-    source = DDP_HEAD + "a = DDP(model, device_ids=[0])\nb = DDP(model, gradient_as_bucket_view=False)\n" \
-                        "c = DDP(model, gradient_as_bucket_view=True)\n"
+    source = (
+        DDP_HEAD + "a = DDP(model, device_ids=[0])\nb = DDP(model, gradient_as_bucket_view=False)\n"
+        "c = DDP(model, gradient_as_bucket_view=True)\n"
+    )
     found = [d for d in lint_text(source, "t.py") if d.code == "AL415"]
     assert [d.line for d in found] == [4, 5] and all(d.severity.value == "info" for d in found)
     assert found[0].fix.edits[0].content == ", gradient_as_bucket_view=True"
@@ -189,7 +209,9 @@ def test_al415_fix_adds_or_flips_the_flag():
 
 
 def test_al409_prices_the_waste_when_the_micro_batch_count_is_a_literal():
-    loop = DDP_HEAD + """
+    loop = (
+        DDP_HEAD
+        + """
 ACCUM = 4
 
 def train(model, batches, opt, loader):
@@ -203,20 +225,23 @@ def train(model, batches, opt, loader):
         if (i + 1) % {count} == 0:
             opt.step()
 """
+    )
     found = [d.message for d in lint_text(loop.format(count="ACCUM"), "t.py") if d.code == "AL409"]
-    assert len(found) == 2 and all("4 micro-batches per step: 3 of every 4 all-reduces are wasted" in m
-                                   for m in found)
+    assert len(found) == 2 and all("4 micro-batches per step: 3 of every 4 all-reduces are wasted" in m for m in found)
     found = [d.message for d in lint_text(loop.format(count="args.accum"), "t.py") if d.code == "AL409"]
     assert len(found) == 2 and not any("micro-batches per step" in m for m in found)
 
 
-@pytest.mark.parametrize(("args", "fires"), [
-    ('"out", per_device_train_batch_size=16', True),  # the Trainer's own default turns the walk on
-    ('"out", ddp_find_unused_parameters=False', False),
-    ('"out", gradient_checkpointing=True', False),  # the Trainer leaves the flag off then
-    ('"out", **config', False),  # not visible
-    ('"out")\nmodel.gradient_checkpointing_enable(', False),
-])
+@pytest.mark.parametrize(
+    ("args", "fires"),
+    [
+        ('"out", per_device_train_batch_size=16', True),  # the Trainer's own default turns the walk on
+        ('"out", ddp_find_unused_parameters=False', False),
+        ('"out", gradient_checkpointing=True', False),  # the Trainer leaves the flag off then
+        ('"out", **config', False),  # not visible
+        ('"out")\nmodel.gradient_checkpointing_enable(', False),
+    ],
+)
 def test_al410_hugging_face_trainer_default(args, fires):
     source = f"import torch\nfrom transformers import TrainingArguments\nargs = TrainingArguments({args})\n"
     found = [d for d in lint_text(source, "t.py") if d.code == "AL410"]

@@ -19,14 +19,17 @@ for step, (x, y) in enumerate(loader):
 """
 
 
-@pytest.mark.parametrize("call, fires", [
-    ("    torch.cuda.empty_cache()", True),
-    ("    torch.cuda.memory.empty_cache()", True),
-    ("    if args.low_memory:\n        torch.cuda.empty_cache()", True),  # a setting: every step of that run
-    ("    if step % 100 == 0:\n        torch.cuda.empty_cache()", False),
-    ("torch.cuda.empty_cache()", False),  # after the loop
-    ("    torch.cuda.synchronize()", False),
-])
+@pytest.mark.parametrize(
+    "call, fires",
+    [
+        ("    torch.cuda.empty_cache()", True),
+        ("    torch.cuda.memory.empty_cache()", True),
+        ("    if args.low_memory:\n        torch.cuda.empty_cache()", True),  # a setting: every step of that run
+        ("    if step % 100 == 0:\n        torch.cuda.empty_cache()", False),
+        ("torch.cuda.empty_cache()", False),  # after the loop
+        ("    torch.cuda.synchronize()", False),
+    ],
+)
 def test_the_step_rate_decides(call, fires):
     found = lint_text(LOOP.format(call=call), "train.py")
     assert disagreements(found, rules()) == []
@@ -39,5 +42,7 @@ def test_an_aliased_import_is_followed():
 
 
 def test_a_helper_without_backward_is_silent():
-    source = "import torch\n\ndef log_memory():\n    torch.cuda.empty_cache()\n    return torch.cuda.memory_allocated()\n"
+    source = (
+        "import torch\n\ndef log_memory():\n    torch.cuda.empty_cache()\n    return torch.cuda.memory_allocated()\n"
+    )
     assert lint_text(source, "util.py") == []

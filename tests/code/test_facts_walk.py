@@ -16,9 +16,10 @@ from archlint.code.facts import Facts, children
 
 ROOT = Path(__file__).parents[2]
 FILES = sorted((ROOT / "tests" / "fixtures" / "code").rglob("*.py")) + sorted(
-    (ROOT / "benchmarks" / "eval_data" / "training_projects").rglob("*.py"))
+    (ROOT / "benchmarks" / "eval_data" / "training_projects").rglob("*.py")
+)
 
-TRICKY = '''
+TRICKY = """
 def f(xs, d):
     for x in [a for a in xs]:  # the header's comprehension is not in the body
         ys = [y for y in x]
@@ -36,7 +37,7 @@ class C:
 
     def m(self, items=[i for i in range(2)]):  # a default is not the body
         return {i: j for i, j in items}
-'''
+"""
 
 
 def _walk_comprehensions(node):

@@ -29,13 +29,21 @@ FIXED = 'import torch\nx = torch.zeros(3, device="cuda")\n'
 
 def cli(*args, cwd, preexec_fn=None, prefix=()):
     env = {**os.environ, "PYTHONPATH": str(PACKAGE_ROOT)}
-    return subprocess.run([*prefix, sys.executable, "-m", "archlint", *args, "--no-cache"], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=120, preexec_fn=preexec_fn)
+    return subprocess.run(
+        [*prefix, sys.executable, "-m", "archlint", *args, "--no-cache"],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=preexec_fn,
+    )
 
 
 def _file_size_limit(limit: int):
     def apply() -> None:
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
     return apply
 
 
@@ -55,8 +63,7 @@ def test_file_size_limit_keeps_an_existing_report_whole(tmp_path):
     (tmp_path / "a.py").write_text(FINDING + "\n".join(f"y{i} = torch.ones(1).cuda()" for i in range(200)) + "\n")
     old = "previous report\n"
     (tmp_path / "out.sarif").write_text(old)
-    run = cli("a.py", "--output-format", "sarif", "-o", "out.sarif", cwd=tmp_path,
-              preexec_fn=_file_size_limit(4096))
+    run = cli("a.py", "--output-format", "sarif", "-o", "out.sarif", cwd=tmp_path, preexec_fn=_file_size_limit(4096))
     assert run.returncode == 2
     assert run.stderr.strip().startswith("archlint: error: cannot write the report to out.sarif (File too large)")
     assert (tmp_path / "out.sarif").read_text() == old  # was: a cut report
@@ -83,8 +90,9 @@ def test_read_only_folder_is_not_written(tmp_path):
     finally:
         folder.chmod(0o755)
     assert (folder / "a.py").read_text() == FINDING
-    assert run.stderr.strip() == ("archlint: warning: ro/a.py: cannot write the fixes (Permission denied); "
-                                  "left unchanged")
+    assert run.stderr.strip() == (
+        "archlint: warning: ro/a.py: cannot write the fixes (Permission denied); left unchanged"
+    )
     assert run.stdout.splitlines()[-1] == "Fixed 0 findings (1 remaining)."
 
 
@@ -154,9 +162,11 @@ def test_links_out_of_the_tree_are_not_written_through(tmp_path):
     assert (outside / "sub" / "in_folder.py").read_text() == FINDING  # was: fixed through the linked folder
     assert (tree / "link.py").is_symlink()
     assert (tree / "own.py").read_text() == FIXED
-    assert (f"tree/link.py: fixes not written: it is a symbolic link to {outside / 'linked.py'}; archlint never writes "
-            "through a link (it would replace the link's target): remove the link or give the real file's path; "
-            "left unchanged") in run.stderr
+    assert (
+        f"tree/link.py: fixes not written: it is a symbolic link to {outside / 'linked.py'}; archlint never writes "
+        "through a link (it would replace the link's target): remove the link or give the real file's path; "
+        "left unchanged"
+    ) in run.stderr
     assert "tree/folder/in_folder.py: fixes not written: it lies outside the linted tree" in run.stderr
     assert run.stdout.splitlines()[-1].startswith("Fixed 1 finding with 2 edits (")
 
@@ -206,8 +216,10 @@ def test_a_fix_goes_in_whole_or_waits(monkeypatch):
     def lint(text, path, context=None):
         calls.append(text)
         if len(calls) == 1:
-            return [Diagnostic("AL402", "m", file=path, line=2, column=1, fix=first),
-                    Diagnostic("AL402", "m", file=path, line=2, column=2, fix=second)]
+            return [
+                Diagnostic("AL402", "m", file=path, line=2, column=1, fix=first),
+                Diagnostic("AL402", "m", file=path, line=2, column=2, fix=second),
+            ]
         return []
 
     monkeypatch.setattr(fix_module, "lint_text", lint)
@@ -246,8 +258,10 @@ def test_a_file_another_process_keeps_locked_is_skipped_not_waited_for(tmp_path)
         locker.kill()
         locker.wait()
     assert (tmp_path / "a.py").read_text() == FIXED and (tmp_path / "b.py").read_text() == FINDING
-    assert run.stderr == ("archlint: warning: b.py: fixes not written: another process holds a lock on it (flock) for "
-                          "more than 2 s; run --fix again when it is released; left unchanged\n")
+    assert run.stderr == (
+        "archlint: warning: b.py: fixes not written: another process holds a lock on it (flock) for "
+        "more than 2 s; run --fix again when it is released; left unchanged\n"
+    )
     assert run.returncode == 1 and run.stdout.splitlines()[-1] == "Fixed 1 finding with 2 edits (1 remaining)."
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.py", "b.py"]  # no temporary file left
 
@@ -318,8 +332,13 @@ def test_a_run_stopped_mid_write_leaves_no_temporary_file(tmp_path, writer, stop
     undone, then the run stops; the folder holds the old file or the new one, nothing else."""
     (tmp_path / "a.py").write_text(FINDING)
     env = {**os.environ, "PYTHONPATH": str(PACKAGE_ROOT)}
-    child = subprocess.Popen([sys.executable, "-c", STOPPED_MID_WRITE, writer, str(tmp_path)], env=env,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    child = subprocess.Popen(
+        [sys.executable, "-c", STOPPED_MID_WRITE, writer, str(tmp_path)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     assert child.stdout.readline() == "writing\n"
     assert [p.name for p in tmp_path.iterdir() if p.name.endswith(writeback.TEMP_SUFFIX)]  # mid-write indeed
     child.send_signal(getattr(signal, stop))

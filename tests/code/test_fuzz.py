@@ -6,15 +6,18 @@ from __future__ import annotations
 
 import itertools
 
-from hypothesis import HealthCheck, given, settings
-
 from fuzzing import batches, check_batch
+from hypothesis import HealthCheck, given, settings
 
 _runs = itertools.count()
 
 
-@settings(max_examples=20, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
+@settings(
+    max_examples=20,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
+)
 @given(files=batches())
 def test_fuzz_lint_j2(tmp_path_factory, files):
     folder = tmp_path_factory.mktemp("fuzz") / f"batch{next(_runs)}"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from archlint.code.engine import lint_text
 
-LOOP = '''import numpy as np
+LOOP = """import numpy as np
 import torch
 
 
@@ -16,7 +16,7 @@ def train(model, loader, optimizer):
         loss.backward()
         optimizer.step()
 {body}
-'''
+"""
 
 
 def _found(body: str, cuda: bool = True) -> list[tuple[int, str]]:

@@ -22,11 +22,19 @@ FINDING = "import torch\nx = torch.zeros(3).cuda()\n"
 
 def cli(*args, cwd, cache=False):
     env = {**os.environ, "PYTHONPATH": str(PACKAGE_ROOT)}
-    return subprocess.run([sys.executable, "-m", "archlint", *args, *(() if cache else ("--no-cache",))], cwd=cwd,
-                          env=env, capture_output=True, text=True, timeout=120, errors="surrogateescape")
+    return subprocess.run(
+        [sys.executable, "-m", "archlint", *args, *(() if cache else ("--no-cache",))],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        errors="surrogateescape",
+    )
 
 
 # Cache ---------------------------------------------------------------------------------------------
+
 
 def test_cache_dir_dot_never_hides_the_project_from_git(tmp_path):
     (tmp_path / "pyproject.toml").write_text('[tool.archlint]\ncache-dir = "."\n')
@@ -104,8 +112,9 @@ def test_cached_messages_reach_the_terminal_escaped(tmp_path):
 
 def test_corrupt_project_facts_are_evicted_and_extracted_again(tmp_path):
     (tmp_path / "helpers.py").write_text("import torch\n\ndef make():\n    return torch.zeros(3)\n")
-    (tmp_path / "train.py").write_text("import torch\nfrom helpers import make\n\nx = make().cuda()\n"
-                                       "y = torch.zeros(3).cuda()\n")
+    (tmp_path / "train.py").write_text(
+        "import torch\nfrom helpers import make\n\nx = make().cuda()\ny = torch.zeros(3).cuda()\n"
+    )
     first = cli(".", "--output-format", "json", cwd=tmp_path, cache=True)
     path = tmp_path / ".archlint_cache" / cache_files.PROJECT_FILE
     entries = json.loads(path.read_text())["entries"]
@@ -120,6 +129,7 @@ def test_corrupt_project_facts_are_evicted_and_extracted_again(tmp_path):
 
 
 # Odd file names ------------------------------------------------------------------------------------
+
 
 @pytest.fixture
 def odd_names(tmp_path):
@@ -136,8 +146,10 @@ def test_a_non_utf8_file_name_crashes_no_reporter(odd_names, fmt):
     text = (odd_names / "out").read_text(encoding="utf-8")
     assert "\x1b" not in text and "\udcff" not in text
     if fmt == "sarif":
-        uris = {r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
-                for r in json.loads(text)["runs"][0]["results"]}
+        uris = {
+            r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
+            for r in json.loads(text)["runs"][0]["results"]
+        }
         assert uris == {"bad%FF.py", "esc%1B%5B31mred.py", "sp%20ace%23%25.py"}  # RFC 3986
     elif fmt == "junit":
         names = {s.get("name") for s in ET.fromstring(text)}
@@ -158,12 +170,15 @@ def test_file_names_on_the_terminal_are_escaped(odd_names):
 
 # Report files --------------------------------------------------------------------------------------
 
+
 def test_output_to_a_folder_or_a_full_device_is_one_line(tmp_path):
     (tmp_path / "a.py").write_text(FINDING)
     (tmp_path / "reports").mkdir()
     run = cli("a.py", "--output-format", "sarif", "-o", "reports", cwd=tmp_path)
-    assert (run.returncode, run.stderr) == (2, "archlint: error: cannot write the report to reports: it is a folder; "
-                                               "give a file name\n")
+    assert (run.returncode, run.stderr) == (
+        2,
+        "archlint: error: cannot write the report to reports: it is a folder; give a file name\n",
+    )
     if os.path.exists("/dev/full"):
         for flags in (("-o", "/dev/full"), ("--html", "/dev/full")):
             run = cli("a.py", "--output-format", "json", *flags, cwd=tmp_path)
@@ -180,11 +195,14 @@ def test_output_to_a_stream_still_works(tmp_path):
 def test_max_file_size_inf_is_refused_in_one_line(tmp_path):
     (tmp_path / "a.py").write_text(FINDING)
     run = cli("a.py", "--max-file-size", "inf", cwd=tmp_path)
-    assert (run.returncode, run.stderr) == (2, "archlint: error: --max-file-size must be a finite number of MB, got "
-                                               "inf; give a size such as 10\n")
+    assert (run.returncode, run.stderr) == (
+        2,
+        "archlint: error: --max-file-size must be a finite number of MB, got inf; give a size such as 10\n",
+    )
 
 
 # Positions and noqa --------------------------------------------------------------------------------
+
 
 def test_a_form_feed_at_the_start_of_a_line_keeps_columns_and_fixes_right(tmp_path):
     source = "import torch\n\fx = torch.zeros(3).cuda()\ndef f():\n    x = 1\n\f\f    y = torch.ones(2).cuda()\n"
@@ -192,16 +210,18 @@ def test_a_form_feed_at_the_start_of_a_line_keeps_columns_and_fixes_right(tmp_pa
     run = cli("a.py", cwd=tmp_path)
     assert [line.split(" ")[0] for line in run.stdout.splitlines()[:2]] == ["a.py:2:6:", "a.py:5:11:"]  # was 2:5
     diff = cli("a.py", "--diff", cwd=tmp_path).stdout
-    assert "-\fx = torch.zeros(3).cuda()\n+\fx = torch.zeros(3, device=\"cuda\")\n" in diff  # one line each
+    assert '-\fx = torch.zeros(3).cuda()\n+\fx = torch.zeros(3, device="cuda")\n' in diff  # one line each
     run = cli("a.py", "--fix", cwd=tmp_path)
     assert "would not parse" not in run.stderr
     assert (tmp_path / "a.py").read_text() == source.replace(".cuda()", "").replace(
-        "(3)", '(3, device="cuda")').replace("(2)", '(2, device="cuda")')
+        "(3)", '(3, device="cuda")'
+    ).replace("(2)", '(2, device="cuda")')
 
 
 def test_noqa_counts_only_in_comments(tmp_path):
-    (tmp_path / "line.py").write_text('import torch\nx = torch.zeros(3).cuda(); s = "# noqa"\n'
-                                      "y = torch.zeros(3).cuda()  # noqa: AL402\n")
+    (tmp_path / "line.py").write_text(
+        'import torch\nx = torch.zeros(3).cuda(); s = "# noqa"\ny = torch.zeros(3).cuda()  # noqa: AL402\n'
+    )
     (tmp_path / "whole.py").write_text('import torch\ns = "# archlint: noqa"\nx = torch.zeros(3).cuda()\n')
     (tmp_path / "real.py").write_text("import torch\n# archlint: noqa\nx = torch.zeros(3).cuda()\n")
     run = cli(".", "--output-format", "json", cwd=tmp_path)

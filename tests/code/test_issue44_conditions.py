@@ -44,16 +44,19 @@ def test_a_helper_behind_a_debug_return_is_not_per_step(tmp_path):
     (tmp_path / "guard.py").write_text(
         "import torch\nDEBUG_NAN = False\n\n\ndef nan_guard(name, tensor):\n    if not DEBUG_NAN:\n        return\n"
         "    if torch.isnan(tensor).any():\n        raise RuntimeError(name)\n\n\n"
-        "def strict_guard(name, tensor):\n    if torch.isnan(tensor).any():\n        raise RuntimeError(name)\n")
+        "def strict_guard(name, tensor):\n    if torch.isnan(tensor).any():\n        raise RuntimeError(name)\n"
+    )
     (tmp_path / "train.py").write_text(
         "import torch\nfrom guard import nan_guard, strict_guard\n"
         "model = torch.nn.Linear(8, 1).cuda()\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
         "loader = torch.utils.data.DataLoader(torch.randn(64, 8), batch_size=8, pin_memory=True, num_workers=2)\n"
         "with torch.autocast('cuda'):\n    for x in loader:\n        loss = model(x.cuda(non_blocking=True)).mean()\n"
-        "        loss.backward()\n        opt.step()\n        nan_guard('loss', loss)\n        strict_guard('loss', loss)\n")
+        "        loss.backward()\n        opt.step()\n        nan_guard('loss', loss)\n        strict_guard('loss', loss)\n"
+    )
     found = lint.lint_paths([tmp_path], Settings(root=tmp_path, cache=False)).diagnostics
     assert sorted((d.file.rsplit("/", 1)[-1], d.line, d.code) for d in found if d.code == "AL401") == [
-        ("guard.py", 13, "AL401")]
+        ("guard.py", 13, "AL401")
+    ]
 
 
 def test_a_submodule_method_called_from_a_loss_method_is_per_step(tmp_path):
@@ -66,11 +69,13 @@ def test_a_submodule_method_called_from_a_loss_method_is_per_step(tmp_path):
         "        return feats.masked_select(mask).sum()\n\n\n"
         "class Tagger(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
         "        self.proj = torch.nn.Linear(8, 4)\n        self.crf = CRF()\n\n"
-        "    def calculate_loss(self, words, mask):\n        return self.crf.nll(self.proj(words), mask)\n")
+        "    def calculate_loss(self, words, mask):\n        return self.crf.nll(self.proj(words), mask)\n"
+    )
     (tmp_path / "train.py").write_text(
         "import torch\nfrom model import Tagger\nmodel = Tagger().cuda()\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
         "with torch.autocast('cuda'):\n    for step in range(100):\n        words = torch.randn(16, 8, device='cuda')\n"
         "        mask = torch.rand(16, 4, device='cuda') > 0.5\n        loss = model.calculate_loss(words, mask)\n"
-        "        loss.backward()\n        opt.step()\n")
+        "        loss.backward()\n        opt.step()\n"
+    )
     found = lint.lint_paths([tmp_path], Settings(root=tmp_path, cache=False)).diagnostics
     assert [(d.file.rsplit("/", 1)[-1], d.line) for d in found if d.code == "AL401"] == [("model.py", 6)]

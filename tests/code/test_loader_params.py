@@ -10,7 +10,7 @@ from pathlib import Path
 from archlint.code import lint
 from archlint.config import Settings
 
-ENGINE = '''import torch
+ENGINE = """import torch
 import torch.nn.functional as F
 
 
@@ -23,9 +23,9 @@ def run_epoch(net, batches, opt):
         opt.zero_grad()
         loss.backward()
         opt.step()
-'''
+"""
 
-TRAIN = '''import torch
+TRAIN = """import torch
 
 from data import make_data
 from engine import run_epoch
@@ -44,24 +44,24 @@ def main():
     net = torch.nn.Linear(8, 10).cuda()
     fit(net, tr, epochs=10)
     {EXTRA}
-'''
+"""
 
-PINNED = '''from torch.utils.data import DataLoader
+PINNED = """from torch.utils.data import DataLoader
 
 
 def make_data(batch_size):
     fit_dl = DataLoader(range(512), batch_size=batch_size, num_workers=4, pin_memory={PIN})
     check_dl = DataLoader(range(128), batch_size=batch_size, num_workers=4, pin_memory={PIN})
     return fit_dl, check_dl
-'''
+"""
 
-NOT_LOADERS = '''import torch
+NOT_LOADERS = """import torch
 
 
 def make_data(batch_size):
     batches = [(torch.randn(batch_size, 8), torch.randint(0, 10, (batch_size,))) for _ in range(16)]
     return batches, batches[:2]
-'''
+"""
 
 
 def _project(tmp_path: Path, data: str, extra: str = "") -> set[str]:
@@ -92,11 +92,12 @@ def test_a_wrapper_given_pinned_and_unpinned_loaders_is_not_judged(tmp_path):
     extra = "from extra import spare\n    fit(net, spare(), epochs=1)"
     (tmp_path / "extra.py").write_text(
         "from torch.utils.data import DataLoader\n\n\ndef spare():\n"
-        "    return DataLoader(range(8), num_workers=2, pin_memory=False)\n")
+        "    return DataLoader(range(8), num_workers=2, pin_memory=False)\n"
+    )
     assert "engine.py:7 AL302" not in _project(tmp_path, data, extra)
 
 
-ONE_FILE = '''import torch
+ONE_FILE = """import torch
 from torch.utils.data import DataLoader
 
 
@@ -115,7 +116,7 @@ def main(model, optimizer, dataset):
     spare = DataLoader(dataset, batch_size=8, num_workers=4, pin_memory={PIN})
     fit(model, dl, optimizer)
     return spare
-'''
+"""
 
 
 def _one_file(tmp_path: Path, text: str) -> list[tuple[int, int, str]]:

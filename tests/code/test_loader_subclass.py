@@ -4,13 +4,13 @@ is left alone (the call's arguments do not say what the loader gets)."""
 
 from __future__ import annotations
 
+import libcst as cst
+
 from archlint.code import dataflow as df
 from archlint.code.engine import lint_text
 from archlint.code.facts import Facts
 
-import libcst as cst
-
-SCRIPT = '''import torch
+SCRIPT = """import torch
 from torch.utils import data
 
 
@@ -28,14 +28,14 @@ def train(dataset, model, optimizer):
             loss = model(x, y)
         loss.backward()
         optimizer.step()
-'''
+"""
 
-OWN_SETTINGS = '''
+OWN_SETTINGS = """
 
 class PinnedLoader(data.DataLoader):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, pin_memory=True, num_workers=8, **kwargs)
-'''
+"""
 
 
 def _codes(text: str) -> list[tuple[int, str]]:
@@ -53,7 +53,7 @@ def test_subclass_that_sets_its_own_workers_and_pinning_is_not_judged():
     assert _codes(text) == []
 
 
-PYG = '''import torch
+PYG = """import torch
 import torch.nn.functional as F
 from torch_geometric.loader import DataLoader
 
@@ -67,12 +67,14 @@ def train(dataset, model, optimizer):
             loss = F.cross_entropy(model(data.x, data.edge_index, data.batch), data.y)
         loss.backward()
         optimizer.step()
-'''
+"""
 
 
 def test_library_subclass_pytorch_geometric():
     assert _codes(PYG.replace("{LOADER}", "DataLoader(dataset, 128, shuffle=True)")) == [(8, "AL301"), (8, "AL304")]
     # negative twin: workers and pinning set
-    assert _codes(PYG.replace("{LOADER}", "DataLoader(dataset, 128, shuffle=True, num_workers=4, pin_memory=True)")) == []
+    assert (
+        _codes(PYG.replace("{LOADER}", "DataLoader(dataset, 128, shuffle=True, num_workers=4, pin_memory=True)")) == []
+    )
     # its 4th positional argument onwards are not torch's (follow_batch, exclude_keys): not judged
     assert _codes(PYG.replace("{LOADER}", "DataLoader(dataset, 128, True, ['x'], None)")) == []

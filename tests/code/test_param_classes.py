@@ -9,7 +9,7 @@ from pathlib import Path
 from archlint.code import lint
 from archlint.config import Settings
 
-UTILS = '''import torch
+UTILS = """import torch
 
 
 class Logger:
@@ -18,9 +18,9 @@ class Logger:
             if isinstance(v, torch.Tensor):
                 v = v.item()
             print(f"{k}")
-'''
+"""
 
-ENGINE = '''import torch
+ENGINE = """import torch
 
 
 def train_one_epoch(model, loader, optimizer, device, writer=None):
@@ -31,9 +31,9 @@ def train_one_epoch(model, loader, optimizer, device, writer=None):
         loss.backward()
         optimizer.step()
         writer.update(loss=loss)
-'''
+"""
 
-MAIN = '''import torch
+MAIN = """import torch
 from torch.utils.data import DataLoader
 
 import utils
@@ -47,7 +47,7 @@ def main(dataset, model):
     writer = {BUILD}
     with torch.autocast("cuda"):
         {CALL}
-'''
+"""
 
 
 def _lint(tmp_path: Path, build: str, call: str) -> set[str]:
@@ -59,19 +59,26 @@ def _lint(tmp_path: Path, build: str, call: str) -> set[str]:
 
 
 def test_class_passed_by_keyword(tmp_path):
-    assert _lint(tmp_path, "utils.Logger()", "train_one_epoch(model, loader, optimizer, device, writer=writer)") \
-        == {"utils.py:8"}
+    assert _lint(tmp_path, "utils.Logger()", "train_one_epoch(model, loader, optimizer, device, writer=writer)") == {
+        "utils.py:8"
+    }
 
 
 def test_class_passed_by_position_and_optional(tmp_path):
-    assert _lint(tmp_path, "utils.Logger() if device else None",
-                 "train_one_epoch(model, loader, optimizer, device, writer)") == {"utils.py:8"}
+    assert _lint(
+        tmp_path, "utils.Logger() if device else None", "train_one_epoch(model, loader, optimizer, device, writer)"
+    ) == {"utils.py:8"}
 
 
 def test_library_object_or_unknown_class_is_not_followed(tmp_path):
     # a library writer passed for the parameter: nothing of the project runs per step
-    assert _lint(tmp_path, "torch.utils.tensorboard.SummaryWriter()",
-                 "train_one_epoch(model, loader, optimizer, device, writer=writer)") == set()
-    # the project's class is never passed for it: its update() is not a per-step helper
-    assert _lint(tmp_path, "utils.Logger()", "train_one_epoch(model, loader, optimizer, device, writer=None)") \
+    assert (
+        _lint(
+            tmp_path,
+            "torch.utils.tensorboard.SummaryWriter()",
+            "train_one_epoch(model, loader, optimizer, device, writer=writer)",
+        )
         == set()
+    )
+    # the project's class is never passed for it: its update() is not a per-step helper
+    assert _lint(tmp_path, "utils.Logger()", "train_one_epoch(model, loader, optimizer, device, writer=None)") == set()

@@ -10,24 +10,24 @@ from archlint.code import lint
 from archlint.code.engine import lint_text
 from archlint.config import Settings
 
-CHECK_PLAIN = '''def check_loss(loss, loss_value):
+CHECK_PLAIN = """def check_loss(loss, loss_value):
     loss_valid = True
     error = ""
     if loss_value != loss_value:
         loss_valid = False
         error = "nan loss"
     return loss_valid, error
-'''
+"""
 
-CHECK_TENSOR = '''import torch
+CHECK_TENSOR = """import torch
 
 
 def check_loss(loss, loss_value):
     error = ""
     return torch.isfinite(loss), error
-'''
+"""
 
-TRAIN = '''import torch
+TRAIN = """import torch
 {IMPORT}
 
 def train(model, loader, optimizer, criterion):
@@ -41,7 +41,7 @@ def train(model, loader, optimizer, criterion):
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
-'''
+"""
 
 
 def test_same_file():

@@ -31,7 +31,11 @@ def test_file_facts_round_trip_through_json():
     facts = FileFacts.from_json(json.loads(json.dumps(summary)))
     assert facts.to_json() == summary
     loader = facts.defs["build"]["loader"]
-    assert isinstance(loader, LoaderFact) and (loader.pin, loader.workers, loader.holder) == ("false", "missing", "build")
+    assert isinstance(loader, LoaderFact) and (loader.pin, loader.workers, loader.holder) == (
+        "false",
+        "missing",
+        "build",
+    )
     assert facts.cuda and not facts.light
     assert "train" in facts.defs and facts.defs["train"]["backward"] == 1
 

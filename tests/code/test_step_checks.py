@@ -8,7 +8,7 @@ from archlint.code import lint
 from archlint.code.engine import lint_text
 from archlint.config import Settings
 
-STEP = '''import torch
+STEP = """import torch
 {IMPORT}
 
 
@@ -23,12 +23,16 @@ def do_train(cfg, model, optimizer, data_loader, storage):
         optimizer.zero_grad()
         losses.backward()
         optimizer.step()
-'''
+"""
 
-SLOW = {"{CHECK}": "assert torch.isfinite(losses).all(), loss_dict",
-        "{READ}": "{k: v.item() for k, v in reduce_dict(loss_dict).items()}"}
-FAST = {"{CHECK}": "assert len(loss_dict) > 0, loss_dict",  # no tensor value read
-        "{READ}": "{k: v.detach() for k, v in reduce_dict(loss_dict).items()}"}
+SLOW = {
+    "{CHECK}": "assert torch.isfinite(losses).all(), loss_dict",
+    "{READ}": "{k: v.item() for k, v in reduce_dict(loss_dict).items()}",
+}
+FAST = {
+    "{CHECK}": "assert len(loss_dict) > 0, loss_dict",  # no tensor value read
+    "{READ}": "{k: v.detach() for k, v in reduce_dict(loss_dict).items()}",
+}
 
 
 def _al401(parts: dict, imports: str = "from detectron2.utils.comm import reduce_dict", device: str = "cfg.DEVICE"):
@@ -53,7 +57,7 @@ def test_device_from_a_config():
     assert _al401(SLOW, "from utils import reduce_dict", '"cpu"') == []
 
 
-HELPER = '''import torch
+HELPER = """import torch
 
 
 class Trainer:
@@ -69,7 +73,7 @@ class Trainer:
     def _detect_anomaly(self, losses, data):
         if {TEST}:
             raise FloatingPointError("loss became infinite or NaN")
-'''
+"""
 
 
 def _project_al401(tmp_path, text: str) -> list[int]:

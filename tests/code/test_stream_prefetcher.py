@@ -12,11 +12,11 @@ from archlint.code.engine import lint_text
 from archlint.code.facts import CallSite, Facts
 
 SCRIPT = Path(__file__).parents[1] / "fixtures" / "code" / "stream_prefetcher.py"
-SIDE_STREAM = '''            with torch.cuda.stream(stream):
+SIDE_STREAM = """            with torch.cuda.stream(stream):
                 next_x = next_x.to("cuda")
-                next_y = next_y.to("cuda")'''
-DEFAULT_STREAM = '''            next_x = next_x.to("cuda")
-            next_y = next_y.to("cuda")'''
+                next_y = next_y.to("cuda")"""
+DEFAULT_STREAM = """            next_x = next_x.to("cuda")
+            next_y = next_y.to("cuda")"""
 
 HANDOVER = "            torch.cuda.current_stream().wait_stream(stream)\n"
 
@@ -49,7 +49,7 @@ def test_copies_on_the_side_stream_satisfy_al302():
     assert [d.line for d in moved] == [42, 43]
 
 
-PARTIAL_STREAM = '''import torch
+PARTIAL_STREAM = """import torch
 from functools import partial
 from torch.utils.data import DataLoader
 
@@ -78,7 +78,7 @@ def train(model, dataset):
     loader = DataLoader(dataset, batch_size=32, num_workers=4, pin_memory=True)
     for x, y in PrefetchLoader(loader):
         model(x).sum().backward()
-'''
+"""
 
 
 def test_stream_entered_through_partial_counts():
@@ -89,12 +89,15 @@ def test_stream_entered_through_partial_counts():
     assert [d.line for d in lint_text(plain, "loader.py") if d.code == "AL302"] == [16, 17]  # not a prefetcher
 
 
-DEVICE_MODULE_STREAM = PARTIAL_STREAM.replace(
-    "        stream = torch.cuda.Stream()\n        stream_context = partial(torch.cuda.stream, stream=stream)\n",
-    "        device_mod = getattr(torch, \"cuda\")\n        stream = device_mod.Stream()\n"
-    "        stream_context = partial(device_mod.stream, stream=stream)\n").replace(
-    "wait_stream(stream)", "wait_stream(stream)", 1).replace(
-    "torch.cuda.current_stream().wait_stream", "device_mod.current_stream().wait_stream")
+DEVICE_MODULE_STREAM = (
+    PARTIAL_STREAM.replace(
+        "        stream = torch.cuda.Stream()\n        stream_context = partial(torch.cuda.stream, stream=stream)\n",
+        '        device_mod = getattr(torch, "cuda")\n        stream = device_mod.Stream()\n'
+        "        stream_context = partial(device_mod.stream, stream=stream)\n",
+    )
+    .replace("wait_stream(stream)", "wait_stream(stream)", 1)
+    .replace("torch.cuda.current_stream().wait_stream", "device_mod.current_stream().wait_stream")
+)
 
 
 def test_stream_made_through_a_device_module_counts():

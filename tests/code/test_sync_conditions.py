@@ -8,7 +8,7 @@ import pytest
 
 from archlint.code.engine import lint_text
 
-LOOP = '''import random
+LOOP = """import random
 import torch
 
 RANK = 0
@@ -25,7 +25,7 @@ def train(model, loader, optimizer, args):
         seen += 1
         if {test}:
             print(loss.item())
-'''
+"""
 
 
 def _lines(test: str) -> list[int]:
@@ -37,8 +37,10 @@ def test_a_setting_selects_runs_so_the_sync_is_every_step(test):
     assert _lines(test) == [17]
 
 
-@pytest.mark.parametrize("test", ["step % 100 == 0", "seen % args.log_every == 0", "random.random() < 0.01",
-                                  "args.verbose and step % 10 == 0"])
+@pytest.mark.parametrize(
+    "test",
+    ["step % 100 == 0", "seen % args.log_every == 0", "random.random() < 0.01", "args.verbose and step % 10 == 0"],
+)
 def test_a_test_that_changes_per_step_is_periodic(test):
     assert _lines(test) == []
 

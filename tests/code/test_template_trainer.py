@@ -10,7 +10,7 @@ from pathlib import Path
 from archlint.code import lint
 from archlint.config import Settings
 
-TRAIN_LOOP = '''import torch
+TRAIN_LOOP = """import torch
 
 
 class TrainerBase:
@@ -46,9 +46,9 @@ class SimpleTrainer(TrainerBase):
     def _write_metrics(self, loss_dict):
         metrics = {READ}
         self.history.append(metrics)
-'''
+"""
 
-TRAIN_NET = '''import torch
+TRAIN_NET = """import torch
 
 from train_loop import SimpleTrainer
 
@@ -57,13 +57,15 @@ def main(model, data_loader):
     model.to(torch.device("cuda"))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.02)
     SimpleTrainer(model, data_loader, optimizer).train(0, 1000)
-'''
+"""
 
 
 def _lint(tmp_path: Path, read: str) -> set[str]:
     (tmp_path / "train_loop.py").write_text(TRAIN_LOOP.replace("{READ}", read))
     (tmp_path / "train_net.py").write_text(TRAIN_NET)
-    diagnostics = lint.lint_paths([tmp_path], Settings(root=tmp_path, cache=False, select=["AL401", "AL403"])).diagnostics
+    diagnostics = lint.lint_paths(
+        [tmp_path], Settings(root=tmp_path, cache=False, select=["AL401", "AL403"])
+    ).diagnostics
     return {f"{Path(os.path.relpath(d.file, tmp_path)).as_posix()}:{d.line} {d.code}" for d in diagnostics}
 
 
@@ -79,7 +81,7 @@ def test_negative_twin_keeps_the_metrics_on_the_device(tmp_path):
 
 
 def test_an_epoch_loop_around_a_function_with_its_own_batch_loop_is_not_the_training_loop(tmp_path):
-    text = '''import torch
+    text = """import torch
 
 
 def train_one_epoch(model, loader, optimizer):
@@ -92,7 +94,7 @@ def train_one_epoch(model, loader, optimizer):
 def main(model, loader, optimizer):
     for epoch in range(10):
         train_one_epoch(model, loader, optimizer)
-'''
+"""
     (tmp_path / "train.py").write_text(text)
     diagnostics = lint.lint_paths([tmp_path], Settings(root=tmp_path, cache=False, select=["AL403"])).diagnostics
     assert [d.line for d in diagnostics] == [5]

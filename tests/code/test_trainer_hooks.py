@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from archlint.code.engine import lint_text
 
-TRAINER = '''import torch.nn.functional as F
+TRAINER = """import torch.nn.functional as F
 from transformers import Trainer
 
 
@@ -22,7 +22,7 @@ class DistillationTrainer({BASE}):
         loss = 0.5 * outputs.loss + 0.5 * kd
         self.metrics.append({RECORD})
         return (loss, outputs) if return_outputs else loss
-'''
+"""
 
 
 def _al401(base: str, record: str) -> list[int]:

@@ -18,9 +18,10 @@ from archlint.code.facts import Facts
 
 ROOT = Path(__file__).parents[2]
 FILES = sorted((ROOT / "tests" / "fixtures" / "code").rglob("*.py")) + sorted(
-    (ROOT / "benchmarks" / "eval_data" / "training_projects").rglob("*.py"))
+    (ROOT / "benchmarks" / "eval_data" / "training_projects").rglob("*.py")
+)
 
-SYNTAX = '''
+SYNTAX = """
 @decorator(arg)
 @other
 async def f(a, /, b: int = 1, *args, c=[x for x in y if x], **kw) -> "T":
@@ -48,15 +49,22 @@ match v:
     case Point(x=0) as p: pass
 assert x, "msg"; import a.b as c; from . import (d, e as f); from .. import *
 n = a if b else c; n += 1; n @= m; print(~x, -y, x ** 2 // 3 % 4 << 5 >> 6 & 7 | 8 ^ 9)
-'''
+"""
 
 
 def _recorder():
     """A CSTVisitor class with a hook on every node type (visit and leave) and every field."""
     events: list = []
     hooks: dict = {}
-    kinds = [t for t in vars(cst).values() if isinstance(t, type) and issubclass(t, cst.CSTNode)
-             and not inspect.isabstract(t) and t not in walk.LEAVES and hasattr(t, "_visit_and_replace_children")]
+    kinds = [
+        t
+        for t in vars(cst).values()
+        if isinstance(t, type)
+        and issubclass(t, cst.CSTNode)
+        and not inspect.isabstract(t)
+        and t not in walk.LEAVES
+        and hasattr(t, "_visit_and_replace_children")
+    ]
     for t in kinds:
         name = t.__name__
         hooks[f"visit_{name}"] = lambda self, node, n=name: events.append(("visit", n, id(node)))
@@ -73,7 +81,9 @@ def _sources():
         yield str(path.relative_to(ROOT)), path.read_text(encoding="utf-8")
 
 
-@pytest.mark.parametrize("name,source", list(_sources()), ids=lambda v: v if isinstance(v, str) and "\n" not in v else "")
+@pytest.mark.parametrize(
+    "name,source", list(_sources()), ids=lambda v: v if isinstance(v, str) and "\n" not in v else ""
+)
 def test_walk_calls_the_hooks_libcst_calls(name, source):
     module = cst.parse_module(source)
     recorder, events = _recorder()
@@ -112,26 +122,70 @@ def _signature(facts: Facts) -> list:
 
     out: list = []
     for s in facts.scopes:
-        out.append((n(s.node), s.kind, n(s.parent), [(k, [n(v) for v in vs]) for k, vs in s.assigns.items()],
-                    [(k, [(n(a), n(b)) for a, b in vs]) for k, vs in s.item_sets.items()],
-                    [(k, [(n(a), i) for a, i in vs]) for k, vs in s.unpacked.items()],
-                    [(k, [n(v) for v in vs]) for k, vs in s.aug_updates.items()], sorted(s.params),
-                    [n(c) for c in s.calls], [n(i.node) for i in s.indexes], [n(c) for c in s.comprehensions],
-                    s.has_backward, s.has_yield, s.returns))
+        out.append(
+            (
+                n(s.node),
+                s.kind,
+                n(s.parent),
+                [(k, [n(v) for v in vs]) for k, vs in s.assigns.items()],
+                [(k, [(n(a), n(b)) for a, b in vs]) for k, vs in s.item_sets.items()],
+                [(k, [(n(a), i) for a, i in vs]) for k, vs in s.unpacked.items()],
+                [(k, [n(v) for v in vs]) for k, vs in s.aug_updates.items()],
+                sorted(s.params),
+                [n(c) for c in s.calls],
+                [n(i.node) for i in s.indexes],
+                [n(c) for c in s.comprehensions],
+                s.has_backward,
+                s.has_yield,
+                s.returns,
+            )
+        )
     for loop in facts.loops:
-        out.append((n(loop.node), loop.targets, [n(c) for c in loop.calls], [n(i) for i in loop.indexes],
-                    [(n(a), n(b)) for a, b in loop.assigns], [(n(a), b) for a, b in loop.next_of],
-                    [n(w) for w in loop.withs], [(n(a), b) for a, b in loop.ifs], sorted(loop.varying),
-                    [n(c) for c in loop.comprehensions], loop.has_backward, n(loop.parent)))
+        out.append(
+            (
+                n(loop.node),
+                loop.targets,
+                [n(c) for c in loop.calls],
+                [n(i) for i in loop.indexes],
+                [(n(a), n(b)) for a, b in loop.assigns],
+                [(n(a), b) for a, b in loop.next_of],
+                [n(w) for w in loop.withs],
+                [(n(a), b) for a, b in loop.ifs],
+                sorted(loop.varying),
+                [n(c) for c in loop.comprehensions],
+                loop.has_backward,
+                n(loop.parent),
+            )
+        )
     for c in facts.calls:
-        out.append((n(c.node), n(c.scope), [(n(lp), b) for lp, b in c.loops], [n(w) for w in c.withs],
-                    c.statement, c.conditional, [(n(a), b) for a, b in c.under]))
-    out.append(([n(x) for x in facts.import_nodes], sorted(facts.bound), [(n(a), n(b)) for a, b in facts.attr_assigns],
-                sorted(facts.idents), n(facts.main_guard), [n(s) for s in facts.functions], facts.imports.names))
+        out.append(
+            (
+                n(c.node),
+                n(c.scope),
+                [(n(lp), b) for lp, b in c.loops],
+                [n(w) for w in c.withs],
+                c.statement,
+                c.conditional,
+                [(n(a), b) for a, b in c.under],
+            )
+        )
+    out.append(
+        (
+            [n(x) for x in facts.import_nodes],
+            sorted(facts.bound),
+            [(n(a), n(b)) for a, b in facts.attr_assigns],
+            sorted(facts.idents),
+            n(facts.main_guard),
+            [n(s) for s in facts.functions],
+            facts.imports.names,
+        )
+    )
     return out
 
 
-@pytest.mark.parametrize("name,source", list(_sources()), ids=lambda v: v if isinstance(v, str) and "\n" not in v else "")
+@pytest.mark.parametrize(
+    "name,source", list(_sources()), ids=lambda v: v if isinstance(v, str) and "\n" not in v else ""
+)
 def test_facts_are_those_the_libcst_visit_recorded(name, source, monkeypatch):
     module = cst.parse_module(source)
     ours = _signature(Facts(module, source))

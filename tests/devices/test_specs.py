@@ -11,7 +11,20 @@ from archlint.devices import DIR, builtin_names, load_file
 
 ROOT = Path(__file__).resolve().parents[2]
 NETS = str(ROOT / "examples" / "nets.py")
-REQUIRED = {"rtx3090", "rtx4090", "rtx5090", "a100-sxm", "a100-pcie", "h100-sxm", "h100-pcie", "h200", "l4", "l40s", "t4", "cpu-example"}
+REQUIRED = {
+    "rtx3090",
+    "rtx4090",
+    "rtx5090",
+    "a100-sxm",
+    "a100-pcie",
+    "h100-sxm",
+    "h100-pcie",
+    "h200",
+    "l4",
+    "l40s",
+    "t4",
+    "cpu-example",
+}
 
 
 def test_builtins_validate_and_cite_every_figure():
@@ -52,7 +65,10 @@ GOOD = (DIR / "rtx4090.toml").read_text()
 @pytest.mark.parametrize(
     ("edit", "named"),
     [
-        (lambda t: t.replace('kind = "gpu"', 'kind = "gpu"\nboost-clock-ghz = 2.5'), "'boost-clock-ghz'"),  # unknown key
+        (
+            lambda t: t.replace('kind = "gpu"', 'kind = "gpu"\nboost-clock-ghz = 2.5'),
+            "'boost-clock-ghz'",
+        ),  # unknown key
         (lambda t: t + "\nboost-clock-ghz = 'whitepaper'\n", "'sources.boost-clock-ghz'"),  # a source of nothing
         (lambda t: t.replace("sm-count = 128\n", ""), "'sm-count'"),  # missing figure
         (lambda t: t.replace("memory-bandwidth-gbs = 1008", "memory-bandwidth-gbs = -1008"), "'memory-bandwidth-gbs'"),
@@ -76,7 +92,10 @@ def test_bad_spec_file_is_exit_2_naming_the_key(tmp_path, capsys, edit, named):
 
 def test_cpu_spec_missing_field_and_negative(tmp_path, capsys):
     good = (DIR / "cpu-example.toml").read_text()
-    for text, named in ((good.replace("cores = 2\n", ""), "'cores'"), (good.replace("cache-mb = 32", "cache-mb = -32"), "'cache-mb'")):
+    for text, named in (
+        (good.replace("cores = 2\n", ""), "'cores'"),
+        (good.replace("cache-mb = 32", "cache-mb = -32"), "'cache-mb'"),
+    ):
         path = tmp_path / "cpu.toml"
         path.write_text(text)
         assert main([f"{NETS}:TinyNet", "--input-shape", "1,3,32,32", "--device-spec", str(path)]) == 2
@@ -105,13 +124,13 @@ def test_a_gpu_spec_may_give_its_memory_with_a_source():
 
 
 def test_a_gpu_spec_may_give_its_own_measured_shares():
+    import dataclasses
+
     import tomllib
 
     from archlint.devices import parse, resolve
     from archlint.devices.achieved import SHARES, shares_for
     from archlint.errors import UsageError
-
-    import dataclasses
 
     h200 = resolve("h200")
     value, low, high = h200.achieved["stream"]  # archlint calibrate --families on a lent H200
@@ -122,7 +141,10 @@ def test_a_gpu_spec_may_give_its_own_measured_shares():
     assert shares_for(partial)["cuda-core"] == SHARES["cuda-core"]  # not measured there: the built-in
     assert shares_for(resolve("rtx4090")) == SHARES
     data = tomllib.loads((DIR / "h200.toml").read_text(encoding="utf-8"))
-    for bad, named in (({"stream": [0.9, 0.6, 0.8]}, "achieved.stream"), ({"tensor-gem": [0.5, 0.4, 0.6]}, "achieved.tensor-gem")):
+    for bad, named in (
+        ({"stream": [0.9, 0.6, 0.8]}, "achieved.stream"),
+        ({"tensor-gem": [0.5, 0.4, 0.6]}, "achieved.tensor-gem"),
+    ):
         with pytest.raises(UsageError, match=named):
             parse({**data, "achieved": bad}, "h200")
     del data["sources"]["achieved"]
@@ -136,8 +158,13 @@ def test_the_spec_own_shares_move_the_estimate():
     from archlint.devices import resolve
     from archlint.model.estimating import estimate
 
-    op = {"kind": "elementwise", "flops": 0, "mac_bytes": 400_000_000, "in_shapes": [[100_000_000]],
-          "out_shapes": [[100_000_000]]}
+    op = {
+        "kind": "elementwise",
+        "flops": 0,
+        "mac_bytes": 400_000_000,
+        "in_shapes": [[100_000_000]],
+        "out_shapes": [[100_000_000]],
+    }
     h200 = resolve("h200")
     own = estimate.estimate_op(op, h200, "float16").ms
     builtin = estimate.estimate_op(op, dataclasses.replace(h200, achieved={}), "float16").ms

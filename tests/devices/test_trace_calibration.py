@@ -17,15 +17,16 @@ TRACE = Path("/work/shared/traces/a100_alexnet_inference.json.gz")
 
 @pytest.mark.skipif(not TRACE.exists(), reason="the shared A100 trace is not on this machine")
 def test_shares_match_the_trace():
-    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "trace_calibration.py")], capture_output=True,
-                         text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "trace_calibration.py")], capture_output=True, text=True, check=True
+    ).stdout
     found = {}
     for line in out.splitlines():
         m = re.match(r"(\S+) .*mean (\d+)%\s+range (\d+)%-(\d+)%", line)
         if m:
             found.setdefault(m.group(1), []).append(tuple(int(g) / 100 for g in m.groups()[1:]))
     for name in ("tensor-gemm", "stream", "broadcast", "window"):
-        (mean, low, high), = found[name]
+        ((mean, low, high),) = found[name]
         s = SHARES[name]
         assert (s.value, s.low, s.high) == pytest.approx((mean, low, high), abs=0.005), name
     cuda = found["cuda-core"]

@@ -27,7 +27,9 @@ def some_code() -> str:
 
 
 def test_config_is_found_by_walking_up_from_a_subdirectory(tmp_path, monkeypatch, some_code):
-    write(tmp_path, f"""
+    write(
+        tmp_path,
+        f"""
         [tool.archlint]
         ignore = ["{some_code}"]
         tolerance = {{ flops = 0.05, latency-ms = 0.5 }}
@@ -45,7 +47,8 @@ def test_config_is_found_by_walking_up_from_a_subdirectory(tmp_path, monkeypatch
         device = "cuda:1"
         init = {{ num_classes = 10 }}
         budgets = {{ max-flops = 3e8, max-params = 1e6 }}
-    """)
+    """,
+    )
     deep = tmp_path / "src" / "pkg"
     deep.mkdir(parents=True)
     monkeypatch.chdir(deep)
@@ -57,7 +60,12 @@ def test_config_is_found_by_walking_up_from_a_subdirectory(tmp_path, monkeypatch
     assert s.module_ignored("AL101", "backbone.layer3.0.conv1") and not s.module_ignored("AL201", "backbone.layer3.0")
     (m,) = s.models
     # Targets in the file are relative to the project root; archlint runs them from the cwd.
-    assert (m.target, m.input_shapes, m.dtype, m.device) == ("../../nets.py:Net", [[1, 3, 32, 32], [1, 10]], "bfloat16", "cuda:1")
+    assert (m.target, m.input_shapes, m.dtype, m.device) == (
+        "../../nets.py:Net",
+        [[1, 3, 32, 32], [1, 10]],
+        "bfloat16",
+        "cuda:1",
+    )
     assert m.init == {"num_classes": 10} and m.budgets == {"max-flops": 3e8, "max-params": 1e6}
 
 
@@ -76,21 +84,30 @@ def test_a_pyproject_without_the_table_is_skipped(tmp_path, monkeypatch):
         ('[tool.archlint]\nselct = ["AL1"]\n', "unknown key [tool.archlint] 'selct'"),
         ('[tool.archlint]\nselect = ["AL999"]\n', "[tool.archlint] select: unknown rule code 'AL999'"),
         ('[tool.archlint]\nignore = ["XYZ"]\n', "[tool.archlint] ignore: unknown rule code 'XYZ'"),
-        ('[tool.archlint.per-file-ignores]\n"tests/*" = ["AL998"]\n', "per-file-ignores 'tests/*': unknown rule code 'AL998'"),
-        ('[tool.archlint.rules.AL997]\nthreshold = 0.2\n', "[tool.archlint.rules]: unknown rule code 'AL997'"),
+        (
+            '[tool.archlint.per-file-ignores]\n"tests/*" = ["AL998"]\n',
+            "per-file-ignores 'tests/*': unknown rule code 'AL998'",
+        ),
+        ("[tool.archlint.rules.AL997]\nthreshold = 0.2\n", "[tool.archlint.rules]: unknown rule code 'AL997'"),
         ('[tool.archlint.module-ignores]\nAL996 = ["a.*"]\n', "module-ignores: unknown rule code 'AL996'"),
         ('[tool.archlint.module-ignores]\nAL1 = "a.*"\n', "module-ignores.AL1 must be a list of module-path globs"),
-        ('[tool.archlint.rules.{code}]\nthreshold = -0.5\n', "{code}.threshold must be ≥ 0, got -0.5"),
-        ('[tool.archlint]\ntolerance = {{ flops = -1 }}\n', "tolerance: flops must be a non-negative fraction"),
-        ('[tool.archlint]\ntolerance = {{ speed = 0.1 }}\n', "tolerance: unknown metric 'speed'"),
+        ("[tool.archlint.rules.{code}]\nthreshold = -0.5\n", "{code}.threshold must be ≥ 0, got -0.5"),
+        ("[tool.archlint]\ntolerance = {{ flops = -1 }}\n", "tolerance: flops must be a non-negative fraction"),
+        ("[tool.archlint]\ntolerance = {{ speed = 0.1 }}\n", "tolerance: unknown metric 'speed'"),
         ('[tool.archlint]\nmode = "training"\n', "[tool.archlint] mode must be one of eval, train"),
         ("[[tool.archlint.models]]\ninput-shape = [1, 3]\n", "entry 1 needs a 'target'"),
         ('[[tool.archlint.models]]\ntarget = "nets.py"\n', "entry 1: target 'nets.py' must look like"),
         ('[[tool.archlint.models]]\ntarget = "n.py:Net"\nshape = [1]\n', "entry 1: unknown key 'shape'"),
-        ('[[tool.archlint.models]]\ntarget = "n.py:Net"\ninput-shapes = [[1, 0]]\n', "'n.py:Net': input shape [1, 0] must be positive"),
+        (
+            '[[tool.archlint.models]]\ntarget = "n.py:Net"\ninput-shapes = [[1, 0]]\n',
+            "'n.py:Net': input shape [1, 0] must be positive",
+        ),
         ('[[tool.archlint.models]]\ntarget = "n.py:Net"\ndtype = "int8"\n', "'n.py:Net': dtype must be one of"),
         ('[[tool.archlint.models]]\ntarget = "n.py:Net"\ndevice = "gpu"\n', "'n.py:Net': device must be cpu, cuda"),
-        ('[[tool.archlint.models]]\ntarget = "n.py:Net"\nbudgets = {{ max-flops = -3 }}\n', "budget max-flops must be a finite number ≥ 0"),
+        (
+            '[[tool.archlint.models]]\ntarget = "n.py:Net"\nbudgets = {{ max-flops = -3 }}\n',
+            "budget max-flops must be a finite number ≥ 0",
+        ),
         ('[[tool.archlint.models]]\ntarget = "n.py:Net"\nbudgets = {{ flops = 3 }}\n', "unknown budget 'flops'"),
         ("[tool.archlint\n", "not valid TOML"),
     ],

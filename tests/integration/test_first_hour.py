@@ -56,6 +56,7 @@ def _error_line(capsys, argv) -> str:
 
 # --- arguments in any order ------------------------------------------------------------------------
 
+
 def test_paths_and_options_intermix(capsys, tmp_path):
     for name in ("a", "b"):
         (tmp_path / name).mkdir()
@@ -79,6 +80,7 @@ def test_subcommands_keep_working(capsys):
 
 
 # --- model flags with no model -------------------------------------------------------------------
+
 
 def test_model_flag_on_code_target_suggests_the_one_model(capsys, tmp_path):
     model = tmp_path / "model.py"
@@ -119,7 +121,10 @@ def test_model_flag_check_does_not_import_torch(tmp_path):
     )
     proc = subprocess.run(
         [sys.executable, "-c", code, str(tmp_path / "model.py"), "--input-shape", "1,3,8,8"],
-        capture_output=True, text=True, cwd=tmp_path, env={**__import__("os").environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**__import__("os").environ, "PYTHONPATH": str(REPO)},
     )
     assert "TORCH False 2" in proc.stdout, proc.stdout + proc.stderr
     assert "did you mean" in proc.stderr
@@ -178,8 +183,24 @@ def _annotations(tmp_path, target, fmt="github") -> str:
     (tmp_path / "model.py").write_text(LOCATED)
     env = {**__import__("os").environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.run(
-        [sys.executable, "-m", "archlint", f"model.py:{target}", "--input-shape", "1,3,32,32", "--select", "AL205",
-         "--show-info", "--output-format", fmt], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "archlint",
+            f"model.py:{target}",
+            "--input-shape",
+            "1,3,32,32",
+            "--select",
+            "AL205",
+            "--show-info",
+            "--output-format",
+            fmt,
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr  # AL205 is info here: shown with --show-info, never a failure
     return proc.stdout
@@ -210,6 +231,7 @@ def test_sarif_location_in_user_file_and_module_in_message(tmp_path):
 
 
 # --- output details ----------------------------------------------------------------------------------
+
 
 def _train_file(tmp_path) -> Path:
     path = tmp_path / "train.py"
@@ -285,12 +307,18 @@ def test_torch_warnings_become_notes_and_fx_error_is_one_line(tmp_path):
     env = {**__import__("os").environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.run(
         [sys.executable, "-m", "archlint", "warns.py:Net", "--input-shape", "2,8", "--output-format", "json"],
-        capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=300,
     )
     assert proc.returncode in (0, 1) and "Warning" not in proc.stderr, proc.stderr
     model = json.loads(proc.stdout)["models"][0]
     notes = model["notes"]
-    assert any(n.startswith("warning during analysis: UserWarning: Implicit dimension choice for softmax") for n in notes)
+    assert any(
+        n.startswith("warning during analysis: UserWarning: Implicit dimension choice for softmax") for n in notes
+    )
     (fx,) = [n for n in model["details"] if n.startswith("fx capture failed")]
     assert "\n" not in fx and len(fx) < 400
 
@@ -325,9 +353,12 @@ def test_safe_fix_keeps_values_unsafe_ones_wait_for_the_flag(capsys, tmp_path):
     path.write_text(FACTORIES)
     code, out, _ = _run(capsys, [str(path), "--fix", "--no-cache", "--select", "AL402"])
     lines = path.read_text().splitlines()
-    assert lines[3:5] == ['zeros = torch.zeros(4, 4, device=device)', 'steps = torch.arange(10, device="cuda")']
+    assert lines[3:5] == ["zeros = torch.zeros(4, 4, device=device)", 'steps = torch.arange(10, device="cuda")']
     assert lines[5:] == FACTORIES.splitlines()[5:]  # random, linspace, requires_grad: untouched
-    assert out.splitlines()[-2:] == ["4 more fixable with --fix --unsafe-fixes.", "Fixed 2 findings with 4 edits (4 remaining)."]
+    assert out.splitlines()[-2:] == [
+        "4 more fixable with --fix --unsafe-fixes.",
+        "Fixed 2 findings with 4 edits (4 remaining).",
+    ]
     code, out, _ = _run(capsys, [str(path), "--fix", "--unsafe-fixes", "--no-cache", "--select", "AL402"])
     assert "noise = torch.randn(4, 4, device=device)" in path.read_text()
     assert (code, out.splitlines()[-1]) == (0, "Fixed 4 findings with 8 edits (0 remaining).")
@@ -354,6 +385,7 @@ def test_cudnn_benchmark_fix_is_unsafe(capsys, tmp_path):
 
 
 # --- module tree ------------------------------------------------------------------------------------------
+
 
 def _tree_row(out: str, label: str) -> list[str]:
     """The cells of the tree row whose module cell ends with `label` (tree glyphs are │ too)."""
@@ -383,7 +415,11 @@ def test_tree_sums_match_torch_and_totals(capsys):
     for name in ("stem", "block1", "fc"):
         assert _tree_row(out, name)[3] == human_count(sum(p.numel() for p in getattr(model, name).parameters()))
     assert _tree_row(out, "(model)")[:5] == [
-        "(model)", "TinyNet", "1×10", human_count(sum(p.numel() for p in model.parameters())), "30.03M"
+        "(model)",
+        "TinyNet",
+        "1×10",
+        human_count(sum(p.numel() for p in model.parameters())),
+        "30.03M",
     ]
     assert _tree_row(out, "block1")[1:3] == ["Block", "1×32×28×28"]
     assert _tree_row(out, "conv1")[1] == "Conv2d"
@@ -424,6 +460,7 @@ def test_tree_flag_errors(capsys, tmp_path):
 
 
 # --- one name per op ----------------------------------------------------------------------------------
+
 
 def test_one_display_name_per_op_in_text_and_json(capsys):
     import json

@@ -56,6 +56,7 @@ def project(tmp_path, monkeypatch):
 
 # --- 1. info findings are advice: hidden, counted, never failing ------------------------------------
 
+
 def test_code_info_findings_are_hidden_counted_and_never_fail(capsys, project):
     code, out, _ = _run(capsys, ["train.py", "--no-cache"])
     assert code == 0, out
@@ -77,8 +78,10 @@ def test_code_info_findings_are_hidden_counted_and_never_fail(capsys, project):
 def test_a_warning_still_fails_and_the_summary_counts_the_hidden(capsys, project):
     code, out, _ = _run(capsys, ["warned.py", "--no-cache"])
     assert code == 1 and "AL401" in out and "AL303" not in out
-    assert out.strip().splitlines()[-1] == ("Found 2 findings (1 fixable with --fix); 3 info findings hidden "
-                                            "(advice, never fails the run; --show-info shows them).")
+    assert out.strip().splitlines()[-1] == (
+        "Found 2 findings (1 fixable with --fix); 3 info findings hidden "
+        "(advice, never fails the run; --show-info shows them)."
+    )
 
 
 def test_a_file_not_analyzed_is_said_without_show_info(capsys, project):
@@ -88,6 +91,7 @@ def test_a_file_not_analyzed_is_said_without_show_info(capsys, project):
 
 
 # --- 5. --config KEY=VALUE is a settings override ---------------------------------------------------
+
 
 @pytest.mark.parametrize("override", ["select=AL4", 'select=["AL4"]', "ignore=AL3"])
 def test_config_key_value_overrides_a_setting(capsys, project, override):
@@ -105,10 +109,13 @@ def test_config_dotted_rule_option_and_pyproject_merge(capsys, project):
     assert code == 2 and err.startswith("archlint: error: --config rules.AL101.nonsense=1: ")
 
 
-@pytest.mark.parametrize("item, message", [
-    ("n_layer=4", "'n_layer' is not a [tool.archlint] setting ("),
-    ("select=AL9", "unknown rule code 'AL9'"),
-])
+@pytest.mark.parametrize(
+    "item, message",
+    [
+        ("n_layer=4", "'n_layer' is not a [tool.archlint] setting ("),
+        ("select=AL9", "unknown rule code 'AL9'"),
+    ],
+)
 def test_config_that_sets_nothing_is_an_error(capsys, project, item, message):
     code, out, err = _run(capsys, ["train.py", "--config", item])
     assert code == 2 and not out and len(err.splitlines()) == 1 and message in err, err
@@ -116,11 +123,15 @@ def test_config_that_sets_nothing_is_an_error(capsys, project, item, message):
 
 # --- 9. command-line conventions ----------------------------------------------------------------------
 
-@pytest.mark.parametrize("argv, hint", [
-    (["train.py", "--lantency"], "unrecognized arguments: --lantency; did you mean --latency?"),
-    (["x.py:Net", "--input-shap", "1,3"], "unrecognized arguments: --input-shap 1,3; did you mean --input-shape?"),
-    (["train.py", "--output-format", "html"], "for html use --html FILE"),
-])
+
+@pytest.mark.parametrize(
+    "argv, hint",
+    [
+        (["train.py", "--lantency"], "unrecognized arguments: --lantency; did you mean --latency?"),
+        (["x.py:Net", "--input-shap", "1,3"], "unrecognized arguments: --input-shap 1,3; did you mean --input-shape?"),
+        (["train.py", "--output-format", "html"], "for html use --html FILE"),
+    ],
+)
 def test_option_typos_get_a_hint_and_no_abbreviation(capsys, project, argv, hint):
     code, out, err = _run(capsys, argv)
     assert code == 2 and not out and len(err.splitlines()) == 1 and hint in err, err
@@ -171,14 +182,18 @@ def test_a_failed_capture_says_which_was_used_and_why_only_with_verbose(capsys, 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "flow.py").write_text(CONTROL_FLOW)
     code, out, _ = _run(capsys, ["flow.py:Net", "--input-shape", "2,8", "--exit-zero"])
-    assert re.search(r"note: captured with (export|dispatch): fx (and export )?could not capture this model "
-                     r"\(--verbose says why\)", out), out
+    assert re.search(
+        r"note: captured with (export|dispatch): fx (and export )?could not capture this model "
+        r"\(--verbose says why\)",
+        out,
+    ), out
     assert "fx capture failed" not in out
     code, out, _ = _run(capsys, ["flow.py:Net", "--input-shape", "2,8", "--exit-zero", "--verbose"])
     assert "detail: fx capture failed: " in out
 
 
 # --- 4. hf: findings point at the library class and name the switch --------------------------------
+
 
 def test_hf_findings_point_at_the_library_class_and_name_the_switch(tmp_path):
     import inspect
@@ -194,8 +209,19 @@ def test_hf_findings_point_at_the_library_class_and_name_the_switch(tmp_path):
     launcher.parent.mkdir()
     launcher.write_text("import sys\nfrom archlint.cli import main\nif __name__ == '__main__':\n    sys.exit(main())\n")
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    base = [sys.executable, str(launcher), "hf:gpt2", "--config", "n_layer=1", "--input-shape", "1,32:int64", "-q",
-            "--top", "0", "--exit-zero"]
+    base = [
+        sys.executable,
+        str(launcher),
+        "hf:gpt2",
+        "--config",
+        "n_layer=1",
+        "--input-shape",
+        "1,32:int64",
+        "-q",
+        "--top",
+        "0",
+        "--exit-zero",
+    ]
     text = subprocess.run(base, capture_output=True, text=True, cwd=tmp_path, env=env, timeout=600)
     (line,) = [x for x in text.stdout.splitlines() if ": AL110 " in x]
     source = Path(inspect.getsourcefile(NewGELUActivation)).resolve().as_posix()
@@ -203,11 +229,12 @@ def test_hf_findings_point_at_the_library_class_and_name_the_switch(tmp_path):
     lines = inspect.getsourcelines(NewGELUActivation)[0]
     class_line += next(i for i, t in enumerate(lines) if t.lstrip().startswith("class "))
     assert line.startswith(f"{source}:{class_line} [transformer.h.0.mlp.act]: AL110"), line
-    assert 'library code' in line and "--config activation_function=gelu_pytorch_tanh" in line
+    assert "library code" in line and "--config activation_function=gelu_pytorch_tanh" in line
     assert line.count("library code") == 1
     assert "bin/archlint" not in text.stdout
-    sarif = subprocess.run([*base, "--output-format", "sarif"], capture_output=True, text=True, cwd=tmp_path,
-                           env=env, timeout=600)
+    sarif = subprocess.run(
+        [*base, "--output-format", "sarif"], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=600
+    )
     results = json.loads(sarif.stdout)["runs"][0]["results"]
     uris = {r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] for r in results}
     assert uris and all(u.startswith("file:///") and "/transformers/" in u for u in uris), uris
@@ -216,20 +243,51 @@ def test_hf_findings_point_at_the_library_class_and_name_the_switch(tmp_path):
 
 # --- 3. notebooks are linted by cell; --fix changes only code cells' source --------------------------
 
+
 def _notebook(path: Path) -> bytes:
     cells = [
         {"cell_type": "markdown", "metadata": {}, "source": ["# Training, café\n", "notes"]},
-        {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [],
-         "source": ["%matplotlib inline\n", "!pip install torch\n", "import torch\n", "from torch import nn"]},
-        {"cell_type": "code", "execution_count": 3, "metadata": {"tags": ["x"]},
-         "outputs": [{"output_type": "stream", "name": "stdout", "text": ["hi\n"]}],
-         "source": ["model = nn.Conv2d(3, 3, 3).cuda()\n", "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n",
-                    "loader = torch.utils.data.DataLoader(range(10), batch_size=4)\n"]},
-        {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [], "source": ["%%bash\n", "ls -l\n"]},
-        {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [],
-         "source": ["for x in loader:\n", "    x = torch.zeros(4).cuda()\n", "    files = !ls\n",
-                    "    loss = model(x).sum()\n", "    print(loss.item())\n", "    opt.zero_grad()\n",
-                    "    loss.backward()\n", "    opt.step()"]},
+        {
+            "cell_type": "code",
+            "execution_count": None,
+            "metadata": {},
+            "outputs": [],
+            "source": ["%matplotlib inline\n", "!pip install torch\n", "import torch\n", "from torch import nn"],
+        },
+        {
+            "cell_type": "code",
+            "execution_count": 3,
+            "metadata": {"tags": ["x"]},
+            "outputs": [{"output_type": "stream", "name": "stdout", "text": ["hi\n"]}],
+            "source": [
+                "model = nn.Conv2d(3, 3, 3).cuda()\n",
+                "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n",
+                "loader = torch.utils.data.DataLoader(range(10), batch_size=4)\n",
+            ],
+        },
+        {
+            "cell_type": "code",
+            "execution_count": None,
+            "metadata": {},
+            "outputs": [],
+            "source": ["%%bash\n", "ls -l\n"],
+        },
+        {
+            "cell_type": "code",
+            "execution_count": None,
+            "metadata": {},
+            "outputs": [],
+            "source": [
+                "for x in loader:\n",
+                "    x = torch.zeros(4).cuda()\n",
+                "    files = !ls\n",
+                "    loss = model(x).sum()\n",
+                "    print(loss.item())\n",
+                "    opt.zero_grad()\n",
+                "    loss.backward()\n",
+                "    opt.step()",
+            ],
+        },
     ]
     nb = {"cells": cells, "metadata": {"language_info": {"name": "python"}}, "nbformat": 4, "nbformat_minor": 5}
     data = (json.dumps(nb, indent=1, ensure_ascii=False) + "\n").encode()
@@ -243,8 +301,10 @@ def test_a_notebook_is_linted_by_cell(capsys, tmp_path, monkeypatch):
     code, out, _ = _run(capsys, ["bad.ipynb", "--no-cache"])
     assert code == 1 and "All checks passed" not in out
     lines = set(out.splitlines())
-    assert "bad.ipynb:cell 5:5:11: AL401 .item() on every training step waits for the GPU to finish: keep the value on " \
-           "the GPU (accumulate with .detach()) and read it every N steps or once per epoch" in lines
+    assert (
+        "bad.ipynb:cell 5:5:11: AL401 .item() on every training step waits for the GPU to finish: keep the value on "
+        "the GPU (accumulate with .detach()) and read it every N steps or once per epoch" in lines
+    )
     assert any(line.startswith("bad.ipynb:cell 3:3:10: AL301 [*]") for line in lines), out
     assert any(line.startswith("bad.ipynb:cell 5:2:9: AL402 [*]") for line in lines), out
     code, out, _ = _run(capsys, [".", "--no-cache", "--output-format", "json"])  # found in folders too
@@ -260,13 +320,14 @@ def test_fix_writes_back_only_the_code_cells(capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     before = _notebook(tmp_path / "bad.ipynb")
     code, out, _ = _run(capsys, ["bad.ipynb", "--no-cache", "--diff"])
-    assert "--- bad.ipynb:cell 5" in out and "+    x = torch.zeros(4, device=\"cuda\")" in out
+    assert "--- bad.ipynb:cell 5" in out and '+    x = torch.zeros(4, device="cuda")' in out
     assert "    files = !ls" in out and "archlint: magic" not in out
     assert (tmp_path / "bad.ipynb").read_bytes() == before
     code, out, _ = _run(capsys, ["bad.ipynb", "--no-cache", "--fix"])
     after = (tmp_path / "bad.ipynb").read_bytes()
     expected = before.replace(b'batch_size=4)\\n"', b'batch_size=4, pin_memory=True)\\n"').replace(
-        b'torch.zeros(4).cuda()', b'torch.zeros(4, device=\\"cuda\\")')
+        b"torch.zeros(4).cuda()", b'torch.zeros(4, device=\\"cuda\\")'
+    )
     assert after == expected  # only the two edited source lines differ: layout, outputs, magics as they were
     code, out, _ = _run(capsys, ["bad.ipynb", "--no-cache"])
     assert "AL301" not in out and "AL402" not in out and "AL401" in out

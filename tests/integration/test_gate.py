@@ -19,8 +19,15 @@ TARGET = "nets.py:Net"
 
 def model(flops=1_000_000, mac=4_000_000, params=10_000, latency=None, target=TARGET) -> ModelResult:
     totals = Totals(flops=flops, mac_bytes=mac, params=params, latency_ms=latency)
-    return ModelResult(target=target, strategy="fx", device="cpu", dtype="float32",
-                       input_shapes=[[1, 3, 32, 32]], totals=totals, layers=[])
+    return ModelResult(
+        target=target,
+        strategy="fx",
+        device="cpu",
+        dtype="float32",
+        input_shapes=[[1, 3, 32, 32]],
+        totals=totals,
+        layers=[],
+    )
 
 
 def model_finding(code="AL101", module="stem.conv", message="unbalanced") -> Diagnostic:
@@ -162,7 +169,9 @@ def test_code_finding_fingerprint_survives_moving_the_code(settings, tmp_path):
 
 
 def test_baseline_file_is_deterministic_and_readable(settings, tmp_path):
-    path = saved(settings, run(model(), diagnostics=[model_finding("AL104", "b"), model_finding("AL101", "a")]), tmp_path)
+    path = saved(
+        settings, run(model(), diagnostics=[model_finding("AL104", "b"), model_finding("AL101", "a")]), tmp_path
+    )
     data = json.loads(path.read_text())
     assert data["archlint_baseline"] == 1
     assert data["models"][TARGET]["flops"] == 1_000_000

@@ -37,8 +37,9 @@ def archlint(capsys, *argv: str) -> tuple[int, str]:
 def test_under_budget_passes(capsys, monkeypatch):
     monkeypatch.chdir(REPO)
     # --select AL201: TinyNet has no unused module, so only the gate decides the exit code.
-    code, out = archlint(capsys, *TINY, "--select", "AL201", "--max-flops", "1e9", "--max-params", "1e6",
-                         "--output-format", "json")
+    code, out = archlint(
+        capsys, *TINY, "--select", "AL201", "--max-flops", "1e9", "--max-params", "1e6", "--output-format", "json"
+    )
     assert code == 0, out
     gate = json.loads(out)["gate"]
     assert {g["check"] for g in gate} == {"max-flops", "max-params"} and all(g["passed"] for g in gate)
@@ -81,10 +82,25 @@ def test_baseline_grandfathers_old_findings_and_fails_new_ones(capsys, project):
     # the stem's output), the old ones stay quiet.
     source = (project / "nets.py").read_text()
     marker = "x = self.block2(self.block1(self.stem(x)))"
-    (project / "nets.py").write_text(source.replace(marker, "x = self.block2(self.block1(torch.relu(self.stem(x))))", 1))
+    (project / "nets.py").write_text(
+        source.replace(marker, "x = self.block2(self.block1(torch.relu(self.stem(x))))", 1)
+    )
     # A fresh process: this one has imported nets.py already.
-    done = subprocess.run([sys.executable, "-m", "archlint", "--models", "--baseline", "archlint-baseline.json",
-                           "--output-format", "json"], capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "archlint",
+            "--models",
+            "--baseline",
+            "archlint-baseline.json",
+            "--output-format",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 1, done.stderr
     report = json.loads(done.stdout)
     assert [d["code"] for d in report["diagnostics"] if d["severity"] == "warning"] == ["AL202"]

@@ -20,8 +20,7 @@ def _run(args: list[str], seed: str, cwd: Path, outputs: list[Path] = ()) -> byt
     env = {**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": str(REPO), "SOURCE_DATE_EPOCH": "1700000000"}
     for out in outputs:
         out.unlink(missing_ok=True)
-    done = subprocess.run([sys.executable, "-m", "archlint", *args], cwd=cwd, env=env, capture_output=True,
-                          timeout=600)
+    done = subprocess.run([sys.executable, "-m", "archlint", *args], cwd=cwd, env=env, capture_output=True, timeout=600)
     assert done.returncode in (0, 1), done.stderr.decode()[-2000:]
     return done.stdout + b"\0" + b"\0".join(out.read_bytes() for out in outputs)
 
@@ -31,8 +30,10 @@ def _same_for_every_seed(args: list[str], cwd: Path, seeds=SEEDS, outputs: list[
     for seed in seeds[1:]:
         other = _run(args, seed, cwd, outputs)
         at = next((i for i, (a, b) in enumerate(zip(first, other)) if a != b), min(len(first), len(other)))
-        assert other == first, (f"output differs between PYTHONHASHSEED={seeds[0]} and {seed}: {args}\n"
-                                f"{first[max(0, at - 300):at + 100]!r}\n{other[max(0, at - 300):at + 100]!r}")
+        assert other == first, (
+            f"output differs between PYTHONHASHSEED={seeds[0]} and {seed}: {args}\n"
+            f"{first[max(0, at - 300) : at + 100]!r}\n{other[max(0, at - 300) : at + 100]!r}"
+        )
     return first
 
 
@@ -43,13 +44,15 @@ def _package_and_module(root: Path) -> Path:
     (project / "src" / "data").mkdir(parents=True)
     (project / "pyproject.toml").write_text("")
     (project / "src" / "data" / "__init__.py").write_text(
-        "from torch.utils.data import DataLoader\n\n\nclass AudioDataLoader(DataLoader):\n    pass\n")
+        "from torch.utils.data import DataLoader\n\n\nclass AudioDataLoader(DataLoader):\n    pass\n"
+    )
     (project / "src" / "data" / "data.py").write_text("def AudioDataLoader(dataset, **kwargs):\n    return dataset\n")
     (root / "tools").mkdir()
     (root / "tools" / "train.py").write_text(
         "import torch\nfrom data import AudioDataLoader\n\n\ndef main(ds):\n"
         "    loader = AudioDataLoader(ds, batch_size=32)\n    model = torch.nn.Linear(3, 4).cuda()\n"
-        "    for x in loader:\n        x = x.cuda()\n        model(x).sum().backward()\n")
+        "    for x in loader:\n        x = x.cuda()\n        model(x).sum().backward()\n"
+    )
     return project
 
 
@@ -66,13 +69,15 @@ def test_package_wins_over_module_of_the_same_name_in_one_folder(tmp_path):
     """Python's order inside one folder: `data/__init__.py` before `data.py`."""
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "__init__.py").write_text(
-        "from torch.utils.data import DataLoader\n\n\nclass AudioDataLoader(DataLoader):\n    pass\n")
+        "from torch.utils.data import DataLoader\n\n\nclass AudioDataLoader(DataLoader):\n    pass\n"
+    )
     (tmp_path / "data.py").write_text("def AudioDataLoader(dataset, **kwargs):\n    return dataset\n")
     (tmp_path / "pyproject.toml").write_text("")
     (tmp_path / "train.py").write_text(
         "import torch\nfrom data import AudioDataLoader\n\n\ndef main(ds):\n"
         "    loader = AudioDataLoader(ds, batch_size=32)\n    model = torch.nn.Linear(3, 4).cuda()\n"
-        "    for x in loader:\n        x = x.cuda()\n        model(x).sum().backward()\n")
+        "    for x in loader:\n        x = x.cuda()\n        model(x).sum().backward()\n"
+    )
     out = _run(["train.py", "--no-cache", "-j", "1", "--output-format", "json", "-q"], "0", tmp_path)
     assert b"AL304" in out
 
@@ -81,13 +86,23 @@ def test_code_linter_on_the_evaluation_projects_and_examples(tmp_path):
     html = tmp_path / "report.html"
     sarif = tmp_path / "report.sarif"
     cwd = REPO / "benchmarks" / "eval_data"
-    targets = ["training_projects", "../../examples", "../../tests/fixtures/code", "--no-cache", "-j", "1",
-               "--show-info", "-q"]
-    out = _same_for_every_seed([*targets, "--output-format", "json", "--html", str(html)], cwd, seeds=SEEDS[:3],
-                               outputs=[html])
+    targets = [
+        "training_projects",
+        "../../examples",
+        "../../tests/fixtures/code",
+        "--no-cache",
+        "-j",
+        "1",
+        "--show-info",
+        "-q",
+    ]
+    out = _same_for_every_seed(
+        [*targets, "--output-format", "json", "--html", str(html)], cwd, seeds=SEEDS[:3], outputs=[html]
+    )
     assert out.count(b'"code": "AL') > 100  # the projects were linted, not skipped
-    _same_for_every_seed([*targets, "--output-format", "sarif", "-o", str(sarif)], cwd, seeds=SEEDS[:2],
-                         outputs=[sarif])
+    _same_for_every_seed(
+        [*targets, "--output-format", "sarif", "-o", str(sarif)], cwd, seeds=SEEDS[:2], outputs=[sarif]
+    )
     _same_for_every_seed([*targets, "--statistics"], cwd, seeds=SEEDS[:2])
 
 
@@ -101,27 +116,58 @@ def test_each_evaluation_project_from_its_own_folder():
 
 def test_model_analyzer_and_trace_reader(tmp_path):
     html = tmp_path / "model.html"
-    args = [str(REPO / "examples" / "nets.py") + ":TinyNet", "--input-shape", "2,3,32,32", "--show-info", "-q",
-            "--tree", "--device-spec", "a100-sxm", "--output-format", "json", "--html", str(html)]
+    args = [
+        str(REPO / "examples" / "nets.py") + ":TinyNet",
+        "--input-shape",
+        "2,3,32,32",
+        "--show-info",
+        "-q",
+        "--tree",
+        "--device-spec",
+        "a100-sxm",
+        "--output-format",
+        "json",
+        "--html",
+        str(html),
+    ]
     out = _same_for_every_seed(args, tmp_path, seeds=SEEDS[:3], outputs=[html])
     assert b'"flops"' in out
     trace = REPO / "tests" / "trace" / "fixtures" / "a100_alexnet_inference.json.gz"
     trace_html = tmp_path / "trace.html"
-    _same_for_every_seed(["trace", str(trace), "--output-format", "json", "--html", str(trace_html)], tmp_path,
-                         seeds=SEEDS[:3], outputs=[trace_html])
+    _same_for_every_seed(
+        ["trace", str(trace), "--output-format", "json", "--html", str(trace_html)],
+        tmp_path,
+        seeds=SEEDS[:3],
+        outputs=[trace_html],
+    )
     _same_for_every_seed(["trace", str(trace)], tmp_path, seeds=SEEDS[:3])
 
 
 def test_trace_diff():
     """Rows of equal change were in set order (`--diff` of two traces differed between seeds)."""
     fixtures = REPO / "tests" / "trace" / "fixtures"
-    args = ["trace", str(fixtures / "h200_resnet50_fp32_inference.json.gz"), "--diff",
-            str(fixtures / "a100_alexnet_inference.json.gz"), "--output-format", "json"]
+    args = [
+        "trace",
+        str(fixtures / "h200_resnet50_fp32_inference.json.gz"),
+        "--diff",
+        str(fixtures / "a100_alexnet_inference.json.gz"),
+        "--output-format",
+        "json",
+    ]
     _same_for_every_seed(args, REPO, seeds=("0", "1", "2", "3", "4", "5"))
 
 
 @pytest.mark.parametrize("variant", ["train"])
 def test_train_step_analysis(tmp_path, variant):
-    args = [str(REPO / "examples" / "nets.py") + ":TinyNet", "--input-shape", "2,3,32,32", "--train",
-            "--device-spec", "l4", "--output-format", "json", "-q"]
+    args = [
+        str(REPO / "examples" / "nets.py") + ":TinyNet",
+        "--input-shape",
+        "2,3,32,32",
+        "--train",
+        "--device-spec",
+        "l4",
+        "--output-format",
+        "json",
+        "-q",
+    ]
     _same_for_every_seed(args, tmp_path, seeds=SEEDS[:2])

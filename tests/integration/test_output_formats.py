@@ -22,25 +22,45 @@ SCHEMA = json.loads((Path(__file__).parent / "data" / "sarif-schema-2.1.0.json")
 def project(tmp_path: Path) -> Path:
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "train.py").write_text("import torch\nloader = DataLoader(ds, pin_memory=False)\n")
-    (tmp_path / "nets.py").write_text("import torch\n\n\nclass Block(torch.nn.Module):\n    pass\n\n\nclass Net(torch.nn.Module):\n    pass\n")
+    (tmp_path / "nets.py").write_text(
+        "import torch\n\n\nclass Block(torch.nn.Module):\n    pass\n\n\nclass Net(torch.nn.Module):\n    pass\n"
+    )
     return tmp_path
 
 
 @pytest.fixture
 def result(project: Path) -> RunResult:
     code = Diagnostic(
-        code="AL301", message="DataLoader without pin_memory, 50% slower H2D copies", file=str(project / "src" / "train.py"),
-        line=2, column=10, end_line=2, end_column=40,
+        code="AL301",
+        message="DataLoader without pin_memory, 50% slower H2D copies",
+        file=str(project / "src" / "train.py"),
+        line=2,
+        column=10,
+        end_line=2,
+        end_column=40,
         fix=Fix("set pin_memory=True", Applicability.SAFE, (Edit(2, 35, 2, 40, "True"),)),
     )
     # A model finding the rules located at its module's class, and one they could not locate.
     located = Diagnostic(
-        code="AL101", message="conv 16→256 channels: MAC 2.1× its lower bound, 100% more", severity=Severity.WARNING,
-        file=str(project / "nets.py"), line=4, node="blocks_0_conv", module="blocks.0.conv", target="nets.py:Net",
-        evidence={"c1": 16, "c2": 256}, price=Price.static("conv 64→64", mac_bytes_saved=123456, model_mac_bytes=493824),
+        code="AL101",
+        message="conv 16→256 channels: MAC 2.1× its lower bound, 100% more",
+        severity=Severity.WARNING,
+        file=str(project / "nets.py"),
+        line=4,
+        node="blocks_0_conv",
+        module="blocks.0.conv",
+        target="nets.py:Net",
+        evidence={"c1": 16, "c2": 256},
+        price=Price.static("conv 64→64", mac_bytes_saved=123456, model_mac_bytes=493824),
     )
-    unlocated = Diagnostic(code="AL201", message="unused submodule head2", severity=Severity.INFO,
-                           node="head2", module="head2", target="nets.py:Net")
+    unlocated = Diagnostic(
+        code="AL201",
+        message="unused submodule head2",
+        severity=Severity.INFO,
+        node="head2",
+        module="head2",
+        target="nets.py:Net",
+    )
     gate = [GateResult("nets.py:Net", "max-flops", False, "1.2M FLOPs exceeds budget 1M FLOPs by 20.0%", 1.2e6, 1e6)]
     return RunResult(diagnostics=[code, located, unlocated], gate=gate)
 
@@ -86,7 +106,10 @@ def test_sarif_locations_are_relative_and_model_findings_point_at_the_class(proj
     fallback = by_rule["AL201"]["locations"][0]["physicalLocation"]
     assert fallback["artifactLocation"]["uri"] == "nets.py" and fallback["region"]["startLine"] == 8
     assert by_rule["AL201"]["level"] == "note"
-    assert "target's class" in by_rule["AL201"]["properties"]["location"] and "location" not in by_rule["AL101"]["properties"]
+    assert (
+        "target's class" in by_rule["AL201"]["properties"]["location"]
+        and "location" not in by_rule["AL101"]["properties"]
+    )
     # Stable ids for code scanning: the same finding, the same fingerprint, whatever its line.
     assert all(len(r["partialFingerprints"]["archlintFingerprint/v1"]) == 20 for r in run["results"])
     assert "max-flops" in run["invocations"][0]["toolExecutionNotifications"][0]["message"]["text"]
@@ -95,11 +118,19 @@ def test_sarif_locations_are_relative_and_model_findings_point_at_the_class(proj
 def test_github_workflow_commands(project, result, monkeypatch):
     monkeypatch.chdir(project)
     lines = github.render(result, Settings(root=project)).splitlines()
-    assert "::warning file=src/train.py,line=2,col=10,endLine=2,endColumn=40,title=archlint AL301::" \
-           "AL301 DataLoader without pin_memory, 50%25 slower H2D copies" in lines
-    assert "::warning file=nets.py,line=4,title=archlint AL101::AL101 [blocks.0.conv] conv 16→256 channels: " \
-           "MAC 2.1× its lower bound, 100%25 more  [saves 123 KB MAC, 25.0%25 of model MAC (static); vs conv 64→64]" in lines
-    assert "::error title=archlint gate%3A max-flops::nets.py:Net: max-flops: 1.2M FLOPs exceeds budget 1M FLOPs by 20.0%25" in lines
+    assert (
+        "::warning file=src/train.py,line=2,col=10,endLine=2,endColumn=40,title=archlint AL301::"
+        "AL301 DataLoader without pin_memory, 50%25 slower H2D copies" in lines
+    )
+    assert (
+        "::warning file=nets.py,line=4,title=archlint AL101::AL101 [blocks.0.conv] conv 16→256 channels: "
+        "MAC 2.1× its lower bound, 100%25 more  [saves 123 KB MAC, 25.0%25 of model MAC (static); vs conv 64→64]"
+        in lines
+    )
+    assert (
+        "::error title=archlint gate%3A max-flops::nets.py:Net: max-flops: 1.2M FLOPs exceeds budget 1M FLOPs by 20.0%25"
+        in lines
+    )
     assert len(lines) == 3  # the info finding is hidden without --show-info
     shown = github.render(result, Settings(root=project, show_info=True)).splitlines()
     assert "::notice file=nets.py,line=8,title=archlint AL201::AL201 [head2] unused submodule head2" in shown

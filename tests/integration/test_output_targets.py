@@ -51,12 +51,14 @@ def test_a_linted_file_found_in_a_folder_is_refused_at_the_write(project, capsys
     (project / "src" / "model_code.py").write_text(FINDING)
     code, _, err = archlint(capsys, "src", "--no-cache", "--output-format", "sarif", "-o", "src/model_code.py")
     assert (project / "src" / "model_code.py").read_text() == FINDING
-    assert code == 2 and err == ("archlint: error: cannot write the report to src/model_code.py: it is a linted file "
-                                 "that this run reads, and the report would replace it; give another file name\n")
+    assert code == 2 and err == (
+        "archlint: error: cannot write the report to src/model_code.py: it is a linted file "
+        "that this run reads, and the report would replace it; give another file name\n"
+    )
 
 
 def test_the_config_and_the_baseline_read_are_inputs(project, capsys):
-    config = "[tool.archlint]\nselect = [\"AL4\"]\n"
+    config = '[tool.archlint]\nselect = ["AL4"]\n'
     (project / "pyproject.toml").write_text(config)
     code, _, err = archlint(capsys, "train.py", "--no-cache", "--html", "pyproject.toml")
     assert code == 2 and (project / "pyproject.toml").read_text() == config
@@ -71,8 +73,9 @@ def test_the_config_and_the_baseline_read_are_inputs(project, capsys):
 
 
 def test_two_outputs_naming_one_file_are_refused(project, capsys):
-    code, _, err = archlint(capsys, "train.py", "--no-cache", "--output-format", "json", "-o", "r.json",
-                            "--html", "./r.json")
+    code, _, err = archlint(
+        capsys, "train.py", "--no-cache", "--output-format", "json", "-o", "r.json", "--html", "./r.json"
+    )
     assert code == 2 and err == "archlint: error: -o and --html name the same file (r.json); give each its own file\n"
     assert not (project / "r.json").exists()
 
@@ -88,9 +91,11 @@ def test_an_output_never_writes_through_a_link(project, capsys, flag, what):
     for name, target in (("archlint.sarif", victim), ("dangling.json", outside / "new")):
         code, _, err = archlint(capsys, "train.py", "--no-cache", "--output-format", "sarif", flag, name)
         assert code == 2, err
-        assert err == (f"archlint: error: cannot write {what}: {name} is a symbolic link to {target}; archlint never "
-                       "writes through a link (it would replace the link's target): remove the link or give the real "
-                       "file's path\n")
+        assert err == (
+            f"archlint: error: cannot write {what}: {name} is a symbolic link to {target}; archlint never "
+            "writes through a link (it would replace the link's target): remove the link or give the real "
+            "file's path\n"
+        )
         assert (project / name).is_symlink()
     assert victim.read_text() == "somebody's file\n"  # was: replaced by the report
     assert not (outside / "new").exists()  # was: created outside the project
@@ -133,8 +138,9 @@ def test_a_255_byte_report_name_is_written(tmp_path):
 
 def test_the_same_file_named_twice_is_linted_once(project, capsys):
     os.symlink("train.py", project / "alias.py")
-    code, out, _ = archlint(capsys, "train.py", "./train.py", str(project / "train.py"), "alias.py", "--no-cache",
-                            "--output-format", "json")
+    code, out, _ = archlint(
+        capsys, "train.py", "./train.py", str(project / "train.py"), "alias.py", "--no-cache", "--output-format", "json"
+    )
     data = json.loads(out)
     assert code == 1
     assert [d["code"] for d in data["diagnostics"]] == ["AL402"]  # was: one per spelling
@@ -142,6 +148,7 @@ def test_the_same_file_named_twice_is_linted_once(project, capsys):
 
 
 # Traces --------------------------------------------------------------------------------------------
+
 
 @pytest.fixture
 def traces(tmp_path, monkeypatch) -> Path:
@@ -161,25 +168,30 @@ def test_a_trace_report_never_replaces_a_trace(traces, capsys, flag):
 
 def test_trace_diff_writes_through_the_one_writer(traces, capsys):
     before = (traces / "base.json.gz").read_bytes()
-    code, _, err = archlint(capsys, "trace", "new.json.gz", "--diff", "base.json.gz", "--output-format", "json",
-                            "-o", "base.json.gz")
+    code, _, err = archlint(
+        capsys, "trace", "new.json.gz", "--diff", "base.json.gz", "--output-format", "json", "-o", "base.json.gz"
+    )
     assert code == 2 and (traces / "base.json.gz").read_bytes() == before, err  # was: replaced by the diff
     (traces / "folder").mkdir()
-    code, _, err = archlint(capsys, "trace", "new.json.gz", "--diff", "base.json.gz", "--output-format", "json",
-                            "-o", "folder")
+    code, _, err = archlint(
+        capsys, "trace", "new.json.gz", "--diff", "base.json.gz", "--output-format", "json", "-o", "folder"
+    )
     assert code == 2 and "internal error" not in err and err.endswith("it is a folder; give a file name\n"), err
-    code, _, err = archlint(capsys, "trace", "new.json.gz", "--diff", "base.json.gz", "--output-format", "json",
-                            "-o", "diff.json")
+    code, _, err = archlint(
+        capsys, "trace", "new.json.gz", "--diff", "base.json.gz", "--output-format", "json", "-o", "diff.json"
+    )
     assert code in (0, 1) and set(json.loads((traces / "diff.json").read_text())) >= {"diff", "traces"}, err
 
 
 def test_the_same_trace_named_twice_is_read_once(traces, capsys):
-    code, out, err = archlint(capsys, "trace", "new.json.gz", "./new.json.gz", str(traces / "new.json.gz"),
-                              "--output-format", "json")
+    code, out, err = archlint(
+        capsys, "trace", "new.json.gz", "./new.json.gz", str(traces / "new.json.gz"), "--output-format", "json"
+    )
     assert code in (0, 1) and len(json.loads(out)["traces"]) == 1, err  # was: 3
 
 
 # A model --------------------------------------------------------------------------------------------
+
 
 def test_a_report_never_replaces_the_model_file(tmp_path, capsys, monkeypatch):
     pytest.importorskip("torch")
@@ -187,8 +199,9 @@ def test_a_report_never_replaces_the_model_file(tmp_path, capsys, monkeypatch):
     model = "import torch\n\nclass Net(torch.nn.Module):\n    def forward(self, x):\n        return x * 2\n"
     (tmp_path / "model.py").write_text(model)
     for flag in ("-o", "--html", "--save-baseline"):
-        code, _, err = archlint(capsys, "model.py:Net", "--input-shape", "1,4", "--output-format", "json",
-                                flag, "model.py")
+        code, _, err = archlint(
+            capsys, "model.py:Net", "--input-shape", "1,4", "--output-format", "json", flag, "model.py"
+        )
         assert code == 2 and (tmp_path / "model.py").read_text() == model, err  # was: exit 0, model.py a report
         assert "it is the model's file that this run reads" in err
 
@@ -200,9 +213,28 @@ def test_a_stream_onto_an_input_is_refused(project):
 
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     with open(project / "train.py", "ab") as appended:
-        run = subprocess.run([sys.executable, "-m", "archlint", "train.py", "--no-cache", "--output-format", "json",
-                              "-o", "/dev/stdout"], stdout=appended, stderr=subprocess.PIPE, text=True, env=env,
-                             cwd=project, timeout=120, check=False)
+        run = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "archlint",
+                "train.py",
+                "--no-cache",
+                "--output-format",
+                "json",
+                "-o",
+                "/dev/stdout",
+            ],
+            stdout=appended,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            cwd=project,
+            timeout=120,
+            check=False,
+        )
     assert run.returncode == 2 and (project / "train.py").read_text() == FINDING  # was: the report, alone
-    assert run.stderr == ("archlint: error: cannot write the report to /dev/stdout: it is a linted file (train.py) "
-                          "that this run reads, and the report would replace it; give another file name\n")
+    assert run.stderr == (
+        "archlint: error: cannot write the report to /dev/stdout: it is a linted file (train.py) "
+        "that this run reads, and the report would replace it; give another file name\n"
+    )

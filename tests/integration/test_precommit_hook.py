@@ -39,8 +39,10 @@ SLOW_SCRIPT = textwrap.dedent("""\
 FIXED_SCRIPT = SLOW_SCRIPT.replace("num_workers=4)", "num_workers=4, pin_memory=True)")
 
 GIT_ENV = {
-    "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
-    "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com",
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@example.com",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@example.com",
 }
 
 
@@ -72,13 +74,15 @@ def project(tmp_path) -> Path:
     return tmp_path
 
 
-
-
 def try_repo(project: Path, hook_repo: Path, offline_env: dict, tmp_path: Path) -> subprocess.CompletedProcess:
     env = {**offline_env, **GIT_ENV, "PRE_COMMIT_HOME": str(tmp_path / "home"), "NO_COLOR": "1"}
     return subprocess.run(
         [sys.executable, "-m", "pre_commit", "try-repo", str(hook_repo), "archlint", "--verbose", "--color=never"],
-        cwd=project, capture_output=True, text=True, env=env, timeout=600,
+        cwd=project,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
     )
 
 
@@ -126,7 +130,16 @@ def test_models_hook_runs_the_configured_models_with_the_users_torch(project, ho
     git(project, "add", "nets.py", "pyproject.toml")
     env = {**offline_env, **GIT_ENV, "PRE_COMMIT_HOME": str(tmp_path / "home"), "NO_COLOR": "1"}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
-    argv = [sys.executable, "-m", "pre_commit", "try-repo", str(hook_repo), "archlint-models", "--verbose", "--color=never"]
+    argv = [
+        sys.executable,
+        "-m",
+        "pre_commit",
+        "try-repo",
+        str(hook_repo),
+        "archlint-models",
+        "--verbose",
+        "--color=never",
+    ]
     over = subprocess.run(argv, cwd=project, capture_output=True, text=True, env=env, timeout=600)
     assert over.returncode == 1, over.stdout + over.stderr
     assert "max-flops" in over.stdout and "exceeds budget 20M FLOPs" in over.stdout

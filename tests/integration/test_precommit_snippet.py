@@ -19,8 +19,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 def _snippets() -> list[str]:
     text = (REPO / "README.md").read_text(encoding="utf-8")
-    section = text[text.index("## pre-commit\n"):]
-    section = section[:section.index("\n## ", 1)]
+    section = text[text.index("## pre-commit\n") :]
+    section = section[: section.index("\n## ", 1)]
     return re.findall(r"```yaml\n(.*?)```", section, re.S)
 
 
@@ -29,17 +29,22 @@ def _archlint_on_path(tmp_path: Path) -> dict[str, str]:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     shim = bin_dir / "archlint"
-    shim.write_text(f"#!/bin/sh\nexec {sys.executable} -m archlint \"$@\"\n")
+    shim.write_text(f'#!/bin/sh\nexec {sys.executable} -m archlint "$@"\n')
     shim.chmod(shim.stat().st_mode | stat.S_IXUSR)
-    env = {**os.environ, **GIT_ENV, "PRE_COMMIT_HOME": str(tmp_path / "home"), "NO_COLOR": "1",
-           "PYTHONPATH": str(REPO)}
+    env = {**os.environ, **GIT_ENV, "PRE_COMMIT_HOME": str(tmp_path / "home"), "NO_COLOR": "1", "PYTHONPATH": str(REPO)}
     env["PATH"] = f"{bin_dir}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
     return env
 
 
 def _models_hook(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "archlint", "--models", *args], cwd=cwd, capture_output=True,
-                          text=True, env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "archlint", "--models", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        timeout=300,
+    )
 
 
 def test_models_hook_without_a_pyproject_passes_and_says_there_is_none(tmp_path):
@@ -103,7 +108,9 @@ def test_the_clone_snippet_runs_with_the_commit_it_names(tmp_path, offline_env):
     git(clone, "init", "-q")
     git(clone, "add", ".")
     git(clone, "commit", "-q", "-m", "snapshot")
-    sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=clone, capture_output=True, text=True, check=True).stdout.strip()
+    sha = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=clone, capture_output=True, text=True, check=True
+    ).stdout.strip()
     snippet = _snippets()[1]
     snippet = re.sub(r"repo: \S+", f"repo: {clone}", snippet, count=1)
     snippet = re.sub(r"rev: [0-9a-f]{40}", f"rev: {sha}", snippet, count=1)
@@ -114,8 +121,14 @@ def test_the_clone_snippet_runs_with_the_commit_it_names(tmp_path, offline_env):
     (project / "train.py").write_text(SLOW_SCRIPT)
     git(project, "add", ".")
     env = {**_archlint_on_path(tmp_path), **{k: v for k, v in offline_env.items() if k.startswith("PIP_")}}
-    done = subprocess.run([sys.executable, "-m", "pre_commit", "run", "--all-files", "--color=never"], cwd=project,
-                          capture_output=True, text=True, env=env, timeout=900)
+    done = subprocess.run(
+        [sys.executable, "-m", "pre_commit", "run", "--all-files", "--color=never"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+    )
     out = done.stdout + done.stderr
     assert done.returncode == 1 and "AL301" in out, out
     assert re.search(r"archlint \(models\)\.+Passed", out), out

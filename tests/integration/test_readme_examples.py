@@ -26,7 +26,8 @@ def _check(name: str) -> None:
     text = (REPO / "README.md").read_text(encoding="utf-8")
     start, end = examples.regions(text)[name]
     assert text[start:end] == examples.region(name, examples.EXAMPLES[name]), (
-        f"README example {name!r} is stale: run `PYTHONPATH=. python benchmarks/readme_examples.py {name}`")
+        f"README example {name!r} is stale: run `PYTHONPATH=. python benchmarks/readme_examples.py {name}`"
+    )
 
 
 def test_every_example_has_a_region_and_every_region_an_example():

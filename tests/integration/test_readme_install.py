@@ -4,8 +4,9 @@ build, and the `models` extra declares what the first model run needs (numpy).""
 from __future__ import annotations
 
 import re
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 REPO = Path(__file__).resolve().parents[2]
 

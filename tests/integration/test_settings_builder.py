@@ -14,11 +14,14 @@ from archlint.cli import main
 from archlint.errors import UsageError
 
 
-@pytest.mark.parametrize("field, bad, rule", [
-    ("warmup", -1, "must be ≥ 0, got -1"),
-    ("repeat", 0, "must be ≥ 1, got 0"),
-    ("timeout", 0, "must be a number > 0, got 0"),
-])
+@pytest.mark.parametrize(
+    "field, bad, rule",
+    [
+        ("warmup", -1, "must be ≥ 0, got -1"),
+        ("repeat", 0, "must be ≥ 1, got 0"),
+        ("timeout", 0, "must be a number > 0, got 0"),
+    ],
+)
 def test_one_rule_per_field_from_file_flag_and_api(tmp_path, monkeypatch, capsys, field, bad, rule):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "a.py").write_text("x = 1\n")

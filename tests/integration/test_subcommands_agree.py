@@ -19,8 +19,14 @@ TRACE = REPO / "tests" / "trace" / "fixtures" / "a100_alexnet_inference.json.gz"
 
 
 def archlint(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "archlint", *args], cwd=cwd, capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "archlint", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        timeout=300,
+    )
 
 
 @pytest.mark.parametrize("command", ["trace", "loader", "rules"])
@@ -79,8 +85,18 @@ def test_every_rule_is_in_the_readme():
     assert codes and [c for c in codes if c not in readme] == []
 
 
-@pytest.mark.parametrize("value,text", [(12934.2, "12,934"), (636.4, "636"), (2280.0, "2,280"), (6.364, "6.36"),
-                                        (0.0001234, "0.000123"), (999.6, "1,000"), (0.0, "0")])
+@pytest.mark.parametrize(
+    "value,text",
+    [
+        (12934.2, "12,934"),
+        (636.4, "636"),
+        (2280.0, "2,280"),
+        (6.364, "6.36"),
+        (0.0001234, "0.000123"),
+        (999.6, "1,000"),
+        (0.0, "0"),
+    ],
+)
 def test_numbers_never_in_scientific_notation(value, text):
     from archlint.units import human_bytes, significant
 
@@ -98,8 +114,19 @@ def test_messages_with_long_times_are_plain():
 
 
 def test_a_latency_budget_verdict_is_plain(tmp_path):
-    done = archlint("nets.py:TinyNet", "--input-shape", "1,3,32,32", "--device-spec", "t4", "--max-latency-ms",
-                    "0.0000001", "--output-format", "json", "--exit-zero", cwd=REPO / "examples")
+    done = archlint(
+        "nets.py:TinyNet",
+        "--input-shape",
+        "1,3,32,32",
+        "--device-spec",
+        "t4",
+        "--max-latency-ms",
+        "0.0000001",
+        "--output-format",
+        "json",
+        "--exit-zero",
+        cwd=REPO / "examples",
+    )
     gate = json.loads(done.stdout)["gate"]
     assert gate and all("e-" not in g["message"] and "e+" not in g["message"] for g in gate), gate
 
@@ -112,8 +139,16 @@ def _with_price(price):
 
 def test_html_locations_are_the_texts(tmp_path):
     html = tmp_path / "r.html"
-    done = archlint("nets.py:TinyNet", "--input-shape", "1,3,32,32", "--show-info", "--html", str(html), "--exit-zero",
-                    cwd=REPO / "examples")
+    done = archlint(
+        "nets.py:TinyNet",
+        "--input-shape",
+        "1,3,32,32",
+        "--show-info",
+        "--html",
+        str(html),
+        "--exit-zero",
+        cwd=REPO / "examples",
+    )
     assert done.returncode == 0, done.stderr
     page = html.read_text(encoding="utf-8")
     assert "nets.py:" in done.stdout and str(REPO) not in done.stdout

@@ -22,24 +22,31 @@ def installed(tmp_path_factory, offline_env) -> Path:
     dist = root / "dist"
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), str(REPO)],
-        check=True, env=offline_env, timeout=600,
+        check=True,
+        env=offline_env,
+        timeout=600,
     )
     (wheel,) = dist.glob("archlint-*.whl")
     env_dir = root / "venv"
     venv.create(env_dir, with_pip=True, system_site_packages=False)
     bin_dir = env_dir / "bin"
-    subprocess.run([str(bin_dir / "python"), "-m", "pip", "install", "-q", str(wheel)], check=True, env=offline_env, timeout=600)
+    subprocess.run(
+        [str(bin_dir / "python"), "-m", "pip", "install", "-q", str(wheel)], check=True, env=offline_env, timeout=600
+    )
     return bin_dir
 
 
 def run(installed: Path, *args: str, cwd: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([str(installed / "archlint"), *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=300)
+    return subprocess.run(
+        [str(installed / "archlint"), *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=300
+    )
 
 
 def test_the_environment_is_isolated(installed, offline_env):
     probe = "import importlib.util as u, archlint.registry as r; print(u.find_spec('torch'), r.rules_dir())"
-    out = subprocess.run([str(installed / "python"), "-c", probe], capture_output=True, text=True, check=True,
-                         env=offline_env, cwd="/").stdout.split()
+    out = subprocess.run(
+        [str(installed / "python"), "-c", probe], capture_output=True, text=True, check=True, env=offline_env, cwd="/"
+    ).stdout.split()
     assert out[0] == "None", "torch must not be importable in the fresh environment"
     assert out[1].endswith("site-packages/archlint/_rules"), "rule pages must come from the wheel"
 
@@ -55,7 +62,8 @@ def test_rule_page_from_the_wheel(installed, offline_env, tmp_path):
 
 
 def test_code_lint_from_the_wheel(installed, offline_env, tmp_path):
-    (tmp_path / "train.py").write_text(textwrap.dedent("""\
+    (tmp_path / "train.py").write_text(
+        textwrap.dedent("""\
         import torch
         from torch.utils.data import DataLoader
 
@@ -65,7 +73,8 @@ def test_code_lint_from_the_wheel(installed, offline_env, tmp_path):
             with torch.autocast("cuda", dtype=torch.bfloat16):
                 loss = model(x).sum()
             loss.backward()
-    """))
+    """)
+    )
     result = run(installed, "train.py", "--output-format", "json", cwd=tmp_path, env=offline_env)
     assert result.returncode == 1, result.stderr
     import json

@@ -30,8 +30,16 @@ def test_stages_sum_to_the_measured_per_sample_time(data_dir, capsys):
     ratios = []
     for _ in range(3):
         lr = run_json(
-            capsys, f"{data_dir}/data.py:Folder", "--batch-size", "16", "--workers", "none",
-            "--batches", "12", "--stage-items", "128",
+            capsys,
+            f"{data_dir}/data.py:Folder",
+            "--batch-size",
+            "16",
+            "--workers",
+            "none",
+            "--batches",
+            "12",
+            "--stage-items",
+            "128",
         )
         stage_sum = sum(s["ms_per_sample"] for s in lr["stages"])
         ratios.append(stage_sum / (1e3 / lr["samples_per_s"]))
@@ -40,7 +48,12 @@ def test_stages_sum_to_the_measured_per_sample_time(data_dir, capsys):
     assert abs(ratios[-1] - 1) <= 0.15, f"stage sum / loader per-sample time: {ratios}"
     names = [s["name"] for s in lr["stages"]]
     assert names[:6] == [
-        "open/read", "decode", "transform: Resize", "transform: CenterCrop", "transform: ToTensor", "transform: Normalize",
+        "open/read",
+        "decode",
+        "transform: Resize",
+        "transform: CenterCrop",
+        "transform: ToTensor",
+        "transform: Normalize",
     ]
     assert names[-2:] == ["other in __getitem__", "collate"]
     assert sum(s["share"] for s in lr["stages"]) == pytest.approx(1.0)
@@ -54,7 +67,10 @@ def test_v2_pipeline_is_timed_step_by_step(data_dir, capsys):
     lr = run_json(capsys, f"{data_dir}/data.py:FolderV2", "--batch-size", "8", "--workers", "none", *FAST)
     transforms = [s["name"] for s in lr["stages"] if s["name"].startswith("transform")]
     assert transforms == [
-        "transform: PILToTensor", "transform: Resize", "transform: CenterCrop", "transform: ToDtype",
+        "transform: PILToTensor",
+        "transform: Resize",
+        "transform: CenterCrop",
+        "transform: ToDtype",
         "transform: CenterCrop #2",
     ]
     assert all(s["ms_per_sample"] > 0 for s in lr["stages"])
@@ -73,8 +89,18 @@ def test_workers_table_has_one_row_per_setting_and_leaves_no_worker(data_dir, ca
 def test_tensor_dataset_loader_and_contract(data_dir, capsys):
     lr = run_json(capsys, f"{data_dir}/data.py:tensors", "--workers", "0", *FAST)
     assert set(lr) >= {
-        "target", "batch_size", "num_workers", "samples_per_s", "batches_per_s", "first_batch_s", "spread",
-        "stages", "files_per_sample", "bytes_per_sample", "workers", "verdict",
+        "target",
+        "batch_size",
+        "num_workers",
+        "samples_per_s",
+        "batches_per_s",
+        "first_batch_s",
+        "spread",
+        "stages",
+        "files_per_sample",
+        "bytes_per_sample",
+        "workers",
+        "verdict",
     }
     assert lr["batch_size"] == 64 and lr["files_per_sample"] == 0 and lr["bytes_per_sample"] == 0
     assert [s["name"] for s in lr["stages"]] == ["other in __getitem__", "collate"]
@@ -88,12 +114,22 @@ def test_torchvision_datasets(data_dir, capsys):
     made in memory."""
     folder = run_json(capsys, f"{data_dir}/data.py:image_folder", "--batch-size", "8", "--workers", "none", *FAST)
     assert [s["name"] for s in folder["stages"]] == [
-        "open/read", "decode", "transform: Resize", "transform: ToTensor", "other in __getitem__", "collate",
+        "open/read",
+        "decode",
+        "transform: Resize",
+        "transform: ToTensor",
+        "other in __getitem__",
+        "collate",
     ]
     assert folder["files_per_sample"] == 1.0 and folder["bytes_per_sample"] > 1000
-    fake = run_json(capsys, f"{data_dir}/data.py:fake_data", "--init", "size=64", "--batch-size", "8", "--workers", "none", *FAST)
+    fake = run_json(
+        capsys, f"{data_dir}/data.py:fake_data", "--init", "size=64", "--batch-size", "8", "--workers", "none", *FAST
+    )
     assert [s["name"] for s in fake["stages"]] == [
-        "transform: RandomResizedCrop", "transform: ToTensor", "other in __getitem__", "collate",
+        "transform: RandomResizedCrop",
+        "transform: ToTensor",
+        "other in __getitem__",
+        "collate",
     ]
     assert fake["files_per_sample"] == 0 and fake["samples_per_s"] > 0
 
@@ -123,7 +159,16 @@ def test_batch_size_flag_overrides_a_loader_and_says_so(data_dir, capsys):
 
 @pytest.mark.usefixtures("one_thread")
 def test_verdict_flips_when_the_model_is_made_heavier(data_dir, capsys):
-    common = [f"{data_dir}/data.py:Folder", "--batch-size", "16", "--workers", "none", *FAST, "--model", f"{data_dir}/nets.py:Net"]
+    common = [
+        f"{data_dir}/data.py:Folder",
+        "--batch-size",
+        "16",
+        "--workers",
+        "none",
+        *FAST,
+        "--model",
+        f"{data_dir}/nets.py:Net",
+    ]
     light = run_json(capsys, *common, "--model-init", "depth=0")["verdict"]
     heavy = run_json(capsys, *common, "--model-init", "depth=3")["verdict"]
     assert light["bound"] == "input" and heavy["bound"] == "model", (light["message"], heavy["message"])
@@ -137,8 +182,20 @@ def test_verdict_on_a_device_spec_is_an_estimate(data_dir, capsys, tmp_path):
     """--device-spec l4: the model's step is estimated for the L4 (nothing of it runs here), labelled
     as an estimate; the eval step is the forward `archlint MODEL --device-spec l4` estimates, the
     training step adds the backward (2× the forward) and the SGD update."""
-    common = [f"{data_dir}/data.py:Folder", "--batch-size", "16", "--workers", "none", *FAST,
-              "--model", f"{data_dir}/nets.py:Net", "--model-init", "depth=3", "--device-spec", "l4"]
+    common = [
+        f"{data_dir}/data.py:Folder",
+        "--batch-size",
+        "16",
+        "--workers",
+        "none",
+        *FAST,
+        "--model",
+        f"{data_dir}/nets.py:Net",
+        "--model-init",
+        "depth=3",
+        "--device-spec",
+        "l4",
+    ]
     train = run_json(capsys, *common)["verdict"]
     infer = run_json(capsys, *common, "--step", "eval")["verdict"]
     assert train["basis"] == infer["basis"] == "estimated" and train["device"] == "l4"
@@ -148,8 +205,19 @@ def test_verdict_on_a_device_spec_is_an_estimate(data_dir, capsys, tmp_path):
     assert any("not a measurement" in n for n in train["notes"])
     assert any("model estimated on the loader's batch shape 16×3×48×48" in n for n in train["notes"])
 
-    assert main([f"{data_dir}/nets.py:Net", "--init", "depth=3", "--input-shape", "16,3,48,48",
-                 "--device-spec", "l4", "--output-format", "json"]) in (0, 1)
+    assert main(
+        [
+            f"{data_dir}/nets.py:Net",
+            "--init",
+            "depth=3",
+            "--input-shape",
+            "16,3,48,48",
+            "--device-spec",
+            "l4",
+            "--output-format",
+            "json",
+        ]
+    ) in (0, 1)
     (model,) = json.loads(capsys.readouterr().out)["models"]
     assert infer["model_step_ms"] == pytest.approx(model["estimate"]["latency_ms"], rel=1e-6)
     assert 3 * infer["model_step_ms"] < train["model_step_ms"] < 3.1 * infer["model_step_ms"]
@@ -184,8 +252,10 @@ def test_cuda_stream_prefetcher_is_reported_and_unwrapped(data_dir, capsys, targ
     assert (lr["batch_size"], lr["num_workers"]) == (batch_size, workers) and lr["samples_per_s"] > 0
     assert ("that DataLoader: " in lr["prefetch"]["detail"]) == (workers > 0)
     built_here = torch.cuda.is_available() or target in ("lazy", "iter_held")
-    assert any(("measured the DataLoader inside" if built_here else "cannot be built on this machine") in n
-               for n in lr["notes"]), lr["notes"]
+    assert any(
+        ("measured the DataLoader inside" if built_here else "cannot be built on this machine") in n
+        for n in lr["notes"]
+    ), lr["notes"]
     assert multiprocessing.active_children() == []
 
 
@@ -205,15 +275,26 @@ def test_prefetching_by_workers_and_none(data_dir, capsys, tmp_path):
 
 def test_text_and_html_reports(data_dir, capsys, tmp_path):
     page = tmp_path / "report.html"
-    code = main(["loader", f"{data_dir}/data.py:Folder", "--workers", "0,1", *FAST, "--html", str(page),
-                 "--model", f"{data_dir}/nets.py:Net"])
+    code = main(
+        [
+            "loader",
+            f"{data_dir}/data.py:Folder",
+            "--workers",
+            "0,1",
+            *FAST,
+            "--html",
+            str(page),
+            "--model",
+            f"{data_dir}/nets.py:Net",
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0
     for text in ("samples/s", "one sample's time by stage", "scaling with num_workers", "verdict", "decode"):
         assert text in out
     assert "All checks passed" not in out
     html = page.read_text()
-    for text in ("Data pipeline", "Scaling with num_workers", "Verdict", "transform: Resize", "id=\"loader-0\""):
+    for text in ("Data pipeline", "Scaling with num_workers", "Verdict", "transform: Resize", 'id="loader-0"'):
         assert text in html
 
 
@@ -294,7 +375,10 @@ def test_transforms_are_found_by_what_they_are_not_by_name(data_dir, capsys):
     lr = run_json(capsys, f"{data_dir}/data.py:FolderTf", "--batch-size", "8", "--workers", "none", *FAST)
     names = [s["name"] for s in lr["stages"]]
     assert [n for n in names if n.startswith("transform")] == [
-        "transform: Resize", "transform: CenterCrop", "transform: ToTensor", "transform: Jitter",
+        "transform: Resize",
+        "transform: CenterCrop",
+        "transform: ToTensor",
+        "transform: Jitter",
     ], names
     assert sum(s["share"] for s in lr["stages"]) == pytest.approx(1.0)
     assert not any("sum to" in n and int(n.split("sum to ")[1].split("%")[0]) > 100 for n in lr["notes"]), lr["notes"]
@@ -305,8 +389,9 @@ def test_a_report_never_replaces_the_loaders_code(tmp_path, capsys):
     code_text = "import torch\nloader = torch.utils.data.DataLoader(list(range(8)), batch_size=2)\n"
     (tmp_path / "data.py").write_text(code_text)
     for flag in ("-o", "--html"):
-        code = main(["loader", f"{tmp_path}/data.py:loader", *FAST, "--output-format", "json", flag,
-                     str(tmp_path / "data.py")])
+        code = main(
+            ["loader", f"{tmp_path}/data.py:loader", *FAST, "--output-format", "json", flag, str(tmp_path / "data.py")]
+        )
         err = capsys.readouterr().err
         assert code == 2 and (tmp_path / "data.py").read_text() == code_text, err
         assert "it is the loader's file that this run reads" in err

@@ -18,13 +18,11 @@ import warnings
 import pytest
 import torch
 import torchvision
-from torchvision.models import get_model, list_models
+from torchvision.models import get_model, get_model_weights, list_models
 
 from archlint.config import Settings
 from archlint.errors import UsageError
 from archlint.model.analyze import analyze_model
-
-from torchvision.models import get_model_weights
 
 pytestmark = pytest.mark.slow
 
@@ -50,8 +48,11 @@ def _analyze(model, inputs, strategy=None):
 
 
 def test_every_classification_builder_is_covered_by_the_ops_test():
-    covered = {name for name in list_models(module=torchvision.models)
-               if any("_ops" in w.meta for w in get_model_weights(name))}
+    covered = {
+        name
+        for name in list_models(module=torchvision.models)
+        if any("_ops" in w.meta for w in get_model_weights(name))
+    }
     assert set(list_models(module=torchvision.models)) <= covered
 
 

@@ -76,10 +76,13 @@ def test_missing_name_lists_candidates(capsys, tmp_path):
     assert "has no 'Net'" in line and "Other" in line
 
 
-@pytest.mark.parametrize("key,name,expected", [
-    ("not_module", "VALUE", "is a int, not an nn.Module subclass"),
-    ("bad_factory", "make", "returned int, not an nn.Module"),
-])
+@pytest.mark.parametrize(
+    "key,name,expected",
+    [
+        ("not_module", "VALUE", "is a int, not an nn.Module subclass"),
+        ("bad_factory", "make", "returned int, not an nn.Module"),
+    ],
+)
 def test_not_a_module(capsys, tmp_path, key, name, expected):
     line = _error(capsys, [_write(tmp_path, key) + f":{name}", "--input-shape", "1,3"])
     assert expected in line
@@ -121,7 +124,9 @@ def test_debug_shows_traceback(capsys, tmp_path):
 def test_subprocess_exit_code(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "archlint", _write(tmp_path, "not_module") + ":VALUE", "--input-shape", "1"],
-        capture_output=True, text=True, cwd=ROOT,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
     )
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
 
@@ -137,7 +142,17 @@ def test_json_contract(capsys):
     assert {"flops", "mac_bytes", "params", "latency_ms"} <= totals.keys() and totals["latency_ms"] is None
     assert totals["params"] == sum(layer["params"] for layer in model["layers"]) == 38378
     for layer in model["layers"]:
-        assert {"name", "kind", "module", "flops", "mac_bytes", "params", "in_shapes", "out_shapes", "latency_ms"} <= layer.keys()
+        assert {
+            "name",
+            "kind",
+            "module",
+            "flops",
+            "mac_bytes",
+            "params",
+            "in_shapes",
+            "out_shapes",
+            "latency_ms",
+        } <= layer.keys()
     conv = next(layer for layer in model["layers"] if layer["module"] == "stem.0")
     assert conv["kind"] == "conv" and conv["flops"] == 32 * 27 * 28 * 28 and conv["out_shapes"] == [[1, 32, 28, 28]]
     assert isinstance(data["diagnostics"], list)

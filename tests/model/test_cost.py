@@ -56,8 +56,12 @@ def test_pointwise_conv_mac_is_shufflenet_formula():
 def test_linear_matmul_bmm_einsum():
     assert only(nn.Linear(10, 20), torch.randn(3, 7, 10)).flops == 3 * 7 * 10 * 20
     a, b = torch.randn(4, 5, 6), torch.randn(4, 6, 7)
-    for fn in (lambda s, x, y: x @ y, lambda s, x, y: torch.bmm(x, y), lambda s, x, y: torch.matmul(x, y),
-               lambda s, x, y: torch.einsum("bij,bjk->bik", x, y)):
+    for fn in (
+        lambda s, x, y: x @ y,
+        lambda s, x, y: torch.bmm(x, y),
+        lambda s, x, y: torch.matmul(x, y),
+        lambda s, x, y: torch.einsum("bij,bjk->bik", x, y),
+    ):
         layer = only(Call(fn), a, b)
         assert layer.kind == "matmul" and layer.flops == 4 * 5 * 6 * 7
 

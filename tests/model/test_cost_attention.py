@@ -159,13 +159,22 @@ def test_multihead_attention_paths(strategy):
 
 
 def test_a_formula_that_cannot_apply_makes_the_op_unknown():
-    from archlint.model.cost import cost_graph
     import networkx as nx
+
+    from archlint.model.cost import cost_graph
 
     graph = nx.DiGraph()
     graph.add_node(
-        "mm", kind="linear", op="torch.addmm", key="addmm", in_shapes=[(4, 8)], out_shapes=[(4, 3)],
-        attrs={}, itemsize=4, in_bytes=128, param_bytes=0,
+        "mm",
+        kind="linear",
+        op="torch.addmm",
+        key="addmm",
+        in_shapes=[(4, 8)],
+        out_shapes=[(4, 3)],
+        attrs={},
+        itemsize=4,
+        in_bytes=128,
+        param_bytes=0,
     )
     assert cost_graph(graph) == ["mm"]
     assert graph.nodes["mm"]["known"] is False and "operands" in graph.nodes["mm"]["unknown_reason"]

@@ -51,8 +51,12 @@ def torch_macs(model, x) -> int:
 
 
 RECURRENT = [
-    ("lstm_2layer_bidir_proj_batch_first", nn.LSTM(16, 32, num_layers=2, bidirectional=True, proj_size=8,
-                                                   batch_first=True), (3, 5, 16), 13),
+    (
+        "lstm_2layer_bidir_proj_batch_first",
+        nn.LSTM(16, 32, num_layers=2, bidirectional=True, proj_size=8, batch_first=True),
+        (3, 5, 16),
+        13,
+    ),
     ("lstm_seq_first", nn.LSTM(16, 24), (7, 2, 16), 13),
     ("lstm_unbatched", nn.LSTM(16, 24, num_layers=3), (7, 16), 13),
     ("gru_bidir", nn.GRU(16, 32, bidirectional=True, batch_first=True), (2, 6, 16), 11),
@@ -126,15 +130,18 @@ class Interp(nn.Module):
         return F.interpolate(x, **self.kwargs)
 
 
-@pytest.mark.parametrize("kwargs,shape,per_out", [
-    (dict(scale_factor=2, mode="nearest"), (1, 3, 8, 8), 1),
-    (dict(scale_factor=2, mode="nearest-exact"), (1, 3, 8, 8), 1),
-    (dict(scale_factor=2, mode="linear"), (1, 3, 8), 2),
-    (dict(scale_factor=2, mode="bilinear"), (1, 3, 8, 8), 4),
-    (dict(scale_factor=2, mode="bilinear", antialias=True), (1, 3, 8, 8), 4),
-    (dict(scale_factor=2, mode="bicubic"), (1, 3, 8, 8), 16),
-    (dict(scale_factor=2, mode="trilinear"), (1, 3, 4, 4, 4), 8),
-])
+@pytest.mark.parametrize(
+    "kwargs,shape,per_out",
+    [
+        (dict(scale_factor=2, mode="nearest"), (1, 3, 8, 8), 1),
+        (dict(scale_factor=2, mode="nearest-exact"), (1, 3, 8, 8), 1),
+        (dict(scale_factor=2, mode="linear"), (1, 3, 8), 2),
+        (dict(scale_factor=2, mode="bilinear"), (1, 3, 8, 8), 4),
+        (dict(scale_factor=2, mode="bilinear", antialias=True), (1, 3, 8, 8), 4),
+        (dict(scale_factor=2, mode="bicubic"), (1, 3, 8, 8), 16),
+        (dict(scale_factor=2, mode="trilinear"), (1, 3, 4, 4, 4), 8),
+    ],
+)
 @pytest.mark.parametrize("strategy", ["fx", "export", "dispatch"])
 def test_interpolate_modes(kwargs, shape, per_out, strategy):
     x = torch.randn(*shape)

@@ -14,7 +14,7 @@ pytest.importorskip("torch")
 
 from archlint.cli import main  # noqa: E402
 
-NET = '''\
+NET = """\
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -65,7 +65,7 @@ class Stack(nn.Module):
         for b in self.blocks:
             x = b(x)
         return x
-'''
+"""
 
 
 def _line(text: str) -> int:
@@ -74,8 +74,17 @@ def _line(text: str) -> int:
 
 def _findings(tmp_path: Path, capsys, target: str, shape: str, strategy: str) -> dict[str, list[dict]]:
     (tmp_path / "net.py").write_text(NET)
-    argv = [str(tmp_path / "net.py") + f":{target}", "--input-shape", shape, "--strategy", strategy,
-            "--show-info", "--output-format", "json", "--exit-zero"]
+    argv = [
+        str(tmp_path / "net.py") + f":{target}",
+        "--input-shape",
+        shape,
+        "--strategy",
+        strategy,
+        "--show-info",
+        "--output-format",
+        "json",
+        "--exit-zero",
+    ]
     assert main(argv) == 0, capsys.readouterr().err
     found: dict[str, list[dict]] = {}
     for d in json.loads(capsys.readouterr().out)["diagnostics"]:

@@ -52,8 +52,12 @@ def llama():
     # grouped-query attention (2 KV heads for 4), SwiGLU (three matrices), RMSNorm, RoPE
     f, kv_heads = 176, 2
     config = transformers.LlamaConfig(
-        num_hidden_layers=L, hidden_size=D, num_attention_heads=H, num_key_value_heads=kv_heads,
-        intermediate_size=f, vocab_size=V,
+        num_hidden_layers=L,
+        hidden_size=D,
+        num_attention_heads=H,
+        num_key_value_heads=kv_heads,
+        intermediate_size=f,
+        vocab_size=V,
     )
     kv = D // H * kv_heads
     per_layer = layer(T, kv=kv, f=f) + T * D * f  # the third (gate) matrix
@@ -64,8 +68,14 @@ def mixtral():
     # mixture of experts: a router, each token through top-2 of 4 SwiGLU experts
     f, experts, top = 128, 4, 2
     config = transformers.MixtralConfig(
-        num_hidden_layers=L, hidden_size=D, num_attention_heads=H, num_key_value_heads=2,
-        intermediate_size=f, vocab_size=V, num_local_experts=experts, num_experts_per_tok=top,
+        num_hidden_layers=L,
+        hidden_size=D,
+        num_attention_heads=H,
+        num_key_value_heads=2,
+        intermediate_size=f,
+        vocab_size=V,
+        num_local_experts=experts,
+        num_experts_per_tok=top,
     )
     kv = D // H * 2
     attention = T * (2 * D * D + 2 * D * kv) + 2 * T * T * D
@@ -87,23 +97,41 @@ def t5():
 def vit():
     image, patch = 32, 8
     config = transformers.ViTConfig(
-        num_hidden_layers=L, hidden_size=D, num_attention_heads=H, intermediate_size=F, image_size=image,
+        num_hidden_layers=L,
+        hidden_size=D,
+        num_attention_heads=H,
+        intermediate_size=F,
+        image_size=image,
         patch_size=patch,
     )
     patches = (image // patch) ** 2
     tokens = patches + 1  # [CLS]
     embed = patches * D * 3 * patch * patch
-    return transformers.ViTModel, config, {"pixel_values": torch.randn(B, 3, image, image)}, B * (
-        embed + L * layer(tokens) + D * D
+    return (
+        transformers.ViTModel,
+        config,
+        {"pixel_values": torch.randn(B, 3, image, image)},
+        B * (embed + L * layer(tokens) + D * D),
     )
 
 
 def whisper():
     mels, frames, td = 16, 64, 8
     config = transformers.WhisperConfig(
-        encoder_layers=L, decoder_layers=L, d_model=D, encoder_attention_heads=H, decoder_attention_heads=H,
-        encoder_ffn_dim=F, decoder_ffn_dim=F, num_mel_bins=mels, max_source_positions=frames // 2,
-        vocab_size=V, pad_token_id=0, bos_token_id=1, eos_token_id=2, decoder_start_token_id=1,
+        encoder_layers=L,
+        decoder_layers=L,
+        d_model=D,
+        encoder_attention_heads=H,
+        decoder_attention_heads=H,
+        encoder_ffn_dim=F,
+        decoder_ffn_dim=F,
+        num_mel_bins=mels,
+        max_source_positions=frames // 2,
+        vocab_size=V,
+        pad_token_id=0,
+        bos_token_id=1,
+        eos_token_id=2,
+        decoder_start_token_id=1,
     )
     source = frames // 2  # the second conv has stride 2
     convs = frames * D * mels * 3 + source * D * D * 3
@@ -154,8 +182,19 @@ def _json(capsys, argv):
 
 
 def test_hf_target_from_the_command_line(capsys):
-    argv = ["hf:gpt2", "--config", "n_layer=2", "--config", "n_embd=64", "--config", "n_head=4",
-            "--config", f"vocab_size={V}", "--input-shape", f"{B},{T}:int64"]
+    argv = [
+        "hf:gpt2",
+        "--config",
+        "n_layer=2",
+        "--config",
+        "n_embd=64",
+        "--config",
+        "n_head=4",
+        "--config",
+        f"vocab_size={V}",
+        "--input-shape",
+        f"{B},{T}:int64",
+    ]
     model = _json(capsys, argv)
     assert model["target"] == "hf:gpt2" and model["totals"]["unknown_ops"] == 0
     assert model["inputs"] == [{"name": "input_ids", "shape": [B, T], "dtype": "int64"}]
@@ -165,20 +204,51 @@ def test_hf_target_from_the_command_line(capsys):
 
 
 def test_hf_target_default_inputs_and_class_names(capsys):
-    model = _json(capsys, ["hf:ViTModel", "--config", "num_hidden_layers=1", "--config", "image_size=32",
-                           "--config", "patch_size=16"])
+    model = _json(
+        capsys,
+        ["hf:ViTModel", "--config", "num_hidden_layers=1", "--config", "image_size=32", "--config", "patch_size=16"],
+    )
     assert model["inputs"] == [{"name": "pixel_values", "shape": [1, 3, 32, 32], "dtype": "float32"}]
-    model = _json(capsys, ["hf:t5", "--config", "num_layers=1", "--config", "d_model=32", "--config", "d_ff=64",
-                           "--config", "num_heads=2", "--config", "d_kv=16"])
+    model = _json(
+        capsys,
+        [
+            "hf:t5",
+            "--config",
+            "num_layers=1",
+            "--config",
+            "d_model=32",
+            "--config",
+            "d_ff=64",
+            "--config",
+            "num_heads=2",
+            "--config",
+            "d_kv=16",
+        ],
+    )
     assert [i["name"] for i in model["inputs"]] == ["input_ids", "decoder_input_ids"]
 
 
 def test_hf_audio_model_gets_raw_audio_and_its_weight_norm_is_costed(capsys):
     """wav2vec2 takes `input_values` (raw audio); its positional conv recomputes a weight-normed
     kernel each call (aten._weight_norm): 4 FLOPs per kernel element, never an unknown op."""
-    model = _json(capsys, ["hf:wav2vec2", "--config", "num_hidden_layers=1", "--config", "hidden_size=32",
-                           "--config", "intermediate_size=64", "--config", "num_attention_heads=2",
-                           "--config", "num_conv_pos_embeddings=16", "--config", "num_conv_pos_embedding_groups=4"])
+    model = _json(
+        capsys,
+        [
+            "hf:wav2vec2",
+            "--config",
+            "num_hidden_layers=1",
+            "--config",
+            "hidden_size=32",
+            "--config",
+            "intermediate_size=64",
+            "--config",
+            "num_attention_heads=2",
+            "--config",
+            "num_conv_pos_embeddings=16",
+            "--config",
+            "num_conv_pos_embedding_groups=4",
+        ],
+    )
     assert model["inputs"] == [{"name": "input_values", "shape": [1, 16000], "dtype": "float32"}]
     assert model["totals"]["unknown_ops"] == 0
     (norm,) = [layer for layer in model["layers"] if "weight_norm" in layer["op"]]
@@ -225,14 +295,28 @@ def test_hf_target_in_the_config_file(tmp_path, capsys, monkeypatch):
     assert main(["--models", "--output-format", "json", "--exit-zero"]) == 0
     (model,) = json.loads(capsys.readouterr().out)["models"]
     assert model["target"] == "hf:gpt2" and model["inputs"][0]["shape"] == [1, 8]
-    assert sum(layer["flops"] for layer in model["layers"] if layer["kind"] in GEMM) == 8 * (12 * 32 * 32 + 2 * 8 * 32) + 8 * 32 * 100
+    assert (
+        sum(layer["flops"] for layer in model["layers"] if layer["kind"] in GEMM)
+        == 8 * (12 * 32 * 32 + 2 * 8 * 32) + 8 * 32 * 100
+    )
 
 
 def test_hf_bert_builds_the_bare_model_it_promises_and_says_so(capsys):
     """Issue 39 item 7: `hf:bert` built BertLMHeadModel (an LM head over 30522 tokens, 2.6x the bare
     model's FLOPs) and leaked transformers' "add is_decoder=True" warning to the terminal."""
-    argv = ["hf:bert", "--config", "num_hidden_layers=1", "--config", "hidden_size=64", "--config",
-            "num_attention_heads=4", "--config", "intermediate_size=128", "--input-shape", "1,16:int64"]
+    argv = [
+        "hf:bert",
+        "--config",
+        "num_hidden_layers=1",
+        "--config",
+        "hidden_size=64",
+        "--config",
+        "num_attention_heads=4",
+        "--config",
+        "intermediate_size=128",
+        "--input-shape",
+        "1,16:int64",
+    ]
     model = _json(capsys, argv)
     assert any(n.startswith("built BertModel from BertConfig") for n in model["notes"]), model["notes"]
     assert not [layer for layer in model["layers"] if (layer["module"] or "").startswith("cls.")]  # no LM head
@@ -260,12 +344,27 @@ def test_a_factory_built_transformers_model_is_library_code_as_hf_is(capsys, tmp
     --config); the factory's finding stays at the factory's line, hf:'s at transformers' block class
     (not at torch's LayerNorm inside it)."""
     factory = tmp_path / "fac.py"
-    factory.write_text("from transformers import GPT2Config, GPT2LMHeadModel\n\n\ndef make():\n"
-                       f"    return GPT2LMHeadModel(GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size={V}))\n")
+    factory.write_text(
+        "from transformers import GPT2Config, GPT2LMHeadModel\n\n\ndef make():\n"
+        f"    return GPT2LMHeadModel(GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size={V}))\n"
+    )
     shape = ["--input-shape", f"{B},{T}:int64", "--show-info"]
     mine = _json_run(capsys, [f"{factory}:make", *shape])
-    hf = _json_run(capsys, ["hf:gpt2", "--config", "n_layer=2", "--config", "n_embd=64", "--config", "n_head=4",
-                            "--config", f"vocab_size={V}", *shape])
+    hf = _json_run(
+        capsys,
+        [
+            "hf:gpt2",
+            "--config",
+            "n_layer=2",
+            "--config",
+            "n_embd=64",
+            "--config",
+            "n_head=4",
+            "--config",
+            f"vocab_size={V}",
+            *shape,
+        ],
+    )
     assert sorted(d["code"] for d in mine) == sorted(d["code"] for d in hf) and mine
     for d in mine:
         assert "library code: transformers' class" in d["message"] and (d["file"], d["line"]) == (str(factory), 5)

@@ -90,26 +90,46 @@ def source(place: str, code: str) -> str:
 
 
 def process_state():
-    return (torch.random.get_rng_state().clone(), random.getstate(), numpy.random.get_state()[1].copy(),
-            torch.is_grad_enabled(), torch.get_default_dtype(), os.getcwd(), list(sys.path))
+    return (
+        torch.random.get_rng_state().clone(),
+        random.getstate(),
+        numpy.random.get_state()[1].copy(),
+        torch.is_grad_enabled(),
+        torch.get_default_dtype(),
+        os.getcwd(),
+        list(sys.path),
+    )
 
 
 def same_state(before, after) -> list[str]:
     names = ("torch RNG", "Python RNG", "NumPy RNG", "grad mode", "default dtype", "cwd", "sys.path")
-    equal = (torch.equal(before[0], after[0]), before[1] == after[1], bool((before[2] == after[2]).all()),
-             *(a == b for a, b in zip(before[3:], after[3:])))
+    equal = (
+        torch.equal(before[0], after[0]),
+        before[1] == after[1],
+        bool((before[2] == after[2]).all()),
+        *(a == b for a, b in zip(before[3:], after[3:])),
+    )
     return [name for name, ok in zip(names, equal) if not ok]
 
 
 # os._exit runs only in a child process (test_hostile_targets_in_one_command_line_run): were the
 # guard to fail, it would end the test run itself with exit code 0, a suite that "passed".
 IN_PROCESS = [n for n in ANYWHERE if n != "os_exit"]
-CASES = [("import", n) for n in IN_PROCESS] + [("init", n) for n in IN_PROCESS] + \
-        [("forward", n) for n in itertools.chain(IN_PROCESS, IN_FORWARD)]
+CASES = (
+    [("import", n) for n in IN_PROCESS]
+    + [("init", n) for n in IN_PROCESS]
+    + [("forward", n) for n in itertools.chain(IN_PROCESS, IN_FORWARD)]
+)
 # The CI sample: every forward behaviour, and the ones that end, hang or change the process elsewhere.
 SAMPLE = {("forward", n) for n in itertools.chain(IN_PROCESS, IN_FORWARD)} | {
-    ("import", "endless_loop"), ("import", "rebinds_sys_path"), ("import", "prints"),
-    ("init", "chdir"), ("init", "reseeds"), ("init", "grad_off"), ("init", "default_dtype"), ("init", "sys_exit"),
+    ("import", "endless_loop"),
+    ("import", "rebinds_sys_path"),
+    ("import", "prints"),
+    ("init", "chdir"),
+    ("init", "reseeds"),
+    ("init", "grad_off"),
+    ("init", "default_dtype"),
+    ("init", "sys_exit"),
 }
 
 
@@ -135,7 +155,9 @@ def test_hostile_target_through_the_api(tmp_path, place, name):
     assert same_state(before, process_state()) == []
 
 
-@pytest.mark.parametrize("name", list(IN_FORWARD) + ["prints", "chdir", "reseeds", "grad_off", "default_dtype", "raises"])
+@pytest.mark.parametrize(
+    "name", list(IN_FORWARD) + ["prints", "chdir", "reseeds", "grad_off", "default_dtype", "raises"]
+)
 def test_hostile_forward_leaves_the_users_model_and_inputs(tmp_path, name):
     code = {**ANYWHERE, **IN_FORWARD}[name]
     namespace: dict = {}
@@ -166,9 +188,19 @@ def _reject(name):
 def test_hostile_targets_in_one_command_line_run(tmp_path):
     """One `--models` run over hostile targets: a JSON report for those that could be analyzed,
     one line for each that could not, exit 2, no traceback, within the timeouts."""
-    cases = [("forward", "os_exit"), ("init", "os_exit"), ("import", "os_exit"), ("forward", "endless_loop"),
-             ("forward", "prints"), ("init", "chdir"), ("forward", "raises"), ("forward", "mutates_input"),
-             ("forward", "branches_on_values"), ("forward", "returns_nan"), ("forward", "creates_module")]
+    cases = [
+        ("forward", "os_exit"),
+        ("init", "os_exit"),
+        ("import", "os_exit"),
+        ("forward", "endless_loop"),
+        ("forward", "prints"),
+        ("init", "chdir"),
+        ("forward", "raises"),
+        ("forward", "mutates_input"),
+        ("forward", "branches_on_values"),
+        ("forward", "returns_nan"),
+        ("forward", "creates_module"),
+    ]
     picked = [f"{place}_{name}" for place, name in cases]
     entries = []
     for place, name in cases:
@@ -177,8 +209,14 @@ def test_hostile_targets_in_one_command_line_run(tmp_path):
     (tmp_path / "pyproject.toml").write_text(f"[tool.archlint]\ntimeout = {TIMEOUT}\n\n" + "\n".join(entries))
     env = {**os.environ, "PYTHONPATH": str(PACKAGE_ROOT)}
     start = time.monotonic()
-    run = subprocess.run([sys.executable, "-m", "archlint", "--models", "--output-format", "json", "-q"],
-                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    run = subprocess.run(
+        [sys.executable, "-m", "archlint", "--models", "--output-format", "json", "-q"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     elapsed = time.monotonic() - start
     assert "Traceback" not in run.stderr and "internal error" not in run.stderr, run.stderr
     assert run.returncode == 2, run.stderr

@@ -40,8 +40,9 @@ def write(tmp_path: Path, name: str, body: str) -> str:
 
 def cli(*args, env=None, timeout=180):
     env = {**(env or os.environ), "PYTHONPATH": str(PACKAGE_ROOT)}
-    return subprocess.run([sys.executable, "-m", "archlint", *args], env=env, capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "archlint", *args], env=env, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def one_error(run) -> str:
@@ -53,12 +54,15 @@ def one_error(run) -> str:
 
 # 2. Silent success ------------------------------------------------------------------------------
 
+
 def test_sys_exit_at_import_is_a_usage_error(tmp_path, capsys):
     target = write(tmp_path, "script", NET + "\nimport sys\nsys.exit(0)\n") + ":Net"
     report = tmp_path / "report.json"
     line = one_error(cli(target, "--input-shape", "1,3,8,8", "-o", str(report)))  # was: exit 0, no report
-    assert line == (f"archlint: error: {target}: the model's code called sys.exit(0) while importing or "
-                    "building it; archlint stopped it: keep script code under `if __name__ == \"__main__\":`")
+    assert line == (
+        f"archlint: error: {target}: the model's code called sys.exit(0) while importing or "
+        'building it; archlint stopped it: keep script code under `if __name__ == "__main__":`'
+    )
     target = write(tmp_path, "script3", NET + "\nimport sys\nsys.exit(3)\n") + ":Net"
     assert main([target, "--input-shape", "1,3,8,8"]) == 2  # was: SystemExit(3) out of main
     assert "called sys.exit(3) while importing or building it" in capsys.readouterr().err
@@ -69,13 +73,20 @@ def test_sys_exit_and_keyboard_interrupt_in_forward(tmp_path, capsys):
     target = write(tmp_path, "fexit", body.format("raise SystemExit(0)")) + ":Net"
     assert main([target, "--input-shape", "1,3,8,8"]) == 2
     line = capsys.readouterr().err.strip()
-    assert line.endswith("called sys.exit(0) while running its forward (capture); archlint stopped it: "
-                         "remove the exit from the model's code") and "\n" not in line
+    assert (
+        line.endswith(
+            "called sys.exit(0) while running its forward (capture); archlint stopped it: "
+            "remove the exit from the model's code"
+        )
+        and "\n" not in line
+    )
     target = write(tmp_path, "fkbd", body.format("raise KeyboardInterrupt")) + ":Net"
     assert main([target, "--input-shape", "1,3,8,8"]) == 2  # was: "interrupted", as if the user pressed it
     line = capsys.readouterr().err.strip()
-    assert line.endswith("raised KeyboardInterrupt while running its forward (capture) (no key was pressed); "
-                         "fix the code") and "\n" not in line
+    assert (
+        line.endswith("raised KeyboardInterrupt while running its forward (capture) (no key was pressed); fix the code")
+        and "\n" not in line
+    )
 
 
 @pytest.mark.skipif(not hasattr(signal, "SIGINT") or sys.platform == "win32", reason="POSIX signals")
@@ -83,8 +94,13 @@ def test_a_real_ctrl_c_still_interrupts(tmp_path):
     mark = tmp_path / "spinning"
     target = write(tmp_path, "spin", NET + f"\nopen({str(mark)!r}, 'w').close()\nwhile True:\n    pass\n") + ":Net"
     env = {**os.environ, "PYTHONPATH": str(PACKAGE_ROOT)}
-    proc = subprocess.Popen([sys.executable, "-m", "archlint", target, "--input-shape", "1,3,8,8"], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "archlint", target, "--input-shape", "1,3,8,8"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 120
     while not mark.exists() and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.1)  # until the target's import spins, inside the guarded block
@@ -95,13 +111,16 @@ def test_a_real_ctrl_c_still_interrupts(tmp_path):
 
 # 3. Hangs: --timeout ------------------------------------------------------------------------------
 
+
 def test_timeout_on_an_endless_import_and_an_endless_forward(tmp_path, capsys):
     target = write(tmp_path, "spin_import", NET + "\nwhile True:\n    pass\n") + ":Net"
     start = time.perf_counter()
     assert main([target, "--input-shape", "1,3,8,8", "--timeout", "1"]) == 2  # was: never returned
     err = capsys.readouterr().err.strip()
-    assert err == (f"archlint: error: {target}: still importing or building it after --timeout 1 s (an endless "
-                   "loop at import, in the constructor or in forward?); fix the code or raise --timeout")
+    assert err == (
+        f"archlint: error: {target}: still importing or building it after --timeout 1 s (an endless "
+        "loop at import, in the constructor or in forward?); fix the code or raise --timeout"
+    )
     body = NET + "    def forward(self, x):\n        while True:\n            x = x + 1\n"
     target = write(tmp_path, "spin_forward", body) + ":Net"
     config = tmp_path / "pyproject.toml"
@@ -113,11 +132,14 @@ def test_timeout_on_an_endless_import_and_an_endless_forward(tmp_path, capsys):
 
 # 6. Real inputs only when needed --------------------------------------------------------------------
 
+
 def test_a_huge_input_shape_is_not_allocated_without_latency(tmp_path):
     target = write(tmp_path, "plain", NET + "    def forward(self, x):\n        return self.bn(self.conv(x))\n")
-    code = ("import resource, sys\nfrom archlint.cli import main\n"
-            f"rc = main([{target + ':Net'!r}, '--input-shape', '1,3,12000,12000', '--output-format', 'json'])\n"
-            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024, file=sys.stderr)\nsys.exit(rc)\n")
+    code = (
+        "import resource, sys\nfrom archlint.cli import main\n"
+        f"rc = main([{target + ':Net'!r}, '--input-shape', '1,3,12000,12000', '--output-format', 'json'])\n"
+        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024, file=sys.stderr)\nsys.exit(rc)\n"
+    )
     env = {**os.environ, "PYTHONPATH": str(PACKAGE_ROOT)}
     run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=180)
     assert run.returncode in (0, 1), run.stderr
@@ -130,7 +152,9 @@ def test_a_huge_input_shape_is_not_allocated_without_latency(tmp_path):
 
 # 7. The model is left as it was -------------------------------------------------------------------
 
-STATEFUL = NET + """
+STATEFUL = (
+    NET
+    + """
         self.register_buffer("step", torch.zeros((), dtype=torch.long))
 
     def forward(self, x):
@@ -139,18 +163,30 @@ STATEFUL = NET + """
 
 net = Net()
 """
+)
 
 
-@pytest.mark.parametrize("extra", [
-    ["--strategy", "fx"], ["--strategy", "export"], ["--strategy", "dispatch"],
-    ["--mode", "train", "--strategy", "dispatch"], ["--latency", "--warmup", "1", "--repeat", "2"],
-], ids=["fx", "export", "dispatch", "train", "latency"])
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ["--strategy", "fx"],
+        ["--strategy", "export"],
+        ["--strategy", "dispatch"],
+        ["--mode", "train", "--strategy", "dispatch"],
+        ["--latency", "--warmup", "1", "--repeat", "2"],
+    ],
+    ids=["fx", "export", "dispatch", "train", "latency"],
+)
 def test_forward_that_mutates_state_leaves_the_model_unchanged(tmp_path, capsys, extra):
     path = write(tmp_path, f"stateful_{len(extra)}_{extra[-1]}", STATEFUL)
-    assert main([f"{path}:net", "--input-shape", "2,3,8,8", "--exit-zero", "--top", "0", *extra]) == 0, \
+    assert main([f"{path}:net", "--input-shape", "2,3,8,8", "--exit-zero", "--top", "0", *extra]) == 0, (
         capsys.readouterr().err
-    module = next(m for name, m in sys.modules.items()
-                  if name.startswith("_archlint_target_") and getattr(m, "__file__", None) == path)
+    )
+    module = next(
+        m
+        for name, m in sys.modules.items()
+        if name.startswith("_archlint_target_") and getattr(m, "__file__", None) == path
+    )
     fresh = {k: v for k, v in __import__("torch").nn.Module.state_dict(module.Net()).items()}
     net = module.net
     assert net.step.item() == 0  # was: 1 after fx; 5 with --latency
@@ -161,6 +197,7 @@ def test_forward_that_mutates_state_leaves_the_model_unchanged(tmp_path, capsys,
 
 # 12. A failing rule is a note; AL203 on timm transformers ---------------------------------------------
 
+
 def test_a_failing_rule_is_a_note_outside_the_test_suite(capsys, monkeypatch):
     import archlint.model.checks.redundant_shortcut as rule
 
@@ -168,8 +205,13 @@ def test_a_failing_rule_is_a_note_outside_the_test_suite(capsys, monkeypatch):
         raise ValueError("max() arg is an empty sequence")
 
     monkeypatch.setattr(rule, "check", boom)
-    argv = [str(PACKAGE_ROOT / "examples" / "nets.py") + ":TinyNet", "--input-shape", "1,3,56,56",
-            "--output-format", "json"]
+    argv = [
+        str(PACKAGE_ROOT / "examples" / "nets.py") + ":TinyNet",
+        "--input-shape",
+        "1,3,56,56",
+        "--output-format",
+        "json",
+    ]
     # in archlint's own suite a failing rule is an error, not a note
     assert main(argv) == 2
     assert "internal error: ValueError: max() arg is an empty sequence" in capsys.readouterr().err
@@ -178,20 +220,40 @@ def test_a_failing_rule_is_a_note_outside_the_test_suite(capsys, monkeypatch):
     assert main(argv) in (0, 1)  # was: internal error, exit 2, no figures
     (model,) = json.loads(capsys.readouterr().out)["models"]
     assert model["totals"]["flops"] > 0 and model["layers"]
-    assert ("rule AL203 failed on this model and was skipped (ValueError: max() arg is an empty sequence); "
-            "the other results stand; please report it") in model["notes"]
+    assert (
+        "rule AL203 failed on this model and was skipped (ValueError: max() arg is an empty sequence); "
+        "the other results stand; please report it"
+    ) in model["notes"]
 
 
-@pytest.mark.parametrize("name,size", [
-    ("beit_base_patch16_224", 224), ("beitv2_base_patch16_224", 224), ("eva02_tiny_patch14_224", 224),
-    ("swinv2_tiny_window8_256", 256),
-])
+@pytest.mark.parametrize(
+    "name,size",
+    [
+        ("beit_base_patch16_224", 224),
+        ("beitv2_base_patch16_224", 224),
+        ("eva02_tiny_patch14_224", 224),
+        ("swinv2_tiny_window8_256", 256),
+    ],
+)
 def test_al203_runs_on_timm_transformers(tmp_path, capsys, name, size):
     pytest.importorskip("timm")
-    target = write(tmp_path, "zoo", f"import timm\n\ndef build():\n    return timm.create_model({name!r}, pretrained=False)\n")
+    target = write(
+        tmp_path, "zoo", f"import timm\n\ndef build():\n    return timm.create_model({name!r}, pretrained=False)\n"
+    )
     # under pytest a failing rule raises: this was "internal error: ValueError: max() arg is an empty sequence"
-    rc = main([f"{target}:build", "--input-shape", f"1,3,{size},{size}", "--select", "AL203", "--top", "0",
-               "--output-format", "json"])
+    rc = main(
+        [
+            f"{target}:build",
+            "--input-shape",
+            f"1,3,{size},{size}",
+            "--select",
+            "AL203",
+            "--top",
+            "0",
+            "--output-format",
+            "json",
+        ]
+    )
     out = capsys.readouterr()
     assert rc in (0, 1), out.err
     (model,) = json.loads(out.out)["models"]

@@ -32,14 +32,17 @@ def write(tmp_path: Path, name: str, body: str) -> str:
 
 def cli(*args, cwd=None, timeout=180):
     env = {**os.environ, "PYTHONPATH": str(PACKAGE_ROOT)}
-    return subprocess.run([sys.executable, "-m", "archlint", *args], env=env, capture_output=True, text=True,
-                          timeout=timeout, cwd=cwd)
+    return subprocess.run(
+        [sys.executable, "-m", "archlint", *args], env=env, capture_output=True, text=True, timeout=timeout, cwd=cwd
+    )
 
 
 def strict_json(text: str):
     """A parser that, like every one but Python's, rejects NaN and Infinity."""
+
     def reject(name):
         raise ValueError(f"{name} in JSON")
+
     return json.loads(text, parse_constant=reject)
 
 
@@ -87,11 +90,14 @@ class Spectral(nn.Module):
 """
 
 
-@pytest.mark.parametrize("name,shape,flops", [
-    ("static_conv", "1,3,16,16", 16 * 3 * 3 * 3 * 14 * 14),
-    ("dynamic_lstm", "5,1,32", 5 * (4 * 64 * 32 + 4 * 64 * 64 + 64 * 13)),
-    ("Spectral", "1,3,16,16", 16 * 3 * 3 * 3 * 14 * 14),
-])
+@pytest.mark.parametrize(
+    "name,shape,flops",
+    [
+        ("static_conv", "1,3,16,16", 16 * 3 * 3 * 3 * 14 * 14),
+        ("dynamic_lstm", "5,1,32", 5 * (4 * 64 * 32 + 4 * 64 * 64 + 64 * 13)),
+        ("Spectral", "1,3,16,16", 16 * 3 * 3 * 3 * 14 * 14),
+    ],
+)
 def test_quantized_and_spectral_normed_layers_are_counted(tmp_path, capsys, name, shape, flops):
     if name != "Spectral" and not torch.backends.quantized.supported_engines:
         pytest.skip("no quantized engine")
@@ -105,12 +111,23 @@ def test_quantized_and_spectral_normed_layers_are_counted(tmp_path, capsys, name
 
 
 def test_a_conv_with_no_weight_to_count_is_unknown_not_zero():
-    from archlint.model.cost import cost_graph
     import networkx as nx
 
+    from archlint.model.cost import cost_graph
+
     graph = nx.DiGraph(mode="eval")
-    graph.add_node("conv", kind="conv", key="Conv2d", op="nn.Conv2d", in_shapes=[(1, 3, 8, 8)],
-                   out_shapes=[(1, 4, 6, 6)], param_shapes={}, attrs={}, itemsize=4, in_bytes=768)
+    graph.add_node(
+        "conv",
+        kind="conv",
+        key="Conv2d",
+        op="nn.Conv2d",
+        in_shapes=[(1, 3, 8, 8)],
+        out_shapes=[(1, 4, 6, 6)],
+        param_shapes={},
+        attrs={},
+        itemsize=4,
+        in_bytes=768,
+    )
     assert cost_graph(graph) == ["conv"]  # was: counted, as 0 FLOPs
     assert graph.nodes["conv"]["known"] is False and "no weight" in graph.nodes["conv"]["unknown_reason"]
 
@@ -163,6 +180,7 @@ def test_al201_only_on_modules_the_recording_can_judge(tmp_path, capsys, name, f
 
 # 10. The user's model, inputs and process are left as they were -------------------------------------
 
+
 class Meddler(nn.Module):
     """A forward that changes everything it can reach."""
 
@@ -189,12 +207,21 @@ class Meddler(nn.Module):
 
 def _process_state():
     numpy = pytest.importorskip("numpy")
-    return (torch.random.get_rng_state().clone(), random.getstate(), numpy.random.get_state()[1].copy(),
-            torch.is_grad_enabled(), torch.get_default_dtype(), os.getcwd())
+    return (
+        torch.random.get_rng_state().clone(),
+        random.getstate(),
+        numpy.random.get_state()[1].copy(),
+        torch.is_grad_enabled(),
+        torch.get_default_dtype(),
+        os.getcwd(),
+    )
 
 
-@pytest.mark.parametrize("extra", [{}, {"strategy": "export"}, {"strategy": "dispatch"},
-                                   {"latency": True, "warmup": 1, "repeat": 2}], ids=["auto", "export", "dispatch", "latency"])
+@pytest.mark.parametrize(
+    "extra",
+    [{}, {"strategy": "export"}, {"strategy": "dispatch"}, {"latency": True, "warmup": 1, "repeat": 2}],
+    ids=["auto", "export", "dispatch", "latency"],
+)
 def test_analyze_leaves_the_model_inputs_and_process_as_they_were(tmp_path, extra):
     model = Meddler(str(tmp_path))
     x, mask = torch.randn(1, 3, 8, 8), torch.ones(1, 1, 6, 6)
@@ -212,7 +239,11 @@ def test_analyze_leaves_the_model_inputs_and_process_as_they_were(tmp_path, extr
 
 
 def test_a_constructor_that_changes_the_process(tmp_path, capsys):
-    target = write(tmp_path, "ctor", f"""
+    target = (
+        write(
+            tmp_path,
+            "ctor",
+            f"""
         import os, torch
         from torch import nn
 
@@ -226,7 +257,10 @@ def test_a_constructor_that_changes_the_process(tmp_path, capsys):
 
             def forward(self, x):
                 return self.fc(x)
-        """) + ":Net"
+        """,
+        )
+        + ":Net"
+    )
     (tmp_path / "elsewhere").mkdir()
     before = (torch.random.get_rng_state().clone(), torch.is_grad_enabled(), os.getcwd())
     assert archlint.analyze(target, input_shape=(1, 4), select=[]).totals.flops == 16 + 0  # Linear 4×4
@@ -254,8 +288,11 @@ def test_os_exit_in_model_code_is_an_error_not_a_passing_gate(tmp_path):
     report = tmp_path / "report.json"
     run = cli(target, "--input-shape", "1,4", "-o", str(report), "--output-format", "json")
     assert run.returncode == 2, (run.returncode, run.stderr)  # was: 0, no report
-    assert run.stderr.strip().splitlines()[-1].startswith(
-        f"archlint: error: {target}: the model's code called os._exit(0) while running its forward")
+    assert (
+        run.stderr.strip()
+        .splitlines()[-1]
+        .startswith(f"archlint: error: {target}: the model's code called os._exit(0) while running its forward")
+    )
     at_import = write(tmp_path, "exits_import", "import os\nos._exit(0)\n") + ":Net"
     run = cli(at_import, "--input-shape", "1,4")
     assert run.returncode == 2 and "called os._exit(0) while importing or building it" in run.stderr
@@ -283,8 +320,21 @@ class Net(nn.Module):
 
 def test_prints_and_chdir_in_model_code_leave_the_reports_whole_and_in_place(tmp_path):
     target = write(tmp_path, "chatty", CHATTY) + ":Net"
-    run = cli(target, "--input-shape", "1,4", "--output-format", "json", "--latency", "--warmup", "0",
-              "--repeat", "1", "--html", "page.html", cwd=tmp_path)
+    run = cli(
+        target,
+        "--input-shape",
+        "1,4",
+        "--output-format",
+        "json",
+        "--latency",
+        "--warmup",
+        "0",
+        "--repeat",
+        "1",
+        "--html",
+        "page.html",
+        cwd=tmp_path,
+    )
     assert run.returncode in (0, 1), run.stderr
     (model,) = strict_json(run.stdout)["models"]  # was: "importing\nbuilding\nforward ..." before the JSON
     assert model["totals"]["flops"] == 16
@@ -295,7 +345,11 @@ def test_prints_and_chdir_in_model_code_leave_the_reports_whole_and_in_place(tmp
 
 
 def test_prints_in_a_dataset_leave_the_loader_json_whole(tmp_path, capsys):
-    target = write(tmp_path, "data", """
+    target = (
+        write(
+            tmp_path,
+            "data",
+            """
         import torch
         from torch.utils.data import DataLoader, Dataset
 
@@ -308,17 +362,39 @@ def test_prints_in_a_dataset_leave_the_loader_json_whole(tmp_path, capsys):
                 return torch.zeros(4)
 
         loader = DataLoader(Loud(), batch_size=8)
-        """) + ":loader"
-    assert main(["loader", target, "--workers", "0", "--batches", "2", "--seconds", "1", "--stage-items", "4",
-                 "--output-format", "json"]) == 0
+        """,
+        )
+        + ":loader"
+    )
+    assert (
+        main(
+            [
+                "loader",
+                target,
+                "--workers",
+                "0",
+                "--batches",
+                "2",
+                "--seconds",
+                "1",
+                "--stage-items",
+                "4",
+                "--output-format",
+                "json",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr()
     assert strict_json(out.out)["loaders"] and "item 0" in out.err  # was: "item 0" … on stdout
 
 
 # 15. JSON never holds NaN or Infinity --------------------------------------------------------------------
 
+
 def test_json_and_sarif_write_null_for_numbers_that_are_not_finite():
-    from archlint.report import json as json_report, sarif
+    from archlint.report import json as json_report
+    from archlint.report import sarif
 
     analysis = archlint.analyze(nn.Linear(4, 4), (1, 4), select=[])
     model = analysis.model
@@ -327,7 +403,8 @@ def test_json_and_sarif_write_null_for_numbers_that_are_not_finite():
     document = strict_json(json_report.render(analysis.result, analysis.settings))
     assert document["models"][0]["totals"]["latency_ms"] is None
     assert document["non_finite"] == {
-        "models[0].totals.latency_ms": "NaN", "models[0].roofline.peak_flops_per_s": "Infinity",
+        "models[0].totals.latency_ms": "NaN",
+        "models[0].roofline.peak_flops_per_s": "Infinity",
         "models[0].roofline.bandwidth_bytes_per_s": "-Infinity",
     }
     strict_json(sarif.render(analysis.result, analysis.settings))
@@ -339,16 +416,23 @@ def test_roofline_cache_with_bad_numbers_is_measured_again(tmp_path, monkeypatch
 
     monkeypatch.setenv("ARCHLINT_CACHE_DIR", str(tmp_path))
     key = roofline.device_key(torch.device("cpu"), torch.float32)
-    measured = {"peak_flops_per_s": 1e11, "bandwidth_bytes_per_s": 1e10,  # what measure_peaks returns
-                "cache_bandwidth_bytes_per_s": 5e10, "cache_bytes": 2**24}
+    measured = {
+        "peak_flops_per_s": 1e11,
+        "bandwidth_bytes_per_s": 1e10,  # what measure_peaks returns
+        "cache_bandwidth_bytes_per_s": 5e10,
+        "cache_bytes": 2**24,
+    }
     monkeypatch.setattr(roofline, "measure_peaks", lambda device, dtype: dict(measured))
     for bad in (float("nan"), 0, -1.0, "fast", None, True):
         (tmp_path / roofline.CACHE_FILE).write_text(json.dumps({key: {**measured, "peak_flops_per_s": bad}}))
-        assert roofline.peaks(torch.device("cpu"), torch.float32) == (measured, False), bad  # was: the bad entry, cached
+        assert roofline.peaks(torch.device("cpu"), torch.float32) == (measured, False), (
+            bad
+        )  # was: the bad entry, cached
     assert roofline.peaks(torch.device("cpu"), torch.float32) == (measured, True)
 
 
 # 16. The user's mistakes: one line, exit 2 ------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("value", ["nan", "inf", "-1"])
 def test_bad_budget_numbers_are_one_line(capsys, value):
@@ -399,6 +483,7 @@ def test_malformed_baselines_are_one_line(tmp_path, capsys, text):
 
 # Minor: torch's capture logs, and one failing model among several ------------------------------------------
 
+
 def test_a_data_dependent_model_leaves_stderr_to_archlint(tmp_path):
     target = write(tmp_path, "branches", BRANCHES) + ":Branches"
     run = cli(target, "--input-shape", "1,8", "--top", "0", "-q")
@@ -412,7 +497,8 @@ def test_one_failing_model_costs_the_others_nothing(tmp_path):
     (tmp_path / "pyproject.toml").write_text(
         '[[tool.archlint.models]]\ntarget = "bad.py:net"\ninput-shapes = ["1,4"]\n\n'
         '[[tool.archlint.models]]\ntarget = "good.py:net"\ninput-shapes = ["1,4"]\n'
-        '[tool.archlint.models.budgets]\nmax-flops = 100\n')
+        "[tool.archlint.models.budgets]\nmax-flops = 100\n"
+    )
     run = cli("--models", "--output-format", "json", cwd=tmp_path)
     assert run.returncode == 2  # non-zero: a model could not be analyzed
     report = strict_json(run.stdout)  # was: no report at all
@@ -424,7 +510,10 @@ def test_one_failing_model_costs_the_others_nothing(tmp_path):
 
 
 def test_an_uninitialised_lazy_instance_is_one_line(tmp_path, capsys):
-    target = write(tmp_path, "lazy", """
+    target = write(
+        tmp_path,
+        "lazy",
+        """
         from torch import nn
 
         class Net(nn.Module):
@@ -436,18 +525,25 @@ def test_an_uninitialised_lazy_instance_is_one_line(tmp_path, capsys):
                 return self.fc(x)
 
         net = Net()
-        """)
+        """,
+    )
     assert main([f"{target}:net", "--input-shape", "1,8"]) == 2  # was: internal error: ValueError
     err = capsys.readouterr().err.strip()
-    assert err == (f"archlint: error: {target}:net has lazy modules not initialised yet (fc), and no capture could "
-                   "initialise them: run one forward on a real batch before analyzing it, or name the class or a "
-                   "factory so archlint builds it")
+    assert err == (
+        f"archlint: error: {target}:net has lazy modules not initialised yet (fc), and no capture could "
+        "initialise them: run one forward on a real batch before analyzing it, or name the class or a "
+        "factory so archlint builds it"
+    )
     assert main([f"{target}:Net", "--input-shape", "1,8", "--output-format", "json"]) == 0  # the class is built
     assert json.loads(capsys.readouterr().out)["models"][0]["totals"]["flops"] == 32
 
 
 def test_zero_size_inputs_with_what_if(tmp_path, capsys):
-    target = write(tmp_path, "empty", """
+    target = (
+        write(
+            tmp_path,
+            "empty",
+            """
         import torch
         from torch import nn
 
@@ -461,7 +557,10 @@ def test_zero_size_inputs_with_what_if(tmp_path, capsys):
 
         def example_inputs():
             return torch.empty(0, 8)
-        """) + ":Net"
+        """,
+        )
+        + ":Net"
+    )
     rc = main([target, "--what-if", "bf16", "--warmup", "0", "--repeat", "1", "--output-format", "json"])
     out = capsys.readouterr()
     assert rc in (0, 1), out.err  # was: internal error: RuntimeError: max(): Expected reduction dim ...
@@ -469,10 +568,16 @@ def test_zero_size_inputs_with_what_if(tmp_path, capsys):
     assert model["totals"]["flops"] == 0 and [w["name"] for w in model["what_if"]] == ["bf16"]
 
 
-@pytest.mark.parametrize("config,message", [
-    ("n_embd=abc", "hf:gpt2: --config n_layer=1, n_embd=abc: StrictDataclassFieldValidationError"),
-    ("n_head=7", "hf:gpt2: building the model with --config n_layer=1, n_head=7 failed: ValueError: `embed_dim` must be divisible"),
-])
+@pytest.mark.parametrize(
+    "config,message",
+    [
+        ("n_embd=abc", "hf:gpt2: --config n_layer=1, n_embd=abc: StrictDataclassFieldValidationError"),
+        (
+            "n_head=7",
+            "hf:gpt2: building the model with --config n_layer=1, n_head=7 failed: ValueError: `embed_dim` must be divisible",
+        ),
+    ],
+)
 def test_invalid_hf_configs_are_one_line(capsys, config, message):
     pytest.importorskip("transformers")
     assert main(["hf:gpt2", "--config", "n_layer=1", "--config", config, "--top", "0"]) == 2  # was: internal error
@@ -493,15 +598,32 @@ def test_decode_that_would_not_fit_in_memory_stops_first(capsys, monkeypatch):
     real_needed = decode.needed_bytes
     monkeypatch.setattr(decode, "needed_bytes", needed)
     monkeypatch.setattr(decode, "available_bytes", lambda: 10**6)  # 1 MB: the 2-layer config needs far more
-    argv = ["hf:gpt2", "--config", "n_layer=2", "--config", "n_embd=64", "--config", "n_head=2", "--decode", "256", "--top", "0"]
+    argv = [
+        "hf:gpt2",
+        "--config",
+        "n_layer=2",
+        "--config",
+        "n_embd=64",
+        "--config",
+        "n_head=2",
+        "--decode",
+        "256",
+        "--top",
+        "0",
+    ]
     assert main(argv) == 2  # was: real weights built whatever their size (a 20B config tried ~80 GB)
     err = capsys.readouterr().err.strip()
     # weights: wte 50257·64 + wpe 1024·64 + 2 blocks + ln_f (float32); cache: 2 · 2 layers · 1 · 256 tokens · 64 · 4 B
-    assert sized["bytes"] == (50257 * 64 + 1024 * 64 + 2 * (4 * 64 + 64 * 192 + 192 + 64 * 64 + 64 + 64 * 256 + 256 + 256 * 64 + 64)
-                              + 2 * 64) * 4 + 2 * 2 * 256 * 64 * 4 + _buffers_bytes(argv)
-    assert err.startswith("archlint: error: --decode 256 builds hf:gpt2 with real weights and runs it: that needs about ")
-    assert err.endswith("more than the 0.0 GB of memory available; analyze a smaller config (e.g. --config "
-                        "num_hidden_layers=2) or a shorter cache, or leave out --decode")
+    assert sized["bytes"] == (
+        50257 * 64 + 1024 * 64 + 2 * (4 * 64 + 64 * 192 + 192 + 64 * 64 + 64 + 64 * 256 + 256 + 256 * 64 + 64) + 2 * 64
+    ) * 4 + 2 * 2 * 256 * 64 * 4 + _buffers_bytes(argv)
+    assert err.startswith(
+        "archlint: error: --decode 256 builds hf:gpt2 with real weights and runs it: that needs about "
+    )
+    assert err.endswith(
+        "more than the 0.0 GB of memory available; analyze a smaller config (e.g. --config "
+        "num_hidden_layers=2) or a shorter cache, or leave out --decode"
+    )
 
 
 def _buffers_bytes(argv) -> int:

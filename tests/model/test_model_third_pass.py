@@ -112,17 +112,22 @@ def _per_target(capsys, targets: list[str]) -> dict[str, dict]:
     return {
         m["target"]: {
             "exit": code if len(targets) == 1 else None,
-            "totals": m["totals"], "layers": [(layer["name"], layer["kind"], layer["flops"]) for layer in m["layers"]],
-            "notes": m["notes"], "findings": sorted((d["code"], d["line"], d["node"]) for d in report["diagnostics"]
-                                                    if d["target"] == m["target"]),
+            "totals": m["totals"],
+            "layers": [(layer["name"], layer["kind"], layer["flops"]) for layer in m["layers"]],
+            "notes": m["notes"],
+            "findings": sorted(
+                (d["code"], d["line"], d["node"]) for d in report["diagnostics"] if d["target"] == m["target"]
+            ),
         }
         for m in report["models"]
     }
 
 
 def test_several_targets_in_every_order_give_each_its_result_alone(tmp_path, capsys):
-    targets = [write(tmp_path, name, body) + ":Net"
-               for name, body in (("patches_conv", PATCHES_CONV), ("patches_sdpa", PATCHES_SDPA), ("clean", CLEAN))]
+    targets = [
+        write(tmp_path, name, body) + ":Net"
+        for name, body in (("patches_conv", PATCHES_CONV), ("patches_sdpa", PATCHES_SDPA), ("clean", CLEAN))
+    ]
     conv, sdpa_before = F.conv2d, F.scaled_dot_product_attention
     alone = {}
     for target in targets:
@@ -133,8 +138,9 @@ def test_several_targets_in_every_order_give_each_its_result_alone(tmp_path, cap
     assert any("AL106" in f for f in map(str, alone[targets[1]]["findings"]))  # the patch is analyzed
     assert not any(f[0] == "AL106" for f in alone[targets[2]]["findings"])  # the clean model uses the fused op
     assert any("patches torch (torch.nn.functional.conv2d)" in n for n in alone[targets[0]]["notes"])
-    assert any("patches torch (torch.nn.functional.scaled_dot_product_attention)" in n
-               for n in alone[targets[1]]["notes"])
+    assert any(
+        "patches torch (torch.nn.functional.scaled_dot_product_attention)" in n for n in alone[targets[1]]["notes"]
+    )
     assert not any("patches torch" in n for n in alone[targets[2]]["notes"])
     for order in itertools.permutations(targets):
         together = _per_target(capsys, list(order))
@@ -150,12 +156,17 @@ def test_the_api_leaves_torch_as_it_found_it_and_a_second_call_sees_the_patch_ag
     assert F.conv2d is conv and nn.Module.__call__ is call  # was: F.conv2d left patched after analyze()
     second = archlint.analyze(target, select=[])  # the file is imported again: its patch is made again
     assert first.totals.flops == second.totals.flops and [(x.name, x.flops) for x in first.layers] == [
-        (x.name, x.flops) for x in second.layers]
+        (x.name, x.flops) for x in second.layers
+    ]
     assert any("patches torch" in n for n in second.notes)
 
 
 def test_patches_of_module_machinery_and_tensor_methods_are_put_back(tmp_path):
-    target = write(tmp_path, "machinery", """
+    target = (
+        write(
+            tmp_path,
+            "machinery",
+            """
         import torch
         from torch import nn
 
@@ -172,14 +183,21 @@ def test_patches_of_module_machinery_and_tensor_methods_are_put_back(tmp_path):
 
             def forward(self, x):
                 return self.fc(x).doubled()
-        """) + ":Net"
+        """,
+        )
+        + ":Net"
+    )
     call, forward, gelu = nn.Module.__call__, nn.Linear.forward, F.gelu
     analysis = archlint.analyze(target, input_shape=(1, 4), select=[])
     assert nn.Module.__call__ is call and nn.Linear.forward is forward and F.gelu is gelu
     assert not hasattr(torch.Tensor, "doubled")
     (note,) = [n for n in analysis.notes if "patches torch" in n]
-    for name in ("torch.Tensor.doubled", "torch.nn.Linear.forward", "torch.nn.Module.__call__",
-                 "torch.nn.functional.gelu"):
+    for name in (
+        "torch.Tensor.doubled",
+        "torch.nn.Linear.forward",
+        "torch.nn.Module.__call__",
+        "torch.nn.functional.gelu",
+    ):
         assert name in note
 
 
@@ -195,6 +213,7 @@ def test_the_snapshot_is_cheap():
 
 
 # 8. Quantized layers' packed weights are params; the user's RNG is left alone --------------------------
+
 
 def test_quantized_layers_count_their_packed_weights_as_the_float_model_does():
     if not torch.backends.quantized.supported_engines or torch.backends.quantized.supported_engines == ["none"]:
@@ -228,7 +247,8 @@ def test_a_dynamic_quantized_lstm_and_linear_count_as_their_float_layers():
     as_int8 = archlint.analyze(dynamic, (5, 2, 8), select=[])
     assert as_int8.totals.params == as_float.totals.params == sum(p.numel() for p in float_model.parameters())
     assert [(x.name, x.params, x.flops) for x in as_int8.layers if x.kind != "reshape"] == [
-        (x.name, x.params, x.flops) for x in as_float.layers if x.kind != "reshape"]
+        (x.name, x.params, x.flops) for x in as_float.layers if x.kind != "reshape"
+    ]
 
 
 def test_inputs_made_from_shapes_leave_the_users_random_generators_alone():
@@ -262,6 +282,7 @@ def test_a_gpu_run_that_starts_cuda_leaves_its_generator_at_the_users_seed():
 
 # Internal errors: models torch itself cannot walk, and meta weights asked to be timed -------------------
 
+
 class Block(nn.Module):
     def __init__(self, width):
         super().__init__()
@@ -284,19 +305,31 @@ class WithParent(nn.Module):
         return self.fc(x)
 
 
-@pytest.mark.parametrize("model, message", [
-    (nn.Sequential(Block(4), nn.ReLU()), "Sequential: the module 0 (Block) is unhashable (its class defines __eq__ "
-                                         "without __hash__, or sets __hash__ = None)"),
-    (Block(4), "Block: the module (the model) (Block) is unhashable"),
-    (WithParent(), "WithParent: the module tree has a cycle (fc.owner is the model, which holds it)"),
-])
+@pytest.mark.parametrize(
+    "model, message",
+    [
+        (
+            nn.Sequential(Block(4), nn.ReLU()),
+            "Sequential: the module 0 (Block) is unhashable (its class defines __eq__ "
+            "without __hash__, or sets __hash__ = None)",
+        ),
+        (Block(4), "Block: the module (the model) (Block) is unhashable"),
+        (WithParent(), "WithParent: the module tree has a cycle (fc.owner is the model, which holds it)"),
+    ],
+)
 def test_models_torch_cannot_walk_are_one_usage_error(model, message):
-    with pytest.raises(UsageError, match=message.replace("(", r"\(").replace(")", r"\)")):  # was: TypeError, RecursionError
+    with pytest.raises(
+        UsageError, match=message.replace("(", r"\(").replace(")", r"\)")
+    ):  # was: TypeError, RecursionError
         archlint.analyze(model, (1, 4))
 
 
 def test_a_cyclic_model_file_on_the_command_line_is_exit_2_and_one_line(tmp_path, capsys):
-    target = write(tmp_path, "cyclic", """
+    target = (
+        write(
+            tmp_path,
+            "cyclic",
+            """
         from torch import nn
 
         class Net(nn.Module):
@@ -307,7 +340,10 @@ def test_a_cyclic_model_file_on_the_command_line_is_exit_2_and_one_line(tmp_path
 
             def forward(self, x):
                 return self.encoder(x)
-        """) + ":Net"
+        """,
+        )
+        + ":Net"
+    )
     code = main([target, "--input-shape", "1,4"])
     err = capsys.readouterr().err
     assert code == 2 and len(err.strip().splitlines()) == 1, err  # was: an internal error (RecursionError)
@@ -325,20 +361,28 @@ def test_latency_on_a_meta_model_is_a_usage_error():
 
 # Imports: relative ones inside a package, the project's own by absolute name from any launcher -----------
 
+
 def _package(root: Path, width: int) -> None:
     """root/mypkg/{layers.py, models/{blocks.py, net.py}}: net.py imports relatively, up and across."""
     (root / "mypkg" / "models").mkdir(parents=True)
     (root / "mypkg" / "__init__.py").write_text("")
     (root / "mypkg" / "models" / "__init__.py").write_text("")
-    write(root / "mypkg", "layers", f"""
+    write(
+        root / "mypkg",
+        "layers",
+        f"""
         from torch import nn
 
         WIDTH = {width}
 
         def block(width):
             return nn.Sequential(nn.Linear(width, width), nn.ReLU())
-        """)
-    write(root / "mypkg" / "models", "blocks", """
+        """,
+    )
+    write(
+        root / "mypkg" / "models",
+        "blocks",
+        """
         from torch import nn
 
         class Head(nn.Module):
@@ -348,8 +392,12 @@ def _package(root: Path, width: int) -> None:
 
             def forward(self, x):
                 return self.fc(x)
-        """)
-    write(root / "mypkg" / "models", "net", """
+        """,
+    )
+    write(
+        root / "mypkg" / "models",
+        "net",
+        """
         import torch
         from torch import nn
 
@@ -366,7 +414,8 @@ def _package(root: Path, width: int) -> None:
 
         def example_inputs():
             return torch.randn(1, WIDTH)
-        """)
+        """,
+    )
 
 
 def test_relative_imports_work_in_a_package_and_each_project_keeps_its_own(tmp_path, capsys, monkeypatch):
@@ -377,14 +426,23 @@ def test_relative_imports_work_in_a_package_and_each_project_keeps_its_own(tmp_p
     out = capsys.readouterr()
     assert code == 0, out.err  # was: "attempted relative import with no known parent package", exit 2
     params = {m["target"]: m["totals"]["params"] for m in json.loads(out.out)["models"]}
-    assert params == {"a/mypkg/models/net.py:Net": 8 * 8 + 8 + 8 * 2 + 2,
-                      "b/mypkg/models/net.py:Net": 16 * 16 + 16 + 16 * 2 + 2}
+    assert params == {
+        "a/mypkg/models/net.py:Net": 8 * 8 + 8 + 8 * 2 + 2,
+        "b/mypkg/models/net.py:Net": 16 * 16 + 16 + 16 * 2 + 2,
+    }
 
 
 def test_a_relative_import_outside_a_package_gets_the_right_hint(tmp_path, capsys):
-    target = write(tmp_path, "net", """
+    target = (
+        write(
+            tmp_path,
+            "net",
+            """
         from .layers import block
-        """) + ":Net"
+        """,
+        )
+        + ":Net"
+    )
     assert main([target]) == 2
     err = capsys.readouterr().err
     assert "attempted relative import with no known parent package; the file uses a relative import" in err
@@ -398,7 +456,10 @@ def test_the_console_script_imports_the_projects_own_modules_as_python_m_does(tm
 
     _package(tmp_path, 8)
     (tmp_path / "scripts").mkdir()
-    write(tmp_path / "scripts", "train_net", """
+    write(
+        tmp_path / "scripts",
+        "train_net",
+        """
         import torch
         from torch import nn
 
@@ -411,14 +472,21 @@ def test_the_console_script_imports_the_projects_own_modules_as_python_m_does(tm
 
             def forward(self, x):
                 return self.body(x)
-        """)
+        """,
+    )
     # what pip writes for the `archlint` entry point: sys.path[0] is the script's folder, not the cwd
     script = tmp_path / "bin" / "archlint"
     script.parent.mkdir()
     script.write_text("import sys\nfrom archlint.cli import main\nsys.exit(main())\n")
     env = {**os.environ, "PYTHONPATH": str(Path(archlint.__file__).resolve().parents[1])}
     for launcher in ([sys.executable, str(script)], [sys.executable, "-m", "archlint"]):
-        run = subprocess.run([*launcher, "scripts/train_net.py:Net", "--input-shape", "1,8", "--output-format", "json"],
-                             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+        run = subprocess.run(
+            [*launcher, "scripts/train_net.py:Net", "--input-shape", "1,8", "--output-format", "json"],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert run.returncode == 0, (launcher, run.stderr)  # was: the script said "No module named 'mypkg'"
         assert json.loads(run.stdout)["models"][0]["totals"]["params"] == 72

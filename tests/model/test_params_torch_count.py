@@ -64,13 +64,16 @@ def test_the_max_params_budget_checks_torchs_count():
     assert not gate.passed and gate.actual == 33_930
 
 
-@pytest.mark.parametrize("name, build, shape", [
-    ("inception_v3", lambda: torchvision.models.inception_v3(init_weights=False), (1, 3, 299, 299)),
-    ("googlenet-aux", lambda: torchvision.models.googlenet(aux_logits=True, init_weights=False), (1, 3, 224, 224)),
-    ("resnet18", torchvision.models.resnet18, (1, 3, 224, 224)),
-    ("timm-deit_tiny", lambda: timm.create_model("deit_tiny_patch16_224"), (1, 3, 224, 224)),
-    ("timm-efficientnet_b0", lambda: timm.create_model("efficientnet_b0"), (1, 3, 224, 224)),
-])
+@pytest.mark.parametrize(
+    "name, build, shape",
+    [
+        ("inception_v3", lambda: torchvision.models.inception_v3(init_weights=False), (1, 3, 299, 299)),
+        ("googlenet-aux", lambda: torchvision.models.googlenet(aux_logits=True, init_weights=False), (1, 3, 224, 224)),
+        ("resnet18", torchvision.models.resnet18, (1, 3, 224, 224)),
+        ("timm-deit_tiny", lambda: timm.create_model("deit_tiny_patch16_224"), (1, 3, 224, 224)),
+        ("timm-efficientnet_b0", lambda: timm.create_model("efficientnet_b0"), (1, 3, 224, 224)),
+    ],
+)
 def test_zoo_params_equal_torchs_count(name, build, shape):
     torch.manual_seed(0)
     model = build()

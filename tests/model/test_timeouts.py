@@ -25,8 +25,9 @@ PACKAGE_ROOT = Path(archlint.__file__).resolve().parents[1]
 def archlint_run(*args: str, limit: float = 120) -> tuple[subprocess.CompletedProcess, float]:
     env = {**os.environ, "PYTHONPATH": str(PACKAGE_ROOT), "CI": "1"}
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "archlint", *args], capture_output=True, text=True, env=env,
-                          timeout=limit)
+    proc = subprocess.run(
+        [sys.executable, "-m", "archlint", *args], capture_output=True, text=True, env=env, timeout=limit
+    )
     return proc, time.perf_counter() - start
 
 
@@ -68,7 +69,10 @@ def test_timeout_covers_latency(tmp_path):
 
 
 def test_a_bare_except_in_a_loop_cannot_swallow_the_timeout(tmp_path):
-    target = write(tmp_path, """
+    target = (
+        write(
+            tmp_path,
+            """
         import time
         from torch import nn
 
@@ -81,7 +85,10 @@ def test_a_bare_except_in_a_loop_cannot_swallow_the_timeout(tmp_path):
                             time.sleep(0.01)
                     except:  # noqa: E722  swallows archlint's stop, whatever it is
                         pass
-    """) + ":Net"
+    """,
+        )
+        + ":Net"
+    )
     proc, took = archlint_run(target, "--input-shape", "1,3,8,8", "--timeout", "2")
     assert proc.returncode == 2  # was: the alarm's exception was swallowed, the loop went on forever
     err = proc.stderr.strip().splitlines()
@@ -90,7 +97,10 @@ def test_a_bare_except_in_a_loop_cannot_swallow_the_timeout(tmp_path):
 
 
 def test_the_loader_has_a_timeout(tmp_path):
-    target = write(tmp_path, """
+    target = (
+        write(
+            tmp_path,
+            """
         import threading
         from torch.utils.data import Dataset
 
@@ -100,7 +110,10 @@ def test_the_loader_has_a_timeout(tmp_path):
 
             def __getitem__(self, i):
                 threading.Event().wait()  # never set
-    """) + ":Blocks"
+    """,
+        )
+        + ":Blocks"
+    )
     proc, took = archlint_run("loader", target, "--workers", "none", "--timeout", "2")
     assert proc.returncode == 2  # was: hung for ever
     assert "after --timeout 2 s" in proc.stderr and "Traceback" not in proc.stderr
@@ -108,7 +121,10 @@ def test_the_loader_has_a_timeout(tmp_path):
 
 
 def test_a_thread_left_running_does_not_keep_archlint_alive(tmp_path):
-    target = write(tmp_path, """
+    target = (
+        write(
+            tmp_path,
+            """
         import threading, time
         from torch import nn
 
@@ -120,7 +136,10 @@ def test_a_thread_left_running_does_not_keep_archlint_alive(tmp_path):
 
             def forward(self, x):
                 return self.fc(x)
-    """) + ":Net"
+    """,
+        )
+        + ":Net"
+    )
     proc, took = archlint_run(target, "--input-shape", "2,4", "--output-format", "json")
     assert proc.returncode in (0, 1), proc.stderr  # was: alive for an hour after the report
     assert '"models"' in proc.stdout  # the report is out, whole
@@ -165,8 +184,9 @@ def test_compile_does_not_change_the_threads_the_other_what_ifs_are_timed_with(m
 
     monkeypatch.setitem(transforms.ORDER, "compile", fake_compile)
     SEEN.clear()
-    results, _ = run.what_ifs(Probe(), (torch.randn(2, 4),), "cpu", Settings(warmup=1, repeat=6),
-                              ["inference-mode", "compile"])
+    results, _ = run.what_ifs(
+        Probe(), (torch.randn(2, 4),), "cpu", Settings(warmup=1, repeat=6), ["inference-mode", "compile"]
+    )
     try:
         assert {w.name for w in results if w.applicable} >= {"inference-mode", "compile"}
         # every call of the plain model before the compilation, and the baseline's after it, saw the

@@ -139,13 +139,18 @@ class Chromium:
             shutil.rmtree(self._profile, ignore_errors=True)
 
     # -- a page
-    def open_page(self, path: Path, ready_js: str = "window.__archlint && window.__archlint.ready", timeout: float = 60):
+    def open_page(
+        self, path: Path, ready_js: str = "window.__archlint && window.__archlint.ready", timeout: float = 60
+    ):
         target = self.send("Target.createTarget", {"url": "about:blank"})["targetId"]
         session = self.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
         for domain in ("Page", "Runtime", "Network", "Log"):
             self.send(f"{domain}.enable", session=session)
-        self.send("Emulation.setDeviceMetricsOverride",
-                  {"width": self.width, "height": self.height, "deviceScaleFactor": 1, "mobile": False}, session=session)
+        self.send(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": self.width, "height": self.height, "deviceScaleFactor": 1, "mobile": False},
+            session=session,
+        )
         self.events.clear()
         started = time.monotonic()
         self.send("Page.navigate", {"url": path.resolve().as_uri()}, session=session)
@@ -199,6 +204,8 @@ class Page:
         if full_page:
             width = self.evaluate("document.documentElement.scrollWidth")
             height = self.evaluate("document.documentElement.scrollHeight")
-            params.update(captureBeyondViewport=True, clip={"x": 0, "y": 0, "width": width, "height": height, "scale": 1})
+            params.update(
+                captureBeyondViewport=True, clip={"x": 0, "y": 0, "width": width, "height": height, "scale": 1}
+            )
         data = self.browser.send("Page.captureScreenshot", params, session=self.session)["data"]
         path.write_bytes(base64.b64decode(data))

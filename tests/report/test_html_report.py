@@ -9,14 +9,13 @@ import re
 from pathlib import Path
 
 import pytest
+from chromium_cdp import Chromium, find_chromium
+from synthetic import residual_net, with_findings
 
 from archlint.cli import main
 from archlint.report.html import graph_levels, render_html
 from archlint.report.layout import NODE_W, layered
 from archlint.result import RunResult
-
-from chromium_cdp import Chromium, find_chromium
-from synthetic import residual_net, with_findings
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -172,8 +171,20 @@ def _assert_drawn(page, model: int = 0):
 
 def test_resnet18_report_in_browser(browser, tmp_path):
     out = tmp_path / "resnet18.html"
-    code = main([f"{FIXTURES / 'nets.py'}:resnet18", "--input-shape", "1,3,224,224", "--html", str(out),
-                 "--output-format", "json", "-o", str(tmp_path / "r.json"), "--exit-zero"])
+    code = main(
+        [
+            f"{FIXTURES / 'nets.py'}:resnet18",
+            "--input-shape",
+            "1,3,224,224",
+            "--html",
+            str(out),
+            "--output-format",
+            "json",
+            "-o",
+            str(tmp_path / "r.json"),
+            "--exit-zero",
+        ]
+    )
     assert code == 0
     page = _open_checked(browser, out, tmp_path / "resnet18.png")
     _assert_drawn(page)
@@ -187,8 +198,12 @@ def test_resnet18_report_in_browser(browser, tmp_path):
         "JSON.parse(document.getElementById('archlint-data').textContent).models[0].layers[+r.dataset.k].mac)"
     )
     assert macs == sorted(macs, reverse=True) and len(macs) == n_layers
-    page.evaluate("(f => { f.value = 'layer2.0'; f.dispatchEvent(new Event('input')); })(document.getElementById('filter-0'))")
-    modules = page.evaluate("[...document.querySelectorAll('#table-0 tbody tr td:nth-child(5)')].map(td => td.textContent)")
+    page.evaluate(
+        "(f => { f.value = 'layer2.0'; f.dispatchEvent(new Event('input')); })(document.getElementById('filter-0'))"
+    )
+    modules = page.evaluate(
+        "[...document.querySelectorAll('#table-0 tbody tr td:nth-child(5)')].map(td => td.textContent)"
+    )
     assert modules and all(m == "layer2.0" or m.startswith("layer2.0.") for m in modules)
 
     # a coarser level groups by module; clicking a group opens it one level down
@@ -202,8 +217,20 @@ def test_resnet18_report_in_browser(browser, tmp_path):
 
 def test_report_with_findings_in_browser(browser, tmp_path):
     out = tmp_path / "wasteful.html"
-    main([f"{FIXTURES / 'nets.py'}:Wasteful", "--input-shape", "1,3,56,56", "--html", str(out),
-          "--output-format", "json", "-o", str(tmp_path / "w.json"), "--exit-zero"])
+    main(
+        [
+            f"{FIXTURES / 'nets.py'}:Wasteful",
+            "--input-shape",
+            "1,3,56,56",
+            "--html",
+            str(out),
+            "--output-format",
+            "json",
+            "-o",
+            str(tmp_path / "w.json"),
+            "--exit-zero",
+        ]
+    )
     findings = json.loads((tmp_path / "w.json").read_text())["diagnostics"]
     assert findings, "the fixture model is built to draw findings"
     page = _open_checked(browser, out, tmp_path / "wasteful.png")
@@ -228,7 +255,9 @@ def test_measured_report_plots_achieved_against_the_roofs(browser, tmp_path):
     points = _assert_drawn(page)
     computing = sum(1 for L in result.models[0].layers if L.flops > 0 and L.mac_bytes > 0)
     assert points == computing
-    roof = page.evaluate("Chart.getChart('roof-0').data.datasets.find(d => d.label === 'device roofs').data.map(p => p.y)")
+    roof = page.evaluate(
+        "Chart.getChart('roof-0').data.datasets.find(d => d.label === 'device roofs').data.map(p => p.y)"
+    )
     assert max(roof) == pytest.approx(2e11)
     assert "achieved FLOP/s" in page.evaluate("Chart.getChart('roof-0').options.scales.y.title.text")
     assert page.evaluate("document.querySelectorAll('section.codelint details.rulegroup').length") == 2

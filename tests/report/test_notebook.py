@@ -22,7 +22,9 @@ def executed(tmp_path_factory) -> tuple[Path, nbformat.NotebookNode]:
     for name in ("notebook.ipynb", "nets.py"):
         shutil.copy(EXAMPLES / name, folder / name)
     notebook = nbformat.read(folder / "notebook.ipynb", as_version=4)
-    nbclient.NotebookClient(notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(folder)}}).execute()
+    nbclient.NotebookClient(
+        notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(folder)}}
+    ).execute()
     return folder, notebook
 
 
@@ -41,8 +43,11 @@ def test_rendered_reports_open_in_chromium(executed, tmp_path):
         pytest.skip("Chromium is not installed (apt-get install chromium); .ci/run installs it")
     folder, notebook = executed
     cell_html = next(
-        o["data"]["text/html"] for cell in notebook.cells if cell.cell_type == "code"
-        for o in cell.outputs if "text/html" in o.get("data", {})
+        o["data"]["text/html"]
+        for cell in notebook.cells
+        if cell.cell_type == "code"
+        for o in cell.outputs
+        if "text/html" in o.get("data", {})
     )
     page_file = tmp_path / "cell.html"
     page_file.write_text(f"<!DOCTYPE html><html><head><meta charset='utf-8'></head><body>{cell_html}</body></html>")

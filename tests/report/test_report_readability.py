@@ -8,6 +8,8 @@ from __future__ import annotations
 import re
 
 import pytest
+from chromium_cdp import Chromium, find_chromium
+from synthetic import residual_net
 
 from archlint.diagnostics import Diagnostic, Price
 from archlint.model.timing.paired import WithinNoise
@@ -16,11 +18,12 @@ from archlint.report.html import device_label, render_html
 from archlint.report.time_table import efficiency_text
 from archlint.result import RunResult
 
-from chromium_cdp import Chromium, find_chromium
-from synthetic import residual_net
-
-PEAKS = {"peak_flops_per_s": 2e10, "bandwidth_bytes_per_s": 6.5e9, "cache_bandwidth_bytes_per_s": 4e10,
-         "cache_bytes": 16 * 2**20}
+PEAKS = {
+    "peak_flops_per_s": 2e10,
+    "bandwidth_bytes_per_s": 6.5e9,
+    "cache_bandwidth_bytes_per_s": 4e10,
+    "cache_bytes": 16 * 2**20,
+}
 
 
 def test_an_op_whose_bytes_fit_in_cache_is_held_to_the_cache_roof():
@@ -48,10 +51,19 @@ def _big_finding_report() -> tuple[str, int]:
     layers = [layer.name for layer in model.layers if layer.kind in ("conv", "norm")][:106]
     pairs = [list(p) for p in zip(layers[::2], layers[1::2])]
     d = Diagnostic(
-        code="AL205", message="53 Conv+BatchNorm pairs left unfused", node=layers[0], module=model.layers[0].module,
-        target=model.target, price=Price.timed("folded", saving_ms=0.2, model_ms=10.0, device="cpu"),
-        evidence={"pairs": len(pairs), "bn_mac_bytes": 89_337_256, "pair_nodes": pairs, "whatif_costliest_pair_ms": 0.0123,
-                  "whatif_ms": WithinNoise(0.05)},
+        code="AL205",
+        message="53 Conv+BatchNorm pairs left unfused",
+        node=layers[0],
+        module=model.layers[0].module,
+        target=model.target,
+        price=Price.timed("folded", saving_ms=0.2, model_ms=10.0, device="cpu"),
+        evidence={
+            "pairs": len(pairs),
+            "bn_mac_bytes": 89_337_256,
+            "pair_nodes": pairs,
+            "whatif_costliest_pair_ms": 0.0123,
+            "whatif_ms": WithinNoise(0.05),
+        },
     )
     return render_html(RunResult(models=[model], diagnostics=[d])), len(layers)
 
@@ -59,7 +71,9 @@ def _big_finding_report() -> tuple[str, int]:
 def test_evidence_keys_and_device_are_labelled_for_people():
     page, _ = _big_finding_report()
     text = re.search(r"<p class=evidence>.*?</p>", page, re.S).group(0)  # the finding's evidence line
-    text += re.sub(r"<script.*?</script>|<details class=rule>.*?</details>", "", page, flags=re.S)  # (its rule page documents the JSON keys)
+    text += re.sub(
+        r"<script.*?</script>|<details class=rule>.*?</details>", "", page, flags=re.S
+    )  # (its rule page documents the JSON keys)
     for raw in ("bn_mac_bytes", "whatif_costliest_pair_ms", "pair_nodes", "cpu|"):
         assert raw not in text, raw  # was: shown as they are
     assert "BatchNorm memory traffic</b> 89.3 MB" in text and "0.0123 ms" in text
@@ -69,8 +83,8 @@ def test_evidence_keys_and_device_are_labelled_for_people():
 
 def test_a_finding_over_a_hundred_layers_shows_a_few_and_the_rest_on_demand():
     page, n = _big_finding_report()
-    card = page[page.index("<article"):page.index("</article>")]
-    shown = card[:card.index("<details class=more>")] if "<details class=more>" in card else card
+    card = page[page.index("<article") : page.index("</article>")]
+    shown = card[: card.index("<details class=more>")] if "<details class=more>" in card else card
     assert shown.count("class=op ") == 8  # was: all 106 in a wall of links
     assert f"and {n - 8} more</summary>" in card and card.count("class=op ") == n
 

@@ -20,7 +20,9 @@ def _model(latencies: dict[str, tuple[str, float]]) -> ModelResult:
             module=None,
             latency_ms=ms,
             latency_spread_ms=None if ms is None else [ms * 0.9, ms * 1.1],
-            roofline=None if ms is None else {"bound": "memory", "efficiency": 0.25, "intensity": 1.0, "attainable_ms": ms / 4},
+            roofline=None
+            if ms is None
+            else {"bound": "memory", "efficiency": 0.25, "intensity": 1.0, "attainable_ms": ms / 4},
         )
         for name, (kind, ms) in latencies.items()
     ]

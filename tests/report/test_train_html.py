@@ -13,14 +13,16 @@ from torch import nn
 
 import archlint
 from archlint.report.html import render_html
-from archlint.report.train_html import H, TOP, BOTTOM, timeline_svg
+from archlint.report.train_html import BOTTOM, TOP, H, timeline_svg
 from archlint.units import bytes_against, human_bytes
 
 
 class Net(nn.Module):
     def __init__(self):
         super().__init__()
-        self.blocks = nn.Sequential(*[nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 64)) for _ in range(3)])
+        self.blocks = nn.Sequential(
+            *[nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 64)) for _ in range(3)]
+        )
 
     def forward(self, x):
         return self.blocks(x)

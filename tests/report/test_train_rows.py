@@ -34,12 +34,16 @@ def _text(model) -> str:
 
 
 def test_text_and_html_render_the_same_columns_and_cells():
-    result = archlint.analyze(Net(), torch.randn(32, 64), train=True, device_spec="a100-sxm", latency=True,
-                              warmup=1, repeat=2).result
+    result = archlint.analyze(
+        Net(), torch.randn(32, 64), train=True, device_spec="a100-sxm", latency=True, warmup=1, repeat=2
+    ).result
     m = result.models[0]
     table = step_table(m)
     assert [c.split(" on ")[0].split(",")[0] for c in table.columns[4:]] == [
-        "ESTIMATED ms", "ESTIMATED ms", "measured ms"]  # the spec's, autocast's, this machine's
+        "ESTIMATED ms",
+        "ESTIMATED ms",
+        "measured ms",
+    ]  # the spec's, autocast's, this machine's
     assert [row[0] for row in table.rows] == ["forward", "backward", "loss", "optimizer", "step"]
     assert table.rows[2][-1] == IN_FORWARD  # --latency times the loss inside the forward
     text, page = _text(m), render_html(result)

@@ -10,8 +10,9 @@ from archlint.model.analyze import analyze_model
 from archlint.model.checks import CheckContext, run_checks
 
 
-def opgraph(model: torch.nn.Module, *shapes, mode: str = "eval", device: str = "cpu",
-            dtype: torch.dtype = torch.float32):
+def opgraph(
+    model: torch.nn.Module, *shapes, mode: str = "eval", device: str = "cpu", dtype: torch.dtype = torch.float32
+):
     inputs = tuple(torch.randn(*s, device=device, dtype=dtype) for s in shapes)
     graph, _ = analyze_model(model, inputs, Settings(mode=mode))
     return graph

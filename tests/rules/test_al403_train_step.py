@@ -13,11 +13,11 @@ import torch
 from torch import nn
 
 from archlint.cli import main
+from archlint.code.checks.autocast import price_with_models as link_code
 from archlint.config import Settings
 from archlint.devices import resolve
 from archlint.diagnostics import Diagnostic
 from archlint.model.analyze import analyze_model
-from archlint.code.checks.autocast import price_with_models as link_code
 from archlint.model.speedups.precision import autocast_estimate, autocast_step_estimate
 from archlint.result import ModelResult, Totals, WhatIf
 from archlint.train_result import TrainStep
@@ -27,8 +27,21 @@ from tests.whatif.autocast_project import MODEL, TRAIN
 def test_train_run_prices_al403_on_the_estimated_step_without_a_what_if(tmp_path, capsys):
     (tmp_path / "model.py").write_text(textwrap.dedent(MODEL))
     (tmp_path / "train.py").write_text(textwrap.dedent(TRAIN.format(module="model")))
-    code = main([str(tmp_path / "train.py"), f"{tmp_path}/model.py:Net", "--input-shape", "16,3,64,64", "--train",
-                 "--optimizer", "sgd", "--device-spec", "l4", "--output-format", "json"])
+    code = main(
+        [
+            str(tmp_path / "train.py"),
+            f"{tmp_path}/model.py:Net",
+            "--input-shape",
+            "16,3,64,64",
+            "--train",
+            "--optimizer",
+            "sgd",
+            "--device-spec",
+            "l4",
+            "--output-format",
+            "json",
+        ]
+    )
     out = capsys.readouterr()
     assert code in (0, 1), out.err
     data = json.loads(out.out)
@@ -59,8 +72,8 @@ class Net(nn.Module):
 
 
 def _train_graph():
-    from archlint.model.train.step import cost_step
     from archlint.model.train.optimizer import parse
+    from archlint.model.train.step import cost_step
 
     model = Net()
     graph, _ = analyze_model(model, (torch.randn(16, 3, 64, 64),), Settings(mode="train"))
@@ -80,15 +93,22 @@ def test_step_estimate_runs_the_backward_in_16_bits_and_keeps_the_optimizer():
     assert half["forward_ms"] == pytest.approx(autocast_estimate(graph, spec)["latency_ms"])
     assert 0 < half["backward_ms"] < step["backward_ms"]
     assert half["optimizer_ms"] == step["optimizer_ms"]
-    assert half["step_ms"] == pytest.approx(half["forward_ms"] + half["backward_ms"] + half["loss_ms"] + half["optimizer_ms"])
+    assert half["step_ms"] == pytest.approx(
+        half["forward_ms"] + half["backward_ms"] + half["loss_ms"] + half["optimizer_ms"]
+    )
     # the graph itself is left in float32, its backward terms unchanged
     assert all(op.get("itemsize", 4) == 4 for _, op in graph.nodes(data=True) if op.get("backward_terms"))
-    assert estimate_step(graph, train, spec, estimate_graph(graph, spec)["latency_ms"])["backward_ms"] == step["backward_ms"]
+    assert (
+        estimate_step(graph, train, spec, estimate_graph(graph, spec)["latency_ms"])["backward_ms"]
+        == step["backward_ms"]
+    )
     assert autocast_step_estimate(graph, resolve("cpu-example"), step) is None
 
 
 def _train_model(measured: dict | None, spread=(1.4, 1.8), speedup=1.6) -> ModelResult:
-    w = WhatIf("bf16", True, "autocast", baseline_ms=10.0, transformed_ms=10.0 / speedup, spread=list(spread), speedup=speedup)
+    w = WhatIf(
+        "bf16", True, "autocast", baseline_ms=10.0, transformed_ms=10.0 / speedup, spread=list(spread), speedup=speedup
+    )
     totals = Totals()
     totals.train = TrainStep({"name": "mean"}, {"name": "adam"}, *[0] * 14, measured=measured)
     return ModelResult("m.py:Net", "fx", "cpu", "float32", [[1]], totals, [], what_if=[w], phase="train")

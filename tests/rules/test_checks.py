@@ -205,7 +205,9 @@ def test_al105_only_in_half_precision():
         "1": ["in_channels", "out_channels"],  # 30 and 60 are not multiples of 8
     }
     settings = _settings({"AL105": {"multiple": 2}})
-    assert [d for d in findings(opgraph(model, (1, 3, 16, 16), dtype=torch.bfloat16), settings) if d.code == "AL105"] == []
+    assert [
+        d for d in findings(opgraph(model, (1, 3, 16, 16), dtype=torch.bfloat16), settings) if d.code == "AL105"
+    ] == []
 
 
 # ---- locations, sorting, pricing -------------------------------------------------------------

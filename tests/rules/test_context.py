@@ -29,9 +29,14 @@ class InvertedResidual(nn.Module):
     def __init__(self, c=24, t=6):
         super().__init__()
         self.block = nn.Sequential(
-            nn.Conv2d(c, c * t, 1, bias=False), nn.BatchNorm2d(c * t), nn.ReLU6(),
-            nn.Conv2d(c * t, c * t, 3, padding=1, groups=c * t, bias=False), nn.BatchNorm2d(c * t), nn.ReLU6(),
-            nn.Conv2d(c * t, c, 1, bias=False), nn.BatchNorm2d(c),
+            nn.Conv2d(c, c * t, 1, bias=False),
+            nn.BatchNorm2d(c * t),
+            nn.ReLU6(),
+            nn.Conv2d(c * t, c * t, 3, padding=1, groups=c * t, bias=False),
+            nn.BatchNorm2d(c * t),
+            nn.ReLU6(),
+            nn.Conv2d(c * t, c, 1, bias=False),
+            nn.BatchNorm2d(c),
         )
 
     def forward(self, x):
@@ -46,8 +51,12 @@ def test_al101_silent_on_expand_project_pairs_and_stems():
 def test_al101_chain_through_depthwise_keeps_interface_and_flops():
     # 16 → 256 → (depthwise) → 16 → 256 → 16: interior widths free, ends kept.
     model = nn.Sequential(
-        nn.Conv2d(16, 256, 1), nn.ReLU(), nn.Conv2d(256, 256, 3, padding=1, groups=256),
-        nn.Conv2d(256, 16, 1), nn.Conv2d(16, 256, 1), nn.Conv2d(256, 16, 1),
+        nn.Conv2d(16, 256, 1),
+        nn.ReLU(),
+        nn.Conv2d(256, 256, 3, padding=1, groups=256),
+        nn.Conv2d(256, 16, 1),
+        nn.Conv2d(16, 256, 1),
+        nn.Conv2d(256, 16, 1),
     )
     (d,) = by_code(model, (1, 16, 28, 28))["AL101"]
     widths, alt = d.evidence["widths"], d.evidence["balanced_widths"]
@@ -133,10 +142,22 @@ def test_al104_counts_data_movement_and_leaves_other_rules_ops_out():
 
 
 def test_claims_pass_demotes_a_finding_that_reuses_an_owned_op():
-    owner = _locate.finding(opgraph(nn.Conv2d(3, 8, 1), (1, 3, 8, 8)), "AL205", "x", node="a", module="",
-                      price=Price.static("alt", mac_bytes_saved=10, model_mac_bytes=100, claims=["a"]))
-    other = _locate.finding(opgraph(nn.Conv2d(3, 8, 1), (1, 3, 8, 8)), "AL101", "y", node="a", module="",
-                      price=Price.static("alt", mac_bytes_saved=50, model_mac_bytes=100, claims=["a", "b"]))
+    owner = _locate.finding(
+        opgraph(nn.Conv2d(3, 8, 1), (1, 3, 8, 8)),
+        "AL205",
+        "x",
+        node="a",
+        module="",
+        price=Price.static("alt", mac_bytes_saved=10, model_mac_bytes=100, claims=["a"]),
+    )
+    other = _locate.finding(
+        opgraph(nn.Conv2d(3, 8, 1), (1, 3, 8, 8)),
+        "AL101",
+        "y",
+        node="a",
+        module="",
+        price=Price.static("alt", mac_bytes_saved=50, model_mac_bytes=100, claims=["a", "b"]),
+    )
     _verdict.settle([other, owner], {m.CODE: m.PRIORITY for m in check_modules()})
     assert other.severity is Severity.INFO and other.evidence["overlaps"] == ["AL205"]
     assert owner.severity is Severity.WARNING
@@ -173,5 +194,8 @@ def test_al205_names_the_models_own_reparameterize():
 def test_al205_on_timm_mobileone_names_reparameterize():
     timm = pytest.importorskip("timm")
     model = timm.create_model("mobileone_s0", pretrained=False)
-    (d,) = by_code(model, (1, 3, 64, 64), )["AL205"]
+    (d,) = by_code(
+        model,
+        (1, 3, 64, 64),
+    )["AL205"]
     assert "MobileOneBlock.reparameterize()" in d.message

@@ -20,7 +20,7 @@ from archlint.result import WhatIf
 
 from ._graphs import findings
 
-NET = '''
+NET = """
 import torch
 from torch import nn
 
@@ -39,7 +39,7 @@ class Net(nn.Module):
         if self.convert:
             x = x.contiguous(memory_format=torch.channels_last)
         return self.body(x)
-'''
+"""
 
 
 @pytest.fixture
@@ -69,8 +69,20 @@ def test_silent_in_float32_and_when_forward_converts(net):
 
 
 def _cli(capsys, path, *flags, shape="32,3,128,128", dtype="float16"):
-    argv = [f"{path}:Net", "--input-shape", shape, "--dtype", dtype, "--select", "AL114",
-            "--show-info", "--output-format", "json", "--exit-zero", *flags]
+    argv = [
+        f"{path}:Net",
+        "--input-shape",
+        shape,
+        "--dtype",
+        dtype,
+        "--select",
+        "AL114",
+        "--show-info",
+        "--output-format",
+        "json",
+        "--exit-zero",
+        *flags,
+    ]
     assert main(argv) == 0, capsys.readouterr().err
     (d,) = json.loads(capsys.readouterr().out)["diagnostics"]
     return d
@@ -95,10 +107,21 @@ def test_latency_measures_each_conv_both_ways(net, capsys):
 
 @pytest.mark.parametrize("speedup, severity", [(1.25, Severity.WARNING), (0.95, Severity.INFO)])
 def test_what_if_channels_last_reprices_and_judges(speedup, severity):
-    d = Diagnostic("AL114", "convs on NCHW", severity=Severity.INFO,
-                   price=Price.static("channels_last", mac_bytes_saved=None, model_mac_bytes=1000))
-    w = WhatIf("channels-last", True, "model and 4-D inputs in torch.channels_last", baseline_ms=10.0,
-               transformed_ms=10.0 / speedup, spread=[speedup, speedup], speedup=speedup)
+    d = Diagnostic(
+        "AL114",
+        "convs on NCHW",
+        severity=Severity.INFO,
+        price=Price.static("channels_last", mac_bytes_saved=None, model_mac_bytes=1000),
+    )
+    w = WhatIf(
+        "channels-last",
+        True,
+        "model and 4-D inputs in torch.channels_last",
+        baseline_ms=10.0,
+        transformed_ms=10.0 / speedup,
+        spread=[speedup, speedup],
+        speedup=speedup,
+    )
     link([d], [w], "cuda")
     assert d.price.basis == "measured" and d.price.saving_ms == pytest.approx(10.0 * (1 - 1 / speedup))
     assert d.severity is severity and d.evidence["what_if"]["name"] == "channels-last"

@@ -45,8 +45,19 @@ def train(loader, rank):
 def _run(tmp_path, capsys, extra: str, *flags: str) -> dict:
     (tmp_path / "model.py").write_text(textwrap.dedent(MODEL.format(extra=extra)))
     (tmp_path / "train.py").write_text(textwrap.dedent(TRAIN))
-    code = main([str(tmp_path / "train.py"), f"{tmp_path}/model.py:Net", "--input-shape", "8,32",
-                 "--output-format", "json", "--select", "AL201,AL410,AL415", *flags])
+    code = main(
+        [
+            str(tmp_path / "train.py"),
+            f"{tmp_path}/model.py:Net",
+            "--input-shape",
+            "8,32",
+            "--output-format",
+            "json",
+            "--select",
+            "AL201,AL410,AL415",
+            *flags,
+        ]
+    )
     out = capsys.readouterr()
     assert code in (0, 1), out.err
     return {d["code"]: d for d in json.loads(out.out)["diagnostics"]}
@@ -78,8 +89,18 @@ def test_an_unused_module_says_the_flag_is_needed(tmp_path, capsys):
 def test_without_al201_selected_nothing_is_claimed(tmp_path, capsys):
     (tmp_path / "model.py").write_text(textwrap.dedent(MODEL.format(extra="")))
     (tmp_path / "train.py").write_text(textwrap.dedent(TRAIN))
-    main([str(tmp_path / "train.py"), f"{tmp_path}/model.py:Net", "--input-shape", "8,32",
-          "--output-format", "json", "--select", "AL410"])
+    main(
+        [
+            str(tmp_path / "train.py"),
+            f"{tmp_path}/model.py:Net",
+            "--input-shape",
+            "8,32",
+            "--output-format",
+            "json",
+            "--select",
+            "AL410",
+        ]
+    )
     (d,) = json.loads(capsys.readouterr().out)["diagnostics"]
     assert d["severity"] == "info" and "AL201" not in d["message"] and "model" not in d["evidence"]
 

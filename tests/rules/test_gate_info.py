@@ -13,8 +13,9 @@ from archlint.result import RunResult
 
 def finding(code: str, severity: Severity, module: str) -> Diagnostic:
     price = Price.static("alternative", mac_bytes_saved=1, model_mac_bytes=1000)
-    return Diagnostic(code=code, message="m", severity=severity, node=module, module=module, target="m.py:Net",
-                      price=price)
+    return Diagnostic(
+        code=code, message="m", severity=severity, node=module, module=module, target="m.py:Net", price=price
+    )
 
 
 def test_only_warnings_and_errors_fail():
@@ -29,4 +30,6 @@ def test_a_new_info_finding_does_not_fail_the_baseline():
     checks = gate.grandfather(result, baseline, settings)
     assert all(c.passed for c in checks) and result.diagnostics  # still reported, never failing
     result = RunResult(diagnostics=[finding("AL101", Severity.WARNING, "b")])
-    assert any(not c.passed and c.check == "baseline:new-findings" for c in gate.grandfather(result, baseline, settings))
+    assert any(
+        not c.passed and c.check == "baseline:new-findings" for c in gate.grandfather(result, baseline, settings)
+    )

@@ -85,8 +85,10 @@ def test_each_sync_is_captured_with_its_module_and_reported(name):
 
 
 def test_fixed_shape_forms_are_silent():
-    body = ("y = self.fc(x)\n        peak = y.abs().amax()\n        y = torch.where(peak > 10, y / peak, y)\n"
-            "        return (y * (y > 0)).sum() + y.masked_fill(y < 0, 0).mean() + x.shape[0]")
+    body = (
+        "y = self.fc(x)\n        peak = y.abs().amax()\n        y = torch.where(peak > 10, y / peak, y)\n"
+        "        return (y * (y > 0)).sum() + y.masked_fill(y < 0, 0).mean() + x.shape[0]"
+    )
     graph, result, found = al112(Net(body), torch.randn(4, 16))
     assert found == [] and result.strategy == "fx"
 
@@ -155,7 +157,9 @@ def _hf_zoo():
 HF = ("bert", "gpt2", "llama", "mixtral", "t5", "vit", "whisper", "clip")
 
 
-@pytest.mark.parametrize("name", [n if n in ("gpt2", "mixtral") else pytest.param(n, marks=pytest.mark.slow) for n in HF])
+@pytest.mark.parametrize(
+    "name", [n if n in ("gpt2", "mixtral") else pytest.param(n, marks=pytest.mark.slow) for n in HF]
+)
 def test_silent_on_hugging_face_zoo(name):
     pytest.importorskip("transformers")
     from archlint.model.loading.load import meta_build

@@ -18,8 +18,15 @@ def _al104(name: str, **config):
 
 
 def test_gemma2_softcap_at_lm_head_with_logits_to_keep():
-    (d,) = _al104("hf:gemma2", num_hidden_layers=2, hidden_size=128, num_attention_heads=4, num_key_value_heads=2,
-                  intermediate_size=256, head_dim=32)
+    (d,) = _al104(
+        "hf:gemma2",
+        num_hidden_layers=2,
+        hidden_size=128,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=256,
+        head_dim=32,
+    )
     assert d.severity is Severity.WARNING and d.module == "lm_head"
     assert "after lm_head (div → tanh → mul" in d.message
     assert d.evidence["switch"] == {"logits_to_keep": 1} and "logits_to_keep=1" in d.message
@@ -44,12 +51,15 @@ def test_custom_kernel_reference_path_is_info_not_priced():
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "models"))
     from stylegan2_ops.model import Generator
 
-    _, found = analyze(ModelSpec("sg", model=Generator().eval(), given_args=(torch.randn(4, 128),), given_kwargs={}),
-                       Settings())
+    _, found = analyze(
+        ModelSpec("sg", model=Generator().eval(), given_args=(torch.randn(4, 128),), given_kwargs={}), Settings()
+    )
     ref = [d for d in found if d.code == "AL104" and "reference_path" in d.evidence]
     (info,) = ref
     assert info.severity is Severity.INFO and {p["function"] for p in info.evidence["reference_path"]} == {
-        "fused_leaky_relu", "upfirdn2d"}
+        "fused_leaky_relu",
+        "upfirdn2d",
+    }
     assert "device.type == 'cpu'" in info.message
     held = set(info.evidence["ops"])
     for d in found:
@@ -84,8 +94,9 @@ def test_al107_band_mask_does_not_offer_is_causal():
             return nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
 
     def al107(model):
-        _, found = analyze(ModelSpec("m", model=model.eval(), given_args=(torch.randn(2, 512, 64),), given_kwargs={}),
-                           Settings())
+        _, found = analyze(
+            ModelSpec("m", model=model.eval(), given_args=(torch.randn(2, 512, 64),), given_kwargs={}), Settings()
+        )
         return [d for d in found if d.code == "AL107"]
 
     (band,) = al107(Local())
@@ -106,8 +117,9 @@ def test_use_cuda_kernel_switch_is_named():
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "models"))
     from bigvgan_switch.model import Stack
 
-    _, found = analyze(ModelSpec("bv", model=Stack().eval(), given_args=(torch.randn(1, 128, 8192),), given_kwargs={}),
-                       Settings())
+    _, found = analyze(
+        ModelSpec("bv", model=Stack().eval(), given_args=(torch.randn(1, 128, 8192),), given_kwargs={}), Settings()
+    )
     (d,) = [d for d in found if d.code == "AL104" and d.severity is Severity.WARNING]
     assert d.module.startswith("resblocks.0.activations") and "use_cuda_kernel" in d.evidence["switch"]["test"]
     assert "use_cuda_kernel" in d.message and "reference_path" not in d.evidence

@@ -60,7 +60,9 @@ def al113(model, shape=(2, 3, 16, 16), settings=None):
     return graph, [d for d in findings(graph, settings) if d.code == "AL113"]
 
 
-@pytest.mark.parametrize("inner, copies", [("layernorm", 1), ("contiguous", 2), ("linear-transpose", 1), ("softmax", 1)])
+@pytest.mark.parametrize(
+    "inner, copies", [("layernorm", 1), ("contiguous", 2), ("linear-transpose", 1), ("softmax", 1)]
+)
 def test_fires_and_prices_the_copies(inner, copies):
     graph, found = al113(Roundtrip(inner))
     (d,) = found
@@ -113,8 +115,17 @@ def test_latency_prices_by_time(tmp_path, capsys):
         "        y = self.stem(x).permute(0, 2, 3, 1).contiguous()\n"
         "        return self.norm(y).permute(0, 3, 1, 2)\n"
     )
-    argv = [f"{path}:Net", "--input-shape", "2,3,32,32", "--latency", "--output-format", "json", "--exit-zero",
-            "--select", "AL113"]
+    argv = [
+        f"{path}:Net",
+        "--input-shape",
+        "2,3,32,32",
+        "--latency",
+        "--output-format",
+        "json",
+        "--exit-zero",
+        "--select",
+        "AL113",
+    ]
     assert main(argv) == 0, capsys.readouterr().err
     (d,) = json.loads(capsys.readouterr().out)["diagnostics"]
     assert d["price"]["basis"] == "measured" and d["price"]["saving_ms"] > 0  # the explicit copy, timed

@@ -55,7 +55,9 @@ def test_a_finding_repriced_by_a_what_if_is_judged_again_from_what_its_rule_prop
     _verdict.judge_again(tiny, {"min_saving_share": 0.01}, None, 1000)
     assert tiny.severity is Severity.INFO and "under the 1% floor" in tiny.evidence["verdict"]
     # a rule that proposes info (AL205: a deployment step) stays info whatever the what-if measured
-    fold = Diagnostic("AL205", "m", module="a", severity=Severity.INFO, price=Price.timed("x", saving_ms=3.0, model_ms=10.0))
+    fold = Diagnostic(
+        "AL205", "m", module="a", severity=Severity.INFO, price=Price.timed("x", saving_ms=3.0, model_ms=10.0)
+    )
     _verdict.judge_again(fold, {"min_saving_share": 0.01}, None, 1000)
     assert fold.severity is Severity.INFO
 
@@ -112,7 +114,9 @@ def test_latency_verdict_never_rests_on_noise():
     d = Diagnostic("AL113", "m", module="a", price=Price.timed("x", saving_ms=0.15, model_ms=10.0, mac_bytes_saved=50))
     _verdict.judge(d, {"min_saving_share": 0.01}, Timed(), 1000)
     assert d.severity is Severity.WARNING
-    clear = Diagnostic("AL113", "m", module="a", price=Price.timed("x", saving_ms=1.0, model_ms=10.0, mac_bytes_saved=1))
+    clear = Diagnostic(
+        "AL113", "m", module="a", price=Price.timed("x", saving_ms=1.0, model_ms=10.0, mac_bytes_saved=1)
+    )
     _verdict.judge(clear, {"min_saving_share": 0.01}, Timed(), 1000)
     assert clear.severity is Severity.WARNING and "verdict_basis" not in clear.evidence
 
@@ -158,7 +162,11 @@ class FunctionalMLP(nn.Module):
 def test_al104_on_an_mlp_only_model_is_at_a_layer_not_the_root():
     (d,) = by_code(FunctionalMLP(), (8192, 64))["AL104"]
     assert d.module in ("fc1", "fc2", "fc3") and d.severity is Severity.WARNING
-    assert {p["module"] for p in d.evidence["places"]} == {"fc1"} and d.evidence["places"][0]["repeats"] == ["fc1", "fc2", "fc3"]
+    assert {p["module"] for p in d.evidence["places"]} == {"fc1"} and d.evidence["places"][0]["repeats"] == [
+        "fc1",
+        "fc2",
+        "fc3",
+    ]
 
 
 class OnInputs(nn.Module):
@@ -325,10 +333,23 @@ def test_cast_to_own_dtype_is_not_a_copy(strategy):
 
 def test_repeats_keep_forms_apart():
     def found(module, layers):
-        return Diagnostic("AL108", f"{len(layers)} Linear layers", module=module, price=static(10),
-                          evidence={"pattern": ",".join(layers)})
-    merged = _repeats.group([found("blocks.0.attn", ["query", "key", "value"]), found("blocks.1.attn", ["key", "value"]),
-                             found("blocks.2.attn", ["key", "value"])], {}, False)
+        return Diagnostic(
+            "AL108",
+            f"{len(layers)} Linear layers",
+            module=module,
+            price=static(10),
+            evidence={"pattern": ",".join(layers)},
+        )
+
+    merged = _repeats.group(
+        [
+            found("blocks.0.attn", ["query", "key", "value"]),
+            found("blocks.1.attn", ["key", "value"]),
+            found("blocks.2.attn", ["key", "value"]),
+        ],
+        {},
+        False,
+    )
     assert sorted(d.message.split(" —")[0] for d in merged) == ["2 Linear layers", "3 Linear layers"]
 
 
@@ -356,7 +377,9 @@ class Stages(nn.Module):
 
     def __init__(self):
         super().__init__()
-        self.stages = nn.ModuleList(nn.Sequential(nn.Conv2d(c, c, 3, padding=1), LayerNorm2d(c)) for c in (16, 16, 32, 32))
+        self.stages = nn.ModuleList(
+            nn.Sequential(nn.Conv2d(c, c, 3, padding=1), LayerNorm2d(c)) for c in (16, 16, 32, 32)
+        )
         self.links = nn.ModuleList([nn.Conv2d(16, 16, 1), nn.Conv2d(16, 32, 1), nn.Conv2d(32, 32, 1)])
 
     def forward(self, x):
@@ -378,8 +401,11 @@ def test_repeats_group_the_same_with_and_without_latency():
     model, x = Stages().eval(), torch.randn(1, 16, 32, 32)
 
     def groups(settings, pricer=None, graph=None):
-        return sorted((d.code, tuple(sorted(d.evidence.get("repeats", [d.module]))))
-                      for d in findings(graph, settings, pricer) if d.code == "AL113")
+        return sorted(
+            (d.code, tuple(sorted(d.evidence.get("repeats", [d.module]))))
+            for d in findings(graph, settings, pricer)
+            if d.code == "AL113"
+        )
 
     static_graph, _ = analyze_model(model, (x,), Settings())
     settings = Settings(latency=True, warmup=1, repeat=3)
@@ -395,8 +421,9 @@ class SharedPositions(nn.Module):
     def __init__(self):
         super().__init__()
         self.rel = nn.Parameter(torch.randn(64, 32))
-        self.layer = nn.ModuleList(nn.ModuleDict({"query_proj": nn.Linear(32, 32), "key_proj": nn.Linear(32, 32)})
-                                   for _ in range(3))
+        self.layer = nn.ModuleList(
+            nn.ModuleDict({"query_proj": nn.Linear(32, 32), "key_proj": nn.Linear(32, 32)}) for _ in range(3)
+        )
 
     def forward(self, x):
         pos = self.rel * 1.0

@@ -99,9 +99,21 @@ def test_bad_option_values_are_usage_errors():
 
 def _archlint(*args, cwd):
     return subprocess.run(
-        [sys.executable, "-m", "archlint", f"{FIXTURE}:Net", "--input-shape", "1,9,56,56",
-         "--output-format", "json", *args],
-        cwd=cwd, capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "archlint",
+            f"{FIXTURE}:Net",
+            "--input-shape",
+            "1,9,56,56",
+            "--output-format",
+            "json",
+            *args,
+        ],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
 
 
@@ -133,4 +145,8 @@ def test_text_output_hides_info_unless_show_info(tmp_path):
     assert out.returncode == 0, out.stderr  # info never fails the run
     assert "AL103" not in out.stdout.replace("--show-info", "") and "1 info finding hidden" in out.stdout
     shown = subprocess.run([*args, "--show-info"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
-    assert shown.returncode == 0 and "AL103 (info)" in shown.stdout and "no runtime saving counted (static)" in shown.stdout
+    assert (
+        shown.returncode == 0
+        and "AL103 (info)" in shown.stdout
+        and "no runtime saving counted (static)" in shown.stdout
+    )

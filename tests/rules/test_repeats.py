@@ -77,16 +77,30 @@ def test_a_finding_in_the_class_own_forward_is_one_wherever_the_class_sits():
 
 
 def _finding(module: str, share: float, message: str | None = None) -> Diagnostic:
-    return Diagnostic("AL101", message or f"conv at {module} is unbalanced", Severity.INFO, module=module,
-                      price=Price.static("balanced", mac_bytes_saved=int(share * 1000), model_mac_bytes=1000,
-                                         claims=(module,)))
+    return Diagnostic(
+        "AL101",
+        message or f"conv at {module} is unbalanced",
+        Severity.INFO,
+        module=module,
+        price=Price.static("balanced", mac_bytes_saved=int(share * 1000), model_mac_bytes=1000, claims=(module,)),
+    )
 
 
 def test_repeats_are_one_rule_on_one_class_at_one_place_of_the_block():
-    found = [_finding("stage1.0.conv", 0.004), _finding("stage2.3.conv", 0.006), _finding("head.conv", 0.004),
-             _finding("stage1.1.conv", 0.004), _finding("stage1.2.proj", 0.004)]
-    classes = {"stage1.0.conv": "Conv2d", "stage2.3.conv": "Conv2d", "stage1.1.conv": "Conv2d",
-               "head.conv": "Conv2d", "stage1.2.proj": "Conv2d"}
+    found = [
+        _finding("stage1.0.conv", 0.004),
+        _finding("stage2.3.conv", 0.006),
+        _finding("head.conv", 0.004),
+        _finding("stage1.1.conv", 0.004),
+        _finding("stage1.2.proj", 0.004),
+    ]
+    classes = {
+        "stage1.0.conv": "Conv2d",
+        "stage2.3.conv": "Conv2d",
+        "stage1.1.conv": "Conv2d",
+        "head.conv": "Conv2d",
+        "stage1.2.proj": "Conv2d",
+    }
     grouped = _repeats.group(found, classes)
     # the costliest repeat leads its group; head.conv and the proj are other places
     assert [d.module for d in grouped] == ["stage2.3.conv", "head.conv", "stage1.2.proj"]

@@ -31,15 +31,28 @@ _MODEL = ("static", "measured", "estimated")
 
 def _rule(name: str = "fake", **declared) -> ModuleType:
     m = ModuleType(f"archlint.model.checks.{name}")
-    for key, value in {"CODE": "AL101", "SEVERITY": Severity.WARNING, "PRICE": _MODEL, "FIX": "none",
-                       "PRIORITY": 10, "check": lambda graph, options, ctx: [], **declared}.items():
+    for key, value in {
+        "CODE": "AL101",
+        "SEVERITY": Severity.WARNING,
+        "PRICE": _MODEL,
+        "FIX": "none",
+        "PRIORITY": 10,
+        "check": lambda graph, options, ctx: [],
+        **declared,
+    }.items():
         setattr(m, key, value)
     return m
 
 
 def _code_rule(**declared) -> ModuleType:
     m = ModuleType("archlint.code.checks.fake")
-    for key, value in {"CODES": ("AL407",), "SEVERITY": Severity.INFO, "PRICE": (), "FIX": "unsafe", **declared}.items():
+    for key, value in {
+        "CODES": ("AL407",),
+        "SEVERITY": Severity.INFO,
+        "PRICE": (),
+        "FIX": "unsafe",
+        **declared,
+    }.items():
         setattr(m, key, value)
     return m
 
@@ -50,10 +63,16 @@ def test_every_rule_module_declares_what_the_registry_checks():
     assert len(modules) == sum(1 for r in registry.catalog().values() if r.scope == "model") >= 21
     assert all(isinstance(m.PRIORITY, int) and isinstance(m.SEVERITY, Severity) for m in modules)
     assert {m.CODE: m.FIXED_BY for m in modules if hasattr(m, "FIXED_BY")} == {
-        "AL205": "fold-bn", "AL106": "sdpa", "AL114": "channels-last"}
+        "AL205": "fold-bn",
+        "AL106": "sdpa",
+        "AL114": "channels-last",
+    }
     assert [m.CODE for m in modules if getattr(m, "JUDGED_BY_WHAT_IF", False)] == ["AL114"]
-    assert {m.__name__.rsplit(".", 1)[1]: m.PRICED_BY_WHAT_IF for m in code_checks.modules()
-            if hasattr(m, "PRICED_BY_WHAT_IF")} == {"autocast": ("bf16", "fp16")}
+    assert {
+        m.__name__.rsplit(".", 1)[1]: m.PRICED_BY_WHAT_IF
+        for m in code_checks.modules()
+        if hasattr(m, "PRICED_BY_WHAT_IF")
+    } == {"autocast": ("bf16", "fp16")}
 
 
 def test_every_rule_of_every_family_is_declared_and_agrees_with_its_page():
@@ -71,16 +90,22 @@ def test_a_well_declared_rule_passes():
     assert validated((_rule(), _rule("other", CODE="AL205", SEVERITY=Severity.INFO, PRIORITY=20, FIXED_BY="fold-bn")))
 
 
-@pytest.mark.parametrize("wrong, message", [
-    ({"PRICE": ("static",)}, r"declares PRICE \('static',\); its page AL407-zero-grad-set-to-none.md says price: none"),
-    ({"PRICE": ("guessed",)}, "must declare PRICE, a tuple of price bases"),
-    ({"FIX": "safe"}, "declares FIX 'safe'; its page AL407-zero-grad-set-to-none.md says fix: unsafe"),
-    ({"FIX": "maybe"}, "must declare FIX, one of none, safe, unsafe"),
-    ({"SEVERITY": Severity.WARNING}, "AL407-zero-grad-set-to-none.md says info"),
-    ({"CODES": ("AL501",)}, "AL501 has no code rule page"),  # a trace rule's page
-    ({"PRICED_BY_WHAT_IF": ("bf16", "fp8")}, "PRICED_BY_WHAT_IF 'fp8'"),
-    ({"YIELDS_TO": ("AL999",)}, "YIELDS_TO 'AL999'"),
-])
+@pytest.mark.parametrize(
+    "wrong, message",
+    [
+        (
+            {"PRICE": ("static",)},
+            r"declares PRICE \('static',\); its page AL407-zero-grad-set-to-none.md says price: none",
+        ),
+        ({"PRICE": ("guessed",)}, "must declare PRICE, a tuple of price bases"),
+        ({"FIX": "safe"}, "declares FIX 'safe'; its page AL407-zero-grad-set-to-none.md says fix: unsafe"),
+        ({"FIX": "maybe"}, "must declare FIX, one of none, safe, unsafe"),
+        ({"SEVERITY": Severity.WARNING}, "AL407-zero-grad-set-to-none.md says info"),
+        ({"CODES": ("AL501",)}, "AL501 has no code rule page"),  # a trace rule's page
+        ({"PRICED_BY_WHAT_IF": ("bf16", "fp8")}, "PRICED_BY_WHAT_IF 'fp8'"),
+        ({"YIELDS_TO": ("AL999",)}, "YIELDS_TO 'AL999'"),
+    ],
+)
 def test_the_shared_checker_finds_a_code_rule_that_disagrees_with_its_page(wrong, message):
     assert check_declarations((_code_rule(),), ("code",))  # as declared, it agrees
     with pytest.raises(RuleDeclarationError, match=message):
@@ -97,8 +122,12 @@ def test_a_rule_without_a_declaration_is_an_error():
 
 
 def test_a_rule_file_reporting_several_codes_declares_each():
-    m = _code_rule(CODES=("AL301", "AL304"), SEVERITY={"AL301": Severity.WARNING, "AL304": Severity.WARNING},
-                   PRICE={"AL301": (), "AL304": ()}, FIX={"AL301": "safe", "AL304": "none"})
+    m = _code_rule(
+        CODES=("AL301", "AL304"),
+        SEVERITY={"AL301": Severity.WARNING, "AL304": Severity.WARNING},
+        PRICE={"AL301": (), "AL304": ()},
+        FIX={"AL301": "safe", "AL304": "none"},
+    )
     assert [(d.code, d.fix) for d in declared(m)] == [("AL301", "safe"), ("AL304", "none")]
     assert check_declarations((m,), ("code",))
     m.FIX = {"AL301": "safe", "AL304": "safe"}
@@ -112,6 +141,7 @@ def test_a_model_rule_yields_by_declaration():
     heavy = next(m for m in check_modules() if m.CODE == "AL104")
     assert heavy.YIELDS_TO == ("AL205",)
     import inspect
+
     assert "enabled(" not in inspect.getsource(heavy)
 
 
@@ -172,15 +202,23 @@ def test_rules_pass_alternatives_and_fixes_as_names_imported_at_module_level():
     timed = set()
     for m in check_modules():
         tree = ast.parse(inspect.getsource(m))
-        imported = {a.asname or a.name: node.module for node in tree.body if isinstance(node, ast.ImportFrom)
-                    for a in node.names}
+        imported = {
+            a.asname or a.name: node.module
+            for node in tree.body
+            if isinstance(node, ast.ImportFrom)
+            for a in node.names
+        }
         for call in (n for n in ast.walk(tree) if isinstance(n, ast.Call)):
             func = call.func
             if isinstance(func, ast.Attribute) and func.attr in _TIMED:
                 arg = call.args[_TIMED[func.attr]]
-                assert isinstance(arg, ast.Name), f"{m.__name__}: {func.attr} is given {ast.unparse(arg)}, not a function"
-                assert imported.get(arg.id) in ("archlint.model.speedups.alternatives", "archlint.model.speedups.fix_timing"), \
-                    f"{m.__name__}: {arg.id} is not imported from archlint.model.speedups.alternatives or fix_timing"
+                assert isinstance(arg, ast.Name), (
+                    f"{m.__name__}: {func.attr} is given {ast.unparse(arg)}, not a function"
+                )
+                assert imported.get(arg.id) in (
+                    "archlint.model.speedups.alternatives",
+                    "archlint.model.speedups.fix_timing",
+                ), f"{m.__name__}: {arg.id} is not imported from archlint.model.speedups.alternatives or fix_timing"
                 timed.add(getattr(alternatives, arg.id, None) or getattr(fix_timing, arg.id))
     assert len(timed) == 8  # five alternatives, three fixes: the walk found them all
 
@@ -235,12 +273,16 @@ def test_a_model_rule_s_example_prices_as_it_declares(code):
     if "OPTIMIZER" in namespace:  # a training step: AL611's own tests price it
         pytest.skip("a --train example")
     dtype = getattr(torch, namespace.get("DTYPE", "float32"))
-    graph = opgraph(namespace["Net"]().to(dtype), namespace["INPUT_SHAPE"], mode=namespace.get("MODE", "eval"), dtype=dtype)
+    graph = opgraph(
+        namespace["Net"]().to(dtype), namespace["INPUT_SHAPE"], mode=namespace.get("MODE", "eval"), dtype=dtype
+    )
     found = [d for d in findings(graph) if d.code == code]
     assert found and disagreements(found, model_checks.rules()) == []
 
 
-@pytest.mark.parametrize("code", sorted(c for c, r in registry.catalog().items() if r.scope == "trace" and c != "AL512"))
+@pytest.mark.parametrize(
+    "code", sorted(c for c, r in registry.catalog().items() if r.scope == "trace" and c != "AL512")
+)
 def test_a_trace_rule_s_scenario_prices_as_it_declares(code, tmp_path):
     from archlint.config import Settings
     from archlint.trace.command import lint_trace

@@ -11,14 +11,13 @@ import sys
 from pathlib import Path
 
 import pytest
-
 import torch
 
 from archlint.config import Settings
 from archlint.diagnostics import Severity
 from archlint.model.analyze import analyze_model
-from archlint.model.timing.measure import measure
 from archlint.model.opgraph import totals
+from archlint.model.timing.measure import measure
 
 from ._graphs import findings, opgraph
 
@@ -79,8 +78,13 @@ def test_al102_table2(label, fires):
 
 @pytest.mark.parametrize(
     ("label", "form"),
-    [("1-fragment", None), ("2-fragment-series", None), ("2-fragment-parallel", "parallel"),
-     ("4-fragment-series", "series"), ("4-fragment-parallel", "parallel")],
+    [
+        ("1-fragment", None),
+        ("2-fragment-series", None),
+        ("2-fragment-parallel", "parallel"),
+        ("4-fragment-series", "series"),
+        ("4-fragment-parallel", "parallel"),
+    ],
 )
 def test_al103_table3(label, form):
     found = fired(label, "AL103")
@@ -104,8 +108,12 @@ def test_al103_table3(label, form):
 
 @pytest.mark.parametrize(
     ("label", "fires"),
-    [("ReLU yes, shortcut yes", True), ("ReLU yes, shortcut no", False),
-     ("ReLU no, shortcut yes", False), ("ReLU no, shortcut no", False)],
+    [
+        ("ReLU yes, shortcut yes", True),
+        ("ReLU yes, shortcut no", False),
+        ("ReLU no, shortcut yes", False),
+        ("ReLU no, shortcut no", False),
+    ],
 )
 def test_al104_table4(label, fires):
     found = fired(label, "AL104")
@@ -173,8 +181,10 @@ def gpu_found(label: str, spec: str):
     from archlint.model.analyze import analyze
 
     r = next(r for r in tables.GPU_TABLE3 if r.label == label)
-    _, found = analyze(ModelSpec(label, model=r.build().eval(), given_args=(torch.randn(*r.input_shape),),
-                                 given_kwargs={}), Settings(device_spec=spec))
+    _, found = analyze(
+        ModelSpec(label, model=r.build().eval(), given_args=(torch.randn(*r.input_shape),), given_kwargs={}),
+        Settings(device_spec=spec),
+    )
     return [d for d in found if d.code == "AL103"]
 
 
@@ -207,7 +217,9 @@ def test_al103_nonlinear_series_is_a_new_design():
 
     block = lambda: nn.Sequential(*[m for _ in range(4) for m in (nn.Conv2d(64, 64, 1), nn.ReLU())])  # noqa: E731
     model = nn.Sequential(*(block() for _ in range(10))).eval()
-    _, found = analyze(ModelSpec("relu", model=model, given_args=(torch.randn(1, 64, 56, 56),), given_kwargs={}),
-                       Settings(device_spec="a100-pcie"))
+    _, found = analyze(
+        ModelSpec("relu", model=model, given_args=(torch.randn(1, 64, 56, 56),), given_kwargs={}),
+        Settings(device_spec="a100-pcie"),
+    )
     (d,) = [d for d in found if d.code == "AL103"]
     assert d.severity is Severity.INFO and d.evidence["changes_model"] and "retrain" in d.message

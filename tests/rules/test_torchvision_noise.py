@@ -88,7 +88,8 @@ def check_zoo_model(name: str):
     aux = by_code.get("AL201", [])
     if name in ("googlenet", "inception_v3"):
         assert {m for d in aux for m in d.evidence.get("repeats", [d.module])} == (
-                {"aux1", "aux2"} if name == "googlenet" else {"AuxLogits"})
+            {"aux1", "aux2"} if name == "googlenet" else {"AuxLogits"}
+        )
         assert all(d.severity is Severity.INFO and d.evidence["train_only"] for d in aux)
     else:
         assert aux == []

@@ -32,8 +32,18 @@ HANDWRITTEN_ATTENTION = ("swin_t", "swin_s", "swin_b", "swin_v2_t", "swin_v2_s",
 
 
 def run(capsys, target):
-    argv = [f"{NANOGPT}:{target}", "--input-shape", "1,64:int64", "--dtype", "bfloat16", "--output-format", "json",
-            "--exit-zero", "--select", ",".join(RULES)]
+    argv = [
+        f"{NANOGPT}:{target}",
+        "--input-shape",
+        "1,64:int64",
+        "--dtype",
+        "bfloat16",
+        "--output-format",
+        "json",
+        "--exit-zero",
+        "--select",
+        ",".join(RULES),
+    ]
     assert main(argv) == 0, capsys.readouterr().err
     return json.loads(capsys.readouterr().out)["diagnostics"]
 
@@ -93,8 +103,14 @@ def test_hugging_face_models():
 
     gpt2 = hf(transformers.GPT2LMHeadModel, transformers.GPT2Config(n_layer=1, n_embd=64, n_head=4, vocab_size=100))
     assert "AL108" not in gpt2 and "AL106" not in gpt2  # fused c_attn, SDPA
-    llama = transformers.LlamaConfig(num_hidden_layers=1, hidden_size=64, num_attention_heads=4, num_key_value_heads=2,
-                                     intermediate_size=128, vocab_size=100)
+    llama = transformers.LlamaConfig(
+        num_hidden_layers=1,
+        hidden_size=64,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=128,
+        vocab_size=100,
+    )
     assert hf(transformers.LlamaForCausalLM, llama)["AL108"] == 2  # q/k/v, gate/up
 
 
@@ -137,8 +153,10 @@ def _al108(model, shape, spec=None):
     from archlint.config import ModelSpec, Settings
     from archlint.model.analyze import analyze
 
-    _, found = analyze(ModelSpec("ac", model=model.eval(), given_args=(torch.randn(*shape),), given_kwargs={}),
-                       Settings(device_spec=spec))
+    _, found = analyze(
+        ModelSpec("ac", model=model.eval(), given_args=(torch.randn(*shape),), given_kwargs={}),
+        Settings(device_spec=spec),
+    )
     return [d for d in found if d.code == "AL108"]
 
 
@@ -154,6 +172,7 @@ def test_al108_offers_the_padded_fusion_not_an_unaligned_one():
 def test_al108_on_a_device_spec_is_priced_as_the_fused_gemm_runs():
     (d,) = _al108(_ActorCritic(), (8192, 64), "a100-pcie")
     assert d.price.basis == "estimated" and d.price.device == "a100-pcie"
+
     # three compute-bound 256-wide fp32 projections: one wider GEMM does the same tiles, no saving
     class QKV(torch.nn.Module):
         def __init__(self):

@@ -25,8 +25,16 @@ from .test_torchvision_noise import build
 
 TV_SAMPLE = ("resnet18", "regnet_y_400mf", "shufflenet_v2_x1_0")
 TIMM_SAMPLE = ("convnext_atto",)
-TIMM_MORE = ("edgenext_x_small", "mobilevit_xxs", "efficientformerv2_s0", "pvt_v2_b0", "repvit_m1",
-             "fastvit_t8", "levit_128s", "tiny_vit_5m_224")
+TIMM_MORE = (
+    "edgenext_x_small",
+    "mobilevit_xxs",
+    "efficientformerv2_s0",
+    "pvt_v2_b0",
+    "repvit_m1",
+    "fastvit_t8",
+    "levit_128s",
+    "tiny_vit_5m_224",
+)
 
 
 def assert_invariants(found):
@@ -75,8 +83,9 @@ def test_invariants_timm_sample(name):
 
 @pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::FutureWarning")
-@pytest.mark.parametrize("name", [m for m in torchvision.models.list_models(module=torchvision.models)
-                                  if m not in TV_SAMPLE])
+@pytest.mark.parametrize(
+    "name", [m for m in torchvision.models.list_models(module=torchvision.models) if m not in TV_SAMPLE]
+)
 def test_invariants_torchvision_zoo(name):
     assert_invariants(run_tv(name))
 

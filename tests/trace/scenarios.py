@@ -7,18 +7,31 @@ from tests.trace.synth import GEMM, STEP, Trace, busy, steps
 
 def input_bound(pos: bool):
     def build(t, s):
-        t.host("python_function" if pos else "user_annotation", "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__",
-               s + 10, 6_000 if pos else 50)
+        t.host(
+            "python_function" if pos else "user_annotation",
+            "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__",
+            s + 10,
+            6_000 if pos else 50,
+        )
         busy(t, s, 6_100 if pos else 100)
+
     return steps(build)
 
 
 def pageable_copy(pos: bool):
     def build(t, s):
         kind = "Pageable" if pos else "Pinned"
-        t.gpu(f"Memcpy HtoD ({kind} -> Device)", s + 100, 900, s + 50, launch="cudaMemcpyAsync",
-              launch_dur=1_000 if pos else 10, cat="gpu_memcpy")
+        t.gpu(
+            f"Memcpy HtoD ({kind} -> Device)",
+            s + 100,
+            900,
+            s + 50,
+            launch="cudaMemcpyAsync",
+            launch_dur=1_000 if pos else 10,
+            cat="gpu_memcpy",
+        )
         busy(t, s, 1_000)
+
     return steps(build)
 
 
@@ -29,12 +42,14 @@ def step_sync(pos: bool):
             t.host("cuda_runtime", "cudaStreamSynchronize", s + 200, 2_810)
             t.host("python_function", "train.py(12): train_step", s + 150, 2_900)
         t.gpu(GEMM, s + (6_000 if pos else 3_000), 3_900 if pos else 6_900, s + (5_950 if pos else 100))
+
     return steps(build)
 
 
 def fp32_gemm(pos: bool, device=None):
     def build(t, s):
         busy(t, s, name="ampere_sgemm_128x64_tn" if pos else GEMM)
+
     return steps(build, device=device) if device else steps(build)
 
 
@@ -51,6 +66,7 @@ def launch_bound(pos: bool):
             t.gpu(GEMM, at + 10, s + 9_900 - at - 10, at)  # the rest of the step stays busy
         else:
             t.gpu(GEMM, s + 200 + 300 * 32, 9_900 - 200 - 300 * 32, s + 190)
+
     return steps(build)
 
 
@@ -60,6 +76,7 @@ def data_parallel(pos: bool, model_parallel: bool = False):
             t.host("python_function", "nn.Module: DataParallel_0", s + 10, 9_000)
         busy(t, s)
         t.gpu(GEMM, s + 100, 9_800, s + 60, device=1 if pos or model_parallel else 0, stream=8 if pos else 9)
+
     return steps(build)
 
 
@@ -71,6 +88,7 @@ def communication_exposed(pos: bool):
         else:  # the same all-reduce under the computation
             t.gpu("ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*)", s + 1_000, 3_900, s + 990, stream=20)
             busy(t, s, 6_000, 9_900)
+
     return steps(build)
 
 
@@ -80,22 +98,29 @@ def memory_capacity(pos: bool):
         reserved = (39 if pos else 10) * 2**30
         t.memory(s + 500, reserved - 2**30, reserved)
         t.host("cuda_runtime", "cudaMalloc", s + 20, 500)
+
     return steps(build)
 
 
 def gpu_idle(pos: bool):
     def build(t, s):
         busy(t, s, 100, 2_000 if pos else 9_900)
+
     return steps(build)
 
 
 def layout_conversion(pos: bool):
     def build(t, s):
         busy(t, s, 100, 7_000)
-        t.gpu("void cudnn::ops::nchwToNhwcKernel<float, float, float, false, true>(cudnn::ops::nchw2nhwc_params_t<float>)",
-              s + 7_000, 2_900 if pos else 200, s + 6_950)
+        t.gpu(
+            "void cudnn::ops::nchwToNhwcKernel<float, float, float, false, true>(cudnn::ops::nchw2nhwc_params_t<float>)",
+            s + 7_000,
+            2_900 if pos else 200,
+            s + 6_950,
+        )
         if not pos:
             busy(t, s, 7_200, 9_900)
+
     return steps(build)
 
 
@@ -118,6 +143,7 @@ def unrepresentative(pos: bool):
 def optimizer_step(pos: bool):
     """Positive: AdamW's for-loop step, 300 element-wise kernels (3 per parameter tensor) inside
     torch.optim's range, 1.5 ms of a 10 ms step. Negative: the fused step, one kernel of 0.3 ms."""
+
     def build(t, s):
         busy(t, s, 100, 8_000)
         t.host("user_annotation", "Optimizer.step#AdamW.step", s + 8_000, 1_900)
@@ -126,11 +152,21 @@ def optimizer_step(pos: bool):
                 t.gpu("void at::native::vectorized_elementwise_kernel<4>(int)", s + 8_050 + k * 5, 5, s + 8_010 + k * 6)
         else:
             t.gpu("void at::native::fused_adam_kernel<float>(...)", s + 8_050, 300, s + 8_010)
+
     return steps(build, n=4)
 
 
 SCENARIOS = {
-    "AL501": input_bound, "AL502": pageable_copy, "AL503": step_sync, "AL504": fp32_gemm, "AL505": launch_bound,
-    "AL506": data_parallel, "AL507": communication_exposed, "AL508": memory_capacity, "AL509": gpu_idle,
-    "AL510": unrepresentative, "AL511": layout_conversion, "AL520": optimizer_step,
+    "AL501": input_bound,
+    "AL502": pageable_copy,
+    "AL503": step_sync,
+    "AL504": fp32_gemm,
+    "AL505": launch_bound,
+    "AL506": data_parallel,
+    "AL507": communication_exposed,
+    "AL508": memory_capacity,
+    "AL509": gpu_idle,
+    "AL510": unrepresentative,
+    "AL511": layout_conversion,
+    "AL520": optimizer_step,
 }

@@ -22,14 +22,25 @@ class Trace:
         self.rank, self.pid, self.tid, self.corr = rank, pid, tid, 0
 
     def _x(self, cat, name, ts, dur, pid=None, tid=None, **args):
-        self.events.append({"ph": "X", "cat": cat, "name": name, "pid": self.pid if pid is None else pid,
-                            "tid": self.tid if tid is None else tid, "ts": ts, "dur": dur, "args": args})
+        self.events.append(
+            {
+                "ph": "X",
+                "cat": cat,
+                "name": name,
+                "pid": self.pid if pid is None else pid,
+                "tid": self.tid if tid is None else tid,
+                "ts": ts,
+                "dur": dur,
+                "args": args,
+            }
+        )
 
     def step(self, n: int, ts: float, dur: float) -> None:
         self._x("user_annotation", f"ProfilerStep#{n}", ts, dur)
 
-    def gpu(self, name, ts, dur, launch_ts, *, launch="cudaLaunchKernel", launch_dur=4.0, cat="kernel",
-            device=0, stream=7) -> None:
+    def gpu(
+        self, name, ts, dur, launch_ts, *, launch="cudaLaunchKernel", launch_dur=4.0, cat="kernel", device=0, stream=7
+    ) -> None:
         self.corr += 1
         self._x("cuda_runtime", launch, launch_ts, launch_dur, correlation=self.corr)
         self._x(cat, name, ts, dur, pid=device, tid=stream, device=device, stream=stream, correlation=self.corr)
@@ -38,9 +49,23 @@ class Trace:
         self._x(cat, name, ts, dur)
 
     def memory(self, ts, allocated, reserved, device=0) -> None:
-        self.events.append({"ph": "i", "s": "t", "name": "[memory]", "pid": self.pid, "tid": self.tid, "ts": ts,
-                            "args": {"Device Type": 1, "Device Id": device, "Total Allocated": allocated,
-                                     "Total Reserved": reserved, "Bytes": 1024}})
+        self.events.append(
+            {
+                "ph": "i",
+                "s": "t",
+                "name": "[memory]",
+                "pid": self.pid,
+                "tid": self.tid,
+                "ts": ts,
+                "args": {
+                    "Device Type": 1,
+                    "Device Id": device,
+                    "Total Allocated": allocated,
+                    "Total Reserved": reserved,
+                    "Bytes": 1024,
+                },
+            }
+        )
 
     def document(self) -> dict:
         doc = {"schemaVersion": 1, "deviceProperties": self.devices, "traceEvents": self.events}
@@ -82,22 +107,71 @@ def busy(t: Trace, start: float, lo: float = 100.0, hi: float = 9_900.0, name: s
 # a DataLoader range, a runtime call, a GPU event and the GPU projection of a range are filed under.
 RELEASES = {
     # torch 1.8: Kineto's first trace writer, its own names; GPU rows have tid "stream N"
-    "1.8": dict(step="Operator", op="Operator", loader="Operator", runtime="Runtime", driver="Runtime", kernel="Kernel",
-                memcpy="Memcpy", memset="Memset", gpu_range=None, stream_arg=True),
+    "1.8": dict(
+        step="Operator",
+        op="Operator",
+        loader="Operator",
+        runtime="Runtime",
+        driver="Runtime",
+        kernel="Kernel",
+        memcpy="Memcpy",
+        memset="Memset",
+        gpu_range=None,
+        stream_arg=True,
+    ),
     # the TensorBoard plugin's own test traces of that time: no stream arg, only the "stream N" tid
-    "1.8-tb": dict(step="Operator", op="Operator", loader="Operator", runtime="Runtime", driver="Runtime", kernel="Kernel",
-                   memcpy="Memcpy", memset="Memset", gpu_range=None, stream_arg=False),
+    "1.8-tb": dict(
+        step="Operator",
+        op="Operator",
+        loader="Operator",
+        runtime="Runtime",
+        driver="Runtime",
+        kernel="Kernel",
+        memcpy="Memcpy",
+        memset="Memset",
+        gpu_range=None,
+        stream_arg=False,
+    ),
     # 1.9: libkineto's ActivityType names; the GPU projection spelled "gpu_user_Annotation"
-    "1.9": dict(step="cpu_op", op="cpu_op", loader="cpu_op", runtime="cuda_runtime", driver="cuda_runtime", kernel="kernel",
-                memcpy="gpu_memcpy", memset="gpu_memset", gpu_range="gpu_user_Annotation", stream_arg=True),
+    "1.9": dict(
+        step="cpu_op",
+        op="cpu_op",
+        loader="cpu_op",
+        runtime="cuda_runtime",
+        driver="cuda_runtime",
+        kernel="kernel",
+        memcpy="gpu_memcpy",
+        memset="gpu_memset",
+        gpu_range="gpu_user_Annotation",
+        stream_arg=True,
+    ),
     # 1.10 to 1.13: record_function ranges (steps, the DataLoader) are user_annotation
-    "1.10": dict(step="user_annotation", op="cpu_op", loader="user_annotation", runtime="cuda_runtime",
-                 driver="cuda_runtime", kernel="kernel", memcpy="gpu_memcpy", memset="gpu_memset",
-                 gpu_range="gpu_user_annotation", stream_arg=True),
+    "1.10": dict(
+        step="user_annotation",
+        op="cpu_op",
+        loader="user_annotation",
+        runtime="cuda_runtime",
+        driver="cuda_runtime",
+        kernel="kernel",
+        memcpy="gpu_memcpy",
+        memset="gpu_memset",
+        gpu_range="gpu_user_annotation",
+        stream_arg=True,
+    ),
     # 2.x: python_function ranges (with_stack), cuda_driver launches (cuLaunchKernel), ac2g flow events
-    "2.x": dict(step="user_annotation", op="cpu_op", loader="python_function", runtime="cuda_runtime",
-                driver="cuda_driver", kernel="kernel", memcpy="gpu_memcpy", memset="gpu_memset",
-                gpu_range="gpu_user_annotation", stream_arg=True, flows=True),
+    "2.x": dict(
+        step="user_annotation",
+        op="cpu_op",
+        loader="python_function",
+        runtime="cuda_runtime",
+        driver="cuda_driver",
+        kernel="kernel",
+        memcpy="gpu_memcpy",
+        memset="gpu_memset",
+        gpu_range="gpu_user_annotation",
+        stream_arg=True,
+        flows=True,
+    ),
 }
 
 
@@ -109,7 +183,9 @@ def release_trace(release: str, steps_n: int = 3) -> dict:
     pid, tid, events, corr = 100, 100, [], 0
 
     def x(cat, name, ts, dur, pid_=pid, tid_=tid, **args):
-        events.append({"ph": "X", "cat": cat, "name": name, "pid": pid_, "tid": tid_, "ts": ts, "dur": dur, "args": args})
+        events.append(
+            {"ph": "X", "cat": cat, "name": name, "pid": pid_, "tid": tid_, "ts": ts, "dur": dur, "args": args}
+        )
 
     def gpu(cat, name, ts, dur, launch, launch_ts, runtime_cat):
         nonlocal corr
@@ -122,11 +198,25 @@ def release_trace(release: str, steps_n: int = 3) -> dict:
         if c["gpu_range"]:
             x(c["gpu_range"], "forward", ts, dur, pid_=0, tid_="stream 7", device=0, stream=7, correlation=corr)
         if c.get("flows"):
-            events.append({"ph": "s", "id": corr, "pid": pid, "tid": tid, "ts": launch_ts, "cat": "ac2g", "name": "ac2g"})
-            events.append({"ph": "f", "id": corr, "pid": 0, "tid": 7, "ts": ts, "cat": "ac2g", "name": "ac2g", "bp": "e"})
+            events.append(
+                {"ph": "s", "id": corr, "pid": pid, "tid": tid, "ts": launch_ts, "cat": "ac2g", "name": "ac2g"}
+            )
+            events.append(
+                {"ph": "f", "id": corr, "pid": 0, "tid": 7, "ts": ts, "cat": "ac2g", "name": "ac2g", "bp": "e"}
+            )
 
-    events.append({"ph": "X", "cat": "Trace", "name": "PyTorch Profiler (0)", "pid": "Spans", "tid": "PyTorch Profiler",
-                   "ts": 999_000.0, "dur": steps_n * STEP + 2000.0, "args": {"Op count": 0}})
+    events.append(
+        {
+            "ph": "X",
+            "cat": "Trace",
+            "name": "PyTorch Profiler (0)",
+            "pid": "Spans",
+            "tid": "PyTorch Profiler",
+            "ts": 999_000.0,
+            "dur": steps_n * STEP + 2000.0,
+            "args": {"Op count": 0},
+        }
+    )
     for i in range(steps_n):
         s = 1_000_000.0 + i * STEP
         x(c["step"], f"ProfilerStep#{i + 1}", s, STEP)
@@ -136,9 +226,28 @@ def release_trace(release: str, steps_n: int = 3) -> dict:
         gpu(c["memset"], "Memset (Device)", s + 2150, 5.0, "cudaMemsetAsync", s + 2090, c["runtime"])
         x(c["op"], "aten::mm", s + 2200, 100.0)
         gpu(c["kernel"], GEMM, s + 2300, 3000.0, "cudaLaunchKernel", s + 2210, c["runtime"])
-        gpu(c["kernel"], "void at::native::vectorized_elementwise_kernel<4>", s + 6000, 500.0, "cudaLaunchKernel",
-            s + 5900, c["runtime"])
-        gpu(c["kernel"], "void at::native::reduce_kernel<512, 1>", s + 6600, 400.0, "cuLaunchKernel", s + 6550, c["driver"])
+        gpu(
+            c["kernel"],
+            "void at::native::vectorized_elementwise_kernel<4>",
+            s + 6000,
+            500.0,
+            "cudaLaunchKernel",
+            s + 5900,
+            c["runtime"],
+        )
+        gpu(
+            c["kernel"],
+            "void at::native::reduce_kernel<512, 1>",
+            s + 6600,
+            400.0,
+            "cuLaunchKernel",
+            s + 6550,
+            c["driver"],
+        )
         x(c["runtime"], "cudaDeviceSynchronize", s + 6560, 3000.0)
-    return {"schemaVersion": 1, "deviceProperties": [A100], "distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 1},
-            "traceEvents": events}
+    return {
+        "schemaVersion": 1,
+        "deviceProperties": [A100],
+        "distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 1},
+        "traceEvents": events,
+    }

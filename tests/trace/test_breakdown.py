@@ -40,7 +40,9 @@ def test_breakdown_matches_hta_pinned(name):
 
 @pytest.mark.parametrize("name", sorted(HTA_050))
 def test_breakdown_matches_hta_live(name, tmp_path):
-    hta = pytest.importorskip("hta.trace_analysis", reason="HolisticTraceAnalysis is not installed (pip install -e '.[dev]')")
+    hta = pytest.importorskip(
+        "hta.trace_analysis", reason="HolisticTraceAnalysis is not installed (pip install -e '.[dev]')"
+    )
     shutil.copy(FIXTURES / f"{name}.json.gz", tmp_path)
     logging.disable(logging.WARNING)
     try:
@@ -74,6 +76,10 @@ def test_modules_on_a_real_training_rank():
     a = analyze(read_trace(FIXTURES / "sampled_training_rank0.json.gz"))
     modules = {m["name"]: m for m in a.modules}
     assert modules["DistributedDataParallel.forward"]["calls"] == 2
-    assert modules["DistributedDataParallel.forward"]["gpu_us"] >= modules["DistributedDataParallel.forward"]["self_gpu_us"] > 0
+    assert (
+        modules["DistributedDataParallel.forward"]["gpu_us"]
+        >= modules["DistributedDataParallel.forward"]["self_gpu_us"]
+        > 0
+    )
     assert a.data_parallel == DataParallel(devices=[0], replication_ops=0)
     assert a.groups["communication"] > a.groups["gemm"] and 0.8 < a.gemm_tensor_core_share <= 1

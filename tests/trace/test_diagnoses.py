@@ -13,8 +13,14 @@ from tests.trace.synth import A100, GEMM, STEP, Trace, busy, steps
 
 FIXTURES = Path(__file__).parent / "fixtures"
 V100 = {"id": 0, "name": "Tesla V100-SXM2-16GB", "totalGlobalMem": 16 * 2**30, "computeMajor": 7, "computeMinor": 0}
-MI250 = {"id": 0, "name": "AMD Instinct MI250X", "totalGlobalMem": 64 * 2**30, "computeMajor": 9, "computeMinor": 0,
-         "warpSize": 64}
+MI250 = {
+    "id": 0,
+    "name": "AMD Instinct MI250X",
+    "totalGlobalMem": 64 * 2**30,
+    "computeMajor": 9,
+    "computeMinor": 0,
+    "warpSize": 64,
+}
 
 
 def lint(path: Path):
@@ -36,6 +42,7 @@ def savings_fit(analysis, diagnostics) -> None:
 
 
 # --- real traces -------------------------------------------------------------------------------
+
 
 def test_alexnet_prices_the_pageable_copies_not_the_warm_up():
     analysis, diagnostics = lint(FIXTURES / "a100_alexnet_inference.json.gz")
@@ -89,11 +96,13 @@ def test_h200_launch_gaps_are_claimed_once():
 
 # --- synthetic traces, one cause each -----------------------------------------------------------
 
+
 def test_second_stream_waiting_on_the_first_is_queued_not_host(tmp_path):
     def build(t, s):
         t.gpu(GEMM, s + 100, 2_000, s + 50, stream=7)
         # launched at once, on stream 8, but held by an event wait until s + 7000 (the other stream's work)
         t.gpu(GEMM, s + 7_000, 2_900, s + 150, stream=8)
+
     analysis, found = findings(steps(build), tmp_path)
     causes = analysis.windows[0].idle_causes
     assert causes["queued"] == pytest.approx(4_900) and causes["host"] < 200
@@ -107,6 +116,7 @@ def test_launch_delayed_in_the_queue_splits_the_gap(tmp_path):
     def build(t, s):
         t.gpu(GEMM, s + 100, 2_000, s + 50)
         t.gpu(GEMM, s + 8_000, 1_900, s + 2_400)  # launched 300 µs into the gap, then waits 5.6 ms queued
+
     analysis, _ = findings(steps(build), tmp_path)
     causes = analysis.windows[0].idle_causes
     # the host was late until the launch returned (300 µs + the call); the step's last 100 µs are host too
@@ -116,10 +126,12 @@ def test_launch_delayed_in_the_queue_splits_the_gap(tmp_path):
 def test_sync_is_charged_only_the_lead_it_gave_up(tmp_path):
     """The inclusive-boundary artefact: a synchronize returning just as the GPU drains, then long
     host work, charged all of the following idle to the sync."""
+
     def build(t, s):
         t.gpu(GEMM, s + 100, 2_900, s + 50)
         t.host("cuda_runtime", "cudaDeviceSynchronize", s + 2_990, 10)  # blocked 10 µs while the GPU still ran
         t.gpu(GEMM, s + 8_000, 1_900, s + 7_950)
+
     analysis, found = findings(steps(build), tmp_path)
     causes = analysis.windows[0].idle_causes
     assert causes["sync"] == pytest.approx(10) and causes["host"] == pytest.approx(4_990 + 100)  # + the step's tail
@@ -133,15 +145,19 @@ def test_item_on_a_cpu_tensor_is_no_sync(tmp_path):
         t.host("cpu_op", "aten::item", s + 6_000, 400)
         t.host("cuda_runtime", "cudaMemcpyAsync", s + 6_010, 380)
         t.gpu("Memcpy DtoH (Device -> Pageable)", s + 6_100, 10, s + 6_010, launch="cudaMemcpyAsync", cat="gpu_memcpy")
+
     analysis, _ = findings(steps(build), tmp_path)
     assert analysis.evidence.item_calls == {"gpu": 3, "cpu": 3}
 
 
-@pytest.mark.parametrize("device, says, never", [
-    (V100, "GradScaler", ("dtype=torch.bfloat16", "allow_tf32")),  # 7.x: fp16 only
-    (A100, "allow_tf32", ("GradScaler",)),
-    (MI250, "dtype=torch.bfloat16", ("allow_tf32", "GradScaler")),
-])
+@pytest.mark.parametrize(
+    "device, says, never",
+    [
+        (V100, "GradScaler", ("dtype=torch.bfloat16", "allow_tf32")),  # 7.x: fp16 only
+        (A100, "allow_tf32", ("GradScaler",)),
+        (MI250, "dtype=torch.bfloat16", ("allow_tf32", "GradScaler")),
+    ],
+)
 def test_precision_advice_follows_the_device(tmp_path, device, says, never):
     name = "Cijk_Ailk_Bljk_SB_MT64x64x8_SN" if device is MI250 else "volta_sgemm_128x64_nn"
     _, found = findings(steps(lambda t, s: busy(t, s, name=name), device=device), tmp_path)
@@ -152,9 +168,17 @@ def test_precision_advice_follows_the_device(tmp_path, device, says, never):
 def test_blocking_upload_is_a_copy_not_an_item(tmp_path):
     def build(t, s):
         t.gpu(GEMM, s + 100, 2_900, s + 50)
-        t.gpu("Memcpy HtoD (Pageable -> Device)", s + 3_010, 100, s + 200, launch="cudaMemcpy", launch_dur=2_950,
-              cat="gpu_memcpy")  # a synchronous upload of the batch: blocks until the GEMM and the copy are done
+        t.gpu(
+            "Memcpy HtoD (Pageable -> Device)",
+            s + 3_010,
+            100,
+            s + 200,
+            launch="cudaMemcpy",
+            launch_dur=2_950,
+            cat="gpu_memcpy",
+        )  # a synchronous upload of the batch: blocks until the GEMM and the copy are done
         t.gpu(GEMM, s + 6_000, 3_900, s + 5_950)
+
     _, found = findings(steps(build), tmp_path)
     advice = found["AL503"].price.alternative
     assert "non_blocking" in advice and "pin_memory" in advice and ".item()" not in advice
@@ -168,6 +192,7 @@ def test_no_compile_advice_on_compiled_code(tmp_path):
             t.gpu("triton_poi_fused_add_relu_0", at + 8, 5, at)
             at += 20
         t.gpu(GEMM, at + 10, s + 9_900 - at - 10, at)
+
     _, found = findings(steps(build), tmp_path)
     advice = found["AL505"].price.alternative
     assert "already compiled" in advice and "torch.compile(" not in advice
@@ -177,6 +202,7 @@ def test_graph_replay_wait_is_queued_graph(tmp_path):
     def build(t, s):
         t.gpu(GEMM, s + 100, 2_000, s + 50, launch="cudaGraphLaunch")
         t.gpu(GEMM, s + 6_000, 3_900, s + 60, launch="cudaGraphLaunch")
+
     analysis, _ = findings(steps(build), tmp_path)
     assert analysis.windows[0].queued_kinds == {"graph": pytest.approx(3_900)}
     assert any("CUDA-graph replays" in w for w in analysis.warnings)
@@ -210,26 +236,33 @@ def test_profilers_step_0_like_the_others_is_steady(tmp_path):
 def test_call_site_is_the_users_line_not_the_def(tmp_path):
     """With stacks, each Python call says the line it was made from (args.CallFrom): the sync is
     located at the line that called .item(), inside the user's function, past library frames."""
+
     def build(t, s):
         t.gpu(GEMM, s + 100, 2_900, s + 50)
         t._x("python_function", "train.py(20): train_step", s + 40, 3_000, CallFrom="train.py:41")
-        t._x("python_function", "<built-in method item of Tensor object at 0x7f>", s + 190, 2_830, CallFrom="train.py:24")
+        t._x(
+            "python_function", "<built-in method item of Tensor object at 0x7f>", s + 190, 2_830, CallFrom="train.py:24"
+        )
         t._x("python_function", "multiprocessing/connection.py(200): recv", s + 195, 2_800, CallFrom="train.py:24")
         t.host("cuda_runtime", "cudaStreamSynchronize", s + 200, 2_810)
         t.gpu(GEMM, s + 6_000, 3_900, s + 5_950)
+
     analysis, found = findings(steps(build), tmp_path)
     assert analysis.locations["sync"] == ("train.py", 24, "train_step")
     assert (found["AL503"].file, found["AL503"].line) == ("train.py", 24)
 
 
-@pytest.mark.parametrize("frame, library", [
-    ("multiprocessing/connection.py(200): recv", True),  # the standard library, written relative to sys.path
-    ("threading.py(320): wait", True),
-    ("transformers/models/bert/modeling_bert.py(100): forward", True),
-    ("/usr/lib/python3.11/queue.py(180): get", True),
-    ("train.py(12): train_step", False),
-    ("/home/me/project/data/queue.py(3): get", False),  # an absolute path outside Python: the user's
-])
+@pytest.mark.parametrize(
+    "frame, library",
+    [
+        ("multiprocessing/connection.py(200): recv", True),  # the standard library, written relative to sys.path
+        ("threading.py(320): wait", True),
+        ("transformers/models/bert/modeling_bert.py(100): forward", True),
+        ("/usr/lib/python3.11/queue.py(180): get", True),
+        ("train.py(12): train_step", False),
+        ("/home/me/project/data/queue.py(3): get", False),  # an absolute path outside Python: the user's
+    ],
+)
 def test_library_frames(frame, library):
     from archlint.trace.frames import is_library
 
@@ -240,6 +273,7 @@ def test_loader_with_workers_is_not_told_to_add_workers(tmp_path):
     def build(t, s):
         t.host("user_annotation", "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", s + 10, 6_000)
         busy(t, s, 6_100, 9_900)
+
     _, found = findings(steps(build), tmp_path)
     d = found["AL501"]
     assert "workers do not keep up" in d.message and "num_workers > 0" not in d.price.alternative
@@ -252,6 +286,7 @@ def test_with_stack_halves_what_host_side_fixes_return(tmp_path):
         t.gpu(GEMM, s + 9_000, 900, s + 8_950)
         for k in range(60 if stack else 0):  # the Python tracer: every call a python_function event
             t._x("python_function", f"torch/nn/modules/module.py({k}): _call_impl", s + 2_100 + k * 100, 90)
+
     plain, _ = findings(steps(lambda t, s: build(t, s, False)), tmp_path)
     stacked, _ = findings(steps(lambda t, s: build(t, s, True)), tmp_path)
     host = plain.waterfall.bucket("idle_host")
@@ -265,6 +300,7 @@ def test_host_idle_advice_follows_what_the_host_was_in(tmp_path):
         t.host("user_annotation", "## backward ##", s + 2_000, 7_000)
         t.host("user_annotation", "Optimizer.step#AdamW.step", s + 3_000, 5_000)
         t.gpu(GEMM, s + 9_000, 900, s + 8_950)
+
     _, found = findings(steps(build), tmp_path)
     advice = found["AL509"].price.alternative
     assert "fused=True" in advice and "larger batch" not in advice  # the GPU is busy 29% of the step

@@ -13,8 +13,9 @@ from archlint.trace.checks import rules
 from archlint.trace.command import lint_trace
 from tests.trace.scenarios import optimizer_step
 
-REAL = next((p / "shared" / "traces" for p in Path(__file__).resolve().parents if (p / "shared" / "traces").is_dir()),
-            None)
+REAL = next(
+    (p / "shared" / "traces" for p in Path(__file__).resolve().parents if (p / "shared" / "traces").is_dir()), None
+)
 
 
 def _found(path, **options):

@@ -120,8 +120,9 @@ def test_one_rank_alone_changes_nothing(tmp_path):
 def test_a_call_not_on_every_rank_is_left_out_and_said(tmp_path):
     traces = [rank_trace(k, 2, [4_000.0, 6_000.0]) for k in range(2)]
     s = 1_000_000.0 + STEP  # step 2 of rank 1: one more collective the other rank never ran
-    traces[1].gpu("ncclDevKernel_Broadcast_RING_LL(ncclDevComm*, unsigned long, ncclWork*)", s + 9_500, 100, s + 9_400,
-                  stream=20)
+    traces[1].gpu(
+        "ncclDevKernel_Broadcast_RING_LL(ncclDevComm*, unsigned long, ncclWork*)", s + 9_500, 100, s + 9_400, stream=20
+    )
     r, _ = report_of(tmp_path, traces)
     assert [c.name for c in r.collectives] == ["ncclDevKernel_AllReduce_Sum_f32_RING_LL"]
     assert any("1 collective calls are not on every rank" in n for n in r.notes)

@@ -17,7 +17,7 @@ from tests.trace.synth import A100, GEMM
 
 torch = pytest.importorskip("torch")
 
-SCRIPT = '''
+SCRIPT = """
 import time
 import torch, torch.nn as nn
 from torch.utils.data import DataLoader, Dataset
@@ -46,7 +46,7 @@ def train(out):
             if i == 5:
                 break
     prof.export_chrome_trace(out)
-'''
+"""
 
 
 TRAIN_LINE = SCRIPT.splitlines().index("def train(out):") + 1
@@ -82,14 +82,36 @@ def test_input_bound_points_at_the_loop(real_trace, tmp_path):
     doc = json.loads(real_trace.read_text())
     events = doc["traceEvents"]
     steps = sorted((e for e in events if e.get("name", "").startswith("ProfilerStep#")), key=lambda e: e["ts"])
-    loads = sorted((e for e in events if "DataLoader" in e.get("name", "") and e.get("ph") == "X"), key=lambda e: e["ts"])
+    loads = sorted(
+        (e for e in events if "DataLoader" in e.get("name", "") and e.get("ph") == "X"), key=lambda e: e["ts"]
+    )
     for corr, step in enumerate(steps, start=1):
         load = next(e for e in loads if step["ts"] <= e["ts"] < step["ts"] + step["dur"])
         at = load["ts"] + load["dur"] + 1
-        events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": step["pid"], "tid": step["tid"],
-                       "ts": at, "dur": 3, "args": {"correlation": corr}})
-        events.append({"ph": "X", "cat": "kernel", "name": GEMM, "pid": 0, "tid": 7, "ts": at + 5, "dur": 50,
-                       "args": {"device": 0, "stream": 7, "correlation": corr}})
+        events.append(
+            {
+                "ph": "X",
+                "cat": "cuda_runtime",
+                "name": "cudaLaunchKernel",
+                "pid": step["pid"],
+                "tid": step["tid"],
+                "ts": at,
+                "dur": 3,
+                "args": {"correlation": corr},
+            }
+        )
+        events.append(
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": GEMM,
+                "pid": 0,
+                "tid": 7,
+                "ts": at + 5,
+                "dur": 50,
+                "args": {"device": 0, "stream": 7, "correlation": corr},
+            }
+        )
     doc["deviceProperties"] = [A100]
     path = tmp_path / "gpu.json"
     path.write_text(json.dumps(doc))

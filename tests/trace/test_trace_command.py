@@ -38,7 +38,9 @@ def test_streams_in_small_chunks_like_json_load(monkeypatch):
 def test_header_after_the_events_is_read(tmp_path):
     t = SCENARIOS["AL509"](True)
     doc = t.document()
-    text = json.dumps({"traceEvents": doc["traceEvents"], "distributedInfo": {"rank": 3}, "deviceProperties": doc["deviceProperties"]})
+    text = json.dumps(
+        {"traceEvents": doc["traceEvents"], "distributedInfo": {"rank": 3}, "deviceProperties": doc["deviceProperties"]}
+    )
     (tmp_path / "r3.json").write_text(text)
     data = read_trace(tmp_path / "r3.json")
     assert data.rank == 3 and data.devices[0]["computeMajor"] == 8
@@ -152,7 +154,7 @@ def test_cpu_only_trace_gets_the_hosts_report(tmp_path, capsys):
     assert "DataLoader" in doc["diagnostics"][0]["message"] and "CPU-only" in doc["diagnostics"][0]["message"]
 
 
-@pytest.mark.parametrize("text", ["", "[1, 2]", "{\"a\": 1}", "{\"traceEvents\": [ {\"ph\": \"X\"}, garbage ]}"])
+@pytest.mark.parametrize("text", ["", "[1, 2]", '{"a": 1}', '{"traceEvents": [ {"ph": "X"}, garbage ]}'])
 def test_not_a_trace_is_one_line_exit_2(tmp_path, capsys, text):
     path = tmp_path / "bad.json"
     path.write_text(text)
@@ -245,9 +247,13 @@ def test_trace_and_code_finding_are_one(tmp_path, capsys):
     diagnostics = json.loads(out)["diagnostics"]
     assert [d["code"] for d in diagnostics if d["code"] in ("AL401", "AL503")] == ["AL401"]
     al401 = next(d for d in diagnostics if d["code"] == "AL401")
-    assert al401["line"] == 8 and al401["price"]["basis"] == "estimated" and al401["evidence"]["trace"]["code"] == "AL503"
+    assert (
+        al401["line"] == 8 and al401["price"]["basis"] == "estimated" and al401["evidence"]["trace"]["code"] == "AL503"
+    )
     # elsewhere in the code: two findings
-    (tmp_path / "train.py").write_text(TRAIN.replace("import torch\n", "import torch\n\n\n\ndef f():\n    pass\n"))  # line 4: f
+    (tmp_path / "train.py").write_text(
+        TRAIN.replace("import torch\n", "import torch\n\n\n\ndef f():\n    pass\n")
+    )  # line 4: f
     code, out, _ = run([path, "--code", tmp_path / "train.py", "--output-format", "json"], capsys)
     assert {"AL401", "AL503"} <= {d["code"] for d in json.loads(out)["diagnostics"]}
 
@@ -290,7 +296,10 @@ def test_internal_error_on_one_file_is_one_line(tmp_path, capsys, monkeypatch):
     SCENARIOS["AL509"](True).write(tmp_path / "boom.json")
     code, out, err = run([tmp_path / "good.json", tmp_path / "boom.json"], capsys)
     assert code == 2 and "AL509" in out
-    assert err.strip() == f"archlint: internal error: {tmp_path / 'boom.json'}: RuntimeError: boom (rerun with --debug for the traceback)"
+    assert (
+        err.strip()
+        == f"archlint: internal error: {tmp_path / 'boom.json'}: RuntimeError: boom (rerun with --debug for the traceback)"
+    )
 
 
 def test_baseline_grandfathers_known_findings(tmp_path, capsys):

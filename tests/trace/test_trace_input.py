@@ -35,8 +35,14 @@ def run(argv, capsys):
 def archlint(*argv, timeout=120, **kw):
     """`python -m archlint trace ...` in a fresh process: a real stdout, real signals."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONIOENCODING": "utf-8"}
-    return subprocess.run([sys.executable, "-m", "archlint", "trace", *map(str, argv)], capture_output=True,
-                          timeout=timeout, cwd=ROOT, env=env, **kw)
+    return subprocess.run(
+        [sys.executable, "-m", "archlint", "trace", *map(str, argv)],
+        capture_output=True,
+        timeout=timeout,
+        cwd=ROOT,
+        env=env,
+        **kw,
+    )
 
 
 def write(doc: dict, path: Path) -> Path:
@@ -118,20 +124,38 @@ def test_sarif_without_stacks_points_at_the_trace_file(tmp_path, capsys, monkeyp
 
 @pytest.fixture
 def pair(tmp_path):
-    return SCENARIOS["AL509"](True).write(tmp_path / "new.json"), SCENARIOS["AL509"](False).write(tmp_path / "base.json")
+    return SCENARIOS["AL509"](True).write(tmp_path / "new.json"), SCENARIOS["AL509"](False).write(
+        tmp_path / "base.json"
+    )
 
 
 def test_diff_to_a_folder_is_one_line(tmp_path, capsys, pair):
     (tmp_path / "out").mkdir()
     for fmt in ("json", "text"):
         code, out, err = run([*pair[:1], "--diff", pair[1], "-o", tmp_path / "out", "--output-format", fmt], capsys)
-        assert code == 2 and "internal error" not in err and "it is a folder" in err and len(err.strip().splitlines()) == 1
+        assert (
+            code == 2 and "internal error" not in err and "it is a folder" in err and len(err.strip().splitlines()) == 1
+        )
 
 
 def test_diff_writes_its_outputs(tmp_path, capsys, pair):
     new, base = pair
-    code, out, err = run([new, "--diff", base, "-o", tmp_path / "d.json", "--output-format", "json",
-                          "--html", tmp_path / "d.html", "--save-baseline", tmp_path / "b.json"], capsys)
+    code, out, err = run(
+        [
+            new,
+            "--diff",
+            base,
+            "-o",
+            tmp_path / "d.json",
+            "--output-format",
+            "json",
+            "--html",
+            tmp_path / "d.html",
+            "--save-baseline",
+            tmp_path / "b.json",
+        ],
+        capsys,
+    )
     assert code == 0 and out == ""  # the baseline just saved holds every finding
     doc = json.loads((tmp_path / "d.json").read_text())
     assert doc["diff"]["breakdown"]["idle_us"]["new"] == 8100 and len(doc["traces"]) == 2
@@ -243,8 +267,16 @@ def _base() -> Trace:
 
 
 def _event(**fields) -> dict:
-    e = {"ph": "X", "cat": "kernel", "name": GEMM, "pid": 0, "tid": 7, "ts": 1_000_500.0, "dur": 10.0,
-         "args": {"stream": 7, "device": 0, "correlation": 1}}
+    e = {
+        "ph": "X",
+        "cat": "kernel",
+        "name": GEMM,
+        "pid": 0,
+        "tid": 7,
+        "ts": 1_000_500.0,
+        "dur": 10.0,
+        "args": {"stream": 7, "device": 0, "correlation": 1},
+    }
     e.update(fields)
     return e
 
@@ -269,10 +301,15 @@ MALFORMED = {  # name → (text of one more event, exit 2 expected)
     "stream a float": (json.dumps(_event(args={"stream": 7.5})), False),
     "step number 5,000 digits": (json.dumps(_event(cat="user_annotation", name="ProfilerStep#" + BIG)), False),
     "memory args a list": (json.dumps({"ph": "i", "name": "[memory]", "ts": 1, "args": [1]}), False),
-    "memory device 5,000-digit string": (json.dumps({"ph": "i", "name": "[memory]", "ts": 1,
-                                                     "args": {"Device Id": BIG, "Total Allocated": 1}}), False),
+    "memory device 5,000-digit string": (
+        json.dumps({"ph": "i", "name": "[memory]", "ts": 1, "args": {"Device Id": BIG, "Total Allocated": 1}}),
+        False,
+    ),
     "ts 5,000 digits": (json.dumps(_event()).replace("1000500.0", BIG), True),
-    "deep nesting": (json.dumps(_event()).replace('"args": {', '"args": {"deep": ' + "[" * 100_000 + "]" * 100_000 + ", "), True),
+    "deep nesting": (
+        json.dumps(_event()).replace('"args": {', '"args": {"deep": ' + "[" * 100_000 + "]" * 100_000 + ", "),
+        True,
+    ),
 }
 
 

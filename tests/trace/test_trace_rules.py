@@ -116,5 +116,6 @@ def test_idle_warning_names_what_the_host_was_doing(tmp_path):
         t.host("user_annotation", "## backward ##", s + 2_000, 7_000)
         t.host("user_annotation", "Optimizer.step#AdamW.step", s + 3_000, 5_000)  # nested: the innermost is named
         t.gpu(GEMM, s + 9_000, 900, s + 8_950)
+
     d = codes(steps(build), tmp_path)["AL509"]
     assert "meanwhile the host was in Optimizer.step#AdamW.step (5 ms), ## backward ## (1.9 ms)" in d.message

@@ -1,6 +1,6 @@
 """A model and a CUDA training loop without autocast (AL403), shared by the tests that price it."""
 
-MODEL = '''
+MODEL = """
 from torch import nn
 
 
@@ -12,9 +12,9 @@ class Net(nn.Module):
 
     def forward(self, x):
         return self.head(self.body(x).mean((2, 3)))
-'''
+"""
 
-TRAIN = '''
+TRAIN = """
 import torch
 from torch import nn
 
@@ -30,4 +30,4 @@ def main(loader):
         opt.zero_grad()
         loss.backward()
         opt.step()
-'''
+"""

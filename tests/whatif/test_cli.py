@@ -13,14 +13,37 @@ from archlint.cli import main
 
 MODELS = str(Path(__file__).with_name("models.py"))
 FAST = ["--warmup", "1", "--repeat", "3"]
-KEYS = {"name", "applicable", "reason", "baseline_ms", "transformed_ms", "spread", "speedup", "max_abs_diff",
-        "max_rel_diff", "compile_s"}
+KEYS = {
+    "name",
+    "applicable",
+    "reason",
+    "baseline_ms",
+    "transformed_ms",
+    "spread",
+    "speedup",
+    "max_abs_diff",
+    "max_rel_diff",
+    "compile_s",
+}
 
 
 def test_json_text_and_html(capsys, tmp_path):
     html = tmp_path / "r.html"
-    code = main([f"{MODELS}:ConvBN", "--input-shape", "2,3,16,16", *FAST, "--what-if", "fold-bn,fp16,inference-mode",
-                 "--output-format", "json", "--html", str(html), "--show-info"])
+    code = main(
+        [
+            f"{MODELS}:ConvBN",
+            "--input-shape",
+            "2,3,16,16",
+            *FAST,
+            "--what-if",
+            "fold-bn,fp16,inference-mode",
+            "--output-format",
+            "json",
+            "--html",
+            str(html),
+            "--show-info",
+        ]
+    )
     out = capsys.readouterr()
     data = json.loads(out.out)
     warned = any(d["severity"] == "warning" for d in data["diagnostics"])  # AL204's timed saving may be noise
@@ -44,8 +67,21 @@ def test_json_text_and_html(capsys, tmp_path):
 
 
 def test_hand_written_attention_priced_by_the_measured_sdpa(capsys):
-    code = main([f"{MODELS}:OneAttention", "--input-shape", "2,128,64", *FAST, "--what-if", "sdpa",
-                 "--select", "AL106", "--show-info", "--output-format", "json"])
+    code = main(
+        [
+            f"{MODELS}:OneAttention",
+            "--input-shape",
+            "2,128,64",
+            *FAST,
+            "--what-if",
+            "sdpa",
+            "--select",
+            "AL106",
+            "--show-info",
+            "--output-format",
+            "json",
+        ]
+    )
     out = capsys.readouterr()
     assert code in (0, 1), out.err
     data = json.loads(out.out)
@@ -58,12 +94,13 @@ def test_hand_written_attention_priced_by_the_measured_sdpa(capsys):
 
 
 def test_text_table_sorted_by_speedup(capsys):
-    code = main([f"{MODELS}:ConvBN", "--input-shape", "2,3,16,16", *FAST, "--what-if=fold-bn,channels-last,fp16",
-                 "--exit-zero"])
+    code = main(
+        [f"{MODELS}:ConvBN", "--input-shape", "2,3,16,16", *FAST, "--what-if=fold-bn,channels-last,fp16", "--exit-zero"]
+    )
     out = capsys.readouterr().out
     assert code == 0
     assert "what-if: standard speed-ups measured end to end" in out
-    table = out[out.index("what-if: standard"):]
+    table = out[out.index("what-if: standard") :]
     rows = [line for line in table.splitlines() if line.startswith("│ ") and "×" in line.split("│")[2]]
     speedups = [float(line.split("│")[2].strip().rstrip("×")) for line in rows]
     assert len(speedups) >= 2 and speedups == sorted(speedups, reverse=True)
@@ -119,12 +156,33 @@ def test_compile_leaves_no_log_lines_and_blames_no_thread_on_the_model(tmp_path)
 
     import archlint
 
-    env = {**os.environ, "PYTHONPATH": str(Path(archlint.__file__).resolve().parents[1]),
-           "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"),  # a cold cache: the C++ is compiled
-           "TORCHINDUCTOR_COMPILE_THREADS": "2", "ARCHLINT_CACHE_DIR": str(tmp_path / "archlint")}
-    run = subprocess.run([sys.executable, "-m", "archlint", f"{MODELS}:ConvBN", "--input-shape", "2,3,16,16", *FAST,
-                          "--what-if", "compile", "-q", "--output-format", "json"],
-                         env=env, capture_output=True, text=True, timeout=600)
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(Path(archlint.__file__).resolve().parents[1]),
+        "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"),  # a cold cache: the C++ is compiled
+        "TORCHINDUCTOR_COMPILE_THREADS": "2",
+        "ARCHLINT_CACHE_DIR": str(tmp_path / "archlint"),
+    }
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "archlint",
+            f"{MODELS}:ConvBN",
+            "--input-shape",
+            "2,3,16,16",
+            *FAST,
+            "--what-if",
+            "compile",
+            "-q",
+            "--output-format",
+            "json",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert run.returncode in (0, 1), run.stderr
     assert run.stderr == ""  # was: the cpp_extension warning line and "2 thread(s) still running ... model's code"
     model = json.loads(run.stdout)["models"][0]

@@ -12,8 +12,8 @@ import textwrap
 import pytest
 
 from archlint.cli import main
-from archlint.diagnostics import Diagnostic
 from archlint.code.checks.autocast import price_with_models as link_code
+from archlint.diagnostics import Diagnostic
 from archlint.result import ModelResult, Totals, WhatIf
 from tests.whatif.autocast_project import MODEL, TRAIN
 
@@ -78,16 +78,36 @@ def test_gpu_device_spec_estimate_is_the_basis(project, capsys):
 
 
 def test_text_report_labels_the_price_an_estimate(project, capsys):
-    code = main([str(project / "train.py"), f"{project}/model.py:Net", "--input-shape", "4,3,32,32", *FAST, "--show-info",
-                 "--what-if", "bf16", "--device-spec", "l4"])
+    code = main(
+        [
+            str(project / "train.py"),
+            f"{project}/model.py:Net",
+            "--input-shape",
+            "4,3,32,32",
+            *FAST,
+            "--show-info",
+            "--what-if",
+            "bf16",
+            "--device-spec",
+            "l4",
+        ]
+    )
     out = " ".join(capsys.readouterr().out.split())
     assert code in (0, 1)
     assert "AL403" in out and "of model time (estimated on l4)" in out
 
 
 def test_the_model_the_file_imports_is_the_one_linked(project, capsys):
-    data = run(capsys, str(project / "train.py"), f"{project}/other.py:Net", f"{project}/model.py:Net",
-               "--what-if", "bf16", "--device-spec", "l4")
+    data = run(
+        capsys,
+        str(project / "train.py"),
+        f"{project}/other.py:Net",
+        f"{project}/model.py:Net",
+        "--what-if",
+        "bf16",
+        "--device-spec",
+        "l4",
+    )
     (d,) = al403(data)
     assert f"{project}/model.py:Net" in d["price"]["alternative"]
     assert d["evidence"]["what_if"]["model"] == f"{project}/model.py:Net"
@@ -95,8 +115,16 @@ def test_the_model_the_file_imports_is_the_one_linked(project, capsys):
 
 def test_one_saving_never_prices_two_findings(project, capsys):
     (project / "train2.py").write_text(textwrap.dedent(TRAIN.format(module="model")))
-    data = run(capsys, str(project / "train.py"), str(project / "train2.py"), f"{project}/model.py:Net",
-               "--what-if", "bf16", "--device-spec", "l4")
+    data = run(
+        capsys,
+        str(project / "train.py"),
+        str(project / "train2.py"),
+        f"{project}/model.py:Net",
+        "--what-if",
+        "bf16",
+        "--device-spec",
+        "l4",
+    )
     found = al403(data)
     assert len(found) == 2 and all(d["price"] is None for d in found)
 
@@ -109,8 +137,11 @@ def test_no_link_without_a_precision_what_if(project, capsys):
 
 # link_code itself, on results whose what-if verdict is fixed (the CLI tests take the machine's)
 
+
 def _model(spread: list[float], speedup: float, target: str = "m.py:Net") -> ModelResult:
-    w = WhatIf("bf16", True, "autocast", baseline_ms=10.0, transformed_ms=10.0 / speedup, spread=spread, speedup=speedup)
+    w = WhatIf(
+        "bf16", True, "autocast", baseline_ms=10.0, transformed_ms=10.0 / speedup, spread=spread, speedup=speedup
+    )
     return ModelResult(target, "fx", "cpu", "float32", [[1]], Totals(), [], what_if=[w])
 
 

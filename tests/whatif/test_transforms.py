@@ -15,7 +15,7 @@ from archlint.config import Settings
 from archlint.model.speedups.run import _combination, what_ifs
 from archlint.result import WhatIf
 
-from .models import ConvBN, FlattenByView, LSTMLM, TokensBN
+from .models import LSTMLM, ConvBN, FlattenByView, TokensBN
 
 FAST = Settings(warmup=1, repeat=3)
 NO_COMPILE = ["fold-bn", "sdpa", "channels-last", "int8-dynamic", "bf16", "fp16", "inference-mode"]
@@ -28,10 +28,15 @@ def _by_name(results):
 def _snapshot(model: nn.Module) -> dict:
     """Everything --what-if must leave as it was: values, dtypes, devices, strides (the memory
     format), requires_grad, and every module's training flag."""
-    state = {k: (v.detach().clone(), v.dtype, v.device, v.stride(), v.requires_grad)
-             for k, v in model.state_dict(keep_vars=True).items()}
-    return {"state": state, "training": [(n, m.training) for n, m in model.named_modules()],
-            "modules": [(n, type(m)) for n, m in model.named_modules()]}
+    state = {
+        k: (v.detach().clone(), v.dtype, v.device, v.stride(), v.requires_grad)
+        for k, v in model.state_dict(keep_vars=True).items()
+    }
+    return {
+        "state": state,
+        "training": [(n, m.training) for n, m in model.named_modules()],
+        "modules": [(n, type(m)) for n, m in model.named_modules()],
+    }
 
 
 def _assert_same(before: dict, after: dict) -> None:
@@ -118,7 +123,9 @@ def test_bf16_and_int8_on_an_lstm_lm_are_reported_within_a_sanity_bound():
     if torch_error is not None:  # torch cannot run it here: the what-if says so with torch's words
         assert not found["bf16"].applicable and found["bf16"].speedup is None
         assert found["bf16"].reason.startswith("fails on this model") and torch_error[:60] in found["bf16"].reason
-    assert found["int8-dynamic"].reason.startswith("2 Linear/LSTM layers that run quantized to int8")  # the LSTM, the Linear
+    assert found["int8-dynamic"].reason.startswith(
+        "2 Linear/LSTM layers that run quantized to int8"
+    )  # the LSTM, the Linear
     assert not found["channels-last"].applicable and "no 2-D convolution" in found["channels-last"].reason
 
 
@@ -129,7 +136,9 @@ def test_not_applicable_says_why():
     assert found["fold-bn"].reason == "no BatchNorm layer"
     assert found["channels-last"].reason.startswith("no 2-D convolution")
     double = nn.Linear(4, 4).double().eval()
-    found = _by_name(what_ifs(double, (torch.randn(2, 4, dtype=torch.float64),), "cpu", FAST, ["bf16", "int8-dynamic"])[0])
+    found = _by_name(
+        what_ifs(double, (torch.randn(2, 4, dtype=torch.float64),), "cpu", FAST, ["bf16", "int8-dynamic"])[0]
+    )
     assert found["bf16"].reason == "the model already runs in float64"
     assert not found["int8-dynamic"].applicable
     for w in found.values():
@@ -138,8 +147,11 @@ def test_not_applicable_says_why():
 
 def test_a_transformation_that_fails_on_the_model_is_not_applicable_with_its_first_line():
     # .view() on a channels_last activation raises: a real failure of the first call.
-    found = _by_name(what_ifs(FlattenByView().eval(), (torch.randn(2, 3, 8, 8),), "cpu", FAST,
-                              ["channels-last", "inference-mode"])[0])
+    found = _by_name(
+        what_ifs(FlattenByView().eval(), (torch.randn(2, 3, 8, 8),), "cpu", FAST, ["channels-last", "inference-mode"])[
+            0
+        ]
+    )
     cl = found["channels-last"]
     assert not cl.applicable and cl.reason.startswith("fails on this model: RuntimeError: view size is not compatible")
     assert "\n" not in cl.reason
@@ -193,7 +205,9 @@ def test_combined_is_timed_as_one_and_named_by_its_parts(monkeypatch):
     from archlint.model.speedups import run
 
     monkeypatch.setattr(run, "_combination", lambda results: ("fold-bn", "inference-mode"))
-    found = _by_name(what_ifs(ConvBN().eval(), (torch.randn(2, 3, 16, 16),), "cpu", FAST, ["fold-bn", "inference-mode"])[0])
+    found = _by_name(
+        what_ifs(ConvBN().eval(), (torch.randn(2, 3, 16, 16),), "cpu", FAST, ["fold-bn", "inference-mode"])[0]
+    )
     combined = found["combined: fold-bn + inference-mode"]
     _timed_ok(combined)
     assert combined.reason == "3 pairs folded (fx graph); torch.inference_mode() instead of torch.no_grad()"

@@ -47,8 +47,10 @@ def test_int8_dynamic_counts_and_quantizes_only_the_layers_that_run():
 
 
 def test_base_ms_has_one_format_in_every_row():
-    rows = [WhatIf("bf16", True, "autocast", baseline_ms=636.2, transformed_ms=2283.0, speedup=0.28, spread=(0.27, 0.29)),
-            WhatIf("fold-bn", True, "folded", baseline_ms=0.07812, transformed_ms=0.0701, speedup=1.1, spread=(1.0, 1.2))]
+    rows = [
+        WhatIf("bf16", True, "autocast", baseline_ms=636.2, transformed_ms=2283.0, speedup=0.28, spread=(0.27, 0.29)),
+        WhatIf("fold-bn", True, "folded", baseline_ms=0.07812, transformed_ms=0.0701, speedup=1.1, spread=(1.0, 1.2)),
+    ]
     buffer = io.StringIO()
     print_what_if(rows, Console(file=buffer, width=250))
     text = buffer.getvalue()
@@ -61,19 +63,49 @@ def test_the_estimate_grows_with_the_model_and_counts_compiling():
     assert expected_seconds(0.1, ["bf16", "fold-bn"], 50, True, 100) > plain > 0
     with_compile = expected_seconds(0.01, ["bf16", "fold-bn", "compile"], 50, True, 100)
     assert with_compile > plain + 0.15 * 100
-    assert expected_seconds(0.01, ["compile"], 50, True, 100, load=4.0) > 3 * expected_seconds(0.01, ["compile"], 50, True, 100)
+    assert expected_seconds(0.01, ["compile"], 50, True, 100, load=4.0) > 3 * expected_seconds(
+        0.01, ["compile"], 50, True, 100
+    )
 
 
 def test_the_estimate_is_said_before_it_starts_and_kept(capsys):
-    code = cli.main([f"{MODELS}:ConvBN", "--input-shape", "2,3,16,16", "--what-if=fold-bn,inference-mode",
-                     "--warmup", "1", "--repeat", "3", "--output-format", "json"])
+    code = cli.main(
+        [
+            f"{MODELS}:ConvBN",
+            "--input-shape",
+            "2,3,16,16",
+            "--what-if=fold-bn,inference-mode",
+            "--warmup",
+            "1",
+            "--repeat",
+            "3",
+            "--output-format",
+            "json",
+        ]
+    )
     assert code in (0, 1)
     err = capsys.readouterr().err
-    said = re.search(r"archlint: --what-if on .*ConvBN: 2 transformations, about (\d+) s \(an estimate from the "
-                     r"model's measured time", err)
+    said = re.search(
+        r"archlint: --what-if on .*ConvBN: 2 transformations, about (\d+) s \(an estimate from the "
+        r"model's measured time",
+        err,
+    )
     assert said, err
-    quiet = cli.main([f"{MODELS}:ConvBN", "--input-shape", "2,3,16,16", "--what-if=fold-bn", "--warmup", "1",
-                      "--repeat", "3", "-q", "--output-format", "json"])
+    quiet = cli.main(
+        [
+            f"{MODELS}:ConvBN",
+            "--input-shape",
+            "2,3,16,16",
+            "--what-if=fold-bn",
+            "--warmup",
+            "1",
+            "--repeat",
+            "3",
+            "-q",
+            "--output-format",
+            "json",
+        ]
+    )
     out = capsys.readouterr()
     assert quiet in (0, 1) and "about" not in out.err  # -q: nothing said
     import json
@@ -90,6 +122,7 @@ def test_torch_compiles_worker_threads_are_not_blamed_on_the_model(capsys, monke
 
     def exit_(code):
         raise SystemExit(code)
+
     monkeypatch.setattr(cli.os, "_exit", exit_)
     try:
         try:

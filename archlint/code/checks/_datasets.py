@@ -7,8 +7,10 @@ import libcst as cst
 from archlint.code.facts import Facts
 
 DATASETS = (
-    "torch.utils.data.Dataset", "torch.utils.data.dataset.Dataset",
-    "torchvision.datasets.VisionDataset", "torchvision.datasets.vision.VisionDataset",
+    "torch.utils.data.Dataset",
+    "torch.utils.data.dataset.Dataset",
+    "torchvision.datasets.VisionDataset",
+    "torchvision.datasets.vision.VisionDataset",
 )
 
 

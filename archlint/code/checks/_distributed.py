@@ -3,18 +3,21 @@ and their helpers, and the value a call passes for a keyword."""
 
 from __future__ import annotations
 
-
 from archlint.code import dataflow as df
 from archlint.code.facts import CallSite, Facts
 
 DDP = "torch.nn.parallel.DistributedDataParallel"
-FSDP = ("torch.distributed.fsdp.FullyShardedDataParallel",
-        "torch.distributed.fsdp.fully_sharded_data_parallel.FullyShardedDataParallel")
-FULLY_SHARD = ("torch.distributed.fsdp.fully_shard",
-               "torch.distributed._composable.fsdp.fully_shard",
-               "torch.distributed._composable.fsdp.fully_shard.fully_shard",
-               "torch.distributed.fsdp._fully_shard.fully_shard",
-               "torch.distributed.fsdp._fully_shard._fully_shard.fully_shard")
+FSDP = (
+    "torch.distributed.fsdp.FullyShardedDataParallel",
+    "torch.distributed.fsdp.fully_sharded_data_parallel.FullyShardedDataParallel",
+)
+FULLY_SHARD = (
+    "torch.distributed.fsdp.fully_shard",
+    "torch.distributed._composable.fsdp.fully_shard",
+    "torch.distributed._composable.fsdp.fully_shard.fully_shard",
+    "torch.distributed.fsdp._fully_shard.fully_shard",
+    "torch.distributed.fsdp._fully_shard._fully_shard.fully_shard",
+)
 _CKPT = "torch.distributed.algorithms._checkpoint.checkpoint_wrapper"
 CHECKPOINT_WRAPPER = (f"{_CKPT}.checkpoint_wrapper",)
 APPLY_CHECKPOINTING = (f"{_CKPT}.apply_activation_checkpointing",)

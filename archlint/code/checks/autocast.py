@@ -14,7 +14,10 @@ CODES = ("AL403",)
 SEVERITY = Severity.INFO  # as its page says (archlint.declarations checks)
 PRICE = ("estimated",)
 FIX = "none"
-PRICED_BY_WHAT_IF = ("bf16", "fp16")  # its fix is autocast: the analyzed model's 16-bit what-if prices it (price_with_models)
+PRICED_BY_WHAT_IF = (
+    "bf16",
+    "fp16",
+)  # its fix is autocast: the analyzed model's 16-bit what-if prices it (price_with_models)
 # Anything that shows the file already chose a precision: autocast, a scaler, half/bf16 models,
 # or a framework that configures precision itself.
 _PRECISION_SIGNS = {"autocast", "GradScaler", "bfloat16", "float16", "half"}
@@ -29,8 +32,11 @@ def check(facts: Facts):
         return
     batch = {id(other.loop) for other in df.batch_loops(facts)}
     for bl in df.training_loops(facts):
-        if id(bl.loop.parent) not in batch and not _step_helper_chooses(bl, facts) and not (
-                facts.project.amp and not bl.loop.has_backward):  # the step is elsewhere, near a precision choice
+        if (
+            id(bl.loop.parent) not in batch
+            and not _step_helper_chooses(bl, facts)
+            and not (facts.project.amp and not bl.loop.has_backward)
+        ):  # the step is elsewhere, near a precision choice
             yield Finding(
                 "AL403",
                 bl.loop.node,
@@ -41,8 +47,10 @@ def check(facts: Facts):
 
 def _apex_amp(facts: Facts) -> bool:
     """`import apex` then `apex.amp.initialize(...)`."""
-    return any((facts.qname(site.node.func, site.scope) or "").startswith(("apex.amp.", "apex.fp16_utils."))
-               for site in facts.calls)
+    return any(
+        (facts.qname(site.node.func, site.scope) or "").startswith(("apex.amp.", "apex.fp16_utils."))
+        for site in facts.calls
+    )
 
 
 def _imported_precision(facts: Facts) -> bool:
@@ -56,6 +64,7 @@ def _step_helper_chooses(bl, facts: Facts) -> bool:
 
 
 # The price: AL403 against the model analyzed in the same run (archlint.check calls it).
+
 
 def price_with_models(diagnostics: list[Diagnostic], models: list[ModelResult]) -> None:
     """Price each AL403 finding with the analyzed model's what-if (bf16/fp16, or the device-spec
@@ -78,7 +87,9 @@ def price_with_models(diagnostics: list[Diagnostic], models: list[ModelResult]) 
                     found.setdefault(id(m), []).append(d)
         for m in models:
             linked = found.get(id(m), [])
-            w = next((w for name in names for w in m.what_if or () if w.name == name and w.applicable and w.speedup), None)
+            w = next(
+                (w for name in names for w in m.what_if or () if w.name == name and w.applicable and w.speedup), None
+            )
             if not linked:
                 continue
             if m.phase == "train":
@@ -92,8 +103,10 @@ def price_with_models(diagnostics: list[Diagnostic], models: list[ModelResult]) 
             if estimate is None and w.verdict != "faster":
                 state = w.verdict or "no spread measured"
                 for d in linked:
-                    d.message += f" (--what-if {w.name} measured no speed-up on the forward of {m.target} on {m.device}: " \
-                                 f"{times(w.speedup)}, {state})"
+                    d.message += (
+                        f" (--what-if {w.name} measured no speed-up on the forward of {m.target} on {m.device}: "
+                        f"{times(w.speedup)}, {state})"
+                    )
                     d.evidence["what_if"] = _evidence(w, m)
                 continue
             if len(linked) != 1:
@@ -105,7 +118,9 @@ def price_with_models(diagnostics: list[Diagnostic], models: list[ModelResult]) 
             else:
                 d.price = Price.timed(
                     f"{measured}; the training step on CUDA may differ",
-                    saving_ms=w.baseline_ms * (1 - 1 / w.speedup), model_ms=w.baseline_ms, basis="estimated",
+                    saving_ms=w.baseline_ms * (1 - 1 / w.speedup),
+                    model_ms=w.baseline_ms,
+                    basis="estimated",
                     device=m.device,  # where the what-if was measured
                 )
 
@@ -116,7 +131,10 @@ def _estimated_price(m: ModelResult, estimate: dict, measured: str) -> Price:
     return Price.timed(
         f"{estimate['dtype']} autocast estimated {fp32 / half:.2f}× on the forward of {m.target} on {spec} "
         f"({significant(fp32)} ms in float32, {significant(half)} ms with {estimate['assumption']}); {measured}; the training step may differ",
-        saving_ms=fp32 - half, model_ms=fp32, basis="estimated", device=spec,
+        saving_ms=fp32 - half,
+        model_ms=fp32,
+        basis="estimated",
+        device=spec,
     )
 
 
@@ -139,7 +157,10 @@ def _step_price(d: Diagnostic, m: ModelResult, w: WhatIf | None) -> None:
             f"{estimate['dtype']} autocast estimated {fp32['step_ms'] / estimate['step_ms']:.2f}× on the training step "
             f"of {m.target} on {spec} ({significant(fp32['step_ms'])} ms in float32, forward {significant(fp32['forward_ms'])} + backward "
             f"{significant(fp32['backward_ms'])}; {significant(estimate['step_ms'])} ms with {estimate['assumption']}){measured_text}",
-            saving_ms=fp32["step_ms"] - estimate["step_ms"], model_ms=fp32["step_ms"], basis="estimated", device=spec,
+            saving_ms=fp32["step_ms"] - estimate["step_ms"],
+            model_ms=fp32["step_ms"],
+            basis="estimated",
+            device=spec,
         )
         d.price.whole = "the training step's estimated time"
         d.evidence["priced_on"] = "training step: forward and backward under autocast (device-spec estimate)"
@@ -149,7 +170,10 @@ def _step_price(d: Diagnostic, m: ModelResult, w: WhatIf | None) -> None:
             f"{w.name} autocast: the forward's measured {times(w.speedup)} applied to the measured step's forward and "
             f"backward ({significant(both)} of {significant(measured['step_ms'])} ms on {m.device}; the backward assumed to speed up as "
             "the forward does)",
-            saving_ms=both * (1 - 1 / w.speedup), model_ms=measured["step_ms"], basis="estimated", device=m.device,
+            saving_ms=both * (1 - 1 / w.speedup),
+            model_ms=measured["step_ms"],
+            basis="estimated",
+            device=m.device,
         )
         d.price.whole = "the training step's measured time"
         d.evidence["priced_on"] = "training step: forward and backward, from the forward's measured speed-up"
@@ -157,14 +181,25 @@ def _step_price(d: Diagnostic, m: ModelResult, w: WhatIf | None) -> None:
         d.price = Price.timed(
             f"{w.name} autocast measured {times(w.speedup)} on the forward of {m.target} on {m.device}; the backward "
             "was not timed (--latency times the step)",
-            saving_ms=w.baseline_ms * (1 - 1 / w.speedup), model_ms=w.baseline_ms, basis="estimated", device=m.device,
+            saving_ms=w.baseline_ms * (1 - 1 / w.speedup),
+            model_ms=w.baseline_ms,
+            basis="estimated",
+            device=m.device,
         )
         d.evidence["priced_on"] = "forward only: give --latency or a GPU --device-spec to price the training step"
     elif w is not None:
-        d.message += (f" (--what-if {w.name} measured no speed-up on the forward of {m.target} on {m.device}: "
-                      f"{times(w.speedup)}, {w.verdict or 'no spread measured'})")
+        d.message += (
+            f" (--what-if {w.name} measured no speed-up on the forward of {m.target} on {m.device}: "
+            f"{times(w.speedup)}, {w.verdict or 'no spread measured'})"
+        )
 
 
 def _evidence(w: WhatIf, m: ModelResult) -> dict:
-    return {"name": w.name, "model": m.target, "device": m.device, "pass": "forward (inference)",
-            "speedup": w.speedup, "spread": w.spread}
+    return {
+        "name": w.name,
+        "model": m.target,
+        "device": m.device,
+        "pass": "forward (inference)",
+        "speedup": w.speedup,
+        "spread": w.spread,
+    }

@@ -29,10 +29,12 @@ CODES = ("AL414",)
 SEVERITY = Severity.WARNING  # as its page says (archlint.declarations checks)
 PRICE = ()
 FIX = "none"
-MESSAGE = ("reentrant activation checkpointing around an FSDP unit: the recompute in the backward runs "
-           "the unit's forward again, which all-gathers its parameters a third time per step; checkpoint "
-           "inside the unit (`FSDP(checkpoint_wrapper(block))`, or apply_activation_checkpointing with a "
-           "check_fn on the block class) or use the non-reentrant checkpoint")
+MESSAGE = (
+    "reentrant activation checkpointing around an FSDP unit: the recompute in the backward runs "
+    "the unit's forward again, which all-gathers its parameters a third time per step; checkpoint "
+    "inside the unit (`FSDP(checkpoint_wrapper(block))`, or apply_activation_checkpointing with a "
+    "check_fn on the block class) or use the non-reentrant checkpoint"
+)
 
 
 def _value(node: cst.BaseExpression | None, scope: Scope) -> cst.BaseExpression | None:
@@ -67,8 +69,10 @@ def _reentrant_wrapper_fn(node, site: CallSite, facts: Facts) -> bool:
         return False
     if facts.qname(node.args[0].value, site.scope) not in CHECKPOINT_WRAPPER:
         return False
-    return any(a.keyword is not None and a.keyword.value == "checkpoint_impl" and _reentrant_impl(a.value, site, facts)
-               for a in node.args)
+    return any(
+        a.keyword is not None and a.keyword.value == "checkpoint_impl" and _reentrant_impl(a.value, site, facts)
+        for a in node.args
+    )
 
 
 def _args(site: CallSite, name: str):
@@ -80,15 +84,24 @@ def check(facts: Facts):
     if not set(FSDP) & set(facts.imports.names.values()):
         return  # FSDP v1 is not in this file
     for site in facts.calls_to(*CHECKPOINT_WRAPPER):
-        if site.node.args and _is_fsdp_unit(site.node.args[0].value, site, facts) \
-                and _reentrant_impl(_args(site, "checkpoint_impl"), site, facts):
+        if (
+            site.node.args
+            and _is_fsdp_unit(site.node.args[0].value, site, facts)
+            and _reentrant_impl(_args(site, "checkpoint_impl"), site, facts)
+        ):
             yield Finding("AL414", site.node, MESSAGE)
     for site in facts.calls_to(*APPLY_CHECKPOINTING):
         check_fn, wrapper = _args(site, "check_fn"), _args(site, "checkpoint_wrapper_fn")
-        if check_fn is not None and _mentions_fsdp(_value(check_fn, site.scope), site, facts) \
-                and _reentrant_wrapper_fn(wrapper, site, facts):
+        if (
+            check_fn is not None
+            and _mentions_fsdp(_value(check_fn, site.scope), site, facts)
+            and _reentrant_wrapper_fn(wrapper, site, facts)
+        ):
             yield Finding("AL414", site.node, MESSAGE)
     for site in facts.calls_to(*CHECKPOINT):
-        if site.node.args and _is_fsdp_unit(site.node.args[0].value, site, facts) \
-                and df.literal(_args(site, "use_reentrant")) is True:
+        if (
+            site.node.args
+            and _is_fsdp_unit(site.node.args[0].value, site, facts)
+            and df.literal(_args(site, "use_reentrant")) is True
+        ):
             yield Finding("AL414", site.node, MESSAGE)

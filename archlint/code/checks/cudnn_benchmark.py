@@ -25,8 +25,11 @@ def _runs_loops(node: cst.CSTNode, facts: Facts, runners: set[str]) -> bool:
     if id(node) in loops:
         return True
     if isinstance(node, (cst.For, cst.While)):
-        return any(id(loop.node) in loops or any(dotted(c.node.func) in runners for c in loop.calls)
-                   for loop in facts.loops if loop.scope is facts.module_scope and _within(loop.node, node))
+        return any(
+            id(loop.node) in loops or any(dotted(c.node.func) in runners for c in loop.calls)
+            for loop in facts.loops
+            if loop.scope is facts.module_scope and _within(loop.node, node)
+        )
     body = node.body if isinstance(node, cst.SimpleStatementLine) else ()
     for small in body:
         value = getattr(small, "value", None)
@@ -36,8 +39,11 @@ def _runs_loops(node: cst.CSTNode, facts: Facts, runners: set[str]) -> bool:
 
 
 def _within(inner: cst.CSTNode, outer: cst.CSTNode) -> bool:
-    return inner is outer or any(_within(inner, child) for child in children(outer)
-                                 if isinstance(child, (cst.BaseSuite, cst.BaseStatement, cst.BaseSmallStatement)))
+    return inner is outer or any(
+        _within(inner, child)
+        for child in children(outer)
+        if isinstance(child, (cst.BaseSuite, cst.BaseStatement, cst.BaseSmallStatement))
+    )
 
 
 def entry_point(facts: Facts) -> cst.CSTNode | None:
@@ -102,5 +108,8 @@ def _fix(facts: Facts) -> Fix | None:
         return None  # no line after it: the entry point cannot be below
     # unsafe: benchmark mode may pick other convolution algorithms from run to run, whose results
     # differ in the last bits, so a seeded run is no longer bitwise reproducible
-    return Fix("Insert torch.backends.cudnn.benchmark = True after the imports", Applicability.UNSAFE,
-               (insert(end.line + 1, 1, line),))
+    return Fix(
+        "Insert torch.backends.cudnn.benchmark = True after the imports",
+        Applicability.UNSAFE,
+        (insert(end.line + 1, 1, line),),
+    )

@@ -29,7 +29,9 @@ def _function_copies(facts: Facts, scope: Scope, params: set[str]) -> list[CallS
     views = set(params)
     for _ in range(3):
         for name, values in scope.assigns.items():
-            if any(isinstance(v, (cst.Name, cst.Subscript)) and df.root_name(v) in views for v in values if v is not None):
+            if any(
+                isinstance(v, (cst.Name, cst.Subscript)) and df.root_name(v) in views for v in values if v is not None
+            ):
                 views.add(name)
         for name, entries in scope.unpacked.items():
             if any(isinstance(v, (cst.Name, cst.Subscript)) and df.root_name(v) in views for v, _ in entries):
@@ -70,8 +72,27 @@ def _copy_sites(facts: Facts, calls: list[CallSite], views: set[str], moved: dic
 
 # Methods that return a view of the same storage: a view of a pinned batch is pinned too, and its copy
 # (`x.squeeze(1).cuda()`, `y.view(-1).to(device)`) can run asynchronously like the batch's own.
-_VIEW_METHODS = frozenset({"view", "view_as", "squeeze", "unsqueeze", "flatten", "unflatten", "permute", "transpose",
-                           "t", "narrow", "select", "expand", "expand_as", "detach", "unbind", "chunk", "split"})
+_VIEW_METHODS = frozenset(
+    {
+        "view",
+        "view_as",
+        "squeeze",
+        "unsqueeze",
+        "flatten",
+        "unflatten",
+        "permute",
+        "transpose",
+        "t",
+        "narrow",
+        "select",
+        "expand",
+        "expand_as",
+        "detach",
+        "unbind",
+        "chunk",
+        "split",
+    }
+)
 
 
 def _view(node: cst.BaseExpression) -> bool:
@@ -98,8 +119,13 @@ def _moves(assigns, views: set[str]) -> dict[str, list[cst.Call]]:
         for t, v in zip(targets, values):
             t = getattr(t, "value", t)
             v = getattr(v, "value", v)
-            if (isinstance(t, cst.Name) and t.value in views and isinstance(v, cst.Call)
-                    and isinstance(v.func, cst.Attribute) and v.func.attr.value in ("cuda", "to")):
+            if (
+                isinstance(t, cst.Name)
+                and t.value in views
+                and isinstance(v, cst.Call)
+                and isinstance(v.func, cst.Attribute)
+                and v.func.attr.value in ("cuda", "to")
+            ):
                 moved.setdefault(t.value, []).append(v)
     return moved
 
@@ -186,21 +212,38 @@ def check(facts: Facts):
 
 def _non_blocking(facts: Facts, copy: CallSite) -> Finding:
     return Finding(
-                "AL302",
-                copy.node,
-                "copy of a batch from a pinned DataLoader blocks the host: add non_blocking=True "
-                "so the copy overlaps the previous step's GPU work",
-                lambda copy=copy: Fix(
-                    "Add non_blocking=True",
-                    Applicability.SAFE,
-                    (add_keyword(facts, copy.node, "non_blocking=True"),),
-                ),
+        "AL302",
+        copy.node,
+        "copy of a batch from a pinned DataLoader blocks the host: add non_blocking=True "
+        "so the copy overlaps the previous step's GPU work",
+        lambda copy=copy: Fix(
+            "Add non_blocking=True",
+            Applicability.SAFE,
+            (add_keyword(facts, copy.node, "non_blocking=True"),),
+        ),
     )
 
 
 # Builtins that read a batch on the host (its size, a number from it) without sending it anywhere.
-_HOST_READS = frozenset({"len", "float", "int", "bool", "str", "repr", "print", "isinstance", "type", "range",
-                         "min", "max", "sum", "round", "abs"})
+_HOST_READS = frozenset(
+    {
+        "len",
+        "float",
+        "int",
+        "bool",
+        "str",
+        "repr",
+        "print",
+        "isinstance",
+        "type",
+        "range",
+        "min",
+        "max",
+        "sum",
+        "round",
+        "abs",
+    }
+)
 
 
 def _reaches_device(facts: Facts, site: CallSite, loops) -> bool:
@@ -219,7 +262,11 @@ def _reaches_device(facts: Facts, site: CallSite, loops) -> bool:
         views = df.batch_views(bl)
         for call in bl.loop.calls:
             func = call.node.func
-            if isinstance(func, cst.Attribute) and func.attr.value in ("cuda", "to") and df.root_name(func.value) in views:
+            if (
+                isinstance(func, cst.Attribute)
+                and func.attr.value in ("cuda", "to")
+                and df.root_name(func.value) in views
+            ):
                 return True
             if dotted(func) in _HOST_READS:
                 continue
@@ -245,7 +292,10 @@ def _pin_fix(facts: Facts, site: CallSite, copies: list[CallSite], applicability
         else:
             edits = [replace(facts, value, "True")]
         edits += [add_keyword(facts, c.node, "non_blocking=True") for c in copies]
-        return Fix("Set pin_memory=True" + (" and non_blocking=True on its copies" if copies else ""),
-                   applicability, tuple(edits))
+        return Fix(
+            "Set pin_memory=True" + (" and non_blocking=True on its copies" if copies else ""),
+            applicability,
+            tuple(edits),
+        )
 
     return build

@@ -33,40 +33,58 @@ _PASSERS = {
 }
 # Lightning's registered strategy names that turn the flag on
 _STRATEGIES = ("ddp_find_unused_parameters_true", "ddp_spawn_find_unused_parameters_true")
-_TRAINERS = ("lightning.pytorch.Trainer", "pytorch_lightning.Trainer", "lightning.Trainer",
-             "lightning.fabric.Fabric", "lightning.Fabric")
+_TRAINERS = (
+    "lightning.pytorch.Trainer",
+    "pytorch_lightning.Trainer",
+    "lightning.Trainer",
+    "lightning.fabric.Fabric",
+    "lightning.Fabric",
+)
 
-MESSAGE = ("find_unused_parameters=True makes DDP walk the autograd graph from the forward's outputs on "
-           "every step to find parameters that will get no gradient; it is needed only when some do (a "
-           "branch or head not run every step): if the same ones go unused on every step, "
-           "static_graph=True finds them once instead; if none do, drop the flag")
+MESSAGE = (
+    "find_unused_parameters=True makes DDP walk the autograd graph from the forward's outputs on "
+    "every step to find parameters that will get no gradient; it is needed only when some do (a "
+    "branch or head not run every step): if the same ones go unused on every step, "
+    "static_graph=True finds them once instead; if none do, drop the flag"
+)
 
 
 # The Hugging Face Trainer turns the flag on itself when it is not given, for a PreTrainedModel
 # without activation checkpointing (transformers' Trainer: `find_unused = not (...checkpointing)`).
 _HF_ARGS = ("transformers.TrainingArguments", "transformers.Seq2SeqTrainingArguments")
-HF_DEFAULT = ("when run on several GPUs, the Hugging Face Trainer passes find_unused_parameters=True to DDP unless "
-              "told otherwise (for a PreTrainedModel without gradient checkpointing): DDP then walks the autograd "
-              "graph on every step; pass ddp_find_unused_parameters=False if every parameter gets a gradient")
+HF_DEFAULT = (
+    "when run on several GPUs, the Hugging Face Trainer passes find_unused_parameters=True to DDP unless "
+    "told otherwise (for a PreTrainedModel without gradient checkpointing): DDP then walks the autograd "
+    "graph on every step; pass ddp_find_unused_parameters=False if every parameter gets a gradient"
+)
 
 
 def _checkpoints_model(facts: Facts) -> bool:
     """`model.gradient_checkpointing_enable()` somewhere in the file: the Trainer leaves the flag off."""
-    return any(isinstance(s.node.func, cst.Attribute) and s.node.func.attr.value == "gradient_checkpointing_enable"
-               for s in facts.calls)
+    return any(
+        isinstance(s.node.func, cst.Attribute) and s.node.func.attr.value == "gradient_checkpointing_enable"
+        for s in facts.calls
+    )
 
 
 def check(facts: Facts):
     for site in facts.calls_to(*_PASSERS, *_TRAINERS):  # one pass over the file's calls
         name = facts.qname(site.node.func, site.scope)
         keyword = _PASSERS.get(name)
-        if name in _HF_ARGS and flag(site, keyword) is df.MISSING \
-                and flag(site, "gradient_checkpointing") in (df.MISSING, False) and not _checkpoints_model(facts):
+        if (
+            name in _HF_ARGS
+            and flag(site, keyword) is df.MISSING
+            and flag(site, "gradient_checkpointing") in (df.MISSING, False)
+            and not _checkpoints_model(facts)
+        ):
             yield Finding("AL410", site.node, HF_DEFAULT)
         elif keyword is not None:
             # with static_graph=True DDP skips the walk after the first step: the flag costs nothing
             if flag(site, keyword) is True and flag(site, "static_graph") is not True:
                 yield Finding("AL410", site.node, MESSAGE)
         elif flag(site, "strategy") in _STRATEGIES:
-            yield Finding("AL410", site.node, MESSAGE.replace("find_unused_parameters=True", "the strategy "
-                                                                  f"{flag(site, 'strategy')!r}", 1))
+            yield Finding(
+                "AL410",
+                site.node,
+                MESSAGE.replace("find_unused_parameters=True", f"the strategy {flag(site, 'strategy')!r}", 1),
+            )

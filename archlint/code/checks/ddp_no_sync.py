@@ -21,9 +21,11 @@ CODES = ("AL409",)
 SEVERITY = Severity.WARNING  # as its page says (archlint.declarations checks)
 PRICE = ()
 FIX = "none"
-MESSAGE = ("gradient accumulation under DistributedDataParallel all-reduces gradients on every "
-           "backward: run the micro-batches that do not step inside `with model.no_sync():` (the forward "
-           "too), so only the last one all-reduces")
+MESSAGE = (
+    "gradient accumulation under DistributedDataParallel all-reduces gradients on every "
+    "backward: run the micro-batches that do not step inside `with model.no_sync():` (the forward "
+    "too), so only the last one all-reduces"
+)
 
 
 def _is_step(site) -> bool:
@@ -48,8 +50,11 @@ def _modulus(site) -> int | None:
     """`if (i + 1) % ACCUM == 0: optimizer.step()` → ACCUM, when the file binds it to an int."""
     for node, _ in reversed(site.under):
         test = getattr(node, "test", None)
-        if isinstance(test, cst.Comparison) and isinstance(test.left, cst.BinaryOperation) \
-                and isinstance(test.left.operator, cst.Modulo):
+        if (
+            isinstance(test, cst.Comparison)
+            and isinstance(test.left, cst.BinaryOperation)
+            and isinstance(test.left.operator, cst.Modulo)
+        ):
             return _count(test.left.right, site.scope)
     return None
 
@@ -63,7 +68,8 @@ def _message(accum: int | None) -> str:
 
 def _controls_sync(facts: Facts) -> bool:
     return "no_sync" in facts.idents or any(
-        target.attr.value == "require_backward_grad_sync" for target, _ in facts.attr_assigns)
+        target.attr.value == "require_backward_grad_sync" for target, _ in facts.attr_assigns
+    )
 
 
 def check(facts: Facts):
@@ -93,14 +99,24 @@ def _micro_batch_loops(facts: Facts, flagged: set[int]):
     for loop in facts.loops:
         if not loop.has_backward or any(_is_step(s) for s in loop.calls):
             continue
-        backward = next((s for s in loop.calls if is_backward_call(s.node) and id(s) not in flagged
-                         and (w := df.in_loop(s, loop)) and not w.conditional and s.loops[-1].loop is loop), None)
+        backward = next(
+            (
+                s
+                for s in loop.calls
+                if is_backward_call(s.node)
+                and id(s) not in flagged
+                and (w := df.in_loop(s, loop))
+                and not w.conditional
+                and s.loops[-1].loop is loop
+            ),
+            None,
+        )
         if backward is None:
             continue
         calls = loop.scope.calls
         last = max(i for i, s in enumerate(calls) if any(inner is loop for inner, _ in s.loops))
         parents = [outer for outer, _ in backward.loops[:-1]]  # the step runs in the loops around this one
-        if any(_is_step(s) and [outer for outer, _ in s.loops] == parents for s in calls[last + 1:]):
+        if any(_is_step(s) and [outer for outer, _ in s.loops] == parents for s in calls[last + 1 :]):
             flagged.add(id(backward))
             it = loop.iter
             accum = None

@@ -16,8 +16,22 @@ PRICE = ()
 FIX = "safe"
 FACTORIES = frozenset(
     f"torch.{n}"
-    for n in ("zeros", "ones", "empty", "full", "rand", "randn", "randint", "randperm", "arange",
-              "linspace", "logspace", "eye", "tensor", "as_tensor")
+    for n in (
+        "zeros",
+        "ones",
+        "empty",
+        "full",
+        "rand",
+        "randn",
+        "randint",
+        "randperm",
+        "arange",
+        "linspace",
+        "logspace",
+        "eye",
+        "tensor",
+        "as_tensor",
+    )
 )
 
 # Created on the device, these no longer compute what they did on the CPU: random factories draw
@@ -68,7 +82,9 @@ def _written(node: cst.BaseExpression) -> bool:
         return all(not isinstance(el, cst.StarredElement) and _written(el.value) for el in node.elements)
     if isinstance(node, cst.UnaryOperation):
         node = node.expression
-    return isinstance(node, (cst.Integer, cst.Float)) or (isinstance(node, cst.Name) and node.value in ("True", "False"))
+    return isinstance(node, (cst.Integer, cst.Float)) or (
+        isinstance(node, cst.Name) and node.value in ("True", "False")
+    )
 
 
 def _device(site: CallSite, facts: Facts) -> str | None:

@@ -17,9 +17,19 @@ FIX = "none"
 _LISTINGS = ("os.listdir", "os.scandir", "os.walk", "glob.glob", "glob.iglob")
 _LISTING_METHODS = ("glob", "rglob", "iterdir")  # pathlib.Path methods
 _OPENERS = (
-    "PIL.Image.open", "cv2.imread", "numpy.load", "numpy.fromfile", "torch.load",
-    "torchvision.io.read_image", "torchvision.io.read_file", "torchvision.io.decode_image",
-    "imageio.imread", "imageio.v3.imread", "skimage.io.imread", "soundfile.read", "torchaudio.load",
+    "PIL.Image.open",
+    "cv2.imread",
+    "numpy.load",
+    "numpy.fromfile",
+    "torch.load",
+    "torchvision.io.read_image",
+    "torchvision.io.read_file",
+    "torchvision.io.decode_image",
+    "imageio.imread",
+    "imageio.v3.imread",
+    "skimage.io.imread",
+    "soundfile.read",
+    "torchaudio.load",
 )
 
 

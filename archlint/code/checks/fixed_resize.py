@@ -26,8 +26,8 @@ def _transform(facts: Facts, node: cst.BaseExpression, scope) -> str | None:
         return None
     name = facts.qname(node.func, scope) or ""
     for package in _PACKAGES:
-        if name.startswith(package) and "." not in name[len(package):]:
-            return name[len(package):]
+        if name.startswith(package) and "." not in name[len(package) :]:
+            return name[len(package) :]
     return None
 
 
@@ -36,8 +36,10 @@ def _fixed_size(call: cst.Call) -> bool:
     size = next((a.value for a in call.args if a.keyword is None or a.keyword.value == "size"), None)
     if isinstance(size, cst.Integer):
         return True
-    return isinstance(size, (cst.Tuple, cst.List)) and bool(size.elements) and all(
-        isinstance(e.value, cst.Integer) for e in size.elements
+    return (
+        isinstance(size, (cst.Tuple, cst.List))
+        and bool(size.elements)
+        and all(isinstance(e.value, cst.Integer) for e in size.elements)
     )
 
 

@@ -44,8 +44,10 @@ def _repeated(site: CallSite, facts: Facts) -> bool:
     if scope.kind != "function":
         return False
     name = scope.node.name.value
-    return any((s.loops and _last(s.node.func) == name) or any(_last(a.value) == name for a in s.node.args)
-               for s in facts.calls)
+    return any(
+        (s.loops and _last(s.node.func) == name) or any(_last(a.value) == name for a in s.node.args)
+        for s in facts.calls
+    )
 
 
 def _handed_in(site: CallSite, facts: Facts) -> bool:
@@ -61,8 +63,10 @@ def _handed_in(site: CallSite, facts: Facts) -> bool:
 
 
 def check(facts: Facts):
-    found = {names: [s for s in facts.calls_to(*FSDP, *FULLY_SHARD, *_MANUAL) if facts.qname(s.node.func, s.scope)
-                     in names] for names in (FSDP, FULLY_SHARD, _MANUAL)}
+    found = {
+        names: [s for s in facts.calls_to(*FSDP, *FULLY_SHARD, *_MANUAL) if facts.qname(s.node.func, s.scope) in names]
+        for names in (FSDP, FULLY_SHARD, _MANUAL)
+    }
     if not (found[FSDP] or found[FULLY_SHARD]) or found[_MANUAL]:
         return  # no FSDP, or wrapped per block by hand
     if not any(scope.has_backward for scope in facts.scopes) and not df.training_loops(facts):
@@ -74,14 +78,16 @@ def check(facts: Facts):
         site = sites[0]
         if keyword is not None and flag(site, keyword) not in (df.MISSING, None):
             continue  # a policy (or one archlint cannot see); `auto_wrap_policy=None` is none
-        what = ("FullyShardedDataParallel without an auto_wrap_policy" if keyword
-                else "fully_shard only at the root")
+        what = "FullyShardedDataParallel without an auto_wrap_policy" if keyword else "fully_shard only at the root"
         yield Finding(
             "AL413",
             site.node,
             f"{what} makes the whole model one FSDP unit: every parameter is all-gathered at once before "
             "the forward and again before the backward, so the peak holds the model unsharded and no "
             "communication overlaps computation; shard each block "
-            + ("(auto_wrap_policy=ModuleWrapPolicy({Block}))" if keyword else
-               "(`for block in model.layers: fully_shard(block)` before `fully_shard(model)`)"),
+            + (
+                "(auto_wrap_policy=ModuleWrapPolicy({Block}))"
+                if keyword
+                else "(`for block in model.layers: fully_shard(block)` before `fully_shard(model)`)"
+            ),
         )

@@ -5,9 +5,9 @@ from __future__ import annotations
 import libcst as cst
 
 from archlint.code import dataflow as df
-from archlint.code.tensors import tensor_names
 from archlint.code.checks import Finding, sync
 from archlint.code.facts import Facts
+from archlint.code.tensors import tensor_names
 from archlint.diagnostics import Severity
 
 CODES = ("AL313",)
@@ -20,8 +20,12 @@ def _fetch(node: cst.BaseExpression, tensors: set[str]) -> bool:
     """Does the expression (a call chain such as `out.detach().cpu().numpy().ravel()`) turn a tensor
     of the loop into a NumPy array?"""
     while isinstance(node, (cst.Call, cst.Attribute, cst.Subscript)):
-        if (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)
-                and node.func.attr.value == "numpy" and df.root_name(node.func.value) in tensors):
+        if (
+            isinstance(node, cst.Call)
+            and isinstance(node.func, cst.Attribute)
+            and node.func.attr.value == "numpy"
+            and df.root_name(node.func.value) in tensors
+        ):
             return True
         node = node.func if isinstance(node, cst.Call) else node.value
     return False

@@ -40,8 +40,9 @@ def _called_without_grad(scope: Scope, facts: Facts) -> bool:
     name = scope.node.name.value
     for site in facts.calls:
         func = site.node.func
-        called = func.value if isinstance(func, cst.Name) else (
-            func.attr.value if isinstance(func, cst.Attribute) else None)
+        called = (
+            func.value if isinstance(func, cst.Name) else (func.attr.value if isinstance(func, cst.Attribute) else None)
+        )
         if called == name and any(_grad_context(w, facts, site.scope) for w in site.withs):
             return True
     return False
@@ -80,7 +81,7 @@ def check(facts: Facts):
             continue
         if any(_grad_context(w, facts, loop.scope) for w in loop.withs):
             continue  # the whole loop is in a no_grad/inference_mode block
-        if any(_grad_context(w, facts, site.scope) for site in loop.calls for w in site.withs[len(loop.withs):]):
+        if any(_grad_context(w, facts, site.scope) for site in loop.calls for w in site.withs[len(loop.withs) :]):
             continue  # the forward pass inside the loop is
         if _decorated(loop.scope, facts) or _called_without_grad(loop.scope, facts):
             continue

@@ -82,8 +82,11 @@ def check(facts: Facts):
             continue
         index = next(i for i, s in enumerate(calls) if s is site)
         loops = [loop for loop, _ in site.loops]
-        before = [s for s in calls[:index] if s not in inside and _runs(s, name)
-                  and [loop for loop, _ in s.loops[:len(loops)]] == loops]
+        before = [
+            s
+            for s in calls[:index]
+            if s not in inside and _runs(s, name) and [loop for loop, _ in s.loops[: len(loops)]] == loops
+        ]
         if not before:
             continue  # no forward seen before it (in its loop): it may run elsewhere, under the with
         line = facts.position(before[-1].node).start.line

@@ -19,8 +19,10 @@ PRICE = ()
 FIX = "none"
 _METHODS = {"item": ".item()", "cpu": ".cpu()", "numpy": ".numpy()", "tolist": ".tolist()"}
 _BUILTINS = ("print", "float", "int", "bool")
-_ADVICE = ("waits for the GPU to finish: keep the value on the GPU (accumulate with .detach()) and read it "
-           "every N steps or once per epoch")
+_ADVICE = (
+    "waits for the GPU to finish: keep the value on the GPU (accumulate with .detach()) and read it "
+    "every N steps or once per epoch"
+)
 
 
 def _plain_tensor(node: cst.BaseExpression, names: set[str]) -> bool:
@@ -37,10 +39,14 @@ def _plain_tensor(node: cst.BaseExpression, names: set[str]) -> bool:
 def _formats_tensor(value: cst.BaseExpression, names: set[str]) -> bool:
     """An f-string, `"%.3f" % loss` or `"{}".format(loss)` that renders a tensor as text."""
     if isinstance(value, cst.FormattedString):
-        return any(isinstance(p, cst.FormattedStringExpression) and _plain_tensor(p.expression, names)
-                   for p in value.parts)
-    if (isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Modulo)
-            and isinstance(value.left, (cst.SimpleString, cst.ConcatenatedString, cst.BinaryOperation))):
+        return any(
+            isinstance(p, cst.FormattedStringExpression) and _plain_tensor(p.expression, names) for p in value.parts
+        )
+    if (
+        isinstance(value, cst.BinaryOperation)
+        and isinstance(value.operator, cst.Modulo)
+        and isinstance(value.left, (cst.SimpleString, cst.ConcatenatedString, cst.BinaryOperation))
+    ):
         right = value.right
         items = [el.value for el in right.elements] if isinstance(right, cst.Tuple) else [right]
         return any(_plain_tensor(item, names) for item in items)
@@ -67,8 +73,12 @@ def _syncing_test(test: cst.BaseExpression, names: set[str]) -> bool:
 
 
 def _syncing_method(node: cst.BaseExpression) -> bool:
-    return (isinstance(node, cst.Call) and not node.args and isinstance(node.func, cst.Attribute)
-            and node.func.attr.value in _METHODS)
+    return (
+        isinstance(node, cst.Call)
+        and not node.args
+        and isinstance(node.func, cst.Attribute)
+        and node.func.attr.value in _METHODS
+    )
 
 
 def _synced_before(node: cst.BaseExpression) -> bool:
@@ -76,8 +86,11 @@ def _synced_before(node: cst.BaseExpression) -> bool:
     while isinstance(node, (cst.Call, cst.Attribute, cst.Subscript)):
         if _syncing_method(node):
             return True
-        node = node.func.value if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) else (
-            node.func if isinstance(node, cst.Call) else node.value)
+        node = (
+            node.func.value
+            if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute)
+            else (node.func if isinstance(node, cst.Call) else node.value)
+        )
     return False
 
 
@@ -116,8 +129,12 @@ def _loop_findings(facts: Facts, seen: set[int]):
                 yield Finding("AL401", site.node, f"{what} on every training step {_ADVICE}")
         for node in df.unconditional_asserts(bl.loop.node.body):  # `assert torch.isfinite(loss).all()`
             if _syncing_test(node.test, names):
-                yield Finding("AL401", node.test, "`assert` on a tensor's value on every training step waits for "
-                                                  "the GPU to finish: check every N steps, or under a debug flag")
+                yield Finding(
+                    "AL401",
+                    node.test,
+                    "`assert` on a tensor's value on every training step waits for "
+                    "the GPU to finish: check every N steps, or under a debug flag",
+                )
         for node, nested in bl.loop.ifs:
             if not nested and _syncing_test(node.test, names):
                 seen.update(id(n) for n in df.subtree(node.test))  # its masks wait at the same place
@@ -147,8 +164,14 @@ def _on_host(node: cst.Subscript, bl: df.BatchLoop, facts: Facts) -> bool:
     root = df.root_name(node.value)
     if root not in df.batch_views(bl):
         return False
-    moves = [value for target, value in bl.loop.assigns if root in target_names(target) and isinstance(value, cst.Call)
-             and isinstance(value.func, cst.Attribute) and value.func.attr.value in ("cuda", "to")]
+    moves = [
+        value
+        for target, value in bl.loop.assigns
+        if root in target_names(target)
+        and isinstance(value, cst.Call)
+        and isinstance(value.func, cst.Attribute)
+        and value.func.attr.value in ("cuda", "to")
+    ]
     if not moves:
         return True
     line = facts.position(node).start.line
@@ -176,7 +199,12 @@ def _buffers(scope: Scope, facts: Facts) -> set[str]:
         for site in facts.calls:
             owner = site.scope.parent
             func = site.node.func
-            if owner is cls and isinstance(func, cst.Attribute) and func.attr.value == "register_buffer" and site.node.args:
+            if (
+                owner is cls
+                and isinstance(func, cst.Attribute)
+                and func.attr.value == "register_buffer"
+                and site.node.args
+            ):
                 key = df.literal(site.node.args[0].value)
                 if isinstance(key, str):
                     names.add(f"self.{key}")
@@ -206,24 +234,34 @@ def _helper_findings(facts: Facts, seen: set[int], only: dict | None = None):
             what = _what(site, names, facts)
             if what:
                 seen.add(id(site.node))
-                yield Finding("AL401", site.node, f"{what} in {scope.qualname}(), which the training step "
-                                                  f"calls every step (at {caller}), {_ADVICE}")
+                yield Finding(
+                    "AL401",
+                    site.node,
+                    f"{what} in {scope.qualname}(), which the training step calls every step (at {caller}), {_ADVICE}",
+                )
         for index in scope.indexes:
             if index.scope is not scope or index.conditional or id(index.node) in seen:
                 continue
             what = index_sync(index, names, facts)
             if what:
                 seen.add(id(index.node))
-                yield Finding("AL401", index.node, f"{what} in {scope.qualname}(), which the training step "
-                                                   f"calls every step (at {caller}), {_ADVICE}")
+                yield Finding(
+                    "AL401",
+                    index.node,
+                    f"{what} in {scope.qualname}(), which the training step calls every step (at {caller}), {_ADVICE}",
+                )
         # `if not torch.isfinite(losses).all(): raise ...` (detectron2's _detect_anomaly)
         tests = [(n.test, "`if`") for n in df.unconditional_ifs(scope.node.body)]
         tests += [(n.test, "`assert`") for n in df.unconditional_asserts(scope.node.body)]
         for test, what in tests:
             if _syncing_test(test, names):
-                yield Finding("AL401", test, f"{what} on a tensor's value in {scope.qualname}(), which the training "
-                                             f"step calls every step (at {caller}), waits for the GPU to finish: "
-                                             "check every N steps")
+                yield Finding(
+                    "AL401",
+                    test,
+                    f"{what} on a tensor's value in {scope.qualname}(), which the training "
+                    f"step calls every step (at {caller}), waits for the GPU to finish: "
+                    "check every N steps",
+                )
 
 
 def check(facts: Facts) -> list[Finding]:

@@ -21,8 +21,10 @@ CODES = ("AL412",)
 SEVERITY = Severity.WARNING  # as its page says (archlint.declarations checks)
 PRICE = ()
 FIX = "none"
-CONVERT = ("torch.nn.SyncBatchNorm.convert_sync_batchnorm",
-           "torch.nn.modules.batchnorm.SyncBatchNorm.convert_sync_batchnorm")
+CONVERT = (
+    "torch.nn.SyncBatchNorm.convert_sync_batchnorm",
+    "torch.nn.modules.batchnorm.SyncBatchNorm.convert_sync_batchnorm",
+)
 MIN_BATCH = 32  # per GPU: BatchNorm's error is flat from here down to 16 (Wu & He 2018, Fig. 1)
 
 

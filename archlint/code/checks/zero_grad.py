@@ -31,7 +31,5 @@ def check(facts: Facts):
             site.node,
             "zero_grad(set_to_none=False) writes zeros into every gradient each step: drop the argument "
             "(set_to_none=True is the default) so backward allocates them instead",
-            lambda value=value: Fix(
-                "Use set_to_none=True", Applicability.UNSAFE, (replace(facts, value, "True"),)
-            ),
+            lambda value=value: Fix("Use set_to_none=True", Applicability.UNSAFE, (replace(facts, value, "True"),)),
         )

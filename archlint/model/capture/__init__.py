@@ -24,8 +24,19 @@ from archlint.model.capture.fx import capture_fx
 from archlint.model.capture.graph import GraphBuilder, class_source, modules_table
 
 __all__ = [
-    "CAPTURE", "STRATEGIES", "CaptureFailed", "Replay", "call_attrs", "capture", "capture_dispatch",
-    "capture_export", "capture_fx", "class_source", "function_label", "is_leaf", "module_attrs",
+    "CAPTURE",
+    "STRATEGIES",
+    "CaptureFailed",
+    "Replay",
+    "call_attrs",
+    "capture",
+    "capture_dispatch",
+    "capture_export",
+    "capture_fx",
+    "class_source",
+    "function_label",
+    "is_leaf",
+    "module_attrs",
     "modules_table",
 ]
 

@@ -34,8 +34,11 @@ class Replay:
 def is_leaf(module: nn.Module) -> bool:
     cls = type(module)
     # (a float fused ConvReLU2d is a Sequential of its conv and ReLU: traced through, as before fusing)
-    return (cls.__name__ in LEAF_MODULES and cls.__module__.startswith(("torch.nn", "torch.ao.nn"))
-            and not isinstance(module, nn.Sequential))
+    return (
+        cls.__name__ in LEAF_MODULES
+        and cls.__module__.startswith(("torch.nn", "torch.ao.nn"))
+        and not isinstance(module, nn.Sequential)
+    )
 
 
 def tensors_in(value: Any) -> list[torch.Tensor]:

@@ -10,7 +10,6 @@ from torch import nn
 
 from archlint.model.cost import normalize
 
-
 _MODULE_ATTRS = (
     "in_channels out_channels kernel_size stride padding dilation groups output_padding "
     "in_features out_features num_heads embed_dim kdim vdim batch_first num_features "
@@ -27,8 +26,28 @@ _POSITIONAL = {
     "conv_transpose1d": ("input", "weight", "bias", "stride", "padding", "output_padding", "groups", "dilation"),
     "conv_transpose2d": ("input", "weight", "bias", "stride", "padding", "output_padding", "groups", "dilation"),
     "conv_transpose3d": ("input", "weight", "bias", "stride", "padding", "output_padding", "groups", "dilation"),
-    "convolution": ("input", "weight", "bias", "stride", "padding", "dilation", "transposed", "output_padding", "groups"),
-    "_convolution": ("input", "weight", "bias", "stride", "padding", "dilation", "transposed", "output_padding", "groups"),
+    "convolution": (
+        "input",
+        "weight",
+        "bias",
+        "stride",
+        "padding",
+        "dilation",
+        "transposed",
+        "output_padding",
+        "groups",
+    ),
+    "_convolution": (
+        "input",
+        "weight",
+        "bias",
+        "stride",
+        "padding",
+        "dilation",
+        "transposed",
+        "output_padding",
+        "groups",
+    ),
     "einsum": ("equation",),
     "max_pool1d": ("input", "kernel_size", "stride", "padding", "dilation"),
     "max_pool2d": ("input", "kernel_size", "stride", "padding", "dilation"),
@@ -74,9 +93,16 @@ _OPERANDS = {
 # device to finish all the work queued before it (a sync) and the value leaves the graph. By the
 # called function's name, with the cost-table key the recorded op gets (kind "sync").
 HOST_READS = {
-    "item": "item", "_local_scalar_dense": "item", "tolist": "tolist", "numpy": "numpy",
-    "__bool__": "is_nonzero", "is_nonzero": "is_nonzero", "__int__": "item", "__float__": "item",
-    "__index__": "item", "__complex__": "item",
+    "item": "item",
+    "_local_scalar_dense": "item",
+    "tolist": "tolist",
+    "numpy": "numpy",
+    "__bool__": "is_nonzero",
+    "is_nonzero": "is_nonzero",
+    "__int__": "item",
+    "__float__": "item",
+    "__index__": "item",
+    "__complex__": "item",
 }
 # Ops whose output size depends on the input's values: the host reads a count before it can
 # allocate the output (a sync on a GPU; a graph break for torch.compile and CUDA graphs).
@@ -168,7 +194,7 @@ def _permutation(key: str, args: tuple, kwargs: dict) -> list[int] | None:
     if key == "permute":
         dims = rest[0] if len(rest) == 1 and isinstance(rest[0], (list, tuple)) else rest or kwargs.get("dims")
     else:
-        pair = list(rest[:2]) + [kwargs.get(k) for k in ("dim0", "dim1")[len(rest[:2]):]]
+        pair = list(rest[:2]) + [kwargs.get(k) for k in ("dim0", "dim1")[len(rest[:2]) :]]
         if not all(isinstance(d, int) for d in pair) or rank == 0:
             return None
         dims = list(range(rank))

@@ -15,7 +15,14 @@ from torch.overrides import TorchFunctionMode
 
 import archlint
 from archlint.model.capture.common import CaptureFailed, ancestors, is_leaf, shape_of, tensors_in
-from archlint.model.capture.describe import HOST_READS, SYNC_REASONS, call_attrs, function_label, host_sync, module_attrs
+from archlint.model.capture.describe import (
+    HOST_READS,
+    SYNC_REASONS,
+    call_attrs,
+    function_label,
+    host_sync,
+    module_attrs,
+)
 from archlint.model.capture.graph import GraphBuilder
 
 
@@ -65,8 +72,15 @@ class _Recorder(TorchFunctionMode):
         if "host_sync" in attrs:
             attrs["source"] = caller
         self.b.op(
-            name, label=label, key=key, module=self.stack[-1], inputs=inputs, outputs=outputs,
-            params=params, attrs=attrs, source=caller,
+            name,
+            label=label,
+            key=key,
+            module=self.stack[-1],
+            inputs=inputs,
+            outputs=outputs,
+            params=params,
+            attrs=attrs,
+            source=caller,
         )
         self.produced(name, outputs)
         return out
@@ -94,7 +108,9 @@ class _Recorder(TorchFunctionMode):
         label = function_label(func)[0]
         op = self.b.unique(key)
         inputs, params = self.resolve((args, kwargs))
-        self.b.op(op, label=label, key=key, module=self.stack[-1], inputs=inputs, outputs=[tensor], params=params, attrs=attrs)
+        self.b.op(
+            op, label=label, key=key, module=self.stack[-1], inputs=inputs, outputs=[tensor], params=params, attrs=attrs
+        )
         if key in ("index_put", "setitem"):
             self.produced(op, [tensor])
 
@@ -137,8 +153,14 @@ class _Recorder(TorchFunctionMode):
             return
         name = self.b.unique(path.replace(".", "_"))
         self.b.op(
-            name, label=f"nn.{type(module).__name__}", key=type(module).__name__, module=path,
-            inputs=inputs, outputs=outputs, params=self.b.leaf_params(path), attrs=module_attrs(module),
+            name,
+            label=f"nn.{type(module).__name__}",
+            key=type(module).__name__,
+            module=path,
+            inputs=inputs,
+            outputs=outputs,
+            params=self.b.leaf_params(path),
+            attrs=module_attrs(module),
         )
         self.produced(name, outputs)
 
@@ -171,9 +193,7 @@ def capture_dispatch(model: nn.Module, inputs: tuple, builder: GraphBuilder, kwa
             mod = b.modules.get(path)
             shapes = rec.shapes[-1] if path else [list(shape_of(t)) for t in tensors_in(inputs)]
             where = f"layer {path!r}" if path else "the model's own forward"
-            raise CaptureFailed(
-                "dispatch", exc, f"{where} ({type(mod).__name__}) given input shapes {shapes}"
-            ) from exc
+            raise CaptureFailed("dispatch", exc, f"{where} ({type(mod).__name__}) given input shapes {shapes}") from exc
     finally:
         for h in handles:
             h.remove()
@@ -187,7 +207,8 @@ def capture_dispatch(model: nn.Module, inputs: tuple, builder: GraphBuilder, kwa
 def _arg_names(model: nn.Module, count: int) -> list[str]:
     try:
         params = [
-            p.name for p in inspect.signature(model.forward).parameters.values()
+            p.name
+            for p in inspect.signature(model.forward).parameters.values()
             if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
         ]
     except (TypeError, ValueError):

@@ -15,7 +15,14 @@ from torch import nn
 from torch.overrides import TorchFunctionMode
 
 from archlint.model.capture.common import CaptureFailed, Replay, ancestors, is_leaf, tensors_in, to_meta
-from archlint.model.capture.describe import HOST_READS, SYNC_REASONS, call_attrs, function_label, host_sync, module_attrs
+from archlint.model.capture.describe import (
+    HOST_READS,
+    SYNC_REASONS,
+    call_attrs,
+    function_label,
+    host_sync,
+    module_attrs,
+)
 from archlint.model.capture.fxnodes import alias_tuple_item, attribute_at, input_nodes, opgraph_node
 from archlint.model.capture.graph import GraphBuilder, user_frame
 from archlint.model.cost import normalize
@@ -44,7 +51,8 @@ class _HostSyncs(TorchFunctionMode):
             return None
         calls = ", ".join(f"{name} ({reason})" for name, reason in self.seen.items())
         return CaptureFailed(
-            "export", RuntimeError(f"the forward makes the host wait for tensor values: {calls}; left to the dispatch recording")
+            "export",
+            RuntimeError(f"the forward makes the host wait for tensor values: {calls}; left to the dispatch recording"),
         )
 
 
@@ -72,7 +80,9 @@ def _exported(model: nn.Module, args: tuple, kwargs: dict, builder: GraphBuilder
         # ModelOutput): export the forward with its output reduced to the tensors it holds.
         with _tensor_outputs(model):
             ep = _export(model, args, kwargs)
-        builder.notes.append(f"exported with the output reduced to its tensors ({str(exc).split(' in output')[0].removeprefix('Found ')})")
+        builder.notes.append(
+            f"exported with the output reduced to its tensors ({str(exc).split(' in output')[0].removeprefix('Found ')})"
+        )
         return ep
 
 
@@ -137,8 +147,14 @@ def _record(model: nn.Module, ep, builder: GraphBuilder) -> Replay | None:
             mod = b.modules[path]
             name = b.unique(path.replace(".", "_"))
             b.op(
-                name, label=f"nn.{type(mod).__name__}", key=type(mod).__name__, module=path,
-                inputs=inputs_, outputs=outputs, params=b.leaf_params(path), attrs=module_attrs(mod),
+                name,
+                label=f"nn.{type(mod).__name__}",
+                key=type(mod).__name__,
+                module=path,
+                inputs=inputs_,
+                outputs=outputs,
+                params=b.leaf_params(path),
+                attrs=module_attrs(mod),
             )
             for m in outs:
                 alias[m.name] = name
@@ -168,9 +184,15 @@ def _record(model: nn.Module, ep, builder: GraphBuilder) -> Replay | None:
                 inputs_.append((opgraph_node(a, alias, b), t))
         concrete = fx.node.map_arg((n.args, n.kwargs), lambda a: a.meta.get("val"))
         b.op(
-            b.reserve(n.name) if n.name not in b.graph else b.unique(n.name), label=label, key=key,
-            module=module, inputs=inputs_, outputs=outputs, params=params,
-            attrs=call_attrs(key, concrete[0], concrete[1]), source=user_frame(n.meta.get("stack_trace")),
+            b.reserve(n.name) if n.name not in b.graph else b.unique(n.name),
+            label=label,
+            key=key,
+            module=module,
+            inputs=inputs_,
+            outputs=outputs,
+            params=params,
+            attrs=call_attrs(key, concrete[0], concrete[1]),
+            source=user_frame(n.meta.get("stack_trace")),
         )
     b.reached.add("")
     try:

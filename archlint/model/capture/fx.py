@@ -100,7 +100,12 @@ def _fast_module(module: nn.Module, args: tuple, kwargs: dict) -> torch.Tensor |
         return x.new_empty((*x.shape[:-1], module.out_features))
     if name in _SAME_SHAPE and len(args) == 1:
         return _fast_output(name, getattr(module, "inplace", False) is True, args, {})
-    if len(args) == 1 and isinstance(args[0], torch.Tensor) and args[0].device.type == "meta" and _norm_fits(module, args[0]):
+    if (
+        len(args) == 1
+        and isinstance(args[0], torch.Tensor)
+        and args[0].device.type == "meta"
+        and _norm_fits(module, args[0])
+    ):
         return torch.empty_like(args[0])
     return None
 
@@ -197,14 +202,18 @@ def _concrete_arguments(model: nn.Module, inputs: tuple) -> dict[str, Any]:
 
 def capture_fx(model: nn.Module, inputs: tuple, builder: GraphBuilder, kwargs: dict | None = None) -> Replay:
     if kwargs:
-        raise CaptureFailed("fx", TypeError(f"keyword-only inputs ({', '.join(kwargs)}): fx traces positional inputs only"))
+        raise CaptureFailed(
+            "fx", TypeError(f"keyword-only inputs ({', '.join(kwargs)}): fx traces positional inputs only")
+        )
     try:
         gm = _trace(model, _concrete_arguments(model, inputs))
     except Exception as exc:
         raise CaptureFailed("fx", exc) from exc
     state = {
         f"gm.{n}": t.to("meta")
-        for n, t in itertools.chain(gm.named_parameters(remove_duplicate=False), gm.named_buffers(remove_duplicate=False))
+        for n, t in itertools.chain(
+            gm.named_parameters(remove_duplicate=False), gm.named_buffers(remove_duplicate=False)
+        )
         if t.device.type != "meta"
     }
     wrapper = _Propagate(gm)
@@ -260,7 +269,16 @@ def capture_fx(model: nn.Module, inputs: tuple, builder: GraphBuilder, kwargs: d
             for t in tensors_in(env.get(a)):
                 inputs_.append((opgraph_node(a, alias, b), t))
         source = user_frame(n.stack_trace) if n.op != "call_module" else None
-        b.op(b.reserve(n.name), label=label, key=key, module=module, inputs=inputs_, outputs=outputs, params=params,
-             attrs=attrs, source=source)
+        b.op(
+            b.reserve(n.name),
+            label=label,
+            key=key,
+            module=module,
+            inputs=inputs_,
+            outputs=outputs,
+            params=params,
+            attrs=attrs,
+            source=source,
+        )
     b.reached.add("")
     return Replay(gm)

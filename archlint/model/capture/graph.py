@@ -70,9 +70,20 @@ class GraphBuilder:
 
     def input(self, name: str, value: torch.Tensor) -> None:
         self.graph.add_node(
-            name, kind="input", op="input", key="input", module="", module_type=None,
-            in_shapes=[], out_shapes=[shape_of(value)], dtype=dtype_name(value),
-            itemsize=value.element_size(), in_bytes=0, param_shapes={}, params=0, attrs={},
+            name,
+            kind="input",
+            op="input",
+            key="input",
+            module="",
+            module_type=None,
+            in_shapes=[],
+            out_shapes=[shape_of(value)],
+            dtype=dtype_name(value),
+            itemsize=value.element_size(),
+            in_bytes=0,
+            param_shapes={},
+            params=0,
+            attrs={},
         )
 
     def op(
@@ -130,9 +141,20 @@ class GraphBuilder:
 
     def output(self, name: str, producers: list[str | None]) -> None:
         self.graph.add_node(
-            name, kind="output", op="output", key="output", module="", module_type=None,
-            in_shapes=[], out_shapes=[], dtype=None, itemsize=0, in_bytes=0, param_shapes={},
-            params=0, attrs={},
+            name,
+            kind="output",
+            op="output",
+            key="output",
+            module="",
+            module_type=None,
+            in_shapes=[],
+            out_shapes=[],
+            dtype=None,
+            itemsize=0,
+            in_bytes=0,
+            param_shapes={},
+            params=0,
+            attrs={},
         )
         for index, producer in enumerate(producers):
             if producer is not None and not self.graph.has_edge(producer, name):
@@ -147,7 +169,9 @@ class GraphBuilder:
         if own:
             return own
         packed = packed_weights(module)
-        self.packed.update({id(t): (f"{path}.{name}", t) for name, t in packed.items()})  # the tensor kept: its id stays its own
+        self.packed.update(
+            {id(t): (f"{path}.{name}", t) for name, t in packed.items()}
+        )  # the tensor kept: its id stays its own
         return packed
 
     def finish(self, strategy: str) -> nx.DiGraph:
@@ -158,16 +182,20 @@ class GraphBuilder:
             self.notes.append(
                 f"params include the packed weights and biases of {len(layers)} quantized layer(s) "
                 f"({', '.join(layers[:5])}{', ...' if len(layers) > 5 else ''}: {sum(self.packed_counted.values()):,} "
-                "elements), which torch's model.parameters() does not list; as many as the float layers they replace")
+                "elements), which torch's model.parameters() does not list; as many as the float layers they replace"
+            )
         g.graph["notes"] = list(self.notes)
         g.graph["reached_modules"] = self.reached
-        g.graph["unused_params"] = [n for n, t in self.model.named_parameters() if id(t) in self.param_ids and id(t) not in self.read]
+        g.graph["unused_params"] = [
+            n for n, t in self.model.named_parameters() if id(t) in self.param_ids and id(t) not in self.read
+        ]
         g.graph.update(parameter_counts(self.model, {id(t) for t in self.model.parameters() if id(t) not in self.read}))
         g.graph["param_count"] += sum(self.packed_counted.values())  # quantized layers' packed weights (noted above)
         # the modules that existed before the forward ran: one it creates (`self.extra = nn.Linear(...)`
         # in forward) is not the model's structure, and the capture's sandbox removes it afterwards
-        g.graph["modules"] = {p: info for p, info in modules_table(self.model).items()
-                              if self.modules.get(p) is not None}
+        g.graph["modules"] = {
+            p: info for p, info in modules_table(self.model).items() if self.modules.get(p) is not None
+        }
         return g
 
 
@@ -175,8 +203,10 @@ def parameter_counts(model: nn.Module, unread: set[int]) -> dict[str, Any]:
     """torch's count of the model's parameters (`sum(p.numel() for p in model.parameters())`: a shared
     one once; a lazy module's, not yet made, none), the part no op of the forward read, and the
     outermost modules all of whose parameters are unread, largest first: (path, elements)."""
+
     def size(t) -> int:
         return 0 if isinstance(t, UninitializedTensorMixin) else t.numel()
+
     unused_modules = []
     for path, module in model.named_modules():
         if not path or any(path.startswith(p + ".") for p, _ in unused_modules):
@@ -196,8 +226,14 @@ def packed_weights(module: nn.Module) -> dict[str, torch.Tensor]:
     Conv2d and Linear, the dynamic LSTM): unpacked here so the FLOPs formulas see their shapes
     (and MAC their int8 bytes) instead of counting the op as 0, and params count them (weights and
     biases: the float layer's parameters, which torch's parameters() counts before quantizing)."""
-    if not type(module).__module__.startswith(("torch.ao.nn.quantized", "torch.nn.quantized",
-                                               "torch.ao.nn.intrinsic.quantized", "torch.nn.intrinsic.quantized")):
+    if not type(module).__module__.startswith(
+        (
+            "torch.ao.nn.quantized",
+            "torch.nn.quantized",
+            "torch.ao.nn.intrinsic.quantized",
+            "torch.nn.intrinsic.quantized",
+        )
+    ):
         return {}
     try:
         if callable(getattr(module, "get_weight", None)):  # dynamic RNNs: {"weight_ih_l0": ..., ...}
@@ -222,7 +258,9 @@ def modules_table(model: nn.Module) -> dict[str, dict[str, Any]]:
         table[path] = {
             "type": type(m).__name__,
             # a lazy module never run holds no weights yet (its size is unknown until a first forward)
-            "params": sum(p.numel() for p in m.parameters(recurse=False) if not isinstance(p, UninitializedTensorMixin)),
+            "params": sum(
+                p.numel() for p in m.parameters(recurse=False) if not isinstance(p, UninitializedTensorMixin)
+            ),
             "file": file,
             "line": line,
             # a re-parameterisation method (RepVGG, MobileOne, FastViT): AL205 names it as the fix

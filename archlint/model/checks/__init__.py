@@ -121,13 +121,15 @@ def validated(modules: tuple[ModuleType, ...]) -> tuple[ModuleType, ...]:
         if not isinstance(priority, int) or isinstance(priority, bool):
             raise RuleDeclarationError(f"{where} must declare PRIORITY, a number (the lowest owns an op first)")
         if priority in priorities:
-            raise RuleDeclarationError(f"{where} declares PRIORITY {priority}, as {priorities[priority]} does: "
-                                       "one rule must own an op first")
+            raise RuleDeclarationError(
+                f"{where} declares PRIORITY {priority}, as {priorities[priority]} does: one rule must own an op first"
+            )
         priorities[priority] = m.CODE
         fix = getattr(m, "FIXED_BY", None)
         if fix is not None and fix not in WHAT_IF_NAMES:
-            raise RuleDeclarationError(f"{where} declares FIXED_BY {fix!r}, not a --what-if transformation "
-                                       f"({', '.join(WHAT_IF_NAMES)})")
+            raise RuleDeclarationError(
+                f"{where} declares FIXED_BY {fix!r}, not a --what-if transformation ({', '.join(WHAT_IF_NAMES)})"
+            )
         if getattr(m, "JUDGED_BY_WHAT_IF", False) and fix is None:
             raise RuleDeclarationError(f"{where} declares JUDGED_BY_WHAT_IF without FIXED_BY: no what-if judges it")
     return modules
@@ -148,8 +150,10 @@ def run_checks(graph: nx.DiGraph, ctx: CheckContext) -> list[Diagnostic]:
         except Exception as exc:  # one rule's bug must not cost the figures and the other rules
             if _strict():
                 raise
-            ctx.notes.append(f"rule {module.CODE} failed on this model and was skipped "
-                             f"({type(exc).__name__}: {str(exc)[:200]}); the other results stand; please report it")
+            ctx.notes.append(
+                f"rule {module.CODE} failed on this model and was skipped "
+                f"({type(exc).__name__}: {str(exc)[:200]}); the other results stand; please report it"
+            )
             continue
         # one finding for what the model repeats block for block (judged below on their sum)
         for d in _repeats.group(mine, classes, getattr(module, "FIX_IN_CLASS", False)):

@@ -9,10 +9,10 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import networkx as nx
+
 from archlint.diagnostics import Diagnostic
 from archlint.model.checks._query import enclosing_modules
 from archlint.model.libraries import is_library_file, is_torch_file, library_module  # noqa: F401 (rules read library_module here)
-
 
 
 def finding(graph: nx.DiGraph, code: str, message: str, *, node: str | None, module: str | None, **kw) -> Diagnostic:
@@ -38,8 +38,10 @@ def finding(graph: nx.DiGraph, code: str, message: str, *, node: str | None, mod
         return d
     path = [modules[p] for p in holders if p in modules and modules[p].get("file")]
     # the user's class, else a library's own (transformers' block) before torch's layer inside it
-    info = next((i for i in path if not is_library_file(i["file"])),
-                next((i for i in path if not is_torch_file(i["file"])), path[0] if path else None))
+    info = next(
+        (i for i in path if not is_library_file(i["file"])),
+        next((i for i in path if not is_torch_file(i["file"])), path[0] if path else None),
+    )
     if info:
         d.file, d.line = info.get("file"), info.get("line")
     return d

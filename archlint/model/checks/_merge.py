@@ -36,8 +36,11 @@ def _pointwise(d: dict) -> bool:
     a = d.get("attrs") or {}
     if d["kind"] != "conv" or a.get("transposed") or int(a.get("groups", 1) or 1) != 1:
         return False
-    return (all(int(k) == 1 for k in a.get("kernel_size") or [0]) and all(int(s) == 1 for s in a.get("stride") or [1])
-            and all(int(p) == 0 for p in a.get("padding") or [0]))
+    return (
+        all(int(k) == 1 for k in a.get("kernel_size") or [0])
+        and all(int(s) == 1 for s in a.get("stride") or [1])
+        and all(int(p) == 0 for p in a.get("padding") or [0])
+    )
 
 
 def _channels(d: dict, which: str) -> int:
@@ -59,9 +62,17 @@ def _merged_op(first: dict, last: dict, c_in: int, c_out: int, groups: int, flop
     out_bytes = item * int(math.prod(out))
     in_bytes = int(first.get("in_bytes", 0))
     attrs = {**(first.get("attrs") or {}), "groups": groups, "in_channels": c_in, "out_channels": c_out}
-    return {**first, "out_shapes": [tuple(out)], "param_shapes": {"weight": weight}, "attrs": attrs,
-            "flops": flops, "params": params, "param_bytes": item * params, "out_bytes": out_bytes,
-            "mac_bytes": in_bytes + out_bytes + item * params}
+    return {
+        **first,
+        "out_shapes": [tuple(out)],
+        "param_shapes": {"weight": weight},
+        "attrs": attrs,
+        "flops": flops,
+        "params": params,
+        "param_bytes": item * params,
+        "out_bytes": out_bytes,
+        "mac_bytes": in_bytes + out_bytes + item * params,
+    }
 
 
 def _through_views(graph: nx.DiGraph, node: str) -> list[str]:
@@ -92,9 +103,13 @@ def series(graph: nx.DiGraph, nodes: list[str], chain: list[str]) -> Merge | Non
     c_in, c_out = _channels(first, "in"), _channels(last, "out")
     flops = int(first.get("flops", 0)) * c_out // max(1, _channels(first, "out"))
     op = _merged_op(first, last, c_in, c_out, 1, flops, any(_bias(graph.nodes[n]) for n in chain))
-    return Merge("product", op, tuple(chain),
-                 f"the {len(chain)} pointwise layers in series folded into one {c_in}→{c_out} layer "
-                 "(their weight matrices multiplied: the same outputs, no retraining)")
+    return Merge(
+        "product",
+        op,
+        tuple(chain),
+        f"the {len(chain)} pointwise layers in series folded into one {c_in}→{c_out} layer "
+        "(their weight matrices multiplied: the same outputs, no retraining)",
+    )
 
 
 def parallel(graph: nx.DiGraph, fork: str, join: str, branches: list[list[str]]) -> Merge | None:
@@ -132,14 +147,22 @@ def parallel(graph: nx.DiGraph, fork: str, join: str, branches: list[list[str]])
         op["in_shapes"] = [tuple(list(ds[0]["in_shapes"][0][:1]) + [c_in] + list(ds[0]["in_shapes"][0][2:]))]
         op["in_bytes"] = sum(int(d.get("in_bytes", 0)) for d in ds)
         op["mac_bytes"] = op["in_bytes"] + op["out_bytes"] + op["param_bytes"]
-        return Merge("grouped", op, (*heads, join, fork),
-                     f"the {len(heads)} branches as one grouped conv (groups={len(heads)}, {c_in}→{c_out}; "
-                     "block-diagonal weights: the same outputs when branch i reads chunk i)")
+        return Merge(
+            "grouped",
+            op,
+            (*heads, join, fork),
+            f"the {len(heads)} branches as one grouped conv (groups={len(heads)}, {c_in}→{c_out}; "
+            "block-diagonal weights: the same outputs when branch i reads chunk i)",
+        )
     sources = {p for f in feeds for p in f}
     if len(sources) != 1 or len({_channels(d, "in") for d in ds}) != 1:
         return None
     c_in = _channels(ds[0], "in")
     op = _merged_op(ds[0], jd, c_in, c_out, 1, flops, bias)
-    return Merge("concat", op, (*heads, join),
-                 f"the {len(heads)} branches as one {c_in}→{c_out} layer (their weights stacked: the same "
-                 "outputs, no retraining; the concat goes away)")
+    return Merge(
+        "concat",
+        op,
+        (*heads, join),
+        f"the {len(heads)} branches as one {c_in}→{c_out} layer (their weights stacked: the same "
+        "outputs, no retraining; the concat goes away)",
+    )

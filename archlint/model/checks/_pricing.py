@@ -13,12 +13,14 @@ from collections.abc import Callable, Iterable
 import networkx as nx
 
 from archlint.diagnostics import Price
-from archlint.model.speedups import fix_timing
 from archlint.model.checks._query import module_mac
 from archlint.model.opgraph import ops
+from archlint.model.speedups import fix_timing
 from archlint.model.timing.paired import WithinNoise
 
-Alternative = Callable[..., float | None]  # one of archlint.model.speedups.alternatives: (pricer, *layer) → relative saving
+Alternative = Callable[
+    ..., float | None
+]  # one of archlint.model.speedups.alternatives: (pricer, *layer) → relative saving
 
 
 def latency(graph: nx.DiGraph, nodes: Iterable[str]) -> float | None:
@@ -65,34 +67,63 @@ def price(
         if saving_ms is not None and whole:
             device = getattr(pricer, "device", None)
             return Price.timed(
-                alternative, saving_ms=saving_ms, model_ms=whole, basis="estimated" if estimated else "measured",
+                alternative,
+                saving_ms=saving_ms,
+                model_ms=whole,
+                basis="estimated" if estimated else "measured",
                 mac_bytes_saved=mac_bytes_saved,
-                flops_saved=flops_saved, device=str(device) if device is not None else None, claims=claims,
+                flops_saved=flops_saved,
+                device=str(device) if device is not None else None,
+                claims=claims,
             )
     estimate = ctx.estimate
     if pricer is None and estimate and removed:  # no measurement: the device-spec estimate of the removed ops
         saving = sum(graph.nodes[n].get("estimated_ms") or 0.0 for n in removed)
         return Price.timed(
-            alternative, saving_ms=saving, model_ms=estimate.latency_ms, basis="estimated",
-            mac_bytes_saved=mac_bytes_saved, flops_saved=flops_saved, device=estimate.device_spec, claims=claims,
+            alternative,
+            saving_ms=saving,
+            model_ms=estimate.latency_ms,
+            basis="estimated",
+            mac_bytes_saved=mac_bytes_saved,
+            flops_saved=flops_saved,
+            device=estimate.device_spec,
+            claims=claims,
         )
     return Price.static(
-        alternative, mac_bytes_saved=mac_bytes_saved, model_mac_bytes=module_mac(graph), flops_saved=flops_saved,
+        alternative,
+        mac_bytes_saved=mac_bytes_saved,
+        model_mac_bytes=module_mac(graph),
+        flops_saved=flops_saved,
         claims=claims,
     )
 
 
-def estimated(graph: nx.DiGraph, ctx, *, alternative: str, saving_ms: float, claims: Iterable[str] = (),
-              mac_bytes_saved: int | None = None, flops_saved: int | None = None) -> Price | None:
+def estimated(
+    graph: nx.DiGraph,
+    ctx,
+    *,
+    alternative: str,
+    saving_ms: float,
+    claims: Iterable[str] = (),
+    mac_bytes_saved: int | None = None,
+    flops_saved: int | None = None,
+) -> Price | None:
     """A saving the rule estimated on the --device-spec (the ops it removes against the op it
     puts in their place, both from archlint.model.estimating.estimate), as a share of the model's estimate;
     None without a device spec, or with --latency (a measurement decides then)."""
     estimate = ctx.estimate
     if ctx.pricer is not None or not estimate:
         return None
-    return Price.timed(alternative, saving_ms=saving_ms, model_ms=estimate.latency_ms, basis="estimated",
-                       mac_bytes_saved=mac_bytes_saved, flops_saved=flops_saved, device=estimate.device_spec,
-                       claims=tuple(claims))
+    return Price.timed(
+        alternative,
+        saving_ms=saving_ms,
+        model_ms=estimate.latency_ms,
+        basis="estimated",
+        mac_bytes_saved=mac_bytes_saved,
+        flops_saved=flops_saved,
+        device=estimate.device_spec,
+        claims=tuple(claims),
+    )
 
 
 def relative_saving(ctx, alternative: Alternative, *args) -> float | None:

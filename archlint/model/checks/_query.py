@@ -153,9 +153,7 @@ def converted_to_channels_last(graph: nx.DiGraph, name: str) -> bool:
     """An op before it converts to channels_last (`x.contiguous(memory_format=torch.channels_last)`,
     `.to(memory_format=...)`): convolutions and most ops keep that format, in which the permute is a
     free view. (Capture runs on meta tensors, whose strides do not follow it.)"""
-    return any(
-        "channels_last" in str(attr(graph.nodes[a], "memory_format", "")) for a in nx.ancestors(graph, name)
-    )
+    return any("channels_last" in str(attr(graph.nodes[a], "memory_format", "")) for a in nx.ancestors(graph, name))
 
 
 def _norm_name(data: dict) -> str:
@@ -195,6 +193,6 @@ def module_type(graph: nx.DiGraph, path: str) -> str | None:
 
 
 def enclosing_modules(path: str) -> list[str]:
-    """"", "a", "a.b" for "a.b": the module path and every module holding it."""
+    """ "", "a", "a.b" for "a.b": the module path and every module holding it."""
     parts = path.split(".") if path else []
     return [""] + [".".join(parts[: i + 1]) for i in range(len(parts))]

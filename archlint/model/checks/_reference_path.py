@@ -90,7 +90,9 @@ def reference_path(file: str, cls: str) -> ReferencePath | None:
     if tree is None:
         return None
     klass = next((n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == cls), None)
-    forward = next((n for n in (klass.body if klass else []) if isinstance(n, ast.FunctionDef) and n.name == "forward"), None)
+    forward = next(
+        (n for n in (klass.body if klass else []) if isinstance(n, ast.FunctionDef) and n.name == "forward"), None
+    )
     if forward is None:
         return None
     own = _branch(forward)
@@ -119,7 +121,9 @@ def cuda_switch(file: str, cls: str) -> ReferencePath | None:
     if tree is None:
         return None
     klass = next((n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == cls), None)
-    init = next((n for n in (klass.body if klass else []) if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None)
+    init = next(
+        (n for n in (klass.body if klass else []) if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None
+    )
     for node in ast.walk(init) if init is not None else ():
         if isinstance(node, ast.If) and "cuda" in ast.unparse(node.test).lower():
             if any(isinstance(n, (ast.Import, ast.ImportFrom)) for stmt in node.body for n in ast.walk(stmt)):

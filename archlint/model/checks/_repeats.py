@@ -55,8 +55,10 @@ def group(found: list[Diagnostic], classes: dict[str, str] | None = None, by_cla
         else:
             key = (d.code, d.severity, "", pattern(d.message), shape)
         groups.setdefault(key, []).append(d)
-    return [members[0] if len(members) == 1 else merge(sorted(members, key=_cost, reverse=True))
-            for members in groups.values()]
+    return [
+        members[0] if len(members) == 1 else merge(sorted(members, key=_cost, reverse=True))
+        for members in groups.values()
+    ]
 
 
 def _cost(d: Diagnostic) -> tuple[float, float]:
@@ -90,7 +92,13 @@ def total(prices: list[Price | None]) -> Price | None:
     if all(p.parts is not None for p in prices):
         parts = {k: v for p in prices for k, v in p.parts.items()}
     return Price(
-        first.basis, sum(p.saving_share for p in prices), first.alternative, add("saving_ms"),
-        add("mac_bytes_saved"), add("flops_saved"), first.device,
-        tuple(dict.fromkeys(c for p in prices for c in p.claims)), parts,
+        first.basis,
+        sum(p.saving_share for p in prices),
+        first.alternative,
+        add("saving_ms"),
+        add("mac_bytes_saved"),
+        add("flops_saved"),
+        first.device,
+        tuple(dict.fromkeys(c for p in prices for c in p.claims)),
+        parts,
     )

@@ -160,5 +160,5 @@ def restate(d: Diagnostic) -> None:
     if render is None or before is None or not d.message.startswith(before):
         return
     text = render(d)
-    d.message = text + d.message[len(before):]
+    d.message = text + d.message[len(before) :]
     setattr(d, _STATED, text)

@@ -34,7 +34,6 @@ import networkx as nx
 import torch
 
 from archlint.diagnostics import Diagnostic, Price, Severity
-from archlint.result import Estimate
 from archlint.model.speedups.fix_timing import FLOOR_SHARE
 from archlint.model.train.autocast_meta import BASIS as AUTOCAST_BASIS
 from archlint.model.train.eightbit import BASIS as EIGHT_BIT_BASIS
@@ -47,6 +46,7 @@ from archlint.model.train.fit import (
     with_checkpoints,
 )
 from archlint.model.train.memory import step_memory
+from archlint.result import Estimate
 from archlint.train_names import parse_optimizer
 from archlint.units import bytes_against
 
@@ -63,16 +63,26 @@ def findings(model, args, kwargs, memory: dict, *, optimizer: str, loss: str, de
     when the step fits, else each way to fit."""
     if memory["fits"]:
         return []
-    return ways_to_fit(model, args, kwargs, optimizer=optimizer, loss=loss, budget=memory["budget_bytes"],
-                       device_spec=device_spec, result=memory, fit=memory["max_batch_basis"])
+    return ways_to_fit(
+        model,
+        args,
+        kwargs,
+        optimizer=optimizer,
+        loss=loss,
+        budget=memory["budget_bytes"],
+        device_spec=device_spec,
+        result=memory,
+        fit=memory["max_batch_basis"],
+    )
 
 
 def _subtree(per_module: dict[str, int], path: str) -> int:
     return sum(b for m, b in per_module.items() if m == path or m.startswith(path + "."))
 
 
-def ways_to_fit(model, args, kwargs, *, optimizer: str, loss: str, budget: int, device_spec, result: dict,
-                fit: dict) -> list[Diagnostic]:
+def ways_to_fit(
+    model, args, kwargs, *, optimizer: str, loss: str, budget: int, device_spec, result: dict, fit: dict
+) -> list[Diagnostic]:
     """AL610 findings: the batch does not fit, and each way that makes it fit, priced in memory
     saved (share of the step's peak) and time added. Every way's figure is the memory model run
     with that change applied, under the same budget (`step_memory`'s `needed_bytes` and `fits`),
@@ -84,33 +94,73 @@ def ways_to_fit(model, args, kwargs, *, optimizer: str, loss: str, budget: int, 
     found = []
 
     def changed(model_=model, args_=args, kwargs_=kwargs, optimizer_=optimizer, **change) -> dict:
-        return step_memory(model_, args_, kwargs_, optimizer=optimizer_, loss=loss, budget_bytes=budget,
-                           device_spec=device_spec, **change)
+        return step_memory(
+            model_,
+            args_,
+            kwargs_,
+            optimizer=optimizer_,
+            loss=loss,
+            budget_bytes=budget,
+            device_spec=device_spec,
+            **change,
+        )
 
-    def finding(way, message, after, alternative, *, added_flops=None, evidence=None,
-                basis="measured by the memory model with the change applied"):
+    def finding(
+        way,
+        message,
+        after,
+        alternative,
+        *,
+        added_flops=None,
+        evidence=None,
+        basis="measured by the memory model with the change applied",
+    ):
         needed = budget_peak(after)
         saved = peak - needed
-        price = Price("static", saved / peak if peak else 0.0, alternative,
-                      flops_saved=-added_flops if added_flops else None, whole="step peak memory")
-        ev = {"way": way, "memory_saved_bytes": int(saved), "peak_bytes": peak, "budget_bytes": budget,
-              "needed_after_bytes": int(needed), "fits_after": bool(after["fits"]), "saving_basis": basis}
+        price = Price(
+            "static",
+            saved / peak if peak else 0.0,
+            alternative,
+            flops_saved=-added_flops if added_flops else None,
+            whole="step peak memory",
+        )
+        ev = {
+            "way": way,
+            "memory_saved_bytes": int(saved),
+            "peak_bytes": peak,
+            "budget_bytes": budget,
+            "needed_after_bytes": int(needed),
+            "fits_after": bool(after["fits"]),
+            "saving_basis": basis,
+        }
         if added_flops is not None:
             ev["time_added_flops"] = int(added_flops)
         before, limit = bytes_against(peak, budget)
         after_text, limit_after = bytes_against(needed, budget)
-        verdict = (f"the device then needs {after_text}: fits in {limit_after}" if after["fits"] else
-                   f"the device then needs {after_text}: still over {limit_after}")
-        found.append(Diagnostic(CODE, f"{where} needs {before} > budget {limit}: {message} ({verdict})",
-                                Severity.WARNING, evidence=ev | (evidence or {}), price=price))
+        verdict = (
+            f"the device then needs {after_text}: fits in {limit_after}"
+            if after["fits"]
+            else f"the device then needs {after_text}: still over {limit_after}"
+        )
+        found.append(
+            Diagnostic(
+                CODE,
+                f"{where} needs {before} > budget {limit}: {message} ({verdict})",
+                Severity.WARNING,
+                evidence=ev | (evidence or {}),
+                price=price,
+            )
+        )
 
     # 1. Activation checkpointing, blocks chosen by activations saved per recompute FLOP.
     per_module = result.get("per_module_activations", {})
     candidates = checkpoint_candidates(model)
     if candidates:
         flops = forward_flops(model, args, kwargs)
-        scored = sorted(((_subtree(per_module, p) / max(flops.get(p, 0), 1), p) for p in candidates
-                         if _subtree(per_module, p) > 0), reverse=True)
+        scored = sorted(
+            ((_subtree(per_module, p) / max(flops.get(p, 0), 1), p) for p in candidates if _subtree(per_module, p) > 0),
+            reverse=True,
+        )
         # Take blocks in order until their kept activations cover the excess; measure; when the
         # measured saving falls short (a block's output is kept by the next one anyway), aim
         # higher by the shortfall's ratio and measure again (at most three rounds).
@@ -134,37 +184,57 @@ def ways_to_fit(model, args, kwargs, *, optimizer: str, loss: str, budget: int, 
         if chosen and after is not None and peak - budget_peak(after) > 0:
             # reported only when it saves (a peak in the optimizer step is not activations)
             recompute = sum(flops.get(p, 0) for p in chosen)
-            finding("checkpoint", f"checkpointing {len(chosen)} block(s) costs {recompute / 1e9:.2f} GFLOP "
-                    "of recomputation in backward", after,
-                    f"torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False) around {', '.join(chosen[:6])}"
-                    + (f" and {len(chosen) - 6} more" if len(chosen) > 6 else ""),
-                    added_flops=recompute, evidence={"blocks": chosen})
+            finding(
+                "checkpoint",
+                f"checkpointing {len(chosen)} block(s) costs {recompute / 1e9:.2f} GFLOP of recomputation in backward",
+                after,
+                f"torch.utils.checkpoint.checkpoint(block, x, use_reentrant=False) around {', '.join(chosen[:6])}"
+                + (f" and {len(chosen) - 6} more" if len(chosen) > 6 else ""),
+                added_flops=recompute,
+                evidence={"blocks": chosen},
+            )
 
     # 2. A fused optimizer: no step temporaries; an 8-bit one: its state in uint8. Both measured.
     base, variant = parse_optimizer(optimizer)
     if variant != "fused" and base != "sgd":
         fused = changed(optimizer_=f"{base}-fused")
         if peak - budget_peak(fused) > 0:
-            finding("fused-optimizer", f"the fused {base} makes no optimizer-step temporaries", fused,
-                    f"torch.optim.{'AdamW' if base == 'adamw' else 'Adam' if base == 'adam' else 'SGD'}(..., fused=True)",
-                    added_flops=0)
+            finding(
+                "fused-optimizer",
+                f"the fused {base} makes no optimizer-step temporaries",
+                fused,
+                f"torch.optim.{'AdamW' if base == 'adamw' else 'Adam' if base == 'adam' else 'SGD'}(..., fused=True)",
+                added_flops=0,
+            )
     if base in ("adam", "adamw") and result["optimizer_bytes"]:
         eight = changed(eight_bit=True)
         if peak - budget_peak(eight) > 0:
-            finding("8bit-optimizer", f"an 8-bit {base} keeps its two moments in 1 byte each instead of 4", eight,
-                    f"bitsandbytes.optim.{'AdamW8bit' if base == 'adamw' else 'Adam8bit'}(model.parameters())",
-                    added_flops=0, basis=f"measured by the memory model with {EIGHT_BIT_BASIS}",
-                    evidence={"optimizer_bytes": result["optimizer_bytes"],
-                              "optimizer_bytes_after": eight["optimizer_bytes"]})
+            finding(
+                "8bit-optimizer",
+                f"an 8-bit {base} keeps its two moments in 1 byte each instead of 4",
+                eight,
+                f"bitsandbytes.optim.{'AdamW8bit' if base == 'adamw' else 'Adam8bit'}(model.parameters())",
+                added_flops=0,
+                basis=f"measured by the memory model with {EIGHT_BIT_BASIS}",
+                evidence={
+                    "optimizer_bytes": result["optimizer_bytes"],
+                    "optimizer_bytes_after": eight["optimizer_bytes"],
+                },
+            )
 
     # 3. bf16 autocast: matmul/conv outputs (most saved activations) in 2 bytes instead of 4.
     if result["at_peak"]["activations"] + result["at_peak"]["temporaries"]:
         amp = changed(autocast=torch.bfloat16)
         if peak - budget_peak(amp) > 0:
-            finding("autocast", "bf16 autocast keeps matmul and conv outputs in 2 bytes", amp,
-                    f"with torch.autocast('{'cuda' if getattr(device_spec, 'kind', '') == 'gpu' else 'cpu'}', "
-                    "dtype=torch.bfloat16): loss = model(x) ...", added_flops=0,
-                    basis="measured by the memory model with " + AUTOCAST_BASIS.format(dtype="bfloat16"))
+            finding(
+                "autocast",
+                "bf16 autocast keeps matmul and conv outputs in 2 bytes",
+                amp,
+                f"with torch.autocast('{'cuda' if getattr(device_spec, 'kind', '') == 'gpu' else 'cpu'}', "
+                "dtype=torch.bfloat16): loss = model(x) ...",
+                added_flops=0,
+                basis="measured by the memory model with " + AUTOCAST_BASIS.format(dtype="bfloat16"),
+            )
 
     # 4. Gradient accumulation over micro-batches sure to fit.
     micro = fit.get("max_batch")
@@ -172,10 +242,14 @@ def ways_to_fit(model, args, kwargs, *, optimizer: str, loss: str, budget: int, 
         steps = math.ceil(batch / micro)
         small_args, small_kwargs = with_batch(args, kwargs, micro)
         small = changed(args_=small_args, kwargs_=small_kwargs)
-        finding("accumulation", f"{steps} micro-batches of {micro} with gradient accumulation: the same work, "
-                "in smaller launches", small,
-                f"for chunk in x.split({micro}): (loss_fn(model(chunk)) / {steps}).backward(); then optimizer.step()",
-                added_flops=0, evidence={"micro_batch": micro, "accumulation_steps": steps})
+        finding(
+            "accumulation",
+            f"{steps} micro-batches of {micro} with gradient accumulation: the same work, in smaller launches",
+            small,
+            f"for chunk in x.split({micro}): (loss_fn(model(chunk)) / {steps}).backward(); then optimizer.step()",
+            added_flops=0,
+            evidence={"micro_batch": micro, "accumulation_steps": steps},
+        )
     return found
 
 
@@ -185,8 +259,11 @@ def under(module: str, blocks: list[str]) -> bool:
 
 def recompute_ms(graph: nx.DiGraph, blocks: list[str]) -> float:
     """The estimated forward time of the ops inside `blocks` (what checkpointing runs again)."""
-    return sum(float(op.get("estimated_ms", 0.0)) for _, op in graph.nodes(data=True)
-               if op.get("kind") not in ("input", "output") and under(str(op.get("module") or ""), blocks))
+    return sum(
+        float(op.get("estimated_ms", 0.0))
+        for _, op in graph.nodes(data=True)
+        if op.get("kind") not in ("input", "output") and under(str(op.get("module") or ""), blocks)
+    )
 
 
 def kernels_in_step(graph: nx.DiGraph) -> int:
@@ -199,16 +276,18 @@ def kernels_in_step(graph: nx.DiGraph) -> int:
     return count
 
 
-def price_ways_to_fit(findings: list[Diagnostic], graph: nx.DiGraph, estimate: Estimate | None,
-                      spec) -> list[Diagnostic]:
+def price_ways_to_fit(
+    findings: list[Diagnostic], graph: nx.DiGraph, estimate: Estimate | None, spec
+) -> list[Diagnostic]:
     """`findings` (AL610, evidence "way") with the time each adds on `spec` (evidence
     `time_added_ms`, `time_basis`; said in the message) where the estimate gives it; a way under
     the materiality floor lowered to info."""
     for d in findings:
         if d.price is not None and d.price.saving_share < FLOOR_SHARE:
             d.severity = Severity.INFO
-            d.evidence["verdict"] = (f"saves {d.price.saving_share:.2%} of the step's peak memory, "
-                                     f"under the {FLOOR_SHARE:.0%} floor")
+            d.evidence["verdict"] = (
+                f"saves {d.price.saving_share:.2%} of the step's peak memory, under the {FLOOR_SHARE:.0%} floor"
+            )
         if estimate and spec is not None:
             added, basis = _time_added(d, graph, estimate, spec)
             if added is not None:
@@ -230,6 +309,8 @@ def _time_added(d: Diagnostic, graph: nx.DiGraph, estimate: Estimate, spec) -> t
             return float(amp) - float(step), f"{where}: the step under torch.autocast against the step as captured"
     if way == "accumulation":
         launches = (int(ev["accumulation_steps"]) - 1) * kernels_in_step(graph)
-        return launches * spec.overhead_s * 1e3, (f"{where}: at least {launches:,} more launches at "
-                                                  f"{spec.overhead_s * 1e6:g} µs; smaller kernels may fill the GPU less")
+        return launches * spec.overhead_s * 1e3, (
+            f"{where}: at least {launches:,} more launches at "
+            f"{spec.overhead_s * 1e6:g} µs; smaller kernels may fill the GPU less"
+        )
     return None, ""

@@ -13,8 +13,10 @@ without its bias, applied to its measured time in the model and summed.
 from __future__ import annotations
 
 from archlint.diagnostics import Severity
+from archlint.model.checks import _locate as locate
+from archlint.model.checks import _pricing as pricing
+from archlint.model.checks import _query as query
 from archlint.model.speedups.alternatives import conv_without_bias
-from archlint.model.checks import _locate as locate, _pricing as pricing, _query as query
 from archlint.model.speedups.fix_timing import drop_bias
 
 CODE = "AL204"
@@ -39,8 +41,13 @@ def check(graph, options, ctx):
     itemsize = int(graph.nodes[found[0][0]].get("itemsize", 4))
     modules = [graph.nodes[conv].get("module") or conv for conv, _ in found]
     price = pricing.price(
-        graph, ctx, alternative="the same convs with bias=False" + (" (timed end to end on the model)" if whole is not None else ""), mac_bytes_saved=params * itemsize,
-        saving_ms=saving_ms if timed == len(found) else None, claims=[f"{conv}#bias" for conv, _ in found],
+        graph,
+        ctx,
+        alternative="the same convs with bias=False"
+        + (" (timed end to end on the model)" if whole is not None else ""),
+        mac_bytes_saved=params * itemsize,
+        saving_ms=saving_ms if timed == len(found) else None,
+        claims=[f"{conv}#bias" for conv, _ in found],
     )
     conv, norm = found[0]
     listed = ", ".join(modules[:4]) + (f" and {len(modules) - 4} more" if len(modules) > 4 else "")
@@ -55,10 +62,19 @@ def check(graph, options, ctx):
         node=conv,
         module=graph.nodes[conv].get("module") or "",
         price=price,
-        evidence={"convs": modules, "norms": [n for _, n in found], "bias_parameters": params,
-                  "bias_bytes": params * itemsize,
-                  "whatif": ("the model without the biases, timed end to end against itself" if whole is not None
-                             else "each conv without bias, timed against itself with bias" if timed else None)},
+        evidence={
+            "convs": modules,
+            "norms": [n for _, n in found],
+            "bias_parameters": params,
+            "bias_bytes": params * itemsize,
+            "whatif": (
+                "the model without the biases, timed end to end against itself"
+                if whole is not None
+                else "each conv without bias, timed against itself with bias"
+                if timed
+                else None
+            ),
+        },
     )
 
 

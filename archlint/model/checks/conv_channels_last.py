@@ -22,8 +22,10 @@ from __future__ import annotations
 import math
 
 from archlint.diagnostics import Price, Severity
+from archlint.model.checks import _locate as locate
+from archlint.model.checks import _pricing as pricing
+from archlint.model.checks import _query as query
 from archlint.model.speedups.alternatives import channels_last_conv
-from archlint.model.checks import _locate as locate, _pricing as pricing, _query as query
 
 CODE = "AL114"
 SEVERITY = Severity.WARNING  # as its page says (the registry checks)
@@ -45,8 +47,11 @@ ALTERNATIVE = (
 
 def _nchw_convs(graph) -> list[str]:
     return [
-        name for name, data, c in query.iter_convs(graph)
-        if len((data.get("in_shapes") or [()])[0]) == 4 and data.get("dtype") in _HALF and not query.converted_to_channels_last(graph, name)
+        name
+        for name, data, c in query.iter_convs(graph)
+        if len((data.get("in_shapes") or [()])[0]) == 4
+        and data.get("dtype") in _HALF
+        and not query.converted_to_channels_last(graph, name)
     ]
 
 
@@ -67,8 +72,11 @@ def _estimated_ms(graph, ctx, convs: list[str]) -> float | None:
         saved += d["estimated_ms"] - max(terms["compute_ms"], memory, terms["overhead_ms"])
     if saved <= 0:
         return None  # no tensor-core conv on this spec (a CPU spec, fp32): the estimate has no layout cost
-    inputs = sum(math.prod(d["out_shapes"][0]) * int(d.get("itemsize", 2)) for _, d in graph.nodes(data=True)
-                 if d["kind"] == "input" and len(d["out_shapes"][0]) == 4)
+    inputs = sum(
+        math.prod(d["out_shapes"][0]) * int(d.get("itemsize", 2))
+        for _, d in graph.nodes(data=True)
+        if d["kind"] == "input" and len(d["out_shapes"][0]) == 4
+    )
     return saved - 2 * inputs / bandwidth * 1e3
 
 
@@ -79,13 +87,22 @@ def check(graph, options, ctx):
     claims = [f"{n}#layout" for n in convs]
     saving_ms = None
     if ctx.pricer is not None:  # measured: each conv timed both ways on the device
-        parts = [pricing.alternative_ms(graph, ctx, [n], channels_last_conv, *args)
-                 for n in convs if (args := query.conv_args(graph.nodes[n])) is not None]
+        parts = [
+            pricing.alternative_ms(graph, ctx, [n], channels_last_conv, *args)
+            for n in convs
+            if (args := query.conv_args(graph.nodes[n])) is not None
+        ]
         saving_ms = sum(p for p in parts if p is not None) if any(p is not None for p in parts) else None
         price = pricing.price(graph, ctx, alternative=ALTERNATIVE, saving_ms=saving_ms, claims=claims)
     elif (saving_ms := _estimated_ms(graph, ctx, convs)) is not None:
-        price = Price.timed(ALTERNATIVE, saving_ms=saving_ms, model_ms=ctx.estimate.latency_ms, basis="estimated",
-                            device=ctx.estimate.device_spec, claims=claims)
+        price = Price.timed(
+            ALTERNATIVE,
+            saving_ms=saving_ms,
+            model_ms=ctx.estimate.latency_ms,
+            basis="estimated",
+            device=ctx.estimate.device_spec,
+            claims=claims,
+        )
     else:
         price = pricing.price(graph, ctx, alternative=ALTERNATIVE, claims=())
     dtype = graph.nodes[convs[0]]["dtype"]
@@ -96,7 +113,14 @@ def check(graph, options, ctx):
     )
     if price.basis == "static":
         message += " (no time basis: --what-if channels-last, --latency or a GPU --device-spec prices it)"
-    d = locate.finding(graph, CODE, message, node=convs[0], module=locate.common_module(graph, convs), price=price,
-                  evidence={"convs": len(convs), "dtype": dtype, "first": convs[0], "ops": convs})
+    d = locate.finding(
+        graph,
+        CODE,
+        message,
+        node=convs[0],
+        module=locate.common_module(graph, convs),
+        price=price,
+        evidence={"convs": len(convs), "dtype": dtype, "first": convs[0], "ops": convs},
+    )
     d.severity = Severity.WARNING if price.saving_ms is not None else Severity.INFO  # only a time prices it
     yield d

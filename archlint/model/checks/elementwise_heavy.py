@@ -28,9 +28,11 @@ from collections import Counter
 import networkx as nx
 
 from archlint.diagnostics import Severity
-from archlint.model.checks import _locate as locate, _pricing as pricing, _query as query
-from archlint.model.checks._reference_path import reference_modules, switch_modules
+from archlint.model.checks import _locate as locate
+from archlint.model.checks import _pricing as pricing
+from archlint.model.checks import _query as query
 from archlint.model.checks._blocks import module_blocks
+from archlint.model.checks._reference_path import reference_modules, switch_modules
 from archlint.model.checks._repeats import path_pattern
 from archlint.model.checks._verdict import stated
 from archlint.model.opgraph import ELEMENTWISE_KINDS
@@ -79,7 +81,8 @@ def _numel(shape) -> int:
 def check(graph, options, ctx):
     skip = folded_norms(graph) if "AL205" in ctx.yielded_to else set()  # YIELDS_TO: AL205 runs
     light = [
-        n for n, d in query.ops(graph)
+        n
+        for n, d in query.ops(graph)
         if (d["kind"] in ELEMENTWISE_KINDS or d["kind"] in MOVEMENT_KINDS) and d.get("known", True) and n not in skip
     ]
     saved = {n: _saved_bytes(graph, n) for n in light}
@@ -125,16 +128,25 @@ def _reference_info(graph, refs, ops: list[str], saved) -> object:
     total = query.module_mac(graph)
     share = sum(saved[n] for n in ops) / total if total else 0.0
     d = locate.finding(
-        graph, CODE,
-        (f"{len(ops)} element-wise and data-movement ops ({share:.0%} of the model's MAC) in {modules[0]}"
-         + (f" and {len(modules) - 1} more modules" if len(modules) > 1 else "")
-         + f" were captured through the Python reference path of a custom GPU kernel — {named} — which runs "
-         "off the GPU; on a GPU the fused kernel runs instead, so they are not priced here (profile the GPU run, "
-         "`archlint trace`, for what the kernel costs)"),
-        node=ops[0], module=modules[0], severity=Severity.INFO,
-        evidence={"reference_path": [{"function": p.function, "file": p.file, "line": p.line, "test": p.test} for p in paths],
-                  "modules": modules, "ops": ops, "mac_share": round(share, 4),
-                  "verdict": "captured through a reference path the GPU never runs"},
+        graph,
+        CODE,
+        (
+            f"{len(ops)} element-wise and data-movement ops ({share:.0%} of the model's MAC) in {modules[0]}"
+            + (f" and {len(modules) - 1} more modules" if len(modules) > 1 else "")
+            + f" were captured through the Python reference path of a custom GPU kernel — {named} — which runs "
+            "off the GPU; on a GPU the fused kernel runs instead, so they are not priced here (profile the GPU run, "
+            "`archlint trace`, for what the kernel costs)"
+        ),
+        node=ops[0],
+        module=modules[0],
+        severity=Severity.INFO,
+        evidence={
+            "reference_path": [{"function": p.function, "file": p.file, "line": p.line, "test": p.test} for p in paths],
+            "modules": modules,
+            "ops": ops,
+            "mac_share": round(share, 4),
+            "verdict": "captured through a reference path the GPU never runs",
+        },
     )
     return d
 
@@ -227,15 +239,22 @@ def _finding(graph, ctx, places, light, saved, parts_ms, share, lat_share):
     mac = sum(saved[n] for n in light)
     total = mac / share if share else 0  # the model's MAC
     price = pricing.price(
-        graph, ctx, alternative="the model's element-wise and data-movement ops fused into the ops producing their "
+        graph,
+        ctx,
+        alternative="the model's element-wise and data-movement ops fused into the ops producing their "
         "inputs (torch.compile, or fused kernels where listed)",
-        mac_bytes_saved=mac, saving_ms=sum(parts_ms.values()) if parts_ms else None, estimated=True, claims=light,
+        mac_bytes_saved=mac,
+        saving_ms=sum(parts_ms.values()) if parts_ms else None,
+        estimated=True,
+        claims=light,
     )
     price.parts = {n: (saved[n], parts_ms[n] if parts_ms else None) for n in light}
     whole_ms = sum(parts_ms.values()) / lat_share if parts_ms and lat_share else None
     untimed = (
         "; the saving is estimated from the ops' measured times, fusion itself was not timed "
-        "(`--what-if compile` measures what it buys)" if price.basis == "estimated" and ctx.pricer is not None else ""
+        "(`--what-if compile` measures what it buys)"
+        if price.basis == "estimated" and ctx.pricer is not None
+        else ""
     )
     where, ops, modules = places[0]
     module = _module(where)
@@ -246,19 +265,24 @@ def _finding(graph, ctx, places, light, saved, parts_ms, share, lat_share):
         parts = d.price.parts if d.price is not None and d.price.parts is not None else price.parts
         kept = {n: b for n, (b, _) in parts.items()}
         if not kept:  # other findings own every op
-            return ("element-wise and data-movement ops that fusion would remove: every one is counted by another "
-                    "finding, nothing is left for this one")
+            return (
+                "element-wise and data-movement ops that fusion would remove: every one is counted by another "
+                "finding, nothing is left for this one"
+            )
         held = sum(kept.values()) or 1
         counted = Counter()
         for n, b in kept.items():
             counted[_label(graph.nodes[n])] += b
         # the ops that carry the bytes: a per-channel parameter op (a scale's exp, a weight's cast) at 0% is not named
-        top = ", ".join(f"{op} {b / held:.0%}" for op, b in counted.most_common(4) if b >= 0.01 * held) or \
-            counted.most_common(1)[0][0]
+        top = (
+            ", ".join(f"{op} {b / held:.0%}" for op, b in counted.most_common(4) if b >= 0.01 * held)
+            or counted.most_common(1)[0][0]
+        )
         mine = [(w, [n for n in o if n in kept], ms) for w, o, ms in places]
         mine = sorted([p for p in mine if p[1]], key=lambda p: -sum(kept[n] for n in p[1]))
-        listed = [_place(graph, p, kept, held) for p in mine
-                  if p is mine[0] or sum(kept[n] for n in p[1]) >= 0.01 * held]  # the places that hold bytes
+        listed = [
+            _place(graph, p, kept, held) for p in mine if p is mine[0] or sum(kept[n] for n in p[1]) >= 0.01 * held
+        ]  # the places that hold bytes
         more = f"; then {'; '.join(listed[1:4])}" + (f" and {len(listed) - 4} more places" if len(listed) > 4 else "")
         costliest = max(mine[0][1], key=lambda n: kept[n])
         shape = "×".join(str(v) for v in (graph.nodes[costliest].get("out_shapes") or [()])[0])
@@ -286,8 +310,16 @@ def _finding(graph, ctx, places, light, saved, parts_ms, share, lat_share):
             "latency_share": round(lat_share, 4) if lat_share is not None else None,
             "ops": ops,
             "mac_bytes_by_op": dict(by_op.most_common()),
-            "places": [{"module": _module(w), "after": w.startswith(AFTER), "repeats": [_module(m) for m in ms], "ops": o,
-                        "mac_bytes_saved": sum(saved[n] for n in o)} for w, o, ms in places],
+            "places": [
+                {
+                    "module": _module(w),
+                    "after": w.startswith(AFTER),
+                    "repeats": [_module(m) for m in ms],
+                    "ops": o,
+                    "mac_bytes_saved": sum(saved[n] for n in o),
+                }
+                for w, o, ms in places
+            ],
         },
     )
     stated(found, render)
@@ -296,17 +328,21 @@ def _finding(graph, ctx, places, light, saved, parts_ms, share, lat_share):
     if switch is not None:  # the model's own switch to a fused CUDA kernel for these ops
         path, sw = switch
         found.evidence["switch"] = {"test": sw.test, "file": sw.file, "line": sw.line, "module": path}
-        found.message += (f"; {sw.function.split('.')[0]} ({path or 'the model'}) builds a fused CUDA kernel for them "
-                          f"when `{sw.test}` ({sw.file.rsplit('/', 1)[-1]}:{sw.line}): on a GPU that switch removes "
-                          "these passes")
+        found.message += (
+            f"; {sw.function.split('.')[0]} ({path or 'the model'}) builds a fused CUDA kernel for them "
+            f"when `{sw.test}` ({sw.file.rsplit('/', 1)[-1]}:{sw.line}): on a GPU that switch removes "
+            "these passes"
+        )
     if where.startswith("@"):  # ops on the model's inputs in its own forward: no layer to fuse them into
         found.severity = Severity.INFO
-        found.evidence["verdict"] = "a model-wide total at the model's root: the ops work on its inputs, no layer holds them"
+        found.evidence["verdict"] = (
+            "a model-wide total at the model's root: the ops work on its inputs, no layer holds them"
+        )
     return found
 
 
 def _place(graph, place, saved, total: int) -> str:
-    """"layers.0 and 11 more like it (add → layernorm → …, 31%)"."""
+    """ "layers.0 and 11 more like it (add → layernorm → …, 31%)"."""
     where, ops, modules = place
     if where.startswith("@"):
         name = "the model's own forward, on its inputs or parameters"

@@ -16,8 +16,10 @@ Depthwise convs (g = c1) are judged under G4 (AL104), not here.
 from __future__ import annotations
 
 from archlint.diagnostics import Severity
+from archlint.model.checks import _locate as locate
+from archlint.model.checks import _pricing as pricing
+from archlint.model.checks import _query as query
 from archlint.model.speedups.alternatives import fewer_groups
-from archlint.model.checks import _locate as locate, _pricing as pricing, _query as query
 from archlint.units import human_bytes
 
 CODE = "AL102"
@@ -80,7 +82,12 @@ def _finding(graph, ctx, options, instances):
         + (f", in each of {count} convs" if count > 1 else "")
     )
     price = pricing.price(
-        graph, ctx, alternative=alternative, mac_bytes_saved=0, flops_saved=0, saving_ms=saving,
+        graph,
+        ctx,
+        alternative=alternative,
+        mac_bytes_saved=0,
+        flops_saved=0,
+        saving_ms=saving,
         claims=[n for n, *_ in instances],
     )
     modules = [d.get("module") or n for n, d, *_ in instances]
@@ -92,10 +99,17 @@ def _finding(graph, ctx, options, instances):
             f"conv {modules[0]}{more} uses {c.g} groups ({c.c1}→{c.c2} channels, group width {c.c1 // c.g}): "
             f"its MAC is {excess:.0%} above an ungrouped conv of equal FLOPs"
             + (f"; groups={best} measured fastest on this device" if best is not None and measured > 0 else "")
-            + ("; no lower group count measured faster on this device" if measured is not None and measured <= 0 else "")
-            + ("" if measured is not None else
-               f"; statically fewer groups saves nothing (it reads {human_bytes(extra_weights * c.itemsize * count)} "
-               "more weights): --latency times it")
+            + (
+                "; no lower group count measured faster on this device"
+                if measured is not None and measured <= 0
+                else ""
+            )
+            + (
+                ""
+                if measured is not None
+                else f"; statically fewer groups saves nothing (it reads {human_bytes(extra_weights * c.itemsize * count)} "
+                "more weights): --latency times it"
+            )
         ),
         node=name,
         module=data.get("module") or "",

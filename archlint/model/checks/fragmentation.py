@@ -32,9 +32,12 @@ from __future__ import annotations
 import math
 
 from archlint.diagnostics import Severity
-from archlint.model.estimating import estimate
-from archlint.model.checks import _locate as locate, _merge as merge, _pricing as pricing, _query as query
+from archlint.model.checks import _locate as locate
+from archlint.model.checks import _merge as merge
+from archlint.model.checks import _pricing as pricing
+from archlint.model.checks import _query as query
 from archlint.model.checks._blocks import fork_join_blocks, is_fragment, longest_chain, module_blocks
+from archlint.model.estimating import estimate
 from archlint.units import human_bytes
 
 CODE = "AL103"
@@ -90,9 +93,12 @@ def check(graph, options, ctx):
         branches = [b for b in block.branches if any(n in small for n in b)]
         # an exact merge priced on a GPU spec needs no count threshold: the estimate decides;
         # statically neither (nor smallness): the MAC the merge saves decides (_static_merge)
-        exact = (merge.parallel(graph, block.fork, block.join, block.branches)
-                 if len(block.branches) >= 2 and (spec is not None and len(branches) == len(block.branches)
-                                                  or spec is None and not measured) else None)
+        exact = (
+            merge.parallel(graph, block.fork, block.join, block.branches)
+            if len(block.branches) >= 2
+            and (spec is not None and len(branches) == len(block.branches) or spec is None and not measured)
+            else None
+        )
         if exact is not None and spec is None and _merge_mac(graph, exact) <= 0:
             exact = None
         if len(branches) > options["max_parallel"] or exact is not None:
@@ -122,7 +128,9 @@ def _merge_mac(graph, exact: merge.Merge) -> int:
 
 
 def _add(graph, groups, block, module, form, degree, small, exact):
-    fragments = [n for n in block.nodes if n in small] or [n for n in (exact.removed if exact else ()) if is_fragment(graph.nodes[n])]
+    fragments = [n for n in block.nodes if n in small] or [
+        n for n in (exact.removed if exact else ()) if is_fragment(graph.nodes[n])
+    ]
     key = (query.module_type(graph, module), form, degree, len(fragments))
     groups.setdefault(key, []).append((module, block, fragments, exact))
 
@@ -156,19 +164,33 @@ def _finding(graph, ctx, options, form, degree, found, model_flops):
     saving = sum(overheads) if overheads and all(o is not None for o in overheads) else None
     merges = [m for _, _, _, m in found]
     keeps = all(m is not None for m in merges)
-    alternative = exact.text if keeps else f"the {len(fragments)} small fragments of each block merged into one op of the same work"
+    alternative = (
+        exact.text
+        if keeps
+        else f"the {len(fragments)} small fragments of each block merged into one op of the same work"
+    )
     claims = [f"{n}#launch" for n in every]
     spec = _gpu_spec(ctx)
     price = None
     if keeps and spec is not None:
-        price = pricing.estimated(graph, ctx, alternative=alternative, claims=claims,
-                                  saving_ms=sum(_merged_ms(graph, spec, m) for m in merges))
+        price = pricing.estimated(
+            graph,
+            ctx,
+            alternative=alternative,
+            claims=claims,
+            saving_ms=sum(_merged_ms(graph, spec, m) for m in merges),
+        )
     elif keeps and form == "parallel" and getattr(ctx, "pricer", None) is None:
         # statically an exact parallel merge saves bytes, not only launches: the input read once
         # and no concat; those ops (the concat) are this finding's (AL104 counts the rest)
         joins = [n for m in merges for n in m.removed if not is_fragment(graph.nodes[n])]
-        price = pricing.price(graph, ctx, alternative=alternative, mac_bytes_saved=sum(_merge_mac(graph, m) for m in merges),
-                              claims=[*claims, *joins])
+        price = pricing.price(
+            graph,
+            ctx,
+            alternative=alternative,
+            mac_bytes_saved=sum(_merge_mac(graph, m) for m in merges),
+            claims=[*claims, *joins],
+        )
     if price is None:
         price = pricing.price(graph, ctx, alternative=alternative, saving_ms=saving, estimated=True, claims=claims)
     bytes_priced = price.basis == "static" and bool(price.mac_bytes_saved)
@@ -179,17 +201,21 @@ def _finding(graph, ctx, options, form, degree, found, model_flops):
         graph,
         CODE,
         (
-            (f"{where}: {len(fragments)} fragments per block ({what}) over one input, concatenated; "
-             f"{flops / max(1, model_flops):.1%} of the model's FLOPs arrive in {len(every)} launches that read "
-             f"the input {len(fragments)}× and pay a concat pass; {alternative} — saves "
-             f"{human_bytes(price.mac_bytes_saved)} of memory traffic ({price.saving_share:.1%} of the model's MAC)"
-             if bytes_priced else
-             f"{where}: {len(fragments)} small fragments per block ({what}); "
-             f"{flops / max(1, model_flops):.1%} of the model's FLOPs arrive in {len(every)} "
-             f"small launches where fewer, wider ops would fill the device"
-             + (f"; {alternative}" if keeps else ""))
-            + (f" — estimated on {spec.name} to save {price.saving_ms * 1e3:.1f} µs ({price.saving_share:.1%} of the model)"
-               if keeps and price.basis == "estimated" and price.saving_ms is not None and _priced_on_spec(ctx) else "")
+            (
+                f"{where}: {len(fragments)} fragments per block ({what}) over one input, concatenated; "
+                f"{flops / max(1, model_flops):.1%} of the model's FLOPs arrive in {len(every)} launches that read "
+                f"the input {len(fragments)}× and pay a concat pass; {alternative} — saves "
+                f"{human_bytes(price.mac_bytes_saved)} of memory traffic ({price.saving_share:.1%} of the model's MAC)"
+                if bytes_priced
+                else f"{where}: {len(fragments)} small fragments per block ({what}); "
+                f"{flops / max(1, model_flops):.1%} of the model's FLOPs arrive in {len(every)} "
+                f"small launches where fewer, wider ops would fill the device" + (f"; {alternative}" if keeps else "")
+            )
+            + (
+                f" — estimated on {spec.name} to save {price.saving_ms * 1e3:.1f} µs ({price.saving_share:.1%} of the model)"
+                if keeps and price.basis == "estimated" and price.saving_ms is not None and _priced_on_spec(ctx)
+                else ""
+            )
         ),
         node=block.join or block.nodes[-1],
         module=module,
@@ -200,7 +226,9 @@ def _finding(graph, ctx, options, form, degree, found, model_flops):
             "parallel_branches" if form == "parallel" else "series_length": degree,
             "instances": [m for m, _, _, _ in found],
             "changes_model": not keeps,
-            **({"merge": exact.how, "merged_op_flops": sum(int(m.op.get("flops", 0)) for m in merges)} if keeps else {}),
+            **(
+                {"merge": exact.how, "merged_op_flops": sum(int(m.op.get("flops", 0)) for m in merges)} if keeps else {}
+            ),
             "fragment_ops": fragments,
             "fragment_flops": flops,
             "flops_share": round(min(1.0, flops / model_flops), 6) if model_flops else None,

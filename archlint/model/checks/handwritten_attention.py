@@ -23,7 +23,9 @@ import sys
 import networkx as nx
 
 from archlint.diagnostics import Severity
-from archlint.model.checks import _locate as locate, _pricing as pricing, _query as query
+from archlint.model.checks import _locate as locate
+from archlint.model.checks import _pricing as pricing
+from archlint.model.checks import _query as query
 
 CODE = "AL106"
 SEVERITY = Severity.WARNING  # as its page says (the registry checks)
@@ -100,7 +102,12 @@ def check(graph, options, ctx):
         mac = sum(int(graph.nodes[n].get("mac_bytes", 0)) for n in chain)
         av_data = graph.nodes[av]
         probs = math.prod(av_data["in_shapes"][0]) * int(av_data.get("itemsize", 4))
-        fused = int(graph.nodes[qk].get("in_bytes", 0)) + int(av_data.get("in_bytes", 0)) - probs + int(av_data.get("out_bytes", 0))
+        fused = (
+            int(graph.nodes[qk].get("in_bytes", 0))
+            + int(av_data.get("in_bytes", 0))
+            - probs
+            + int(av_data.get("out_bytes", 0))
+        )
         fused += _score_sized_operands(graph, before, name)  # a bias/mask SDPA would read as attn_mask
         saved = mac - fused
         if saved <= 0:
@@ -114,34 +121,58 @@ def check(graph, options, ctx):
         # saves (an estimate: the fused kernel's own time is not measured)
         spent = pricing.latency(graph, chain)
         price = pricing.price(
-            graph, ctx, alternative=_alternative(softcap, library),
-            mac_bytes_saved=saved, saving_ms=spent * saved / mac if spent is not None else None, claims=chain,
+            graph,
+            ctx,
+            alternative=_alternative(softcap, library),
+            mac_bytes_saved=saved,
+            saving_ms=spent * saved / mac if spent is not None else None,
+            claims=chain,
             estimated=True,
         )
         module = locate.common_module(graph, chain)
         too_wide = head_dim > int(options["max_head_dim"])
         score = "×".join(str(d) for d in graph.nodes[name]["out_shapes"][0])
-        steps = " → ".join(["matmul", *(query.op_name(graph.nodes[n]) for n in before), "softmax",
-                            *(query.op_name(graph.nodes[n]) for n in after), "matmul"])
+        steps = " → ".join(
+            [
+                "matmul",
+                *(query.op_name(graph.nodes[n]) for n in before),
+                "softmax",
+                *(query.op_name(graph.nodes[n]) for n in after),
+                "matmul",
+            ]
+        )
         yield locate.finding(
             graph,
             CODE,
             (
                 f"attention written by hand in {module or 'the model'} ({steps}): the {score} score tensor "
                 f"goes through memory {len(chain) - 1} times; {_how(softcap, library)}"
-                + (f" (transformers has no {'flex' if softcap else 'SDPA'} attention for "
-                   f"{query.module_type(graph, '')}: the class's forward must be changed or patched)"
-                   if no_switch else "")
-                + (f" — but its head dim is {head_dim}, above the fused kernels' {options['max_head_dim']}: SDPA "
-                   "would run its unfused math kernel and save nothing here" if too_wide else "")
+                + (
+                    f" (transformers has no {'flex' if softcap else 'SDPA'} attention for "
+                    f"{query.module_type(graph, '')}: the class's forward must be changed or patched)"
+                    if no_switch
+                    else ""
+                )
+                + (
+                    f" — but its head dim is {head_dim}, above the fused kernels' {options['max_head_dim']}: SDPA "
+                    "would run its unfused math kernel and save nothing here"
+                    if too_wide
+                    else ""
+                )
             ),
             node=name,
             module=module,
             price=price,
             severity=Severity.INFO if too_wide else Severity.WARNING,
-            evidence={"score_shape": list(graph.nodes[name]["out_shapes"][0]), "ops": chain,
-                      "mac_bytes_by_hand": mac, "mac_bytes_fused": fused, "head_dim": head_dim,
-                      "softcap": softcap, "library": library},
+            evidence={
+                "score_shape": list(graph.nodes[name]["out_shapes"][0]),
+                "ops": chain,
+                "mac_bytes_by_hand": mac,
+                "mac_bytes_fused": fused,
+                "head_dim": head_dim,
+                "softcap": softcap,
+                "library": library,
+            },
         )
 
 
@@ -163,8 +194,10 @@ def _score_sized_operands(graph: nx.DiGraph, between: list[str], softmax: str) -
 
 
 _SWITCHES = {  # the library's own switch to its fused attention, by softcap
-    "transformers": ('attn_implementation="sdpa" when the model is built or loaded',
-                     'attn_implementation="flex_attention" when the model is built or loaded'),
+    "transformers": (
+        'attn_implementation="sdpa" when the model is built or loaded',
+        'attn_implementation="flex_attention" when the model is built or loaded',
+    ),
     "diffusers": ("model.set_attn_processor(AttnProcessor2_0()) (SDPA)", None),
 }
 
@@ -191,6 +224,8 @@ def _how(softcap: bool, library: str | None) -> str:
     if switch:
         return f"{library} switches it to a fused kernel that never writes it: {switch}"
     if softcap:
-        return ("the tanh softcap cannot be an SDPA mask; flex_attention with a score_mod fuses it "
-                "(its kernel never writes the score)")
+        return (
+            "the tanh softcap cannot be an SDPA mask; flex_attention with a score_mod fuses it "
+            "(its kernel never writes the score)"
+        )
     return "F.scaled_dot_product_attention fuses it (flash / memory-efficient kernels never write it)"

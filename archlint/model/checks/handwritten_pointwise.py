@@ -14,7 +14,9 @@ from __future__ import annotations
 import networkx as nx
 
 from archlint.diagnostics import Severity
-from archlint.model.checks import _locate as locate, _pricing as pricing, _query as query
+from archlint.model.checks import _locate as locate
+from archlint.model.checks import _pricing as pricing
+from archlint.model.checks import _query as query
 
 CODE = "AL110"
 SEVERITY = Severity.WARNING  # as its page says (the registry checks)
@@ -59,8 +61,12 @@ def _forward(graph: nx.DiGraph, n: str, keys: tuple[str, ...], chain: list[str])
 
 def _gelu_tanh(graph, t):
     chain = [t]
-    ok = (m := _back(graph, t, ("mul",), chain)) and (a := _back(graph, m, ("add",), chain)) \
-        and (c := _back(graph, a, ("mul",), chain)) and _back(graph, c, ("pow",), chain)
+    ok = (
+        (m := _back(graph, t, ("mul",), chain))
+        and (a := _back(graph, m, ("add",), chain))
+        and (c := _back(graph, a, ("mul",), chain))
+        and _back(graph, c, ("pow",), chain)
+    )
     ok = ok and (a2 := _forward(graph, t, ("add",), chain)) and (m2 := _forward(graph, a2, ("mul",), chain))
     if not ok:
         return None
@@ -142,20 +148,31 @@ def check(graph, options, ctx):
         mac = sum(int(d.get("mac_bytes", 0)) for d in nodes)
         order = list(nx.topological_sort(graph.subgraph(chain)))
         first, final = graph.nodes[order[0]], graph.nodes[order[-1]]
-        one_pass = int(first.get("in_bytes", 0)) + sum(int(d.get("param_bytes", 0)) for d in nodes) + int(final.get("out_bytes", 0))
+        one_pass = (
+            int(first.get("in_bytes", 0))
+            + sum(int(d.get("param_bytes", 0)) for d in nodes)
+            + int(final.get("out_bytes", 0))
+        )
         saved = mac - one_pass
         if saved <= 0:
             continue
         spent = pricing.latency(graph, chain)  # --latency: the chain's time scaled by the traffic saved (estimate)
         price = pricing.price(
-            graph, ctx, alternative=f"one {fused} on the same input", mac_bytes_saved=saved,
-            saving_ms=spent * saved / mac if spent is not None else None, claims=chain, estimated=True,
+            graph,
+            ctx,
+            alternative=f"one {fused} on the same input",
+            mac_bytes_saved=saved,
+            saving_ms=spent * saved / mac if spent is not None else None,
+            claims=chain,
+            estimated=True,
         )
         module = locate.common_module(graph, chain)
         if what.startswith("GELU") and locate.library_module(graph, module) == "transformers":
             # NewGELUActivation ("gelu_new"): the config's activation key selects the fused op
-            price.alternative = ('config hidden_act / activation_function = "gelu_pytorch_tanh" '
-                                 '(F.gelu(x, approximate="tanh"): same function, same weights)')
+            price.alternative = (
+                'config hidden_act / activation_function = "gelu_pytorch_tanh" '
+                '(F.gelu(x, approximate="tanh"): same function, same weights)'
+            )
             fused = price.alternative
         steps = " → ".join(_key(graph, n) for n in order)
         yield locate.finding(

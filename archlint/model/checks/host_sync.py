@@ -32,7 +32,9 @@ from collections import defaultdict
 
 from archlint.diagnostics import Price, Severity
 from archlint.model.capture.describe import SYNC_REASONS
-from archlint.model.checks import _locate as locate, _pricing as pricing, _query as query
+from archlint.model.checks import _locate as locate
+from archlint.model.checks import _pricing as pricing
+from archlint.model.checks import _query as query
 from archlint.model.checks.mask_in_forward import constant_ops
 from archlint.model.opgraph import ops
 
@@ -94,19 +96,28 @@ def check(graph, options, ctx):
         )
         if not clear:
             message += (
-                " (in library code)" if library and on_device else
-                " (on a model input or a constant: a sync only when that tensor lives on the GPU)"
+                " (in library code)"
+                if library and on_device
+                else " (on a model input or a constant: a sync only when that tensor lives on the GPU)"
             )
         alternative = "; ".join(_INSTEAD[r] for r in reasons)
         evidence = {
-            "ops": nodes, "calls": [d["op"] for d in reads], "reasons": reasons, "lines": lines,
+            "ops": nodes,
+            "calls": [d["op"] for d in reads],
+            "reasons": reasons,
+            "lines": lines,
             "blocks": ["one host sync per call each", "CUDA graph capture", "a single torch.compile graph"],
         }
         spec, estimate = ctx.device_spec, ctx.estimate
         if ctx.pricer is None and estimate and spec is not None and spec.kind == "gpu":
             stall = stall_ms(graph, nodes, spec)
-            price = Price.timed(alternative, saving_ms=stall, model_ms=float(estimate.latency_ms) + stall,
-                                basis="estimated", device=spec.name)
+            price = Price.timed(
+                alternative,
+                saving_ms=stall,
+                model_ms=float(estimate.latency_ms) + stall,
+                basis="estimated",
+                device=spec.name,
+            )
             evidence.update(stall_ms=stall, stall_basis=STALL_BASIS)
             message += f"; on {spec.name} ≈ {stall * 1e3:.0f} µs a forward lost to the drained launch queue (estimated)"
         else:
@@ -122,7 +133,8 @@ STALL_BASIS = (
     "estimated from the device spec: the least of the host's lead before each sync (kernel time beyond the host's "
     "per-op cost, eager-op-us or else launch-overhead-us) and the device's wait on launches after it (the host's per-op "
     "cost beyond each kernel, up to the next sync), plus one launch overhead for the value's copy to the host and one "
-    "host op for the first launch after it")
+    "host op for the first launch after it"
+)
 
 
 def stall_ms(graph, syncs: list[str], spec) -> float:
@@ -135,7 +147,7 @@ def stall_ms(graph, syncs: list[str], spec) -> float:
     for j, i in enumerate(at):
         start, end = (at[j - 1] + 1 if j else 0), (at[j + 1] if j + 1 < len(at) else len(order))
         lead = sum(max(0.0, _kernel_ms(d) - host) for n, d in order[start:i] if n not in marks)
-        wait = sum(max(0.0, host - _kernel_ms(d)) for n, d in order[i + 1:end] if n not in marks)
+        wait = sum(max(0.0, host - _kernel_ms(d)) for n, d in order[i + 1 : end] if n not in marks)
         total += min(lead, wait) + spec.overhead_s * 1e3 + host
     return total
 

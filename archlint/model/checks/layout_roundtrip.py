@@ -21,7 +21,9 @@ import math
 import networkx as nx
 
 from archlint.diagnostics import Severity
-from archlint.model.checks import _locate as locate, _pricing as pricing, _query as query
+from archlint.model.checks import _locate as locate
+from archlint.model.checks import _pricing as pricing
+from archlint.model.checks import _query as query
 
 CODE = "AL113"
 SEVERITY = Severity.WARNING  # as its page says (the registry checks)
@@ -29,8 +31,7 @@ PRICE = ("static", "measured", "estimated")  # the bases its findings' prices ma
 FIX = "none"  # no autofix: its page's fix: none
 PRIORITY = 120  # where findings overlap, the lowest claims the ops first
 FIX_IN_CLASS = True  # the finding is the module's own forward: one fix in its class
-OPTIONS = {
-}
+OPTIONS = {}
 
 _PERMUTES = ("permute", "transpose", "swapaxes", "swapdims")
 _COPIES = ("contiguous", "clone")
@@ -118,21 +119,29 @@ def check(graph, options, ctx):
             "the activations in channels_last memory format (x = x.contiguous(memory_format=torch.channels_last) "
             f"at the top of forward, or the model and its input so): {_fmt(first)} is then a free view the {name} "
             "reads in place, and the permute back is one too"
-            if channels_last else
-            f"the tensor kept in the layout the {name} reads (no {_fmt(first)} round trip), e.g. by the block before it"
+            if channels_last
+            else f"the tensor kept in the layout the {name} reads (no {_fmt(first)} round trip), e.g. by the block before it"
         )
         price = pricing.price(
-            graph, ctx, alternative=alternative, mac_bytes_saved=saved, saving_ms=saving_ms, removed=explicit,
-            claims=explicit + ([f"{core}#input-copy"] if inside else []), estimated=bool(inside),
+            graph,
+            ctx,
+            alternative=alternative,
+            mac_bytes_saved=saved,
+            saving_ms=saving_ms,
+            removed=explicit,
+            claims=explicit + ([f"{core}#input-copy"] if inside else []),
+            estimated=bool(inside),
         )
         module = locate.common_module(graph, [p1, core, p2])
         shape = "×".join(map(str, (op.get("in_shapes") or [()])[0]))
         copies = len(explicit) + (1 if inside else 0)
         how = " and ".join(
-            part for part in (
+            part
+            for part in (
                 f"{len(explicit)} .contiguous()" if explicit else "",
                 f"one inside {name}, which reads the permuted view through a copy" if inside else "",
-            ) if part
+            )
+            if part
         )
         message = (
             f"layout round trip in {module or 'the model'}: {_fmt(first)} → {name} → "
@@ -141,9 +150,18 @@ def check(graph, options, ctx):
         if channels_last:
             message += "; in channels_last memory format both permutes are free views"
         d = locate.finding(
-            graph, CODE, message,
-            node=core, module=module, price=price,
-            evidence={"permutes": [p1, p2], "op": core, "copies": explicit, "copy_inside_op": bool(inside),
-                      "mac_bytes_copied": saved},
+            graph,
+            CODE,
+            message,
+            node=core,
+            module=module,
+            price=price,
+            evidence={
+                "permutes": [p1, p2],
+                "op": core,
+                "copies": explicit,
+                "copy_inside_op": bool(inside),
+                "mac_bytes_copied": saved,
+            },
         )
         yield d

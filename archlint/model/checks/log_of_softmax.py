@@ -37,13 +37,20 @@ def check(graph, options, ctx):
         alternative = f"{fused}: one pass, finite where log({kind}) underflows to -inf"
         price = pricing.price(graph, ctx, alternative=alternative, mac_bytes_saved=mac_saved, removed=removed)
         yield locate.finding(
-            graph, CODE,
+            graph,
+            CODE,
             f"log of {locate.describe(graph, normalizer)} is a second pass over its output{guard} "
             f"({len(removed)} more op{'s' if len(removed) > 1 else ''}): use {fused}, one kernel that is also "
             "exact where the probabilities underflow",
-            node=log, module=data.get("module") or "", price=price,
-            evidence={"normalizer": kind, "ops": [query.op_name(graph.nodes[n]) for n in (normalizer, *removed)],
-                      "mac_bytes_saved": mac_saved, "fused": fused},
+            node=log,
+            module=data.get("module") or "",
+            price=price,
+            evidence={
+                "normalizer": kind,
+                "ops": [query.op_name(graph.nodes[n]) for n in (normalizer, *removed)],
+                "mac_bytes_saved": mac_saved,
+                "fused": fused,
+            },
         )
 
 
@@ -53,7 +60,11 @@ def _chains(graph):
         if query.op_name(data) not in FUSED or (query.op_name(data) == "softmax" and query.attr(data, "dtype")):
             continue  # softmax(x, dtype=...) casts: log_softmax takes the same dtype, but keep to the plain form
         extra, node = [], query.sole_consumer(graph, name)
-        while node is not None and query.op_name(graph.nodes[node]) in _GUARDS and len(query.tensor_inputs(graph, node)) == 1:
+        while (
+            node is not None
+            and query.op_name(graph.nodes[node]) in _GUARDS
+            and len(query.tensor_inputs(graph, node)) == 1
+        ):
             extra.append(node)  # one tensor input: the other operand is a constant
             node = query.sole_consumer(graph, node)
         if node is not None and query.op_name(graph.nodes[node]) == "log" and len(extra) <= 1:

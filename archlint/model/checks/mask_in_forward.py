@@ -15,7 +15,9 @@ import math
 import networkx as nx
 
 from archlint.diagnostics import Severity
-from archlint.model.checks import _locate as locate, _pricing as pricing, _query as query
+from archlint.model.checks import _locate as locate
+from archlint.model.checks import _pricing as pricing
+from archlint.model.checks import _query as query
 from archlint.model.checks._reference_path import implementation_branch
 
 CODE = "AL107"
@@ -64,8 +66,10 @@ def _in_place(data: dict) -> bool:
     if data.get("key") in ("setitem", "index_put"):  # `x[i] = v` recorded by the dispatch capture
         return True
     parts = str(data.get("op", "")).split(".")
-    return any((p.endswith("_") and not p.endswith("__")) or (p.startswith("__i") and p.endswith("__"))
-               for p in parts[1:] or parts)
+    return any(
+        (p.endswith("_") and not p.endswith("__")) or (p.startswith("__i") and p.endswith("__"))
+        for p in parts[1:] or parts
+    )
 
 
 def _filled(graph: nx.DiGraph, constant: set[str]) -> set[str]:
@@ -93,7 +97,8 @@ def _materialized(graph: nx.DiGraph, built: set[str], mask: dict) -> bool:
     """Some op writes a tensor of the mask's T×T size (a scalar expanded to T×T is a view)."""
     square = math.prod(mask["out_shapes"][0][-2:])
     return any(
-        graph.nodes[n]["kind"] not in ("reshape", "split") and math.prod((graph.nodes[n].get("out_shapes") or [()])[0]) >= square
+        graph.nodes[n]["kind"] not in ("reshape", "split")
+        and math.prod((graph.nodes[n].get("out_shapes") or [()])[0]) >= square
         for n in built
     )
 
@@ -128,10 +133,12 @@ def check(graph, options, ctx):
         mac = sum(int(graph.nodes[n].get("mac_bytes", 0)) for n in ops)
         causal = _causal(graph, ops)
         price = pricing.price(
-            graph, ctx,
+            graph,
+            ctx,
             alternative="the mask built once in __init__ (register_buffer(..., persistent=False)) and sliced to the "
             "sequence length" + (", or is_causal=True in F.scaled_dot_product_attention" if causal else ""),
-            mac_bytes_saved=mac, removed=ops,
+            mac_bytes_saved=mac,
+            removed=ops,
         )
         module = locate.common_module(graph, ops + [s for s in graph.successors(name)])
         shape = "×".join(str(d) for d in graph.nodes[name]["out_shapes"][0])
@@ -145,14 +152,21 @@ def check(graph, options, ctx):
                 f"a {shape} mask (or position table) is built from constants inside forward on every call in "
                 f"{module or 'the model'} "
                 f"({len(ops)} ops: {names}); build it once in __init__ as a buffer"
-                + (", or pass is_causal=True" if causal else
-                   " (not a causal triangle — a window or band: is_causal=True would change the model)")
+                + (
+                    ", or pass is_causal=True"
+                    if causal
+                    else " (not a causal triangle — a window or band: is_causal=True would change the model)"
+                )
             ),
             node=name,
             module=module,
             price=price,
-            evidence={"mask_shape": list(graph.nodes[name]["out_shapes"][0]), "ops": ops, "mac_bytes": mac,
-                      "causal": causal},
+            evidence={
+                "mask_shape": list(graph.nodes[name]["out_shapes"][0]),
+                "ops": ops,
+                "mac_bytes": mac,
+                "causal": causal,
+            },
         )
         if default:  # no constant: the caller's padding mask, made up because none was passed
             d.severity = Severity.INFO
@@ -161,17 +175,23 @@ def check(graph, options, ctx):
             d.message += (
                 f"; but it is built from {default[0]} (all ones, the shape of the model's input "
                 f"{'×'.join(map(str, graph.nodes[default[0]]['out_shapes'][0]))}): the padding mask the forward makes up "
-                "when the caller passes none — with a real batch's mask passed it depends on the batch, nothing to cache")
+                "when the caller passes none — with a real batch's mask passed it depends on the batch, nothing to cache"
+            )
         if branch is not None:  # the premise (built on every call) holds on the captured path only
             d.severity = Severity.INFO
-            d.evidence["implementation_branch"] = {"function": branch.function, "file": branch.file,
-                                                   "line": branch.line, "test": branch.test}
+            d.evidence["implementation_branch"] = {
+                "function": branch.function,
+                "file": branch.file,
+                "line": branch.line,
+                "test": branch.test,
+            }
             d.evidence["verdict"] = "built on one attention implementation's path only (the one captured)"
             d.message += (
                 f"; built only on one side of `if {branch.test}` ({branch.file.rsplit('/', 1)[-1]}:{branch.line}, "
                 f"in {branch.function}): the other attention implementation (a flash/varlen kernel: unpadded "
                 "tokens, the window passed to the kernel) builds no mask — choose it on the GPU rather than "
-                "caching this one")
+                "caching this one"
+            )
         yield d
 
 
@@ -185,9 +205,13 @@ def _default_padding(graph: nx.DiGraph, ops: list[str]) -> list[str]:
     ones(T, T), an arange: real constants)."""
     inputs = {tuple(s) for _, d in graph.nodes(data=True) if d["kind"] == "input" for s in d.get("out_shapes") or []}
     roots = [n for n in ops if graph.nodes[n]["kind"] == "creation"]
-    shaped = [n for n in roots if query.op_name(graph.nodes[n]) in _FILLS
-              and len((graph.nodes[n].get("out_shapes") or [()])[0]) >= 2
-              and tuple(graph.nodes[n]["out_shapes"][0]) in inputs]
+    shaped = [
+        n
+        for n in roots
+        if query.op_name(graph.nodes[n]) in _FILLS
+        and len((graph.nodes[n].get("out_shapes") or [()])[0]) >= 2
+        and tuple(graph.nodes[n]["out_shapes"][0]) in inputs
+    ]
     return shaped if roots and shaped == roots else []
 
 

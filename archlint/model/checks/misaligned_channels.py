@@ -7,7 +7,9 @@ kernels. The model's input channels (RGB) and depthwise/grouped convs are not ju
 from __future__ import annotations
 
 from archlint.diagnostics import Severity
-from archlint.model.checks import _locate as locate, _pricing as pricing, _query as query
+from archlint.model.checks import _locate as locate
+from archlint.model.checks import _pricing as pricing
+from archlint.model.checks import _query as query
 
 CODE = "AL105"
 SEVERITY = Severity.WARNING  # as its page says (the registry checks)
@@ -54,8 +56,9 @@ def check(graph, options, ctx):
         return
     # One finding per model listing every misaligned layer: one habit (widths not multiples of m).
     name, data, bad = layers[0]
-    price = pricing.price(graph, ctx, alternative=f"channels padded to multiples of {m}",
-                    claims=[f"{n}#align" for n, _, _ in layers])
+    price = pricing.price(
+        graph, ctx, alternative=f"channels padded to multiples of {m}", claims=[f"{n}#align" for n, _, _ in layers]
+    )
     listed = "; ".join(
         f"{d['kind']} {d.get('module') or n} " + ", ".join(f"{k}={v} (→ {-(-v // m) * m})" for k, v in b)
         for n, d, b in layers[:3]

@@ -15,7 +15,9 @@ from __future__ import annotations
 import math
 
 from archlint.diagnostics import Severity
-from archlint.model.checks import _locate as locate, _pricing as pricing, _query as query
+from archlint.model.checks import _locate as locate
+from archlint.model.checks import _pricing as pricing
+from archlint.model.checks import _query as query
 
 CODE = "AL109"
 SEVERITY = Severity.WARNING  # as its page says (the registry checks)
@@ -81,11 +83,16 @@ def check(graph, options, ctx):
         if data["kind"] == "linear":
             found = _linear(graph, name, data, options)
             alternative = f"dimensions padded to multiples of {options['multiple']}"
-            if (found and "out_features" in found[1]
-                    and locate.library_module(graph, data.get("module")) == "transformers"):
+            if (
+                found
+                and "out_features" in found[1]
+                and locate.library_module(graph, data.get("module")) == "transformers"
+            ):
                 # a vocabulary projection of a transformers model: the library pads it (same logits for real tokens)
-                alternative = (f"model.resize_token_embeddings(len(tokenizer), pad_to_multiple_of={options['multiple']}) "
-                               "(transformers pads the embedding and the tied head)")
+                alternative = (
+                    f"model.resize_token_embeddings(len(tokenizer), pad_to_multiple_of={options['multiple']}) "
+                    "(transformers pads the embedding and the tied head)"
+                )
                 found = (found[0] + f"; with transformers: {alternative}", *found[1:])
         elif data["kind"] == "attention":
             found = _attention(graph, name, data, options)
@@ -95,7 +102,15 @@ def check(graph, options, ctx):
         if not found:
             continue
         message, evidence, saved = found
-        price = pricing.price(graph, ctx, alternative=alternative, mac_bytes_saved=saved or None,
-                              claims=[f"{name}#align"])
-        yield locate.finding(graph, CODE, message, node=name, module=data.get("module") or "", price=price,
-                        evidence=evidence | {"dtype": data.get("dtype")})
+        price = pricing.price(
+            graph, ctx, alternative=alternative, mac_bytes_saved=saved or None, claims=[f"{name}#align"]
+        )
+        yield locate.finding(
+            graph,
+            CODE,
+            message,
+            node=name,
+            module=data.get("module") or "",
+            price=price,
+            evidence=evidence | {"dtype": data.get("dtype")},
+        )

@@ -13,7 +13,9 @@ from __future__ import annotations
 import math
 
 from archlint.diagnostics import Severity
-from archlint.model.checks import _locate as locate, _pricing as pricing, _query as query
+from archlint.model.checks import _locate as locate
+from archlint.model.checks import _pricing as pricing
+from archlint.model.checks import _query as query
 from archlint.units import human_bytes
 
 CODE = "AL111"
@@ -56,8 +58,12 @@ def check(graph, options, ctx):
         if saved <= 0 and flops_saved <= 0:
             continue
         price = pricing.price(
-            graph, ctx, alternative=f"the 1×1 conv applied before the upsample ({c.c1}→{c.c2} channels at the low resolution)",
-            mac_bytes_saved=max(saved, 0), flops_saved=flops_saved, claims=[f"{conv_name}#resolution", f"{name}#resolution"],
+            graph,
+            ctx,
+            alternative=f"the 1×1 conv applied before the upsample ({c.c1}→{c.c2} channels at the low resolution)",
+            mac_bytes_saved=max(saved, 0),
+            flops_saved=flops_saved,
+            claims=[f"{conv_name}#resolution", f"{name}#resolution"],
         )
         module = conv.get("module") or ""
         yield locate.finding(
@@ -70,7 +76,13 @@ def check(graph, options, ctx):
             node=conv_name,
             module=module,
             price=price,
-            evidence={"upsample": name, "scale": scale, "flops_saved": flops_saved, "in_channels": c.c1, "out_channels": c.c2},
+            evidence={
+                "upsample": name,
+                "scale": scale,
+                "flops_saved": flops_saved,
+                "in_channels": c.c1,
+                "out_channels": c.c2,
+            },
         )
 
 
@@ -92,20 +104,33 @@ def _head_after_upsample(graph, ctx, name: str, up: dict, conv_name: str, c):
     before = int(up.get("mac_bytes", 0)) + int(conv.get("mac_bytes", 0))
     after = item * (c.n * low * (c.c1 + c.c2) + c.weights) + item * c.n * c.c2 * (low + c.hw_in)
     price = pricing.price(
-        graph, ctx,
+        graph,
+        ctx,
         alternative=f"the head conv at the low resolution, its {c.c2}-channel output upsampled (as FCN/DeepLab heads do): "
         "not the same function, retrain",
-        mac_bytes_saved=max(before - after, 0), flops_saved=flops_saved, claims=(),
+        mac_bytes_saved=max(before - after, 0),
+        flops_saved=flops_saved,
+        claims=(),
     )
     module = conv.get("module") or ""
     return locate.finding(
-        graph, CODE,
-        (f"head conv {module or conv_name} ({int(math.isqrt(c.k))}×{int(math.isqrt(c.k))}, {c.c1}→{c.c2}) runs after an "
-         f"upsample to {scale:g}× the pixels: classifying at the low resolution and upsampling the {c.c2}-channel logits "
-         f"does {scale:g}× fewer multiply-adds — an approximation FCN/DeepLab heads take on purpose (not exact: retrain)"),
-        node=conv_name, module=module, price=price,
-        evidence={"form": "head-after-upsample", "upsample": name, "scale": scale, "flops_saved": flops_saved,
-                  "changes_model": True},
+        graph,
+        CODE,
+        (
+            f"head conv {module or conv_name} ({int(math.isqrt(c.k))}×{int(math.isqrt(c.k))}, {c.c1}→{c.c2}) runs after an "
+            f"upsample to {scale:g}× the pixels: classifying at the low resolution and upsampling the {c.c2}-channel logits "
+            f"does {scale:g}× fewer multiply-adds — an approximation FCN/DeepLab heads take on purpose (not exact: retrain)"
+        ),
+        node=conv_name,
+        module=module,
+        price=price,
+        evidence={
+            "form": "head-after-upsample",
+            "upsample": name,
+            "scale": scale,
+            "flops_saved": flops_saved,
+            "changes_model": True,
+        },
     )
 
 

@@ -10,7 +10,9 @@ Each is a full read and write of the activation for nothing.
 from __future__ import annotations
 
 from archlint.diagnostics import Severity
-from archlint.model.checks import _locate as locate, _pricing as pricing, _query as query
+from archlint.model.checks import _locate as locate
+from archlint.model.checks import _pricing as pricing
+from archlint.model.checks import _query as query
 from archlint.model.speedups.fix_timing import to_identity
 
 CODE = "AL202"
@@ -23,9 +25,23 @@ OPTIONS: dict = {}
 NON_NEGATIVE = frozenset({"relu", "relu6", "sigmoid", "softmax", "abs", "hardsigmoid", "exp"})
 IDENTITY_ON_NON_NEGATIVE = frozenset({"relu", "leakyrelu", "elu", "celu"})
 CLAMPS_AT_ZERO = frozenset({"relu6"})  # ReLU → ReLU is reported once, on the second
-KEEPS_SIGN = frozenset({"maxpool1d", "maxpool2d", "maxpool3d", "avgpool1d", "avgpool2d", "avgpool3d",
-                        "adaptiveavgpool1d", "adaptiveavgpool2d", "adaptiveavgpool3d",
-                        "adaptivemaxpool1d", "adaptivemaxpool2d", "adaptivemaxpool3d", "identity"})
+KEEPS_SIGN = frozenset(
+    {
+        "maxpool1d",
+        "maxpool2d",
+        "maxpool3d",
+        "avgpool1d",
+        "avgpool2d",
+        "avgpool3d",
+        "adaptiveavgpool1d",
+        "adaptiveavgpool2d",
+        "adaptiveavgpool3d",
+        "adaptivemaxpool1d",
+        "adaptivemaxpool2d",
+        "adaptivemaxpool3d",
+        "identity",
+    }
+)
 
 
 def _non_negative(graph, name: str, seen: set[str] | None = None) -> str | None:
@@ -66,14 +82,24 @@ def check(graph, options, ctx):
         alternative, saving = f"the {query.op_name(rd)} removed", None
         if whole:
             saving = whole * (op_ms[name] / total if total > 0 else 1 / len(found))
-            alternative += (f" (all {len(found)} removed together timed end to end on the model, this one's "
-                            "part by its op time)" if split else " (timed end to end on the model)")
+            alternative += (
+                f" (all {len(found)} removed together timed end to end on the model, this one's part by its op time)"
+                if split
+                else " (timed end to end on the model)"
+            )
         elif whole == 0:
             alternative += " (its own measured time: removing it end to end was inside the noise)"
         elif ctx.pricer is not None:
             alternative += " (its own measured time: the model could not be edited for it)"
-        price = pricing.price(graph, ctx, alternative=alternative, mac_bytes_saved=int(rd.get("mac_bytes", 0)),
-                        saving_ms=saving, removed=[name], estimated=bool(whole) and split)
+        price = pricing.price(
+            graph,
+            ctx,
+            alternative=alternative,
+            mac_bytes_saved=int(rd.get("mac_bytes", 0)),
+            saving_ms=saving,
+            removed=[name],
+            estimated=bool(whole) and split,
+        )
         module = rd.get("module") or ""
         yield locate.finding(
             graph,
@@ -100,7 +126,13 @@ def _redundant(graph):
         cause = _non_negative(graph, inputs[0]) if inputs and op in IDENTITY_ON_NON_NEGATIVE else None
         if cause is not None:
             yield name, f"its input is already non-negative (the output of {locate.describe(graph, cause)})", cause
-        elif op == "relu" and (nxt := query.sole_consumer(graph, name)) is not None and (
-            graph.nodes[nxt]["kind"] == "activation" and query.op_name(graph.nodes[nxt]) in CLAMPS_AT_ZERO
+        elif (
+            op == "relu"
+            and (nxt := query.sole_consumer(graph, name)) is not None
+            and (graph.nodes[nxt]["kind"] == "activation" and query.op_name(graph.nodes[nxt]) in CLAMPS_AT_ZERO)
         ):
-            yield name, f"the {query.op_name(graph.nodes[nxt])} right after it ({locate.describe(graph, nxt)}) clamps at 0 already", nxt
+            yield (
+                name,
+                f"the {query.op_name(graph.nodes[nxt])} right after it ({locate.describe(graph, nxt)}) clamps at 0 already",
+                nxt,
+            )

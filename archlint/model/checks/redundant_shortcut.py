@@ -16,7 +16,9 @@ from __future__ import annotations
 import math
 
 from archlint.diagnostics import Severity
-from archlint.model.checks import _locate as locate, _pricing as pricing, _query as query
+from archlint.model.checks import _locate as locate
+from archlint.model.checks import _pricing as pricing
+from archlint.model.checks import _query as query
 from archlint.model.checks._blocks import fork_join_blocks
 from archlint.units import human_bytes
 
@@ -72,28 +74,40 @@ def _is_square_1x1(data) -> bool:
 
 def _projection(graph, ctx, block, branch, conv):
     mac = _mac(graph, branch)
-    price = pricing.price(graph, ctx, alternative="identity shortcut (the projection removed)", mac_bytes_saved=mac, flops_saved=int(graph.nodes[conv].get("flops", 0)), removed=branch)
+    price = pricing.price(
+        graph,
+        ctx,
+        alternative="identity shortcut (the projection removed)",
+        mac_bytes_saved=mac,
+        flops_saved=int(graph.nodes[conv].get("flops", 0)),
+        removed=branch,
+    )
     module = graph.nodes[conv].get("module") or ""
     shape = tuple(graph.nodes[conv]["in_shapes"][0])
     return locate.finding(
         graph,
         CODE,
-        (
-            f"1×1 projection shortcut {module or conv} maps {shape} to the same shape: an identity "
-            f"shortcut would do"
-        ),
+        (f"1×1 projection shortcut {module or conv} maps {shape} to the same shape: an identity shortcut would do"),
         node=conv,
         module=module,
         price=price,
-        evidence={"changes_model": True, "form": "projection", "shape": list(shape), "branch_ops": branch, "mac_bytes": mac,
-                  "join": block.join},
+        evidence={
+            "changes_model": True,
+            "form": "projection",
+            "shape": list(shape),
+            "branch_ops": branch,
+            "mac_bytes": mac,
+            "join": block.join,
+        },
     )
 
 
 def _cheap(graph, ctx, block, branches):
     mac = int(graph.nodes[block.join].get("mac_bytes", 0))
     ops = [n for b in branches for n in b]
-    price = pricing.price(graph, ctx, alternative="the branch without the shortcut add", mac_bytes_saved=mac, removed=[block.join])
+    price = pricing.price(
+        graph, ctx, alternative="the branch without the shortcut add", mac_bytes_saved=mac, removed=[block.join]
+    )
     module = graph.nodes[block.join].get("module") or ""
     return locate.finding(
         graph,
@@ -106,7 +120,13 @@ def _cheap(graph, ctx, block, branches):
         node=block.join,
         module=module,
         price=price,
-        evidence={"changes_model": True, "form": "cheap-branch", "branch_ops": ops, "mac_bytes": mac, "fork": block.fork},
+        evidence={
+            "changes_model": True,
+            "form": "cheap-branch",
+            "branch_ops": ops,
+            "mac_bytes": mac,
+            "fork": block.fork,
+        },
     )
 
 
@@ -150,10 +170,14 @@ def _dense(graph, ctx, options):
         once = int(graph.nodes[widest].get("mac_bytes", 0))
         measured = pricing.latency(graph, members) if ctx.pricer is not None else None
         price = pricing.price(
-            graph, ctx, alternative="one-shot aggregation (each tensor concatenated once)", mac_bytes_saved=total - once,
+            graph,
+            ctx,
+            alternative="one-shot aggregation (each tensor concatenated once)",
+            mac_bytes_saved=total - once,
             # the concats' measured time in proportion to the bytes one-shot aggregation saves: an estimate
             saving_ms=measured * (total - once) / total if measured is not None and total else None,
-            estimated=True, claims=members,
+            estimated=True,
+            claims=members,
         )
         module = locate.common_module(graph, members)
         yield locate.finding(
@@ -168,6 +192,13 @@ def _dense(graph, ctx, options):
             node=widest,
             module=module,
             price=price,
-            evidence={"changes_model": True, "form": "dense", "concats": len(members), "max_reuse": reuse, "concat_mac_bytes": total,
-                      "one_shot_mac_bytes": once, "excess_bytes": total - once},
+            evidence={
+                "changes_model": True,
+                "form": "dense",
+                "concats": len(members),
+                "max_reuse": reuse,
+                "concat_mac_bytes": total,
+                "one_shot_mac_bytes": once,
+                "excess_bytes": total - once,
+            },
         )

@@ -22,8 +22,10 @@ from __future__ import annotations
 import math
 
 from archlint.diagnostics import Severity
+from archlint.model.checks import _locate as locate
+from archlint.model.checks import _pricing as pricing
+from archlint.model.checks import _query as query
 from archlint.model.speedups.alternatives import chain_widths
-from archlint.model.checks import _locate as locate, _pricing as pricing, _query as query
 
 CODE = "AL101"
 SEVERITY = Severity.WARNING  # as its page says (the registry checks)
@@ -97,6 +99,7 @@ def _cost(graph, chain, widths) -> tuple[float, float]:
 def balanced(graph, chain, widths) -> list[int]:
     """The chain's widths with every interior one set to the x that keeps its FLOPs (rounded to
     a multiple of the groups it meets, or of 8 when all interior widths were)."""
+
     def with_x(x):
         return [widths[0]] + [x] * (len(widths) - 2) + [widths[-1]]
 
@@ -157,9 +160,13 @@ def _finding(graph, ctx, options, instances):
         f"(in {widths[0]}, out {widths[-1]} kept; FLOPs {drift:+.1%})"
     )
     price = pricing.price(
-        graph, ctx, alternative=alternative + (f", in each of {count} chains" if count > 1 else ""),
-        mac_bytes_saved=saved * count, flops_saved=round(flops - alt_flops) * count,
-        saving_ms=saving, claims=nodes,
+        graph,
+        ctx,
+        alternative=alternative + (f", in each of {count} chains" if count > 1 else ""),
+        mac_bytes_saved=saved * count,
+        flops_saved=round(flops - alt_flops) * count,
+        saving_ms=saving,
+        claims=nodes,
     )
     where = modules[0] or "the model"
     more = f" and {count - 1} more like it" if count > 1 else ""

@@ -15,8 +15,10 @@ finding names that method as the fix.
 from __future__ import annotations
 
 from archlint.diagnostics import Severity
+from archlint.model.checks import _locate as locate
+from archlint.model.checks import _pricing as pricing
+from archlint.model.checks import _query as query
 from archlint.model.speedups.alternatives import folded_bn
-from archlint.model.checks import _locate as locate, _pricing as pricing, _query as query
 from archlint.model.speedups.fix_timing import fold_norms
 
 CODE = "AL205"
@@ -42,7 +44,9 @@ def check(graph, options, ctx):
     args = query.conv_args(graph.nodes[conv]) if graph.nodes[conv]["kind"] == "conv" else None
     costliest = None
     if args:
-        costliest = pricing.alternative_ms(graph, ctx, [conv, norm], folded_bn, *args, bool(query.attr(graph.nodes[conv], "bias", False)))
+        costliest = pricing.alternative_ms(
+            graph, ctx, [conv, norm], folded_bn, *args, bool(query.attr(graph.nodes[conv], "bias", False))
+        )
     folded = pricing.fixed_ms(graph, ctx, fold_norms, pairs)
     alternative = "each BatchNorm folded into the weights and bias of the conv or linear before it"
     if folded is not None:

@@ -61,7 +61,9 @@ def check(graph, options, ctx):
         evidence["foreach_launches"] = foreach["launches"]
     price = _price(graph, ctx, train, current, fused, itemsize, alternative, evidence)
     if variant == "foreach":
-        how = "the foreach implementation (" + ("as named" if parse(current["name"]).variant else "PyTorch's default on CUDA")
+        how = "the foreach implementation (" + (
+            "as named" if parse(current["name"]).variant else "PyTorch's default on CUDA"
+        )
     else:  # --optimizer cannot name the for-loop: it is the default where not every parameter is on CUDA
         how = "the for-loop implementation (PyTorch's default unless every parameter is on CUDA"
     message = (
@@ -69,12 +71,15 @@ def check(graph, options, ctx):
         f"element, {current['launches']:,} launches for {current['tensors']:,} parameter tensors, "
         f"{human_bytes(current['mac_bytes'])} moved; fused=True runs one kernel per chunk of tensors "
         f"({fused['launches']:,} launch{'' if fused['launches'] == 1 else 'es'}) that reads and writes each tensor once "
-        f"({human_bytes(fused['mac_bytes'])})")
+        f"({human_bytes(fused['mac_bytes'])})"
+    )
     severity = SEVERITY
     if ctx.settings.optimizer is None:  # archlint's default, not the user's choice: advice
         severity = Severity.INFO
         evidence["optimizer_assumed"] = True
-        message += f" (the step's optimizer is archlint's default: name yours with --optimizer, e.g. {current['name']}-fused)"
+        message += (
+            f" (the step's optimizer is archlint's default: name yours with --optimizer, e.g. {current['name']}-fused)"
+        )
     yield Diagnostic(CODE, message, severity, evidence=evidence, price=price)
 
 
@@ -90,15 +95,26 @@ def _price(graph, ctx, train, current, fused, itemsize, alternative, evidence) -
     if estimate and spec is not None:
         dtype = graph.graph.get("dtype", "float32")
         now, then = estimate["optimizer_ms"], optimizer_ms(fused, spec, dtype, itemsize)
-        evidence |= {"optimizer_ms": now, "fused_optimizer_ms": then,
-                     "saving_basis": f"estimated on {spec.name}: archlint's optimizer cost model, bytes over the "
-                                     "spec's bandwidth and each launch paying its per-op overhead"}
-        price = Price.timed(alternative, saving_ms=now - then, model_ms=estimate["step_ms"], basis="estimated",
-                            mac_bytes_saved=mac_saved, device=spec.name)
+        evidence |= {
+            "optimizer_ms": now,
+            "fused_optimizer_ms": then,
+            "saving_basis": f"estimated on {spec.name}: archlint's optimizer cost model, bytes over the "
+            "spec's bandwidth and each launch paying its per-op overhead",
+        }
+        price = Price.timed(
+            alternative,
+            saving_ms=now - then,
+            model_ms=estimate["step_ms"],
+            basis="estimated",
+            mac_bytes_saved=mac_saved,
+            device=spec.name,
+        )
         price.whole = "the training step's estimated time"
         return price
-    evidence["saving_basis"] = ("static: the optimizer bytes the fused kernel does not move, a share of the step's "
-                                "MAC (launches saved are priced with --device-spec)")
+    evidence["saving_basis"] = (
+        "static: the optimizer bytes the fused kernel does not move, a share of the step's "
+        "MAC (launches saved are priced with --device-spec)"
+    )
     price = Price.static(alternative, mac_bytes_saved=mac_saved, model_mac_bytes=train.step_mac_bytes)
     price.whole = "the training step's MAC"
     return price

@@ -21,9 +21,11 @@ from __future__ import annotations
 from collections import defaultdict
 
 from archlint.diagnostics import Severity
-from archlint.model.estimating import estimate
-from archlint.model.checks import _locate as locate, _pricing as pricing, _query as query
+from archlint.model.checks import _locate as locate
+from archlint.model.checks import _pricing as pricing
+from archlint.model.checks import _query as query
 from archlint.model.checks._repeats import path_pattern
+from archlint.model.estimating import estimate
 
 CODE = "AL108"
 SEVERITY = Severity.WARNING  # as its page says (the registry checks)
@@ -63,8 +65,8 @@ def check(graph, options, ctx):
         modules = [graph.nodes[n].get("module") or n for n in names]
         alternative = (
             f"one nn.Linear({shape[-1]}, {width}) whose output is split into {', '.join(map(str, widths))}"
-            if padded == width else
-            f"one nn.Linear({shape[-1]}, {padded}) — the {width} fused outputs padded with {padded - width} zero rows "
+            if padded == width
+            else f"one nn.Linear({shape[-1]}, {padded}) — the {width} fused outputs padded with {padded - width} zero rows "
             f"to a multiple of {align} (an unaligned {width}-wide GEMM misses the tensor cores' alignment) — whose "
             f"output is split into {', '.join(map(str, widths))} (the padding dropped)"
         )
@@ -75,8 +77,9 @@ def check(graph, options, ctx):
             fused = _fused_op(graph, names, padded)
             separate = sum(graph.nodes[n].get("estimated_ms") or 0.0 for n in names)
             fused_ms = estimate.estimate_op(fused, spec, graph.graph.get("dtype", "float32")).ms
-            price = pricing.estimated(graph, ctx, alternative=alternative, saving_ms=separate - fused_ms,
-                                      claims=claims, mac_bytes_saved=saved)
+            price = pricing.estimated(
+                graph, ctx, alternative=alternative, saving_ms=separate - fused_ms, claims=claims, mac_bytes_saved=saved
+            )
         if price is None:
             price = pricing.price(graph, ctx, alternative=alternative, mac_bytes_saved=saved, claims=claims)
         # layers of the model's own forward (NeRF's alpha_linear and feature_linear, a VAE's mu and
@@ -96,9 +99,15 @@ def check(graph, options, ctx):
             node=names[0],
             module=module,
             price=price,
-            evidence={"layers": modules, "out_features": widths, "in_features": int(shape[-1]), "input": producer,
-                      "fused_features": padded, "padding_bytes": pad_bytes,
-                      "pattern": ",".join(dict.fromkeys(m.rpartition(".")[2] for m in modules))},
+            evidence={
+                "layers": modules,
+                "out_features": widths,
+                "in_features": int(shape[-1]),
+                "input": producer,
+                "fused_features": padded,
+                "padding_bytes": pad_bytes,
+                "pattern": ",".join(dict.fromkeys(m.rpartition(".")[2] for m in modules)),
+            },
         )
 
 
@@ -124,9 +133,17 @@ def _fused_op(graph, names: list[str], width: int) -> dict:
     params = width * k + (width if bias else 0)
     out_bytes = item * tokens * width
     in_bytes = int(first.get("in_bytes", 0))
-    return {**first, "key": "Linear", "out_shapes": [out], "param_shapes": {"weight": (width, k)},
-            "flops": tokens * k * width, "params": params, "param_bytes": item * params, "out_bytes": out_bytes,
-            "mac_bytes": in_bytes + out_bytes + item * params}
+    return {
+        **first,
+        "key": "Linear",
+        "out_shapes": [out],
+        "param_shapes": {"weight": (width, k)},
+        "flops": tokens * k * width,
+        "params": params,
+        "param_bytes": item * params,
+        "out_bytes": out_bytes,
+        "mac_bytes": in_bytes + out_bytes + item * params,
+    }
 
 
 def _listed(modules: list[str]) -> str:

@@ -17,7 +17,9 @@ from __future__ import annotations
 import fnmatch
 
 from archlint.diagnostics import Severity
-from archlint.model.checks import _locate as locate, _pricing as pricing, _query as query
+from archlint.model.checks import _locate as locate
+from archlint.model.checks import _pricing as pricing
+from archlint.model.checks import _query as query
 from archlint.units import human_bytes
 
 CODE = "AL201"
@@ -35,9 +37,11 @@ OPTIONS = {
 
 # What an unused parameter costs under DistributedDataParallel (measured with gloo, torch 2.14: the
 # second step raises), and what the flag that avoids the error costs (AL410).
-_DDP = ("under DistributedDataParallel the second step fails (\"Expected to have finished reduction in the "
-        "prior iteration before starting a new one\") unless find_unused_parameters=True, which walks the "
-        "autograd graph on every step (AL410)")
+_DDP = (
+    'under DistributedDataParallel the second step fails ("Expected to have finished reduction in the '
+    'prior iteration before starting a new one") unless find_unused_parameters=True, which walks the '
+    "autograd graph on every step (AL410)"
+)
 
 _ITEMSIZE = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int8": 1}
 
@@ -90,7 +94,12 @@ def check(graph, options, ctx):
         if params == 0 and not options["parameterless"]:
             continue
         train_only = any(fnmatch.fnmatchcase(path.lower(), pat.lower()) for pat in options["train_only"])
-        price = pricing.price(graph, ctx, alternative=f"{path} deleted (no runtime cost; {params * itemsize} bytes of parameters)", claims=())
+        price = pricing.price(
+            graph,
+            ctx,
+            alternative=f"{path} deleted (no runtime cost; {params * itemsize} bytes of parameters)",
+            claims=(),
+        )
         size = f"{params:,} parameters ({human_bytes(params * itemsize)})"
         if train_only:
             message = (
@@ -128,10 +137,17 @@ def check(graph, options, ctx):
             continue
         by_owner.setdefault(owner, []).append(pname)
     for owner, pnames in by_owner.items():
-        train_only = all(any(fnmatch.fnmatchcase(p.lower(), pat.lower()) for pat in options["train_only"]) for p in pnames)
-        what = (f"parameter {pnames[0]} is" if len(pnames) == 1 else
-                f"parameters {', '.join(p.rpartition('.')[2] for p in pnames)} of {owner or 'the model'} are")
-        message = f"{what} never read in the {mode}-mode forward" + (f" of {owner or 'the model'}" if len(pnames) == 1 else "")
+        train_only = all(
+            any(fnmatch.fnmatchcase(p.lower(), pat.lower()) for pat in options["train_only"]) for p in pnames
+        )
+        what = (
+            f"parameter {pnames[0]} is"
+            if len(pnames) == 1
+            else f"parameters {', '.join(p.rpartition('.')[2] for p in pnames)} of {owner or 'the model'} are"
+        )
+        message = f"{what} never read in the {mode}-mode forward" + (
+            f" of {owner or 'the model'}" if len(pnames) == 1 else ""
+        )
         if not train_only:
             message += f"; {_DDP}"
         if train_only:

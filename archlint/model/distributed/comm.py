@@ -101,25 +101,44 @@ def estimate_step(rec: StepRecording, units: Units, par: Parallel, spec, train: 
                 shift += queue - need
         per.append({"op": c.op, "phase": c.phase, "bytes": c.nbytes, "ms": ms, "link": which})
     if missing:
-        return {"device_spec": spec.name, "comm_ms": None, "exposed_comm_ms": None, "step_ms": None,
-                "scaling_efficiency": None,
-                "basis": f"device spec {spec.name} gives no [interconnect] figures for this layout: no time estimated"}
+        return {
+            "device_spec": spec.name,
+            "comm_ms": None,
+            "exposed_comm_ms": None,
+            "step_ms": None,
+            "scaling_efficiency": None,
+            "basis": f"device spec {spec.name} gives no [interconnect] figures for this layout: no time estimated",
+        }
     end = max(compute + shift, queue)
     exposed = end - compute
     single = train["step_ms"]
     return {
-        "device_spec": spec.name, "comm_ms": comm, "exposed_comm_ms": exposed, "compute_ms": compute,
-        "step_ms": compute + exposed, "single_gpu_step_ms": single,
+        "device_spec": spec.name,
+        "comm_ms": comm,
+        "exposed_comm_ms": exposed,
+        "compute_ms": compute,
+        "step_ms": compute + exposed,
+        "single_gpu_step_ms": single,
         "scaling_efficiency": single / (compute + exposed) if compute + exposed > 0 else None,
         "overlapped_comm_ms": comm - exposed if comm >= exposed else 0.0,
         "links": sorted({p["link"] for p in per}),
         "interconnect_source": spec.sources.get("interconnect", ""),
-        "basis": ("estimated: ring α-β cost per collective on the spec's interconnect, overlapped with the "
-                  "estimated compute of the step as the strategy issues and waits for them (module "
-                  "archlint.model.distributed.comm); scaling efficiency = one GPU's step time over a rank's at the "
-                  "same per-rank batch" + (f"; CPU offload: {off.basis}" if off is not None else
-                                           "; the optimizer step on the host (CPU offload) not timed: the spec "
-                                           "gives no host link" if par.cpu_offload else "")),
-        **({"offload_ms": off.ms, "offload_copies_ms": off.copies_ms, "offload_host_step_ms": off.host_step_ms}
-           if off is not None else {}),
+        "basis": (
+            "estimated: ring α-β cost per collective on the spec's interconnect, overlapped with the "
+            "estimated compute of the step as the strategy issues and waits for them (module "
+            "archlint.model.distributed.comm); scaling efficiency = one GPU's step time over a rank's at the "
+            "same per-rank batch"
+            + (
+                f"; CPU offload: {off.basis}"
+                if off is not None
+                else "; the optimizer step on the host (CPU offload) not timed: the spec gives no host link"
+                if par.cpu_offload
+                else ""
+            )
+        ),
+        **(
+            {"offload_ms": off.ms, "offload_copies_ms": off.copies_ms, "offload_host_step_ms": off.host_step_ms}
+            if off is not None
+            else {}
+        ),
     }

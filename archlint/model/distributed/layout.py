@@ -41,14 +41,25 @@ from archlint.model.distributed.strategy import (
 )
 from archlint.model.train.memory import StepRecording
 
-CATEGORIES = ("params", "gathered_params", "buffers", "inputs", "grads", "optimizer", "activations", "temporaries",
-              "workspaces", "comm_buffers")
+CATEGORIES = (
+    "params",
+    "gathered_params",
+    "buffers",
+    "inputs",
+    "grads",
+    "optimizer",
+    "activations",
+    "temporaries",
+    "workspaces",
+    "comm_buffers",
+)
 VOLUME_FACTOR = {"all_reduce": 2, "all_gather": 1, "reduce_scatter": 1, "broadcast": 1}
 
 
 @dataclass
 class Store:
     """One storage of the rank's step."""
+
     nbytes: int
     born: float
     died: float
@@ -59,6 +70,7 @@ class Store:
 @dataclass
 class Issued:
     """One collective of the step as issued: op, phase, payload bytes, the event it becomes ready at."""
+
     op: str
     phase: str
     nbytes: int
@@ -173,20 +185,26 @@ def lay_out(rec: StepRecording, par: Parallel, units: list[str], buffers: list[t
         fsdp_or_flat = fsdp or flat
     # the optimizer step's temporaries: over the rank's share of the trainable elements
     total_trainable = sum(elems[p] for p in trainable)
-    step_share = (sum(opt_share[p] * elems[p] for p in trainable) / total_trainable
-                  if total_trainable and fsdp_or_flat else 1.0)
+    step_share = (
+        sum(opt_share[p] * elems[p] for p in trainable) / total_trainable if total_trainable and fsdp_or_flat else 1.0
+    )
     # state and master weights: fp32 under mixed precision
     state_scale = {p: (master / itemsize[p] if mp else 1.0) for p in info}
     if par.optimizer_bits == 8:
-        notes.append("8-bit optimizer: each moment in 1 byte (bitsandbytes' blockwise quantization; its per-block "
-                     "scales left out), its step fused (no temporaries): estimated, not recorded")
+        notes.append(
+            "8-bit optimizer: each moment in 1 byte (bitsandbytes' blockwise quantization; its per-block "
+            "scales left out), its step fused (no temporaries): estimated, not recorded"
+        )
 
     # --- units: where each parameter is gathered (FSDP/ZeRO-3), by the module path it belongs to
     unit_names = set(units)
 
     def unit_of(p: str) -> str:
         parts = p.split(".")
-        return next((".".join(parts[:k]) for k in range(len(parts) - 1, 0, -1) if ".".join(parts[:k]) in unit_names), "")
+        return next(
+            (".".join(parts[:k]) for k in range(len(parts) - 1, 0, -1) if ".".join(parts[:k]) in unit_names), ""
+        )
+
     param_unit = {p: unit_of(p) for p in info}
 
     stores: list[Store] = []
@@ -339,7 +357,9 @@ def lay_out(rec: StepRecording, par: Parallel, units: list[str], buffers: list[t
         for b in buckets:
             nbytes = sum(elems[p] * itemsize[p] for p in b)
             add(nbytes, -1, math.inf, "comm_buffers")
-            issued.append(Issued("all_reduce", "backward", nbytes, bucket_ready[b[0]], n, "gradient bucket", "backward"))
+            issued.append(
+                Issued("all_reduce", "backward", nbytes, bucket_ready[b[0]], n, "gradient bucket", "backward")
+            )
         if par.gradient_as_bucket_view:
             grads_bytes += sum(rnd(sum(elems[p] * itemsize[p] for p in b)) for b in buckets)
         # broadcast_buffers: rank 0's buffers before every forward, one flat buffer per dtype chunk
@@ -355,8 +375,11 @@ def lay_out(rec: StepRecording, par: Parallel, units: list[str], buffers: list[t
         for k, chunk in enumerate(chunks):
             t = fwd_start - 0.9 + k * 0.01
             add(sum(chunk), t, t + 0.005, "comm_buffers")
-            issued.append(Issued("broadcast", "forward", sum(chunk), t, n, "module buffers (broadcast_buffers)", "none",
-                                 fwd_start))
+            issued.append(
+                Issued(
+                    "broadcast", "forward", sum(chunk), t, n, "module buffers (broadcast_buffers)", "none", fwd_start
+                )
+            )
 
     # --- ZeroRedundancyOptimizer: after its local step each rank broadcasts its parameters, one call
     # per parameter (parameters_as_bucket_view=False, the default), every rank's in turn, in place
@@ -364,11 +387,22 @@ def lay_out(rec: StepRecording, par: Parallel, units: list[str], buffers: list[t
         t = marks.get("end", step_start) + 0.5
         for r in range(n):
             for p in (q for q in owners if owners[q] == r):
-                issued.append(Issued("broadcast", "step", elems[p] * itemsize[p], t, n,
-                                     "updated parameters (each from its owner)", "none"))
-        notes.append("zero1-torch: torch.distributed.optim.ZeroRedundancyOptimizer over DDP: the optimizer state of "
-                     "whole parameters on their owner (greedy by size, largest first), rank 0's shown; the "
-                     "parameters broadcast from their owners after the step")
+                issued.append(
+                    Issued(
+                        "broadcast",
+                        "step",
+                        elems[p] * itemsize[p],
+                        t,
+                        n,
+                        "updated parameters (each from its owner)",
+                        "none",
+                    )
+                )
+        notes.append(
+            "zero1-torch: torch.distributed.optim.ZeroRedundancyOptimizer over DDP: the optimizer state of "
+            "whole parameters on their owner (greedy by size, largest first), rank 0's shown; the "
+            "parameters broadcast from their owners after the step"
+        )
 
     # --- ZeRO-1/2: each bucket reduce-scattered through a flat copy as it fills; ZeRO-2 keeps only its shard
     if strategy in ("zero1", "zero2"):
@@ -383,8 +417,17 @@ def lay_out(rec: StepRecording, par: Parallel, units: list[str], buffers: list[t
         if strategy == "zero1":  # the full gradients kept to the step; the optimizer reads its partition
             pass
         total = sum(elems[p] * itemsize[p] for p in trainable)
-        issued.append(Issued("all_gather", "step", total, marks.get("end", step_start) + 0.5, n,
-                             "updated parameters (each rank's partition)", "none"))
+        issued.append(
+            Issued(
+                "all_gather",
+                "step",
+                total,
+                marks.get("end", step_start) + 0.5,
+                n,
+                "updated parameters (each rank's partition)",
+                "none",
+            )
+        )
 
     # --- FSDP2 / ZeRO-3: units gathered and freed; reduce-scatter per unit
     def gloo_gather(nbytes: int, born: float, died: float) -> Store | None:
@@ -393,8 +436,10 @@ def lay_out(rec: StepRecording, par: Parallel, units: list[str], buffers: list[t
         return add(nbytes, born, died, "comm_buffers") if par.backend == "gloo" else None
 
     if gathers:
+
         def unit_bytes(u: str, size_of) -> int:
             return sum(padded_elems(p) * size_of(p) for p in unit_params[u])
+
         compute = itemsize.__getitem__
         seq = [""] + order if unit_params[""] else list(order)
         forward_at = {u: span[u][0] for u in order}
@@ -414,8 +459,9 @@ def lay_out(rec: StepRecording, par: Parallel, units: list[str], buffers: list[t
                 last_output.died = t - 0.3
             gathered[u] = add(full, t - 0.2, math.inf, "gathered_params")
             last_output = out
-            issued.append(Issued("all_gather", "forward", full, t - 0.4, group, f"unit {u or '<root>'}", "forward",
-                                 t - 0.2))
+            issued.append(
+                Issued("all_gather", "forward", full, t - 0.4, group, f"unit {u or '<root>'}", "forward", t - 0.2)
+            )
             if u or not root_kept:  # resharded after its forward (the root at the forward's end)
                 gathered[u].died = forward_end[u] + 0.5 if u else bwd_start - 0.45
         if last_output is not None:
@@ -426,8 +472,11 @@ def lay_out(rec: StepRecording, par: Parallel, units: list[str], buffers: list[t
             add(full, bwd_start - 0.4, bwd_start - 0.3, "comm_buffers")
             gloo_gather(full, bwd_start - 0.39, bwd_start - 0.36)
             gathered[""] = add(full, bwd_start - 0.35, math.inf, "gathered_params")
-            issued.append(Issued("all_gather", "backward", full, bwd_start - 0.4, group, "unit <root>", "backward",
-                                 bwd_start - 0.35))
+            issued.append(
+                Issued(
+                    "all_gather", "backward", full, bwd_start - 0.4, group, "unit <root>", "backward", bwd_start - 0.35
+                )
+            )
         prefetched: dict[str, Store] = {}
         prev_rs: Store | None = None
         for i, u in enumerate(back):
@@ -449,38 +498,102 @@ def lay_out(rec: StepRecording, par: Parallel, units: list[str], buffers: list[t
                 # the prefetch runs on gloo's worker beside this unit's backward and is done long before it
                 # (it moves a unit's parameters; the unit computes on them): its flat buffer freed by then
                 gloo_gather(unit_bytes(nxt, compute), t0 + 0.085, t0 + 0.09)
-                issued.append(Issued("all_gather", "backward", unit_bytes(nxt, compute), t0 + 0.08, group,
-                                     f"unit {nxt} (prefetched)", "backward", bwd_begin[nxt] + 0.05))
+                issued.append(
+                    Issued(
+                        "all_gather",
+                        "backward",
+                        unit_bytes(nxt, compute),
+                        t0 + 0.08,
+                        group,
+                        f"unit {nxt} (prefetched)",
+                        "backward",
+                        bwd_begin[nxt] + 0.05,
+                    )
+                )
             t1 = bwd_end[u]
             if full:
                 gathered[u].died = t1 + 0.1
-            prev_rs = _reduce(u, t1, unit_params[u], trainable, padded_elems, shard_elems, reduce_size, group, par,
-                              add, issued, prev_rs, offload)
+            prev_rs = _reduce(
+                u,
+                t1,
+                unit_params[u],
+                trainable,
+                padded_elems,
+                shard_elems,
+                reduce_size,
+                group,
+                par,
+                add,
+                issued,
+                prev_rs,
+                offload,
+            )
             if prev_rs is not None:
                 grads_bytes += _shard_bytes(unit_params[u], trainable, shard_elems, reduce_size, group, rnd, offload)
         if unit_params[""]:
             t1 = step_start - 0.8
             if "" in gathered:
                 gathered[""].died = t1 + 0.1
-            prev_rs = _reduce("", t1, unit_params[""], trainable, padded_elems, shard_elems, reduce_size, group, par,
-                              add, issued, prev_rs, offload)
+            prev_rs = _reduce(
+                "",
+                t1,
+                unit_params[""],
+                trainable,
+                padded_elems,
+                shard_elems,
+                reduce_size,
+                group,
+                par,
+                add,
+                issued,
+                prev_rs,
+                offload,
+            )
             grads_bytes += _shard_bytes(unit_params[""], trainable, shard_elems, reduce_size, group, rnd, offload)
         if prev_rs is not None:
             prev_rs.died = min(prev_rs.died, step_start - 0.2)
         if par.cpu_offload and fsdp:
-            notes.append("CPU offload (FSDP2 CPUOffloadPolicy): sharded parameters, gradients and optimizer state on "
-                         "the host; each unit's shard copied to the device for its all-gather")
+            notes.append(
+                "CPU offload (FSDP2 CPUOffloadPolicy): sharded parameters, gradients and optimizer state on "
+                "the host; each unit's shard copied to the device for its all-gather"
+            )
     elif offload:
-        notes.append("CPU offload (ZeRO-Offload): optimizer state and fp32 master weights on the host, the step run "
-                     "there; the gradient partition copied to the host")
+        notes.append(
+            "CPU offload (ZeRO-Offload): optimizer state and fp32 master weights on the host, the step run "
+            "there; the gradient partition copied to the host"
+        )
     if strategy == "zero1":
         grads_bytes = sum(rnd(elems[p] * itemsize[p]) for p in trainable)
-    return Layout(stores, issued, dict(marks), params_bytes, grads_bytes, optimizer_bytes, counters, padding, host,
-                  [sum(elems[p] * itemsize[p] for p in b) for b in buckets], notes)
+    return Layout(
+        stores,
+        issued,
+        dict(marks),
+        params_bytes,
+        grads_bytes,
+        optimizer_bytes,
+        counters,
+        padding,
+        host,
+        [sum(elems[p] * itemsize[p] for p in b) for b in buckets],
+        notes,
+    )
 
 
-def _reduce(u, t1, params, trainable, padded_elems, shard_elems, reduce_size, group, par: Parallel, add, issued,
-            prev_rs, offload):
+def _reduce(
+    u,
+    t1,
+    params,
+    trainable,
+    padded_elems,
+    shard_elems,
+    reduce_size,
+    group,
+    par: Parallel,
+    add,
+    issued,
+    prev_rs,
+    offload,
+):
     """A unit's post-backward: the reduce-scatter input made (the one before it freed), the
     unsharded gradients freed (their deaths are set by the caller's grad_death), the output kept as
     the sharded gradient; HSDP all-reduces that shard over the replicas."""
@@ -501,8 +614,17 @@ def _reduce(u, t1, params, trainable, padded_elems, shard_elems, reduce_size, gr
         add(full, t1 + 0.52, t1 + 0.56, "comm_buffers")
     issued.append(Issued("reduce_scatter", "backward", full, t1 + 0.3, group, f"unit {u or '<root>'}", "backward"))
     if par.replicas > 1:
-        issued.append(Issued("all_reduce", "backward", int(shard), t1 + 0.5, par.replicas,
-                             f"unit {u or '<root>'} shard over replicas", "backward"))
+        issued.append(
+            Issued(
+                "all_reduce",
+                "backward",
+                int(shard),
+                t1 + 0.5,
+                par.replicas,
+                f"unit {u or '<root>'} shard over replicas",
+                "backward",
+            )
+        )
     return rs_in
 
 

@@ -54,8 +54,11 @@ def offload_time(rec: StepRecording, par: Parallel, lay: Layout, spec) -> Offloa
     share = 1.0 / max(par.shard_group, 1)
     trainable = [(shape, size) for shape, size, t in rec.params.values() if t]
     elems = sum(_numel(shape) for shape, _ in trainable)
-    grad_size = 4 if (par.mixed_precision and par.strategy in ("fsdp", "hsdp")) else max(
-        (size for _, size in trainable), default=4)
+    grad_size = (
+        4
+        if (par.mixed_precision and par.strategy in ("fsdp", "hsdp"))
+        else max((size for _, size in trainable), default=4)
+    )
     to_host = int(elems * share * grad_size)
     if par.strategy in ("fsdp", "hsdp"):
         widen = 4 / max((size for _, size in trainable), default=4) if par.mixed_precision else 1.0
@@ -64,10 +67,12 @@ def offload_time(rec: StepRecording, par: Parallel, lay: Layout, spec) -> Offloa
         to_device = int(elems * share * max((size for _, size in trainable), default=4))
     copies = (to_host + to_device) / host_bps * 1e3
     host_step = elems * share * ADAM_BYTES_PER_PARAM / (HOST_STEP_GBS * 1e9) * 1e3
-    basis = (f"estimated: {to_host / 1e6:,.1f} MB of gradients to the host and {to_device / 1e6:,.1f} MB of parameters "
-             f"back at the spec's host link ({net['host-gbs']:g} GB/s each way), not overlapped; the optimizer step on "
-             f"the host at an assumed {HOST_STEP_GBS:g} GB/s of host memory traffic ({ADAM_BYTES_PER_PARAM} bytes a "
-             "parameter for Adam's fp32 state), in place of the device's")
+    basis = (
+        f"estimated: {to_host / 1e6:,.1f} MB of gradients to the host and {to_device / 1e6:,.1f} MB of parameters "
+        f"back at the spec's host link ({net['host-gbs']:g} GB/s each way), not overlapped; the optimizer step on "
+        f"the host at an assumed {HOST_STEP_GBS:g} GB/s of host memory traffic ({ADAM_BYTES_PER_PARAM} bytes a "
+        "parameter for Adam's fp32 state), in place of the device's"
+    )
     return OffloadTime(to_host, to_device, copies, host_step, basis)
 
 

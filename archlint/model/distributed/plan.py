@@ -56,18 +56,21 @@ def fits_at(rec: StepRecording, par: Parallel, units: Units, buffers, budget: in
     return bool(pr.fits), budget_figure(pr)
 
 
-def min_world_size(rec: StepRecording, par: Parallel, units: Units, buffers, budget: int,
-                   strategies: tuple[str, ...] = PLANNED) -> dict[str, int | None]:
+def min_world_size(
+    rec: StepRecording, par: Parallel, units: Units, buffers, budget: int, strategies: tuple[str, ...] = PLANNED
+) -> dict[str, int | None]:
     """Per strategy, the fewest ranks whose per-rank step fits the budget (None: none up to
     MAX_WORLD; DDP keeps everything on every rank, so it fits at 1 or never). Ranks double until
     one fits, then bisect; the answer is checked itself (a layout swept at it)."""
     out: dict[str, int | None] = {}
     for strategy in strategies:
+
         def ok(n: int, strategy: str = strategy) -> bool:
             nodes = par.nodes if strategy == "hsdp" and n % par.nodes == 0 else 1
             if strategy == "hsdp" and nodes == 1:
                 return False  # HSDP needs ranks on every node
             return fits_at(rec, par.with_(strategy=strategy, world_size=n, nodes=nodes), units, buffers, budget)[0]
+
         if strategy == "ddp":
             out[strategy] = 1 if ok(1) else None
             continue
@@ -98,9 +101,22 @@ class _Change:
     basis: str
 
 
-def fit_plan(model, args, kwargs, rec: StepRecording, par: Parallel, units: Units, budget: int, *,
-             optimizer: str, loss: str, device_spec, trainable: str | None, step_ms: dict | None,
-             limit: int = 8) -> Plan:
+def fit_plan(
+    model,
+    args,
+    kwargs,
+    rec: StepRecording,
+    par: Parallel,
+    units: Units,
+    budget: int,
+    *,
+    optimizer: str,
+    loss: str,
+    device_spec,
+    trainable: str | None,
+    step_ms: dict | None,
+    limit: int = 8,
+) -> Plan:
     """min_world_size per strategy and, when the step as given does not fit, the ranked changes
     that do (module docstring)."""
     buffers = buffers_of(model)
@@ -111,18 +127,29 @@ def fit_plan(model, args, kwargs, rec: StepRecording, par: Parallel, units: Unit
         key = ("bf16" if bf16 else par.mixed_precision, ckpt, fused, micro)
         if key not in recordings:
             target = with_checkpoints(model, blocks) if ckpt else model
-            a, k = (with_batch(args, kwargs, micro) if micro else (args, kwargs))
+            a, k = with_batch(args, kwargs, micro) if micro else (args, kwargs)
             opt = optimizer
             if fused:
                 base, _ = parse_optimizer(optimizer)
                 opt = f"{base}-fused"
-            recordings[key] = record(target, a, k, optimizer=opt, loss=loss, device_spec=device_spec,
-                                     mixed_precision=key[0], trainable=trainable)
+            recordings[key] = record(
+                target,
+                a,
+                k,
+                optimizer=opt,
+                loss=loss,
+                device_spec=device_spec,
+                mixed_precision=key[0],
+                trainable=trainable,
+            )
         return recordings[key]
 
     sizes = min_world_size(rec, par, units, buffers, budget)
-    plan = Plan(sizes, "the fewest ranks whose per-rank step (as given: precision, optimizer, batch per rank) "
-                "fits the budget, each found by laying the recorded step out at that world size and sweeping it")
+    plan = Plan(
+        sizes,
+        "the fewest ranks whose per-rank step (as given: precision, optimizer, batch per rank) "
+        "fits the budget, each found by laying the recorded step out at that world size and sweeping it",
+    )
     fits_now, _ = fits_at(rec, par, units, buffers, budget)
     if fits_now:
         return plan
@@ -133,20 +160,39 @@ def fit_plan(model, args, kwargs, rec: StepRecording, par: Parallel, units: Unit
     batch = batch_size(args, kwargs)
     changes = []
     if blocks:
-        changes.append(_Change(f"activation checkpointing of {len(blocks)} blocks", "ckpt",
-                               forward_ms, "the forward recomputed in the backward (its estimated forward_ms)"
-                               if forward_ms is not None else "no device spec"))
+        changes.append(
+            _Change(
+                f"activation checkpointing of {len(blocks)} blocks",
+                "ckpt",
+                forward_ms,
+                "the forward recomputed in the backward (its estimated forward_ms)"
+                if forward_ms is not None
+                else "no device spec",
+            )
+        )
     if par.mixed_precision is None:
         auto = (step_ms or {}).get("autocast", {}).get("step_ms")
-        changes.append(_Change("bf16 mixed precision", "bf16",
-                               None if auto is None or step_ms is None else auto - step_ms["step_ms"],
-                               "the step estimated under bf16 autocast less in fp32" if auto is not None else
-                               "no estimate of the bf16 step"))
+        changes.append(
+            _Change(
+                "bf16 mixed precision",
+                "bf16",
+                None if auto is None or step_ms is None else auto - step_ms["step_ms"],
+                "the step estimated under bf16 autocast less in fp32"
+                if auto is not None
+                else "no estimate of the bf16 step",
+            )
+        )
     if variant != "fused" and base != "sgd":
         changes.append(_Change(f"fused {base}", "fused", 0.0 if step_ms else None, "no added time (one kernel)"))
     if base in ("adam", "adamw"):
-        changes.append(_Change(f"8-bit {base} (bitsandbytes)", "8bit", 0.0 if step_ms else None,
-                               "no added time (fused 8-bit kernel); state estimated at 1 byte a moment"))
+        changes.append(
+            _Change(
+                f"8-bit {base} (bitsandbytes)",
+                "8bit",
+                0.0 if step_ms else None,
+                "no added time (fused 8-bit kernel); state estimated at 1 byte a moment",
+            )
+        )
     if not par.cpu_offload and par.strategy != "ddp":
         changes.append(_offload_change(rec, par, units, device_spec, step_ms))
     if batch > 1:
@@ -162,30 +208,50 @@ def fit_plan(model, args, kwargs, rec: StepRecording, par: Parallel, units: Unit
             while micro > 1:
                 micro = max(1, micro // 2)
                 r = recording("bf16" in keys, "ckpt" in keys, "fused" in keys, micro)
-                lay = par.with_(strategy=strategy, world_size=world, cpu_offload=par.cpu_offload or "offload" in keys,
-                                optimizer_bits=8 if "8bit" in keys else par.optimizer_bits)
+                lay = par.with_(
+                    strategy=strategy,
+                    world_size=world,
+                    cpu_offload=par.cpu_offload or "offload" in keys,
+                    optimizer_bits=8 if "8bit" in keys else par.optimizer_bits,
+                )
                 evaluated[0] += 1
                 ok, _ = fits_at(r, lay, units, buffers, budget)
                 if ok:
                     break
         r = recording("bf16" in keys, "ckpt" in keys, "fused" in keys, micro)
-        lay = par.with_(strategy=strategy, world_size=world, cpu_offload=par.cpu_offload or "offload" in keys,
-                        optimizer_bits=8 if "8bit" in keys else par.optimizer_bits,
-                        mixed_precision="bf16" if "bf16" in keys else par.mixed_precision)
+        lay = par.with_(
+            strategy=strategy,
+            world_size=world,
+            cpu_offload=par.cpu_offload or "offload" in keys,
+            optimizer_bits=8 if "8bit" in keys else par.optimizer_bits,
+            mixed_precision="bf16" if "bf16" in keys else par.mixed_precision,
+        )
         if lay.strategy == "hsdp" and world % max(lay.nodes, 1):
             return None
         evaluated[0] += 1
         ok, peak = fits_at(r, lay, units, buffers, budget)
-        names = [c.name if c.key != "accum" else f"gradient accumulation: {math.ceil(batch / micro)} micro-batches "
-                 f"of {micro}" for c in combo]
+        names = [
+            c.name
+            if c.key != "accum"
+            else f"gradient accumulation: {math.ceil(batch / micro)} micro-batches of {micro}"
+            for c in combo
+        ]
         if strategy != par.strategy or world != par.world_size:
-            names.insert(0, f"{strategy} on {world} ranks" + (f" (from {par.strategy} on {par.world_size})"
-                                                            if (strategy, world) != (par.strategy, par.world_size) else ""))
+            names.insert(
+                0,
+                f"{strategy} on {world} ranks"
+                + (
+                    f" (from {par.strategy} on {par.world_size})"
+                    if (strategy, world) != (par.strategy, par.world_size)
+                    else ""
+                ),
+            )
         added = [c.adds_ms for c in combo]
         adds = None if step_ms is None or any(a is None for a in added) else sum(added)
         basis = "; ".join(f"{c.name}: {c.basis}" for c in combo) or "no change to the step's work"
         if adds is not None and (strategy, world) != (par.strategy, par.world_size):  # the communication changes
             from archlint.model.distributed.comm import estimate_step
+
             now = estimate_step(rec, units, par, device_spec, step_ms).get("step_ms")
             then = estimate_step(r, units, lay, device_spec, step_ms).get("step_ms")
             if now is None or then is None:
@@ -193,8 +259,9 @@ def fit_plan(model, args, kwargs, rec: StepRecording, par: Parallel, units: Unit
             else:
                 adds += then - now
                 basis += f"; {strategy} on {world} ranks: the step's exposed communication and sharded optimizer step"
-        return PlanEntry(names, strategy, world, peak, ok, adds, basis, micro,
-                         math.ceil(batch / micro) if micro else None)
+        return PlanEntry(
+            names, strategy, world, peak, ok, adds, basis, micro, math.ceil(batch / micro) if micro else None
+        )
 
     # 1. more ranks, per strategy (the minimum found above)
     for strategy, n in sizes.items():
@@ -212,8 +279,9 @@ def fit_plan(model, args, kwargs, rec: StepRecording, par: Parallel, units: Unit
                 if e is not None:
                     entries.append(e)
     fitting = [e for e in entries if e.fits]
-    fitting.sort(key=lambda e: (len(e.changes), e.world_size, math.inf if e.adds_ms is None else e.adds_ms,
-                                e.peak_bytes))
+    fitting.sort(
+        key=lambda e: (len(e.changes), e.world_size, math.inf if e.adds_ms is None else e.adds_ms, e.peak_bytes)
+    )
     plan.fit_plan = fitting[:limit] or sorted(entries, key=lambda e: e.peak_bytes)[:3]
     plan.evaluated, plan.recordings = evaluated[0] + len(sizes), len(recordings)
     return plan
@@ -226,17 +294,25 @@ def _offload_change(rec: StepRecording, par: Parallel, units: Units, device_spec
     if step_ms is None or device_spec is None:
         return _Change(name, "offload", None, "no device spec: not estimated")
     from archlint.model.distributed.comm import estimate_step
+
     now = estimate_step(rec, units, par, device_spec, step_ms)
     then = estimate_step(rec, units, par.with_(cpu_offload=True), device_spec, step_ms)
     if now.get("step_ms") is None or then.get("offload_ms") is None:
-        return _Change(name, "offload", None, f"device spec {device_spec.name} gives no interconnect or host-link "
-                       "figures: not estimated")
-    return _Change(name, "offload", then["step_ms"] - now["step_ms"],
-                   f"{then['offload_copies_ms']:.1f} ms of copies over the host link and {then['offload_host_step_ms']:.1f} ms "
-                   "of optimizer step on the host, in place of the device's (estimated: "
-                   "archlint.model.distributed.offload)")
+        return _Change(
+            name,
+            "offload",
+            None,
+            f"device spec {device_spec.name} gives no interconnect or host-link figures: not estimated",
+        )
+    return _Change(
+        name,
+        "offload",
+        then["step_ms"] - now["step_ms"],
+        f"{then['offload_copies_ms']:.1f} ms of copies over the host link and {then['offload_host_step_ms']:.1f} ms "
+        "of optimizer step on the host, in place of the device's (estimated: "
+        "archlint.model.distributed.offload)",
+    )
 
 
 def plan_json(plan: Plan) -> tuple[dict, list[dict]]:
     return plan.min_world_size, [asdict(e) for e in plan.fit_plan]
-

@@ -10,6 +10,7 @@ from typing import Any
 class Collective:
     """Collectives of one kind in the step: `count` of them, each moving `bytes_per_rank` (the
     unsharded buffer: an all-gather's output, a reduce-scatter's input, an all-reduce's buffer)."""
+
     op: str  # all_reduce | all_gather | reduce_scatter | broadcast
     phase: str  # forward | backward | step
     count: int
@@ -23,6 +24,7 @@ class PerRank:
     """One rank's memory over the steady step (bytes). params/grads/optimizer: what the rank keeps
     (model states); activations: kept from the forward; comm_buffers and gathered_params: live at
     the peak."""
+
     peak_bytes: int
     params_bytes: int
     grads_bytes: int

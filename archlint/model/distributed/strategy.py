@@ -12,8 +12,15 @@ STRATEGIES = ("ddp", "fsdp", "hsdp", "zero1", "zero2", "zero3", "zero1-torch")
 # ZeroRedundancyOptimizer over DDP) is zero1 partitioned by whole parameters, asked for by name only
 PLANNED = STRATEGIES[:6]
 PRECISIONS = ("bf16", "fp16")
-SHARDED_STATES = {"ddp": False, "zero1": True, "zero2": True, "zero3": True, "fsdp": True, "hsdp": True,
-                  "zero1-torch": True}
+SHARDED_STATES = {
+    "ddp": False,
+    "zero1": True,
+    "zero2": True,
+    "zero3": True,
+    "fsdp": True,
+    "hsdp": True,
+    "zero1-torch": True,
+}
 # torch.nn.parallel.DistributedDataParallel's defaults: bucket_cap_mb=25 and the first bucket of
 # dist._DEFAULT_FIRST_BUCKET_BYTES (1 MiB) when bucket_cap_mb is left at its default
 BUCKET_CAP_MB = 25
@@ -25,6 +32,7 @@ BUFFER_BUCKET_BYTES = 250 * (1 << 20)
 @dataclass(frozen=True)
 class Parallel:
     """A data-parallel layout of the training step, per rank."""
+
     strategy: str
     world_size: int
     nodes: int = 1

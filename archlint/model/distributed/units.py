@@ -27,8 +27,10 @@ def shard_units(model: nn.Module, shard_unit: str | None = None) -> Units:
         paths = [p for p in paths if not any(p.startswith(q + ".") for q in paths)]
         if not paths:
             names = sorted({type(m).__name__ for _, m in model.named_modules()})
-            raise UsageError(f"--shard-unit {shard_unit}: no module of that class in the model; its classes: "
-                             f"{', '.join(names[:12])}{' …' if len(names) > 12 else ''}")
+            raise UsageError(
+                f"--shard-unit {shard_unit}: no module of that class in the model; its classes: "
+                f"{', '.join(names[:12])}{' …' if len(names) > 12 else ''}"
+            )
         return Units(paths, shard_unit, f"fully_shard on each {shard_unit} (--shard-unit) and on the root")
     blocks = checkpoint_candidates(model)
     if not blocks:
@@ -36,5 +38,9 @@ def shard_units(model: nn.Module, shard_unit: str | None = None) -> Units:
     classes = Counter(type(model.get_submodule(p)).__name__ for p in blocks)
     name = min(classes.items(), key=lambda kv: (-kv[1], kv[0]))[0]
     paths = [p for p in blocks if type(model.get_submodule(p)).__name__ == name]
-    return Units(paths, name, f"fully_shard on each {name} ({len(paths)} blocks, the repeated block found; "
-                 "--shard-unit CLASS to choose) and on the root")
+    return Units(
+        paths,
+        name,
+        f"fully_shard on each {name} ({len(paths)} blocks, the repeated block found; "
+        "--shard-unit CLASS to choose) and on the root",
+    )

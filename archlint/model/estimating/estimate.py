@@ -304,8 +304,14 @@ def combine(kernel_s: float, overhead_s: float, asynchronous: bool) -> float:
 
 
 def estimate_op(
-    op: dict, spec: DeviceSpec, dtype: str, resident_bytes: int = 0, terms: frozenset[str] | None = None,
-    shares: dict[str, float] | None = None, amp: tuple[float, int] = (1.0, 0), torch_version: str | None = None,
+    op: dict,
+    spec: DeviceSpec,
+    dtype: str,
+    resident_bytes: int = 0,
+    terms: frozenset[str] | None = None,
+    shares: dict[str, float] | None = None,
+    amp: tuple[float, int] = (1.0, 0),
+    torch_version: str | None = None,
     copy_bytes: int = 0,
 ) -> OpEstimate:
     """One op's estimate. `terms` (default ALL_TERMS) names the refinements on; `shares` overrides
@@ -357,17 +363,29 @@ def estimate_op(
     total = combine(kernel, spec.overhead_s, spec.kind == "gpu")
     bound = "overhead" if spec.overhead_s >= kernel else ("compute" if compute_s >= memory_s else "memory")
     return OpEstimate(
-        ms=total * 1e3, bound=bound, compute_ms=compute_s * 1e3, memory_ms=memory_s * 1e3,
-        overhead_ms=spec.overhead_s * 1e3, unit=unit, tile_efficiency=efficiency,
-        cache_bytes_saved=min(mac, resident_bytes), layout_bytes=extra,
-        share=(compute_name if compute_s >= memory_s else memory_name) if achieved else None, cast_bytes=cast,
+        ms=total * 1e3,
+        bound=bound,
+        compute_ms=compute_s * 1e3,
+        memory_ms=memory_s * 1e3,
+        overhead_ms=spec.overhead_s * 1e3,
+        unit=unit,
+        tile_efficiency=efficiency,
+        cache_bytes_saved=min(mac, resident_bytes),
+        layout_bytes=extra,
+        share=(compute_name if compute_s >= memory_s else memory_name) if achieved else None,
+        cast_bytes=cast,
         kernel_ms=kernel * 1e3,
     )
 
 
 def math_attention(
-    op: dict, spec: DeviceSpec, dtype: str, terms: frozenset[str], shares: dict[str, float] | None,
-    amp: tuple[float, int], torch_version: str,
+    op: dict,
+    spec: DeviceSpec,
+    dtype: str,
+    terms: frozenset[str],
+    shares: dict[str, float] | None,
+    amp: tuple[float, int],
+    torch_version: str,
 ) -> OpEstimate:
     """An SDPA call no fused kernel takes (sdpa_math): its math path's kernels one by one, each
     a roofline of its own with its launch, the matmuls on the unit their dtype reaches, every other
@@ -394,9 +412,16 @@ def math_attention(
     kernel_total += cast / stream
     bound = "compute" if compute_total >= memory_total else "memory"
     return OpEstimate(
-        ms=total * 1e3, bound=bound, compute_ms=compute_total * 1e3, memory_ms=memory_total * 1e3,
-        overhead_ms=spec.overhead_s * 1e3, unit=unit, tile_efficiency=1.0, cache_bytes_saved=0,
-        share=("stream" if bound == "memory" else "cuda-core") if achieved else None, cast_bytes=cast,
+        ms=total * 1e3,
+        bound=bound,
+        compute_ms=compute_total * 1e3,
+        memory_ms=memory_total * 1e3,
+        overhead_ms=spec.overhead_s * 1e3,
+        unit=unit,
+        tile_efficiency=1.0,
+        cache_bytes_saved=0,
+        share=("stream" if bound == "memory" else "cuda-core") if achieved else None,
+        cast_bytes=cast,
         kernel_ms=kernel_total * 1e3,
     )
 
@@ -420,7 +445,9 @@ def _source_kernel(graph: nx.DiGraph, name: str) -> str:
 
 
 ROOFLINE_ONLY: frozenset[str] = frozenset()  # the estimate before the measured terms (benchmarks compare)
-ALL_TERMS = frozenset({"achieved-share", "layout-kernels", "sdpa-math", "serial-upsample", "conv-bias", "strided-copy", "host-pipeline"})
+ALL_TERMS = frozenset(
+    {"achieved-share", "layout-kernels", "sdpa-math", "serial-upsample", "conv-bias", "strided-copy", "host-pipeline"}
+)
 
 # torch.autocast on CUDA runs these in float32 whatever their inputs ("CUDA Ops that can autocast to
 # float32", PyTorch's Automatic Mixed Precision reference); keys as the capture names them.
@@ -468,7 +495,9 @@ def autocast_flow(graph: nx.DiGraph) -> dict[str, tuple[float, int]]:
     return out
 
 
-def estimate_graph(graph: nx.DiGraph, spec: DeviceSpec, terms: frozenset[str] | None = None, autocast: bool = False) -> dict:
+def estimate_graph(
+    graph: nx.DiGraph, spec: DeviceSpec, terms: frozenset[str] | None = None, autocast: bool = False
+) -> dict:
     """Set `estimated_ms`, `estimate_bound` and `estimate_terms` on every op; return the model's
     estimate (the JSON `models[].estimate`). `terms`: the refinements on (default ALL_TERMS;
     ROOFLINE_ONLY is the estimate before them). `autocast`: the 16-bit graph runs as a float32
@@ -498,7 +527,9 @@ def estimate_graph(graph: nx.DiGraph, spec: DeviceSpec, terms: frozenset[str] | 
         if last_kernel is not None and op["kind"] not in _NO_KERNEL:
             readers = {_source_kernel(graph, p) for p in graph.predecessors(name)}
             if last_kernel in readers:
-                resident = cache_resident(int(op.get("in_bytes", 0)), int(graph.nodes[last_kernel].get("out_bytes", 0)), spec.cache_bytes)
+                resident = cache_resident(
+                    int(op.get("in_bytes", 0)), int(graph.nodes[last_kernel].get("out_bytes", 0)), spec.cache_bytes
+                )
         amp = flow.get(name, (1.0, 0))
         copy = strided_copy_bytes(graph, name) if "strided-copy" in terms else 0
         est = estimate_op(op, spec, dtype, resident, terms, amp=amp, torch_version=torch_version, copy_bytes=copy)
@@ -521,7 +552,11 @@ def estimate_graph(graph: nx.DiGraph, spec: DeviceSpec, terms: frozenset[str] | 
             last_kernel = name
     host_wait_ms = max(0.0, gpu_s * 1e3 - total_ms) if pipeline else 0.0
     if host_wait_ms:  # the GPU waits for the host: the pipeline's end, not the ops' sum
-        total_ms, slow_ms, fast_ms = total_ms + host_wait_ms, max(slow_ms, total_ms + host_wait_ms), max(fast_ms, host_s * 1e3)
+        total_ms, slow_ms, fast_ms = (
+            total_ms + host_wait_ms,
+            max(slow_ms, total_ms + host_wait_ms),
+            max(fast_ms, host_s * 1e3),
+        )
         bounds["overhead"] += host_wait_ms
     out = {
         "device_spec": spec.name,
@@ -529,8 +564,16 @@ def estimate_graph(graph: nx.DiGraph, spec: DeviceSpec, terms: frozenset[str] | 
         "method": (
             f"static estimate for {spec.name} ({spec.description}) from its spec sheet: per op "
             "max(2·FLOPs / peak of the unit it can use × tile/wave efficiency, DRAM bytes / bandwidth), "
-            + ("each roof times the share real kernels of its family reach (measured, see assumptions); " if measured else "")
-            + ("max with the launch overhead (asynchronous launch)" if spec.kind == "gpu" else "plus the per-op framework overhead")
+            + (
+                "each roof times the share real kernels of its family reach (measured, see assumptions); "
+                if measured
+                else ""
+            )
+            + (
+                "max with the launch overhead (asynchronous launch)"
+                if spec.kind == "gpu"
+                else "plus the per-op framework overhead"
+            )
             + "; end to end = sum of ops (eager execution, one kernel per op)"
         ),
         "assumptions": assumptions(spec, dtype, graph, unknown, bounds, total_ms, terms, autocast),
@@ -544,14 +587,22 @@ def estimate_graph(graph: nx.DiGraph, spec: DeviceSpec, terms: frozenset[str] | 
             + ", ".join(f"{n} {ms / (slow_ms - fast_ms):.0%}" for n, ms in widest if slow_ms > fast_ms)
         )
         out["range_terms"] = [
-            {"term": n, "ms": ms, "share": known[n].value, "low": known[n].low, "high": known[n].high, "source": known[n].source}
+            {
+                "term": n,
+                "ms": ms,
+                "share": known[n].value,
+                "low": known[n].low,
+                "high": known[n].high,
+                "source": known[n].source,
+            }
             for n, ms in sorted(spread.items(), key=lambda kv: -kv[1])
         ]
     if pipeline:
         out["host_wait_ms"] = host_wait_ms
         out["assumptions"].append(
             f"the host issues each op in {spec.eager_op_s * 1e6:.1f} µs (eager-op-us: "
-            f"{spec.sources.get('eager-op-us', '')}); the GPU waits for it {host_wait_ms:.3f} ms in all")
+            f"{spec.sources.get('eager-op-us', '')}); the GPU waits for it {host_wait_ms:.3f} ms in all"
+        )
     if autocast:
         out["precision"] = f"torch.autocast: {dtype} GEMMs, float32 inputs, weights and autocast's float32 ops"
     return out
@@ -566,8 +617,14 @@ def roofs(spec: DeviceSpec, dtype: str) -> dict:
 
 
 def assumptions(
-    spec: DeviceSpec, dtype: str, graph: nx.DiGraph, unknown: int, bounds: dict, total_ms: float,
-    terms: frozenset[str] = ALL_TERMS, autocast: bool = False,
+    spec: DeviceSpec,
+    dtype: str,
+    graph: nx.DiGraph,
+    unknown: int,
+    bounds: dict,
+    total_ms: float,
+    terms: frozenset[str] = ALL_TERMS,
+    autocast: bool = False,
 ) -> list[str]:
     out = [
         "an estimate, not a measurement: datasheet peaks (dense, no sparsity) and peak DRAM bandwidth; "
@@ -580,7 +637,11 @@ def assumptions(
             f"GEMM-like ops on tensor cores in {tile_note(spec)}; fp32 convs use TF32 (cuDNN default), fp32 matmuls "
             "do not (torch default); depthwise/narrow grouped convs, norms, reductions and element-wise ops use CUDA cores",
             "activations in NCHW (torch's default memory format): a tensor-core conv pays cuDNN's NCHW→NHWC transposes of "
-            + ("its input and weight, kernels of their own before it (its kernel writes NCHW)" if "layout-kernels" in terms else "its input and output"),
+            + (
+                "its input and weight, kernels of their own before it (its kernel writes NCHW)"
+                if "layout-kernels" in terms
+                else "its input and output"
+            ),
             f"an op's input written by the op just before it is read from L2 when it fits in half of {spec.cache_bytes / 2**20:.0f} MiB",
             f"launch overhead {spec.overhead_s * 1e6:.1f} µs per kernel, hidden under longer kernels (asynchronous launch); views launch nothing",
         ]
@@ -594,14 +655,19 @@ def assumptions(
         out.append(
             "kernels reach a measured share of each roof: "
             + ", ".join(f"{s.name} {s.value:.0%} ({s.low:.0%}-{s.high:.0%})" for s in shares_for(spec).values())
-            + (f"; {', '.join(spec.achieved)} measured on this GPU ({spec.sources.get('achieved', '')}); the others"
-               if spec.achieved else ";")
+            + (
+                f"; {', '.join(spec.achieved)} measured on this GPU ({spec.sources.get('achieved', '')}); the others"
+                if spec.achieved
+                else ";"
+            )
             + " measured on an A100 (kernel times of a real trace) and FlashAttention-2's published figures, "
             "taken to hold on this GPU; the range is every share at its lowest and at its highest measurement"
         )
     if autocast:
-        out.append("torch.autocast: float32 inputs and parameters; GEMMs cast their float32 inputs and weights to 16 bits each pass; "
-                   "norms, softmax and the other float32-listed ops run in float32, and float32 parameters widen element-wise ops")
+        out.append(
+            "torch.autocast: float32 inputs and parameters; GEMMs cast their float32 inputs and weights to 16 bits each pass; "
+            "norms, softmax and the other float32-listed ops run in float32, and float32 parameters widen element-wise ops"
+        )
     if unknown:
         out.append(f"{unknown} ops without a cost formula are counted at the launch overhead only")
     if total_ms > 0:

@@ -121,8 +121,13 @@ def conv_case(name, n, cin, cout, hw, k, device, dtype, stride=1, groups=1, nhwc
         w = _randn(device, dtype, cout, cin // groups, k, k, channels_last=nhwc)
         return lambda: F.conv2d(x, w, stride=stride, padding=k // 2, groups=groups)
 
-    op = {"kind": "conv", "in_shapes": [[n, cin, hw, hw]], "out_shapes": [[n, cout, out, out]],
-          "param_shapes": {"weight": [cout, cin // groups, k, k]}, "attrs": {"groups": groups}}
+    op = {
+        "kind": "conv",
+        "in_shapes": [[n, cin, hw, hw]],
+        "out_shapes": [[n, cout, out, out]],
+        "param_shapes": {"weight": [cout, cin // groups, k, k]},
+        "attrs": {"groups": groups},
+    }
     width = min(cin, cout) // groups  # channels per group: cuDNN's tensor-core kernels need ≥ 8, multiples of 8
     tensor = _tensor(dtype, device) and (groups == 1 or (width >= 8 and width % 8 == 0))
     size = torch.tensor([], dtype=dtype).element_size()
@@ -151,8 +156,12 @@ def _memory(name, kind, shape, fn_of, device, dtype, reads=1, out_shape=None, pa
         more = [_randn(device, dtype, *s) for s in extras]
         return lambda: fn_of(x, *more)
 
-    op = {"kind": kind, "in_shapes": [list(shape)] * reads + [list(s) for s in extras], "out_shapes": [list(out_shape)],
-          "param_shapes": params or {}}
+    op = {
+        "kind": kind,
+        "in_shapes": [list(shape)] * reads + [list(s) for s in extras],
+        "out_shapes": [list(out_shape)],
+        "param_shapes": params or {},
+    }
     return Case(name, op, False, "memory", 0, nbytes, make)
 
 
@@ -166,10 +175,29 @@ def family_cases(device: torch.device, dtype: torch.dtype, batch: int, cuda_core
         conv_case(f"conv 3×3 64→64 @56 NHWC (b{b})", b, 64, 64, 56, 3, device, dtype, nhwc=True),
         conv_case(f"conv 3×3 256→256 @14 NHWC (b{b})", b, 256, 256, 14, 3, device, dtype, nhwc=True),
         conv_case(f"conv 1×1 256→1024 @14 NHWC (b{b})", b, 256, 1024, 14, 1, device, dtype, nhwc=True),
-        conv_case(f"conv 3×3 64→64 @56 NCHW (b{b}; layout transposes inside: reported only)", b, 64, 64, 56, 3,
-                  device, dtype, used=False),
-        conv_case(f"conv 7×7/2 stem 3→64 @224 NCHW (b{b}; 3 input channels: reported only)", b, 3, 64, 224, 7,
-                  device, dtype, stride=2, used=False),
+        conv_case(
+            f"conv 3×3 64→64 @56 NCHW (b{b}; layout transposes inside: reported only)",
+            b,
+            64,
+            64,
+            56,
+            3,
+            device,
+            dtype,
+            used=False,
+        ),
+        conv_case(
+            f"conv 7×7/2 stem 3→64 @224 NCHW (b{b}; 3 input channels: reported only)",
+            b,
+            3,
+            64,
+            224,
+            7,
+            device,
+            dtype,
+            stride=2,
+            used=False,
+        ),
         _attention(f"sdpa ViT-B {b}×{VIT_HEADS}×{t}×64", b, VIT_HEADS, t, 64, False, device, dtype),
         _attention(f"sdpa causal {max(1, b // 16)}×12×1024×64", max(1, b // 16), 12, 1024, 64, True, device, dtype),
         _memory(f"relu {'×'.join(map(str, act))}", "activation", act, torch.relu, device, dtype),
@@ -177,22 +205,65 @@ def family_cases(device: torch.device, dtype: torch.dtype, batch: int, cuda_core
         _memory(f"silu {'×'.join(map(str, act))}", "activation", act, F.silu, device, dtype),
         _memory(f"add {'×'.join(map(str, act))}", "elementwise", act, torch.add, device, dtype, extra=[act]),
         _memory(f"softmax {b}×12×{t}²", "activation", (b, 12, t, t), lambda x: x.softmax(-1), device, dtype),
-        _memory(f"mul broadcast (SE gate) {'×'.join(map(str, act))}", "elementwise", act, torch.mul, device, dtype,
-                extra=[(b, 256, 1, 1)]),
-        _memory(f"batchnorm eval {'×'.join(map(str, act))}", "norm", act,
-                lambda x, m, v, w, bias: F.batch_norm(x, m, v, w, bias, training=False), device, dtype,
-                extra=[(256,)] * 4),
-        _memory(f"layernorm {b * t}×{d}", "norm", (b * t, d), lambda x, w: F.layer_norm(x, (d,), w), device, dtype,
-                extra=[(d,)]),
-        _memory(f"maxpool 3×3/2 {b}×64×112²", "pool", (b, 64, 112, 112), lambda x: F.max_pool2d(x, 3, 2, 1),
-                device, dtype, out_shape=(b, 64, 56, 56)),
-        _memory(f"global avgpool {'×'.join(map(str, act))}", "pool", act, lambda x: F.adaptive_avg_pool2d(x, 1),
-                device, dtype, out_shape=(b, 256, 1, 1)),
+        _memory(
+            f"mul broadcast (SE gate) {'×'.join(map(str, act))}",
+            "elementwise",
+            act,
+            torch.mul,
+            device,
+            dtype,
+            extra=[(b, 256, 1, 1)],
+        ),
+        _memory(
+            f"batchnorm eval {'×'.join(map(str, act))}",
+            "norm",
+            act,
+            lambda x, m, v, w, bias: F.batch_norm(x, m, v, w, bias, training=False),
+            device,
+            dtype,
+            extra=[(256,)] * 4,
+        ),
+        _memory(
+            f"layernorm {b * t}×{d}",
+            "norm",
+            (b * t, d),
+            lambda x, w: F.layer_norm(x, (d,), w),
+            device,
+            dtype,
+            extra=[(d,)],
+        ),
+        _memory(
+            f"maxpool 3×3/2 {b}×64×112²",
+            "pool",
+            (b, 64, 112, 112),
+            lambda x: F.max_pool2d(x, 3, 2, 1),
+            device,
+            dtype,
+            out_shape=(b, 64, 56, 56),
+        ),
+        _memory(
+            f"global avgpool {'×'.join(map(str, act))}",
+            "pool",
+            act,
+            lambda x: F.adaptive_avg_pool2d(x, 1),
+            device,
+            dtype,
+            out_shape=(b, 256, 1, 1),
+        ),
         conv_case(f"conv depthwise 3×3 C144 @56 NCHW (b{b})", b, 144, 144, 56, 3, device, dtype, groups=144),
         conv_case(f"conv depthwise 7×7 C96 @56 NCHW (b{b})", b, 96, 96, 56, 7, device, dtype, groups=96),
         conv_case(f"conv grouped 3×3 g32 128→128 @56 NCHW (b{b})", b, 128, 128, 56, 3, device, dtype, groups=32),
-        conv_case(f"conv grouped 3×3 g32 256→256 @56 NCHW (b{b}; 8 a group, tensor cores)", b, 256, 256, 56, 3,
-                  device, dtype, groups=32),
+        conv_case(
+            f"conv grouped 3×3 g32 256→256 @56 NCHW (b{b}; 8 a group, tensor cores)",
+            b,
+            256,
+            256,
+            56,
+            3,
+            device,
+            dtype,
+            groups=32,
+        ),
         conv_case(f"conv depthwise 7×7 C384 @14 NCHW (b{b})", b, 384, 384, 14, 7, device, dtype, groups=384),
     ]
     if cuda_core:  # fp32 GEMMs on the CUDA cores (TF32 off, PyTorch's default for matmuls)
@@ -211,8 +282,12 @@ def _attention(name, b, heads, tokens, dim, causal, device, dtype) -> Case:
 
     macs = 2 * b * heads * tokens * tokens * dim // (2 if causal else 1)  # QKᵀ and PV; causal: half the blocks
     size = torch.tensor([], dtype=dtype).element_size()
-    op = {"kind": "attention", "key": "scaled_dot_product_attention", "in_shapes": [list(shape)] * 3,
-          "out_shapes": [list(shape)]}
+    op = {
+        "kind": "attention",
+        "key": "scaled_dot_product_attention",
+        "in_shapes": [list(shape)] * 3,
+        "out_shapes": [list(shape)],
+    }
     return Case(name, op, _tensor(dtype, device), "compute", macs, size * 4 * math.prod(shape), make)
 
 
@@ -221,10 +296,17 @@ def curve_cases(device: torch.device, dtype: torch.dtype, batch: int) -> dict[st
     batches = sorted({b for b in CURVE_BATCHES if b < batch} | {batch})
     t, d = VIT_TOKENS, VIT_WIDTH
     return {
-        "gemm": [((b * t, d, 4 * d), linear_case(f"curve linear {b * t}×{d}×{4 * d}", b * t, d, 4 * d, device, dtype))
-                 for b in batches],
-        "conv": [((b, 64, 64, 56, 3), conv_case(f"curve conv 3×3 64→64 @56 NHWC b{b}", b, 64, 64, 56, 3, device, dtype,
-                                                nhwc=True)) for b in batches],
+        "gemm": [
+            ((b * t, d, 4 * d), linear_case(f"curve linear {b * t}×{d}×{4 * d}", b * t, d, 4 * d, device, dtype))
+            for b in batches
+        ],
+        "conv": [
+            (
+                (b, 64, 64, 56, 3),
+                conv_case(f"curve conv 3×3 64→64 @56 NHWC b{b}", b, 64, 64, 56, 3, device, dtype, nhwc=True),
+            )
+            for b in batches
+        ],
     }
 
 
@@ -240,8 +322,10 @@ def time_case(case: Case, device: torch.device, dtype: torch.dtype, repeat: int,
             ms = median_ms(fn, device, repeat, warmup)
     except (RuntimeError, NotImplementedError) as exc:  # an unsupported dtype or kernel, out of memory
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
-        raise UsageError(f"calibrate --families: {case.family} case {case.name!r} cannot run on {device} in "
-                         f"{str(case.dtype or dtype).removeprefix('torch.')}: {first}") from None
+        raise UsageError(
+            f"calibrate --families: {case.family} case {case.name!r} cannot run on {device} in "
+            f"{str(case.dtype or dtype).removeprefix('torch.')}: {first}"
+        ) from None
     finally:
         fn = None
         if device.type == "cuda":

@@ -25,7 +25,9 @@ def _prod(xs) -> int:
 # PyTorch's CUDA kernels for linear/bilinear/bicubic/trilinear upsampling of NCHW tensors run one
 # thread per output position, each looping over every (batch, channel) pair in turn
 # (aten/src/ATen/native/cuda/UpSample{Linear1d,Bilinear2d,Bicubic2d,Trilinear3d}.cu, *_out_frame).
-SERIAL_UPSAMPLE_KEYS = frozenset({"upsample_linear1d", "upsample_bilinear2d", "upsample_bicubic2d", "upsample_trilinear3d"})
+SERIAL_UPSAMPLE_KEYS = frozenset(
+    {"upsample_linear1d", "upsample_bilinear2d", "upsample_bicubic2d", "upsample_trilinear3d"}
+)
 SERIAL_UPSAMPLE_MODES = frozenset({"linear", "bilinear", "bicubic", "trilinear"})
 # One (batch, channel) iteration of that loop: a round trip to DRAM. Measured on an H200 (torch
 # 2.11, benchmarks/conv_families.py, ×2 bilinear upsamples of 64×512×7², 32×256×28², 8×64×112² in
@@ -41,7 +43,9 @@ def serial_upsample_s(op: dict, spec: DeviceSpec) -> float:
     attrs = op.get("attrs") or {}
     if op.get("channels_last"):  # NHWC memory: PyTorch's upsample_*_nhwc kernels are parallel
         return 0.0
-    if op["kind"] != "upsample" or not (op.get("key") in SERIAL_UPSAMPLE_KEYS or attrs.get("mode") in SERIAL_UPSAMPLE_MODES):
+    if op["kind"] != "upsample" or not (
+        op.get("key") in SERIAL_UPSAMPLE_KEYS or attrs.get("mode") in SERIAL_UPSAMPLE_MODES
+    ):
         return 0.0
     outs = op.get("out_shapes") or []
     if not outs or len(outs[0]) < 3:
@@ -108,15 +112,30 @@ def permuted_input(graph: nx.DiGraph, name: str) -> bool:
 
 # Ops whose kernels read their input contiguous: given a view whose last dim is not the memory's
 # innermost, PyTorch copies it first (matmul's reshape, softmax's and layer_norm's .contiguous()).
-CONTIGUOUS_READERS = frozenset({"Linear", "linear", "softmax", "Softmax", "log_softmax", "LogSoftmax", "layer_norm",
-                                "LayerNorm", "native_layer_norm", "rms_norm", "RMSNorm"})
+CONTIGUOUS_READERS = frozenset(
+    {
+        "Linear",
+        "linear",
+        "softmax",
+        "Softmax",
+        "log_softmax",
+        "LogSoftmax",
+        "layer_norm",
+        "LayerNorm",
+        "native_layer_norm",
+        "rms_norm",
+        "RMSNorm",
+    }
+)
 
 
 def moved_last_dim(graph: nx.DiGraph, name: str) -> bool:
     """Whether the op's first input reaches it through a permute/transpose that moved the last dim."""
+
     def moves(view: dict) -> bool:
         dims = (view.get("attrs") or {}).get("dims")
         return view.get("key") in PERMUTING_VIEWS and bool(dims) and int(dims[-1]) % len(dims) != len(dims) - 1
+
     return any(moves(v) for v in input_views(graph, name))
 
 

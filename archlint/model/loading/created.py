@@ -14,9 +14,9 @@ import contextlib
 import functools
 import sys
 import sysconfig
-from types import FrameType
 import weakref
 from pathlib import Path
+from types import FrameType
 
 from torch import nn
 

@@ -64,8 +64,11 @@ def model_class(name: str, overrides: dict[str, Any]):
     for auto in (tf.AutoModelForSeq2SeqLM, tf.AutoModelForCausalLM, tf.AutoModel):
         if type(config) in auto._model_mapping:
             cls = auto._model_mapping[type(config)]
-            if (auto is tf.AutoModelForCausalLM and _decoder_only_if_told(cls, config)
-                    and type(config) in tf.AutoModel._model_mapping):
+            if (
+                auto is tf.AutoModelForCausalLM
+                and _decoder_only_if_told(cls, config)
+                and type(config) in tf.AutoModel._model_mapping
+            ):
                 continue  # BERT's type names the encoder, not BertLMHeadModel
             return config, cls
     raise UsageError(f"hf:{name}: no transformers model class builds a {type(config).__name__}")
@@ -133,13 +136,17 @@ def _built(build, name: str, overrides: dict[str, Any], said: list[str]):
     """A function building the model whose failure (a config transformers accepts but its model
     does not: n_embd not divisible by n_head) is one line naming the config; what transformers logs
     while building goes to `said`."""
+
     def made():
         try:
             with _library_messages(said):
                 return build()
         except Exception as exc:
             given = f" with --config {_listed(overrides)}" if overrides else ""
-            raise UsageError(f"hf:{name}: building the model{given} failed: {one_line(exc)}; check the config values") from exc
+            raise UsageError(
+                f"hf:{name}: building the model{given} failed: {one_line(exc)}; check the config values"
+            ) from exc
+
     return made
 
 
@@ -178,7 +185,7 @@ def default_inputs(model: nn.Module) -> dict[str, torch.Tensor]:
 def load_hf(spec, settings, dtype: torch.dtype):
     """Loaded for an `hf:NAME` spec: built on meta (counting needs shapes only) unless latency is
     asked for; inputs from --input-shape/--input, else default_inputs()."""
-    name = spec.target[len(PREFIX):]
+    name = spec.target[len(PREFIX) :]
     overrides = {**spec.init, **spec.hf_config}
     config, cls = model_class(name, overrides)
     said: list[str] = []
@@ -189,8 +196,11 @@ def load_hf(spec, settings, dtype: torch.dtype):
             model = build()
         return model.to(dtype) if dtype != torch.float32 else model
 
-    notes = [f"built {cls.__name__} from {type(config).__name__}" + (f" with {_listed(overrides)}" if overrides else "")
-             + " (no download)"]
+    notes = [
+        f"built {cls.__name__} from {type(config).__name__}"
+        + (f" with {_listed(overrides)}" if overrides else "")
+        + " (no download)"
+    ]
     if settings.latency:
         loaded = Loaded(factory().eval(), (), "real", dtype, notes, factory)
     else:
@@ -207,7 +217,9 @@ def load_hf(spec, settings, dtype: torch.dtype):
         loaded.inputs, loaded.kwargs = bind_inputs(loaded.model, args, kwargs, spec.inputs_source)
     else:
         given = default_inputs(loaded.model)
-        loaded.notes.append("default inputs: " + ", ".join(f"{k} {'×'.join(map(str, v.shape))}" for k, v in given.items()))
+        loaded.notes.append(
+            "default inputs: " + ", ".join(f"{k} {'×'.join(map(str, v.shape))}" for k, v in given.items())
+        )
         loaded.inputs, loaded.kwargs = bind_inputs(loaded.model, (), given, "inputs")
     return loaded
 

@@ -63,7 +63,12 @@ def _as_inputs(value: Any, where: str) -> tuple[tuple, dict[str, Any]]:
         return (value,), {}
     if isinstance(value, dict) and value and all(isinstance(k, str) for k in value):
         return (), dict(value)
-    if isinstance(value, (tuple, list)) and len(value) == 2 and isinstance(value[0], (tuple, list)) and isinstance(value[1], dict):
+    if (
+        isinstance(value, (tuple, list))
+        and len(value) == 2
+        and isinstance(value[0], (tuple, list))
+        and isinstance(value[1], dict)
+    ):
         return tuple(value[0]), dict(value[1])
     if isinstance(value, (tuple, list)) and value:
         return tuple(value), {}
@@ -74,7 +79,12 @@ def _as_inputs(value: Any, where: str) -> tuple[tuple, dict[str, Any]]:
 
 
 def example_inputs(
-    spec: ModelSpec, module: ModuleType, obj: Any, path: Path, dtype: torch.dtype, model: nn.Module,
+    spec: ModelSpec,
+    module: ModuleType,
+    obj: Any,
+    path: Path,
+    dtype: torch.dtype,
+    model: nn.Module,
     meta: bool = False,
 ) -> tuple[tuple, dict[str, Any]]:
     if spec.input_shapes or spec.keyword_inputs:
@@ -84,7 +94,12 @@ def example_inputs(
         args = tuple(
             random_input(
                 InputSpec(shape, spec.input_dtypes[i] if i < len(spec.input_dtypes) else None),
-                names[i] if i < len(names) else "", spec.input_dtype, dtype, vocab, generator, meta,
+                names[i] if i < len(names) else "",
+                spec.input_dtype,
+                dtype,
+                vocab,
+                generator,
+                meta,
             )
             for i, shape in enumerate(spec.input_shapes)
         )
@@ -146,7 +161,7 @@ def bind_inputs(model: nn.Module, args: tuple, kwargs: dict[str, Any], source: s
     if last < len(args):
         return args, kwargs
     filled = list(args)
-    for p in positional[len(args): last + 1]:
+    for p in positional[len(args) : last + 1]:
         if p.name in kwargs:
             filled.append(kwargs[p.name])
         elif p.default is not p.empty:

@@ -20,9 +20,9 @@ import importlib.util
 import inspect
 import itertools
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
-from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -32,16 +32,22 @@ from archlint.config import INPUT_DTYPES, ModelSpec, Settings
 from archlint.errors import UsageError
 from archlint.model.loading import hf
 from archlint.model.loading.inputs import bind_inputs, example_inputs
-from archlint.model.runtime.isolate import package_of, search_path
 from archlint.model.loading.loaded import Loaded, meta_build, one_line, seeded_build
+from archlint.model.runtime.isolate import package_of, search_path
 from archlint.model.runtime.walkable import check_walkable
 from archlint.suggest import close_name
 
 DTYPES = {
-    "float32": torch.float32, "float": torch.float32, "fp32": torch.float32,
-    "float16": torch.float16, "half": torch.float16, "fp16": torch.float16,
-    "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
-    "float64": torch.float64, "double": torch.float64,
+    "float32": torch.float32,
+    "float": torch.float32,
+    "fp32": torch.float32,
+    "float16": torch.float16,
+    "half": torch.float16,
+    "fp16": torch.float16,
+    "bfloat16": torch.bfloat16,
+    "bf16": torch.bfloat16,
+    "float64": torch.float64,
+    "double": torch.float64,
 }
 
 
@@ -83,11 +89,15 @@ def _import_hint(exc: ImportError) -> str:
     """What to do: a relative import outside a package needs one; a module that is not found may be
     the project's own (run from its root) or a package to install."""
     if "relative import" in str(exc) and "parent package" in str(exc):
-        return ("the file uses a relative import (from . import ...) but its folder is not a package: add an "
-                "__init__.py to it, or import by absolute name")
+        return (
+            "the file uses a relative import (from . import ...) but its folder is not a package: add an "
+            "__init__.py to it, or import by absolute name"
+        )
     if isinstance(exc, ModuleNotFoundError) and exc.name:
-        return (f"if {exc.name.partition('.')[0]} is the project's own, run archlint from the folder that holds it; "
-                "else install the missing package")
+        return (
+            f"if {exc.name.partition('.')[0]} is the project's own, run archlint from the folder that holds it; "
+            "else install the missing package"
+        )
     return "install the missing package or fix the import"
 
 
@@ -129,7 +139,8 @@ def _check_arguments(factory: Callable, name: str, init: dict[str, Any]) -> None
         signature.bind(**init)
     except TypeError as exc:
         missing = [
-            p.name for p in signature.parameters.values()
+            p.name
+            for p in signature.parameters.values()
             if p.default is p.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name not in init
         ]
         if missing:
@@ -214,7 +225,9 @@ def _load_model(spec: ModelSpec, settings: Settings, path: Path, name: str, obj:
         if spec.init:
             raise UsageError(f"{name} is a module instance: --init applies only to a class or factory")
         notes = []
-        if any(p.is_floating_point() and p.dtype != dtype for p in obj.parameters()) and (spec.input_shapes or spec.keyword_inputs):
+        if any(p.is_floating_point() and p.dtype != dtype for p in obj.parameters()) and (
+            spec.input_shapes or spec.keyword_inputs
+        ):
             obj = copy.deepcopy(obj).to(dtype)  # never change the user's instance
             notes.append(f"analyzed a copy of {name} cast to {dtype}")
         return Loaded(obj, inputs, "given", dtype, notes)

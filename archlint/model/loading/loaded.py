@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass, field
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -105,7 +105,10 @@ def meta_build(factory: Callable, kwargs: dict[str, Any]) -> tuple[nn.Module, st
         first = exc
     with _meta_parameters():
         model = factory(**kwargs)
-    return model, f"built with parameters on meta (under torch.device('meta') the constructor failed: {one_line(first)[:100]})"
+    return (
+        model,
+        f"built with parameters on meta (under torch.device('meta') the constructor failed: {one_line(first)[:100]})",
+    )
 
 
 def dtype_of(model: nn.Module) -> torch.dtype:

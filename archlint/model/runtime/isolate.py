@@ -83,8 +83,11 @@ def local_names(folder: Path) -> set[str]:
         except OSError:
             continue
     # a standard-library or already-running module keeps its entry: the target sees it as before
-    return {n for n in names if n.isidentifier() and n not in sys.stdlib_module_names and n not in KEEP
-            and n not in sys.builtin_module_names}
+    return {
+        n
+        for n in names
+        if n.isidentifier() and n not in sys.stdlib_module_names and n not in KEEP and n not in sys.builtin_module_names
+    }
 
 
 def _top(name: str) -> str:

@@ -32,8 +32,21 @@ from torch import nn
 
 # the namespaces a model file reaches torch through: functions, tensor methods, module machinery
 OWNERS: tuple[Any, ...] = (
-    torch, F, torch.Tensor, nn.Module, nn, nn.init, nn.Parameter, torch.linalg, torch.fft, torch.special,
-    torch.autograd, torch.autograd.Function, torch.random, torch._C._nn, nn.modules.module,
+    torch,
+    F,
+    torch.Tensor,
+    nn.Module,
+    nn,
+    nn.init,
+    nn.Parameter,
+    torch.linalg,
+    torch.fft,
+    torch.special,
+    torch.autograd,
+    torch.autograd.Function,
+    torch.random,
+    torch._C._nn,
+    nn.modules.module,
 )
 
 
@@ -70,8 +83,10 @@ class Restored:
         if not self.by_model:
             return None
         shown = ", ".join(self.by_model[:6]) + (f" and {len(self.by_model) - 6} more" if len(self.by_model) > 6 else "")
-        return (f"the model's code patches torch ({shown}): analyzed with the patch, then torch was put back "
-                "as it was, so other targets of the run do not see it")
+        return (
+            f"the model's code patches torch ({shown}): analyzed with the patch, then torch was put back "
+            "as it was, so other targets of the run do not see it"
+        )
 
 
 def snapshot() -> list[tuple[Any, dict[str, Any]]]:

@@ -35,7 +35,6 @@ from torch import nn
 from archlint.errors import UsageError
 from archlint.model.runtime.state import global_state
 
-
 PROCESS_EXIT = os._exit  # the real one: `_no_hard_exit` swaps os._exit while model code runs
 GRACE_S = 5.0  # after --timeout, how long the model's code has to unwind before the process ends
 
@@ -92,6 +91,7 @@ def user_code(target: str, timeout: float | None = None):
     on_main = threading.current_thread() is threading.main_thread()
     old_int = old_alarm = None
     if on_main:
+
         def pressed(signum, frame):
             guard.pressed = True
             raise KeyboardInterrupt
@@ -116,11 +116,13 @@ def user_code(target: str, timeout: float | None = None):
             "(it would have ended the run with no report): remove the exit from the model's code"
         ) from None
     except SystemExit as exc:
-        hint = ("keep script code under `if __name__ == \"__main__\":`" if guard.doing.startswith("importing")
-                else "remove the exit from the model's code")
+        hint = (
+            'keep script code under `if __name__ == "__main__":`'
+            if guard.doing.startswith("importing")
+            else "remove the exit from the model's code"
+        )
         raise UsageError(
-            f"{target}: the model's code called sys.exit({exc.code!r}) while {guard.doing}; "
-            f"archlint stopped it: {hint}"
+            f"{target}: the model's code called sys.exit({exc.code!r}) while {guard.doing}; archlint stopped it: {hint}"
         ) from None
     except KeyboardInterrupt:
         if guard.pressed or not on_main:
@@ -154,11 +156,14 @@ def _watchdog(guard: Guard, seconds: float) -> threading.Timer:
             sys.stdout.flush()
         except (OSError, ValueError):  # a closed or broken stdout: the message below still goes out
             pass
-        os.write(2, (
-            f"archlint: error: {guard.target}: still {guard.doing} {GRACE_S:g} s after --timeout {guard.timeout:g} s: "
-            "the model's code did not stop when told to (a bare `except:` that swallows it, or a call that "
-            "blocks outside Python); archlint exits without a report; fix the code or raise --timeout\n"
-        ).encode("utf-8", "replace"))
+        os.write(
+            2,
+            (
+                f"archlint: error: {guard.target}: still {guard.doing} {GRACE_S:g} s after --timeout {guard.timeout:g} s: "
+                "the model's code did not stop when told to (a bare `except:` that swallows it, or a call that "
+                "blocks outside Python); archlint exits without a report; fix the code or raise --timeout\n"
+            ).encode("utf-8", "replace"),
+        )
         PROCESS_EXIT(2)  # not os._exit: inside the guarded block that one raises into this thread
 
     timer = threading.Timer(seconds, end)
@@ -228,8 +233,9 @@ class _Attributes:
     def __init__(self, module: nn.Module) -> None:
         self.module, self.cls, self.items = module, type(module), dict(module.__dict__)
         self.contents = {
-            name: _snapshot(value) for name, value in self.items.items() if type(value) in self.CONTAINERS
-            or isinstance(value, dict) and type(value).__module__ == "collections"
+            name: _snapshot(value)
+            for name, value in self.items.items()
+            if type(value) in self.CONTAINERS or isinstance(value, dict) and type(value).__module__ == "collections"
         }
 
     def restore(self) -> None:
@@ -268,14 +274,27 @@ def _changed(now, was) -> bool:
     return {id(x) for x in now} != {id(x) for x in was}
 
 
-TORCH_LOGGERS = ("torch._dynamo", "torch._export", "torch.export", "torch._subclasses", "torch.fx",
-                 "torch._functorch", "torch._utils_internal")
+TORCH_LOGGERS = (
+    "torch._dynamo",
+    "torch._export",
+    "torch.export",
+    "torch._subclasses",
+    "torch.fx",
+    "torch._functorch",
+    "torch._utils_internal",
+)
 
 
 # torch.compile's (--what-if compile): inductor, and the C++ toolchain probe it runs ("No CUDA
 # runtime is found" on a CPU machine), which wrote to stderr under -q too
-COMPILE_LOGGERS = ("torch._dynamo", "torch._inductor", "torch.utils.cpp_extension", "torch._functorch",
-                   "torch.fx", "torch._utils_internal")
+COMPILE_LOGGERS = (
+    "torch._dynamo",
+    "torch._inductor",
+    "torch.utils.cpp_extension",
+    "torch._functorch",
+    "torch.fx",
+    "torch._utils_internal",
+)
 
 
 class _Held(logging.Filter):
@@ -304,7 +323,8 @@ def quiet_torch_logs(debug: bool = False, prefixes: tuple[str, ...] = TORCH_LOGG
         return
     _from_capture = _Held(prefixes, kept)
     loggers = [logging.getLogger(), logging.getLogger("torch")] + [
-        lg for name, lg in list(logging.root.manager.loggerDict.items())
+        lg
+        for name, lg in list(logging.root.manager.loggerDict.items())
         if name.startswith("torch") and isinstance(lg, logging.Logger)  # torch gives each its own handler
     ]
     handlers = {h for lg in loggers for h in lg.handlers} | {logging.lastResort}

@@ -72,7 +72,9 @@ class _ConvBN(nn.Module):
         return self.bn(self.conv(x))
 
 
-def folded_bn(pricer: Any, shape, c2: int, kernel, stride, padding, groups: int, dilation=1, bias: bool = False) -> float:
+def folded_bn(
+    pricer: Any, shape, c2: int, kernel, stride, padding, groups: int, dilation=1, bias: bool = False
+) -> float:
     """Conv + BatchNorm (eval) against the same conv with the BN folded into its weights and bias."""
     key = ("folded", tuple(shape), c2, str(kernel), str(stride), str(padding), groups, str(dilation), bias)
     c1 = shape[1]

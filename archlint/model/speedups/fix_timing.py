@@ -38,10 +38,10 @@ import torch
 from torch import nn
 from torch.nn.modules.conv import _ConvNd
 
-from archlint.model.timing.budget import Budget
-from archlint.model.timing.paired import judge
 from archlint.model.runtime.sandbox import preserved
 from archlint.model.speedups.fold import foldable, fuse, set_module
+from archlint.model.timing.budget import Budget
+from archlint.model.timing.paired import judge
 from archlint.model.timing.timer import make_timer, sample
 
 BATCH = 8  # pairs timed between two looks at the difference
@@ -96,9 +96,15 @@ def _measure(pricer, edit: Edit, label: str) -> float | None:
             return None
         while True:
             batch = min(BATCH, pricer.repeat - len(before))
-            b, a = sample([run(base), run(fixed)], timer, warmup, batch + batch % 2, alternate=True,
-                          label=f"pricing findings: the model with {label} against the model",
-                          deadline=budget.deadline(budget.pricing_share))
+            b, a = sample(
+                [run(base), run(fixed)],
+                timer,
+                warmup,
+                batch + batch % 2,
+                alternate=True,
+                label=f"pricing findings: the model with {label} against the model",
+                deadline=budget.deadline(budget.pricing_share),
+            )
             warmup = 0  # the first batch warmed both up
             before += b.passes
             after += a.passes

@@ -66,7 +66,8 @@ def _fold_graph(gm: fx.GraphModule, inputs: tuple) -> int:
         # which is not the Linear's feature dim. The shapes come from one forward pass.
         ShapeProp(gm).propagate(*inputs)
         pairs = [
-            (p, n) for p, n in pairs
+            (p, n)
+            for p, n in pairs
             if not isinstance(modules[p.target], nn.Linear) or len(p.meta["tensor_meta"].shape) == 2
         ]
     for prev, node in pairs:

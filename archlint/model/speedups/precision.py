@@ -30,8 +30,9 @@ def _half(graph: nx.DiGraph, dtype: str) -> nx.DiGraph:
         if op.get("dtype") == "float32" and op.get("itemsize") == 4:
             op.update({k: op[k] // 2 for k in _BYTES if isinstance(op.get(k), int)}, dtype=dtype, itemsize=2)
             if op.get("backward_terms"):
-                op["backward_terms"] = {name: {**t, "mac_bytes": t["mac_bytes"] // 2}
-                                        for name, t in op["backward_terms"].items()}
+                op["backward_terms"] = {
+                    name: {**t, "mac_bytes": t["mac_bytes"] // 2} for name, t in op["backward_terms"].items()
+                }
     return half
 
 
@@ -47,7 +48,7 @@ def autocast_estimate(graph: nx.DiGraph, spec: DeviceSpec) -> dict | None:
         "dtype": dtype,
         "latency_ms": estimate_graph(_half(graph, dtype), spec, autocast=True)["latency_ms"],
         "assumption": f"torch.autocast to {dtype}: GEMMs in {dtype} with their float32 inputs and weights cast each "
-                      "pass, autocast's float32 ops (softmax, norms, reductions) in float32",
+        "pass, autocast's float32 ops (softmax, norms, reductions) in float32",
     }
 
 
@@ -72,7 +73,9 @@ def autocast_step_estimate(graph: nx.DiGraph, spec: DeviceSpec, step: dict) -> d
     for name, op in half.nodes(data=True):
         factor, cast = flow.get(name, (1.0, 0))
         if op.get("backward_terms"):
-            op["backward_terms"] = {k: {**t, "mac_bytes": int(t["mac_bytes"] * factor)} for k, t in op["backward_terms"].items()}
+            op["backward_terms"] = {
+                k: {**t, "mac_bytes": int(t["mac_bytes"] * factor)} for k, t in op["backward_terms"].items()
+            }
             casts += cast
     # casts stream at the bandwidth, as estimate_op counts the forward's (no launch of their own)
     stream = spec.bandwidth * share_of("stream", None, spec)
@@ -86,6 +89,6 @@ def autocast_step_estimate(graph: nx.DiGraph, spec: DeviceSpec, step: dict) -> d
         "optimizer_ms": step["optimizer_ms"],
         "step_ms": total,
         "assumption": f"torch.autocast to {dtype} over forward and loss, backward in each op's forward precision "
-                      "(GEMMs in 16 bits, autocast's float32 ops in float32, each cast's gradient a cast back); "
-                      "parameters, gradients and optimizer state in float32 (the optimizer step unchanged)",
+        "(GEMMs in 16 bits, autocast's float32 ops in float32, each cast's gradient a cast back); "
+        "parameters, gradients and optimizer state in float32 (the optimizer step unchanged)",
     }

@@ -34,14 +34,13 @@ from torch.utils._pytree import tree_leaves
 
 from archlint import progress
 from archlint.errors import UsageError
-from archlint.model.timing.roofline import resolve_device
 from archlint.model.runtime.sandbox import COMPILE_LOGGERS, quiet_torch_logs
-from archlint.whatif_names import NAMES, PRECISION
 from archlint.model.speedups.transforms import ORDER, NotApplicable, Variant, first_line
+from archlint.model.timing.roofline import resolve_device
 from archlint.model.timing.timer import Stats, make_timer, sample
 from archlint.result import WhatIf
-from archlint.units import duration
-from archlint.units import significant
+from archlint.units import duration, significant
+from archlint.whatif_names import NAMES, PRECISION
 
 # The estimate said before the what-ifs start (expected_seconds): what a transformation's making
 # and first call cost, in passes of the model; how much slower than the model a variant is taken to
@@ -65,8 +64,16 @@ COMPILING = ("compile",)  # what-ifs that compile: prepared and timed after all 
 
 
 def what_ifs(
-    model: nn.Module, inputs, device: str, settings, names: list[str] | None = None, kwargs: dict | None = None,
-    deadline: float | None = None, base_ms: float | None = None, ops: int = 0, target: str = "",
+    model: nn.Module,
+    inputs,
+    device: str,
+    settings,
+    names: list[str] | None = None,
+    kwargs: dict | None = None,
+    deadline: float | None = None,
+    base_ms: float | None = None,
+    ops: int = 0,
+    target: str = "",
 ) -> tuple[list[WhatIf], list[str]]:
     """The what-ifs for `model` on `device` (each requested name, in canonical order, then the
     combination), and notes on how they were timed. `model` is never changed: everything runs
@@ -79,10 +86,10 @@ def what_ifs(
     threads = torch.get_num_threads()
     warned: list[str] = []
     try:  # torch.compile's log lines (inductor, its C++ toolchain probe) become notes, not stderr
-        with quiet_torch_logs(settings.debug, COMPILE_LOGGERS, warned), \
-                _quiet_notices(settings.debug):
-            results, notes = _what_ifs(model, inputs, dev, settings, names, kwargs, deadline, threads, base_ms, ops,
-                                       target)
+        with quiet_torch_logs(settings.debug, COMPILE_LOGGERS, warned), _quiet_notices(settings.debug):
+            results, notes = _what_ifs(
+                model, inputs, dev, settings, names, kwargs, deadline, threads, base_ms, ops, target
+            )
     finally:
         torch.set_num_threads(threads)
     counts = Counter(warned)
@@ -144,22 +151,34 @@ def _quiet_notices(debug: bool):
         logger.setLevel(level)
 
 
-def _what_ifs(model, inputs, dev, settings, names, kwargs, deadline, threads, base_ms=None, ops=0,
-              target="") -> tuple[list[WhatIf], list[str]]:
+def _what_ifs(
+    model, inputs, dev, settings, names, kwargs, deadline, threads, base_ms=None, ops=0, target=""
+) -> tuple[list[WhatIf], list[str]]:
     start = time.monotonic()
-    base = Variant(_eval_copy(model, dev), _to(inputs, dev), dev,
-                   kwargs=dict(zip(kwargs or {}, _to(tuple((kwargs or {}).values()), dev))))
+    base = Variant(
+        _eval_copy(model, dev),
+        _to(inputs, dev),
+        dev,
+        kwargs=dict(zip(kwargs or {}, _to(tuple((kwargs or {}).values()), dev))),
+    )
     reference, first_s = _first_call(base)
     base = replace(base, first_s=first_s)
     base_s = base_ms / 1e3 if base_ms else first_s
     load = machine_load()
     expected = expected_seconds(base_s, names, settings.repeat, bool(settings.warmup), ops, load)
-    basis = (f"from the model's {'measured time' if base_ms else 'first call'} ({significant(base_s * 1e3, fixed=True)} ms a pass)"
-             + (f" and its {ops} ops (compiling, at a load of {load:.1f} per core)"
-                if any(n in COMPILING for n in names) else "")
-             + f" and the passes each what-if gets (--repeat {settings.repeat})")
-    progress.say(f"archlint: --what-if{' on ' + target if target else ''}: {len(names)} transformation"
-                 f"{'s' if len(names) != 1 else ''}, about {duration(expected)} (an estimate {basis}; at most twice that, or {SLACK_S:g} s more)")
+    basis = (
+        f"from the model's {'measured time' if base_ms else 'first call'} ({significant(base_s * 1e3, fixed=True)} ms a pass)"
+        + (
+            f" and its {ops} ops (compiling, at a load of {load:.1f} per core)"
+            if any(n in COMPILING for n in names)
+            else ""
+        )
+        + f" and the passes each what-if gets (--repeat {settings.repeat})"
+    )
+    progress.say(
+        f"archlint: --what-if{' on ' + target if target else ''}: {len(names)} transformation"
+        f"{'s' if len(names) != 1 else ''}, about {duration(expected)} (an estimate {basis}; at most twice that, or {SLACK_S:g} s more)"
+    )
     limit = start + max(2 * expected, expected + SLACK_S)  # the what-ifs keep within twice their estimate
     deadline = limit if deadline is None else min(deadline, limit)
     results: dict[str, WhatIf] = {}
@@ -174,8 +193,12 @@ def _what_ifs(model, inputs, dev, settings, names, kwargs, deadline, threads, ba
         for name in group:
             cost = compile_seconds(ops, load) if name in COMPILING else EXTRA_CALLS * SLOWER * base_s + PREPARE_S * load
             if time.monotonic() + cost > limit:  # it would end past twice the estimate: not started
-                results[name] = WhatIf(name, False, f"not run: it would pass twice the what-ifs' estimated "
-                                       f"{duration(expected)} (--what-if {name} alone runs it)")
+                results[name] = WhatIf(
+                    name,
+                    False,
+                    f"not run: it would pass twice the what-ifs' estimated "
+                    f"{duration(expected)} (--what-if {name} alone runs it)",
+                )
                 skipped.append(name)
                 continue
             variant, outcome = _prepare(base, (name,), reference)
@@ -198,12 +221,16 @@ def _what_ifs(model, inputs, dev, settings, names, kwargs, deadline, threads, ba
     elif combo:
         skipped.append("the combination")
     took = time.monotonic() - start
-    notes.append(f"what-ifs: took {duration(took)} against {duration(expected)} estimated ({basis})"
-                 + (f"; not run, to keep within twice the estimate: {', '.join(skipped)}" if skipped else ""))
+    notes.append(
+        f"what-ifs: took {duration(took)} against {duration(expected)} estimated ({basis})"
+        + (f"; not run, to keep within twice the estimate: {', '.join(skipped)}" if skipped else "")
+    )
     if not combo and len([w for w in results.values() if w.applicable]) >= 2:
         results["combined"] = WhatIf(
-            "combined", False, "fewer than two transformations that can go together beat the baseline beyond the "
-            f"noise (at most one of {', '.join(PRECISION)}): nothing to combine"
+            "combined",
+            False,
+            "fewer than two transformations that can go together beat the baseline beyond the "
+            f"noise (at most one of {', '.join(PRECISION)}): nothing to combine",
         )
     if any(v.compiled for v in variants.values()):
         from torch import _dynamo
@@ -212,7 +239,9 @@ def _what_ifs(model, inputs, dev, settings, names, kwargs, deadline, threads, ba
     return list(results.values()), notes
 
 
-def _prepare(base: Variant, chain: tuple[str, ...], reference, label: str | None = None) -> tuple[Variant | None, WhatIf]:
+def _prepare(
+    base: Variant, chain: tuple[str, ...], reference, label: str | None = None
+) -> tuple[Variant | None, WhatIf]:
     """Apply `chain` to the baseline and call the result once; NotApplicable, or any failure
     of that first call, gives a "not applicable" result with its first line."""
     label = label or chain[0]
@@ -230,13 +259,21 @@ def _prepare(base: Variant, chain: tuple[str, ...], reference, label: str | None
         return None, WhatIf(label, False, f"fails on this model: {first_line(exc)}")
     abs_diff, rel_diff = output_diff(reference, output)
     return variant, WhatIf(
-        label, True, variant.detail, max_abs_diff=abs_diff, max_rel_diff=rel_diff,
+        label,
+        True,
+        variant.detail,
+        max_abs_diff=abs_diff,
+        max_rel_diff=rel_diff,
         compile_s=round(first_s, 3) if variant.compiled else None,
     )
 
 
 def _time(
-    base: Variant, variants: dict[str, Variant], results: dict[str, WhatIf], settings, budget: float = BUDGET,
+    base: Variant,
+    variants: dict[str, Variant],
+    results: dict[str, WhatIf],
+    settings,
+    budget: float = BUDGET,
     deadline: float | None = None,
 ) -> list[str]:
     """Time the baseline and every variant interleaved in one sample; fill the results."""
@@ -260,8 +297,14 @@ def _time(
     passes = max(MIN_PASSES, min(settings.repeat, math.floor(allowed / sum(costs))))
     warmup = 1 if settings.warmup else 0  # after its first call (a compiled one: two calls)
     with torch.no_grad():
-        sampled = sample(calls, timer, warmup, passes, label=f"what-if: timing {', '.join(variants)} against the model",
-                         deadline=deadline)
+        sampled = sample(
+            calls,
+            timer,
+            warmup,
+            passes,
+            label=f"what-if: timing {', '.join(variants)} against the model",
+            deadline=deadline,
+        )
     baseline = sampled[0]
     for (name, _), s in zip(variants.items(), sampled[1:]):
         ratios = [b / t for b, t in zip(baseline.passes, s.passes) if t > 0]
@@ -286,7 +329,8 @@ def _combination(results: dict[str, WhatIf]) -> tuple[str, ...]:
     """The transformations that beat the baseline beyond noise, the fastest of the precision
     ones only (autocast and int8 are alternatives), in canonical order; () unless ≥ 2."""
     winners = [
-        n for n, w in results.items()
+        n
+        for n, w in results.items()
         if w.applicable and w.speedup and w.speedup >= MIN_GAIN and w.spread and w.spread[0] > 1.0
     ]
     precision = [n for n in winners if n in PRECISION]

@@ -58,7 +58,8 @@ def _rank(node) -> int | None:
 
 def _is_matmul(node) -> bool:
     return isinstance(node, fx.Node) and (
-        (node.op == "call_function" and node.target in _MATMUL) or (node.op == "call_method" and node.target == "matmul")
+        (node.op == "call_function" and node.target in _MATMUL)
+        or (node.op == "call_method" and node.target == "matmul")
     )
 
 
@@ -103,7 +104,8 @@ def _skip_dropout(node, modules) -> fx.Node:
     while len(node.users) == 1:
         user = next(iter(node.users))
         is_dropout = (user.op == "call_module" and isinstance(modules.get(user.target), nn.Dropout)) or (
-            user.op == "call_function" and user.target in _DROPOUT_FN  # F.dropout's training defaults to True
+            user.op == "call_function"
+            and user.target in _DROPOUT_FN  # F.dropout's training defaults to True
             and (user.kwargs.get("training") is False or (len(user.args) > 2 and user.args[2] is False))
         )
         if not is_dropout:
@@ -114,8 +116,15 @@ def _skip_dropout(node, modules) -> fx.Node:
 
 def _prescaled(q, scale: float) -> tuple:
     """(q0, scale · c) when q = q0 * c with c a number and q used only here; else (q, scale)."""
-    if (isinstance(q, fx.Node) and q.op == "call_function" and q.target is operator.mul and len(q.users) == 1
-            and not q.kwargs and isinstance(q.args[1], (int, float)) and isinstance(q.args[0], fx.Node)):
+    if (
+        isinstance(q, fx.Node)
+        and q.op == "call_function"
+        and q.target is operator.mul
+        and len(q.users) == 1
+        and not q.kwargs
+        and isinstance(q.args[1], (int, float))
+        and isinstance(q.args[0], fx.Node)
+    ):
         return q.args[0], scale * float(q.args[1])
     return q, scale
 

@@ -77,8 +77,9 @@ def _autocast(dtype: torch.dtype) -> Callable[[Variant], Variant]:
             raise NotApplicable(f"the model already runs in {str(_float_dtype(v.model)).removeprefix('torch.')}")
         if _has(v.model, torch.ao.nn.quantized.dynamic.Linear, torch.ao.nn.quantized.dynamic.LSTM):
             raise NotApplicable("the layers autocast would run in lower precision are already int8")
-        return v.with_(name, f"torch.autocast({v.device.type!r}, dtype=torch.{str(dtype).removeprefix('torch.')})",
-                       autocast=dtype)
+        return v.with_(
+            name, f"torch.autocast({v.device.type!r}, dtype=torch.{str(dtype).removeprefix('torch.')})", autocast=dtype
+        )
 
     return apply
 
@@ -93,8 +94,13 @@ def channels_last(v: Variant) -> Variant:
     def last(t):
         return t.contiguous(memory_format=torch.channels_last) if isinstance(t, torch.Tensor) and t.dim() == 4 else t
 
-    return v.with_("channels-last", "model and 4-D inputs in torch.channels_last", model=model,
-                   inputs=tuple(last(t) for t in v.inputs), kwargs={k: last(t) for k, t in v.kwargs.items()})
+    return v.with_(
+        "channels-last",
+        "model and 4-D inputs in torch.channels_last",
+        model=model,
+        inputs=tuple(last(t) for t in v.inputs),
+        kwargs={k: last(t) for k, t in v.kwargs.items()},
+    )
 
 
 def fold(v: Variant) -> Variant:
@@ -103,7 +109,9 @@ def fold(v: Variant) -> Variant:
     if not _has(v.model, nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d):
         raise NotApplicable("no BatchNorm layer")
     if v.kwargs:
-        raise NotApplicable(f"keyword-only inputs ({', '.join(v.kwargs)}): the fx trace it needs takes positional inputs only")
+        raise NotApplicable(
+            f"keyword-only inputs ({', '.join(v.kwargs)}): the fx trace it needs takes positional inputs only"
+        )
     model, pairs, where = fold_bn(copy.deepcopy(v.model), v.inputs)
     if not pairs:
         raise NotApplicable(f"no BatchNorm directly after a Conv or Linear that feeds only it (searched the {where})")
@@ -114,7 +122,9 @@ def sdpa(v: Variant) -> Variant:
     if v.compiled:
         raise NotApplicable("the model is already compiled")
     if v.kwargs:
-        raise NotApplicable(f"keyword-only inputs ({', '.join(v.kwargs)}): the fx trace it needs takes positional inputs only")
+        raise NotApplicable(
+            f"keyword-only inputs ({', '.join(v.kwargs)}): the fx trace it needs takes positional inputs only"
+        )
     from archlint.model.speedups.sdpa import replace_attention
 
     try:
@@ -123,8 +133,11 @@ def sdpa(v: Variant) -> Variant:
         raise NotApplicable(f"fx could not trace the model to look for attention: {first_line(exc)}") from None
     if not found:
         raise NotApplicable("no hand-written attention (softmax(q @ kᵀ · scale) @ v) in the fx graph")
-    return v.with_("sdpa", f"{found} hand-written attention{'s' if found > 1 else ''} replaced by "
-                   "F.scaled_dot_product_attention", model=model)
+    return v.with_(
+        "sdpa",
+        f"{found} hand-written attention{'s' if found > 1 else ''} replaced by F.scaled_dot_product_attention",
+        model=model,
+    )
 
 
 def int8_dynamic(v: Variant) -> Variant:
@@ -133,8 +146,10 @@ def int8_dynamic(v: Variant) -> Variant:
     if not _has(v.model, nn.Linear, nn.LSTM):
         raise NotApplicable("no nn.Linear or nn.LSTM layer to quantize")
     if _float_dtype(v.model) != torch.float32:
-        raise NotApplicable("dynamic quantization converts float32 layers; the model runs in "
-                            f"{str(_float_dtype(v.model)).removeprefix('torch.')}")
+        raise NotApplicable(
+            "dynamic quantization converts float32 layers; the model runs in "
+            f"{str(_float_dtype(v.model)).removeprefix('torch.')}"
+        )
     if v.autocast is not None:
         raise NotApplicable("autocast is already applied")
     import warnings
@@ -147,13 +162,20 @@ def int8_dynamic(v: Variant) -> Variant:
         raise NotApplicable(f"none of the {built} nn.Linear/nn.LSTM layers runs in forward")
     with warnings.catch_warnings():  # torch.ao's deprecation notices: the result is what we time
         warnings.simplefilter("ignore")
-        model = quantize_dynamic(copy.deepcopy(v.model), {name: default_dynamic_qconfig for name in ran},
-                                 dtype=torch.qint8)
-    n = sum(isinstance(m, (torch.ao.nn.quantized.dynamic.Linear, torch.ao.nn.quantized.dynamic.LSTM))
-            for m in model.modules())
+        model = quantize_dynamic(
+            copy.deepcopy(v.model), {name: default_dynamic_qconfig for name in ran}, dtype=torch.qint8
+        )
+    n = sum(
+        isinstance(m, (torch.ao.nn.quantized.dynamic.Linear, torch.ao.nn.quantized.dynamic.LSTM))
+        for m in model.modules()
+    )
     unused = f"; {built - len(ran)} more never run in forward, left as they are" if built > len(ran) else ""
-    return v.with_("int8-dynamic", f"{n} Linear/LSTM layer{'s' if n != 1 else ''} that run{'s' if n == 1 else ''} quantized to int8 "
-                   f"(torch.ao quantize_dynamic, {torch.backends.quantized.engine} engine){unused}", model=model)
+    return v.with_(
+        "int8-dynamic",
+        f"{n} Linear/LSTM layer{'s' if n != 1 else ''} that run{'s' if n == 1 else ''} quantized to int8 "
+        f"(torch.ao quantize_dynamic, {torch.backends.quantized.engine} engine){unused}",
+        model=model,
+    )
 
 
 def _called(v: Variant, types: tuple[type, ...]) -> tuple[list[str], int]:
@@ -190,8 +212,12 @@ def compile_(v: Variant) -> Variant:
     import torch._dynamo
 
     torch._dynamo.reset()  # a fresh cache: earlier compiles of the same forward must not count against its limit
-    return v.with_("compile", "torch.compile, default backend (inductor); compile time is the first call",
-                   model=torch.compile(v.model), compiled=True)
+    return v.with_(
+        "compile",
+        "torch.compile, default backend (inductor); compile time is the first call",
+        model=torch.compile(v.model),
+        compiled=True,
+    )
 
 
 ORDER: dict[str, Callable[[Variant], Variant]] = {

@@ -33,8 +33,9 @@ def seconds(settings: Settings) -> float | None:
 
 
 class Budget:
-    def __init__(self, seconds: float | None, clock: Callable[[], float] = time.monotonic,
-                 what_ifs: bool = False) -> None:
+    def __init__(
+        self, seconds: float | None, clock: Callable[[], float] = time.monotonic, what_ifs: bool = False
+    ) -> None:
         self.seconds, self.clock = seconds, clock
         self.pricing_share = PRICING_SHARE if what_ifs else 1.0  # the what-ifs, after pricing, get the rest
         self.start = clock()
@@ -59,7 +60,8 @@ class Budget:
     def notes(self) -> list[str]:
         if not self.cuts:
             return list(self.ahead)
-        return [*self.ahead,
+        return [
+            *self.ahead,
             f"--latency-budget {self.seconds:g} s reached: {'; '.join(self.cuts)}; the figures rest on fewer "
-            "passes (raise --latency-budget for more)"
+            "passes (raise --latency-budget for more)",
         ]

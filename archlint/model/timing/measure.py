@@ -28,12 +28,12 @@ import torch.fx as fx
 
 from archlint import progress
 from archlint.errors import UsageError
+from archlint.model.opgraph import display_names, ops
 from archlint.model.runtime import allocator
 from archlint.model.timing import roofline
 from archlint.model.timing.budget import TIMING_SHARE, Budget, seconds
-from archlint.model.opgraph import display_names, ops
-from archlint.units import duration
 from archlint.model.timing.timer import MIN_PASSES, Stats, Timer, load_average, make_timer, sample
+from archlint.units import duration
 
 _CALLS = ("call_module", "call_function", "call_method")
 NOISY_SPREAD = 0.2  # interquartile range / median of the end-to-end passes above which we warn
@@ -72,8 +72,14 @@ class Pricer:
         runs = [self._run(timer, str(i), module, inputs) for i, (module, inputs) in enumerate(cases)]
         repeat = math.ceil(self.repeat / 2)
         with torch.no_grad(), _clear_oom(self.device, "timing a what-if alternative"):
-            sampled = sample(runs, timer, math.ceil(self.warmup / 2), repeat,
-                             label="pricing findings: a layer against its alternative", deadline=self.budget.deadline(self.budget.pricing_share))
+            sampled = sample(
+                runs,
+                timer,
+                math.ceil(self.warmup / 2),
+                repeat,
+                label="pricing findings: a layer against its alternative",
+                deadline=self.budget.deadline(self.budget.pricing_share),
+            )
         if sampled[0].per_pass.n < repeat:
             self.budget.cut("layer what-ifs timed on fewer passes")
         return [s.regions[str(i)] for i, s in enumerate(sampled)]
@@ -153,8 +159,18 @@ def measure(
         if d.get("latency_ms") is not None and d.get("known", True):
             d["roofline"] = roofline.place(int(d.get("flops", 0)), int(d.get("mac_bytes", 0)), d["latency_ms"], p)
     report.notes += _stale_peak_note(graph, p, cached)
-    report.pricer = Pricer(dev, dtype, report.end_to_end_ms, settings.warmup, settings.repeat, model, args, kw, budget,
-                           end_to_end_spread_ms=tuple(report.end_to_end_spread_ms or ()))
+    report.pricer = Pricer(
+        dev,
+        dtype,
+        report.end_to_end_ms,
+        settings.warmup,
+        settings.repeat,
+        model,
+        args,
+        kw,
+        budget,
+        end_to_end_spread_ms=tuple(report.end_to_end_spread_ms or ()),
+    )
     return report
 
 
@@ -205,8 +221,9 @@ def _timed(runs, timer: Timer, settings, budget: Budget, label: str, target: str
         timer.collect()
     if rounds:  # --warmup 0: every pass is timed as asked, none is spent on the forecast
         forecast(time.monotonic() - start, warmup - rounds, settings.repeat, budget, target)
-    per_op, e2e = sample(runs, timer, max(0, warmup - rounds), settings.repeat,
-                         label=label, deadline=budget.deadline(TIMING_SHARE))
+    per_op, e2e = sample(
+        runs, timer, max(0, warmup - rounds), settings.repeat, label=label, deadline=budget.deadline(TIMING_SHARE)
+    )
     if e2e.per_pass.n < settings.repeat:
         budget.cut(f"per-op timing stopped after {e2e.per_pass.n} of --repeat {settings.repeat} passes")
     return per_op, e2e
@@ -219,20 +236,27 @@ def forecast(round_s: float, warmup: int, repeat: int, budget: Budget, target: s
     (--device-spec, no timing) or fewer --repeat; the same goes into the report's notes."""
     expected = round_s * (max(0, warmup) + repeat)
     what = f"archlint: --latency{' on ' + target if target else ''}: "
-    progress.say(what + f"{repeat} timed passes of its ops and of the whole model, about {duration(expected)} "
-                 f"(an estimate from a first timed pass of {round_s * 1e3:.0f} ms)")
+    progress.say(
+        what + f"{repeat} timed passes of its ops and of the whole model, about {duration(expected)} "
+        f"(an estimate from a first timed pass of {round_s * 1e3:.0f} ms)"
+    )
     if budget.seconds is None or expected <= TIMING_SHARE * budget.seconds:
         return expected
     allowed = TIMING_SHARE * budget.seconds
     fits = math.floor(allowed / round_s) - max(0, warmup)
     stops = min(repeat, max(MIN_PASSES, fits))  # a deadline never cuts a sample below MIN_PASSES
-    instead = (f"--repeat {fits} to fit the budget" if fits >= MIN_PASSES else
-               f"fewer --warmup/--repeat cannot fit it ({MIN_PASSES} passes at least)")
-    advice = (f"at about {duration(expected)} it would pass the {duration(allowed)} that --latency-budget "
-              f"{budget.seconds:g} s gives timing, so it stops after about {stops} of --repeat {repeat} passes "
-              f"(each {round_s * 1e3:.0f} ms on this machine now, about {duration(round_s * (max(0, warmup) + stops))}); "
-              f"for a figure without timing, the static estimate: --device-spec NAME (no --latency); or {instead}; "
-              "or a larger --latency-budget")
+    instead = (
+        f"--repeat {fits} to fit the budget"
+        if fits >= MIN_PASSES
+        else f"fewer --warmup/--repeat cannot fit it ({MIN_PASSES} passes at least)"
+    )
+    advice = (
+        f"at about {duration(expected)} it would pass the {duration(allowed)} that --latency-budget "
+        f"{budget.seconds:g} s gives timing, so it stops after about {stops} of --repeat {repeat} passes "
+        f"(each {round_s * 1e3:.0f} ms on this machine now, about {duration(round_s * (max(0, warmup) + stops))}); "
+        f"for a figure without timing, the static estimate: --device-spec NAME (no --latency); or {instead}; "
+        "or a larger --latency-budget"
+    )
     progress.say("archlint: " + advice)
     budget.said(f"--latency: {advice}")
     return expected
@@ -253,8 +277,14 @@ def _measure_replay(graph, model, gm, args, dev, settings, kwargs: dict, budget:
             model(*args, **kwargs)
 
     # Warm-up passes alternate between the two runs: the same modules, shapes and kernels warm up.
-    per_op, e2e = _timed([replay_pass, model_pass], timer, settings, budget, "timing each op and the model end to end",
-                         str(graph.graph.get("target") or ""))
+    per_op, e2e = _timed(
+        [replay_pass, model_pass],
+        timer,
+        settings,
+        budget,
+        "timing each op and the model end to end",
+        str(graph.graph.get("target") or ""),
+    )
     for name in timed:
         _set_latency(graph.nodes[name], per_op.regions[name])
     clock = _clock(dev)
@@ -327,8 +357,14 @@ def _measure_hooks(graph, model, args, dev, settings, kwargs: dict, budget: Budg
             with timer.region("model"):
                 model(*args, **kwargs)
 
-        per_mod, e2e = _timed([hooked_pass, model_pass], timer, settings, budget,
-                              "timing each module and the model end to end", str(graph.graph.get("target") or ""))
+        per_mod, e2e = _timed(
+            [hooked_pass, model_pass],
+            timer,
+            settings,
+            budget,
+            "timing each module and the model end to end",
+            str(graph.graph.get("target") or ""),
+        )
         mod_stats = per_mod.regions
         trace_file = None
         if settings.trace_dir is not None:
@@ -456,8 +492,10 @@ def _clear_oom(dev: torch.device, doing: str):
 def _device_of(model: torch.nn.Module) -> torch.device:
     tensors = [*model.parameters(), *model.buffers()]
     if any(t.device.type == "meta" for t in tensors):
-        raise UsageError("latency needs a model built with real weights, got one on the meta device; build it "
-                         "with real weights or leave latency off")
+        raise UsageError(
+            "latency needs a model built with real weights, got one on the meta device; build it "
+            "with real weights or leave latency off"
+        )
     return tensors[0].device if tensors else torch.device("cpu")
 
 

@@ -58,8 +58,9 @@ def error_ms(diffs: Sequence[float]) -> float:
     return 1.2533 * (q3 - q1) / 1.349 / math.sqrt(len(diffs))
 
 
-def judge(before: Sequence[float], after: Sequence[float], floor_ms: float, max_pairs: int,
-          last: bool = False) -> Verdict:
+def judge(
+    before: Sequence[float], after: Sequence[float], floor_ms: float, max_pairs: int, last: bool = False
+) -> Verdict:
     """The verdict on the pairs so far (before[i] paired with after[i]); `last`: no more will
     come (the time budget ran out), so decide now."""
     diffs = [b - a for b, a in zip(before, after)]

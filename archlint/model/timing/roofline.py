@@ -32,7 +32,12 @@ from archlint.errors import UsageError
 from archlint.model.timing.timer import load_average, make_timer
 
 CACHE_FILE = "roofline.json"
-REQUIRED = {"peak_flops_per_s", "bandwidth_bytes_per_s", "cache_bandwidth_bytes_per_s", "cache_bytes"}  # else re-measured
+REQUIRED = {
+    "peak_flops_per_s",
+    "bandwidth_bytes_per_s",
+    "cache_bandwidth_bytes_per_s",
+    "cache_bytes",
+}  # else re-measured
 _DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "float64": torch.float64}
 
 
@@ -203,7 +208,9 @@ def resolve_device(name: str) -> torch.device:
     if device.type != "cuda":
         raise UsageError(f"device {name!r} is not supported for timing; use cpu, cuda or cuda:N")
     if not torch.cuda.is_available():
-        raise UsageError(f"--device {name}: CUDA is not available on this machine (torch {torch.__version__}); use --device cpu")
+        raise UsageError(
+            f"--device {name}: CUDA is not available on this machine (torch {torch.__version__}); use --device cpu"
+        )
     index = device.index if device.index is not None else torch.cuda.current_device()
     if index >= torch.cuda.device_count():
         raise UsageError(f"--device {name}: this machine has {torch.cuda.device_count()} CUDA device(s); use cuda:0..")
@@ -223,9 +230,15 @@ def calibrate_command(device: str, dtype: str) -> int:
     print(f"{p['device']}")
     load = load_average()
     if dev.type == "cpu" and load is not None and load > (os.cpu_count() or 1):
-        print(f"  warning: the machine was busy (load average {load:.1f}): these peaks are likely low; calibrate again when it is quiet")
-    print(f"  peak matrix throughput  {p['peak_flops_per_s'] / 1e9:,.1f} GFLOP/s  ({p['matmul_n']}² matmul, 2 FLOP per multiply-add)")
-    print(f"  copy bandwidth          {p['bandwidth_bytes_per_s'] / 1e9:,.1f} GB/s  (read + write of {p['copy_bytes'] / 2**20:.0f} MiB)")
+        print(
+            f"  warning: the machine was busy (load average {load:.1f}): these peaks are likely low; calibrate again when it is quiet"
+        )
+    print(
+        f"  peak matrix throughput  {p['peak_flops_per_s'] / 1e9:,.1f} GFLOP/s  ({p['matmul_n']}² matmul, 2 FLOP per multiply-add)"
+    )
+    print(
+        f"  copy bandwidth          {p['bandwidth_bytes_per_s'] / 1e9:,.1f} GB/s  (read + write of {p['copy_bytes'] / 2**20:.0f} MiB)"
+    )
     print(f"  ridge point             {p['peak_flops_per_s'] / p['bandwidth_bytes_per_s']:.1f} FLOP/byte")
     print(f"cached in {cache_dir() / CACHE_FILE}")
     return 0

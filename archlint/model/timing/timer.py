@@ -181,8 +181,14 @@ MIN_PASSES = 8  # a deadline never cuts a sample below this many timed passes of
 
 
 def sample(
-    runs: Sequence[Callable[[], object]], timer: Timer, warmup: int, repeat: int, alternate: bool = False,
-    label: str = "timing passes", deadline: float | None = None, clock: Callable[[], float] = time.monotonic,
+    runs: Sequence[Callable[[], object]],
+    timer: Timer,
+    warmup: int,
+    repeat: int,
+    alternate: bool = False,
+    label: str = "timing passes",
+    deadline: float | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> list[Sampled]:
     """Run each callable `warmup` times untimed, then `repeat` times, interleaved (run 0, run 1,
     run 0, ...) so that all of them see the same machine conditions. Each callable marks its own

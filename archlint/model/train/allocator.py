@@ -175,8 +175,11 @@ class Allocator:
         self.peak_allocated = max(self.peak_allocated, self.allocated)
 
 
-def replay(lifetimes: Iterable[tuple[float, float, int]], limit: int | None = None,
-           workspaces: Iterable[tuple[float, float, int]] = ()) -> Allocator:
+def replay(
+    lifetimes: Iterable[tuple[float, float, int]],
+    limit: int | None = None,
+    workspaces: Iterable[tuple[float, float, int]] = (),
+) -> Allocator:
     """Replay storages given as (born, died, bytes) event indices (died = inf: never freed) in
     event order through the allocator; `workspaces` likewise, as optional requests (skipped where
     they do not fit under the limit). The result holds its peaks and whether it ran out."""

@@ -25,27 +25,69 @@ import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
-BASIS = ("the step run with torch.autocast's CUDA cast policy (aten/src/ATen/autocast_mode.cpp: convolutions, "
-         "linear, matmul and attention in {dtype}; softmax, norms and losses in float32), applied on the meta device "
-         "by a torch-function mode; a weight used by several calls is cast once per call (autocast caches it: "
-         "less); F.multi_head_attention_forward as a whole in {dtype}")
+BASIS = (
+    "the step run with torch.autocast's CUDA cast policy (aten/src/ATen/autocast_mode.cpp: convolutions, "
+    "linear, matmul and attention in {dtype}; softmax, norms and losses in float32), applied on the meta device "
+    "by a torch-function mode; a weight used by several calls is cast once per call (autocast caches it: "
+    "less); F.multi_head_attention_forward as a whole in {dtype}"
+)
 
-LOWER = frozenset({
-    F.linear, F.bilinear, F.conv1d, F.conv2d, F.conv3d, F.conv_transpose1d, F.conv_transpose2d, F.conv_transpose3d,
-    F.prelu, F.scaled_dot_product_attention,
-    # a composite whose inner calls the mode does not see (it is off while its handler runs): its
-    # projections and attention are all on the lower-precision list
-    F.multi_head_attention_forward,
-    torch.matmul, torch.mm, torch.bmm, torch.addmm, torch.addbmm, torch.baddbmm, torch.addmv, torch.mv,
-    torch.einsum, torch.chain_matmul, torch.Tensor.matmul, torch.Tensor.__matmul__, torch.Tensor.__rmatmul__,
-    torch.Tensor.mm, torch.Tensor.bmm, torch.Tensor.addmm, torch.Tensor.baddbmm,
-})
-FP32 = frozenset({
-    F.softmax, F.log_softmax, F.layer_norm, F.group_norm, F.cross_entropy, F.nll_loss, F.mse_loss,
-    F.l1_loss, F.binary_cross_entropy_with_logits, F.kl_div, F.smooth_l1_loss, F.cosine_similarity,
-    torch.softmax, torch.log_softmax, torch.Tensor.softmax, torch.Tensor.log_softmax, torch.layer_norm,
-    torch.group_norm,
-})
+LOWER = frozenset(
+    {
+        F.linear,
+        F.bilinear,
+        F.conv1d,
+        F.conv2d,
+        F.conv3d,
+        F.conv_transpose1d,
+        F.conv_transpose2d,
+        F.conv_transpose3d,
+        F.prelu,
+        F.scaled_dot_product_attention,
+        # a composite whose inner calls the mode does not see (it is off while its handler runs): its
+        # projections and attention are all on the lower-precision list
+        F.multi_head_attention_forward,
+        torch.matmul,
+        torch.mm,
+        torch.bmm,
+        torch.addmm,
+        torch.addbmm,
+        torch.baddbmm,
+        torch.addmv,
+        torch.mv,
+        torch.einsum,
+        torch.chain_matmul,
+        torch.Tensor.matmul,
+        torch.Tensor.__matmul__,
+        torch.Tensor.__rmatmul__,
+        torch.Tensor.mm,
+        torch.Tensor.bmm,
+        torch.Tensor.addmm,
+        torch.Tensor.baddbmm,
+    }
+)
+FP32 = frozenset(
+    {
+        F.softmax,
+        F.log_softmax,
+        F.layer_norm,
+        F.group_norm,
+        F.cross_entropy,
+        F.nll_loss,
+        F.mse_loss,
+        F.l1_loss,
+        F.binary_cross_entropy_with_logits,
+        F.kl_div,
+        F.smooth_l1_loss,
+        F.cosine_similarity,
+        torch.softmax,
+        torch.log_softmax,
+        torch.Tensor.softmax,
+        torch.Tensor.log_softmax,
+        torch.layer_norm,
+        torch.group_norm,
+    }
+)
 
 
 class MetaAutocast(TorchFunctionMode):
@@ -59,11 +101,13 @@ class MetaAutocast(TorchFunctionMode):
         kwargs = kwargs or {}
         target = self.dtype if func in LOWER else torch.float32 if func in FP32 else None
         if target is not None:
+
             def cast(value):
                 if isinstance(value, torch.Tensor) and value.is_floating_point() and value.dtype != target:
                     return value.to(target)
                 if isinstance(value, (list, tuple)):
                     return type(value)(cast(v) for v in value)
                 return value
+
             args, kwargs = cast(tuple(args)), {k: cast(v) for k, v in kwargs.items()}
         return func(*args, **kwargs)

@@ -132,9 +132,13 @@ def _contraction_operands(op: dict) -> list[tuple[tuple, bool]]:
     if key == "einsum":
         return [(s, _in(op, i)) for i, s in enumerate(ins)]
     count = 3 if key in ("addmm", "baddbmm", "addbmm") else 2
-    operands = forward.operand_shapes(op, count)[count - 2:]
+    operands = forward.operand_shapes(op, count)[count - 2 :]
     free = list(range(len(ins)))
-    params = [(tuple(s), v) for n, s in (op.get("param_shapes") or {}).items() for v in [(op.get("grad_params") or {}).get(n, False)]]
+    params = [
+        (tuple(s), v)
+        for n, s in (op.get("param_shapes") or {}).items()
+        for v in [(op.get("grad_params") or {}).get(n, False)]
+    ]
     found = []
     for shape in operands:
         i = next((i for i in free if ins[i] == tuple(shape)), None)
@@ -220,7 +224,7 @@ def _mha_lengths(op: dict) -> tuple[int, int, int]:
     ins = [tuple(s) for s in op["in_shapes"]]
     rank = max(len(s) for s in ins if s and s[-1] == e)
     qi = next(i for i, s in enumerate(ins) if len(s) == rank and s[-1] == e)
-    q, rest = ins[qi], [s for s in ins[qi + 1:] if len(s) == rank]
+    q, rest = ins[qi], [s for s in ins[qi + 1 :] if len(s) == rank]
     kdim = a.get("kdim") or e
     k = next((s for s in rest if s[-1] == kdim), q)
     if len(q) == 2:
@@ -272,7 +276,9 @@ def norm(op: dict) -> Terms:
 
 
 _PASS_THROUGH = frozenset({"add", "sub", "subtract", "rsub"})
-_SOFTMAX = frozenset({"softmax", "_softmax", "log_softmax", "_log_softmax", "Softmax", "LogSoftmax", "Softmin", "softmin"})
+_SOFTMAX = frozenset(
+    {"softmax", "_softmax", "log_softmax", "_log_softmax", "Softmax", "LogSoftmax", "Softmin", "softmin"}
+)
 
 
 @backward_formula("elementwise", "activation", "dropout")

@@ -70,13 +70,15 @@ FLOAT = 4  # oneDNN's gemm scratchpads are float (f32 convolutions)
 GEMM_WEI_REDUCTION_PER_THREAD = 4  # floats booked per weight *byte*: 4 W per thread
 SCRATCHPAD_LIMIT = 1 << 30  # gemm_convolution_utils: scratchpad_limit_by_absolute_value
 
-BASIS = ("oneDNN's scratch inside CPU convolutions (archlint.model.train.cpu_scratch): the input, weight and "
-         "grad-output reordered to blocked layouts and the result's dense copy (jit kernels), or the gemm "
-         "fallback's per-thread weight-reduction buffers (4x the weight per thread) and im2col buffer; rule read "
-         "from PyTorch's mkldnn_convolution and oneDNN's gemm_convolution_utils, checked against the profiler on "
-         "AVX2 and AVX-512 CPUs (torch 2.14.1, oneDNN 3.12; benchmarks/cpu_conv_scratch.py); ISA: {isa} "
-         "(torch.backends.cpu.get_cpu_capability() of this process); threads: torch.get_num_threads() of this "
-         "process ({threads}); both standing for the target CPU")
+BASIS = (
+    "oneDNN's scratch inside CPU convolutions (archlint.model.train.cpu_scratch): the input, weight and "
+    "grad-output reordered to blocked layouts and the result's dense copy (jit kernels), or the gemm "
+    "fallback's per-thread weight-reduction buffers (4x the weight per thread) and im2col buffer; rule read "
+    "from PyTorch's mkldnn_convolution and oneDNN's gemm_convolution_utils, checked against the profiler on "
+    "AVX2 and AVX-512 CPUs (torch 2.14.1, oneDNN 3.12; benchmarks/cpu_conv_scratch.py); ISA: {isa} "
+    "(torch.backends.cpu.get_cpu_capability() of this process); threads: torch.get_num_threads() of this "
+    "process ({threads}); both standing for the target CPU"
+)
 
 AVX2, AVX512 = "AVX2", "AVX512"
 
@@ -111,8 +113,18 @@ def _out(size: int, k: int, s: int, p: int, d: int) -> int:
     return (size + 2 * p - d * (k - 1) - 1) // s + 1
 
 
-def conv_scratch_bytes(input_shape, weight_shape, stride, padding, dilation, groups: int, itemsize: int,
-                       output_mask, threads: int, isa: str) -> int:
+def conv_scratch_bytes(
+    input_shape,
+    weight_shape,
+    stride,
+    padding,
+    dilation,
+    groups: int,
+    itemsize: int,
+    output_mask,
+    threads: int,
+    isa: str,
+) -> int:
     """The bytes oneDNN allocates and frees inside one 2-D convolution op beyond its outputs
     (module docstring): the forward when `output_mask` is None, else convolution_backward with
     that mask (grad-input, grad-weight, grad-bias); `isa` AVX2 or AVX512 (cpu_isa())."""
@@ -146,15 +158,22 @@ def conv_scratch_bytes(input_shape, weight_shape, stride, padding, dilation, gro
             span_h = (kh - 1) * dilation[0] + 1
             max_pad = span_h // 2
             b_pad = max(0, (oh - 1) * stride[0] + span_h - (h + padding[0]))
-            jit = (kw <= 14 and padding[0] <= max_pad and b_pad <= max_pad
-                   and (not dilated or (not strided and span_h <= h)))
+            jit = (
+                kw <= 14
+                and padding[0] <= max_pad
+                and b_pad <= max_pad
+                and (not dilated or (not strided and span_h <= h))
+            )
         if jit:
             grad_weight = max((0 if flat else x) + y, wt)
         else:
             os_ = oh * ow
             mem = GEMM_WEI_REDUCTION_PER_THREAD * threads * wt + FLOAT * threads * cg * kh * kw * 8
-            outer = (mem < min(SCRATCHPAD_LIMIT, 15 * threads * (x + wt + y)) and os_ // threads < 256
-                     and (n != 1 or groups > 2))
+            outer = (
+                mem < min(SCRATCHPAD_LIMIT, 15 * threads * (x + wt + y))
+                and os_ // threads < 256
+                and (n != 1 or groups > 2)
+            )
             nthr = threads if outer else 1
             grad_weight = max(GEMM_WEI_REDUCTION_PER_THREAD * nthr * wt + nthr * col, wt)
     if output_mask[0] and output_mask[1]:
@@ -196,16 +215,28 @@ def cpu_conv_scratch(func, args, threads: int, isa: str) -> int:
         x, w, stride, padding, dilation, transposed, groups, mask = *args[1:3], *args[4:8], args[9], args[10]
     else:
         return 0
-    if (transposed or not isinstance(x, torch.Tensor) or x.dim() != 4 or x.dtype != torch.float32
-            or not onednn_enabled()):
+    if (
+        transposed
+        or not isinstance(x, torch.Tensor)
+        or x.dim() != 4
+        or x.dtype != torch.float32
+        or not onednn_enabled()
+    ):
         return 0
-    if (isa == AVX512 and not x.is_contiguous() and x.is_contiguous(memory_format=torch.channels_last)
-            and groups > 1 and w.shape[0] == groups and w.shape[1] == 1
-            and uses_onednn(x.shape, w.shape, stride, dilation, groups, threads)):
+    if (
+        isa == AVX512
+        and not x.is_contiguous()
+        and x.is_contiguous(memory_format=torch.channels_last)
+        and groups > 1
+        and w.shape[0] == groups
+        and w.shape[1] == 1
+        and uses_onednn(x.shape, w.shape, stride, dilation, groups, threads)
+    ):
         return depthwise_nhwc_scratch_bytes(tuple(w.shape), x.element_size(), mask)
     if not x.is_contiguous() or not w.is_contiguous():
         return 0
     if not uses_onednn(x.shape, w.shape, stride, dilation, groups, threads):
         return 0
-    return conv_scratch_bytes(tuple(x.shape), tuple(w.shape), stride, padding, dilation, groups, x.element_size(),
-                              mask, threads, isa)
+    return conv_scratch_bytes(
+        tuple(x.shape), tuple(w.shape), stride, padding, dilation, groups, x.element_size(), mask, threads, isa
+    )

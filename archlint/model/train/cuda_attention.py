@@ -30,6 +30,7 @@ def fused_attention() -> Iterator[None]:
     def sdpa(*args, **kwargs):
         fused = _fused(*args, **kwargs)
         return original(*args, **kwargs) if fused is None else fused
+
     F.scaled_dot_product_attention = sdpa
     try:
         yield
@@ -47,5 +48,6 @@ def _fused(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, sc
         bias = bias.expand(query.shape[0], query.shape[1], query.shape[2], key.shape[2])
     grad = torch.is_grad_enabled() and any(t.requires_grad for t in (query, key, value))
     out = torch.ops.aten._scaled_dot_product_efficient_attention(
-        query, key, value, bias, grad, dropout_p, is_causal, scale=scale)
+        query, key, value, bias, grad, dropout_p, is_causal, scale=scale
+    )
     return out[0]

@@ -16,10 +16,12 @@ import torch
 MIN_8BIT_SIZE = 4096
 BLOCK = 2048
 QMAP_ENTRIES = 256
-BASIS = ("the step run with the state bitsandbytes' Adam8bit/AdamW8bit makes (bitsandbytes/optim/optimizer.py "
-         f"Optimizer2State.init_state: uint8 moments and a float32 absmax per {BLOCK} elements for a parameter of "
-         f"{MIN_8BIT_SIZE} elements or more, float32 moments below; two {QMAP_ENTRIES}-entry maps) and its fused "
-         "in-place update (no temporaries)")
+BASIS = (
+    "the step run with the state bitsandbytes' Adam8bit/AdamW8bit makes (bitsandbytes/optim/optimizer.py "
+    f"Optimizer2State.init_state: uint8 moments and a float32 absmax per {BLOCK} elements for a parameter of "
+    f"{MIN_8BIT_SIZE} elements or more, float32 moments below; two {QMAP_ENTRIES}-entry maps) and its fused "
+    "in-place update (no temporaries)"
+)
 
 
 class EightBitAdam(torch.optim.Optimizer):
@@ -43,7 +45,9 @@ class EightBitAdam(torch.optim.Optimizer):
                     state["state2"] = torch.zeros_like(p, dtype=torch.float32)
                     continue
                 if self._qmaps is None:
-                    self._qmaps = tuple(torch.zeros(QMAP_ENTRIES, dtype=torch.float32, device=p.device) for _ in range(2))
+                    self._qmaps = tuple(
+                        torch.zeros(QMAP_ENTRIES, dtype=torch.float32, device=p.device) for _ in range(2)
+                    )
                 blocks = -(-p.numel() // BLOCK)
                 state["state1"] = torch.zeros_like(p, dtype=torch.uint8)
                 state["state2"] = torch.zeros_like(p, dtype=torch.uint8)

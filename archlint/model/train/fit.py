@@ -19,10 +19,10 @@ from collections.abc import Callable
 
 import torch
 import torch.nn as nn
-from torch.utils.checkpoint import checkpoint
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils.flop_counter import FlopCounterMode
 from torch.utils._pytree import tree_flatten, tree_map
+from torch.utils.checkpoint import checkpoint
+from torch.utils.flop_counter import FlopCounterMode
 
 from archlint.errors import UsageError
 from archlint.model.train import meta_shims
@@ -42,8 +42,10 @@ REAL_INPUT_BYTES = 256 << 20  # with_batch: a larger floating-point input is mad
 # is 1/1.10 of it (max_batch_range's high end).
 ALLOCATED_LOW = 0.96
 ALLOCATED_HIGH = 1.10
-MARGIN_SOURCE = ("measured on an H200 (benchmarks/gpu_checks.py, 63 training steps and 17 max_batch trials): "
-                 f"peak_bytes {ALLOCATED_LOW}-{ALLOCATED_HIGH} x torch.cuda.max_memory_allocated")
+MARGIN_SOURCE = (
+    "measured on an H200 (benchmarks/gpu_checks.py, 63 training steps and 17 max_batch trials): "
+    f"peak_bytes {ALLOCATED_LOW}-{ALLOCATED_HIGH} x torch.cuda.max_memory_allocated"
+)
 
 
 def device_memory(spec) -> tuple[int, str] | None:
@@ -82,6 +84,7 @@ def with_batch(args: tuple, kwargs: dict, batch: int) -> tuple[tuple, dict]:
         if t.device.type == "meta" or big:
             return torch.empty((batch, *t.shape[1:]), dtype=t.dtype, device="meta").requires_grad_(t.requires_grad)
         return t.detach()[torch.arange(batch, device=t.device) % old].requires_grad_(t.requires_grad)
+
     return tree_map(one, tuple(args)), tree_map(one, dict(kwargs))
 
 
@@ -102,12 +105,21 @@ def scaled_peak(result: dict, scale: float) -> int:
     bytes over `scale` and the context say by how much (they grow smoothly with the batch, where
     the segments go in steps)."""
     run = next(run for run in result["allocator"]["under_budget"]["scaled"] if run["scale"] == scale)
-    smooth, budget = math.ceil(result["peak_bytes"] / scale) + result["allocator"]["cuda_context_bytes"], result["budget_bytes"]
+    smooth, budget = (
+        math.ceil(result["peak_bytes"] / scale) + result["allocator"]["cuda_context_bytes"],
+        result["budget_bytes"],
+    )
     return max(smooth, budget + 1) if run["out_of_memory"] else min(smooth, budget)
 
 
-def max_batch(peak_at: Callable[[int], int], batch: int, budget: int, bisect: bool = False,
-              known: dict[int, int] | None = None, near: int | None = None) -> dict:
+def max_batch(
+    peak_at: Callable[[int], int],
+    batch: int,
+    budget: int,
+    bisect: bool = False,
+    known: dict[int, int] | None = None,
+    near: int | None = None,
+) -> dict:
     """The largest batch whose peak is within `budget`: the line through two evaluations, then
     evaluations at the predicted batch and the next to confirm it (walking if the line was off).
     `bisect`: where a batch that fits and one that does not are known, halve between them (for a
@@ -127,12 +139,18 @@ def max_batch(peak_at: Callable[[int], int], batch: int, budget: int, bisect: bo
             evaluated += 1
             seen[b] = peak_at(b)
         return seen[b]
+
     b1, b2 = batch, 2 * batch
     slope = (peak(b2) - peak(b1)) / (b2 - b1)
     fixed = peak(b1) - slope * b1
     if slope <= 0:
-        return {"max_batch": None, "per_sample_bytes": slope, "fixed_bytes": int(fixed),
-                "evaluations": sorted(seen.items()), "basis": "the peak does not grow with the batch"}
+        return {
+            "max_batch": None,
+            "per_sample_bytes": slope,
+            "fixed_bytes": int(fixed),
+            "evaluations": sorted(seen.items()),
+            "basis": "the peak does not grow with the batch",
+        }
     # The line's answer, then secant steps between the largest batch known to fit (lo) and the
     # smallest known not to (hi): the peak is piecewise affine (it moves from the optimizer step
     # to the backward as activations grow), so each step lands on the next piece or the answer.
@@ -150,8 +168,11 @@ def max_batch(peak_at: Callable[[int], int], batch: int, budget: int, bisect: bo
     width, stride, stalled = math.inf, 2, False
 
     def bracket() -> tuple[int, int | None]:
-        return (max((b for b, p in seen.items() if p <= budget), default=0),
-                min((b for b, p in seen.items() if p > budget), default=None))
+        return (
+            max((b for b, p in seen.items() if p <= budget), default=0),
+            min((b for b, p in seen.items() if p > budget), default=None),
+        )
+
     while True:
         lo, hi = bracket()
         if hi is not None and hi - lo <= 1:
@@ -171,14 +192,16 @@ def max_batch(peak_at: Callable[[int], int], batch: int, budget: int, bisect: bo
             break
         new_lo, hi = bracket()
         stalled, lo = stalled or new_lo == lo + 1, new_lo  # once stalled, the steps keep doubling
-        a, b = (sorted(seen)[:2] if lo == 0 else sorted(seen)[-2:] if hi is None else (lo, hi))
+        a, b = sorted(seen)[:2] if lo == 0 else sorted(seen)[-2:] if hi is None else (lo, hi)
         rate = (seen[b] - seen[a]) / (b - a)
         guess = max(lo + 1, a + math.floor((budget - seen[a]) / rate)) if rate > 0 else -1
     basis = "memory model: peak affine in the batch from two evaluations, confirmed at the answer and the next batch"
     if unresolved:
-        basis = (f"memory model: the largest batch evaluated that fits; batches {unresolved[0]} to "
-                 f"{unresolved[1] if unresolved[1] is not None else 'more'} were not evaluated "
-                 f"(the search stops after {MAX_EVALUATIONS} evaluations)")
+        basis = (
+            f"memory model: the largest batch evaluated that fits; batches {unresolved[0]} to "
+            f"{unresolved[1] if unresolved[1] is not None else 'more'} were not evaluated "
+            f"(the search stops after {MAX_EVALUATIONS} evaluations)"
+        )
     return {
         "max_batch": lo,
         "per_sample_bytes": int(slope),
@@ -226,15 +249,17 @@ def forward_flops(model: nn.Module, args: tuple, kwargs: dict) -> dict[str, int]
     """Multiply-adds of each module's forward (torch's FlopCounterMode on meta, which counts 2 FLOPs
     a multiply-add, halved to archlint's FLOPs), by module path."""
     root = type(model).__name__
+
     def meta(t):
         return torch.empty_like(t, device="meta") if isinstance(t, torch.Tensor) else t
+
     meta_args, meta_kwargs = tree_map(meta, tuple(args)), tree_map(meta, dict(kwargs))
     with torch.no_grad(), FlopCounterMode(display=False) as counter, _MetaShimmed():
         to_meta(model).train()(*meta_args, **meta_kwargs)
     flops = {}
     for key, counts in counter.get_flop_counts().items():
         if key.startswith(root + "."):
-            flops[key[len(root) + 1:]] = int(sum(counts.values())) // 2
+            flops[key[len(root) + 1 :]] = int(sum(counts.values())) // 2
     return flops
 
 
@@ -303,8 +328,16 @@ def _free_memory() -> int | None:
         return None
 
 
-def fit_report(model, args, kwargs, *, optimizer: str = "adam", loss: str = "mean", budget_bytes: int | None = None,
-               device_spec=None) -> dict:
+def fit_report(
+    model,
+    args,
+    kwargs,
+    *,
+    optimizer: str = "adam",
+    loss: str = "mean",
+    budget_bytes: int | None = None,
+    device_spec=None,
+) -> dict:
     """The step's memory with `fits`, `max_batch` and its basis (`max_batch_basis`). The budget is
     `budget_bytes`, else the device spec's memory. When it does not fit, the ways to fit are AL610's
     (archlint.model.checks.batch_does_not_fit)."""
@@ -316,27 +349,49 @@ def fit_report(model, args, kwargs, *, optimizer: str = "adam", loss: str = "mea
         budget_bytes, budget_source = memory
     gpu = getattr(device_spec, "kind", "") == "gpu"  # the allocator replayed: max_batch allows for its error
     scales = (ALLOCATED_LOW, ALLOCATED_HIGH) if gpu else ()
-    result = step_memory(model, args, kwargs, optimizer=optimizer, loss=loss, budget_bytes=budget_bytes,
-                         device_spec=device_spec, limit_scales=scales)
+    result = step_memory(
+        model,
+        args,
+        kwargs,
+        optimizer=optimizer,
+        loss=loss,
+        budget_bytes=budget_bytes,
+        device_spec=device_spec,
+        limit_scales=scales,
+    )
     result["budget_source"] = budget_source
     memory_at = {batch_size(args, kwargs): result}
 
     def peak_at(b: int, scale: float | None = None) -> int:
         if b not in memory_at:
             a, k = with_batch(args, kwargs, b)
-            memory_at[b] = step_memory(model, a, k, optimizer=optimizer, loss=loss, budget_bytes=budget_bytes,
-                                       device_spec=device_spec, limit_scales=scales)
+            memory_at[b] = step_memory(
+                model,
+                a,
+                k,
+                optimizer=optimizer,
+                loss=loss,
+                budget_bytes=budget_bytes,
+                device_spec=device_spec,
+                limit_scales=scales,
+            )
         return budget_peak(memory_at[b]) if scale is None else scaled_peak(memory_at[b], scale)
+
     free = _free_memory()
     if not result["basis"].startswith("measured on the meta") and (free is None or budget_bytes > free // 2):
         # the step runs on real tensors here: each batch the search tried would allocate its memory on
         # this machine, and the budget (a GPU's, many times a laptop's) is more than half of what it has free
-        fit = {"max_batch": None, "basis": (
-            "not searched: the step cannot run on the meta device, and the batches near the budget would allocate "
-            "their step on this machine: the budget is more than half the memory it has free")}
+        fit = {
+            "max_batch": None,
+            "basis": (
+                "not searched: the step cannot run on the meta device, and the batches near the budget would allocate "
+                "their step on this machine: the budget is more than half the memory it has free"
+            ),
+        }
     else:  # on a GPU spec, the largest batch sure to fit given the model's measured error
-        fit = max_batch(lambda b: peak_at(b, ALLOCATED_LOW if gpu else None), batch_size(args, kwargs), budget_bytes,
-                        gpu)
+        fit = max_batch(
+            lambda b: peak_at(b, ALLOCATED_LOW if gpu else None), batch_size(args, kwargs), budget_bytes, gpu
+        )
     result["max_batch"] = fit["max_batch"]
     if gpu:
         fit["basis"] += (
@@ -344,19 +399,27 @@ def fit_report(model, args, kwargs, *, optimizer: str = "adam", loss: str = "mea
             "context, as PyTorch runs under set_per_process_memory_fraction: it fits unless a tensor's request runs "
             "out after the free cached segments are released (a cuDNN workspace that does not fit is done "
             f"without); max_batch is the largest batch that fits under {ALLOCATED_LOW} x that limit, so it fits "
-            f"even where the model counts its storages {1 - ALLOCATED_LOW:.0%} short ({MARGIN_SOURCE})")
+            f"even where the model counts its storages {1 - ALLOCATED_LOW:.0%} short ({MARGIN_SOURCE})"
+        )
     if gpu and fit["max_batch"] is not None:  # what the measured error allows above it
         # every evaluation replayed the allocator under both scales: the search for the high end
         # starts from what the first one found (it evaluated them all again: half of --device-spec's cost)
         found = {b: scaled_peak(r, ALLOCATED_HIGH) for b, r in memory_at.items()}
-        searched = max_batch(lambda b: peak_at(b, ALLOCATED_HIGH), batch_size(args, kwargs), budget_bytes, True,
-                             known=found, near=_high_end_near(memory_at, fit["max_batch"]))
+        searched = max_batch(
+            lambda b: peak_at(b, ALLOCATED_HIGH),
+            batch_size(args, kwargs),
+            budget_bytes,
+            True,
+            known=found,
+            near=_high_end_near(memory_at, fit["max_batch"]),
+        )
         high = searched["max_batch"]
         result["max_batch_range"] = [fit["max_batch"], max(high, fit["max_batch"]) if high is not None else None]
         fit["range_basis"] = (
             "[max_batch, the largest batch that could fit]: above the high end the step runs out under "
             f"{ALLOCATED_HIGH} x the limit, so it does not fit even where the model counts its storages "
-            f"{ALLOCATED_HIGH - 1:.0%} over; between the ends, the model's error decides ({MARGIN_SOURCE})")
+            f"{ALLOCATED_HIGH - 1:.0%} over; between the ends, the model's error decides ({MARGIN_SOURCE})"
+        )
         if "not evaluated" in searched["basis"]:  # the high end's own search ran out: said, as max_batch's is
             fit["range_basis"] += f"; the high end: {searched['basis'].removeprefix('memory model: ')}"
     result["max_batch_basis"] = fit

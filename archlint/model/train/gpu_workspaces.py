@@ -27,8 +27,20 @@ import torch
 aten = torch.ops.aten
 
 # Ops that run on cuBLAS on CUDA (GEMM and GEMV); matmul, linear and einsum reach these.
-CUBLAS_OPS = frozenset({aten.mm, aten.addmm, aten.bmm, aten.baddbmm, aten.addbmm, aten.mv, aten.addmv,
-                        aten.dot, aten.vdot, aten._addmm_activation})
+CUBLAS_OPS = frozenset(
+    {
+        aten.mm,
+        aten.addmm,
+        aten.bmm,
+        aten.baddbmm,
+        aten.addbmm,
+        aten.mv,
+        aten.addmv,
+        aten.dot,
+        aten.vdot,
+        aten._addmm_activation,
+    }
+)
 # torch's defaults (CublasHandlePool.cpp, parseChosenWorkspaceSize): ":4096:8" (32 MiB) on sm90,
 # ":4096:2:16:8" (8 MiB + 128 KiB) on every other GPU; cuBLASLt: CUBLASLT_WORKSPACE_SIZE, 1024 KiB,
 # capped at the cuBLAS size (parseCUDABlasLtWorkspaceSize, getCUDABlasLtWorkspaceSize).
@@ -50,8 +62,10 @@ def cublas_sizes(spec) -> tuple[int, int, str]:
     """(cuBLAS workspace bytes, cuBLASLt workspace bytes, where the sizes come from) on `spec`'s GPU."""
     sm90 = any(chip in getattr(spec, "description", "") for chip in SM90_CHIPS)
     size = CUBLAS_SM90_BYTES if sm90 else CUBLAS_OTHER_BYTES
-    basis = (f"torch's default for {'sm90 (the spec names a Hopper ' + '/'.join(SM90_CHIPS) + ')' if sm90 else 'GPUs other than sm90'}: "
-             f"{size / 2**20:g} MiB")
+    basis = (
+        f"torch's default for {'sm90 (the spec names a Hopper ' + '/'.join(SM90_CHIPS) + ')' if sm90 else 'GPUs other than sm90'}: "
+        f"{size / 2**20:g} MiB"
+    )
     config = os.environ.get("CUBLAS_WORKSPACE_CONFIG")
     if config and (configured := _config_bytes(config)) is not None:
         size = configured
@@ -73,7 +87,8 @@ def cublas_workspaces(func, args, thread: str) -> list[str]:
         return []
     names = [f"cublas {thread} thread"]
     lt = packet is aten._addmm_activation or (
-        packet is aten.addmm and args and isinstance(args[0], torch.Tensor) and args[0].dim() == 1)
+        packet is aten.addmm and args and isinstance(args[0], torch.Tensor) and args[0].dim() == 1
+    )
     if lt:
         names.append(f"cublasLt {thread} thread")
     return names
@@ -98,12 +113,14 @@ def cublas_workspaces(func, args, thread: str) -> list[str]:
 # (caching allocator's record of resnet18, convnext_atto, regnetx_002 and resnet50 training steps on the
 # H200, benchmarks/gpu_checks.py section alloc_trace). Each call is given the same estimate, as the
 # measured backward figure above is the larger of the two (resnet18's 3x3 64-64 @56: 49.1 and 51.1 MiB).
-CUDNN_SOURCE = ("estimated from measurements on an H200 (benchmarks/eval_data/measured/h200-workspace-2026-11-26.json, "
-                "cuDNN 9.19, cudnn.benchmark off): a convolution over feature maps with a kernel larger than 1x1 "
-                "or a stride, not depthwise, takes its input + output bytes as workspace in forward (measured "
-                "0.5-2.6x), input + grad-output + weight in each of backward's two calls, backward-data and "
-                "backward-filter (measured 1.0-1.5x); 1x1 stride-1, depthwise, "
-                "image-stem and patchify convolutions are counted as none")
+CUDNN_SOURCE = (
+    "estimated from measurements on an H200 (benchmarks/eval_data/measured/h200-workspace-2026-11-26.json, "
+    "cuDNN 9.19, cudnn.benchmark off): a convolution over feature maps with a kernel larger than 1x1 "
+    "or a stride, not depthwise, takes its input + output bytes as workspace in forward (measured "
+    "0.5-2.6x), input + grad-output + weight in each of backward's two calls, backward-data and "
+    "backward-filter (measured 1.0-1.5x); 1x1 stride-1, depthwise, "
+    "image-stem and patchify convolutions are counted as none"
+)
 
 
 def cudnn_workspaces(func, args) -> list[tuple[int, int]]:
@@ -156,14 +173,23 @@ REDUCE_OPS = frozenset({aten.sum, aten.mean})
 REDUCE_MAX_THREADS = 512  # mnt_wrapper<T>::MAX_NUM_THREADS for real types
 # Resident threads per SM by compute capability (CUDA C++ Programming Guide, "Technical
 # Specifications per Compute Capability"), by the chip the device spec names.
-THREADS_PER_SM = (("TU1", 1024), ("GA100", 2048), ("GA10", 1536), ("AD10", 1536), ("GH100", 2048),
-                  ("GB100", 2048), ("GB20", 1536))
+THREADS_PER_SM = (
+    ("TU1", 1024),
+    ("GA100", 2048),
+    ("GA10", 1536),
+    ("AD10", 1536),
+    ("GH100", 2048),
+    ("GB100", 2048),
+    ("GB20", 1536),
+)
 THREADS_PER_SM_DEFAULT = 2048
-REDUCE_SOURCE = ("PyTorch's CUDA reductions (Reduce.cuh, setReduceConfig): sum and mean split a long reduction "
-                 "across thread blocks through a buffer of 4 bytes x outputs x blocks per output x block width x "
-                 "vector width, and a semaphore array, allocated after the output and freed inside the op; "
-                 "float32 and float64 only, and inputs within 32-bit indexing (larger ones are split into pieces, "
-                 "not modelled)")
+REDUCE_SOURCE = (
+    "PyTorch's CUDA reductions (Reduce.cuh, setReduceConfig): sum and mean split a long reduction "
+    "across thread blocks through a buffer of 4 bytes x outputs x blocks per output x block width x "
+    "vector width, and a semaphore array, allocated after the output and freed inside the op; "
+    "float32 and float64 only, and inputs within 32-bit indexing (larger ones are split into pieces, "
+    "not modelled)"
+)
 
 
 def threads_per_sm(spec) -> tuple[int, str]:
@@ -172,8 +198,10 @@ def threads_per_sm(spec) -> tuple[int, str]:
     for chip, threads in THREADS_PER_SM:
         if chip in description:
             return threads, f"{threads} threads per SM ({chip})"
-    return THREADS_PER_SM_DEFAULT, (f"{THREADS_PER_SM_DEFAULT} threads per SM assumed (the spec names no chip "
-                                    f"archlint knows: {', '.join(c for c, _ in THREADS_PER_SM)})")
+    return THREADS_PER_SM_DEFAULT, (
+        f"{THREADS_PER_SM_DEFAULT} threads per SM assumed (the spec names no chip "
+        f"archlint knows: {', '.join(c for c, _ in THREADS_PER_SM)})"
+    )
 
 
 def reduction_workspace(func, args, sms: int, threads: int) -> int:
@@ -190,8 +218,9 @@ def reduction_workspace(func, args, sms: int, threads: int) -> int:
     dims = args[1] if len(args) > 1 and isinstance(args[1], (list, tuple)) else None
     ndim = max(x.dim(), 1)
     reduced = set(range(ndim)) if not dims else {d % ndim for d in dims}
-    buffer, semaphores = _reduce_buffers(list(x.shape) or [1], list(x.stride()) or [1], reduced, x.element_size(),
-                                         sms, threads)
+    buffer, semaphores = _reduce_buffers(
+        list(x.shape) or [1], list(x.stride()) or [1], reduced, x.element_size(), sms, threads
+    )
     rounded = (-(-buffer // 512) * 512) + (-(-semaphores // 512) * 512)
     return rounded if buffer else 0
 
@@ -222,6 +251,7 @@ def _reduce_buffers(shape, strides, reduced, elem: int, sms: int, threads: int) 
             if shape[d0] > shape[d1]:
                 return 1
         return 0
+
     for i in range(1, len(perm)):
         d1 = i
         for d0 in range(i - 1, -1, -1):
@@ -246,7 +276,7 @@ def _reduce_buffers(shape, strides, reduced, elem: int, sms: int, threads: int) 
                 for s in ops:
                     s[prev] = s[d]
                 sizes[prev] = sizes[d]
-    sizes, (out_s, in_s) = sizes[:prev + 1], [s[:prev + 1] for s in ops]
+    sizes, (out_s, in_s) = sizes[: prev + 1], [s[: prev + 1] for s in ops]
     n_reduce = sum(1 for s in out_s if s == 0)
     numel = math.prod(sizes)
     outputs = math.prod(n for n, s in zip(sizes, out_s) if s != 0)

@@ -59,13 +59,20 @@ from archlint.model.train import meta_shims, metacache, steady
 from archlint.model.train.allocator import replay
 from archlint.model.train.autocast_meta import BASIS as AUTOCAST_BASIS
 from archlint.model.train.autocast_meta import MetaAutocast
-from archlint.model.train.eightbit import BASIS as EIGHT_BIT_BASIS
-from archlint.model.train.eightbit import EightBitAdam
 from archlint.model.train.cpu_scratch import BASIS as CPU_SCRATCH_BASIS
 from archlint.model.train.cpu_scratch import cpu_conv_scratch, cpu_isa
 from archlint.model.train.cuda_attention import fused_attention
-from archlint.model.train.gpu_workspaces import (CUDNN_SOURCE, REDUCE_SOURCE, cublas_sizes, cublas_workspaces,
-                                                 cudnn_workspaces, reduction_workspace, threads_per_sm)
+from archlint.model.train.eightbit import BASIS as EIGHT_BIT_BASIS
+from archlint.model.train.eightbit import EightBitAdam
+from archlint.model.train.gpu_workspaces import (
+    CUDNN_SOURCE,
+    REDUCE_SOURCE,
+    cublas_sizes,
+    cublas_workspaces,
+    cudnn_workspaces,
+    reduction_workspace,
+    threads_per_sm,
+)
 from archlint.model.train.values import KnownValues
 from archlint.train_names import LOSSES, parse_optimizer
 
@@ -79,9 +86,11 @@ CUDA_BLOCK_BYTES = 512
 # total - free - reserved after CUDA's initialisation), inside the 300-800 MB that nvidia-smi shows
 # for a process that has only initialised CUDA elsewhere (e.g. 781 MB, pytorch/pytorch#34323).
 CUDA_CONTEXT_BYTES = 619 << 20
-CUDA_CONTEXT_SOURCE = ("619 MiB measured on an H200 (torch 2.11, CUDA 13.0, driver 580) just after CUDA's "
-                       "initialisation; it varies 300-800 MB with GPU, driver and CUDA lazy loading "
-                       "(pytorch/pytorch#34323: 781 MB), and libraries loaded later (cuDNN, cuBLAS) add to it")
+CUDA_CONTEXT_SOURCE = (
+    "619 MiB measured on an H200 (torch 2.11, CUDA 13.0, driver 580) just after CUDA's "
+    "initialisation; it varies 300-800 MB with GPU, driver and CUDA lazy loading "
+    "(pytorch/pytorch#34323: 781 MB), and libraries loaded later (cuDNN, cuBLAS) add to it"
+)
 
 # Segment sizes of the caching allocator (CUDACachingAllocator.cpp): blocks up to 1 MiB share
 # 2 MiB segments (kSmallBuffer), blocks up to 10 MiB share 20 MiB segments (kLargeBuffer), larger
@@ -105,10 +114,12 @@ CATEGORIES = ("params", "buffers", "inputs", "grads", "optimizer", "activations"
 # on into the next step until `out = model(x)` rebinds it: the previous step's output is alive during
 # the next forward and freed when the model returns. Both are counted: this step's output as an
 # activation (made in the forward), the previous step's as "outputs" until the forward returns.
-OUTPUT_KEPT = ("as a training loop runs it (out = model(x); loss = f(out); loss.backward(); opt.step()): "
-               "`out` and the tensors the loss reads stay alive through backward and the optimizer step, and the "
-               "previous step's `out` through the next forward until `out` is rebound when the model returns "
-               "(`outputs` at the peak: {prev})")
+OUTPUT_KEPT = (
+    "as a training loop runs it (out = model(x); loss = f(out); loss.backward(); opt.step()): "
+    "`out` and the tensors the loss reads stay alive through backward and the optimizer step, and the "
+    "previous step's `out` through the next forward until `out` is rebound when the model returns "
+    "(`outputs` at the peak: {prev})"
+)
 
 
 def make_optimizer(name: str, params, *, variant_override: str | None = None) -> torch.optim.Optimizer:
@@ -225,8 +236,13 @@ class _Tracker:
         rec = self.by_id.get(key)
         if rec is not None:
             return rec
-        rec = _Storage(self.size(storage), self.events, self.ops - 1 if phase is None else -1,
-                       phase or self.phase, self.modules[-1] if self.modules else "")
+        rec = _Storage(
+            self.size(storage),
+            self.events,
+            self.ops - 1 if phase is None else -1,
+            phase or self.phase,
+            self.modules[-1] if self.modules else "",
+        )
         self.events += 1
         self.records.append(rec)
         self.by_id[key] = rec
@@ -241,8 +257,13 @@ class _Tracker:
     def hold(self, name: str, nbytes: int, phase: str | None = None) -> None:
         """A library workspace (no tensor of the step's) allocated now and kept: `phase` 'start'
         for one held from an earlier step."""
-        rec = _Storage(-(-nbytes // self.round_to) * self.round_to, self.events, self.ops - 1 if phase is None else -1,
-                       phase or self.phase, kind="workspaces")
+        rec = _Storage(
+            -(-nbytes // self.round_to) * self.round_to,
+            self.events,
+            self.ops - 1 if phase is None else -1,
+            phase or self.phase,
+            kind="workspaces",
+        )
         self.events += 1
         self.records.append(rec)
         self.workspaces[name] = rec
@@ -254,8 +275,15 @@ class _Tracker:
         """A workspace a kernel allocates and frees inside the op just run (after the outputs seen
         so far): in the peak, and replayed as an optional request (allocator.replay) if `skippable`,
         else as one the step cannot run without (a reduction's buffer); its bytes."""
-        rec = _Storage(-(-nbytes // self.round_to) * self.round_to, self.events, self.ops - 1, self.phase,
-                       kind="workspaces", died=self.events + 1, skippable=skippable)
+        rec = _Storage(
+            -(-nbytes // self.round_to) * self.round_to,
+            self.events,
+            self.ops - 1,
+            self.phase,
+            kind="workspaces",
+            died=self.events + 1,
+            skippable=skippable,
+        )
         self.events += 2
         self.transients.append(rec)
         if self.live_bytes + rec.nbytes > self.peak:
@@ -303,8 +331,9 @@ class _Watch(TorchDispatchMode):
         try:
             out = self._run(func, args, kwargs or {})
         except RuntimeError as exc:  # an op the meta device refuses where the real one runs (meta_shims)
-            out, note = meta_shims.retry(func, args, kwargs or {}, exc, self._run,
-                                         self.values.know if self.values is not None else None)
+            out, note = meta_shims.retry(
+                func, args, kwargs or {}, exc, self._run, self.values.know if self.values is not None else None
+            )
             self.tracker.shims.add(note)
         t = self.tracker
         t.ops += 1
@@ -366,6 +395,7 @@ def _meta_inputs(value: Any) -> Any:
             return t
         m = torch.empty_like(t, device="meta")
         return m.requires_grad_(t.requires_grad) if t.is_leaf else m
+
     return tree_map(one, value)
 
 
@@ -382,6 +412,7 @@ def _module_paths(model: nn.Module, tracker: _Tracker) -> list:
     def post(module, _args, _out):
         if id(module) in paths and tracker.modules:
             tracker.modules.pop()
+
     return [register_module_forward_pre_hook(pre), register_module_forward_hook(post, always_call=True)]
 
 
@@ -393,14 +424,26 @@ def _state_tensors(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
     return [v for state in optimizer.state.values() for v in state.values() if isinstance(v, torch.Tensor)]
 
 
-def _step(model, args, kwargs, optimizer, loss, tracker: _Tracker | None, fused_inplace: bool, replay=None,
-          update=None, kept: list | None = None):
+def _step(
+    model,
+    args,
+    kwargs,
+    optimizer,
+    loss,
+    tracker: _Tracker | None,
+    fused_inplace: bool,
+    replay=None,
+    update=None,
+    kept: list | None = None,
+):
     """One step as a training loop runs it; `kept` is the loop's `out`: [the previous step's output]
     on entry (or empty), [this step's] on return (OUTPUT_KEPT)."""
+
     def phase(name):
         if tracker is not None:
             tracker.phase = name
             tracker.marks[name] = steady.mark(tracker)
+
     phase("zero_grad")
     optimizer.zero_grad(set_to_none=True)
     if replay is not None:  # the first step's forward and backward stand for this one's (steady.py)
@@ -471,8 +514,10 @@ def step_memory(
     # On CUDA, PyTorch picks the foreach implementation by default; on the CPU, the per-tensor loop.
     run_variant = variant or ("foreach" if gpu else "single")
     if not variant:
-        notes.append(f"optimizer {optimizer}: PyTorch's default on {'CUDA' if gpu else 'the CPU'} is the "
-                     f"{'foreach' if gpu else 'per-parameter (single-tensor)'} implementation, modelled as such")
+        notes.append(
+            f"optimizer {optimizer}: PyTorch's default on {'CUDA' if gpu else 'the CPU'} is the "
+            f"{'foreach' if gpu else 'per-parameter (single-tensor)'} implementation, modelled as such"
+        )
     fused = run_variant == "fused"
     if eight_bit:
         if base not in ("adam", "adamw"):
@@ -482,8 +527,10 @@ def step_memory(
         notes.append(f"optimizer {optimizer} as bitsandbytes' 8-bit {base}: {EIGHT_BIT_BASIS}")
     elif fused:
         run_variant = "single"
-        notes.append(f"optimizer {optimizer}: the fused kernel updates in place; modelled as its state "
-                     "with no step temporaries (meta has no fused kernel)")
+        notes.append(
+            f"optimizer {optimizer}: the fused kernel updates in place; modelled as its state "
+            "with no step temporaries (meta has no fused kernel)"
+        )
 
     sizes = grid = None
     if gpu:
@@ -491,32 +538,56 @@ def step_memory(
         sizes = {"cublas": cublas, "cublasLt": cublaslt}
         threads, threads_basis = threads_per_sm(device_spec)
         grid = (device_spec.sms, threads) if getattr(device_spec, "sms", None) else None
-        reduce_basis = (f"{REDUCE_SOURCE}; {device_spec.sms} SMs, {threads_basis}" if grid else
-                        "not counted: the device spec gives no SM count")
+        reduce_basis = (
+            f"{REDUCE_SOURCE}; {device_spec.sms} SMs, {threads_basis}"
+            if grid
+            else "not counted: the device spec gives no SM count"
+        )
     try:
         basis = "measured on the meta device: every storage the step allocates and frees, no data"
         meta, meta_args, meta_kwargs = to_meta(model), _meta_inputs(tuple(args)), _meta_inputs(dict(kwargs))
         values = _input_values(model, meta, (args, kwargs), (meta_args, meta_kwargs))
-        first, tracker, forward_end = _two_steps(meta, meta_args, meta_kwargs, base, run_variant, loss, gpu, fused, values,
-                                                 sizes, grid, autocast, eight_bit)
+        first, tracker, forward_end = _two_steps(
+            meta, meta_args, meta_kwargs, base, run_variant, loss, gpu, fused, values, sizes, grid, autocast, eight_bit
+        )
     except (RuntimeError, NotImplementedError) as exc:  # a data-dependent op (.item(), nonzero) has no meta result
         if any(t.device.type == "meta" for t in itertools.chain(model.parameters(), model.buffers())):
-            raise UsageError(f"the training step cannot run on the meta device ({_one_line(exc)}) and the "
-                             "model has no real weights to run it with") from None
+            raise UsageError(
+                f"the training step cannot run on the meta device ({_one_line(exc)}) and the "
+                "model has no real weights to run it with"
+            ) from None
         device = next(itertools.chain(model.parameters(), model.buffers()), torch.empty(0)).device
-        basis = (f"measured with real tensors on {device} (a copy of the model): "
-                 f"the step cannot run on the meta device ({_one_line(exc)})")
+        basis = (
+            f"measured with real tensors on {device} (a copy of the model): "
+            f"the step cannot run on the meta device ({_one_line(exc)})"
+        )
         first, tracker, forward_end = _two_steps(
-            copy.deepcopy(model), tuple(args), dict(kwargs), base, run_variant, loss, gpu, fused, None, sizes, grid,
-            autocast, eight_bit)
+            copy.deepcopy(model),
+            tuple(args),
+            dict(kwargs),
+            base,
+            run_variant,
+            loss,
+            gpu,
+            fused,
+            None,
+            sizes,
+            grid,
+            autocast,
+            eight_bit,
+        )
     result = _summary(tracker, forward_end)
     blocks = result.pop("_blocks_at_peak")
     result["first_step_peak_bytes"] = first.peak
-    result["step_reported"] = ("the second step: optimizer state is created at the first step and kept, "
-                               "so the second is the steady state every later step repeats")
+    result["step_reported"] = (
+        "the second step: optimizer state is created at the first step and kept, "
+        "so the second is the steady state every later step repeats"
+    )
     result["optimizer"] = optimizer
-    result["loss"] = (f"{loss} of each differentiable tensor of the output (a KV cache's among them), added: "
-                      "the loss the step's FLOPs count")
+    result["loss"] = (
+        f"{loss} of each differentiable tensor of the output (a KV cache's among them), added: "
+        "the loss the step's FLOPs count"
+    )
     result["basis"] = basis
     result["output_bytes"] = sum(r.nbytes for r in tracker.records if r.kind == "outputs" and r.phase == "start")
     result["output_basis"] = OUTPUT_KEPT.format(prev=f"{result['at_peak']['outputs']} bytes")
@@ -525,25 +596,31 @@ def step_memory(
         result["cublas_workspace_bytes"] = sum(r.nbytes for r in held.values())
         at = [r for r in tracker.transients if r.born == tracker.peak_event]
         # cuDNN's are the skippable ones, reductions' buffers the others (_Watch)
-        result["cudnn_workspace_bytes"] = sum(r.nbytes for r in at if r.skippable)  # at the peak (transient: 0 elsewhere)
+        result["cudnn_workspace_bytes"] = sum(
+            r.nbytes for r in at if r.skippable
+        )  # at the peak (transient: 0 elsewhere)
         result["cudnn_workspace_largest_bytes"] = max((r.nbytes for r in tracker.transients if r.skippable), default=0)
         result["reduction_workspace_bytes"] = sum(r.nbytes for r in at if not r.skippable)  # at the peak
-        result["reduction_workspace_largest_bytes"] = max((r.nbytes for r in tracker.transients if not r.skippable),
-                                                          default=0)
+        result["reduction_workspace_largest_bytes"] = max(
+            (r.nbytes for r in tracker.transients if not r.skippable), default=0
+        )
         result["workspace_basis"] = (
             f"held through the step: {', '.join(held) or 'none (no GEMM)'}; one per thread that runs a GEMM "
             f"(autograd runs the backward on its own), allocated through the caching allocator, so counted "
-            f"in peak_bytes; {workspace_basis}. cuDNN: {CUDNN_SOURCE}. Reductions: {reduce_basis}")
+            f"in peak_bytes; {workspace_basis}. cuDNN: {CUDNN_SOURCE}. Reductions: {reduce_basis}"
+        )
         storages, workspaces = _both_steps(first, tracker)
         caching = replay(storages, workspaces=workspaces)
         result["allocator"] = {
             "rounding": f"each block rounded up to {CUDA_BLOCK_BYTES} bytes (PyTorch CUDA caching allocator)",
             "reserved_peak_bytes": caching.peak_reserved,
-            "reserved_basis": ("the step's storages, cuBLAS's kept workspaces, cuDNN's workspaces inside their "
-                               "convolutions and reductions' buffers inside their ops (allocated and freed between the "
-                               "op's outputs) replayed through the caching "
-                               "allocator's rules (pools, segment sizes, best fit, splitting, merging; "
-                               "archlint.model.train.allocator): what torch.cuda.max_memory_reserved reports"),
+            "reserved_basis": (
+                "the step's storages, cuBLAS's kept workspaces, cuDNN's workspaces inside their "
+                "convolutions and reductions' buffers inside their ops (allocated and freed between the "
+                "op's outputs) replayed through the caching "
+                "allocator's rules (pools, segment sizes, best fit, splitting, merging; "
+                "archlint.model.train.allocator): what torch.cuda.max_memory_reserved reports"
+            ),
             "reserved_at_peak_bytes_lower_bound": reserved_lower_bound(blocks),
             "cuda_context_bytes": CUDA_CONTEXT_BYTES,
             "cuda_context_source": CUDA_CONTEXT_SOURCE,
@@ -556,8 +633,10 @@ def step_memory(
         result["cpu_scratch_largest_bytes"] = max(r.nbytes for r in tracker.transients)
         result["cpu_scratch_basis"] = CPU_SCRATCH_BASIS.format(threads=tracker.cpu_threads, isa=tracker.cpu_isa)
     if autocast is not None:
-        notes.append(f"the forward under autocast to {str(autocast).removeprefix('torch.')}: "
-                     + AUTOCAST_BASIS.format(dtype=str(autocast).removeprefix("torch.")))
+        notes.append(
+            f"the forward under autocast to {str(autocast).removeprefix('torch.')}: "
+            + AUTOCAST_BASIS.format(dtype=str(autocast).removeprefix("torch."))
+        )
     if first.shims | tracker.shims:  # ops the meta device refused, adapted (meta_shims): said in text too
         result["adapted_ops"] = sorted(first.shims | tracker.shims)
     if notes:
@@ -568,12 +647,16 @@ def step_memory(
         if gpu:  # the allocator limited to the budget less the context, as set_per_process_memory_fraction does
             limit = int(budget_bytes) - CUDA_CONTEXT_BYTES
             under = _limited(storages, workspaces, limit, caching)
-            under["basis"] = ("the same replay with the allocator limited to the budget less the CUDA context: at the "
-                              "limit it releases its free cached segments and retries, and a cuDNN workspace that still "
-                              "does not fit is done without (the next plan; counted as none), so the step fits unless a "
-                              "tensor's request runs out")
-            under["scaled"] = [{"scale": scale, **_limited(storages, workspaces, int(limit * scale), caching)}
-                               for scale in limit_scales]
+            under["basis"] = (
+                "the same replay with the allocator limited to the budget less the CUDA context: at the "
+                "limit it releases its free cached segments and retries, and a cuDNN workspace that still "
+                "does not fit is done without (the next plan; counted as none), so the step fits unless a "
+                "tensor's request runs out"
+            )
+            under["scaled"] = [
+                {"scale": scale, **_limited(storages, workspaces, int(limit * scale), caching)}
+                for scale in limit_scales
+            ]
             result["allocator"]["under_budget"] = under
             if not under["out_of_memory"]:  # what it holds under the limit: cached segments released there
                 result["needed_bytes"] = under["reserved_peak_bytes"] + CUDA_CONTEXT_BYTES
@@ -590,10 +673,17 @@ def _limited(storages, workspaces, limit: int, unlimited=None) -> dict:
     one: where it never reserved more than `limit`, the limit changes nothing (the allocator
     looks at it only when a new segment would pass it) and that replay is the answer (each of
     max_batch's evaluations replayed three times what one replay says)."""
-    run = unlimited if unlimited is not None and unlimited.peak_reserved <= limit else \
-        replay(storages, limit=limit, workspaces=workspaces)
-    return {"limit_bytes": limit, "out_of_memory": run.out_of_memory, "reserved_peak_bytes": run.peak_reserved,
-            "workspaces_skipped": run.skipped}
+    run = (
+        unlimited
+        if unlimited is not None and unlimited.peak_reserved <= limit
+        else replay(storages, limit=limit, workspaces=workspaces)
+    )
+    return {
+        "limit_bytes": limit,
+        "out_of_memory": run.out_of_memory,
+        "reserved_peak_bytes": run.peak_reserved,
+        "workspaces_skipped": run.skipped,
+    }
 
 
 def _both_steps(first: _Tracker, second: _Tracker) -> tuple[list[tuple[int, float, int]], list[tuple[int, float, int]]]:
@@ -634,9 +724,21 @@ def _input_values(model: nn.Module, meta: nn.Module, real_inputs, meta_inputs) -
     return values
 
 
-def _two_steps(model, args, kwargs, base, variant, loss, gpu, fused, values: KnownValues | None = None,
-               workspace_sizes: dict[str, int] | None = None, reduce_grid: tuple[int, int] | None = None,
-               autocast: torch.dtype | None = None, eight_bit: bool = False):
+def _two_steps(
+    model,
+    args,
+    kwargs,
+    base,
+    variant,
+    loss,
+    gpu,
+    fused,
+    values: KnownValues | None = None,
+    workspace_sizes: dict[str, int] | None = None,
+    reduce_grid: tuple[int, int] | None = None,
+    autocast: torch.dtype | None = None,
+    eight_bit: bool = False,
+):
     """Step once untracked-for-the-report (the optimizer state is created), then once tracked;
     the library workspaces the first step made are held through the second."""
     model.train()
@@ -646,15 +748,25 @@ def _two_steps(model, args, kwargs, base, variant, loss, gpu, fused, values: Kno
     opt = EightBitAdam(params) if eight_bit else make_optimizer(base, params, variant_override=variant)
     threads = None if gpu else torch.get_num_threads()  # this process's threads stand for the target CPU's
     # on a GPU spec, attention keeps what CUDA's fused kernels keep, not the math form's weights
-    with (fused_attention() if gpu else contextlib.nullcontext(),
-          MetaAutocast(autocast) if autocast is not None else contextlib.nullcontext()):
-        first = _Tracker(round_to=CUDA_BLOCK_BYTES if gpu else 1, workspace_sizes=workspace_sizes, cpu_threads=threads,
-                         reduce_grid=reduce_grid)
+    with (
+        fused_attention() if gpu else contextlib.nullcontext(),
+        MetaAutocast(autocast) if autocast is not None else contextlib.nullcontext(),
+    ):
+        first = _Tracker(
+            round_to=CUDA_BLOCK_BYTES if gpu else 1,
+            workspace_sizes=workspace_sizes,
+            cpu_threads=threads,
+            reduce_grid=reduce_grid,
+        )
         kept: list = []  # the loop's `out`: the first step's output, kept into the second (OUTPUT_KEPT)
         with steady.init_marked(opt, first):
             _measure(model, args, kwargs, opt, loss, first, fused, values, kept=kept)
-        tracker = _Tracker(round_to=CUDA_BLOCK_BYTES if gpu else 1, workspace_sizes=workspace_sizes, cpu_threads=threads,
-                           reduce_grid=reduce_grid)
+        tracker = _Tracker(
+            round_to=CUDA_BLOCK_BYTES if gpu else 1,
+            workspace_sizes=workspace_sizes,
+            cpu_threads=threads,
+            reduce_grid=reduce_grid,
+        )
         for name, rec in first.workspaces.items():
             tracker.hold(name, rec.nbytes, "start")
         if workspace_sizes is not None:  # a GPU spec: the allocator replays both steps (_both_steps)
@@ -670,8 +782,19 @@ def _two_steps(model, args, kwargs, base, variant, loss, gpu, fused, values: Kno
     return first, tracker, forward_end
 
 
-def _measure(meta, args, kwargs, opt, loss, tracker: _Tracker, fused: bool, values: KnownValues | None = None,
-             replay=None, update=None, kept: list | None = None) -> int:
+def _measure(
+    meta,
+    args,
+    kwargs,
+    opt,
+    loss,
+    tracker: _Tracker,
+    fused: bool,
+    values: KnownValues | None = None,
+    replay=None,
+    update=None,
+    kept: list | None = None,
+) -> int:
     """Run one step under the tracker; returns the event index at the end of the forward. `kept`:
     the loop's `out` (_step)."""
     for p in meta.parameters():
@@ -733,9 +856,14 @@ def _summary(tracker: _Tracker, forward_end: int) -> dict:
     # Gradients of the previous step freed at zero_grad are counted once, as this step's.
     grads = sum(r.nbytes for r in tracker.records if r.kind == "grads" and r.phase != "start") or grads
     op = tracker.peak_op
-    where = "before the step" if op < 0 else (
-        f"{tracker.op_phase[op]}: aten.{tracker.op_names[op]} (op {op})"
-        + (f" in {tracker.op_module[op]}" if tracker.op_module[op] and tracker.op_phase[op] == "forward" else ""))
+    where = (
+        "before the step"
+        if op < 0
+        else (
+            f"{tracker.op_phase[op]}: aten.{tracker.op_names[op]} (op {op})"
+            + (f" in {tracker.op_module[op]}" if tracker.op_module[op] and tracker.op_phase[op] == "forward" else "")
+        )
+    )
     return {
         "peak_bytes": tracker.peak,
         "params_bytes": totals["params"],
@@ -769,7 +897,7 @@ def _downsample(points: list[tuple[int, int]], n: int) -> list[list[int]]:
     if len(points) <= n:
         return [list(p) for p in points]
     size = math.ceil(len(points) / n)
-    return [list(max(points[i:i + size], key=lambda p: p[1])) for i in range(0, len(points), size)]
+    return [list(max(points[i : i + size], key=lambda p: p[1])) for i in range(0, len(points), size)]
 
 
 @dataclass
@@ -778,6 +906,7 @@ class Recorded:
     (archlint.model.distributed): its bytes, its birth and death on the tracker's event count
     (math.inf: alive at the step's end), what it is, and the parameter it belongs to (a
     parameter's own storage, its gradient or its optimizer state), by name."""
+
     nbytes: int
     born: float
     died: float
@@ -792,6 +921,7 @@ class StepRecording:
     """The storages of the steady step as the memory model records them (`record_step`), with
     where each phase began (events) and the parameters' layout, for models that re-lay them out
     (sharding, buckets) and sweep the result again."""
+
     storages: list[Recorded]
     marks: dict[str, int]  # phase -> its first event: forward, backward, step, end
     params: dict[str, tuple[tuple[int, ...], int, bool]]  # name -> (shape, bytes per element, trainable)
@@ -803,9 +933,17 @@ class StepRecording:
     round_to: int
 
 
-def record_step(model: nn.Module, args: tuple = (), kwargs: dict | None = None, *, optimizer: str = "adam",
-                loss: str = "mean", device_spec=None, dtype: torch.dtype | None = None,
-                trainable=None) -> StepRecording:
+def record_step(
+    model: nn.Module,
+    args: tuple = (),
+    kwargs: dict | None = None,
+    *,
+    optimizer: str = "adam",
+    loss: str = "mean",
+    device_spec=None,
+    dtype: torch.dtype | None = None,
+    trainable=None,
+) -> StepRecording:
     """The steady step's storages, recorded as step_memory records them (on meta, the same two
     steps), kept with the parameter each belongs to. `dtype`: the model's floating-point
     parameters, buffers and inputs cast to it first (bf16 compute under mixed precision);
@@ -835,14 +973,20 @@ def record_step(model: nn.Module, args: tuple = (), kwargs: dict | None = None, 
             p.requires_grad_(bool(trainable(name)))
     # the order autograd accumulates the gradients (DDP rebuilds its buckets in it), from the first step
     accumulated: list[str] = []
-    hooks = [p.register_post_accumulate_grad_hook(lambda _, name=name: accumulated.append(name))
-             for name, p in meta.named_parameters() if p.requires_grad]
+    hooks = [
+        p.register_post_accumulate_grad_hook(lambda _, name=name: accumulated.append(name))
+        for name, p in meta.named_parameters()
+        if p.requires_grad
+    ]
     try:
-        first, tracker, forward_end = _two_steps(meta, meta_args, meta_kwargs, base, run_variant, loss, gpu, fused,
-                                                 values, sizes, grid)
+        first, tracker, forward_end = _two_steps(
+            meta, meta_args, meta_kwargs, base, run_variant, loss, gpu, fused, values, sizes, grid
+        )
     except (RuntimeError, NotImplementedError) as exc:
-        raise UsageError(f"the training step cannot run on the meta device ({_one_line(exc)}): the per-rank "
-                         "model of a distributed step needs it") from None
+        raise UsageError(
+            f"the training step cannot run on the meta device ({_one_line(exc)}): the per-rank "
+            "model of a distributed step needs it"
+        ) from None
     finally:
         for h in hooks:
             h.remove()
@@ -866,14 +1010,25 @@ def record_step(model: nn.Module, args: tuple = (), kwargs: dict | None = None, 
     with_grad = [names[id(p)] for p in meta.parameters() if p.grad is not None]
     for r, name in zip(previous, with_grad):
         owner[id(r)] = name
-    storages = [Recorded(r.nbytes, r.born, r.died, r.kind, r.phase, r.module, owner.get(id(r)))
-                for r in tracker.records]
+    storages = [
+        Recorded(r.nbytes, r.born, r.died, r.kind, r.phase, r.module, owner.get(id(r))) for r in tracker.records
+    ]
     storages += [Recorded(r.nbytes, r.born, r.died, "workspaces", r.phase, "", None) for r in tracker.transients]
-    marks = {name: tracker.marks[name].events for name in ("forward", "backward", "step", "end") if name in tracker.marks}
+    marks = {
+        name: tracker.marks[name].events for name in ("forward", "backward", "step", "end") if name in tracker.marks
+    }
     params = {n: (tuple(p.shape), p.element_size(), p.requires_grad) for n, p in meta.named_parameters()}
     single = _summary(tracker, forward_end)
     single.pop("_blocks_at_peak")
     ready = list(dict.fromkeys(accumulated)) or [n for _, n in sorted(grads)]
-    return StepRecording(storages, marks, params, list(params), ready, single,
-                         "measured on the meta device: every storage the step allocates and frees, no data", gpu,
-                         tracker.round_to)
+    return StepRecording(
+        storages,
+        marks,
+        params,
+        list(params),
+        ready,
+        single,
+        "measured on the meta device: every storage the step allocates and frees, no data",
+        gpu,
+        tracker.round_to,
+    )

@@ -27,11 +27,15 @@ from archlint.model.train.metacache import tensors_of
 _META = torch.device("meta")
 _HALF_ONLY = {"_grouped_mm": "bfloat16"}  # op (overload packet) -> the dtype its meta kernel takes
 
-GROUPED_MM_NOTE = ("_grouped_mm (a Mixture-of-Experts layer) in {dtype}: its meta kernel takes only bfloat16 (CUDA's "
-                   "rule), the CPU kernel takes {dtype}; the output's shape taken from it on bfloat16 operands, in {dtype}")
-CPU_TENSOR_NOTE = ("a tensor made on the CPU inside forward (e.g. torch.arange without device=) met the model's "
-                   "tensors: moved beside them, as on the real CPU, where both are CPU tensors (on a GPU it would "
-                   "have to be made on the GPU)")
+GROUPED_MM_NOTE = (
+    "_grouped_mm (a Mixture-of-Experts layer) in {dtype}: its meta kernel takes only bfloat16 (CUDA's "
+    "rule), the CPU kernel takes {dtype}; the output's shape taken from it on bfloat16 operands, in {dtype}"
+)
+CPU_TENSOR_NOTE = (
+    "a tensor made on the CPU inside forward (e.g. torch.arange without device=) met the model's "
+    "tensors: moved beside them, as on the real CPU, where both are CPU tensors (on a GPU it would "
+    "have to be made on the GPU)"
+)
 
 
 def retry(func, args: tuple, kwargs: dict, exc: BaseException, run: Callable, know: Callable | None) -> tuple[Any, str]:
@@ -47,9 +51,13 @@ def retry(func, args: tuple, kwargs: dict, exc: BaseException, run: Callable, kn
             if isinstance(value, torch.Tensor) and value.is_meta and value.is_floating_point():
                 return torch.empty_strided(value.shape, value.stride(), dtype=half, device=_META)
             return value
+
         out = run(func, tuple(cast(a) for a in args), {k: cast(v) for k, v in kwargs.items()})
-        back = torch.empty_strided(out.shape, out.stride(), dtype=dtype, device=_META) \
-            if isinstance(out, torch.Tensor) and out.dtype == half else out
+        back = (
+            torch.empty_strided(out.shape, out.stride(), dtype=dtype, device=_META)
+            if isinstance(out, torch.Tensor) and out.dtype == half
+            else out
+        )
         return back, GROUPED_MM_NOTE.format(dtype=str(dtype).replace("torch.", ""))
     if "expected device meta" in message or ("device" in message and "meta" in message and "cpu" in message):
         if not any(isinstance(t, torch.Tensor) and t.is_meta for t in tensors_of(list(args) + list(kwargs.values()))):
@@ -64,6 +72,7 @@ def retry(func, args: tuple, kwargs: dict, exc: BaseException, run: Callable, kn
             if isinstance(value, (list, tuple)):
                 return type(value)(move(v) for v in value)
             return value
+
         moved_args, moved_kwargs = move(args), {k: move(v) for k, v in kwargs.items()}
         return run(func, moved_args, moved_kwargs), CPU_TENSOR_NOTE
     raise exc

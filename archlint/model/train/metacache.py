@@ -66,15 +66,30 @@ def _kind(func) -> str:
         written = [a for a in schema.arguments if a.alias_info is not None and a.alias_info.is_write]
         # without Tag.inplace, an in-place op is known by its name (aten::add_), as torch names them
         inplace = _INPLACE in tags if _INPLACE is not None else schema.name.endswith("_")
-        if not schema.is_mutable and all(r.alias_info is None for r in schema.returns) \
-                and _DYNAMIC not in tags and _DATA_DEPENDENT not in tags:
+        if (
+            not schema.is_mutable
+            and all(r.alias_info is None for r in schema.returns)
+            and _DYNAMIC not in tags
+            and _DATA_DEPENDENT not in tags
+        ):
             kind = "functional"
-        elif (schema.name.startswith("aten::_foreach_") and schema.name.endswith("_") and not schema.returns
-              and len(written) == 1 and written[0].name == "self"):
+        elif (
+            schema.name.startswith("aten::_foreach_")
+            and schema.name.endswith("_")
+            and not schema.returns
+            and len(written) == 1
+            and written[0].name == "self"
+        ):
             kind = "inplace-foreach"  # torch._foreach_lerp_(exp_avgs, grads, 0.1): returns nothing
-        elif (inplace and _INPLACE_VIEW not in tags and "resize" not in schema.name
-              and len(written) == 1 and written[0].name == "self" and len(schema.returns) == 1
-              and schema.returns[0].alias_info is not None):
+        elif (
+            inplace
+            and _INPLACE_VIEW not in tags
+            and "resize" not in schema.name
+            and len(written) == 1
+            and written[0].name == "self"
+            and len(schema.returns) == 1
+            and schema.returns[0].alias_info is not None
+        ):
             kind = "inplace-pointwise" if _POINTWISE_TAG in tags or schema.name in _UNTAGGED_POINTWISE else "inplace"
         else:
             kind = ""
@@ -174,15 +189,25 @@ def _meta_empty(*shape) -> torch.Tensor:
 
 def _plain(t, shape=None) -> bool:
     """A contiguous float32 meta tensor (of `shape`, if given)."""
-    return (isinstance(t, torch.Tensor) and t.is_meta and t.dtype == torch.float32
-            and t.is_contiguous() and (shape is None or tuple(t.shape) == shape))
+    return (
+        isinstance(t, torch.Tensor)
+        and t.is_meta
+        and t.dtype == torch.float32
+        and t.is_contiguous()
+        and (shape is None or tuple(t.shape) == shape)
+    )
 
 
 def _batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps):
     """native_batch_norm in training on a contiguous float32 input: what its meta kernel (a Python
     decomposition, ~4 ms a call) gives: the output like the input, the batch's mean and 1/std."""
     c = (input.shape[1],) if isinstance(input, torch.Tensor) and input.dim() >= 2 else None
-    if not (training and c and _plain(input) and all(t is None or _plain(t, c) for t in (weight, bias, running_mean, running_var))):
+    if not (
+        training
+        and c
+        and _plain(input)
+        and all(t is None or _plain(t, c) for t in (weight, bias, running_mean, running_var))
+    ):
         return None
     return _meta_empty(*input.shape), _meta_empty(*c), _meta_empty(*c)
 
@@ -191,8 +216,14 @@ def _batch_norm_backward(grad_out, input, weight, running_mean, running_var, sav
     """native_batch_norm_backward in training, grad-input asked for, contiguous float32: its meta
     kernel's results (grad-input like the input; grad-weight and grad-bias as the mask asks)."""
     c = (input.shape[1],) if isinstance(input, torch.Tensor) and input.dim() >= 2 else None
-    if not (train and c and mask[0] and _plain(input) and _plain(grad_out, tuple(input.shape))
-            and all(t is None or _plain(t, c) for t in (weight, running_mean, running_var, save_mean, save_invstd))):
+    if not (
+        train
+        and c
+        and mask[0]
+        and _plain(input)
+        and _plain(grad_out, tuple(input.shape))
+        and all(t is None or _plain(t, c) for t in (weight, running_mean, running_var, save_mean, save_invstd))
+    ):
         return None
     return _meta_empty(*input.shape), _meta_empty(*c) if mask[1] else None, _meta_empty(*c) if mask[2] else None
 
@@ -201,9 +232,16 @@ def _zeros_like(self, dtype=None, layout=None, device=None, pin_memory=None, mem
     """zeros_like of a meta tensor with the default (contiguous) strides and no option but the
     memory format (the optimizers' state, once per parameter shape; its meta kernel is a Python
     decomposition): the same shape, dtype and strides, kept or asked for."""
-    if not (type(self) in _PLAIN and self.is_meta and dtype is None and layout is None and device is None
-            and not pin_memory and memory_format in (None, torch.preserve_format, torch.contiguous_format)
-            and self.stride() == _default_strides(self.shape)):
+    if not (
+        type(self) in _PLAIN
+        and self.is_meta
+        and dtype is None
+        and layout is None
+        and device is None
+        and not pin_memory
+        and memory_format in (None, torch.preserve_format, torch.contiguous_format)
+        and self.stride() == _default_strides(self.shape)
+    ):
         return None
     return torch.empty(self.shape, dtype=self.dtype, device=self.device)
 
@@ -302,8 +340,9 @@ def _elementwise(func, args: tuple, kwargs: dict) -> tuple[Any, bool]:
         out = func(*args, **kwargs)
         outs = [out] if isinstance(out, torch.Tensor) else out
         if isinstance(outs, (list, tuple)) and all(
-                isinstance(o, torch.Tensor) and o.is_meta and o.shape == shape
-                and o.stride() == _default_strides(shape) for o in outs):
+            isinstance(o, torch.Tensor) and o.is_meta and o.shape == shape and o.stride() == _default_strides(shape)
+            for o in outs
+        ):
             _learned[tuple(parts)] = (None if isinstance(out, torch.Tensor) else type(out), [o.dtype for o in outs])
         return out, False
     container, dtypes = learned

@@ -44,6 +44,7 @@ import torch
 @dataclass(frozen=True)
 class _Mark:
     """Where a tracker stood when a phase began: its event and op counters and its live bytes."""
+
     events: int
     ops: int
     live: int
@@ -56,6 +57,7 @@ def mark(tracker) -> _Mark:
 @dataclass
 class Replay:
     """The first step's forward and backward, ready to stand for the second's (see `plan`)."""
+
     first: Any  # the first step's tracker
     records: list  # its records born in the forward and backward, in birth order
     deaths: dict[int, int]  # event index of a death in the forward or backward -> index in `records`
@@ -75,8 +77,9 @@ class Replay:
         span = _replay_span(tracker, first, start, end, self.records, self.deaths, at, self.holds, backward.events)
         shift_ops, offset, replayed = span.shift_ops, span.offset, span.replayed
         held = sum(n for event, (_, n) in self.holds.items() if event < backward.events)  # made in the forward
-        tracker.marks["backward"] = _Mark(backward.events + span.shift_at, backward.ops + shift_ops,
-                                          backward.live - held + offset)
+        tracker.marks["backward"] = _Mark(
+            backward.events + span.shift_at, backward.ops + shift_ops, backward.live - held + offset
+        )
         tracker.phase = "backward"
         for param, grad, i in self.grads:
             param.grad = grad
@@ -88,6 +91,7 @@ class Replay:
 class UpdateReplay:
     """The first step's optimizer step less the making of its state, ready to stand for the
     second's (see `plan_update`): two spans, before `_init_group` and after it."""
+
     first: Any
     spans: list  # (start mark, end mark, records born in the span, deaths: event -> index)
 
@@ -100,14 +104,24 @@ class UpdateReplay:
 class _Span:
     """What replaying a span did: the shift in events at `at` (the event asked for) and in ops,
     the offset in live bytes at the end, and the replayed records (in the given order)."""
+
     shift_at: int
     shift_ops: int
     offset: int
     replayed: list
 
 
-def _replay_span(tracker, first, start: _Mark, end: _Mark, records: list, deaths: dict[int, int], release=None,
-                 holds: dict[int, tuple[int, int]] | None = None, at: int | None = None) -> _Span:
+def _replay_span(
+    tracker,
+    first,
+    start: _Mark,
+    end: _Mark,
+    records: list,
+    deaths: dict[int, int],
+    release=None,
+    holds: dict[int, tuple[int, int]] | None = None,
+    at: int | None = None,
+) -> _Span:
     """The first step's events from `start` to `end` (the births of `records`, in order, and the
     deaths in `deaths`) into `tracker` where it stands now, through its own bookkeeping of the
     peak, with the ops they came from; a record not freed by `end` lives on. `release`: (the first
@@ -121,8 +135,10 @@ def _replay_span(tracker, first, start: _Mark, end: _Mark, records: list, deaths
     born = {r.born: i for i, r in enumerate(records)}
     # a kernel's scratch inside an op (the CPU's oneDNN): two events, its birth and death
     scratch = {t.born: t for t in first.transients if start.events <= t.born < end.events}
-    replayed = [dataclasses.replace(r, born=r.born, died=math.inf, op=r.op + shift_ops if r.op >= 0 else r.op, kind="")
-                for r in records]
+    replayed = [
+        dataclasses.replace(r, born=r.born, died=math.inf, op=r.op + shift_ops if r.op >= 0 else r.op, kind="")
+        for r in records
+    ]
     freed_from, freed = None, 0  # the first op after the release, and the bytes it freed
 
     def let_go():
@@ -177,7 +193,9 @@ def _replay_span(tracker, first, start: _Mark, end: _Mark, records: list, deaths
     for op, live in first.timeline[ops]:
         while k < len(made) and made[k][0] <= op:
             held, k = held + made[k][1], k + 1
-        timeline.append((op + shift_ops, live - held + (offset if freed_from is not None and op >= freed_from else base)))
+        timeline.append(
+            (op + shift_ops, live - held + (offset if freed_from is not None and op >= freed_from else base))
+        )
     tracker.timeline += timeline
     tracker.ops += end.ops - start.ops
     return _Span(shift_events if shift_at is None else shift_at, shift_ops, offset, replayed)
@@ -244,6 +262,7 @@ def init_marked(optimizer: torch.optim.Optimizer, tracker):
         out = init(*args, **kwargs)
         tracker.marks["update"] = mark(tracker)
         return out
+
     optimizer._init_group = marked
     try:
         yield

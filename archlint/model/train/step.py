@@ -73,13 +73,16 @@ def param_split(model: nn.Module) -> tuple[int, int]:
     return trainable, frozen
 
 
-def cost_step(graph: nx.DiGraph, model: nn.Module, optimizer: Optimizer, loss: str, notes: list[str],
-              cuda: bool = False) -> TrainStep:
+def cost_step(
+    graph: nx.DiGraph, model: nn.Module, optimizer: Optimizer, loss: str, notes: list[str], cuda: bool = False
+) -> TrainStep:
     """Backward on every op node (flops_backward, ...) and the step's totals (`totals.train`)."""
     sources = grad.propagate(graph, model)
     if not sources:
-        notes.append("--train: no output of the model carries a gradient (no trainable parameter reaches it): "
-                     "backward and optimizer cost nothing")
+        notes.append(
+            "--train: no output of the model carries a gradient (no trainable parameter reaches it): "
+            "backward and optimizer cost nothing"
+        )
     unknown = backward.cost_backward(graph)
     if unknown:
         ops = Counter(graph.nodes[n]["op"] for n in unknown)

@@ -23,8 +23,17 @@ BACKWARD_TERMS = ALL_TERMS - {"conv-bias", "serial-upsample"}
 
 
 def _elementwise(flops: int, mac: int, itemsize: int) -> dict:
-    return {"kind": "elementwise", "key": "add", "flops": flops, "mac_bytes": mac, "attrs": {},
-            "in_shapes": [], "out_shapes": [], "itemsize": itemsize, "known": True}
+    return {
+        "kind": "elementwise",
+        "key": "add",
+        "flops": flops,
+        "mac_bytes": mac,
+        "attrs": {},
+        "in_shapes": [],
+        "out_shapes": [],
+        "itemsize": itemsize,
+        "known": True,
+    }
 
 
 def backward_ms(graph: nx.DiGraph, spec: DeviceSpec, dtype: str) -> float:
@@ -38,8 +47,11 @@ def backward_ms(graph: nx.DiGraph, spec: DeviceSpec, dtype: str) -> float:
             if name == "recompute":
                 continue
             flops = t["flops"] + (recompute if name == "grad_input" else 0)
-            kernel = _elementwise(flops, t["mac_bytes"], int(op.get("itemsize", 4))) if name == "grad_sum" else {
-                **op, "flops": flops, "mac_bytes": t["mac_bytes"]}
+            kernel = (
+                _elementwise(flops, t["mac_bytes"], int(op.get("itemsize", 4)))
+                if name == "grad_sum"
+                else {**op, "flops": flops, "mac_bytes": t["mac_bytes"]}
+            )
             total += estimate_op(kernel, spec, dtype, terms=BACKWARD_TERMS).ms
     return total
 
@@ -62,7 +74,10 @@ def estimate_step(graph: nx.DiGraph, train: TrainStep, spec: DeviceSpec, forward
     loss = train.loss
     loss_ms = sum(
         estimate_op(_elementwise(f, m, itemsize), spec, dtype).ms
-        for f, m in ((loss["forward_flops"], loss["forward_mac_bytes"]), (loss["backward_flops"], loss["backward_mac_bytes"]))
+        for f, m in (
+            (loss["forward_flops"], loss["forward_mac_bytes"]),
+            (loss["backward_flops"], loss["backward_mac_bytes"]),
+        )
         if f or m
     )
     opt = optimizer_ms(train.optimizer, spec, dtype, itemsize)

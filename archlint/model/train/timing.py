@@ -27,8 +27,9 @@ def _to(value, device):
     return value
 
 
-def time_step(model: nn.Module, args: tuple, kwargs: dict, optimizer: Optimizer, loss: str, device: str,
-              warmup: int, repeat: int) -> dict:
+def time_step(
+    model: nn.Module, args: tuple, kwargs: dict, optimizer: Optimizer, loss: str, device: str, warmup: int, repeat: int
+) -> dict:
     """Medians in ms of forward + loss, backward, optimizer.step() and the whole step."""
     net = copy.deepcopy(model).to(device).train()
     args, kwargs = _to(args, device), _to(kwargs, device)
@@ -51,7 +52,12 @@ def time_step(model: nn.Module, args: tuple, kwargs: dict, optimizer: Optimizer,
         sync()
         t3 = time.perf_counter()
         if i >= warmup:
-            for key, value in (("forward_ms", t1 - t0), ("backward_ms", t2 - t1), ("optimizer_ms", t3 - t2), ("step_ms", t3 - t0)):
+            for key, value in (
+                ("forward_ms", t1 - t0),
+                ("backward_ms", t2 - t1),
+                ("optimizer_ms", t3 - t2),
+                ("step_ms", t3 - t0),
+            ):
                 parts[key].append(value * 1e3)
     del net, opt
     return {
@@ -60,6 +66,6 @@ def time_step(model: nn.Module, args: tuple, kwargs: dict, optimizer: Optimizer,
         "runs": repeat,
         "warmup": warmup,
         "method": f"median of {repeat} real steps after {warmup} warm-up steps on a copy of the model "
-                  f"({optimizer.label}, {loss} of the outputs); the forward includes the loss; "
-                  "each part timed between device synchronisations",
+        f"({optimizer.label}, {loss} of the outputs); the forward includes the loss; "
+        "each part timed between device synchronisations",
     }

@@ -41,6 +41,7 @@ class _ById:
         def gone(ref, key=key):
             if key in items and items[key][0] is ref:
                 del items[key]
+
         self._items[key] = (weakref.ref(meta, gone), value)
 
     def __getitem__(self, meta: torch.Tensor) -> torch.Tensor:
@@ -132,8 +133,11 @@ def _written(func) -> list[tuple[int, str]]:
     """(position, name) of the arguments the op writes to."""
     written = _WRITTEN.get(id(func))  # by id: an op lives as long as the process (metacache)
     if written is None:
-        written = _WRITTEN[id(func)] = [(i, a.name) for i, a in enumerate(func._schema.arguments)
-                                    if a.alias_info is not None and a.alias_info.is_write]
+        written = _WRITTEN[id(func)] = [
+            (i, a.name)
+            for i, a in enumerate(func._schema.arguments)
+            if a.alias_info is not None and a.alias_info.is_write
+        ]
     return written
 
 

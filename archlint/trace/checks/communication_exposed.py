@@ -18,15 +18,21 @@ OPTIONS = {"min_share": 0.05}  # exposed communication, as a share of step time
 # problem; an all_to_all is the embedding exchange of a sharded model (TorchRec); all_gather /
 # reduce_scatter are FSDP's parameter and gradient traffic.
 _ADVICE = (
-    (re.compile(r"all_?to_?all|alltoall|sendrecv", re.I),
-     "overlap the embedding all_to_all with dense compute (TorchRec's TrainPipelineSparseDist pipelines the next "
-     "batch's exchange), and shrink it (fp16/fp8 quantized comms, fewer or smaller embedding outputs)"),
-    (re.compile(r"all_?gather|reduce_?scatter|_base", re.I),
-     "FSDP prefetch (forward_prefetch=True, backward_prefetch=BACKWARD_PRE, limit_all_gathers) and a larger "
-     "wrapping unit so each gather overlaps the previous layer"),
-    (re.compile(r"all_?reduce", re.I),
-     "overlap the gradient all-reduce with backward: DDP buckets (bucket_cap_mb, gradient_as_bucket_view=True), "
-     "no_sync() under accumulation (AL409)"),
+    (
+        re.compile(r"all_?to_?all|alltoall|sendrecv", re.I),
+        "overlap the embedding all_to_all with dense compute (TorchRec's TrainPipelineSparseDist pipelines the next "
+        "batch's exchange), and shrink it (fp16/fp8 quantized comms, fewer or smaller embedding outputs)",
+    ),
+    (
+        re.compile(r"all_?gather|reduce_?scatter|_base", re.I),
+        "FSDP prefetch (forward_prefetch=True, backward_prefetch=BACKWARD_PRE, limit_all_gathers) and a larger "
+        "wrapping unit so each gather overlaps the previous layer",
+    ),
+    (
+        re.compile(r"all_?reduce", re.I),
+        "overlap the gradient all-reduce with backward: DDP buckets (bucket_cap_mb, gradient_as_bucket_view=True), "
+        "no_sync() under accumulation (AL409)",
+    ),
     (re.compile(r"broadcast", re.I), "broadcast once before the loop, not every step"),
 )
 _KERNEL = re.compile(r"nccl\w*?_(AllReduce|AllGather|ReduceScatter|SendRecv|Broadcast|Reduce|AllToAll)", re.I)
@@ -43,7 +49,9 @@ def check(t: TraceAnalysis, options: dict) -> list[Diagnostic]:
     kernels = [k for k in t.kernels if k["group"] == "communication"]
     top_kernel = _KERNEL.search(kernels[0]["name"]).group(1) if kernels and _KERNEL.search(kernels[0]["name"]) else None
     # the collective the most communication time goes to: by kernel when the trace names it, else by calls
-    main = next((c for c in collectives if top_kernel and _same(c.name, top_kernel)), collectives[0] if collectives else None)
+    main = next(
+        (c for c in collectives if top_kernel and _same(c.name, top_kernel)), collectives[0] if collectives else None
+    )
     named = main.name if main else (top_kernel or "collectives")
     advice = next((a for pattern, a in _ADVICE if pattern.search(named)), _ADVICE[2][1])
     detail = ""
@@ -59,15 +67,23 @@ def check(t: TraceAnalysis, options: dict) -> list[Diagnostic]:
     if waited:
         how["peer_wait_us"] = round(waited, 3)
         detail += f"; besides it {ms(waited)} waiting for a slower rank, priced by AL512"
-    return [finding(
-        t, CODE,
-        f"communication kernels run {ms(exposed)} per {t.unit} with no computation beside them "
-        f"({share(exposed, step)} of the {t.unit}){detail}{f' (also {others})' if others else ''}",
-        saving_us=saving,
-        alternative=advice,
-        evidence={"communication_us": round(t.communication_us / max(1, len(t.per_step)), 3), "exposed_us": round(exposed, 3),
-                  "collective": named, "collectives": [vars(c).copy() for c in collectives], **how},
-    )]
+    return [
+        finding(
+            t,
+            CODE,
+            f"communication kernels run {ms(exposed)} per {t.unit} with no computation beside them "
+            f"({share(exposed, step)} of the {t.unit}){detail}{f' (also {others})' if others else ''}",
+            saving_us=saving,
+            alternative=advice,
+            evidence={
+                "communication_us": round(t.communication_us / max(1, len(t.per_step)), 3),
+                "exposed_us": round(exposed, 3),
+                "collective": named,
+                "collectives": [vars(c).copy() for c in collectives],
+                **how,
+            },
+        )
+    ]
 
 
 def _same(collective: str, kernel: str) -> bool:

@@ -25,12 +25,20 @@ def check(t: TraceAnalysis, options: dict) -> list[Diagnostic]:
     idle = per_step(t, lambda s: s.idle_us)
     copies = t.groups.get("copy", 0.0) / max(1, len(t.per_step))
     saving, how = claimed(t, CODE)  # the host idle (DataParallel's single GIL), which AL509 then leaves to it
-    return [finding(
-        t, CODE,
-        f"one process runs kernels on {len(devices)} GPUs ({', '.join(map(str, devices))}): nn.DataParallel "
-        f"replicates the model and scatters/gathers every step under one GIL; GPU idle {ms(idle)} per {t.unit} "
-        f"({share(idle, step)}), copies {ms(copies)} per {t.unit}",
-        saving_us=saving,
-        alternative="DistributedDataParallel, one process per GPU (AL406)",
-        evidence={"devices": devices, "replication_ops": t.data_parallel.replication_ops, "idle_us": round(idle, 3), **how},
-    )]
+    return [
+        finding(
+            t,
+            CODE,
+            f"one process runs kernels on {len(devices)} GPUs ({', '.join(map(str, devices))}): nn.DataParallel "
+            f"replicates the model and scatters/gathers every step under one GIL; GPU idle {ms(idle)} per {t.unit} "
+            f"({share(idle, step)}), copies {ms(copies)} per {t.unit}",
+            saving_us=saving,
+            alternative="DistributedDataParallel, one process per GPU (AL406)",
+            evidence={
+                "devices": devices,
+                "replication_ops": t.data_parallel.replication_ops,
+                "idle_us": round(idle, 3),
+                **how,
+            },
+        )
+    ]

@@ -28,10 +28,14 @@ def precision_advice(t: TraceAnalysis) -> str:
     if t.vendor == "amd":
         return "bf16 autocast (torch.autocast('cuda', dtype=torch.bfloat16)): CDNA matrix cores (MI200/MI300) run bf16"
     if _major(t) == 7:
-        return ("fp16 autocast with a GradScaler (torch.autocast('cuda', dtype=torch.float16), torch.amp.GradScaler): "
-                f"compute capability {t.compute_capability} has fp16 tensor cores only, no bf16 or TF32")
-    return ("TF32 for fp32 matmuls and convolutions (torch.backends.cuda.matmul.allow_tf32 = True, "
-            "torch.backends.cudnn.allow_tf32 = True) or bf16 autocast (AL403)")
+        return (
+            "fp16 autocast with a GradScaler (torch.autocast('cuda', dtype=torch.float16), torch.amp.GradScaler): "
+            f"compute capability {t.compute_capability} has fp16 tensor cores only, no bf16 or TF32"
+        )
+    return (
+        "TF32 for fp32 matmuls and convolutions (torch.backends.cuda.matmul.allow_tf32 = True, "
+        "torch.backends.cudnn.allow_tf32 = True) or bf16 autocast (AL403)"
+    )
 
 
 def check(t: TraceAnalysis, options: dict) -> list[Diagnostic]:
@@ -42,13 +46,20 @@ def check(t: TraceAnalysis, options: dict) -> list[Diagnostic]:
     if not step or fp32 / step < options["min_share"]:
         return []
     saving, how = claimed(t, CODE)
-    return [finding(
-        t, CODE,
-        f"GEMM/convolution kernels without tensor cores take {ms(fp32)} per {t.unit} ({share(fp32, step)} of the {t.unit}) "
-        f"on {t.device} (compute capability {t.compute_capability}), e.g. {', '.join(t.fp32_gemm_kernels[:2])}; "
-        f"tensor-core share of GEMM time {t.gemm_tensor_core_share:.0%}",
-        saving_us=saving,
-        alternative=precision_advice(t),
-        evidence={"fp32_gemm_us": round(fp32, 3), "tensor_core_share": t.gemm_tensor_core_share,
-                  "kernels": t.fp32_gemm_kernels, **how},
-    )]
+    return [
+        finding(
+            t,
+            CODE,
+            f"GEMM/convolution kernels without tensor cores take {ms(fp32)} per {t.unit} ({share(fp32, step)} of the {t.unit}) "
+            f"on {t.device} (compute capability {t.compute_capability}), e.g. {', '.join(t.fp32_gemm_kernels[:2])}; "
+            f"tensor-core share of GEMM time {t.gemm_tensor_core_share:.0%}",
+            saving_us=saving,
+            alternative=precision_advice(t),
+            evidence={
+                "fp32_gemm_us": round(fp32, 3),
+                "tensor_core_share": t.gemm_tensor_core_share,
+                "kernels": t.fp32_gemm_kernels,
+                **how,
+            },
+        )
+    ]

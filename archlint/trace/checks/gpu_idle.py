@@ -21,20 +21,30 @@ OPTIONS = {"threshold": 0.5, "min_own_share": 0.02}
 _WHY = {
     "input": ("the host waits for the DataLoader", "AL501", "dataloader"),
     "sync": ("synchronisations drain the queue and the host falls behind", "AL503", "sync"),
-    "queued": ("the GPU had work queued (launched before it went idle) and waited on a dependency, so neither the "
-               "host nor a sync is the cause", None, None),
+    "queued": (
+        "the GPU had work queued (launched before it went idle) and waited on a dependency, so neither the "
+        "host nor a sync is the cause",
+        None,
+        None,
+    ),
     "launch": ("the host launches kernels slower than the GPU runs them", "AL505", None),
-    "host": ("the host is busy with other work between GPU launches (Python, CPU ops, the optimizer on the CPU)",
-             None, None),
+    "host": (
+        "the host is busy with other work between GPU launches (Python, CPU ops, the optimizer on the CPU)",
+        None,
+        None,
+    ),
 }
-_KINDS = {"collective": "a collective (its peers or its stream's dependency)", "graph": "a CUDA-graph replay",
-          "event-wait": "an event on another stream (cudaStreamWaitEvent: a cross-stream dependency)"}
+_KINDS = {
+    "collective": "a collective (its peers or its stream's dependency)",
+    "graph": "a CUDA-graph replay",
+    "event-wait": "an event on another stream (cudaStreamWaitEvent: a cross-stream dependency)",
+}
 _FIX = {
     "queued": "overlap or remove the dependency the queue waits on (the stream or collective it waits for; "
-              "see the idle gaps' drill-down)",
+    "see the idle gaps' drill-down)",
     "host": "moving the host work off the step's critical path (or onto the GPU)",
     "allocator": "a warm caching allocator: no torch.cuda.empty_cache() (or cache-clearing) inside the loop, "
-                 "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True against fragmentation; the host is in cudaMalloc/cudaFree",
+    "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True against fragmentation; the host is in cudaMalloc/cudaFree",
 }
 _ALLOCATOR = re.compile(r"^(cuda|hip)(Malloc|Free)", re.I)
 
@@ -42,12 +52,16 @@ _ALLOCATOR = re.compile(r"^(cuda|hip)(Malloc|Free)", re.I)
 # What the host was in, when most of the host idle fell in it, and what to do about that.
 _HOST_FIXES = (
     (_ALLOCATOR, "allocator"),
-    (re.compile(r"^Optimizer\.(step|zero_grad)", re.I),
-     "a lighter optimizer step on the host: fused or foreach kernels (torch.optim.AdamW(fused=True) / foreach=True), "
-     "zero_grad(set_to_none=True), or the step under torch.compile"),
-    (re.compile(r"backward|autograd", re.I),
-     "less host work in backward: no Python hooks doing host work per parameter, compiled autograd or CUDA graphs "
-     "for the backward's many small launches"),
+    (
+        re.compile(r"^Optimizer\.(step|zero_grad)", re.I),
+        "a lighter optimizer step on the host: fused or foreach kernels (torch.optim.AdamW(fused=True) / foreach=True), "
+        "zero_grad(set_to_none=True), or the step under torch.compile",
+    ),
+    (
+        re.compile(r"backward|autograd", re.I),
+        "less host work in backward: no Python hooks doing host work per parameter, compiled autograd or CUDA graphs "
+        "for the backward's many small launches",
+    ),
 )
 
 
@@ -82,7 +96,9 @@ def check(t: TraceAnalysis, options: dict) -> list[Diagnostic]:
             for k, us in s.queued_kinds.items():
                 kinds[k] = kinds.get(k, 0.0) + us / len(t.windows)
         if kinds:
-            reason += " — " + ", ".join(f"{_KINDS.get(k, k)} {ms(us)}" for k, us in sorted(kinds.items(), key=lambda kv: -kv[1]))
+            reason += " — " + ", ".join(
+                f"{_KINDS.get(k, k)} {ms(us)}" for k, us in sorted(kinds.items(), key=lambda kv: -kv[1])
+            )
     if top == "host":  # what the host was doing: the named ranges the idle time fell in
         during: dict[str, float] = {}
         for s in t.windows:
@@ -101,16 +117,30 @@ def check(t: TraceAnalysis, options: dict) -> list[Diagnostic]:
     gaps = [g.to_dict() for g in t.idle_gaps if g.steady][:3]
     # its own idle (queued, host) too small to act on: the other causes' findings say the rest
     severity = Severity.WARNING if saving / step >= options["min_own_share"] else Severity.INFO
-    return [finding(
-        t, CODE,
-        f"GPU idle {share(idle, step)} of the {t.unit} ({ms(idle)} of {ms(step)}): mostly because {reason}"
-        f"{f' ({code})' if code else ''}; idle by cause: {split}"
-        f"{f'; temporal breakdown: idle {span_share:.0%} of the GPU span' if span_share else ''}",
-        saving_us=saving,
-        alternative=fix + ("; the other causes are priced by " + ", ".join(
-            _WHY[c][1] for c in ("input", "sync", "launch") if causes[c] > 0) if any(causes[c] > 0 for c in ("input", "sync", "launch")) else ""),
-        evidence={"idle_us": round(idle, 3), "idle_share_of_span": round(span_share, 4),
-                  "causes_us": {c: round(v, 3) for c, v in causes.items()}, "cause": top, "longest_gaps": gaps, **how},
-        where=where,
-        severity=severity,
-    )]
+    return [
+        finding(
+            t,
+            CODE,
+            f"GPU idle {share(idle, step)} of the {t.unit} ({ms(idle)} of {ms(step)}): mostly because {reason}"
+            f"{f' ({code})' if code else ''}; idle by cause: {split}"
+            f"{f'; temporal breakdown: idle {span_share:.0%} of the GPU span' if span_share else ''}",
+            saving_us=saving,
+            alternative=fix
+            + (
+                "; the other causes are priced by "
+                + ", ".join(_WHY[c][1] for c in ("input", "sync", "launch") if causes[c] > 0)
+                if any(causes[c] > 0 for c in ("input", "sync", "launch"))
+                else ""
+            ),
+            evidence={
+                "idle_us": round(idle, 3),
+                "idle_share_of_span": round(span_share, 4),
+                "causes_us": {c: round(v, 3) for c, v in causes.items()},
+                "cause": top,
+                "longest_gaps": gaps,
+                **how,
+            },
+            where=where,
+            severity=severity,
+        )
+    ]

@@ -27,33 +27,47 @@ def check(t: TraceAnalysis, options: dict) -> list[Diagnostic]:
     rest = max(step - idle, 1.0)
     workers = min(64, max(1, math.ceil(loader / rest)))
     how["workers_to_keep_pace"] = workers
-    pace = (f"; about {workers} worker{'s' if workers > 1 else ''} keep{'' if workers > 1 else 's'} pace (a batch takes {ms(loader)} to load, the rest of the {t.unit} {ms(rest)}; "
-            "CPU-bound decoding needs that many free cores)")
-    alternative = ("DataLoader(num_workers > 0, persistent_workers=True, prefetch_factor=2): workers load the next "
-                   "batches while the step runs (AL304; measure it with `archlint loader`)")
+    pace = (
+        f"; about {workers} worker{'s' if workers > 1 else ''} keep{'' if workers > 1 else 's'} pace (a batch takes {ms(loader)} to load, the rest of the {t.unit} {ms(rest)}; "
+        "CPU-bound decoding needs that many free cores)"
+    )
+    alternative = (
+        "DataLoader(num_workers > 0, persistent_workers=True, prefetch_factor=2): workers load the next "
+        "batches while the step runs (AL304; measure it with `archlint loader`)"
+    )
     waits = "the batches are loaded on the training process, not ahead of it" + pace
     has_workers = t.evidence is not None and t.evidence.loader_workers
     if has_workers:  # _MultiProcessingDataLoaderIter: workers there, and not keeping up
         waits = "the loader's workers do not keep up (the wait includes handing each batch over from them)"
-        alternative = ("more DataLoader workers, a cheaper __getitem__ (pre-decoded or smaller data, decoding on the GPU), "
-                       "a lighter collate_fn, larger batches per hand-over (measure it with `archlint loader`)")
+        alternative = (
+            "more DataLoader workers, a cheaper __getitem__ (pre-decoded or smaller data, decoding on the GPU), "
+            "a lighter collate_fn, larger batches per hand-over (measure it with `archlint loader`)"
+        )
     if t.cpu_only:
-        return [finding(
-            t, CODE,
-            f"the training loop waits in DataLoader.__next__ {ms(loader)} per {t.unit} ({share(loader, step)} of the "
-            f"{t.unit}; a CPU-only trace): {waits}",
+        return [
+            finding(
+                t,
+                CODE,
+                f"the training loop waits in DataLoader.__next__ {ms(loader)} per {t.unit} ({share(loader, step)} of the "
+                f"{t.unit}; a CPU-only trace): {waits}",
+                saving_us=saving,
+                alternative=alternative,
+                evidence={"input_idle_us": round(idle, 3), "dataloader_us": round(loader, 3), "cpu_only": True, **how},
+                where="dataloader",
+            )
+        ]
+    return [
+        finding(
+            t,
+            CODE,
+            f"GPU idle {ms(idle)} per {t.unit} ({share(idle, step)} of the {t.unit}) while the host waits in "
+            f"DataLoader.__next__ ({ms(loader)} per {t.unit}) and no GPU work was queued: {waits}",
             saving_us=saving,
-            alternative=alternative,
-            evidence={"input_idle_us": round(idle, 3), "dataloader_us": round(loader, 3), "cpu_only": True, **how},
+            alternative=alternative
+            if has_workers
+            else "a DataLoader that prefetches (num_workers > 0, "
+            "pin_memory=True, persistent_workers=True; AL301/AL304; measure it with `archlint loader`)",
+            evidence={"input_idle_us": round(idle, 3), "dataloader_us": round(loader, 3), **how},
             where="dataloader",
-        )]
-    return [finding(
-        t, CODE,
-        f"GPU idle {ms(idle)} per {t.unit} ({share(idle, step)} of the {t.unit}) while the host waits in "
-        f"DataLoader.__next__ ({ms(loader)} per {t.unit}) and no GPU work was queued: {waits}",
-        saving_us=saving,
-        alternative=alternative if has_workers else "a DataLoader that prefetches (num_workers > 0, "
-        "pin_memory=True, persistent_workers=True; AL301/AL304; measure it with `archlint loader`)",
-        evidence={"input_idle_us": round(idle, 3), "dataloader_us": round(loader, 3), **how},
-        where="dataloader",
-    )]
+        )
+    ]

@@ -22,13 +22,19 @@ def check(t: TraceAnalysis, options: dict) -> list[Diagnostic]:
     if not step or not busy or layout / busy < options["min_share"]:
         return []
     saving, how = claimed(t, CODE)
-    return [finding(
-        t, CODE,
-        f"layout-conversion kernels (nchwToNhwc/nhwcToNchw) take {ms(layout)} per {t.unit} ({share(layout, busy)} of the "
-        f"GPU's busy time): cuDNN runs its convolutions in NHWC and converts the model's NCHW tensors around each",
-        saving_us=saving,
-        alternative="channels_last: model.to(memory_format=torch.channels_last) and inputs "
-        "x.to(memory_format=torch.channels_last) (AL114)",
-        evidence={"layout_us": round(layout, 3),
-                  "layout_share_of_gpu": t.evidence.layout_share if t.evidence is not None else None, **how},
-    )]
+    return [
+        finding(
+            t,
+            CODE,
+            f"layout-conversion kernels (nchwToNhwc/nhwcToNchw) take {ms(layout)} per {t.unit} ({share(layout, busy)} of the "
+            f"GPU's busy time): cuDNN runs its convolutions in NHWC and converts the model's NCHW tensors around each",
+            saving_us=saving,
+            alternative="channels_last: model.to(memory_format=torch.channels_last) and inputs "
+            "x.to(memory_format=torch.channels_last) (AL114)",
+            evidence={
+                "layout_us": round(layout, 3),
+                "layout_share_of_gpu": t.evidence.layout_share if t.evidence is not None else None,
+                **how,
+            },
+        )
+    ]

@@ -23,15 +23,26 @@ def check(t: TraceAnalysis, options: dict) -> list[Diagnostic]:
     host = t.waterfall.bucket("idle_host") if t.waterfall else None
     unclaimed = (host.us - host.returns_us) if host else 0.0
     peak = max(m.peak_allocated or 0, m.peak_reserved or 0)
-    return [finding(
-        t, CODE,
-        f"memory peaks at {peak / 2**30:.3g} GiB of {m.capacity / 2**30:.3g} GiB on device {m.device} "
-        f"({m.peak_share:.0%}); the host spends {ms(alloc)} per {t.unit} in cudaMalloc/cudaFree",
-        saving_us=min(alloc, unclaimed),
-        alternative="headroom: a smaller batch with gradient accumulation, activation checkpointing, bf16 "
-        "activations, or PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
-        evidence={**m.to_dict(), "alloc_us": round(alloc, 3), "buckets": {"idle_host": {
-            "us": round(host.us if host else 0.0, 3), "returns_us": round(min(alloc, unclaimed), 3),
-            "basis": "the host's time in cudaMalloc/cudaFree, up to the host idle no other finding claims"}}},
-        severity=Severity.WARNING if alloc > 0 else Severity.INFO,
-    )]
+    return [
+        finding(
+            t,
+            CODE,
+            f"memory peaks at {peak / 2**30:.3g} GiB of {m.capacity / 2**30:.3g} GiB on device {m.device} "
+            f"({m.peak_share:.0%}); the host spends {ms(alloc)} per {t.unit} in cudaMalloc/cudaFree",
+            saving_us=min(alloc, unclaimed),
+            alternative="headroom: a smaller batch with gradient accumulation, activation checkpointing, bf16 "
+            "activations, or PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
+            evidence={
+                **m.to_dict(),
+                "alloc_us": round(alloc, 3),
+                "buckets": {
+                    "idle_host": {
+                        "us": round(host.us if host else 0.0, 3),
+                        "returns_us": round(min(alloc, unclaimed), 3),
+                        "basis": "the host's time in cudaMalloc/cudaFree, up to the host idle no other finding claims",
+                    }
+                },
+            },
+            severity=Severity.WARNING if alloc > 0 else Severity.INFO,
+        )
+    ]

@@ -40,20 +40,33 @@ def check(t: TraceAnalysis, options: dict) -> list[Diagnostic]:
         if nested > 0.05 * per_call:
             parts += f", {ms(nested)} inside ranges it opens (its collectives and ops: the module table names them)"
         if cls in _FUSED:
-            advice = (f"torch.optim.{cls}(..., fused=True) runs the update as one kernel per group of tensors, each "
-                      "read and written once (AL611 prices it on the model with --train); check the step's kernels "
-                      "in the trace if it is fused already")
+            advice = (
+                f"torch.optim.{cls}(..., fused=True) runs the update as one kernel per group of tensors, each "
+                "read and written once (AL611 prices it on the model with --train); check the step's kernels "
+                "in the trace if it is fused already"
+            )
         else:
-            advice = (f"{cls} is not a torch.optim class with a fused step: its cost is its design (a preconditioner, "
-                      "per-layer norms, sharded state gathered each step): run its expensive part less often or "
-                      "overlap its communication with compute")
-        out.append(finding(
-            t, CODE,
-            f"{cls}.step launches {ms(per_call)} of GPU work per call ({share(per_call, step)} of the {ms(step)} "
-            f"{t.unit}): {parts}; {advice}",
-            saving_us=None, alternative=advice,
-            evidence={"optimizer": cls, "calls": row["calls"], "gpu_us_per_call": round(per_call, 3),
-                      "self_gpu_us_per_call": round(own, 3), "share_of_step": round(per_call / step, 4)},
-            severity=Severity.INFO,
-        ))
+            advice = (
+                f"{cls} is not a torch.optim class with a fused step: its cost is its design (a preconditioner, "
+                "per-layer norms, sharded state gathered each step): run its expensive part less often or "
+                "overlap its communication with compute"
+            )
+        out.append(
+            finding(
+                t,
+                CODE,
+                f"{cls}.step launches {ms(per_call)} of GPU work per call ({share(per_call, step)} of the {ms(step)} "
+                f"{t.unit}): {parts}; {advice}",
+                saving_us=None,
+                alternative=advice,
+                evidence={
+                    "optimizer": cls,
+                    "calls": row["calls"],
+                    "gpu_us_per_call": round(per_call, 3),
+                    "self_gpu_us_per_call": round(own, 3),
+                    "share_of_step": round(per_call / step, 4),
+                },
+                severity=Severity.INFO,
+            )
+        )
     return out

@@ -24,8 +24,10 @@ def check(t: TraceAnalysis, options: dict) -> list[Diagnostic]:
     main = max(by_call, key=by_call.__getitem__) if by_call else "synchronize"
     if main == "blocking copy HtoD":  # a synchronous upload of the batch: a copy, not a .item()
         what = "blocking host-to-device copies (cudaMemcpy of the input batch)"
-        alternative = ("pinned memory + asynchronous copies: DataLoader(pin_memory=True), then "
-                       "x.to(device, non_blocking=True) (AL301/AL302)")
+        alternative = (
+            "pinned memory + asynchronous copies: DataLoader(pin_memory=True), then "
+            "x.to(device, non_blocking=True) (AL301/AL302)"
+        )
     elif main == "blocking copy DtoH":
         what = "device-to-host copies the host waits for (.item(), .cpu(), .tolist(), printing a tensor)"
         alternative = "keep values on the GPU: accumulate metrics as tensors and read them every N steps (AL401)"
@@ -33,13 +35,22 @@ def check(t: TraceAnalysis, options: dict) -> list[Diagnostic]:
         what = "synchronisations (torch.cuda.synchronize, stream/event synchronize)"
         alternative = "no synchronize in the step: time with CUDA events read after the loop, sync only to log every N steps (AL401)"
     saving, how = claimed(t, CODE)
-    return [finding(
-        t, CODE,
-        f"{syncs:.3g} blocking calls per {t.unit}, mostly {what}: after them the host falls behind and the GPU idles "
-        f"{ms(idle)} per {t.unit} ({share(idle, step)} of the {t.unit}; charged at most the time the host was blocked)",
-        saving_us=saving,
-        alternative=alternative,
-        evidence={"syncs_per_step": round(syncs, 3), "sync_idle_us": round(idle, 3), "sync_idle_by_call": by_call,
-                  "sync_host_us": round(per_step(t, lambda s: s.sync_us), 3), "item_calls": items, **how},
-        where="sync",
-    )]
+    return [
+        finding(
+            t,
+            CODE,
+            f"{syncs:.3g} blocking calls per {t.unit}, mostly {what}: after them the host falls behind and the GPU idles "
+            f"{ms(idle)} per {t.unit} ({share(idle, step)} of the {t.unit}; charged at most the time the host was blocked)",
+            saving_us=saving,
+            alternative=alternative,
+            evidence={
+                "syncs_per_step": round(syncs, 3),
+                "sync_idle_us": round(idle, 3),
+                "sync_idle_by_call": by_call,
+                "sync_host_us": round(per_step(t, lambda s: s.sync_us), 3),
+                "item_calls": items,
+                **how,
+            },
+            where="sync",
+        )
+    ]

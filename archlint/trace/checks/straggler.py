@@ -32,20 +32,27 @@ def check(report: CrossRank, group: list, options: dict) -> list[Diagnostic]:
     others = [f for f in report.per_rank if f.rank != s.rank]
     compute_over = mine.compute_us - min(f.compute_us for f in others)
     waits = ", ".join(f"rank {r} {ms(us)}" for r, us in s.others_wait_us.items())
-    return [finding(
-        t, CODE,
-        f"rank {s.rank} reaches the collectives last ({s.last_arrivals} of {s.calls} calls over {len(report.steps)} steps "
-        f"of {len(report.ranks)} ranks): per step the others wait for it ({waits}), at least {ms(s.caused_wait_us)} "
-        f"({share(s.caused_wait_us, step)} of the step; the others' AL507 prices their exposed communication without it); its GPU compute per step is {ms(mine.compute_us)}, "
-        f"{ms(compute_over)} over the fastest rank's",
-        saving_us=s.caused_wait_us,
-        alternative="balance the work before the collectives: the same batch size and sequence lengths on every rank "
-        "(pad or bucket by length), no extra work on this rank (logging, evaluation, checkpointing on rank 0 only "
-        "between collectives), the same GPU clocks and data loading speed (AL501)",
-        evidence={"straggler": s.rank, "last_arrivals": s.last_arrivals, "calls": s.calls,
-                  "caused_wait_us": round(s.caused_wait_us, 3),
-                  "others_wait_us": {str(r): round(us, 3) for r, us in s.others_wait_us.items()},
-                  "compute_over_fastest_us": round(compute_over, 3),
-                  "basis_note": "the smallest of the other ranks' waits on the calls this rank reached last, per step "
-                  "(transfer = the shortest duration of a call among the ranks, as HTA)"},
-    )]
+    return [
+        finding(
+            t,
+            CODE,
+            f"rank {s.rank} reaches the collectives last ({s.last_arrivals} of {s.calls} calls over {len(report.steps)} steps "
+            f"of {len(report.ranks)} ranks): per step the others wait for it ({waits}), at least {ms(s.caused_wait_us)} "
+            f"({share(s.caused_wait_us, step)} of the step; the others' AL507 prices their exposed communication without it); its GPU compute per step is {ms(mine.compute_us)}, "
+            f"{ms(compute_over)} over the fastest rank's",
+            saving_us=s.caused_wait_us,
+            alternative="balance the work before the collectives: the same batch size and sequence lengths on every rank "
+            "(pad or bucket by length), no extra work on this rank (logging, evaluation, checkpointing on rank 0 only "
+            "between collectives), the same GPU clocks and data loading speed (AL501)",
+            evidence={
+                "straggler": s.rank,
+                "last_arrivals": s.last_arrivals,
+                "calls": s.calls,
+                "caused_wait_us": round(s.caused_wait_us, 3),
+                "others_wait_us": {str(r): round(us, 3) for r, us in s.others_wait_us.items()},
+                "compute_over_fastest_us": round(compute_over, 3),
+                "basis_note": "the smallest of the other ranks' waits on the calls this rank reached last, per step "
+                "(transfer = the shortest duration of a call among the ranks, as HTA)",
+            },
+        )
+    ]

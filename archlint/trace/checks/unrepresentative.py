@@ -24,8 +24,11 @@ def check(t: TraceAnalysis, options: dict) -> list[Diagnostic]:
     steady = t.windows
     parts = []
     if unsteady:
-        parts.append(f"{ms(left_out)} of {ms(total)} traced is not steady state and is not priced ("
-                     + "; ".join(sorted({s.unsteady_reason or "" for s in unsteady})) + ")")
+        parts.append(
+            f"{ms(left_out)} of {ms(total)} traced is not steady state and is not priced ("
+            + "; ".join(sorted({s.unsteady_reason or "" for s in unsteady}))
+            + ")"
+        )
     if not t.steps:
         parts.append("the trace has no ProfilerStep ranges, so its figures are per traced span, not per step")
     if t.evidence is not None and t.evidence.with_stack:
@@ -34,11 +37,20 @@ def check(t: TraceAnalysis, options: dict) -> list[Diagnostic]:
         parts.append("no steady-state window is left: nothing is priced")
     share = left_out / total if total else 0.0
     severity = Severity.WARNING if not steady or share > options["max_unsteady_share"] else Severity.INFO
-    return [finding(
-        t, CODE, "this trace is not representative of the training loop: " + "; ".join(parts) + f" — to fix: {t.rerecord}",
-        saving_us=None,
-        alternative=t.rerecord,
-        evidence={"unsteady_us": round(left_out, 3), "traced_us": round(total, 3), "steady_windows": len(steady),
-                  "warnings": t.warnings, "rerecord": t.rerecord},
-        severity=severity,
-    )]
+    return [
+        finding(
+            t,
+            CODE,
+            "this trace is not representative of the training loop: " + "; ".join(parts) + f" — to fix: {t.rerecord}",
+            saving_us=None,
+            alternative=t.rerecord,
+            evidence={
+                "unsteady_us": round(left_out, 3),
+                "traced_us": round(total, 3),
+                "steady_windows": len(steady),
+                "warnings": t.warnings,
+                "rerecord": t.rerecord,
+            },
+            severity=severity,
+        )
+    ]

@@ -66,7 +66,10 @@ def test_transformer_counts_attention_and_sdpa():
     graph, result = analyze_model(TinyTransformer().eval(), TinyTransformer.example_inputs())
     attention = [layer for layer in result.layers if layer.kind == "attention"]
     # 2 layers × (nn.MultiheadAttention + F.scaled_dot_product_attention)
-    assert sorted(layer.op for layer in attention) == ["F.scaled_dot_product_attention"] * 2 + ["nn.MultiheadAttention"] * 2
+    assert (
+        sorted(layer.op for layer in attention)
+        == ["F.scaled_dot_product_attention"] * 2 + ["nn.MultiheadAttention"] * 2
+    )
     b, n, d, h = 2, 16, 64, 4
     mha = next(layer for layer in attention if layer.op == "nn.MultiheadAttention")
     assert mha.flops == 4 * b * n * d * d + 2 * b * n * n * d
@@ -93,7 +96,11 @@ def test_dispatch_has_no_replay_and_names_modules():
     graph, result = analyze_model(TinyNet().eval(), (torch.randn(1, 3, 32, 32),), _settings("dispatch"))
     assert graph.graph["replay"] is None
     assert {layer.module for layer in result.layers if layer.kind == "conv"} == {
-        "stem.0", "block1.conv1", "block1.conv2", "block2.conv1", "block2.conv2"
+        "stem.0",
+        "block1.conv1",
+        "block1.conv2",
+        "block2.conv1",
+        "block2.conv2",
     }
 
 

@@ -20,7 +20,12 @@ class _Clones(TorchFunctionMode):
         self.parameters = 0
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        if func is torch.Tensor.clone and args and args[0].device.type != "meta" and args[0].data_ptr() in self.storages:
+        if (
+            func is torch.Tensor.clone
+            and args
+            and args[0].device.type != "meta"
+            and args[0].data_ptr() in self.storages
+        ):
             self.parameters += 1
         return func(*args, **(kwargs or {}))
 

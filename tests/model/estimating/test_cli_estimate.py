@@ -94,5 +94,7 @@ def test_html_labels_the_estimate_and_plots_it(tmp_path, capsys):
     assert main(args + ["--exit-zero", "-o", str(tmp_path / "r.txt")]) == 0
     text = html.read_text()
     assert "latency ESTIMATED" in text and "on rtx4090" in text
-    assert '"estimated":true' in text and '"est":' in text and '"bound":"overhead"' in text  # a tiny net on a big GPU: launch-bound
+    assert (
+        '"estimated":true' in text and '"est":' in text and '"bound":"overhead"' in text
+    )  # a tiny net on a big GPU: launch-bound
     assert "spec sheet, tensor-tf32" in text  # the roofs drawn: fp32 convs reach TF32

@@ -8,7 +8,6 @@ from archlint.devices import resolve
 from archlint.devices.achieved import SHARES, shares_for
 from archlint.model.estimating.estimate import Gemm, estimate_op, gemm_of, grouped_tile, share_names, tile_efficiency
 from archlint.model.estimating.torch_kernels import wide_depthwise
-
 from tests.model.estimating.test_terms import conv_op
 
 
@@ -20,7 +19,11 @@ def test_a_narrow_grouped_conv_gets_a_narrow_tile():
     # padded 8 → 128 wide, a 128-wide tile wasted 15/16 of its work: now only k's padding (72 → 96)
     assert tile_efficiency(g, (128, 128, 32), 132) < 0.06
     assert tile_efficiency(g, grouped_tile(g, (128, 128, 32)), 132) == pytest.approx(0.75, abs=0.01)
-    assert grouped_tile(Gemm(m=64, n=200, k=9, batch=2), (128, 128, 32)) == (128, 128, 32)  # never wider than the spec's
+    assert grouped_tile(Gemm(m=64, n=200, k=9, batch=2), (128, 128, 32)) == (
+        128,
+        128,
+        32,
+    )  # never wider than the spec's
 
 
 def test_grouped_convs_stream_at_the_window_share():
@@ -79,7 +82,10 @@ def test_a_biased_conv_pays_an_add_after_cudnn():
     added = estimate_op(biased, spec, "float16").ms - estimate_op(dense, spec, "float16").ms
     broadcast = shares_for(spec)["broadcast"].value  # the h200 spec's own measured share
     assert added == pytest.approx(conv_bias_bytes(biased) / (spec.bandwidth * broadcast) * 1e3)
-    assert estimate_op(biased, spec, "float16", terms=ROOFLINE_ONLY).ms == estimate_op(dense, spec, "float16", terms=ROOFLINE_ONLY).ms
+    assert (
+        estimate_op(biased, spec, "float16", terms=ROOFLINE_ONLY).ms
+        == estimate_op(dense, spec, "float16", terms=ROOFLINE_ONLY).ms
+    )
 
 
 def test_a_channels_last_model_runs_its_convs_in_nhwc():

@@ -9,7 +9,6 @@ import pytest
 
 from archlint.devices import resolve
 from archlint.model.estimating.estimate import estimate_graph
-
 from tests.model.estimating.test_terms import GPU
 
 
@@ -19,8 +18,18 @@ def chain(n_ops: int, numel: int):
     prev = "x"
     for i in range(n_ops):
         name = f"relu{i}"
-        g.add_node(name, kind="activation", key="relu", in_shapes=[[numel]], out_shapes=[[numel]], flops=numel,
-                   mac_bytes=4 * numel, in_bytes=2 * numel, out_bytes=2 * numel, itemsize=2)
+        g.add_node(
+            name,
+            kind="activation",
+            key="relu",
+            in_shapes=[[numel]],
+            out_shapes=[[numel]],
+            flops=numel,
+            mac_bytes=4 * numel,
+            in_bytes=2 * numel,
+            out_bytes=2 * numel,
+            itemsize=2,
+        )
         g.add_edge(prev, name)
         prev = name
     return g
@@ -31,7 +40,9 @@ def test_tiny_kernels_wait_for_the_host():
     tiny = estimate_graph(chain(100, 1024), host)
     assert tiny["latency_ms"] == pytest.approx(100 * 50e-3, rel=0.02)  # 100 ops × 50 µs on the host
     assert tiny["host_wait_ms"] > 4.0
-    assert estimate_graph(chain(100, 1024), GPU)["latency_ms"] == pytest.approx(100 * 5e-3, rel=0.05)  # no measured host: launches only
+    assert estimate_graph(chain(100, 1024), GPU)["latency_ms"] == pytest.approx(
+        100 * 5e-3, rel=0.05
+    )  # no measured host: launches only
 
 
 def test_long_kernels_hide_the_host():

@@ -7,7 +7,6 @@ import math
 
 import networkx as nx
 import pytest
-from tests.model.estimating.test_terms import GPU, conv_op
 
 from archlint.devices.achieved import SHARES
 from archlint.model.estimating.estimate import (
@@ -20,12 +19,24 @@ from archlint.model.estimating.estimate import (
     layout_bytes,
     share_names,
 )
+from tests.model.estimating.test_terms import GPU, conv_op
 
 
 def ew(key, shape, params=None, kind="elementwise"):
     n = math.prod(shape)
-    return {"kind": kind, "key": key, "in_shapes": [shape], "out_shapes": [shape], "param_shapes": params or {},
-            "attrs": {}, "flops": n, "mac_bytes": 4 * n, "in_bytes": 2 * n, "out_bytes": 2 * n, "itemsize": 2}
+    return {
+        "kind": kind,
+        "key": key,
+        "in_shapes": [shape],
+        "out_shapes": [shape],
+        "param_shapes": params or {},
+        "attrs": {},
+        "flops": n,
+        "mac_bytes": 4 * n,
+        "in_bytes": 2 * n,
+        "out_bytes": 2 * n,
+        "itemsize": 2,
+    }
 
 
 def test_shares_are_within_their_measured_spread_and_sourced():
@@ -87,10 +98,24 @@ def test_autocast_flow():
     d = 256
     x = [64, 512, d]  # large enough that no op is bound to the launch overhead
     n = math.prod(x)
-    lin = {"kind": "linear", "key": "Linear", "in_shapes": [x], "out_shapes": [x], "param_shapes": {"weight": [d, d]},
-           "attrs": {}, "flops": n * d, "mac_bytes": 4 * n + 2 * d * d, "in_bytes": 2 * n, "out_bytes": 2 * n}
-    g = _chain(("fc1", lin), ("ln", ew("layer_norm", x, {"weight": [d]}, kind="norm")),
-               ("pos", ew("add", x, {"pos_embed": [1, 512, d]})), ("fc2", dict(lin)))
+    lin = {
+        "kind": "linear",
+        "key": "Linear",
+        "in_shapes": [x],
+        "out_shapes": [x],
+        "param_shapes": {"weight": [d, d]},
+        "attrs": {},
+        "flops": n * d,
+        "mac_bytes": 4 * n + 2 * d * d,
+        "in_bytes": 2 * n,
+        "out_bytes": 2 * n,
+    }
+    g = _chain(
+        ("fc1", lin),
+        ("ln", ew("layer_norm", x, {"weight": [d]}, kind="norm")),
+        ("pos", ew("add", x, {"pos_embed": [1, 512, d]})),
+        ("fc2", dict(lin)),
+    )
     flow = autocast_flow(g)
     assert flow["fc1"] == (1.0, 6 * (n + d * d))  # float32 input and weight cast to 16 bits
     factor, cast = flow["ln"]
@@ -119,4 +144,12 @@ def test_roofline_only_is_the_estimate_before_the_terms():
     before = estimate_graph(g, GPU, terms=ROOFLINE_ONLY)
     assert "range_ms" not in before and "range_terms" not in before
     assert before["latency_ms"] == pytest.approx(estimate_op(op, GPU, "float16", terms=ROOFLINE_ONLY).ms)
-    assert ALL_TERMS == {"achieved-share", "layout-kernels", "sdpa-math", "serial-upsample", "conv-bias", "strided-copy", "host-pipeline"}
+    assert ALL_TERMS == {
+        "achieved-share",
+        "layout-kernels",
+        "sdpa-math",
+        "serial-upsample",
+        "conv-bias",
+        "strided-copy",
+        "host-pipeline",
+    }

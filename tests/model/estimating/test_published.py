@@ -57,8 +57,12 @@ def test_worst_and_family_summary_name_the_models_and_families():
     def row(name, published, after, families):
         return {"model": name, "img": 224, "published": published, "after": after, "families": families}
 
-    rows = [row("a", 400, 400, {"gemm": 9.0, "norm": 1.0}), row("b", 300, 300, {"gemm": 8.0, "conv": 2.0}),
-            row("c", 200, 500, {"depthwise": 6.0, "conv": 4.0}), row("d", 100, 100, {"gemm": 1.0})]
+    rows = [
+        row("a", 400, 400, {"gemm": 9.0, "norm": 1.0}),
+        row("b", 300, 300, {"gemm": 8.0, "conv": 2.0}),
+        row("c", 200, 500, {"depthwise": 6.0, "conv": 4.0}),
+        row("d", 100, 100, {"gemm": 1.0}),
+    ]
     lines = pa.worst(rows, n=2)
     assert lines[0].split()[0] == "c" and "rank   3 →   1 (  -2)" in lines[0] and "depthwise 60%, conv 40%" in lines[0]
     summary = pa.by_family(rows)
@@ -73,8 +77,16 @@ def test_estimate_ranks_a_few_tuning_models(tmp_path, monkeypatch):
     from estimate_accuracy import spearman
 
     monkeypatch.setenv("ARCHLINT_BENCH_CACHE", str(tmp_path))
-    names = {"lcnet_075", "resnet18", "regnetx_040", "seresnet50", "deit_base_patch16_224", "convformer_s36",
-             "vgg13", "efficientnetv2_l"}
+    names = {
+        "lcnet_075",
+        "resnet18",
+        "regnetx_040",
+        "seresnet50",
+        "deit_base_patch16_224",
+        "convformer_s36",
+        "vgg13",
+        "efficientnetv2_l",
+    }
     rows = [r for r in pa.sample(pa.read_table(TABLE), "tune") if r["model"] in names]
     out = pa.evaluate(rows, "rtx4090", per_model=False)
     assert len(out) == len(rows) >= 6

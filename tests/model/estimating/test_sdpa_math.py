@@ -16,9 +16,17 @@ from archlint.model.estimating.estimate import ROOFLINE_ONLY, estimate_op
 
 def attention_op(shape, itemsize=2):
     n = math.prod(shape)
-    return {"kind": "attention", "key": "scaled_dot_product_attention", "in_shapes": [list(shape)] * 3,
-            "out_shapes": [list(shape)], "flops": math.prod(shape[:-2]) * shape[-2] ** 2 * 2 * shape[-1],
-            "mac_bytes": 4 * n * itemsize, "in_bytes": 3 * n * itemsize, "out_bytes": n * itemsize, "itemsize": itemsize}
+    return {
+        "kind": "attention",
+        "key": "scaled_dot_product_attention",
+        "in_shapes": [list(shape)] * 3,
+        "out_shapes": [list(shape)],
+        "flops": math.prod(shape[:-2]) * shape[-2] ** 2 * 2 * shape[-1],
+        "mac_bytes": 4 * n * itemsize,
+        "in_bytes": 3 * n * itemsize,
+        "out_bytes": n * itemsize,
+        "itemsize": itemsize,
+    }
 
 
 def test_only_non_4d_calls_run_the_math_path():
@@ -41,8 +49,11 @@ def test_kernels_are_what_the_installed_torch_runs(dtype):
     with profile(record_shapes=True) as prof:
         F.scaled_dot_product_attention(q, q, q)
     names = {k.name for k in sdpa_math.kernels(attention_op(shape), 2, "0")} | {"aten::_to_copy"}
-    seen = [e.name for e in prof.events() if e.name in names | {"aten::isneginf", "aten::all", "aten::where"}
-            and e.input_shapes and e.input_shapes[0]]  # not the scale's scalar conversions
+    seen = [
+        e.name
+        for e in prof.events()
+        if e.name in names | {"aten::isneginf", "aten::all", "aten::where"} and e.input_shapes and e.input_shapes[0]
+    ]  # not the scale's scalar conversions
     ours = sdpa_math.kernels(attention_op(shape, q.element_size()), q.element_size(), torch.__version__)
     assert seen == [k.name for k in ours]
     bmms = [k for k in ours if k.name == "aten::bmm"]
@@ -73,5 +84,7 @@ def test_a_5d_call_costs_its_score_matrix():
     assert fused.ms < old.ms < new.ms  # float32 and _safe_softmax cost more again
     assert new.memory_ms > 30 * scores / spec.bandwidth * 1e3
     # the term is named: off, the call is costed as the fused kernel
-    assert estimate_op(five, spec, "float16", terms=frozenset({"achieved-share", "layout-kernels"})).ms == pytest.approx(fused.ms)
+    assert estimate_op(
+        five, spec, "float16", terms=frozenset({"achieved-share", "layout-kernels"})
+    ).ms == pytest.approx(fused.ms)
     assert estimate_op(five, spec, "float16", terms=ROOFLINE_ONLY).ms < old.ms

@@ -12,9 +12,18 @@ from archlint.model.estimating.torch_kernels import UPSAMPLE_ITERATION_S, serial
 def upsample(n, c, hw, scale=2, mode="bilinear", key="Upsample"):
     out = [n, c, hw * scale, hw * scale]
     nbytes = 2 * (n * c * hw * hw + n * c * hw * hw * scale * scale)
-    return {"kind": "upsample", "key": key, "attrs": {"mode": mode, "scale_factor": float(scale)},
-            "in_shapes": [[n, c, hw, hw]], "out_shapes": [out], "flops": 4 * n * c * hw * hw * scale * scale,
-            "mac_bytes": nbytes, "in_bytes": nbytes // 5, "out_bytes": 4 * nbytes // 5, "itemsize": 2}
+    return {
+        "kind": "upsample",
+        "key": key,
+        "attrs": {"mode": mode, "scale_factor": float(scale)},
+        "in_shapes": [[n, c, hw, hw]],
+        "out_shapes": [out],
+        "flops": 4 * n * c * hw * hw * scale * scale,
+        "mac_bytes": nbytes,
+        "in_bytes": nbytes // 5,
+        "out_bytes": 4 * nbytes // 5,
+        "itemsize": 2,
+    }
 
 
 def test_small_outputs_with_many_channels_are_serial():
@@ -33,7 +42,9 @@ def test_nearest_and_large_outputs():
     # 2 waves of positions: 132 SMs × 2048 threads = 270,336 at once; 1024² = 1,048,576 positions → 4 waves
     big = upsample(1, 3, 512)
     assert serial_upsample_s(big, h200) == pytest.approx(3 * UPSAMPLE_ITERATION_S * 4)
-    assert serial_upsample_s(upsample(256, 1024, 7), resolve("cpu-example")) > 0  # the term itself; the estimate applies it on GPUs only
+    assert (
+        serial_upsample_s(upsample(256, 1024, 7), resolve("cpu-example")) > 0
+    )  # the term itself; the estimate applies it on GPUs only
 
 
 def test_an_input_reordered_by_a_view_may_be_channels_last():

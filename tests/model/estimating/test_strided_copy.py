@@ -18,9 +18,29 @@ def talking_heads(dims):
     shape, out = [64, 4, 196, 196], [64, 196, 196, 4]
     n = math.prod(shape)
     g.add_node("x", kind="input")
-    g.add_node("p", kind="reshape", key="permute", attrs={"dims": dims}, in_shapes=[shape], out_shapes=[out], flops=0, mac_bytes=0)
-    g.add_node("proj", kind="linear", key="Linear", in_shapes=[out], out_shapes=[out], param_shapes={"weight": [4, 4]},
-               flops=n * 4, mac_bytes=4 * n + 32, in_bytes=2 * n, out_bytes=2 * n, itemsize=2)
+    g.add_node(
+        "p",
+        kind="reshape",
+        key="permute",
+        attrs={"dims": dims},
+        in_shapes=[shape],
+        out_shapes=[out],
+        flops=0,
+        mac_bytes=0,
+    )
+    g.add_node(
+        "proj",
+        kind="linear",
+        key="Linear",
+        in_shapes=[out],
+        out_shapes=[out],
+        param_shapes={"weight": [4, 4]},
+        flops=n * 4,
+        mac_bytes=4 * n + 32,
+        in_bytes=2 * n,
+        out_bytes=2 * n,
+        itemsize=2,
+    )
     g.add_edges_from([("x", "p"), ("p", "proj")])
     return g, n
 

@@ -22,14 +22,34 @@ from archlint.model.estimating.estimate import (
 
 # A made-up GPU with round numbers, so every expected value below is worked out by hand.
 GPU = DeviceSpec(
-    name="toy", kind="gpu", description="toy GPU",
-    peaks={"tensor-fp16": 100e12, "tensor-bf16": 100e12, "tensor-tf32": 50e12, "tensor-fp8": 0, "tensor-int8": 0,
-           "cuda-fp32": 10e12, "cuda-fp16": 20e12, "cuda-fp64": 1e12},
-    bandwidth=1e12, cache_bytes=64 * 2**20, overhead_s=5e-6, sms=10, tile=(128, 128, 32),
+    name="toy",
+    kind="gpu",
+    description="toy GPU",
+    peaks={
+        "tensor-fp16": 100e12,
+        "tensor-bf16": 100e12,
+        "tensor-tf32": 50e12,
+        "tensor-fp8": 0,
+        "tensor-int8": 0,
+        "cuda-fp32": 10e12,
+        "cuda-fp16": 20e12,
+        "cuda-fp64": 1e12,
+    },
+    bandwidth=1e12,
+    cache_bytes=64 * 2**20,
+    overhead_s=5e-6,
+    sms=10,
+    tile=(128, 128, 32),
 )
 CPU = DeviceSpec(
-    name="toycpu", kind="cpu", description="toy CPU", peaks={"vector-fp32": 100e9, "vector-fp64": 50e9},
-    bandwidth=10e9, cache_bytes=32 * 2**20, overhead_s=3e-6, sms=2,
+    name="toycpu",
+    kind="cpu",
+    description="toy CPU",
+    peaks={"vector-fp32": 100e9, "vector-fp64": 50e9},
+    bandwidth=10e9,
+    cache_bytes=32 * 2**20,
+    overhead_s=3e-6,
+    sms=2,
 )
 
 
@@ -40,8 +60,16 @@ def conv_op(n, cin, cout, hw, k, groups=1, itemsize=2, dtype="float16"):
     weight = [cout, cin // groups, k, k]
     mac = (math.prod(x) + math.prod(out) + math.prod(weight)) * itemsize
     return {
-        "kind": "conv", "key": "Conv2d", "in_shapes": [x], "out_shapes": [out], "param_shapes": {"weight": weight},
-        "attrs": {"groups": groups}, "flops": flops, "mac_bytes": mac, "itemsize": itemsize, "in_bytes": math.prod(x) * itemsize,
+        "kind": "conv",
+        "key": "Conv2d",
+        "in_shapes": [x],
+        "out_shapes": [out],
+        "param_shapes": {"weight": weight},
+        "attrs": {"groups": groups},
+        "flops": flops,
+        "mac_bytes": mac,
+        "itemsize": itemsize,
+        "in_bytes": math.prod(x) * itemsize,
         "out_bytes": math.prod(out) * itemsize,
     }
 
@@ -115,8 +143,15 @@ def test_dense_conv_pays_layout_transposes_and_reaches_compute():
 
 
 def test_tiny_op_is_bound_to_launch_overhead():
-    op = {"kind": "activation", "key": "relu", "in_shapes": [[1, 16]], "out_shapes": [[1, 16]], "attrs": {},
-          "flops": 16, "mac_bytes": 64}
+    op = {
+        "kind": "activation",
+        "key": "relu",
+        "in_shapes": [[1, 16]],
+        "out_shapes": [[1, 16]],
+        "attrs": {},
+        "flops": 16,
+        "mac_bytes": 64,
+    }
     est = estimate_op(op, GPU, "float16")
     assert est.bound == "overhead" and est.ms == pytest.approx(5e-3)  # 5 µs
 
@@ -156,8 +191,15 @@ def test_builtin_specs_give_plausible_gemm_time():
     """A large fp16 GEMM on rtx4090 sits on the 165 TFLOP/s tensor roof, and its tiles fill the SMs."""
     spec = resolve("rtx4090")
     m = n = k = 8192
-    op = {"kind": "matmul", "key": "mm", "in_shapes": [[m, k], [k, n]], "out_shapes": [[m, n]], "attrs": {},
-          "flops": m * n * k, "mac_bytes": (m * k + k * n + m * n) * 2}
+    op = {
+        "kind": "matmul",
+        "key": "mm",
+        "in_shapes": [[m, k], [k, n]],
+        "out_shapes": [[m, n]],
+        "attrs": {},
+        "flops": m * n * k,
+        "mac_bytes": (m * k + k * n + m * n) * 2,
+    }
     est = estimate_op(op, spec, "float16", terms=ROOFLINE_ONLY)
     assert est.bound == "compute" and est.unit == "tensor-fp16"
     # 64·64 = 4096 tiles over 128 SMs: exactly 32 waves

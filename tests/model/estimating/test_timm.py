@@ -42,5 +42,8 @@ def test_vit_linears_compute_bound_on_tensor_cores(tmp_path):
 @pytest.mark.slow
 def test_more_bandwidth_and_compute_is_faster(tmp_path):
     """rtx5090 has more of both than rtx4090, l4 far less bandwidth: the estimates order so."""
-    times = {spec: _estimate(tmp_path, "resnet50", batch=256, spec=spec).estimate.latency_ms for spec in ("rtx5090", "rtx4090", "l4")}
+    times = {
+        spec: _estimate(tmp_path, "resnet50", batch=256, spec=spec).estimate.latency_ms
+        for spec in ("rtx5090", "rtx4090", "l4")
+    }
     assert times["rtx5090"] < times["rtx4090"] < times["l4"]

@@ -60,8 +60,16 @@ def test_token_ids_are_drawn_inside_the_smallest_embedding(capsys):
     # the dispatch strategy runs a real forward: an id ≥ 7 would raise in the embedding lookup
     model = run_json(capsys, f"{MODELS}:TinyLM", "--input-shape", "64,64:int64", "--strategy", "dispatch")
     assert model["strategy"] == "dispatch" and model["build"] == "real"
-    model = run_json(capsys, f"{MODELS}:TinyLM", "--input-shape", "8,8:int32", "--input", "attention_mask=8,8:int64",
-                     "--strategy", "dispatch")
+    model = run_json(
+        capsys,
+        f"{MODELS}:TinyLM",
+        "--input-shape",
+        "8,8:int32",
+        "--input",
+        "attention_mask=8,8:int64",
+        "--strategy",
+        "dispatch",
+    )
     assert [i["dtype"] for i in model["inputs"]] == ["int32", "int64"]
 
 
@@ -70,7 +78,9 @@ def test_keyword_only_inputs_skip_fx(capsys):
     model = run_json(capsys, f"{MODELS}:KeywordOnly", "--input", "input_ids=1,4:int64", "--input", "scale=1")
     assert model["strategy"] == "export"
     assert [i["name"] for i in model["inputs"]] == ["input_ids", "scale"]
-    assert any("keyword-only inputs (scale)" in note for note in model["details"])  # why fx did not: --verbose, JSON details
+    assert any(
+        "keyword-only inputs (scale)" in note for note in model["details"]
+    )  # why fx did not: --verbose, JSON details
 
 
 @pytest.mark.parametrize(
@@ -113,8 +123,10 @@ def test_inputs_in_the_config_file(tmp_path, capsys, monkeypatch):
 @pytest.mark.parametrize(
     "argv, expected",
     [
-        (["--input-shape", "1,4:int64", "--input-shape", "1", "--input-shape", "1,4", "--input-shape", "2"],
-         "4 positional inputs given with --input-shape, but TinyLM.forward takes 3"),
+        (
+            ["--input-shape", "1,4:int64", "--input-shape", "1", "--input-shape", "1,4", "--input-shape", "2"],
+            "4 positional inputs given with --input-shape, but TinyLM.forward takes 3",
+        ),
         (["--input-shape", "1,,3"], "'1,,3' is not a comma-separated list of positive integers"),
         (["--input-shape", "1,3,"], "'1,3,' is not a comma-separated list"),
         (["--input-shape", "1,3:int65"], "unknown input dtype 'int65'"),

@@ -36,13 +36,15 @@ def project(root: Path, name: str, width: int) -> tuple[int, int]:
     (folder / "model.py").write_text(MODEL)
     (folder / "helpers" / "__init__.py").write_text("")
     (folder / "helpers" / "widths.py").write_text(f"WIDTH = {width}\n")
-    (folder / "layers.py").write_text(textwrap.dedent("""
+    (folder / "layers.py").write_text(
+        textwrap.dedent("""
         from torch import nn
         from helpers.widths import WIDTH
 
         def block():
             return nn.Sequential(nn.Linear(WIDTH, WIDTH), nn.ReLU(), nn.Linear(WIDTH, 8))
-        """))
+        """)
+    )
     return width * width + width + width * 8, width * width + width + width * 8 + 8  # the ReLU counts 1 per element
 
 
@@ -74,11 +76,14 @@ def test_a_model_file_that_edits_sys_path(tmp_path, capsys):
     project(tmp_path, "edits", 8)
     model = tmp_path / "edits" / "model.py"
     here = "__import__('os').path.dirname(__import__('os').path.abspath(__file__))"
-    model.write_text(MODEL + f"\nimport sys\nwhile {here} in sys.path:\n    sys.path.remove({here})\n"
-                     "sys.path.append('/no/such/folder')\n")
+    model.write_text(
+        MODEL + f"\nimport sys\nwhile {here} in sys.path:\n    sys.path.remove({here})\n"
+        "sys.path.append('/no/such/folder')\n"
+    )
     path = list(sys.path)
-    assert main([f"{model}:Net", "--input-shape", "1,8", "--output-format", "json", "--exit-zero"]) == 0, \
-        capsys.readouterr().err  # was: internal error: ValueError: list.remove(x): x not in list
+    assert main([f"{model}:Net", "--input-shape", "1,8", "--output-format", "json", "--exit-zero"]) == 0, (
+        capsys.readouterr().err
+    )  # was: internal error: ValueError: list.remove(x): x not in list
     assert json.loads(capsys.readouterr().out)["models"][0]["totals"]["params"] == 8 * 8 + 8 + 8 * 8 + 8
     assert sys.path == path
 

@@ -59,8 +59,12 @@ def fx_opgraph(model: nn.Module, inputs: tuple) -> nx.DiGraph:
         params = sum(p.numel() for p in gm.get_submodule(n.target).parameters()) if n.op == "call_module" else 0
         flops = params * (meta.shape.numel() // meta.shape[1]) if kind in ("conv", "linear") else 0
         g.add_node(
-            n.name, kind=kind, op=str(n.target), module=n.target if n.op == "call_module" else "",
-            flops=flops, mac_bytes=0 if kind == "reshape" else in_bytes + out_bytes + 4 * params,
+            n.name,
+            kind=kind,
+            op=str(n.target),
+            module=n.target if n.op == "call_module" else "",
+            flops=flops,
+            mac_bytes=0 if kind == "reshape" else in_bytes + out_bytes + 4 * params,
             known=kind != "other",
         )
         for i, a in enumerate(n.all_input_nodes):

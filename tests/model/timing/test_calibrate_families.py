@@ -6,10 +6,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 import torch
 
 from archlint import devices
@@ -19,13 +19,27 @@ from archlint.model.timing import roofline
 
 ROOT = Path(__file__).resolve().parents[3]
 CPU = torch.device("cpu")
-PEAKS = {"device": "cpu|x|float32", "peak_flops_per_s": 1e12, "bandwidth_bytes_per_s": 1e11,
-         "cache_bandwidth_bytes_per_s": 2e11, "cache_bytes": 2**24, "matmul_n": 1024, "copy_bytes": 2**27}
+PEAKS = {
+    "device": "cpu|x|float32",
+    "peak_flops_per_s": 1e12,
+    "bandwidth_bytes_per_s": 1e11,
+    "cache_bandwidth_bytes_per_s": 2e11,
+    "cache_bytes": 2**24,
+    "matmul_n": 1024,
+    "copy_bytes": 2**27,
+}
 
 
 def _case(**kw):
-    base = dict(name="c", op={"kind": "activation", "in_shapes": [[8]], "out_shapes": [[8]]}, tensor=False,
-                bound="memory", macs=0, nbytes=0, make=lambda: (lambda: None))
+    base = dict(
+        name="c",
+        op={"kind": "activation", "in_shapes": [[8]], "out_shapes": [[8]]},
+        tensor=False,
+        bound="memory",
+        macs=0,
+        nbytes=0,
+        make=lambda: lambda: None,
+    )
     return families.Case(**{**base, **kw})
 
 
@@ -54,7 +68,9 @@ def test_a_family_is_the_median_lowest_and_highest_case_capped_at_the_roof():
 
 
 def test_each_case_counts_under_the_share_the_estimate_applies_to_its_op():
-    by_name = {c.name.split(" (")[0].split(" 1×")[0]: c.family for c in families.family_cases(CPU, torch.float32, 1, False)}
+    by_name = {
+        c.name.split(" (")[0].split(" 1×")[0]: c.family for c in families.family_cases(CPU, torch.float32, 1, False)
+    }
     assert by_name["linear ViT-B MLP fc1"] == "tensor-gemm"
     assert by_name["sdpa ViT-B"] == "attention"
     assert by_name["relu"] == by_name["add"] == "stream"
@@ -70,9 +86,14 @@ def test_the_size_curve_runs_from_batch_1_to_the_given_batch():
 
 
 def _fragments():
-    return {"top": {"launch-overhead-us": 7.5},
-            "tables": {"achieved": ["[achieved]  # new", "stream = [0.7, 0.6, 0.8]"], "host-op-us": ["[host-op-us]", "linear = 9.0"]},
-            "sources": {"achieved": "measured now", "launch-overhead-us": "measured too", "host-op-us": "also"}}
+    return {
+        "top": {"launch-overhead-us": 7.5},
+        "tables": {
+            "achieved": ["[achieved]  # new", "stream = [0.7, 0.6, 0.8]"],
+            "host-op-us": ["[host-op-us]", "linear = 9.0"],
+        },
+        "sources": {"achieved": "measured now", "launch-overhead-us": "measured too", "host-op-us": "also"},
+    }
 
 
 def test_the_spec_copy_replaces_the_measured_figures_and_keeps_the_rest():
@@ -110,15 +131,22 @@ def test_a_family_that_cannot_run_here_is_one_line_and_exit_2(monkeypatch, tmp_p
     monkeypatch.setattr(roofline, "measure_peaks", lambda d, t: dict(PEAKS))
 
     def make():
-        raise RuntimeError('"addmm_impl_cpu_" not implemented for \'Half\'\nsecond line')
+        raise RuntimeError("\"addmm_impl_cpu_\" not implemented for 'Half'\nsecond line")
 
-    broken = _case(name="linear x", op={"kind": "linear", "in_shapes": [[2, 2]], "out_shapes": [[2, 2]]},
-                   tensor=True, bound="compute", make=make)
+    broken = _case(
+        name="linear x",
+        op={"kind": "linear", "in_shapes": [[2, 2]], "out_shapes": [[2, 2]]},
+        tensor=True,
+        bound="compute",
+        make=make,
+    )
     monkeypatch.setattr(families, "family_cases", lambda *a, **k: [broken])
     assert main(["calibrate", "--families", "--batch", "1", "--repeat", "1"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["archlint: error: calibrate --families: tensor-gemm case 'linear x' cannot run on cpu in float32: "
-                   "\"addmm_impl_cpu_\" not implemented for 'Half'"]
+    assert err == [
+        "archlint: error: calibrate --families: tensor-gemm case 'linear x' cannot run on cpu in float32: "
+        "\"addmm_impl_cpu_\" not implemented for 'Half'"
+    ]
 
 
 def test_the_host_op_cost_is_the_median_run_per_op_after_a_warm_up(monkeypatch):
@@ -132,12 +160,37 @@ def test_the_command_on_this_cpu_prints_spec_toml_and_writes_a_spec_copy(tmp_pat
     """The real command, tiny sizes: the output is TOML with every key, the copy loads as a spec."""
     target = tmp_path / "h200-here.toml"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "ARCHLINT_CACHE_DIR": str(tmp_path / "cache")}
-    proc = subprocess.run([sys.executable, "-m", "archlint", "calibrate", "--families", "--batch", "1", "--repeat", "1",
-                           "--device-spec", "h200", "--write-spec", str(target)],
-                          capture_output=True, text=True, env=env, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "archlint",
+            "calibrate",
+            "--families",
+            "--batch",
+            "1",
+            "--repeat",
+            "1",
+            "--device-spec",
+            "h200",
+            "--write-spec",
+            str(target),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     doc = tomllib.loads(proc.stdout)
-    assert set(doc["achieved"]) == {"tensor-gemm", "attention", "stream", "broadcast", "window", "depthwise-wide"}  # no CUDA cores on a CPU
+    assert set(doc["achieved"]) == {
+        "tensor-gemm",
+        "attention",
+        "stream",
+        "broadcast",
+        "window",
+        "depthwise-wide",
+    }  # no CUDA cores on a CPU
     for value, low, high in doc["achieved"].values():
         assert 0 < low <= value <= high <= 1
     assert set(doc["host-op-us"]) == {"elementwise", "elementwise-autocast", "linear", "linear-autocast"}

@@ -122,7 +122,6 @@ def test_out_of_memory_exits_2_suggesting_a_smaller_batch(capsys, monkeypatch):
     assert "1x3x32x32" in err[0] and "try a smaller batch" in err[0]
 
 
-
 KEYWORD_ONLY = """
 import transformers
 from torch import nn
@@ -148,9 +147,23 @@ def test_keyword_only_inputs_are_timed(capsys, tmp_path, strategy):
     by op, the leaf-module hooks of the dispatch recording, and the model end to end."""
     pytest.importorskip("transformers")
     (tmp_path / "encoder.py").write_text(KEYWORD_ONLY)
-    argv = [f"{tmp_path / 'encoder.py'}:Encoder", "--input", "input_ids=1,16:int64", "--input",
-            "attention_mask=1,16:bool", "--latency", "--warmup", "1", "--repeat", "3", "--strategy", strategy,
-            "--exit-zero", "--output-format", "json"]
+    argv = [
+        f"{tmp_path / 'encoder.py'}:Encoder",
+        "--input",
+        "input_ids=1,16:int64",
+        "--input",
+        "attention_mask=1,16:bool",
+        "--latency",
+        "--warmup",
+        "1",
+        "--repeat",
+        "3",
+        "--strategy",
+        strategy,
+        "--exit-zero",
+        "--output-format",
+        "json",
+    ]
     code = main(argv)
     out = capsys.readouterr()
     assert code == 0, out.err
@@ -169,9 +182,20 @@ def test_keyword_only_inputs_in_what_ifs(capsys, tmp_path):
     """--what-if calls every variant with the keyword-only inputs; the fx-based ones say why not."""
     pytest.importorskip("transformers")
     (tmp_path / "encoder.py").write_text(KEYWORD_ONLY)
-    argv = [f"{tmp_path / 'encoder.py'}:Encoder", "--input", "input_ids=1,16:int64", "--input",
-            "attention_mask=1,16:bool", "--what-if", "inference-mode,sdpa", "--repeat", "3", "--exit-zero",
-            "--output-format", "json"]
+    argv = [
+        f"{tmp_path / 'encoder.py'}:Encoder",
+        "--input",
+        "input_ids=1,16:int64",
+        "--input",
+        "attention_mask=1,16:bool",
+        "--what-if",
+        "inference-mode,sdpa",
+        "--repeat",
+        "3",
+        "--exit-zero",
+        "--output-format",
+        "json",
+    ]
     code = main(argv)
     out = capsys.readouterr()
     assert code == 0, out.err

@@ -131,8 +131,9 @@ class ThroughAList(nn.Module):
 
 def test_a_fix_the_forward_never_reaches_is_no_measurement():
     model = ThroughAList().eval()
-    pricer = SimpleNamespace(model=model, device=torch.device("cpu"), args=(torch.randn(1, 3, 4, 4),), warmup=2, repeat=8,
-                             end_to_end_ms=1.0)
+    pricer = SimpleNamespace(
+        model=model, device=torch.device("cpu"), args=(torch.randn(1, 3, 4, 4),), warmup=2, repeat=8, end_to_end_ms=1.0
+    )
     assert fix_timing.saving_ms(pricer, fix_timing.fold_norms, (("conv", "bn"),)) is None
 
 
@@ -144,8 +145,9 @@ def test_the_fix_is_timed_once_per_pricer(monkeypatch):
         layers += [nn.Conv2d(8, 8, 1, bias=False), nn.BatchNorm2d(8)]
     model = nn.Sequential(*layers).eval()
     pairs = tuple((str(2 * i), str(2 * i + 1)) for i in range(4))
-    pricer = SimpleNamespace(model=model, device=torch.device("cpu"), args=(torch.randn(1, 8, 8, 8),), warmup=2, repeat=8,
-                             end_to_end_ms=1.0)
+    pricer = SimpleNamespace(
+        model=model, device=torch.device("cpu"), args=(torch.randn(1, 8, 8, 8),), warmup=2, repeat=8, end_to_end_ms=1.0
+    )
     saving = fix_timing.saving_ms(pricer, fix_timing.fold_norms, pairs)
     assert isinstance(saving, float)
     assert all(isinstance(m, nn.BatchNorm2d) for m in model[1::2])  # timed on a copy

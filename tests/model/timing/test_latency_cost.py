@@ -29,6 +29,7 @@ def noisy(n, centre, spread, seed):
 
 # The sequential rule -------------------------------------------------------------------------------
 
+
 def test_a_clear_saving_is_measured_at_the_first_look():
     v = judge(noisy(8, 10.0, 0.1, 1), noisy(8, 8.0, 0.1, 2), floor_ms=0.1, max_pairs=50)
     assert v.done and v.why == "measured" and v.saving_ms == pytest.approx(2.0, abs=0.15)
@@ -57,6 +58,7 @@ def test_the_budget_running_out_decides_now():
 
 # Fix pricing: how many pairs it times ----------------------------------------------------------------
 
+
 class Net(nn.Module):
     def __init__(self):
         super().__init__()
@@ -79,8 +81,16 @@ def priced(monkeypatch, before_ms, after_ms, repeat=50, budget=None):
 
     monkeypatch.setattr(fix_timing, "sample", fake_sample)
     model = Net().eval()
-    pricer = SimpleNamespace(model=model, device=torch.device("cpu"), args=(torch.randn(1, 3, 8, 8),), kwargs={},
-                             warmup=10, repeat=repeat, end_to_end_ms=10.0, budget=budget or Budget(None))
+    pricer = SimpleNamespace(
+        model=model,
+        device=torch.device("cpu"),
+        args=(torch.randn(1, 3, 8, 8),),
+        kwargs={},
+        warmup=10,
+        repeat=repeat,
+        end_to_end_ms=10.0,
+        budget=budget or Budget(None),
+    )
     saving = fix_timing.saving_ms(pricer, fix_timing.fold_norms, (("conv", "bn"),))
     return saving, sum(timed)
 
@@ -105,6 +115,7 @@ def test_a_spent_budget_stops_pricing_and_says_so(monkeypatch):
 
 
 # The budget inside sample() ---------------------------------------------------------------------------
+
 
 def test_sample_stops_at_the_deadline_after_min_passes():
     calls = []
@@ -135,6 +146,7 @@ def test_alternating_samples_stop_on_an_even_pass():
 
 
 # What the report says --------------------------------------------------------------------------------
+
 
 def test_a_saving_inside_the_noise_reads_could_not_measure():
     price = Price.timed("the BN folded", saving_ms=WithinNoise(0.4), model_ms=10.0, device="cpu")

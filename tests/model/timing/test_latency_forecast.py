@@ -39,12 +39,25 @@ def test_past_the_budget_it_says_where_it_stops_and_offers_the_static_estimate(c
 
 
 def test_the_cli_says_it_before_timing_and_not_under_quiet(capsys):
-    args = [f"{MODELS}:ConvBN", "--input-shape", "2,3,16,16", "--latency", "--warmup", "2", "--repeat", "5",
-            "--output-format", "json"]
+    args = [
+        f"{MODELS}:ConvBN",
+        "--input-shape",
+        "2,3,16,16",
+        "--latency",
+        "--warmup",
+        "2",
+        "--repeat",
+        "5",
+        "--output-format",
+        "json",
+    ]
     assert main(args) in (0, 1)
     err = capsys.readouterr().err
-    said = re.search(r"archlint: --latency on .*ConvBN: 5 timed passes of its ops and of the whole model, "
-                     r"about \d+ s \(an estimate from a first timed pass of \d+ ms\)", err)
+    said = re.search(
+        r"archlint: --latency on .*ConvBN: 5 timed passes of its ops and of the whole model, "
+        r"about \d+ s \(an estimate from a first timed pass of \d+ ms\)",
+        err,
+    )
     assert said, err
     assert main([*args, "-q"]) in (0, 1)
     out = capsys.readouterr()

@@ -12,9 +12,9 @@ import torch
 from torch import nn
 
 from archlint.errors import UsageError
+from archlint.model.opgraph import display_names, ops
 from archlint.model.timing import roofline
 from archlint.model.timing.measure import LatencyReport, _noise_notes, _stale_peak_note, measure
-from archlint.model.opgraph import display_names, ops
 
 from .graphs import DEVICES, fx_opgraph
 
@@ -37,7 +37,9 @@ def test_every_op_gets_a_positive_finite_latency(small, settings, device):
         assert 0 < q1 <= ms <= q3, name
     assert math.isfinite(report.end_to_end_ms) and report.end_to_end_ms > 0
     assert report.sum_of_ops_ms == pytest.approx(sum(d["latency_ms"] for d in layers.values()))
-    assert "replayed node by node as generated code" in report.method and f"median of {settings.repeat}" in report.method
+    assert (
+        "replayed node by node as generated code" in report.method and f"median of {settings.repeat}" in report.method
+    )
     assert report.pricer.end_to_end_ms == report.end_to_end_ms
 
 
@@ -88,7 +90,9 @@ def _raise_oom(exc):
 @pytest.mark.parametrize(
     "exc",
     [
-        RuntimeError("[enforce fail at alloc_cpu.cpp:117] DefaultCPUAllocator: can't allocate memory: you tried to allocate 34359738368 bytes."),
+        RuntimeError(
+            "[enforce fail at alloc_cpu.cpp:117] DefaultCPUAllocator: can't allocate memory: you tried to allocate 34359738368 bytes."
+        ),
         MemoryError(),
         torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB"),
     ],
@@ -202,8 +206,14 @@ def test_pricer_times_a_copy_on_its_device_and_dtype(small, settings, device):
 
 def _report(e2e, spread, summed, per_pass):
     return LatencyReport(
-        end_to_end_ms=e2e, end_to_end_spread_ms=spread, sum_of_ops_ms=summed, per_pass_sum_of_ops_ms=per_pass,
-        method="", peaks=None, notes=[], pricer=None,
+        end_to_end_ms=e2e,
+        end_to_end_spread_ms=spread,
+        sum_of_ops_ms=summed,
+        per_pass_sum_of_ops_ms=per_pass,
+        method="",
+        peaks=None,
+        notes=[],
+        pricer=None,
     )
 
 

@@ -74,8 +74,13 @@ PEAKS = {"peak_flops_per_s": 1e12, "bandwidth_bytes_per_s": 1e11}  # ridge: 10 F
 def test_place_on_the_roofline():
     # 2·FLOPs/MAC = 2·1e9/1e8 = 20 ≥ 10 → compute bound; attainable 2e9/1e12 s = 2 ms
     r = roofline.place(flops=10**9, mac_bytes=10**8, latency_ms=4.0, p=PEAKS)
-    assert r == {"intensity": 20.0, "bound": "compute", "memory_roof": "dram", "attainable_ms": pytest.approx(2.0),
-                 "efficiency": pytest.approx(0.5)}
+    assert r == {
+        "intensity": 20.0,
+        "bound": "compute",
+        "memory_roof": "dram",
+        "attainable_ms": pytest.approx(2.0),
+        "efficiency": pytest.approx(0.5),
+    }
     # an element-wise op: no FLOPs, 1e8 bytes at 1e11 B/s = 1 ms
     r = roofline.place(flops=0, mac_bytes=10**8, latency_ms=2.0, p=PEAKS)
     assert r["bound"] == "memory" and r["attainable_ms"] == pytest.approx(1.0) and r["efficiency"] == pytest.approx(0.5)
@@ -134,7 +139,9 @@ def test_peak_matmul_is_the_best_size_until_one_run_is_long_enough(monkeypatch):
 
 def test_calibrate_command_measures_again_and_caches(monkeypatch, tmp_path, capsys):
     monkeypatch.setenv("ARCHLINT_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(roofline, "measure_peaks", lambda d, t: dict(PEAKS, device="cpu|x", matmul_n=512, copy_bytes=2**27))
+    monkeypatch.setattr(
+        roofline, "measure_peaks", lambda d, t: dict(PEAKS, device="cpu|x", matmul_n=512, copy_bytes=2**27)
+    )
     assert main(["calibrate"]) == 0
     out = capsys.readouterr().out
     assert "1,000.0 GFLOP/s" in out and "100.0 GB/s" in out and "ridge point             10.0" in out
@@ -143,7 +150,9 @@ def test_calibrate_command_measures_again_and_caches(monkeypatch, tmp_path, caps
 
 def test_calibrate_warns_when_the_machine_is_busy(monkeypatch, tmp_path, capsys):
     monkeypatch.setenv("ARCHLINT_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(roofline, "measure_peaks", lambda d, t: dict(PEAKS, device="cpu|x", matmul_n=512, copy_bytes=2**27))
+    monkeypatch.setattr(
+        roofline, "measure_peaks", lambda d, t: dict(PEAKS, device="cpu|x", matmul_n=512, copy_bytes=2**27)
+    )
     monkeypatch.setattr(roofline.os, "getloadavg", lambda: (64.0, 64.0, 64.0))
     assert main(["calibrate"]) == 0
     assert "warning: the machine was busy (load average 64.0)" in capsys.readouterr().out

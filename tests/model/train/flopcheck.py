@@ -32,8 +32,21 @@ _raw = conv_backward_flop.__wrapped__  # the formula on shapes (the registered o
 FIXED = {torch.ops.aten.convolution_backward: None}  # filled below
 
 
-def _convolution_backward(grad_out_shape, x_shape, w_shape, bias, stride, padding, dilation, transposed,
-                          output_padding, groups, output_mask, out_shape=None, **kwargs) -> int:
+def _convolution_backward(
+    grad_out_shape,
+    x_shape,
+    w_shape,
+    bias,
+    stride,
+    padding,
+    dilation,
+    transposed,
+    output_padding,
+    groups,
+    output_mask,
+    out_shape=None,
+    **kwargs,
+) -> int:
     """torch's convolution_backward formula with its grouped weight gradient fixed: torch counts
     the weight gradient of a conv with `groups` groups as if it had one (`groups` times too much:
     a depthwise 16-channel 3×3 conv on 2×16×8×8 gives 589,824 for grad_weight instead of 36,864,
@@ -72,5 +85,6 @@ def ours(model: torch.nn.Module, args: tuple, kwargs: dict | None = None) -> int
     graph, _ = step_graph(model, args, kwargs)
     return sum(
         int(d.get("flops", 0)) + gradient_flops(d)
-        for _, d in opgraph.ops(graph) if d["kind"] in opgraph.COMPUTE_KINDS and d.get("known", True)
+        for _, d in opgraph.ops(graph)
+        if d["kind"] in opgraph.COMPUTE_KINDS and d.get("known", True)
     )

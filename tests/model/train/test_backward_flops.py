@@ -32,7 +32,9 @@ def _check(model: nn.Module, args: tuple, kwargs: dict | None = None) -> None:
     theirs = counted(model, args, kwargs)
     mine = ours(model, args, kwargs)
     assert theirs > 0
-    assert abs(mine - theirs) <= TOLERANCE * theirs, f"archlint {mine:,} vs FlopCounterMode {theirs:,} ({mine / theirs - 1:+.2%})"
+    assert abs(mine - theirs) <= TOLERANCE * theirs, (
+        f"archlint {mine:,} vs FlopCounterMode {theirs:,} ({mine / theirs - 1:+.2%})"
+    )
 
 
 @pytest.mark.parametrize("name", SAMPLE)
@@ -91,8 +93,18 @@ def test_after_a_frozen_first_layer_no_input_gradient_either():
 
 
 TIMM_SAMPLE = ["vit_tiny_patch16_224", "resnet18d"]
-TIMM_MORE = ["convnext_atto", "efficientnet_b0", "deit_tiny_patch16_224", "mobilevitv2_050", "regnetx_002",
-             "swin_tiny_patch4_window7_224", "levit_128s", "poolformer_s12", "mixer_s16_224", "cait_xxs24_224"]
+TIMM_MORE = [
+    "convnext_atto",
+    "efficientnet_b0",
+    "deit_tiny_patch16_224",
+    "mobilevitv2_050",
+    "regnetx_002",
+    "swin_tiny_patch4_window7_224",
+    "levit_128s",
+    "poolformer_s12",
+    "mixer_s16_224",
+    "cait_xxs24_224",
+]
 
 
 def _timm(name):
@@ -117,11 +129,19 @@ def _hf(which):
     transformers = pytest.importorskip("transformers")
     torch.manual_seed(0)
     if which == "bert":
-        config = transformers.BertConfig(num_hidden_layers=2, hidden_size=64, num_attention_heads=4,
-                                         intermediate_size=256, vocab_size=1000, num_labels=3)
+        config = transformers.BertConfig(
+            num_hidden_layers=2,
+            hidden_size=64,
+            num_attention_heads=4,
+            intermediate_size=256,
+            vocab_size=1000,
+            num_labels=3,
+        )
         model = transformers.BertForSequenceClassification(config)
     else:
-        config = transformers.GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=1000, n_positions=64, use_cache=False)
+        config = transformers.GPT2Config(
+            n_layer=2, n_embd=64, n_head=4, vocab_size=1000, n_positions=64, use_cache=False
+        )
         model = transformers.GPT2LMHeadModel(config)
     return model, (), {"input_ids": torch.randint(0, 1000, (2, 16))}
 
@@ -162,9 +182,15 @@ class _Embedding(nn.Module):
         return self.head(self.embed(ids))
 
 
-@pytest.mark.parametrize("model, x", [
-    (_Sdpa(), torch.randn(2, 16, 32)), (_Mha(), torch.randn(2, 16, 32)), (_Embedding(), torch.randint(0, 100, (2, 7))),
-], ids=["sdpa", "multihead", "embedding"])
+@pytest.mark.parametrize(
+    "model, x",
+    [
+        (_Sdpa(), torch.randn(2, 16, 32)),
+        (_Mha(), torch.randn(2, 16, 32)),
+        (_Embedding(), torch.randint(0, 100, (2, 7))),
+    ],
+    ids=["sdpa", "multihead", "embedding"],
+)
 def test_attention_and_embedding(model, x):
     _check(model, (x,))
 

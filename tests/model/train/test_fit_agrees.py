@@ -99,8 +99,11 @@ def test_each_way_to_fit_says_fits_exactly_when_its_own_figure_is_within_the_bud
 def test_without_a_device_spec_the_fit_line_names_this_machine(tmp_path, capsys):
     from archlint.cli import main
 
-    (tmp_path / "net.py").write_text("from torch import nn\n\ndef net():\n    return nn.Sequential(nn.Linear(64, 64), nn.ReLU())\n")
-    assert main([f"{tmp_path / 'net.py'}:net", "--input-shape", "32,64", "--train", "--memory-budget", "16GiB",
-                 "-q"]) in (0, 1)
+    (tmp_path / "net.py").write_text(
+        "from torch import nn\n\ndef net():\n    return nn.Sequential(nn.Linear(64, 64), nn.ReLU())\n"
+    )
+    assert main(
+        [f"{tmp_path / 'net.py'}:net", "--input-shape", "32,64", "--train", "--memory-budget", "16GiB", "-q"]
+    ) in (0, 1)
     line = next(x for x in capsys.readouterr().out.splitlines() if "memory over the step" in x)
     assert re.search(r" fits in [0-9.]+ GB on cpu \(this machine; no --device-spec\)", line), line  # 16 GiB

@@ -13,17 +13,25 @@ from archlint.model.checks.batch_does_not_fit import kernels_in_step, price_ways
 def graph():
     g = nx.DiGraph()
     g.add_node("x", kind="input")
-    ops = [("a", "stem", 1.0, {}), ("b", "layer1.0.conv", 2.0, {"grad_input": {}, "grad_weight": {}}),
-           ("c", "layer1.0.relu", 0.5, {"grad_input": {}}), ("d", "layer1.1.conv", 3.0, {"grad_input": {}, "recompute": {}}),
-           ("e", "layer10.conv", 7.0, {})]
+    ops = [
+        ("a", "stem", 1.0, {}),
+        ("b", "layer1.0.conv", 2.0, {"grad_input": {}, "grad_weight": {}}),
+        ("c", "layer1.0.relu", 0.5, {"grad_input": {}}),
+        ("d", "layer1.1.conv", 3.0, {"grad_input": {}, "recompute": {}}),
+        ("e", "layer10.conv", 7.0, {}),
+    ]
     for name, module, ms, terms in ops:
         g.add_node(name, kind="conv", module=module, estimated_ms=ms, mac_bytes=10, backward_terms=terms)
     return g
 
 
 def finding(share, way, **evidence):
-    return Diagnostic("AL610", "training step needs more", evidence={"way": way, **evidence},
-                      price=Price("static", share, "an alternative", whole="step peak memory"))
+    return Diagnostic(
+        "AL610",
+        "training step needs more",
+        evidence={"way": way, **evidence},
+        price=Price("static", share, "an alternative", whole="step peak memory"),
+    )
 
 
 def test_recompute_is_the_blocks_forward_only():
@@ -36,11 +44,19 @@ def test_recompute_is_the_blocks_forward_only():
 def test_each_way_priced_in_time_and_the_immaterial_dropped():
     spec = resolve("rtx4090")
     estimate = {"train": {"step_ms": 40.0, "autocast": {"step_ms": 25.0}}}
-    ways = [finding(0.3, "checkpoint", blocks=["layer1.0"]), finding(0.002, "fused-optimizer"),  # 0.2%: under the floor
-            finding(0.4, "accumulation", micro_batch=16, accumulation_steps=3), finding(0.35, "autocast")]
+    ways = [
+        finding(0.3, "checkpoint", blocks=["layer1.0"]),
+        finding(0.002, "fused-optimizer"),  # 0.2%: under the floor
+        finding(0.4, "accumulation", micro_batch=16, accumulation_steps=3),
+        finding(0.35, "autocast"),
+    ]
     ckpt, fused, accumulate, autocast = price_ways_to_fit(ways, graph(), estimate, spec)
     assert [d.severity for d in (ckpt, fused, accumulate, autocast)] == [
-        Severity.WARNING, Severity.INFO, Severity.WARNING, Severity.WARNING]
+        Severity.WARNING,
+        Severity.INFO,
+        Severity.WARNING,
+        Severity.WARNING,
+    ]
     assert "under the 1% floor" in fused.evidence["verdict"] and "time_added_ms" not in fused.evidence
     assert ckpt.evidence["time_added_ms"] == pytest.approx(2.5) and "adds ≈ 2.50 ms a step" in ckpt.message
     assert accumulate.evidence["time_added_ms"] == pytest.approx(2 * 9 * 5e-3)
@@ -48,7 +64,8 @@ def test_each_way_priced_in_time_and_the_immaterial_dropped():
 
 
 def test_without_a_spec_only_the_floor_applies():
-    ckpt, fused = price_ways_to_fit([finding(0.3, "checkpoint", blocks=["layer1.0"]), finding(0.001, "fused-optimizer")],
-                                    graph(), None, None)
+    ckpt, fused = price_ways_to_fit(
+        [finding(0.3, "checkpoint", blocks=["layer1.0"]), finding(0.001, "fused-optimizer")], graph(), None, None
+    )
     assert ckpt.severity is Severity.WARNING and fused.severity is Severity.INFO
     assert "time_added_ms" not in ckpt.evidence

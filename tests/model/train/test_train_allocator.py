@@ -81,6 +81,7 @@ def test_multihead_attention_is_seen_too():
 
         def forward(self, x):
             return self.mha(x, x, x, need_weights=False)[0].sum()
+
     x = torch.randn(8, 512, 32)
     cpu = step_memory(Net(), (x,), optimizer="sgd")
     gpu = step_memory(Net(), (x,), optimizer="sgd", device_spec=resolve("h100-sxm"))
@@ -104,8 +105,11 @@ def test_a_limit_the_unlimited_replay_never_reaches_changes_nothing():
         unlimited = replay(storages, workspaces=workspaces)
         for limit in (unlimited.peak_reserved, unlimited.peak_reserved + 1, 2 * unlimited.peak_reserved):
             run = replay(storages, limit=limit, workspaces=workspaces)
-            assert (run.out_of_memory, run.peak_reserved, run.skipped) == \
-                (False, unlimited.peak_reserved, unlimited.skipped)
+            assert (run.out_of_memory, run.peak_reserved, run.skipped) == (
+                False,
+                unlimited.peak_reserved,
+                unlimited.skipped,
+            )
             assert _limited(storages, workspaces, limit, unlimited) == _limited(storages, workspaces, limit)
         below = unlimited.peak_reserved - 1  # under it the replay is run: it may release, skip or run out
         assert _limited(storages, workspaces, below, unlimited) == _limited(storages, workspaces, below)

@@ -20,8 +20,9 @@ BOTH, GRAD_INPUT, GRAD_WEIGHT = [True, True, False], [True, False, False], [Fals
 
 def scratch(n, c, hw, o, k, s=1, g=1, mask=None, threads=1, isa=AVX2):
     """The rule's bytes; AVX2 unless asked (the figures below were measured on an AVX2 CPU)."""
-    return conv_scratch_bytes((n, c, hw, hw), (o, c // g, k, k), (s, s), (k // 2, k // 2), (1, 1), g, 4, mask, threads,
-                              isa)
+    return conv_scratch_bytes(
+        (n, c, hw, hw), (o, c // g, k, k), (s, s), (k // 2, k // 2), (1, 1), g, 4, mask, threads, isa
+    )
 
 
 def test_gemm_weight_gradient_books_four_weights_per_thread():
@@ -80,8 +81,9 @@ def test_avx512_weight_gradient_has_no_kh_le_ih_condition():
     # 24 channels a group: avx512 refuses, avx2's kernel takes it (input + grad-output reordered)
     assert scratch(2, 48, 8, 48, 3, g=2, mask=GRAD_WEIGHT, isa=AVX512) == 2 * (2 * 48 * 8 * 8 * 4)  # 49_152
     # depthwise over a map smaller than the kernel: gemm as on AVX2
-    assert scratch(2, 96, 2, 96, 3, g=96, mask=GRAD_WEIGHT, isa=AVX512) == scratch(2, 96, 2, 96, 3, g=96,
-                                                                                   mask=GRAD_WEIGHT)  # 14_224
+    assert scratch(2, 96, 2, 96, 3, g=96, mask=GRAD_WEIGHT, isa=AVX512) == scratch(
+        2, 96, 2, 96, 3, g=96, mask=GRAD_WEIGHT
+    )  # 14_224
 
 
 def test_avx512_forward_and_grad_input_reorder_any_grouping():
@@ -97,17 +99,26 @@ def test_avx512_forward_and_grad_input_reorder_any_grouping():
 def test_avx512_dilated_or_wide_kernels_follow_its_conditions():
     # jit_avx512_common bwd_w: kw <= 14 (avx2: < 14); a dilation only if the dilated kernel fits
     def gw(hw, k, d, isa):
-        return conv_scratch_bytes((2, 64, hw, hw), (64, 64, k, k), (1, 1), (d * (k // 2),) * 2, (d, d), 1, 4,
-                                  GRAD_WEIGHT, 1, isa)
+        return conv_scratch_bytes(
+            (2, 64, hw, hw), (64, 64, k, k), (1, 1), (d * (k // 2),) * 2, (d, d), 1, 4, GRAD_WEIGHT, 1, isa
+        )
+
     weight = 64 * 64 * 14 * 14 * 4
     assert gw(32, 14, 1, AVX512) == max(2 * (2 * 64 * 32 * 32 * 4), weight) < gw(32, 14, 1, AVX2)
     assert gw(16, 3, 2, AVX512) == 2 * (2 * 64 * 16 * 16 * 4) < gw(16, 3, 2, AVX2)
     assert gw(4, 3, 2, AVX512) == gw(4, 3, 2, AVX2)  # a 5-tall dilated kernel over 4 rows: gemm
 
 
-@pytest.mark.parametrize("capability, env, isa", [
-    ("AVX512", None, AVX512), ("AVX2", None, AVX2), ("DEFAULT", None, AVX2), ("AVX512", "avx2", AVX2),
-    ("AVX512", "AVX512_CORE", AVX512)])
+@pytest.mark.parametrize(
+    "capability, env, isa",
+    [
+        ("AVX512", None, AVX512),
+        ("AVX2", None, AVX2),
+        ("DEFAULT", None, AVX2),
+        ("AVX512", "avx2", AVX2),
+        ("AVX512", "AVX512_CORE", AVX512),
+    ],
+)
 def test_the_isa_is_torchs_cpu_capability_capped_by_onednn(monkeypatch, capability, env, isa):
     monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: capability)
     monkeypatch.delenv("DNNL_MAX_CPU_ISA", raising=False)
@@ -119,10 +130,21 @@ def test_the_isa_is_torchs_cpu_capability_capped_by_onednn(monkeypatch, capabili
 
 
 @pytest.mark.parametrize("threads", [1, 2])
-@pytest.mark.parametrize("shape", [
-    (2, 64, 16, 64, 3, 1, 1), (1, 16, 8, 16, 1, 1, 1), (2, 16, 8, 16, 1, 1, 1), (1, 64, 32, 64, 1, 1, 1),
-    (1, 16, 8, 16, 1, 2, 1), (1, 16, 8, 16, 3, 1, 1), (1, 16, 8, 16, 5, 1, 1), (1, 16, 8, 16, 3, 1, 16),
-    (16, 16, 4, 16, 1, 1, 1), (2, 3, 32, 16, 7, 2, 1)])
+@pytest.mark.parametrize(
+    "shape",
+    [
+        (2, 64, 16, 64, 3, 1, 1),
+        (1, 16, 8, 16, 1, 1, 1),
+        (2, 16, 8, 16, 1, 1, 1),
+        (1, 64, 32, 64, 1, 1, 1),
+        (1, 16, 8, 16, 1, 2, 1),
+        (1, 16, 8, 16, 3, 1, 1),
+        (1, 16, 8, 16, 5, 1, 1),
+        (1, 16, 8, 16, 3, 1, 16),
+        (16, 16, 4, 16, 1, 1, 1),
+        (2, 3, 32, 16, 7, 2, 1),
+    ],
+)
 def test_which_convolutions_go_to_onednn_matches_torch(shape, threads):
     n, c, hw, o, k, s, g = shape
     x, w = torch.empty(n, c, hw, hw), torch.empty(o, c // g, k, k)
@@ -179,7 +201,11 @@ def test_a_cpu_step_counts_the_scratch_at_its_op_and_a_gpu_spec_does_not(monkeyp
     assert cpu["cpu_scratch_largest_bytes"] == deep
     assert cpu["at"].startswith("backward: aten.convolution_backward") and cpu["cpu_scratch_bytes"] == deep
     assert cpu["at_peak"]["workspaces"] == deep and cpu["peak_bytes"] > off["peak_bytes"]
-    assert "oneDNN" in cpu["cpu_scratch_basis"] and "(1)" in cpu["cpu_scratch_basis"] and "AVX2" in cpu["cpu_scratch_basis"]
+    assert (
+        "oneDNN" in cpu["cpu_scratch_basis"]
+        and "(1)" in cpu["cpu_scratch_basis"]
+        and "AVX2" in cpu["cpu_scratch_basis"]
+    )
     json.dumps(cpu)
     for other in (off, gpu):
         assert not any(key.startswith("cpu_scratch") for key in other)
@@ -221,10 +247,15 @@ def test_avx512_channels_last_depthwise_books_256_weights_for_its_weight_gradien
         x = torch.empty(2, c, hw, hw, device="meta").to(memory_format=torch.channels_last)
         w = torch.empty(c, 1, k, k, device="meta")
         if mask is None:
-            return cpu_conv_scratch(aten.convolution.default, (x, w, None, [1, 1], [k // 2] * 2, [1, 1], False, [0, 0],
-                                                               c), 1, isa)
-        return cpu_conv_scratch(aten.convolution_backward.default, (x, x, w, [c], [1, 1], [k // 2] * 2, [1, 1], False,
-                                                                    [0, 0], c, mask), 1, isa)
+            return cpu_conv_scratch(
+                aten.convolution.default, (x, w, None, [1, 1], [k // 2] * 2, [1, 1], False, [0, 0], c), 1, isa
+            )
+        return cpu_conv_scratch(
+            aten.convolution_backward.default,
+            (x, x, w, [c], [1, 1], [k // 2] * 2, [1, 1], False, [0, 0], c, mask),
+            1,
+            isa,
+        )
 
     assert op(40, 16, 7, GRAD_WEIGHT) == 2_014_880 and op(320, 2, 7, BOTH) == 16_119_040
     assert op(80, 8, 7, BOTH) == 4_029_760 and op(64, 8, 5, GRAD_WEIGHT) == 1_644_800

@@ -13,8 +13,8 @@ import pytest
 import torch
 import torch.nn as nn
 
-from archlint.model.loading.loaded import Loaded
 from archlint.model import stepped
+from archlint.model.loading.loaded import Loaded
 from archlint.model.train.memory import step_memory
 from archlint.model.train.meta_shims import CPU_TENSOR_NOTE
 

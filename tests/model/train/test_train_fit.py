@@ -8,8 +8,8 @@ from archlint import registry
 from archlint.errors import UsageError
 from archlint.model.checks.batch_does_not_fit import CODE, findings
 from archlint.model.train.fit import fit_report, max_batch, with_batch
-from archlint.train_names import parse_size as parse_bytes
 from archlint.model.train.memory import step_memory
+from archlint.train_names import parse_size as parse_bytes
 
 
 def tower():
@@ -38,8 +38,9 @@ def test_max_batch_fits_and_next_does_not():
 
 def test_max_batch_grows_with_the_budget():
     model = tower()
-    answers = [fit_report(model, (X,), {}, optimizer="sgd", budget_bytes=b)["max_batch"]
-               for b in (400_000, 800_000, 1_600_000)]
+    answers = [
+        fit_report(model, (X,), {}, optimizer="sgd", budget_bytes=b)["max_batch"] for b in (400_000, 800_000, 1_600_000)
+    ]
     assert answers == sorted(answers) and answers[0] < answers[-1]
 
 
@@ -75,6 +76,7 @@ def test_does_not_fit_gives_priced_ways():
 
 def test_fits_gives_no_finding_and_a_gpu_spec_adds_the_context():
     from archlint.devices import resolve
+
     r = fit_report(tower(), (X,), {}, optimizer="adamw", device_spec=resolve("t4"))
     found = findings(tower(), (X,), {}, r, optimizer="adamw", loss="mean", device_spec=resolve("t4"))
     assert r["fits"] and not found
@@ -87,6 +89,7 @@ def test_fits_gives_no_finding_and_a_gpu_spec_adds_the_context():
 def test_gpu_rounding_is_per_block():
     cpu = step_memory(tower(), (torch.randn(3, 32),), optimizer="sgd")
     from archlint.devices import resolve
+
     gpu = step_memory(tower(), (torch.randn(3, 32),), optimizer="sgd", device_spec=resolve("h100-sxm"))
     assert gpu["peak_bytes"] > cpu["peak_bytes"] and gpu["params_bytes"] % 512 == 0
     # tiny blocks: all in 2 MiB small-pool segments
@@ -95,6 +98,7 @@ def test_gpu_rounding_is_per_block():
 
 def test_reserved_lower_bound_packs_segments():
     from archlint.model.train.memory import reserved_lower_bound
+
     MiB = 1 << 20
     assert reserved_lower_bound([512, 512]) == 2 * MiB
     assert reserved_lower_bound([3 * MiB, 3 * MiB]) == 20 * MiB
@@ -128,6 +132,7 @@ def test_max_batch_of_a_model_the_meta_device_cannot_run():
 
         def forward(self, x):  # (one on the input alone is answered on meta: test_train_values)
             return self.lin(x) * (2.0 if self.lin.weight.sum().item() > -1e9 else 1.0)
+
     model = ItemNet()
     budget = step_memory(model, (torch.randn(40, 32),), {}, optimizer="sgd")["peak_bytes"]
     r = fit_report(model, (torch.randn(8, 32),), {}, optimizer="sgd", budget_bytes=budget)
@@ -140,6 +145,7 @@ def test_max_batch_on_a_gpu_spec_allows_for_the_measured_error():
     does not (it cannot fit if the model counts 10% over)."""
     from archlint.devices import resolve
     from archlint.model.train import fit as fit_module
+
     spec = resolve("h100-sxm")
     model = tower()
     one = step_memory(model, (torch.randn(4096, 32),), {}, optimizer="adam", device_spec=spec)
@@ -151,11 +157,13 @@ def test_max_batch_on_a_gpu_spec_allows_for_the_measured_error():
 
     def fits(b, scale):
         args, kwargs = with_batch((X,), {}, b)
-        m = step_memory(model, args, kwargs, optimizer="adam", budget_bytes=budget, device_spec=spec,
-                        limit_scales=(scale,))
+        m = step_memory(
+            model, args, kwargs, optimizer="adam", budget_bytes=budget, device_spec=spec, limit_scales=(scale,)
+        )
         run = m["allocator"]["under_budget"]["scaled"][0]
         assert run["limit_bytes"] == int((budget - m["allocator"]["cuda_context_bytes"]) * scale)
         return not run["out_of_memory"]
+
     assert fits(low, fit_module.ALLOCATED_LOW) and not fits(low + 1, fit_module.ALLOCATED_LOW)
     assert fits(high, fit_module.ALLOCATED_HIGH) and not fits(high + 1, fit_module.ALLOCATED_HIGH)
     # 4096 rows were the budget exactly: the sure batch is below it, the high end above it
@@ -179,6 +187,7 @@ def test_max_batch_on_a_staircase_halves_the_bracket_where_the_secant_stalls():
 
 def test_max_batch_out_of_evaluations_says_what_it_did_not_resolve(monkeypatch):
     from archlint.model.train import fit as fit_module
+
     monkeypatch.setattr(fit_module, "MAX_EVALUATIONS", 4)
     curve = lambda b: 1_000_000 + 20_000 * (b // 512)  # noqa: E731
     r = max_batch(curve, 1024, curve(4096))
@@ -187,6 +196,7 @@ def test_max_batch_out_of_evaluations_says_what_it_did_not_resolve(monkeypatch):
 
 def test_with_batch_makes_a_huge_float_input_meta_and_keeps_ids_real():
     from archlint.model.train.fit import REAL_INPUT_BYTES
+
     rows = REAL_INPUT_BYTES // (256 * 4) + 1
     (x, ids), _ = with_batch((torch.randn(2, 256), torch.tensor([[1, 2], [3, 4]])), {}, rows)
     assert x.device.type == "meta" and x.shape == (rows, 256)
@@ -199,6 +209,7 @@ def test_max_batch_starts_from_known_peaks_and_counts_only_its_own_evaluations(m
     # fit_report's search for max_batch_range's high end: every evaluation of the first search
     # replayed the allocator under both scales, so their answers bracket the second at no cost
     from archlint.model.train import fit as fit_module
+
     curve = lambda b: 1_000_000 + 20_000 * (b // 64)  # noqa: E731
     budget = curve(4096)
     calls = []
@@ -229,6 +240,7 @@ def test_max_batch_stepping_out_from_where_the_answer_is_expected(near):
 
 def test_high_end_expected_from_max_batch():
     from archlint.model.train.fit import ALLOCATED_HIGH, ALLOCATED_LOW, _high_end_near
+
     at = {1: {"peak_bytes": 1_000 + 100}, 500: {"peak_bytes": 1_000 + 100 * 500}}
     near = _high_end_near(at, 500)
     assert abs((1_000 + 100 * near) / (1_000 + 100 * 500) - ALLOCATED_HIGH / ALLOCATED_LOW) < 0.01
@@ -243,6 +255,7 @@ def test_the_range_high_end_is_resolved_where_its_own_search_ran_out(monkeypatch
     # evaluations and from where max_batch puts it.
     from archlint.devices import resolve
     from archlint.model.train import fit as fit_module
+
     spec = resolve("h100-sxm")
     context, budget = 619 << 20, spec.memory_bytes
 
@@ -253,15 +266,22 @@ def test_the_range_high_end_is_resolved_where_its_own_search_ran_out(monkeypatch
         b, limit = fit_module.batch_size(args, kwargs), budget - context
         peak = peak_at(b)
         runs = [{"scale": s, "out_of_memory": peak * 1.02 > limit * s} for s in options["limit_scales"]]
-        return {"basis": "measured on the meta device", "peak_bytes": peak, "needed_bytes": peak + context,
-                "fits": peak + context <= budget, "budget_bytes": budget,
-                "allocator": {"cuda_context_bytes": context, "under_budget": {"scaled": runs}}}
+        return {
+            "basis": "measured on the meta device",
+            "peak_bytes": peak,
+            "needed_bytes": peak + context,
+            "fits": peak + context <= budget,
+            "budget_bytes": budget,
+            "allocator": {"cuda_context_bytes": context, "under_budget": {"scaled": runs}},
+        }
+
     calls = []
     monkeypatch.setattr(fit_module, "step_memory", lambda *a, **k: calls.append(1) or fake_step_memory(*a, **k))
     r, _ = fit_report(nn.Linear(2, 2), (torch.randn(1, 2),), {}, optimizer="adam", device_spec=spec)
 
     def largest(scale):
         return max(b for b in range(1, 20_000) if peak_at(b) * 1.02 <= (budget - context) * scale)
+
     low, high = r["max_batch_range"]
     assert high == largest(fit_module.ALLOCATED_HIGH)  # was: 11 batches short, its search out of evaluations
     # max_batch's own search is unchanged: where it runs out, its basis says so

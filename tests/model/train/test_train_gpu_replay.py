@@ -42,8 +42,7 @@ def test_the_tracker_puts_each_workspace_between_the_outputs():
     x, w = meta(8, 16, 32, 32), meta(16, 16, 3, 3)
     g = meta(8, 16, 32, 32)
     with _Watch(tracker):
-        aten.convolution_backward.default(g, x, w, [16], [1, 1], [1, 1], [1, 1], False, [0, 0], 1,
-                                          [True, True, True])
+        aten.convolution_backward.default(g, x, w, [16], [1, 1], [1, 1], [1, 1], False, [0, 0], 1, [True, True, True])
     grad_input, grad_weight, grad_bias = tracker.records
     data, filt = tracker.transients
     assert grad_input.born < data.born < data.died < grad_weight.born < filt.born < filt.died < grad_bias.born
@@ -119,13 +118,22 @@ def test_fits_is_the_replay_under_the_budget():
 def test_max_batch_on_a_gpu_spec_is_the_largest_batch_the_limited_replay_runs():
     h200 = resolve("h200")
     x = torch.randn(8, 3, 64, 64)
-    budget = step_memory(ConvNet(), (torch.randn(40, 3, 64, 64),), optimizer="sgd", device_spec=h200)["device_peak_bytes"]
+    budget = step_memory(ConvNet(), (torch.randn(40, 3, 64, 64),), optimizer="sgd", device_spec=h200)[
+        "device_peak_bytes"
+    ]
     r = fit_report(ConvNet(), (x,), {}, optimizer="sgd", budget_bytes=budget, device_spec=h200)
     b = r["max_batch"]
     assert b >= 40  # what fits unlimited fits under the limit
 
     def runs(batch):  # under the limit times ALLOCATED_LOW: max_batch allows for the model's measured error
-        m = step_memory(ConvNet(), (torch.randn(batch, 3, 64, 64),), optimizer="sgd", device_spec=h200,
-                        budget_bytes=budget, limit_scales=(ALLOCATED_LOW,))
+        m = step_memory(
+            ConvNet(),
+            (torch.randn(batch, 3, 64, 64),),
+            optimizer="sgd",
+            device_spec=h200,
+            budget_bytes=budget,
+            limit_scales=(ALLOCATED_LOW,),
+        )
         return not m["allocator"]["under_budget"]["scaled"][0]["out_of_memory"]
+
     assert runs(b) and not runs(b + 1)

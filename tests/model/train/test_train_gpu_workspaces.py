@@ -7,7 +7,13 @@ import torch.nn as nn
 
 from archlint.devices import resolve
 from archlint.model.train.gpu_workspaces import (
-    CUBLAS_OTHER_BYTES, CUBLAS_SM90_BYTES, CUBLASLT_BYTES, cublas_sizes, cublas_workspaces, cudnn_workspaces)
+    CUBLAS_OTHER_BYTES,
+    CUBLAS_SM90_BYTES,
+    CUBLASLT_BYTES,
+    cublas_sizes,
+    cublas_workspaces,
+    cudnn_workspaces,
+)
 from archlint.model.train.memory import step_memory
 
 aten = torch.ops.aten
@@ -47,9 +53,14 @@ def test_workspace_sizes_follow_torchs_defaults_by_architecture(monkeypatch):
 
 def test_which_ops_take_which_workspace():
     bias, x, w = torch.empty(4, device="meta"), torch.empty(2, 3, device="meta"), torch.empty(3, 4, device="meta")
-    assert cublas_workspaces(aten.addmm.default, (bias, x, w), "forward") == ["cublas forward thread", "cublasLt forward thread"]
+    assert cublas_workspaces(aten.addmm.default, (bias, x, w), "forward") == [
+        "cublas forward thread",
+        "cublasLt forward thread",
+    ]
     assert cublas_workspaces(aten.mm.default, (x, w), "autograd") == ["cublas autograd thread"]
-    assert cublas_workspaces(aten.addmm.default, (torch.empty(2, 4, device="meta"), x, w), "forward") == ["cublas forward thread"]
+    assert cublas_workspaces(aten.addmm.default, (torch.empty(2, 4, device="meta"), x, w), "forward") == [
+        "cublas forward thread"
+    ]
     assert cublas_workspaces(aten.convolution.default, (), "forward") == []
 
 
@@ -68,7 +79,10 @@ def test_a_gpu_step_holds_a_cublas_workspace_per_thread(monkeypatch):
     assert gpu["first_step_peak_bytes"] >= held  # made in the first step, kept
     assert gpu["allocator"]["reserved_peak_bytes"] >= held
     # no bias: no cuBLASLt
-    assert step_memory(mlp(bias=False), (x,), optimizer="sgd", device_spec=h200)["cublas_workspace_bytes"] == 2 * CUBLAS_SM90_BYTES
+    assert (
+        step_memory(mlp(bias=False), (x,), optimizer="sgd", device_spec=h200)["cublas_workspace_bytes"]
+        == 2 * CUBLAS_SM90_BYTES
+    )
     # no GEMM at all: none held; and the CPU result has no such key
     conv = step_memory(ConvOnly(), (torch.randn(2, 3, 8, 8),), optimizer="sgd", device_spec=h200)
     assert conv["cublas_workspace_bytes"] == 0 and conv["at_peak"].get("workspaces", 0) == conv["cudnn_workspace_bytes"]

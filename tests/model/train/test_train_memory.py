@@ -101,6 +101,7 @@ def test_checkpoint_keeps_only_block_inputs():
     def model(ckpt):
         torch.manual_seed(0)
         return nn.Sequential(Block(ckpt), Block(ckpt))
+
     x = torch.randn(200, 8)  # activations outweigh the weights
     plain = step_memory(model(False), (x,), optimizer="sgd")
     ckpt = step_memory(model(True), (x,), optimizer="sgd")
@@ -131,6 +132,7 @@ def test_data_dependent_model_falls_back_to_real_tensors_and_says_so():
         def forward(self, x):
             y = self.lin(x)
             return y * 2 if y.sum().item() > -1e9 else y
+
     r = step_memory(Gate(), (X,), optimizer="sgd")
     assert "real tensors" in r["basis"] and "meta" in r["basis"]
     assert r["params_bytes"] == (64 + 8) * F
@@ -166,13 +168,21 @@ def test_one_loss_for_the_flops_and_the_memory():
     import archlint
     from archlint.model.train.memory import output_tensors
 
-    cfg = transformers.LlamaConfig(vocab_size=1000, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                                   num_attention_heads=4, num_key_value_heads=2)
+    cfg = transformers.LlamaConfig(
+        vocab_size=1000,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+    )
     torch.manual_seed(0)
     model = transformers.LlamaForCausalLM(cfg).train()
     ids = torch.randint(0, 1000, (2, 16))
     read = output_tensors(model(input_ids=ids))
     assert len(read) == 1 + 2 * 2  # the logits, a key and a value per layer
-    loss = archlint.analyze(model, {"input_ids": ids}, train=True, quiet=True).to_dict()["models"][0]["totals"]["train"]["loss"]
+    loss = archlint.analyze(model, {"input_ids": ids}, train=True, quiet=True).to_dict()["models"][0]["totals"][
+        "train"
+    ]["loss"]
     assert loss["outputs"] == len(read)
     assert loss["forward_flops"] == sum(t.numel() for t in read) + len(read) - 1

@@ -22,14 +22,18 @@ def test_functional_op_answered_from_cache_with_fresh_outputs():
     args = (x, w, w, meta(8), meta(8), True, 0.1, 1e-5)
     before = dict(metacache.stats)
     first = metacache.run(aten.native_batch_norm.default, args, {})
-    second = metacache.run(aten.native_batch_norm.default, (meta(2, 8, 5, 5), w, w, meta(8), meta(8), True, 0.1, 1e-5), {})
+    second = metacache.run(
+        aten.native_batch_norm.default, (meta(2, 8, 5, 5), w, w, meta(8), meta(8), True, 0.1, 1e-5), {}
+    )
     assert metacache.stats["hits"] >= before["hits"] + 1
     for a, b in zip(first, second):
         assert (a.shape, a.stride(), a.dtype) == (b.shape, b.stride(), b.dtype)
         assert a.untyped_storage().nbytes() == b.untyped_storage().nbytes()
         assert b.untyped_storage() is not x.untyped_storage()
     # a different shape is a different key: run, not answered
-    third = metacache.run(aten.native_batch_norm.default, (meta(3, 8, 5, 5), w, w, meta(8), meta(8), True, 0.1, 1e-5), {})
+    third = metacache.run(
+        aten.native_batch_norm.default, (meta(3, 8, 5, 5), w, w, meta(8), meta(8), True, 0.1, 1e-5), {}
+    )
     assert third[0].shape == (3, 8, 5, 5)
 
 
@@ -122,6 +126,7 @@ def test_step_memory_same_with_and_without_cache(monkeypatch, optimizer):
         if metacache.stats["runs"] > runs:
             ran.append(f)
         return out
+
     monkeypatch.setattr(memory.metacache, "run", counting)
     cached = step_memory(model, (x,), optimizer=optimizer)
     calls = []
@@ -166,8 +171,9 @@ def test_batch_norm_shape_functions_match_the_stock_meta_kernels(shape, affine):
         assert _described(fast) == _described(stock)
         for mask in ([True, True, True], [True, False, False], [True, affine, affine]):
             bargs = (meta(*shape), x, w, *running, stock[1], stock[2], True, 1e-5, mask)
-            assert _described(fast_native_batch_norm_backward(*bargs)) == \
-                _described(aten.native_batch_norm_backward.default(*bargs))
+            assert _described(fast_native_batch_norm_backward(*bargs)) == _described(
+                aten.native_batch_norm_backward.default(*bargs)
+            )
     # what the shape functions do not cover is left to the stock kernel
     assert fast_native_batch_norm(x, w, w, None, None, False, 0.1, 1e-5) is None
     cl = torch.empty(2, 8, 5, 5, device="meta").to(memory_format=torch.channels_last)
@@ -175,22 +181,30 @@ def test_batch_norm_shape_functions_match_the_stock_meta_kernels(shape, affine):
     assert fast_native_batch_norm(x.half(), None, None, None, None, True, 0.1, 1e-5) is None
 
 
-@pytest.mark.parametrize("func, extra, dtype", [
-    (aten.hardswish.default, (), torch.float32),  # torch leaves this one untagged
-    (aten.sigmoid_backward.default, ("same",), torch.float32),
-    (aten.eq.Tensor, ("same",), torch.bool),
-    (aten.div.Tensor, (2,), torch.float32),
-])
+@pytest.mark.parametrize(
+    "func, extra, dtype",
+    [
+        (aten.hardswish.default, (), torch.float32),  # torch leaves this one untagged
+        (aten.sigmoid_backward.default, ("same",), torch.float32),
+        (aten.eq.Tensor, ("same",), torch.bool),
+        (aten.div.Tensor, (2,), torch.float32),
+    ],
+)
 def test_elementwise_ops_answered_on_a_new_shape_once_learnt(func, extra, dtype):
     def args(*shape):
         x = meta(*shape)
         return (x, *(meta(*shape) if e == "same" else e for e in extra))
+
     metacache.run(func, args(5, 3), {})  # learnt here
     runs = metacache.stats["runs"]
     out = metacache.run(func, args(11, 2, 7), {})
     assert metacache.stats["runs"] == runs
     stock = func(*args(11, 2, 7))
-    assert (out.shape, out.stride(), out.dtype) == (stock.shape, stock.stride(), stock.dtype) == ((11, 2, 7), (14, 7, 1), dtype)
+    assert (
+        (out.shape, out.stride(), out.dtype)
+        == (stock.shape, stock.stride(), stock.dtype)
+        == ((11, 2, 7), (14, 7, 1), dtype)
+    )
 
 
 def test_elementwise_rule_needs_one_contiguous_shape():

@@ -58,9 +58,22 @@ def test_step_memory_writes_the_memory_models_dict_key_for_key_in_order(mode, mo
 
 
 def test_a_max_batch_not_searched_is_written_null_and_an_unknown_key_is_refused():
-    base = {"peak_bytes": 1, "params_bytes": 0, "buffers_bytes": 0, "inputs_bytes": 0, "grads_bytes": 0,
-            "optimizer_bytes": 0, "activations_bytes": 0, "temporaries_bytes": 0, "at_peak": {}, "forward_peak_bytes": 0,
-            "at": "", "ops": 0, "timeline": [], "per_module_activations": {}}
+    base = {
+        "peak_bytes": 1,
+        "params_bytes": 0,
+        "buffers_bytes": 0,
+        "inputs_bytes": 0,
+        "grads_bytes": 0,
+        "optimizer_bytes": 0,
+        "activations_bytes": 0,
+        "temporaries_bytes": 0,
+        "at_peak": {},
+        "forward_peak_bytes": 0,
+        "at": "",
+        "ops": 0,
+        "timeline": [],
+        "per_module_activations": {},
+    }
     searched = StepMemory.from_dict({**base, "max_batch": None, "max_batch_basis": {"basis": "not searched"}})
     assert searched.to_dict()["max_batch"] is None and "max_batch" not in StepMemory.from_dict(base).to_dict()
     with pytest.raises(TypeError):
@@ -94,10 +107,24 @@ def test_the_step_writes_its_costs_in_the_contracts_order_and_its_split_adds_up(
     result = archlint.analyze(Net(), torch.randn(2, 3, 8, 8), train=True).result
     s = result.models[0].totals.train
     written = json.loads(json.dumps(result.to_dict()))["models"][0]["totals"]["train"]
-    assert list(written) == ["loss", "optimizer", "forward_flops", "backward_flops", "loss_flops", "optimizer_flops",
-                             "step_flops", "forward_mac_bytes", "backward_mac_bytes", "loss_mac_bytes",
-                             "optimizer_mac_bytes", "step_mac_bytes", "trainable_params", "frozen_params",
-                             "updated_params", "backward_unknown_ops"]  # no "measured" without --latency
+    assert list(written) == [
+        "loss",
+        "optimizer",
+        "forward_flops",
+        "backward_flops",
+        "loss_flops",
+        "optimizer_flops",
+        "step_flops",
+        "forward_mac_bytes",
+        "backward_mac_bytes",
+        "loss_mac_bytes",
+        "optimizer_mac_bytes",
+        "step_mac_bytes",
+        "trainable_params",
+        "frozen_params",
+        "updated_params",
+        "backward_unknown_ops",
+    ]  # no "measured" without --latency
     split = s.split()
     assert list(split) == ["forward", "backward", "loss", "optimizer", "step"]
     assert sum(f for part, (f, _) in split.items() if part != "step") == split["step"][0] == written["step_flops"]

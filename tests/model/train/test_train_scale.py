@@ -52,8 +52,17 @@ def test_forward_flops_runs_a_mixture_of_experts_on_meta():
     from archlint.model.train.fit import forward_flops
 
     with torch.device("meta"):
-        model = MixtralForCausalLM(MixtralConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                                                 num_attention_heads=4, num_key_value_heads=2, vocab_size=128,
-                                                 num_local_experts=4, num_experts_per_tok=2))
+        model = MixtralForCausalLM(
+            MixtralConfig(
+                hidden_size=64,
+                intermediate_size=128,
+                num_hidden_layers=2,
+                num_attention_heads=4,
+                num_key_value_heads=2,
+                vocab_size=128,
+                num_local_experts=4,
+                num_experts_per_tok=2,
+            )
+        )
     flops = forward_flops(model, (), {"input_ids": torch.randint(0, 128, (1, 16))})
     assert flops["model.layers.0"] == flops["model.layers.1"] > 0

@@ -17,6 +17,7 @@ def test_memory_model_runs_with_the_cyclic_collector_off(monkeypatch):
     def watching(*args, **kwargs):
         seen.append(gc.isenabled())
         return real(*args, **kwargs)
+
     monkeypatch.setattr(memory, "step_memory", watching)
     enabled = gc.isenabled()
     net = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))

@@ -66,8 +66,18 @@ CASES = {
     # an LM head: the output (the loop's `out`) is the step's largest tensor; the replay frees the
     # previous step's where the first step's model returned, as the full step does (issue 46)
     # convolutions over feature maps: cuDNN's workspaces inside the op on a GPU spec (transients)
-    "conv": lambda: (nn.Sequential(nn.Conv2d(3, 16, 3), nn.ReLU(), nn.Conv2d(16, 16, 3, stride=2), nn.BatchNorm2d(16),
-                                   nn.Flatten(), nn.Linear(16 * 6 * 6, 10)), (torch.randn(2, 3, 16, 16),), {}),
+    "conv": lambda: (
+        nn.Sequential(
+            nn.Conv2d(3, 16, 3),
+            nn.ReLU(),
+            nn.Conv2d(16, 16, 3, stride=2),
+            nn.BatchNorm2d(16),
+            nn.Flatten(),
+            nn.Linear(16 * 6 * 6, 10),
+        ),
+        (torch.randn(2, 3, 16, 16),),
+        {},
+    ),
     "lm-head": lambda: (nn.Sequential(nn.Linear(16, 32), nn.Linear(32, 4096)), (torch.randn(8, 16),), {}),
 }
 
@@ -106,15 +116,22 @@ def test_the_replay_frees_the_previous_output_when_the_model_returns(monkeypatch
 
 def _tiny_llama():
     transformers = pytest.importorskip("transformers")
-    cfg = transformers.LlamaConfig(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=3,
-                                   num_attention_heads=4, num_key_value_heads=2)  # grouped-query attention
+    cfg = transformers.LlamaConfig(
+        vocab_size=128,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+    )  # grouped-query attention
     return transformers.LlamaForCausalLM(cfg), (), {"input_ids": torch.randint(0, 128, (2, 64))}
 
 
 def _tiny_vit():
     torchvision = pytest.importorskip("torchvision")
-    vit = torchvision.models.VisionTransformer(image_size=32, patch_size=8, num_layers=3, num_heads=2, hidden_dim=32,
-                                               mlp_dim=64, num_classes=10)
+    vit = torchvision.models.VisionTransformer(
+        image_size=32, patch_size=8, num_layers=3, num_heads=2, hidden_dim=32, mlp_dim=64, num_classes=10
+    )
     return vit, (torch.randn(4, 3, 32, 32),), {}
 
 
@@ -127,8 +144,9 @@ def test_a_gpu_spec_replays_the_step_byte_for_byte(monkeypatch, case, optimizer)
     """On a GPU spec the first step makes cuBLAS's workspaces and the second holds them from its
     start: the replay leaves their births out, and the report (timeline, allocator replays, the
     peak's op) is the full second step's (issue 45: it used to run the second step in full)."""
-    replayed, full = _both(monkeypatch, GPU_CASES[case], optimizer=optimizer, device_spec=resolve("h100-sxm"),
-                           budget_bytes=1 << 30)
+    replayed, full = _both(
+        monkeypatch, GPU_CASES[case], optimizer=optimizer, device_spec=resolve("h100-sxm"), budget_bytes=1 << 30
+    )
     assert json.dumps(replayed, sort_keys=True) == json.dumps(full, sort_keys=True)
     assert replayed["cublas_workspace_bytes"] > 0 and replayed["allocator"]["reserved_peak_bytes"] > 0
 
@@ -225,8 +243,11 @@ def test_a_gpu_op_that_holds_a_workspace_and_makes_a_buffer_is_not_replayed(monk
     transient buffer, the replay could not tell them apart, so the second step runs in full."""
     real_reduction = memory.reduction_workspace
     gemms = {torch.ops.aten.addmm.default, torch.ops.aten.mm.default}
-    monkeypatch.setattr(memory, "reduction_workspace",
-                        lambda func, args, *grid: 1 << 20 if func in gemms else real_reduction(func, args, *grid))
+    monkeypatch.setattr(
+        memory,
+        "reduction_workspace",
+        lambda func, args, *grid: 1 << 20 if func in gemms else real_reduction(func, args, *grid),
+    )
     plans = []
     real_plan = steady.plan
     monkeypatch.setattr(steady, "plan", lambda *a: plans.append(real_plan(*a)) or plans[-1])
@@ -235,5 +256,6 @@ def test_a_gpu_op_that_holds_a_workspace_and_makes_a_buffer_is_not_replayed(monk
     result = step_memory(model, args, kwargs, optimizer="adam", device_spec=resolve("h100-sxm"))
     assert plans == [None]
     monkeypatch.setattr(steady, "plan", lambda *a: None)
-    assert json.dumps(step_memory(model, args, kwargs, optimizer="adam", device_spec=resolve("h100-sxm")),
-                      sort_keys=True) == json.dumps(result, sort_keys=True)
+    assert json.dumps(
+        step_memory(model, args, kwargs, optimizer="adam", device_spec=resolve("h100-sxm")), sort_keys=True
+    ) == json.dumps(result, sort_keys=True)

@@ -108,22 +108,58 @@ def test_measured_step_leaves_the_model_as_it_was():
 
 def test_cli_train_text_and_options():
     proc = subprocess.run(
-        [sys.executable, "-m", "archlint", "examples/nets.py:TinyNet", "--input-shape", "2,3,32,32", "--train",
-         "--optimizer", "sgd-momentum-foreach", "--loss", "sum", "--top", "0", "--quiet"],
-        capture_output=True, text=True, cwd=REPO, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "archlint",
+            "examples/nets.py:TinyNet",
+            "--input-shape",
+            "2,3,32,32",
+            "--train",
+            "--optimizer",
+            "sgd-momentum-foreach",
+            "--loss",
+            "sum",
+            "--top",
+            "0",
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=300,
     )
     assert proc.returncode in (0, 1), proc.stderr
     assert "training step: optimizer sgd-momentum-foreach, loss sum" in proc.stdout
     assert "mode train" in proc.stdout and "backward" in proc.stdout
-    bad = subprocess.run([sys.executable, "-m", "archlint", "examples/nets.py:TinyNet", "--train", "--optimizer", "adamx"],
-                         capture_output=True, text=True, cwd=REPO, timeout=300)
+    bad = subprocess.run(
+        [sys.executable, "-m", "archlint", "examples/nets.py:TinyNet", "--train", "--optimizer", "adamx"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=300,
+    )
     assert bad.returncode == 2 and "adamx" in bad.stderr
 
 
 def test_json_of_the_cli_train_run():
     proc = subprocess.run(
-        [sys.executable, "-m", "archlint", "examples/nets.py:TinyNet", "--input-shape", "2,3,32,32", "--train",
-         "--output-format", "json", "--quiet"], capture_output=True, text=True, cwd=REPO, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "archlint",
+            "examples/nets.py:TinyNet",
+            "--input-shape",
+            "2,3,32,32",
+            "--train",
+            "--output-format",
+            "json",
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=300,
     )
     model = json.loads(proc.stdout)["models"][0]
     assert model["phase"] == "train" and model["totals"]["train"]["backward_flops"] > 0

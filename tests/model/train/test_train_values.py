@@ -33,7 +33,8 @@ class MaskedMean(nn.Module):
 def real_run(model, args, optimizer):
     """step_memory as it ran before values were known: on a real copy of the model."""
     first, tracker, forward_end = memory._two_steps(
-        copy.deepcopy(model), args, {}, optimizer, "single", "mean", False, False)
+        copy.deepcopy(model), args, {}, optimizer, "single", "mean", False, False
+    )
     return memory._summary(tracker, forward_end)
 
 
@@ -58,6 +59,7 @@ def test_writing_an_unknown_into_a_known_tensor_forgets_its_value():
             m = mask.clone()
             m.add_(self.lin(x).detach())  # the mask's copy now holds a weight's data
             return self.lin(x) * (2 if m.sum().item() > 0 else 1)
+
     r = step_memory(Leak(), (torch.randn(3, 4), torch.zeros(3, 4)), optimizer="sgd")
     assert "real tensors" in r["basis"]  # not answered from the stale value
 
@@ -71,5 +73,7 @@ def test_hugging_face_sdpa_mask_runs_on_meta():
     model = GPT2LMHeadModel(cfg)
     r = step_memory(model, (), {"input_ids": ids}, optimizer="sgd")
     assert r["basis"].startswith(META), r["basis"]
-    first, tracker, forward_end = memory._two_steps(copy.deepcopy(model), (), {"input_ids": ids}, "sgd", "single", "mean", False, False)
+    first, tracker, forward_end = memory._two_steps(
+        copy.deepcopy(model), (), {"input_ids": ids}, "sgd", "single", "mean", False, False
+    )
     assert r["peak_bytes"] == tracker.peak

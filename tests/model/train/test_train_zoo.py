@@ -54,8 +54,9 @@ def test_sample_gets_a_training_step(case):
 def test_a_model_refusing_the_step_is_its_one_line_error():
     # deeplabv3's pooled ASPP branch: BatchNorm over a 1×1 map; at batch 1 PyTorch's real step refuses
     # it too (was: a raw ValueError out of the memory model, ending the run)
-    import archlint
     from torchvision.models import get_model
+
+    import archlint
 
     with torch.device("meta"):
         model = get_model("deeplabv3_mobilenet_v3_large", weights=None, weights_backbone=None)
