@@ -59,6 +59,7 @@ from archlint.model.train import meta_shims, metacache, steady
 from archlint.model.train.allocator import replay
 from archlint.model.train.autocast_meta import BASIS as AUTOCAST_BASIS
 from archlint.model.train.autocast_meta import MetaAutocast
+from archlint.model.train.cpu_layout import cpu_conv_layout
 from archlint.model.train.cpu_scratch import BASIS as CPU_SCRATCH_BASIS
 from archlint.model.train.cpu_scratch import cpu_conv_scratch, cpu_isa
 from archlint.model.train.cuda_attention import fused_attention
@@ -336,6 +337,8 @@ class _Watch(TorchDispatchMode):
             )
             self.tracker.shims.add(note)
         t = self.tracker
+        if t.cpu_threads is not None:  # a CPU target: its convolutions keep NHWC where meta's drop it (cpu_layout)
+            out = cpu_conv_layout(func, args, out)
         t.ops += 1
         t.op_names.append(_op_name(func))
         t.op_phase.append(t.phase)
