@@ -179,8 +179,10 @@ def test_options_documented_on_rule_pages_match_what_model_checks_take():
         if code is None or code not in catalog():
             continue
         documented = config.documented_options(catalog()[code].body)
-        # every model rule also takes the materiality floor (archlint/model/checks/_verdict.py)
-        assert documented == set(with_floor(getattr(module, "OPTIONS", {}))), code
+        # every model rule run_checks runs also takes the materiality floor (archlint/model/checks/_verdict.py);
+        # one another part of archlint finds (FOUND_BY: AL610, the step's memory model) takes its own options
+        options = getattr(module, "OPTIONS", {})
+        assert documented == set(options if getattr(module, "FOUND_BY", None) else with_floor(options)), code
         compared += 1
     assert compared >= 5
 

@@ -8,6 +8,7 @@ import pytest
 from archlint.devices import resolve
 from archlint.diagnostics import Diagnostic, Price, Severity
 from archlint.model.checks.batch_does_not_fit import kernels_in_step, price_ways_to_fit, recompute_ms
+from archlint.result import Estimate
 
 
 def graph():
@@ -43,7 +44,7 @@ def test_recompute_is_the_blocks_forward_only():
 
 def test_each_way_priced_in_time_and_the_immaterial_dropped():
     spec = resolve("rtx4090")
-    estimate = {"train": {"step_ms": 40.0, "autocast": {"step_ms": 25.0}}}
+    estimate = Estimate("rtx4090", 10.0, "static", [], {}, train={"step_ms": 40.0, "autocast": {"step_ms": 25.0}})
     ways = [
         finding(0.3, "checkpoint", blocks=["layer1.0"]),
         finding(0.002, "fused-optimizer"),  # 0.2%: under the floor

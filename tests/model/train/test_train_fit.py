@@ -277,7 +277,7 @@ def test_the_range_high_end_is_resolved_where_its_own_search_ran_out(monkeypatch
 
     calls = []
     monkeypatch.setattr(fit_module, "step_memory", lambda *a, **k: calls.append(1) or fake_step_memory(*a, **k))
-    r, _ = fit_report(nn.Linear(2, 2), (torch.randn(1, 2),), {}, optimizer="adam", device_spec=spec)
+    r = fit_report(nn.Linear(2, 2), (torch.randn(1, 2),), {}, optimizer="adam", device_spec=spec)
 
     def largest(scale):
         return max(b for b in range(1, 20_000) if peak_at(b) * 1.02 <= (budget - context) * scale)
@@ -291,5 +291,5 @@ def test_the_range_high_end_is_resolved_where_its_own_search_ran_out(monkeypatch
     # where the high end's search runs out all the same, the range says so (it did not)
     monkeypatch.setattr(fit_module, "MAX_EVALUATIONS", 3)
     monkeypatch.setattr(fit_module, "STEP_OUT", 0)
-    r, _ = fit_report(nn.Linear(2, 2), (torch.randn(1, 2),), {}, optimizer="adam", device_spec=spec)
+    r = fit_report(nn.Linear(2, 2), (torch.randn(1, 2),), {}, optimizer="adam", device_spec=spec)
     assert "; the high end: the largest batch evaluated that fits; batches " in r["max_batch_basis"]["range_basis"]

@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 import archlint
-from archlint.model.train import step
+from archlint.model import stepped
 from archlint.train_result import StepMemory
 
 
@@ -46,7 +46,7 @@ def test_step_memory_writes_the_memory_models_dict_key_for_key_in_order(mode, mo
             made.append(json.loads(json.dumps(d)))  # the dict as the JSON had it before the record
             return StepMemory.from_dict(d)
 
-    monkeypatch.setattr(step, "StepMemory", Recorded)
+    monkeypatch.setattr(stepped, "StepMemory", Recorded)
     result = archlint.analyze(Net(), torch.randn(2, 3, 8, 8), train=True, **MODES[mode]).result
     [before] = made
     written = json.loads(json.dumps(result.to_dict()))["models"][0]["memory"]
