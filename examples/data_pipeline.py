@@ -16,14 +16,12 @@ from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 from torchvision import transforms as T
 
-TRAIN_TRANSFORM = T.Compose(
-    [
-        T.RandomResizedCrop(56),
-        T.RandomHorizontalFlip(),
-        T.ToTensor(),
-        T.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225]),
-    ]
-)
+TRAIN_TRANSFORM = T.Compose([
+    T.RandomResizedCrop(56),
+    T.RandomHorizontalFlip(),
+    T.ToTensor(),
+    T.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225]),
+])
 
 
 class JpegFolder(Dataset):

@@ -5,8 +5,8 @@ Each is deliberately plain PyTorch; some carry the inefficiencies archlint's rul
 """
 
 import torch
-import torch.nn.functional as F
 from torch import nn
+import torch.nn.functional as F
 
 
 class TinyNet(nn.Module):
