@@ -19,6 +19,11 @@ forward, the layer whose output they post-process (Gemma-2's final logit softcap
 an MLP's functional activations after each Linear: where a fused epilogue or torch.compile
 removes them) — naming the ops that carry the bytes and listing the next places. Ops on the
 model's inputs in its own forward have no layer to act on: info, never a warning at the root.
+
+Ops computed from parameters and buffers alone (the graph's dataflow: _parameter_only; timm's
+weight standardisation, a learned scale's exp) are no pass over an activation and fusion does not
+remove them: they are left out of the price (the finding says how much), and where they weigh
+`WEIGHTS_FLOOR` of the model's MAC an info names their alternative — in inference, computed once.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from archlint.model.checks import _locate as locate
 from archlint.model.checks import _pricing as pricing
 from archlint.model.checks import _query as query
 from archlint.model.checks._blocks import module_blocks
+from archlint.model.checks._parameter_only import parameter_only
 from archlint.model.checks._reference_path import reference_modules, switch_modules
 from archlint.model.checks._repeats import path_pattern
 from archlint.model.checks._verdict import stated
@@ -47,6 +53,7 @@ OPTIONS = {
     "threshold": 0.5,  # report when these ops' saving is above this share of the model's MAC (or latency)
 }
 MOVEMENT_KINDS = frozenset({"copy", "concat"})
+WEIGHTS_FLOOR = 0.01  # parameter-only ops at this share of the model's MAC get their own info
 
 
 def _label(data: dict) -> str:
@@ -93,9 +100,15 @@ def check(graph, options, ctx):
     light = [n for n in light if n not in set(reference)]
     if reference:
         yield _reference_info(graph, refs, reference, saved)
+    total = query.module_mac(graph)
+    # ops computed from parameters alone: weight-sized, no activation pass, not removed by fusion
+    fixed = parameter_only(graph)
+    weights = [n for n in light if n in fixed]
+    light = [n for n in light if n not in fixed]
+    if weights and total and sum(saved[n] for n in weights) / total >= WEIGHTS_FLOOR:
+        yield _weights_info(graph, weights, saved, total)
     if not light:
         return
-    total = query.module_mac(graph)
     share = sum(saved[n] for n in light) / total if total else 0.0
     parts_ms = _measured_parts(graph, light, saved)
     whole_ms = pricing.model_latency(graph, ctx) if parts_ms is not None else None
@@ -106,7 +119,55 @@ def check(graph, options, ctx):
     # located at the place that holds most of the saving (a block class with its repeats, or an op
     # chain outside blocks) and listing the next ones, each with the ops it holds.
     places = _ranked(graph, _places(graph, light), saved)
-    yield _finding(graph, ctx, places, light, saved, parts_ms, share, lat_share)
+    found = _finding(graph, ctx, places, light, saved, parts_ms, share, lat_share)
+    if weights:  # said, so the price's figures add up: what was left out and why
+        left = sum(saved[n] for n in weights)
+        found.evidence["parameter_only"] = {"ops": weights, "mac_bytes": left, "mac_share": round(left / total, 4)}
+        if left / total >= WEIGHTS_FLOOR:  # a gate's sigmoid on a per-head parameter: evidence only
+            found.message += (
+                f"; {len(weights)} ops computed from parameters alone ({left / total:.0%} of the model's MAC) "
+                "are left out: they are weight-sized, not passes over an activation"
+            )
+    yield found
+
+
+def _weights_info(graph, ops: list[str], saved, total: int) -> object:
+    """Info: the element-wise ops computed from parameters alone, and their alternative."""
+    by_module = Counter()
+    for n in ops:
+        by_module[graph.nodes[n].get("module") or ""] += saved[n]
+    modules = [m for m, _ in by_module.most_common()]
+    left = sum(saved[n] for n in ops)
+    costliest = max(ops, key=lambda n: saved[n])
+    shape = "×".join(str(v) for v in (graph.nodes[costliest].get("out_shapes") or [()])[0])
+    where = modules[0] or "the model's own forward"
+    more = f" and {len(modules) - 1} more modules" if len(modules) > 1 else ""
+    when = (
+        "in inference their result is the same on every call: compute it once (cache the standardised weights, "
+        "or torch.compile with freezing, which constant-folds them)"
+        if graph.graph.get("mode", "eval") == "eval"
+        else "in training they run every step, over the weights (weight-sized, not activation-sized); in inference "
+        "they can be computed once"
+    )
+    return locate.finding(
+        graph,
+        CODE,
+        (
+            f"{len(ops)} element-wise ops in {where}{more} ({chain_label(graph, ops, saved)}) compute from "
+            f"parameters and buffers alone, {left / total:.0%} of the model's MAC (costliest on a {shape} tensor): "
+            f"they read no activation and fusion does not remove them, so they are not priced here; {when}"
+        ),
+        node=costliest,
+        module=modules[0],
+        severity=Severity.INFO,
+        evidence={
+            "modules": modules,
+            "ops": ops,
+            "mac_bytes": left,
+            "mac_share": round(left / total, 4),
+            "verdict": "computed from parameters alone: not an activation pass fusion removes",
+        },
+    )
 
 
 def _switch(graph, module: str):
