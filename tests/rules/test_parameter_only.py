@@ -76,3 +76,13 @@ def test_activation_chains_keep_their_warning_and_say_what_was_left_out():
     # a per-channel scale's exp weighs nothing: in the evidence, not the message
     assert len(left["ops"]) == 1 and left["mac_share"] < 0.01 and "left out" not in d.message
     assert not set(left["ops"]) & set(d.evidence["ops"])
+
+
+def test_a_warning_on_activations_says_what_weighty_parameter_ops_it_left_out():
+    from weight_standardised import NFNet
+
+    found = _al104(NFNet().eval(), (1, 128, 96, 96))  # activations large enough to warn on their own
+    (warning,) = [d for d in found if d.severity is Severity.WARNING]
+    left = warning.evidence["parameter_only"]
+    assert left["mac_share"] >= 0.01 and f"{len(left['ops'])} ops computed from parameters alone" in warning.message
+    assert not set(left["ops"]) & set(warning.evidence["ops"])
