@@ -16,10 +16,11 @@ from rich.console import Console
 from torch import nn
 
 from archlint import cli, progress
-from archlint.model.speedups.run import SLACK_S, _quiet_notices, expected_seconds
-from archlint.model.speedups.transforms import Variant, int8_dynamic
+from archlint.model.speedups.run import PREPARE_S, SLACK_S, _quiet_notices, compile_seconds, expected_seconds
+from archlint.model.speedups.transforms import Variant, int8_dynamic, refused
 from archlint.report.what_if_table import print_what_if
 from archlint.result import WhatIf
+from archlint.whatif_names import NAMES
 
 MODELS = str(Path(__file__).with_name("models.py"))
 
@@ -66,6 +67,35 @@ def test_the_estimate_grows_with_the_model_and_counts_compiling():
     assert expected_seconds(0.01, ["compile"], 50, True, 100, load=4.0) > 3 * expected_seconds(
         0.01, ["compile"], 50, True, 100
     )
+
+
+def test_the_estimate_counts_what_each_what_if_really_does():
+    """Issue 45: lstm_lm's what-ifs were estimated at 8.5× their time: every what-if counted, the
+    ones that do not apply included, with 3 first calls and every pass at 2× the model's. Now: a
+    0.1 s model, --repeat 12, warm-up on, inference-mode and compile the only ones that apply."""
+    base, ops = 0.1, 40
+    out = frozenset(NAMES) - {"inference-mode", "compile"}
+    # plain group: 7 of the 8 names' share of 1.5 × 12 passes' time, over 2 runs of 0.1 s -> 7 passes;
+    # compile's group: 1/8 of it -> 5 passes at least; each run 1 warm-up pass; the combination (the
+    # two can go together) on a third of 1.5 × 12 passes' time -> 5 passes at least
+    plain = PREPARE_S + base + (7 + 1) * 2 * base
+    compiled = PREPARE_S + base + (5 + 1) * 2 * base + compile_seconds(ops) + base
+    combination = PREPARE_S + base + (5 + 1) * 2 * base
+    expected = expected_seconds(base, list(NAMES), 12, True, ops, 1.0, out)
+    assert abs(expected - (base + plain + compiled + combination)) < 1e-9
+    # a what-if ruled out by its checks costs nothing; one left in costs its making, calls and passes
+    assert expected_seconds(base, ["fold-bn"], 12, True, ops, 1.0, frozenset({"fold-bn"})) == base
+    alone = expected_seconds(base, ["inference-mode"], 12, True, ops)
+    assert abs(alone - (base + PREPARE_S + base + (9 + 1) * 2 * base)) < 1e-9
+
+
+def test_the_cheap_checks_rule_out_what_will_not_apply():
+    lstm = nn.LSTM(8, 8)
+    v = Variant(lstm, (torch.randn(2, 3, 8),), torch.device("cpu"))
+    assert refused("fold-bn", v) == "no BatchNorm layer"
+    assert refused("channels-last", v).startswith("no 2-D convolution")
+    assert refused("fp16", v).startswith("fp16 autocast is for CUDA")
+    assert refused("int8-dynamic", v) is refused("bf16", v) is refused("sdpa", v) is refused("compile", v) is None
 
 
 def test_the_estimate_is_said_before_it_starts_and_kept(capsys):

@@ -35,17 +35,18 @@ from torch.utils._pytree import tree_leaves
 from archlint import progress
 from archlint.errors import UsageError
 from archlint.model.runtime.sandbox import COMPILE_LOGGERS, quiet_torch_logs
-from archlint.model.speedups.transforms import ORDER, NotApplicable, Variant, first_line
+from archlint.model.speedups.transforms import ORDER, NotApplicable, Variant, first_line, refused
 from archlint.model.timing.roofline import resolve_device
 from archlint.model.timing.timer import Stats, make_timer, sample
 from archlint.result import WhatIf
 from archlint.units import duration, significant
 from archlint.whatif_names import NAMES, PRECISION
 
-# The estimate said before the what-ifs start (expected_seconds): what a transformation's making
-# and first call cost, in passes of the model; how much slower than the model a variant is taken to
-# be (bf16 and int8 ran up to 3× slower on this CPU); compiling: a fixed part (importing inductor,
-# its C++ toolchain probe) and a part per op, measured with torch.compile on this 2-core CPU.
+# The estimate said before the what-ifs start (expected_seconds) counts each what-if's making, its
+# calls at the model's measured pass and compiling: a fixed part (importing inductor, its C++
+# toolchain probe) and a part per op, measured with torch.compile on this 2-core CPU. Before it
+# starts one what-if, the limit's check takes its first calls at their worst instead: EXTRA_CALLS
+# passes, SLOWER × the model's (bf16 and int8 ran up to 3× slower on this CPU).
 EXTRA_CALLS = 3
 PREPARE_S = 0.5  # a transformation's own making (a deep copy, quantizing, an fx pass), times the load
 SLACK_S = 10.0  # the what-ifs keep within twice their estimate, or this much more for a short one
@@ -110,31 +111,48 @@ def compile_seconds(ops: int, load: float = 1.0) -> float:
     return (COMPILE_FIXED_S + COMPILE_PER_OP_S * ops) * load
 
 
-def expected_seconds(base_s: float, names: list[str], repeat: int, warmup: bool, ops: int, load: float = 1.0) -> float:
+def expected_seconds(
+    base_s: float,
+    names: list[str],
+    repeat: int,
+    warmup: bool,
+    ops: int,
+    load: float = 1.0,
+    ruled_out: frozenset[str] = frozenset(),
+) -> float:
     """How long the what-ifs `names` take on a model whose pass takes `base_s` seconds and that has
-    `ops` ops: each transformation's making (PREPARE_S times the machine's `load`) and first calls
-    (EXTRA_CALLS passes), the timed
-    passes as `_time` budgets them (every variant taken as SLOWER × the model's pass: bf16 and int8
-    can be slower on a CPU), compiling (COMPILE_FIXED_S + COMPILE_PER_OP_S per op, times the
-    machine's `load`), and the combination's passes. An estimate: said as one."""
+    `ops` ops, counting what each will really do: the ones in `ruled_out` (their checks already
+    say they do not apply) nothing; every other its making (PREPARE_S times the machine's `load`),
+    its first call, and the warm-up and timed passes `_time` gives its group (every run, the
+    baseline's included, taken at the model's own pass); compiling (COMPILE_FIXED_S +
+    COMPILE_PER_OP_S per op, times the `load`) and the compiled model's extra call; and the
+    combination when two of them could combine. An estimate: said as one."""
     plain = [n for n in names if n not in COMPILING]
-    compiling = [n for n in names if n in COMPILING]
-    share = len(plain) / len(names) if names else 1.0
+    share = (
+        len(plain) / len(names) if names else 1.0
+    )  # the budget is split over the requested names, as `_what_ifs` does
     total = base_s  # the first call of the baseline
-    for group, budget in ((plain, BUDGET * share), (compiling, BUDGET * (1 - share))):
-        if not group:
+    for group, budget in ((plain, BUDGET * share), ([n for n in names if n in COMPILING], BUDGET * (1 - share))):
+        running = [n for n in group if n not in ruled_out]
+        if not running:
             continue
-        costs = base_s * (1 + SLOWER * len(group))
-        allowed = budget * max(repeat * base_s, MIN_BUDGET_S)
-        passes = max(MIN_PASSES, min(repeat, math.floor(allowed / costs)))
-        total += (EXTRA_CALLS * SLOWER * base_s + PREPARE_S * load) * len(group) + (passes + int(warmup)) * costs
-    if compiling:
-        total += compile_seconds(ops, load)
-    if len(plain) + len(compiling) >= 2:  # the combination: made, called, timed on a third of the budget
-        costs = base_s * (1 + SLOWER)
-        passes = max(MIN_PASSES, min(repeat, math.floor(BUDGET / 3 * max(repeat * base_s, MIN_BUDGET_S) / costs)))
-        total += EXTRA_CALLS * SLOWER * base_s + PREPARE_S * load + (passes + int(warmup)) * costs
+        runs = 1 + len(running)  # the baseline is timed again with every group
+        passes = _passes(budget, repeat, base_s, runs * base_s)
+        total += (PREPARE_S * load + base_s) * len(running) + (passes + int(warmup)) * runs * base_s
+        if any(n in COMPILING for n in running):
+            total += compile_seconds(ops, load) + base_s  # its first call compiles; it is called once more
+    running = [n for n in names if n not in ruled_out]
+    combinable = [n for n in running if n not in PRECISION] + [n for n in running if n in PRECISION][:1]
+    if len(combinable) >= 2:  # the combination: made, called, timed on a third of the budget
+        passes = _passes(BUDGET / 3, repeat, base_s, 2 * base_s)
+        total += PREPARE_S * load + base_s + (passes + int(warmup)) * 2 * base_s
     return total
+
+
+def _passes(budget: float, repeat: int, base_s: float, per_pass_s: float) -> int:
+    """The interleaved passes `_time` gives runs that take `per_pass_s` together, on `budget`."""
+    allowed = budget * max(repeat * base_s, MIN_BUDGET_S)
+    return max(MIN_PASSES, min(repeat, math.floor(allowed / per_pass_s))) if per_pass_s > 0 else repeat
 
 
 @contextlib.contextmanager
@@ -165,7 +183,8 @@ def _what_ifs(
     base = replace(base, first_s=first_s)
     base_s = base_ms / 1e3 if base_ms else first_s
     load = machine_load()
-    expected = expected_seconds(base_s, names, settings.repeat, bool(settings.warmup), ops, load)
+    ruled_out = frozenset(n for n in names if refused(n, base) is not None)  # checks that cost nothing
+    expected = expected_seconds(base_s, names, settings.repeat, bool(settings.warmup), ops, load, ruled_out)
     basis = (
         f"from the model's {'measured time' if base_ms else 'first call'} ({significant(base_s * 1e3, fixed=True)} ms a pass)"
         + (
@@ -174,6 +193,7 @@ def _what_ifs(
             else ""
         )
         + f" and the passes each what-if gets (--repeat {settings.repeat})"
+        + (f", {len(ruled_out)} of them not applicable to this model" if ruled_out else "")
     )
     progress.say(
         f"archlint: --what-if{' on ' + target if target else ''}: {len(names)} transformation"
@@ -293,8 +313,7 @@ def _time(
     # What a pass of each costs: its first call (an overestimate: one-time set-up included), but a
     # compiled one's first call is its compilation, so it is called once more for that.
     costs = [_seconds(v) if v.compiled else v.first_s for v in runs]
-    allowed = budget * max(settings.repeat * costs[0], MIN_BUDGET_S)
-    passes = max(MIN_PASSES, min(settings.repeat, math.floor(allowed / sum(costs))))
+    passes = _passes(budget, settings.repeat, costs[0], sum(costs))
     warmup = 1 if settings.warmup else 0  # after its first call (a compiled one: two calls)
     with torch.no_grad():
         sampled = sample(

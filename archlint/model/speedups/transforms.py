@@ -61,22 +61,36 @@ def _has(model: nn.Module, *types: type) -> bool:
     return any(isinstance(m, types) for m in model.modules())
 
 
+def _refuse(why: str | None) -> None:
+    if why is not None:
+        raise NotApplicable(why)
+
+
+def _autocast_refused(dtype: torch.dtype) -> Callable[[Variant], str | None]:
+    def refused(v: Variant) -> str | None:
+        if v.autocast is not None:
+            return "another autocast dtype is already applied"
+        if dtype == torch.float16 and v.device.type != "cuda":
+            return "fp16 autocast is for CUDA; on CPU autocast runs bf16 (see bf16)"
+        if v.device.type not in ("cpu", "cuda"):
+            return f"autocast is not supported on {v.device.type}"
+        if dtype == torch.bfloat16 and v.device.type == "cuda" and not torch.cuda.is_bf16_supported():
+            return f"{torch.cuda.get_device_name(v.device)} has no bf16 support"
+        if _float_dtype(v.model) != torch.float32:
+            return f"the model already runs in {str(_float_dtype(v.model)).removeprefix('torch.')}"
+        if _has(v.model, torch.ao.nn.quantized.dynamic.Linear, torch.ao.nn.quantized.dynamic.LSTM):
+            return "the layers autocast would run in lower precision are already int8"
+        return None
+
+    return refused
+
+
 def _autocast(dtype: torch.dtype) -> Callable[[Variant], Variant]:
     name = "bf16" if dtype == torch.bfloat16 else "fp16"
+    check = _autocast_refused(dtype)
 
     def apply(v: Variant) -> Variant:
-        if v.autocast is not None:
-            raise NotApplicable("another autocast dtype is already applied")
-        if dtype == torch.float16 and v.device.type != "cuda":
-            raise NotApplicable("fp16 autocast is for CUDA; on CPU autocast runs bf16 (see bf16)")
-        if v.device.type not in ("cpu", "cuda"):
-            raise NotApplicable(f"autocast is not supported on {v.device.type}")
-        if dtype == torch.bfloat16 and v.device.type == "cuda" and not torch.cuda.is_bf16_supported():
-            raise NotApplicable(f"{torch.cuda.get_device_name(v.device)} has no bf16 support")
-        if _float_dtype(v.model) != torch.float32:
-            raise NotApplicable(f"the model already runs in {str(_float_dtype(v.model)).removeprefix('torch.')}")
-        if _has(v.model, torch.ao.nn.quantized.dynamic.Linear, torch.ao.nn.quantized.dynamic.LSTM):
-            raise NotApplicable("the layers autocast would run in lower precision are already int8")
+        _refuse(check(v))
         return v.with_(
             name, f"torch.autocast({v.device.type!r}, dtype=torch.{str(dtype).removeprefix('torch.')})", autocast=dtype
         )
@@ -84,11 +98,16 @@ def _autocast(dtype: torch.dtype) -> Callable[[Variant], Variant]:
     return apply
 
 
-def channels_last(v: Variant) -> Variant:
+def _channels_last_refused(v: Variant) -> str | None:
     if not _has(v.model, nn.Conv2d):
-        raise NotApplicable("no 2-D convolution: channels_last changes only how 4-D conv activations are laid out")
+        return "no 2-D convolution: channels_last changes only how 4-D conv activations are laid out"
     if not any(isinstance(t, torch.Tensor) and t.dim() == 4 for t in (*v.inputs, *v.kwargs.values())):
-        raise NotApplicable("no 4-D input to lay out as channels_last")
+        return "no 4-D input to lay out as channels_last"
+    return None
+
+
+def channels_last(v: Variant) -> Variant:
+    _refuse(_channels_last_refused(v))
     model = copy.deepcopy(v.model).to(memory_format=torch.channels_last)
 
     def last(t):
@@ -103,11 +122,16 @@ def channels_last(v: Variant) -> Variant:
     )
 
 
-def fold(v: Variant) -> Variant:
+def _fold_refused(v: Variant) -> str | None:
     if v.compiled:
-        raise NotApplicable("the model is already compiled")
+        return "the model is already compiled"
     if not _has(v.model, nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d):
-        raise NotApplicable("no BatchNorm layer")
+        return "no BatchNorm layer"
+    return None
+
+
+def fold(v: Variant) -> Variant:
+    _refuse(_fold_refused(v))
     if v.kwargs:
         raise NotApplicable(
             f"keyword-only inputs ({', '.join(v.kwargs)}): the fx trace it needs takes positional inputs only"
@@ -140,18 +164,23 @@ def sdpa(v: Variant) -> Variant:
     )
 
 
-def int8_dynamic(v: Variant) -> Variant:
+def _int8_refused(v: Variant) -> str | None:
     if v.device.type != "cpu":
-        raise NotApplicable("torch.ao dynamic quantization runs on CPU only")
+        return "torch.ao dynamic quantization runs on CPU only"
     if not _has(v.model, nn.Linear, nn.LSTM):
-        raise NotApplicable("no nn.Linear or nn.LSTM layer to quantize")
+        return "no nn.Linear or nn.LSTM layer to quantize"
     if _float_dtype(v.model) != torch.float32:
-        raise NotApplicable(
+        return (
             "dynamic quantization converts float32 layers; the model runs in "
             f"{str(_float_dtype(v.model)).removeprefix('torch.')}"
         )
     if v.autocast is not None:
-        raise NotApplicable("autocast is already applied")
+        return "autocast is already applied"
+    return None
+
+
+def int8_dynamic(v: Variant) -> Variant:
+    _refuse(_int8_refused(v))
     import warnings
 
     from torch.ao.quantization import default_dynamic_qconfig, quantize_dynamic
@@ -218,6 +247,25 @@ def compile_(v: Variant) -> Variant:
         model=torch.compile(v.model),
         compiled=True,
     )
+
+
+# The checks a transformation makes before any work (a look at the model's layers, dtype and
+# device): `refused` runs them alone, so the what-ifs' estimate leaves out the ones that will not
+# run. The others (sdpa's fx trace, fold-bn's pairs, int8's called layers) are known only by trying.
+CHEAP_CHECKS: dict[str, Callable[[Variant], str | None]] = {
+    "fold-bn": _fold_refused,
+    "channels-last": _channels_last_refused,
+    "int8-dynamic": _int8_refused,
+    "bf16": _autocast_refused(torch.bfloat16),
+    "fp16": _autocast_refused(torch.float16),
+}
+
+
+def refused(name: str, v: Variant) -> str | None:
+    """Why transformation `name` will not apply to `v`, from its checks that cost nothing; None when
+    they pass (it may still turn out not to apply once tried)."""
+    check = CHEAP_CHECKS.get(name)
+    return check(v) if check else None
 
 
 ORDER: dict[str, Callable[[Variant], Variant]] = {
