@@ -305,8 +305,11 @@ def test_a_killed_runs_temporary_file_is_removed_by_the_next_write(tmp_path):
 
 
 STOPPED_MID_WRITE = """\
-import os, sys, time
+import os, signal, sys, time
 from pathlib import Path
+# Python's own Ctrl-C handler, whatever this child inherited (a background job started by a
+# non-interactive shell ignores SIGINT, and an ignored signal stays ignored across exec)
+signal.signal(signal.SIGINT, signal.default_int_handler)
 real = os.fsync
 def slow(fd):  # the temporary file is complete and about to be renamed: stop the run now
     print("writing", flush=True)
