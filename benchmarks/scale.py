@@ -14,7 +14,7 @@ Configs (transformers models built from their configs on meta: no weights, no do
 Each runs as its own `python -m archlint` process, as a user runs it, once with `--train --device-spec
 h100-sxm` and once more with `--world-size 8 --strategy fsdp`: its wall time, its CPU time (user +
 system: on this shared 2-core machine the wall time follows the other processes' load, printed
-beside it) and its peak resident memory (the child's ru_maxrss, from os.wait4).
+beside it) and its peak resident memory (the child's own VmHWM, read while it runs).
 
 The check: what the memory model takes from a step already recorded instead of running it again
 (the steady step replayed from the first, archlint.model.train.steady, on a GPU spec too) must
@@ -140,11 +140,12 @@ def run_child(config: str, flags: list[str], layers: int | None = None, rss_cap:
         start = time.perf_counter()
         errors = (Path(tmp) / "stderr").open("wb")  # a file, not a pipe: the loop below does not read one
         child = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=errors)
-        over = False
+        over, hwm = False, 0
         while True:  # polled: a run past the cap is ended before it takes the machine's memory
             pid, status, usage = os.wait4(child.pid, os.WNOHANG)
             if pid:
                 break
+            hwm = max(hwm, _high_water(child.pid))
             if not over and _rss(child.pid) > rss_cap:
                 over = True
                 child.kill()
@@ -157,8 +158,10 @@ def run_child(config: str, flags: list[str], layers: int | None = None, rss_cap:
         )
         stderr = [f"ended: its memory passed --rss-cap {rss_cap / 2**30:g} GiB"] if over else said
         report = json.loads(out.read_text()) if out.exists() else None
-    # ru_maxrss is in KiB on Linux, bytes on macOS
-    rss = usage.ru_maxrss * (1 if sys.platform == "darwin" else 1024)
+    # the child's own high-water mark (Linux's VmHWM, read while it runs): its ru_maxrss starts from this
+    # process's resident size at the fork (Linux carries it across exec), which checks() makes large;
+    # elsewhere ru_maxrss (KiB on Linux, bytes on macOS)
+    rss = hwm or usage.ru_maxrss * (1 if sys.platform == "darwin" else 1024)
     return {
         "wall_s": wall,
         "cpu_s": usage.ru_utime + usage.ru_stime,
@@ -167,6 +170,15 @@ def run_child(config: str, flags: list[str], layers: int | None = None, rss_cap:
         "report": report,
         "stderr": stderr,
     }
+
+
+def _high_water(pid: int) -> int:
+    """A running process's peak resident bytes so far (Linux's VmHWM; 0 elsewhere)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return next((int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:")), 0)
+    except (OSError, ValueError, IndexError):
+        return 0
 
 
 def _rss(pid: int) -> int:
