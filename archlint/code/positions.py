@@ -24,8 +24,9 @@ except ImportError:  # pragma: no cover - a libcst that moved it: the public way
     PositionProvidingCodegenState = None
 
 _MASK = (1 << 32) - 1  # a packed position: (line << 32) | column
-# Nodes no check reports or edits: about half of a tree, not worth keeping positions for.
-_SKIP = frozenset(
+# Whitespace and punctuation tokens: nodes no check reports or edits, about half of a tree, not worth
+# keeping positions for (the facts walk, code/walk.py, skips them too).
+TOKENS = frozenset(
     {
         cst.SimpleWhitespace,
         cst.ParenthesizedWhitespace,
@@ -97,7 +98,7 @@ class Positions:
             )
             ranges = _ranges(wrapper)
             for node, r in ranges.items():
-                if type(node) in _SKIP or node is wrapper:
+                if type(node) in TOKENS or node is wrapper:
                     continue
                 ids.append(id(node))
                 starts.append(((r.start.line + line) << 32) | r.start.column)

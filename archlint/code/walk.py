@@ -20,6 +20,8 @@ from typing import Any, cast
 
 import libcst as cst
 
+from archlint.code.positions import TOKENS
+
 
 def _subclasses(base: type) -> list[type]:
     out: list[type] = []
@@ -34,34 +36,15 @@ def _subclasses(base: type) -> list[type]:
 
 # Nodes that hold only whitespace, comments and tokens: nothing a hook of a visitor here is on.
 # (A visitor with a hook on one of these cannot use this walk: Walker refuses it.)
-LEAVES: frozenset[type] = frozenset(
-    {
-        cst.SimpleWhitespace,
-        cst.ParenthesizedWhitespace,
-        cst.Newline,
-        cst.TrailingWhitespace,
-        cst.EmptyLine,
-        cst.Comment,
-        cst.Comma,
-        cst.Dot,
-        cst.AssignEqual,
-        cst.Colon,
-        cst.Semicolon,
-        cst.LeftParen,
-        cst.RightParen,
-        cst.LeftSquareBracket,
-        cst.RightSquareBracket,
-        cst.LeftCurlyBrace,
-        cst.RightCurlyBrace,
-        cst.ImportStar,
-        cst.Asynchronous,
-        *(
-            t
-            for base in (cst.BaseBinaryOp, cst.BaseBooleanOp, cst.BaseCompOp, cst.BaseUnaryOp, cst.BaseAugOp)
-            for t in _subclasses(base)
-        ),
-    }
-)
+LEAVES: frozenset[type] = TOKENS | {
+    cst.Comment,
+    cst.Asynchronous,
+    *(
+        t
+        for base in (cst.BaseBinaryOp, cst.BaseBooleanOp, cst.BaseCompOp, cst.BaseUnaryOp, cst.BaseAugOp)
+        for t in _subclasses(base)
+    ),
+}
 
 _ORDERS: dict[type, tuple[tuple[str, bool], ...] | None] = {}
 
