@@ -18,8 +18,10 @@ main thread has let go of, DDP's first bucket replaced at the rebuild): summed f
 blocks stayed "live" for ever, differently in each run (the misses of 2026-11-28). So c10's CPU
 allocator is told to count every thread's allocations and frees in its running total
 (caffe2_report_cpu_memory_usage), which each recorded event carries: a step's peak is the largest total
-inside it (step_peaks). Each of the measured steps' peaks is kept; the row's figure is their largest,
-the steady step's peak as the allocator has to hold it.
+inside it (step_peaks). Each of the measured steps' peaks is kept; the row's figure is their median
+(steady_peak): on this shared CPU a step now and then holds a buffer longer because gloo's worker thread,
+descheduled, drops its last reference late (steady_peak's docstring), and the largest step's would
+measure that race instead of the step.
 
 Collectives: the c10d ops the step calls (c10d::allreduce_, _allgather_base_, _reduce_scatter_base_,
 broadcast_: the profiler's records with their input shapes), each with its payload in bytes (the
@@ -195,6 +197,20 @@ def step_peaks(events: list[dict]) -> tuple[list[dict], list[int]]:
     return windows, peaks
 
 
+def steady_peak(peaks: list[int]) -> int:
+    """The steady step's peak: the median of the measured steps' (the lower middle one).
+
+    The steps run the same ops on the same sizes; they differ only when a buffer's last reference is
+    dropped by gloo's worker thread rather than the main thread, later than the step's own free. Seen on
+    mlp fsdp×2 (2026-11-29, load 20-30 on 2 cores): one step of three at 2,477,216 B, the others at
+    2,164,868 B; the extra is exactly unit 0's prefetched all-gather output (526,336 B), which FSDP2 lets
+    go at the unit's pre-backward, still alive through the weight gradient's mm (1,950,880 + 526,336 =
+    2,477,216): the Work that also holds it is dropped by gloo's worker thread, which had not run yet
+    (the free has no event; 40 steps in a row at load 20 had none of it). That is the scheduler, not the
+    step: the largest of three steps caught it in one run of three, the median in none."""
+    return sorted(peaks)[(len(peaks) - 1) // 2]
+
+
 def report_every_cpu_allocation(on: bool = True) -> bool:
     """c10's FLAGS_caffe2_report_cpu_memory_usage on: the CPU allocator's running total then counts the
     allocations and frees of every thread (without it, only those made while a thread records; gloo's
@@ -304,11 +320,11 @@ def _worker(rank: int, world: int, port: int, model_name: str, strategy: str, pr
                         gloo.remove(match)
                         size = ITEMSIZE.get(match["args"]["Input type"][0], itemsize)
                 comms.append((OPS[e["name"]], _payload(e["name"], e.get("args", {}), size)))
-            # the steady peak as the allocator has to hold it: the largest of the measured steps', with them all
+            # the steady step's peak (the median of the measured steps'), with them all
             Path(out).write_text(
                 json.dumps(
                     {
-                        "peak": max(peaks),
+                        "peak": steady_peak(peaks),
                         "peaks": peaks,
                         "comms": comms,
                     }
@@ -346,6 +362,7 @@ def compare(name: str, strat: str, world: int, real: dict, seconds: float) -> di
     """One row: archlint's figures for the measured step, printed and returned."""
     strategy, precision = (strat[:-5], "bf16") if strat.endswith("-bf16") else (strat, "")
     est = predict(name, strategy, world, precision or None)
+    real = {**real, "peak": steady_peak(real["peaks"])}  # stored rows (--repredict) read the same way
     ratio = est["peak"] / real["peak"]
     low, high = min(real["peaks"]), max(real["peaks"])
     inside = low * 0.9 <= est["peak"] <= high * 1.1
@@ -376,13 +393,13 @@ def compare(name: str, strat: str, world: int, real: dict, seconds: float) -> di
 
 
 def summary(rows: list[dict]) -> None:
-    """Per strategy: rows within 10% of the steady peak (the largest step's), inside the steps' range ±10%,
+    """Per strategy: rows within 10% of the steady step's peak (steady_peak), inside the steps' range ±10%,
     collectives exact."""
     for strat in sorted({r["strategy"] for r in rows}):
         mine = [r for r in rows if r["strategy"] == strat]
         near = sum(abs(r["ratio"] - 1) <= 0.1 for r in mine)
         print(
-            f"{strat}: peak within 10% of the steady peak on {near}/{len(mine)} "
+            f"{strat}: peak within 10% of the steady step's on {near}/{len(mine)} "
             f"({min(r['ratio'] for r in mine):.3f}-{max(r['ratio'] for r in mine):.3f}), inside the steps' range "
             f"±10% on {sum(r['within_range'] for r in mine)}/{len(mine)}, collectives exact on "
             f"{sum(r['collectives_exact'] for r in mine)}/{len(mine)}"
