@@ -288,8 +288,9 @@ def analyze(data: TraceData, top: int = 15, launch_gap_us: float = LAUNCH_GAP_US
     if analysis.cpu_only and per_step:
         # as torch-tb-profiler's overview did: the step is host time, split into the DataLoader's and the rest
         analysis.notes.append(
-            "CPU-only trace (no GPU events): each step's time is the host's, split into DataLoader (idle: input) and "
-            "other host work (idle: host)"
+            "CPU-only trace (no GPU events): each step's time is the host's, split into DataLoader (idle: input)"
+            + (", exposed communication (the host waiting in its collectives)" if data.host_collectives else "")
+            + " and other host work (idle: host)"
         )
     if unsteady or not steps or recording.with_stack:
         analysis.rerecord = windows_mod.RERECORD
@@ -550,7 +551,12 @@ def _host_lanes(data: TraceData) -> tuple[list, list] | None:
         return None
     comm = intervals.union((r.ts, r.end) for r, _ in data.host_collectives)
     workers = {r.tid for r, _ in data.host_collectives}
-    compute = intervals.union((a, b) for tid, spans in data.host_busy.items() if tid not in workers for a, b in spans)
+    compute = intervals.union(
+        (spans[k], spans[k + 1])
+        for tid, spans in data.host_busy.items()
+        if tid not in workers
+        for k in range(0, len(spans), 2)
+    )
     return comm, compute
 
 

@@ -133,7 +133,7 @@ class TraceData:
     # user annotation or module range, which may span a wait, nor an op that waits), merged as read (a
     # range inside or overlapping the thread's last one extends it): its compute, what can overlap its
     # collectives (trace/analyze.py _host_lanes)
-    host_busy: dict[Any, list[list[float]]] = field(default_factory=dict)
+    host_busy: dict[Any, array] = field(default_factory=dict)  # tid → flat (start, end, start, end, ...)
 
     @property
     def gpu_events(self) -> int:
@@ -254,7 +254,8 @@ def _take(
     if cat == "cpu_op":  # the most frequent kind: only a few names matter
         if _INTEREST.search(name):
             _host_op(e, name, cat, data)
-        if not data.gpu_ts and _WAIT.search(name) is None:  # a CPU job's busy time (not read for a GPU trace's)
+        # a CPU job's busy time: not read for a GPU trace's (deviceProperties in the header, or a GPU event seen)
+        if not data.devices and not data.gpu_ts and _WAIT.search(name) is None:
             _busy(e, data)
         return
     ts, dur = e.get("ts"), e.get("dur")
@@ -349,21 +350,23 @@ def _take(
 
 def _busy(e: dict, data: TraceData) -> None:
     """One host op's range into its thread's busy time (TraceData.host_busy)."""
-    ts, dur = _finite(e.get("ts")), _finite(e.get("dur"))
-    if ts is None or dur is None:  # (not counted: the event is not one the analysis reads otherwise)
-        return
-    dur = max(dur, 0.0)
-    tid = _tid(e.get("tid"))
+    ts, dur = e.get("ts"), e.get("dur")
+    if not (type(ts) is float and type(dur) is float and -_LIMIT < ts < _LIMIT and 0.0 <= dur < _LIMIT):
+        ts, dur = _finite(ts), _finite(dur)
+        if ts is None or dur is None:  # (not counted: the event is not one the analysis reads otherwise)
+            return
+        dur = max(dur, 0.0)
+    tid = e.get("tid")
+    if type(tid) is not int:
+        tid = _tid(tid)
     spans = data.host_busy.get(tid)
     if spans is None:
-        data.host_busy[tid] = [[ts, ts + dur]]
-        return
-    last = spans[-1]
-    if last[0] <= ts <= last[1]:
-        if ts + dur > last[1]:
-            last[1] = ts + dur
+        data.host_busy[tid] = array("d", (ts, ts + dur))
+    elif spans[-2] <= ts <= spans[-1]:
+        if ts + dur > spans[-1]:
+            spans[-1] = ts + dur
     else:
-        spans.append([ts, ts + dur])
+        spans.extend((ts, ts + dur))
 
 
 def _host_op(e: dict, name: str, cat: str, data: TraceData) -> None:

@@ -74,6 +74,9 @@ def test_cli_names_the_straggler_with_al512(capsys):
     assert al512["target"].endswith("rank1.json.gz")
     assert "rank 1 reaches the collectives last (3 of 3 calls" in al512["message"]
     assert "host compute per step" in al512["message"]
+    for d in report["diagnostics"]:
+        if d["code"] == "AL507":
+            assert d["message"].startswith("collectives (gloo, on the host) run")
     (cross,) = report["ranks"]
     assert cross["straggler"]["rank"] == 1 and cross["compute_on"] == "host"
 
@@ -105,7 +108,7 @@ def test_exposed_is_the_run_no_operator_of_another_thread_overlaps(tmp_path):
     ]
     data = read_trace(_cpu_job(tmp_path, events))
     assert [(r.name, n) for r, n in data.host_collectives] == [("all_reduce", 40)]
-    assert data.host_busy[1] == [[20.0, 300.0]]
+    assert list(data.host_busy[1]) == [20.0, 300.0]
     t, _ = lint_trace(_cpu_job(tmp_path, events), Settings())
     assert t.communication_us == 500.0 and t.exposed_communication_us == 400.0  # 200-300 overlapped by aten::mm
     (s,) = t.per_step
