@@ -182,12 +182,17 @@ def _numel(dims) -> int:
     return n
 
 
+ITEMSIZE = {"float": 4, "c10::BFloat16": 2, "c10::Half": 2, "double": 8, "long int": 8, "int": 4}
+
+
 def issued(path: Path, itemsize: int = 4) -> list[list[tuple[str, int]]]:
     """Per ProfilerStep, the collectives the rank's main thread issued (c10d ops: op, payload bytes:
     an all-gather's output, a reduce-scatter's input, an all-reduce's buffer). A TensorList's dtype is
-    not recorded with the op: the models here train in fp32 (`itemsize`)."""
+    not recorded with the c10d op: gloo's own run of it (the next gloo event of its kind and dims) has
+    it; else the models' fp32 (`itemsize`)."""
     ev = _events(path)
     steps = sorted((e for e in ev if e["name"].startswith("ProfilerStep#")), key=lambda e: e["ts"])
+    runs = sorted((e for e in ev if e["name"] in ("gloo:all_reduce", "gloo:broadcast")), key=lambda e: e["ts"])
     out = []
     for s in steps:
         got = []
@@ -199,7 +204,20 @@ def issued(path: Path, itemsize: int = 4) -> list[list[tuple[str, int]]]:
                 elif e["name"] == "c10d::_reduce_scatter_base_":
                     nbytes = _numel(dims[1]) * itemsize
                 else:
-                    nbytes = sum(_numel(d) for d in dims[0]) * itemsize
+                    kind = "gloo:all_reduce" if e["name"] == "c10d::allreduce_" else "gloo:broadcast"
+                    run = next(
+                        (
+                            g
+                            for g in runs
+                            if g["name"] == kind and g["ts"] >= e["ts"] and g["args"].get("Input Dims") == dims[0]
+                        ),
+                        None,
+                    )
+                    size = itemsize
+                    if run is not None:
+                        runs.remove(run)
+                        size = ITEMSIZE.get(run["args"]["Input type"][0], itemsize)
+                    nbytes = sum(_numel(d) for d in dims[0]) * size
                 got.append((OPS[e["name"]], nbytes))
         out.append(got)
     return out
