@@ -322,10 +322,10 @@ def compare(model_name: str, strategy: str, world: int, folder: Path, spec: Path
     mean_phase = {k: statistics.mean(p[k] for p in rank_phases) for k in rank_phases[0]}
     pred = predict(model_name, strategy, world, spec, mean_phase)
     same = all(c == Counter(pred["comms"]) for c in trace_comms)
-    # per rank and step: the exposed communication less its wait for a slower rank (the model's ranks are alike)
+    # per rank and step (its steady steps' waterfall): the exposed communication, HTA's definition (the
+    # collectives' time no compute overlaps, a wait for a slower rank included), and each rank's wait
     waits = {f["rank"]: f["wait_us"] / 1e3 for f in cross["per_rank"]} if cross else {}
-    exposed_all = [_per_step(t, "exposed_communication") for t in traces]
-    exposed = [max(0.0, x - waits.get(t["rank"], 0.0)) for x, t in zip(exposed_all, traces)]
+    exposed = [_per_step(t, "exposed_communication") for t in traces]
     step_ms = [statistics.mean(s["wall_us"] for s in t["per_step"] if s["steady"]) / 1e3 for t in traces]
     findings = [d for d in report.get("diagnostics", report.get("findings", [])) if d.get("code") == "AL512"]
     est = pred["estimate"]
@@ -344,7 +344,6 @@ def compare(model_name: str, strategy: str, world: int, folder: Path, spec: Path
         ],
         "step_ms": step_ms,
         "exposed_ms_trace": exposed,
-        "exposed_ms_trace_with_wait": exposed_all,
         "wait_ms_trace": [waits.get(t["rank"]) for t in traces],
         "comm_ms_trace": [t["communication_us"] / max(1, t["steps"]) / 1e3 for t in traces],
         "transfer_ms_trace": sum(c["transfer_us"] for c in cross["collectives"]) / 1e3 if cross else None,
@@ -357,12 +356,11 @@ def compare(model_name: str, strategy: str, world: int, folder: Path, spec: Path
         "al512": [d.get("message", "") for d in findings],
     }
     med = statistics.median(exposed)
-    med_all = statistics.median(exposed_all)
     print(
         f"{model_name:<9} {strategy:<5} N={world} slow={slow[0] if slow[0] >= 0 else '-'} load {row['load']:.1f} | "
         f"collectives {'equal' if same else 'DIFFER'} ({sum(trace_comms[0].values())}/step) | step "
-        f"{statistics.median(step_ms):.1f} ms | exposed trace {med_all:.2f} ms, less the wait {med:.2f} ms (ranks "
-        f"{', '.join(f'{x:.2f}/{y:.2f}' for x, y in zip(exposed_all, exposed))}) "
+        f"{statistics.median(step_ms):.1f} ms | exposed trace {med:.2f} ms (ranks {', '.join(f'{x:.2f}' for x in exposed)}; "
+        f"waits {', '.join(_f(waits.get(t['rank'])) for t in traces)}) "
         f"archlint {_f(est.get('exposed_comm_ms'))} (ratio {_ratio(est.get('exposed_comm_ms'), med)}), with measured "
         f"compute {_f(own.get('exposed_comm_ms'))} (ratio {_ratio(own.get('exposed_comm_ms'), med)}) | transfer trace "
         f"{_f(row['transfer_ms_trace'])} archlint comm {_f(est.get('comm_ms'))} | straggler "
@@ -429,7 +427,10 @@ def sweep(world: int = 2) -> dict:
     for b, t in rows:
         print(f"  all_reduce {b / 1e3:>9.0f} KB: {t * 1e3:8.3f} ms")
     fit = {"gbs": 1 / inv_bw / 1e9, "latency_us": alpha * 1e6, "rows": rows, "load": os.getloadavg()[0]}
-    print(f"fit: {fit['gbs']:.3f} GB/s per rank, {fit['latency_us']:.1f} µs per ring step (load {fit['load']:.1f})")
+    print(
+        f"fit over {world} ranks: {fit['gbs']:.3f} GB/s per rank, {fit['latency_us']:.1f} µs per ring step "
+        f"(load {fit['load']:.1f})"
+    )
     return fit
 
 
@@ -457,10 +458,11 @@ def main() -> int:
     parser.add_argument("--json", type=Path, help="write the rows here")
     parser.add_argument("--reuse", action="store_true", help="read the traces already in --out instead of new runs")
     parser.add_argument("--sweep", action="store_true", help="only measure gloo's all-reduce on this machine")
+    parser.add_argument("--sweep-world", type=int, default=2, help="--sweep's processes")
     parser.add_argument("--fixture", action="store_true", help="only (re)make the test fixture")
     a = parser.parse_args()
     if a.sweep:
-        sweep()
+        sweep(a.sweep_world)
         return 0
     if a.fixture:
         make_fixture()
