@@ -552,12 +552,20 @@ def _host_lanes(data: TraceData) -> tuple[list, list] | None:
     comm = intervals.union((r.ts, r.end) for r, _ in data.host_collectives)
     workers = {r.tid for r, _ in data.host_collectives}
     compute = intervals.union(
-        (spans[k], spans[k + 1])
-        for tid, spans in data.host_busy.items()
-        if tid not in workers
-        for k in range(0, len(spans), 2)
+        span for tid, spans in data.host_busy.items() if tid not in workers for span in _unblocked(data, tid, spans)
     )
     return comm, compute
+
+
+def _unblocked(data: TraceData, tid: Any, spans: array) -> list[tuple[float, float]]:
+    """A thread's busy time less the time it spent blocked in a wait or a collective's call (a DDP hook's
+    all-reduce blocks inside the autograd node that ran it: the node's range is no compute then)."""
+    busy = intervals.union((spans[k], spans[k + 1]) for k in range(0, len(spans), 2))
+    raw = data.host_blocked.get(tid)
+    if not raw:
+        return busy
+    blocked = intervals.union((raw[k], raw[k + 1]) for k in range(0, len(raw), 2))
+    return [gap for s, e in busy for gap in intervals.gaps(blocked, s, e)]
 
 
 def _work_end(data: TraceData, kind: list[str], end: float) -> float:

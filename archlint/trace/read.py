@@ -23,7 +23,10 @@ _LAUNCH = re.compile(r"LaunchKernel|LaunchCooperativeKernel|GraphLaunch|ModuleLa
 _SYNC = re.compile(r"(cuda|hip)(Stream|Device|Event|Context)Synchroni[sz]e|cuCtxSynchronize|cuStreamSynchronize", re.I)
 _ALLOC = re.compile(r"^(cuda|hip)(Malloc|Free)(Async)?$|^cuMem(Alloc|Free)", re.I)
 _MEMCPY = re.compile(r"^(cuda|hip)Memcpy", re.I)
-_WAIT = re.compile(r"wait|ProfilerStep", re.I)  # host ops that wait (c10d::wait, wait_tensor) or are a step
+# host ops in which the thread is blocked, no compute: a wait (c10d::wait, wait_tensor) or a collective's
+# own call (c10d::allreduce_ and the rest can block for the whole transfer, and so does the autograd node
+# whose DDP hook made the call); their time is taken out of the thread's busy time (analyze._host_lanes)
+_BLOCKED = re.compile(r"wait|^c10d::|^record_param_comms$", re.I)
 _USER_FRAME = re.compile(r"^(?P<file>.+?\.py)\((?P<line>\d+)\): (?P<func>.+)$")
 SLOW_CALL_US = 1_000.0  # runtime calls this long are kept: start-up (context, handles, lazy modules), allocator misses
 GRAPH_LAUNCH = 2  # launch_is_kernel's value for a CUDA/HIP graph replay (1: a kernel launch, 0: other calls)
@@ -134,6 +137,7 @@ class TraceData:
     # range inside or overlapping the thread's last one extends it): its compute, what can overlap its
     # collectives (trace/analyze.py _host_lanes)
     host_busy: dict[Any, array] = field(default_factory=dict)  # tid → flat (start, end, start, end, ...)
+    host_blocked: dict[Any, array] = field(default_factory=dict)  # the same of the ops that block (_BLOCKED)
 
     @property
     def gpu_events(self) -> int:
@@ -255,8 +259,8 @@ def _take(
         if _INTEREST.search(name):
             _host_op(e, name, cat, data)
         # a CPU job's busy time: not read for a GPU trace's (deviceProperties in the header, or a GPU event seen)
-        if not data.devices and not data.gpu_ts and _WAIT.search(name) is None:
-            _busy(e, data)
+        if not data.devices and not data.gpu_ts and _STEP.match(name) is None:
+            _busy(e, data, data.host_blocked if _BLOCKED.search(name) else data.host_busy)
         return
     ts, dur = e.get("ts"), e.get("dur")
     if ts is None or dur is None:  # not a complete event
@@ -276,8 +280,9 @@ def _take(
             m = _STREAM_TID.match(tid) if type(tid) is str else None
             stream = int(m.group(1)) if m else None
         if stream is not None and stream != -1:  # a GPU event, as HTA counts them: an integer stream
-            if data.host_busy:  # a GPU trace: the host's busy time is not read (only a CPU job's)
+            if data.host_busy or data.host_blocked:  # a GPU trace: the host's busy time is not read (a CPU job's only)
                 data.host_busy.clear()
+                data.host_blocked.clear()
             index = name_index.get(name)
             if index is None:
                 index = name_index[name] = len(data.names)
@@ -348,8 +353,8 @@ def _take(
             data.host_collectives.append(run)
 
 
-def _busy(e: dict, data: TraceData) -> None:
-    """One host op's range into its thread's busy time (TraceData.host_busy)."""
+def _busy(e: dict, data: TraceData, into: dict[Any, array]) -> None:
+    """One host op's range into its thread's busy (or blocked) time (TraceData.host_busy, host_blocked)."""
     ts, dur = e.get("ts"), e.get("dur")
     if not (type(ts) is float and type(dur) is float and -_LIMIT < ts < _LIMIT and 0.0 <= dur < _LIMIT):
         ts, dur = _finite(ts), _finite(dur)
@@ -359,9 +364,9 @@ def _busy(e: dict, data: TraceData) -> None:
     tid = e.get("tid")
     if type(tid) is not int:
         tid = _tid(tid)
-    spans = data.host_busy.get(tid)
+    spans = into.get(tid)
     if spans is None:
-        data.host_busy[tid] = array("d", (ts, ts + dur))
+        into[tid] = array("d", (ts, ts + dur))
     elif spans[-2] <= ts <= spans[-1]:
         if ts + dur > spans[-1]:
             spans[-1] = ts + dur

@@ -94,13 +94,18 @@ def _x(cat: str, name: str, ts: float, dur: float, tid: int = 1, **args) -> dict
 
 
 def test_exposed_is_the_run_no_operator_of_another_thread_overlaps(tmp_path):
-    """An annotation (a module range, record_function) or a waiting op spans the wait: neither is compute."""
+    """An annotation (a module range, record_function) spans the wait: no compute. Nor is the time a
+    thread is blocked in a wait or a collective's own call, even inside an operator (a DDP hook's
+    all-reduce blocks inside the autograd node that ran it: seen on the last rank to arrive, whose node
+    once hid its whole transfer)."""
     events = [
         _x("user_annotation", "ProfilerStep#1", 0.0, 1000.0),
         _x("user_annotation", "phase:backward", 10.0, 900.0),  # spans the wait
         _x("cpu_op", "aten::mm", 20.0, 280.0),
         _x("cpu_op", "aten::mm", 30.0, 100.0),  # nested: merged into the one above
-        _x("cpu_op", "c10d::wait", 300.0, 400.0),  # waits: not busy
+        _x("cpu_op", "autograd::engine::evaluate_function: torch::autograd::AccumulateGrad", 350.0, 350.0),
+        _x("cpu_op", "c10d::allreduce_", 360.0, 330.0),  # blocked in the call, inside the node
+        _x("cpu_op", "c10d::wait", 700.0, 50.0),
         _x(
             "user_annotation", "gloo:all_reduce", 200.0, 500.0, tid=9, **{"Input Dims": [[10]], "Input type": ["float"]}
         ),
@@ -108,12 +113,14 @@ def test_exposed_is_the_run_no_operator_of_another_thread_overlaps(tmp_path):
     ]
     data = read_trace(_cpu_job(tmp_path, events))
     assert [(r.name, n) for r, n in data.host_collectives] == [("all_reduce", 40)]
-    assert list(data.host_busy[1]) == [20.0, 300.0]
+    assert list(data.host_busy[1]) == [20.0, 300.0, 350.0, 700.0]
+    assert list(data.host_blocked[1]) == [360.0, 690.0, 700.0, 750.0]
     t, _ = lint_trace(_cpu_job(tmp_path, events), Settings())
-    assert t.communication_us == 500.0 and t.exposed_communication_us == 400.0  # 200-300 overlapped by aten::mm
+    # compute: 20-300, 350-360, 690-700; the run 200-700 overlaps 100 + 10 + 10 of it
+    assert t.communication_us == 500.0 and t.exposed_communication_us == 380.0
     (s,) = t.per_step
-    assert s.buckets["exposed_communication"] == 400.0
-    assert t.host_compute[1] == 280.0
+    assert s.buckets["exposed_communication"] == 380.0
+    assert t.host_compute[1] == 300.0
 
 
 def test_a_gpu_trace_keeps_no_host_busy_time(tmp_path):
