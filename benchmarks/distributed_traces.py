@@ -39,6 +39,7 @@ import argparse
 import gzip
 import json
 import os
+import re
 import shutil
 import socket
 import statistics
@@ -223,9 +224,19 @@ def issued(path: Path, itemsize: int = 4) -> list[list[tuple[str, int]]]:
     return out
 
 
+def _union(events) -> list[tuple[float, float]]:
+    out: list[list[float]] = []
+    for a, b in sorted((x["ts"], x["ts"] + x["dur"]) for x in events):
+        if out and a <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
+    return [(a, b) for a, b in out]
+
+
 def phases(path: Path) -> dict[str, float]:
     """The rank's mean phase times per step (ms): the phase annotations' wall time, and the backward's
-    without the time the main thread ran no op in it (its wait for the collectives)."""
+    compute (backward_busy: its operators, less the time blocked in a wait or a collective's call)."""
     ev = _events(path)
     out: dict[str, list[float]] = {p: [] for p in PHASES}
     busy_bwd = []
@@ -234,16 +245,12 @@ def phases(path: Path) -> dict[str, float]:
             out[e["name"][6:]].append(e["dur"] / 1e3)
             if e["name"] == "phase:backward":
                 lo, hi = e["ts"], e["ts"] + e["dur"]
-                spans = sorted(
-                    (x["ts"], x["ts"] + x["dur"])
-                    for x in ev
-                    if x["tid"] == e["tid"] and x is not e and lo <= x["ts"] < hi and not x["name"].startswith("gloo:")
-                )
-                busy, end = 0.0, lo
-                for a, b in spans:
-                    if b > end:
-                        busy += b - max(a, end)
-                        end = b
+                inside = [x for x in ev if x["tid"] == e["tid"] and x is not e and lo <= x["ts"] < hi]
+                # as archlint trace counts compute: operators, less the time blocked in a wait or a collective's call
+                blocked = _union(x for x in inside if re.search(r"wait|^c10d::|^record_param_comms$", x["name"], re.I))
+                busy = 0.0
+                for a, b in _union(x for x in inside if x.get("cat") == "cpu_op"):
+                    busy += (b - a) - sum(max(0.0, min(b, d) - max(a, c)) for c, d in blocked)
                 busy_bwd.append(busy / 1e3)
     means = {p: statistics.mean(v) for p, v in out.items() if v}
     means["backward_busy"] = statistics.mean(busy_bwd) if busy_bwd else 0.0
