@@ -39,6 +39,7 @@ GPU_OPTIONAL = (
     "eager-op-us",
     "interconnect",
 )  # figures a spec may give, each with its source
+CPU_OPTIONAL = ("interconnect",)
 # [interconnect]: the links a multi-GPU step's collectives use (archlint.model.distributed.comm), GB/s
 # per GPU per direction and µs per ring step: within a node (NVLink or PCIe), between nodes (the
 # GPU's network interface), and to the host (PCIe: CPU offload)
@@ -130,8 +131,10 @@ def parse(data: dict, where: str) -> DeviceSpec:
         raise UsageError(f'device spec {where}: \'kind\' must be "gpu" or "cpu", got {kind!r}')
     where = f"device spec {where}"
     figures = GPU_FIGURES if kind == "gpu" else CPU_FIGURES
-    optional = tuple(k for k in GPU_OPTIONAL if k in data) if kind == "gpu" else ()
-    allowed = set(_COMMON) | set(figures) | (set(GPU_OPTIONAL) if kind == "gpu" else set())
+    # a CPU spec may give [interconnect] too: processes training over gloo (loopback, or hosts on a network)
+    known = GPU_OPTIONAL if kind == "gpu" else CPU_OPTIONAL
+    optional = tuple(k for k in known if k in data)
+    allowed = set(_COMMON) | set(figures) | set(known)
     unknown = sorted(set(data) - allowed)
     if unknown:
         raise UsageError(f"{where}: unknown key {unknown[0]!r}; a {kind} spec has {', '.join(sorted(allowed))}")
@@ -198,6 +201,7 @@ def parse(data: dict, where: str) -> DeviceSpec:
             overhead_s=n["op-overhead-us"] * 1e-6,
             sms=int(n["cores"]),
             sources=dict(sources),
+            interconnect=_interconnect(data.get("interconnect", {}), where),
         )
     return DeviceSpec(
         **{**spec.__dict__, "figures": {k: data[k] for k in figures}, "path": where.removeprefix("device spec ")}

@@ -221,7 +221,7 @@ def print_ranks(r, console: Console) -> None:
     for note in r.notes:
         console.print(f"  [dim]{_safe(note)}[/]")
     table = Table(title="per rank, ms per step (wait: in collectives, for peers)", show_edge=False)
-    for col in ("rank", "step", "GPU compute", "collectives", "wait", "transfer", "last to arrive"):
+    for col in ("rank", "step", f"{r.compute_on} compute", "collectives", "wait", "transfer", "last to arrive"):
         table.add_column(col, justify="left" if col == "rank" else "right")
     for f in r.per_rank:
         table.add_row(

@@ -113,7 +113,10 @@ class TraceAnalysis:
     world_size: int | None = None  # distributedInfo.world_size (None: not said)
     # per window name: its communication kernels (raw name, µs) in GPU start order, for the
     # cross-rank report (trace/ranks.py); not serialized per trace
-    comm_calls: dict[int | str, list[tuple[str, float]]] = field(default_factory=dict)
+    comm_calls: dict[int | str, list[tuple[str, float, int | None]]] = field(default_factory=dict)
+    # per window name: a CPU job's host compute (its busy time off the collectives' threads), for the
+    # cross-rank report; empty for a GPU trace
+    host_compute: dict[int | str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -210,13 +213,32 @@ def analyze(data: TraceData, top: int = 15, launch_gap_us: float = LAUNCH_GAP_US
     busy, compute, comm = (intervals.union(spans[k]) for k in ("busy", "compute", "comm"))
     lanes = {k: intervals.union(spans[k]) for k in ("fp32_gemm", "pageable_copy", "layout_conversion")}
     del spans
+    host = _host_lanes(data)
+    if host is not None:  # a CPU job: its collectives run on the host, beside the host's own work
+        comm, compute = host
+        notes.append(
+            f"collectives on the host ({len(data.host_collectives)} gloo runs, on gloo's worker threads): "
+            "communication = their union, exposed = the part no host op on another thread overlaps"
+        )
     device, memory_total, cc, vendor = _device(data)
     startup = windows_mod.startup_events(data, launch_at)
     recording = windows_mod.recording(data, launch_at, startup, bool(steps))
     queue = Queue(data, busy, launch_at, launch_gap_us)
-    comm_calls: dict[int | str, list[tuple[str, float]]] = {}
+    comm_calls: dict[int | str, list[tuple[str, float, int | None]]] = {}
+    host_compute: dict[int | str, float] = {}
     per_step = _per_step(
-        data, steps, busy, compute, comm, lanes, queue, startup, launch_at, kind, notes, (group, comm_calls)
+        data,
+        steps,
+        busy,
+        compute,
+        comm,
+        lanes,
+        queue,
+        startup,
+        launch_at,
+        kind,
+        notes,
+        (group, comm_calls, host_compute),
     )
     analysis = TraceAnalysis(
         file=data.file,
@@ -247,6 +269,7 @@ def analyze(data: TraceData, top: int = 15, launch_gap_us: float = LAUNCH_GAP_US
         cpu_only=not data.gpu_events,
         world_size=data.world_size,
         comm_calls=comm_calls,
+        host_compute=host_compute,
     )
     analysis.evidence = evidence = evidence_mod.gather(data, steps)
     evidence.sync_idle_by_call = {k: round(v, 3) for k, v in sorted(queue.sync_charged.items())}
@@ -265,8 +288,9 @@ def analyze(data: TraceData, top: int = 15, launch_gap_us: float = LAUNCH_GAP_US
     if analysis.cpu_only and per_step:
         # as torch-tb-profiler's overview did: the step is host time, split into the DataLoader's and the rest
         analysis.notes.append(
-            "CPU-only trace (no GPU events): each step's time is the host's, split into DataLoader (idle: input) and "
-            "other host work (idle: host)"
+            "CPU-only trace (no GPU events): each step's time is the host's, split into DataLoader (idle: input)"
+            + (", exposed communication (the host waiting in its collectives)" if data.host_collectives else "")
+            + " and other host work (idle: host)"
         )
     if unsteady or not steps or recording.with_stack:
         analysis.rerecord = windows_mod.RERECORD
@@ -456,14 +480,35 @@ def _per_step(
         comp_us = intervals.length(comp)
         idle = queue.classify(w.name, w.steady, lo, hi)
         in_step = by_step[k] if steps else [i for i in range(data.gpu_events) if lo <= data.gpu_ts[i] < hi]
+        host_exposed = None
+        if not data.gpu_events:  # a CPU job (_host_lanes): the lanes are the host's, the GPU's figures stay 0
+            host_exposed = intervals.length(intervals.clip(comm, lo, hi)) - intervals.overlap(
+                intervals.clip(comm, lo, hi), comp
+            )
+            host_comp_us, comp, comp_us = comp_us, [], 0.0
         durs = [data.gpu_dur[i] for i in in_step if kind[data.gpu_name[i]] == kernels.COMPUTE]
-        if calls_out is not None:  # (group, out): the window's collectives in GPU order, by name and duration
-            group, calls = calls_out
-            calls[w.name] = [
-                (data.names[data.gpu_name[i]], data.gpu_dur[i])
-                for i in sorted(in_step, key=lambda i: (data.gpu_ts[i], i))
-                if group[data.gpu_name[i]] == "communication"
-            ]
+        if calls_out is not None:  # (group, out, host): the window's collectives in start order: name, µs, bytes
+            group, calls, host_compute = calls_out
+            if data.gpu_events:
+                calls[w.name] = [
+                    (data.names[data.gpu_name[i]], data.gpu_dur[i], None)
+                    for i in sorted(in_step, key=lambda i: (data.gpu_ts[i], i))
+                    if group[data.gpu_name[i]] == "communication"
+                ]
+            elif data.host_collectives:  # a CPU job: gloo's runs that start in the window
+                calls[w.name] = [
+                    ("gloo:" + r.name, r.dur, nbytes)
+                    for r, nbytes in sorted(data.host_collectives, key=lambda c: (c[0].ts, c[0].name))
+                    if lo <= r.ts < hi
+                ]
+                host_compute[w.name] = host_comp_us
+        buckets = _buckets(
+            busy_us, comp, [] if host_exposed is not None else intervals.clip(comm, lo, hi), lanes, lo, hi, idle.causes
+        )
+        if host_exposed:  # the host waiting in a collective is not host work: it leaves idle "host"
+            host_exposed = min(host_exposed, buckets.get("idle_host", 0.0))
+            buckets["exposed_communication"] = host_exposed
+            buckets["idle_host"] -= host_exposed
         a, b = bisect.bisect_left(launch_starts, lo), bisect.bisect_left(launch_starts, hi)
         out.append(
             StepFigures(
@@ -492,10 +537,35 @@ def _per_step(
                 steady=w.steady,
                 unsteady_reason=w.reason,
                 queued_kinds=idle.queued_kinds,
-                buckets=_buckets(busy_us, comp, intervals.clip(comm, lo, hi), lanes, lo, hi, idle.causes),
+                buckets=buckets,
             )
         )
     return out
+
+
+def _host_lanes(data: TraceData) -> tuple[list, list] | None:
+    """A CPU job's (communication, compute) lanes: the union of its collectives' runs (gloo's worker
+    threads), and the union of the host ops of every other thread (its compute: what can overlap the
+    collectives). None for a GPU trace, or one with no collectives on the host."""
+    if data.gpu_events or not data.host_collectives:
+        return None
+    comm = intervals.union((r.ts, r.end) for r, _ in data.host_collectives)
+    workers = {r.tid for r, _ in data.host_collectives}
+    compute = intervals.union(
+        span for tid, spans in data.host_busy.items() if tid not in workers for span in _unblocked(data, tid, spans)
+    )
+    return comm, compute
+
+
+def _unblocked(data: TraceData, tid: Any, spans: array) -> list[tuple[float, float]]:
+    """A thread's busy time less the time it spent blocked in a wait or a collective's call (a DDP hook's
+    all-reduce blocks inside the autograd node that ran it: the node's range is no compute then)."""
+    busy = intervals.union((spans[k], spans[k + 1]) for k in range(0, len(spans), 2))
+    raw = data.host_blocked.get(tid)
+    if not raw:
+        return busy
+    blocked = intervals.union((raw[k], raw[k + 1]) for k in range(0, len(raw), 2))
+    return [gap for s, e in busy for gap in intervals.gaps(blocked, s, e)]
 
 
 def _work_end(data: TraceData, kind: list[str], end: float) -> float:

@@ -5,8 +5,12 @@ The ranks' clocks are not synchronised, so nothing here compares timestamps acro
 compares durations, as Holistic Trace Analysis's straggler and communication analyses do:
 
 - steps are matched by their ProfilerStep number, using the steps complete and steady on every rank;
-- a collective call is matched across ranks by its step, its kernel name and its occurrence of that
-  name within the step (the same program issues them in the same order on every rank);
+- a collective call is matched across ranks by its step, its kernel name (and its bytes, where the
+  trace gives them) and its occurrence of that name within the step (the same program issues them in
+  the same order on every rank);
+- a CPU job's collectives are gloo's runs on its worker threads (trace/read.py host_collectives): a
+  run starts when the rank's worker takes the op up and ends when the data has moved, as a GPU
+  kernel does, so the same split applies; its compute is the host's (analysis.host_compute);
 - a collective kernel starts when its rank reaches it and ends when the data has moved, which needs
   every peer: the rank that arrives last waits least, so the call's transfer time is the shortest
   duration among the ranks, and each rank's wait for its peers is its duration − that shortest;
@@ -31,7 +35,7 @@ class RankFigures:
     rank: int
     file: str
     step_us: float  # mean wall time of the matched steps
-    compute_us: float  # mean GPU compute time per matched step
+    compute_us: float  # mean compute time per matched step: the GPU's, or a CPU job's host compute
     comm_us: float  # collective kernel time per step: wait + transfer
     wait_us: float  # of it, waiting for peers, per step
     last_arrivals: int  # matched calls this rank reached last (alone)
@@ -75,12 +79,14 @@ class CrossRank:
     collectives: list[CollectiveSplit]
     straggler: Straggler | None
     notes: list[str] = field(default_factory=list)
+    compute_on: str = "GPU"  # what compute_us is of: "GPU", or "host" (a CPU job's collectives, over gloo)
 
     def to_dict(self) -> dict[str, Any]:
         r = _round
         return {
             "world_size": self.world_size,
             "ranks": self.ranks,
+            "compute_on": self.compute_on,
             "files": self.files,
             "steps": self.steps,
             "per_rank": [
@@ -163,14 +169,14 @@ def cross_rank(group: list) -> CrossRank | None:
         return None
     ranks = [t.rank for t in group]
     notes = []
-    # the matched calls: (step, name, occurrence) → rank → duration
+    # the matched calls: (step, name, bytes, occurrence) → rank → duration
     calls: dict[tuple, dict[int, float]] = defaultdict(dict)
     for t in group:
         for step in common:
             seen: Counter = Counter()
-            for name, dur in t.comm_calls.get(step, []):
-                calls[(step, name, seen[name])][t.rank] = dur
-                seen[name] += 1
+            for name, dur, nbytes in t.comm_calls.get(step, []):
+                calls[(step, name, nbytes or 0, seen[name, nbytes])][t.rank] = dur
+                seen[name, nbytes] += 1
     unmatched = [k for k, v in calls.items() if len(v) != len(group)]
     if unmatched:
         notes.append(
@@ -184,7 +190,7 @@ def cross_rank(group: list) -> CrossRank | None:
     last: Counter = Counter()
     caused: dict[int, dict[int, float]] = defaultdict(lambda: defaultdict(float))  # last rank → other → µs
     by_name: dict[str, dict[str, Any]] = {}
-    for (_step, name, _), durs in sorted(matched.items(), key=lambda kv: (str(kv[0][0]), kv[0][1], kv[0][2])):
+    for (_step, name, _, _), durs in sorted(matched.items(), key=lambda kv: (str(kv[0][0]), *kv[0][1:])):
         transfer = min(durs.values())
         entry = by_name.setdefault(name, {"calls": 0, "transfer": 0.0, "wait": defaultdict(float)})
         entry["calls"] += 1
@@ -204,7 +210,7 @@ def cross_rank(group: list) -> CrossRank | None:
             rank=t.rank,
             file=t.file,
             step_us=sum(w[s].wall_us for s in common) / n,
-            compute_us=sum(w[s].compute_us for s in common) / n,
+            compute_us=sum(t.host_compute.get(s, w[s].compute_us) for s in common) / n,
             comm_us=comm[t.rank] / n,
             wait_us=wait[t.rank] / n,
             last_arrivals=last[t.rank],
@@ -248,4 +254,5 @@ def cross_rank(group: list) -> CrossRank | None:
         collectives=collectives,
         straggler=straggler,
         notes=notes,
+        compute_on="host" if all(t.host_compute for t in group) else "GPU",
     )

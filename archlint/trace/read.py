@@ -23,6 +23,10 @@ _LAUNCH = re.compile(r"LaunchKernel|LaunchCooperativeKernel|GraphLaunch|ModuleLa
 _SYNC = re.compile(r"(cuda|hip)(Stream|Device|Event|Context)Synchroni[sz]e|cuCtxSynchronize|cuStreamSynchronize", re.I)
 _ALLOC = re.compile(r"^(cuda|hip)(Malloc|Free)(Async)?$|^cuMem(Alloc|Free)", re.I)
 _MEMCPY = re.compile(r"^(cuda|hip)Memcpy", re.I)
+# host ops in which the thread is blocked, no compute: a wait (c10d::wait, wait_tensor) or a collective's
+# own call (c10d::allreduce_ and the rest can block for the whole transfer, and so does the autograd node
+# whose DDP hook made the call); their time is taken out of the thread's busy time (analyze._host_lanes)
+_BLOCKED = re.compile(r"wait|^c10d::|^record_param_comms$", re.I)
 _USER_FRAME = re.compile(r"^(?P<file>.+?\.py)\((?P<line>\d+)\): (?P<func>.+)$")
 SLOW_CALL_US = 1_000.0  # runtime calls this long are kept: start-up (context, handles, lazy modules), allocator misses
 GRAPH_LAUNCH = 2  # launch_is_kernel's value for a CUDA/HIP graph replay (1: a kernel launch, 0: other calls)
@@ -125,6 +129,15 @@ class TraceData:
     python_events: int = 0  # python_function events: with_stack=True (its overhead inflates host time)
     collectives: list[tuple[Range, int | None]] = field(default_factory=list)  # (nccl:* / record_param_comms, bytes)
     call_sites: list[Range] = field(default_factory=list)  # Python calls made from a user's line ("file.py:LINE")
+    # a CPU job's collectives as they run (gloo:* ranges on gloo's worker threads: from when the rank's
+    # worker starts the op to when its data has moved, as a GPU collective kernel), with their bytes
+    host_collectives: list[tuple[Range, int | None]] = field(default_factory=list)
+    # a CPU job's busy time per thread: each operator's range (cpu_op: ATen ops, autograd nodes; not a
+    # user annotation or module range, which may span a wait, nor an op that waits), merged as read (a
+    # range inside or overlapping the thread's last one extends it): its compute, what can overlap its
+    # collectives (trace/analyze.py _host_lanes)
+    host_busy: dict[Any, array] = field(default_factory=dict)  # tid → flat (start, end, start, end, ...)
+    host_blocked: dict[Any, array] = field(default_factory=dict)  # the same of the ops that block (_BLOCKED)
 
     @property
     def gpu_events(self) -> int:
@@ -245,6 +258,9 @@ def _take(
     if cat == "cpu_op":  # the most frequent kind: only a few names matter
         if _INTEREST.search(name):
             _host_op(e, name, cat, data)
+        # a CPU job's busy time: not read for a GPU trace's (deviceProperties in the header, or a GPU event seen)
+        if not data.devices and not data.gpu_ts and _STEP.match(name) is None:
+            _busy(e, data, data.host_blocked if _BLOCKED.search(name) else data.host_busy)
         return
     ts, dur = e.get("ts"), e.get("dur")
     if ts is None or dur is None:  # not a complete event
@@ -264,6 +280,9 @@ def _take(
             m = _STREAM_TID.match(tid) if type(tid) is str else None
             stream = int(m.group(1)) if m else None
         if stream is not None and stream != -1:  # a GPU event, as HTA counts them: an integer stream
+            if data.host_busy or data.host_blocked:  # a GPU trace: the host's busy time is not read (a CPU job's only)
+                data.host_busy.clear()
+                data.host_blocked.clear()
             index = name_index.get(name)
             if index is None:
                 index = name_index[name] = len(data.names)
@@ -328,6 +347,31 @@ def _take(
         data.annotations.append(Range(name, ts, dur, tid))
         if name.startswith("nccl:"):
             data.collectives.append((Range(name[5:], ts, dur, tid), _message_bytes(args)))
+        elif name.startswith("gloo:"):  # gloo runs the collective on its worker thread: this range is the run
+            run = (Range(name[5:], ts, dur, tid), _message_bytes(args))
+            data.collectives.append(run)
+            data.host_collectives.append(run)
+
+
+def _busy(e: dict, data: TraceData, into: dict[Any, array]) -> None:
+    """One host op's range into its thread's busy (or blocked) time (TraceData.host_busy, host_blocked)."""
+    ts, dur = e.get("ts"), e.get("dur")
+    if not (type(ts) is float and type(dur) is float and -_LIMIT < ts < _LIMIT and 0.0 <= dur < _LIMIT):
+        ts, dur = _finite(ts), _finite(dur)
+        if ts is None or dur is None:  # (not counted: the event is not one the analysis reads otherwise)
+            return
+        dur = max(dur, 0.0)
+    tid = e.get("tid")
+    if type(tid) is not int:
+        tid = _tid(tid)
+    spans = into.get(tid)
+    if spans is None:
+        into[tid] = array("d", (ts, ts + dur))
+    elif spans[-2] <= ts <= spans[-1]:
+        if ts + dur > spans[-1]:
+            spans[-1] = ts + dur
+    else:
+        spans.extend((ts, ts + dur))
 
 
 def _host_op(e: dict, name: str, cat: str, data: TraceData) -> None:

@@ -170,3 +170,10 @@ def test_the_spec_own_shares_move_the_estimate():
     builtin = estimate.estimate_op(op, dataclasses.replace(h200, achieved={}), "float16").ms
     # stream: the H200's own measured share against the built-in 86% (A100 trace)
     assert own / builtin == pytest.approx(0.86 / h200.achieved["stream"][0], rel=1e-3)
+
+
+def test_cpu_spec_takes_interconnect_for_ranks_over_gloo():
+    """benchmarks/this_cpu_gloo.toml: processes over gloo (a CPU spec once refused [interconnect])."""
+    spec = load_file(ROOT / "benchmarks" / "this_cpu_gloo.toml")
+    assert spec.kind == "cpu" and set(spec.interconnect) == {"intra-node-gbs", "intra-node-latency-us"}
+    assert "measured here" in spec.sources["interconnect"]

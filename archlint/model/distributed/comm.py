@@ -8,13 +8,15 @@ spec's intra-node link (NVLink, or PCIe) when the group is inside one node, else
 inter-node link (InfiniBand/RoCE NIC): a ring over nodes runs at its slowest link.
 
 Overlap: the step's compute is laid on a time line from the device estimate (forward_ms,
-backward_ms, optimizer_ms), each phase's time spread over its recorded events; the collectives run
+backward_ms, optimizer_ms), each phase's time spread over its recorded events (the backward's over
+those up to its last gradient: what follows is frees, no compute); the collectives run
 one after another on one link, each from the event that issues it (a DDP bucket when its last
 gradient is made, an FSDP all-gather at the prefetch, a reduce-scatter after its unit's backward).
 A unit's compute waits for its all-gather (the wait shifts the rest of the step); what is still
-running when the backward ends is waited for. Exposed communication = the step's time over its
-compute; step_ms = compute + exposed; scaling efficiency = one GPU's step over the rank's (the
-same per-rank batch: N times the samples).
+running when the backward ends is waited for before the optimizer step (which takes the reduced
+gradients: nothing of the backward's collectives hides behind it). Exposed communication = the
+step's time over its compute; step_ms = compute + exposed; scaling efficiency = one GPU's step over
+the rank's (the same per-rank batch: N times the samples).
 """
 
 from __future__ import annotations
@@ -52,6 +54,13 @@ def link(spec, par: Parallel, group: int) -> tuple[float, float, str] | None:
     return net[f"{key}-gbs"] * 1e9, net.get(f"{key}-latency-us", 0.0) * 1e-6, key
 
 
+def _wait_for_gradients(backward_end: float, shift: float, queue: float) -> float:
+    """The shift after the backward waits for its collectives: the optimizer step takes the reduced
+    gradients, so DDP's reducer, FSDP2's post-backward callback and ZeRO all wait for every gradient
+    collective before backward() returns; none of them hides behind the optimizer step."""
+    return shift + max(0.0, queue - (backward_end + shift))
+
+
 def estimate_step(rec: StepRecording, units: Units, par: Parallel, spec, train: dict) -> dict:
     """estimate: {comm_ms, exposed_comm_ms, compute_ms, step_ms, scaling_efficiency, ...} of the rank's step."""
     lay = lay_out(rec, par, units.paths, [])
@@ -65,6 +74,12 @@ def estimate_step(rec: StepRecording, units: Units, par: Parallel, spec, train: 
     compute = fwd + bwd + opt
     marks = rec.marks
     f0, b0, s0, e0 = marks["forward"], marks["backward"], marks["step"], marks.get("end", marks["step"])
+    # the backward's compute ends with its last gradient (the first layer's): the recording's events after
+    # it are frees (saved activations, the loss), no compute, so nothing after it hides a collective (a
+    # DDP step's last bucket is exposed whole, as the DDP paper says; these events once took 1/4 of an
+    # MLP's backward and hid most of its one bucket)
+    made = [st.born for st in rec.storages if st.kind == "grads" and st.phase == "backward" and b0 < st.born <= s0]
+    b1 = min(s0, max(made) + 1) if made else s0
 
     def at(event: float | None) -> float:
         """The event's time on the compute line: each phase's time spread over its events."""
@@ -75,14 +90,18 @@ def estimate_step(rec: StepRecording, units: Units, par: Parallel, spec, train: 
         if event <= b0:
             return fwd * (event - f0) / max(b0 - f0, 1)
         if event <= s0:
-            return fwd + bwd * (event - b0) / max(s0 - b0, 1)
+            return fwd + bwd * min(1.0, (event - b0) / max(b1 - b0, 1))
         return fwd + bwd + opt * min(1.0, (event - s0) / max(e0 - s0, 1))
 
     per = []
     queue = shift = 0.0
     comm = 0.0
     missing = False
-    for c in sorted(lay.issued, key=lambda c: c.ready):
+    waited = False
+    # the step's collectives by the time they are ready, those after the optimizer step last
+    for c in sorted(lay.issued, key=lambda c: (c.phase == "step", c.ready)):
+        if c.phase == "step" and not waited:
+            shift, waited = _wait_for_gradients(fwd + bwd, shift, queue), True
         found = link(spec, par, c.group)
         if found is None:
             missing = True
@@ -109,6 +128,8 @@ def estimate_step(rec: StepRecording, units: Units, par: Parallel, spec, train: 
             "scaling_efficiency": None,
             "basis": f"device spec {spec.name} gives no [interconnect] figures for this layout: no time estimated",
         }
+    if not waited:
+        shift = _wait_for_gradients(fwd + bwd, shift, queue)
     end = max(compute + shift, queue)
     exposed = end - compute
     single = train["step_ms"]

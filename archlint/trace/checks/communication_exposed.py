@@ -1,4 +1,5 @@
-"""AL507: collective communication (NCCL/RCCL) that no computation overlaps, named by collective."""
+"""AL507: collective communication (NCCL/RCCL kernels, or a CPU job's gloo runs) that no computation
+overlaps, named by collective."""
 
 from __future__ import annotations
 
@@ -71,7 +72,8 @@ def check(t: TraceAnalysis, options: dict) -> list[Diagnostic]:
         finding(
             t,
             CODE,
-            f"communication kernels run {ms(exposed)} per {t.unit} with no computation beside them "
+            f"{'collectives (gloo, on the host) run' if t.cpu_only else 'communication kernels run'} {ms(exposed)} "
+            f"per {t.unit} with no computation beside them "
             f"({share(exposed, step)} of the {t.unit}){detail}{f' (also {others})' if others else ''}",
             saving_us=saving,
             alternative=advice,

@@ -38,7 +38,7 @@ def check(report: CrossRank, group: list, options: dict) -> list[Diagnostic]:
             CODE,
             f"rank {s.rank} reaches the collectives last ({s.last_arrivals} of {s.calls} calls over {len(report.steps)} steps "
             f"of {len(report.ranks)} ranks): per step the others wait for it ({waits}), at least {ms(s.caused_wait_us)} "
-            f"({share(s.caused_wait_us, step)} of the step; the others' AL507 prices their exposed communication without it); its GPU compute per step is {ms(mine.compute_us)}, "
+            f"({share(s.caused_wait_us, step)} of the step; the others' AL507 prices their exposed communication without it); its {report.compute_on} compute per step is {ms(mine.compute_us)}, "
             f"{ms(compute_over)} over the fastest rank's",
             saving_us=s.caused_wait_us,
             alternative="balance the work before the collectives: the same batch size and sequence lengths on every rank "
