@@ -9,6 +9,11 @@ whose tensors all have a real value is also run on those values: its meta output
 `.item()` or a data-dependent shape on such a tensor is then answered with the real result, as
 the real step would compute it. An op that reads any tensor without a value (a weight, an
 activation) gives none; an op that writes one loses its value.
+
+Each layer repeats the same op on the same values (a Llama layer's attention turns the one causal
+mask into a float bias: a 16 MiB `where` per layer, a fifth of an 8B model's analysis), so a large
+functional result is kept by its operands (their bytes: storage, view, and the writes to it since)
+and handed out again as a copy-on-write clone (_Results).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from archlint.model.train.metacache import tensors_of
 VALUE_LIMIT_BYTES = 16 << 20
 # Real results kept for reuse (_Results): a few masks' worth
 RESULT_LIMIT_BYTES = 64 << 20
+REUSE_MIN_BYTES = 1 << 20
 SMALL_BY_VALUE = 16  # elements
 _CACHEABLE: dict[int, bool] = {}  # by id: an op lives as long as the process (metacache)
 _LAZY_CLONE = getattr(torch, "_lazy_clone", None)  # copy-on-write (torch 2.3 and later)
@@ -67,10 +73,10 @@ class _ById:
 
 
 class _Results:
-    """Real results of functional, deterministic ops, by op and operands: an operand is its tensor's
-    identity and how many times its storage has been written (the tensors are kept alive by the
-    entry, so an identity is not reused; torch's version counter does not move under a dispatch
-    mode), a number its type and repr (1, 1.0, True and -0.0 are different arguments), a tensor of
+    """Real results of functional, deterministic ops, by op and operands: an operand is its storage's
+    address, its view of it (offset, shape, stride, dtype) and how many times the storage has been
+    written (the operands are kept alive by the entry, so an address is not reused; torch's version
+    counter does not move under a dispatch mode), a number its type and repr (1, 1.0, True and -0.0 are different arguments), a tensor of
     a few elements its value (the scalar tensors the math attention makes afresh for each call).
     What is kept and what a hit hands out are copy-on-write clones of the result (torch._lazy_clone):
     no bytes are copied, and a write to one (the step may write to an op's output) copies it first
@@ -109,7 +115,17 @@ class _Results:
         if isinstance(value, torch.Tensor):
             if value.numel() <= SMALL_BY_VALUE:  # made afresh for each call (torch.where's scalar_tensor): by value
                 return ("small", value.dtype, tuple(value.shape), value.stride(), repr(value.tolist()))
-            return ("tensor", id(value), self._writes.get(value.untyped_storage().data_ptr(), 0))
+            # the storage and the view of it (each layer slices the mask afresh: a new tensor, the same bytes)
+            address = _address(value)
+            return (
+                "tensor",
+                value.dtype,
+                address,
+                value.storage_offset(),
+                tuple(value.shape),
+                value.stride(),
+                self._writes.get(address, 0),
+            )
         if isinstance(value, (list, tuple)):
             return (type(value).__name__, *(self._key_of(v) for v in value))
         if isinstance(value, (bool, int, float, complex)):
@@ -120,7 +136,7 @@ class _Results:
         """These tensors' storages are written (called before and after the write, so that both
         addresses count: a copy-on-write clone moves to its own storage when written)."""
         for t in tensors:
-            address = t.untyped_storage().data_ptr()
+            address = _address(t)
             self._writes[address] = self._writes.get(address, 0) + 1
 
     def get(self, key: tuple) -> Any | None:
@@ -144,6 +160,12 @@ class _Results:
     def _drop(self, key: tuple) -> None:
         _, result = self._items.pop(key)
         self._bytes -= sum(t.nbytes for t in tensors_of(result))
+
+
+def _address(t: torch.Tensor) -> int:
+    """The address of the tensor's storage, read without writing it (a copy-on-write clone's `data_ptr()`
+    copies its bytes first; clones share the address until one is written)."""
+    return t.const_data_ptr() - t.storage_offset() * t.element_size()
 
 
 def _cloned(value: Any) -> Any:
@@ -200,20 +222,22 @@ class KnownValues:
         try:
             out = meta_run(func, args, kwargs)
         except (RuntimeError, NotImplementedError):  # a data-dependent op: the real result gives the answer
-            real_out = self._computed(func, real_args, real_kwargs)
+            real_out = self._computed(func, real_args, real_kwargs, reuse=False)
             out = _as_meta(real_out)
         else:
-            if sum(t.nbytes for t in tensors_of(out) if t.device.type == "meta") > VALUE_LIMIT_BYTES:
+            nbytes = sum(t.nbytes for t in tensors_of(out) if t.device.type == "meta")
+            if nbytes > VALUE_LIMIT_BYTES:
                 self._forget_written(func, args, kwargs)
                 return out
-            real_out = self._computed(func, real_args, real_kwargs)
+            real_out = self._computed(func, real_args, real_kwargs, reuse=nbytes >= REUSE_MIN_BYTES)
         for meta_t, real_t in zip(tensors_of(out), tensors_of(real_out)):
             if meta_t.device.type == "meta" and meta_t.shape == real_t.shape:
                 self.values[meta_t] = real_t
         return out
 
-    def _computed(self, func, real_args: tuple, real_kwargs: dict) -> Any:
-        """func on real values: from the results kept when it has run on these operands (_Results)."""
+    def _computed(self, func, real_args: tuple, real_kwargs: dict, reuse: bool) -> Any:
+        """func on real values: from the results kept when it has run on these operands (_Results),
+        where `reuse` (a large result: a small one costs less to compute than to look up)."""
         written = [
             t
             for i, name in _written(func)
@@ -224,7 +248,7 @@ class KnownValues:
             real_out = func(*real_args, **real_kwargs)
             self.results.written(written)
             return real_out
-        key = self.results.key(func, real_args, real_kwargs) if self.results.cacheable(func) else None
+        key = self.results.key(func, real_args, real_kwargs) if reuse and self.results.cacheable(func) else None
         if key is not None:
             kept = self.results.get(key)
             if kept is not None:
