@@ -69,3 +69,63 @@ def test_forward_flops_runs_a_mixture_of_experts_on_meta():
         )
     flops = forward_flops(model, (), {"input_ids": torch.randint(0, 128, (1, 16))})
     assert flops["model.layers.0"] == flops["model.layers.1"] > 0
+
+
+def _analysis(model, *args, **kwargs) -> str:
+    import archlint
+
+    result = archlint.analyze(model, *args, train=True, optimizer="adamw", device_spec="h100-sxm", quiet=True, **kwargs)
+    return json.dumps(result.to_dict()["models"][0], sort_keys=True)
+
+
+@pytest.mark.parametrize("layers", [2, 4])
+def test_reused_mask_values_give_the_exact_analysis_on_llama(monkeypatch, layers):
+    """What each layer recomputed on the same real values (the causal mask's float bias, issue 45) is
+    computed once and reused: the whole --train analysis (FLOPs, bytes, peak, max batch, findings) is the
+    one computed per layer."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from archlint.model.train import values
+
+    cfg = LlamaConfig(
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=128,
+    )
+    with torch.device("meta"):
+        model = LlamaForCausalLM(cfg)
+    inputs = {"input_ids": torch.randint(0, 128, (1, 1024))}  # sdpa's causal mask: 1 MiB, kept for reuse
+    hits = []
+    real_get = values._Results.get
+
+    def counted(self, key):
+        kept = real_get(self, key)
+        if kept is not None:
+            hits.append(key)
+        return kept
+
+    monkeypatch.setattr(values._Results, "get", counted)
+    reused = _analysis(model, inputs)
+    found = len(hits)
+    monkeypatch.setattr(values._Results, "cacheable", staticmethod(lambda func: False))
+    exact = _analysis(model, inputs)
+    assert found > 0
+    assert reused == exact
+
+
+def test_reused_values_give_the_exact_analysis_on_a_resnet_stage(monkeypatch):
+    import torch
+    import torchvision
+
+    from archlint.model.train import values
+
+    torch.manual_seed(0)
+    model = torchvision.models.resnet18(num_classes=10)
+    x = torch.randn(2, 3, 64, 64)
+    reused = _analysis(model, x)
+    monkeypatch.setattr(values._Results, "cacheable", staticmethod(lambda func: False))
+    assert _analysis(model, x) == reused
