@@ -165,13 +165,16 @@ class _Results:
 def _address(t: torch.Tensor) -> int:
     """The address of the tensor's storage, read without writing it (a copy-on-write clone's `data_ptr()`
     copies its bytes first; clones share the address until one is written)."""
-    return t.const_data_ptr() - t.storage_offset() * t.element_size()
+    start = t.const_data_ptr()  # type: ignore[attr-defined]  # not in torch's stubs (torch 2.1 and later)
+    return start - t.storage_offset() * t.element_size()
 
 
 def _cloned(value: Any) -> Any:
     """`value` with its tensors replaced by copy-on-write clones (_Results)."""
     if isinstance(value, torch.Tensor):
-        return _LAZY_CLONE(value)
+        clone = _LAZY_CLONE
+        assert clone is not None  # nothing is kept without it (_Results.cacheable)
+        return clone(value)
     if isinstance(value, (list, tuple)):
         return type(value)(_cloned(v) for v in value)
     return value
