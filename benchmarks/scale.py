@@ -32,6 +32,14 @@ CPU times), before (ef48043) → after (issue 45):
   mixtral   --train        internal error (forward_flops on meta) → CPU 25.9 s, 1170 MB; fsdp ×8 31.6 s, 1077 MB
   the check: equal on llama-8b 2 and 4 layers (and fsdp ×8), mixtral and llama-70b 2 layers,
   vit_b_16 and resnet50.
+Then (2026-11-29, load 20-26): each layer's causal mask computed once on its real values and reused
+(archlint.model.train.values), and the export capture traced once, not twice (the KV cache in the
+output reduced while tracing); figures identical (the 70B's JSON equal to the run before):
+  llama-8b  --train        CPU 24.9 s → 16.3 s, peak RSS 1045 MB → 1018 MB
+  llama-8b  fsdp ×8        CPU 13.8 s, 978 MB
+  llama-70b --train        CPU 92.4 s → 34.9 s, peak RSS 1207 MB → 1545 MB
+  llama-70b fsdp ×8        CPU 94.9 s, 1272 MB
+  mixtral   --train        CPU 17.6 s, 1084 MB; fsdp ×8 21.3 s, 1085 MB
 
 The `ARCHLINT_SCALE_LAYERS` environment variable sets the configs' layer count (the check's small
 versions use it); the factories below are the targets the child processes analyze.
