@@ -37,7 +37,10 @@ Then (2026-11-29, load 20-26): each layer's causal mask computed once on its rea
 output reduced while tracing); figures identical (the 70B's JSON equal to the run before):
   llama-8b  --train        CPU 24.9 s → 16.3 s, peak RSS 1045 MB → 1018 MB
   llama-8b  fsdp ×8        CPU 13.8 s, 978 MB
-  llama-70b --train        CPU 92.4 s → 34.9 s, peak RSS 1207 MB → 1545 MB
+  llama-70b --train        CPU 92.4 s → 34.9 s, peak RSS 1545 MB (the run before read 1207 MB under
+                           memory pressure, 34 s of it system time; side by side, at once, with each
+                           change turned off: CPU 37.0 s, 42.9 s with two export traces, 56.5 s without
+                           the reused values; peak RSS 1582, 1583, 1555 MB: neither change moves it)
   llama-70b fsdp ×8        CPU 94.9 s, 1272 MB
   mixtral   --train        CPU 17.6 s, 1084 MB; fsdp ×8 21.3 s, 1085 MB
 
