@@ -17,8 +17,9 @@ system: on this shared 2-core machine the wall time follows the other processes'
 beside it) and its peak resident memory (the child's own VmHWM, read while it runs).
 
 The check: what the memory model takes from a step already recorded instead of running it again
-(the steady step replayed from the first, archlint.model.train.steady, on a GPU spec too) must
-give the same figures as running it: on 2- and 4-layer versions of the configs and on a ViT and a
+(the steady step replayed from the first, archlint.model.train.steady, on a GPU spec too) and the
+real values it reuses from a layer before (each layer's causal mask, archlint.model.train.values)
+must give the same figures as computing them: on 2- and 4-layer versions of the configs and on a ViT and a
 ResNet, the JSON of `totals.train`, `memory` (peak, bytes by kind, the per-op timeline, the
 allocator's replays) and the layers' rows, with the replay and with it turned off, must be equal.
 
@@ -31,6 +32,17 @@ CPU times), before (ef48043) → after (issue 45):
   mixtral   --train        internal error (forward_flops on meta) → CPU 25.9 s, 1170 MB; fsdp ×8 31.6 s, 1077 MB
   the check: equal on llama-8b 2 and 4 layers (and fsdp ×8), mixtral and llama-70b 2 layers,
   vit_b_16 and resnet50.
+Then (2026-11-29, load 20-26): each layer's causal mask computed once on its real values and reused
+(archlint.model.train.values), and the export capture traced once, not twice (the KV cache in the
+output reduced while tracing); figures identical (the 70B's JSON equal to the run before):
+  llama-8b  --train        CPU 24.9 s → 16.3 s, peak RSS 1045 MB → 1018 MB
+  llama-8b  fsdp ×8        CPU 13.8 s, 978 MB
+  llama-70b --train        CPU 92.4 s → 34.9 s, peak RSS 1545 MB (the run before read 1207 MB under
+                           memory pressure, 34 s of it system time; side by side, at once, with each
+                           change turned off: CPU 37.0 s, 42.9 s with two export traces, 56.5 s without
+                           the reused values; peak RSS 1582, 1583, 1555 MB: neither change moves it)
+  llama-70b fsdp ×8        CPU 94.9 s, 1272 MB
+  mixtral   --train        CPU 17.6 s, 1084 MB; fsdp ×8 21.3 s, 1085 MB
 
 The `ARCHLINT_SCALE_LAYERS` environment variable sets the configs' layer count (the check's small
 versions use it); the factories below are the targets the child processes analyze.
@@ -39,6 +51,7 @@ versions use it); the factories below are the targets the child processes analyz
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -201,8 +214,24 @@ def _figures(model_json: dict) -> dict:
     }
 
 
+@contextlib.contextmanager
+def _exact():
+    """Every reuse off: the steady step run, not replayed (steady.plan), and each real value computed
+    where the step computes it, not taken from a layer before (values._Results)."""
+    from archlint.model.train import steady, values
+
+    plan, cacheable = steady.plan, values._Results.__dict__["cacheable"]  # the staticmethod itself
+    steady.plan = lambda *a: None
+    values._Results.cacheable = staticmethod(lambda func: False)
+    try:
+        yield
+    finally:
+        steady.plan, values._Results.cacheable = plan, cacheable
+
+
 def exact_against_reused(model, inputs: dict, **options) -> tuple[bool, str]:
-    """archlint.analyze with the memory model's steady replay and with it off: equal figures?"""
+    """archlint.analyze with the memory model's reuse (the steady replay, real values reused) and with
+    it off: equal figures?"""
     import archlint
     from archlint.model.train import steady
 
@@ -221,11 +250,8 @@ def exact_against_reused(model, inputs: dict, **options) -> tuple[bool, str]:
         steady.plan = real_plan
     if not replays or any(r is None for r in replays):
         return False, "the replay was not used"
-    steady.plan = lambda *a: None
-    try:
+    with _exact():
         exact = figures()
-    finally:
-        steady.plan = real_plan
     same = json.dumps(reused, sort_keys=True) == json.dumps(exact, sort_keys=True)
     peak = (reused["memory"] or {}).get("peak_bytes")
     return same, f"{len(replays)} replayed steps, peak {peak} bytes"
@@ -269,11 +295,8 @@ def checks() -> list[tuple[str, bool, str]]:
             reused = figures()
         finally:
             steady.plan = real_plan
-        steady.plan = lambda *a: None
-        try:
+        with _exact():
             exact = figures()
-        finally:
-            steady.plan = real_plan
         used = bool(replays) and all(r is not None for r in replays)
         same = used and json.dumps(reused, sort_keys=True) == json.dumps(exact, sort_keys=True)
         rows.append(

@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 import torch.fx as fx
+import torch.utils._pytree as pytree
 from torch import nn
 from torch.overrides import TorchFunctionMode
 
@@ -26,6 +27,12 @@ from archlint.model.capture.describe import (
 from archlint.model.capture.fxnodes import alias_tuple_item, attribute_at, input_nodes, opgraph_node
 from archlint.model.capture.graph import GraphBuilder, user_frame
 from archlint.model.cost import normalize
+
+_aot_utils: Any  # where this torch says which output types export knows (_unknown_output)
+try:
+    from torch._functorch._aot_autograd import utils as _aot_utils
+except ImportError:  # another torch's layout: a refused output is caught after the trace
+    _aot_utils = None
 
 
 class _HostSyncs(TorchFunctionMode):
@@ -71,8 +78,13 @@ def capture_export(model: nn.Module, inputs: tuple, builder: GraphBuilder, kwarg
 
 
 def _exported(model: nn.Module, args: tuple, kwargs: dict, builder: GraphBuilder):
+    # One trace: the forward's output is reduced to its tensors, while it is traced, only where export
+    # would refuse it (_unknown_output); a refusal found only after the trace (a torch that does not
+    # say which outputs it knows) costs a second trace, below. An 8B model's trace is seconds.
+    refused: list[str] = []
     try:
-        return _export(model, args, kwargs)
+        with _tensor_outputs(model, only_if_refused=refused):
+            ep = _export(model, args, kwargs)
     except Exception as exc:
         if "not a known type" not in str(exc):
             raise
@@ -80,10 +92,10 @@ def _exported(model: nn.Module, args: tuple, kwargs: dict, builder: GraphBuilder
         # ModelOutput): export the forward with its output reduced to the tensors it holds.
         with _tensor_outputs(model):
             ep = _export(model, args, kwargs)
-        builder.notes.append(
-            f"exported with the output reduced to its tensors ({str(exc).split(' in output')[0].removeprefix('Found ')})"
-        )
-        return ep
+        refused[:] = [str(exc).split(" in output")[0].removeprefix("Found ")]
+    if refused:
+        builder.notes.append(f"exported with the output reduced to its tensors ({refused[0]})")
+    return ep
 
 
 def _record(model: nn.Module, ep, builder: GraphBuilder) -> Replay | None:
@@ -236,16 +248,37 @@ def output_tensors(value: Any, depth: int = 0) -> list[torch.Tensor]:
     return list(found.values())
 
 
+def _unknown_output(value: Any) -> str | None:
+    """The output's first leaf that export refuses, named as its error names it ("Found <class ...> in
+    output, which is not a known type": the same pytree leaves, the same known types), or None; None
+    too where this torch does not say which types it knows (the refusal is then caught after the trace)."""
+    known, custom = getattr(_aot_utils, "KNOWN_TYPES", None), getattr(_aot_utils, "is_custom_class_obj", None)
+    if known is None or custom is None:
+        return None
+    for leaf in pytree.tree_flatten(value)[0]:
+        if not (isinstance(leaf, tuple(known)) or custom(leaf)):
+            return str(type(leaf))
+    return None
+
+
 @contextlib.contextmanager
-def _tensor_outputs(model: nn.Module):
-    """The model's forward, for the time of one export, returns a tuple of its output's tensors.
-    Set on the instance and removed after (the class and the caller's model stay as they were)."""
+def _tensor_outputs(model: nn.Module, only_if_refused: list[str] | None = None):
+    """The model's forward, for the time of one export, returns a tuple of its output's tensors;
+    with `only_if_refused`, only where export would refuse the output as it is (the refused type is
+    appended to the list). Set on the instance and removed after (the class and the caller's model
+    stay as they were)."""
     own = model.__dict__.get("forward")
     original = model.forward
 
     @functools.wraps(original)
     def forward(*args, **kwargs):
-        return tuple(output_tensors(original(*args, **kwargs)))
+        out = original(*args, **kwargs)
+        if only_if_refused is not None:
+            refused = _unknown_output(out)
+            if refused is None:
+                return out
+            only_if_refused.append(refused)
+        return tuple(output_tensors(out))
 
     model.forward = forward
     try:

@@ -9,6 +9,11 @@ whose tensors all have a real value is also run on those values: its meta output
 `.item()` or a data-dependent shape on such a tensor is then answered with the real result, as
 the real step would compute it. An op that reads any tensor without a value (a weight, an
 activation) gives none; an op that writes one loses its value.
+
+Each layer repeats the same op on the same values (a Llama layer's attention turns the one causal
+mask into a float bias: a 16 MiB `where` per layer, a fifth of an 8B model's analysis), so a large
+functional result is kept by its operands (their bytes: storage, view, and the writes to it since)
+and handed out again as a copy-on-write clone (_Results).
 """
 
 from __future__ import annotations
@@ -24,6 +29,13 @@ from archlint.model.train.metacache import tensors_of
 # Values are kept and computed only for tensors up to this size: masks and positions, not images
 # of a large batch or weight-sized buffers.
 VALUE_LIMIT_BYTES = 16 << 20
+# Real results kept for reuse (_Results): a few masks' worth
+RESULT_LIMIT_BYTES = 64 << 20
+REUSE_MIN_BYTES = 1 << 20
+SMALL_BY_VALUE = 16  # elements
+_CACHEABLE: dict[int, bool] = {}  # by id: an op lives as long as the process (metacache)
+_LAZY_CLONE = getattr(torch, "_lazy_clone", None)  # copy-on-write (torch 2.3 and later)
+_NONDETERMINISTIC = getattr(torch.Tag, "nondeterministic_seeded", None)
 _META, _CPU = torch.device("meta"), torch.device("cpu")
 
 
@@ -60,9 +72,118 @@ class _ById:
         return default
 
 
+class _Results:
+    """Real results of functional, deterministic ops, by op and operands: an operand is its storage's
+    address, its view of it (offset, shape, stride, dtype) and how many times the storage has been
+    written (the operands are kept alive by the entry, so an address is not reused; torch's version
+    counter does not move under a dispatch mode), a number its type and repr (1, 1.0, True and -0.0 are different arguments), a tensor of
+    a few elements its value (the scalar tensors the math attention makes afresh for each call).
+    What is kept and what a hit hands out are copy-on-write clones of the result (torch._lazy_clone):
+    no bytes are copied, and a write to one (the step may write to an op's output) copies it first
+    and leaves the others as they were; a copy would cost what the op costs (a fresh 16 MiB takes
+    its pages from the system each time). Without lazy clones nothing is kept. At most
+    RESULT_LIMIT_BYTES are kept, the oldest dropped first."""
+
+    def __init__(self):
+        self._items: dict[tuple, tuple[Any, Any]] = {}
+        self._bytes = 0
+        self._writes: dict[int, int] = {}  # storage address -> writes seen
+        self.hits = 0
+
+    @staticmethod
+    def cacheable(func) -> bool:
+        ok = _CACHEABLE.get(id(func))
+        if ok is None:
+            schema = func._schema
+            ok = _CACHEABLE[id(func)] = (
+                _LAZY_CLONE is not None
+                and not schema.is_mutable
+                and all(r.alias_info is None for r in schema.returns)
+                and _NONDETERMINISTIC not in getattr(func, "tags", ())
+            )
+        return ok
+
+    def key(self, func, args: tuple, kwargs: dict) -> tuple | None:
+        try:
+            key = (id(func), self._key_of(args), self._key_of(tuple(sorted(kwargs.items()))))
+            hash(key)
+        except TypeError:  # an argument with no value key (an object the op reads by identity)
+            return None
+        return key
+
+    def _key_of(self, value: Any) -> Any:
+        if isinstance(value, torch.Tensor):
+            if value.numel() <= SMALL_BY_VALUE:  # made afresh for each call (torch.where's scalar_tensor): by value
+                return ("small", value.dtype, tuple(value.shape), value.stride(), repr(value.tolist()))
+            # the storage and the view of it (each layer slices the mask afresh: a new tensor, the same bytes)
+            address = _address(value)
+            return (
+                "tensor",
+                value.dtype,
+                address,
+                value.storage_offset(),
+                tuple(value.shape),
+                value.stride(),
+                self._writes.get(address, 0),
+            )
+        if isinstance(value, (list, tuple)):
+            return (type(value).__name__, *(self._key_of(v) for v in value))
+        if isinstance(value, (bool, int, float, complex)):
+            return (type(value).__name__, repr(value))
+        return (type(value).__name__, value)
+
+    def written(self, tensors: list[torch.Tensor]) -> None:
+        """These tensors' storages are written (called before and after the write, so that both
+        addresses count: a copy-on-write clone moves to its own storage when written)."""
+        for t in tensors:
+            address = _address(t)
+            self._writes[address] = self._writes.get(address, 0) + 1
+
+    def get(self, key: tuple) -> Any | None:
+        item = self._items.get(key)
+        if item is None:
+            return None
+        self.hits += 1
+        return _cloned(item[1])
+
+    def put(self, key: tuple, operands: tuple, result: Any) -> None:
+        nbytes = sum(t.nbytes for t in tensors_of(result))
+        if nbytes > RESULT_LIMIT_BYTES:
+            return
+        if key in self._items:
+            self._drop(key)
+        self._items[key] = (operands, _cloned(result))
+        self._bytes += nbytes
+        while self._bytes > RESULT_LIMIT_BYTES:
+            self._drop(next(iter(self._items)))
+
+    def _drop(self, key: tuple) -> None:
+        _, result = self._items.pop(key)
+        self._bytes -= sum(t.nbytes for t in tensors_of(result))
+
+
+def _address(t: torch.Tensor) -> int:
+    """The address of the tensor's storage, read without writing it (a copy-on-write clone's `data_ptr()`
+    copies its bytes first; clones share the address until one is written)."""
+    start = t.const_data_ptr()  # type: ignore[attr-defined]  # not in torch's stubs (torch 2.1 and later)
+    return start - t.storage_offset() * t.element_size()
+
+
+def _cloned(value: Any) -> Any:
+    """`value` with its tensors replaced by copy-on-write clones (_Results)."""
+    if isinstance(value, torch.Tensor):
+        clone = _LAZY_CLONE
+        assert clone is not None  # nothing is kept without it (_Results.cacheable)
+        return clone(value)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_cloned(v) for v in value)
+    return value
+
+
 class KnownValues:
     def __init__(self):
         self.values = _ById()
+        self.results = _Results()
 
     def know(self, meta: torch.Tensor, real: torch.Tensor) -> None:
         """`meta` has the value `real` (a copy is kept: the step may write to it)."""
@@ -104,17 +225,41 @@ class KnownValues:
         try:
             out = meta_run(func, args, kwargs)
         except (RuntimeError, NotImplementedError):  # a data-dependent op: the real result gives the answer
-            real_out = func(*real_args, **real_kwargs)
+            real_out = self._computed(func, real_args, real_kwargs, reuse=False)
             out = _as_meta(real_out)
         else:
-            if sum(t.nbytes for t in tensors_of(out) if t.device.type == "meta") > VALUE_LIMIT_BYTES:
+            nbytes = sum(t.nbytes for t in tensors_of(out) if t.device.type == "meta")
+            if nbytes > VALUE_LIMIT_BYTES:
                 self._forget_written(func, args, kwargs)
                 return out
-            real_out = func(*real_args, **real_kwargs)
+            real_out = self._computed(func, real_args, real_kwargs, reuse=nbytes >= REUSE_MIN_BYTES)
         for meta_t, real_t in zip(tensors_of(out), tensors_of(real_out)):
             if meta_t.device.type == "meta" and meta_t.shape == real_t.shape:
                 self.values[meta_t] = real_t
         return out
+
+    def _computed(self, func, real_args: tuple, real_kwargs: dict, reuse: bool) -> Any:
+        """func on real values: from the results kept when it has run on these operands (_Results),
+        where `reuse` (a large result: a small one costs less to compute than to look up)."""
+        written = [
+            t
+            for i, name in _written(func)
+            for t in tensors_of(real_args[i] if i < len(real_args) else real_kwargs.get(name))
+        ]
+        if written:
+            self.results.written(written)
+            real_out = func(*real_args, **real_kwargs)
+            self.results.written(written)
+            return real_out
+        key = self.results.key(func, real_args, real_kwargs) if reuse and self.results.cacheable(func) else None
+        if key is not None:
+            kept = self.results.get(key)
+            if kept is not None:
+                return kept
+        real_out = func(*real_args, **real_kwargs)
+        if key is not None:
+            self.results.put(key, (real_args, real_kwargs), real_out)
+        return real_out
 
     def _forget_written(self, func, args: tuple, kwargs: dict) -> None:
         for i, name in _written(func):

@@ -3,12 +3,15 @@ a model that reads its mask's data (`.item()`, `nonzero()`) is still measured on
 with the same bytes as the run on real tensors."""
 
 import copy
+import json
 
 import torch
 import torch.nn as nn
+from torch.utils._python_dispatch import TorchDispatchMode
 
-from archlint.model.train import memory
+from archlint.model.train import memory, metacache
 from archlint.model.train.memory import step_memory
+from archlint.model.train.values import KnownValues, _Results
 
 META = "measured on the meta device"
 
@@ -77,3 +80,90 @@ def test_hugging_face_sdpa_mask_runs_on_meta():
         copy.deepcopy(model), (), {"input_ids": ids}, "sgd", "single", "mean", False, False
     )
     assert r["peak_bytes"] == tracker.peak
+
+
+class _Run(TorchDispatchMode):
+    """Ops on meta tensors through KnownValues, as the memory model's dispatch mode runs them."""
+
+    def __init__(self, known):
+        super().__init__()
+        self.known = known
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        return self.known.run(func, args, kwargs or {}, metacache.run)
+
+
+def _known_mask(known, n=1024):  # a float bias of 4 MiB: large enough to be kept
+    real = torch.ones(n, n, dtype=torch.bool).tril()[None, None]
+    mask = torch.empty_like(real, device="meta")
+    known.know(mask, real)
+    return mask, real
+
+
+def test_a_repeated_op_on_the_same_values_is_computed_once():
+    """Each attention layer turns the one causal mask into a float bias (16 MiB at 2048 tokens, a fifth of
+    an 8B model's analysis when computed per layer): the second layer's is the first's result."""
+    known = KnownValues()
+    mask, real = _known_mask(known)
+    with _Run(known):
+        # each layer slices the mask afresh (transformers' sdpa_attention_forward): a new view of the same bytes
+        biases = [torch.where(mask[:, :, :, :1024], torch.tensor(0.0), torch.tensor(float("-inf"))) for _ in range(4)]
+    assert known.results.hits >= 3
+    expected = torch.where(real, 0.0, float("-inf"))
+    for bias in biases:
+        assert torch.equal(known.values[bias], expected)
+
+
+def test_a_reused_result_written_in_place_leaves_the_others_as_they_were():
+    known = KnownValues()
+    mask, real = _known_mask(known)
+    with _Run(known):
+        first = torch.where(mask, torch.tensor(1.0), torch.tensor(0.0))
+        first.mul_(3)  # the step writes to one layer's copy
+        second = torch.where(mask, torch.tensor(1.0), torch.tensor(0.0))
+        assert known.results.hits == 1
+        assert second.sum().item() == real.sum().item()  # answered from the real value: not the written one
+        assert first.sum().item() == 3 * real.sum().item()
+        # an operand written since is another key: where(1.0, 0.0) of the written mask is computed afresh
+        mask.logical_not_()
+        third = torch.where(mask, torch.tensor(1.0), torch.tensor(0.0))
+    assert known.results.hits == 1
+    assert torch.equal(known.values[third], (~real).float())
+    # numbers of another type are other arguments (1 and 1.0 give other dtypes)
+    assert _Results().key(torch.ops.aten.full.default, ([2], 1), {}) != _Results().key(
+        torch.ops.aten.full.default, ([2], 1.0), {}
+    )
+
+
+def test_llama_step_with_reused_mask_values_is_the_exact_step(monkeypatch):
+    """The figures of a 2-layer Llama's step (its causal mask a real value) with the results reused and
+    without are the same."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from archlint.devices import resolve
+
+    cfg = LlamaConfig(
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=128,
+    )
+    with torch.device("meta"):
+        model = LlamaForCausalLM(cfg)
+    ids = {"input_ids": torch.randint(0, 128, (1, 1024))}  # sdpa's causal mask, 1 MiB: kept
+    made = []
+    real_init = KnownValues.__init__
+
+    def tracked(self):
+        real_init(self)
+        made.append(self)
+
+    monkeypatch.setattr(KnownValues, "__init__", tracked)
+    reused = step_memory(model, (), ids, optimizer="adamw", device_spec=resolve("h100-sxm"))
+    assert made and made[-1].results.hits > 0
+    monkeypatch.setattr(_Results, "cacheable", staticmethod(lambda func: False))
+    exact = step_memory(model, (), ids, optimizer="adamw", device_spec=resolve("h100-sxm"))
+    assert made[-1].results.hits == 0
+    assert json.dumps(reused, sort_keys=True) == json.dumps(exact, sort_keys=True)
