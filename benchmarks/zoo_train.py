@@ -84,7 +84,7 @@ def cases(every: int, timm_count: int, only: str | None = None):
                 yield name, wrap(build, train_inputs(inputs, name in detectors)), strategy
     if only in (None, "timm") and timm_count:
         for name, build, inputs, strategy in zoo.timm_cases(timm_count):
-            yield name, wrap(build, inputs), strategy
+            yield name, wrap(build, train_inputs(inputs, False)), strategy
     if only in (None, "hf"):
         for name, build, inputs, strategy in zoo.hf_cases():
             yield name, wrap(build, inputs), strategy
@@ -96,18 +96,29 @@ def cases(every: int, timm_count: int, only: str | None = None):
 
 def train_inputs(inputs, detector: bool):
     """The forward sweep's inputs as a training step takes them: a batch of 2 where the sweep has 1
-    (BatchNorm in train mode refuses one value per channel: segmentation's pooled ASPP branch), and
-    a detector's targets (in train mode torchvision's detectors take them and return their losses)."""
+    (BatchNorm in train mode refuses one value per channel: segmentation's pooled ASPP branch, LeViT's
+    and iFormer's BatchNorm1d heads, SSDlite's 1×1 extra layers), and a detector's targets (in train
+    mode torchvision's detectors take them and return their losses): a box and its label, and the
+    mask and keypoints Mask R-CNN and Keypoint R-CNN also train on (the others ignore them)."""
 
     def make():
         args = tuple(inputs())
         if detector:
-            images = list(args[0])
-            targets = [{"boxes": torch.tensor([[8.0, 12.0, 60.0, 90.0]]), "labels": torch.tensor([1])} for _ in images]
+            images = [image for image in args[0] for _ in range(2)]
+            targets = [target(image.shape[-2:]) for image in images]
             return (images, targets)
         return tuple(torch.cat([a, a]) if isinstance(a, torch.Tensor) and a.shape[:1] == (1,) else a for a in args)
 
     return make
+
+
+def target(size) -> dict:
+    """One object in an image of `size` (height, width): its box, label, mask and 17 keypoints."""
+    box = torch.tensor([[8.0, 12.0, 60.0, 90.0]])
+    mask = torch.zeros(1, *size, dtype=torch.uint8)
+    mask[:, 12:90, 8:60] = 1
+    keypoints = torch.tensor([[[8.0 + 3 * k, 12.0 + 4 * k, 1.0] for k in range(17)]])
+    return {"boxes": box, "labels": torch.tensor([1]), "masks": mask, "keypoints": keypoints}
 
 
 def _inputs(inputs) -> tuple:
