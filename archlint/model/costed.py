@@ -53,6 +53,7 @@ def capture_graph(loaded: Loaded, target: str, settings: Settings) -> nx.DiGraph
     order = [settings.strategy] if settings.strategy else list(STRATEGIES)
     failures: list[CaptureFailed] = []
     notes: list[str] = []
+    on_meta: CaptureFailed | None = None  # dispatch's failure where it ran on meta weights
     for strategy in order:
         if strategy not in STRATEGIES:
             raise UsageError(f"unknown capture strategy {strategy!r}; use one of {', '.join(STRATEGIES)}")
@@ -85,6 +86,8 @@ def capture_graph(loaded: Loaded, target: str, settings: Settings) -> nx.DiGraph
                 graph, _ = capture(model, fresh(inputs), strategy, fresh(loaded.kwargs))
         except CaptureFailed as failure:
             failures.append(failure)
+            if strategy == "dispatch" and loaded.on_meta:
+                on_meta = failure
             continue
         finally:
             if kept is not None and kept.unrestored:
@@ -106,6 +109,17 @@ def capture_graph(loaded: Loaded, target: str, settings: Settings) -> nx.DiGraph
             f"{target} has lazy modules not initialised yet ({', '.join(lazy[:3])}{' …' if len(lazy) > 3 else ''}), "
             "and no capture could initialise them: run one forward on a real batch before analyzing it, "
             "or name the class or a factory so archlint builds it"
+        ) from last
+    if on_meta is last:
+        # a model given on the meta device with no factory to build it with real weights: dispatch's
+        # real forward ran on meta weights, and its failure is often meta's (a CPU input meeting a
+        # meta buffer), not the model's; the other captures' failures say what the model refused
+        # (BatchNorm in train mode on a batch of 1), so each is named
+        tried = "".join(f"{f.strategy} capture: {f}; " for f in failures[:-1])
+        raise UsageError(
+            f"the forward of {target} failed ({tried}dispatch capture, on meta weights: the model was given on "
+            f"the meta device with no factory to build it with real ones: {last}); check --input-shape/--dtype "
+            "or the model's forward (rerun with --debug for the traceback)"
         ) from last
     raise UsageError(
         f"the forward of {target} failed ({last.strategy} capture): {last}; check --input-shape/--dtype "

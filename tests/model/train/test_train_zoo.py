@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import torch.nn as nn
 
 from archlint.errors import UsageError
 
@@ -76,3 +77,35 @@ def test_zoo_gets_a_training_step(family):
         except AssertionError as exc:
             failures.append(str(exc)[:300])
     assert not failures, "\n".join(failures)
+
+
+class ShapeBranchBNHead(nn.Module):
+    """efficientvit_m3's and mobilenetv4's case in small: a branch on a shape (fx cannot trace it) and
+    a BatchNorm1d head (at a batch of 1, training refuses it)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv, self.bn = nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8)
+        self.head, self.fc = nn.BatchNorm1d(8), nn.Linear(8, 4)
+
+    def forward(self, x):
+        h = torch.relu(self.bn(self.conv(x)))
+        if h.shape[-1] > 4:
+            h = h[..., ::2]
+        return self.fc(self.head(h.mean((2, 3))))
+
+
+def test_a_meta_model_refusing_the_step_names_its_refusal_not_metas():
+    # given on meta with no factory: dispatch's real forward runs on meta weights and fails on meta's
+    # account (a CPU input meeting a meta buffer); was: that device error was the only one named
+    import archlint
+
+    with torch.device("meta"):
+        model = ShapeBranchBNHead()
+    with pytest.raises(UsageError) as raised:
+        archlint.analyze(model, torch.randn(1, 3, 16, 16), train=True)
+    message = str(raised.value)
+    assert "export capture: ValueError: Expected more than 1 value per channel when training" in message
+    assert "dispatch capture, on meta weights: the model was given on the meta device" in message
+    assert "\n" not in message
+    archlint.analyze(model, torch.randn(2, 3, 16, 16), train=True)  # a batch of 2 trains
