@@ -7,6 +7,7 @@ import contextlib
 import dataclasses
 import functools
 import itertools
+from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -14,7 +15,7 @@ import torch.fx as fx
 from torch import nn
 from torch.overrides import TorchFunctionMode
 
-from archlint.model.capture.common import CaptureFailed, Replay, ancestors, is_leaf, tensors_in, to_meta
+from archlint.model.capture.common import CaptureFailed, Replay, ancestors, is_leaf, own_loss_index, tensors_in, to_meta
 from archlint.model.capture.describe import (
     HOST_READS,
     SYNC_REASONS,
@@ -62,31 +63,46 @@ def capture_export(model: nn.Module, inputs: tuple, builder: GraphBuilder, kwarg
     syncs = _HostSyncs()
     try:
         with syncs:
-            ep = _exported(model, args, kwargs, builder)
+            ep, loss = _exported(model, args, kwargs, builder)
     except Exception as exc:
         raise (syncs.failure() or CaptureFailed("export", exc)) from exc
     if (failure := syncs.failure()) is not None:
         raise failure
-    return _record(model, ep, builder)
+    return _record(model, ep, builder, loss)
 
 
 def _exported(model: nn.Module, args: tuple, kwargs: dict, builder: GraphBuilder):
+    """The exported program, and where the loss the model returns itself is among its outputs
+    (common.own_loss; None: it returns none)."""
     try:
-        return _export(model, args, kwargs)
+        ep = _export(model, args, kwargs)
+        return ep, _loss_position(ep.call_spec.out_spec)
     except Exception as exc:
         if "not a known type" not in str(exc):
             raise
         # The output holds an object export cannot flatten (a Hugging Face KV cache in a
         # ModelOutput): export the forward with its output reduced to the tensors it holds.
-        with _tensor_outputs(model):
+        with _tensor_outputs(model) as loss:
             ep = _export(model, args, kwargs)
         builder.notes.append(
             f"exported with the output reduced to its tensors ({str(exc).split(' in output')[0].removeprefix('Found ')})"
         )
-        return ep
+        return ep, loss[0] if loss else None
 
 
-def _record(model: nn.Module, ep, builder: GraphBuilder) -> Replay | None:
+def _loss_position(spec) -> int | None:
+    """The leaf position of a Mapping output's "loss" (a ModelOutput's or a dict's) in the flattened
+    output: the leaves of the fields before it."""
+    if spec is None or not isinstance(spec.type, type) or not issubclass(spec.type, Mapping):
+        return None
+    keys = list(spec.context) if isinstance(spec.context, (list, tuple)) else []
+    if "loss" not in keys:
+        return None
+    at = keys.index("loss")
+    return sum(spec.child(i).num_leaves for i in range(at))
+
+
+def _record(model: nn.Module, ep, builder: GraphBuilder, loss: int | None = None) -> Replay | None:
     """The exported program's ops into the OpGraph; its replay (None when it cannot be built)."""
     b = builder
     wrapped = {str(n.target) for n in ep.graph.nodes if isinstance(n.target, torch._ops.HigherOrderOperator)}
@@ -122,7 +138,7 @@ def _record(model: nn.Module, ep, builder: GraphBuilder) -> Replay | None:
             continue
         if n.op == "output":
             outs = [a for a in input_nodes(n) if a.name in user_outputs]
-            b.output(b.reserve("output"), [opgraph_node(a, alias, b) for a in outs])
+            b.output(b.reserve("output"), [opgraph_node(a, alias, b) for a in outs], loss)
             continue
         if n.name in group_of:
             key, path = group_of[n.name]
@@ -239,17 +255,23 @@ def output_tensors(value: Any, depth: int = 0) -> list[torch.Tensor]:
 @contextlib.contextmanager
 def _tensor_outputs(model: nn.Module):
     """The model's forward, for the time of one export, returns a tuple of its output's tensors.
-    Set on the instance and removed after (the class and the caller's model stay as they were)."""
+    Set on the instance and removed after (the class and the caller's model stay as they were).
+    Yields a list that gets the position of the output's own loss among them (common.own_loss)."""
     own = model.__dict__.get("forward")
     original = model.forward
+    loss: list[int] = []
 
     @functools.wraps(original)
     def forward(*args, **kwargs):
-        return tuple(output_tensors(original(*args, **kwargs)))
+        out = original(*args, **kwargs)
+        tensors = output_tensors(out)
+        position = own_loss_index(out, tensors)
+        loss[:] = [] if position is None else [position]
+        return tuple(tensors)
 
     model.forward = forward
     try:
-        yield
+        yield loss
     finally:
         if own is None:
             del model.forward
