@@ -60,6 +60,7 @@ from archlint.model.train import meta_shims, metacache, steady
 from archlint.model.train.allocator import replay
 from archlint.model.train.autocast_meta import BASIS as AUTOCAST_BASIS
 from archlint.model.train.autocast_meta import MetaAutocast
+from archlint.model.train.cpu_attention import cpu_attention
 from archlint.model.train.cpu_layout import cpu_conv_layout
 from archlint.model.train.cpu_scratch import BASIS as CPU_SCRATCH_BASIS
 from archlint.model.train.cpu_scratch import cpu_conv_scratch, cpu_isa
@@ -762,9 +763,10 @@ def _two_steps(
         raise UsageError("the model has no parameter that requires grad: nothing to train")
     opt = EightBitAdam(params) if eight_bit else make_optimizer(base, params, variant_override=variant)
     threads = None if gpu else torch.get_num_threads()  # this process's threads stand for the target CPU's
-    # on a GPU spec, attention keeps what CUDA's fused kernels keep, not the math form's weights
+    # attention keeps what the target's kernel keeps: CUDA's fused kernels on a GPU spec, the CPU's
+    # flash kernel where a CPU picks it (cpu_attention); not the math form's weights meta falls back to
     with (
-        fused_attention() if gpu else contextlib.nullcontext(),
+        fused_attention() if gpu else cpu_attention(),
         MetaAutocast(autocast) if autocast is not None else contextlib.nullcontext(),
     ):
         first = _Tracker(
