@@ -161,6 +161,8 @@ MODELS = {
     "timm/efficientnet_b0": _timm("efficientnet_b0"),
     "timm/convnext_atto": _timm("convnext_atto"),
     "timm/vit_tiny_patch16@64": _timm("vit_tiny_patch16_224", img_size=64),
+    # 197 tokens: the CPU's flash SDPA keeps no L×L weights (archlint.model.train.cpu_attention)
+    "timm/vit_tiny_patch16@224": _timm("vit_tiny_patch16_224", image=(2, 3, 224, 224)),
     "timm/regnetx_002": _timm("regnetx_002"),
     "timm/ghostnet_100": _timm("ghostnet_100"),
     "timm/mobilevitv2_050": _timm("mobilevitv2_050"),
@@ -185,6 +187,7 @@ MODELS = {
     ),
     # as Hugging Face's users train them: given labels, out.loss.backward() on the model's own loss
     "hf/llama-32k+labels": _lm("LlamaConfig", "LlamaForCausalLM", 32000, labels=True),
+    "hf/qwen3-32k+labels@512": _lm("Qwen3Config", "Qwen3ForCausalLM", 32000, tokens=(1, 512), labels=True, head_dim=16),
     "hf/gemma-256k+labels": _lm(
         "GemmaConfig", "GemmaForCausalLM", 256000, tokens=(1, 32), labels=True, head_dim=16, pad_token_id=0
     ),

@@ -237,8 +237,10 @@ def test_the_flops_loss_is_the_models_own_where_it_returns_one(use_cache):
     model = transformers.LlamaForCausalLM(cfg).train()
     ids = torch.randint(0, 1000, (2, 16))
     batch = {"input_ids": ids, "labels": ids}
-    train = archlint.analyze(model, batch, train=True, quiet=True).to_dict()["models"][0]["totals"]["train"]
+    result = archlint.analyze(model, batch, train=True, quiet=True).to_dict()["models"][0]
+    train = result["totals"]["train"]
     assert train["loss"]["outputs"] == 1
+    assert any("returns its own loss" in n for n in result["notes"])
     assert train["loss"]["forward_flops"] == 1  # the mean of the scalar loss
     memory = step_memory(model, (), batch, optimizer="sgd")
     assert memory["loss"].startswith("the loss the model returns itself")
