@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend
 from torch.utils._python_dispatch import _disable_current_modes
 
-_FLASH = int(SDPBackend.FLASH_ATTENTION)
+_FLASH: int = SDPBackend.FLASH_ATTENTION.value
 _CHOICES: dict[tuple, bool] = {}  # the inputs' metadata -> the CPU picks flash (the step repeats each layer's call)
 
 
