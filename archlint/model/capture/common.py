@@ -1,8 +1,9 @@
-"""Pieces every strategy uses: the CaptureFailed error, Replay, what counts as a leaf module, and
-small tensor and module-path helpers."""
+"""Pieces every strategy uses: the CaptureFailed error, Replay, what counts as a leaf module, the
+loss a model returns itself, and small tensor and module-path helpers."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,6 +40,26 @@ def is_leaf(module: nn.Module) -> bool:
         and cls.__module__.startswith(("torch.nn", "torch.ao.nn"))
         and not isinstance(module, nn.Sequential)
     )
+
+
+def own_loss(output: Any) -> torch.Tensor | None:
+    """The loss a model computes itself and returns as `loss` (a Hugging Face model given `labels`:
+    its ModelOutput's `loss` field; a dict's "loss"), a floating-point tensor; None otherwise. A
+    training loop backpropagates that one (`out = model(**batch); out.loss.backward()`), not a
+    reduction of every output: the step's loss, in its FLOPs (OpGraph output's `loss` attribute,
+    archlint.model.train.grad.loss_sources) and its memory (archlint.model.train.memory), is it alone."""
+    if isinstance(output, Mapping):
+        loss = output.get("loss")
+        if isinstance(loss, torch.Tensor) and loss.is_floating_point():
+            return loss
+    return None
+
+
+def own_loss_index(output: Any, tensors: list[torch.Tensor]) -> int | None:
+    """Where the output's own loss (own_loss) is among `tensors`, the output's tensors as a capture
+    lists them; None when it has none."""
+    loss = own_loss(output)
+    return next((i for i, t in enumerate(tensors) if t is loss), None) if loss is not None else None
 
 
 def tensors_in(value: Any) -> list[torch.Tensor]:

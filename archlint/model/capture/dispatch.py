@@ -14,7 +14,7 @@ from torch import nn
 from torch.overrides import TorchFunctionMode
 
 import archlint
-from archlint.model.capture.common import CaptureFailed, ancestors, is_leaf, shape_of, tensors_in
+from archlint.model.capture.common import CaptureFailed, ancestors, is_leaf, own_loss_index, shape_of, tensors_in
 from archlint.model.capture.describe import (
     HOST_READS,
     SYNC_REASONS,
@@ -200,7 +200,8 @@ def capture_dispatch(model: nn.Module, inputs: tuple, builder: GraphBuilder, kwa
         with torch.no_grad():
             for t, copy in saved:
                 t.copy_(copy)
-    b.output(b.unique("output"), [rec.producer.get(id(t), (None,))[0] for t in tensors_in(out)])
+    tensors = tensors_in(out)
+    b.output(b.unique("output"), [rec.producer.get(id(t), (None,))[0] for t in tensors], own_loss_index(out, tensors))
     b.reached.add("")
 
 

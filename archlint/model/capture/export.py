@@ -7,6 +7,7 @@ import contextlib
 import dataclasses
 import functools
 import itertools
+from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -15,7 +16,7 @@ import torch.utils._pytree as pytree
 from torch import nn
 from torch.overrides import TorchFunctionMode
 
-from archlint.model.capture.common import CaptureFailed, Replay, ancestors, is_leaf, tensors_in, to_meta
+from archlint.model.capture.common import CaptureFailed, Replay, ancestors, is_leaf, own_loss_index, tensors_in, to_meta
 from archlint.model.capture.describe import (
     HOST_READS,
     SYNC_REASONS,
@@ -69,36 +70,51 @@ def capture_export(model: nn.Module, inputs: tuple, builder: GraphBuilder, kwarg
     syncs = _HostSyncs()
     try:
         with syncs:
-            ep = _exported(model, args, kwargs, builder)
+            ep, loss = _exported(model, args, kwargs, builder)
     except Exception as exc:
         raise (syncs.failure() or CaptureFailed("export", exc)) from exc
     if (failure := syncs.failure()) is not None:
         raise failure
-    return _record(model, ep, builder)
+    return _record(model, ep, builder, loss)
 
 
 def _exported(model: nn.Module, args: tuple, kwargs: dict, builder: GraphBuilder):
+    """The exported program, and where the loss the model returns itself is among its outputs
+    (common.own_loss; None: it returns none)."""
     # One trace: the forward's output is reduced to its tensors, while it is traced, only where export
     # would refuse it (_unknown_output); a refusal found only after the trace (a torch that does not
     # say which outputs it knows) costs a second trace, below. An 8B model's trace is seconds.
     refused: list[str] = []
     try:
-        with _tensor_outputs(model, only_if_refused=refused):
+        with _tensor_outputs(model, only_if_refused=refused) as loss:
             ep = _export(model, args, kwargs)
     except Exception as exc:
         if "not a known type" not in str(exc):
             raise
         # The output holds an object export cannot flatten (a Hugging Face KV cache in a
         # ModelOutput): export the forward with its output reduced to the tensors it holds.
-        with _tensor_outputs(model):
+        with _tensor_outputs(model) as loss:
             ep = _export(model, args, kwargs)
         refused[:] = [str(exc).split(" in output")[0].removeprefix("Found ")]
-    if refused:
-        builder.notes.append(f"exported with the output reduced to its tensors ({refused[0]})")
-    return ep
+    if not refused:
+        return ep, _loss_position(ep.call_spec.out_spec)
+    builder.notes.append(f"exported with the output reduced to its tensors ({refused[0]})")
+    return ep, loss[0] if loss else None
 
 
-def _record(model: nn.Module, ep, builder: GraphBuilder) -> Replay | None:
+def _loss_position(spec) -> int | None:
+    """The leaf position of a Mapping output's "loss" (a ModelOutput's or a dict's) in the flattened
+    output: the leaves of the fields before it."""
+    if spec is None or not isinstance(spec.type, type) or not issubclass(spec.type, Mapping):
+        return None
+    keys = list(spec.context) if isinstance(spec.context, (list, tuple)) else []
+    if "loss" not in keys:
+        return None
+    at = keys.index("loss")
+    return sum(spec.child(i).num_leaves for i in range(at))
+
+
+def _record(model: nn.Module, ep, builder: GraphBuilder, loss: int | None = None) -> Replay | None:
     """The exported program's ops into the OpGraph; its replay (None when it cannot be built)."""
     b = builder
     wrapped = {str(n.target) for n in ep.graph.nodes if isinstance(n.target, torch._ops.HigherOrderOperator)}
@@ -134,7 +150,7 @@ def _record(model: nn.Module, ep, builder: GraphBuilder) -> Replay | None:
             continue
         if n.op == "output":
             outs = [a for a in input_nodes(n) if a.name in user_outputs]
-            b.output(b.reserve("output"), [opgraph_node(a, alias, b) for a in outs])
+            b.output(b.reserve("output"), [opgraph_node(a, alias, b) for a in outs], loss)
             continue
         if n.name in group_of:
             key, path = group_of[n.name]
@@ -266,9 +282,11 @@ def _tensor_outputs(model: nn.Module, only_if_refused: list[str] | None = None):
     """The model's forward, for the time of one export, returns a tuple of its output's tensors;
     with `only_if_refused`, only where export would refuse the output as it is (the refused type is
     appended to the list). Set on the instance and removed after (the class and the caller's model
-    stay as they were)."""
+    stay as they were). Yields a list that gets the position of the output's own loss among the
+    tensors (common.own_loss), where the output was reduced."""
     own = model.__dict__.get("forward")
     original = model.forward
+    loss: list[int] = []
 
     @functools.wraps(original)
     def forward(*args, **kwargs):
@@ -278,11 +296,14 @@ def _tensor_outputs(model: nn.Module, only_if_refused: list[str] | None = None):
             if refused is None:
                 return out
             only_if_refused.append(refused)
-        return tuple(output_tensors(out))
+        tensors = output_tensors(out)
+        position = own_loss_index(out, tensors)
+        loss[:] = [] if position is None else [position]
+        return tuple(tensors)
 
     model.forward = forward
     try:
-        yield
+        yield loss
     finally:
         if own is None:
             del model.forward

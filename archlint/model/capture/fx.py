@@ -8,6 +8,7 @@ import builtins
 import contextlib
 import inspect
 import itertools
+from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -236,7 +237,7 @@ def capture_fx(model: nn.Module, inputs: tuple, builder: GraphBuilder, kwargs: d
             attr_of[n.name] = n.target
             continue
         if n.op == "output":
-            b.output(b.reserve(n.name), [opgraph_node(a, alias, b) for a in input_nodes(n)])
+            b.output(b.reserve(n.name), [opgraph_node(a, alias, b) for a in input_nodes(n)], _loss_position(n))
             continue
         if alias_tuple_item(n, env.get, value, alias, b):
             continue
@@ -282,3 +283,17 @@ def capture_fx(model: nn.Module, inputs: tuple, builder: GraphBuilder, kwargs: d
         )
     b.reached.add("")
     return Replay(gm)
+
+
+def _loss_position(output: fx.Node) -> int | None:
+    """Where a Mapping output's "loss" node (the model's own loss: common.own_loss) is among the
+    output node's argument nodes (input_nodes' order: the fields before it, flattened)."""
+    value = output.args[0] if output.args else None
+    if not isinstance(value, Mapping) or not isinstance(value.get("loss"), fx.Node):
+        return None
+    before: list[fx.Node] = []
+    for key, item in value.items():
+        if key == "loss":
+            return len(before)
+        fx.node.map_arg(item, before.append)
+    return None

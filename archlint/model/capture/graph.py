@@ -139,7 +139,11 @@ class GraphBuilder:
             if producer is not None and not self.graph.has_edge(producer, name):
                 self.graph.add_edge(producer, name, index=index)
 
-    def output(self, name: str, producers: list[str | None]) -> None:
+    def output(self, name: str, producers: list[str | None], loss: int | None = None) -> None:
+        """The model's output, read from `producers` in order; `loss`: the position of the loss the
+        model returns itself (common.own_loss), which the step's loss is then alone (attrs["loss"]:
+        its producer)."""
+        own = producers[loss] if loss is not None and loss < len(producers) else None
         self.graph.add_node(
             name,
             kind="output",
@@ -154,7 +158,7 @@ class GraphBuilder:
             in_bytes=0,
             param_shapes={},
             params=0,
-            attrs={},
+            attrs={"loss": own} if own is not None else {},
         )
         for index, producer in enumerate(producers):
             if producer is not None and not self.graph.has_edge(producer, name):

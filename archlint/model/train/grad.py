@@ -92,10 +92,16 @@ def propagate(graph: nx.DiGraph, model: nn.Module, inputs_need_grad: frozenset[s
 
 def loss_sources(graph: nx.DiGraph) -> list[str]:
     """The ops whose outputs the loss reads: every floating-point output of the model (a tensor, a
-    tuple's items, a ModelOutput's fields), each reduced and the results added."""
+    tuple's items, a ModelOutput's fields), each reduced and the results added; or, where the model
+    returns its own loss (a ModelOutput's `loss`: the output node's attrs["loss"], capture.common.own_loss),
+    that one alone, as a loop backpropagates it (`out.loss.backward()`)."""
     sources = []
     for name in graph.nodes:
         if graph.nodes[name]["kind"] != "output":
+            continue
+        own = (graph.nodes[name].get("attrs") or {}).get("loss")
+        if own is not None and own in graph and graph.nodes[own].get("grad_out"):
+            sources.append(own)
             continue
         producers = sorted(graph.predecessors(name), key=lambda p: graph.edges[p, name].get("index", 0))
         sources += [p for p in producers if graph.nodes[p].get("grad_out")]

@@ -55,10 +55,12 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
 from archlint.errors import UsageError
+from archlint.model.capture.common import own_loss
 from archlint.model.train import meta_shims, metacache, steady
 from archlint.model.train.allocator import replay
 from archlint.model.train.autocast_meta import BASIS as AUTOCAST_BASIS
 from archlint.model.train.autocast_meta import MetaAutocast
+from archlint.model.train.cpu_attention import cpu_attention
 from archlint.model.train.cpu_layout import cpu_conv_layout
 from archlint.model.train.cpu_scratch import BASIS as CPU_SCRATCH_BASIS
 from archlint.model.train.cpu_scratch import cpu_conv_scratch, cpu_isa
@@ -141,9 +143,14 @@ def make_optimizer(name: str, params, *, variant_override: str | None = None) ->
 def output_tensors(output: Any) -> list[torch.Tensor]:
     """The floating-point tensors of a model's output that carry a gradient, in order: those of a
     tensor, tuple, list, dict or Hugging Face ModelOutput, and those an object in it holds (a KV
-    cache's keys and values). The loss reads these: the same outputs the FLOP graph's loss reads
+    cache's keys and values); or the loss the model returns itself, alone (a ModelOutput's `loss`,
+    a Hugging Face model given labels: capture.common.own_loss), as a loop backpropagates it. The
+    loss reads these: the same outputs the FLOP graph's loss reads
     (archlint.model.train.grad.loss_sources: every output the capture flattens, a cache's tensors
-    among them), so the step's FLOPs and its memory count one loss."""
+    among them, or the own loss), so the step's FLOPs and its memory count one loss."""
+    own = own_loss(output)
+    if own is not None and own.requires_grad:
+        return [own]
     return [t for t in output_storages(output) if t.is_floating_point() and t.requires_grad]
 
 
@@ -225,6 +232,7 @@ class _Tracker:
     carried: list[tuple[_Storage, _Storage]] = field(default_factory=list)
     optimizer: Any = None  # the step's optimizer (record_step reads its state's owners)
     shims: set[str] = field(default_factory=set)  # what meta_shims adapted (said in the notes)
+    own_loss: bool = False  # the output carried the model's own loss, the step's loss alone (output_tensors)
 
     def size(self, storage) -> int:
         n = storage.nbytes()
@@ -458,6 +466,8 @@ def _step(
             tracker.marks["output"] = steady.mark(tracker)
         if kept is not None:  # `out = model(x)`: the previous step's output is freed only now
             kept[:] = [output]
+        if tracker is not None:
+            tracker.own_loss = own_loss(output) is not None
         value = step_loss(output, loss)
         del output  # kept in `kept`, as the loop's `out` keeps it
         phase("backward")
@@ -588,7 +598,10 @@ def step_memory(
     )
     result["optimizer"] = optimizer
     result["loss"] = (
-        f"{loss} of each differentiable tensor of the output (a KV cache's among them), added: "
+        "the loss the model returns itself (its output's `loss`, e.g. a Hugging Face model given labels), "
+        "backpropagated alone as a loop does (out.loss.backward()): the loss the step's FLOPs count"
+        if first.own_loss
+        else f"{loss} of each differentiable tensor of the output (a KV cache's among them), added: "
         "the loss the step's FLOPs count"
     )
     result["basis"] = basis
@@ -750,9 +763,10 @@ def _two_steps(
         raise UsageError("the model has no parameter that requires grad: nothing to train")
     opt = EightBitAdam(params) if eight_bit else make_optimizer(base, params, variant_override=variant)
     threads = None if gpu else torch.get_num_threads()  # this process's threads stand for the target CPU's
-    # on a GPU spec, attention keeps what CUDA's fused kernels keep, not the math form's weights
+    # attention keeps what the target's kernel keeps: CUDA's fused kernels on a GPU spec, the CPU's
+    # flash kernel where a CPU picks it (cpu_attention); not the math form's weights meta falls back to
     with (
-        fused_attention() if gpu else contextlib.nullcontext(),
+        fused_attention() if gpu else cpu_attention(),
         MetaAutocast(autocast) if autocast is not None else contextlib.nullcontext(),
     ):
         first = _Tracker(

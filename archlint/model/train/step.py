@@ -83,6 +83,13 @@ def cost_step(
             "--train: no output of the model carries a gradient (no trainable parameter reaches it): "
             "backward and optimizer cost nothing"
         )
+    if any(
+        (graph.nodes[n].get("attrs") or {}).get("loss") in sources for n in graph if graph.nodes[n]["kind"] == "output"
+    ):
+        notes.append(
+            "--train: the model returns its own loss (its output's `loss`, e.g. a Hugging Face model given "
+            "labels): the step backpropagates that one alone, as out.loss.backward() does"
+        )
     unknown = backward.cost_backward(graph)
     if unknown:
         ops = Counter(graph.nodes[n]["op"] for n in unknown)

@@ -186,3 +186,74 @@ def test_one_loss_for_the_flops_and_the_memory():
     ]["loss"]
     assert loss["outputs"] == len(read)
     assert loss["forward_flops"] == sum(t.numel() for t in read) + len(read) - 1
+
+
+class _OwnLoss(nn.Module):
+    """A classifier that returns its own loss beside the logits, as a Hugging Face model given
+    labels does; `detached`: the logits returned without a gradient (the loss then reads only the
+    loss, whatever the rule)."""
+
+    def __init__(self, detached=False):
+        super().__init__()
+        torch.manual_seed(0)
+        self.head, self.detached = nn.Linear(16, 4096), detached
+
+    def forward(self, x, y):
+        logits = self.head(x)
+        loss = nn.functional.cross_entropy(logits, y)
+        return {"loss": loss, "logits": logits.detach() if self.detached else logits}
+
+
+def test_a_model_that_returns_its_own_loss_is_trained_on_it_alone():
+    # `out = model(**batch); out.loss.backward()`: the loop backpropagates the model's own loss, not
+    # the mean of every output added to it (which made a logits-sized gradient more: archlint 1.14x
+    # the real peak on an LLM given labels, benchmarks/train_memory.py). The logits `out` keeps stay
+    # alive either way (a detached view shares their storage), so both models step alike.
+    x, y = torch.randn(8, 16), torch.randint(0, 4096, (8,))
+    own = step_memory(_OwnLoss(), (x, y), optimizer="sgd")
+    detached = step_memory(_OwnLoss(detached=True), (x, y), optimizer="sgd")
+    assert own["peak_bytes"] == detached["peak_bytes"]
+    assert own["loss"].startswith("the loss the model returns itself")
+    assert detached["loss"].startswith("the loss the model returns itself")
+
+
+@pytest.mark.parametrize("use_cache", [False, True])  # with a cache, export sees the output reduced to its tensors
+def test_the_flops_loss_is_the_models_own_where_it_returns_one(use_cache):
+    # given labels, a Hugging Face LM returns its loss first: the step's FLOPs count that one loss
+    # (its cross-entropy is in the forward), as the memory model does, not a mean over the logits too
+    transformers = pytest.importorskip("transformers")
+    import archlint
+
+    cfg = transformers.LlamaConfig(
+        vocab_size=1000,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        use_cache=use_cache,
+    )
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(cfg).train()
+    ids = torch.randint(0, 1000, (2, 16))
+    batch = {"input_ids": ids, "labels": ids}
+    result = archlint.analyze(model, batch, train=True, quiet=True).to_dict()["models"][0]
+    train = result["totals"]["train"]
+    assert train["loss"]["outputs"] == 1
+    assert any("returns its own loss" in n for n in result["notes"])
+    assert train["loss"]["forward_flops"] == 1  # the mean of the scalar loss
+    memory = step_memory(model, (), batch, optimizer="sgd")
+    assert memory["loss"].startswith("the loss the model returns itself")
+
+
+@pytest.mark.parametrize("strategy", ["fx", "export", "dispatch"])
+def test_every_capture_marks_the_models_own_loss(strategy):
+    from archlint.model.capture import capture
+    from archlint.model.train import grad
+
+    x, y = torch.randn(8, 16), torch.randint(0, 4096, (8,))
+    model = _OwnLoss()
+    graph, _ = capture(model, (x, y), strategy)
+    sources = grad.propagate(graph, model)
+    assert len(sources) == 1
+    assert graph.nodes[sources[0]]["out_shapes"][0] in ([], ())  # the scalar loss, not the logits
