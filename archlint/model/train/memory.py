@@ -718,12 +718,11 @@ def _input_values(model: nn.Module, meta: nn.Module, real_inputs, meta_inputs) -
     """The real values of the inputs and buffers beside their meta copies (archlint.model.train.values):
     what an `.item()` on a mask or a position needs."""
     values = KnownValues()
-    for real, fake in zip(_tensors(real_inputs), _tensors(meta_inputs)):
-        values.know(fake, real)
     meta_buffers = dict(meta.named_buffers())
-    for name, real in model.named_buffers():
-        if name in meta_buffers:
-            values.know(meta_buffers[name], real)
+    values.know_all(
+        [*zip(_tensors(meta_inputs), _tensors(real_inputs))]
+        + [(meta_buffers[name], real) for name, real in model.named_buffers() if name in meta_buffers]
+    )
     return values
 
 
