@@ -74,6 +74,7 @@ from archlint.model.train.gpu_workspaces import (
     reduction_workspace,
     threads_per_sm,
 )
+from archlint.model.train.module_copy import deepcopy_module
 from archlint.model.train.values import KnownValues
 from archlint.train_names import LOSSES, parse_optimizer
 
@@ -389,7 +390,7 @@ def to_meta(model: nn.Module) -> nn.Module:
         for value in vars(module).values():
             if isinstance(value, torch.Tensor) and not isinstance(value, nn.Parameter) and id(value) not in memo:
                 memo[id(value)] = torch.empty_like(value, device="meta")
-    return copy.deepcopy(model, memo)
+    return deepcopy_module(model, memo)  # copy.deepcopy's copy, made faster (module_copy)
 
 
 def _meta_inputs(value: Any) -> Any:
