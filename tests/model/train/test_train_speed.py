@@ -151,3 +151,20 @@ def test_the_meta_copy_is_deepcopys_copy():
     shares = deepcopy_module(_Shares(), {})
     assert shares.again is shares.conv and shares.plain_list[0] is shares.blocks[0]
     assert len(shares._forward_hooks) == 1
+
+
+def test_the_step_is_freed_when_its_figures_are_read():
+    """Each storage's free is recorded by a weak reference's callback that holds its tracker weakly:
+    weakref.finalize's registry held every tracker, and through it the step's optimizer and meta
+    model, for the life of the process (each of max_batch's evaluations added one)."""
+    net, x = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4)), torch.randn(4, 8)
+    gc.collect()
+    enabled = gc.isenabled()
+    gc.disable()  # freed by reference counts, not by a collection
+    try:
+        for _ in range(3):
+            memory.step_memory(net, (x,), optimizer="adam")
+        assert [o for o in gc.get_objects() if isinstance(o, memory._Tracker)] == []
+    finally:
+        if enabled:
+            gc.enable()
