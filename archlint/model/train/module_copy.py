@@ -40,7 +40,7 @@ def _plain(cls: type) -> bool:
             getattr(cls, "__deepcopy__", None) is None
             and cls.__reduce_ex__ is object.__reduce_ex__
             and cls.__reduce__ is object.__reduce__
-            and cls.__getstate__ is nn.Module.__getstate__
+            and getattr(cls, "__getstate__", None) is nn.Module.__getstate__
             and getattr(cls, "__getnewargs_ex__", None) is None
             and getattr(cls, "__getnewargs__", None) is None
         )
@@ -51,22 +51,22 @@ def _copy(value: Any, memo: dict[int, Any]) -> Any:
     found = memo.get(id(value), memo)
     if found is not memo:
         return found
-    kind = type(value)
+    kind: Any = type(value)
     if kind in _ATOMIC:
         return value
     # (deepcopy also keeps each original alive in the memo, so that no id is reused while it copies;
     # these are the model's own, alive throughout)
     if kind is dict or (kind is OrderedDict and not vars(value)):
         if all(type(key) is str for key in value):
-            new = kind()
-            memo[id(value)] = new
+            items: dict = kind()
+            memo[id(value)] = items
             for key, item in value.items():
-                new[key] = _copy(item, memo)
-            return new
+                items[key] = _copy(item, memo)
+            return items
     elif kind is set and not value:
-        new = set()
-        memo[id(value)] = new
-        return new
+        empty: set = set()
+        memo[id(value)] = empty
+        return empty
     elif (
         isinstance(value, nn.Module)
         and _plain(kind)
