@@ -3,8 +3,8 @@
 The step (zero_grad, forward in train mode, loss, backward, optimizer.step) runs on a meta copy of
 the model: every tensor has its shape, dtype and storage size but no data, so nothing is
 allocated. A dispatch mode sees each aten op's outputs and registers every storage it has not seen;
-a weakref finalizer on the storage records its free. The live bytes after each op, and their peak,
-are then what autograd actually keeps: views share a storage, in-place ops make none, a
+a weak reference's callback on the storage records its free. The live bytes after each op, and
+their peak, are then what autograd actually keeps: views share a storage, in-place ops make none, a
 checkpointed region's saved tensors are freed and recomputed in backward, a frozen parameter gets
 no gradient. Storages are classified after the step (parameter, buffer, input, gradient, optimizer
 state, activation kept from the forward, temporary).
@@ -76,6 +76,7 @@ from archlint.model.train.gpu_workspaces import (
     reduction_workspace,
     threads_per_sm,
 )
+from archlint.model.train.module_copy import deepcopy_module
 from archlint.model.train.values import KnownValues
 from archlint.train_names import LOSSES, parse_optimizer
 
@@ -233,6 +234,7 @@ class _Tracker:
     optimizer: Any = None  # the step's optimizer (record_step reads its state's owners)
     shims: set[str] = field(default_factory=set)  # what meta_shims adapted (said in the notes)
     own_loss: bool = False  # the output carried the model's own loss, the step's loss alone (output_tensors)
+    pending: dict[int, tuple] = field(default_factory=dict)  # the weak references that record frees (_on_free)
 
     def size(self, storage) -> int:
         n = storage.nbytes()
@@ -255,7 +257,7 @@ class _Tracker:
         self.events += 1
         self.records.append(rec)
         self.by_id[key] = rec
-        weakref.finalize(storage, self._free, key, rec)
+        self._on_free(storage, key, rec)
         self.live_bytes += rec.nbytes
         if self.live_bytes > self.peak:
             self.peak, self.peak_event, self.peak_op = self.live_bytes, rec.born, rec.op
@@ -304,7 +306,17 @@ class _Tracker:
         the tensor's storage, freed with it."""
         key = id(tensor.untyped_storage())
         self.by_id[key] = rec
-        weakref.finalize(tensor.untyped_storage(), self._free, key, rec)
+        self._on_free(tensor.untyped_storage(), key, rec)
+
+    def __post_init__(self) -> None:
+        self._dead = _on_death(weakref.ref(self))
+
+    def _on_free(self, storage, key: int, rec: _Storage) -> None:
+        """Record the storage's free when it dies: a weak reference with a callback, kept here until
+        it fires (weakref.finalize did the same through its registry at twice the cost a storage, and
+        the registry kept every tracker alive, with the optimizer and the meta model it holds)."""
+        ref = weakref.ref(storage, self._dead)
+        self.pending[id(ref)] = (ref, key, rec)
 
     def _free(self, key: int, rec: _Storage) -> None:
         if self.by_id.get(key) is rec:
@@ -315,6 +327,21 @@ class _Tracker:
 
     def record(self, which) -> _Storage | None:
         return self.by_id.get(id(which.untyped_storage()))
+
+
+def _on_death(tracker_ref: weakref.ref):
+    """The callback of a tracker's weak references (_Tracker._on_free). It holds the tracker weakly:
+    the tracker, the step's optimizer and its meta model are then freed by their reference counts once
+    the step's figures are read, while the storages they hold die (with the tracker, its pending
+    references go: no callback comes after)."""
+
+    def dead(ref: weakref.ref) -> None:
+        tracker = tracker_ref()
+        if tracker is not None:
+            _, key, rec = tracker.pending.pop(id(ref))
+            tracker._free(key, rec)
+
+    return dead
 
 
 class _Watch(TorchDispatchMode):
@@ -397,7 +424,7 @@ def to_meta(model: nn.Module) -> nn.Module:
         for value in vars(module).values():
             if isinstance(value, torch.Tensor) and not isinstance(value, nn.Parameter) and id(value) not in memo:
                 memo[id(value)] = torch.empty_like(value, device="meta")
-    return copy.deepcopy(model, memo)
+    return deepcopy_module(model, memo)  # copy.deepcopy's copy, made faster (module_copy)
 
 
 def _meta_inputs(value: Any) -> Any:
@@ -731,12 +758,11 @@ def _input_values(model: nn.Module, meta: nn.Module, real_inputs, meta_inputs) -
     """The real values of the inputs and buffers beside their meta copies (archlint.model.train.values):
     what an `.item()` on a mask or a position needs."""
     values = KnownValues()
-    for real, fake in zip(_tensors(real_inputs), _tensors(meta_inputs)):
-        values.know(fake, real)
     meta_buffers = dict(meta.named_buffers())
-    for name, real in model.named_buffers():
-        if name in meta_buffers:
-            values.know(meta_buffers[name], real)
+    values.know_all(
+        [*zip(_tensors(meta_inputs), _tensors(real_inputs))]
+        + [(meta_buffers[name], real) for name, real in model.named_buffers() if name in meta_buffers]
+    )
     return values
 
 

@@ -26,8 +26,9 @@ replayed (the timeline keeps one figure an op, so the two could not be told apar
 
 That holds while the first step leaves the model as it found it. `plan` checks it and answers
 None (run the second step as well) where it does not: a parameter or buffer replaced or added, a
-storage from before the step freed during it, a gradient that shares a storage or is a view of a
-larger one, anything born in the forward or backward that the optimizer step frees.
+storage from before the step freed during it, two gradients that share a storage, anything born
+in the forward or backward that the optimizer step frees. (A gradient that is a view of a larger
+storage of its own is replayed as the same view of a fresh storage of that size.)
 """
 
 from __future__ import annotations
@@ -239,11 +240,19 @@ def plan(first, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> Rep
             if rec is None or id(rec) not in index or id(rec) in seen or grad.device.type != "meta":
                 return None
             seen.add(id(rec))
-            fresh = torch.empty_strided(grad.shape, grad.stride(), dtype=grad.dtype, device=grad.device)
-            if grad.storage_offset() != 0 or fresh.untyped_storage().nbytes() != grad.untyped_storage().nbytes():
-                return None
-            grads.append((param, fresh, index[id(rec)]))
+            grads.append((param, _fresh_like(grad), index[id(rec)]))
     return Replay(first, records, deaths, grads, holds)
+
+
+def _fresh_like(grad: torch.Tensor) -> torch.Tensor:
+    """A meta tensor of the gradient's layout on a storage of its own of the same size: a gradient
+    can be a view of a larger storage (autograd keeps cat's gradient slice as a parameter's where it
+    obeys the parameter's layout: ViT's class token at batch 1 holds all 197 tokens' gradient), and
+    the replayed record is that storage's bytes."""
+    storage = torch.UntypedStorage(grad.untyped_storage().nbytes(), device=grad.device)
+    return torch.empty(0, dtype=grad.dtype, device=grad.device).set_(
+        storage, grad.storage_offset(), grad.shape, grad.stride()
+    )
 
 
 @contextlib.contextmanager

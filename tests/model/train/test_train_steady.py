@@ -52,6 +52,19 @@ class GrowsABuffer(nn.Module):
         return self.lin(x) + self.seen[: x.shape[0]]
 
 
+class ClassToken(nn.Module):
+    """A learnt token put before the inputs (ViT's class token): at batch 1 the token's gradient is
+    its slice of cat's gradient, kept by autograd as a view of the whole storage."""
+
+    def __init__(self):
+        super().__init__()
+        self.token = nn.Parameter(torch.zeros(1, 1, 8))
+        self.lin = nn.Linear(8, 8)
+
+    def forward(self, x):
+        return self.lin(torch.cat([self.token.expand(x.shape[0], -1, -1), x], dim=1))
+
+
 def _tiny_gpt2():
     transformers = pytest.importorskip("transformers")
     cfg = transformers.GPT2Config(vocab_size=100, n_embd=32, n_layer=2, n_head=2, n_positions=32, use_cache=False)
@@ -78,6 +91,8 @@ CASES = {
         (torch.randn(2, 3, 16, 16),),
         {},
     ),
+    # a gradient that is a view of a larger storage: replayed as that view of a fresh storage (issue 45)
+    "class-token": lambda: (ClassToken(), (torch.randn(1, 6, 8),), {}),
     "lm-head": lambda: (nn.Sequential(nn.Linear(16, 32), nn.Linear(32, 4096)), (torch.randn(8, 16),), {}),
 }
 
