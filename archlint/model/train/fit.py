@@ -123,7 +123,8 @@ def max_batch(
     """The largest batch whose peak is within `budget`: the line through two evaluations, then
     evaluations at the predicted batch and the next to confirm it (walking if the line was off).
     `bisect`: where a batch that fits and one that does not are known, halve between them (for a
-    yes-or-no answer, such as an allocator replayed under a limit, whose bytes say little).
+    yes-or-no answer, such as an allocator replayed under a limit, whose bytes say little near the
+    answer; while the bracket is wider than 4x, they still guide the steps).
     `known`: peaks already found (by batch), which bracket the answer at no cost; the search's own
     evaluations are counted against MAX_EVALUATIONS. `near`: where the answer is expected (fit_report:
     the high end of max_batch_range, from max_batch): evaluated first, then steps of 1, 2, 4, ...
@@ -182,9 +183,9 @@ def max_batch(
                 guess, stride = max(guess, lo + stride), 2 * stride
             if guess <= lo:
                 guess = 2 * lo
-        elif bisect or not lo < guess < hi or hi - lo > width / 2:
-            guess = (lo + hi) // 2
-        width = hi - lo if hi is not None else math.inf
+        elif (bisect and hi <= 4 * max(lo, 1)) or not lo < guess < hi or _spread(lo, hi) > width / 2:
+            guess = _halve(lo, hi)
+        width = _spread(lo, hi) if hi is not None else math.inf
         try:
             peak(guess)
         except _OutOfEvaluations:
@@ -209,6 +210,19 @@ def max_batch(
         "evaluations": [list(e) for e in sorted(seen.items())],
         "basis": basis,
     }
+
+
+def _halve(lo: int, hi: int) -> int:
+    """The middle of the bracket; on a wide one (more than 4x: a line through small batches whose peak
+    is the optimizer step's, nearly flat, can point millions of batches off) its middle in log terms,
+    which closes any width in a few evaluations, where halving would spend the search's budget."""
+    return math.isqrt(lo * hi) if lo >= 1 and hi > 4 * lo else (lo + hi) // 2
+
+
+def _spread(lo: int, hi: int) -> float:
+    """The bracket's width as the halving rule reads it: in log terms (a secant step from a line
+    millions of batches off that lands near the answer has closed most of it), as batches below 1."""
+    return math.log(hi / lo) if lo >= 1 else hi - lo
 
 
 def _step_out(peak: Callable[[int], int], budget: int, near: int | None) -> None:

@@ -185,6 +185,21 @@ def test_max_batch_on_a_staircase_halves_the_bracket_where_the_secant_stalls():
     assert "not evaluated" not in r["basis"]
 
 
+def test_max_batch_on_a_gpu_spec_where_small_batches_peak_in_the_optimizer_step():
+    # vit_b_16 on an H100: at batches 1 and 2 the peak is the optimizer step's (4 kB a sample), so the
+    # line points 19.5M batches out; halving from there spent the 16 evaluations and said max_batch 2
+    budget = 80_000_000_000
+
+    def curve(b):  # the step's peak as fit.scaled_peak reports it: clamped to the budget's side
+        smooth = max(2_524_900_000 + 4267 * b, 2_192_290_000 + 132_480_000 * b)
+        return max(smooth, budget + 1) if smooth > budget else smooth
+
+    r = max_batch(curve, 1, budget, bisect=True)
+    n = r["max_batch"]
+    assert curve(n) <= budget < curve(n + 1) and n == 587
+    assert "not evaluated" not in r["basis"] and len(r["evaluations"]) <= 10
+
+
 def test_max_batch_out_of_evaluations_says_what_it_did_not_resolve(monkeypatch):
     from archlint.model.train import fit as fit_module
 
