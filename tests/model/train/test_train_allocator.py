@@ -61,11 +61,13 @@ class Attention(nn.Module):
 
 def test_on_a_gpu_spec_attention_keeps_what_the_fused_kernels_keep():
     # 512 tokens, 2 heads: the math form keeps the 8×2×512×512 float32 weights (16.8 MB) for
-    # backward; CUDA's fused kernels keep a log-sum-exp
+    # backward; CUDA's fused kernels keep a log-sum-exp, and so does the CPU's flash kernel
+    # (model/train/cpu_attention: what PyTorch picks on a CPU)
     x = torch.randn(8, 512, 32)
     cpu = step_memory(Attention(), (x,), optimizer="sgd")
     gpu = step_memory(Attention(), (x,), optimizer="sgd", device_spec=resolve("h100-sxm"))
-    assert cpu["activations_bytes"] - gpu["activations_bytes"] >= 0.9 * 8 * 2 * 512 * 512 * 4
+    weights = 8 * 2 * 512 * 512 * 4
+    assert gpu["activations_bytes"] < weights / 4 and cpu["activations_bytes"] < weights / 4
     assert gpu["allocator"]["reserved_peak_bytes"] >= gpu["allocator"]["reserved_at_peak_bytes_lower_bound"]
     assert gpu["device_peak_bytes"] == gpu["allocator"]["reserved_peak_bytes"] + gpu["allocator"]["cuda_context_bytes"]
 
@@ -85,7 +87,8 @@ def test_multihead_attention_is_seen_too():
     x = torch.randn(8, 512, 32)
     cpu = step_memory(Net(), (x,), optimizer="sgd")
     gpu = step_memory(Net(), (x,), optimizer="sgd", device_spec=resolve("h100-sxm"))
-    assert cpu["activations_bytes"] - gpu["activations_bytes"] >= 0.9 * 8 * 2 * 512 * 512 * 4
+    weights = 8 * 2 * 512 * 512 * 4
+    assert gpu["activations_bytes"] < weights / 4 and cpu["activations_bytes"] < weights / 4
     assert F.scaled_dot_product_attention is torch._C._nn.scaled_dot_product_attention  # restored
 
 
