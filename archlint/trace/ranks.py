@@ -19,6 +19,7 @@ compares durations, as Holistic Trace Analysis's straggler and communication ana
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -66,6 +67,9 @@ class Straggler:
     # is what the job's step loses to it (the others would still wait for the next slowest)
     others_wait_us: dict[int, float]
     caused_wait_us: float
+    # how likely some rank is last this often were every rank equally likely to be last (scheduling
+    # jitter on a busy host makes one rank or another last on most calls): a straggler is rarer
+    chance: float = 1.0
 
 
 @dataclass
@@ -129,6 +133,7 @@ class CrossRank:
                 "calls": self.straggler.calls,
                 "others_wait_us": {str(k): r(v) for k, v in self.straggler.others_wait_us.items()},
                 "caused_wait_us": r(self.straggler.caused_wait_us),
+                "chance": float(f"{self.straggler.chance:.3g}"),
             },
             "notes": self.notes,
         }
@@ -236,7 +241,8 @@ def cross_rank(group: list) -> CrossRank | None:
     if last:  # the rank most often last to arrive; ties: the one that made the others wait longer
         rank = max(last, key=lambda r: (last[r], min(caused[r].values(), default=0.0), -r))
         others = {r: caused[rank].get(r, 0.0) / n for r in ranks if r != rank}
-        straggler = Straggler(rank, last[rank], len(matched), others, min(others.values()))
+        chance = _chance_of_leading(last[rank], sum(last.values()), len(ranks))
+        straggler = Straggler(rank, last[rank], len(matched), others, min(others.values()), chance)
     missing = sorted(set(range(group[0].world_size)) - set(ranks))
     if missing:
         notes.append(
@@ -256,3 +262,18 @@ def cross_rank(group: list) -> CrossRank | None:
         notes=notes,
         compute_on="host" if all(t.host_compute for t in group) else "GPU",
     )
+
+
+def _chance_of_leading(most: int, decided: int, ranks: int) -> float:
+    """The probability that, of `ranks` ranks each equally likely to arrive last at each of `decided`
+    calls, some rank is last on `most` or more of them (a one-sided binomial tail, times the ranks:
+    any of them could have been the one)."""
+    if decided == 0 or ranks < 2:
+        return 1.0
+    log_p, log_q = math.log(1 / ranks), math.log1p(-1 / ranks)
+    log_ways = math.lgamma(decided + 1)
+    tail = sum(
+        math.exp(log_ways - math.lgamma(k + 1) - math.lgamma(decided - k + 1) + k * log_p + (decided - k) * log_q)
+        for k in range(most, decided + 1)
+    )
+    return min(1.0, ranks * tail)

@@ -82,6 +82,34 @@ def test_small_wait_is_below_the_threshold(tmp_path):
     assert straggler.check(r, group, straggler.OPTIONS) == []  # 2% of the step: under min_share
 
 
+def delayed_trace(rank: int, delays: list[list[float]]) -> Trace:
+    """One of two ranks with equal compute (4 ms a step) whose all-reduce starts delays[step][rank] µs
+    late (a host that was not scheduled: no compute of its own explains it)."""
+    t = Trace(rank=rank, world_size=2)
+    for i, late in enumerate(delays):
+        s = 1_000_000.0 + i * STEP
+        t.step(i + 1, s, STEP)
+        t.gpu(GEMM, s + 100, 4_000.0, s + 50)
+        arrive, last = s + 4_100 + late[rank], s + 4_100 + max(late)
+        t.gpu(ALL_REDUCE, arrive, last + TRANSFER - arrive, arrive - 10, stream=20)
+    return t
+
+
+def test_jitter_is_no_straggler_and_a_rank_late_on_every_call_is(tmp_path):
+    # scheduling jitter: rank 1 late on 5 of 8 calls and rank 0 on 3, by 1.5 ms (15% of the step):
+    # any rank is last that often by chance, and no compute of its own explains the wait
+    jitter = [[0.0, 1_500.0] if i % 3 else [1_500.0, 0.0] for i in range(8)]
+    r, group = report_of(tmp_path, [delayed_trace(k, jitter) for k in range(2)])
+    assert r.straggler.rank == 1 and r.straggler.last_arrivals == 5 and r.straggler.chance > 0.5
+    assert straggler.check(r, group, straggler.OPTIONS) == []
+    # late on all 8 calls: rare by chance (2 × 2⁻⁸), a straggler though its compute equals the others'
+    late = [[0.0, 1_500.0] for _ in range(8)]
+    r, group = report_of(tmp_path, [delayed_trace(k, late) for k in range(2)])
+    assert r.straggler.chance == pytest.approx(2 / 2**8)
+    (d,) = straggler.check(r, group, straggler.OPTIONS)
+    assert d.node == "rank 1" and d.evidence["chance"] == pytest.approx(0.00781)
+
+
 def test_traces_of_different_jobs_are_not_compared(tmp_path):
     one = analyses(tmp_path, [rank_trace(0, 2, [4_000.0, 6_000.0]), rank_trace(1, 4, [4_000.0, 6_000.0])])
     assert jobs(one) == []  # world sizes 2 and 4

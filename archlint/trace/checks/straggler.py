@@ -17,7 +17,9 @@ SEVERITY = Severity.WARNING  # as its page says (archlint.declarations checks)
 PRICE = ("estimated",)  # a share of the step estimated from the trace's measured times
 FIX = "none"
 ACROSS_RANKS = True  # reads the traces of one job's ranks together (archlint.trace.ranks)
-OPTIONS = {"min_share": 0.05}  # the wait it causes the others, as a share of its step time
+# min_share: the wait it causes the others, as a share of its step time; max_chance: how likely a rank
+# would be last this often by chance (Straggler.chance): jitter makes every rank last on some calls
+OPTIONS = {"min_share": 0.05, "max_chance": 0.01}
 
 
 def check(report: CrossRank, group: list, options: dict) -> list[Diagnostic]:
@@ -31,6 +33,10 @@ def check(report: CrossRank, group: list, options: dict) -> list[Diagnostic]:
         return []
     others = [f for f in report.per_rank if f.rank != s.rank]
     compute_over = mine.compute_us - min(f.compute_us for f in others)
+    # a straggler, not jitter: last more often than chance explains, or (on a few calls, where no
+    # count can be rare) its own extra compute accounts for at least half the wait it causes
+    if s.chance > options["max_chance"] and compute_over < s.caused_wait_us / 2:
+        return []
     waits = ", ".join(f"rank {r} {ms(us)}" for r, us in s.others_wait_us.items())
     return [
         finding(
@@ -49,6 +55,7 @@ def check(report: CrossRank, group: list, options: dict) -> list[Diagnostic]:
                 "last_arrivals": s.last_arrivals,
                 "calls": s.calls,
                 "caused_wait_us": round(s.caused_wait_us, 3),
+                "chance": float(f"{s.chance:.3g}"),
                 "others_wait_us": {str(r): round(us, 3) for r, us in s.others_wait_us.items()},
                 "compute_over_fastest_us": round(compute_over, 3),
                 "basis_note": "the smallest of the other ranks' waits on the calls this rank reached last, per step "
