@@ -146,6 +146,13 @@ def returns(t: Any) -> dict[str, tuple]:
             0.5,
             "DataParallel's scatter/replicate/gather run under one GIL; DDP removes them: half assumed back",
         )
+    if t.cpu_only:  # no GPU to idle: the host's other work is the step's compute (AL509 does not fire)
+        out["idle_host"] = (
+            None,
+            None,
+            0.0,
+            "a CPU-only job: the host's work is the step's compute, not idle; not priced",
+        )
     if ev is not None and ev.with_stack and not t.cpu_only:
         # the Python tracer about doubles host time: half the host-side idle is the profiler's own
         for name in ("idle_launch", "idle_host"):

@@ -132,3 +132,12 @@ def test_a_gpu_trace_keeps_no_host_busy_time(tmp_path):
     t.host("cpu_op", "aten::mm", 2_000.0, 50.0)
     data = read_trace(t.write(tmp_path / "t.json"))
     assert data.host_busy == {} and data.gpu_events == 1
+
+
+def test_a_cpu_job_prices_no_idle_host(ranks):
+    # no GPU to idle: the host's other work is the step's compute; AL509 does not fire, so its bucket
+    # returns nothing (the step's "after the fixes" was 32% shorter on rank 1 by a finding never shown)
+    for t in ranks:
+        host = t.waterfall.bucket("idle_host")
+        assert host.us > 0 and host.finding is None and host.returns_us == 0.0
+        assert t.waterfall.saving_us == pytest.approx(t.waterfall.returns("AL507"))
