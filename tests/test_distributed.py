@@ -628,3 +628,21 @@ def test_html_distributed_section_is_the_text_tables_rows(tmp_path):
         assert re.search(rf"<td>{re.escape(changes)}</td><td>{re.escape(figure)}</td><td>{verdict}</td>", doc)
     for op, phase, count in re.findall(r"(all_gather|reduce_scatter) (forward|backward) ×(\d+)", text):
         assert f"<td>{op}</td><td>{phase}</td><td>{count}</td>" in doc
+
+
+def test_the_distributed_step_says_the_models_own_loss_is_its_loss():
+    # a model that returns its own loss (as a Hugging Face model given labels) is trained on it alone:
+    # the result's loss says so, as --train's does (it said "mean of the output")
+    class OwnLoss(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(16, 4)
+
+        def forward(self, x):
+            logits = self.fc(x)
+            return {"loss": logits.square().mean(), "logits": logits}
+
+    from archlint import analyze
+
+    result = analyze(OwnLoss(), (torch.randn(8, 16),), train=True, world_size=2, strategy="ddp").model
+    assert result.memory.loss.startswith("the loss the model returns itself")

@@ -57,7 +57,6 @@ def distributed_report(
                 "models[].distributed)"
             ),
             "optimizer": optimizer,
-            "loss": f"{loss} of the output",
             "basis": rec.basis,
         }
     )

@@ -624,13 +624,7 @@ def step_memory(
         "so the second is the steady state every later step repeats"
     )
     result["optimizer"] = optimizer
-    result["loss"] = (
-        "the loss the model returns itself (its output's `loss`, e.g. a Hugging Face model given labels), "
-        "backpropagated alone as a loop does (out.loss.backward()): the loss the step's FLOPs count"
-        if first.own_loss
-        else f"{loss} of each differentiable tensor of the output (a KV cache's among them), added: "
-        "the loss the step's FLOPs count"
-    )
+    result["loss"] = loss_label(loss, first.own_loss)
     result["basis"] = basis
     result["output_bytes"] = sum(r.nbytes for r in tracker.records if r.kind == "outputs" and r.phase == "start")
     result["output_basis"] = OUTPUT_KEPT.format(prev=f"{result['at_peak']['outputs']} bytes")
@@ -959,6 +953,19 @@ class Recorded:
     param: str | None = None
 
 
+def loss_label(loss: str, own: bool) -> str:
+    """What the step backpropagates, as the result says it: the model's own loss, or `loss` of its output."""
+    if own:
+        return (
+            "the loss the model returns itself (its output's `loss`, e.g. a Hugging Face model given labels), "
+            "backpropagated alone as a loop does (out.loss.backward()): the loss the step's FLOPs count"
+        )
+    return (
+        f"{loss} of each differentiable tensor of the output (a KV cache's among them), added: "
+        "the loss the step's FLOPs count"
+    )
+
+
 @dataclass
 class StepRecording:
     """The storages of the steady step as the memory model records them (`record_step`), with
@@ -1063,6 +1070,7 @@ def record_step(
     params = {n: (tuple(p.shape), p.element_size(), p.requires_grad) for n, p in meta.named_parameters()}
     single = _summary(tracker, forward_end)
     single.pop("_blocks_at_peak")
+    single["loss"] = loss_label(loss, first.own_loss)  # the second step may be replayed from the first
     ready = list(dict.fromkeys(accumulated)) or [n for _, n in sorted(grads)]
     return StepRecording(
         storages,
