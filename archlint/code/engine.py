@@ -247,6 +247,7 @@ def _lint_parsed(
     out.sort(key=lambda d: (d.line, d.column, d.code))
     if summarize and _KEPT is not None and summary is not None:  # the project join may lint it again
         _KEPT.keep(path, text, module, facts.positions)
+    facts.release()
     return Analysis(out, summary)
 
 

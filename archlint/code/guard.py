@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import ast
+import contextlib
 import gc
 import os
 import stat
@@ -103,16 +104,24 @@ def named_paths(paths) -> set[str]:
 
 
 def _nesting(tree: ast.AST) -> tuple[int, int]:
-    """(deepest node's depth, sum of all nodes' depths)."""
-    best = work = 0
-    stack = [(tree, 1)]
-    while stack:
-        node, depth = stack.pop()
-        work += depth
-        if depth > best:
-            best = depth
-        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
-    return best, work
+    """(deepest node's depth, sum of all nodes' depths), a level of the tree at a time: the nodes
+    ast.iter_child_nodes yields, without its two generators per node (a third of the precheck)."""
+    work = depth = 0
+    level: list[ast.AST] = [tree]
+    node_type, get = ast.AST, getattr
+    while level:
+        depth += 1
+        work += depth * len(level)
+        below: list[ast.AST] = []
+        for node in level:
+            for name in node._fields:
+                value = get(node, name, None)
+                if isinstance(value, node_type):
+                    below.append(value)
+                elif isinstance(value, list):
+                    below += [item for item in value if isinstance(item, node_type)]
+        level = below
+    return depth, work
 
 
 def precheck(text: str, path: str, plan=None) -> Diagnostic | None:
@@ -168,13 +177,36 @@ def precheck(text: str, path: str, plan=None) -> Diagnostic | None:
     return None
 
 
+@contextlib.contextmanager
+def collector_paused():
+    """The cyclic garbage collector paused for a batch of files linted here: each file's facts
+    break their own cycles when done (facts.Facts.release), so its tree goes with its last
+    reference, and the collector's passes found almost nothing while going over every tree kept
+    for the project join (engine.KeptTrees) and every module imported (a tenth of a cold run)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+_DEEP = threading.local()  # .on: this thread is deep()'s, its stack and recursion limit already large
+
+
 def deep(fn, *args):
     """fn(*args) on a thread with a large stack and a matching recursion limit, with the cyclic
     garbage collector paused (its passes over a large tree made the time quadratic: 0.5 MB of
-    source took 33 s with it, 10 s without). Returns or raises what fn does."""
+    source took 33 s with it, 10 s without). Returns or raises what fn does. Called on such a
+    thread already (a batch of files run through one deep() call: workers.lint_many), fn runs
+    there: a thread per file cost its start and the page faults of a fresh stack each time."""
+    if getattr(_DEEP, "on", False):
+        return fn(*args)
     out: list = []
 
     def run() -> None:
+        _DEEP.on = True
         try:
             out.append((True, fn(*args)))
         except BaseException as exc:  # handed to the caller, re-raised there
