@@ -567,6 +567,7 @@ class Facts:
         self._positions = positions
         self._shifts: dict[int, int] | None = None  # known on the first position asked
         self.project = EMPTY  # what the rest of the project says about this file's names (see project.py)
+        self.ast_calls: list | None = None  # the precheck's records of the file's calls, if it made them
         _WALKER.walk(_Collector(self), module)  # libcst's own module.visit rebuilt every node: ~3x the time
         self._qn: dict[int, str | None] = {}
 

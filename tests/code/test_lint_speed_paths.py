@@ -91,3 +91,22 @@ def test_a_batch_of_files_runs_on_one_big_stack_thread():
     ]
     assert len({ident for ident, _ in seen}) == 1 and seen[0][0] != threading.get_ident()
     assert all(on for _, on in seen)
+
+
+def test_call_lines_from_the_precheck_are_those_of_a_fresh_parse():
+    """summary._call_lines pairs libcst's calls with the standard parser's; the precheck's records
+    (guard.call_record, gathered while it measures the nesting) give the same lines."""
+    from archlint.code import summary
+    from archlint.code.facts import Facts
+
+    paired = 0
+    for path, module in _modules():
+        text = path.read_text()
+        records: list = []
+        assert guard.precheck(text, str(path), None, records) is None
+        fresh, shared = Facts(module, text), Facts(module, text)
+        shared.ast_calls = records
+        lines = summary._call_lines(fresh)
+        assert summary._call_lines(shared) == lines, path
+        paired += len(lines)
+    assert paired > 1_000
