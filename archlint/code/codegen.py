@@ -40,7 +40,9 @@ _NO_RECORD = _NoRecord()
 class _TextState(CodegenState):
     __slots__ = ()
 
-    def record_syntactic_position(self, node, *, start_node=None, end_node=None):  # type: ignore[override]
+    def record_syntactic_position(  # type: ignore[override]
+        self, node: cst.CSTNode, *, start_node: cst.CSTNode | None = None, end_node: cst.CSTNode | None = None
+    ) -> _NoRecord:
         return _NO_RECORD
 
 
@@ -58,12 +60,14 @@ class _Syntactic:
 
     __slots__ = ("state", "node", "start_node", "end_node", "start")
 
-    def __init__(self, state: RangesState, node, start_node, end_node) -> None:
+    def __init__(
+        self, state: RangesState, node: cst.CSTNode, start_node: cst.CSTNode | None, end_node: cst.CSTNode | None
+    ) -> None:
         self.state, self.node, self.start_node, self.end_node = state, node, start_node, end_node
 
     def __enter__(self) -> None:
         state = self.state
-        self.start = (state.line << 32) | state.column
+        self.start: int = (state.line << 32) | state.column
 
     def __exit__(self, *exc: object) -> None:
         state = self.state
@@ -113,5 +117,7 @@ class RangesState(CodegenState):
         if id(node) not in computed:  # a syntactic range stays
             computed[id(node)] = (start, (self.line << 32) | self.column)
 
-    def record_syntactic_position(self, node, *, start_node=None, end_node=None):  # type: ignore[override]
+    def record_syntactic_position(  # type: ignore[override]
+        self, node: cst.CSTNode, *, start_node: cst.CSTNode | None = None, end_node: cst.CSTNode | None = None
+    ) -> _Syntactic:
         return _Syntactic(self, node, start_node, end_node)

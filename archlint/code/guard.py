@@ -116,7 +116,7 @@ def _nesting(tree: ast.AST, calls: list | None = None) -> tuple[int, int]:
         below: list[ast.AST] = []
         for node in level:
             if calls is not None and node.__class__ is call_type:
-                calls.append(call_record(node))  # type: ignore[arg-type]
+                calls.append(call_record(node))
             for name in node._fields:
                 value = get(node, name, None)
                 if isinstance(value, node_type):
