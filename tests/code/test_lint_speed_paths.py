@@ -110,3 +110,43 @@ def test_call_lines_from_the_precheck_are_those_of_a_fresh_parse():
         assert summary._call_lines(shared) == lines, path
         paired += len(lines)
     assert paired > 1_000
+
+
+def _conv_source(names: list[str], used: set[str]) -> str:
+    parts = ["import torch\n"]
+    for name in names:
+        parts.append(
+            f"\nclass {name}(torch.nn.Module):\n    def __init__(self):\n        self.c = torch.nn.Conv2d(3, 8, 3)\n"
+        )
+    parts += [f"model = {name}()\n" for name in names if name in used]
+    return "".join(parts)
+
+
+def test_used_convolutions_counts_the_words_once(monkeypatch):
+    """cudnn.used_convolutions asked whether each conv def's name appears twice with a regex search
+    of the whole file per def: quadratic in the file's size (2.8 s of 3.5 s on a 0.3 MB file). One
+    count of the file's words answers the same."""
+    import re
+
+    from archlint.code import cudnn
+    from archlint.code.facts import Facts
+
+    names = [f"Net{i}" for i in range(40)]
+    searches = []
+    real = re.findall
+
+    def counted(pattern, string, *args):
+        searches.append(pattern)
+        return real(pattern, string, *args)
+
+    monkeypatch.setattr(cudnn.re, "findall", counted)
+    for used, expected in (({"Net39"}, True), (set(), False), ({"Net0", "Net7"}, True)):
+        source = _conv_source(names, used)
+        assert cudnn.used_convolutions(Facts(cst.parse_module(source), source)) is expected
+    assert searches == []
+    # a name the word count cannot answer (not all word characters) is still searched for
+    facts = Facts(cst.parse_module("x = 1\n"), "Net.Inner Net.Inner")
+    assert cudnn._mentions(facts, "Net.Inner") == 2 and searches
+    source = "café = 1\ncafé2 = café\n_café_ = 3\n"
+    facts = Facts(cst.parse_module(source), source)
+    assert cudnn._mentions(facts, "café") == 2
