@@ -757,31 +757,34 @@ def _literal_only(node: cst.BaseExpression) -> bool:
     ) or (isinstance(node, cst.Name) and node.value in ("True", "False", "None"))
 
 
+def _returns(block, returns: list) -> None:
+    """The values of the `return`s in a block of statements, into `returns` (statements only:
+    expressions cannot hold a return). A function of its own, not a closure calling itself, whose
+    reference cycle kept each file's nodes for the garbage collector."""
+    if block is None:
+        return
+    if isinstance(block, (cst.Else, cst.Finally)):
+        block = block.body
+    elif isinstance(block, cst.If):
+        _returns(block.body, returns)
+        _returns(block.orelse, returns)
+        return
+    for stmt in getattr(block, "body", ()):
+        if isinstance(stmt, cst.SimpleStatementLine):
+            returns.extend(small.value for small in stmt.body if isinstance(small, cst.Return))
+        elif isinstance(stmt, (cst.If, cst.For, cst.While, cst.With, cst.Try)):
+            _returns(stmt.body, returns)
+            _returns(getattr(stmt, "orelse", None), returns)
+            for handler in getattr(stmt, "handlers", ()):
+                _returns(handler.body, returns)
+            _returns(getattr(stmt, "finalbody", None), returns)
+
+
 def returns_plain(scope: Scope) -> bool:
     """Every `return` of the function gives literals, or names it only ever assigns literals
     (DeepSpeech's `check_loss(loss, loss_value)` → `return loss_valid, error`): no tensor comes out."""
-    returns = []
-
-    def walk(block) -> None:  # statements only: expressions cannot hold a return
-        if block is None:
-            return
-        if isinstance(block, (cst.Else, cst.Finally)):
-            block = block.body
-        elif isinstance(block, cst.If):
-            walk(block.body)
-            walk(block.orelse)
-            return
-        for stmt in getattr(block, "body", ()):
-            if isinstance(stmt, cst.SimpleStatementLine):
-                returns.extend(small.value for small in stmt.body if isinstance(small, cst.Return))
-            elif isinstance(stmt, (cst.If, cst.For, cst.While, cst.With, cst.Try)):
-                walk(stmt.body)
-                walk(getattr(stmt, "orelse", None))
-                for handler in getattr(stmt, "handlers", ()):
-                    walk(handler.body)
-                walk(getattr(stmt, "finalbody", None))
-
-    walk(scope.node.body)
+    returns: list = []
+    _returns(scope.node.body, returns)
     if not returns or scope.has_yield:
         return False
     for value in returns:

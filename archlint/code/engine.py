@@ -168,10 +168,13 @@ def analyze_text(text: str, path: str, context: ProjectContext | None = None, su
     if kept is not None:  # parsed (and prechecked) by its own lint in this run
         return guard.deep(_lint_parsed, text, path, file_codes, bool(file_noqa), context, summarize, None, notes, kept)
     plan = chunks.split(text)  # a large file is parsed a chunk at a time (chunks.py says why)
-    problem = guard.precheck(text, path, plan)
+    calls: list | None = [] if plan is None and summarize else None  # for the project facts (summary._call_lines)
+    problem = guard.precheck(text, path, plan, calls)
     if problem is not None:
         return Analysis([problem])
-    return guard.deep(_lint_parsed, text, path, file_codes, bool(file_noqa), context, summarize, plan, notes)
+    return guard.deep(
+        _lint_parsed, text, path, file_codes, bool(file_noqa), context, summarize, plan, notes, None, calls
+    )
 
 
 def _lint_parsed(
@@ -184,9 +187,11 @@ def _lint_parsed(
     plan=None,
     notes: dict[int, str] | None = None,
     kept: tuple | None = None,
+    calls: list | None = None,
 ) -> Analysis:
     """Parse with libcst (on guard.deep's big-stack thread), extract facts, run every check.
-    `kept`: (module, positions) of this text, parsed earlier in this run (KeptTrees)."""
+    `kept`: (module, positions) of this text, parsed earlier in this run (KeptTrees); `calls`: the
+    precheck's records of its calls (guard.call_record), for the project facts."""
     import libcst as cst
 
     from archlint.code import chunks
@@ -205,6 +210,7 @@ def _lint_parsed(
             return Analysis([parse_error(path, "cannot parse: nesting too deep for the parser", 1, 1)])
     try:
         facts = Facts(module, text, positions)
+        facts.ast_calls = calls
     except RecursionError:
         return Analysis([parse_error(path, "cannot analyze: nesting too deep", 1, 1)])
     summary, trouble = None, []
@@ -247,6 +253,7 @@ def _lint_parsed(
     out.sort(key=lambda d: (d.line, d.column, d.code))
     if summarize and _KEPT is not None and summary is not None:  # the project join may lint it again
         _KEPT.keep(path, text, module, facts.positions)
+    facts.release()
     return Analysis(out, summary)
 
 

@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import ast
+import contextlib
 import gc
 import os
 import stat
@@ -102,22 +103,49 @@ def named_paths(paths) -> set[str]:
     return {os.path.normpath(str(p)) for p in paths or ()}
 
 
-def _nesting(tree: ast.AST) -> tuple[int, int]:
-    """(deepest node's depth, sum of all nodes' depths)."""
-    best = work = 0
-    stack = [(tree, 1)]
-    while stack:
-        node, depth = stack.pop()
-        work += depth
-        if depth > best:
-            best = depth
-        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
-    return best, work
+def _nesting(tree: ast.AST, calls: list | None = None) -> tuple[int, int]:
+    """(deepest node's depth, sum of all nodes' depths), a level of the tree at a time: the nodes
+    ast.iter_child_nodes yields, without its two generators per node (a third of the precheck).
+    With `calls`, each ast.Call's record (call_record) is added to it, in ast.walk's order."""
+    work = depth = 0
+    level: list[ast.AST] = [tree]
+    node_type, call_type, get = ast.AST, ast.Call, getattr
+    while level:
+        depth += 1
+        work += depth * len(level)
+        below: list[ast.AST] = []
+        for node in level:
+            if calls is not None and node.__class__ is call_type:
+                calls.append(call_record(node))
+            for name in node._fields:
+                value = get(node, name, None)
+                if isinstance(value, node_type):
+                    below.append(value)
+                elif isinstance(value, list):
+                    below += [item for item in value if isinstance(item, node_type)]
+        level = below
+    return depth, work
 
 
-def precheck(text: str, path: str, plan=None) -> Diagnostic | None:
+def call_record(call: ast.Call) -> tuple[int, int, int, int, str | None, str | None]:
+    """What summary._call_lines needs of a call of the standard parser's tree: (line, column,
+    -end line, -end column, the called name when a Name, the attribute when an Attribute)."""
+    func = call.func
+    return (
+        call.lineno,
+        call.col_offset,
+        -(call.end_lineno or 0),
+        -(call.end_col_offset or 0),
+        func.id if isinstance(func, ast.Name) else None,
+        func.attr if isinstance(func, ast.Attribute) else None,
+    )
+
+
+def precheck(text: str, path: str, plan=None, calls: list | None = None) -> Diagnostic | None:
     """None when libcst may parse the file; else the finding that replaces linting it. With a
-    chunk plan (chunks.py), CPython parses a chunk at a time too: its tree costs ~0.15 GB per MB."""
+    chunk plan (chunks.py), CPython parses a chunk at a time too: its tree costs ~0.15 GB per MB.
+    `calls`, for a file parsed whole: filled with its calls' records (call_record), which the
+    project facts pair with libcst's calls (summary._call_lines) instead of parsing it again."""
     depth = work = 0
     spans = plan.spans if plan else [None]
     for span in spans:
@@ -147,7 +175,7 @@ def precheck(text: str, path: str, plan=None) -> Diagnostic | None:
             )
         except ValueError as err:  # null bytes
             return Diagnostic("AL000", f"cannot parse: {err}", Severity.ERROR, file=path, line=1, column=1)
-        chunk_depth, chunk_work = _nesting(tree)
+        chunk_depth, chunk_work = _nesting(tree, calls if span is None else None)
         del tree, chunk
         depth, work = max(depth, chunk_depth), work + chunk_work
     work -= len(spans) - 1  # the whole file has one Module node, not one per chunk
@@ -168,13 +196,36 @@ def precheck(text: str, path: str, plan=None) -> Diagnostic | None:
     return None
 
 
+@contextlib.contextmanager
+def collector_paused():
+    """The cyclic garbage collector paused for a batch of files linted here: each file's facts
+    break their own cycles when done (facts.Facts.release), so its tree goes with its last
+    reference, and the collector's passes found almost nothing while going over every tree kept
+    for the project join (engine.KeptTrees) and every module imported (a tenth of a cold run)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+_DEEP = threading.local()  # .on: this thread is deep()'s, its stack and recursion limit already large
+
+
 def deep(fn, *args):
     """fn(*args) on a thread with a large stack and a matching recursion limit, with the cyclic
     garbage collector paused (its passes over a large tree made the time quadratic: 0.5 MB of
-    source took 33 s with it, 10 s without). Returns or raises what fn does."""
+    source took 33 s with it, 10 s without). Returns or raises what fn does. Called on such a
+    thread already (a batch of files run through one deep() call: workers.lint_many), fn runs
+    there: a thread per file cost its start and the page faults of a fresh stack each time."""
+    if getattr(_DEEP, "on", False):
+        return fn(*args)
     out: list = []
 
     def run() -> None:
+        _DEEP.on = True
         try:
             out.append((True, fn(*args)))
         except BaseException as exc:  # handed to the caller, re-raised there

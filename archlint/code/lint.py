@@ -70,7 +70,9 @@ KEEP_CHARS = 1_000_000
 
 def lint_files(files: list[Path], settings: Settings, paths: list[Path] | None = None) -> Linted:
     """Every finding in these files (before selection), using and refreshing the cache."""
-    with keeping_trees(0) as kept:
+    # the collector paused for the whole run (guard.collector_paused): resumed between the first
+    # pass and the join, it went over every tree kept for the join
+    with guard.collector_paused(), keeping_trees(0) as kept:
         return _lint_files(files, settings, paths, kept)
 
 

@@ -3,9 +3,9 @@ compactly (in arrays of numbers, for each node that can carry a finding).
 
 libcst's PositionProvider over a whole module costs ~140 MB of RAM per MB of source (three objects
 per node, whitespace included) and is what most linted files never need in full. Here each
-top-level statement is resolved alone (wrapped in a Module with the file's defaults: a top-level
-statement starts at column 0, so only its lines shift) when a first position is asked for, and
-only the numbers are kept; whitespace and punctuation nodes are left out.
+top-level statement is generated alone from the line it starts on (a top-level statement starts at
+column 0), by codegen.RangesState, when a first position is asked for, and only the numbers are
+kept; whitespace and punctuation nodes are left out.
 """
 
 from __future__ import annotations
@@ -17,11 +17,6 @@ from libcst._position import CodePosition
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from archlint.code.source import split_lines
-
-try:  # the code generation PositionProvider runs, without MetadataWrapper's extra pass over the tree
-    from libcst.metadata.position_provider import PositionProvidingCodegenState
-except ImportError:  # pragma: no cover - a libcst that moved it: the public way, twice as slow
-    PositionProvidingCodegenState = None
 
 _MASK = (1 << 32) - 1  # a packed position: (line << 32) | column
 # Whitespace and punctuation tokens: nodes no check reports or edits, about half of a tree, not worth
@@ -83,28 +78,23 @@ class Positions:
 
     def _resolve(self) -> None:
         """Every kept node's range, a top-level statement at a time (~33 bytes a node, in arrays:
-        a dict of packed ints took 76, PositionProvider's CodeRanges ~190)."""
+        a dict of packed ints took 76, PositionProvider's CodeRanges ~190), by codegen.RangesState:
+        PositionProvider's ranges, each statement generated from the line it starts on (a top-level
+        statement starts at column 0)."""
+        from archlint.code.codegen import RangesState
+
         m = self.module
         ids, starts, ends = array("Q"), array("Q"), array("Q")
+        state = RangesState(m, TOKENS)
         line = len(m.header)  # lines of the file before the statement
         for statement in m.body:
-            wrapper = cst.Module(
-                body=(statement,),
-                header=(),
-                footer=(),
-                encoding=m.encoding,
-                default_indent=m.default_indent,
-                default_newline=m.default_newline,
-            )
-            ranges = _ranges(wrapper)
-            for node, r in ranges.items():
-                if type(node) in TOKENS or node is wrapper:
-                    continue
-                ids.append(id(node))
-                starts.append(((r.start.line + line) << 32) | r.start.column)
-                ends.append(((r.end.line + line) << 32) | r.end.column)
-            line += ranges[wrapper].end.line - 1  # it ends on the line after the statement, column 0
-            del ranges
+            state.line, state.column, state.computed, state.aside = line + 1, 0, {}, {}
+            statement._codegen(state)
+            for key, (start, end) in state.computed.items():
+                ids.append(key)
+                starts.append(start)
+                ends.append(end)
+            line = state.line - 1  # it ends on the line after the statement, column 0
         self.ids, self.starts, self.ends = ids, starts, ends
         size = 1 << (len(ids) + len(ids) // 2).bit_length()  # an index of 4-byte slots, not a dict
         table, mask = array("I", bytes(4 * size)), size - 1
@@ -131,23 +121,3 @@ def dropped_indent(lines: list[str], module: cst.Module) -> dict[int, int]:
             if theirs[lead_theirs:] == mine[lead_mine:]:
                 shifts[number] = lead_theirs - lead_mine
     return shifts
-
-
-class _Sink:
-    """Where libcst's position-tracking code generation writes each node's range."""
-
-    def __init__(self) -> None:
-        self._computed: dict = {}
-
-
-def _ranges(module: cst.Module):
-    """PositionProvider's answer for a small module."""
-    if PositionProvidingCodegenState is None:  # pragma: no cover
-        return MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
-    sink = _Sink()
-    module._codegen(
-        PositionProvidingCodegenState(
-            default_indent=module.default_indent, default_newline=module.default_newline, provider=sink
-        )
-    )
-    return sink._computed

@@ -14,6 +14,7 @@ from archlint.code.chunks import CHUNK_CHARS
 from archlint.code.cudnn import choices as cudnn_choices
 from archlint.code.cudnn import chooses_algorithms, conv_defs, has_convolutions, varying_sizes
 from archlint.code.facts import Binding, CallSite, Facts, Scope, children
+from archlint.code.guard import call_record
 from archlint.code.names import dotted
 from archlint.code.project_facts import (
     LIBRARIES,
@@ -50,30 +51,30 @@ def _call_lines(facts: Facts) -> dict[int, int]:
     parser's; {} (positions are resolved instead) when the two do not pair call for call, or for a
     file larger than two parser chunks, whose standard tree (~130 MB per MB of source) would raise the
     memory peak that chunked parsing bounds (test_code_large_files); up to there it costs less than
-    one chunk's parse."""
+    one chunk's parse, and nothing when the precheck's parse recorded the calls (facts.ast_calls)."""
     if len(facts.source) > 2 * CHUNK_CHARS:
         return {}
-    try:
-        tree = ast.parse(facts.source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return {}
-    calls = sorted(
-        (n for n in ast.walk(tree) if isinstance(n, ast.Call)),
-        key=lambda n: (n.lineno, n.col_offset, -n.end_lineno, -n.end_col_offset),
-    )
+    records = facts.ast_calls
+    if records is None:
+        try:
+            tree = ast.parse(facts.source)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return {}
+        records = [call_record(n) for n in ast.walk(tree) if isinstance(n, ast.Call)]
+    calls = sorted(records, key=lambda r: r[:4])
     if len(calls) != len(facts.calls):
         return {}
     out = {}
-    for site, call in zip(facts.calls, calls):
-        mine, theirs = site.node.func, call.func
+    for site, (line, _, _, _, name, attr) in zip(facts.calls, calls):
+        mine = site.node.func
         if (
-            isinstance(mine, cst.Name) != isinstance(theirs, ast.Name)
-            or (isinstance(mine, cst.Name) and mine.value != theirs.id)
-            or (isinstance(mine, cst.Attribute) != isinstance(theirs, ast.Attribute))
-            or (isinstance(mine, cst.Attribute) and mine.attr.value != theirs.attr)
+            isinstance(mine, cst.Name) != (name is not None)
+            or (isinstance(mine, cst.Name) and mine.value != name)
+            or (isinstance(mine, cst.Attribute) != (attr is not None))
+            or (isinstance(mine, cst.Attribute) and mine.attr.value != attr)
         ):
             return {}  # not the same call: the trees do not pair
-        out[id(site.node)] = call.lineno
+        out[id(site.node)] = line
     return out
 
 

@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 from archlint import progress
 from archlint.code.engine import parse_error
+from archlint.code.guard import collector_paused, deep
 from archlint.config import Settings
 from archlint.diagnostics import Diagnostic
 
@@ -30,7 +31,8 @@ def lint_many(items: list[tuple], jobs: int, work: Callable, died: Callable[[Dia
     them; a file whose worker died gets `died(AL000 finding)` as its result."""
     with progress.task("linting files", total=len(items)) as advance:
         if jobs <= 1 or len(items) < PARALLEL_MIN_FILES:
-            return [_advanced(work(item), advance) for item in items]
+            with collector_paused():  # and one big-stack thread for the batch (guard.deep)
+                return deep(lambda: [_advanced(work(item), advance) for item in items])
         return _isolated(items, jobs, work, died, advance)
 
 
