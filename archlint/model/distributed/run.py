@@ -50,6 +50,7 @@ def distributed_report(
 
         d.estimate = estimate_step(rec, units, par, device_spec, train)
     memory = dict(rec.single)
+    said = memory.pop("loss")  # the JSON's key order: the loss after the optimizer, as --train's
     memory.update(
         {
             "step_reported": (
@@ -57,6 +58,7 @@ def distributed_report(
                 "models[].distributed)"
             ),
             "optimizer": optimizer,
+            "loss": said,
             "basis": rec.basis,
         }
     )
