@@ -43,6 +43,9 @@ output reduced while tracing); figures identical (the 70B's JSON equal to the ru
                            the reused values; peak RSS 1582, 1583, 1555 MB: neither change moves it)
   llama-70b fsdp ×8        CPU 94.9 s, 1272 MB
   mixtral   --train        CPU 17.6 s, 1084 MB; fsdp ×8 21.3 s, 1085 MB
+With the --train speed-ups beside them (the merged tree, 2026-11-29, load 0.4-0.8, wall = CPU):
+  llama-8b  --train 10.5 s, 916 MB; fsdp ×8 10.5 s, 883 MB
+  llama-70b --train 19.5 s, 1241 MB; fsdp ×8 27.0 s, 1082 MB
 
 The `ARCHLINT_SCALE_LAYERS` environment variable sets the configs' layer count (the check's small
 versions use it); the factories below are the targets the child processes analyze.

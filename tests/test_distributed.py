@@ -646,3 +646,23 @@ def test_the_distributed_step_says_the_models_own_loss_is_its_loss():
 
     result = analyze(OwnLoss(), (torch.randn(8, 16),), train=True, world_size=2, strategy="ddp").model
     assert result.memory.loss.startswith("the loss the model returns itself")
+
+
+def test_a_scaling_efficiency_over_100_percent_says_why():
+    # a wide MLP: its communication hides behind the compute and its optimizer step, which FSDP shards
+    # 8 ways, is a large share, so a rank's step is shorter than one GPU's; the line says why
+    from archlint import analyze
+    from archlint.report.distributed_table import distributed_rows
+
+    model = nn.Sequential(*[nn.Linear(2048, 2048) for _ in range(4)])
+    result = analyze(
+        model, (torch.randn(1024, 2048),), train=True, device_spec="h100-sxm", world_size=8, strategy="fsdp"
+    ).model
+    efficiency = result.distributed["estimate"]["scaling_efficiency"]
+    line = distributed_rows(result).estimate
+    assert efficiency > 1 and f"scaling efficiency {efficiency:.0%}" in line
+    assert "(over 100%: the sharded optimizer step updates a share of the parameters per rank" in line
+    ddp = analyze(
+        model, (torch.randn(1024, 2048),), train=True, device_spec="h100-sxm", world_size=8, strategy="ddp"
+    ).model
+    assert ddp.distributed["estimate"]["scaling_efficiency"] <= 1 and "over 100%" not in distributed_rows(ddp).estimate

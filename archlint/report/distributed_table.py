@@ -105,6 +105,11 @@ def distributed_rows(model: ModelResult) -> DistributedRows | None:
             f"rank · scaling efficiency {est['scaling_efficiency']:.0%} against one GPU "
             f"({est['single_gpu_step_ms']:.1f} ms)"
         )
+        if (est.get("scaling_efficiency") or 0) > 1:  # not a mistake: say why, beside the figure
+            estimate += (
+                " (over 100%: the sharded optimizer step updates a share of the parameters per rank, "
+                "and its time falls by more than communication adds)"
+            )
         if est.get("offload_ms") is not None:  # distributed/offload.py: its basis is the estimate's
             estimate += (
                 f" · of the compute, CPU offload {est['offload_ms']:.1f} ms (copies over the host link "
