@@ -34,6 +34,7 @@ FLOORS = {
         "archlint.train_result",
         "archlint.model_of",
         "archlint.declarations",
+        "archlint.collector",
     ),
     1: ("archlint.config", "archlint.progress"),
     2: ("archlint.code", "archlint.model", "archlint.trace", "archlint.loader"),

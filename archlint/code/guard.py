@@ -17,7 +17,6 @@
 from __future__ import annotations
 
 import ast
-import contextlib
 import gc
 import os
 import stat
@@ -194,21 +193,6 @@ def precheck(text: str, path: str, plan=None, calls: list | None = None) -> Diag
             "but the analysis would take minutes",
         )
     return None
-
-
-@contextlib.contextmanager
-def collector_paused():
-    """The cyclic garbage collector paused for a batch of files linted here: each file's facts
-    break their own cycles when done (facts.Facts.release), so its tree goes with its last
-    reference, and the collector's passes found almost nothing while going over every tree kept
-    for the project join (engine.KeptTrees) and every module imported (a tenth of a cold run)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 _DEEP = threading.local()  # .on: this thread is deep()'s, its stack and recursion limit already large

@@ -13,7 +13,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from archlint import writeguard
+from archlint import collector, writeguard
 from archlint.code import cache as cache_files
 from archlint.code import guard, notebook, project
 from archlint.code.discover import discover
@@ -70,9 +70,9 @@ KEEP_CHARS = 1_000_000
 
 def lint_files(files: list[Path], settings: Settings, paths: list[Path] | None = None) -> Linted:
     """Every finding in these files (before selection), using and refreshing the cache."""
-    # the collector paused for the whole run (guard.collector_paused): resumed between the first
+    # the collector paused for the whole run (archlint.collector): resumed between the first
     # pass and the join, it went over every tree kept for the join
-    with guard.collector_paused(), keeping_trees(0) as kept:
+    with collector.paused(), keeping_trees(0) as kept:
         return _lint_files(files, settings, paths, kept)
 
 

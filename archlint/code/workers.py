@@ -7,9 +7,9 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from archlint import progress
+from archlint import collector, progress
 from archlint.code.engine import parse_error
-from archlint.code.guard import collector_paused, deep
+from archlint.code.guard import deep
 from archlint.config import Settings
 from archlint.diagnostics import Diagnostic
 
@@ -31,7 +31,7 @@ def lint_many(items: list[tuple], jobs: int, work: Callable, died: Callable[[Dia
     them; a file whose worker died gets `died(AL000 finding)` as its result."""
     with progress.task("linting files", total=len(items)) as advance:
         if jobs <= 1 or len(items) < PARALLEL_MIN_FILES:
-            with collector_paused():  # and one big-stack thread for the batch (guard.deep)
+            with collector.paused():  # and one big-stack thread for the batch (guard.deep)
                 return deep(lambda: [_advanced(work(item), advance) for item in items])
         return _isolated(items, jobs, work, died, advance)
 

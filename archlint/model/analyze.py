@@ -10,13 +10,13 @@ from collections import Counter
 import networkx as nx
 from torch import nn
 
-from archlint import progress
+from archlint import collector, progress
 from archlint.config import ModelSpec, Settings
 from archlint.diagnostics import Diagnostic
 from archlint.errors import UsageError
 from archlint.model import opgraph
 from archlint.model.capture import CaptureFailed, capture
-from archlint.model.costed import capture_and_cost, capture_graph, cost, fresh, no_gc, traced_mode
+from archlint.model.costed import capture_and_cost, capture_graph, cost, fresh, traced_mode
 from archlint.model.loading.created import recording
 from archlint.model.loading.hf import is_hf_target
 from archlint.model.loading.load import load
@@ -177,7 +177,7 @@ def _eager_capture(loaded: Loaded, target: str, settings: Settings) -> tuple[nx.
     real weights needed: a 7B model is not built again for this), else as capture_graph does."""
     if loaded.on_meta:
         try:
-            with traced_mode(loaded.model, settings.mode), preserved(loaded.model), no_gc():
+            with traced_mode(loaded.model, settings.mode), preserved(loaded.model), collector.paused():
                 return capture(loaded.model, loaded.inputs, "dispatch", loaded.kwargs)[0], "on the meta build"
         except CaptureFailed as failure:  # a forward that needs real values: built with real weights
             how = f"with real weights: the meta recording failed ({str(failure)[:80]})"

@@ -5,13 +5,13 @@ loader's model step all start from (analyze.py adds timing and the rules)."""
 from __future__ import annotations
 
 import contextlib
-import gc
 from collections import Counter
 
 import networkx as nx
 import torch
 from torch import nn
 
+from archlint import collector
 from archlint.config import Settings
 from archlint.errors import UsageError
 from archlint.model import opgraph
@@ -33,19 +33,6 @@ def traced_mode(model: nn.Module, mode: str):
     finally:
         for m, training in flags:
             m.training = training
-
-
-@contextlib.contextmanager
-def no_gc():
-    """Capture makes many small objects and no cycles worth collecting mid-way: the cyclic
-    collector's passes cost ~30% of the time on a 1,000-layer model. Freed by refcount anyway."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def capture_graph(loaded: Loaded, target: str, settings: Settings) -> nx.DiGraph:
@@ -79,7 +66,7 @@ def capture_graph(loaded: Loaded, target: str, settings: Settings) -> nx.DiGraph
             with (
                 traced_mode(model, settings.mode),
                 preserved(model, parameter_values=strategy != "fx") as kept,
-                no_gc(),
+                collector.paused(),
                 quiet_torch_logs(settings.debug),
                 quiet,
             ):

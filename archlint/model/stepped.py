@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import networkx as nx
 
+from archlint import collector
 from archlint.errors import UsageError
-from archlint.model.costed import no_gc
 from archlint.model.train.optimizer import Optimizer
 from archlint.model.train.step import DEFAULT_LOSS, cost_step, step_notes
 from archlint.train_result import StepMemory
@@ -61,10 +61,10 @@ def _memory(loaded, result, settings, optimizer: Optimizer, loss: str, device_sp
     """The memory model's one call site (archlint.model.train.memory and .fit): `memory` in the
     JSON and, with a budget (--memory-budget, or a GPU spec's memory), whether the step fits, the
     largest batch that does and the ways to fit (findings). Run with the cyclic collector off, as
-    the capture is (costed.no_gc): the meta step makes thousands of objects, a full collection
+    the capture is (archlint.collector): the meta step makes thousands of objects, a full collection
     walks every object of the process (a fifth of a second with torchvision, timm and
     transformers loaded), and the step's storages are freed by their reference counts."""
-    with no_gc():
+    with collector.paused():
         return _memory_report(loaded, result, settings, optimizer, loss, device_spec)
 
 
