@@ -479,6 +479,27 @@ def lay_out(rec: StepRecording, par: Parallel, units: list[str], buffers: list[t
             )
         prefetched: dict[str, Store] = {}
         prev_rs: Store | None = None
+
+        def reduce(u: str, t1: float, prev: Store | None) -> Store | None:  # unit u's reduce-scatter at t1
+            return _reduce(
+                u,
+                t1,
+                unit_params[u],
+                trainable,
+                padded_elems,
+                shard_elems,
+                reduce_size,
+                group,
+                par,
+                add,
+                issued,
+                prev,
+                offload,
+            )
+
+        def shard_bytes(u: str) -> int:  # unit u's gradient shard on this rank
+            return _shard_bytes(unit_params[u], trainable, shard_elems, reduce_size, group, rnd, offload)
+
         for i, u in enumerate(back):
             full = unit_bytes(u, compute)
             t0 = bwd_begin[u]
@@ -513,43 +534,15 @@ def lay_out(rec: StepRecording, par: Parallel, units: list[str], buffers: list[t
             t1 = bwd_end[u]
             if full:
                 gathered[u].died = t1 + 0.1
-            prev_rs = _reduce(
-                u,
-                t1,
-                unit_params[u],
-                trainable,
-                padded_elems,
-                shard_elems,
-                reduce_size,
-                group,
-                par,
-                add,
-                issued,
-                prev_rs,
-                offload,
-            )
+            prev_rs = reduce(u, t1, prev_rs)
             if prev_rs is not None:
-                grads_bytes += _shard_bytes(unit_params[u], trainable, shard_elems, reduce_size, group, rnd, offload)
+                grads_bytes += shard_bytes(u)
         if unit_params[""]:
             t1 = step_start - 0.8
             if "" in gathered:
                 gathered[""].died = t1 + 0.1
-            prev_rs = _reduce(
-                "",
-                t1,
-                unit_params[""],
-                trainable,
-                padded_elems,
-                shard_elems,
-                reduce_size,
-                group,
-                par,
-                add,
-                issued,
-                prev_rs,
-                offload,
-            )
-            grads_bytes += _shard_bytes(unit_params[""], trainable, shard_elems, reduce_size, group, rnd, offload)
+            prev_rs = reduce("", t1, prev_rs)
+            grads_bytes += shard_bytes("")
         if prev_rs is not None:
             prev_rs.died = min(prev_rs.died, step_start - 0.2)
         if par.cpu_offload and fsdp:
