@@ -3,6 +3,7 @@ and normalized key of a called function, method or aten op."""
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import torch
@@ -17,6 +18,7 @@ _MODULE_ATTRS = (
     "scale_factor upscale_factor num_embeddings embedding_dim dim "
     "input_size hidden_size num_layers bidirectional proj_size nonlinearity"
 ).split()
+_LOOKED_UP = frozenset((*_MODULE_ATTRS, "bias"))  # module_attrs reads these, when the module has them
 
 # Positional names of the non-tensor arguments of functional calls whose attributes checks read.
 _POSITIONAL = {
@@ -142,14 +144,40 @@ def _simple(value: Any) -> bool:
     return isinstance(value, _SIMPLE) or isinstance(value, (torch.dtype, torch.memory_format))
 
 
+@functools.cache
+def _on_class(cls: type) -> frozenset[str] | None:
+    """The names module_attrs looks up that a module class defines itself (properties, class
+    constants), or None when the class looks attributes up its own way (a `__getattr__` or
+    `__getattribute__` of its own): then only hasattr can say which it has."""
+    if cls.__getattr__ is not nn.Module.__getattr__ or cls.__getattribute__ is not object.__getattribute__:
+        return None
+    return frozenset(a for a in _LOOKED_UP if any(a in vars(k) for k in cls.__mro__))
+
+
+def _present(module: nn.Module) -> frozenset[str]:
+    """The names module_attrs looks up that the module has: what `hasattr` says, found in the
+    instance's and its class's dicts and nn.Module's tables, without the AttributeError that
+    nn.Module.__getattr__ builds for each missing one (most of them, on every module)."""
+    on_class = _on_class(type(module))
+    if on_class is None:
+        return frozenset(a for a in _LOOKED_UP if hasattr(module, a))
+    d = module.__dict__
+    in_dict = _LOOKED_UP.intersection(d) - on_class  # a class's property wins over the instance dict
+    maybe = set(on_class)
+    for table in ("_parameters", "_buffers", "_modules"):
+        maybe.update(_LOOKED_UP.intersection(d.get(table, ())))
+    return frozenset(in_dict | {a for a in maybe - in_dict if hasattr(module, a)})
+
+
 def module_attrs(module: nn.Module) -> dict[str, Any]:
-    attrs = {a: getattr(module, a) for a in _MODULE_ATTRS if hasattr(module, a)}
+    present = _present(module)
+    attrs = {a: getattr(module, a) for a in _MODULE_ATTRS if a in present}
     attrs = {k: (list(v) if isinstance(v, tuple) else v) for k, v in attrs.items() if _simple(v)}
     if isinstance(module, nn.modules.conv._ConvNd):
         attrs["transposed"] = module.transposed
     if isinstance(module, (nn.RNNBase, nn.RNNCellBase)):  # `bias` is a flag there, not a tensor
         attrs["bias"] = bool(module.bias)
-    elif hasattr(module, "bias") and not isinstance(module, nn.MultiheadAttention):
+    elif "bias" in present and not isinstance(module, nn.MultiheadAttention):
         attrs["bias"] = isinstance(module.bias, torch.Tensor)
     if "elementwise_affine" in attrs:
         attrs["affine"] = attrs.pop("elementwise_affine")

@@ -74,3 +74,34 @@ def test_buffers_are_still_put_back_after_the_fx_capture():
     _, result = analyze_model(net, (torch.randn(2, 4),))
     assert result.strategy == "fx" and net.step.item() == 0 and torch.equal(net.lin.weight, weight)
     assert not any("in place" in note for note in result.notes)
+
+
+class _OddAttributes(nn.Module):
+    """Attributes module_attrs reads, found every way Python finds them (or not)."""
+
+    dim = 3  # a class constant
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("p", None)  # a table entry holding None: hasattr says yes, and None is kept
+        self.register_parameter("bias", None)
+        self.mode = "nearest"
+
+    @property
+    def stride(self):  # a property that raises AttributeError: hasattr says no
+        raise AttributeError("no stride")
+
+
+class _OwnGetattr(nn.Linear):
+    def __getattr__(self, name):  # attributes made up on the fly: only hasattr can find them
+        return 4 if name == "num_heads" else super().__getattr__(name)
+
+
+def test_module_attributes_are_found_as_hasattr_finds_them_without_asking_for_each():
+    from archlint.model.capture import module_attrs
+
+    assert module_attrs(_OddAttributes()) == {"p": None, "mode": "nearest", "dim": 3, "bias": False}
+    assert list(module_attrs(_OddAttributes())) == ["p", "mode", "dim", "bias"]  # _MODULE_ATTRS' order
+    assert module_attrs(_OwnGetattr(2, 3)) == {"in_features": 2, "out_features": 3, "num_heads": 4, "bias": True}
+    lstm = module_attrs(nn.LSTM(4, 8, 2))
+    assert lstm["bias"] is True and lstm["hidden_size"] == 8 and lstm["num_layers"] == 2
