@@ -1,13 +1,12 @@
 """Strategy "fx": `torch.fx` symbolic trace, then shape propagation on meta tensors. The user's model
-is never run and never changed: its parameters are swapped for meta copies by
-`torch.func.functional_call` for the one propagation pass (no real arithmetic)."""
+is never run on real values: a leaf module that needs its kernel has its parameters and buffers
+swapped for meta copies for the length of its call (no real arithmetic), then put back."""
 
 from __future__ import annotations
 
 import builtins
 import contextlib
 import inspect
-import itertools
 from collections.abc import Mapping
 from typing import Any
 
@@ -25,19 +24,6 @@ from archlint.model.cost import KIND_OF, normalize
 class _Tracer(fx.Tracer):
     def is_leaf_module(self, m: nn.Module, qualname: str) -> bool:
         return is_leaf(m)
-
-
-class _Propagate(nn.Module):
-    """Wraps the traced GraphModule so functional_call can swap in meta parameters for one run."""
-
-    def __init__(self, gm: fx.GraphModule):
-        super().__init__()
-        self.gm = gm
-
-    def forward(self, *args):
-        interp = _Interpreter(self.gm)
-        interp.run(*args)
-        return interp.env
 
 
 # Shape rules for the commonest ops: many meta kernels are Python decompositions costing ms per
@@ -63,14 +49,65 @@ def _call_key(target: Any) -> tuple[str, bool]:
     return found
 
 
+def _contiguous_strides(shape: torch.Size) -> tuple[int, ...]:
+    strides, step = [], 1
+    for size in reversed(shape):
+        strides.append(step)
+        step *= max(size, 1)
+    return tuple(reversed(strides))
+
+
+def _standard(x: torch.Tensor) -> bool:
+    """Laid out as `torch.empty(x.shape)` lays it out (contiguous, and so in size-1 dims too)."""
+    return x.is_contiguous() and (all(s > 1 for s in x.shape) or x.stride() == _contiguous_strides(x.shape))
+
+
+def _like(x: torch.Tensor) -> torch.Tensor:
+    """torch.empty_like(x) on meta: its Python decomposition costs ~18 µs a call (it works out a
+    memory-format permutation); a tensor in the standard layout gets the same one from torch.empty."""
+    if _standard(x):
+        return torch.empty(x.shape, dtype=x.dtype, device="meta")
+    return torch.empty_like(x)
+
+
+def _fast_cat(args: tuple, kwargs: dict) -> torch.Tensor | None:
+    """torch.cat of meta tensors of one dtype, all in the standard layout and of one rank, whose
+    shapes differ in the joined dim only: a standard-layout output (the decomposition costs ~85 µs)."""
+    if not args or len(args) > 2 or set(kwargs) - {"dim"} or not isinstance(args[0], (list, tuple)):
+        return None
+    tensors, dim = args[0], args[1] if len(args) == 2 else kwargs.get("dim", 0)
+    if not tensors or not isinstance(dim, int) or isinstance(dim, bool):
+        return None
+    first = tensors[0]
+    if not isinstance(first, torch.Tensor) or first.dim() == 0 or not -first.dim() <= dim < first.dim():
+        return None
+    dim %= first.dim()
+    shape = list(first.shape)
+    shape[dim] = 0
+    for t in tensors:
+        if not (
+            isinstance(t, torch.Tensor)
+            and t.device.type == "meta"
+            and t.dtype == first.dtype
+            and t.dim() == first.dim()
+            and all(a == b for i, (a, b) in enumerate(zip(t.shape, first.shape)) if i != dim)
+            and _standard(t)
+        ):
+            return None
+        shape[dim] += t.shape[dim]
+    return torch.empty(shape, dtype=first.dtype, device="meta")
+
+
 def _fast_output(key: str, inplace: bool, args: tuple, kwargs: dict) -> torch.Tensor | None:
+    if key in ("cat", "concat", "concatenate"):
+        return _fast_cat(args, kwargs)
     x = args[0] if args else None
     if not isinstance(x, torch.Tensor) or x.device.type != "meta":
         return None
     if key in _SAME_SHAPE and "dtype" not in kwargs:
         if inplace or kwargs.get("inplace") is True:
             return x
-        return torch.empty_like(x)
+        return _like(x)
     if key in _BINARY and len(args) == 2 and not kwargs:
         y = args[1]
         if isinstance(y, torch.Tensor):
@@ -98,7 +135,7 @@ def _fast_module(module: nn.Module, args: tuple, kwargs: dict) -> torch.Tensor |
         x = args[0]
         if x.device.type != "meta" or x.dim() == 0 or x.shape[-1] != module.in_features:
             return None  # let the kernel raise its own error
-        return x.new_empty((*x.shape[:-1], module.out_features))
+        return torch.empty((*x.shape[:-1], module.out_features), dtype=x.dtype, device="meta")
     if name in _SAME_SHAPE and len(args) == 1:
         return _fast_output(name, getattr(module, "inplace", False) is True, args, {})
     if (
@@ -107,7 +144,7 @@ def _fast_module(module: nn.Module, args: tuple, kwargs: dict) -> torch.Tensor |
         and args[0].device.type == "meta"
         and _norm_fits(module, args[0])
     ):
-        return torch.empty_like(args[0])
+        return _like(args[0])
     return None
 
 
@@ -123,37 +160,117 @@ def _norm_fits(module: nn.Module, x: torch.Tensor) -> bool:
     return False
 
 
-class _Interpreter(fx.Interpreter):
-    def __init__(self, gm):
-        super().__init__(gm, garbage_collect_values=False)
+class _Propagation:
+    """One pass of shape propagation over the traced graph on meta tensors, what `fx.Interpreter`
+    under `torch.func.functional_call` did, without their per-node and per-parameter bookkeeping
+    (a progress bar, a context manager and two submodule look-ups a node; every parameter of the
+    model swapped in and out): a get_attr gets the meta copy of its tensor, and a leaf module run by
+    its kernel gets meta copies of its own parameters and buffers for the length of its call. The
+    copies are made once each (a weight shared by two modules stays one tensor) and only where
+    needed: the shape rules above cover most leaf modules without their weights."""
 
-    def call_module(self, target, args, kwargs):
-        out = _fast_module(self.module.get_submodule(target), args, kwargs)
-        return super().call_module(target, args, kwargs) if out is None else out
+    def __init__(self, gm: fx.GraphModule) -> None:
+        self.gm = gm
+        self.env: dict[fx.Node, Any] = {}
+        self._meta: dict[int, torch.Tensor] = {}
 
-    def call_function(self, target, args, kwargs):
-        out = _fast_output(*_call_key(target), args, kwargs)
-        return super().call_function(target, args, kwargs) if out is None else out
+    def run(self, args: tuple) -> dict[fx.Node, Any]:
+        env = self.env
+        graph = self.gm.graph
+        self._args = iter(graph.process_inputs(*args))
+        for n in graph.nodes:
+            try:
+                env[n] = self._run_node(n)
+            except Exception as exc:
+                raise self._failed(n, exc) from exc
+        return env
 
-    def call_method(self, target, args, kwargs):
-        out = _fast_output(*_call_key(target), args, kwargs)
-        return super().call_method(target, args, kwargs) if out is None else out
+    def _run_node(self, n: fx.Node) -> Any:
+        op, target = n.op, n.target
+        if op == "placeholder":
+            return self._placeholder(n)
+        if op == "get_attr":
+            return self._on_meta(self._fetch_attr(target))
+        env = self.env
+        args, kwargs = fx.node.map_arg((n.args, n.kwargs), env.__getitem__)
+        if op == "call_function":
+            out = _fast_output(*_call_key(target), args, kwargs)
+            return target(*args, **kwargs) if out is None else out
+        if op == "call_method":
+            out = _fast_output(*_call_key(target), args, kwargs)
+            if out is None:
+                self_obj, *rest = args
+                out = getattr(self_obj, target)(*rest, **kwargs)
+            return out
+        if op == "call_module":
+            module = self._fetch_attr(target)
+            out = _fast_module(module, args, kwargs)
+            return self._call_on_meta(module, args, kwargs) if out is None else out
+        if op == "output":
+            return args[0]
+        raise RuntimeError(f"fx node {n.name} has an unknown op {op!r}")
 
-    def fetch_attr(self, target: str):
-        value = super().fetch_attr(target)  # plain tensor attributes are not swapped: move them
-        if isinstance(value, torch.Tensor) and value.device.type != "meta":
-            value = value.to("meta")
+    def _placeholder(self, n: fx.Node) -> Any:
+        """fx.Interpreter.placeholder: the next input, or the parameter's default."""
+        target = str(n.target)
+        if target.startswith("*"):
+            return list(self._args)
+        try:
+            return next(self._args)
+        except StopIteration as stop:
+            if n.args:
+                return n.args[0]
+            raise RuntimeError(
+                f"Expected positional argument for parameter {target}, but one was not passed in!"
+            ) from stop
+
+    def _fetch_attr(self, target: str) -> Any:
+        """fx.Interpreter.fetch_attr: the graph module's attribute at a dotted path."""
+        atoms = target.split(".")
+        value: Any = self.gm
+        for i, atom in enumerate(atoms):
+            if not hasattr(value, atom):
+                raise RuntimeError(f"Node referenced nonexistent target {'.'.join(atoms[: i + 1])}")
+            value = getattr(value, atom)
         return value
 
-    def run_node(self, n: fx.Node):
+    def _on_meta(self, value: Any) -> Any:
+        """A real tensor's meta copy (made once per tensor: tied weights stay one); anything else as it is."""
+        if not isinstance(value, torch.Tensor) or value.device.type == "meta":
+            return value
+        copy = self._meta.get(id(value))
+        if copy is None:
+            copy = self._meta[id(value)] = value.to("meta")
+        return copy
+
+    def _call_on_meta(self, module: nn.Module, args: tuple, kwargs: dict) -> Any:
+        """The module's own forward, its parameters and buffers (its submodules' too) swapped for
+        their meta copies in their tables for the call (as functional_call swaps them), then put back."""
+        swapped = []
         try:
-            return super().run_node(n)
-        except Exception as exc:
-            values = fx.node.map_arg((n.args, n.kwargs), lambda a: self.env.get(a))
-            shapes = [list(shape_of(t)) for t in tensors_in(values)]
-            stack = n.meta.get("nn_module_stack") or {}
-            module = f" in module {list(stack.values())[-1][0]!r}" if stack else ""
-            raise CaptureFailed("fx", exc, f"op {n.name}{module} given input shapes {shapes}") from exc
+            for m in module.modules():
+                for table in (m._parameters, m._buffers):
+                    for name, t in table.items():
+                        if t is not None and t.device.type != "meta":
+                            table[name] = self._on_meta(t)
+                            swapped.append((table, name, t))
+            return module(*args, **kwargs)
+        finally:
+            for table, name, t in reversed(swapped):
+                table[name] = t
+
+    def _failed(self, n: fx.Node, exc: Exception) -> CaptureFailed:
+        values = fx.node.map_arg((n.args, n.kwargs), lambda a: self.env.get(a))
+        shapes = [list(shape_of(t)) for t in tensors_in(values)]
+        stack = n.meta.get("nn_module_stack") or {}
+        module = f" in module {list(stack.values())[-1][0]!r}" if stack else ""
+        failed = CaptureFailed("fx", exc, f"op {n.name}{module} given input shapes {shapes}")
+        # the message as fx.Interpreter extended it (the report's details quote it)
+        msg = f"{failed.args[0]}\n\nWhile executing {n.format_node()}\nOriginal traceback:\n{n.stack_trace}"
+        msg += "\nUse tlparse to see full graph. "
+        msg += "(https://github.com/pytorch/tlparse?tab=readme-ov-file#tlparse-parse-structured-pt2-logs)"
+        failed.args = (msg,)
+        return failed
 
 
 @contextlib.contextmanager
@@ -210,16 +327,8 @@ def capture_fx(model: nn.Module, inputs: tuple, builder: GraphBuilder, kwargs: d
         gm = _trace(model, _concrete_arguments(model, inputs))
     except Exception as exc:
         raise CaptureFailed("fx", exc) from exc
-    state = {
-        f"gm.{n}": t.to("meta")
-        for n, t in itertools.chain(
-            gm.named_parameters(remove_duplicate=False), gm.named_buffers(remove_duplicate=False)
-        )
-        if t.device.type != "meta"
-    }
-    wrapper = _Propagate(gm)
     with torch.no_grad():
-        env = torch.func.functional_call(wrapper, state, to_meta(inputs), strict=False, tie_weights=True)
+        env = _Propagation(gm).run(to_meta(inputs))
 
     b = builder
     alias: dict[str, str] = {}  # getitem of a tuple → the op that made the tuple
