@@ -64,11 +64,13 @@ def own_loss_index(output: Any, tensors: list[torch.Tensor]) -> int | None:
 
 def tensors_in(value: Any) -> list[torch.Tensor]:
     """The tensors inside a value (nested tuples, lists, dicts and other pytree containers), in order."""
+    if isinstance(value, torch.Tensor):  # most ops' output: no pytree walk
+        return [value]
     return [t for t in pytree.tree_leaves(value) if isinstance(t, torch.Tensor)]
 
 
 def shape_of(t: torch.Tensor) -> tuple[int, ...]:
-    return tuple(int(s) for s in t.shape)
+    return tuple(map(int, t.shape))
 
 
 def dtype_name(t: torch.Tensor) -> str:

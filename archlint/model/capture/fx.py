@@ -333,11 +333,14 @@ def capture_fx(model: nn.Module, inputs: tuple, builder: GraphBuilder, kwargs: d
     b = builder
     alias: dict[str, str] = {}  # getitem of a tuple → the op that made the tuple
     attr_of: dict[str, str] = {}  # get_attr node → attribute path
+    seen: set[str] = set()  # module paths whose ancestors are in b.reached already
     for n in gm.graph.nodes:
         value = env.get(n)
         stack = n.meta.get("nn_module_stack") or {}
         for path, _ in stack.values():
-            b.reached.update(ancestors(path))
+            if path not in seen:
+                seen.add(path)
+                b.reached.update(ancestors(path))
         if n.op == "placeholder":
             if isinstance(value, torch.Tensor):
                 b.input(b.reserve(n.name), value)

@@ -190,10 +190,11 @@ class GraphBuilder:
             )
         g.graph["notes"] = list(self.notes)
         g.graph["reached_modules"] = self.reached
-        g.graph["unused_params"] = [
-            n for n, t in self.model.named_parameters() if id(t) in self.param_ids and id(t) not in self.read
-        ]
-        g.graph.update(parameter_counts(self.model, {id(t) for t in self.model.parameters() if id(t) not in self.read}))
+        named = list(self.model.named_parameters())  # one walk of the module tree for the three below
+        g.graph["unused_params"] = [n for n, t in named if id(t) in self.param_ids and id(t) not in self.read]
+        g.graph.update(
+            parameter_counts(self.model, {id(t) for _, t in named if id(t) not in self.read}, [t for _, t in named])
+        )
         g.graph["param_count"] += sum(self.packed_counted.values())  # quantized layers' packed weights (noted above)
         # the modules that existed before the forward ran: one it creates (`self.extra = nn.Linear(...)`
         # in forward) is not the model's structure, and the capture's sandbox removes it afterwards
@@ -203,24 +204,30 @@ class GraphBuilder:
         return g
 
 
-def parameter_counts(model: nn.Module, unread: set[int]) -> dict[str, Any]:
+def parameter_counts(
+    model: nn.Module, unread: set[int], parameters: list[torch.Tensor] | None = None
+) -> dict[str, Any]:
     """torch's count of the model's parameters (`sum(p.numel() for p in model.parameters())`: a shared
     one once; a lazy module's, not yet made, none), the part no op of the forward read, and the
-    outermost modules all of whose parameters are unread, largest first: (path, elements)."""
+    outermost modules all of whose parameters are unread, largest first: (path, elements).
+    `parameters`: model.parameters(), when the caller has them."""
 
     def size(t) -> int:
         return 0 if isinstance(t, UninitializedTensorMixin) else t.numel()
 
+    if parameters is None:
+        parameters = list(model.parameters())
     unused_modules = []
-    for path, module in model.named_modules():
+    # every parameter read (the usual case): no module can have all of its unread
+    for path, module in model.named_modules() if unread else ():
         if not path or any(path.startswith(p + ".") for p, _ in unused_modules):
             continue
         params = list(module.parameters())
         if params and all(id(t) in unread for t in params):
             unused_modules.append((path, sum(size(t) for t in params)))
     return {
-        "param_count": sum(size(t) for t in model.parameters()),
-        "unused_param_count": sum(size(t) for t in model.parameters() if id(t) in unread),
+        "param_count": sum(size(t) for t in parameters),
+        "unused_param_count": sum(size(t) for t in parameters if id(t) in unread),
         "unused_modules": sorted(unused_modules, key=lambda m: (-m[1], m[0])),
     }
 
@@ -259,19 +266,24 @@ def modules_table(model: nn.Module) -> dict[str, dict[str, Any]]:
     table = {}
     for path, m in model.named_modules():
         file, line = class_source(type(m))
+        # m.parameters(recurse=False), read from its table (a walk of the module tree each, otherwise)
+        own = {id(p): p for p in m._parameters.values() if p is not None}.values()
         table[path] = {
             "type": type(m).__name__,
             # a lazy module never run holds no weights yet (its size is unknown until a first forward)
-            "params": sum(
-                p.numel() for p in m.parameters(recurse=False) if not isinstance(p, UninitializedTensorMixin)
-            ),
+            "params": sum(p.numel() for p in own if not isinstance(p, UninitializedTensorMixin)),
             "file": file,
             "line": line,
-            # a re-parameterisation method (RepVGG, MobileOne, FastViT): AL205 names it as the fix
-            "reparam": next((name for name in REPARAM_METHODS if callable(getattr(type(m), name, None))), None),
+            "reparam": _reparam(type(m)),
             "created": site_of(m),  # (file, line) in the user's code, when recorded at build
         }
     return table
+
+
+@functools.cache
+def _reparam(cls: type) -> str | None:
+    """A re-parameterisation method of the class (RepVGG, MobileOne, FastViT): AL205 names it as the fix."""
+    return next((name for name in REPARAM_METHODS if callable(getattr(cls, name, None))), None)
 
 
 REPARAM_METHODS = ("reparameterize", "switch_to_deploy", "fuse")
