@@ -193,23 +193,24 @@ def preserved(model: nn.Module, parameter_values: bool = True):
     listed in the yielded Kept.unrestored, for the caller to say."""
     saved = []
     kept_record = Kept()
-    attributes = [_Attributes(m) for m in model.modules()]
-    for path, module in model.named_modules():
+    attributes = []
+    for path, module in model.named_modules():  # one walk of the module tree for both
+        attributes.append(_Attributes(module))
         for slots in (module._parameters, module._buffers):
             copy_values = parameter_values or slots is module._buffers
             for name, tensor in slots.items():
                 copy = None
                 if tensor is not None and tensor.device.type != "meta" and not _uninitialized(tensor) and copy_values:
                     copy = tensor.detach().clone()
-                where = f"{path}.{name}" if path else name
-                saved.append((slots, name, tensor, copy, tensor._version if tensor is not None else 0, where))
+                saved.append((slots, name, tensor, copy, tensor._version if tensor is not None else 0, path))
     try:
         yield kept_record
     finally:
         with torch.no_grad():
-            for slots, name, tensor, copy, version, where in saved:
+            for slots, name, tensor, copy, version, path in saved:
                 slots[name] = tensor  # rebinding (`self.step = self.step + 1`) undone
                 if tensor is not None and tensor._version != version:
+                    where = f"{path}.{name}" if path else name
                     if copy is not None:
                         tensor.copy_(copy)  # in-place change (`self.step += 1`) undone
                     elif tensor.device.type != "meta" and where not in kept_record.unrestored:
@@ -228,30 +229,45 @@ class _Attributes:
     class: a lazy module becomes its concrete class when first run), and the contents of its
     dicts, lists and sets (parameter, buffer, submodule and hook tables, a user's cache)."""
 
-    CONTAINERS = (dict, list, set)
+    __slots__ = ("module", "cls", "items", "contents")
 
     def __init__(self, module: nn.Module) -> None:
         self.module, self.cls, self.items = module, type(module), dict(module.__dict__)
-        self.contents = {
-            name: _snapshot(value)
-            for name, value in self.items.items()
-            if type(value) in self.CONTAINERS or isinstance(value, dict) and type(value).__module__ == "collections"
-        }
+        # (the container, a copy of what it held): the empty ones, most hook tables, as None
+        self.contents = [
+            (value, _snapshot(value) if value else None) for value in self.items.values() if _is_container(type(value))
+        ]
 
     def restore(self) -> None:
         module = self.module
         if type(module) is not self.cls:
             module.__class__ = self.cls
-        if module.__dict__.keys() != self.items.keys() or any(
-            module.__dict__[k] is not v for k, v in self.items.items()
-        ):
-            module.__dict__.clear()
-            module.__dict__.update(self.items)
-        for name, was in self.contents.items():
-            value = self.items[name]
-            if _changed(value, was):
+        now, items = module.__dict__, self.items
+        if len(now) != len(items) or any(now.get(k, _GONE) is not v for k, v in items.items()):
+            now.clear()
+            now.update(items)
+        for value, was in self.contents:
+            if was is None:
+                if value:  # was empty
+                    value.clear()
+            elif _changed(value, was):
                 value.clear()
                 (value.extend if isinstance(value, list) else value.update)(was)
+
+
+_GONE = object()
+_CONTAINER_TYPES: dict[type, bool] = {}
+
+
+def _is_container(cls: type) -> bool:
+    """A dict, list or set, or one of collections' dicts (OrderedDict, defaultdict): the kinds
+    whose contents are kept (by type, once)."""
+    found = _CONTAINER_TYPES.get(cls)
+    if found is None:
+        found = _CONTAINER_TYPES[cls] = cls in (dict, list, set) or (
+            issubclass(cls, dict) and cls.__module__ == "collections"
+        )
+    return found
 
 
 def _snapshot(value):
