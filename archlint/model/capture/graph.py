@@ -168,8 +168,11 @@ class GraphBuilder:
         """A leaf module's parameters and buffers; its submodules count as reached (it uses them
         internally, as MultiheadAttention does its out_proj, without calling their forward)."""
         module = self.modules[path]
-        self.reached.update(f"{path}.{sub}" for sub, _ in module.named_modules() if sub)
-        own = dict(itertools.chain(module.named_parameters(), module.named_buffers()))
+        if module._modules:
+            self.reached.update(f"{path}.{sub}" for sub, _ in module.named_modules() if sub)
+            own = dict(itertools.chain(module.named_parameters(), module.named_buffers()))
+        else:  # no submodules (most leaves): named_parameters() and named_buffers() read from the tables
+            own = {**_named(module._parameters), **_named(module._buffers)}
         if own:
             return own
         packed = packed_weights(module)
@@ -202,6 +205,18 @@ class GraphBuilder:
             p: info for p, info in modules_table(self.model).items() if self.modules.get(p) is not None
         }
         return g
+
+
+def _named(table: dict[str, torch.Tensor | None]) -> dict[str, torch.Tensor]:
+    """A module's own table as named_parameters()/named_buffers() list it: no empty slot, a tensor
+    under two names once (the first)."""
+    found: dict[str, torch.Tensor] = {}
+    seen: set[int] = set()
+    for name, t in table.items():
+        if t is not None and id(t) not in seen:
+            seen.add(id(t))
+            found[name] = t
+    return found
 
 
 def parameter_counts(
