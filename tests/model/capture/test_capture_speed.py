@@ -105,3 +105,56 @@ def test_module_attributes_are_found_as_hasattr_finds_them_without_asking_for_ea
     assert module_attrs(_OwnGetattr(2, 3)) == {"in_features": 2, "out_features": 3, "num_heads": 4, "bias": True}
     lstm = module_attrs(nn.LSTM(4, 8, 2))
     assert lstm["bias"] is True and lstm["hidden_size"] == 8 and lstm["num_layers"] == 2
+
+
+def test_the_fx_capture_copies_no_input():
+    net = nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU())
+    x = torch.randn(1, 3, 32, 32)
+    clones = _Clones(net)
+    clones.storages = {x.data_ptr()}
+    with clones:
+        graph, _ = analyze_model(net, (x,))
+    assert graph.graph["strategy"] == "fx"
+    assert clones.parameters == 0  # was: one copy of the input, read for its shape only
+
+
+def _meta_layouts():
+    """Meta tensors in the layouts a forward makes: standard (size-1 dims included), channels_last,
+    permuted, sliced, expanded; float32 and bfloat16."""
+    found = []
+    for shape in [(2, 3, 4, 5), (1, 8, 1, 1), (1, 1, 5, 5), (3, 1), (7,), (2, 0, 3), (1, 3, 2, 2)]:
+        for dtype in (torch.float32, torch.bfloat16):
+            x = torch.empty(shape, dtype=dtype, device="meta")
+            found.append(x)
+            if x.dim() == 4:
+                found.append(torch.empty(shape, dtype=dtype, device="meta", memory_format=torch.channels_last))
+            if x.dim() >= 2:
+                found.append(x.transpose(0, 1))
+                found.append(x[:, : max(1, x.shape[1] // 2)])
+                found.append(torch.empty(shape[1:], dtype=dtype, device="meta").expand(shape))
+    return found
+
+
+def test_the_fast_shape_rules_give_what_the_meta_kernels_give():
+    """_like (empty_like) and _fast_cat (cat) skip the meta decompositions; the tensors they make
+    match the kernels' in shape, dtype and strides (later ops' layouts and views depend on them)."""
+    from archlint.model.capture import fx as fx_capture
+
+    def same(a, b):
+        return a.shape == b.shape and a.dtype == b.dtype and a.stride() == b.stride() and a.device == b.device
+
+    layouts = _meta_layouts()
+    for x in layouts:
+        assert same(fx_capture._like(x), torch.empty_like(x)), (x.shape, x.stride())
+    joined = 0
+    for x in layouts:
+        for y in layouts:
+            for dim in range(-x.dim(), x.dim()):
+                try:
+                    want = torch.cat([x, y], dim)
+                except RuntimeError:
+                    continue
+                got = fx_capture._fast_cat(([x, y], dim), {})
+                assert got is None or same(got, want), (x.shape, x.stride(), y.shape, y.stride(), dim)
+                joined += got is not None
+    assert joined > 50  # the rule took the common cases
