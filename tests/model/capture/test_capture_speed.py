@@ -158,3 +158,19 @@ def test_the_fast_shape_rules_give_what_the_meta_kernels_give():
                 assert got is None or same(got, want), (x.shape, x.stride(), y.shape, y.stride(), dim)
                 joined += got is not None
     assert joined > 50  # the rule took the common cases
+
+
+def test_the_op_order_is_sorted_once_and_follows_a_graph_that_changes():
+    import networkx as nx
+
+    from archlint.model import opgraph
+
+    g = nx.DiGraph()
+    for name, kind in (("x", "input"), ("a", "conv"), ("b", "activation"), ("out", "output")):
+        g.add_node(name, kind=kind)
+    g.add_edges_from([("x", "a"), ("a", "b"), ("b", "out")])
+    assert [n for n, _ in opgraph.ops(g)] == ["a", "b"]
+    assert opgraph._order(g) is opgraph._order(g)  # one sort for every caller
+    g.add_node("c", kind="add")
+    g.add_edges_from([("x", "c"), ("c", "a")])
+    assert [n for n, _ in opgraph.ops(g)] == ["c", "a", "b"]
