@@ -158,6 +158,20 @@ def test_the_fast_shape_rules_give_what_the_meta_kernels_give():
                 assert got is None or same(got, want), (x.shape, x.stride(), y.shape, y.stride(), dim)
                 joined += got is not None
     assert joined > 50  # the rule took the common cases
+    pooled = 0
+    for x in layouts + [torch.empty(2, 3, 4, 5, 6, device="meta"), torch.empty(2, 1, 1, 1, device="meta")]:
+        for size in (1, 2, (3, None), (None, None), (2, 2, 2), (0, 1)):
+            dims = 3 if isinstance(size, tuple) and len(size) == 3 else 2
+            pool = torch.nn.functional.adaptive_avg_pool3d if dims == 3 else torch.nn.functional.adaptive_avg_pool2d
+            try:
+                want = pool(x, size)
+            except (RuntimeError, ValueError, TypeError, IndexError):
+                assert fx_capture._adaptive_avg_pool(x, size, dims, none_is_input=True) is None
+                continue
+            got = fx_capture._adaptive_avg_pool(x, size, dims, none_is_input=True)
+            assert got is None or same(got, want), (x.shape, x.stride(), size)
+            pooled += got is not None
+    assert pooled > 20
 
 
 def test_the_op_order_is_sorted_once_and_follows_a_graph_that_changes():
