@@ -283,7 +283,7 @@ class _Propagation:
         their meta copies in their tables for the call (as functional_call swaps them), then put back."""
         swapped = []
         try:
-            for m in module.modules():
+            for m in module.modules() if module._modules else (module,):
                 for table in (m._parameters, m._buffers):
                     for name, t in table.items():
                         if t is not None and t.device.type != "meta":
