@@ -14,6 +14,7 @@ import torch
 import torch.fx as fx
 from torch import nn
 
+from archlint.model.capture import meta_shapes
 from archlint.model.capture.common import CaptureFailed, Replay, ancestors, is_leaf, shape_of, tensors_in, to_meta
 from archlint.model.capture.describe import call_attrs, function_label, module_attrs
 from archlint.model.capture.fxnodes import alias_tuple_item, attribute_at, input_nodes, opgraph_node
@@ -49,98 +50,19 @@ def _call_key(target: Any) -> tuple[str, bool]:
     return found
 
 
-def _contiguous_strides(shape: torch.Size) -> tuple[int, ...]:
-    strides, step = [], 1
-    for size in reversed(shape):
-        strides.append(step)
-        step *= max(size, 1)
-    return tuple(reversed(strides))
-
-
-def _standard(x: torch.Tensor) -> bool:
-    """Laid out as `torch.empty(x.shape)` lays it out (contiguous, and so in size-1 dims too)."""
-    return x.is_contiguous() and (all(s > 1 for s in x.shape) or x.stride() == _contiguous_strides(x.shape))
-
-
-def _like(x: torch.Tensor) -> torch.Tensor:
-    """torch.empty_like(x) on meta: its Python decomposition costs ~18 µs a call (it works out a
-    memory-format permutation); a tensor in the standard layout gets the same one from torch.empty."""
-    if _standard(x):
-        return torch.empty(x.shape, dtype=x.dtype, device="meta")
-    return torch.empty_like(x)
-
-
-def _fast_cat(args: tuple, kwargs: dict) -> torch.Tensor | None:
-    """torch.cat of meta tensors of one dtype, all in the standard layout and of one rank, whose
-    shapes differ in the joined dim only: a standard-layout output (the decomposition costs ~85 µs)."""
-    if not args or len(args) > 2 or set(kwargs) - {"dim"} or not isinstance(args[0], (list, tuple)):
-        return None
-    tensors, dim = args[0], args[1] if len(args) == 2 else kwargs.get("dim", 0)
-    if not tensors or not isinstance(dim, int) or isinstance(dim, bool):
-        return None
-    first = tensors[0]
-    if not isinstance(first, torch.Tensor) or first.dim() == 0 or not -first.dim() <= dim < first.dim():
-        return None
-    dim %= first.dim()
-    shape = list(first.shape)
-    shape[dim] = 0
-    for t in tensors:
-        if not (
-            isinstance(t, torch.Tensor)
-            and t.device.type == "meta"
-            and t.dtype == first.dtype
-            and t.dim() == first.dim()
-            and all(a == b for i, (a, b) in enumerate(zip(t.shape, first.shape)) if i != dim)
-            and _standard(t)
-        ):
-            return None
-        shape[dim] += t.shape[dim]
-    return torch.empty(shape, dtype=first.dtype, device="meta")
-
-
-def _adaptive_avg_pool(x: Any, size: Any, dims: int, none_is_input: bool) -> torch.Tensor | None:
-    """adaptive_avg_pool2d/3d of a standard-layout floating meta tensor, batched or not: the output
-    sizes, in the standard layout (the decomposition costs 0.2-0.6 ms a call; an SE block has one).
-    `none_is_input`: a None output size keeps the input's (nn.AdaptiveAvgPool2d, F.adaptive_avg_pool2d)."""
-    if not (
-        isinstance(x, torch.Tensor)
-        and x.device.type == "meta"
-        and x.is_floating_point()
-        and x.dim() in (dims + 1, dims + 2)
-        and all(s > 0 for s in x.shape)
-        and _standard(x)
-    ):
-        return None
-    sizes = (size,) * dims if isinstance(size, int) else size
-    if not isinstance(sizes, (tuple, list)) or len(sizes) != dims:
-        return None
-    spatial = x.shape[-dims:]
-    out = []
-    for wanted, given in zip(sizes, spatial):
-        if wanted is None and none_is_input:
-            wanted = given
-        if not isinstance(wanted, int) or isinstance(wanted, bool) or wanted < 1:
-            return None
-        out.append(wanted)
-    return torch.empty((*x.shape[:-dims], *out), dtype=x.dtype, device="meta")
-
-
-_POOL_DIMS = {"adaptive_avg_pool2d": 2, "adaptive_avg_pool3d": 3, "AdaptiveAvgPool2d": 2, "AdaptiveAvgPool3d": 3}
-
-
 def _fast_output(key: str, inplace: bool, args: tuple, kwargs: dict) -> torch.Tensor | None:
     if key in ("cat", "concat", "concatenate"):
-        return _fast_cat(args, kwargs)
-    if key in _POOL_DIMS and args and len(args) + len(kwargs) == 2 and set(kwargs) <= {"output_size"}:
+        return meta_shapes.cat(args, kwargs)
+    if key in meta_shapes.POOL_DIMS and args and len(args) + len(kwargs) == 2 and set(kwargs) <= {"output_size"}:
         size = args[1] if len(args) == 2 else kwargs.get("output_size")
-        return _adaptive_avg_pool(args[0], size, _POOL_DIMS[key], none_is_input=False)
+        return meta_shapes.adaptive_avg_pool(args[0], size, meta_shapes.POOL_DIMS[key], none_is_input=False)
     x = args[0] if args else None
     if not isinstance(x, torch.Tensor) or x.device.type != "meta":
         return None
     if key in _SAME_SHAPE and "dtype" not in kwargs:
         if inplace or kwargs.get("inplace") is True:
             return x
-        return _like(x)
+        return meta_shapes.like(x)
     if key in _BINARY and len(args) == 2 and not kwargs:
         y = args[1]
         if isinstance(y, torch.Tensor):
@@ -158,7 +80,9 @@ def _fast_output(key: str, inplace: bool, args: tuple, kwargs: dict) -> torch.Te
     return None
 
 
-def _fast_module(module: nn.Module, args: tuple, kwargs: dict) -> torch.Tensor | None:
+def _fast_module(module: nn.Module, args: tuple, kwargs: dict) -> Any:
+    if type(module) is nn.MultiheadAttention:
+        return meta_shapes.attention(module, args, kwargs)
     if not is_leaf(module) or kwargs:
         return None
     name = type(module).__name__
@@ -171,15 +95,17 @@ def _fast_module(module: nn.Module, args: tuple, kwargs: dict) -> torch.Tensor |
         return torch.empty((*x.shape[:-1], module.out_features), dtype=x.dtype, device="meta")
     if name in _SAME_SHAPE and len(args) == 1:
         return _fast_output(name, getattr(module, "inplace", False) is True, args, {})
-    if name in _POOL_DIMS and len(args) == 1:
-        return _adaptive_avg_pool(args[0], module.output_size, _POOL_DIMS[name], none_is_input=True)
+    if name in meta_shapes.POOL_DIMS and len(args) == 1:
+        return meta_shapes.adaptive_avg_pool(
+            args[0], module.output_size, meta_shapes.POOL_DIMS[name], none_is_input=True
+        )
     if (
         len(args) == 1
         and isinstance(args[0], torch.Tensor)
         and args[0].device.type == "meta"
         and _norm_fits(module, args[0])
     ):
-        return _like(args[0])
+        return meta_shapes.like(args[0])
     return None
 
 

@@ -138,14 +138,14 @@ def _meta_layouts():
 def test_the_fast_shape_rules_give_what_the_meta_kernels_give():
     """_like (empty_like) and _fast_cat (cat) skip the meta decompositions; the tensors they make
     match the kernels' in shape, dtype and strides (later ops' layouts and views depend on them)."""
-    from archlint.model.capture import fx as fx_capture
+    from archlint.model.capture import meta_shapes
 
     def same(a, b):
         return a.shape == b.shape and a.dtype == b.dtype and a.stride() == b.stride() and a.device == b.device
 
     layouts = _meta_layouts()
     for x in layouts:
-        assert same(fx_capture._like(x), torch.empty_like(x)), (x.shape, x.stride())
+        assert same(meta_shapes.like(x), torch.empty_like(x)), (x.shape, x.stride())
     joined = 0
     for x in layouts:
         for y in layouts:
@@ -154,7 +154,7 @@ def test_the_fast_shape_rules_give_what_the_meta_kernels_give():
                     want = torch.cat([x, y], dim)
                 except RuntimeError:
                     continue
-                got = fx_capture._fast_cat(([x, y], dim), {})
+                got = meta_shapes.cat(([x, y], dim), {})
                 assert got is None or same(got, want), (x.shape, x.stride(), y.shape, y.stride(), dim)
                 joined += got is not None
     assert joined > 50  # the rule took the common cases
@@ -166,9 +166,9 @@ def test_the_fast_shape_rules_give_what_the_meta_kernels_give():
             try:
                 want = pool(x, size)
             except (RuntimeError, ValueError, TypeError, IndexError):
-                assert fx_capture._adaptive_avg_pool(x, size, dims, none_is_input=True) is None
+                assert meta_shapes.adaptive_avg_pool(x, size, dims, none_is_input=True) is None
                 continue
-            got = fx_capture._adaptive_avg_pool(x, size, dims, none_is_input=True)
+            got = meta_shapes.adaptive_avg_pool(x, size, dims, none_is_input=True)
             assert got is None or same(got, want), (x.shape, x.stride(), size)
             pooled += got is not None
     assert pooled > 20
@@ -188,3 +188,45 @@ def test_the_op_order_is_sorted_once_and_follows_a_graph_that_changes():
     g.add_node("c", kind="add")
     g.add_edges_from([("x", "c"), ("c", "a")])
     assert [n for n, _ in opgraph.ops(g)] == ["c", "a", "b"]
+
+
+def test_the_attention_rule_gives_what_multihead_attention_gives_on_meta():
+    from archlint.model.capture import meta_shapes
+
+    def same(a, b):
+        if a is None or b is None:
+            return a is b
+        return a.shape == b.shape and a.dtype == b.dtype and a.stride() == b.stride()
+
+    covered = 0
+    for batch_first in (True, False):
+        for kdim in (None, 12):
+            mha = torch.nn.MultiheadAttention(16, 4, batch_first=batch_first, kdim=kdim, vdim=kdim).to("meta")
+            kv_dim = kdim or 16
+            for n, tgt, src in ((1, 5, 5), (2, 3, 7), (3, 1, 1)):
+
+                def shaped(length, dim):
+                    return torch.empty((n, length, dim) if batch_first else (length, n, dim), device="meta")
+
+                q, k = shaped(tgt, 16), shaped(src, kv_dim)
+                for extra in ({}, {"need_weights": False}, {"average_attn_weights": False}):
+                    for keys in ((q, k, k), (q, k, shaped(src, kv_dim))):
+                        with torch.no_grad():
+                            want = mha(*keys, **extra)
+                        got = meta_shapes.attention(mha, keys, extra)
+                        assert got is not None and same(got[0], want[0]) and same(got[1], want[1]), (
+                            batch_first,
+                            kdim,
+                            n,
+                            tgt,
+                            src,
+                            extra,
+                        )
+                        covered += 1
+    mha = torch.nn.MultiheadAttention(16, 4, batch_first=True).to("meta")
+    q = torch.empty(2, 5, 16, device="meta")
+    mask = torch.zeros(5, 5, dtype=torch.bool, device="meta")
+    assert meta_shapes.attention(mha, (q, q, q), {"attn_mask": mask}) is None  # masks: the kernel's
+    assert meta_shapes.attention(mha, (q[0], q[0], q[0]), {}) is None  # unbatched: the kernel's
+    assert meta_shapes.attention(mha, (q, q[:, :, :8], q), {}) is None  # a wrong key: the kernel's own error
+    assert covered == 72
