@@ -230,3 +230,18 @@ def test_the_attention_rule_gives_what_multihead_attention_gives_on_meta():
     assert meta_shapes.attention(mha, (q[0], q[0], q[0]), {}) is None  # unbatched: the kernel's
     assert meta_shapes.attention(mha, (q, q[:, :, :8], q), {}) is None  # a wrong key: the kernel's own error
     assert covered == 72
+
+
+def test_a_leaf_kernel_that_fails_leaves_its_weights_in_place_and_says_where():
+    import pytest
+
+    from archlint.model.capture import CaptureFailed, capture
+
+    net = nn.Sequential(nn.Conv2d(3, 4, 3), nn.Flatten(), nn.Conv1d(5, 2, 1))  # the Conv1d gets a 2-D (1, 144)
+    weights = {name: t for name, t in [*net.named_parameters(), *net.named_buffers()]}
+    with pytest.raises(CaptureFailed) as failed:
+        capture(net, (torch.randn(1, 3, 8, 8),), "fx")
+    assert "op _2 in module '2' given input shapes [[1, 144]]" in str(failed.value)
+    assert "While executing" in str(failed.value)  # as fx.Interpreter worded it (the report's details quote it)
+    now = dict([*net.named_parameters(), *net.named_buffers()])
+    assert now.keys() == weights.keys() and all(now[k] is t and t.device.type == "cpu" for k, t in weights.items())
