@@ -3,7 +3,6 @@ and normalized key of a called function, method or aten op."""
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import torch
@@ -144,14 +143,22 @@ def _simple(value: Any) -> bool:
     return isinstance(value, _SIMPLE) or isinstance(value, (torch.dtype, torch.memory_format))
 
 
-@functools.cache
+_ON_CLASS: dict[type, frozenset[str] | None] = {}
+
+
 def _on_class(cls: type) -> frozenset[str] | None:
     """The names module_attrs looks up that a module class defines itself (properties, class
     constants), or None when the class looks attributes up its own way (a `__getattr__` or
-    `__getattribute__` of its own): then only hasattr can say which it has."""
-    if cls.__getattr__ is not nn.Module.__getattr__ or cls.__getattribute__ is not object.__getattribute__:
-        return None
-    return frozenset(a for a in _LOOKED_UP if any(a in vars(k) for k in cls.__mro__))
+    `__getattribute__` of its own): then only hasattr can say which it has. Once per class."""
+    if cls not in _ON_CLASS:
+        own_lookup = (
+            getattr(cls, "__getattr__", None) is not nn.Module.__getattr__
+            or getattr(cls, "__getattribute__", None) is not object.__getattribute__
+        )
+        _ON_CLASS[cls] = (
+            None if own_lookup else frozenset(a for a in _LOOKED_UP if any(a in vars(k) for k in cls.__mro__))
+        )
+    return _ON_CLASS[cls]
 
 
 def _present(module: nn.Module) -> frozenset[str]:
