@@ -5,26 +5,60 @@ is never run and never changed: its parameters are swapped for meta copies by
 from __future__ import annotations
 
 import builtins
+import collections
 import contextlib
 import inspect
 import itertools
+import sys
 from collections.abc import Mapping
 from typing import Any
 
 import torch
 import torch.fx as fx
 from torch import nn
+from torch.fx._lazy_graph_module import _LazyGraphModule
 
+from archlint.model.capture.callsite import CallSites, call_site, stack_trace
 from archlint.model.capture.common import CaptureFailed, Replay, ancestors, is_leaf, shape_of, tensors_in, to_meta
 from archlint.model.capture.describe import call_attrs, function_label, module_attrs
 from archlint.model.capture.fxnodes import alias_tuple_item, attribute_at, input_nodes, opgraph_node
-from archlint.model.capture.graph import GraphBuilder, user_frame
+from archlint.model.capture.graph import GraphBuilder
 from archlint.model.cost import KIND_OF, normalize
 
 
 class _Tracer(fx.Tracer):
+    """fx's tracer with archlint's leaf modules; each node's call site is recorded by a walk of the
+    Python frames (callsite.py), not by torch's record_stack_traces: the same frame, at a fraction
+    of the cost (no stack is formatted as text per node)."""
+
+    sites: CallSites | None = None  # set for the trace by _trace
+
+    def __init__(self):
+        super().__init__()
+        self.scope = _Scope("", None)
+        self.module_stack = _ModuleStack()
+
     def is_leaf_module(self, m: nn.Module, qualname: str) -> bool:
         return is_leaf(m)
+
+    def create_node(self, kind, target, args, kwargs, name=None, type_expr=None):
+        node = super().create_node(kind, target, args, kwargs, name, type_expr)
+        if self.sites is not None and not node.stack_trace:  # (as torch: a preserved stack trace is kept)
+            self.sites.record(node, sys._getframe())
+        return node
+
+
+# fx copies its scope at every module call and its module stack into every node's meta with
+# copy.copy, which takes the slow generic path for these classes (__reduce_ex__): a few µs each,
+# a tenth of the trace. The same copies, made directly.
+class _Scope(fx.proxy.Scope):
+    def __copy__(self) -> fx.proxy.Scope:
+        return fx.proxy.Scope(self.module_path, self.module_type)
+
+
+class _ModuleStack(collections.OrderedDict):
+    def __copy__(self) -> collections.OrderedDict:
+        return collections.OrderedDict(self)  # what nodes held before: a plain OrderedDict
 
 
 class _Propagate(nn.Module):
@@ -151,6 +185,7 @@ class _Interpreter(fx.Interpreter):
         except Exception as exc:
             values = fx.node.map_arg((n.args, n.kwargs), lambda a: self.env.get(a))
             shapes = [list(shape_of(t)) for t in tensors_in(values)]
+            n.stack_trace = stack_trace(n)  # fx's Interpreter quotes it in the error: as torch recorded it
             stack = n.meta.get("nn_module_stack") or {}
             module = f" in module {list(stack.values())[-1][0]!r}" if stack else ""
             raise CaptureFailed("fx", exc, f"op {n.name}{module} given input shapes {shapes}") from exc
@@ -175,10 +210,14 @@ def _trace(model: nn.Module, concrete: dict[str, Any] | None = None) -> fx.Graph
     # No second try with the wrapped functions left opaque: they would be ops without a formula.
     # When fx cannot trace through them, export (or dispatch) can.
     with _trace_through_wrapped():
-        tracer = _Tracer()
-        tracer.record_stack_traces = True  # where in the user's forward each op is called: findings point there
-        graph = tracer.trace(model, concrete_args=concrete or None)
-    return fx.GraphModule(tracer.root, graph, type(model).__name__)
+        tracer = _Tracer()  # records where in the user's forward each op is called: findings point there
+        tracer.sites = CallSites(sys._getframe())  # (no frame of archlint's between it and the trace)
+        try:
+            graph = tracer.trace(model, concrete_args=concrete or None)
+        finally:
+            tracer.sites = None  # no frame outlives the trace
+    # lazy: its Python code is generated at its first call, not here; the capture never calls it
+    return _LazyGraphModule(tracer.root, graph, type(model).__name__)
 
 
 def _concrete_arguments(model: nn.Module, inputs: tuple) -> dict[str, Any]:
@@ -269,7 +308,7 @@ def capture_fx(model: nn.Module, inputs: tuple, builder: GraphBuilder, kwargs: d
                 continue
             for t in tensors_in(env.get(a)):
                 inputs_.append((opgraph_node(a, alias, b), t))
-        source = user_frame(n.stack_trace) if n.op != "call_module" else None
+        source = call_site(n) if n.op != "call_module" else None
         b.op(
             b.reserve(n.name),
             label=label,
