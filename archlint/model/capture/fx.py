@@ -4,9 +4,11 @@ is never run and never changed: its parameters are swapped for meta copies by
 
 from __future__ import annotations
 
+import bisect
 import builtins
 import collections
 import contextlib
+import dis
 import inspect
 import itertools
 import sys
@@ -27,9 +29,11 @@ from archlint.model.cost import KIND_OF, normalize
 
 
 class _Tracer(fx.Tracer):
-    """fx's tracer with archlint's leaf modules; each node's call site is recorded by a walk of the
-    Python frames (callsite.py), not by torch's record_stack_traces: the same frame, at a fraction
-    of the cost (no stack is formatted as text per node)."""
+    """fx's tracer with archlint's leaf modules, made cheaper where fx repeats work per node (the
+    graph is the same): each node's call site is recorded by a walk of the Python frames
+    (callsite.py), not by torch's record_stack_traces (a stack formatted as text per node); a
+    parameter's name comes from a table, not a search of every parameter at each access; an
+    unpacked proxy's function is disassembled once (_Proxy). One tracer per trace."""
 
     sites: CallSites | None = None  # set for the trace by _trace
 
@@ -37,6 +41,8 @@ class _Tracer(fx.Tracer):
         super().__init__()
         self.scope = _Scope("", None)
         self.module_stack = _ModuleStack()
+        self.instructions: dict[Any, list] = {}  # code object → its instructions (_Proxy.__iter__)
+        self._parameter_names: dict[int, str] | None = None
 
     def is_leaf_module(self, m: nn.Module, qualname: str) -> bool:
         return is_leaf(m)
@@ -46,6 +52,61 @@ class _Tracer(fx.Tracer):
         if self.sites is not None and not node.stack_trace:  # (as torch: a preserved stack trace is kept)
             self.sites.record(node, sys._getframe())
         return node
+
+    def proxy(self, node: fx.Node) -> fx.Proxy:
+        return _Proxy(node, self)
+
+    def getattr(self, attr, attr_val, parameter_proxy_cache):
+        # fx names a parameter by the first entry of root.named_parameters() that is it, searched
+        # at every access (a ConvNeXt's or ViT's layer scales and norms: a third of its trace)
+        if isinstance(attr_val, nn.Parameter) and not self.param_shapes_constant:
+            if self._parameter_names is None:
+                self._parameter_names = {}
+                for n, p in self.root.named_parameters():
+                    self._parameter_names.setdefault(id(p), n)
+            name = self._parameter_names.get(id(attr_val))
+            if name is not None and _parameter_at(self.root, name) is attr_val:
+                if name not in parameter_proxy_cache:
+                    parameter_proxy_cache[name] = self.create_proxy("get_attr", name, (), {})
+                return parameter_proxy_cache[name]
+        return super().getattr(attr, attr_val, parameter_proxy_cache)
+
+
+def _parameter_at(root: nn.Module, name: str) -> nn.Parameter | None:
+    """The parameter `name` of `root` now (None if it is gone: fx's own search decides), read from
+    the modules' tables: their attribute lookup is fx's getattr during the trace."""
+    *path, leaf = name.split(".")
+    module: nn.Module | None = root
+    for part in path:
+        module = module._modules.get(part) if module is not None else None
+    return module._parameters.get(leaf) if module is not None else None
+
+
+class _Proxy(fx.Proxy):
+    """fx's Proxy, but unpacking one (`b, n, c = x.shape`) disassembles the calling function once
+    per trace (fx did at every unpack: a fifth of a Swin's trace); the same instruction decides."""
+
+    def __iter__(self):
+        calling = sys._getframe(1)
+        code = calling.f_code
+        found = self.tracer.instructions.get(code)
+        if found is None:
+            found = self.tracer.instructions[code] = list(dis.get_instructions(code))
+        if sys.version_info >= (3, 11):
+            at = bisect.bisect_left(found, calling.f_lasti, key=lambda i: i.offset)
+        else:
+            at = calling.f_lasti // 2
+        inst = found[at]
+        if inst.opname == "UNPACK_SEQUENCE":
+            return (self[i] for i in range(inst.argval))
+        return self.tracer.iter(self)
+
+    def __getattr__(self, k: str) -> fx.proxy.Attribute:
+        return _Attribute(self, k)
+
+
+class _Attribute(_Proxy, fx.proxy.Attribute):
+    """fx's Attribute (`x.shape` before it is used) with _Proxy's unpacking."""
 
 
 # fx copies its scope at every module call and its module stack into every node's meta with
