@@ -28,7 +28,7 @@ from torch.utils._traceback import CapturedTraceback
 from archlint.model.capture.graph import user_file, user_frame
 
 SITE = "archlint_call_site"  # node.meta key: (file, line) of the user's call, or None
-STACK = "archlint_stack"  # node.meta key: the node's raw stack (CapturedTraceback), outermost frames last
+STACK = "archlint_stack"  # node.meta key: the node's raw stack (a CapturedTraceback, not symbolized)
 _KINDS = ("call_function", "call_method")  # the ops whose call site a report shows (modules: where created)
 _TORCH_AS_IMPORTED = os.path.dirname(torch.__file__) + os.sep  # may differ from the resolved path user_file skips
 
@@ -60,7 +60,8 @@ class CallSites:
     def record(self, node: fx.Node, frame: FrameType) -> None:
         """Keep `node`'s raw stack and, for a function or method call, its user call site; `frame`:
         the tracer's create_node, called from torch's create_proxy (or from trace, for the output)."""
-        node.meta[STACK] = CapturedTraceback.extract(skip=2)  # type: ignore[no-untyped-call]  # less this frame and the tracer's create_node
+        # skip: this frame and the tracer's create_node (stack_trace puts torch's in their place)
+        node.meta[STACK] = CapturedTraceback.extract(skip=2)  # type: ignore[no-untyped-call]
         if node.op in _KINDS:
             node.meta[SITE] = self.find(frame)
 
@@ -110,7 +111,9 @@ def call_site(node: fx.Node) -> list[Any] | None:
 
 
 def stack_trace(node: fx.Node) -> str | None:
-    """The stack trace torch's `record_stack_traces` would have given `node`, as text."""
+    """The stack trace torch's `record_stack_traces` would have given `node`, as text. (A node made
+    inside one of the tracer's own hooks, fx._Tracer.getattr or a proxy's unpacking, shows that
+    hook's frame where torch's stood; the user's frames, outermost first, are the same.)"""
     if node.stack_trace:
         return node.stack_trace
     raw = node.meta.get(STACK)
