@@ -4,27 +4,122 @@ swapped for meta copies for the length of its call (no real arithmetic), then pu
 
 from __future__ import annotations
 
+import bisect
 import builtins
+import collections
 import contextlib
+import dis
 import inspect
+import sys
 from collections.abc import Mapping
 from typing import Any
 
 import torch
 import torch.fx as fx
 from torch import nn
+from torch.fx._lazy_graph_module import _LazyGraphModule
 
 from archlint.model.capture import meta_shapes
+from archlint.model.capture.callsite import CallSites, call_site, stack_trace
 from archlint.model.capture.common import CaptureFailed, Replay, ancestors, is_leaf, shape_of, tensors_in, to_meta
 from archlint.model.capture.describe import call_attrs, function_label, module_attrs
 from archlint.model.capture.fxnodes import alias_tuple_item, attribute_at, input_nodes, opgraph_node
-from archlint.model.capture.graph import GraphBuilder, user_frame
+from archlint.model.capture.graph import GraphBuilder
 from archlint.model.cost import KIND_OF, normalize
 
 
 class _Tracer(fx.Tracer):
+    """fx's tracer with archlint's leaf modules, made cheaper where fx repeats work per node (the
+    graph is the same): each node's call site is recorded by a walk of the Python frames
+    (callsite.py), not by torch's record_stack_traces (a stack formatted as text per node); a
+    parameter's name comes from a table, not a search of every parameter at each access; an
+    unpacked proxy's function is disassembled once (_Proxy). One tracer per trace."""
+
+    sites: CallSites | None = None  # set for the trace by _trace
+
+    def __init__(self):
+        super().__init__()
+        self.scope = _Scope("", None)
+        self.module_stack = _ModuleStack()
+        self.instructions: dict[Any, list] = {}  # code object → its instructions (_Proxy.__iter__)
+        self._parameter_names: dict[int, str] | None = None
+
     def is_leaf_module(self, m: nn.Module, qualname: str) -> bool:
         return is_leaf(m)
+
+    def create_node(self, kind, target, args, kwargs, name=None, type_expr=None):
+        node = super().create_node(kind, target, args, kwargs, name, type_expr)
+        if self.sites is not None and not node.stack_trace:  # (as torch: a preserved stack trace is kept)
+            self.sites.record(node, sys._getframe())
+        return node
+
+    def proxy(self, node: fx.Node) -> fx.Proxy:
+        return _Proxy(node, self)
+
+    def getattr(self, attr, attr_val, parameter_proxy_cache):
+        # fx names a parameter by the first entry of root.named_parameters() that is it, searched
+        # at every access (a ConvNeXt's or ViT's layer scales and norms: a third of its trace)
+        if isinstance(attr_val, nn.Parameter) and not self.param_shapes_constant:
+            if self._parameter_names is None:
+                self._parameter_names = {}
+                for n, p in self.root.named_parameters():
+                    self._parameter_names.setdefault(id(p), n)
+            name = self._parameter_names.get(id(attr_val))
+            if name is not None and _parameter_at(self.root, name) is attr_val:
+                if name not in parameter_proxy_cache:
+                    parameter_proxy_cache[name] = self.create_proxy("get_attr", name, (), {})
+                return parameter_proxy_cache[name]
+        return super().getattr(attr, attr_val, parameter_proxy_cache)
+
+
+def _parameter_at(root: nn.Module, name: str) -> nn.Parameter | None:
+    """The parameter `name` of `root` now (None if it is gone: fx's own search decides), read from
+    the modules' tables: their attribute lookup is fx's getattr during the trace."""
+    *path, leaf = name.split(".")
+    module: nn.Module | None = root
+    for part in path:
+        module = module._modules.get(part) if module is not None else None
+    return module._parameters.get(leaf) if module is not None else None
+
+
+class _Proxy(fx.Proxy):
+    """fx's Proxy, but unpacking one (`b, n, c = x.shape`) disassembles the calling function once
+    per trace (fx did at every unpack: a fifth of a Swin's trace); the same instruction decides."""
+
+    def __iter__(self):
+        calling = sys._getframe(1)
+        code = calling.f_code
+        found = self.tracer.instructions.get(code)
+        if found is None:
+            found = self.tracer.instructions[code] = list(dis.get_instructions(code))
+        if sys.version_info >= (3, 11):
+            at = bisect.bisect_left(found, calling.f_lasti, key=lambda i: i.offset)
+        else:
+            at = calling.f_lasti // 2
+        inst = found[at]
+        if inst.opname == "UNPACK_SEQUENCE":
+            return (self[i] for i in range(inst.argval))
+        return self.tracer.iter(self)
+
+    def __getattr__(self, k: str) -> fx.proxy.Attribute:
+        return _Attribute(self, k)
+
+
+class _Attribute(_Proxy, fx.proxy.Attribute):
+    """fx's Attribute (`x.shape` before it is used) with _Proxy's unpacking."""
+
+
+# fx copies its scope at every module call and its module stack into every node's meta with
+# copy.copy, which takes the slow generic path for these classes (__reduce_ex__): a few µs each,
+# a tenth of the trace. The same copies, made directly.
+class _Scope(fx.proxy.Scope):
+    def __copy__(self) -> fx.proxy.Scope:
+        return fx.proxy.Scope(self.module_path, self.module_type)
+
+
+class _ModuleStack(collections.OrderedDict):
+    def __copy__(self) -> collections.OrderedDict:
+        return collections.OrderedDict(self)  # what nodes held before: a plain OrderedDict
 
 
 # Shape rules for the commonest ops: many meta kernels are Python decompositions costing ms per
@@ -227,7 +322,7 @@ class _Propagation:
         module = f" in module {list(stack.values())[-1][0]!r}" if stack else ""
         failed = CaptureFailed("fx", exc, f"op {n.name}{module} given input shapes {shapes}")
         # the message as fx.Interpreter extended it (the report's details quote it)
-        msg = f"{failed.args[0]}\n\nWhile executing {n.format_node()}\nOriginal traceback:\n{n.stack_trace}"
+        msg = f"{failed.args[0]}\n\nWhile executing {n.format_node()}\nOriginal traceback:\n{stack_trace(n)}"
         msg += "\nUse tlparse to see full graph. "
         msg += "(https://github.com/pytorch/tlparse?tab=readme-ov-file#tlparse-parse-structured-pt2-logs)"
         failed.args = (msg,)
@@ -253,10 +348,14 @@ def _trace(model: nn.Module, concrete: dict[str, Any] | None = None) -> fx.Graph
     # No second try with the wrapped functions left opaque: they would be ops without a formula.
     # When fx cannot trace through them, export (or dispatch) can.
     with _trace_through_wrapped():
-        tracer = _Tracer()
-        tracer.record_stack_traces = True  # where in the user's forward each op is called: findings point there
-        graph = tracer.trace(model, concrete_args=concrete or None)
-    return fx.GraphModule(tracer.root, graph, type(model).__name__)
+        tracer = _Tracer()  # records where in the user's forward each op is called: findings point there
+        tracer.sites = CallSites(sys._getframe())  # (no frame of archlint's between it and the trace)
+        try:
+            graph = tracer.trace(model, concrete_args=concrete or None)
+        finally:
+            tracer.sites = None  # no frame outlives the trace
+    # lazy: its Python code is generated at its first call, not here; the capture never calls it
+    return _LazyGraphModule(tracer.root, graph, type(model).__name__)
 
 
 def _concrete_arguments(model: nn.Module, inputs: tuple) -> dict[str, Any]:
@@ -342,7 +441,7 @@ def capture_fx(model: nn.Module, inputs: tuple, builder: GraphBuilder, kwargs: d
                 continue
             for t in tensors_in(env.get(a)):
                 inputs_.append((opgraph_node(a, alias, b), t))
-        source = user_frame(n.stack_trace) if n.op != "call_module" else None
+        source = call_site(n) if n.op != "call_module" else None
         b.op(
             b.reserve(n.name),
             label=label,

@@ -315,9 +315,14 @@ def user_frame(stack_trace: str | None) -> list | None:
     found = None
     for match in _FRAME.finditer(stack_trace):
         file = match["file"]
-        if not file.startswith(_SKIP_SOURCES) and not file.startswith("<"):
+        if user_file(file):
             found = [file, int(match["line"])]
     return found
+
+
+def user_file(file: str) -> bool:
+    """A file of the user's code: not torch's, not archlint's, not generated (`<string>`)."""
+    return not file.startswith(_SKIP_SOURCES) and not file.startswith("<")
 
 
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)')
