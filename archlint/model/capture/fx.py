@@ -17,7 +17,6 @@ from typing import Any
 import torch
 import torch.fx as fx
 from torch import nn
-from torch.fx._lazy_graph_module import _LazyGraphModule
 
 from archlint.model.capture import meta_shapes
 from archlint.model.capture.callsite import CallSites, call_site, stack_trace
@@ -26,6 +25,11 @@ from archlint.model.capture.describe import call_attrs, function_label, module_a
 from archlint.model.capture.fxnodes import alias_tuple_item, attribute_at, input_nodes, opgraph_node
 from archlint.model.capture.graph import GraphBuilder
 from archlint.model.cost import KIND_OF, normalize
+
+try:  # lazy: its Python code is generated at its first call, which the capture never makes
+    from torch.fx._lazy_graph_module import _LazyGraphModule as _GRAPH_MODULE
+except ImportError:  # a torch without it (private to torch): the same graph, its code generated at once
+    _GRAPH_MODULE = fx.GraphModule
 
 
 class _Tracer(fx.Tracer):
@@ -355,7 +359,7 @@ def _trace(model: nn.Module, concrete: dict[str, Any] | None = None) -> fx.Graph
         finally:
             tracer.sites = None  # no frame outlives the trace
     # lazy: its Python code is generated at its first call, not here; the capture never calls it
-    return _LazyGraphModule(tracer.root, graph, type(model).__name__)
+    return _GRAPH_MODULE(tracer.root, graph, type(model).__name__)
 
 
 def _concrete_arguments(model: nn.Module, inputs: tuple) -> dict[str, Any]:
