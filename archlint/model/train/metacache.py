@@ -19,8 +19,9 @@ result, so it is keyed by kind (Adam's bias correction changes every step). Batc
 meta kernels are replaced by shape functions where their results are plain (training,
 contiguous float32), checked against the stock kernels in the tests.
 
-Convolution's meta kernel (not transposed, valid arguments) is replaced the same way: each layer's
-convolution has shapes of its own, so the cache answers few of them.
+Convolution's meta kernels (forward not transposed with valid arguments, backward with no
+channels-last operand) are replaced the same way: each layer's convolution has shapes of its own,
+so the cache answers few of them.
 
 Anything else (views, in-place view ops, out= ops, ops touching a real tensor other than a 0-dim
 scalar, outputs that are not plain fresh tensors) runs its kernel every time. The step repeats one
@@ -33,6 +34,7 @@ from typing import Any
 
 import torch
 import torch.nn as nn
+from torch._prims_common import suggest_memory_format as _suggest_memory_format
 
 MAX_ENTRIES = 100_000
 _NOT_CACHEABLE = object()
@@ -291,6 +293,27 @@ def _convolution(input, weight, bias, stride, padding, dilation, transposed, out
     return torch.empty((shape[0], kernel[0], *sizes), dtype=input.dtype, device=input.device)
 
 
+def _convolution_backward(grad_output, input, weight, bias_sizes, stride, padding, dilation, transposed, *rest):
+    """convolution_backward on meta tensors none of which suggests channels-last: what its meta kernel
+    (torch's meta_convolution_backward, Python) gives: fresh contiguous gradients of the input's and
+    the weight's shapes and of the bias's sizes, as the output mask asks, of grad-output's dtype."""
+    mask = rest[-1] if len(rest) == 3 else None
+    if type(mask) not in (list, tuple) or len(mask) != 3:
+        return None
+    if not all(type(t) in _PLAIN and t.is_meta for t in (grad_output, input, weight)):
+        return None
+    if mask[2] and type(bias_sizes) not in (list, tuple):
+        return None
+    if any(_suggest_memory_format(t) != torch.contiguous_format for t in (input, weight)):
+        return None  # the kernel's channels-last gradients
+    dtype, device = grad_output.dtype, grad_output.device
+    return (
+        torch.empty(input.shape, dtype=dtype, device=device) if mask[0] else None,
+        torch.empty(weight.shape, dtype=dtype, device=device) if mask[1] else None,
+        torch.empty(bias_sizes, dtype=dtype, device=device) if mask[2] else None,
+    )
+
+
 def _positional(shape_function):
     """A shape function of positional arguments only: an op called with keywords goes to its kernel."""
     return lambda args, kwargs: None if kwargs else shape_function(*args)
@@ -304,6 +327,7 @@ _FAST = {
     id(torch.ops.aten.native_batch_norm_backward.default): _positional(_batch_norm_backward),
     id(torch.ops.aten.zeros_like.default): lambda args, kwargs: _zeros_like(*args, **kwargs),
     id(torch.ops.aten.convolution.default): _positional(_convolution),
+    id(torch.ops.aten.convolution_backward.default): _positional(_convolution_backward),
 }
 
 

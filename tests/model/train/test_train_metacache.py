@@ -361,6 +361,25 @@ def test_convolution_shape_function_matches_the_stock_meta_kernel():
         aten.convolution.default(meta(1, 4, 2, 2), w, None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1)
 
 
+def test_convolution_backward_shape_function_matches_the_stock_meta_kernel():
+    fast = metacache._FAST[id(aten.convolution_backward.default)]
+    answered = 0
+    for x, w, stride, padding, dilation, groups in _conv_cases():
+        out = aten.convolution.default(x, w, None, stride, padding, dilation, False, [0] * (x.dim() - 2), groups)
+        for mask in ([True, True, True], [False, True, True], [True, False, False]):
+            args = (torch.empty_like(out), x, w, [w.shape[0]], stride, padding, dilation, False, [0], groups, mask)
+            got = fast(args, {})
+            stock = aten.convolution_backward.default(*args)
+            if got is None:  # channels-last: the stock kernel's
+                assert x.is_contiguous(memory_format=torch.channels_last) or w.is_contiguous(
+                    memory_format=torch.channels_last
+                )
+                continue
+            answered += 1
+            assert _described(got) == _described(stock)
+    assert answered >= 15
+
+
 def test_foreach_optimizer_update_never_runs_its_kernel():
     # the foreach optimizers (torch's default on CUDA, so every --device-spec GPU step): an in-place
     # foreach op on operands of each `self`'s shape and dtype returns nothing without its Python
