@@ -58,8 +58,9 @@ def _copy(value: Any, memo: dict[int, Any]) -> Any:
     # these are the model's own, alive throughout)
     if kind is dict or (kind is OrderedDict and not vars(value)):
         if not value:  # most: a module's hook dicts
-            empty = memo[id(value)] = kind()
-            return empty
+            fresh: dict = kind()
+            memo[id(value)] = fresh
+            return fresh
         if all(type(key) is str for key in value):
             items: dict = kind()
             memo[id(value)] = items
