@@ -80,6 +80,8 @@ from archlint.model.train.module_copy import deepcopy_module
 from archlint.model.train.values import KnownValues
 from archlint.train_names import LOSSES, parse_optimizer
 
+aten = torch.ops.aten
+
 # PyTorch's CUDA caching allocator rounds every block up to a multiple of 512 bytes
 # (kMinBlockSize in c10/cuda/CUDACachingAllocator.cpp; "Memory management" in the CUDA semantics
 # docs); max_memory_allocated counts these rounded blocks.
@@ -364,20 +366,32 @@ class _Watch(TorchDispatchMode):
         return False
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
         try:
-            out = self._run(func, args, kwargs or {})
+            out = self._run(func, args, kwargs)
         except RuntimeError as exc:  # an op the meta device refuses where the real one runs (meta_shims)
             out, note = meta_shims.retry(
-                func, args, kwargs or {}, exc, self._run, self.values.know if self.values is not None else None
+                func, args, kwargs, exc, self._run, self.values.know if self.values is not None else None
             )
             self.tracker.shims.add(note)
         t = self.tracker
-        if t.cpu_threads is not None:  # a CPU target: its convolutions keep NHWC where meta's drop it (cpu_layout)
+        facts = _FACTS.get(id(func)) or _facts(func)
+        if facts.conv and t.cpu_threads is not None:  # a CPU target: its convolutions keep NHWC (cpu_layout)
             out = cpu_conv_layout(func, args, out)
         t.ops += 1
-        t.op_names.append(_op_name(func))
+        t.op_names.append(facts.name)
         t.op_phase.append(t.phase)
         t.op_module.append(t.modules[-1] if t.modules else "")
+        if t.workspace_sizes is None and t.reduce_grid is None and not facts.conv:
+            # most ops: their outputs, and no library's workspace or scratch beside them
+            if isinstance(out, torch.Tensor):
+                t.see(out)
+            elif isinstance(out, (tuple, list)):
+                for item in out:
+                    for value in metacache.tensors_of(item):
+                        t.see(value)
+            t.timeline.append((t.ops - 1, t.live_bytes))
+            return out
         # cuDNN's workspaces come between the outputs the op's calls make (gpu_workspaces.cudnn_workspaces)
         cudnn = cudnn_workspaces(func, args) if t.workspace_sizes is not None else []
         reduction = reduction_workspace(func, args, *t.reduce_grid) if t.reduce_grid is not None else 0
@@ -401,14 +415,29 @@ class _Watch(TorchDispatchMode):
         return out
 
 
-_OP_NAMES: dict = {}
+@dataclass(frozen=True)
+class _OpFacts:
+    """What the step's bookkeeping asks of an op, once per op: its name, and whether it is a
+    convolution (the CPU's layout and scratch: cpu_layout, cpu_scratch)."""
+
+    name: str
+    conv: bool
+
+
+_FACTS: dict[int, _OpFacts] = {}
+
+
+def _facts(func) -> _OpFacts:
+    packet = getattr(func, "overloadpacket", None)
+    facts = _FACTS[id(func)] = _OpFacts(  # by id: an op lives as long as the process (metacache)
+        str(packet.__name__) if packet is not None else str(func),
+        packet is aten.convolution or packet is aten.convolution_backward,
+    )
+    return facts
 
 
 def _op_name(func) -> str:
-    name = _OP_NAMES.get(id(func))  # by id: an op lives as long as the process (metacache)
-    if name is None:
-        name = _OP_NAMES[id(func)] = str(func.overloadpacket.__name__) if hasattr(func, "overloadpacket") else str(func)
-    return name
+    return (_FACTS.get(id(func)) or _facts(func)).name
 
 
 def to_meta(model: nn.Module) -> nn.Module:
@@ -437,10 +466,38 @@ def _meta_inputs(value: Any) -> Any:
     return tree_map(one, value)
 
 
-def _module_paths(model: nn.Module, tracker: _Tracker) -> list:
-    """Hooks that keep `tracker.modules` the stack of module paths being called: two global hooks
-    (one registration each, not two per module: registering hundreds costs more than the step)."""
-    paths = {id(module): path or "<model>" for path, module in model.named_modules()}
+@dataclass
+class _Walk:
+    """One walk of the module tree, for one step: each module's path, and the parameters and
+    buffers in the order (and with the sharing) model.parameters() and model.buffers() give them.
+    The step read them four times a step, each a walk of its own (a tenth of the step on
+    mobilenet_v3_large's 255 modules); walked again for the second step, which the first may
+    have changed (a buffer made in its forward)."""
+
+    paths: dict[int, str]
+    params: list[nn.Parameter]
+    buffers: list[torch.Tensor]
+
+
+def _walk(model: nn.Module) -> _Walk:
+    paths: dict[int, str] = {}
+    params: dict[int, nn.Parameter] = {}
+    buffers: dict[int, torch.Tensor] = {}
+    for path, module in model.named_modules():
+        paths[id(module)] = path or "<model>"
+        for p in module._parameters.values():
+            if p is not None and id(p) not in params:
+                params[id(p)] = p
+        for b in module._buffers.values():
+            if b is not None and id(b) not in buffers:
+                buffers[id(b)] = b
+    return _Walk(paths, list(params.values()), list(buffers.values()))
+
+
+def _module_paths(paths: dict[int, str], tracker: _Tracker) -> list:
+    """Hooks that keep `tracker.modules` the stack of module paths being called (`paths`: each
+    module's, by id): two global hooks (one registration each, not two per module: registering
+    hundreds costs more than the step)."""
 
     def pre(module, _args):
         path = paths.get(id(module))
@@ -778,7 +835,8 @@ def _two_steps(
     """Step once untracked-for-the-report (the optimizer state is created), then once tracked;
     the library workspaces the first step made are held through the second."""
     model.train()
-    params = [p for p in model.parameters() if p.requires_grad]
+    walk = _walk(model)
+    params = [p for p in walk.params if p.requires_grad]
     if not params:
         raise UsageError("the model has no parameter that requires grad: nothing to train")
     opt = EightBitAdam(params) if eight_bit else make_optimizer(base, params, variant_override=variant)
@@ -797,7 +855,7 @@ def _two_steps(
         )
         kept: list = []  # the loop's `out`: the first step's output, kept into the second (OUTPUT_KEPT)
         with steady.init_marked(opt, first):
-            _measure(model, args, kwargs, opt, loss, first, fused, values, kept=kept)
+            _measure(model, args, kwargs, opt, loss, first, fused, values, kept=kept, walk=walk)
         tracker = _Tracker(
             round_to=CUDA_BLOCK_BYTES if gpu else 1,
             workspace_sizes=workspace_sizes,
@@ -812,10 +870,11 @@ def _two_steps(
             tracker.marks["first_step_events"] = first.events
         # on meta, the second step's forward and backward are the first's, replayed (steady.py); on a
         # GPU spec too, the workspaces the first made held from the second's start
-        replay = steady.plan(first, model, opt) if values is not None else None
+        walk = _walk(model)  # again: the first step may have changed the model (steady.plan checks it)
+        replay = steady.plan(first, model, opt, (*walk.params, *walk.buffers)) if values is not None else None
         update = steady.plan_update(first) if replay is not None else None
         tracker.optimizer = opt
-        forward_end = _measure(model, args, kwargs, opt, loss, tracker, fused, values, replay, update, kept)
+        forward_end = _measure(model, args, kwargs, opt, loss, tracker, fused, values, replay, update, kept, walk)
     return first, tracker, forward_end
 
 
@@ -831,12 +890,14 @@ def _measure(
     replay=None,
     update=None,
     kept: list | None = None,
+    walk: _Walk | None = None,
 ) -> int:
     """Run one step under the tracker; returns the event index at the end of the forward. `kept`:
-    the loop's `out` (_step)."""
-    for p in meta.parameters():
+    the loop's `out` (_step); `walk`: the model's modules, parameters and buffers now (_walk)."""
+    walk = walk or _walk(meta)
+    for p in walk.params:
         tracker.see(p, "start").kind = "params"
-    for b in meta.buffers():
+    for b in walk.buffers:
         rec = tracker.see(b, "start")
         rec.kind = rec.kind or "buffers"
     for t in _tensors((args, kwargs)):
@@ -844,11 +905,11 @@ def _measure(
         rec.kind = rec.kind or "inputs"
     for t in _state_tensors(opt):
         tracker.see(t, "start").kind = "optimizer"
-    for p in meta.parameters():
+    for p in walk.params:
         if p.grad is not None:
             tracker.see(p.grad, "start").kind = "grads"
     _see_outputs(tracker, kept)
-    handles = _module_paths(meta, tracker)
+    handles = _module_paths(walk.paths, tracker)
     try:
         with _Watch(tracker, values):
             forward_end = _step(meta, args, kwargs, opt, loss, tracker, fused, replay, update, kept)

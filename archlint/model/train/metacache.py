@@ -19,6 +19,10 @@ result, so it is keyed by kind (Adam's bias correction changes every step). Batc
 meta kernels are replaced by shape functions where their results are plain (training,
 contiguous float32), checked against the stock kernels in the tests.
 
+Convolution's meta kernels (forward not transposed with valid arguments, backward with no
+channels-last operand) are replaced the same way: each layer's convolution has shapes of its own,
+so the cache answers few of them.
+
 Anything else (views, in-place view ops, out= ops, ops touching a real tensor other than a 0-dim
 scalar, outputs that are not plain fresh tensors) runs its kernel every time. The step repeats one
 block's ops per layer and one parameter's ops per optimizer update, so most ops are answered.
@@ -30,6 +34,7 @@ from typing import Any
 
 import torch
 import torch.nn as nn
+from torch._prims_common import suggest_memory_format as _suggest_memory_format
 
 MAX_ENTRIES = 100_000
 _NOT_CACHEABLE = object()
@@ -177,12 +182,22 @@ def _record(out, args: tuple, kwargs: dict) -> Any:
         if type(leaf) is not torch.Tensor or not leaf.is_meta or leaf.storage_offset() != 0:
             return _NOT_CACHEABLE
         storage = leaf.untyped_storage()
-        fresh = torch.empty_strided(leaf.shape, leaf.stride(), dtype=leaf.dtype, device="meta")
-        if id(storage) in seen or storage.nbytes() != fresh.untyped_storage().nbytes():
+        if id(storage) in seen or storage.nbytes() != _strided_nbytes(leaf.shape, leaf.stride(), leaf.element_size()):
             return _NOT_CACHEABLE
         seen.add(id(storage))
         shapes.append((tuple(leaf.shape), leaf.stride(), leaf.dtype))
     return (None if isinstance(out, torch.Tensor) else type(out)), shapes
+
+
+def _strided_nbytes(shape, stride, itemsize: int) -> int:
+    """The bytes of the storage torch.empty_strided(shape, stride) makes (aten's computeStorageNbytes,
+    at offset 0): what a rebuilt output's storage holds."""
+    n = 1
+    for size, step in zip(shape, stride):
+        if size == 0:
+            return 0
+        n += (size - 1) * step
+    return n * itemsize
 
 
 def _rebuild(recorded) -> Any:
@@ -254,6 +269,51 @@ def _zeros_like(self, dtype=None, layout=None, device=None, pin_memory=None, mem
     return torch.empty(self.shape, dtype=self.dtype, device=self.device)
 
 
+def _convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
+    """convolution, not transposed, on meta tensors: what its meta kernel (torch's meta_conv, Python,
+    ~0.1 ms a call, and each layer's convolution has shapes of its own) gives where the arguments
+    are valid: a fresh contiguous output of the input's dtype, (N, C_out, each spatial size by
+    the convolution's formula). Anything the kernel would check and refuse goes to the kernel."""
+    if transposed or type(input) not in _PLAIN or type(weight) not in _PLAIN or type(groups) is not int:
+        return None
+    n = input.dim() - 2
+    if not (input.is_meta and weight.is_meta and n >= 1 and weight.dim() == n + 2 and groups > 0):
+        return None
+    if not all(type(v) in (list, tuple) and len(v) == n for v in (stride, padding, dilation)):
+        return None
+    shape, kernel = input.shape, weight.shape
+    if shape[1] == 0 or kernel[1] * groups != shape[1]:
+        return None
+    sizes = []
+    for i in range(n):
+        size, k, s, p, d = shape[i + 2], kernel[i + 2], stride[i], padding[i], dilation[i]
+        if size + 2 * p < d * (k - 1) + 1 or s < 1 or d < 1 or p < 0:
+            return None
+        sizes.append((size + 2 * p - d * (k - 1) - 1) // s + 1)
+    return torch.empty((shape[0], kernel[0], *sizes), dtype=input.dtype, device=input.device)
+
+
+def _convolution_backward(grad_output, input, weight, bias_sizes, stride, padding, dilation, transposed, *rest):
+    """convolution_backward on meta tensors none of which suggests channels-last: what its meta kernel
+    (torch's meta_convolution_backward, Python) gives: fresh contiguous gradients of the input's and
+    the weight's shapes and of the bias's sizes, as the output mask asks, of grad-output's dtype."""
+    mask = rest[-1] if len(rest) == 3 else None
+    if type(mask) not in (list, tuple) or len(mask) != 3:
+        return None
+    if not all(type(t) in _PLAIN and t.is_meta for t in (grad_output, input, weight)):
+        return None
+    if mask[2] and type(bias_sizes) not in (list, tuple):
+        return None
+    if any(_suggest_memory_format(t) != torch.contiguous_format for t in (input, weight)):
+        return None  # the kernel's channels-last gradients
+    dtype, device = grad_output.dtype, grad_output.device
+    return (
+        torch.empty(input.shape, dtype=dtype, device=device) if mask[0] else None,
+        torch.empty(weight.shape, dtype=dtype, device=device) if mask[1] else None,
+        torch.empty(bias_sizes, dtype=dtype, device=device) if mask[2] else None,
+    )
+
+
 def _positional(shape_function):
     """A shape function of positional arguments only: an op called with keywords goes to its kernel."""
     return lambda args, kwargs: None if kwargs else shape_function(*args)
@@ -266,6 +326,8 @@ _FAST = {
     id(torch.ops.aten.native_batch_norm.default): _positional(_batch_norm),
     id(torch.ops.aten.native_batch_norm_backward.default): _positional(_batch_norm_backward),
     id(torch.ops.aten.zeros_like.default): lambda args, kwargs: _zeros_like(*args, **kwargs),
+    id(torch.ops.aten.convolution.default): _positional(_convolution),
+    id(torch.ops.aten.convolution_backward.default): _positional(_convolution_backward),
 }
 
 
@@ -318,22 +380,28 @@ def run(func, args: tuple, kwargs: dict) -> Any:
 
 
 def _elementwise(func, args: tuple, kwargs: dict) -> tuple[Any, bool]:
-    """An element-wise op whose meta tensors all have one shape with the default (contiguous)
-    strides: its outputs have that shape and strides, and dtypes that depend on the operands'
-    dtypes alone. Learnt from the op's first run on any shape, then given for every other shape
-    (hardswish, sigmoid_backward, div on a new layer's shape). Returns (outputs, answered without
-    running the kernel), or (None, False) where the rule does not apply."""
-    shape, parts = None, [id(func)]
+    """An element-wise op whose meta tensors all have the default (contiguous) strides of their
+    shapes: one shape, or shapes that broadcast (a squeeze-excitation's scale, a bias). Its outputs
+    have the broadcast shape, and dtypes that depend on the operands' dtypes alone; their strides
+    depend on the operands' strides only through which dimensions are 1 (contiguous strides compare
+    as their dimensions' order, equal only across size-1 dimensions; a broadcast dimension's stride
+    is 0), so a broadcast is keyed by that pattern too. Learnt from the op's first run on any
+    shapes (of that pattern), where its outputs are contiguous, then given for every other
+    (hardswish, sigmoid_backward, div on a new layer's shape; a scale's mul on a new block's).
+    Returns (outputs, answered without running the kernel), or (None, False) where the rule does
+    not apply."""
+    shape, parts, shapes = None, [id(func)], []
     for name, value in (*((None, a) for a in args), *kwargs.items()):
         parts.append(name)
         if isinstance(value, torch.Tensor):
             if not value.is_meta:
                 parts.append(("scalar", value.dtype))  # a 0-dim real tensor (the key allowed no other)
                 continue
+            if value.storage_offset() != 0 or value.stride() != _default_strides(value.shape):
+                return None, False
             if shape is None:
                 shape = value.shape
-            if value.shape != shape or value.storage_offset() != 0 or value.stride() != _default_strides(shape):
-                return None, False
+            shapes.append(value.shape)
             parts.append(("tensor", value.dtype))
         elif isinstance(value, (bool, int, float)):
             parts.append(type(value))
@@ -343,6 +411,14 @@ def _elementwise(func, args: tuple, kwargs: dict) -> tuple[Any, bool]:
             parts.append(value)
     if shape is None:
         return None, False
+    if any(s != shape for s in shapes):  # a broadcast: by which dimensions are 1, of shapes with no empty one
+        if any(0 in s for s in shapes):
+            return None, False
+        try:
+            shape = torch.Size(torch.broadcast_shapes(*shapes))
+        except RuntimeError:  # shapes that do not broadcast: the kernel says so
+            return None, False
+        parts.append(("broadcast", tuple(tuple(d == 1 for d in s) for s in shapes)))
     learned = _learned.get(tuple(parts))
     if learned is None:
         out = func(*args, **kwargs)

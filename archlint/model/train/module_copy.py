@@ -57,6 +57,10 @@ def _copy(value: Any, memo: dict[int, Any]) -> Any:
     # (deepcopy also keeps each original alive in the memo, so that no id is reused while it copies;
     # these are the model's own, alive throughout)
     if kind is dict or (kind is OrderedDict and not vars(value)):
+        if not value:  # most: a module's hook dicts
+            fresh: dict = kind()
+            memo[id(value)] = fresh
+            return fresh
         if all(type(key) is str for key in value):
             items: dict = kind()
             memo[id(value)] = items
@@ -76,6 +80,8 @@ def _copy(value: Any, memo: dict[int, Any]) -> Any:
         new = kind.__new__(kind)
         memo[id(value)] = new
         state = value.__getstate__()
-        new.__setstate__({key: _copy(item, memo) for key, item in state.items()})
+        new.__setstate__({key: item if type(item) in _ATOMIC else _copy(item, memo) for key, item in state.items()})
         return new
+    elif kind is tuple and all(type(item) in _ATOMIC for item in value):
+        return value  # deepcopy's own answer (a kernel size, a stride), with no memo entry, as it leaves none
     return copy.deepcopy(value, memo)

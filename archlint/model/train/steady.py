@@ -136,10 +136,7 @@ def _replay_span(
     born = {r.born: i for i, r in enumerate(records)}
     # a kernel's scratch inside an op (the CPU's oneDNN): two events, its birth and death
     scratch = {t.born: t for t in first.transients if start.events <= t.born < end.events}
-    replayed = [
-        dataclasses.replace(r, born=r.born, died=math.inf, op=r.op + shift_ops if r.op >= 0 else r.op, kind="")
-        for r in records
-    ]
+    replayed = [_renewed(r, r.op + shift_ops if r.op >= 0 else r.op) for r in records]
     freed_from, freed = None, 0  # the first op after the release, and the bytes it freed
 
     def let_go():
@@ -202,9 +199,19 @@ def _replay_span(
     return _Span(shift_events if shift_at is None else shift_at, shift_ops, offset, replayed)
 
 
-def plan(first, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> Replay | None:
+def _renewed(record, op: int):
+    """A copy of the first step's record for the replay: alive until the replay frees it, at `op`,
+    of no kind yet (dataclasses.replace's copy, without its per-field checks: one a storage)."""
+    new = object.__new__(type(record))
+    new.__dict__.update(record.__dict__)
+    new.died, new.op, new.kind = math.inf, op, ""
+    return new
+
+
+def plan(first, model: torch.nn.Module, optimizer: torch.optim.Optimizer, tensors=None) -> Replay | None:
     """The first step's forward and backward as a Replay for the second step, or None where the
-    first step changed what the second would run on (the second then runs in full)."""
+    first step changed what the second would run on (the second then runs in full). `tensors`: the
+    model's parameters and buffers, where the caller has them (walked once for the second step)."""
     marks = first.marks
     if not all(name in marks for name in ("forward", "backward", "step")):
         return None
@@ -224,7 +231,7 @@ def plan(first, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> Rep
             records.append(r)
     if {op for op, _ in holds.values()} & {t.op for t in first.transients}:
         return None  # one timeline figure for an op that made both: the two cannot be told apart
-    for tensor in (*model.parameters(), *model.buffers()):
+    for tensor in tensors if tensors is not None else (*model.parameters(), *model.buffers()):
         rec = first.record(tensor)
         if rec is None or rec.phase != "start":
             return None

@@ -221,11 +221,19 @@ class KnownValues:
         """func on meta (by `meta_run`), and on the real values when every meta tensor it reads has
         one; a meta kernel that needs data (.item(), nonzero) is answered from the real result."""
         values = self.values
+        plain = not kwargs  # no meta tensor with a value, no list, no device: nothing to compute on values
         for arg in args:  # the common case first: an activation or a weight, with no value
-            if isinstance(arg, torch.Tensor) and arg.is_meta and arg not in values:
-                if _written(func):
-                    self._forget_written(func, args, kwargs)
-                return meta_run(func, args, kwargs)
+            if isinstance(arg, torch.Tensor):
+                if arg.is_meta:
+                    if arg not in values:
+                        if _written(func):
+                            self._forget_written(func, args, kwargs)
+                        return meta_run(func, args, kwargs)
+                    plain = False
+            elif isinstance(arg, (list, tuple, torch.device)):
+                plain = False
+        if plain:  # a CPU step counter's add_, a real scalar's .item()
+            return meta_run(func, args, kwargs)
         found: list = []
         try:
             real_args = self._real(args, found)

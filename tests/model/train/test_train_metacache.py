@@ -238,12 +238,56 @@ def test_elementwise_ops_answered_on_a_new_shape_once_learnt(func, extra, dtype)
     )
 
 
-def test_elementwise_rule_needs_one_contiguous_shape():
+def test_elementwise_rule_needs_contiguous_operands():
     runs = metacache.stats["runs"]
     out = metacache.run(aten.mul.Tensor, (meta(4, 6).t(), meta(6, 4)), {})  # a transposed operand
     assert out.shape == (6, 4) and metacache.stats["runs"] == runs + 1
-    out = metacache.run(aten.mul.Tensor, (meta(4, 1), meta(4, 6)), {})  # a broadcast
-    assert out.shape == (4, 6) and metacache.stats["runs"] == runs + 2
+    out = metacache.run(aten.mul.Tensor, (meta(5, 7).t(), meta(7, 5)), {})  # on a new shape: never learnt
+    assert out.shape == (7, 5) and metacache.stats["runs"] == runs + 2
+
+
+@pytest.mark.parametrize(
+    "func, pattern",
+    [
+        (aten.mul.Tensor, [(1, 0, 0, 0), (1, 0, 1, 1)]),  # a squeeze-excitation's scale: (N,C,H,W) * (N,C,1,1)
+        (aten.mul.Tensor, [(1, 0, 1, 1), (1, 0, 0, 0)]),
+        (aten.add.Tensor, [(2, 0), (0,)]),  # a bias over rows
+        (aten.add.Tensor, [(0,), (2, 0)]),
+        (aten.where.self, [(1, 1, 0, 0), (1, 0, 1, 0), (0, 0, 0, 0)]),
+        (aten.mul.Tensor, [(0, 1), (1, 0)]),  # an outer product's broadcast
+        (aten.mul.Tensor, [(2, 0, 3), ()]),  # a 0-dim meta tensor
+    ],
+)
+def test_broadcast_elementwise_answered_once_learnt_for_its_pattern(func, pattern):
+    """Sizes stand for a dimension: 0 a free size (drawn per call, never 1), other numbers that size;
+    the broadcast rule learns from the first call and answers the next ones as the stock kernel does."""
+    metacache.clear()
+
+    def operands(free):
+        # a dimension's free size by its place from the right, as broadcasting aligns them
+        dims = [[free[len(shape) - 1 - i] if d == 0 else d for i, d in enumerate(shape)] for shape in pattern]
+        tensors = [torch.empty(tuple(d), device="meta") for d in dims]
+        if func is aten.where.self:
+            tensors[0] = tensors[0].bool()
+        return tuple(tensors)
+
+    metacache.run(func, operands([5, 3, 7, 2]), {})  # learnt here
+    runs = metacache.stats["runs"]
+    for free in ([11, 6, 2, 9], [2, 2, 2, 2], [7, 13, 3, 5]):
+        out = metacache.run(func, operands(free), {})
+        stock = func(*operands(free))
+        assert (out.shape, out.stride(), out.dtype) == (stock.shape, stock.stride(), stock.dtype)
+    assert metacache.stats["runs"] == runs  # answered, not run
+
+
+def test_broadcast_rule_leaves_what_it_cannot_know_to_the_kernel():
+    metacache.clear()
+    runs = metacache.stats["runs"]
+    with pytest.raises(RuntimeError):  # shapes that do not broadcast: the kernel's own error
+        metacache.run(aten.mul.Tensor, (meta(4, 3), meta(5, 3)), {})
+    metacache.run(aten.mul.Tensor, (meta(4, 0, 3), meta(4, 1, 3)), {})  # an empty operand: run
+    metacache.run(aten.mul.Tensor, (meta(5, 0, 2), meta(5, 1, 2)), {})  # and on new shapes: run again
+    assert metacache.stats["runs"] == runs + 3
 
 
 def test_a_torch_without_the_inplace_tag_still_finds_in_place_ops(monkeypatch):
@@ -279,6 +323,61 @@ def test_zeros_like_shape_function_matches_the_stock_meta_kernel(memory_format):
             assert _described([out]) == _described([aten.zeros_like.default(x, **kwargs)])
     assert answered == 4  # default strides; a size-1 dim's own stride, channels-last, a transpose: the stock kernel
     assert fast((meta(3, 4),), {"dtype": torch.float16}) is None
+
+
+def _conv_cases():
+    # (input, weight, stride, padding, dilation, groups): dense, strided, padded, dilated, grouped,
+    # depthwise, 1-D and 3-D, channels-last input, half, a kernel as large as the padded input
+    cl = torch.empty(2, 8, 9, 9, device="meta").to(memory_format=torch.channels_last)
+    return [
+        (meta(1, 3, 224, 224), meta(16, 3, 3, 3), [2, 2], [1, 1], [1, 1], 1),
+        (meta(2, 8, 9, 7), meta(12, 8, 1, 1), [1, 1], [0, 0], [1, 1], 1),
+        (meta(2, 8, 9, 7), meta(8, 4, 3, 5), [2, 1], [1, 2], [2, 1], 2),
+        (meta(1, 32, 14, 14), meta(32, 1, 5, 5), [1, 1], [2, 2], [1, 1], 32),
+        (meta(2, 4, 17), meta(6, 4, 4), [3], [1], [1], 1),
+        (meta(1, 2, 5, 6, 7), meta(3, 2, 3, 3, 3), [1, 2, 1], [1, 0, 1], [1, 1, 2], 1),
+        (cl, meta(8, 8, 3, 3), [1, 1], [1, 1], [1, 1], 1),
+        (meta(1, 4, 8, 8).half(), meta(4, 4, 3, 3).half(), [1, 1], [0, 0], [1, 1], 1),
+        (meta(1, 4, 3, 3), meta(4, 4, 5, 5), [1, 1], [1, 1], [1, 1], 1),
+    ]
+
+
+def test_convolution_shape_function_matches_the_stock_meta_kernel():
+    fast = metacache._FAST[id(aten.convolution.default)]
+    for x, w, stride, padding, dilation, groups in _conv_cases():
+        for bias in (None, meta(w.shape[0]).to(w.dtype)):
+            args = (x, w, bias, stride, padding, dilation, False, [0] * (x.dim() - 2), groups)
+            out = fast(args, {})
+            assert out is not None
+            assert _described([out]) == _described([aten.convolution.default(*args)])
+    # what it does not cover goes to the stock kernel: transposed, a kernel larger than the padded
+    # input (the kernel refuses it), channels that do not match the groups, a stride given once
+    x, w = meta(1, 4, 8, 8), meta(4, 4, 3, 3)
+    assert fast((x, w, None, [1, 1], [0, 0], [1, 1], True, [0, 0], 1), {}) is None
+    assert fast((meta(1, 4, 2, 2), w, None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1), {}) is None
+    assert fast((x, w, None, [1, 1], [0, 0], [1, 1], False, [0, 0], 2), {}) is None
+    assert fast((x, w, None, [1], [0, 0], [1, 1], False, [0, 0], 1), {}) is None
+    with pytest.raises(RuntimeError):
+        aten.convolution.default(meta(1, 4, 2, 2), w, None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1)
+
+
+def test_convolution_backward_shape_function_matches_the_stock_meta_kernel():
+    fast = metacache._FAST[id(aten.convolution_backward.default)]
+    answered = 0
+    for x, w, stride, padding, dilation, groups in _conv_cases():
+        out = aten.convolution.default(x, w, None, stride, padding, dilation, False, [0] * (x.dim() - 2), groups)
+        for mask in ([True, True, True], [False, True, True], [True, False, False]):
+            args = (torch.empty_like(out), x, w, [w.shape[0]], stride, padding, dilation, False, [0], groups, mask)
+            got = fast(args, {})
+            stock = aten.convolution_backward.default(*args)
+            if got is None:  # channels-last: the stock kernel's
+                assert x.is_contiguous(memory_format=torch.channels_last) or w.is_contiguous(
+                    memory_format=torch.channels_last
+                )
+                continue
+            answered += 1
+            assert _described(got) == _described(stock)
+    assert answered >= 15
 
 
 def test_foreach_optimizer_update_never_runs_its_kernel():
