@@ -97,6 +97,16 @@ class StepMemory:
         return present_fields(self, frozenset({"max_batch"}) if self.max_batch_basis is not None else frozenset())
 
 
+OWN_LOSS = "own"  # totals.train.loss.name where the model returns its own loss (grad.loss_sources)
+
+
+def loss_phrase(name: str) -> str:
+    """The step's loss in words, as the reports and notes say it."""
+    if name == OWN_LOSS:
+        return "the model's own (its output's `loss`, e.g. a Hugging Face model given labels; backpropagated alone, as out.loss.backward() does)"
+    return f"{name} of the outputs"
+
+
 PARTS = ("forward", "backward", "loss", "optimizer")  # the step's parts, in the order they run
 
 

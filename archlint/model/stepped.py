@@ -13,7 +13,7 @@ from archlint import collector
 from archlint.errors import UsageError
 from archlint.model.train.optimizer import Optimizer
 from archlint.model.train.step import DEFAULT_LOSS, cost_step, step_notes
-from archlint.train_result import StepMemory
+from archlint.train_result import OWN_LOSS, StepMemory
 
 
 def analyze_step(graph: nx.DiGraph, loaded, result, settings, device_spec=None) -> list:
@@ -25,10 +25,12 @@ def analyze_step(graph: nx.DiGraph, loaded, result, settings, device_spec=None) 
     optimizer = parse(settings.optimizer or DEFAULT)
     loss = settings.loss or DEFAULT_LOSS
     defaults = {k for k in ("optimizer", "loss") if getattr(settings, k) is None}
-    result.notes.extend(step_notes(optimizer, loss, defaults))
+    said_at = len(result.notes)  # what the step runs is said first, once the costs know whose loss it takes
     result.phase = "train"
     cuda = str(result.device).startswith("cuda") or (device_spec is not None and device_spec.kind == "gpu")
     result.totals.train = cost_step(graph, loaded.model, optimizer, loss, result.notes, cuda)
+    own = result.totals.train.loss["name"] == OWN_LOSS
+    result.notes[said_at:said_at] = step_notes(optimizer, loss, defaults, own)
     if settings.latency:  # the real step on the machine at hand, beside the estimate
         from archlint.model.train.timing import time_step
 

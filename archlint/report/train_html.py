@@ -9,7 +9,7 @@ import html
 
 from archlint.report.train_rows import StepTable, step_table
 from archlint.result import ModelResult
-from archlint.train_result import StepMemory
+from archlint.train_result import StepMemory, loss_phrase
 from archlint.units import bytes_against, human_bytes, human_count
 
 KEPT_ROWS = 12  # modules listed by activations kept; the rest summed in one line
@@ -29,7 +29,7 @@ def train_section(m: ModelResult) -> str:
     opt = s.optimizer
     head = (
         f"<p>optimizer <b>{_e(opt['name'])}</b> ({_e(opt['how'])}; {opt['launches']:,} "
-        f"launch{'' if opt['launches'] == 1 else 'es'}), loss {_e(s.loss['name'])} of the outputs · "
+        f"launch{'' if opt['launches'] == 1 else 'es'}), loss {_e(loss_phrase(s.loss['name']))} · "
         f"{human_count(s.trainable_params)} trainable parameters, {human_count(s.frozen_params)} frozen</p>"
     )
     split = step_table(m)

@@ -9,7 +9,7 @@ from rich.table import Table
 
 from archlint.report.train_rows import step_table
 from archlint.result import ModelResult
-from archlint.train_result import StepMemory
+from archlint.train_result import StepMemory, loss_phrase
 from archlint.units import bytes_against
 from archlint.units import human_bytes as _bytes
 from archlint.units import human_count as _count
@@ -21,7 +21,7 @@ def print_step(model: ModelResult, console: Console) -> None:
         return
     opt = s.optimizer
     console.print(
-        f"  training step: optimizer {opt['name']}, loss {s.loss['name']} of the outputs · "
+        f"  training step: optimizer {opt['name']}, loss {loss_phrase(s.loss['name'])} · "
         f"{_count(s.trainable_params)} trainable params, {_count(s.frozen_params)} frozen"
         + (
             f" ({_count(s.trainable_params - s.updated_params)} of the trainable never reached by the forward: "

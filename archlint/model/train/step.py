@@ -24,19 +24,20 @@ from torch import nn
 from archlint.model.cost import numel
 from archlint.model.train import backward, grad
 from archlint.model.train.optimizer import Optimizer, step_cost
-from archlint.train_result import TrainStep
+from archlint.train_result import OWN_LOSS, TrainStep, loss_phrase
 
 DEFAULT_LOSS = "mean"
 
 
-def loss_cost(graph: nx.DiGraph, sources: list[str], loss: str) -> dict:
+def loss_cost(graph: nx.DiGraph, sources: list[str], loss: str, own: bool = False) -> dict:
     """The loss over the model's outputs: each reduced (mean or sum) and the results added. mean:
     forward one add per element, backward one divide per element (the gradient 1/N written out);
-    sum: backward a broadcast view of the gradient (no kernel)."""
+    sum: backward a broadcast view of the gradient (no kernel). Its name is OWN_LOSS where the model
+    returns its own loss (the one source, reduced as the modelled step takes it: one element)."""
     elements = sum(sum(numel(s) for s in graph.nodes[n]["out_shapes"][:1]) for n in sources)
     out_bytes = sum(numel(graph.nodes[n]["out_shapes"][0]) * int(graph.nodes[n].get("itemsize", 4)) for n in sources)
     return {
-        "name": loss,
+        "name": OWN_LOSS if own else loss,
         "outputs": len(sources),
         "forward_flops": elements + max(0, len(sources) - 1),
         "forward_mac_bytes": out_bytes,
@@ -83,13 +84,9 @@ def cost_step(
             "--train: no output of the model carries a gradient (no trainable parameter reaches it): "
             "backward and optimizer cost nothing"
         )
-    if any(
+    own = any(  # the model returns its own loss (a Hugging Face model given labels): said in step_notes
         (graph.nodes[n].get("attrs") or {}).get("loss") in sources for n in graph if graph.nodes[n]["kind"] == "output"
-    ):
-        notes.append(
-            "--train: the model returns its own loss (its output's `loss`, e.g. a Hugging Face model given "
-            "labels): the step backpropagates that one alone, as out.loss.backward() does"
-        )
+    )
     unknown = backward.cost_backward(graph)
     if unknown:
         ops = Counter(graph.nodes[n]["op"] for n in unknown)
@@ -102,7 +99,7 @@ def cost_step(
             fwd_mac += int(d.get("mac_bytes", 0))
         bwd_flops += int(d.get("flops_backward", 0))
         bwd_mac += int(d.get("mac_bytes_backward", 0))
-    lc = loss_cost(graph, sources, loss)
+    lc = loss_cost(graph, sources, loss, own)
     elements, tensors, _, itemsize = trainable_params(graph, model)
     opt = step_cost(optimizer, elements, tensors, itemsize, cuda)
     trainable, frozen = param_split(model)
@@ -133,11 +130,16 @@ def _ops(graph: nx.DiGraph):
             yield name, d
 
 
-def step_notes(optimizer: Optimizer, loss: str, defaults: set[str]) -> list[str]:
-    said = []
-    for what, value, default in (("optimizer", optimizer.label, "optimizer"), ("loss", loss, "loss")):
-        said.append(f"{what} {value}{' (the default; --' + what + ' to change)' if default in defaults else ''}")
+def step_notes(optimizer: Optimizer, loss: str, defaults: set[str], own: bool = False) -> list[str]:
+    """What the step runs, in words; `own`: the model returns its own loss (cost_step's loss name
+    is OWN_LOSS), which the step takes as it is, whatever --loss says."""
+    default = " (the default; --{} to change)"
+    optimizer_said = f"optimizer {optimizer.label}" + (default.format("optimizer") if "optimizer" in defaults else "")
+    if own:
+        loss_said = f"loss {loss_phrase(OWN_LOSS)}" + ("" if "loss" in defaults else f" (--loss {loss} does not apply)")
+    else:
+        loss_said = f"loss {loss}" + (default.format("loss") if "loss" in defaults else "") + " of the outputs"
     return [
         "training step (--train): zero_grad (set_to_none: no kernel), forward in train mode, "
-        f"{', '.join(said)} of the outputs, backward, optimizer.step(); backward costed per op from its own formula"
+        f"{optimizer_said}, {loss_said}, backward, optimizer.step(); backward costed per op from its own formula"
     ]

@@ -11,8 +11,10 @@ import time
 import torch
 from torch import nn
 
+from archlint.model.capture.common import own_loss
 from archlint.model.train.memory import make_optimizer, step_loss
 from archlint.model.train.optimizer import Optimizer
+from archlint.train_result import OWN_LOSS, loss_phrase
 
 MAX_WARMUP, MAX_REPEAT = 3, 20  # a step costs ~3 forwards: fewer runs than the forward's timing
 
@@ -42,7 +44,10 @@ def time_step(
         opt.zero_grad(set_to_none=True)
         sync()
         t0 = time.perf_counter()
-        total = step_loss(net(*args, **kwargs), loss)
+        out = net(*args, **kwargs)
+        own = own_loss(out) is not None  # step_loss (output_tensors) takes the model's own loss alone
+        total = step_loss(out, loss)
+        del out
         sync()
         t1 = time.perf_counter()
         total.backward()
@@ -66,6 +71,6 @@ def time_step(
         "runs": repeat,
         "warmup": warmup,
         "method": f"median of {repeat} real steps after {warmup} warm-up steps on a copy of the model "
-        f"({optimizer.label}, {loss} of the outputs); the forward includes the loss; "
+        f"({optimizer.label}, {loss_phrase(OWN_LOSS if own else loss)}); the forward includes the loss; "
         "each part timed between device synchronisations",
     }

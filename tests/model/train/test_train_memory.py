@@ -240,7 +240,10 @@ def test_the_flops_loss_is_the_models_own_where_it_returns_one(use_cache):
     result = archlint.analyze(model, batch, train=True, quiet=True).to_dict()["models"][0]
     train = result["totals"]["train"]
     assert train["loss"]["outputs"] == 1
-    assert any("returns its own loss" in n for n in result["notes"])
+    # said once, as what the step runs: no "mean of the outputs" beside it (the text and the HTML say the same)
+    assert train["loss"]["name"] == "own"
+    step_note = next(n for n in result["notes"] if n.startswith("training step (--train)"))
+    assert "loss the model's own" in step_note and "of the outputs" not in step_note
     assert train["loss"]["forward_flops"] == 1  # the mean of the scalar loss
     memory = step_memory(model, (), batch, optimizer="sgd")
     assert memory["loss"].startswith("the loss the model returns itself")

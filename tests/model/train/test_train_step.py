@@ -177,3 +177,38 @@ def test_memory_budget_sizes():
             parse_size(bad)
     settings = archlint.api.settings_for(memory_budget="2GB")
     assert settings.train and settings.mode == "train" and settings.memory_budget == 2 * 10**9
+
+
+class _ReturnsItsLoss(nn.Module):
+    """Returns its own loss beside the logits, as a Hugging Face model given labels does."""
+
+    def __init__(self):
+        super().__init__()
+        self.head = nn.Linear(8, 5)
+
+    def forward(self, x, y):
+        logits = self.head(x)
+        return {"loss": nn.functional.cross_entropy(logits, y), "logits": logits}
+
+
+def test_a_model_s_own_loss_is_said_as_such_in_text_html_and_notes():
+    # The step takes the model's own loss alone (out.loss.backward()); the training table's header
+    # and the step's note said "loss mean of the outputs" beside a note saying the opposite.
+    import io
+
+    from rich.console import Console
+
+    from archlint.report.train_html import train_section
+    from archlint.report.train_table import print_step
+
+    model = archlint.analyze(
+        _ReturnsItsLoss(), (torch.randn(4, 8), torch.randint(0, 5, (4,))), train=True, loss="sum", quiet=True
+    ).model
+    assert model.totals.train.loss["name"] == "own"
+    out = io.StringIO()
+    print_step(model, Console(file=out, width=200))
+    header = out.getvalue().splitlines()[0]
+    assert "loss the model's own" in header and "of the outputs" not in header
+    assert "loss the model&#x27;s own" in train_section(model) and "of the outputs" not in train_section(model)
+    (said,) = [n for n in model.notes if n.startswith("training step (--train)")]
+    assert "loss the model's own" in said and "(--loss sum does not apply)" in said and "of the outputs" not in said
