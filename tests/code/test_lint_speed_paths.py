@@ -150,3 +150,51 @@ def test_used_convolutions_counts_the_words_once(monkeypatch):
     source = "café = 1\ncafé2 = café\n_café_ = 3\n"
     facts = Facts(cst.parse_module(source), source)
     assert cudnn._mentions(facts, "café") == 2
+
+
+def test_parse_without_validation_is_libcsts_parse():
+    """parsing.parse_module builds libcst's tree with the nodes' own checks off while it parses:
+    the same tree and code, the same syntax errors; nodes built anywhere else are still checked."""
+    from archlint.code import parsing
+
+    for path, module in _modules():
+        text = path.read_text()
+        fast = parsing.parse_module(text)
+        assert fast.deep_equals(module) and fast.code == module.code == text, path
+    for bad in ("def f(:\n", "x = (1,\n", "return return\n"):
+        try:
+            cst.parse_module(bad)
+        except cst.ParserSyntaxError as exc:
+            expected = str(exc)
+        else:
+            raise AssertionError(bad)
+        try:
+            parsing.parse_module(bad)
+        except cst.ParserSyntaxError as exc:
+            assert str(exc) == expected
+        else:
+            raise AssertionError(bad)
+    try:
+        cst.Name("")  # validated: outside a parse
+    except cst.CSTValidationError:
+        pass
+    else:
+        raise AssertionError("a node built by hand was not validated")
+    seen: list[bool] = []
+
+    def other_thread():
+        try:
+            cst.Name("")
+        except cst.CSTValidationError:
+            seen.append(True)
+        else:
+            seen.append(False)
+
+    worker = threading.Thread(target=other_thread)
+    parsing._PARSING.on = True  # as during a parse on this thread
+    try:
+        worker.start()
+        worker.join()
+    finally:
+        parsing._PARSING.on = False
+    assert seen == [True]
