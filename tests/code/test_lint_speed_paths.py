@@ -309,3 +309,36 @@ def test_parse_without_validation_is_libcsts_parse():
     finally:
         parsing._PARSING.on = False
     assert seen == [True]
+
+
+def test_the_program_linting_code_leaves_the_collector_off(tmp_path):
+    """`archlint PATH` as a program, linting code only, turns the collector off for good
+    (collector.off_to_the_end): turned back on, its first pass went over every object the lint
+    kept, ~20 ms of a run. main() called from Python, and a run with a model, leave it as it was."""
+    import subprocess
+    import sys
+
+    (tmp_path / "train.py").write_text("import torch\nx = torch.zeros(1)\n")
+    probe = (
+        "import atexit, gc, sys\n"
+        "atexit.register(lambda: print('collector', gc.isenabled(), file=sys.stderr))\n"
+        "sys.argv = ['archlint', *sys.argv[1:]]\n"
+        "from archlint.cli import main\n"
+        "sys.exit(main({argv}))\n"
+    )
+
+    def collector_at_exit(argv: str, *args: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-c", probe.format(argv=argv), *args, "--exit-zero", "--no-cache"],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            env={**__import__("os").environ, "PYTHONPATH": str(ROOT)},
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stderr.strip().splitlines()[-1]
+
+    assert collector_at_exit("", "train.py") == "collector False"  # the program, code only
+    assert collector_at_exit("sys.argv[1:]", "train.py") == "collector True"  # main() called from Python
+    model = f"{ROOT / 'examples' / 'nets.py'}:TinyNet"
+    assert collector_at_exit("", "train.py", model, "--input-shape", "1,3,56,56") == "collector True"
