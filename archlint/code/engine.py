@@ -109,46 +109,27 @@ class Analysis:
 class KeptTrees:
     """Parsed files kept from a file's own lint for its lint in project context (project.refine),
     where both run in this process: the second lint then skips the parse (a third of a cold run's
-    time, half the files are linted again) and the facts walk, and keeps the positions already
-    resolved (Facts.again). Bounded by the characters of source kept (on the evaluation projects,
-    ~40 MB of peak memory per MB kept); a file past the bound is parsed again, as without it.
-    Exact: the same text gives the same tree and the same facts."""
+    time, half the files are linted again) and the positions already resolved. Bounded by the
+    characters of source kept (on the evaluation projects, ~40 MB of peak memory per MB kept); a
+    file past the bound is parsed again, as without it. Exact: the same text gives the same tree."""
 
     def __init__(self, budget_chars: int) -> None:
         self.budget = budget_chars
         self.chars = 0
-        self.trees: dict[str, tuple[str, object, object]] = {}  # path → (text, module, facts)
+        self.trees: dict[str, tuple[str, object, object]] = {}  # path → (text, module, positions)
 
-    def keep(self, path: str, text: str, module, facts) -> bool:
-        """Keep this file's tree and facts; False (nothing kept) past the budget or when kept already."""
+    def keep(self, path: str, text: str, module, positions) -> None:
         if self.chars + len(text) <= self.budget and path not in self.trees:
-            self.trees[path] = (text, module, facts)
+            self.trees[path] = (text, module, positions)
             self.chars += len(text)
-            return True
-        return False
 
     def take(self, path: str, text: str):
-        """(module, facts) kept for this path and exactly this text, or None; forgotten here."""
+        """(module, positions) kept for this path and exactly this text, or None; forgotten here."""
         kept = self.trees.pop(path, None)
         if kept is None:
             return None
         self.chars -= len(kept[0])
-        if kept[0] != text:
-            _release(kept[2])
-            return None
-        return kept[1:]
-
-    def release(self) -> None:
-        """Forget every file still kept (never linted again), breaking its facts' cycles (Facts.release)."""
-        for _, _, facts in self.trees.values():
-            _release(facts)
-        self.trees.clear()
-        self.chars = 0
-
-
-def _release(facts) -> None:
-    if facts is not None:
-        facts.release()
+        return kept[1:] if kept[0] == text else None
 
 
 _KEPT: KeptTrees | None = None  # set by keeping_trees, for an in-process run only
@@ -164,7 +145,6 @@ def keeping_trees(budget_chars: int):
     try:
         yield _KEPT
     finally:
-        _KEPT.release()
         _KEPT = None
 
 
@@ -210,7 +190,7 @@ def _lint_parsed(
     calls: list | None = None,
 ) -> Analysis:
     """Parse with libcst (on guard.deep's big-stack thread), extract facts, run every check.
-    `kept`: (module, facts) of this text, from its lint earlier in this run (KeptTrees); `calls`: the
+    `kept`: (module, positions) of this text, parsed earlier in this run (KeptTrees); `calls`: the
     precheck's records of its calls (guard.call_record), for the project facts."""
     import libcst as cst
 
@@ -219,19 +199,20 @@ def _lint_parsed(
     from archlint.code.facts import Facts
 
     if kept is not None:
-        module, facts = kept  # as fresh facts of this tree (Facts.again when kept), its positions resolved
+        module, positions = kept
     else:
+        positions = None
         try:
             module = chunks.parse(text, plan) if plan else parsing.parse_module(text)
         except cst.ParserSyntaxError as exc:
             return Analysis([_syntax_error(text, path, exc)])
         except RecursionError:
             return Analysis([parse_error(path, "cannot parse: nesting too deep for the parser", 1, 1)])
-        try:
-            facts = Facts(module, text)
-            facts.ast_calls = calls
-        except RecursionError:
-            return Analysis([parse_error(path, "cannot analyze: nesting too deep", 1, 1)])
+    try:
+        facts = Facts(module, text, positions)
+        facts.ast_calls = calls
+    except RecursionError:
+        return Analysis([parse_error(path, "cannot analyze: nesting too deep", 1, 1)])
     summary, trouble = None, []
     if summarize:
         from archlint.code.summary import summarize as summarize_facts
@@ -270,10 +251,9 @@ def _lint_parsed(
                 )
             )
     out.sort(key=lambda d: (d.line, d.column, d.code))
-    # the project join may lint it again: its tree and facts kept, as fresh facts (Facts.again: the
-    # answers cached for this lint dropped now, not held while the other files are linted)
-    if not (summarize and _KEPT is not None and summary is not None and _KEPT.keep(path, text, module, facts.again())):
-        facts.release()
+    if summarize and _KEPT is not None and summary is not None:  # the project join may lint it again
+        _KEPT.keep(path, text, module, facts.positions)
+    facts.release()
     return Analysis(out, summary)
 
 
