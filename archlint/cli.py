@@ -407,6 +407,10 @@ def run(args: argparse.Namespace) -> int:
     specs = _model_specs(args, settings)
     if paths and not specs:
         _check_model_flags(args, [str(p) for p in paths])
+        if _program:  # a code lint, and the process ends with its report
+            from archlint import collector
+
+            collector.off_to_the_end()
     from archlint import outputs, writeguard
     from archlint.report import write_report
 
@@ -522,8 +526,13 @@ def run_subcommand(argv: list[str]) -> int:
     return calibrate_command(a.device, a.dtype)
 
 
+_program = False  # main() runs as the program itself, not called from Python
+
+
 def main(argv: list[str] | None = None) -> int:
+    global _program
     if argv is None:  # the program itself (not a call from Python): it ends when its report is out
+        _program = True
         heap_gives_back()
         return _exit_past_threads(_main(sys.argv[1:]))
     return _main(argv)

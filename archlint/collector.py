@@ -20,3 +20,12 @@ def paused() -> Iterator[None]:
     finally:
         if enabled:
             gc.enable()
+
+
+def off_to_the_end() -> None:
+    """The collector off for the rest of the process: only for the program itself, in a run that
+    lints code and nothing else. Such a run leaves no cycles worth collecting (each file's facts
+    break theirs) and ends with its report; turned back on after the lint, the collector's first
+    pass went over every object the run had made and kept (the parser's modules among them: ~20 ms
+    of a 1.5 s run on the evaluation projects), for nothing."""
+    gc.disable()

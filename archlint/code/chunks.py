@@ -102,12 +102,14 @@ def parse(text: str, plan: Plan):
     a ParserSyntaxError with the file's line number."""
     import libcst as cst
 
+    from archlint.code.parsing import parse_module
+
     body: list = []
     first = last = None
     footer: tuple = ()
     for span in plan.spans:
         try:
-            module = cst.parse_module(text[span.start : span.end])
+            module = parse_module(text[span.start : span.end])
         except cst.ParserSyntaxError as exc:
             exc.raw_line += span.line - 1
             raise

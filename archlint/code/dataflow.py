@@ -751,6 +751,35 @@ def refs(node: cst.CSTNode, names: set[str]) -> bool:
     return any(refs(child, names) for child in children(node))
 
 
+def ref_names(node: cst.CSTNode) -> frozenset[str] | None:
+    """The names `refs` looks for in an expression: `refs(node, names)` is
+    `not ref_names(node).isdisjoint(names)`, for any `names`; None when a comprehension is inside
+    (what it holds depends on `names` otherwise). For a fixed-point loop that asks about the same
+    expressions with a growing set of names (tensors.flow): one walk instead of one per round."""
+    out: set[str] = set()
+    stack = [node]
+    while stack:
+        node = stack.pop()
+        kind = type(node)  # the same tests as refs, in the same order
+        if kind is cst.Name:
+            out.add(node.value)
+            continue
+        if kind in _COMPREHENSIONS:
+            return None
+        if kind is cst.Call:
+            func = node.func
+            if type(func) is cst.Attribute and func.attr.value in _SCALAR_METHODS:
+                continue
+            if type(func) is cst.Name and func.value in ("len", "isinstance", "type", "str", "repr"):
+                continue
+        if kind is cst.Attribute:
+            if node.attr.value not in ("shape", "dtype", "device", "ndim"):
+                stack.append(node.value)
+            continue
+        stack += children(node)
+    return frozenset(out)
+
+
 def _literal_only(node: cst.BaseExpression) -> bool:
     return isinstance(
         node, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString, cst.Integer, cst.Float)

@@ -194,7 +194,7 @@ def _lint_parsed(
     precheck's records of its calls (guard.call_record), for the project facts."""
     import libcst as cst
 
-    from archlint.code import chunks
+    from archlint.code import chunks, parsing
     from archlint.code.checks import modules
     from archlint.code.facts import Facts
 
@@ -203,7 +203,7 @@ def _lint_parsed(
     else:
         positions = None
         try:
-            module = chunks.parse(text, plan) if plan else cst.parse_module(text)
+            module = chunks.parse(text, plan) if plan else parsing.parse_module(text)
         except cst.ParserSyntaxError as exc:
             return Analysis([_syntax_error(text, path, exc)])
         except RecursionError:

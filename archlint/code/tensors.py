@@ -85,10 +85,33 @@ def _leaf_names(node: cst.CSTNode):
             yield from _leaf_names(child)
 
 
-def _tensor_value(value: cst.BaseExpression, names: set[str], facts: Facts | None) -> bool:
-    if isinstance(value, cst.Call) and (dotted(value.func) or "").rsplit(".", 1)[-1] in _TENSOR_RESULTS:
-        return True
-    return df.refs(value, names) and not host_value(value) and not (facts and df.plain_call(value, facts))
+class _TensorValues:
+    """`is_tensor(value, names)`: does assigning this expression make its target a tensor, given the
+    names known to hold tensors? For one flow() call: what does not depend on `names` (a tensor
+    function's result, the names the expression reads as tensors, a host value) is worked out once
+    per expression, not once per round of the fixed point."""
+
+    def __init__(self, facts: Facts | None) -> None:
+        self.facts = facts
+        self.known: dict[int, tuple[bool, frozenset[str] | None]] = {}  # id(value) → (a tensor result, ref_names)
+        self.host: dict[int, bool] = {}  # id(value) → a host value or a plain call (asked once refs hold)
+
+    def is_tensor(self, value: cst.BaseExpression, names: set[str]) -> bool:
+        key = id(value)  # the values live as long as the flow() call: their ids stay theirs
+        known = self.known.get(key)
+        if known is None:
+            result = isinstance(value, cst.Call) and (dotted(value.func) or "").rsplit(".", 1)[-1] in _TENSOR_RESULTS
+            known = self.known[key] = (result, None if result else df.ref_names(value))
+        if known[0]:
+            return True
+        read = known[1]
+        if not (df.refs(value, names) if read is None else not read.isdisjoint(names)):
+            return False
+        host = self.host.get(key)
+        if host is None:
+            facts = self.facts
+            host = self.host[key] = host_value(value) or bool(facts and df.plain_call(value, facts))
+        return not host
 
 
 def iteration_targets(target: cst.BaseExpression, it: cst.BaseExpression, names: set[str]) -> list[str]:
@@ -124,6 +147,7 @@ def flow(names: set[str], assigns, loops: list[Loop], calls: list[CallSite], fac
     """Grow `names` to a fixed point over (target, value) assignments, the loops' headers and the
     calls that fill containers. A target may be a node or a plain name."""
     names = set(names)
+    values = _TensorValues(facts)
     # Outputs of calls the region makes (`newvalue = agent.get_value(obs[idx])`): a tensor computed
     # from one (`v_loss = ((newvalue - ret) ** 2).mean()`) makes it a tensor too, though nothing
     # before it is known to be one (a model's output on a buffer built before the loop).
@@ -138,7 +162,7 @@ def flow(names: set[str], assigns, loops: list[Loop], calls: list[CallSite], fac
             if value is not None and names.intersection(bound):
                 names.update(n for n in _leaf_names(value) if n in outputs)
         for target, value in assigns:
-            if value is None or not _tensor_value(value, names, facts):
+            if value is None or not values.is_tensor(value, names):
                 continue
             if isinstance(target, str):
                 names.add(target)
@@ -158,7 +182,7 @@ def flow(names: set[str], assigns, loops: list[Loop], calls: list[CallSite], fac
                 and func.attr.value in _FILL_METHODS
                 and isinstance(func.value, cst.Name)
                 and func.value.value not in names
-                and any(_tensor_value(a.value, names, facts) for a in site.node.args)
+                and any(values.is_tensor(a.value, names) for a in site.node.args)
             ):
                 names.add(func.value.value)
         if len(names) == before:

@@ -150,3 +150,195 @@ def test_used_convolutions_counts_the_words_once(monkeypatch):
     source = "café = 1\ncafé2 = café\n_café_ = 3\n"
     facts = Facts(cst.parse_module(source), source)
     assert cudnn._mentions(facts, "café") == 2
+
+
+def test_ref_names_answers_as_refs_does():
+    """tensors.flow asks dataflow.refs about the same expressions with a growing set of names, once
+    per round of its fixed point; dataflow.ref_names walks each once. Every expression of the
+    corpus, with the names it reads, each of them alone, none, and names it does not read."""
+    from archlint.code import dataflow as df
+
+    checked = comprehensions = 0
+    for _, module in _modules():
+        stack: list[cst.CSTNode] = [module]
+        while stack:
+            node = stack.pop()
+            stack.extend(node.children)
+            if not isinstance(node, cst.BaseExpression):
+                continue
+            read = df.ref_names(node)
+            if read is None:
+                comprehensions += 1
+                continue
+            every = {n.value for n in _names_in(node)}
+            for names in (every, set(), {"__absent__"}, *({n} for n in sorted(every)[:6])):
+                assert df.refs(node, names) is (not read.isdisjoint(names)), (type(node).__name__, names)
+            checked += 1
+    assert checked > 20_000 and comprehensions > 50
+
+
+def _names_in(node: cst.CSTNode):
+    stack = [node]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Name):
+            yield node
+        stack.extend(node.children)
+
+
+def test_flow_finds_the_tensors_it_found_before():
+    """tensors.flow with its per-expression answers (ref_names, the host test once) against the
+    fixed point written plainly, as it was: refs asked in every round."""
+    from archlint.code import dataflow as df
+    from archlint.code import tensors
+    from archlint.code.facts import Facts, target_names
+    from archlint.code.names import dotted
+
+    def plain_flow(names, assigns, loops, calls, facts):
+        def tensor_value(value, names):
+            if isinstance(value, cst.Call) and (dotted(value.func) or "").rsplit(".", 1)[-1] in (
+                tensors._TENSOR_RESULTS
+            ):
+                return True
+            return (
+                df.refs(value, names) and not tensors.host_value(value) and not (facts and df.plain_call(value, facts))
+            )
+
+        names = set(names)
+        outputs = set()
+        for target, value in assigns:
+            if isinstance(value, cst.Call) and not tensors.host_value(value):
+                outputs.update([target] if isinstance(target, str) else target_names(target))
+        for _ in range(4):
+            before = len(names)
+            for target, value in assigns:
+                bound = [target] if isinstance(target, str) else target_names(target)
+                if value is not None and names.intersection(bound):
+                    names.update(n for n in tensors._leaf_names(value) if n in outputs)
+            for target, value in assigns:
+                if value is None or not tensor_value(value, names):
+                    continue
+                if isinstance(target, str):
+                    names.add(target)
+                elif isinstance(target, cst.Subscript):
+                    root = df.root_name(target)
+                    if root is not None and root not in ("self", "cls"):
+                        names.add(root)
+                else:
+                    names.update(target_names(target))
+            for loop in loops:
+                if loop.iter is not None:
+                    names.update(tensors.iteration_targets(loop.node.target, loop.iter, names))
+            for site in calls:
+                func = site.node.func
+                if (
+                    isinstance(func, cst.Attribute)
+                    and func.attr.value in tensors._FILL_METHODS
+                    and isinstance(func.value, cst.Name)
+                    and func.value.value not in names
+                    and any(tensor_value(a.value, names) for a in site.node.args)
+                ):
+                    names.add(func.value.value)
+            if len(names) == before:
+                break
+        return names
+
+    flows = grown = 0
+    for path, module in _modules():
+        text = path.read_text()
+        facts = Facts(module, text)
+        for bl in df.batch_loops(facts) + df.step_loops(facts):
+            seeds = set(bl.batch_names) | df.backward_roots(bl.loop)
+            args = (bl.loop.assigns, [], bl.loop.calls, facts)
+            found = tensors.flow(seeds, *args)
+            assert found == plain_flow(seeds, *args), path
+            flows += 1
+            grown += found != seeds
+        for scope in facts.functions:
+            seeds = {p.name.value for p in scope.node.params.params}
+            assigns = [(name, v) for name, values in scope.assigns.items() for v in values if v is not None]
+            args = (assigns, [loop for loop in facts.loops if loop.scope is scope], scope.calls, facts)
+            assert tensors.flow(seeds, *args) == plain_flow(seeds, *args), (path, scope.qualname)
+            flows += 1
+    assert flows > 500 and grown > 50
+
+
+def test_parse_without_validation_is_libcsts_parse():
+    """parsing.parse_module builds libcst's tree with the nodes' own checks off while it parses:
+    the same tree and code, the same syntax errors; nodes built anywhere else are still checked."""
+    from archlint.code import parsing
+
+    for path, module in _modules():
+        text = path.read_text()
+        fast = parsing.parse_module(text)
+        assert fast.deep_equals(module) and fast.code == module.code == text, path
+    for bad in ("def f(:\n", "x = (1,\n", "return return\n"):
+        try:
+            cst.parse_module(bad)
+        except cst.ParserSyntaxError as exc:
+            expected = str(exc)
+        else:
+            raise AssertionError(bad)
+        try:
+            parsing.parse_module(bad)
+        except cst.ParserSyntaxError as exc:
+            assert str(exc) == expected
+        else:
+            raise AssertionError(bad)
+    try:
+        cst.Name("")  # validated: outside a parse
+    except cst.CSTValidationError:
+        pass
+    else:
+        raise AssertionError("a node built by hand was not validated")
+    seen: list[bool] = []
+
+    def other_thread():
+        try:
+            cst.Name("")
+        except cst.CSTValidationError:
+            seen.append(True)
+        else:
+            seen.append(False)
+
+    worker = threading.Thread(target=other_thread)
+    parsing._PARSING.on = True  # as during a parse on this thread
+    try:
+        worker.start()
+        worker.join()
+    finally:
+        parsing._PARSING.on = False
+    assert seen == [True]
+
+
+def test_the_program_linting_code_leaves_the_collector_off(tmp_path):
+    """`archlint PATH` as a program, linting code only, turns the collector off for good
+    (collector.off_to_the_end): turned back on, its first pass went over every object the lint
+    kept, ~20 ms of a run. main() called from Python, and a run with a model, leave it as it was."""
+    import subprocess
+    import sys
+
+    (tmp_path / "train.py").write_text("import torch\nx = torch.zeros(1)\n")
+    probe = (
+        "import atexit, gc, sys\n"
+        "atexit.register(lambda: print('collector', gc.isenabled(), file=sys.stderr))\n"
+        "sys.argv = ['archlint', *sys.argv[1:]]\n"
+        "from archlint.cli import main\n"
+        "sys.exit(main({argv}))\n"
+    )
+
+    def collector_at_exit(argv: str, *args: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-c", probe.format(argv=argv), *args, "--exit-zero", "--no-cache"],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            env={**__import__("os").environ, "PYTHONPATH": str(ROOT)},
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stderr.strip().splitlines()[-1]
+
+    assert collector_at_exit("", "train.py") == "collector False"  # the program, code only
+    assert collector_at_exit("sys.argv[1:]", "train.py") == "collector True"  # main() called from Python
+    model = f"{ROOT / 'examples' / 'nets.py'}:TinyNet"
+    assert collector_at_exit("", "train.py", model, "--input-shape", "1,3,56,56") == "collector True"
