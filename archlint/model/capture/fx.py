@@ -180,6 +180,8 @@ def _fast_module(module: nn.Module, args: tuple, kwargs: dict) -> Any:
         return meta_shapes.attention(module, args, kwargs)
     if not is_leaf(module) or kwargs:
         return None
+    if type(module) in meta_shapes.CONVS:
+        return meta_shapes.conv(module, args)
     name = type(module).__name__
     if name == "Identity" and len(args) == 1 and isinstance(args[0], torch.Tensor):
         return args[0]
@@ -225,14 +227,14 @@ class _Propagation:
     copies are made once each (a weight shared by two modules stays one tensor) and only where
     needed: the shape rules above cover most leaf modules without their weights."""
 
-    def __init__(self, gm: fx.GraphModule) -> None:
-        self.gm = gm
+    def __init__(self, root: nn.Module, graph: fx.Graph) -> None:
+        self.root, self.graph = root, graph
         self.env: dict[fx.Node, Any] = {}
         self._meta: dict[int, torch.Tensor] = {}
 
     def run(self, args: tuple) -> dict[fx.Node, Any]:
         env = self.env
-        graph = self.gm.graph
+        graph = self.graph
         self._args = iter(graph.process_inputs(*args))
         for n in graph.nodes:
             try:
@@ -281,9 +283,9 @@ class _Propagation:
             ) from stop
 
     def _fetch_attr(self, target: str) -> Any:
-        """fx.Interpreter.fetch_attr: the graph module's attribute at a dotted path."""
+        """fx.Interpreter.fetch_attr: the root's attribute at a dotted path (what the GraphModule holds)."""
         atoms = target.split(".")
-        value: Any = self.gm
+        value: Any = self.root
         for i, atom in enumerate(atoms):
             if not hasattr(value, atom):
                 raise RuntimeError(f"Node referenced nonexistent target {'.'.join(atoms[: i + 1])}")
@@ -344,18 +346,26 @@ def _trace_through_wrapped():
         wrapped.update(removed)  # imports during the trace may have added entries: keep them
 
 
-def _trace(model: nn.Module, concrete: dict[str, Any] | None = None) -> fx.GraphModule:
+def _trace_graph(model: nn.Module, concrete: dict[str, Any] | None = None) -> fx.Graph:
+    """The model's fx graph; its targets are paths in `model` (the tracer's root)."""
     # No second try with the wrapped functions left opaque: they would be ops without a formula.
     # When fx cannot trace through them, export (or dispatch) can.
     with _trace_through_wrapped():
         tracer = _Tracer()  # records where in the user's forward each op is called: findings point there
         tracer.sites = CallSites(sys._getframe())  # (no frame of archlint's between it and the trace)
         try:
-            graph = tracer.trace(model, concrete_args=concrete or None)
+            return tracer.trace(model, concrete_args=concrete or None)
         finally:
             tracer.sites = None  # no frame outlives the trace
-    # lazy: its Python code is generated at its first call, not here; the capture never calls it
-    return _LazyGraphModule(tracer.root, graph, type(model).__name__)
+
+
+def _graph_module(model: nn.Module, graph: fx.Graph) -> fx.GraphModule:
+    # lazy: its Python code is generated at its first call, not here
+    return _LazyGraphModule(model, graph, type(model).__name__)
+
+
+def _trace(model: nn.Module, concrete: dict[str, Any] | None = None) -> fx.GraphModule:
+    return _graph_module(model, _trace_graph(model, concrete))
 
 
 def _concrete_arguments(model: nn.Module, inputs: tuple) -> dict[str, Any]:
@@ -384,17 +394,17 @@ def capture_fx(model: nn.Module, inputs: tuple, builder: GraphBuilder, kwargs: d
             "fx", TypeError(f"keyword-only inputs ({', '.join(kwargs)}): fx traces positional inputs only")
         )
     try:
-        gm = _trace(model, _concrete_arguments(model, inputs))
+        graph = _trace_graph(model, _concrete_arguments(model, inputs))
     except Exception as exc:
         raise CaptureFailed("fx", exc) from exc
     with torch.no_grad():
-        env = _Propagation(gm).run(to_meta(inputs))
+        env = _Propagation(model, graph).run(to_meta(inputs))
 
     b = builder
     alias: dict[str, str] = {}  # getitem of a tuple → the op that made the tuple
     attr_of: dict[str, str] = {}  # get_attr node → attribute path
     seen: set[str] = set()  # module paths whose ancestors are in b.reached already
-    for n in gm.graph.nodes:
+    for n in graph.nodes:
         value = env.get(n)
         stack = n.meta.get("nn_module_stack") or {}
         for path, _ in stack.values():
@@ -454,7 +464,8 @@ def capture_fx(model: nn.Module, inputs: tuple, builder: GraphBuilder, kwargs: d
             source=source,
         )
     b.reached.add("")
-    return Replay(gm)
+    # the GraphModule copies the module tree: made when --latency's timing asks for it
+    return Replay(build=lambda: _graph_module(model, graph))
 
 
 def _loss_position(output: fx.Node) -> int | None:
