@@ -27,6 +27,8 @@ from archlint.model.capture.fxnodes import alias_tuple_item, attribute_at, input
 from archlint.model.capture.graph import GraphBuilder
 from archlint.model.cost import KIND_OF, normalize
 
+_CONSTANTS = frozenset({int, float, bool, str, type(None)})
+
 
 class _Tracer(fx.Tracer):
     """fx's tracer with archlint's leaf modules, made cheaper where fx repeats work per node (the
@@ -48,10 +50,36 @@ class _Tracer(fx.Tracer):
         return is_leaf(m)
 
     def create_node(self, kind, target, args, kwargs, name=None, type_expr=None):
-        node = super().create_node(kind, target, args, kwargs, name, type_expr)
+        if (args or kwargs) and not self.check_mutable_operations:
+            # Graph.create_node walks the arguments (a pytree walk a node, a tenth of the trace) only
+            # to warn of a raw SymInt, which a symbolic trace never makes: the node is made without
+            # them and given them after, by the same bookkeeping its constructor does
+            node = super().create_node(kind, target, (), {}, name, type_expr)
+            if args:
+                node.args = args
+            if kwargs:
+                node.kwargs = kwargs
+        else:
+            node = super().create_node(kind, target, args, kwargs, name, type_expr)
         if self.sites is not None and not node.stack_trace:  # (as torch: a preserved stack trace is kept)
             self.sites.record(node, sys._getframe())
         return node
+
+    def create_arg(self, a: Any) -> Any:
+        # fx's Tracer.create_arg asks a parameter, tensor, module, named tuple and constant
+        # attribute of every argument before its own fast path by exact type: these types are none
+        # of them, and get what that fast path gives them (a proxy its node, a tuple or list its
+        # items' arguments, a constant itself)
+        kind = type(a)
+        if kind is _Proxy or kind is _Attribute:
+            return a.node
+        if kind is tuple:
+            return tuple([self.create_arg(item) for item in a])
+        if kind is list:
+            return [self.create_arg(item) for item in a]
+        if kind in _CONSTANTS:
+            return a
+        return super().create_arg(a)
 
     def proxy(self, node: fx.Node) -> fx.Proxy:
         return _Proxy(node, self)
@@ -227,8 +255,9 @@ class _Propagation:
     copies are made once each (a weight shared by two modules stays one tensor) and only where
     needed: the shape rules above cover most leaf modules without their weights."""
 
-    def __init__(self, root: nn.Module, graph: fx.Graph) -> None:
+    def __init__(self, root: nn.Module, graph: fx.Graph, modules: dict[str, nn.Module] | None = None) -> None:
         self.root, self.graph = root, graph
+        self.modules = modules or {}  # the root's modules by path (GraphBuilder.modules): no attribute walk a call
         self.env: dict[fx.Node, Any] = {}
         self._meta: dict[int, torch.Tensor] = {}
 
@@ -261,7 +290,9 @@ class _Propagation:
                 out = getattr(self_obj, target)(*rest, **kwargs)
             return out
         if op == "call_module":
-            module = self._fetch_attr(target)
+            module = self.modules.get(target)
+            if module is None:
+                module = self._fetch_attr(target)
             out = _fast_module(module, args, kwargs)
             return self._call_on_meta(module, args, kwargs) if out is None else out
         if op == "output":
@@ -398,7 +429,7 @@ def capture_fx(model: nn.Module, inputs: tuple, builder: GraphBuilder, kwargs: d
     except Exception as exc:
         raise CaptureFailed("fx", exc) from exc
     with torch.no_grad():
-        env = _Propagation(model, graph).run(to_meta(inputs))
+        env = _Propagation(model, graph, builder.modules).run(to_meta(inputs))
 
     b = builder
     alias: dict[str, str] = {}  # getitem of a tuple → the op that made the tuple
@@ -433,7 +464,9 @@ def capture_fx(model: nn.Module, inputs: tuple, builder: GraphBuilder, kwargs: d
             mod = b.modules[module]
             label, key, attrs = f"nn.{type(mod).__name__}", type(mod).__name__, module_attrs(mod)
             params = b.leaf_params(module)
-            b.reached.update(ancestors(module))
+            if module not in seen:
+                seen.add(module)
+                b.reached.update(ancestors(module))
         else:
             module = list(stack.values())[-1][0] if stack else ""
             target = n.target
