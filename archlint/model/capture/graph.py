@@ -40,9 +40,9 @@ class GraphBuilder:
         self.graph = nx.DiGraph()
         self.model = model
         self.modules = dict(model.named_modules())
-        self.canonical = {id(t): n for n, t in model.named_parameters()}
+        self.canonical = {id(t): n for n, t in self.named_tensors("_parameters")}
         self.param_ids = set(self.canonical)
-        self.canonical.update({id(t): n for n, t in model.named_buffers()})
+        self.canonical.update({id(t): n for n, t in self.named_tensors("_buffers")})
         self.counted: set[int] = set()
         self.read: set[int] = set()
         # a quantized layer's weights, unpacked at each call (new tensors): counted once per name
@@ -51,6 +51,24 @@ class GraphBuilder:
         self.reached: set[str] = set()
         self._used_names: dict[str, int] = {}
         self.notes: list[str] = []
+
+    def named_tensors(self, table: str) -> list[tuple[str, torch.Tensor]]:
+        """model.named_parameters() ("_parameters") or named_buffers() ("_buffers"), read from the
+        tables of the modules found once (`modules`: named_modules' order): each tensor once, under
+        its first name; torch's own walk where the model's class has its own."""
+        model = self.model
+        if table == "_parameters" and type(model).named_parameters is not nn.Module.named_parameters:
+            return list(model.named_parameters())
+        if table == "_buffers" and type(model).named_buffers is not nn.Module.named_buffers:
+            return list(model.named_buffers())
+        found: list[tuple[str, torch.Tensor]] = []
+        seen: set[int] = set()
+        for path, module in self.modules.items():
+            for name, t in getattr(module, table).items():
+                if t is not None and id(t) not in seen:
+                    seen.add(id(t))
+                    found.append((f"{path}.{name}" if path else name, t))
+        return found
 
     def unique(self, base: str) -> str:
         """fx-style names: 'add', 'add_1', ... (dots and odd characters become '_')."""
@@ -199,7 +217,7 @@ class GraphBuilder:
             )
         g.graph["notes"] = list(self.notes)
         g.graph["reached_modules"] = self.reached
-        named = list(self.model.named_parameters())  # one walk of the module tree for the three below
+        named = self.named_tensors("_parameters")  # one walk of the module tree for the three below
         g.graph["unused_params"] = [n for n, t in named if id(t) in self.param_ids and id(t) not in self.read]
         g.graph.update(
             parameter_counts(self.model, {id(t) for _, t in named if id(t) not in self.read}, [t for _, t in named])

@@ -304,3 +304,31 @@ def test_the_fx_capture_makes_its_graph_module_only_when_asked():
         assert made == [1] and replay.graph_module is gm  # made once
     assert torch.equal(gm(x), model(x))
     assert {n for n, _ in gm.named_parameters()} == {n for n, _ in model.named_parameters()}
+
+
+def test_the_builders_parameter_and_buffer_names_are_torchs():
+    """GraphBuilder.named_tensors reads the tables of the modules it found once (issue 45): the same
+    names, tensors and order as named_parameters()/named_buffers(), tied weights and shared modules
+    listed once, under their first name; a class with its own named_parameters() keeps it."""
+    from archlint.model.capture.graph import GraphBuilder
+
+    class Tied(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = nn.Embedding(5, 4)
+            self.block = nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4))
+            self.again = self.block  # a shared module
+            self.head = nn.Linear(4, 5, bias=False)
+            self.head.weight = self.embed.weight  # a tied weight
+            self.register_buffer("empty", None)
+
+    class Own(Tied):
+        def named_parameters(self, *args, **kwargs):
+            yield "only", self.head.weight
+
+    for model in (Tied(), Own()):
+        b = GraphBuilder(model)
+        for table, torchs in (("_parameters", model.named_parameters), ("_buffers", model.named_buffers)):
+            ours, theirs = b.named_tensors(table), list(torchs())
+            assert [n for n, _ in ours] == [n for n, _ in theirs]
+            assert all(a is c for (_, a), (_, c) in zip(ours, theirs))
