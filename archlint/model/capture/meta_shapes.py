@@ -89,7 +89,7 @@ def adaptive_avg_pool(x: Any, size: Any, dims: int, none_is_input: bool) -> torc
     return torch.empty((*x.shape[:-dims], *out), dtype=x.dtype, device="meta")
 
 
-CONVS = {nn.Conv1d: 1, nn.Conv2d: 2, nn.Conv3d: 3}
+CONVS: dict[type[nn.Module], int] = {nn.Conv1d: 1, nn.Conv2d: 2, nn.Conv3d: 3}
 
 
 def conv(module: nn.Module, args: tuple[Any, ...]) -> torch.Tensor | None:
@@ -98,7 +98,13 @@ def conv(module: nn.Module, args: tuple[Any, ...]) -> torch.Tensor | None:
     function and the module's call on meta weights: ~25 µs a call, 120 convolutions in a DenseNet).
     A shape the kernel rejects (channels, a window larger than the padded input) gets None."""
     dims = CONVS.get(type(module))
-    if dims is None or len(args) != 1 or module.padding_mode != "zeros" or isinstance(module.padding, str):
+    if (
+        dims is None
+        or not isinstance(module, nn.modules.conv._ConvNd)
+        or len(args) != 1
+        or module.padding_mode != "zeros"
+        or isinstance(module.padding, str)
+    ):
         return None
     x = args[0]
     if not (isinstance(x, torch.Tensor) and x.device.type == "meta" and x.dim() == dims + 2):
