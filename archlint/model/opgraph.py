@@ -183,7 +183,17 @@ def totals(graph: nx.DiGraph) -> Totals:
     return t
 
 
+_PLAIN = frozenset({bool, int, float, str, type(None)})
+
+
 def _jsonable(value):
+    kind = type(value)
+    if kind in _PLAIN:  # most values (by exact type: an enum that is an int keeps the checks below)
+        return value
+    if kind is dict:
+        return {k if type(k) is str else str(k): _jsonable(v) for k, v in value.items()}
+    if kind is list or kind is tuple:
+        return [_jsonable(v) for v in value]
     if isinstance(value, dict):
         return {str(k): _jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

@@ -26,10 +26,11 @@ from archlint.model.capture.fxnodes import alias_tuple_item, attribute_at, input
 from archlint.model.capture.graph import GraphBuilder
 from archlint.model.cost import KIND_OF, normalize
 
-try:  # lazy: its Python code is generated at its first call, which the capture never makes
+try:  # lazy: its Python code is generated at its first call
     from torch.fx._lazy_graph_module import _LazyGraphModule as _GRAPH_MODULE
 except ImportError:  # a torch without it (private to torch): the same graph, its code generated at once
     _GRAPH_MODULE = fx.GraphModule
+_CONSTANTS = frozenset({int, float, bool, str, type(None)})
 
 
 class _Tracer(fx.Tracer):
@@ -52,10 +53,36 @@ class _Tracer(fx.Tracer):
         return is_leaf(m)
 
     def create_node(self, kind, target, args, kwargs, name=None, type_expr=None):
-        node = super().create_node(kind, target, args, kwargs, name, type_expr)
+        if (args or kwargs) and not self.check_mutable_operations:
+            # Graph.create_node walks the arguments (a pytree walk a node, a tenth of the trace) only
+            # to warn of a raw SymInt, which a symbolic trace never makes: the node is made without
+            # them and given them after, by the same bookkeeping its constructor does
+            node = super().create_node(kind, target, (), {}, name, type_expr)
+            if args:
+                node.args = args
+            if kwargs:
+                node.kwargs = kwargs
+        else:
+            node = super().create_node(kind, target, args, kwargs, name, type_expr)
         if self.sites is not None and not node.stack_trace:  # (as torch: a preserved stack trace is kept)
             self.sites.record(node, sys._getframe())
         return node
+
+    def create_arg(self, a: Any) -> Any:
+        # fx's Tracer.create_arg asks a parameter, tensor, module, named tuple and constant
+        # attribute of every argument before its own fast path by exact type: these types are none
+        # of them, and get what that fast path gives them (a proxy its node, a tuple or list its
+        # items' arguments, a constant itself)
+        kind = type(a)
+        if kind is _Proxy or kind is _Attribute:
+            return a.node
+        if kind is tuple:
+            return tuple([self.create_arg(item) for item in a])
+        if kind is list:
+            return [self.create_arg(item) for item in a]
+        if kind in _CONSTANTS:
+            return a
+        return super().create_arg(a)
 
     def proxy(self, node: fx.Node) -> fx.Proxy:
         return _Proxy(node, self)
@@ -184,6 +211,8 @@ def _fast_module(module: nn.Module, args: tuple, kwargs: dict) -> Any:
         return meta_shapes.attention(module, args, kwargs)
     if not is_leaf(module) or kwargs:
         return None
+    if type(module) in meta_shapes.CONVS:
+        return meta_shapes.conv(module, args)
     name = type(module).__name__
     if name == "Identity" and len(args) == 1 and isinstance(args[0], torch.Tensor):
         return args[0]
@@ -229,14 +258,15 @@ class _Propagation:
     copies are made once each (a weight shared by two modules stays one tensor) and only where
     needed: the shape rules above cover most leaf modules without their weights."""
 
-    def __init__(self, gm: fx.GraphModule) -> None:
-        self.gm = gm
+    def __init__(self, root: nn.Module, graph: fx.Graph, modules: dict[str, nn.Module] | None = None) -> None:
+        self.root, self.graph = root, graph
+        self.modules = modules or {}  # the root's modules by path (GraphBuilder.modules): no attribute walk a call
         self.env: dict[fx.Node, Any] = {}
         self._meta: dict[int, torch.Tensor] = {}
 
     def run(self, args: tuple) -> dict[fx.Node, Any]:
         env = self.env
-        graph = self.gm.graph
+        graph = self.graph
         self._args = iter(graph.process_inputs(*args))
         for n in graph.nodes:
             try:
@@ -263,7 +293,9 @@ class _Propagation:
                 out = getattr(self_obj, target)(*rest, **kwargs)
             return out
         if op == "call_module":
-            module = self._fetch_attr(target)
+            module = self.modules.get(target)
+            if module is None:
+                module = self._fetch_attr(target)
             out = _fast_module(module, args, kwargs)
             return self._call_on_meta(module, args, kwargs) if out is None else out
         if op == "output":
@@ -285,9 +317,9 @@ class _Propagation:
             ) from stop
 
     def _fetch_attr(self, target: str) -> Any:
-        """fx.Interpreter.fetch_attr: the graph module's attribute at a dotted path."""
+        """fx.Interpreter.fetch_attr: the root's attribute at a dotted path (what the GraphModule holds)."""
         atoms = target.split(".")
-        value: Any = self.gm
+        value: Any = self.root
         for i, atom in enumerate(atoms):
             if not hasattr(value, atom):
                 raise RuntimeError(f"Node referenced nonexistent target {'.'.join(atoms[: i + 1])}")
@@ -348,18 +380,26 @@ def _trace_through_wrapped():
         wrapped.update(removed)  # imports during the trace may have added entries: keep them
 
 
-def _trace(model: nn.Module, concrete: dict[str, Any] | None = None) -> fx.GraphModule:
+def _trace_graph(model: nn.Module, concrete: dict[str, Any] | None = None) -> fx.Graph:
+    """The model's fx graph; its targets are paths in `model` (the tracer's root)."""
     # No second try with the wrapped functions left opaque: they would be ops without a formula.
     # When fx cannot trace through them, export (or dispatch) can.
     with _trace_through_wrapped():
         tracer = _Tracer()  # records where in the user's forward each op is called: findings point there
         tracer.sites = CallSites(sys._getframe())  # (no frame of archlint's between it and the trace)
         try:
-            graph = tracer.trace(model, concrete_args=concrete or None)
+            return tracer.trace(model, concrete_args=concrete or None)
         finally:
             tracer.sites = None  # no frame outlives the trace
-    # lazy: its Python code is generated at its first call, not here; the capture never calls it
-    return _GRAPH_MODULE(tracer.root, graph, type(model).__name__)
+
+
+def _graph_module(model: nn.Module, graph: fx.Graph) -> fx.GraphModule:
+    # lazy: its Python code is generated at its first call, not here
+    return _GRAPH_MODULE(model, graph, type(model).__name__)
+
+
+def _trace(model: nn.Module, concrete: dict[str, Any] | None = None) -> fx.GraphModule:
+    return _graph_module(model, _trace_graph(model, concrete))
 
 
 def _concrete_arguments(model: nn.Module, inputs: tuple) -> dict[str, Any]:
@@ -388,17 +428,17 @@ def capture_fx(model: nn.Module, inputs: tuple, builder: GraphBuilder, kwargs: d
             "fx", TypeError(f"keyword-only inputs ({', '.join(kwargs)}): fx traces positional inputs only")
         )
     try:
-        gm = _trace(model, _concrete_arguments(model, inputs))
+        graph = _trace_graph(model, _concrete_arguments(model, inputs))
     except Exception as exc:
         raise CaptureFailed("fx", exc) from exc
     with torch.no_grad():
-        env = _Propagation(gm).run(to_meta(inputs))
+        env = _Propagation(model, graph, builder.modules).run(to_meta(inputs))
 
     b = builder
     alias: dict[str, str] = {}  # getitem of a tuple → the op that made the tuple
     attr_of: dict[str, str] = {}  # get_attr node → attribute path
     seen: set[str] = set()  # module paths whose ancestors are in b.reached already
-    for n in gm.graph.nodes:
+    for n in graph.nodes:
         value = env.get(n)
         stack = n.meta.get("nn_module_stack") or {}
         for path, _ in stack.values():
@@ -427,7 +467,9 @@ def capture_fx(model: nn.Module, inputs: tuple, builder: GraphBuilder, kwargs: d
             mod = b.modules[module]
             label, key, attrs = f"nn.{type(mod).__name__}", type(mod).__name__, module_attrs(mod)
             params = b.leaf_params(module)
-            b.reached.update(ancestors(module))
+            if module not in seen:
+                seen.add(module)
+                b.reached.update(ancestors(module))
         else:
             module = list(stack.values())[-1][0] if stack else ""
             target = n.target
@@ -458,7 +500,8 @@ def capture_fx(model: nn.Module, inputs: tuple, builder: GraphBuilder, kwargs: d
             source=source,
         )
     b.reached.add("")
-    return Replay(gm)
+    # the GraphModule copies the module tree: made when --latency's timing asks for it
+    return Replay(build=lambda: _graph_module(model, graph))
 
 
 def _loss_position(output: fx.Node) -> int | None:

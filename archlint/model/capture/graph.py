@@ -40,9 +40,9 @@ class GraphBuilder:
         self.graph = nx.DiGraph()
         self.model = model
         self.modules = dict(model.named_modules())
-        self.canonical = {id(t): n for n, t in model.named_parameters()}
+        self.canonical = {id(t): n for n, t in self.named_tensors("_parameters")}
         self.param_ids = set(self.canonical)
-        self.canonical.update({id(t): n for n, t in model.named_buffers()})
+        self.canonical.update({id(t): n for n, t in self.named_tensors("_buffers")})
         self.counted: set[int] = set()
         self.read: set[int] = set()
         # a quantized layer's weights, unpacked at each call (new tensors): counted once per name
@@ -51,6 +51,24 @@ class GraphBuilder:
         self.reached: set[str] = set()
         self._used_names: dict[str, int] = {}
         self.notes: list[str] = []
+
+    def named_tensors(self, table: str) -> list[tuple[str, torch.Tensor]]:
+        """model.named_parameters() ("_parameters") or named_buffers() ("_buffers"), read from the
+        tables of the modules found once (`modules`: named_modules' order): each tensor once, under
+        its first name; torch's own walk where the model's class has its own."""
+        model = self.model
+        if table == "_parameters" and type(model).named_parameters is not nn.Module.named_parameters:
+            return list(model.named_parameters())
+        if table == "_buffers" and type(model).named_buffers is not nn.Module.named_buffers:
+            return list(model.named_buffers())
+        found: list[tuple[str, torch.Tensor]] = []
+        seen: set[int] = set()
+        for path, module in self.modules.items():
+            for name, t in getattr(module, table).items():
+                if t is not None and id(t) not in seen:
+                    seen.add(id(t))
+                    found.append((f"{path}.{name}" if path else name, t))
+        return found
 
     def unique(self, base: str) -> str:
         """fx-style names: 'add', 'add_1', ... (dots and odd characters become '_')."""
@@ -135,9 +153,17 @@ class GraphBuilder:
             attrs=attrs,
             source=source,  # [file, line] of the user's code that called the op (functional ops), when known
         )
-        for index, (producer, _) in enumerate(inputs):
-            if producer is not None and not self.graph.has_edge(producer, name):
-                self.graph.add_edge(producer, name, index=index)
+        self._edges([producer for producer, _ in inputs], name)
+
+    def _edges(self, producers: list[str | None], name: str) -> None:
+        """An edge from each producer to `name`, its index the producer's first position; added
+        in one call (networkx's add_edge a time was a tenth of the capture's walk)."""
+        first: dict[str, int] = {}
+        for index, producer in enumerate(producers):
+            if producer is not None and producer not in first and not self.graph.has_edge(producer, name):
+                first[producer] = index
+        if first:
+            self.graph.add_edges_from((producer, name, {"index": index}) for producer, index in first.items())
 
     def output(self, name: str, producers: list[str | None], loss: int | None = None) -> None:
         """The model's output, read from `producers` in order; `loss`: the position of the loss the
@@ -160,9 +186,7 @@ class GraphBuilder:
             params=0,
             attrs={"loss": own} if own is not None else {},
         )
-        for index, producer in enumerate(producers):
-            if producer is not None and not self.graph.has_edge(producer, name):
-                self.graph.add_edge(producer, name, index=index)
+        self._edges(producers, name)
 
     def leaf_params(self, path: str) -> dict[str, torch.Tensor]:
         """A leaf module's parameters and buffers; its submodules count as reached (it uses them
@@ -193,7 +217,7 @@ class GraphBuilder:
             )
         g.graph["notes"] = list(self.notes)
         g.graph["reached_modules"] = self.reached
-        named = list(self.model.named_parameters())  # one walk of the module tree for the three below
+        named = self.named_tensors("_parameters")  # one walk of the module tree for the three below
         g.graph["unused_params"] = [n for n, t in named if id(t) in self.param_ids and id(t) not in self.read]
         g.graph.update(
             parameter_counts(self.model, {id(t) for _, t in named if id(t) not in self.read}, [t for _, t in named])

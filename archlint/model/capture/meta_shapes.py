@@ -89,6 +89,46 @@ def adaptive_avg_pool(x: Any, size: Any, dims: int, none_is_input: bool) -> torc
     return torch.empty((*x.shape[:-dims], *out), dtype=x.dtype, device="meta")
 
 
+CONVS: dict[type[nn.Module], int] = {nn.Conv1d: 1, nn.Conv2d: 2, nn.Conv3d: 3}
+
+
+def conv(module: nn.Module, args: tuple[Any, ...]) -> torch.Tensor | None:
+    """nn.Conv1d/2d/3d (zero padding given as numbers) on a batched meta tensor: the output sizes,
+    contiguous, in the input's dtype, as torch's meta convolution makes it (its Python shape
+    function and the module's call on meta weights: ~25 µs a call, 120 convolutions in a DenseNet).
+    A shape the kernel rejects (channels, a window larger than the padded input) gets None."""
+    dims = CONVS.get(type(module))
+    if (
+        dims is None
+        or not isinstance(module, nn.modules.conv._ConvNd)
+        or len(args) != 1
+        or module.padding_mode != "zeros"
+        or isinstance(module.padding, str)
+    ):
+        return None
+    x = args[0]
+    if not (isinstance(x, torch.Tensor) and x.device.type == "meta" and x.dim() == dims + 2):
+        return None
+    weight, bias = module.weight, module.bias
+    if (
+        not isinstance(weight, torch.Tensor)
+        or weight.dim() != dims + 2
+        or x.shape[1] != weight.shape[1] * module.groups
+        or weight.dtype != x.dtype
+        or (bias is not None and bias.dtype != x.dtype)
+    ):
+        return None  # the kernel raises its own error
+    out = [x.shape[0], weight.shape[0]]
+    for size, k, s, p, d in zip(x.shape[2:], weight.shape[2:], module.stride, module.padding, module.dilation):
+        n = (size + 2 * p - d * (k - 1) - 1) // s + 1
+        if n < 1:
+            return None
+        out.append(n)
+    if min(out) < 1:
+        return None
+    return torch.empty(out, dtype=x.dtype, device="meta")
+
+
 POOL_DIMS = {"adaptive_avg_pool2d": 2, "adaptive_avg_pool3d": 3, "AdaptiveAvgPool2d": 2, "AdaptiveAvgPool3d": 3}
 
 

@@ -24,6 +24,7 @@ import contextlib
 import dataclasses
 import io
 import logging
+import operator
 import os
 import signal
 import sys
@@ -200,7 +201,7 @@ def preserved(model: nn.Module, parameter_values: bool = True):
             copy_values = parameter_values or slots is module._buffers
             for name, tensor in slots.items():
                 copy = None
-                if tensor is not None and tensor.device.type != "meta" and not _uninitialized(tensor) and copy_values:
+                if copy_values and tensor is not None and tensor.device.type != "meta" and not _uninitialized(tensor):
                     copy = tensor.detach().clone()
                 saved.append((slots, name, tensor, copy, tensor._version if tensor is not None else 0, path))
     try:
@@ -234,8 +235,11 @@ class _Attributes:
     def __init__(self, module: nn.Module) -> None:
         self.module, self.cls, self.items = module, type(module), dict(module.__dict__)
         # (the container, a copy of what it held): the empty ones, most hook tables, as None
+        kinds = _CONTAINER_TYPES  # (by type, as _is_container: its call a value was a fifth of this)
         self.contents = [
-            (value, _snapshot(value) if value else None) for value in self.items.values() if _is_container(type(value))
+            (value, _snapshot(value) if value else None)
+            for value in self.items.values()
+            if kinds.get(type(value)) or (type(value) not in kinds and _is_container(type(value)))
         ]
 
     def restore(self) -> None:
@@ -243,7 +247,7 @@ class _Attributes:
         if type(module) is not self.cls:
             module.__class__ = self.cls
         now, items = module.__dict__, self.items
-        if len(now) != len(items) or any(now.get(k, _GONE) is not v for k, v in items.items()):
+        if not _same_items(now, items):
             now.clear()
             now.update(items)
         for value, was in self.contents:
@@ -255,7 +259,14 @@ class _Attributes:
                 (value.extend if isinstance(value, list) else value.update)(was)
 
 
-_GONE = object()
+def _same_items(now: dict, was: dict) -> bool:
+    """The same keys holding the same objects, in the same order, by identity (an equal key that is
+    another string object counts as a change: harmless, the items are put back as they were)."""
+    return (
+        len(now) == len(was) and all(map(operator.is_, now, was)) and all(map(operator.is_, now.values(), was.values()))
+    )
+
+
 _CONTAINER_TYPES: dict[type, bool] = {}
 
 
@@ -284,9 +295,9 @@ def _changed(now, was) -> bool:
     if len(now) != len(was):
         return True
     if isinstance(now, dict):
-        return now.keys() != was.keys() or any(now[k] is not v for k, v in was.items())
+        return not _same_items(now, was)
     if isinstance(now, list):
-        return any(a is not b for a, b in zip(now, was))
+        return not all(map(operator.is_, now, was))
     return {id(x) for x in now} != {id(x) for x in was}
 
 

@@ -245,3 +245,90 @@ def test_a_leaf_kernel_that_fails_leaves_its_weights_in_place_and_says_where():
     assert "While executing" in str(failed.value)  # as fx.Interpreter worded it (the report's details quote it)
     now = dict([*net.named_parameters(), *net.named_buffers()])
     assert now.keys() == weights.keys() and all(now[k] is t and t.device.type == "cpu" for k, t in weights.items())
+
+
+def test_the_conv_rule_gives_what_the_module_gives_on_meta():
+    """meta_shapes.conv (issue 45) skips the module's call on meta weights: the same shape, dtype and
+    strides as the module run on meta, over strides, paddings, dilations, groups, layouts and dtypes;
+    where the kernel rejects the input the rule gives None (the kernel then raises its own error)."""
+    from archlint.model.capture import meta_shapes
+
+    made = 0
+    for dims, conv in ((1, nn.Conv1d), (2, nn.Conv2d), (3, nn.Conv3d)):
+        for stride, padding, dilation, groups in ((1, 0, 1, 1), (2, 1, 1, 1), (3, 2, 2, 2), (1, 0, 1, 4), (2, 3, 1, 2)):
+            module = conv(4, 8, 3, stride=stride, padding=padding, dilation=dilation, groups=groups).to("meta")
+            for size in (1, 2, 5, 9):
+                for channels in (4, 3):
+                    for dtype in (torch.float32, torch.bfloat16):
+                        x = torch.empty(2, channels, *(size,) * dims, dtype=dtype, device="meta")
+                        for given in (x, x.to(memory_format=torch.channels_last) if dims == 2 else x.transpose(0, 1)):
+                            got = meta_shapes.conv(module, (given,))
+                            try:
+                                want = module(given)
+                            except (RuntimeError, ValueError):
+                                assert got is None, (dims, stride, padding, dilation, groups, size, channels)
+                                continue
+                            if got is not None:
+                                assert (got.shape, got.dtype, got.stride()) == (want.shape, want.dtype, want.stride())
+                                made += 1
+    assert made > 50  # the rule took the common cases
+    same = nn.Conv2d(4, 4, 3, padding="same").to("meta")
+    assert meta_shapes.conv(same, (torch.empty(1, 4, 8, 8, device="meta"),)) is None  # left to the kernel
+    unbatched = torch.empty(4, 8, 8, device="meta")
+    assert meta_shapes.conv(nn.Conv2d(4, 4, 3).to("meta"), (unbatched,)) is None
+
+
+def test_the_fx_capture_makes_its_graph_module_only_when_asked():
+    """The fx capture's Replay makes its GraphModule (a copy of the module tree, 3 ms of a DenseNet's
+    analysis) at first use (issue 45): --latency's timing gets one that runs as the model does."""
+    from unittest import mock
+
+    import torch.fx as fx
+
+    from archlint.model.capture import capture
+
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU(), nn.Flatten(), nn.LazyLinear(2)).eval()
+    x = torch.randn(1, 3, 6, 6)
+    model(x)  # the lazy layer takes its shape
+    made = []
+    init = fx.GraphModule.__init__
+
+    def counted(self, *args, **kwargs):
+        made.append(1)
+        init(self, *args, **kwargs)
+
+    with mock.patch.object(fx.GraphModule, "__init__", counted):
+        graph, replay = capture(model, (x,), "fx")
+        assert made == [] and replay is not None and graph.graph["replay"] is replay
+        gm = replay.graph_module
+        assert made == [1] and replay.graph_module is gm  # made once
+    assert torch.equal(gm(x), model(x))
+    assert {n for n, _ in gm.named_parameters()} == {n for n, _ in model.named_parameters()}
+
+
+def test_the_builders_parameter_and_buffer_names_are_torchs():
+    """GraphBuilder.named_tensors reads the tables of the modules it found once (issue 45): the same
+    names, tensors and order as named_parameters()/named_buffers(), tied weights and shared modules
+    listed once, under their first name; a class with its own named_parameters() keeps it."""
+    from archlint.model.capture.graph import GraphBuilder
+
+    class Tied(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = nn.Embedding(5, 4)
+            self.block = nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4))
+            self.again = self.block  # a shared module
+            self.head = nn.Linear(4, 5, bias=False)
+            self.head.weight = self.embed.weight  # a tied weight
+            self.register_buffer("empty", None)
+
+    class Own(Tied):
+        def named_parameters(self, *args, **kwargs):
+            yield "only", self.head.weight
+
+    for model in (Tied(), Own()):
+        b = GraphBuilder(model)
+        for table, torchs in (("_parameters", model.named_parameters), ("_buffers", model.named_buffers)):
+            ours, theirs = b.named_tensors(table), list(torchs())
+            assert [n for n, _ in ours] == [n for n, _ in theirs]
+            assert all(a is c for (_, a), (_, c) in zip(ours, theirs))

@@ -14,7 +14,7 @@ import torch.fx as fx
 from torch import nn
 
 from archlint.model.capture import capture, is_leaf
-from archlint.model.capture.fx import _trace
+from archlint.model.capture.fx import _trace, _trace_through_wrapped
 
 
 class _Scaled(nn.Module):
@@ -118,3 +118,61 @@ def test_the_capture_counts_the_same():
     model = _Net().eval()
     graph, _ = capture(model, (torch.randn(2, 4, 8),), "fx")
     assert graph.graph["strategy"] == "fx" and sum(1 for _, d in graph.nodes(data=True) if d.get("op")) > 10
+
+
+class _Arguments(nn.Module):
+    """Every kind of argument a node takes: keywords, slices, dicts, named tuples, tensor constants,
+    buffers, dtypes, None, nested lists and tuples of proxies (the tracer's create_arg and
+    create_node shortcuts, issue 45)."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("offset", torch.ones(4))
+        self.constant = torch.arange(4.0)  # a plain tensor attribute: fx's _tensor_constant
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x, mask=None):
+        y = self.fc(x)[:, 1:3]
+        z = torch.cat([y, y[..., ::-1] if False else y], dim=-1)
+        z = torch.nn.functional.pad(z, (0, 0), mode="constant", value=0.5)
+        w = torch.where(z > 0, z, torch.zeros_like(z, dtype=torch.float32))
+        parts = {"a": w, "b": (w, [x, self.offset])}
+        s = torch.stack((parts["a"], parts["b"][0]), 0).sum(dim=(0,), keepdim=False)
+        return torch.add(s, self.constant, alpha=2) + x.new_zeros(x.shape, dtype=None) + x.size(-1), mask
+
+
+def _users(graph: fx.Graph) -> list[list[str]]:
+    return [[u.name for u in n.users] for n in graph.nodes]
+
+
+@pytest.mark.parametrize("make", ["arguments", "resnet18", "efficientnet_b0", "vit_b_16"])
+def test_the_graph_with_its_users_is_torchs_for_every_kind_of_argument(make):
+    if make == "arguments":
+        model, concrete = _Arguments().eval(), {"mask": None}
+    else:
+        import torchvision
+
+        model, concrete = getattr(torchvision.models, make)().eval(), None
+    ours = _trace(model, concrete)
+    with _trace_through_wrapped():  # (as _trace: stochastic_depth kept, others traced through)
+        theirs = _TorchTracer().trace(model, concrete_args=concrete)
+    assert _nodes(ours.graph) == _nodes(theirs)
+    assert _users(ours.graph) == _users(theirs)
+    assert [type(n.kwargs) for n in ours.graph.nodes] == [type(n.kwargs) for n in theirs.nodes]
+
+
+def test_the_arguments_are_not_walked_for_symbolic_ints_at_every_node():
+    """Graph.create_node walks each node's arguments to warn of a raw SymInt, which a symbolic trace
+    never holds; the tracer skips that walk (a tenth of the trace, issue 45), the graph the same."""
+    from torch.utils import _pytree as pytree
+
+    walks = []
+    tree_iter = pytree.tree_iter
+
+    def counted(*args, **kwargs):
+        walks.append(1)
+        return tree_iter(*args, **kwargs)
+
+    with mock.patch.object(pytree, "tree_iter", counted):
+        graph = _trace(_Net().eval()).graph
+    assert len(graph.nodes) > 20 and walks == []
