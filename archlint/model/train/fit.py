@@ -26,11 +26,11 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from archlint.errors import UsageError
 from archlint.model.train import meta_shims
-from archlint.model.train.memory import step_memory, to_meta
+from archlint.model.train.memory import MetaStepFailed, step_memory, to_meta
 
 MAX_EVALUATIONS = 16
 STEP_OUT = 4  # max_batch's steps out from where the answer is expected: 1, 2, 4, 8 batches
-REAL_INPUT_BYTES = 256 << 20  # with_batch: a larger floating-point input is made on meta
+REAL_INPUT_BYTES = 256 << 20  # with_batch: a larger input is made on meta
 # How far the memory model is from a real GPU, measured on an H200 (benchmarks/gpu_checks.py
 # `report --only memory,max_batch` on benchmarks/eval_data/measured/h200-gpu-checks-2026-11-26-alloc.json.gz):
 # peak_bytes was 0.968 to 1.098 of torch.cuda.max_memory_allocated (63 steps: 21 models x
@@ -69,10 +69,11 @@ def with_batch(args: tuple, kwargs: dict, batch: int) -> tuple[tuple, dict]:
     """Inputs like these with the batch dimension (every tensor's leading one that equals the
     batch) set to `batch`: meta stays meta; a real tensor's rows are repeated in turn, so token
     ids stay in the vocabulary and masks keep their values when the step must run on real
-    tensors (a model the meta device cannot run). A floating-point input that would take over
-    REAL_INPUT_BYTES becomes meta: the meta step reads no input's data but ids and masks, and the
-    search for max_batch reaches batches whose inputs this machine could not hold (an MLP on an
-    80 GB budget: tens of millions of rows)."""
+    tensors (a model the meta device cannot run). An input that would take over REAL_INPUT_BYTES
+    becomes meta: the meta step reads no input's data but ids and masks (kept only up to
+    values.VALUE_LIMIT_BYTES anyway), and the search for max_batch reaches batches whose inputs this
+    machine could not hold (an MLP on an 80 GB budget: tens of millions of rows); a step that reads a
+    mask's data then cannot run on meta, and the search keeps below that batch."""
     old = batch_size(args, kwargs)
 
     def one(t):
@@ -80,7 +81,7 @@ def with_batch(args: tuple, kwargs: dict, batch: int) -> tuple[tuple, dict]:
             return t
         if t.dim() == 0 or t.shape[0] != old:
             return t
-        big = t.is_floating_point() and t.element_size() * (t.numel() // old) * batch > REAL_INPUT_BYTES
+        big = t.element_size() * (t.numel() // old) * batch > REAL_INPUT_BYTES
         if t.device.type == "meta" or big:
             return torch.empty((batch, *t.shape[1:]), dtype=t.dtype, device="meta").requires_grad_(t.requires_grad)
         return t.detach()[torch.arange(batch, device=t.device) % old].requires_grad_(t.requires_grad)
@@ -130,19 +131,35 @@ def max_batch(
     the high end of max_batch_range, from max_batch): evaluated first, then steps of 1, 2, 4, ...
     away from it until one lands on the other side, which brackets the answer tightly."""
     seen: dict[int, int] = dict(known or {})
+    failed: dict[int, str] = {}  # batches whose step cannot run on meta (a mask too large to keep its values)
     evaluated = 0
 
     def peak(b: int) -> int:
         nonlocal evaluated
+        if b in failed or any(b > f for f in failed):
+            raise _Unevaluable
         if b not in seen:
             if evaluated >= MAX_EVALUATIONS:
                 raise _OutOfEvaluations
             evaluated += 1
-            seen[b] = peak_at(b)
+            try:
+                seen[b] = peak_at(b)
+            except MetaStepFailed as exc:
+                failed[b] = str(exc)
+                raise _Unevaluable from None
         return seen[b]
 
     b1, b2 = batch, 2 * batch
-    slope = (peak(b2) - peak(b1)) / (b2 - b1)
+    try:
+        slope = (peak(b2) - peak(b1)) / (b2 - b1)
+    except _Unevaluable:
+        return {
+            "max_batch": b1 if peak(b1) <= budget else None,
+            "per_sample_bytes": 0,
+            "fixed_bytes": 0,
+            "evaluations": [list(e) for e in sorted(seen.items())],
+            "basis": f"not searched above batch {b1}: {_cannot_run(b2, failed[b2])}",
+        }
     fixed = peak(b1) - slope * b1
     if slope <= 0:
         return {
@@ -169,9 +186,10 @@ def max_batch(
     width, stride, stalled = math.inf, 2, False
 
     def bracket() -> tuple[int, int | None]:
+        """(the largest batch known to fit, the smallest known not to: over the budget, or its step unable to run)"""
         return (
             max((b for b, p in seen.items() if p <= budget), default=0),
-            min((b for b, p in seen.items() if p > budget), default=None),
+            min([b for b, p in seen.items() if p > budget] + list(failed), default=None),
         )
 
     while True:
@@ -188,20 +206,29 @@ def max_batch(
         width = _spread(lo, hi) if hi is not None else math.inf
         try:
             peak(guess)
+        except _Unevaluable:  # the bracket's high end is now that batch: halved towards it
+            continue
         except _OutOfEvaluations:
             unresolved = [lo + 1, hi - 1 if hi is not None else None]
             break
         new_lo, hi = bracket()
         stalled, lo = stalled or new_lo == lo + 1, new_lo  # once stalled, the steps keep doubling
+        if hi in failed:
+            guess = _halve(lo, hi)
+            continue
         a, b = sorted(seen)[:2] if lo == 0 else sorted(seen)[-2:] if hi is None else (lo, hi)
         rate = (seen[b] - seen[a]) / (b - a)
         guess = max(lo + 1, a + math.floor((budget - seen[a]) / rate)) if rate > 0 else -1
     basis = "memory model: peak affine in the batch from two evaluations, confirmed at the answer and the next batch"
+    high = bracket()[1]
+    if high in failed:
+        basis = f"memory model: the largest batch that fits below batch {high}, where {_cannot_run(high, failed[high])}"
     if unresolved:
         basis = (
             f"memory model: the largest batch evaluated that fits; batches {unresolved[0]} to "
             f"{unresolved[1] if unresolved[1] is not None else 'more'} were not evaluated "
             f"(the search stops after {MAX_EVALUATIONS} evaluations)"
+            + (f"; {_cannot_run(high, failed[high])}" if high in failed else "")
         )
     return {
         "max_batch": lo,
@@ -210,6 +237,13 @@ def max_batch(
         "evaluations": [list(e) for e in sorted(seen.items())],
         "basis": basis,
     }
+
+
+def _cannot_run(batch: int, reason: str) -> str:
+    return (
+        f"the step at batch {batch} cannot run on the meta device ({reason}); a real step that large is not "
+        "run on this machine"
+    )
 
 
 def _halve(lo: int, hi: int) -> int:
@@ -243,6 +277,10 @@ def _step_out(peak: Callable[[int], int], budget: int, near: int | None) -> None
 
 class _OutOfEvaluations(Exception):
     """The search used its MAX_EVALUATIONS evaluations of the memory model."""
+
+
+class _Unevaluable(_OutOfEvaluations):
+    """A batch whose step cannot run on the meta device (memory.MetaStepFailed): the search keeps below it."""
 
 
 def checkpoint_candidates(model: nn.Module) -> list[str]:
@@ -375,6 +413,10 @@ def fit_report(
     )
     result["budget_source"] = budget_source
     memory_at = {batch_size(args, kwargs): result}
+    # a step that ran on meta at the input's batch never runs on real tensors at another: a mask too
+    # large to keep its values (values.VALUE_LIMIT_BYTES) would have the search allocate a whole step
+    # of a batch near the budget's on this machine (a tiny Llama given an attention mask: 6.6 GB at batch 810,703)
+    on_meta = result["basis"].startswith("measured on the meta")
 
     def peak_at(b: int, scale: float | None = None) -> int:
         if b not in memory_at:
@@ -388,6 +430,7 @@ def fit_report(
                 budget_bytes=budget_bytes,
                 device_spec=device_spec,
                 limit_scales=scales,
+                real_fallback=not on_meta,
             )
         return budget_peak(memory_at[b]) if scale is None else scaled_peak(memory_at[b], scale)
 
@@ -434,7 +477,7 @@ def fit_report(
             f"{ALLOCATED_HIGH} x the limit, so it does not fit even where the model counts its storages "
             f"{ALLOCATED_HIGH - 1:.0%} over; between the ends, the model's error decides ({MARGIN_SOURCE})"
         )
-        if "not evaluated" in searched["basis"]:  # the high end's own search ran out: said, as max_batch's is
+        if "not evaluated" in searched["basis"] or "cannot run" in searched["basis"]:  # said, as max_batch's is
             fit["range_basis"] += f"; the high end: {searched['basis'].removeprefix('memory model: ')}"
     result["max_batch_basis"] = fit
     return result

@@ -192,6 +192,10 @@ def step_loss(output: Any, loss: str = "mean") -> torch.Tensor:
     return total
 
 
+class MetaStepFailed(Exception):
+    """The step cannot run on the meta device, and step_memory was told not to run it on real tensors."""
+
+
 @dataclass
 class _Storage:
     nbytes: int
@@ -589,9 +593,13 @@ def step_memory(
     limit_scales: tuple[float, ...] = (),
     autocast: torch.dtype | None = None,
     eight_bit: bool = False,
+    real_fallback: bool = True,
 ) -> dict:
     """The memory of one steady-state training step of `model` on `args`/`kwargs` (real or meta
-    tensors; nothing real is allocated). JSON-ready: see the module docstring for what is measured.
+    tensors; nothing real is allocated). Where the step cannot run on meta (a data-dependent op
+    the meta device cannot answer), it runs on a real copy of the model; `real_fallback=False`
+    raises MetaStepFailed instead (max_batch's search: a batch far above the input's would
+    allocate its whole step on this machine). JSON-ready: see the module docstring for what is measured.
     On a GPU spec with a budget, `limit_scales` replays the allocator again under the limit times
     each scale (`allocator.under_budget.scaled`): whether the step fits if the model's storages are
     1/scale of the real ones (archlint.model.train.fit: its measured error).
@@ -648,6 +656,8 @@ def step_memory(
             meta, meta_args, meta_kwargs, base, run_variant, loss, gpu, fused, values, sizes, grid, autocast, eight_bit
         )
     except (RuntimeError, NotImplementedError) as exc:  # a data-dependent op (.item(), nonzero) has no meta result
+        if not real_fallback:
+            raise MetaStepFailed(_one_line(exc)) from None
         if any(t.device.type == "meta" for t in itertools.chain(model.parameters(), model.buffers())):
             raise UsageError(
                 f"the training step cannot run on the meta device ({_one_line(exc)}) and the "

@@ -308,3 +308,31 @@ def test_the_range_high_end_is_resolved_where_its_own_search_ran_out(monkeypatch
     monkeypatch.setattr(fit_module, "STEP_OUT", 0)
     r = fit_report(nn.Linear(2, 2), (torch.randn(1, 2),), {}, optimizer="adam", device_spec=spec)
     assert "; the high end: the largest batch evaluated that fits; batches " in r["max_batch_basis"]["range_basis"]
+
+
+class _ChecksItsMask(nn.Module):
+    """Reads its mask's data (`mask.all()`, as Hugging Face's attention does to pick a kernel): the meta
+    step answers it from the mask's real values, kept only up to values.VALUE_LIMIT_BYTES."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(16, 16)
+
+    def forward(self, x, mask):
+        y = self.fc(x)
+        return y * 2 if bool(mask.all()) else y
+
+
+def test_max_batch_never_runs_a_real_step_where_the_meta_step_stops_running():
+    # A batch whose mask is past the values' limit cannot run on meta; the search ran that batch's
+    # whole step on real tensors instead (a tiny Llama given an attention mask tried to allocate
+    # 6.6 GB at batch 810,703 on an H100's budget). It now keeps below that batch and says so.
+    from archlint.model.train import values
+
+    rows = values.VALUE_LIMIT_BYTES // (64 * 8)  # the largest mask batch whose values are kept
+    x, mask = torch.randn(2, 16), torch.ones(2, 64, dtype=torch.long)
+    r = fit_report(_ChecksItsMask(), (x, mask), {}, optimizer="sgd", budget_bytes=1 << 40)
+    assert r["basis"].startswith("measured on the meta")
+    assert r["max_batch"] is not None and r["max_batch"] <= rows
+    assert "cannot run on the meta device" in r["max_batch_basis"]["basis"]
+    assert max(b for b, _ in r["max_batch_basis"]["evaluations"]) <= rows
