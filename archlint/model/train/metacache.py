@@ -14,8 +14,10 @@ no data. So once an op has run for one such key its result can be rebuilt withou
 Element-wise ops need not run even once per shape: one whose operands all have `self`'s shape
 and dtype in place (an optimizer's update) can only return `self`; a functional one on operands
 of one contiguous shape gives outputs of that shape whose dtypes depend on the operands' dtypes
-alone, learnt from its first run on any shape. A number's value never shapes an element-wise
-result, so it is keyed by kind (Adam's bias correction changes every step). Batch norm's Python
+alone, learnt from its first run on any shape, and once learnt it is answered before a cache
+key is built (the key cost more than the answer: the optimizer's sqrt and div, twice a parameter).
+A number's value never shapes an element-wise result, so it is keyed by kind (Adam's bias
+correction changes every step). Batch norm's Python
 meta kernels are replaced by shape functions where their results are plain (training,
 contiguous float32), checked against the stock kernels in the tests.
 
