@@ -14,8 +14,10 @@ no data. So once an op has run for one such key its result can be rebuilt withou
 Element-wise ops need not run even once per shape: one whose operands all have `self`'s shape
 and dtype in place (an optimizer's update) can only return `self`; a functional one on operands
 of one contiguous shape gives outputs of that shape whose dtypes depend on the operands' dtypes
-alone, learnt from its first run on any shape. A number's value never shapes an element-wise
-result, so it is keyed by kind (Adam's bias correction changes every step). Batch norm's Python
+alone, learnt from its first run on any shape, and once learnt it is answered before a cache
+key is built (the key cost more than the answer: the optimizer's sqrt and div, twice a parameter).
+A number's value never shapes an element-wise result, so it is keyed by kind (Adam's bias
+correction changes every step). Batch norm's Python
 meta kernels are replaced by shape functions where their results are plain (training,
 contiguous float32), checked against the stock kernels in the tests.
 
@@ -331,6 +333,9 @@ _FAST = {
 }
 
 
+_ZEROS_LIKE = id(torch.ops.aten.zeros_like.default)
+
+
 def clear() -> None:
     """Forget every cached result (a fresh process's state: benchmarks time the cold cache)."""
     _cache.clear()
@@ -351,6 +356,17 @@ def run(func, args: tuple, kwargs: dict) -> Any:
             return None
         stats["runs"] += 1
         return func(*args, **kwargs)
+    if kind == "functional" and id(func) in _POINTWISE:
+        # answered by its learnt dtypes before any key is built (the optimizer's sqrt and div a parameter)
+        out, answered = _elementwise(func, args, kwargs, checked=False)
+        if answered:
+            stats["hits"] += 1
+            return out
+    elif id(func) == _ZEROS_LIKE:
+        out = _zeros_like(*args, **kwargs)  # its shape function checks all it reads (two a parameter: Adam's state)
+        if out is not None:
+            stats["hits"] += 1
+            return out
     key = _key(func, args, kwargs) if kind else None
     hit = _cache.get(key) if key is not None else None
     inplace = kind.startswith("inplace")
@@ -379,7 +395,7 @@ def run(func, args: tuple, kwargs: dict) -> Any:
     return out
 
 
-def _elementwise(func, args: tuple, kwargs: dict) -> tuple[Any, bool]:
+def _elementwise(func, args: tuple, kwargs: dict, checked: bool = True) -> tuple[Any, bool]:
     """An element-wise op whose meta tensors all have the default (contiguous) strides of their
     shapes: one shape, or shapes that broadcast (a squeeze-excitation's scale, a bias). Its outputs
     have the broadcast shape, and dtypes that depend on the operands' dtypes alone; their strides
@@ -389,12 +405,22 @@ def _elementwise(func, args: tuple, kwargs: dict) -> tuple[Any, bool]:
     shapes (of that pattern), where its outputs are contiguous, then given for every other
     (hardswish, sigmoid_backward, div on a new layer's shape; a scale's mul on a new block's).
     Returns (outputs, answered without running the kernel), or (None, False) where the rule does
-    not apply."""
+    not apply. `checked`: the arguments passed `_key` (plain tensors, meta or 0-dim real, and plain
+    values); unchecked, they are checked here and only a learnt answer is given (None, False
+    otherwise: the caller keys the op and asks again)."""
     shape, parts, shapes = None, [id(func)], []
     for name, value in (*((None, a) for a in args), *kwargs.items()):
         parts.append(name)
+        if not checked and (
+            type(value) not in _PLAIN
+            if isinstance(value, torch.Tensor)
+            else not isinstance(value, _SCALARS) and not isinstance(value, (list, tuple))
+        ):
+            return None, False  # what `_key` refuses: a subclass, an object
         if isinstance(value, torch.Tensor):
             if not value.is_meta:
+                if not checked and value.dim() != 0:
+                    return None, False  # a real tensor other than a scalar: `_key` refuses it
                 parts.append(("scalar", value.dtype))  # a 0-dim real tensor (the key allowed no other)
                 continue
             if value.storage_offset() != 0 or value.stride() != _default_strides(value.shape):
@@ -420,6 +446,8 @@ def _elementwise(func, args: tuple, kwargs: dict) -> tuple[Any, bool]:
             return None, False
         parts.append(("broadcast", tuple(tuple(d == 1 for d in s) for s in shapes)))
     learned = _learned.get(tuple(parts))
+    if learned is None and not checked:
+        return None, False
     if learned is None:
         out = func(*args, **kwargs)
         outs = [out] if isinstance(out, torch.Tensor) else out

@@ -238,6 +238,44 @@ def test_elementwise_ops_answered_on_a_new_shape_once_learnt(func, extra, dtype)
     )
 
 
+def test_learnt_elementwise_and_zeros_like_answered_without_a_key(monkeypatch):
+    # the optimizer's sqrt and div, and its state's zeros_like: answered before any key is built
+    metacache.run(aten.sqrt.default, (meta(5, 3),), {})  # learnt here
+    metacache.run(aten.div.Tensor, (meta(5, 3), 2.0), {})
+
+    def no_key(*args):
+        raise AssertionError("keyed")
+
+    monkeypatch.setattr(metacache, "_key", no_key)
+    runs = metacache.stats["runs"]
+    for out, stock in (
+        (metacache.run(aten.sqrt.default, (meta(9, 4),), {}), torch.sqrt(meta(9, 4))),
+        (metacache.run(aten.div.Tensor, (meta(9, 4), 3.0), {}), torch.div(meta(9, 4), 3.0)),
+        (
+            metacache.run(aten.zeros_like.default, (meta(9, 4),), {"memory_format": torch.preserve_format}),
+            torch.zeros_like(meta(9, 4)),
+        ),
+    ):
+        assert (out.shape, out.stride(), out.dtype) == (stock.shape, stock.stride(), stock.dtype)
+    assert metacache.stats["runs"] == runs
+
+
+def test_keyless_elementwise_refuses_what_the_key_refuses():
+    # a real tensor that is not a 0-dim scalar goes to the kernel (which refuses a meta/cpu mix), as
+    # the key sends it, even once the op's dtypes are learnt; so does a tensor subclass
+    metacache.run(aten.mul.Tensor, (meta(4, 3), meta(4, 3)), {})  # learnt
+    with pytest.raises(RuntimeError):
+        metacache.run(aten.mul.Tensor, (meta(4, 3), torch.ones(4, 3)), {})
+    assert metacache._elementwise(aten.mul.Tensor, (meta(4, 3), torch.ones(4, 3)), {}, checked=False) == (None, False)
+    sub = torch.Tensor._make_subclass(_Sub, meta(4, 3))
+    assert metacache._elementwise(aten.mul.Tensor, (sub, meta(4, 3)), {}, checked=False) == (None, False)
+    assert metacache._elementwise(aten.mul.Tensor, (meta(4, 3), object()), {}, checked=False) == (None, False)
+
+
+class _Sub(torch.Tensor):
+    pass
+
+
 def test_elementwise_rule_needs_contiguous_operands():
     runs = metacache.stats["runs"]
     out = metacache.run(aten.mul.Tensor, (meta(4, 6).t(), meta(6, 4)), {})  # a transposed operand
