@@ -130,16 +130,18 @@ class KeptTrees:
         return False
 
     def take(self, path: str, text: str):
-        """(module, positions) kept for this path and exactly this text, or None; forgotten here
-        (with its deferred checks: a file linted in context never needs its own findings)."""
+        """(module, positions, facts or None) kept for this path and exactly this text, or None;
+        forgotten here. A file whose own checks were deferred hands on its facts, as fresh
+        (Facts.again): linted in context, it never needs its own findings, nor a second facts walk."""
         deferred = self.deferred.pop(path, None)
-        if deferred is not None:
-            deferred.facts.release()
         kept = self.trees.pop(path, None)
-        if kept is None:
+        if kept is not None:
+            self.chars -= len(kept[0])
+        if kept is None or kept[0] != text:
+            if deferred is not None:
+                deferred.facts.release()
             return None
-        self.chars -= len(kept[0])
-        return kept[1:] if kept[0] == text else None
+        return kept[1], kept[2], deferred.facts.again() if deferred is not None else None
 
     def finish(self, path: str) -> list[Diagnostic]:
         """The own findings of a file whose checks were deferred (`analyze_bytes(defer=True)`):
@@ -233,8 +235,9 @@ def _lint_parsed(
     from archlint.code import chunks, parsing
     from archlint.code.facts import Facts
 
+    facts = None
     if kept is not None:
-        module, positions = kept
+        module, positions, facts = kept  # facts: those of its deferred own lint (Facts.again), if kept
     else:
         positions = None
         try:
@@ -243,11 +246,12 @@ def _lint_parsed(
             return Analysis([_syntax_error(text, path, exc)])
         except RecursionError:
             return Analysis([parse_error(path, "cannot parse: nesting too deep for the parser", 1, 1)])
-    try:
-        facts = Facts(module, text, positions)
-        facts.ast_calls = calls
-    except RecursionError:
-        return Analysis([parse_error(path, "cannot analyze: nesting too deep", 1, 1)])
+    if facts is None:
+        try:
+            facts = Facts(module, text, positions)
+            facts.ast_calls = calls
+        except RecursionError:
+            return Analysis([parse_error(path, "cannot analyze: nesting too deep", 1, 1)])
     summary, trouble = None, []
     if summarize:
         from archlint.code.summary import summarize as summarize_facts
@@ -271,8 +275,9 @@ def _lint_parsed(
     if file_noqa and file_codes is None:
         return Analysis([], summary)
     if defer and summary is not None and _KEPT is not None and _KEPT.keep(path, text, module, facts.positions):
-        # its checks wait for the project join: with a context, it is linted in context instead
-        _KEPT.deferred[path] = _Deferred(facts, file_codes, notes or {}, trouble)
+        # its checks wait for the project join: with a context, it is linted in context instead. Kept
+        # as fresh facts (Facts.again): the summary's cached answers dropped now, not held meanwhile
+        _KEPT.deferred[path] = _Deferred(facts.again(), file_codes, notes or {}, trouble)
         return Analysis(list(trouble), summary, pending=True)
     out = _checked(facts, path, file_codes, notes or {}, trouble)
     if summarize and _KEPT is not None and summary is not None:  # the project join may lint it again

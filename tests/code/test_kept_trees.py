@@ -59,7 +59,7 @@ def test_a_kept_tree_is_only_taken_for_the_same_text():
     kept.keep("a.py", "x = 1\n", module, None)
     assert kept.take("a.py", "x = 2\n") is None and kept.chars == 0  # changed since: forgotten
     kept.keep("a.py", "x = 1\n", module, None)
-    assert kept.take("a.py", "x = 1\n") == (module, None)
+    assert kept.take("a.py", "x = 1\n") == (module, None, None)
     kept.keep("big.py", "y" * 101, module, None)  # past the budget
     assert kept.trees == {}
 
