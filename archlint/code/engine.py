@@ -104,6 +104,7 @@ class Analysis:
 
     diagnostics: list[Diagnostic]
     summary: dict | None = None
+    pending: bool = False  # its checks deferred (KeptTrees.finish): `diagnostics` are not all of its findings
 
 
 class KeptTrees:
@@ -111,25 +112,55 @@ class KeptTrees:
     where both run in this process: the second lint then skips the parse (a third of a cold run's
     time, half the files are linted again) and the positions already resolved. Bounded by the
     characters of source kept (on the evaluation projects, ~40 MB of peak memory per MB kept); a
-    file past the bound is parsed again, as without it. Exact: the same text gives the same tree."""
+    file past the bound is parsed again, as without it. Exact: the same text gives the same tree.
+    A kept file's own checks wait here too, on its facts (`deferred`), until the join says whether
+    it has a context: run then (finish) without one, dropped (take) when it is linted in one."""
 
     def __init__(self, budget_chars: int) -> None:
         self.budget = budget_chars
         self.chars = 0
         self.trees: dict[str, tuple[str, object, object]] = {}  # path → (text, module, positions)
+        self.deferred: dict[str, _Deferred] = {}  # path → its own checks, not run yet
 
-    def keep(self, path: str, text: str, module, positions) -> None:
+    def keep(self, path: str, text: str, module, positions) -> bool:
         if self.chars + len(text) <= self.budget and path not in self.trees:
             self.trees[path] = (text, module, positions)
             self.chars += len(text)
+            return True
+        return False
 
     def take(self, path: str, text: str):
-        """(module, positions) kept for this path and exactly this text, or None; forgotten here."""
+        """(module, positions, facts or None) kept for this path and exactly this text, or None;
+        forgotten here. A file whose own checks were deferred hands on its facts, as fresh
+        (Facts.again): linted in context, it never needs its own findings, nor a second facts walk."""
+        deferred = self.deferred.pop(path, None)
         kept = self.trees.pop(path, None)
-        if kept is None:
+        if kept is not None:
+            self.chars -= len(kept[0])
+        if kept is None or kept[0] != text:
+            if deferred is not None:
+                deferred.facts.release()
             return None
+        return kept[1], kept[2], deferred.facts.again() if deferred is not None else None
+
+    def finish(self, path: str) -> list[Diagnostic]:
+        """The own findings of a file whose checks were deferred (`analyze_bytes(defer=True)`):
+        its checks run now on the facts its summary was read from, as they would have then. Run
+        on guard.deep's big-stack thread, as the lint it completes."""
+        deferred = self.deferred.pop(path)
+        kept = self.trees.pop(path)
         self.chars -= len(kept[0])
-        return kept[1:] if kept[0] == text else None
+        return _checked(deferred.facts, path, deferred.file_codes, deferred.notes, deferred.trouble)
+
+
+@dataclass
+class _Deferred:
+    """A file's own checks, deferred until the project join says it has no context (KeptTrees)."""
+
+    facts: object  # facts.Facts, its summary read, no check run on it
+    file_codes: set[str] | None
+    notes: dict[int, str]
+    trouble: list[Diagnostic]
 
 
 _KEPT: KeptTrees | None = None  # set by keeping_trees, for an in-process run only
@@ -153,9 +184,13 @@ def lint_text(text: str, path: str, context: ProjectContext | None = None) -> li
     return analyze_text(text, path, context).diagnostics
 
 
-def analyze_text(text: str, path: str, context: ProjectContext | None = None, summarize: bool = False) -> Analysis:
+def analyze_text(
+    text: str, path: str, context: ProjectContext | None = None, summarize: bool = False, defer: bool = False
+) -> Analysis:
     """The file's findings (and facts, with `summarize`). A file that never mentions torch is
-    skipped unless the project says it drives torch code (a context)."""
+    skipped unless the project says it drives torch code (a context). `defer` (with `summarize`,
+    within keeping_trees): its checks wait, with its tree and facts, for KeptTrees.finish or for
+    its lint in context; the Analysis says `pending` when they did."""
     if _PREFILTER not in text and not context:
         return Analysis([])
     notes = comments(text)
@@ -166,14 +201,16 @@ def analyze_text(text: str, path: str, context: ProjectContext | None = None, su
 
     kept = _KEPT.take(path, text) if _KEPT is not None and context else None
     if kept is not None:  # parsed (and prechecked) by its own lint in this run
-        return guard.deep(_lint_parsed, text, path, file_codes, bool(file_noqa), context, summarize, None, notes, kept)
+        return guard.deep(
+            _lint_parsed, text, path, file_codes, bool(file_noqa), context, summarize, None, notes, kept, None, defer
+        )
     plan = chunks.split(text)  # a large file is parsed a chunk at a time (chunks.py says why)
     calls: list | None = [] if plan is None and summarize else None  # for the project facts (summary._call_lines)
     problem = guard.precheck(text, path, plan, calls)
     if problem is not None:
         return Analysis([problem])
     return guard.deep(
-        _lint_parsed, text, path, file_codes, bool(file_noqa), context, summarize, plan, notes, None, calls
+        _lint_parsed, text, path, file_codes, bool(file_noqa), context, summarize, plan, notes, None, calls, defer
     )
 
 
@@ -188,6 +225,7 @@ def _lint_parsed(
     notes: dict[int, str] | None = None,
     kept: tuple | None = None,
     calls: list | None = None,
+    defer: bool = False,
 ) -> Analysis:
     """Parse with libcst (on guard.deep's big-stack thread), extract facts, run every check.
     `kept`: (module, positions) of this text, parsed earlier in this run (KeptTrees); `calls`: the
@@ -195,11 +233,11 @@ def _lint_parsed(
     import libcst as cst
 
     from archlint.code import chunks, parsing
-    from archlint.code.checks import modules
     from archlint.code.facts import Facts
 
+    facts = None
     if kept is not None:
-        module, positions = kept
+        module, positions, facts = kept  # facts: those of its deferred own lint (Facts.again), if kept
     else:
         positions = None
         try:
@@ -208,11 +246,12 @@ def _lint_parsed(
             return Analysis([_syntax_error(text, path, exc)])
         except RecursionError:
             return Analysis([parse_error(path, "cannot parse: nesting too deep for the parser", 1, 1)])
-    try:
-        facts = Facts(module, text, positions)
-        facts.ast_calls = calls
-    except RecursionError:
-        return Analysis([parse_error(path, "cannot analyze: nesting too deep", 1, 1)])
+    if facts is None:
+        try:
+            facts = Facts(module, text, positions)
+            facts.ast_calls = calls
+        except RecursionError:
+            return Analysis([parse_error(path, "cannot analyze: nesting too deep", 1, 1)])
     summary, trouble = None, []
     if summarize:
         from archlint.code.summary import summarize as summarize_facts
@@ -235,10 +274,26 @@ def _lint_parsed(
         facts.project = context
     if file_noqa and file_codes is None:
         return Analysis([], summary)
-    out = trouble
+    if defer and summary is not None and _KEPT is not None and _KEPT.keep(path, text, module, facts.positions):
+        # its checks wait for the project join: with a context, it is linted in context instead. Kept
+        # as fresh facts (Facts.again): the summary's cached answers dropped now, not held meanwhile
+        _KEPT.deferred[path] = _Deferred(facts.again(), file_codes, notes or {}, trouble)
+        return Analysis(list(trouble), summary, pending=True)
+    out = _checked(facts, path, file_codes, notes or {}, trouble)
+    if summarize and _KEPT is not None and summary is not None:  # the project join may lint it again
+        _KEPT.keep(path, text, module, facts.positions)
+    facts.release()
+    return Analysis(out, summary)
+
+
+def _checked(facts, path: str, file_codes: set[str] | None, notes: dict[int, str], trouble: list[Diagnostic]):
+    """Every check's findings on these facts after `trouble` (the summary's), in line order."""
+    from archlint.code.checks import modules
+
+    out = list(trouble)
     for check_module in modules():
         try:
-            out += _diagnostics(check_module, facts, path, file_codes, notes or {})
+            out += _diagnostics(check_module, facts, path, file_codes, notes)
         except Exception as exc:  # a bug in one check must not lose the other files' findings
             name = check_module.__name__.rsplit(".", 1)[-1]
             out.append(
@@ -251,13 +306,12 @@ def _lint_parsed(
                 )
             )
     out.sort(key=lambda d: (d.line, d.column, d.code))
-    if summarize and _KEPT is not None and summary is not None:  # the project join may lint it again
-        _KEPT.keep(path, text, module, facts.positions)
-    facts.release()
-    return Analysis(out, summary)
+    return out
 
 
-def analyze_bytes(data: bytes, path: str, context: ProjectContext | None = None, summarize: bool = False) -> Analysis:
+def analyze_bytes(
+    data: bytes, path: str, context: ProjectContext | None = None, summarize: bool = False, defer: bool = False
+) -> Analysis:
     from archlint.code.source import SourceError, decode
 
     if b"torch" not in data and not context:  # cheap for every encoding torch can be spelled in
@@ -266,4 +320,4 @@ def analyze_bytes(data: bytes, path: str, context: ProjectContext | None = None,
         text, _, _ = decode(data)
     except SourceError as exc:
         return Analysis([parse_error(path, str(exc), 1, 1)])
-    return analyze_text(text, path, context, summarize)
+    return analyze_text(text, path, context, summarize, defer)

@@ -570,6 +570,20 @@ class Facts:
         self.ast_calls: list | None = None  # the precheck's records of the file's calls, if it made them
         _WALKER.walk(_Collector(self), module)  # libcst's own module.visit rebuilt every node: ~3x the time
         self._qn: dict[int, str | None] = {}
+        self._built = tuple(self.__dict__)  # what the walk found: what again() keeps
+
+    def again(self) -> Facts:
+        """These facts as a fresh Facts of the same tree would be, for the file's lint in its project
+        context (engine.KeptTrees): what the walk found stays, and so do the positions resolved;
+        every answer the summary cached here goes (some depend on the context; the checks, deferred,
+        never ran on them), and so do the context and the precheck's call records."""
+        built = self._built
+        for key in [k for k in self.__dict__ if k not in built and k != "_built"]:
+            del self.__dict__[key]
+        self._qn = {}
+        self.project = EMPTY
+        self.ast_calls = None
+        return self
 
     def release(self) -> None:
         """Break the facts' reference cycles once the file is linted (a scope's calls name their

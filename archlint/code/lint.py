@@ -29,10 +29,10 @@ def _read(path: Path, max_bytes: int | None = None) -> bytes:
     return guard.read_regular(path, max_bytes)
 
 
-def _work(item: tuple[str, bytes]) -> Analysis:
-    """A file's own findings and its facts for the project join (project.py)."""
-    path, data = item
-    return analyze_bytes(data, path, summarize=True)
+def _work(item: tuple[str, bytes] | tuple[str, bytes, bool]) -> Analysis:
+    """A file's own findings and its facts for the project join (project.py); with a third item
+    True, its checks deferred (engine.analyze_bytes `defer`: run once the join says it has no context)."""
+    return analyze_bytes(item[1], item[0], summarize=True, defer=len(item) > 2 and bool(item[2]))
 
 
 def _work_died(dead: Diagnostic) -> Analysis:
@@ -83,6 +83,7 @@ def _lint_files(files: list[Path], settings: Settings, paths: list[Path] | None,
     first = project.FirstPass(files, [None] * len(files), {}, {})
     results, summaries, keys = first.results, first.summaries, first.keys
     todo: list[tuple[int, str, bytes, str]] = []
+    pending: dict[int, tuple[str, bytes | None]] = {}  # own findings not known yet: (name, its bytes when not kept)
     notebooks: dict[int, notebook.Notebook] = {}
     named = guard.named_paths(paths)
     for i, path in enumerate(files):
@@ -115,9 +116,13 @@ def _lint_files(files: list[Path], settings: Settings, paths: list[Path] | None,
         keys[i] = key
         hit = cache.get(key)
         summary = store.summary(key)
-        if hit is not None and (summary is not None or key in store.facts):
+        if summary is not None or key in store.facts:
             try:
-                results[i] = [cache_files.from_record(r, name) for r in hit]
+                if hit is None:  # its own findings never needed yet (always linted in context): found below
+                    results[i] = []
+                    pending[i] = (name, data)
+                else:
+                    results[i] = [cache_files.from_record(r, name) for r in hit]
                 summaries[i] = summary
                 continue
             except (ValueError, KeyError, TypeError, AttributeError) as exc:
@@ -126,17 +131,21 @@ def _lint_files(files: list[Path], settings: Settings, paths: list[Path] | None,
                 )
         todo.append((i, name, data, key))
     if todo:
-        if jobs(settings) <= 1 or len(todo) < PARALLEL_MIN_FILES:  # linted here (workers.lint_many), not in workers
+        here = jobs(settings) <= 1 or len(todo) < PARALLEL_MIN_FILES  # linted here (workers.lint_many), not in workers
+        if here:
             kept.budget = KEEP_CHARS
-        fresh = lint_many([(name, data) for _, name, data, _ in todo], jobs(settings), _work, _work_died)
+        # linted here, a file's checks wait for the join (a file with a context is linted once, in it)
+        items = [(name, data, here and i not in notebooks) for i, name, data, _ in todo]
+        fresh = lint_many(items, jobs(settings), _work, _work_died)
         kept.budget = 0  # only files linted on their own are kept: the join's extra modules never are linted
-        for (i, _, _, key), analysis in zip(todo, fresh):
+        for (i, name, _, key), analysis in zip(todo, fresh):
             results[i] = analysis.diagnostics
             summaries[i] = analysis.summary
-            cache[key] = [cache_files.to_record(d) for d in analysis.diagnostics]
             store.put_summary(key, analysis.summary)
-        if settings.cache:
-            cache_files.save(cache_path, cache, {key for _, _, _, key in todo})
+            if analysis.pending:
+                pending[i] = (name, None)
+            else:
+                cache[key] = [cache_files.to_record(d) for d in analysis.diagnostics]
     # the project join: files whose names mean something elsewhere are linted again in context
     for i in notebooks:  # a notebook is linted on its own: no module imports it
         summaries[i] = None
@@ -147,9 +156,39 @@ def _lint_files(files: list[Path], settings: Settings, paths: list[Path] | None,
         refined = _join_again(failure, first, {i for i, _, _, _ in todo}, settings, store, paths)
     store.save()
     results = refined.results
+    own = [i for i in pending if i not in refined.in_context]  # no context after all: its own findings
+    found = set()
+    if own:
+        results.update(_own_findings(own, pending, kept))
+        for i in own:
+            own_key = keys[i]
+            assert own_key is not None  # pending files are read and keyed
+            cache[own_key] = [cache_files.to_record(d) for d in results[i]]
+            found.add(own_key)
+    for i in pending:
+        if i in refined.in_context:  # its own checks never ran: nothing of it kept past the join
+            kept.take(str(files[i]), "")
+    if settings.cache and (todo or own):
+        cache_files.save(cache_path, cache, {key for _, _, _, key in todo} | found)
     for i, nb in notebooks.items():
         results[i] = [nb.locate(d) for d in results[i]]
     return Linted([d for i in range(len(files)) for d in results[i]], refined.contexts, len(todo), refined.relinted)
+
+
+def _own_findings(own: list[int], pending: dict[int, tuple[str, bytes | None]], kept) -> dict[int, list[Diagnostic]]:
+    """The own findings of files the join gave no context: their deferred checks (engine.KeptTrees),
+    or a lint alone of the bytes read (own findings not cached, summary cached)."""
+    from archlint.code.guard import deep
+
+    def run() -> dict[int, list[Diagnostic]]:
+        out = {}
+        for i in own:
+            name, data = pending[i]
+            out[i] = kept.finish(name) if data is None else analyze_bytes(data, name).diagnostics
+        return out
+
+    with collector.paused():
+        return deep(run)
 
 
 def _join_again(

@@ -759,12 +759,14 @@ def _work(item: tuple[str, bytes, ProjectContext]) -> list[Diagnostic]:
 class Refined:
     """The project join's answer: every file's findings (by index in the files), the non-empty
     contexts (by absolute path; --fix re-lints each file with its own), how many files were linted
-    again in context, and how many modules were read for their facts only."""
+    again in context, how many modules were read for their facts only, and the files whose findings
+    are those in context (by index)."""
 
     results: dict[int, list[Diagnostic]]
     contexts: dict[str, ProjectContext] = field(default_factory=dict)
     relinted: int = 0
     extracted_extra: int = 0
+    in_context: set[int] = field(default_factory=set)
 
 
 def refine(
@@ -793,6 +795,7 @@ def refine(
         raise JoinFailed(f"{type(exc).__name__}: {exc}") from exc
     position = {a: i for i, a in enumerate(absolute)}
     todo = []
+    in_context = set()
     for path, context in ctxs.items():
         i = position[path]
         key = store.key(keys[i].encode(), json.dumps(context.to_json(), sort_keys=True))
@@ -801,6 +804,7 @@ def refine(
             try:
                 results[i] = [from_record(r, str(files[i])) for r in hit]
                 store.used.add(key)
+                in_context.add(i)
                 continue
             except (ValueError, KeyError, TypeError) as exc:
                 print(
@@ -817,4 +821,5 @@ def refine(
         for (i, key, _), diagnostics in zip(todo, fresh):
             results[i] = diagnostics
             store.put_findings(key, diagnostics)
-    return Refined(results, ctxs, len(todo), len(index.extracted))
+            in_context.add(i)
+    return Refined(results, ctxs, len(todo), len(index.extracted), in_context)

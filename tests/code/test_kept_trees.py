@@ -1,9 +1,11 @@
 """A file linted again in its project context, in the same process, takes the tree its own lint
 parsed (engine.KeptTrees) instead of parsing it again, and finds exactly what a fresh parse finds;
-a changed text, a file past the budget, or a run whose first pass ran in workers parses again."""
+a changed text, a file past the budget, or a run whose first pass ran in workers parses again.
+A file's own checks wait for the join (issue 45): each file is checked once a run."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -57,7 +59,7 @@ def test_a_kept_tree_is_only_taken_for_the_same_text():
     kept.keep("a.py", "x = 1\n", module, None)
     assert kept.take("a.py", "x = 2\n") is None and kept.chars == 0  # changed since: forgotten
     kept.keep("a.py", "x = 1\n", module, None)
-    assert kept.take("a.py", "x = 1\n") == (module, None)
+    assert kept.take("a.py", "x = 1\n") == (module, None, None)
     kept.keep("big.py", "y" * 101, module, None)  # past the budget
     assert kept.trees == {}
 
@@ -76,3 +78,58 @@ def test_trees_are_kept_only_when_the_first_pass_runs_here(project, monkeypatch,
     monkeypatch.setattr("archlint.code.workers.PARALLEL_MIN_FILES", 1)
     _lint(project, jobs)
     assert budgets == [lint.KEEP_CHARS if in_process else 0]
+
+
+def _count_checks(monkeypatch) -> list[str]:
+    checked: list[str] = []
+    original = engine._checked
+    monkeypatch.setattr(engine, "_checked", lambda facts, path, *a: checked.append(path) or original(facts, path, *a))
+    return checked
+
+
+def test_each_file_is_checked_once_on_a_cold_run(project, monkeypatch):
+    """Issue 45: a file with a project context is checked in it only (its own checks wait for the
+    join and are dropped), a file without one alone; the findings are those of a run that checks
+    every file alone first (nothing kept: no check deferred)."""
+    checked = _count_checks(monkeypatch)
+    linted = _lint(project, 1)
+    assert linted.relinted > 0
+    assert sorted(checked) == sorted(set(checked))  # no file checked twice
+    monkeypatch.setattr(lint, "KEEP_CHARS", 0)
+    checked.clear()
+    unkept = _lint(project, 1)
+    assert len(checked) == len(set(checked)) + unkept.relinted  # without kept facts: own checks, then in context
+    assert [d.to_dict() for d in unkept.diagnostics] == [d.to_dict() for d in linted.diagnostics]
+
+
+HEAD = "from pathlib import Path\nfrom PIL import Image\nfrom torch.utils.data import Dataset\n"
+FOLDER = """
+
+class Folder(Dataset):
+    def __init__(self, root):
+        self.files = sorted(Path(root).rglob("*.jpg"))
+
+    def __len__(self):
+        return len(self.files)
+
+    def __getitem__(self, i):
+        return Image.open(self.files[i]).convert("RGB")
+"""
+
+
+def test_a_file_whose_context_empties_is_linted_alone_on_a_warm_run(project, tmp_path):
+    """Its own findings were never cached (always linted in context): the warm run lints it alone,
+    and finds what a cold run finds."""
+    settings = Settings(root=project, jobs=1, cache_dir=tmp_path / "cache")
+    model_py = project / "src" / "seg" / "model.py"  # a finding of its own, found alone too
+    model_py.write_text(HEAD + model_py.read_text() + FOLDER)
+    files = discover([project])
+    first = lint.lint_files(files, settings, [project])
+    model = os.path.abspath(project / "src" / "seg" / "model.py")
+    assert model in first.contexts  # train.py moves it to the GPU
+    (project / "train.py").write_text("import torch\n")  # nothing of the model's is run on a GPU any more
+    warm = lint.lint_files(files, settings, [project])
+    assert warm.extracted == 1 and model not in warm.contexts
+    cold = _lint(project, 1)
+    assert [d.to_dict() for d in warm.diagnostics] == [d.to_dict() for d in cold.diagnostics]
+    assert {d.code for d in warm.diagnostics if d.file.endswith("model.py")} == {"AL312"}
