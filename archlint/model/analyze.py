@@ -124,7 +124,8 @@ def analyze(spec: ModelSpec, settings: Settings) -> tuple[ModelResult, list[Diag
         if report:
             result.notes.extend(report.pricer.budget.notes())
     result.notes.extend(warning_notes(caught))
-    result.layers = opgraph.to_layers(graph)
+    with collector.paused():  # a row per op: thousands of dicts, no cycles (the collector's passes grew with the model)
+        result.layers = opgraph.to_layers(graph)
     if "transformers" in sys.modules:  # library code, however it was built: say so, and name the switch
         from archlint.model.hf_switches import annotate
 
@@ -200,5 +201,6 @@ def analyze_model(
     args, rest = bind_inputs(model, tuple(inputs), dict(kwargs or {}), "inputs")
     loaded = Loaded(model, args, "given", dtype_of(model), kwargs=rest)
     graph, result = capture_and_cost(loaded, target, "cpu", settings or Settings())
-    result.layers = opgraph.to_layers(graph)
+    with collector.paused():
+        result.layers = opgraph.to_layers(graph)
     return graph, result

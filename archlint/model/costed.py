@@ -193,7 +193,8 @@ def memory_format(model) -> str:
 
 def capture_and_cost(loaded: Loaded, target: str, device: str, settings: Settings) -> tuple[nx.DiGraph, ModelResult]:
     """The captured graph, every op costed, and its ModelResult (totals, inputs, notes; no layers yet)."""
-    graph = capture_graph(loaded, target, settings)
+    with collector.paused():  # the module tables' snapshot and the capture: objects by the thousand, no cycles
+        graph = capture_graph(loaded, target, settings)
     described = [
         {"name": n, "shape": list(d["out_shapes"][0]), "dtype": d["dtype"]}
         for n, d in graph.nodes(data=True)
@@ -211,7 +212,8 @@ def capture_and_cost(loaded: Loaded, target: str, device: str, settings: Setting
         notes=notes,
         memory_format=memory_format(loaded.model),
     )
-    cost(graph, notes)
+    with collector.paused():
+        cost(graph, notes)
     result = ModelResult(
         target=target,
         strategy=graph.graph["strategy"],
