@@ -136,7 +136,7 @@ def max_batch(
 
     def peak(b: int) -> int:
         nonlocal evaluated
-        if b in failed or any(b > f for f in failed):
+        if any(b >= f for f in failed):  # at or above a batch whose step cannot run on meta
             raise _Unevaluable
         if b not in seen:
             if evaluated >= MAX_EVALUATIONS:
