@@ -8,6 +8,7 @@ Targets, each run through the installed `archlint` command exactly as a user run
 - a fixed timm sample (every 40th name of `timm.list_models()`, plus a few popular ones);
 - two Hugging Face models built from config objects;
 - three models with `--device-spec` (estimates), one with `--tree`;
+- `--train` on CNNs, a ViT, timm, GPT-2 and BERT: every optimizer and implementation, a GPU spec, a budget;
 - the code evaluation projects (`benchmarks/eval_data/training_projects/*`), each linted from its own folder so
   paths in the output do not depend on where the folder lives, and with `--show-info`;
 - the bundled examples (model, data pipeline, notebook) and the GPU traces in ../shared/traces.
@@ -124,12 +125,34 @@ def _targets() -> list[tuple[str, list[str]]]:
         runs.append(
             (f"estimate-{spec}", [f"{zoo}:tv__resnet50", "--input-shape", "8,3,224,224", "--device-spec", spec])
         )
+    runs += _train_targets(zoo, tokens)
     runs.append(("tree-mobilenet_v2", [f"{zoo}:tv__mobilenet_v2", "--tree", "--input-shape", "1,3,224,224"]))
     # relative to the checkout (the runs start there): the JSON does not depend on where it lives
     runs.append(("example-TinyNet", ["examples/nets.py:TinyNet", "--input-shape", "1,3,56,56"]))
     runs.append(("example-lint", ["examples", "--show-info", "--no-cache"]))
     for trace in sorted(TRACES.glob("*.json*")):
         runs.append((f"trace-{trace.name.split('.')[0]}", ["trace", str(trace)]))
+    return runs
+
+
+def _train_targets(zoo: Path, tokens: list[str]) -> list[tuple[str, list[str]]]:
+    """`--train` runs: the memory model's per-op timeline is in the JSON, so a speed-up of the meta
+    step that moved one event shows here. Every optimizer and implementation, a GPU spec (its
+    allocator replay and the search for the largest batch), a budget, a model's own loss."""
+    image = ["--input-shape", "2,3,224,224"]  # batch 2: BatchNorm cannot train on one value a channel
+    cnns = [f"{zoo}:tv__{n}" for n in ("resnet18", "mobilenet_v3_large", "efficientnet_b0", "densenet121")]
+    runs = [("train-tv-adam", [*cnns, *image, "--train"])]
+    for optimizer in ("sgd", "sgd-momentum", "adamw", "adamw-foreach", "adam-fused", "sgd-momentum-foreach"):
+        runs.append((f"train-{optimizer}", [*cnns[:2], *image, "--train", "--optimizer", optimizer]))
+    runs.append(("train-vit", [f"{zoo}:tv__vit_b_16", *image, "--train", "--optimizer", "adamw"]))
+    runs.append(("train-h100", [f"{zoo}:tv__resnet50", *image, "--train", "--device-spec", "h100-sxm"]))
+    runs.append(("train-budget", [cnns[1], *image, "--train", "--memory-budget", "1GB"]))
+    timm_names = ("convnext_atto", "deit_tiny_patch16_224", "levit_128", "efficientnet_b0")
+    runs.append(("train-timm", [*(f"{zoo}:timm__{n}" for n in timm_names), *image, "--train"]))
+    runs.append(("train-hf-gpt2", [f"{zoo}:gpt2", *tokens, "--train", "--optimizer", "adamw"]))
+    runs.append(("train-hf-gpt2-labels", [f"{zoo}:gpt2", *tokens, "--input", "labels=1,32:int64", "--train"]))
+    runs.append(("train-hf-bert-h100", [f"{zoo}:bert", *tokens, "--train", "--device-spec", "h100-sxm"]))
+    runs.append(("train-example-TinyNet", ["examples/nets.py:TinyNet", "--input-shape", "2,3,56,56", "--train"]))
     return runs
 
 
