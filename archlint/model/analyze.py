@@ -103,6 +103,7 @@ def analyze(spec: ModelSpec, settings: Settings) -> tuple[ModelResult, list[Diag
         result.notes.extend(ctx.notes)
         result.notes.extend(_recheck_on_eager(loaded, spec.target, settings, graph, diagnostics))
         if settings.what_if is not None:  # after the pricing: torch.compile slows whatever is timed after it
+            from archlint.model.speedups.compile_record import graph_key
             from archlint.model.speedups.run import what_ifs
 
             with user_code(spec.target, settings.timeout) as guard, preserved(loaded.model):
@@ -119,6 +120,7 @@ def analyze(spec: ModelSpec, settings: Settings) -> tuple[ModelResult, list[Diag
                     base_ms=result.totals.latency_ms,
                     ops=sum(1 for _ in opgraph.ops(graph)),
                     target=spec.target,
+                    graph_key=graph_key(graph) if "compile" in settings.what_if else "",
                 )
             result.notes.extend(notes)
         if report:

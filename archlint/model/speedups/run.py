@@ -35,6 +35,7 @@ from torch.utils._pytree import tree_leaves
 from archlint import progress
 from archlint.errors import UsageError
 from archlint.model.runtime.sandbox import COMPILE_LOGGERS, quiet_torch_logs
+from archlint.model.speedups import compile_record
 from archlint.model.speedups.transforms import ORDER, NotApplicable, Variant, first_line, refused
 from archlint.model.timing.roofline import resolve_device
 from archlint.model.timing.timer import Stats, make_timer, sample
@@ -75,13 +76,15 @@ def what_ifs(
     base_ms: float | None = None,
     ops: int = 0,
     target: str = "",
+    graph_key: str = "",
 ) -> tuple[list[WhatIf], list[str]]:
     """The what-ifs for `model` on `device` (each requested name, in canonical order, then the
     combination), and notes on how they were timed. `model` is never changed: everything runs
     on a deep copy in eval mode. Before they start, how long they will take is estimated
     (`expected_seconds`, from `base_ms`, the model's measured time, else a first timed call, and
-    `ops`, its size) and said on stderr (progress.say); they keep within twice that: past it, no
-    more passes are timed and no what-if is started (each says so)."""
+    `ops`, its size, or from its last compile here: `graph_key`, compile_record) and said on stderr
+    (progress.say); they keep within twice that: past it, no more passes are timed and no what-if
+    is started (each says so)."""
     dev = resolve_device(device)
     names = [n for n in NAMES if n in (names if names is not None else NAMES)]
     threads = torch.get_num_threads()
@@ -89,7 +92,7 @@ def what_ifs(
     try:  # torch.compile's log lines (inductor, its C++ toolchain probe) become notes, not stderr
         with quiet_torch_logs(settings.debug, COMPILE_LOGGERS, warned), _quiet_notices(settings.debug):
             results, notes = _what_ifs(
-                model, inputs, dev, settings, names, kwargs, deadline, threads, base_ms, ops, target
+                model, inputs, dev, settings, names, kwargs, deadline, threads, base_ms, ops, target, graph_key
             )
     finally:
         torch.set_num_threads(threads)
@@ -119,14 +122,16 @@ def expected_seconds(
     ops: int,
     load: float = 1.0,
     ruled_out: frozenset[str] = frozenset(),
+    compile_s: float | None = None,
 ) -> float:
     """How long the what-ifs `names` take on a model whose pass takes `base_s` seconds and that has
     `ops` ops, counting what each will really do: the ones in `ruled_out` (their checks already
     say they do not apply) nothing; every other its making (PREPARE_S times the machine's `load`),
     its first call, and the warm-up and timed passes `_time` gives its group (every run, the
     baseline's included, taken at the model's own pass); compiling (COMPILE_FIXED_S +
-    COMPILE_PER_OP_S per op, times the `load`) and the compiled model's extra call; and the
-    combination when two of them could combine. An estimate: said as one."""
+    COMPILE_PER_OP_S per op, times the `load`, or `compile_s` where it is known better: the model's
+    last compile here, compile_record) and the compiled model's extra call; and the combination
+    when two of them could combine. An estimate: said as one."""
     plain = [n for n in names if n not in COMPILING]
     share = (
         len(plain) / len(names) if names else 1.0
@@ -140,7 +145,8 @@ def expected_seconds(
         passes = _passes(budget, repeat, base_s, runs * base_s)
         total += (PREPARE_S * load + base_s) * len(running) + (passes + int(warmup)) * runs * base_s
         if any(n in COMPILING for n in running):
-            total += compile_seconds(ops, load) + base_s  # its first call compiles; it is called once more
+            compiling = compile_seconds(ops, load) if compile_s is None else compile_s
+            total += compiling + base_s  # its first call compiles; it is called once more
     running = [n for n in names if n not in ruled_out]
     combinable = [n for n in running if n not in PRECISION] + [n for n in running if n in PRECISION][:1]
     if len(combinable) >= 2:  # the combination: made, called, timed on a third of the budget
@@ -170,7 +176,7 @@ def _quiet_notices(debug: bool):
 
 
 def _what_ifs(
-    model, inputs, dev, settings, names, kwargs, deadline, threads, base_ms=None, ops=0, target=""
+    model, inputs, dev, settings, names, kwargs, deadline, threads, base_ms=None, ops=0, target="", graph_key=""
 ) -> tuple[list[WhatIf], list[str]]:
     start = time.monotonic()
     base = Variant(
@@ -184,12 +190,21 @@ def _what_ifs(
     base_s = base_ms / 1e3 if base_ms else first_s
     load = machine_load()
     ruled_out = frozenset(n for n in names if refused(n, base) is not None)  # checks that cost nothing
-    expected = expected_seconds(base_s, names, settings.repeat, bool(settings.warmup), ops, load, ruled_out)
+    compiling = any(n in COMPILING for n in names if n not in ruled_out)
+    record = compile_record.recorded(graph_key) if compiling and graph_key else None
+    compile_s, compile_basis = compile_record.expected(record, compile_seconds(ops, load), load)
+    expected = expected_seconds(
+        base_s, names, settings.repeat, bool(settings.warmup), ops, load, ruled_out, compile_s=compile_s
+    )
     basis = (
         f"from the model's {'measured time' if base_ms else 'first call'} ({significant(base_s * 1e3, fixed=True)} ms a pass)"
         + (
-            f" and its {ops} ops (compiling, at a load of {load:.1f} per core)"
-            if any(n in COMPILING for n in names)
+            (
+                f", compiling from {compile_basis}"
+                if compile_basis
+                else f" and its {ops} ops (compiling, at a load of {load:.1f} per core)"
+            )
+            if compiling
             else ""
         )
         + f" and the passes each what-if gets (--repeat {settings.repeat})"
@@ -211,7 +226,7 @@ def _what_ifs(
         timed: dict[str, Variant] = {}
         before = set(threading.enumerate())
         for name in group:
-            cost = compile_seconds(ops, load) if name in COMPILING else EXTRA_CALLS * SLOWER * base_s + PREPARE_S * load
+            cost = compile_s if name in COMPILING else EXTRA_CALLS * SLOWER * base_s + PREPARE_S * load
             if time.monotonic() + cost > limit:  # it would end past twice the estimate: not started
                 results[name] = WhatIf(
                     name,
@@ -221,8 +236,13 @@ def _what_ifs(
                 )
                 skipped.append(name)
                 continue
+            cached = compile_record.files_in(compile_record.inductor_folder()) if name in COMPILING else set()
             variant, outcome = _prepare(base, (name,), reference)
             torch.set_num_threads(threads)  # a compilation may have changed it
+            if name in COMPILING and variant is not None and graph_key:  # for the next run's estimate
+                added = compile_record.files_in(compile_record.inductor_folder()) - cached
+                unrecorded = compile_record.remember(graph_key, variant.first_s, added, load)
+                notes += [unrecorded] if unrecorded else []
             results[name] = outcome
             if variant is not None:
                 timed[name] = variant

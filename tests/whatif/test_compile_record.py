@@ -1,0 +1,81 @@
+"""--what-if's estimate of compiling from the model's last compile here (issue 45): a second run
+on the same model finds inductor's on-disk cache full and compiles 12-15× faster, which the
+formula's estimate (3-7× the time taken then) did not know."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from torch import nn
+
+from archlint.config import Settings
+from archlint.model.analyze import analyze_model
+from archlint.model.speedups import compile_record
+from archlint.model.speedups.compile_record import WARM_SHARE, Recorded, expected, graph_key, recorded, remember
+from archlint.model.speedups.run import compile_seconds, expected_seconds
+
+
+def _graph(model: nn.Module, *shape: int):
+    graph, _ = analyze_model(model, (torch.randn(*shape),), Settings())
+    return graph
+
+
+@pytest.fixture
+def places(tmp_path, monkeypatch):
+    """archlint's cache and inductor's, both fresh and under tmp_path."""
+    inductor = tmp_path / "inductor"
+    inductor.mkdir()
+    monkeypatch.setenv("ARCHLINT_CACHE_DIR", str(tmp_path / "archlint"))
+    monkeypatch.setattr(compile_record, "inductor_folder", lambda: inductor)
+    return inductor
+
+
+def test_the_key_is_the_graph_torch_compiles():
+    net = nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 4))
+    a, b = graph_key(_graph(net, 1, 3, 16, 16)), graph_key(_graph(net, 1, 3, 16, 16))
+    assert a == b and len(a) == 64
+    assert graph_key(_graph(net, 2, 3, 16, 16)) != a  # another input: another compile
+    other = nn.Sequential(nn.Conv2d(3, 8, 3), nn.GELU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 4))
+    assert graph_key(_graph(other, 1, 3, 16, 16)) != a  # another forward
+
+
+def test_no_record_keeps_the_formula(places):
+    assert recorded("k") is None
+    assert expected(None, 12.0, 1.0) == (12.0, "")
+
+
+def test_a_cold_compile_recorded_makes_the_next_warm_while_its_files_are_there(places):
+    made = places / "fxgraph" / "ab" / "entry"
+    made.parent.mkdir(parents=True)
+    made.write_text("x")
+    assert remember("k", 20.0, {"fxgraph/ab/entry"}, 1.0) is None
+    rec = recorded("k")
+    assert rec == Recorded(20.0, 1.0, str(places), ("fxgraph/ab/entry",))
+    seconds, basis = expected(rec, 99.0, 1.0)
+    assert seconds == pytest.approx(WARM_SHARE * 20.0) and "inductor's cache still holds it" in basis
+    # the warm compile that followed (no file added): its own time from then on
+    assert remember("k", 1.5, set(), 1.0) is None
+    seconds, basis = expected(recorded("k"), 99.0, 2.0)
+    assert seconds == pytest.approx(3.0) and "from inductor's cache" in basis
+    # the cache emptied (a reboot cleared /tmp): cold again, the recorded time scaled by the load
+    made.unlink()
+    seconds, basis = expected(recorded("k"), 99.0, 2.0)
+    assert seconds == pytest.approx(40.0) and "last cold compile" in basis
+
+
+def test_the_record_is_one_file_and_a_corrupt_one_is_no_record(places, tmp_path):
+    remember("k", 20.0, {"a"}, 1.0)
+    path = tmp_path / "archlint" / compile_record.RECORD_FILE
+    assert set(json.loads(path.read_text())) == {"k"}
+    path.write_text("{not json")
+    assert recorded("k") is None
+    path.write_text(json.dumps({"k": {"cold_s": "slow"}}))
+    assert recorded("k") is None
+
+
+def test_the_estimate_takes_the_recorded_compile_in_place_of_the_formula():
+    formula = expected_seconds(0.01, ["compile"], 10, True, 300)
+    recorded_warm = expected_seconds(0.01, ["compile"], 10, True, 300, compile_s=2.0)
+    assert formula - recorded_warm == pytest.approx(compile_seconds(300) - 2.0)
