@@ -72,7 +72,7 @@ def files_in(folder: Path | None) -> set[str]:
     """The files under `folder` (relative paths; inductor's lock files left out)."""
     if folder is None or not folder.is_dir():
         return set()
-    found = set()
+    found: set[str] = set()
     for root, dirs, names in os.walk(folder):
         dirs[:] = [d for d in dirs if d != "locks"]
         found.update(str(Path(root, n).relative_to(folder)) for n in names)
@@ -93,6 +93,8 @@ def _read() -> dict:
 
 def recorded(key: str) -> Recorded | None:
     entry = _read().get(key)
+    if not isinstance(entry, dict):
+        return None
     try:
         return Recorded(
             float(entry["cold_s"]),
