@@ -39,13 +39,14 @@ KEEP = 200  # records kept, the newest: one a model compiled with --what-if
 @dataclass(frozen=True)
 class Recorded:
     """One model's compiles here: the cold one's seconds and machine load, the files it added to
-    inductor's cache (relative to `folder`), and the last warm one's seconds, if any."""
+    inductor's cache (relative to `folder`), and the last warm one's seconds and load, if any."""
 
     cold_s: float
     load: float
     folder: str
     files: tuple[str, ...]
     warm_s: float | None = None
+    warm_load: float = 1.0
 
 
 def graph_key(graph) -> str:
@@ -102,6 +103,7 @@ def recorded(key: str) -> Recorded | None:
             str(entry["folder"]),
             tuple(str(f) for f in entry["files"]),
             None if entry.get("warm_s") is None else float(entry["warm_s"]),
+            float(entry.get("warm_load", 1.0)),
         )
     except (TypeError, KeyError, ValueError):  # none, or one written by hand or by another version
         return None
@@ -122,7 +124,7 @@ def expected(record: Recorded | None, formula_s: float, load: float) -> tuple[fl
     if not warm:
         return scaled, f"its last cold compile here ({record.cold_s:.1f} s at a load of {record.load:.1f} per core)"
     if record.warm_s is not None:
-        return record.warm_s * load / max(record.load, 1.0), (
+        return record.warm_s * load / max(record.warm_load, 1.0), (
             f"its last compile here, from inductor's cache ({record.warm_s:.1f} s; the cache still holds it)"
         )
     return WARM_SHARE * scaled, (
@@ -141,7 +143,7 @@ def remember(key: str, seconds: float, added: set[str], load: float) -> str | No
     if added or old is None or old.folder != str(folder):  # a cold compile: the files it made
         entry = {"cold_s": round(seconds, 3), "load": round(load, 2), "folder": str(folder), "files": sorted(added)}
     else:
-        entry = {**data[key], "warm_s": round(seconds, 3)}
+        entry = {**data[key], "warm_s": round(seconds, 3), "warm_load": round(load, 2)}
     entry["at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     data.pop(key, None)
     data[key] = entry  # the newest last: the oldest go first past KEEP
