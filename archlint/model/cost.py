@@ -81,7 +81,7 @@ _KINDS: dict[str, tuple[str, ...]] = {
         "Identity Flatten Unflatten view reshape reshape_as flatten unflatten squeeze unsqueeze permute "
         "transpose t T mT H expand expand_as view_as narrow select slice getitem movedim moveaxis "
         "swapaxes swapdims alias detach as_strided diagonal real unfold broadcast_to _unsafe_view "
-        "squeeze_ unsqueeze_ lift_fresh_copy meshgrid data dropout_identity numpy_T matrix_H adjoint"
+        "squeeze_ unsqueeze_ lift_fresh_copy meshgrid data dropout_identity numpy_T matrix_H adjoint broadcast_tensors"
     ).split(),
     "copy": (
         "contiguous clone to type float half double bfloat16 int long bool repeat tile copy flip "
@@ -98,6 +98,10 @@ _KINDS: dict[str, tuple[str, ...]] = {
         "sum mean amax amin max min argmax argmin prod std var norm logsumexp all any cumsum cumprod "
         "topk sort argsort var_mean std_mean linalg_vector_norm median count_nonzero col2im "
         "nms unique unique_consecutive unique_dim _unique _unique2 bincount histc nonzero argwhere"
+        # a loss: one pass over the prediction (cross_entropy: log_softmax, then a gather and a mean)
+        " cross_entropy cross_entropy_loss nll_loss nll_loss_forward nll_loss2d_forward nll_loss_nd mse_loss"
+        " l1_loss smooth_l1_loss huber_loss binary_cross_entropy binary_cross_entropy_with_logits kl_div"
+        " CrossEntropyLoss NLLLoss MSELoss L1Loss SmoothL1Loss HuberLoss BCELoss BCEWithLogitsLoss KLDivLoss"
     ).split(),
     # Reads of a tensor's value by the host (.item(), .tolist(), .numpy(), `if t:`): a copy to host memory.
     "sync": "item _local_scalar_dense tolist numpy is_nonzero".split(),

@@ -227,3 +227,34 @@ class TransposedWeight(nn.Module):
 def test_transpose_views_are_known(strategy):
     result = analyze(TransposedWeight(), torch.randn(4, 8), strategy=strategy)
     assert result.totals.flops >= 4 * 8 * 12
+
+
+class WithLoss(nn.Module):
+    """A forward that ends in its loss, as a Hugging Face model given labels does."""
+
+    def __init__(self, loss):
+        super().__init__()
+        self.fc = nn.Linear(16, 10)
+        self.loss = loss
+
+    def forward(self, x, target):
+        return self.loss(self.fc(x), target)
+
+
+@pytest.mark.parametrize("strategy", ["fx", "export"])
+@pytest.mark.parametrize(
+    ("loss", "target"),
+    [
+        (F.cross_entropy, torch.randint(0, 10, (4,))),
+        (nn.CrossEntropyLoss(), torch.randint(0, 10, (4,))),
+        (F.mse_loss, torch.randn(4, 10)),
+        (nn.BCEWithLogitsLoss(), torch.rand(4, 10)),
+    ],
+)
+def test_a_loss_in_the_forward_is_one_pass_over_the_prediction(loss, target, strategy):
+    """F.cross_entropy and the other losses had no cost formula (left out of the totals, "1 ops have
+    no cost formula"): now one FLOP per element of the prediction, as a reduction; its MAC reads the
+    prediction and the target."""
+    result = analyze(WithLoss(loss), torch.randn(4, 16), target, strategy=strategy)
+    rows = [x for x in result.layers if x.kind == "reduction" or "loss" in x.op.lower() or "nll" in x.op.lower()]
+    assert rows and sum(x.flops for x in rows) >= 4 * 10
