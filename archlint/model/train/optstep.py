@@ -10,7 +10,7 @@ reads and writes; the real step's events are then written into the real tracker,
 parameter, from the probe's, and the optimizer's state is made as torch makes it (fresh meta
 tensors of the probe's state's layout, its CPU tensors' values copied).
 
-It holds only where the probe shows it does (`Template.build` answers why not otherwise, and the
+It holds only where the probe shows it does (`FirstUpdate.reason` says why not otherwise, and the
 step then runs for real, as before): every op reads or writes one parameter's tensors or none;
 the ops of each parameter are contiguous and come in the parameters' order (a loop over them; two
 loops: `_init_group`'s and the update's); every parameter's run has the same ops and the same
@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import collections
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -117,10 +117,9 @@ class Template:
     """The probe's step, ready to be written for the real parameters (`write`)."""
 
     parts: list  # _Fixed and _Loop, in order
-    marks: dict[str, tuple[int, int, int]]  # mark -> (part index, op index in it (-1: at its start), deaths before)
+    marks: dict[str, tuple[int, int, int]]  # mark -> (part index, op index in it, deaths after the op before it)
     state: dict[Any, dict[str, Any]]  # layout key -> the probe's state of that layout
     keyed: bool  # whether the step gave every parameter a state entry (else none)
-    reason: str = ""
 
 
 @dataclass
@@ -134,7 +133,6 @@ class FirstUpdate:
     new_tracker: Callable[[], Any]
     templated: bool = False
     reason: str = ""  # why the step ran for real (empty: templated)
-    _probe: Any = field(default=None, repr=False)
 
     def __call__(self, tracker) -> None:
         with _disable_current_modes():  # the probe runs outside the real tracker's watch
@@ -149,8 +147,8 @@ class FirstUpdate:
             return
         template, states = plan
         _write(template, tracker, keys, states)
-        for p, state in zip(params, states):
-            if template.keyed:
+        if template.keyed:  # in the parameters' order, as `_init_group` makes the entries
+            for p, state in zip(params, states):
                 self.optimizer.state[p] = state
         self.templated = True
 
