@@ -287,10 +287,13 @@ def _template(tracker, ops, probe, probe_params, order, start, end, died, live0)
                 owner[id(rec)] = j
     labels = []
     for _before, _after, recs in ops:
-        mine = {owner[id(r)] for r in recs if id(r) in owner}
-        if len(mine) > 1:
-            return None, "an op that touches two parameters' tensors"
-        label = mine.pop() if mine else None
+        label = None
+        for r in recs:
+            mine = owner.get(id(r))
+            if mine is not None:
+                if label is not None and mine != label:
+                    return None, "an op that touches two parameters' tensors"
+                label = mine
         if label is not None:
             for r in recs:
                 owner.setdefault(id(r), label)
@@ -300,8 +303,11 @@ def _template(tracker, ops, probe, probe_params, order, start, end, died, live0)
         if start <= r.born < end:
             births.setdefault(r.op, []).append(r)
     for i, (before, after, _) in enumerate(ops):
-        made = births.get(i, [])
-        if after - before != len(made) or any(not before <= r.born < after for r in made):
+        made = births.get(i)
+        if made is None:
+            if after != before:
+                return None, "an op whose events are not its outputs' births"
+        elif after - before != len(made) or any(not before <= r.born < after for r in made):
             return None, "an op whose events are not its outputs' births"
     deaths_after: dict[int, list] = {}  # op -> the records freed after it, in order (-1: before the first op)
     bounds = [after for _, after, _ in ops]
@@ -330,12 +336,14 @@ def _template(tracker, ops, probe, probe_params, order, start, end, died, live0)
     where: dict[int, tuple[int, int, int]] = {}  # id(birth record) -> (part, run (-1: fixed), birth index in run)
     parts: list = []
     part_of_op: list[tuple[int, int]] = []  # op -> (part, op index in its run or fixed part)
+    starts: dict[int, int] = {}  # fixed part -> its first op
     s = 0
     while s < len(segments):
         label, a, b = segments[s]
         if label is None:
             if births.keys() & range(a, b):
                 return None, "an op outside the loops that makes a storage"
+            starts[len(parts)] = a
             parts.append(_Fixed([tracker.op_names[i] for i in range(a, b)], [[] for _ in range(a, b)]))
             part_of_op += [(len(parts) - 1, i - a) for i in range(a, b)]
             s += 1
@@ -418,7 +426,7 @@ def _template(tracker, ops, probe, probe_params, order, start, end, died, live0)
     final: list = []
     for index, part in enumerate(parts):
         if isinstance(part, _Fixed):
-            a = [i for i, (p, _) in enumerate(part_of_op) if p == index][0]
+            a = starts[index]
             for n in range(len(part.names)):
                 for r in deaths_after.get(a + n, []):
                     place = where.get(id(r))
