@@ -205,6 +205,8 @@ def _eligible(optimizer) -> tuple[tuple[list, list] | None, str]:
         return None, "parameters or gradients that share a storage"
     if len(set(keys)) == len(params):
         return None, "no repeated layout"
+    if len(params) < 2 * len(set(keys)):  # the probe runs one of each: below this it costs about what it saves
+        return None, "too few parameters a layout"
     return (params, keys), ""
 
 
