@@ -21,10 +21,10 @@ class ClassToken(nn.Module):
     def __init__(self):
         super().__init__()
         self.token = nn.Parameter(torch.zeros(1, 1, 8))
-        self.a, self.b, self.c = nn.Linear(8, 8), nn.Linear(8, 8), nn.Linear(8, 8)
+        self.layers = nn.Sequential(*(nn.Linear(8, 8) for _ in range(4)))
 
     def forward(self, x):
-        return self.c(self.b(self.a(torch.cat([self.token.expand(x.shape[0], -1, -1), x], dim=1))))
+        return self.layers(torch.cat([self.token.expand(x.shape[0], -1, -1), x], dim=1))
 
 
 class Frozen(nn.Module):
@@ -63,8 +63,10 @@ CASES = {
             nn.ReLU(),
             nn.Conv2d(16, 16, 3),
             nn.BatchNorm2d(16),
+            nn.Conv2d(16, 16, 3),
+            nn.BatchNorm2d(16),
             nn.Flatten(),
-            nn.Linear(16 * 12 * 12, 10),
+            nn.Linear(16 * 10 * 10, 10),
         ),
         (torch.randn(2, 3, 16, 16),),
         {},
@@ -159,10 +161,17 @@ def test_a_foreach_step_runs_for_real(monkeypatch, optimizer):
     assert not templated[0].templated and "foreach" in templated[0].reason
 
 
-def test_a_model_of_no_repeated_layout_runs_for_real(monkeypatch):
-    build = lambda: (nn.Sequential(nn.Linear(4, 8), nn.Linear(8, 3)), (torch.randn(2, 4),), {})  # noqa: E731
+@pytest.mark.parametrize(
+    ("layers", "why"), [((4, 8, 3), "no repeated layout"), ((4, 8, 8, 8), "too few parameters a layout")]
+)
+def test_a_model_of_few_repeated_layouts_runs_for_real(monkeypatch, layers, why):
+    """Linear(4, 8), Linear(8, 8), Linear(8, 8): 6 parameters of 4 layouts, the probe would cost what it saves."""
+
+    def build():
+        return nn.Sequential(*(nn.Linear(a, b) for a, b in zip(layers, layers[1:]))), (torch.randn(2, 4),), {}
+
     templated, _ = _same(monkeypatch, build, optimizer="adam")
-    assert not templated[0].templated and templated[0].reason == "no repeated layout"
+    assert not templated[0].templated and templated[0].reason.startswith(why)
 
 
 class GlobalNorm(torch.optim.SGD):
