@@ -62,16 +62,17 @@ class _Touched(TorchDispatchMode):
         out = self.watch.__torch_dispatch__(func, types, args, kwargs)
         touched = []
         record = tracker.record
+        tensor = torch.Tensor
         for value in (
             *args,
             *(kwargs.values() if kwargs else ()),
-            *(out if isinstance(out, (tuple, list)) else (out,)),
+            *((out,) if isinstance(out, tensor) or not isinstance(out, (tuple, list)) else out),
         ):
-            if isinstance(value, torch.Tensor):
+            if isinstance(value, tensor):
                 if (rec := record(value)) is not None:
                     touched.append(rec)
             elif isinstance(value, (tuple, list)):
-                touched += [rec for t in value if isinstance(t, torch.Tensor) and (rec := record(t)) is not None]
+                touched += [rec for t in value if isinstance(t, tensor) and (rec := record(t)) is not None]
         self.ops.append((before, tracker.events, touched))
         return out
 
@@ -324,12 +325,16 @@ def _template(tracker, ops, probe, probe_params, order, start, end, died, live0)
     if -1 in deaths_after:
         return None, "a death before the step's first op"
     # the live bytes each op leaves must be its timeline figure (the watch's plain path)
-    live = live0
+    live, timeline = live0, tracker.timeline
     for i in range(len(ops)):
-        live += sum(r.nbytes for r in births.get(i, []))
-        if tracker.timeline[i] != (i, live):
+        made = births.get(i)
+        if made is not None:
+            live += sum(r.nbytes for r in made)
+        if timeline[i][1] != live or timeline[i][0] != i:
             return None, "an op's timeline figure is not its live bytes"
-        live -= sum(r.nbytes for r in deaths_after.get(i, []))
+        dead = deaths_after.get(i)
+        if dead is not None:
+            live -= sum(r.nbytes for r in dead)
     # segments: runs of one owner; a loop is owners 0..k-1 in order
     segments: list[tuple[int | None, int, int]] = []
     for i, label in enumerate(labels):
