@@ -56,7 +56,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 
 from archlint.errors import UsageError
 from archlint.model.capture.common import own_loss
-from archlint.model.train import meta_shims, metacache, steady
+from archlint.model.train import meta_shims, metacache, optstep, steady
 from archlint.model.train.allocator import replay
 from archlint.model.train.autocast_meta import BASIS as AUTOCAST_BASIS
 from archlint.model.train.autocast_meta import MetaAutocast
@@ -270,6 +270,34 @@ class _Tracker:
         if phase == "start" and self.before is not None and key in self.before:
             self.carried.append((rec, self.before[key]))
         return rec
+
+    def born(self, nbytes: int) -> _Storage:
+        """A storage of `nbytes` (rounded already) made by the op just run, with no tensor here to
+        stand for it (a templated optimizer step's temporary, archlint.model.train.optstep): counted
+        as `see` counts one; `died` frees it."""
+        rec = _Storage(nbytes, self.events, self.ops - 1, self.phase, self.modules[-1] if self.modules else "")
+        self.events += 1
+        self.records.append(rec)
+        self.live_bytes += nbytes
+        if self.live_bytes > self.peak:
+            self.peak, self.peak_event, self.peak_op = self.live_bytes, rec.born, rec.op
+        return rec
+
+    def died(self, rec: _Storage) -> None:
+        """Free a record `born` made, now (as a storage's weak reference frees its record)."""
+        rec.died = self.events
+        self.events += 1
+        self.live_bytes -= rec.nbytes
+
+    def like(self) -> _Tracker:
+        """A fresh tracker that counts as this one does (rounding, the target's workspaces, threads, grid)."""
+        return _Tracker(
+            round_to=self.round_to,
+            workspace_sizes=self.workspace_sizes,
+            cpu_threads=self.cpu_threads,
+            cpu_isa=self.cpu_isa,
+            reduce_grid=self.reduce_grid,
+        )
 
     def hold(self, name: str, nbytes: int, phase: str | None = None) -> None:
         """A library workspace (no tensor of the step's) allocated now and kept: `phase` 'start'
@@ -864,8 +892,10 @@ def _two_steps(
             reduce_grid=reduce_grid,
         )
         kept: list = []  # the loop's `out`: the first step's output, kept into the second (OUTPUT_KEPT)
+        # the first optimizer.step() written from per-parameter templates where a probe shows they hold (optstep)
+        first_update = optstep.FirstUpdate(opt, lambda t: _Watch(t, values), first.like) if values is not None else None
         with steady.init_marked(opt, first):
-            _measure(model, args, kwargs, opt, loss, first, fused, values, kept=kept, walk=walk)
+            _measure(model, args, kwargs, opt, loss, first, fused, values, update=first_update, kept=kept, walk=walk)
         tracker = _Tracker(
             round_to=CUDA_BLOCK_BYTES if gpu else 1,
             workspace_sizes=workspace_sizes,

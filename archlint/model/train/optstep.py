@@ -1,0 +1,609 @@
+"""The first training step's optimizer.step(), written from per-parameter templates.
+
+On a CPU target PyTorch's optimizers run their single-tensor loop: the same ~10 ops for every
+parameter (and, in `_init_group`, the same few that make its state), each through the memory
+model's dispatch mode at its per-op cost. Most parameters repeat a layout (shape, strides, dtype):
+a transformer's blocks, a ResNet stage's bottlenecks. So torch's own step runs once on a probe (a
+fresh meta parameter with a gradient for each distinct layout, in a copy of the optimizer with the
+same hyperparameters), under a tracker of its own and a mode that sees which storages each op
+reads and writes; the real step's events are then written into the real tracker, parameter by
+parameter, from the probe's, and the optimizer's state is made as torch makes it (fresh meta
+tensors of the probe's state's layout, its CPU tensors' values copied).
+
+It holds only where the probe shows it does (`FirstUpdate.reason` says why not otherwise, and the
+step then runs for real, as before): every op reads or writes one parameter's tensors or none;
+the ops of each parameter are contiguous and come in the parameters' order (a loop over them; two
+loops: `_init_group`'s and the update's); every parameter's run has the same ops and the same
+pattern of births and deaths (a storage freed in its own run, in the next one's, as AdamW's
+`denom` is freed when the next parameter's is assigned, or after the loop: the last one's); the
+ops outside the loops make nothing; the state is made in the loops, one storage a tensor, with
+the same keys and the same CPU values for every parameter; the optimizer is left otherwise as it
+was (no attribute set, its group unchanged), no hook runs; and no op holds a library workspace or
+a kernel's scratch (the tracker's slow path). Sizes come from the probe's run of the parameter's
+own layout: nothing is scaled or guessed. The probe runs at least three parameters (a layout
+repeated where there are fewer), so that a run with a run before and after it is seen.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.optim.optimizer import _global_optimizer_post_hooks, _global_optimizer_pre_hooks
+from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
+
+from archlint.model.train import steady
+
+MARKS = ("init", "update")  # steady.init_marked's marks: where `_init_group` begins and ends
+_IMMUTABLE = (int, float, bool, str, type(None))
+
+
+class _Touched(TorchDispatchMode):
+    """The probe's mode: the memory model's watch (`watch`, its __torch_dispatch__ called here, one
+    dispatch an op), and beside it each op's tracker events before and after it and the records of
+    the storages it reads and writes (the watch has registered its outputs by then)."""
+
+    def __init__(self, watch, tracker):
+        super().__init__()
+        self.watch = watch
+        self.tracker = tracker
+        self.ops: list[tuple[int, int, list]] = []
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        return False  # as the memory model's watch: never compiled, and the probe's ops stay cheap
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        tracker = self.tracker
+        before = tracker.events
+        out = self.watch.__torch_dispatch__(func, types, args, kwargs)
+        touched = []
+        record = tracker.record
+        tensor = torch.Tensor
+        for value in (
+            *args,
+            *(kwargs.values() if kwargs else ()),
+            *((out,) if isinstance(out, tensor) or not isinstance(out, (tuple, list)) else out),
+        ):
+            if isinstance(value, tensor):
+                if (rec := record(value)) is not None:
+                    touched.append(rec)
+            elif isinstance(value, (tuple, list)):
+                touched += [rec for t in value if isinstance(t, tensor) and (rec := record(t)) is not None]
+        self.ops.append((before, tracker.events, touched))
+        return out
+
+
+@dataclass
+class _Run:
+    """One parameter's run of a loop, as the probe made it: its ops, and per op the bytes of the
+    storages it made and, after it, the deaths (("own", i): its i-th birth; ("prev", i): the
+    previous run's)."""
+
+    names: list[str]
+    births: list[list[int]]  # per op: bytes of each storage it made
+    deaths: list[list[tuple[str, int]]]  # per op: the deaths after it, before the next op
+
+    def shape(self) -> tuple:
+        return (tuple(self.names), tuple(len(b) for b in self.births))
+
+
+@dataclass
+class _Loop:
+    """A loop over the parameters: the pattern of the first run, of a middle one and of the last
+    (their deaths differ: the first frees nothing of a run before it, the last frees its own
+    survivors after its last op), and each layout's bytes."""
+
+    first: _Run
+    middle: _Run
+    last: _Run
+    sizes: dict[Any, list[list[int]]]  # layout key -> per op, its births' bytes
+    state_at: dict[tuple[int, int], str]  # (op in the run, birth in the op) -> the state key it is
+
+
+@dataclass
+class _Fixed:
+    """Ops outside the loops (the record_function around the step): no births; deaths after each op
+    are of a loop's last run ((loop index, birth index in the run))."""
+
+    names: list[str]
+    deaths: list[list[tuple[int, int]]]
+
+
+@dataclass
+class Template:
+    """The probe's step, ready to be written for the real parameters (`write`)."""
+
+    parts: list  # _Fixed and _Loop, in order
+    marks: dict[str, tuple[int, int, int]]  # mark -> (part index, op index in it, deaths after the op before it)
+    state: dict[Any, dict[str, Any]]  # layout key -> the probe's state of that layout
+    keyed: bool  # whether the step gave every parameter a state entry (else none)
+
+
+@dataclass
+class FirstUpdate:
+    """The first step's optimizer.step() for `_step` (as its `update`): written from the probe's
+    template where it holds, else run for real. `watch(tracker)`: the memory model's dispatch mode
+    over a tracker; `new_tracker()`: a fresh tracker counting as the real one does."""
+
+    optimizer: torch.optim.Optimizer
+    watch: Callable[[Any], Any]
+    new_tracker: Callable[[], Any]
+    templated: bool = False
+    reason: str = ""  # why the step ran for real (empty: templated)
+
+    def __call__(self, tracker) -> None:
+        with _disable_current_modes():  # the probe runs outside the real tracker's watch
+            chosen, why = _eligible(self.optimizer)
+            plan = None
+            if chosen is not None:
+                params, keys = chosen
+                plan, why = _plan(self.optimizer, params, keys, self.watch, self.new_tracker)
+        self.reason = why
+        if plan is None:
+            self.optimizer.step()
+            return
+        template, states = plan
+        _write(template, tracker, keys, states)
+        if template.keyed:  # in the parameters' order, as `_init_group` makes the entries
+            for p, state in zip(params, states):
+                self.optimizer.state[p] = state
+        self.templated = True
+
+
+def _layout(t: torch.Tensor) -> tuple:
+    return (t.shape, t.stride(), t.storage_offset(), t.untyped_storage().nbytes(), t.dtype, t.layout, t.device)
+
+
+def _fresh(t: torch.Tensor) -> torch.Tensor:
+    """A tensor of `t`'s layout on a fresh storage of the same size (modes disabled: no op recorded)."""
+    storage = torch.UntypedStorage(t.untyped_storage().nbytes(), device=t.device)
+    return torch.empty(0, dtype=t.dtype, device=t.device).set_(storage, t.storage_offset(), t.shape, t.stride())
+
+
+def _eligible(optimizer) -> tuple[tuple[list, list] | None, str]:
+    """The parameters the step updates (those with a gradient, in order), where a template can stand for it."""
+    if len(optimizer.param_groups) != 1:
+        return None, "more than one parameter group"
+    if (
+        optimizer.state
+        or not isinstance(optimizer.state, collections.defaultdict)
+        or optimizer.state.default_factory is not dict
+    ):
+        return None, "the optimizer has state already"
+    if (
+        _global_optimizer_pre_hooks
+        or _global_optimizer_post_hooks
+        or optimizer._optimizer_step_pre_hooks
+        or optimizer._optimizer_step_post_hooks
+    ):
+        return None, "optimizer step hooks"
+    if optimizer.param_groups[0].get("foreach") or optimizer.param_groups[0].get("fused"):
+        return None, "a foreach or fused implementation (a few ops over every parameter at once)"
+    params = [p for p in optimizer.param_groups[0]["params"] if p.grad is not None]
+    if len(params) < 3:
+        return None, "fewer than three parameters with a gradient"
+    storages, keys = set(), []
+    strided = torch.strided
+    for p in params:
+        g = p.grad
+        if not (p.is_meta and g.is_meta and p.layout is strided and g.layout is strided):
+            return None, "a parameter or gradient not dense on meta"
+        ps, gs = p.untyped_storage(), g.untyped_storage()
+        storages.add(id(ps))
+        storages.add(id(gs))
+        # its layout class: all that torch's step can read of it and its gradient, values aside
+        keys.append(
+            (
+                (p.shape, p.stride(), p.storage_offset(), ps.nbytes(), p.dtype, type(p), p.requires_grad),
+                (g.shape, g.stride(), g.storage_offset(), gs.nbytes(), g.dtype, type(g)),
+            )
+        )
+    if len(storages) != 2 * len(params):
+        return None, "parameters or gradients that share a storage"
+    if len(set(keys)) == len(params):
+        return None, "no repeated layout"
+    # the probe runs one parameter of each layout, at about 1.7 times the cost of one in torch's
+    # step over all (its reading, its template), and each parameter is then written at a fifth of
+    # its cost: measured, mobilenet_v3_large's 2.8 parameters a layout gain little, 3.1 (efficientnet_b0) a tenth
+    if 2 * len(params) < 5 * len(set(keys)):
+        return None, "too few parameters a layout (under 2.5)"
+    return (params, keys), ""
+
+
+def _probe_optimizer(optimizer, params: list) -> torch.optim.Optimizer:
+    """A copy of `optimizer` over `params` (same class, hyperparameters and attributes), with no state."""
+    probe = object.__new__(type(optimizer))
+    cls = type(optimizer)
+    # not an instance's override of a method (init_marked's of `_init_group`: the real tracker's)
+    probe.__dict__.update((k, v) for k, v in optimizer.__dict__.items() if not (hasattr(cls, k) and callable(v)))
+    group = dict(optimizer.param_groups[0])
+    group["params"] = params
+    probe.__dict__["param_groups"] = [group]
+    probe.__dict__["state"] = collections.defaultdict(dict)
+    return probe
+
+
+def _plan(optimizer, params: list, keys: list, watch, new_tracker) -> tuple[Any, str]:
+    """Run the probe and read its template; then the real state, made. (None, why) where it does not hold."""
+    first_of = {k: p for k, p in zip(reversed(keys), reversed(params))}  # one parameter of each layout
+    order = list(dict.fromkeys(keys))  # the layouts, first seen first
+    reps = [first_of[k] for k in order]
+    while len(reps) < 3:  # a run with runs before and after it is seen
+        reps.append(reps[len(reps) % len(order)])
+        order.append(order[len(order) % len({*order})])
+    probe_params = []
+    for p in reps:
+        q = torch.nn.Parameter(_fresh(p), requires_grad=p.requires_grad)
+        q.grad = _fresh(p.grad)
+        probe_params.append(q)
+    probe = _probe_optimizer(optimizer, probe_params)
+    attrs = dict(probe.__dict__)
+    group = dict(probe.param_groups[0])
+    tracker = new_tracker()
+    for q in probe_params:
+        tracker.see(q, "start")
+    for q in probe_params:
+        tracker.see(q.grad, "start")
+    tracker.phase = "step"
+    touched = _Touched(watch(tracker), tracker)
+    start, live0 = tracker.events, tracker.live_bytes
+    with steady.init_marked(probe, tracker), touched:
+        probe.step()
+    end = tracker.events
+    died = {id(r): r.died for r in tracker.records}  # as they stood at the step's end
+    if set(probe.__dict__) != set(attrs) or any(probe.__dict__[k] is not v for k, v in attrs.items() if k != "state"):
+        return None, "the step set an attribute of the optimizer"
+    now = probe.param_groups[0]
+    if list(now) != list(group) or any(now[k] is not group[k] for k in group if k != "params"):
+        return None, "the step changed the parameter group"
+    template, why = _template(tracker, touched.ops, probe, probe_params, order, start, end, died, live0)
+    if template is None:
+        return None, why
+    states, why = _states(template, probe, probe_params, order, keys)
+    if states is None:
+        return None, why
+    return (template, states), ""
+
+
+def _template(tracker, ops, probe, probe_params, order, start, end, died, live0) -> tuple[Template | None, str]:
+    if tracker.shims or tracker.transients or tracker.workspaces:
+        return None, "an op adapted, or a library workspace or kernel scratch"
+    if any(r.phase == "start" and start <= died[id(r)] < end for r in tracker.records):
+        return None, "a storage from before the step freed in it"
+    if len(ops) != tracker.ops:
+        return None, "ops the reading mode did not see"
+    # owners: a parameter's storage, its gradient's and its state's belong to it; an op that
+    # touches one parameter's belongs to it, and so do the storages it makes
+    owner: dict[int, int] = {}
+    for j, q in enumerate(probe_params):
+        owner[id(tracker.record(q))] = j
+        owner[id(tracker.record(q.grad))] = j
+    state_of: dict[int, tuple[int, str]] = {}  # id(record) -> (parameter, key)
+    for j, q in enumerate(probe_params):
+        for name, v in probe.state.get(q, {}).items():
+            if isinstance(v, torch.Tensor):
+                rec = tracker.record(v)
+                if rec is None or id(rec) in state_of or id(rec) in owner and owner[id(rec)] != j:
+                    return None, "a state tensor shared or not made in the step"
+                state_of[id(rec)] = (j, name)
+                owner[id(rec)] = j
+    labels = []
+    for _before, _after, recs in ops:
+        label = None
+        for r in recs:
+            mine = owner.get(id(r))
+            if mine is not None:
+                if label is not None and mine != label:
+                    return None, "an op that touches two parameters' tensors"
+                label = mine
+        if label is not None:
+            for r in recs:
+                owner.setdefault(id(r), label)
+        labels.append(label)
+    births: dict[int, list] = {}  # op -> its births, in order
+    for r in tracker.records:
+        if start <= r.born < end:
+            births.setdefault(r.op, []).append(r)
+    for i, (before, after, _) in enumerate(ops):
+        made = births.get(i)
+        if made is None:
+            if after != before:
+                return None, "an op whose events are not its outputs' births"
+        elif after - before != len(made) or any(not before <= r.born < after for r in made):
+            return None, "an op whose events are not its outputs' births"
+    deaths_after: dict[int, list] = {}  # op -> the records freed after it, in order (-1: before the first op)
+    bounds = [after for _, after, _ in ops]
+    for r in sorted((r for r in tracker.records if start <= died[id(r)] < end), key=lambda r: died[id(r)]):
+        at = _gap(bounds, died[id(r)])
+        if at + 1 < len(ops) and died[id(r)] >= ops[at + 1][0]:
+            return None, "a death inside an op"
+        deaths_after.setdefault(at, []).append(r)
+    if -1 in deaths_after:
+        return None, "a death before the step's first op"
+    # the live bytes each op leaves must be its timeline figure (the watch's plain path)
+    live, timeline = live0, tracker.timeline
+    for i in range(len(ops)):
+        made = births.get(i)
+        if made is not None:
+            live += sum(r.nbytes for r in made)
+        if timeline[i][1] != live or timeline[i][0] != i:
+            return None, "an op's timeline figure is not its live bytes"
+        dead = deaths_after.get(i)
+        if dead is not None:
+            live -= sum(r.nbytes for r in dead)
+    # segments: runs of one owner; a loop is owners 0..k-1 in order
+    segments: list[tuple[int | None, int, int]] = []
+    for i, label in enumerate(labels):
+        if segments and segments[-1][0] == label:
+            segments[-1] = (label, segments[-1][1], i + 1)
+        else:
+            segments.append((label, i, i + 1))
+    k = len(probe_params)
+    where: dict[int, tuple[int, int, int]] = {}  # id(birth record) -> (part, run (-1: fixed), birth index in run)
+    parts: list = []
+    part_of_op: list[tuple[int, int]] = []  # op -> (part, op index in its run or fixed part)
+    starts: dict[int, int] = {}  # fixed part -> its first op
+    s = 0
+    while s < len(segments):
+        label, a, b = segments[s]
+        if label is None:
+            if births.keys() & range(a, b):
+                return None, "an op outside the loops that makes a storage"
+            starts[len(parts)] = a
+            parts.append(_Fixed([tracker.op_names[i] for i in range(a, b)], [[] for _ in range(a, b)]))
+            part_of_op += [(len(parts) - 1, i - a) for i in range(a, b)]
+            s += 1
+            continue
+        runs = segments[s : s + k]
+        if [r[0] for r in runs] != list(range(k)):
+            return None, "the parameters' ops are not one loop over them in order"
+        loop_index = len(parts)
+        parts.append(None)
+        read = []
+        for j, (_, a, b) in enumerate(runs):
+            names = [tracker.op_names[i] for i in range(a, b)]
+            made = [births.get(i, []) for i in range(a, b)]
+            flat = [r for m in made for r in m]
+            for n, r in enumerate(flat):
+                where[id(r)] = (loop_index, j, n)
+                if owner.get(id(r)) != j:
+                    return None, "a storage made in a parameter's run that is not its own"
+            read.append((names, made, flat))
+            part_of_op += [(loop_index, i - a) for i in range(a, b)]
+        parts[loop_index] = (runs, read)
+        s += k
+    # deaths, by where they happen and whose birth they are
+    loops: dict[int, _Loop] = {}
+    for index, part in enumerate(parts):
+        if isinstance(part, _Fixed):
+            continue
+        runs, read = part
+        made_runs = []
+        for j, ((_, a, b), (names, made, _flat)) in enumerate(zip(runs, read)):
+            deaths = []
+            for i in range(a, b):
+                tags = []
+                for r in deaths_after.get(i, []):
+                    place = where.get(id(r))
+                    if place is None or place[0] != index or place[1] not in (j, j - 1):
+                        return None, "a death in a run of a storage not its own or the run's before"
+                    tags.append(("own" if place[1] == j else "prev", place[2]))
+                deaths.append(tags)
+            made_runs.append(_Run(names, [[r.nbytes for r in m] for m in made], deaths))
+        first, middle, last = made_runs[0], made_runs[1], made_runs[-1]
+        if any(t[0] == "prev" for d in first.deaths for t in d):
+            return None, "the first run frees a run before it"
+        shape = first.shape()
+        for j, run in enumerate(made_runs):
+            if run.shape() != shape:
+                return None, "the parameters' runs differ in their ops"
+            if 0 < j < k - 1 and run.deaths != middle.deaths:
+                return None, "the middle runs differ in their deaths"
+        # the first run's deaths are a middle run's less the frees of a run before; the last run's
+        # differ only after its last op (its survivors freed with it)
+        own_middle = [[t for t in d if t[0] == "own"] for d in middle.deaths]
+        if first.deaths != own_middle:
+            return None, "the first run's deaths are not a middle run's"
+        if last.deaths[:-1] != middle.deaths[:-1]:
+            return None, "the last run's deaths differ before its last op"
+        sizes: dict[Any, list[list[int]]] = {}
+        for key, run in zip(order, made_runs):
+            if sizes.setdefault(key, run.births) != run.births:
+                return None, "one layout's runs made storages of different sizes"
+        state_at: dict[tuple[int, int], str] = {}
+        for j, (_names, made, _flat) in enumerate(read):
+            found = {}
+            for i, m in enumerate(made):
+                for n, r in enumerate(m):
+                    if id(r) in state_of:
+                        found[(i, n)] = state_of[id(r)][1]
+            if j == 0:
+                state_at = found
+            elif found != state_at:
+                return None, "the parameters' runs made different state"
+        loops[index] = _Loop(first, middle, last, sizes, state_at)
+    if any(i not in where for i in state_of):
+        return None, "a state tensor not made in a parameter's run"
+    # every storage made in a run and alive at the step's end is state; a last run's survivors
+    # freed in a fixed part are freed there for the real last parameter
+    for r in tracker.records:
+        if id(r) in where and died[id(r)] >= end and id(r) not in state_of:
+            return None, "a storage made in a run outlives the step without being state"
+    final: list = []
+    for index, part in enumerate(parts):
+        if isinstance(part, _Fixed):
+            a = starts[index]
+            for n in range(len(part.names)):
+                for r in deaths_after.get(a + n, []):
+                    place = where.get(id(r))
+                    if place is None or place[1] != k - 1:
+                        return None, "a fixed op's death of a storage not a loop's last run's"
+                    part.deaths[n].append((place[0], place[2]))
+            final.append(part)
+        else:
+            final.append(loops[index])
+    marks: dict[str, tuple[int, int, int]] = {}
+    for name in MARKS:
+        mark = tracker.marks.get(name)
+        if mark is None:
+            continue
+        if mark.ops == 0:
+            return None, "a mark before the first op"
+        part, n = part_of_op[mark.ops - 1]
+        before_mark = sum(1 for r in deaths_after.get(mark.ops - 1, []) if died[id(r)] < mark.events)
+        if isinstance(final[part], _Loop):
+            runs = parts[part][0]
+            if runs[-1][1] > mark.ops - 1 or n != len(final[part].first.names) - 1:
+                return None, "a mark inside a loop"
+        marks[name] = (part, n, before_mark)
+    keyed = bool(probe.state)
+    if keyed and list(probe.state) != probe_params:
+        return None, "the state's keys are not the parameters in order"
+    return Template(final, marks, {}, keyed), ""
+
+
+def _gap(bounds: list[int], event: int) -> int:
+    """The op after which an event (a death) happened: the last whose events ended at or before it (-1: none)."""
+    lo, hi = 0, len(bounds)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if bounds[mid] <= event:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo - 1
+
+
+def _states(template: Template, probe, probe_params, order, keys) -> tuple[list | None, str]:
+    """Each real parameter's state, made as the probe's for its layout: meta tensors fresh, others copied."""
+    shared: dict[str, Any] = {}
+    for key, q in zip(order, probe_params):
+        state = probe.state.get(q, {})
+        if template.state.setdefault(key, state) is not state and list(template.state[key]) != list(state):
+            return None, "one layout's state differs in its keys"
+        for name, v in state.items():
+            if isinstance(v, torch.Tensor) and v.device.type == "meta":
+                continue
+            if not isinstance(v, (torch.Tensor, *_IMMUTABLE)):
+                return None, "a state value that is neither a tensor nor a plain value"
+            seen = shared.setdefault(name, v)
+            same = (
+                torch.equal(seen, v) and _layout(seen)[:3] == _layout(v)[:3] and seen.dtype == v.dtype
+                if isinstance(v, torch.Tensor) and isinstance(seen, torch.Tensor)
+                else type(seen) is type(v) and seen == v
+            )
+            if not same:
+                return None, "a state value that differs between parameters"
+    makers: dict[Any, list] = {}  # layout -> per state entry: (name, (shape, stride, dtype) or None, the probe's)
+    for key, state in template.state.items():
+        made = []
+        for name, v in state.items():
+            simple = isinstance(v, torch.Tensor) and v.is_meta and v.storage_offset() == 0 and not v.requires_grad
+            made.append((name, (v.shape, v.stride(), v.dtype) if simple else None, v))
+        makers[key] = made
+    states = []
+    empty = torch.empty_strided
+    checked = set()
+    for key in keys:
+        state = {}
+        for name, how, v in makers[key]:
+            if how is not None:  # one call for most (checked below, once a layout, to give the probe's)
+                state[name] = empty(how[0], how[1], dtype=how[2], device="meta")
+            elif isinstance(v, torch.Tensor):
+                state[name] = (_fresh(v) if v.is_meta else v.clone()).requires_grad_(v.requires_grad)
+            else:
+                state[name] = v
+        if key not in checked:
+            checked.add(key)
+            for name, _, v in makers[key]:
+                one = state[name]
+                if isinstance(v, torch.Tensor) and (_layout(one) != _layout(v) or one.requires_grad != v.requires_grad):
+                    return None, "a state tensor that cannot be made again with its layout"
+        states.append(state)
+    return states, ""
+
+
+def _program(run: _Run, sizes: list[list[int]], state_at: dict) -> list:
+    """A run's ops that make or free something: (op, [(bytes, state key or None)], deaths)."""
+    out = []
+    for i, (made, dead) in enumerate(zip(sizes, run.deaths)):
+        if made or dead:
+            out.append((i, [(n, state_at.get((i, m))) for m, n in enumerate(made)], dead))
+    return out
+
+
+def _write(template: Template, tracker, keys: list, states: list) -> None:
+    """The real step's events into `tracker`, parameter by parameter, from the template."""
+    n = len(keys)
+    last_run: dict[int, list] = {}  # loop part -> the last parameter's records, in birth order
+    marks: dict[tuple[int, int], list] = {}
+    for name, (part, op, before) in template.marks.items():
+        marks.setdefault((part, op), []).append((before, name))
+    phase, module = tracker.phase, tracker.modules[-1] if tracker.modules else ""
+    timeline, see, born, died = tracker.timeline, tracker.see, tracker.born, tracker.died
+    for index, part in enumerate(template.parts):
+        if isinstance(part, _Fixed):
+            for i, name in enumerate(part.names):
+                tracker.ops += 1
+                tracker.op_names.append(name)
+                tracker.op_phase.append(phase)
+                tracker.op_module.append(module)
+                timeline.append((tracker.ops - 1, tracker.live_bytes))
+                _deaths(tracker, [last_run[loop][b] for loop, b in part.deaths[i]], marks.get((index, i)))
+            continue
+        programs: dict[tuple[str, Any], list] = {}
+        prev: list = []
+        length = len(part.first.names)
+        phases, modules = [phase] * length, [module] * length
+        for r, (key, state) in enumerate(zip(keys, states)):
+            which = "first" if r == 0 else ("last" if r == n - 1 else "middle")
+            program = programs.get((which, key))
+            if program is None:
+                program = programs[which, key] = _program(getattr(part, which), part.sizes[key], part.state_at)
+            run_marks = marks if r == n - 1 else {}
+            base = tracker.ops
+            tracker.op_names += part.first.names
+            tracker.op_phase += phases
+            tracker.op_module += modules
+            recs: list = []
+            done = 0
+            for i, made, dead in program:
+                if done < i:
+                    live = tracker.live_bytes
+                    timeline += [(base + q, live) for q in range(done, i)]
+                tracker.ops = base + i + 1
+                for nbytes, name in made:
+                    recs.append(see(state[name]) if name is not None else born(nbytes))
+                timeline.append((base + i, tracker.live_bytes))
+                if dead:
+                    gone = [recs[b] if tag == "own" else prev[b] for tag, b in dead]
+                    if run_marks:
+                        _deaths(tracker, gone, run_marks.get((index, i)))
+                    else:
+                        for rec in gone:
+                            died(rec)
+                elif run_marks and (index, i) in run_marks:
+                    _deaths(tracker, [], run_marks[index, i])
+                done = i + 1
+            if done < length:
+                live = tracker.live_bytes
+                timeline += [(base + q, live) for q in range(done, length)]
+            tracker.ops = base + length
+            prev = recs
+        last_run[index] = prev
+
+
+def _deaths(tracker, dead: list, marks: list | None) -> None:
+    """Free `dead` in order, setting each mark after as many deaths as the probe's had before it."""
+    for k, rec in enumerate(dead):
+        for before, name in marks or ():
+            if before == k:
+                tracker.marks[name] = steady.mark(tracker)
+        tracker.died(rec)
+    for before, name in marks or ():
+        if before >= len(dead):
+            tracker.marks[name] = steady.mark(tracker)

@@ -1,0 +1,233 @@
+"""The first step's optimizer.step() written from per-layout templates (archlint.model.train.optstep):
+the same first tracker, second tracker, optimizer state and result as torch's step run over every
+parameter, with torch's step run on one parameter of each layout; and the step run for real,
+unchanged, where the probe does not show that the template holds."""
+
+import json
+
+import pytest
+import torch
+import torch.nn as nn
+from torch.optim.optimizer import register_optimizer_step_post_hook
+
+from archlint.devices import resolve
+from archlint.model.train import memory, optstep
+from archlint.model.train.memory import step_memory
+
+
+class ClassToken(nn.Module):
+    """ViT's class token: at batch 1 its gradient is a view of cat's whole gradient storage."""
+
+    def __init__(self):
+        super().__init__()
+        self.token = nn.Parameter(torch.zeros(1, 1, 8))
+        self.layers = nn.Sequential(*(nn.Linear(8, 8) for _ in range(4)))
+
+    def forward(self, x):
+        return self.layers(torch.cat([self.token.expand(x.shape[0], -1, -1), x], dim=1))
+
+
+class Frozen(nn.Module):
+    """Blocks of one layout, a frozen layer among them and a parameter the loss never reaches (no
+    gradient: torch's step skips it)."""
+
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.Sequential(*(nn.Sequential(nn.Linear(16, 16), nn.LayerNorm(16)) for _ in range(4)))
+        self.blocks[1][0].requires_grad_(False)
+        self.unused = nn.Linear(16, 16)
+
+    def forward(self, x):
+        return self.blocks(x)
+
+
+def _tiny_gpt2():
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.GPT2Config(vocab_size=100, n_embd=32, n_layer=3, n_head=2, n_positions=32, use_cache=False)
+    ids = torch.randint(0, 100, (2, 16))
+    return transformers.GPT2LMHeadModel(cfg), (), {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+
+
+def _resnet():
+    torchvision = pytest.importorskip("torchvision")
+    return torchvision.models.resnet18(), (torch.randn(1, 3, 64, 64),), {}
+
+
+CASES = {
+    "frozen": lambda: (Frozen(), (torch.randn(4, 16),), {}),
+    "class-token": lambda: (ClassToken(), (torch.randn(1, 6, 8),), {}),
+    "conv": lambda: (
+        nn.Sequential(
+            nn.Conv2d(3, 16, 3),
+            nn.BatchNorm2d(16),
+            nn.ReLU(),
+            nn.Conv2d(16, 16, 3),
+            nn.BatchNorm2d(16),
+            nn.Conv2d(16, 16, 3),
+            nn.BatchNorm2d(16),
+            nn.Flatten(),
+            nn.Linear(16 * 10 * 10, 10),
+        ),
+        (torch.randn(2, 3, 16, 16),),
+        {},
+    ),
+    "gpt2": _tiny_gpt2,
+    "resnet18": _resnet,
+}
+
+
+def _tracker(t) -> dict:
+    """All a tracker holds that the result, the replay and the allocator read."""
+    return {
+        "records": [(r.nbytes, r.born, r.died, r.op, r.phase, r.module, r.kind) for r in t.records],
+        "transients": [(r.nbytes, r.born, r.died, r.op, r.skippable) for r in t.transients],
+        "timeline": list(t.timeline),
+        "ops": (t.ops, t.events, list(t.op_names), list(t.op_phase), list(t.op_module)),
+        "peak": (t.peak, t.peak_event, t.peak_op, t.live_bytes),
+        "marks": dict(t.marks),
+        "workspaces": {name: (r.nbytes, r.born) for name, r in t.workspaces.items()},
+    }
+
+
+def _state(opt) -> list:
+    """The optimizer's state: keys in order, each value's layout and (on the CPU) value."""
+    out = []
+    for p, state in opt.state.items():
+        entry = []
+        for name, v in state.items():
+            if isinstance(v, torch.Tensor):
+                value = v.tolist() if v.device.type != "meta" else None
+                layout = (tuple(v.shape), v.stride(), v.storage_offset(), v.untyped_storage().nbytes(), v.dtype)
+                entry.append((name, v.device.type, layout, v.requires_grad, value))
+            else:
+                entry.append((name, v))
+        out.append((tuple(p.shape), entry))
+    groups = [{k: v for k, v in g.items() if k != "params"} for g in opt.param_groups]
+    return [out, groups, [len(g["params"]) for g in opt.param_groups]]
+
+
+def _run(monkeypatch, build, templated: bool, **options):
+    """step_memory with the template allowed or not: (result, first tracker, second tracker, FirstUpdates)."""
+    torch.manual_seed(0)
+    model, args, kwargs = build()
+    seen, updates = {}, []
+    real_two, real_call = memory._two_steps, optstep.FirstUpdate.__call__
+
+    def two(*a, **k):
+        seen["out"] = real_two(*a, **k)
+        return seen["out"]
+
+    def call(self, tracker):
+        real_call(self, tracker)
+        updates.append(self)
+
+    with monkeypatch.context() as m:
+        m.setattr(memory, "_two_steps", two)
+        m.setattr(optstep.FirstUpdate, "__call__", call)
+        if not templated:
+            m.setattr(optstep, "_plan", lambda *a: (None, "switched off by the test"))
+        result = step_memory(model, args, kwargs, **options)
+    first, second, _ = seen["out"]
+    return result, first, second, updates
+
+
+def _same(monkeypatch, build, **options):
+    a = _run(monkeypatch, build, True, **options)
+    b = _run(monkeypatch, build, False, **options)
+    assert json.dumps(a[0], sort_keys=True) == json.dumps(b[0], sort_keys=True)
+    assert _tracker(a[1]) == _tracker(b[1])  # the first step's, written from the template
+    assert _tracker(a[2]) == _tracker(b[2])  # the second's, which reads the first's
+    assert _state(a[2].optimizer) == _state(b[2].optimizer)
+    return a[3], b[3]
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "sgd-momentum", "adam", "adamw"])
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_the_templated_step_is_torchs_step_byte_for_byte(monkeypatch, case, optimizer):
+    templated, real = _same(monkeypatch, CASES[case], optimizer=optimizer)
+    assert [u.templated for u in templated] == [True], templated[0].reason  # the template was used
+    assert [u.templated for u in real] == [False]
+
+
+def test_a_gpu_spec_with_the_fused_optimizer_is_templated_byte_for_byte(monkeypatch):
+    """adam-fused runs the per-tensor step once (meta has no fused kernel) through the tracker's GPU path."""
+    templated, _ = _same(monkeypatch, CASES["gpt2"], optimizer="adam-fused", device_spec=resolve("h100-sxm"))
+    assert [u.templated for u in templated] == [True]
+
+
+@pytest.mark.parametrize("optimizer", ["adamw-foreach", "sgd-momentum-foreach"])
+def test_a_foreach_step_runs_for_real(monkeypatch, optimizer):
+    templated, _ = _same(monkeypatch, CASES["frozen"], optimizer=optimizer)
+    assert not templated[0].templated and "foreach" in templated[0].reason
+
+
+@pytest.mark.parametrize(
+    ("layers", "why"), [((4, 8, 3), "no repeated layout"), ((4, 8, 8, 8), "too few parameters a layout")]
+)
+def test_a_model_of_few_repeated_layouts_runs_for_real(monkeypatch, layers, why):
+    """Linear(4, 8), Linear(8, 8), Linear(8, 8): 6 parameters of 4 layouts, the probe would cost what it saves."""
+
+    def build():
+        return nn.Sequential(*(nn.Linear(a, b) for a, b in zip(layers, layers[1:]))), (torch.randn(2, 4),), {}
+
+    templated, _ = _same(monkeypatch, build, optimizer="adam")
+    assert not templated[0].templated and templated[0].reason.startswith(why)
+
+
+class GlobalNorm(torch.optim.SGD):
+    """SGD that scales every gradient by their global norm first: an op reads all parameters' tensors."""
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        grads = [p.grad for g in self.param_groups for p in g["params"] if p.grad is not None]
+        norm = torch.stack([g.norm() for g in grads]).norm()
+        for g in grads:
+            g.div_(norm)
+        return super().step(closure)
+
+
+class Counting(torch.optim.Adam):
+    """Adam that counts its steps in an attribute: the step changes the optimizer."""
+
+    def step(self, closure=None):
+        self.count = getattr(self, "count", 0) + 1
+        return super().step(closure)
+
+
+@pytest.mark.parametrize(
+    ("cls", "why"),
+    [(GlobalNorm, "an op that touches two parameters' tensors"), (Counting, "the step set an attribute")],
+)
+def test_a_step_the_probe_cannot_vouch_for_runs_for_real(monkeypatch, cls, why):
+    """Not optimizer knowledge: the probe's own run shows why, and the step runs as torch runs it."""
+    lr = {"lr": 0.01, "foreach": False}
+    monkeypatch.setattr(memory, "make_optimizer", lambda name, params, **k: cls(params, **lr))
+    templated, _ = _same(monkeypatch, CASES["frozen"], optimizer="adam")
+    assert not templated[0].templated and templated[0].reason.startswith(why)
+
+
+def test_a_step_hook_runs_for_real(monkeypatch):
+    calls = []
+    handle = register_optimizer_step_post_hook(lambda *a: calls.append(1))
+    try:
+        templated, _ = _same(monkeypatch, CASES["frozen"], optimizer="adam")
+    finally:
+        handle.remove()
+    assert not templated[0].templated and templated[0].reason == "optimizer step hooks"
+    assert calls  # the hook ran, on the real optimizer
+
+
+def test_the_template_runs_fewer_ops_through_the_dispatch_mode(monkeypatch):
+    """What it is for: torch's step runs on one parameter of each layout, not on every parameter."""
+    counts = []
+    real = memory._Watch.__torch_dispatch__
+
+    def counted(self, *a, **k):
+        counts[-1] += 1
+        return real(self, *a, **k)
+
+    monkeypatch.setattr(memory._Watch, "__torch_dispatch__", counted)
+    for templated in (True, False):
+        counts.append(0)
+        _run(monkeypatch, CASES["resnet18"], templated, optimizer="adamw")
+    assert counts[0] < counts[1] - 500  # resnet18: 62 parameters with a gradient, 17 layouts: ~13 ops each
