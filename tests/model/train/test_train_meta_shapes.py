@@ -256,3 +256,69 @@ def test_real_values_are_computed_on_one_thread(monkeypatch):
         assert real(lambda: torch.get_num_threads(), (), {}) == 1
     finally:
         torch.set_num_threads(before)
+
+
+_DTYPES = (torch.float32, torch.bfloat16, torch.float16, torch.float64, torch.int64, torch.bool)
+
+
+@pytest.mark.parametrize(
+    "func, operands",
+    [
+        (aten.hardsigmoid.default, lambda s, a, b: (meta(*s, dtype=a),)),
+        (aten.relu.default, lambda s, a, b: (meta(*s, dtype=a),)),
+        (aten.sigmoid.default, lambda s, a, b: (meta(*s, dtype=a),)),
+        (aten.gelu.default, lambda s, a, b: (meta(*s, dtype=a),)),
+        (aten.isnan.default, lambda s, a, b: (meta(*s, dtype=a),)),
+        (aten.mul.Tensor, lambda s, a, b: (meta(*s, dtype=a), meta(*s, dtype=b))),
+        (aten.add.Tensor, lambda s, a, b: (meta(*s, dtype=a), meta(*s, dtype=b))),
+        (aten.div.Tensor, lambda s, a, b: (meta(*s, dtype=a), meta(*s, dtype=b))),
+        (aten.eq.Tensor, lambda s, a, b: (meta(*s, dtype=a), meta(*s, dtype=b))),
+        (aten.hardswish_backward.default, lambda s, a, b: (meta(*s, dtype=a), meta(*s, dtype=b))),
+        (aten.threshold_backward.default, lambda s, a, b: (meta(*s, dtype=a), meta(*s, dtype=b), 0)),
+        (aten.tanh_backward.default, lambda s, a, b: (meta(*s, dtype=a), meta(*s, dtype=b))),
+        (aten.where.self, lambda s, a, b: (meta(*s, dtype=torch.bool), meta(*s, dtype=a), meta(*s, dtype=b))),
+        (aten.mul.Tensor, lambda s, a, b: (meta(*s, dtype=a), torch.tensor(2.0, dtype=torch.float64))),  # a real scalar
+        (aten.div.Scalar, lambda s, a, b: (meta(*s, dtype=a), 3)),
+        (aten.pow.Tensor_Scalar, lambda s, a, b: (meta(*s, dtype=a), 2.0)),
+    ],
+)
+def test_elementwise_learnt_on_stand_ins_answers_as_the_stock_kernel(func, operands):
+    """An element-wise op on operands of one contiguous shape learns its output dtypes from its
+    kernel run on 1-D stand-ins (metacache._learn_on_stand_ins), its first call included: the
+    same as the stock kernel's on that shape and on the next ones, for every pair of dtypes (where
+    the stock kernel raises, the call raises too)."""
+    learnt = 0
+    for a, b in itertools.product(_DTYPES, repeat=2):
+        metacache.clear()
+        try:
+            stock = [func(*operands(s, a, b)) for s in ((3, 4, 5), (2, 1, 7, 3))]
+        except RuntimeError:
+            with pytest.raises(RuntimeError):
+                metacache.run(func, operands((3, 4, 5), a, b), {})
+            continue
+        for s, expected in zip(((3, 4, 5), (2, 1, 7, 3)), stock):
+            assert _described(metacache.run(func, operands(s, a, b), {})) == _described(expected), (a, b, s)
+        learnt += len(metacache._learned)
+    assert learnt >= 6
+
+
+def test_stand_ins_the_op_refuses_leave_it_to_its_own_run(monkeypatch):
+    """Where the kernel refuses the stand-ins, or gives anything but a fresh output of their shape,
+    nothing is learnt from them: the op runs as called (and learns there, as before)."""
+    x = meta(4, 6)
+    assert metacache._learn_on_stand_ins(aten.mul.Tensor, (x, x), {}) == (None, [torch.float32])
+    assert metacache._learn_on_stand_ins(aten.add.Tensor, (x, meta(4, 6, dtype=torch.float16)), {}) == (
+        None,
+        [torch.float32],
+    )
+    assert metacache._learn_on_stand_ins(aten.t.default, (x,), {}) is None  # not of the stand-in's shape
+    assert metacache._learn_on_stand_ins(aten.select.int, (x, 1, 2), {}) is None  # the kernel refuses a 1-D one
+    metacache.clear()
+    calls = []
+    monkeypatch.setattr(metacache, "_learn_on_stand_ins", lambda *a: calls.append(a) and None)
+    runs = metacache.stats["runs"]
+    out = metacache.run(aten.sigmoid.default, (meta(3, 5),), {})
+    assert _described(out) == _described(aten.sigmoid.default(meta(3, 5))) and len(calls) == 1
+    assert metacache.stats["runs"] == runs + 1
+    metacache.run(aten.sigmoid.default, (meta(6, 2),), {})  # learnt from the run as called
+    assert metacache.stats["runs"] == runs + 1 and len(calls) == 1
