@@ -358,6 +358,15 @@ def _reduction(input, dim, keepdim=False, dtype=None):
     return torch.empty([s for i, s in enumerate(shape) if i not in dims], dtype=input.dtype, device=_META)
 
 
+def _reduce_all(input, dtype=None):
+    """mean.default and sum.default (a loss: the mean of an output) of a dense floating-point tensor,
+    no dtype asked: what their meta kernels (torch._refs, Python, ~0.2 ms) give: a 0-dim tensor of
+    the input's dtype."""
+    if dtype is not None or not _dense(input):
+        return None
+    return torch.empty((), dtype=input.dtype, device=_META)
+
+
 def _mm(self, mat2):
     """mm of two 2-D meta tensors of one floating dtype with matching inner sizes: its meta kernel's
     (Python) fresh contiguous (N, P) result."""
@@ -414,6 +423,8 @@ def _layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight, 
     shape = tuple(input.shape)
     k = len(normalized_shape)
     stats = shape[:-k] + (1,) * k
+    # grad-output with default strides: a size-1 dimension's other stride reaches the kernel's results
+    # (ViT's class token's gradient, unsqueezed: left to the kernel; the tests)
     if not (
         _like(grad_out, shape, input.dtype) and _like(mean, stats, torch.float32) and _like(rstd, stats, torch.float32)
     ):
@@ -463,6 +474,8 @@ _FAST = {
     id(torch.ops.aten.convolution_backward.default): _positional(_convolution_backward),
     id(torch.ops.aten.mean.dim): _named(_reduction, frozenset(("keepdim", "dtype"))),
     id(torch.ops.aten.sum.dim_IntList): _named(_reduction, frozenset(("keepdim", "dtype"))),
+    id(torch.ops.aten.mean.default): _named(_reduce_all, frozenset(("dtype",))),
+    id(torch.ops.aten.sum.default): _named(_reduce_all, frozenset(("dtype",))),
     id(torch.ops.aten.mm.default): _positional(_mm),
     id(torch.ops.aten.addmm.default): _named(_addmm, frozenset(("beta", "alpha"))),
     id(torch.ops.aten.native_layer_norm.default): _positional(_layer_norm),

@@ -56,6 +56,9 @@ def test_reduction_shape_functions_match_the_stock_meta_kernels(dtype):
             answered += _same_as_stock(aten.mean.dim, (x, [0]), {"keepdim": True})
             cases += 1
     assert answered == cases == 2510  # every one (size-1 dimensions among them)
+    for shape in ((3,), (1, 1000), (2, 1, 3, 4)):  # mean.default and sum.default: a loss
+        for func in (aten.mean.default, aten.sum.default):
+            assert _same_as_stock(func, (meta(*shape, dtype=dtype),))
     # left to the stock kernel: a repeated or out-of-range dimension, a dtype asked for, a
     # transposed or an empty input, an integer input (sum gives int64), no dimension
     x = meta(2, 3, 4)
@@ -115,11 +118,17 @@ def test_layer_norm_shape_functions_match_the_stock_meta_kernels(dtype):
                     answered += _same_as_stock(aten.native_layer_norm.default, (x, ns, w, b, 1e-5))
                     out = aten.native_layer_norm.default(x, ns, w, b, 1e-5)
                     cases += 1
+                    # grad-output with the default strides; with other strides on its size-1 dimensions
+                    # (contiguous as torch counts it) the kernel's results can take them: left to it
+                    free = [12345 if n == 1 else st for n, st in zip(shape, metacache._default_strides(shape))]
+                    odd = torch.empty_strided(shape, free, dtype=dtype, device="meta")
                     for mask in ([True, True, True], [True, False, False], [False, True, True]):
                         bargs = (meta(*shape, dtype=dtype), x, ns, out[1], out[2], w, b, mask)
                         answered += _same_as_stock(aten.native_layer_norm_backward.default, bargs)
                         cases += w is not None or mask == [True, False, False]  # no weight: grad-input alone
-    assert answered == cases == 34 * (2 + 3 + 1)  # 34 shapes and normalized dimensions: forward twice, backward 4 masks
+                        if 1 in shape:
+                            assert not _same_as_stock(aten.native_layer_norm_backward.default, (odd, *bargs[1:]))
+    assert answered == cases == 34 * (2 + 3 + 1)  # 34 shapes and normalized dimensions
     x, w = meta(2, 3), meta(3)
     assert (
         metacache._FAST[id(aten.native_layer_norm.default)](
