@@ -494,6 +494,9 @@ def run(func, args: tuple, kwargs: dict) -> Any:
     kind = _kinds.get(id(func))
     if kind is None:
         kind = _kind(func)
+    if not kind:  # views, out= ops, data-dependent ones: run, first thing (a third of a transformer's ops)
+        stats["runs"] += 1
+        return func(*args, **kwargs)
     if kind == "inplace-pointwise" and _same_as_self(args, kwargs):
         stats["hits"] += 1  # nothing the kernel could refuse: no broadcast, no cast (no key needed)
         return args[0]
@@ -517,7 +520,7 @@ def run(func, args: tuple, kwargs: dict) -> Any:
         if out is not None:
             stats["hits"] += 1
             return out
-    key = _key(func, args, kwargs) if kind else None
+    key = _key(func, args, kwargs)
     hit = _cache.get(key) if key is not None else None
     inplace = kind.startswith("inplace")
     if hit is not None and hit is not _NOT_CACHEABLE:
