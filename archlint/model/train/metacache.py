@@ -14,16 +14,20 @@ no data. So once an op has run for one such key its result can be rebuilt withou
 Element-wise ops need not run even once per shape: one whose operands all have `self`'s shape
 and dtype in place (an optimizer's update) can only return `self`; a functional one on operands
 of one contiguous shape gives outputs of that shape whose dtypes depend on the operands' dtypes
-alone, learnt from its first run on any shape, and once learnt it is answered before a cache
-key is built (the key cost more than the answer: the optimizer's sqrt and div, twice a parameter).
+alone, learnt from its kernel run on 1-D stand-ins of the operands (the Python kernels' checks
+cost a dimension each, and each op's first run on a model is one), and once learnt it is answered
+before a cache key is built (the key cost more than the answer: the optimizer's sqrt and div,
+twice a parameter). Operands that broadcast, or a contiguous tensor's `expand` (mean's
+backward), are learnt by their pattern from a first run as called.
 A number's value never shapes an element-wise result, so it is keyed by kind (Adam's bias
-correction changes every step). Batch norm's Python
-meta kernels are replaced by shape functions where their results are plain (training,
-contiguous float32), checked against the stock kernels in the tests.
+correction changes every step).
 
-Convolution's meta kernels (forward not transposed with valid arguments, backward with no
-channels-last operand) are replaced the same way: each layer's convolution has shapes of its own,
-so the cache answers few of them.
+Some ops' Python meta kernels are replaced by shape functions of our own where their results are
+plain, checked against the stock kernels in the tests, and answered before any key is built
+(each layer's op has shapes of its own, so the cache would answer few of them): batch norm
+(training, contiguous float32), convolution (forward not transposed with valid arguments,
+backward with no channels-last operand), mean and sum (over dimensions or all of them), mm and
+addmm (a linear layer), layer norm and its backward, zeros_like.
 
 Anything else (views, in-place view ops, out= ops, ops touching a real tensor other than a 0-dim
 scalar, outputs that are not plain fresh tensors) runs its kernel every time. The step repeats one
