@@ -88,11 +88,12 @@ def test_mm_and_addmm_shape_functions_match_the_stock_meta_kernels(dtype):
                 meta(1, p, dtype=dtype),
                 meta(n, p, dtype=dtype),
                 meta(n, 1, dtype=dtype),
+                torch.empty((), dtype=dtype, device="meta"),
             ):
                 answered += _same_as_stock(aten.addmm.default, (bias, a, b))
                 answered += _same_as_stock(aten.addmm.default, (bias, a, b), {"beta": 1, "alpha": 1})
                 cases += 2
-    assert answered == cases == 18 * 2 * 9  # every one (a bias over rows, over columns, N or P of 1)
+    assert answered == cases == 18 * 2 * 11  # every one (a bias over rows, over columns, 0-dim, N or P of 1)
     a, b, bias = meta(3, 2, dtype=dtype), meta(2, 4, dtype=dtype), meta(4, dtype=dtype)
     for args, kwargs in (
         ((bias, a, b), {"beta": 0}),  # other factors, a strided or mismatched bias, other dtypes
