@@ -399,8 +399,9 @@ class _Watch(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        try:
-            out = self._run(func, args, kwargs)
+        values = self.values
+        try:  # self._run, inlined (a Python call less for every op of the step)
+            out = metacache.run(func, args, kwargs) if values is None else values.run(func, args, kwargs, metacache.run)
         except RuntimeError as exc:  # an op the meta device refuses where the real one runs (meta_shims)
             out, note = meta_shims.retry(
                 func, args, kwargs, exc, self._run, self.values.know if self.values is not None else None

@@ -220,14 +220,17 @@ class KnownValues:
     def run(self, func, args: tuple, kwargs: dict, meta_run: Callable) -> Any:
         """func on meta (by `meta_run`), and on the real values when every meta tensor it reads has
         one; a meta kernel that needs data (.item(), nonzero) is answered from the real result."""
-        values = self.values
+        items = self.values._items  # `arg in self.values`, inlined: this loop runs for every op of the step
         plain = not kwargs  # no meta tensor with a value, no list, no device: nothing to compute on values
         for arg in args:  # the common case first: an activation or a weight, with no value
             if isinstance(arg, torch.Tensor):
                 if arg.is_meta:
-                    if arg not in values:
-                        if _written(func):
-                            self._forget_written(func, args, kwargs)
+                    item = items.get(id(arg))
+                    if item is None or item[0]() is not arg:
+                        written = _WRITTEN.get(id(func))
+                        if written is None or written:
+                            if _written(func):
+                                self._forget_written(func, args, kwargs)
                         return meta_run(func, args, kwargs)
                     plain = False
             elif isinstance(arg, (list, tuple, torch.device)):
@@ -269,7 +272,7 @@ class KnownValues:
         ]
         if written:
             self.results.written(written)
-            real_out = func(*real_args, **real_kwargs)
+            real_out = _one_thread(func, real_args, real_kwargs)
             self.results.written(written)
             return real_out
         key = self.results.key(func, real_args, real_kwargs) if reuse and self.results.cacheable(func) else None
@@ -277,7 +280,7 @@ class KnownValues:
             kept = self.results.get(key)
             if kept is not None:
                 return kept
-        real_out = func(*real_args, **real_kwargs)
+        real_out = _one_thread(func, real_args, real_kwargs)
         if key is not None:
             self.results.put(key, (real_args, real_kwargs), real_out)
         return real_out
@@ -290,6 +293,21 @@ class KnownValues:
                 continue
             for t in tensors_of(value):
                 self.values.pop(t, None)
+
+
+def _one_thread(func, args: tuple, kwargs: dict) -> Any:
+    """func run by ATen on this thread alone: the values are masks and positions, a few kB, and a
+    parallel kernel's threads wait on each other for milliseconds on a busy machine (GPT-2's causal
+    `tril` of a 128x128 mask: 1-21 ms on 2 threads at load 1-2, 5 us on one), as for the copies of
+    `know_all`. (Setting the count costs a fraction of a microsecond.)"""
+    threads = torch.get_num_threads()
+    if threads == 1:
+        return func(*args, **kwargs)
+    torch.set_num_threads(1)
+    try:
+        return func(*args, **kwargs)
+    finally:
+        torch.set_num_threads(threads)
 
 
 _WRITTEN: dict = {}
