@@ -76,8 +76,10 @@ def _any_in(op: dict) -> bool:
 
 
 def _param(op: dict, *names: str) -> bool:
-    gp = op.get("grad_params") or {}
-    return any(v for n, v in gp.items() if n.rsplit(".", 1)[-1] in names)
+    for n, v in (op.get("grad_params") or {}).items():  # (a loop, not any() over a generator: a frame each op)
+        if v and n.rsplit(".", 1)[-1] in names:
+            return True
+    return False
 
 
 def _param_bytes(op: dict, *names: str) -> int:
