@@ -509,18 +509,29 @@ class _Walk:
     buffers: list[torch.Tensor]
 
 
-def _walk(model: nn.Module) -> _Walk:
+def _walk(model: nn.Module, train: bool = False) -> _Walk:
+    """`train`: model.train() first, in the same walk where no module's class has a train() of its
+    own (`training` set on each module as nn.Module.train sets it; a walk of its own otherwise)."""
     paths: dict[int, str] = {}
     params: dict[int, nn.Parameter] = {}
     buffers: dict[int, torch.Tensor] = {}
+    own_train = False
     for path, module in model.named_modules():
         paths[id(module)] = path or "<model>"
+        if train:
+            if type(module).train is nn.Module.train:
+                module.training = True
+            else:
+                own_train = True
         for p in module._parameters.values():
             if p is not None and id(p) not in params:
                 params[id(p)] = p
         for b in module._buffers.values():
             if b is not None and id(b) not in buffers:
                 buffers[id(b)] = b
+    if own_train:  # a module's own train(): model.train() as the step always ran it, and the walk after it
+        model.train()
+        return _walk(model)
     return _Walk(paths, list(params.values()), list(buffers.values()))
 
 
@@ -878,8 +889,7 @@ def _two_steps(
 ):
     """Step once untracked-for-the-report (the optimizer state is created), then once tracked;
     the library workspaces the first step made are held through the second."""
-    model.train()
-    walk = _walk(model)
+    walk = _walk(model, train=True)  # model.train() in the same walk
     params = [p for p in walk.params if p.requires_grad]
     if not params:
         raise UsageError("the model has no parameter that requires grad: nothing to train")
@@ -1198,6 +1208,8 @@ def record_step(
     single.pop("_output_bytes")
     single["loss"] = loss_label(loss, first.own_loss)  # the second step may be replayed from the first
     ready = list(dict.fromkeys(accumulated)) or [n for _, n in sorted(grads)]
+    first.pending.clear()  # the figures are read: no free after this is recorded (step_memory)
+    tracker.pending.clear()
     return StepRecording(
         storages,
         marks,
