@@ -88,8 +88,13 @@ class Allocator:
         for an `optional` request (a workspace the kernel can do without), skipped."""
         size = MIN_BLOCK if nbytes < MIN_BLOCK else -(-nbytes // MIN_BLOCK) * MIN_BLOCK  # round_size
         small = size <= SMALL_SIZE
-        block = self._best_fit(small, size)
-        if block is None:
+        # the best fit (_best_fit's, here: a call less a request)
+        pool = self._free[small]
+        i = bisect.bisect_left(pool, (size, -1, -1, -1))
+        if i < len(pool):
+            _, segment, offset, _ = pool.pop(i)
+            block = self._blocks.pop((segment, offset))
+        else:
             block = self._new_segment(small, segment_size(size))
             if block is None:
                 if optional:
@@ -178,6 +183,32 @@ class Allocator:
             self.peak_allocated = self.allocated
 
 
+@dataclass(frozen=True)
+class Requests:
+    """Storages (and optional workspaces) as the replay takes them: each request's (bytes,
+    optional) and the events in order, (when, 1 = malloc / 0 = free, which). Made once for the
+    replays of one step under different limits."""
+
+    items: list[tuple[int, bool]]
+    events: list[tuple[float, int, int]]
+
+
+def requests(
+    lifetimes: Iterable[tuple[float, float, int]], workspaces: Iterable[tuple[float, float, int]] = ()
+) -> Requests:
+    """The storages given as (born, died, bytes) event indices (died = inf: never freed) and the
+    workspaces likewise (optional requests: skipped where they do not fit under the limit), as
+    `replay_requests` replays them."""
+    events: list[tuple[float, int, int]] = []
+    items = [(*item, False) for item in lifetimes] + [(*item, True) for item in workspaces]
+    for i, (born, died, _, _) in enumerate(items):
+        events.append((born, 1, i))
+        if died != math.inf:
+            events.append((died, 0, i))
+    events.sort()
+    return Requests([(nbytes, optional) for _, _, nbytes, optional in items], events)
+
+
 def replay(
     lifetimes: Iterable[tuple[float, float, int]],
     limit: int | None = None,
@@ -186,19 +217,17 @@ def replay(
     """Replay storages given as (born, died, bytes) event indices (died = inf: never freed) in
     event order through the allocator; `workspaces` likewise, as optional requests (skipped where
     they do not fit under the limit). The result holds its peaks and whether it ran out."""
-    events: list[tuple[float, int, int]] = []  # (when, 1 = malloc / 0 = free, which)
-    items = [(*item, False) for item in lifetimes] + [(*item, True) for item in workspaces]
-    for i, (born, died, _, _) in enumerate(items):
-        events.append((born, 1, i))
-        if died != math.inf:
-            events.append((died, 0, i))
-    events.sort()
+    return replay_requests(requests(lifetimes, workspaces), limit)
+
+
+def replay_requests(made: Requests, limit: int | None = None) -> Allocator:
+    """`replay` of requests already made (`requests`)."""
     alloc = Allocator(limit=limit)
     blocks: dict[int, _Block] = {}
-    malloc, free = alloc.malloc, alloc.free
-    for _, is_malloc, i in events:
+    malloc, free, items = alloc.malloc, alloc.free, made.items
+    for _, is_malloc, i in made.events:
         if is_malloc:
-            _, _, nbytes, optional = items[i]
+            nbytes, optional = items[i]
             block = malloc(nbytes, optional) if nbytes > 0 else None
             if alloc.out_of_memory:
                 break

@@ -58,7 +58,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 from archlint.errors import UsageError
 from archlint.model.capture.common import own_loss
 from archlint.model.train import meta_shims, metacache, steady
-from archlint.model.train.allocator import replay
+from archlint.model.train.allocator import Requests, replay_requests, requests
 from archlint.model.train.autocast_meta import BASIS as AUTOCAST_BASIS
 from archlint.model.train.autocast_meta import MetaAutocast
 from archlint.model.train.cpu_attention import cpu_attention
@@ -755,7 +755,8 @@ def step_memory(
             f"in peak_bytes; {workspace_basis}. cuDNN: {CUDNN_SOURCE}. Reductions: {reduce_basis}"
         )
         storages, workspaces = _both_steps(first, tracker)
-        caching = replay(storages, workspaces=workspaces)
+        made = requests(storages, workspaces)  # once, for each replay under a limit too
+        caching = replay_requests(made)
         result["allocator"] = {
             "rounding": f"each block rounded up to {CUDA_BLOCK_BYTES} bytes (PyTorch CUDA caching allocator)",
             "reserved_peak_bytes": caching.peak_reserved,
@@ -791,7 +792,7 @@ def step_memory(
         result["budget_bytes"] = int(budget_bytes)
         if gpu:  # the allocator limited to the budget less the context, as set_per_process_memory_fraction does
             limit = int(budget_bytes) - CUDA_CONTEXT_BYTES
-            under = _limited(storages, workspaces, limit, caching)
+            under = _limited(made, limit, caching)
             under["basis"] = (
                 "the same replay with the allocator limited to the budget less the CUDA context: at the "
                 "limit it releases its free cached segments and retries, and a cuDNN workspace that still "
@@ -799,8 +800,7 @@ def step_memory(
                 "tensor's request runs out"
             )
             under["scaled"] = [
-                {"scale": scale, **_limited(storages, workspaces, int(limit * scale), caching)}
-                for scale in limit_scales
+                {"scale": scale, **_limited(made, int(limit * scale), caching)} for scale in limit_scales
             ]
             result["allocator"]["under_budget"] = under
             if not under["out_of_memory"]:  # what it holds under the limit: cached segments released there
@@ -816,16 +816,14 @@ def step_memory(
     return result
 
 
-def _limited(storages, workspaces, limit: int, unlimited=None) -> dict:
+def _limited(made: Requests, limit: int, unlimited=None) -> dict:
     """The allocator replayed under `limit` bytes: whether it ran out, what it reserved, how many
     optional workspaces it went without. `unlimited`: the replay without a limit, when there is
     one: where it never reserved more than `limit`, the limit changes nothing (the allocator
     looks at it only when a new segment would pass it) and that replay is the answer (each of
     max_batch's evaluations replayed three times what one replay says)."""
     run = (
-        unlimited
-        if unlimited is not None and unlimited.peak_reserved <= limit
-        else replay(storages, limit=limit, workspaces=workspaces)
+        unlimited if unlimited is not None and unlimited.peak_reserved <= limit else replay_requests(made, limit=limit)
     )
     return {
         "limit_bytes": limit,
