@@ -32,6 +32,7 @@ where the memory model's workspace sizes are estimates (archlint.model.train.gpu
 from __future__ import annotations
 
 import bisect
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -55,7 +56,7 @@ def segment_size(nbytes: int) -> int:
     return -(-nbytes // ROUND_LARGE) * ROUND_LARGE
 
 
-@dataclass
+@dataclass(slots=True)  # (slots: thousands made and read per replay)
 class _Block:
     segment: int
     offset: int
@@ -63,6 +64,7 @@ class _Block:
     free: bool = True
     prev: _Block | None = None
     next: _Block | None = None
+    small: bool = False  # in the small pool (its segment's)
 
 
 @dataclass
@@ -84,10 +86,15 @@ class Allocator:
     def malloc(self, nbytes: int, optional: bool = False) -> _Block | None:
         """A block of `nbytes`, or None when it does not fit under the limit: out of memory, or
         for an `optional` request (a workspace the kernel can do without), skipped."""
-        size = round_size(nbytes)
+        size = MIN_BLOCK if nbytes < MIN_BLOCK else -(-nbytes // MIN_BLOCK) * MIN_BLOCK  # round_size
         small = size <= SMALL_SIZE
-        block = self._best_fit(small, size)
-        if block is None:
+        # the best fit (_best_fit's, here: a call less a request)
+        pool = self._free[small]
+        i = bisect.bisect_left(pool, (size, -1, -1, -1))
+        if i < len(pool):
+            _, segment, offset, _ = pool.pop(i)
+            block = self._blocks.pop((segment, offset))
+        else:
             block = self._new_segment(small, segment_size(size))
             if block is None:
                 if optional:
@@ -120,14 +127,14 @@ class Allocator:
     # ---- internals
 
     def _small(self, block: _Block) -> bool:
-        return self._segments[block.segment][0]
+        return block.small
 
     def _list(self, block: _Block) -> None:
-        bisect.insort(self._free[self._small(block)], (block.size, block.segment, block.offset, id(block)))
+        bisect.insort(self._free[block.small], (block.size, block.segment, block.offset, id(block)))
         self._blocks[(block.segment, block.offset)] = block
 
     def _unlist(self, block: _Block) -> None:
-        pool = self._free[self._small(block)]
+        pool = self._free[block.small]
         i = bisect.bisect_left(pool, (block.size, block.segment, block.offset, id(block)))
         del pool[i]
         del self._blocks[(block.segment, block.offset)]
@@ -137,10 +144,8 @@ class Allocator:
         i = bisect.bisect_left(pool, (size, -1, -1, -1))
         if i == len(pool):
             return None
-        _, segment, offset, _ = pool[i]
-        block = self._blocks[(segment, offset)]
-        self._unlist(block)
-        return block
+        _, segment, offset, _ = pool.pop(i)  # (_unlist's work: the index is known)
+        return self._blocks.pop((segment, offset))
 
     def _new_segment(self, small: bool, size: int) -> _Block | None:
         if self.limit is not None and self.reserved + size > self.limit:
@@ -149,10 +154,11 @@ class Allocator:
                 return None
         sid = self._next_segment
         self._next_segment += 1
-        block = _Block(sid, 0, size)
+        block = _Block(sid, 0, size, True, None, None, small)
         self._segments[sid] = (small, size, block)
         self.reserved += size
-        self.peak_reserved = max(self.peak_reserved, self.reserved)
+        if self.reserved > self.peak_reserved:
+            self.peak_reserved = self.reserved
         return block
 
     def _release_free_segments(self) -> None:
@@ -165,14 +171,42 @@ class Allocator:
     def _take(self, block: _Block, small: bool, size: int) -> None:
         rest = block.size - size
         if (rest >= MIN_BLOCK) if small else (rest > SMALL_SIZE):
-            tail = _Block(block.segment, block.offset + size, rest, True, block, block.next)
-            if block.next:
-                block.next.prev = tail
+            nxt = block.next
+            tail = _Block(block.segment, block.offset + size, rest, True, block, nxt, small)
+            if nxt:
+                nxt.prev = tail
             block.next, block.size = tail, size
             self._list(tail)
         block.free = False
         self.allocated += block.size
-        self.peak_allocated = max(self.peak_allocated, self.allocated)
+        if self.allocated > self.peak_allocated:
+            self.peak_allocated = self.allocated
+
+
+@dataclass(frozen=True)
+class Requests:
+    """Storages (and optional workspaces) as the replay takes them: each request's (bytes,
+    optional) and the events in order, (when, 1 = malloc / 0 = free, which). Made once for the
+    replays of one step under different limits."""
+
+    items: list[tuple[int, bool]]
+    events: list[tuple[float, int, int]]
+
+
+def requests(
+    lifetimes: Iterable[tuple[float, float, int]], workspaces: Iterable[tuple[float, float, int]] = ()
+) -> Requests:
+    """The storages given as (born, died, bytes) event indices (died = inf: never freed) and the
+    workspaces likewise (optional requests: skipped where they do not fit under the limit), as
+    `replay_requests` replays them."""
+    events: list[tuple[float, int, int]] = []
+    items = [(*item, False) for item in lifetimes] + [(*item, True) for item in workspaces]
+    for i, (born, died, _, _) in enumerate(items):
+        events.append((born, 1, i))
+        if died != math.inf:
+            events.append((died, 0, i))
+    events.sort()
+    return Requests([(nbytes, optional) for _, _, nbytes, optional in items], events)
 
 
 def replay(
@@ -183,22 +217,22 @@ def replay(
     """Replay storages given as (born, died, bytes) event indices (died = inf: never freed) in
     event order through the allocator; `workspaces` likewise, as optional requests (skipped where
     they do not fit under the limit). The result holds its peaks and whether it ran out."""
-    events: list[tuple[float, int, int]] = []  # (when, 1 = malloc / 0 = free, which)
-    items = [(*item, False) for item in lifetimes] + [(*item, True) for item in workspaces]
-    for i, (born, died, _, _) in enumerate(items):
-        events.append((born, 1, i))
-        if died != float("inf"):
-            events.append((died, 0, i))
-    events.sort()
+    return replay_requests(requests(lifetimes, workspaces), limit)
+
+
+def replay_requests(made: Requests, limit: int | None = None) -> Allocator:
+    """`replay` of requests already made (`requests`)."""
     alloc = Allocator(limit=limit)
     blocks: dict[int, _Block] = {}
-    for _, is_malloc, i in events:
+    malloc, free, items = alloc.malloc, alloc.free, made.items
+    for _, is_malloc, i in made.events:
         if is_malloc:
-            block = alloc.malloc(items[i][2], items[i][3]) if items[i][2] > 0 else None
+            nbytes, optional = items[i]
+            block = malloc(nbytes, optional) if nbytes > 0 else None
             if alloc.out_of_memory:
                 break
             if block is not None:
                 blocks[i] = block
         elif i in blocks:
-            alloc.free(blocks.pop(i))
+            free(blocks.pop(i))
     return alloc

@@ -76,8 +76,10 @@ def _any_in(op: dict) -> bool:
 
 
 def _param(op: dict, *names: str) -> bool:
-    gp = op.get("grad_params") or {}
-    return any(v for n, v in gp.items() if n.rsplit(".", 1)[-1] in names)
+    for n, v in (op.get("grad_params") or {}).items():  # (a loop, not any() over a generator: a frame each op)
+        if v and n.rsplit(".", 1)[-1] in names:
+            return True
+    return False
 
 
 def _param_bytes(op: dict, *names: str) -> int:
@@ -404,7 +406,10 @@ def cost_backward(graph: nx.DiGraph) -> list[str]:
             if fanout > 1:  # the gradients its consumers send back are summed
                 out = sum(numel(s) for s in op["out_shapes"])
                 _add(terms, "grad_sum", (fanout - 1) * out, (fanout - 1) * 3 * int(op.get("out_bytes", 0)))
-        op["backward_terms"] = {k: {"flops": f, "mac_bytes": m} for k, (f, m) in terms.items()}
-        op["flops_backward"] = sum(f for f, _ in terms.values())
-        op["mac_bytes_backward"] = sum(m for _, m in terms.values())
+        flops = mac = 0  # (one loop over the terms, not three)
+        named: dict[str, dict[str, int]] = {}
+        for k, (f, m) in terms.items():
+            named[k] = {"flops": f, "mac_bytes": m}
+            flops, mac = flops + f, mac + m
+        op["backward_terms"], op["flops_backward"], op["mac_bytes_backward"] = named, flops, mac
     return unknown

@@ -27,6 +27,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from archlint.errors import UsageError
 from archlint.model.train import meta_shims
 from archlint.model.train.memory import MetaStepFailed, step_memory, to_meta
+from archlint.model.train.values import VALUE_LIMIT_BYTES
 
 MAX_EVALUATIONS = 16
 STEP_OUT = 4  # max_batch's steps out from where the answer is expected: 1, 2, 4, 8 batches
@@ -65,7 +66,7 @@ def batch_size(args: tuple, kwargs: dict) -> int:
     return tensors[0].shape[0]
 
 
-def with_batch(args: tuple, kwargs: dict, batch: int) -> tuple[tuple, dict]:
+def with_batch(args: tuple, kwargs: dict, batch: int, real_limit: int = REAL_INPUT_BYTES) -> tuple[tuple, dict]:
     """Inputs like these with the batch dimension (every tensor's leading one that equals the
     batch) set to `batch`: meta stays meta; a real tensor's rows are repeated in turn, so token
     ids stay in the vocabulary and masks keep their values when the step must run on real
@@ -73,7 +74,9 @@ def with_batch(args: tuple, kwargs: dict, batch: int) -> tuple[tuple, dict]:
     becomes meta: the meta step reads no input's data but ids and masks (kept only up to
     values.VALUE_LIMIT_BYTES anyway), and the search for max_batch reaches batches whose inputs this
     machine could not hold (an MLP on an 80 GB budget: tens of millions of rows); a step that reads a
-    mask's data then cannot run on meta, and the search keeps below that batch."""
+    mask's data then cannot run on meta, and the search keeps below that batch. `real_limit`: that
+    size, lower where no step will read a larger input's data (fit_report: a step that runs on meta
+    reads the values of inputs up to values.VALUE_LIMIT_BYTES only)."""
     old = batch_size(args, kwargs)
 
     def one(t):
@@ -81,7 +84,7 @@ def with_batch(args: tuple, kwargs: dict, batch: int) -> tuple[tuple, dict]:
             return t
         if t.dim() == 0 or t.shape[0] != old:
             return t
-        big = t.element_size() * (t.numel() // old) * batch > REAL_INPUT_BYTES
+        big = t.element_size() * (t.numel() // old) * batch > real_limit
         if t.device.type == "meta" or big:
             return torch.empty((batch, *t.shape[1:]), dtype=t.dtype, device="meta").requires_grad_(t.requires_grad)
         return t.detach()[torch.arange(batch, device=t.device) % old].requires_grad_(t.requires_grad)
@@ -418,9 +421,13 @@ def fit_report(
     # of a batch near the budget's on this machine (a tiny Llama given an attention mask: 6.6 GB at batch 810,703)
     on_meta = result["basis"].startswith("measured on the meta")
 
+    # a step on meta reads no input's data above values.VALUE_LIMIT_BYTES (its values are not kept):
+    # such an input is made on meta, not copied row by row (up to REAL_INPUT_BYTES an evaluation)
+    real_limit = VALUE_LIMIT_BYTES if on_meta else REAL_INPUT_BYTES
+
     def peak_at(b: int, scale: float | None = None) -> int:
         if b not in memory_at:
-            a, k = with_batch(args, kwargs, b)
+            a, k = with_batch(args, kwargs, b, real_limit)
             memory_at[b] = step_memory(
                 model,
                 a,

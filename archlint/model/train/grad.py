@@ -53,24 +53,34 @@ def _differentiable(op: dict) -> bool:
     return "float" in dtype or "complex" in dtype
 
 
-def propagate(graph: nx.DiGraph, model: nn.Module, inputs_need_grad: frozenset[str] = frozenset()) -> list[str]:
+def propagate(
+    graph: nx.DiGraph,
+    model: nn.Module,
+    inputs_need_grad: frozenset[str] = frozenset(),
+    params: dict[str, bool] | None = None,
+) -> list[str]:
     """Set grad_out, grad_inputs, grad_params, backward and grad_fanout on every node (see above);
     return the ops whose outputs the loss reads. `inputs_need_grad`: input nodes given as tensors
-    that require a gradient."""
-    params = trainable(model)
+    that require a gradient; `params`: trainable(model), where the caller has it."""
+    params = trainable(model) if params is None else params
     order = list(nx.topological_sort(graph))
+    nodes, pred, succ = graph.nodes, graph.pred, graph.succ  # (the adjacency's own views: one lookup an edge)
     for name in order:
-        op = graph.nodes[name]
+        op = nodes[name]
         if op["kind"] == "input":
             op["grad_out"] = name in inputs_need_grad
             op["grad_inputs"], op["grad_params"] = [], {}
             continue
         flags: dict[int, bool] = {}
-        for producer in graph.predecessors(name):
-            flags[graph.edges[producer, name].get("index", 0)] = bool(graph.nodes[producer].get("grad_out"))
+        for producer, edge in pred[name].items():
+            flags[edge.get("index", 0)] = bool(nodes[producer].get("grad_out"))
         count = max(len(op.get("in_shapes") or []), max(flags, default=-1) + 1)
         op["grad_inputs"] = [flags.get(i, False) for i in range(count)]
-        op["grad_params"] = {n: param_needs_grad(op, n, params) for n in (op.get("param_shapes") or {})}
+        module = op.get("module") or ""
+        op["grad_params"] = {  # param_needs_grad, a parameter each
+            n: params[full] if (full := f"{module}.{n}" if module else n) in params else params.get(n, False)
+            for n in (op.get("param_shapes") or {})
+        }
         op["grad_out"] = _differentiable(op) and (any(op["grad_inputs"]) or any(op["grad_params"].values()))
     sources = loss_sources(graph)
     reaches = set(sources)
@@ -80,11 +90,11 @@ def propagate(graph: nx.DiGraph, model: nn.Module, inputs_need_grad: frozenset[s
         op = graph.nodes[name]
         op["backward"] = bool(op.get("grad_out")) and name in reaches and op["kind"] not in ("input", "output")
     for name in order:
-        op = graph.nodes[name]
+        op = nodes[name]
         senders = 0
-        for consumer in graph.successors(name):
-            c = graph.nodes[consumer]
-            if c.get("backward") and c["grad_inputs"][graph.edges[name, consumer].get("index", 0)]:
+        for consumer, edge in succ[name].items():
+            c = nodes[consumer]
+            if c.get("backward") and c["grad_inputs"][edge.get("index", 0)]:
                 senders += 1
         op["grad_fanout"] = senders + (1 if name in sources else 0)
     return sources

@@ -46,6 +46,7 @@ import math
 import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 
 import torch
@@ -57,7 +58,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 from archlint.errors import UsageError
 from archlint.model.capture.common import own_loss
 from archlint.model.train import meta_shims, metacache, optstep, steady
-from archlint.model.train.allocator import replay
+from archlint.model.train.allocator import Requests, replay_requests, requests
 from archlint.model.train.autocast_meta import BASIS as AUTOCAST_BASIS
 from archlint.model.train.autocast_meta import MetaAutocast
 from archlint.model.train.cpu_attention import cpu_attention
@@ -475,18 +476,43 @@ def _op_name(func) -> str:
 
 def to_meta(model: nn.Module) -> nn.Module:
     """A copy of `model` with every parameter, buffer and tensor attribute on meta (no data copied)."""
+    return _meta_copy(model)[0]
+
+
+def _meta_copy(model: nn.Module) -> tuple[nn.Module, list[tuple[torch.Tensor, torch.Tensor]] | None]:
+    """to_meta's copy, and (meta, real) for each buffer as model.named_buffers() gives them (None where
+    the copy did not keep a buffer where the model has it: a module that copies itself its own way),
+    for _input_values: the copy's walk finds them, where a walk by names took a millisecond."""
     memo: dict[int, Any] = {}
-    for module in model.modules():
-        for _name, p in module._parameters.items():
+    buffers: list[tuple[nn.Module, str, torch.Tensor]] = []
+    # each module once, in model.modules()'s order (without its generators' frames); a tensor reached twice is made once
+    todo, seen, named = [model], set(), set()
+    while todo:
+        module = todo.pop()
+        if id(module) in seen:
+            continue
+        seen.add(id(module))
+        for p in module._parameters.values():
             if p is not None and id(p) not in memo:
                 memo[id(p)] = nn.Parameter(torch.empty_like(p, device="meta"), requires_grad=p.requires_grad)
-        for _name, b in module._buffers.items():
-            if b is not None and id(b) not in memo:
-                memo[id(b)] = torch.empty_like(b, device="meta")
+        for key, b in module._buffers.items():
+            if b is not None and id(b) not in named:  # (a tensor attribute of a module before may be one)
+                named.add(id(b))
+                buffers.append((module, key, b))
+                if id(b) not in memo:
+                    memo[id(b)] = torch.empty_like(b, device="meta")
         for value in vars(module).values():
             if isinstance(value, torch.Tensor) and not isinstance(value, nn.Parameter) and id(value) not in memo:
                 memo[id(value)] = torch.empty_like(value, device="meta")
-    return deepcopy_module(model, memo)  # copy.deepcopy's copy, made faster (module_copy)
+        todo += [child for child in reversed(module._modules.values()) if child is not None]
+    meta = deepcopy_module(model, memo)  # copy.deepcopy's copy, made faster (module_copy)
+    pairs = []
+    for module, key, b in buffers:
+        copied = memo.get(id(module))
+        if not isinstance(copied, nn.Module) or copied._buffers.get(key) is not memo[id(b)]:
+            return meta, None
+        pairs.append((memo[id(b)], b))
+    return meta, pairs
 
 
 def _meta_inputs(value: Any) -> Any:
@@ -512,18 +538,29 @@ class _Walk:
     buffers: list[torch.Tensor]
 
 
-def _walk(model: nn.Module) -> _Walk:
+def _walk(model: nn.Module, train: bool = False) -> _Walk:
+    """`train`: model.train() first, in the same walk where no module's class has a train() of its
+    own (`training` set on each module as nn.Module.train sets it; a walk of its own otherwise)."""
     paths: dict[int, str] = {}
     params: dict[int, nn.Parameter] = {}
     buffers: dict[int, torch.Tensor] = {}
+    own_train = False
     for path, module in model.named_modules():
         paths[id(module)] = path or "<model>"
+        if train:
+            if type(module).train is nn.Module.train:
+                module.training = True
+            else:
+                own_train = True
         for p in module._parameters.values():
             if p is not None and id(p) not in params:
                 params[id(p)] = p
         for b in module._buffers.values():
             if b is not None and id(b) not in buffers:
                 buffers[id(b)] = b
+    if own_train:  # a module's own train(): model.train() as the step always ran it, and the walk after it
+        model.train()
+        return _walk(model)
     return _Walk(paths, list(params.values()), list(buffers.values()))
 
 
@@ -679,8 +716,12 @@ def step_memory(
         )
     try:
         basis = "measured on the meta device: every storage the step allocates and frees, no data"
-        meta, meta_args, meta_kwargs = to_meta(model), _meta_inputs(tuple(args)), _meta_inputs(dict(kwargs))
-        values = _input_values(model, meta, (args, kwargs), (meta_args, meta_kwargs))
+        (meta, buffers), meta_args, meta_kwargs = (
+            _meta_copy(model),
+            _meta_inputs(tuple(args)),
+            _meta_inputs(dict(kwargs)),
+        )
+        values = _input_values(model, meta, (args, kwargs), (meta_args, meta_kwargs), buffers)
         first, tracker, forward_end = _two_steps(
             meta, meta_args, meta_kwargs, base, run_variant, loss, gpu, fused, values, sizes, grid, autocast, eight_bit
         )
@@ -713,7 +754,7 @@ def step_memory(
             eight_bit,
         )
     result = _summary(tracker, forward_end)
-    blocks = result.pop("_blocks_at_peak")
+    blocks, output_bytes = result.pop("_blocks_at_peak"), result.pop("_output_bytes")
     result["first_step_peak_bytes"] = first.peak
     result["step_reported"] = (
         "the second step: optimizer state is created at the first step and kept, "
@@ -722,7 +763,7 @@ def step_memory(
     result["optimizer"] = optimizer
     result["loss"] = loss_label(loss, first.own_loss)
     result["basis"] = basis
-    result["output_bytes"] = sum(r.nbytes for r in tracker.records if r.kind == "outputs" and r.phase == "start")
+    result["output_bytes"] = output_bytes
     result["output_basis"] = OUTPUT_KEPT.format(prev=f"{result['at_peak']['outputs']} bytes")
     if gpu:
         held = tracker.workspaces
@@ -743,7 +784,8 @@ def step_memory(
             f"in peak_bytes; {workspace_basis}. cuDNN: {CUDNN_SOURCE}. Reductions: {reduce_basis}"
         )
         storages, workspaces = _both_steps(first, tracker)
-        caching = replay(storages, workspaces=workspaces)
+        made = requests(storages, workspaces)  # once, for each replay under a limit too
+        caching = replay_requests(made)
         result["allocator"] = {
             "rounding": f"each block rounded up to {CUDA_BLOCK_BYTES} bytes (PyTorch CUDA caching allocator)",
             "reserved_peak_bytes": caching.peak_reserved,
@@ -779,7 +821,7 @@ def step_memory(
         result["budget_bytes"] = int(budget_bytes)
         if gpu:  # the allocator limited to the budget less the context, as set_per_process_memory_fraction does
             limit = int(budget_bytes) - CUDA_CONTEXT_BYTES
-            under = _limited(storages, workspaces, limit, caching)
+            under = _limited(made, limit, caching)
             under["basis"] = (
                 "the same replay with the allocator limited to the budget less the CUDA context: at the "
                 "limit it releases its free cached segments and retries, and a cuDNN workspace that still "
@@ -787,8 +829,7 @@ def step_memory(
                 "tensor's request runs out"
             )
             under["scaled"] = [
-                {"scale": scale, **_limited(storages, workspaces, int(limit * scale), caching)}
-                for scale in limit_scales
+                {"scale": scale, **_limited(made, int(limit * scale), caching)} for scale in limit_scales
             ]
             result["allocator"]["under_budget"] = under
             if not under["out_of_memory"]:  # what it holds under the limit: cached segments released there
@@ -797,19 +838,21 @@ def step_memory(
         # runs out only where the unlimited one reserves more than the limit (the limit changes nothing
         # until a segment would pass it), so on a GPU spec this is also "the limited replay ran".
         result["fits"] = result["needed_bytes"] <= budget_bytes
+    # The figures are read: the frees still to come (the meta model's, the optimizer's state) would
+    # each call back into a tracker no one reads again (a millisecond on mobilenet_v3_large).
+    first.pending.clear()
+    tracker.pending.clear()
     return result
 
 
-def _limited(storages, workspaces, limit: int, unlimited=None) -> dict:
+def _limited(made: Requests, limit: int, unlimited=None) -> dict:
     """The allocator replayed under `limit` bytes: whether it ran out, what it reserved, how many
     optional workspaces it went without. `unlimited`: the replay without a limit, when there is
     one: where it never reserved more than `limit`, the limit changes nothing (the allocator
     looks at it only when a new segment would pass it) and that replay is the answer (each of
     max_batch's evaluations replayed three times what one replay says)."""
     run = (
-        unlimited
-        if unlimited is not None and unlimited.peak_reserved <= limit
-        else replay(storages, limit=limit, workspaces=workspaces)
+        unlimited if unlimited is not None and unlimited.peak_reserved <= limit else replay_requests(made, limit=limit)
     )
     return {
         "limit_bytes": limit,
@@ -844,15 +887,15 @@ def _one_line(exc: BaseException) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
 
 
-def _input_values(model: nn.Module, meta: nn.Module, real_inputs, meta_inputs) -> KnownValues:
+def _input_values(model: nn.Module, meta: nn.Module, real_inputs, meta_inputs, buffers=None) -> KnownValues:
     """The real values of the inputs and buffers beside their meta copies (archlint.model.train.values):
-    what an `.item()` on a mask or a position needs."""
+    what an `.item()` on a mask or a position needs. `buffers`: (meta, real) of each buffer, where
+    the copy found them (_meta_copy); else paired by name."""
     values = KnownValues()
-    meta_buffers = dict(meta.named_buffers())
-    values.know_all(
-        [*zip(_tensors(meta_inputs), _tensors(real_inputs))]
-        + [(meta_buffers[name], real) for name, real in model.named_buffers() if name in meta_buffers]
-    )
+    if buffers is None:
+        meta_buffers = dict(meta.named_buffers())
+        buffers = [(meta_buffers[name], real) for name, real in model.named_buffers() if name in meta_buffers]
+    values.know_all([*zip(_tensors(meta_inputs), _tensors(real_inputs))] + buffers)
     return values
 
 
@@ -873,8 +916,7 @@ def _two_steps(
 ):
     """Step once untracked-for-the-report (the optimizer state is created), then once tracked;
     the library workspaces the first step made are held through the second."""
-    model.train()
-    walk = _walk(model)
+    walk = _walk(model, train=True)  # model.train() in the same walk
     params = [p for p in walk.params if p.requires_grad]
     if not params:
         raise UsageError("the model has no parameter that requires grad: nothing to train")
@@ -975,26 +1017,42 @@ def _see_outputs(tracker: _Tracker, kept: list | None) -> None:
         rec.kind = rec.kind or "outputs"
 
 
-def _live_at(tracker: _Tracker, event: int) -> list[_Storage]:
-    return [r for r in tracker.records if r.born <= event < r.died]
+_TOTALLED = frozenset(("params", "buffers", "inputs", "grads", "optimizer"))
 
 
 def _summary(tracker: _Tracker, forward_end: int) -> dict:
+    # one pass over the records: what is live at the peak (and its blocks), the activations kept at
+    # the forward's end, the totals of what the step holds, the gradients it makes and the previous
+    # step's output; the records in their order, so the dicts fill in the order they always did
+    peak_event, kept_at = tracker.peak_event, forward_end - 1
     at_peak = dict.fromkeys(CATEGORIES, 0)
-    for r in _live_at(tracker, tracker.peak_event) + [t for t in tracker.transients if t.born == tracker.peak_event]:
-        at_peak[r.kind] = at_peak.get(r.kind, 0) + r.nbytes  # "workspaces": a library's, GPU or CPU
     totals = dict.fromkeys(CATEGORIES, 0)
+    blocks: list[int] = []
+    kept: list[_Storage] = []
+    made_grads = outputs = 0
     for r in tracker.records:
-        if r.kind in ("params", "buffers", "inputs", "grads", "optimizer"):
-            totals[r.kind] += r.nbytes
-    kept = [r for r in _live_at(tracker, forward_end - 1) if r.kind == "activations"]
+        kind, nbytes = r.kind, r.nbytes
+        if r.born <= peak_event < r.died:
+            at_peak[kind] = at_peak.get(kind, 0) + nbytes  # "workspaces": a library's, GPU or CPU
+            blocks.append(nbytes)
+        if kind in _TOTALLED:
+            totals[kind] += nbytes
+            if kind == "grads" and r.phase != "start":
+                made_grads += nbytes
+        elif kind == "activations":
+            if r.born <= kept_at < r.died:
+                kept.append(r)
+        elif kind == "outputs" and r.phase == "start":
+            outputs += nbytes
+    for t in tracker.transients:
+        if t.born == peak_event:
+            at_peak[t.kind] = at_peak.get(t.kind, 0) + t.nbytes
     per_module: dict[str, int] = {}
     for r in kept:
         per_module[r.module or "<model>"] = per_module.get(r.module or "<model>", 0) + r.nbytes
-    grads = totals["grads"]
     # Gradients of the previous step freed at zero_grad are counted once, as this step's.
-    grads = sum(r.nbytes for r in tracker.records if r.kind == "grads" and r.phase != "start") or grads
-    op = tracker.peak_op
+    grads = made_grads or totals["grads"]
+    op, phases = tracker.peak_op, tracker.op_phase
     where = (
         "before the step"
         if op < 0
@@ -1013,12 +1071,13 @@ def _summary(tracker: _Tracker, forward_end: int) -> dict:
         "activations_bytes": sum(r.nbytes for r in kept),
         "temporaries_bytes": at_peak["temporaries"],
         "at_peak": at_peak,
-        "forward_peak_bytes": max((b for i, b in tracker.timeline if tracker.op_phase[i] == "forward"), default=0),
+        "forward_peak_bytes": max((b for i, b in tracker.timeline if phases[i] == "forward"), default=0),
         "at": where,
         "ops": tracker.ops,
         "timeline": _downsample(tracker.timeline, TIMELINE_POINTS),
         "per_module_activations": dict(sorted(per_module.items(), key=lambda kv: -kv[1])),
-        "_blocks_at_peak": [r.nbytes for r in _live_at(tracker, tracker.peak_event)],
+        "_blocks_at_peak": blocks,
+        "_output_bytes": outputs,
     }
 
 
@@ -1036,7 +1095,10 @@ def _downsample(points: list[tuple[int, int]], n: int) -> list[list[int]]:
     if len(points) <= n:
         return [list(p) for p in points]
     size = math.ceil(len(points) / n)
-    return [list(max(points[i : i + size], key=lambda p: p[1])) for i in range(0, len(points), size)]
+    return [list(max(points[i : i + size], key=_SECOND)) for i in range(0, len(points), size)]
+
+
+_SECOND = itemgetter(1)
 
 
 @dataclass
@@ -1172,8 +1234,11 @@ def record_step(
     params = {n: (tuple(p.shape), p.element_size(), p.requires_grad) for n, p in meta.named_parameters()}
     single = _summary(tracker, forward_end)
     single.pop("_blocks_at_peak")
+    single.pop("_output_bytes")
     single["loss"] = loss_label(loss, first.own_loss)  # the second step may be replayed from the first
     ready = list(dict.fromkeys(accumulated)) or [n for _, n in sorted(grads)]
+    first.pending.clear()  # the figures are read: no free after this is recorded (step_memory)
+    tracker.pending.clear()
     return StepRecording(
         storages,
         marks,

@@ -4,13 +4,15 @@ model, archlint.model.train.memory.to_meta).
 deepcopy takes a module through its reduce protocol (`__reduce_ex__`, a `__deepcopy__` looked up on
 the instance, which nn.Module's `__getattr__` answers with an exception) and then copies its
 `__dict__`, where a dozen empty hook dicts and a set each take the same protocol: the meta copy of
-efficientnet_b0 (337 modules) took 15.8 ms of CPU time, a tenth of its --train step; 7.5 ms here. A
-module whose class copies the default way (nn.Module's `__getstate__`, no `__deepcopy__`,
+efficientnet_b0 (337 modules) took 15.8 ms of CPU time, a tenth of its --train step; 7.5 ms here at
+first, and the whole of to_meta (its meta tensors made too) 4.9 ms, now 3.5 (each state's items in one
+loop). A module whose class copies the default way (nn.Module's `__getstate__`, no `__deepcopy__`,
 `__reduce_ex__` or `__getnewargs__` of its own) is rebuilt as deepcopy rebuilds it:
-`cls.__new__(cls)`, registered in the memo, its state copied, `__setstate__` called; a dict with
-string keys is copied item by item the same way, an empty set made new; any other value goes to
-deepcopy with the same memo. So what is shared stays shared and the copy is deepcopy's, value for
-value (tests/model/train/test_train_speed.py).
+`cls.__new__(cls)`, registered in the memo, its state copied, `__setstate__` called (nn.Module's adds
+the hook dicts an old pickle lacks: where the state has them all, its `__dict__` is updated alone);
+a dict with string keys is copied item by item the same way, an empty dict or set made new; any
+other value goes to deepcopy with the same memo. So what is shared stays shared and the copy is
+deepcopy's, value for value (tests/model/train/test_train_speed.py, test_train_setup_speed.py).
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from typing import Any
 import torch.nn as nn
 
 _ATOMIC = (type(None), bool, int, float, complex, str, bytes, type)
+_ATOMIC_SET = frozenset(_ATOMIC)
+_STR = frozenset((str,))
 _plain_classes: dict[type, bool] = {}
 
 
@@ -44,7 +48,28 @@ def _plain(cls: type) -> bool:
             and getattr(cls, "__getnewargs_ex__", None) is None
             and getattr(cls, "__getnewargs__", None) is None
         )
+        _module_setstate[cls] = getattr(cls, "__setstate__", None) is nn.Module.__setstate__
     return plain
+
+
+# classes whose `__setstate__` is nn.Module's: it updates `__dict__` and adds the hook dicts an old
+# checkpoint lacks; a state that has them all (_MODULE_KEYS) is set by the update alone
+_module_setstate: dict[type, bool] = {}
+_MODULE_KEYS = frozenset(
+    (
+        "_forward_pre_hooks",
+        "_forward_pre_hooks_with_kwargs",
+        "_forward_hooks_with_kwargs",
+        "_forward_hooks_always_called",
+        "_state_dict_hooks",
+        "_state_dict_pre_hooks",
+        "_load_state_dict_pre_hooks",
+        "_load_state_dict_post_hooks",
+        "_non_persistent_buffers_set",
+        "_is_full_backward_hook",
+        "_backward_pre_hooks",
+    )
+)
 
 
 def _copy(value: Any, memo: dict[int, Any]) -> Any:
@@ -52,7 +77,7 @@ def _copy(value: Any, memo: dict[int, Any]) -> Any:
     if found is not memo:
         return found
     kind: Any = type(value)
-    if kind in _ATOMIC:
+    if kind in _ATOMIC_SET:
         return value
     # (deepcopy also keeps each original alive in the memo, so that no id is reused while it copies;
     # these are the model's own, alive throughout)
@@ -61,11 +86,11 @@ def _copy(value: Any, memo: dict[int, Any]) -> Any:
             fresh: dict = kind()
             memo[id(value)] = fresh
             return fresh
-        if all(type(key) is str for key in value):
+        if set(map(type, value)) <= _STR:  # (map and set: no Python frame a key)
             items: dict = kind()
             memo[id(value)] = items
             for key, item in value.items():
-                items[key] = _copy(item, memo)
+                items[key] = item if type(item) in _ATOMIC_SET else _copy(item, memo)
             return items
     elif kind is set and not value:
         empty: set = set()
@@ -77,11 +102,29 @@ def _copy(value: Any, memo: dict[int, Any]) -> Any:
         and kind not in copyreg.dispatch_table
         and "__deepcopy__" not in vars(value)
     ):
-        new = kind.__new__(kind)
-        memo[id(value)] = new
-        state = value.__getstate__()
-        new.__setstate__({key: item if type(item) in _ATOMIC else _copy(item, memo) for key, item in state.items()})
-        return new
-    elif kind is tuple and all(type(item) in _ATOMIC for item in value):
+        return _copy_module(value, kind, memo)
+    elif kind is tuple and set(map(type, value)) <= _ATOMIC_SET:
         return value  # deepcopy's own answer (a kernel size, a stride), with no memo entry, as it leaves none
     return copy.deepcopy(value, memo)
+
+
+def _copy_module(value: nn.Module, kind: Any, memo: dict[int, Any]) -> nn.Module:
+    """A plain module (_plain) rebuilt as deepcopy rebuilds it; its state's empty hook dicts and
+    sets, most of what it holds, made here rather than through _copy (a call each)."""
+    new = kind.__new__(kind)
+    memo[id(value)] = new
+    state = value.__getstate__()
+    for key, item in state.items():
+        t = type(item)
+        if t in _ATOMIC_SET:
+            continue
+        if (t is OrderedDict and not item.__dict__ or t is dict or t is set) and not item and id(item) not in memo:
+            fresh = memo[id(item)] = t()
+        else:
+            fresh = _copy(item, memo)
+        state[key] = fresh  # the state is __getstate__'s own copy of __dict__: replaced in place
+    if _module_setstate[kind] and _MODULE_KEYS <= state.keys():
+        new.__dict__.update(state)
+    else:
+        new.__setstate__(state)
+    return new

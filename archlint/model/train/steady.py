@@ -33,10 +33,12 @@ storage of its own is replayed as the same view of a fresh storage of that size.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import dataclasses
 import math
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 import torch
@@ -138,65 +140,90 @@ def _replay_span(
     scratch = {t.born: t for t in first.transients if start.events <= t.born < end.events}
     replayed = [_renewed(r, r.op + shift_ops if r.op >= 0 else r.op) for r in records]
     freed_from, freed = None, 0  # the first op after the release, and the bytes it freed
+    # the tracker's counters in locals through the loop (an event each), written back around the release
+    live, peak, peak_event, peak_op = tracker.live_bytes, tracker.peak, tracker.peak_event, tracker.peak_op
+    append = tracker.records.append
+    # the event the release comes before: the first of the span at or after the first step's
+    let_go_at = None if release is None else max(release[0], start.events)
 
     def let_go():
-        nonlocal shift_events, offset, freed_from, freed
+        nonlocal shift_events, offset, freed_from, freed, live
         tracker.events = event + shift_events
-        live = tracker.live_bytes
+        tracker.live_bytes = live
         release[2]()
         shift_events = tracker.events - event
         freed, freed_from = live - tracker.live_bytes, release[1]
+        live = tracker.live_bytes
         offset -= freed
 
     event = start.events
     shift_at = None  # the shift in events when the loop reaches `at`
     for event in range(start.events, end.events):
-        if release is not None and freed_from is None and event >= release[0]:
+        if event == let_go_at:
             let_go()
         if event == at:
             shift_at = shift_events
-        i, t = born.get(event), scratch.get(event)
-        if t is not None:  # a scratch's birth (its death, the next event, frees nothing counted)
-            t = dataclasses.replace(t, born=t.born + shift_events, died=t.died + shift_events, op=t.op + shift_ops)
-            tracker.transients.append(t)
-            top = tracker.live_bytes + t.nbytes
-            if top > tracker.peak:
-                tracker.peak, tracker.peak_event, tracker.peak_op = top, t.born, t.op
-        elif event - 1 in scratch:
-            continue
-        elif event in holds:  # held from this step's start: no event of its own here
-            shift_events -= 1
-        elif i is not None:
+        i = born.get(event)
+        if i is not None:  # a birth (most events: the check the loop makes first)
             rec = replayed[i]
             rec.born = event + shift_events
-            tracker.records.append(rec)
-            tracker.live_bytes += rec.nbytes
-            if tracker.live_bytes > tracker.peak:
-                tracker.peak, tracker.peak_event, tracker.peak_op = tracker.live_bytes, rec.born, rec.op
+            append(rec)
+            live += rec.nbytes
+            if live > peak:
+                peak, peak_event, peak_op = live, rec.born, rec.op
+            continue
+        if scratch:
+            t = scratch.get(event)
+            if t is not None:  # a scratch's birth (its death, the next event, frees nothing counted)
+                t = _shifted(t, shift_events, shift_ops)
+                tracker.transients.append(t)
+                top = live + t.nbytes
+                if top > peak:
+                    peak, peak_event, peak_op = top, t.born, t.op
+                continue
+            if event - 1 in scratch:
+                continue
+        if event in holds:  # held from this step's start: no event of its own here
+            shift_events -= 1
         else:
             rec = replayed[deaths[event]]
             rec.died = event + shift_events
-            tracker.live_bytes -= rec.nbytes
+            live -= rec.nbytes
     if release is not None and freed_from is None:
         event = end.events
         let_go()
+    tracker.live_bytes, tracker.peak, tracker.peak_event, tracker.peak_op = live, peak, peak_event, peak_op
     tracker.events = end.events + shift_events
     ops = slice(start.ops, end.ops)
     tracker.op_names += first.op_names[ops]
     tracker.op_phase += first.op_phase[ops]
     tracker.op_module += first.op_module[ops]
     base = offset + freed  # the offset before the release
-    made = sorted(holds.values())  # the first step's live bytes count its workspaces from the op that made each
-    held, k, timeline = 0, 0, []
-    for op, live in first.timeline[ops]:
-        while k < len(made) and made[k][0] <= op:
-            held, k = held + made[k][1], k + 1
-        timeline.append(
-            (op + shift_ops, live - held + (offset if freed_from is not None and op >= freed_from else base))
-        )
-    tracker.timeline += timeline
+    if holds:
+        made = sorted(holds.values())  # the first step's live bytes count its workspaces from the op that made each
+        held, k, timeline = 0, 0, []
+        for op, live in first.timeline[ops]:
+            while k < len(made) and made[k][0] <= op:
+                held, k = held + made[k][1], k + 1
+            timeline.append(
+                (op + shift_ops, live - held + (offset if freed_from is not None and op >= freed_from else base))
+            )
+        tracker.timeline += timeline
+    else:  # the timeline has an entry an op, in order: before the release the offset is `base`, after it `offset`
+        split = end.ops if freed_from is None else min(max(freed_from, start.ops), end.ops)
+        tracker.timeline += [(op + shift_ops, live + base) for op, live in first.timeline[start.ops : split]]
+        tracker.timeline += [(op + shift_ops, live + offset) for op, live in first.timeline[split : end.ops]]
     tracker.ops += end.ops - start.ops
     return _Span(shift_events if shift_at is None else shift_at, shift_ops, offset, replayed)
+
+
+def _shifted(scratch, shift_events: int, shift_ops: int):
+    """A copy of a kernel's scratch record moved by the shifts (dataclasses.replace's copy, without
+    its per-field checks)."""
+    new = object.__new__(type(scratch))
+    new.__dict__.update(scratch.__dict__)
+    new.born, new.died, new.op = scratch.born + shift_events, scratch.died + shift_events, scratch.op + shift_ops
+    return new
 
 
 def _renewed(record, op: int):
@@ -219,13 +246,14 @@ def plan(first, model: torch.nn.Module, optimizer: torch.optim.Optimizer, tensor
     # everything from before the forward (parameters, buffers, inputs: the same objects in the
     # second step) lives through it; nothing is born between the step's start and its forward
     records, holds = [], {}
-    for r in first.records:
-        if r.born < start:
-            if r.phase != "start" or start <= r.died < end:
-                return None
-        elif r.born < end and r.kind == "workspaces":  # a library's, kept: the second step holds it already
+    lo, hi = _born_from(first.records, start), _born_from(first.records, end)
+    for r in first.records[:lo]:
+        if r.phase != "start" or start <= r.died < end:
+            return None
+    for r in first.records[lo:hi]:
+        if r.kind == "workspaces":  # a library's, kept: the second step holds it already
             holds[r.born] = (r.op, r.nbytes)
-        elif r.born < end:
+        else:
             if end <= r.died < math.inf:  # born in the backward, freed by the optimizer step
                 return None
             records.append(r)
@@ -256,7 +284,12 @@ def _fresh_like(grad: torch.Tensor) -> torch.Tensor:
     can be a view of a larger storage (autograd keeps cat's gradient slice as a parameter's where it
     obeys the parameter's layout: ViT's class token at batch 1 holds all 197 tokens' gradient), and
     the replayed record is that storage's bytes."""
-    storage = torch.UntypedStorage(grad.untyped_storage().nbytes(), device=grad.device)
+    nbytes = grad.untyped_storage().nbytes()
+    if grad.storage_offset() == 0:  # most: the gradient is its storage, made as such (half the time)
+        fresh = torch.empty_strided(grad.shape, grad.stride(), dtype=grad.dtype, device=grad.device)
+        if fresh.untyped_storage().nbytes() == nbytes:
+            return fresh
+    storage = torch.UntypedStorage(nbytes, device=grad.device)
     return torch.empty(0, dtype=grad.dtype, device=grad.device).set_(
         storage, grad.storage_offset(), grad.shape, grad.stride()
     )
@@ -297,17 +330,27 @@ def plan_update(first) -> UpdateReplay | None:
     if not all(name in marks for name in ("step", "init", "update", "end")):
         return None
     spans = []
+    every = first.records
     for start, end in ((marks["step"], marks["init"]), (marks["update"], marks["end"])):
-        records = [r for r in first.records if start.events <= r.born < end.events]
+        records = every[_born_from(every, start.events) : _born_from(every, end.events)]
         if any(r.died >= end.events for r in records):  # made state, or kept something past its span
             return None
         spans.append((start, end, records, {r.died: i for i, r in enumerate(records)}))
     # nothing from before the step freed in it; what `_init_group` made lives on (the state)
     step, end = marks["step"].events, marks["end"].events
     init, update = marks["init"].events, marks["update"].events
-    for r in first.records:
-        if r.born < step and step <= r.died < end:
-            return None
-        if init <= r.born < update and r.died != math.inf:
-            return None
+    if any(step <= r.died < end for r in every[: _born_from(every, step)]):
+        return None
+    if any(r.died != math.inf for r in every[_born_from(every, init) : _born_from(every, update)]):
+        return None
     return UpdateReplay(first, spans)
+
+
+_BORN = attrgetter("born")
+
+
+def _born_from(records: list, event: int) -> int:
+    """The index of the first record born at or after `event`: a tracker's records are in birth
+    order (each is appended as its storage is seen, with the event count it was born at), so the
+    records of a span are a slice of them."""
+    return bisect.bisect_left(records, event, key=_BORN)

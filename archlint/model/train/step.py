@@ -46,13 +46,16 @@ def loss_cost(graph: nx.DiGraph, sources: list[str], loss: str, own: bool = Fals
     }
 
 
-def trainable_params(graph: nx.DiGraph, model: nn.Module) -> tuple[int, int, int, int]:
+def trainable_params(
+    graph: nx.DiGraph, model: nn.Module, named: list[tuple[str, nn.Parameter]] | None = None
+) -> tuple[int, int, int, int]:
     """(trainable elements, trainable tensors, frozen elements, bytes per element) of the
-    parameters the forward reads: an unread parameter gets no gradient and the optimizer skips it."""
+    parameters the forward reads: an unread parameter gets no gradient and the optimizer skips it.
+    `named`: model.named_parameters(), where the caller has it (unique_parameters)."""
     unused = set(graph.graph.get("unused_params") or ())
     train = tensors = frozen = 0
     itemsize = 4
-    for name, p in model.named_parameters():
+    for name, p in model.named_parameters() if named is None else named:
         if name in unused:
             continue
         if p.requires_grad:
@@ -62,11 +65,12 @@ def trainable_params(graph: nx.DiGraph, model: nn.Module) -> tuple[int, int, int
     return train, tensors, frozen, itemsize
 
 
-def param_split(model: nn.Module) -> tuple[int, int]:
+def param_split(model: nn.Module, params: list[nn.Parameter] | None = None) -> tuple[int, int]:
     """(trainable, frozen) elements as torch counts them: every parameter of model.parameters(), a
-    shared one once, by requires_grad, whether the forward reads it or not."""
+    shared one once, by requires_grad, whether the forward reads it or not. `params`:
+    model.parameters(), where the caller has them."""
     trainable = frozen = 0
-    for p in model.parameters():
+    for p in model.parameters() if params is None else params:
         if p.requires_grad:
             trainable += p.numel()
         else:
@@ -78,7 +82,10 @@ def cost_step(
     graph: nx.DiGraph, model: nn.Module, optimizer: Optimizer, loss: str, notes: list[str], cuda: bool = False
 ) -> TrainStep:
     """Backward on every op node (flops_backward, ...) and the step's totals (`totals.train`)."""
-    sources = grad.propagate(graph, model)
+    # the parameters walked once, under every name (grad.trainable) and each once (torch's own count)
+    every = list(model.named_parameters(remove_duplicate=False))
+    named = unique_parameters(every)
+    sources = grad.propagate(graph, model, params={name: p.requires_grad for name, p in every})
     if not sources:
         notes.append(
             "--train: no output of the model carries a gradient (no trainable parameter reaches it): "
@@ -100,9 +107,9 @@ def cost_step(
         bwd_flops += int(d.get("flops_backward", 0))
         bwd_mac += int(d.get("mac_bytes_backward", 0))
     lc = loss_cost(graph, sources, loss, own)
-    elements, tensors, _, itemsize = trainable_params(graph, model)
+    elements, tensors, _, itemsize = trainable_params(graph, model, named)
     opt = step_cost(optimizer, elements, tensors, itemsize, cuda)
-    trainable, frozen = param_split(model)
+    trainable, frozen = param_split(model, [p for _, p in named])
     return TrainStep(
         loss=lc,
         optimizer=opt,
@@ -122,6 +129,19 @@ def cost_step(
         updated_params=elements,
         backward_unknown_ops=len(unknown),
     )
+
+
+def unique_parameters(every: list[tuple[str, nn.Parameter]]) -> list[tuple[str, nn.Parameter]]:
+    """model.named_parameters() from model.named_parameters(remove_duplicate=False) (`every`): each
+    parameter once, under the first name it has, in the same order (a module reached again adds
+    only parameters already seen; a parameter shared by two modules keeps its first name)."""
+    seen: set[int] = set()
+    named = []
+    for name, p in every:
+        if id(p) not in seen:
+            seen.add(id(p))
+            named.append((name, p))
+    return named
 
 
 def _ops(graph: nx.DiGraph):

@@ -97,6 +97,7 @@ def test_a_limit_the_unlimited_replay_never_reaches_changes_nothing():
     # where the unlimited replay's reserved peak is within the limit: the same peaks, no skip
     import random
 
+    from archlint.model.train.allocator import requests
     from archlint.model.train.memory import _limited
 
     rng = random.Random(0)
@@ -113,6 +114,30 @@ def test_a_limit_the_unlimited_replay_never_reaches_changes_nothing():
                 unlimited.peak_reserved,
                 unlimited.skipped,
             )
-            assert _limited(storages, workspaces, limit, unlimited) == _limited(storages, workspaces, limit)
+            made = requests(storages, workspaces)
+            assert _limited(made, limit, unlimited) == _limited(made, limit)
         below = unlimited.peak_reserved - 1  # under it the replay is run: it may release, skip or run out
-        assert _limited(storages, workspaces, below, unlimited) == _limited(storages, workspaces, below)
+        assert _limited(made, below, unlimited) == _limited(made, below)
+
+
+def test_requests_made_once_replay_as_the_storages_do():
+    """step_memory makes a step's requests once for its replays under each limit (allocator.requests)."""
+    import random
+
+    from archlint.model.train.allocator import replay_requests, requests
+
+    rng = random.Random(1)
+    for _ in range(20):
+        storages, workspaces = [], []
+        for born in range(80):
+            died = rng.choice([INF, born + rng.randint(1, 30)])
+            (workspaces if rng.random() < 0.15 else storages).append((born, died, rng.randint(0, 30 * MiB)))
+        made = requests(storages, workspaces)
+        for limit in (None, 40 * MiB, 200 * MiB):
+            a, b = replay(storages, limit=limit, workspaces=workspaces), replay_requests(made, limit)
+            assert (a.out_of_memory, a.peak_reserved, a.peak_allocated, a.skipped) == (
+                b.out_of_memory,
+                b.peak_reserved,
+                b.peak_allocated,
+                b.skipped,
+            )

@@ -175,10 +175,10 @@ def test_the_forward_runs_once(monkeypatch):
     # to_meta copies the model with its counter: the copy counts the meta steps
     assert plans and plans[0] is not None
     meta_calls = []
-    real_to_meta = memory.to_meta
-    monkeypatch.setattr(memory, "to_meta", lambda m: meta_calls.append(real_to_meta(m)) or meta_calls[-1])
+    real_copy = memory._meta_copy
+    monkeypatch.setattr(memory, "_meta_copy", lambda m: meta_calls.append(real_copy(m)) or meta_calls[-1])
     step_memory(model, (torch.randn(4, 8),), optimizer="adam")
-    assert meta_calls[0].calls == 1
+    assert meta_calls[0][0].calls == 1
 
 
 def test_a_model_changed_by_its_first_step_runs_the_second_in_full(monkeypatch):
