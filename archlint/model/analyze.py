@@ -178,7 +178,7 @@ def _eager_capture(loaded: Loaded, target: str, settings: Settings) -> tuple[nx.
     real weights needed: a 7B model is not built again for this), else as capture_graph does."""
     if loaded.on_meta:
         try:
-            with traced_mode(loaded.model, settings.mode), preserved(loaded.model), collector.paused():
+            with preserved(loaded.model), traced_mode(loaded.model, settings.mode), collector.paused():
                 return capture(loaded.model, loaded.inputs, "dispatch", loaded.kwargs)[0], "on the meta build"
         except CaptureFailed as failure:  # a forward that needs real values: built with real weights
             how = f"with real weights: the meta recording failed ({str(failure)[:80]})"
