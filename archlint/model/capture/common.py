@@ -67,6 +67,16 @@ def own_loss(output: Any) -> torch.Tensor | None:
     return None
 
 
+def stepped_own_loss(output: Any) -> torch.Tensor | None:
+    """The model's own loss (own_loss) where a training step backpropagates it: it carries a gradient.
+    One kept without (`loss.detach()`, for logging) cannot be `out.loss.backward()`-ed: the step then
+    takes the outputs that carry one (train.memory.output_tensors), as the FLOPs' loss does where the
+    loss node has no gradient (train.grad.loss_sources). The one test of "the step's loss is the
+    model's own" on a real output: the memory model's step, its label and the timed step's text."""
+    loss = own_loss(output)
+    return loss if loss is not None and loss.requires_grad else None
+
+
 def own_loss_index(output: Any, tensors: list[torch.Tensor]) -> int | None:
     """Where the output's own loss (own_loss) is among `tensors`, the output's tensors as a capture
     lists them; None when it has none."""
