@@ -136,6 +136,13 @@ def analyze(spec: ModelSpec, settings: Settings) -> tuple[ModelResult, list[Diag
 
         link(diagnostics, result.what_if, spec.device)
         judge_repriced(graph, diagnostics, ctx)  # a measured fix decides the verdict as any price does
+    # networkx caches its views (graph.nodes, .degree) on the graph: a reference cycle, which kept
+    # what the graph holds (the replay's model, each op's real parameters) until the collector's
+    # next full pass after the user had let the model go; emptied, the cycle holds nothing
+    replay = graph.graph.get("replay")
+    if replay is not None:
+        replay.release()
+    graph.clear()
     return result, diagnostics
 
 

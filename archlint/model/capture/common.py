@@ -43,6 +43,19 @@ class Replay:
             self._graph_module, self._build = self._build(), None
         return self._graph_module
 
+    def release(self) -> None:
+        """Let the model go once the analysis is done (`let_go`; the build function holds the model itself)."""
+        if self._graph_module is not None:
+            let_go(self._graph_module)
+        self._graph_module = self._build = None
+
+
+def let_go(gm: fx.GraphModule) -> None:
+    """A GraphModule and its graph refer to each other (graph.owning_module): a cycle that kept the
+    user's submodules and weights it shares until the collector's next full pass, after the user
+    had let the model go. Broken once the GraphModule is done with, it goes with its last reference."""
+    gm.graph.owning_module = None
+
 
 def is_leaf(module: nn.Module) -> bool:
     cls = type(module)
