@@ -138,6 +138,13 @@ def analyze(spec: ModelSpec, settings: Settings) -> tuple[ModelResult, list[Diag
 
         link(diagnostics, result.what_if, spec.device)
         judge_repriced(graph, diagnostics, ctx)  # a measured fix decides the verdict as any price does
+    # networkx caches its views (graph.nodes, .degree) on the graph: a reference cycle, which kept
+    # what the graph holds (the replay's model, each op's real parameters) until the collector's
+    # next full pass after the user had let the model go; emptied, the cycle holds nothing
+    replay = graph.graph.get("replay")
+    if replay is not None:
+        replay.release()
+    graph.clear()
     return result, diagnostics
 
 
@@ -180,7 +187,7 @@ def _eager_capture(loaded: Loaded, target: str, settings: Settings) -> tuple[nx.
     real weights needed: a 7B model is not built again for this), else as capture_graph does."""
     if loaded.on_meta:
         try:
-            with traced_mode(loaded.model, settings.mode), preserved(loaded.model), collector.paused():
+            with preserved(loaded.model), traced_mode(loaded.model, settings.mode), collector.paused():
                 return capture(loaded.model, loaded.inputs, "dispatch", loaded.kwargs)[0], "on the meta build"
         except CaptureFailed as failure:  # a forward that needs real values: built with real weights
             how = f"with real weights: the meta recording failed ({str(failure)[:80]})"

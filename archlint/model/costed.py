@@ -73,9 +73,11 @@ def capture_graph(loaded: Loaded, target: str, settings: Settings) -> nx.DiGraph
             quiet = quiet_export(settings.debug) if strategy == "export" else contextlib.nullcontext()
             # fx never does arithmetic on the parameters (proxies, then meta copies): their values
             # are not copied for it (sandbox.preserved); buffers are, as for the other strategies
+            # preserved outside traced_mode: a module's own train() may change its state (timm's LeViT
+            # empties its attention-bias cache), which is put back with the rest
             with (
-                traced_mode(model, settings.mode),
                 preserved(model, parameter_values=strategy != "fx") as kept,
+                traced_mode(model, settings.mode),
                 collector.paused(),
                 quiet_torch_logs(settings.debug),
                 quiet,

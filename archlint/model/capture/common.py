@@ -43,6 +43,19 @@ class Replay:
             self._graph_module, self._build = self._build(), None
         return self._graph_module
 
+    def release(self) -> None:
+        """Let the model go once the analysis is done (`let_go`; the build function holds the model itself)."""
+        if self._graph_module is not None:
+            let_go(self._graph_module)
+        self._graph_module = self._build = None
+
+
+def let_go(gm: fx.GraphModule) -> None:
+    """A GraphModule and its graph refer to each other (graph.owning_module): a cycle that kept the
+    user's submodules and weights it shares until the collector's next full pass, after the user
+    had let the model go. Broken once the GraphModule is done with, it goes with its last reference."""
+    gm.graph.owning_module = None
+
 
 def is_leaf(module: nn.Module) -> bool:
     cls = type(module)
@@ -65,6 +78,16 @@ def own_loss(output: Any) -> torch.Tensor | None:
         if isinstance(loss, torch.Tensor) and loss.is_floating_point():
             return loss
     return None
+
+
+def stepped_own_loss(output: Any) -> torch.Tensor | None:
+    """The model's own loss (own_loss) where a training step backpropagates it: it carries a gradient.
+    One kept without (`loss.detach()`, for logging) cannot be `out.loss.backward()`-ed: the step then
+    takes the outputs that carry one (train.memory.output_tensors), as the FLOPs' loss does where the
+    loss node has no gradient (train.grad.loss_sources). The one test of "the step's loss is the
+    model's own" on a real output: the memory model's step, its label and the timed step's text."""
+    loss = own_loss(output)
+    return loss if loss is not None and loss.requires_grad else None
 
 
 def own_loss_index(output: Any, tensors: list[torch.Tensor]) -> int | None:

@@ -390,12 +390,37 @@ def _trace_graph(model: nn.Module, concrete: dict[str, Any] | None = None) -> fx
         try:
             return tracer.trace(model, concrete_args=concrete or None)
         finally:
-            tracer.sites = None  # no frame outlives the trace
+            # torch's trace leaves the tracer in reference cycles (its recursive closures, the
+            # proxies): what it holds of the model (the root, its tensors, its submodules; the
+            # frames of `sites`) is let go here, so the model goes with its last reference, not at
+            # the collector's next full pass (a ViT-B's 344 MB of weights, meanwhile)
+            vars(tracer).clear()
 
 
-def _graph_module(model: nn.Module, graph: fx.Graph) -> fx.GraphModule:
+def _graph_module(model: nn.Module, graph: fx.Graph, added: dict[str, Any] | None = None) -> fx.GraphModule:
+    """The GraphModule of `model`'s traced graph; `added`: what the tracer put on the root (`_constants`),
+    which sandbox.preserved has taken off the user's model again by the time --latency builds it."""
     # lazy: its Python code is generated at its first call, not here
-    return _GRAPH_MODULE(model, graph, type(model).__name__)
+    if not added:
+        return _GRAPH_MODULE(model, graph, type(model).__name__)
+    # every target by name (fx's dict form) with the constants from the trace: the user's model is not touched
+    targets = [str(n.target) for n in graph.nodes if n.op in ("get_attr", "call_module")]
+    root = {t: added[t] if t in added else attribute_at(model, t) for t in targets}
+    gm = _GRAPH_MODULE(root, graph, type(model).__name__)
+    gm.training = model.training  # (what the module form copies)
+    return gm
+
+
+def _constants(model: nn.Module, before: set[str], graph: fx.Graph) -> dict[str, Any]:
+    """The attributes the tracer set on the root that the graph reads (fx keeps a tensor made in
+    forward, `x * torch.tensor([2.0])`, as `_tensor_constant0` on the root): `before`, the root's
+    attribute names before the trace."""
+    now = model.__dict__
+    return {
+        n.target: now[n.target]
+        for n in graph.nodes
+        if n.op == "get_attr" and n.target in now and n.target not in before
+    }
 
 
 def _trace(model: nn.Module, concrete: dict[str, Any] | None = None) -> fx.GraphModule:
@@ -427,10 +452,12 @@ def capture_fx(model: nn.Module, inputs: tuple, builder: GraphBuilder, kwargs: d
         raise CaptureFailed(
             "fx", TypeError(f"keyword-only inputs ({', '.join(kwargs)}): fx traces positional inputs only")
         )
+    before = set(model.__dict__)
     try:
         graph = _trace_graph(model, _concrete_arguments(model, inputs))
     except Exception as exc:
         raise CaptureFailed("fx", exc) from exc
+    added = _constants(model, before, graph)
     with torch.no_grad():
         env = _Propagation(model, graph, builder.modules).run(to_meta(inputs))
 
@@ -501,7 +528,8 @@ def capture_fx(model: nn.Module, inputs: tuple, builder: GraphBuilder, kwargs: d
         )
     b.reached.add("")
     # the GraphModule copies the module tree: made when --latency's timing asks for it
-    return Replay(build=lambda: _graph_module(model, graph))
+    # (the tracer's constants kept here: sandbox.preserved takes them off the model before it is built)
+    return Replay(build=lambda: _graph_module(model, graph, added))
 
 
 def _loss_position(output: fx.Node) -> int | None:

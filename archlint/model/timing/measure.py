@@ -28,6 +28,7 @@ import torch.fx as fx
 
 from archlint import progress
 from archlint.errors import UsageError
+from archlint.model.capture.common import let_go
 from archlint.model.opgraph import display_names, ops
 from archlint.model.runtime import allocator
 from archlint.model.timing import roofline
@@ -277,14 +278,17 @@ def _measure_replay(graph, model, gm, args, dev, settings, kwargs: dict, budget:
             model(*args, **kwargs)
 
     # Warm-up passes alternate between the two runs: the same modules, shapes and kernels warm up.
-    per_op, e2e = _timed(
-        [replay_pass, model_pass],
-        timer,
-        settings,
-        budget,
-        "timing each op and the model end to end",
-        str(graph.graph.get("target") or ""),
-    )
+    try:
+        per_op, e2e = _timed(
+            [replay_pass, model_pass],
+            timer,
+            settings,
+            budget,
+            "timing each op and the model end to end",
+            str(graph.graph.get("target") or ""),
+        )
+    finally:
+        let_go(replay)  # it shares the model's modules
     for name in timed:
         _set_latency(graph.nodes[name], per_op.regions[name])
     clock = _clock(dev)
@@ -307,7 +311,10 @@ def _measure_replay(graph, model, gm, args, dev, settings, kwargs: dict, budget:
     )
     if settings.trace_dir is not None:
         traced = timed_replay(gm, make_timer(dev), timed, ranges=True, labels=display_names(graph))
-        report.trace_file = _write_trace(lambda: traced(*args, **kwargs), dev, settings.trace_dir, graph)
+        try:
+            report.trace_file = _write_trace(lambda: traced(*args, **kwargs), dev, settings.trace_dir, graph)
+        finally:
+            let_go(traced)
         report.notes.append(f"trace of one per-op pass written to {report.trace_file}")
     return report
 

@@ -56,7 +56,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
 from archlint.errors import UsageError
-from archlint.model.capture.common import own_loss
+from archlint.model.capture.common import stepped_own_loss
 from archlint.model.train import meta_shims, metacache, optstep, steady
 from archlint.model.train.allocator import Requests, replay_requests, requests
 from archlint.model.train.autocast_meta import BASIS as AUTOCAST_BASIS
@@ -148,12 +148,12 @@ def output_tensors(output: Any) -> list[torch.Tensor]:
     """The floating-point tensors of a model's output that carry a gradient, in order: those of a
     tensor, tuple, list, dict or Hugging Face ModelOutput, and those an object in it holds (a KV
     cache's keys and values); or the loss the model returns itself, alone (a ModelOutput's `loss`,
-    a Hugging Face model given labels: capture.common.own_loss), as a loop backpropagates it. The
+    a Hugging Face model given labels: capture.common.stepped_own_loss), as a loop backpropagates it. The
     loss reads these: the same outputs the FLOP graph's loss reads
     (archlint.model.train.grad.loss_sources: every output the capture flattens, a cache's tensors
     among them, or the own loss), so the step's FLOPs and its memory count one loss."""
-    own = own_loss(output)
-    if own is not None and own.requires_grad:
+    own = stepped_own_loss(output)
+    if own is not None:
         return [own]
     return [t for t in output_storages(output) if t.is_floating_point() and t.requires_grad]
 
@@ -621,7 +621,7 @@ def _step(
         if kept is not None:  # `out = model(x)`: the previous step's output is freed only now
             kept[:] = [output]
         if tracker is not None:
-            tracker.own_loss = own_loss(output) is not None
+            tracker.own_loss = stepped_own_loss(output) is not None  # as output_tensors takes it
         value = step_loss(output, loss)
         del output  # kept in `kept`, as the loop's `out` keeps it
         phase("backward")

@@ -11,7 +11,7 @@ import time
 import torch
 from torch import nn
 
-from archlint.model.capture.common import own_loss
+from archlint.model.capture.common import stepped_own_loss
 from archlint.model.train.memory import make_optimizer, step_loss
 from archlint.model.train.optimizer import Optimizer
 from archlint.train_result import OWN_LOSS, loss_phrase
@@ -45,7 +45,7 @@ def time_step(
         sync()
         t0 = time.perf_counter()
         out = net(*args, **kwargs)
-        own = own_loss(out) is not None  # step_loss (output_tensors) takes the model's own loss alone
+        own = stepped_own_loss(out) is not None  # as step_loss (output_tensors) takes it
         total = step_loss(out, loss)
         del out
         sync()

@@ -92,6 +92,31 @@ def test_graph_attributes_for_other_engineers():
     assert torch.equal(replayed, model(torch.ones(2, 8)))
 
 
+class _Scaled(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.lin(x) * torch.tensor([1.0, 2.0, 3.0, 4.0])  # fx: a get_attr of _tensor_constant0
+
+
+def test_replay_of_a_tensor_made_in_forward_leaves_the_model_alone():
+    # The replay is built after the capture, when sandbox.preserved has taken the tracer's
+    # _tensor_constant0 off the model again: the build failed on it (--latency fell back to hooks).
+    model = _Scaled().eval()
+    attributes = dict(model.__dict__)
+    graph, _ = analyze_model(model, (torch.randn(2, 4),))
+    assert model.__dict__ == attributes
+    gm = graph.graph["replay"].graph_module
+    assert any(n.op == "get_attr" and n.target == "_tensor_constant0" for n in gm.graph.nodes)
+    assert gm.lin is model.lin and gm.training is False
+    x = torch.randn(2, 4)
+    with torch.no_grad():
+        assert torch.equal(gm(x), model(x))
+    assert model.__dict__ == attributes
+
+
 def test_dispatch_has_no_replay_and_names_modules():
     graph, result = analyze_model(TinyNet().eval(), (torch.randn(1, 3, 32, 32),), _settings("dispatch"))
     assert graph.graph["replay"] is None

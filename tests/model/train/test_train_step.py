@@ -212,3 +212,41 @@ def test_a_model_s_own_loss_is_said_as_such_in_text_html_and_notes():
     assert "loss the model&#x27;s own" in train_section(model) and "of the outputs" not in train_section(model)
     (said,) = [n for n in model.notes if n.startswith("training step (--train)")]
     assert "loss the model's own" in said and "(--loss sum does not apply)" in said and "of the outputs" not in said
+
+
+class _DetachedLoss(nn.Module):
+    """Returns a `loss` without a gradient (kept for logging, `loss.detach()`) beside its logits:
+    `out.loss.backward()` would fail, so the step trains on the mean of the outputs that carry one."""
+
+    def __init__(self, detached: bool):
+        super().__init__()
+        self.head, self.detached = nn.Linear(8, 5), detached
+
+    def forward(self, x, y):
+        logits = self.head(x)
+        loss = nn.functional.cross_entropy(logits, y)
+        return {"loss": loss.detach() if self.detached else loss, "logits": logits}
+
+
+@pytest.mark.parametrize("detached", [False, True])
+def test_the_flops_the_memory_model_and_the_timed_step_take_the_same_loss(detached):
+    # --train --latency: the timed step's method said "the model's own loss" whenever the output had
+    # a floating-point `loss`, and so did the memory model's label, while the memory model's step
+    # (and the FLOPs) backpropagated the outputs that carry a gradient where the loss carries none
+    analysis = archlint.analyze(
+        _DetachedLoss(detached),
+        (torch.randn(4, 8), torch.randint(0, 5, (4,))),
+        train=True,
+        latency=True,
+        warmup=1,
+        repeat=1,
+        quiet=True,
+    )
+    train = analysis.model.totals.train
+    assert (train.loss["name"] == "own") is not detached
+    (said,) = [n for n in analysis.notes if n.startswith("training step (--train)")]
+    assert ("loss the model's own" in said) is not detached
+    assert ("the model's own" in train.measured["method"]) is not detached
+    assert ("mean of the outputs" in train.measured["method"]) is detached
+    label = analysis.model.memory.loss  # the memory model's: what its step backpropagated
+    assert label.startswith("the loss the model returns itself") is not detached
