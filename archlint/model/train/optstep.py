@@ -527,11 +527,12 @@ def _states(template: Template, probe, probe_params, order, keys) -> tuple[list 
     return states, ""
 
 
-def _program(run: _Run, sizes: list[list[int]], state_at: dict) -> list:
-    """A run's ops that make or free something: (op, [(bytes, state key or None)], deaths)."""
+def _program(run: _Run, sizes: list[list[int]], state_at: dict, marked: set | frozenset = frozenset()) -> list:
+    """A run's ops that make or free something, or that a mark follows (`marked`): (op, [(bytes,
+    state key or None)], deaths)."""
     out = []
     for i, (made, dead) in enumerate(zip(sizes, run.deaths)):
-        if made or dead:
+        if made or dead or i in marked:
             out.append((i, [(n, state_at.get((i, m))) for m, n in enumerate(made)], dead))
     return out
 
@@ -563,7 +564,9 @@ def _write(template: Template, tracker, keys: list, states: list) -> None:
             which = "first" if r == 0 else ("last" if r == n - 1 else "middle")
             program = programs.get((which, key))
             if program is None:
-                program = programs[which, key] = _program(getattr(part, which), part.sizes[key], part.state_at)
+                # the last run's program keeps an op a mark follows, though it make and free nothing
+                marked = {i for p, i in marks if p == index} if which == "last" else frozenset()
+                program = programs[which, key] = _program(getattr(part, which), part.sizes[key], part.state_at, marked)
             run_marks = marks if r == n - 1 else {}
             base = tracker.ops
             tracker.op_names += part.first.names

@@ -231,3 +231,23 @@ def test_the_template_runs_fewer_ops_through_the_dispatch_mode(monkeypatch):
         counts.append(0)
         _run(monkeypatch, CASES["resnet18"], templated, optimizer="adamw")
     assert counts[0] < counts[1] - 500  # resnet18: 62 parameters with a gradient, 17 layouts: ~13 ops each
+
+
+class InPlaceAfterState(torch.optim.Adam):
+    """Adam whose `_init_group` ends with a loop of ops that make and free nothing (one in-place op
+    a parameter): the "update" mark follows the last run's last op, which writes no event."""
+
+    def _init_group(self, group, *args, **kwargs):
+        out = super()._init_group(group, *args, **kwargs)
+        for p in group["params"]:
+            if p.grad is not None:
+                self.state[p]["exp_avg"].mul_(1.0)
+        return out
+
+
+def test_a_mark_after_an_op_that_makes_and_frees_nothing_is_written(monkeypatch):
+    """The template's marks are set where torch's step sets them, also after a run's last op that
+    makes and frees nothing (else the "update" mark was missing: the second step ran, not replayed)."""
+    monkeypatch.setattr(memory, "make_optimizer", lambda name, params, **k: InPlaceAfterState(params, foreach=False))
+    templated, _ = _same(monkeypatch, CASES["frozen"], optimizer="adam")
+    assert [u.templated for u in templated] == [True], templated[0].reason
