@@ -120,7 +120,7 @@ def analyze(spec: ModelSpec, settings: Settings) -> tuple[ModelResult, list[Diag
                     base_ms=result.totals.latency_ms,
                     ops=sum(1 for _ in opgraph.ops(graph)),
                     target=spec.target,
-                    graph_key=graph_key(graph) if "compile" in settings.what_if else "",
+                    graph_key=graph_key(graph, spec.device) if "compile" in settings.what_if else "",
                 )
             result.notes.extend(notes)
         if report:

@@ -39,6 +39,8 @@ def test_the_key_is_the_graph_torch_compiles():
     assert graph_key(_graph(net, 2, 3, 16, 16)) != a  # another input: another compile
     other = nn.Sequential(nn.Conv2d(3, 8, 3), nn.GELU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 4))
     assert graph_key(_graph(other, 1, 3, 16, 16)) != a  # another forward
+    # another device: inductor builds other code (a CPU compile's cached files say nothing of a GPU's)
+    assert graph_key(_graph(net, 1, 3, 16, 16), "cuda") != graph_key(_graph(net, 1, 3, 16, 16), "cpu")
 
 
 def test_no_record_keeps_the_formula(places):
@@ -80,3 +82,12 @@ def test_the_estimate_takes_the_recorded_compile_in_place_of_the_formula():
     formula = expected_seconds(0.01, ["compile"], 10, True, 300)
     recorded_warm = expected_seconds(0.01, ["compile"], 10, True, 300, compile_s=2.0)
     assert formula - recorded_warm == pytest.approx(compile_seconds(300) - 2.0)
+
+
+def test_a_record_written_by_another_run_meanwhile_is_no_crash(places, monkeypatch):
+    """remember reads the record once: another run that writes it between two readings (here the
+    second reading finds the model's entry, the first did not) made `data[key]` a KeyError."""
+    entry = {"cold_s": 20.0, "load": 1.0, "folder": str(places), "files": ["a"]}
+    readings = iter([{}, {"k": entry}])
+    monkeypatch.setattr(compile_record, "_read", lambda: next(readings, {"k": entry}))
+    assert remember("k", 1.5, set(), 1.0) is None  # no file added: a warm compile, were the entry seen

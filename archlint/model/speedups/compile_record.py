@@ -49,11 +49,18 @@ class Recorded:
     warm_load: float = 1.0
 
 
-def graph_key(graph) -> str:
+def graph_key(graph, device: object = "") -> str:
     """A digest of what torch.compile would compile: each op's kind, shapes and dtype in order, the
-    inputs' shapes, the torch version. A change of the model's forward, of its input or of torch
-    is another key (and a cold compile, which inductor's cache would not answer either)."""
-    rows = [torch.__version__, str(graph.graph.get("input_shapes")), str(graph.graph.get("dtype"))]
+    inputs' shapes and memory format, the device it compiles for, the torch version. A change of
+    the model's forward, of its input, of the device or of torch is another key (and a cold
+    compile, which inductor's cache would not answer either)."""
+    rows = [
+        torch.__version__,
+        str(device),
+        str(graph.graph.get("input_shapes")),
+        str(graph.graph.get("dtype")),
+        str(graph.graph.get("memory_format")),
+    ]
     for _, node in opgraph.ops(graph):
         rows.append(f"{node.get('op')}|{node.get('in_shapes')}|{node.get('out_shapes')}|{node.get('dtype')}")
     return hashlib.sha256("\n".join(rows).encode("utf-8")).hexdigest()
@@ -93,7 +100,10 @@ def _read() -> dict:
 
 
 def recorded(key: str) -> Recorded | None:
-    entry = _read().get(key)
+    return _parsed(_read().get(key))
+
+
+def _parsed(entry) -> Recorded | None:
     if not isinstance(entry, dict):
         return None
     try:
@@ -139,7 +149,7 @@ def remember(key: str, seconds: float, added: set[str], load: float) -> str | No
     if folder is None:
         return None
     data = _read()
-    old = recorded(key)
+    old = _parsed(data.get(key))  # from the same reading as `data` (another run may rewrite the file)
     if added or old is None or old.folder != str(folder):  # a cold compile: the files it made
         entry = {"cold_s": round(seconds, 3), "load": round(load, 2), "folder": str(folder), "files": sorted(added)}
     else:
