@@ -138,14 +138,18 @@ def analyze(spec: ModelSpec, settings: Settings) -> tuple[ModelResult, list[Diag
 
         link(diagnostics, result.what_if, spec.device)
         judge_repriced(graph, diagnostics, ctx)  # a measured fix decides the verdict as any price does
-    # networkx caches its views (graph.nodes, .degree) on the graph: a reference cycle, which kept
-    # what the graph holds (the replay's model, each op's real parameters) until the collector's
-    # next full pass after the user had let the model go; emptied, the cycle holds nothing
+    _let_graph_go(graph)
+    return result, diagnostics
+
+
+def _let_graph_go(graph: nx.DiGraph) -> None:
+    """networkx caches its views (graph.nodes, .degree) on the graph: a reference cycle, which kept
+    what the graph holds (the replay's model, each op's real parameters) until the collector's
+    next full pass after the user had let the model go; emptied, the cycle holds nothing."""
     replay = graph.graph.get("replay")
     if replay is not None:
         replay.release()
     graph.clear()
-    return result, diagnostics
 
 
 def _recheck_on_eager(
@@ -175,6 +179,7 @@ def _recheck_on_eager(
     eager_graph.graph["mode"] = settings.mode
     cost(eager_graph, [])
     eager.recheck(suspects, run_checks(eager_graph, CheckContext(target, again)), strategy)
+    _let_graph_go(eager_graph)  # as the analysis's own graph: the model goes with its last reference
     dropped = sum(1 for d in suspects if d.evidence.get("eager") == "absent")
     return [
         f"{len(suspects)} {', '.join(codes)} warning(s) found under {strategy} re-checked on the eager forward "

@@ -54,3 +54,34 @@ def test_the_model_goes_with_its_last_reference(options):
     finally:
         if was:
             gc.enable()
+
+
+class _Masked(nn.Module):
+    """A causal mask built in forward: AL107 under export, re-checked on an eager (dispatch) capture."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(16, 16)
+
+    def forward(self, x):
+        mask = torch.tril(torch.ones(8, 8, dtype=torch.bool))
+        return (self.proj(x) @ x.transpose(1, 2)).masked_fill(~mask, 0.0)
+
+
+def test_the_eager_recheck_graph_is_let_go_as_the_analysis_graph(monkeypatch):
+    """The eager re-check's graph (real weights in its ops, its views a cycle) is emptied as the
+    analysis's own graph is, not left for the collector's next full pass."""
+    from archlint.model import analyze as analyze_module
+
+    graphs = []
+    real = analyze_module._eager_capture
+
+    def kept(*args, **kwargs):
+        graph, how = real(*args, **kwargs)
+        graphs.append(graph)
+        return graph, how
+
+    monkeypatch.setattr(analyze_module, "_eager_capture", kept)
+    result = archlint.analyze(_Masked(), torch.randn(2, 8, 16), quiet=True, strategy="export")
+    assert any("re-checked on the eager forward" in note for note in result.notes)
+    assert len(graphs) == 1 and graphs[0].number_of_nodes() == 0 and not graphs[0].graph
