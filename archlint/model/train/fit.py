@@ -86,7 +86,12 @@ def with_batch(args: tuple, kwargs: dict, batch: int, real_limit: int = REAL_INP
             return t
         big = t.element_size() * (t.numel() // old) * batch > real_limit
         if t.device.type == "meta" or big:
-            return torch.empty((batch, *t.shape[1:]), dtype=t.dtype, device="meta").requires_grad_(t.requires_grad)
+            if t.is_contiguous():  # the real rows' layout too
+                return torch.empty((batch, *t.shape[1:]), dtype=t.dtype, device="meta").requires_grad_(t.requires_grad)
+            # the rows taken on meta as below on the real tensor: the same layout (a channels-last
+            # image stays channels-last, as the real rows do), no data
+            like = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="meta")
+            return like[torch.arange(batch, device="meta") % old].requires_grad_(t.requires_grad)
         return t.detach()[torch.arange(batch, device=t.device) % old].requires_grad_(t.requires_grad)
 
     return tree_map(one, tuple(args)), tree_map(one, dict(kwargs))
