@@ -403,12 +403,17 @@ def _graph_module(model: nn.Module, graph: fx.Graph, added: dict[str, Any] | Non
     # lazy: its Python code is generated at its first call, not here
     if not added:
         return _GRAPH_MODULE(model, graph, type(model).__name__)
-    # every target by name (fx's dict form) with the constants from the trace: the user's model is not touched
-    targets = [str(n.target) for n in graph.nodes if n.op in ("get_attr", "call_module")]
-    root = {t: added[t] if t in added else attribute_at(model, t) for t in targets}
-    gm = _GRAPH_MODULE(root, graph, type(model).__name__)
-    gm.training = model.training  # (what the module form copies)
-    return gm
+    # the module form, as for any model (fx's dict form assigns a target under another target onto
+    # the user's submodule: `self.sub(x) + self.sub.scale` registered `scale` there as a buffer, or
+    # raised where it is a plain attribute), with the tracer's constants on the root while it copies
+    # them, as they were when the trace set them there
+    put = [name for name in added if name not in model.__dict__]
+    model.__dict__.update((name, added[name]) for name in put)
+    try:
+        return _GRAPH_MODULE(model, graph, type(model).__name__)
+    finally:
+        for name in put:
+            del model.__dict__[name]
 
 
 def _constants(model: nn.Module, before: set[str], graph: fx.Graph) -> dict[str, Any]:

@@ -117,6 +117,31 @@ def test_replay_of_a_tensor_made_in_forward_leaves_the_model_alone():
     assert model.__dict__ == attributes
 
 
+class _ScaledAttribute(nn.Module):
+    """A leaf called (`lin`, call_module) whose own attribute the forward also reads (`lin.extra`,
+    get_attr), and a tensor made in forward: the replay's build then assigned `lin.extra` onto the
+    user's `lin` (fx's dict form), raising a KeyError on a plain attribute (a buffer, re-registered)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.lin.extra = torch.full((4,), 3.0)
+
+    def forward(self, x):
+        return (self.lin(x) + self.lin.extra) * torch.tensor(2.0)
+
+
+def test_replay_of_a_module_and_its_attribute_leaves_the_model_alone():
+    model = _ScaledAttribute().eval()
+    attributes, own = dict(model.__dict__), dict(vars(model.lin))
+    graph, _ = analyze_model(model, (torch.randn(2, 4),))
+    gm = graph.graph["replay"].graph_module
+    assert gm.lin is model.lin and model.__dict__ == attributes and vars(model.lin) == own
+    x = torch.randn(2, 4)
+    with torch.no_grad():
+        assert torch.equal(gm(x), model(x))
+
+
 def test_dispatch_has_no_replay_and_names_modules():
     graph, result = analyze_model(TinyNet().eval(), (torch.randn(1, 3, 32, 32),), _settings("dispatch"))
     assert graph.graph["replay"] is None
