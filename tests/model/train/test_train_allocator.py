@@ -92,6 +92,17 @@ def test_multihead_attention_is_seen_too():
     assert F.scaled_dot_product_attention is torch._C._nn.scaled_dot_product_attention  # restored
 
 
+def _random_step(rng, events: int, workspace_share: float, longest: int, smallest: int, largest: int):
+    """(storages, workspaces) as (born, died, bytes): one born an event, freed within `longest` events or never."""
+    storages, workspaces = [], []
+    for born in range(events):
+        died = rng.choice([INF, born + rng.randint(1, longest)])
+        (workspaces if rng.random() < workspace_share else storages).append(
+            (born, died, rng.randint(smallest, largest))
+        )
+    return storages, workspaces
+
+
 def test_a_limit_the_unlimited_replay_never_reaches_changes_nothing():
     # what lets the memory model skip the limited replays (max_batch's evaluations, three each)
     # where the unlimited replay's reserved peak is within the limit: the same peaks, no skip
@@ -102,10 +113,7 @@ def test_a_limit_the_unlimited_replay_never_reaches_changes_nothing():
 
     rng = random.Random(0)
     for _ in range(30):
-        storages, workspaces = [], []
-        for born in range(60):
-            died = rng.choice([INF, born + rng.randint(1, 20)])
-            (workspaces if rng.random() < 0.1 else storages).append((born, died, rng.randint(1, 40 * MiB)))
+        storages, workspaces = _random_step(rng, 60, 0.1, 20, 1, 40 * MiB)
         unlimited = replay(storages, workspaces=workspaces)
         for limit in (unlimited.peak_reserved, unlimited.peak_reserved + 1, 2 * unlimited.peak_reserved):
             run = replay(storages, limit=limit, workspaces=workspaces)
@@ -128,10 +136,7 @@ def test_requests_made_once_replay_as_the_storages_do():
 
     rng = random.Random(1)
     for _ in range(20):
-        storages, workspaces = [], []
-        for born in range(80):
-            died = rng.choice([INF, born + rng.randint(1, 30)])
-            (workspaces if rng.random() < 0.15 else storages).append((born, died, rng.randint(0, 30 * MiB)))
+        storages, workspaces = _random_step(rng, 80, 0.15, 30, 0, 30 * MiB)
         made = requests(storages, workspaces)
         for limit in (None, 40 * MiB, 200 * MiB):
             a, b = replay(storages, limit=limit, workspaces=workspaces), replay_requests(made, limit)
