@@ -36,16 +36,6 @@ def trainable(model: nn.Module) -> dict[str, bool]:
     return {name: p.requires_grad for name, p in model.named_parameters(remove_duplicate=False)}
 
 
-def param_needs_grad(op: dict, name: str, params: dict[str, bool]) -> bool:
-    """A leaf module lists its parameters by their own names ("weight"), other ops by the model's
-    ("layer1.0.conv1.weight"); a buffer is in neither and needs no gradient."""
-    module = op.get("module") or ""
-    full = f"{module}.{name}" if module else name
-    if full in params:
-        return params[full]
-    return params.get(name, False)
-
-
 def _differentiable(op: dict) -> bool:
     if op["kind"] in NOT_DIFFERENTIABLE_KINDS or op.get("key") in NOT_DIFFERENTIABLE_KEYS:
         return False
@@ -77,7 +67,9 @@ def propagate(
         count = max(len(op.get("in_shapes") or []), max(flags, default=-1) + 1)
         op["grad_inputs"] = [flags.get(i, False) for i in range(count)]
         module = op.get("module") or ""
-        op["grad_params"] = {  # param_needs_grad, a parameter each
+        # a leaf module lists its parameters by their own names ("weight"), other ops by the model's
+        # ("layer1.0.conv1.weight"); a buffer is in neither and needs no gradient
+        op["grad_params"] = {
             n: params[full] if (full := f"{module}.{n}" if module else n) in params else params.get(n, False)
             for n in (op.get("param_shapes") or {})
         }
