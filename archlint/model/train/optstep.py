@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import collections
 from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any
 
@@ -527,7 +528,7 @@ def _states(template: Template, probe, probe_params, order, keys) -> tuple[list 
     return states, ""
 
 
-def _program(run: _Run, sizes: list[list[int]], state_at: dict, marked: set | frozenset = frozenset()) -> list:
+def _program(run: _Run, sizes: list[list[int]], state_at: dict, marked: AbstractSet[int] = frozenset()) -> list:
     """A run's ops that make or free something, or that a mark follows (`marked`): (op, [(bytes,
     state key or None)], deaths)."""
     out = []
