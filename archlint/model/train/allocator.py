@@ -88,20 +88,21 @@ class Allocator:
         for an `optional` request (a workspace the kernel can do without), skipped."""
         size = MIN_BLOCK if nbytes < MIN_BLOCK else -(-nbytes // MIN_BLOCK) * MIN_BLOCK  # round_size
         small = size <= SMALL_SIZE
-        # the best fit (_best_fit's, here: a call less a request)
+        # the best fit: the smallest free block of the pool that holds it (lowest address on a tie)
         pool = self._free[small]
         i = bisect.bisect_left(pool, (size, -1, -1, -1))
+        block: _Block | None
         if i < len(pool):
             _, segment, offset, _ = pool.pop(i)
             block = self._blocks.pop((segment, offset))
         else:
             block = self._new_segment(small, segment_size(size))
-            if block is None:
-                if optional:
-                    self.skipped += 1
-                else:
-                    self.out_of_memory = True
-                return None
+        if block is None:
+            if optional:
+                self.skipped += 1
+            else:
+                self.out_of_memory = True
+            return None
         self._take(block, small, size)
         return block
 
@@ -126,9 +127,6 @@ class Allocator:
 
     # ---- internals
 
-    def _small(self, block: _Block) -> bool:
-        return block.small
-
     def _list(self, block: _Block) -> None:
         bisect.insort(self._free[block.small], (block.size, block.segment, block.offset, id(block)))
         self._blocks[(block.segment, block.offset)] = block
@@ -138,14 +136,6 @@ class Allocator:
         i = bisect.bisect_left(pool, (block.size, block.segment, block.offset, id(block)))
         del pool[i]
         del self._blocks[(block.segment, block.offset)]
-
-    def _best_fit(self, small: bool, size: int) -> _Block | None:
-        pool = self._free[small]
-        i = bisect.bisect_left(pool, (size, -1, -1, -1))
-        if i == len(pool):
-            return None
-        _, segment, offset, _ = pool.pop(i)  # (_unlist's work: the index is known)
-        return self._blocks.pop((segment, offset))
 
     def _new_segment(self, small: bool, size: int) -> _Block | None:
         if self.limit is not None and self.reserved + size > self.limit:
