@@ -88,7 +88,7 @@ class Allocator:
         for an `optional` request (a workspace the kernel can do without), skipped."""
         size = MIN_BLOCK if nbytes < MIN_BLOCK else -(-nbytes // MIN_BLOCK) * MIN_BLOCK  # round_size
         small = size <= SMALL_SIZE
-        # the best fit: the smallest free block of the pool that holds it (inline: a call less a request)
+        # the best fit: the smallest free block of the pool that holds it (lowest address on a tie)
         pool = self._free[small]
         i = bisect.bisect_left(pool, (size, -1, -1, -1))
         block: _Block | None
@@ -97,12 +97,12 @@ class Allocator:
             block = self._blocks.pop((segment, offset))
         else:
             block = self._new_segment(small, segment_size(size))
-            if block is None:
-                if optional:
-                    self.skipped += 1
-                else:
-                    self.out_of_memory = True
-                return None
+        if block is None:
+            if optional:
+                self.skipped += 1
+            else:
+                self.out_of_memory = True
+            return None
         self._take(block, small, size)
         return block
 

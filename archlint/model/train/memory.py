@@ -540,27 +540,32 @@ class _Walk:
 
 def _walk(model: nn.Module, train: bool = False) -> _Walk:
     """`train`: model.train() first, in the same walk where no module's class has a train() of its
-    own (`training` set on each module as nn.Module.train sets it; a walk of its own otherwise)."""
+    own (`training` then set on each module, as nn.Module.train sets it, once the walk has found
+    none); otherwise model.train() and the walk after it, as the step always ran them (at once where
+    the model's own class has one: a Hugging Face model's)."""
+    if train and type(model).train is not nn.Module.train:
+        model.train()
+        return _walk(model)
     paths: dict[int, str] = {}
     params: dict[int, nn.Parameter] = {}
     buffers: dict[int, torch.Tensor] = {}
-    own_train = False
+    modules, own_train = [], False
     for path, module in model.named_modules():
         paths[id(module)] = path or "<model>"
         if train:
-            if type(module).train is nn.Module.train:
-                module.training = True
-            else:
-                own_train = True
+            modules.append(module)
+            own_train = own_train or type(module).train is not nn.Module.train
         for p in module._parameters.values():
             if p is not None and id(p) not in params:
                 params[id(p)] = p
         for b in module._buffers.values():
             if b is not None and id(b) not in buffers:
                 buffers[id(b)] = b
-    if own_train:  # a module's own train(): model.train() as the step always ran it, and the walk after it
+    if own_train:  # a module's own train() somewhere below: model.train(), and the walk after it
         model.train()
         return _walk(model)
+    for module in modules:
+        module.training = True
     return _Walk(paths, list(params.values()), list(buffers.values()))
 
 

@@ -145,7 +145,25 @@ class _FrozenNorm(nn.Module):
         return self.lin(self.norm(x))
 
 
+class _ReadsChild(nn.Module):
+    """A train() of its own that reads a child's mode before nn.Module.train sets it."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.child_was_training = None
+
+    def train(self, mode: bool = True):
+        self.child_was_training = self.lin.training
+        return super().train(mode)
+
+
 def test_the_step_walk_puts_the_model_in_train_mode_as_model_train_does():
+    inner = _ReadsChild()
+    wrapped = nn.Sequential(nn.Linear(4, 4), inner)
+    wrapped.eval()
+    memory._walk(wrapped, train=True)
+    assert inner.child_was_training is False  # nothing set before the module's own train() ran
     for model in (nn.Sequential(nn.Linear(4, 4), nn.Dropout(), _FrozenNorm()), _FrozenNorm()):
         model.eval()
         expected = copy.deepcopy(model).train()
