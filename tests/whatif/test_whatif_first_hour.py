@@ -64,7 +64,8 @@ def test_the_estimate_grows_with_the_model_and_counts_compiling():
     assert expected_seconds(0.1, ["bf16", "fold-bn"], 50, True, 100) > plain > 0
     with_compile = expected_seconds(0.01, ["bf16", "fold-bn", "compile"], 50, True, 100)
     assert with_compile > plain + 0.15 * 100
-    assert expected_seconds(0.01, ["compile"], 50, True, 100, load=4.0) > 3 * expected_seconds(
+    # compiling slows with the load, less than in proportion (its builds run in worker processes)
+    assert expected_seconds(0.01, ["compile"], 50, True, 100, load=4.0) > 2.5 * expected_seconds(
         0.01, ["compile"], 50, True, 100
     )
 
