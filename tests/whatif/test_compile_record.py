@@ -91,3 +91,10 @@ def test_a_record_written_by_another_run_meanwhile_is_no_crash(places, monkeypat
     readings = iter([{}, {"k": entry}])
     monkeypatch.setattr(compile_record, "_read", lambda: next(readings, {"k": entry}))
     assert remember("k", 1.5, set(), 1.0) is None  # no file added: a warm compile, were the entry seen
+
+
+def test_a_compile_answered_from_a_cache_filled_before_any_record_is_not_recorded(places):
+    """Its time is a warm one, and the files it reads are not known: recorded as 'cold', it would
+    have been the estimate of a later cold compile (the review's finding)."""
+    assert remember("fresh", 1.2, set(), 1.0) is None
+    assert recorded("fresh") is None

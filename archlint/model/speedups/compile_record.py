@@ -150,7 +150,11 @@ def remember(key: str, seconds: float, added: set[str], load: float) -> str | No
         return None
     data = _read()
     old = _parsed(data.get(key))  # from the same reading as `data` (another run may rewrite the file)
-    if added or old is None or old.folder != str(folder):  # a cold compile: the files it made
+    if old is not None and old.folder != str(folder):
+        old = None  # another inductor cache: that record says nothing of this one
+    if not added and old is None:
+        return None  # answered from a cache filled before any record: neither its cold time nor its files known
+    if added or old is None:  # a cold compile: the files it made
         entry = {"cold_s": round(seconds, 3), "load": round(load, 2), "folder": str(folder), "files": sorted(added)}
     else:
         entry = {**data[key], "warm_s": round(seconds, 3), "warm_load": round(load, 2)}
