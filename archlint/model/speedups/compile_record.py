@@ -33,6 +33,12 @@ RECORD_FILE = "compiles.json"
 # (resnet18) and 0.067 (mobilenet_v3_small) measured here; the estimate takes the higher side, until
 # a warm compile of the model has been recorded itself.
 WARM_SHARE = 0.1
+# ... but never below a warm compile's own part (dynamo's trace, AOTAutograd, loading the built
+# kernels): TinyNet's took 1.3-3 s, resnet18's 1.9 s, mobilenet_v3_small's 4.0 s here, at a load of 1.
+WARM_FIXED_S = 2.0
+# Compiling slows with the machine's load per core less than in proportion: its C++ builds run in
+# worker processes (run.compile_seconds, fitted on this 2-core CPU at loads 1-6).
+LOAD_POWER = 0.75
 KEEP = 200  # records kept, the newest: one a model compiled with --what-if
 
 
@@ -130,16 +136,22 @@ def expected(record: Recorded | None, formula_s: float, load: float) -> tuple[fl
         and bool(record.files)
         and all((folder / f).exists() for f in record.files)
     )
-    scaled = record.cold_s * load / max(record.load, 1.0)
+    scaled = at_load(record.cold_s, record.load, load)
     if not warm:
         return scaled, f"its last cold compile here ({record.cold_s:.1f} s at a load of {record.load:.1f} per core)"
     if record.warm_s is not None:
-        return record.warm_s * load / max(record.warm_load, 1.0), (
+        return at_load(record.warm_s, record.warm_load, load), (
             f"its last compile here, from inductor's cache ({record.warm_s:.1f} s; the cache still holds it)"
         )
-    return WARM_SHARE * scaled, (
-        f"{WARM_SHARE:g} of its last cold compile here ({record.cold_s:.1f} s): inductor's cache still holds it"
+    return max(WARM_SHARE * scaled, at_load(WARM_FIXED_S, 1.0, load)), (
+        f"{WARM_SHARE:g} of its last cold compile here ({record.cold_s:.1f} s), {WARM_FIXED_S:g} s at least: "
+        "inductor's cache still holds it"
     )
+
+
+def at_load(seconds: float, measured_at: float, load: float) -> float:
+    """A compile's `seconds`, measured at a load of `measured_at` per core, at `load` instead."""
+    return seconds * (max(load, 1.0) / max(measured_at, 1.0)) ** LOAD_POWER
 
 
 def remember(key: str, seconds: float, added: set[str], load: float) -> str | None:

@@ -53,15 +53,14 @@ PREPARE_S = 0.5  # a transformation's own making (a deep copy, quantizing, an fx
 SLACK_S = 10.0  # the what-ifs keep within twice their estimate, or this much more for a short one
 SLOWER = 2.0
 # A cold compile (inductor's on-disk cache empty) by a fixed part, a part per op and the machine's
-# load per core to the power COMPILE_LOAD_POWER (compiling runs its C++ builds in worker processes:
-# it slows less than in proportion). Measured on this 2-core CPU, torch.compile's first call at
+# load per core to the power compile_record.LOAD_POWER (compiling runs its C++ builds in worker
+# processes: it slows less than in proportion). Measured on this 2-core CPU, torch.compile's first call at
 # 1×3×64×64: TinyNet (20 ops) 12.9 s at a load of 1.3 per core, 17.0 s at 3.5 (its what-ifs took
 # 19 s, against 8 s from the old fit (3 s + 0.15 s an op, times the load), calibrated only at a load
 # of 6); resnet18 (69 ops) 11.9-23.5 s at 1.0-1.1, 60 s at 5.5-6.5; mobilenet_v3_small (157 ops)
 # 59.5 s at 2.6, 156 s at 6. This fit is within 1.6× of each.
 COMPILE_FIXED_S = 8.0
 COMPILE_PER_OP_S = 0.15
-COMPILE_LOAD_POWER = 0.75
 MIN_PASSES = 5  # a median of fewer passes is at the mercy of one stall on a shared machine
 BUDGET = 1.5  # the single what-ifs' passes share the time of this many × --repeat baseline passes
 MIN_BUDGET_S = 0.5  # small models get this much timing at least: their passes are too few otherwise
@@ -117,7 +116,7 @@ def machine_load() -> float:
 
 
 def compile_seconds(ops: int, load: float = 1.0) -> float:
-    return (COMPILE_FIXED_S + COMPILE_PER_OP_S * ops) * load**COMPILE_LOAD_POWER
+    return compile_record.at_load(COMPILE_FIXED_S + COMPILE_PER_OP_S * ops, 1.0, load)
 
 
 def expected_seconds(
