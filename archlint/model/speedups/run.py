@@ -134,7 +134,7 @@ def expected_seconds(
     say they do not apply) nothing; every other its making (PREPARE_S times the machine's `load`),
     its first call, and the warm-up and timed passes `_time` gives its group (every run, the
     baseline's included, taken at the model's own pass); compiling (COMPILE_FIXED_S +
-    COMPILE_PER_OP_S per op, times the `load`, or `compile_s` where it is known better: the model's
+    COMPILE_PER_OP_S per op, at the `load`: compile_record.at_load; or `compile_s` where it is known better: the model's
     last compile here, compile_record) and the compiled model's extra call; and the combination
     when two of them could combine. An estimate: said as one."""
     plain = [n for n in names if n not in COMPILING]
@@ -241,10 +241,11 @@ def _what_ifs(
                 )
                 skipped.append(name)
                 continue
-            cached = compile_record.files_in(compile_record.inductor_folder()) if name in COMPILING else set()
+            recording = name in COMPILING and bool(graph_key)  # for the next run's estimate
+            cached = compile_record.files_in(compile_record.inductor_folder()) if recording else set()
             variant, outcome = _prepare(base, (name,), reference)
             torch.set_num_threads(threads)  # a compilation may have changed it
-            if name in COMPILING and variant is not None and graph_key:  # for the next run's estimate
+            if recording and variant is not None:
                 added = compile_record.files_in(compile_record.inductor_folder()) - cached
                 unrecorded = compile_record.remember(graph_key, variant.first_s, added, load)
                 notes += [unrecorded] if unrecorded else []
