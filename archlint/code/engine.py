@@ -133,15 +133,24 @@ class KeptTrees:
         """(module, positions, facts or None) kept for this path and exactly this text, or None;
         forgotten here. A file whose own checks were deferred hands on its facts, as fresh
         (Facts.again): linted in context, it never needs its own findings, nor a second facts walk."""
-        deferred = self.deferred.pop(path, None)
-        kept = self.trees.pop(path, None)
-        if kept is not None:
-            self.chars -= len(kept[0])
+        kept, deferred = self._pop(path)
         if kept is None or kept[0] != text:
             if deferred is not None:
                 deferred.facts.release()
             return None
         return kept[1], kept[2], deferred.facts.again() if deferred is not None else None
+
+    def drop(self, path: str) -> None:
+        """Forget what is kept for this path (its tree, its deferred checks' facts), unused."""
+        _, deferred = self._pop(path)
+        if deferred is not None:
+            deferred.facts.release()
+
+    def _pop(self, path: str) -> tuple[tuple[str, object, object] | None, _Deferred | None]:
+        kept = self.trees.pop(path, None)
+        if kept is not None:
+            self.chars -= len(kept[0])
+        return kept, self.deferred.pop(path, None)
 
     def finish(self, path: str) -> list[Diagnostic]:
         """The own findings of a file whose checks were deferred (`analyze_bytes(defer=True)`):

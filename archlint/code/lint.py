@@ -167,7 +167,7 @@ def _lint_files(files: list[Path], settings: Settings, paths: list[Path] | None,
             found.add(own_key)
     for i in pending:
         if i in refined.in_context:  # its own checks never ran: nothing of it kept past the join
-            kept.take(str(files[i]), "")
+            kept.drop(pending[i][0])
     if settings.cache and (todo or own):
         cache_files.save(cache_path, cache, {key for _, _, _, key in todo} | found)
     for i, nb in notebooks.items():

@@ -64,6 +64,22 @@ def test_a_kept_tree_is_only_taken_for_the_same_text():
     assert kept.trees == {}
 
 
+def test_a_dropped_file_leaves_nothing_kept():
+    """drop: a file linted in context from the join's cache forgets its tree and releases its
+    deferred checks' facts (what take with a text that never matches did)."""
+    from archlint.code.facts import Facts
+
+    kept = engine.KeptTrees(100)
+    module = cst.parse_module("x = 1\n")
+    facts = Facts(module, "x = 1\n")
+    kept.keep("a.py", "x = 1\n", module, None)
+    kept.deferred["a.py"] = engine._Deferred(facts, None, {}, [])
+    kept.drop("a.py")
+    assert kept.trees == {} and kept.deferred == {} and kept.chars == 0
+    assert vars(facts) == {}  # released
+    kept.drop("never.py")  # nothing kept: nothing to do
+
+
 @pytest.mark.parametrize("jobs,in_process", [(1, True), (2, False)])
 def test_trees_are_kept_only_when_the_first_pass_runs_here(project, monkeypatch, jobs, in_process):
     budgets = []

@@ -40,7 +40,7 @@ class _Tracer(fx.Tracer):
     parameter's name comes from a table, not a search of every parameter at each access; an
     unpacked proxy's function is disassembled once (_Proxy). One tracer per trace."""
 
-    sites: CallSites | None = None  # set for the trace by _trace
+    sites: CallSites | None = None  # set for the trace by _trace_graph
 
     def __init__(self):
         super().__init__()

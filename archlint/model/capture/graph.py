@@ -243,19 +243,15 @@ def _named(table: dict[str, torch.Tensor | None]) -> dict[str, torch.Tensor]:
     return found
 
 
-def parameter_counts(
-    model: nn.Module, unread: set[int], parameters: list[torch.Tensor] | None = None
-) -> dict[str, Any]:
+def parameter_counts(model: nn.Module, unread: set[int], parameters: list[torch.Tensor]) -> dict[str, Any]:
     """torch's count of the model's parameters (`sum(p.numel() for p in model.parameters())`: a shared
     one once; a lazy module's, not yet made, none), the part no op of the forward read, and the
     outermost modules all of whose parameters are unread, largest first: (path, elements).
-    `parameters`: model.parameters(), when the caller has them."""
+    `parameters`: model.parameters(), as the caller walked them (GraphBuilder.named_tensors)."""
 
     def size(t) -> int:
         return 0 if isinstance(t, UninitializedTensorMixin) else t.numel()
 
-    if parameters is None:
-        parameters = list(model.parameters())
     unused_modules = []
     # every parameter read (the usual case): no module can have all of its unread
     for path, module in model.named_modules() if unread else ():
