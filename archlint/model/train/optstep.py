@@ -159,12 +159,6 @@ def _layout(t: torch.Tensor) -> tuple:
     return (t.shape, t.stride(), t.storage_offset(), t.untyped_storage().nbytes(), t.dtype, t.layout, t.device)
 
 
-def _fresh(t: torch.Tensor) -> torch.Tensor:
-    """A tensor of `t`'s layout on a fresh storage of the same size (modes disabled: no op recorded)."""
-    storage = torch.UntypedStorage(t.untyped_storage().nbytes(), device=t.device)
-    return torch.empty(0, dtype=t.dtype, device=t.device).set_(storage, t.storage_offset(), t.shape, t.stride())
-
-
 def _eligible(optimizer) -> tuple[tuple[list, list] | None, str]:
     """The parameters the step updates (those with a gradient, in order), where a template can stand for it."""
     if len(optimizer.param_groups) != 1:
@@ -238,8 +232,8 @@ def _plan(optimizer, params: list, keys: list, watch, new_tracker) -> tuple[Any,
         order.append(order[len(order) % len({*order})])
     probe_params = []
     for p in reps:
-        q = torch.nn.Parameter(_fresh(p), requires_grad=p.requires_grad)
-        q.grad = _fresh(p.grad)
+        q = torch.nn.Parameter(steady.fresh_like(p), requires_grad=p.requires_grad)
+        q.grad = steady.fresh_like(p.grad)
         probe_params.append(q)
     probe = _probe_optimizer(optimizer, probe_params)
     attrs = dict(probe.__dict__)
@@ -515,7 +509,7 @@ def _states(template: Template, probe, probe_params, order, keys) -> tuple[list 
             if how is not None:  # one call for most (checked below, once a layout, to give the probe's)
                 state[name] = empty(how[0], how[1], dtype=how[2], device="meta")
             elif isinstance(v, torch.Tensor):
-                state[name] = (_fresh(v) if v.is_meta else v.clone()).requires_grad_(v.requires_grad)
+                state[name] = (steady.fresh_like(v) if v.is_meta else v.clone()).requires_grad_(v.requires_grad)
             else:
                 state[name] = v
         if key not in checked:

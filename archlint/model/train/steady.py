@@ -267,15 +267,15 @@ def plan(first, model: torch.nn.Module, optimizer: torch.optim.Optimizer, tensor
             if rec is None or id(rec) not in index or id(rec) in seen or grad.device.type != "meta":
                 return None
             seen.add(id(rec))
-            grads.append((param, _fresh_like(grad), index[id(rec)]))
+            grads.append((param, fresh_like(grad), index[id(rec)]))
     return Replay(first, records, deaths, grads, holds)
 
 
-def _fresh_like(grad: torch.Tensor) -> torch.Tensor:
+def fresh_like(grad: torch.Tensor) -> torch.Tensor:
     """A meta tensor of the gradient's layout on a storage of its own of the same size: a gradient
     can be a view of a larger storage (autograd keeps cat's gradient slice as a parameter's where it
     obeys the parameter's layout: ViT's class token at batch 1 holds all 197 tokens' gradient), and
-    the replayed record is that storage's bytes."""
+    the replayed record is that storage's bytes. (Any meta tensor's likewise: optstep's probe.)"""
     nbytes = grad.untyped_storage().nbytes()
     if grad.storage_offset() == 0:  # most: the gradient is its storage, made as such (half the time)
         fresh = torch.empty_strided(grad.shape, grad.stride(), dtype=grad.dtype, device=grad.device)
