@@ -226,10 +226,9 @@ class KnownValues:
                 if arg.is_meta:
                     item = items.get(id(arg))
                     if item is None or item[0]() is not arg:
-                        written = _WRITTEN.get(id(func))
-                        if written is None or written:
-                            if _written(func):
-                                self._forget_written(func, args, kwargs)
+                        # (_written's cache read first: most ops write nothing, and are known not to)
+                        if _WRITTEN.get(id(func), True) and _written(func):
+                            self._forget_written(func, args, kwargs)
                         return meta_run(func, args, kwargs)
                     plain = False
             elif isinstance(arg, (list, tuple, torch.device)):
