@@ -26,6 +26,7 @@ repeated where there are fewer), so that a run with a run before and after it is
 
 from __future__ import annotations
 
+import bisect
 import collections
 from collections.abc import Callable
 from collections.abc import Set as AbstractSet
@@ -463,14 +464,7 @@ def _template(tracker, ops, probe, probe_params, order, start, end, died, live0)
 
 def _gap(bounds: list[int], event: int) -> int:
     """The op after which an event (a death) happened: the last whose events ended at or before it (-1: none)."""
-    lo, hi = 0, len(bounds)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if bounds[mid] <= event:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo - 1
+    return bisect.bisect_right(bounds, event) - 1  # (bounds ascend: each op's events end after the last's)
 
 
 def _states(template: Template, probe, probe_params, order, keys) -> tuple[list | None, str]:
