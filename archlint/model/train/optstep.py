@@ -368,7 +368,7 @@ def _template(tracker, ops, probe, probe_params, order, start, end, died, live0)
                 where[id(r)] = (loop_index, j, n)
                 if owner.get(id(r)) != j:
                     return None, "a storage made in a parameter's run that is not its own"
-            read.append((names, made, flat))
+            read.append((names, made))
             part_of_op += [(loop_index, i - a) for i in range(a, b)]
         parts[loop_index] = (runs, read)
         s += k
@@ -379,7 +379,7 @@ def _template(tracker, ops, probe, probe_params, order, start, end, died, live0)
             continue
         runs, read = part
         made_runs = []
-        for j, ((_, a, b), (names, made, _flat)) in enumerate(zip(runs, read)):
+        for j, ((_, a, b), (names, made)) in enumerate(zip(runs, read)):
             deaths = []
             for i in range(a, b):
                 tags = []
@@ -411,7 +411,7 @@ def _template(tracker, ops, probe, probe_params, order, start, end, died, live0)
             if sizes.setdefault(key, run.births) != run.births:
                 return None, "one layout's runs made storages of different sizes"
         state_at: dict[tuple[int, int], str] = {}
-        for j, (_names, made, _flat) in enumerate(read):
+        for j, (_names, made) in enumerate(read):
             found = {}
             for i, m in enumerate(made):
                 for n, r in enumerate(m):
