@@ -44,10 +44,6 @@ MIN_LARGE_ALLOC = 10 << 20  # kMinLargeAlloc
 ROUND_LARGE = 2 << 20  # kRoundLarge
 
 
-def round_size(nbytes: int) -> int:
-    return MIN_BLOCK if nbytes < MIN_BLOCK else -(-nbytes // MIN_BLOCK) * MIN_BLOCK
-
-
 def segment_size(nbytes: int) -> int:
     if nbytes <= SMALL_SIZE:
         return SMALL_BUFFER
@@ -86,7 +82,7 @@ class Allocator:
     def malloc(self, nbytes: int, optional: bool = False) -> _Block | None:
         """A block of `nbytes`, or None when it does not fit under the limit: out of memory, or
         for an `optional` request (a workspace the kernel can do without), skipped."""
-        size = MIN_BLOCK if nbytes < MIN_BLOCK else -(-nbytes // MIN_BLOCK) * MIN_BLOCK  # round_size
+        size = MIN_BLOCK if nbytes < MIN_BLOCK else -(-nbytes // MIN_BLOCK) * MIN_BLOCK  # the allocator's round_size
         small = size <= SMALL_SIZE
         # the best fit: the smallest free block of the pool that holds it (lowest address on a tie)
         pool = self._free[small]

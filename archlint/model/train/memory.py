@@ -470,10 +470,6 @@ def _facts(func) -> _OpFacts:
     return facts
 
 
-def _op_name(func) -> str:
-    return (_FACTS.get(id(func)) or _facts(func)).name
-
-
 def to_meta(model: nn.Module) -> nn.Module:
     """A copy of `model` with every parameter, buffer and tensor attribute on meta (no data copied)."""
     return _meta_copy(model)[0]

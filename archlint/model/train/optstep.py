@@ -26,6 +26,7 @@ repeated where there are fewer), so that a run with a run before and after it is
 
 from __future__ import annotations
 
+import bisect
 import collections
 from collections.abc import Callable
 from collections.abc import Set as AbstractSet
@@ -159,12 +160,6 @@ def _layout(t: torch.Tensor) -> tuple:
     return (t.shape, t.stride(), t.storage_offset(), t.untyped_storage().nbytes(), t.dtype, t.layout, t.device)
 
 
-def _fresh(t: torch.Tensor) -> torch.Tensor:
-    """A tensor of `t`'s layout on a fresh storage of the same size (modes disabled: no op recorded)."""
-    storage = torch.UntypedStorage(t.untyped_storage().nbytes(), device=t.device)
-    return torch.empty(0, dtype=t.dtype, device=t.device).set_(storage, t.storage_offset(), t.shape, t.stride())
-
-
 def _eligible(optimizer) -> tuple[tuple[list, list] | None, str]:
     """The parameters the step updates (those with a gradient, in order), where a template can stand for it."""
     if len(optimizer.param_groups) != 1:
@@ -238,8 +233,8 @@ def _plan(optimizer, params: list, keys: list, watch, new_tracker) -> tuple[Any,
         order.append(order[len(order) % len({*order})])
     probe_params = []
     for p in reps:
-        q = torch.nn.Parameter(_fresh(p), requires_grad=p.requires_grad)
-        q.grad = _fresh(p.grad)
+        q = torch.nn.Parameter(steady.fresh_like(p), requires_grad=p.requires_grad)
+        q.grad = steady.fresh_like(p.grad)
         probe_params.append(q)
     probe = _probe_optimizer(optimizer, probe_params)
     attrs = dict(probe.__dict__)
@@ -373,7 +368,7 @@ def _template(tracker, ops, probe, probe_params, order, start, end, died, live0)
                 where[id(r)] = (loop_index, j, n)
                 if owner.get(id(r)) != j:
                     return None, "a storage made in a parameter's run that is not its own"
-            read.append((names, made, flat))
+            read.append((names, made))
             part_of_op += [(loop_index, i - a) for i in range(a, b)]
         parts[loop_index] = (runs, read)
         s += k
@@ -384,7 +379,7 @@ def _template(tracker, ops, probe, probe_params, order, start, end, died, live0)
             continue
         runs, read = part
         made_runs = []
-        for j, ((_, a, b), (names, made, _flat)) in enumerate(zip(runs, read)):
+        for j, ((_, a, b), (names, made)) in enumerate(zip(runs, read)):
             deaths = []
             for i in range(a, b):
                 tags = []
@@ -416,7 +411,7 @@ def _template(tracker, ops, probe, probe_params, order, start, end, died, live0)
             if sizes.setdefault(key, run.births) != run.births:
                 return None, "one layout's runs made storages of different sizes"
         state_at: dict[tuple[int, int], str] = {}
-        for j, (_names, made, _flat) in enumerate(read):
+        for j, (_names, made) in enumerate(read):
             found = {}
             for i, m in enumerate(made):
                 for n, r in enumerate(m):
@@ -469,14 +464,7 @@ def _template(tracker, ops, probe, probe_params, order, start, end, died, live0)
 
 def _gap(bounds: list[int], event: int) -> int:
     """The op after which an event (a death) happened: the last whose events ended at or before it (-1: none)."""
-    lo, hi = 0, len(bounds)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if bounds[mid] <= event:
-            lo = mid + 1
-        else:
-            hi = mid
-    return lo - 1
+    return bisect.bisect_right(bounds, event) - 1  # (bounds ascend: each op's events end after the last's)
 
 
 def _states(template: Template, probe, probe_params, order, keys) -> tuple[list | None, str]:
@@ -515,7 +503,7 @@ def _states(template: Template, probe, probe_params, order, keys) -> tuple[list 
             if how is not None:  # one call for most (checked below, once a layout, to give the probe's)
                 state[name] = empty(how[0], how[1], dtype=how[2], device="meta")
             elif isinstance(v, torch.Tensor):
-                state[name] = (_fresh(v) if v.is_meta else v.clone()).requires_grad_(v.requires_grad)
+                state[name] = (steady.fresh_like(v) if v.is_meta else v.clone()).requires_grad_(v.requires_grad)
             else:
                 state[name] = v
         if key not in checked:

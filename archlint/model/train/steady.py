@@ -138,7 +138,8 @@ def _replay_span(
     born = {r.born: i for i, r in enumerate(records)}
     # a kernel's scratch inside an op (the CPU's oneDNN): two events, its birth and death
     scratch = {t.born: t for t in first.transients if start.events <= t.born < end.events}
-    replayed = [_renewed(r, r.op + shift_ops if r.op >= 0 else r.op) for r in records]
+    # alive until the replay frees it, of no kind yet
+    replayed = [_copied(r, died=math.inf, op=r.op + shift_ops if r.op >= 0 else r.op, kind="") for r in records]
     freed_from, freed = None, 0  # the first op after the release, and the bytes it freed
     # the tracker's counters in locals through the loop (an event each), written back around the release
     live, peak, peak_event, peak_op = tracker.live_bytes, tracker.peak, tracker.peak_event, tracker.peak_op
@@ -175,7 +176,7 @@ def _replay_span(
         if scratch:
             t = scratch.get(event)
             if t is not None:  # a scratch's birth (its death, the next event, frees nothing counted)
-                t = _shifted(t, shift_events, shift_ops)
+                t = _copied(t, born=t.born + shift_events, died=t.died + shift_events, op=t.op + shift_ops)
                 tracker.transients.append(t)
                 top = live + t.nbytes
                 if top > peak:
@@ -217,21 +218,12 @@ def _replay_span(
     return _Span(shift_events if shift_at is None else shift_at, shift_ops, offset, replayed)
 
 
-def _shifted(scratch, shift_events: int, shift_ops: int):
-    """A copy of a kernel's scratch record moved by the shifts (dataclasses.replace's copy, without
-    its per-field checks)."""
-    new = object.__new__(type(scratch))
-    new.__dict__.update(scratch.__dict__)
-    new.born, new.died, new.op = scratch.born + shift_events, scratch.died + shift_events, scratch.op + shift_ops
-    return new
-
-
-def _renewed(record, op: int):
-    """A copy of the first step's record for the replay: alive until the replay frees it, at `op`,
-    of no kind yet (dataclasses.replace's copy, without its per-field checks: one a storage)."""
+def _copied(record, **changes):
+    """A copy of a tracker's record with `changes` (dataclasses.replace's copy, without its
+    per-field checks: one a storage)."""
     new = object.__new__(type(record))
     new.__dict__.update(record.__dict__)
-    new.died, new.op, new.kind = math.inf, op, ""
+    new.__dict__.update(changes)
     return new
 
 
@@ -275,15 +267,15 @@ def plan(first, model: torch.nn.Module, optimizer: torch.optim.Optimizer, tensor
             if rec is None or id(rec) not in index or id(rec) in seen or grad.device.type != "meta":
                 return None
             seen.add(id(rec))
-            grads.append((param, _fresh_like(grad), index[id(rec)]))
+            grads.append((param, fresh_like(grad), index[id(rec)]))
     return Replay(first, records, deaths, grads, holds)
 
 
-def _fresh_like(grad: torch.Tensor) -> torch.Tensor:
+def fresh_like(grad: torch.Tensor) -> torch.Tensor:
     """A meta tensor of the gradient's layout on a storage of its own of the same size: a gradient
     can be a view of a larger storage (autograd keeps cat's gradient slice as a parameter's where it
     obeys the parameter's layout: ViT's class token at batch 1 holds all 197 tokens' gradient), and
-    the replayed record is that storage's bytes."""
+    the replayed record is that storage's bytes. (Any meta tensor's likewise: optstep's probe.)"""
     nbytes = grad.untyped_storage().nbytes()
     if grad.storage_offset() == 0:  # most: the gradient is its storage, made as such (half the time)
         fresh = torch.empty_strided(grad.shape, grad.stride(), dtype=grad.dtype, device=grad.device)

@@ -246,7 +246,7 @@ def test_shape_functions_leave_what_the_key_refuses_to_the_kernel():
     assert metacache._FAST[id(aten.mm.default)]((meta(2, 3), torch.zeros(3, 4)), {}) is None
 
 
-def test_real_values_are_computed_on_one_thread(monkeypatch):
+def test_real_values_are_computed_on_one_thread(monkeypatch, two_threads):
     """An op on known values runs on one thread (values._one_thread): GPT-2's causal `tril` of its
     128x128 mask took 1-21 ms on two threads of a busy machine, 5 us on one."""
     threads = []
@@ -254,18 +254,13 @@ def test_real_values_are_computed_on_one_thread(monkeypatch):
     monkeypatch.setattr(
         values, "_one_thread", lambda func, a, k: threads.append(torch.get_num_threads()) or real(func, a, k)
     )
-    before = torch.get_num_threads()
-    torch.set_num_threads(2)
-    try:
-        known = values.KnownValues()
-        mask = meta(6, 6, dtype=torch.bool)
-        known.know(mask, torch.ones(6, 6, dtype=torch.bool))
-        out = known.run(aten.tril.default, (mask,), {}, metacache.run)
-        assert torch.equal(known.values[out], torch.ones(6, 6, dtype=torch.bool).tril())
-        assert threads == [2] and torch.get_num_threads() == 2  # given back
-        assert real(lambda: torch.get_num_threads(), (), {}) == 1
-    finally:
-        torch.set_num_threads(before)
+    known = values.KnownValues()
+    mask = meta(6, 6, dtype=torch.bool)
+    known.know(mask, torch.ones(6, 6, dtype=torch.bool))
+    out = known.run(aten.tril.default, (mask,), {}, metacache.run)
+    assert torch.equal(known.values[out], torch.ones(6, 6, dtype=torch.bool).tril())
+    assert threads == [2] and torch.get_num_threads() == 2  # given back
+    assert real(lambda: torch.get_num_threads(), (), {}) == 1
 
 
 _DTYPES = (torch.float32, torch.bfloat16, torch.float16, torch.float64, torch.int64, torch.bool)

@@ -32,7 +32,7 @@ def test_memory_model_runs_with_the_cyclic_collector_off(monkeypatch):
     assert result["memory"]["activations_bytes"] == (4 * 16 + 4 * 4 + 1) * 4
 
 
-def test_input_values_are_copied_on_one_thread(monkeypatch):
+def test_input_values_are_copied_on_one_thread(monkeypatch, two_threads):
     """The inputs' real values are copied with ATen on one thread (values.KnownValues.know_all):
     a parallel copy's threads wait on each other for milliseconds on a busy machine."""
     from archlint.model.train.values import KnownValues
@@ -42,17 +42,12 @@ def test_input_values_are_copied_on_one_thread(monkeypatch):
     monkeypatch.setattr(
         KnownValues, "know", lambda self, m, r: threads_seen.append(torch.get_num_threads()) or real_know(self, m, r)
     )
-    before = torch.get_num_threads()
-    torch.set_num_threads(2)
-    try:
-        net = nn.Sequential(nn.Linear(8, 16), nn.BatchNorm1d(16), nn.Linear(16, 4))
-        x, meta = torch.randn(4, 8), memory.to_meta(net)
-        meta_x = torch.empty_like(x, device="meta")
-        values = memory._input_values(net, meta, ((x,), {}), ((meta_x,), {}))
-        assert threads_seen == [1, 1, 1, 1] and torch.get_num_threads() == 2  # the input and 3 buffers; given back
-        assert len(values.values._items) == 4
-    finally:
-        torch.set_num_threads(before)
+    net = nn.Sequential(nn.Linear(8, 16), nn.BatchNorm1d(16), nn.Linear(16, 4))
+    x, meta = torch.randn(4, 8), memory.to_meta(net)
+    meta_x = torch.empty_like(x, device="meta")
+    values = memory._input_values(net, meta, ((x,), {}), ((meta_x,), {}))
+    assert threads_seen == [1, 1, 1, 1] and torch.get_num_threads() == 2  # the input and 3 buffers; given back
+    assert len(values.values._items) == 4
 
 
 class _Shares(nn.Module):
