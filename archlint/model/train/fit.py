@@ -163,8 +163,8 @@ def max_batch(
     except _Unevaluable:
         return {
             "max_batch": b1 if peak(b1) <= budget else None,
-            "per_sample_bytes": 0,
-            "fixed_bytes": 0,
+            "per_sample_bytes": None,  # no line fitted: one batch measured
+            "fixed_bytes": None,
             "evaluations": [list(e) for e in sorted(seen.items())],
             "basis": f"not searched above batch {b1}: {_cannot_run(b2, failed[b2])}",
         }

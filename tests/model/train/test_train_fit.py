@@ -349,3 +349,16 @@ def test_max_batch_never_runs_a_real_step_where_the_meta_step_stops_running():
     assert r["max_batch"] is not None and r["max_batch"] <= rows
     assert "cannot run on the meta device" in r["max_batch_basis"]["basis"]
     assert max(b for b, _ in r["max_batch_basis"]["evaluations"]) <= rows
+
+
+def test_a_search_stopped_at_its_second_batch_gives_no_line():
+    # the step cannot run on meta at twice the input's batch: one batch measured, no per-sample or
+    # fixed bytes (they read 0, as if measured)
+    from archlint.model.train import values
+
+    rows = values.VALUE_LIMIT_BYTES // (64 * 8)  # the largest mask batch whose values are kept
+    x, mask = torch.randn(rows, 16), torch.ones(rows, 64, dtype=torch.long)
+    r = fit_report(_ChecksItsMask(), (x, mask), {}, optimizer="sgd", budget_bytes=1 << 40)
+    line = r["max_batch_basis"]
+    assert line["basis"].startswith(f"not searched above batch {rows}")
+    assert line["per_sample_bytes"] is None and line["fixed_bytes"] is None

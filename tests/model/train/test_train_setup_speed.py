@@ -171,3 +171,16 @@ def test_the_step_walk_puts_the_model_in_train_mode_as_model_train_does():
         assert [m.training for m in model.modules()] == [m.training for m in expected.modules()]
         assert walk.paths == memory._walk(model).paths
     assert not model.norm.training and model.lin.training
+
+
+def test_the_copys_module_keys_are_what_this_torchs_setstate_adds():
+    """module_copy skips nn.Module.__setstate__ when the state holds every key it would add
+    (_MODULE_KEYS, written out from torch's code): a torch that adds another would leave copied
+    modules without it. Pinned here against the installed torch's own __setstate__."""
+    from torch import nn
+
+    from archlint.model.train.module_copy import _MODULE_KEYS
+
+    bare = nn.Module.__new__(nn.Module)
+    nn.Module.__setstate__(bare, {})
+    assert set(vars(bare)) == _MODULE_KEYS
