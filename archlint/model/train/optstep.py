@@ -28,9 +28,10 @@ from __future__ import annotations
 
 import bisect
 import collections
+import math
 from collections.abc import Callable
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -38,9 +39,14 @@ from torch.optim.optimizer import _global_optimizer_post_hooks, _global_optimize
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
 from archlint.model.train import steady
+from archlint.model.train.gpu_workspaces import REDUCE_OPS
 
 MARKS = ("init", "update")  # steady.init_marked's marks: where `_init_group` begins and ends
 _IMMUTABLE = (int, float, bool, str, type(None))
+# ops the memory model's watch gives a workspace or scratch sized by their inputs (a GPU sum's or
+# mean's cross-block buffer, a convolution's cuDNN or oneDNN scratch): a probed parameter may run
+# one with none where a larger one needs it, so a loop that has one is never scaled
+_SIZED_SCRATCH = frozenset({*(op.__name__ for op in REDUCE_OPS), "convolution", "convolution_backward"})
 
 
 class _Touched(TorchDispatchMode):
@@ -53,6 +59,7 @@ class _Touched(TorchDispatchMode):
         self.watch = watch
         self.tracker = tracker
         self.ops: list[tuple[int, int, list]] = []
+        self.shapes: dict[int, tuple] = {}  # id(record) of a storage an op made -> the shape of its output on it
 
     @classmethod
     def _should_skip_dynamo(cls) -> bool:
@@ -65,14 +72,18 @@ class _Touched(TorchDispatchMode):
         touched = []
         record = tracker.record
         tensor = torch.Tensor
-        for value in (
-            *args,
-            *(kwargs.values() if kwargs else ()),
-            *((out,) if isinstance(out, tensor) or not isinstance(out, (tuple, list)) else out),
-        ):
+        for value in (*args, *(kwargs.values() if kwargs else ())):
             if isinstance(value, tensor):
                 if (rec := record(value)) is not None:
                     touched.append(rec)
+            elif isinstance(value, (tuple, list)):
+                touched += [rec for t in value if isinstance(t, tensor) and (rec := record(t)) is not None]
+        for value in (out,) if isinstance(out, tensor) or not isinstance(out, (tuple, list)) else out:
+            if isinstance(value, tensor):
+                if (rec := record(value)) is not None:
+                    touched.append(rec)
+                    if rec.born >= before:
+                        self.shapes.setdefault(id(rec), tuple(value.shape))
             elif isinstance(value, (tuple, list)):
                 touched += [rec for t in value if isinstance(t, tensor) and (rec := record(t)) is not None]
         self.ops.append((before, tracker.events, touched))
@@ -102,7 +113,10 @@ class _Loop:
     first: _Run
     middle: _Run
     last: _Run
-    sizes: dict[Any, list[list[int]]]  # layout key -> per op, its births' bytes
+    # layout key -> per op, its births' bytes: the probe's unrounded bytes of each probed layout
+    # (`_template`), then every layout's, rounded as the real tracker rounds (`_scale`)
+    sizes: dict[Any, list[list[int]]]
+    shapes: dict[Any, list[list[tuple | None]]]  # probed layout key -> per op, its births' shapes
     state_at: dict[tuple[int, int], str]  # (op in the run, birth in the op) -> the state key it is
 
 
@@ -136,6 +150,8 @@ class FirstUpdate:
     new_tracker: Callable[[], Any]
     templated: bool = False
     reason: str = ""  # why the step ran for real (empty: templated)
+    probed: int = 0  # the layouts the probe ran (its last run's)
+    unscaled: list[str] = field(default_factory=list)  # each class probed layout by layout after all, and why
 
     def __call__(self, tracker) -> None:
         with _disable_current_modes():  # the probe runs outside the real tracker's watch
@@ -143,7 +159,20 @@ class FirstUpdate:
             plan = None
             if chosen is not None:
                 params, keys = chosen
-                plan, why = _plan(self.optimizer, params, keys, self.watch, self.new_tracker)
+                unproven: dict = {}  # class -> why its pair did not prove its template
+                while True:  # again, with the classes not proven probed layout by layout (once at most, mostly)
+                    probed, pairs, class_of = _probes(keys, unproven)
+                    self.probed = len(probed)
+                    why = _worth(len(params), len(probed))
+                    if why:
+                        break
+                    plan, why, more = _plan(
+                        self.optimizer, params, keys, probed, pairs, class_of, self.watch, self.new_tracker, tracker
+                    )
+                    if not more:
+                        break
+                    unproven.update(more)
+                self.unscaled = [f"{_class_name(c)}: {w}" for c, w in unproven.items()]
         self.reason = why
         if plan is None:
             self.optimizer.step()
@@ -200,14 +229,76 @@ def _eligible(optimizer) -> tuple[tuple[list, list] | None, str]:
         )
     if len(storages) != 2 * len(params):
         return None, "parameters or gradients that share a storage"
-    if len(set(keys)) == len(params):
-        return None, "no repeated layout"
-    # the probe runs one parameter of each layout, at about 1.7 times the cost of one in torch's
-    # step over all (its reading, its template), and each parameter is then written at a fifth of
-    # its cost: measured, mobilenet_v3_large's 2.8 parameters a layout gain little, 3.1 (efficientnet_b0) a tenth
-    if 2 * len(params) < 5 * len(set(keys)):
-        return None, "too few parameters a layout (under 2.5)"
     return (params, keys), ""
+
+
+def _contiguous(shape) -> tuple[int, ...]:
+    """The strides torch gives a fresh tensor of `shape` (no dimension of size 0)."""
+    strides, step = [], 1
+    for size in reversed(shape):
+        strides.append(step)
+        step *= size
+    return tuple(reversed(strides))
+
+
+def _numel(key) -> int:
+    return math.prod(key[0][0])
+
+
+def _class_of(key) -> tuple | None:
+    """A layout's class, whose pair of probed layouts can prove its template for the rest (`_scale`),
+    or None (probed itself): a parameter of more than one element in the strides torch gives a fresh
+    tensor of its shape, owning its storage, with a gradient of its shape and strides owning its own.
+    A layout dense in another order of its dimensions stays apart: where a dimension is of size 1
+    its stride is free, and an op's output takes one by its own rules (empty_like keeps it,
+    TensorIterator may not). Its class: its dimensions' count (an optimizer may branch on it), its
+    and its gradient's dtypes and types, requires_grad."""
+    (shape, stride, offset, nbytes, dtype, kind, grad_req), (gshape, gstride, goffset, gnbytes, gdtype, gkind) = key
+    numel = math.prod(shape)
+    if numel < 2 or offset or goffset or gshape != shape or gstride != stride or stride != _contiguous(shape):
+        return None
+    if nbytes != numel * dtype.itemsize or gnbytes != numel * gdtype.itemsize:
+        return None
+    return (len(shape), dtype, kind, grad_req, gdtype, gkind)
+
+
+def _class_name(c: tuple) -> str:
+    return f"{c[0]}-d {str(c[1]).removeprefix('torch.')} parameters"
+
+
+def _probes(keys: list, unproven: AbstractSet) -> tuple[list, dict, dict]:
+    """The layouts the probe runs, first seen first: (those layouts, class -> its pair (its layouts of
+    the fewest and the most elements, first seen of each), layout -> its class where a pair stands for
+    it). A class of three layouts or more and two sizes is probed by its pair; any other layout, and a
+    class in `unproven`, by itself."""
+    layouts = list(dict.fromkeys(keys))
+    members: dict = {}
+    for key in layouts:
+        c = _class_of(key)
+        if c is not None and c not in unproven:
+            members.setdefault(c, []).append(key)
+    pairs, class_of = {}, {}
+    for c, ks in members.items():
+        small, large = min(ks, key=_numel), max(ks, key=_numel)
+        if len(ks) < 3 or _numel(small) == _numel(large):
+            continue  # nothing to spare, or no two sizes to prove a scale by
+        pairs[c] = (small, large)
+        for key in ks:
+            class_of[key] = c
+    probed = [k for k in layouts if k not in class_of or k in pairs[class_of[k]]]
+    return probed, pairs, class_of
+
+
+def _worth(params: int, probed: int) -> str:
+    """Why the probe would not pay (empty: it does). It runs the probed layouts' parameters at about 1.7
+    times the cost of one in torch's step over all (its reading, its template), and each parameter is
+    then written at a fifth of its cost: measured, mobilenet_v3_large's 2.8 parameters a probe gain
+    little, 3.1 (efficientnet_b0) a tenth."""
+    if probed >= params:
+        return "no fewer layouts to probe than parameters"
+    if 2 * params < 5 * probed:
+        return "too few parameters a probed layout (under 2.5)"
+    return ""
 
 
 def _probe_optimizer(optimizer, params: list) -> torch.optim.Optimizer:
@@ -223,10 +314,12 @@ def _probe_optimizer(optimizer, params: list) -> torch.optim.Optimizer:
     return probe
 
 
-def _plan(optimizer, params: list, keys: list, watch, new_tracker) -> tuple[Any, str]:
-    """Run the probe and read its template; then the real state, made. (None, why) where it does not hold."""
+def _plan(optimizer, params, keys, probed, pairs, class_of, watch, new_tracker, real) -> tuple[Any, str, dict]:
+    """Run the probe over the `probed` layouts and read its template; then every layout's sizes (a
+    class's scaled from its pair) and the real state, made. (None, why, {}) where it does not hold;
+    (None, why, {class: why}) where a class's pair does not prove its template."""
     first_of = {k: p for k, p in zip(reversed(keys), reversed(params))}  # one parameter of each layout
-    order = list(dict.fromkeys(keys))  # the layouts, first seen first
+    order = list(probed)
     reps = [first_of[k] for k in order]
     while len(reps) < 3:  # a run with runs before and after it is seen
         reps.append(reps[len(reps) % len(order)])
@@ -240,6 +333,7 @@ def _plan(optimizer, params: list, keys: list, watch, new_tracker) -> tuple[Any,
     attrs = dict(probe.__dict__)
     group = dict(probe.param_groups[0])
     tracker = new_tracker()
+    tracker.round_to = 1  # its storages' own bytes: a class's scale before the real tracker rounds them
     for q in probe_params:
         tracker.see(q, "start")
     for q in probe_params:
@@ -252,20 +346,27 @@ def _plan(optimizer, params: list, keys: list, watch, new_tracker) -> tuple[Any,
     end = tracker.events
     died = {id(r): r.died for r in tracker.records}  # as they stood at the step's end
     if set(probe.__dict__) != set(attrs) or any(probe.__dict__[k] is not v for k, v in attrs.items() if k != "state"):
-        return None, "the step set an attribute of the optimizer"
+        return None, "the step set an attribute of the optimizer", {}
     now = probe.param_groups[0]
     if list(now) != list(group) or any(now[k] is not group[k] for k in group if k != "params"):
-        return None, "the step changed the parameter group"
-    template, why = _template(tracker, touched.ops, probe, probe_params, order, start, end, died, live0)
+        return None, "the step changed the parameter group", {}
+    template, why = _template(tracker, touched, probe, probe_params, order, start, end, died, live0)
     if template is None:
-        return None, why
-    states, why = _states(template, probe, probe_params, order, keys)
+        return None, why, {}
+    why = _probe_states(template, probe, probe_params, order)
+    if why:
+        return None, why, {}
+    made, unproven = _scale(template, pairs, keys, class_of, real.round_to)
+    if unproven:
+        return None, "a class's pair did not prove its template", unproven
+    states, why = _states(template, keys, class_of, made)
     if states is None:
-        return None, why
-    return (template, states), ""
+        return None, why, {}
+    return (template, states), "", {}
 
 
-def _template(tracker, ops, probe, probe_params, order, start, end, died, live0) -> tuple[Template | None, str]:
+def _template(tracker, touched, probe, probe_params, order, start, end, died, live0) -> tuple[Template | None, str]:
+    ops, shapes = touched.ops, touched.shapes
     if tracker.shims or tracker.transients or tracker.workspaces:
         return None, "an op adapted, or a library workspace or kernel scratch"
     if any(r.phase == "start" and start <= died[id(r)] < end for r in tracker.records):
@@ -407,9 +508,11 @@ def _template(tracker, ops, probe, probe_params, order, start, end, died, live0)
         if last.deaths[:-1] != middle.deaths[:-1]:
             return None, "the last run's deaths differ before its last op"
         sizes: dict[Any, list[list[int]]] = {}
-        for key, run in zip(order, made_runs):
+        born_shapes: dict[Any, list[list[tuple | None]]] = {}
+        for key, run, (_names, made) in zip(order, made_runs, read):
             if sizes.setdefault(key, run.births) != run.births:
                 return None, "one layout's runs made storages of different sizes"
+            born_shapes.setdefault(key, [[shapes.get(id(r)) for r in m] for m in made])
         state_at: dict[tuple[int, int], str] = {}
         for j, (_names, made) in enumerate(read):
             found = {}
@@ -421,7 +524,7 @@ def _template(tracker, ops, probe, probe_params, order, start, end, died, live0)
                 state_at = found
             elif found != state_at:
                 return None, "the parameters' runs made different state"
-        loops[index] = _Loop(first, middle, last, sizes, state_at)
+        loops[index] = _Loop(first, middle, last, sizes, born_shapes, state_at)
     if any(i not in where for i in state_of):
         return None, "a state tensor not made in a parameter's run"
     # every storage made in a run and alive at the step's end is state; a last run's survivors
@@ -467,18 +570,19 @@ def _gap(bounds: list[int], event: int) -> int:
     return bisect.bisect_right(bounds, event) - 1  # (bounds ascend: each op's events end after the last's)
 
 
-def _states(template: Template, probe, probe_params, order, keys) -> tuple[list | None, str]:
-    """Each real parameter's state, made as the probe's for its layout: meta tensors fresh, others copied."""
+def _probe_states(template: Template, probe, probe_params, order) -> str:
+    """Each probed layout's state, the probe's (`template.state`); why not (empty: it holds): a layout's
+    runs with different keys, or a value (not a meta tensor) not the same for every parameter."""
     shared: dict[str, Any] = {}
     for key, q in zip(order, probe_params):
         state = probe.state.get(q, {})
         if template.state.setdefault(key, state) is not state and list(template.state[key]) != list(state):
-            return None, "one layout's state differs in its keys"
+            return "one layout's state differs in its keys"
         for name, v in state.items():
             if isinstance(v, torch.Tensor) and v.device.type == "meta":
                 continue
             if not isinstance(v, (torch.Tensor, *_IMMUTABLE)):
-                return None, "a state value that is neither a tensor nor a plain value"
+                return "a state value that is neither a tensor nor a plain value"
             seen = shared.setdefault(name, v)
             same = (
                 torch.equal(seen, v) and _layout(seen)[:3] == _layout(v)[:3] and seen.dtype == v.dtype
@@ -486,20 +590,138 @@ def _states(template: Template, probe, probe_params, order, keys) -> tuple[list 
                 else type(seen) is type(v) and seen == v
             )
             if not same:
-                return None, "a state value that differs between parameters"
-    makers: dict[Any, list] = {}  # layout -> per state entry: (name, (shape, stride, dtype) or None, the probe's)
+                return "a state value that differs between parameters"
+    return ""
+
+
+def _scale(template: Template, pairs: dict, keys: list, class_of: dict, round_to: int) -> tuple[dict, dict]:
+    """Every layout's births' bytes, rounded as the real tracker rounds a storage (`_Tracker.size`),
+    into each loop's `sizes`; and each class's state entries: (class -> [(name, how, the probe's)],
+    {class: why its pair does not prove its template}: then nothing is written).
+
+    A probed layout's bytes are its own run's. A class's other layouts' follow its pair's runs, where
+    they prove a rule (they are alike in all else: `_template`): every birth is, in both, of the
+    parameter's shape at one number of bytes an element, or of one shape and bytes; no op of a loop
+    has a scratch sized by its inputs; and each state tensor is, in both, of the parameter's shape
+    and strides on a storage of its own size, or of one such layout, of one dtype."""
+    loops = [(index, part) for index, part in enumerate(template.parts) if isinstance(part, _Loop)]
+    rules: dict = {}  # class -> loop part -> per op, per birth: (bytes, 0): fixed; (bytes an element, 1)
+    made: dict = {}
+    unproven: dict = {}
+    for c, (a, b) in pairs.items():
+        rule, why = _birth_rule(loops, a, b)
+        entries, state_why = _state_rule(template.state[a], template.state[b], a, b)
+        if rule is None or entries is None:
+            unproven[c] = why or state_why
+        else:
+            rules[c], made[c] = rule, entries
+    if unproven:
+        return {}, unproven
+    layouts = list(dict.fromkeys(keys))
+    for index, loop in loops:
+        probed = loop.sizes
+        sizes = {}
+        for key in layouts:
+            own = probed.get(key)
+            if own is not None:
+                sizes[key] = [[-(-n // round_to) * round_to if n else 0 for n in op] for op in own]
+            else:
+                n = _numel(key)
+                sizes[key] = [
+                    [-(-(x * n if per else x) // round_to) * round_to if x else 0 for x, per in op]
+                    for op in rules[class_of[key]][index]
+                ]
+        loop.sizes = sizes
+    return made, {}
+
+
+def _birth_rule(loops: list, a, b) -> tuple[dict | None, str]:
+    """The rule a class's pair (`a` of fewer elements than `b`) proves for its births' bytes (see `_scale`)."""
+    na, nb = _numel(a), _numel(b)
+    shape_a, shape_b = tuple(a[0][0]), tuple(b[0][0])
+    rule = {}
+    for index, loop in loops:
+        if _SIZED_SCRATCH.intersection(loop.first.names):
+            return None, "an op whose scratch grows with its inputs (a reduction or a convolution)"
+        ops = []
+        for xs, ys, us, vs in zip(loop.sizes[a], loop.sizes[b], loop.shapes[a], loop.shapes[b]):
+            op = []
+            for x, y, u, v in zip(xs, ys, us, vs):
+                if u == shape_a and v == shape_b and x % na == 0 and x // na * nb == y:
+                    op.append((x // na, 1))
+                elif u is not None and u == v and x == y:
+                    op.append((x, 0))
+                else:
+                    return (
+                        None,
+                        "a storage neither of the parameter's shape at bytes an element nor of one shape and size",
+                    )
+            ops.append(op)
+        rule[index] = ops
+    return rule, ""
+
+
+def _state_rule(state_a: dict, state_b: dict, a, b) -> tuple[list | None, str]:
+    """A class's state entries, as its pair's states prove them (see `_scale`): (name, how, the probe's),
+    how: the dtype of a tensor of the parameter's layout, (shape, stride, dtype) of a fixed one, or
+    None for a value (the same for every parameter: `_probe_states`)."""
+    if list(state_a) != list(state_b):
+        return None, "the pair's states differ in their keys"
+    entries: list = []
+    for name, u in state_a.items():
+        v = state_b[name]
+        if not (isinstance(u, torch.Tensor) and u.is_meta):
+            entries.append((name, None, u))
+            continue
+        if not (
+            isinstance(v, torch.Tensor)
+            and v.is_meta
+            and u.dtype == v.dtype
+            and not (u.requires_grad or v.requires_grad or u.storage_offset() or v.storage_offset())
+            and all(t.untyped_storage().nbytes() == t.numel() * t.dtype.itemsize for t in (u, v))
+        ):
+            return None, "a state tensor not a fresh one of one dtype"
+        if (u.shape, u.stride(), v.shape, v.stride()) == (a[0][0], a[0][1], b[0][0], b[0][1]):
+            entries.append((name, u.dtype, u))
+        elif u.shape == v.shape and u.stride() == v.stride():
+            entries.append((name, (u.shape, u.stride(), u.dtype), u))
+        else:
+            return None, "a state tensor neither of the parameter's layout nor of a fixed one"
+    return entries, ""
+
+
+def _states(template: Template, keys: list, class_of: dict, made: dict) -> tuple[list | None, str]:
+    """Each real parameter's state, made as the probe's for its layout, or its class's rule: meta
+    tensors fresh, others copied."""
+    makers: dict[
+        Any, list
+    ] = {}  # layout -> per state entry: (name, (shape, stride, dtype) or None, the probe's, its layout)
     for key, state in template.state.items():
-        made = []
+        entries = []
         for name, v in state.items():
             simple = isinstance(v, torch.Tensor) and v.is_meta and v.storage_offset() == 0 and not v.requires_grad
-            made.append((name, (v.shape, v.stride(), v.dtype) if simple else None, v))
-        makers[key] = made
+            how = (v.shape, v.stride(), v.dtype) if simple else None
+            entries.append((name, how, v, _layout(v) if isinstance(v, torch.Tensor) else None))
+        makers[key] = entries
+    for key in dict.fromkeys(keys):
+        if key in makers:
+            continue
+        shape, stride = key[0][0], key[0][1]
+        entries = []
+        for name, how, v in made[class_of[key]]:
+            if isinstance(how, torch.dtype):  # the parameter's layout, on a storage of its own size
+                how = (shape, stride, how)
+                expect = (shape, stride, 0, math.prod(shape) * how[2].itemsize, how[2], torch.strided, v.device)
+            else:
+                expect = _layout(v) if isinstance(v, torch.Tensor) else None
+            entries.append((name, how, v, expect))
+        makers[key] = entries
     states = []
     empty = torch.empty_strided
     checked = set()
     for key in keys:
         state = {}
-        for name, how, v in makers[key]:
+        for name, how, v, _ in makers[key]:
             if how is not None:  # one call for most (checked below, once a layout, to give the probe's)
                 state[name] = empty(how[0], how[1], dtype=how[2], device="meta")
             elif isinstance(v, torch.Tensor):
@@ -508,9 +730,9 @@ def _states(template: Template, probe, probe_params, order, keys) -> tuple[list 
                 state[name] = v
         if key not in checked:
             checked.add(key)
-            for name, _, v in makers[key]:
+            for name, _, v, expect in makers[key]:
                 one = state[name]
-                if isinstance(v, torch.Tensor) and (_layout(one) != _layout(v) or one.requires_grad != v.requires_grad):
+                if isinstance(v, torch.Tensor) and (_layout(one) != expect or one.requires_grad != v.requires_grad):
                     return None, "a state tensor that cannot be made again with its layout"
         states.append(state)
     return states, ""

@@ -125,7 +125,7 @@ def _run(monkeypatch, build, templated: bool, **options):
         m.setattr(memory, "_two_steps", two)
         m.setattr(optstep.FirstUpdate, "__call__", call)
         if not templated:
-            m.setattr(optstep, "_plan", lambda *a: (None, "switched off by the test"))
+            m.setattr(optstep, "_plan", lambda *a: (None, "switched off by the test", {}))
         result = step_memory(model, args, kwargs, **options)
     first, second, _ = seen["out"]
     return result, first, second, updates
@@ -162,10 +162,12 @@ def test_a_foreach_step_runs_for_real(monkeypatch, optimizer):
 
 
 @pytest.mark.parametrize(
-    ("layers", "why"), [((4, 8, 3), "no repeated layout"), ((4, 8, 8, 8), "too few parameters a layout")]
+    ("layers", "why"),
+    [((4, 8, 3), "no fewer layouts to probe than parameters"), ((4, 8, 8, 8), "too few parameters a probed layout")],
 )
 def test_a_model_of_few_repeated_layouts_runs_for_real(monkeypatch, layers, why):
-    """Linear(4, 8), Linear(8, 8), Linear(8, 8): 6 parameters of 4 layouts, the probe would cost what it saves."""
+    """Linear(4, 8), Linear(8, 8), Linear(8, 8): 6 parameters of 3 layouts, none of a class of three
+    layouts to scale: the probe would cost what it saves. Linear(4, 8), Linear(8, 3): 4 of 4."""
 
     def build():
         return nn.Sequential(*(nn.Linear(a, b) for a, b in zip(layers, layers[1:]))), (torch.randn(2, 4),), {}
