@@ -113,11 +113,12 @@ class _Loop:
     first: _Run
     middle: _Run
     last: _Run
-    # layout key -> per op, its births' bytes: the probe's unrounded bytes of each probed layout
-    # (`_template`), then every layout's, rounded as the real tracker rounds (`_scale`)
-    sizes: dict[Any, list[list[int]]]
+    sizes: dict[Any, list[list[int]]]  # probed layout key -> per op, its births' bytes (unrounded)
     shapes: dict[Any, list[list[tuple | None]]]  # probed layout key -> per op, its births' shapes
     state_at: dict[tuple[int, int], str]  # (op in the run, birth in the op) -> the state key it is
+    # every layout key -> the bytes of its births that are not state, in order, rounded as the real
+    # tracker rounds a storage (`_scale`; a state tensor's are its own, made by `_states`)
+    temps: dict[Any, list[int]] = field(default_factory=dict)
 
 
 @dataclass
@@ -160,8 +161,11 @@ class FirstUpdate:
             if chosen is not None:
                 params, keys = chosen
                 unproven: dict = {}  # class -> why its pair did not prove its template
+                torchs = _torchs(self.optimizer)
+                if not torchs:
+                    self.unscaled = ["every layout: the optimizer's step is not torch's own (it may branch on a size)"]
                 while True:  # again, with the classes not proven probed layout by layout (once at most, mostly)
-                    probed, pairs, class_of = _probes(keys, unproven)
+                    probed, pairs, class_of = _probes(keys, unproven, torchs)
                     self.probed = len(probed)
                     why = _worth(len(params), len(probed))
                     if why:
@@ -172,7 +176,7 @@ class FirstUpdate:
                     if not more:
                         break
                     unproven.update(more)
-                self.unscaled = [f"{_class_name(c)}: {w}" for c, w in unproven.items()]
+                self.unscaled += [f"{_class_name(c)}: {w}" for c, w in unproven.items()]
         self.reason = why
         if plan is None:
             self.optimizer.step()
@@ -232,6 +236,15 @@ def _eligible(optimizer) -> tuple[tuple[list, list] | None, str]:
     return (params, keys), ""
 
 
+def _torchs(optimizer) -> bool:
+    """Whether the optimizer is one of torch's own (torch.optim's classes): their per-parameter loops
+    make the same ops for every parameter of a class, whatever its sizes (`_class_of`), and the
+    probe's pair then shows how each birth's bytes follow them. A subclass of one may branch on a
+    size between the pair's, where no probe sees it."""
+    module = type(optimizer).__module__
+    return module == "torch.optim" or module.startswith("torch.optim.")
+
+
 def _contiguous(shape) -> tuple[int, ...]:
     """The strides torch gives a fresh tensor of `shape` (no dimension of size 0)."""
     strides, step = [], 1
@@ -266,16 +279,16 @@ def _class_name(c: tuple) -> str:
     return f"{c[0]}-d {str(c[1]).removeprefix('torch.')} parameters"
 
 
-def _probes(keys: list, unproven: AbstractSet) -> tuple[list, dict, dict]:
+def _probes(keys: list, unproven: AbstractSet, torchs: bool) -> tuple[list, dict, dict]:
     """The layouts the probe runs, first seen first: (those layouts, class -> its pair (its layouts of
     the fewest and the most elements, first seen of each), layout -> its class where a pair stands for
-    it). A class of three layouts or more and two sizes is probed by its pair; any other layout, and a
-    class in `unproven`, by itself."""
+    it). A class of three layouts or more and two sizes is probed by its pair; any other layout, a
+    class in `unproven`, and every layout where the step is not torch's own (`torchs`), by itself."""
     layouts = list(dict.fromkeys(keys))
     members: dict = {}
     for key in layouts:
         c = _class_of(key)
-        if c is not None and c not in unproven:
+        if c is not None and c not in unproven and torchs:
             members.setdefault(c, []).append(key)
     pairs, class_of = {}, {}
     for c, ks in members.items():
@@ -595,8 +608,8 @@ def _probe_states(template: Template, probe, probe_params, order) -> str:
 
 
 def _scale(template: Template, pairs: dict, keys: list, class_of: dict, round_to: int) -> tuple[dict, dict]:
-    """Every layout's births' bytes, rounded as the real tracker rounds a storage (`_Tracker.size`),
-    into each loop's `sizes`; and each class's state entries: (class -> [(name, how, the probe's)],
+    """Every layout's births' bytes (but the state's), rounded as the real tracker rounds a storage
+    (`_Tracker.size`), into each loop's `temps`; and each class's state entries: (class -> [(name, how, the probe's)],
     {class: why its pair does not prove its template}: then nothing is written).
 
     A probed layout's bytes are its own run's. A class's other layouts' follow its pair's runs, where
@@ -605,7 +618,7 @@ def _scale(template: Template, pairs: dict, keys: list, class_of: dict, round_to
     has a scratch sized by its inputs; and each state tensor is, in both, of the parameter's shape
     and strides on a storage of its own size, or of one such layout, of one dtype."""
     loops = [(index, part) for index, part in enumerate(template.parts) if isinstance(part, _Loop)]
-    rules: dict = {}  # class -> loop part -> per op, per birth: (bytes, 0): fixed; (bytes an element, 1)
+    rules: dict = {}  # class -> loop part -> per birth but the state's: (bytes, 0): fixed; (bytes an element, 1)
     made: dict = {}
     unproven: dict = {}
     for c, (a, b) in pairs.items():
@@ -619,19 +632,15 @@ def _scale(template: Template, pairs: dict, keys: list, class_of: dict, round_to
         return {}, unproven
     layouts = list(dict.fromkeys(keys))
     for index, loop in loops:
-        probed = loop.sizes
-        sizes = {}
+        state_at, temps = loop.state_at, loop.temps
         for key in layouts:
-            own = probed.get(key)
+            own = loop.sizes.get(key)
             if own is not None:
-                sizes[key] = [[-(-n // round_to) * round_to if n else 0 for n in op] for op in own]
+                flat = [x for i, op in enumerate(own) for m, x in enumerate(op) if (i, m) not in state_at]
             else:
                 n = _numel(key)
-                sizes[key] = [
-                    [-(-(x * n if per else x) // round_to) * round_to if x else 0 for x, per in op]
-                    for op in rules[class_of[key]][index]
-                ]
-        loop.sizes = sizes
+                flat = [x * n if per else x for x, per in rules[class_of[key]][index]]
+            temps[key] = [-(-x // round_to) * round_to if x else 0 for x in flat]
     return made, {}
 
 
@@ -643,21 +652,18 @@ def _birth_rule(loops: list, a, b) -> tuple[dict | None, str]:
     for index, loop in loops:
         if _SIZED_SCRATCH.intersection(loop.first.names):
             return None, "an op whose scratch grows with its inputs (a reduction or a convolution)"
-        ops = []
-        for xs, ys, us, vs in zip(loop.sizes[a], loop.sizes[b], loop.shapes[a], loop.shapes[b]):
-            op = []
-            for x, y, u, v in zip(xs, ys, us, vs):
+        flat = []
+        for i, (xs, ys, us, vs) in enumerate(zip(loop.sizes[a], loop.sizes[b], loop.shapes[a], loop.shapes[b])):
+            for m, (x, y, u, v) in enumerate(zip(xs, ys, us, vs)):
                 if u == shape_a and v == shape_b and x % na == 0 and x // na * nb == y:
-                    op.append((x // na, 1))
+                    rule_of = (x // na, 1)
                 elif u is not None and u == v and x == y:
-                    op.append((x, 0))
+                    rule_of = (x, 0)
                 else:
-                    return (
-                        None,
-                        "a storage neither of the parameter's shape at bytes an element nor of one shape and size",
-                    )
-            ops.append(op)
-        rule[index] = ops
+                    return None, "a storage neither of one shape and size nor of the parameter's at one size an element"
+                if (i, m) not in loop.state_at:  # (the state's: `_state_rule`)
+                    flat.append(rule_of)
+        rule[index] = flat
     return rule, ""
 
 
@@ -693,9 +699,8 @@ def _state_rule(state_a: dict, state_b: dict, a, b) -> tuple[list | None, str]:
 def _states(template: Template, keys: list, class_of: dict, made: dict) -> tuple[list | None, str]:
     """Each real parameter's state, made as the probe's for its layout, or its class's rule: meta
     tensors fresh, others copied."""
-    makers: dict[
-        Any, list
-    ] = {}  # layout -> per state entry: (name, (shape, stride, dtype) or None, the probe's, its layout)
+    # layout -> per state entry: (name, (shape, stride, dtype) or None, the probe's, the layout it must have)
+    makers: dict[Any, list] = {}
     for key, state in template.state.items():
         entries = []
         for name, v in state.items():
@@ -728,8 +733,9 @@ def _states(template: Template, keys: list, class_of: dict, made: dict) -> tuple
                 state[name] = (steady.fresh_like(v) if v.is_meta else v.clone()).requires_grad_(v.requires_grad)
             else:
                 state[name] = v
-        if key not in checked:
-            checked.add(key)
+        # once a probed layout, and once a class for the layouts its rule makes (made alike)
+        if (which := key if key in template.state else class_of[key]) not in checked:
+            checked.add(which)
             for name, _, v, expect in makers[key]:
                 one = state[name]
                 if isinstance(v, torch.Tensor) and (_layout(one) != expect or one.requires_grad != v.requires_grad):
@@ -738,13 +744,13 @@ def _states(template: Template, keys: list, class_of: dict, made: dict) -> tuple
     return states, ""
 
 
-def _program(run: _Run, sizes: list[list[int]], state_at: dict, marked: AbstractSet[int] = frozenset()) -> list:
-    """A run's ops that make or free something, or that a mark follows (`marked`): (op, [(bytes,
-    state key or None)], deaths)."""
+def _program(run: _Run, state_at: dict, marked: AbstractSet[int] = frozenset()) -> list:
+    """A run's ops that make or free something, or that a mark follows (`marked`): (op, [state key
+    or None (a temporary, its bytes the layout's next in `_Loop.temps`) for each birth], deaths)."""
     out = []
-    for i, (made, dead) in enumerate(zip(sizes, run.deaths)):
+    for i, (made, dead) in enumerate(zip(run.births, run.deaths)):
         if made or dead or i in marked:
-            out.append((i, [(n, state_at.get((i, m))) for m, n in enumerate(made)], dead))
+            out.append((i, [state_at.get((i, m)) for m in range(len(made))], dead))
     return out
 
 
@@ -767,22 +773,24 @@ def _write(template: Template, tracker, keys: list, states: list) -> None:
                 timeline.append((tracker.ops - 1, tracker.live_bytes))
                 _deaths(tracker, [last_run[loop][b] for loop, b in part.deaths[i]], marks.get((index, i)))
             continue
-        programs: dict[tuple[str, Any], list] = {}
-        prev: list = []
+        # the last run's program keeps an op a mark follows, though it make and free nothing
+        marked = {i for p, i in marks if p == index}
+        first, middle, last = (
+            _program(part.first, part.state_at),
+            _program(part.middle, part.state_at),
+            _program(part.last, part.state_at, marked),
+        )
         length = len(part.first.names)
-        phases, modules = [phase] * length, [module] * length
+        tracker.op_names += part.first.names * n  # (nothing reads them before the step's end)
+        tracker.op_phase += [phase] * (length * n)
+        tracker.op_module += [module] * (length * n)
+        temps = part.temps
+        prev: list = []
         for r, (key, state) in enumerate(zip(keys, states)):
-            which = "first" if r == 0 else ("last" if r == n - 1 else "middle")
-            program = programs.get((which, key))
-            if program is None:
-                # the last run's program keeps an op a mark follows, though it make and free nothing
-                marked = {i for p, i in marks if p == index} if which == "last" else frozenset()
-                program = programs[which, key] = _program(getattr(part, which), part.sizes[key], part.state_at, marked)
+            program = middle if 0 < r < n - 1 else (first if r == 0 else last)
             run_marks = marks if r == n - 1 else {}
             base = tracker.ops
-            tracker.op_names += part.first.names
-            tracker.op_phase += phases
-            tracker.op_module += modules
+            sizes = iter(temps[key]).__next__
             recs: list = []
             done = 0
             for i, made, dead in program:
@@ -790,8 +798,8 @@ def _write(template: Template, tracker, keys: list, states: list) -> None:
                     live = tracker.live_bytes
                     timeline += [(base + q, live) for q in range(done, i)]
                 tracker.ops = base + i + 1
-                for nbytes, name in made:
-                    recs.append(see(state[name]) if name is not None else born(nbytes))
+                for name in made:
+                    recs.append(born(sizes()) if name is None else see(state[name]))
                 timeline.append((base + i, tracker.live_bytes))
                 if dead:
                     gone = [recs[b] if tag == "own" else prev[b] for tag, b in dead]
