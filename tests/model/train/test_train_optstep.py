@@ -65,8 +65,10 @@ CASES = {
             nn.BatchNorm2d(16),
             nn.Conv2d(16, 16, 3),
             nn.BatchNorm2d(16),
+            nn.Conv2d(16, 16, 3),
+            nn.BatchNorm2d(16),
             nn.Flatten(),
-            nn.Linear(16 * 10 * 10, 10),
+            nn.Linear(16 * 8 * 8, 10),
         ),
         (torch.randn(2, 3, 16, 16),),
         {},
@@ -253,3 +255,146 @@ def test_a_mark_after_an_op_that_makes_and_frees_nothing_is_written(monkeypatch)
     monkeypatch.setattr(memory, "make_optimizer", lambda name, params, **k: InPlaceAfterState(params, foreach=False))
     templated, _ = _same(monkeypatch, CASES["frozen"], optimizer="adam")
     assert [u.templated for u in templated] == [True], templated[0].reason
+
+
+# Classes of layouts: one template for many (optstep._scale). Linear layers between these widths:
+# weights (8, 8) x4, (16, 8), (16, 16) x4, (32, 16), (32, 32) x4 (five 2-D layouts of four sizes) and
+# biases of 8, 16, 32 (three 1-D layouts): a pair of each class probed, the rest scaled from it.
+WIDE = (8,) * 5 + (16,) * 5 + (32,) * 5
+
+
+def _linears(widths, dtype=torch.float32):
+    return nn.Sequential(*(nn.Linear(a, b, dtype=dtype) for a, b in zip(widths, widths[1:])))
+
+
+def _wide():
+    return _linears(WIDE), (torch.randn(2, 8),), {}
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "sgd-momentum", "adam", "adamw"])
+def test_a_class_of_layouts_is_written_from_its_pair_byte_for_byte(monkeypatch, optimizer):
+    """Eight layouts, four probed (the fewest and most elements of each class): every other layout's
+    births scaled to its own size, its state made in its own layout, as torch's step makes them."""
+    templated, _ = _same(monkeypatch, _wide, optimizer=optimizer)
+    assert [u.templated for u in templated] == [True], templated[0].reason
+    assert templated[0].probed == 4 and templated[0].unscaled == []
+
+
+class RowState(torch.optim.Optimizer):
+    """Keeps a statistic per row (a state of the parameter's shape less its last dimension, as
+    Adafactor's factored second moment): its bytes follow the rows, not the parameter's elements."""
+
+    def __init__(self, params):
+        super().__init__(params, {"lr": 0.01})
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                if not state:
+                    state["row"] = torch.zeros(p.shape[:-1], dtype=p.dtype, device=p.device)
+                state["row"].add_(p.grad[..., 0])
+                p.add_(p.grad, alpha=-group["lr"])
+
+
+def test_a_class_whose_births_do_not_scale_is_probed_layout_by_layout(monkeypatch):
+    """The 2-D pair's row states are not of the parameter's shape: that class falls back to a probe
+    of each of its layouts (and says why), the 1-D class (a row state of one element) still scales.
+    (`_torchs` let through: the rule, not the optimizer's origin, is what is tried here.)"""
+    monkeypatch.setattr(memory, "make_optimizer", lambda name, params, **k: RowState(params))
+    monkeypatch.setattr(optstep, "_torchs", lambda optimizer: True)
+    templated, _ = _same(monkeypatch, _wide, optimizer="sgd")
+    update = templated[0]
+    assert update.templated, update.reason
+    assert update.probed == 5 + 2  # the 2-D class's five layouts, the 1-D class's pair
+    assert update.unscaled == [
+        "2-d float32 parameters: a storage neither of one shape and size nor of the parameter's at one size an element"
+    ]
+
+
+class Plain(torch.optim.AdamW):
+    """AdamW under another name: not torch's own class."""
+
+
+def test_an_optimizer_not_torchs_own_is_probed_layout_by_layout(monkeypatch):
+    monkeypatch.setattr(memory, "make_optimizer", lambda name, params, **k: Plain(params, foreach=False))
+    templated, _ = _same(monkeypatch, _wide, optimizer="adamw")
+    assert templated[0].templated and templated[0].probed == 8
+    assert templated[0].unscaled[0].startswith("every layout: the optimizer's step is not torch's own")
+
+
+class Mixed(nn.Module):
+    """Float32 layers, then float64 ones, a 0-dim and a 1-element parameter: classes of each dtype
+    (the float64 biases, two layouts, probed each), and the one-element parameters probed each."""
+
+    def __init__(self):
+        super().__init__()
+        self.head = _linears(WIDE)
+        self.tail = _linears((32, 32, 32, 32, 16, 16, 16, 16), torch.float64)
+        self.temperature = nn.Parameter(torch.ones(()))
+        self.gain = nn.Parameter(torch.ones(1))
+
+    def forward(self, x):
+        return self.tail((self.head(x) * self.gain).double()) * self.temperature
+
+
+@pytest.mark.parametrize("optimizer", ["sgd-momentum", "adamw"])
+def test_mixed_dtypes_and_one_element_parameters_are_written_byte_for_byte(monkeypatch, optimizer):
+    templated, _ = _same(monkeypatch, lambda: (Mixed(), (torch.randn(2, 8),), {}), optimizer=optimizer)
+    update = templated[0]
+    assert update.templated and update.unscaled == [], update.reason
+    assert update.probed == 4 + 2 + 2 + 2  # float32's pairs, float64's 2-D pair and two biases, the two scalars
+
+
+def _odd():
+    """Sizes the GPU's 512-byte rounding does not divide: 100 x 100 floats are 40,000 bytes, 40,448 rounded."""
+    return _linears((100, 100, 100, 100, 130, 130, 130, 130, 260, 260, 260, 260)), (torch.randn(2, 100),), {}
+
+
+def _adamw_single(monkeypatch):
+    """AdamW's per-parameter loop on a GPU spec (where its default is foreach)."""
+    monkeypatch.setattr(memory, "make_optimizer", lambda name, params, **k: torch.optim.AdamW(params, foreach=False))
+
+
+def test_a_gpu_spec_rounds_each_scaled_size_as_the_tracker_rounds_a_storage(monkeypatch):
+    """The probe counts its storages unrounded; each layout's bytes are scaled, then rounded."""
+    _adamw_single(monkeypatch)
+    templated, _ = _same(monkeypatch, _odd, optimizer="adamw", device_spec=resolve("h100-sxm"))
+    assert templated[0].templated and templated[0].probed == 4 and templated[0].unscaled == []
+
+
+def test_rounded_probe_sizes_are_not_scaled(monkeypatch):
+    """Were the probe's sizes rounded (40,448 bytes for 10,000 elements), no whole number of bytes an
+    element fits them: the classes are probed layout by layout, never scaled from rounded bytes."""
+    _adamw_single(monkeypatch)
+    real_scale = optstep._scale
+
+    def rounded(template, *args):
+        for part in template.parts:
+            if isinstance(part, optstep._Loop):
+                for sizes in part.sizes.values():
+                    sizes[:] = [[-(-n // 512) * 512 if n else 0 for n in op] for op in sizes]
+        return real_scale(template, *args)
+
+    monkeypatch.setattr(optstep, "_scale", rounded)
+    templated, _ = _same(monkeypatch, _odd, optimizer="adamw", device_spec=resolve("h100-sxm"))
+    assert {u.split(":")[0] for u in templated[0].unscaled} == {"2-d float32 parameters", "1-d float32 parameters"}
+
+
+def test_a_wrong_scale_factor_shows_in_the_figures(monkeypatch):
+    """What the byte-for-byte tests above stand on: a template scaled by one byte an element too many
+    writes other figures than torch's step."""
+    real_rule = optstep._birth_rule
+
+    def wrong(loops, a, b):
+        rule, why = real_rule(loops, a, b)
+        return {i: [(x + 1, per) if per else (x, per) for x, per in flat] for i, flat in rule.items()}, why
+
+    monkeypatch.setattr(optstep, "_birth_rule", wrong)
+    templated = _run(monkeypatch, _wide, True, optimizer="adamw")
+    real = _run(monkeypatch, _wide, False, optimizer="adamw")
+    assert templated[3][0].templated and templated[3][0].probed == 4
+    assert _tracker(templated[1]) != _tracker(real[1])
