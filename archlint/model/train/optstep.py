@@ -3,12 +3,13 @@
 On a CPU target PyTorch's optimizers run their single-tensor loop: the same ~10 ops for every
 parameter (and, in `_init_group`, the same few that make its state), each through the memory
 model's dispatch mode at its per-op cost. Most parameters repeat a layout (shape, strides, dtype):
-a transformer's blocks, a ResNet stage's bottlenecks. So torch's own step runs once on a probe (a
-fresh meta parameter with a gradient for each distinct layout, in a copy of the optimizer with the
-same hyperparameters), under a tracker of its own and a mode that sees which storages each op
-reads and writes; the real step's events are then written into the real tracker, parameter by
-parameter, from the probe's, and the optimizer's state is made as torch makes it (fresh meta
-tensors of the probe's state's layout, its CPU tensors' values copied).
+a transformer's blocks, a ResNet stage's bottlenecks; and most layouts differ only in their sizes.
+So torch's own step runs once on a probe (fresh meta parameters with gradients, a few layouts'
+(below), in a copy of the optimizer with the same hyperparameters), under a tracker of its own and
+a mode that sees which storages each op reads and writes and the shape of each it makes; the real
+step's events are then written into the real tracker, parameter by parameter, from the probe's,
+and the optimizer's state is made as torch makes it (fresh meta tensors of the probe's state's
+layout, its CPU tensors' values copied).
 
 It holds only where the probe shows it does (`FirstUpdate.reason` says why not otherwise, and the
 step then runs for real, as before): every op reads or writes one parameter's tensors or none;
@@ -19,9 +20,22 @@ pattern of births and deaths (a storage freed in its own run, in the next one's,
 ops outside the loops make nothing; the state is made in the loops, one storage a tensor, with
 the same keys and the same CPU values for every parameter; the optimizer is left otherwise as it
 was (no attribute set, its group unchanged), no hook runs; and no op holds a library workspace or
-a kernel's scratch (the tracker's slow path). Sizes come from the probe's run of the parameter's
-own layout: nothing is scaled or guessed. The probe runs at least three parameters (a layout
+a kernel's scratch (the tracker's slow path). The probe runs at least three parameters (a layout
 repeated where there are fewer), so that a run with a run before and after it is seen.
+
+Which layouts it runs (`_probes`), and where each layout's sizes come from (`_scale`): for torch's
+own optimizers (whose loops make the same ops for every parameter of a class, whatever its sizes),
+the layouts of a class (`_class_of`: contiguous in a fresh tensor's strides, more than one element,
+its storage and its gradient's its own; one dimension count, dtype, type and requires_grad) are
+probed by a pair, the class's layouts of the fewest and the most elements. The rest of the class
+take its template where the pair's runs prove a rule: every birth is, in both, of the parameter's
+shape at one whole number of bytes an element, or of one shape and size; no op has a scratch the
+watch sizes by its inputs (a reduction's, a convolution's); each state tensor is, in both, of the
+parameter's shape and strides on a storage of its own size, or of one fixed such layout. A layout's
+births are then its elements times those bytes, or the fixed size, each rounded as the real tracker
+rounds a storage (the probe's tracker counts them unrounded). A class the pair does not prove is
+probed layout by layout in a second probe (`FirstUpdate.unscaled` says why), as is any other layout:
+its sizes are its own run's.
 """
 
 from __future__ import annotations
