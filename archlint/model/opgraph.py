@@ -103,6 +103,12 @@ def ops(graph: nx.DiGraph) -> Iterator[tuple[str, dict]]:
 _ORDERS: weakref.WeakKeyDictionary[nx.DiGraph, tuple[int, int, list[str]]] = weakref.WeakKeyDictionary()
 
 
+def topological_order(graph: nx.DiGraph) -> list[str]:
+    """Every node of the graph (inputs and outputs too) in nx.topological_sort's order, sorted
+    once per graph (the list is shared: read it, do not change it)."""
+    return _order(graph)
+
+
 def _order(graph: nx.DiGraph) -> list[str]:
     size = (graph.number_of_nodes(), graph.number_of_edges())
     cached = _ORDERS.get(graph)

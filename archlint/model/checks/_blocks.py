@@ -34,7 +34,22 @@ def module_blocks(graph: nx.DiGraph) -> list[Block]:
     """The units a model repeats: the innermost modules that hold at least two fragments and
     share their class with a sibling (ResNet's layer1.0 … layer1.2, EfficientNet's MBConvs,
     DenseNet's dense layers, an nn.Sequential's identical items — plain nn.Sequential items
-    included, when a sibling Sequential holds the same layer classes)."""
+    included, when a sibling Sequential holds the same layer classes). Computed once per graph
+    (AL103 asks on every model, AL104 again where it finds element-wise ops to place: under
+    --train, whose BatchNorms it counts, about as long again as the rest of the rule)."""
+    key = (graph.number_of_nodes(), graph.number_of_edges())
+    cached = _module_blocks_cache.get(graph)
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    blocks = _module_blocks(graph)
+    _module_blocks_cache[graph] = (key, blocks)
+    return blocks
+
+
+_module_blocks_cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _module_blocks(graph: nx.DiGraph) -> list[Block]:
     modules = graph.graph.get("modules", {})
     order = [name for name, _ in ops(graph)]
     fragments: dict[str, int] = {}

@@ -294,9 +294,13 @@ def _measured_parts(graph, light, saved) -> dict[str, float] | None:
 
 
 def _finding(graph, ctx, places, light, saved, parts_ms, share, lat_share):
+    # each op's name and label once: the statement is rendered twice (here and by run_checks'
+    # restate), each time naming the ops of every place that holds bytes
+    names = {n: query.op_name(graph.nodes[n]) for n in light}
+    labels = {n: _label(graph.nodes[n]) if graph.nodes[n]["kind"] in MOVEMENT_KINDS else names[n] for n in light}
     by_op = Counter()
     for n in light:
-        by_op[_label(graph.nodes[n])] += saved[n]
+        by_op[labels[n]] += saved[n]
     mac = sum(saved[n] for n in light)
     total = mac / share if share else 0  # the model's MAC
     price = pricing.price(
@@ -333,7 +337,7 @@ def _finding(graph, ctx, places, light, saved, parts_ms, share, lat_share):
         held = sum(kept.values()) or 1
         counted = Counter()
         for n, b in kept.items():
-            counted[_label(graph.nodes[n])] += b
+            counted[labels[n]] += b
         # the ops that carry the bytes: a per-channel parameter op (a scale's exp, a weight's cast) at 0% is not named
         top = (
             ", ".join(f"{op} {b / held:.0%}" for op, b in counted.most_common(4) if b >= 0.01 * held)
@@ -342,7 +346,9 @@ def _finding(graph, ctx, places, light, saved, parts_ms, share, lat_share):
         mine = [(w, [n for n in o if n in kept], ms) for w, o, ms in places]
         mine = sorted([p for p in mine if p[1]], key=lambda p: -sum(kept[n] for n in p[1]))
         listed = [
-            _place(graph, p, kept, held) for p in mine if p is mine[0] or sum(kept[n] for n in p[1]) >= 0.01 * held
+            _place(graph, p, kept, held, names)
+            for p in mine
+            if p is mine[0] or sum(kept[n] for n in p[1]) >= 0.01 * held
         ]  # the places that hold bytes
         more = f"; then {'; '.join(listed[1:4])}" + (f" and {len(listed) - 4} more places" if len(listed) > 4 else "")
         costliest = max(mine[0][1], key=lambda n: kept[n])
@@ -402,7 +408,7 @@ def _finding(graph, ctx, places, light, saved, parts_ms, share, lat_share):
     return found
 
 
-def _place(graph, place, saved, total: int) -> str:
+def _place(graph, place, saved, total: int, names: dict[str, str] | None = None) -> str:
     """ "layers.0 and 11 more like it (add → layernorm → …, 31%)"."""
     where, ops, modules = place
     if where.startswith("@"):
@@ -413,20 +419,21 @@ def _place(graph, place, saved, total: int) -> str:
         name = where
     if len(modules) > 1:
         name += f" and {len(modules) - 1} more like it"
-    return f"{name} ({chain_label(graph, ops, saved)}, {sum(saved[n] for n in ops) / total:.0%})"
+    return f"{name} ({chain_label(graph, ops, saved, names)}, {sum(saved[n] for n in ops) / total:.0%})"
 
 
-def chain_label(graph, ops: list[str], saved: dict[str, int]) -> str:
+def chain_label(graph, ops: list[str], saved: dict[str, int], names: dict[str, str] | None = None) -> str:
     """The ops that carry the place's bytes, in their order: each op name holding at least 5% of
     the place's saving (at most 5; the costliest when none does) — not the per-channel parameter
-    ops (a scale's exp, a cast of a weight) that come first and weigh nothing."""
+    ops (a scale's exp, a cast of a weight) that come first and weigh nothing. `names`: each op's
+    query.op_name, where the caller has them."""
+    named = [names[n] for n in ops] if names is not None else [query.op_name(graph.nodes[n]) for n in ops]
     held = Counter()
-    for n in ops:
-        held[query.op_name(graph.nodes[n])] += saved[n]
+    for n, op in zip(ops, named):
+        held[op] += saved[n]
     total = sum(held.values()) or 1
     heavy = {op for op, b in held.most_common(5) if b >= 0.05 * total} or {held.most_common(1)[0][0]}
-    names = [op for op in dict.fromkeys(query.op_name(graph.nodes[n]) for n in ops) if op in heavy]
-    return " → ".join(names)
+    return " → ".join(op for op in dict.fromkeys(named) if op in heavy)
 
 
 def _module(where: str) -> str:

@@ -19,6 +19,8 @@ from __future__ import annotations
 import networkx as nx
 from torch import nn
 
+from archlint.model.opgraph import topological_order
+
 # Ops whose output carries no gradient whatever their inputs: integer/boolean results, value
 # reads, and `detach`.
 NOT_DIFFERENTIABLE_KEYS = frozenset(
@@ -53,7 +55,7 @@ def propagate(
     return the ops whose outputs the loss reads. `inputs_need_grad`: input nodes given as tensors
     that require a gradient; `params`: trainable(model), where the caller has it."""
     params = trainable(model) if params is None else params
-    order = list(nx.topological_sort(graph))
+    order = topological_order(graph)  # nx.topological_sort's, sorted once per graph (the checks ask too)
     nodes, pred, succ = graph.nodes, graph.pred, graph.succ  # (the adjacency's own views: one lookup an edge)
     for name in order:
         op = nodes[name]
@@ -61,34 +63,44 @@ def propagate(
             op["grad_out"] = name in inputs_need_grad
             op["grad_inputs"], op["grad_params"] = [], {}
             continue
-        flags: dict[int, bool] = {}
+        # one flag per input position: as many as the op's inputs, or its edges' highest index
+        grad_inputs = op["grad_inputs"] = [False] * len(op.get("in_shapes") or ())
         for producer, edge in pred[name].items():
-            flags[edge.get("index", 0)] = bool(nodes[producer].get("grad_out"))
-        count = max(len(op.get("in_shapes") or []), max(flags, default=-1) + 1)
-        op["grad_inputs"] = [flags.get(i, False) for i in range(count)]
-        module = op.get("module") or ""
-        # a leaf module lists its parameters by their own names ("weight"), other ops by the model's
-        # ("layer1.0.conv1.weight"); a buffer is in neither and needs no gradient
-        op["grad_params"] = {
-            n: params[full] if (full := f"{module}.{n}" if module else n) in params else params.get(n, False)
-            for n in (op.get("param_shapes") or {})
-        }
-        op["grad_out"] = _differentiable(op) and (any(op["grad_inputs"]) or any(op["grad_params"].values()))
+            i = edge.get("index", 0)
+            if i >= len(grad_inputs):
+                grad_inputs += [False] * (i + 1 - len(grad_inputs))
+            grad_inputs[i] = bool(nodes[producer].get("grad_out"))
+        shapes = op.get("param_shapes")
+        if shapes:
+            module = op.get("module") or ""
+            # a leaf module lists its parameters by their own names ("weight"), other ops by the model's
+            # ("layer1.0.conv1.weight"); a buffer is in neither and needs no gradient
+            grad_params = op["grad_params"] = {
+                n: params[full] if (full := f"{module}.{n}" if module else n) in params else params.get(n, False)
+                for n in shapes
+            }
+            needs = True in grad_inputs or any(grad_params.values())
+        else:  # most ops: no parameter (a comprehension's frame less)
+            op["grad_params"] = {}
+            needs = True in grad_inputs
+        op["grad_out"] = _differentiable(op) and needs
     sources = loss_sources(graph)
-    reaches = set(sources)
-    for source in sources:
-        reaches |= nx.ancestors(graph, source)
-    for name in order:
-        op = graph.nodes[name]
+    # one pass against the order: an op reaches the loss when it is a source or one of its consumers
+    # reaches it (the sources and their ancestors); its consumers' `backward` is set before its fanout
+    source_set = set(sources)
+    reaches: set[str] = set()
+    for name in reversed(order):
+        op, consumers = nodes[name], succ[name]
+        source = name in source_set
+        if source or not reaches.isdisjoint(consumers):
+            reaches.add(name)
         op["backward"] = bool(op.get("grad_out")) and name in reaches and op["kind"] not in ("input", "output")
-    for name in order:
-        op = nodes[name]
         senders = 0
-        for consumer, edge in succ[name].items():
+        for consumer, edge in consumers.items():
             c = nodes[consumer]
             if c.get("backward") and c["grad_inputs"][edge.get("index", 0)]:
                 senders += 1
-        op["grad_fanout"] = senders + (1 if name in sources else 0)
+        op["grad_fanout"] = senders + (1 if source else 0)
     return sources
 
 

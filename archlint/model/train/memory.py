@@ -44,6 +44,7 @@ import copy
 import itertools
 import math
 import weakref
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from operator import itemgetter
@@ -475,6 +476,10 @@ def to_meta(model: nn.Module) -> nn.Module:
     return _meta_copy(model)[0]
 
 
+# a module's attributes of these exact types are no tensor (its hook dicts, flags, sizes)
+_NOT_TENSORS = frozenset((OrderedDict, dict, set, tuple, list, bool, int, float, str, type(None)))
+
+
 def _meta_copy(model: nn.Module) -> tuple[nn.Module, list[tuple[torch.Tensor, torch.Tensor]] | None]:
     """to_meta's copy, and (meta, real) for each buffer as model.named_buffers() gives them (None where
     the copy did not keep a buffer where the model has it: a module that copies itself its own way),
@@ -498,7 +503,12 @@ def _meta_copy(model: nn.Module) -> tuple[nn.Module, list[tuple[torch.Tensor, to
                 if id(b) not in memo:
                     memo[id(b)] = torch.empty_like(b, device="meta")
         for value in vars(module).values():
-            if isinstance(value, torch.Tensor) and not isinstance(value, nn.Parameter) and id(value) not in memo:
+            if (
+                type(value) not in _NOT_TENSORS  # most of a module's attributes: isinstance's metaclass check less
+                and isinstance(value, torch.Tensor)
+                and not isinstance(value, nn.Parameter)
+                and id(value) not in memo
+            ):
                 memo[id(value)] = torch.empty_like(value, device="meta")
         todo += [child for child in reversed(module._modules.values()) if child is not None]
     meta = deepcopy_module(model, memo)  # copy.deepcopy's copy, made faster (module_copy)
@@ -561,8 +571,22 @@ def _walk(model: nn.Module, train: bool = False) -> _Walk:
         model.train()
         return _walk(model)
     for module in modules:
-        module.training = True
+        if type(module).__setattr__ is _MODULE_SETATTR and not _holds_training(module):
+            # what nn.Module.__setattr__ does with a flag that names no parameter, buffer or
+            # submodule (object's setattr), without its checks: a microsecond a module
+            _SETATTR(module, "training", True)
+        else:
+            module.training = True
     return _Walk(paths, list(params.values()), list(buffers.values()))
+
+
+_MODULE_SETATTR = nn.Module.__setattr__
+_SETATTR = object.__setattr__
+
+
+def _holds_training(module: nn.Module) -> bool:
+    """A parameter, buffer or submodule named `training` (nn.Module.__setattr__ treats the name as one)."""
+    return "training" in module._parameters or "training" in module._buffers or "training" in module._modules
 
 
 def _module_paths(paths: dict[int, str], tracker: _Tracker) -> list:

@@ -92,7 +92,7 @@ def cost_step(
             "backward and optimizer cost nothing"
         )
     own = any(  # the model returns its own loss (a Hugging Face model given labels): said in step_notes
-        (graph.nodes[n].get("attrs") or {}).get("loss") in sources for n in graph if graph.nodes[n]["kind"] == "output"
+        (d.get("attrs") or {}).get("loss") in sources for _, d in graph.nodes(data=True) if d["kind"] == "output"
     )
     unknown = backward.cost_backward(graph)
     if unknown:
@@ -100,7 +100,9 @@ def cost_step(
         listed = ", ".join(f"{op} ×{c}" if c > 1 else op for op, c in ops.most_common(8))
         notes.append(f"{len(unknown)} ops have no backward formula and are left out of the backward totals: {listed}")
     fwd_flops = fwd_mac = bwd_flops = bwd_mac = 0
-    for _, d in _ops(graph):
+    for _, d in graph.nodes(data=True):  # every op, in one loop (no generator's frame)
+        if d["kind"] in ("input", "output"):
+            continue
         if d.get("known", True):
             fwd_flops += int(d.get("flops", 0))
             fwd_mac += int(d.get("mac_bytes", 0))
@@ -142,12 +144,6 @@ def unique_parameters(every: list[tuple[str, nn.Parameter]]) -> list[tuple[str, 
             seen.add(id(p))
             named.append((name, p))
     return named
-
-
-def _ops(graph: nx.DiGraph):
-    for name, d in graph.nodes(data=True):
-        if d["kind"] not in ("input", "output"):
-            yield name, d
 
 
 def step_notes(optimizer: Optimizer, loss: str, defaults: set[str], own: bool = False) -> list[str]:
