@@ -15,7 +15,8 @@ Element-wise ops need not run even once per shape: one whose operands all have `
 and dtype in place (an optimizer's update) can only return `self`; a functional one on operands
 of one contiguous shape gives outputs of that shape whose dtypes depend on the operands' dtypes
 alone, learnt from its kernel run on 1-D stand-ins of the operands (the Python kernels' checks
-cost a dimension each, and each op's first run on a model is one), and once learnt it is answered
+cost a dimension each, and each op's first run on a model is one; for the common ops on one
+floating dtype, from their CPU kernel on real stand-ins, a tenth of that), and once learnt it is answered
 before a cache key is built (the key cost more than the answer: the optimizer's sqrt and div,
 twice a parameter). Operands that broadcast, or a contiguous tensor's `expand` (mean's
 backward), are learnt by their pattern from a first run as called.
@@ -604,11 +605,17 @@ def _elementwise(func, args: tuple, kwargs: dict, checked: bool = True) -> tuple
         except RuntimeError:  # shapes that do not broadcast: the kernel says so
             return None, False
         parts.append(("broadcast", tuple(tuple(d == 1 for d in s) for s in shapes)))
+    elif not shape:
+        # all 0-dim: a real scalar beside them promotes as their peer (f16 * f32 scalar: f32), where
+        # beside a dimensioned operand it does not (f16): a rule of its own
+        parts.append("0-dim")
     learned = _learned.get(tuple(parts))
     if learned is None and not checked:
         return None, False
-    if learned is None and contiguous and 0 not in shape and len(shape) > 1 and all(s == shape for s in shapes):
-        learned = _learn_on_stand_ins(func, args, kwargs)
+    if learned is None and contiguous and 0 not in shape and all(s == shape for s in shapes):
+        learned = _learn_on_cpu(func, args, kwargs, shape) if id(func) in _CPU_RULES else None
+        if learned is None and len(shape) > 1:
+            learned = _learn_on_stand_ins(func, args, kwargs)
         if learned is not None:
             _learned[tuple(parts)] = learned
             container, dtypes = learned
@@ -629,6 +636,81 @@ def _elementwise(func, args: tuple, kwargs: dict, checked: bool = True) -> tuple
 
 
 _STAND_IN = (2,)
+
+# Element-wise ops whose dtype rule is learnt from their CPU kernel (C++, 5-30 us) on real stand-ins
+# rather than from their meta kernel (Python for most: 60-900 us, hardsigmoid's the most), where
+# every tensor operand has one floating dtype (a model's activations and gradients): there the CPU
+# kernel's dtypes and refusals are the meta kernel's, checked for every dtype combination in
+# tests/model/train/test_train_elementwise_cpu.py. Elsewhere they are not always (threshold_backward
+# of mixed dtypes, pow of a bool, where on a uint8 condition): the meta stand-ins answer. The value:
+# the position of an operand that may instead be a bool mask (where's condition), or None.
+_CPU_RULE_OPS = {
+    getattr(getattr(torch.ops.aten, name.split(".")[0]), name.split(".")[1]): mask
+    for names, mask in (
+        (("add.Tensor", "add.Scalar", "sub.Tensor", "sub.Scalar", "rsub.Scalar", "mul.Tensor"), None),
+        (("mul.Scalar", "div.Tensor", "div.Scalar", "div.Tensor_mode", "div.Scalar_mode", "neg.default"), None),
+        (("abs.default", "reciprocal.default", "sqrt.default", "rsqrt.default", "exp.default"), None),
+        (("log.default", "sin.default", "cos.default", "tanh.default", "sigmoid.default", "erf.default"), None),
+        (("pow.Tensor_Scalar", "pow.Tensor_Tensor", "relu.default", "gelu.default", "silu.default"), None),
+        (("hardsigmoid.default", "hardswish.default", "hardtanh.default", "leaky_relu.default"), None),
+        (("elu.default", "softplus.default", "mish.default", "clamp.default", "clamp.Tensor"), None),
+        (("clamp_min.default", "clamp_max.default", "eq.Scalar", "eq.Tensor", "ne.Scalar", "ne.Tensor"), None),
+        (("lt.Scalar", "lt.Tensor", "le.Scalar", "le.Tensor", "gt.Scalar", "gt.Tensor", "ge.Scalar"), None),
+        (("ge.Tensor", "maximum.default", "minimum.default", "lerp.Scalar", "lerp.Tensor"), None),
+        (("addcmul.default", "addcdiv.default", "clone.default", "threshold.default"), None),
+        (("threshold_backward.default", "gelu_backward.default", "silu_backward.default"), None),
+        (("sigmoid_backward.default", "tanh_backward.default", "hardsigmoid_backward.default"), None),
+        (("hardswish_backward.default",), None),
+        (("where.self",), 0),
+        (("masked_fill.Scalar", "native_dropout_backward.default"), 1),
+    )
+    for name in names
+}
+_CPU_RULES = {id(op): mask for op, mask in _CPU_RULE_OPS.items()}
+_CPU = torch.device("cpu")
+
+
+def _learn_on_cpu(func, args: tuple, kwargs: dict, shape) -> tuple | None:
+    """The learnt answer (container, output dtypes) of an element-wise op of _CPU_RULE_OPS whose meta
+    operands are contiguous and of one shape and whose tensor operands (real scalars too) have one
+    floating dtype, but for a bool mask where the op takes one: from its CPU kernel run on real
+    stand-ins of the meta operands, ones (a value every op takes: no division by zero, no log of a
+    negative) of two elements, or 0-dim where the operands are (a 0-dim operand promotes as a real
+    scalar's peer); real scalars and numbers as they are. None where the CPU kernel refuses (a dtype
+    it has no kernel for), gives anything but a fresh output of the stand-ins' shape, or CPU
+    autocast is on (it would cast the stand-ins, where the meta operands are not cast)."""
+    mask, dtype = _CPU_RULES[id(func)], None
+    for i, value in enumerate((*args, *kwargs.values())):
+        if isinstance(value, torch.Tensor) and not (i == mask and value.dtype == torch.bool):
+            if not value.is_floating_point() or (dtype is not None and value.dtype != dtype):
+                return None  # not one floating dtype: the meta kernel's rule may differ (above)
+            dtype = value.dtype
+    if torch.is_autocast_enabled("cpu"):
+        return None
+    size = _STAND_IN if shape else ()
+    made: list = []  # the stand-ins, alive through the check: an output must not share their storage
+
+    def stand_in(value):
+        if type(value) in _PLAIN and value.is_meta:
+            value = torch.ones(size, dtype=value.dtype, device=_CPU)
+            made.append(value.untyped_storage())
+        return value
+
+    try:
+        out = func(*[stand_in(a) for a in args], **{k: stand_in(v) for k, v in kwargs.items()})
+    except (RuntimeError, NotImplementedError, IndexError, TypeError, ValueError):
+        return None
+    outs = [out] if isinstance(out, torch.Tensor) else out
+    if not isinstance(outs, (list, tuple)) or not all(
+        type(o) is torch.Tensor
+        and o.device == _CPU
+        and o.shape == size
+        and o.stride() == _default_strides(size)
+        and all(o.untyped_storage() is not m for m in made)
+        for o in outs
+    ):
+        return None
+    return (None if isinstance(out, torch.Tensor) else type(out)), [o.dtype for o in outs]
 
 
 def _learn_on_stand_ins(func, args: tuple, kwargs: dict) -> tuple | None:
