@@ -151,8 +151,8 @@ def test_cpu_learnt_rule_answers_as_the_stock_meta_kernel(op, monkeypatch):
     learnt = []
     real_learn = metacache._learn_on_cpu
 
-    def spy(*args):
-        out = real_learn(*args)
+    def spy(*args, **kwargs):
+        out = real_learn(*args, **kwargs)
         learnt.append(out is not None)
         return out
 
@@ -188,3 +188,87 @@ def test_a_rule_learnt_on_0_dim_operands_is_not_given_to_dimensioned_ones(shapes
     for shape in shapes:
         x = torch.empty(shape, dtype=torch.float16, device="meta")
         assert metacache.run(aten.mul.Tensor, (x, scalar), {}).dtype == aten.mul.Tensor(x, scalar).dtype, shape
+
+
+def _patterns(rank_max: int = 4):
+    """Every shape pattern up to `rank_max` dimensions: for each dimension, 1 or not."""
+    for rank in range(rank_max + 1):
+        yield from itertools.product((True, False), repeat=rank)
+
+
+def _sized(pattern, base: int):
+    """A shape of the pattern, aligned from the right: a dimension's size base + its place from the right."""
+    rank = len(pattern)
+    return tuple(1 if one else base + rank - i for i, one in enumerate(pattern))
+
+
+def _learnt_on_cpu(monkeypatch) -> list:
+    learnt = []
+    real_learn = metacache._learn_on_cpu
+
+    def spy(*args, **kwargs):
+        out = real_learn(*args, **kwargs)
+        learnt.append(out is not None)
+        return out
+
+    monkeypatch.setattr(metacache, "_learn_on_cpu", spy)
+    return learnt
+
+
+@pytest.mark.parametrize("op", [aten.add.Tensor, aten.sub.Tensor, aten.mul.Tensor, aten.div.Tensor], ids=str)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_cpu_learnt_broadcast_answers_as_the_stock_meta_kernel(op, dtype, monkeypatch):
+    """Every broadcast of two operands of up to 4 dimensions with their shapes' default strides,
+    each dimension 1 or not: the answer learnt from the CPU kernel on the pattern's stand-ins (first
+    call) and given for the pattern's next shapes is the stock meta kernel's, layout included."""
+    assert {id(op) for op in (aten.add.Tensor, aten.sub.Tensor, aten.mul.Tensor, aten.div.Tensor)} == set(
+        metacache._CPU_BROADCASTS
+    )
+    learnt = _learnt_on_cpu(monkeypatch)
+    for a, b in itertools.product(_patterns(), repeat=2):
+        metacache.clear()
+        for base in (3, 6):
+            x = torch.empty(_sized(a, base), dtype=dtype, device="meta")
+            y = torch.empty(_sized(b, base), dtype=dtype, device="meta")
+            assert _outcome(lambda: metacache.run(op, (x, y), {})) == _outcome(lambda: op(x, y)), (a, b, base)
+    assert sum(learnt) > 500
+
+
+def _expanded_cases():
+    """Contiguous tensors of up to 4 dimensions expanded on some of their size-1 dimensions (mean's
+    backward): (the base pattern, which of its size-1 dimensions grow)."""
+    for pattern in _patterns():
+        ones = [i for i, one in enumerate(pattern) if one]
+        for grow in itertools.product((True, False), repeat=len(ones)):
+            if any(grow):
+                yield pattern, {i for i, g in zip(ones, grow) if g}
+
+
+@pytest.mark.parametrize("op", [aten.mul.Scalar, aten.div.Scalar], ids=str)
+@pytest.mark.parametrize("number", [2, 2.5])
+def test_cpu_learnt_expand_answers_as_the_stock_meta_kernel(op, number, monkeypatch):
+    assert {id(op) for op in (aten.mul.Scalar, aten.div.Scalar)} == set(metacache._CPU_EXPANDS)
+    learnt = _learnt_on_cpu(monkeypatch)
+    for pattern, grow in _expanded_cases():
+        metacache.clear()
+        for base in (3, 6):
+            shape = _sized(pattern, base)
+            x = torch.empty(shape, device="meta").expand([base + 9 if i in grow else s for i, s in enumerate(shape)])
+            assert _outcome(lambda: metacache.run(op, (x, number), {})) == _outcome(lambda: op(x, number)), (
+                pattern,
+                grow,
+            )
+    assert sum(learnt) > 50
+
+
+def test_broadcast_shape_is_torchs():
+    shapes = [_sized(p, 3) for p in _patterns(3)] + [(4, 1), (2, 4, 3), (5,), (3, 2), (7, 1, 1, 1, 1)]
+    for a, b in itertools.product(shapes, repeat=2):
+        try:
+            expected = torch.broadcast_shapes(a, b)
+        except RuntimeError:
+            expected = None
+        assert metacache._broadcast_shape([a, b]) == expected, (a, b)
+    assert metacache._broadcast_shape([(2, 1, 3), (4, 1), (2, 1, 1)]) == torch.broadcast_shapes(
+        (2, 1, 3), (4, 1), (2, 1, 1)
+    )
