@@ -37,6 +37,7 @@ block's ops per layer and one parameter's ops per optimizer update, so most ops 
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import torch
@@ -79,7 +80,9 @@ def _kind(func) -> str:
         written = [a for a in schema.arguments if a.alias_info is not None and a.alias_info.is_write]
         # without Tag.inplace, an in-place op is known by its name (aten::add_), as torch names them
         inplace = _INPLACE in tags if _INPLACE is not None else schema.name.endswith("_")
-        if (
+        if not any("Tensor" in str(a.type) for a in schema.arguments):
+            kind = ""  # a factory (empty, full, arange): no meta tensor to key it by, so run it as called
+        elif (
             not schema.is_mutable
             and all(r.alias_info is None for r in schema.returns)
             and _DYNAMIC not in tags
@@ -320,8 +323,14 @@ def _convolution_backward(grad_output, input, weight, bias_sizes, stride, paddin
         return None
     if not all(_ints(v) for v in (stride, padding, dilation, rest[0])):
         return None
-    if any(_suggest_memory_format(t) != torch.contiguous_format for t in (input, weight)):
-        return None  # the kernel's channels-last gradients
+    # the kernel's channels-last gradients; a tensor with its shape's default strides never suggests
+    # them (torch._prims_common.are_strides_like_channels_last_or_false: each dimension's stride
+    # falls below the one before in that order), and reading that costs less than the Python check
+    if any(
+        t.stride() != _default_strides(t.shape) and _suggest_memory_format(t) != torch.contiguous_format
+        for t in (input, weight)
+    ):
+        return None
     dtype, device = grad_output.dtype, grad_output.device
     return (
         torch.empty(input.shape, dtype=dtype, device=device) if mask[0] else None,
@@ -493,6 +502,7 @@ def clear() -> None:
     """Forget every cached result (a fresh process's state: benchmarks time the cold cache)."""
     _cache.clear()
     _learned.clear()
+    _DEFAULT_STRIDES.clear()
 
 
 def run(func, args: tuple, kwargs: dict) -> Any:
@@ -562,7 +572,7 @@ def _elementwise(func, args: tuple, kwargs: dict, checked: bool = True) -> tuple
     values); unchecked, they are checked here and only a learnt answer is given (None, False
     otherwise: the caller keys the op and asks again)."""
     shape, parts, shapes, contiguous = None, [id(func)], [], True
-    for name, value in (*((None, a) for a in args), *kwargs.items()):
+    for name, value in zip(_NO_NAMES, args) if not kwargs else (*zip(_NO_NAMES, args), *kwargs.items()):
         parts.append(name)
         if not checked and (
             type(value) not in _PLAIN
@@ -666,6 +676,7 @@ def _broadcast_shape(shapes: list) -> torch.Size | None:
     return torch.Size(out)
 
 
+_NO_NAMES = itertools.repeat(None)  # positional arguments' names in `_elementwise`'s key: none
 _STAND_IN = (2,)
 
 # Element-wise ops whose dtype rule is learnt from their CPU kernel (C++, 5-30 us) on real stand-ins
@@ -814,11 +825,23 @@ def _expanded(shape, strides) -> tuple | None:
 
 
 def _default_strides(shape) -> tuple:
-    strides, step = [], 1
-    for size in reversed(shape):
-        strides.append(step)
-        step *= max(size, 1)
-    return tuple(reversed(strides))
+    """The contiguous strides of `shape`, kept by shape (a torch.Size or a tuple): an element-wise op
+    asks for each operand's, and a step's shapes repeat (a Python loop a call cost a microsecond)."""
+    strides = _DEFAULT_STRIDES.get(shape) if type(shape) is not list else None
+    if strides is None:
+        steps, step = [], 1
+        for size in reversed(shape):
+            steps.append(step)
+            step *= max(size, 1)
+        strides = tuple(reversed(steps))
+        if type(shape) is not list:
+            if len(_DEFAULT_STRIDES) >= MAX_ENTRIES:
+                _DEFAULT_STRIDES.clear()
+            _DEFAULT_STRIDES[shape] = strides
+    return strides
+
+
+_DEFAULT_STRIDES: dict[tuple, tuple] = {}
 
 
 def _same_as_self(args: tuple, kwargs: dict) -> bool:

@@ -272,3 +272,24 @@ def test_broadcast_shape_is_torchs():
     assert metacache._broadcast_shape([(2, 1, 3), (4, 1), (2, 1, 1)]) == torch.broadcast_shapes(
         (2, 1, 3), (4, 1), (2, 1, 1)
     )
+
+
+def test_default_strides_never_suggest_channels_last():
+    """convolution_backward's shape function reads a tensor with its shape's default strides as
+    contiguous without torch's (Python) suggest_memory_format: that function agrees for every 4-D
+    and 5-D shape of sizes 0-3, and the strides kept by shape are torch's own."""
+    from torch._prims_common import suggest_memory_format
+
+    for rank in (4, 5):
+        for shape in itertools.product(range(4), repeat=rank):
+            t = torch.empty(shape, device="meta")
+            assert t.stride() == metacache._default_strides(t.shape) == metacache._default_strides(tuple(shape))
+            assert suggest_memory_format(t) == torch.contiguous_format, shape
+
+
+def test_factory_ops_run_as_called():
+    metacache.clear()
+    runs = metacache.stats["runs"]
+    out = metacache.run(aten.empty.memory_format, ([2, 3],), {"dtype": torch.float16, "device": torch.device("meta")})
+    assert (out.shape, out.dtype, out.device.type) == ((2, 3), torch.float16, "meta")
+    assert metacache._kind(aten.empty.memory_format) == "" and metacache.stats["runs"] == runs + 1
