@@ -15,7 +15,8 @@ Element-wise ops need not run even once per shape: one whose operands all have `
 and dtype in place (an optimizer's update) can only return `self`; a functional one on operands
 of one contiguous shape gives outputs of that shape whose dtypes depend on the operands' dtypes
 alone, learnt from its kernel run on 1-D stand-ins of the operands (the Python kernels' checks
-cost a dimension each, and each op's first run on a model is one), and once learnt it is answered
+cost a dimension each, and each op's first run on a model is one; for the common ops on one
+floating dtype, from their CPU kernel on real stand-ins, a tenth of that), and once learnt it is answered
 before a cache key is built (the key cost more than the answer: the optimizer's sqrt and div,
 twice a parameter). Operands that broadcast, or a contiguous tensor's `expand` (mean's
 backward), are learnt by their pattern from a first run as called.
@@ -36,12 +37,14 @@ block's ops per layer and one parameter's ops per optimizer update, so most ops 
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import torch
 import torch.nn as nn
 from torch._prims_common import suggest_memory_format as _suggest_memory_format
 
+aten = torch.ops.aten
 MAX_ENTRIES = 100_000
 _NOT_CACHEABLE = object()
 _cache: dict[tuple, Any] = {}
@@ -77,7 +80,9 @@ def _kind(func) -> str:
         written = [a for a in schema.arguments if a.alias_info is not None and a.alias_info.is_write]
         # without Tag.inplace, an in-place op is known by its name (aten::add_), as torch names them
         inplace = _INPLACE in tags if _INPLACE is not None else schema.name.endswith("_")
-        if (
+        if not any("Tensor" in str(a.type) for a in schema.arguments):
+            kind = ""  # a factory (empty, full, arange): no meta tensor to key it by, so run it as called
+        elif (
             not schema.is_mutable
             and all(r.alias_info is None for r in schema.returns)
             and _DYNAMIC not in tags
@@ -318,8 +323,14 @@ def _convolution_backward(grad_output, input, weight, bias_sizes, stride, paddin
         return None
     if not all(_ints(v) for v in (stride, padding, dilation, rest[0])):
         return None
-    if any(_suggest_memory_format(t) != torch.contiguous_format for t in (input, weight)):
-        return None  # the kernel's channels-last gradients
+    # the kernel's channels-last gradients; a tensor with its shape's default strides never suggests
+    # them (torch._prims_common.are_strides_like_channels_last_or_false: each dimension's stride
+    # falls below the one before in that order), and reading that costs less than the Python check
+    if any(
+        t.stride() != _default_strides(t.shape) and _suggest_memory_format(t) != torch.contiguous_format
+        for t in (input, weight)
+    ):
+        return None
     dtype, device = grad_output.dtype, grad_output.device
     return (
         torch.empty(input.shape, dtype=dtype, device=device) if mask[0] else None,
@@ -491,6 +502,7 @@ def clear() -> None:
     """Forget every cached result (a fresh process's state: benchmarks time the cold cache)."""
     _cache.clear()
     _learned.clear()
+    _DEFAULT_STRIDES.clear()
 
 
 def run(func, args: tuple, kwargs: dict) -> Any:
@@ -560,7 +572,7 @@ def _elementwise(func, args: tuple, kwargs: dict, checked: bool = True) -> tuple
     values); unchecked, they are checked here and only a learnt answer is given (None, False
     otherwise: the caller keys the op and asks again)."""
     shape, parts, shapes, contiguous = None, [id(func)], [], True
-    for name, value in (*((None, a) for a in args), *kwargs.items()):
+    for name, value in zip(_NO_NAMES, args) if not kwargs else (*zip(_NO_NAMES, args), *kwargs.items()):
         parts.append(name)
         if not checked and (
             type(value) not in _PLAIN
@@ -596,25 +608,45 @@ def _elementwise(func, args: tuple, kwargs: dict, checked: bool = True) -> tuple
             parts.append(value)
     if shape is None:
         return None, False
-    if any(s != shape for s in shapes):  # a broadcast: by which dimensions are 1, of shapes with no empty one
+    broadcast = any(s != shape for s in shapes)
+    if broadcast:  # by which dimensions are 1, of shapes with no empty one
         if any(0 in s for s in shapes):
             return None, False
-        try:
-            shape = torch.Size(torch.broadcast_shapes(*shapes))
-        except RuntimeError:  # shapes that do not broadcast: the kernel says so
+        shape = _broadcast_shape(shapes)
+        if shape is None:  # shapes that do not broadcast: the kernel says so
             return None, False
         parts.append(("broadcast", tuple(tuple(d == 1 for d in s) for s in shapes)))
+    elif not shape:
+        # all 0-dim: a real scalar beside them promotes as their peer (f16 * f32 scalar: f32), where
+        # beside a dimensioned operand it does not (f16): a rule of its own
+        parts.append("0-dim")
     learned = _learned.get(tuple(parts))
     if learned is None and not checked:
         return None, False
-    if learned is None and contiguous and 0 not in shape and len(shape) > 1 and all(s == shape for s in shapes):
-        learned = _learn_on_stand_ins(func, args, kwargs)
+    if learned is None and contiguous and 0 not in shape and all(s == shape for s in shapes):
+        learned = _learn_on_cpu(func, args, kwargs, shape) if id(func) in _CPU_RULES else None
+        if learned is None and len(shape) > 1:
+            learned = _learn_on_stand_ins(func, args, kwargs)
         if learned is not None:
             _learned[tuple(parts)] = learned
             container, dtypes = learned
             outs = [torch.empty(shape, dtype=d, device="meta") for d in dtypes]
             return (outs[0] if container is None else container(outs)), False
     if learned is None:
+        if (
+            0 not in shape
+            and len(shape) <= 4
+            and (
+                id(func) in _CPU_BROADCASTS if contiguous and broadcast else not contiguous and id(func) in _CPU_EXPANDS
+            )
+        ):
+            # a broadcast (or an expand) on ops whose CPU layout is meta's for every such pattern (the tests)
+            learned = _learn_on_cpu(func, args, kwargs, shape, pattern=True)
+            if learned is not None:
+                _learned[tuple(parts)] = learned
+                container, dtypes = learned
+                outs = [torch.empty(shape, dtype=d, device="meta") for d in dtypes]
+                return (outs[0] if container is None else container(outs)), False
         out = func(*args, **kwargs)
         outs = [out] if isinstance(out, torch.Tensor) else out
         if isinstance(outs, (list, tuple)) and all(
@@ -628,7 +660,113 @@ def _elementwise(func, args: tuple, kwargs: dict, checked: bool = True) -> tuple
     return (outs[0] if container is None else container(outs)), True
 
 
+def _broadcast_shape(shapes: list) -> torch.Size | None:
+    """The shape non-empty `shapes` broadcast to, or None where they do not (torch.broadcast_shapes'
+    rule: aligned from the right, sizes equal or 1; that function, Python with symbolic-size
+    guards, cost 20 us, more than the rest of a learnt broadcast's answer)."""
+    out = [1] * max(len(s) for s in shapes)
+    for s in shapes:
+        offset = len(out) - len(s)
+        for i, size in enumerate(s):
+            if size != out[offset + i]:
+                if out[offset + i] != 1 and size != 1:
+                    return None
+                if size != 1:
+                    out[offset + i] = size
+    return torch.Size(out)
+
+
+_NO_NAMES = itertools.repeat(None)  # positional arguments' names in `_elementwise`'s key: none
 _STAND_IN = (2,)
+
+# Element-wise ops whose dtype rule is learnt from their CPU kernel (C++, 5-30 us) on real stand-ins
+# rather than from their meta kernel (Python for most: 60-900 us, hardsigmoid's the most), where
+# every tensor operand has one floating dtype (a model's activations and gradients): there the CPU
+# kernel's dtypes and refusals are the meta kernel's, checked for every dtype combination in
+# tests/model/train/test_train_elementwise_cpu.py. Elsewhere they are not always (threshold_backward
+# of mixed dtypes, pow of a bool, where on a uint8 condition): the meta stand-ins answer. The value:
+# the position of an operand that may instead be a bool mask (where's condition), or None.
+_CPU_RULE_OPS = {
+    getattr(getattr(torch.ops.aten, name.split(".")[0]), name.split(".")[1]): mask
+    for names, mask in (
+        (("add.Tensor", "add.Scalar", "sub.Tensor", "sub.Scalar", "rsub.Scalar", "mul.Tensor"), None),
+        (("mul.Scalar", "div.Tensor", "div.Scalar", "div.Tensor_mode", "div.Scalar_mode", "neg.default"), None),
+        (("abs.default", "reciprocal.default", "sqrt.default", "rsqrt.default", "exp.default"), None),
+        (("log.default", "sin.default", "cos.default", "tanh.default", "sigmoid.default", "erf.default"), None),
+        (("pow.Tensor_Scalar", "pow.Tensor_Tensor", "relu.default", "gelu.default", "silu.default"), None),
+        (("hardsigmoid.default", "hardswish.default", "hardtanh.default", "leaky_relu.default"), None),
+        (("elu.default", "softplus.default", "mish.default", "clamp.default", "clamp.Tensor"), None),
+        (("clamp_min.default", "clamp_max.default", "eq.Scalar", "eq.Tensor", "ne.Scalar", "ne.Tensor"), None),
+        (("lt.Scalar", "lt.Tensor", "le.Scalar", "le.Tensor", "gt.Scalar", "gt.Tensor", "ge.Scalar"), None),
+        (("ge.Tensor", "maximum.default", "minimum.default", "lerp.Scalar", "lerp.Tensor"), None),
+        (("addcmul.default", "addcdiv.default", "clone.default", "threshold.default"), None),
+        (("threshold_backward.default", "gelu_backward.default", "silu_backward.default"), None),
+        (("sigmoid_backward.default", "tanh_backward.default", "hardsigmoid_backward.default"), None),
+        (("hardswish_backward.default",), None),
+        (("where.self",), 0),
+        (("masked_fill.Scalar", "native_dropout_backward.default"), 1),
+    )
+    for name in names
+}
+_CPU_RULES = {id(op): mask for op, mask in _CPU_RULE_OPS.items()}
+# of those, ops learnt on the CPU for a broadcast of operands with their shapes' default strides, and
+# for a contiguous tensor's expand (mean's backward), up to 4 dimensions: for each such pattern of
+# size-1, grown and other dimensions the CPU kernel's output layout is the meta kernel's (the tests
+# sweep every one); other ops' and other patterns' first calls run their meta kernel as called
+_CPU_BROADCASTS = {id(op) for op in (aten.add.Tensor, aten.sub.Tensor, aten.mul.Tensor, aten.div.Tensor)}
+_CPU_EXPANDS = {id(op) for op in (aten.mul.Scalar, aten.div.Scalar)}
+_CPU = torch.device("cpu")
+
+
+def _learn_on_cpu(func, args: tuple, kwargs: dict, shape, pattern: bool = False) -> tuple | None:
+    """The learnt answer (container, output dtypes) of an element-wise op of _CPU_RULE_OPS whose meta
+    operands are contiguous and of one shape and whose tensor operands (real scalars too) have one
+    floating dtype, but for a bool mask where the op takes one: from its CPU kernel run on real
+    stand-ins of the meta operands, ones (a value every op takes: no division by zero, no log of a
+    negative) of two elements, or 0-dim where the operands are (a 0-dim operand promotes as a real
+    scalar's peer); real scalars and numbers as they are. None where the CPU kernel refuses (a dtype
+    it has no kernel for), gives anything but a fresh output of the stand-ins' shape, or CPU
+    autocast is on (it would cast the stand-ins, where the meta operands are not cast)."""
+    mask, dtype = _CPU_RULES[id(func)], None
+    for i, value in enumerate((*args, *kwargs.values())):
+        if isinstance(value, torch.Tensor) and not (i == mask and value.dtype == torch.bool):
+            if not value.is_floating_point() or (dtype is not None and value.dtype != dtype):
+                return None  # not one floating dtype: the meta kernel's rule may differ (above)
+            dtype = value.dtype
+    if torch.is_autocast_enabled("cpu"):
+        return None
+    # `pattern`: operands of shapes that broadcast, or an expanded one: stand-ins of their pattern, each
+    # dimension 1 where theirs is 1, else 2 (1 where an expand grew it, then expanded), the output 2s too
+    size = tuple(1 if d == 1 else 2 for d in shape) if pattern else _STAND_IN if shape else ()
+    made: list = []  # the stand-ins, alive through the check: an output must not share their storage
+
+    def stand_in(value):
+        if type(value) in _PLAIN and value.is_meta:
+            if not pattern:
+                value = torch.ones(size, dtype=value.dtype, device=_CPU)
+            else:
+                dims = tuple(1 if d == 1 else 2 for d in value.shape)
+                steps = value.stride()
+                base = tuple(1 if step == 0 else d for d, step in zip(dims, steps))
+                value = torch.ones(base, dtype=value.dtype, device=_CPU).expand(dims)
+            made.append(value.untyped_storage())
+        return value
+
+    try:
+        out = func(*[stand_in(a) for a in args], **{k: stand_in(v) for k, v in kwargs.items()})
+    except (RuntimeError, NotImplementedError, IndexError, TypeError, ValueError):
+        return None
+    outs = [out] if isinstance(out, torch.Tensor) else out
+    if not isinstance(outs, (list, tuple)) or not all(
+        type(o) is torch.Tensor
+        and o.device == _CPU
+        and o.shape == size
+        and o.stride() == _default_strides(size)
+        and all(o.untyped_storage() is not m for m in made)
+        for o in outs
+    ):
+        return None
+    return (None if isinstance(out, torch.Tensor) else type(out)), [o.dtype for o in outs]
 
 
 def _learn_on_stand_ins(func, args: tuple, kwargs: dict) -> tuple | None:
@@ -687,11 +825,23 @@ def _expanded(shape, strides) -> tuple | None:
 
 
 def _default_strides(shape) -> tuple:
-    strides, step = [], 1
-    for size in reversed(shape):
-        strides.append(step)
-        step *= max(size, 1)
-    return tuple(reversed(strides))
+    """The contiguous strides of `shape`, kept by shape (a torch.Size or a tuple): an element-wise op
+    asks for each operand's, and a step's shapes repeat (a Python loop a call cost a microsecond)."""
+    strides = _DEFAULT_STRIDES.get(shape) if type(shape) is not list else None
+    if strides is None:
+        steps, step = [], 1
+        for size in reversed(shape):
+            steps.append(step)
+            step *= max(size, 1)
+        strides = tuple(reversed(steps))
+        if type(shape) is not list:
+            if len(_DEFAULT_STRIDES) >= MAX_ENTRIES:
+                _DEFAULT_STRIDES.clear()
+            _DEFAULT_STRIDES[shape] = strides
+    return strides
+
+
+_DEFAULT_STRIDES: dict[tuple, tuple] = {}
 
 
 def _same_as_self(args: tuple, kwargs: dict) -> bool:

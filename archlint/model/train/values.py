@@ -134,7 +134,11 @@ class _Results:
 
     def written(self, tensors: list[torch.Tensor]) -> None:
         """These tensors' storages are written (called before and after the write, so that both
-        addresses count: a copy-on-write clone moves to its own storage when written)."""
+        addresses count: a copy-on-write clone moves to its own storage when written). With nothing
+        kept no count is read: a result kept later is keyed by the counts from then on, and a
+        write after that still moves its key (the step's in-place ops on values: a step counter)."""
+        if not self._items:
+            return
         for t in tensors:
             address = _address(t)
             self._writes[address] = self._writes.get(address, 0) + 1
@@ -257,7 +261,9 @@ class KnownValues:
             real_out = self._computed(func, real_args, real_kwargs, reuse=nbytes >= REUSE_MIN_BYTES)
         for meta_t, real_t in zip(tensors_of(out), tensors_of(real_out)):
             if meta_t.device.type == "meta" and meta_t.shape == real_t.shape:
-                self.values[meta_t] = real_t
+                item = items.get(id(meta_t))
+                if item is None or item[1] is not real_t or item[0]() is not meta_t:  # (an in-place op's: kept)
+                    self.values[meta_t] = real_t
         return out
 
     def _computed(self, func, real_args: tuple, real_kwargs: dict, reuse: bool) -> Any:
