@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import itertools
 import os
 import weakref
 from dataclasses import dataclass, field
@@ -60,6 +61,7 @@ BASIS = (
 _CONTAINERS = (nn.Sequential, nn.ModuleList)
 _PLAIN = (int, float, bool, str, type(None), torch.dtype, torch.device)
 _BORN = attrgetter("born")
+_copy = getattr(torch, "_lazy_clone", torch.clone)
 _TOP_HOOKS = getattr(torch._C._autograd, "_top_saved_tensors_default_hooks", None)
 
 
@@ -101,6 +103,8 @@ def _layout(t: torch.Tensor) -> tuple:
 
 def _same(a: Any, b: Any, depth: int = 0) -> bool:
     """Plain attribute values equal (a tensor attribute: its layout)."""
+    if a is b:
+        return True
     if type(a) is not type(b) or depth > 4:
         return False
     if isinstance(a, torch.Tensor):
@@ -144,64 +148,79 @@ def _signature_ok(m: nn.Module) -> bool:
 
 
 def _same_instance(a: nn.Module, b: nn.Module) -> bool:
-    """Two instances the same block: submodules, classes, parameter and buffer layouts, plain attributes."""
-    ma, mb = list(a.named_modules()), list(b.named_modules())
-    if len(ma) != len(mb):
-        return False
-    for (na, x), (nb, y) in zip(ma, mb):
-        if na != nb or type(x) is not type(y) or not (_signature_ok(x) and _signature_ok(y)):
+    """Two instances the same block: submodules, classes, parameter and buffer layouts (compared
+    first: blocks of one class that differ mostly differ there), then hooks and plain attributes."""
+    pairs = []
+    end = ("", None)
+    for (na, x), (nb, y) in itertools.zip_longest(a.named_modules(), b.named_modules(), fillvalue=end):
+        if x is None or y is None or na != nb or type(x) is not type(y):
             return False
-        if list(x._parameters) != list(y._parameters) or list(x._buffers) != list(y._buffers):
+        for mine, theirs in ((x._parameters, y._parameters), (x._buffers, y._buffers)):
+            if len(mine) != len(theirs):
+                return False
+            for (k, t), (k2, u) in zip(mine.items(), theirs.items()):
+                if k != k2 or (t is None) != (u is None) or t is not None and _layout(t) != _layout(u):
+                    return False
+        pairs.append((x, y))
+    for x, y in pairs:
+        if not (_signature_ok(x) and _signature_ok(y)):
             return False
-        for k, p in x._parameters.items():
-            q = y._parameters[k]
-            if (p is None) != (q is None) or p is not None and _layout(p) != _layout(q):
-                return False
-        for k, t in x._buffers.items():
-            u = y._buffers[k]
-            if (t is None) != (u is None) or t is not None and _layout(t) != _layout(u):
-                return False
         va, vb = vars(x), vars(y)
-        if [k for k in va if k not in _OWN] != [k for k in vb if k not in _OWN]:
+        if len(va) != len(vb):
             return False
-        if not all(_same(va[k], vb[k]) for k in va if k not in _OWN):
-            return False
+        for (k, v), (k2, w) in zip(va.items(), vb.items()):
+            if k != k2 or k not in _OWN and not _same(v, w):
+                return False
     return True
 
 
-def _chains(model: nn.Module, paths: dict[int, str]) -> list[list[tuple[str, nn.Module]]]:
+def _chains(model: nn.Module, paths: dict[int, str]) -> list[tuple[str, list[tuple[str, nn.Module]]]]:
     """Runs of at least MIN_CHAIN consecutive children of a Sequential or ModuleList that are the
-    same block, each module and parameter in one place only."""
+    same block (with the container's path), each module and parameter in one place only, none
+    inside another run's blocks (their spans would nest)."""
     found = []
     for container in model.modules():
-        if not isinstance(container, _CONTAINERS):
+        if not isinstance(container, _CONTAINERS) or len(container._modules) < MIN_CHAIN:
             continue
-        run: list[tuple[str, nn.Module]] = []
-        for name, child in container._modules.items():
-            if child is not None and run and type(child) is type(run[0][1]) and _same_instance(run[0][1], child):
-                run.append((name, child))
-                continue
-            if len(run) >= MIN_CHAIN:
-                found.append(run)
-            run = [(name, child)] if child is not None else []
-        if len(run) >= MIN_CHAIN:
-            found.append(run)
+        children = [(name, child) for name, child in container._modules.items() if child is not None]
+        i = 0
+        while i < len(children):  # runs of one class first (cheap), then of the same block
+            j = i + 1
+            while j < len(children) and type(children[j][1]) is type(children[i][1]):
+                j += 1
+            if j - i >= MIN_CHAIN:
+                run = [children[i]]
+                for at, item in enumerate(children[i + 1 : j], i + 1):
+                    if len(run) == 1 and 1 + j - at < MIN_CHAIN:
+                        break  # too few left to make a run
+                    if _same_instance(run[0][1], item[1]):
+                        run.append(item)
+                        continue
+                    if len(run) >= MIN_CHAIN:
+                        found.append((container, run))
+                    run = [item]
+                if len(run) >= MIN_CHAIN:
+                    found.append((container, run))
+            i = j
     out = []
+    inside: set[int] = set()  # modules inside the runs taken (model.modules() is outer first)
     seen_params: set[int] = set()
-    for run in found:
+    for container, run in found:
+        if id(container) in inside:
+            continue
         ok = True
         for _, block in run:
+            base = paths.get(id(block))
             for path, sub in block.named_modules():
                 full = paths.get(id(sub))
-                base = paths.get(id(block))
-                if full is None or base is None or full != (f"{base}.{path}" if path else base):
+                if base is None or full != (f"{base}.{path}" if path else base):
                     ok = False  # a submodule reached by another path first (shared): its ops' paths differ
+                inside.add(id(sub))
             for p in block.parameters():
-                if id(p) in seen_params:
-                    ok = False
+                ok = ok and id(p) not in seen_params
                 seen_params.add(id(p))
         if ok:
-            out.append(run)
+            out.append((paths.get(id(container), ""), run))
     return out
 
 
@@ -642,7 +661,7 @@ class _Chain:
             made[i] = t
             rec = tracker.see(t)
             if role != "gin":
-                params[role[1]].grad = t
+                _give_grad(params[role[1]], t)
             return rec
 
         fwd = state["recs"]
@@ -655,6 +674,11 @@ class _Chain:
             return grad
         gin = next((t for i, t in made.items() if span.roles.get(i) == "gin"), None)
         return gin
+
+
+def _give_grad(param: torch.Tensor, grad: torch.Tensor) -> None:
+    """The parameter's gradient, as AccumulateGrad gives the first one (the tensor itself)."""
+    param.grad = grad
 
 
 def _values_of(values, buffers: list) -> list:
@@ -728,8 +752,7 @@ class Reuse:
         self.chains: list[_Chain] = []
         if not (enabled and ENABLED):
             return
-        for run in _chains(model, paths):
-            container = paths.get(id(_parent(model, run[0][1])), "")
+        for container, run in _chains(model, paths):
             self.chains.append(_Chain(self, container, run, paths))
 
     def fail(self, why: str) -> None:
@@ -745,8 +768,8 @@ class Reuse:
         self.tracker = tracker
         self._params, self._optimizer = params, optimizer
         values = self.values
-        with _disable_current_modes():
-            self._buffers = [(b, values.values[b].clone()) for b in buffers if b in values.values]
+        with _disable_current_modes():  # copy-on-write: a buffer's value written in the step is copied then
+            self._buffers = [(b, _copy(values.values[b])) for b in buffers if b in values.values]
         self._unknown = [b for b in buffers if b not in values.values]
         patched = []
         for chain in self.chains:
@@ -793,16 +816,9 @@ class Reuse:
                         c.container or "<model>",
                         type(c.modules[0]).__name__,
                         f"{c.names[0]}-{c.names[-1]}",
-                        f"{c.names[2]}-{c.names[1 + c.stood]}",
+                        c.names[2] if c.stood == 1 else f"{c.names[2]}-{c.names[1 + c.stood]}",
                         c.paths[1],
                         c.paths[-1],
                     )
                 )
         return out
-
-
-def _parent(model: nn.Module, child: nn.Module) -> nn.Module | None:
-    for m in model.modules():
-        if any(c is child for c in m._modules.values()):
-            return m
-    return None

@@ -939,7 +939,7 @@ def _two_steps(
         # a repeated block's middle instances written from others where the run proves it (blocks); where
         # a premise fails after they ran, the first step runs again without them
         reuse = repeats.Reuse(model, walk.paths, values, not gpu and autocast is None and values is not None)
-        for _ in range(2):
+        for again in (False, True):
             first = _Tracker(
                 round_to=CUDA_BLOCK_BYTES if gpu else 1,
                 workspace_sizes=workspace_sizes,
@@ -954,7 +954,7 @@ def _two_steps(
             with steady.init_marked(opt, first), reuse.active(first, walk.params, walk.buffers, opt):
                 _measure(model, args, kwargs, opt, loss, first, fused, values, update=first_update, kept=kept, walk=walk)
             first.reuse = reuse
-            if not reuse.failed:
+            if again or not reuse.failed:
                 break
             reuse.restore()
         tracker = _Tracker(
