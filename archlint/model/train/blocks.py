@@ -92,6 +92,7 @@ class _Span:
     survivors: list[int]  # births alive at the span's end, in birth order
     roles: dict[int, Any] = field(default_factory=dict)  # birth -> "out" | "gin" | ("grad", name)
     key: tuple = ()
+    io: tuple = ()  # a forward's: its input's layout
 
     def same(self, other: _Span) -> bool:
         return self.key == other.key
@@ -179,7 +180,13 @@ def _chains(model: nn.Module, paths: dict[int, str]) -> list[tuple[str, list[tup
     same block (with the container's path), each module and parameter in one place only, none
     inside another run's blocks (their spans would nest)."""
     found = []
-    for container in model.modules():
+    todo, seen = [model], set()
+    while todo:  # each module once, outer first (model.modules()'s generators cost more than the search)
+        container = todo.pop()
+        if id(container) in seen:
+            continue
+        seen.add(id(container))
+        todo += [child for child in reversed(container._modules.values()) if child is not None]
         if not isinstance(container, _CONTAINERS) or len(container._modules) < MIN_CHAIN:
             continue
         children = [(name, child) for name, child in container._modules.items() if child is not None]
@@ -364,12 +371,12 @@ class Reused:
 
 class _StandIn(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, x, chain, k):  # type: ignore[override]
+    def forward(ctx, x, chain, k):
         ctx.chain, ctx.k = chain, k
         return chain.stand_forward(k, x)
 
     @staticmethod
-    def backward(ctx, grad):  # type: ignore[override]
+    def backward(ctx, grad):
         chain, k = ctx.chain, ctx.k
         del ctx.chain
         return chain.stand_backward(k, grad), None, None
@@ -397,7 +404,8 @@ class _Chain:
         self.fwd_recs: dict[int, list] = {}  # instance -> its forward's survivors' records (exact) ...
         self.in_rec: dict[int, Any] = {}
         self.out_rec: dict[int, Any] = {}
-        self.in_layout = None
+        self.in_layout: tuple | None = None
+        self.out_layout: Any = None  # a meta tensor of the second instance's output's layout
         self.holds_output = False
         self.buffer_values: list[tuple[Any, Any]] = []  # per buffer: (value before, value after) of instance 2
         self.bwd: dict[int, _Span] = {}
@@ -510,7 +518,8 @@ class _Chain:
             span.roles[out] = "out"
             if any(item[0] == "d" and item[1] == ("in",) for o in span.ops for item in o.items):
                 raise _Off("the input freed in the block's forward")
-            span.key += (out, _layout(x), _layout(y))
+            span.key += (out, _layout(y))
+            span.io = _layout(x)  # instance 1's input may be laid out otherwise (ViT's: batch first), same ops
             self.fwd[k] = span
             self.fwd_recs[k] = births
             self.in_rec[k], self.out_rec[k] = in_rec, out_rec
@@ -525,7 +534,7 @@ class _Chain:
                     self.buffer_values = list(zip(before or [], _values_of(values, self.buffers[k])))
                 # the block's autograd graph keeps its output (a ReLU's saved result): a stand-in keeps its own
                 self.holds_output = _use_count(y) > _use_count(fresh)
-            if k == self.n - 1 and self.stood and not self.fwd[1].same(span):
+            if k == self.n - 1 and self.stood and not (self.fwd[1].same(span) and self.fwd[1].io == span.io):
                 raise _Off("the last instance's forward differs from the second's")
             if k == 0 and isinstance(self.reuse.tracker.timeline, _Logged):
                 raise _Off("a span inside another's")
@@ -577,13 +586,16 @@ class _Chain:
             where = {id(r): i for i, r in enumerate(births)}
             last = k == self.n - 1
             for name, p in self.params[k]:
-                rec = tracker.record(p.grad) if p.grad is not None else None
+                grad = p.grad
+                if grad is None:  # frozen, or not used: none for the stand-ins either (the spans' roles compared)
+                    continue
+                rec = tracker.record(grad)
                 if rec is None or where.get(id(rec)) not in span.survivors:
                     raise _Off("a parameter's gradient not made in its block's backward")
                 span.roles[where[id(rec)]] = ("grad", name)
                 if last:
                     with _disable_current_modes():
-                        self.grad_layouts[name] = steady.fresh_like(p.grad)
+                        self.grad_layouts[name] = steady.fresh_like(grad)
             grec = tracker.record(gin) if isinstance(gin, torch.Tensor) else None
             if grec is None:
                 raise _Off("an input gradient the tracker does not hold")

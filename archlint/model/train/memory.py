@@ -952,7 +952,9 @@ def _two_steps(
                 optstep.FirstUpdate(opt, lambda t: _Watch(t, values), first.like) if values is not None else None
             )
             with steady.init_marked(opt, first), reuse.active(first, walk.params, walk.buffers, opt):
-                _measure(model, args, kwargs, opt, loss, first, fused, values, update=first_update, kept=kept, walk=walk)
+                _measure(
+                    model, args, kwargs, opt, loss, first, fused, values, update=first_update, kept=kept, walk=walk
+                )
             first.reuse = reuse
             if again or not reuse.failed:
                 break

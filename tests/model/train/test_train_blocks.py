@@ -119,6 +119,15 @@ def test_the_stand_ins_gradients_are_the_parameters(monkeypatch):
     assert _figures(off) == _figures(on)
 
 
+def test_frozen_parameters_get_no_gradient(monkeypatch):
+    """Each block's norm frozen: no gradient for it in the stand-ins either (Adam's state: none)."""
+    model, args = mlp_chain()
+    for block in model.blocks:
+        block.norm.requires_grad_(False)
+    off, on = _both(model, args, monkeypatch)
+    assert on["reused_blocks"] and _figures(off) == _figures(on)
+
+
 @pytest.mark.parametrize("n", [3])
 def test_a_chain_too_short_is_run_exactly(n, monkeypatch):
     model, args = mlp_chain(n)
@@ -155,8 +164,7 @@ class TwoTensors(nn.Module):
 
 class InPlace(Mlp):
     def forward(self, x):
-        x = torch.relu_(x * 1.0) if False else x.mul_(1.0)
-        return super().forward(x)
+        return super().forward(x.mul_(1.0))
 
 
 def test_no_reuse_where_the_premises_fail_before_a_stand_in(monkeypatch):
@@ -179,6 +187,49 @@ def test_the_step_runs_again_exactly_where_the_backward_differs(monkeypatch):
     assert "reused_blocks" not in on
     assert any("repeated blocks: run exactly" in n and "backward differs" in n for n in on["notes"])
     assert _figures(off) == _figures(on)
+
+
+class Transposed(nn.Module):
+    """A stem whose output is a transposed view: the first block's input laid out otherwise than the
+    others' (ViT's: batch first, then sequence first), the same ops."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(16, 16)
+
+    def forward(self, x):
+        return self.fc(x).transpose(0, 1)
+
+
+class Keywords(nn.Module):
+    """Layers called with a keyword tensor (a Hugging Face layer's attention mask): not reused."""
+
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList(Masked() for _ in range(5))
+
+    def forward(self, x):
+        mask = torch.ones(x.shape[-1])
+        for layer in self.layers:
+            x = layer(x, mask=mask)
+        return x
+
+
+class Masked(Mlp):
+    def forward(self, x, mask=None):
+        return super().forward(x * mask)
+
+
+def test_the_first_input_laid_out_otherwise(monkeypatch):
+    model = Chain(Mlp, 5, Transposed(), nn.Linear(16, 4))
+    off, on = _both(model, (torch.randn(2, 5, 16),), monkeypatch)
+    assert on["reused_blocks"][0]["reused"] == "2-3"
+    assert _figures(off) == _figures(on)
+
+
+def test_keyword_tensors_are_not_reused(monkeypatch):
+    off, on = _both(Keywords(), (torch.randn(2, 5, 16),), monkeypatch)
+    assert "reused_blocks" not in on and _figures(off) == _figures(on)
 
 
 def _drop(name):
