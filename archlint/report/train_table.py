@@ -57,8 +57,8 @@ def print_step(model: ModelResult, console: Console) -> None:
             console.print(f"  memory: {adapted}", markup=False)
         for block in memory.reused_blocks or ():
             console.print(
-                f"  memory: {block['module']}.{block['reused']} ({block['class']}) written from "
-                f"{block['forward_from']} (forward) and {block['backward_from']} (backward), figures as if run",
+                f"  memory: {block['module']} blocks {block['reused']} ({block['class']}) written from "
+                f"{block['forward_from']} (forward) and {block['backward_from']} (backward), the figures the exact run's",
                 markup=False,
             )
 

@@ -59,7 +59,7 @@ BASIS = (
     "exact run"
 )
 _CONTAINERS = (nn.Sequential, nn.ModuleList)
-_PLAIN = (int, float, bool, str, type(None), torch.dtype, torch.device)
+_PLAIN_TYPES = frozenset((int, float, bool, str, type(None), torch.dtype, torch.device))
 _BORN = attrgetter("born")
 _copy = getattr(torch, "_lazy_clone", torch.clone)
 _TOP_HOOKS = getattr(torch._C._autograd, "_top_saved_tensors_default_hooks", None)
@@ -102,28 +102,34 @@ def _layout(t: torch.Tensor) -> tuple:
     return (tuple(t.shape), t.stride(), t.storage_offset(), t.untyped_storage().nbytes(), t.dtype, t.requires_grad)
 
 
+def _held(t: torch.Tensor) -> tuple:
+    """A parameter's or buffer's layout as the step reads it (its storage's size aside: a parameter
+    has its own, and where it is a view the step's events are compared all the same)."""
+    return (t.shape, t.stride(), t.storage_offset(), t.dtype, t.requires_grad, type(t))
+
+
 def _same(a: Any, b: Any, depth: int = 0) -> bool:
     """Plain attribute values equal (a tensor attribute: its layout)."""
     if a is b:
         return True
-    if type(a) is not type(b) or depth > 4:
+    kind = type(a)
+    if kind is not type(b) or depth > 4:
         return False
+    if kind in _PLAIN_TYPES:
+        return a == b
+    if isinstance(a, (dict, set, frozenset)) and not a and not b:
+        return True  # (the hooks' dicts: most of a module's attributes)
     if isinstance(a, torch.Tensor):
         return _layout(a) == _layout(b) and a.device == b.device
-    if isinstance(a, _PLAIN):
-        return a == b
     if isinstance(a, (tuple, list)):
         return len(a) == len(b) and all(_same(x, y, depth + 1) for x, y in zip(a, b))
-    if isinstance(a, (dict, set, frozenset)) and not a and not b:
-        return True  # (the hooks' dicts, checked empty)
     if isinstance(a, (set, frozenset)):
-        return a == b and all(isinstance(x, _PLAIN) for x in a)
+        return a == b and all(type(x) in _PLAIN_TYPES for x in a)
     if isinstance(a, dict):
         return list(a) == list(b) and all(_same(a[k], b[k], depth + 1) for k in a)
-    return a is b  # a function, a class: the same object
+    return False  # an object of its own (a function, a partial): the same object only
 
 
-_OWN = ("_parameters", "_buffers", "_modules")
 _HOOKS = (
     "_forward_hooks",
     "_forward_pre_hooks",
@@ -160,7 +166,7 @@ def _same_instance(a: nn.Module, b: nn.Module) -> bool:
             if len(mine) != len(theirs):
                 return False
             for (k, t), (k2, u) in zip(mine.items(), theirs.items()):
-                if k != k2 or (t is None) != (u is None) or t is not None and _layout(t) != _layout(u):
+                if k != k2 or (t is None) != (u is None) or t is not None and _held(t) != _held(u):
                     return False
         pairs.append((x, y))
     for x, y in pairs:
@@ -170,9 +176,13 @@ def _same_instance(a: nn.Module, b: nn.Module) -> bool:
         if len(va) != len(vb):
             return False
         for (k, v), (k2, w) in zip(va.items(), vb.items()):
-            if k != k2 or k not in _OWN and not _same(v, w):
+            if k != k2 or k not in _MODULE_OWN and not _same(v, w):
                 return False
     return True
+
+
+# nn.Module's own attributes: its parameters, buffers, children and hooks (checked apart), not the block's
+_MODULE_OWN = frozenset(vars(nn.Module())) - {"training", "_non_persistent_buffers_set"}
 
 
 def _chains(model: nn.Module, paths: dict[int, str]) -> list[tuple[str, list[tuple[str, nn.Module]]]]:

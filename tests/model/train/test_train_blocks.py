@@ -16,7 +16,8 @@ from archlint.model.train.memory import step_memory
 
 
 class Mlp(nn.Module):
-    """A transformer block's shape: its input saved by its norm, freed in its own backward."""
+    """A transformer block's shape: its input saved by its norm, freed in its own backward; a
+    dropout's mask kept for backward."""
 
     def __init__(self, d=16):
         super().__init__()
@@ -24,9 +25,10 @@ class Mlp(nn.Module):
         self.fc1 = nn.Linear(d, 2 * d)
         self.act = nn.GELU()
         self.fc2 = nn.Linear(2 * d, d)
+        self.drop = nn.Dropout(0.1)
 
     def forward(self, x):
-        return x + self.fc2(self.act(self.fc1(self.norm(x))))
+        return x + self.drop(self.fc2(self.act(self.fc1(self.norm(x)))))
 
 
 class Bottle(nn.Module):
@@ -199,6 +201,18 @@ class Transposed(nn.Module):
 
     def forward(self, x):
         return self.fc(x).transpose(0, 1)
+
+
+class View(Mlp):
+    def forward(self, x):
+        super().forward(x)
+        return x.view(x.shape)
+
+
+def test_a_view_of_the_input_is_not_reused(monkeypatch):
+    model = Chain(View, 5, nn.Linear(16, 16), nn.Linear(16, 4))
+    off, on = _both(model, (torch.randn(2, 5, 16),), monkeypatch)
+    assert "reused_blocks" not in on and _figures(off) == _figures(on)
 
 
 class Keywords(nn.Module):
