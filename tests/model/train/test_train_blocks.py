@@ -6,6 +6,10 @@ mutation tests show the comparison sees a stand-in that frees the incoming gradi
 its input or leaves a parameter without its gradient."""
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -278,3 +282,32 @@ def test_a_wrong_stand_in_changes_the_figures(mutation, make, monkeypatch):
     wrong = step_memory(model, args)
     assert wrong["reused_blocks"]  # the stand-ins ran (no premise failed)
     assert _figures(off) != _figures(wrong)
+
+
+def test_the_text_report_says_the_reuse(tmp_path):
+    """The memory section's text names the blocks written from others (the JSON's reused_blocks)."""
+    target = tmp_path / "chain.py"
+    target.write_text(
+        "import torch.nn as nn\n"
+        "class Mlp(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.norm, self.fc = nn.LayerNorm(16), nn.Linear(16, 16)\n"
+        "    def forward(self, x):\n"
+        "        return x + self.fc(self.norm(x))\n"
+        "def make():\n"
+        "    return nn.Sequential(nn.Linear(16, 16), nn.Sequential(*(Mlp() for _ in range(5))))\n",
+        encoding="utf-8",
+    )
+    root = str(Path(blocks.__file__).resolve().parents[3])
+    env = {**os.environ, "PYTHONPATH": root}
+    out = subprocess.run(
+        [sys.executable, "-m", "archlint", f"{target}:make", "--input-shape", "2,5,16", "--train"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=root,
+        timeout=300,
+    )
+    assert out.returncode in (0, 1), out.stderr
+    assert "memory: 1 blocks 2-3 (Mlp) written from 1.1 (forward) and 1.4 (backward)" in out.stdout
