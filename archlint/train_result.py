@@ -61,6 +61,8 @@ class StepMemory:
     cpu_scratch_largest_bytes: int | None = None
     cpu_scratch_basis: str | None = None
     adapted_ops: list[str] | None = None  # ops the meta device refused, adapted (meta_shims)
+    reused_blocks: list[dict[str, str]] | None = None  # repeated blocks of the first step written from others (blocks)
+    reused_blocks_basis: str | None = None
     notes: list[str] | None = None
     needed_bytes: int | None = None  # what the device needs: device_peak_bytes (under the budget), else the peak
     # a budget (--memory-budget, or a GPU spec's memory)

@@ -55,6 +55,12 @@ def print_step(model: ModelResult, console: Console) -> None:
             console.print(f"  memory: {memory.basis}", markup=False)
         for adapted in memory.adapted_ops or ():
             console.print(f"  memory: {adapted}", markup=False)
+        for block in memory.reused_blocks or ():
+            console.print(
+                f"  memory: {block['module']} blocks {block['reused']} ({block['class']}) written from "
+                f"{block['forward_from']} (forward) and {block['backward_from']} (backward), the figures the exact run's",
+                markup=False,
+            )
 
 
 def fit_line(memory: StepMemory) -> str:

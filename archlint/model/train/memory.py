@@ -58,6 +58,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 
 from archlint.errors import UsageError
 from archlint.model.capture.common import stepped_own_loss
+from archlint.model.train import blocks as repeats
 from archlint.model.train import meta_shims, metacache, optstep, steady
 from archlint.model.train.allocator import Requests, replay_requests, requests
 from archlint.model.train.autocast_meta import BASIS as AUTOCAST_BASIS
@@ -243,6 +244,7 @@ class _Tracker:
     shims: set[str] = field(default_factory=set)  # what meta_shims adapted (said in the notes)
     own_loss: bool = False  # the output carried the model's own loss, the step's loss alone (output_tensors)
     pending: dict[int, tuple] = field(default_factory=dict)  # the weak references that record frees (_on_free)
+    reuse: Any = None  # the first step's: its repeated blocks written from others (blocks.Reuse)
 
     def size(self, storage) -> int:
         n = storage.nbytes()
@@ -839,6 +841,11 @@ def step_memory(
         )
     if first.shims | tracker.shims:  # ops the meta device refused, adapted (meta_shims): said in text too
         result["adapted_ops"] = sorted(first.shims | tracker.shims)
+    if first.reuse is not None and first.reuse.reused():  # said in text too
+        result["reused_blocks"] = [r.to_dict() for r in first.reuse.reused()]
+        result["reused_blocks_basis"] = repeats.BASIS
+    elif first.reuse is not None and first.reuse.failed:
+        notes.append(f"repeated blocks: run exactly, a stand-in's premise failed ({first.reuse.failed})")
     if notes:
         result["notes"] = notes
     result["needed_bytes"] = result.get("device_peak_bytes", result["peak_bytes"])
@@ -953,17 +960,29 @@ def _two_steps(
         fused_attention() if gpu else cpu_attention(),
         MetaAutocast(autocast) if autocast is not None else contextlib.nullcontext(),
     ):
-        first = _Tracker(
-            round_to=CUDA_BLOCK_BYTES if gpu else 1,
-            workspace_sizes=workspace_sizes,
-            cpu_threads=threads,
-            reduce_grid=reduce_grid,
-        )
-        kept: list = []  # the loop's `out`: the first step's output, kept into the second (OUTPUT_KEPT)
-        # the first optimizer.step() written from per-parameter templates where a probe shows they hold (optstep)
-        first_update = optstep.FirstUpdate(opt, lambda t: _Watch(t, values), first.like) if values is not None else None
-        with steady.init_marked(opt, first):
-            _measure(model, args, kwargs, opt, loss, first, fused, values, update=first_update, kept=kept, walk=walk)
+        # a repeated block's middle instances written from others where the run proves it (blocks); where
+        # a premise fails after they ran, the first step runs again without them
+        reuse = repeats.Reuse(model, walk.paths, values, not gpu and autocast is None and values is not None)
+        for again in (False, True):
+            first = _Tracker(
+                round_to=CUDA_BLOCK_BYTES if gpu else 1,
+                workspace_sizes=workspace_sizes,
+                cpu_threads=threads,
+                reduce_grid=reduce_grid,
+            )
+            kept: list = []  # the loop's `out`: the first step's output, kept into the second (OUTPUT_KEPT)
+            # the first optimizer.step() written from per-parameter templates where a probe shows they hold (optstep)
+            first_update = (
+                optstep.FirstUpdate(opt, lambda t: _Watch(t, values), first.like) if values is not None else None
+            )
+            with steady.init_marked(opt, first), reuse.active(first, walk.params, walk.buffers, opt):
+                _measure(
+                    model, args, kwargs, opt, loss, first, fused, values, update=first_update, kept=kept, walk=walk
+                )
+            first.reuse = reuse
+            if again or not reuse.failed:
+                break
+            reuse.restore()
         tracker = _Tracker(
             round_to=CUDA_BLOCK_BYTES if gpu else 1,
             workspace_sizes=workspace_sizes,

@@ -1,0 +1,846 @@
+"""The first training step's repeated blocks, written from an instance run before them.
+
+A transformer's encoder blocks, a ResNet stage's bottlenecks: consecutive calls of modules of one
+class with the same parameters' layouts, each feeding the next. On the meta device they allocate
+and free the same storages, in the same order, with the same ops, forward and backward; the memory
+model's dispatch mode pays its per-op cost for each all the same. So in the first step (the
+memory model's `_measure`, before the optimizer step) a chain of at least MIN_CHAIN such calls
+runs its first two instances and its last exactly, and the ones between as a stand-in: an
+autograd Function whose forward writes the second instance's events into the tracker (its
+births and deaths, its ops with their names and module paths, its timeline figures, a
+kernel's scratch) and returns a meta output of its layout, and whose backward writes the last
+instance's backward events (autograd runs the last instance's backward first): the parameters'
+gradients made at their recorded points, as real tensors on `p.grad`, the gradient it returns,
+the deaths of what the forward kept, of the incoming gradient, of the block's input and output
+where the exact run frees them.
+
+It holds only where the run proves it (`Reuse.failed` says why not otherwise, and the whole first
+step is then run again without stand-ins):
+- before: the instances' classes, parameter and buffer layouts, submodules and plain attributes
+  equal; no hooks of the user's on them or their parameters; a GPU target (its libraries'
+  workspaces), autocast: no reuse;
+- forward: each instance called with one tensor (the previous one's output, with nothing run in
+  between) and the same other arguments, not in place on it, returning a fresh tensor; the first
+  and second instances' events equal up to renumbering, the last's too; a stand-in's input of the
+  second's layout, its buffers' known values (archlint.model.train.values) those the second
+  started from (their values after it are the second's);
+- backward: the last instance's events free only what its forward made, its input, output and
+  incoming gradient; after the step the second instance's backward (run exactly, after the
+  stand-ins') equals the last's.
+The stand-in keeps its input until the recorded free, and its output where the second instance's
+autograd graph kept its own (a ReLU's saved result); a free the stand-in writes takes the tensor's
+own free out of the tracker (`_forget`), so it is not counted twice.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import itertools
+import os
+import weakref
+from dataclasses import dataclass, field
+from operator import attrgetter
+from typing import Any
+
+import torch
+import torch.nn as nn
+from torch.utils._python_dispatch import _disable_current_modes
+
+from archlint.model.train import steady
+
+# Off with ARCHLINT_BLOCK_REUSE=0 (tests and benchmarks compare the two ways; the figures are the same)
+ENABLED = os.environ.get("ARCHLINT_BLOCK_REUSE", "1") != "0"
+MIN_CHAIN = 4  # two exact instances to prove the forward, one at the end for the backward, one stand-in
+BASIS = (
+    "the first step's forward and backward of these blocks written from the instances named (same class, "
+    "parameter layouts, input layout and op sequence, proved by running the first two and the last exactly "
+    "and comparing their events, and the second's backward with the last's); the figures are those of the "
+    "exact run"
+)
+_CONTAINERS = (nn.Sequential, nn.ModuleList)
+_PLAIN_TYPES = frozenset((int, float, bool, str, type(None), torch.dtype, torch.device))
+_BORN = attrgetter("born")
+_copy = getattr(torch, "_lazy_clone", torch.clone)
+_TOP_HOOKS = getattr(torch._C._autograd, "_top_saved_tensors_default_hooks", None)
+
+
+class _Off(Exception):
+    """A premise of the reuse does not hold (its message says which)."""
+
+
+@dataclass
+class _Op:
+    """One op of a span: its name, module (("rel", suffix) under the instance, ("abs", path)), the
+    events inside it in order and after it, before the next (("b", bytes, module), ("t", bytes,
+    skippable), ("d", ref)), and its timeline figure less the live bytes when it was taken."""
+
+    name: str
+    module: tuple
+    items: list
+    extra: int
+
+
+@dataclass
+class _Span:
+    """An instance's forward or backward events (`pre`: those before its first op)."""
+
+    phase: str
+    pre: list
+    ops: list[_Op]
+    births: int  # how many
+    survivors: list[int]  # births alive at the span's end, in birth order
+    roles: dict[int, Any] = field(default_factory=dict)  # birth -> "out" | "gin" | ("grad", name)
+    key: tuple = ()
+    io: tuple = ()  # a forward's: its input's layout
+
+    def same(self, other: _Span) -> bool:
+        return self.key == other.key
+
+
+def _layout(t: torch.Tensor) -> tuple:
+    return (tuple(t.shape), t.stride(), t.storage_offset(), t.untyped_storage().nbytes(), t.dtype, t.requires_grad)
+
+
+def _held(t: torch.Tensor) -> tuple:
+    """A parameter's or buffer's layout as the step reads it (its storage's size aside: a parameter
+    has its own, and where it is a view the step's events are compared all the same)."""
+    return (t.shape, t.stride(), t.storage_offset(), t.dtype, t.requires_grad, type(t))
+
+
+def _same(a: Any, b: Any, depth: int = 0) -> bool:
+    """Plain attribute values equal (a tensor attribute: its layout)."""
+    if a is b:
+        return True
+    kind = type(a)
+    if kind is not type(b) or depth > 4:
+        return False
+    if kind in _PLAIN_TYPES:
+        return a == b
+    if isinstance(a, (dict, set, frozenset)) and not a and not b:
+        return True  # (the hooks' dicts: most of a module's attributes)
+    if isinstance(a, torch.Tensor):
+        return _layout(a) == _layout(b) and a.device == b.device
+    if isinstance(a, (tuple, list)):
+        return len(a) == len(b) and all(_same(x, y, depth + 1) for x, y in zip(a, b))
+    if isinstance(a, (set, frozenset)):
+        return a == b and all(type(x) in _PLAIN_TYPES for x in a)
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(_same(a[k], b[k], depth + 1) for k in a)
+    return False  # an object of its own (a function, a partial): the same object only
+
+
+_HOOKS = (
+    "_forward_hooks",
+    "_forward_pre_hooks",
+    "_backward_hooks",
+    "_backward_pre_hooks",
+    "_forward_hooks_with_kwargs",
+    "_forward_pre_hooks_with_kwargs",
+    "_forward_hooks_always_called",
+    "_state_dict_hooks",
+)
+
+
+def _signature_ok(m: nn.Module) -> bool:
+    """No hooks on the module or its parameters, no instance-level forward."""
+    if "forward" in vars(m):
+        return False
+    if any(getattr(m, h, None) for h in _HOOKS[:7]):
+        return False
+    for p in m._parameters.values():
+        if p is not None and (p._backward_hooks or getattr(p, "_post_accumulate_grad_hooks", None)):
+            return False
+    return True
+
+
+def _same_instance(a: nn.Module, b: nn.Module) -> bool:
+    """Two instances the same block: submodules, classes, parameter and buffer layouts (compared
+    first: blocks of one class that differ mostly differ there), then hooks and plain attributes."""
+    pairs = []
+    end = ("", None)
+    for (na, x), (nb, y) in itertools.zip_longest(a.named_modules(), b.named_modules(), fillvalue=end):
+        if x is None or y is None or na != nb or type(x) is not type(y):
+            return False
+        for mine, theirs in ((x._parameters, y._parameters), (x._buffers, y._buffers)):
+            if len(mine) != len(theirs):
+                return False
+            for (k, t), (k2, u) in zip(mine.items(), theirs.items()):
+                if k != k2 or (t is None) != (u is None) or t is not None and _held(t) != _held(u):
+                    return False
+        pairs.append((x, y))
+    for x, y in pairs:
+        if not (_signature_ok(x) and _signature_ok(y)):
+            return False
+        va, vb = vars(x), vars(y)
+        if len(va) != len(vb):
+            return False
+        for (k, v), (k2, w) in zip(va.items(), vb.items()):
+            if k != k2 or k not in _MODULE_OWN and not _same(v, w):
+                return False
+    return True
+
+
+# nn.Module's own attributes: its parameters, buffers, children and hooks (checked apart), not the block's
+_MODULE_OWN = frozenset(vars(nn.Module())) - {"training", "_non_persistent_buffers_set"}
+
+
+def _chains(model: nn.Module, paths: dict[int, str]) -> list[tuple[str, list[tuple[str, nn.Module]]]]:
+    """Runs of at least MIN_CHAIN consecutive children of a Sequential or ModuleList that are the
+    same block (with the container's path), each module and parameter in one place only, none
+    inside another run's blocks (their spans would nest)."""
+    found = []
+    todo, seen = [model], set()
+    while todo:  # each module once, outer first (model.modules()'s generators cost more than the search)
+        container = todo.pop()
+        if id(container) in seen:
+            continue
+        seen.add(id(container))
+        todo += [child for child in reversed(container._modules.values()) if child is not None]
+        if not isinstance(container, _CONTAINERS) or len(container._modules) < MIN_CHAIN:
+            continue
+        children = [(name, child) for name, child in container._modules.items() if child is not None]
+        i = 0
+        while i < len(children):  # runs of one class first (cheap), then of the same block
+            j = i + 1
+            while j < len(children) and type(children[j][1]) is type(children[i][1]):
+                j += 1
+            if j - i >= MIN_CHAIN:
+                run = [children[i]]
+                for at, item in enumerate(children[i + 1 : j], i + 1):
+                    if len(run) == 1 and 1 + j - at < MIN_CHAIN:
+                        break  # too few left to make a run
+                    if _same_instance(run[0][1], item[1]):
+                        run.append(item)
+                        continue
+                    if len(run) >= MIN_CHAIN:
+                        found.append((container, run))
+                    run = [item]
+                if len(run) >= MIN_CHAIN:
+                    found.append((container, run))
+            i = j
+    out = []
+    inside: set[int] = set()  # modules inside the runs taken (model.modules() is outer first)
+    seen_params: set[int] = set()
+    for container, run in found:
+        if id(container) in inside:
+            continue
+        ok = True
+        for _, block in run:
+            base = paths.get(id(block))
+            for path, sub in block.named_modules():
+                full = paths.get(id(sub))
+                if base is None or full != (f"{base}.{path}" if path else base):
+                    ok = False  # a submodule reached by another path first (shared): its ops' paths differ
+                inside.add(id(sub))
+            for p in block.parameters():
+                ok = ok and id(p) not in seen_params
+                seen_params.add(id(p))
+        if ok:
+            out.append((paths.get(id(container), ""), run))
+    return out
+
+
+class _Logged(list):
+    """The tracker's timeline while a span is recorded: each append also notes the tracker's events."""
+
+    def __init__(self, tracker):
+        super().__init__()
+        self.tracker = tracker
+        self.at: list[int] = []
+
+    def append(self, item) -> None:
+        self.at.append(self.tracker.events)
+        super().append(item)
+
+
+@dataclass
+class _Open:
+    """A span being recorded: where it began and the timeline it had."""
+
+    events: int
+    ops: int
+    live: int
+    timeline: list
+    logged: _Logged
+
+
+def _begin(tracker) -> _Open:
+    logged = _Logged(tracker)
+    opened = _Open(tracker.events, tracker.ops, tracker.live_bytes, tracker.timeline, logged)
+    tracker.timeline = logged
+    return opened
+
+
+def _close(tracker, opened: _Open) -> None:
+    opened.timeline += opened.logged
+    tracker.timeline = opened.timeline
+
+
+def _module_ref(path: str, prefix: str) -> tuple:
+    if path == prefix:
+        return ("rel", "")
+    if path.startswith(prefix + "."):
+        return ("rel", path[len(prefix) :])
+    return ("abs", path)
+
+
+def _read_span(tracker, opened: _Open, prefix: str, phase: str, outside: dict[str, Any]) -> tuple[_Span, list]:
+    """The events of the span `opened` began (to now) in a form another instance can be written
+    from, and the records born in it; `outside`: records from before the span it may free, by the
+    name a stand-in knows them by."""
+    e0, e1, o0, o1 = opened.events, tracker.events, opened.ops, tracker.ops
+    at, timeline = opened.logged.at, opened.logged
+    if len(at) != o1 - o0 or len(timeline) != o1 - o0:
+        raise _Off("ops whose timeline the span did not see")
+    records = tracker.records
+    births = records[bisect.bisect_left(records, e0, key=_BORN) :]
+    transients = tracker.transients[bisect.bisect_left(tracker.transients, e0, key=_BORN) :]
+    events: dict[int, tuple] = {}
+    for i, r in enumerate(births):
+        if r.phase != phase or r.kind or r.skippable or not o0 <= r.op < o1 or r.born >= e1:
+            raise _Off("a birth of another phase or kind, or outside the span's ops")
+        events[r.born] = ("b", r.nbytes, _module_ref(r.module, prefix), r.op - o0)
+        if r.died < e1:
+            events[r.died] = ("d", ("span", i), r.nbytes)
+    for t in transients:
+        events[t.born] = ("t", t.nbytes, t.skippable, t.op - o0)
+    for name, rec in outside.items():
+        if e0 <= rec.died < e1:
+            events[rec.died] = ("d", (name,), rec.nbytes)
+    if len(births) + 2 * len(transients) + sum(1 for e in events.values() if e[0] == "d") != e1 - e0:
+        raise _Off("a storage from outside the block freed in it")
+    names, modules = tracker.op_names, tracker.op_module
+    ops = [_Op(names[o0 + j], _module_ref(modules[o0 + j], prefix), [], 0) for j in range(o1 - o0)]
+    pre: list = []
+    live, j = opened.live, 0
+
+    def figure() -> None:  # op j's timeline figure, taken now: less the live bytes, what a scratch adds
+        nonlocal j
+        op, value = timeline[j]
+        if op != o0 + j or value < live:
+            raise _Off("a timeline out of step with the ops")
+        ops[j].extra = value - live
+        ops[j].items.append(("f",))
+        j += 1
+
+    for event in sorted(events):
+        while j < len(ops) and at[j] <= event:
+            figure()
+        item = events[event]
+        if item[0] == "d":
+            (ops[j].items if j < len(ops) else ops[-1].items if ops else pre).append(item[:2])
+            live -= item[2]
+            continue
+        if item[3] != j:
+            raise _Off("a birth outside its op")
+        ops[j].items.append(item[:3])
+        if item[0] == "b":
+            live += item[1]
+    while j < len(ops):
+        figure()
+    survivors = [i for i, r in enumerate(births) if r.died >= e1]
+    key = (phase, tuple(pre), tuple((o.name, o.module, tuple(o.items), o.extra) for o in ops), tuple(survivors))
+    return _Span(phase, pre, ops, len(births), survivors, {}, key), births
+
+
+def _forget(tracker, tensor: torch.Tensor) -> None:
+    """Free the tensor's record now, and take its own free (a weak reference's callback) out of the tracker."""
+    storage = tensor.untyped_storage()
+    key = id(storage)
+    rec = tracker.by_id.get(key)
+    if rec is None:
+        raise _Off("a tensor to free that the tracker does not hold")
+    for ref in weakref.getweakrefs(storage):
+        tracker.pending.pop(id(ref), None)
+    del tracker.by_id[key]
+    tracker.died(rec)
+
+
+@dataclass
+class Reused:
+    """A chain whose middle instances were written from others (said in the output)."""
+
+    module: str
+    block: str
+    chain: str
+    reused: str
+    forward_from: str
+    backward_from: str
+
+    def to_dict(self) -> dict:
+        return {
+            "module": self.module,
+            "class": self.block,
+            "chain": self.chain,
+            "reused": self.reused,
+            "forward_from": self.forward_from,
+            "backward_from": self.backward_from,
+        }
+
+
+class _StandIn(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, chain, k):
+        ctx.chain, ctx.k = chain, k
+        return chain.stand_forward(k, x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        chain, k = ctx.chain, ctx.k
+        del ctx.chain
+        return chain.stand_backward(k, grad), None, None
+
+
+class _Chain:
+    """One chain through the first step: which instance comes next, the spans read, the stand-ins' state."""
+
+    def __init__(self, reuse: Reuse, container: str, run: list[tuple[str, nn.Module]], paths: dict[int, str]):
+        self.reuse = reuse
+        self.container = container
+        self.names = [n for n, _ in run]
+        self.modules = [m for _, m in run]
+        self.paths = [paths[id(m)] for m in self.modules]
+        self.params = [list(m.named_parameters()) for m in self.modules]
+        self.buffers = [list(m.named_buffers()) for m in self.modules]
+        self.n = len(run)
+        self.next = 0
+        self.on = True
+        self.stood = 0  # stand-ins run
+        self.after: tuple[int, int] | None = None  # tracker (events, ops) when the last instance returned
+        self.prev_out: Any = None  # weak reference to the last instance's output
+        self.rest: tuple | None = None
+        self.fwd: dict[int, _Span] = {}
+        self.fwd_recs: dict[int, list] = {}  # instance -> its forward's survivors' records (exact) ...
+        self.in_rec: dict[int, Any] = {}
+        self.out_rec: dict[int, Any] = {}
+        self.in_layout: tuple | None = None
+        self.out_layout: Any = None  # a meta tensor of the second instance's output's layout
+        self.holds_output = False
+        self.buffer_values: list[tuple[Any, Any]] = []  # per buffer: (value before, value after) of instance 2
+        self.bwd: dict[int, _Span] = {}
+        self.opened: dict[int, _Open] = {}
+        self.gout: dict[int, Any] = {}
+        self.state: dict[int, dict] = {}  # stand-in -> its tensors and records
+        self.grad_layouts: dict[str, torch.Tensor] = {}
+        self.gin_layout: torch.Tensor | None = None
+        self.bwd_outside: dict[int, dict[int, str]] = {}
+
+    # -- the forward ----------------------------------------------------------------------------
+    def call(self, k: int, forward, args: tuple, kwargs: dict):
+        reuse = self.reuse
+        tracker = reuse.tracker
+        if not self.on or reuse.failed:
+            return forward(*args, **kwargs)
+        try:
+            self._check_call(k, args, kwargs, tracker)
+        except _Off as why:
+            return self._off(str(why), forward, args, kwargs)
+        x = args[0]
+        if k in (0, 1, self.n - 1):
+            return self._exact(k, forward, args, kwargs, x, tracker)
+        try:
+            self._check_stand_in(k, x, args)
+        except _Off as why:
+            return self._off(str(why), forward, args, kwargs)
+        self.stood += 1
+        y = _StandIn.apply(x, self, k)
+        self._done(k, y, tracker)
+        return y if y is not None else forward(*args, **kwargs)
+
+    def _off(self, why: str, forward, args, kwargs):
+        if self.stood:
+            self.reuse.fail(f"{self.paths[0]}: {why} after a stand-in ran")
+        else:
+            self.reuse.skipped.append(f"{self.container}: {why}")
+        self.on = False
+        return forward(*args, **kwargs)
+
+    def _check_call(self, k: int, args: tuple, kwargs: dict, tracker) -> None:
+        if k != self.next:
+            raise _Off("an instance called out of order")
+        if kwargs or not args or not isinstance(args[0], torch.Tensor):
+            raise _Off("a call with keyword arguments or without a tensor first")
+        rest = args[1:]
+        if any(isinstance(a, torch.Tensor) for a in rest):
+            raise _Off("a call with more than one tensor")
+        if self.rest is None:
+            self.rest = rest
+        elif not _same(self.rest, rest):
+            raise _Off("calls with different arguments")
+        x = args[0]
+        if not (torch.is_grad_enabled() and x.requires_grad and x.is_meta):
+            raise _Off("an input that needs no gradient, or grad mode off")
+        if _TOP_HOOKS is not None and _TOP_HOOKS(False) is not None:
+            raise _Off("saved-tensor hooks (activation checkpointing or offloading)")
+        if self.reuse.values is not None and x in self.reuse.values.values:
+            raise _Off("an input with a known value")
+        if k and (self.prev_out is None or self.prev_out() is not x or self.after != (tracker.events, tracker.ops)):
+            raise _Off("an instance's input not the previous one's output, or ops between them")
+
+    def _check_stand_in(self, k: int, x, args) -> None:
+        if self.fwd.get(1) is None:
+            raise _Off("no template")
+        if _layout(x) != self.in_layout:
+            raise _Off("an input of another layout")
+        values = self.reuse.values
+        if values is not None:
+            with _disable_current_modes():  # real tensors: not the step's
+                for (_, b), (before, _after) in zip(self.buffers[k], self.buffer_values):
+                    known = b in values.values
+                    if known != (before is not None) or known and not torch.equal(values.values[b], before):
+                        raise _Off("a buffer's value differs from the template's")
+        for _, p in self.params[k]:
+            if p.grad is not None:
+                raise _Off("a parameter with a gradient already")
+
+    def _done(self, k: int, y, tracker) -> None:
+        self.next = k + 1
+        self.prev_out = weakref.ref(y) if isinstance(y, torch.Tensor) else None
+        self.after = (tracker.events, tracker.ops)
+
+    def _exact(self, k: int, forward, args, kwargs, x, tracker):
+        values = self.reuse.values
+        before = None
+        if k == 1 and values is not None:
+            before = _values_of(values, self.buffers[k])
+        in_rec = tracker.record(x)
+        version = x._version
+        if isinstance(tracker.timeline, _Logged):
+            return self._off("a span inside another's", forward, args, kwargs)
+        opened = _begin(tracker)
+        try:
+            y = forward(*args, **kwargs)
+        finally:
+            _close(tracker, opened)
+        try:
+            if not isinstance(y, torch.Tensor) or y.grad_fn is None or not y.is_meta:
+                raise _Off("an output that is not one tensor with a gradient")
+            if x._version != version:
+                raise _Off("an in-place op on the input")
+            if in_rec is None or y.untyped_storage() is x.untyped_storage():
+                raise _Off("an output that is a view of the input")
+            out_rec = tracker.record(y)
+            span, births = _read_span(tracker, opened, self.paths[k], "forward", {"in": in_rec})
+            out = next((i for i, r in enumerate(births) if r is out_rec), None)
+            if out is None or out not in span.survivors:
+                raise _Off("an output not made in the block")
+            span.roles[out] = "out"
+            if any(item[0] == "d" and item[1] == ("in",) for o in span.ops for item in o.items):
+                raise _Off("the input freed in the block's forward")
+            span.key += (out, _layout(y))
+            span.io = _layout(x)  # instance 1's input may be laid out otherwise (ViT's: batch first), same ops
+            self.fwd[k] = span
+            self.fwd_recs[k] = births
+            self.in_rec[k], self.out_rec[k] = in_rec, out_rec
+            if k == 1:
+                if not self.fwd[0].same(span):
+                    raise _Off("the first two instances' forwards differ")
+                self.in_layout = _layout(x)
+                with _disable_current_modes():
+                    self.out_layout = steady.fresh_like(y)
+                    fresh = torch.empty(1, device="meta")
+                if values is not None:
+                    self.buffer_values = list(zip(before or [], _values_of(values, self.buffers[k])))
+                # the block's autograd graph keeps its output (a ReLU's saved result): a stand-in keeps its own
+                self.holds_output = _use_count(y) > _use_count(fresh)
+            if k == self.n - 1 and self.stood and not (self.fwd[1].same(span) and self.fwd[1].io == span.io):
+                raise _Off("the last instance's forward differs from the second's")
+            if k == 0 and isinstance(self.reuse.tracker.timeline, _Logged):
+                raise _Off("a span inside another's")
+            self._hook_backward(k, y)
+        except _Off as why:
+            if self.stood:
+                self.reuse.fail(f"{self.paths[k]}: {why}")
+            else:
+                self.reuse.skipped.append(f"{self.container}: {why}")
+            self.on = False
+            return y
+        self._done(k, y, tracker)
+        return y
+
+    def _hook_backward(self, k: int, y) -> None:
+        """Where each exact instance's backward begins (its output's node about to run): instance 2's
+        and the last one's are read; instance 1's beginning ends instance 2's."""
+        chain = self
+
+        def pre(grad_outputs, k=k):
+            chain._backward_begins(k, grad_outputs)
+
+        y.grad_fn.register_prehook(pre)
+
+    def _backward_begins(self, k: int, grad_outputs) -> None:
+        tracker = self.reuse.tracker
+        g = grad_outputs[0] if grad_outputs else None
+        if k == 0 and 1 in self.opened:  # instance 2's backward ends where instance 1's begins
+            self._read_backward(1, g)
+        if k in (1, self.n - 1) and self.stood and not self.reuse.failed:
+            rec = tracker.record(g) if isinstance(g, torch.Tensor) else None
+            if rec is None or isinstance(tracker.timeline, _Logged):
+                self.reuse.fail(f"{self.paths[k]}: a backward without a tracked gradient, or inside another's")
+                return
+            self.gout[k] = rec
+            self.opened[k] = _begin(tracker)
+
+    def _read_backward(self, k: int, gin) -> None:
+        """Instance k's backward, just ended (the next node is the previous instance's): read."""
+        tracker = self.reuse.tracker
+        opened = self.opened.pop(k)
+        _close(tracker, opened)
+        try:
+            fwd, out_rec = self.fwd_recs[k], self.out_rec[k]
+            kept = [j for j in self.fwd[k].survivors if fwd[j] is not out_rec]
+            outside = {"in": self.in_rec[k], "out": out_rec, "gout": self.gout[k]}
+            outside.update((f"fwd{j}", fwd[j]) for j in kept)
+            span, births = _read_span(tracker, opened, self.paths[k], "backward", outside)
+            where = {id(r): i for i, r in enumerate(births)}
+            last = k == self.n - 1
+            for name, p in self.params[k]:
+                grad = p.grad
+                if grad is None:  # frozen, or not used: none for the stand-ins either (the spans' roles compared)
+                    continue
+                rec = tracker.record(grad)
+                if rec is None or where.get(id(rec)) not in span.survivors:
+                    raise _Off("a parameter's gradient not made in its block's backward")
+                span.roles[where[id(rec)]] = ("grad", name)
+                if last:
+                    with _disable_current_modes():
+                        self.grad_layouts[name] = steady.fresh_like(grad)
+            grec = tracker.record(gin) if isinstance(gin, torch.Tensor) else None
+            if grec is None:
+                raise _Off("an input gradient the tracker does not hold")
+            if grec is self.gout[k]:
+                span.roles[-1] = "gin=gout"
+            elif where.get(id(grec)) in span.survivors:
+                span.roles[where[id(grec)]] = "gin"
+                if last:
+                    with _disable_current_modes():
+                        self.gin_layout = steady.fresh_like(gin)
+            else:
+                raise _Off("an input gradient not made in the block's backward")
+            if set(span.roles) - {-1} != set(span.survivors):
+                raise _Off("a storage made in the backward that outlives it")
+            killed = {item[1][0] for o in span.ops for item in o.items if item[0] == "d"}
+            killed |= {item[1][0] for item in span.pre}
+            if {f"fwd{j}" for j in kept} - killed:
+                raise _Off("a storage the forward kept that its backward does not free")
+            if "out" in killed and not self.holds_output:
+                raise _Off("an output freed in its own backward that its graph does not keep")
+            span.key += (tuple(sorted(span.roles.items(), key=lambda kv: kv[0])),)
+            self.bwd[k] = span
+            if k == 1 and not self.bwd[self.n - 1].same(span):
+                raise _Off("the second instance's backward differs from the last's")
+        except _Off as why:
+            self.reuse.fail(f"{self.paths[k]}: {why}")
+
+    # -- the stand-ins ---------------------------------------------------------------------------
+    def stand_forward(self, k: int, x):
+        tracker = self.reuse.tracker
+        span = self.fwd[1]
+        prefix = self.paths[k]
+        with _disable_current_modes():
+            y = steady.fresh_like(self.out_layout)
+        recs: list = []
+        out_at = next(i for i, role in span.roles.items() if role == "out")
+        try:
+            _write(tracker, span, prefix, recs, {}, lambda i: tracker.see(y) if i == out_at else None)
+        except _Off as why:
+            self.reuse.fail(f"{prefix}: {why}")
+        self.state[k] = {"x": x, "y": y if self.holds_output else None, "recs": recs}
+        values = self.reuse.values
+        if values is not None:
+            with _disable_current_modes():
+                for (_, b), (_before, after) in zip(self.buffers[k], self.buffer_values):
+                    if after is not None:
+                        values.values[b] = after.clone()
+                    else:
+                        values.values.pop(b, None)
+        return y
+
+    def stand_backward(self, k: int, grad):
+        tracker = self.reuse.tracker
+        last = self.n - 1
+        if last in self.opened:
+            self._read_backward(last, grad)
+        state = self.state.pop(k, None)
+        span = self.bwd.get(last)
+        if span is None or state is None or self.reuse.failed:
+            self.reuse.fail(self.reuse.failed or f"{self.paths[k]}: no backward to write the stand-in from")
+            with _disable_current_modes():
+                return torch.zeros_like(state["x"]) if state is not None else None
+        params = dict(self.params[k])
+        made: dict[int, torch.Tensor] = {}
+
+        def birth(i):
+            role = span.roles.get(i)
+            if role is None:
+                return None
+            with _disable_current_modes():
+                if role == "gin":
+                    t = steady.fresh_like(self.gin_layout)
+                else:
+                    t = steady.fresh_like(self.grad_layouts[role[1]])
+            made[i] = t
+            rec = tracker.see(t)
+            if role != "gin":
+                _give_grad(params[role[1]], t)
+            return rec
+
+        fwd = state["recs"]
+        named = {"in": state["x"], "out": state["y"], "gout": grad}
+        try:
+            _write(tracker, span, self.paths[k], [], {"fwd": fwd, "named": named}, birth)
+        except _Off as why:
+            self.reuse.fail(f"{self.paths[k]}: {why}")
+        if span.roles.get(-1) == "gin=gout":
+            return grad
+        gin = next((t for i, t in made.items() if span.roles.get(i) == "gin"), None)
+        return gin
+
+
+def _give_grad(param: torch.Tensor, grad: torch.Tensor) -> None:
+    """The parameter's gradient, as AccumulateGrad gives the first one (the tensor itself)."""
+    param.grad = grad
+
+
+def _values_of(values, buffers: list) -> list:
+    """The buffers' known values now (copies; None: unknown)."""
+    with _disable_current_modes():  # real tensors: not the step's
+        return [values.values[b].clone() if b in values.values else None for _, b in buffers]
+
+
+def _use_count(t: torch.Tensor) -> int:
+    return torch._C._storage_Use_Count(t.untyped_storage()._cdata)
+
+
+def _write(tracker, span: _Span, prefix: str, recs: list, refs: dict, birth) -> None:
+    """Write a span's events into `tracker` as an instance at `prefix` (`birth(i)`: the record of a
+    birth with a tensor of its own, else None; `refs`: the records and tensors of the names a death may name)."""
+    fwd = refs.get("fwd", [])
+    named = refs.get("named", {})
+    phase = tracker.phase
+
+    def module(ref: tuple) -> str:
+        return prefix + ref[1] if ref[0] == "rel" else ref[1]
+
+    def run(items) -> None:
+        for item in items:
+            kind = item[0]
+            if kind == "b":
+                rec = birth(len(recs))
+                if rec is None:
+                    rec = tracker.born(item[1])
+                elif rec.nbytes != item[1]:
+                    raise _Off("a stand-in's tensor of another size than the template's")
+                rec.module = module(item[2])
+                recs.append(rec)
+            elif kind == "t":
+                tracker.transient(item[1], item[2])
+            elif kind == "f":
+                tracker.timeline.append((tracker.ops - 1, tracker.live_bytes + extra))
+            else:
+                ref = item[1]
+                if ref[0] == "span":
+                    tracker.died(recs[ref[1]])
+                elif ref[0].startswith("fwd"):
+                    tracker.died(fwd[int(ref[0][3:])])
+                else:
+                    t = named.get(ref[0])
+                    if t is None:
+                        raise _Off(f"a stand-in without its {ref[0]} to free")
+                    _forget(tracker, t)
+                    named[ref[0]] = None
+
+    extra = 0
+    run(span.pre)
+    for o in span.ops:
+        tracker.ops += 1
+        tracker.op_names.append(o.name)
+        tracker.op_phase.append(phase)
+        tracker.op_module.append(module(o.module))
+        extra = o.extra
+        run(o.items)
+
+
+class Reuse:
+    """The chains of one first step (`active` around its `_measure`); `failed`: why the step must run
+    again exactly (empty: it need not); `reused`: what the output says."""
+
+    def __init__(self, model: nn.Module, paths: dict[int, str], values, enabled: bool):
+        self.values = values
+        self.tracker: Any = None
+        self.failed = ""
+        self.skipped: list[str] = []
+        self.chains: list[_Chain] = []
+        if not (enabled and ENABLED):
+            return
+        for container, run in _chains(model, paths):
+            self.chains.append(_Chain(self, container, run, paths))
+
+    def fail(self, why: str) -> None:
+        self.failed = self.failed or why
+
+    @contextlib.contextmanager
+    def active(self, tracker, params: list, buffers: list, optimizer):
+        """The instances' forwards patched for the step under `tracker` (the first step's measure);
+        what `restore` needs to run that step again is kept first: the buffers' known values."""
+        if not self.chains:
+            yield
+            return
+        self.tracker = tracker
+        self._params, self._optimizer = params, optimizer
+        values = self.values
+        with _disable_current_modes():  # copy-on-write: a buffer's value written in the step is copied then
+            self._buffers = [(b, _copy(values.values[b])) for b in buffers if b in values.values]
+        self._unknown = [b for b in buffers if b not in values.values]
+        patched = []
+        for chain in self.chains:
+            for k, m in enumerate(chain.modules):
+
+                def call(*args, _chain=chain, _k=k, _forward=m.forward, **kwargs):
+                    return _chain.call(_k, _forward, args, kwargs)
+
+                m.forward = call
+                patched.append(m)
+        try:
+            yield
+        finally:
+            for m in patched:
+                del m.forward
+            for chain in self.chains:
+                if chain.stood and 1 not in chain.bwd:
+                    self.fail(f"{chain.paths[1]}: its backward was not read")
+                chain.state.clear()
+                for opened in chain.opened.values():
+                    _close(tracker, opened)
+                chain.opened.clear()
+
+    def restore(self) -> None:
+        """The model and optimizer as they were before the step (the step runs again, exactly):
+        no gradients, no optimizer state, the buffers' known values."""
+        for p in self._params:
+            p.grad = None
+        self._optimizer.state.clear()
+        for b, value in self._buffers:
+            self.values.values[b] = value
+        for b in self._unknown:
+            self.values.values.pop(b, None)
+        self.chains = []
+
+    def reused(self) -> list[Reused]:
+        if self.failed:
+            return []
+        out = []
+        for c in self.chains:
+            if c.stood:
+                out.append(
+                    Reused(
+                        c.container or "<model>",
+                        type(c.modules[0]).__name__,
+                        f"{c.names[0]}-{c.names[-1]}",
+                        c.names[2] if c.stood == 1 else f"{c.names[2]}-{c.names[1 + c.stood]}",
+                        c.paths[1],
+                        c.paths[-1],
+                    )
+                )
+        return out

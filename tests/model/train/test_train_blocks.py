@@ -1,0 +1,313 @@
+"""A repeated block's first-step forward and backward written from earlier instances
+(archlint.model.train.blocks): the same result as the exact run, byte for byte, with the reuse
+said; no reuse where the chain is too short, broken, called with more than one tensor or in place
+on its input; the exact step run again where a premise fails after the stand-ins ran. The
+mutation tests show the comparison sees a stand-in that frees the incoming gradient late, keeps
+its input or leaves a parameter without its gradient."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn as nn
+
+from archlint.model.train import blocks
+from archlint.model.train.memory import step_memory
+
+
+class Mlp(nn.Module):
+    """A transformer block's shape: its input saved by its norm, freed in its own backward; a
+    dropout's mask kept for backward."""
+
+    def __init__(self, d=16):
+        super().__init__()
+        self.norm = nn.LayerNorm(d)
+        self.fc1 = nn.Linear(d, 2 * d)
+        self.act = nn.GELU()
+        self.fc2 = nn.Linear(2 * d, d)
+        self.drop = nn.Dropout(0.1)
+
+    def forward(self, x):
+        return x + self.drop(self.fc2(self.act(self.fc1(self.norm(x)))))
+
+
+class Bottle(nn.Module):
+    """A ResNet block's shape: batch norm (its step counter a known value), an in-place ReLU whose
+    saved result keeps the block's output, the input kept by the previous block's ReLU."""
+
+    def __init__(self, c=8):
+        super().__init__()
+        self.conv1 = nn.Conv2d(c, c, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(c)
+        self.relu = nn.ReLU(inplace=True)
+        self.conv2 = nn.Conv2d(c, c, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(c)
+
+    def forward(self, x):
+        out = self.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        out += x
+        return self.relu(out)
+
+
+class Chain(nn.Module):
+    def __init__(self, make, n, stem, head):
+        super().__init__()
+        self.stem = stem
+        self.blocks = nn.Sequential(*(make() for _ in range(n)))
+        self.head = head
+
+    def forward(self, x):
+        return self.head(self.blocks(self.stem(x)))
+
+
+def mlp_chain(n=6):
+    return Chain(Mlp, n, nn.Linear(16, 16), nn.Linear(16, 4)), (torch.randn(2, 5, 16),)
+
+
+def conv_chain(n=6):
+    stem = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU())
+    head = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 4))
+    return Chain(Bottle, n, stem, head), (torch.randn(2, 3, 12, 12),)
+
+
+def _both(model, args, monkeypatch, **kwargs):
+    model.train()
+    out = []
+    for on in (False, True):
+        monkeypatch.setattr(blocks, "ENABLED", on)
+        out.append(step_memory(model, args, **kwargs))
+    return out
+
+
+def _figures(result: dict) -> str:
+    """The result less what says the reuse (the blocks reused, or the note that the step ran again)."""
+    result = dict(result)
+    result.pop("reused_blocks", None)
+    result.pop("reused_blocks_basis", None)
+    notes = [n for n in result.pop("notes", []) if not n.startswith("repeated blocks")]
+    if notes:
+        result["notes"] = notes
+    return json.dumps(result, sort_keys=True)
+
+
+@pytest.mark.parametrize("make", [mlp_chain, conv_chain], ids=["mlp", "conv"])
+@pytest.mark.parametrize("optimizer", ["adam", "sgd"])
+def test_reused_blocks_give_the_exact_figures(make, optimizer, monkeypatch):
+    model, args = make()
+    off, on = _both(model, args, monkeypatch, optimizer=optimizer)
+    assert _figures(off) == _figures(on)
+    assert "reused_blocks" not in off
+    assert on["reused_blocks"] == [
+        {
+            "module": "blocks",
+            "class": type(model.blocks[0]).__name__,
+            "chain": "0-5",
+            "reused": "2-4",
+            "forward_from": "blocks.1",
+            "backward_from": "blocks.5",
+        }
+    ]
+    assert on["reused_blocks_basis"] == blocks.BASIS
+    assert "notes" not in on or not any("repeated blocks" in n for n in on["notes"])
+
+
+def test_the_stand_ins_gradients_are_the_parameters(monkeypatch):
+    """The optimizer's state is made for every parameter: the stand-ins' gradients are on `p.grad`."""
+    model, args = mlp_chain()
+    off, on = _both(model, args, monkeypatch, optimizer="adam")
+    params = list(model.parameters())  # two moments each, and a float32 step count
+    assert on["optimizer_bytes"] == 2 * sum(p.numel() * 4 for p in params) + 4 * len(params)
+    assert _figures(off) == _figures(on)
+
+
+def test_frozen_parameters_get_no_gradient(monkeypatch):
+    """Each block's norm frozen: no gradient for it in the stand-ins either (Adam's state: none)."""
+    model, args = mlp_chain()
+    for block in model.blocks:
+        block.norm.requires_grad_(False)
+    off, on = _both(model, args, monkeypatch)
+    assert on["reused_blocks"] and _figures(off) == _figures(on)
+
+
+@pytest.mark.parametrize("n", [3])
+def test_a_chain_too_short_is_run_exactly(n, monkeypatch):
+    model, args = mlp_chain(n)
+    off, on = _both(model, args, monkeypatch)
+    assert "reused_blocks" not in on and _figures(off) == _figures(on)
+
+
+def test_a_chain_broken_by_another_block(monkeypatch):
+    """Three, a different block, three: no run of four; then a run of four after it: reused."""
+    model, args = mlp_chain(7)
+    model.blocks[3] = Mlp(16)
+    model.blocks[3].fc1 = nn.Linear(16, 24)
+    model.blocks[3].fc2 = nn.Linear(24, 16)
+    off, on = _both(model, args, monkeypatch)
+    assert "reused_blocks" not in on and _figures(off) == _figures(on)
+    model, args = mlp_chain(8)
+    model.blocks[3].fc1 = nn.Linear(16, 24)
+    model.blocks[3].fc2 = nn.Linear(24, 16)
+    off, on = _both(model, args, monkeypatch)
+    assert [b["chain"] for b in on["reused_blocks"]] == ["4-7"]
+    assert _figures(off) == _figures(on)
+
+
+class TwoTensors(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList(Mlp() for _ in range(5))
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x) * 1.0
+        return x
+
+
+class InPlace(Mlp):
+    def forward(self, x):
+        return super().forward(x.mul_(1.0))
+
+
+def test_no_reuse_where_the_premises_fail_before_a_stand_in(monkeypatch):
+    """Ops between the blocks (the output not fed straight in), an in-place op on the input: run exactly."""
+    model = TwoTensors()
+    off, on = _both(model, (torch.randn(2, 5, 16),), monkeypatch)
+    assert "reused_blocks" not in on and _figures(off) == _figures(on)
+    model = Chain(InPlace, 5, nn.Linear(16, 16), nn.Linear(16, 4))
+    off, on = _both(model, (torch.randn(2, 5, 16),), monkeypatch)
+    assert "reused_blocks" not in on and _figures(off) == _figures(on)
+
+
+def test_the_step_runs_again_exactly_where_the_backward_differs(monkeypatch):
+    """The second instance's backward compared with the last's after the stand-ins ran: where they
+    differ the whole first step runs again without them, said in the notes, the figures exact."""
+    model, args = conv_chain()
+    same = blocks._Span.same
+    monkeypatch.setattr(blocks._Span, "same", lambda self, other: same(self, other) and self.phase == "forward")
+    off, on = _both(model, args, monkeypatch)
+    assert "reused_blocks" not in on
+    assert any("repeated blocks: run exactly" in n and "backward differs" in n for n in on["notes"])
+    assert _figures(off) == _figures(on)
+
+
+class Transposed(nn.Module):
+    """A stem whose output is a transposed view: the first block's input laid out otherwise than the
+    others' (ViT's: batch first, then sequence first), the same ops."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(16, 16)
+
+    def forward(self, x):
+        return self.fc(x).transpose(0, 1)
+
+
+class View(Mlp):
+    def forward(self, x):
+        super().forward(x)
+        return x.view(x.shape)
+
+
+def test_a_view_of_the_input_is_not_reused(monkeypatch):
+    model = Chain(View, 5, nn.Linear(16, 16), nn.Linear(16, 4))
+    off, on = _both(model, (torch.randn(2, 5, 16),), monkeypatch)
+    assert "reused_blocks" not in on and _figures(off) == _figures(on)
+
+
+class Keywords(nn.Module):
+    """Layers called with a keyword tensor (a Hugging Face layer's attention mask): not reused."""
+
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList(Masked() for _ in range(5))
+
+    def forward(self, x):
+        mask = torch.ones(x.shape[-1])
+        for layer in self.layers:
+            x = layer(x, mask=mask)
+        return x
+
+
+class Masked(Mlp):
+    def forward(self, x, mask=None):
+        return super().forward(x * mask)
+
+
+def test_the_first_input_laid_out_otherwise(monkeypatch):
+    model = Chain(Mlp, 5, Transposed(), nn.Linear(16, 4))
+    off, on = _both(model, (torch.randn(2, 5, 16),), monkeypatch)
+    assert on["reused_blocks"][0]["reused"] == "2-3"
+    assert _figures(off) == _figures(on)
+
+
+def test_keyword_tensors_are_not_reused(monkeypatch):
+    off, on = _both(Keywords(), (torch.randn(2, 5, 16),), monkeypatch)
+    assert "reused_blocks" not in on and _figures(off) == _figures(on)
+
+
+def _drop(name):
+    """A mutation of the backward template: its free of `name` left out."""
+    read = blocks._read_span
+
+    def wrong(tracker, opened, prefix, phase, outside):
+        span, births = read(tracker, opened, prefix, phase, outside)
+        if phase == "backward":
+            for o in span.ops:
+                o.items = [i for i in o.items if not (i[0] == "d" and i[1] == (name,))]
+        return span, births
+
+    return wrong
+
+
+@pytest.mark.parametrize(
+    "mutation, make",
+    [("gout", mlp_chain), ("gout", conv_chain), ("in", mlp_chain), ("grad", conv_chain)],
+    ids=["grad-out-freed-late", "grad-out-freed-late-conv", "input-kept", "no-parameter-gradient"],
+)
+def test_a_wrong_stand_in_changes_the_figures(mutation, make, monkeypatch):
+    """The comparison the tests above make sees a stand-in that gets a hazard wrong."""
+    model, args = make()
+    monkeypatch.setattr(blocks, "ENABLED", False)
+    off = step_memory(model.train(), args)
+    if mutation == "grad":
+        monkeypatch.setattr(blocks, "_give_grad", lambda param, grad: None)
+    else:
+        monkeypatch.setattr(blocks, "_read_span", _drop(mutation))
+    monkeypatch.setattr(blocks, "ENABLED", True)
+    wrong = step_memory(model, args)
+    assert wrong["reused_blocks"]  # the stand-ins ran (no premise failed)
+    assert _figures(off) != _figures(wrong)
+
+
+def test_the_text_report_says_the_reuse(tmp_path):
+    """The memory section's text names the blocks written from others (the JSON's reused_blocks)."""
+    target = tmp_path / "chain.py"
+    target.write_text(
+        "import torch.nn as nn\n"
+        "class Mlp(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.norm, self.fc = nn.LayerNorm(16), nn.Linear(16, 16)\n"
+        "    def forward(self, x):\n"
+        "        return x + self.fc(self.norm(x))\n"
+        "def make():\n"
+        "    return nn.Sequential(nn.Linear(16, 16), nn.Sequential(*(Mlp() for _ in range(5))))\n",
+        encoding="utf-8",
+    )
+    root = str(Path(blocks.__file__).resolve().parents[3])
+    env = {**os.environ, "PYTHONPATH": root}
+    out = subprocess.run(
+        [sys.executable, "-m", "archlint", f"{target}:make", "--input-shape", "2,5,16", "--train"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=root,
+        timeout=300,
+    )
+    assert out.returncode in (0, 1), out.stderr
+    assert "memory: 1 blocks 2-3 (Mlp) written from 1.1 (forward) and 1.4 (backward)" in out.stdout
