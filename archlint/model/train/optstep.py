@@ -43,7 +43,7 @@ from __future__ import annotations
 import bisect
 import collections
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
@@ -293,7 +293,7 @@ def _class_name(c: tuple) -> str:
     return f"{c[0]}-d {str(c[1]).removeprefix('torch.')} parameters"
 
 
-def _probes(keys: list, unproven: AbstractSet, torchs: bool) -> tuple[list, dict, dict]:
+def _probes(keys: list, unproven: Collection, torchs: bool) -> tuple[list, dict, dict]:
     """The layouts the probe runs, first seen first: (those layouts, class -> its pair (its layouts of
     the fewest and the most elements, first seen of each), layout -> its class where a pair stands for
     it). A class of three layouts or more and two sizes is probed by its pair; any other layout, a
@@ -730,9 +730,10 @@ def _states(template: Template, keys: list, class_of: dict, made: dict) -> tuple
         shape, stride = key[0][0], key[0][1]
         entries = []
         for name, how, v in made[class_of[key]]:
+            expect: tuple | None
             if isinstance(how, torch.dtype):  # the parameter's layout, on a storage of its own size
+                expect = (shape, stride, 0, math.prod(shape) * how.itemsize, how, torch.strided, v.device)
                 how = (shape, stride, how)
-                expect = (shape, stride, 0, math.prod(shape) * how[2].itemsize, how[2], torch.strided, v.device)
             else:
                 expect = _layout(v) if isinstance(v, torch.Tensor) else None
             entries.append((name, how, v, expect))
