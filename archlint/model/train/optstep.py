@@ -319,10 +319,10 @@ def _probes(keys: list, unproven: Collection, torchs: bool) -> tuple[list, dict,
 def _worth(params: int, probed: int) -> str:
     """Why the probe would not pay (empty: it does). It runs the probed layouts' parameters (each at
     about twice the cost of one in torch's step over all: its reading, its template), then writes
-    every parameter at a fraction of its cost. Measured (process time, 4 and 10 probed layouts, 6 to 40 parameters): AdamW breaks even at 2.5 to 3
-    parameters a probed layout, SGD with momentum at about 5, plain SGD (one op a parameter) at about
-    30 (mobilenet_v3_large's 29 gain a tenth; resnet18's 12 lose a third of a millisecond). The
-    rule is AdamW's, the default."""
+    every parameter at a fraction of its cost. Measured (process time, 4 and 10 probed layouts, 6
+    to 40 parameters): AdamW breaks even at 2.5 to 3 parameters a probed layout, SGD with momentum
+    at about 5, plain SGD (one op a parameter) at about 30 (mobilenet_v3_large's 29 gain a tenth;
+    resnet18's 12 lose a third of a millisecond). The rule is AdamW's, the default."""
     if probed >= params:
         return "no fewer layouts to probe than parameters"
     if params < 3 * probed:
