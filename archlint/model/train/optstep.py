@@ -43,7 +43,7 @@ from __future__ import annotations
 import bisect
 import collections
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
@@ -293,7 +293,7 @@ def _class_name(c: tuple) -> str:
     return f"{c[0]}-d {str(c[1]).removeprefix('torch.')} parameters"
 
 
-def _probes(keys: list, unproven: AbstractSet, torchs: bool) -> tuple[list, dict, dict]:
+def _probes(keys: list, unproven: Collection, torchs: bool) -> tuple[list, dict, dict]:
     """The layouts the probe runs, first seen first: (those layouts, class -> its pair (its layouts of
     the fewest and the most elements, first seen of each), layout -> its class where a pair stands for
     it). A class of three layouts or more and two sizes is probed by its pair; any other layout, a
@@ -319,10 +319,10 @@ def _probes(keys: list, unproven: AbstractSet, torchs: bool) -> tuple[list, dict
 def _worth(params: int, probed: int) -> str:
     """Why the probe would not pay (empty: it does). It runs the probed layouts' parameters (each at
     about twice the cost of one in torch's step over all: its reading, its template), then writes
-    every parameter at a fraction of its cost, over a fixed cost of about a millisecond. Measured
-    (process time, 10 probed layouts, 15 to 40 parameters): AdamW breaks even at 2.5 to 3 parameters
-    a probed layout, SGD with momentum at about 5; plain SGD (one op a parameter) at none below 30,
-    though it loses under half a millisecond there. The rule is AdamW's, the default."""
+    every parameter at a fraction of its cost. Measured (process time, 4 and 10 probed layouts, 6
+    to 40 parameters): AdamW breaks even at 2.5 to 3 parameters a probed layout, SGD with momentum
+    at about 5, plain SGD (one op a parameter) at about 30 (mobilenet_v3_large's 29 gain a tenth;
+    resnet18's 12 lose a third of a millisecond). The rule is AdamW's, the default."""
     if probed >= params:
         return "no fewer layouts to probe than parameters"
     if params < 3 * probed:
@@ -730,9 +730,10 @@ def _states(template: Template, keys: list, class_of: dict, made: dict) -> tuple
         shape, stride = key[0][0], key[0][1]
         entries = []
         for name, how, v in made[class_of[key]]:
+            expect: tuple | None
             if isinstance(how, torch.dtype):  # the parameter's layout, on a storage of its own size
+                expect = (shape, stride, 0, math.prod(shape) * how.itemsize, how, torch.strided, v.device)
                 how = (shape, stride, how)
-                expect = (shape, stride, 0, math.prod(shape) * how[2].itemsize, how[2], torch.strided, v.device)
             else:
                 expect = _layout(v) if isinstance(v, torch.Tensor) else None
             entries.append((name, how, v, expect))

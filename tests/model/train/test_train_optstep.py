@@ -398,3 +398,16 @@ def test_a_wrong_scale_factor_shows_in_the_figures(monkeypatch):
     real = _run(monkeypatch, _wide, False, optimizer="adamw")
     assert templated[3][0].templated and templated[3][0].probed == 4
     assert _tracker(templated[1]) != _tracker(real[1])
+
+
+def _channels_last():
+    widths = [(3, 8), (8, 8), (8, 16), (16, 16), (16, 32), (32, 32), (32, 32)]
+    model = nn.Sequential(*(nn.Sequential(nn.Conv2d(c, d, 3, padding=1), nn.BatchNorm2d(d)) for c, d in widths))
+    return model.to(memory_format=torch.channels_last), (torch.randn(2, 3, 16, 16),), {}
+
+
+def test_channels_last_weights_are_probed_each(monkeypatch):
+    """A weight dense in another order of its dimensions (channels_last) is not of a class: its six
+    layouts are probed each; the biases and norms (8, 16, 32 elements) by a pair."""
+    templated, _ = _same(monkeypatch, _channels_last, optimizer="adamw")
+    assert templated[0].templated and templated[0].probed == 6 + 2 and templated[0].unscaled == []
