@@ -5,14 +5,15 @@ class with the same parameters' layouts, each feeding the next. On the meta devi
 and free the same storages, in the same order, with the same ops, forward and backward; the memory
 model's dispatch mode pays its per-op cost for each all the same. So in the first step (the
 memory model's `_measure`, before the optimizer step) a chain of at least MIN_CHAIN such calls
-runs its first two instances and its last exactly, and the ones between as a stand-in: an
+runs its first two instances and its last two exactly, and the ones between as a stand-in: an
 autograd Function whose forward writes the second instance's events into the tracker (its
 births and deaths, its ops with their names and module paths, its timeline figures, a
-kernel's scratch) and returns a meta output of its layout, and whose backward writes the last
-instance's backward events (autograd runs the last instance's backward first): the parameters'
-gradients made at their recorded points, as real tensors on `p.grad`, the gradient it returns,
-the deaths of what the forward kept, of the incoming gradient, of the block's input and output
-where the exact run frees them.
+kernel's scratch) and returns a meta output of its layout, and whose backward writes the
+backward events of the last but one (the template: autograd runs its backward before theirs,
+and like theirs its output feeds a block of the chain, where the last one's may feed anything):
+the parameters' gradients made at their recorded points, as real tensors on `p.grad`, the
+gradient it returns, the deaths of what the forward kept, of the incoming gradient, of the
+block's input and output where the exact run frees them.
 
 It holds only where the run proves it (`Reuse.failed` says why not otherwise, and the whole first
 step is then run again without stand-ins):
@@ -21,12 +22,12 @@ step is then run again without stand-ins):
   workspaces), autocast: no reuse;
 - forward: each instance called with one tensor (the previous one's output, with nothing run in
   between) and the same other arguments, not in place on it, returning a fresh tensor; the first
-  and second instances' events equal up to renumbering, the last's too; a stand-in's input of the
+  and second instances' events equal up to renumbering, the template's too; a stand-in's input of the
   second's layout, its buffers' known values (archlint.model.train.values) those the second
   started from (their values after it are the second's);
-- backward: the last instance's events free only what its forward made, its input, output and
+- backward: the template's events free only what its forward made, its input, output and
   incoming gradient; after the step the second instance's backward (run exactly, after the
-  stand-ins') equals the last's.
+  stand-ins') equals the template's.
 The stand-in keeps its input until the recorded free, and its output where the second instance's
 autograd graph kept its own (a ReLU's saved result); a free the stand-in writes takes the tensor's
 own free out of the tracker (`_forget`), so it is not counted twice.
@@ -51,12 +52,14 @@ from archlint.model.train import steady
 
 # Off with ARCHLINT_BLOCK_REUSE=0 (tests and benchmarks compare the two ways; the figures are the same)
 ENABLED = os.environ.get("ARCHLINT_BLOCK_REUSE", "1") != "0"
-MIN_CHAIN = 4  # two exact instances to prove the forward, one at the end for the backward, one stand-in
+# two exact instances to prove the forward, one stand-in, and two at the end: the backward's template
+# and the last (whose output goes elsewhere: the template's is fed to a block like the stand-ins')
+MIN_CHAIN = 5
 BASIS = (
     "the first step's forward and backward of these blocks written from the instances named (same class, "
-    "parameter layouts, input layout and op sequence, proved by running the first two and the last exactly "
-    "and comparing their events, and the second's backward with the last's); the figures are those of the "
-    "exact run"
+    "parameter layouts, input layout and op sequence, proved by running the first two and the last two "
+    "exactly and comparing their events, and the second's backward with the backward_from one's); the figures "
+    "are those of the exact run"
 )
 _CONTAINERS = (nn.Sequential, nn.ModuleList)
 _PLAIN_TYPES = frozenset((int, float, bool, str, type(None), torch.dtype, torch.device))
@@ -404,6 +407,7 @@ class _Chain:
         self.params = [list(m.named_parameters()) for m in self.modules]
         self.buffers = [list(m.named_buffers()) for m in self.modules]
         self.n = len(run)
+        self.last = self.n - 2  # the template of the stand-ins' backward
         self.next = 0
         self.on = True
         self.stood = 0  # stand-ins run
@@ -437,7 +441,10 @@ class _Chain:
         except _Off as why:
             return self._off(str(why), forward, args, kwargs)
         x = args[0]
-        if k in (0, 1, self.n - 1):
+        if k == self.n - 1:  # run exactly, as the template's consumer
+            self.on = False
+            return forward(*args, **kwargs)
+        if k in (0, 1, self.last):
             return self._exact(k, forward, args, kwargs, x, tracker)
         try:
             self._check_stand_in(k, x, args)
@@ -459,14 +466,14 @@ class _Chain:
     def _check_call(self, k: int, args: tuple, kwargs: dict, tracker) -> None:
         if k != self.next:
             raise _Off("an instance called out of order")
-        if kwargs or not args or not isinstance(args[0], torch.Tensor):
-            raise _Off("a call with keyword arguments or without a tensor first")
-        rest = args[1:]
-        if any(isinstance(a, torch.Tensor) for a in rest):
-            raise _Off("a call with more than one tensor")
+        if not args or not isinstance(args[0], torch.Tensor):
+            raise _Off("a call without a tensor first")
+        # the other arguments: plain values, or tensors that need no gradient, the same objects at each
+        # call (a mask, position embeddings: held weakly here); not an object a layer may change (a cache)
+        rest = _call_key((args[1:], list(kwargs.items())))
         if self.rest is None:
             self.rest = rest
-        elif not _same(self.rest, rest):
+        elif self.rest != rest:
             raise _Off("calls with different arguments")
         x = args[0]
         if not (torch.is_grad_enabled() and x.requires_grad and x.is_meta):
@@ -544,8 +551,8 @@ class _Chain:
                     self.buffer_values = list(zip(before or [], _values_of(values, self.buffers[k])))
                 # the block's autograd graph keeps its output (a ReLU's saved result): a stand-in keeps its own
                 self.holds_output = _use_count(y) > _use_count(fresh)
-            if k == self.n - 1 and self.stood and not (self.fwd[1].same(span) and self.fwd[1].io == span.io):
-                raise _Off("the last instance's forward differs from the second's")
+            if k == self.last and self.stood and not (self.fwd[1].same(span) and self.fwd[1].io == span.io):
+                raise _Off("the template's forward differs from the second's")
             if k == 0 and isinstance(self.reuse.tracker.timeline, _Logged):
                 raise _Off("a span inside another's")
             self._hook_backward(k, y)
@@ -561,7 +568,7 @@ class _Chain:
 
     def _hook_backward(self, k: int, y) -> None:
         """Where each exact instance's backward begins (its output's node about to run): instance 2's
-        and the last one's are read; instance 1's beginning ends instance 2's."""
+        and the template's are read; instance 1's beginning ends instance 2's."""
         chain = self
 
         def pre(grad_outputs, k=k):
@@ -574,7 +581,7 @@ class _Chain:
         g = grad_outputs[0] if grad_outputs else None
         if k == 0 and 1 in self.opened:  # instance 2's backward ends where instance 1's begins
             self._read_backward(1, g)
-        if k in (1, self.n - 1) and self.stood and not self.reuse.failed:
+        if k in (1, self.last) and self.stood and not self.reuse.failed:
             rec = tracker.record(g) if isinstance(g, torch.Tensor) else None
             if rec is None or isinstance(tracker.timeline, _Logged):
                 self.reuse.fail(f"{self.paths[k]}: a backward without a tracked gradient, or inside another's")
@@ -594,7 +601,7 @@ class _Chain:
             outside.update((f"fwd{j}", fwd[j]) for j in kept)
             span, births = _read_span(tracker, opened, self.paths[k], "backward", outside)
             where = {id(r): i for i, r in enumerate(births)}
-            last = k == self.n - 1
+            last = k == self.last
             for name, p in self.params[k]:
                 grad = p.grad
                 if grad is None:  # frozen, or not used: none for the stand-ins either (the spans' roles compared)
@@ -628,7 +635,7 @@ class _Chain:
                 raise _Off("an output freed in its own backward that its graph does not keep")
             span.key += (tuple(sorted(span.roles.items(), key=lambda kv: kv[0])),)
             self.bwd[k] = span
-            if k == 1 and not self.bwd[self.n - 1].same(span):
+            if k == 1 and not self.bwd[self.last].same(span):
                 raise _Off("the second instance's backward differs from the last's")
         except _Off as why:
             self.reuse.fail(f"{self.paths[k]}: {why}")
@@ -659,7 +666,7 @@ class _Chain:
 
     def stand_backward(self, k: int, grad):
         tracker = self.reuse.tracker
-        last = self.n - 1
+        last = self.last
         if last in self.opened:
             self._read_backward(last, grad)
         state = self.state.pop(k, None)
@@ -696,6 +703,35 @@ class _Chain:
             return grad
         gin = next((t for i, t in made.items() if span.roles.get(i) == "gin"), None)
         return gin
+
+
+class _Identity:
+    """A tensor argument as a call's key holds it: weakly, equal to another only for the same live tensor."""
+
+    __slots__ = ("ref",)
+
+    def __init__(self, tensor: torch.Tensor):
+        self.ref = weakref.ref(tensor)
+
+    def __eq__(self, other: object) -> bool:
+        mine = self.ref()
+        return isinstance(other, _Identity) and mine is not None and mine is other.ref()
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def _call_key(value: Any, depth: int = 0) -> Any:
+    """A call's other arguments as compared between calls: plain values by value, tensors by
+    identity (a weak reference: a mask must die when the step lets it); anything else refused."""
+    if isinstance(value, torch.Tensor):
+        if value.requires_grad or not value.is_meta:
+            raise _Off("a call with another tensor that needs a gradient")
+        return ("tensor", _Identity(value))
+    if type(value) in _PLAIN_TYPES:
+        return (type(value).__name__, value)
+    if isinstance(value, (tuple, list)) and depth < 4:
+        return (type(value).__name__, tuple(_call_key(v, depth + 1) for v in value))
+    raise _Off(f"a call with an argument of type {type(value).__name__}")
 
 
 def _give_grad(param: torch.Tensor, grad: torch.Tensor) -> None:
@@ -840,7 +876,7 @@ class Reuse:
                         f"{c.names[0]}-{c.names[-1]}",
                         c.names[2] if c.stood == 1 else f"{c.names[2]}-{c.names[1 + c.stood]}",
                         c.paths[1],
-                        c.paths[-1],
+                        c.paths[c.last],
                     )
                 )
         return out

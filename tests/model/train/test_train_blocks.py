@@ -107,13 +107,23 @@ def test_reused_blocks_give_the_exact_figures(make, optimizer, monkeypatch):
             "module": "blocks",
             "class": type(model.blocks[0]).__name__,
             "chain": "0-5",
-            "reused": "2-4",
+            "reused": "2-3",
             "forward_from": "blocks.1",
-            "backward_from": "blocks.5",
+            "backward_from": "blocks.4",
         }
     ]
     assert on["reused_blocks_basis"] == blocks.BASIS
     assert "notes" not in on or not any("repeated blocks" in n for n in on["notes"])
+
+
+def test_a_chain_that_ends_the_model(monkeypatch):
+    """The last block's output is the model's (the loss's gradient, expanded, comes in): the template
+    is the last but one, fed by a block as the stand-ins are; reused, no second run."""
+    model = nn.Sequential(nn.Linear(16, 16), *(Mlp() for _ in range(6)))
+    off, on = _both(model, (torch.randn(2, 5, 16),), monkeypatch)
+    assert on["reused_blocks"][0]["backward_from"] == "5"
+    assert not any(n.startswith("repeated blocks") for n in on.get("notes", []))
+    assert _figures(off) == _figures(on)
 
 
 def test_the_stand_ins_gradients_are_the_parameters(monkeypatch):
@@ -134,7 +144,7 @@ def test_frozen_parameters_get_no_gradient(monkeypatch):
     assert on["reused_blocks"] and _figures(off) == _figures(on)
 
 
-@pytest.mark.parametrize("n", [3])
+@pytest.mark.parametrize("n", [3, 4])
 def test_a_chain_too_short_is_run_exactly(n, monkeypatch):
     model, args = mlp_chain(n)
     off, on = _both(model, args, monkeypatch)
@@ -142,18 +152,18 @@ def test_a_chain_too_short_is_run_exactly(n, monkeypatch):
 
 
 def test_a_chain_broken_by_another_block(monkeypatch):
-    """Three, a different block, three: no run of four; then a run of four after it: reused."""
+    """Three, a different block, three: no run of five; then a run of five after it: reused."""
     model, args = mlp_chain(7)
     model.blocks[3] = Mlp(16)
     model.blocks[3].fc1 = nn.Linear(16, 24)
     model.blocks[3].fc2 = nn.Linear(24, 16)
     off, on = _both(model, args, monkeypatch)
     assert "reused_blocks" not in on and _figures(off) == _figures(on)
-    model, args = mlp_chain(8)
+    model, args = mlp_chain(9)
     model.blocks[3].fc1 = nn.Linear(16, 24)
     model.blocks[3].fc2 = nn.Linear(24, 16)
     off, on = _both(model, args, monkeypatch)
-    assert [b["chain"] for b in on["reused_blocks"]] == ["4-7"]
+    assert [(b["chain"], b["reused"]) for b in on["reused_blocks"]] == [("4-8", "6")]
     assert _figures(off) == _figures(on)
 
 
@@ -234,14 +244,47 @@ class Keywords(nn.Module):
 
 
 class Masked(Mlp):
-    def forward(self, x, mask=None):
-        return super().forward(x * mask)
+    def forward(self, x, mask=None, scale=1.0):
+        return super().forward(x) * mask * scale
+
+
+class SharedMask(nn.Module):
+    """Layers given one mask (a buffer: no gradient, a known value) and a plain keyword: reused."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("mask", torch.ones(16))
+        self.stem = nn.Linear(16, 16)
+        self.layers = nn.ModuleList(Masked() for _ in range(5))
+
+    def forward(self, x):
+        x = self.stem(x)
+        for layer in self.layers:
+            x = layer(x, mask=self.mask, scale=1.0)
+        return x
+
+
+class Fresh(SharedMask):
+    """A mask made afresh for each layer (the last one freed: the same id possible): not reused."""
+
+    def forward(self, x):
+        x = self.stem(x)
+        for layer in self.layers:
+            x = layer(x, mask=self.mask * 1.0)
+        return x
+
+
+def test_other_arguments_the_same_at_each_call(monkeypatch):
+    off, on = _both(SharedMask(), (torch.randn(2, 5, 16),), monkeypatch)
+    assert on["reused_blocks"][0]["reused"] == "2" and _figures(off) == _figures(on)
+    off, on = _both(Fresh(), (torch.randn(2, 5, 16),), monkeypatch)
+    assert "reused_blocks" not in on and _figures(off) == _figures(on)
 
 
 def test_the_first_input_laid_out_otherwise(monkeypatch):
     model = Chain(Mlp, 5, Transposed(), nn.Linear(16, 4))
     off, on = _both(model, (torch.randn(2, 5, 16),), monkeypatch)
-    assert on["reused_blocks"][0]["reused"] == "2-3"
+    assert on["reused_blocks"][0]["reused"] == "2"
     assert _figures(off) == _figures(on)
 
 
@@ -310,4 +353,4 @@ def test_the_text_report_says_the_reuse(tmp_path):
         timeout=300,
     )
     assert out.returncode in (0, 1), out.stderr
-    assert "memory: 1 blocks 2-3 (Mlp) written from 1.1 (forward) and 1.4 (backward)" in out.stdout
+    assert "memory: 1 blocks 2 (Mlp) written from 1.1 (forward) and 1.3 (backward)" in out.stdout
