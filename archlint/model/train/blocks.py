@@ -72,6 +72,10 @@ class _Off(Exception):
     """A premise of the reuse does not hold (its message says which)."""
 
 
+def _said(why: Exception) -> str:
+    return str(why) if isinstance(why, _Off) else f"an unforeseen {type(why).__name__} ({why})"
+
+
 @dataclass
 class _Op:
     """One op of a span: its name, module (("rel", suffix) under the instance, ("abs", path)), the
@@ -436,20 +440,20 @@ class _Chain:
         tracker = reuse.tracker
         if not self.on or reuse.failed:
             return forward(*args, **kwargs)
-        try:
-            self._check_call(k, args, kwargs, tracker)
-        except _Off as why:
-            return self._off(str(why), forward, args, kwargs)
-        x = args[0]
-        if k == self.n - 1:  # run exactly, as the template's consumer
+        if k == self.n - 1:  # run exactly, as the template's consumer (the post-hoc check covers it)
             self.on = False
             return forward(*args, **kwargs)
+        try:
+            self._check_call(k, args, kwargs, tracker)
+        except Exception as why:  # a premise unmet (_Off), or a case not foreseen: exact, said
+            return self._off(_said(why), forward, args, kwargs)
+        x = args[0]
         if k in (0, 1, self.last):
             return self._exact(k, forward, args, kwargs, x, tracker)
         try:
             self._check_stand_in(k, x, args)
-        except _Off as why:
-            return self._off(str(why), forward, args, kwargs)
+        except Exception as why:  # a premise unmet (_Off), or a case not foreseen: exact, said
+            return self._off(_said(why), forward, args, kwargs)
         self.stood += 1
         y = _StandIn.apply(x, self, k)
         self._done(k, y, tracker)
@@ -556,11 +560,11 @@ class _Chain:
             if k == 0 and isinstance(self.reuse.tracker.timeline, _Logged):
                 raise _Off("a span inside another's")
             self._hook_backward(k, y)
-        except _Off as why:
+        except Exception as why:  # a premise unmet (_Off), or a case not foreseen: exact, said
             if self.stood:
-                self.reuse.fail(f"{self.paths[k]}: {why}")
+                self.reuse.fail(f"{self.paths[k]}: {_said(why)}")
             else:
-                self.reuse.skipped.append(f"{self.container}: {why}")
+                self.reuse.skipped.append(f"{self.container}: {_said(why)}")
             self.on = False
             return y
         self._done(k, y, tracker)
@@ -577,6 +581,12 @@ class _Chain:
         y.grad_fn.register_prehook(pre)
 
     def _backward_begins(self, k: int, grad_outputs) -> None:
+        try:
+            self._begins(k, grad_outputs)
+        except Exception as why:  # a case not foreseen: the step runs again exactly, said
+            self.reuse.fail(f"{self.paths[k]}: {_said(why)}")
+
+    def _begins(self, k: int, grad_outputs) -> None:
         tracker = self.reuse.tracker
         g = grad_outputs[0] if grad_outputs else None
         if k == 0 and 1 in self.opened:  # instance 2's backward ends where instance 1's begins
@@ -637,8 +647,8 @@ class _Chain:
             self.bwd[k] = span
             if k == 1 and not self.bwd[self.last].same(span):
                 raise _Off("the second instance's backward differs from the last's")
-        except _Off as why:
-            self.reuse.fail(f"{self.paths[k]}: {why}")
+        except Exception as why:  # a premise unmet (_Off), or a case not foreseen: exact, said
+            self.reuse.fail(f"{self.paths[k]}: {_said(why)}")
 
     # -- the stand-ins ---------------------------------------------------------------------------
     def stand_forward(self, k: int, x):
@@ -651,8 +661,8 @@ class _Chain:
         out_at = next(i for i, role in span.roles.items() if role == "out")
         try:
             _write(tracker, span, prefix, recs, {}, lambda i: tracker.see(y) if i == out_at else None)
-        except _Off as why:
-            self.reuse.fail(f"{prefix}: {why}")
+        except Exception as why:  # a premise unmet (_Off), or a case not foreseen: exact, said
+            self.reuse.fail(f"{prefix}: {_said(why)}")
         self.state[k] = {"x": x, "y": y if self.holds_output else None, "recs": recs}
         values = self.reuse.values
         if values is not None:
@@ -697,8 +707,8 @@ class _Chain:
         named = {"in": state["x"], "out": state["y"], "gout": grad}
         try:
             _write(tracker, span, self.paths[k], [], {"fwd": fwd, "named": named}, birth)
-        except _Off as why:
-            self.reuse.fail(f"{self.paths[k]}: {why}")
+        except Exception as why:  # a premise unmet (_Off), or a case not foreseen: exact, said
+            self.reuse.fail(f"{self.paths[k]}: {_said(why)}")
         if span.roles.get(-1) == "gin=gout":
             return grad
         gin = next((t for i, t in made.items() if span.roles.get(i) == "gin"), None)
