@@ -764,48 +764,49 @@ def _write(tracker, span: _Span, prefix: str, recs: list, refs: dict, birth) -> 
     birth with a tensor of its own, else None; `refs`: the records and tensors of the names a death may name)."""
     fwd = refs.get("fwd", [])
     named = refs.get("named", {})
-    phase = tracker.phase
-
-    def module(ref: tuple) -> str:
-        return prefix + ref[1] if ref[0] == "rel" else ref[1]
-
-    def run(items) -> None:
+    ops = span.ops
+    # the ops' names, phases and modules at once (nothing reads them while a span is written)
+    tracker.op_names += [o.name for o in ops]
+    tracker.op_phase += [tracker.phase] * len(ops)
+    tracker.op_module += [prefix + o.module[1] if o.module[0] == "rel" else o.module[1] for o in ops]
+    timeline, born, died = tracker.timeline, tracker.born, tracker.died
+    extra = 0
+    for o in (None, *ops):
+        if o is None:
+            items = span.pre
+        else:
+            tracker.ops += 1
+            extra, items = o.extra, o.items
+            if len(items) == 1:  # the figure alone: most ops of a block make and free nothing counted
+                timeline.append((tracker.ops - 1, tracker.live_bytes + extra))
+                continue
         for item in items:
             kind = item[0]
-            if kind == "b":
+            if kind == "f":
+                timeline.append((tracker.ops - 1, tracker.live_bytes + extra))
+            elif kind == "b":
                 rec = birth(len(recs))
                 if rec is None:
-                    rec = tracker.born(item[1])
+                    rec = born(item[1])
                 elif rec.nbytes != item[1]:
                     raise _Off("a stand-in's tensor of another size than the template's")
-                rec.module = module(item[2])
+                where = item[2]
+                rec.module = prefix + where[1] if where[0] == "rel" else where[1]
                 recs.append(rec)
             elif kind == "t":
                 tracker.transient(item[1], item[2])
-            elif kind == "f":
-                tracker.timeline.append((tracker.ops - 1, tracker.live_bytes + extra))
             else:
                 ref = item[1]
                 if ref[0] == "span":
-                    tracker.died(recs[ref[1]])
+                    died(recs[ref[1]])
                 elif ref[0].startswith("fwd"):
-                    tracker.died(fwd[int(ref[0][3:])])
+                    died(fwd[int(ref[0][3:])])
                 else:
                     t = named.get(ref[0])
                     if t is None:
                         raise _Off(f"a stand-in without its {ref[0]} to free")
                     _forget(tracker, t)
                     named[ref[0]] = None
-
-    extra = 0
-    run(span.pre)
-    for o in span.ops:
-        tracker.ops += 1
-        tracker.op_names.append(o.name)
-        tracker.op_phase.append(phase)
-        tracker.op_module.append(module(o.module))
-        extra = o.extra
-        run(o.items)
 
 
 class Reuse:
