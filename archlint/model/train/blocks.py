@@ -18,8 +18,9 @@ block's input and output where the exact run frees them.
 It holds only where the run proves it (`Reuse.failed` says why not otherwise, and the whole first
 step is then run again without stand-ins):
 - before: the instances' classes, parameter and buffer layouts, submodules and plain attributes
-  equal; no hooks of the user's on them or their parameters; a GPU target (its libraries'
-  workspaces), autocast: no reuse;
+  equal; no hooks of the user's on them or their parameters; under autocast: no reuse; on a GPU
+  spec, a first instance that makes a library's workspace (cuBLAS's, at a thread's first GEMM)
+  is left out of the chain;
 - forward: each instance called with one tensor (the previous one's output, with nothing run in
   between) and the same other arguments, not in place on it, returning a fresh tensor; the first
   and second instances' events equal up to renumbering, the template's too; a stand-in's input of the
@@ -70,6 +71,10 @@ _TOP_HOOKS = getattr(torch._C._autograd, "_top_saved_tensors_default_hooks", Non
 
 class _Off(Exception):
     """A premise of the reuse does not hold (its message says which)."""
+
+
+class _Held(_Off):
+    """A library workspace made in the span (a GPU target's cuBLAS workspace, at its first GEMM)."""
 
 
 def _said(why: Exception) -> str:
@@ -305,6 +310,8 @@ def _read_span(tracker, opened: _Open, prefix: str, phase: str, outside: dict[st
     transients = tracker.transients[bisect.bisect_left(tracker.transients, e0, key=_BORN) :]
     events: dict[int, tuple] = {}
     for i, r in enumerate(births):
+        if r.kind == "workspaces":
+            raise _Held("a library workspace made in the block")
         if r.phase != phase or r.kind or r.skippable or not o0 <= r.op < o1 or r.born >= e1:
             raise _Off("a birth of another phase or kind, or outside the span's ops")
         events[r.born] = ("b", r.nbytes, _module_ref(r.module, prefix), r.op - o0)
@@ -411,6 +418,7 @@ class _Chain:
         self.params = [list(m.named_parameters()) for m in self.modules]
         self.buffers = [list(m.named_buffers()) for m in self.modules]
         self.n = len(run)
+        self.base = 0  # instances before the chain as it stands (the first left out: _drop_first)
         self.last = self.n - 2  # the template of the stand-ins' backward
         self.next = 0
         self.on = True
@@ -438,7 +446,8 @@ class _Chain:
     def call(self, k: int, forward, args: tuple, kwargs: dict):
         reuse = self.reuse
         tracker = reuse.tracker
-        if not self.on or reuse.failed:
+        k -= self.base
+        if not self.on or reuse.failed or k < 0:
             return forward(*args, **kwargs)
         if k == self.n - 1:  # run exactly, as the template's consumer (the post-hoc check covers it)
             self.on = False
@@ -561,6 +570,9 @@ class _Chain:
                 raise _Off("a span inside another's")
             self._hook_backward(k, y)
         except Exception as why:  # a premise unmet (_Off), or a case not foreseen: exact, said
+            if k == 0 and isinstance(why, _Held) and self.n > MIN_CHAIN:
+                self._drop_first()  # its first GEMM's workspace: the chain begins at the next
+                return y
             if self.stood:
                 self.reuse.fail(f"{self.paths[k]}: {_said(why)}")
             else:
@@ -569,6 +581,19 @@ class _Chain:
             return y
         self._done(k, y, tracker)
         return y
+
+    def _drop_first(self) -> None:
+        """The chain less its first instance (which made a library's workspace, as the others do not)."""
+        self.base += 1
+        for name in ("names", "modules", "paths", "params", "buffers"):
+            setattr(self, name, getattr(self, name)[1:])
+        self.n -= 1
+        self.last = self.n - 2
+        self.fwd.clear()
+        self.fwd_recs.clear()
+        self.in_rec.clear()
+        self.out_rec.clear()
+        self.rest = None
 
     def _hook_backward(self, k: int, y) -> None:
         """Where each exact instance's backward begins (its output's node about to run): instance 2's

@@ -126,6 +126,29 @@ def test_a_chain_that_ends_the_model(monkeypatch):
     assert _figures(off) == _figures(on)
 
 
+class Pixels(nn.Module):
+    """No GEMM before the chain: its first block makes cuBLAS's workspace on a GPU spec."""
+
+    def __init__(self):
+        super().__init__()
+        self.scale = nn.Parameter(torch.ones(16))
+
+    def forward(self, x):
+        return x * self.scale
+
+
+@pytest.mark.parametrize("stem, chain", [(nn.Linear(16, 16), "0-5"), (Pixels(), "1-5")], ids=["gemm-before", "gemm-in"])
+def test_a_gpu_spec(stem, chain, monkeypatch):
+    """On a GPU spec (rounded blocks, cuBLAS's workspaces held from a thread's first GEMM, the
+    allocator's replay) the same figures; a first block that makes the workspace is left out."""
+    from archlint.devices import resolve
+
+    model = Chain(Mlp, 6, stem, nn.Linear(16, 4))
+    off, on = _both(model, (torch.randn(2, 5, 16),), monkeypatch, device_spec=resolve("h100-sxm"), optimizer="adamw")
+    assert on["reused_blocks"][0]["chain"] == chain
+    assert _figures(off) == _figures(on)
+
+
 def test_the_stand_ins_gradients_are_the_parameters(monkeypatch):
     """The optimizer's state is made for every parameter: the stand-ins' gradients are on `p.grad`."""
     model, args = mlp_chain()
