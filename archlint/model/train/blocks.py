@@ -427,7 +427,7 @@ class _Chain:
         self.prev_out: Any = None  # weak reference to the last instance's output
         self.rest: tuple | None = None
         self.fwd: dict[int, _Span] = {}
-        self.fwd_recs: dict[int, list] = {}  # instance -> its forward's survivors' records (exact) ...
+        self.fwd_recs: dict[int, list] = {}  # exact instance -> the records its forward made
         self.in_rec: dict[int, Any] = {}
         self.out_rec: dict[int, Any] = {}
         self.in_layout: tuple | None = None
@@ -440,7 +440,6 @@ class _Chain:
         self.state: dict[int, dict] = {}  # stand-in -> its tensors and records
         self.grad_layouts: dict[str, torch.Tensor] = {}
         self.gin_layout: torch.Tensor | None = None
-        self.bwd_outside: dict[int, dict[int, str]] = {}
 
     # -- the forward ----------------------------------------------------------------------------
     def call(self, k: int, forward, args: tuple, kwargs: dict):
@@ -671,7 +670,7 @@ class _Chain:
             span.key += (tuple(sorted(span.roles.items(), key=lambda kv: kv[0])),)
             self.bwd[k] = span
             if k == 1 and not self.bwd[self.last].same(span):
-                raise _Off("the second instance's backward differs from the last's")
+                raise _Off("the second instance's backward differs from the template's")
         except Exception as why:  # a premise unmet (_Off), or a case not foreseen: exact, said
             self.reuse.fail(f"{self.paths[k]}: {_said(why)}")
 
