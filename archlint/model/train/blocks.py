@@ -53,9 +53,10 @@ from archlint.model.train import steady
 
 # Off with ARCHLINT_BLOCK_REUSE=0 (tests and benchmarks compare the two ways; the figures are the same)
 ENABLED = os.environ.get("ARCHLINT_BLOCK_REUSE", "1") != "0"
-# two exact instances to prove the forward, one stand-in, and two at the end: the backward's template
-# and the last (whose output goes elsewhere: the template's is fed to a block like the stand-ins')
-MIN_CHAIN = 5
+# two exact instances to prove the forward, two at the end: the backward's template and the last
+# (whose output goes elsewhere: the template's is fed to a block like the stand-ins'); and at least
+# two stand-ins: one saves less than reading the spans costs (ResNet-50's layer3, measured)
+MIN_CHAIN = 6
 BASIS = (
     "the first step's forward and backward of these blocks written from the instances named (same class, "
     "parameter layouts, input layout and op sequence, proved by running the first two and the last two "
@@ -759,7 +760,7 @@ def _call_key(value: Any, depth: int = 0) -> Any:
     identity (a weak reference: a mask must die when the step lets it); anything else refused."""
     if isinstance(value, torch.Tensor):
         if value.requires_grad or not value.is_meta:
-            raise _Off("a call with another tensor that needs a gradient")
+            raise _Off("a call with another tensor that needs a gradient or is not on meta")
         return ("tensor", _Identity(value))
     if type(value) in _PLAIN_TYPES:
         return (type(value).__name__, value)

@@ -137,13 +137,13 @@ class Pixels(nn.Module):
         return x * self.scale
 
 
-@pytest.mark.parametrize("stem, chain", [(nn.Linear(16, 16), "0-5"), (Pixels(), "1-5")], ids=["gemm-before", "gemm-in"])
+@pytest.mark.parametrize("stem, chain", [(nn.Linear(16, 16), "0-6"), (Pixels(), "1-6")], ids=["gemm-before", "gemm-in"])
 def test_a_gpu_spec(stem, chain, monkeypatch):
     """On a GPU spec (rounded blocks, cuBLAS's workspaces held from a thread's first GEMM, the
     allocator's replay) the same figures; a first block that makes the workspace is left out."""
     from archlint.devices import resolve
 
-    model = Chain(Mlp, 6, stem, nn.Linear(16, 4))
+    model = Chain(Mlp, 7, stem, nn.Linear(16, 4))
     off, on = _both(model, (torch.randn(2, 5, 16),), monkeypatch, device_spec=resolve("h100-sxm"), optimizer="adamw")
     assert on["reused_blocks"][0]["chain"] == chain
     assert _figures(off) == _figures(on)
@@ -167,7 +167,7 @@ def test_frozen_parameters_get_no_gradient(monkeypatch):
     assert on["reused_blocks"] and _figures(off) == _figures(on)
 
 
-@pytest.mark.parametrize("n", [3, 4])
+@pytest.mark.parametrize("n", [3, 4, 5])
 def test_a_chain_too_short_is_run_exactly(n, monkeypatch):
     model, args = mlp_chain(n)
     off, on = _both(model, args, monkeypatch)
@@ -175,27 +175,29 @@ def test_a_chain_too_short_is_run_exactly(n, monkeypatch):
 
 
 def test_a_chain_broken_by_another_block(monkeypatch):
-    """Three, a different block, three: no run of five; then a run of five after it: reused."""
+    """Three, a different block, three: no run of six; then a run of six after it: reused."""
     model, args = mlp_chain(7)
     model.blocks[3] = Mlp(16)
     model.blocks[3].fc1 = nn.Linear(16, 24)
     model.blocks[3].fc2 = nn.Linear(24, 16)
     off, on = _both(model, args, monkeypatch)
     assert "reused_blocks" not in on and _figures(off) == _figures(on)
-    model, args = mlp_chain(9)
+    model, args = mlp_chain(10)
     model.blocks[3].fc1 = nn.Linear(16, 24)
     model.blocks[3].fc2 = nn.Linear(24, 16)
     off, on = _both(model, args, monkeypatch)
-    assert [(b["chain"], b["reused"]) for b in on["reused_blocks"]] == [("4-8", "6")]
+    assert [(b["chain"], b["reused"]) for b in on["reused_blocks"]] == [("4-9", "6-7")]
     assert _figures(off) == _figures(on)
 
 
 class TwoTensors(nn.Module):
     def __init__(self):
         super().__init__()
-        self.layers = nn.ModuleList(Mlp() for _ in range(5))
+        self.stem = nn.Linear(16, 16)
+        self.layers = nn.ModuleList(Mlp() for _ in range(6))
 
     def forward(self, x):
+        x = self.stem(x)
         for layer in self.layers:
             x = layer(x) * 1.0
         return x
@@ -211,7 +213,7 @@ def test_no_reuse_where_the_premises_fail_before_a_stand_in(monkeypatch):
     model = TwoTensors()
     off, on = _both(model, (torch.randn(2, 5, 16),), monkeypatch)
     assert "reused_blocks" not in on and _figures(off) == _figures(on)
-    model = Chain(InPlace, 5, nn.Linear(16, 16), nn.Linear(16, 4))
+    model = Chain(InPlace, 6, nn.Linear(16, 16), nn.Linear(16, 4))
     off, on = _both(model, (torch.randn(2, 5, 16),), monkeypatch)
     assert "reused_blocks" not in on and _figures(off) == _figures(on)
 
@@ -247,22 +249,25 @@ class View(Mlp):
 
 
 def test_a_view_of_the_input_is_not_reused(monkeypatch):
-    model = Chain(View, 5, nn.Linear(16, 16), nn.Linear(16, 4))
+    model = Chain(View, 6, nn.Linear(16, 16), nn.Linear(16, 4))
     off, on = _both(model, (torch.randn(2, 5, 16),), monkeypatch)
     assert "reused_blocks" not in on and _figures(off) == _figures(on)
 
 
 class Keywords(nn.Module):
-    """Layers called with a keyword tensor (a Hugging Face layer's attention mask): not reused."""
+    """Layers given a tensor that needs a gradient (T5's position bias, made once for all layers):
+    its gradient is added up from every layer, which a stand-in does not give: not reused."""
 
     def __init__(self):
         super().__init__()
-        self.layers = nn.ModuleList(Masked() for _ in range(5))
+        self.stem = nn.Linear(16, 16)
+        self.bias = nn.Parameter(torch.ones(16))
+        self.layers = nn.ModuleList(Masked() for _ in range(6))
 
     def forward(self, x):
-        mask = torch.ones(x.shape[-1])
+        x = self.stem(x)
         for layer in self.layers:
-            x = layer(x, mask=mask)
+            x = layer(x, mask=self.bias)
         return x
 
 
@@ -278,7 +283,7 @@ class SharedMask(nn.Module):
         super().__init__()
         self.register_buffer("mask", torch.ones(16))
         self.stem = nn.Linear(16, 16)
-        self.layers = nn.ModuleList(Masked() for _ in range(5))
+        self.layers = nn.ModuleList(Masked() for _ in range(6))
 
     def forward(self, x):
         x = self.stem(x)
@@ -299,15 +304,15 @@ class Fresh(SharedMask):
 
 def test_other_arguments_the_same_at_each_call(monkeypatch):
     off, on = _both(SharedMask(), (torch.randn(2, 5, 16),), monkeypatch)
-    assert on["reused_blocks"][0]["reused"] == "2" and _figures(off) == _figures(on)
+    assert on["reused_blocks"][0]["reused"] == "2-3" and _figures(off) == _figures(on)
     off, on = _both(Fresh(), (torch.randn(2, 5, 16),), monkeypatch)
     assert "reused_blocks" not in on and _figures(off) == _figures(on)
 
 
 def test_the_first_input_laid_out_otherwise(monkeypatch):
-    model = Chain(Mlp, 5, Transposed(), nn.Linear(16, 4))
+    model = Chain(Mlp, 6, Transposed(), nn.Linear(16, 4))
     off, on = _both(model, (torch.randn(2, 5, 16),), monkeypatch)
-    assert on["reused_blocks"][0]["reused"] == "2"
+    assert on["reused_blocks"][0]["reused"] == "2-3"
     assert _figures(off) == _figures(on)
 
 
@@ -362,7 +367,7 @@ def test_the_text_report_says_the_reuse(tmp_path):
         "    def forward(self, x):\n"
         "        return x + self.fc(self.norm(x))\n"
         "def make():\n"
-        "    return nn.Sequential(nn.Linear(16, 16), nn.Sequential(*(Mlp() for _ in range(5))))\n",
+        "    return nn.Sequential(nn.Linear(16, 16), nn.Sequential(*(Mlp() for _ in range(6))))\n",
         encoding="utf-8",
     )
     root = str(Path(blocks.__file__).resolve().parents[3])
@@ -376,4 +381,4 @@ def test_the_text_report_says_the_reuse(tmp_path):
         timeout=300,
     )
     assert out.returncode in (0, 1), out.stderr
-    assert "memory: 1 blocks 2 (Mlp) written from 1.1 (forward) and 1.3 (backward)" in out.stdout
+    assert "memory: 1 blocks 2-3 (Mlp) written from 1.1 (forward) and 1.4 (backward)" in out.stdout
