@@ -321,6 +321,28 @@ def test_keyword_tensors_are_not_reused(monkeypatch):
     assert "reused_blocks" not in on and _figures(off) == _figures(on)
 
 
+class Checkpointed(Chain):
+    """Each block under activation checkpointing (its saved tensors freed and recomputed): not reused."""
+
+    def __init__(self, reentrant: bool):
+        super().__init__(Mlp, 6, nn.Linear(16, 16), nn.Linear(16, 4))
+        self.reentrant = reentrant
+
+    def forward(self, x):
+        from torch.utils.checkpoint import checkpoint
+
+        x = self.stem(x)
+        for block in self.blocks:
+            x = checkpoint(block, x, use_reentrant=self.reentrant)
+        return self.head(x)
+
+
+@pytest.mark.parametrize("reentrant", [False, True])
+def test_activation_checkpointing_is_not_reused(reentrant, monkeypatch):
+    off, on = _both(Checkpointed(reentrant), (torch.randn(2, 5, 16),), monkeypatch)
+    assert "reused_blocks" not in on and _figures(off) == _figures(on)
+
+
 def _drop(name):
     """A mutation of the backward template: its free of `name` left out."""
     read = blocks._read_span
