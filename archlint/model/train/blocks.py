@@ -5,28 +5,30 @@ class with the same parameters' layouts, each feeding the next. On the meta devi
 and free the same storages, in the same order, with the same ops, forward and backward; the memory
 model's dispatch mode pays its per-op cost for each all the same. So in the first step (the
 memory model's `_measure`, before the optimizer step) a chain of at least MIN_CHAIN such calls
-runs its first two instances and its last exactly, and the ones between as a stand-in: an
+runs its first two instances and its last two exactly, and the ones between as a stand-in: an
 autograd Function whose forward writes the second instance's events into the tracker (its
 births and deaths, its ops with their names and module paths, its timeline figures, a
-kernel's scratch) and returns a meta output of its layout, and whose backward writes the last
-instance's backward events (autograd runs the last instance's backward first): the parameters'
-gradients made at their recorded points, as real tensors on `p.grad`, the gradient it returns,
-the deaths of what the forward kept, of the incoming gradient, of the block's input and output
-where the exact run frees them.
+kernel's scratch) and returns a meta output of its layout, and whose backward writes the
+backward events of the last but one (the template: autograd runs its backward before theirs,
+and like theirs its output feeds a block of the chain, where the last one's may feed anything):
+the parameters' gradients made at their recorded points, as real tensors on `p.grad`, the
+gradient it returns, the deaths of what the forward kept, of the incoming gradient, of the
+block's input and output where the exact run frees them.
 
 It holds only where the run proves it (`Reuse.failed` says why not otherwise, and the whole first
 step is then run again without stand-ins):
 - before: the instances' classes, parameter and buffer layouts, submodules and plain attributes
-  equal; no hooks of the user's on them or their parameters; a GPU target (its libraries'
-  workspaces), autocast: no reuse;
+  equal; no hooks of the user's on them or their parameters; under autocast: no reuse; on a GPU
+  spec, a first instance that makes a library's workspace (cuBLAS's, at a thread's first GEMM)
+  is left out of the chain;
 - forward: each instance called with one tensor (the previous one's output, with nothing run in
   between) and the same other arguments, not in place on it, returning a fresh tensor; the first
-  and second instances' events equal up to renumbering, the last's too; a stand-in's input of the
+  and second instances' events equal up to renumbering, the template's too; a stand-in's input of the
   second's layout, its buffers' known values (archlint.model.train.values) those the second
   started from (their values after it are the second's);
-- backward: the last instance's events free only what its forward made, its input, output and
+- backward: the template's events free only what its forward made, its input, output and
   incoming gradient; after the step the second instance's backward (run exactly, after the
-  stand-ins') equals the last's.
+  stand-ins') equals the template's.
 The stand-in keeps its input until the recorded free, and its output where the second instance's
 autograd graph kept its own (a ReLU's saved result); a free the stand-in writes takes the tensor's
 own free out of the tracker (`_forget`), so it is not counted twice.
@@ -51,12 +53,15 @@ from archlint.model.train import steady
 
 # Off with ARCHLINT_BLOCK_REUSE=0 (tests and benchmarks compare the two ways; the figures are the same)
 ENABLED = os.environ.get("ARCHLINT_BLOCK_REUSE", "1") != "0"
-MIN_CHAIN = 4  # two exact instances to prove the forward, one at the end for the backward, one stand-in
+# two exact instances to prove the forward, two at the end: the backward's template and the last
+# (whose output goes elsewhere: the template's is fed to a block like the stand-ins'); and at least
+# two stand-ins: one saves less than reading the spans costs (ResNet-50's layer3, measured)
+MIN_CHAIN = 6
 BASIS = (
     "the first step's forward and backward of these blocks written from the instances named (same class, "
-    "parameter layouts, input layout and op sequence, proved by running the first two and the last exactly "
-    "and comparing their events, and the second's backward with the last's); the figures are those of the "
-    "exact run"
+    "parameter layouts, input layout and op sequence, proved by running the first two and the last two "
+    "exactly and comparing their events, and the second's backward with the backward_from one's); the figures "
+    "are those of the exact run"
 )
 _CONTAINERS = (nn.Sequential, nn.ModuleList)
 _PLAIN_TYPES = frozenset((int, float, bool, str, type(None), torch.dtype, torch.device))
@@ -67,6 +72,14 @@ _TOP_HOOKS = getattr(torch._C._autograd, "_top_saved_tensors_default_hooks", Non
 
 class _Off(Exception):
     """A premise of the reuse does not hold (its message says which)."""
+
+
+class _Held(_Off):
+    """A library workspace made in the span (a GPU target's cuBLAS workspace, at its first GEMM)."""
+
+
+def _said(why: Exception) -> str:
+    return str(why) if isinstance(why, _Off) else f"an unforeseen {type(why).__name__} ({why})"
 
 
 @dataclass
@@ -298,6 +311,8 @@ def _read_span(tracker, opened: _Open, prefix: str, phase: str, outside: dict[st
     transients = tracker.transients[bisect.bisect_left(tracker.transients, e0, key=_BORN) :]
     events: dict[int, tuple] = {}
     for i, r in enumerate(births):
+        if r.kind == "workspaces":
+            raise _Held("a library workspace made in the block")
         if r.phase != phase or r.kind or r.skippable or not o0 <= r.op < o1 or r.born >= e1:
             raise _Off("a birth of another phase or kind, or outside the span's ops")
         events[r.born] = ("b", r.nbytes, _module_ref(r.module, prefix), r.op - o0)
@@ -404,6 +419,8 @@ class _Chain:
         self.params = [list(m.named_parameters()) for m in self.modules]
         self.buffers = [list(m.named_buffers()) for m in self.modules]
         self.n = len(run)
+        self.base = 0  # instances before the chain as it stands (the first left out: _drop_first)
+        self.last = self.n - 2  # the template of the stand-ins' backward
         self.next = 0
         self.on = True
         self.stood = 0  # stand-ins run
@@ -411,7 +428,7 @@ class _Chain:
         self.prev_out: Any = None  # weak reference to the last instance's output
         self.rest: tuple | None = None
         self.fwd: dict[int, _Span] = {}
-        self.fwd_recs: dict[int, list] = {}  # instance -> its forward's survivors' records (exact) ...
+        self.fwd_recs: dict[int, list] = {}  # exact instance -> the records its forward made
         self.in_rec: dict[int, Any] = {}
         self.out_rec: dict[int, Any] = {}
         self.in_layout: tuple | None = None
@@ -424,25 +441,28 @@ class _Chain:
         self.state: dict[int, dict] = {}  # stand-in -> its tensors and records
         self.grad_layouts: dict[str, torch.Tensor] = {}
         self.gin_layout: torch.Tensor | None = None
-        self.bwd_outside: dict[int, dict[int, str]] = {}
 
     # -- the forward ----------------------------------------------------------------------------
     def call(self, k: int, forward, args: tuple, kwargs: dict):
         reuse = self.reuse
         tracker = reuse.tracker
-        if not self.on or reuse.failed:
+        k -= self.base
+        if not self.on or reuse.failed or k < 0:
+            return forward(*args, **kwargs)
+        if k == self.n - 1:  # run exactly, as the template's consumer (the post-hoc check covers it)
+            self.on = False
             return forward(*args, **kwargs)
         try:
             self._check_call(k, args, kwargs, tracker)
-        except _Off as why:
-            return self._off(str(why), forward, args, kwargs)
+        except Exception as why:  # a premise unmet (_Off), or a case not foreseen: exact, said
+            return self._off(_said(why), forward, args, kwargs)
         x = args[0]
-        if k in (0, 1, self.n - 1):
+        if k in (0, 1, self.last):
             return self._exact(k, forward, args, kwargs, x, tracker)
         try:
             self._check_stand_in(k, x, args)
-        except _Off as why:
-            return self._off(str(why), forward, args, kwargs)
+        except Exception as why:  # a premise unmet (_Off), or a case not foreseen: exact, said
+            return self._off(_said(why), forward, args, kwargs)
         self.stood += 1
         y = _StandIn.apply(x, self, k)
         self._done(k, y, tracker)
@@ -459,14 +479,14 @@ class _Chain:
     def _check_call(self, k: int, args: tuple, kwargs: dict, tracker) -> None:
         if k != self.next:
             raise _Off("an instance called out of order")
-        if kwargs or not args or not isinstance(args[0], torch.Tensor):
-            raise _Off("a call with keyword arguments or without a tensor first")
-        rest = args[1:]
-        if any(isinstance(a, torch.Tensor) for a in rest):
-            raise _Off("a call with more than one tensor")
+        if not args or not isinstance(args[0], torch.Tensor):
+            raise _Off("a call without a tensor first")
+        # the other arguments: plain values, or tensors that need no gradient, the same objects at each
+        # call (a mask, position embeddings: held weakly here); not an object a layer may change (a cache)
+        rest = _call_key((args[1:], list(kwargs.items())))
         if self.rest is None:
             self.rest = rest
-        elif not _same(self.rest, rest):
+        elif self.rest != rest:
             raise _Off("calls with different arguments")
         x = args[0]
         if not (torch.is_grad_enabled() and x.requires_grad and x.is_meta):
@@ -544,24 +564,40 @@ class _Chain:
                     self.buffer_values = list(zip(before or [], _values_of(values, self.buffers[k])))
                 # the block's autograd graph keeps its output (a ReLU's saved result): a stand-in keeps its own
                 self.holds_output = _use_count(y) > _use_count(fresh)
-            if k == self.n - 1 and self.stood and not (self.fwd[1].same(span) and self.fwd[1].io == span.io):
-                raise _Off("the last instance's forward differs from the second's")
+            if k == self.last and self.stood and not (self.fwd[1].same(span) and self.fwd[1].io == span.io):
+                raise _Off("the template's forward differs from the second's")
             if k == 0 and isinstance(self.reuse.tracker.timeline, _Logged):
                 raise _Off("a span inside another's")
             self._hook_backward(k, y)
-        except _Off as why:
+        except Exception as why:  # a premise unmet (_Off), or a case not foreseen: exact, said
+            if k == 0 and isinstance(why, _Held) and self.n > MIN_CHAIN:
+                self._drop_first()  # its first GEMM's workspace: the chain begins at the next
+                return y
             if self.stood:
-                self.reuse.fail(f"{self.paths[k]}: {why}")
+                self.reuse.fail(f"{self.paths[k]}: {_said(why)}")
             else:
-                self.reuse.skipped.append(f"{self.container}: {why}")
+                self.reuse.skipped.append(f"{self.container}: {_said(why)}")
             self.on = False
             return y
         self._done(k, y, tracker)
         return y
 
+    def _drop_first(self) -> None:
+        """The chain less its first instance (which made a library's workspace, as the others do not)."""
+        self.base += 1
+        for name in ("names", "modules", "paths", "params", "buffers"):
+            setattr(self, name, getattr(self, name)[1:])
+        self.n -= 1
+        self.last = self.n - 2
+        self.fwd.clear()
+        self.fwd_recs.clear()
+        self.in_rec.clear()
+        self.out_rec.clear()
+        self.rest = None
+
     def _hook_backward(self, k: int, y) -> None:
         """Where each exact instance's backward begins (its output's node about to run): instance 2's
-        and the last one's are read; instance 1's beginning ends instance 2's."""
+        and the template's are read; instance 1's beginning ends instance 2's."""
         chain = self
 
         def pre(grad_outputs, k=k):
@@ -570,11 +606,17 @@ class _Chain:
         y.grad_fn.register_prehook(pre)
 
     def _backward_begins(self, k: int, grad_outputs) -> None:
+        try:
+            self._begins(k, grad_outputs)
+        except Exception as why:  # a case not foreseen: the step runs again exactly, said
+            self.reuse.fail(f"{self.paths[k]}: {_said(why)}")
+
+    def _begins(self, k: int, grad_outputs) -> None:
         tracker = self.reuse.tracker
         g = grad_outputs[0] if grad_outputs else None
         if k == 0 and 1 in self.opened:  # instance 2's backward ends where instance 1's begins
             self._read_backward(1, g)
-        if k in (1, self.n - 1) and self.stood and not self.reuse.failed:
+        if k in (1, self.last) and self.stood and not self.reuse.failed:
             rec = tracker.record(g) if isinstance(g, torch.Tensor) else None
             if rec is None or isinstance(tracker.timeline, _Logged):
                 self.reuse.fail(f"{self.paths[k]}: a backward without a tracked gradient, or inside another's")
@@ -594,7 +636,7 @@ class _Chain:
             outside.update((f"fwd{j}", fwd[j]) for j in kept)
             span, births = _read_span(tracker, opened, self.paths[k], "backward", outside)
             where = {id(r): i for i, r in enumerate(births)}
-            last = k == self.n - 1
+            last = k == self.last
             for name, p in self.params[k]:
                 grad = p.grad
                 if grad is None:  # frozen, or not used: none for the stand-ins either (the spans' roles compared)
@@ -628,10 +670,10 @@ class _Chain:
                 raise _Off("an output freed in its own backward that its graph does not keep")
             span.key += (tuple(sorted(span.roles.items(), key=lambda kv: kv[0])),)
             self.bwd[k] = span
-            if k == 1 and not self.bwd[self.n - 1].same(span):
-                raise _Off("the second instance's backward differs from the last's")
-        except _Off as why:
-            self.reuse.fail(f"{self.paths[k]}: {why}")
+            if k == 1 and not self.bwd[self.last].same(span):
+                raise _Off("the second instance's backward differs from the template's")
+        except Exception as why:  # a premise unmet (_Off), or a case not foreseen: exact, said
+            self.reuse.fail(f"{self.paths[k]}: {_said(why)}")
 
     # -- the stand-ins ---------------------------------------------------------------------------
     def stand_forward(self, k: int, x):
@@ -644,8 +686,8 @@ class _Chain:
         out_at = next(i for i, role in span.roles.items() if role == "out")
         try:
             _write(tracker, span, prefix, recs, {}, lambda i: tracker.see(y) if i == out_at else None)
-        except _Off as why:
-            self.reuse.fail(f"{prefix}: {why}")
+        except Exception as why:  # a premise unmet (_Off), or a case not foreseen: exact, said
+            self.reuse.fail(f"{prefix}: {_said(why)}")
         self.state[k] = {"x": x, "y": y if self.holds_output else None, "recs": recs}
         values = self.reuse.values
         if values is not None:
@@ -659,7 +701,7 @@ class _Chain:
 
     def stand_backward(self, k: int, grad):
         tracker = self.reuse.tracker
-        last = self.n - 1
+        last = self.last
         if last in self.opened:
             self._read_backward(last, grad)
         state = self.state.pop(k, None)
@@ -690,12 +732,41 @@ class _Chain:
         named = {"in": state["x"], "out": state["y"], "gout": grad}
         try:
             _write(tracker, span, self.paths[k], [], {"fwd": fwd, "named": named}, birth)
-        except _Off as why:
-            self.reuse.fail(f"{self.paths[k]}: {why}")
+        except Exception as why:  # a premise unmet (_Off), or a case not foreseen: exact, said
+            self.reuse.fail(f"{self.paths[k]}: {_said(why)}")
         if span.roles.get(-1) == "gin=gout":
             return grad
         gin = next((t for i, t in made.items() if span.roles.get(i) == "gin"), None)
         return gin
+
+
+class _Identity:
+    """A tensor argument as a call's key holds it: weakly, equal to another only for the same live tensor."""
+
+    __slots__ = ("ref",)
+
+    def __init__(self, tensor: torch.Tensor):
+        self.ref = weakref.ref(tensor)
+
+    def __eq__(self, other: object) -> bool:
+        mine = self.ref()
+        return isinstance(other, _Identity) and mine is not None and mine is other.ref()
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def _call_key(value: Any, depth: int = 0) -> Any:
+    """A call's other arguments as compared between calls: plain values by value, tensors by
+    identity (a weak reference: a mask must die when the step lets it); anything else refused."""
+    if isinstance(value, torch.Tensor):
+        if value.requires_grad or not value.is_meta:
+            raise _Off("a call with another tensor that needs a gradient or is not on meta")
+        return ("tensor", _Identity(value))
+    if type(value) in _PLAIN_TYPES:
+        return (type(value).__name__, value)
+    if isinstance(value, (tuple, list)) and depth < 4:
+        return (type(value).__name__, tuple(_call_key(v, depth + 1) for v in value))
+    raise _Off(f"a call with an argument of type {type(value).__name__}")
 
 
 def _give_grad(param: torch.Tensor, grad: torch.Tensor) -> None:
@@ -718,48 +789,49 @@ def _write(tracker, span: _Span, prefix: str, recs: list, refs: dict, birth) -> 
     birth with a tensor of its own, else None; `refs`: the records and tensors of the names a death may name)."""
     fwd = refs.get("fwd", [])
     named = refs.get("named", {})
-    phase = tracker.phase
-
-    def module(ref: tuple) -> str:
-        return prefix + ref[1] if ref[0] == "rel" else ref[1]
-
-    def run(items) -> None:
+    ops = span.ops
+    # the ops' names, phases and modules at once (nothing reads them while a span is written)
+    tracker.op_names += [o.name for o in ops]
+    tracker.op_phase += [tracker.phase] * len(ops)
+    tracker.op_module += [prefix + o.module[1] if o.module[0] == "rel" else o.module[1] for o in ops]
+    timeline, born, died = tracker.timeline, tracker.born, tracker.died
+    extra = 0
+    for o in (None, *ops):
+        if o is None:
+            items = span.pre
+        else:
+            tracker.ops += 1
+            extra, items = o.extra, o.items
+            if len(items) == 1:  # the figure alone: most ops of a block make and free nothing counted
+                timeline.append((tracker.ops - 1, tracker.live_bytes + extra))
+                continue
         for item in items:
             kind = item[0]
-            if kind == "b":
+            if kind == "f":
+                timeline.append((tracker.ops - 1, tracker.live_bytes + extra))
+            elif kind == "b":
                 rec = birth(len(recs))
                 if rec is None:
-                    rec = tracker.born(item[1])
+                    rec = born(item[1])
                 elif rec.nbytes != item[1]:
                     raise _Off("a stand-in's tensor of another size than the template's")
-                rec.module = module(item[2])
+                where = item[2]
+                rec.module = prefix + where[1] if where[0] == "rel" else where[1]
                 recs.append(rec)
             elif kind == "t":
                 tracker.transient(item[1], item[2])
-            elif kind == "f":
-                tracker.timeline.append((tracker.ops - 1, tracker.live_bytes + extra))
             else:
                 ref = item[1]
                 if ref[0] == "span":
-                    tracker.died(recs[ref[1]])
+                    died(recs[ref[1]])
                 elif ref[0].startswith("fwd"):
-                    tracker.died(fwd[int(ref[0][3:])])
+                    died(fwd[int(ref[0][3:])])
                 else:
                     t = named.get(ref[0])
                     if t is None:
                         raise _Off(f"a stand-in without its {ref[0]} to free")
                     _forget(tracker, t)
                     named[ref[0]] = None
-
-    extra = 0
-    run(span.pre)
-    for o in span.ops:
-        tracker.ops += 1
-        tracker.op_names.append(o.name)
-        tracker.op_phase.append(phase)
-        tracker.op_module.append(module(o.module))
-        extra = o.extra
-        run(o.items)
 
 
 class Reuse:
@@ -840,7 +912,7 @@ class Reuse:
                         f"{c.names[0]}-{c.names[-1]}",
                         c.names[2] if c.stood == 1 else f"{c.names[2]}-{c.names[1 + c.stood]}",
                         c.paths[1],
-                        c.paths[-1],
+                        c.paths[c.last],
                     )
                 )
         return out

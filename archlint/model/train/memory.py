@@ -962,7 +962,7 @@ def _two_steps(
     ):
         # a repeated block's middle instances written from others where the run proves it (blocks); where
         # a premise fails after they ran, the first step runs again without them
-        reuse = repeats.Reuse(model, walk.paths, values, not gpu and autocast is None and values is not None)
+        reuse = repeats.Reuse(model, walk.paths, values, autocast is None and values is not None)
         for again in (False, True):
             first = _Tracker(
                 round_to=CUDA_BLOCK_BYTES if gpu else 1,

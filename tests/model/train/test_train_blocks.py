@@ -107,13 +107,46 @@ def test_reused_blocks_give_the_exact_figures(make, optimizer, monkeypatch):
             "module": "blocks",
             "class": type(model.blocks[0]).__name__,
             "chain": "0-5",
-            "reused": "2-4",
+            "reused": "2-3",
             "forward_from": "blocks.1",
-            "backward_from": "blocks.5",
+            "backward_from": "blocks.4",
         }
     ]
     assert on["reused_blocks_basis"] == blocks.BASIS
     assert "notes" not in on or not any("repeated blocks" in n for n in on["notes"])
+
+
+def test_a_chain_that_ends_the_model(monkeypatch):
+    """The last block's output is the model's (the loss's gradient, expanded, comes in): the template
+    is the last but one, fed by a block as the stand-ins are; reused, no second run."""
+    model = nn.Sequential(nn.Linear(16, 16), *(Mlp() for _ in range(6)))
+    off, on = _both(model, (torch.randn(2, 5, 16),), monkeypatch)
+    assert on["reused_blocks"][0]["backward_from"] == "5"
+    assert not any(n.startswith("repeated blocks") for n in on.get("notes", []))
+    assert _figures(off) == _figures(on)
+
+
+class Pixels(nn.Module):
+    """No GEMM before the chain: its first block makes cuBLAS's workspace on a GPU spec."""
+
+    def __init__(self):
+        super().__init__()
+        self.scale = nn.Parameter(torch.ones(16))
+
+    def forward(self, x):
+        return x * self.scale
+
+
+@pytest.mark.parametrize("stem, chain", [(nn.Linear(16, 16), "0-6"), (Pixels(), "1-6")], ids=["gemm-before", "gemm-in"])
+def test_a_gpu_spec(stem, chain, monkeypatch):
+    """On a GPU spec (rounded blocks, cuBLAS's workspaces held from a thread's first GEMM, the
+    allocator's replay) the same figures; a first block that makes the workspace is left out."""
+    from archlint.devices import resolve
+
+    model = Chain(Mlp, 7, stem, nn.Linear(16, 4))
+    off, on = _both(model, (torch.randn(2, 5, 16),), monkeypatch, device_spec=resolve("h100-sxm"), optimizer="adamw")
+    assert on["reused_blocks"][0]["chain"] == chain
+    assert _figures(off) == _figures(on)
 
 
 def test_the_stand_ins_gradients_are_the_parameters(monkeypatch):
@@ -134,7 +167,7 @@ def test_frozen_parameters_get_no_gradient(monkeypatch):
     assert on["reused_blocks"] and _figures(off) == _figures(on)
 
 
-@pytest.mark.parametrize("n", [3])
+@pytest.mark.parametrize("n", [3, 4, 5])
 def test_a_chain_too_short_is_run_exactly(n, monkeypatch):
     model, args = mlp_chain(n)
     off, on = _both(model, args, monkeypatch)
@@ -142,27 +175,29 @@ def test_a_chain_too_short_is_run_exactly(n, monkeypatch):
 
 
 def test_a_chain_broken_by_another_block(monkeypatch):
-    """Three, a different block, three: no run of four; then a run of four after it: reused."""
+    """Three, a different block, three: no run of six; then a run of six after it: reused."""
     model, args = mlp_chain(7)
     model.blocks[3] = Mlp(16)
     model.blocks[3].fc1 = nn.Linear(16, 24)
     model.blocks[3].fc2 = nn.Linear(24, 16)
     off, on = _both(model, args, monkeypatch)
     assert "reused_blocks" not in on and _figures(off) == _figures(on)
-    model, args = mlp_chain(8)
+    model, args = mlp_chain(10)
     model.blocks[3].fc1 = nn.Linear(16, 24)
     model.blocks[3].fc2 = nn.Linear(24, 16)
     off, on = _both(model, args, monkeypatch)
-    assert [b["chain"] for b in on["reused_blocks"]] == ["4-7"]
+    assert [(b["chain"], b["reused"]) for b in on["reused_blocks"]] == [("4-9", "6-7")]
     assert _figures(off) == _figures(on)
 
 
 class TwoTensors(nn.Module):
     def __init__(self):
         super().__init__()
-        self.layers = nn.ModuleList(Mlp() for _ in range(5))
+        self.stem = nn.Linear(16, 16)
+        self.layers = nn.ModuleList(Mlp() for _ in range(6))
 
     def forward(self, x):
+        x = self.stem(x)
         for layer in self.layers:
             x = layer(x) * 1.0
         return x
@@ -178,7 +213,7 @@ def test_no_reuse_where_the_premises_fail_before_a_stand_in(monkeypatch):
     model = TwoTensors()
     off, on = _both(model, (torch.randn(2, 5, 16),), monkeypatch)
     assert "reused_blocks" not in on and _figures(off) == _figures(on)
-    model = Chain(InPlace, 5, nn.Linear(16, 16), nn.Linear(16, 4))
+    model = Chain(InPlace, 6, nn.Linear(16, 16), nn.Linear(16, 4))
     off, on = _both(model, (torch.randn(2, 5, 16),), monkeypatch)
     assert "reused_blocks" not in on and _figures(off) == _figures(on)
 
@@ -214,32 +249,68 @@ class View(Mlp):
 
 
 def test_a_view_of_the_input_is_not_reused(monkeypatch):
-    model = Chain(View, 5, nn.Linear(16, 16), nn.Linear(16, 4))
+    model = Chain(View, 6, nn.Linear(16, 16), nn.Linear(16, 4))
     off, on = _both(model, (torch.randn(2, 5, 16),), monkeypatch)
     assert "reused_blocks" not in on and _figures(off) == _figures(on)
 
 
 class Keywords(nn.Module):
-    """Layers called with a keyword tensor (a Hugging Face layer's attention mask): not reused."""
+    """Layers given a tensor that needs a gradient (T5's position bias, made once for all layers):
+    its gradient is added up from every layer, which a stand-in does not give: not reused."""
 
     def __init__(self):
         super().__init__()
-        self.layers = nn.ModuleList(Masked() for _ in range(5))
+        self.stem = nn.Linear(16, 16)
+        self.bias = nn.Parameter(torch.ones(16))
+        self.layers = nn.ModuleList(Masked() for _ in range(6))
 
     def forward(self, x):
-        mask = torch.ones(x.shape[-1])
+        x = self.stem(x)
         for layer in self.layers:
-            x = layer(x, mask=mask)
+            x = layer(x, mask=self.bias)
         return x
 
 
 class Masked(Mlp):
-    def forward(self, x, mask=None):
-        return super().forward(x * mask)
+    def forward(self, x, mask=None, scale=1.0):
+        return super().forward(x) * mask * scale
+
+
+class SharedMask(nn.Module):
+    """Layers given one mask (a buffer: no gradient, a known value) and a plain keyword: reused."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("mask", torch.ones(16))
+        self.stem = nn.Linear(16, 16)
+        self.layers = nn.ModuleList(Masked() for _ in range(6))
+
+    def forward(self, x):
+        x = self.stem(x)
+        for layer in self.layers:
+            x = layer(x, mask=self.mask, scale=1.0)
+        return x
+
+
+class Fresh(SharedMask):
+    """A mask made afresh for each layer (the last one freed: the same id possible): not reused."""
+
+    def forward(self, x):
+        x = self.stem(x)
+        for layer in self.layers:
+            x = layer(x, mask=self.mask * 1.0)
+        return x
+
+
+def test_other_arguments_the_same_at_each_call(monkeypatch):
+    off, on = _both(SharedMask(), (torch.randn(2, 5, 16),), monkeypatch)
+    assert on["reused_blocks"][0]["reused"] == "2-3" and _figures(off) == _figures(on)
+    off, on = _both(Fresh(), (torch.randn(2, 5, 16),), monkeypatch)
+    assert "reused_blocks" not in on and _figures(off) == _figures(on)
 
 
 def test_the_first_input_laid_out_otherwise(monkeypatch):
-    model = Chain(Mlp, 5, Transposed(), nn.Linear(16, 4))
+    model = Chain(Mlp, 6, Transposed(), nn.Linear(16, 4))
     off, on = _both(model, (torch.randn(2, 5, 16),), monkeypatch)
     assert on["reused_blocks"][0]["reused"] == "2-3"
     assert _figures(off) == _figures(on)
@@ -247,6 +318,28 @@ def test_the_first_input_laid_out_otherwise(monkeypatch):
 
 def test_keyword_tensors_are_not_reused(monkeypatch):
     off, on = _both(Keywords(), (torch.randn(2, 5, 16),), monkeypatch)
+    assert "reused_blocks" not in on and _figures(off) == _figures(on)
+
+
+class Checkpointed(Chain):
+    """Each block under activation checkpointing (its saved tensors freed and recomputed): not reused."""
+
+    def __init__(self, reentrant: bool):
+        super().__init__(Mlp, 6, nn.Linear(16, 16), nn.Linear(16, 4))
+        self.reentrant = reentrant
+
+    def forward(self, x):
+        from torch.utils.checkpoint import checkpoint
+
+        x = self.stem(x)
+        for block in self.blocks:
+            x = checkpoint(block, x, use_reentrant=self.reentrant)
+        return self.head(x)
+
+
+@pytest.mark.parametrize("reentrant", [False, True])
+def test_activation_checkpointing_is_not_reused(reentrant, monkeypatch):
+    off, on = _both(Checkpointed(reentrant), (torch.randn(2, 5, 16),), monkeypatch)
     assert "reused_blocks" not in on and _figures(off) == _figures(on)
 
 
@@ -296,7 +389,7 @@ def test_the_text_report_says_the_reuse(tmp_path):
         "    def forward(self, x):\n"
         "        return x + self.fc(self.norm(x))\n"
         "def make():\n"
-        "    return nn.Sequential(nn.Linear(16, 16), nn.Sequential(*(Mlp() for _ in range(5))))\n",
+        "    return nn.Sequential(nn.Linear(16, 16), nn.Sequential(*(Mlp() for _ in range(6))))\n",
         encoding="utf-8",
     )
     root = str(Path(blocks.__file__).resolve().parents[3])
