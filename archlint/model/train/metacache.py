@@ -756,10 +756,19 @@ def _learn_on_cpu(func, args: tuple, kwargs: dict, shape, pattern: bool = False)
             made.append(value.untyped_storage())
         return value
 
+    # on this thread alone: a CPU kernel that opens a parallel region for two elements (float32 gelu)
+    # waits milliseconds for a second thread on a busy machine (20 ms a call at load 7 on 2 cores,
+    # 15 us on one thread), as values._one_thread found for the known values' ops
+    threads = torch.get_num_threads()
+    if threads > 1:
+        torch.set_num_threads(1)
     try:
         out = func(*[stand_in(a) for a in args], **{k: stand_in(v) for k, v in kwargs.items()})
     except (RuntimeError, NotImplementedError, IndexError, TypeError, ValueError):
         return None
+    finally:
+        if threads > 1:
+            torch.set_num_threads(threads)
     outs = [out] if isinstance(out, torch.Tensor) else out
     if not isinstance(outs, (list, tuple)) or not all(
         type(o) is torch.Tensor
