@@ -749,13 +749,26 @@ def _learn_on_cpu(func, args: tuple, kwargs: dict, shape, pattern: bool = False)
                 steps = value.stride()
                 base = tuple(1 if step == 0 else d for d, step in zip(dims, steps))
                 value = torch.ones(base, dtype=value.dtype, device=_CPU).expand(dims)
+                if any(d == 1 and step == 0 for d, step in zip(dims, steps)):  # a size-1 dimension's zero stride
+                    value = value.as_strided(
+                        dims, [0 if step == 0 else own for own, step in zip(value.stride(), steps)]
+                    )
             made.append(value.untyped_storage())
         return value
 
+    # on this thread alone: a CPU kernel that opens a parallel region for two elements (float32 gelu)
+    # waits milliseconds for a second thread on a busy machine (20 ms a call at load 7 on 2 cores,
+    # 15 us on one thread), as values._one_thread found for the known values' ops
+    threads = torch.get_num_threads()
+    if threads > 1:
+        torch.set_num_threads(1)
     try:
         out = func(*[stand_in(a) for a in args], **{k: stand_in(v) for k, v in kwargs.items()})
     except (RuntimeError, NotImplementedError, IndexError, TypeError, ValueError):
         return None
+    finally:
+        if threads > 1:
+            torch.set_num_threads(threads)
     outs = [out] if isinstance(out, torch.Tensor) else out
     if not isinstance(outs, (list, tuple)) or not all(
         type(o) is torch.Tensor
@@ -815,11 +828,13 @@ def _expanded(shape, strides) -> tuple | None:
     for these strides each comparison is decided by that pattern alone, never by the sizes."""
     if len(shape) != len(strides):
         return None
-    pattern = tuple((step == 0 and size > 1, size == 1) for size, step in zip(shape, strides))
-    if not any(grown for grown, _ in pattern):
+    # (grown, size 1, size 1 with stride 0: a dimension an expand added, the loss's gradient (1, 1000)
+    # from a 0-dim one; a zero stride is skipped where a size-1 dimension's own one is compared)
+    pattern = tuple((step == 0 and size > 1, size == 1, step == 0 and size == 1) for size, step in zip(shape, strides))
+    if not any(grown for grown, _, _ in pattern):
         return None
-    before = _default_strides([1 if grown else size for size, (grown, _) in zip(shape, pattern)])
-    if any(step != (0 if grown else own) for step, own, (grown, _) in zip(strides, before, pattern)):
+    before = _default_strides([1 if grown else size for size, (grown, _, _) in zip(shape, pattern)])
+    if any(step != (0 if grown or zero else own) for step, own, (grown, _, zero) in zip(strides, before, pattern)):
         return None
     return pattern
 

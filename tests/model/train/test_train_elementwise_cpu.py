@@ -236,12 +236,14 @@ def test_cpu_learnt_broadcast_answers_as_the_stock_meta_kernel(op, dtype, monkey
 
 def _expanded_cases():
     """Contiguous tensors of up to 4 dimensions expanded on some of their size-1 dimensions (mean's
-    backward): (the base pattern, which of its size-1 dimensions grow)."""
+    backward), or to more dimensions (the loss's gradient, a 0-dim one expanded), the added ones of
+    size 1 or not: (the base pattern, which of its size-1 dimensions grow, the added dimensions)."""
     for pattern in _patterns():
         ones = [i for i, one in enumerate(pattern) if one]
         for grow in itertools.product((True, False), repeat=len(ones)):
-            if any(grow):
-                yield pattern, {i for i, g in zip(ones, grow) if g}
+            for added in _patterns(4 - len(pattern)):
+                if any(grow) or not all(added):
+                    yield pattern, {i for i, g in zip(ones, grow) if g}, added
 
 
 @pytest.mark.parametrize("op", [aten.mul.Scalar, aten.div.Scalar], ids=str)
@@ -249,16 +251,19 @@ def _expanded_cases():
 def test_cpu_learnt_expand_answers_as_the_stock_meta_kernel(op, number, monkeypatch):
     assert {id(op) for op in (aten.mul.Scalar, aten.div.Scalar)} == set(metacache._CPU_EXPANDS)
     learnt = _learnt_on_cpu(monkeypatch)
-    for pattern, grow in _expanded_cases():
+    for pattern, grow, added in _expanded_cases():
         metacache.clear()
         for base in (3, 6):
             shape = _sized(pattern, base)
-            x = torch.empty(shape, device="meta").expand([base + 9 if i in grow else s for i, s in enumerate(shape)])
+            lead = [1 if one else base + 20 + i for i, one in enumerate(added)]
+            x = torch.empty(shape, device="meta")
+            x = x.expand([*lead, *(base + 9 if i in grow else s for i, s in enumerate(shape))])
             assert _outcome(lambda: metacache.run(op, (x, number), {})) == _outcome(lambda: op(x, number)), (
                 pattern,
                 grow,
+                added,
             )
-    assert sum(learnt) > 50
+    assert sum(learnt) > 100
 
 
 def test_broadcast_shape_is_torchs():

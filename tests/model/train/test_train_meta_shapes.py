@@ -175,9 +175,12 @@ def test_elementwise_on_an_expanded_operand_answered_once_learnt_as_the_stock_ke
 
 
 def test_expanded_operand_rule_refuses_other_strides():
-    assert metacache._expanded((2, 5, 7), (5, 1, 0)) == ((False, False), (False, False), (True, False))
+    no = (False, False, False)
+    assert metacache._expanded((2, 5, 7), (5, 1, 0)) == (no, no, (True, False, False))
     assert metacache._expanded((2, 5, 7), (35, 7, 1)) is None  # contiguous: not expanded
-    assert metacache._expanded((2, 5, 7), (0, 7, 1)) == ((True, False), (False, False), (False, False))
+    assert metacache._expanded((2, 5, 7), (0, 7, 1)) == ((True, False, False), no, no)
+    # an expand of a 0-dim tensor (the loss's gradient): its size-1 dimension's stride 0 is in the pattern
+    assert metacache._expanded((1, 1000), (0, 0)) == ((False, True, True), (True, False, False))
     assert metacache._expanded((2, 5, 7), (0, 1, 5)) is None  # a transpose expanded
     assert metacache._expanded((2, 1, 7), (7, 0, 1)) is None  # a size-1 dimension with stride 0: not grown
     metacache.clear()
