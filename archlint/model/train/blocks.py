@@ -155,7 +155,6 @@ _HOOKS = (
     "_forward_hooks_with_kwargs",
     "_forward_pre_hooks_with_kwargs",
     "_forward_hooks_always_called",
-    "_state_dict_hooks",
 )
 
 
@@ -163,7 +162,7 @@ def _signature_ok(m: nn.Module) -> bool:
     """No hooks on the module or its parameters, no instance-level forward."""
     if "forward" in vars(m):
         return False
-    if any(getattr(m, h, None) for h in _HOOKS[:7]):
+    if any(getattr(m, h, None) for h in _HOOKS):
         return False
     for p in m._parameters.values():
         if p is not None and (p._backward_hooks or getattr(p, "_post_accumulate_grad_hooks", None)):
