@@ -33,8 +33,10 @@ found them: `Reuse.restore`):
   incoming gradient; after the step the second instance's backward (run exactly, after the
   stand-ins') equals the template's.
 The stand-in keeps its input until the recorded free, and its output where the second instance's
-autograd graph kept its own (a ReLU's saved result); a free the stand-in writes takes the tensor's
-own free out of the tracker (`_forget`), so it is not counted twice.
+autograd graph kept its own (a ReLU's saved result); where the exact run frees them, it drops its
+references, and their own frees record it (something outside the chain that holds one, a feature
+kept on a module, keeps it alive there as in the exact run: the step then runs again exactly); the
+incoming gradient's free it writes takes the tensor's own out of the tracker (`_forget`).
 """
 
 from __future__ import annotations
@@ -737,7 +739,8 @@ class _Chain:
             return rec
 
         fwd = state["recs"]
-        named = {"in": state["x"], "out": state["y"], "gout": grad}
+        # the input and output held here alone (their free: `_release`)
+        named = {"in": state.pop("x"), "out": state.pop("y"), "gout": grad}
         try:
             _write(tracker, span, self.paths[k], [], {"fwd": fwd, "named": named}, birth)
         except Exception as why:  # a premise unmet (_Off), or a case not foreseen: exact, said
@@ -892,8 +895,18 @@ def _write(tracker, span: _Span, prefix: str, recs: list, refs: dict, birth) -> 
                     t = named.get(ref[0])
                     if t is None:
                         raise _Off(f"a stand-in without its {ref[0]} to free")
-                    _forget(tracker, t)
                     named[ref[0]] = None
+                    if ref[0] == "gout":  # (autograd holds it through the call)
+                        _forget(tracker, t)
+                        continue
+                    # the input or output: its last reference (ours) dropped, its own free records it;
+                    # where something outside the chain holds it (a feature kept on a module, no op
+                    # between the blocks) the exact run does not free it here either
+                    key = id(t.untyped_storage())
+                    rec = tracker.by_id.get(key)
+                    del t
+                    if rec is None or tracker.by_id.get(key) is rec:
+                        raise _Off(f"a stand-in's {ref[0]} held outside the chain, or not tracked")
 
 
 class Reuse:
