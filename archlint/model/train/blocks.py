@@ -16,13 +16,16 @@ gradient it returns, the deaths of what the forward kept, of the incoming gradie
 block's input and output where the exact run frees them.
 
 It holds only where the run proves it (`Reuse.failed` says why not otherwise, and the whole first
-step is then run again without stand-ins):
+step is then run again without stand-ins, from the model's modules' attributes as the first run
+found them: `Reuse.restore`):
 - before: the instances' classes, parameter and buffer layouts, submodules and plain attributes
   equal; no hooks of the user's on them or their parameters; under autocast: no reuse; on a GPU
   spec, a first instance that makes a library's workspace (cuBLAS's, at a thread's first GEMM)
   is left out of the chain;
 - forward: each instance called with one tensor (the previous one's output, with nothing run in
-  between) and the same other arguments, not in place on it, returning a fresh tensor; the first
+  between) and the same other arguments, not in place on it, returning a fresh tensor, setting no
+  attribute or buffer of the block's modules (the first two instances', compared: a cache or a flag
+  set at a first call, which a stand-in would not set); the first
   and second instances' events equal up to renumbering, the template's too; a stand-in's input of the
   second's layout, its buffers' known values (archlint.model.train.values) those the second
   started from (their values after it are the second's);
@@ -30,14 +33,17 @@ step is then run again without stand-ins):
   incoming gradient; after the step the second instance's backward (run exactly, after the
   stand-ins') equals the template's.
 The stand-in keeps its input until the recorded free, and its output where the second instance's
-autograd graph kept its own (a ReLU's saved result); a free the stand-in writes takes the tensor's
-own free out of the tracker (`_forget`), so it is not counted twice.
+autograd graph kept its own (a ReLU's saved result); where the exact run frees them, it drops its
+references, and their own frees record it (something outside the chain that holds one, a feature
+kept on a module, keeps it alive there as in the exact run: the step then runs again exactly); the
+incoming gradient's free it writes takes the tensor's own out of the tracker (`_forget`).
 """
 
 from __future__ import annotations
 
 import bisect
 import contextlib
+import copy
 import itertools
 import os
 import weakref
@@ -151,7 +157,6 @@ _HOOKS = (
     "_forward_hooks_with_kwargs",
     "_forward_pre_hooks_with_kwargs",
     "_forward_hooks_always_called",
-    "_state_dict_hooks",
 )
 
 
@@ -159,7 +164,7 @@ def _signature_ok(m: nn.Module) -> bool:
     """No hooks on the module or its parameters, no instance-level forward."""
     if "forward" in vars(m):
         return False
-    if any(getattr(m, h, None) for h in _HOOKS[:7]):
+    if any(getattr(m, h, None) for h in _HOOKS):
         return False
     for p in m._parameters.values():
         if p is not None and (p._backward_hooks or getattr(p, "_post_accumulate_grad_hooks", None)):
@@ -528,12 +533,17 @@ class _Chain:
         version = x._version
         if isinstance(tracker.timeline, _Logged):
             return self._off("a span inside another's", forward, args, kwargs)
+        attrs = _attributes(self.modules[k]) if k < 2 else None
         opened = _begin(tracker)
         try:
             y = forward(*args, **kwargs)
         finally:
             _close(tracker, opened)
         try:
+            if attrs is not None and not _unchanged(attrs):
+                # a cache or a flag set at the first call: a stand-in sets none, and the next step's
+                # forward of its instance would differ from the exact run's
+                raise _Off("a forward that sets an attribute of its block")
             if not isinstance(y, torch.Tensor) or y.grad_fn is None or not y.is_meta:
                 raise _Off("an output that is not one tensor with a gradient")
             if x._version != version:
@@ -729,7 +739,8 @@ class _Chain:
             return rec
 
         fwd = state["recs"]
-        named = {"in": state["x"], "out": state["y"], "gout": grad}
+        # the input and output held here alone (their free: `_release`)
+        named = {"in": state.pop("x"), "out": state.pop("y"), "gout": grad}
         try:
             _write(tracker, span, self.paths[k], [], {"fwd": fwd, "named": named}, birth)
         except Exception as why:  # a premise unmet (_Off), or a case not foreseen: exact, said
@@ -772,6 +783,60 @@ def _call_key(value: Any, depth: int = 0) -> Any:
 def _give_grad(param: torch.Tensor, grad: torch.Tensor) -> None:
     """The parameter's gradient, as AccumulateGrad gives the first one (the tensor itself)."""
     param.grad = grad
+
+
+def _attributes(block: nn.Module) -> list[tuple[nn.Module, dict, dict, dict]]:
+    """Each module's attributes and buffers under `block` (shallow copies: the objects themselves held,
+    so that an identity compared later is not a new object's at a freed one's address), and the
+    contents of its container attributes (a list, a dict, a set: a cache grown in place)."""
+    out = []
+    todo = [block]
+    while todo:  # (model.modules()'s generators cost a third more: a fifth of a millisecond on resnet50)
+        m = todo.pop()
+        held = m.__dict__.copy()
+        contents = {}
+        for key, value in held.items():
+            if type(value) in _GROWN and key not in _MODULE_OWN:
+                contents[key] = copy.copy(value)
+        out.append((m, held, m._buffers.copy(), contents))
+        todo += [child for child in m._modules.values() if child is not None]
+    return out
+
+
+_GROWN = (list, dict, set)
+
+
+def _put_back(attrs: list) -> None:
+    """The modules' attributes and buffers as `_attributes` took them (their containers' contents too)."""
+    for m, held, buffers, contents in attrs:
+        now = vars(m)
+        now.clear()
+        now.update(held)
+        m._buffers.clear()
+        m._buffers.update(buffers)
+        for key, was in contents.items():
+            value = held[key]
+            value.clear()
+            if isinstance(value, list):
+                value += was
+            else:
+                value.update(was)
+
+
+def _unchanged(attrs: list) -> bool:
+    """No attribute or buffer of `_attributes`' rebound, added or dropped, no container attribute grown
+    or shrunk since."""
+    for m, held, buffers, contents in attrs:
+        now = vars(m)
+        if len(now) != len(held) or len(m._buffers) != len(buffers):
+            return False
+        if any(now.get(key, now) is not value for key, value in held.items()):
+            return False
+        if any(len(held[key]) != len(was) for key, was in contents.items()):
+            return False
+        if any(m._buffers.get(key) is not b for key, b in buffers.items()):
+            return False
+    return True
 
 
 def _values_of(values, buffers: list) -> list:
@@ -830,8 +895,18 @@ def _write(tracker, span: _Span, prefix: str, recs: list, refs: dict, birth) -> 
                     t = named.get(ref[0])
                     if t is None:
                         raise _Off(f"a stand-in without its {ref[0]} to free")
-                    _forget(tracker, t)
                     named[ref[0]] = None
+                    if ref[0] == "gout":  # (autograd holds it through the call)
+                        _forget(tracker, t)
+                        continue
+                    # the input or output: its last reference (ours) dropped, its own free records it;
+                    # where something outside the chain holds it (a feature kept on a module, no op
+                    # between the blocks) the exact run does not free it here either
+                    key = id(t.untyped_storage())
+                    rec = tracker.by_id.get(key)
+                    del t
+                    if rec is None or tracker.by_id.get(key) is rec:
+                        raise _Off(f"a stand-in's {ref[0]} held outside the chain, or not tracked")
 
 
 class Reuse:
@@ -839,6 +914,7 @@ class Reuse:
     again exactly (empty: it need not); `reused`: what the output says."""
 
     def __init__(self, model: nn.Module, paths: dict[int, str], values, enabled: bool):
+        self.model = model
         self.values = values
         self.tracker: Any = None
         self.failed = ""
@@ -865,6 +941,9 @@ class Reuse:
         with _disable_current_modes():  # copy-on-write: a buffer's value written in the step is copied then
             self._buffers = [(b, _copy(values.values[b])) for b in buffers if b in values.values]
         self._unknown = [b for b in buffers if b not in values.values]
+        # the model's modules' attributes (a cache, a flag a forward sets at its first call: the step
+        # run again must start from the model the first run began with)
+        self._attrs = _attributes(self.model)
         patched = []
         for chain in self.chains:
             for k, m in enumerate(chain.modules):
@@ -889,7 +968,8 @@ class Reuse:
 
     def restore(self) -> None:
         """The model and optimizer as they were before the step (the step runs again, exactly):
-        no gradients, no optimizer state, the buffers' known values."""
+        no gradients, no optimizer state, the buffers' known values, the modules' attributes (a forward's
+        effects outside the model, a global's, are not undone: the same as a second call of it)."""
         for p in self._params:
             p.grad = None
         self._optimizer.state.clear()
@@ -897,6 +977,7 @@ class Reuse:
             self.values.values[b] = value
         for b in self._unknown:
             self.values.values.pop(b, None)
+        _put_back(self._attrs)
         self.chains = []
 
     def reused(self) -> list[Reused]:

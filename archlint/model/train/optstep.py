@@ -29,13 +29,14 @@ the layouts of a class (`_class_of`: contiguous in a fresh tensor's strides, mor
 its storage and its gradient's its own; one dimension count, dtype, type and requires_grad) are
 probed by a pair, the class's layouts of the fewest and the most elements. The rest of the class
 take its template where the pair's runs prove a rule: every birth is, in both, of the parameter's
-shape at one whole number of bytes an element, or of one shape and size; no op has a scratch the
+shape at one whole number of bytes an element, or a scalar (0-dim) of one size; no op has a scratch the
 watch sizes by its inputs (a reduction's, a convolution's); each state tensor is, in both, of the
-parameter's shape and strides on a storage of its own size, or of one fixed such layout. A layout's
-births are then its elements times those bytes, or the fixed size, each rounded as the real tracker
+parameter's shape and strides on a storage of its own size, or a scalar of one layout. A layout's
+births are then its elements times those bytes, or the scalar's size, each rounded as the real tracker
 rounds a storage (the probe's tracker counts them unrounded). A class the pair does not prove is
 probed layout by layout in a second probe (`FirstUpdate.unscaled` says why), as is any other layout:
-its sizes are its own run's.
+its sizes are its own run's. A shape the pair shares is no proof of a fixed one (torch.optim.Muon's
+Gram matrix, rows x rows, is the same for (8, 8) and (8, 128), not for (16, 32)): only a scalar's is.
 """
 
 from __future__ import annotations
@@ -630,9 +631,9 @@ def _scale(template: Template, pairs: dict, keys: list, class_of: dict, round_to
 
     A probed layout's bytes are its own run's. A class's other layouts' follow its pair's runs, where
     they prove a rule (they are alike in all else: `_template`): every birth is, in both, of the
-    parameter's shape at one number of bytes an element, or of one shape and bytes; no op of a loop
+    parameter's shape at one number of bytes an element, or a scalar of one size; no op of a loop
     has a scratch sized by its inputs; and each state tensor is, in both, of the parameter's shape
-    and strides on a storage of its own size, or of one such layout, of one dtype."""
+    and strides on a storage of its own size, or a scalar of one layout, of one dtype."""
     loops = [(index, part) for index, part in enumerate(template.parts) if isinstance(part, _Loop)]
     rules: dict = {}  # class -> loop part -> per birth but the state's: (bytes, 0): fixed; (bytes an element, 1)
     made: dict = {}
@@ -673,10 +674,13 @@ def _birth_rule(loops: list, a, b) -> tuple[dict | None, str]:
             for m, (x, y, u, v) in enumerate(zip(xs, ys, us, vs)):
                 if u == shape_a and v == shape_b and x % na == 0 and x // na * nb == y:
                     rule_of = (x // na, 1)
-                elif u is not None and u == v and x == y:
+                elif u == v == () and x == y:  # a scalar: no size of the parameter's can change it
                     rule_of = (x, 0)
                 else:
-                    return None, "a storage neither of one shape and size nor of the parameter's at one size an element"
+                    return (
+                        None,
+                        "a storage neither a scalar of one size nor of the parameter's shape at one size an element",
+                    )
                 if (i, m) not in loop.state_at:  # (the state's: `_state_rule`)
                     flat.append(rule_of)
         rule[index] = flat
@@ -685,7 +689,7 @@ def _birth_rule(loops: list, a, b) -> tuple[dict | None, str]:
 
 def _state_rule(state_a: dict, state_b: dict, a, b) -> tuple[list | None, str]:
     """A class's state entries, as its pair's states prove them (see `_scale`): (name, how, the probe's),
-    how: the dtype of a tensor of the parameter's layout, (shape, stride, dtype) of a fixed one, or
+    how: the dtype of a tensor of the parameter's layout, (shape, stride, dtype) of a scalar, or
     None for a value (the same for every parameter: `_probe_states`)."""
     if list(state_a) != list(state_b):
         return None, "the pair's states differ in their keys"
@@ -705,10 +709,10 @@ def _state_rule(state_a: dict, state_b: dict, a, b) -> tuple[list | None, str]:
             return None, "a state tensor not a fresh one of one dtype"
         if (u.shape, u.stride(), v.shape, v.stride()) == (a[0][0], a[0][1], b[0][0], b[0][1]):
             entries.append((name, u.dtype, u))
-        elif u.shape == v.shape and u.stride() == v.stride():
+        elif u.dim() == 0 and v.dim() == 0:  # a scalar (a shape the pair shares may be one dimension's)
             entries.append((name, (u.shape, u.stride(), u.dtype), u))
         else:
-            return None, "a state tensor neither of the parameter's layout nor of a fixed one"
+            return None, "a state tensor neither of the parameter's layout nor a scalar"
     return entries, ""
 
 

@@ -404,3 +404,108 @@ def test_the_text_report_says_the_reuse(tmp_path):
     )
     assert out.returncode in (0, 1), out.stderr
     assert "memory: 1 blocks 2-3 (Mlp) written from 1.1 (forward) and 1.4 (backward)" in out.stdout
+
+
+class Cached(Mlp):
+    """A table made at the block's first call and kept on it (a rotary embedding's cache)."""
+
+    def __init__(self):
+        super().__init__()
+        self.cache = None
+
+    def forward(self, x):
+        if self.cache is None:
+            self.cache = torch.ones(4096, device=x.device)
+        return super().forward(x) + self.cache[:16]
+
+
+class Warm(nn.Linear):
+    """An extra op at its first call only (a flag set in forward)."""
+
+    def __init__(self):
+        super().__init__(16, 16)
+        self.warm = False
+
+    def forward(self, x):
+        y = super().forward(x)
+        if not self.warm:
+            self.warm = True
+            y = y * 1.0
+        return y
+
+
+class Hidden(nn.Module):
+    """Every block's output kept and summed after the chain (hidden states): a stand-in's output is
+    freed outside its block, a premise that fails after the stand-ins ran (the step runs again)."""
+
+    def __init__(self, make=Mlp, stem=Warm):
+        super().__init__()
+        self.stem = stem()
+        self.layers = nn.ModuleList(make() for _ in range(7))
+
+    def forward(self, x):
+        x = self.stem(x)
+        states = []
+        for layer in self.layers:
+            x = layer(x)
+            states.append(x)
+        return torch.stack(states).sum(0)
+
+
+class WarmBlock(Mlp):
+    def __init__(self):
+        super().__init__()
+        self.warm = Warm()
+
+    def forward(self, x):
+        return super().forward(self.warm(x))
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda: Chain(Cached, 6, nn.Linear(16, 16), nn.Linear(16, 4)),
+        Hidden,
+        lambda: Hidden(WarmBlock, lambda: nn.Linear(16, 16)),
+    ],
+    ids=["cache-in-the-block", "flag-before-the-chain-then-run-again", "flag-in-the-block"],
+)
+def test_state_a_forward_sets_on_the_model(build, monkeypatch):
+    """A block whose forward sets an attribute (a cache, a flag) is not written from another (its
+    stand-ins would set none: the cache's storage was missing, ops counted 681 for 685); and the step
+    run again starts from the model's attributes as the first run found them (the stem's flag, set in
+    the run given up, left out its op: 749 ops for 751)."""
+    off, on = _both(build(), (torch.randn(2, 5, 16),), monkeypatch)
+    assert "reused_blocks" not in on
+    assert _figures(off) == _figures(on)
+
+
+class Kept(nn.Module):
+    """The model keeps one middle block's output on itself (a feature for later), with no op between
+    the blocks: the exact run frees it only when the attribute lets it go."""
+
+    def __init__(self, make, stem, head):
+        super().__init__()
+        self.stem, self.blocks, self.head = stem, nn.Sequential(*(make() for _ in range(7))), head
+
+    def forward(self, x):
+        x = self.stem(x)
+        for i, block in enumerate(self.blocks):
+            x = block(x)
+            if i == 2:
+                self.feature = x
+        return self.head(x)
+
+
+@pytest.mark.parametrize("make", [mlp_chain, conv_chain], ids=["input-kept", "output-kept"])
+def test_a_middle_output_held_outside_the_chain(make, monkeypatch):
+    """Block 2's output is block 3's input: a stand-in freed it where its template frees its own
+    (Mlp: block 3's input, peak 133,680 bytes for 134,320; Bottle: block 2's output, saved by its
+    ReLU), though the model still held it. Its free is now the tensor's own: held, the step runs
+    again exactly."""
+    model, args = make()
+    kept = Kept(type(model.blocks[0]), model.stem, model.head)
+    off, on = _both(kept, args, monkeypatch)
+    assert "reused_blocks" not in on
+    assert any("held outside the chain" in n for n in on["notes"])
+    assert _figures(off) == _figures(on)

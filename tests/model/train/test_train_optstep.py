@@ -311,7 +311,7 @@ def test_a_class_whose_births_do_not_scale_is_probed_layout_by_layout(monkeypatc
     assert update.templated, update.reason
     assert update.probed == 5 + 2  # the 2-D class's five layouts, the 1-D class's pair
     assert update.unscaled == [
-        "2-d float32 parameters: a storage neither of one shape and size nor of the parameter's at one size an element"
+        "2-d float32 parameters: a storage neither a scalar of one size nor of the parameter's shape at one size an element"
     ]
 
 
@@ -411,3 +411,29 @@ def test_channels_last_weights_are_probed_each(monkeypatch):
     layouts are probed each; the biases and norms (8, 16, 32 elements) by a pair."""
     templated, _ = _same(monkeypatch, _channels_last, optimizer="adamw")
     assert templated[0].templated and templated[0].probed == 6 + 2 and templated[0].unscaled == []
+
+
+class Plates(nn.Module):
+    """2-D parameters of the given shapes, each read once."""
+
+    def __init__(self, shapes):
+        super().__init__()
+        self.plates = nn.ParameterList(nn.Parameter(torch.randn(*s)) for s in shapes)
+
+    def forward(self, x):
+        return sum((p * x.sum()).sum() for p in self.plates)
+
+
+@pytest.mark.skipif(not hasattr(torch.optim, "Muon"), reason="torch.optim.Muon is torch 2.9's")
+def test_a_shape_the_pair_shares_is_not_taken_for_a_fixed_one(monkeypatch):
+    """torch.optim.Muon's Newton-Schulz step makes a Gram matrix of rows x rows: (8, 8) for the pair
+    (8, 8) and (8, 128) alike, (16, 16) for (16, 32). Taken for a fixed size it was (8, 8)'s 256 bytes
+    for (16, 32) too, and the timeline differed from torch's step; only a scalar's size is fixed."""
+    monkeypatch.setattr(memory, "make_optimizer", lambda name, params, **k: torch.optim.Muon(params))
+    shapes = [(8, 8), (16, 32), (8, 128)] * 4
+    templated, _ = _same(monkeypatch, lambda: (Plates(shapes), (torch.randn(2, 4),), {}), optimizer="sgd")
+    update = templated[0]
+    assert update.templated and update.probed == 3, update.reason
+    assert update.unscaled == [
+        "2-d float32 parameters: a storage neither a scalar of one size nor of the parameter's shape at one size an element"
+    ]
