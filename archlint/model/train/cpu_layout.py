@@ -31,16 +31,24 @@ def suggests_channels_last(t: torch.Tensor) -> bool:
     them), an N111 tensor left NCHW as aten leaves it."""
     if t.dim() != 4 or t.layout != torch.strided:
         return False
-    sizes, strides = t.shape, t.stride()
-    if strides[1] == 0:  # a broadcast channel: aten defaults to NCHW
+    # aten's loop over the dimensions C, W, H, N, unrolled (a check for every convolution of the step)
+    n, c, h, w = t.shape
+    sn, sc, sh, sw = t.stride()
+    if sc == 0:  # a broadcast channel: aten defaults to NCHW
         return False
-    low = 0
-    for d in (1, 3, 2, 0):
-        if strides[d] < low:
-            return False
-        if d == 0 and low == strides[1]:  # ambiguous N111: NCHW, as aten falls back
-            return False
-        low = strides[d] * sizes[d] if sizes[d] > 1 else strides[d]
+    if sc < 0:
+        return False
+    low = sc * c if c > 1 else sc
+    if sw < low:
+        return False
+    low = sw * w if w > 1 else sw
+    if sh < low:
+        return False
+    low = sh * h if h > 1 else sh
+    if sn < low:
+        return False
+    if low == sc:  # ambiguous N111: NCHW, as aten falls back
+        return False
     return True
 
 

@@ -60,6 +60,7 @@ and dtypes other than float32.
 
 from __future__ import annotations
 
+import math
 import os
 
 import torch
@@ -99,13 +100,11 @@ def uses_onednn(input_shape, weight_shape, stride, dilation, groups: int, thread
     convolution is grouped, has a kernel over 3x3, or an input over 20480 elements."""
     kh, kw = weight_shape[-2], weight_shape[-1]
     n = input_shape[0]
-    strided = any(s != 1 for s in stride)
-    dilated = any(d != 1 for d in dilation)
-    numel = 1
-    for d in input_shape:
-        numel *= d
+    # (counts, not any(...) over generators: a check for every convolution of the step)
+    strided = stride.count(1) != len(stride)
+    dilated = dilation.count(1) != len(dilation)
     first = strided or dilated or n >= 16 or kw != 1 or kh != 1 or threads > 1
-    second = groups > 1 or (kw > 3 and kh > 3) or n > 1 or numel > 20480
+    second = groups > 1 or (kw > 3 and kh > 3) or n > 1 or math.prod(input_shape) > 20480
     return first and second
 
 
@@ -139,9 +138,9 @@ def conv_scratch_bytes(
     # AVX-512: forward and grad-input reorder to blocked layouts whatever the grouping (measured)
     blocked_data = blocked or avx512
     flat = groups == 1 and cg == 3  # an image stem: oneDNN reads its NCHW input as it is
-    dilated = any(d != 1 for d in dilation)
-    strided = any(s != 1 for s in stride)
-    unit = kh == kw == 1 and not strided and not any(padding)
+    dilated = dilation.count(1) != len(dilation)
+    strided = stride.count(1) != len(stride)
+    unit = kh == kw == 1 and not strided and padding.count(0) == len(padding)
     col = 0 if unit else cg * kh * kw * oh * ow * FLOAT  # one thread's im2col buffer
 
     if output_mask is None:
@@ -198,9 +197,12 @@ def depthwise_nhwc_scratch_bytes(weight_shape, itemsize: int, output_mask) -> in
     return (NHWC_DW_WEI_REDUCTION + 1) * w if kh * kw > 9 else w + padded
 
 
+_ONEDNN_BUILT = torch.backends.mkldnn.is_available()  # how this torch was built: fixed for the process
+
+
 def onednn_enabled() -> bool:
     """oneDNN built into this torch and not switched off (torch.backends.mkldnn.flags)."""
-    return torch.backends.mkldnn.is_available() and torch.backends.mkldnn.enabled
+    return _ONEDNN_BUILT and torch.backends.mkldnn.enabled
 
 
 def cpu_conv_scratch(func, args, threads: int, isa: str) -> int:

@@ -48,18 +48,25 @@ class _ById:
 
     def __setitem__(self, meta: torch.Tensor, value: torch.Tensor) -> None:
         key = id(meta)
+        self._items[key] = (weakref.ref(meta, self.gone(key)), value)
+
+    def gone(self, key: int) -> Callable:
+        """The callback that drops the item at `key` when its meta tensor goes."""
         items = self._items
 
         def gone(ref, key=key):
             if key in items and items[key][0] is ref:
                 del items[key]
 
-        self._items[key] = (weakref.ref(meta, gone), value)
+        return gone
 
     def __getitem__(self, meta: torch.Tensor) -> torch.Tensor:
         ref, value = self._items[id(meta)]
         if ref() is not meta:
             raise KeyError(id(meta))
+        if value is _UNMADE:  # an `empty`'s value, made when first read
+            value = _made(meta)
+            self._items[id(meta)] = (ref, value)
         return value
 
     def __contains__(self, meta: torch.Tensor) -> bool:
@@ -68,8 +75,21 @@ class _ById:
 
     def pop(self, meta: torch.Tensor, default=None):
         if meta in self:
-            return self._items.pop(id(meta))[1]
+            value = self._items.pop(id(meta))[1]
+            return _made(meta) if value is _UNMADE else value
         return default
+
+
+# The value of an `empty` on meta until something reads it (_made): most are never read (BatchNorm's
+# `reserve`, one a layer), and making one costs what the op costs on the CPU. Every op that writes the
+# meta tensor reads its value first (KnownValues.run) or drops it, so its shape is the empty's then.
+_UNMADE: Any = object()
+
+
+def _made(meta: torch.Tensor) -> torch.Tensor:
+    """An `empty`'s value: an uninitialized CPU tensor of the meta tensor's shape, strides and dtype,
+    what computing the op on the CPU gives (its bytes are whatever the allocator hands out either way)."""
+    return torch.empty_strided(tuple(meta.shape), meta.stride(), dtype=meta.dtype, device=_CPU)
 
 
 class _Results:
@@ -239,6 +259,14 @@ class KnownValues:
                 plain = False
         if plain:  # a CPU step counter's add_, a real scalar's .item()
             return meta_run(func, args, kwargs)
+        if id(func) in _EMPTY:
+            out = self._empty(func, args, kwargs, meta_run)
+            if out is not None:
+                return out
+        elif not kwargs and id(func) in _SMALL_INPLACE and args[0].is_meta:
+            out = self._small_inplace(func, args, meta_run)
+            if out is not None:
+                return out
         found: list = []
         try:
             real_args = self._real(args, found)
@@ -264,6 +292,61 @@ class KnownValues:
                 item = items.get(id(meta_t))
                 if item is None or item[1] is not real_t or item[0]() is not meta_t:  # (an in-place op's: kept)
                     self.values[meta_t] = real_t
+        return out
+
+    def _empty(self, func, args: tuple, kwargs: dict, meta_run: Callable) -> Any:
+        """An `empty` on meta (size and dtype its only data): its meta result with an unmade value
+        (_UNMADE), as the general path would give it a CPU `empty`; None where that path is needed (a
+        device, layout or pinning it would treat otherwise, a meta kernel that refuses)."""
+        device = kwargs.get("device")
+        if (
+            not isinstance(device, torch.device)
+            or device.type != "meta"
+            or kwargs.get("pin_memory") not in (None, False)
+            or kwargs.get("layout") not in (None, torch.strided)
+            or any(not isinstance(a, (int, list, tuple)) for a in args)
+        ):
+            return None
+        try:
+            out = meta_run(func, args, kwargs)
+        except (RuntimeError, NotImplementedError):
+            return None
+        if not isinstance(out, torch.Tensor) or not out.is_meta:
+            return None
+        if out.nbytes <= VALUE_LIMIT_BYTES:
+            self.values._items[id(out)] = (weakref.ref(out, self.values.gone(id(out))), _UNMADE)
+        return out
+
+    def _small_inplace(self, func, args: tuple, meta_run: Callable) -> Any:
+        """An in-place op on a known tensor of a few elements whose other arguments are known meta
+        tensors, CPU tensors or numbers (BatchNorm's `num_batches_tracked += 1`, one a layer): the
+        general path's result, the real op run on the values without its generic walk (no list, no
+        device, no keyword to translate; a few elements: one thread whatever the count); None where
+        that path is needed."""
+        items = self.values._items
+        real_args = []
+        for arg in args:
+            if isinstance(arg, torch.Tensor):
+                if arg.is_meta:
+                    arg = items[id(arg)][1]  # known (run's first loop)
+                    if arg is _UNMADE:
+                        return None
+            elif isinstance(arg, (list, tuple, torch.device)):
+                return None
+            real_args.append(arg)
+        real_self = real_args[0]
+        if real_self.numel() > SMALL_BY_VALUE:
+            return None
+        try:
+            out = meta_run(func, args, {})
+        except (RuntimeError, NotImplementedError):
+            return None
+        if out is not args[0]:
+            return None
+        written = [real_self]
+        self.results.written(written)
+        func(*real_args)
+        self.results.written(written)
         return out
 
     def _computed(self, func, real_args: tuple, real_kwargs: dict, reuse: bool) -> Any:
@@ -315,6 +398,9 @@ def _one_thread(func, args: tuple, kwargs: dict) -> Any:
 
 
 _WRITTEN: dict = {}
+# ops with a fast path in KnownValues.run, by id
+_EMPTY = {id(torch.ops.aten.empty.memory_format)}
+_SMALL_INPLACE = {id(torch.ops.aten.add_.Tensor), id(torch.ops.aten.add_.Scalar)}
 
 
 def _written(func) -> list[tuple[int, str]]:

@@ -167,3 +167,75 @@ def test_llama_step_with_reused_mask_values_is_the_exact_step(monkeypatch):
     exact = step_memory(model, (), ids, optimizer="adamw", device_spec=resolve("h100-sxm"))
     assert made[-1].results.hits == 0
     assert json.dumps(reused, sort_keys=True) == json.dumps(exact, sort_keys=True)
+
+
+class CountedNorm(nn.Module):
+    """Reads its BatchNorm's step count: momentum=None averages by `num_batches_tracked` (read with
+    float()), and the forward takes extra ops once the count is past 0 (each step's `+= 1` ran)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(3, 8)
+        self.bn = nn.BatchNorm1d(8, momentum=None)
+        self.head = nn.Linear(8, 4)
+
+    def forward(self, x):
+        h = self.bn(self.lin(x))
+        if int(self.bn.num_batches_tracked) > 0:  # the count after this step's `+= 1`
+            h = torch.relu(h) * 2
+        return self.head(h)
+
+
+def test_a_branch_on_a_batchnorm_count_is_the_real_step():
+    torch.manual_seed(0)
+    model, x = CountedNorm(), torch.randn(6, 3)
+    for optimizer in ("sgd", "adam"):
+        r = step_memory(model, (x,), optimizer=optimizer)
+        assert r["basis"].startswith(META), r["basis"]
+        real = real_run(model, (x,), optimizer)
+        for key in ("peak_bytes", "activations_bytes", "grads_bytes", "optimizer_bytes", "ops"):
+            assert r[key] == real[key], key
+
+
+def test_an_empty_filled_and_read_gives_its_written_value():
+    class Filled(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 4)
+
+        def forward(self, x):
+            n = torch.empty(2, dtype=torch.long, device=x.device)
+            n.fill_(1)
+            n.add_(1)  # a small in-place op on a known value
+            return self.lin(x.repeat(int(n.sum()), 1))  # a shape only n's data gives: 4 rows a row
+
+    model, x = Filled(), torch.randn(3, 4)
+    r = step_memory(model, (x,), optimizer="sgd")
+    assert r["basis"].startswith(META), r["basis"]
+    real = real_run(model, (x,), "sgd")
+    for key in ("peak_bytes", "activations_bytes", "ops"):
+        assert r[key] == real[key], key
+
+
+def test_an_empty_is_given_its_value_only_when_read():
+    values, empty = KnownValues(), torch.ops.aten.empty.memory_format
+    out = values.run(empty, ([2, 3],), {"dtype": torch.float32, "device": torch.device("meta")}, metacache.run)
+    assert out.is_meta and tuple(out.shape) == (2, 3) and out in values.values
+    assert not isinstance(values.values._items[id(out)][1], torch.Tensor)  # not made yet
+    made = values.values[out]
+    assert made.device.type == "cpu" and made.shape == out.shape and made.stride() == out.stride()
+    assert values.values[out] is made  # made once
+    values.run(torch.ops.aten.fill_.Scalar, (out, 3.0), {}, metacache.run)
+    assert torch.equal(values.values[out], torch.full((2, 3), 3.0))
+
+
+def test_a_small_in_place_add_on_a_known_count_is_exact():
+    values = KnownValues()
+    count = torch.zeros((), dtype=torch.long, device="meta")
+    values.know(count, torch.tensor(5))
+    for _ in range(3):
+        out = values.run(torch.ops.aten.add_.Tensor, (count, torch.tensor(1)), {}, metacache.run)
+        assert out is count
+    assert values.values[count].item() == 8
+    values.run(torch.ops.aten.add_.Tensor, (count, torch.tensor(2)), {"alpha": 3}, metacache.run)  # general path
+    assert values.values[count].item() == 14
