@@ -274,3 +274,23 @@ def test_a_gpu_op_that_holds_a_workspace_and_makes_a_buffer_is_not_replayed(monk
     assert json.dumps(
         step_memory(model, args, kwargs, optimizer="adam", device_spec=resolve("h100-sxm")), sort_keys=True
     ) == json.dumps(result, sort_keys=True)
+
+
+def test_replayed_records_copy_every_field():
+    """A replayed record is its first-step record, alive, of no kind, at its shifted op: every other
+    field copied (the records have slots, and `reborn` names each field: a new one must be copied too)."""
+    import dataclasses
+    import math
+
+    tracker = memory._Tracker()
+    x = torch.empty(4, device="meta")
+    rec = tracker.see(x, "start")
+    rec.kind, rec.died, rec.skippable, rec.module = "params", 7, True, "features.0"
+    tracker.ops = 3  # the next one made by op 2
+    made = tracker.born(16)
+    made.died = 3
+    copies = steady._replayed([rec, made], 5)
+    assert copies[0] == dataclasses.replace(rec, died=math.inf, kind="")  # made before the step: op stays -1
+    assert copies[1] == dataclasses.replace(made, op=made.op + 5, died=math.inf, kind="")
+    assert all(c is not r for c, r in zip(copies, (rec, made)))
+    tracker.pending.clear()
