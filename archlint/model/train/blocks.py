@@ -722,16 +722,20 @@ class _Chain:
                 return torch.zeros_like(state["x"]) if state is not None else None
         params = dict(self.params[k])
         made: dict[int, torch.Tensor] = {}
-        with _disable_current_modes():  # the gradients it makes, in birth order (real meta tensors: they outlive it)
-            for i, role in sorted(span.roles.items(), key=lambda kv: kv[0]):
-                if role == "gin":
-                    made[i] = steady.fresh_like(self.gin_layout)
-                elif isinstance(role, tuple):
-                    made[i] = t = steady.fresh_like(self.grad_layouts[role[1]])
-                    _give_grad(params[role[1]], t)
         fwd = state["recs"]
         named = {"in": state["x"], "out": state["y"], "gout": grad}
         try:
+            with (
+                _disable_current_modes()
+            ):  # the gradients it makes, in birth order (real meta tensors: they outlive it)
+                for i, role in sorted(span.roles.items(), key=lambda kv: kv[0]):
+                    if role == "gin":
+                        if self.gin_layout is None:
+                            raise _Off("no input gradient's layout")
+                        made[i] = steady.fresh_like(self.gin_layout)
+                    elif isinstance(role, tuple):
+                        made[i] = t = steady.fresh_like(self.grad_layouts[role[1]])
+                        _give_grad(params[role[1]], t)
             outside = {}
             names = _outside(span)
             if len(set(names)) != len(names):
