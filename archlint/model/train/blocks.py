@@ -725,9 +725,8 @@ class _Chain:
         fwd = state["recs"]
         named = {"in": state["x"], "out": state["y"], "gout": grad}
         try:
-            with (
-                _disable_current_modes()
-            ):  # the gradients it makes, in birth order (real meta tensors: they outlive it)
+            # the gradients it makes, in birth order (real meta tensors: they outlive it)
+            with _disable_current_modes():
                 for i, role in sorted(span.roles.items(), key=lambda kv: kv[0]):
                     if role == "gin":
                         if self.gin_layout is None:
