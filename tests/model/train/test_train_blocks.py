@@ -604,3 +604,40 @@ def test_a_programs_events_are_the_trackers_own(peak, monkeypatch):
             _replayed(tracker, span, "blocks.3")
         trackers.append(tracker)
     assert _events(trackers[0]) == _events(trackers[1])
+
+
+@pytest.mark.parametrize("held", [False, True], ids=["ours-alone", "held-elsewhere"])
+def test_a_programs_input_free_is_the_tensors_own(held, monkeypatch):
+    """A compiled backward frees the stand-in's input by dropping the reference it is given (the
+    tensor's own free records the death, at the program's event), never by writing it: where
+    something else holds the input, the write says so (the step then runs again exactly)."""
+    seen = []
+    active = blocks.Reuse.active
+    monkeypatch.setattr(
+        blocks.Reuse, "active", lambda self, tracker, *rest: seen.append(tracker) or active(self, tracker, *rest)
+    )
+    step_memory(*mlp_chain())
+    rel = ("rel", ".fc")
+    ops = [
+        blocks._Op("aten::mm", rel, [("b", 64, rel), ("f",)], 0),
+        blocks._Op("aten::add", rel, [("d", ("in",)), ("f",)], 0),
+    ]
+    span = blocks._Span("backward", [], ops, 1, [0])
+    tracker = seen[0].like()
+    tracker.born(1000)
+    x = torch.empty(16, device="meta")
+    rec = tracker.see(x)
+    program = blocks._compile(span, {"in": rec.nbytes})
+    assert program.drops == [(1, "in")] and program.deaths == []
+    elsewhere = [x] if held else []
+    named = {"in": x}
+    del x
+    e0 = tracker.events
+    if held:
+        with pytest.raises(blocks._Off, match="held outside the chain"):
+            blocks._write(tracker, program, "blocks.3", {"in": rec}, {}, named)
+        assert rec.died == float("inf") and elsewhere
+        return
+    blocks._write(tracker, program, "blocks.3", {"in": rec}, {}, named)
+    assert rec.died == e0 + 1 and not named
+    assert (tracker.events, tracker.live_bytes) == (e0 + 2, 1000 + 64)
