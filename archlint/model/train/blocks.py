@@ -364,8 +364,9 @@ def _read_span(tracker, opened: _Open, prefix: str, phase: str, outside: dict[st
     return _Span(phase, pre, ops, len(births), survivors, {}, key), births
 
 
-def _forget(tracker, tensor: torch.Tensor) -> None:
-    """Free the tensor's record now, and take its own free (a weak reference's callback) out of the tracker."""
+def _forget(tracker, tensor: torch.Tensor):
+    """The tensor's record, taken out of the tracker with its own free (a weak reference's callback):
+    the caller frees it (sets its death)."""
     storage = tensor.untyped_storage()
     key = id(storage)
     rec = tracker.by_id.get(key)
@@ -374,7 +375,7 @@ def _forget(tracker, tensor: torch.Tensor) -> None:
     for ref in weakref.getweakrefs(storage):
         tracker.pending.pop(id(ref), None)
     del tracker.by_id[key]
-    tracker.died(rec)
+    return rec
 
 
 @dataclass
@@ -446,6 +447,15 @@ class _Chain:
         self.state: dict[int, dict] = {}  # stand-in -> its tensors and records
         self.grad_layouts: dict[str, torch.Tensor] = {}
         self.gin_layout: torch.Tensor | None = None
+        self.programs: dict[tuple, _Program] = {}  # (span, the outside records' sizes) -> its program
+
+    def _program(self, span: _Span, sizes: dict[str, int]) -> _Program:
+        """The span compiled for writing (once a chain, per sizes of what it frees from before it)."""
+        key = (id(span), tuple(sorted(sizes.items())))
+        program = self.programs.get(key)
+        if program is None:
+            program = self.programs[key] = _compile(span, sizes)
+        return program
 
     # -- the forward ----------------------------------------------------------------------------
     def call(self, k: int, forward, args: tuple, kwargs: dict):
@@ -695,7 +705,7 @@ class _Chain:
         recs: list = []
         out_at = next(i for i, role in span.roles.items() if role == "out")
         try:
-            _write(tracker, span, prefix, recs, {}, lambda i: tracker.see(y) if i == out_at else None)
+            recs = _write(tracker, self._program(span, {}), prefix, {}, {out_at: y})
         except Exception as why:  # a premise unmet (_Off), or a case not foreseen: exact, said
             self.reuse.fail(f"{prefix}: {_said(why)}")
         self.state[k] = {"x": x, "y": y if self.holds_output else None, "recs": recs}
@@ -722,27 +732,37 @@ class _Chain:
                 return torch.zeros_like(state["x"]) if state is not None else None
         params = dict(self.params[k])
         made: dict[int, torch.Tensor] = {}
-
-        def birth(i):
-            role = span.roles.get(i)
-            if role is None:
-                return None
-            with _disable_current_modes():
-                if role == "gin":
-                    t = steady.fresh_like(self.gin_layout)
-                else:
-                    t = steady.fresh_like(self.grad_layouts[role[1]])
-            made[i] = t
-            rec = tracker.see(t)
-            if role != "gin":
-                _give_grad(params[role[1]], t)
-            return rec
-
         fwd = state["recs"]
-        # the input and output held here alone (their free: `_release`)
+        # the input and output held here alone (their free: `_drop`)
         named = {"in": state.pop("x"), "out": state.pop("y"), "gout": grad}
         try:
-            _write(tracker, span, self.paths[k], [], {"fwd": fwd, "named": named}, birth)
+            # the gradients it makes, in birth order (real meta tensors: they outlive it)
+            with _disable_current_modes():
+                for i, role in sorted(span.roles.items(), key=lambda kv: kv[0]):
+                    if role == "gin":
+                        if self.gin_layout is None:
+                            raise _Off("no input gradient's layout")
+                        made[i] = steady.fresh_like(self.gin_layout)
+                    elif isinstance(role, tuple):
+                        made[i] = t = steady.fresh_like(self.grad_layouts[role[1]])
+                        _give_grad(params[role[1]], t)
+            outside = {}
+            names = _outside(span)
+            if len(set(names)) != len(names):
+                raise _Off("a stand-in freeing a record from before it twice")
+            for name in names:  # the records from before the stand-in that it frees
+                if name.startswith("fwd"):
+                    outside[name] = fwd[int(name[3:])]
+                elif named.get(name) is None:
+                    raise _Off(f"a stand-in without its {name} to free")
+                elif name == "gout":  # (autograd holds it through the call: its free written, its own taken out)
+                    outside[name] = _forget(tracker, named.pop(name))
+                else:  # the input or output: its own free, when `_write` drops it (`_drop`)
+                    outside[name] = tracker.record(named[name])
+                    if outside[name] is None:
+                        raise _Off(f"a stand-in's {name} held outside the chain, or not tracked")
+            sizes = {name: rec.nbytes for name, rec in outside.items()}
+            _write(tracker, self._program(span, sizes), self.paths[k], outside, made, named)
         except Exception as why:  # a premise unmet (_Off), or a case not foreseen: exact, said
             self.reuse.fail(f"{self.paths[k]}: {_said(why)}")
         if span.roles.get(-1) == "gin=gout":
@@ -849,64 +869,151 @@ def _use_count(t: torch.Tensor) -> int:
     return torch._C._storage_Use_Count(t.untyped_storage()._cdata)
 
 
-def _write(tracker, span: _Span, prefix: str, recs: list, refs: dict, birth) -> None:
-    """Write a span's events into `tracker` as an instance at `prefix` (`birth(i)`: the record of a
-    birth with a tensor of its own, else None; `refs`: the records and tensors of the names a death may name)."""
-    fwd = refs.get("fwd", [])
-    named = refs.get("named", {})
-    ops = span.ops
-    # the ops' names, phases and modules at once (nothing reads them while a span is written)
-    tracker.op_names += [o.name for o in ops]
-    tracker.op_phase += [tracker.phase] * len(ops)
-    tracker.op_module += [prefix + o.module[1] if o.module[0] == "rel" else o.module[1] for o in ops]
-    timeline, born, died = tracker.timeline, tracker.born, tracker.died
-    extra = 0
-    for o in (None, *ops):
-        if o is None:
-            items = span.pre
-        else:
-            tracker.ops += 1
-            extra, items = o.extra, o.items
-            if len(items) == 1:  # the figure alone: most ops of a block make and free nothing counted
-                timeline.append((tracker.ops - 1, tracker.live_bytes + extra))
-                continue
+@dataclass
+class _Program:
+    """A span as a stand-in writes it, its figures relative to where it begins (event, op, live
+    bytes): the ops' names and modules; the timeline's figures (op, live bytes, event); the births
+    (bytes, event, op, module) and deaths (event, the birth's index or an outside record's name) in
+    order; the transients (bytes, skippable, event, op); its highest point (live bytes, event, op:
+    the first to reach it; None: no birth); its events and the live bytes it adds; the input's and
+    output's frees (event, name: where the stand-in drops its reference, their own frees record them)."""
+
+    names: list[str]
+    modules: list[tuple]
+    figures: list[tuple[int, int, int]]
+    births: list[tuple[int, int, int, tuple]]
+    deaths: list[tuple[int, Any]]
+    transients: list[tuple[int, bool, int, int]]
+    top: tuple[int, int, int] | None
+    events: int
+    live: int
+    drops: list[tuple[int, str]] = field(default_factory=list)
+
+
+def _outside(span: _Span) -> list[str]:
+    """The names of the records from before the span that it frees, in order."""
+    items = [*span.pre, *(item for o in span.ops for item in o.items)]
+    return [item[1][0] for item in items if item[0] == "d" and item[1][0] != "span"]
+
+
+def _compile(span: _Span, sizes: dict[str, int]) -> _Program:
+    """The span's events in the order the tracker counts them (`sizes`: the bytes of the outside
+    records it frees), as `_write` adds them: one pass here, a few list operations a stand-in."""
+    figures: list = []
+    births: list = []
+    deaths: list = []
+    transients: list = []
+    drops: list = []
+    top = None
+    live = event = 0
+    for j, o in enumerate((None, *span.ops), -1):
+        items, extra = (span.pre, 0) if o is None else (o.items, o.extra)
         for item in items:
             kind = item[0]
             if kind == "f":
-                timeline.append((tracker.ops - 1, tracker.live_bytes + extra))
-            elif kind == "b":
-                rec = birth(len(recs))
-                if rec is None:
-                    rec = born(item[1])
-                elif rec.nbytes != item[1]:
-                    raise _Off("a stand-in's tensor of another size than the template's")
-                where = item[2]
-                rec.module = prefix + where[1] if where[0] == "rel" else where[1]
-                recs.append(rec)
-            elif kind == "t":
-                tracker.transient(item[1], item[2])
-            else:
+                figures.append((j, live + extra, event))
+                continue
+            if kind == "d":
                 ref = item[1]
                 if ref[0] == "span":
-                    died(recs[ref[1]])
-                elif ref[0].startswith("fwd"):
-                    died(fwd[int(ref[0][3:])])
-                else:
-                    t = named.get(ref[0])
-                    if t is None:
-                        raise _Off(f"a stand-in without its {ref[0]} to free")
-                    named[ref[0]] = None
-                    if ref[0] == "gout":  # (autograd holds it through the call)
-                        _forget(tracker, t)
-                        continue
-                    # the input or output: its last reference (ours) dropped, its own free records it;
-                    # where something outside the chain holds it (a feature kept on a module, no op
-                    # between the blocks) the exact run does not free it here either
-                    key = id(t.untyped_storage())
-                    rec = tracker.by_id.get(key)
-                    del t
-                    if rec is None or tracker.by_id.get(key) is rec:
-                        raise _Off(f"a stand-in's {ref[0]} held outside the chain, or not tracked")
+                    deaths.append((event, ref[1]))
+                    live -= births[ref[1]][0]
+                else:  # the input or output: not written, its own free when the stand-in drops it
+                    (drops if ref[0] in ("in", "out") else deaths).append((event, ref[0]))
+                    live -= sizes[ref[0]]
+                event += 1
+                continue
+            nbytes = item[1]
+            high = live + nbytes
+            if top is None or high > top[0]:
+                top = (high, event, j)
+            if kind == "b":
+                births.append((nbytes, event, j, item[2]))
+                live += nbytes
+                event += 1
+            else:
+                transients.append((nbytes, item[2], event, j))
+                event += 2
+    names = [o.name for o in span.ops]
+    modules = [o.module for o in span.ops]
+    return _Program(names, modules, figures, births, deaths, transients, top, event, live, drops)
+
+
+def _write(
+    tracker,
+    program: _Program,
+    prefix: str,
+    outside: dict[str, Any],
+    made: dict[int, torch.Tensor],
+    held: dict[str, Any] | None = None,
+) -> list:
+    """Write a span's program into `tracker` as an instance at `prefix`, as the tracker would have
+    counted each event (`outside`: the records from before it that it frees, by name; `made`: the
+    births with a tensor of their own, by index; `held`: the input and output, held here alone,
+    dropped where the exact run frees them); the records of its births."""
+    e0, o0, live0, phase = tracker.events, tracker.ops, tracker.live_bytes, tracker.phase
+    # the ops' names, phases and modules at once (nothing reads them while a span is written)
+    modules = [prefix + where[1] if where[0] == "rel" else where[1] for where in program.modules]
+    tracker.op_names += program.names
+    tracker.op_phase += [phase] * len(modules)
+    tracker.op_module += modules
+    timeline = tracker.timeline
+    if isinstance(timeline, _Logged):  # inside a span being read: its events at each figure too
+        timeline.at += [e0 + e for _, _, e in program.figures]
+    list.extend(timeline, [(o0 + j, live0 + v) for j, v, _ in program.figures])
+    # the records as the tracker makes them (its record class: memory's own, taken from a record)
+    record = type(tracker.records[0])
+    recs = [
+        record(nbytes, e0 + e, o0 + j, phase, prefix + where[1] if where[0] == "rel" else where[1])
+        for nbytes, e, j, where in program.births
+    ]
+    for i, t in made.items():  # a tensor's storage, freed with it (as the tracker's `see` counts one)
+        rec = recs[i]
+        if tracker.size(t.untyped_storage()) != rec.nbytes or tracker.record(t) is not None:
+            raise _Off("a stand-in's tensor of another size than the template's")
+        tracker.adopt(t, rec)
+    tracker.records += recs
+    for e, ref in program.deaths:
+        (recs[ref] if isinstance(ref, int) else outside[ref]).died = e0 + e
+    if program.transients:
+        round_to = tracker.round_to
+        for nbytes, skippable, e, j in program.transients:
+            rec = record(
+                -(-nbytes // round_to) * round_to,
+                e0 + e,
+                o0 + j,
+                phase,
+                kind="workspaces",
+                died=e0 + e + 1,
+                skippable=skippable,
+            )
+            tracker.transients.append(rec)
+    tracker.ops = o0 + len(modules)
+    tracker.live_bytes = live0 + program.live + sum(outside[name].nbytes for _, name in program.drops)
+    for e, name in program.drops:
+        _drop(tracker, held or {}, name, outside[name], e0 + e)
+    tracker.events = e0 + program.events
+    if program.top is not None and live0 + program.top[0] > tracker.peak:
+        tracker.peak, tracker.peak_event, tracker.peak_op = (
+            live0 + program.top[0],
+            e0 + program.top[1],
+            o0 + program.top[2],
+        )
+    return recs
+
+
+def _drop(tracker, held: dict[str, Any], name: str, rec, event: int) -> None:
+    """The stand-in's input or output (`name`) freed at `event` by dropping its last reference (ours):
+    its own free records it. Where something outside the chain holds it (a feature kept on a module,
+    no op between the blocks) the exact run does not free it here either: the step runs again."""
+    t = held.pop(name, None)
+    if t is None:
+        raise _Off(f"a stand-in without its {name} to free")
+    key = id(t.untyped_storage())
+    tracker.events = event
+    del t
+    if tracker.by_id.get(key) is rec or rec.died != event or tracker.events != event + 1:
+        raise _Off(f"a stand-in's {name} held outside the chain, or not tracked")
 
 
 class Reuse:

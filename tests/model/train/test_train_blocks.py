@@ -509,3 +509,135 @@ def test_a_middle_output_held_outside_the_chain(make, monkeypatch):
     assert "reused_blocks" not in on
     assert any("held outside the chain" in n for n in on["notes"])
     assert _figures(off) == _figures(on)
+
+
+def _events(tracker) -> tuple:
+    """Everything a first step's tracker holds of its events, in order."""
+
+    def rec(r):
+        return (r.nbytes, r.born, r.op, r.phase, r.module, r.died, r.kind, r.skippable)
+
+    return (
+        [rec(r) for r in tracker.records],
+        [rec(r) for r in tracker.transients],
+        list(tracker.timeline),
+        tracker.op_names,
+        tracker.op_phase,
+        tracker.op_module,
+        (tracker.events, tracker.ops, tracker.live_bytes, tracker.peak, tracker.peak_event, tracker.peak_op),
+    )
+
+
+@pytest.mark.parametrize("make", [mlp_chain, conv_chain], ids=["mlp", "conv"])
+@pytest.mark.parametrize("gpu", [False, True], ids=["cpu", "h100"])
+def test_the_stand_ins_write_every_event_of_the_exact_run(make, gpu, monkeypatch):
+    """Below the figures: each record (bytes, birth, op, phase, module, death), transient, timeline
+    figure, op name, phase and module and the peak's event the stand-ins write (from a program
+    compiled once a chain) are those the exact run's tracker holds after the first step."""
+    from archlint.devices import resolve
+
+    model, args = make(n=8)
+    kwargs = {"device_spec": resolve("h100-sxm"), "optimizer": "adamw"} if gpu else {}
+    seen = []
+    active = blocks.Reuse.active
+
+    def spy(self, tracker, *rest):
+        seen.append(tracker)
+        return active(self, tracker, *rest)
+
+    monkeypatch.setattr(blocks.Reuse, "active", spy)
+    off, on = _both(model, args, monkeypatch, **kwargs)
+    assert on["reused_blocks"][0]["reused"] == "2-5"
+    assert len(seen) == 2  # one first step each way: no second run
+    assert _events(seen[0]) == _events(seen[1])
+
+
+def _replayed(tracker, span, prefix: str) -> None:
+    """A span written event by event through the tracker's own calls (what `_write` must equal)."""
+    recs = []
+    for o in (None, *span.ops):
+        if o is not None:
+            tracker.ops += 1
+            tracker.op_names.append(o.name)
+            tracker.op_phase.append(tracker.phase)
+            tracker.op_module.append(prefix + o.module[1])
+        for item in span.pre if o is None else o.items:
+            if item[0] == "f":
+                tracker.timeline.append((tracker.ops - 1, tracker.live_bytes + o.extra))
+            elif item[0] == "b":
+                recs.append(tracker.born(item[1]))
+                recs[-1].module = prefix + item[2][1]
+            elif item[0] == "t":
+                tracker.transient(item[1], item[2])
+            else:
+                tracker.died(recs[item[1][1]])
+
+
+@pytest.mark.parametrize("peak", [0, 1450, 10_000], ids=["peak-in-span", "peak-tied-before", "peak-before"])
+def test_a_programs_events_are_the_trackers_own(peak, monkeypatch):
+    """`_write`'s one-pass records, figures and peak (the first event to reach the span's highest
+    point: two transients reach 1450 bytes, the first is the peak) against the same events through
+    `born`, `transient`, `died`."""
+    seen = []
+    active = blocks.Reuse.active
+    monkeypatch.setattr(
+        blocks.Reuse, "active", lambda self, tracker, *rest: seen.append(tracker) or active(self, tracker, *rest)
+    )
+    step_memory(*mlp_chain())
+    rel = ("rel", ".fc")
+    ops = [
+        blocks._Op("aten::mm", rel, [("b", 100, rel), ("f",)], 0),
+        blocks._Op("aten::gelu", ("rel", ""), [("t", 350, False), ("b", 50, rel), ("f",)], 30),
+        blocks._Op("aten::add", rel, [("f",), ("d", ("span", 0))], 0),
+        blocks._Op("aten::mm", rel, [("b", 350, rel), ("t", 50, True), ("f",), ("d", ("span", 1))], 8),
+        blocks._Op("aten::view", rel, [("f",)], 0),
+    ]
+    span = blocks._Span("forward", [], ops, 3, [2])
+    trackers = []
+    for write in (True, False):
+        tracker = seen[0].like()
+        tracker.born(1000)  # what the step holds before the span
+        tracker.peak = max(tracker.peak, peak)  # the span reaches 1450 bytes
+        if write:
+            blocks._write(tracker, blocks._compile(span, {}), "blocks.3", {}, {})
+        else:
+            _replayed(tracker, span, "blocks.3")
+        trackers.append(tracker)
+    assert _events(trackers[0]) == _events(trackers[1])
+
+
+@pytest.mark.parametrize("held", [False, True], ids=["ours-alone", "held-elsewhere"])
+def test_a_programs_input_free_is_the_tensors_own(held, monkeypatch):
+    """A compiled backward frees the stand-in's input by dropping the reference it is given (the
+    tensor's own free records the death, at the program's event), never by writing it: where
+    something else holds the input, the write says so (the step then runs again exactly)."""
+    seen = []
+    active = blocks.Reuse.active
+    monkeypatch.setattr(
+        blocks.Reuse, "active", lambda self, tracker, *rest: seen.append(tracker) or active(self, tracker, *rest)
+    )
+    step_memory(*mlp_chain())
+    rel = ("rel", ".fc")
+    ops = [
+        blocks._Op("aten::mm", rel, [("b", 64, rel), ("f",)], 0),
+        blocks._Op("aten::add", rel, [("d", ("in",)), ("f",)], 0),
+    ]
+    span = blocks._Span("backward", [], ops, 1, [0])
+    tracker = seen[0].like()
+    tracker.born(1000)
+    x = torch.empty(16, device="meta")
+    rec = tracker.see(x)
+    program = blocks._compile(span, {"in": rec.nbytes})
+    assert program.drops == [(1, "in")] and program.deaths == []
+    elsewhere = [x] if held else []
+    named = {"in": x}
+    del x
+    e0 = tracker.events
+    if held:
+        with pytest.raises(blocks._Off, match="held outside the chain"):
+            blocks._write(tracker, program, "blocks.3", {"in": rec}, {}, named)
+        assert rec.died == float("inf") and elsewhere
+        return
+    blocks._write(tracker, program, "blocks.3", {"in": rec}, {}, named)
+    assert rec.died == e0 + 1 and not named
+    assert (tracker.events, tracker.live_bytes) == (e0 + 2, 1000 + 64)
