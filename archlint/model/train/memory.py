@@ -250,6 +250,12 @@ class _Tracker:
     pending: dict[int, tuple] = field(default_factory=dict)  # the weak references that record frees (_on_free)
     reuse: Any = None  # the first step's: its repeated blocks written from others (blocks.Reuse)
 
+    def size(self, storage) -> int:
+        """A storage's bytes as counted here (rounded as the target's allocator rounds a block; `see`
+        inlines the same rule)."""
+        n = storage.nbytes()
+        return -(-n // self.round_to) * self.round_to if n else 0
+
     def see(self, tensor: torch.Tensor, phase: str | None = None) -> _Storage | None:
         """Register the tensor's storage if new; return its record."""
         storage = tensor.untyped_storage()
