@@ -8,7 +8,9 @@ real values of the inputs (and of small buffers) are kept beside their meta copi
 whose tensors all have a real value is also run on those values: its meta outputs get theirs. An
 `.item()` or a data-dependent shape on such a tensor is then answered with the real result, as
 the real step would compute it. An op that reads any tensor without a value (a weight, an
-activation) gives none; an op that writes one loses its value.
+activation) gives none; an op that writes one loses its value. Which of the starting values (inputs,
+buffers) each value was computed from is kept: an answer computed from one that the step changed (a
+BatchNorm's `num_batches_tracked`) may differ in the next step, which is then not replayed (steady.plan).
 
 Each layer repeats the same op on the same values (a Llama layer's attention turns the one causal
 mask into a float bias: a 16 MiB `where` per layer, a fifth of an 8B model's analysis), so a large
