@@ -309,12 +309,13 @@ class KnownValues:
             return meta_run(func, args, kwargs)
         if not found:  # no meta tensor at all (the real-tensor run, a CPU step counter)
             return meta_run(func, args, kwargs)
+        answered = False
         try:
             out = meta_run(func, args, kwargs)
         except (RuntimeError, NotImplementedError):  # a data-dependent op: the real result gives the answer
             real_out = self._computed(func, real_args, real_kwargs, reuse=False)
             out = _as_meta(real_out)
-            self.read |= self._origin_of(args, kwargs)
+            answered = True
         else:
             nbytes = sum(t.nbytes for t in tensors_of(out) if t.device.type == "meta")
             if nbytes > VALUE_LIMIT_BYTES:
@@ -322,6 +323,8 @@ class KnownValues:
                 return out
             real_out = self._computed(func, real_args, real_kwargs, reuse=nbytes >= REUSE_MIN_BYTES)
         origin = self._origin_of(args, kwargs)
+        if answered:
+            self.read |= origin
         for meta_t, real_t in zip(tensors_of(out), tensors_of(real_out)):
             if meta_t.device.type == "meta" and meta_t.shape == real_t.shape:
                 item = items.get(id(meta_t))
@@ -363,11 +366,12 @@ class KnownValues:
         general path's result, the real op run on the values without its generic walk (no list, no
         device, no keyword to translate; a few elements: one thread whatever the count); None where
         that path is needed."""
-        items = self.values._items
-        real_args = []
+        items, origins = self.values._items, self.origin
+        real_args, origin = [], frozenset()
         for arg in args:
             if isinstance(arg, torch.Tensor):
                 if arg.is_meta:
+                    origin |= origins.get(id(arg), origin)
                     arg = items[id(arg)][1]  # known (run's first loop)
                     if arg is _UNMADE:
                         return None
@@ -387,9 +391,8 @@ class KnownValues:
         self.results.written(written)
         func(*real_args)
         self.results.written(written)
-        origin = self._origin_of(args, {})  # its own and its operands'
-        if origin:
-            self.origin[id(out)] = origin
+        if origin:  # its own and its operands'
+            origins[id(out)] = origin
         return out
 
     def _computed(self, func, real_args: tuple, real_kwargs: dict, reuse: bool) -> Any:
