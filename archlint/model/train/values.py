@@ -367,7 +367,8 @@ class KnownValues:
         device, no keyword to translate; a few elements: one thread whatever the count); None where
         that path is needed."""
         items, origins = self.values._items, self.origin
-        real_args, origin = [], frozenset()
+        real_args: list = []
+        origin: frozenset[int] = frozenset()
         for arg in args:
             if isinstance(arg, torch.Tensor):
                 if arg.is_meta:
@@ -453,10 +454,12 @@ def _written(func) -> list[tuple[int, str]]:
     """(position, name) of the arguments the op writes to."""
     written = _WRITTEN.get(id(func))  # by id: an op lives as long as the process (metacache)
     if written is None:
+        arguments = func._schema.arguments
+        trains = any(a.name == "training" for a in arguments)  # not its backward, not the no-training form
         written = _WRITTEN[id(func)] = [
             (i, a.name)
-            for i, a in enumerate(func._schema.arguments)
-            if (a.alias_info is not None and a.alias_info.is_write) or a.name in _RUNNING_STATS
+            for i, a in enumerate(arguments)
+            if (a.alias_info is not None and a.alias_info.is_write) or (trains and a.name in _RUNNING_STATS)
         ]
     return written
 
