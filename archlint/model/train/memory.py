@@ -1004,7 +1004,7 @@ def _two_steps(
         # on meta, the second step's forward and backward are the first's, replayed (steady.py); on a
         # GPU spec too, the workspaces the first made held from the second's start
         walk = _walk(model)  # again: the first step may have changed the model (steady.plan checks it)
-        replay = steady.plan(first, model, opt, (*walk.params, *walk.buffers)) if values is not None else None
+        replay = steady.plan(first, model, opt, (*walk.params, *walk.buffers), values) if values is not None else None
         update = steady.plan_update(first) if replay is not None else None
         tracker.optimizer = opt
         forward_end = _measure(model, args, kwargs, opt, loss, tracker, fused, values, replay, update, kept, walk)

@@ -25,7 +25,9 @@ bytes the first step's timeline shows are lowered by what it had made of them so
 replayed (the timeline keeps one figure an op, so the two could not be told apart).
 
 That holds while the first step leaves the model as it found it. `plan` checks it and answers
-None (run the second step as well) where it does not: a parameter or buffer replaced or added, a
+None (run the second step as well) where it does not: a data-dependent op (`.item()`, `nonzero`)
+answered from values while the step changed a value it began with (a buffer, an input: the second
+step may branch otherwise), a parameter or buffer replaced or added, a
 storage from before the step freed during it, two gradients that share a storage, anything born
 in the forward or backward that the optimizer step frees. (A gradient that is a view of a larger
 storage of its own is replayed as the same view of a fresh storage of that size.)
@@ -229,12 +231,18 @@ def _copied(record, **changes):
     return dataclasses.replace(record, **changes)
 
 
-def plan(first, model: torch.nn.Module, optimizer: torch.optim.Optimizer, tensors=None) -> Replay | None:
+def plan(first, model: torch.nn.Module, optimizer: torch.optim.Optimizer, tensors=None, values=None) -> Replay | None:
     """The first step's forward and backward as a Replay for the second step, or None where the
     first step changed what the second would run on (the second then runs in full). `tensors`: the
-    model's parameters and buffers, where the caller has them (walked once for the second step)."""
+    model's parameters and buffers, where the caller has them (walked once for the second step).
+    `values`: the step's known values (archlint.model.train.values), where it had them."""
     marks = first.marks
     if not all(name in marks for name in ("forward", "backward", "step")):
+        return None
+    if values is not None and values.read and values.stale_answers():
+        # the step answered a data-dependent op (.item(), nonzero) from a value it began with and
+        # changed (a BatchNorm's num_batches_tracked, its running stats): the second step may take
+        # another branch (`num_batches_tracked % 2`), so it runs in full
         return None
     start, end = marks["forward"].events, marks["step"].events
     # everything from before the forward (parameters, buffers, inputs: the same objects in the

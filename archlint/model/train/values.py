@@ -8,7 +8,9 @@ real values of the inputs (and of small buffers) are kept beside their meta copi
 whose tensors all have a real value is also run on those values: its meta outputs get theirs. An
 `.item()` or a data-dependent shape on such a tensor is then answered with the real result, as
 the real step would compute it. An op that reads any tensor without a value (a weight, an
-activation) gives none; an op that writes one loses its value.
+activation) gives none; an op that writes one loses its value. Which of the starting values (inputs,
+buffers) each value was computed from is kept: an answer computed from one that the step changed (a
+BatchNorm's `num_batches_tracked`) may differ in the next step, which is then not replayed (steady.plan).
 
 Each layer repeats the same op on the same values (a Llama layer's attention turns the one causal
 mask into a float bias: a 16 MiB `where` per layer, a fifth of an 8B model's analysis), so a large
@@ -208,11 +210,19 @@ class KnownValues:
     def __init__(self):
         self.values = _ById()
         self.results = _Results()
+        # The values the step starts from (know_all: the inputs, the buffers), by index; which of
+        # them each value was computed from (by id of its meta tensor; none: not kept); which of them
+        # a data-dependent answer (.item(), nonzero) was computed from. The step's replay (steady.plan)
+        # holds only if those are the values the next step starts from.
+        self.start: list[tuple[weakref.ref, torch.Tensor]] = []
+        self.origin: dict[int, frozenset[int]] = {}
+        self.read: set[int] = set()
 
     def know(self, meta: torch.Tensor, real: torch.Tensor) -> None:
         """`meta` has the value `real` (a copy is kept: the step may write to it)."""
         if meta.device.type == "meta" and real.device.type != "meta" and real.nbytes <= VALUE_LIMIT_BYTES:
             self.values[meta] = real.detach().to(_CPU, copy=True)
+            self.origin.pop(id(meta), None)
 
     def know_all(self, pairs) -> None:
         """`know` for each (meta, real) pair, the copies made on this thread alone: an input of a few
@@ -225,6 +235,29 @@ class KnownValues:
                 self.know(meta, real)
 
         _one_thread(each, (), {})
+        # the originals: the real model's buffers and the inputs, which the meta step never writes
+        self.start = [(weakref.ref(meta), real) for meta, real in pairs if meta in self.values]
+        self.origin = {id(ref()): frozenset((i,)) for i, (ref, _) in enumerate(self.start)}
+
+    def stale_answers(self) -> bool:
+        """Whether a data-dependent answer was computed from a value the step started from that is
+        not what it was now: written, or lost (an unknown written into it). The next step starts
+        from the new value and may answer otherwise (a BatchNorm's num_batches_tracked, 1 then 2)."""
+        for i in sorted(self.read):
+            ref, real = self.start[i]
+            meta = ref()
+            if meta is None:
+                continue  # gone: no later step reads it
+            value = self.values[meta] if meta in self.values else None
+            if value is None or not _one_thread(torch.equal, (value, real.detach().to(_CPU)), {}):
+                return True
+        return False
+
+    def _origin_of(self, args: tuple, kwargs: dict) -> frozenset[int]:
+        """The start values the op's meta arguments were computed from."""
+        origin = self.origin
+        found = [origin[id(t)] for t in tensors_of([args, list(kwargs.values())]) if id(t) in origin]
+        return frozenset().union(*found) if found else frozenset()
 
     def _real(self, value, found: list) -> Any:
         """`value` with meta tensors replaced by their values (raises KeyError for one without)."""
@@ -276,22 +309,31 @@ class KnownValues:
             return meta_run(func, args, kwargs)
         if not found:  # no meta tensor at all (the real-tensor run, a CPU step counter)
             return meta_run(func, args, kwargs)
+        answered = False
         try:
             out = meta_run(func, args, kwargs)
         except (RuntimeError, NotImplementedError):  # a data-dependent op: the real result gives the answer
             real_out = self._computed(func, real_args, real_kwargs, reuse=False)
             out = _as_meta(real_out)
+            answered = True
         else:
             nbytes = sum(t.nbytes for t in tensors_of(out) if t.device.type == "meta")
             if nbytes > VALUE_LIMIT_BYTES:
                 self._forget_written(func, args, kwargs)
                 return out
             real_out = self._computed(func, real_args, real_kwargs, reuse=nbytes >= REUSE_MIN_BYTES)
+        origin = self._origin_of(args, kwargs)
+        if answered:
+            self.read |= origin
         for meta_t, real_t in zip(tensors_of(out), tensors_of(real_out)):
             if meta_t.device.type == "meta" and meta_t.shape == real_t.shape:
                 item = items.get(id(meta_t))
                 if item is None or item[1] is not real_t or item[0]() is not meta_t:  # (an in-place op's: kept)
                     self.values[meta_t] = real_t
+                if origin:
+                    self.origin[id(meta_t)] = origin
+                else:
+                    self.origin.pop(id(meta_t), None)
         return out
 
     def _empty(self, func, args: tuple, kwargs: dict, meta_run: Callable) -> Any:
@@ -315,6 +357,7 @@ class KnownValues:
             return None
         if out.nbytes <= VALUE_LIMIT_BYTES:
             self.values._items[id(out)] = (weakref.ref(out, self.values.gone(id(out))), _UNMADE)
+            self.origin.pop(id(out), None)
         return out
 
     def _small_inplace(self, func, args: tuple, meta_run: Callable) -> Any:
@@ -323,11 +366,13 @@ class KnownValues:
         general path's result, the real op run on the values without its generic walk (no list, no
         device, no keyword to translate; a few elements: one thread whatever the count); None where
         that path is needed."""
-        items = self.values._items
-        real_args = []
+        items, origins = self.values._items, self.origin
+        real_args: list = []
+        origin: frozenset[int] = frozenset()
         for arg in args:
             if isinstance(arg, torch.Tensor):
                 if arg.is_meta:
+                    origin |= origins.get(id(arg), origin)
                     arg = items[id(arg)][1]  # known (run's first loop)
                     if arg is _UNMADE:
                         return None
@@ -347,6 +392,8 @@ class KnownValues:
         self.results.written(written)
         func(*real_args)
         self.results.written(written)
+        if origin:  # its own and its operands'
+            origins[id(out)] = origin
         return out
 
     def _computed(self, func, real_args: tuple, real_kwargs: dict, reuse: bool) -> Any:
@@ -407,12 +454,19 @@ def _written(func) -> list[tuple[int, str]]:
     """(position, name) of the arguments the op writes to."""
     written = _WRITTEN.get(id(func))  # by id: an op lives as long as the process (metacache)
     if written is None:
+        arguments = func._schema.arguments
+        trains = any(a.name == "training" for a in arguments)  # not its backward, not the no-training form
         written = _WRITTEN[id(func)] = [
             (i, a.name)
-            for i, a in enumerate(func._schema.arguments)
-            if a.alias_info is not None and a.alias_info.is_write
+            for i, a in enumerate(arguments)
+            if (a.alias_info is not None and a.alias_info.is_write) or (trains and a.name in _RUNNING_STATS)
         ]
     return written
+
+
+# Arguments written though the schema does not say so: native_batch_norm's (and cudnn's, miopen's)
+# running statistics, updated in place in training (a value kept for them would go stale)
+_RUNNING_STATS = ("running_mean", "running_var")
 
 
 def _as_meta(value: Any) -> Any:

@@ -1,6 +1,7 @@
 """The steady step's forward and backward replayed from the first step (archlint.model.train.steady):
 the same memory, byte for byte, as running the second step in full, with one forward run instead of two."""
 
+import copy
 import json
 from types import SimpleNamespace
 
@@ -294,3 +295,76 @@ def test_replayed_records_copy_every_field():
     assert copies[1] == dataclasses.replace(made, op=made.op + 5, died=math.inf, kind="")
     assert all(c is not r for c, r in zip(copies, (rec, made)))
     tracker.pending.clear()
+
+
+class BranchesOnItsCounter(nn.Module):
+    """Takes a longer way at odd steps: its forward reads the count its own BatchNorm keeps, which the
+    step itself moves (1 in the first step, 2 in the second)."""
+
+    def __init__(self):
+        super().__init__()
+        self.bn, self.lin = nn.BatchNorm1d(16), nn.Linear(16, 16)
+
+    def forward(self, x):
+        h = self.bn(x)
+        if bool(self.bn.num_batches_tracked % 2 == 1):  # computed from the count: what it was computed from counts
+            h = self.lin(torch.tanh(self.lin(torch.relu(self.lin(h)))))
+        return self.lin(h)
+
+
+class BranchesOnItsRunningMean(nn.Module):
+    """Reads a running statistic the step updates: zero in the first step only."""
+
+    def __init__(self):
+        super().__init__()
+        self.bn, self.lin = nn.BatchNorm1d(16), nn.Linear(16, 16)
+
+    def forward(self, x):
+        if self.bn.running_mean[0].item() == 0.0:
+            x = torch.tanh(self.lin(torch.relu(self.lin(x))))
+        return self.lin(self.bn(x))
+
+
+def _real_step(model, args):
+    """The step's figures run on a real copy of the model (no meta, no values, no replay)."""
+    first, tracker, forward_end = memory._two_steps(
+        copy.deepcopy(model), args, {}, "adam", "single", "mean", False, False
+    )
+    return memory._summary(tracker, forward_end)
+
+
+@pytest.mark.parametrize("build", [BranchesOnItsCounter, BranchesOnItsRunningMean])
+def test_a_forward_that_reads_what_the_step_changes_is_not_replayed(monkeypatch, build):
+    """The first step's branch is not the second's: the second is not the first's replayed."""
+    plans = []
+    real_plan = steady.plan
+    monkeypatch.setattr(steady, "plan", lambda *a: plans.append(real_plan(*a)) or plans[-1])
+    torch.manual_seed(0)
+    model, x = build(), torch.randn(8, 16) + 1
+    r = step_memory(model, (x,), optimizer="adam")
+    real = _real_step(model, (x,))
+    assert all(p is None for p in plans)
+    for key in ("peak_bytes", "activations_bytes", "ops"):
+        assert r[key] == real[key], key
+
+
+def test_a_batch_norm_model_that_reads_an_input_mask_is_still_replayed(monkeypatch):
+    """A data-dependent answer from the inputs alone, which the step leaves as they were: replayed,
+    though the step moves the BatchNorm's buffers (which nothing reads)."""
+
+    class Masked(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.bn, self.lin = nn.BatchNorm1d(16), nn.Linear(16, 16)
+
+        def forward(self, x, mask):
+            h = self.lin(self.bn(x))
+            return h.mean() if bool(mask.all()) else h[mask].mean()
+
+    plans = []
+    real_plan = steady.plan
+    monkeypatch.setattr(steady, "plan", lambda *a: plans.append(real_plan(*a)) or plans[-1])
+    model, x, mask = Masked(), torch.randn(8, 16), torch.ones(8, dtype=torch.bool)
+    r = step_memory(model, (x, mask), optimizer="adam")
+    assert plans and all(p is not None for p in plans)
+    assert r["ops"] == _real_step(model, (x, mask))["ops"]

@@ -239,3 +239,16 @@ def test_a_small_in_place_add_on_a_known_count_is_exact():
     assert values.values[count].item() == 8
     values.run(torch.ops.aten.add_.Tensor, (count, torch.tensor(2)), {"alpha": 3}, metacache.run)  # general path
     assert values.values[count].item() == 14
+
+
+def test_batch_norm_in_training_forgets_the_values_of_its_running_stats():
+    """native_batch_norm updates its running statistics in place though its schema does not say so: a
+    value kept for them would be stale (a forward that reads `running_mean.item()` after the layer)."""
+    known = KnownValues()
+    stats = [torch.empty(4, device="meta") for _ in range(2)]
+    for meta, real in zip(stats, (torch.zeros(4), torch.ones(4))):
+        known.know(meta, real)
+    x = torch.empty(3, 4, device="meta")  # an activation: no value
+    with _Run(known):
+        torch.nn.functional.batch_norm(x, stats[0], stats[1], training=True)
+    assert all(meta not in known.values for meta in stats)
