@@ -160,6 +160,22 @@ _HOOKS = (
 )
 
 
+def _global_module_hooks() -> bool:
+    """Hooks registered for every module (torch.nn.modules.module.register_module_forward_hook and
+    kin), before the memory model adds its own: they would run in the exact instances' submodules
+    and not in a stand-in's, so no chain is stood in for."""
+    from torch.nn.modules import module as torch_module
+
+    names = (
+        "_global_forward_hooks",
+        "_global_forward_pre_hooks",
+        "_global_backward_hooks",
+        "_global_backward_pre_hooks",
+        "_global_forward_hooks_always_called",
+    )
+    return any(getattr(torch_module, name, None) for name in names)
+
+
 def _signature_ok(m: nn.Module) -> bool:
     """No hooks on the module or its parameters, no instance-level forward."""
     if "forward" in vars(m):
@@ -470,24 +486,27 @@ class _Chain:
         try:
             self._check_call(k, args, kwargs, tracker)
         except Exception as why:  # a premise unmet (_Off), or a case not foreseen: exact, said
-            return self._off(_said(why), forward, args, kwargs)
+            return self._off(why, forward, args, kwargs)
         x = args[0]
         if k in (0, 1, self.last):
             return self._exact(k, forward, args, kwargs, x, tracker)
         try:
             self._check_stand_in(k, x, args)
         except Exception as why:  # a premise unmet (_Off), or a case not foreseen: exact, said
-            return self._off(_said(why), forward, args, kwargs)
+            return self._off(why, forward, args, kwargs)
         self.stood += 1
         y = _StandIn.apply(x, self, k)
         self._done(k, y, tracker)
         return y if y is not None else forward(*args, **kwargs)
 
-    def _off(self, why: str, forward, args, kwargs):
-        if self.stood:
-            self.reuse.fail(f"{self.paths[0]}: {why} after a stand-in ran")
-        else:
-            self.reuse.skipped.append(f"{self.container}: {why}")
+    def _off(self, why: Exception | str, forward, args, kwargs):
+        """The chain's calls exact from here; the step runs again exactly where a stand-in ran, or
+        where the reason is no premise but an error of ours (said in the notes either way)."""
+        if self.stood or not isinstance(why, (_Off, str)):
+            self.reuse.fail(
+                f"{self.paths[0]}: {_said(why) if isinstance(why, Exception) else why}"
+                + (" after a stand-in ran" if self.stood else "")
+            )
         self.on = False
         return forward(*args, **kwargs)
 
@@ -593,10 +612,8 @@ class _Chain:
             if k == 0 and isinstance(why, _Held) and self.n > MIN_CHAIN:
                 self._drop_first()  # its first GEMM's workspace: the chain begins at the next
                 return y
-            if self.stood:
+            if self.stood or not isinstance(why, _Off):  # an error of ours: said, and the step run again
                 self.reuse.fail(f"{self.paths[k]}: {_said(why)}")
-            else:
-                self.reuse.skipped.append(f"{self.container}: {_said(why)}")
             self.on = False
             return y
         self._done(k, y, tracker)
@@ -1025,9 +1042,8 @@ class Reuse:
         self.values = values
         self.tracker: Any = None
         self.failed = ""
-        self.skipped: list[str] = []
         self.chains: list[_Chain] = []
-        if not (enabled and ENABLED):
+        if not (enabled and ENABLED) or _global_module_hooks():
             return
         for container, run in _chains(model, paths):
             self.chains.append(_Chain(self, container, run, paths))

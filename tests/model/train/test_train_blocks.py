@@ -641,3 +641,35 @@ def test_a_programs_input_free_is_the_tensors_own(held, monkeypatch):
     blocks._write(tracker, program, "blocks.3", {"in": rec}, {}, named)
     assert rec.died == e0 + 1 and not named
     assert (tracker.events, tracker.live_bytes) == (e0 + 2, 1000 + 64)
+
+
+def test_a_global_module_hook_of_the_users_means_no_reuse(monkeypatch):
+    """A hook registered for every module runs in the exact instances' submodules and not in a
+    stand-in's (it may make tensors, count calls): with one registered no chain is stood in for."""
+    from torch.nn.modules.module import register_module_forward_hook
+
+    model, args = mlp_chain()
+    calls = []
+    handle = register_module_forward_hook(lambda module, inputs, output: calls.append(type(module).__name__))
+    try:
+        off, on = _both(model, args, monkeypatch)
+    finally:
+        handle.remove()
+    assert "reused_blocks" not in on and _figures(off) == _figures(on)
+    assert blocks.Reuse(model, {}, None, True).chains == []  # the hook's still off: checked at the start
+    on_again = _both(model, args, monkeypatch)[1]
+    assert "reused_blocks" in on_again  # without it, reused
+
+
+def test_an_error_of_ours_in_a_check_is_said_and_the_step_exact(monkeypatch):
+    """A check that raises something other than an unmet premise (a defect of ours) does not pass
+    silently: the step runs again exactly and the notes say why."""
+    model, args = mlp_chain()
+
+    def broken(self, k, x, args):
+        raise KeyError("boom")
+
+    monkeypatch.setattr(blocks._Chain, "_check_stand_in", broken)
+    off, on = _both(model, args, monkeypatch)
+    assert "reused_blocks" not in on and _figures(off) == _figures(on)
+    assert any("repeated blocks: run exactly" in n and "unforeseen KeyError" in n for n in on["notes"])
