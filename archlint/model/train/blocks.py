@@ -20,8 +20,8 @@ step is then run again without stand-ins, from the model's modules' attributes a
 found them: `Reuse.restore`):
 - before: the instances' classes, parameter and buffer layouts, submodules and plain attributes
   equal; no hooks of the user's on them or their parameters, and none registered for every
-  module; under autocast: no reuse; on a GPU spec, a first instance that makes a library's workspace (cuBLAS's, at a thread's first GEMM)
-  is left out of the chain;
+  module; under autocast: no reuse; on a GPU spec, a first instance that makes a library's
+  workspace (cuBLAS's, at a thread's first GEMM) is left out of the chain;
 - forward: each instance called with one tensor (the previous one's output, with nothing run in
   between) and the same other arguments, not in place on it, returning a fresh tensor, setting no
   attribute or buffer of the block's modules (the first two instances', compared: a cache or a flag
