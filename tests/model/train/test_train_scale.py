@@ -38,15 +38,17 @@ def test_the_program_gives_the_freed_mask_values_back():
     """Each attention layer's causal mask was a real 16 MiB value made and freed (model/train/values.py);
     under glibc's adaptive mmap threshold the freed blocks stayed in the process's heap, about 15 MB a layer
     (0.8 GB on an 8B-sized model). With the threshold fixed, as the program sets it, they are handed back.
-    Now the mask is computed once and reused, so the per-layer case is run with the reuse off."""
+    Now the mask is computed once and reused, so the per-layer case is run with the reuse off. The
+    adaptive threshold's own growth is not asserted: it follows the process's allocation history, not
+    archlint (measured 2026-11-29 over runs and hash seeds: 200-400 MB on one tree, 19-400 MB on the
+    next, where a freed mask's block is sometimes taken again by the next layer's)."""
     runs = {}
-    for mode, masks in (("adaptive", "per-layer"), ("fixed", "per-layer"), ("adaptive", "reused")):
+    for mode, masks in (("fixed", "per-layer"), ("adaptive", "reused")):
         out = subprocess.run([sys.executable, "-c", STEP, mode, masks], capture_output=True, text=True, check=True)
         runs[mode, masks] = json.loads(out.stdout.strip().splitlines()[-1])
     if not runs["fixed", "per-layer"]["set"]:
         pytest.skip("not glibc")
     assert runs["fixed", "per-layer"]["grew_kib"] < 64 << 10
-    assert runs["adaptive", "per-layer"]["grew_kib"] > runs["fixed", "per-layer"]["grew_kib"] + (100 << 10)
     # the mask computed once and reused (model/train/values.py): nothing made and freed per layer to keep
     assert runs["adaptive", "reused"]["grew_kib"] < 64 << 10
 
