@@ -573,17 +573,23 @@ def _replayed(tracker, span, prefix: str) -> None:
                 tracker.died(recs[item[1][1]])
 
 
-@pytest.mark.parametrize("peak", [0, 1450, 10_000], ids=["peak-in-span", "peak-tied-before", "peak-before"])
-def test_a_programs_events_are_the_trackers_own(peak, monkeypatch):
-    """`_write`'s one-pass records, figures and peak (the first event to reach the span's highest
-    point: two transients reach 1450 bytes, the first is the peak) against the same events through
-    `born`, `transient`, `died`."""
-    seen = []
+def _first_step_trackers(monkeypatch) -> list:
+    """The first step's tracker of a run of `mlp_chain` (a tracker to write into `like` it)."""
+    seen: list = []
     active = blocks.Reuse.active
     monkeypatch.setattr(
         blocks.Reuse, "active", lambda self, tracker, *rest: seen.append(tracker) or active(self, tracker, *rest)
     )
     step_memory(*mlp_chain())
+    return seen
+
+
+@pytest.mark.parametrize("peak", [0, 1450, 10_000], ids=["peak-in-span", "peak-tied-before", "peak-before"])
+def test_a_programs_events_are_the_trackers_own(peak, monkeypatch):
+    """`_write`'s one-pass records, figures and peak (the first event to reach the span's highest
+    point: two transients reach 1450 bytes, the first is the peak) against the same events through
+    `born`, `transient`, `died`."""
+    seen = _first_step_trackers(monkeypatch)
     rel = ("rel", ".fc")
     ops = [
         blocks._Op("aten::mm", rel, [("b", 100, rel), ("f",)], 0),
@@ -611,12 +617,7 @@ def test_a_programs_input_free_is_the_tensors_own(held, monkeypatch):
     """A compiled backward frees the stand-in's input by dropping the reference it is given (the
     tensor's own free records the death, at the program's event), never by writing it: where
     something else holds the input, the write says so (the step then runs again exactly)."""
-    seen = []
-    active = blocks.Reuse.active
-    monkeypatch.setattr(
-        blocks.Reuse, "active", lambda self, tracker, *rest: seen.append(tracker) or active(self, tracker, *rest)
-    )
-    step_memory(*mlp_chain())
+    seen = _first_step_trackers(monkeypatch)
     rel = ("rel", ".fc")
     ops = [
         blocks._Op("aten::mm", rel, [("b", 64, rel), ("f",)], 0),
