@@ -416,6 +416,15 @@ class Reused:
         }
 
 
+@dataclass(frozen=True)
+class Outcome:
+    """What the output says of a first step's chains (`Reuse.close`): the ones written from others,
+    or why the step ran again exactly."""
+
+    reused: list[Reused]
+    failed: str
+
+
 class _StandIn(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, chain, k):
@@ -1102,6 +1111,18 @@ class Reuse:
             self.values.values.pop(b, None)
         _put_back(self._attrs)
         self.chains = []
+
+    def close(self) -> Outcome:
+        """What the output says; the model, the tracker and the chains let go of. Each chain holds its
+        Reuse, which holds the tracker that holds it: kept, they (the meta model and the step's storages
+        among them) were freed by the cyclic collector's next pass, not by their reference counts when the
+        step is read (2.6 ms of vit_b_16's --train)."""
+        outcome = Outcome(self.reused(), self.failed)
+        self.chains = []
+        self.model = self.values = self.tracker = None
+        for name in ("_params", "_optimizer", "_buffers", "_unknown", "_attrs"):
+            self.__dict__.pop(name, None)
+        return outcome
 
     def reused(self) -> list[Reused]:
         if self.failed:

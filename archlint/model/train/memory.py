@@ -248,7 +248,7 @@ class _Tracker:
     shims: set[str] = field(default_factory=set)  # what meta_shims adapted (said in the notes)
     own_loss: bool = False  # the output carried the model's own loss, the step's loss alone (output_tensors)
     pending: dict[int, tuple] = field(default_factory=dict)  # the weak references that record frees (_on_free)
-    reuse: Any = None  # the first step's: its repeated blocks written from others (blocks.Reuse)
+    reuse: Any = None  # the first step's: its repeated blocks written from others (blocks.Outcome)
 
     def size(self, storage) -> int:
         """A storage's bytes as counted here (rounded as the target's allocator rounds a block; `see`
@@ -847,8 +847,8 @@ def step_memory(
         )
     if first.shims | tracker.shims:  # ops the meta device refused, adapted (meta_shims): said in text too
         result["adapted_ops"] = sorted(first.shims | tracker.shims)
-    if first.reuse is not None and first.reuse.reused():  # said in text too
-        result["reused_blocks"] = [r.to_dict() for r in first.reuse.reused()]
+    if first.reuse is not None and first.reuse.reused:  # said in text too
+        result["reused_blocks"] = [r.to_dict() for r in first.reuse.reused]
         result["reused_blocks_basis"] = repeats.BASIS
     elif first.reuse is not None and first.reuse.failed:
         notes.append(f"repeated blocks: run exactly, a stand-in's premise failed ({first.reuse.failed})")
@@ -985,10 +985,10 @@ def _two_steps(
                 _measure(
                     model, args, kwargs, opt, loss, first, fused, values, update=first_update, kept=kept, walk=walk
                 )
-            first.reuse = reuse
             if again or not reuse.failed:
                 break
             reuse.restore()
+        first.reuse = reuse.close()
         tracker = _Tracker(
             round_to=CUDA_BLOCK_BYTES if gpu else 1,
             workspace_sizes=workspace_sizes,

@@ -674,3 +674,31 @@ def test_an_error_of_ours_in_a_check_is_said_and_the_step_exact(monkeypatch):
     off, on = _both(model, args, monkeypatch)
     assert "reused_blocks" not in on and _figures(off) == _figures(on)
     assert any("repeated blocks: run exactly" in n and "unforeseen KeyError" in n for n in on["notes"])
+
+
+@pytest.mark.parametrize("n", [6, 3], ids=["reused", "too-short"])
+def test_the_step_is_freed_by_its_reference_counts(n):
+    """No cycle keeps the meta model, its tensors or the trackers alive once the step is read (the
+    chains held their Reuse, which held the tracker that held it): with the cyclic collector off, as
+    the step runs (archlint.collector), they were freed only at its next pass, after the run."""
+    import gc
+
+    from archlint.model.train.memory import _Storage
+
+    model, args = mlp_chain(n)
+    model.train()
+    step_memory(model, args)
+    gc.collect()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        result = step_memory(model, args)
+        assert ("reused_blocks" in result) == (n == 6)
+        del result
+        gc.collect()
+        kept = [type(o).__name__ for o in gc.garbage if isinstance(o, (nn.Module, torch.Tensor, _Storage))]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
+    assert kept == []
