@@ -26,17 +26,19 @@ repeated where there are fewer), so that a run with a run before and after it is
 Which layouts it runs (`_probes`), and where each layout's sizes come from (`_scale`): for torch's
 own optimizers (whose loops make the same ops for every parameter of a class, whatever its sizes),
 the layouts of a class (`_class_of`: contiguous in a fresh tensor's strides, more than one element,
-its storage and its gradient's its own; one dimension count, dtype, type and requires_grad) are
-probed by a pair, the class's layouts of the fewest and the most elements. The rest of the class
-take its template where the pair's runs prove a rule: every birth is, in both, of the parameter's
-shape at one whole number of bytes an element, or a scalar (0-dim) of one size; no op has a scratch the
-watch sizes by its inputs (a reduction's, a convolution's); each state tensor is, in both, of the
-parameter's shape and strides on a storage of its own size, or a scalar of one layout. A layout's
-births are then its elements times those bytes, or the scalar's size, each rounded as the real tracker
-rounds a storage (the probe's tracker counts them unrounded). A class the pair does not prove is
-probed layout by layout in a second probe (`FirstUpdate.unscaled` says why), as is any other layout:
-its sizes are its own run's. A shape the pair shares is no proof of a fixed one (torch.optim.Muon's
-Gram matrix, rows x rows, is the same for (8, 8) and (8, 128), not for (16, 32)): only a scalar's is.
+its storage and its gradient's its own; one dtype, type and requires_grad; one dimension count, but
+under the optimizers whose loops read none, `_ANY_DIMS`: SGD, Adam, AdamW, ..., where a 1-d bias and
+a 4-d kernel are of one class) are probed by a pair, the class's layouts of the fewest and the most
+elements. The rest of the class take its template where the pair's runs prove a rule: every birth
+is, in both, of the parameter's shape at one whole number of bytes an element, or a scalar (0-dim)
+of one size; no op has a scratch the watch sizes by its inputs (a reduction's, a convolution's);
+each state tensor is, in both, of the parameter's shape and strides on a storage of its own size, or
+a scalar of one layout. A layout's births are then its elements times those bytes, or the scalar's
+size, each rounded as the real tracker rounds a storage (the probe's tracker counts them unrounded).
+A class the pair does not prove is probed layout by layout in a second probe (`FirstUpdate.unscaled`
+says why), as is any other layout: its sizes are its own run's. A shape the pair shares is no proof
+of a fixed one (torch.optim.Muon's Gram matrix, rows x rows, is the same for (8, 8) and (8, 128),
+not for (16, 32)): only a scalar's is.
 """
 
 from __future__ import annotations
@@ -177,10 +179,11 @@ class FirstUpdate:
                 params, keys = chosen
                 unproven: dict = {}  # class -> why its pair did not prove its template
                 torchs = _torchs(self.optimizer)
+                dims = _reads_dims(self.optimizer)
                 if not torchs:
                     self.unscaled = ["every layout: the optimizer's step is not torch's own (it may branch on a size)"]
                 while True:  # again, with the classes not proven probed layout by layout (once at most, mostly)
-                    probed, pairs, class_of = _probes(keys, unproven, torchs)
+                    probed, pairs, class_of = _probes(keys, unproven, torchs, dims)
                     self.probed = len(probed)
                     why = _worth(len(params), len(probed))
                     if why:
@@ -260,6 +263,35 @@ def _torchs(optimizer) -> bool:
     return module == "torch.optim" or module.startswith("torch.optim.")
 
 
+# torch's own optimizers whose per-parameter loops (`_init_group`'s and the single-tensor update's)
+# read no parameter's dimension count or shape: the same ops for a 1-d bias and a 4-d kernel, each
+# output of the parameter's shape or a scalar (read in torch 2.x's source: their only reads of a
+# size are of a hyperparameter's `numel()` and, in Adagrad, a sparse gradient's `size()`, and a
+# sparse gradient is never templated). Not Adafactor (it factors a gradient of `dim() > 1`), nor
+# Muon (2-d only), nor any other class: their layouts' classes keep the dimension count.
+_ANY_DIMS = frozenset(
+    {
+        torch.optim.SGD,
+        torch.optim.Adam,
+        torch.optim.AdamW,
+        torch.optim.Adagrad,
+        torch.optim.Adadelta,
+        torch.optim.Adamax,
+        torch.optim.ASGD,
+        torch.optim.NAdam,
+        torch.optim.RAdam,
+        torch.optim.RMSprop,
+        torch.optim.Rprop,
+    }
+)
+
+
+def _reads_dims(optimizer) -> bool:
+    """Whether the optimizer's step may branch on a parameter's dimension count: all but the exact
+    classes of `_ANY_DIMS` (a subclass may override a loop)."""
+    return type(optimizer) not in _ANY_DIMS
+
+
 def _contiguous(shape) -> tuple[int, ...]:
     """The strides torch gives a fresh tensor of `shape` (no dimension of size 0)."""
     strides, step = [], 1
@@ -273,36 +305,38 @@ def _numel(key) -> int:
     return math.prod(key[0][0])
 
 
-def _class_of(key) -> tuple | None:
+def _class_of(key, dims: bool = True) -> tuple | None:
     """A layout's class, whose pair of probed layouts can prove its template for the rest (`_scale`),
     or None (probed itself): a parameter of more than one element in the strides torch gives a fresh
     tensor of its shape, owning its storage, with a gradient of its shape and strides owning its own.
     A layout dense in another order of its dimensions stays apart: where a dimension is of size 1
     its stride is free, and an op's output takes one by its own rules (empty_like keeps it,
-    TensorIterator may not). Its class: its dimensions' count (an optimizer may branch on it), its
-    and its gradient's dtypes and types, requires_grad."""
+    TensorIterator may not). Its class: its dimensions' count where the optimizer may branch on it
+    (`dims`: see `_reads_dims`; else None), its and its gradient's dtypes and types, requires_grad."""
     (shape, stride, offset, nbytes, dtype, kind, grad_req), (gshape, gstride, goffset, gnbytes, gdtype, gkind) = key
     numel = math.prod(shape)
     if numel < 2 or offset or goffset or gshape != shape or gstride != stride or stride != _contiguous(shape):
         return None
     if nbytes != numel * dtype.itemsize or gnbytes != numel * gdtype.itemsize:
         return None
-    return (len(shape), dtype, kind, grad_req, gdtype, gkind)
+    return (len(shape) if dims else None, dtype, kind, grad_req, gdtype, gkind)
 
 
 def _class_name(c: tuple) -> str:
-    return f"{c[0]}-d {str(c[1]).removeprefix('torch.')} parameters"
+    dtype = str(c[1]).removeprefix("torch.")
+    return f"{dtype} parameters of any dimension count" if c[0] is None else f"{c[0]}-d {dtype} parameters"
 
 
-def _probes(keys: list, unproven: Collection, torchs: bool) -> tuple[list, dict, dict]:
+def _probes(keys: list, unproven: Collection, torchs: bool, dims: bool = True) -> tuple[list, dict, dict]:
     """The layouts the probe runs, first seen first: (those layouts, class -> its pair (its layouts of
     the fewest and the most elements, first seen of each), layout -> its class where a pair stands for
     it). A class of three layouts or more and two sizes is probed by its pair; any other layout, a
-    class in `unproven`, and every layout where the step is not torch's own (`torchs`), by itself."""
+    class in `unproven`, and every layout where the step is not torch's own (`torchs`), by itself.
+    `dims`: whether a class keeps its layouts' dimension count (`_class_of`)."""
     layouts = list(dict.fromkeys(keys))
     members: dict = {}
     for key in layouts:
-        c = _class_of(key)
+        c = _class_of(key, dims)
         if c is not None and c not in unproven and torchs:
             members.setdefault(c, []).append(key)
     pairs, class_of = {}, {}
