@@ -130,10 +130,10 @@ class _Loop:
     first: _Run
     middle: _Run
     last: _Run
-    sizes: dict[Any, list[list[int]]]  # probed layout key -> per op, its births' bytes (unrounded)
-    shapes: dict[Any, list[list[tuple | None]]]  # probed layout key -> per op, its births' shapes
+    sizes: dict[Any, list[list[int]]]  # probed layout's number -> per op, its births' bytes (unrounded)
+    shapes: dict[Any, list[list[tuple | None]]]  # probed layout's number -> per op, its births' shapes
     state_at: dict[tuple[int, int], str]  # (op in the run, birth in the op) -> the state key it is
-    # every layout key -> the bytes of its births that are not state, in order, rounded as the real
+    # every layout's number -> the bytes of its births that are not state, in order, rounded as the real
     # tracker rounds a storage (`_scale`; a state tensor's are its own, made by `_states`)
     temps: dict[Any, list[int]] = field(default_factory=dict)
 
@@ -153,7 +153,7 @@ class Template:
 
     parts: list  # _Fixed and _Loop, in order
     marks: dict[str, tuple[int, int, int]]  # mark -> (part index, op index in it, deaths after the op before it)
-    state: dict[Any, dict[str, Any]]  # layout key -> the probe's state of that layout
+    state: dict[int, dict[str, Any]]  # layout's number -> the probe's state of that layout
     keyed: bool  # whether the step gave every parameter a state entry (else none)
 
 
@@ -176,20 +176,27 @@ class FirstUpdate:
             chosen, why = _eligible(self.optimizer)
             plan = None
             if chosen is not None:
-                params, keys = chosen
+                params, keys, layouts = chosen
                 unproven: dict = {}  # class -> why its pair did not prove its template
                 torchs = _torchs(self.optimizer)
                 dims = _reads_dims(self.optimizer)
                 if not torchs:
                     self.unscaled = ["every layout: the optimizer's step is not torch's own (it may branch on a size)"]
                 while True:  # again, with the classes not proven probed layout by layout (once at most, mostly)
-                    probed, pairs, class_of = _probes(keys, unproven, torchs, dims)
+                    probed, pairs, class_of = _probes(layouts, unproven, torchs, dims)
                     self.probed = len(probed)
                     why = _worth(len(params), len(probed))
                     if why:
                         break
                     plan, why, more = _plan(
-                        self.optimizer, params, keys, probed, pairs, class_of, self.watch, self.new_tracker, tracker
+                        self.optimizer,
+                        (params, keys, layouts),
+                        probed,
+                        pairs,
+                        class_of,
+                        self.watch,
+                        self.new_tracker,
+                        tracker,
                     )
                     if not more:
                         break
@@ -211,8 +218,11 @@ def _layout(t: torch.Tensor) -> tuple:
     return (t.shape, t.stride(), t.storage_offset(), t.untyped_storage().nbytes(), t.dtype, t.layout, t.device)
 
 
-def _eligible(optimizer) -> tuple[tuple[list, list] | None, str]:
-    """The parameters the step updates (those with a gradient, in order), where a template can stand for it."""
+def _eligible(optimizer) -> tuple[tuple[list, list[int], list[tuple]] | None, str]:
+    """The parameters the step updates (those with a gradient, in order), where a template can stand for
+    it: (those parameters, each one's layout's number, the layouts, first seen first). The rest of the
+    step keys its tables by a layout's number: a layout's tuple (torch.Size, dtypes) hashes in about
+    half a microsecond, a dozen times a parameter."""
     if len(optimizer.param_groups) != 1:
         return None, "more than one parameter group"
     if (
@@ -234,6 +244,7 @@ def _eligible(optimizer) -> tuple[tuple[list, list] | None, str]:
     if len(params) < 3:
         return None, "fewer than three parameters with a gradient"
     storages, keys = set(), []
+    numbers: dict[tuple, int] = {}
     strided = torch.strided
     for p in params:
         g = p.grad
@@ -242,16 +253,15 @@ def _eligible(optimizer) -> tuple[tuple[list, list] | None, str]:
         ps, gs = p.untyped_storage(), g.untyped_storage()
         storages.add(id(ps))
         storages.add(id(gs))
-        # its layout class: all that torch's step can read of it and its gradient, values aside
-        keys.append(
-            (
-                (p.shape, p.stride(), p.storage_offset(), ps.nbytes(), p.dtype, type(p), p.requires_grad),
-                (g.shape, g.stride(), g.storage_offset(), gs.nbytes(), g.dtype, type(g)),
-            )
+        # its layout: all that torch's step can read of it and its gradient, values aside
+        layout = (
+            (p.shape, p.stride(), p.storage_offset(), ps.nbytes(), p.dtype, type(p), p.requires_grad),
+            (g.shape, g.stride(), g.storage_offset(), gs.nbytes(), g.dtype, type(g)),
         )
+        keys.append(numbers.setdefault(layout, len(numbers)))
     if len(storages) != 2 * len(params):
         return None, "parameters or gradients that share a storage"
-    return (params, keys), ""
+    return (params, keys, list(numbers)), ""
 
 
 def _torchs(optimizer) -> bool:
@@ -327,27 +337,27 @@ def _class_name(c: tuple) -> str:
     return f"{dtype} parameters of any dimension count" if c[0] is None else f"{c[0]}-d {dtype} parameters"
 
 
-def _probes(keys: list, unproven: Collection, torchs: bool, dims: bool = True) -> tuple[list, dict, dict]:
-    """The layouts the probe runs, first seen first: (those layouts, class -> its pair (its layouts of
-    the fewest and the most elements, first seen of each), layout -> its class where a pair stands for
-    it). A class of three layouts or more and two sizes is probed by its pair; any other layout, a
-    class in `unproven`, and every layout where the step is not torch's own (`torchs`), by itself.
-    `dims`: whether a class keeps its layouts' dimension count (`_class_of`)."""
-    layouts = list(dict.fromkeys(keys))
+def _probes(layouts: list, unproven: Collection, torchs: bool, dims: bool = True) -> tuple[list, dict, dict]:
+    """The layouts the probe runs (their numbers in `layouts`, first seen first): (those layouts, class
+    -> its pair (its layouts of the fewest and the most elements, first seen of each), layout -> its
+    class where a pair stands for it). A class of three layouts or more and two sizes is probed by its
+    pair; any other layout, a class in `unproven`, and every layout where the step is not torch's own
+    (`torchs`), by itself. `dims`: whether a class keeps its layouts' dimension count (`_class_of`)."""
     members: dict = {}
-    for key in layouts:
-        c = _class_of(key, dims)
+    for key, layout in enumerate(layouts):
+        c = _class_of(layout, dims)
         if c is not None and c not in unproven and torchs:
             members.setdefault(c, []).append(key)
+    numel = [_numel(layout) for layout in layouts].__getitem__
     pairs, class_of = {}, {}
     for c, ks in members.items():
-        small, large = min(ks, key=_numel), max(ks, key=_numel)
-        if len(ks) < 3 or _numel(small) == _numel(large):
+        small, large = min(ks, key=numel), max(ks, key=numel)
+        if len(ks) < 3 or numel(small) == numel(large):
             continue  # nothing to spare, or no two sizes to prove a scale by
         pairs[c] = (small, large)
         for key in ks:
             class_of[key] = c
-    probed = [k for k in layouts if k not in class_of or k in pairs[class_of[k]]]
+    probed = [k for k in range(len(layouts)) if k not in class_of or k in pairs[class_of[k]]]
     return probed, pairs, class_of
 
 
@@ -378,10 +388,11 @@ def _probe_optimizer(optimizer, params: list) -> torch.optim.Optimizer:
     return probe
 
 
-def _plan(optimizer, params, keys, probed, pairs, class_of, watch, new_tracker, real) -> tuple[Any, str, dict]:
+def _plan(optimizer, chosen, probed, pairs, class_of, watch, new_tracker, real) -> tuple[Any, str, dict]:
     """Run the probe over the `probed` layouts and read its template; then every layout's sizes (a
-    class's scaled from its pair) and the real state, made. (None, why, {}) where it does not hold;
-    (None, why, {class: why}) where a class's pair does not prove its template."""
+    class's scaled from its pair) and the real state, made. `chosen`: `_eligible`'s. (None, why, {})
+    where it does not hold; (None, why, {class: why}) where a class's pair does not prove its template."""
+    params, keys, layouts = chosen
     first_of = {k: p for k, p in zip(reversed(keys), reversed(params))}  # one parameter of each layout
     order = list(probed)
     reps = [first_of[k] for k in order]
@@ -420,10 +431,10 @@ def _plan(optimizer, params, keys, probed, pairs, class_of, watch, new_tracker, 
     why = _probe_states(template, probe, probe_params, order)
     if why:
         return None, why, {}
-    made, unproven = _scale(template, pairs, keys, class_of, real.round_to)
+    made, unproven = _scale(template, pairs, layouts, class_of, real.round_to)
     if unproven:
         return None, "a class's pair did not prove its template", unproven
-    states, why = _states(template, keys, class_of, made)
+    states, why = _states(template, keys, layouts, class_of, made)
     if states is None:
         return None, why, {}
     return (template, states), "", {}
@@ -658,7 +669,7 @@ def _probe_states(template: Template, probe, probe_params, order) -> str:
     return ""
 
 
-def _scale(template: Template, pairs: dict, keys: list, class_of: dict, round_to: int) -> tuple[dict, dict]:
+def _scale(template: Template, pairs: dict, layouts: list, class_of: dict, round_to: int) -> tuple[dict, dict]:
     """Every layout's births' bytes (but the state's), rounded as the real tracker rounds a storage
     (`_Tracker.size`), into each loop's `temps`; and each class's state entries: (class -> [(name, how, the probe's)],
     {class: why its pair does not prove its template}: then nothing is written).
@@ -673,32 +684,32 @@ def _scale(template: Template, pairs: dict, keys: list, class_of: dict, round_to
     made: dict = {}
     unproven: dict = {}
     for c, (a, b) in pairs.items():
-        rule, why = _birth_rule(loops, a, b)
-        entries, state_why = _state_rule(template.state[a], template.state[b], a, b)
+        rule, why = _birth_rule(loops, a, b, layouts[a], layouts[b])
+        entries, state_why = _state_rule(template.state[a], template.state[b], layouts[a], layouts[b])
         if rule is None or entries is None:
             unproven[c] = why or state_why
         else:
             rules[c], made[c] = rule, entries
     if unproven:
         return {}, unproven
-    layouts = list(dict.fromkeys(keys))
     for index, loop in loops:
         state_at, temps = loop.state_at, loop.temps
-        for key in layouts:
+        for key, layout in enumerate(layouts):
             own = loop.sizes.get(key)
             if own is not None:
                 flat = [x for i, op in enumerate(own) for m, x in enumerate(op) if (i, m) not in state_at]
             else:
-                n = _numel(key)
+                n = _numel(layout)
                 flat = [x * n if per else x for x, per in rules[class_of[key]][index]]
             temps[key] = [-(-x // round_to) * round_to if x else 0 for x in flat]
     return made, {}
 
 
-def _birth_rule(loops: list, a, b) -> tuple[dict | None, str]:
-    """The rule a class's pair (`a` of fewer elements than `b`) proves for its births' bytes (see `_scale`)."""
-    na, nb = _numel(a), _numel(b)
-    shape_a, shape_b = tuple(a[0][0]), tuple(b[0][0])
+def _birth_rule(loops: list, a: int, b: int, layout_a: tuple, layout_b: tuple) -> tuple[dict | None, str]:
+    """The rule a class's pair (`a` of fewer elements than `b`, their layouts') proves for its births'
+    bytes (see `_scale`)."""
+    na, nb = _numel(layout_a), _numel(layout_b)
+    shape_a, shape_b = tuple(layout_a[0][0]), tuple(layout_b[0][0])
     rule = {}
     for index, loop in loops:
         if _SIZED_SCRATCH.intersection(loop.first.names):
@@ -750,7 +761,7 @@ def _state_rule(state_a: dict, state_b: dict, a, b) -> tuple[list | None, str]:
     return entries, ""
 
 
-def _states(template: Template, keys: list, class_of: dict, made: dict) -> tuple[list | None, str]:
+def _states(template: Template, keys: list, layouts: list, class_of: dict, made: dict) -> tuple[list | None, str]:
     """Each real parameter's state, made as the probe's for its layout, or its class's rule: meta
     tensors fresh, others copied."""
     # layout -> per state entry: (name, (shape, stride, dtype) or None, the probe's, the layout it must have)
@@ -762,10 +773,10 @@ def _states(template: Template, keys: list, class_of: dict, made: dict) -> tuple
             how = (v.shape, v.stride(), v.dtype) if simple else None
             entries.append((name, how, v, _layout(v) if isinstance(v, torch.Tensor) else None))
         makers[key] = entries
-    for key in dict.fromkeys(keys):
+    for key, layout in enumerate(layouts):
         if key in makers:
             continue
-        shape, stride = key[0][0], key[0][1]
+        shape, stride = layout[0][0], layout[0][1]
         entries = []
         for name, how, v in made[class_of[key]]:
             expect: tuple | None

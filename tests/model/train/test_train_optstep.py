@@ -413,8 +413,8 @@ def test_a_wrong_scale_factor_shows_in_the_figures(monkeypatch):
     writes other figures than torch's step."""
     real_rule = optstep._birth_rule
 
-    def wrong(loops, a, b):
-        rule, why = real_rule(loops, a, b)
+    def wrong(*args):
+        rule, why = real_rule(*args)
         return {i: [(x + 1, per) if per else (x, per) for x, per in flat] for i, flat in rule.items()}, why
 
     monkeypatch.setattr(optstep, "_birth_rule", wrong)
@@ -559,10 +559,10 @@ def test_an_optimizer_that_may_read_a_dimension_count_keeps_it_in_its_classes(cl
     for p in params:
         p.grad = torch.empty_like(p)
     optimizer = cls(params, foreach=False)
-    (_, keys), why = optstep._eligible(optimizer)
+    (_, _, layouts), why = optstep._eligible(optimizer)
     assert why == ""
     torchs, dims = optstep._torchs(optimizer), optstep._reads_dims(optimizer)
-    probed, pairs, _ = optstep._probes(keys, {}, True, dims)
+    probed, pairs, _ = optstep._probes(layouts, {}, True, dims)
     assert [c[0] for c in pairs] == classes
     assert len(probed) == 2 * len(classes)
     assert dims == (cls is not torch.optim.AdamW) and torchs == (cls is not Plain)
