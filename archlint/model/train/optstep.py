@@ -820,6 +820,16 @@ def _program(run: _Run, state_at: dict, marked: AbstractSet[int] = frozenset()) 
     return out
 
 
+def _steps(program: list, length: int) -> tuple[list, range | None]:
+    """A run's program as `_write` walks it: ([(op, the ops before it since the last step's (None:
+    none), its births, its deaths as (its own run's?, birth index))], the ops after the last step's)."""
+    steps, done = [], 0
+    for i, made, dead in program:
+        steps.append((i, range(done, i) if done < i else None, made, [(tag == "own", b) for tag, b in dead]))
+        done = i + 1
+    return steps, range(done, length) if done < length else None
+
+
 def _write(template: Template, tracker, keys: list, states: list) -> None:
     """The real step's events into `tracker`, parameter by parameter, from the template."""
     n = len(keys)
@@ -841,45 +851,42 @@ def _write(template: Template, tracker, keys: list, states: list) -> None:
             continue
         # the last run's program keeps an op a mark follows, though it make and free nothing
         marked = {i for p, i in marks if p == index}
-        first, middle, last = (
-            _program(part.first, part.state_at),
-            _program(part.middle, part.state_at),
-            _program(part.last, part.state_at, marked),
-        )
         length = len(part.first.names)
+        first, middle, last = (
+            _steps(_program(part.first, part.state_at), length),
+            _steps(_program(part.middle, part.state_at), length),
+            _steps(_program(part.last, part.state_at, marked), length),
+        )
         tracker.op_names += part.first.names * n  # (nothing reads them before the step's end)
         tracker.op_phase += [phase] * (length * n)
         tracker.op_module += [module] * (length * n)
         temps = part.temps
         prev: list = []
         for r, (key, state) in enumerate(zip(keys, states)):
-            program = middle if 0 < r < n - 1 else (first if r == 0 else last)
-            run_marks = marks if r == n - 1 else {}
+            steps, tail = middle if 0 < r < n - 1 else (first if r == 0 else last)
+            run_marks = marks if r == n - 1 else None
             base = tracker.ops
             sizes = iter(temps[key]).__next__
             recs: list = []
-            done = 0
-            for i, made, dead in program:
-                if done < i:
+            add = recs.append
+            for i, gap, made, dead in steps:
+                if gap is not None:  # ops that make and free nothing: the live bytes as they stand
                     live = tracker.live_bytes
-                    timeline += [(base + q, live) for q in range(done, i)]
+                    timeline += [(base + q, live) for q in gap]
                 tracker.ops = base + i + 1
                 for name in made:
-                    recs.append(born(sizes()) if name is None else see(state[name]))
+                    add(born(sizes()) if name is None else see(state[name]))
                 timeline.append((base + i, tracker.live_bytes))
-                if dead:
-                    gone = [recs[b] if tag == "own" else prev[b] for tag, b in dead]
-                    if run_marks:
-                        _deaths(tracker, gone, run_marks.get((index, i)))
-                    else:
-                        for rec in gone:
-                            died(rec)
-                elif run_marks and (index, i) in run_marks:
+                if run_marks is None:
+                    for own, b in dead:
+                        died(recs[b] if own else prev[b])
+                elif dead:
+                    _deaths(tracker, [recs[b] if own else prev[b] for own, b in dead], run_marks.get((index, i)))
+                elif (index, i) in run_marks:
                     _deaths(tracker, [], run_marks[index, i])
-                done = i + 1
-            if done < length:
+            if tail is not None:
                 live = tracker.live_bytes
-                timeline += [(base + q, live) for q in range(done, length)]
+                timeline += [(base + q, live) for q in tail]
             tracker.ops = base + length
             prev = recs
         last_run[index] = prev
