@@ -486,7 +486,7 @@ def _dims():
 # each optimizer of optstep's allowlist (some in two settings), and how its first step is taken on meta:
 # templated from one class's pair; or run for real, for the reason given (None: the step fails on meta
 # (ASGD's `.item()`) and runs on a real copy, without FirstUpdate)
-ANY_DIMS = [
+ANY_DIMS: list[tuple[type, dict, str | None]] = [
     (torch.optim.SGD, {}, ""),
     (torch.optim.SGD, {"momentum": 0.9, "nesterov": True, "weight_decay": 0.1}, ""),
     (torch.optim.Adam, {}, ""),
