@@ -52,6 +52,7 @@ from typing import Any
 
 import torch
 import torch.nn as nn
+from torch._ops import _len_torch_dispatch_stack_pre_dispatch
 from torch.utils._python_dispatch import _disable_current_modes
 
 from archlint.model.train import steady
@@ -73,6 +74,17 @@ _PLAIN_TYPES = frozenset((int, float, bool, str, type(None), torch.dtype, torch.
 _BORN = attrgetter("born")
 _copy = getattr(torch, "_lazy_clone", torch.clone)
 _TOP_HOOKS = getattr(torch._C._autograd, "_top_saved_tensors_default_hooks", None)
+
+
+def _untracked():
+    """Outside the step's dispatch modes (its tracker's: a tensor made here is no op of the step, a real
+    value's copy none either): the Python dispatch keys excluded, which no mode on the stack is then
+    called through, as torch's _disable_current_modes pops them all off it and back, at a hundredth
+    of its cost (20-40 us a time, about 40 times in vit_b_16's first step). Where a pre-dispatch mode
+    is on (export's), that way all the same."""
+    if _len_torch_dispatch_stack_pre_dispatch():
+        return _disable_current_modes()
+    return torch._C._DisableTorchDispatch()
 
 
 class _Off(Exception):
@@ -653,7 +665,7 @@ class _Chain:
             raise _Off("an input of another layout")
         values = self.reuse.values
         if values is not None:
-            with _disable_current_modes():  # real tensors: not the step's
+            with _untracked():  # real tensors: not the step's
                 for (_, b), (before, _after) in zip(self.buffers[k], self.buffer_values):
                     known = b in values.values
                     if known != (before is not None) or known and not torch.equal(values.values[b], before):
@@ -710,7 +722,7 @@ class _Chain:
                 if not self.fwd[0].same(span):
                     raise _Off("the first two instances' forwards differ")
                 self.in_layout = _layout(x)
-                with _disable_current_modes():
+                with _untracked():
                     self.out_layout = steady.fresh_like(y)
                     fresh = torch.empty(1, device="meta")
                 if values is not None:
@@ -797,7 +809,7 @@ class _Chain:
                     raise _Off("a parameter's gradient not made in its block's backward")
                 span.roles[where[id(rec)]] = ("grad", name)
                 if last:
-                    with _disable_current_modes():
+                    with _untracked():
                         self.grad_layouts[name] = steady.fresh_like(grad)
             grec = tracker.record(gin) if isinstance(gin, torch.Tensor) else None
             if grec is None:
@@ -807,7 +819,7 @@ class _Chain:
             elif where.get(id(grec)) in span.survivors:
                 span.roles[where[id(grec)]] = "gin"
                 if last:
-                    with _disable_current_modes():
+                    with _untracked():
                         self.gin_layout = steady.fresh_like(gin)
             else:
                 raise _Off("an input gradient not made in the block's backward")
@@ -831,7 +843,7 @@ class _Chain:
         tracker = self.reuse.tracker
         span = self.fwd[1]
         prefix = self.paths[k]
-        with _disable_current_modes():
+        with _untracked():
             y = steady.fresh_like(self.out_layout)
         recs: list = []
         out_at = next(i for i, role in span.roles.items() if role == "out")
@@ -842,7 +854,7 @@ class _Chain:
         self.state[k] = {"x": x, "y": y if self.holds_output else None, "recs": recs}
         values = self.reuse.values
         if values is not None:
-            with _disable_current_modes():
+            with _untracked():
                 for (_, b), (_before, after) in zip(self.buffers[k], self.buffer_values):
                     if after is not None:
                         values.values[b] = after.clone()
@@ -859,7 +871,7 @@ class _Chain:
         span = self.bwd.get(last)
         if span is None or state is None or self.reuse.failed:
             self.reuse.fail(self.reuse.failed or f"{self.paths[k]}: no backward to write the stand-in from")
-            with _disable_current_modes():
+            with _untracked():
                 return torch.zeros_like(state["x"]) if state is not None else None
         params = dict(self.params[k])
         made: dict[int, torch.Tensor] = {}
@@ -868,7 +880,7 @@ class _Chain:
         named = {"in": state.pop("x"), "out": state.pop("y"), "gout": grad}
         try:
             # the gradients it makes, in birth order (real meta tensors: they outlive it)
-            with _disable_current_modes():
+            with _untracked():
                 for i, role in sorted(span.roles.items(), key=lambda kv: kv[0]):
                     if role == "gin":
                         if self.gin_layout is None:
@@ -992,7 +1004,7 @@ def _unchanged(attrs: list) -> bool:
 
 def _values_of(values, buffers: list) -> list:
     """The buffers' known values now (copies; None: unknown)."""
-    with _disable_current_modes():  # real tensors: not the step's
+    with _untracked():  # real tensors: not the step's
         return [values.values[b].clone() if b in values.values else None for _, b in buffers]
 
 
@@ -1175,7 +1187,7 @@ class Reuse:
         self.tracker = tracker
         self._params, self._optimizer = params, optimizer
         values = self.values
-        with _disable_current_modes():  # copy-on-write: a buffer's value written in the step is copied then
+        with _untracked():  # copy-on-write: a buffer's value written in the step is copied then
             self._buffers = [(b, _copy(values.values[b])) for b in buffers if b in values.values]
         self._unknown = [b for b in buffers if b not in values.values]
         # the model's modules' attributes (a cache, a flag a forward sets at its first call: the step
