@@ -448,12 +448,16 @@ def _read_span(tracker, opened: _Open, prefix: str, phase: str, outside: dict[st
     births = records[bisect.bisect_left(records, e0, key=_BORN) :]
     transients = tracker.transients[bisect.bisect_left(tracker.transients, e0, key=_BORN) :]
     events: dict[int, tuple] = {}
+    refs: dict[str, tuple] = {}  # (a block's ops come from a few modules each: each path's reference made once)
     for i, r in enumerate(births):
         if r.kind == "workspaces":
             raise _Held("a library workspace made in the block")
         if r.phase != phase or r.kind or r.skippable or not o0 <= r.op < o1 or r.born >= e1:
             raise _Off("a birth of another phase or kind, or outside the span's ops")
-        events[r.born] = ("b", r.nbytes, _module_ref(r.module, prefix), r.op - o0)
+        ref = refs.get(r.module)
+        if ref is None:
+            ref = refs[r.module] = _module_ref(r.module, prefix)
+        events[r.born] = ("b", r.nbytes, ref, r.op - o0)
         if r.died < e1:
             events[r.died] = ("d", ("span", i), r.nbytes)
     for t in transients:
@@ -464,7 +468,13 @@ def _read_span(tracker, opened: _Open, prefix: str, phase: str, outside: dict[st
     if len(births) + 2 * len(transients) + sum(1 for e in events.values() if e[0] == "d") != e1 - e0:
         raise _Off("a storage from outside the block freed in it")
     names, modules = tracker.op_names, tracker.op_module
-    ops = [_Op(names[o0 + j], _module_ref(modules[o0 + j], prefix), [], 0) for j in range(o1 - o0)]
+    ops = []
+    for j in range(o0, o1):
+        path = modules[j]
+        ref = refs.get(path)
+        if ref is None:
+            ref = refs[path] = _module_ref(path, prefix)
+        ops.append(_Op(names[j], ref, [], 0))
     pre: list = []
     live, j = opened.live, 0
 
@@ -590,6 +600,7 @@ class _Chain:
         self.grad_layouts: dict[str, torch.Tensor] = {}
         self.gin_layout: torch.Tensor | None = None
         self.programs: dict[tuple, _Program] = {}  # (span, the outside records' sizes) -> its program
+        self.outside: dict[int, list[str]] = {}  # span -> the names of the records from before it that it frees
 
     def _program(self, span: _Span, sizes: dict[str, int]) -> _Program:
         """The span compiled for writing (once a chain, per sizes of what it frees from before it)."""
@@ -890,7 +901,9 @@ class _Chain:
                         made[i] = t = steady.fresh_like(self.grad_layouts[role[1]])
                         _give_grad(params[role[1]], t)
             outside = {}
-            names = _outside(span)
+            names = self.outside.get(id(span))  # (the same for each stand-in: read once)
+            if names is None:
+                names = self.outside[id(span)] = _outside(span)
             if len(set(names)) != len(names):
                 raise _Off("a stand-in freeing a record from before it twice")
             for name in names:  # the records from before the stand-in that it frees
