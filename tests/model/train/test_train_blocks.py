@@ -914,3 +914,29 @@ def test_same_plain_items_at_once(a, b):
     for depth in range(6):
         assert blocks._same(a, b, depth) == _plain_same(a, b, depth)
         assert blocks._same((a,), (b,), depth) == _plain_same((a,), (b,), depth)
+
+
+def test_tensors_made_untracked_are_no_ops_of_the_step():
+    """`_untracked` (the Python dispatch keys excluded) keeps a mode from seeing the tensors made and
+    the values copied inside it, as torch's _disable_current_modes does, and the mode sees ops again after."""
+    from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
+
+    seen = []
+
+    class Seen(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            seen.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    grad = torch.empty(4, 6, device="meta")[1:]  # a view: fresh_like's other way
+    value = torch.arange(3.0)
+    made = {}
+    with Seen():
+        for name, way in (("untracked", blocks._untracked), ("popped", _disable_current_modes)):
+            with way():
+                made[name] = (blocks.steady.fresh_like(grad), value.clone(), torch.equal(value, value))
+            assert seen == []
+        torch.empty(1, device="meta")
+    assert seen == ["aten.empty.memory_format"]
+    for (a, b, c), (x, y, z) in [(made["untracked"], made["popped"])]:
+        assert blocks._layout(a) == blocks._layout(x) and torch.equal(b, y) and c == z
