@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import bisect
 import contextlib
-import copy
 import os
 import weakref
 from dataclasses import dataclass, field
@@ -971,9 +970,12 @@ def _attributes(block: nn.Module) -> list[tuple[nn.Module, dict, dict, dict]]:
         m = todo.pop()
         held = m.__dict__.copy()
         contents = {}
-        for key, value in held.items():
-            if type(value) in _GROWN and key not in _MODULE_OWN:
-                contents[key] = copy.copy(value)
+        # the block's own attributes only (a few of a module's thirty: a set difference, not a loop over
+        # all; each key's copy and later check stand alone, in whatever order)
+        for key in held.keys() - _MODULE_OWN:
+            value = held[key]
+            if type(value) in _GROWN:  # (a list, dict or set exactly: its own copy() is copy.copy's)
+                contents[key] = value.copy()
         out.append((m, held, m._buffers.copy(), contents))
         todo += [child for child in m._modules.values() if child is not None]
     return out
