@@ -43,8 +43,6 @@ from __future__ import annotations
 
 import bisect
 import contextlib
-import copy
-import itertools
 import os
 import weakref
 from dataclasses import dataclass, field
@@ -53,6 +51,7 @@ from typing import Any
 
 import torch
 import torch.nn as nn
+from torch._ops import _len_torch_dispatch_stack_pre_dispatch
 from torch.utils._python_dispatch import _disable_current_modes
 
 from archlint.model.train import steady
@@ -74,6 +73,17 @@ _PLAIN_TYPES = frozenset((int, float, bool, str, type(None), torch.dtype, torch.
 _BORN = attrgetter("born")
 _copy = getattr(torch, "_lazy_clone", torch.clone)
 _TOP_HOOKS = getattr(torch._C._autograd, "_top_saved_tensors_default_hooks", None)
+
+
+def _untracked():
+    """Outside the step's dispatch modes (its tracker's: a tensor made here is no op of the step, a real
+    value's copy none either): the Python dispatch keys excluded, which no mode on the stack is then
+    called through, as torch's _disable_current_modes pops them all off it and back, at a hundredth
+    of its cost (20-40 us a time, about 40 times in vit_b_16's first step). Where a pre-dispatch mode
+    is on (export's), that way all the same."""
+    if _len_torch_dispatch_stack_pre_dispatch():
+        return _disable_current_modes()
+    return torch._C._DisableTorchDispatch()
 
 
 class _Off(Exception):
@@ -141,7 +151,12 @@ def _same(a: Any, b: Any, depth: int = 0) -> bool:
     if isinstance(a, torch.Tensor):
         return _layout(a) == _layout(b) and a.device == b.device
     if isinstance(a, (tuple, list)):
-        return len(a) == len(b) and all(_same(x, y, depth + 1) for x, y in zip(a, b))
+        if len(a) != len(b):
+            return False
+        kinds = tuple(map(type, a))  # plain items only (a kernel size, a padding): at once, as _same would
+        if depth < 4 and _PLAIN_TYPES.issuperset(kinds) and kinds == tuple(map(type, b)) and a == b:
+            return True
+        return all(_same(x, y, depth + 1) for x, y in zip(a, b))
     if isinstance(a, (set, frozenset)):
         return a == b and all(type(x) in _PLAIN_TYPES for x in a)
     if isinstance(a, dict):
@@ -178,61 +193,161 @@ def _global_module_hooks() -> bool:
 
 def _signature_ok(m: nn.Module) -> bool:
     """No hooks on the module or its parameters, no instance-level forward."""
-    if "forward" in vars(m):
+    attrs = m.__dict__
+    if "forward" in attrs:
         return False
-    if any(getattr(m, h, None) for h in _HOOKS):
-        return False
+    for name in _HOOKS:  # (a loop, not any() over a generator of getattr: half the time, on every candidate's modules)
+        hooks = attrs.get(name)
+        if hooks is None:  # not set by nn.Module.__init__ (an older torch's): wherever it is
+            hooks = getattr(m, name, None)
+        if hooks:
+            return False
     for p in m._parameters.values():
         if p is not None and (p._backward_hooks or getattr(p, "_post_accumulate_grad_hooks", None)):
             return False
     return True
 
 
-def _same_instance(a: nn.Module, b: nn.Module) -> bool:
-    """Two instances the same block: submodules, classes, parameter and buffer layouts (compared
-    first: blocks of one class that differ mostly differ there), then hooks and plain attributes."""
-    pairs = []
-    end = ("", None)
-    for (na, x), (nb, y) in itertools.zip_longest(a.named_modules(), b.named_modules(), fillvalue=end):
-        if x is None or y is None or na != nb or type(x) is not type(y):
-            return False
-        for mine, theirs in ((x._parameters, y._parameters), (x._buffers, y._buffers)):
-            if len(mine) != len(theirs):
+# a class with one of these of its own walks its modules its own way: torch's methods are called for it
+_WALKS = ("named_modules", "named_parameters", "named_buffers")
+
+
+def _named(walk: list[tuple[str, nn.Module]], members: str) -> list[tuple[str, torch.Tensor]]:
+    """`list(block.named_parameters())` (members "_parameters") or `named_buffers()` ("_buffers") from
+    the block's walk: each tensor once, at the first name, None left out (torch's `_named_members`)."""
+    out = []
+    memo: set[int] = set()
+    for path, m in walk:
+        for k, v in getattr(m, members).items():
+            if v is None or id(v) in memo:  # (torch's memo holds the tensors: a Python __hash__ per test)
+                continue
+            memo.add(id(v))
+            out.append((f"{path}.{k}" if path else k, v))
+    return out
+
+
+class _Block:
+    """A candidate instance of a chain, read once however many others it is compared with, and only
+    as far as the comparisons need (blocks of one class that differ mostly differ in their first
+    modules: mobilenet_v3_large's, efficientnet_b0's stages): its modules in `named_modules()`'s order
+    (`walk`), each module's structure (`entry`), their own attributes (`attrs`)."""
+
+    __slots__ = ("module", "walk", "todo", "memo", "torch_walk", "entries", "_attrs", "_plain")
+
+    def __init__(self, module: nn.Module, torch_walk: bool):
+        self.module = module
+        self.torch_walk = torch_walk  # a class with a walk of its own in the model: torch's methods, called
+        self.walk: list[tuple[str, nn.Module]] = list(module.named_modules()) if torch_walk else []
+        self.todo: list = [] if torch_walk else [("", module)]
+        self.memo: set = set()
+        self.entries: list[tuple] = []
+        self._attrs: tuple[tuple, list] | None = None
+        self._plain: bool | None = None
+
+    def at(self, i: int) -> tuple[str, nn.Module] | None:
+        """`list(module.named_modules())[i]` (None past the end), walked as far as i: preorder, each
+        module once where first reached (torch's membership test), children in order."""
+        walk, todo, memo = self.walk, self.todo, self.memo
+        while len(walk) <= i:
+            if not todo:
+                return None
+            path, m = todo.pop()
+            if m in memo:
+                continue
+            memo.add(m)
+            walk.append((path, m))
+            todo += [(f"{path}.{k}" if path else k, c) for k, c in reversed(m._modules.items()) if c is not None]
+        return walk[i]
+
+    def modules(self) -> list[tuple[str, nn.Module]]:
+        """`list(module.named_modules())`."""
+        while self.at(len(self.walk)) is not None:
+            pass
+        return self.walk
+
+    def entry(self, i: int) -> tuple | None:
+        """Module i's path, class, parameters' and buffers' names and layouts (None: a None entry);
+        None past the end."""
+        entries = self.entries
+        while len(entries) <= i:
+            item = self.at(len(entries))
+            if item is None:
+                return None
+            path, m = item
+            params = tuple((k, None if t is None else _held(t)) for k, t in m._parameters.items())
+            buffers = tuple((k, None if t is None else _held(t)) for k, t in m._buffers.items())
+            entries.append((path, type(m), params, buffers))
+        return entries[i]
+
+    def plain(self) -> bool:
+        """No hooks on its modules or their parameters, no instance-level forward (`_signature_ok`)."""
+        if self._plain is None:
+            self._plain = all(_signature_ok(m) for _, m in self.modules())
+        return self._plain
+
+    def attrs(self) -> tuple[tuple, list]:
+        """Its modules' attributes: their names in order, module by module, and the values of those not
+        nn.Module's own, in the same order."""
+        if self._attrs is None:
+            names, values = [], []
+            for _, m in self.modules():
+                attrs = vars(m)
+                names.append(tuple(attrs))
+                values += [v for k, v in attrs.items() if k not in _MODULE_OWN]
+            self._attrs = (tuple(names), values)
+        return self._attrs
+
+    def named(self, members: str) -> list[tuple[str, torch.Tensor]]:
+        """`list(module.named_parameters())` (members "_parameters") or `named_buffers()` ("_buffers")."""
+        if self.torch_walk:
+            return list(getattr(self.module, "named" + members)())
+        return _named(self.modules(), members)
+
+
+def _same_instance(a: _Block, b: _Block) -> bool:
+    """Two instances the same block: submodules, classes, parameter and buffer layouts (module by
+    module, the first that differs ends it), then hooks and plain attributes."""
+    i = 0
+    while True:
+        mine, theirs = a.entry(i), b.entry(i)
+        if mine is None or theirs is None:
+            if mine is not theirs:  # one has more modules
                 return False
-            for (k, t), (k2, u) in zip(mine.items(), theirs.items()):
-                if k != k2 or (t is None) != (u is None) or t is not None and _held(t) != _held(u):
-                    return False
-        pairs.append((x, y))
-    for x, y in pairs:
-        if not (_signature_ok(x) and _signature_ok(y)):
+            break
+        if mine != theirs:
             return False
-        va, vb = vars(x), vars(y)
-        if len(va) != len(vb):
-            return False
-        for (k, v), (k2, w) in zip(va.items(), vb.items()):
-            if k != k2 or k not in _MODULE_OWN and not _same(v, w):
-                return False
-    return True
+        i += 1
+    if not (a.plain() and b.plain()):
+        return False
+    (names, values), (names2, values2) = a.attrs(), b.attrs()
+    # the same names in the same order: the values of those not nn.Module's own pair up
+    return names == names2 and all(v is w or _same(v, w) for v, w in zip(values, values2))
 
 
 # nn.Module's own attributes: its parameters, buffers, children and hooks (checked apart), not the block's
 _MODULE_OWN = frozenset(vars(nn.Module())) - {"training", "_non_persistent_buffers_set"}
 
 
-def _chains(model: nn.Module, paths: dict[int, str]) -> list[tuple[str, list[tuple[str, nn.Module]]]]:
+def _chains(model: nn.Module, paths: dict[int, str]) -> list[tuple[str, list[tuple[str, _Block]]]]:
     """Runs of at least MIN_CHAIN consecutive children of a Sequential or ModuleList that are the
     same block (with the container's path), each module and parameter in one place only, none
     inside another run's blocks (their spans would nest)."""
-    found = []
+    containers = []
+    kinds: set[type] = set()
     todo, seen = [model], set()
     while todo:  # each module once, outer first (model.modules()'s generators cost more than the search)
         container = todo.pop()
         if id(container) in seen:
             continue
         seen.add(id(container))
+        kinds.add(type(container))
         todo += [child for child in reversed(container._modules.values()) if child is not None]
-        if not isinstance(container, _CONTAINERS) or len(container._modules) < MIN_CHAIN:
-            continue
+        if isinstance(container, _CONTAINERS) and len(container._modules) >= MIN_CHAIN:
+            containers.append(container)
+    # a class with its own named_modules (or named_parameters, named_buffers): torch's, called (_Block)
+    torch_walk = any(getattr(kind, name) is not getattr(nn.Module, name) for kind in kinds for name in _WALKS)
+    found = []
+    for container in containers:
         children = [(name, child) for name, child in container._modules.items() if child is not None]
         i = 0
         while i < len(children):  # runs of one class first (cheap), then of the same block
@@ -240,10 +355,11 @@ def _chains(model: nn.Module, paths: dict[int, str]) -> list[tuple[str, list[tup
             while j < len(children) and type(children[j][1]) is type(children[i][1]):
                 j += 1
             if j - i >= MIN_CHAIN:
-                run = [children[i]]
-                for at, item in enumerate(children[i + 1 : j], i + 1):
+                run = [(children[i][0], _Block(children[i][1], torch_walk))]
+                for at, (name, child) in enumerate(children[i + 1 : j], i + 1):
                     if len(run) == 1 and 1 + j - at < MIN_CHAIN:
                         break  # too few left to make a run
+                    item = (name, _Block(child, torch_walk))
                     if _same_instance(run[0][1], item[1]):
                         run.append(item)
                         continue
@@ -261,13 +377,13 @@ def _chains(model: nn.Module, paths: dict[int, str]) -> list[tuple[str, list[tup
             continue
         ok = True
         for _, block in run:
-            base = paths.get(id(block))
-            for path, sub in block.named_modules():
+            base = paths.get(id(block.module))
+            for path, sub in block.modules():
                 full = paths.get(id(sub))
                 if base is None or full != (f"{base}.{path}" if path else base):
                     ok = False  # a submodule reached by another path first (shared): its ops' paths differ
                 inside.add(id(sub))
-            for p in block.parameters():
+            for _, p in block.named("_parameters"):
                 ok = ok and id(p) not in seen_params
                 seen_params.add(id(p))
         if ok:
@@ -331,12 +447,16 @@ def _read_span(tracker, opened: _Open, prefix: str, phase: str, outside: dict[st
     births = records[bisect.bisect_left(records, e0, key=_BORN) :]
     transients = tracker.transients[bisect.bisect_left(tracker.transients, e0, key=_BORN) :]
     events: dict[int, tuple] = {}
+    refs: dict[str, tuple] = {}  # (a block's ops come from a few modules each: each path's reference made once)
     for i, r in enumerate(births):
         if r.kind == "workspaces":
             raise _Held("a library workspace made in the block")
         if r.phase != phase or r.kind or r.skippable or not o0 <= r.op < o1 or r.born >= e1:
             raise _Off("a birth of another phase or kind, or outside the span's ops")
-        events[r.born] = ("b", r.nbytes, _module_ref(r.module, prefix), r.op - o0)
+        ref = refs.get(r.module)
+        if ref is None:
+            ref = refs[r.module] = _module_ref(r.module, prefix)
+        events[r.born] = ("b", r.nbytes, ref, r.op - o0)
         if r.died < e1:
             events[r.died] = ("d", ("span", i), r.nbytes)
     for t in transients:
@@ -347,7 +467,13 @@ def _read_span(tracker, opened: _Open, prefix: str, phase: str, outside: dict[st
     if len(births) + 2 * len(transients) + sum(1 for e in events.values() if e[0] == "d") != e1 - e0:
         raise _Off("a storage from outside the block freed in it")
     names, modules = tracker.op_names, tracker.op_module
-    ops = [_Op(names[o0 + j], _module_ref(modules[o0 + j], prefix), [], 0) for j in range(o1 - o0)]
+    ops = []
+    for j in range(o0, o1):
+        path = modules[j]
+        ref = refs.get(path)
+        if ref is None:
+            ref = refs[path] = _module_ref(path, prefix)
+        ops.append(_Op(names[j], ref, [], 0))
     pre: list = []
     live, j = opened.live, 0
 
@@ -441,14 +567,14 @@ class _StandIn(torch.autograd.Function):
 class _Chain:
     """One chain through the first step: which instance comes next, the spans read, the stand-ins' state."""
 
-    def __init__(self, reuse: Reuse, container: str, run: list[tuple[str, nn.Module]], paths: dict[int, str]):
+    def __init__(self, reuse: Reuse, container: str, run: list[tuple[str, _Block]], paths: dict[int, str]):
         self.reuse = reuse
         self.container = container
         self.names = [n for n, _ in run]
-        self.modules = [m for _, m in run]
+        self.modules = [b.module for _, b in run]
         self.paths = [paths[id(m)] for m in self.modules]
-        self.params = [list(m.named_parameters()) for m in self.modules]
-        self.buffers = [list(m.named_buffers()) for m in self.modules]
+        self.params = [b.named("_parameters") for _, b in run]
+        self.buffers = [b.named("_buffers") for _, b in run]
         self.n = len(run)
         self.base = 0  # instances before the chain as it stands (the first left out: _drop_first)
         self.last = self.n - 2  # the template of the stand-ins' backward
@@ -473,6 +599,7 @@ class _Chain:
         self.grad_layouts: dict[str, torch.Tensor] = {}
         self.gin_layout: torch.Tensor | None = None
         self.programs: dict[tuple, _Program] = {}  # (span, the outside records' sizes) -> its program
+        self.outside: dict[int, list[str]] = {}  # span -> the names of the records from before it that it frees
 
     def _program(self, span: _Span, sizes: dict[str, int]) -> _Program:
         """The span compiled for writing (once a chain, per sizes of what it frees from before it)."""
@@ -548,7 +675,7 @@ class _Chain:
             raise _Off("an input of another layout")
         values = self.reuse.values
         if values is not None:
-            with _disable_current_modes():  # real tensors: not the step's
+            with _untracked():  # real tensors: not the step's
                 for (_, b), (before, _after) in zip(self.buffers[k], self.buffer_values):
                     known = b in values.values
                     if known != (before is not None) or known and not torch.equal(values.values[b], before):
@@ -605,7 +732,7 @@ class _Chain:
                 if not self.fwd[0].same(span):
                     raise _Off("the first two instances' forwards differ")
                 self.in_layout = _layout(x)
-                with _disable_current_modes():
+                with _untracked():
                     self.out_layout = steady.fresh_like(y)
                     fresh = torch.empty(1, device="meta")
                 if values is not None:
@@ -692,7 +819,7 @@ class _Chain:
                     raise _Off("a parameter's gradient not made in its block's backward")
                 span.roles[where[id(rec)]] = ("grad", name)
                 if last:
-                    with _disable_current_modes():
+                    with _untracked():
                         self.grad_layouts[name] = steady.fresh_like(grad)
             grec = tracker.record(gin) if isinstance(gin, torch.Tensor) else None
             if grec is None:
@@ -702,7 +829,7 @@ class _Chain:
             elif where.get(id(grec)) in span.survivors:
                 span.roles[where[id(grec)]] = "gin"
                 if last:
-                    with _disable_current_modes():
+                    with _untracked():
                         self.gin_layout = steady.fresh_like(gin)
             else:
                 raise _Off("an input gradient not made in the block's backward")
@@ -726,7 +853,7 @@ class _Chain:
         tracker = self.reuse.tracker
         span = self.fwd[1]
         prefix = self.paths[k]
-        with _disable_current_modes():
+        with _untracked():
             y = steady.fresh_like(self.out_layout)
         recs: list = []
         out_at = next(i for i, role in span.roles.items() if role == "out")
@@ -737,7 +864,7 @@ class _Chain:
         self.state[k] = {"x": x, "y": y if self.holds_output else None, "recs": recs}
         values = self.reuse.values
         if values is not None:
-            with _disable_current_modes():
+            with _untracked():
                 for (_, b), (_before, after) in zip(self.buffers[k], self.buffer_values):
                     if after is not None:
                         values.values[b] = after.clone()
@@ -754,7 +881,7 @@ class _Chain:
         span = self.bwd.get(last)
         if span is None or state is None or self.reuse.failed:
             self.reuse.fail(self.reuse.failed or f"{self.paths[k]}: no backward to write the stand-in from")
-            with _disable_current_modes():
+            with _untracked():
                 return torch.zeros_like(state["x"]) if state is not None else None
         params = dict(self.params[k])
         made: dict[int, torch.Tensor] = {}
@@ -763,7 +890,7 @@ class _Chain:
         named = {"in": state.pop("x"), "out": state.pop("y"), "gout": grad}
         try:
             # the gradients it makes, in birth order (real meta tensors: they outlive it)
-            with _disable_current_modes():
+            with _untracked():
                 for i, role in sorted(span.roles.items(), key=lambda kv: kv[0]):
                     if role == "gin":
                         if self.gin_layout is None:
@@ -773,7 +900,9 @@ class _Chain:
                         made[i] = t = steady.fresh_like(self.grad_layouts[role[1]])
                         _give_grad(params[role[1]], t)
             outside = {}
-            names = _outside(span)
+            names = self.outside.get(id(span))  # (the same for each stand-in: read once)
+            if names is None:
+                names = self.outside[id(span)] = _outside(span)
             if len(set(names)) != len(names):
                 raise _Off("a stand-in freeing a record from before it twice")
             for name in names:  # the records from before the stand-in that it frees
@@ -841,9 +970,12 @@ def _attributes(block: nn.Module) -> list[tuple[nn.Module, dict, dict, dict]]:
         m = todo.pop()
         held = m.__dict__.copy()
         contents = {}
-        for key, value in held.items():
-            if type(value) in _GROWN and key not in _MODULE_OWN:
-                contents[key] = copy.copy(value)
+        # the block's own attributes only (a few of a module's thirty: a set difference, not a loop over
+        # all; each key's copy and later check stand alone, in whatever order)
+        for key in held.keys() - _MODULE_OWN:
+            value = held[key]
+            if type(value) in _GROWN:  # (a list, dict or set exactly: its own copy() is copy.copy's)
+                contents[key] = value.copy()
         out.append((m, held, m._buffers.copy(), contents))
         todo += [child for child in m._modules.values() if child is not None]
     return out
@@ -887,7 +1019,7 @@ def _unchanged(attrs: list) -> bool:
 
 def _values_of(values, buffers: list) -> list:
     """The buffers' known values now (copies; None: unknown)."""
-    with _disable_current_modes():  # real tensors: not the step's
+    with _untracked():  # real tensors: not the step's
         return [values.values[b].clone() if b in values.values else None for _, b in buffers]
 
 
@@ -1070,7 +1202,7 @@ class Reuse:
         self.tracker = tracker
         self._params, self._optimizer = params, optimizer
         values = self.values
-        with _disable_current_modes():  # copy-on-write: a buffer's value written in the step is copied then
+        with _untracked():  # copy-on-write: a buffer's value written in the step is copied then
             self._buffers = [(b, _copy(values.values[b])) for b in buffers if b in values.values]
         self._unknown = [b for b in buffers if b not in values.values]
         # the model's modules' attributes (a cache, a flag a forward sets at its first call: the step

@@ -702,3 +702,241 @@ def test_the_step_is_freed_by_its_reference_counts(n):
         gc.garbage.clear()
         gc.enable()
     assert kept == []
+
+
+# -- the chain finder against its plain definition ------------------------------------------------
+# (blocks._chains reads each candidate once and only as far as a comparison needs; these are the
+# definitions it stands for, written with torch's own walks, pair by pair)
+
+
+def _plain_signature_ok(m):
+    hooks = (*blocks._HOOKS,)
+    if "forward" in vars(m) or any(getattr(m, h, None) for h in hooks):
+        return False
+    return not any(
+        p is not None and (p._backward_hooks or getattr(p, "_post_accumulate_grad_hooks", None))
+        for p in m._parameters.values()
+    )
+
+
+def _plain_same(a, b, depth=0):
+    if a is b:
+        return True
+    if type(a) is not type(b) or depth > 4:
+        return False
+    if type(a) in blocks._PLAIN_TYPES:
+        return a == b
+    if isinstance(a, (dict, set, frozenset)) and not a and not b:
+        return True
+    if isinstance(a, torch.Tensor):
+        return blocks._layout(a) == blocks._layout(b) and a.device == b.device
+    if isinstance(a, (tuple, list)):
+        return len(a) == len(b) and all(_plain_same(x, y, depth + 1) for x, y in zip(a, b))
+    if isinstance(a, (set, frozenset)):
+        return a == b and all(type(x) in blocks._PLAIN_TYPES for x in a)
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(_plain_same(a[k], b[k], depth + 1) for k in a)
+    return False
+
+
+def _plain_same_instance(a, b):
+    ma, mb = list(a.named_modules()), list(b.named_modules())
+    if len(ma) != len(mb):
+        return False
+    for (na, x), (nb, y) in zip(ma, mb):
+        if na != nb or type(x) is not type(y):
+            return False
+        for mine, theirs in ((x._parameters, y._parameters), (x._buffers, y._buffers)):
+            if [(k, None if t is None else blocks._held(t)) for k, t in mine.items()] != [
+                (k, None if t is None else blocks._held(t)) for k, t in theirs.items()
+            ]:
+                return False
+    for (_, x), (_, y) in zip(ma, mb):
+        if not (_plain_signature_ok(x) and _plain_signature_ok(y)):
+            return False
+        va, vb = vars(x), vars(y)
+        if list(va) != list(vb):
+            return False
+        if not all(k in blocks._MODULE_OWN or _plain_same(va[k], vb[k]) for k in va):
+            return False
+    return True
+
+
+class _OwnWalk(nn.Sequential):
+    """A container whose named_modules hides its second child (torch's methods must then be called)."""
+
+    def named_modules(self, memo=None, prefix="", remove_duplicate=True):
+        yield prefix, self
+        yield from self[0].named_modules(memo, prefix + ("." if prefix else "") + "0", remove_duplicate)
+
+
+def _variants():
+    """name -> (a change to each block of a chain, given whether it is the odd one; whether the odd one
+    then differs): each premise the finder checks, and values `_same` tells apart or not."""
+
+    def attr(name, common, odd_value, differs):
+        return (lambda b, odd: setattr(b.fc1, name, odd_value() if odd else common())), differs
+
+    def only(change, differs=True):
+        return (lambda b, odd: change(b) if odd else None), differs
+
+    nan = float("nan")
+    shared = object()
+    bias = nn.Parameter(torch.zeros(16))
+    return {
+        "same": only(lambda b: None, False),
+        "forward-hook": only(lambda b: b.fc2.register_forward_hook(lambda *a: None)),
+        "pre-hook": only(lambda b: b.norm.register_forward_pre_hook(lambda *a: None)),
+        "param-hook": only(lambda b: b.fc1.weight.register_hook(lambda g: g)),
+        "post-accumulate-hook": only(lambda b: b.norm.weight.register_post_accumulate_grad_hook(lambda p: None)),
+        "instance-forward": only(lambda b: setattr(b.act, "forward", lambda x: x)),
+        "new-attr": only(lambda b: setattr(b.fc1, "flag", 1)),
+        "int-vs-bool": attr("flag", lambda: 1, lambda: True, True),
+        "float-vs-int": attr("scale", lambda: 1, lambda: 1.0, True),
+        "nan-objects": attr("scale", lambda: float("nan"), lambda: float("nan"), True),
+        "nan-shared": attr("scale", lambda: nan, lambda: nan, False),
+        "nan-in-tuple": attr("scale", lambda: (nan, 1), lambda: (nan, 1), False),
+        "tuple": attr("kernel", lambda: (3, (1, True)), lambda: (3, (1, True)), False),
+        "tuple-bool": attr("kernel", lambda: (3, (1, True)), lambda: (3, (1, 1)), True),
+        "tuple-deep": attr("kernel", lambda: ((((1,),),),), lambda: ((((1,),),),), False),
+        # (a float made at each call: equal, not the same object, one level deeper than `_same` compares)
+        "tuple-too-deep": attr(
+            "kernel", lambda: (((((float("1.5"),),),),),), lambda: (((((float("1.5"),),),),),), True
+        ),
+        "tuple-deep-float": attr("kernel", lambda: ((((float("1.5"),),),),), lambda: ((((float("1.5"),),),),), False),
+        "list-vs-tuple": attr("kernel", lambda: (3, 3), lambda: [3, 3], True),
+        "size": attr("kernel", lambda: torch.Size([3, 3]), lambda: torch.Size([3, 3]), False),
+        "empty-dict": attr("cache", dict, dict, False),
+        "dict": attr("cache", lambda: {"a": (1, 2)}, lambda: {"a": (1, 2)}, False),
+        "dict-order": attr("cache", lambda: {"a": 1, "b": 2}, lambda: {"b": 2, "a": 1}, True),
+        "set": attr("cache", lambda: {1, 2}, lambda: {1, 2}, False),
+        "set-differs": attr("cache", lambda: {1, 2}, lambda: {1, 3}, True),
+        "empty-vs-set": attr("cache", set, lambda: {1}, True),
+        "frozen-set": attr("cache", lambda: frozenset({True}), lambda: frozenset({1}), False),
+        "tensor": attr("mask", lambda: torch.zeros(2, 3), lambda: torch.ones(2, 3), False),
+        "tensor-layout": attr("mask", lambda: torch.zeros(2, 3), lambda: torch.zeros(3, 2), True),
+        "object": attr("fn", object, object, True),
+        "object-shared": attr("fn", lambda: shared, lambda: shared, False),
+        "dtype": attr("dtype", lambda: torch.float32, lambda: torch.float16, True),
+        "attr-order": only(lambda b: (setattr(b.fc1, "zz", 1), setattr(b.fc1, "yy", 2))),
+        "no-bias": only(lambda b: setattr(b.fc1, "bias", None)),
+        "extra-buffer": only(lambda b: b.fc1.register_buffer("count", torch.zeros(()))),
+        "none-buffer": only(lambda b: b.fc1.register_buffer("count", None)),
+        "frozen": only(lambda b: b.fc1.requires_grad_(False)),
+        "tied": only(lambda b: setattr(b.fc2, "bias", b.norm.bias), False),  # (one parameter in two places)
+        "tied-across": ((lambda b, odd: setattr(b.fc2, "bias", bias)), False),  # (in every block: no chain)
+        "extra-module": only(lambda b: setattr(b, "extra", nn.Identity())),
+        "none-module": only(lambda b: b.add_module("extra", None), False),
+        "shared-submodule": only(lambda b: setattr(b, "again", b.fc1), False),
+    }
+
+
+def _reference_runs(model, container, paths):
+    """Runs of at least MIN_CHAIN consecutive children the same block, each compared with its run's
+    first; a run left out where a module of it is reached by another path or a parameter is in
+    another place too."""
+    children = list(container._modules.items())
+    runs, run = [], [children[0]]
+    for item in children[1:]:
+        if type(item[1]) is type(run[0][1]) and _plain_same_instance(run[0][1], item[1]):
+            run.append(item)
+            continue
+        runs.append(run)
+        run = [item]
+    runs.append(run)
+    out, seen = [], set()
+    for run in (r for r in runs if len(r) >= blocks.MIN_CHAIN):
+        ok = True
+        for _, block in run:
+            base = paths[id(block)]
+            ok = ok and all(paths[id(m)] == (f"{base}.{p}" if p else base) for p, m in block.named_modules())
+            for p in block.parameters():
+                ok = ok and id(p) not in seen
+                seen.add(id(p))
+        if ok:
+            out.append([n for n, _ in run])
+    return out
+
+
+@pytest.mark.parametrize("where", [0, 3, 7])
+@pytest.mark.parametrize("variant", sorted(_variants()))
+def test_the_chain_finder_agrees_with_its_definition(variant, where):
+    """Each premise the chain finder checks, broken in one block (the first, one inside, the last):
+    the same runs as torch's walks and a comparison pair by pair find; a different block
+    ends a run there. Its walks, parameters and buffers are torch's."""
+    model = Chain(Mlp, 8, nn.Linear(16, 16), nn.Linear(16, 4))
+    change, differs = _variants()[variant]
+    for i, block in enumerate(model.blocks):
+        change(block, i == where)
+    for sub in (model.blocks[1], model.blocks[where]):  # (the same for the other blocks)
+        b = blocks._Block(sub, False)
+        assert b.modules() == list(sub.named_modules())
+        assert b.named("_parameters") == list(sub.named_parameters())
+        assert b.named("_buffers") == list(sub.named_buffers())
+    other = 1 if where != 1 else 2
+    assert _plain_same_instance(model.blocks[other], model.blocks[where]) != differs  # (the variant does what it says)
+    paths = {id(m): p or "<model>" for p, m in model.named_modules()}
+    found = [(path, [n for n, _ in run]) for path, run in blocks._chains(model, paths)]
+    assert found == [("blocks", names) for names in _reference_runs(model, model.blocks, paths)]
+
+
+def test_the_chain_finder_calls_a_models_own_walk():
+    """A module whose class walks its modules its own way (named_modules of its own): its own walk
+    counts, as torch's named_modules would call it."""
+    model = nn.Sequential(*(_OwnWalk(Mlp(), Mlp()) for _ in range(6)))
+    model[2][1].fc1 = nn.Linear(16, 24)  # hidden by the walk: not compared
+    paths = {id(m): p or "<model>" for p, m in model.named_modules()}
+    ((path, run),) = blocks._chains(model, paths)
+    assert [n for n, _ in run] == [str(i) for i in range(6)]
+    assert all(b.torch_walk and b.modules() == list(b.module.named_modules()) for _, b in run)
+
+
+@pytest.mark.parametrize(
+    "a, b",
+    [
+        ((1, 2), (1, 2)),
+        ((1, 2), (1, True)),
+        ((1, 2), (1.0, 2)),
+        ((1, 2), [1, 2]),
+        ((float("nan"),), (float("nan"),)),
+        (((1, 2), 3), ((1, 2), 3)),
+        ((((((1,),),),),), (((((1,),),),),)),
+        ((("a", None, torch.float32),), (("a", None, torch.float32),)),
+        ((torch.device("cpu"),), (torch.device("meta"),)),
+        (torch.Size([2, 3]), torch.Size([2, 3])),
+        ([1, [2, 3]], [1, [2, 3]]),
+        ((1, 2), (1, 2, 3)),
+    ],
+)
+def test_same_plain_items_at_once(a, b):
+    """`_same`'s shortcut for tuples and lists of plain items (one comparison) agrees with the item-by-item
+    definition, at every depth."""
+    for depth in range(6):
+        assert blocks._same(a, b, depth) == _plain_same(a, b, depth)
+        assert blocks._same((a,), (b,), depth) == _plain_same((a,), (b,), depth)
+
+
+def test_tensors_made_untracked_are_no_ops_of_the_step():
+    """`_untracked` (the Python dispatch keys excluded) keeps a mode from seeing the tensors made and
+    the values copied inside it, as torch's _disable_current_modes does, and the mode sees ops again after."""
+    from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
+
+    seen = []
+
+    class Seen(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            seen.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    grad = torch.empty(4, 6, device="meta")[1:]  # a view: fresh_like's other way
+    value = torch.arange(3.0)
+    made = {}
+    with Seen():
+        for name, way in (("untracked", blocks._untracked), ("popped", _disable_current_modes)):
+            with way():
+                made[name] = (blocks.steady.fresh_like(grad), value.clone(), torch.equal(value, value))
+            assert seen == []
+        torch.empty(1, device="meta")
+    assert seen == ["aten.empty.memory_format"]
+    for (a, b, c), (x, y, z) in [(made["untracked"], made["popped"])]:
+        assert blocks._layout(a) == blocks._layout(x) and torch.equal(b, y) and c == z
