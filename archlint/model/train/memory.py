@@ -486,6 +486,8 @@ def to_meta(model: nn.Module) -> nn.Module:
 
 # a module's attributes of these exact types are no tensor (its hook dicts, flags, sizes)
 _NOT_TENSORS = frozenset((OrderedDict, dict, set, tuple, list, bool, int, float, str, type(None)))
+_META = torch.device("meta")
+_MAKE_SUBCLASS = torch.Tensor._make_subclass
 
 
 def _meta_copy(model: nn.Module) -> tuple[nn.Module, list[tuple[torch.Tensor, torch.Tensor]] | None]:
@@ -498,27 +500,34 @@ def _meta_copy(model: nn.Module) -> tuple[nn.Module, list[tuple[torch.Tensor, to
     todo, seen, named = [model], set(), set()
     while todo:
         module = todo.pop()
-        if id(module) in seen:
+        if module is None or id(module) in seen:  # (None: a child slot left empty)
             continue
         seen.add(id(module))
         for p in module._parameters.values():
             if p is not None and id(p) not in memo:
-                memo[id(p)] = nn.Parameter(torch.empty_like(p, device="meta"), requires_grad=p.requires_grad)
+                data = torch.empty_like(p, device=_META)
+                memo[id(p)] = (
+                    _MAKE_SUBCLASS(nn.Parameter, data, p.requires_grad)  # nn.Parameter's own path for a plain tensor
+                    if type(data) is torch.Tensor
+                    else nn.Parameter(data, requires_grad=p.requires_grad)
+                )
         for key, b in module._buffers.items():
             if b is not None and id(b) not in named:  # (a tensor attribute of a module before may be one)
                 named.add(id(b))
                 buffers.append((module, key, b))
                 if id(b) not in memo:
-                    memo[id(b)] = torch.empty_like(b, device="meta")
-        for value in vars(module).values():
-            if (
-                type(value) not in _NOT_TENSORS  # most of a module's attributes: isinstance's metaclass check less
-                and isinstance(value, torch.Tensor)
-                and not isinstance(value, nn.Parameter)
-                and id(value) not in memo
-            ):
-                memo[id(value)] = torch.empty_like(value, device="meta")
-        todo += [child for child in reversed(module._modules.values()) if child is not None]
+                    memo[id(b)] = torch.empty_like(b, device=_META)
+        attributes = vars(module).values()
+        if not _NOT_TENSORS.issuperset(map(type, attributes)):  # most modules: no attribute a tensor could be
+            for value in attributes:
+                if (
+                    type(value) not in _NOT_TENSORS  # isinstance's metaclass check less
+                    and isinstance(value, torch.Tensor)
+                    and not isinstance(value, nn.Parameter)
+                    and id(value) not in memo
+                ):
+                    memo[id(value)] = torch.empty_like(value, device=_META)
+        todo += reversed(module._modules.values())
     meta = deepcopy_module(model, memo)  # copy.deepcopy's copy, made faster (module_copy)
     pairs = []
     for module, key, b in buffers:
@@ -560,41 +569,63 @@ def _walk(model: nn.Module, train: bool = False) -> _Walk:
     if train and type(model).train is not nn.Module.train:
         model.train()
         return _walk(model)
-    paths: dict[int, str] = {}
-    params: dict[int, nn.Parameter] = {}
-    buffers: dict[int, torch.Tensor] = {}
-    modules, own_train = [], False
-    for path, module in model.named_modules():
-        paths[id(module)] = path or "<model>"
-        if train:
-            modules.append(module)
-            own_train = own_train or type(module).train is not nn.Module.train
-        for p in module._parameters.values():
-            if p is not None and id(p) not in params:
-                params[id(p)] = p
-        for b in module._buffers.values():
-            if b is not None and id(b) not in buffers:
-                buffers[id(b)] = b
-    if own_train:  # a module's own train() somewhere below: model.train(), and the walk after it
-        model.train()
+    found = _named_modules(model)
+    modules = [module for _, module in found]
+    if train and any(kind.train is not nn.Module.train for kind in set(map(type, modules))):
+        model.train()  # a module's own train() somewhere below: model.train(), and the walk after it
         return _walk(model)
-    for module in modules:
-        if type(module).__setattr__ is _MODULE_SETATTR and not _holds_training(module):
-            # what nn.Module.__setattr__ does with a flag that names no parameter, buffer or
-            # submodule (object's setattr), without its checks: a microsecond a module
-            _SETATTR(module, "training", True)
-        else:
-            module.training = True
+    paths = {id(module): path or "<model>" for path, module in found}
+    # each parameter (buffer) at its first place, as the walk by modules finds them: by id, in one
+    # pass of C loops (a dict keeps a key's first place; the same id is the same tensor); no None
+    chained = [*itertools.chain.from_iterable([module._parameters.values() for module in modules])]
+    params: dict[int, Any] = dict(zip(map(id, chained), chained))
+    params.pop(id(None), None)
+    chained = [*itertools.chain.from_iterable([module._buffers.values() for module in modules])]
+    buffers: dict[int, Any] = dict(zip(map(id, chained), chained))
+    buffers.pop(id(None), None)
+    if train:
+        for module in modules:
+            if (
+                type(module).__setattr__ is _MODULE_SETATTR
+                and "training" not in module._parameters
+                and "training" not in module._buffers
+                and "training" not in module._modules
+            ):
+                # what nn.Module.__setattr__ does with a flag that names no parameter, buffer or
+                # submodule (object's setattr), without its checks: a microsecond a module
+                _SETATTR(module, "training", True)
+            else:
+                module.training = True
     return _Walk(paths, list(params.values()), list(buffers.values()))
 
 
+def _named_modules(model: nn.Module) -> list[tuple[str, nn.Module]]:
+    """model.named_modules() as a list, walked here with a stack: the generators nest as deep as the
+    tree, and each module passed up through every level of them (a third of _walk on
+    mobilenet_v3_large). The same modules, paths and order (each checked against the set of those
+    seen when the walk reaches it, as named_modules checks it); named_modules itself where a module's
+    class has its own."""
+    found: list[tuple[str, nn.Module]] = []
+    seen: set[nn.Module] = set()
+    todo = [("", model)]
+    while todo:
+        prefix, module = todo.pop()
+        if type(module).named_modules is not _NAMED_MODULES:
+            return list(model.named_modules())
+        if module in seen:
+            continue
+        seen.add(module)
+        found.append((prefix, module))
+        children = module._modules
+        if children:
+            dot = prefix + "." if prefix else ""
+            todo += [(dot + name, child) for name, child in reversed(children.items()) if child is not None]
+    return found
+
+
+_NAMED_MODULES = nn.Module.named_modules
 _MODULE_SETATTR = nn.Module.__setattr__
 _SETATTR = object.__setattr__
-
-
-def _holds_training(module: nn.Module) -> bool:
-    """A parameter, buffer or submodule named `training` (nn.Module.__setattr__ treats the name as one)."""
-    return "training" in module._parameters or "training" in module._buffers or "training" in module._modules
 
 
 def _module_paths(paths: dict[int, str], tracker: _Tracker) -> list:

@@ -69,6 +69,9 @@ class _ById:
         if value is _UNMADE:  # an `empty`'s value, made when first read
             value = _made(meta)
             self._items[id(meta)] = (ref, value)
+        elif type(value) is _Borrowed:  # a start value, copied when first read
+            value = value.copied()
+            self._items[id(meta)] = (ref, value)
         return value
 
     def __contains__(self, meta: torch.Tensor) -> bool:
@@ -78,14 +81,42 @@ class _ById:
     def pop(self, meta: torch.Tensor, default=None):
         if meta in self:
             value = self._items.pop(id(meta))[1]
-            return _made(meta) if value is _UNMADE else value
+            if value is _UNMADE:
+                return _made(meta)
+            return value.copied() if type(value) is _Borrowed else value
         return default
+
+    def discard(self, meta: torch.Tensor) -> None:
+        """Drop the value of `meta` if there is one (pop's, with no value made or copied to return)."""
+        if meta in self:
+            del self._items[id(meta)]
 
 
 # The value of an `empty` on meta until something reads it (_made): most are never read (BatchNorm's
 # `reserve`, one a layer), and making one costs what the op costs on the CPU. Every op that writes the
 # meta tensor reads its value first (KnownValues.run) or drops it, so its shape is the empty's then.
 _UNMADE: Any = object()
+
+
+class _Borrowed:
+    """A start value (KnownValues.know_all) not copied yet: the real tensor itself, copied when first
+    read (`copied`, as know copies it). Most are never read: a BatchNorm's running statistics (two
+    buffers a layer) are written by its first op, which drops their values unread; the inputs are
+    read by the first op only where every other tensor it reads has a value too. The real tensors are
+    the model's buffers and the caller's inputs, which the step never writes (it runs on their meta
+    copies): the copy made when read is the copy know_all would have made."""
+
+    __slots__ = ("real",)
+
+    def __init__(self, real: torch.Tensor):
+        self.real = real
+
+    def copied(self) -> torch.Tensor:
+        return _one_thread(_copy_to_cpu, (self.real,), {})
+
+
+def _copy_to_cpu(real: torch.Tensor) -> torch.Tensor:
+    return real.detach().to(_CPU, copy=True)
 
 
 def _made(meta: torch.Tensor) -> torch.Tensor:
@@ -225,16 +256,16 @@ class KnownValues:
             self.origin.pop(id(meta), None)
 
     def know_all(self, pairs) -> None:
-        """`know` for each (meta, real) pair, the copies made on this thread alone: an input of a few
-        hundred kB is over ATen's grain for a parallel copy, whose threads wait on each other for
-        milliseconds on a busy machine (4-8 ms of CPU time a step on 2 cores at load 20, against
-        0.1-0.4 ms on one thread): _one_thread."""
-
-        def each() -> None:
-            for meta, real in pairs:
-                self.know(meta, real)
-
-        _one_thread(each, (), {})
+        """`know` for each (meta, real) pair, each copy made when the value is first read (_Borrowed;
+        most are never read), on this thread alone: an input of a few hundred kB is over ATen's grain
+        for a parallel copy, whose threads wait on each other for milliseconds on a busy machine (4-8
+        ms of CPU time a step on 2 cores at load 20, against 0.1-0.4 ms on one thread): _one_thread."""
+        items, gone, origin = self.values._items, self.values.gone, self.origin
+        for meta, real in pairs:
+            if meta.is_meta and not real.is_meta and real.nbytes <= VALUE_LIMIT_BYTES:  # know's test
+                key = id(meta)
+                items[key] = (weakref.ref(meta, gone(key)), _Borrowed(real))
+                origin.pop(key, None)
         # the originals: the real model's buffers and the inputs, which the meta step never writes
         self.start = [(weakref.ref(meta), real) for meta, real in pairs if meta in self.values]
         self.origin = {id(ref()): frozenset((i,)) for i, (ref, _) in enumerate(self.start)}
@@ -373,9 +404,10 @@ class KnownValues:
             if isinstance(arg, torch.Tensor):
                 if arg.is_meta:
                     origin |= origins.get(id(arg), origin)
-                    arg = items[id(arg)][1]  # known (run's first loop)
-                    if arg is _UNMADE:
+                    value = items[id(arg)][1]  # known (run's first loop)
+                    if value is _UNMADE:
                         return None
+                    arg = self.values[arg] if type(value) is _Borrowed else value
             elif isinstance(arg, (list, tuple, torch.device)):
                 return None
             real_args.append(arg)
@@ -423,10 +455,10 @@ class KnownValues:
         for i, name in _written(func):
             value = args[i] if i < len(args) else kwargs.get(name)
             if isinstance(value, torch.Tensor):  # the common case: an in-place op's self
-                self.values.pop(value, None)
+                self.values.discard(value)
                 continue
             for t in tensors_of(value):
-                self.values.pop(t, None)
+                self.values.discard(t)
 
 
 def _one_thread(func, args: tuple, kwargs: dict) -> Any:

@@ -1,6 +1,7 @@
 """What keeps `--train` within 2x of the forward analysis without changing a number
 (benchmarks/train_speed.py measures it): the memory model runs with the cyclic collector off."""
 
+import copy
 import functools
 import gc
 import types
@@ -33,21 +34,42 @@ def test_memory_model_runs_with_the_cyclic_collector_off(monkeypatch):
 
 
 def test_input_values_are_copied_on_one_thread(monkeypatch, two_threads):
-    """The inputs' real values are copied with ATen on one thread (values.KnownValues.know_all):
+    """The inputs' real values are copied with ATen on one thread, when first read (values._Borrowed):
     a parallel copy's threads wait on each other for milliseconds on a busy machine."""
-    from archlint.model.train.values import KnownValues
+    from archlint.model.train import values as values_mod
 
     threads_seen = []
-    real_know = KnownValues.know
+    real_copy = values_mod._copy_to_cpu
     monkeypatch.setattr(
-        KnownValues, "know", lambda self, m, r: threads_seen.append(torch.get_num_threads()) or real_know(self, m, r)
+        values_mod, "_copy_to_cpu", lambda real: threads_seen.append(torch.get_num_threads()) or real_copy(real)
     )
     net = nn.Sequential(nn.Linear(8, 16), nn.BatchNorm1d(16), nn.Linear(16, 4))
     x, meta = torch.randn(4, 8), memory.to_meta(net)
     meta_x = torch.empty_like(x, device="meta")
     values = memory._input_values(net, meta, ((x,), {}), ((meta_x,), {}))
-    assert threads_seen == [1, 1, 1, 1] and torch.get_num_threads() == 2  # the input and 3 buffers; given back
-    assert len(values.values._items) == 4
+    assert len(values.values._items) == 4 and threads_seen == []  # the input and 3 buffers, none copied yet
+    known = [meta_x, *meta.buffers()]
+    read = [values.values[m] for m in known]
+    assert threads_seen == [1, 1, 1, 1] and torch.get_num_threads() == 2  # each copied once; threads given back
+    assert [values.values[m] for m in known] == read  # (kept: not copied again)
+    assert all(torch.equal(v, r) for v, r in zip(read, [x, *net.buffers()]))
+
+
+def test_a_start_value_is_copied_only_when_read(monkeypatch):
+    """values.KnownValues.know_all keeps each start value uncopied until an op reads it: a BatchNorm's
+    running statistics, written by its first op, are dropped unread (two of a ResNet's three buffers a
+    layer); its counter, read by `add_`, is copied, and the step's write goes to the copy."""
+    from archlint.model.train import values as values_mod
+
+    copied = []
+    real_copy = values_mod._copy_to_cpu
+    monkeypatch.setattr(values_mod, "_copy_to_cpu", lambda real: copied.append(real) or real_copy(real))
+    net = nn.Sequential(nn.Linear(8, 16), nn.BatchNorm1d(16), nn.Linear(16, 4))
+    result = memory.step_memory(net, (torch.randn(4, 8),), optimizer="sgd")
+    norm = net[1]
+    assert [id(t) for t in copied] == [id(norm.num_batches_tracked)]  # not the input, not the statistics
+    assert norm.num_batches_tracked.item() == 0  # the step counted on its copy
+    assert result["peak_bytes"] > 0
 
 
 class _Shares(nn.Module):
@@ -133,8 +155,6 @@ def _models():
 def test_the_meta_copy_is_deepcopys_copy():
     """memory.to_meta copies the module tree with module_copy.deepcopy_module, not copy.deepcopy
     (a tenth of the step on efficientnet_b0): the same object graph, sharing and all."""
-    import copy
-
     from archlint.model.train.module_copy import deepcopy_module
 
     for model in _models():
@@ -146,6 +166,32 @@ def test_the_meta_copy_is_deepcopys_copy():
     shares = deepcopy_module(_Shares(), {})
     assert shares.again is shares.conv and shares.plain_list[0] is shares.blocks[0]
     assert len(shares._forward_hooks) == 1
+
+
+class _SharesEmpty(nn.Module):
+    """Empty containers of a module's state that something else refers to too: module_copy makes a
+    memo entry only for those (_alone), so the copy shares them as deepcopy's does."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b, self.c = nn.Linear(2, 2), nn.ReLU(), nn.ReLU()
+        self.c._forward_hooks = self.b._forward_hooks  # one empty hook dict, two modules
+        self.kept = self.a._parameters  # a module's parameter dict, an attribute too
+        self.listed = [self.b._buffers]  # an empty dict reached from a list
+
+
+def test_the_meta_copy_shares_what_deepcopy_shares():
+    from archlint.model.train.module_copy import _ALONE, deepcopy_module
+
+    model = _SharesEmpty()
+    originals: set = set()
+    _reachable(model, originals)
+    fast, slow = deepcopy_module(model, {}), copy.deepcopy(model, {})
+    _walk_pair(fast, slow, {}, originals)
+    assert fast.c._forward_hooks is fast.b._forward_hooks and fast.b._forward_hooks is not model.b._forward_hooks
+    assert fast.kept is fast.a._parameters and fast.listed[0] is fast.b._buffers
+    assert fast.a._forward_hooks is not fast.b._forward_hooks  # the others each its own
+    assert _ALONE > 0  # the count was read: the copy skips the memo where it can
 
 
 def test_the_step_is_freed_when_its_figures_are_read():
