@@ -52,6 +52,7 @@ from typing import Any
 
 import torch
 import torch.nn as nn
+from torch.nn.modules import module as _torch_module
 from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
@@ -257,31 +258,35 @@ class _Tracker:
         return -(-n // self.round_to) * self.round_to if n else 0
 
     def see(self, tensor: torch.Tensor, phase: str | None = None) -> _Storage | None:
-        """Register the tensor's storage if new; return its record."""
+        """Register the tensor's storage if new; return its record. (_Watch inlines the common case:
+        an op's one output.)"""
         storage = tensor.untyped_storage()
         key = id(storage)
-        rec = self.by_id.get(key)
+        by_id = self.by_id
+        rec = by_id.get(key)
         if rec is not None:
             return rec
         # the rounding and _on_free(), inlined: ~3,000 new storages a step on a mid-sized model
         n = storage.nbytes()
-        if n and self.round_to != 1:
-            n = -(-n // self.round_to) * self.round_to
+        round_to = self.round_to
+        if n and round_to != 1:
+            n = -(-n // round_to) * round_to
         born = self.events
         self.events = born + 1
+        modules = self.modules
         if phase is None:
-            rec = _Storage(n, born, self.ops - 1, self.phase, self.modules[-1] if self.modules else "")
+            rec = _Storage(n, born, self.ops - 1, self.phase, modules[-1] if modules else "")
         else:
-            rec = _Storage(n, born, -1, phase, self.modules[-1] if self.modules else "")
+            rec = _Storage(n, born, -1, phase, modules[-1] if modules else "")
+            if phase == "start" and self.before is not None and key in self.before:
+                self.carried.append((rec, self.before[key]))
         self.records.append(rec)
-        self.by_id[key] = rec
+        by_id[key] = rec
         ref = weakref.ref(storage, self._dead)
         self.pending[id(ref)] = (ref, key, rec)
         live = self.live_bytes = self.live_bytes + n
         if live > self.peak:
             self.peak, self.peak_event, self.peak_op = live, born, rec.op
-        if phase == "start" and self.before is not None and key in self.before:
-            self.carried.append((rec, self.before[key]))
         return rec
 
     def born(self, nbytes: int) -> _Storage:
@@ -379,10 +384,11 @@ def _on_death(tracker_ref: weakref.ref):
         tracker = tracker_ref()
         if tracker is not None:  # _Tracker._free, inlined (a storage's death is as common as its birth)
             _, key, rec = tracker.pending.pop(id(ref))
-            if tracker.by_id.get(key) is rec:
-                del tracker.by_id[key]
-            rec.died = tracker.events
-            tracker.events += 1
+            by_id = tracker.by_id
+            if by_id.get(key) is rec:
+                del by_id[key]
+            rec.died = events = tracker.events
+            tracker.events = events + 1
             tracker.live_bytes -= rec.nbytes
 
     return dead
@@ -419,21 +425,46 @@ class _Watch(TorchDispatchMode):
             self.tracker.shims.add(note)
         t = self.tracker
         facts = _FACTS.get(id(func)) or _facts(func)
-        if facts.conv and t.cpu_threads is not None:  # a CPU target: its convolutions keep NHWC (cpu_layout)
+        conv = facts.conv
+        if conv and t.cpu_threads is not None:  # a CPU target: its convolutions keep NHWC (cpu_layout)
             out = cpu_conv_layout(func, args, out)
-        t.ops += 1
+        op = t.ops
+        t.ops = op + 1
+        phase, modules = t.phase, t.modules
+        module = modules[-1] if modules else ""
         t.op_names.append(facts.name)
-        t.op_phase.append(t.phase)
-        t.op_module.append(t.modules[-1] if t.modules else "")
-        if t.workspace_sizes is None and t.reduce_grid is None and not facts.conv:
+        t.op_phase.append(phase)
+        t.op_module.append(module)
+        if not conv and t.workspace_sizes is None and t.reduce_grid is None:
             # most ops: their outputs, and no library's workspace or scratch beside them
             if isinstance(out, torch.Tensor):
-                t.see(out)
+                # t.see(out), inlined (one output, the common case: a call and its loads less an op)
+                storage = out.untyped_storage()
+                key = id(storage)
+                by_id = t.by_id
+                if key not in by_id:
+                    n = storage.nbytes()
+                    if n and t.round_to != 1:
+                        n = -(-n // t.round_to) * t.round_to
+                    born = t.events
+                    t.events = born + 1
+                    rec = by_id[key] = _Storage(n, born, op, phase, module)
+                    t.records.append(rec)
+                    ref = weakref.ref(storage, t._dead)
+                    t.pending[id(ref)] = (ref, key, rec)
+                    live = t.live_bytes = t.live_bytes + n
+                    if live > t.peak:
+                        t.peak, t.peak_event, t.peak_op = live, born, op
+                    t.timeline.append((op, live))
+                    return out
             elif isinstance(out, (tuple, list)):
                 for item in out:
-                    for value in metacache.tensors_of(item):
-                        t.see(value)
-            t.timeline.append((t.ops - 1, t.live_bytes))
+                    if isinstance(item, torch.Tensor):  # (most items: tensors_of's list less)
+                        t.see(item)
+                    elif item is not None:
+                        for value in metacache.tensors_of(item):
+                            t.see(value)
+            t.timeline.append((op, t.live_bytes))
             return out
         # cuDNN's workspaces come between the outputs the op's calls make (gpu_workspaces.cudnn_workspaces)
         cudnn = cudnn_workspaces(func, args) if t.workspace_sizes is not None else []
@@ -454,7 +485,7 @@ class _Watch(TorchDispatchMode):
             scratch = cpu_conv_scratch(func, args, t.cpu_threads, t.cpu_isa)
             if scratch:
                 high = max(high, t.live_bytes + t.transient(scratch))
-        t.timeline.append((t.ops - 1, max(high, t.live_bytes)))
+        t.timeline.append((op, max(high, t.live_bytes)))
         return out
 
 
@@ -559,6 +590,7 @@ class _Walk:
     paths: dict[int, str]
     params: list[nn.Parameter]
     buffers: list[torch.Tensor]
+    modules: list[nn.Module] = field(default_factory=list)  # each once, in model.modules()'s order
 
 
 def _walk(model: nn.Module, train: bool = False) -> _Walk:
@@ -596,7 +628,7 @@ def _walk(model: nn.Module, train: bool = False) -> _Walk:
                 _SETATTR(module, "training", True)
             else:
                 module.training = True
-    return _Walk(paths, list(params.values()), list(buffers.values()))
+    return _Walk(paths, list(params.values()), list(buffers.values()), modules)
 
 
 def _named_modules(model: nn.Module) -> list[tuple[str, nn.Module]]:
@@ -628,21 +660,72 @@ _MODULE_SETATTR = nn.Module.__setattr__
 _SETATTR = object.__setattr__
 
 
-def _module_paths(paths: dict[int, str], tracker: _Tracker) -> list:
-    """Hooks that keep `tracker.modules` the stack of module paths being called (`paths`: each
-    module's, by id): two global hooks (one registration each, not two per module: registering
-    hundreds costs more than the step)."""
+def _module_paths(paths: dict[int, str], tracker: _Tracker, modules: list[nn.Module] | None = None) -> list:
+    """What keeps `tracker.modules` the stack of module paths being called (`paths`: each module's, by
+    id), to be removed (`.remove()`) after the step. Given the walk's `modules`: each one's `_call_impl`
+    wrapped on the instance (nn.Module.__call__ looks it up there), pushing its path around the call:
+    global hooks send every module call through _call_impl's hook loops (~4 us a call, a tenth of a
+    forward), a wrapper adds a frame. The wrappers stand where the hooks ran (first in the call, last
+    out of it) unless a hook would run between: a module's own forward hook (after the global ones, so
+    after the pop), or a global hook of someone else's; then, as without `modules`, two global hooks
+    (one registration each, not two per module: registering hundreds costs more than the step)."""
+    stack = tracker.modules
+    if modules is not None and not any(getattr(_torch_module, name, None) for name in _GLOBAL_HOOKS):
+        wrapped: list[nn.Module] = []
+        for module in modules:
+            own = module.__dict__
+            if own.get("_forward_hooks") or own.get("_compiled_call_impl") is not None or "_call_impl" in own:
+                _Unwrap(wrapped).remove()
+                break
+            own["_call_impl"] = _pushing(module._call_impl, paths[id(module)], stack)
+            wrapped.append(module)
+        else:
+            return [_Unwrap(wrapped)]
 
     def pre(module, _args):
         path = paths.get(id(module))
         if path is not None:
-            tracker.modules.append(path)
+            stack.append(path)
 
     def post(module, _args, _out):
-        if id(module) in paths and tracker.modules:
-            tracker.modules.pop()
+        if id(module) in paths and stack:
+            stack.pop()
 
     return [register_module_forward_pre_hook(pre), register_module_forward_hook(post, always_call=True)]
+
+
+def _pushing(call, path: str, stack: list[str]):
+    """A module's `_call_impl` with its path on `stack` during the call (_module_paths)."""
+
+    def wrapped(*args, **kwargs):
+        stack.append(path)
+        try:
+            return call(*args, **kwargs)
+        finally:  # as the global hook registered with always_call pops on an exception
+            if stack:
+                stack.pop()
+
+    return wrapped
+
+
+class _Unwrap:
+    """Removes _module_paths' wrappers (a hook handle's `remove`)."""
+
+    def __init__(self, modules: list[nn.Module]):
+        self.modules = modules
+
+    def remove(self) -> None:
+        for module in self.modules:
+            module.__dict__.pop("_call_impl", None)
+        self.modules = []
+
+
+_GLOBAL_HOOKS = (
+    "_global_forward_hooks",
+    "_global_forward_pre_hooks",
+    "_global_backward_hooks",
+    "_global_backward_pre_hooks",
+)
 
 
 def _tensors(value: Any) -> list[torch.Tensor]:
@@ -1073,7 +1156,7 @@ def _measure(
         if p.grad is not None:
             tracker.see(p.grad, "start").kind = "grads"
     _see_outputs(tracker, kept)
-    handles = _module_paths(walk.paths, tracker)
+    handles = _module_paths(walk.paths, tracker, walk.modules if replay is None else None)
     try:
         with _Watch(tracker, values):
             forward_end = _step(meta, args, kwargs, opt, loss, tracker, fused, replay, update, kept)

@@ -39,6 +39,7 @@ _CACHEABLE: dict[int, bool] = {}  # by id: an op lives as long as the process (m
 _LAZY_CLONE = getattr(torch, "_lazy_clone", None)  # copy-on-write (torch 2.3 and later)
 _NONDETERMINISTIC = getattr(torch.Tag, "nondeterministic_seeded", None)
 _META, _CPU = torch.device("meta"), torch.device("cpu")
+_TENSOR = torch.Tensor
 
 
 class _ById:
@@ -310,7 +311,7 @@ class KnownValues:
         items = self.values._items  # `arg in self.values`, inlined: this loop runs for every op of the step
         plain = not kwargs  # no meta tensor with a value, no list, no device: nothing to compute on values
         for arg in args:  # the common case first: an activation or a weight, with no value
-            if isinstance(arg, torch.Tensor):
+            if type(arg) is _TENSOR or isinstance(arg, torch.Tensor):  # (the exact type first: no metaclass check)
                 if arg.is_meta:
                     item = items.get(id(arg))
                     if item is None or item[0]() is not arg:
@@ -377,9 +378,11 @@ class KnownValues:
             or device.type != "meta"
             or kwargs.get("pin_memory") not in (None, False)
             or kwargs.get("layout") not in (None, torch.strided)
-            or any(not isinstance(a, (int, list, tuple)) for a in args)
         ):
             return None
+        for a in args:  # (a loop, not any() over a generator: one a BatchNorm)
+            if not isinstance(a, (int, list, tuple)):
+                return None
         try:
             out = meta_run(func, args, kwargs)
         except (RuntimeError, NotImplementedError):
@@ -452,13 +455,16 @@ class KnownValues:
         return real_out
 
     def _forget_written(self, func, args: tuple, kwargs: dict) -> None:
+        values = self.values
+        items = values._items
         for i, name in _written(func):
             value = args[i] if i < len(args) else kwargs.get(name)
             if isinstance(value, torch.Tensor):  # the common case: an in-place op's self
-                self.values.discard(value)
+                if id(value) in items:  # (most have none: a BatchNorm's running stats after its first step)
+                    values.discard(value)
                 continue
             for t in tensors_of(value):
-                self.values.discard(t)
+                values.discard(t)
 
 
 def _one_thread(func, args: tuple, kwargs: dict) -> Any:
