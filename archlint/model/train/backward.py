@@ -390,22 +390,35 @@ def cost_backward(graph: nx.DiGraph) -> list[str]:
     mode = graph.graph.get("mode", "train")
     unknown = []
     for name, op in graph.nodes(data=True):
-        if op["kind"] in ("input", "output"):
+        kind = op["kind"]
+        if kind == "input" or kind == "output":
+            continue
+        if not op.get("backward"):
+            op["backward_terms"], op["flops_backward"], op["mac_bytes_backward"] = {}, 0, 0
             continue
         terms: Terms = {}
-        if op.get("backward"):
-            if not op.get("known", True):
+        if not op.get("known", True):
+            unknown.append(name)
+        else:
+            # backward_terms, inlined (a call and a comprehension's frame less per op)
+            fn = BACKWARD.get(kind)
+            op["mode"] = mode  # formulas read it, as the forward's do (norm, dropout)
+            try:
+                if fn is None:
+                    raise ValueError(f"no backward formula for kind {kind!r}")
+                for k, v in fn(op).items():
+                    if v != (0, 0):
+                        terms[k] = v
+            except (IndexError, KeyError, TypeError, ValueError, StopIteration) as exc:
+                op["backward_unknown_reason"] = f"{type(exc).__name__}: {exc}"
                 unknown.append(name)
-            else:
-                try:
-                    terms = backward_terms(op, mode)
-                except (IndexError, KeyError, TypeError, ValueError, StopIteration) as exc:
-                    op["backward_unknown_reason"] = f"{type(exc).__name__}: {exc}"
-                    unknown.append(name)
-            fanout = int(op.get("grad_fanout", 0))
-            if fanout > 1:  # the gradients its consumers send back are summed
-                out = sum(numel(s) for s in op["out_shapes"])
-                _add(terms, "grad_sum", (fanout - 1) * out, (fanout - 1) * 3 * int(op.get("out_bytes", 0)))
+                terms = {}
+            finally:
+                del op["mode"]
+        fanout = int(op.get("grad_fanout", 0))
+        if fanout > 1:  # the gradients its consumers send back are summed
+            out = sum(numel(s) for s in op["out_shapes"])
+            _add(terms, "grad_sum", (fanout - 1) * out, (fanout - 1) * 3 * int(op.get("out_bytes", 0)))
         flops = mac = 0  # (one loop over the terms, not three)
         named: dict[str, dict[str, int]] = {}
         for k, (f, m) in terms.items():
