@@ -48,6 +48,7 @@ once (dX: dY and W read, dX written; dW: dY and X read, dW written).
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import networkx as nx
 
@@ -384,15 +385,37 @@ def backward_terms(op: dict, mode: str) -> Terms:
         del op["mode"]
 
 
+@dataclass
+class BackwardCost:
+    """What cost_backward_totals found: the ops left out (no formula) and the graph's totals, the
+    forward's (its known ops, as totals.flops counts them) and the backward's."""
+
+    unknown: list[str]
+    forward_flops: int
+    forward_mac_bytes: int
+    backward_flops: int
+    backward_mac_bytes: int
+
+
 def cost_backward(graph: nx.DiGraph) -> list[str]:
     """Set flops_backward, mac_bytes_backward and backward_terms on every op node (0 where the op
     runs no backward); return the ops whose backward has no formula (left out of the totals)."""
+    return cost_backward_totals(graph).unknown
+
+
+def cost_backward_totals(graph: nx.DiGraph) -> BackwardCost:
+    """cost_backward, and the forward's and backward's totals summed in the same pass over the ops
+    (each op's attributes read while they are at hand, not in a pass of their own)."""
     mode = graph.graph.get("mode", "train")
     unknown = []
+    fwd_flops = fwd_mac = bwd_flops = bwd_mac = 0
     for name, op in graph.nodes(data=True):
         kind = op["kind"]
         if kind == "input" or kind == "output":
             continue
+        if op.get("known", True):
+            fwd_flops += int(op.get("flops", 0))
+            fwd_mac += int(op.get("mac_bytes", 0))
         if not op.get("backward"):
             op["backward_terms"], op["flops_backward"], op["mac_bytes_backward"] = {}, 0, 0
             continue
@@ -425,4 +448,6 @@ def cost_backward(graph: nx.DiGraph) -> list[str]:
             named[k] = {"flops": f, "mac_bytes": m}
             flops, mac = flops + f, mac + m
         op["backward_terms"], op["flops_backward"], op["mac_bytes_backward"] = named, flops, mac
-    return unknown
+        bwd_flops += int(flops)  # as a reader of the op's figures sums them (a formula's float, truncated)
+        bwd_mac += int(mac)
+    return BackwardCost(unknown, fwd_flops, fwd_mac, bwd_flops, bwd_mac)

@@ -113,3 +113,16 @@ def test_a_captured_model_gets_the_terms_each_formula_gives():
             out = sum(backward.numel(s) for s in d["out_shapes"])
             expected["grad_sum"] = ((fanout - 1) * out, (fanout - 1) * 3 * int(d["out_bytes"]))
         assert d["backward_terms"] == {k: {"flops": f, "mac_bytes": m} for k, (f, m) in expected.items()}
+
+
+def test_the_totals_summed_in_the_pass_are_the_ops_figures():
+    model = torchvision.models.mobilenet_v3_small()
+    graph, totals = step_graph(model, (torch.randn(2, 3, 64, 64),))
+    graph.nodes[next(n for n, d in graph.nodes(data=True) if d["kind"] == "conv")]["known"] = False
+    summed = backward.cost_backward_totals(graph)
+    ops = [d for _, d in graph.nodes(data=True) if d["kind"] not in ("input", "output")]
+    assert summed.forward_flops == sum(int(d.get("flops", 0)) for d in ops if d.get("known", True))
+    assert summed.forward_mac_bytes == sum(int(d.get("mac_bytes", 0)) for d in ops if d.get("known", True))
+    assert summed.backward_flops == sum(d["flops_backward"] for d in ops) < totals.backward_flops  # one left out
+    assert summed.backward_mac_bytes == sum(d["mac_bytes_backward"] for d in ops)
+    assert summed.unknown == backward.cost_backward(graph) and len(summed.unknown) == 1
