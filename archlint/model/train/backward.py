@@ -48,6 +48,7 @@ once (dX: dY and W read, dX written; dW: dY and X read, dW written).
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import networkx as nx
 
@@ -384,32 +385,69 @@ def backward_terms(op: dict, mode: str) -> Terms:
         del op["mode"]
 
 
+@dataclass
+class BackwardCost:
+    """What cost_backward_totals found: the ops left out (no formula) and the graph's totals, the
+    forward's (its known ops, as totals.flops counts them) and the backward's."""
+
+    unknown: list[str]
+    forward_flops: int
+    forward_mac_bytes: int
+    backward_flops: int
+    backward_mac_bytes: int
+
+
 def cost_backward(graph: nx.DiGraph) -> list[str]:
     """Set flops_backward, mac_bytes_backward and backward_terms on every op node (0 where the op
     runs no backward); return the ops whose backward has no formula (left out of the totals)."""
+    return cost_backward_totals(graph).unknown
+
+
+def cost_backward_totals(graph: nx.DiGraph) -> BackwardCost:
+    """cost_backward, and the forward's and backward's totals summed in the same pass over the ops
+    (each op's attributes read while they are at hand, not in a pass of their own)."""
     mode = graph.graph.get("mode", "train")
     unknown = []
+    fwd_flops = fwd_mac = bwd_flops = bwd_mac = 0
     for name, op in graph.nodes(data=True):
-        if op["kind"] in ("input", "output"):
+        kind = op["kind"]
+        if kind == "input" or kind == "output":
+            continue
+        if op.get("known", True):
+            fwd_flops += int(op.get("flops", 0))
+            fwd_mac += int(op.get("mac_bytes", 0))
+        if not op.get("backward"):
+            op["backward_terms"], op["flops_backward"], op["mac_bytes_backward"] = {}, 0, 0
             continue
         terms: Terms = {}
-        if op.get("backward"):
-            if not op.get("known", True):
+        if not op.get("known", True):
+            unknown.append(name)
+        else:
+            # backward_terms, inlined (a call and a comprehension's frame less per op)
+            fn = BACKWARD.get(kind)
+            op["mode"] = mode  # formulas read it, as the forward's do (norm, dropout)
+            try:
+                if fn is None:
+                    raise ValueError(f"no backward formula for kind {kind!r}")
+                for k, v in fn(op).items():
+                    if v != (0, 0):
+                        terms[k] = v
+            except (IndexError, KeyError, TypeError, ValueError, StopIteration) as exc:
+                op["backward_unknown_reason"] = f"{type(exc).__name__}: {exc}"
                 unknown.append(name)
-            else:
-                try:
-                    terms = backward_terms(op, mode)
-                except (IndexError, KeyError, TypeError, ValueError, StopIteration) as exc:
-                    op["backward_unknown_reason"] = f"{type(exc).__name__}: {exc}"
-                    unknown.append(name)
-            fanout = int(op.get("grad_fanout", 0))
-            if fanout > 1:  # the gradients its consumers send back are summed
-                out = sum(numel(s) for s in op["out_shapes"])
-                _add(terms, "grad_sum", (fanout - 1) * out, (fanout - 1) * 3 * int(op.get("out_bytes", 0)))
+                terms = {}
+            finally:
+                del op["mode"]
+        fanout = int(op.get("grad_fanout", 0))
+        if fanout > 1:  # the gradients its consumers send back are summed
+            out = sum(numel(s) for s in op["out_shapes"])
+            _add(terms, "grad_sum", (fanout - 1) * out, (fanout - 1) * 3 * int(op.get("out_bytes", 0)))
         flops = mac = 0  # (one loop over the terms, not three)
         named: dict[str, dict[str, int]] = {}
         for k, (f, m) in terms.items():
             named[k] = {"flops": f, "mac_bytes": m}
             flops, mac = flops + f, mac + m
         op["backward_terms"], op["flops_backward"], op["mac_bytes_backward"] = named, flops, mac
-    return unknown
+        bwd_flops += int(flops)  # as a reader of the op's figures sums them (a formula's float, truncated)
+        bwd_mac += int(mac)
+    return BackwardCost(unknown, fwd_flops, fwd_mac, bwd_flops, bwd_mac)

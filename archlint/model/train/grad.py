@@ -56,25 +56,24 @@ def propagate(
     that require a gradient; `params`: trainable(model), where the caller has it."""
     params = trainable(model) if params is None else params
     order = topological_order(graph)  # nx.topological_sort's, sorted once per graph (the checks ask too)
-    # the graph read once, in bulk: a view's lookup made a view or two a node (AtlasView, ItemsView), 4 us
-    # a node, a millisecond on a mid-sized model. Each op's producers with the input position each feeds,
-    # in the graph's order (nx's in-edges: each node's predecessors as graph.pred gives them), and each
-    # op's consumers with the position each reads it at.
+    # each node's attributes, its producers and its consumers, read in one pass each through the
+    # graph's own views (networkx's per-node views cost a few objects a lookup, each lookup a call)
     nodes = dict(graph.nodes(data=True))
-    fed: dict[str, list[tuple[str, int]]] = {}
-    feeds: dict[str, list[tuple[str, int]]] = {}
-    for producer, consumer, index in graph.in_edges(data="index", default=0):
-        fed.setdefault(consumer, []).append((producer, index))
-        feeds.setdefault(producer, []).append((consumer, index))
+    producers: dict[str, list[tuple[str, int]]] = {name: [] for name in nodes}
+    consumers: dict[str, list[tuple[str, int]]] = {name: [] for name in nodes}
+    for producer, consumer, i in graph.in_edges(data="index", default=0):  # each node's in pred's order
+        producers[consumer].append((producer, i))
+        consumers[producer].append((consumer, i))
     for name in order:
         op = nodes[name]
-        if op["kind"] == "input":
+        kind = op["kind"]
+        if kind == "input":
             op["grad_out"] = name in inputs_need_grad
             op["grad_inputs"], op["grad_params"] = [], {}
             continue
         # one flag per input position: as many as the op's inputs, or its edges' highest index
         grad_inputs = op["grad_inputs"] = [False] * len(op.get("in_shapes") or ())
-        for producer, i in fed.get(name, ()):
+        for producer, i in producers[name]:
             if i >= len(grad_inputs):
                 grad_inputs += [False] * (i + 1 - len(grad_inputs))
             grad_inputs[i] = bool(nodes[producer].get("grad_out"))
@@ -91,25 +90,24 @@ def propagate(
         else:  # most ops: no parameter (a comprehension's frame less)
             op["grad_params"] = {}
             needs = True in grad_inputs
-        op["grad_out"] = _differentiable(op) and needs
-    sources = loss_sources(graph)
+        if not needs or kind in NOT_DIFFERENTIABLE_KINDS or op.get("key") in NOT_DIFFERENTIABLE_KEYS:
+            op["grad_out"] = False  # _differentiable, inlined (and skipped where nothing needs a gradient)
+        else:
+            dtype = op.get("dtype") or ""
+            op["grad_out"] = "float" in dtype or "complex" in dtype
+    sources = _loss_sources(graph, nodes, producers)
     # one pass against the order: an op reaches the loss when it is a source or one of its consumers
     # reaches it (the sources and their ancestors); its consumers' `backward` is set before its fanout
     source_set = set(sources)
     reaches: set[str] = set()
     for name in reversed(order):
-        op, consumers = nodes[name], feeds.get(name, ())
+        op, sends = nodes[name], consumers[name]
         source = name in source_set
-        reached = source
-        for consumer, _ in consumers if not reached else ():
-            if consumer in reaches:
-                reached = True
-                break
-        if reached:
+        if source or any(consumer in reaches for consumer, _ in sends):
             reaches.add(name)
-        op["backward"] = bool(op.get("grad_out")) and reached and op["kind"] not in ("input", "output")
+        op["backward"] = bool(op.get("grad_out")) and name in reaches and op["kind"] not in ("input", "output")
         senders = 0
-        for consumer, i in consumers:
+        for consumer, i in sends:
             c = nodes[consumer]
             if c.get("backward") and c["grad_inputs"][i]:
                 senders += 1
@@ -122,14 +120,23 @@ def loss_sources(graph: nx.DiGraph) -> list[str]:
     tuple's items, a ModelOutput's fields), each reduced and the results added; or, where the model
     returns its own loss (a ModelOutput's `loss`: the output node's attrs["loss"], capture.common.own_loss),
     that one alone, as a loop backpropagates it (`out.loss.backward()`)."""
+    nodes = dict(graph.nodes(data=True))
+    producers: dict[str, list[tuple[str, int]]] = {name: [] for name in nodes}
+    for producer, consumer, i in graph.in_edges(data="index", default=0):
+        producers[consumer].append((producer, i))
+    return _loss_sources(graph, nodes, producers)
+
+
+def _loss_sources(graph: nx.DiGraph, nodes: dict[str, dict], producers: dict[str, list[tuple[str, int]]]) -> list[str]:
+    """loss_sources, given each node's attributes and its (producer, edge index) in pred's order."""
     sources = []
-    for name, op in graph.nodes(data=True):  # (one view for the walk, not one a node)
+    for name, op in nodes.items():
         if op["kind"] != "output":
             continue
         own = (op.get("attrs") or {}).get("loss")
-        if own is not None and own in graph and graph.nodes[own].get("grad_out"):
+        if own is not None and own in nodes and nodes[own].get("grad_out"):
             sources.append(own)
             continue
-        producers = sorted(graph.predecessors(name), key=lambda p: graph.edges[p, name].get("index", 0))
-        sources += [p for p in producers if graph.nodes[p].get("grad_out")]
+        ordered = sorted(producers[name], key=lambda pair: pair[1])  # by edge index, a stable sort as before
+        sources += [p for p, _ in ordered if nodes[p].get("grad_out")]
     return sources

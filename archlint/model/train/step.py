@@ -94,20 +94,15 @@ def cost_step(
     own = any(  # the model returns its own loss (a Hugging Face model given labels): said in step_notes
         (d.get("attrs") or {}).get("loss") in sources for _, d in graph.nodes(data=True) if d["kind"] == "output"
     )
-    unknown = backward.cost_backward(graph)
+    # the backward's terms on each op, and the forward's and backward's totals, in one pass over the ops
+    summed = backward.cost_backward_totals(graph)
+    unknown = summed.unknown
     if unknown:
         ops = Counter(graph.nodes[n]["op"] for n in unknown)
         listed = ", ".join(f"{op} ×{c}" if c > 1 else op for op, c in ops.most_common(8))
         notes.append(f"{len(unknown)} ops have no backward formula and are left out of the backward totals: {listed}")
-    fwd_flops = fwd_mac = bwd_flops = bwd_mac = 0
-    for _, d in graph.nodes(data=True):  # every op, in one loop (no generator's frame)
-        if d["kind"] in ("input", "output"):
-            continue
-        if d.get("known", True):
-            fwd_flops += int(d.get("flops", 0))
-            fwd_mac += int(d.get("mac_bytes", 0))
-        bwd_flops += int(d.get("flops_backward", 0))
-        bwd_mac += int(d.get("mac_bytes_backward", 0))
+    fwd_flops, fwd_mac = summed.forward_flops, summed.forward_mac_bytes
+    bwd_flops, bwd_mac = summed.backward_flops, summed.backward_mac_bytes
     lc = loss_cost(graph, sources, loss, own)
     elements, tensors, _, itemsize = trainable_params(graph, model, named)
     opt = step_cost(optimizer, elements, tensors, itemsize, cuda)
