@@ -214,6 +214,20 @@ class _Storage:
         """A copy, alive (died inf), of no kind yet, made at `op` (a replayed step's: steady.py)."""
         return _Storage(self.nbytes, self.born, op, self.phase, self.module, math.inf, "", self.skippable)
 
+    def shifted(self, events: int, ops: int) -> _Storage:
+        """A copy born and freed `events` later, made `ops` later (a replayed kernel scratch: steady.py;
+        each field named, as `reborn` names them: dataclasses.replace cost ten times as much)."""
+        return _Storage(
+            self.nbytes,
+            self.born + events,
+            self.op + ops,
+            self.phase,
+            self.module,
+            self.died + events,
+            self.kind,
+            self.skippable,
+        )
+
 
 @dataclass
 class _Tracker:
@@ -283,6 +297,42 @@ class _Tracker:
         if phase == "start" and self.before is not None and key in self.before:
             self.carried.append((rec, self.before[key]))
         return rec
+
+    def see_start(self, tensors, kind: str, keep: bool = False) -> list[_Storage]:
+        """`see(t, "start")` for each tensor, its record's kind set to `kind` (`keep`: only where it
+        has none yet); their records. In one loop, the counters in locals (a thousand tensors at the
+        second step's start: its parameters, buffers, optimizer state and gradients); each tensor is
+        held by the caller through it, so no free comes in between."""
+        by_id, records, pending, dead, before = self.by_id, self.records, self.pending, self._dead, self.before
+        round_to, module = self.round_to, self.modules[-1] if self.modules else ""
+        events, live = self.events, self.live_bytes
+        peak = self.peak
+        seen = []
+        for tensor in tensors:
+            storage = tensor.untyped_storage()
+            key = id(storage)
+            rec = by_id.get(key)
+            if rec is None:
+                n = storage.nbytes()
+                if n and round_to != 1:
+                    n = -(-n // round_to) * round_to
+                rec = _Storage(n, events, -1, "start", module)
+                records.append(rec)
+                by_id[key] = rec
+                ref = weakref.ref(storage, dead)
+                pending[id(ref)] = (ref, key, rec)
+                live += n
+                if live > peak:
+                    self.peak = peak = live
+                    self.peak_event, self.peak_op = events, -1
+                events += 1
+                if before is not None and key in before:
+                    self.carried.append((rec, before[key]))
+            if not keep or not rec.kind:
+                rec.kind = kind
+            seen.append(rec)
+        self.events, self.live_bytes = events, live
+        return seen
 
     def born(self, nbytes: int) -> _Storage:
         """A storage of `nbytes` (rounded already) made by the op just run, with no tensor here to
@@ -1028,20 +1078,15 @@ def _measure(
     """Run one step under the tracker; returns the event index at the end of the forward. `kept`:
     the loop's `out` (_step); `walk`: the model's modules, parameters and buffers now (_walk)."""
     walk = walk or _walk(meta)
-    for p in walk.params:
-        tracker.see(p, "start").kind = "params"
-    for b in walk.buffers:
-        rec = tracker.see(b, "start")
-        rec.kind = rec.kind or "buffers"
-    for t in _tensors((args, kwargs)):
-        rec = tracker.see(t, "start")
-        rec.kind = rec.kind or "inputs"
-    for t in _state_tensors(opt):
-        tracker.see(t, "start").kind = "optimizer"
-    for p in walk.params:
-        if p.grad is not None:
-            tracker.see(p.grad, "start").kind = "grads"
+    tracker.see_start(walk.params, "params")
+    tracker.see_start(walk.buffers, "buffers", keep=True)
+    tracker.see_start(_tensors((args, kwargs)), "inputs", keep=True)
+    state = tracker.see_start(_state_tensors(opt), "optimizer")
+    tracker.see_start([g for g in (p.grad for p in walk.params) if g is not None], "grads")
     _see_outputs(tracker, kept)
+    # the optimizer's and the model's own code does not run where the first step's stands for both
+    # (_step: the fused kernel's steady step is not run either): the state is then still the tensors seen here
+    replayed = replay is not None and (update is not None or bool(fused and opt.state))
     handles = _module_paths(walk.paths, tracker)
     try:
         with _Watch(tracker, values):
@@ -1049,10 +1094,14 @@ def _measure(
     finally:
         for h in handles:
             h.remove()
-    for t in _state_tensors(opt):
-        rec = tracker.record(t)
-        if rec is not None:
+    if replayed:
+        for rec in state:
             rec.kind = "optimizer"
+    else:
+        for t in _state_tensors(opt):
+            rec = tracker.record(t)
+            if rec is not None:
+                rec.kind = "optimizer"
     for rec in tracker.records:
         if not rec.kind:
             rec.kind = "activations" if rec.phase == "forward" else "temporaries"
