@@ -211,8 +211,11 @@ class _Storage:
     skippable: bool = False  # a transient workspace the kernel can do without where it does not fit (cuDNN's)
 
     def reborn(self, op: int) -> _Storage:
-        """A copy, alive (died inf), of no kind yet, made at `op` (a replayed step's: steady.py)."""
-        return _Storage(self.nbytes, self.born, op, self.phase, self.module, math.inf, "", self.skippable)
+        """A copy, alive (died inf), made at `op` (a replayed step's: steady.py), of the kind its phase
+        gives a storage nothing else claims (_measure's last pass: a gradient's or the optimizer
+        state's is set after, as that pass leaves them)."""
+        kind = "activations" if self.phase == "forward" else "temporaries"
+        return _Storage(self.nbytes, self.born, op, self.phase, self.module, math.inf, kind, self.skippable)
 
     def shifted(self, events: int, ops: int) -> _Storage:
         """A copy born and freed `events` later, made `ops` later (a replayed kernel scratch: steady.py;
@@ -1102,9 +1105,10 @@ def _measure(
             rec = tracker.record(t)
             if rec is not None:
                 rec.kind = "optimizer"
-    for rec in tracker.records:
-        if not rec.kind:
-            rec.kind = "activations" if rec.phase == "forward" else "temporaries"
+    if not replayed:  # a replayed record has its kind already (_Storage.reborn), any other was seen above
+        for rec in tracker.records:
+            if not rec.kind:
+                rec.kind = "activations" if rec.phase == "forward" else "temporaries"
     return forward_end
 
 

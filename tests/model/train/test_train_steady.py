@@ -278,8 +278,10 @@ def test_a_gpu_op_that_holds_a_workspace_and_makes_a_buffer_is_not_replayed(monk
 
 
 def test_replayed_records_copy_every_field():
-    """A replayed record is its first-step record, alive, of no kind, at its shifted op: every other
-    field copied (the records have slots, and `reborn` names each field: a new one must be copied too)."""
+    """A replayed record is its first-step record, alive, of its phase's kind (the forward's an
+    activation, any other a temporary, as _measure's last pass classes a storage nothing claims), at
+    its shifted op: every other field copied (the records have slots, and `reborn` names each
+    field: a new one must be copied too)."""
     import dataclasses
     import math
 
@@ -287,12 +289,13 @@ def test_replayed_records_copy_every_field():
     x = torch.empty(4, device="meta")
     rec = tracker.see(x, "start")
     rec.kind, rec.died, rec.skippable, rec.module = "params", 7, True, "features.0"
-    tracker.ops = 3  # the next one made by op 2
+    tracker.ops, tracker.phase = 3, "forward"  # the next one made by op 2
     made = tracker.born(16)
-    made.died = 3
+    made.died, made.kind = 3, "grads"
     copies = steady._replayed([rec, made], 5)
-    assert copies[0] == dataclasses.replace(rec, died=math.inf, kind="")  # made before the step: op stays -1
-    assert copies[1] == dataclasses.replace(made, op=made.op + 5, died=math.inf, kind="")
+    # made before the step: op stays -1
+    assert copies[0] == dataclasses.replace(rec, died=math.inf, kind="temporaries")
+    assert copies[1] == dataclasses.replace(made, op=made.op + 5, died=math.inf, kind="activations")
     assert all(c is not r for c, r in zip(copies, (rec, made)))
     tracker.pending.clear()
 
