@@ -301,11 +301,12 @@ class _Tracker:
             self.carried.append((rec, self.before[key]))
         return rec
 
-    def see_start(self, tensors, kind: str, keep: bool = False) -> list[_Storage]:
+    def see_start(self, tensors, kind: str, keep: bool = False, watch: bool = True) -> list[_Storage]:
         """`see(t, "start")` for each tensor, its record's kind set to `kind` (`keep`: only where it
         has none yet); their records. In one loop, the counters in locals (a thousand tensors at the
         second step's start: its parameters, buffers, optimizer state and gradients); each tensor is
-        held by the caller through it, so no free comes in between."""
+        held by the caller through it, so no free comes in between. `watch` False: no weak reference
+        to record a free, for tensors the caller holds until the figures are read."""
         by_id, records, pending, dead, before = self.by_id, self.records, self.pending, self._dead, self.before
         round_to, module = self.round_to, self.modules[-1] if self.modules else ""
         events, live = self.events, self.live_bytes
@@ -322,8 +323,9 @@ class _Tracker:
                 rec = _Storage(n, events, -1, "start", module)
                 records.append(rec)
                 by_id[key] = rec
-                ref = weakref.ref(storage, dead)
-                pending[id(ref)] = (ref, key, rec)
+                if watch:
+                    ref = weakref.ref(storage, dead)
+                    pending[id(ref)] = (ref, key, rec)
                 live += n
                 if live > peak:
                     self.peak = peak = live
@@ -1081,15 +1083,19 @@ def _measure(
     """Run one step under the tracker; returns the event index at the end of the forward. `kept`:
     the loop's `out` (_step); `walk`: the model's modules, parameters and buffers now (_walk)."""
     walk = walk or _walk(meta)
-    tracker.see_start(walk.params, "params")
-    tracker.see_start(walk.buffers, "buffers", keep=True)
-    tracker.see_start(_tensors((args, kwargs)), "inputs", keep=True)
-    state = tracker.see_start(_state_tensors(opt), "optimizer")
+    # the optimizer's and the model's own code does not run where the first step's stands for both
+    # (_step: the fused kernel's steady step is not run either): then nothing there at the start is
+    # freed in the step but the gradients (zero_grad) and the previous output (the release), and the
+    # parameters, buffers, inputs and state, held by the model, the optimizer and the caller until
+    # the figures are read (step_memory, record_step), need no weak reference to record a free
+    replayed = replay is not None and (update is not None or bool(fused and opt.state))
+    watch = not replayed
+    tracker.see_start(walk.params, "params", watch=watch)
+    tracker.see_start(walk.buffers, "buffers", keep=True, watch=watch)
+    tracker.see_start(_tensors((args, kwargs)), "inputs", keep=True, watch=watch)
+    state = tracker.see_start(_state_tensors(opt), "optimizer", watch=watch)
     tracker.see_start([g for g in (p.grad for p in walk.params) if g is not None], "grads")
     _see_outputs(tracker, kept)
-    # the optimizer's and the model's own code does not run where the first step's stands for both
-    # (_step: the fused kernel's steady step is not run either): the state is then still the tensors seen here
-    replayed = replay is not None and (update is not None or bool(fused and opt.state))
     handles = _module_paths(walk.paths, tracker)
     try:
         with _Watch(tracker, values):
@@ -1097,7 +1103,7 @@ def _measure(
     finally:
         for h in handles:
             h.remove()
-    if replayed:
+    if replayed:  # the state is still the tensors seen above
         for rec in state:
             rec.kind = "optimizer"
     else:

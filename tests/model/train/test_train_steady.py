@@ -351,6 +351,11 @@ def test_see_start_counts_as_see_does():
         assert len(new.pending) == 3 and set(new.by_id) == set(old.by_id)
         old.pending.clear()
         new.pending.clear()
+    watched, unwatched = memory._Tracker(), memory._Tracker()
+    assert unwatched.see_start([a, b], "params", watch=False) == watched.see_start([a, b], "params")
+    assert unwatched.records == watched.records and unwatched.live_bytes == watched.live_bytes == 124
+    assert len(watched.pending) == 2 and not unwatched.pending  # held by the caller: no free to record
+    watched.pending.clear()
 
 
 class BranchesOnItsCounter(nn.Module):
