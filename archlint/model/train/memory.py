@@ -717,8 +717,8 @@ def _step(
         value.backward()
         del value
     phase("step")
-    grads = [p.grad for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
-    if tracker is not None:
+    if tracker is not None and replay is None:  # a replay has set its gradients' kind (steady.Replay)
+        grads = [p.grad for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
         for g in grads:
             rec = tracker.record(g)
             if rec is not None:

@@ -89,9 +89,11 @@ class Replay:
             backward.events + span.shift_at, backward.ops + shift_ops, backward.live - held + offset
         )
         tracker.phase = "backward"
-        for param, grad, i in self.grads:
+        for param, grad, i in self.grads:  # the step's gradients: of their kind, as the step's own run sets it
             param.grad = grad
-            tracker.adopt(grad, replayed[i])
+            rec = replayed[i]
+            rec.kind = "grads"
+            tracker.adopt(grad, rec)
         return backward.events + span.shift_at
 
 
