@@ -31,6 +31,12 @@ step may branch otherwise), a parameter or buffer replaced or added, a
 storage from before the step freed during it, two gradients that share a storage, anything born
 in the forward or backward that the optimizer step frees. (A gradient that is a view of a larger
 storage of its own is replayed as the same view of a fresh storage of that size.)
+
+Where both are replayed, none of the model's or the optimizer's code runs in the second step: only
+zero_grad frees the previous gradients and the release the previous output. The records are made
+with their kinds (a replayed storage its phase's, a gradient "grads"), and the parameters,
+buffers, inputs and optimizer state, held until the figures are read, are seen without a weak
+reference each (memory._measure).
 """
 
 from __future__ import annotations
