@@ -212,8 +212,25 @@ class _Storage:
     skippable: bool = False  # a transient workspace the kernel can do without where it does not fit (cuDNN's)
 
     def reborn(self, op: int) -> _Storage:
-        """A copy, alive (died inf), of no kind yet, made at `op` (a replayed step's: steady.py)."""
-        return _Storage(self.nbytes, self.born, op, self.phase, self.module, math.inf, "", self.skippable)
+        """A copy, alive (died inf), made at `op` (a replayed step's: steady.py), of the kind its phase
+        gives a storage nothing else claims (_measure's last pass: a gradient's or the optimizer
+        state's is set after, as that pass leaves them)."""
+        kind = "activations" if self.phase == "forward" else "temporaries"
+        return _Storage(self.nbytes, self.born, op, self.phase, self.module, math.inf, kind, self.skippable)
+
+    def shifted(self, events: int, ops: int) -> _Storage:
+        """A copy born and freed `events` later, made `ops` later (a replayed kernel scratch: steady.py;
+        each field named, as `reborn` names them: dataclasses.replace cost ten times as much)."""
+        return _Storage(
+            self.nbytes,
+            self.born + events,
+            self.op + ops,
+            self.phase,
+            self.module,
+            self.died + events,
+            self.kind,
+            self.skippable,
+        )
 
 
 @dataclass
@@ -288,6 +305,44 @@ class _Tracker:
         if live > self.peak:
             self.peak, self.peak_event, self.peak_op = live, born, rec.op
         return rec
+
+    def see_start(self, tensors, kind: str, keep: bool = False, watch: bool = True) -> list[_Storage]:
+        """`see(t, "start")` for each tensor, its record's kind set to `kind` (`keep`: only where it
+        has none yet); their records. In one loop, the counters in locals (a thousand tensors at the
+        second step's start: its parameters, buffers, optimizer state and gradients); each tensor is
+        held by the caller through it, so no free comes in between. `watch` False: no weak reference
+        to record a free, for tensors the caller holds until the figures are read."""
+        by_id, records, pending, dead, before = self.by_id, self.records, self.pending, self._dead, self.before
+        round_to, module = self.round_to, self.modules[-1] if self.modules else ""
+        events, live = self.events, self.live_bytes
+        peak = self.peak
+        seen = []
+        for tensor in tensors:
+            storage = tensor.untyped_storage()
+            key = id(storage)
+            rec = by_id.get(key)
+            if rec is None:
+                n = storage.nbytes()
+                if n and round_to != 1:
+                    n = -(-n // round_to) * round_to
+                rec = _Storage(n, events, -1, "start", module)
+                records.append(rec)
+                by_id[key] = rec
+                if watch:
+                    ref = weakref.ref(storage, dead)
+                    pending[id(ref)] = (ref, key, rec)
+                live += n
+                if live > peak:
+                    self.peak = peak = live
+                    self.peak_event, self.peak_op = events, -1
+                events += 1
+                if before is not None and key in before:
+                    self.carried.append((rec, before[key]))
+            if not keep or not rec.kind:
+                rec.kind = kind
+            seen.append(rec)
+        self.events, self.live_bytes = events, live
+        return seen
 
     def born(self, nbytes: int) -> _Storage:
         """A storage of `nbytes` (rounded already) made by the op just run, with no tensor here to
@@ -776,8 +831,8 @@ def _step(
         value.backward()
         del value
     phase("step")
-    grads = [p.grad for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
-    if tracker is not None:
+    if tracker is not None and replay is None:  # a replay has set its gradients' kind (steady.Replay)
+        grads = [p.grad for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
         for g in grads:
             rec = tracker.record(g)
             if rec is not None:
@@ -1142,19 +1197,18 @@ def _measure(
     """Run one step under the tracker; returns the event index at the end of the forward. `kept`:
     the loop's `out` (_step); `walk`: the model's modules, parameters and buffers now (_walk)."""
     walk = walk or _walk(meta)
-    for p in walk.params:
-        tracker.see(p, "start").kind = "params"
-    for b in walk.buffers:
-        rec = tracker.see(b, "start")
-        rec.kind = rec.kind or "buffers"
-    for t in _tensors((args, kwargs)):
-        rec = tracker.see(t, "start")
-        rec.kind = rec.kind or "inputs"
-    for t in _state_tensors(opt):
-        tracker.see(t, "start").kind = "optimizer"
-    for p in walk.params:
-        if p.grad is not None:
-            tracker.see(p.grad, "start").kind = "grads"
+    # the optimizer's and the model's own code does not run where the first step's stands for both
+    # (_step: the fused kernel's steady step is not run either): then nothing there at the start is
+    # freed in the step but the gradients (zero_grad) and the previous output (the release), and the
+    # parameters, buffers, inputs and state, held by the model, the optimizer and the caller until
+    # the figures are read (step_memory, record_step), need no weak reference to record a free
+    replayed = replay is not None and (update is not None or bool(fused and opt.state))
+    watch = not replayed
+    tracker.see_start(walk.params, "params", watch=watch)
+    tracker.see_start(walk.buffers, "buffers", keep=True, watch=watch)
+    tracker.see_start(_tensors((args, kwargs)), "inputs", keep=True, watch=watch)
+    state = tracker.see_start(_state_tensors(opt), "optimizer", watch=watch)
+    tracker.see_start([g for g in (p.grad for p in walk.params) if g is not None], "grads")
     _see_outputs(tracker, kept)
     handles = _module_paths(walk.paths, tracker, walk.modules if replay is None else None)
     try:
@@ -1163,13 +1217,18 @@ def _measure(
     finally:
         for h in handles:
             h.remove()
-    for t in _state_tensors(opt):
-        rec = tracker.record(t)
-        if rec is not None:
+    if replayed:  # the state is still the tensors seen above
+        for rec in state:
             rec.kind = "optimizer"
-    for rec in tracker.records:
-        if not rec.kind:
-            rec.kind = "activations" if rec.phase == "forward" else "temporaries"
+    else:
+        for t in _state_tensors(opt):
+            rec = tracker.record(t)
+            if rec is not None:
+                rec.kind = "optimizer"
+    if not replayed:  # a replayed record has its kind already (_Storage.reborn), any other was seen above
+        for rec in tracker.records:
+            if not rec.kind:
+                rec.kind = "activations" if rec.phase == "forward" else "temporaries"
     return forward_end
 
 

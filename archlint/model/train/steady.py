@@ -31,6 +31,12 @@ step may branch otherwise), a parameter or buffer replaced or added, a
 storage from before the step freed during it, two gradients that share a storage, anything born
 in the forward or backward that the optimizer step frees. (A gradient that is a view of a larger
 storage of its own is replayed as the same view of a fresh storage of that size.)
+
+Where both are replayed, none of the model's or the optimizer's code runs in the second step: only
+zero_grad frees the previous gradients and the release the previous output. The records are made
+with their kinds (a replayed storage its phase's, a gradient "grads"), and the parameters,
+buffers, inputs and optimizer state, held until the figures are read, are seen without a weak
+reference each (memory._measure).
 """
 
 from __future__ import annotations
@@ -69,6 +75,7 @@ class Replay:
     grads: list[tuple[torch.Tensor, torch.Tensor, int]]  # (parameter, its fresh gradient, index in `records`)
     # GPU: the first step's kept library workspaces made in the span: birth event -> (op, bytes)
     holds: dict[int, tuple[int, int]] = dataclasses.field(default_factory=dict)
+    born: dict[int, int] | None = None  # event of a birth in the forward or backward -> index in `records`
 
     def __call__(self, tracker, release=None) -> int:
         """Replay into `tracker` (after the second step's zero_grad); returns the event index at
@@ -79,16 +86,20 @@ class Replay:
         start, backward, end = first.marks["forward"], first.marks["backward"], first.marks["step"]
         tracker.marks["forward"] = mark(tracker)
         at = (first.marks["output"].events, first.marks["output"].ops, release) if release is not None else None
-        span = _replay_span(tracker, first, start, end, self.records, self.deaths, at, self.holds, backward.events)
+        span = _replay_span(
+            tracker, first, start, end, self.records, self.deaths, at, self.holds, backward.events, self.born
+        )
         shift_ops, offset, replayed = span.shift_ops, span.offset, span.replayed
         held = sum(n for event, (_, n) in self.holds.items() if event < backward.events)  # made in the forward
         tracker.marks["backward"] = _Mark(
             backward.events + span.shift_at, backward.ops + shift_ops, backward.live - held + offset
         )
         tracker.phase = "backward"
-        for param, grad, i in self.grads:
+        for param, grad, i in self.grads:  # the step's gradients: of their kind, as the step's own run sets it
             param.grad = grad
-            tracker.adopt(grad, replayed[i])
+            rec = replayed[i]
+            rec.kind = "grads"
+            tracker.adopt(grad, rec)
         return backward.events + span.shift_at
 
 
@@ -126,6 +137,7 @@ def _replay_span(
     release=None,
     holds: dict[int, tuple[int, int]] | None = None,
     at: int | None = None,
+    born: dict[int, int] | None = None,
 ) -> _Span:
     """The first step's events from `start` to `end` (the births of `records`, in order, and the
     deaths in `deaths`) into `tracker` where it stands now, through its own bookkeeping of the
@@ -133,68 +145,63 @@ def _replay_span(
     step's event, its op, a call) — the call frees storages of the tracker's own there (their
     events come in between; the live bytes after it are lower by what it freed). `holds`: the
     first step's births of kept library workspaces (event -> (op, bytes)), which the tracker holds
-    already: left out, and the later events numbered as though they had not been."""
+    already: left out, and the later events numbered as though they had not been. `born`: the
+    event of each record's birth -> its index in `records`, where the caller has it."""
     holds = holds or {}
     shift_events, shift_ops = tracker.events - start.events, tracker.ops - start.ops
     offset = tracker.live_bytes - start.live
-    born = {r.born: i for i, r in enumerate(records)}
+    if born is None:
+        born = {r.born: i for i, r in enumerate(records)}
     # a kernel's scratch inside an op (the CPU's oneDNN): two events, its birth and death
     scratch = {t.born: t for t in first.transients if start.events <= t.born < end.events}
-    # alive until the replay frees it, of no kind yet
+    # alive until the replay frees it, of its phase's kind (a gradient's set after)
     replayed = _replayed(records, shift_ops)
     freed_from, freed = None, 0  # the first op after the release, and the bytes it freed
     # the tracker's counters in locals through the loop (an event each), written back around the release
     live, peak, peak_event, peak_op = tracker.live_bytes, tracker.peak, tracker.peak_event, tracker.peak_op
-    append = tracker.records.append
+    append, transients = tracker.records.append, tracker.transients
     # the event the release comes before: the first of the span at or after the first step's
     let_go_at = None if release is None else max(release[0], start.events)
-
-    def let_go():
-        nonlocal shift_events, offset, freed_from, freed, live
-        tracker.events = event + shift_events
-        tracker.live_bytes = live
-        release[2]()
-        shift_events = tracker.events - event
-        freed, freed_from = live - tracker.live_bytes, release[1]
-        live = tracker.live_bytes
-        offset -= freed
-
-    event = start.events
+    # the span cut where the release comes and at `at`, so that the loop over its events (thousands)
+    # asks neither of each event
+    cuts = sorted({start.events, end.events, *(c for c in (let_go_at, at) if c is not None and c < end.events)})
     shift_at = None  # the shift in events when the loop reaches `at`
-    for event in range(start.events, end.events):
-        if event == let_go_at:
-            let_go()
-        if event == at:
+    for first_event, stop in zip(cuts, cuts[1:]):
+        if first_event == let_go_at:
+            shift_events, freed = _let_go(tracker, first_event, shift_events, live, release[2])
+            freed_from, live, offset = release[1], live - freed, offset - freed
+        if first_event == at:
             shift_at = shift_events
-        i = born.get(event)
-        if i is not None:  # a birth (most events: the check the loop makes first)
-            rec = replayed[i]
-            rec.born = event + shift_events
-            append(rec)
-            live += rec.nbytes
-            if live > peak:
-                peak, peak_event, peak_op = live, rec.born, rec.op
-            continue
-        if scratch:
-            t = scratch.get(event)
-            if t is not None:  # a scratch's birth (its death, the next event, frees nothing counted)
-                t = _copied(t, born=t.born + shift_events, died=t.died + shift_events, op=t.op + shift_ops)
-                tracker.transients.append(t)
-                top = live + t.nbytes
-                if top > peak:
-                    peak, peak_event, peak_op = top, t.born, t.op
+        for event in range(first_event, stop):
+            i = born.get(event)
+            if i is not None:  # a birth (most events: the check the loop makes first)
+                rec = replayed[i]
+                rec.born = event + shift_events
+                append(rec)
+                live += rec.nbytes
+                if live > peak:
+                    peak, peak_event, peak_op = live, rec.born, rec.op
                 continue
-            if event - 1 in scratch:
-                continue
-        if event in holds:  # held from this step's start: no event of its own here
-            shift_events -= 1
-        else:
-            rec = replayed[deaths[event]]
-            rec.died = event + shift_events
-            live -= rec.nbytes
+            if scratch:
+                t = scratch.get(event)
+                if t is not None:  # a scratch's birth (its death, the next event, frees nothing counted)
+                    t = t.shifted(shift_events, shift_ops)
+                    transients.append(t)
+                    top = live + t.nbytes
+                    if top > peak:
+                        peak, peak_event, peak_op = top, t.born, t.op
+                    continue
+                if event - 1 in scratch:
+                    continue
+            if holds and event in holds:  # held from this step's start: no event of its own here
+                shift_events -= 1
+            else:
+                rec = replayed[deaths[event]]
+                rec.died = event + shift_events
+                live -= rec.nbytes
     if release is not None and freed_from is None:
-        event = end.events
-        let_go()
+        shift_events, freed = _let_go(tracker, end.events, shift_events, live, release[2])
+        freed_from, live, offset = release[1], live - freed, offset - freed
     tracker.live_bytes, tracker.peak, tracker.peak_event, tracker.peak_op = live, peak, peak_event, peak_op
     tracker.events = end.events + shift_events
     ops = slice(start.ops, end.ops)
@@ -220,15 +227,20 @@ def _replay_span(
     return _Span(shift_events if shift_at is None else shift_at, shift_ops, offset, replayed)
 
 
+def _let_go(tracker, event: int, shift_events: int, live: int, call) -> tuple[int, int]:
+    """The release at the first step's `event` (`_replay_span`): the tracker's counters written back,
+    the call made (its frees are the tracker's own events); the shift in events after it and the
+    bytes it freed."""
+    tracker.events = event + shift_events
+    tracker.live_bytes = live
+    call()
+    return tracker.events - event, live - tracker.live_bytes
+
+
 def _replayed(records: list, shift_ops: int) -> list:
-    """A copy of each record, alive (died inf), of no kind yet, its op shifted by `shift_ops` (one
+    """A copy of each record, alive (died inf), of its phase's kind (_Storage.reborn), its op shifted by `shift_ops` (one
     made before the step keeps -1), in one loop (a thousand a step on mobilenet_v3_large)."""
     return [r.reborn(r.op + shift_ops if r.op >= 0 else r.op) for r in records]
-
-
-def _copied(record, **changes):
-    """A copy of a tracker's record with `changes` (the records have slots: no `__dict__` to copy)."""
-    return dataclasses.replace(record, **changes)
 
 
 def plan(first, model: torch.nn.Module, optimizer: torch.optim.Optimizer, tensors=None, values=None) -> Replay | None:
@@ -247,38 +259,46 @@ def plan(first, model: torch.nn.Module, optimizer: torch.optim.Optimizer, tensor
     start, end = marks["forward"].events, marks["step"].events
     # everything from before the forward (parameters, buffers, inputs: the same objects in the
     # second step) lives through it; nothing is born between the step's start and its forward
-    records, holds = [], {}
-    lo, hi = _born_from(first.records, start), _born_from(first.records, end)
-    for r in first.records[:lo]:
+    every = first.records
+    lo, hi = _born_from(every, start), _born_from(every, end)
+    for r in every[:lo]:
         if r.phase != "start" or start <= r.died < end:
             return None
-    for r in first.records[lo:hi]:
-        if r.kind == "workspaces":  # a library's, kept: the second step holds it already
-            holds[r.born] = (r.op, r.nbytes)
-        else:
-            if end <= r.died < math.inf:  # born in the backward, freed by the optimizer step
-                return None
-            records.append(r)
-    if {op for op, _ in holds.values()} & {t.op for t in first.transients}:
+    records, holds = every[lo:hi], {}
+    if first.workspaces:  # a library's, kept (GPU): the second step holds it already
+        held = [r for r in records if r.kind == "workspaces"]
+        holds = {r.born: (r.op, r.nbytes) for r in held}
+        if held:
+            records = [r for r in records if r.kind != "workspaces"]
+    # one pass over the span's records (a thousand a step): where each is born and where it dies
+    born, deaths = {}, {}
+    for i, r in enumerate(records):
+        born[r.born] = i
+        died = r.died
+        if died < end:
+            deaths[died] = i
+        elif died != math.inf:  # born in the backward, freed by the optimizer step
+            return None
+    if holds and {op for op, _ in holds.values()} & {t.op for t in first.transients}:
         return None  # one timeline figure for an op that made both: the two cannot be told apart
+    by_id = first.by_id  # first.record(tensor), inlined: a few hundred tensors
     for tensor in tensors if tensors is not None else (*model.parameters(), *model.buffers()):
-        rec = first.record(tensor)
+        rec = by_id.get(id(tensor.untyped_storage()))
         if rec is None or rec.phase != "start":
             return None
-    index = {id(r): i for i, r in enumerate(records)}
-    deaths = {r.died: i for i, r in enumerate(records) if r.died < end}
     grads, seen = [], set()
     for group in optimizer.param_groups:
         for param in group["params"]:
             grad = param.grad
             if grad is None:
                 continue
-            rec = first.record(grad)
-            if rec is None or id(rec) not in index or id(rec) in seen or grad.device.type != "meta":
+            rec = by_id.get(id(grad.untyped_storage()))
+            i = None if rec is None else born.get(rec.born)
+            if i is None or records[i] is not rec or i in seen or not grad.is_meta:
                 return None
-            seen.add(id(rec))
-            grads.append((param, fresh_like(grad), index[id(rec)]))
-    return Replay(first, records, deaths, grads, holds)
+            seen.add(i)
+            grads.append((param, fresh_like(grad), i))
+    return Replay(first, records, deaths, grads, holds, born)
 
 
 def fresh_like(grad: torch.Tensor) -> torch.Tensor:

@@ -278,8 +278,10 @@ def test_a_gpu_op_that_holds_a_workspace_and_makes_a_buffer_is_not_replayed(monk
 
 
 def test_replayed_records_copy_every_field():
-    """A replayed record is its first-step record, alive, of no kind, at its shifted op: every other
-    field copied (the records have slots, and `reborn` names each field: a new one must be copied too)."""
+    """A replayed record is its first-step record, alive, of its phase's kind (the forward's an
+    activation, any other a temporary, as _measure's last pass classes a storage nothing claims), at
+    its shifted op: every other field copied (the records have slots, and `reborn` names each
+    field: a new one must be copied too)."""
     import dataclasses
     import math
 
@@ -287,14 +289,73 @@ def test_replayed_records_copy_every_field():
     x = torch.empty(4, device="meta")
     rec = tracker.see(x, "start")
     rec.kind, rec.died, rec.skippable, rec.module = "params", 7, True, "features.0"
-    tracker.ops = 3  # the next one made by op 2
+    tracker.ops, tracker.phase = 3, "forward"  # the next one made by op 2
     made = tracker.born(16)
-    made.died = 3
+    made.died, made.kind = 3, "grads"
     copies = steady._replayed([rec, made], 5)
-    assert copies[0] == dataclasses.replace(rec, died=math.inf, kind="")  # made before the step: op stays -1
-    assert copies[1] == dataclasses.replace(made, op=made.op + 5, died=math.inf, kind="")
+    # made before the step: op stays -1
+    assert copies[0] == dataclasses.replace(rec, died=math.inf, kind="temporaries")
+    assert copies[1] == dataclasses.replace(made, op=made.op + 5, died=math.inf, kind="activations")
     assert all(c is not r for c, r in zip(copies, (rec, made)))
     tracker.pending.clear()
+
+
+def test_shifted_scratch_copies_every_field():
+    """A replayed kernel scratch is its first-step record born, freed and made later by the shifts:
+    every other field copied (`shifted` names each field, as `reborn` does)."""
+    import dataclasses
+
+    tracker = memory._Tracker(cpu_threads=2)
+    tracker.ops, tracker.phase, tracker.modules = 4, "backward", ["features.1"]
+    nbytes = tracker.transient(4096, skippable=False)
+    (t,) = tracker.transients
+    assert nbytes == t.nbytes == 4096
+    moved = t.shifted(10, 3)
+    assert moved == dataclasses.replace(t, born=t.born + 10, died=t.died + 10, op=t.op + 3)
+    assert moved is not t and (t.born, t.died, t.op) == (0, 1, 3)
+
+
+def test_see_start_counts_as_see_does():
+    """`see_start` (the step's start, a thousand tensors in one loop) leaves the tracker as `see(t,
+    "start")` on each does: the same records, events, live bytes and peak, the kinds set (or kept
+    where `keep` and one is set) and a shared storage seen once; GPU rounding and the carried
+    records of the storages the first step had too."""
+    a, b = torch.empty(10, device="meta"), torch.empty(3, 7, device="meta")
+    view, c = a[2:], torch.empty(1, device="meta")
+
+    def fill(tracker, bulk):
+        if bulk:
+            tracker.see_start([a, b], "params")
+            seen = tracker.see_start([view, c], "buffers", keep=True)
+        else:
+            for t in (a, b):
+                tracker.see(t, "start").kind = "params"
+            seen = []
+            for t in (view, c):
+                rec = tracker.see(t, "start")
+                rec.kind = rec.kind or "buffers"
+                seen.append(rec)
+        return seen
+
+    for round_to in (1, 512):
+        old, new = memory._Tracker(round_to=round_to), memory._Tracker(round_to=round_to)
+        for tracker in (old, new):
+            tracker.events, tracker.live_bytes, tracker.peak = 5, 100, 120
+            tracker.before = {id(b.untyped_storage()): "b's first record"}
+        seen_old, seen_new = fill(old, False), fill(new, True)
+        assert seen_new == seen_old and seen_new[0] is new.records[0]  # the view's storage: a's record
+        assert new.records == old.records and [r.kind for r in new.records] == ["params", "params", "buffers"]
+        for name in ("events", "live_bytes", "peak", "peak_event", "peak_op"):
+            assert getattr(new, name) == getattr(old, name), name
+        assert [(r.born, prior) for r, prior in new.carried] == [(6, "b's first record")]
+        assert len(new.pending) == 3 and set(new.by_id) == set(old.by_id)
+        old.pending.clear()
+        new.pending.clear()
+    watched, unwatched = memory._Tracker(), memory._Tracker()
+    assert unwatched.see_start([a, b], "params", watch=False) == watched.see_start([a, b], "params")
+    assert unwatched.records == watched.records and unwatched.live_bytes == watched.live_bytes == 124
+    assert len(watched.pending) == 2 and not unwatched.pending  # held by the caller: no free to record
+    watched.pending.clear()
 
 
 class BranchesOnItsCounter(nn.Module):
