@@ -44,6 +44,8 @@ import torch
 import torch.nn as nn
 from torch._prims_common import suggest_memory_format as _suggest_memory_format
 
+from archlint.model.train import prim_layout
+
 aten = torch.ops.aten
 MAX_ENTRIES = 100_000
 _NOT_CACHEABLE = object()
@@ -430,27 +432,55 @@ def _layer_norm(input, normalized_shape, weight, bias, eps):
 
 
 def _layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight, bias, mask):
-    """native_layer_norm_backward where _layer_norm applies, given grad-output and the statistics
-    that the forward made: its meta kernel's results (grad-input like the input, grad-weight and
-    grad-bias like the weight and bias, as the mask asks), each fresh with default strides."""
-    if not _bools(mask, 3) or _layer_norm(input, normalized_shape, weight, bias, 0.0) is None:
+    """native_layer_norm_backward of a float32, float16 or bfloat16 input (of any strides) over its
+    last dimensions, with a weight and bias of those dimensions and the input's dtype (or none),
+    given grad-output of the input's shape and dtype (of any strides) and the statistics that the
+    forward made: its meta kernel's results (grad-input like the input, grad-weight and grad-bias
+    like the weight and bias, as the mask asks), each fresh. Their strides follow grad-output's and
+    the input's (ViT's class token's gradient, unsqueezed: (1, 197, 768) with strides (768, 768, 1);
+    ConvNeXt's permuted input; the kernel's ops lay their outputs out by their operands' strides):
+    prim_layout.layer_norm_backward, the kernel's rule written out (~1 ms a call)."""
+    if not _bools(mask, 3) or not _ints(normalized_shape) or not normalized_shape:
         return None
-    shape = tuple(input.shape)
-    k = len(normalized_shape)
+    if not (_float_meta(input) and _float_meta(grad_out) and input.dtype in _HALVES and input.numel() > 0):
+        return None
+    k, shape = len(normalized_shape), tuple(input.shape)
+    if k > len(shape) or shape[-k:] != tuple(normalized_shape):
+        return None
+    if tuple(grad_out.shape) != shape or grad_out.dtype != input.dtype:
+        return None
+    if not all(t is None or _like(t, shape[-k:], input.dtype) for t in (weight, bias)):
+        return None
     stats = shape[:-k] + (1,) * k
-    # grad-output with default strides: a size-1 dimension's other stride reaches the kernel's results
-    # (ViT's class token's gradient, unsqueezed: left to the kernel; the tests)
-    if not (
-        _like(grad_out, shape, input.dtype) and _like(mean, stats, torch.float32) and _like(rstd, stats, torch.float32)
-    ):
+    if not (_like(mean, stats, torch.float32) and _like(rstd, stats, torch.float32)):
         return None
     if (mask[1] and weight is None) or (mask[2] and bias is None):
         return None
-    return (
-        torch.empty(shape, dtype=input.dtype, device=_META) if mask[0] else None,
-        torch.empty(weight.shape, dtype=weight.dtype, device=_META) if mask[1] else None,
-        torch.empty(bias.shape, dtype=bias.dtype, device=_META) if mask[2] else None,
+    strides = prim_layout.layer_norm_backward(
+        shape, k, _kept(grad_out), _kept(input), input.dtype == torch.float32, weight is not None
     )
+    if strides is None:
+        return None
+    grad_input, grad_weight, grad_bias = strides
+    return (
+        torch.empty_strided(shape, grad_input, dtype=input.dtype, device=_META) if mask[0] else None,
+        torch.empty_strided(weight.shape, grad_weight, dtype=weight.dtype, device=_META) if mask[1] else None,
+        torch.empty_strided(bias.shape, grad_bias, dtype=bias.dtype, device=_META) if mask[2] else None,
+    )
+
+
+def _kept(t) -> tuple | None:
+    """The strides `t.to(its dtype, memory_format=torch.contiguous_format)` keeps (it returns `t`
+    itself unless `t` suggests channels-last), or None where it copies `t` to the default strides."""
+    strides = t.stride()
+    if strides == _default_strides(t.shape) or _suggest_memory_format(t) == torch.contiguous_format:
+        return strides
+    return None
+
+
+def _float_meta(t) -> bool:
+    """A plain floating-point meta tensor (of any strides)."""
+    return type(t) in _PLAIN and t.is_meta and t.dtype in _FLOATS
 
 
 def _like(t, shape: tuple, dtype) -> bool:

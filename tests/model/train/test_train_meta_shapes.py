@@ -119,16 +119,10 @@ def test_layer_norm_shape_functions_match_the_stock_meta_kernels(dtype):
                     answered += _same_as_stock(aten.native_layer_norm.default, (x, ns, w, b, 1e-5))
                     out = aten.native_layer_norm.default(x, ns, w, b, 1e-5)
                     cases += 1
-                    # grad-output with the default strides; with other strides on its size-1 dimensions
-                    # (contiguous as torch counts it) the kernel's results can take them: left to it
-                    free = [12345 if n == 1 else st for n, st in zip(shape, metacache._default_strides(shape))]
-                    odd = torch.empty_strided(shape, free, dtype=dtype, device="meta")
                     for mask in ([True, True, True], [True, False, False], [False, True, True]):
                         bargs = (meta(*shape, dtype=dtype), x, ns, out[1], out[2], w, b, mask)
                         answered += _same_as_stock(aten.native_layer_norm_backward.default, bargs)
                         cases += w is not None or mask == [True, False, False]  # no weight: grad-input alone
-                        if 1 in shape:
-                            assert not _same_as_stock(aten.native_layer_norm_backward.default, (odd, *bargs[1:]))
     assert answered == cases == 34 * (2 + 3 + 1)  # 34 shapes and normalized dimensions
     x, w = meta(2, 3), meta(3)
     assert (
@@ -139,6 +133,60 @@ def test_layer_norm_shape_functions_match_the_stock_meta_kernels(dtype):
     )
     assert metacache._FAST[id(aten.native_layer_norm.default)]((x, [2], w, w, 1e-5), {}) is None  # the kernel's error
     assert metacache._FAST[id(aten.native_layer_norm.default)]((x.t().contiguous().t(), [3], w, w, 1e-5), {}) is None
+
+
+def _layouts(shape):
+    """Strides for a tensor of `shape`: the default ones with each size-1 dimension's stride kept, 0
+    or 12345 (torch counts them all contiguous), and every other order of the dimensions."""
+    default = metacache._default_strides(shape)
+    ones = [i for i, n in enumerate(shape) if n == 1]
+    for choice in itertools.product((None, 0, 12345), repeat=len(ones)):
+        strides = list(default)
+        for i, c in zip(ones, choice):
+            strides[i] = strides[i] if c is None else c
+        yield tuple(strides)
+    for order in itertools.permutations(range(len(shape))):
+        if list(order) != sorted(order):
+            steps = metacache._default_strides(tuple(shape[i] for i in order))
+            yield tuple(steps[order.index(i)] for i in range(len(shape)))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_layer_norm_backward_follows_the_stock_kernel_over_strides(dtype):
+    """Grad-output and input of other strides (ViT's class token's gradient: (1, 197, 768) strided
+    (768, 768, 1); ConvNeXt's permuted input; their size-1 dimensions' strides reach the results
+    in float32) get the stock kernel's results, strides and all; ViT's and ConvNeXt's own cases
+    among them."""
+    answered = 0
+    for rank in (1, 2, 3):
+        for shape in itertools.product((1, 3), repeat=rank):
+            layouts = list(_layouts(shape))
+            for k in range(1, rank + 1):
+                ns = list(shape[-k:])
+                stats = meta(*shape[: rank - k], *[1] * k)
+                for i, g in enumerate(layouts):
+                    for x in layouts[i % 5 :: 5]:
+                        for w in (meta(*ns, dtype=dtype), None):
+                            args = (
+                                torch.empty_strided(shape, g, dtype=dtype, device="meta"),
+                                torch.empty_strided(shape, x, dtype=dtype, device="meta"),
+                                *(ns, stats, stats, w, w, [True, w is not None, w is not None]),
+                            )
+                            assert _same_as_stock(aten.native_layer_norm_backward.default, args)
+                            answered += 1
+    assert answered == 2384
+    for g, x, ns in (
+        (((1, 197, 8), (8, 8, 1)), ((1, 197, 8), (1576, 8, 1)), [8]),  # ViT's last norm
+        (((1, 1, 1, 8), (8, 1, 1, 1)), ((1, 1, 1, 8), (8, 8, 8, 1)), [8]),  # ConvNeXt's head norm
+        (((1, 5, 5, 8), (200, 40, 8, 1)), ((1, 5, 5, 8), (200, 5, 1, 25)), [8]),  # its permuted input
+    ):
+        stats = meta(*g[0][:-1], 1)
+        w = meta(*ns, dtype=dtype)
+        args = (
+            torch.empty_strided(*g, dtype=dtype, device="meta"),
+            torch.empty_strided(*x, dtype=dtype, device="meta"),
+        )
+        assert _same_as_stock(aten.native_layer_norm_backward.default, (*args, ns, stats, stats, w, w, [True] * 3))
 
 
 def _expanded(pattern, sizes, dtype=torch.float32):
