@@ -24,6 +24,8 @@ import re
 
 import torch
 
+from archlint.model.train.prim_layout import insertion_sort
+
 aten = torch.ops.aten
 
 # Ops that run on cuBLAS on CUDA (GEMM and GEMV); matmul, linear and einsum reach these.
@@ -252,15 +254,7 @@ def _reduce_buffers(shape, strides, reduced, elem: int, sms: int, threads: int) 
                 return 1
         return 0
 
-    for i in range(1, len(perm)):
-        d1 = i
-        for d0 in range(i - 1, -1, -1):
-            c = should_swap(perm[d0], perm[d1])
-            if c > 0:
-                perm[d0], perm[d1] = perm[d1], perm[d0]
-                d1 = d0
-            elif c < 0:
-                break
+    insertion_sort(perm, should_swap)
     sizes = [shape[p] for p in perm]
     ops = [[s[p] for p in perm] for s in ops]
     prev = 0

@@ -15,6 +15,8 @@ tests/model/train/test_train_meta_shapes.py.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 Shape = tuple[int, ...]
 # an operand: its shape and strides, before it is broadcast to the result's shape
 Operand = tuple[Shape, Shape]
@@ -93,7 +95,15 @@ def _perm(shape: Shape, operands: list[Shape]) -> list[int]:
         return 0
 
     perm = list(reversed(range(ndim)))
-    for i in range(1, ndim):
+    insertion_sort(perm, should_swap)
+    return list(reversed(perm))
+
+
+def insertion_sort(perm: list[int], should_swap: Callable[[int, int], int]) -> None:
+    """Sort `perm` in place as torch orders dimensions (TensorIterator's reorder_dimensions, prims'
+    stride sort): an insertion sort that moves a dimension down while `should_swap` says 1 and stops
+    at the first -1 (0, ambiguous, leaves the pair and looks further down)."""
+    for i in range(1, len(perm)):
         dim1 = i
         for dim0 in reversed(range(i)):
             comparison = should_swap(perm[dim0], perm[dim1])
@@ -102,7 +112,6 @@ def _perm(shape: Shape, operands: list[Shape]) -> list[int]:
                 dim1 = dim0
             elif comparison < 0:
                 break
-    return list(reversed(perm))
 
 
 def broadcast(operand: Operand, shape: Shape) -> Shape:
