@@ -423,21 +423,11 @@ def cost_backward_totals(graph: nx.DiGraph) -> BackwardCost:
         if not op.get("known", True):
             unknown.append(name)
         else:
-            # backward_terms, inlined (a call and a comprehension's frame less per op)
-            fn = BACKWARD.get(kind)
-            op["mode"] = mode  # formulas read it, as the forward's do (norm, dropout)
             try:
-                if fn is None:
-                    raise ValueError(f"no backward formula for kind {kind!r}")
-                for k, v in fn(op).items():
-                    if v != (0, 0):
-                        terms[k] = v
+                terms = backward_terms(op, mode)
             except (IndexError, KeyError, TypeError, ValueError, StopIteration) as exc:
                 op["backward_unknown_reason"] = f"{type(exc).__name__}: {exc}"
                 unknown.append(name)
-                terms = {}
-            finally:
-                del op["mode"]
         fanout = int(op.get("grad_fanout", 0))
         if fanout > 1:  # the gradients its consumers send back are summed
             out = sum(numel(s) for s in op["out_shapes"])

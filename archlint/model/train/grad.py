@@ -90,11 +90,7 @@ def propagate(
         else:  # most ops: no parameter (a comprehension's frame less)
             op["grad_params"] = {}
             needs = True in grad_inputs
-        if not needs or kind in NOT_DIFFERENTIABLE_KINDS or op.get("key") in NOT_DIFFERENTIABLE_KEYS:
-            op["grad_out"] = False  # _differentiable, inlined (and skipped where nothing needs a gradient)
-        else:
-            dtype = op.get("dtype") or ""
-            op["grad_out"] = "float" in dtype or "complex" in dtype
+        op["grad_out"] = needs and _differentiable(op)
     sources = _loss_sources(graph, nodes, producers)
     # one pass against the order: an op reaches the loss when it is a source or one of its consumers
     # reaches it (the sources and their ancestors); its consumers' `backward` is set before its fanout
