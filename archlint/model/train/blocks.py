@@ -175,10 +175,11 @@ _HOOKS = (
 )
 
 
-def _global_module_hooks() -> bool:
+def global_module_hooks() -> bool:
     """Hooks registered for every module (torch.nn.modules.module.register_module_forward_hook and
     kin), before the memory model adds its own: they would run in the exact instances' submodules
-    and not in a stand-in's, so no chain is stood in for."""
+    and not in a stand-in's, so no chain is stood in for (and the memory model's module paths keep
+    to global hooks of their own: memory._module_paths)."""
     from torch.nn.modules import module as torch_module
 
     names = (
@@ -1184,7 +1185,7 @@ class Reuse:
         self.tracker: Any = None
         self.failed = ""
         self.chains: list[_Chain] = []
-        if not (enabled and ENABLED) or _global_module_hooks():
+        if not (enabled and ENABLED) or global_module_hooks():
             return
         for container, run in _chains(model, paths):
             self.chains.append(_Chain(self, container, run, paths))
@@ -1250,9 +1251,7 @@ class Reuse:
         among them) were freed by the cyclic collector's next pass, not by their reference counts when the
         step is read (2.6 ms of vit_b_16's --train)."""
         outcome = Outcome(self.reused(), self.failed)
-        self.chains = []
-        for name in ("model", "values", "tracker", "_params", "_optimizer", "_buffers", "_unknown", "_attrs"):
-            self.__dict__.pop(name, None)
+        self.__dict__.clear()  # nothing reads a closed Reuse: whatever it held, it holds no more
         return outcome
 
     def reused(self) -> list[Reused]:

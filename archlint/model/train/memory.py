@@ -52,7 +52,6 @@ from typing import Any
 
 import torch
 import torch.nn as nn
-from torch.nn.modules import module as _torch_module
 from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
@@ -725,7 +724,7 @@ def _module_paths(paths: dict[int, str], tracker: _Tracker, modules: list[nn.Mod
     after the pop), or a global hook of someone else's; then, as without `modules`, two global hooks
     (one registration each, not two per module: registering hundreds costs more than the step)."""
     stack = tracker.modules
-    if modules is not None and not any(getattr(_torch_module, name, None) for name in _GLOBAL_HOOKS):
+    if modules is not None and not repeats.global_module_hooks():
         wrapped: list[nn.Module] = []
         for module in modules:
             own = module.__dict__
@@ -773,14 +772,6 @@ class _Unwrap:
         for module in self.modules:
             module.__dict__.pop("_call_impl", None)
         self.modules = []
-
-
-_GLOBAL_HOOKS = (
-    "_global_forward_hooks",
-    "_global_forward_pre_hooks",
-    "_global_backward_hooks",
-    "_global_backward_pre_hooks",
-)
 
 
 def _tensors(value: Any) -> list[torch.Tensor]:
