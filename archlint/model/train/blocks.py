@@ -870,7 +870,7 @@ class _Chain:
                     if after is not None:
                         values.values[b] = after.clone()
                     else:
-                        values.values.pop(b, None)
+                        values.values.discard(b)
         return y
 
     def stand_backward(self, k: int, grad):
@@ -1241,7 +1241,7 @@ class Reuse:
         for b, value in self._buffers:
             self.values.values[b] = value
         for b in self._unknown:
-            self.values.values.pop(b, None)
+            self.values.values.discard(b)
         _put_back(self._attrs)
         self.chains = []
 

@@ -1201,7 +1201,8 @@ def _measure(
     state = tracker.see_start(_state_tensors(opt), "optimizer", watch=watch)
     tracker.see_start([g for g in (p.grad for p in walk.params) if g is not None], "grads")
     _see_outputs(tracker, kept)
-    handles = _module_paths(walk.paths, tracker, walk.modules if replay is None else None)
+    # a replayed forward and backward call no module: no paths to keep
+    handles = [] if replay is not None else _module_paths(walk.paths, tracker, walk.modules)
     try:
         with _Watch(tracker, values):
             forward_end = _step(meta, args, kwargs, opt, loss, tracker, fused, replay, update, kept)

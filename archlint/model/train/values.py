@@ -79,16 +79,8 @@ class _ById:
         item = self._items.get(id(meta))
         return item is not None and item[0]() is meta
 
-    def pop(self, meta: torch.Tensor, default=None):
-        if meta in self:
-            value = self._items.pop(id(meta))[1]
-            if value is _UNMADE:
-                return _made(meta)
-            return value.copied() if type(value) is _Borrowed else value
-        return default
-
     def discard(self, meta: torch.Tensor) -> None:
-        """Drop the value of `meta` if there is one (pop's, with no value made or copied to return)."""
+        """Drop the value of `meta` if there is one (nothing made or copied)."""
         if meta in self:
             del self._items[id(meta)]
 
@@ -261,15 +253,16 @@ class KnownValues:
         most are never read), on this thread alone: an input of a few hundred kB is over ATen's grain
         for a parallel copy, whose threads wait on each other for milliseconds on a busy machine (4-8
         ms of CPU time a step on 2 cores at load 20, against 0.1-0.4 ms on one thread): _one_thread."""
-        items, gone, origin = self.values._items, self.values.gone, self.origin
+        items, gone = self.values._items, self.values.gone
+        # the originals: the real model's buffers and the inputs, which the meta step never writes;
+        # each value's origin is its own index among them
+        self.start, self.origin = [], {}
         for meta, real in pairs:
             if meta.is_meta and not real.is_meta and real.nbytes <= VALUE_LIMIT_BYTES:  # know's test
                 key = id(meta)
                 items[key] = (weakref.ref(meta, gone(key)), _Borrowed(real))
-                origin.pop(key, None)
-        # the originals: the real model's buffers and the inputs, which the meta step never writes
-        self.start = [(weakref.ref(meta), real) for meta, real in pairs if meta in self.values]
-        self.origin = {id(ref()): frozenset((i,)) for i, (ref, _) in enumerate(self.start)}
+                self.origin[key] = frozenset((len(self.start),))
+                self.start.append((weakref.ref(meta), real))
 
     def stale_answers(self) -> bool:
         """Whether a data-dependent answer was computed from a value the step started from that is
