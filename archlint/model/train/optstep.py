@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import bisect
 import collections
+import functools
 import math
 from collections.abc import Callable, Collection
 from collections.abc import Set as AbstractSet
@@ -60,6 +61,7 @@ from archlint.model.train.gpu_workspaces import REDUCE_OPS
 
 MARKS = ("init", "update")  # steady.init_marked's marks: where `_init_group` begins and ends
 _IMMUTABLE = (int, float, bool, str, type(None))
+_META = torch.device("meta")
 # ops the memory model's watch gives a workspace or scratch sized by their inputs (a GPU sum's or
 # mean's cross-block buffer, a convolution's cuDNN or oneDNN scratch): a probed parameter may run
 # one with none where a larger one needs it, so a loop that has one is never scaled
@@ -209,8 +211,7 @@ class FirstUpdate:
         template, states = plan
         _write(template, tracker, keys, states)
         if template.keyed:  # in the parameters' order, as `_init_group` makes the entries
-            for p, state in zip(params, states):
-                self.optimizer.state[p] = state
+            self.optimizer.state.update(zip(params, states))
         self.templated = True
 
 
@@ -701,7 +702,8 @@ def _scale(template: Template, pairs: dict, layouts: list, class_of: dict, round
             else:
                 n = _numel(layout)
                 flat = [x * n if per else x for x, per in rules[class_of[key]][index]]
-            temps[key] = [-(-x // round_to) * round_to if x else 0 for x in flat]
+            # (as `_Tracker.see` rounds: not at all where it rounds to a byte, a CPU's)
+            temps[key] = flat if round_to == 1 else [-(-x // round_to) * round_to if x else 0 for x in flat]
     return made, {}
 
 
@@ -764,14 +766,14 @@ def _state_rule(state_a: dict, state_b: dict, a, b) -> tuple[list | None, str]:
 def _states(template: Template, keys: list, layouts: list, class_of: dict, made: dict) -> tuple[list | None, str]:
     """Each real parameter's state, made as the probe's for its layout, or its class's rule: meta
     tensors fresh, others copied."""
-    # layout -> per state entry: (name, (shape, stride, dtype) or None, the probe's, the layout it must have)
+    # layout -> per state entry: (name, its maker (`_maker`), the probe's, the layout it must have)
     makers: dict[Any, list] = {}
     for key, state in template.state.items():
         entries = []
         for name, v in state.items():
             simple = isinstance(v, torch.Tensor) and v.is_meta and v.storage_offset() == 0 and not v.requires_grad
             how = (v.shape, v.stride(), v.dtype) if simple else None
-            entries.append((name, how, v, _layout(v) if isinstance(v, torch.Tensor) else None))
+            entries.append((name, _maker(v, how), v, _layout(v) if isinstance(v, torch.Tensor) else None))
         makers[key] = entries
     for key, layout in enumerate(layouts):
         if key in makers:
@@ -785,20 +787,13 @@ def _states(template: Template, keys: list, layouts: list, class_of: dict, made:
                 how = (shape, stride, how)
             else:
                 expect = _layout(v) if isinstance(v, torch.Tensor) else None
-            entries.append((name, how, v, expect))
+            entries.append((name, _maker(v, how), v, expect))
         makers[key] = entries
+    makes = {key: [(name, make) for name, make, _, _ in entries] for key, entries in makers.items()}
     states = []
-    empty = torch.empty_strided
     checked = set()
     for key in keys:
-        state = {}
-        for name, how, v, _ in makers[key]:
-            if how is not None:  # one call for most (checked below, once a layout, to give the probe's)
-                state[name] = empty(how[0], how[1], dtype=how[2], device="meta")
-            elif isinstance(v, torch.Tensor):
-                state[name] = (steady.fresh_like(v) if v.is_meta else v.clone()).requires_grad_(v.requires_grad)
-            else:
-                state[name] = v
+        state = {name: make() for name, make in makes[key]}
         # once a probed layout, and once a class for the layouts its rule makes (made alike)
         if (which := key if key in template.state else class_of[key]) not in checked:
             checked.add(which)
@@ -808,6 +803,21 @@ def _states(template: Template, keys: list, layouts: list, class_of: dict, made:
                     return None, "a state tensor that cannot be made again with its layout"
         states.append(state)
     return states, ""
+
+
+def _maker(v: Any, how: tuple | None) -> Callable[[], Any]:
+    """What makes a parameter's state entry like the probe's `v`: a fresh meta tensor of `how`'s
+    (shape, stride, dtype) (one call for most: `_states` checks its layout once a layout); else one
+    of v's layout, a copy of a tensor not on meta, or `v` itself, a plain value."""
+    if how is not None:  # (a torch.device: a string is parsed at every call)
+        return functools.partial(torch.empty_strided, how[0], how[1], dtype=how[2], device=_META)
+    if not isinstance(v, torch.Tensor):
+        return lambda: v
+    if v.is_meta:
+        return lambda: steady.fresh_like(v).requires_grad_(v.requires_grad)
+    if v.requires_grad:
+        return lambda: v.clone().requires_grad_(True)
+    return v.clone  # (a copy of a tensor that requires no grad requires none: Adam's `step`)
 
 
 def _program(run: _Run, state_at: dict, marked: AbstractSet[int] = frozenset()) -> list:
@@ -820,12 +830,15 @@ def _program(run: _Run, state_at: dict, marked: AbstractSet[int] = frozenset()) 
     return out
 
 
-def _steps(program: list, length: int) -> tuple[list, range | None]:
+def _steps(program: list, length: int, births: int, marks: dict) -> tuple[list, range | None]:
     """A run's program as `_write` walks it: ([(op, the ops before it since the last step's (None:
-    none), its births, its deaths as (its own run's?, birth index))], the ops after the last step's)."""
+    none), its births, its deaths as places in the pool of the previous run's `births` records and
+    then the run's own, the marks after it (None: none))], the ops after the last step's). `marks`:
+    op -> its marks, as `_deaths` takes them."""
     steps, done = [], 0
     for i, made, dead in program:
-        steps.append((i, range(done, i) if done < i else None, made, [(tag == "own", b) for tag, b in dead]))
+        places = [births + b if tag == "own" else b for tag, b in dead]
+        steps.append((i, range(done, i) if done < i else None, made, places, marks.get(i)))
         done = i + 1
     return steps, range(done, length) if done < length else None
 
@@ -850,26 +863,23 @@ def _write(template: Template, tracker, keys: list, states: list) -> None:
                 _deaths(tracker, [last_run[loop][b] for loop, b in part.deaths[i]], marks.get((index, i)))
             continue
         # the last run's program keeps an op a mark follows, though it make and free nothing
-        marked = {i for p, i in marks if p == index}
-        length = len(part.first.names)
+        mine = {i: m for (p, i), m in marks.items() if p == index}
+        length, births = len(part.first.names), sum(map(len, part.first.births))
         first, middle, last = (
-            _steps(_program(part.first, part.state_at), length),
-            _steps(_program(part.middle, part.state_at), length),
-            _steps(_program(part.last, part.state_at, marked), length),
+            _steps(_program(part.first, part.state_at), length, births, {}),
+            _steps(_program(part.middle, part.state_at), length, births, {}),
+            _steps(_program(part.last, part.state_at, mine.keys()), length, births, mine),
         )
         tracker.op_names += part.first.names * n  # (nothing reads them before the step's end)
         tracker.op_phase += [phase] * (length * n)
         tracker.op_module += [module] * (length * n)
         temps = part.temps
-        prev: list = []
-        for r, (key, state) in enumerate(zip(keys, states)):
-            steps, tail = middle if 0 < r < n - 1 else (first if r == 0 else last)
-            run_marks = marks if r == n - 1 else None
+        pool: list = [None] * births  # the previous run's records, then this run's (the first frees none before it)
+        add = pool.append
+        for (steps, tail), key, state in zip([first, *[middle] * (n - 2), last], keys, states):
             base = tracker.ops
             sizes = iter(temps[key]).__next__
-            recs: list = []
-            add = recs.append
-            for i, gap, made, dead in steps:
+            for i, gap, made, dead, run_marks in steps:
                 if gap is not None:  # ops that make and free nothing: the live bytes as they stand
                     live = tracker.live_bytes
                     timeline += [(base + q, live) for q in gap]
@@ -878,18 +888,16 @@ def _write(template: Template, tracker, keys: list, states: list) -> None:
                     add(born(sizes()) if name is None else see(state[name]))
                 timeline.append((base + i, tracker.live_bytes))
                 if run_marks is None:
-                    for own, b in dead:
-                        died(recs[b] if own else prev[b])
-                elif dead:
-                    _deaths(tracker, [recs[b] if own else prev[b] for own, b in dead], run_marks.get((index, i)))
-                elif (index, i) in run_marks:
-                    _deaths(tracker, [], run_marks[index, i])
+                    for place in dead:
+                        died(pool[place])
+                else:
+                    _deaths(tracker, [pool[place] for place in dead], run_marks)
             if tail is not None:
                 live = tracker.live_bytes
                 timeline += [(base + q, live) for q in tail]
             tracker.ops = base + length
-            prev = recs
-        last_run[index] = prev
+            del pool[:births]
+        last_run[index] = pool
 
 
 def _deaths(tracker, dead: list, marks: list | None) -> None:
