@@ -522,10 +522,9 @@ class _Watch(TorchDispatchMode):
             return out
         if t.workspace_sizes is None and t.reduce_grid is None:
             # a CPU target's convolution: its outputs, then oneDNN's scratch beside them (a GPU spec's
-            # loop below less its checks for workspaces between the outputs, a generator an output)
-            for item in out if isinstance(out, (tuple, list)) else (out,):
-                for value in metacache.tensors_of(item):
-                    t.see(value)
+            # loop below less its checks for workspaces between the outputs: a generator an output)
+            for value in metacache.tensors_of(out):
+                t.see(value)
             scratch = cpu_conv_scratch(func, args, t.cpu_threads, t.cpu_isa) if t.cpu_threads is not None else 0
             t.timeline.append((op, t.live_bytes + t.transient(scratch) if scratch else t.live_bytes))
             return out
