@@ -100,10 +100,15 @@ def uses_onednn(input_shape, weight_shape, stride, dilation, groups: int, thread
     convolution is grouped, has a kernel over 3x3, or an input over 20480 elements."""
     kh, kw = weight_shape[-2], weight_shape[-1]
     n = input_shape[0]
-    # (counts, not any(...) over generators: a check for every convolution of the step)
-    strided = stride.count(1) != len(stride)
-    dilated = dilation.count(1) != len(dilation)
-    first = strided or dilated or n >= 16 or kw != 1 or kh != 1 or threads > 1
+    # (counts, not any(...) over generators, and read last: a check for every convolution of the step)
+    first = (
+        threads > 1
+        or kw != 1
+        or kh != 1
+        or n >= 16
+        or stride.count(1) != len(stride)  # strided
+        or dilation.count(1) != len(dilation)  # dilated
+    )
     second = groups > 1 or (kw > 3 and kh > 3) or n > 1 or math.prod(input_shape) > 20480
     return first and second
 
@@ -138,17 +143,19 @@ def conv_scratch_bytes(
     # AVX-512: forward and grad-input reorder to blocked layouts whatever the grouping (measured)
     blocked_data = blocked or avx512
     flat = groups == 1 and cg == 3  # an image stem: oneDNN reads its NCHW input as it is
+    if output_mask is None:
+        if blocked_data:
+            return max((0 if flat else x) + wt, y)
+        return max(threads * _im2col_bytes(cg, kh, kw, oh, ow, stride, padding), y)
     dilated = dilation.count(1) != len(dilation)
     strided = stride.count(1) != len(stride)
-    unit = kh == kw == 1 and not strided and padding.count(0) == len(padding)
-    col = 0 if unit else cg * kh * kw * oh * ow * FLOAT  # one thread's im2col buffer
-
-    if output_mask is None:
-        return max((0 if flat else x) + wt, y) if blocked_data else max(threads * col, y)
     grad_input = grad_weight = 0
     if output_mask[0]:
         unit_buffer = strided and not depthwise and not (avx512 and groups > 1)
-        grad_input = max(y + wt, x) + (x if unit_buffer else 0) if blocked_data else max(threads * col, x)
+        if blocked_data:
+            grad_input = max(y + wt, x) + (x if unit_buffer else 0)
+        else:
+            grad_input = max(threads * _im2col_bytes(cg, kh, kw, oh, ow, stride, padding), x)
     if output_mask[1] or output_mask[2]:
         jit = blocked and kh <= h and kw <= w and kw < 14 and not dilated  # jit:avx2 [bwd_w:r2]
         if avx512 and not jit and not depthwise and (groups == 1 or (cg % 16 == 0 and og % 16 == 0)):
@@ -174,10 +181,19 @@ def conv_scratch_bytes(
                 and (n != 1 or groups > 2)
             )
             nthr = threads if outer else 1
+            col = _im2col_bytes(cg, kh, kw, oh, ow, stride, padding)
             grad_weight = max(GEMM_WEI_REDUCTION_PER_THREAD * nthr * wt + nthr * col, wt)
     if output_mask[0] and output_mask[1]:
         return max(grad_input - wt, grad_weight)
     return max(grad_input, grad_weight)
+
+
+def _im2col_bytes(cg: int, kh: int, kw: int, oh: int, ow: int, stride, padding) -> int:
+    """One thread's im2col buffer on the gemm path: none for a 1x1 kernel with stride 1 and no padding.
+    (Computed where a gemm path asks for it: the jit kernels, most convolutions, never do.)"""
+    if kh == kw == 1 and stride.count(1) == len(stride) and padding.count(0) == len(padding):
+        return 0
+    return cg * kh * kw * oh * ow * FLOAT
 
 
 NHWC_DW_WEI_REDUCTION = 256  # weights booked by a channels_last depthwise weight gradient, kernel over 3x3
@@ -237,8 +253,7 @@ def cpu_conv_scratch(func, args, threads: int, isa: str) -> int:
         return depthwise_nhwc_scratch_bytes(tuple(w.shape), x.element_size(), mask)
     if not x.is_contiguous() or not w.is_contiguous():
         return 0
-    if not uses_onednn(x.shape, w.shape, stride, dilation, groups, threads):
+    shape, kernel = x.shape, w.shape  # (a torch.Size is a tuple: no copy)
+    if not uses_onednn(shape, kernel, stride, dilation, groups, threads):
         return 0
-    return conv_scratch_bytes(
-        tuple(x.shape), tuple(w.shape), stride, padding, dilation, groups, x.element_size(), mask, threads, isa
-    )
+    return conv_scratch_bytes(shape, kernel, stride, padding, dilation, groups, x.element_size(), mask, threads, isa)

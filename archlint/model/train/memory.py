@@ -520,7 +520,15 @@ class _Watch(TorchDispatchMode):
                             t.see(value)
             t.timeline.append((op, t.live_bytes))
             return out
-        # cuDNN's workspaces come between the outputs the op's calls make (gpu_workspaces.cudnn_workspaces)
+        if t.workspace_sizes is None and t.reduce_grid is None:
+            # a CPU target's convolution: its outputs, then oneDNN's scratch beside them (a GPU spec's
+            # loop below less its checks for workspaces between the outputs: a generator an output)
+            for value in metacache.tensors_of(out):
+                t.see(value)
+            scratch = cpu_conv_scratch(func, args, t.cpu_threads, t.cpu_isa) if t.cpu_threads is not None else 0
+            t.timeline.append((op, t.live_bytes + t.transient(scratch) if scratch else t.live_bytes))
+            return out
+        # a GPU spec: cuDNN's workspaces come between the outputs the op's calls make (gpu_workspaces.cudnn_workspaces)
         cudnn = cudnn_workspaces(func, args) if t.workspace_sizes is not None else []
         reduction = reduction_workspace(func, args, *t.reduce_grid) if t.reduce_grid is not None else 0
         high = 0  # the op's highest point
@@ -535,10 +543,6 @@ class _Watch(TorchDispatchMode):
             for name in cublas_workspaces(func, args, "autograd" if t.phase == "backward" else "forward"):
                 if name not in t.workspaces:
                     t.hold(name, t.workspace_sizes[name.split()[0]])
-        elif t.cpu_threads is not None:
-            scratch = cpu_conv_scratch(func, args, t.cpu_threads, t.cpu_isa)
-            if scratch:
-                high = max(high, t.live_bytes + t.transient(scratch))
         t.timeline.append((op, max(high, t.live_bytes)))
         return out
 
