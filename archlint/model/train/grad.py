@@ -94,19 +94,22 @@ def propagate(
     sources = _loss_sources(graph, nodes, producers)
     # one pass against the order: an op reaches the loss when it is a source or one of its consumers
     # reaches it (the sources and their ancestors); its consumers' `backward` is set before its fanout
+    # (one loop over its consumers for both: whether one reaches the loss, and how many send back)
     source_set = set(sources)
     reaches: set[str] = set()
     for name in reversed(order):
-        op, sends = nodes[name], consumers[name]
-        source = name in source_set
-        if source or any(consumer in reaches for consumer, _ in sends):
-            reaches.add(name)
-        op["backward"] = bool(op.get("grad_out")) and name in reaches and op["kind"] not in ("input", "output")
+        op = nodes[name]
+        source = reached = name in source_set
         senders = 0
-        for consumer, i in sends:
+        for consumer, i in consumers[name]:
+            if consumer in reaches:
+                reached = True
             c = nodes[consumer]
             if c.get("backward") and c["grad_inputs"][i]:
                 senders += 1
+        if reached:
+            reaches.add(name)
+        op["backward"] = reached and bool(op.get("grad_out")) and op["kind"] not in ("input", "output")
         op["grad_fanout"] = senders + (1 if source else 0)
     return sources
 

@@ -920,7 +920,20 @@ def step_memory(
         )
         values = _input_values(model, meta, (args, kwargs), (meta_args, meta_kwargs), buffers)
         first, tracker, forward_end = _two_steps(
-            meta, meta_args, meta_kwargs, base, run_variant, loss, gpu, fused, values, sizes, grid, autocast, eight_bit
+            meta,
+            meta_args,
+            meta_kwargs,
+            base,
+            run_variant,
+            loss,
+            gpu,
+            fused,
+            values,
+            sizes,
+            grid,
+            autocast,
+            eight_bit,
+            grads_read=False,  # the figures alone
         )
     except (RuntimeError, NotImplementedError) as exc:  # a data-dependent op (.item(), nonzero) has no meta result
         if not real_fallback:
@@ -1115,9 +1128,11 @@ def _two_steps(
     reduce_grid: tuple[int, int] | None = None,
     autocast: torch.dtype | None = None,
     eight_bit: bool = False,
+    grads_read: bool = True,
 ):
     """Step once untracked-for-the-report (the optimizer state is created), then once tracked;
-    the library workspaces the first step made are held through the second."""
+    the library workspaces the first step made are held through the second. `grads_read`: the
+    caller reads the parameters' gradients after the step (record_step), not only its figures."""
     walk = _walk(model, train=True)  # model.train() in the same walk
     params = [p for p in walk.params if p.requires_grad]
     if not params:
@@ -1168,8 +1183,16 @@ def _two_steps(
         # on meta, the second step's forward and backward are the first's, replayed (steady.py); on a
         # GPU spec too, the workspaces the first made held from the second's start
         walk = _walk(model)  # again: the first step may have changed the model (steady.plan checks it)
-        replay = steady.plan(first, model, opt, (*walk.params, *walk.buffers), values) if values is not None else None
-        update = steady.plan_update(first) if replay is not None else None
+        update = steady.plan_update(first) if values is not None else None
+        # the replayed step's gradients made as tensors where something reads them: the caller, or the
+        # optimizer's own step where its update is not replayed
+        tensors = (*walk.params, *walk.buffers)
+        replay = (
+            steady.plan(first, model, opt, tensors, values, grads_read or update is None)
+            if values is not None
+            else None
+        )
+        update = update if replay is not None else None
         tracker.optimizer = opt
         forward_end = _measure(model, args, kwargs, opt, loss, tracker, fused, values, replay, update, kept, walk)
     return first, tracker, forward_end

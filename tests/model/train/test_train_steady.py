@@ -239,6 +239,19 @@ def test_the_optimizer_steps_once(monkeypatch):
     assert len(steps) == 2
 
 
+def test_the_replay_makes_gradients_only_where_they_are_read(monkeypatch):
+    """step_memory reads the step's figures alone: where the update is replayed too, nothing reads the
+    gradients after the replay, and it makes none as tensors (their records are the same: the
+    byte-for-byte tests above); where the optimizer's own step runs (SGD's momentum), it reads them."""
+    made = []
+    real = steady.fresh_like
+    monkeypatch.setattr(steady, "fresh_like", lambda grad: made.append(grad) or real(grad))
+    step_memory(Counted(), (torch.randn(4, 8),), optimizer="adam")
+    assert made == []
+    step_memory(Counted(), (torch.randn(4, 8),), optimizer="sgd-momentum")
+    assert len(made) == 5  # every trainable parameter's: a's two, bn's two, b.weight (b.bias is frozen)
+
+
 def test_init_marked_leaves_the_optimizer_as_it_was():
     params = [nn.Parameter(torch.randn(3))]
     opt = torch.optim.Adam(params)
