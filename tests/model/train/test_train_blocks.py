@@ -880,6 +880,20 @@ def test_the_chain_finder_agrees_with_its_definition(variant, where):
     assert found == [("blocks", names) for names in _reference_runs(model, model.blocks, paths)]
 
 
+@pytest.mark.parametrize("odd", [(), (4,), (5,), (9,), (4, 5), (3, 10), (4, 11), (6, 12), (0, 7, 14), (2, 5, 8, 11)])
+def test_the_chain_finder_finds_each_run_from_the_pairs_it_looks_at(odd):
+    """blocks._same_runs compares neighbours at every MIN_CHAIN - 1 places and looks for a run only
+    where they are the same block: each run found, wherever the blocks that end runs stand."""
+    model = Chain(Mlp, 16, nn.Linear(16, 16), nn.Linear(16, 4))
+    for i in odd:
+        model.blocks[i].fc1 = nn.Linear(16, 24 + i)
+        model.blocks[i].fc2 = nn.Linear(24 + i, 16)
+    paths = {id(m): p or "<model>" for p, m in model.named_modules()}
+    found = [(path, [n for n, _ in run]) for path, run in blocks._chains(model, paths)]
+    assert found == [("blocks", names) for names in _reference_runs(model, model.blocks, paths)]
+    assert found or max(b - a for a, b in zip((-1, *odd), (*odd, 16))) - 1 < blocks.MIN_CHAIN
+
+
 def test_the_chain_finder_calls_a_models_own_walk():
     """A module whose class walks its modules its own way (named_modules of its own): its own walk
     counts, as torch's named_modules would call it."""

@@ -193,6 +193,27 @@ def test_the_meta_copy_shares_what_deepcopy_shares():
     assert fast.a._forward_hooks is not fast.b._forward_hooks  # the others each its own
 
 
+def test_a_submodule_that_copies_itself_its_own_way_is_copied_so():
+    """module_copy copies a submodule of a class it has copied before at once (not through _copy's
+    checks): an instance's own __deepcopy__, and a class given to copyreg since, still count."""
+    import copyreg
+
+    from archlint.model.train.module_copy import deepcopy_module
+
+    class Own(nn.Module):
+        pass
+
+    model = nn.Sequential(Own(), Own(), nn.ReLU())
+    deepcopy_module(nn.Sequential(Own()), {})  # the class is known to copy the default way
+    model[1].__deepcopy__ = lambda memo: "own copy"
+    assert deepcopy_module(model, {})[1] == "own copy" == copy.deepcopy(model)[1]
+    copyreg.pickle(nn.ReLU, lambda m: (str, ("reduced",)))
+    try:
+        assert deepcopy_module(model, {})[2] == "reduced" == copy.deepcopy(model)[2]
+    finally:
+        del copyreg.dispatch_table[nn.ReLU]
+
+
 def test_the_step_is_freed_when_its_figures_are_read():
     """Each storage's free is recorded by a weak reference's callback that holds its tracker weakly:
     weakref.finalize's registry held every tracker, and through it the step's optimizer and meta
