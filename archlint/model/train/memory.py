@@ -491,33 +491,28 @@ class _Watch(TorchDispatchMode):
         t.op_module.append(module)
         if not conv and t.workspace_sizes is None and t.reduce_grid is None:
             # most ops: their outputs, and no library's workspace or scratch beside them
-            if isinstance(out, torch.Tensor):
-                # t.see(out), inlined (one output, the common case: a call and its loads less an op)
-                storage = out.untyped_storage()
-                key = id(storage)
-                by_id = t.by_id
-                if key not in by_id:
-                    n = storage.nbytes()
-                    if n and t.round_to != 1:
-                        n = -(-n // t.round_to) * t.round_to
-                    born = t.events
-                    t.events = born + 1
-                    rec = by_id[key] = _Storage(n, born, op, phase, module)
-                    t.records.append(rec)
-                    ref = weakref.ref(storage, t._dead)
-                    t.pending[id(ref)] = (ref, key, rec)
-                    live = t.live_bytes = t.live_bytes + n
-                    if live > t.peak:
-                        t.peak, t.peak_event, t.peak_op = live, born, op
-                    t.timeline.append((op, live))
-                    return out
-            elif isinstance(out, (tuple, list)):
-                for item in out:
-                    if isinstance(item, torch.Tensor):  # (most items: tensors_of's list less)
-                        t.see(item)
-                    elif item is not None:
-                        for value in metacache.tensors_of(item):
-                            t.see(value)
+            by_id = t.by_id
+            for item in (out,) if isinstance(out, torch.Tensor) else out if isinstance(out, (tuple, list)) else ():
+                if isinstance(item, torch.Tensor):
+                    # t.see(item), inlined (an op's outputs, each op's: a call and its loads less an output)
+                    storage = item.untyped_storage()
+                    key = id(storage)
+                    if key not in by_id:
+                        n = storage.nbytes()
+                        if n and t.round_to != 1:
+                            n = -(-n // t.round_to) * t.round_to
+                        born = t.events
+                        t.events = born + 1
+                        rec = by_id[key] = _Storage(n, born, op, phase, module)
+                        t.records.append(rec)
+                        ref = weakref.ref(storage, t._dead)
+                        t.pending[id(ref)] = (ref, key, rec)
+                        live = t.live_bytes = t.live_bytes + n
+                        if live > t.peak:
+                            t.peak, t.peak_event, t.peak_op = live, born, op
+                elif item is not None:
+                    for value in metacache.tensors_of(item):
+                        t.see(value)
             t.timeline.append((op, t.live_bytes))
             return out
         if t.workspace_sizes is None and t.reduce_grid is None:

@@ -28,7 +28,7 @@ plain, checked against the stock kernels in the tests, and answered before any k
 (each layer's op has shapes of its own, so the cache would answer few of them): batch norm
 (training, contiguous float32), convolution (forward not transposed with valid arguments,
 backward with no channels-last operand), mean and sum (over dimensions or all of them), mm and
-addmm (a linear layer), layer norm and its backward, zeros_like.
+addmm (a linear layer), layer norm and its backward, zeros_like, ones_like and empty_like.
 
 Anything else (views, in-place view ops, out= ops, ops touching a real tensor other than a 0-dim
 scalar, outputs that are not plain fresh tensors) runs its kernel every time. The step repeats one
@@ -37,7 +37,6 @@ block's ops per layer and one parameter's ops per optimizer update, so most ops 
 
 from __future__ import annotations
 
-import itertools
 from typing import Any
 
 import torch
@@ -215,7 +214,7 @@ def _strided_nbytes(shape, stride, itemsize: int) -> int:
 
 def _rebuild(recorded) -> Any:
     container, shapes = recorded
-    outs = [None if s is None else torch.empty_strided(s[0], s[1], dtype=s[2], device="meta") for s in shapes]
+    outs = [None if s is None else torch.empty_strided(s[0], s[1], dtype=s[2], device=_META) for s in shapes]
     return outs[0] if container is None else container(outs)
 
 
@@ -276,10 +275,12 @@ def _per_channel(c: int, *tensors) -> bool:
     return True
 
 
-def _zeros_like(self, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
-    """zeros_like of a meta tensor with the default (contiguous) strides and no option but the
-    memory format (the optimizers' state, once per parameter shape; its meta kernel is a Python
-    decomposition): the same shape, dtype and strides, kept or asked for."""
+def _fresh_like(self, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
+    """zeros_like, ones_like or empty_like of a meta tensor with the default (contiguous) strides and
+    no option but the memory format (the optimizers' state, once per parameter shape; the loss's
+    gradient; dropout's mask; their meta kernels are Python decompositions, 50-100 us a call
+    measured on this project's 2-core test machine): the same shape, dtype and strides, kept or
+    asked for."""
     if not (
         type(self) in _PLAIN
         and self.is_meta
@@ -288,10 +289,12 @@ def _zeros_like(self, dtype=None, layout=None, device=None, pin_memory=None, mem
         and device is None
         and not pin_memory
         and memory_format in (None, torch.preserve_format, torch.contiguous_format)
-        and self.stride() == _default_strides(self.shape)
     ):
         return None
-    return torch.empty(self.shape, dtype=self.dtype, device=self.device)
+    strides = self.stride()
+    if strides != _default_strides(self.shape):
+        return None
+    return torch.empty_strided(self.shape, strides, dtype=self.dtype, device=_META)
 
 
 def _convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
@@ -536,7 +539,9 @@ def _positional(shape_function):
 _FAST = {
     id(torch.ops.aten.native_batch_norm.default): _positional(_batch_norm),
     id(torch.ops.aten.native_batch_norm_backward.default): _positional(_batch_norm_backward),
-    id(torch.ops.aten.zeros_like.default): lambda args, kwargs: _zeros_like(*args, **kwargs),
+    id(torch.ops.aten.zeros_like.default): lambda args, kwargs: _fresh_like(*args, **kwargs),
+    id(torch.ops.aten.ones_like.default): lambda args, kwargs: _fresh_like(*args, **kwargs),
+    id(torch.ops.aten.empty_like.default): lambda args, kwargs: _fresh_like(*args, **kwargs),
     id(torch.ops.aten.convolution.default): _positional(_convolution),
     id(torch.ops.aten.convolution_backward.default): _positional(_convolution_backward),
     id(torch.ops.aten.mean.dim): _named(_reduction, frozenset(("keepdim", "dtype"))),
@@ -555,6 +560,7 @@ def clear() -> None:
     _cache.clear()
     _learned.clear()
     _DEFAULT_STRIDES.clear()
+    _ONES.clear()
 
 
 def run(func, args: tuple, kwargs: dict) -> Any:
@@ -565,7 +571,7 @@ def run(func, args: tuple, kwargs: dict) -> Any:
     if not kind:  # views, out= ops, data-dependent ones: run, first thing (a third of a transformer's ops)
         stats["runs"] += 1
         return func(*args, **kwargs)
-    if kind == "inplace-pointwise" and _same_as_self(args, kwargs):
+    if kind == "inplace-pointwise" and (_same_as_self(args, kwargs) or _counter_step(func, args, kwargs)):
         stats["hits"] += 1  # nothing the kernel could refuse: no broadcast, no cast (no key needed)
         return args[0]
     if kind == "inplace-foreach":
@@ -623,44 +629,40 @@ def _elementwise(func, args: tuple, kwargs: dict, checked: bool = True) -> tuple
     not apply. `checked`: the arguments passed `_key` (plain tensors, meta or 0-dim real, and plain
     values); unchecked, they are checked here and only a learnt answer is given (None, False
     otherwise: the caller keys the op and asks again)."""
-    shape, parts, shapes, contiguous = None, [id(func)], [], True
-    for name, value in zip(_NO_NAMES, args) if not kwargs else (*zip(_NO_NAMES, args), *kwargs.items()):
-        parts.append(name)
-        if not checked and (
-            type(value) not in _PLAIN
-            if isinstance(value, torch.Tensor)
-            else not isinstance(value, _SCALARS) and not isinstance(value, (list, tuple))
-        ):
-            return None, False  # what `_key` refuses: a subclass, an object
-        if isinstance(value, torch.Tensor):
+    # the key: the op, its keywords' names (which of the parts after them is which), each operand's part
+    parts: list[Any] = [id(func), tuple(kwargs) if kwargs else ()]
+    shape, shapes, contiguous, broadcast = None, [], True, False
+    for value in (*args, *kwargs.values()) if kwargs else args:
+        if type(value) in _PLAIN:
             if not value.is_meta:
-                if not checked and value.dim() != 0:
+                if value.dim() != 0:
                     return None, False  # a real tensor other than a scalar: `_key` refuses it
-                parts.append(("scalar", value.dtype))  # a 0-dim real tensor (the key allowed no other)
+                parts.append(("scalar", value.dtype))
                 continue
             if value.storage_offset() != 0:
                 return None, False
-            strides = value.stride()
-            if strides == _default_strides(value.shape):
+            size, strides = value.shape, value.stride()
+            if strides == _default_strides(size):
                 parts.append(("tensor", value.dtype))
             else:
-                expanded = _expanded(value.shape, strides)
+                expanded = _expanded(size, strides)
                 if expanded is None:
                     return None, False
                 parts.append(("expanded", value.dtype, expanded))
                 contiguous = False
             if shape is None:
-                shape = value.shape
-            shapes.append(value.shape)
+                shape = size
+            elif size != shape:
+                broadcast = True
+            shapes.append(size)
         elif isinstance(value, (bool, int, float)):
             parts.append(type(value))
-        elif isinstance(value, (list, tuple)):
-            return None, False
+        elif isinstance(value, torch.Tensor) or not isinstance(value, _SCALARS):
+            return None, False  # a subclass, a list, an object: what `_key` refuses or the rule does not cover
         else:
             parts.append(value)
     if shape is None:
         return None, False
-    broadcast = any(s != shape for s in shapes)
     if broadcast:  # by which dimensions are 1, of shapes with no empty one
         if any(0 in s for s in shapes):
             return None, False
@@ -672,63 +674,61 @@ def _elementwise(func, args: tuple, kwargs: dict, checked: bool = True) -> tuple
         # all 0-dim: a real scalar beside them promotes as their peer (f16 * f32 scalar: f32), where
         # beside a dimensioned operand it does not (f16): a rule of its own
         parts.append("0-dim")
-    learned = _learned.get(tuple(parts))
-    if learned is None and not checked:
+    key = tuple(parts)
+    learned = _learned.get(key)
+    if learned is not None:
+        return _fresh(shape, learned), True
+    if not checked:
         return None, False
-    if learned is None and contiguous and 0 not in shape and all(s == shape for s in shapes):
+    if contiguous and not broadcast and 0 not in shape:
         learned = _learn_on_cpu(func, args, kwargs, shape) if id(func) in _CPU_RULES else None
         if learned is None and len(shape) > 1:
             learned = _learn_on_stand_ins(func, args, kwargs)
-        if learned is not None:
-            _learned[tuple(parts)] = learned
-            container, dtypes = learned
-            outs = [torch.empty(shape, dtype=d, device="meta") for d in dtypes]
-            return (outs[0] if container is None else container(outs)), False
-    if learned is None:
-        if (
-            0 not in shape
-            and len(shape) <= 4
-            and (
-                id(func) in _CPU_BROADCASTS if contiguous and broadcast else not contiguous and id(func) in _CPU_EXPANDS
-            )
-        ):
-            # a broadcast (or an expand) on ops whose CPU layout is meta's for every such pattern (the tests)
-            learned = _learn_on_cpu(func, args, kwargs, shape, pattern=True)
-            if learned is not None:
-                _learned[tuple(parts)] = learned
-                container, dtypes = learned
-                outs = [torch.empty(shape, dtype=d, device="meta") for d in dtypes]
-                return (outs[0] if container is None else container(outs)), False
-        out = func(*args, **kwargs)
-        outs = [out] if isinstance(out, torch.Tensor) else out
-        if isinstance(outs, (list, tuple)) and all(
-            isinstance(o, torch.Tensor) and o.is_meta and o.shape == shape and o.stride() == _default_strides(shape)
-            for o in outs
-        ):
-            _learned[tuple(parts)] = (None if isinstance(out, torch.Tensor) else type(out), [o.dtype for o in outs])
-        return out, False
+    elif (
+        0 not in shape and len(shape) <= 4 and (id(func) in _CPU_BROADCASTS if contiguous else id(func) in _CPU_EXPANDS)
+    ):
+        # a broadcast (or an expand) on ops whose CPU layout is meta's for every such pattern (the tests)
+        learned = _learn_on_cpu(func, args, kwargs, shape, pattern=True)
+    if learned is not None:
+        _learned[key] = learned
+        return _fresh(shape, learned), False
+    out = func(*args, **kwargs)
+    outs = [out] if isinstance(out, torch.Tensor) else out
+    if isinstance(outs, (list, tuple)) and all(
+        isinstance(o, torch.Tensor) and o.is_meta and o.shape == shape and o.stride() == _default_strides(shape)
+        for o in outs
+    ):
+        _learned[key] = (None if isinstance(out, torch.Tensor) else type(out), [o.dtype for o in outs])
+    return out, False
+
+
+def _fresh(shape, learned: tuple) -> Any:
+    """An element-wise op's learnt answer on `shape`: fresh outputs with its default strides and the
+    learnt dtypes, in the learnt container (torch.empty_strided on the meta device object, not
+    torch.empty on "meta": half the cost, measured on this project's 2-core test machine)."""
     container, dtypes = learned
-    outs = [torch.empty(shape, dtype=d, device="meta") for d in dtypes]
-    return (outs[0] if container is None else container(outs)), True
+    strides = _default_strides(shape)
+    if container is None:
+        return torch.empty_strided(shape, strides, dtype=dtypes[0], device=_META)
+    return container([torch.empty_strided(shape, strides, dtype=d, device=_META) for d in dtypes])
 
 
 def _broadcast_shape(shapes: list) -> torch.Size | None:
     """The shape non-empty `shapes` broadcast to, or None where they do not (torch.broadcast_shapes'
     rule: aligned from the right, sizes equal or 1; that function, Python with symbolic-size
     guards, cost 20 us, more than the rest of a learnt broadcast's answer)."""
-    out = [1] * max(len(s) for s in shapes)
+    out: list[int] = []  # from the last dimension
     for s in shapes:
-        offset = len(out) - len(s)
-        for i, size in enumerate(s):
-            if size != out[offset + i]:
-                if out[offset + i] != 1 and size != 1:
+        for i, size in enumerate(reversed(s)):
+            if i == len(out):
+                out.append(size)
+            elif size != out[i] and size != 1:
+                if out[i] != 1:
                     return None
-                if size != 1:
-                    out[offset + i] = size
-    return torch.Size(out)
+                out[i] = size
+    return torch.Size(out[::-1])
 
 
-_NO_NAMES = itertools.repeat(None)  # positional arguments' names in `_elementwise`'s key: none
 _STAND_IN = (2,)
 
 # Element-wise ops whose dtype rule is learnt from their CPU kernel (C++, 5-30 us) on real stand-ins
@@ -795,12 +795,12 @@ def _learn_on_cpu(func, args: tuple, kwargs: dict, shape, pattern: bool = False)
     def stand_in(value):
         if type(value) in _PLAIN and value.is_meta:
             if not pattern:
-                value = torch.ones(size, dtype=value.dtype, device=_CPU)
+                value = _ones(size, value.dtype)
             else:
                 dims = tuple(1 if d == 1 else 2 for d in value.shape)
                 steps = value.stride()
                 base = tuple(1 if step == 0 else d for d, step in zip(dims, steps))
-                value = torch.ones(base, dtype=value.dtype, device=_CPU).expand(dims)
+                value = _ones(base, value.dtype).expand(dims)
                 if any(d == 1 and step == 0 for d, step in zip(dims, steps)):  # a size-1 dimension's zero stride
                     value = value.as_strided(
                         dims, [0 if step == 0 else own for own, step in zip(value.stride(), steps)]
@@ -832,6 +832,20 @@ def _learn_on_cpu(func, args: tuple, kwargs: dict, shape, pattern: bool = False)
     ):
         return None
     return (None if isinstance(out, torch.Tensor) else type(out)), [o.dtype for o in outs]
+
+
+def _ones(size: tuple, dtype: torch.dtype) -> torch.Tensor:
+    """A CPU tensor of ones, kept by its size and dtype: `_learn_on_cpu`'s stand-ins, read and never
+    written (its ops are functional), so one serves every op learnt on that size and dtype (each
+    one made cost as much as the kernel's run on it, ~3 us, measured on this project's 2-core test
+    machine)."""
+    ones = _ONES.get((size, dtype))
+    if ones is None:
+        ones = _ONES[(size, dtype)] = torch.ones(size, dtype=dtype, device=_CPU)
+    return ones
+
+
+_ONES: dict[tuple, torch.Tensor] = {}
 
 
 def _learn_on_stand_ins(func, args: tuple, kwargs: dict) -> tuple | None:
@@ -880,15 +894,29 @@ def _expanded(shape, strides) -> tuple | None:
     for these strides each comparison is decided by that pattern alone, never by the sizes."""
     if len(shape) != len(strides):
         return None
-    # (grown, size 1, size 1 with stride 0: a dimension an expand added, the loss's gradient (1, 1000)
-    # from a 0-dim one; a zero stride is skipped where a size-1 dimension's own one is compared)
-    pattern = tuple((step == 0 and size > 1, size == 1, step == 0 and size == 1) for size, step in zip(shape, strides))
-    if not any(grown for grown, _, _ in pattern):
-        return None
-    before = _default_strides([1 if grown else size for size, (grown, _, _) in zip(shape, pattern)])
-    if any(step != (0 if grown or zero else own) for step, own, (grown, _, zero) in zip(strides, before, pattern)):
-        return None
-    return pattern
+    # each dimension's (grown, size 1, size 1 with stride 0: a dimension an expand added, the loss's
+    # gradient (1, 1000) from a 0-dim one; a zero stride is skipped where a size-1 dimension's own one
+    # is compared), from the last, with the default stride it had before the expand (one pass: the
+    # first form, a tuple of tuples and two more passes over it, cost 5 us a call on this project's
+    # 2-core test machine, once for each mean's backward)
+    pattern, own, grew = [], 1, False
+    for size, step in zip(reversed(shape), reversed(strides)):
+        if step == 0 and size > 1:
+            pattern.append(_GROWN)
+            grew = True
+        elif size == 1:
+            if step != 0 and step != own:
+                return None
+            pattern.append(_ADDED if step == 0 else _ONE)
+        else:
+            if step != own:
+                return None
+            pattern.append(_KEPT)
+            own *= max(size, 1)
+    return tuple(reversed(pattern)) if grew else None
+
+
+_GROWN, _ADDED, _ONE, _KEPT = (True, False, False), (False, True, True), (False, True, False), (False, False, False)
 
 
 def _default_strides(shape) -> tuple:
@@ -928,6 +956,25 @@ def _same_as_self(args: tuple, kwargs: dict) -> bool:
         elif type(value) not in _NUMBERS:
             return False
     return True
+
+
+def _counter_step(func, args: tuple, kwargs: dict) -> bool:
+    """add_ of an int64 meta tensor and a Python int, nothing else (batch norm's num_batches_tracked
+    += 1, each layer's, every step): an int keeps an int64 tensor's dtype and broadcasts to any
+    shape, so its meta kernel can only return `self`, and its result needs no cache key (the key
+    cost 3 us a call, measured on this project's 2-core test machine)."""
+    return (
+        id(func) in _ADDS
+        and not kwargs
+        and len(args) == 2
+        and type(args[1]) is int
+        and type(args[0]) in _PLAIN
+        and args[0].is_meta
+        and args[0].dtype == torch.int64
+    )
+
+
+_ADDS = {id(aten.add_.Tensor), id(aten.add_.Scalar)}
 
 
 def _foreach_same_as_self(args: tuple, kwargs: dict) -> bool:

@@ -260,6 +260,26 @@ def test_learnt_elementwise_and_zeros_like_answered_without_a_key(monkeypatch):
     assert metacache.stats["runs"] == runs
 
 
+def test_batch_norm_counter_step_answered_without_a_key(monkeypatch):
+    # num_batches_tracked += 1 (an int64 tensor and a Python int): its kernel can only return `self`;
+    # anything else (a float or bool number, an int32 tensor, alpha) is keyed as before
+    def no_key(*args):
+        raise AssertionError("keyed")
+
+    monkeypatch.setattr(metacache, "_key", no_key)
+    counter = torch.zeros((), dtype=torch.int64, device="meta")
+    assert metacache.run(aten.add_.Tensor, (counter, 1), {}) is counter
+    assert metacache.run(aten.add_.Scalar, (meta(3, 2).long(), 7), {}).dtype == torch.int64
+    for args, kwargs in (
+        ((counter, 1.5), {}),
+        ((counter, True), {}),
+        ((torch.zeros((), dtype=torch.int32, device="meta"), 1), {}),
+        ((counter, 1), {"alpha": 2}),
+    ):
+        with pytest.raises(AssertionError, match="keyed"):
+            metacache.run(aten.add_.Tensor, args, kwargs)
+
+
 def test_keyless_elementwise_refuses_what_the_key_refuses():
     # a real tensor that is not a 0-dim scalar goes to the kernel (which refuses a meta/cpu mix), as
     # the key sends it, even once the op's dtypes are learnt; so does a tensor subclass
@@ -346,11 +366,13 @@ def _zeros_like_cases():
     return [meta(64, 32, 3, 3), meta(7), meta(3, 1, 5), odd, meta(2, 3).half(), cl, meta(4, 6).t()]
 
 
+@pytest.mark.parametrize("op", [aten.zeros_like.default, aten.ones_like.default, aten.empty_like.default])
 @pytest.mark.parametrize("memory_format", [None, torch.preserve_format, torch.contiguous_format])
-def test_zeros_like_shape_function_matches_the_stock_meta_kernel(memory_format):
-    # the optimizers' state (exp_avg, momentum buffers) is made with zeros_like, whose meta
-    # kernel is a Python decomposition; a shape function answers the dense cases
-    fast = metacache._FAST[id(aten.zeros_like.default)]
+def test_zeros_like_shape_function_matches_the_stock_meta_kernel(op, memory_format):
+    # the optimizers' state (exp_avg, momentum buffers) is made with zeros_like, the loss's gradient
+    # with ones_like, dropout's mask with empty_like, whose meta kernels are Python decompositions;
+    # a shape function answers the dense cases
+    fast = metacache._FAST[id(op)]
     # as torch.zeros_like calls it (Adam's state): pin_memory=False, memory_format=preserve
     kwargs = {} if memory_format is None else {"pin_memory": False, "memory_format": memory_format}
     answered = 0
@@ -358,7 +380,7 @@ def test_zeros_like_shape_function_matches_the_stock_meta_kernel(memory_format):
         out = fast((x,), kwargs)
         if out is not None:
             answered += 1
-            assert _described([out]) == _described([aten.zeros_like.default(x, **kwargs)])
+            assert _described([out]) == _described([op(x, **kwargs)])
     assert answered == 4  # default strides; a size-1 dim's own stride, channels-last, a transpose: the stock kernel
     assert fast((meta(3, 4),), {"dtype": torch.float16}) is None
 
