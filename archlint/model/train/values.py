@@ -97,15 +97,29 @@ class _Borrowed:
     buffers a layer) are written by its first op, which drops their values unread; the inputs are
     read by the first op only where every other tensor it reads has a value too. The real tensors are
     the model's buffers and the caller's inputs, which the step never writes (it runs on their meta
-    copies): the copy made when read is the copy know_all would have made."""
+    copies): the copy made when read is the copy know_all would have made.
+    `added`: the in-place adds of a number the step has made to it since (KnownValues._count), run
+    on the copy in their order when it is made: a BatchNorm's `num_batches_tracked += 1`, one a
+    layer, is rarely read (momentum=None reads it)."""
 
-    __slots__ = ("real",)
+    __slots__ = ("real", "added")
 
-    def __init__(self, real: torch.Tensor):
+    def __init__(self, real: torch.Tensor, added: tuple = ()):
         self.real = real
+        self.added = added
+
+    def plus(self, func, number: int) -> _Borrowed:
+        """This value after `func(value, number)` (an in-place add), run when it is copied."""
+        return _Borrowed(self.real, (*self.added, (func, number)))
 
     def copied(self) -> torch.Tensor:
-        return _one_thread(_copy_to_cpu, (self.real,), {})
+        return _one_thread(self._made, (), {})
+
+    def _made(self) -> torch.Tensor:
+        value = _copy_to_cpu(self.real)
+        for func, number in self.added:
+            func(value, number)
+        return value
 
 
 def _copy_to_cpu(real: torch.Tensor) -> torch.Tensor:
@@ -393,6 +407,8 @@ class KnownValues:
         general path's result, the real op run on the values without its generic walk (no list, no
         device, no keyword to translate; a few elements: one thread whatever the count); None where
         that path is needed."""
+        if self._count(func, args):
+            return args[0]
         items, origins = self.values._items, self.origin
         real_args: list = []
         origin: frozenset[int] = frozenset()
@@ -423,6 +439,17 @@ class KnownValues:
         if origin:  # its own and its operands'
             origins[id(out)] = origin
         return out
+
+    def _count(self, func, args: tuple) -> bool:
+        """Whether the in-place add is a count's step on a start value not copied yet (_counts), kept
+        to run when the value is read (_Borrowed.plus): the same add on the same value, without the
+        copy, the meta kernel and the real kernel now (a BatchNorm's, one a layer)."""
+        items = self.values._items
+        ref, value = items[id(args[0])]  # known (run's first loop)
+        if type(value) is not _Borrowed or not _counts(args, value.real):
+            return False
+        items[id(args[0])] = (ref, value.plus(func, args[1]))
+        return True
 
     def _computed(self, func, real_args: tuple, real_kwargs: dict, reuse: bool) -> Any:
         """func on real values: from the results kept when it has run on these operands (_Results),
@@ -479,6 +506,27 @@ _WRITTEN: dict = {}
 # ops with a fast path in KnownValues.run, by id
 _EMPTY = {id(torch.ops.aten.empty.memory_format)}
 _SMALL_INPLACE = {id(torch.ops.aten.add_.Tensor), id(torch.ops.aten.add_.Scalar)}
+
+
+def _counts(args: tuple, real: torch.Tensor) -> bool:
+    """Whether `add_(meta, number)` on the start value `real` is a count's step that cannot fail: an
+    int64 tensor (meta and real) and an int64 number. Its meta kernel can only return `self` (an int
+    adds to an int64 tensor in its dtype, and a number broadcasts to any shape), the real one only
+    add, so both can wait (_Borrowed.plus): the add runs on the copy when the value is read, in one
+    thread as the general path runs it. Nothing kept by _Results reads the value (its copy is not
+    made yet), so no write is counted."""
+    if len(args) != 2:
+        return False
+    meta, number = args
+    return (
+        type(number) is int
+        and _INT64_MIN <= number <= _INT64_MAX
+        and meta.dtype is torch.int64
+        and real.dtype is torch.int64
+    )
+
+
+_INT64_MIN, _INT64_MAX = torch.iinfo(torch.int64).min, torch.iinfo(torch.int64).max
 
 
 def _written(func) -> list[tuple[int, str]]:
