@@ -335,7 +335,7 @@ class KnownValues:
             out = self._empty(func, args, kwargs, meta_run)
             if out is not None:
                 return out
-        elif not kwargs and id(func) in _SMALL_INPLACE and args[0].is_meta:
+        elif not kwargs and _writes_self(func) and args[0].is_meta:
             out = self._small_inplace(func, args, meta_run)
             if out is not None:
                 return out
@@ -403,23 +403,20 @@ class KnownValues:
 
     def _small_inplace(self, func, args: tuple, meta_run: Callable) -> Any:
         """An in-place op on a known tensor of a few elements whose other arguments are known meta
-        tensors, CPU tensors or numbers (BatchNorm's `num_batches_tracked += 1`, one a layer): the
-        general path's result, the real op run on the values without its generic walk (no list, no
-        device, no keyword to translate; a few elements: one thread whatever the count); None where
-        that path is needed."""
-        if self._count(func, args):
+        tensors, CPU tensors or numbers (BatchNorm's `num_batches_tracked += 1`, one a layer;
+        stochastic depth's `bernoulli_` and `div_` on its noise, one a block): the general path's
+        result, the real op run on the values without its generic walk (no list, no device, no
+        keyword to translate); None where that path is needed."""
+        if id(func) in _ADDS and self._count(func, args):
             return args[0]
-        items, origins = self.values._items, self.origin
+        origins = self.origin
         real_args: list = []
         origin: frozenset[int] = frozenset()
         for arg in args:
             if isinstance(arg, torch.Tensor):
                 if arg.is_meta:
                     origin |= origins.get(id(arg), origin)
-                    value = items[id(arg)][1]  # known (run's first loop)
-                    if value is _UNMADE:
-                        return None
-                    arg = self.values[arg] if type(value) is _Borrowed else value
+                    arg = self.values[arg]  # known (run's first loop); made or copied when unread
             elif isinstance(arg, (list, tuple, torch.device)):
                 return None
             real_args.append(arg)
@@ -434,7 +431,7 @@ class KnownValues:
             return None
         written = [real_self]
         self.results.written(written)
-        func(*real_args)
+        _one_thread(func, tuple(real_args), {})  # (another operand may be large: one thread, as _computed)
         self.results.written(written)
         if origin:  # its own and its operands'
             origins[id(out)] = origin
@@ -505,7 +502,23 @@ def _one_thread(func, args: tuple, kwargs: dict) -> Any:
 _WRITTEN: dict = {}
 # ops with a fast path in KnownValues.run, by id
 _EMPTY = {id(torch.ops.aten.empty.memory_format)}
-_SMALL_INPLACE = {id(torch.ops.aten.add_.Tensor), id(torch.ops.aten.add_.Scalar)}
+_ADDS = {id(torch.ops.aten.add_.Tensor), id(torch.ops.aten.add_.Scalar)}
+_WRITES_SELF: dict[int, bool] = {}
+
+
+def _writes_self(func) -> bool:
+    """Whether the op writes its `self` alone and returns it (add_, div_, bernoulli_, fill_), as
+    KnownValues._small_inplace runs it."""
+    writes = _WRITES_SELF.get(id(func))  # by id: an op lives as long as the process (metacache)
+    if writes is None:
+        returns = func._schema.returns
+        writes = _WRITES_SELF[id(func)] = (
+            [i for i, _ in _written(func)] == [0]
+            and len(returns) == 1
+            and returns[0].alias_info is not None
+            and returns[0].alias_info.is_write
+        )
+    return writes
 
 
 def _counts(args: tuple, real: torch.Tensor) -> bool:

@@ -292,3 +292,40 @@ def test_only_an_int64_count_waits(monkeypatch):
     monkeypatch.setattr(KnownValues, "_count", lambda self, func, args: False)  # the exact path alone
     assert waiting == [outcome(*case) for case in cases]
     assert waiting[0] is RuntimeError and waiting[3] is OverflowError
+
+
+def test_stochastic_depth_noise_is_computed_in_place_as_the_general_path_computes_it(monkeypatch):
+    """Stochastic depth (torchvision's EfficientNet, one a block) draws its noise into an `empty` and
+    scales it in place: ops that write their `self` alone, computed on the value without the general
+    path's walk, with the values (and the draws from torch's generator) that path gives."""
+    from archlint.model.train import values as values_mod
+
+    def noise():
+        known = KnownValues()
+        torch.manual_seed(0)
+        with _Run(known):
+            n = torch.empty(8, 1, 1, 1, device="meta").bernoulli_(0.5).div_(0.5)
+        return known.values[n], torch.rand(3)  # the value, and the generator's next draws
+
+    def general_path(*args, **kwargs):
+        raise AssertionError("the general path")
+
+    with monkeypatch.context() as m:
+        m.setattr(KnownValues, "_computed", general_path)
+        in_place = noise()
+    with monkeypatch.context() as m:
+        m.setattr(values_mod, "_writes_self", lambda func: False)
+        general = noise()
+    assert all(torch.equal(a, b) for a, b in zip(in_place, general))
+    assert set(in_place[0].flatten().tolist()) <= {0.0, 2.0}
+
+
+def test_only_ops_that_write_their_self_alone_are_computed_in_place():
+    from archlint.model.train.values import _writes_self
+
+    aten = torch.ops.aten
+    in_place = (aten.add_.Tensor, aten.div_.Tensor, aten.bernoulli_.float, aten.fill_.Scalar)
+    # a functional op, an out= op, one that writes its running statistics, one that writes two, a list's
+    others = (aten.add.Tensor, aten.add.out, aten.native_batch_norm.default, aten._amp_update_scale_.default)
+    others += (aten._foreach_add_.Scalar,)
+    assert [_writes_self(op) for op in in_place + others] == [True] * len(in_place) + [False] * len(others)
