@@ -104,20 +104,23 @@ class _Borrowed:
 
     __slots__ = ("real", "added")
 
-    def __init__(self, real: torch.Tensor, added: tuple = ()):
+    def __init__(self, real: torch.Tensor):
         self.real = real
-        self.added = added
+        self.added: list[tuple[Any, int]] | None = None  # (a list made at the first add: most have none)
 
-    def plus(self, func, number: int) -> _Borrowed:
-        """This value after `func(value, number)` (an in-place add), run when it is copied."""
-        return _Borrowed(self.real, (*self.added, (func, number)))
+    def plus(self, func, number: int) -> None:
+        """`func(value, number)` (an in-place add) to run on the copy when it is made (appended: a
+        counter a loop adds to many times costs an add each)."""
+        if self.added is None:
+            self.added = []
+        self.added.append((func, number))
 
     def copied(self) -> torch.Tensor:
         return _one_thread(self._made, (), {})
 
     def _made(self) -> torch.Tensor:
         value = _copy_to_cpu(self.real)
-        for func, number in self.added:
+        for func, number in self.added or ():
             func(value, number)
         return value
 
@@ -443,11 +446,10 @@ class KnownValues:
         """Whether the in-place add is a count's step on a start value not copied yet (_counts), kept
         to run when the value is read (_Borrowed.plus): the same add on the same value, without the
         copy, the meta kernel and the real kernel now (a BatchNorm's, one a layer)."""
-        items = self.values._items
-        ref, value = items[id(args[0])]  # known (run's first loop)
+        value = self.values._items[id(args[0])][1]  # known (run's first loop)
         if type(value) is not _Borrowed or not _counts(args, value.real):
             return False
-        items[id(args[0])] = (ref, value.plus(func, args[1]))
+        value.plus(func, args[1])
         return True
 
     def _computed(self, func, real_args: tuple, real_kwargs: dict, reuse: bool) -> Any:
