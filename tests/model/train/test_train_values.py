@@ -252,3 +252,80 @@ def test_batch_norm_in_training_forgets_the_values_of_its_running_stats():
     with _Run(known):
         torch.nn.functional.batch_norm(x, stats[0], stats[1], training=True)
     assert all(meta not in known.values for meta in stats)
+
+
+def test_a_count_added_to_a_start_value_is_added_when_read():
+    """A BatchNorm's `num_batches_tracked += 1` (one a layer) on its start value, not copied yet: the
+    adds wait for the value's first read, and give what adding at once gives."""
+    values, add_ = KnownValues(), torch.ops.aten.add_
+    count, real = torch.zeros((), dtype=torch.long, device="meta"), torch.tensor(5)
+    values.know_all([(count, real)])
+    for op, n in ((add_.Tensor, 1), (add_.Scalar, 2), (add_.Tensor, -4)):
+        assert values.run(op, (count, n), {}, metacache.run) is count
+    assert not isinstance(values.values._items[id(count)][1], torch.Tensor)  # not copied yet
+    assert values.values[count].item() == 4 and real.item() == 5  # 5 + 1 + 2 - 4; the real buffer untouched
+    values.read.add(0)
+    assert values.stale_answers()  # the step changed the count it started from
+
+
+def test_only_an_int64_count_waits(monkeypatch):
+    """Only an int64 value (meta and real) plus an int64 number waits: any other add gives what the
+    exact path gives, at once (an error where the real or the meta op refuses)."""
+    add_ = torch.ops.aten.add_.Tensor
+    cases = (
+        (torch.bool, torch.tensor(True), 1),  # a Long result cast to Bool: refused
+        (torch.long, torch.tensor(True), 1),  # the same, by the real value's dtype
+        (torch.bool, torch.tensor(5), 1),  # by the meta tensor's (meta answers from the real result)
+        (torch.long, torch.tensor(5), 1 << 64),  # a number too large for int64: refused
+    )
+
+    def outcome(dtype, real, n):
+        values, meta = KnownValues(), torch.zeros((), dtype=dtype, device="meta")
+        values.know_all([(meta, real)])
+        try:
+            out = values.run(add_, (meta, n), {}, metacache.run)
+        except (RuntimeError, OverflowError) as error:
+            return type(error)
+        return out is meta, values.values[meta].tolist()
+
+    waiting = [outcome(*case) for case in cases]
+    monkeypatch.setattr(KnownValues, "_count", lambda self, func, args: False)  # the exact path alone
+    assert waiting == [outcome(*case) for case in cases]
+    assert waiting[0] is RuntimeError and waiting[3] is OverflowError
+
+
+def test_stochastic_depth_noise_is_computed_in_place_as_the_general_path_computes_it(monkeypatch):
+    """Stochastic depth (torchvision's EfficientNet, one a block) draws its noise into an `empty` and
+    scales it in place: ops that write their `self` alone, computed on the value without the general
+    path's walk, with the values (and the draws from torch's generator) that path gives."""
+    from archlint.model.train import values as values_mod
+
+    def noise():
+        known = KnownValues()
+        torch.manual_seed(0)
+        with _Run(known):
+            n = torch.empty(8, 1, 1, 1, device="meta").bernoulli_(0.5).div_(0.5)
+        return known.values[n], torch.rand(3)  # the value, and the generator's next draws
+
+    def general_path(*args, **kwargs):
+        raise AssertionError("the general path")
+
+    with monkeypatch.context() as m:
+        m.setattr(KnownValues, "_computed", general_path)
+        in_place = noise()
+    with monkeypatch.context() as m:
+        m.setattr(values_mod, "_writes_self", lambda func: False)
+        general = noise()
+    assert all(torch.equal(a, b) for a, b in zip(in_place, general))
+    assert set(in_place[0].flatten().tolist()) <= {0.0, 2.0}
+
+
+def test_only_ops_that_write_their_self_alone_are_computed_in_place():
+    from archlint.model.train.values import _writes_self
+
+    aten = torch.ops.aten
+    in_place = (aten.add_.Tensor, aten.div_.Tensor, aten.bernoulli_.float, aten.fill_.Scalar)
+    # a functional op, an out= op, one that writes its running statistics, one that writes two, a list's
+    others = (aten.add.Tensor, aten.add.out, aten.native_batch_norm.default, aten._amp_update_scale_.default)
+    others += (aten._foreach_add_.Scalar,)
+    assert [_writes_self(op) for op in in_place + others] == [True] * len(in_place) + [False] * len(others)
