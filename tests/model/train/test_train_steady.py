@@ -371,6 +371,23 @@ def test_see_start_counts_as_see_does():
     watched.pending.clear()
 
 
+def test_see_start_sees_a_storage_given_twice_once():
+    """A storage given twice in one call (a tensor and its view, new to the tracker) is one record,
+    as `see` makes it; the peak's event is the last birth that raised the live bytes (an empty
+    storage after it raises nothing)."""
+    a, empty = torch.empty(10, device="meta"), torch.empty(0, device="meta")
+    old, new = memory._Tracker(), memory._Tracker()
+    seen = new.see_start([a, a[2:], empty], "params")
+    for t in (a, a[2:], empty):
+        old.see(t, "start").kind = "params"
+    assert len(new.records) == 2 and seen[0] is seen[1] and new.records == old.records
+    for name in ("events", "live_bytes", "peak", "peak_event", "peak_op"):
+        assert getattr(new, name) == getattr(old, name), name
+    assert (new.peak, new.peak_event) == (40, 0)
+    old.pending.clear()
+    new.pending.clear()
+
+
 class BranchesOnItsCounter(nn.Module):
     """Takes a longer way at odd steps: its forward reads the count its own BatchNorm keeps, which the
     step itself moves (1 in the first step, 2 in the second)."""
