@@ -460,9 +460,10 @@ class _Tracker:
     def adopt(self, tensor: torch.Tensor, rec: _Storage) -> None:
         """Make `rec` (already counted: a replayed step's, archlint.model.train.steady) the record of
         the tensor's storage, freed with it."""
-        key = id(tensor.untyped_storage())
+        storage = tensor.untyped_storage()
+        key = id(storage)
         self.by_id[key] = rec
-        self._on_free(tensor.untyped_storage(), key, rec)
+        self._on_free(storage, key, rec)
 
     def __post_init__(self) -> None:
         self._dead = _on_death(weakref.ref(self))
