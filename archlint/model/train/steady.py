@@ -157,7 +157,7 @@ def _replay_span(
     # a kernel's scratch inside an op (the CPU's oneDNN): two events, its birth and death
     scratch = {t.born: t for t in first.transients if start.events <= t.born < end.events}
     # alive until the replay frees it, of its phase's kind (a gradient's set after)
-    replayed = _replayed(records, shift_ops)
+    replayed = tracker.reborn(records, shift_ops)
     freed_from, freed = None, 0  # the first op after the release, and the bytes it freed
     # the tracker's counters in locals through the loop (an event each), written back around the release
     live, peak, peak_event, peak_op = tracker.live_bytes, tracker.peak, tracker.peak_event, tracker.peak_op
@@ -237,12 +237,6 @@ def _let_go(tracker, event: int, shift_events: int, live: int, call) -> tuple[in
     tracker.live_bytes = live
     call()
     return tracker.events - event, live - tracker.live_bytes
-
-
-def _replayed(records: list, shift_ops: int) -> list:
-    """A copy of each record, alive (died inf), of its phase's kind (_Storage.reborn), its op shifted by `shift_ops` (one
-    made before the step keeps -1), in one loop (a thousand a step on mobilenet_v3_large)."""
-    return [r.reborn(r.op + shift_ops if r.op >= 0 else r.op) for r in records]
 
 
 def plan(

@@ -293,7 +293,7 @@ def test_a_gpu_op_that_holds_a_workspace_and_makes_a_buffer_is_not_replayed(monk
 def test_replayed_records_copy_every_field():
     """A replayed record is its first-step record, alive, of its phase's kind (the forward's an
     activation, any other a temporary, as _measure's last pass classes a storage nothing claims), at
-    its shifted op: every other field copied (the records have slots, and `reborn` names each
+    its shifted op: every other field copied (the records have slots, and `_Tracker.reborn` names each
     field: a new one must be copied too)."""
     import dataclasses
     import math
@@ -305,7 +305,7 @@ def test_replayed_records_copy_every_field():
     tracker.ops, tracker.phase = 3, "forward"  # the next one made by op 2
     made = tracker.born(16)
     made.died, made.kind = 3, "grads"
-    copies = steady._replayed([rec, made], 5)
+    copies = tracker.reborn([rec, made], 5)
     # made before the step: op stays -1
     assert copies[0] == dataclasses.replace(rec, died=math.inf, kind="temporaries")
     assert copies[1] == dataclasses.replace(made, op=made.op + 5, died=math.inf, kind="activations")
@@ -315,7 +315,7 @@ def test_replayed_records_copy_every_field():
 
 def test_shifted_scratch_copies_every_field():
     """A replayed kernel scratch is its first-step record born, freed and made later by the shifts:
-    every other field copied (`shifted` names each field, as `reborn` does)."""
+    every other field copied (`shifted` names each field, as `_Tracker.reborn` does)."""
     import dataclasses
 
     tracker = memory._Tracker(cpu_threads=2)
@@ -369,6 +369,23 @@ def test_see_start_counts_as_see_does():
     assert unwatched.records == watched.records and unwatched.live_bytes == watched.live_bytes == 124
     assert len(watched.pending) == 2 and not unwatched.pending  # held by the caller: no free to record
     watched.pending.clear()
+
+
+def test_see_start_sees_a_storage_given_twice_once():
+    """A storage given twice in one call (a tensor and its view, new to the tracker) is one record,
+    as `see` makes it; the peak's event is the last birth that raised the live bytes (an empty
+    storage after it raises nothing)."""
+    a, empty = torch.empty(10, device="meta"), torch.empty(0, device="meta")
+    old, new = memory._Tracker(), memory._Tracker()
+    seen = new.see_start([a, a[2:], empty], "params")
+    for t in (a, a[2:], empty):
+        old.see(t, "start").kind = "params"
+    assert len(new.records) == 2 and seen[0] is seen[1] and new.records == old.records
+    for name in ("events", "live_bytes", "peak", "peak_event", "peak_op"):
+        assert getattr(new, name) == getattr(old, name), name
+    assert (new.peak, new.peak_event) == (40, 0)
+    old.pending.clear()
+    new.pending.clear()
 
 
 class BranchesOnItsCounter(nn.Module):
