@@ -364,7 +364,8 @@ class _Tracker:
 
     def _grown(self, events: int, sizes: list[int]) -> None:
         """The births of `sizes` bytes from event `events` on, counted: the live bytes only rise
-        there, so where they pass the peak, its event is the last birth that raised them."""
+        there, so where they pass the peak, its event is the last birth that raised them (one of
+        non-zero size: the peak is never below the live bytes)."""
         live = self.live_bytes + sum(sizes)
         if live > self.peak:
             last = next(i for i in range(len(sizes) - 1, -1, -1) if sizes[i])
@@ -574,7 +575,8 @@ class _Watch(TorchDispatchMode):
             scratch = cpu_conv_scratch(func, args, t.cpu_threads, t.cpu_isa) if t.cpu_threads is not None else 0
             t.timeline.append((op, t.live_bytes + t.transient(scratch) if scratch else t.live_bytes))
             return out
-        # a GPU spec: cuDNN's workspaces come between the outputs the op's calls make (gpu_workspaces.cudnn_workspaces)
+        # a GPU spec (its tracker has no CPU threads, so no oneDNN scratch: _two_steps): cuDNN's
+        # workspaces come between the outputs the op's calls make (gpu_workspaces.cudnn_workspaces)
         cudnn = cudnn_workspaces(func, args) if t.workspace_sizes is not None else []
         reduction = reduction_workspace(func, args, *t.reduce_grid) if t.reduce_grid is not None else 0
         high = 0  # the op's highest point

@@ -571,7 +571,7 @@ def run(func, args: tuple, kwargs: dict) -> Any:
     if not kind:  # views, out= ops, data-dependent ones: run, first thing (a third of a transformer's ops)
         stats["runs"] += 1
         return func(*args, **kwargs)
-    if kind == "inplace-pointwise" and (_same_as_self(args, kwargs) or _counter_step(func, args, kwargs)):
+    if kind == "inplace-pointwise" and (_same_as_self(args, kwargs) or is_count_step(func, args, kwargs)):
         stats["hits"] += 1  # nothing the kernel could refuse: no broadcast, no cast (no key needed)
         return args[0]
     if kind == "inplace-foreach":
@@ -958,16 +958,18 @@ def _same_as_self(args: tuple, kwargs: dict) -> bool:
     return True
 
 
-def _counter_step(func, args: tuple, kwargs: dict) -> bool:
-    """add_ of an int64 meta tensor and a Python int, nothing else (batch norm's num_batches_tracked
-    += 1, each layer's, every step): an int keeps an int64 tensor's dtype and broadcasts to any
-    shape, so its meta kernel can only return `self`, and its result needs no cache key (the key
-    cost 3 us a call, measured on this project's 2-core test machine)."""
+def is_count_step(func, args: tuple, kwargs: dict) -> bool:
+    """add_ of a plain int64 meta tensor and a Python int in int64's range, nothing else (batch
+    norm's num_batches_tracked += 1, each layer's, every step): an int keeps an int64 tensor's dtype
+    and broadcasts to any shape, so its meta kernel can only return `self`, and its result needs no
+    cache key (the key cost 3 us a call, measured on this project's 2-core test machine). Out of the
+    range, the kernel raises: not this. (values.KnownValues defers the real add on the same premise.)"""
     return (
         id(func) in _ADDS
         and not kwargs
         and len(args) == 2
         and type(args[1]) is int
+        and _INT64_MIN <= args[1] <= _INT64_MAX
         and type(args[0]) in _PLAIN
         and args[0].is_meta
         and args[0].dtype == torch.int64
@@ -975,6 +977,7 @@ def _counter_step(func, args: tuple, kwargs: dict) -> bool:
 
 
 _ADDS = {id(aten.add_.Tensor), id(aten.add_.Scalar)}
+_INT64_MIN, _INT64_MAX = torch.iinfo(torch.int64).min, torch.iinfo(torch.int64).max
 
 
 def _foreach_same_as_self(args: tuple, kwargs: dict) -> bool:

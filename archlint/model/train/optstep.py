@@ -876,6 +876,7 @@ def _write(template: Template, tracker, keys: list, states: list) -> None:
         temps = part.temps
         pool: list = [None] * births  # the previous run's records, then this run's (the first frees none before it)
         add = pool.append
+        # first, middle runs, last: n >= 3 (_eligible refuses fewer parameters)
         for (steps, tail), key, state in zip([first, *[middle] * (n - 2), last], keys, states):
             base = tracker.ops
             sizes = iter(temps[key]).__next__

@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from archlint.model.train.metacache import tensors_of
+from archlint.model.train.metacache import is_count_step, tensors_of
 
 # Values are kept and computed only for tensors up to this size: masks and positions, not images
 # of a large batch or weight-sized buffers.
@@ -98,7 +98,7 @@ class _Borrowed:
     read by the first op only where every other tensor it reads has a value too. The real tensors are
     the model's buffers and the caller's inputs, which the step never writes (it runs on their meta
     copies): the copy made when read is the copy know_all would have made.
-    `added`: the in-place adds of a number the step has made to it since (KnownValues._count), run
+    `added`: the in-place adds of a number the step has made to it since (KnownValues._deferred_count_step), run
     on the copy in their order when it is made: a BatchNorm's `num_batches_tracked += 1`, one a
     layer, is rarely read (momentum=None reads it)."""
 
@@ -412,7 +412,7 @@ class KnownValues:
         stochastic depth's `bernoulli_` and `div_` on its noise, one a block): the general path's
         result, the real op run on the values without its generic walk (no list, no device, no
         keyword to translate); None where that path is needed."""
-        if id(func) in _ADDS and self._count(func, args):
+        if self._deferred_count_step(func, args):
             return args[0]
         origins = self.origin
         real_args: list = []
@@ -442,12 +442,16 @@ class KnownValues:
             origins[id(out)] = origin
         return out
 
-    def _count(self, func, args: tuple) -> bool:
-        """Whether the in-place add is a count's step on a start value not copied yet (_counts), kept
-        to run when the value is read (_Borrowed.plus): the same add on the same value, without the
-        copy, the meta kernel and the real kernel now (a BatchNorm's, one a layer)."""
+    def _deferred_count_step(self, func, args: tuple) -> bool:
+        """Whether the op is a count's step (metacache.is_count_step) on an int64 start value not
+        copied yet, now kept to run when the value is read (_Borrowed.plus): the same add on the same
+        value, without the copy, the meta kernel and the real kernel now (a BatchNorm's, one a layer).
+        The real add can only add, and nothing kept by _Results reads the value (its copy is not made
+        yet), so no write is counted."""
+        if not is_count_step(func, args, {}):
+            return False
         value = self.values._items[id(args[0])][1]  # known (run's first loop)
-        if type(value) is not _Borrowed or not _counts(args, value.real):
+        if type(value) is not _Borrowed or value.real.dtype is not torch.int64:
             return False
         value.plus(func, args[1])
         return True
@@ -506,7 +510,6 @@ def _one_thread(func, args: tuple, kwargs: dict) -> Any:
 _WRITTEN: dict = {}
 # ops with a fast path in KnownValues.run, by id
 _EMPTY = {id(torch.ops.aten.empty.memory_format)}
-_ADDS = {id(torch.ops.aten.add_.Tensor), id(torch.ops.aten.add_.Scalar)}
 _WRITES_SELF: dict[int, bool] = {}
 
 
@@ -523,27 +526,6 @@ def _writes_self(func) -> bool:
             and returns[0].alias_info.is_write
         )
     return writes
-
-
-def _counts(args: tuple, real: torch.Tensor) -> bool:
-    """Whether `add_(meta, number)` on the start value `real` is a count's step that cannot fail: an
-    int64 tensor (meta and real) and an int64 number. Its meta kernel can only return `self` (an int
-    adds to an int64 tensor in its dtype, and a number broadcasts to any shape), the real one only
-    add, so both can wait (_Borrowed.plus): the add runs on the copy when the value is read, in one
-    thread as the general path runs it. Nothing kept by _Results reads the value (its copy is not
-    made yet), so no write is counted."""
-    if len(args) != 2:
-        return False
-    meta, number = args
-    return (
-        type(number) is int
-        and _INT64_MIN <= number <= _INT64_MAX
-        and meta.dtype is torch.int64
-        and real.dtype is torch.int64
-    )
-
-
-_INT64_MIN, _INT64_MAX = torch.iinfo(torch.int64).min, torch.iinfo(torch.int64).max
 
 
 def _written(func) -> list[tuple[int, str]]:

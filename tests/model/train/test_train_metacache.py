@@ -262,7 +262,8 @@ def test_learnt_elementwise_and_zeros_like_answered_without_a_key(monkeypatch):
 
 def test_batch_norm_counter_step_answered_without_a_key(monkeypatch):
     # num_batches_tracked += 1 (an int64 tensor and a Python int): its kernel can only return `self`;
-    # anything else (a float or bool number, an int32 tensor, alpha) is keyed as before
+    # anything else (a float or bool number, one out of int64's range, an int32 tensor, alpha) is
+    # keyed as before
     def no_key(*args):
         raise AssertionError("keyed")
 
@@ -273,6 +274,7 @@ def test_batch_norm_counter_step_answered_without_a_key(monkeypatch):
     for args, kwargs in (
         ((counter, 1.5), {}),
         ((counter, True), {}),
+        ((counter, 2**70), {}),
         ((torch.zeros((), dtype=torch.int32, device="meta"), 1), {}),
         ((counter, 1), {"alpha": 2}),
     ):
@@ -368,7 +370,7 @@ def _zeros_like_cases():
 
 @pytest.mark.parametrize("op", [aten.zeros_like.default, aten.ones_like.default, aten.empty_like.default])
 @pytest.mark.parametrize("memory_format", [None, torch.preserve_format, torch.contiguous_format])
-def test_zeros_like_shape_function_matches_the_stock_meta_kernel(op, memory_format):
+def test_the_fresh_like_shape_function_matches_the_stock_meta_kernel(op, memory_format):
     # the optimizers' state (exp_avg, momentum buffers) is made with zeros_like, the loss's gradient
     # with ones_like, dropout's mask with empty_like, whose meta kernels are Python decompositions;
     # a shape function answers the dense cases

@@ -289,7 +289,7 @@ def test_only_an_int64_count_waits(monkeypatch):
         return out is meta, values.values[meta].tolist()
 
     waiting = [outcome(*case) for case in cases]
-    monkeypatch.setattr(KnownValues, "_count", lambda self, func, args: False)  # the exact path alone
+    monkeypatch.setattr(KnownValues, "_deferred_count_step", lambda self, func, args: False)  # the exact path alone
     assert waiting == [outcome(*case) for case in cases]
     assert waiting[0] is RuntimeError and waiting[3] is OverflowError
 
