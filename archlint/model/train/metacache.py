@@ -432,6 +432,48 @@ def _addmm(self, mat1, mat2, beta=1, alpha=1):
     return out
 
 
+def _select_backward(grad_output, input_sizes, dim, index):
+    """select_backward of a meta gradient of the selected shape, a dimension and an index in range:
+    what its meta kernel (torch._decomp's: new_zeros(input_sizes), then select_scatter, whose meta
+    kernel clones it with its strides; Python, 50-300 us a call measured on this project's 2-core
+    test machine, once per index: ViT's q, k and v, its class token) gives: a fresh tensor of
+    `input_sizes` with their default strides and the gradient's dtype, whatever its strides."""
+    if not (type(grad_output) in _PLAIN and grad_output.is_meta and _ints(input_sizes) and type(dim) is int):
+        return None
+    n = len(input_sizes)
+    if type(index) is not int or not -n <= dim < n or min(input_sizes, default=0) < 0:
+        return None
+    dim %= n
+    size = input_sizes[dim]
+    if not -size <= index < size or tuple(grad_output.shape) != (*input_sizes[:dim], *input_sizes[dim + 1 :]):
+        return None
+    return torch.empty(input_sizes, dtype=grad_output.dtype, device=_META)
+
+
+def _cat(tensors, dim=0):
+    """cat of non-empty meta tensors of one floating dtype and one number of dimensions, 1 to 3
+    (none suggests channels-last), equal but along `dim`: what its meta kernel (torch._refs.cat,
+    Python, ~250 us a call measured on this project's 2-core test machine: ViT's class token
+    before its patches) gives: their sizes summed along `dim`, cloned to the default strides."""
+    if type(tensors) not in _SEQUENCES or not tensors or type(dim) is not int:
+        return None
+    first = tensors[0]
+    if not (_float_meta(first) and 1 <= first.dim() <= 3 and -first.dim() <= dim < first.dim()):
+        return None
+    dim %= first.dim()
+    shape, total = list(first.shape), 0
+    for t in tensors:
+        if not _float_meta(t) or t.dtype != first.dtype or t.dim() != len(shape) or t.numel() == 0:
+            return None
+        size = t.shape[dim]
+        shape[dim] = size
+        if list(t.shape) != shape:
+            return None
+        total += size
+    shape[dim] = total
+    return torch.empty(shape, dtype=first.dtype, device=_META)
+
+
 def _layer_norm(input, normalized_shape, weight, bias, eps):
     """native_layer_norm of a dense float32, float16 or bfloat16 input, over its last dimensions,
     with a weight and bias of those dimensions and the input's dtype (or none): what its meta
@@ -552,6 +594,8 @@ _FAST = {
     id(torch.ops.aten.addmm.default): _named(_addmm, frozenset(("beta", "alpha"))),
     id(torch.ops.aten.native_layer_norm.default): _positional(_layer_norm),
     id(torch.ops.aten.native_layer_norm_backward.default): _positional(_layer_norm_backward),
+    id(torch.ops.aten.select_backward.default): _positional(_select_backward),
+    id(torch.ops.aten.cat.default): _positional(_cat),
 }
 
 
@@ -631,7 +675,7 @@ def _elementwise(func, args: tuple, kwargs: dict, checked: bool = True) -> tuple
     otherwise: the caller keys the op and asks again)."""
     # the key: the op, its keywords' names (which of the parts after them is which), each operand's part
     parts: list[Any] = [id(func), tuple(kwargs) if kwargs else ()]
-    shape, shapes, contiguous, broadcast = None, [], True, False
+    shape, shapes, contiguous, broadcast, loose = None, [], True, False, False
     for value in (*args, *kwargs.values()) if kwargs else args:
         if type(value) in _PLAIN:
             if not value.is_meta:
@@ -644,6 +688,13 @@ def _elementwise(func, args: tuple, kwargs: dict, checked: bool = True) -> tuple
             size, strides = value.shape, value.stride()
             if strides == _default_strides(size):
                 parts.append(("tensor", value.dtype))
+            elif id(func) in _CPU_BROADCASTS and prim_layout.lays_out_as_default(size, strides):
+                # contiguous as torch counts it, a size-1 dimension's own stride aside (ViT's class
+                # token, unsqueezed: (1, 197, 768) strided (768, 768, 1)): beside operands of its
+                # shape, a result as the default strides' (its Python kernel, ~100 us a call on this
+                # project's 2-core test machine, ran once per block); a broadcast is left to the kernel
+                parts.append(("tensor", value.dtype))
+                loose = True
             else:
                 expanded = _expanded(size, strides)
                 if expanded is None:
@@ -661,7 +712,7 @@ def _elementwise(func, args: tuple, kwargs: dict, checked: bool = True) -> tuple
             return None, False  # a subclass, a list, an object: what `_key` refuses or the rule does not cover
         else:
             parts.append(value)
-    if shape is None:
+    if shape is None or (loose and broadcast):
         return None, False
     if broadcast:  # by which dimensions are 1, of shapes with no empty one
         if any(0 in s for s in shapes):

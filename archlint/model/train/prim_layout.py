@@ -63,6 +63,14 @@ def _is_channels_last(shape: Shape, strides: Shape) -> bool:
     return True
 
 
+def lays_out_as_default(shape: Shape, strides: Shape) -> bool:
+    """Whether an element-wise torch._refs op lays out its output as if this operand had the default
+    strides, beside any operands of its shape that have them (no broadcast): contiguous as torch
+    counts it and not channels-last (so the operands are all contiguous, not all channels-last: the
+    identity permutation, whatever the size-1 dimensions' strides)."""
+    return is_contiguous(shape, strides) and not _is_channels_last(shape, strides)
+
+
 def _ge(a: int, b: int) -> bool:
     return True if b == 0 else False if a == 0 else a >= b or a % b == 0
 

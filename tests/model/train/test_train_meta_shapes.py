@@ -378,3 +378,75 @@ def test_stand_ins_the_op_refuses_leave_it_to_its_own_run(monkeypatch):
     assert metacache.stats["runs"] == runs + 1
     metacache.run(aten.expm1.default, (meta(6, 2),), {})  # learnt from the run as called
     assert metacache.stats["runs"] == runs + 1 and len(calls) == 1
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_select_backward_shape_function_matches_the_stock_meta_kernel(dtype):
+    """Every dimension and index (negative ones too) of a few shapes, the gradient with each of its
+    layouts (odd size-1 strides, permuted: the result's strides never follow them): the stock
+    kernel's result; an index, a dimension or a gradient shape it does not cover: the kernel's."""
+    answered = 0
+    for sizes in ([3, 197, 1, 768], [1, 197, 768], [2, 5], [4], [3, 0, 2]):
+        n = len(sizes)
+        for dim in range(-n, n):
+            selected = tuple(s for i, s in enumerate(sizes) if i != dim % n)
+            for index in range(-sizes[dim], sizes[dim]):
+                for strides in _layouts(selected):
+                    grad = torch.empty_strided(selected, strides, device="meta", dtype=dtype)
+                    answered += _same_as_stock(aten.select_backward.default, (grad, sizes, dim, index))
+    assert answered > 500
+    fast = metacache._FAST[id(aten.select_backward.default)]
+    grad = meta(2, 3, dtype=dtype)
+    assert fast((grad, [2, 5, 3], 1, 5), {}) is None  # an index out of range
+    assert fast((grad, [2, 5, 3], 3, 0), {}) is None  # a dimension out of range
+    assert fast((meta(2, 4, dtype=dtype), [2, 5, 3], 1, 0), {}) is None  # not the selected shape
+    assert fast((grad, [2, 5, 3], 1, True), {}) is None  # not an int
+
+
+@pytest.mark.parametrize("func", [aten.add.Tensor, aten.sub.Tensor, aten.mul.Tensor, aten.div.Tensor])
+def test_elementwise_on_odd_size_one_strides_answered_as_the_stock_kernel(func):
+    """Two operands of one shape, each with every layout of `_layouts` (size-1 dimensions strided
+    0, as their default or 12345; permuted), among them ViT's class token's (1, 197, 768) strided
+    (768, 768, 1), channels-last ones and those of a single element or none: the stock kernel's
+    results, each after the shape's first, default-strided, call has taught the op's dtypes; the
+    odd size-1 strides answered without a run."""
+    answered = 0
+    for shape in [(1, 197, 768), (3, 1, 5), (2, 1, 1, 3), (1, 4, 1, 1), (1, 1, 1, 1), (1, 1), (0, 1, 3)]:
+        metacache.clear()
+        metacache.run(func, (meta(*shape), meta(*shape)), {})  # learnt here, where the shape allows
+        for a, b in itertools.product(_layouts(shape), repeat=2):
+            args = (torch.empty_strided(shape, a, device="meta"), torch.empty_strided(shape, b, device="meta"))
+            runs = metacache.stats["runs"]
+            assert _described(metacache.run(func, args, {})) == _described(func(*args)), (shape, a, b)
+            answered += metacache.stats["runs"] == runs
+    assert answered > 300
+    metacache.clear()
+    metacache.run(func, (meta(2, 3), meta(2, 3)), {})
+    runs = metacache.stats["runs"]
+    metacache.run(func, (torch.empty_strided((1, 3), (7, 1), device="meta"), meta(2, 3)), {})  # a broadcast
+    metacache.run(func, (meta(1, 4, 1, 1).to(memory_format=torch.channels_last), meta(1, 4, 1, 1)), {})
+    assert metacache.stats["runs"] == runs + 2  # left to the kernel
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_cat_shape_function_matches_the_stock_meta_kernel(dtype):
+    """Tensors of each layout of `_layouts` (odd size-1 strides, permuted: the result's strides never
+    follow them) along each dimension (negative ones too), ViT's class token and patches among
+    them: the stock kernel's result; what it does not cover (a dtype mixed in, a size that does not
+    match, an empty tensor, 4-D, an odd dimension): the kernel's."""
+    answered = 0
+    for shapes in ([(1, 1, 768), (1, 196, 768)], [(2, 3), (2, 5), (2, 1)], [(4,), (7,)], [(3, 1, 2)] * 3):
+        n = len(shapes[0])
+        for dim in range(-n, n):
+            grown = [tuple(7 if i == dim % n else s for i, s in enumerate(shapes[0])), *shapes[1:]]
+            for cases in (shapes, grown):
+                for layouts in itertools.product(*[list(_layouts(s))[:4] for s in cases]):
+                    tensors = [torch.empty_strided(s, st, device="meta", dtype=dtype) for s, st in zip(cases, layouts)]
+                    answered += _same_as_stock(aten.cat.default, (tensors, dim))
+    assert answered > 100
+    fast = metacache._FAST[id(aten.cat.default)]
+    assert fast(([meta(2, 3, dtype=dtype), meta(2, 3, dtype=torch.float64)], 0), {}) is None
+    assert fast(([meta(2, 3, dtype=dtype), meta(2, 4, dtype=dtype)], 0), {}) is None  # the kernel raises
+    assert fast(([meta(2, 3, dtype=dtype), meta(0, dtype=dtype)], 0), {}) is None  # the legacy empty tensor
+    assert fast(([meta(1, 2, 3, 3, dtype=dtype)] * 2, 1), {}) is None  # 4-D: channels-last is the kernel's
+    assert fast(([meta(2, 3, dtype=dtype)] * 2, 2), {}) is None  # out of range
