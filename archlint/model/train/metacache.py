@@ -712,7 +712,9 @@ def _elementwise(func, args: tuple, kwargs: dict, checked: bool = True) -> tuple
             return None, False  # a subclass, a list, an object: what `_key` refuses or the rule does not cover
         else:
             parts.append(value)
-    if shape is None or (loose and broadcast):
+    # (an odd size-1 stride beside a broadcast or an expanded operand: left to the kernel, as the
+    # rule was checked on operands of one shape with no stride 0 but a size-1 dimension's)
+    if shape is None or (loose and (broadcast or not contiguous)):
         return None, False
     if broadcast:  # by which dimensions are 1, of shapes with no empty one
         if any(0 in s for s in shapes):
