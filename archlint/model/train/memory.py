@@ -320,20 +320,13 @@ class _Tracker:
         events, module = self.events, self.modules[-1] if self.modules else ""
         inf = math.inf
         made = [_Storage(n, born, -1, "start", module, inf, kind) for born, n in enumerate(sizes, events)]
-        self.records += made
         self.by_id.update(zip(keys, made))
-        if watch:
-            for storage, key, rec in zip(storages, keys, made):
-                self._on_free(storage, key, rec)
-        if self.before is not None:
-            before = self.before
-            self.carried += [(rec, before[key]) for key, rec in zip(keys, made) if key in before]
-        self._grown(events, sizes)
+        self._made_at_start(storages, keys, made, sizes, watch)
         return made
 
     def _see_each(self, storages: list, keys: list[int], kind: str, keep: bool, watch: bool) -> list[_Storage]:
         """see_start one storage at a time, where one is given twice or seen already."""
-        by_id, records = self.by_id, self.records
+        by_id = self.by_id
         round_to, module = self.round_to, self.modules[-1] if self.modules else ""
         events = self.events
         seen, sizes, made, made_keys, made_storages = [], [], [], [], []
@@ -352,15 +345,22 @@ class _Tracker:
             if not keep or not rec.kind:
                 rec.kind = kind
             seen.append(rec)
-        records += made
+        self._made_at_start(made_storages, made_keys, made, sizes, watch)
+        return seen
+
+    def _made_at_start(
+        self, storages: list, keys: list[int], made: list[_Storage], sizes: list[int], watch: bool
+    ) -> None:
+        """see_start's new records (of these storages, keys and sizes, made from event `self.events`
+        on) kept, watched where `watch`, paired with the first step's where carried, and counted."""
+        self.records += made
         if watch:
-            for storage, key, rec in zip(made_storages, made_keys, made):
+            for storage, key, rec in zip(storages, keys, made):
                 self._on_free(storage, key, rec)
         if self.before is not None:
             before = self.before
-            self.carried += [(rec, before[key]) for key, rec in zip(made_keys, made) if key in before]
-        self._grown(events, sizes)
-        return seen
+            self.carried += [(rec, before[key]) for key, rec in zip(keys, made) if key in before]
+        self._grown(self.events, sizes)
 
     def _grown(self, events: int, sizes: list[int]) -> None:
         """The births of `sizes` bytes from event `events` on, counted: the live bytes only rise
